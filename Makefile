@@ -1,0 +1,44 @@
+# Two commands do everything on a fresh machine:
+#   make demo   set up, then run `gradscope inspect` on a built-in example
+#   make test   set up, then run the test suite
+# Set-up: a virtual environment in .venv with the CPU build of torch (pinned:
+# an unpinned torch pulls a multi-GB CUDA build), gradscope and pytest, and
+# Graphviz's `dot` from the system's packages where it can be installed.
+
+PYTHON ?= python3
+VENV   ?= .venv
+TORCH  ?= torch==2.13.0
+# Elsewhere, point pip at PyTorch's CPU wheels: make TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test bench clean
+
+setup: $(VENV)/.installed graphviz
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
+	$(BIN)/pip install -q -e ".[test]"
+	touch $@
+
+graphviz:
+	@command -v dot >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && apt-get install -y -qq graphviz >/dev/null; \
+	  else \
+	    echo "note: Graphviz's dot is not installed (apt-get install graphviz, brew install graphviz);"; \
+	    echo "      gradscope graph then writes only --format dot"; \
+	  fi; }
+
+demo: setup
+	$(BIN)/gradscope inspect detached-middle --fail-on never
+
+test: setup
+	$(BIN)/python -m pytest
+
+bench: setup
+	$(BIN)/python benchmarks/bench_inspect.py
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache
