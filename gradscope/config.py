@@ -1,0 +1,243 @@
+"""Settings: built-in defaults < `[tool.gradscope]` in pyproject.toml < `--config FILE` < flags.
+
+Each layer is validated on its own so an error names the file, key and line.
+No value is ever evaluated as code.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from .errors import ConfigError
+from .types import Severity
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Numbers the rules compare against; `configs/default.toml` lists the same defaults."""
+
+    explode_norm: float = 1e3
+    """GS104: a parameter's gradient L2 norm above this is exploding."""
+    explode_median_ratio: float = 1e3
+    """GS104: a parameter's gradient RMS this many times the model's median is exploding..."""
+    explode_min_norm: float = 1.0
+    """...provided its norm is above this too (a large ratio over vanished neighbours is not
+    an explosion)."""
+    vanish_norm: float = 1e-7
+    """GS105: a non-zero gradient L2 norm below this is vanishing."""
+    vanish_depth_ratio: float = 1e-3
+    """GS105: gradient RMS of the first layer run over that of the last, below this."""
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        return [_kebab(f.name) for f in fields(cls)]
+
+
+@dataclass(frozen=True)
+class CheckEntry:
+    """One `[[inspect]]` or `[[gradcheck]]` table, kept as validated plain values."""
+
+    target: str
+    options: dict[str, Any]
+    source: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    thresholds: Thresholds = Thresholds()
+    fail_on: Severity | None = Severity.ERROR
+    severities: dict[str, Severity] = field(default_factory=dict)
+    """Rule id or slug → severity that replaces the rule's default."""
+    ignores: tuple[tuple[str, str], ...] = ()
+    """(rule id or slug, glob over subject names)."""
+    inspect: tuple[CheckEntry, ...] = ()
+    gradcheck: tuple[CheckEntry, ...] = ()
+    sources: dict[str, str] = field(default_factory=dict)
+    """Setting name → where its value came from (default, a file, or a flag)."""
+
+    def threshold_dict(self) -> dict[str, float]:
+        return {_kebab(f.name): getattr(self.thresholds, f.name) for f in fields(Thresholds)}
+
+
+TOP_KEYS = {"fail-on", "thresholds", "severity", "ignore", "inspect", "gradcheck"}
+INSPECT_KEYS = {"target", "ignore", "thresholds"}
+GRADCHECK_KEYS = {"target", "shape", "args", "dtype", "seed", "second-order", "forward-ad"}
+
+
+def _kebab(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def parse_fail_on(text: str) -> Severity | None:
+    if text.strip().lower() == "never":
+        return None
+    try:
+        return Severity.parse(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not one of info, warning, error, never") from None
+
+
+def find_pyproject(start: str) -> tuple[str, dict[str, Any]] | None:
+    """The nearest pyproject.toml at or above `start` with a [tool.gradscope] table, and it."""
+    folder = os.path.abspath(start)
+    while True:
+        candidate = os.path.join(folder, "pyproject.toml")
+        if os.path.isfile(candidate):
+            table = _read_toml(candidate).get("tool", {}).get("gradscope")
+            if table is not None:
+                return candidate, table
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def load(config: str | None = None, cwd: str | None = None,
+         flags: dict[str, Any] | None = None) -> Settings:
+    settings = Settings(sources={k: "default" for k in [*Thresholds.keys(), "fail-on"]})
+    found = find_pyproject(cwd or os.getcwd())
+    if found:
+        settings = _apply(settings, found[1], found[0])
+    if config:
+        if not os.path.isfile(config):
+            raise ConfigError(f"{config}: no such config file")
+        data = _read_toml(config)
+        if os.path.basename(config) == "pyproject.toml":
+            data = data.get("tool", {}).get("gradscope", {})
+        settings = _apply(settings, data, config)
+    return apply_flags(settings, flags or {})
+
+
+def apply_flags(settings: Settings, flags: dict[str, Any]) -> Settings:
+    """Flags (already typed by the CLI) win over every file; None means not given."""
+    sources = dict(settings.sources)
+    thresholds = settings.thresholds
+    fail_on = settings.fail_on
+    for key, value in flags.items():
+        if value is None:
+            continue
+        if key == "fail-on":
+            try:
+                fail_on = parse_fail_on(value) if isinstance(value, str) else value
+            except ValueError as exc:
+                raise ConfigError(f"--fail-on: {exc}") from None
+        else:
+            thresholds = replace(thresholds, **{key.replace("-", "_"): float(value)})
+        sources[key] = "command line"
+    return replace(settings, thresholds=thresholds, fail_on=fail_on, sources=sources)
+
+
+def _read_toml(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def _line_of(path: str, key: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                if re.match(rf'\s*\[*\s*(tool\.gradscope\.)?"?{re.escape(key)}"?\s*[=\]]', line):
+                    return f":{number}"
+    except OSError:
+        pass
+    return ""
+
+
+def _fail(path: str, key: str, problem: str) -> ConfigError:
+    return ConfigError(f"{path}{_line_of(path, key.rpartition('.')[2])}: {key}: {problem}")
+
+
+def _check_keys(path: str, table: dict[str, Any], allowed: set[str], prefix: str) -> None:
+    for key in table:
+        if key not in allowed:
+            raise _fail(path, f"{prefix}{key}",
+                        f"unknown key (known: {', '.join(sorted(allowed))})")
+
+
+def _apply(settings: Settings, data: dict[str, Any], path: str) -> Settings:
+    _check_keys(path, data, TOP_KEYS, "")
+    sources = dict(settings.sources)
+    fail_on = settings.fail_on
+    if "fail-on" in data:
+        try:
+            fail_on = parse_fail_on(str(data["fail-on"]))
+        except ValueError as exc:
+            raise _fail(path, "fail-on", str(exc)) from None
+        sources["fail-on"] = path
+    thresholds = _thresholds(settings.thresholds, data.get("thresholds", {}), path, "thresholds",
+                             sources)
+    severities = dict(settings.severities)
+    for rule, sev in _table(data, "severity", path).items():
+        try:
+            severities[rule] = Severity.parse(str(sev))
+        except ValueError as exc:
+            raise _fail(path, f"severity.{rule}", str(exc)) from None
+    ignores = settings.ignores + _ignores(data.get("ignore", []), path, "ignore")
+    inspect = settings.inspect + tuple(_entries(data, "inspect", INSPECT_KEYS, path))
+    gradcheck = settings.gradcheck + tuple(_entries(data, "gradcheck", GRADCHECK_KEYS, path))
+    return Settings(thresholds, fail_on, severities, ignores, inspect, gradcheck, sources)
+
+
+def _table(data: dict[str, Any], key: str, path: str) -> dict[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise _fail(path, key, f"expected a table, got {type(value).__name__}")
+    return value
+
+
+def _thresholds(base: Thresholds, table: Any, path: str, prefix: str,
+                sources: dict[str, str]) -> Thresholds:
+    if not isinstance(table, dict):
+        raise _fail(path, prefix, "expected a table of numbers")
+    _check_keys(path, table, set(Thresholds.keys()), prefix + ".")
+    changes = {}
+    for key, value in table.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise _fail(path, f"{prefix}.{key}", f"expected a non-negative number, got {value!r}")
+        changes[key.replace("-", "_")] = float(value)
+        sources[key] = path
+    return replace(base, **changes)
+
+
+def parse_ignore(text: str) -> tuple[str, str]:
+    rule, sep, glob = str(text).partition(":")
+    if not sep or not rule or not glob:
+        raise ValueError(f"{text!r} is not RULE:GLOB (e.g. 'none-grad:aux.*')")
+    return rule, glob
+
+
+def _ignores(value: Any, path: str, key: str) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, list):
+        raise _fail(path, key, 'expected a list of "RULE:GLOB" strings')
+    try:
+        return tuple(parse_ignore(v) for v in value)
+    except ValueError as exc:
+        raise _fail(path, key, str(exc)) from None
+
+
+def _entries(data: dict[str, Any], key: str, allowed: set[str], path: str) -> list[CheckEntry]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise _fail(path, key, f"expected an array of tables ([[{key}]])")
+    out = []
+    for entry in value:
+        _check_keys(path, entry, allowed, f"{key}.")
+        if not isinstance(entry.get("target"), str):
+            raise _fail(path, f"{key}.target", "every entry needs a target string")
+        out.append(CheckEntry(entry["target"], {k: v for k, v in entry.items() if k != "target"},
+                              path))
+    return out

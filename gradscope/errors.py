@@ -1,0 +1,95 @@
+"""Exit codes and the errors that map to them.
+
+"Found problems" (1) and "could not run" (2) are different codes, so a CI job
+can tell a sick model from a broken set-up.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import traceback
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+class ExitCode(enum.IntEnum):
+    #: nothing at or above --fail-on
+    OK = 0
+    #: findings at or above --fail-on
+    FINDINGS = 1
+    #: the tool could not do its job: bad target or config, the user's code raised
+    ERROR = 2
+    #: interrupted (Ctrl-C)
+    INTERRUPTED = 130
+
+
+class GradscopeError(Exception):
+    """An error the user can fix; printed as one line, exit code 2."""
+
+    exit_code = ExitCode.ERROR
+
+
+class TargetError(GradscopeError):
+    """The target spec does not name something gradscope can run."""
+
+
+class ConfigError(GradscopeError):
+    """A config file or option is malformed."""
+
+
+class GraphvizMissing(GradscopeError):
+    """Graphviz's `dot` is not on PATH."""
+
+
+class UserCodeError(GradscopeError):
+    """The user's code raised; keeps the original exception for --debug."""
+
+    def __init__(self, what: str, exc: BaseException):
+        self.what = what
+        self.original = exc
+        where = user_frame(exc)
+        loc = f"{where[0]}:{where[1]}: " if where else ""
+        detail = f"{type(exc).__name__}: {exc}".strip().splitlines()
+        super().__init__(f"{loc}{what} raised {detail[0] if detail else type(exc).__name__}")
+
+    def user_traceback(self) -> str:
+        """The traceback with gradscope's own frames removed."""
+        frames = [f for f in traceback.extract_tb(self.original.__traceback__)
+                  if not _is_ours(f.filename)]
+        text = "".join(traceback.format_list(frames))
+        tail = "".join(traceback.format_exception_only(type(self.original), self.original))
+        return "Traceback (most recent call last, gradscope frames hidden):\n" + text + tail
+
+
+def _is_ours(filename: str) -> bool:
+    """gradscope's own frames; the built-in examples count as user code."""
+    path = os.path.abspath(filename)
+    return (path.startswith(_PACKAGE_DIR + os.sep)
+            and not path.startswith(os.path.join(_PACKAGE_DIR, "examples") + os.sep))
+
+
+def _is_library(filename: str) -> bool:
+    if not _is_ours(filename) and filename.startswith(os.path.join(_PACKAGE_DIR, "examples")):
+        return False
+    return (_is_ours(filename) or "site-packages" in filename or "dist-packages" in filename
+            or filename.startswith("<"))
+
+
+def user_frame(exc: BaseException) -> tuple[str, int] | None:
+    """The deepest frame of the user's own code (not gradscope, torch or the stdlib)."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return _relpath(exc.filename), exc.lineno or 0
+    frames = traceback.extract_tb(exc.__traceback__)
+    for f in reversed(frames):
+        if not _is_library(f.filename) and not f.filename.startswith(os.path.dirname(os.__file__)):
+            return _relpath(f.filename), f.lineno or 0
+    return None
+
+
+def _relpath(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
