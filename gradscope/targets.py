@@ -1,0 +1,136 @@
+"""Resolve a target spec to a model, an example batch and an optional loss.
+
+Specs: a built-in example name (`gradscope examples`), `path/file.py[:NAME]`
+or `package.module[:NAME]`. NAME (default `gradscope_target`) is a
+zero-argument callable returning `(model, batch)`, `(model, batch, loss_fn)`
+or a dict with keys `model`, `batch` and optional `loss_fn`; a dict may also be
+NAME itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable
+
+from .errors import TargetError, UserCodeError
+
+DEFAULT_NAME = "gradscope_target"
+
+
+@dataclass
+class Target:
+    model: Any
+    """An nn.Module."""
+    batch: Any
+    """A tensor (one positional argument), a tuple/list (positional) or a dict (keywords)."""
+    loss_fn: Callable[[Any], Any] | None
+    label: str
+
+
+def split_spec(spec: str) -> tuple[str, str | None]:
+    """`a/b.py:name` → (`a/b.py`, `name`); a colon not followed by a name stays in the path."""
+    head, sep, tail = spec.rpartition(":")
+    if sep and tail.isidentifier() and head:
+        return head, tail
+    return spec, None
+
+
+def load(spec: str) -> Target:
+    from .examples import EXAMPLES
+
+    if spec in EXAMPLES:
+        return _build(EXAMPLES[spec].factory, f"example {spec}", spec)
+    where, name = split_spec(spec)
+    module = _import(where)
+    attr = name or DEFAULT_NAME
+    if not hasattr(module, attr):
+        hint = "" if name else f"; define `{DEFAULT_NAME}()` or name one with {where}:NAME"
+        raise TargetError(f"{where} has no attribute `{attr}`{hint}")
+    return _build(getattr(module, attr), f"{where}:{attr}", spec)
+
+
+def _import(where: str) -> ModuleType:
+    looks_like_file = where.endswith(".py") or os.sep in where or "/" in where
+    if looks_like_file:
+        return _import_file(where)
+    if not all(part.isidentifier() for part in where.split(".")):
+        from .examples import EXAMPLES
+
+        raise TargetError(
+            f"target {where!r} is not a .py file, a module or a built-in example "
+            f"(examples: {', '.join(EXAMPLES)})")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(where)
+    except ModuleNotFoundError as exc:
+        if exc.name and where.startswith(exc.name):
+            raise TargetError(f"no module named {where!r} (looked on sys.path and in "
+                              f"{os.getcwd()})") from None
+        raise UserCodeError(f"importing {where}", exc) from exc
+    except Exception as exc:
+        raise UserCodeError(f"importing {where}", exc) from exc
+
+
+def _import_file(path: str) -> ModuleType:
+    if not os.path.isfile(path):
+        raise TargetError(f"{path}: no such file")
+    full = os.path.abspath(path)
+    for folder in (os.getcwd(), os.path.dirname(full)):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    stem = os.path.splitext(os.path.basename(full))[0]
+    existing = sys.modules.get(stem)
+    if existing is not None and os.path.abspath(getattr(existing, "__file__", "") or "") == full:
+        return existing
+    name = stem if existing is None and stem.isidentifier() else f"gradscope_target_{abs(hash(full))}"
+    spec = importlib.util.spec_from_file_location(name, full)
+    if spec is None or spec.loader is None:
+        raise TargetError(f"{path}: cannot be imported as Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise UserCodeError(f"importing {path}", exc) from exc
+    return module
+
+
+def _build(obj: Any, label: str, spec: str) -> Target:
+    if callable(obj) and not isinstance(obj, dict):
+        try:
+            obj = obj()
+        except Exception as exc:
+            raise UserCodeError(f"{label}()", exc) from exc
+    return from_value(obj, label)
+
+
+def from_value(value: Any, label: str) -> Target:
+    """Check the factory's result: (model, batch[, loss_fn]) or a dict of those."""
+    import torch
+
+    if isinstance(value, dict):
+        unknown = set(value) - {"model", "batch", "loss_fn"}
+        if "model" not in value or "batch" not in value or unknown:
+            raise TargetError(f"{label} returned a dict with keys {sorted(value)}; expected "
+                              "'model', 'batch' and optional 'loss_fn'")
+        model, batch, loss_fn = value["model"], value["batch"], value.get("loss_fn")
+    elif isinstance(value, (tuple, list)) and len(value) in (2, 3):
+        model, batch, loss_fn = (*value, None)[:3]
+    else:
+        raise TargetError(f"{label} returned {type(value).__name__}; expected (model, batch), "
+                          "(model, batch, loss_fn) or a dict with 'model' and 'batch'")
+    if not isinstance(model, torch.nn.Module):
+        raise TargetError(f"{label}: model is {type(model).__name__}, not a torch.nn.Module")
+    if not isinstance(batch, (torch.Tensor, tuple, list, dict)):
+        raise TargetError(f"{label}: batch is {type(batch).__name__}; expected a tensor, "
+                          "a tuple/list of arguments or a dict of keyword arguments")
+    if loss_fn is not None and not callable(loss_fn):
+        raise TargetError(f"{label}: loss_fn is {type(loss_fn).__name__}, not callable")
+    return Target(model, batch, loss_fn, label)
