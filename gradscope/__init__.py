@@ -1,0 +1,25 @@
+"""gradscope: gradient diagnostics for PyTorch models and custom autograd Functions.
+
+Importing the package is cheap; torch is imported by the functions that need it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+__all__ = ["inspect", "inspect_target", "Report", "Finding", "Severity", "ExitCode",
+           "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("inspect", "inspect_target"):
+        from . import api
+        return getattr(api, name)
+    if name in ("Report", "Finding", "Severity"):
+        from . import types
+        return getattr(types, name)
+    if name == "ExitCode":
+        from .errors import ExitCode
+        return ExitCode
+    raise AttributeError(f"module 'gradscope' has no attribute {name!r}")

@@ -1,0 +1,40 @@
+"""The public Python API: everything the CLI does, callable from a test suite."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from . import config, rules
+from .types import Report
+
+
+def inspect(model: Any, batch: Any, loss_fn: Callable[[Any], Any] | None = None, *,
+            grad_outputs: Any = None, settings: config.Settings | None = None,
+            explain: bool = True, label: str | None = None) -> Report:
+    """Run one instrumented forward+backward of `model(batch)` and diagnose it.
+
+    `grad_outputs` weights a non-scalar output (as in `y.backward(weights)`).
+    The model is left exactly as it was: hooks, flags, `.grad`, mode, buffers.
+    """
+    import torch
+
+    from . import explain as explain_mod
+    from . import probe
+
+    settings = settings or config.Settings()
+    stats = probe.run(model, batch, loss_fn, grad_outputs)
+    findings = rules.diagnose(stats, settings)
+    if explain and findings:
+        findings = explain_mod.enrich(findings, stats, model, batch, loss_fn, grad_outputs)
+    return Report(label or type(model).__name__, stats, findings, settings.threshold_dict(),
+                  torch.__version__)
+
+
+def inspect_target(spec: str, settings: config.Settings | None = None,
+                   explain: bool = True) -> Report:
+    """`gradscope inspect SPEC` without the printing."""
+    from . import targets
+
+    target = targets.load(spec)
+    return inspect(target.model, target.batch, target.loss_fn, settings=settings,
+                   explain=explain, label=target.label)
