@@ -1,0 +1,38 @@
+"""Writing results: to stdout, or atomically to a file (never half-written)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+from .errors import GradscopeError
+
+
+def write_atomic(path: str, data: str | bytes) -> None:
+    """Write to a temporary file beside `path`, then rename it into place."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise GradscopeError(f"cannot write {path}: folder {folder} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".gradscope-", dir=folder)
+    except OSError as exc:
+        raise GradscopeError(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise GradscopeError(f"cannot write {path}: {exc.strerror}") from None
+        raise
+
+
+def emit(text: str, output: str | None) -> None:
+    """Text to `output` (atomically) or to stdout."""
+    if output and output != "-":
+        write_atomic(output, text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()

@@ -1,0 +1,1 @@
+"""Reporters: one module per output format, each rendering a Report."""
