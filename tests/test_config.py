@@ -1,0 +1,121 @@
+"""Settings: defaults < pyproject.toml < --config < flags; bad files fail with file, key, line."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+
+import pytest
+
+from gradscope import config
+from gradscope.config import Settings, Thresholds
+from gradscope.errors import ConfigError
+from gradscope.types import Severity
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def write(path, text):
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def test_configs_default_toml_matches_built_in_defaults(tmp_path):
+    settings = config.load(os.path.join(ROOT, "configs", "default.toml"), cwd=str(tmp_path))
+    assert settings.thresholds == Thresholds()
+    assert settings.fail_on is Severity.ERROR
+
+
+def test_precedence_pyproject_then_config_then_flags(tmp_path):
+    write(tmp_path / "pyproject.toml", """
+        [tool.gradscope]
+        fail-on = "warning"
+        [tool.gradscope.thresholds]
+        explode-norm = 10
+        vanish-norm = 1e-5
+        """)
+    sub = tmp_path / "src" / "deep"
+    sub.mkdir(parents=True)
+    s = config.load(cwd=str(sub))  # found from a folder below
+    assert s.thresholds.explode_norm == 10 and s.thresholds.vanish_norm == 1e-5
+    assert s.fail_on is Severity.WARNING
+    assert s.sources["explode-norm"].endswith("pyproject.toml")
+    cfg = write(tmp_path / "ci.toml", """
+        [thresholds]
+        explode-norm = 20
+        """)
+    s = config.load(cfg, cwd=str(sub))
+    assert s.thresholds.explode_norm == 20 and s.thresholds.vanish_norm == 1e-5
+    assert s.sources["explode-norm"] == cfg
+    s = config.load(cfg, cwd=str(sub), flags={"explode-norm": 30.0, "fail-on": "never",
+                                              "vanish-norm": None})
+    assert s.thresholds.explode_norm == 30 and s.fail_on is None
+    assert s.thresholds.vanish_norm == 1e-5
+    assert s.sources["explode-norm"] == "command line"
+
+
+def test_pyproject_without_table_is_skipped(tmp_path):
+    write(tmp_path / "pyproject.toml", "[tool.gradscope]\nfail-on = 'info'\n")
+    inner = tmp_path / "pkg"
+    inner.mkdir()
+    write(inner / "pyproject.toml", "[project]\nname = 'x'\n")
+    assert config.load(cwd=str(inner)).fail_on is Severity.INFO
+
+
+def test_every_key(tmp_path):
+    cfg = write(tmp_path / "all.toml", """
+        fail-on = "info"
+        ignore = ["none-grad:pooler.*"]
+        [thresholds]
+        explode-norm = 1
+        explode-median-ratio = 2
+        explode-min-norm = 3
+        vanish-norm = 4
+        vanish-depth-ratio = 5
+        [severity]
+        frozen = "warning"
+        GS105 = "error"
+        [[inspect]]
+        target = "models/net.py:build"
+        ignore = ["GS101:aux.*"]
+        [[gradcheck]]
+        target = "mypkg.ops:MyFn"
+        shape = { x = [3, 4] }
+        args = { dim = -1 }
+        """)
+    s = config.load(cfg, cwd=str(tmp_path))
+    assert s.thresholds == Thresholds(1, 2, 3, 4, 5)
+    assert s.severities == {"frozen": Severity.WARNING, "GS105": Severity.ERROR}
+    assert s.ignores == (("none-grad", "pooler.*"),)
+    assert s.inspect[0].target == "models/net.py:build"
+    assert s.inspect[0].options == {"ignore": ["GS101:aux.*"]}
+    assert s.gradcheck[0].options == {"shape": {"x": [3, 4]}, "args": {"dim": -1}}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("colour = 'red'\n", "bad.toml:1: colour: unknown key"),
+    ("[thresholds]\nexplode = 1\n", "bad.toml:2: thresholds.explode: unknown key"),
+    ("[thresholds]\nvanish-norm = 'tiny'\n", "bad.toml:2: thresholds.vanish-norm: expected a "
+                                              "non-negative number"),
+    ("fail-on = 'sometimes'\n", "bad.toml:1: fail-on: 'sometimes' is not one of"),
+    ("[severity]\nfrozen = 'loud'\n", "bad.toml:2: severity.frozen: unknown severity"),
+    ("ignore = ['no-colon']\n", "bad.toml:1: ignore: 'no-colon' is not RULE:GLOB"),
+    ("[[inspect]]\nignore = []\n", "inspect.target: every entry needs a target"),
+    ("[[gradcheck]]\ntarget = 'a:b'\nshapes = {}\n", "bad.toml:3: gradcheck.shapes: unknown key"),
+    ("[thresholds\n", "bad.toml: invalid TOML"),
+])
+def test_bad_files_name_file_key_and_line(tmp_path, text, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        config.load(str(path), cwd=str(tmp_path))
+    assert message in str(info.value).replace(str(tmp_path) + os.sep, "")
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(ConfigError, match="no such config file"):
+        config.load(str(tmp_path / "nope.toml"), cwd=str(tmp_path))
+
+
+def test_threshold_dict_uses_toml_names():
+    assert Settings().threshold_dict()["explode-norm"] == Thresholds().explode_norm

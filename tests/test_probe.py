@@ -1,0 +1,202 @@
+"""The probe on real torch models: correct numbers, state left exactly as found."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import gradscope
+from gradscope import probe
+from gradscope.errors import TargetError, UserCodeError
+
+
+def reference_norms(model, batch, loss_fn):
+    """Plain autograd: the oracle the probe's fused statistics must match."""
+    model.zero_grad(set_to_none=True)
+    loss_fn(model(batch)).backward()
+    out = {n: (p.grad.norm().item(), p.grad.abs().max().item(),
+               (p.grad == 0).float().mean().item()) for n, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    return out
+
+
+def test_stats_match_plain_autograd():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    x, y = torch.randn(5, 8), torch.tensor([0, 1, 2, 0, 1])
+    loss_fn = lambda out: F.cross_entropy(out, y)  # noqa: E731
+    expected = reference_norms(model, x, loss_fn)
+    run = probe.run(model, x, loss_fn)
+    assert [p.name for p in run.params] == list(expected)
+    for p in run.params:
+        norm, mx, zeros = expected[p.name]
+        assert p.grad_norm == pytest.approx(norm, rel=1e-5)
+        assert p.grad_max == pytest.approx(mx, rel=1e-6)
+        assert p.zero_fraction == pytest.approx(zeros)
+        assert p.weight_norm == pytest.approx(dict(model.named_parameters())[p.name].norm().item(),
+                                              rel=1e-5)
+    assert run.loss_value == pytest.approx(loss_fn(model(x)).item(), rel=1e-6)
+    assert [p.depth for p in run.params] == [1, 1, 3, 3]  # root is 0, ReLU is 2
+
+
+class Stateful(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.bn = nn.BatchNorm1d(4)
+        self.drop = nn.Dropout(0.5)
+        self.frozen = nn.Linear(4, 4)
+        self.frozen.requires_grad_(False)
+
+    def forward(self, x):
+        return self.drop(self.bn(self.fc(x) + self.frozen(x)))
+
+
+def snapshot(model):
+    return {
+        "flags": {n: p.requires_grad for n, p in model.named_parameters()},
+        "grads": {n: p.grad for n, p in model.named_parameters()},
+        "grad_values": {n: None if p.grad is None else p.grad.clone()
+                        for n, p in model.named_parameters()},
+        "modes": {n: m.training for n, m in model.named_modules()},
+        "buffers": {n: b.clone() for n, b in model.named_buffers()},
+        "hooks": sum(len(m._forward_hooks) + len(m._forward_pre_hooks) + len(m._backward_hooks)
+                     for m in model.modules()),
+        "params": {n: p.detach().clone() for n, p in model.named_parameters()},
+    }
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_api_restores_every_piece_of_model_state(training):
+    torch.manual_seed(0)
+    model = Stateful().train(training)
+    model.fc.weight.grad = torch.full_like(model.fc.weight, 7.0)  # an accumulated grad
+    model.bn.eval() if not training else None
+    x = torch.randn(6, 4)
+    before = snapshot(model)
+    rng = torch.get_rng_state()
+    report = gradscope.inspect(model, x, lambda out: out.pow(2).mean())
+    after = snapshot(model)
+    assert report.stats.params  # it really ran
+    assert after["flags"] == before["flags"]
+    assert all(after["grads"][n] is before["grads"][n] for n in before["grads"])
+    assert torch.equal(after["grad_values"]["fc.weight"], before["grad_values"]["fc.weight"])
+    assert after["modes"] == before["modes"]
+    assert after["hooks"] == before["hooks"] == 0
+    for n in before["buffers"]:
+        assert torch.equal(after["buffers"][n], before["buffers"][n]), n
+    for n in before["params"]:
+        assert torch.equal(after["params"][n], before["params"][n]), n
+    assert torch.equal(torch.get_rng_state(), rng)
+
+
+def test_state_restored_when_forward_raises():
+    class Boom(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+
+        def forward(self, x):
+            self.fc(x)
+            raise ValueError("boom")
+
+    model = Boom()
+    with pytest.raises(UserCodeError, match="forward pass raised ValueError: boom"):
+        gradscope.inspect(model, torch.randn(1, 2))
+    assert sum(len(m._forward_hooks) for m in model.modules()) == 0
+
+
+def test_runs_under_no_grad_context_of_the_caller():
+    model = nn.Linear(3, 1)
+    with torch.no_grad():
+        report = gradscope.inspect(model, torch.randn(4, 3))
+    assert all(p.has_grad for p in report.stats.params)
+
+
+def test_inplace_relu_model_works():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(inplace=True), nn.Conv2d(4, 2, 3),
+                          nn.ReLU(inplace=True))
+    report = gradscope.inspect(model, torch.randn(2, 3, 8, 8))
+    assert all(p.has_grad and p.finite for p in report.stats.params)
+
+
+def test_non_scalar_output_with_gradient_weights():
+    """Tutorial 2.2: y = w * x + b; y.backward(gradient_weights)."""
+    class Affine(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.tensor([3.0, 3.0]))
+            self.b = nn.Parameter(torch.tensor([1.0, 1.0]))
+
+        def forward(self, x):
+            return self.w * x + self.b
+
+    x = torch.tensor([2.0, 2.0])
+    weights = torch.tensor([0.1, 0.2])
+    report = gradscope.inspect(Affine(), x, grad_outputs=weights)
+    norms = {p.name: p.grad_norm for p in report.stats.params}
+    assert norms["w"] == pytest.approx(math.hypot(0.2, 0.4))  # d/dw = x * weights
+    assert norms["b"] == pytest.approx(math.hypot(0.1, 0.2))  # d/db = weights
+    assert report.stats.loss_value is None
+    assert "explicit gradient weights" in report.stats.loss_source
+    with pytest.raises(TargetError, match="grad_outputs has shape"):
+        gradscope.inspect(Affine(), x, grad_outputs=torch.ones(3))
+
+
+@pytest.mark.parametrize("output, source", [
+    (lambda h: h.sum(), "scalar output"),
+    (lambda h: {"loss": h.sum(), "logits": h}, 'output["loss"]'),
+    (lambda h: h, "mean of the output"),
+    (lambda h: (h, h * 2), "sum of the means of the 2 output tensors"),
+])
+def test_loss_discovery(output, source):
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 2)
+
+        def forward(self, x):
+            return output(self.fc(x))
+
+    report = gradscope.inspect(M(), torch.randn(4, 3))
+    assert report.stats.loss_source.startswith(source)
+    assert all(p.has_grad for p in report.stats.params)
+
+
+def test_loss_that_does_not_require_grad():
+    model = nn.Linear(3, 1)
+    report = gradscope.inspect(model, torch.randn(2, 3), lambda out: out.detach().sum())
+    assert {f.subject for f in report.findings if f.slug == "none-grad"} == {"weight", "bias"}
+
+
+def test_backward_error_is_user_code_error():
+    class BadBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            raise RuntimeError("bad backward")
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 2)
+
+        def forward(self, x):
+            return BadBackward.apply(self.fc(x)).sum()
+
+    with pytest.raises(UserCodeError, match="backward pass raised RuntimeError: bad backward"):
+        gradscope.inspect(M(), torch.randn(1, 2))
+
+
+def test_shared_parameter_reported_once():
+    lin = nn.Linear(4, 4)
+    model = nn.Sequential(lin, nn.Tanh(), lin)
+    report = gradscope.inspect(model, torch.randn(3, 4))
+    assert [p.name for p in report.stats.params] == ["0.weight", "0.bias"]

@@ -1,0 +1,130 @@
+"""Each rule on fabricated stats: it fires, it stays silent, and its threshold edge. No torch."""
+
+from __future__ import annotations
+
+import sys
+
+from conftest import param, stats
+from gradscope import rules
+from gradscope.config import Settings, Thresholds
+from gradscope.types import Severity
+
+
+def fired(run, slug, settings=None):
+    return [f.subject for f in rules.diagnose(run, settings) if f.slug == slug]
+
+
+def test_rules_module_does_not_import_torch():
+    import subprocess
+
+    code = "import sys, gradscope.rules; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_none_grad_names_parameter_and_says_module_never_ran():
+    run = stats(param("body.weight"), param("aux.weight", None), param("aux.bias", None),
+                ran=("body",))
+    found = [f for f in rules.diagnose(run) if f.slug == "none-grad"]
+    assert [f.subject for f in found] == ["aux.weight", "aux.bias"]
+    assert all(f.severity is Severity.ERROR and f.rule == "GS101" for f in found)
+    assert "never ran" in found[0].message
+    assert found[0].row.symptom == "grad is None"
+
+
+def test_none_grad_when_module_ran_says_graph_is_cut():
+    run = stats(param("enc.weight", None), param("dec.weight"), ran=("enc", "dec"))
+    (f,) = [f for f in rules.diagnose(run) if f.slug == "none-grad"]
+    assert f.subject == "enc.weight" and "cut" in f.message
+
+
+def test_none_grad_when_loss_has_no_graph():
+    run = stats(param("a.weight", None), loss_requires_grad=False)
+    (f,) = [f for f in rules.diagnose(run) if f.slug == "none-grad"]
+    assert "loss itself does not require grad" in f.message
+
+
+def test_none_grad_silent_on_healthy_and_frozen():
+    run = stats(param("a.weight"), param("b.weight", None, requires_grad=False))
+    assert fired(run, "none-grad") == []
+    assert fired(run, "frozen") == ["b"]
+
+
+def test_frozen_counts_per_top_module():
+    run = stats(param("backbone.0.weight", requires_grad=False),
+                param("backbone.1.weight", requires_grad=False), param("head.weight"))
+    (f,) = [f for f in rules.diagnose(run) if f.slug == "frozen"]
+    assert f.severity is Severity.INFO and f.value == 2 and f.subject == "backbone"
+
+
+def test_zero_grad():
+    run = stats(param("a.weight", 0.0, grad_max=0.0, zero_fraction=1.0), param("b.weight"))
+    assert fired(run, "zero-grad") == ["a.weight"]
+    assert fired(stats(param("b.weight")), "zero-grad") == []
+
+
+def test_non_finite_loss_and_grad():
+    run = stats(param("a.weight", float("nan"), finite=False), param("b.weight"),
+                loss=float("nan"), loss_finite=False)
+    assert fired(run, "non-finite-loss") == ["loss"]
+    assert fired(run, "non-finite-grad") == ["a.weight"]
+    assert fired(stats(param("b.weight")), "non-finite-grad") == []
+
+
+def test_exploding_absolute_threshold_edge():
+    t = Thresholds()
+    at = stats(param("a.weight", t.explode_norm), param("b.weight", 1.0))
+    above = stats(param("a.weight", t.explode_norm * 1.01), param("b.weight", 1.0))
+    assert fired(at, "exploding") == []
+    assert fired(above, "exploding") == ["a.weight"]
+
+
+def test_exploding_median_ratio_needs_min_norm():
+    small = [param(f"l{i}.weight", 1e-4, depth=i) for i in range(5)]
+    big = param("out.weight", 2.0, depth=9)            # 2e4 x the median, norm above 1.0
+    tiny_big = param("out.weight", 0.5, depth=9)       # 5e3 x the median, norm below 1.0
+    assert fired(stats(*small, big), "exploding") == ["out.weight"]
+    assert fired(stats(*small, tiny_big), "exploding") == []
+
+
+def test_vanishing_absolute_and_depth_ratio():
+    t = Thresholds()
+    run = stats(param("first.weight", 1e-8, depth=0), param("last.weight", 1.0, depth=3))
+    assert fired(run, "vanishing") == ["first.weight"]  # absolute fires, depth ratio folded in
+    run = stats(param("first.weight", 1e-5, depth=0), param("mid.weight", 1e-2, depth=1),
+                param("last.weight", 1.0, depth=2))
+    (f,) = [f for f in rules.diagnose(run) if f.slug == "vanishing"]
+    assert f.subject == "first" and f.value == 1e-5 and f.threshold == t.vanish_depth_ratio
+
+
+def test_vanishing_depth_ratio_edge_and_healthy():
+    t = Thresholds()
+    edge = stats(param("first.weight", t.vanish_depth_ratio, depth=0),
+                 param("last.weight", 1.0, depth=1))
+    assert fired(edge, "vanishing") == []
+    assert fired(stats(param("a.weight", 0.3, depth=0), param("b.weight", 0.1, depth=1)),
+                 "vanishing") == []
+
+
+def test_dense_rms_ignores_zero_rows_of_sparse_gradients():
+    sparse = param("emb.weight", 1.0, shape=(100, 10), zero_fraction=0.99)
+    assert abs(rules.dense_rms(sparse) - 1.0 / 10 ** 0.5) < 1e-12
+
+
+def test_settings_override_severity_and_ignore_by_glob():
+    run = stats(param("aux.weight", None), param("aux.bias", None), param("x.weight", None),
+                ran=())
+    settings = Settings(severities={"none-grad": Severity.WARNING},
+                        ignores=(("GS101", "aux.*"),))
+    found = [f for f in rules.diagnose(run, settings) if f.slug == "none-grad"]
+    assert [f.subject for f in found] == ["x.weight"]
+    assert found[0].severity is Severity.WARNING
+
+
+def test_every_rule_has_a_table_row_and_unique_ids():
+    assert len({r.slug for r in rules.RULES.values()}) == len(rules.RULES)
+    for r in rules.RULES.values():
+        assert r.row in rules.TABLE and r.id.startswith("GS1")
+    assert rules.lookup("gs101").slug == "none-grad"
+    assert rules.lookup("vanishing").id == "GS105"
+    assert rules.lookup("nope") is None
