@@ -6,7 +6,6 @@ Importing this module must stay cheap (no torch): `gradscope --help` and
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import Annotated, Optional
 
 import typer
@@ -14,6 +13,8 @@ import typer
 from . import __version__, clikit
 from .examples import EXAMPLES
 from .errors import ExitCode
+from .report import outputs
+from .report.outputs import Format
 
 EXAMPLE_LIST = "\n".join(f"  {e.name:18} {e.summary}" for e in EXAMPLES.values())
 
@@ -27,9 +28,11 @@ app = typer.Typer(
          "130 interrupted.")
 
 
-class InspectFormat(str, Enum):
-    terminal = "terminal"
-    json = "json"
+FormatOpt = Annotated[Format, typer.Option(
+    "--format", "-f", help="terminal (rich), json (versioned schema), junit (XML for CI "
+    "dashboards) or markdown (job summaries).")]
+WidthOpt = Annotated[Optional[int], typer.Option(
+    "--width", metavar="COLS", help="Terminal report width (default: the terminal's).")]
 
 
 def _version(value: bool) -> None:
@@ -55,9 +58,7 @@ def inspect(
     target: Annotated[str, typer.Argument(
         metavar="TARGET", help="path/file.py[:NAME], package.module[:NAME] or a built-in example name. NAME "
              "(default gradscope_target) returns (model, batch[, loss_fn]) or a dict.")],
-    format: Annotated[InspectFormat, typer.Option(
-        "--format", "-f", help="terminal (rich) or json (versioned schema).")
-    ] = InspectFormat.terminal,
+    format: FormatOpt = Format.terminal,
     output: clikit.OutputOpt = None,
     fail_on: clikit.FailOnOpt = None,
     config: clikit.ConfigOpt = None,
@@ -76,9 +77,7 @@ def inspect(
         "--vanish-norm", "GS105: gradient L2 norm below X is vanishing.")] = None,
     vanish_depth_ratio: Annotated[Optional[float], _threshold(
         "--vanish-depth-ratio", "GS105: first/last layer gradient RMS below X.")] = None,
-    width: Annotated[Optional[int], typer.Option(
-        "--width", metavar="COLS", help="Terminal report width (default: the terminal's).")
-    ] = None,
+    width: WidthOpt = None,
     debug: clikit.DebugOpt = False,
 ) -> None:
     """Run one forward and backward pass of TARGET and report its gradients.
@@ -102,7 +101,10 @@ def inspect(
             "explode-median-ratio": explode_median_ratio, "vanish-norm": vanish_norm,
             "vanish-depth-ratio": vanish_depth_ratio})
         report = _run_inspect(target, settings, explain)
-        _print_inspect(report, format, output, None if all_rows else top, width)
+        from .check import from_inspect
+
+        outputs.write(format, from_inspect(report, settings.fail_on), output, width,
+                      inspect=report, top=None if all_rows else top)
         raise typer.Exit(ExitCode.FINDINGS if report.failed(settings.fail_on) else ExitCode.OK)
 
 
@@ -115,36 +117,70 @@ def _run_inspect(target: str, settings, explain: bool):  # noqa: ANN001, ANN202
         return inspect_target(target, settings, explain=explain)
 
 
-def _print_inspect(report, format: InspectFormat, output: Optional[str],  # noqa: ANN001
-                   top: Optional[int], width: Optional[int]) -> None:
-    from .output import emit
+@app.command()
+def check(
+    format: FormatOpt = Format.terminal,
+    output: clikit.OutputOpt = None,
+    fail_on: clikit.FailOnOpt = None,
+    config: clikit.ConfigOpt = None,
+    baseline: Annotated[Optional[str], typer.Option(
+        "--baseline", metavar="FILE", help="Fail only on findings not in this baseline, or "
+        "on gradient norms that changed by more than baseline-factor.")] = None,
+    write_baseline: Annotated[Optional[str], typer.Option(
+        "--write-baseline", metavar="FILE", help="Save this run as a baseline.")] = None,
+    width: WidthOpt = None,
+    debug: clikit.DebugOpt = False,
+) -> None:
+    """Run every target configured in [tool.gradscope] (or --config): one combined report.
 
-    if format is InspectFormat.json:
+    Examples:
+
+      gradscope check
+
+      gradscope check --format junit --output gradscope.xml
+
+      gradscope check --write-baseline .gradscope-baseline.json
+
+      gradscope check --baseline .gradscope-baseline.json --format markdown
+    """
+    with clikit.guarded(debug):
+        from . import baseline as baseline_mod
+        from . import check as check_mod
+        from . import config as config_mod
+        from .output import write_atomic
         from .report import json as json_report
 
-        emit(json_report.render(report), output)
-        return
+        settings = config_mod.load(config, flags={"fail-on": fail_on})
+        saved = baseline_mod.load(baseline) if baseline else None
+        report = _run_check(check_mod, settings)
+        if write_baseline:
+            write_atomic(write_baseline, json_report.dumps(baseline_mod.build(report)))
+        if saved is not None:
+            report = baseline_mod.compare(report, saved, settings.baseline_factor)
+        outputs.write(format, report, output, width)
+        raise typer.Exit(report.exit_code())
+
+
+def _run_check(check_mod, settings):  # noqa: ANN001, ANN202
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    total = len(settings.inspect) + len(settings.gradcheck)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, transient=True, console=_stderr_console()) as bar:
+        task = bar.add_task("checking", total=total)
+
+        def step(done: int, label: str) -> None:
+            bar.update(task, description=label, completed=done)
+
+        report = check_mod.run(settings, progress=step)
+        bar.update(task, completed=total)
+    return report
+
+
+def _stderr_console():  # noqa: ANN202
     from rich.console import Console
 
-    from .report import terminal
-
-    if output and output != "-":
-        console = Console(record=True, width=width or 120, file=_Null(), color_system=None)
-        terminal.render(report, console, top)
-        emit(console.export_text(), output)
-    else:
-        import sys
-
-        piped = width is None and not sys.stdout.isatty()
-        terminal.render(report, Console(width=120 if piped else width, highlight=False), top)
-
-
-class _Null:
-    def write(self, _text: str) -> int:
-        return 0
-
-    def flush(self) -> None:
-        pass
+    return Console(stderr=True)
 
 
 @app.command()

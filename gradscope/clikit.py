@@ -23,7 +23,7 @@ FailOnOpt = Annotated[Optional[str], typer.Option(
     help="Exit 1 when a finding is at or above LEVEL: info, warning, error (default) or never.")]
 ConfigOpt = Annotated[Optional[str], typer.Option(
     "--config", "-c", metavar="FILE",
-    help="A TOML file with the keys of [tool.gradscope]; wins over pyproject.toml.")]
+    help="A TOML file with the keys of [tool.gradscope], used instead of pyproject.toml.")]
 
 
 def error(message: str) -> None:

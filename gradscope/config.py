@@ -1,4 +1,5 @@
-"""Settings: built-in defaults < `[tool.gradscope]` in pyproject.toml < `--config FILE` < flags.
+"""Settings: built-in defaults < `[tool.gradscope]` in pyproject.toml, or `--config FILE`
+instead of it (as with pytest's -c and ruff's --config) < flags.
 
 Each layer is validated on its own so an error names the file, key and line.
 No value is ever evaluated as code.
@@ -61,14 +62,26 @@ class Settings:
     """(rule id or slug, glob over subject names)."""
     inspect: tuple[CheckEntry, ...] = ()
     gradcheck: tuple[CheckEntry, ...] = ()
+    baseline_factor: float = 10.0
+    """With --baseline: a gradient norm that grew or shrank by more than this fails."""
     sources: dict[str, str] = field(default_factory=dict)
     """Setting name → where its value came from (default, a file, or a flag)."""
+
+    def for_entry(self, entry: CheckEntry) -> Settings:
+        """These settings with one [[inspect]] entry's own ignores and thresholds on top."""
+        sources = dict(self.sources)
+        thresholds = _thresholds(self.thresholds, entry.options.get("thresholds", {}),
+                                 entry.source, "inspect.thresholds", sources)
+        ignores = self.ignores + _ignores(entry.options.get("ignore", []), entry.source,
+                                          "inspect.ignore")
+        return replace(self, thresholds=thresholds, ignores=ignores, sources=sources)
 
     def threshold_dict(self) -> dict[str, float]:
         return {_kebab(f.name): getattr(self.thresholds, f.name) for f in fields(Thresholds)}
 
 
-TOP_KEYS = {"fail-on", "thresholds", "severity", "ignore", "inspect", "gradcheck"}
+TOP_KEYS = {"fail-on", "thresholds", "severity", "ignore", "inspect", "gradcheck",
+            "baseline-factor"}
 INSPECT_KEYS = {"target", "ignore", "thresholds"}
 GRADCHECK_KEYS = {"target", "shape", "args", "dtype", "seed", "second-order", "forward-ad"}
 
@@ -104,7 +117,7 @@ def find_pyproject(start: str) -> tuple[str, dict[str, Any]] | None:
 def load(config: str | None = None, cwd: str | None = None,
          flags: dict[str, Any] | None = None) -> Settings:
     settings = Settings(sources={k: "default" for k in [*Thresholds.keys(), "fail-on"]})
-    found = find_pyproject(cwd or os.getcwd())
+    found = None if config else find_pyproject(cwd or os.getcwd())
     if found:
         settings = _apply(settings, found[1], found[0])
     if config:
@@ -189,7 +202,11 @@ def _apply(settings: Settings, data: dict[str, Any], path: str) -> Settings:
     ignores = settings.ignores + _ignores(data.get("ignore", []), path, "ignore")
     inspect = settings.inspect + tuple(_entries(data, "inspect", INSPECT_KEYS, path))
     gradcheck = settings.gradcheck + tuple(_entries(data, "gradcheck", GRADCHECK_KEYS, path))
-    return Settings(thresholds, fail_on, severities, ignores, inspect, gradcheck, sources)
+    factor = data.get("baseline-factor", settings.baseline_factor)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 1:
+        raise _fail(path, "baseline-factor", f"expected a number above 1, got {factor!r}")
+    return Settings(thresholds, fail_on, severities, ignores, inspect, gradcheck, float(factor),
+                    sources)
 
 
 def _table(data: dict[str, Any], key: str, path: str) -> dict[str, Any]:
@@ -238,6 +255,9 @@ def _entries(data: dict[str, Any], key: str, allowed: set[str], path: str) -> li
         _check_keys(path, entry, allowed, f"{key}.")
         if not isinstance(entry.get("target"), str):
             raise _fail(path, f"{key}.target", "every entry needs a target string")
+        if key == "inspect":  # checked now, so a typo fails before any model runs
+            _thresholds(Thresholds(), entry.get("thresholds", {}), path, "inspect.thresholds", {})
+            _ignores(entry.get("ignore", []), path, "inspect.ignore")
         out.append(CheckEntry(entry["target"], {k: v for k, v in entry.items() if k != "target"},
                               path))
     return out

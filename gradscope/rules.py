@@ -206,6 +206,12 @@ def frozen(stats: RunStats, t: Thresholds) -> list[Finding]:
         float(len(ps))) for top, ps in groups.items()]
 
 
+@rule("GS110", "norm-change", Severity.ERROR, "exploding",
+      "with --baseline: a gradient norm grew or shrank by more than baseline-factor")
+def norm_change(stats: RunStats, t: Thresholds) -> list[Finding]:
+    return []  # needs the baseline: produced by gradscope.baseline.compare
+
+
 def diagnose(stats: RunStats, settings: Settings | None = None) -> list[Finding]:
     settings = settings or Settings()
     findings = []

@@ -26,7 +26,7 @@ def test_configs_default_toml_matches_built_in_defaults(tmp_path):
     assert settings.fail_on is Severity.ERROR
 
 
-def test_precedence_pyproject_then_config_then_flags(tmp_path):
+def test_precedence_pyproject_or_config_then_flags(tmp_path):
     write(tmp_path / "pyproject.toml", """
         [tool.gradscope]
         fail-on = "warning"
@@ -44,13 +44,14 @@ def test_precedence_pyproject_then_config_then_flags(tmp_path):
         [thresholds]
         explode-norm = 20
         """)
-    s = config.load(cfg, cwd=str(sub))
-    assert s.thresholds.explode_norm == 20 and s.thresholds.vanish_norm == 1e-5
+    s = config.load(cfg, cwd=str(sub))  # --config replaces pyproject.toml, as pytest -c does
+    assert s.thresholds.explode_norm == 20 and s.thresholds.vanish_norm == Thresholds().vanish_norm
+    assert s.fail_on is Severity.ERROR
     assert s.sources["explode-norm"] == cfg
     s = config.load(cfg, cwd=str(sub), flags={"explode-norm": 30.0, "fail-on": "never",
                                               "vanish-norm": None})
     assert s.thresholds.explode_norm == 30 and s.fail_on is None
-    assert s.thresholds.vanish_norm == 1e-5
+    assert config.load(cwd=str(sub), flags={"vanish-norm": 1.0}).thresholds.explode_norm == 10
     assert s.sources["explode-norm"] == "command line"
 
 

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import textwrap
 from itertools import groupby
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from ..types import Finding, ParamStats, Report, Severity
+
+if TYPE_CHECKING:
+    from ..check import CheckReport
 
 STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 STATUS_STYLE = {"ok": "green", "frozen": "dim", "none": "bold red", "non-finite": "bold red",
@@ -56,11 +59,12 @@ def _group_key(f: Finding) -> tuple:
     return (f.rule, f.severity, f.advice, f.evidence)
 
 
-def _findings(findings: list[Finding], console: Console) -> None:
+def _findings(findings: list[Finding], console: Console, header: bool = True) -> None:
     if not findings:
         console.print("\n[green]No findings.[/green]")
         return
-    console.print(f"\n[bold]Findings[/bold] ({len(findings)})")
+    if header:
+        console.print(f"\n[bold]Findings[/bold] ({len(findings)})")
     ordered = sorted(findings, key=lambda f: (-f.severity, f.rule))
     for (rule, sev, advice, evidence), group in groupby(ordered, key=_group_key):
         items = list(group)
@@ -146,3 +150,28 @@ def _verdict(report: Report, console: Console) -> None:
     console.print(Text.assemble(("\nverdict: ", "bold"), (word, style),
                                 f"  ({c['error']} errors, {c['warning']} warnings, "
                                 f"{c['info']} info)"))
+
+
+def render_check(report: "CheckReport", console: Console) -> None:
+    """The combined `gradscope check` report: one section per target, then the totals."""
+    fail_on = report.fail_on
+    for r in report.results:
+        if r.error:
+            state, style = "COULD NOT RUN", "bold magenta"
+        elif r.failed(fail_on):
+            state, style = "FAIL", "bold red"
+        else:
+            state, style = "PASS", "bold green"
+        console.print(Text.assemble((f"{state:13} ", style), (f"{r.kind} ", "dim"), r.target,
+                                    (f"  ({r.duration_s:.2f} s)", "dim")), highlight=False)
+        if r.error:
+            _detail(console, "error:", r.error)
+        if r.findings:
+            _findings(r.findings, console, header=False)
+        if r.known:
+            _detail(console, "", f"{len(r.known)} finding(s) already in the baseline", "dim")
+    passed = sum(not r.error and not r.failed(fail_on) for r in report.results)
+    console.print(Text.assemble(("\ncheck: ", "bold"),
+                                f"{passed} of {len(report.results)} targets passed "
+                                f"(fail-on: {fail_on or 'never'}), exit code "
+                                f"{int(report.exit_code())}"))

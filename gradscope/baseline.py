@@ -1,0 +1,89 @@
+"""Baselines: adopt gradscope on a model with known issues, and still catch regressions.
+
+A baseline is a small JSON file: per target, the (rule, subject) pairs found
+and every parameter's gradient norm. Compared against it, a run fails only on
+findings that are new, or on a gradient norm that changed by more than the
+configured factor.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from typing import Any
+
+from .check import CheckReport, TargetResult
+from .errors import ConfigError
+from .rules import RULES, TABLE
+from .types import Finding
+
+BASELINE_VERSION = 1
+NORM_CHANGE = RULES["GS110"]
+
+
+def build(report: CheckReport) -> dict[str, Any]:
+    targets = {}
+    for r in report.results:
+        if r.error is not None:
+            continue
+        params = (r.document or {}).get("parameters", [])
+        targets[f"{r.kind}:{r.target}"] = {
+            "findings": sorted({(f.rule, f.subject) for f in r.findings + r.known}),
+            "norms": {p["name"]: p["grad_norm"] for p in params
+                      if isinstance(p.get("grad_norm"), float)},
+        }
+    return {"version": BASELINE_VERSION, "tool": "gradscope", "kind": "baseline",
+            "targets": targets}
+
+
+def load(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read baseline: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: not a JSON baseline: {exc.msg}") from None
+    if not isinstance(doc, dict) or doc.get("kind") != "baseline":
+        raise ConfigError(f"{path}: not a gradscope baseline (write one with --write-baseline)")
+    if doc.get("version") != BASELINE_VERSION:
+        raise ConfigError(f"{path}: baseline version {doc.get('version')} is not "
+                          f"{BASELINE_VERSION}; write it again with --write-baseline")
+    return doc
+
+
+def compare(report: CheckReport, baseline: dict[str, Any], factor: float) -> CheckReport:
+    """Known findings move to `known`; norm changes beyond `factor` become new findings."""
+    results = []
+    for r in report.results:
+        saved = baseline["targets"].get(f"{r.kind}:{r.target}")
+        if saved is None or r.error is not None:
+            results.append(r)  # a target new to the baseline is judged in full
+            continue
+        seen = {tuple(pair) for pair in saved["findings"]}
+        new = [f for f in r.findings if (f.rule, f.subject) not in seen]
+        known = r.known + [f for f in r.findings if (f.rule, f.subject) in seen]
+        results.append(replace(r, findings=new + _norm_changes(r, saved["norms"], factor),
+                               known=known))
+    return replace(report, results=results)
+
+
+def _norm_changes(r: TargetResult, before: dict[str, float], factor: float) -> list[Finding]:
+    out = []
+    for p in (r.document or {}).get("parameters", []):
+        old, new = before.get(p["name"]), p.get("grad_norm")
+        if not isinstance(old, float) or not isinstance(new, float) or old <= 0 or new <= 0:
+            continue
+        change = new / old
+        if math.isfinite(change) and max(change, 1 / change) > factor:
+            grew = change > 1
+            out.append(Finding(
+                NORM_CHANGE.id, NORM_CHANGE.slug, NORM_CHANGE.severity, p["name"],
+                f"grad norm of {p['name']} went from {old:.3g} to {new:.3g} (x{change:.3g}), "
+                f"beyond the baseline factor {factor:g}",
+                "a change since the baseline made this gradient "
+                + ("explode: check init, learning-rate-dependent scales and normalisation"
+                   if grew else "vanish: check new activations, masks or detached paths"),
+                TABLE["exploding" if grew else "vanishing"], change, factor))
+    return out

@@ -1,0 +1,144 @@
+"""`gradscope check`: every configured target, one combined verdict.
+
+Runs the `[[inspect]]` and `[[gradcheck]]` entries of the settings one after
+another. A target that cannot run does not stop the others: it is recorded
+as an error, and the combined exit code is then 2.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .config import CheckEntry, Settings
+from .errors import ExitCode, GradscopeError
+from .targets import split_spec
+from .types import Finding, Report, Severity
+
+CHECK_SCHEMA_VERSION = 1
+
+
+@dataclass
+class TargetResult:
+    """One configured target's outcome."""
+
+    kind: str
+    """"inspect" or "gradcheck"."""
+    target: str
+    findings: list[Finding] = field(default_factory=list)
+    """Findings that count against --fail-on."""
+    known: list[Finding] = field(default_factory=list)
+    """Findings already in the baseline: reported, never failing."""
+    document: dict[str, Any] | None = None
+    """The target's own JSON document (inspect report or gradcheck result)."""
+    error: str | None = None
+    """Why the target could not run, if it could not."""
+    duration_s: float = 0.0
+    file: str | None = None
+    """The user's file behind the target (as resolved), for CI annotations."""
+
+    def failed(self, fail_on: Severity | None) -> bool:
+        return self.error is None and fail_on is not None and any(
+            f.severity >= fail_on for f in self.findings)
+
+
+@dataclass
+class CheckReport:
+    results: list[TargetResult]
+    fail_on: Severity | None
+
+    def exit_code(self) -> ExitCode:
+        if any(r.error for r in self.results):
+            return ExitCode.ERROR
+        if any(r.failed(self.fail_on) for r in self.results):
+            return ExitCode.FINDINGS
+        return ExitCode.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": CHECK_SCHEMA_VERSION,
+            "tool": "gradscope",
+            "kind": "check",
+            "fail_on": str(self.fail_on) if self.fail_on else "never",
+            "exit_code": int(self.exit_code()),
+            "results": [{
+                "kind": r.kind, "target": r.target, "error": r.error,
+                "passed": r.error is None and not r.failed(self.fail_on),
+                "duration_s": round(r.duration_s, 6),
+                "findings": [f.to_dict() for f in r.findings],
+                "known": [f.to_dict() for f in r.known],
+                "document": r.document,
+            } for r in self.results],
+        }
+
+
+def from_inspect(report: Report, fail_on: Severity | None) -> CheckReport:
+    """One inspect report in the shape the CI reporters take."""
+    result = TargetResult("inspect", report.target, list(report.findings),
+                          document=report.to_dict(), duration_s=report.stats.duration_s,
+                          file=file_of(report.target))
+    return CheckReport([result], fail_on)
+
+
+def resolve(entry: CheckEntry) -> str:
+    """Relative file targets are relative to the config file that names them."""
+    where, name = split_spec(entry.target)
+    base = os.path.dirname(os.path.abspath(entry.source))
+    if where.endswith(".py") and not os.path.isabs(where):
+        candidate = os.path.relpath(os.path.join(base, where))
+        return f"{candidate}:{name}" if name else candidate
+    return entry.target
+
+
+def file_of(spec: str) -> str | None:
+    where, _ = split_spec(spec)
+    return where if where.endswith(".py") else None
+
+
+def _timed(kind: str, entry: CheckEntry,
+           job: Callable[[str], tuple[list[Finding], dict[str, Any]]]) -> TargetResult:
+    """Run `job(resolved_spec)`; a GradscopeError becomes this target's error."""
+    spec = resolve(entry)
+    start = time.perf_counter()
+    try:
+        findings, document = job(spec)
+    except GradscopeError as exc:
+        return TargetResult(kind, entry.target, error=str(exc), file=file_of(spec),
+                            duration_s=time.perf_counter() - start)
+    return TargetResult(kind, entry.target, findings, document=document, file=file_of(spec),
+                        duration_s=time.perf_counter() - start)
+
+
+def run_inspect(entry: CheckEntry, settings: Settings) -> TargetResult:
+    from .api import inspect_target
+
+    def job(spec: str) -> tuple[list[Finding], dict[str, Any]]:
+        report = inspect_target(spec, settings.for_entry(entry))
+        return list(report.findings), report.to_dict()
+
+    return _timed("inspect", entry, job)
+
+
+def run_gradcheck(entry: CheckEntry, settings: Settings) -> TargetResult:
+    from .gradcheck_findings import check_entry
+
+    return _timed("gradcheck", entry, lambda spec: check_entry(entry, spec, settings))
+
+
+def run(settings: Settings,
+        progress: Callable[[int, str], None] | None = None) -> CheckReport:
+    """Every configured target in order; `progress(done, label)` is called before each."""
+    if not settings.inspect and not settings.gradcheck:
+        raise GradscopeError("nothing to check: add [[tool.gradscope.inspect]] or "
+                             "[[tool.gradscope.gradcheck]] entries to pyproject.toml, or pass "
+                             "--config FILE")
+    jobs = [(run_inspect, e, "inspect") for e in settings.inspect]
+    jobs += [(run_gradcheck, e, "gradcheck") for e in settings.gradcheck]
+    results = []
+    for done, (job, entry, kind) in enumerate(jobs):
+        if progress:
+            progress(done, f"{kind} {entry.target}")
+        results.append(job(entry, settings))
+    return CheckReport(results, settings.fail_on)

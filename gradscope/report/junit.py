@@ -1,0 +1,52 @@
+"""JUnit XML for CI dashboards: one test case per configured target.
+
+A target with findings at or above --fail-on is a <failure> carrying their
+text; one that could not run is an <error>; lower findings go to <system-out>.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from ..check import CheckReport
+from ..types import Finding
+
+
+def _text(findings: list[Finding]) -> str:
+    lines = []
+    for f in findings:
+        lines.append(f"{f.severity} {f.rule} {f.slug} {f.subject}: {f.message}")
+        lines.extend(f"    evidence: {e}" for e in f.evidence)
+        lines.append(f"    advice: {f.advice}")
+    return "\n".join(lines)
+
+
+def render(report: CheckReport) -> str:
+    fail_on = report.fail_on
+    failures = sum(r.failed(fail_on) for r in report.results)
+    errors = sum(r.error is not None for r in report.results)
+    total = sum(r.duration_s for r in report.results)
+    suites = ET.Element("testsuites", name="gradscope", tests=str(len(report.results)),
+                        failures=str(failures), errors=str(errors), time=f"{total:.3f}")
+    suite = ET.SubElement(suites, "testsuite", name="gradscope", tests=str(len(report.results)),
+                          failures=str(failures), errors=str(errors), skipped="0",
+                          time=f"{total:.3f}")
+    for r in report.results:
+        case = ET.SubElement(suite, "testcase", classname=f"gradscope.{r.kind}", name=r.target,
+                             time=f"{r.duration_s:.3f}")
+        if r.file:
+            case.set("file", r.file)
+        failing = [f for f in r.findings if fail_on is not None and f.severity >= fail_on]
+        rest = [f for f in r.findings if f not in failing] + r.known
+        if r.error is not None:
+            ET.SubElement(case, "error", message=r.error, type="could-not-run").text = r.error
+        elif failing:
+            first = failing[0]
+            el = ET.SubElement(case, "failure", type=first.rule,
+                               message=f"{len(failing)} finding(s) at or above "
+                                       f"{fail_on}: {first.message}")
+            el.text = _text(failing)
+        if rest:
+            ET.SubElement(case, "system-out").text = _text(rest)
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, "unicode") + "\n"

@@ -1,0 +1,202 @@
+"""`gradscope check`: configured targets, CI reporters, baselines."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import xml.etree.ElementTree as ET
+
+import pytest
+from junitparser import Error, Failure, JUnitXml
+
+from gradscope.cli import app
+
+MODEL = """
+import torch
+from torch import nn
+
+class Net(nn.Module):
+    def __init__(self, scale=1.0):
+        super().__init__()
+        self.body = nn.Linear(4, 4)
+        self.aux = nn.Linear(4, 2)    # never called
+        self.scale = scale
+    def forward(self, x):
+        return (self.body(x) * self.scale).pow(2).mean()
+
+def build():
+    torch.manual_seed(0)
+    return Net(), torch.randn(8, 4)
+
+def build_scaled():
+    torch.manual_seed(0)
+    return Net(scale=100.0), torch.randn(8, 4)
+"""
+
+CONFIG = """
+[tool.gradscope]
+fail-on = "error"
+[[tool.gradscope.inspect]]
+target = "healthy-mlp"
+[[tool.gradscope.inspect]]
+target = "models/net.py:build"
+{ignore}
+"""
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "net.py").write_text(MODEL)
+    (tmp_path / "pyproject.toml").write_text(CONFIG.format(ignore=""))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    return tmp_path
+
+
+def check(runner, *args):
+    return runner.invoke(app, ["check", *args], catch_exceptions=False)
+
+
+def test_check_mixes_passing_and_failing_targets(runner, project):
+    result = check(runner)
+    assert result.exit_code == 1, result.output
+    assert "PASS          inspect healthy-mlp" in result.stdout
+    assert "FAIL          inspect models/net.py:build" in result.stdout
+    assert "aux.weight" in result.stdout
+    assert "check: 1 of 2 targets passed" in result.stdout
+
+
+def test_scoped_ignore_makes_it_pass(runner, project):
+    (project / "pyproject.toml").write_text(CONFIG.format(ignore='ignore = ["none-grad:aux.*"]'))
+    assert check(runner).exit_code == 0
+
+
+def test_check_from_a_subfolder_resolves_targets_against_the_config(runner, project,
+                                                                     monkeypatch):
+    (project / "src").mkdir()
+    monkeypatch.chdir(project / "src")
+    assert check(runner).exit_code == 1
+
+
+def test_nothing_configured_is_exit_2(runner, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = check(runner)
+    assert result.exit_code == 2 and "nothing to check" in result.stderr
+
+
+def test_broken_target_is_an_error_but_others_still_run(runner, project):
+    (project / "ci.toml").write_text(textwrap.dedent("""
+        [[inspect]]
+        target = "missing.py"
+        [[inspect]]
+        target = "healthy-mlp"
+        """))
+    result = check(runner, "--config", "ci.toml", "--format", "json")
+    doc = json.loads(result.stdout)
+    assert result.exit_code == 2
+    assert [r["passed"] for r in doc["results"]] == [False, True]
+    assert "no such file" in doc["results"][0]["error"]
+
+
+def test_junit_parsed_back_with_the_right_counts(runner, project):
+    (project / "ci.toml").write_text(textwrap.dedent("""
+        [[inspect]]
+        target = "healthy-mlp"
+        [[inspect]]
+        target = "models/net.py:build"
+        [[inspect]]
+        target = "missing.py"
+        [[inspect]]
+        target = "frozen-layers"
+        """))
+    result = check(runner, "--config", "ci.toml", "--format", "junit", "--output", "r.xml")
+    assert result.exit_code == 2 and result.stdout == ""
+    xml = JUnitXml.fromfile(str(project / "r.xml"))
+    suite = next(iter(xml))
+    assert (suite.tests, suite.failures, suite.errors) == (4, 1, 1)
+    cases = {case.name: case for case in suite}
+    assert set(cases) == {"healthy-mlp", "models/net.py:build", "missing.py", "frozen-layers"}
+    (failure,) = cases["models/net.py:build"].result
+    assert isinstance(failure, Failure) and failure.type == "GS101"
+    assert "aux.weight" in failure.text and "aux.bias" in failure.text
+    assert isinstance(cases["missing.py"].result[0], Error)
+    assert cases["frozen-layers"].is_passed
+    assert "GS107" in ET.parse(project / "r.xml").find(".//system-out").text
+
+
+def test_markdown_and_step_summary(runner, project, monkeypatch):
+    summary = project / "summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = check(runner, "--format", "markdown")
+    assert result.exit_code == 1
+    assert "| ❌ | `models/net.py:build` | inspect | 2 error | " in result.stdout
+    assert "| error | GS101 none-grad | `aux.weight` |" in result.stdout
+    assert summary.read_text() == "earlier step\n" + result.stdout
+
+
+def test_github_annotations(runner, project, monkeypatch):
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    result = check(runner)
+    lines = [l for l in result.stdout.splitlines() if l.startswith("::")]
+    assert len(lines) == 2
+    assert lines[0].startswith("::error file=models/net.py,title=gradscope GS101 none-grad in "
+                               "models/net.py%3Abuild::grad of aux.weight is None")
+    result = check(runner, "--format", "json")  # stdout stays pure JSON
+    json.loads(result.stdout)
+    assert "::error" in result.stderr
+
+
+def test_inspect_speaks_junit_and_markdown_too(runner, project):
+    result = runner.invoke(app, ["inspect", "unused-submodule", "--format", "junit"])
+    assert result.exit_code == 1
+    suite = ET.fromstring(result.stdout).find("testsuite")
+    assert suite.get("failures") == "1"
+    result = runner.invoke(app, ["inspect", "healthy-mlp", "--format", "markdown"])
+    assert result.exit_code == 0 and "1 passed, 0 failed" in result.stdout
+
+
+def test_baseline_unchanged_new_finding_and_norm_regression(runner, project):
+    result = check(runner, "--write-baseline", "base.json")
+    assert result.exit_code == 1  # writing a baseline does not hide today's findings
+    doc = json.loads((project / "base.json").read_text())
+    assert doc["kind"] == "baseline"
+    assert ["GS101", "aux.weight"] in doc["targets"]["inspect:models/net.py:build"]["findings"]
+
+    result = check(runner, "--baseline", "base.json")  # unchanged model: known issues only
+    assert result.exit_code == 0, result.stdout
+    assert "2 finding(s) already in the baseline" in result.stdout
+
+    net = project / "models" / "net.py"          # a new finding: a frozen-but-needed layer
+    net.write_text(MODEL.replace("return (self.body(x)", "return (self.body(x).detach()"))
+    result = check(runner, "--baseline", "base.json", "--format", "json")
+    assert result.exit_code == 1
+    (target,) = [r for r in json.loads(result.stdout)["results"] if "net.py" in r["target"]]
+    assert {(f["rule"], f["subject"]) for f in target["findings"]} >= {
+        ("GS101", "body.weight"), ("GS101", "body.bias")}
+
+    net.write_text(MODEL)                           # a norm regression beyond the factor
+    (project / "pyproject.toml").write_text(
+        CONFIG.format(ignore="").replace('target = "models/net.py:build"',
+                                         'target = "models/net.py:build_scaled"')
+        .replace('fail-on = "error"', 'fail-on = "error"\nbaseline-factor = 10'))
+    base = json.loads((project / "base.json").read_text())
+    base["targets"]["inspect:models/net.py:build_scaled"] = \
+        base["targets"].pop("inspect:models/net.py:build")
+    (project / "base.json").write_text(json.dumps(base))
+    result = check(runner, "--baseline", "base.json", "--format", "json")
+    assert result.exit_code == 1
+    (target,) = [r for r in json.loads(result.stdout)["results"] if "net.py" in r["target"]]
+    changes = [f for f in target["findings"] if f["rule"] == "GS110"]
+    assert {f["subject"] for f in changes} == {"body.weight", "body.bias"}
+    assert changes[0]["value"] == pytest.approx(1e4, rel=0.01)  # x100 scale, squared loss
+
+
+def test_bad_baseline_file_is_exit_2(runner, project):
+    (project / "b.json").write_text("{not json")
+    result = check(runner, "--baseline", "b.json")
+    assert result.exit_code == 2 and "b.json:1: not a JSON baseline" in result.stderr
+    (project / "b.json").write_text('{"kind": "report"}')
+    assert "not a gradscope baseline" in check(runner, "--baseline", "b.json").stderr
