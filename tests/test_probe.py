@@ -200,3 +200,17 @@ def test_shared_parameter_reported_once():
     model = nn.Sequential(lin, nn.Tanh(), lin)
     report = gradscope.inspect(model, torch.randn(3, 4))
     assert [p.name for p in report.stats.params] == ["0.weight", "0.bias"]
+
+
+def test_half_precision_norms_do_not_overflow():
+    """bf16/fp16 gradients are reduced in float32: a norm above 65504 stays finite."""
+    torch.manual_seed(0)
+    model = nn.Linear(256, 256).to(torch.bfloat16)
+    x = torch.randn(64, 256, dtype=torch.bfloat16) * 100
+    report = gradscope.inspect(model, x, lambda out: out.float().pow(2).sum())
+    weight = report.stats.params[0]
+    assert weight.dtype == "bfloat16" and weight.finite
+    model.zero_grad()
+    model(x).float().pow(2).sum().backward()
+    assert weight.grad_norm == pytest.approx(model.weight.grad.float().norm().item(), rel=1e-2)
+    assert weight.grad_norm > 65504
