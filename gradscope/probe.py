@@ -12,6 +12,7 @@ import math
 import time
 from collections.abc import Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, Callable, Iterator
 
 import torch
@@ -112,10 +113,12 @@ def run(model: torch.nn.Module, batch: Any, loss_fn: Callable[[Any], Any] | None
     """Forward, backward and statistics, with the model left as it was found."""
     named = list(model.named_parameters())
     trainable = [p for _, p in named if p.requires_grad]
+    saved: dict[tuple[int, int], int] = {}
     with preserved_state(model), module_order(model) as order, torch.enable_grad():
         start = time.perf_counter()
         try:
-            output = call_model(model, batch)
+            with saved_tensor_sizes(saved):
+                output = call_model(model, batch)
         except Exception as exc:
             raise UserCodeError("forward pass", exc) from exc
         target, source = _backward_target(output, loss_fn, grad_outputs)
@@ -129,8 +132,38 @@ def run(model: torch.nn.Module, batch: Any, loss_fn: Callable[[Any], Any] | None
         with torch.no_grad():
             numbers = _fused_stats(target, [p for _, p in named], grads)
         duration = time.perf_counter() - start
-    return _assemble(model, named, grads, numbers, order, target, source, duration,
-                     grad_outputs is not None)
+    stats = _assemble(model, named, grads, numbers, order, target, source, duration,
+                      grad_outputs is not None)
+    return replace(stats, saved_bytes=sum(saved.values()), retained=retained_graphs(model))
+
+
+@contextmanager
+def saved_tensor_sizes(sizes: dict[tuple[int, int], int]) -> Iterator[None]:
+    """Bytes the forward saves for backward, each storage once (the activation memory)."""
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        sizes[(t.untyped_storage().data_ptr(), t.storage_offset())] = t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        yield
+
+
+def retained_graphs(model: torch.nn.Module) -> tuple[str, ...]:
+    """Module attributes that still hold a tensor with a grad_fn after the pass.
+
+    Such a reference keeps the whole autograd graph of the step alive (the
+    classic slow out-of-memory: `self.last = out`, `self.losses.append(loss)`).
+    """
+    found = []
+    for name, module in model.named_modules():
+        for attr, value in vars(module).items():
+            if attr.startswith("_"):
+                continue
+            values = value if isinstance(value, (list, tuple)) else (
+                value.values() if isinstance(value, dict) else (value,))
+            if any(isinstance(v, torch.Tensor) and v.grad_fn is not None for v in values):
+                found.append(f"{name}.{attr}" if name else attr)
+    return tuple(found)
 
 
 def _backward_target(output: Any, loss_fn: Callable[[Any], Any] | None,

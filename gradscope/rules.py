@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from .config import Settings, Thresholds
-from .types import Finding, ParamStats, RunStats, Severity, TableRow
+from .types import Finding, ParamStats, RunStats, Severity, TableRow, human_bytes
 
 TABLE = {row.key: row for row in (
     TableRow("none-grad", "grad is None", "requires_grad not set / tensor not in the graph",
@@ -204,6 +204,17 @@ def frozen(stats: RunStats, t: Thresholds) -> list[Finding]:
         top, f"{len(ps)} frozen parameter tensors ({sum(p.numel for p in ps):,} elements) "
         f"under `{top}`", "expected for fine-tuning; if not, call requires_grad_(True) on them",
         float(len(ps))) for top, ps in groups.items()]
+
+
+@rule("GS301", "graph-retained", Severity.WARNING, "oom",
+      "a module attribute keeps a tensor with a grad_fn, and so the step's graph, alive")
+def graph_retained(stats: RunStats, t: Thresholds) -> list[Finding]:
+    return [_r("GS301").finding(
+        attr, f"`{attr}` still holds a tensor with a grad_fn after backward: the whole graph "
+        f"of the step ({human_bytes(stats.saved_bytes)} of saved activations) stays in "
+        "memory, and grows if it accumulates across steps",
+        "store `.detach()` (or `.item()` for logged numbers) instead of the live tensor")
+        for attr in stats.retained]
 
 
 @rule("GS110", "norm-change", Severity.ERROR, "exploding",

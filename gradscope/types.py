@@ -140,8 +140,10 @@ class RunStats:
     duration_s: float
     model_class: str = ""
     device: str = "cpu"
-    explanations: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    """Evidence from explanation passes, keyed by rule slug or 'slug:subject'."""
+    saved_bytes: int = 0
+    """Bytes of tensors the forward saved for backward (activation memory)."""
+    retained: tuple[str, ...] = ()
+    """Module attributes still holding a tensor with a grad_fn after the pass."""
 
 
 @dataclass
@@ -185,6 +187,7 @@ class Report:
                 "loss": s.loss_value,
                 "loss_source": s.loss_source,
                 "duration_s": round(s.duration_s, 6),
+                "saved_bytes": s.saved_bytes,
                 "verdict": str(self.worst) if self.worst else "ok",
                 "counts": self.counts(),
             },
@@ -219,3 +222,11 @@ def _param_dict(p: ParamStats, status: str) -> dict[str, Any]:
     d["ratio"] = p.ratio
     d["status"] = status
     return d
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"  # pragma: no cover

@@ -214,3 +214,27 @@ def test_half_precision_norms_do_not_overflow():
     model(x).float().pow(2).sum().backward()
     assert weight.grad_norm == pytest.approx(model.weight.grad.float().norm().item(), rel=1e-2)
     assert weight.grad_norm > 65504
+
+
+def test_saved_bytes_and_retained_graph():
+    class Caching(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(100, 10, bias=False)
+            self.history = []
+
+        def forward(self, x):
+            out = self.fc(x)
+            self.last = out                   # keeps the graph alive
+            self.history.append(out.sum())    # and accumulates it
+            self.safe = out.detach()          # fine
+            return out.sum()
+
+    model = Caching()
+    report = gradscope.inspect(model, torch.randn(32, 100))
+    assert set(report.stats.retained) == {"last", "history"}
+    assert {f.subject for f in report.findings if f.slug == "graph-retained"} == {"last",
+                                                                                 "history"}
+    assert report.stats.saved_bytes >= 32 * 100 * 4  # mm saves its input
+    plain = gradscope.inspect(nn.Linear(100, 10), torch.randn(32, 100))
+    assert plain.stats.retained == () and plain.stats.saved_bytes > 0

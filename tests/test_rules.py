@@ -124,7 +124,17 @@ def test_settings_override_severity_and_ignore_by_glob():
 def test_every_rule_has_a_table_row_and_unique_ids():
     assert len({r.slug for r in rules.RULES.values()}) == len(rules.RULES)
     for r in rules.RULES.values():
-        assert r.row in rules.TABLE and r.id.startswith("GS1")
+        assert r.row in rules.TABLE and r.id[:3] in ("GS1", "GS3")
     assert rules.lookup("gs101").slug == "none-grad"
     assert rules.lookup("vanishing").id == "GS105"
     assert rules.lookup("nope") is None
+
+
+def test_graph_retained():
+    from dataclasses import replace
+
+    run = replace(stats(param("a.weight")), retained=("cache.last",), saved_bytes=3 * 2 ** 20)
+    (f,) = [f for f in rules.diagnose(run) if f.slug == "graph-retained"]
+    assert f.subject == "cache.last" and f.severity is Severity.WARNING and f.row.key == "oom"
+    assert "3.0 MiB" in f.message
+    assert fired(stats(param("a.weight")), "graph-retained") == []

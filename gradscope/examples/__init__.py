@@ -42,6 +42,8 @@ EXAMPLES: dict[str, Example] = {e.name: e for e in (
             "encoder output .detach()ed before the decoder", "none-grad"),
     Example("dead-relu", "models:dead_relu",
             "a ReLU layer whose bias keeps every unit off", "zero-grad"),
+    Example("retained-graph", "models:retained_graph",
+            "stores its live output on the module: the graph is never freed", "graph-retained"),
     Example("tiny-transformer", "transformer:tiny_transformer",
             "2-layer GPT-style decoder returning an output with .loss", ""),
     Example("cnn", "models:cnn", "Conv-BatchNorm-ReLU(inplace) image classifier", ""),

@@ -160,3 +160,23 @@ def rnn():
     tokens = torch.randint(0, 100, (8, 12), generator=g)
     y = torch.randint(0, 4, (8,), generator=g)
     return LSTMClassifier(), tokens, lambda out: F.cross_entropy(out, y)
+
+
+class CachesOutput(nn.Module):
+    """Keeps the last output (with its graph) on the module, as logging code often does."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = _mlp(20, 64, 5)
+        self.last_logits = None
+
+    def forward(self, x):
+        out = self.body(x)
+        self.last_logits = out  # should be out.detach(): this keeps the step's graph alive
+        return out
+
+
+def retained_graph():
+    torch.manual_seed(0)
+    x, y = _classification()
+    return CachesOutput(), x, lambda out: F.cross_entropy(out, y)
