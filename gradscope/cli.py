@@ -12,6 +12,7 @@ import typer
 
 from . import __version__, clikit
 from .examples import EXAMPLES
+from .cli_graph import graph
 from .errors import ExitCode
 from .report import outputs
 from .report.outputs import Format
@@ -208,6 +209,9 @@ def rules(rule: Annotated[Optional[str], typer.Argument(
         row = rules_mod.TABLE[r.row]
         typer.echo(f"{r.id} {r.slug} ({r.severity}): {r.summary}\n"
                    f"    table: {row.symptom} | {row.cause} | {row.remedy}")
+
+
+app.command("graph")(graph)
 
 
 def main() -> None:

@@ -46,6 +46,8 @@ EXAMPLES: dict[str, Example] = {e.name: e for e in (
             "stores its live output on the module: the graph is never freed", "graph-retained"),
     Example("tiny-transformer", "transformer:tiny_transformer",
             "2-layer GPT-style decoder returning an output with .loss", ""),
+    Example("deep-transformer", "transformer:deep_transformer",
+            "12-layer GPT-style decoder: a ~500-op graph for `gradscope graph`", ""),
     Example("cnn", "models:cnn", "Conv-BatchNorm-ReLU(inplace) image classifier", ""),
     Example("rnn", "models:rnn", "2-layer LSTM sequence classifier", ""),
 )}

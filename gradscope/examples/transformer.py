@@ -101,3 +101,8 @@ def make_gpt(cfg: GPTConfig, batch_size: int = 4, seed: int = 0):
 
 def tiny_transformer():
     return make_gpt(GPTConfig())
+
+
+def deep_transformer():
+    """12 blocks: a graph of about 500 backward ops, the case `gradscope graph` collapses."""
+    return make_gpt(GPTConfig(layers=12))

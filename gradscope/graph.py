@@ -1,0 +1,300 @@
+"""The autograd graph of a loss, drawn to answer: where are my gradients broken?
+
+Built on torchviz's picture (grey backward ops, blue leaves, green output,
+`show_saved`/`show_attrs`) with what it lacks: parameter leaves carry names,
+shapes and the probe's status colour; parameters with no grad are listed in a
+legend instead of silently missing; the walk is iterative (torchviz's
+recursion fails on deep graphs, szagoruyko/pytorchviz#57); big graphs collapse
+to one node per module (graph_collapse); a missing `dot` is found before any
+model code runs; output is bytes, written atomically by the caller.
+torch, torchviz and graphviz are imported lazily.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import sys
+import types
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from . import graph_style as style
+from .errors import GradscopeError, GraphvizMissing, UserCodeError
+from .graph_walk import Walk, param_names, saved_key, walk
+
+__all__ = ["COLLAPSE_ABOVE", "FORMATS", "Drawing", "GraphOptions", "LooseVersion",
+           "check_destination", "check_dot", "draw", "format_for", "graph_of",
+           "import_torchviz", "probe_statuses", "render", "walk"]
+
+FORMATS = ("png", "svg", "pdf", "dot")
+EXTENSIONS = {".png": "png", ".svg": "svg", ".pdf": "pdf", ".dot": "dot", ".gv": "dot"}
+COLLAPSE_ABOVE = 300
+"""`--collapse auto` draws one node per module when the full graph has more nodes than this."""
+INSTALL_HINT = ("Graphviz's `dot` is not on PATH; install Graphviz (apt-get install graphviz, "
+                "brew install graphviz, conda install -c conda-forge graphviz, or "
+                "https://graphviz.org/download/) or write DOT text with --format dot")
+
+
+@dataclass(frozen=True)
+class GraphOptions:
+    collapse: str = "auto"
+    """auto (modules above COLLAPSE_ABOVE nodes), modules or none."""
+    depth: int | None = None
+    """When collapsing, merge modules deeper than this into their ancestor."""
+    show_saved: bool = False
+    show_attrs: bool = False
+    max_nodes: int = COLLAPSE_ABOVE
+
+
+@dataclass
+class Drawing:
+    graph: Any
+    """A graphviz.Digraph."""
+    nodes: int
+    """Nodes drawn, legend excluded."""
+    full_nodes: int
+    """Nodes the uncollapsed graph has."""
+    collapsed: bool
+    absent: tuple[str, ...]
+    """Parameters that require grad but are not in the graph: their grad is None."""
+    notes: tuple[str, ...]
+    """What the user should be told (also in the legend)."""
+
+    @property
+    def source(self) -> str:
+        return self.graph.source
+
+
+# --- before any model code runs ------------------------------------------------------------
+
+def format_for(out: str | None, fmt: str | None) -> str:
+    """--format wins; else the extension of --out; no --out means DOT on stdout."""
+    if fmt:
+        if fmt.lower() not in FORMATS:
+            raise GradscopeError(f"unknown graph format {fmt!r} (use {', '.join(FORMATS)})")
+        return fmt.lower()
+    if out is None or out == "-":
+        return "dot"
+    ext = os.path.splitext(out)[1].lower()
+    if ext not in EXTENSIONS:
+        raise GradscopeError(f"cannot tell the format of {out!r} from its extension; end it in "
+                             f"{', '.join(EXTENSIONS)} or pass --format")
+    return EXTENSIONS[ext]
+
+
+def check_dot(fmt: str) -> None:
+    """Raise GraphvizMissing (exit 2, one line) when rendering `fmt` needs a `dot` we lack."""
+    if fmt != "dot" and shutil.which("dot") is None:
+        raise GraphvizMissing(INSTALL_HINT)
+
+
+def check_destination(out: str | None) -> None:
+    """Fail before the model runs when --out cannot be written."""
+    if out is None or out == "-":
+        return
+    folder = os.path.dirname(os.path.abspath(out))
+    if os.path.isdir(out):
+        raise GradscopeError(f"cannot write {out}: it is a folder")
+    if not os.path.isdir(folder):
+        raise GradscopeError(f"cannot write {out}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise GradscopeError(f"cannot write {out}: folder {folder} is not writable")
+
+
+# --- torchviz on Python 3.12+ --------------------------------------------------------------
+
+@functools.total_ordering
+class LooseVersion:
+    """The part of distutils' LooseVersion torchviz uses: parse and compare "2.13.0+cpu"."""
+
+    def __init__(self, text: str):
+        self.vstring = str(text)
+        parts = [p for p in re.split(r"(\d+|[a-z]+|\.)", self.vstring.lower()) if p and p != "."]
+        self.version = [int(p) if p.isdigit() else p for p in parts]
+
+    def _key(self) -> tuple[tuple[int, int, str], ...]:
+        return tuple((0, p, "") if isinstance(p, int) else (1, 0, p) for p in self.version)
+
+    def __eq__(self, other: object) -> bool:
+        return self._key() == LooseVersion(str(other))._key()
+
+    def __lt__(self, other: object) -> bool:
+        return self._key() < LooseVersion(str(other))._key()
+
+    def __str__(self) -> str:
+        return self.vstring
+
+
+def import_torchviz() -> types.ModuleType:
+    """torchviz, with a distutils shim only where `import distutils` fails (Python 3.12+)."""
+    if "torchviz" not in sys.modules:
+        try:
+            import distutils.version  # noqa: F401
+        except ImportError:
+            shim, version = types.ModuleType("distutils"), types.ModuleType("distutils.version")
+            version.LooseVersion = LooseVersion  # type: ignore[attr-defined]
+            shim.version = version  # type: ignore[attr-defined]
+            shim.__path__ = []  # a package, so `from distutils.version import` resolves
+            sys.modules["distutils"], sys.modules["distutils.version"] = shim, version
+    import torchviz
+
+    return torchviz
+
+
+# --- drawing ---------------------------------------------------------------------------------
+
+def new_digraph() -> Any:
+    import graphviz
+
+    return graphviz.Digraph(node_attr=style.NODE_ATTR, graph_attr=style.GRAPH_ATTR)
+
+
+def full_node_count(w: Walk) -> int:
+    return len(w.fns) + len({saved_key(*s) for s in w.saved}) + 1
+
+
+def draw_full(w: Walk, loss: Any, names: dict[int, list[str]],
+              statuses: dict[str, str] | None, options: GraphOptions) -> tuple[Any, int]:
+    """torchviz's picture, with a parameter drawn in place of its AccumulateGrad box."""
+    dot, ids = new_digraph(), {k: f"n{i}" for i, k in enumerate(w.fns)}
+    label_op = _op_labeller(options.show_attrs)
+    for k, fn in w.fns.items():
+        var = w.variables.get(k)
+        if var is None:
+            dot.node(ids[k], label_op(fn), fillcolor=style.OP.colour)
+        elif id(var) in names:
+            name, *aliases = names[id(var)]
+            status = statuses.get(name) if statuses is not None else None
+            dot.node(ids[k], style.param_label(name, var.shape, status, aliases),
+                     fillcolor=style.param_swatch(status).colour)
+        else:
+            dot.node(ids[k], f"input\n{style.shape_text(var.shape)}",
+                     fillcolor=style.INPUT.colour)
+    for src, dst in w.edges:
+        dot.edge(ids[src], ids[dst])
+    saved_ids: dict[tuple[Any, ...], str] = {}
+    for fn_id, name, t in w.saved:
+        key = saved_key(fn_id, name, t)
+        if key not in saved_ids:
+            saved_ids[key] = f"s{len(saved_ids)}"
+            dot.node(saved_ids[key], f"{name}\n{style.shape_text(t.shape)}",
+                     fillcolor=style.SAVED.colour)
+        dot.edge(saved_ids[key], ids[fn_id], dir="none")
+    _output_node(dot, loss, ids.get(id(loss.grad_fn)) if loss.grad_fn is not None else None)
+    return dot, len(w.fns) + len(saved_ids) + 1
+
+
+def _op_labeller(show_attrs: bool) -> Callable[[Any], str]:
+    if not show_attrs:
+        return lambda fn: type(fn).__name__
+    get_fn_name = import_torchviz().dot.get_fn_name
+    return lambda fn: get_fn_name(fn, True, 50)
+
+
+def _output_node(dot: Any, loss: Any, source: str | None) -> None:
+    dot.node("loss", f"loss\n{style.shape_text(loss.shape)}", fillcolor=style.OUTPUT.colour)
+    if source is not None:
+        dot.edge(source, "loss")
+
+
+def draw(loss: Any, model: Any = None, statuses: dict[str, str] | None = None,
+         trace: Any = None, options: GraphOptions = GraphOptions(),
+         title: str = "gradscope graph") -> Drawing:
+    """Draw `loss`'s graph; `model` names the parameters, `statuses` colours them, and
+    `trace` (graph_collapse.trace_modules around the forward) makes collapsing possible."""
+    from . import graph_collapse
+
+    w = walk(loss, options.show_saved)
+    names = param_names(model) if model is not None else {}
+    full = full_node_count(w)
+    notes = [] if loss.grad_fn is not None else [
+        "the loss has no grad_fn: no parameter that requires grad reaches it"]
+    if options.collapse == "modules" and trace is None:
+        raise GradscopeError("collapsing by module needs a traced forward pass: use graph_of()")
+    collapse = trace is not None and (options.collapse == "modules" or (
+        options.collapse == "auto" and full > options.max_nodes))
+    if collapse:
+        dot, drawn = graph_collapse.draw_modules(w, loss, names, statuses, trace, options)
+        if options.collapse == "auto":
+            notes.append(f"{full} nodes (more than {options.max_nodes}): drawn one node per "
+                         "module; --collapse none draws every op")
+    else:
+        dot, drawn = draw_full(w, loss, names, statuses, options)
+    absent, frozen = _missing(model, w)
+    inputs = any(id(v) not in names for v in w.variables.values())
+    swatches = _swatches(statuses, options, collapse, inputs)
+    dot.node("legend", style.legend(title, swatches, absent, frozen, notes), shape="plain",
+             fillcolor="white")
+    return Drawing(dot, drawn, full, collapse, tuple(absent), tuple(notes))
+
+
+def _missing(model: Any, w: Walk) -> tuple[list[str], list[str]]:
+    """Parameters the picture cannot show: not reached from the loss, and frozen."""
+    reached = {id(v) for v in w.variables.values()}
+    absent: list[str] = []
+    frozen: list[str] = []
+    for name, p in model.named_parameters() if model is not None else ():
+        if not p.requires_grad:
+            frozen.append(f"{name} {style.shape_text(p.shape)}")
+        elif id(p) not in reached:
+            absent.append(f"{name} {style.shape_text(p.shape)}")
+    return absent, frozen
+
+
+def _swatches(statuses: dict[str, str] | None, options: GraphOptions, collapsed: bool,
+              inputs: bool) -> list[style.Swatch]:
+    params = list(style.STATUS.values()) if statuses is not None else [style.UNPROBED]
+    extra = [style.MODULE if collapsed else style.OP] + ([style.INPUT] if inputs else [])
+    if options.show_saved and not collapsed:
+        extra.append(style.SAVED)
+    return params + extra + [style.OUTPUT]
+
+
+# --- from a model, and to bytes ------------------------------------------------------------
+
+def probe_statuses(model: Any, batch: Any, loss_fn: Callable[[Any], Any] | None = None,
+                   settings: Any = None) -> dict[str, str]:
+    """Each parameter's status word (what the colours show), from one probe pass."""
+    from . import api
+
+    report = api.inspect(model, batch, loss_fn, settings=settings, explain=False)
+    return {p.name: report.status(p) for p in report.stats.params}
+
+
+def graph_of(model: Any, batch: Any, loss_fn: Callable[[Any], Any] | None = None, *,
+             statuses: dict[str, str] | None = None, options: GraphOptions = GraphOptions(),
+             label: str = "") -> Drawing:
+    """One forward pass (the model left as found), then its loss's graph drawn."""
+    import torch
+
+    from . import graph_collapse, probe
+
+    tracing = options.collapse != "none"
+    with probe.preserved_state(model), graph_collapse.trace_modules(model, tracing) as trace, \
+            torch.enable_grad():
+        try:
+            output = probe.call_model(model, batch)
+        except Exception as exc:
+            raise UserCodeError("forward pass", exc) from exc
+        loss, source = probe.pick_loss(output, loss_fn)
+    title = f"{label or type(model).__name__}: loss = {source}"
+    return draw(loss, model, statuses, trace if tracing else None, options, title)
+
+
+def render(drawing: Drawing, fmt: str) -> bytes:
+    """The file's bytes; nothing is written here, so a failure leaves no file behind."""
+    if fmt == "dot":
+        return drawing.source.encode()
+    import graphviz
+
+    try:
+        return drawing.graph.pipe(format=fmt)
+    except graphviz.ExecutableNotFound:
+        raise GraphvizMissing(INSTALL_HINT) from None
+    except graphviz.CalledProcessError as exc:
+        err = (exc.stderr or b"").decode(errors="replace").strip().splitlines()
+        raise GradscopeError(f"Graphviz `dot` failed to render {fmt}: "
+                             f"{err[0] if err else f'exit status {exc.returncode}'}") from None

@@ -1,0 +1,89 @@
+"""The autograd graph reached from a loss, as plain tables: found with an explicit stack.
+
+torchviz's `add_nodes` recurses and fails on deep graphs (szagoruyko/pytorchviz#57,
+#65); this walk does not. torch is imported lazily.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+SAVED_PREFIX = "_saved_"
+"""grad_fn attributes that hold what backward needs (torchviz reads the same)."""
+
+
+@dataclass
+class Walk:
+    """The autograd graph reached from a loss, as plain tables (found without recursion)."""
+
+    fns: dict[int, Any]
+    """id → backward node; holding them keeps the ids unique."""
+    edges: list[tuple[int, int]]
+    """(input node, consuming node): forward direction, as torchviz draws it."""
+    variables: dict[int, Any]
+    """AccumulateGrad node id → the leaf tensor whose .grad it fills."""
+    saved: list[tuple[int, str, Any]]
+    """(node id, attribute, tensor) for saved tensors."""
+
+
+def walk(loss: Any, show_saved: bool = False) -> Walk:
+    """Every backward node reached from `loss`, with an explicit stack (deep graphs are fine)."""
+    w = Walk({}, [], {}, [])
+    stack = [] if loss.grad_fn is None else [loss.grad_fn]
+    for fn in stack:
+        w.fns[id(fn)] = fn
+    while stack:
+        fn = stack.pop()
+        variable = getattr(fn, "variable", None)
+        if variable is not None:
+            w.variables[id(fn)] = variable
+        w.saved.extend((id(fn), name, t) for name, t in _saved(fn, show_saved))
+        for nxt, _ in getattr(fn, "next_functions", ()):
+            if nxt is None:
+                continue
+            w.edges.append((id(nxt), id(fn)))
+            if id(nxt) not in w.fns:
+                w.fns[id(nxt)] = nxt
+                stack.append(nxt)
+    return w
+
+
+def _saved(fn: Any, show_saved: bool) -> Iterator[tuple[str, Any]]:
+    """Custom Functions' saved tensors always (as torchviz); built-in ones' with show_saved."""
+    import torch
+
+    try:
+        custom = tuple(getattr(fn, "saved_tensors", ()))
+    except RuntimeError:  # already freed by a backward
+        custom = ()
+    yield from ((f"saved[{i}]", t) for i, t in enumerate(custom) if torch.is_tensor(t))
+    if not show_saved:
+        return
+    for attr in dir(fn):
+        if not attr.startswith(SAVED_PREFIX):
+            continue
+        try:
+            value = getattr(fn, attr)
+        except RuntimeError:
+            continue
+        name = attr[len(SAVED_PREFIX):]
+        if torch.is_tensor(value):
+            yield name, value
+        elif isinstance(value, tuple):
+            yield from ((f"{name}[{i}]", t) for i, t in enumerate(value) if torch.is_tensor(t))
+
+
+def saved_key(fn_id: int, name: str, t: Any) -> tuple[Any, ...]:
+    """One node per tensor: the same memory saved by several ops is drawn once."""
+    if t.numel() == 0:
+        return (fn_id, name)
+    return (t.data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), str(t.dtype))
+
+
+def param_names(model: Any) -> dict[int, list[str]]:
+    """id(parameter) → its names, the canonical (first) one first; tied weights have several."""
+    names: dict[int, list[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(name)
+    return names
