@@ -12,6 +12,7 @@ import typer
 
 from . import __version__, clikit
 from .examples import EXAMPLES
+from .cli_gradcheck import gradcheck
 from .cli_graph import graph
 from .errors import ExitCode
 from .report import outputs
@@ -211,6 +212,7 @@ def rules(rule: Annotated[Optional[str], typer.Argument(
                    f"    table: {row.symptom} | {row.cause} | {row.remedy}")
 
 
+app.command("gradcheck")(gradcheck)
 app.command("graph")(graph)
 
 

@@ -24,6 +24,10 @@ TABLE = {row.key: row for row in (
              "ReLU / LeakyReLU (and residuals, normalization)"),
     TableRow("oom", "out of memory", "graph not released",
              "no_grad / detach (and .item() for logged losses, checkpointing)"),
+    # the tutorial's table of gradient-checking techniques (2.3): gradcheck row
+    TableRow("gradcheck", "custom Function's gradient is wrong",
+             "backward does not compute the derivative of forward",
+             "verify it with torch.autograd.gradcheck (gradscope gradcheck)"),
 )}
 
 
@@ -37,9 +41,9 @@ class Rule:
     check: Callable[[RunStats, Thresholds], list[Finding]]
 
     def finding(self, subject: str, message: str, advice: str, value: float | None = None,
-                threshold: float | None = None) -> Finding:
+                threshold: float | None = None, evidence: tuple[str, ...] = ()) -> Finding:
         return Finding(self.id, self.slug, self.severity, subject, message, advice,
-                       TABLE[self.row], value, threshold)
+                       TABLE[self.row], value, threshold, evidence)
 
 
 RULES: dict[str, Rule] = {}
@@ -204,6 +208,19 @@ def frozen(stats: RunStats, t: Thresholds) -> list[Finding]:
         top, f"{len(ps)} frozen parameter tensors ({sum(p.numel for p in ps):,} elements) "
         f"under `{top}`", "expected for fine-tuning; if not, call requires_grad_(True) on them",
         float(len(ps))) for top, ps in groups.items()]
+
+
+def _from_gradcheck(stats: RunStats, t: Thresholds) -> list[Finding]:
+    return []  # produced by gradscope.gradcheck_findings from a gradcheck result
+
+
+rule("GS201", "jacobian-mismatch", Severity.ERROR, "gradcheck",
+     "a custom Function's analytical gradient differs from the numerical one")(_from_gradcheck)
+rule("GS202", "function-raised", Severity.ERROR, "gradcheck",
+     "a checked Function's forward, backward or jvp raised")(_from_gradcheck)
+rule("GS203", "gradcheck-warning", Severity.WARNING, "gradcheck",
+     "a gradcheck caveat: low precision, in-place changes, outputs without grad")(
+         _from_gradcheck)
 
 
 @rule("GS301", "graph-retained", Severity.WARNING, "oom",

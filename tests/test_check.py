@@ -200,3 +200,28 @@ def test_bad_baseline_file_is_exit_2(runner, project):
     assert result.exit_code == 2 and "b.json:1: not a JSON baseline" in result.stderr
     (project / "b.json").write_text('{"kind": "report"}')
     assert "not a gradscope baseline" in check(runner, "--baseline", "b.json").stderr
+
+
+def test_gradcheck_entries_in_check(runner, project):
+    (project / "ci.toml").write_text(textwrap.dedent("""
+        [[gradcheck]]
+        target = "gradscope.examples.functions:CustomReLU"
+        [[gradcheck]]
+        target = "gradscope.examples.functions:SquareMissingFactor"
+        shape = { x = [5] }
+        [[gradcheck]]
+        target = "gradscope.examples.functions:NoSuchThing"
+        """))
+    result = check(runner, "--config", "ci.toml", "--format", "json")
+    assert result.exit_code == 2
+    ok, broken, missing = json.loads(result.stdout)["results"]
+    assert ok["passed"] and ok["document"]["passed"]
+    (f,) = broken["findings"]
+    assert f["rule"] == "GS201" and f["message"].endswith("constant-factor")
+    assert f["subject"] == "gradscope.examples.functions:SquareMissingFactor: x (arg 0) -> out"
+    assert "analytical" in f["evidence"][0]
+    assert broken["document"]["targets"][0]["inputs"][0]["shape"] == [5]
+    assert missing["error"] and "NoSuchThing" in missing["error"]
+    result = check(runner, "--config", "ci.toml", "--format", "junit")
+    suite = ET.fromstring(result.stdout).find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "1", "1")

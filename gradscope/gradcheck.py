@@ -1,0 +1,291 @@
+"""`gradscope gradcheck`: which gradient of a custom Function is wrong, where, and why.
+
+For each target: build inputs (gradscope/gradcheck_inputs.py), probe one forward
+for warnings, then run each check (backward, second-order, forward-ad) in two
+stages (gradscope/gradcheck_checks.py): a sampled verdict that keeps slow
+mode's per-entry tolerance, and full-resolution blocks only for the pairs that
+failed, which gradscope/gradcheck_diagnose.py names.
+
+Python API:
+
+    from gradscope.gradcheck import check
+    result = check(MyFunction)              # or a function, an nn.Module, a factory
+    assert result.passed, result.failures
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+import warnings
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .errors import ConfigError, TargetError
+from .gradcheck_inputs import InputOptions, Problem, build
+from .gradcheck_targets import Resolved, defines, resolve, resolve_object
+from .gradcheck_types import (CheckError, CheckSummary, GradcheckReport, InputInfo, Note,
+                              PairFailure, TargetResult)
+
+__all__ = ["Options", "check", "check_resolved", "run", "load", "options_for", "InputOptions"]
+
+
+@dataclass(frozen=True)
+class Options:
+    inputs: InputOptions = field(default_factory=InputOptions)
+    second_order: bool = False
+    forward_ad: bool | None = None
+    """None: when the Function defines jvp."""
+    explain: bool = True
+    """False: stop at the sampled verdict (failing pairs get no worst elements or diagnosis)."""
+
+
+def options_for(entry: Any = None, *, shapes: dict[str, tuple[int, ...]] | None = None,
+                args: dict[str, Any] | None = None, dtype: str | None = None,
+                seed: int | None = None, second_order: bool | None = None,
+                forward_ad: bool | None = None) -> Options:
+    """Options from a [[gradcheck]] config entry (or none), the given values over it."""
+    base = _entry(entry)
+    inputs = InputOptions({**base["shape"], **(shapes or {})}, {**base["args"], **(args or {})},
+                          dtype or base["dtype"], seed if seed is not None else base["seed"])
+    return Options(inputs, _pick(second_order, base["second-order"]),
+                   _pick(forward_ad, base["forward-ad"]))
+
+
+def _pick(given: Any, configured: Any) -> Any:
+    return given if given is not None else configured
+
+
+def _entry(entry: Any) -> dict[str, Any]:
+    """A [[tool.gradscope.gradcheck]] table, validated (ConfigError names file and key)."""
+    from .config import _fail
+    from .gradcheck_inputs import parse_dtype, parse_shape
+
+    out: dict[str, Any] = {"shape": {}, "args": {}, "dtype": None, "seed": 0,
+                           "second-order": False, "forward-ad": None}
+    if entry is None:
+        return out
+    opts, src = entry.options, entry.source
+    for key, kind in (("shape", dict), ("args", dict), ("dtype", str), ("seed", int),
+                      ("second-order", bool), ("forward-ad", bool)):
+        if key in opts and (not isinstance(opts[key], kind) or
+                            (kind is int and isinstance(opts[key], bool))):
+            raise _fail(src, f"gradcheck.{key}", f"expected {kind.__name__}, got {opts[key]!r}")
+    try:
+        for name, dims in opts.get("shape", {}).items():
+            text = ",".join(map(str, dims)) if isinstance(dims, list) else str(dims)
+            out["shape"][name] = parse_shape(f"{name}={text}")[1]
+        out["dtype"] = parse_dtype(opts["dtype"]) if "dtype" in opts else None
+    except ConfigError as exc:
+        raise _fail(src, "gradcheck.shape" if "shape" in str(exc) else "gradcheck.dtype",
+                    str(exc).replace("--", "")) from None
+    out["args"] = dict(opts.get("args", {}))
+    out.update({k: opts[k] for k in ("seed", "second-order", "forward-ad") if k in opts})
+    return out
+
+
+def load(spec: str) -> list[Resolved]:
+    """SPEC → targets, or TargetError / UserCodeError (exit 2)."""
+    return resolve(spec)
+
+
+def check(target: Any, inputs: Any = None, *, shapes: dict[str, tuple[int, ...]] | None = None,
+          args: dict[str, Any] | None = None, dtype: str | None = None, seed: int = 0,
+          second_order: bool = False, forward_ad: bool | None = None,
+          label: str | None = None, explain: bool = True) -> TargetResult:
+    """Check a Function class, a function of tensors or an nn.Module from Python.
+
+    `inputs` (a tuple of positional arguments, a dict of keyword arguments, or both as
+    `(args, kwargs)`) plays the part of `gradcheck_inputs`; without it they are generated.
+    """
+    name = label or getattr(target, "__qualname__", None) or type(target).__name__
+    resolved = resolve_object(target, name, inspect.getmodule(target))
+    if inputs is not None:
+        resolved.provider = lambda: inputs
+    options = Options(InputOptions(dict(shapes or {}), dict(args or {}), dtype, seed),
+                      second_order, forward_ad, explain)
+    return check_resolved(resolved, options)
+
+
+def run(jobs: list[tuple[str, Options]]) -> GradcheckReport:
+    """Resolve every SPEC first (a bad one exits 2 before anything runs), then check each."""
+    import torch
+
+    resolved = [(t, options) for spec, options in jobs for t in load(spec)]
+    _check_names(resolved)
+    results = [check_resolved(t, options) for t, options in resolved]
+    return GradcheckReport(tuple(results), torch.__version__)
+
+
+def _check_names(resolved: list[tuple[Resolved, Options]]) -> None:
+    """Each --shape/--arg name must be a parameter of some target that generates inputs."""
+    generated = [(t, o.inputs) for t, o in resolved if t.provider is None]
+    for flag, field_name in (("--shape", "shapes"), ("--arg", "args")):
+        for target, options in generated:
+            for name in getattr(options, field_name):
+                if not any(t.accepts(name) for t, o in generated
+                           if name in getattr(o, field_name)):
+                    takes = ", ".join(target.signature.parameters) or "no parameters"
+                    raise ConfigError(f"{flag} {name}: {target.label} has no parameter named "
+                                      f"`{name}` (it takes: {takes})")
+
+
+def check_resolved(target: Resolved, options: Options) -> TargetResult:
+    import torch
+
+    from . import gradcheck_notes as notes_mod
+    from .jacobian import StageError, tolerance
+
+    start = time.perf_counter()
+    problem = build(target, options.inputs)
+    tol = tolerance(x.dtype for x in problem.inputs)
+    notes = problem.notes + notes_mod.precision(problem, tol)
+    seed = options.inputs.seed
+    base = dict(spec=target.label, kind=target.kind, dtype=_dtype(problem), seed=seed,
+                tolerance={"eps": tol.eps, "atol": tol.atol, "rtol": tol.rtol})
+    try:
+        found, outs = notes_mod.probe(problem)
+    except StageError as exc:
+        return TargetResult(inputs=tuple(problem.infos), outputs=tuple(problem.output_names),
+                            checks=(CheckSummary("backward", False, 1, 0.0),),
+                            errors=(notes_mod.error("backward", exc, problem),),
+                            notes=tuple(notes), duration_s=time.perf_counter() - start, **base)
+    if not outs:
+        raise TargetError(f"{target.label} returns no floating-point tensor: nothing to check")
+    notes += found
+    gen = torch.Generator().manual_seed(seed + 1)
+    run = _Run(problem, tol, gen, options.explain)
+    for name in _checks(problem, options):
+        if name == "second-order" and any(e.check == "backward" for e in run.errors):
+            run.notes.append(Note("skipped", "second-order not checked: backward raised"))
+            continue
+        run.check(name)
+    return TargetResult(inputs=tuple(run.infos or problem.infos),
+                        outputs=tuple(problem.output_names), checks=tuple(run.summaries),
+                        failures=tuple(run.failures), errors=tuple(run.errors),
+                        notes=tuple(notes + run.notes), duration_s=time.perf_counter() - start,
+                        **base)
+
+
+def _dtype(problem: Problem) -> str:
+    return ", ".join(sorted({i.dtype for i in problem.infos}))
+
+
+def _checks(problem: Problem, options: Options) -> list[str]:
+    names = ["backward"]
+    if options.second_order:
+        names.append("second-order")
+    has_jvp = defines(problem.function, "jvp")
+    if options.forward_ad or (options.forward_ad is None and has_jvp):
+        names.append("forward-ad")
+    return names
+
+
+class _Run:
+    """The checks of one target, sharing numerical columns between backward and forward-ad."""
+
+    def __init__(self, problem: Problem, tol: Any, gen: Any, explain: bool = True):
+        self.problem, self.tol, self.gen, self.explain = problem, tol, gen, explain
+        self.summaries: list[CheckSummary] = []
+        self.failures: list[PairFailure] = []
+        self.errors: list[CheckError] = []
+        self.notes: list[Note] = []
+        self.infos: list[InputInfo] = []
+        self._stage: Any = None
+
+    def check(self, name: str) -> None:
+        from .gradcheck_checks import second_order
+        from .gradcheck_notes import error
+        from .jacobian import Evaluator, StageError
+
+        start, ev = time.perf_counter(), None
+        failures: list[PairFailure] = []
+        try:
+            problem = second_order(self.problem, self.gen) if name == "second-order" \
+                else self.problem
+            if problem is None:
+                self.notes.append(Note("no-second-order", "no output requires grad, so there "
+                                       "is no second-order gradient to check"))
+                return
+            ev = Evaluator(problem.fn, problem.inputs, self.tol)
+            with warnings.catch_warnings():  # the probe reported them; thousands of calls follow
+                warnings.simplefilter("ignore")
+                failures = self._stages(name, problem, ev)
+        except StageError as exc:
+            self.errors.append(error(name, exc, self.problem))
+        if ev is not None and ev.grad_output_modified and name == "backward":
+            self.notes.append(Note("inplace-grad-output", "backward modified grad_output in "
+                                   "place; autograd may hand the same tensor to other nodes, so "
+                                   "clone it first"))
+        self.failures += failures
+        passed = not failures and not any(e.check == name for e in self.errors)
+        self.summaries.append(CheckSummary(name, passed, ev.calls if ev else 0,
+                                           time.perf_counter() - start))
+
+    def _stages(self, name: str, problem: Problem, ev: Any) -> list[PairFailure]:
+        from .gradcheck_checks import Explainer, first_stage
+
+        mode = "forward" if name == "forward-ad" else "backward"
+        _, outs = ev.graph()
+        prior = self._stage if name == "forward-ad" else None
+        stage = first_stage(ev, self.gen, mode, prior)
+        if name == "backward":
+            self._stage = stage
+            self.infos = [replace(info, coverage=_coverage(d))
+                          for info, d in zip(problem.infos, stage.dirs)]
+        failing = stage.failing()
+        if not failing:
+            return []
+        if not self.explain:
+            return [_unexplained(name, problem, pair, stage) for pair in failing]
+        explainer = Explainer(ev, stage, self.gen)
+        blocks = explainer.blocks(failing, mode)
+        found = [self._failure(name, problem, pair, blocks[pair], stage, explainer, outs)
+                 for pair in failing]
+        return [f for f in found if f is not None]
+
+    def _failure(self, name: str, problem: Problem, pair: tuple[int, int], block: Any,
+                 stage: Any, explainer: Any, outs: list[Any]) -> PairFailure | None:
+        from .gradcheck_diagnose import Context, compare_block, diagnose, errors, worst
+        from .gradcheck_types import Diagnosis
+
+        i, o = pair
+        info, x = problem.infos[i], problem.inputs[i]
+        others = [(f"{other.label}", _lazy(explainer, k, o, block))
+                  for k, other in enumerate(problem.infos)
+                  if k != i and problem.inputs[k].shape == x.shape]
+        ctx = Context(info.label, info.shape, problem.output_names[o], tuple(outs[o].shape),
+                      x.detach().reshape(-1), stage.linear.get(pair, True),
+                      bool(outs[o].requires_grad) or name == "forward-ad", name, others)
+        compared = compare_block(block, self.tol)
+        diagnosis = diagnose(compared, self.tol, ctx)
+        if diagnosis is None and block.full:
+            return None  # every entry agrees: the sampled alarm was within noise
+        diagnosis = diagnosis or Diagnosis("mismatch", "the sampled check failed, but the "
+                                           "explanation's sample shows no mismatch")
+        max_abs, max_rel = errors(compared, self.tol)
+        resolution = "full" if block.full else (
+            f"{'all' if block.rows is None else len(block.rows)} output rows x "
+            f"{'all' if block.cols is None else len(block.cols)} input columns")
+        return PairFailure(name, info, problem.output_names[o], o, max_abs, max_rel,
+                           worst(compared, ctx), diagnosis, resolution)
+
+
+def _unexplained(name: str, problem: Problem, pair: tuple[int, int], stage: Any) -> PairFailure:
+    from .gradcheck_types import Diagnosis
+
+    i, o = pair
+    return PairFailure(name, problem.infos[i], problem.output_names[o], o,
+                       stage.pairs[pair].max_abs, None, (),
+                       Diagnosis("unexplained", "the sampled check failed; explanation was "
+                                 "turned off (explain=False)"), "sampled")
+
+
+def _lazy(explainer: Any, k: int, o: int, block: Any) -> Any:
+    return lambda: explainer.numerical(k, o, block.rows, block.cols)
+
+
+def _coverage(d: Any) -> str:
+    if d.exact:
+        return f"all {d.n} elements"
+    return f"{len(d.basis)} of {d.n} elements + {d.dense.shape[1]} random directions"

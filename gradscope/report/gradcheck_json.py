@@ -1,0 +1,10 @@
+"""The gradcheck JSON document (schema in docs/gradcheck.md), strict JSON, stable key order."""
+
+from __future__ import annotations
+
+from ..gradcheck_types import GradcheckReport
+from .json import dumps
+
+
+def render(report: GradcheckReport) -> str:
+    return dumps(report.to_dict())
