@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional, Tuple
 
 from . import graph_style as style
+from .types import human_bytes
 
 INPUTS = "<inputs>"
 OUTSIDE = "<outside>"
@@ -211,7 +212,7 @@ def module_label(key: Key, kind: str, g: Group, segmented: bool) -> str:
     if len(params) > MAX_PARAM_LINES:
         lines.append(f"+ {len(params) - MAX_PARAM_LINES} more parameters")
     if g.saved:
-        lines.append(f"saved: {len(g.saved)} tensors, {style.nbytes_text(sum(g.saved.values()))}")
+        lines.append(f"saved: {len(g.saved)} tensors, {human_bytes(sum(g.saved.values()))}")
     return "\n".join(lines)
 
 

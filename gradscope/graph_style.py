@@ -69,14 +69,6 @@ def param_label(name: str, shape: Sequence[int], status: str | None,
     return "\n".join(lines)
 
 
-def nbytes_text(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
 def _names(items: Sequence[str]) -> str:
     shown = [html.escape(i) for i in items[:LEGEND_MAX_NAMES]]
     if len(items) > LEGEND_MAX_NAMES:

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from . import terminal
 from ..gradcheck_types import (CHECKS, CheckError, Element, GradcheckReport, PairFailure,
                                TargetResult)
 
@@ -16,11 +17,7 @@ SHOW_WORST = 3
 
 
 def num(x: float | None) -> str:
-    if x is None:
-        return "-"
-    if x == 0:
-        return "0"
-    return f"{x:.4g}" if 1e-3 <= abs(x) < 1e4 else f"{x:.2e}"
+    return terminal.num(x, digits=4)
 
 
 def render(report: GradcheckReport, console: Console) -> None:

@@ -27,12 +27,13 @@ MAX_SUBJECTS = 6
 INDENT = 10
 
 
-def num(x: float | None) -> str:
+def num(x: float | None, digits: int = 3) -> str:
+    """Short numbers for tables: plain in [1e-3, 1e4), scientific outside."""
     if x is None:
         return "-"
     if x == 0:
         return "0"
-    return f"{x:.3g}" if 1e-3 <= abs(x) < 1e4 else f"{x:.2e}"
+    return f"{x:.{digits}g}" if 1e-3 <= abs(x) < 1e4 else f"{x:.2e}"
 
 
 def render(report: Report, console: Console, top: int | None = 30) -> None:
