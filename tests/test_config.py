@@ -120,3 +120,17 @@ def test_missing_config_file(tmp_path):
 
 def test_threshold_dict_uses_toml_names():
     assert Settings().threshold_dict()["explode-norm"] == Thresholds().explode_norm
+
+
+def test_documented_examples_parse(tmp_path):
+    """The complete example of docs/config.md and the README's CI block are valid configs."""
+    import re
+
+    for doc in ("docs/config.md", "README.md"):
+        text = open(os.path.join(ROOT, doc), encoding="utf-8").read()
+        blocks = [b for b in re.findall(r"```toml\n(.*?)```", text, re.S)
+                  if "[tool.gradscope]" in b]
+        assert blocks, doc
+        for block in blocks:
+            (tmp_path / "pyproject.toml").write_text(block)
+            config.load(cwd=str(tmp_path))  # raises ConfigError on any bad key
