@@ -109,20 +109,12 @@ class _Watcher(TorchFunctionMode):
 
 
 def _replay(model: torch.nn.Module, batch: Any, loss_fn: Any, grad_outputs: Any,
-            observe: Callable[[str, list[torch.Tensor], Any, str], None],
-            backward: bool = False) -> None:
-    """Forward (and optionally backward) once more with `observe` watching; errors ignored."""
+            observe: Callable[[str, list[torch.Tensor], Any, str], None]) -> None:
+    """The forward and the loss once more, with `observe` watching every torch call."""
     with probe.preserved_state(model), _module_stack(model) as stack, torch.enable_grad():
-        try:
-            with _Watcher(observe, stack):
-                output = probe.call_model(model, batch)
-                target, _ = probe._backward_target(output, loss_fn, grad_outputs)
-            if backward and target.requires_grad:
-                torch.autograd.grad(target, [p for p in model.parameters() if p.requires_grad],
-                                    grad_outputs, allow_unused=True)
-        except Exception:
-            if os.environ.get("GRADSCOPE_DEBUG_EXPLAIN"):
-                raise
+        with _Watcher(observe, stack):
+            output = probe.call_model(model, batch)
+            probe._backward_target(output, loss_fn, grad_outputs)
 
 
 def _sites(model, batch, loss_fn, grad_outputs, test) -> list[str]:
@@ -281,7 +273,11 @@ def enrich(findings: list[Finding], stats: RunStats, model, batch, loss_fn=None,
             continue
         key = pass_.__name__
         if key not in cache:
-            cache[key] = pass_(model, batch, loss_fn, grad_outputs)
+            try:
+                cache[key] = pass_(model, batch, loss_fn, grad_outputs)
+            except Exception as exc:  # the finding stands; say why it has no location
+                cache[key] = [f"could not locate it: replaying the forward raised "
+                              f"{type(exc).__name__}: {exc}"]
         out.append(replace(f, evidence=f.evidence + tuple(cache[key])) if cache[key] else f)
     return out
 

@@ -226,3 +226,22 @@ def test_python_dash_m_runs_an_example_end_to_end(tmp_path):
     assert result.returncode == 1, result.stderr
     assert json.loads(result.stdout)["summary"]["counts"]["error"] == 2
     assert result.stderr.strip() == ""
+
+
+def test_ctrl_c_in_user_code_exits_130(runner, project):
+    (project / "slow.py").write_text(textwrap.dedent("""
+        import torch
+        from torch import nn
+
+        class Slow(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(2, 2)
+            def forward(self, x):
+                raise KeyboardInterrupt
+
+        def gradscope_target():
+            return Slow(), torch.randn(1, 2)
+        """))
+    result = invoke(runner, "slow.py")
+    assert result.exit_code == 130 and "interrupted" in result.stderr

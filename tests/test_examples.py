@@ -80,3 +80,27 @@ def test_every_example_is_covered_and_its_expectation_holds():
     for name, example in EXAMPLES.items():
         expected = {s.strip() for s in example.expect.split(",") if s.strip()}
         assert set(by_rule(inspect_target(name, explain=False))) == expected, name
+
+
+def test_explanation_that_cannot_replay_says_so():
+    """A forward that only works once: the finding stays, with the reason it has no location."""
+    import torch
+    from torch import nn
+
+    import gradscope
+
+    class OneShot(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc, self.dec, self.calls = nn.Linear(3, 3), nn.Linear(3, 1), 0
+
+        def forward(self, x):
+            self.calls += 1
+            if self.calls > 1:
+                raise RuntimeError("data loader exhausted")
+            return self.dec(self.enc(x).detach()).sum()
+
+    report = gradscope.inspect(OneShot(), torch.randn(2, 3))
+    (f, _) = [f for f in report.findings if f.slug == "none-grad"]
+    assert f.evidence == ("could not locate it: replaying the forward raised RuntimeError: "
+                          "data loader exhausted",)
