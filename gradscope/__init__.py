@@ -8,12 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["inspect", "inspect_target", "Report", "Finding", "Severity", "ExitCode",
+__all__ = ["inspect", "inspect_target", "inspect_script", "Report", "Finding", "Severity", "ExitCode",
            "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("inspect", "inspect_target"):
+    if name in ("inspect", "inspect_target", "inspect_script"):
         from . import api
         return getattr(api, name)
     if name in ("Report", "Finding", "Severity"):

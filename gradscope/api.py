@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from . import config, rules
 from .types import Report
@@ -38,3 +38,19 @@ def inspect_target(spec: str, settings: config.Settings | None = None,
     target = targets.load(spec)
     return inspect(target.model, target.batch, target.loss_fn, settings=settings,
                    explain=explain, label=target.label)
+
+
+def inspect_script(path: str, argv: Sequence[str] = (),
+                   settings: config.Settings | None = None) -> Report:
+    """Run a training script until its first backward, and diagnose that step.
+
+    No explanation passes: a script's forward cannot be replayed on its own.
+    """
+    import torch
+
+    from . import script
+
+    settings = settings or config.Settings()
+    model, stats = script.run(path, argv)
+    return Report(f"script {path}", stats, rules.diagnose(stats, settings),
+                  settings.threshold_dict(), torch.__version__)

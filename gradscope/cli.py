@@ -14,7 +14,7 @@ from . import __version__, clikit
 from .examples import EXAMPLES
 from .cli_gradcheck import gradcheck
 from .cli_graph import graph
-from .errors import ExitCode
+from .errors import ExitCode, GradscopeError
 from .report import outputs
 from .report.outputs import Format
 
@@ -55,8 +55,9 @@ def _threshold(flag: str, text: str):  # noqa: ANN202 - Typer option factory
 
 
 @app.command(epilog="Built-in examples (run by name; `gradscope examples` lists them):\n\n\b\n"
-             + EXAMPLE_LIST)
+             + EXAMPLE_LIST, context_settings={"allow_extra_args": True})
 def inspect(
+    ctx: typer.Context,
     target: Annotated[str, typer.Argument(
         metavar="TARGET", help="path/file.py[:NAME], package.module[:NAME] or a built-in example name. NAME "
              "(default gradscope_target) returns (model, batch[, loss_fn]) or a dict.")],
@@ -67,6 +68,9 @@ def inspect(
     top: Annotated[int, typer.Option(
         "--top", metavar="N", help="Parameter rows to show in the terminal report.")] = 30,
     all_rows: Annotated[bool, typer.Option("--all", help="Show every parameter row.")] = False,
+    script: Annotated[bool, typer.Option(
+        "--script", help="TARGET is a training script: run it (arguments after --) until its "
+        "first backward() and inspect that step instead of running it.")] = False,
     explain: Annotated[bool, typer.Option(
         "--explain/--no-explain",
         help="Replay the forward to locate what the cheap pass found (which op, which line).")
@@ -94,6 +98,8 @@ def inspect(
       gradscope inspect models/net.py:build --format json -o report.json
 
       gradscope inspect mypkg.models:make_target --fail-on warning
+
+      gradscope inspect train.py --script -- --lr 0.1 --batch-size 32
     """
     with clikit.guarded(debug):
         from . import config as config_mod
@@ -102,7 +108,10 @@ def inspect(
             "fail-on": fail_on, "explode-norm": explode_norm,
             "explode-median-ratio": explode_median_ratio, "vanish-norm": vanish_norm,
             "vanish-depth-ratio": vanish_depth_ratio})
-        report = _run_inspect(target, settings, explain)
+        if ctx.args and not script:
+            raise GradscopeError(f"unexpected arguments {' '.join(ctx.args)!r} (arguments "
+                                 "after -- are for a --script TARGET)")
+        report = _run_inspect(target, settings, explain, ctx.args if script else None)
         from .check import from_inspect
 
         outputs.write(format, from_inspect(report, settings.fail_on), output, width,
@@ -110,12 +119,15 @@ def inspect(
         raise typer.Exit(ExitCode.FINDINGS if report.failed(settings.fail_on) else ExitCode.OK)
 
 
-def _run_inspect(target: str, settings, explain: bool):  # noqa: ANN001, ANN202
+def _run_inspect(target: str, settings, explain: bool, argv):  # noqa: ANN001, ANN202
+    """`argv` not None: TARGET is a script to run with those arguments."""
     from rich.console import Console
 
-    from .api import inspect_target
+    from .api import inspect_script, inspect_target
 
     with Console(stderr=True).status(f"inspecting {target} ...", spinner="dots"):
+        if argv is not None:
+            return inspect_script(target, argv, settings)
         return inspect_target(target, settings, explain=explain)
 
 

@@ -111,8 +111,6 @@ def preserved_state(model: torch.nn.Module) -> Iterator[None]:
 def run(model: torch.nn.Module, batch: Any, loss_fn: Callable[[Any], Any] | None = None,
         grad_outputs: torch.Tensor | None = None) -> RunStats:
     """Forward, backward and statistics, with the model left as it was found."""
-    named = list(model.named_parameters())
-    trainable = [p for _, p in named if p.requires_grad]
     saved: dict[tuple[int, int], int] = {}
     with preserved_state(model), module_order(model) as order, torch.enable_grad():
         start = time.perf_counter()
@@ -122,16 +120,24 @@ def run(model: torch.nn.Module, batch: Any, loss_fn: Callable[[Any], Any] | None
         except Exception as exc:
             raise UserCodeError("forward pass", exc) from exc
         target, source = _backward_target(output, loss_fn, grad_outputs)
-        grads: list[torch.Tensor | None] = [None] * len(trainable)
-        if target.requires_grad and trainable:
-            try:
-                grads = list(torch.autograd.grad(target, trainable, grad_outputs,
-                                                 allow_unused=True))
-            except Exception as exc:
-                raise UserCodeError("backward pass", exc) from exc
-        with torch.no_grad():
-            numbers = _fused_stats(target, [p for _, p in named], grads)
-        duration = time.perf_counter() - start
+        return measure(model, target, grad_outputs, source, order, start, saved)
+
+
+def measure(model: torch.nn.Module, target: torch.Tensor, grad_outputs: torch.Tensor | None,
+            source: str, order: dict[str, int], start: float,
+            saved: dict[tuple[int, int], int]) -> RunStats:
+    """Backward from `target` (already computed by a forward) and the fused statistics."""
+    named = list(model.named_parameters())
+    trainable = [p for _, p in named if p.requires_grad]
+    grads: list[torch.Tensor | None] = [None] * len(trainable)
+    if target.requires_grad and trainable:
+        try:
+            grads = list(torch.autograd.grad(target, trainable, grad_outputs, allow_unused=True))
+        except Exception as exc:
+            raise UserCodeError("backward pass", exc) from exc
+    with torch.no_grad():
+        numbers = _fused_stats(target, [p for _, p in named], grads)
+    duration = time.perf_counter() - start
     stats = _assemble(model, named, grads, numbers, order, target, source, duration,
                       grad_outputs is not None)
     return replace(stats, saved_bytes=sum(saved.values()), retained=retained_graphs(model))

@@ -49,7 +49,8 @@ def load(spec: str) -> Target:
     module = _import(where)
     attr = name or DEFAULT_NAME
     if not hasattr(module, attr):
-        hint = "" if name else f"; define `{DEFAULT_NAME}()` or name one with {where}:NAME"
+        hint = "" if name else (f"; define `{DEFAULT_NAME}()`, name one with {where}:NAME, "
+                                "or inspect a training script with --script")
         raise TargetError(f"{where} has no attribute `{attr}`{hint}")
     return _build(getattr(module, attr), f"{where}:{attr}", spec)
 

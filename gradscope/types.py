@@ -138,6 +138,8 @@ class RunStats:
     loss_source: str
     """How the tensor that backward ran on was obtained, said in the report."""
     duration_s: float
+    timed: str = "forward+backward+stats"
+    """What duration_s covers."""
     model_class: str = ""
     device: str = "cpu"
     saved_bytes: int = 0

@@ -52,7 +52,7 @@ def _summary(report: Report, console: Console) -> None:
                   f"{len(s.params)} tensors ({sum(not p.requires_grad for p in s.params)} frozen)")
     loss = "-" if s.loss_value is None else num(s.loss_value)
     console.print(f"  loss      {loss}  [dim]({s.loss_source})[/dim]")
-    console.print(f"  pass      {s.duration_s * 1e3:.1f} ms forward+backward+stats, "
+    console.print(f"  pass      {s.duration_s * 1e3:.1f} ms {s.timed}, "
                   f"{human_bytes(s.saved_bytes)} saved for backward  "
                   f"[dim](torch {report.torch_version})[/dim]")
 
