@@ -146,8 +146,8 @@ def exploding(stats: RunStats, t: Thresholds) -> list[Finding]:
             continue
         out.append(_r("GS104").finding(
             p.name, msg, "clip gradients (torch.nn.utils.clip_grad_norm_), lower the learning "
-            "rate, or normalise activations (LayerNorm/BatchNorm) and check the weight init "
-            f"(weight norm {_fmt(p.weight_norm)})", value, threshold))
+            "rate, or normalise activations (LayerNorm/BatchNorm) and check the weight init",
+            value, threshold))
     return out
 
 
