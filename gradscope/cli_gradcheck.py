@@ -5,8 +5,6 @@ No torch at import time: `gradscope --help` imports this module.
 
 from __future__ import annotations
 
-import io
-import os
 import sys
 from enum import Enum
 from typing import Annotated, Any, Optional
@@ -126,14 +124,7 @@ def _emit(report: Any, format: GradcheckFormat, output: Optional[str]) -> None:
 
         emit(gradcheck_json.render(report), output)
         return
-    from rich.console import Console
-
     from .report import gradcheck_terminal
+    from .report.outputs import paint_terminal
 
-    if output and output != "-":
-        console = Console(record=True, width=120, file=io.StringIO(), color_system=None)
-        gradcheck_terminal.render(report, console)
-        emit(console.export_text(), output)
-        return
-    width = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 120
-    gradcheck_terminal.render(report, Console(width=width, highlight=False))
+    paint_terminal(lambda console: gradcheck_terminal.render(report, console), output)

@@ -108,13 +108,6 @@ class ParamStats:
             return None
         return self.grad_norm / self.weight_norm
 
-    @property
-    def rms(self) -> float | None:
-        """Root-mean-square gradient element: comparable across tensors of different size."""
-        if self.grad_norm is None or self.numel == 0:
-            return None
-        return self.grad_norm / self.numel ** 0.5
-
 
 @dataclass(frozen=True)
 class ModuleStats:

@@ -12,6 +12,7 @@ import io
 import os
 import sys
 from enum import Enum
+from typing import Any, Callable
 
 from ..check import CheckReport
 from ..output import emit
@@ -62,20 +63,27 @@ def _text(fmt: Format, check: CheckReport, inspect: Report | None) -> str:
 
 def _terminal(check: CheckReport, inspect: Report | None, output: str | None,
               width: int | None, top: int | None) -> None:
-    from rich.console import Console
-
     from . import terminal
 
-    def paint(console: Console) -> None:
-        if inspect:
-            terminal.render(inspect, console, top)
-        else:
-            terminal.render_check(check, console)
+    if inspect:
+        paint_terminal(lambda console: terminal.render(inspect, console, top), output, width)
+    else:
+        paint_terminal(lambda console: terminal.render_check(check, console), output, width)
+
+
+def paint_terminal(paint: Callable[[Any], None], output: str | None,
+                   width: int | None = None) -> None:
+    """Run `paint(console)` for stdout, or record it as plain text into `output`.
+
+    Piped stdout without COLUMNS gets 120 columns rather than rich's 80.
+    """
+    from rich.console import Console
 
     if output and output != "-":
         console = Console(record=True, width=width or 120, file=io.StringIO(), color_system=None)
         paint(console)
         emit(console.export_text(), output)
-    else:
-        piped = width is None and not sys.stdout.isatty()
-        paint(Console(width=120 if piped else width, highlight=False))
+        return
+    if width is None and not sys.stdout.isatty() and "COLUMNS" not in os.environ:
+        width = 120
+    paint(Console(width=width, highlight=False))
