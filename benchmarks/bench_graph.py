@@ -29,8 +29,8 @@ import torch  # noqa: E402
 
 from gradscope import graph  # noqa: E402
 from gradscope.examples.transformer import GPTConfig, make_gpt  # noqa: E402
-from gradscope.graph_collapse import trace_modules  # noqa: E402
-from gradscope.output import write_atomic  # noqa: E402
+from gradscope.graph.collapse import trace_modules  # noqa: E402
+from gradscope.report.write import write_atomic  # noqa: E402
 
 
 def gpt12() -> Any:

@@ -14,12 +14,12 @@ __all__ = ["inspect", "inspect_target", "inspect_script", "Report", "Finding", "
 
 def __getattr__(name: str) -> Any:
     if name in ("inspect", "inspect_target", "inspect_script"):
-        from . import api
+        from gradscope import api
         return getattr(api, name)
     if name in ("Report", "Finding", "Severity"):
-        from . import types
+        from gradscope import types
         return getattr(types, name)
     if name == "ExitCode":
-        from .errors import ExitCode
+        from gradscope.errors import ExitCode
         return ExitCode
     raise AttributeError(f"module 'gradscope' has no attribute {name!r}")

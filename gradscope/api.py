@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from . import config, rules
-from .types import Report
+from gradscope import config
+from gradscope.rules import registry as rules
+from gradscope.types import Report
 
 
 def inspect(model: Any, batch: Any, loss_fn: Callable[[Any], Any] | None = None, *,
@@ -18,8 +19,8 @@ def inspect(model: Any, batch: Any, loss_fn: Callable[[Any], Any] | None = None,
     """
     import torch
 
-    from . import explain as explain_mod
-    from . import probe
+    from gradscope import explain as explain_mod
+    from gradscope import probe
 
     settings = settings or config.Settings()
     stats = probe.run(model, batch, loss_fn, grad_outputs)
@@ -33,7 +34,7 @@ def inspect(model: Any, batch: Any, loss_fn: Callable[[Any], Any] | None = None,
 def inspect_target(spec: str, settings: config.Settings | None = None,
                    explain: bool = True) -> Report:
     """`gradscope inspect SPEC` without the printing."""
-    from . import targets
+    from gradscope import targets
 
     target = targets.load(spec)
     return inspect(target.model, target.batch, target.loss_fn, settings=settings,
@@ -48,7 +49,7 @@ def inspect_script(path: str, argv: Sequence[str] = (),
     """
     import torch
 
-    from . import script
+    from gradscope import script
 
     settings = settings or config.Settings()
     model, stats = script.run(path, argv)

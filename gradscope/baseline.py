@@ -13,10 +13,10 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from .check import CheckReport, TargetResult
-from .errors import ConfigError
-from .rules import RULES, TABLE
-from .types import Finding
+from gradscope.check import CheckReport, TargetResult
+from gradscope.errors import ConfigError
+from gradscope.rules.registry import RULES, TABLE
+from gradscope.types import Finding
 
 BASELINE_VERSION = 1
 NORM_CHANGE = RULES["GS110"]

@@ -12,10 +12,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .config import CheckEntry, Settings
-from .errors import ExitCode, GradscopeError
-from .targets import split_spec
-from .types import Finding, Report, Severity
+from gradscope.config import CheckEntry, Settings
+from gradscope.errors import ExitCode, GradscopeError
+from gradscope.targets import split_spec
+from gradscope.types import Finding, Report, Severity
 
 CHECK_SCHEMA_VERSION = 1
 
@@ -112,7 +112,7 @@ def _timed(kind: str, entry: CheckEntry,
 
 
 def run_inspect(entry: CheckEntry, settings: Settings) -> TargetResult:
-    from .api import inspect_target
+    from gradscope.api import inspect_target
 
     def job(spec: str) -> tuple[list[Finding], dict[str, Any]]:
         report = inspect_target(spec, settings.for_entry(entry))
@@ -122,7 +122,7 @@ def run_inspect(entry: CheckEntry, settings: Settings) -> TargetResult:
 
 
 def run_gradcheck(entry: CheckEntry, settings: Settings) -> TargetResult:
-    from .gradcheck_findings import check_entry
+    from gradscope.gradcheck.findings import check_entry
 
     return _timed("gradcheck", entry, lambda spec: check_entry(entry, spec, settings))
 

@@ -13,8 +13,8 @@ import sys
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from .errors import ConfigError
-from .types import Severity
+from gradscope.errors import ConfigError
+from gradscope.types import Severity
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -27,9 +27,9 @@ with warnings.catch_warnings():  # torch warns here when numpy is not installed
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     from torch.overrides import TorchFunctionMode
 
-from . import probe
-from .errors import _is_library, _is_ours, _relpath
-from .types import Finding, RunStats
+from gradscope import probe
+from gradscope.errors import _is_library, _is_ours, _relpath
+from gradscope.types import Finding, RunStats
 
 _STDLIB = os.path.dirname(os.__file__)
 MAX_SITES = 3

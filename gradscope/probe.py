@@ -17,8 +17,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from .errors import TargetError, UserCodeError
-from .types import ModuleStats, ParamStats, RunStats
+from gradscope.errors import TargetError, UserCodeError
+from gradscope.types import ModuleStats, ParamStats, RunStats
 
 
 def call_model(model: torch.nn.Module, batch: Any) -> Any:

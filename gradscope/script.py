@@ -21,9 +21,9 @@ from typing import Any, Iterator, Sequence
 import torch
 from torch import nn
 
-from . import probe
-from .errors import TargetError, UserCodeError
-from .types import RunStats
+from gradscope import probe
+from gradscope.errors import TargetError, UserCodeError
+from gradscope.types import RunStats
 
 
 class _Captured(BaseException):

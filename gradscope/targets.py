@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable
 
-from .errors import TargetError, UserCodeError
+from gradscope.errors import TargetError, UserCodeError
 
 DEFAULT_NAME = "gradscope_target"
 
@@ -41,7 +41,7 @@ def split_spec(spec: str) -> tuple[str, str | None]:
 
 
 def load(spec: str) -> Target:
-    from .examples import EXAMPLES
+    from gradscope.examples import EXAMPLES
 
     if spec in EXAMPLES:
         return _build(EXAMPLES[spec].factory, f"example {spec}", spec)
@@ -60,7 +60,7 @@ def _import(where: str) -> ModuleType:
     if looks_like_file:
         return _import_file(where)
     if not all(part.isidentifier() for part in where.split(".")):
-        from .examples import EXAMPLES
+        from gradscope.examples import EXAMPLES
 
         raise TargetError(
             f"target {where!r} is not a .py file, a module or a built-in example "

@@ -15,8 +15,8 @@ import torch.nn.functional as F
 
 from gradscope.examples import functions as ex
 from gradscope.gradcheck import check
-from gradscope.gradcheck_checks import first_stage
-from gradscope.jacobian import Evaluator, tolerance
+from gradscope.gradcheck.stages import first_stage
+from gradscope.gradcheck.jacobian import Evaluator, tolerance
 
 
 def randn(*shape: int, seed: int = 0) -> torch.Tensor:

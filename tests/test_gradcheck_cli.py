@@ -10,7 +10,7 @@ import textwrap
 import pytest
 import typer
 
-from gradscope.cli_gradcheck import gradcheck
+from gradscope.cli.gradcheck_cmd import gradcheck
 
 FUNCTIONS = "gradscope.examples.functions"
 
@@ -122,7 +122,7 @@ def test_forward_that_raises_is_a_failure_not_a_crash(invoke, project):
     assert "Traceback" not in result.stderr
     debug = invoke("userfns.py:ForwardRaises", "--debug")
     assert debug.exit_code == 1 and f'userfns.py", line {line}' in debug.stderr
-    assert "gradscope/jacobian.py" not in debug.stderr
+    assert "gradscope/gradcheck/jacobian.py" not in debug.stderr
 
 
 def test_shape_and_arg_options(invoke, project):
@@ -189,6 +189,6 @@ def test_output_file(invoke, project):
 
 
 def test_importing_the_command_does_not_import_torch():
-    code = "import sys, gradscope.cli_gradcheck; print('torch' in sys.modules)"
+    code = "import sys, gradscope.cli.gradcheck_cmd; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

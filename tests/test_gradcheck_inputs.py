@@ -9,9 +9,9 @@ import torch
 
 from gradscope.errors import ConfigError, TargetError
 from gradscope.examples import functions as ex
-from gradscope.gradcheck_inputs import (DEFAULT_SHAPE, InputOptions, build, parse_arg,
+from gradscope.gradcheck.inputs import (DEFAULT_SHAPE, InputOptions, build, parse_arg,
                                         parse_dtype, parse_shape)
-from gradscope.gradcheck_targets import resolve, resolve_object
+from gradscope.gradcheck.targets import resolve, resolve_object
 
 
 def test_parse_shape():

@@ -17,9 +17,12 @@ import torch
 import typer
 from typer.testing import CliRunner
 
-from gradscope import graph, graph_style, targets
+from gradscope import graph, targets
+from gradscope.errors import GradscopeError
+from gradscope.graph import compat as graph_compat
+from gradscope.graph import style as graph_style
 from gradscope.api import inspect_target
-from gradscope.cli_graph import graph as graph_command
+from gradscope.cli.graph_cmd import graph as graph_command
 from gradscope.examples.transformer import GPTConfig, make_gpt
 
 NODE = re.compile(r'^\t+(\w+) \[label="(.*?)" fillcolor="?([^"\s\]]+)"?', re.S | re.M)
@@ -278,7 +281,7 @@ def test_format_follows_extension_or_flag(cli, tmp_path):
     assert graph.format_for("a.SVG", None) == "svg"
     assert graph.format_for("a.txt", "pdf") == "pdf"
     assert graph.format_for(None, None) == "dot"
-    with pytest.raises(graph.GradscopeError, match="extension"):
+    with pytest.raises(GradscopeError, match="extension"):
         graph.format_for("a.jpg", None)
     result = cli("nan-loss", "--out", str(tmp_path / "a.jpg"))
     assert result.exit_code == 2 and "--format" in result.stderr
@@ -310,25 +313,25 @@ def test_no_target_uses_the_first_configured_inspect_entry(cli, tmp_path, monkey
 # --- Python 3.12+: no distutils ------------------------------------------------------------
 
 def test_torchviz_imports_when_distutils_is_gone(monkeypatch):
-    graph.import_torchviz()
+    graph_compat.import_torchviz()
     for name in ("torchviz", "torchviz.dot"):
         monkeypatch.delitem(sys.modules, name, raising=False)
     monkeypatch.setitem(sys.modules, "distutils", None)  # what `import distutils` sees on 3.12
     monkeypatch.setitem(sys.modules, "distutils.version", None)
-    torchviz = graph.import_torchviz()
-    assert sys.modules["distutils.version"].LooseVersion is graph.LooseVersion
+    torchviz = graph_compat.import_torchviz()
+    assert sys.modules["distutils.version"].LooseVersion is graph_compat.LooseVersion
     x = torch.ones(2, requires_grad=True)
     assert "SumBackward0" in torchviz.make_dot((x * 2).sum(), show_saved=True).source
 
 
 def test_loose_version_orders_like_distutils():
-    v = graph.LooseVersion
+    v = graph_compat.LooseVersion
     assert v("2.13.0+cpu") > v("1.9") and v("1.10") > v("1.9") and v("1.9") < "1.9.1"
     assert v("1.9") == v("1.9") and not v("1.9") < v("1.9")
 
 
 def test_command_module_does_not_import_torch():
-    code = "import sys, gradscope.cli_graph; print('torch' in sys.modules)"
+    code = "import sys, gradscope.cli.graph_cmd; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=os.path.dirname(os.path.dirname(__file__)), check=True)
     assert out.stdout.strip() == "False"

@@ -8,7 +8,7 @@ import json
 from rich.console import Console
 
 from conftest import param, stats
-from gradscope import rules
+from gradscope.rules import registry as rules
 from gradscope.report import json as json_report
 from gradscope.report import terminal
 from gradscope.types import Report

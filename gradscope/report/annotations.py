@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..check import CheckReport
-from ..types import Severity
+from gradscope.check import CheckReport
+from gradscope.types import Severity
 
 LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 

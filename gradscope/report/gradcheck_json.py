@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..gradcheck_types import GradcheckReport
-from .json import dumps
+from gradscope.gradcheck.results import GradcheckReport
+from gradscope.report.json import dumps
 
 
 def render(report: GradcheckReport) -> str:

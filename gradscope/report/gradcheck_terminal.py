@@ -1,6 +1,6 @@
 """The gradcheck report for people: per target, its inputs, what failed where, and why.
 
-Takes plain results (gradscope/gradcheck_types.py) and a rich Console; prints nothing else.
+Takes plain results (gradscope/gradcheck/results.py) and a rich Console; prints nothing else.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from . import terminal
-from ..gradcheck_types import (CHECKS, CheckError, Element, GradcheckReport, PairFailure,
+from gradscope.report import terminal
+from gradscope.gradcheck.results import (CHECKS, CheckError, Element, GradcheckReport, PairFailure,
                                TargetResult)
 
 SHOW_WORST = 3

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from ..check import CheckReport
-from ..types import Finding
+from gradscope.check import CheckReport
+from gradscope.types import Finding
 
 
 def _text(findings: list[Finding]) -> str:

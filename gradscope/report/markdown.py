@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..check import CheckReport, TargetResult
-from ..types import Severity
+from gradscope.check import CheckReport, TargetResult
+from gradscope.types import Severity
 
 ICON = {"pass": "✅", "fail": "❌", "error": "⚠️"}
 

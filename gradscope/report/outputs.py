@@ -14,9 +14,9 @@ import sys
 from enum import Enum
 from typing import Any, Callable
 
-from ..check import CheckReport
-from ..output import emit
-from ..types import Report
+from gradscope.check import CheckReport
+from gradscope.report.write import emit
+from gradscope.types import Report
 
 
 class Format(str, Enum):
@@ -40,7 +40,7 @@ def write(fmt: Format, check: CheckReport, output: str | None, width: int | None
             with open(summary, "a", encoding="utf-8") as f:
                 f.write(text)
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        from . import annotations
+        from gradscope.report import annotations
 
         stream = sys.stdout if to_file or fmt is Format.terminal else sys.stderr
         stream.write(annotations.render(check))
@@ -49,21 +49,21 @@ def write(fmt: Format, check: CheckReport, output: str | None, width: int | None
 
 def _text(fmt: Format, check: CheckReport, inspect: Report | None) -> str:
     if fmt is Format.json:
-        from . import json as json_report
+        from gradscope.report import json as json_report
 
         return json_report.render(inspect) if inspect else json_report.dumps(check.to_dict())
     if fmt is Format.junit:
-        from . import junit
+        from gradscope.report import junit
 
         return junit.render(check)
-    from . import markdown
+    from gradscope.report import markdown
 
     return markdown.render(check)
 
 
 def _terminal(check: CheckReport, inspect: Report | None, output: str | None,
               width: int | None, top: int | None) -> None:
-    from . import terminal
+    from gradscope.report import terminal
 
     if inspect:
         paint_terminal(lambda console: terminal.render(inspect, console, top), output, width)

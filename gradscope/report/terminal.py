@@ -15,10 +15,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..types import Finding, ParamStats, Report, Severity, human_bytes
+from gradscope.types import Finding, ParamStats, Report, Severity, human_bytes
 
 if TYPE_CHECKING:
-    from ..check import CheckReport
+    from gradscope.check import CheckReport
 
 STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 STATUS_STYLE = {"ok": "green", "frozen": "dim", "none": "bold red", "non-finite": "bold red",

@@ -12,22 +12,16 @@ torch, torchviz and graphviz are imported lazily.
 
 from __future__ import annotations
 
-import functools
 import os
-import re
 import shutil
-import sys
-import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import graph_style as style
-from .errors import GradscopeError, GraphvizMissing, UserCodeError
-from .graph_walk import Walk, param_names, saved_key, walk
+from gradscope.graph import style
+from gradscope.errors import GradscopeError, GraphvizMissing, UserCodeError
+from gradscope.graph.compat import import_torchviz
+from gradscope.graph.walk import Walk, param_names, saved_key, walk
 
-__all__ = ["COLLAPSE_ABOVE", "FORMATS", "Drawing", "GraphOptions", "LooseVersion",
-           "check_destination", "check_dot", "draw", "format_for", "graph_of",
-           "import_torchviz", "probe_statuses", "render", "walk"]
 
 FORMATS = ("png", "svg", "pdf", "dot")
 EXTENSIONS = {".png": "png", ".svg": "svg", ".pdf": "pdf", ".dot": "dot", ".gv": "dot"}
@@ -104,53 +98,7 @@ def check_destination(out: str | None) -> None:
         raise GradscopeError(f"cannot write {out}: folder {folder} is not writable")
 
 
-# --- torchviz on Python 3.12+ --------------------------------------------------------------
-
-@functools.total_ordering
-class LooseVersion:
-    """The part of distutils' LooseVersion torchviz uses: parse and compare "2.13.0+cpu"."""
-
-    def __init__(self, text: str):
-        self.vstring = str(text)
-        parts = [p for p in re.split(r"(\d+|[a-z]+|\.)", self.vstring.lower()) if p and p != "."]
-        self.version = [int(p) if p.isdigit() else p for p in parts]
-
-    def _key(self) -> tuple[tuple[int, int, str], ...]:
-        return tuple((0, p, "") if isinstance(p, int) else (1, 0, p) for p in self.version)
-
-    def __eq__(self, other: object) -> bool:
-        return self._key() == LooseVersion(str(other))._key()
-
-    def __lt__(self, other: object) -> bool:
-        return self._key() < LooseVersion(str(other))._key()
-
-    def __str__(self) -> str:
-        return self.vstring
-
-
-def import_torchviz() -> types.ModuleType:
-    """torchviz, with a distutils shim only where `import distutils` fails (Python 3.12+)."""
-    if "torchviz" not in sys.modules:
-        try:
-            import distutils.version  # noqa: F401
-        except ImportError:
-            shim, version = types.ModuleType("distutils"), types.ModuleType("distutils.version")
-            version.LooseVersion = LooseVersion  # type: ignore[attr-defined]
-            shim.version = version  # type: ignore[attr-defined]
-            shim.__path__ = []  # a package, so `from distutils.version import` resolves
-            sys.modules["distutils"], sys.modules["distutils.version"] = shim, version
-    import torchviz
-
-    return torchviz
-
-
 # --- drawing ---------------------------------------------------------------------------------
-
-def new_digraph() -> Any:
-    import graphviz
-
-    return graphviz.Digraph(node_attr=style.NODE_ATTR, graph_attr=style.GRAPH_ATTR)
-
 
 def full_node_count(w: Walk) -> int:
     return len(w.fns) + len({saved_key(*s) for s in w.saved}) + 1
@@ -159,7 +107,7 @@ def full_node_count(w: Walk) -> int:
 def draw_full(w: Walk, loss: Any, names: dict[int, list[str]],
               statuses: dict[str, str] | None, options: GraphOptions) -> tuple[Any, int]:
     """torchviz's picture, with a parameter drawn in place of its AccumulateGrad box."""
-    dot, ids = new_digraph(), {k: f"n{i}" for i, k in enumerate(w.fns)}
+    dot, ids = style.new_digraph(), {k: f"n{i}" for i, k in enumerate(w.fns)}
     label_op = _op_labeller(options.show_attrs)
     for k, fn in w.fns.items():
         var = w.variables.get(k)
@@ -183,7 +131,7 @@ def draw_full(w: Walk, loss: Any, names: dict[int, list[str]],
             dot.node(saved_ids[key], f"{name}\n{style.shape_text(t.shape)}",
                      fillcolor=style.SAVED.colour)
         dot.edge(saved_ids[key], ids[fn_id], dir="none")
-    _output_node(dot, loss, ids.get(id(loss.grad_fn)) if loss.grad_fn is not None else None)
+    style.output_node(dot, loss, ids.get(id(loss.grad_fn)) if loss.grad_fn is not None else None)
     return dot, len(w.fns) + len(saved_ids) + 1
 
 
@@ -194,18 +142,12 @@ def _op_labeller(show_attrs: bool) -> Callable[[Any], str]:
     return lambda fn: get_fn_name(fn, True, 50)
 
 
-def _output_node(dot: Any, loss: Any, source: str | None) -> None:
-    dot.node("loss", f"loss\n{style.shape_text(loss.shape)}", fillcolor=style.OUTPUT.colour)
-    if source is not None:
-        dot.edge(source, "loss")
-
-
 def draw(loss: Any, model: Any = None, statuses: dict[str, str] | None = None,
          trace: Any = None, options: GraphOptions = GraphOptions(),
          title: str = "gradscope graph") -> Drawing:
     """Draw `loss`'s graph; `model` names the parameters, `statuses` colours them, and
     `trace` (graph_collapse.trace_modules around the forward) makes collapsing possible."""
-    from . import graph_collapse
+    from gradscope.graph import collapse as graph_collapse
 
     w = walk(loss, options.show_saved)
     names = param_names(model) if model is not None else {}
@@ -258,7 +200,7 @@ def _swatches(statuses: dict[str, str] | None, options: GraphOptions, collapsed:
 def probe_statuses(model: Any, batch: Any, loss_fn: Callable[[Any], Any] | None = None,
                    settings: Any = None) -> dict[str, str]:
     """Each parameter's status word (what the colours show), from one probe pass."""
-    from . import api
+    from gradscope import api
 
     report = api.inspect(model, batch, loss_fn, settings=settings, explain=False)
     return {p.name: report.status(p) for p in report.stats.params}
@@ -270,7 +212,8 @@ def graph_of(model: Any, batch: Any, loss_fn: Callable[[Any], Any] | None = None
     """One forward pass (the model left as found), then its loss's graph drawn."""
     import torch
 
-    from . import graph_collapse, probe
+    from gradscope import probe
+    from gradscope.graph import collapse as graph_collapse
 
     tracing = options.collapse != "none"
     with probe.preserved_state(model), graph_collapse.trace_modules(model, tracing) as trace, \

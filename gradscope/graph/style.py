@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import textwrap
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 
 @dataclass(frozen=True)
@@ -96,3 +96,15 @@ def legend(title: str, swatches: Sequence[Swatch], absent: Sequence[str],
     rows += [f'<TR><TD COLSPAN="2" ALIGN="LEFT">{_wrapped(n)}</TD></TR>' for n in notes]
     return ('<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">'
             + "".join(rows) + "</TABLE>>")
+
+
+def new_digraph() -> Any:
+    import graphviz
+
+    return graphviz.Digraph(node_attr=NODE_ATTR, graph_attr=GRAPH_ATTR)
+
+
+def output_node(dot: Any, loss: Any, source: str | None) -> None:
+    dot.node("loss", f"loss\n{shape_text(loss.shape)}", fillcolor=OUTPUT.colour)
+    if source is not None:
+        dot.edge(source, "loss")

@@ -6,7 +6,7 @@ import os
 import sys
 import tempfile
 
-from .errors import GradscopeError
+from gradscope.errors import GradscopeError
 
 
 def write_atomic(path: str, data: str | bytes) -> None:

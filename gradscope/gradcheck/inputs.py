@@ -14,9 +14,9 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .errors import ConfigError, TargetError, UserCodeError
-from .gradcheck_targets import PROVIDER, Resolved, non_tensor_annotation
-from .gradcheck_types import InputInfo, Note
+from gradscope.errors import ConfigError, TargetError, UserCodeError
+from gradscope.gradcheck.targets import PROVIDER, Resolved, non_tensor_annotation
+from gradscope.gradcheck.results import InputInfo, Note
 
 DEFAULT_SHAPE = (4, 4)
 """Square, so matrix products of generated inputs are defined (and a transposed gradient is

@@ -1,10 +1,10 @@
 """`gradscope gradcheck`: which gradient of a custom Function is wrong, where, and why.
 
-For each target: build inputs (gradscope/gradcheck_inputs.py), probe one forward
+For each target: build inputs (gradscope/gradcheck/inputs.py), probe one forward
 for warnings, then run each check (backward, second-order, forward-ad) in two
-stages (gradscope/gradcheck_checks.py): a sampled verdict that keeps slow
+stages (gradscope/gradcheck/stages.py): a sampled verdict that keeps slow
 mode's per-entry tolerance, and full-resolution blocks only for the pairs that
-failed, which gradscope/gradcheck_diagnose.py names.
+failed, which gradscope/gradcheck/diagnose.py names.
 
 Python API:
 
@@ -21,10 +21,10 @@ import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .errors import ConfigError, TargetError
-from .gradcheck_inputs import InputOptions, Problem, build
-from .gradcheck_targets import Resolved, defines, resolve, resolve_object
-from .gradcheck_types import (CheckError, CheckSummary, GradcheckReport, InputInfo, Note,
+from gradscope.errors import ConfigError, TargetError
+from gradscope.gradcheck.inputs import InputOptions, Problem, build
+from gradscope.gradcheck.targets import Resolved, defines, resolve, resolve_object
+from gradscope.gradcheck.results import (CheckError, CheckSummary, GradcheckReport, InputInfo, Note,
                               PairFailure, TargetResult)
 
 __all__ = ["Options", "check", "check_resolved", "run", "load", "options_for", "InputOptions"]
@@ -58,8 +58,8 @@ def _pick(given: Any, configured: Any) -> Any:
 
 def _entry(entry: Any) -> dict[str, Any]:
     """A [[tool.gradscope.gradcheck]] table, validated (ConfigError names file and key)."""
-    from .config import _fail
-    from .gradcheck_inputs import parse_dtype, parse_shape
+    from gradscope.config import _fail
+    from gradscope.gradcheck.inputs import parse_dtype, parse_shape
 
     out: dict[str, Any] = {"shape": {}, "args": {}, "dtype": None, "seed": 0,
                            "second-order": False, "forward-ad": None}
@@ -133,8 +133,8 @@ def _check_names(resolved: list[tuple[Resolved, Options]]) -> None:
 def check_resolved(target: Resolved, options: Options) -> TargetResult:
     import torch
 
-    from . import gradcheck_notes as notes_mod
-    from .jacobian import StageError, tolerance
+    from gradscope.gradcheck import notes as notes_mod
+    from gradscope.gradcheck.jacobian import StageError, tolerance
 
     start = time.perf_counter()
     problem = build(target, options.inputs)
@@ -194,9 +194,9 @@ class _Run:
         self._stage: Any = None
 
     def check(self, name: str) -> None:
-        from .gradcheck_checks import second_order
-        from .gradcheck_notes import error
-        from .jacobian import Evaluator, StageError
+        from gradscope.gradcheck.stages import second_order
+        from gradscope.gradcheck.notes import error
+        from gradscope.gradcheck.jacobian import Evaluator, StageError
 
         start, ev = time.perf_counter(), None
         failures: list[PairFailure] = []
@@ -223,7 +223,7 @@ class _Run:
                                            time.perf_counter() - start))
 
     def _stages(self, name: str, problem: Problem, ev: Any) -> list[PairFailure]:
-        from .gradcheck_checks import Explainer, first_stage
+        from gradscope.gradcheck.stages import Explainer, first_stage
 
         mode = "forward" if name == "forward-ad" else "backward"
         _, outs = ev.graph()
@@ -246,8 +246,8 @@ class _Run:
 
     def _failure(self, name: str, problem: Problem, pair: tuple[int, int], block: Any,
                  stage: Any, explainer: Any, outs: list[Any]) -> PairFailure | None:
-        from .gradcheck_diagnose import Context, compare_block, diagnose, errors, worst
-        from .gradcheck_types import Diagnosis
+        from gradscope.gradcheck.diagnose import Context, compare_block, diagnose, errors, worst
+        from gradscope.gradcheck.results import Diagnosis
 
         i, o = pair
         info, x = problem.infos[i], problem.inputs[i]
@@ -272,7 +272,7 @@ class _Run:
 
 
 def _unexplained(name: str, problem: Problem, pair: tuple[int, int], stage: Any) -> PairFailure:
-    from .gradcheck_types import Diagnosis
+    from gradscope.gradcheck.results import Diagnosis
 
     i, o = pair
     return PairFailure(name, problem.infos[i], problem.output_names[o], o,

@@ -1,7 +1,7 @@
 """The two stages of each check: a cheap sampled verdict, then full blocks where it failed.
 
 Stage 1 (`first_stage`) compares projected Jacobians on every (input, output)
-pair (see gradscope/jacobian.py for the sampling). Stage 2 (`Explainer`)
+pair (see gradscope/gradcheck/jacobian.py for the sampling). Stage 2 (`Explainer`)
 measures the failing pairs, and only those, entry by entry so the diagnosis can
 name the worst elements; numerical columns are shared by every failing output
 of an input, analytical rows by every failing input of an output.
@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from .gradcheck_inputs import Problem
-from .gradcheck_types import InputInfo
-from .jacobian import (BLOCK_CAP, ROW_CAP, Directions, Evaluator, PairStat, StageError, Tolerance,
+from gradscope.gradcheck.inputs import Problem
+from gradscope.gradcheck.results import InputInfo
+from gradscope.gradcheck.jacobian import (BLOCK_CAP, ROW_CAP, Directions, Evaluator, PairStat, StageError, Tolerance,
                        basis, compare, input_directions, output_cotangents)
 
 Pair = tuple[int, int]

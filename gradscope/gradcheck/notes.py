@@ -11,10 +11,10 @@ from typing import Any, Iterator
 
 import torch
 
-from .errors import UserCodeError, _relpath, user_frame
-from .gradcheck_inputs import Problem
-from .gradcheck_types import CheckError, Diagnosis, Note
-from .jacobian import Evaluator, StageError, Tolerance
+from gradscope.errors import UserCodeError, _relpath, user_frame
+from gradscope.gradcheck.inputs import Problem
+from gradscope.gradcheck.results import CheckError, Diagnosis, Note
+from gradscope.gradcheck.jacobian import Evaluator, StageError, Tolerance
 
 
 def precision(problem: Problem, tol: Tolerance) -> list[Note]:

@@ -12,9 +12,9 @@ from typing import Callable
 
 import torch
 
-from .gradcheck_checks import Block, Sparse
-from .gradcheck_types import Diagnosis, Element
-from .jacobian import Tolerance, unravel
+from gradscope.gradcheck.stages import Block, Sparse
+from gradscope.gradcheck.results import Diagnosis, Element
+from gradscope.gradcheck.jacobian import Tolerance, unravel
 
 FIT = 10.0
 WORST = 5

@@ -11,8 +11,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from . import clikit
-from .errors import ExitCode, TargetError
+from gradscope.cli import common as clikit
+from gradscope.errors import ExitCode, TargetError
 
 
 class GradcheckFormat(str, Enum):
@@ -80,7 +80,7 @@ def gradcheck(
     """
     code = ExitCode.ERROR
     with clikit.guarded(debug):
-        from .gradcheck import run
+        from gradscope.gradcheck import run
 
         jobs = build_jobs(specs or [], shape or [], arg or [], dtype, seed, second_order,
                           forward_ad, config)
@@ -97,9 +97,9 @@ def build_jobs(specs: list[str], shapes: list[str], args: list[str], dtype: Opti
                seed: Optional[int], second_order: Optional[bool], forward_ad: Optional[bool],
                config: Optional[str]) -> list[tuple[str, Any]]:
     """(SPEC, Options) pairs: config entries for a SPEC first, command-line flags over them."""
-    from . import config as config_mod
-    from .gradcheck import options_for
-    from .gradcheck_inputs import parse_arg, parse_dtype, parse_shape
+    from gradscope import config as config_mod
+    from gradscope.gradcheck import options_for
+    from gradscope.gradcheck.inputs import parse_arg, parse_dtype, parse_shape
 
     settings = config_mod.load(config)
     entries = [(e.target, e) for e in settings.gradcheck]
@@ -117,14 +117,14 @@ def build_jobs(specs: list[str], shapes: list[str], args: list[str], dtype: Opti
 
 
 def _emit(report: Any, format: GradcheckFormat, output: Optional[str]) -> None:
-    from .output import emit
+    from gradscope.report.write import emit
 
     if format is GradcheckFormat.json:
-        from .report import gradcheck_json
+        from gradscope.report import gradcheck_json
 
         emit(gradcheck_json.render(report), output)
         return
-    from .report import gradcheck_terminal
-    from .report.outputs import paint_terminal
+    from gradscope.report import gradcheck_terminal
+    from gradscope.report.outputs import paint_terminal
 
     paint_terminal(lambda console: gradcheck_terminal.render(report, console), output)

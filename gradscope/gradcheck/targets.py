@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable
 
-from . import targets as _targets
-from .errors import TargetError, UserCodeError
+from gradscope import targets as _targets
+from gradscope.errors import TargetError, UserCodeError
 
 PROVIDER = "gradcheck_inputs"
 """The input convention: a callable on the target, or beside it in its module."""

@@ -11,7 +11,7 @@ from typing import Annotated, Iterator, Optional
 
 import typer
 
-from .errors import ExitCode, GradscopeError, UserCodeError
+from gradscope.errors import ExitCode, GradscopeError, UserCodeError
 
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show the traceback of the user's code "
                                         "when it raises (gradscope's own frames hidden).")]

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional, Tuple
 
-from . import graph_style as style
-from .types import human_bytes
+from gradscope.graph import style
+from gradscope.types import human_bytes
 
 INPUTS = "<inputs>"
 OUTSIDE = "<outside>"
@@ -154,7 +154,7 @@ def groups_of(w: Any, names: dict[int, list[str]], statuses: dict[str, str] | No
         g = groups.setdefault(where[k], Group(first=seq))
         g.ops += 1
     _add_params(w, names, statuses, depth, where, groups)
-    from .graph_walk import saved_key
+    from gradscope.graph.walk import saved_key
 
     for fn_id, name, t in w.saved:
         groups[where[fn_id]].saved[saved_key(fn_id, name, t)] = t.numel() * t.element_size()
@@ -228,13 +228,11 @@ def draw_modules(w: Any, loss: Any, names: dict[int, list[str]],
                  statuses: dict[str, str] | None, trace: ModuleTrace,
                  options: Any) -> tuple[Any, int]:
     """One node per module (op count and parameters inside), edges where data flows between."""
-    from .graph import _output_node, new_digraph
-
     where, groups = groups_of(w, names, statuses, trace, options.depth)
     order = sorted(groups, key=lambda q: (q[0] != INPUTS, groups[q].first))
     ids = {key: f"m{i}" for i, key in enumerate(order)}
     segments = Counter(name for name, _ in order)
-    top = new_digraph()
+    top = style.new_digraph()
     clusters = _clusters([name for name, _ in order], trace)
     for key in order:
         box = _container(key[0], clusters, top, include_self=True)
@@ -244,7 +242,7 @@ def draw_modules(w: Any, loss: Any, names: dict[int, list[str]],
     edges = Counter((where[s], where[d]) for s, d in w.edges if where[s] != where[d])
     for (src, dst), n in edges.items():
         top.edge(ids[src], ids[dst], **({"penwidth": "2"} if n > 1 else {}))
-    _output_node(top, loss, ids[where[id(loss.grad_fn)]] if loss.grad_fn is not None else None)
+    style.output_node(top, loss, ids[where[id(loss.grad_fn)]] if loss.grad_fn is not None else None)
     return top, len(order) + 1
 
 

@@ -12,8 +12,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import clikit
-from .errors import ExitCode, GradscopeError, TargetError
+from gradscope.cli import common as clikit
+from gradscope.errors import ExitCode, GradscopeError, TargetError
 
 
 class GraphFormat(str, Enum):
@@ -74,8 +74,8 @@ def graph(
       gradscope graph --out graph.pdf     # the target configured in pyproject.toml
     """
     with clikit.guarded(debug):
-        from . import config as config_mod
-        from . import graph as graph_mod
+        from gradscope import config as config_mod
+        from gradscope import graph as graph_mod
 
         fmt = graph_mod.format_for(out, format.value if format else None)
         graph_mod.check_dot(fmt)
@@ -94,7 +94,7 @@ def graph(
 def _configured_target(settings, config: Optional[str]) -> str:  # noqa: ANN001
     """The first [[inspect]] target, resolved against the file that names it."""
     if settings.inspect:
-        from .check import resolve
+        from gradscope.check import resolve
 
         return resolve(settings.inspect[0])
     where = config or "pyproject.toml ([tool.gradscope])"
@@ -104,8 +104,8 @@ def _configured_target(settings, config: Optional[str]) -> str:  # noqa: ANN001
 
 
 def _draw(spec: str, settings, probe: bool, options):  # noqa: ANN001, ANN202
-    from . import graph as graph_mod
-    from . import targets
+    from gradscope import graph as graph_mod
+    from gradscope import targets
 
     t = targets.load(spec)
     statuses = (graph_mod.probe_statuses(t.model, t.batch, t.loss_fn, settings)
@@ -115,7 +115,7 @@ def _draw(spec: str, settings, probe: bool, options):  # noqa: ANN001, ANN202
 
 
 def _write(data: bytes, out: Optional[str]) -> None:
-    from .output import write_atomic
+    from gradscope.report.write import write_atomic
 
     if out is None or out == "-":
         sys.stdout.buffer.write(data)

@@ -10,13 +10,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import __version__, clikit
-from .examples import EXAMPLES
-from .cli_gradcheck import gradcheck
-from .cli_graph import graph
-from .errors import ExitCode, GradscopeError
-from .report import outputs
-from .report.outputs import Format
+from gradscope import __version__
+from gradscope.cli import common as clikit
+from gradscope.examples import EXAMPLES
+from gradscope.cli.gradcheck_cmd import gradcheck
+from gradscope.cli.graph_cmd import graph
+from gradscope.errors import ExitCode, GradscopeError
+from gradscope.report import outputs
+from gradscope.report.outputs import Format
 
 EXAMPLE_LIST = "\n".join(f"  {e.name:18} {e.summary}" for e in EXAMPLES.values())
 
@@ -102,7 +103,7 @@ def inspect(
       gradscope inspect train.py --script -- --lr 0.1 --batch-size 32
     """
     with clikit.guarded(debug):
-        from . import config as config_mod
+        from gradscope import config as config_mod
 
         settings = config_mod.load(config, flags={
             "fail-on": fail_on, "explode-norm": explode_norm,
@@ -112,7 +113,7 @@ def inspect(
             raise GradscopeError(f"unexpected arguments {' '.join(ctx.args)!r} (arguments "
                                  "after -- are for a --script TARGET)")
         report = _run_inspect(target, settings, explain, ctx.args if script else None)
-        from .check import from_inspect
+        from gradscope.check import from_inspect
 
         outputs.write(format, from_inspect(report, settings.fail_on), output, width,
                       inspect=report, top=None if all_rows else top)
@@ -123,7 +124,7 @@ def _run_inspect(target: str, settings, explain: bool, argv):  # noqa: ANN001, A
     """`argv` not None: TARGET is a script to run with those arguments."""
     from rich.console import Console
 
-    from .api import inspect_script, inspect_target
+    from gradscope.api import inspect_script, inspect_target
 
     with Console(stderr=True).status(f"inspecting {target} ...", spinner="dots"):
         if argv is not None:
@@ -158,11 +159,11 @@ def check(
       gradscope check --baseline .gradscope-baseline.json --format markdown
     """
     with clikit.guarded(debug):
-        from . import baseline as baseline_mod
-        from . import check as check_mod
-        from . import config as config_mod
-        from .output import write_atomic
-        from .report import json as json_report
+        from gradscope import baseline as baseline_mod
+        from gradscope import check as check_mod
+        from gradscope import config as config_mod
+        from gradscope.report.write import write_atomic
+        from gradscope.report import json as json_report
 
         settings = config_mod.load(config, flags={"fail-on": fail_on})
         saved = baseline_mod.load(baseline) if baseline else None
@@ -209,7 +210,7 @@ def examples() -> None:
 def rules(rule: Annotated[Optional[str], typer.Argument(
         help="A rule id (GS101) or slug (none-grad); all rules when omitted.")] = None) -> None:
     """Explain gradscope's rules: id, slug, default severity and troubleshooting-table row."""
-    from . import rules as rules_mod
+    from gradscope.rules import registry as rules_mod
 
     chosen = list(rules_mod.RULES.values())
     if rule:

@@ -12,8 +12,8 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
-from .config import Settings, Thresholds
-from .types import Finding, ParamStats, RunStats, Severity, TableRow, human_bytes
+from gradscope.config import Settings, Thresholds
+from gradscope.types import Finding, ParamStats, RunStats, Severity, TableRow, human_bytes
 
 TABLE = {row.key: row for row in (
     TableRow("none-grad", "grad is None", "requires_grad not set / tensor not in the graph",
@@ -211,7 +211,7 @@ def frozen(stats: RunStats, t: Thresholds) -> list[Finding]:
 
 
 def _from_gradcheck(stats: RunStats, t: Thresholds) -> list[Finding]:
-    return []  # produced by gradscope.gradcheck_findings from a gradcheck result
+    return []  # produced by gradscope.gradcheck.findings from a gradcheck result
 
 
 rule("GS201", "jacobian-mismatch", Severity.ERROR, "gradcheck",

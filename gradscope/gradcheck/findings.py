@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import CheckEntry, Settings
-from .gradcheck_types import GradcheckReport
-from .rules import RULES, apply_settings
-from .types import Finding
+from gradscope.config import CheckEntry, Settings
+from gradscope.gradcheck.results import GradcheckReport
+from gradscope.rules.registry import RULES, apply_settings
+from gradscope.types import Finding
 
 
 def findings(report: GradcheckReport) -> list[Finding]:
@@ -36,7 +36,7 @@ def findings(report: GradcheckReport) -> list[Finding]:
 def check_entry(entry: CheckEntry, spec: str,
                 settings: Settings) -> tuple[list[Finding], dict[str, Any]]:
     """Run one [[gradcheck]] entry; GradscopeError (bad spec or options) propagates."""
-    from .gradcheck import options_for, run
+    from gradscope.gradcheck import options_for, run
 
     report = run([(spec, options_for(entry))])
     return apply_settings(findings(report), settings), report.to_dict()

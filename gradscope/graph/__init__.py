@@ -1,0 +1,12 @@
+"""`gradscope graph`: the autograd graph of a loss, named and coloured by gradient health.
+
+walk (the graph as tables) → build (full picture) or collapse (one node per module),
+drawn with style's vocabulary; compat makes torchviz import on Python 3.12+.
+"""
+
+from gradscope.graph.build import (COLLAPSE_ABOVE, FORMATS, Drawing, GraphOptions,
+                                   check_destination, check_dot, draw, format_for, graph_of,
+                                   probe_statuses, render)
+
+__all__ = ["COLLAPSE_ABOVE", "FORMATS", "Drawing", "GraphOptions", "check_destination",
+           "check_dot", "draw", "format_for", "graph_of", "probe_statuses", "render"]

@@ -1,0 +1,1 @@
+"""Findings from RunStats: the troubleshooting table as pure functions (no torch)."""
