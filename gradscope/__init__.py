@@ -16,9 +16,12 @@ def __getattr__(name: str) -> Any:
     if name in ("inspect", "inspect_target", "inspect_script"):
         from gradscope import api
         return getattr(api, name)
-    if name in ("Report", "Finding", "Severity"):
-        from gradscope import types
-        return getattr(types, name)
+    if name in ("Finding", "Severity"):
+        from gradscope import findings
+        return getattr(findings, name)
+    if name == "Report":
+        from gradscope.results import Report
+        return Report
     if name == "ExitCode":
         from gradscope.errors import ExitCode
         return ExitCode

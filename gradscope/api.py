@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from gradscope import config
-from gradscope.rules import registry as rules
-from gradscope.types import Report
+from gradscope import rules
+from gradscope.results import Report
 
 
 def inspect(model: Any, batch: Any, loss_fn: Callable[[Any], Any] | None = None, *,

@@ -15,8 +15,9 @@ from typing import Any
 
 from gradscope.check import CheckReport, TargetResult
 from gradscope.errors import ConfigError
-from gradscope.rules.registry import RULES, TABLE
-from gradscope.types import Finding
+from gradscope.config import Settings
+from gradscope.findings import RULES, TABLE, apply_settings
+from gradscope.findings import Finding
 
 BASELINE_VERSION = 1
 NORM_CHANGE = RULES["GS110"]
@@ -53,8 +54,9 @@ def load(path: str) -> dict[str, Any]:
     return doc
 
 
-def compare(report: CheckReport, baseline: dict[str, Any], factor: float) -> CheckReport:
-    """Known findings move to `known`; norm changes beyond `factor` become new findings."""
+def compare(report: CheckReport, baseline: dict[str, Any], settings: Settings) -> CheckReport:
+    """Known findings move to `known`; norm changes beyond `baseline_factor` become new
+    findings, subject to the same severities and ignores as every other finding."""
     results = []
     for r in report.results:
         saved = baseline["targets"].get(f"{r.kind}:{r.target}")
@@ -64,9 +66,16 @@ def compare(report: CheckReport, baseline: dict[str, Any], factor: float) -> Che
         seen = {tuple(pair) for pair in saved["findings"]}
         new = [f for f in r.findings if (f.rule, f.subject) not in seen]
         known = r.known + [f for f in r.findings if (f.rule, f.subject) in seen]
-        results.append(replace(r, findings=new + _norm_changes(r, saved["norms"], factor),
+        changes = _norm_changes(r, saved["norms"], settings.baseline_factor)
+        results.append(replace(r, findings=new + apply_settings(changes, _settings_of(r, settings)),
                                known=known))
     return replace(report, results=results)
+
+
+def _settings_of(r: TargetResult, settings: Settings) -> Settings:
+    """The target's own settings: its [[inspect]] entry's ignores on top of the global ones."""
+    entry = next((e for e in settings.inspect if e.target == r.target), None)
+    return settings.for_entry(entry) if entry is not None and r.kind == "inspect" else settings
 
 
 def _norm_changes(r: TargetResult, before: dict[str, float], factor: float) -> list[Finding]:

@@ -15,7 +15,8 @@ from typing import Any, Callable
 from gradscope.config import CheckEntry, Settings
 from gradscope.errors import ExitCode, GradscopeError
 from gradscope.targets import split_spec
-from gradscope.types import Finding, Report, Severity
+from gradscope.findings import Finding, Severity
+from gradscope.results import Report
 
 CHECK_SCHEMA_VERSION = 1
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from gradscope.errors import ConfigError
-from gradscope.types import Severity
+from gradscope.findings import Severity
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -29,7 +29,8 @@ with warnings.catch_warnings():  # torch warns here when numpy is not installed
 
 from gradscope import probe
 from gradscope.errors import _is_library, _is_ours, _relpath
-from gradscope.types import Finding, RunStats
+from gradscope.findings import Finding
+from gradscope.stats import RunStats
 
 _STDLIB = os.path.dirname(os.__file__)
 MAX_SITES = 3

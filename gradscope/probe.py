@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from gradscope.errors import TargetError, UserCodeError
-from gradscope.types import ModuleStats, ParamStats, RunStats
+from gradscope.stats import ModuleStats, ParamStats, RunStats
 
 
 def call_model(model: torch.nn.Module, batch: Any) -> Any:

@@ -23,7 +23,7 @@ from torch import nn
 
 from gradscope import probe
 from gradscope.errors import TargetError, UserCodeError
-from gradscope.types import RunStats
+from gradscope.stats import RunStats
 
 
 class _Captured(BaseException):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gradscope.types import ModuleStats, ParamStats, RunStats
+from gradscope.stats import ModuleStats, ParamStats, RunStats
 
 
 def param(name: str, norm: float | None = 0.1, *, shape=(10,), depth: int | None = 0,

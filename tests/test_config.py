@@ -10,7 +10,7 @@ import pytest
 from gradscope import config
 from gradscope.config import Settings, Thresholds
 from gradscope.errors import ConfigError
-from gradscope.types import Severity
+from gradscope.findings import Severity
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

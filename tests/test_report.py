@@ -8,10 +8,10 @@ import json
 from rich.console import Console
 
 from conftest import param, stats
-from gradscope.rules import registry as rules
+from gradscope import rules
 from gradscope.report import json as json_report
 from gradscope.report import terminal
-from gradscope.types import Report
+from gradscope.results import Report
 
 
 def make_report(*params, **kw):

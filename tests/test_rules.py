@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 
 from conftest import param, stats
-from gradscope.rules import registry as rules
+from gradscope import findings, rules
 from gradscope.config import Settings, Thresholds
-from gradscope.types import Severity
+from gradscope.findings import Severity
 
 
 def fired(run, slug, settings=None):
@@ -17,7 +17,7 @@ def fired(run, slug, settings=None):
 def test_rules_module_does_not_import_torch():
     import subprocess
 
-    code = "import sys, gradscope.rules.registry; print('torch' in sys.modules)"
+    code = "import sys, gradscope.rules; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -122,12 +122,12 @@ def test_settings_override_severity_and_ignore_by_glob():
 
 
 def test_every_rule_has_a_table_row_and_unique_ids():
-    assert len({r.slug for r in rules.RULES.values()}) == len(rules.RULES)
-    for r in rules.RULES.values():
-        assert r.row in rules.TABLE and r.id[:3] in ("GS1", "GS2", "GS3")
-    assert rules.lookup("gs101").slug == "none-grad"
-    assert rules.lookup("vanishing").id == "GS105"
-    assert rules.lookup("nope") is None
+    assert len({r.slug for r in findings.RULES.values()}) == len(findings.RULES)
+    for r in findings.RULES.values():
+        assert r.row in findings.TABLE and r.id[:3] in ("GS1", "GS2", "GS3")
+    assert findings.lookup("gs101").slug == "none-grad"
+    assert findings.lookup("vanishing").id == "GS105"
+    assert findings.lookup("nope") is None
 
 
 def test_graph_retained():

@@ -171,7 +171,7 @@ def check(
         if write_baseline:
             write_atomic(write_baseline, json_report.dumps(baseline_mod.build(report)))
         if saved is not None:
-            report = baseline_mod.compare(report, saved, settings.baseline_factor)
+            report = baseline_mod.compare(report, saved, settings)
         outputs.write(format, report, output, width)
         raise typer.Exit(report.exit_code())
 
@@ -210,7 +210,7 @@ def examples() -> None:
 def rules(rule: Annotated[Optional[str], typer.Argument(
         help="A rule id (GS101) or slug (none-grad); all rules when omitted.")] = None) -> None:
     """Explain gradscope's rules: id, slug, default severity and troubleshooting-table row."""
-    from gradscope.rules import registry as rules_mod
+    from gradscope import findings as rules_mod
 
     chosen = list(rules_mod.RULES.values())
     if rule:

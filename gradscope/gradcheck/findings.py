@@ -6,8 +6,7 @@ from typing import Any
 
 from gradscope.config import CheckEntry, Settings
 from gradscope.gradcheck.results import GradcheckReport
-from gradscope.rules.registry import RULES, apply_settings
-from gradscope.types import Finding
+from gradscope.findings import RULES, Finding, apply_settings
 
 
 def findings(report: GradcheckReport) -> list[Finding]:

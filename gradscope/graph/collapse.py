@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional, Tuple
 
 from gradscope.graph import style
-from gradscope.types import human_bytes
+from gradscope.fmt import human_bytes
 
 INPUTS = "<inputs>"
 OUTSIDE = "<outside>"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gradscope.check import CheckReport
-from gradscope.types import Severity
+from gradscope.findings import Severity
 
 LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gradscope.report import terminal
+from gradscope import fmt
 from gradscope.gradcheck.results import (CHECKS, CheckError, Element, GradcheckReport, PairFailure,
                                TargetResult)
 
@@ -17,7 +17,7 @@ SHOW_WORST = 3
 
 
 def num(x: float | None) -> str:
-    return terminal.num(x, digits=4)
+    return fmt.num(x, digits=4)
 
 
 def render(report: GradcheckReport, console: Console) -> None:

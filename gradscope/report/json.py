@@ -10,7 +10,7 @@ import json
 import math
 from typing import Any
 
-from gradscope.types import Report
+from gradscope.results import Report
 
 
 def _strict(value: Any) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from gradscope.check import CheckReport
-from gradscope.types import Finding
+from gradscope.findings import Finding
 
 
 def _text(findings: list[Finding]) -> str:

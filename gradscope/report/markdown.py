@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gradscope.check import CheckReport, TargetResult
-from gradscope.types import Severity
+from gradscope.findings import Severity
 
 ICON = {"pass": "✅", "fail": "❌", "error": "⚠️"}
 

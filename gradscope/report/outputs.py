@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from gradscope.check import CheckReport
 from gradscope.report.write import emit
-from gradscope.types import Report
+from gradscope.results import Report
 
 
 class Format(str, Enum):

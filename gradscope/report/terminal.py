@@ -15,7 +15,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gradscope.types import Finding, ParamStats, Report, Severity, human_bytes
+from gradscope.findings import Finding, Severity
+from gradscope.fmt import human_bytes, num
+from gradscope.results import Report
+from gradscope.stats import ParamStats
 
 if TYPE_CHECKING:
     from gradscope.check import CheckReport
@@ -27,13 +30,6 @@ MAX_SUBJECTS = 6
 INDENT = 10
 
 
-def num(x: float | None, digits: int = 3) -> str:
-    """Short numbers for tables: plain in [1e-3, 1e4), scientific outside."""
-    if x is None:
-        return "-"
-    if x == 0:
-        return "0"
-    return f"{x:.{digits}g}" if 1e-3 <= abs(x) < 1e4 else f"{x:.2e}"
 
 
 def render(report: Report, console: Console, top: int | None = 30) -> None:

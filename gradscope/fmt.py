@@ -1,0 +1,20 @@
+"""How numbers and byte counts read in every report, finding and graph label (no torch)."""
+
+from __future__ import annotations
+
+
+def num(x: float | None, digits: int = 3) -> str:
+    """Short numbers for tables: plain in [1e-3, 1e4), scientific outside; None is "-"."""
+    if x is None:
+        return "-"
+    if x == 0:
+        return "0"
+    return f"{x:.{digits}g}" if 1e-3 <= abs(x) < 1e4 else f"{x:.2e}"
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"

@@ -1,0 +1,74 @@
+"""What one instrumented forward+backward measured: plain data, no torch.
+
+probe → RunStats → rules, explain, reporters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ParamStats:
+    """Gradient statistics of one parameter tensor after one backward pass."""
+
+    name: str
+    module: str
+    """Name of the owning module ("" for the root)."""
+    shape: tuple[int, ...]
+    dtype: str
+    requires_grad: bool
+    has_grad: bool
+    grad_norm: float | None = None
+    grad_max: float | None = None
+    weight_norm: float = 0.0
+    zero_fraction: float | None = None
+    finite: bool = True
+    depth: int | None = None
+    """Position of the owning module in forward execution order (None: never ran)."""
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def ratio(self) -> float | None:
+        """Gradient norm relative to weight norm: the size of one SGD step at lr=1."""
+        if self.grad_norm is None or self.weight_norm == 0:
+            return None
+        return self.grad_norm / self.weight_norm
+
+
+@dataclass(frozen=True)
+class ModuleStats:
+    name: str
+    kind: str
+    """Class name, for messages only."""
+    ran: bool
+    order: int | None = None
+    """Index in forward execution order of first call."""
+
+
+@dataclass(frozen=True)
+class RunStats:
+    """Everything one instrumented forward+backward measured."""
+
+    params: tuple[ParamStats, ...]
+    modules: tuple[ModuleStats, ...]
+    loss_value: float | None
+    loss_finite: bool
+    loss_requires_grad: bool
+    loss_source: str
+    """How the tensor that backward ran on was obtained, said in the report."""
+    duration_s: float
+    timed: str = "forward+backward+stats"
+    """What duration_s covers."""
+    model_class: str = ""
+    device: str = "cpu"
+    saved_bytes: int = 0
+    """Bytes of tensors the forward saved for backward (activation memory)."""
+    retained: tuple[str, ...] = ()
+    """Module attributes still holding a tensor with a grad_fn after the pass."""
