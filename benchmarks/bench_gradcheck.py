@@ -15,7 +15,8 @@ import argparse
 import statistics
 import time
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -28,7 +29,7 @@ warnings.filterwarnings("ignore")
 class ReLUOffByOnePercent(CustomReLU):
     @staticmethod
     def backward(ctx: Any, grad_output: torch.Tensor) -> torch.Tensor:
-        input, = ctx.saved_tensors
+        (input,) = ctx.saved_tensors
         grad = grad_output.clone() * 1.01
         grad[input < 0] = 0
         return grad
@@ -42,13 +43,16 @@ class ClampLeaksAboveBound(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
-        x, = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
         inside = ((x >= -2.5) & (x <= 2.5)).to(grad.dtype)
         return grad * torch.where(x > 2.5, 0.001, inside)
 
 
-CASES = [("CustomReLU (correct)", CustomReLU), ("ReLU, backward x 1.01", ReLUOffByOnePercent),
-         ("clamp leaking above 2.5", ClampLeaksAboveBound)]
+CASES = [
+    ("CustomReLU (correct)", CustomReLU),
+    ("ReLU, backward x 1.01", ReLUOffByOnePercent),
+    ("clamp leaking above 2.5", ClampLeaksAboveBound),
+]
 
 
 def timed(fn: Callable[[], bool], repeats: int) -> tuple[bool, float]:
@@ -67,27 +71,47 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=3000)
     opts = parser.parse_args()
     torch.set_num_threads(1)
-    x = torch.randn(opts.size, generator=torch.Generator().manual_seed(1), dtype=torch.float64,
-                    requires_grad=True)
+    x = torch.randn(
+        opts.size,
+        generator=torch.Generator().manual_seed(1),
+        dtype=torch.float64,
+        requires_grad=True,
+    )
     check(CustomReLU, inputs=(x,))  # warm-up: first calls pay for lazy initialisation
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread, float64 input of "
-          f"{opts.size} elements, medians of {opts.repeats} repeats (torch slow mode: "
-          f"{max(1, opts.repeats // 2)})\n")
-    head = (f"{'case':26} {'torch slow':>16} {'torch fast':>16} {'gradscope verdict':>22} "
-            f"{'gradscope + explain':>22}")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} thread, float64 input of "
+        f"{opts.size} elements, medians of {opts.repeats} repeats (torch slow mode: "
+        f"{max(1, opts.repeats // 2)})\n"
+    )
+    head = (
+        f"{'case':26} {'torch slow':>16} {'torch fast':>16} {'gradscope verdict':>22} "
+        f"{'gradscope + explain':>22}"
+    )
     print(head + "\n" + "-" * len(head))
     for label, fn in CASES:
-        slow = timed(lambda: torch.autograd.gradcheck(fn.apply, (x,), fast_mode=False,
-                                                      raise_exception=False),
-                     max(1, opts.repeats // 2))
-        fast = timed(lambda: torch.autograd.gradcheck(fn.apply, (x,), fast_mode=True,
-                                                      raise_exception=False), opts.repeats)
-        verdict = timed(lambda: check(fn, inputs=(x,), explain=False).passed, opts.repeats)
-        full = timed(lambda: check(fn, inputs=(x,)).passed, opts.repeats)
+        apply = fn.apply
+        slow = timed(
+            lambda apply=apply: torch.autograd.gradcheck(
+                apply, (x,), fast_mode=False, raise_exception=False
+            ),
+            max(1, opts.repeats // 2),
+        )
+        fast = timed(
+            lambda apply=apply: torch.autograd.gradcheck(
+                apply, (x,), fast_mode=True, raise_exception=False
+            ),
+            opts.repeats,
+        )
+        verdict = timed(
+            lambda apply=apply: check(apply, inputs=(x,), explain=False).passed, opts.repeats
+        )
+        full = timed(lambda apply=apply: check(apply, inputs=(x,)).passed, opts.repeats)
         assert verdict[0] == full[0] == slow[0], f"{label}: verdicts differ from slow mode"
         print(f"{label:26} {_cell(slow)} {_cell(fast)} {_cell(verdict, slow)} {_cell(full, slow)}")
-    print("\npass/FAIL and median seconds; (Nx) = torch slow mode's time / gradscope's. "
-          "torch fast mode's verdict is shown, not required to match.")
+    print(
+        "\npass/FAIL and median seconds; (Nx) = torch slow mode's time / gradscope's. "
+        "torch fast mode's verdict is shown, not required to match."
+    )
 
 
 def _cell(result: tuple[bool, float], reference: tuple[bool, float] | None = None) -> str:

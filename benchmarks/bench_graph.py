@@ -21,16 +21,17 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import torch  # noqa: E402
+import torch
 
-from gradscope import graph  # noqa: E402
-from gradscope.examples.transformer import GPTConfig, make_gpt  # noqa: E402
-from gradscope.graph.collapse import trace_modules  # noqa: E402
-from gradscope.report.write import write_atomic  # noqa: E402
+from gradscope import graph
+from gradscope.examples.transformer import GPTConfig, make_gpt
+from gradscope.graph.collapse import trace_modules
+from gradscope.report.write import write_atomic
 
 
 def gpt12() -> Any:
@@ -63,13 +64,13 @@ def main() -> None:
     folder = tempfile.mkdtemp(prefix="bench-graph-")
 
     def torchviz_png() -> None:
-        make_dot(loss, params=params).render(os.path.join(folder, "tv"), format="png",
-                                             cleanup=True)
+        make_dot(loss, params=params).render(os.path.join(folder, "tv"), format="png", cleanup=True)
 
     def gradscope_png(collapse: str) -> Callable[[], None]:
         def run() -> None:
             d = graph.draw(loss, model, statuses, trace, graph.GraphOptions(collapse=collapse))
             write_atomic(os.path.join(folder, f"gs-{collapse}.png"), graph.render(d, "png"))
+
         return run
 
     def traced_forward() -> None:
@@ -83,22 +84,28 @@ def main() -> None:
     base = median_time(torchviz_png, repeats)
     full = median_time(gradscope_png("none"), repeats)
     collapsed = median_time(gradscope_png("modules"), repeats)
-    build = median_time(lambda: graph.draw(loss, model, statuses, trace,
-                                           graph.GraphOptions(collapse="none")), repeats)
+    build = median_time(
+        lambda: graph.draw(loss, model, statuses, trace, graph.GraphOptions(collapse="none")),
+        repeats,
+    )
     build_tv = median_time(lambda: make_dot(loss, params=params), repeats)
-    fwd_traced, fwd_bare = median_time(traced_forward, repeats), median_time(bare_forward,
-                                                                              repeats)
+    fwd_traced, fwd_bare = median_time(traced_forward, repeats), median_time(bare_forward, repeats)
     drawn = graph.draw(loss, model, statuses, trace, graph.GraphOptions(collapse="modules"))
-    print(f"12-layer GPT: {drawn.full_nodes} nodes full, {drawn.nodes} collapsed; "
-          f"median of {repeats}, 1 thread")
+    print(
+        f"12-layer GPT: {drawn.full_nodes} nodes full, {drawn.nodes} collapsed; "
+        f"median of {repeats}, 1 thread"
+    )
     print(f"torchviz make_dot + render png      {base * 1e3:8.1f} ms  1.00x")
     print(f"gradscope full, build + render png  {full * 1e3:8.1f} ms  {full / base:.2f}x")
-    print(f"gradscope collapsed, build + render {collapsed * 1e3:8.1f} ms  "
-          f"{collapsed / base:.2f}x")
-    print(f"build only (no dot): gradscope full {build * 1e3:.1f} ms vs make_dot "
-          f"{build_tv * 1e3:.1f} ms  {build / build_tv:.2f}x")
-    print(f"forward with module trace           {fwd_traced * 1e3:8.1f} ms  "
-          f"{fwd_traced / fwd_bare:.2f}x the bare forward")
+    print(f"gradscope collapsed, build + render {collapsed * 1e3:8.1f} ms  {collapsed / base:.2f}x")
+    print(
+        f"build only (no dot): gradscope full {build * 1e3:.1f} ms vs make_dot "
+        f"{build_tv * 1e3:.1f} ms  {build / build_tv:.2f}x"
+    )
+    print(
+        f"forward with module trace           {fwd_traced * 1e3:8.1f} ms  "
+        f"{fwd_traced / fwd_bare:.2f}x the bare forward"
+    )
 
 
 if __name__ == "__main__":

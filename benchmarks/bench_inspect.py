@@ -65,26 +65,30 @@ def speed(repeat: int) -> None:
 
 
 def peak_rss(mode: str, threads: int) -> float:
-    code = (f"import resource, torch, sys; torch.set_num_threads({threads}); "
-            "sys.path.insert(0, 'benchmarks'); import bench_inspect as b; "
-            f"m, x = b.build(); b.{mode}(m, x); "
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    code = (
+        f"import resource, torch, sys; torch.set_num_threads({threads}); "
+        "sys.path.insert(0, 'benchmarks'); import bench_inspect as b; "
+        f"m, x = b.build(); b.{mode}(m, x); "
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return int(out.stdout.split()[-1]) / 1024
 
 
 def memory(threads: int) -> None:
     bare_mb, ours_mb = peak_rss("bare", threads), peak_rss("instrumented", threads)
-    print(f"peak RSS bare {bare_mb:.0f} MiB, inspect {ours_mb:.0f} MiB, "
-          f"ratio {ours_mb / bare_mb:.3f} (a second copy of all gradients would add "
-          f"{sum_grad_mib():.0f} MiB)")
+    print(
+        f"peak RSS bare {bare_mb:.0f} MiB, inspect {ours_mb:.0f} MiB, "
+        f"ratio {ours_mb / bare_mb:.3f} (a second copy of all gradients would add "
+        f"{sum_grad_mib():.0f} MiB)"
+    )
 
 
 def sum_grad_mib() -> float:
     from gradscope.examples.transformer import GPT, GPTConfig
 
     model = GPT(GPTConfig(**CONFIG))
-    return sum(p.numel() * p.element_size() for p in model.parameters()) / 2 ** 20
+    return sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
 
 
 def startup(repeat: int) -> None:
@@ -100,8 +104,10 @@ def startup(repeat: int) -> None:
     helps = run([py, "-m", "gradscope", "--help"])
     version = run([py, "-m", "gradscope", "--version"])
     torch_import = run([py, "-c", "import torch"])
-    print(f"gradscope --help {helps * 1e3:.0f} ms, --version {version * 1e3:.0f} ms, "
-          f"python -c 'import torch' {torch_import * 1e3:.0f} ms (medians of {repeat})")
+    print(
+        f"gradscope --help {helps * 1e3:.0f} ms, --version {version * 1e3:.0f} ms, "
+        f"python -c 'import torch' {torch_import * 1e3:.0f} ms (medians of {repeat})"
+    )
 
 
 def main() -> None:

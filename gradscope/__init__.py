@@ -8,21 +8,33 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["inspect", "inspect_target", "inspect_script", "Report", "Finding", "Severity", "ExitCode",
-           "__version__"]
+__all__ = [
+    "ExitCode",
+    "Finding",
+    "Report",
+    "Severity",
+    "__version__",
+    "inspect",
+    "inspect_script",
+    "inspect_target",
+]
 
 
 def __getattr__(name: str) -> Any:
     if name in ("inspect", "inspect_target", "inspect_script"):
         from gradscope import api
+
         return getattr(api, name)
     if name in ("Finding", "Severity"):
         from gradscope import findings
+
         return getattr(findings, name)
     if name == "Report":
         from gradscope.results import Report
+
         return Report
     if name == "ExitCode":
         from gradscope.errors import ExitCode
+
         return ExitCode
     raise AttributeError(f"module 'gradscope' has no attribute {name!r}")

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from gradscope import config
-from gradscope import rules
+from gradscope import config, rules
 from gradscope.results import Report
 
 
-def inspect(model: Any, batch: Any, loss_fn: Callable[[Any], Any] | None = None, *,
-            grad_outputs: Any = None, settings: config.Settings | None = None,
-            explain: bool = True, label: str | None = None) -> Report:
+def inspect(
+    model: Any,
+    batch: Any,
+    loss_fn: Callable[[Any], Any] | None = None,
+    *,
+    grad_outputs: Any = None,
+    settings: config.Settings | None = None,
+    explain: bool = True,
+    label: str | None = None,
+) -> Report:
     """Run one instrumented forward+backward of `model(batch)` and diagnose it.
 
     `grad_outputs` weights a non-scalar output (as in `y.backward(weights)`).
@@ -27,22 +34,31 @@ def inspect(model: Any, batch: Any, loss_fn: Callable[[Any], Any] | None = None,
     findings = rules.diagnose(stats, settings)
     if explain and findings:
         findings = explain_mod.enrich(findings, stats, model, batch, loss_fn, grad_outputs)
-    return Report(label or type(model).__name__, stats, findings, settings.threshold_dict(),
-                  torch.__version__)
+    return Report(
+        label or type(model).__name__, stats, findings, settings.threshold_dict(), torch.__version__
+    )
 
 
-def inspect_target(spec: str, settings: config.Settings | None = None,
-                   explain: bool = True) -> Report:
+def inspect_target(
+    spec: str, settings: config.Settings | None = None, explain: bool = True
+) -> Report:
     """`gradscope inspect SPEC` without the printing."""
     from gradscope import targets
 
     target = targets.load(spec)
-    return inspect(target.model, target.batch, target.loss_fn, settings=settings,
-                   explain=explain, label=target.label)
+    return inspect(
+        target.model,
+        target.batch,
+        target.loss_fn,
+        settings=settings,
+        explain=explain,
+        label=target.label,
+    )
 
 
-def inspect_script(path: str, argv: Sequence[str] = (),
-                   settings: config.Settings | None = None) -> Report:
+def inspect_script(
+    path: str, argv: Sequence[str] = (), settings: config.Settings | None = None
+) -> Report:
     """Run a training script until its first backward, and diagnose that step.
 
     No explanation passes: a script's forward cannot be replayed on its own.
@@ -52,6 +68,11 @@ def inspect_script(path: str, argv: Sequence[str] = (),
     from gradscope import script
 
     settings = settings or config.Settings()
-    model, stats = script.run(path, argv)
-    return Report(f"script {path}", stats, rules.diagnose(stats, settings),
-                  settings.threshold_dict(), torch.__version__)
+    _model, stats = script.run(path, argv)
+    return Report(
+        f"script {path}",
+        stats,
+        rules.diagnose(stats, settings),
+        settings.threshold_dict(),
+        torch.__version__,
+    )

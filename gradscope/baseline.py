@@ -14,10 +14,9 @@ from dataclasses import replace
 from typing import Any
 
 from gradscope.check import CheckReport, TargetResult
-from gradscope.errors import ConfigError
 from gradscope.config import Settings
-from gradscope.findings import RULES, TABLE, apply_settings
-from gradscope.findings import Finding
+from gradscope.errors import ConfigError
+from gradscope.findings import RULES, TABLE, Finding, apply_settings
 
 BASELINE_VERSION = 1
 NORM_CHANGE = RULES["GS110"]
@@ -31,11 +30,16 @@ def build(report: CheckReport) -> dict[str, Any]:
         params = (r.document or {}).get("parameters", [])
         targets[f"{r.kind}:{r.target}"] = {
             "findings": sorted({(f.rule, f.subject) for f in r.findings + r.known}),
-            "norms": {p["name"]: p["grad_norm"] for p in params
-                      if isinstance(p.get("grad_norm"), float)},
+            "norms": {
+                p["name"]: p["grad_norm"] for p in params if isinstance(p.get("grad_norm"), float)
+            },
         }
-    return {"version": BASELINE_VERSION, "tool": "gradscope", "kind": "baseline",
-            "targets": targets}
+    return {
+        "version": BASELINE_VERSION,
+        "tool": "gradscope",
+        "kind": "baseline",
+        "targets": targets,
+    }
 
 
 def load(path: str) -> dict[str, Any]:
@@ -49,8 +53,10 @@ def load(path: str) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("kind") != "baseline":
         raise ConfigError(f"{path}: not a gradscope baseline (write one with --write-baseline)")
     if doc.get("version") != BASELINE_VERSION:
-        raise ConfigError(f"{path}: baseline version {doc.get('version')} is not "
-                          f"{BASELINE_VERSION}; write it again with --write-baseline")
+        raise ConfigError(
+            f"{path}: baseline version {doc.get('version')} is not "
+            f"{BASELINE_VERSION}; write it again with --write-baseline"
+        )
     return doc
 
 
@@ -67,8 +73,11 @@ def compare(report: CheckReport, baseline: dict[str, Any], settings: Settings) -
         new = [f for f in r.findings if (f.rule, f.subject) not in seen]
         known = r.known + [f for f in r.findings if (f.rule, f.subject) in seen]
         changes = _norm_changes(r, saved["norms"], settings.baseline_factor)
-        results.append(replace(r, findings=new + apply_settings(changes, _settings_of(r, settings)),
-                               known=known))
+        results.append(
+            replace(
+                r, findings=new + apply_settings(changes, _settings_of(r, settings)), known=known
+            )
+        )
     return replace(report, results=results)
 
 
@@ -87,12 +96,23 @@ def _norm_changes(r: TargetResult, before: dict[str, float], factor: float) -> l
         change = new / old
         if math.isfinite(change) and max(change, 1 / change) > factor:
             grew = change > 1
-            out.append(Finding(
-                NORM_CHANGE.id, NORM_CHANGE.slug, NORM_CHANGE.severity, p["name"],
-                f"grad norm of {p['name']} went from {old:.3g} to {new:.3g} (x{change:.3g}), "
-                f"beyond the baseline factor {factor:g}",
-                "a change since the baseline made this gradient "
-                + ("explode: check init, learning-rate-dependent scales and normalisation"
-                   if grew else "vanish: check new activations, masks or detached paths"),
-                TABLE["exploding" if grew else "vanishing"], change, factor))
+            out.append(
+                Finding(
+                    NORM_CHANGE.id,
+                    NORM_CHANGE.slug,
+                    NORM_CHANGE.severity,
+                    p["name"],
+                    f"grad norm of {p['name']} went from {old:.3g} to {new:.3g} (x{change:.3g}), "
+                    f"beyond the baseline factor {factor:g}",
+                    "a change since the baseline made this gradient "
+                    + (
+                        "explode: check init, learning-rate-dependent scales and normalisation"
+                        if grew
+                        else "vanish: check new activations, masks or detached paths"
+                    ),
+                    TABLE["exploding" if grew else "vanishing"],
+                    change,
+                    factor,
+                )
+            )
     return out

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from gradscope.config import CheckEntry, Settings
 from gradscope.errors import ExitCode, GradscopeError
-from gradscope.targets import split_spec
 from gradscope.findings import Finding, Severity
 from gradscope.results import Report
+from gradscope.targets import split_spec
 
 CHECK_SCHEMA_VERSION = 1
 
@@ -41,8 +42,11 @@ class TargetResult:
     """The user's file behind the target (as resolved), for CI annotations."""
 
     def failed(self, fail_on: Severity | None) -> bool:
-        return self.error is None and fail_on is not None and any(
-            f.severity >= fail_on for f in self.findings)
+        return (
+            self.error is None
+            and fail_on is not None
+            and any(f.severity >= fail_on for f in self.findings)
+        )
 
 
 @dataclass
@@ -64,22 +68,32 @@ class CheckReport:
             "kind": "check",
             "fail_on": str(self.fail_on) if self.fail_on else "never",
             "exit_code": int(self.exit_code()),
-            "results": [{
-                "kind": r.kind, "target": r.target, "error": r.error,
-                "passed": r.error is None and not r.failed(self.fail_on),
-                "duration_s": round(r.duration_s, 6),
-                "findings": [f.to_dict() for f in r.findings],
-                "known": [f.to_dict() for f in r.known],
-                "document": r.document,
-            } for r in self.results],
+            "results": [
+                {
+                    "kind": r.kind,
+                    "target": r.target,
+                    "error": r.error,
+                    "passed": r.error is None and not r.failed(self.fail_on),
+                    "duration_s": round(r.duration_s, 6),
+                    "findings": [f.to_dict() for f in r.findings],
+                    "known": [f.to_dict() for f in r.known],
+                    "document": r.document,
+                }
+                for r in self.results
+            ],
         }
 
 
 def from_inspect(report: Report, fail_on: Severity | None) -> CheckReport:
     """One inspect report in the shape the CI reporters take."""
-    result = TargetResult("inspect", report.target, list(report.findings),
-                          document=report.to_dict(), duration_s=report.stats.duration_s,
-                          file=file_of(report.target))
+    result = TargetResult(
+        "inspect",
+        report.target,
+        list(report.findings),
+        document=report.to_dict(),
+        duration_s=report.stats.duration_s,
+        file=file_of(report.target),
+    )
     return CheckReport([result], fail_on)
 
 
@@ -98,18 +112,30 @@ def file_of(spec: str) -> str | None:
     return where if where.endswith(".py") else None
 
 
-def _timed(kind: str, entry: CheckEntry,
-           job: Callable[[str], tuple[list[Finding], dict[str, Any]]]) -> TargetResult:
+def _timed(
+    kind: str, entry: CheckEntry, job: Callable[[str], tuple[list[Finding], dict[str, Any]]]
+) -> TargetResult:
     """Run `job(resolved_spec)`; a GradscopeError becomes this target's error."""
     spec = resolve(entry)
     start = time.perf_counter()
     try:
         findings, document = job(spec)
     except GradscopeError as exc:
-        return TargetResult(kind, entry.target, error=str(exc), file=file_of(spec),
-                            duration_s=time.perf_counter() - start)
-    return TargetResult(kind, entry.target, findings, document=document, file=file_of(spec),
-                        duration_s=time.perf_counter() - start)
+        return TargetResult(
+            kind,
+            entry.target,
+            error=str(exc),
+            file=file_of(spec),
+            duration_s=time.perf_counter() - start,
+        )
+    return TargetResult(
+        kind,
+        entry.target,
+        findings,
+        document=document,
+        file=file_of(spec),
+        duration_s=time.perf_counter() - start,
+    )
 
 
 def run_inspect(entry: CheckEntry, settings: Settings) -> TargetResult:
@@ -128,13 +154,14 @@ def run_gradcheck(entry: CheckEntry, settings: Settings) -> TargetResult:
     return _timed("gradcheck", entry, lambda spec: check_entry(entry, spec, settings))
 
 
-def run(settings: Settings,
-        progress: Callable[[int, str], None] | None = None) -> CheckReport:
+def run(settings: Settings, progress: Callable[[int, str], None] | None = None) -> CheckReport:
     """Every configured target in order; `progress(done, label)` is called before each."""
     if not settings.inspect and not settings.gradcheck:
-        raise GradscopeError("nothing to check: add [[tool.gradscope.inspect]] or "
-                             "[[tool.gradscope.gradcheck]] entries to pyproject.toml, or pass "
-                             "--config FILE")
+        raise GradscopeError(
+            "nothing to check: add [[tool.gradscope.inspect]] or "
+            "[[tool.gradscope.gradcheck]] entries to pyproject.toml, or pass "
+            "--config FILE"
+        )
     jobs = [(run_inspect, e, "inspect") for e in settings.inspect]
     jobs += [(run_gradcheck, e, "gradcheck") for e in settings.gradcheck]
     results = []

@@ -70,18 +70,31 @@ class Settings:
     def for_entry(self, entry: CheckEntry) -> Settings:
         """These settings with one [[inspect]] entry's own ignores and thresholds on top."""
         sources = dict(self.sources)
-        thresholds = _thresholds(self.thresholds, entry.options.get("thresholds", {}),
-                                 entry.source, "inspect.thresholds", sources)
-        ignores = self.ignores + _ignores(entry.options.get("ignore", []), entry.source,
-                                          "inspect.ignore")
+        thresholds = _thresholds(
+            self.thresholds,
+            entry.options.get("thresholds", {}),
+            entry.source,
+            "inspect.thresholds",
+            sources,
+        )
+        ignores = self.ignores + _ignores(
+            entry.options.get("ignore", []), entry.source, "inspect.ignore"
+        )
         return replace(self, thresholds=thresholds, ignores=ignores, sources=sources)
 
     def threshold_dict(self) -> dict[str, float]:
         return {_kebab(f.name): getattr(self.thresholds, f.name) for f in fields(Thresholds)}
 
 
-TOP_KEYS = {"fail-on", "thresholds", "severity", "ignore", "inspect", "gradcheck",
-            "baseline-factor"}
+TOP_KEYS = {
+    "fail-on",
+    "thresholds",
+    "severity",
+    "ignore",
+    "inspect",
+    "gradcheck",
+    "baseline-factor",
+}
 INSPECT_KEYS = {"target", "ignore", "thresholds"}
 GRADCHECK_KEYS = {"target", "shape", "args", "dtype", "seed", "second-order", "forward-ad"}
 
@@ -114,8 +127,9 @@ def find_pyproject(start: str) -> tuple[str, dict[str, Any]] | None:
         folder = parent
 
 
-def load(config: str | None = None, cwd: str | None = None,
-         flags: dict[str, Any] | None = None) -> Settings:
+def load(
+    config: str | None = None, cwd: str | None = None, flags: dict[str, Any] | None = None
+) -> Settings:
     settings = Settings(sources={k: "default" for k in [*Thresholds.keys(), "fail-on"]})
     found = None if config else find_pyproject(cwd or os.getcwd())
     if found:
@@ -177,8 +191,9 @@ def _fail(path: str, key: str, problem: str) -> ConfigError:
 def _check_keys(path: str, table: dict[str, Any], allowed: set[str], prefix: str) -> None:
     for key in table:
         if key not in allowed:
-            raise _fail(path, f"{prefix}{key}",
-                        f"unknown key (known: {', '.join(sorted(allowed))})")
+            raise _fail(
+                path, f"{prefix}{key}", f"unknown key (known: {', '.join(sorted(allowed))})"
+            )
 
 
 def _apply(settings: Settings, data: dict[str, Any], path: str) -> Settings:
@@ -191,8 +206,9 @@ def _apply(settings: Settings, data: dict[str, Any], path: str) -> Settings:
         except ValueError as exc:
             raise _fail(path, "fail-on", str(exc)) from None
         sources["fail-on"] = path
-    thresholds = _thresholds(settings.thresholds, data.get("thresholds", {}), path, "thresholds",
-                             sources)
+    thresholds = _thresholds(
+        settings.thresholds, data.get("thresholds", {}), path, "thresholds", sources
+    )
     severities = dict(settings.severities)
     for rule, sev in _table(data, "severity", path).items():
         try:
@@ -205,8 +221,9 @@ def _apply(settings: Settings, data: dict[str, Any], path: str) -> Settings:
     factor = data.get("baseline-factor", settings.baseline_factor)
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 1:
         raise _fail(path, "baseline-factor", f"expected a number above 1, got {factor!r}")
-    return Settings(thresholds, fail_on, severities, ignores, inspect, gradcheck, float(factor),
-                    sources)
+    return Settings(
+        thresholds, fail_on, severities, ignores, inspect, gradcheck, float(factor), sources
+    )
 
 
 def _table(data: dict[str, Any], key: str, path: str) -> dict[str, Any]:
@@ -216,8 +233,9 @@ def _table(data: dict[str, Any], key: str, path: str) -> dict[str, Any]:
     return value
 
 
-def _thresholds(base: Thresholds, table: Any, path: str, prefix: str,
-                sources: dict[str, str]) -> Thresholds:
+def _thresholds(
+    base: Thresholds, table: Any, path: str, prefix: str, sources: dict[str, str]
+) -> Thresholds:
     if not isinstance(table, dict):
         raise _fail(path, prefix, "expected a table of numbers")
     _check_keys(path, table, set(Thresholds.keys()), prefix + ".")
@@ -258,6 +276,7 @@ def _entries(data: dict[str, Any], key: str, allowed: set[str], path: str) -> li
         if key == "inspect":  # checked now, so a typo fails before any model runs
             _thresholds(Thresholds(), entry.get("thresholds", {}), path, "inspect.thresholds", {})
             _ignores(entry.get("ignore", []), path, "inspect.ignore")
-        out.append(CheckEntry(entry["target"], {k: v for k, v in entry.items() if k != "target"},
-                              path))
+        out.append(
+            CheckEntry(entry["target"], {k: v for k, v in entry.items() if k != "target"}, path)
+        )
     return out

@@ -55,8 +55,9 @@ class UserCodeError(GradscopeError):
 
     def user_traceback(self) -> str:
         """The traceback with gradscope's own frames removed."""
-        frames = [f for f in traceback.extract_tb(self.original.__traceback__)
-                  if not _is_ours(f.filename)]
+        frames = [
+            f for f in traceback.extract_tb(self.original.__traceback__) if not _is_ours(f.filename)
+        ]
         text = "".join(traceback.format_list(frames))
         tail = "".join(traceback.format_exception_only(type(self.original), self.original))
         return "Traceback (most recent call last, gradscope frames hidden):\n" + text + tail
@@ -65,15 +66,20 @@ class UserCodeError(GradscopeError):
 def _is_ours(filename: str) -> bool:
     """gradscope's own frames; the built-in examples count as user code."""
     path = os.path.abspath(filename)
-    return (path.startswith(_PACKAGE_DIR + os.sep)
-            and not path.startswith(os.path.join(_PACKAGE_DIR, "examples") + os.sep))
+    return path.startswith(_PACKAGE_DIR + os.sep) and not path.startswith(
+        os.path.join(_PACKAGE_DIR, "examples") + os.sep
+    )
 
 
 def _is_library(filename: str) -> bool:
     if not _is_ours(filename) and filename.startswith(os.path.join(_PACKAGE_DIR, "examples")):
         return False
-    return (_is_ours(filename) or "site-packages" in filename or "dist-packages" in filename
-            or filename.startswith("<"))
+    return (
+        _is_ours(filename)
+        or "site-packages" in filename
+        or "dist-packages" in filename
+        or filename.startswith("<")
+    )
 
 
 def user_frame(exc: BaseException) -> tuple[str, int] | None:

@@ -17,9 +17,10 @@ import math
 import os
 import sys
 import warnings
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -75,6 +76,7 @@ def _module_stack(model: torch.nn.Module) -> Iterator[list[str]]:
     def enter(name: str) -> Callable[..., None]:
         def hook(*_: Any) -> None:
             stack.append(name)
+
         return hook
 
     def leave(*_: Any) -> None:  # must return None: a value would replace the output
@@ -95,8 +97,9 @@ def _module_stack(model: torch.nn.Module) -> Iterator[list[str]]:
 class _Watcher(TorchFunctionMode):
     """Calls `observe(name, inputs, output, module)` after every torch function."""
 
-    def __init__(self, observe: Callable[[str, list[torch.Tensor], Any, str], None],
-                 stack: list[str]):
+    def __init__(
+        self, observe: Callable[[str, list[torch.Tensor], Any, str], None], stack: list[str]
+    ):
         super().__init__()
         self.observe = observe
         self.stack = stack
@@ -109,8 +112,13 @@ class _Watcher(TorchFunctionMode):
         return out
 
 
-def _replay(model: torch.nn.Module, batch: Any, loss_fn: Any, grad_outputs: Any,
-            observe: Callable[[str, list[torch.Tensor], Any, str], None]) -> None:
+def _replay(
+    model: torch.nn.Module,
+    batch: Any,
+    loss_fn: Any,
+    grad_outputs: Any,
+    observe: Callable[[str, list[torch.Tensor], Any, str], None],
+) -> None:
     """The forward and the loss once more, with `observe` watching every torch call."""
     with probe.preserved_state(model), _module_stack(model) as stack, torch.enable_grad():
         with _Watcher(observe, stack):
@@ -137,8 +145,7 @@ def _is_cut(name: str, inputs: list[torch.Tensor], out: Any) -> bool:
         return False
     if name in ("numpy", "item", "tolist"):
         return True
-    return (isinstance(out, torch.Tensor) and out.is_floating_point()
-            and not out.requires_grad)
+    return isinstance(out, torch.Tensor) and out.is_floating_point() and not out.requires_grad
 
 
 def _makes_non_finite(name: str, inputs: list[torch.Tensor], out: Any) -> bool:
@@ -149,8 +156,10 @@ def _makes_non_finite(name: str, inputs: list[torch.Tensor], out: Any) -> bool:
 
 
 def graph_cuts(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
-    return [f"graph cut by {s}: its input requires grad, its output does not"
-            for s in _sites(model, batch, loss_fn, grad_outputs, _is_cut)]
+    return [
+        f"graph cut by {s}: its input requires grad, its output does not"
+        for s in _sites(model, batch, loss_fn, grad_outputs, _is_cut)
+    ]
 
 
 def non_finite_origin(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
@@ -168,13 +177,19 @@ def _anomaly_origin(model, batch, loss_fn, grad_outputs) -> list[str]:
             with torch.autograd.detect_anomaly(check_nan=True), torch.enable_grad():
                 output = probe.call_model(model, batch)
                 target, _ = probe._backward_target(output, loss_fn, grad_outputs)
-                torch.autograd.grad(target, [p for p in model.parameters() if p.requires_grad],
-                                    grad_outputs, allow_unused=True)
+                torch.autograd.grad(
+                    target,
+                    [p for p in model.parameters() if p.requires_grad],
+                    grad_outputs,
+                    allow_unused=True,
+                )
         except RuntimeError as exc:
             node = str(exc).split("'")[1] if "'" in str(exc) else str(exc).splitlines()[0]
             line = _forward_line([str(w.message) for w in caught])
-            return [f"the forward is finite; backward node {node} returned NaN"
-                    + (f" (its forward op is at {line})" if line else "")]
+            return [
+                f"the forward is finite; backward node {node} returned NaN"
+                + (f" (its forward op is at {line})" if line else "")
+            ]
         except Exception:
             pass
     return []
@@ -203,8 +218,9 @@ def saturation(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
         base = name.rstrip("_")
         if base in _SATURATING and isinstance(out, torch.Tensor) and out.numel():
             d = _SATURATING[base](out.detach().float())
-            calls.append((base, float(d.mean()), float((d < 0.01 * d.max().clamp(min=1e-30)
-                                                        ).float().mean())))
+            calls.append(
+                (base, float(d.mean()), float((d < 0.01 * d.max().clamp(min=1e-30)).float().mean()))
+            )
 
     _replay(model, batch, loss_fn, grad_outputs, observe)
     if not calls:
@@ -212,17 +228,26 @@ def saturation(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
     kinds = sorted({c[0] for c in calls})
     mean_d = math.exp(sum(math.log(max(c[1], 1e-30)) for c in calls) / len(calls))
     saturated = sum(c[2] for c in calls) / len(calls)
-    return [f"{len(calls)} {'/'.join(kinds)} calls on the way; their mean derivative is "
-            f"{mean_d:.3g} per call, so the gradient shrinks by about {mean_d ** len(calls):.2g} "
-            f"over them ({saturated:.0%} of units saturated)"]
+    return [
+        f"{len(calls)} {'/'.join(kinds)} calls on the way; their mean derivative is "
+        f"{mean_d:.3g} per call, so the gradient shrinks by about {mean_d ** len(calls):.2g} "
+        f"over them ({saturated:.0%} of units saturated)"
+    ]
 
 
 def dead_units(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
     def test(name: str, inputs, out: Any) -> bool:
-        return (name.rstrip("_") in ("relu", "threshold") and isinstance(out, torch.Tensor)
-                and out.numel() > 0 and not bool(out.any()))
-    return [f"every output of {s} is zero: no gradient passes back through it"
-            for s in _sites(model, batch, loss_fn, grad_outputs, test)]
+        return (
+            name.rstrip("_") in ("relu", "threshold")
+            and isinstance(out, torch.Tensor)
+            and out.numel() > 0
+            and not bool(out.any())
+        )
+
+    return [
+        f"every output of {s} is zero: no gradient passes back through it"
+        for s in _sites(model, batch, loss_fn, grad_outputs, test)
+    ]
 
 
 def activation_growth(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
@@ -233,10 +258,14 @@ def activation_growth(model, batch, loss_fn=None, grad_outputs=None) -> list[str
             t = out if isinstance(out, torch.Tensor) else None
             if t is not None and t.is_floating_point() and t.numel():
                 sizes.append((name, float(t.detach().float().pow(2).mean().sqrt())))
+
         return record
 
-    leaves = [(n, m) for n, m in model.named_modules()
-              if not any(m.children()) and any(True for _ in m.parameters(recurse=False))]
+    leaves = [
+        (n, m)
+        for n, m in model.named_modules()
+        if not any(m.children()) and any(True for _ in m.parameters(recurse=False))
+    ]
     handles = [m.register_forward_hook(hook(n)) for n, m in leaves]
     try:
         _replay(model, batch, loss_fn, grad_outputs, lambda *a: None)
@@ -247,8 +276,10 @@ def activation_growth(model, batch, loss_fn=None, grad_outputs=None) -> list[str
         return []
     (first, a), (last, b) = sizes[0], sizes[-1]
     factor = (b / a) ** (1 / (len(sizes) - 1)) if a and b else float("nan")
-    return [f"activation RMS goes from {a:.3g} at `{first}` to {b:.3g} at `{last}` "
-            f"(x{factor:.3g} per layer over {len(sizes)} layers with parameters)"]
+    return [
+        f"activation RMS goes from {a:.3g} at `{first}` to {b:.3g} at `{last}` "
+        f"(x{factor:.3g} per layer over {len(sizes)} layers with parameters)"
+    ]
 
 
 PASSES: dict[str, Callable[..., list[str]]] = {
@@ -261,8 +292,9 @@ PASSES: dict[str, Callable[..., list[str]]] = {
 }
 
 
-def enrich(findings: list[Finding], stats: RunStats, model, batch, loss_fn=None,
-           grad_outputs=None) -> list[Finding]:
+def enrich(
+    findings: list[Finding], stats: RunStats, model, batch, loss_fn=None, grad_outputs=None
+) -> list[Finding]:
     """Attach evidence from each needed pass (each run at most once) to its findings."""
     ran = {m.name for m in stats.modules if m.ran}
     cache: dict[str, list[str]] = {}
@@ -277,8 +309,9 @@ def enrich(findings: list[Finding], stats: RunStats, model, batch, loss_fn=None,
             try:
                 cache[key] = pass_(model, batch, loss_fn, grad_outputs)
             except Exception as exc:  # the finding stands; say why it has no location
-                cache[key] = [f"could not locate it: replaying the forward raised "
-                              f"{type(exc).__name__}: {exc}"]
+                cache[key] = [
+                    f"could not locate it: replaying the forward raised {type(exc).__name__}: {exc}"
+                ]
         out.append(replace(f, evidence=f.evidence + tuple(cache[key])) if cache[key] else f)
     return out
 

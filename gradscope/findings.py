@@ -76,25 +76,50 @@ class Finding:
             "value": self.value,
             "threshold": self.threshold,
             "evidence": list(self.evidence),
-            "table_row": {"symptom": self.row.symptom, "cause": self.row.cause,
-                          "remedy": self.row.remedy},
+            "table_row": {
+                "symptom": self.row.symptom,
+                "cause": self.row.cause,
+                "remedy": self.row.remedy,
+            },
         }
 
 
-TABLE = {row.key: row for row in (
-    TableRow("none-grad", "grad is None", "requires_grad not set / tensor not in the graph",
-             "check every tensor that takes part in the computation"),
-    TableRow("exploding", "exploding gradients", "learning rate too high / network too deep",
-             "gradient clipping / normalization"),
-    TableRow("vanishing", "vanishing gradients", "saturating activations",
-             "ReLU / LeakyReLU (and residuals, normalization)"),
-    TableRow("oom", "out of memory", "graph not released",
-             "no_grad / detach (and .item() for logged losses, checkpointing)"),
-    # the tutorial's table of gradient-checking techniques (2.3): gradcheck row
-    TableRow("gradcheck", "custom Function's gradient is wrong",
-             "backward does not compute the derivative of forward",
-             "verify it with torch.autograd.gradcheck (gradscope gradcheck)"),
-)}
+TABLE = {
+    row.key: row
+    for row in (
+        TableRow(
+            "none-grad",
+            "grad is None",
+            "requires_grad not set / tensor not in the graph",
+            "check every tensor that takes part in the computation",
+        ),
+        TableRow(
+            "exploding",
+            "exploding gradients",
+            "learning rate too high / network too deep",
+            "gradient clipping / normalization",
+        ),
+        TableRow(
+            "vanishing",
+            "vanishing gradients",
+            "saturating activations",
+            "ReLU / LeakyReLU (and residuals, normalization)",
+        ),
+        TableRow(
+            "oom",
+            "out of memory",
+            "graph not released",
+            "no_grad / detach (and .item() for logged losses, checkpointing)",
+        ),
+        # the tutorial's table of gradient-checking techniques (2.3): gradcheck row
+        TableRow(
+            "gradcheck",
+            "custom Function's gradient is wrong",
+            "backward does not compute the derivative of forward",
+            "verify it with torch.autograd.gradcheck (gradscope gradcheck)",
+        ),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -107,10 +132,27 @@ class Rule:
     source: str
     """The stage that produces its findings: run, baseline, gradcheck or watch."""
 
-    def finding(self, subject: str, message: str, advice: str, value: float | None = None,
-                threshold: float | None = None, evidence: tuple[str, ...] = ()) -> Finding:
-        return Finding(self.id, self.slug, self.severity, subject, message, advice,
-                       TABLE[self.row], value, threshold, evidence)
+    def finding(
+        self,
+        subject: str,
+        message: str,
+        advice: str,
+        value: float | None = None,
+        threshold: float | None = None,
+        evidence: tuple[str, ...] = (),
+    ) -> Finding:
+        return Finding(
+            self.id,
+            self.slug,
+            self.severity,
+            subject,
+            message,
+            advice,
+            TABLE[self.row],
+            value,
+            threshold,
+            evidence,
+        )
 
 
 def _rules(*rules: Rule) -> dict[str, Rule]:
@@ -118,35 +160,102 @@ def _rules(*rules: Rule) -> dict[str, Rule]:
 
 
 RULES: dict[str, Rule] = _rules(
-    Rule("GS101", "none-grad", Severity.ERROR, "none-grad",
-         "a parameter with requires_grad=True got no gradient", "run"),
-    Rule("GS102", "non-finite-loss", Severity.ERROR, "exploding",
-         "the loss is NaN or infinite", "run"),
-    Rule("GS103", "non-finite-grad", Severity.ERROR, "exploding",
-         "a gradient holds NaN or Inf", "run"),
-    Rule("GS104", "exploding", Severity.ERROR, "exploding",
-         "a gradient norm is above the absolute threshold or far above the model's median",
-         "run"),
-    Rule("GS105", "vanishing", Severity.WARNING, "vanishing",
-         "a gradient norm is tiny, or the first layer's gradients are far smaller than the "
-         "last's", "run"),
-    Rule("GS106", "zero-grad", Severity.WARNING, "vanishing",
-         "a gradient exists but every element is exactly zero", "run"),
-    Rule("GS107", "frozen", Severity.INFO, "none-grad",
-         "parameters with requires_grad=False (counted per module)", "run"),
-    Rule("GS110", "norm-change", Severity.ERROR, "exploding",
-         "with --baseline: a gradient norm grew or shrank by more than baseline-factor",
-         "baseline"),
-    Rule("GS201", "jacobian-mismatch", Severity.ERROR, "gradcheck",
-         "a custom Function's analytical gradient differs from the numerical one", "gradcheck"),
-    Rule("GS202", "function-raised", Severity.ERROR, "gradcheck",
-         "a checked Function's forward, backward or jvp raised", "gradcheck"),
-    Rule("GS203", "gradcheck-warning", Severity.WARNING, "gradcheck",
-         "a gradcheck caveat: low precision, in-place changes, outputs without grad",
-         "gradcheck"),
-    Rule("GS301", "graph-retained", Severity.WARNING, "oom",
-         "a module attribute keeps a tensor with a grad_fn, and so the step's graph, alive",
-         "run"),
+    Rule(
+        "GS101",
+        "none-grad",
+        Severity.ERROR,
+        "none-grad",
+        "a parameter with requires_grad=True got no gradient",
+        "run",
+    ),
+    Rule(
+        "GS102",
+        "non-finite-loss",
+        Severity.ERROR,
+        "exploding",
+        "the loss is NaN or infinite",
+        "run",
+    ),
+    Rule(
+        "GS103",
+        "non-finite-grad",
+        Severity.ERROR,
+        "exploding",
+        "a gradient holds NaN or Inf",
+        "run",
+    ),
+    Rule(
+        "GS104",
+        "exploding",
+        Severity.ERROR,
+        "exploding",
+        "a gradient norm is above the absolute threshold or far above the model's median",
+        "run",
+    ),
+    Rule(
+        "GS105",
+        "vanishing",
+        Severity.WARNING,
+        "vanishing",
+        "a gradient norm is tiny, or the first layer's gradients are far smaller than the last's",
+        "run",
+    ),
+    Rule(
+        "GS106",
+        "zero-grad",
+        Severity.WARNING,
+        "vanishing",
+        "a gradient exists but every element is exactly zero",
+        "run",
+    ),
+    Rule(
+        "GS107",
+        "frozen",
+        Severity.INFO,
+        "none-grad",
+        "parameters with requires_grad=False (counted per module)",
+        "run",
+    ),
+    Rule(
+        "GS110",
+        "norm-change",
+        Severity.ERROR,
+        "exploding",
+        "with --baseline: a gradient norm grew or shrank by more than baseline-factor",
+        "baseline",
+    ),
+    Rule(
+        "GS201",
+        "jacobian-mismatch",
+        Severity.ERROR,
+        "gradcheck",
+        "a custom Function's analytical gradient differs from the numerical one",
+        "gradcheck",
+    ),
+    Rule(
+        "GS202",
+        "function-raised",
+        Severity.ERROR,
+        "gradcheck",
+        "a checked Function's forward, backward or jvp raised",
+        "gradcheck",
+    ),
+    Rule(
+        "GS203",
+        "gradcheck-warning",
+        Severity.WARNING,
+        "gradcheck",
+        "a gradcheck caveat: low precision, in-place changes, outputs without grad",
+        "gradcheck",
+    ),
+    Rule(
+        "GS301",
+        "graph-retained",
+        Severity.WARNING,
+        "oom",
+        "a module attribute keeps a tensor with a grad_fn, and so the step's graph, alive",
+        "run",
+    ),
 )
 
 
@@ -154,8 +263,10 @@ def apply_settings(findings: list[Finding], settings: Settings) -> list[Finding]
     """Severity overrides by id or slug, then drop ignored (rule, subject-glob) pairs."""
     out = []
     for f in findings:
-        if any(rule in (f.rule, f.slug) and fnmatch.fnmatchcase(f.subject, glob)
-               for rule, glob in settings.ignores):
+        if any(
+            rule in (f.rule, f.slug) and fnmatch.fnmatchcase(f.subject, glob)
+            for rule, glob in settings.ignores
+        ):
             continue
         sev = settings.severities.get(f.rule) or settings.severities.get(f.slug)
         out.append(replace(f, severity=sev) if sev is not None else f)
@@ -164,4 +275,5 @@ def apply_settings(findings: list[Finding], settings: Settings) -> list[Finding]
 
 def lookup(rule_or_slug: str) -> Rule | None:
     return RULES.get(rule_or_slug.upper()) or next(
-        (r for r in RULES.values() if r.slug == rule_or_slug), None)
+        (r for r in RULES.values() if r.slug == rule_or_slug), None
+    )

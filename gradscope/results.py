@@ -75,18 +75,10 @@ class Report:
 
     def _flagged(self) -> dict[str, str]:
         if self._flag_cache is None:
-            self._flag_cache = {f.subject: f.slug for f in self.findings
-                                if f.slug in ("exploding", "vanishing")}
+            self._flag_cache = {
+                f.subject: f.slug for f in self.findings if f.slug in ("exploding", "vanishing")
+            }
         return self._flag_cache
-
-
-def _param_dict(p: ParamStats, status: str) -> dict[str, Any]:
-    d = asdict(p)
-    d["shape"] = list(p.shape)
-    d["numel"] = p.numel
-    d["ratio"] = p.ratio
-    d["status"] = status
-    return d
 
 
 def _param_dict(p: ParamStats, status: str) -> dict[str, Any]:

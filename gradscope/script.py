@@ -14,9 +14,10 @@ import os
 import runpy
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -75,8 +76,10 @@ def _intercepted() -> Iterator[_Modules]:
         tensors = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
         grads = [grad_tensors] if isinstance(grad_tensors, torch.Tensor) else grad_tensors
         if len(tensors) != 1:
-            raise TargetError("the script's first backward takes several tensors; gradscope "
-                              "inspects one loss: sum them first")
+            raise TargetError(
+                "the script's first backward takes several tensors; gradscope "
+                "inspects one loss: sum them first"
+            )
         raise _Captured(tensors[0], grads[0] if grads else None)
 
     pre = nn.modules.module.register_module_forward_pre_hook(seen.enter)
@@ -114,14 +117,17 @@ def run(path: str, argv: Sequence[str] = ()) -> tuple[nn.Module, RunStats]:
     raise TargetError(f"{path} finished without calling backward(): nothing to inspect")
 
 
-def _measure(path: str, seen: _Modules, captured: _Captured,
-             saved: dict[tuple[int, int], int]) -> tuple[nn.Module, RunStats]:
+def _measure(
+    path: str, seen: _Modules, captured: _Captured, saved: dict[tuple[int, int], int]
+) -> tuple[nn.Module, RunStats]:
     if not seen.roots:
-        raise TargetError(f"{path} called backward() before any nn.Module with trainable "
-                          "parameters ran")
+        raise TargetError(
+            f"{path} called backward() before any nn.Module with trainable parameters ran"
+        )
     model = seen.model()
     order = {name: seen.order[id(m)] for name, m in model.named_modules() if id(m) in seen.order}
     source = f"the first backward() of {os.path.basename(path)}"
-    stats = probe.measure(model, captured.loss, captured.gradient, source, order,
-                          time.perf_counter(), saved)
+    stats = probe.measure(
+        model, captured.loss, captured.gradient, source, order, time.perf_counter(), saved
+    )
     return model, replace(stats, timed="backward+stats (the forward ran in the script)")

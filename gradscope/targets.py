@@ -13,9 +13,10 @@ import importlib
 import importlib.util
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from gradscope.errors import TargetError, UserCodeError
 
@@ -49,8 +50,14 @@ def load(spec: str) -> Target:
     module = _import(where)
     attr = name or DEFAULT_NAME
     if not hasattr(module, attr):
-        hint = "" if name else (f"; define `{DEFAULT_NAME}()`, name one with {where}:NAME, "
-                                "or inspect a training script with --script")
+        hint = (
+            ""
+            if name
+            else (
+                f"; define `{DEFAULT_NAME}()`, name one with {where}:NAME, "
+                "or inspect a training script with --script"
+            )
+        )
         raise TargetError(f"{where} has no attribute `{attr}`{hint}")
     return _build(getattr(module, attr), f"{where}:{attr}", spec)
 
@@ -64,15 +71,17 @@ def _import(where: str) -> ModuleType:
 
         raise TargetError(
             f"target {where!r} is not a .py file, a module or a built-in example "
-            f"(examples: {', '.join(EXAMPLES)})")
+            f"(examples: {', '.join(EXAMPLES)})"
+        )
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         return importlib.import_module(where)
     except ModuleNotFoundError as exc:
         if exc.name and where.startswith(exc.name):
-            raise TargetError(f"no module named {where!r} (looked on sys.path and in "
-                              f"{os.getcwd()})") from None
+            raise TargetError(
+                f"no module named {where!r} (looked on sys.path and in {os.getcwd()})"
+            ) from None
         raise UserCodeError(f"importing {where}", exc) from exc
     except Exception as exc:
         raise UserCodeError(f"importing {where}", exc) from exc
@@ -89,7 +98,9 @@ def _import_file(path: str) -> ModuleType:
     existing = sys.modules.get(stem)
     if existing is not None and os.path.abspath(getattr(existing, "__file__", "") or "") == full:
         return existing
-    name = stem if existing is None and stem.isidentifier() else f"gradscope_target_{abs(hash(full))}"
+    name = (
+        stem if existing is None and stem.isidentifier() else f"gradscope_target_{abs(hash(full))}"
+    )
     spec = importlib.util.spec_from_file_location(name, full)
     if spec is None or spec.loader is None:
         raise TargetError(f"{path}: cannot be imported as Python")
@@ -119,19 +130,25 @@ def from_value(value: Any, label: str) -> Target:
     if isinstance(value, dict):
         unknown = set(value) - {"model", "batch", "loss_fn"}
         if "model" not in value or "batch" not in value or unknown:
-            raise TargetError(f"{label} returned a dict with keys {sorted(value)}; expected "
-                              "'model', 'batch' and optional 'loss_fn'")
+            raise TargetError(
+                f"{label} returned a dict with keys {sorted(value)}; expected "
+                "'model', 'batch' and optional 'loss_fn'"
+            )
         model, batch, loss_fn = value["model"], value["batch"], value.get("loss_fn")
     elif isinstance(value, (tuple, list)) and len(value) in (2, 3):
         model, batch, loss_fn = (*value, None)[:3]
     else:
-        raise TargetError(f"{label} returned {type(value).__name__}; expected (model, batch), "
-                          "(model, batch, loss_fn) or a dict with 'model' and 'batch'")
+        raise TargetError(
+            f"{label} returned {type(value).__name__}; expected (model, batch), "
+            "(model, batch, loss_fn) or a dict with 'model' and 'batch'"
+        )
     if not isinstance(model, torch.nn.Module):
         raise TargetError(f"{label}: model is {type(model).__name__}, not a torch.nn.Module")
     if not isinstance(batch, (torch.Tensor, tuple, list, dict)):
-        raise TargetError(f"{label}: batch is {type(batch).__name__}; expected a tensor, "
-                          "a tuple/list of arguments or a dict of keyword arguments")
+        raise TargetError(
+            f"{label}: batch is {type(batch).__name__}; expected a tensor, "
+            "a tuple/list of arguments or a dict of keyword arguments"
+        )
     if loss_fn is not None and not callable(loss_fn):
         raise TargetError(f"{label}: loss_fn is {type(loss_fn).__name__}, not callable")
     return Target(model, batch, loss_fn, label)

@@ -25,8 +25,10 @@ def _compare(settings: Settings) -> list:
 
 def test_norm_changes_beyond_the_factor():
     found = _compare(Settings())
-    assert {(f.rule, f.subject) for f in found} == {("GS110", "body.weight"),
-                                                    ("GS110", "body.bias")}
+    assert {(f.rule, f.subject) for f in found} == {
+        ("GS110", "body.weight"),
+        ("GS110", "body.bias"),
+    }
     assert all(f.severity is Severity.ERROR for f in found)
     grew = next(f for f in found if f.subject == "body.weight")
     assert grew.value == pytest.approx(100.0) and grew.row.key == "exploding"

@@ -73,8 +73,7 @@ def test_scoped_ignore_makes_it_pass(runner, project):
     assert check(runner).exit_code == 0
 
 
-def test_check_from_a_subfolder_resolves_targets_against_the_config(runner, project,
-                                                                     monkeypatch):
+def test_check_from_a_subfolder_resolves_targets_against_the_config(runner, project, monkeypatch):
     (project / "src").mkdir()
     monkeypatch.chdir(project / "src")
     assert check(runner).exit_code == 1
@@ -87,12 +86,14 @@ def test_nothing_configured_is_exit_2(runner, tmp_path, monkeypatch):
 
 
 def test_broken_target_is_an_error_but_others_still_run(runner, project):
-    (project / "ci.toml").write_text(textwrap.dedent("""
+    (project / "ci.toml").write_text(
+        textwrap.dedent("""
         [[inspect]]
         target = "missing.py"
         [[inspect]]
         target = "healthy-mlp"
-        """))
+        """)
+    )
     result = check(runner, "--config", "ci.toml", "--format", "json")
     doc = json.loads(result.stdout)
     assert result.exit_code == 2
@@ -101,7 +102,8 @@ def test_broken_target_is_an_error_but_others_still_run(runner, project):
 
 
 def test_junit_parsed_back_with_the_right_counts(runner, project):
-    (project / "ci.toml").write_text(textwrap.dedent("""
+    (project / "ci.toml").write_text(
+        textwrap.dedent("""
         [[inspect]]
         target = "healthy-mlp"
         [[inspect]]
@@ -110,7 +112,8 @@ def test_junit_parsed_back_with_the_right_counts(runner, project):
         target = "missing.py"
         [[inspect]]
         target = "frozen-layers"
-        """))
+        """)
+    )
     result = check(runner, "--config", "ci.toml", "--format", "junit", "--output", "r.xml")
     assert result.exit_code == 2 and result.stdout == ""
     xml = JUnitXml.fromfile(str(project / "r.xml"))
@@ -140,10 +143,12 @@ def test_markdown_and_step_summary(runner, project, monkeypatch):
 def test_github_annotations(runner, project, monkeypatch):
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     result = check(runner)
-    lines = [l for l in result.stdout.splitlines() if l.startswith("::")]
+    lines = [line for line in result.stdout.splitlines() if line.startswith("::")]
     assert len(lines) == 2
-    assert lines[0].startswith("::error file=models/net.py,title=gradscope GS101 none-grad in "
-                               "models/net.py%3Abuild::grad of aux.weight is None")
+    assert lines[0].startswith(
+        "::error file=models/net.py,title=gradscope GS101 none-grad in "
+        "models/net.py%3Abuild::grad of aux.weight is None"
+    )
     result = check(runner, "--format", "json")  # stdout stays pure JSON
     json.loads(result.stdout)
     assert "::error" in result.stderr
@@ -169,22 +174,26 @@ def test_baseline_unchanged_new_finding_and_norm_regression(runner, project):
     assert result.exit_code == 0, result.stdout
     assert "2 finding(s) already in the baseline" in result.stdout
 
-    net = project / "models" / "net.py"          # a new finding: a frozen-but-needed layer
+    net = project / "models" / "net.py"  # a new finding: a frozen-but-needed layer
     net.write_text(MODEL.replace("return (self.body(x)", "return (self.body(x).detach()"))
     result = check(runner, "--baseline", "base.json", "--format", "json")
     assert result.exit_code == 1
     (target,) = [r for r in json.loads(result.stdout)["results"] if "net.py" in r["target"]]
     assert {(f["rule"], f["subject"]) for f in target["findings"]} >= {
-        ("GS101", "body.weight"), ("GS101", "body.bias")}
+        ("GS101", "body.weight"),
+        ("GS101", "body.bias"),
+    }
 
-    net.write_text(MODEL)                           # a norm regression beyond the factor
+    net.write_text(MODEL)  # a norm regression beyond the factor
     (project / "pyproject.toml").write_text(
-        CONFIG.format(ignore="").replace('target = "models/net.py:build"',
-                                         'target = "models/net.py:build_scaled"')
-        .replace('fail-on = "error"', 'fail-on = "error"\nbaseline-factor = 10'))
+        CONFIG.format(ignore="")
+        .replace('target = "models/net.py:build"', 'target = "models/net.py:build_scaled"')
+        .replace('fail-on = "error"', 'fail-on = "error"\nbaseline-factor = 10')
+    )
     base = json.loads((project / "base.json").read_text())
-    base["targets"]["inspect:models/net.py:build_scaled"] = \
-        base["targets"].pop("inspect:models/net.py:build")
+    base["targets"]["inspect:models/net.py:build_scaled"] = base["targets"].pop(
+        "inspect:models/net.py:build"
+    )
     (project / "base.json").write_text(json.dumps(base))
     result = check(runner, "--baseline", "base.json", "--format", "json")
     assert result.exit_code == 1
@@ -203,7 +212,8 @@ def test_bad_baseline_file_is_exit_2(runner, project):
 
 
 def test_gradcheck_entries_in_check(runner, project):
-    (project / "ci.toml").write_text(textwrap.dedent("""
+    (project / "ci.toml").write_text(
+        textwrap.dedent("""
         [[gradcheck]]
         target = "gradscope.examples.functions:CustomReLU"
         [[gradcheck]]
@@ -211,7 +221,8 @@ def test_gradcheck_entries_in_check(runner, project):
         shape = { x = [5] }
         [[gradcheck]]
         target = "gradscope.examples.functions:NoSuchThing"
-        """))
+        """)
+    )
     result = check(runner, "--config", "ci.toml", "--format", "json")
     assert result.exit_code == 2
     ok, broken, missing = json.loads(result.stdout)["results"]

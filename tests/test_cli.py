@@ -76,7 +76,7 @@ def test_healthy_file_target_exit_0(runner, project):
 def test_findings_exit_1_and_fail_on(runner, project):
     assert invoke(runner, "model.py:unused").exit_code == 1
     assert invoke(runner, "model.py:unused", "--fail-on", "never").exit_code == 0
-    assert invoke(runner, "frozen-layers").exit_code == 0          # info < error
+    assert invoke(runner, "frozen-layers").exit_code == 0  # info < error
     assert invoke(runner, "frozen-layers", "--fail-on", "info").exit_code == 1
 
 
@@ -105,8 +105,9 @@ def test_json_is_strict_for_non_finite_values(runner):
 def test_output_file_is_written(runner, project):
     result = invoke(runner, "model.py:as_dict", "--format", "json", "--output", "r.json")
     assert result.exit_code == 0 and result.stdout == ""
-    assert json.loads((project / "r.json").read_text())["summary"]["loss_source"] == \
-        "loss_fn(output)"
+    assert (
+        json.loads((project / "r.json").read_text())["summary"]["loss_source"] == "loss_fn(output)"
+    )
     result = invoke(runner, "model.py:as_dict", "-o", "r.txt")
     assert "verdict: OK" in (project / "r.txt").read_text()
 
@@ -127,13 +128,17 @@ BAD = [
     (["model.py:nope"], "model.py has no attribute `nope`"),
     (["model.py:wrong_type"], "returned int; expected (model, batch)"),
     (["model.py:not_a_module"], "model is str, not a torch.nn.Module"),
-    (["model.py:factory_raises"], f"model.py:{RAISE_LINE}: model.py:factory_raises() raised "
-                                  "RuntimeError: no data here"),
+    (
+        ["model.py:factory_raises"],
+        f"model.py:{RAISE_LINE}: model.py:factory_raises() raised RuntimeError: no data here",
+    ),
     (["model.py:forward_raises"], f"model.py:{FORWARD_LINE}: forward pass raised RuntimeError"),
     (["no_such_module:thing"], "no module named 'no_such_module'"),
     (["not a target"], "is not a .py file, a module or a built-in example"),
-    (["model.py", "--fail-on", "sometimes"],
-     "--fail-on: 'sometimes' is not one of info, warning, error, never"),
+    (
+        ["model.py", "--fail-on", "sometimes"],
+        "--fail-on: 'sometimes' is not one of info, warning, error, never",
+    ),
 ]
 
 
@@ -151,11 +156,15 @@ def test_syntax_and_import_errors(runner, project):
     (project / "broken.py").write_text("def f(:\n    pass\n")
     (project / "raises.py").write_text("import torch\nraise ImportError('needs gpu lib')\n")
     result = invoke(runner, "broken.py")
-    assert result.exit_code == 2 and "broken.py:1: importing broken.py raised SyntaxError" \
-        in result.stderr
+    assert (
+        result.exit_code == 2
+        and "broken.py:1: importing broken.py raised SyntaxError" in result.stderr
+    )
     result = invoke(runner, "raises.py")
-    assert result.exit_code == 2 and "raises.py:2: importing raises.py raised ImportError: " \
-        "needs gpu lib" in result.stderr
+    assert (
+        result.exit_code == 2
+        and "raises.py:2: importing raises.py raised ImportError: needs gpu lib" in result.stderr
+    )
 
 
 def test_debug_shows_user_frames_only(runner, project):
@@ -204,15 +213,18 @@ def test_examples_and_rules_commands(runner):
 
 
 def run_module(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "gradscope", *args], capture_output=True,
-                          text=True, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "gradscope", *args], capture_output=True, text=True, **kw
+    )
 
 
 def test_help_and_version_do_not_import_torch():
-    code = ("import sys; sys.argv=['gradscope', '--help']\n"
-            "from gradscope.cli import app\n"
-            "try:\n    app()\nexcept SystemExit:\n    pass\n"
-            "print('TORCH', 'torch' in sys.modules)")
+    code = (
+        "import sys; sys.argv=['gradscope', '--help']\n"
+        "from gradscope.cli import app\n"
+        "try:\n    app()\nexcept SystemExit:\n    pass\n"
+        "print('TORCH', 'torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "TORCH False" in out.stdout
     for flag in ("--help", "--version"):
@@ -221,15 +233,22 @@ def test_help_and_version_do_not_import_torch():
 
 
 def test_python_dash_m_runs_an_example_end_to_end(tmp_path):
-    result = run_module("inspect", "unused-submodule", "--format", "json", cwd=tmp_path,
-                        env={**os.environ, "PYTHONPATH": os.getcwd()})
+    result = run_module(
+        "inspect",
+        "unused-submodule",
+        "--format",
+        "json",
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     assert result.returncode == 1, result.stderr
     assert json.loads(result.stdout)["summary"]["counts"]["error"] == 2
     assert result.stderr.strip() == ""
 
 
 def test_ctrl_c_in_user_code_exits_130(runner, project):
-    (project / "slow.py").write_text(textwrap.dedent("""
+    (project / "slow.py").write_text(
+        textwrap.dedent("""
         import torch
         from torch import nn
 
@@ -242,6 +261,7 @@ def test_ctrl_c_in_user_code_exits_130(runner, project):
 
         def gradscope_target():
             return Slow(), torch.randn(1, 2)
-        """))
+        """)
+    )
     result = invoke(runner, "slow.py")
     assert result.exit_code == 130 and "interrupted" in result.stderr

@@ -27,29 +27,36 @@ def test_configs_default_toml_matches_built_in_defaults(tmp_path):
 
 
 def test_precedence_pyproject_or_config_then_flags(tmp_path):
-    write(tmp_path / "pyproject.toml", """
+    write(
+        tmp_path / "pyproject.toml",
+        """
         [tool.gradscope]
         fail-on = "warning"
         [tool.gradscope.thresholds]
         explode-norm = 10
         vanish-norm = 1e-5
-        """)
+        """,
+    )
     sub = tmp_path / "src" / "deep"
     sub.mkdir(parents=True)
     s = config.load(cwd=str(sub))  # found from a folder below
     assert s.thresholds.explode_norm == 10 and s.thresholds.vanish_norm == 1e-5
     assert s.fail_on is Severity.WARNING
     assert s.sources["explode-norm"].endswith("pyproject.toml")
-    cfg = write(tmp_path / "ci.toml", """
+    cfg = write(
+        tmp_path / "ci.toml",
+        """
         [thresholds]
         explode-norm = 20
-        """)
+        """,
+    )
     s = config.load(cfg, cwd=str(sub))  # --config replaces pyproject.toml, as pytest -c does
     assert s.thresholds.explode_norm == 20 and s.thresholds.vanish_norm == Thresholds().vanish_norm
     assert s.fail_on is Severity.ERROR
     assert s.sources["explode-norm"] == cfg
-    s = config.load(cfg, cwd=str(sub), flags={"explode-norm": 30.0, "fail-on": "never",
-                                              "vanish-norm": None})
+    s = config.load(
+        cfg, cwd=str(sub), flags={"explode-norm": 30.0, "fail-on": "never", "vanish-norm": None}
+    )
     assert s.thresholds.explode_norm == 30 and s.fail_on is None
     assert config.load(cwd=str(sub), flags={"vanish-norm": 1.0}).thresholds.explode_norm == 10
     assert s.sources["explode-norm"] == "command line"
@@ -64,7 +71,9 @@ def test_pyproject_without_table_is_skipped(tmp_path):
 
 
 def test_every_key(tmp_path):
-    cfg = write(tmp_path / "all.toml", """
+    cfg = write(
+        tmp_path / "all.toml",
+        """
         fail-on = "info"
         ignore = ["none-grad:pooler.*"]
         [thresholds]
@@ -83,7 +92,8 @@ def test_every_key(tmp_path):
         target = "mypkg.ops:MyFn"
         shape = { x = [3, 4] }
         args = { dim = -1 }
-        """)
+        """,
+    )
     s = config.load(cfg, cwd=str(tmp_path))
     assert s.thresholds == Thresholds(1, 2, 3, 4, 5)
     assert s.severities == {"frozen": Severity.WARNING, "GS105": Severity.ERROR}
@@ -93,18 +103,26 @@ def test_every_key(tmp_path):
     assert s.gradcheck[0].options == {"shape": {"x": [3, 4]}, "args": {"dim": -1}}
 
 
-@pytest.mark.parametrize("text, message", [
-    ("colour = 'red'\n", "bad.toml:1: colour: unknown key"),
-    ("[thresholds]\nexplode = 1\n", "bad.toml:2: thresholds.explode: unknown key"),
-    ("[thresholds]\nvanish-norm = 'tiny'\n", "bad.toml:2: thresholds.vanish-norm: expected a "
-                                              "non-negative number"),
-    ("fail-on = 'sometimes'\n", "bad.toml:1: fail-on: 'sometimes' is not one of"),
-    ("[severity]\nfrozen = 'loud'\n", "bad.toml:2: severity.frozen: unknown severity"),
-    ("ignore = ['no-colon']\n", "bad.toml:1: ignore: 'no-colon' is not RULE:GLOB"),
-    ("[[inspect]]\nignore = []\n", "inspect.target: every entry needs a target"),
-    ("[[gradcheck]]\ntarget = 'a:b'\nshapes = {}\n", "bad.toml:3: gradcheck.shapes: unknown key"),
-    ("[thresholds\n", "bad.toml: invalid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("colour = 'red'\n", "bad.toml:1: colour: unknown key"),
+        ("[thresholds]\nexplode = 1\n", "bad.toml:2: thresholds.explode: unknown key"),
+        (
+            "[thresholds]\nvanish-norm = 'tiny'\n",
+            "bad.toml:2: thresholds.vanish-norm: expected a non-negative number",
+        ),
+        ("fail-on = 'sometimes'\n", "bad.toml:1: fail-on: 'sometimes' is not one of"),
+        ("[severity]\nfrozen = 'loud'\n", "bad.toml:2: severity.frozen: unknown severity"),
+        ("ignore = ['no-colon']\n", "bad.toml:1: ignore: 'no-colon' is not RULE:GLOB"),
+        ("[[inspect]]\nignore = []\n", "inspect.target: every entry needs a target"),
+        (
+            "[[gradcheck]]\ntarget = 'a:b'\nshapes = {}\n",
+            "bad.toml:3: gradcheck.shapes: unknown key",
+        ),
+        ("[thresholds\n", "bad.toml: invalid TOML"),
+    ],
+)
 def test_bad_files_name_file_key_and_line(tmp_path, text, message):
     path = tmp_path / "bad.toml"
     path.write_text(text)
@@ -128,8 +146,9 @@ def test_documented_examples_parse(tmp_path):
 
     for doc in ("docs/config.md", "README.md"):
         text = open(os.path.join(ROOT, doc), encoding="utf-8").read()
-        blocks = [b for b in re.findall(r"```toml\n(.*?)```", text, re.S)
-                  if "[tool.gradscope]" in b]
+        blocks = [
+            b for b in re.findall(r"```toml\n(.*?)```", text, re.S) if "[tool.gradscope]" in b
+        ]
         assert blocks, doc
         for block in blocks:
             (tmp_path / "pyproject.toml").write_text(block)

@@ -9,8 +9,9 @@ from torch.nn import functional as F
 import gradscope
 from gradscope.examples.transformer import GPTConfig, make_gpt
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
-                                reason="needs a CUDA device; CI has none")
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device; CI has none"
+)
 
 
 def test_inspect_on_cuda_matches_cpu_and_restores_rng():
@@ -22,7 +23,7 @@ def test_inspect_on_cuda_matches_cpu_and_restores_rng():
     gpu = gradscope.inspect(model, batch)
     assert torch.equal(torch.cuda.get_rng_state(), rng)
     assert gpu.stats.device.startswith("cuda")
-    for a, b in zip(cpu.stats.params, gpu.stats.params):
+    for a, b in zip(cpu.stats.params, gpu.stats.params, strict=False):
         assert b.grad_norm == pytest.approx(a.grad_norm, rel=1e-3), a.name
 
 

@@ -36,8 +36,9 @@ def test_frozen_layers():
 
 def test_detached_middle_names_the_detach_line():
     report = inspect_target("detached-middle")
-    assert by_rule(report) == {"none-grad": ["encoder.0.weight", "encoder.0.bias",
-                                             "encoder.2.weight", "encoder.2.bias"]}
+    assert by_rule(report) == {
+        "none-grad": ["encoder.0.weight", "encoder.0.bias", "encoder.2.weight", "encoder.2.bias"]
+    }
     source = open(EXAMPLES["detached-middle"].factory.__code__.co_filename).read().splitlines()
     (evidence,) = report.findings[0].evidence
     assert "`detach`" in evidence
@@ -64,15 +65,18 @@ def test_exploding_deep():
 
 def test_nan_loss_points_at_the_log():
     report = inspect_target("nan-loss")
-    assert by_rule(report) == {"non-finite-loss": ["loss"],
-                               "non-finite-grad": ["fc.weight", "fc.bias"]}
+    assert by_rule(report) == {
+        "non-finite-loss": ["loss"],
+        "non-finite-grad": ["fc.weight", "fc.bias"],
+    }
     assert "`log`" in report.findings[0].evidence[0]
 
 
 def test_dead_relu():
     report = inspect_target("dead-relu")
-    assert by_rule(report) == {"zero-grad": ["0.weight", "0.bias", "2.weight", "2.bias",
-                                             "4.weight"]}
+    assert by_rule(report) == {
+        "zero-grad": ["0.weight", "0.bias", "2.weight", "2.bias", "4.weight"]
+    }
     assert "`relu`" in report.findings[0].evidence[0]
 
 
@@ -102,5 +106,6 @@ def test_explanation_that_cannot_replay_says_so():
 
     report = gradscope.inspect(OneShot(), torch.randn(2, 3))
     (f, _) = [f for f in report.findings if f.slug == "none-grad"]
-    assert f.evidence == ("could not locate it: replaying the forward raised RuntimeError: "
-                          "data loader exhausted",)
+    assert f.evidence == (
+        "could not locate it: replaying the forward raised RuntimeError: data loader exhausted",
+    )

@@ -15,8 +15,8 @@ import torch.nn.functional as F
 
 from gradscope.examples import functions as ex
 from gradscope.gradcheck import check
-from gradscope.gradcheck.stages import first_stage
 from gradscope.gradcheck.jacobian import Evaluator, tolerance
+from gradscope.gradcheck.stages import first_stage
 
 
 def randn(*shape: int, seed: int = 0) -> torch.Tensor:
@@ -32,7 +32,7 @@ def jac(fn, inputs: tuple, k: int) -> torch.Tensor:
 
 def flat(index: tuple[int, ...], shape: tuple[int, ...]) -> int:
     out = 0
-    for i, size in zip(index, shape):
+    for i, size in zip(index, shape, strict=False):
         out = out * size + i
     return out
 
@@ -54,10 +54,10 @@ def _apply(target):
     return target.apply if isinstance(target, type) else target
 
 
-@pytest.mark.parametrize("name, twin, n_inputs, position, slug", BROKEN,
-                         ids=[b[0] for b in BROKEN])
+@pytest.mark.parametrize("name, twin, n_inputs, position, slug", BROKEN, ids=[b[0] for b in BROKEN])
 def test_each_broken_function_is_caught_with_its_diagnosis_input_and_worst_element(
-        name, twin, n_inputs, position, slug):
+    name, twin, n_inputs, position, slug
+):
     target = getattr(ex, name)
     inputs = tuple(randn(4, 4, seed=k) for k in range(n_inputs))
     result = check(target, inputs=inputs)
@@ -125,12 +125,14 @@ def test_awkward_real_world_signature_passes():
 def test_same_verdicts_as_torch_slow_gradcheck():
     from torch.nn.modules._functions import CrossMapLRN2d
 
-    cases = [(ex.CustomReLU.apply, (randn(4, 4),)),
-             (ex.SquareMissingFactor.apply, (randn(4, 4),)),
-             (ex.ELUWrongBranch.apply, (randn(4, 4),)),
-             (ex.MulSwappedGrads.apply, (randn(3, 3), randn(3, 3, seed=1))),
-             (lambda x: CrossMapLRN2d.apply(x, 3), (randn(2, 3, 3, 3),)),
-             (F.softplus, (randn(5, 3),))]
+    cases = [
+        (ex.CustomReLU.apply, (randn(4, 4),)),
+        (ex.SquareMissingFactor.apply, (randn(4, 4),)),
+        (ex.ELUWrongBranch.apply, (randn(4, 4),)),
+        (ex.MulSwappedGrads.apply, (randn(3, 3), randn(3, 3, seed=1))),
+        (lambda x: CrossMapLRN2d.apply(x, 3), (randn(2, 3, 3, 3),)),
+        (F.softplus, (randn(5, 3),)),
+    ]
     for fn, inputs in cases:
         expected = torch.autograd.gradcheck(fn, inputs, fast_mode=False, raise_exception=False)
         assert check(fn, inputs=inputs).passed == expected, fn
@@ -187,8 +189,9 @@ def test_module_parameters_are_inputs_and_the_users_module_is_untouched():
     result = check(net)
     assert {(f.input.name, f.input.kind) for f in result.failures} == {("w", "parameter")}
     assert [i.name for i in result.inputs] == ["x", *(n for n, _ in net.named_parameters())]
-    assert net.training and all(p.grad is None and p.dtype == torch.float32
-                                for p in net.parameters())
+    assert net.training and all(
+        p.grad is None and p.dtype == torch.float32 for p in net.parameters()
+    )
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
 
 
@@ -207,7 +210,7 @@ def _line_of(obj, text: str) -> int:
 
 def test_backward_that_raises_is_a_failure_with_the_users_line():
     result = check(ex.BackwardRaises)
-    error, = result.errors
+    (error,) = result.errors
     assert not result.passed and error.stage == "backward"
     line = _line_of(ex.BackwardRaises, "x, y = ctx.saved_tensors")
     assert error.location.endswith(f"functions.py:{line}")
@@ -215,7 +218,7 @@ def test_backward_that_raises_is_a_failure_with_the_users_line():
 
 
 def test_wrong_number_of_gradients_names_what_backward_must_return():
-    error, = check(ex.PowerTooFewGrads).errors
+    (error,) = check(ex.PowerTooFewGrads).errors
     assert error.diagnosis.slug == "wrong-grad-count"
     assert "(grad_x, None (for power))" in error.diagnosis.message
     line = _line_of(ex.PowerTooFewGrads, "def backward")
@@ -252,7 +255,7 @@ def test_warnings():
     class ReluNoClone(ex.CustomReLU):
         @staticmethod
         def backward(ctx, grad_output):
-            input, = ctx.saved_tensors
+            (input,) = ctx.saved_tensors
             grad_output[input < 0] = 0
             return grad_output
 
@@ -280,7 +283,7 @@ def test_seed_makes_inputs_reproducible():
 class OffByOnePercent(ex.CustomReLU):
     @staticmethod
     def backward(ctx, grad_output):
-        input, = ctx.saved_tensors
+        (input,) = ctx.saved_tensors
         grad = grad_output.clone() * 1.01
         grad[input < 0] = 0
         return grad
@@ -297,7 +300,7 @@ class ClampLeaksAboveBound(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        x, = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
         inside = ((x >= -2.5) & (x <= 2.5)).to(grad.dtype)
         return grad * torch.where(x > 2.5, 0.001, inside)
 
@@ -317,9 +320,15 @@ class WrongWhereMasked(torch.autograd.Function):
         return grad * torch.where(WrongWhereMasked.mask, 2.2, 2.0)
 
 
-@pytest.mark.parametrize("target, broken", [(ex.CustomReLU, False), (OffByOnePercent, True),
-                                            (ClampLeaksAboveBound, True),
-                                            (WrongWhereMasked, True)])
+@pytest.mark.parametrize(
+    "target, broken",
+    [
+        (ex.CustomReLU, False),
+        (OffByOnePercent, True),
+        (ClampLeaksAboveBound, True),
+        (WrongWhereMasked, True),
+    ],
+)
 def test_sampled_stage_keeps_slow_mode_sensitivity_on_3000_elements(target, broken):
     x = randn(3000, seed=1)
     assert bool((x > 2.5).any())
@@ -330,6 +339,6 @@ def test_sampled_stage_keeps_slow_mode_sensitivity_on_3000_elements(target, brok
 
 
 def test_a_one_percent_factor_on_3000_elements_is_located_at_full_resolution():
-    failure, = check(OffByOnePercent, inputs=(randn(3000),)).failures
+    (failure,) = check(OffByOnePercent, inputs=(randn(3000),)).failures
     assert failure.diagnosis.slug == "constant-factor" and failure.resolution == "full"
     assert failure.diagnosis.details["factor"] == pytest.approx(1.01, rel=1e-6)

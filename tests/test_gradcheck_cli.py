@@ -95,8 +95,9 @@ def test_json_document(invoke):
     good, bad = doc["targets"]
     assert (good["spec"], good["passed"], good["failures"]) == (f"{FUNCTIONS}:CustomReLU", True, [])
     first = bad["failures"][0]
-    assert {"input", "output", "max_abs_error", "max_rel_error", "worst_index",
-            "diagnosis"} <= set(first)
+    assert {"input", "output", "max_abs_error", "max_rel_error", "worst_index", "diagnosis"} <= set(
+        first
+    )
     assert (first["input"], first["input_position"], first["diagnosis"]) == ("x", 0, "wrong-order")
     assert set(first["worst_index"]) == {"output", "input"}
 
@@ -116,7 +117,7 @@ def test_module_level_inputs_convention_for_a_torch_function(invoke, project):
 def test_forward_that_raises_is_a_failure_not_a_crash(invoke, project):
     result = invoke("userfns.py:ForwardRaises", "--format", "json")
     assert result.exit_code == 1
-    error, = json.loads(result.stdout)["targets"][0]["errors"]
+    (error,) = json.loads(result.stdout)["targets"][0]["errors"]
     line = USER_FILE.splitlines().index("        return x.view(7, 7)") + 1
     assert error["stage"] == "forward" and error["location"] == f"userfns.py:{line}"
     assert "Traceback" not in result.stderr
@@ -132,17 +133,20 @@ def test_shape_and_arg_options(invoke, project):
     assert target["inputs"][0]["shape"] == [2, 3]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["nosuch_module:Fn"], "no module named 'nosuch_module'"),
-    ([f"{FUNCTIONS}:Nope"], "has no attribute `Nope`"),
-    (["math:pi"], "is float, not a torch.autograd.Function subclass"),
-    ([f"{FUNCTIONS}:CustomReLU", "--shape", "input=3,a"], "expected NAME=DIMS"),
-    ([f"{FUNCTIONS}:CustomReLU", "--shape", "other=3"], "no parameter named `other`"),
-    ([f"{FUNCTIONS}:CustomReLU", "--arg", "input=__import__('os')"], "is not a Python literal"),
-    ([f"{FUNCTIONS}:CustomReLU", "--dtype", "int8"], "expected one of float64"),
-    (["userfns.py:scaled"], "parameter `k` (int) has no default; pass --arg k=VALUE"),
-    (["missing.py:Fn"], "missing.py: no such file"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["nosuch_module:Fn"], "no module named 'nosuch_module'"),
+        ([f"{FUNCTIONS}:Nope"], "has no attribute `Nope`"),
+        (["math:pi"], "is float, not a torch.autograd.Function subclass"),
+        ([f"{FUNCTIONS}:CustomReLU", "--shape", "input=3,a"], "expected NAME=DIMS"),
+        ([f"{FUNCTIONS}:CustomReLU", "--shape", "other=3"], "no parameter named `other`"),
+        ([f"{FUNCTIONS}:CustomReLU", "--arg", "input=__import__('os')"], "is not a Python literal"),
+        ([f"{FUNCTIONS}:CustomReLU", "--dtype", "int8"], "expected one of float64"),
+        (["userfns.py:scaled"], "parameter `k` (int) has no default; pass --arg k=VALUE"),
+        (["missing.py:Fn"], "missing.py: no such file"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(invoke, project, args, message):
     result = invoke(*args)
     assert result.exit_code == 2
@@ -151,24 +155,29 @@ def test_bad_input_exits_2_with_one_line(invoke, project, args, message):
 
 
 def test_config_entries_are_the_default_targets(invoke, project):
-    (project / "gc.toml").write_text(textwrap.dedent("""
+    (project / "gc.toml").write_text(
+        textwrap.dedent("""
         [[gradcheck]]
         target = "userfns.py:scaled"
         shape = { x = [3] }
         args = { k = 2 }
         second-order = true
-    """))
+    """)
+    )
     result = invoke("--config", "gc.toml", "-f", "json")
     assert result.exit_code == 0, result.output
-    target, = json.loads(result.stdout)["targets"]
+    (target,) = json.loads(result.stdout)["targets"]
     assert [c["name"] for c in target["checks"]] == ["backward", "second-order"]
     assert target["inputs"][0]["shape"] == [3]
 
 
-@pytest.mark.parametrize("line, message", [
-    ('seed = "x"', "gc.toml:3: gradcheck.seed: expected int"),
-    ("shape = { x = [0] }", "gc.toml:3: gradcheck.shape: shape 'x=0': expected NAME=DIMS"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('seed = "x"', "gc.toml:3: gradcheck.seed: expected int"),
+        ("shape = { x = [0] }", "gc.toml:3: gradcheck.shape: shape 'x=0': expected NAME=DIMS"),
+    ],
+)
 def test_bad_config_entry_exits_2(invoke, project, line, message):
     (project / "gc.toml").write_text(f'[[gradcheck]]\ntarget = "userfns.py:Cube"\n{line}\n')
     result = invoke("--config", "gc.toml")
@@ -176,8 +185,14 @@ def test_bad_config_entry_exits_2(invoke, project, line, message):
 
 
 def test_options_apply_to_the_targets_that_take_them(invoke):
-    result = invoke(f"{FUNCTIONS}:CustomReLU", f"{FUNCTIONS}:SquareMissingFactor",
-                    "--shape", "x=3", "-f", "json")
+    result = invoke(
+        f"{FUNCTIONS}:CustomReLU",
+        f"{FUNCTIONS}:SquareMissingFactor",
+        "--shape",
+        "x=3",
+        "-f",
+        "json",
+    )
     shapes = [t["inputs"][0]["shape"] for t in json.loads(result.stdout)["targets"]]
     assert shapes == [[4, 4], [3]] and result.exit_code == 1
 

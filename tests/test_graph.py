@@ -18,12 +18,12 @@ import typer
 from typer.testing import CliRunner
 
 from gradscope import graph, targets
-from gradscope.errors import GradscopeError
-from gradscope.graph import compat as graph_compat
-from gradscope.graph import style as graph_style
 from gradscope.api import inspect_target
 from gradscope.cli.graph_cmd import graph as graph_command
+from gradscope.errors import GradscopeError
 from gradscope.examples.transformer import GPTConfig, make_gpt
+from gradscope.graph import compat as graph_compat
+from gradscope.graph import style as graph_style
 
 NODE = re.compile(r'^\t+(\w+) \[label="(.*?)" fillcolor="?([^"\s\]]+)"?', re.S | re.M)
 EDGE = re.compile(r"^\t+(\w+) -> (\w+)", re.M)
@@ -53,8 +53,14 @@ def nodes(source: str) -> dict[str, tuple[str, str]]:
 def drawing_of(spec: str, **options) -> graph.Drawing:
     t = targets.load(spec)
     statuses = graph.probe_statuses(t.model, t.batch, t.loss_fn)
-    return graph.graph_of(t.model, t.batch, t.loss_fn, statuses=statuses,
-                          options=graph.GraphOptions(**options), label=spec)
+    return graph.graph_of(
+        t.model,
+        t.batch,
+        t.loss_fn,
+        statuses=statuses,
+        options=graph.GraphOptions(**options),
+        label=spec,
+    )
 
 
 def write_target(folder, body: str, marker: str | None = None) -> str:
@@ -65,13 +71,15 @@ def write_target(folder, body: str, marker: str | None = None) -> str:
     return str(path)
 
 
-GPT12 = ("from gradscope.examples.transformer import GPTConfig, make_gpt\n"
-         "return make_gpt(GPTConfig(layers=12))\n")
-MLP = ("from gradscope.examples.models import healthy_mlp\n"
-       "return healthy_mlp()\n")
+GPT12 = (
+    "from gradscope.examples.transformer import GPTConfig, make_gpt\n"
+    "return make_gpt(GPTConfig(layers=12))\n"
+)
+MLP = "from gradscope.examples.models import healthy_mlp\nreturn healthy_mlp()\n"
 
 
 # --- the picture -------------------------------------------------------------------------
+
 
 @needs_dot
 def test_png_is_a_real_picture(cli, tmp_path):
@@ -85,15 +93,22 @@ def test_png_is_a_real_picture(cli, tmp_path):
     assert os.listdir(tmp_path) == ["graph.png"]  # no temporary file left beside it
 
 
-@pytest.mark.parametrize("spec, status", [("nan-loss", "non-finite"),
-                                          ("exploding-deep", "exploding"),
-                                          ("vanishing-sigmoid", "vanishing")])
+@pytest.mark.parametrize(
+    "spec, status",
+    [
+        ("nan-loss", "non-finite"),
+        ("exploding-deep", "exploding"),
+        ("vanishing-sigmoid", "vanishing"),
+    ],
+)
 def test_dot_names_parameters_and_colours_them_by_probe_status(spec, status):
     report = inspect_target(spec, explain=False)
     expected = {p.name: report.status(p) for p in report.stats.params}
     assert status in expected.values()
-    drawn = {label.split("\n")[0]: colour
-             for label, colour in nodes(drawing_of(spec, collapse="none").source).values()}
+    drawn = {
+        label.split("\n")[0]: colour
+        for label, colour in nodes(drawing_of(spec, collapse="none").source).values()
+    }
     for name, want in expected.items():
         assert drawn[name] == graph_style.STATUS[want].colour, name
     assert graph_style.STATUS[status].colour != graph_style.STATUS["ok"].colour
@@ -112,7 +127,7 @@ def test_parameters_without_grad_are_listed_in_the_legend_not_drawn():
     report = inspect_target("detached-middle", explain=False)
     none = [p.name for p in report.stats.params if report.status(p) == "none"]
     assert none and [a.split(" ")[0] for a in d.absent] == none
-    legend = d.source[d.source.index("legend ["):]
+    legend = d.source[d.source.index("legend [") :]
     drawn = [label.split("\n")[0] for label, _ in nodes(d.source).values()]
     for name in none:
         assert name in legend and name not in drawn
@@ -122,7 +137,7 @@ def test_frozen_parameters_are_listed_too():
     d = drawing_of("frozen-layers", collapse="none")
     model = targets.load("frozen-layers").model
     frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
-    legend = d.source[d.source.index("legend ["):]
+    legend = d.source[d.source.index("legend [") :]
     assert frozen and "frozen" in legend and all(n in legend for n in frozen)
 
 
@@ -167,6 +182,7 @@ def test_deep_graph_is_walked_without_recursion():
 
 # --- collapsing --------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def gpt12():
     model, batch = make_gpt(GPTConfig(layers=12))
@@ -209,7 +225,8 @@ def test_depth_merges_blocks(gpt12):
     d = graph.graph_of(model, batch, options=graph.GraphOptions(collapse="modules", depth=2))
     heads = [label.split("\n")[0] for label, _ in nodes(d.source).values()]
     assert sorted(h for h in heads if h.startswith("blocks.")) == sorted(
-        f"blocks.{i}" for i in range(12))
+        f"blocks.{i}" for i in range(12)
+    )
 
 
 def test_small_graph_stays_full():
@@ -235,6 +252,7 @@ def test_cli_says_when_it_collapses(cli, tmp_path):
 
 
 # --- failures leave nothing behind ---------------------------------------------------------
+
 
 def test_missing_dot_exits_2_before_model_code_and_leaves_no_file(cli, tmp_path, monkeypatch):
     empty = tmp_path / "bin"
@@ -270,8 +288,13 @@ def test_crashing_dot_leaves_the_old_file_untouched(cli, tmp_path, monkeypatch):
 @pytest.mark.parametrize("where", ["missing/graph.dot", "."])
 def test_unwritable_out_exits_2_before_model_code(cli, tmp_path, where):
     marker = tmp_path / "ran"
-    result = cli(write_target(tmp_path, MLP, marker=str(marker)), "--out",
-                 str(tmp_path / where), "--format", "dot")
+    result = cli(
+        write_target(tmp_path, MLP, marker=str(marker)),
+        "--out",
+        str(tmp_path / where),
+        "--format",
+        "dot",
+    )
     assert result.exit_code == 2
     assert result.stderr.startswith("gradscope: error: cannot write")
     assert not marker.exists()
@@ -289,6 +312,7 @@ def test_format_follows_extension_or_flag(cli, tmp_path):
 
 # --- the target from config ----------------------------------------------------------------
 
+
 def test_no_target_and_none_configured_says_so(cli, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = cli("--format", "dot")
@@ -300,7 +324,8 @@ def test_no_target_uses_the_first_configured_inspect_entry(cli, tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pyproject.toml").write_text(
         '[tool.gradscope]\n[[tool.gradscope.inspect]]\ntarget = "unused-submodule"\n'
-        '[[tool.gradscope.inspect]]\ntarget = "nan-loss"\n')
+        '[[tool.gradscope.inspect]]\ntarget = "nan-loss"\n'
+    )
     result = cli("--format", "dot")
     assert result.exit_code == 0, result.stderr
     assert "body.0.weight" in result.stdout and "fc.weight" not in result.stdout
@@ -311,6 +336,7 @@ def test_no_target_uses_the_first_configured_inspect_entry(cli, tmp_path, monkey
 
 
 # --- Python 3.12+: no distutils ------------------------------------------------------------
+
 
 def test_torchviz_imports_when_distutils_is_gone(monkeypatch):
     graph_compat.import_torchviz()
@@ -332,6 +358,11 @@ def test_loose_version_orders_like_distutils():
 
 def test_command_module_does_not_import_torch():
     code = "import sys, gradscope.cli.graph_cmd; print('torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=os.path.dirname(os.path.dirname(__file__)), check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+        check=True,
+    )
     assert out.stdout.strip() == "False"

@@ -18,8 +18,10 @@ def reference_norms(model, batch, loss_fn):
     """Plain autograd: the oracle the probe's fused statistics must match."""
     model.zero_grad(set_to_none=True)
     loss_fn(model(batch)).backward()
-    out = {n: (p.grad.norm().item(), p.grad.abs().max().item(),
-               (p.grad == 0).float().mean().item()) for n, p in model.named_parameters()}
+    out = {
+        n: (p.grad.norm().item(), p.grad.abs().max().item(), (p.grad == 0).float().mean().item())
+        for n, p in model.named_parameters()
+    }
     model.zero_grad(set_to_none=True)
     return out
 
@@ -37,8 +39,9 @@ def test_stats_match_plain_autograd():
         assert p.grad_norm == pytest.approx(norm, rel=1e-5)
         assert p.grad_max == pytest.approx(mx, rel=1e-6)
         assert p.zero_fraction == pytest.approx(zeros)
-        assert p.weight_norm == pytest.approx(dict(model.named_parameters())[p.name].norm().item(),
-                                              rel=1e-5)
+        assert p.weight_norm == pytest.approx(
+            dict(model.named_parameters())[p.name].norm().item(), rel=1e-5
+        )
     assert run.loss_value == pytest.approx(loss_fn(model(x)).item(), rel=1e-6)
     assert [p.depth for p in run.params] == [1, 1, 3, 3]  # root is 0, ReLU is 2
 
@@ -60,12 +63,15 @@ def snapshot(model):
     return {
         "flags": {n: p.requires_grad for n, p in model.named_parameters()},
         "grads": {n: p.grad for n, p in model.named_parameters()},
-        "grad_values": {n: None if p.grad is None else p.grad.clone()
-                        for n, p in model.named_parameters()},
+        "grad_values": {
+            n: None if p.grad is None else p.grad.clone() for n, p in model.named_parameters()
+        },
         "modes": {n: m.training for n, m in model.named_modules()},
         "buffers": {n: b.clone() for n, b in model.named_buffers()},
-        "hooks": sum(len(m._forward_hooks) + len(m._forward_pre_hooks) + len(m._backward_hooks)
-                     for m in model.modules()),
+        "hooks": sum(
+            len(m._forward_hooks) + len(m._forward_pre_hooks) + len(m._backward_hooks)
+            for m in model.modules()
+        ),
         "params": {n: p.detach().clone() for n, p in model.named_parameters()},
     }
 
@@ -118,14 +124,16 @@ def test_runs_under_no_grad_context_of_the_caller():
 
 
 def test_inplace_relu_model_works():
-    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(inplace=True), nn.Conv2d(4, 2, 3),
-                          nn.ReLU(inplace=True))
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3), nn.ReLU(inplace=True), nn.Conv2d(4, 2, 3), nn.ReLU(inplace=True)
+    )
     report = gradscope.inspect(model, torch.randn(2, 3, 8, 8))
     assert all(p.has_grad and p.finite for p in report.stats.params)
 
 
 def test_non_scalar_output_with_gradient_weights():
     """Tutorial 2.2: y = w * x + b; y.backward(gradient_weights)."""
+
     class Affine(nn.Module):
         def __init__(self):
             super().__init__()
@@ -147,12 +155,15 @@ def test_non_scalar_output_with_gradient_weights():
         gradscope.inspect(Affine(), x, grad_outputs=torch.ones(3))
 
 
-@pytest.mark.parametrize("output, source", [
-    (lambda h: h.sum(), "scalar output"),
-    (lambda h: {"loss": h.sum(), "logits": h}, 'output["loss"]'),
-    (lambda h: h, "mean of the output"),
-    (lambda h: (h, h * 2), "sum of the means of the 2 output tensors"),
-])
+@pytest.mark.parametrize(
+    "output, source",
+    [
+        (lambda h: h.sum(), "scalar output"),
+        (lambda h: {"loss": h.sum(), "logits": h}, 'output["loss"]'),
+        (lambda h: h, "mean of the output"),
+        (lambda h: (h, h * 2), "sum of the means of the 2 output tensors"),
+    ],
+)
 def test_loss_discovery(output, source):
     class M(nn.Module):
         def __init__(self):
@@ -225,16 +236,15 @@ def test_saved_bytes_and_retained_graph():
 
         def forward(self, x):
             out = self.fc(x)
-            self.last = out                   # keeps the graph alive
-            self.history.append(out.sum())    # and accumulates it
-            self.safe = out.detach()          # fine
+            self.last = out  # keeps the graph alive
+            self.history.append(out.sum())  # and accumulates it
+            self.safe = out.detach()  # fine
             return out.sum()
 
     model = Caching()
     report = gradscope.inspect(model, torch.randn(32, 100))
     assert set(report.stats.retained) == {"last", "history"}
-    assert {f.subject for f in report.findings if f.slug == "graph-retained"} == {"last",
-                                                                                 "history"}
+    assert {f.subject for f in report.findings if f.slug == "graph-retained"} == {"last", "history"}
     assert report.stats.saved_bytes >= 32 * 100 * 4  # mm saves its input
     plain = gradscope.inspect(nn.Linear(100, 10), torch.randn(32, 100))
     assert plain.stats.retained == () and plain.stats.saved_bytes > 0

@@ -18,8 +18,10 @@ def oracle(model, batch, loss_fn=None):
     with torch.random.fork_rng():
         loss, _ = pick_loss(call_model(model, batch), loss_fn)
         loss.backward()
-    norms = {n: None if p.grad is None else p.grad.double().norm().item()
-             for n, p in model.named_parameters()}
+    norms = {
+        n: None if p.grad is None else p.grad.double().norm().item()
+        for n, p in model.named_parameters()
+    }
     model.zero_grad(set_to_none=True)
     return norms
 
@@ -86,8 +88,14 @@ def test_residual_cnn_block():
             return F.relu(out, inplace=True)
 
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), Residual(8), Residual(8),
-                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        Residual(8),
+        Residual(8),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(8, 4),
+    )
     x, y = torch.randn(4, 3, 16, 16), torch.tensor([0, 1, 2, 3])
     report = check(model, x, lambda out: F.cross_entropy(out, y))
     assert report.findings == []

@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 import json
 
+from conftest import param, stats
 from rich.console import Console
 
-from conftest import param, stats
 from gradscope import rules
 from gradscope.report import json as json_report
 from gradscope.report import terminal
@@ -26,8 +26,9 @@ def render(report, top=30, width=100):
 
 
 def test_terminal_report_sections_and_grouping():
-    report = make_report(param("body.weight"), *[param(f"aux.l{i}", None) for i in range(10)],
-                         ran=("body",))
+    report = make_report(
+        param("body.weight"), *[param(f"aux.l{i}", None) for i in range(10)], ran=("body",)
+    )
     text = render(report)
     assert "gradscope inspect t.py:build" in text
     assert "ERROR   GS101 none-grad\n" in text
@@ -44,7 +45,7 @@ def test_terminal_table_truncates_but_keeps_flagged_rows():
     text = render(make_report(*params), top=10)
     assert "showing 10 of 200 parameter tensors" in text
     assert "layer150.weight" in text and "non-finite" in text
-    assert "layer199.weight" in text        # largest norm among the healthy ones
+    assert "layer199.weight" in text  # largest norm among the healthy ones
     assert "layer3.weight" not in text
     assert len(render(make_report(*params), top=None).splitlines()) > 200
 
@@ -58,10 +59,27 @@ def test_json_schema_keys_and_status_overlay():
     report = make_report(param("a.weight", 5e3), param("b.weight", 1.0), param("c.weight", None))
     doc = json.loads(json_report.render(report))
     assert doc["version"] == 1 and doc["tool"] == "gradscope"
-    assert set(doc["summary"]) >= {"model", "parameters", "tensors", "loss", "duration_s",
-                                   "verdict", "counts"}
+    assert set(doc["summary"]) >= {
+        "model",
+        "parameters",
+        "tensors",
+        "loss",
+        "duration_s",
+        "verdict",
+        "counts",
+    }
     statuses = {p["name"]: p["status"] for p in doc["parameters"]}
     assert statuses == {"a.weight": "exploding", "b.weight": "ok", "c.weight": "none"}
     f = doc["findings"][0]
-    assert set(f) == {"rule", "slug", "severity", "subject", "message", "advice", "value",
-                      "threshold", "evidence", "table_row"}
+    assert set(f) == {
+        "rule",
+        "slug",
+        "severity",
+        "subject",
+        "message",
+        "advice",
+        "value",
+        "threshold",
+        "evidence",
+        "table_row",
+    }

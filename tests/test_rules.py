@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from conftest import param, stats
+
 from gradscope import findings, rules
 from gradscope.config import Settings, Thresholds
 from gradscope.findings import Severity
@@ -23,8 +24,9 @@ def test_rules_module_does_not_import_torch():
 
 
 def test_none_grad_names_parameter_and_says_module_never_ran():
-    run = stats(param("body.weight"), param("aux.weight", None), param("aux.bias", None),
-                ran=("body",))
+    run = stats(
+        param("body.weight"), param("aux.weight", None), param("aux.bias", None), ran=("body",)
+    )
     found = [f for f in rules.diagnose(run) if f.slug == "none-grad"]
     assert [f.subject for f in found] == ["aux.weight", "aux.bias"]
     assert all(f.severity is Severity.ERROR and f.rule == "GS101" for f in found)
@@ -51,8 +53,11 @@ def test_none_grad_silent_on_healthy_and_frozen():
 
 
 def test_frozen_counts_per_top_module():
-    run = stats(param("backbone.0.weight", requires_grad=False),
-                param("backbone.1.weight", requires_grad=False), param("head.weight"))
+    run = stats(
+        param("backbone.0.weight", requires_grad=False),
+        param("backbone.1.weight", requires_grad=False),
+        param("head.weight"),
+    )
     (f,) = [f for f in rules.diagnose(run) if f.slug == "frozen"]
     assert f.severity is Severity.INFO and f.value == 2 and f.subject == "backbone"
 
@@ -64,8 +69,12 @@ def test_zero_grad():
 
 
 def test_non_finite_loss_and_grad():
-    run = stats(param("a.weight", float("nan"), finite=False), param("b.weight"),
-                loss=float("nan"), loss_finite=False)
+    run = stats(
+        param("a.weight", float("nan"), finite=False),
+        param("b.weight"),
+        loss=float("nan"),
+        loss_finite=False,
+    )
     assert fired(run, "non-finite-loss") == ["loss"]
     assert fired(run, "non-finite-grad") == ["a.weight"]
     assert fired(stats(param("b.weight")), "non-finite-grad") == []
@@ -81,8 +90,8 @@ def test_exploding_absolute_threshold_edge():
 
 def test_exploding_median_ratio_needs_min_norm():
     small = [param(f"l{i}.weight", 1e-4, depth=i) for i in range(5)]
-    big = param("out.weight", 2.0, depth=9)            # 2e4 x the median, norm above 1.0
-    tiny_big = param("out.weight", 0.5, depth=9)       # 5e3 x the median, norm below 1.0
+    big = param("out.weight", 2.0, depth=9)  # 2e4 x the median, norm above 1.0
+    tiny_big = param("out.weight", 0.5, depth=9)  # 5e3 x the median, norm below 1.0
     assert fired(stats(*small, big), "exploding") == ["out.weight"]
     assert fired(stats(*small, tiny_big), "exploding") == []
 
@@ -91,31 +100,35 @@ def test_vanishing_absolute_and_depth_ratio():
     t = Thresholds()
     run = stats(param("first.weight", 1e-8, depth=0), param("last.weight", 1.0, depth=3))
     assert fired(run, "vanishing") == ["first.weight"]  # absolute fires, depth ratio folded in
-    run = stats(param("first.weight", 1e-5, depth=0), param("mid.weight", 1e-2, depth=1),
-                param("last.weight", 1.0, depth=2))
+    run = stats(
+        param("first.weight", 1e-5, depth=0),
+        param("mid.weight", 1e-2, depth=1),
+        param("last.weight", 1.0, depth=2),
+    )
     (f,) = [f for f in rules.diagnose(run) if f.slug == "vanishing"]
     assert f.subject == "first" and f.value == 1e-5 and f.threshold == t.vanish_depth_ratio
 
 
 def test_vanishing_depth_ratio_edge_and_healthy():
     t = Thresholds()
-    edge = stats(param("first.weight", t.vanish_depth_ratio, depth=0),
-                 param("last.weight", 1.0, depth=1))
+    edge = stats(
+        param("first.weight", t.vanish_depth_ratio, depth=0), param("last.weight", 1.0, depth=1)
+    )
     assert fired(edge, "vanishing") == []
-    assert fired(stats(param("a.weight", 0.3, depth=0), param("b.weight", 0.1, depth=1)),
-                 "vanishing") == []
+    assert (
+        fired(stats(param("a.weight", 0.3, depth=0), param("b.weight", 0.1, depth=1)), "vanishing")
+        == []
+    )
 
 
 def test_dense_rms_ignores_zero_rows_of_sparse_gradients():
     sparse = param("emb.weight", 1.0, shape=(100, 10), zero_fraction=0.99)
-    assert abs(rules.dense_rms(sparse) - 1.0 / 10 ** 0.5) < 1e-12
+    assert abs(rules.dense_rms(sparse) - 1.0 / 10**0.5) < 1e-12
 
 
 def test_settings_override_severity_and_ignore_by_glob():
-    run = stats(param("aux.weight", None), param("aux.bias", None), param("x.weight", None),
-                ran=())
-    settings = Settings(severities={"none-grad": Severity.WARNING},
-                        ignores=(("GS101", "aux.*"),))
+    run = stats(param("aux.weight", None), param("aux.bias", None), param("x.weight", None), ran=())
+    settings = Settings(severities={"none-grad": Severity.WARNING}, ignores=(("GS101", "aux.*"),))
     found = [f for f in rules.diagnose(run, settings) if f.slug == "none-grad"]
     assert [f.subject for f in found] == ["x.weight"]
     assert found[0].severity is Severity.WARNING
@@ -133,7 +146,7 @@ def test_every_rule_has_a_table_row_and_unique_ids():
 def test_graph_retained():
     from dataclasses import replace
 
-    run = replace(stats(param("a.weight")), retained=("cache.last",), saved_bytes=3 * 2 ** 20)
+    run = replace(stats(param("a.weight")), retained=("cache.last",), saved_bytes=3 * 2**20)
     (f,) = [f for f in rules.diagnose(run) if f.slug == "graph-retained"]
     assert f.subject == "cache.last" and f.severity is Severity.WARNING and f.row.key == "oom"
     assert "3.0 MiB" in f.message

@@ -62,39 +62,55 @@ def test_script_stops_at_first_backward_and_reports_that_step(train):
     assert names["body.weight"].shape == (6, 4)
     assert names["body.weight"].has_grad and names["head.bias"].has_grad
     assert {f.subject for f in report.findings if f.slug == "none-grad"} == {
-        "unused.weight", "unused.bias"}
+        "unused.weight",
+        "unused.bias",
+    }
     assert all("never ran" in f.message for f in report.findings)
     assert report.stats.loss_source == "the first backward() of train.py"
     assert report.stats.saved_bytes > 0
 
 
 def test_several_models_are_inspected_together(train):
-    (train / "gan.py").write_text(textwrap.dedent("""
+    (train / "gan.py").write_text(
+        textwrap.dedent("""
         import torch
         from torch import nn
         G, D = nn.Linear(2, 3), nn.Sequential(nn.Linear(3, 1))
         fake = G(torch.randn(4, 2))
         D(fake).mean().backward()
-        """))
+        """)
+    )
     report = gradscope.inspect_script("gan.py")
-    assert [p.name for p in report.stats.params] == ["Linear.weight", "Linear.bias",
-                                                    "Sequential.0.weight", "Sequential.0.bias"]
+    assert [p.name for p in report.stats.params] == [
+        "Linear.weight",
+        "Linear.bias",
+        "Sequential.0.weight",
+        "Sequential.0.bias",
+    ]
     assert report.findings == []
 
 
 def test_torch_autograd_backward_is_caught_too(train):
-    (train / "ab.py").write_text("import torch\nm = torch.nn.Linear(2, 1)\n"
-                                 "torch.autograd.backward(m(torch.ones(1, 2)).sum())\n")
+    (train / "ab.py").write_text(
+        "import torch\nm = torch.nn.Linear(2, 1)\n"
+        "torch.autograd.backward(m(torch.ones(1, 2)).sum())\n"
+    )
     assert len(gradscope.inspect_script("ab.py").stats.params) == 2
 
 
-@pytest.mark.parametrize("body, error, message", [
-    ("import torch\nprint('no training here')\n", TargetError, "without calling backward()"),
-    ("import sys\nsys.exit(3)\n", TargetError, "exited (code 3) before calling backward()"),
-    ("x = 1 / 0\n", UserCodeError, "s.py:1: running s.py raised ZeroDivisionError"),
-    ("import torch\n(torch.ones(2, requires_grad=True) * 2).sum().backward()\n", TargetError,
-     "before any nn.Module with trainable parameters ran"),
-])
+@pytest.mark.parametrize(
+    "body, error, message",
+    [
+        ("import torch\nprint('no training here')\n", TargetError, "without calling backward()"),
+        ("import sys\nsys.exit(3)\n", TargetError, "exited (code 3) before calling backward()"),
+        ("x = 1 / 0\n", UserCodeError, "s.py:1: running s.py raised ZeroDivisionError"),
+        (
+            "import torch\n(torch.ones(2, requires_grad=True) * 2).sum().backward()\n",
+            TargetError,
+            "before any nn.Module with trainable parameters ran",
+        ),
+    ],
+)
 def test_scripts_that_cannot_be_inspected(train, body, error, message):
     (train / "s.py").write_text(body)
     with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -102,8 +118,9 @@ def test_scripts_that_cannot_be_inspected(train, body, error, message):
 
 
 def test_cli_script_mode(runner, train):
-    result = runner.invoke(app, ["inspect", "train.py", "--script", "--format", "json",
-                                 "--", "--hidden", "5"])
+    result = runner.invoke(
+        app, ["inspect", "train.py", "--script", "--format", "json", "--", "--hidden", "5"]
+    )
     assert result.exit_code == 1, result.output
     doc = json.loads(result.stdout)
     assert doc["target"] == "script train.py"

@@ -6,24 +6,48 @@ No torch here: `gradscope --help` imports this.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Iterator, Optional
+from typing import Annotated
 
 import typer
 
 from gradscope.errors import ExitCode, GradscopeError, UserCodeError
 
-DebugOpt = Annotated[bool, typer.Option("--debug", help="Show the traceback of the user's code "
-                                        "when it raises (gradscope's own frames hidden).")]
-OutputOpt = Annotated[Optional[str], typer.Option(
-    "--output", "-o", metavar="FILE",
-    help="Write the report to FILE (atomically) instead of stdout.")]
-FailOnOpt = Annotated[Optional[str], typer.Option(
-    "--fail-on", metavar="LEVEL",
-    help="Exit 1 when a finding is at or above LEVEL: info, warning, error (default) or never.")]
-ConfigOpt = Annotated[Optional[str], typer.Option(
-    "--config", "-c", metavar="FILE",
-    help="A TOML file with the keys of [tool.gradscope], used instead of pyproject.toml.")]
+DebugOpt = Annotated[
+    bool,
+    typer.Option(
+        "--debug",
+        help="Show the traceback of the user's code "
+        "when it raises (gradscope's own frames hidden).",
+    ),
+]
+OutputOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="Write the report to FILE (atomically) instead of stdout.",
+    ),
+]
+FailOnOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--fail-on",
+        metavar="LEVEL",
+        help="Exit 1 when a finding is at or above LEVEL: info, warning, error (default) or never.",
+    ),
+]
+ConfigOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--config",
+        "-c",
+        metavar="FILE",
+        help="A TOML file with the keys of [tool.gradscope], used instead of pyproject.toml.",
+    ),
+]
 
 
 def error(message: str) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -21,35 +21,75 @@ class GradcheckFormat(str, Enum):
 
 
 def gradcheck(
-    specs: Annotated[Optional[list[str]], typer.Argument(
-        metavar="SPEC", show_default=False,
-        help="package.module:Name or path/file.py:Name; Name is a torch.autograd.Function "
-             "subclass, a function of tensors or an nn.Module (class or factory). Without "
-             ":Name, every Function defined in the module. Default: the "
-             "[[tool.gradscope.gradcheck]] entries of the config.")] = None,
-    shape: Annotated[Optional[list[str]], typer.Option(
-        "--shape", metavar="NAME=DIMS", show_default=False,
-        help="Shape of one generated tensor input, e.g. x=3,4 (repeatable; x= is a scalar). "
-             "Default shape: 4,4.")] = None,
-    arg: Annotated[Optional[list[str]], typer.Option(
-        "--arg", metavar="NAME=VALUE", show_default=False,
-        help="A non-tensor argument, VALUE a Python literal (never run as code): dim=1, "
-             "mode=\"'mean'\", sizes=[2,3] (repeatable).")] = None,
-    dtype: Annotated[Optional[str], typer.Option(
-        "--dtype", metavar="DTYPE", show_default=False,
-        help="float64 (default; recommended), float32, float16 or bfloat16. Lower precisions "
-             "loosen the tolerances and get a warning.")] = None,
-    seed: Annotated[Optional[int], typer.Option(
-        "--seed", metavar="N", show_default=False,
-        help="Seed for generated inputs and sampled directions (default 0).")] = None,
-    second_order: Annotated[Optional[bool], typer.Option(
-        "--second-order/--no-second-order", show_default=False,
-        help="Also check the backward's own gradient (gradgradcheck).")] = None,
-    forward_ad: Annotated[Optional[bool], typer.Option(
-        "--forward-ad/--no-forward-ad", show_default=False,
-        help="Check forward-mode AD (jvp); default: when the Function defines jvp.")] = None,
-    format: Annotated[GradcheckFormat, typer.Option(
-        "--format", "-f", help="terminal (rich) or json (versioned schema).")
+    specs: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="SPEC",
+            show_default=False,
+            help="package.module:Name or path/file.py:Name; Name is a torch.autograd.Function "
+            "subclass, a function of tensors or an nn.Module (class or factory). Without "
+            ":Name, every Function defined in the module. Default: the "
+            "[[tool.gradscope.gradcheck]] entries of the config.",
+        ),
+    ] = None,
+    shape: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--shape",
+            metavar="NAME=DIMS",
+            show_default=False,
+            help="Shape of one generated tensor input, e.g. x=3,4 (repeatable; x= is a scalar). "
+            "Default shape: 4,4.",
+        ),
+    ] = None,
+    arg: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--arg",
+            metavar="NAME=VALUE",
+            show_default=False,
+            help="A non-tensor argument, VALUE a Python literal (never run as code): dim=1, "
+            "mode=\"'mean'\", sizes=[2,3] (repeatable).",
+        ),
+    ] = None,
+    dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--dtype",
+            metavar="DTYPE",
+            show_default=False,
+            help="float64 (default; recommended), float32, float16 or bfloat16. Lower precisions "
+            "loosen the tolerances and get a warning.",
+        ),
+    ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            "--seed",
+            metavar="N",
+            show_default=False,
+            help="Seed for generated inputs and sampled directions (default 0).",
+        ),
+    ] = None,
+    second_order: Annotated[
+        bool | None,
+        typer.Option(
+            "--second-order/--no-second-order",
+            show_default=False,
+            help="Also check the backward's own gradient (gradgradcheck).",
+        ),
+    ] = None,
+    forward_ad: Annotated[
+        bool | None,
+        typer.Option(
+            "--forward-ad/--no-forward-ad",
+            show_default=False,
+            help="Check forward-mode AD (jvp); default: when the Function defines jvp.",
+        ),
+    ] = None,
+    format: Annotated[
+        GradcheckFormat,
+        typer.Option("--format", "-f", help="terminal (rich) or json (versioned schema)."),
     ] = GradcheckFormat.terminal,
     output: clikit.OutputOpt = None,
     config: clikit.ConfigOpt = None,
@@ -82,8 +122,9 @@ def gradcheck(
     with clikit.guarded(debug):
         from gradscope.gradcheck import run
 
-        jobs = build_jobs(specs or [], shape or [], arg or [], dtype, seed, second_order,
-                          forward_ad, config)
+        jobs = build_jobs(
+            specs or [], shape or [], arg or [], dtype, seed, second_order, forward_ad, config
+        )
         report = run(jobs)
         if debug:
             for error in (e for t in report.targets for e in t.errors):
@@ -93,9 +134,16 @@ def gradcheck(
     raise typer.Exit(code)
 
 
-def build_jobs(specs: list[str], shapes: list[str], args: list[str], dtype: Optional[str],
-               seed: Optional[int], second_order: Optional[bool], forward_ad: Optional[bool],
-               config: Optional[str]) -> list[tuple[str, Any]]:
+def build_jobs(
+    specs: list[str],
+    shapes: list[str],
+    args: list[str],
+    dtype: str | None,
+    seed: int | None,
+    second_order: bool | None,
+    forward_ad: bool | None,
+    config: str | None,
+) -> list[tuple[str, Any]]:
     """(SPEC, Options) pairs: config entries for a SPEC first, command-line flags over them."""
     from gradscope import config as config_mod
     from gradscope.gradcheck import options_for
@@ -106,17 +154,23 @@ def build_jobs(specs: list[str], shapes: list[str], args: list[str], dtype: Opti
     if specs:
         entries = [(s, next((e for t, e in entries if t == s), None)) for s in specs]
     if not entries:
-        raise TargetError("no SPEC given and no [[tool.gradscope.gradcheck]] entry in the "
-                          "config; try: gradscope gradcheck gradscope.examples.functions:"
-                          "CustomReLU")
-    flags = dict(shapes=dict(parse_shape(s) for s in shapes),
-                 args=dict(parse_arg(a) for a in args),
-                 dtype=parse_dtype(dtype) if dtype else None, seed=seed,
-                 second_order=second_order, forward_ad=forward_ad)
+        raise TargetError(
+            "no SPEC given and no [[tool.gradscope.gradcheck]] entry in the "
+            "config; try: gradscope gradcheck gradscope.examples.functions:"
+            "CustomReLU"
+        )
+    flags = dict(
+        shapes=dict(parse_shape(s) for s in shapes),
+        args=dict(parse_arg(a) for a in args),
+        dtype=parse_dtype(dtype) if dtype else None,
+        seed=seed,
+        second_order=second_order,
+        forward_ad=forward_ad,
+    )
     return [(spec, options_for(entry, **flags)) for spec, entry in entries]
 
 
-def _emit(report: Any, format: GradcheckFormat, output: Optional[str]) -> None:
+def _emit(report: Any, format: GradcheckFormat, output: str | None) -> None:
     from gradscope.report.write import emit
 
     if format is GradcheckFormat.json:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -30,29 +30,72 @@ class Collapse(str, Enum):
 
 
 def graph(
-    target: Annotated[Optional[str], typer.Argument(
-        metavar="TARGET", help="As for `gradscope inspect`; default: the first "
-        "[[tool.gradscope.inspect]] target of pyproject.toml (or of --config).")] = None,
-    out: Annotated[Optional[str], typer.Option(
-        "--out", "-o", metavar="FILE", help="Where to write the picture (atomically); its "
-        "extension picks the format. Without it, DOT text goes to stdout.")] = None,
-    format: Annotated[Optional[GraphFormat], typer.Option(
-        "--format", "-f", help="png, svg, pdf or dot (Graphviz source; needs no Graphviz). "
-        "Default: from --out's extension.")] = None,
-    collapse: Annotated[Collapse, typer.Option(
-        "--collapse", help="modules: one node per nn.Module with its op count; none: every "
-        "backward op; auto: modules above 300 nodes (and says so).")] = Collapse.auto,
-    depth: Annotated[Optional[int], typer.Option(
-        "--depth", min=1, metavar="N", help="When collapsing, merge modules nested deeper than "
-        "N levels into their ancestor (--depth 2: one node per transformer block).")] = None,
-    show_saved: Annotated[bool, typer.Option(
-        "--show-saved", help="Draw the tensors backward ops saved (torchviz's show_saved); "
-        "collapsed, each module counts its saved tensors and bytes.")] = False,
-    show_attrs: Annotated[bool, typer.Option(
-        "--show-attrs", help="Print each backward op's saved attributes (torchviz's "
-        "show_attrs); full graph only.")] = False,
-    probe: Annotated[bool, typer.Option(
-        "--probe/--no-probe", help="Run one forward+backward to colour parameters by status.")
+    target: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="TARGET",
+            help="As for `gradscope inspect`; default: the first "
+            "[[tool.gradscope.inspect]] target of pyproject.toml (or of --config).",
+        ),
+    ] = None,
+    out: Annotated[
+        str | None,
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="FILE",
+            help="Where to write the picture (atomically); its "
+            "extension picks the format. Without it, DOT text goes to stdout.",
+        ),
+    ] = None,
+    format: Annotated[
+        GraphFormat | None,
+        typer.Option(
+            "--format",
+            "-f",
+            help="png, svg, pdf or dot (Graphviz source; needs no Graphviz). "
+            "Default: from --out's extension.",
+        ),
+    ] = None,
+    collapse: Annotated[
+        Collapse,
+        typer.Option(
+            "--collapse",
+            help="modules: one node per nn.Module with its op count; none: every "
+            "backward op; auto: modules above 300 nodes (and says so).",
+        ),
+    ] = Collapse.auto,
+    depth: Annotated[
+        int | None,
+        typer.Option(
+            "--depth",
+            min=1,
+            metavar="N",
+            help="When collapsing, merge modules nested deeper than "
+            "N levels into their ancestor (--depth 2: one node per transformer block).",
+        ),
+    ] = None,
+    show_saved: Annotated[
+        bool,
+        typer.Option(
+            "--show-saved",
+            help="Draw the tensors backward ops saved (torchviz's show_saved); "
+            "collapsed, each module counts its saved tensors and bytes.",
+        ),
+    ] = False,
+    show_attrs: Annotated[
+        bool,
+        typer.Option(
+            "--show-attrs",
+            help="Print each backward op's saved attributes (torchviz's "
+            "show_attrs); full graph only.",
+        ),
+    ] = False,
+    probe: Annotated[
+        bool,
+        typer.Option(
+            "--probe/--no-probe", help="Run one forward+backward to colour parameters by status."
+        ),
     ] = True,
     config: clikit.ConfigOpt = None,
     debug: clikit.DebugOpt = False,
@@ -83,38 +126,45 @@ def graph(
         if out is None and fmt != "dot" and sys.stdout.isatty():
             raise GradscopeError(f"{fmt} is binary: give --out FILE.{fmt}, or --format dot")
         settings = config_mod.load(config)
-        drawing = _draw(target or _configured_target(settings, config), settings, probe,
-                        graph_mod.GraphOptions(collapse=collapse.value, depth=depth,
-                                               show_saved=show_saved, show_attrs=show_attrs))
+        drawing = _draw(
+            target or _configured_target(settings, config),
+            settings,
+            probe,
+            graph_mod.GraphOptions(
+                collapse=collapse.value, depth=depth, show_saved=show_saved, show_attrs=show_attrs
+            ),
+        )
         _write(graph_mod.render(drawing, fmt), out)
         _say(drawing, out)
         raise typer.Exit(ExitCode.OK)
 
 
-def _configured_target(settings, config: Optional[str]) -> str:  # noqa: ANN001
+def _configured_target(settings, config: str | None) -> str:
     """The first [[inspect]] target, resolved against the file that names it."""
     if settings.inspect:
         from gradscope.check import resolve
 
         return resolve(settings.inspect[0])
     where = config or "pyproject.toml ([tool.gradscope])"
-    raise TargetError(f"no TARGET given and {where} configures none; pass one "
-                      "(gradscope graph TARGET --out graph.png) or add an [[inspect]] entry "
-                      "with a target")
+    raise TargetError(
+        f"no TARGET given and {where} configures none; pass one "
+        "(gradscope graph TARGET --out graph.png) or add an [[inspect]] entry "
+        "with a target"
+    )
 
 
-def _draw(spec: str, settings, probe: bool, options):  # noqa: ANN001, ANN202
+def _draw(spec: str, settings, probe: bool, options):
     from gradscope import graph as graph_mod
     from gradscope import targets
 
     t = targets.load(spec)
-    statuses = (graph_mod.probe_statuses(t.model, t.batch, t.loss_fn, settings)
-                if probe else None)
-    return graph_mod.graph_of(t.model, t.batch, t.loss_fn, statuses=statuses, options=options,
-                              label=t.label)
+    statuses = graph_mod.probe_statuses(t.model, t.batch, t.loss_fn, settings) if probe else None
+    return graph_mod.graph_of(
+        t.model, t.batch, t.loss_fn, statuses=statuses, options=options, label=t.label
+    )
 
 
-def _write(data: bytes, out: Optional[str]) -> None:
+def _write(data: bytes, out: str | None) -> None:
     from gradscope.report.write import write_atomic
 
     if out is None or out == "-":
@@ -124,14 +174,19 @@ def _write(data: bytes, out: Optional[str]) -> None:
         write_atomic(out, data)
 
 
-def _say(drawing, out: Optional[str]) -> None:  # noqa: ANN001
+def _say(drawing, out: str | None) -> None:
     """One line of result on stderr, plus what the picture had to leave out or collapse."""
     where = f"wrote {out}" if out and out != "-" else "graph"
-    what = (f"{drawing.nodes} nodes, one per module ({drawing.full_nodes} uncollapsed)"
-            if drawing.collapsed else f"{drawing.nodes} nodes")
-    lines = [f"{where}: {what}"] + list(drawing.notes)
+    what = (
+        f"{drawing.nodes} nodes, one per module ({drawing.full_nodes} uncollapsed)"
+        if drawing.collapsed
+        else f"{drawing.nodes} nodes"
+    )
+    lines = [f"{where}: {what}", *list(drawing.notes)]
     if drawing.absent:
-        lines.append(f"{len(drawing.absent)} parameters have no grad (listed in the legend): "
-                     + ", ".join(a.split(" ")[0] for a in drawing.absent[:5])
-                     + (" ..." if len(drawing.absent) > 5 else ""))
+        lines.append(
+            f"{len(drawing.absent)} parameters have no grad (listed in the legend): "
+            + ", ".join(a.split(" ")[0] for a in drawing.absent[:5])
+            + (" ..." if len(drawing.absent) > 5 else "")
+        )
     sys.stderr.write("".join(f"gradscope: {line}\n" for line in lines))

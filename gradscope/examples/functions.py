@@ -7,16 +7,31 @@ broken on purpose, one bug each (its docstring says which).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.autograd.function import once_differentiable
 
-__all__ = ["CustomReLU", "MaskedScaleSum", "SinWithJvp", "SquareMissingFactor", "SinWrongSign",
-           "MulNoneGrad", "detached_tanh", "MulSwappedGrads", "MatMulTransposedGrad",
-           "ELUWrongBranch", "ScaleIgnoresGradOutput", "PowerTooFewGrads", "BackwardRaises",
-           "ExpSavedThenModified", "SinWrongJvp", "SquareOnceDifferentiable",
-           "SquareDetachedBackward"]
+__all__ = [
+    "BackwardRaises",
+    "CustomReLU",
+    "ELUWrongBranch",
+    "ExpSavedThenModified",
+    "MaskedScaleSum",
+    "MatMulTransposedGrad",
+    "MulNoneGrad",
+    "MulSwappedGrads",
+    "PowerTooFewGrads",
+    "ScaleIgnoresGradOutput",
+    "SinWithJvp",
+    "SinWrongJvp",
+    "SinWrongSign",
+    "SquareDetachedBackward",
+    "SquareMissingFactor",
+    "SquareOnceDifferentiable",
+    "detached_tanh",
+]
 
 
 class CustomReLU(torch.autograd.Function):
@@ -29,7 +44,7 @@ class CustomReLU(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        input, = ctx.saved_tensors
+        (input,) = ctx.saved_tensors
         grad_input = grad_output.clone()
         grad_input[input < 0] = 0
         return grad_input
@@ -44,8 +59,18 @@ class MaskedScaleSum(torch.autograd.Function):
     """
 
     @classmethod
-    def forward(cls, ctx, x, dim: int, mask, w, options: dict, mode: str,
-                on_forward: Callable[[Any], None] | None, index):
+    def forward(
+        cls,
+        ctx,
+        x,
+        dim: int,
+        mask,
+        w,
+        options: dict,
+        mode: str,
+        on_forward: Callable[[Any], None] | None,
+        index,
+    ):
         scale = options["scale"]
         y = x * w * scale * mask
         summed = y.sum(dim) if mode == "sum" else y.mean(dim)
@@ -72,8 +97,16 @@ class MaskedScaleSum(torch.autograd.Function):
         w = torch.randn(4, 5, generator=generator, dtype=torch.float64).to(dtype)
         mask = torch.rand(4, 5, generator=generator) > 0.3
         index = torch.tensor([0, 2, 3, 2])
-        return (x.requires_grad_(), 1, mask, w.requires_grad_(), {"scale": 2.0}, "sum",
-                lambda y: None, index)
+        return (
+            x.requires_grad_(),
+            1,
+            mask,
+            w.requires_grad_(),
+            {"scale": 2.0},
+            "sum",
+            lambda y: None,
+            index,
+        )
 
 
 class SinWithJvp(torch.autograd.Function):
@@ -87,12 +120,12 @@ class SinWithJvp(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        x, = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
         return grad_output * x.cos()
 
     @staticmethod
     def jvp(ctx, x_t):
-        x, = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
         return x_t * x.cos()
 
 
@@ -106,7 +139,7 @@ class SquareMissingFactor(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        x, = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
         return grad_output * x
 
 
@@ -120,7 +153,7 @@ class SinWrongSign(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        x, = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
         return -grad_output * x.cos()
 
 
@@ -134,7 +167,7 @@ class MulNoneGrad(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        x, w = ctx.saved_tensors
+        _x, w = ctx.saved_tensors
         return grad_output * w, None
 
 
@@ -182,7 +215,7 @@ class ELUWrongBranch(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        x, = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
         return torch.where(x > 1, grad_output, grad_output * x.exp())
 
 
@@ -206,11 +239,11 @@ class PowerTooFewGrads(torch.autograd.Function):
     def forward(ctx, x, power: int = 3):
         ctx.save_for_backward(x)
         ctx.power = power
-        return x ** power
+        return x**power
 
     @staticmethod
     def backward(ctx, grad_output):
-        x, = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
         return (grad_output * ctx.power * x ** (ctx.power - 1),)
 
     @staticmethod
@@ -228,7 +261,7 @@ class BackwardRaises(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        x, y = ctx.saved_tensors
+        _x, y = ctx.saved_tensors
         return grad_output * y
 
 
@@ -245,7 +278,7 @@ class ExpSavedThenModified(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        y, = ctx.saved_tensors
+        (y,) = ctx.saved_tensors
         return grad_output * y
 
 
@@ -260,12 +293,12 @@ class SinWrongJvp(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        x, = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
         return grad_output * x.cos()
 
     @staticmethod
     def jvp(ctx, x_t):
-        x, = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
         return -x_t * x.cos()
 
 
@@ -280,7 +313,7 @@ class SquareOnceDifferentiable(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_output):
-        x, = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
         return 2 * x * grad_output
 
 
@@ -295,5 +328,5 @@ class SquareDetachedBackward(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        x, = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
         return 2 * x.detach() * grad_output

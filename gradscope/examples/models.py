@@ -5,6 +5,8 @@ Every factory is seeded and returns (model, batch, loss_fn) or (model, batch).
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -19,7 +21,7 @@ def _classification(n: int = 32, features: int = 20, classes: int = 5):
 
 def _mlp(*sizes: int, act: type[nn.Module] = nn.ReLU) -> nn.Sequential:
     layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
+    for i, (a, b) in enumerate(itertools.pairwise(sizes)):
         layers.append(nn.Linear(a, b))
         if i < len(sizes) - 2:
             layers.append(act())
@@ -124,8 +126,12 @@ class SmallCNN(nn.Module):
         super().__init__()
 
         def block(cin: int, cout: int) -> nn.Sequential:
-            return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False),
-                                 nn.BatchNorm2d(cout), nn.ReLU(inplace=True), nn.MaxPool2d(2))
+            return nn.Sequential(
+                nn.Conv2d(cin, cout, 3, padding=1, bias=False),
+                nn.BatchNorm2d(cout),
+                nn.ReLU(inplace=True),
+                nn.MaxPool2d(2),
+            )
 
         self.features = nn.Sequential(block(3, 16), block(16, 32), block(32, 64))
         self.classifier = nn.Linear(64 * 4 * 4, classes)

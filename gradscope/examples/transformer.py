@@ -41,8 +41,9 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x):
         b, t, d = x.shape
         q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).unbind(2)
-        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
-                                           v.transpose(1, 2), is_causal=True)
+        y = F.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True
+        )
         return self.proj(y.transpose(1, 2).reshape(b, t, d))
 
 
@@ -52,8 +53,12 @@ class Block(nn.Module):
         self.ln1 = nn.LayerNorm(cfg.dim)
         self.attn = CausalSelfAttention(cfg)
         self.ln2 = nn.LayerNorm(cfg.dim)
-        self.mlp = nn.Sequential(nn.Linear(cfg.dim, 4 * cfg.dim), nn.GELU(),
-                                 nn.Linear(4 * cfg.dim, cfg.dim), nn.Dropout(cfg.dropout))
+        self.mlp = nn.Sequential(
+            nn.Linear(cfg.dim, 4 * cfg.dim),
+            nn.GELU(),
+            nn.Linear(4 * cfg.dim, cfg.dim),
+            nn.Dropout(cfg.dropout),
+        )
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))

@@ -9,7 +9,14 @@ notes (warnings, torch's errors explained) → results (plain data) → findings
     result = check(MyFunction)
 """
 
-from gradscope.gradcheck.checker import (InputOptions, Options, check, check_resolved, load,
-                                         options_for, run)
+from gradscope.gradcheck.checker import (
+    InputOptions,
+    Options,
+    check,
+    check_resolved,
+    load,
+    options_for,
+    run,
+)
 
 __all__ = ["InputOptions", "Options", "check", "check_resolved", "load", "options_for", "run"]

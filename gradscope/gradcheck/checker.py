@@ -23,11 +23,18 @@ from typing import Any
 
 from gradscope.errors import ConfigError, TargetError
 from gradscope.gradcheck.inputs import InputOptions, Problem, build
+from gradscope.gradcheck.results import (
+    CheckError,
+    CheckSummary,
+    GradcheckReport,
+    InputInfo,
+    Note,
+    PairFailure,
+    TargetResult,
+)
 from gradscope.gradcheck.targets import Resolved, defines, resolve, resolve_object
-from gradscope.gradcheck.results import (CheckError, CheckSummary, GradcheckReport, InputInfo, Note,
-                              PairFailure, TargetResult)
 
-__all__ = ["Options", "check", "check_resolved", "run", "load", "options_for", "InputOptions"]
+__all__ = ["InputOptions", "Options", "check", "check_resolved", "load", "options_for", "run"]
 
 
 @dataclass(frozen=True)
@@ -40,16 +47,27 @@ class Options:
     """False: stop at the sampled verdict (failing pairs get no worst elements or diagnosis)."""
 
 
-def options_for(entry: Any = None, *, shapes: dict[str, tuple[int, ...]] | None = None,
-                args: dict[str, Any] | None = None, dtype: str | None = None,
-                seed: int | None = None, second_order: bool | None = None,
-                forward_ad: bool | None = None) -> Options:
+def options_for(
+    entry: Any = None,
+    *,
+    shapes: dict[str, tuple[int, ...]] | None = None,
+    args: dict[str, Any] | None = None,
+    dtype: str | None = None,
+    seed: int | None = None,
+    second_order: bool | None = None,
+    forward_ad: bool | None = None,
+) -> Options:
     """Options from a [[gradcheck]] config entry (or none), the given values over it."""
     base = _entry(entry)
-    inputs = InputOptions({**base["shape"], **(shapes or {})}, {**base["args"], **(args or {})},
-                          dtype or base["dtype"], seed if seed is not None else base["seed"])
-    return Options(inputs, _pick(second_order, base["second-order"]),
-                   _pick(forward_ad, base["forward-ad"]))
+    inputs = InputOptions(
+        {**base["shape"], **(shapes or {})},
+        {**base["args"], **(args or {})},
+        dtype or base["dtype"],
+        seed if seed is not None else base["seed"],
+    )
+    return Options(
+        inputs, _pick(second_order, base["second-order"]), _pick(forward_ad, base["forward-ad"])
+    )
 
 
 def _pick(given: Any, configured: Any) -> Any:
@@ -61,15 +79,28 @@ def _entry(entry: Any) -> dict[str, Any]:
     from gradscope.config import _fail
     from gradscope.gradcheck.inputs import parse_dtype, parse_shape
 
-    out: dict[str, Any] = {"shape": {}, "args": {}, "dtype": None, "seed": 0,
-                           "second-order": False, "forward-ad": None}
+    out: dict[str, Any] = {
+        "shape": {},
+        "args": {},
+        "dtype": None,
+        "seed": 0,
+        "second-order": False,
+        "forward-ad": None,
+    }
     if entry is None:
         return out
     opts, src = entry.options, entry.source
-    for key, kind in (("shape", dict), ("args", dict), ("dtype", str), ("seed", int),
-                      ("second-order", bool), ("forward-ad", bool)):
-        if key in opts and (not isinstance(opts[key], kind) or
-                            (kind is int and isinstance(opts[key], bool))):
+    for key, kind in (
+        ("shape", dict),
+        ("args", dict),
+        ("dtype", str),
+        ("seed", int),
+        ("second-order", bool),
+        ("forward-ad", bool),
+    ):
+        if key in opts and (
+            not isinstance(opts[key], kind) or (kind is int and isinstance(opts[key], bool))
+        ):
             raise _fail(src, f"gradcheck.{key}", f"expected {kind.__name__}, got {opts[key]!r}")
     try:
         for name, dims in opts.get("shape", {}).items():
@@ -77,8 +108,11 @@ def _entry(entry: Any) -> dict[str, Any]:
             out["shape"][name] = parse_shape(f"{name}={text}")[1]
         out["dtype"] = parse_dtype(opts["dtype"]) if "dtype" in opts else None
     except ConfigError as exc:
-        raise _fail(src, "gradcheck.shape" if "shape" in str(exc) else "gradcheck.dtype",
-                    str(exc).replace("--", "")) from None
+        raise _fail(
+            src,
+            "gradcheck.shape" if "shape" in str(exc) else "gradcheck.dtype",
+            str(exc).replace("--", ""),
+        ) from None
     out["args"] = dict(opts.get("args", {}))
     out.update({k: opts[k] for k in ("seed", "second-order", "forward-ad") if k in opts})
     return out
@@ -89,10 +123,19 @@ def load(spec: str) -> list[Resolved]:
     return resolve(spec)
 
 
-def check(target: Any, inputs: Any = None, *, shapes: dict[str, tuple[int, ...]] | None = None,
-          args: dict[str, Any] | None = None, dtype: str | None = None, seed: int = 0,
-          second_order: bool = False, forward_ad: bool | None = None,
-          label: str | None = None, explain: bool = True) -> TargetResult:
+def check(
+    target: Any,
+    inputs: Any = None,
+    *,
+    shapes: dict[str, tuple[int, ...]] | None = None,
+    args: dict[str, Any] | None = None,
+    dtype: str | None = None,
+    seed: int = 0,
+    second_order: bool = False,
+    forward_ad: bool | None = None,
+    label: str | None = None,
+    explain: bool = True,
+) -> TargetResult:
     """Check a Function class, a function of tensors or an nn.Module from Python.
 
     `inputs` (a tuple of positional arguments, a dict of keyword arguments, or both as
@@ -102,8 +145,12 @@ def check(target: Any, inputs: Any = None, *, shapes: dict[str, tuple[int, ...]]
     resolved = resolve_object(target, name, inspect.getmodule(target))
     if inputs is not None:
         resolved.provider = lambda: inputs
-    options = Options(InputOptions(dict(shapes or {}), dict(args or {}), dtype, seed),
-                      second_order, forward_ad, explain)
+    options = Options(
+        InputOptions(dict(shapes or {}), dict(args or {}), dtype, seed),
+        second_order,
+        forward_ad,
+        explain,
+    )
     return check_resolved(resolved, options)
 
 
@@ -123,11 +170,12 @@ def _check_names(resolved: list[tuple[Resolved, Options]]) -> None:
     for flag, field_name in (("--shape", "shapes"), ("--arg", "args")):
         for target, options in generated:
             for name in getattr(options, field_name):
-                if not any(t.accepts(name) for t, o in generated
-                           if name in getattr(o, field_name)):
+                if not any(t.accepts(name) for t, o in generated if name in getattr(o, field_name)):
                     takes = ", ".join(target.signature.parameters) or "no parameters"
-                    raise ConfigError(f"{flag} {name}: {target.label} has no parameter named "
-                                      f"`{name}` (it takes: {takes})")
+                    raise ConfigError(
+                        f"{flag} {name}: {target.label} has no parameter named "
+                        f"`{name}` (it takes: {takes})"
+                    )
 
 
 def check_resolved(target: Resolved, options: Options) -> TargetResult:
@@ -141,15 +189,25 @@ def check_resolved(target: Resolved, options: Options) -> TargetResult:
     tol = tolerance(x.dtype for x in problem.inputs)
     notes = problem.notes + notes_mod.precision(problem, tol)
     seed = options.inputs.seed
-    base = dict(spec=target.label, kind=target.kind, dtype=_dtype(problem), seed=seed,
-                tolerance={"eps": tol.eps, "atol": tol.atol, "rtol": tol.rtol})
+    base = dict(
+        spec=target.label,
+        kind=target.kind,
+        dtype=_dtype(problem),
+        seed=seed,
+        tolerance={"eps": tol.eps, "atol": tol.atol, "rtol": tol.rtol},
+    )
     try:
         found, outs = notes_mod.probe(problem)
     except StageError as exc:
-        return TargetResult(inputs=tuple(problem.infos), outputs=tuple(problem.output_names),
-                            checks=(CheckSummary("backward", False, 1, 0.0),),
-                            errors=(notes_mod.error("backward", exc, problem),),
-                            notes=tuple(notes), duration_s=time.perf_counter() - start, **base)
+        return TargetResult(
+            inputs=tuple(problem.infos),
+            outputs=tuple(problem.output_names),
+            checks=(CheckSummary("backward", False, 1, 0.0),),
+            errors=(notes_mod.error("backward", exc, problem),),
+            notes=tuple(notes),
+            duration_s=time.perf_counter() - start,
+            **base,
+        )
     if not outs:
         raise TargetError(f"{target.label} returns no floating-point tensor: nothing to check")
     notes += found
@@ -160,11 +218,16 @@ def check_resolved(target: Resolved, options: Options) -> TargetResult:
             run.notes.append(Note("skipped", "second-order not checked: backward raised"))
             continue
         run.check(name)
-    return TargetResult(inputs=tuple(run.infos or problem.infos),
-                        outputs=tuple(problem.output_names), checks=tuple(run.summaries),
-                        failures=tuple(run.failures), errors=tuple(run.errors),
-                        notes=tuple(notes + run.notes), duration_s=time.perf_counter() - start,
-                        **base)
+    return TargetResult(
+        inputs=tuple(run.infos or problem.infos),
+        outputs=tuple(problem.output_names),
+        checks=tuple(run.summaries),
+        failures=tuple(run.failures),
+        errors=tuple(run.errors),
+        notes=tuple(notes + run.notes),
+        duration_s=time.perf_counter() - start,
+        **base,
+    )
 
 
 def _dtype(problem: Problem) -> str:
@@ -194,18 +257,23 @@ class _Run:
         self._stage: Any = None
 
     def check(self, name: str) -> None:
-        from gradscope.gradcheck.stages import second_order
-        from gradscope.gradcheck.notes import error
         from gradscope.gradcheck.jacobian import Evaluator, StageError
+        from gradscope.gradcheck.notes import error
+        from gradscope.gradcheck.stages import second_order
 
         start, ev = time.perf_counter(), None
         failures: list[PairFailure] = []
         try:
-            problem = second_order(self.problem, self.gen) if name == "second-order" \
-                else self.problem
+            problem = (
+                second_order(self.problem, self.gen) if name == "second-order" else self.problem
+            )
             if problem is None:
-                self.notes.append(Note("no-second-order", "no output requires grad, so there "
-                                       "is no second-order gradient to check"))
+                self.notes.append(
+                    Note(
+                        "no-second-order",
+                        "no output requires grad, so there is no second-order gradient to check",
+                    )
+                )
                 return
             ev = Evaluator(problem.fn, problem.inputs, self.tol)
             with warnings.catch_warnings():  # the probe reported them; thousands of calls follow
@@ -214,13 +282,19 @@ class _Run:
         except StageError as exc:
             self.errors.append(error(name, exc, self.problem))
         if ev is not None and ev.grad_output_modified and name == "backward":
-            self.notes.append(Note("inplace-grad-output", "backward modified grad_output in "
-                                   "place; autograd may hand the same tensor to other nodes, so "
-                                   "clone it first"))
+            self.notes.append(
+                Note(
+                    "inplace-grad-output",
+                    "backward modified grad_output in "
+                    "place; autograd may hand the same tensor to other nodes, so "
+                    "clone it first",
+                )
+            )
         self.failures += failures
         passed = not failures and not any(e.check == name for e in self.errors)
-        self.summaries.append(CheckSummary(name, passed, ev.calls if ev else 0,
-                                           time.perf_counter() - start))
+        self.summaries.append(
+            CheckSummary(name, passed, ev.calls if ev else 0, time.perf_counter() - start)
+        )
 
     def _stages(self, name: str, problem: Problem, ev: Any) -> list[PairFailure]:
         from gradscope.gradcheck.stages import Explainer, first_stage
@@ -231,8 +305,10 @@ class _Run:
         stage = first_stage(ev, self.gen, mode, prior)
         if name == "backward":
             self._stage = stage
-            self.infos = [replace(info, coverage=_coverage(d))
-                          for info, d in zip(problem.infos, stage.dirs)]
+            self.infos = [
+                replace(info, coverage=_coverage(d))
+                for info, d in zip(problem.infos, stage.dirs, strict=False)
+            ]
         failing = stage.failing()
         if not failing:
             return []
@@ -240,45 +316,89 @@ class _Run:
             return [_unexplained(name, problem, pair, stage) for pair in failing]
         explainer = Explainer(ev, stage, self.gen)
         blocks = explainer.blocks(failing, mode)
-        found = [self._failure(name, problem, pair, blocks[pair], stage, explainer, outs)
-                 for pair in failing]
+        found = [
+            self._failure(name, problem, pair, blocks[pair], stage, explainer, outs)
+            for pair in failing
+        ]
         return [f for f in found if f is not None]
 
-    def _failure(self, name: str, problem: Problem, pair: tuple[int, int], block: Any,
-                 stage: Any, explainer: Any, outs: list[Any]) -> PairFailure | None:
+    def _failure(
+        self,
+        name: str,
+        problem: Problem,
+        pair: tuple[int, int],
+        block: Any,
+        stage: Any,
+        explainer: Any,
+        outs: list[Any],
+    ) -> PairFailure | None:
         from gradscope.gradcheck.diagnose import Context, compare_block, diagnose, errors, worst
         from gradscope.gradcheck.results import Diagnosis
 
         i, o = pair
         info, x = problem.infos[i], problem.inputs[i]
-        others = [(f"{other.label}", _lazy(explainer, k, o, block))
-                  for k, other in enumerate(problem.infos)
-                  if k != i and problem.inputs[k].shape == x.shape]
-        ctx = Context(info.label, info.shape, problem.output_names[o], tuple(outs[o].shape),
-                      x.detach().reshape(-1), stage.linear.get(pair, True),
-                      bool(outs[o].requires_grad) or name == "forward-ad", name, others)
+        others = [
+            (f"{other.label}", _lazy(explainer, k, o, block))
+            for k, other in enumerate(problem.infos)
+            if k != i and problem.inputs[k].shape == x.shape
+        ]
+        ctx = Context(
+            info.label,
+            info.shape,
+            problem.output_names[o],
+            tuple(outs[o].shape),
+            x.detach().reshape(-1),
+            stage.linear.get(pair, True),
+            bool(outs[o].requires_grad) or name == "forward-ad",
+            name,
+            others,
+        )
         compared = compare_block(block, self.tol)
         diagnosis = diagnose(compared, self.tol, ctx)
         if diagnosis is None and block.full:
             return None  # every entry agrees: the sampled alarm was within noise
-        diagnosis = diagnosis or Diagnosis("mismatch", "the sampled check failed, but the "
-                                           "explanation's sample shows no mismatch")
+        diagnosis = diagnosis or Diagnosis(
+            "mismatch", "the sampled check failed, but the explanation's sample shows no mismatch"
+        )
         max_abs, max_rel = errors(compared, self.tol)
-        resolution = "full" if block.full else (
-            f"{'all' if block.rows is None else len(block.rows)} output rows x "
-            f"{'all' if block.cols is None else len(block.cols)} input columns")
-        return PairFailure(name, info, problem.output_names[o], o, max_abs, max_rel,
-                           worst(compared, ctx), diagnosis, resolution)
+        resolution = (
+            "full"
+            if block.full
+            else (
+                f"{'all' if block.rows is None else len(block.rows)} output rows x "
+                f"{'all' if block.cols is None else len(block.cols)} input columns"
+            )
+        )
+        return PairFailure(
+            name,
+            info,
+            problem.output_names[o],
+            o,
+            max_abs,
+            max_rel,
+            worst(compared, ctx),
+            diagnosis,
+            resolution,
+        )
 
 
 def _unexplained(name: str, problem: Problem, pair: tuple[int, int], stage: Any) -> PairFailure:
     from gradscope.gradcheck.results import Diagnosis
 
     i, o = pair
-    return PairFailure(name, problem.infos[i], problem.output_names[o], o,
-                       stage.pairs[pair].max_abs, None, (),
-                       Diagnosis("unexplained", "the sampled check failed; explanation was "
-                                 "turned off (explain=False)"), "sampled")
+    return PairFailure(
+        name,
+        problem.infos[i],
+        problem.output_names[o],
+        o,
+        stage.pairs[pair].max_abs,
+        None,
+        (),
+        Diagnosis(
+            "unexplained", "the sampled check failed; explanation was turned off (explain=False)"
+        ),
+        "sampled",
+    )
 
 
 def _lazy(explainer: Any, k: int, o: int, block: Any) -> Any:

@@ -7,14 +7,14 @@ statement about every compared entry, not an average.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
-from gradscope.gradcheck.stages import Block, Sparse
-from gradscope.gradcheck.results import Diagnosis, Element
 from gradscope.gradcheck.jacobian import Tolerance, unravel
+from gradscope.gradcheck.results import Diagnosis, Element
+from gradscope.gradcheck.stages import Block, Sparse
 
 FIT = 10.0
 WORST = 5
@@ -68,8 +68,9 @@ def compare_block(block: Block, tol: Tolerance) -> Compared:
     bad = ~(err <= tol.atol + tol.rtol * n.abs())  # NaN compares False: it counts as bad
     keep = (a.abs() > tol.atol) | (n.abs() > tol.atol) | bad
     max_abs = float(err.max()) if err.numel() else 0.0
-    return Compared(block, idx[keep], a[keep], n[keep], bad[keep], max_abs,
-                    block.analytical.shape[1])
+    return Compared(
+        block, idx[keep], a[keep], n[keep], bad[keep], max_abs, block.analytical.shape[1]
+    )
 
 
 def errors(c: Compared, tol: Tolerance) -> tuple[float, float | None]:
@@ -89,8 +90,14 @@ def worst(c: Compared, ctx: Context, k: int = WORST) -> tuple[Element, ...]:
         r, col = divmod(int(c.idx[pos]), c.width)
         row = r if c.block.rows is None else c.block.rows[r]
         col = col if c.block.cols is None else c.block.cols[col]
-        out.append(Element(unravel(row, ctx.output_shape), unravel(col, ctx.input_shape),
-                           float(c.a[pos]), float(c.n[pos])))
+        out.append(
+            Element(
+                unravel(row, ctx.output_shape),
+                unravel(col, ctx.input_shape),
+                float(c.a[pos]),
+                float(c.n[pos]),
+            )
+        )
     return tuple(out)
 
 
@@ -108,31 +115,48 @@ def diagnose(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
     """The first pattern that fits; None when the block shows no mismatch at all."""
     if not bool(c.bad.any()) and ctx.linear:
         return None
-    for rule in (_not_linear, _zero_numerical, _zero_analytical, _wrong_order, _transposed,
-                 _sign_flip, _constant_factor, _masked):
+    for rule in (
+        _not_linear,
+        _zero_numerical,
+        _zero_analytical,
+        _wrong_order,
+        _transposed,
+        _sign_flip,
+        _constant_factor,
+        _masked,
+    ):
         found = rule(c, tol, ctx)
         if found is not None:
             return found
-    return Diagnosis("mismatch", f"analytical and numerical gradients of {ctx.output_label} "
-                     f"w.r.t. {ctx.input_label} disagree with no simple pattern; compare the "
-                     f"{ctx.code} formula term by term with the forward")
+    return Diagnosis(
+        "mismatch",
+        f"analytical and numerical gradients of {ctx.output_label} "
+        f"w.r.t. {ctx.input_label} disagree with no simple pattern; compare the "
+        f"{ctx.code} formula term by term with the forward",
+    )
 
 
 def _not_linear(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
     if ctx.linear:
         return None
-    return Diagnosis("not-scaled-by-grad-output", "doubling grad_output did not double the "
-                     f"gradient of {ctx.input_label}: backward ignores grad_output or is not "
-                     "deterministic (multiply the local derivative by grad_output)")
+    return Diagnosis(
+        "not-scaled-by-grad-output",
+        "doubling grad_output did not double the "
+        f"gradient of {ctx.input_label}: backward ignores grad_output or is not "
+        "deterministic (multiply the local derivative by grad_output)",
+    )
 
 
 def _zero_numerical(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
     if c.n.numel() and float(c.n.abs().max()) > tol.atol:
         return None
-    return Diagnosis("spurious-grad", f"{ctx.output_label} does not depend on "
-                     f"{ctx.input_label} numerically, yet {ctx.code} returns a non-zero gradient "
-                     "for it (a gradient meant for another input, or a stray term)",
-                     {"max_analytical": float(c.a.abs().max()) if c.a.numel() else 0.0})
+    return Diagnosis(
+        "spurious-grad",
+        f"{ctx.output_label} does not depend on "
+        f"{ctx.input_label} numerically, yet {ctx.code} returns a non-zero gradient "
+        "for it (a gradient meant for another input, or a stray term)",
+        {"max_analytical": float(c.a.abs().max()) if c.a.numel() else 0.0},
+    )
 
 
 def _zero_analytical(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
@@ -140,30 +164,49 @@ def _zero_analytical(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | N
         return None
     details = {"max_numerical": float(c.n.abs().max())}
     if ctx.check == "second-order":
-        return Diagnosis("zero-grad", f"backward's result {ctx.output_label} does not depend on "
-                         f"{ctx.input_label} through autograd although it does numerically: "
-                         "backward detaches it (.detach(), .data, numpy, no_grad), so "
-                         "second-order gradients are lost", details)
+        return Diagnosis(
+            "zero-grad",
+            f"backward's result {ctx.output_label} does not depend on "
+            f"{ctx.input_label} through autograd although it does numerically: "
+            "backward detaches it (.detach(), .data, numpy, no_grad), so "
+            "second-order gradients are lost",
+            details,
+        )
     if not ctx.output_requires_grad:
-        return Diagnosis("zero-grad", f"{ctx.output_label} does not require grad although it "
-                         f"depends on {ctx.input_label}: the forward cut the graph (detach(), "
-                         ".data, .item(), numpy, torch.no_grad)", details)
+        return Diagnosis(
+            "zero-grad",
+            f"{ctx.output_label} does not require grad although it "
+            f"depends on {ctx.input_label}: the forward cut the graph (detach(), "
+            ".data, .item(), numpy, torch.no_grad)",
+            details,
+        )
     if c.block.none:
-        return Diagnosis("none-grad", f"backward returned None for {ctx.input_label}, but "
-                         f"{ctx.output_label} depends on it: return its gradient in that "
-                         "position of backward's result", details)
-    return Diagnosis("zero-grad", f"the analytical gradient of {ctx.input_label} is zero "
-                     f"everywhere while the numerical one is not: {ctx.code} detaches, "
-                     "overwrites or zeroes it", details)
+        return Diagnosis(
+            "none-grad",
+            f"backward returned None for {ctx.input_label}, but "
+            f"{ctx.output_label} depends on it: return its gradient in that "
+            "position of backward's result",
+            details,
+        )
+    return Diagnosis(
+        "zero-grad",
+        f"the analytical gradient of {ctx.input_label} is zero "
+        f"everywhere while the numerical one is not: {ctx.code} detaches, "
+        "overwrites or zeroes it",
+        details,
+    )
 
 
 def _wrong_order(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
     for label, numerical in ctx.others:
         if _fits_sparse(c.block.analytical, numerical(), tol):
-            return Diagnosis("wrong-order", f"the gradient returned for {ctx.input_label} is the "
-                             f"gradient of {label}: {ctx.code} returns gradients in the wrong "
-                             "order (one per forward argument, in forward's order)",
-                             {"matches": label})
+            return Diagnosis(
+                "wrong-order",
+                f"the gradient returned for {ctx.input_label} is the "
+                f"gradient of {label}: {ctx.code} returns gradients in the wrong "
+                "order (one per forward argument, in forward's order)",
+                {"matches": label},
+            )
     return None
 
 
@@ -173,13 +216,20 @@ def _transposed(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
     a, n = c.block.analytical, c.block.numerical
     flip_in, flip_out = _transpose(ctx.input_shape), _transpose(ctx.output_shape)
     if flip_in is not None and _fits_sparse(a.permuted(None, flip_in), n, tol):
-        return Diagnosis("transposed", f"the gradient of {ctx.input_label} is the transpose "
-                         f"of the right one: a missing or extra .t() / .transpose() in "
-                         f"{ctx.code}", {"side": "input"})
+        return Diagnosis(
+            "transposed",
+            f"the gradient of {ctx.input_label} is the transpose "
+            f"of the right one: a missing or extra .t() / .transpose() in "
+            f"{ctx.code}",
+            {"side": "input"},
+        )
     if flip_out is not None and _fits_sparse(a.permuted(flip_out, None), n, tol):
-        return Diagnosis("transposed", f"{ctx.code} treats the incoming gradient of "
-                         f"{ctx.output_label} as transposed: a missing or extra .t()",
-                         {"side": "output"})
+        return Diagnosis(
+            "transposed",
+            f"{ctx.code} treats the incoming gradient of "
+            f"{ctx.output_label} as transposed: a missing or extra .t()",
+            {"side": "output"},
+        )
     return None
 
 
@@ -200,9 +250,12 @@ def _numel(shape: tuple[int, ...]) -> int:
 def _sign_flip(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
     if not _fits(c.a, -c.n, tol):
         return None
-    return Diagnosis("sign-flip", f"the gradient of {ctx.input_label} has the wrong sign "
-                     f"everywhere: a flipped sign in {ctx.code} (d(-x), d(a - b), -sin vs sin)",
-                     {"factor": -1.0})
+    return Diagnosis(
+        "sign-flip",
+        f"the gradient of {ctx.input_label} has the wrong sign "
+        f"everywhere: a flipped sign in {ctx.code} (d(-x), d(a - b), -sin vs sin)",
+        {"factor": -1.0},
+    )
 
 
 def _constant_factor(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
@@ -213,11 +266,18 @@ def _constant_factor(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | N
     hint = ""
     for whole in (2, 3, 4, 0.5, 1 / 3, 0.25):
         if abs(k - whole) <= FIT * tol.rtol * abs(whole):
-            hint = (f" (an extra factor {whole:g})" if whole > 1 else
-                    f" (a missing factor {1 / whole:g})")
-    return Diagnosis("constant-factor", f"analytical ≈ {k:.4g} × numerical for "
-                     f"{ctx.input_label}{hint}: a missing or extra chain-rule factor in "
-                     f"{ctx.code}", {"factor": k})
+            hint = (
+                f" (an extra factor {whole:g})"
+                if whole > 1
+                else f" (a missing factor {1 / whole:g})"
+            )
+    return Diagnosis(
+        "constant-factor",
+        f"analytical ≈ {k:.4g} × numerical for "
+        f"{ctx.input_label}{hint}: a missing or extra chain-rule factor in "
+        f"{ctx.code}",
+        {"factor": k},
+    )
 
 
 def _masked(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
@@ -225,17 +285,27 @@ def _masked(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
     if bool(bad.all()):
         return None
     details: dict[str, object] = {"mismatched": int(bad.sum()), "compared": int(bad.numel())}
-    kind = ("zeroed where it should not be" if bool((c.a[bad].abs() <= tol.atol).all()) else
-            "not zeroed where it should be" if bool((c.n[bad].abs() <= tol.atol).all()) else
-            "computed by a different formula")
+    kind = (
+        "zeroed where it should not be"
+        if bool((c.a[bad].abs() <= tol.atol).all())
+        else "not zeroed where it should be"
+        if bool((c.n[bad].abs() <= tol.atol).all())
+        else "computed by a different formula"
+    )
     where = _where(c, bad, ctx)
     if where:
         details["range"] = where[1]
-    text = (f"gradients of {ctx.input_label} match except at {details['mismatched']} of "
-            f"{details['compared']} non-zero entries, where it is {kind}")
+    text = (
+        f"gradients of {ctx.input_label} match except at {details['mismatched']} of "
+        f"{details['compared']} non-zero entries, where it is {kind}"
+    )
     text += f"; all mismatches are at {where[0]}" if where else ""
-    return Diagnosis("masked", text + ": a masking/branch error (a condition such as x > 0 or a "
-                     f"clamp bound handled differently in {ctx.code} than in forward)", details)
+    return Diagnosis(
+        "masked",
+        text + ": a masking/branch error (a condition such as x > 0 or a "
+        f"clamp bound handled differently in {ctx.code} than in forward)",
+        details,
+    )
 
 
 def _where(c: Compared, bad: torch.Tensor, ctx: Context) -> tuple[str, list[float]] | None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import ast
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from gradscope.errors import ConfigError, TargetError, UserCodeError
-from gradscope.gradcheck.targets import PROVIDER, Resolved, non_tensor_annotation
 from gradscope.gradcheck.results import InputInfo, Note
+from gradscope.gradcheck.targets import PROVIDER, Resolved, non_tensor_annotation
 
 DEFAULT_SHAPE = (4, 4)
 """Square, so matrix products of generated inputs are defined (and a transposed gradient is
@@ -45,8 +46,10 @@ def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
     except ValueError:
         shape = (-1,)
     if not sep or not name.strip().isidentifier() or any(d < 1 for d in shape):
-        raise ConfigError(f"--shape {text!r}: expected NAME=DIMS with positive integers, "
-                          "e.g. --shape x=3,4 (or x= for a scalar)")
+        raise ConfigError(
+            f"--shape {text!r}: expected NAME=DIMS with positive integers, "
+            "e.g. --shape x=3,4 (or x= for a scalar)"
+        )
     return name.strip(), shape
 
 
@@ -58,14 +61,17 @@ def parse_arg(text: str) -> tuple[str, Any]:
     try:
         return name.strip(), ast.literal_eval(value.strip())
     except (ValueError, SyntaxError):
-        raise ConfigError(f"--arg {text!r}: {value.strip()!r} is not a Python literal "
-                          f"(numbers, True/False/None, quoted strings, lists, dicts; e.g. "
-                          f"--arg {name.strip()}=\"'{value.strip()}'\")") from None
+        raise ConfigError(
+            f"--arg {text!r}: {value.strip()!r} is not a Python literal "
+            f"(numbers, True/False/None, quoted strings, lists, dicts; e.g. "
+            f"--arg {name.strip()}=\"'{value.strip()}'\")"
+        ) from None
 
 
 def parse_dtype(text: str) -> str:
-    name = _ALIASES.get(text.strip().lower().removeprefix("torch."), text.strip().lower()
-                        .removeprefix("torch."))
+    name = _ALIASES.get(
+        text.strip().lower().removeprefix("torch."), text.strip().lower().removeprefix("torch.")
+    )
     if name not in DTYPES:
         raise ConfigError(f"--dtype {text!r}: expected one of {', '.join(DTYPES)}")
     return name
@@ -101,16 +107,27 @@ def build(target: Resolved, options: InputOptions) -> Problem:
     provided = _provided(target, options, gen, dtype, notes) if target.provider else None
     pos, kw = provided if provided is not None else _generated(target, options, gen, dtype)
     if target.kind == "autograd.Function" and kw:
-        raise TargetError(f"{target.label}: Function.apply takes positional arguments only; "
-                          f"cannot pass {', '.join(kw)}")
+        raise TargetError(
+            f"{target.label}: Function.apply takes positional arguments only; "
+            f"cannot pass {', '.join(kw)}"
+        )
     slots, infos, base = _differentiable(target, pos, kw, notes)
     if not base:
-        raise TargetError(f"{target.label}: no floating-point tensor input requires grad, so "
-                          "there is no gradient to check")
+        raise TargetError(
+            f"{target.label}: no floating-point tensor input requires grad, so "
+            "there is no gradient to check"
+        )
     call = [(name, any(s == ("pos", i) for s in slots)) for i, (name, _) in enumerate(pos)]
-    problem = Problem(target.label, target.kind, lambda *t: [], base, infos,
-                      target.obj if target.kind == "autograd.Function" else None, call,
-                      notes=notes)
+    problem = Problem(
+        target.label,
+        target.kind,
+        lambda *t: [],
+        base,
+        infos,
+        target.obj if target.kind == "autograd.Function" else None,
+        call,
+        notes=notes,
+    )
     problem.fn = _make_fn(target, problem, [v for _, v in pos], kw, slots)
     return problem
 
@@ -121,8 +138,9 @@ def _tensor(shape: tuple[int, ...], gen: Any, dtype: Any) -> Any:
     return torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype).requires_grad_()
 
 
-def _generated(target: Resolved, options: InputOptions, gen: Any,
-               dtype: Any) -> tuple[list[tuple[str, Any]], dict[str, Any]]:
+def _generated(
+    target: Resolved, options: InputOptions, gen: Any, dtype: Any
+) -> tuple[list[tuple[str, Any]], dict[str, Any]]:
     """Signature → values: --arg, --shape, the default, or a generated tensor."""
     pos: list[tuple[str, Any, bool]] = []
     kw: dict[str, Any] = {}
@@ -142,9 +160,11 @@ def _generated(target: Resolved, options: InputOptions, gen: Any,
                 continue
             value, default = p.default, True
         elif non_tensor_annotation(p):
-            raise TargetError(f"{target.label}: parameter `{p.name}` "
-                              f"({non_tensor_annotation(p)}) has no default; pass "
-                              f"--arg {p.name}=VALUE")
+            raise TargetError(
+                f"{target.label}: parameter `{p.name}` "
+                f"({non_tensor_annotation(p)}) has no default; pass "
+                f"--arg {p.name}=VALUE"
+            )
         else:
             value = _tensor(DEFAULT_SHAPE, gen, dtype)
         if p.kind is P.KEYWORD_ONLY or skipped:
@@ -153,13 +173,17 @@ def _generated(target: Resolved, options: InputOptions, gen: Any,
             pos.append((p.name, value, default))
     while pos and pos[-1][2]:
         pos.pop()
-    extra = {k: v for k, v in options.args.items()
-             if k not in target.signature.parameters and target.accepts(k)}
+    extra = {
+        k: v
+        for k, v in options.args.items()
+        if k not in target.signature.parameters and target.accepts(k)
+    }
     return [(n, v) for n, v, _ in pos], {**kw, **extra}
 
 
-def _provided(target: Resolved, options: InputOptions, gen: Any, dtype: Any,
-              notes: list[Note]) -> tuple[list[tuple[str, Any]], dict[str, Any]] | None:
+def _provided(
+    target: Resolved, options: InputOptions, gen: Any, dtype: Any, notes: list[Note]
+) -> tuple[list[tuple[str, Any]], dict[str, Any]] | None:
     """Call the target's gradcheck_inputs and name what it returned by the signature.
 
     None (the provider returned None: not one of its targets) means: generate them.
@@ -179,23 +203,36 @@ def _provided(target: Resolved, options: InputOptions, gen: Any, dtype: Any,
         args, kw = (result,), {}
     elif isinstance(result, dict):
         args, kw = (), dict(result)
-    elif (isinstance(result, (tuple, list)) and len(result) == 2
-          and isinstance(result[0], (tuple, list)) and isinstance(result[1], dict)):
+    elif (
+        isinstance(result, (tuple, list))
+        and len(result) == 2
+        and isinstance(result[0], (tuple, list))
+        and isinstance(result[1], dict)
+    ):
         args, kw = tuple(result[0]), dict(result[1])
     elif isinstance(result, (tuple, list)):
         args, kw = tuple(result), {}
     else:
-        raise TargetError(f"{target.label}: {PROVIDER}() returned {type(result).__name__}; "
-                          "expected a tuple of positional arguments, a dict of keyword "
-                          "arguments, or (args, kwargs)")
+        raise TargetError(
+            f"{target.label}: {PROVIDER}() returned {type(result).__name__}; "
+            "expected a tuple of positional arguments, a dict of keyword "
+            "arguments, or (args, kwargs)"
+        )
     try:
         bound = target.signature.bind(*args, **kw)
     except TypeError as exc:
-        raise TargetError(f"{target.label}: {PROVIDER}() returned arguments that do not fit "
-                          f"{target.signature}: {exc}") from None
+        raise TargetError(
+            f"{target.label}: {PROVIDER}() returned arguments that do not fit "
+            f"{target.signature}: {exc}"
+        ) from None
     if options.shapes or options.args:
-        notes.append(Note("options-ignored", f"{target.label} provides its own inputs "
-                          f"({PROVIDER}); --shape/--arg do not apply to it"))
+        notes.append(
+            Note(
+                "options-ignored",
+                f"{target.label} provides its own inputs "
+                f"({PROVIDER}); --shape/--arg do not apply to it",
+            )
+        )
     if target.kind == "autograd.Function" and kw:
         bound.apply_defaults()
         args, kw = tuple(bound.args), dict(bound.kwargs)
@@ -209,11 +246,12 @@ def _name_positional(sig: inspect.Signature, args: tuple[Any, ...]) -> list[tupl
             names.append(p.name)
         elif p.kind is P.VAR_POSITIONAL:
             names += [f"{p.name}[{k}]" for k in range(len(args) - len(names))]
-    return list(zip(names, args))
+    return list(zip(names, args, strict=False))
 
 
-def _differentiable(target: Resolved, pos: list[tuple[str, Any]], kw: dict[str, Any],
-                    notes: list[Note]) -> tuple[list[tuple[str, Any]], list[InputInfo], list[Any]]:
+def _differentiable(
+    target: Resolved, pos: list[tuple[str, Any]], kw: dict[str, Any], notes: list[Note]
+) -> tuple[list[tuple[str, Any]], list[InputInfo], list[Any]]:
     """The floating tensors to differentiate: requires_grad ones (all, if none is marked)."""
     import torch
 
@@ -222,27 +260,45 @@ def _differentiable(target: Resolved, pos: list[tuple[str, Any]], kw: dict[str, 
     found = [f for f in found if isinstance(f[3], torch.Tensor) and f[3].is_floating_point()]
     chosen = [f for f in found if f[3].requires_grad]
     if found and not chosen:
-        notes.append(Note("no-requires-grad", f"{PROVIDER}() marked no tensor requires_grad=True;"
-                          " checking every floating-point tensor input"))
+        notes.append(
+            Note(
+                "no-requires-grad",
+                f"{PROVIDER}() marked no tensor requires_grad=True;"
+                " checking every floating-point tensor input",
+            )
+        )
         chosen = found
     if target.kind == "module":
-        chosen += [(("param", n), n, None, p) for n, p in target.obj.named_parameters()
-                   if p.requires_grad]
-    infos = [InputInfo(name, position,
-                       "parameter" if slot[0] == "param" else
-                       ("keyword" if position is None else "positional"),
-                       tuple(v.shape), str(v.dtype).removeprefix("torch."))
-             for slot, name, position, v in chosen]
+        chosen += [
+            (("param", n), n, None, p) for n, p in target.obj.named_parameters() if p.requires_grad
+        ]
+    infos = [
+        InputInfo(
+            name,
+            position,
+            "parameter"
+            if slot[0] == "param"
+            else ("keyword" if position is None else "positional"),
+            tuple(v.shape),
+            str(v.dtype).removeprefix("torch."),
+        )
+        for slot, name, position, v in chosen
+    ]
     return [c[0] for c in chosen], infos, [c[3].detach().clone() for c in chosen]
 
 
-def _make_fn(target: Resolved, problem: Problem, args: list[Any], kw: dict[str, Any],
-             slots: list[tuple[str, Any]]) -> Callable[..., list[Any]]:
+def _make_fn(
+    target: Resolved,
+    problem: Problem,
+    args: list[Any],
+    kw: dict[str, Any],
+    slots: list[tuple[str, Any]],
+) -> Callable[..., list[Any]]:
     invoke = _invoker(target)
 
     def fn(*tensors: Any) -> list[Any]:
         call_args, call_kw, params = list(args), dict(kw), {}
-        for (where, key), t in zip(slots, tensors):
+        for (where, key), t in zip(slots, tensors, strict=False):
             if where == "pos":
                 call_args[key] = t
             elif where == "kw":
@@ -253,8 +309,10 @@ def _make_fn(target: Resolved, problem: Problem, args: list[Any], kw: dict[str, 
         if not problem.output_names:
             problem.output_names[:] = names
         elif names != problem.output_names:
-            raise RuntimeError(f"the target returned outputs {names} after {problem.output_names}"
-                               "; a gradcheck needs the same outputs on every call")
+            raise RuntimeError(
+                f"the target returned outputs {names} after {problem.output_names}"
+                "; a gradcheck needs the same outputs on every call"
+            )
         return outs
 
     return fn

@@ -20,8 +20,9 @@ with sum(u) sum(v), which is what lets a 1.01 factor through.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import torch
 
@@ -157,14 +158,16 @@ class Evaluator:
         with torch.no_grad():
             for plus_x, minus_x in self._steps(x, dirs, eps):
                 plus = self.forward([plus_x if k == i else t for k, t in enumerate(self.inputs)])
-                minus = self.forward([minus_x if k == i else t
-                                      for k, t in enumerate(self.inputs)])
-                yield [(p.double() - m.double()).reshape(-1) / (2 * eps)
-                       for p, m in zip(plus, minus)]
+                minus = self.forward([minus_x if k == i else t for k, t in enumerate(self.inputs)])
+                yield [
+                    (p.double() - m.double()).reshape(-1) / (2 * eps)
+                    for p, m in zip(plus, minus, strict=False)
+                ]
 
     @staticmethod
-    def _steps(x: torch.Tensor, dirs: Directions,
-               eps: float) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def _steps(
+        x: torch.Tensor, dirs: Directions, eps: float
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         shape = tuple(x.shape)
         for j in dirs.basis:  # one element moved: cheaper than adding a one-hot vector
             plus, minus, at = x.clone(), x.clone(), unravel(j, shape)
@@ -179,14 +182,16 @@ class Evaluator:
         """Per output, the (M_o, len(dirs)) matrix of numerical directional derivatives."""
         return self._stack(list(self.numerical_columns(i, dirs)))
 
-    def vjp_rows(self, o: int, covs: Iterable[torch.Tensor]
-                 ) -> Iterator[list[torch.Tensor | None]]:
+    def vjp_rows(self, o: int, covs: Iterable[torch.Tensor]) -> Iterator[list[torch.Tensor | None]]:
         """Analytical v^T J for output o, per cotangent: per input a flat row (None: no grad)."""
         leaves, outs = self.graph()
         out = outs[o]
         for v in covs:
-            grads = (self._grads(out, leaves, v.reshape(out.shape).to(out.dtype))
-                     if out.requires_grad else [None] * len(leaves))
+            grads = (
+                self._grads(out, leaves, v.reshape(out.shape).to(out.dtype))
+                if out.requires_grad
+                else [None] * len(leaves)
+            )
             yield [None if g is None else g.detach().reshape(-1).double() for g in grads]
 
     def vjp(self, o: int, covs: Iterable[torch.Tensor]) -> tuple[list[torch.Tensor], list[bool]]:
@@ -198,18 +203,22 @@ class Evaluator:
             for i, g in enumerate(grads):
                 none[i] = none[i] and g is None
                 rows[i].append(torch.zeros(sizes[i], dtype=torch.float64) if g is None else g)
-        return [torch.stack(r) if r else torch.zeros(0, n, dtype=torch.float64)
-                for r, n in zip(rows, sizes)], none
+        return [
+            torch.stack(r) if r else torch.zeros(0, n, dtype=torch.float64)
+            for r, n in zip(rows, sizes, strict=False)
+        ], none
 
-    def _grads(self, out: torch.Tensor, leaves: list[torch.Tensor],
-               v: torch.Tensor) -> list[torch.Tensor | None]:
+    def _grads(
+        self, out: torch.Tensor, leaves: list[torch.Tensor], v: torch.Tensor
+    ) -> list[torch.Tensor | None]:
         self.calls += 1
         sent = v.clone()
         try:
             if not self._use_backward:
                 try:
-                    return list(torch.autograd.grad(out, leaves, v, retain_graph=True,
-                                                    allow_unused=True))
+                    return list(
+                        torch.autograd.grad(out, leaves, v, retain_graph=True, allow_unused=True)
+                    )
                 except RuntimeError as exc:  # reentrant checkpointing refuses .grad()
                     if "incompatible with .grad()" not in str(exc):
                         raise
@@ -237,8 +246,12 @@ class Evaluator:
                     tangents = [fwAD.unpack_dual(out).tangent for out in outs]
             except Exception as exc:
                 raise StageError("jvp", exc) from exc
-            yield [torch.zeros(out.numel(), dtype=torch.float64) if t is None
-                   else t.reshape(-1).double() for out, t in zip(outs, tangents)]
+            yield [
+                torch.zeros(out.numel(), dtype=torch.float64)
+                if t is None
+                else t.reshape(-1).double()
+                for out, t in zip(outs, tangents, strict=False)
+            ]
 
     def jvp(self, i: int, dirs: Directions) -> list[torch.Tensor]:
         return self._stack(list(self.jvp_columns(i, dirs)))
@@ -246,9 +259,11 @@ class Evaluator:
     def _stack(self, cols: list[list[torch.Tensor]]) -> list[torch.Tensor]:
         if not cols:  # no directions: one call for the output sizes
             with torch.no_grad():
-                return [torch.zeros(out.numel(), 0, dtype=torch.float64)
-                        for out in self.forward(list(self.inputs))]
-        return [torch.stack(per_output, 1) for per_output in zip(*cols)]
+                return [
+                    torch.zeros(out.numel(), 0, dtype=torch.float64)
+                    for out in self.forward(list(self.inputs))
+                ]
+        return [torch.stack(per_output, 1) for per_output in zip(*cols, strict=False)]
 
 
 @dataclass(frozen=True)

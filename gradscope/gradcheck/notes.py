@@ -6,25 +6,31 @@ from __future__ import annotations
 import inspect
 import re
 import warnings
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
 from gradscope.errors import UserCodeError, _relpath, user_frame
 from gradscope.gradcheck.inputs import Problem
-from gradscope.gradcheck.results import CheckError, Diagnosis, Note
 from gradscope.gradcheck.jacobian import Evaluator, StageError, Tolerance
+from gradscope.gradcheck.results import CheckError, Diagnosis, Note
 
 
 def precision(problem: Problem, tol: Tolerance) -> list[Note]:
     low = sorted({i.dtype for i in problem.infos if i.dtype != "float64"})
     if not low:
         return []
-    return [Note("low-precision", f"inputs in {', '.join(low)}: finite differences are only "
-                 f"accurate to a few digits there, so tolerances are loosened to eps={tol.eps:g}, "
-                 f"atol={tol.atol:g}, rtol={tol.rtol:g}; a small bug can hide under them and "
-                 "rounding can fail a correct backward. Check in float64 (the default dtype).")]
+    return [
+        Note(
+            "low-precision",
+            f"inputs in {', '.join(low)}: finite differences are only "
+            f"accurate to a few digits there, so tolerances are loosened to eps={tol.eps:g}, "
+            f"atol={tol.atol:g}, rtol={tol.rtol:g}; a small bug can hide under them and "
+            "rounding can fail a correct backward. Check in float64 (the default dtype).",
+        )
+    ]
 
 
 @contextmanager
@@ -62,30 +68,50 @@ def probe(problem: Problem) -> tuple[list[Note], list[Any]]:
     with _saves(saved), torch.enable_grad(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         outs = Evaluator(problem.fn, problem.inputs, Tolerance(0, 0, 0)).forward(leaves)
-    notes = [Note("user-warning", f"forward warned: {w.category.__name__}: {w.message}")
-             for w in _unique(caught)[:MAX_WARNINGS]]
-    for leaf, base, info in zip(leaves, problem.inputs, problem.infos):
+    notes = [
+        Note("user-warning", f"forward warned: {w.category.__name__}: {w.message}")
+        for w in _unique(caught)[:MAX_WARNINGS]
+    ]
+    for leaf, base, info in zip(leaves, problem.inputs, problem.infos, strict=False):
         if leaf._version or not torch.equal(leaf.detach(), base):
-            notes.append(Note("inplace-input", f"forward modified input {info.label} in place: "
-                              "autograd sees the modified value as the input; work on a copy or "
-                              "call ctx.mark_dirty() on it and return it"))
+            notes.append(
+                Note(
+                    "inplace-input",
+                    f"forward modified input {info.label} in place: "
+                    "autograd sees the modified value as the input; work on a copy or "
+                    "call ctx.mark_dirty() on it and return it",
+                )
+            )
     if any(t._version != v for t, v in saved):
-        notes.append(Note("inplace-saved", "forward modified a tensor in place after passing it "
-                          "to ctx.save_for_backward, so backward sees the modified values; save "
-                          "it after the last change, or save a clone"))
-    for name, out in zip(problem.output_names, outs):
+        notes.append(
+            Note(
+                "inplace-saved",
+                "forward modified a tensor in place after passing it "
+                "to ctx.save_for_backward, so backward sees the modified values; save "
+                "it after the last change, or save a clone",
+            )
+        )
+    for name, out in zip(problem.output_names, outs, strict=False):
         if not out.requires_grad:
-            notes.append(Note("output-no-grad", f"output {name} does not require grad; its "
-                              "gradient is checked as zero (mark it with "
-                              "ctx.mark_non_differentiable if that is intended)"))
+            notes.append(
+                Note(
+                    "output-no-grad",
+                    f"output {name} does not require grad; its "
+                    "gradient is checked as zero (mark it with "
+                    "ctx.mark_non_differentiable if that is intended)",
+                )
+            )
     return notes, outs
 
 
 _PATTERNS = [
     (r"incorrect number of gradients \(expected (\d+), got (\d+)\)", "wrong-grad-count"),
     (r"gradient different than None at position (\d+)", "grad-for-non-tensor"),
-    (r"invalid gradient at index (\d+) - got \[([\d, ]*)\] but expected shape compatible "
-     r"with \[([\d, ]*)\]", "grad-shape"),
+    (
+        r"invalid gradient at index (\d+) - got \[([\d, ]*)\] but expected shape compatible "
+        r"with \[([\d, ]*)\]",
+        "grad-shape",
+    ),
     (r"modified by an inplace operation", "inplace-saved"),
     (r"leaf Variable that requires grad is being used in an in-place", "inplace-input"),
     (r"must implement the jvp function", "no-jvp"),
@@ -101,8 +127,9 @@ def error(check: str, exc: StageError, problem: Problem) -> CheckError:
     location = f"{where[0]}:{where[1]}" if where else _definition(problem, exc.stage)
     message = f"{exc.stage} raised {type(orig).__name__}" + (f": {text[0]}" if text else "")
     trace = UserCodeError(exc.stage, orig).user_traceback()
-    return CheckError(check, exc.stage, message, location,
-                      _meaning(str(orig), exc.stage, problem), trace)
+    return CheckError(
+        check, exc.stage, message, location, _meaning(str(orig), exc.stage, problem), trace
+    )
 
 
 def _meaning(text: str, stage: str, problem: Problem) -> Diagnosis:
@@ -110,8 +137,11 @@ def _meaning(text: str, stage: str, problem: Problem) -> Diagnosis:
         match = re.search(pattern, text)
         if match:
             return Diagnosis(slug, _explain(slug, match, problem))
-    return Diagnosis(f"{stage}-error", f"the target's {stage} raised; fix it at the location "
-                     "shown (rerun with --debug for the traceback)")
+    return Diagnosis(
+        f"{stage}-error",
+        f"the target's {stage} raised; fix it at the location "
+        "shown (rerun with --debug for the traceback)",
+    )
 
 
 def _expected(problem: Problem) -> str:
@@ -120,34 +150,41 @@ def _expected(problem: Problem) -> str:
 
 def _explain(slug: str, match: re.Match[str], problem: Problem) -> str:
     if slug == "wrong-grad-count":
-        return (f"backward returned {match.group(2)} value(s) but forward takes "
-                f"{match.group(1)} argument(s); return one per argument, in order: "
-                f"({_expected(problem)})")
+        return (
+            f"backward returned {match.group(2)} value(s) but forward takes "
+            f"{match.group(1)} argument(s); return one per argument, in order: "
+            f"({_expected(problem)})"
+        )
     if slug == "grad-for-non-tensor":
         k = int(match.group(1)) - 1
         name = problem.call[k][0] if 0 <= k < len(problem.call) else f"#{k}"
-        return (f"backward returned a gradient for `{name}`, which is not a tensor input; "
-                f"return None there: ({_expected(problem)})")
+        return (
+            f"backward returned a gradient for `{name}`, which is not a tensor input; "
+            f"return None there: ({_expected(problem)})"
+        )
     if slug == "grad-shape":
         k = int(match.group(1))
         name = problem.call[k][0] if 0 <= k < len(problem.call) else f"#{k}"
-        return (f"backward returned a gradient of shape [{match.group(2)}] for `{name}` of "
-                f"shape [{match.group(3)}]: transposed, or not reduced over broadcast dims")
+        return (
+            f"backward returned a gradient of shape [{match.group(2)}] for `{name}` of "
+            f"shape [{match.group(3)}]: transposed, or not reduced over broadcast dims"
+        )
     return {
         "inplace-saved": "a tensor backward needs was modified in place after it was saved; "
-                         "clone it before modifying it",
+        "clone it before modifying it",
         "inplace-input": "forward modifies an input in place; work on a copy",
         "no-jvp": "forward-mode AD needs a jvp staticmethod on the Function "
-                  "(with ctx.save_for_forward); drop --forward-ad or define jvp",
+        "(with ctx.save_for_forward); drop --forward-ad or define jvp",
         "not-twice-differentiable": "backward is not differentiable (@once_differentiable or "
-                                    "non-differentiable ops), so there is no second order",
+        "non-differentiable ops), so there is no second order",
     }[slug]
 
 
 def _definition(problem: Problem, stage: str) -> str | None:
     """Where the Function's backward (or forward/jvp) is defined, when the raise was in torch."""
-    method = getattr(problem.function, {"forward": "forward", "jvp": "jvp"}.get(stage, "backward"),
-                     None)
+    method = getattr(
+        problem.function, {"forward": "forward", "jvp": "jvp"}.get(stage, "backward"), None
+    )
     try:
         method = inspect.unwrap(method)  # type: ignore[arg-type]
         path = inspect.getsourcefile(method)

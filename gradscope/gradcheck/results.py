@@ -37,8 +37,14 @@ class InputInfo:
         return f"{self.name} ({self.kind})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "position": self.position, "kind": self.kind,
-                "shape": list(self.shape), "dtype": self.dtype, "coverage": self.coverage}
+        return {
+            "name": self.name,
+            "position": self.position,
+            "kind": self.kind,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "coverage": self.coverage,
+        }
 
 
 @dataclass(frozen=True)
@@ -55,8 +61,12 @@ class Element:
         return abs(self.analytical - self.numerical)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"output_index": list(self.output_index), "input_index": list(self.input_index),
-                "analytical": self.analytical, "numerical": self.numerical}
+        return {
+            "output_index": list(self.output_index),
+            "input_index": list(self.input_index),
+            "analytical": self.analytical,
+            "numerical": self.numerical,
+        }
 
 
 @dataclass(frozen=True)
@@ -94,14 +104,23 @@ class PairFailure:
     def to_dict(self) -> dict[str, Any]:
         worst = self.worst[0] if self.worst else None
         return {
-            "check": self.check, "input": self.input.name, "input_position": self.input.position,
-            "output": self.output, "output_index": self.output_index,
-            "max_abs_error": self.max_abs_error, "max_rel_error": self.max_rel_error,
-            "worst_index": ({"output": list(worst.output_index), "input": list(worst.input_index)}
-                            if worst else None),
+            "check": self.check,
+            "input": self.input.name,
+            "input_position": self.input.position,
+            "output": self.output,
+            "output_index": self.output_index,
+            "max_abs_error": self.max_abs_error,
+            "max_rel_error": self.max_rel_error,
+            "worst_index": (
+                {"output": list(worst.output_index), "input": list(worst.input_index)}
+                if worst
+                else None
+            ),
             "worst": [e.to_dict() for e in self.worst],
-            "diagnosis": self.diagnosis.slug, "explanation": self.diagnosis.message,
-            "details": dict(self.diagnosis.details), "resolution": self.resolution,
+            "diagnosis": self.diagnosis.slug,
+            "explanation": self.diagnosis.message,
+            "details": dict(self.diagnosis.details),
+            "resolution": self.resolution,
         }
 
 
@@ -120,9 +139,14 @@ class CheckError:
     """The user's frames (gradscope's hidden), printed by `--debug`; not in the JSON."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"check": self.check, "stage": self.stage, "message": self.message,
-                "location": self.location, "diagnosis": self.diagnosis.slug,
-                "explanation": self.diagnosis.message}
+        return {
+            "check": self.check,
+            "stage": self.stage,
+            "message": self.message,
+            "location": self.location,
+            "diagnosis": self.diagnosis.slug,
+            "explanation": self.diagnosis.message,
+        }
 
 
 @dataclass(frozen=True)
@@ -145,8 +169,12 @@ class CheckSummary:
     duration_s: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "passed": self.passed, "calls": self.calls,
-                "duration_s": round(self.duration_s, 6)}
+        return {
+            "name": self.name,
+            "passed": self.passed,
+            "calls": self.calls,
+            "duration_s": round(self.duration_s, 6),
+        }
 
 
 @dataclass(frozen=True)
@@ -172,9 +200,14 @@ class TargetResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "spec": self.spec, "kind": self.kind, "passed": self.passed,
-            "dtype": self.dtype, "seed": self.seed, "tolerance": dict(self.tolerance),
-            "inputs": [i.to_dict() for i in self.inputs], "outputs": list(self.outputs),
+            "spec": self.spec,
+            "kind": self.kind,
+            "passed": self.passed,
+            "dtype": self.dtype,
+            "seed": self.seed,
+            "tolerance": dict(self.tolerance),
+            "inputs": [i.to_dict() for i in self.inputs],
+            "outputs": list(self.outputs),
             "checks": [c.to_dict() for c in self.checks],
             "failures": [f.to_dict() for f in self.failures],
             "errors": [e.to_dict() for e in self.errors],
@@ -193,6 +226,11 @@ class GradcheckReport:
         return all(t.passed for t in self.targets)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"version": SCHEMA_VERSION, "tool": "gradscope", "command": "gradcheck",
-                "torch": self.torch_version, "passed": self.passed,
-                "targets": [t.to_dict() for t in self.targets]}
+        return {
+            "version": SCHEMA_VERSION,
+            "tool": "gradscope",
+            "command": "gradcheck",
+            "torch": self.torch_version,
+            "passed": self.passed,
+            "targets": [t.to_dict() for t in self.targets],
+        }

@@ -15,9 +15,20 @@ from typing import Any
 import torch
 
 from gradscope.gradcheck.inputs import Problem
+from gradscope.gradcheck.jacobian import (
+    BLOCK_CAP,
+    ROW_CAP,
+    Directions,
+    Evaluator,
+    PairStat,
+    StageError,
+    Tolerance,
+    basis,
+    compare,
+    input_directions,
+    output_cotangents,
+)
 from gradscope.gradcheck.results import InputInfo
-from gradscope.gradcheck.jacobian import (BLOCK_CAP, ROW_CAP, Directions, Evaluator, PairStat, StageError, Tolerance,
-                       basis, compare, input_directions, output_cotangents)
 
 Pair = tuple[int, int]
 """(input index, output index)."""
@@ -36,8 +47,9 @@ class Stage1:
         return [p for p, s in self.pairs.items() if not s.ok or not self.linear.get(p, True)]
 
 
-def first_stage(ev: Evaluator, gen: torch.Generator, mode: str,
-                prior: Stage1 | None = None) -> Stage1:
+def first_stage(
+    ev: Evaluator, gen: torch.Generator, mode: str, prior: Stage1 | None = None
+) -> Stage1:
     """Sampled verdicts; a prior stage's numerical columns are reused (same function)."""
     if prior is None:
         dirs = [input_directions(x, gen) for x in ev.inputs]
@@ -62,8 +74,9 @@ def _backward_pairs(ev: Evaluator, gen: torch.Generator, stage: Stage1) -> None:
         rows, none = ev.vjp(o, cov.vectors())
         doubled = _doubled(ev, o, cov) if len(cov) and out.requires_grad else None
         for i in range(n):
-            stage.pairs[(i, o)] = compare(stage.dirs[i].right(rows[i]),
-                                          cov.left(stage.numerical[i][o]), ev.tol, none[i])
+            stage.pairs[(i, o)] = compare(
+                stage.dirs[i].right(rows[i]), cov.left(stage.numerical[i][o]), ev.tol, none[i]
+            )
             if doubled is not None:
                 stage.linear[(i, o)] = compare(doubled[i][0], 2 * rows[i][0], ev.tol).ok
 
@@ -149,19 +162,20 @@ class Explainer:
         m = self.sizes_out[o]
         if m <= ROW_CAP:
             return None
-        same = sorted({j for c in cols for j in (c or []) if j < m})[:ROW_CAP // 2]
+        same = sorted({j for c in cols for j in (c or []) if j < m})[: ROW_CAP // 2]
         extra = torch.randperm(m, generator=self.gen)[:ROW_CAP].tolist()
         return sorted(set(same) | set(extra))[:ROW_CAP]
 
-    def numerical(self, i: int, o: int, rows: list[int] | None,
-                  cols: list[int] | None) -> Sparse:
+    def numerical(self, i: int, o: int, rows: list[int] | None, cols: list[int] | None) -> Sparse:
         key = (i, None if cols is None else tuple(cols))
         if key not in self._num:
             n = self.ev.inputs[i].numel()
-            per_output = list(zip(*self.ev.numerical_columns(i, basis(n, cols))))
+            per_output = list(zip(*self.ev.numerical_columns(i, basis(n, cols)), strict=False))
             width = n if cols is None else len(cols)
-            self._num[key] = [Sparse.build((m, width), list(c), "cols")
-                              for m, c in zip(self.sizes_out, per_output)]
+            self._num[key] = [
+                Sparse.build((m, width), list(c), "cols")
+                for m, c in zip(self.sizes_out, per_output, strict=False)
+            ]
         return _rows(self._num[key][o], rows)
 
     def blocks(self, failing: list[Pair], mode: str) -> dict[Pair, Block]:
@@ -171,24 +185,32 @@ class Explainer:
         none: dict[Pair, bool] = {}
         if mode == "backward":
             for o in sorted(rows):
-                found = self._analytical_rows(o, rows[o], [i for i, oo in failing if oo == o],
-                                              cols)
+                found = self._analytical_rows(o, rows[o], [i for i, oo in failing if oo == o], cols)
                 for i, (block, was_none) in found.items():
                     analytical[(i, o)], none[(i, o)] = block, was_none
         else:
             for i in sorted(cols):
                 n = self.ev.inputs[i].numel()
                 width = n if cols[i] is None else len(cols[i])
-                per_output = zip(*self.ev.jvp_columns(i, basis(n, cols[i])))
+                per_output = zip(*self.ev.jvp_columns(i, basis(n, cols[i])), strict=False)
                 for o, c in enumerate(per_output):
-                    analytical[(i, o)] = _rows(Sparse.build((self.sizes_out[o], width), list(c),
-                                                            "cols"), rows.get(o))
-        return {(i, o): Block(analytical[(i, o)], self.numerical(i, o, rows[o], cols[i]),
-                              rows[o], cols[i], none.get((i, o), False))
-                for i, o in failing}
+                    analytical[(i, o)] = _rows(
+                        Sparse.build((self.sizes_out[o], width), list(c), "cols"), rows.get(o)
+                    )
+        return {
+            (i, o): Block(
+                analytical[(i, o)],
+                self.numerical(i, o, rows[o], cols[i]),
+                rows[o],
+                cols[i],
+                none.get((i, o), False),
+            )
+            for i, o in failing
+        }
 
-    def _analytical_rows(self, o: int, rows: list[int] | None, inputs: list[int],
-                         cols: dict[int, list[int] | None]) -> dict[int, tuple[Sparse, bool]]:
+    def _analytical_rows(
+        self, o: int, rows: list[int] | None, inputs: list[int], cols: dict[int, list[int] | None]
+    ) -> dict[int, tuple[Sparse, bool]]:
         m = self.sizes_out[o]
         picked: dict[int, list[torch.Tensor]] = {i: [] for i in inputs}
         none = dict.fromkeys(inputs, True)
@@ -199,9 +221,17 @@ class Explainer:
                 g = torch.zeros(self.ev.inputs[i].numel(), dtype=torch.float64) if g is None else g
                 picked[i].append(g if cols[i] is None else g[cols[i]])
         height = m if rows is None else len(rows)
-        return {i: (Sparse.build((height, self.ev.inputs[i].numel() if cols[i] is None
-                                  else len(cols[i])), picked[i], "rows"), none[i])
-                for i in inputs}
+        return {
+            i: (
+                Sparse.build(
+                    (height, self.ev.inputs[i].numel() if cols[i] is None else len(cols[i])),
+                    picked[i],
+                    "rows",
+                ),
+                none[i],
+            )
+            for i in inputs
+        }
 
 
 def _rows(block: Sparse, rows: list[int] | None) -> Sparse:
@@ -212,8 +242,9 @@ def _rows(block: Sparse, rows: list[int] | None) -> Sparse:
     where[torch.tensor(rows, dtype=torch.long)] = torch.arange(len(rows))
     r, c = block.keys // block.shape[1], block.keys % block.shape[1]
     keep = where[r] >= 0
-    return Sparse((len(rows), block.shape[1]), where[r[keep]] * block.shape[1] + c[keep],
-                  block.values[keep])
+    return Sparse(
+        (len(rows), block.shape[1]), where[r[keep]] * block.shape[1] + c[keep], block.values[keep]
+    )
 
 
 def second_order(p: Problem, gen: torch.Generator) -> Problem | None:
@@ -224,8 +255,10 @@ def second_order(p: Problem, gen: torch.Generator) -> Problem | None:
     diff = [k for k, out in enumerate(outs) if out.requires_grad]
     if not diff:
         return None
-    cotangents = [torch.randn(outs[k].shape, generator=gen, dtype=torch.float64)
-                  .to(outs[k].dtype) for k in diff]
+    cotangents = [
+        torch.randn(outs[k].shape, generator=gen, dtype=torch.float64).to(outs[k].dtype)
+        for k in diff
+    ]
     n = len(p.inputs)
 
     def fn2(*tensors: Any) -> list[torch.Tensor]:
@@ -233,17 +266,40 @@ def second_order(p: Problem, gen: torch.Generator) -> Problem | None:
             xs = [x if x.requires_grad else x.detach().requires_grad_() for x in tensors[:n]]
             first = p.fn(*xs)
             try:
-                grads = torch.autograd.grad([first[k] for k in diff], xs, list(tensors[n:]),
-                                            create_graph=True, allow_unused=True)
+                grads = torch.autograd.grad(
+                    [first[k] for k in diff],
+                    xs,
+                    list(tensors[n:]),
+                    create_graph=True,
+                    allow_unused=True,
+                )
             except Exception as exc:
                 raise StageError("backward", exc) from exc
         if any(g is not None and "Error" in type(g.grad_fn).__name__ for g in grads):
-            raise StageError("backward", RuntimeError(
-                "backward is marked @once_differentiable and cannot be differentiated twice"))
-        return [torch.zeros_like(x) if g is None else g for g, x in zip(grads, xs)]
+            raise StageError(
+                "backward",
+                RuntimeError(
+                    "backward is marked @once_differentiable and cannot be differentiated twice"
+                ),
+            )
+        return [torch.zeros_like(x) if g is None else g for g, x in zip(grads, xs, strict=False)]
 
-    infos = p.infos + [InputInfo(f"grad_{p.output_names[k]}", None, "grad_output",
-                                 tuple(outs[k].shape), str(outs[k].dtype).removeprefix("torch."))
-                       for k in diff]
-    return Problem(p.label, p.kind, fn2, p.inputs + cotangents, infos, p.function,
-                   output_names=[f"grad[{info.name}]" for info in p.infos])
+    infos = p.infos + [
+        InputInfo(
+            f"grad_{p.output_names[k]}",
+            None,
+            "grad_output",
+            tuple(outs[k].shape),
+            str(outs[k].dtype).removeprefix("torch."),
+        )
+        for k in diff
+    ]
+    return Problem(
+        p.label,
+        p.kind,
+        fn2,
+        p.inputs + cotangents,
+        infos,
+        p.function,
+        output_names=[f"grad[{info.name}]" for info in p.infos],
+    )

@@ -15,9 +15,10 @@ import ast
 import copy
 import inspect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from gradscope import targets as _targets
 from gradscope.errors import TargetError, UserCodeError
@@ -25,8 +26,21 @@ from gradscope.errors import TargetError, UserCodeError
 PROVIDER = "gradcheck_inputs"
 """The input convention: a callable on the target, or beside it in its module."""
 EXAMPLES_MODULE = "gradscope.examples.functions"
-_NON_TENSOR = {"int", "float", "bool", "str", "complex", "bytes", "list", "tuple", "dict",
-               "Callable", "callable", "Sequence", "Literal"}
+_NON_TENSOR = {
+    "int",
+    "float",
+    "bool",
+    "str",
+    "complex",
+    "bytes",
+    "list",
+    "tuple",
+    "dict",
+    "Callable",
+    "callable",
+    "Sequence",
+    "Literal",
+}
 
 
 @dataclass
@@ -46,7 +60,8 @@ class Resolved:
     def accepts(self, name: str) -> bool:
         params = self.signature.parameters.values()
         return name in self.signature.parameters or any(
-            p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in params
+        )
 
 
 def split(spec: str) -> tuple[str, str | None]:
@@ -66,11 +81,16 @@ def resolve(spec: str) -> list[Resolved]:
             return [resolve_object(getattr(examples, spec), spec, examples)]
     module = _targets._import(where)
     if name is None:
-        found = [(n, v) for n, v in vars(module).items() if _is_function_class(v)
-                 and getattr(v, "__module__", None) == module.__name__]
+        found = [
+            (n, v)
+            for n, v in vars(module).items()
+            if _is_function_class(v) and getattr(v, "__module__", None) == module.__name__
+        ]
         if not found:
-            raise TargetError(f"{where} defines no torch.autograd.Function subclass; name the "
-                              f"target with {where}:NAME")
+            raise TargetError(
+                f"{where} defines no torch.autograd.Function subclass; name the "
+                f"target with {where}:NAME"
+            )
         return [resolve_object(v, f"{where}:{n}", module) for n, v in found]
     obj: Any = module
     for part in name.split("."):
@@ -83,8 +103,11 @@ def resolve(spec: str) -> list[Resolved]:
 def _is_function_class(obj: Any) -> bool:
     import torch
 
-    return (isinstance(obj, type) and issubclass(obj, torch.autograd.Function)
-            and obj is not torch.autograd.Function)
+    return (
+        isinstance(obj, type)
+        and issubclass(obj, torch.autograd.Function)
+        and obj is not torch.autograd.Function
+    )
 
 
 def resolve_object(obj: Any, label: str, module: ModuleType | None = None) -> Resolved:
@@ -107,8 +130,10 @@ def resolve_object(obj: Any, label: str, module: ModuleType | None = None) -> Re
             return Resolved(label, "function", obj, sig, provider)
         model = _call_factory(obj, label)
     else:
-        raise TargetError(f"{label} is {type(obj).__name__}, not a torch.autograd.Function "
-                          "subclass, a function of tensors or an nn.Module")
+        raise TargetError(
+            f"{label} is {type(obj).__name__}, not a torch.autograd.Function "
+            "subclass, a function of tensors or an nn.Module"
+        )
     model.eval()  # Dropout off: a gradcheck needs a deterministic function
     return Resolved(label, "module", model, signature(model.forward, label), provider)
 
@@ -127,8 +152,10 @@ def _construct(cls: type, label: str) -> Any:
     except (TypeError, ValueError):
         sig = None
     if sig is not None and any(_required(p) for p in sig.parameters.values()):
-        raise TargetError(f"{label}: the module's constructor needs arguments; name a "
-                          "zero-argument factory that returns the module instead")
+        raise TargetError(
+            f"{label}: the module's constructor needs arguments; name a "
+            "zero-argument factory that returns the module instead"
+        )
     try:
         return cls()
     except Exception as exc:
@@ -143,15 +170,19 @@ def _call_factory(factory: Callable[[], Any], label: str) -> Any:
     except Exception as exc:
         raise UserCodeError(f"{label}()", exc) from exc
     if not isinstance(made, torch.nn.Module):
-        raise TargetError(f"{label} takes no required arguments, so it was called as an "
-                          f"nn.Module factory, but it returned {type(made).__name__}; give it a "
-                          f"`{PROVIDER}` if it is a function of tensors")
+        raise TargetError(
+            f"{label} takes no required arguments, so it was called as an "
+            f"nn.Module factory, but it returned {type(made).__name__}; give it a "
+            f"`{PROVIDER}` if it is a function of tensors"
+        )
     return made
 
 
 def _required(p: inspect.Parameter) -> bool:
     return p.default is inspect.Parameter.empty and p.kind not in (
-        inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        inspect.Parameter.VAR_POSITIONAL,
+        inspect.Parameter.VAR_KEYWORD,
+    )
 
 
 def function_signature(cls: type, label: str) -> inspect.Signature:
@@ -159,7 +190,8 @@ def function_signature(cls: type, label: str) -> inspect.Signature:
     import torch
 
     if getattr(cls.forward, "__func__", cls.forward) is getattr(
-            torch.autograd.Function.forward, "__func__", torch.autograd.Function.forward):
+        torch.autograd.Function.forward, "__func__", torch.autograd.Function.forward
+    ):
         raise TargetError(f"{label} does not define forward")
     sig = signature(cls.forward, label)
     params = list(sig.parameters.values())
@@ -197,8 +229,10 @@ def signature(func: Any, label: str) -> inspect.Signature:
         pass
     parsed = _doc_signature(getattr(func, "__doc__", None) or "")
     if parsed is None:
-        raise TargetError(f"{label}: cannot read its signature; give it a `{PROVIDER}` "
-                          "(see docs/gradcheck.md) or wrap it in a Python function")
+        raise TargetError(
+            f"{label}: cannot read its signature; give it a `{PROVIDER}` "
+            "(see docs/gradcheck.md) or wrap it in a Python function"
+        )
     return parsed
 
 
@@ -217,13 +251,14 @@ def _doc_signature(doc: str) -> inspect.Signature | None:
     groups = [(args.posonlyargs, P.POSITIONAL_ONLY), (args.args, P.POSITIONAL_OR_KEYWORD)]
     positional = [(a, kind) for group, kind in groups for a in group]
     defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
-    for (a, kind), default in zip(positional, defaults):
+    for (a, kind), default in zip(positional, defaults, strict=False):
         params.append(P(a.arg, kind, default=P.empty if default is None else _literal(default)))
     if args.vararg:
         params.append(P(args.vararg.arg, P.VAR_POSITIONAL))
-    for a, default in zip(args.kwonlyargs, args.kw_defaults):
-        params.append(P(a.arg, P.KEYWORD_ONLY,
-                        default=P.empty if default is None else _literal(default)))
+    for a, default in zip(args.kwonlyargs, args.kw_defaults, strict=False):
+        params.append(
+            P(a.arg, P.KEYWORD_ONLY, default=P.empty if default is None else _literal(default))
+        )
     return inspect.Signature(params)
 
 

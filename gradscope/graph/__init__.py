@@ -4,9 +4,30 @@ walk (the graph as tables) → build (full picture) or collapse (one node per mo
 drawn with style's vocabulary; compat makes torchviz import on Python 3.12+.
 """
 
-from gradscope.graph.build import (COLLAPSE_ABOVE, FORMATS, Drawing, GraphOptions,
-                                   check_destination, check_dot, draw, format_for, graph_of,
-                                   probe_statuses, render)
+from gradscope.graph.build import (
+    COLLAPSE_ABOVE,
+    FORMATS,
+    Drawing,
+    GraphOptions,
+    check_destination,
+    check_dot,
+    draw,
+    format_for,
+    graph_of,
+    probe_statuses,
+    render,
+)
 
-__all__ = ["COLLAPSE_ABOVE", "FORMATS", "Drawing", "GraphOptions", "check_destination",
-           "check_dot", "draw", "format_for", "graph_of", "probe_statuses", "render"]
+__all__ = [
+    "COLLAPSE_ABOVE",
+    "FORMATS",
+    "Drawing",
+    "GraphOptions",
+    "check_destination",
+    "check_dot",
+    "draw",
+    "format_for",
+    "graph_of",
+    "probe_statuses",
+    "render",
+]

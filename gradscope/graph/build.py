@@ -14,22 +14,24 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from gradscope.graph import style
 from gradscope.errors import GradscopeError, GraphvizMissing, UserCodeError
+from gradscope.graph import style
 from gradscope.graph.compat import import_torchviz
 from gradscope.graph.walk import Walk, param_names, saved_key, walk
-
 
 FORMATS = ("png", "svg", "pdf", "dot")
 EXTENSIONS = {".png": "png", ".svg": "svg", ".pdf": "pdf", ".dot": "dot", ".gv": "dot"}
 COLLAPSE_ABOVE = 300
 """`--collapse auto` draws one node per module when the full graph has more nodes than this."""
-INSTALL_HINT = ("Graphviz's `dot` is not on PATH; install Graphviz (apt-get install graphviz, "
-                "brew install graphviz, conda install -c conda-forge graphviz, or "
-                "https://graphviz.org/download/) or write DOT text with --format dot")
+INSTALL_HINT = (
+    "Graphviz's `dot` is not on PATH; install Graphviz (apt-get install graphviz, "
+    "brew install graphviz, conda install -c conda-forge graphviz, or "
+    "https://graphviz.org/download/) or write DOT text with --format dot"
+)
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class Drawing:
 
 # --- before any model code runs ------------------------------------------------------------
 
+
 def format_for(out: str | None, fmt: str | None) -> str:
     """--format wins; else the extension of --out; no --out means DOT on stdout."""
     if fmt:
@@ -74,8 +77,10 @@ def format_for(out: str | None, fmt: str | None) -> str:
         return "dot"
     ext = os.path.splitext(out)[1].lower()
     if ext not in EXTENSIONS:
-        raise GradscopeError(f"cannot tell the format of {out!r} from its extension; end it in "
-                             f"{', '.join(EXTENSIONS)} or pass --format")
+        raise GradscopeError(
+            f"cannot tell the format of {out!r} from its extension; end it in "
+            f"{', '.join(EXTENSIONS)} or pass --format"
+        )
     return EXTENSIONS[ext]
 
 
@@ -100,12 +105,18 @@ def check_destination(out: str | None) -> None:
 
 # --- drawing ---------------------------------------------------------------------------------
 
+
 def full_node_count(w: Walk) -> int:
     return len(w.fns) + len({saved_key(*s) for s in w.saved}) + 1
 
 
-def draw_full(w: Walk, loss: Any, names: dict[int, list[str]],
-              statuses: dict[str, str] | None, options: GraphOptions) -> tuple[Any, int]:
+def draw_full(
+    w: Walk,
+    loss: Any,
+    names: dict[int, list[str]],
+    statuses: dict[str, str] | None,
+    options: GraphOptions,
+) -> tuple[Any, int]:
     """torchviz's picture, with a parameter drawn in place of its AccumulateGrad box."""
     dot, ids = style.new_digraph(), {k: f"n{i}" for i, k in enumerate(w.fns)}
     label_op = _op_labeller(options.show_attrs)
@@ -116,11 +127,13 @@ def draw_full(w: Walk, loss: Any, names: dict[int, list[str]],
         elif id(var) in names:
             name, *aliases = names[id(var)]
             status = statuses.get(name) if statuses is not None else None
-            dot.node(ids[k], style.param_label(name, var.shape, status, aliases),
-                     fillcolor=style.param_swatch(status).colour)
+            dot.node(
+                ids[k],
+                style.param_label(name, var.shape, status, aliases),
+                fillcolor=style.param_swatch(status).colour,
+            )
         else:
-            dot.node(ids[k], f"input\n{style.shape_text(var.shape)}",
-                     fillcolor=style.INPUT.colour)
+            dot.node(ids[k], f"input\n{style.shape_text(var.shape)}", fillcolor=style.INPUT.colour)
     for src, dst in w.edges:
         dot.edge(ids[src], ids[dst])
     saved_ids: dict[tuple[Any, ...], str] = {}
@@ -128,8 +141,9 @@ def draw_full(w: Walk, loss: Any, names: dict[int, list[str]],
         key = saved_key(fn_id, name, t)
         if key not in saved_ids:
             saved_ids[key] = f"s{len(saved_ids)}"
-            dot.node(saved_ids[key], f"{name}\n{style.shape_text(t.shape)}",
-                     fillcolor=style.SAVED.colour)
+            dot.node(
+                saved_ids[key], f"{name}\n{style.shape_text(t.shape)}", fillcolor=style.SAVED.colour
+            )
         dot.edge(saved_ids[key], ids[fn_id], dir="none")
     style.output_node(dot, loss, ids.get(id(loss.grad_fn)) if loss.grad_fn is not None else None)
     return dot, len(w.fns) + len(saved_ids) + 1
@@ -142,9 +156,14 @@ def _op_labeller(show_attrs: bool) -> Callable[[Any], str]:
     return lambda fn: get_fn_name(fn, True, 50)
 
 
-def draw(loss: Any, model: Any = None, statuses: dict[str, str] | None = None,
-         trace: Any = None, options: GraphOptions = GraphOptions(),
-         title: str = "gradscope graph") -> Drawing:
+def draw(
+    loss: Any,
+    model: Any = None,
+    statuses: dict[str, str] | None = None,
+    trace: Any = None,
+    options: GraphOptions = GraphOptions(),
+    title: str = "gradscope graph",
+) -> Drawing:
     """Draw `loss`'s graph; `model` names the parameters, `statuses` colours them, and
     `trace` (graph_collapse.trace_modules around the forward) makes collapsing possible."""
     from gradscope.graph import collapse as graph_collapse
@@ -152,24 +171,34 @@ def draw(loss: Any, model: Any = None, statuses: dict[str, str] | None = None,
     w = walk(loss, options.show_saved)
     names = param_names(model) if model is not None else {}
     full = full_node_count(w)
-    notes = [] if loss.grad_fn is not None else [
-        "the loss has no grad_fn: no parameter that requires grad reaches it"]
+    notes = (
+        []
+        if loss.grad_fn is not None
+        else ["the loss has no grad_fn: no parameter that requires grad reaches it"]
+    )
     if options.collapse == "modules" and trace is None:
         raise GradscopeError("collapsing by module needs a traced forward pass: use graph_of()")
-    collapse = trace is not None and (options.collapse == "modules" or (
-        options.collapse == "auto" and full > options.max_nodes))
+    collapse = trace is not None and (
+        options.collapse == "modules" or (options.collapse == "auto" and full > options.max_nodes)
+    )
     if collapse:
         dot, drawn = graph_collapse.draw_modules(w, loss, names, statuses, trace, options)
         if options.collapse == "auto":
-            notes.append(f"{full} nodes (more than {options.max_nodes}): drawn one node per "
-                         "module; --collapse none draws every op")
+            notes.append(
+                f"{full} nodes (more than {options.max_nodes}): drawn one node per "
+                "module; --collapse none draws every op"
+            )
     else:
         dot, drawn = draw_full(w, loss, names, statuses, options)
     absent, frozen = _missing(model, w)
     inputs = any(id(v) not in names for v in w.variables.values())
     swatches = _swatches(statuses, options, collapse, inputs)
-    dot.node("legend", style.legend(title, swatches, absent, frozen, notes), shape="plain",
-             fillcolor="white")
+    dot.node(
+        "legend",
+        style.legend(title, swatches, absent, frozen, notes),
+        shape="plain",
+        fillcolor="white",
+    )
     return Drawing(dot, drawn, full, collapse, tuple(absent), tuple(notes))
 
 
@@ -186,8 +215,9 @@ def _missing(model: Any, w: Walk) -> tuple[list[str], list[str]]:
     return absent, frozen
 
 
-def _swatches(statuses: dict[str, str] | None, options: GraphOptions, collapsed: bool,
-              inputs: bool) -> list[style.Swatch]:
+def _swatches(
+    statuses: dict[str, str] | None, options: GraphOptions, collapsed: bool, inputs: bool
+) -> list[style.Swatch]:
     params = list(style.STATUS.values()) if statuses is not None else [style.UNPROBED]
     extra = [style.MODULE if collapsed else style.OP] + ([style.INPUT] if inputs else [])
     if options.show_saved and not collapsed:
@@ -197,8 +227,10 @@ def _swatches(statuses: dict[str, str] | None, options: GraphOptions, collapsed:
 
 # --- from a model, and to bytes ------------------------------------------------------------
 
-def probe_statuses(model: Any, batch: Any, loss_fn: Callable[[Any], Any] | None = None,
-                   settings: Any = None) -> dict[str, str]:
+
+def probe_statuses(
+    model: Any, batch: Any, loss_fn: Callable[[Any], Any] | None = None, settings: Any = None
+) -> dict[str, str]:
     """Each parameter's status word (what the colours show), from one probe pass."""
     from gradscope import api
 
@@ -206,9 +238,15 @@ def probe_statuses(model: Any, batch: Any, loss_fn: Callable[[Any], Any] | None 
     return {p.name: report.status(p) for p in report.stats.params}
 
 
-def graph_of(model: Any, batch: Any, loss_fn: Callable[[Any], Any] | None = None, *,
-             statuses: dict[str, str] | None = None, options: GraphOptions = GraphOptions(),
-             label: str = "") -> Drawing:
+def graph_of(
+    model: Any,
+    batch: Any,
+    loss_fn: Callable[[Any], Any] | None = None,
+    *,
+    statuses: dict[str, str] | None = None,
+    options: GraphOptions = GraphOptions(),
+    label: str = "",
+) -> Drawing:
     """One forward pass (the model left as found), then its loss's graph drawn."""
     import torch
 
@@ -216,8 +254,11 @@ def graph_of(model: Any, batch: Any, loss_fn: Callable[[Any], Any] | None = None
     from gradscope.graph import collapse as graph_collapse
 
     tracing = options.collapse != "none"
-    with probe.preserved_state(model), graph_collapse.trace_modules(model, tracing) as trace, \
-            torch.enable_grad():
+    with (
+        probe.preserved_state(model),
+        graph_collapse.trace_modules(model, tracing) as trace,
+        torch.enable_grad(),
+    ):
         try:
             output = probe.call_model(model, batch)
         except Exception as exc:
@@ -239,5 +280,7 @@ def render(drawing: Drawing, fmt: str) -> bytes:
         raise GraphvizMissing(INSTALL_HINT) from None
     except graphviz.CalledProcessError as exc:
         err = (exc.stderr or b"").decode(errors="replace").strip().splitlines()
-        raise GradscopeError(f"Graphviz `dot` failed to render {fmt}: "
-                             f"{err[0] if err else f'exit status {exc.returncode}'}") from None
+        raise GradscopeError(
+            f"Graphviz `dot` failed to render {fmt}: "
+            f"{err[0] if err else f'exit status {exc.returncode}'}"
+        ) from None

@@ -10,17 +10,18 @@ children become Graphviz clusters, so the nesting stays visible.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional, Tuple
+from typing import Any
 
-from gradscope.graph import style
 from gradscope.fmt import human_bytes
+from gradscope.graph import style
 
 INPUTS = "<inputs>"
 OUTSIDE = "<outside>"
 """Ops made outside every module call: the loss_fn, the default reduction."""
-Key = Tuple[str, Optional[str]]
+Key = tuple[str, str | None]
 """(module name, the child call its ops follow): one node of the collapsed graph."""
 ROOT = ""
 SPECIAL = (ROOT, INPUTS, OUTSIDE)
@@ -59,6 +60,7 @@ def trace_modules(model: Any, enabled: bool = True) -> Iterator[ModuleTrace]:
     handles = []
     if enabled:
         for name, module in model.named_modules():
+
             def enter(_m: Any, _a: Any, name: str = name) -> None:
                 _mark(trace, 1, name)
 
@@ -144,8 +146,13 @@ class Group:
     """Saved tensor key → bytes, with --show-saved."""
 
 
-def groups_of(w: Any, names: dict[int, list[str]], statuses: dict[str, str] | None,
-              trace: ModuleTrace, depth: int | None) -> tuple[dict[int, Key], dict[Key, Group]]:
+def groups_of(
+    w: Any,
+    names: dict[int, list[str]],
+    statuses: dict[str, str] | None,
+    trace: ModuleTrace,
+    depth: int | None,
+) -> tuple[dict[int, Key], dict[Key, Group]]:
     """Each backward node's group (module, segment), and what each group holds."""
     where: dict[int, Key] = {}
     groups: dict[Key, Group] = {}
@@ -161,8 +168,14 @@ def groups_of(w: Any, names: dict[int, list[str]], statuses: dict[str, str] | No
     return where, groups
 
 
-def _add_params(w: Any, names: dict[int, list[str]], statuses: dict[str, str] | None,
-                depth: int | None, where: dict[int, Key], groups: dict[Key, Group]) -> None:
+def _add_params(
+    w: Any,
+    names: dict[int, list[str]],
+    statuses: dict[str, str] | None,
+    depth: int | None,
+    where: dict[int, Key],
+    groups: dict[Key, Group],
+) -> None:
     """A parameter joins the segment of its module that uses it (tied names join theirs)."""
     consumer: dict[int, int] = {}
     for src, dst in w.edges:
@@ -184,8 +197,9 @@ def _add_params(w: Any, names: dict[int, list[str]], statuses: dict[str, str] | 
             owner = truncate(alias.rpartition(".")[0], depth)
             keys = sorted((key for key in groups if key[0] == owner), key=lambda q: groups[q].first)
             if keys and keys[0] != where[k]:
-                groups[keys[0]].params.append(Param(alias, tuple(var.shape), status,
-                                                    index[id(var)], tied_to=pnames[0]))
+                groups[keys[0]].params.append(
+                    Param(alias, tuple(var.shape), status, index[id(var)], tied_to=pnames[0])
+                )
 
 
 def _local(name: str, prefix: str) -> str:
@@ -224,9 +238,14 @@ def _colour(g: Group) -> str:
     return style.param_swatch(style.worst(p.status for p in g.params)).colour
 
 
-def draw_modules(w: Any, loss: Any, names: dict[int, list[str]],
-                 statuses: dict[str, str] | None, trace: ModuleTrace,
-                 options: Any) -> tuple[Any, int]:
+def draw_modules(
+    w: Any,
+    loss: Any,
+    names: dict[int, list[str]],
+    statuses: dict[str, str] | None,
+    trace: ModuleTrace,
+    options: Any,
+) -> tuple[Any, int]:
     """One node per module (op count and parameters inside), edges where data flows between."""
     where, groups = groups_of(w, names, statuses, trace, options.depth)
     order = sorted(groups, key=lambda q: (q[0] != INPUTS, groups[q].first))
@@ -236,8 +255,11 @@ def draw_modules(w: Any, loss: Any, names: dict[int, list[str]],
     clusters = _clusters([name for name, _ in order], trace)
     for key in order:
         box = _container(key[0], clusters, top, include_self=True)
-        box.node(ids[key], module_label(key, trace.kinds.get(key[0], "Module"), groups[key],
-                                        segments[key[0]] > 1), fillcolor=_colour(groups[key]))
+        box.node(
+            ids[key],
+            module_label(key, trace.kinds.get(key[0], "Module"), groups[key], segments[key[0]] > 1),
+            fillcolor=_colour(groups[key]),
+        )
     _close_clusters(clusters, top)
     edges = Counter((where[s], where[d]) for s, d in w.edges if where[s] != where[d])
     for (src, dst), n in edges.items():
@@ -254,10 +276,20 @@ def _clusters(order: list[str], trace: ModuleTrace) -> dict[str, Any]:
     for name in order:
         parts = name.split(".") if name not in SPECIAL else []
         names.update(".".join(parts[:i]) for i in range(1, len(parts)))
-    return {n: graphviz.Digraph(name=f"cluster_{i}", graph_attr=dict(
-                label=f"{n} ({trace.kinds.get(n, 'Module')})", labeljust="l",
-                style="rounded", color="grey60", fontname="monospace", fontsize="10"))
-            for i, n in enumerate(sorted(names))}
+    return {
+        n: graphviz.Digraph(
+            name=f"cluster_{i}",
+            graph_attr=dict(
+                label=f"{n} ({trace.kinds.get(n, 'Module')})",
+                labeljust="l",
+                style="rounded",
+                color="grey60",
+                fontname="monospace",
+                fontsize="10",
+            ),
+        )
+        for i, n in enumerate(sorted(names))
+    }
 
 
 def _container(name: str, clusters: dict[str, Any], top: Any, include_self: bool) -> Any:

@@ -10,6 +10,7 @@ import re
 import sys
 import types
 
+
 @functools.total_ordering
 class LooseVersion:
     """The part of distutils' LooseVersion torchviz uses: parse and compare "2.13.0+cpu"."""

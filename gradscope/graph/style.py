@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import html
 import textwrap
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,9 @@ INPUT = Swatch("#d9ecf2", "input leaf that requires grad")
 LEGEND_MAX_NAMES = 12
 """Parameters listed by name per legend row; the rest are counted."""
 
-NODE_ATTR = dict(style="filled", shape="box", align="left", fontsize="10", height="0.2",
-                 fontname="monospace")
+NODE_ATTR = dict(
+    style="filled", shape="box", align="left", fontsize="10", height="0.2", fontname="monospace"
+)
 GRAPH_ATTR = dict(ranksep="0.3", nodesep="0.25")
 
 
@@ -60,8 +62,9 @@ def shape_text(shape: Sequence[int]) -> str:
     return str(tuple(int(s) for s in shape))
 
 
-def param_label(name: str, shape: Sequence[int], status: str | None,
-                aliases: Sequence[str] = ()) -> str:
+def param_label(
+    name: str, shape: Sequence[int], status: str | None, aliases: Sequence[str] = ()
+) -> str:
     """Name (and tied names), shape, and the status in words when it is not healthy."""
     lines = [name, *(f"= {a}" for a in aliases), shape_text(shape)]
     if status and status != "ok":
@@ -77,25 +80,42 @@ def _names(items: Sequence[str]) -> str:
 
 
 def _wrapped(text: str, width: int = 48) -> str:
-    return '<BR ALIGN="LEFT"/>'.join(html.escape(line) for line in textwrap.wrap(text, width)) \
+    return (
+        '<BR ALIGN="LEFT"/>'.join(html.escape(line) for line in textwrap.wrap(text, width))
         + '<BR ALIGN="LEFT"/>'
+    )
 
 
-def legend(title: str, swatches: Sequence[Swatch], absent: Sequence[str],
-           frozen: Sequence[str], notes: Sequence[str]) -> str:
+def legend(
+    title: str,
+    swatches: Sequence[Swatch],
+    absent: Sequence[str],
+    frozen: Sequence[str],
+    notes: Sequence[str],
+) -> str:
     """An HTML-like Graphviz label: colours, then the parameters the picture cannot show."""
     rows = [f'<TR><TD COLSPAN="2" ALIGN="LEFT"><B>{_wrapped(title)}</B></TD></TR>']
-    rows += [f'<TR><TD BGCOLOR="{s.colour}" WIDTH="18"> </TD>'
-             f'<TD ALIGN="LEFT">{html.escape(s.meaning)}</TD></TR>' for s in swatches]
+    rows += [
+        f'<TR><TD BGCOLOR="{s.colour}" WIDTH="18"> </TD>'
+        f'<TD ALIGN="LEFT">{html.escape(s.meaning)}</TD></TR>'
+        for s in swatches
+    ]
     if absent:
-        rows.append(f'<TR><TD COLSPAN="2" ALIGN="LEFT">grad is None, not in this graph '
-                    f'({len(absent)}):<BR ALIGN="LEFT"/>{_names(absent)}</TD></TR>')
+        rows.append(
+            f'<TR><TD COLSPAN="2" ALIGN="LEFT">grad is None, not in this graph '
+            f'({len(absent)}):<BR ALIGN="LEFT"/>{_names(absent)}</TD></TR>'
+        )
     if frozen:
-        rows.append(f'<TR><TD COLSPAN="2" ALIGN="LEFT">frozen, requires_grad=False '
-                    f'({len(frozen)}):<BR ALIGN="LEFT"/>{_names(frozen)}</TD></TR>')
+        rows.append(
+            f'<TR><TD COLSPAN="2" ALIGN="LEFT">frozen, requires_grad=False '
+            f'({len(frozen)}):<BR ALIGN="LEFT"/>{_names(frozen)}</TD></TR>'
+        )
     rows += [f'<TR><TD COLSPAN="2" ALIGN="LEFT">{_wrapped(n)}</TD></TR>' for n in notes]
-    return ('<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">'
-            + "".join(rows) + "</TABLE>>")
+    return (
+        '<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="0" CELLPADDING="3">'
+        + "".join(rows)
+        + "</TABLE>>"
+    )
 
 
 def new_digraph() -> Any:

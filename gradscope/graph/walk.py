@@ -6,8 +6,9 @@ torchviz's `add_nodes` recurses and fails on deep graphs (szagoruyko/pytorchviz#
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 SAVED_PREFIX = "_saved_"
 """grad_fn attributes that hold what backward needs (torchviz reads the same)."""
@@ -67,7 +68,7 @@ def _saved(fn: Any, show_saved: bool) -> Iterator[tuple[str, Any]]:
             value = getattr(fn, attr)
         except RuntimeError:
             continue
-        name = attr[len(SAVED_PREFIX):]
+        name = attr[len(SAVED_PREFIX) :]
         if torch.is_tensor(value):
             yield name, value
         elif isinstance(value, tuple):

@@ -18,10 +18,14 @@ def render(report: CheckReport) -> str:
     for r in report.results:
         where = f"file={_escape(r.file, True)}," if r.file else ""
         if r.error:
-            lines.append(f"::error {where}title=gradscope could not run "
-                         f"{_escape(r.target, True)}::{_escape(r.error)}")
+            lines.append(
+                f"::error {where}title=gradscope could not run "
+                f"{_escape(r.target, True)}::{_escape(r.error)}"
+            )
         for f in r.findings:
             title = _escape(f"gradscope {f.rule} {f.slug} in {r.target}", True)
-            lines.append(f"::{LEVEL[f.severity]} {where}title={title}::"
-                         f"{_escape(f.message + ' — ' + f.advice)}")
+            lines.append(
+                f"::{LEVEL[f.severity]} {where}title={title}::"
+                f"{_escape(f.message + ' — ' + f.advice)}"
+            )
     return "".join(line + "\n" for line in lines)

@@ -26,14 +26,32 @@ def render(report: CheckReport) -> str:
     failures = sum(r.failed(fail_on) for r in report.results)
     errors = sum(r.error is not None for r in report.results)
     total = sum(r.duration_s for r in report.results)
-    suites = ET.Element("testsuites", name="gradscope", tests=str(len(report.results)),
-                        failures=str(failures), errors=str(errors), time=f"{total:.3f}")
-    suite = ET.SubElement(suites, "testsuite", name="gradscope", tests=str(len(report.results)),
-                          failures=str(failures), errors=str(errors), skipped="0",
-                          time=f"{total:.3f}")
+    suites = ET.Element(
+        "testsuites",
+        name="gradscope",
+        tests=str(len(report.results)),
+        failures=str(failures),
+        errors=str(errors),
+        time=f"{total:.3f}",
+    )
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name="gradscope",
+        tests=str(len(report.results)),
+        failures=str(failures),
+        errors=str(errors),
+        skipped="0",
+        time=f"{total:.3f}",
+    )
     for r in report.results:
-        case = ET.SubElement(suite, "testcase", classname=f"gradscope.{r.kind}", name=r.target,
-                             time=f"{r.duration_s:.3f}")
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=f"gradscope.{r.kind}",
+            name=r.target,
+            time=f"{r.duration_s:.3f}",
+        )
         if r.file:
             case.set("file", r.file)
         failing = [f for f in r.findings if fail_on is not None and f.severity >= fail_on]
@@ -42,9 +60,12 @@ def render(report: CheckReport) -> str:
             ET.SubElement(case, "error", message=r.error, type="could-not-run").text = r.error
         elif failing:
             first = failing[0]
-            el = ET.SubElement(case, "failure", type=first.rule,
-                               message=f"{len(failing)} finding(s) at or above "
-                                       f"{fail_on}: {first.message}")
+            el = ET.SubElement(
+                case,
+                "failure",
+                type=first.rule,
+                message=f"{len(failing)} finding(s) at or above {fail_on}: {first.message}",
+            )
             el.text = _text(failing)
         if rest:
             ET.SubElement(case, "system-out").text = _text(rest)

@@ -19,26 +19,41 @@ def _state(r: TargetResult, fail_on: Severity | None) -> str:
 def render(report: CheckReport) -> str:
     fail_on = report.fail_on
     states = [_state(r, fail_on) for r in report.results]
-    lines = ["## gradscope", "",
-             f"{states.count('pass')} passed, {states.count('fail')} failed, "
-             f"{states.count('error')} could not run (fail-on: {fail_on or 'never'})", "",
-             "| | target | check | findings | time |", "|---|---|---|---|---|"]
-    for r, state in zip(report.results, states):
+    lines = [
+        "## gradscope",
+        "",
+        f"{states.count('pass')} passed, {states.count('fail')} failed, "
+        f"{states.count('error')} could not run (fail-on: {fail_on or 'never'})",
+        "",
+        "| | target | check | findings | time |",
+        "|---|---|---|---|---|",
+    ]
+    for r, state in zip(report.results, states, strict=True):
         counts = ", ".join(f"{n} {s}" for s, n in _counts(r).items() if n) or "none"
-        lines.append(f"| {ICON[state]} | `{_cell(r.target)}` | {r.kind} | {counts} | "
-                     f"{r.duration_s:.2f} s |")
-    for r, state in zip(report.results, states):
+        lines.append(
+            f"| {ICON[state]} | `{_cell(r.target)}` | {r.kind} | {counts} | {r.duration_s:.2f} s |"
+        )
+    for r in report.results:
         if r.error:
             lines += ["", f"### `{r.target}`: could not run", "", _cell(r.error)]
         elif r.findings or r.known:
-            lines += ["", f"### `{r.target}`", "", "| severity | rule | subject | message |",
-                      "|---|---|---|---|"]
+            lines += [
+                "",
+                f"### `{r.target}`",
+                "",
+                "| severity | rule | subject | message |",
+                "|---|---|---|---|",
+            ]
             for f in r.findings:
-                lines.append(f"| {f.severity} | {f.rule} {f.slug} | `{_cell(f.subject)}` | "
-                             f"{_cell(f.message)} |")
+                lines.append(
+                    f"| {f.severity} | {f.rule} {f.slug} | `{_cell(f.subject)}` | "
+                    f"{_cell(f.message)} |"
+                )
             for f in r.known:
-                lines.append(f"| {f.severity} (in baseline) | {f.rule} {f.slug} | "
-                             f"`{_cell(f.subject)}` | {_cell(f.message)} |")
+                lines.append(
+                    f"| {f.severity} (in baseline) | {f.rule} {f.slug} | "
+                    f"`{_cell(f.subject)}` | {_cell(f.message)} |"
+                )
     return "\n".join(lines) + "\n"
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import io
 import os
 import sys
+from collections.abc import Callable
 from enum import Enum
-from typing import Any, Callable
+from typing import Any
 
 from gradscope.check import CheckReport
 from gradscope.report.write import emit
@@ -26,8 +27,14 @@ class Format(str, Enum):
     markdown = "markdown"
 
 
-def write(fmt: Format, check: CheckReport, output: str | None, width: int | None = None,
-          inspect: Report | None = None, top: int | None = 30) -> None:
+def write(
+    fmt: Format,
+    check: CheckReport,
+    output: str | None,
+    width: int | None = None,
+    inspect: Report | None = None,
+    top: int | None = 30,
+) -> None:
     """`inspect` set: the single-target report of `gradscope inspect` (its own JSON/terminal)."""
     to_file = bool(output and output != "-")
     if fmt is Format.terminal:
@@ -61,8 +68,13 @@ def _text(fmt: Format, check: CheckReport, inspect: Report | None) -> str:
     return markdown.render(check)
 
 
-def _terminal(check: CheckReport, inspect: Report | None, output: str | None,
-              width: int | None, top: int | None) -> None:
+def _terminal(
+    check: CheckReport,
+    inspect: Report | None,
+    output: str | None,
+    width: int | None,
+    top: int | None,
+) -> None:
     from gradscope.report import terminal
 
     if inspect:
@@ -71,8 +83,9 @@ def _terminal(check: CheckReport, inspect: Report | None, output: str | None,
         paint_terminal(lambda console: terminal.render_check(check, console), output, width)
 
 
-def paint_terminal(paint: Callable[[Any], None], output: str | None,
-                   width: int | None = None) -> None:
+def paint_terminal(
+    paint: Callable[[Any], None], output: str | None, width: int | None = None
+) -> None:
     """Run `paint(console)` for stdout, or record it as plain text into `output`.
 
     Piped stdout without COLUMNS gets 120 columns rather than rich's 80.

@@ -8,8 +8,9 @@ model with a thousand NaN gradients gives one paragraph, not a thousand.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterable
 from itertools import groupby
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -24,12 +25,17 @@ if TYPE_CHECKING:
     from gradscope.check import CheckReport
 
 STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
-STATUS_STYLE = {"ok": "green", "frozen": "dim", "none": "bold red", "non-finite": "bold red",
-                "exploding": "red", "vanishing": "yellow", "zero": "yellow"}
+STATUS_STYLE = {
+    "ok": "green",
+    "frozen": "dim",
+    "none": "bold red",
+    "non-finite": "bold red",
+    "exploding": "red",
+    "vanishing": "yellow",
+    "zero": "yellow",
+}
 MAX_SUBJECTS = 6
 INDENT = 10
-
-
 
 
 def render(report: Report, console: Console, top: int | None = 30) -> None:
@@ -44,13 +50,17 @@ def _summary(report: Report, console: Console) -> None:
     s = report.stats
     n = sum(p.numel for p in s.params)
     console.print(Text.assemble(("gradscope inspect ", "bold"), report.target))
-    console.print(f"  model     {s.model_class} on {s.device}, {n:,} parameters in "
-                  f"{len(s.params)} tensors ({sum(not p.requires_grad for p in s.params)} frozen)")
+    console.print(
+        f"  model     {s.model_class} on {s.device}, {n:,} parameters in "
+        f"{len(s.params)} tensors ({sum(not p.requires_grad for p in s.params)} frozen)"
+    )
     loss = "-" if s.loss_value is None else num(s.loss_value)
     console.print(f"  loss      {loss}  [dim]({s.loss_source})[/dim]")
-    console.print(f"  pass      {s.duration_s * 1e3:.1f} ms {s.timed}, "
-                  f"{human_bytes(s.saved_bytes)} saved for backward  "
-                  f"[dim](torch {report.torch_version})[/dim]")
+    console.print(
+        f"  pass      {s.duration_s * 1e3:.1f} ms {s.timed}, "
+        f"{human_bytes(s.saved_bytes)} saved for backward  "
+        f"[dim](torch {report.torch_version})[/dim]"
+    )
 
 
 def _group_key(f: Finding) -> tuple:
@@ -66,8 +76,9 @@ def _findings(findings: list[Finding], console: Console, header: bool = True) ->
     ordered = sorted(findings, key=lambda f: (-f.severity, f.rule))
     for (rule, sev, advice, evidence), group in groupby(ordered, key=_group_key):
         items = list(group)
-        head = Text.assemble((f"  {str(sev).upper():7} ", STYLE[sev]), (f"{rule} ", "bold"),
-                             (items[0].slug, "dim"))
+        head = Text.assemble(
+            (f"  {str(sev).upper():7} ", STYLE[sev]), (f"{rule} ", "bold"), (items[0].slug, "dim")
+        )
         console.print(head, highlight=False)
         if len(items) == 1:
             _detail(console, "", items[0].message)
@@ -78,8 +89,9 @@ def _findings(findings: list[Finding], console: Console, header: bool = True) ->
         for line in evidence:
             _detail(console, "evidence:", line)
         _detail(console, "advice:", advice)
-        _detail(console, "table:", f"{row.symptom} | cause: {row.cause} | remedy: {row.remedy}",
-                "dim")
+        _detail(
+            console, "table:", f"{row.symptom} | cause: {row.cause} | remedy: {row.remedy}", "dim"
+        )
 
 
 def _detail(console: Console, label: str, text: str, style: str = "") -> None:
@@ -89,7 +101,7 @@ def _detail(console: Console, label: str, text: str, style: str = "") -> None:
         out = Text(" " * INDENT, style=style)
         if i == 0:
             out.append(label, style=f"bold {style}".strip())
-            out.append(line[len(label):], style=style)
+            out.append(line[len(label) :], style=style)
         else:
             out.append(line, style=style)
         console.print(out, highlight=False, soft_wrap=True)
@@ -98,8 +110,9 @@ def _detail(console: Console, label: str, text: str, style: str = "") -> None:
 def _subjects(names: Iterable[str]) -> str:
     names = list(names)
     shown = ", ".join(names[:MAX_SUBJECTS])
-    return shown + (f", ... (+{len(names) - MAX_SUBJECTS} more)" if len(names) > MAX_SUBJECTS
-                    else "")
+    return shown + (
+        f", ... (+{len(names) - MAX_SUBJECTS} more)" if len(names) > MAX_SUBJECTS else ""
+    )
 
 
 def pick_rows(report: Report, top: int | None) -> list[ParamStats]:
@@ -111,8 +124,9 @@ def pick_rows(report: Report, top: int | None) -> list[ParamStats]:
     if top is None or len(params) <= top:
         return params
     ok = [report.status(p) in ("ok", "frozen") for p in params]
-    rank = sorted(range(len(params)),
-                  key=lambda i: (ok[i], -(params[i].grad_norm or 0.0) if ok[i] else i))
+    rank = sorted(
+        range(len(params)), key=lambda i: (ok[i], -(params[i].grad_norm or 0.0) if ok[i] else i)
+    )
     keep = set(rank[:top])
     return [p for i, p in enumerate(params) if i in keep]
 
@@ -129,15 +143,27 @@ def _params(report: Report, console: Console, top: int | None) -> None:
     for p in rows:
         status = report.status(p)
         zeros = "-" if p.zero_fraction is None else f"{p.zero_fraction:.0%}"
-        table.add_row(p.name, "x".join(map(str, p.shape)) or "scalar", p.dtype, num(p.grad_norm),
-                      num(p.grad_max), num(p.ratio), zeros,
-                      Text(status, style=STATUS_STYLE.get(status, "")))
+        table.add_row(
+            p.name,
+            "x".join(map(str, p.shape)) or "scalar",
+            p.dtype,
+            num(p.grad_norm),
+            num(p.grad_max),
+            num(p.ratio),
+            zeros,
+            Text(status, style=STATUS_STYLE.get(status, "")),
+        )
     console.print()
     console.print(table)
     hidden = len(report.stats.params) - len(rows)
     if hidden:
-        _detail(console, "", f"showing {len(rows)} of {len(report.stats.params)} parameter "
-                "tensors (flagged first, then largest grad norm; --all shows every row)", "dim")
+        _detail(
+            console,
+            "",
+            f"showing {len(rows)} of {len(report.stats.params)} parameter "
+            "tensors (flagged first, then largest grad norm; --all shows every row)",
+            "dim",
+        )
 
 
 def _verdict(report: Report, console: Console) -> None:
@@ -145,12 +171,16 @@ def _verdict(report: Report, console: Console) -> None:
     worst = report.worst
     style = STYLE[worst] if worst else "bold green"
     word = f"{str(worst).upper()}" if worst else "OK"
-    console.print(Text.assemble(("\nverdict: ", "bold"), (word, style),
-                                f"  ({c['error']} errors, {c['warning']} warnings, "
-                                f"{c['info']} info)"))
+    console.print(
+        Text.assemble(
+            ("\nverdict: ", "bold"),
+            (word, style),
+            f"  ({c['error']} errors, {c['warning']} warnings, {c['info']} info)",
+        )
+    )
 
 
-def render_check(report: "CheckReport", console: Console) -> None:
+def render_check(report: CheckReport, console: Console) -> None:
     """The combined `gradscope check` report: one section per target, then the totals."""
     fail_on = report.fail_on
     for r in report.results:
@@ -160,8 +190,15 @@ def render_check(report: "CheckReport", console: Console) -> None:
             state, style = "FAIL", "bold red"
         else:
             state, style = "PASS", "bold green"
-        console.print(Text.assemble((f"{state:13} ", style), (f"{r.kind} ", "dim"), r.target,
-                                    (f"  ({r.duration_s:.2f} s)", "dim")), highlight=False)
+        console.print(
+            Text.assemble(
+                (f"{state:13} ", style),
+                (f"{r.kind} ", "dim"),
+                r.target,
+                (f"  ({r.duration_s:.2f} s)", "dim"),
+            ),
+            highlight=False,
+        )
         if r.error:
             _detail(console, "error:", r.error)
         if r.findings:
@@ -169,7 +206,11 @@ def render_check(report: "CheckReport", console: Console) -> None:
         if r.known:
             _detail(console, "", f"{len(r.known)} finding(s) already in the baseline", "dim")
     passed = sum(not r.error and not r.failed(fail_on) for r in report.results)
-    console.print(Text.assemble(("\ncheck: ", "bold"),
-                                f"{passed} of {len(report.results)} targets passed "
-                                f"(fail-on: {fail_on or 'never'}), exit code "
-                                f"{int(report.exit_code())}"))
+    console.print(
+        Text.assemble(
+            ("\ncheck: ", "bold"),
+            f"{passed} of {len(report.results)} targets passed "
+            f"(fail-on: {fail_on or 'never'}), exit code "
+            f"{int(report.exit_code())}",
+        )
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding
@@ -19,6 +19,7 @@ def check(rule_id: str) -> Callable[[Check], Check]:
     def register(fn: Check) -> Check:
         CHECKS[rule_id] = fn
         return fn
+
     return register
 
 

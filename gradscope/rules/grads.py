@@ -7,7 +7,7 @@ its rule id (declared in gradscope/findings.py) by `@check`.
 from __future__ import annotations
 
 import statistics
-from typing import Iterable
+from collections.abc import Iterable
 
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding
@@ -39,17 +39,25 @@ def none_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
             continue
         if not stats.loss_requires_grad:
             why = "the loss itself does not require grad, so no parameter is in its graph"
-            advice = ("look for torch.no_grad(), .detach(), .item() or a numpy round-trip "
-                      "before the loss is computed")
+            advice = (
+                "look for torch.no_grad(), .detach(), .item() or a numpy round-trip "
+                "before the loss is computed"
+            )
         elif p.module not in ran:
             why = f"its module `{p.module or '<root>'}` never ran in the forward pass"
-            advice = ("call the module in forward, delete it, or freeze it with "
-                      "requires_grad_(False) if it is unused on purpose")
+            advice = (
+                "call the module in forward, delete it, or freeze it with "
+                "requires_grad_(False) if it is unused on purpose"
+            )
         else:
-            why = (f"its module `{p.module or '<root>'}` ran, but its output does not reach "
-                   "the loss: the graph is cut after it")
-            advice = ("find the .detach(), .data, torch.no_grad() or non-torch round-trip "
-                      "between the module and the loss")
+            why = (
+                f"its module `{p.module or '<root>'}` ran, but its output does not reach "
+                "the loss: the graph is cut after it"
+            )
+            advice = (
+                "find the .detach(), .data, torch.no_grad() or non-torch round-trip "
+                "between the module and the loss"
+            )
         out.append(RULES["GS101"].finding(p.name, f"grad of {p.name} is None: {why}", advice))
     return out
 
@@ -58,20 +66,31 @@ def none_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
 def non_finite_loss(stats: RunStats, t: Thresholds) -> list[Finding]:
     if stats.loss_finite:
         return []
-    return [RULES["GS102"].finding(
-        "loss", f"the loss ({stats.loss_source}) is {fmt_value(stats.loss_value)}",
-        "find the op that first produces a non-finite value (log/sqrt/div of zero, overflow in "
-        "float16) and guard it with a clamp or an epsilon", stats.loss_value)]
+    return [
+        RULES["GS102"].finding(
+            "loss",
+            f"the loss ({stats.loss_source}) is {fmt_value(stats.loss_value)}",
+            "find the op that first produces a non-finite value (log/sqrt/div of zero, overflow in "
+            "float16) and guard it with a clamp or an epsilon",
+            stats.loss_value,
+        )
+    ]
 
 
 @check("GS103")
 def non_finite_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
     where = "the loss is non-finite too" if not stats.loss_finite else "although the loss is finite"
-    return [RULES["GS103"].finding(
-        p.name, f"grad of {p.name} holds NaN/Inf (max |grad| = {fmt_value(p.grad_max)}); {where}",
-        "a backward formula divides by zero or overflows (sqrt/log/pow near 0, x/x, masked "
-        "infinities); guard the forward op or clip gradients", p.grad_max)
-        for p in stats.params if p.has_grad and not p.finite]
+    return [
+        RULES["GS103"].finding(
+            p.name,
+            f"grad of {p.name} holds NaN/Inf (max |grad| = {fmt_value(p.grad_max)}); {where}",
+            "a backward formula divides by zero or overflows (sqrt/log/pow near 0, x/x, masked "
+            "infinities); guard the forward op or clip gradients",
+            p.grad_max,
+        )
+        for p in stats.params
+        if p.has_grad and not p.finite
+    ]
 
 
 @check("GS104")
@@ -83,18 +102,29 @@ def exploding(stats: RunStats, t: Thresholds) -> list[Finding]:
         norm = p.grad_norm or 0.0
         ratio = dense_rms(p) / median if median else 0.0
         if norm > t.explode_norm:
-            msg = f"grad norm of {p.name} is {fmt_value(norm)} > explode-norm {fmt_value(t.explode_norm)}"
+            msg = (
+                f"grad norm of {p.name} is {fmt_value(norm)} > explode-norm "
+                f"{fmt_value(t.explode_norm)}"
+            )
             value, threshold = norm, t.explode_norm
         elif ratio > t.explode_median_ratio and norm > t.explode_min_norm:
-            msg = (f"grad RMS of {p.name} is {fmt_value(ratio)}x the model's median > "
-                   f"explode-median-ratio {fmt_value(t.explode_median_ratio)}")
+            msg = (
+                f"grad RMS of {p.name} is {fmt_value(ratio)}x the model's median > "
+                f"explode-median-ratio {fmt_value(t.explode_median_ratio)}"
+            )
             value, threshold = ratio, t.explode_median_ratio
         else:
             continue
-        out.append(RULES["GS104"].finding(
-            p.name, msg, "clip gradients (torch.nn.utils.clip_grad_norm_), lower the learning "
-            "rate, or normalise activations (LayerNorm/BatchNorm) and check the weight init",
-            value, threshold))
+        out.append(
+            RULES["GS104"].finding(
+                p.name,
+                msg,
+                "clip gradients (torch.nn.utils.clip_grad_norm_), lower the learning "
+                "rate, or normalise activations (LayerNorm/BatchNorm) and check the weight init",
+                value,
+                threshold,
+            )
+        )
     return out
 
 
@@ -108,12 +138,20 @@ def _module_rms(params: Iterable[ParamStats]) -> float:
 @check("GS105")
 def vanishing(stats: RunStats, t: Thresholds) -> list[Finding]:
     live = _live(stats)
-    out = [RULES["GS105"].finding(
-        p.name, f"grad norm of {p.name} is {fmt_value(p.grad_norm)} < vanish-norm "
-        f"{fmt_value(t.vanish_norm)}", "the gradient barely reaches this parameter: replace "
-        "saturating activations (sigmoid/tanh) with ReLU/GELU, add residual connections or "
-        "normalisation", p.grad_norm, t.vanish_norm)
-        for p in live if (p.grad_norm or 0.0) < t.vanish_norm]
+    out = [
+        RULES["GS105"].finding(
+            p.name,
+            f"grad norm of {p.name} is {fmt_value(p.grad_norm)} < vanish-norm "
+            f"{fmt_value(t.vanish_norm)}",
+            "the gradient barely reaches this parameter: replace "
+            "saturating activations (sigmoid/tanh) with ReLU/GELU, add residual connections or "
+            "normalisation",
+            p.grad_norm,
+            t.vanish_norm,
+        )
+        for p in live
+        if (p.grad_norm or 0.0) < t.vanish_norm
+    ]
     by_depth = sorted((p for p in live if p.depth is not None), key=lambda p: p.depth or 0)
     if len({p.depth for p in by_depth}) < 2:
         return out
@@ -123,23 +161,34 @@ def vanishing(stats: RunStats, t: Thresholds) -> list[Finding]:
     last_rms = _module_rms(last)
     ratio = _module_rms(first) / last_rms if last_rms else 0.0
     if ratio < t.vanish_depth_ratio and first[0].name not in {f.subject for f in out}:
-        out.append(RULES["GS105"].finding(
-            first[0].module or first[0].name,
-            f"grad RMS of the first layer run (`{first[0].module}`) is {fmt_value(ratio)}x that of "
-            f"the last (`{last[0].module}`) < vanish-depth-ratio {fmt_value(t.vanish_depth_ratio)}",
-            "the gradient shrinks layer by layer on its way back: use ReLU/GELU instead of "
-            "sigmoid/tanh, residual connections, normalisation, or a better init",
-            ratio, t.vanish_depth_ratio))
+        out.append(
+            RULES["GS105"].finding(
+                first[0].module or first[0].name,
+                f"grad RMS of the first layer run (`{first[0].module}`) is {fmt_value(ratio)}x "
+                f"that of the last (`{last[0].module}`) < vanish-depth-ratio "
+                f"{fmt_value(t.vanish_depth_ratio)}",
+                "the gradient shrinks layer by layer on its way back: use ReLU/GELU instead of "
+                "sigmoid/tanh, residual connections, normalisation, or a better init",
+                ratio,
+                t.vanish_depth_ratio,
+            )
+        )
     return out
 
 
 @check("GS106")
 def zero_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
-    return [RULES["GS106"].finding(
-        p.name, f"grad of {p.name} is all zeros ({p.numel} elements)",
-        "the parameter is in the graph but nothing flows back: look for dead ReLUs (large "
-        "negative bias), a multiplication by zero or a mask that is always off", 0.0)
-        for p in stats.params if p.has_grad and p.grad_max == 0 and p.numel > 0]
+    return [
+        RULES["GS106"].finding(
+            p.name,
+            f"grad of {p.name} is all zeros ({p.numel} elements)",
+            "the parameter is in the graph but nothing flows back: look for dead ReLUs (large "
+            "negative bias), a multiplication by zero or a mask that is always off",
+            0.0,
+        )
+        for p in stats.params
+        if p.has_grad and p.grad_max == 0 and p.numel > 0
+    ]
 
 
 @check("GS107")
@@ -148,7 +197,13 @@ def frozen(stats: RunStats, t: Thresholds) -> list[Finding]:
     for p in stats.params:
         if not p.requires_grad:
             groups.setdefault(p.module.partition(".")[0] or p.name, []).append(p)
-    return [RULES["GS107"].finding(
-        top, f"{len(ps)} frozen parameter tensors ({sum(p.numel for p in ps):,} elements) "
-        f"under `{top}`", "expected for fine-tuning; if not, call requires_grad_(True) on them",
-        float(len(ps))) for top, ps in groups.items()]
+    return [
+        RULES["GS107"].finding(
+            top,
+            f"{len(ps)} frozen parameter tensors ({sum(p.numel for p in ps):,} elements) "
+            f"under `{top}`",
+            "expected for fine-tuning; if not, call requires_grad_(True) on them",
+            float(len(ps)),
+        )
+        for top, ps in groups.items()
+    ]
