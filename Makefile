@@ -12,14 +12,14 @@ TORCH  ?= torch==2.13.0
 TORCH_INDEX ?=
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test test-fast lint bench clean
 
 setup: $(VENV)/.installed graphviz
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
-	$(BIN)/pip install -q -e ".[test]"
+	$(BIN)/pip install -q -e ".[test,dev]"
 	touch $@
 
 graphviz:
@@ -37,6 +37,15 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest
+
+# the inner loop: everything but the real-architecture and subprocess tests
+test-fast: setup
+	$(BIN)/python -m pytest -m "not slow"
+
+lint: setup
+	$(BIN)/ruff check gradscope tests benchmarks
+	$(BIN)/ruff format --check gradscope tests benchmarks
+	$(BIN)/mypy
 
 bench: setup
 	$(BIN)/python benchmarks/bench_inspect.py
