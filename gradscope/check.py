@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradscope.config import CheckEntry, Settings
-from gradscope.errors import ExitCode, GradscopeError
+from gradscope.errors import ExitCode, GradscopeError, UserCodeError
 from gradscope.findings import Finding, Severity
 from gradscope.results import Report
 from gradscope.targets import split_spec
@@ -119,7 +119,12 @@ def _timed(
     spec = resolve(entry)
     start = time.perf_counter()
     try:
-        findings, document = job(spec)
+        try:
+            findings, document = job(spec)
+        except (KeyboardInterrupt, Exception):
+            raise
+        except BaseException as exc:  # sys.exit in the user's code fails this target only
+            raise UserCodeError("your code", exc) from exc
     except GradscopeError as exc:
         return TargetResult(
             kind,

@@ -1,7 +1,8 @@
 """Exit codes and the errors that map to them.
 
-"Found problems" (1) and "could not run" (2) are different codes, so a CI job
-can tell a sick model from a broken set-up.
+"Found problems" (1), "could not run" (2) and "gradscope itself failed" (3) are
+different codes, so a CI job can tell a sick model from a broken set-up from a bug
+in gradscope.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ class ExitCode(enum.IntEnum):
     FINDINGS = 1
     #: the tool could not do its job: bad target or config, the user's code raised
     ERROR = 2
+    #: gradscope itself failed: a bug, to be reported
+    INTERNAL = 3
     #: interrupted (Ctrl-C)
     INTERRUPTED = 130
 
@@ -50,6 +53,9 @@ class UserCodeError(GradscopeError):
         self.original = exc
         where = user_frame(exc)
         loc = f"{where[0]}:{where[1]}: " if where else ""
+        if isinstance(exc, SystemExit):
+            super().__init__(f"{loc}{what} called sys.exit({exc.code!r})")
+            return
         detail = f"{type(exc).__name__}: {exc}".strip().splitlines()
         super().__init__(f"{loc}{what} raised {detail[0] if detail else type(exc).__name__}")
 

@@ -83,7 +83,9 @@ def _import(where: str) -> ModuleType:
                 f"no module named {where!r} (looked on sys.path and in {os.getcwd()})"
             ) from None
         raise UserCodeError(f"importing {where}", exc) from exc
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit too: the user's code never picks our exit code
         raise UserCodeError(f"importing {where}", exc) from exc
 
 
@@ -108,7 +110,10 @@ def _import_file(path: str) -> ModuleType:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except KeyboardInterrupt:
+        del sys.modules[name]
+        raise
+    except BaseException as exc:
         del sys.modules[name]
         raise UserCodeError(f"importing {path}", exc) from exc
     return module
@@ -118,7 +123,9 @@ def _build(obj: Any, label: str, spec: str) -> Target:
     if callable(obj) and not isinstance(obj, dict):
         try:
             obj = obj()
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             raise UserCodeError(f"{label}()", exc) from exc
     return from_value(obj, label)
 

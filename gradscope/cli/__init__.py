@@ -4,6 +4,6 @@ Importing this package must stay cheap (no torch): `gradscope --help` and
 `--version` run it.
 """
 
-from gradscope.cli.app import app, main
+from gradscope.cli.root import app, main
 
 __all__ = ["app", "main"]

@@ -6,9 +6,10 @@ No torch here: `gradscope --help` imports this.
 from __future__ import annotations
 
 import sys
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -56,18 +57,24 @@ def error(message: str) -> None:
     sys.stderr.flush()
 
 
+REPORT_BUG = "this is a bug in gradscope; please report it with the output of --debug"
+
+
 @contextmanager
 def guarded(debug: bool = False) -> Iterator[None]:
-    """Map exceptions to exit codes in one place: 2 for what the user can fix, 130 for Ctrl-C."""
+    """Map exceptions to exit codes in one place.
+
+    2: what the user can fix, including their code raising or calling sys.exit (our code
+    wraps what it calls in UserCodeError; a SystemExit or other BaseException that still
+    arrives here can only come from the user's code). 130: Ctrl-C. 3: anything else is a
+    bug in gradscope.
+    """
     try:
         yield
     except typer.Exit:
         raise
     except UserCodeError as exc:
-        if debug:
-            sys.stderr.write(exc.user_traceback())
-        error(f"{exc}" + ("" if debug else " (rerun with --debug for the traceback)"))
-        raise typer.Exit(ExitCode.ERROR) from None
+        _user_code_failed(exc, debug)
     except GradscopeError as exc:
         error(str(exc))
         raise typer.Exit(exc.exit_code) from None
@@ -76,3 +83,27 @@ def guarded(debug: bool = False) -> Iterator[None]:
         raise typer.Exit(ExitCode.INTERRUPTED) from None
     except BrokenPipeError:
         raise typer.Exit(ExitCode.OK) from None
+    except Exception as exc:
+        internal_error(exc, debug)
+    except BaseException as exc:  # SystemExit and friends, raised by the user's code
+        _user_code_failed(UserCodeError("your code", exc), debug)
+
+
+def _user_code_failed(exc: UserCodeError, debug: bool) -> NoReturn:
+    if debug:
+        sys.stderr.write(exc.user_traceback())
+    error(f"{exc}" + ("" if debug else " (rerun with --debug for the traceback)"))
+    raise typer.Exit(ExitCode.ERROR) from None
+
+
+def internal_error(exc: BaseException, debug: bool) -> NoReturn:
+    report_internal_error(exc, debug)
+    raise typer.Exit(ExitCode.INTERNAL) from None
+
+
+def report_internal_error(exc: BaseException, debug: bool) -> None:
+    """One line that asks for a report; the full traceback under --debug."""
+    if debug:
+        sys.stderr.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    first = (str(exc).strip().splitlines() or [""])[0]
+    error(f"internal error: {type(exc).__name__}: {first} ({REPORT_BUG})")

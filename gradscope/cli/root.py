@@ -6,6 +6,7 @@ Importing this module must stay cheap (no torch): `gradscope --help` and
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -30,8 +31,8 @@ app = typer.Typer(
     help="Gradient diagnostics for PyTorch: None grads, NaN/Inf, exploding and vanishing "
     "gradients, custom autograd Functions, autograd graphs.\n\n"
     "Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it, "
-    "2 gradscope could not run (bad target or config, the user's code raised), "
-    "130 interrupted.",
+    "2 gradscope could not run (bad target or config, the user's code raised or called "
+    "sys.exit), 3 gradscope itself failed (a bug: please report it), 130 interrupted.",
 )
 
 
@@ -307,7 +308,16 @@ def main() -> None:
 
     # torch warns on import when numpy is absent; it says nothing about the user's model
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
-    app()
+    try:
+        app()
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        clikit.error("interrupted")
+        sys.exit(ExitCode.INTERRUPTED)
+    except BaseException as exc:  # the last resort: whatever escaped every command's boundary
+        clikit.report_internal_error(exc, debug="--debug" in sys.argv)
+        sys.exit(ExitCode.INTERNAL)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,126 @@
+"""The one exit-code boundary: 2 for the user's code (sys.exit included), 3 for gradscope's bugs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from gradscope.cli import app
+from gradscope.errors import ExitCode
+
+USER = textwrap.dedent("""
+    import sys
+    import torch
+    from torch import nn
+
+    class Quits(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 1)
+        def forward(self, x):
+            sys.exit(0)
+
+    class Custom(BaseException):
+        pass
+
+    def exits_zero():
+        sys.exit(0)
+
+    def exits_three():
+        sys.exit(3)
+
+    def forward_exits():
+        return Quits(), torch.randn(2, 2)
+
+    def base_exception():
+        raise Custom("not an Exception")
+
+    def healthy():
+        return nn.Linear(2, 1), torch.randn(3, 2)
+""")
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    (tmp_path / "user.py").write_text(USER)
+    (tmp_path / "exits_on_import.py").write_text("import sys\nsys.exit(0)\n")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("user.py:exits_zero", "user.py:17: user.py:exits_zero() called sys.exit(0)"),
+        ("user.py:exits_three", "called sys.exit(3)"),
+        ("user.py:forward_exits", "user.py:11: your code called sys.exit(0)"),
+        ("user.py:base_exception", "raised Custom: not an Exception"),
+        (
+            "exits_on_import.py",
+            "exits_on_import.py:2: importing exits_on_import.py called sys.exit(0)",
+        ),
+    ],
+)
+def test_user_code_never_decides_the_exit_code(runner, project, target, message):
+    result = runner.invoke(app, ["inspect", target], catch_exceptions=False)
+    assert result.exit_code == ExitCode.ERROR, result.output
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_an_internal_error_is_exit_3_with_one_line(runner, project, monkeypatch):
+    from gradscope import rules
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("a bug in a rule")
+
+    monkeypatch.setattr(rules, "diagnose", broken)
+    result = runner.invoke(app, ["inspect", "user.py:healthy"], catch_exceptions=False)
+    assert result.exit_code == ExitCode.INTERNAL == 3
+    (line,) = result.stderr.strip().splitlines()
+    assert "internal error: ZeroDivisionError: a bug in a rule" in line
+    assert "please report it" in line
+    debug = runner.invoke(app, ["inspect", "user.py:healthy", "--debug"], catch_exceptions=False)
+    assert debug.exit_code == 3 and "Traceback" in debug.stderr and "broken" in debug.stderr
+
+
+@pytest.mark.slow
+def test_last_resort_boundary_outside_every_command(tmp_path):
+    """Whatever escapes a command's own boundary still exits 3, not 1 with a traceback."""
+    code = (
+        "import sys, typer\n"
+        "import gradscope.cli.root as app_mod\n"
+        "@app_mod.app.command('boom')\n"
+        "def boom() -> None:\n"
+        "    raise ValueError('escaped')\n"
+        "sys.argv = ['gradscope', 'boom']\n"
+        "app_mod.main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "gradscope: error: internal error: ValueError: escaped (this is a bug in gradscope; "
+        "please report it with the output of --debug)"
+    ]
+
+
+def test_one_target_calling_sys_exit_does_not_end_check(runner, project):
+    (project / "gs.toml").write_text(
+        "[[inspect]]\ntarget = 'user.py:forward_exits'\n"
+        "[[inspect]]\ntarget = 'user.py:healthy'\n"
+        "[[inspect]]\ntarget = 'user.py:exits_zero'\n"
+    )
+    result = runner.invoke(
+        app, ["check", "--config", "gs.toml", "--format", "json", "-o", "r.json"]
+    )
+    assert result.exit_code == ExitCode.ERROR, result.output
+    import json
+
+    doc = json.loads((project / "r.json").read_text())
+    errors = [r["error"] for r in doc["results"]]
+    assert "called sys.exit(0)" in errors[0] and errors[1] is None
+    assert "called sys.exit(0)" in errors[2]
