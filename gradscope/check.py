@@ -11,11 +11,11 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from gradscope.config import CheckEntry, Settings
 from gradscope.errors import ExitCode, GradscopeError, UserCodeError
-from gradscope.findings import Finding, Severity
+from gradscope.findings import Finding, Severity, split_ignored
 from gradscope.results import Report
 from gradscope.targets import split_spec
 
@@ -33,6 +33,8 @@ class TargetResult:
     """Findings that count against --fail-on."""
     known: list[Finding] = field(default_factory=list)
     """Findings already in the baseline: reported, never failing."""
+    ignored: list[Finding] = field(default_factory=list)
+    """Findings an `ignore` pattern silenced: reported, never failing."""
     document: dict[str, Any] | None = None
     """The target's own JSON document (inspect report or gradcheck result)."""
     error: str | None = None
@@ -77,6 +79,7 @@ class CheckReport:
                     "duration_s": round(r.duration_s, 6),
                     "findings": [f.to_dict() for f in r.findings],
                     "known": [f.to_dict() for f in r.known],
+                    "ignored": [f.to_dict() for f in r.ignored],
                     "document": r.document,
                 }
                 for r in self.results
@@ -90,6 +93,7 @@ def from_inspect(report: Report, fail_on: Severity | None) -> CheckReport:
         "inspect",
         report.target,
         list(report.findings),
+        ignored=list(report.ignored),
         document=report.to_dict(),
         duration_s=report.stats.duration_s,
         file=file_of(report.target),
@@ -133,10 +137,12 @@ def _timed(
             file=file_of(spec),
             duration_s=time.perf_counter() - start,
         )
+    active, ignored = split_ignored(findings)
     return TargetResult(
         kind,
         entry.target,
-        findings,
+        active,
+        ignored=ignored,
         document=document,
         file=file_of(spec),
         duration_s=time.perf_counter() - start,
@@ -148,7 +154,7 @@ def run_inspect(entry: CheckEntry, settings: Settings) -> TargetResult:
 
     def job(spec: str) -> tuple[list[Finding], dict[str, Any]]:
         report = inspect_target(spec, settings.for_entry(entry))
-        return list(report.findings), report.to_dict()
+        return report.findings + report.ignored, report.to_dict()
 
     return _timed("inspect", entry, job)
 
@@ -159,8 +165,13 @@ def run_gradcheck(entry: CheckEntry, settings: Settings) -> TargetResult:
     return _timed("gradcheck", entry, lambda spec: check_entry(entry, spec, settings))
 
 
-def run(settings: Settings, progress: Callable[[int, str], None] | None = None) -> CheckReport:
-    """Every configured target in order; `progress(done, label)` is called before each."""
+class Progress(Protocol):
+    def started(self, index: int, total: int, label: str) -> None: ...
+    def finished(self, index: int, total: int, result: TargetResult) -> None: ...
+
+
+def run(settings: Settings, progress: Progress | None = None) -> CheckReport:
+    """Every configured target in order, telling `progress` as each starts and finishes."""
     if not settings.inspect and not settings.gradcheck:
         raise GradscopeError(
             "nothing to check: add [[tool.gradscope.inspect]] or "
@@ -170,8 +181,10 @@ def run(settings: Settings, progress: Callable[[int, str], None] | None = None) 
     jobs = [(run_inspect, e, "inspect") for e in settings.inspect]
     jobs += [(run_gradcheck, e, "gradcheck") for e in settings.gradcheck]
     results = []
-    for done, (job, entry, kind) in enumerate(jobs):
+    for i, (job, entry, kind) in enumerate(jobs):
         if progress:
-            progress(done, f"{kind} {entry.target}")
+            progress.started(i, len(jobs), f"{kind} {entry.target}")
         results.append(job(entry, settings))
+        if progress:
+            progress.finished(i, len(jobs), results[-1])
     return CheckReport(results, settings.fail_on)

@@ -64,6 +64,8 @@ class Finding:
     threshold: float | None = None
     evidence: tuple[str, ...] = ()
     """Extra facts from explanation passes (which op, which line)."""
+    ignored_by: str | None = None
+    """The `ignore` pattern (RULE:GLOB) that silenced it; such a finding never fails a run."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +78,7 @@ class Finding:
             "value": self.value,
             "threshold": self.threshold,
             "evidence": list(self.evidence),
+            "ignored_by": self.ignored_by,
             "table_row": {
                 "symptom": self.row.symptom,
                 "cause": self.row.cause,
@@ -259,18 +262,45 @@ RULES: dict[str, Rule] = _rules(
 )
 
 
-def apply_settings(findings: list[Finding], settings: Settings) -> list[Finding]:
-    """Severity overrides by id or slug, then drop ignored (rule, subject-glob) pairs."""
+def with_settings(findings: list[Finding], settings: Settings) -> list[Finding]:
+    """Severity overrides by id or slug; findings an `ignore` pattern matches are kept,
+    marked with that pattern, so reports can say what was silenced."""
     out = []
     for f in findings:
-        if any(
-            rule in (f.rule, f.slug) and fnmatch.fnmatchcase(f.subject, glob)
-            for rule, glob in settings.ignores
-        ):
-            continue
         sev = settings.severities.get(f.rule) or settings.severities.get(f.slug)
-        out.append(replace(f, severity=sev) if sev is not None else f)
+        if sev is not None:
+            f = replace(f, severity=sev)
+        pattern = next(
+            (
+                f"{rule}:{glob}"
+                for rule, glob in settings.ignores
+                if rule in (f.rule, f.slug) and fnmatch.fnmatchcase(f.subject, glob)
+            ),
+            None,
+        )
+        out.append(replace(f, ignored_by=pattern) if pattern else f)
     return out
+
+
+def apply_settings(findings: list[Finding], settings: Settings) -> list[Finding]:
+    """`with_settings`, without the ignored findings."""
+    return [f for f in with_settings(findings, settings) if f.ignored_by is None]
+
+
+def split_ignored(findings: list[Finding]) -> tuple[list[Finding], list[Finding]]:
+    """(active, ignored)."""
+    return [f for f in findings if f.ignored_by is None], [f for f in findings if f.ignored_by]
+
+
+def ignored_summary(ignored: list[Finding]) -> str:
+    """ "3 ignored (none-grad:aux.* x2, GS107:* x1)", or "" when nothing was ignored."""
+    if not ignored:
+        return ""
+    counts: dict[str, int] = {}
+    for f in ignored:
+        counts[str(f.ignored_by)] = counts.get(str(f.ignored_by), 0) + 1
+    parts = ", ".join(f"{p} x{n}" for p, n in counts.items())
+    return f"{len(ignored)} ignored ({parts})"
 
 
 def lookup(rule_or_slug: str) -> Rule | None:

@@ -165,7 +165,9 @@ def test_inspect_speaks_junit_and_markdown_too(runner, project):
 
 def test_baseline_unchanged_new_finding_and_norm_regression(runner, project):
     result = check(runner, "--write-baseline", "base.json")
-    assert result.exit_code == 1  # writing a baseline does not hide today's findings
+    assert result.exit_code == 0  # adopting a baseline is a success, and says so
+    assert "wrote the baseline base.json: 2 finding(s) recorded" in result.stderr
+    assert "FAIL" in result.stdout  # while today's report still shows today's findings
     doc = json.loads((project / "base.json").read_text())
     assert doc["kind"] == "baseline"
     assert ["GS101", "aux.weight"] in doc["targets"]["inspect:models/net.py:build"]["findings"]

@@ -129,9 +129,13 @@ def test_dense_rms_ignores_zero_rows_of_sparse_gradients():
 def test_settings_override_severity_and_ignore_by_glob():
     run = stats(param("aux.weight", None), param("aux.bias", None), param("x.weight", None), ran=())
     settings = Settings(severities={"none-grad": Severity.WARNING}, ignores=(("GS101", "aux.*"),))
-    found = [f for f in rules.diagnose(run, settings) if f.slug == "none-grad"]
+    marked = [f for f in rules.diagnose(run, settings) if f.slug == "none-grad"]
+    found = [f for f in marked if f.ignored_by is None]
     assert [f.subject for f in found] == ["x.weight"]
     assert found[0].severity is Severity.WARNING
+    ignored = {f.subject: f.ignored_by for f in marked if f.ignored_by}
+    assert ignored == {"aux.weight": "GS101:aux.*", "aux.bias": "GS101:aux.*"}
+    assert [f.subject for f in findings.apply_settings(marked, settings)] == ["x.weight"]
 
 
 def test_every_rule_has_a_table_row_and_unique_ids():

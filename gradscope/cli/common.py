@@ -14,6 +14,8 @@ from typing import Annotated, NoReturn
 import typer
 
 from gradscope.errors import ExitCode, GradscopeError, UserCodeError
+from gradscope.fmt import printable
+from gradscope.report.outputs import Format
 
 DebugOpt = Annotated[
     bool,
@@ -50,10 +52,32 @@ ConfigOpt = Annotated[
     ),
 ]
 
+FormatOpt = Annotated[
+    Format,
+    typer.Option(
+        "--format",
+        "-f",
+        help="terminal (rich), json (versioned schema), junit (XML for CI "
+        "dashboards) or markdown (job summaries).",
+    ),
+]
+WidthOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--width", metavar="COLS", help="Terminal report width (default: the terminal's)."
+    ),
+]
+
+
+def note(message: str) -> None:
+    """One informational line on stderr (progress in CI, what was written where)."""
+    sys.stderr.write(f"gradscope: {message}\n")
+    sys.stderr.flush()
+
 
 def error(message: str) -> None:
     """One line on stderr, the way every code-2 failure is reported."""
-    sys.stderr.write(f"gradscope: error: {message}\n")
+    sys.stderr.write(f"gradscope: error: {printable(message)}\n")
     sys.stderr.flush()
 
 

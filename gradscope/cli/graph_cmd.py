@@ -122,7 +122,9 @@ def graph(
 
         fmt = graph_mod.format_for(out, format.value if format else None)
         graph_mod.check_dot(fmt)
-        graph_mod.check_destination(out)
+        from gradscope.report.write import destination
+
+        path = destination(out, "--out")
         if out is None and fmt != "dot" and sys.stdout.isatty():
             raise GradscopeError(f"{fmt} is binary: give --out FILE.{fmt}, or --format dot")
         settings = config_mod.load(config)
@@ -134,7 +136,7 @@ def graph(
                 collapse=collapse.value, depth=depth, show_saved=show_saved, show_attrs=show_attrs
             ),
         )
-        _write(graph_mod.render(drawing, fmt), out)
+        _write(graph_mod.render(drawing, fmt), path)
         _say(drawing, out)
         raise typer.Exit(ExitCode.OK)
 
@@ -165,13 +167,14 @@ def _draw(spec: str, settings, probe: bool, options):
 
 
 def _write(data: bytes, out: str | None) -> None:
-    from gradscope.report.write import write_atomic
+    from gradscope.report.write import to_stdout, write_file
 
-    if out is None or out == "-":
+    if to_stdout(out):
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     else:
-        write_atomic(out, data)
+        assert out is not None
+        write_file(out, data)
 
 
 def _say(drawing, out: str | None) -> None:

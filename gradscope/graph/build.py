@@ -90,19 +90,6 @@ def check_dot(fmt: str) -> None:
         raise GraphvizMissing(INSTALL_HINT)
 
 
-def check_destination(out: str | None) -> None:
-    """Fail before the model runs when --out cannot be written."""
-    if out is None or out == "-":
-        return
-    folder = os.path.dirname(os.path.abspath(out))
-    if os.path.isdir(out):
-        raise GradscopeError(f"cannot write {out}: it is a folder")
-    if not os.path.isdir(folder):
-        raise GradscopeError(f"cannot write {out}: folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise GradscopeError(f"cannot write {out}: folder {folder} is not writable")
-
-
 # --- drawing ---------------------------------------------------------------------------------
 
 
