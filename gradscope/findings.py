@@ -287,6 +287,22 @@ def apply_settings(findings: list[Finding], settings: Settings) -> list[Finding]
     return [f for f in with_settings(findings, settings) if f.ignored_by is None]
 
 
+def grouped(findings: list[Finding]) -> list[list[Finding]]:
+    """Findings of one rule that share severity, advice and evidence, worst first: one
+    paragraph in every report, however many subjects it has."""
+    ordered = sorted(findings, key=lambda f: (-f.severity, f.rule))
+    groups: dict[tuple[Any, ...], list[Finding]] = {}
+    for f in ordered:
+        groups.setdefault((f.rule, f.severity, f.advice, f.evidence), []).append(f)
+    return list(groups.values())
+
+
+def subjects_text(group: list[Finding], most: int = 6) -> str:
+    names = [f.subject for f in group]
+    more = f", ... (+{len(names) - most} more)" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
 def split_ignored(findings: list[Finding]) -> tuple[list[Finding], list[Finding]]:
     """(active, ignored)."""
     return [f for f in findings if f.ignored_by is None], [f for f in findings if f.ignored_by]

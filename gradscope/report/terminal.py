@@ -10,15 +10,13 @@ plain Text with control characters escaped: it is never parsed as rich markup.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import groupby
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.text import Text
 
-from gradscope.findings import Finding, Severity, ignored_summary
+from gradscope.findings import Finding, Severity, grouped, ignored_summary, subjects_text
 from gradscope.fmt import human_bytes, num, printable
 from gradscope.report.outputs import View, paint
 from gradscope.results import Report
@@ -79,10 +77,6 @@ def _summary(report: Report, console: Console) -> None:
     )
 
 
-def _group_key(f: Finding) -> tuple:
-    return (f.rule, f.severity, f.advice, f.evidence)
-
-
 def _findings(findings: list[Finding], console: Console, header: bool = True) -> None:
     if not findings:
         if header:
@@ -90,9 +84,9 @@ def _findings(findings: list[Finding], console: Console, header: bool = True) ->
         return
     if header:
         _line(console, "\n", ("Findings", "bold"), f" ({len(findings)})")
-    ordered = sorted(findings, key=lambda f: (-f.severity, f.rule))
-    for (rule, sev, advice, evidence), group in groupby(ordered, key=_group_key):
-        items = list(group)
+    for items in grouped(findings):
+        first = items[0]
+        rule, sev, advice, evidence = first.rule, first.severity, first.advice, first.evidence
         _line(
             console,
             (f"  {str(sev).upper():7} ", STYLE[sev]),
@@ -102,7 +96,7 @@ def _findings(findings: list[Finding], console: Console, header: bool = True) ->
         if len(items) == 1:
             _detail(console, "", items[0].message)
         else:
-            _detail(console, f"{len(items)} subjects:", _subjects(f.subject for f in items))
+            _detail(console, f"{len(items)} subjects:", subjects_text(items, MAX_SUBJECTS))
             _detail(console, "e.g.", items[0].message, "dim")
         row = items[0].row
         for line in evidence:
@@ -133,14 +127,6 @@ def _detail(console: Console, label: str, text: str, style: str = "") -> None:
         else:
             out.append(line, style=style)
         console.print(out, soft_wrap=True)
-
-
-def _subjects(names: Iterable[str]) -> str:
-    names = list(names)
-    shown = ", ".join(names[:MAX_SUBJECTS])
-    return shown + (
-        f", ... (+{len(names) - MAX_SUBJECTS} more)" if len(names) > MAX_SUBJECTS else ""
-    )
 
 
 def pick_rows(report: Report, top: int | None) -> list[ParamStats]:
