@@ -3,7 +3,7 @@ first step; parse options, call gradscope.api, render, exit. No torch at import 
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -15,7 +15,7 @@ from gradscope.report.outputs import Format
 
 EXAMPLE_LIST = "\n".join(f"  {e.name:18} {e.summary}" for e in EXAMPLES.values())
 #: how cli.root registers the command: the examples in the epilog, script arguments after --
-SETTINGS = dict(
+SETTINGS: dict[str, Any] = dict(
     epilog="Built-in examples (run by name; `gradscope examples` lists them):\n\n\b\n"
     + EXAMPLE_LIST,
     context_settings={"allow_extra_args": True},

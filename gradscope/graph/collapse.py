@@ -272,7 +272,7 @@ def _clusters(order: list[str], trace: ModuleTrace) -> dict[str, Any]:
     """A Graphviz cluster for each module that has drawn modules inside it."""
     import graphviz
 
-    names = set()
+    names: set[str] = set()
     for name in order:
         parts = name.split(".") if name not in SPECIAL else []
         names.update(".".join(parts[:i]) for i in range(1, len(parts)))
