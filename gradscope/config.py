@@ -7,6 +7,7 @@ No value is ever evaluated as code.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -158,7 +159,11 @@ def apply_flags(settings: Settings, flags: dict[str, Any]) -> Settings:
             except ValueError as exc:
                 raise ConfigError(f"--fail-on: {exc}") from None
         else:
-            thresholds = replace(thresholds, **{key.replace("-", "_"): float(value)})
+            try:
+                number = threshold_value(value)
+            except ValueError as exc:
+                raise ConfigError(f"--{key}: {exc}") from None
+            thresholds = replace(thresholds, **{key.replace("-", "_"): number})
         sources[key] = "command line"
     return replace(settings, thresholds=thresholds, fail_on=fail_on, sources=sources)
 
@@ -169,6 +174,10 @@ def _read_toml(path: str) -> dict[str, Any]:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: invalid TOML: not UTF-8 text") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
 
@@ -212,7 +221,7 @@ def _apply(settings: Settings, data: dict[str, Any], path: str) -> Settings:
     severities = dict(settings.severities)
     for rule, sev in _table(data, "severity", path).items():
         try:
-            severities[rule] = Severity.parse(str(sev))
+            severities[known_rule(rule)] = Severity.parse(str(sev))
         except ValueError as exc:
             raise _fail(path, f"severity.{rule}", str(exc)) from None
     ignores = settings.ignores + _ignores(data.get("ignore", []), path, "ignore")
@@ -241,18 +250,40 @@ def _thresholds(
     _check_keys(path, table, set(Thresholds.keys()), prefix + ".")
     changes = {}
     for key, value in table.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise _fail(path, f"{prefix}.{key}", f"expected a non-negative number, got {value!r}")
-        changes[key.replace("-", "_")] = float(value)
+        try:
+            changes[key.replace("-", "_")] = threshold_value(value)
+        except ValueError as exc:
+            raise _fail(path, f"{prefix}.{key}", str(exc)) from None
         sources[key] = path
     return replace(base, **changes)
+
+
+def threshold_value(value: Any) -> float:
+    """The one check for a threshold, from a flag or a file: a finite, non-negative number
+    (NaN would silently switch a rule off, a negative one flag everything)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"expected a non-negative number, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"expected a finite, non-negative number, got {value!r}")
+    return float(value)
+
+
+def known_rule(rule: str) -> str:
+    """A rule id or slug that exists; a typo names the known ones instead of doing nothing."""
+    from gradscope.findings import RULES, lookup
+
+    found = lookup(rule)
+    if found is None:
+        known = ", ".join(f"{r.id}/{r.slug}" for r in RULES.values())
+        raise ValueError(f"unknown rule {rule!r} (known: {known})")
+    return found.id if rule.upper() == found.id else rule
 
 
 def parse_ignore(text: str) -> tuple[str, str]:
     rule, sep, glob = str(text).partition(":")
     if not sep or not rule or not glob:
         raise ValueError(f"{text!r} is not RULE:GLOB (e.g. 'none-grad:aux.*')")
-    return rule, glob
+    return known_rule(rule), glob
 
 
 def _ignores(value: Any, path: str, key: str) -> tuple[tuple[str, str], ...]:

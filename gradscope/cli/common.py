@@ -64,7 +64,10 @@ FormatOpt = Annotated[
 WidthOpt = Annotated[
     int | None,
     typer.Option(
-        "--width", metavar="COLS", help="Terminal report width (default: the terminal's)."
+        "--width",
+        metavar="COLS",
+        min=40,
+        help="Terminal report width (default: the terminal's).",
     ),
 ]
 

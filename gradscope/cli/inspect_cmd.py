@@ -42,7 +42,9 @@ def inspect(
     config: clikit.ConfigOpt = None,
     top: Annotated[
         int,
-        typer.Option("--top", metavar="N", help="Parameter rows to show in the terminal report."),
+        typer.Option(
+            "--top", metavar="N", min=1, help="Parameter rows to show in the terminal report."
+        ),
     ] = 30,
     all_rows: Annotated[bool, typer.Option("--all", help="Show every parameter row.")] = False,
     script: Annotated[
