@@ -168,7 +168,7 @@ def test_a_threshold_flag_that_would_disable_or_break_a_rule_is_exit_2(runner, v
 def test_a_threshold_in_a_file_gets_the_same_check(tmp_path, value):
     path = tmp_path / "gs.toml"
     path.write_text(f"[thresholds]\nexplode-norm = {value}\n")
-    with pytest.raises(ConfigError, match="thresholds.explode-norm: expected a finite"):
+    with pytest.raises(ConfigError, match=r"thresholds\.explode-norm: expected a finite"):
         load(str(path))
 
 
