@@ -160,11 +160,14 @@ def test_syntax_and_import_errors(runner, project):
         result.exit_code == 2
         and "broken.py:1: importing broken.py raised SyntaxError" in result.stderr
     )
-    result = invoke(runner, "raises.py")
+    result = invoke(runner, "raises.py:build")
     assert (
         result.exit_code == 2
         and "raises.py:2: importing raises.py raised ImportError: needs gpu lib" in result.stderr
     )
+    result = invoke(runner, "raises.py")  # no gradscope_target: run as a script
+    assert result.exit_code == 2
+    assert "raises.py:2: running raises.py raised ImportError: needs gpu lib" in result.stderr
 
 
 def test_debug_shows_user_frames_only(runner, project):

@@ -125,5 +125,11 @@ def test_cli_script_mode(runner, train):
     doc = json.loads(result.stdout)
     assert doc["target"] == "script train.py"
     assert [p["shape"] for p in doc["parameters"]][:1] == [[5, 4]]
-    result = runner.invoke(app, ["inspect", "train.py", "--", "--hidden", "5"])
+    # a file without gradscope_target is a script: --script is implied, and said
+    result = runner.invoke(app, ["inspect", "train.py", "--format", "json", "--", "--hidden", "5"])
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout)["target"] == "script train.py"
+    assert "train.py defines no gradscope_target(): inspecting it as a training" in result.stderr
+    (train / "target.py").write_text("def gradscope_target():\n    pass\n")
+    result = runner.invoke(app, ["inspect", "target.py", "--", "--hidden", "5"])
     assert result.exit_code == 2 and "after -- are for a --script TARGET" in result.stderr

@@ -54,13 +54,14 @@ def check(
         from gradscope import check as check_mod
         from gradscope import config as config_mod
         from gradscope.report import json as json_report
-        from gradscope.report.write import destination, write_file
+        from gradscope.report.write import destination, to_stdout, write_file
 
         output = destination(output)
         baseline_out = destination(write_baseline, "--write-baseline")
         settings = config_mod.load(config, flags={"fail-on": fail_on})
         saved = baseline_mod.load(baseline) if baseline else None
-        report = _run_check(check_mod, settings)
+        with clikit.user_stdout_to_stderr(to_stdout(output)):
+            report = _run_check(check_mod, settings)
         if baseline_out:
             write_file(baseline_out, json_report.dumps(baseline_mod.build(report)))
         if saved is not None:

@@ -122,20 +122,24 @@ def graph(
 
         fmt = graph_mod.format_for(out, format.value if format else None)
         graph_mod.check_dot(fmt)
-        from gradscope.report.write import destination
+        from gradscope.report.write import destination, to_stdout
 
         path = destination(out, "--out")
         if out is None and fmt != "dot" and sys.stdout.isatty():
             raise GradscopeError(f"{fmt} is binary: give --out FILE.{fmt}, or --format dot")
         settings = config_mod.load(config)
-        drawing = _draw(
-            target or _configured_target(settings, config),
-            settings,
-            probe,
-            graph_mod.GraphOptions(
-                collapse=collapse.value, depth=depth, show_saved=show_saved, show_attrs=show_attrs
-            ),
-        )
+        with clikit.user_stdout_to_stderr(to_stdout(path)):
+            drawing = _draw(
+                target or _configured_target(settings, config),
+                settings,
+                probe,
+                graph_mod.GraphOptions(
+                    collapse=collapse.value,
+                    depth=depth,
+                    show_saved=show_saved,
+                    show_attrs=show_attrs,
+                ),
+            )
         _write(graph_mod.render(drawing, fmt), path)
         _say(drawing, out)
         raise typer.Exit(ExitCode.OK)

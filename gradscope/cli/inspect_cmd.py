@@ -98,6 +98,8 @@ def inspect(
     """
     with clikit.guarded(debug):
         from gradscope import config as config_mod
+        from gradscope.report.write import destination, to_stdout
+        from gradscope.targets import DEFAULT_NAME, is_script
 
         settings = config_mod.load(
             config,
@@ -109,12 +111,20 @@ def inspect(
                 "vanish-depth-ratio": vanish_depth_ratio,
             },
         )
+        output = destination(output)
+        if not script and is_script(target):
+            script = True
+            clikit.note(
+                f"{target} defines no {DEFAULT_NAME}(): inspecting it as a training script "
+                "(runs until its first backward; --script says so explicitly)"
+            )
         if ctx.args and not script:
             raise GradscopeError(
                 f"unexpected arguments {' '.join(ctx.args)!r} (arguments "
                 "after -- are for a --script TARGET)"
             )
-        report = _run_inspect(target, settings, explain, ctx.args if script else None)
+        with clikit.user_stdout_to_stderr(to_stdout(output)):
+            report = _run_inspect(target, settings, explain, ctx.args if script else None)
         from gradscope.check import from_inspect
 
         outputs.write(

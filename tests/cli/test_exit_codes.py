@@ -59,7 +59,7 @@ def project(tmp_path, monkeypatch):
         ("user.py:forward_exits", "user.py:11: your code called sys.exit(0)"),
         ("user.py:base_exception", "raised Custom: not an Exception"),
         (
-            "exits_on_import.py",
+            "exits_on_import.py:build",
             "exits_on_import.py:2: importing exits_on_import.py called sys.exit(0)",
         ),
     ],
@@ -70,6 +70,12 @@ def test_user_code_never_decides_the_exit_code(runner, project, target, message)
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     assert result.stdout == ""
+
+
+def test_a_script_that_exits_before_backward_is_exit_2(runner, project):
+    result = runner.invoke(app, ["inspect", "exits_on_import.py"], catch_exceptions=False)
+    assert result.exit_code == ExitCode.ERROR
+    assert "exits_on_import.py exited (code 0) before calling backward()" in result.stderr
 
 
 def test_an_internal_error_is_exit_3_with_one_line(runner, project, monkeypatch):
