@@ -38,3 +38,8 @@ def __getattr__(name: str) -> Any:
 
         return ExitCode
     raise AttributeError(f"module 'gradscope' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The lazy public names too, so `dir(gradscope)` and completion show them."""
+    return sorted(set(globals()) | set(__all__))

@@ -40,7 +40,8 @@ FailOnOpt = Annotated[
     typer.Option(
         "--fail-on",
         metavar="LEVEL",
-        help="Exit 1 when a finding is at or above LEVEL: info, warning, error (default) or never.",
+        show_default="error, or the config's fail-on",
+        help="Exit 1 when a finding is at or above LEVEL: info, warning, error or never.",
     ),
 ]
 ConfigOpt = Annotated[

@@ -41,8 +41,9 @@ def graph(
     out: Annotated[
         str | None,
         typer.Option(
-            "--out",
+            "--output",
             "-o",
+            "--out",
             metavar="FILE",
             help="Where to write the picture (atomically); its "
             "extension picks the format. Without it, DOT text goes to stdout.",
@@ -111,10 +112,10 @@ def graph(
     Examples:
 
     \b
-      gradscope graph tiny-transformer --out graph.png
-      gradscope graph models/net.py:build --out graph.svg --collapse modules --depth 2
+      gradscope graph tiny-transformer -o graph.png
+      gradscope graph models/net.py:build -o graph.svg --collapse modules --depth 2
       gradscope graph nan-loss --format dot > graph.dot
-      gradscope graph --out graph.pdf     # the target configured in pyproject.toml
+      gradscope graph -o graph.pdf         # the target configured in pyproject.toml
     """
     with clikit.guarded(debug):
         from gradscope import config as config_mod
@@ -124,9 +125,9 @@ def graph(
         graph_mod.check_dot(fmt)
         from gradscope.report.write import destination, to_stdout
 
-        path = destination(out, "--out")
+        path = destination(out)
         if out is None and fmt != "dot" and sys.stdout.isatty():
-            raise GradscopeError(f"{fmt} is binary: give --out FILE.{fmt}, or --format dot")
+            raise GradscopeError(f"{fmt} is binary: give --output FILE.{fmt}, or --format dot")
         settings = config_mod.load(config)
         with clikit.user_stdout_to_stderr(to_stdout(path)):
             drawing = _draw(

@@ -21,7 +21,9 @@ def examples() -> None:
 def rules(
     rule: Annotated[
         str | None,
-        typer.Argument(help="A rule id (GS101) or slug (none-grad); all rules when omitted."),
+        typer.Argument(
+            metavar="RULE", help="A rule id (GS101) or slug (none-grad); all rules when omitted."
+        ),
     ] = None,
 ) -> None:
     """Explain gradscope's rules: id, slug, default severity and troubleshooting-table row."""

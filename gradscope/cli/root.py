@@ -18,6 +18,24 @@ from gradscope.cli.gradcheck_cmd import gradcheck
 from gradscope.cli.graph_cmd import graph
 from gradscope.errors import ExitCode
 
+
+def _one_vocabulary() -> None:
+    """Help speaks one language across commands: NAME for a required argument, [NAME] for
+    an optional one, no Python types ("TARGET <str>"). Typer 0.29 prints {NAME} and types;
+    these two hooks exist there and are harmless elsewhere."""
+    argument = typer.core.TyperArgument
+    argument.display_type = lambda self, ctx: ""  # type: ignore[method-assign]
+    argument._usage_display_name = lambda self: (
+        (  # type: ignore[attr-defined]
+            (self.metavar or self.name.upper())
+            if self.required
+            else f"[{self.metavar or self.name.upper()}]"
+        )
+        + ("..." if self.nargs != 1 else "")
+    )
+
+
+_one_vocabulary()
 app = typer.Typer(
     name="gradscope",
     no_args_is_help=True,
