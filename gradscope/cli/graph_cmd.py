@@ -72,8 +72,9 @@ def graph(
             "--depth",
             min=1,
             metavar="N",
-            help="When collapsing, merge modules nested deeper than "
-            "N levels into their ancestor (--depth 2: one node per transformer block).",
+            help="One node per module N levels deep (--depth 2: one node per transformer "
+            "block); implies --collapse modules unless --collapse none. Default: the "
+            "deepest level that keeps the picture readable.",
         ),
     ] = None,
     show_saved: Annotated[
