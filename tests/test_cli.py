@@ -226,10 +226,10 @@ def test_help_and_version_do_not_import_torch():
         "import sys; sys.argv=['gradscope', '--help']\n"
         "from gradscope.cli import app\n"
         "try:\n    app()\nexcept SystemExit:\n    pass\n"
-        "print('TORCH', 'torch' in sys.modules)"
+        "print('TORCH', 'torch' in sys.modules, 'matplotlib' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert "TORCH False" in out.stdout
+    assert "TORCH False False" in out.stdout
     for flag in ("--help", "--version"):
         assert run_module(flag).returncode == 0
     assert run_module("inspect", "--help").returncode == 0

@@ -78,6 +78,15 @@ def inspect(
         float | None,
         _threshold("--vanish-depth-ratio", "GS105: first/last layer gradient RMS below X."),
     ] = None,
+    plot: Annotated[
+        str | None,
+        typer.Option(
+            "--plot",
+            metavar="FILE",
+            help="Also draw the gradient flow (per-parameter grad norm and grad/weight, log "
+            "scale, coloured by status) to FILE.png, .svg or .pdf.",
+        ),
+    ] = None,
     width: clikit.WidthOpt = None,
     debug: clikit.DebugOpt = False,
 ) -> None:
@@ -98,7 +107,7 @@ def inspect(
     """
     with clikit.guarded(debug):
         from gradscope import config as config_mod
-        from gradscope.report.write import destination, to_stdout
+        from gradscope.report.write import destination, to_stdout, write_file
         from gradscope.targets import DEFAULT_NAME, is_script
 
         settings = config_mod.load(
@@ -112,6 +121,7 @@ def inspect(
             },
         )
         output = destination(output)
+        plot_path, plot_format = plot_destination(plot)
         if not script and is_script(target):
             script = True
             clikit.note(
@@ -125,6 +135,11 @@ def inspect(
             )
         with clikit.user_stdout_to_stderr(to_stdout(output)):
             report = _run_inspect(target, settings, explain, ctx.args if script else None)
+        if plot_path:
+            from gradscope.report.flow_plot import plot as flow_plot
+
+            write_file(plot_path, flow_plot(report, plot_format))
+            clikit.note(f"wrote {plot}")
         from gradscope.check import from_inspect
 
         outputs.write(
@@ -136,6 +151,21 @@ def inspect(
             top=None if all_rows else top,
         )
         raise typer.Exit(ExitCode.FINDINGS if report.failed(settings.fail_on) else ExitCode.OK)
+
+
+PLOT_FORMATS = ("png", "svg", "pdf")
+
+
+def plot_destination(path: str | None) -> tuple[str | None, str]:
+    """Check --plot before anything runs: a writable FILE with a picture's extension."""
+    from gradscope.report.write import destination
+
+    if path is None:
+        return None, ""
+    fmt = path.rpartition(".")[2].lower()
+    if fmt not in PLOT_FORMATS:
+        raise GradscopeError(f"--plot {path}: give a .png, .svg or .pdf file")
+    return destination(path, "--plot"), fmt
 
 
 def _run_inspect(target: str, settings, explain: bool, argv):
