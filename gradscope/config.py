@@ -28,7 +28,8 @@ class Thresholds:
     """Numbers the rules compare against; `configs/default.toml` lists the same defaults."""
 
     explode_norm: float = 1e3
-    """GS104: a parameter's gradient L2 norm above this is exploding."""
+    """GS104: the total gradient L2 norm over every parameter above this is exploding (a
+    single tensor is judged by its per-element RMS instead: see explode-rms)."""
     explode_median_ratio: float = 1e3
     """GS104: a parameter's gradient RMS this many times the model's median is exploding..."""
     explode_min_norm: float = 1.0
@@ -38,6 +39,9 @@ class Thresholds:
     """GS105: a non-zero gradient L2 norm below this is vanishing."""
     vanish_depth_ratio: float = 1e-3
     """GS105: gradient RMS of the first layer run over that of the last, below this."""
+    explode_rms: float = 1e2
+    """GS104: a parameter's gradient RMS per element above this is exploding (independent of
+    the tensor's size, unlike a norm)."""
 
     @classmethod
     def keys(cls) -> list[str]:

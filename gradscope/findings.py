@@ -121,6 +121,24 @@ TABLE = {
             "backward does not compute the derivative of forward",
             "verify it with torch.autograd.gradcheck (gradscope gradcheck)",
         ),
+        TableRow(
+            "non-finite",
+            "NaN or Inf in the loss or gradients",
+            "an op outside its domain (log/sqrt/div of zero or a negative) or an overflow",
+            "guard the op (clamp, epsilon), or clip / lower the learning rate if values overflow",
+        ),
+        TableRow(
+            "domain",
+            "NaN or Inf in the loss or gradients",
+            "an op applied outside its domain (log or sqrt of zero or a negative, 0/0)",
+            "clamp the input or add an epsilon before the op",
+        ),
+        TableRow(
+            "zero-init",
+            "gradients exactly zero at initialisation",
+            "a deliberate zero initialisation (zero head, zero-init residual, zero gate)",
+            "none: the zeros resolve after the first optimizer step",
+        ),
     )
 }
 
@@ -175,7 +193,7 @@ RULES: dict[str, Rule] = _rules(
         "GS102",
         "non-finite-loss",
         Severity.ERROR,
-        "exploding",
+        "non-finite",
         "the loss is NaN or infinite",
         "run",
     ),
@@ -183,7 +201,7 @@ RULES: dict[str, Rule] = _rules(
         "GS103",
         "non-finite-grad",
         Severity.ERROR,
-        "exploding",
+        "non-finite",
         "a gradient holds NaN or Inf",
         "run",
     ),
@@ -257,6 +275,14 @@ RULES: dict[str, Rule] = _rules(
         Severity.WARNING,
         "oom",
         "a module attribute keeps a tensor with a grad_fn, and so the step's graph, alive",
+        "run",
+    ),
+    Rule(
+        "GS108",
+        "zero-init",
+        Severity.INFO,
+        "zero-init",
+        "zero-initialised tensors (by design) block the gradient of the layers before them",
         "run",
     ),
 )

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from gradscope import probe
+from gradscope import hooks, probe
 from gradscope.errors import TargetError, UserCodeError
 from gradscope.stats import RunStats
 
@@ -42,14 +42,15 @@ class _Modules:
         self.order: dict[int, int] = {}
         self.roots: dict[int, nn.Module] = {}
         self.depth = 0
+        self.scales: hooks.LossScales | None = None
 
-    def enter(self, module: nn.Module, _args: Any) -> None:
+    def enter(self, module: nn.Module) -> None:
         self.order.setdefault(id(module), len(self.order))
         if self.depth == 0 and any(p.requires_grad for p in module.parameters()):
             self.roots.setdefault(id(module), module)
         self.depth += 1
 
-    def leave(self, _module: nn.Module, _args: Any, _out: Any) -> None:
+    def leave(self, _module: nn.Module) -> None:
         self.depth = max(self.depth - 1, 0)
 
     def model(self) -> nn.Module:
@@ -82,15 +83,15 @@ def _intercepted() -> Iterator[_Modules]:
             )
         raise _Captured(tensors[0], grads[0] if grads else None)
 
-    pre = nn.modules.module.register_module_forward_pre_hook(seen.enter)
-    post = nn.modules.module.register_module_forward_hook(seen.leave)
-    torch.Tensor.backward, torch.autograd.backward = backward, autograd_backward
-    try:
-        yield seen
-    finally:
-        torch.Tensor.backward, torch.autograd.backward = original_backward, original_autograd
-        pre.remove()
-        post.remove()
+    with hooks.global_module_hooks(seen.enter, seen.leave), hooks.loss_scales() as scales:
+        seen.scales = scales
+        torch.Tensor.backward = backward  # type: ignore[method-assign]
+        torch.autograd.backward = autograd_backward
+        try:
+            yield seen
+        finally:
+            torch.Tensor.backward = original_backward  # type: ignore[method-assign]
+            torch.autograd.backward = original_autograd
 
 
 def run(path: str, argv: Sequence[str] = ()) -> tuple[nn.Module, RunStats]:
@@ -127,7 +128,8 @@ def _measure(
     model = seen.model()
     order = {name: seen.order[id(m)] for name, m in model.named_modules() if id(m) in seen.order}
     source = f"the first backward() of {os.path.basename(path)}"
+    scale = seen.scales.get(captured.loss) if seen.scales is not None else None
     stats = probe.measure(
-        model, captured.loss, captured.gradient, source, order, time.perf_counter(), saved
+        model, captured.loss, captured.gradient, source, order, time.perf_counter(), saved, scale
     )
     return model, replace(stats, timed="backward+stats (the forward ran in the script)")

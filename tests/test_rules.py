@@ -80,12 +80,28 @@ def test_non_finite_loss_and_grad():
     assert fired(stats(param("b.weight")), "non-finite-grad") == []
 
 
-def test_exploding_absolute_threshold_edge():
+def test_exploding_per_element_rms_edge():
+    t = Thresholds(explode_norm=1e9)
+    settings = Settings(thresholds=t)
+    at = stats(param("a.weight", t.explode_rms * 10, shape=(100,)), param("b.weight", 1.0))
+    above = stats(param("a.weight", t.explode_rms * 10.1, shape=(100,)), param("b.weight", 1.0))
+    assert fired(at, "exploding", settings) == []
+    assert fired(above, "exploding", settings) == ["a.weight"]
+
+
+def test_a_large_tensor_with_a_normal_per_element_gradient_is_not_exploding():
+    """inception_v3's fc: norm 2e3 over 2M elements is an RMS of 1.4, not an explosion."""
+    big = param("fc.weight", 2e3, shape=(2048, 1000), weight_norm=30.0)
+    settings = Settings(thresholds=Thresholds(explode_norm=1e4))
+    assert fired(stats(big, param("conv.weight", 1.0)), "exploding", settings) == []
+
+
+def test_total_norm_keeps_the_absolute_bound():
     t = Thresholds()
-    at = stats(param("a.weight", t.explode_norm), param("b.weight", 1.0))
-    above = stats(param("a.weight", t.explode_norm * 1.01), param("b.weight", 1.0))
-    assert fired(at, "exploding") == []
-    assert fired(above, "exploding") == ["a.weight"]
+    many = [param(f"l{i}.weight", t.explode_norm / 9.9, shape=(10**6,)) for i in range(100)]
+    assert fired(stats(*many), "exploding") == ["total"]
+    few = [param(f"l{i}.weight", t.explode_norm / 10.1, shape=(10**6,)) for i in range(100)]
+    assert fired(stats(*few), "exploding") == []
 
 
 def test_exploding_median_ratio_needs_min_norm():
