@@ -250,8 +250,7 @@ def _rows(block: Sparse, rows: list[int] | None) -> Sparse:
 def second_order(p: Problem, gen: torch.Generator) -> Problem | None:
     """The backward as a function of (inputs, grad_outputs): gradgradcheck's function."""
     with torch.enable_grad():
-        leaves = [x.detach().clone().requires_grad_() for x in p.inputs]
-        outs = Evaluator(p.fn, p.inputs, Tolerance(0, 0, 0)).forward(leaves)
+        outs = Evaluator(p.fn, p.inputs, Tolerance(0, 0, 0)).forward(p.leaves())
     diff = [k for k, out in enumerate(outs) if out.requires_grad]
     if not diff:
         return None
@@ -265,6 +264,7 @@ def second_order(p: Problem, gen: torch.Generator) -> Problem | None:
         with torch.enable_grad():
             xs = [x if x.requires_grad else x.detach().requires_grad_() for x in tensors[:n]]
             first = p.fn(*xs)
+            xs = p.wrt(xs)  # a module's own parameters hold the values just written
             try:
                 grads = torch.autograd.grad(
                     [first[k] for k in diff],
@@ -302,4 +302,6 @@ def second_order(p: Problem, gen: torch.Generator) -> Problem | None:
         infos,
         p.function,
         output_names=[f"grad[{info.name}]" for info in p.infos],
+        owned=list(p.owned or [None] * n) + [None] * len(cotangents),
+        generated=p.generated,
     )
