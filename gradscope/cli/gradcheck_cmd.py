@@ -139,7 +139,7 @@ def gradcheck(
       gradscope gradcheck gradscope.examples.functions:SquareMissingFactor -f json
       gradscope gradcheck ops/my_fn.py:MyFn --shape x=64,32 --arg dim=1 --second-order
       gradscope gradcheck torch.nn.functional:gelu torch.nn.functional:softplus
-      gradscope gradcheck torch.nn.functional:cross_entropy --shape input=4,3 --tensor target=[0,2,1,1]
+      gradscope gradcheck torch.nn.functional:nll_loss --shape input=3,3 --tensor target=[0,2,1]
       gradscope gradcheck torch:sqrt --domain positive
       gradscope gradcheck entmax.root_finding:EntmaxBisectFunction --arg alpha=1.3
 
