@@ -215,7 +215,7 @@ def check_resolved(target: Resolved, options: Options) -> TargetResult:
     tol = tolerance(x.dtype for x in problem.inputs)
     notes = problem.notes + notes_mod.precision(problem, tol)
     seed = options.inputs.seed
-    base = dict(
+    base: dict[str, Any] = dict(
         spec=target.label,
         kind=target.kind,
         dtype=_dtype(problem),

@@ -269,6 +269,8 @@ def _provided(
         raise UserCodeError(f"{target.label}: {PROVIDER}()", exc) from exc
     if result is None:
         return None
+    args: tuple[Any, ...]
+    kw: dict[str, Any]
     if isinstance(result, torch.Tensor):
         args, kw = (result,), {}
     elif isinstance(result, dict):
@@ -326,7 +328,7 @@ def _differentiable(
     (all, if none is marked), then a module's own parameters."""
     import torch
 
-    found = [
+    found: list[tuple[Slot, str, int | None, Any]] = [
         (Slot("pos", i, path), name + suffix, i, v)
         for i, (name, value) in enumerate(pos)
         for path, suffix, v in nested(value)

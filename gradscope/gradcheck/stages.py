@@ -78,7 +78,15 @@ def _backward_pairs(ev: Evaluator, gen: torch.Generator, stage: Stage1) -> None:
                 stage.dirs[i].right(rows[i]), cov.left(stage.numerical[i][o]), ev.tol, none[i]
             )
             if doubled is not None:
-                stage.linear[(i, o)] = compare(doubled[i][0], 2 * rows[i][0], ev.tol).ok
+                stage.linear[(i, o)] = _scales(doubled[i][0], 2 * rows[i][0], ev.tol)
+
+
+def _scales(doubled: torch.Tensor, twice: torch.Tensor, tol: Tolerance) -> bool:
+    """backward(2v) == 2 backward(v), NaN where NaN (a non-finite gradient is diagnosed
+    as such, not as a backward that ignores grad_output)."""
+    finite = torch.isfinite(doubled) & torch.isfinite(twice)
+    same = bool((torch.isfinite(doubled) == torch.isfinite(twice)).all())
+    return same and compare(doubled[finite], twice[finite], tol).ok
 
 
 def _doubled(ev: Evaluator, o: int, cov: Directions) -> list[torch.Tensor]:
@@ -191,7 +199,8 @@ class Explainer:
         else:
             for i in sorted(cols):
                 n = self.ev.inputs[i].numel()
-                width = n if cols[i] is None else len(cols[i])
+                picks = cols[i]
+                width = n if picks is None else len(picks)
                 per_output = zip(*self.ev.jvp_columns(i, basis(n, cols[i])), strict=False)
                 for o, c in enumerate(per_output):
                     analytical[(i, o)] = _rows(
@@ -221,10 +230,11 @@ class Explainer:
                 g = torch.zeros(self.ev.inputs[i].numel(), dtype=torch.float64) if g is None else g
                 picked[i].append(g if cols[i] is None else g[cols[i]])
         height = m if rows is None else len(rows)
+        widths = {i: self.ev.inputs[i].numel() if c is None else len(c) for i, c in cols.items()}
         return {
             i: (
                 Sparse.build(
-                    (height, self.ev.inputs[i].numel() if cols[i] is None else len(cols[i])),
+                    (height, widths[i]),
                     picked[i],
                     "rows",
                 ),

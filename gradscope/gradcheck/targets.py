@@ -185,7 +185,7 @@ def _required(p: inspect.Parameter) -> bool:
     )
 
 
-def function_signature(cls: type, label: str) -> inspect.Signature:
+def function_signature(cls: Any, label: str) -> inspect.Signature:
     """forward's signature as `.apply` sees it: without ctx (unless setup_context is used)."""
     import torch
 
@@ -200,7 +200,7 @@ def function_signature(cls: type, label: str) -> inspect.Signature:
     return sig.replace(parameters=params)
 
 
-def uses_setup_context(cls: type) -> bool:
+def uses_setup_context(cls: Any) -> bool:
     """New-style Functions: forward(*args) without ctx, plus a setup_context staticmethod."""
     try:
         from torch.autograd.function import _is_setup_context_defined
