@@ -315,3 +315,8 @@ def _entries(data: dict[str, Any], key: str, allowed: set[str], path: str) -> li
             CheckEntry(entry["target"], {k: v for k, v in entry.items() if k != "target"}, path)
         )
     return out
+
+
+def config_error(path: str, key: str, problem: str) -> ConfigError:
+    """`path:line: key: problem`, for validating a config table outside this module."""
+    return _fail(path, key, problem)

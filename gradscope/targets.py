@@ -196,3 +196,8 @@ def from_value(value: Any, label: str) -> Target:
     if loss_fn is not None and not callable(loss_fn):
         raise TargetError(f"{label}: loss_fn is {type(loss_fn).__name__}, not callable")
     return Target(model, batch, loss_fn, label)
+
+
+def import_location(where: str) -> ModuleType:
+    """A module by dotted name or a .py file by path; TargetError / UserCodeError (exit 2)."""
+    return _import(where)
