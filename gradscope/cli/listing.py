@@ -29,7 +29,7 @@ def rules(
     """Explain gradscope's rules: id, slug, default severity and troubleshooting-table row."""
     from gradscope import findings as rules_mod
 
-    chosen = list(rules_mod.RULES.values())
+    chosen = sorted(rules_mod.RULES.values(), key=lambda r: r.id)
     if rule:
         found = rules_mod.lookup(rule)
         if found is None:
