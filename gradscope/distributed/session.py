@@ -55,7 +55,7 @@ def _layout(model: nn.Module) -> str:
 
 
 def _is_fsdp(model: nn.Module) -> bool:
-    return any(type(c).__name__ == "FSDPModule" for c in type(model).__mro__)
+    return any(c.__name__ == "FSDPModule" for c in type(model).__mro__)
 
 
 class Session:
