@@ -139,6 +139,19 @@ TABLE = {
             "a deliberate zero initialisation (zero head, zero-init residual, zero gate)",
             "none: the zeros resolve after the first optimizer step",
         ),
+        # distributed runs (DDP, FSDP2): the rows the tutorial's table lacks
+        TableRow(
+            "ddp-usage",
+            "DDP error: parameters without grad or marked ready twice",
+            "a parameter is not used in the loss on every rank, or used in two backward passes",
+            "use every parameter on every rank, or tell DDP (freeze, static_graph, use_reentrant)",
+        ),
+        TableRow(
+            "replicas",
+            "replicas disagree or one rank misbehaves",
+            "ranks diverged (seed, data, a rank-local update or skipped step)",
+            "same init and step on every rank; compare the per-rank numbers",
+        ),
     )
 }
 
@@ -151,7 +164,7 @@ class Rule:
     row: str
     summary: str
     source: str
-    """The stage that produces its findings: run, baseline, gradcheck or watch."""
+    """The stage that produces its findings: run, baseline, gradcheck, watch or distributed."""
 
     def finding(
         self,
@@ -284,6 +297,64 @@ RULES: dict[str, Rule] = _rules(
         "zero-init",
         "zero-initialised tensors (by design) block the gradient of the layers before them",
         "run",
+    ),
+    # distributed runs: findings of gradscope/distributed/ (source "distributed")
+    Rule(
+        "GS501",
+        "ddp-unused-param",
+        Severity.ERROR,
+        "ddp-usage",
+        "a DDP parameter got no gradient in a step (module never ran, output not in the loss, "
+        "graph cut)",
+        "distributed",
+    ),
+    Rule(
+        "GS502",
+        "ddp-rank-dependent",
+        Severity.ERROR,
+        "ddp-usage",
+        "a DDP parameter was used on some ranks and not on others (rank-dependent control flow)",
+        "distributed",
+    ),
+    Rule(
+        "GS503",
+        "ddp-ready-twice",
+        Severity.ERROR,
+        "ddp-usage",
+        "a DDP parameter received its gradient twice in one backward (reentrant checkpoint)",
+        "distributed",
+    ),
+    Rule(
+        "GS504",
+        "ddp-reduction-error",
+        Severity.ERROR,
+        "ddp-usage",
+        "the script died with DDP's reduction error; its parameter indices, named and explained",
+        "distributed",
+    ),
+    Rule(
+        "GS505",
+        "rank-divergence",
+        Severity.ERROR,
+        "replicas",
+        "replicated weights, gradients or buffers differ between ranks",
+        "distributed",
+    ),
+    Rule(
+        "GS506",
+        "rank-outlier-grad",
+        Severity.WARNING,
+        "replicas",
+        "a rank's local (pre-all-reduce) gradient norm is an outlier or non-finite",
+        "distributed",
+    ),
+    Rule(
+        "GS507",
+        "rank-skipped-step",
+        Severity.ERROR,
+        "replicas",
+        "a rank took fewer optimizer steps than the others",
+        "distributed",
     ),
 )
 
