@@ -7,7 +7,7 @@ Importing this module must stay cheap (no torch): `gradscope --help` and
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -19,20 +19,22 @@ from gradscope.cli.graph_cmd import graph
 from gradscope.errors import ExitCode
 
 
+def _no_type(self: Any, ctx: Any) -> str:
+    return ""
+
+
+def _usage_name(self: Any) -> str:
+    name = self.metavar or self.name.upper()
+    return (name if self.required else f"[{name}]") + ("..." if self.nargs != 1 else "")
+
+
 def _one_vocabulary() -> None:
     """Help speaks one language across commands: NAME for a required argument, [NAME] for
     an optional one, no Python types ("TARGET <str>"). Typer 0.29 prints {NAME} and types;
     these two hooks exist there and are harmless elsewhere."""
     argument = typer.core.TyperArgument
-    argument.display_type = lambda self, ctx: ""  # type: ignore[method-assign]
-    argument._usage_display_name = lambda self: (
-        (  # type: ignore[attr-defined]
-            (self.metavar or self.name.upper())
-            if self.required
-            else f"[{self.metavar or self.name.upper()}]"
-        )
-        + ("..." if self.nargs != 1 else "")
-    )
+    argument.display_type = _no_type  # type: ignore[method-assign]
+    argument._usage_display_name = _usage_name  # type: ignore[method-assign]
 
 
 _one_vocabulary()

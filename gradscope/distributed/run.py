@@ -109,9 +109,9 @@ def _write(text: str, doc: dict, output: str | None) -> None:
     if output is None:
         sys.stdout.write(text)
         return
-    from gradscope.report.write import write_atomic
+    from gradscope.report.write import write_file
 
-    write_atomic(output, json.dumps(doc, indent=2) + "\n")
+    write_file(output, json.dumps(doc, indent=2) + "\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

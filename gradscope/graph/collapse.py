@@ -259,7 +259,7 @@ def draw_modules(
     statuses: dict[str, str] | None,
     trace: ModuleTrace,
     options: Any,
-) -> tuple[Any, int]:
+) -> tuple[Any, int, int]:
     """One node per module (op count and parameters inside), edges where data flows between.
 
     Returns the graph, its node count and the depth drawn: `options.depth`, or else the
