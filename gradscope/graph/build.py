@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gradscope.errors import GradscopeError, GraphvizMissing, UserCodeError
+from gradscope.errors import GradscopeError, GraphvizMissing
 from gradscope.graph import style
 from gradscope.graph.compat import import_torchviz
 from gradscope.graph.walk import Walk, param_names, saved_key, walk
@@ -240,7 +240,7 @@ def graph_of(
     """One forward pass (the model left as found), then its loss's graph drawn."""
     import torch
 
-    from gradscope import probe
+    from gradscope import hooks, probe
     from gradscope.graph import collapse as graph_collapse
 
     tracing = options.collapse != "none"
@@ -249,11 +249,7 @@ def graph_of(
         graph_collapse.trace_modules(model, tracing) as trace,
         torch.enable_grad(),
     ):
-        try:
-            output = probe.call_model(model, batch)
-        except Exception as exc:
-            raise UserCodeError("forward pass", exc) from exc
-        loss, source = probe.pick_loss(output, loss_fn)
+        loss, source = hooks.forward_and_loss(model, batch, loss_fn)
     title = f"{label or type(model).__name__}: loss = {source}"
     return draw(loss, model, statuses, trace if tracing else None, options, title)
 

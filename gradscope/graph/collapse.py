@@ -61,24 +61,18 @@ def _next_sequence_nr() -> int | None:
 @contextmanager
 def trace_modules(model: Any, enabled: bool = True) -> Iterator[ModuleTrace]:
     """Note when each module call starts and ends; every hook is removed afterwards."""
+    from gradscope import hooks
+
     trace = ModuleTrace(kinds={n: type(m).__name__ for n, m in model.named_modules()})
-    handles = []
-    if enabled:
-        for name, module in model.named_modules():
-
-            def enter(_m: Any, _a: Any, name: str = name) -> None:
-                _mark(trace, 1, name)
-
-            def leave(_m: Any, _a: Any, _o: Any, name: str = name) -> None:
-                _mark(trace, -1, name)
-
-            handles.append(module.register_forward_pre_hook(enter))
-            handles.append(module.register_forward_hook(leave, always_call=True))
-    try:
+    if not enabled:
         yield trace
-    finally:
-        for h in handles:
-            h.remove()
+        return
+    with hooks.module_hooks(
+        model,
+        pre=lambda name, _m: _mark(trace, 1, name),
+        post=lambda name, _m, _out: _mark(trace, -1, name),
+    ):
+        yield trace
 
 
 def _mark(trace: ModuleTrace, step: int, name: str) -> None:
