@@ -1,44 +1,125 @@
 """Cost of `gradscope inspect` against the bare forward+backward it has to run.
 
-Measures, in one process, a GPT-style decoder of ~14M parameters on the CPU:
-bare `loss.backward()` vs `gradscope.inspect(...)` (hooks, fused statistics, one
-host sync, rules), interleaved, median of N repeats; then the peak resident
-memory of each in a fresh subprocess; then the wall time of `gradscope --help`
-and `--version` (which must not import torch) next to `import torch`.
+Measures, in one process, for each case below: bare `loss.backward()` vs
+`gradscope.inspect(..., explain=False)` (snapshot, write guard, hooks, backward,
+fused statistics, one host sync, rules), interleaved, median of N repeats; and
+the forward alone bare vs inside `probe.preserved_state` (what the snapshot and
+the in-place write guard cost). Then the peak resident memory of each in a fresh
+subprocess for the 14M GPT, and the wall time of `gradscope --help` and
+`--version` (which must not import torch) next to `import torch`.
 
-    python benchmarks/bench_inspect.py [--repeat 7] [--threads 1]
+Cases:
+  gpt-14m     GPT-style decoder, 13.8M parameters, batch 4x128 (gradscope.examples)
+  gpt2-124m   HF GPT-2 small built from its default config (no download), batch 1x64
+  cnn-bn      a BatchNorm CNN of many small tensors, bare pass ~50-100 ms
 
-Prints ratios; not a test (timings on a shared machine are noisy).
+    python benchmarks/bench_inspect.py [--repeat 11] [--threads 1] [--cases gpt-14m,...]
+
+Budgets: <= 1.05x at 124M parameters with 64 tokens, <= 1.10x for any case whose
+bare pass is >= 50 ms. Prints ratios; not a test (timings on a shared machine
+are noisy: the medians of interleaved repeats are what to read).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 CONFIG = dict(vocab=8192, context=128, dim=384, heads=6, layers=6)
 BATCH = 4
+BUDGET_124M = 1.05
+BUDGET_50MS = 1.10
 
 
 def build():
+    """The 14M GPT (kept under this name for the memory subprocess)."""
     from gradscope.examples.transformer import GPTConfig, make_gpt
 
     return make_gpt(GPTConfig(**CONFIG), batch_size=BATCH)
 
 
-def bare(model, batch) -> None:
+def gpt14m() -> tuple[Any, Any, Any]:
+    model, batch = build()
+    return model, batch, None
+
+
+def gpt2_small() -> tuple[Any, Any, Any]:
+    import torch
+    import transformers as hf
+
+    torch.manual_seed(0)
+    cfg = hf.GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    model = hf.GPT2LMHeadModel(cfg).train()
+    ids = torch.randint(0, cfg.vocab_size, (1, 64), generator=torch.Generator().manual_seed(0))
+    return model, {"input_ids": ids, "labels": ids}, None
+
+
+def cnn_bn() -> tuple[Any, Any, Any]:
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+    def block(c_in: int, c_out: int, stride: int) -> nn.Module:
+        return nn.Sequential(
+            nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False),
+            nn.BatchNorm2d(c_out),
+            nn.ReLU(),
+            nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False),
+            nn.BatchNorm2d(c_out),
+            nn.ReLU(),
+        )
+
+    torch.manual_seed(0)
+    widths = [16, 16, 32, 32, 64, 64, 128, 128]
+    layers = [block(3, 16, 1)]
+    layers += [block(a, b, 2 if b != a else 1) for a, b in itertools.pairwise(widths)]
+    model = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10))
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(16, 3, 40, 40, generator=g), torch.randint(0, 10, (16,), generator=g)
+    return model, x, lambda out: F.cross_entropy(out, y)
+
+
+CASES: dict[str, Callable[[], tuple[Any, Any, Any]]] = {
+    "gpt-14m": gpt14m,
+    "gpt2-124m": gpt2_small,
+    "cnn-bn": cnn_bn,
+}
+
+
+def bare(model, batch, loss_fn=None) -> None:
+    from gradscope.hooks import call_model, pick_loss
+
     model.zero_grad(set_to_none=True)
-    model(**batch).loss.backward()
+    pick_loss(call_model(model, batch), loss_fn)[0].backward()
     model.zero_grad(set_to_none=True)
 
 
-def instrumented(model, batch):
+def instrumented(model, batch, loss_fn=None):
     import gradscope
 
-    return gradscope.inspect(model, batch)
+    return gradscope.inspect(model, batch, loss_fn, explain=False)
+
+
+def forward(model, batch) -> None:
+    import torch
+
+    from gradscope.hooks import call_model
+
+    with torch.enable_grad():
+        call_model(model, batch)
+
+
+def guarded_forward(model, batch) -> None:
+    from gradscope import probe
+
+    with probe.preserved_state(model):
+        forward(model, batch)
 
 
 def timed(fn, *args) -> float:
@@ -47,21 +128,33 @@ def timed(fn, *args) -> float:
     return time.perf_counter() - start
 
 
-def speed(repeat: int) -> None:
-    model, batch = build()
+def speed(name: str, repeat: int) -> None:
+    model, batch, loss_fn = CASES[name]()
     n = sum(p.numel() for p in model.parameters())
-    report = instrumented(model, batch)  # warm-up, and the findings must be none
-    bare(model, batch)
+    report = instrumented(model, batch, loss_fn)  # warm-up, and the findings must be none
+    bare(model, batch, loss_fn)
     assert not report.findings, [f.message for f in report.findings]
-    b, g = [], []
+    b, g, f, fg = [], [], [], []
     for _ in range(repeat):
-        b.append(timed(bare, model, batch))
-        g.append(timed(instrumented, model, batch))
-    mb, mg = statistics.median(b), statistics.median(g)
-    print(f"model: GPT {CONFIG}, {n / 1e6:.1f}M parameters, batch {BATCH}x{CONFIG['context']}")
-    print(f"bare forward+backward     median {mb * 1e3:8.1f} ms  (min {min(b) * 1e3:.1f})")
-    print(f"gradscope.inspect         median {mg * 1e3:8.1f} ms  (min {min(g) * 1e3:.1f})")
-    print(f"time ratio inspect/bare   {mg / mb:.3f}  (target <= 1.15)")
+        b.append(timed(bare, model, batch, loss_fn))
+        g.append(timed(instrumented, model, batch, loss_fn))
+        f.append(timed(forward, model, batch))
+        fg.append(timed(guarded_forward, model, batch))
+    mb, mg, mf, mfg = (statistics.median(v) for v in (b, g, f, fg))
+    budget = BUDGET_124M if n >= 100e6 else (BUDGET_50MS if mb >= 0.05 else None)
+    verdict = (
+        ""
+        if budget is None
+        else f"  budget <= {budget:.2f}: {'ok' if mg / mb <= budget else 'OVER'}"
+    )
+    print(f"\n[{name}] {n / 1e6:.1f}M parameters, {len(list(model.modules()))} modules")
+    print(f"  bare forward+backward      median {mb * 1e3:8.1f} ms  (min {min(b) * 1e3:.1f})")
+    print(f"  gradscope.inspect          median {mg * 1e3:8.1f} ms  (min {min(g) * 1e3:.1f})")
+    print(f"  time ratio inspect/bare    {mg / mb:.3f}  (min/min {min(g) / min(b):.3f}){verdict}")
+    print(
+        f"  forward bare {mf * 1e3:.1f} ms, inside preserved_state {mfg * 1e3:.1f} ms "
+        f"(snapshot + write guard: {(mfg - mf) * 1e3:+.1f} ms)"
+    )
 
 
 def peak_rss(mode: str, threads: int) -> float:
@@ -78,7 +171,7 @@ def peak_rss(mode: str, threads: int) -> float:
 def memory(threads: int) -> None:
     bare_mb, ours_mb = peak_rss("bare", threads), peak_rss("instrumented", threads)
     print(
-        f"peak RSS bare {bare_mb:.0f} MiB, inspect {ours_mb:.0f} MiB, "
+        f"\n[gpt-14m] peak RSS bare {bare_mb:.0f} MiB, inspect {ours_mb:.0f} MiB, "
         f"ratio {ours_mb / bare_mb:.3f} (a second copy of all gradients would add "
         f"{sum_grad_mib():.0f} MiB)"
     )
@@ -105,23 +198,33 @@ def startup(repeat: int) -> None:
     version = run([py, "-m", "gradscope", "--version"])
     torch_import = run([py, "-c", "import torch"])
     print(
-        f"gradscope --help {helps * 1e3:.0f} ms, --version {version * 1e3:.0f} ms, "
+        f"\ngradscope --help {helps * 1e3:.0f} ms, --version {version * 1e3:.0f} ms, "
         f"python -c 'import torch' {torch_import * 1e3:.0f} ms (medians of {repeat})"
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=11)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
+    parser.add_argument("--no-startup", action="store_true", help="skip memory and startup")
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {args.threads} intra-op thread(s), {args.repeat} repeats")
-    speed(args.repeat)
-    memory(args.threads)
-    startup(5)
+    for name in args.cases.split(","):
+        if name == "gpt2-124m":
+            try:
+                import transformers  # noqa: F401
+            except ImportError:
+                print("\n[gpt2-124m] skipped: transformers is not installed")
+                continue
+        speed(name, args.repeat)
+    if not args.no_startup:
+        memory(args.threads)
+        startup(5)
 
 
 if __name__ == "__main__":

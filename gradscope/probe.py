@@ -4,8 +4,17 @@ Gradients are computed the way training computes them, with `backward()`
 (so every activation-checkpointing mode works, reentrant included): the
 user's `.grad` tensors are set aside first and put back, the very same
 objects, afterwards. Forward hooks only record which modules ran and in what
-order; all statistics come from fused foreach reductions read back with a
-single host sync.
+order.
+
+Cost is the budget (benchmarks/bench_inspect.py: <= 1.05x the bare step at
+124M parameters): the statistics are one fused L2 norm over weights and
+gradients together plus, for small tensors and row-lookup tables only,
+aminmax and a zero count, read back with a single host sync (see
+`_fused_stats`). Model state is restored exactly; a parameter written in
+place during forward is copied just before its first write (`_WriteGuard`,
+a TorchFunctionMode: a few µs per torch call of the user's code, none of
+gradscope's own), because a `_version` counter would only say afterwards
+*that* it was written, with nothing left to restore it from.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ import random
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence, Set
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -62,6 +71,8 @@ _INPLACE_DUNDERS = {
     "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__ipow__",
     "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "__setitem__",
 }  # fmt: skip
+_WRITES: dict[Any, bool] = {}
+"""torch function → whether it writes its first argument in place (decided once per function)."""
 
 
 class _WriteGuard(TorchFunctionMode):
@@ -70,6 +81,14 @@ class _WriteGuard(TorchFunctionMode):
     Copying every parameter up front would cost a full pass over the model's
     memory on every inspect (≈ 0.5 GB for GPT-2); writes in forward are rare,
     so only the tensors actually written are copied, and put back at the end.
+
+    The price is one Python call per torch function the user's forward, loss
+    and backward make (≈ 2-4 µs each on a CPU: ~0.5 ms on the 14M GPT's 127
+    calls, ~0.1% of its pass); gradscope's own statistics run with the guard
+    paused (`paused_guard`). Parameter `_version` counters would be cheaper
+    still but only say *that* a tensor was written, after the fact: without a
+    copy taken before the first write, the value could not be put back
+    bit-exactly, also when the forward raises half-way.
     """
 
     def __init__(self, tensors: list[torch.Tensor]):
@@ -82,8 +101,12 @@ class _WriteGuard(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        name = getattr(func, "__name__", "")
-        if (name.endswith("_") and not name.endswith("__")) or name in _INPLACE_DUNDERS:
+        writes = _WRITES.get(func)
+        if writes is None:
+            name = getattr(func, "__name__", "")
+            writes = (name.endswith("_") and not name.endswith("__")) or name in _INPLACE_DUNDERS
+            _WRITES[func] = writes
+        if writes:
             self._save(args[0] if args else None)
         if "out" in kwargs:
             self._save(kwargs["out"])
@@ -102,6 +125,18 @@ class _WriteGuard(TorchFunctionMode):
         with torch.no_grad():
             for owner, saved in self.copies.values():
                 owner.copy_(saved)
+
+
+@contextmanager
+def paused_guard() -> Iterator[None]:
+    """Run gradscope's own tensor code without the write guard's per-call cost."""
+    from torch.overrides import _get_current_function_mode, _pop_mode_temporarily
+
+    if isinstance(_get_current_function_mode(), _WriteGuard):
+        with _pop_mode_temporarily():
+            yield
+    else:
+        yield
 
 
 @dataclass
@@ -219,31 +254,34 @@ def measure(
     grads: list[torch.Tensor | None] = [None] * len(trainable)
     if target.requires_grad and trainable:
         grads = _backward(target, grad_outputs, trainable)
-    loss = scale.loss if scale is not None else target
-    factor = 1.0 / scale.value if scale is not None else 1.0
-    with torch.no_grad():
-        numbers = _fused_stats(loss, [p for _, p in named], grads)
-    duration = time.perf_counter() - start
-    stats = _assemble(
-        model,
-        named,
-        grads,
-        numbers,
-        order,
-        target,
-        source,
-        duration,
-        grad_outputs is not None,
-        factor,
-    )
-    if scale is not None:
-        stats = replace(
-            stats,
-            loss_source=f"{source}, unscaled: a GradScaler loss scale of {scale.value:g} was "
-            "removed from the loss and every gradient",
-            loss_scale=scale.value,
+    with paused_guard():  # from here on, only gradscope's own tensor code runs
+        loss = scale.loss if scale is not None else target
+        factor = 1.0 / scale.value if scale is not None else 1.0
+        owners = _owners(model)
+        with torch.no_grad():
+            numbers = _fused_stats(loss, [p for _, p in named], grads, _exact(owners, trainable))
+        duration = time.perf_counter() - start
+        stats = _assemble(
+            model,
+            named,
+            grads,
+            numbers,
+            order,
+            target,
+            source,
+            duration,
+            grad_outputs is not None,
+            factor,
+            {i for i, kinds in owners.items() if any(kinds)},
         )
-    return replace(stats, saved_bytes=sum(saved.values()), retained=retained_graphs(model))
+        if scale is not None:
+            stats = replace(
+                stats,
+                loss_source=f"{source}, unscaled: a GradScaler loss scale of {scale.value:g} was "
+                "removed from the loss and every gradient",
+                loss_scale=scale.value,
+            )
+        return replace(stats, saved_bytes=sum(saved.values()), retained=retained_graphs(model))
 
 
 def _backward(
@@ -322,55 +360,122 @@ def _dense(g: torch.Tensor) -> torch.Tensor:
     return g if g.numel() else g.new_zeros(1)
 
 
-def _norms(tensors: list[torch.Tensor]) -> torch.Tensor:
-    """L2 norms by one fused op; half precision is accumulated in float32 so it cannot overflow."""
-    low = any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors)
-    return torch.stack(torch._foreach_norm(tensors, 2, dtype=torch.float32 if low else None))
+EXACT_MAX = 1 << 20
+"""Gradients up to this many elements also get max|g| and a zero count (passes that cost nothing
+at this size); larger ones only where a rule needs them: see `_exact`."""
+
+
+def _owners(model: torch.nn.Module) -> dict[int, list[bool]]:
+    """id(parameter) → for each module that owns it, whether that module is a lookup table."""
+    lookup = (torch.nn.Embedding, torch.nn.EmbeddingBag)
+    owners: dict[int, list[bool]] = {}
+    for m in model.modules():
+        for p in m._parameters.values():
+            if p is not None:
+                owners.setdefault(id(p), []).append(isinstance(m, lookup))
+    return owners
+
+
+def _exact(owners: dict[int, list[bool]], params: Sequence[torch.Tensor]) -> list[bool]:
+    """Which gradients get max|g| and a zero count besides their L2 norm.
+
+    Each is one more full pass over the gradient: at 124M parameters every pass costs about
+    2% of the bare step, so they are made where they are cheap (small tensors) or needed:
+    the RMS over non-zero elements that lets an embedding table, whose unused rows get
+    exact zeros, be compared with other tables. An embedding shared with a linear layer
+    (a tied output head) gets a gradient on every row, so it needs none. Elsewhere max|g|
+    and the zero fraction stay unknown (None; the table shows "-"), and the L2 norm stands
+    in for them: NaN or Inf anywhere makes it non-finite, an all-zero gradient makes it
+    zero, and either (rare) sends the tensor through the exact pass after all.
+    """
+    return [
+        p.numel() <= EXACT_MAX or p.is_sparse or all(owners.get(id(p), [False])) for p in params
+    ]
+
+
+def _extremes(grads: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
+    """[min, max, nonzeros] per gradient, as one float64 tensor of shape (3, n)."""
+    f64 = torch.float64
+    rows = [
+        torch.stack([*torch.aminmax(g), g.count_nonzero()]).to(device=device, dtype=f64)
+        for g in grads
+    ]
+    return torch.stack(rows).T if rows else torch.empty((3, 0), dtype=f64, device=device)
 
 
 def _fused_stats(
-    loss: torch.Tensor, params: list[torch.Tensor], grads: list[torch.Tensor | None]
-) -> list[float]:
-    """[loss, loss_finite, weight norms..., per present grad: l2, max|g|, nonzeros] in one sync.
+    loss: torch.Tensor,
+    params: list[torch.Tensor],
+    grads: list[torch.Tensor | None],
+    exact: Sequence[bool],
+) -> list[float | None]:
+    """[loss, loss_finite, weight norms..., per present grad: l2, min, max, nonzeros].
 
-    max|g| comes from an inf-norm, which propagates NaN, so it doubles as the
-    non-finite test (an L2 norm can overflow without any Inf).
+    One fused L2 over weights and gradients together (half precision accumulated in float32,
+    so it cannot overflow), then, where `exact` says, aminmax and count_nonzero (min and max
+    propagate NaN and Inf, so they are the exact non-finite test: an L2 norm can overflow
+    without any Inf). Read back with one host sync; a second one only when a gradient left
+    out of the exact pass has a zero or non-finite norm, to make that verdict exact. None:
+    not measured. (torch's inf-norm would give max|g| in one call but is ~15x slower than
+    aminmax on a CPU.)
     """
     f64 = torch.float64
-    present = [_dense(g) for g in grads if g is not None]
+    device = loss.device
+    present = [(_dense(g), e) for g, e in zip(grads, exact, strict=True) if g is not None]
     loss = loss.detach()
     parts = [
         loss.reshape(-1)[:1].real.to(f64)
         if loss.numel() == 1
-        else torch.full((1,), math.nan, dtype=f64, device=loss.device),
+        else torch.full((1,), math.nan, dtype=f64, device=device),
         torch.isfinite(loss).all().reshape(1).to(f64),
     ]
-    if params:
-        parts.append(_norms([_dense(p.detach()) for p in params]).to(f64))
-    if present:
-        parts.append(_norms(present).to(f64))
-        parts.append(torch.stack(torch._foreach_norm(present, math.inf)).to(f64))
-        parts.append(torch.stack([g.count_nonzero() for g in present]).to(f64))
-    device = loss.device
-    return torch.cat([p.to(device) for p in parts]).tolist()
+    tensors = [_dense(p.detach()) for p in params] + [g for g, _ in present]
+    if tensors:
+        low = any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors)
+        norms = torch._foreach_norm(tensors, 2, dtype=torch.float32 if low else None)
+        parts.append(torch.stack([n.to(device=device, dtype=f64) for n in norms]))
+    chosen = [i for i, (_, e) in enumerate(present) if e]
+    parts.append(_extremes([present[i][0] for i in chosen], device).reshape(-1))
+    numbers: list[float | None] = list(torch.cat(parts).tolist())
+    k, m = len(present), len(chosen)
+    head = 2 + len(params)
+    found = numbers[head + k :]
+    extra: list[list[float | None]] = [[None] * k for _ in range(3)]
+    for row in range(3):
+        for j, i in enumerate(chosen):
+            extra[row][i] = found[row * m + j]
+    l2 = numbers[head : head + k]
+    doubt = [i for i in range(k) if not present[i][1] and not 0 < (l2[i] or 0) < math.inf]
+    if doubt:  # all-zero or non-finite by the norm: make it exact
+        again = _extremes([present[i][0] for i in doubt], device).tolist()
+        for row in range(3):
+            for j, i in enumerate(doubt):
+                extra[row][i] = again[row][j]
+    tiny = [i for i in range(k) if l2[i] == 0 and extra[2][i]]
+    if tiny:  # non-zero elements whose squares underflow float32 (|g| < 1e-19): norm in float64
+        norms64 = [torch.linalg.vector_norm(present[i][0].double()) for i in tiny]
+        for i, norm in zip(tiny, torch.stack(norms64).tolist(), strict=True):
+            l2[i] = norm
+    return numbers[:head] + l2 + extra[0] + extra[1] + extra[2]
 
 
 def _assemble(
     model: torch.nn.Module,
     named: Sequence[tuple[str, torch.Tensor]],
     grads: list[torch.Tensor | None],
-    numbers: list[float],
+    numbers: list[float | None],
     order: dict[str, int],
     target: torch.Tensor,
     source: str,
     duration: float,
     weighted: bool,
     factor: float = 1.0,
+    lookups: Set[int] = frozenset(),
 ) -> RunStats:
     loss_value, loss_finite = numbers[0], bool(numbers[1])
     n, k = len(named), sum(g is not None for g in grads)
     weight_norms = numbers[2 : 2 + n]
-    l2, mx, nz = (numbers[2 + n + i * k : 2 + n + (i + 1) * k] for i in range(3))
+    l2, low, high, nz = (numbers[2 + n + i * k : 2 + n + (i + 1) * k] for i in range(4))
     grad_iter = iter(grads)
     present_index = 0
     params = []
@@ -378,18 +483,27 @@ def _assemble(
         module = name.rpartition(".")[0]
         g = next(grad_iter) if p.requires_grad else None
         if g is None:
-            params.append(_param(name, module, p, wn, order.get(module)))
+            params.append(_param(name, module, p, wn or 0.0, order.get(module), id(p) in lookups))
             continue
         i = present_index
         present_index += 1
+        lo, hi, nonzero = low[i], high[i], nz[i]
+        if lo is None or hi is None or nonzero is None:  # not measured: the norm stands in
+            norm = l2[i] or 0.0
+            biggest, finite, zeros = None, math.isfinite(norm), None
+        else:
+            both = lo + hi
+            biggest = max(abs(lo), abs(hi)) if not math.isnan(both) else math.nan
+            finite = math.isfinite(lo) and math.isfinite(hi)
+            zeros = 1.0 - nonzero / max(p.numel(), 1)
         params.append(
             replace(
-                _param(name, module, p, wn, order.get(module)),
+                _param(name, module, p, wn or 0.0, order.get(module), id(p) in lookups),
                 has_grad=True,
-                grad_norm=l2[i] * factor,
-                grad_max=mx[i] * factor,
-                zero_fraction=1.0 - nz[i] / max(p.numel(), 1),
-                finite=math.isfinite(mx[i]),
+                grad_norm=(l2[i] or 0.0) * factor,
+                grad_max=None if biggest is None else biggest * factor,
+                zero_fraction=zeros,
+                finite=finite,
             )
         )
     modules = tuple(
@@ -410,7 +524,12 @@ def _assemble(
 
 
 def _param(
-    name: str, module: str, p: torch.Tensor, weight_norm: float, depth: int | None
+    name: str,
+    module: str,
+    p: torch.Tensor,
+    weight_norm: float,
+    depth: int | None,
+    lookup: bool = False,
 ) -> ParamStats:
     return ParamStats(
         name=name,
@@ -421,4 +540,5 @@ def _param(
         has_grad=False,
         weight_norm=weight_norm,
         depth=depth,
+        lookup=lookup,
     )

@@ -21,11 +21,19 @@ class ParamStats:
     has_grad: bool
     grad_norm: float | None = None
     grad_max: float | None = None
+    """max |grad|; None where not measured (a large dense tensor with a finite, non-zero norm:
+    see probe.EXACT_MAX). Exactly 0.0 or NaN/Inf whenever the gradient is all-zero or not
+    finite."""
     weight_norm: float = 0.0
     zero_fraction: float | None = None
+    """Fraction of exactly-zero gradient elements; None where not measured (as grad_max)."""
     finite: bool = True
     depth: int | None = None
     """Position of the owning module in forward execution order (None: never ran)."""
+    lookup: bool = False
+    """A row-lookup table (owned by an nn.Embedding/EmbeddingBag, tied or not): its gradient is
+    a sum of activation gradients per looked-up row, not a weight gradient, so rules compare
+    it with other lookup tables only."""
 
     @property
     def numel(self) -> int:

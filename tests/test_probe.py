@@ -248,3 +248,50 @@ def test_saved_bytes_and_retained_graph():
     assert report.stats.saved_bytes >= 32 * 100 * 4  # mm saves its input
     plain = gradscope.inspect(nn.Linear(100, 10), torch.randn(32, 100))
     assert plain.stats.retained == () and plain.stats.saved_bytes > 0
+
+
+def test_large_gradients_get_exact_zero_and_non_finite_verdicts_from_their_norm(monkeypatch):
+    """Above EXACT_MAX elements only the L2 norm is read, except where it says zero or NaN."""
+    monkeypatch.setattr(probe, "EXACT_MAX", 10)
+
+    class Big(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.live, self.dead, self.bad = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+            self.emb = nn.Embedding(50, 8)  # untied lookup table: zero rows counted anyway
+
+        def forward(self, idx):
+            h = self.emb(idx)
+            dead = self.dead(h) * 0.0
+            bad = self.bad(h).sum() * torch.tensor(float("nan"))
+            return self.live(h).sum() + dead.sum() + bad
+
+    torch.manual_seed(0)
+    model, idx = Big(), torch.tensor([1, 2, 3])
+    run = probe.run(model, idx)
+    by = {p.name: p for p in run.params}
+    assert by["live.weight"].grad_max is None and by["live.weight"].zero_fraction is None
+    assert by["live.weight"].finite and by["live.weight"].grad_norm > 0
+    assert by["dead.weight"].grad_max == 0.0 and by["dead.weight"].zero_fraction == 1.0
+    assert not by["bad.weight"].finite and math.isnan(by["bad.weight"].grad_max)
+    assert by["emb.weight"].zero_fraction == pytest.approx(1 - 3 / 50)
+    assert by["live.bias"].grad_max is not None  # 8 elements: measured
+    statuses = gradscope.inspect(model, idx).status
+    assert statuses(by["dead.weight"]) == "zero" and statuses(by["live.weight"]) == "ok"
+
+
+def test_a_tied_embedding_gets_no_zero_count(monkeypatch):
+    """Tied to an output head, every row gets a gradient: no zero count is needed."""
+    monkeypatch.setattr(probe, "EXACT_MAX", 10)
+
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.head = nn.Embedding(20, 4), nn.Linear(4, 20, bias=False)
+            self.head.weight = self.emb.weight
+
+        def forward(self, idx):
+            return self.head(self.emb(idx)).logsumexp(-1).sum()
+
+    (p,) = probe.run(Tied(), torch.tensor([1, 2])).params
+    assert p.name == "emb.weight" and p.zero_fraction is None and p.grad_max is None

@@ -105,11 +105,52 @@ def test_total_norm_keeps_the_absolute_bound():
 
 
 def test_exploding_median_ratio_needs_min_norm():
-    small = [param(f"l{i}.weight", 1e-4, depth=i) for i in range(5)]
-    big = param("out.weight", 2.0, depth=9)  # 2e4 x the median, norm above 1.0
-    tiny_big = param("out.weight", 0.5, depth=9)  # 5e3 x the median, norm below 1.0
-    assert fired(stats(*small, big), "exploding") == ["out.weight"]
+    small = [param(f"l{i}.weight", 1e-4, depth=i) for i in range(1, 6)]
+    big = param("first.weight", 2.0, depth=0)  # 2e4 x the median, norm above 1.0
+    tiny_big = param("first.weight", 0.5, depth=0)  # 5e3 x the median, norm below 1.0
+    assert fired(stats(*small, big), "exploding") == ["first.weight"]
     assert fired(stats(*small, tiny_big), "exploding") == []
+
+
+def test_a_late_head_far_above_a_small_body_is_not_an_explosion():
+    """HF BEiT: the classifier 1.4e3x the body's median RMS. An explosion grows on its way
+    back to the input; a head that runs last is the body's gradient being small."""
+    body = [param(f"l{i}.weight", 1e-4, depth=i) for i in range(5)]
+    head = param("head.weight", 2.0, depth=9)
+    assert fired(stats(*body, head), "exploding") == []
+
+
+def test_lookup_tables_are_judged_among_lookup_tables():
+    """HF BART: embedding tables 1e3x the median RMS of its dense weights, by design."""
+    from dataclasses import replace
+
+    dense = [param(f"l{i}.weight", 1e-4, depth=i + 1) for i in range(5)]
+    table = replace(param("emb.weight", 2.0, depth=0), lookup=True)
+    assert fired(stats(*dense, table), "exploding") == []
+    as_dense = param("emb.weight", 2.0, depth=0)
+    assert fired(stats(*dense, as_dense), "exploding") == ["emb.weight"]
+    tables = [replace(param(f"t{i}.weight", 1e-4, depth=i + 1), lookup=True) for i in range(5)]
+    assert fired(stats(*dense, *tables, table), "exploding") == ["emb.weight"]
+
+
+def test_total_norm_leaves_out_scale_invariant_weights():
+    """A conv feeding BatchNorm has a gradient ∝ 1/||w|| (HF MobileNetV2, inception_v3)."""
+    from dataclasses import replace
+
+    from gradscope.stats import ModuleStats
+
+    conv = param("conv.weight", 2e3, shape=(10**6,), depth=1)
+    run = stats(conv, param("bn.weight", 1.0, depth=2), param("fc.weight", 1.0, depth=3))
+    assert fired(run, "exploding") == ["total"]
+    modules = (
+        ModuleStats("", "Sequential", True, 0),
+        ModuleStats("conv", "Conv2d", True, 1),
+        ModuleStats("bn", "BatchNorm2d", True, 2),
+        ModuleStats("fc", "Linear", True, 3),
+    )
+    assert fired(replace(run, modules=modules), "exploding") == []
+    into_linear = (*modules[:2], ModuleStats("bn", "Linear", True, 2), modules[3])
+    assert fired(replace(run, modules=into_linear), "exploding") == ["total"]
 
 
 def test_vanishing_absolute_and_depth_ratio():
@@ -171,3 +212,18 @@ def test_graph_retained():
     assert f.subject == "cache.last" and f.severity is Severity.WARNING and f.row.key == "oom"
     assert "3.0 MiB" in f.message
     assert fired(stats(param("a.weight")), "graph-retained") == []
+
+
+def test_explode_rms_judges_a_scale_invariant_weight_at_unit_weight_rms():
+    """inception_v3's first conv (std 0.1, into BatchNorm): RMS 105 per element is 10.5 at
+    unit weight RMS; the same gradient on a weight that feeds a Linear is an explosion."""
+    from dataclasses import replace
+
+    from gradscope.stats import ModuleStats
+
+    conv = param("conv.weight", 105.0 * 100, shape=(100, 100), depth=1, weight_norm=10.0)
+    run = stats(conv, param("bn.weight", 1.0, depth=2))
+    norm = (ModuleStats("conv", "Conv2d", True, 1), ModuleStats("bn", "BatchNorm2d", True, 2))
+    linear = (norm[0], ModuleStats("bn", "Linear", True, 2))
+    assert fired(replace(run, modules=norm), "exploding") == []
+    assert fired(replace(run, modules=linear), "exploding") == ["conv.weight"]

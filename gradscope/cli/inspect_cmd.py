@@ -64,11 +64,20 @@ def inspect(
     ] = True,
     explode_norm: Annotated[
         float | None,
-        _threshold("--explode-norm", "GS104: gradient L2 norm above X is exploding."),
+        _threshold(
+            "--explode-norm",
+            "GS104: total gradient L2 norm over the model above X is exploding "
+            "(scale-invariant weights feeding a norm layer left out; one tensor is "
+            "judged by its RMS per element, explode-rms).",
+        ),
     ] = None,
     explode_median_ratio: Annotated[
         float | None,
-        _threshold("--explode-median-ratio", "GS104: gradient RMS X times the model median."),
+        _threshold(
+            "--explode-median-ratio",
+            "GS104: gradient RMS X times the model median (lookup tables vs lookup "
+            "tables), for a tensor that runs before most of the model.",
+        ),
     ] = None,
     vanish_norm: Annotated[
         float | None,

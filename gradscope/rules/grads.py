@@ -20,8 +20,11 @@ def _trainable(stats: RunStats) -> list[ParamStats]:
 
 
 def _live(stats: RunStats) -> list[ParamStats]:
-    """Parameters with a finite, non-zero gradient: the ones norms can be compared over."""
-    return [p for p in stats.params if p.has_grad and p.finite and p.grad_max]
+    """Parameters with a finite, non-zero gradient: the ones norms can be compared over.
+
+    (grad_max is None where the probe did not measure it: the gradient is then known to be
+    non-zero and finite from its norm.)"""
+    return [p for p in stats.params if p.has_grad and p.finite and p.grad_max != 0]
 
 
 def dense_rms(p: ParamStats) -> float:
@@ -164,22 +167,78 @@ def _multiplies(name: str) -> bool:
     return last.endswith("weight") or any(k in last for k in ("gamma", "scale", "lambda", "gate"))
 
 
+NORMALISERS = ("BatchNorm", "SyncBatchNorm", "GroupNorm", "InstanceNorm")
+"""Modules that normalise their input per channel: the weight feeding one is scale-invariant."""
+
+
+def scale_invariant(stats: RunStats) -> set[str]:
+    """Weights whose module's output goes straight into a BatchNorm/GroupNorm/InstanceNorm.
+
+    The norm undoes any rescaling of such a weight (L(c·w) = L(w)), so its gradient is
+    ∝ 1/‖w‖: a small init (HF's std 0.02 convolutions) or a plain deep BN stack (inception)
+    makes it large without anything being wrong, and the norm layer absorbs any step's
+    scale. Found by forward order: the next module entered after the weight's own is the norm.
+    """
+    by_order = {m.order: m for m in stats.modules if m.order is not None}
+    out = set()
+    for p in stats.params:
+        if p.depth is None or not p.name.endswith("weight"):
+            continue
+        following = by_order.get(p.depth + 1)
+        if (
+            following is not None
+            and following.kind.startswith(NORMALISERS)
+            and not following.name.startswith(p.module + ".")
+        ):
+            out.add(p.name)
+    return out
+
+
+def _judged_rms(p: ParamStats, invariant: set[str]) -> float:
+    """The per-element RMS explode-rms bounds: a scale-invariant weight's is taken at unit
+    weight RMS (g(c·w) = g(w)/c, so g·rms(w) does not depend on the init's arbitrary scale)."""
+    return dense_rms(p) * _wrms(p) if p.name in invariant else dense_rms(p)
+
+
+def _medians(pool: list[ParamStats]) -> dict[bool, float]:
+    """Median gradient RMS of the lookup tables and of the other tensors, separately.
+
+    An embedding table's gradient is a sum of activation gradients over the tokens that
+    used each row, a weight's is x·dy summed over the batch: different quantities, whose
+    scales differ by design (HF BART: tables ~1e3x its dense weights at init)."""
+    out = {}
+    for kind in (False, True):
+        values = [dense_rms(p) for p in pool if p.lookup is kind]
+        if values:
+            out[kind] = statistics.median(values)
+    return out
+
+
 @check("GS104")
 def exploding(stats: RunStats, t: Thresholds) -> list[Finding]:
     by_design = set(layer_scaled(stats)) | theory_zero(stats)
     live = [p for p in _live(stats) if not _zero_init(p)]
     pool = [p for p in live if p.name not in by_design]
-    median = statistics.median(dense_rms(p) for p in pool) if pool else 0.0
+    medians = _medians(pool)
+    depths = [p.depth for p in pool if p.depth is not None]
+    middle = statistics.median(depths) if depths else None
+    invariant = scale_invariant(stats)
     out = []
     for p in live:
         norm, rms = p.grad_norm or 0.0, dense_rms(p)
-        ratio = rms / median if median and p.name not in by_design else 0.0
-        if rms > t.explode_rms:
+        judged = _judged_rms(p, invariant)
+        median = medians.get(p.lookup, 0.0)
+        # an explosion grows on its way back to the input: a tensor that runs late (a head)
+        # far above the rest means the rest's gradient is small, which GS105 judges
+        early = p.depth is not None and middle is not None and p.depth < middle
+        ratio = rms / median if median and early and p.name not in by_design else 0.0
+        if judged > t.explode_rms:
+            at_unit = " at unit weight RMS (it feeds a norm layer)" if p.name in invariant else ""
             msg = (
-                f"grad RMS of {p.name} is {fmt_value(rms)} per element > explode-rms "
-                f"{fmt_value(t.explode_rms)}"
+                f"grad RMS of {p.name} is {fmt_value(judged)} per element{at_unit} > "
+                f"explode-rms {fmt_value(t.explode_rms)}"
             )
-            value, threshold = rms, t.explode_rms
+            value, threshold = judged, t.explode_rms
         elif ratio > t.explode_median_ratio and norm > t.explode_min_norm and rms > _wrms(p):
             # also larger than the weight itself: one SGD step would more than rewrite it
             msg = (
@@ -203,16 +262,23 @@ def exploding(stats: RunStats, t: Thresholds) -> list[Finding]:
 
 
 def total_norm(stats: RunStats, t: Thresholds) -> list[Finding]:
-    """The absolute bound belongs to the whole model: it is what clip_grad_norm_ clips."""
+    """The absolute bound belongs to the whole model (what clip_grad_norm_ clips), over the
+    gradients whose size means something: not the scale-invariant weights feeding a norm
+    layer, whose gradient is ∝ 1/‖w‖ by design (see `scale_invariant`)."""
     live = [p for p in _live(stats) if not _zero_init(p)]
-    total = sum((p.grad_norm or 0.0) ** 2 for p in live) ** 0.5
-    if total <= t.explode_norm or any(dense_rms(p) > t.explode_rms for p in live):
+    invariant = scale_invariant(stats)
+    if any(_judged_rms(p, invariant) > t.explode_rms for p in live):
         return []  # GS104 already names the exploding tensors
+    counted = [p for p in live if p.name not in invariant]
+    total = sum((p.grad_norm or 0.0) ** 2 for p in counted) ** 0.5
+    if total <= t.explode_norm:
+        return []
+    left_out = f" (leaving out {len(invariant)} scale-invariant weights)" if invariant else ""
     return [
         RULES["GS104"].finding(
             "total",
-            f"total grad norm over {len(live)} parameter tensors is {fmt_value(total)} > "
-            f"explode-norm {fmt_value(t.explode_norm)}",
+            f"total grad norm over {len(counted)} parameter tensors{left_out} is "
+            f"{fmt_value(total)} > explode-norm {fmt_value(t.explode_norm)}",
             "clip gradients (torch.nn.utils.clip_grad_norm_), lower the learning rate, or "
             "check the weight init and normalisation",
             total,

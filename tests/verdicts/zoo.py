@@ -200,6 +200,120 @@ def wide_classifier() -> nn.Module:
     )
 
 
+class BasicConv2d(nn.Module):
+    """torchvision's inception block: conv without bias, BatchNorm(eps=1e-3), ReLU."""
+
+    def __init__(self, c_in: int, c_out: int, **kw: Any):
+        super().__init__()
+        self.conv, self.bn = (
+            nn.Conv2d(c_in, c_out, bias=False, **kw),
+            nn.BatchNorm2d(c_out, eps=1e-3),
+        )
+
+    def forward(self, x):
+        return F.relu(self.bn(self.conv(x)))
+
+
+class Mixed(nn.Module):
+    """An Inception module: parallel branches of BasicConv2d (and pooling), concatenated."""
+
+    def __init__(self, branches: list[Any], pool: int | None, c_in: int):
+        super().__init__()
+        self.branches = nn.ModuleList()
+        for spec in branches:
+            if isinstance(spec, nn.Module):
+                self.branches.append(spec)
+                continue
+            layers, c = [], c_in
+            for c_out, kernel, stride in spec:
+                pad = (kernel[0] // 2, kernel[1] // 2) if isinstance(kernel, tuple) else kernel // 2
+                pad = 0 if stride == 2 else pad
+                layers.append(BasicConv2d(c, c_out, kernel_size=kernel, stride=stride, padding=pad))
+                c = c_out
+            self.branches.append(nn.Sequential(*layers))
+        self.pool = pool
+        self.pool_proj = BasicConv2d(c_in, pool, kernel_size=1) if pool else None
+
+    def forward(self, x):
+        outs = [b(x) for b in self.branches]
+        if self.pool_proj is not None:
+            outs.append(self.pool_proj(F.avg_pool2d(x, 3, 1, 1)))
+        else:
+            outs.append(F.max_pool2d(x, 3, 2))
+        return torch.cat(outs, 1)
+
+
+class Split(nn.Module):
+    """InceptionE's branch: a stem, then a 1x3 and a 3x1 conv side by side, concatenated."""
+
+    def __init__(self, c_in: int, stem: list[int]):
+        super().__init__()
+        layers, c = [], c_in
+        for i, c_out in enumerate(stem):
+            k = 1 if i == 0 else 3
+            layers.append(BasicConv2d(c, c_out, kernel_size=k, padding=k // 2))
+            c = c_out
+        self.stem = nn.Sequential(*layers)
+        self.wide = BasicConv2d(c, 384, kernel_size=(1, 3), padding=(0, 1))
+        self.tall = BasicConv2d(c, 384, kernel_size=(3, 1), padding=(1, 0))
+
+    def forward(self, x):
+        h = self.stem(x)
+        return torch.cat([self.wide(h), self.tall(h)], 1)
+
+
+def inception_v3() -> nn.Module:
+    """torchvision's inception_v3 layout and init (trunc_normal std 0.1, BN 1/0), aux head
+    dropped: 21.8M parameters, a 2048 x 1000 classifier."""
+
+    def a(c_in: int, pool: int) -> Mixed:
+        return Mixed([[(64, 1, 1)], [(48, 1, 1), (64, 5, 1)], [(64, 1, 1), (96, 3, 1), (96, 3, 1)]],
+                     pool, c_in)  # fmt: skip
+
+    def c(c7: int) -> Mixed:
+        return Mixed([[(192, 1, 1)], [(c7, 1, 1), (c7, (1, 7), 1), (192, (7, 1), 1)],
+                      [(c7, 1, 1), (c7, (7, 1), 1), (c7, (1, 7), 1), (c7, (7, 1), 1),
+                       (192, (1, 7), 1)]], 192, 768)  # fmt: skip
+
+    def e(c_in: int) -> Mixed:
+        return Mixed([[(320, 1, 1)], Split(c_in, [384]), Split(c_in, [448, 384])], 192, c_in)
+
+    model = nn.Sequential(
+        BasicConv2d(3, 32, kernel_size=3, stride=2),
+        BasicConv2d(32, 32, kernel_size=3),
+        BasicConv2d(32, 64, kernel_size=3, padding=1),
+        nn.MaxPool2d(3, 2),
+        BasicConv2d(64, 80, kernel_size=1),
+        BasicConv2d(80, 192, kernel_size=3),
+        nn.MaxPool2d(3, 2),
+        a(192, 32),
+        a(256, 64),
+        a(288, 64),
+        Mixed([[(384, 3, 2)], [(64, 1, 1), (96, 3, 1), (96, 3, 2)]], None, 288),
+        c(128),
+        c(160),
+        c(160),
+        c(192),
+        Mixed(
+            [
+                [(192, 1, 1), (320, 3, 2)],
+                [(192, 1, 1), (192, (1, 7), 1), (192, (7, 1), 1), (192, 3, 2)],
+            ],
+            None,
+            768,
+        ),
+        e(1280),
+        e(2048),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(2048, 1000),
+    )
+    for m in model.modules():
+        if isinstance(m, (nn.Conv2d, nn.Linear)):
+            nn.init.trunc_normal_(m.weight, std=0.1, a=-2, b=2)
+    return model
+
+
 class Seq(nn.Module):
     def __init__(self, cell: type[nn.Module]):
         super().__init__()
@@ -213,9 +327,9 @@ class Seq(nn.Module):
 
 
 def _torch_cases() -> list[Case]:
-    def image(make: Callable[[], nn.Module], size: int = 32, classes: int = 10):
+    def image(make: Callable[[], nn.Module], size: int = 32, classes: int = 10, n: int = 4):
         def build():
-            x, y = _images(size=size, classes=classes)
+            x, y = _images(n, size=size, classes=classes)
             return make(), x, _ce(y)
 
         return build
@@ -242,6 +356,7 @@ def _torch_cases() -> list[Case]:
         ("vit-zero-head", "zero-init", image(ViT)),
         ("mobilenetv3-bias-into-bn", "theory-zero", image(mobilenet)),
         ("inception-wide-fc", "absolute-norm", image(wide_classifier, classes=1000)),
+        ("inception-v3", "absolute-norm", image(inception_v3, size=96, classes=1000, n=16)),
         ("lstm", "rnn", seq(nn.LSTM)),
         ("gru", "rnn", seq(nn.GRU)),
         ("torch-transformer-enc-dec", "encoder-decoder", transformer),
