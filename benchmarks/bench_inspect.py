@@ -35,6 +35,8 @@ CONFIG = dict(vocab=8192, context=128, dim=384, heads=6, layers=6)
 BATCH = 4
 BUDGET_124M = 1.05
 BUDGET_50MS = 1.10
+GUARD_PER_CALL = [0.0]
+"""Seconds the in-place write guard adds per torch call, measured once in main()."""
 
 
 def build():
@@ -122,6 +124,43 @@ def guarded_forward(model, batch) -> None:
         forward(model, batch)
 
 
+def torch_calls(model, batch) -> int:
+    """Torch function calls one forward makes: what the write guard intercepts."""
+    from torch.overrides import TorchFunctionMode
+
+    class Count(TorchFunctionMode):
+        n = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        forward(model, batch)
+    return Count.n
+
+
+def guard_per_call(calls: int = 20000) -> float:
+    """Seconds the write guard adds to one torch call (a tiny add, so the call is all there is)."""
+    import torch
+
+    from gradscope import probe
+
+    model, x = torch.nn.Linear(2, 2), torch.zeros(2)
+
+    def loop() -> None:
+        for _ in range(calls):
+            torch.add(x, 1)
+
+    def guarded() -> None:
+        with probe.preserved_state(model):
+            loop()
+
+    bare_s = statistics.median(timed(loop) for _ in range(5))
+    guarded_s = statistics.median(timed(guarded) for _ in range(5))
+    return (guarded_s - bare_s) / calls
+
+
 def timed(fn, *args) -> float:
     start = time.perf_counter()
     fn(*args)
@@ -150,10 +189,14 @@ def speed(name: str, repeat: int) -> None:
     print(f"\n[{name}] {n / 1e6:.1f}M parameters, {len(list(model.modules()))} modules")
     print(f"  bare forward+backward      median {mb * 1e3:8.1f} ms  (min {min(b) * 1e3:.1f})")
     print(f"  gradscope.inspect          median {mg * 1e3:8.1f} ms  (min {min(g) * 1e3:.1f})")
+    paired = statistics.median(x / y for x, y in zip(g, b, strict=True))
     print(f"  time ratio inspect/bare    {mg / mb:.3f}  (min/min {min(g) / min(b):.3f}){verdict}")
+    print(f"  median of paired ratios    {paired:.3f}  (inspect over the bare pass just before)")
+    calls = torch_calls(model, batch)
     print(
         f"  forward bare {mf * 1e3:.1f} ms, inside preserved_state {mfg * 1e3:.1f} ms "
-        f"(snapshot + write guard: {(mfg - mf) * 1e3:+.1f} ms)"
+        f"(snapshot + write guard: {(mfg - mf) * 1e3:+.1f} ms); {calls} torch calls guarded, "
+        f"~{calls * GUARD_PER_CALL[0] * 1e3:.2f} ms at the measured per-call cost"
     )
 
 
@@ -214,6 +257,8 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {args.threads} intra-op thread(s), {args.repeat} repeats")
+    GUARD_PER_CALL[0] = guard_per_call()
+    print(f"write guard: {GUARD_PER_CALL[0] * 1e6:.2f} us per torch call (median of 5 x 20000)")
     for name in args.cases.split(","):
         if name == "gpt2-124m":
             try:

@@ -259,7 +259,7 @@ def measure(
         factor = 1.0 / scale.value if scale is not None else 1.0
         owners = _owners(model)
         with torch.no_grad():
-            numbers = _fused_stats(loss, [p for _, p in named], grads, _exact(owners, trainable))
+            numbers = _fused_stats(loss, [p for _, p in named], grads, _measured(owners, trainable))
         duration = time.perf_counter() - start
         stats = _assemble(
             model,
@@ -361,8 +361,8 @@ def _dense(g: torch.Tensor) -> torch.Tensor:
 
 
 EXACT_MAX = 1 << 20
-"""Gradients up to this many elements also get max|g| and a zero count (passes that cost nothing
-at this size); larger ones only where a rule needs them: see `_exact`."""
+"""Gradients up to this many elements also get max|g| (a fused pass that costs nothing at this
+size); larger ones only where a rule needs it: see `_measured`."""
 
 
 def _owners(model: torch.nn.Module) -> dict[int, list[bool]]:
@@ -376,24 +376,38 @@ def _owners(model: torch.nn.Module) -> dict[int, list[bool]]:
     return owners
 
 
-def _exact(owners: dict[int, list[bool]], params: Sequence[torch.Tensor]) -> list[bool]:
+@dataclass(frozen=True)
+class _Plan:
+    """What `_fused_stats` measures per gradient besides its L2 norm."""
+
+    extremes: bool
+    """max|g| (min and max)."""
+    zeros: bool
+    """The number of exactly-zero elements."""
+
+
+def _measured(owners: dict[int, list[bool]], params: Sequence[torch.Tensor]) -> list[_Plan]:
     """Which gradients get max|g| and a zero count besides their L2 norm.
 
-    Each is one more full pass over the gradient: at 124M parameters every pass costs about
-    2% of the bare step, so they are made where they are cheap (small tensors) or needed:
-    the RMS over non-zero elements that lets an embedding table, whose unused rows get
-    exact zeros, be compared with other tables. An embedding shared with a linear layer
-    (a tied output head) gets a gradient on every row, so it needs none. Elsewhere max|g|
-    and the zero fraction stay unknown (None; the table shows "-"), and the L2 norm stands
-    in for them: NaN or Inf anywhere makes it non-finite, an all-zero gradient makes it
-    zero, and either (rare) sends the tensor through the exact pass after all.
+    Each is one more full pass over the gradient: at 124M parameters a pass costs about 2%
+    of the bare step, so they are made where they are cheap or needed. max|g|: tensors up to
+    EXACT_MAX elements (fused). Zero counts: only lookup tables (untied)
+    and sparse gradients, for the RMS over non-zero elements that lets a table, whose
+    unused rows get exact zeros, be compared with other tables; a table tied to a linear
+    output head gets a gradient on every row. Elsewhere both stay unknown (None; the table
+    shows "-") and the L2 norm stands in: NaN or Inf anywhere makes it non-finite, an
+    all-zero gradient makes it zero, and either (rare) sends the tensor through the exact
+    pass after all.
     """
-    return [
-        p.numel() <= EXACT_MAX or p.is_sparse or all(owners.get(id(p), [False])) for p in params
-    ]
+    plans = []
+    for p in params:
+        kinds = owners.get(id(p), [False])
+        table = p.is_sparse or all(kinds)
+        plans.append(_Plan(p.numel() <= EXACT_MAX, table))
+    return plans
 
 
-def _extremes(grads: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
+def _exact(grads: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
     """[min, max, nonzeros] per gradient, as one float64 tensor of shape (3, n)."""
     f64 = torch.float64
     rows = [
@@ -407,21 +421,22 @@ def _fused_stats(
     loss: torch.Tensor,
     params: list[torch.Tensor],
     grads: list[torch.Tensor | None],
-    exact: Sequence[bool],
+    plans: Sequence[_Plan],
 ) -> list[float | None]:
     """[loss, loss_finite, weight norms..., per present grad: l2, min, max, nonzeros].
 
     One fused L2 over weights and gradients together (half precision accumulated in float32,
-    so it cannot overflow), then, where `exact` says, aminmax and count_nonzero (min and max
-    propagate NaN and Inf, so they are the exact non-finite test: an L2 norm can overflow
-    without any Inf). Read back with one host sync; a second one only when a gradient left
-    out of the exact pass has a zero or non-finite norm, to make that verdict exact. None:
-    not measured. (torch's inf-norm would give max|g| in one call but is ~15x slower than
-    aminmax on a CPU.)
+    so it cannot overflow); fused max and min (of the negated tensors) over the small
+    gradients, count_nonzero where the plan names it. Min and max propagate NaN and Inf, so
+    they are the exact non-finite test (an L2 norm can overflow without any Inf). Read back
+    with one host sync; a second one only when a gradient without extremes has a zero or
+    non-finite norm, to make that verdict exact, or when a norm underflowed. None: not
+    measured. (torch's inf-norm would give max|g| in one call but is ~15x slower on a CPU.)
     """
     f64 = torch.float64
     device = loss.device
-    present = [(_dense(g), e) for g, e in zip(grads, exact, strict=True) if g is not None]
+    present = [(_dense(g), plan) for g, plan in zip(grads, plans, strict=True) if g is not None]
+    k = len(present)
     loss = loss.detach()
     parts = [
         loss.reshape(-1)[:1].real.to(f64)
@@ -434,29 +449,40 @@ def _fused_stats(
         low = any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors)
         norms = torch._foreach_norm(tensors, 2, dtype=torch.float32 if low else None)
         parts.append(torch.stack([n.to(device=device, dtype=f64) for n in norms]))
-    chosen = [i for i, (_, e) in enumerate(present) if e]
-    parts.append(_extremes([present[i][0] for i in chosen], device).reshape(-1))
+    small = [i for i, (_, plan) in enumerate(present) if plan.extremes]
+    counted = [i for i, (_, plan) in enumerate(present) if plan.zeros]
+    if small:
+        fused = [present[i][0] for i in small]
+        highs = torch._foreach_max(fused)
+        lows = torch._foreach_max(torch._foreach_neg(fused))
+        parts += [torch.stack([-t.to(device=device, dtype=f64) for t in lows])]
+        parts += [torch.stack([t.to(device=device, dtype=f64) for t in highs])]
+    if counted:
+        nonzero = [present[i][0].count_nonzero().to(device=device, dtype=f64) for i in counted]
+        parts.append(torch.stack(nonzero))
     numbers: list[float | None] = list(torch.cat(parts).tolist())
-    k, m = len(present), len(chosen)
     head = 2 + len(params)
-    found = numbers[head + k :]
-    extra: list[list[float | None]] = [[None] * k for _ in range(3)]
-    for row in range(3):
-        for j, i in enumerate(chosen):
-            extra[row][i] = found[row * m + j]
     l2 = numbers[head : head + k]
-    doubt = [i for i in range(k) if not present[i][1] and not 0 < (l2[i] or 0) < math.inf]
+    lo: list[float | None] = [None] * k
+    hi: list[float | None] = [None] * k
+    nz: list[float | None] = [None] * k
+    rest = iter(numbers[head + k :])
+    for target in (lo, hi):
+        for i in small:
+            target[i] = next(rest)
+    for i in counted:
+        nz[i] = next(rest)
+    doubt = [i for i in range(k) if hi[i] is None and not 0 < (l2[i] or 0) < math.inf]
     if doubt:  # all-zero or non-finite by the norm: make it exact
-        again = _extremes([present[i][0] for i in doubt], device).tolist()
-        for row in range(3):
-            for j, i in enumerate(doubt):
-                extra[row][i] = again[row][j]
-    tiny = [i for i in range(k) if l2[i] == 0 and extra[2][i]]
-    if tiny:  # non-zero elements whose squares underflow float32 (|g| < 1e-19): norm in float64
+        again = _exact([present[i][0] for i in doubt], device).tolist()
+        for j, i in enumerate(doubt):
+            lo[i], hi[i], nz[i] = again[0][j], again[1][j], again[2][j]
+    tiny = [i for i in range(k) if l2[i] == 0 and (hi[i] or lo[i])]
+    if tiny:  # non-zero elements whose squares underflow float32 (|g| < 1e-19): float64 norm
         norms64 = [torch.linalg.vector_norm(present[i][0].double()) for i in tiny]
         for i, norm in zip(tiny, torch.stack(norms64).tolist(), strict=True):
             l2[i] = norm
-    return numbers[:head] + l2 + extra[0] + extra[1] + extra[2]
+    return numbers[:head] + l2 + lo + hi + nz
 
 
 def _assemble(
@@ -488,14 +514,15 @@ def _assemble(
         i = present_index
         present_index += 1
         lo, hi, nonzero = low[i], high[i], nz[i]
-        if lo is None or hi is None or nonzero is None:  # not measured: the norm stands in
-            norm = l2[i] or 0.0
-            biggest, finite, zeros = None, math.isfinite(norm), None
+        if lo is None or hi is None:  # not measured: the norm stands in (finite, non-zero)
+            biggest, finite = None, math.isfinite(l2[i] or 0.0)
         else:
             both = lo + hi
             biggest = max(abs(lo), abs(hi)) if not math.isnan(both) else math.nan
             finite = math.isfinite(lo) and math.isfinite(hi)
-            zeros = 1.0 - nonzero / max(p.numel(), 1)
+        zeros = None if nonzero is None else 1.0 - nonzero / max(p.numel(), 1)
+        if zeros is None and lo == 0 and hi == 0:
+            zeros = 1.0  # all-zero, by its extremes
         params.append(
             replace(
                 _param(name, module, p, wn or 0.0, order.get(module), id(p) in lookups),

@@ -5,8 +5,9 @@ training step. HuggingFace transformers models are built from tiny configs; the 
 timm designs whose packages cannot be imported here (torchvision's wheel does not load on this
 CPU build, and timm imports torchvision) are rebuilt from torch modules with the same
 initialisation: zero-init residual ResNet, ConvNeXt/CaiT layer scale, MobileNetV3 (conv bias into
-BatchNorm, depthwise convs, hard-swish), an inception-style wide classifier, and torchvision's
-ViT, whose head is zero-initialised.
+BatchNorm, depthwise convs, hard-swish), an inception-style wide classifier, torchvision's
+inception_v3 (its layout and init, 23.8M parameters; BatchNorm at a usable batch, 16 images), and
+torchvision's ViT, whose head is zero-initialised.
 """
 
 from __future__ import annotations
