@@ -181,7 +181,8 @@ def _restore(snap: _Snapshot) -> None:
                 p.data = data  # undoes `self.w.data = ...`
             p.requires_grad_(flag)
     for m, training in snap.modes:
-        m.training = training
+        if m.training is not training:  # Module.__setattr__ is slow; most modes never change
+            m.training = training
     random.setstate(snap.py_random)
     numpy = sys.modules.get("numpy")
     if snap.np_random is not None and numpy is not None:
@@ -417,6 +418,13 @@ def _exact(grads: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
     return torch.stack(rows).T if rows else torch.empty((3, 0), dtype=f64, device=device)
 
 
+def _gather(scalars: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
+    """0-d tensors → one float64 vector on `device`: one op where they share device and dtype."""
+    if all(t.device == device and t.dtype == scalars[0].dtype for t in scalars):
+        return torch.stack(list(scalars)).to(torch.float64)
+    return torch.stack([t.to(device=device, dtype=torch.float64) for t in scalars])
+
+
 def _fused_stats(
     loss: torch.Tensor,
     params: list[torch.Tensor],
@@ -448,15 +456,14 @@ def _fused_stats(
     if tensors:
         low = any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors)
         norms = torch._foreach_norm(tensors, 2, dtype=torch.float32 if low else None)
-        parts.append(torch.stack([n.to(device=device, dtype=f64) for n in norms]))
+        parts.append(_gather(norms, device))
     small = [i for i, (_, plan) in enumerate(present) if plan.extremes]
     counted = [i for i, (_, plan) in enumerate(present) if plan.zeros]
     if small:
         fused = [present[i][0] for i in small]
         highs = torch._foreach_max(fused)
         lows = torch._foreach_max(torch._foreach_neg(fused))
-        parts += [torch.stack([-t.to(device=device, dtype=f64) for t in lows])]
-        parts += [torch.stack([t.to(device=device, dtype=f64) for t in highs])]
+        parts += [-_gather(lows, device), _gather(highs, device)]
     if counted:
         nonzero = [present[i][0].count_nonzero().to(device=device, dtype=f64) for i in counted]
         parts.append(torch.stack(nonzero))
@@ -524,13 +531,20 @@ def _assemble(
         if zeros is None and lo == 0 and hi == 0:
             zeros = 1.0  # all-zero, by its extremes
         params.append(
-            replace(
-                _param(name, module, p, wn or 0.0, order.get(module), id(p) in lookups),
+            ParamStats(
+                name=name,
+                module=module,
+                shape=tuple(p.shape),
+                dtype=str(p.dtype).removeprefix("torch."),
+                requires_grad=True,
                 has_grad=True,
                 grad_norm=(l2[i] or 0.0) * factor,
                 grad_max=None if biggest is None else biggest * factor,
+                weight_norm=wn or 0.0,
                 zero_fraction=zeros,
                 finite=finite,
+                depth=order.get(module),
+                lookup=id(p) in lookups,
             )
         )
     modules = tuple(
