@@ -55,18 +55,21 @@ def module_hooks(
 
 @contextmanager
 def global_module_hooks(
-    pre: Callable[[torch.nn.Module], None], post: Callable[[torch.nn.Module], None]
+    pre: Callable[[torch.nn.Module], None], post: Callable[[torch.nn.Module], None] | None = None
 ) -> Iterator[None]:
-    """The same for every module of every model (a script's models are not known in advance)."""
+    """The same for every module of every model (a script's models are not known in advance;
+    one registration instead of one per module is also the cheap way to watch a large model)."""
     from torch.nn.modules import module as module_mod
 
     with ExitStack() as stack:
         handle = module_mod.register_module_forward_pre_hook(lambda m, _a: pre(m))
         stack.callback(handle.remove)
-        handle = module_mod.register_module_forward_hook(
-            lambda m, _a, _o: post(m), always_call=True
-        )
-        stack.callback(handle.remove)
+        if post is not None:
+            leave = post
+            handle = module_mod.register_module_forward_hook(
+                lambda m, _a, _o: leave(m), always_call=True
+            )
+            stack.callback(handle.remove)
         yield
 
 

@@ -296,3 +296,28 @@ def test_a_tied_embedding_gets_no_zero_count(monkeypatch):
 
     (p,) = probe.run(Tied(), torch.tensor([1, 2])).params
     assert p.name == "emb.weight" and p.zero_fraction is None and p.grad_max is None
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+@pytest.mark.parametrize("fail", [False, True])
+def test_garbage_collector_is_left_as_found(enabled, fail):
+    import gc
+
+    class Model(nn.Linear):
+        def forward(self, x):
+            assert gc.isenabled() is False  # paused for the pass
+            if fail:
+                raise RuntimeError("boom")
+            return super().forward(x).sum()
+
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        if fail:
+            with pytest.raises(UserCodeError):
+                probe.run(Model(2, 2), torch.randn(1, 2))
+        else:
+            probe.run(Model(2, 2), torch.randn(1, 2))
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
