@@ -17,11 +17,13 @@ __all__ = [
     "inspect",
     "inspect_script",
     "inspect_target",
+    "watch",
+    "watch_script",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("inspect", "inspect_target", "inspect_script"):
+    if name in ("inspect", "inspect_target", "inspect_script", "watch", "watch_script"):
         from gradscope import api
 
         return getattr(api, name)

@@ -76,3 +76,18 @@ def inspect_script(
         settings.threshold_dict(),
         torch.__version__,
     )
+
+
+def watch(**options: Any) -> Any:
+    """`with gradscope.watch() as w: train()`, then `w.report`: every optimizer step of
+    `train()` judged over time (see gradscope.watch)."""
+    from gradscope.watch import watch as watch_ctx
+
+    return watch_ctx(**options)
+
+
+def watch_script(path: str, argv: Sequence[str] = (), **options: Any) -> Any:
+    """`gradscope watch PATH -- ARGV` without the printing: the WatchReport."""
+    from gradscope.watch import watch_script as run
+
+    return run(path, list(argv), **options)

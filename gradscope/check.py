@@ -159,9 +159,15 @@ def run_gradcheck(entry: CheckEntry, settings: Settings) -> TargetResult:
     return _timed("gradcheck", entry, lambda spec: check_entry(entry, spec, settings))
 
 
+def run_watch(entry: CheckEntry, settings: Settings) -> TargetResult:
+    from gradscope.watch.check import run_entry
+
+    return run_entry(entry, settings)
+
+
 def run(settings: Settings, progress: Callable[[int, str], None] | None = None) -> CheckReport:
     """Every configured target in order; `progress(done, label)` is called before each."""
-    if not settings.inspect and not settings.gradcheck:
+    if not settings.inspect and not settings.gradcheck and not settings.watch:
         raise GradscopeError(
             "nothing to check: add [[tool.gradscope.inspect]] or "
             "[[tool.gradscope.gradcheck]] entries to pyproject.toml, or pass "
@@ -169,6 +175,7 @@ def run(settings: Settings, progress: Callable[[int, str], None] | None = None) 
         )
     jobs = [(run_inspect, e, "inspect") for e in settings.inspect]
     jobs += [(run_gradcheck, e, "gradcheck") for e in settings.gradcheck]
+    jobs += [(run_watch, e, "watch") for e in settings.watch]
     results = []
     for done, (job, entry, kind) in enumerate(jobs):
         if progress:

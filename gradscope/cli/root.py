@@ -15,6 +15,7 @@ from gradscope import __version__
 from gradscope.cli import common as clikit
 from gradscope.cli.gradcheck_cmd import gradcheck
 from gradscope.cli.graph_cmd import graph
+from gradscope.cli.watch_cmd import watch
 from gradscope.errors import ExitCode, GradscopeError
 from gradscope.examples import EXAMPLES
 from gradscope.report import outputs
@@ -247,7 +248,7 @@ def check(
 def _run_check(check_mod, settings):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    total = len(settings.inspect) + len(settings.gradcheck)
+    total = len(settings.inspect) + len(settings.gradcheck) + len(settings.watch)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, transient=True, console=_stderr_console()) as bar:
         task = bar.add_task("checking", total=total)
@@ -301,6 +302,7 @@ def rules(
 
 app.command("gradcheck")(gradcheck)
 app.command("graph")(graph)
+app.command("watch", context_settings={"allow_extra_args": True})(watch)
 
 
 def main() -> None:

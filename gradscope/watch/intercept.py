@@ -1,0 +1,353 @@
+"""The interception: global hooks and class-level wrappers, all undone by `remove`.
+
+- `torch.optim.optimizer.register_optimizer_step_pre_hook/_post_hook`: every step of
+  any Optimizer (plain loops, HF Trainer, Lightning, accelerate), no per-instance patch.
+- `Tensor.backward` / `torch.autograd.backward`: the loss and the number of backward
+  calls per step (gradient accumulation); the nested backward of a reentrant
+  checkpoint is not counted.
+- `torch.nn.utils.clip_grad_norm_`, `get_total_norm`, `clip_grads_with_norm_`:
+  the norm before clipping, the script's own value, and max_norm. Replaced in the
+  modules before the script imports them.
+- `GradScaler.scale` / `step` (class level): the unscaled loss, the loss scale,
+  and skipped steps. A non-fused optimizer's step hooks do not fire on a skipped
+  step (the step wrapper notices); a fused one's fire on every step with
+  `optimizer.found_inf` and, unless `unscale_` ran, `optimizer.grad_scale` set and
+  the gradients still scaled, which the measurement divides out.
+
+Nothing here reads a value back to the host: see recorder.py.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from gradscope.watch import discover
+from gradscope.watch.recorder import NO_GRAD, PendingStep, Recorder
+
+
+class StopWatching(BaseException):
+    """Raised after the last step asked for (--steps); a BaseException so that the
+    script's own `except Exception` lets it through."""
+
+
+class Interceptor:
+    """The state the hooks share while one run is watched."""
+
+    def __init__(
+        self, recorder: Recorder, update_every: int = 10, max_steps: int | None = None
+    ) -> None:
+        self.recorder = recorder
+        self.update_every = max(1, update_every)
+        self.max_steps = max_steps
+        self.start = time.perf_counter()
+        self.tracked = discover.Tracked()
+        self.optimizers: list[torch.optim.Optimizer] = []
+        """The optimizers that stepped, by index."""
+        self.known: list[torch.optim.Optimizer] = []
+        """Those and the ones found owning clipped parameters before their first step."""
+        self.discovered = False
+        self.steps = 0
+        self._undo: list[Callable[[], None]] = []
+        self._depth = 0
+        self._reset_step()
+        self._scaled: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._scaler_calls: list[list[Any]] = []
+        self._index_cache: dict[tuple[bool, ...], torch.Tensor] = {}
+        self._current: PendingStep | None = None
+        self._snapshot: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+
+    def _reset_step(self) -> None:
+        self.backward_calls = 0
+        self.loss: torch.Tensor | None = None
+        self.loss_known = True
+        self.carried: torch.Tensor | None = None
+        self.pre_clip: torch.Tensor | None = None
+        self.clip_total: torch.Tensor | None = None
+        self.max_norm: float | None = None
+
+    # -- installation -----------------------------------------------------------------
+    def install(self) -> None:
+        from torch.optim.optimizer import (
+            register_optimizer_step_post_hook,
+            register_optimizer_step_pre_hook,
+        )
+
+        pre = register_optimizer_step_pre_hook(self._pre_step)
+        post = register_optimizer_step_post_hook(self._post_step)
+        self._undo += [pre.remove, post.remove]
+        self._patch(torch.Tensor, "backward", self._wrap_tensor_backward)
+        self._patch(torch.autograd, "backward", self._wrap_autograd_backward)
+        import torch.nn.utils as utils
+        import torch.nn.utils.clip_grad as clip_grad
+
+        for module in (utils, clip_grad):
+            self._patch(module, "clip_grad_norm_", self._wrap_clip)
+        if hasattr(utils, "get_total_norm"):
+            self._patch(utils, "get_total_norm", self._wrap_total_norm)
+        if hasattr(utils, "clip_grads_with_norm_"):
+            self._patch(utils, "clip_grads_with_norm_", self._wrap_clip_with_norm)
+        scaler = torch.amp.GradScaler
+        self._patch(scaler, "scale", self._wrap_scale)
+        self._patch(scaler, "step", self._wrap_scaler_step)
+
+    def remove(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    def _patch(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+        original = owner.__dict__[name]
+        setattr(owner, name, make(original))
+        self._undo.append(lambda: setattr(owner, name, original))
+
+    # -- backward ---------------------------------------------------------------------
+    def _wrap_tensor_backward(self, original: Any) -> Any:
+        def backward(tensor: torch.Tensor, gradient: Any = None, *args: Any, **kw: Any) -> Any:
+            if self._depth == 0:
+                self._on_backward(tensor, gradient)
+            self._depth += 1
+            try:
+                return original(tensor, gradient, *args, **kw)
+            finally:
+                self._depth -= 1
+
+        return backward
+
+    def _wrap_autograd_backward(self, original: Any) -> Any:
+        def backward(tensors: Any, grad_tensors: Any = None, *args: Any, **kw: Any) -> Any:
+            if self._depth == 0:
+                single = tensors if isinstance(tensors, torch.Tensor) else None
+                if single is None and len(tensors) == 1:
+                    single = tensors[0]
+                self._on_backward(single, grad_tensors)
+            self._depth += 1
+            try:
+                return original(tensors, grad_tensors, *args, **kw)
+            finally:
+                self._depth -= 1
+
+        return backward
+
+    def _on_backward(self, tensor: torch.Tensor | None, gradient: Any) -> None:
+        if self.backward_calls == 0 and self.discovered:
+            self.carried = self._carried_norm()
+        self.backward_calls += 1
+        if tensor is None or gradient is not None or tensor.numel() != 1:
+            self.loss_known = False
+            return
+        value = next((u for s, u in self._scaled if s is tensor), tensor).detach()
+        self.loss = value.float() if self.loss is None else self.loss + value.float()
+
+    def _carried_norm(self) -> torch.Tensor | None:
+        grads = [p.grad for p in self.tracked.params if p.grad is not None]
+        if not grads:
+            return None
+        return torch.linalg.vector_norm(torch.stack(_norms(grads)))
+
+    # -- clipping ---------------------------------------------------------------------
+    def _wrap_clip(self, original: Any) -> Any:
+        def clip_grad_norm_(
+            parameters: Any, max_norm: float, norm_type: float = 2.0, *a: Any, **kw: Any
+        ) -> Any:
+            if self._depth:
+                return original(parameters, max_norm, norm_type, *a, **kw)
+            params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+            self._ensure_discovered(params)
+            self.pre_clip = self._measure()
+            self._depth += 1
+            try:
+                total = original(params, max_norm, norm_type, *a, **kw)
+            finally:
+                self._depth -= 1
+            if float(norm_type) == 2.0:
+                self.clip_total, self.max_norm = total, float(max_norm)
+            return total
+
+        return clip_grad_norm_
+
+    def _wrap_total_norm(self, original: Any) -> Any:
+        def get_total_norm(tensors: Any, norm_type: float = 2.0, *a: Any, **kw: Any) -> Any:
+            total = original(tensors, norm_type, *a, **kw)
+            if self._depth == 0 and float(norm_type) == 2.0:
+                self.clip_total = total
+            return total
+
+        return get_total_norm
+
+    def _wrap_clip_with_norm(self, original: Any) -> Any:
+        def clip_grads_with_norm_(
+            parameters: Any, max_norm: float, total_norm: Any, *a: Any, **kw: Any
+        ) -> Any:
+            if self._depth == 0:
+                params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+                self._ensure_discovered(params)
+                self.pre_clip = self._measure()
+                self.max_norm = float(max_norm)
+                if self.clip_total is None:
+                    self.clip_total = total_norm
+                parameters = params
+            return original(parameters, max_norm, total_norm, *a, **kw)
+
+        return clip_grads_with_norm_
+
+    # -- GradScaler -------------------------------------------------------------------
+    def _wrap_scale(self, original: Any) -> Any:
+        def scale(scaler: Any, outputs: Any) -> Any:
+            out = original(scaler, outputs)
+            if isinstance(outputs, torch.Tensor) and out is not outputs:
+                self._scaled = [*self._scaled[-3:], (out, outputs)]
+            return out
+
+        return scale
+
+    def _wrap_scaler_step(self, original: Any) -> Any:
+        def step(scaler: Any, optimizer: Any, *args: Any, **kw: Any) -> Any:
+            call = [scaler, optimizer, False]
+            self._scaler_calls.append(call)
+            try:
+                out = original(scaler, optimizer, *args, **kw)
+                if scaler.is_enabled() and not call[2]:  # the optimizer's hooks never ran
+                    self._begin(optimizer, skipped=True)
+                    self._finish(optimizer)
+            finally:
+                self._scaler_calls.pop()
+            return out
+
+        return step
+
+    def _scaler_for(self, optimizer: Any) -> Any:
+        for call in reversed(self._scaler_calls):
+            if call[1] is optimizer:
+                call[2] = True  # the step (or the skip) is being recorded
+                return call[0] if call[0].is_enabled() else None
+        return None
+
+    # -- optimizer steps --------------------------------------------------------------
+    def _pre_step(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
+        self._begin(optimizer, skipped=False)
+
+    def _post_step(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
+        self._finish(optimizer)
+
+    def _ensure_discovered(self, params: list[torch.Tensor]) -> None:
+        """Before the first step: the optimizers that own the parameters being clipped."""
+        if self.discovered:
+            return
+        self.discovered = True
+        ids = {id(p) for p in params}
+        owners = [
+            o
+            for o in discover.live_optimizers()
+            if any(id(p) in ids for g in o.param_groups for p in g["params"])
+        ]
+        self.known.extend(o for o in owners if all(o is not k for k in self.known))
+        discover.extend(self.tracked, self.known, params)
+
+    def _optimizer_index(self, optimizer: Any) -> int:
+        for i, o in enumerate(self.optimizers):
+            if o is optimizer:
+                return i
+        self.optimizers.append(optimizer)
+        if all(optimizer is not k for k in self.known):
+            self.known.append(optimizer)
+        self.discovered = True
+        discover.extend(self.tracked, self.known)
+        return len(self.optimizers) - 1
+
+    def _begin(self, optimizer: Any, skipped: bool) -> None:
+        index = self._optimizer_index(optimizer)
+        scaler = self._scaler_for(optimizer)
+        sq = self.pre_clip if self.pre_clip is not None else self._measure()
+        total = self.clip_total
+        grad_scale = getattr(optimizer, "grad_scale", None)  # fused + GradScaler, not unscaled
+        found_inf = getattr(optimizer, "found_inf", None)
+        if isinstance(grad_scale, torch.Tensor):
+            sq = torch.where(sq >= 0, sq / grad_scale.double() ** 2, sq)
+            total = None if total is None else total / grad_scale
+        scale = None
+        if scaler is not None:
+            scale = getattr(scaler, "_scale", None)  # a device tensor: no sync, unlike get_scale()
+            scale = scale.detach().clone() if isinstance(scale, torch.Tensor) else None
+        flag: bool | torch.Tensor = skipped
+        if not skipped and isinstance(found_inf, torch.Tensor):
+            flag = found_inf.detach().clone()
+        self.steps += 1
+        self._current = PendingStep(
+            step=self.steps,
+            optimizer=index,
+            lrs=tuple(_lr(g) for g in optimizer.param_groups),
+            backward_calls=self.backward_calls,
+            skipped=flag,
+            param_sq=sq,
+            loss=self.loss if self.loss_known else None,
+            grad_norm=total,
+            max_norm=self.max_norm,
+            scale=scale,
+            carried=self.carried,
+        )
+        if not skipped and (self.steps - 1) % self.update_every == 0:
+            params = [p for g in optimizer.param_groups for p in g["params"]]
+            self._snapshot = (params, [p.detach().clone() for p in params])
+
+    def _finish(self, optimizer: Any) -> None:
+        current, self._current = self._current, None
+        if current is None:
+            return
+        if self._snapshot is not None:
+            params, before = self._snapshot
+            self._snapshot = None
+            torch._foreach_sub_(before, [p.detach() for p in params])
+            current.update_sq = self._scatter(params, _norms(before))
+            current.weight_sq = self._scatter(params, _norms([p.detach() for p in params]))
+        current.time_s = time.perf_counter() - self.start
+        self.recorder.add(current)
+        self._reset_step()
+        self._scaled = []
+        if self.max_steps is not None and self.steps >= self.max_steps:
+            raise StopWatching()
+
+    # -- measurement ------------------------------------------------------------------
+    def _measure(self) -> torch.Tensor:
+        """[P] float64 squared gradient norms of the tracked parameters; -1 for None."""
+        params = self.tracked.params
+        present = tuple(p.grad is not None for p in params)
+        grads = [p.grad for p in params if p.grad is not None]
+        device = grads[0].device if grads else _device(params)
+        out = torch.full((len(params),), NO_GRAD, dtype=torch.float64, device=device)
+        if grads:
+            index = self._index_cache.get(present)
+            if index is None:
+                index = torch.tensor([i for i, k in enumerate(present) if k], device=device)
+                self._index_cache[present] = index
+            out[index] = torch.stack(_norms(grads)).to(device).double() ** 2
+        return out
+
+    def _scatter(self, params: list[torch.Tensor], norms: list[torch.Tensor]) -> torch.Tensor:
+        device = norms[0].device if norms else _device(params)
+        out = torch.full((len(self.tracked.params),), NO_GRAD, dtype=torch.float64, device=device)
+        where = [self.tracked.index.get(id(p)) for p in params]
+        keep = [(i, n) for i, n in zip(where, norms, strict=True) if i is not None]
+        if keep:
+            index = torch.tensor([i for i, _ in keep], device=device)
+            out[index] = torch.stack([n.to(device) for _, n in keep]).double() ** 2
+        return out
+
+
+def _norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Float32 L2 norms (a half-precision norm overflows long before its elements do)."""
+    dense = [t.coalesce().values() if t.is_sparse else t for t in tensors]
+    return list(torch._foreach_norm(dense, 2, dtype=torch.float32))
+
+
+def _lr(group: dict[str, Any]) -> float:
+    lr = group.get("lr", float("nan"))
+    return (
+        float(lr) if not isinstance(lr, torch.Tensor) or lr.device.type == "cpu" else float("nan")
+    )
+
+
+def _device(params: list[torch.Tensor]) -> torch.device:
+    return params[0].device if params else torch.device("cpu")
