@@ -59,8 +59,8 @@ class Thresholds:
     """GS407 (watch): GradScaler skipped more than this fraction of the steps after warm-up..."""
     amp_skip_streak: float = 3
     """...or this many steps in a row."""
-    update_ratio_high: float = 0.1
-    """GS409 (watch): a parameter's median update/weight norm ratio above this."""
+    update_ratio_high: float = 0.2
+    """GS409 (watch): a weight matrix's median update/weight norm ratio above this."""
     update_ratio_low: float = 1e-7
     """GS410 (watch): a parameter's median update/weight norm ratio below this (0: no update)."""
     not_reset_fraction: float = 0.5

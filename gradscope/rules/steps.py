@@ -271,7 +271,7 @@ def vanishing_over_time(run: WatchRun, t: Thresholds) -> list[Finding]:
         if loss_fall < 0.1:  # the loss fell a lot too: convergence, not vanishing
             return []
     groups = {_module(n) for n in run.names()}
-    early = [_group_norms(run, r) for r in steps[:q]]
+    early = [_group_norms(run, r) for r in steps[: max(5, q // 5)]]
     late = [_group_norms(run, r) for r in steps[-q:]]
     out = []
     for g in sorted(groups):
@@ -284,14 +284,20 @@ def vanishing_over_time(run: WatchRun, t: Thresholds) -> list[Finding]:
             out.append(
                 RULES["GS405"].finding(
                     g,
-                    f"the gradient norm of {g} fell {first / max(last, 1e-300):.3g}× "
-                    f"(from {_fmt(first)} to {_fmt(last)}) while the loss did not",
+                    (
+                        f"the gradient norm of {g} fell to 0 (from {_fmt(first)})"
+                        if last == 0
+                        else f"the gradient norm of {g} fell {first / last:.3g}× "
+                        f"(from {_fmt(first)} to {_fmt(last)})"
+                    )
+                    + " while the loss did not",
                     "dead ReLUs or saturation: lower the learning rate, use LeakyReLU/GELU, "
                     "normalization or residual connections",
                     value=last / first,
                     threshold=t.vanish_time_factor,
                     evidence=(
-                        f"median at steps {steps[0].step}-{steps[q - 1].step}: {_fmt(first)}; "
+                        f"median at steps {steps[0].step}-{steps[max(5, q // 5) - 1].step}: "
+                        f"{_fmt(first)}; "
                         f"at steps {steps[-q].step}-{steps[-1].step}: {_fmt(last)}",
                     ),
                 )
@@ -380,12 +386,19 @@ def amp_scale(run: WatchRun, t: Thresholds) -> list[Finding]:
 
 
 # -- GS409 / GS410 / GS411 / GS413 -----------------------------------------------------
-def _median_ratios(run: WatchRun, t: Thresholds) -> dict[int, float]:
+def _median_ratios(run: WatchRun, t: Thresholds, with_grad: bool) -> dict[int, float]:
+    """Median sampled update/weight ratio per parameter; `with_grad`: only over the
+    sampled steps where that parameter had a non-zero gradient."""
     sampled = [r for r in _after_warmup(run, t) if r.update_ratios is not None and not r.skipped]
     out = {}
     for i in range(len(run.params)):
-        vals = [r.update_ratios[i] for r in sampled if r.update_ratios is not None]
-        vals = [v for v in vals if not math.isnan(v)]
+        vals = [
+            r.update_ratios[i]
+            for r in sampled
+            if r.update_ratios is not None
+            and (not with_grad or (r.param_norms[i] or 0) > 0)
+            and not math.isnan(r.update_ratios[i])
+        ]
         if vals:
             out[i] = statistics.median(vals)
     return out
@@ -400,12 +413,22 @@ def _got_grad(run: WatchRun, i: int) -> bool:
 
 
 def update_ratio(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """Too high: weight matrices only (a bias or norm scale near 0 has a huge ratio
+    while healthy). Too low: exactly 0 for any parameter; small only where it had
+    gradients (no gradient is GS405/GS413's verdict, not the learning rate's)."""
     out = []
-    for i, ratio in _median_ratios(run, t).items():
+    every = _median_ratios(run, t, with_grad=False)
+    graded = _median_ratios(run, t, with_grad=True)
+    for i, ratio in every.items():
         p = run.params[i]
         if not p.in_optimizer:
             continue
-        if ratio > t.update_ratio_high:
+        matrix = len(p.shape) >= 2
+        if p.requires_grad and p.lr != 0:
+            if i not in graded:
+                continue
+            ratio = graded[i]
+        if ratio > t.update_ratio_high and matrix:
             out.append(
                 RULES["GS409"].finding(
                     p.name,
@@ -416,7 +439,7 @@ def update_ratio(run: WatchRun, t: Thresholds) -> list[Finding]:
                     threshold=t.update_ratio_high,
                 )
             )
-        elif ratio < t.update_ratio_low:
+        elif ratio < t.update_ratio_low and (ratio == 0 or matrix):
             if not p.requires_grad:
                 why, sev = "it is frozen (requires_grad=False) but in an optimizer", "info"
             elif p.lr == 0:

@@ -142,7 +142,9 @@ class Interceptor:
         self.loss = value.float() if self.loss is None else self.loss + value.float()
 
     def _carried_norm(self) -> torch.Tensor | None:
-        grads = [p.grad for p in self.tracked.params if p.grad is not None]
+        """Over the optimizers' parameters only: zero_grad() cannot reset the others."""
+        owned = {id(p) for o in self.known for g in o.param_groups for p in g["params"]}
+        grads = [p.grad for p in self.tracked.params if p.grad is not None and id(p) in owned]
         if not grads:
             return None
         return torch.linalg.vector_norm(torch.stack(_norms(grads)))

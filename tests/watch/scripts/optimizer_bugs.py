@@ -1,0 +1,33 @@
+# three optimizer set-up bugs: the head's group has lr 0, `extra` is in no param group,
+# and `unused` is in the optimizer but never takes part in the loss
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(8, 16)
+        self.head = nn.Linear(16, 1)
+        self.extra = nn.Linear(16, 16)
+        self.unused = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.extra(torch.relu(self.body(x)))))
+
+
+torch.manual_seed(0)
+model = Net()
+opt = torch.optim.SGD(
+    [
+        {"params": [*model.body.parameters(), *model.unused.parameters()]},
+        {"params": model.head.parameters(), "lr": 0.0},
+    ],
+    lr=0.05,
+)
+for step in range(60):
+    x = torch.randn(16, 8)
+    loss = nn.functional.mse_loss(model(x), x[:, :1])
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
