@@ -5,7 +5,7 @@ from torch import nn
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for step in range(100):
+for _step in range(100):
     x, y = torch.randn(32, 8), torch.randint(0, 3, (32,))
     loss = nn.functional.cross_entropy(model(x), y)
     opt.zero_grad()

@@ -8,7 +8,7 @@ y = x @ torch.randn(16, 1)
 model = nn.Linear(16, 1)
 lam = torch.linalg.eigvalsh(2 * x.T @ x / len(x)).max().item()
 opt = torch.optim.SGD(model.parameters(), lr=2.1 / lam)
-for step in range(120):
+for _step in range(120):
     loss = nn.functional.mse_loss(model(x), y)
     opt.zero_grad()
     loss.backward()

@@ -9,7 +9,7 @@ torch.manual_seed(0)
 centers = torch.randn(4, 8)
 model = nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 4))
 opt = torch.optim.SGD(model.parameters(), lr=lr)
-for step in range(100):
+for _step in range(100):
     y = torch.randint(0, 4, (32,))
     x = centers[y] + 2.0 * torch.randn(32, 8)
     loss = nn.functional.cross_entropy(model(x), y)

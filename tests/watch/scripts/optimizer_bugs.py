@@ -25,7 +25,7 @@ opt = torch.optim.SGD(
     ],
     lr=0.05,
 )
-for step in range(60):
+for _step in range(60):
     x = torch.randn(16, 8)
     loss = nn.functional.mse_loss(model(x), x[:, :1])
     opt.zero_grad()
