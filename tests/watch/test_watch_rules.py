@@ -96,7 +96,7 @@ def test_skipped_amp_steps_are_not_non_finite():
 def test_watch_entries_validated(tmp_path):
     bad = tmp_path / "g.toml"
     bad.write_text('[[watch]]\nscript = "t.py"\nsteps = 0\n')
-    with pytest.raises(ConfigError, match="watch.steps"):
+    with pytest.raises(ConfigError, match=r"watch\.steps"):
         config.load(str(bad), cwd=str(tmp_path))
     good = tmp_path / "ok.toml"
     good.write_text('[[watch]]\nscript = "t.py"\nargs = ["--lr", "1"]\nsteps = 3\n')
