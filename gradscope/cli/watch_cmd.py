@@ -86,7 +86,7 @@ def watch(
             help="Sample update/weight ratios every N steps "
             "(costs one parameter copy during that step).",
         ),
-    ] = 10,
+    ] = 25,
     flush_every: Annotated[
         int,
         typer.Option(

@@ -74,7 +74,8 @@ def _figure(plt, report: WatchReport, columns: int):
         loc="left",
         fontsize=10,
     )
-    fig.colorbar(image, ax=ax_map, pad=0.01, label="log10 ‖grad‖")
+    # an inset colour bar takes no width, so the three panels share one step axis
+    fig.colorbar(image, cax=ax_map.inset_axes((1.005, 0.0, 0.012, 1.0)), label="log10 ‖grad‖")
     ax_loss.plot(
         numbers,
         [r.loss if r.loss is not None else math.nan for r in steps],
@@ -82,6 +83,8 @@ def _figure(plt, report: WatchReport, columns: int):
         color="tab:blue",
     )
     ax_loss.set_ylabel("loss")
+    if all(r.loss > 0 for r in steps if r.loss is not None and math.isfinite(r.loss)):
+        ax_loss.set_yscale("log")
     ax_norm.plot(
         numbers, [r.grad_norm for r in steps], lw=0.8, color="tab:green", label="total grad norm"
     )
@@ -100,8 +103,16 @@ def _figure(plt, report: WatchReport, columns: int):
             for s in m.steps
         ]
         ax_norm.scatter(m.steps, ys, marker=marker, color=color, s=28, zorder=3, label=m.label)
-        for s in m.steps[:200] if m.symbol in ("x", "^", "v") else ():
-            ax_map.axvline(s, color=color, lw=0.6, alpha=0.8)
+        if m.symbol in ("x", "^", "v"):  # above the map, so the cells stay visible
+            ax_map.scatter(
+                m.steps,
+                [-0.5] * len(m.steps),
+                marker="v",
+                color=color,
+                s=40,
+                clip_on=False,
+                zorder=4,
+            )
     ax_norm.legend(loc="upper right", fontsize=7, ncol=3)
     fig.tight_layout()
     return fig

@@ -79,7 +79,8 @@ def _findings(report: WatchReport, console: Console) -> None:
         head.append(f"  {first.severity} · {len(group)} finding(s) · {first.row.symptom}")
         console.print(head)
         for f in group[:8]:
-            console.print(f"  {f.subject}: {f.message}")
+            text = f.message if f.message.startswith(f.subject) else f"{f.subject}: {f.message}"
+            console.print(f"  {text}")
             for e in f.evidence:
                 console.print(f"    {e}", style="dim")
         if len(group) > 8:

@@ -38,7 +38,7 @@ class Interceptor:
     """The state the hooks share while one run is watched."""
 
     def __init__(
-        self, recorder: Recorder, update_every: int = 10, max_steps: int | None = None
+        self, recorder: Recorder, update_every: int = 25, max_steps: int | None = None
     ) -> None:
         self.recorder = recorder
         self.update_every = max(1, update_every)
@@ -57,6 +57,7 @@ class Interceptor:
         self._scaled: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._scaler_calls: list[list[Any]] = []
         self._index_cache: dict[tuple[bool, ...], torch.Tensor] = {}
+        self._owned_cache: tuple[tuple[int, ...], list[torch.Tensor]] = ((), [])
         self._current: PendingStep | None = None
         self._snapshot: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
 
@@ -141,10 +142,22 @@ class Interceptor:
         value = next((u for s, u in self._scaled if s is tensor), tensor).detach()
         self.loss = value.float() if self.loss is None else self.loss + value.float()
 
+    def _owned(self) -> list[torch.Tensor]:
+        key = tuple(id(o) for o in self.known)
+        if self._owned_cache[0] != key:
+            ids = {id(p) for o in self.known for g in o.param_groups for p in g["params"]}
+            self._owned_cache = (key, [p for p in self.tracked.params if id(p) in ids])
+        return self._owned_cache[1]
+
+    def _members(self, optimizer: Any) -> tuple[int, ...]:
+        index = self.tracked.index
+        return tuple(
+            index[id(p)] for g in optimizer.param_groups for p in g["params"] if id(p) in index
+        )
+
     def _carried_norm(self) -> torch.Tensor | None:
         """Over the optimizers' parameters only: zero_grad() cannot reset the others."""
-        owned = {id(p) for o in self.known for g in o.param_groups for p in g["params"]}
-        grads = [p.grad for p in self.tracked.params if p.grad is not None and id(p) in owned]
+        grads = [p.grad for p in self._owned() if p.grad is not None]
         if not grads:
             return None
         return torch.linalg.vector_norm(torch.stack(_norms(grads)))
@@ -262,12 +275,12 @@ class Interceptor:
     def _begin(self, optimizer: Any, skipped: bool) -> None:
         index = self._optimizer_index(optimizer)
         scaler = self._scaler_for(optimizer)
-        sq = self.pre_clip if self.pre_clip is not None else self._measure()
+        norms = self.pre_clip if self.pre_clip is not None else self._measure()
         total = self.clip_total
         grad_scale = getattr(optimizer, "grad_scale", None)  # fused + GradScaler, not unscaled
         found_inf = getattr(optimizer, "found_inf", None)
         if isinstance(grad_scale, torch.Tensor):
-            sq = torch.where(sq >= 0, sq / grad_scale.double() ** 2, sq)
+            norms = torch.where(norms >= 0, norms / grad_scale, norms)
             total = None if total is None else total / grad_scale
         scale = None
         if scaler is not None:
@@ -283,12 +296,13 @@ class Interceptor:
             lrs=tuple(_lr(g) for g in optimizer.param_groups),
             backward_calls=self.backward_calls,
             skipped=flag,
-            param_sq=sq,
+            param_norm=norms,
             loss=self.loss if self.loss_known else None,
             grad_norm=total,
             max_norm=self.max_norm,
             scale=scale,
             carried=self.carried,
+            members=self._members(optimizer),
         )
         if not skipped and (self.steps - 1) % self.update_every == 0:
             params = [p for g in optimizer.param_groups for p in g["params"]]
@@ -302,8 +316,8 @@ class Interceptor:
             params, before = self._snapshot
             self._snapshot = None
             torch._foreach_sub_(before, [p.detach() for p in params])
-            current.update_sq = self._scatter(params, _norms(before))
-            current.weight_sq = self._scatter(params, _norms([p.detach() for p in params]))
+            current.update_norm = self._scatter(params, _norms(before))
+            current.weight_norm = self._scatter(params, _norms([p.detach() for p in params]))
         current.time_s = time.perf_counter() - self.start
         self.recorder.add(current)
         self._reset_step()
@@ -313,28 +327,30 @@ class Interceptor:
 
     # -- measurement ------------------------------------------------------------------
     def _measure(self) -> torch.Tensor:
-        """[P] float64 squared gradient norms of the tracked parameters; -1 for None."""
+        """[P] float32 gradient norms of the tracked parameters; -1 where grad is None."""
         params = self.tracked.params
-        present = tuple(p.grad is not None for p in params)
         grads = [p.grad for p in params if p.grad is not None]
+        if len(grads) == len(params) and grads:
+            return torch.stack(_norms(grads))  # the common case: two kernels
         device = grads[0].device if grads else _device(params)
-        out = torch.full((len(params),), NO_GRAD, dtype=torch.float64, device=device)
+        out = torch.full((len(params),), NO_GRAD, device=device)
         if grads:
+            present = tuple(p.grad is not None for p in params)
             index = self._index_cache.get(present)
             if index is None:
                 index = torch.tensor([i for i, k in enumerate(present) if k], device=device)
                 self._index_cache[present] = index
-            out[index] = torch.stack(_norms(grads)).to(device).double() ** 2
+            out[index] = torch.stack(_norms(grads)).to(device)
         return out
 
     def _scatter(self, params: list[torch.Tensor], norms: list[torch.Tensor]) -> torch.Tensor:
         device = norms[0].device if norms else _device(params)
-        out = torch.full((len(self.tracked.params),), NO_GRAD, dtype=torch.float64, device=device)
+        out = torch.full((len(self.tracked.params),), NO_GRAD, device=device)
         where = [self.tracked.index.get(id(p)) for p in params]
         keep = [(i, n) for i, n in zip(where, norms, strict=True) if i is not None]
         if keep:
             index = torch.tensor([i for i, _ in keep], device=device)
-            out[index] = torch.stack([n.to(device) for _, n in keep]).double() ** 2
+            out[index] = torch.stack([n.to(device) for _, n in keep])
         return out
 
 

@@ -25,7 +25,7 @@ from gradscope.watch.records import StepRecord
 
 NAN = float("nan")
 NO_GRAD = -1.0
-"""The squared norm recorded for a parameter whose grad is None."""
+"""The norm (and squared norm) recorded for a parameter whose grad is None."""
 
 
 @dataclass
@@ -37,19 +37,22 @@ class PendingStep:
     lrs: tuple[float, ...]
     backward_calls: int
     skipped: bool | torch.Tensor
-    param_sq: torch.Tensor
-    """[P] squared gradient norms before clipping, unscaled; -1 where grad was None."""
+    param_norm: torch.Tensor
+    """[P] gradient norms before clipping, unscaled; -1 where grad was None."""
     loss: torch.Tensor | None = None
     grad_norm: torch.Tensor | None = None
-    """The script's own total norm (clip_grad_norm_'s return); None: from param_sq."""
+    """The script's own total norm (clip_grad_norm_'s return); None: from param_norm."""
     max_norm: float | None = None
     scale: torch.Tensor | None = None
     carried: torch.Tensor | None = None
-    update_sq: torch.Tensor | None = None
-    """[P] squared update norms (sampled steps)."""
-    weight_sq: torch.Tensor | None = None
-    """[P] squared weight norms after the update (sampled steps)."""
+    update_norm: torch.Tensor | None = None
+    """[P] update norms ‖Δw‖ (sampled steps; -1 where not measured)."""
+    weight_norm: torch.Tensor | None = None
+    """[P] weight norms after the update (sampled steps)."""
     time_s: float = 0.0
+    members: tuple[int, ...] | None = None
+    """Positions of the stepping optimizer's parameters: the total norm (when the script
+    did not clip) is theirs; None: all."""
 
 
 Finaliser = Callable[[torch.Tensor], torch.Tensor]
@@ -82,18 +85,19 @@ class Recorder:
         if not self.pending:
             return
         pending, self.pending = self.pending, []
-        width = max([self.width, *(int(p.param_sq.numel()) for p in pending)])
+        width = max([self.width, *(int(p.param_norm.numel()) for p in pending)])
         self.width = width
-        device = pending[0].param_sq.device
-        sq = torch.stack([_pad(p.param_sq, width, device) for p in pending])
+        device = pending[0].param_norm.device
+        norms = torch.stack([_pad(p.param_norm, width, device) for p in pending]).double()
+        sq = torch.where(norms >= 0, norms.square(), norms)
         if self.finalise is not None:
             sq = self.finalise(sq)
         parts = [sq.reshape(-1)]
         for p in pending:
             parts.append(_scalars(p, device))
-            if p.update_sq is not None and p.weight_sq is not None:
-                parts += [_pad(p.update_sq, width, device), _pad(p.weight_sq, width, device)]
-        values = torch.cat([t.float() for t in parts]).tolist()
+            if p.update_norm is not None and p.weight_norm is not None:
+                parts += [_pad(p.update_norm, width, device), _pad(p.weight_norm, width, device)]
+        values = torch.cat([t.double() for t in parts]).tolist()
         records = _records(pending, values, width)
         self.records.extend(records)
         if self.on_records is not None:
@@ -133,14 +137,15 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
         loss, total, scale, carried, found_inf = values[at : at + 5]
         at += 5
         ratios = update_norm = None
-        if p.update_sq is not None and p.weight_sq is not None:
+        if p.update_norm is not None and p.weight_norm is not None:
             upd, wts = values[at : at + width], values[at + width : at + 2 * width]
             at += 2 * width
             ratios = tuple(_ratio(u, w) for u, w in zip(upd, wts, strict=True))
-            update_norm = math.sqrt(sum(u for u in upd if not u < 0))
+            update_norm = math.sqrt(sum(u * u for u in upd if not u < 0))
         norms = tuple(None if v < 0 else math.sqrt(v) for v in sq)
         if p.grad_norm is None:
-            total = math.sqrt(sum(v for v in sq if not v < 0))
+            own = sq if p.members is None else [sq[i] for i in p.members if i < len(sq)]
+            total = math.sqrt(sum(v for v in own if not v < 0))
         skipped = p.skipped if isinstance(p.skipped, bool) else found_inf > 0
         clipped = None
         if p.max_norm is not None:
@@ -169,9 +174,9 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
     return out
 
 
-def _ratio(update_sq: float, weight_sq: float) -> float:
-    if update_sq < 0 or weight_sq < 0:
+def _ratio(update: float, weight: float) -> float:
+    if update < 0 or weight < 0:
         return NAN
-    if weight_sq == 0:
-        return 0.0 if update_sq == 0 else math.inf
-    return math.sqrt(update_sq / weight_sq)
+    if weight == 0:
+        return 0.0 if update == 0 else math.inf
+    return update / weight

@@ -111,7 +111,7 @@ class WatchRun:
     """The script's exception in one line, when it crashed."""
     optimizers: tuple[str, ...] = ()
     """Class names of the optimizers that stepped, by index."""
-    update_every: int = 10
+    update_every: int = 25
     """Every this many steps the update/weight ratios were sampled."""
     notes: tuple[str, ...] = field(default_factory=tuple)
 

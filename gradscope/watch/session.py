@@ -63,7 +63,7 @@ class Watcher:
         settings: Settings | None = None,
         steps: int | None = None,
         log: str | None = None,
-        update_every: int = 10,
+        update_every: int = 25,
         flush_every: int = 10,
     ) -> None:
         self.label = label
