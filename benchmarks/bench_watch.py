@@ -74,7 +74,7 @@ def gpt():
     from gradscope.examples.transformer import GPTConfig, make_gpt
 
     model, batch = make_gpt(
-        GPTConfig(vocab=8192, context=64, dim=256, heads=4, layers=8), batch_size=4
+        GPTConfig(vocab=8192, context=64, dim=256, heads=4, layers=10), batch_size=4
     )
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
 

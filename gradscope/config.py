@@ -37,15 +37,15 @@ class Thresholds:
     """GS105: a non-zero gradient L2 norm below this is vanishing."""
     vanish_depth_ratio: float = 1e-3
     """GS105: gradient RMS of the first layer run over that of the last, below this."""
-    spike_window: float = 128
+    spike_window: float = 128.0
     """GS402/GS403 (watch): steps in the rolling median/MAD baseline."""
     spike_sigma: float = 6.0
     """GS402/GS403: a value this many robust sigmas (1.4826·MAD) above the rolling median..."""
     spike_min_ratio: float = 2.0
     """...and at least this many times the rolling median is a spike."""
-    spike_min_history: float = 32
+    spike_min_history: float = 32.0
     """GS402/GS403: steps of baseline needed before a spike can be called."""
-    growth_window: float = 100
+    growth_window: float = 100.0
     """GS404 (watch): the last this many steps are tested for a steady rise of the norm."""
     growth_factor: float = 10.0
     """GS404: the norm rose this many times over that window (and steadily)."""
@@ -53,11 +53,11 @@ class Thresholds:
     """GS405 (watch): a layer's late gradient norm over its early one, below this."""
     clip_bind_fraction: float = 0.5
     """GS406 (watch): clipping bound on more than this fraction of the steps."""
-    warmup_steps: float = 20
+    warmup_steps: float = 20.0
     """Watch rules GS406, GS407, GS409, GS410 ignore the first this many steps."""
     amp_skip_rate: float = 0.05
     """GS407 (watch): GradScaler skipped more than this fraction of the steps after warm-up..."""
-    amp_skip_streak: float = 3
+    amp_skip_streak: float = 3.0
     """...or this many steps in a row."""
     update_ratio_high: float = 0.2
     """GS409 (watch): a weight matrix's median update/weight norm ratio above this."""

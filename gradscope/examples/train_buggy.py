@@ -22,6 +22,8 @@ true_w = torch.randn(features, 1)
 
 
 class Net(nn.Module):
+    adapter: nn.Module  # set after the optimizer is built: the bug
+
     def __init__(self):
         super().__init__()
         self.encoder = nn.Sequential(

@@ -117,3 +117,39 @@ def test_help_imports_neither_torch_nor_matplotlib():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "False False", done.stderr
+
+
+def test_real_ctrl_c_reports_the_steps_so_far_and_the_log_keeps_them(tmp_path):
+    import signal
+    import time
+
+    log = tmp_path / "steps.jsonl"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gradscope",
+            "watch",
+            script("forever.py"),
+            "--log",
+            str(log),
+            "-f",
+            "json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if log.exists() and len(log.read_text().splitlines()) > 30:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    doc = json.loads(stdout)
+    assert doc["summary"]["status"] == "interrupted" and doc["summary"]["steps"] >= 30
+    logged = [json.loads(line) for line in log.read_text().splitlines()[1:]]
+    assert len(logged) == doc["summary"]["steps"]
+    assert "interrupted after" in stderr
