@@ -57,6 +57,7 @@ class Interceptor:
         self._scaled: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._scaler_calls: list[list[Any]] = []
         self._index_cache: dict[tuple[bool, ...], torch.Tensor] = {}
+        self._scatter_cache: dict[tuple[int, ...], torch.Tensor] = {}
         self._owned_cache: tuple[tuple[int, ...], list[torch.Tensor]] = ((), [])
         self._current: PendingStep | None = None
         self._snapshot: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
@@ -349,7 +350,10 @@ class Interceptor:
         where = [self.tracked.index.get(id(p)) for p in params]
         keep = [(i, n) for i, n in zip(where, norms, strict=True) if i is not None]
         if keep:
-            index = torch.tensor([i for i, _ in keep], device=device)
+            key = tuple(i for i, _ in keep)
+            index = self._scatter_cache.get(key)
+            if index is None:  # built once per optimizer: no host-to-device copy per step
+                index = self._scatter_cache[key] = torch.tensor(key, device=device)
             out[index] = torch.stack([n.to(device) for _, n in keep])
         return out
 
