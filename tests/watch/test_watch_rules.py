@@ -10,6 +10,7 @@ import pytest
 from gradscope import config
 from gradscope.config import Thresholds
 from gradscope.errors import ConfigError
+from gradscope.rules import step_setup
 from gradscope.rules import steps as rules
 from gradscope.watch.records import ParamInfo, StepRecord, WatchRun
 
@@ -64,27 +65,27 @@ def test_clipping_binds_threshold():
     t = Thresholds(warmup_steps=0)
     bound = [record(i, 2.0, max_norm=1.0) for i in range(1, 11)]
     free = [record(i, 0.5, max_norm=1.0) for i in range(11, 21)]
-    assert rules.clipping_binds(run_of(bound + free), t) == []  # exactly half
-    (f,) = rules.clipping_binds(run_of(bound + free[:-1]), t)
+    assert step_setup.clipping_binds(run_of(bound + free), t) == []  # exactly half
+    (f,) = step_setup.clipping_binds(run_of(bound + free[:-1]), t)
     assert f.rule == "GS406"
 
 
 def test_amp_streak_and_scale():
     t = Thresholds(warmup_steps=0, amp_skip_rate=1.0)
     recs = [record(i, 1.0, scale=2.0**10, skipped=i in (5, 6)) for i in range(1, 60)]
-    assert rules.amp_skips(run_of(recs), t) == []
+    assert step_setup.amp_skips(run_of(recs), t) == []
     recs[7] = record(8, 1.0, scale=0.5, skipped=True)
     recs[6] = record(7, 1.0, scale=1.0, skipped=True)
-    assert [f.rule for f in rules.amp_skips(run_of(recs), t)] == ["GS407"]
-    assert [f.rule for f in rules.amp_scale(run_of(recs), t)] == ["GS408"]
+    assert [f.rule for f in step_setup.amp_skips(run_of(recs), t)] == ["GS407"]
+    assert [f.rule for f in step_setup.amp_scale(run_of(recs), t)] == ["GS408"]
 
 
 def test_not_reset_ignores_the_first_step_and_is_a_fraction():
     recs = [record(1, 1.0)] + [record(i, 1.0, carried_norm=0.5) for i in range(2, 6)]
-    (f,) = rules.grads_not_reset(run_of(recs), Thresholds())
+    (f,) = step_setup.grads_not_reset(run_of(recs), Thresholds())
     assert f.value == 1.0
     recs = [record(i, 1.0, carried_norm=0.0, backward_calls=4) for i in range(1, 10)]
-    assert rules.grads_not_reset(run_of(recs), Thresholds()) == []
+    assert step_setup.grads_not_reset(run_of(recs), Thresholds()) == []
 
 
 def test_skipped_amp_steps_are_not_non_finite():
