@@ -122,6 +122,8 @@ def watch(
 
         flags: dict[str, object] = {"fail-on": fail_on, **_thresholds(threshold or [])}
         settings = config_mod.load(config, flags=flags)
+        if plot and not plot.lower().endswith((".png", ".svg")):
+            raise ConfigError(f"--plot {plot}: use a .png or .svg file name")
         to_stdout = not output or output == "-"
         report = run_script(
             script,
