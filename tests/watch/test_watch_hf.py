@@ -16,9 +16,7 @@ def test_trainer_steps_accumulation_and_clipping(tmp_path):
     import gradscope
 
     torch.manual_seed(0)
-    config = transformers.GPT2Config(
-        vocab_size=64, n_positions=32, n_embd=32, n_layer=2, n_head=2
-    )
+    config = transformers.GPT2Config(vocab_size=64, n_positions=32, n_embd=32, n_layer=2, n_head=2)
     model = transformers.GPT2LMHeadModel(config)
     tokens = torch.randint(0, 64, (64, 16))
     data = [{"input_ids": t, "labels": t} for t in tokens]

@@ -8,6 +8,7 @@ import os
 import pytest
 from conftest import EXAMPLES, watched
 
+from gradscope.findings import Severity
 from gradscope.watch import watch_script
 
 
@@ -76,8 +77,12 @@ def test_optimizer_setup_bugs_are_named_as_such():
     found = rules(watched("optimizer_bugs.py"))
     assert sorted(f.subject for f in found["GS411"]) == ["extra.bias", "extra.weight"]
     assert all("in no optimizer param group" in f.message for f in found["GS411"])
-    assert sorted(f.subject for f in found["GS410"]) == ["head.bias", "head.weight"]
-    assert all("learning rate is 0" in f.message for f in found["GS410"])
+    lr0 = [f for f in found["GS410"] if f.subject.startswith("head.")]
+    assert sorted(f.subject for f in lr0) == ["head.bias", "head.weight"]
+    assert all("learning rate is 0" in f.message for f in lr0)
+    frozen = [f for f in found["GS410"] if f.subject.startswith("frozen.")]
+    assert sorted(f.subject for f in frozen) == ["frozen.bias", "frozen.weight"]
+    assert all("frozen" in f.message and f.severity == Severity.INFO for f in frozen)
     assert sorted(f.subject for f in found["GS413"]) == ["unused.bias", "unused.weight"]
     assert "GS412" not in found  # opt.zero_grad() cannot reset `extra`: not its fault
 
