@@ -103,7 +103,7 @@ DEPTH = [0]
 
 def timed_hooks() -> None:
     """Accumulate the time spent in gradscope's hook bodies into OWN[0]."""
-    from gradscope.watch import recorder
+    from gradscope.watch import measure, recorder
     from gradscope.watch.intercept import Interceptor
 
     def wrap(owner, name):
@@ -116,13 +116,14 @@ def timed_hooks() -> None:
                 return original(*args, **kwargs)
             finally:
                 DEPTH[0] -= 1
-                if DEPTH[0] == 0:  # nested calls (_measure inside _begin) count once
+                if DEPTH[0] == 0:  # nested calls (grads inside _begin) count once
                     OWN[0] += time.perf_counter() - start
 
         setattr(owner, name, timed)
 
-    for name in ("_on_backward", "_begin", "_finish", "_measure"):
+    for name in ("_on_backward", "_begin", "_finish"):
         wrap(Interceptor, name)
+    wrap(measure.Measure, "grads")  # also called by the clip wrapper
     wrap(recorder.Recorder, "flush")
 
 

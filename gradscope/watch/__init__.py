@@ -12,6 +12,7 @@ Stages (collect → plain data → rules → render), one module each:
                 per-parameter gradient norms just before the read-back and returns the
                 global ones (e.g. `dist.all_reduce(t, SUM)` over FSDP shards). A
                 different sink for records is `Recorder(on_records=fn)`.
+- measure.py    `Measure`: gradient/update norm vectors of the tracked parameters.
 - discover.py   which optimizers and modules the script trains, and parameter names.
 - records.py    `StepRecord`, `ParamInfo`, `WatchRun`: plain frozen data, no torch.
 - session.py    `Watcher`, the context manager around it all (hooks always removed),
@@ -19,7 +20,11 @@ Stages (collect → plain data → rules → render), one module each:
 - runner.py     run a script as `python train.py ARGS` under a Watcher.
 - report.py     `WatchReport`: run + findings (gradscope/rules/steps.py) + exit code.
 
-Renderers: gradscope/report/watch_terminal.py, watch_plot.py; JSON is `to_dict()`.
+- groups.py, marks.py  layer groups and marked steps for the views; check.py the
+                `[[watch]]` entries of `gradscope check`.
+
+Rules: gradscope/rules/steps.py and step_setup.py (GS401-GS413). Renderers:
+gradscope/report/watch_terminal.py, watch_plot.py; JSON is `WatchReport.to_dict()`.
 """
 
 from __future__ import annotations

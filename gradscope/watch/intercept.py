@@ -26,7 +26,8 @@ from typing import Any
 import torch
 
 from gradscope.watch import discover
-from gradscope.watch.recorder import NO_GRAD, PendingStep, Recorder
+from gradscope.watch.measure import Measure, norms
+from gradscope.watch.recorder import PendingStep, Recorder
 
 
 class StopWatching(BaseException):
@@ -56,8 +57,7 @@ class Interceptor:
         self._reset_step()
         self._scaled: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._scaler_calls: list[list[Any]] = []
-        self._index_cache: dict[tuple[bool, ...], torch.Tensor] = {}
-        self._scatter_cache: dict[tuple[int, ...], torch.Tensor] = {}
+        self.measure = Measure(self.tracked)
         self._owned_cache: tuple[tuple[int, ...], list[torch.Tensor]] = ((), [])
         self._current: PendingStep | None = None
         self._snapshot: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
@@ -161,7 +161,7 @@ class Interceptor:
         grads = [p.grad for p in self._owned() if p.grad is not None]
         if not grads:
             return None
-        return torch.linalg.vector_norm(torch.stack(_norms(grads)))
+        return torch.linalg.vector_norm(torch.stack(norms(grads)))
 
     # -- clipping ---------------------------------------------------------------------
     def _wrap_clip(self, original: Any) -> Any:
@@ -172,7 +172,7 @@ class Interceptor:
                 return original(parameters, max_norm, norm_type, *a, **kw)
             params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
             self._ensure_discovered(params)
-            self.pre_clip = self._measure()
+            self.pre_clip = self.measure.grads()
             self._depth += 1
             try:
                 total = original(params, max_norm, norm_type, *a, **kw)
@@ -200,7 +200,7 @@ class Interceptor:
             if self._depth == 0:
                 params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
                 self._ensure_discovered(params)
-                self.pre_clip = self._measure()
+                self.pre_clip = self.measure.grads()
                 self.max_norm = float(max_norm)
                 if self.clip_total is None:
                     self.clip_total = total_norm
@@ -276,7 +276,7 @@ class Interceptor:
     def _begin(self, optimizer: Any, skipped: bool) -> None:
         index = self._optimizer_index(optimizer)
         scaler = self._scaler_for(optimizer)
-        norms = self.pre_clip if self.pre_clip is not None else self._measure()
+        norms = self.pre_clip if self.pre_clip is not None else self.measure.grads()
         total = self.clip_total
         grad_scale = getattr(optimizer, "grad_scale", None)  # fused + GradScaler, not unscaled
         found_inf = getattr(optimizer, "found_inf", None)
@@ -317,8 +317,8 @@ class Interceptor:
             params, before = self._snapshot
             self._snapshot = None
             torch._foreach_sub_(before, [p.detach() for p in params])
-            current.update_norm = self._scatter(params, _norms(before))
-            current.weight_norm = self._scatter(params, _norms([p.detach() for p in params]))
+            current.update_norm = self.measure.scatter(params, norms(before))
+            current.weight_norm = self.measure.scatter(params, norms([p.detach() for p in params]))
         current.time_s = time.perf_counter() - self.start
         self.recorder.add(current)
         self._reset_step()
@@ -327,49 +327,10 @@ class Interceptor:
             raise StopWatching()
 
     # -- measurement ------------------------------------------------------------------
-    def _measure(self) -> torch.Tensor:
-        """[P] float32 gradient norms of the tracked parameters; -1 where grad is None."""
-        params = self.tracked.params
-        grads = [p.grad for p in params if p.grad is not None]
-        if len(grads) == len(params) and grads:
-            return torch.stack(_norms(grads))  # the common case: two kernels
-        device = grads[0].device if grads else _device(params)
-        out = torch.full((len(params),), NO_GRAD, device=device)
-        if grads:
-            present = tuple(p.grad is not None for p in params)
-            index = self._index_cache.get(present)
-            if index is None:
-                index = torch.tensor([i for i, k in enumerate(present) if k], device=device)
-                self._index_cache[present] = index
-            out[index] = torch.stack(_norms(grads)).to(device)
-        return out
-
-    def _scatter(self, params: list[torch.Tensor], norms: list[torch.Tensor]) -> torch.Tensor:
-        device = norms[0].device if norms else _device(params)
-        out = torch.full((len(self.tracked.params),), NO_GRAD, device=device)
-        where = [self.tracked.index.get(id(p)) for p in params]
-        keep = [(i, n) for i, n in zip(where, norms, strict=True) if i is not None]
-        if keep:
-            key = tuple(i for i, _ in keep)
-            index = self._scatter_cache.get(key)
-            if index is None:  # built once per optimizer: no host-to-device copy per step
-                index = self._scatter_cache[key] = torch.tensor(key, device=device)
-            out[index] = torch.stack([n.to(device) for _, n in keep])
-        return out
-
-
-def _norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Float32 L2 norms (a half-precision norm overflows long before its elements do)."""
-    dense = [t.coalesce().values() if t.is_sparse else t for t in tensors]
-    return list(torch._foreach_norm(dense, 2, dtype=torch.float32))
 
 
 def _lr(group: dict[str, Any]) -> float:
     lr = group.get("lr", float("nan"))
-    return (
-        float(lr) if not isinstance(lr, torch.Tensor) or lr.device.type == "cpu" else float("nan")
-    )
-
-
-def _device(params: list[torch.Tensor]) -> torch.device:
-    return params[0].device if params else torch.device("cpu")
+    if isinstance(lr, torch.Tensor) and lr.device.type != "cpu":
+        return float("nan")  # reading a device lr would sync; it is in the param group
+    return float(lr)
