@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import script
+from watch_scripts import script
 
 pytestmark = pytest.mark.slow
 

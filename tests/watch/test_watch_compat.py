@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from conftest import script
+from watch_scripts import script
 
 from gradscope.watch import watch, watch_script
 

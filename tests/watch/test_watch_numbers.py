@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import script
+from watch_scripts import script
 
 from gradscope.watch import watch_script
 

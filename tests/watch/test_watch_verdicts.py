@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import EXAMPLES, watched
+from watch_scripts import EXAMPLES, watched
 
 from gradscope.findings import Severity
 from gradscope.watch import watch_script
