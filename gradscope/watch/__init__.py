@@ -29,6 +29,8 @@ gradscope/report/watch_terminal.py, watch_plot.py; JSON is `WatchReport.to_dict(
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import Any
 
 __all__ = ["watch", "watch_script"]
@@ -50,3 +52,14 @@ def watch_script(path: str, argv: list[str] | tuple[str, ...] = (), **options: A
     from gradscope.watch.runner import run_script
 
     return run_script(path, list(argv), **options)
+
+
+class _CallableModule(types.ModuleType):
+    """Importing this subpackage binds `gradscope.watch` to it on the parent package; being
+    callable keeps `gradscope.watch(...)` the context manager either way."""
+
+    def __call__(self, **options: Any) -> Any:
+        return watch(**options)
+
+
+sys.modules[__name__].__class__ = _CallableModule

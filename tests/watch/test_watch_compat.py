@@ -100,3 +100,16 @@ def test_python_api_reraises_the_code_error_with_the_report_built():
             if step == 3:
                 raise ValueError("boom")
     assert w.run.status == "crashed" and len(w.run.steps) == 4
+
+
+def test_gradscope_watch_is_callable_once_the_subpackage_is_imported():
+    import gradscope
+    import gradscope.watch  # binds the subpackage on the package
+
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with gradscope.watch(steps=2) as w:
+        for _ in range(3):
+            model(torch.randn(2, 2)).sum().backward()
+            opt.step()
+    assert len(w.run.steps) == 2
