@@ -101,7 +101,17 @@ TOP_KEYS = {
     "baseline-factor",
 }
 INSPECT_KEYS = {"target", "ignore", "thresholds"}
-GRADCHECK_KEYS = {"target", "shape", "args", "dtype", "seed", "second-order", "forward-ad"}
+GRADCHECK_KEYS = {
+    "target",
+    "shape",
+    "args",
+    "tensor",
+    "domain",
+    "dtype",
+    "seed",
+    "second-order",
+    "forward-ad",
+}
 
 
 def _kebab(name: str) -> str:
@@ -311,9 +321,14 @@ def _entries(data: dict[str, Any], key: str, allowed: set[str], path: str) -> li
         if key == "inspect":  # checked now, so a typo fails before any model runs
             _thresholds(Thresholds(), entry.get("thresholds", {}), path, "inspect.thresholds", {})
             _ignores(entry.get("ignore", []), path, "inspect.ignore")
-        out.append(
-            CheckEntry(entry["target"], {k: v for k, v in entry.items() if k != "target"}, path)
+        checked = CheckEntry(
+            entry["target"], {k: v for k, v in entry.items() if k != "target"}, path
         )
+        if key == "gradcheck":
+            from gradscope.gradcheck.checker import options_for
+
+            options_for(checked)  # validates shape, dtype, tensor, domain... now, as above
+        out.append(checked)
     return out
 
 
