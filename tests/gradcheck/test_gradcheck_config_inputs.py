@@ -51,3 +51,20 @@ def test_domain_and_tensor_keys_reach_the_check(runner, tmp_path):
 def test_bad_inputs_in_the_config_are_one_line(runner, tmp_path, body, problem):
     result = _check(runner, tmp_path, f'[[gradcheck]]\ntarget = "{FUNCTIONS}:SqrtAtZero"\n{body}\n')
     assert result.exit_code == 2 and problem in result.stderr, result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (["--seed", str(10**30)], "less than or equal to"),
+        (["--seed", "-1"], "greater than or equal to 0"),
+        (["--shape", "input=100000,100000"], "keep an input under 10,000,000 elements"),
+        (["--arg", "y=" + "[" * 100_000], "is not a Python literal"),
+        (["--tensor", "y=" + "[" * 3000 + "1" + "]" * 3000], "--tensor 'y=[[["),
+    ],
+)
+def test_hostile_inputs_are_one_short_line_and_exit_2(runner, args, problem):
+    result = runner.invoke(app, ["gradcheck", f"{FUNCTIONS}:CustomReLU", *args])
+    assert result.exit_code == 2, result.output
+    assert problem in result.stderr
+    assert len(result.stderr) < 600 and "Traceback" not in result.stderr
