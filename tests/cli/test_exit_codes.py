@@ -26,6 +26,17 @@ USER = textwrap.dedent("""
     class Custom(BaseException):
         pass
 
+    class Vanishes(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 1)
+        def forward(self, x):
+            import os
+            os._exit(0)
+
+    def hard_exit():
+        return Vanishes(), torch.randn(2, 2)
+
     def exits_zero():
         sys.exit(0)
 
@@ -130,3 +141,22 @@ def test_one_target_calling_sys_exit_does_not_end_check(runner, project):
     errors = [r["error"] for r in doc["results"]]
     assert "called sys.exit(0)" in errors[0] and errors[1] is None
     assert "called sys.exit(0)" in errors[2]
+
+
+def test_os_exit_in_one_target_fails_that_target_only(runner, project):
+    """os._exit cannot be caught: check runs targets in a worker process and replaces it."""
+    (project / "gs.toml").write_text(
+        "[[inspect]]\ntarget = 'user.py:hard_exit'\n"
+        "[[inspect]]\ntarget = 'user.py:healthy'\n"
+        "[[inspect]]\ntarget = 'user.py:hard_exit'\n"
+    )
+    result = runner.invoke(
+        app, ["check", "--config", "gs.toml", "--format", "json", "-o", "r.json"]
+    )
+    assert result.exit_code == ExitCode.ERROR, result.output
+    import json
+
+    doc = json.loads((project / "r.json").read_text())
+    errors = [r["error"] for r in doc["results"]]
+    assert "ended gradscope's worker process (exit code 0)" in errors[0]
+    assert errors[1] is None and "os._exit()" in errors[2]
