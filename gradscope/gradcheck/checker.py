@@ -15,6 +15,7 @@ Python API:
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 import warnings
@@ -229,12 +230,27 @@ def _check_names(resolved: list[tuple[Resolved, Options]]) -> None:
                     )
 
 
+@functools.cache
+def warm_up() -> None:
+    """One tiny backward and forward-mode pass before any clock starts: torch imports parts
+    of itself (sympy, about a second) on the first autograd.grad call, which would otherwise
+    be billed to whichever target happens to be checked first."""
+    import torch
+    import torch.autograd.forward_ad as fwAD
+
+    x = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    torch.autograd.grad((x * x).sum(), x)
+    with fwAD.dual_level():
+        fwAD.unpack_dual(fwAD.make_dual(x.detach(), torch.ones_like(x)) * 2)
+
+
 def check_resolved(target: Resolved, options: Options) -> TargetResult:
     import torch
 
     from gradscope.gradcheck import notes as notes_mod
     from gradscope.gradcheck.jacobian import StageError, tolerance
 
+    warm_up()
     start = time.perf_counter()
     problem = build(target, options.inputs)
     tol = tolerance(x.dtype for x in problem.inputs)
