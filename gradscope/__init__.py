@@ -17,6 +17,7 @@ __all__ = [
     "inspect",
     "inspect_script",
     "inspect_target",
+    "load_settings",
 ]
 
 
@@ -33,6 +34,10 @@ def __getattr__(name: str) -> Any:
         from gradscope.results import Report
 
         return Report
+    if name == "load_settings":
+        from gradscope.config import load
+
+        return load
     if name == "ExitCode":
         from gradscope.errors import ExitCode
 
