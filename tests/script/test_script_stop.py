@@ -154,7 +154,9 @@ def _assert_first_step_inspected(tmp_path, model, stats, events):
     x, y = torch.load(tmp_path / "batch.pt")
     loss = torch.nn.functional.mse_loss(model(x), y)
     grads = torch.autograd.grad(loss, list(model.parameters()))
-    expected = {n: g.norm().item() for (n, _), g in zip(model.named_parameters(), grads)}
+    expected = {
+        n: g.norm().item() for (n, _), g in zip(model.named_parameters(), grads, strict=True)
+    }
     for p in stats.params:
         assert p.grad_norm == pytest.approx(expected[p.name], rel=1e-6)
 
