@@ -10,6 +10,7 @@ import torch
 from torch.optim import optimizer as optim_mod
 
 from gradscope import script
+from gradscope.errors import TargetError
 
 PRELUDE = """
 import contextlib, sys
@@ -244,3 +245,24 @@ def test_steps_before_the_first_backward_are_the_scripts_own(tmp_path, monkeypat
         """
     _, _, events = _run(tmp_path, monkeypatch, body)
     assert "early step" in events
+
+
+def test_a_first_backward_that_cannot_be_inspected_stops_the_script_too(tmp_path, monkeypatch):
+    """The error is gradscope's, not the script's to catch: it used to be an Exception."""
+    body = """
+        for step in range(3):
+            try:
+                loss = loss_of()
+                torch.autograd.backward([loss, loss * 2])
+                opt.step()
+                log("stepped")
+            except Exception:
+                pass
+        """
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(PRELUDE + textwrap.dedent(body))
+    trace = sys.gettrace()
+    with pytest.raises(TargetError, match="first backward takes several tensors"):
+        script.run("train.py")
+    assert "stepped" not in (tmp_path / "events.log").read_text()
+    assert sys.gettrace() is trace
