@@ -31,7 +31,7 @@ import torch
 from gradscope import graph
 from gradscope.examples.transformer import GPTConfig, make_gpt
 from gradscope.graph.collapse import trace_modules
-from gradscope.report.write import write_atomic
+from gradscope.report.write import write_file
 
 
 def gpt12() -> Any:
@@ -69,7 +69,7 @@ def main() -> None:
     def gradscope_png(collapse: str) -> Callable[[], None]:
         def run() -> None:
             d = graph.draw(loss, model, statuses, trace, graph.GraphOptions(collapse=collapse))
-            write_atomic(os.path.join(folder, f"gs-{collapse}.png"), graph.render(d, "png"))
+            write_file(os.path.join(folder, f"gs-{collapse}.png"), graph.render(d, "png"))
 
         return run
 

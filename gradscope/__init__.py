@@ -17,6 +17,7 @@ __all__ = [
     "inspect",
     "inspect_script",
     "inspect_target",
+    "load_settings",
     "watch",
     "watch_script",
 ]
@@ -35,8 +36,17 @@ def __getattr__(name: str) -> Any:
         from gradscope.results import Report
 
         return Report
+    if name == "load_settings":
+        from gradscope.config import load
+
+        return load
     if name == "ExitCode":
         from gradscope.errors import ExitCode
 
         return ExitCode
     raise AttributeError(f"module 'gradscope' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The lazy public names too, so `dir(gradscope)` and completion show them."""
+    return sorted(set(globals()) | set(__all__))

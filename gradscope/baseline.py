@@ -50,6 +50,10 @@ def load(path: str) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read baseline: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{exc.lineno}: not a JSON baseline: {exc.msg}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a JSON baseline: not UTF-8 text") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not a JSON baseline: nested too deeply") from None
     if not isinstance(doc, dict) or doc.get("kind") != "baseline":
         raise ConfigError(f"{path}: not a gradscope baseline (write one with --write-baseline)")
     if doc.get("version") != BASELINE_VERSION:
@@ -57,7 +61,32 @@ def load(path: str) -> dict[str, Any]:
             f"{path}: baseline version {doc.get('version')} is not "
             f"{BASELINE_VERSION}; write it again with --write-baseline"
         )
+    problem = _shape_problem(doc.get("targets"))
+    if problem:
+        raise ConfigError(
+            f"{path}: malformed baseline: {problem}; write it again with --write-baseline"
+        )
     return doc
+
+
+def _shape_problem(targets: Any) -> str:
+    """What is wrong with the `targets` table, or "" (a hand-edited file fails in one line)."""
+    if not isinstance(targets, dict):
+        return "`targets` is not an object"
+    for name, entry in targets.items():
+        if not isinstance(entry, dict):
+            return f"target {name!r} is not an object"
+        findings, norms = entry.get("findings"), entry.get("norms")
+        if not isinstance(findings, list) or not all(
+            isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
+            for pair in findings
+        ):
+            return f"target {name!r}: `findings` is not a list of [rule, subject] pairs"
+        if not isinstance(norms, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in norms.values()
+        ):
+            return f"target {name!r}: `norms` is not an object of numbers"
+    return ""
 
 
 def compare(report: CheckReport, baseline: dict[str, Any], settings: Settings) -> CheckReport:

@@ -11,11 +11,11 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from gradscope.config import CheckEntry, Settings
 from gradscope.errors import ExitCode, GradscopeError, UserCodeError
-from gradscope.findings import Finding, Severity
+from gradscope.findings import Finding, Severity, split_ignored
 from gradscope.results import Report
 from gradscope.targets import split_spec
 
@@ -33,6 +33,8 @@ class TargetResult:
     """Findings that count against --fail-on."""
     known: list[Finding] = field(default_factory=list)
     """Findings already in the baseline: reported, never failing."""
+    ignored: list[Finding] = field(default_factory=list)
+    """Findings an `ignore` pattern silenced: reported, never failing."""
     document: dict[str, Any] | None = None
     """The target's own JSON document (inspect report or gradcheck result)."""
     error: str | None = None
@@ -77,6 +79,7 @@ class CheckReport:
                     "duration_s": round(r.duration_s, 6),
                     "findings": [f.to_dict() for f in r.findings],
                     "known": [f.to_dict() for f in r.known],
+                    "ignored": [f.to_dict() for f in r.ignored],
                     "document": r.document,
                 }
                 for r in self.results
@@ -90,6 +93,7 @@ def from_inspect(report: Report, fail_on: Severity | None) -> CheckReport:
         "inspect",
         report.target,
         list(report.findings),
+        ignored=list(report.ignored),
         document=report.to_dict(),
         duration_s=report.stats.duration_s,
         file=file_of(report.target),
@@ -133,10 +137,12 @@ def _timed(
             file=file_of(spec),
             duration_s=time.perf_counter() - start,
         )
+    active, ignored = split_ignored(findings)
     return TargetResult(
         kind,
         entry.target,
-        findings,
+        active,
+        ignored=ignored,
         document=document,
         file=file_of(spec),
         duration_s=time.perf_counter() - start,
@@ -148,7 +154,7 @@ def run_inspect(entry: CheckEntry, settings: Settings) -> TargetResult:
 
     def job(spec: str) -> tuple[list[Finding], dict[str, Any]]:
         report = inspect_target(spec, settings.for_entry(entry))
-        return list(report.findings), report.to_dict()
+        return report.findings + report.ignored, report.to_dict()
 
     return _timed("inspect", entry, job)
 
@@ -165,20 +171,97 @@ def run_watch(entry: CheckEntry, settings: Settings) -> TargetResult:
     return run_entry(entry, settings)
 
 
-def run(settings: Settings, progress: Callable[[int, str], None] | None = None) -> CheckReport:
-    """Every configured target in order; `progress(done, label)` is called before each."""
+class Progress(Protocol):
+    def started(self, index: int, total: int, label: str) -> None: ...
+    def finished(self, index: int, total: int, result: TargetResult) -> None: ...
+
+
+def _jobs(settings: Settings) -> list[tuple[Callable[..., TargetResult], CheckEntry, str]]:
     if not settings.inspect and not settings.gradcheck and not settings.watch:
         raise GradscopeError(
-            "nothing to check: add [[tool.gradscope.inspect]] or "
-            "[[tool.gradscope.gradcheck]] entries to pyproject.toml, or pass "
+            "nothing to check: add [[tool.gradscope.inspect]], "
+            "[[tool.gradscope.gradcheck]] or [[tool.gradscope.watch]] entries to pyproject.toml, "
+            "or pass "
             "--config FILE"
         )
     jobs = [(run_inspect, e, "inspect") for e in settings.inspect]
     jobs += [(run_gradcheck, e, "gradcheck") for e in settings.gradcheck]
     jobs += [(run_watch, e, "watch") for e in settings.watch]
+    return jobs
+
+
+def run(settings: Settings, progress: Progress | None = None) -> CheckReport:
+    """Every configured target in order, in this process, telling `progress` as each starts
+    and finishes."""
+    jobs = _jobs(settings)
     results = []
-    for done, (job, entry, kind) in enumerate(jobs):
+    for i, (job, entry, kind) in enumerate(jobs):
         if progress:
-            progress(done, f"{kind} {entry.target}")
+            progress.started(i, len(jobs), f"{kind} {entry.target}")
         results.append(job(entry, settings))
+        if progress:
+            progress.finished(i, len(jobs), results[-1])
     return CheckReport(results, settings.fail_on)
+
+
+def run_isolated(settings: Settings, progress: Progress | None = None) -> CheckReport:
+    """As `run`, but the targets run in a worker process, so a target that ends the process
+    (os._exit, a crash in native code) fails itself only: its error is recorded and a new
+    worker carries on with the next target. One extra interpreter start per run, plus one
+    per target that killed its worker."""
+    import multiprocessing
+
+    jobs = _jobs(settings)
+    context = multiprocessing.get_context("spawn")
+    results: list[TargetResult] = []
+    while len(results) < len(jobs):
+        start = len(results)
+        receive, send = context.Pipe(duplex=False)
+        worker = context.Process(target=_work, args=(settings, start, send), daemon=True)
+        worker.start()
+        send.close()
+        try:
+            while True:
+                message = receive.recv()
+                if message[0] == "started":
+                    index = message[1]
+                    if progress:
+                        kind, entry = jobs[index][2], jobs[index][1]
+                        progress.started(index, len(jobs), f"{kind} {entry.target}")
+                else:
+                    results.append(message[2])
+                    if progress:
+                        progress.finished(message[1], len(jobs), message[2])
+        except EOFError:
+            worker.join()
+        if len(results) < len(jobs):  # the worker died inside the target it was running
+            _, entry, kind = jobs[len(results)]
+            results.append(_died(kind, entry, worker.exitcode))
+            if progress:
+                progress.finished(len(results) - 1, len(jobs), results[-1])
+    return CheckReport(results, settings.fail_on)
+
+
+def _work(settings: Settings, start: int, send: Any) -> None:
+    """The worker: run the targets from `start` on, sending each result as it is known."""
+    jobs = _jobs(settings)
+    for index in range(start, len(jobs)):
+        job, entry, _ = jobs[index]
+        send.send(("started", index))
+        send.send(("done", index, job(entry, settings)))
+    send.close()
+
+
+def _died(kind: str, entry: CheckEntry, exitcode: int | None) -> TargetResult:
+    how = (
+        f"killed by signal {-exitcode}"
+        if exitcode is not None and exitcode < 0
+        else f"exit code {exitcode}"
+    )
+    return TargetResult(
+        kind,
+        entry.target,
+        error=f"the target ended gradscope's worker process ({how}): os._exit() or a crash "
+        "in native code, while it ran",
+        file=file_of(resolve(entry)),
+    )

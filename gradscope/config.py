@@ -7,6 +7,7 @@ No value is ever evaluated as code.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -27,7 +28,8 @@ class Thresholds:
     """Numbers the rules compare against; `configs/default.toml` lists the same defaults."""
 
     explode_norm: float = 1e3
-    """GS104: a parameter's gradient L2 norm above this is exploding."""
+    """GS104: the total gradient L2 norm over every parameter above this is exploding (a
+    single tensor is judged by its per-element RMS instead: see explode-rms)."""
     explode_median_ratio: float = 1e3
     """GS104: a parameter's gradient RMS this many times the model's median is exploding..."""
     explode_min_norm: float = 1.0
@@ -37,6 +39,9 @@ class Thresholds:
     """GS105: a non-zero gradient L2 norm below this is vanishing."""
     vanish_depth_ratio: float = 1e-3
     """GS105: gradient RMS of the first layer run over that of the last, below this."""
+    explode_rms: float = 1e2
+    """GS104: a parameter's gradient RMS per element above this is exploding (independent of
+    the tensor's size, unlike a norm)."""
     spike_window: float = 128.0
     """GS402/GS403 (watch): steps in the rolling median/MAD baseline."""
     spike_sigma: float = 6.0
@@ -127,7 +132,17 @@ TOP_KEYS = {
     "watch",
 }
 INSPECT_KEYS = {"target", "ignore", "thresholds"}
-GRADCHECK_KEYS = {"target", "shape", "args", "dtype", "seed", "second-order", "forward-ad"}
+GRADCHECK_KEYS = {
+    "target",
+    "shape",
+    "args",
+    "tensor",
+    "domain",
+    "dtype",
+    "seed",
+    "second-order",
+    "forward-ad",
+}
 WATCH_KEYS = {"script", "args", "steps", "ignore", "thresholds"}
 
 
@@ -190,7 +205,11 @@ def apply_flags(settings: Settings, flags: dict[str, Any]) -> Settings:
             except ValueError as exc:
                 raise ConfigError(f"--fail-on: {exc}") from None
         else:
-            thresholds = replace(thresholds, **{key.replace("-", "_"): float(value)})
+            try:
+                number = threshold_value(value)
+            except ValueError as exc:
+                raise ConfigError(f"--{key}: {exc}") from None
+            thresholds = replace(thresholds, **{key.replace("-", "_"): number})
         sources[key] = "command line"
     return replace(settings, thresholds=thresholds, fail_on=fail_on, sources=sources)
 
@@ -201,6 +220,10 @@ def _read_toml(path: str) -> dict[str, Any]:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: invalid TOML: not UTF-8 text") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
 
@@ -244,7 +267,7 @@ def _apply(settings: Settings, data: dict[str, Any], path: str) -> Settings:
     severities = dict(settings.severities)
     for rule, sev in _table(data, "severity", path).items():
         try:
-            severities[rule] = Severity.parse(str(sev))
+            severities[known_rule(rule)] = Severity.parse(str(sev))
         except ValueError as exc:
             raise _fail(path, f"severity.{rule}", str(exc)) from None
     ignores = settings.ignores + _ignores(data.get("ignore", []), path, "ignore")
@@ -282,18 +305,40 @@ def _thresholds(
     _check_keys(path, table, set(Thresholds.keys()), prefix + ".")
     changes = {}
     for key, value in table.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise _fail(path, f"{prefix}.{key}", f"expected a non-negative number, got {value!r}")
-        changes[key.replace("-", "_")] = float(value)
+        try:
+            changes[key.replace("-", "_")] = threshold_value(value)
+        except ValueError as exc:
+            raise _fail(path, f"{prefix}.{key}", str(exc)) from None
         sources[key] = path
     return replace(base, **changes)
+
+
+def threshold_value(value: Any) -> float:
+    """The one check for a threshold, from a flag or a file: a finite, non-negative number
+    (NaN would silently switch a rule off, a negative one flag everything)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"expected a non-negative number, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"expected a finite, non-negative number, got {value!r}")
+    return float(value)
+
+
+def known_rule(rule: str) -> str:
+    """A rule id or slug that exists; a typo names the known ones instead of doing nothing."""
+    from gradscope.findings import RULES, lookup
+
+    found = lookup(rule)
+    if found is None:
+        known = ", ".join(f"{r.id}/{r.slug}" for r in RULES.values())
+        raise ValueError(f"unknown rule {rule!r} (known: {known})")
+    return found.id if rule.upper() == found.id else rule
 
 
 def parse_ignore(text: str) -> tuple[str, str]:
     rule, sep, glob = str(text).partition(":")
     if not sep or not rule or not glob:
         raise ValueError(f"{text!r} is not RULE:GLOB (e.g. 'none-grad:aux.*')")
-    return rule, glob
+    return known_rule(rule), glob
 
 
 def _ignores(value: Any, path: str, key: str) -> tuple[tuple[str, str], ...]:
@@ -317,10 +362,20 @@ def _entries(data: dict[str, Any], key: str, allowed: set[str], path: str) -> li
         if key == "inspect":  # checked now, so a typo fails before any model runs
             _thresholds(Thresholds(), entry.get("thresholds", {}), path, "inspect.thresholds", {})
             _ignores(entry.get("ignore", []), path, "inspect.ignore")
-        out.append(
-            CheckEntry(entry["target"], {k: v for k, v in entry.items() if k != "target"}, path)
+        checked = CheckEntry(
+            entry["target"], {k: v for k, v in entry.items() if k != "target"}, path
         )
+        if key == "gradcheck":
+            from gradscope.gradcheck.checker import options_for
+
+            options_for(checked)  # validates shape, dtype, tensor, domain... now, as above
+        out.append(checked)
     return out
+
+
+def config_error(path: str, key: str, problem: str) -> ConfigError:
+    """`path:line: key: problem`, for validating a config table outside this module."""
+    return _fail(path, key, problem)
 
 
 def _watch_entries(data: dict[str, Any], path: str) -> list[CheckEntry]:

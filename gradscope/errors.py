@@ -105,3 +105,18 @@ def _relpath(path: str) -> str:
     except ValueError:
         return path
     return path if rel.startswith("..") else rel
+
+
+def is_own_file(filename: str) -> bool:
+    """A frame of gradscope itself (the built-in examples count as the user's code)."""
+    return _is_ours(filename)
+
+
+def is_library_file(filename: str) -> bool:
+    """A frame of gradscope, an installed package or generated code: not the user's line."""
+    return _is_library(filename)
+
+
+def short_path(path: str) -> str:
+    """`path` relative to the working directory when it lies below it."""
+    return _relpath(path)

@@ -19,7 +19,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -28,13 +28,28 @@ with warnings.catch_warnings():  # torch warns here when numpy is not installed
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     from torch.overrides import TorchFunctionMode
 
-from gradscope import probe
-from gradscope.errors import _is_library, _is_ours, _relpath
-from gradscope.findings import Finding
+from gradscope import hooks, probe
+from gradscope.errors import UserCodeError, is_library_file, is_own_file, short_path
+from gradscope.findings import TABLE, Finding
 from gradscope.stats import RunStats
 
 _STDLIB = os.path.dirname(os.__file__)
+_CHECKPOINT = os.path.join("torch", "utils", "checkpoint.py")
 MAX_SITES = 3
+
+
+def _user_frame(start: Any) -> Any:
+    frame = start
+    while frame is not None and is_own_file(frame.f_code.co_filename):
+        frame = frame.f_back  # this module's own frames
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if is_own_file(name):
+            return None
+        if not is_library_file(name) and not name.startswith(_STDLIB):
+            return frame
+        frame = frame.f_back
+    return None
 
 
 def user_line() -> str | None:
@@ -43,15 +58,17 @@ def user_line() -> str | None:
     None when the call came from library code that gradscope itself invoked
     (an nn.ReLU inside nn.Sequential has no line of the user's to point at).
     """
-    frame = sys._getframe(1)
-    while frame is not None and _is_ours(frame.f_code.co_filename):
-        frame = frame.f_back  # this module's own frames
+    frame = _user_frame(sys._getframe(1))
+    return f"{short_path(frame.f_code.co_filename)}:{frame.f_lineno}" if frame else None
+
+
+def _in_reentrant_checkpoint() -> str | None:
+    """The user's line that called a torch.utils.checkpoint now running its forward, if any."""
+    frame: Any = sys._getframe(1)
     while frame is not None:
-        name = frame.f_code.co_filename
-        if _is_ours(name):
-            return None
-        if not _is_library(name) and not name.startswith(_STDLIB):
-            return f"{_relpath(name)}:{frame.f_lineno}"
+        if frame.f_code.co_filename.endswith(_CHECKPOINT):
+            caller = _user_frame(frame)
+            return f"{short_path(caller.f_code.co_filename)}:{caller.f_lineno}" if caller else ""
         frame = frame.f_back
     return None
 
@@ -65,7 +82,7 @@ def _name(func: Any) -> str:
 
 
 def _flat_tensors(value: Any) -> list[torch.Tensor]:
-    return list(probe._tensors(value))
+    return list(hooks.tensors_in(value))
 
 
 @contextmanager
@@ -73,33 +90,21 @@ def _module_stack(model: torch.nn.Module) -> Iterator[list[str]]:
     """The names of the modules currently inside their forward, innermost last."""
     stack: list[str] = []
 
-    def enter(name: str) -> Callable[..., None]:
-        def hook(*_: Any) -> None:
-            stack.append(name)
-
-        return hook
-
-    def leave(*_: Any) -> None:  # must return None: a value would replace the output
+    def leave(_name: str, _m: Any, _out: Any) -> None:
         if stack:
             stack.pop()
 
-    handles = []
-    for name, m in model.named_modules():
-        handles.append(m.register_forward_pre_hook(enter(name)))
-        handles.append(m.register_forward_hook(leave))
-    try:
+    with hooks.module_hooks(model, pre=lambda name, _m: stack.append(name), post=leave):
         yield stack
-    finally:
-        for h in handles:
-            h.remove()
+
+
+Observe = Callable[[str, list[torch.Tensor], Any, str], None]
 
 
 class _Watcher(TorchFunctionMode):
     """Calls `observe(name, inputs, output, module)` after every torch function."""
 
-    def __init__(
-        self, observe: Callable[[str, list[torch.Tensor], Any, str], None], stack: list[str]
-    ):
+    def __init__(self, observe: Observe, stack: list[str]):
         super().__init__()
         self.observe = observe
         self.stack = stack
@@ -117,13 +122,19 @@ def _replay(
     batch: Any,
     loss_fn: Any,
     grad_outputs: Any,
-    observe: Callable[[str, list[torch.Tensor], Any, str], None],
-) -> None:
-    """The forward and the loss once more, with `observe` watching every torch call."""
-    with probe.preserved_state(model), _module_stack(model) as stack, torch.enable_grad():
-        with _Watcher(observe, stack):
-            output = probe.call_model(model, batch)
-            probe._backward_target(output, loss_fn, grad_outputs)
+    observe: Observe,
+    post: hooks.PostHook | None = None,
+) -> torch.Tensor:
+    """The forward and the loss once more, with `observe` watching every torch call; the loss."""
+    with (
+        probe.preserved_state(model),
+        _module_stack(model) as stack,
+        hooks.module_hooks(model, post=post),
+        torch.enable_grad(),
+        _Watcher(observe, stack),
+    ):
+        target, _ = hooks.forward_and_loss(model, batch, loss_fn, grad_outputs)
+    return target
 
 
 def _sites(model, batch, loss_fn, grad_outputs, test) -> list[str]:
@@ -132,20 +143,131 @@ def _sites(model, batch, loss_fn, grad_outputs, test) -> list[str]:
 
     def observe(name: str, inputs: list[torch.Tensor], out: Any, module: str) -> None:
         if len(seen) < MAX_SITES and test(name, inputs, out):
-            line = user_line()
-            where = (f" at {line}" if line else "") + (f" in `{module}`" if module else "")
-            seen.setdefault(f"`{name}`{where}", None)
+            seen.setdefault(_site(name, module), None)
 
     _replay(model, batch, loss_fn, grad_outputs, observe)
     return list(seen)
 
 
-def _is_cut(name: str, inputs: list[torch.Tensor], out: Any) -> bool:
-    if not any(t.requires_grad for t in inputs):
-        return False
-    if name in ("numpy", "item", "tolist"):
-        return True
-    return isinstance(out, torch.Tensor) and out.is_floating_point() and not out.requires_grad
+def _site(name: str, module: str, line: str | None = None) -> str:
+    line = line if line is not None else user_line()
+    return f"`{name}`" + (f" at {line}" if line else "") + (f" in `{module}`" if module else "")
+
+
+# --- why a parameter got no gradient --------------------------------------------------------------
+
+_CUT_KINDS = {
+    "detach": ".detach()",
+    "detach_": ".detach_()",
+    "data": ".data",
+    "item": ".item() (a Python number)",
+    "tolist": ".tolist() (Python numbers)",
+    "numpy": ".numpy() (a NumPy round-trip)",
+    "__float__": "float() (a Python number)",
+    "__int__": "int() (a Python number)",
+    "requires_grad_": "requires_grad_(False)",
+}
+
+
+@dataclass
+class _Flow:
+    """Where the values computed from each gradient-less parameter went in one forward."""
+
+    subjects: dict[int, str]
+    taint: dict[int, frozenset[str]] = field(default_factory=dict)
+    keep: list[Any] = field(default_factory=list)
+    used: set[str] = field(default_factory=set)
+    cuts: dict[str, list[str]] = field(default_factory=dict)
+    soft_cuts: dict[str, list[str]] = field(default_factory=dict)
+    dangling: dict[int, tuple[torch.Tensor, frozenset[str], str]] = field(default_factory=dict)
+    returned_by: dict[int, str] = field(default_factory=dict)
+
+    def observe(self, name: str, inputs: list[torch.Tensor], out: Any, module: str) -> None:
+        marks: frozenset[str] = frozenset()
+        for t in inputs:
+            marks |= self.taint.get(id(t), frozenset()) or (
+                frozenset([self.subjects[id(t)]]) if id(t) in self.subjects else frozenset()
+            )
+            self.dangling.pop(id(t), None)
+        if not marks:
+            return
+        self.used |= marks
+        live = any(t.requires_grad for t in inputs)
+        outs = [t for t in _flat_tensors(out)]
+        carried = [t for t in outs if t.requires_grad]
+        if live and not carried:
+            self._cut(name, outs, marks, module)
+            return
+        line = user_line()
+        for t in carried:
+            self.taint[id(t)] = marks
+            self.keep.append(t)
+            self.dangling[id(t)] = (t, marks, _site(name, module, line))
+
+    def _cut(self, name: str, outs: list[torch.Tensor], marks: frozenset[str], module: str) -> None:
+        checkpoint = _in_reentrant_checkpoint() if not torch.is_grad_enabled() else None
+        if checkpoint is not None:
+            kind = (
+                "a reentrant torch.utils.checkpoint"
+                + (f" called at {checkpoint}" if checkpoint else "")
+                + " whose inputs do not require grad, so it computes without a graph "
+                "(use use_reentrant=False, or make an input require grad)"
+            )
+            soft = False
+        elif not torch.is_grad_enabled():
+            kind = f"a torch.no_grad() (or inference_mode) region: {_site(name, module)}"
+            soft = False
+        elif name in _CUT_KINDS:
+            kind = f"{_CUT_KINDS[name]}: {_site(name, module)}"
+            soft = False
+        elif outs and all(not (t.is_floating_point() or t.is_complex()) for t in outs):
+            kind = f"an integer or boolean op, which has no gradient: {_site(name, module)}"
+            soft = True
+        else:
+            kind = f"{_site(name, module)}: its input requires grad, its output does not"
+            soft = False
+        for subject in marks:
+            sites = (self.soft_cuts if soft else self.cuts).setdefault(subject, [])
+            if kind not in sites and len(sites) < MAX_SITES:
+                sites.append(kind)
+
+    def post(self, name: str, _m: Any, out: Any) -> None:
+        for t in _flat_tensors(out):
+            if id(t) in self.dangling and name:
+                self.returned_by[id(t)] = name  # the outermost module, since post hooks nest
+
+    def unused(self, subject: str) -> list[str]:
+        return list(
+            dict.fromkeys(
+                f"`{self.returned_by[k]}`" if k in self.returned_by else site
+                for k, (_, marks, site) in self.dangling.items()
+                if subject in marks
+            )
+        )[:MAX_SITES]
+
+
+def graph_causes(model, batch, loss_fn, grad_outputs, subjects: dict[int, str]) -> dict[str, str]:
+    """Subject name → why its gradient is None, from one replay that follows its values."""
+    flow = _Flow(subjects)
+    target = _replay(model, batch, loss_fn, grad_outputs, flow.observe, flow.post)
+    flow.dangling.pop(id(target), None)
+    out = {}
+    for subject in subjects.values():
+        if flow.cuts.get(subject):
+            out[subject] = "graph cut by " + "; ".join(flow.cuts[subject])
+        elif flow.unused(subject):
+            out[subject] = (
+                "computed but not used by the loss: the output of "
+                + ", ".join(flow.unused(subject))
+                + " never reaches it (nothing is cut; drop it, add it to the loss, or freeze it)"
+            )
+        elif flow.soft_cuts.get(subject):
+            out[subject] = "graph cut by " + "; ".join(flow.soft_cuts[subject])
+        elif subject not in flow.used:
+            out[subject] = "the parameter is not used in the forward pass, although its module ran"
+        else:
+            out[subject] = "gradscope could not confirm where its values leave the graph"
+    return out
 
 
 def _makes_non_finite(name: str, inputs: list[torch.Tensor], out: Any) -> bool:
@@ -155,11 +277,18 @@ def _makes_non_finite(name: str, inputs: list[torch.Tensor], out: Any) -> bool:
     return not all(bool(torch.isfinite(t).all()) for t in outs)
 
 
-def graph_cuts(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
-    return [
-        f"graph cut by {s}: its input requires grad, its output does not"
-        for s in _sites(model, batch, loss_fn, grad_outputs, _is_cut)
-    ]
+_DOMAIN_OPS = (
+    "log",
+    "sqrt",
+    "rsqrt",
+    "div",
+    "pow",
+    "acos",
+    "asin",
+    "reciprocal",
+    "atanh",
+    "lgamma",
+)
 
 
 def non_finite_origin(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
@@ -175,8 +304,7 @@ def _anomaly_origin(model, batch, loss_fn, grad_outputs) -> list[str]:
         warnings.simplefilter("always")
         try:
             with torch.autograd.detect_anomaly(check_nan=True), torch.enable_grad():
-                output = probe.call_model(model, batch)
-                target, _ = probe._backward_target(output, loss_fn, grad_outputs)
+                target, _ = hooks.forward_and_loss(model, batch, loss_fn, grad_outputs)
                 torch.autograd.grad(
                     target,
                     [p for p in model.parameters() if p.requires_grad],
@@ -203,8 +331,8 @@ def _forward_line(messages: list[str]) -> str | None:
             line = line.strip()
             if line.startswith('File "'):
                 path, _, rest = line[6:].partition('", line ')
-                if not _is_library(path) and not path.startswith(_STDLIB):
-                    best = f"{_relpath(path)}:{rest.split(',')[0]}"
+                if not is_library_file(path) and not path.startswith(_STDLIB):
+                    best = f"{short_path(path)}:{rest.split(',')[0]}"
     return best
 
 
@@ -212,25 +340,31 @@ _SATURATING = {"sigmoid": lambda y: y * (1 - y), "tanh": lambda y: 1 - y * y}
 
 
 def saturation(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
-    calls: list[tuple[str, float, float]] = []
+    """The sigmoid/tanh calls in the loss's own graph (an unused head's tanh does not count)."""
+    calls: list[tuple[str, torch.Tensor, Any]] = []
 
     def observe(name: str, inputs, out: Any, module: str) -> None:
         base = name.rstrip("_")
         if base in _SATURATING and isinstance(out, torch.Tensor) and out.numel():
-            d = _SATURATING[base](out.detach().float())
-            calls.append(
+            calls.append((base, out.detach().float(), out.grad_fn))
+
+    target = _replay(model, batch, loss_fn, grad_outputs, observe)
+    in_graph = hooks.graph_nodes(target)
+    stats = []
+    for base, y, node in calls:
+        if node is None or node in in_graph:
+            d = _SATURATING[base](y)
+            stats.append(
                 (base, float(d.mean()), float((d < 0.01 * d.max().clamp(min=1e-30)).float().mean()))
             )
-
-    _replay(model, batch, loss_fn, grad_outputs, observe)
-    if not calls:
+    if not stats:
         return []
-    kinds = sorted({c[0] for c in calls})
-    mean_d = math.exp(sum(math.log(max(c[1], 1e-30)) for c in calls) / len(calls))
-    saturated = sum(c[2] for c in calls) / len(calls)
+    kinds = sorted({c[0] for c in stats})
+    mean_d = math.exp(sum(math.log(max(c[1], 1e-30)) for c in stats) / len(stats))
+    saturated = sum(c[2] for c in stats) / len(stats)
     return [
-        f"{len(calls)} {'/'.join(kinds)} calls on the way; their mean derivative is "
-        f"{mean_d:.3g} per call, so the gradient shrinks by about {mean_d ** len(calls):.2g} "
+        f"{len(stats)} {'/'.join(kinds)} calls on the way; their mean derivative is "
+        f"{mean_d:.3g} per call, so the gradient shrinks by about {mean_d ** len(stats):.2g} "
         f"over them ({saturated:.0%} of units saturated)"
     ]
 
@@ -253,25 +387,18 @@ def dead_units(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
 def activation_growth(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
     sizes: list[tuple[str, float]] = []
 
-    def hook(name: str):
-        def record(_m, _i, out):
-            t = out if isinstance(out, torch.Tensor) else None
-            if t is not None and t.is_floating_point() and t.numel():
-                sizes.append((name, float(t.detach().float().pow(2).mean().sqrt())))
+    def record(name: str, _m: Any, out: Any) -> None:
+        t = out if isinstance(out, torch.Tensor) else None
+        if t is not None and t.is_floating_point() and t.numel():
+            sizes.append((name, float(t.detach().float().pow(2).mean().sqrt())))
 
-        return record
-
-    leaves = [
-        (n, m)
-        for n, m in model.named_modules()
+    leaves = {
+        id(m)
+        for m in model.modules()
         if not any(m.children()) and any(True for _ in m.parameters(recurse=False))
-    ]
-    handles = [m.register_forward_hook(hook(n)) for n, m in leaves]
-    try:
+    }
+    with hooks.module_hooks(model, post=record, only=lambda m: id(m) in leaves):
         _replay(model, batch, loss_fn, grad_outputs, lambda *a: None)
-    finally:
-        for h in handles:
-            h.remove()
     if len(sizes) < 2 or sizes[0][1] == 0:
         return []
     (first, a), (last, b) = sizes[0], sizes[-1]
@@ -283,7 +410,6 @@ def activation_growth(model, batch, loss_fn=None, grad_outputs=None) -> list[str
 
 
 PASSES: dict[str, Callable[..., list[str]]] = {
-    "none-grad": graph_cuts,
     "non-finite-loss": non_finite_origin,
     "non-finite-grad": non_finite_origin,
     "vanishing": saturation,
@@ -298,22 +424,59 @@ def enrich(
     """Attach evidence from each needed pass (each run at most once) to its findings."""
     ran = {m.name for m in stats.modules if m.ran}
     cache: dict[str, list[str]] = {}
+    causes = _none_grad_causes(findings, ran, model, batch, loss_fn, grad_outputs)
     out = []
     for f in findings:
+        if f.slug == "none-grad" and f.subject in causes:
+            out.append(replace(f, evidence=(*f.evidence, causes[f.subject])))
+            continue
         pass_ = PASSES.get(f.slug)
-        if pass_ is None or (f.slug == "none-grad" and _module_of(f.subject) not in ran):
+        if pass_ is None:
             out.append(f)
             continue
         key = pass_.__name__
         if key not in cache:
-            try:
-                cache[key] = pass_(model, batch, loss_fn, grad_outputs)
-            except Exception as exc:  # the finding stands; say why it has no location
-                cache[key] = [
-                    f"could not locate it: replaying the forward raised {type(exc).__name__}: {exc}"
-                ]
-        out.append(replace(f, evidence=f.evidence + tuple(cache[key])) if cache[key] else f)
+            cache[key] = _evidence(pass_, model, batch, loss_fn, grad_outputs)
+        f = replace(f, evidence=f.evidence + tuple(cache[key])) if cache[key] else f
+        out.append(_fit_row(f))
     return out
+
+
+def _evidence(pass_: Callable[..., list[str]], *args: Any) -> list[str]:
+    try:
+        return pass_(*args)
+    except Exception as exc:  # the finding stands; say why it has no location
+        return [_could_not(exc)]
+
+
+def _could_not(exc: Exception) -> str:
+    original = exc.original if isinstance(exc, UserCodeError) else exc
+    return (
+        f"could not locate it: replaying the forward raised {type(original).__name__}: {original}"
+    )
+
+
+def _none_grad_causes(findings, ran, model, batch, loss_fn, grad_outputs) -> dict[str, str]:
+    wanted = {f.subject for f in findings if f.slug == "none-grad" and _module_of(f.subject) in ran}
+    if not wanted:
+        return {}
+    subjects = {id(p): n for n, p in model.named_parameters() if n in wanted}
+    try:
+        return graph_causes(model, batch, loss_fn, grad_outputs, subjects)
+    except Exception as exc:
+        return dict.fromkeys(wanted, _could_not(exc))
+
+
+def _fit_row(f: Finding) -> Finding:
+    """The table row that fits the cause found: a NaN from log/sqrt of a bad value is a domain
+    error, not a learning rate too high; one from an overflow is an explosion."""
+    if f.slug not in ("non-finite-loss", "non-finite-grad") or not f.evidence:
+        return f
+    text = " ".join(f.evidence).lower()
+    if "could not locate" in text:
+        return f
+    domain = any(f"`{op}" in text or f"{op}backward" in text for op in _DOMAIN_OPS)
+    return replace(f, row=TABLE["domain"] if domain else TABLE["exploding"])
 
 
 def _module_of(param_name: str) -> str:

@@ -64,6 +64,8 @@ class Finding:
     threshold: float | None = None
     evidence: tuple[str, ...] = ()
     """Extra facts from explanation passes (which op, which line)."""
+    ignored_by: str | None = None
+    """The `ignore` pattern (RULE:GLOB) that silenced it; such a finding never fails a run."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +78,7 @@ class Finding:
             "value": self.value,
             "threshold": self.threshold,
             "evidence": list(self.evidence),
+            "ignored_by": self.ignored_by,
             "table_row": {
                 "symptom": self.row.symptom,
                 "cause": self.row.cause,
@@ -118,6 +121,37 @@ TABLE = {
             "backward does not compute the derivative of forward",
             "verify it with torch.autograd.gradcheck (gradscope gradcheck)",
         ),
+        TableRow(
+            "non-finite",
+            "NaN or Inf in the loss or gradients",
+            "an op outside its domain (log/sqrt/div of zero or a negative) or an overflow",
+            "guard the op (clamp, epsilon), or clip / lower the learning rate if values overflow",
+        ),
+        TableRow(
+            "domain",
+            "NaN or Inf in the loss or gradients",
+            "an op applied outside its domain (log or sqrt of zero or a negative, 0/0)",
+            "clamp the input or add an epsilon before the op",
+        ),
+        TableRow(
+            "zero-init",
+            "gradients exactly zero at initialisation",
+            "a deliberate zero initialisation (zero head, zero-init residual, zero gate)",
+            "none: the zeros resolve after the first optimizer step",
+        ),
+        # distributed runs (DDP, FSDP2): the rows the tutorial's table lacks
+        TableRow(
+            "ddp-usage",
+            "DDP error: parameters without grad or marked ready twice",
+            "a parameter is not used in the loss on every rank, or used in two backward passes",
+            "use every parameter on every rank, or tell DDP (freeze, static_graph, use_reentrant)",
+        ),
+        TableRow(
+            "replicas",
+            "replicas disagree or one rank misbehaves",
+            "ranks diverged (seed, data, a rank-local update or skipped step)",
+            "same init and step on every rank; compare the per-rank numbers",
+        ),
     )
 }
 
@@ -130,7 +164,7 @@ class Rule:
     row: str
     summary: str
     source: str
-    """The stage that produces its findings: run, baseline, gradcheck or watch."""
+    """The stage that produces its findings: run, baseline, gradcheck, watch or distributed."""
 
     def finding(
         self,
@@ -172,7 +206,7 @@ RULES: dict[str, Rule] = _rules(
         "GS102",
         "non-finite-loss",
         Severity.ERROR,
-        "exploding",
+        "non-finite",
         "the loss is NaN or infinite",
         "run",
     ),
@@ -180,7 +214,7 @@ RULES: dict[str, Rule] = _rules(
         "GS103",
         "non-finite-grad",
         Severity.ERROR,
-        "exploding",
+        "non-finite",
         "a gradient holds NaN or Inf",
         "run",
     ),
@@ -256,21 +290,130 @@ RULES: dict[str, Rule] = _rules(
         "a module attribute keeps a tensor with a grad_fn, and so the step's graph, alive",
         "run",
     ),
+    Rule(
+        "GS108",
+        "zero-init",
+        Severity.INFO,
+        "zero-init",
+        "zero-initialised tensors (by design) block the gradient of the layers before them",
+        "run",
+    ),
+    # distributed runs: findings of gradscope/distributed/ (source "distributed")
+    Rule(
+        "GS501",
+        "ddp-unused-param",
+        Severity.ERROR,
+        "ddp-usage",
+        "a DDP parameter got no gradient in a step (module never ran, output not in the loss, "
+        "graph cut)",
+        "distributed",
+    ),
+    Rule(
+        "GS502",
+        "ddp-rank-dependent",
+        Severity.ERROR,
+        "ddp-usage",
+        "a DDP parameter was used on some ranks and not on others (rank-dependent control flow)",
+        "distributed",
+    ),
+    Rule(
+        "GS503",
+        "ddp-ready-twice",
+        Severity.ERROR,
+        "ddp-usage",
+        "a DDP parameter received its gradient twice in one backward (reentrant checkpoint)",
+        "distributed",
+    ),
+    Rule(
+        "GS504",
+        "ddp-reduction-error",
+        Severity.ERROR,
+        "ddp-usage",
+        "the script died with DDP's reduction error; its parameter indices, named and explained",
+        "distributed",
+    ),
+    Rule(
+        "GS505",
+        "rank-divergence",
+        Severity.ERROR,
+        "replicas",
+        "replicated weights, gradients or buffers differ between ranks",
+        "distributed",
+    ),
+    Rule(
+        "GS506",
+        "rank-outlier-grad",
+        Severity.WARNING,
+        "replicas",
+        "a rank's local (pre-all-reduce) gradient norm is an outlier or non-finite",
+        "distributed",
+    ),
+    Rule(
+        "GS507",
+        "rank-skipped-step",
+        Severity.ERROR,
+        "replicas",
+        "a rank took fewer optimizer steps than the others",
+        "distributed",
+    ),
 )
 
 
-def apply_settings(findings: list[Finding], settings: Settings) -> list[Finding]:
-    """Severity overrides by id or slug, then drop ignored (rule, subject-glob) pairs."""
+def with_settings(findings: list[Finding], settings: Settings) -> list[Finding]:
+    """Severity overrides by id or slug; findings an `ignore` pattern matches are kept,
+    marked with that pattern, so reports can say what was silenced."""
     out = []
     for f in findings:
-        if any(
-            rule in (f.rule, f.slug) and fnmatch.fnmatchcase(f.subject, glob)
-            for rule, glob in settings.ignores
-        ):
-            continue
         sev = settings.severities.get(f.rule) or settings.severities.get(f.slug)
-        out.append(replace(f, severity=sev) if sev is not None else f)
+        if sev is not None:
+            f = replace(f, severity=sev)
+        pattern = next(
+            (
+                f"{rule}:{glob}"
+                for rule, glob in settings.ignores
+                if rule in (f.rule, f.slug) and fnmatch.fnmatchcase(f.subject, glob)
+            ),
+            None,
+        )
+        out.append(replace(f, ignored_by=pattern) if pattern else f)
     return out
+
+
+def apply_settings(findings: list[Finding], settings: Settings) -> list[Finding]:
+    """`with_settings`, without the ignored findings."""
+    return [f for f in with_settings(findings, settings) if f.ignored_by is None]
+
+
+def grouped(findings: list[Finding]) -> list[list[Finding]]:
+    """Findings of one rule that share severity, advice and evidence, worst first: one
+    paragraph in every report, however many subjects it has."""
+    ordered = sorted(findings, key=lambda f: (-f.severity, f.rule))
+    groups: dict[tuple[Any, ...], list[Finding]] = {}
+    for f in ordered:
+        groups.setdefault((f.rule, f.severity, f.advice, f.evidence), []).append(f)
+    return list(groups.values())
+
+
+def subjects_text(group: list[Finding], most: int = 6) -> str:
+    names = [f.subject for f in group]
+    more = f", ... (+{len(names) - most} more)" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
+
+
+def split_ignored(findings: list[Finding]) -> tuple[list[Finding], list[Finding]]:
+    """(active, ignored)."""
+    return [f for f in findings if f.ignored_by is None], [f for f in findings if f.ignored_by]
+
+
+def ignored_summary(ignored: list[Finding]) -> str:
+    """ "3 ignored (none-grad:aux.* x2, GS107:* x1)", or "" when nothing was ignored."""
+    if not ignored:
+        return ""
+    counts: dict[str, int] = {}
+    for f in ignored:
+        counts[str(f.ignored_by)] = counts.get(str(f.ignored_by), 0) + 1
+    parts = ", ".join(f"{p} x{n}" for p, n in counts.items())
+    return f"{len(ignored)} ignored ({parts})"
 
 
 def lookup(rule_or_slug: str) -> Rule | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gradscope.findings import Finding, Severity
+from gradscope.findings import Finding, Severity, split_ignored
 from gradscope.stats import ParamStats, RunStats
 
 SCHEMA_VERSION = 1
@@ -21,7 +21,13 @@ class Report:
     thresholds: dict[str, float]
     torch_version: str = ""
     schema_version: int = SCHEMA_VERSION
+    ignored: list[Finding] = field(default_factory=list)
+    """Findings an `ignore` pattern silenced: reported, never counted or failing."""
     _flag_cache: dict[str, str] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        active, ignored = split_ignored(self.findings)
+        self.findings, self.ignored = active, self.ignored + ignored
 
     @property
     def worst(self) -> Severity | None:
@@ -58,6 +64,7 @@ class Report:
             },
             "thresholds": dict(self.thresholds),
             "findings": [f.to_dict() for f in self.findings],
+            "ignored": [f.to_dict() for f in self.ignored],
             "parameters": [_param_dict(p, self.status(p)) for p in s.params],
         }
 
@@ -72,6 +79,10 @@ class Report:
         if p.grad_max == 0:
             return "zero"
         return self._flagged().get(p.name, "ok")
+
+    def ignored_subjects(self) -> set[str]:
+        """Subjects with an ignored finding and no active one: the table marks their rows."""
+        return {f.subject for f in self.ignored} - {f.subject for f in self.findings}
 
     def _flagged(self) -> dict[str, str]:
         if self._flag_cache is None:

@@ -72,3 +72,5 @@ class RunStats:
     """Bytes of tensors the forward saved for backward (activation memory)."""
     retained: tuple[str, ...] = ()
     """Module attributes still holding a tensor with a grad_fn after the pass."""
+    loss_scale: float | None = None
+    """A GradScaler scale removed from the loss and every gradient (None: none found)."""

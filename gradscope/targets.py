@@ -9,6 +9,7 @@ NAME itself.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import os
@@ -39,6 +40,42 @@ def split_spec(spec: str) -> tuple[str, str | None]:
     if sep and tail.isidentifier() and head:
         return head, tail
     return spec, None
+
+
+def is_script(spec: str) -> bool:
+    """A .py file that does not define `gradscope_target` is a training script.
+
+    Decided from the file's syntax tree, before any of its code runs: importing a
+    script would run its training loop (or its argparse) under gradscope's name.
+    """
+    where, name = split_spec(spec)
+    if name is not None or not where.endswith(".py") or not os.path.isfile(where):
+        return False
+    try:
+        with open(where, "rb") as f:
+            tree = ast.parse(f.read(), filename=where)
+    except (SyntaxError, ValueError, OSError):
+        return False  # importing it reports the problem in the usual way
+    return DEFAULT_NAME not in top_level_names(tree)
+
+
+def top_level_names(tree: ast.Module) -> set[str]:
+    """Names a module binds at its top level (definitions, assignments, imports)."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                names.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, ast.If | ast.Try):  # `if TYPE_CHECKING:`, try/except imports
+            inner = ast.Module(body=[*node.body, *getattr(node, "orelse", [])], type_ignores=[])
+            names |= top_level_names(inner)
+    return names
 
 
 def load(spec: str) -> Target:
@@ -159,3 +196,8 @@ def from_value(value: Any, label: str) -> Target:
     if loss_fn is not None and not callable(loss_fn):
         raise TargetError(f"{label}: loss_fn is {type(loss_fn).__name__}, not callable")
     return Target(model, batch, loss_fn, label)
+
+
+def import_location(where: str) -> ModuleType:
+    """A module by dotted name or a .py file by path; TargetError / UserCodeError (exit 2)."""
+    return _import(where)

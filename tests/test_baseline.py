@@ -49,3 +49,37 @@ def test_norm_change_can_be_ignored_by_rule_and_glob(tmp_path):
 def test_norm_change_severity_can_be_overridden(tmp_path):
     found = _compare(_settings(tmp_path, '[severity]\nGS110 = "warning"'))
     assert found and all(f.severity is Severity.WARNING for f in found)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"[1, 2]", "not a gradscope baseline"),
+        (b'{"kind": "baseline", "version": 1}', "`targets` is not an object"),
+        (b'{"kind": "baseline", "version": 1, "targets": []}', "`targets` is not an object"),
+        (
+            b'{"kind": "baseline", "version": 1, "targets": {"t": {"norms": {}}}}',
+            "`findings` is not a list",
+        ),
+        (
+            b'{"kind": "baseline", "version": 1, "targets": {"t": {"findings": [["GS101"]], '
+            b'"norms": {}}}}',
+            "`findings` is not a list of [rule, subject] pairs",
+        ),
+        (
+            b'{"kind": "baseline", "version": 1, "targets": {"t": {"findings": [], '
+            b'"norms": {"w": "big"}}}}',
+            "`norms` is not an object of numbers",
+        ),
+        (b"\xff\xfe{}", "not UTF-8"),
+        (b"[" * 100_000, "not a JSON baseline"),
+    ],
+)
+def test_a_malformed_baseline_is_one_clear_error(tmp_path, content, problem):
+    from gradscope.errors import ConfigError
+
+    path = tmp_path / "b.json"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as info:
+        baseline.load(str(path))
+    assert problem in str(info.value)

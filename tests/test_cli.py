@@ -160,11 +160,14 @@ def test_syntax_and_import_errors(runner, project):
         result.exit_code == 2
         and "broken.py:1: importing broken.py raised SyntaxError" in result.stderr
     )
-    result = invoke(runner, "raises.py")
+    result = invoke(runner, "raises.py:build")
     assert (
         result.exit_code == 2
         and "raises.py:2: importing raises.py raised ImportError: needs gpu lib" in result.stderr
     )
+    result = invoke(runner, "raises.py")  # no gradscope_target: run as a script
+    assert result.exit_code == 2
+    assert "raises.py:2: running raises.py raised ImportError: needs gpu lib" in result.stderr
 
 
 def test_debug_shows_user_frames_only(runner, project):
@@ -223,10 +226,10 @@ def test_help_and_version_do_not_import_torch():
         "import sys; sys.argv=['gradscope', '--help']\n"
         "from gradscope.cli import app\n"
         "try:\n    app()\nexcept SystemExit:\n    pass\n"
-        "print('TORCH', 'torch' in sys.modules)"
+        "print('TORCH', 'torch' in sys.modules, 'matplotlib' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert "TORCH False" in out.stdout
+    assert "TORCH False False" in out.stdout
     for flag in ("--help", "--version"):
         assert run_module(flag).returncode == 0
     assert run_module("inspect", "--help").returncode == 0

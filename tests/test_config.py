@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from gradscope import config
-from gradscope.config import Settings, Thresholds
+from gradscope.config import Settings, Thresholds, load
 from gradscope.errors import ConfigError
 from gradscope.findings import Severity
 
@@ -153,3 +153,90 @@ def test_documented_examples_parse(tmp_path):
         for block in blocks:
             (tmp_path / "pyproject.toml").write_text(block)
             config.load(cwd=str(tmp_path))  # raises ConfigError on any bad key
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_a_threshold_flag_that_would_disable_or_break_a_rule_is_exit_2(runner, value):
+    from gradscope.cli import app
+
+    result = runner.invoke(app, ["inspect", "healthy-mlp", "--explode-norm", value])
+    assert result.exit_code == 2
+    assert "--explode-norm: expected a finite, non-negative number" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1.0"])
+def test_a_threshold_in_a_file_gets_the_same_check(tmp_path, value):
+    path = tmp_path / "gs.toml"
+    path.write_text(f"[thresholds]\nexplode-norm = {value}\n")
+    with pytest.raises(ConfigError, match=r"thresholds\.explode-norm: expected a finite"):
+        load(str(path))
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('[severity]\nexplodng = "warning"\n', "severity.explodng: unknown rule 'explodng'"),
+        ('[severity]\nGS999 = "warning"\n', "unknown rule 'GS999'"),
+        ('ignore = ["explodng:*"]\n', "ignore: unknown rule 'explodng'"),
+    ],
+)
+def test_unknown_rules_are_named_not_silently_ignored(tmp_path, text, where):
+    path = tmp_path / "gs.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=where) as info:
+        load(str(path))
+    assert "GS104/exploding" in str(info.value)
+
+
+def test_rule_ids_are_case_insensitive(tmp_path):
+    path = tmp_path / "gs.toml"
+    path.write_text('ignore = ["gs101:aux.*"]\n[severity]\ngs107 = "warning"\n')
+    settings = load(str(path))
+    assert settings.ignores == (("GS101", "aux.*"),)
+    assert settings.severities == {"GS107": Severity.WARNING}
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [(b"fail-on = \xff\xfe\n", "not UTF-8"), (b"x = " + b"[" * 100_000, "invalid TOML")],
+)
+def test_unreadable_config_is_one_line(tmp_path, content, problem):
+    path = tmp_path / "gs.toml"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=problem):
+        load(str(path))
+
+
+def test_top_must_be_positive(runner):
+    from gradscope.cli import app
+
+    result = runner.invoke(app, ["inspect", "healthy-mlp", "--top", "-5"])
+    assert result.exit_code == 2 and "greater than or equal to 1" in result.stderr
+
+
+def test_the_api_discovers_settings_only_when_asked(tmp_path, monkeypatch):
+    import torch
+
+    import gradscope
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.gradscope]\nignore = ["none-grad:m.unused.*"]\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    model = torch.nn.ModuleDict({"used": torch.nn.Linear(2, 1), "unused": torch.nn.Linear(2, 1)})
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = model
+
+        def forward(self, x):
+            return self.m["used"](x).sum()
+
+    net, x = Net(), torch.randn(3, 2)
+    plain = gradscope.inspect(net, x)
+    assert {f.subject for f in plain.findings} == {"m.unused.weight", "m.unused.bias"}
+    configured = gradscope.inspect(net, x, settings=gradscope.load_settings())
+    assert configured.findings == [] and len(configured.ignored) == 2
+    settings = gradscope.load_settings()
+    assert settings.ignores == (("none-grad", "m.unused.*"),)

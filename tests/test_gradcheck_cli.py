@@ -103,10 +103,11 @@ def test_json_document(invoke):
 
 
 def test_several_specs_and_whole_module_discovery(invoke, project):
+    result = invoke("userfns.py:Cube", "--format", "json")
+    assert [t["spec"] for t in json.loads(result.stdout)["targets"]] == ["userfns.py:Cube"]
+    # ForwardRaises rejects the generated 4x4 inputs: a usage problem for the whole run
     result = invoke("userfns.py", "--format", "json")
-    doc = json.loads(result.stdout)
-    assert [t["spec"] for t in doc["targets"]] == ["userfns.py:Cube", "userfns.py:ForwardRaises"]
-    assert result.exit_code == 1
+    assert result.exit_code == 2 and "userfns.py:ForwardRaises" in result.stderr
 
 
 def test_module_level_inputs_convention_for_a_torch_function(invoke, project):
@@ -114,16 +115,17 @@ def test_module_level_inputs_convention_for_a_torch_function(invoke, project):
     assert result.exit_code == 0, result.output
 
 
-def test_forward_that_raises_is_a_failure_not_a_crash(invoke, project):
+def test_forward_that_rejects_generated_inputs_is_a_usage_error(invoke, project):
     result = invoke("userfns.py:ForwardRaises", "--format", "json")
-    assert result.exit_code == 1
-    (error,) = json.loads(result.stdout)["targets"][0]["errors"]
+    assert result.exit_code == 2 and result.stdout == ""
     line = USER_FILE.splitlines().index("        return x.view(7, 7)") + 1
-    assert error["stage"] == "forward" and error["location"] == f"userfns.py:{line}"
+    assert f"userfns.py:{line}" in result.stderr and "--shape" in result.stderr
+    assert "generated inputs (x 4×4)" in result.stderr
     assert "Traceback" not in result.stderr
     debug = invoke("userfns.py:ForwardRaises", "--debug")
-    assert debug.exit_code == 1 and f'userfns.py", line {line}' in debug.stderr
+    assert debug.exit_code == 2 and f'userfns.py", line {line}' in debug.stderr
     assert "gradscope/gradcheck/jacobian.py" not in debug.stderr
+    assert invoke("userfns.py:ForwardRaises", "--shape", "x=7,7").exit_code == 0
 
 
 def test_shape_and_arg_options(invoke, project):

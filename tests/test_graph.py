@@ -189,8 +189,9 @@ def gpt12():
     return model, batch, graph.graph_of(model, batch)
 
 
-def test_big_graph_collapses_to_about_one_node_per_module(gpt12):
-    model, _, d = gpt12
+def test_collapsed_at_full_depth_is_about_one_node_per_module(gpt12):
+    model, batch, _ = gpt12
+    d = graph.graph_of(model, batch, options=graph.GraphOptions(collapse="modules", depth=10))
     modules = [n for n, _ in model.named_modules()]
     drawn = {i: label for i, (label, _) in nodes(d.source).items() if i.startswith("m")}
     assert d.collapsed and d.full_nodes > graph.COLLAPSE_ABOVE
@@ -198,7 +199,30 @@ def test_big_graph_collapses_to_about_one_node_per_module(gpt12):
     for name, m in model.named_modules():
         if isinstance(m, torch.nn.Linear) and name != "lm_head":
             assert sum(label.split("\n")[0] == name for label in drawn.values()) == 1, name
-    assert any("--collapse none" in n for n in d.notes)
+
+
+def test_big_graph_collapses_to_a_depth_that_stays_readable(gpt12):
+    d = gpt12[2]
+    labels = [label.split("\n")[0] for i, (label, _) in nodes(d.source).items() if i[0] == "m"]
+    assert d.collapsed and len(labels) <= 60
+    assert [f"blocks.{i}" for i in range(12)] == [n for n in labels if n.startswith("blocks.")]
+    assert '12 parameters (49,984 elements)"' in d.source  # not probed: no health claimed
+    assert any("2 levels deep" in n and "--collapse none" in n for n in d.notes)
+
+
+def test_depth_alone_collapses():
+    small, small_batch = make_gpt(GPTConfig(layers=2))
+    d = graph.graph_of(small, small_batch, options=graph.GraphOptions(depth=1))
+    assert d.collapsed and not d.notes
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="needs Graphviz's dot")
+def test_the_big_picture_has_a_screen_friendly_shape(gpt12):
+    import struct
+
+    png = graph.render(gpt12[2], "png")
+    width, height = struct.unpack(">II", png[16:24])
+    assert height / width < 2.5, (width, height)
 
 
 def test_collapsed_transformer_reads_top_to_bottom(gpt12):

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import io
 import json
 
 from conftest import param, stats
-from rich.console import Console
 
 from gradscope import rules
 from gradscope.report import json as json_report
 from gradscope.report import terminal
+from gradscope.report.outputs import View
 from gradscope.results import Report
 
 
@@ -20,9 +19,7 @@ def make_report(*params, **kw):
 
 
 def render(report, top=30, width=100):
-    console = Console(width=width, file=io.StringIO(), color_system=None)
-    terminal.render(report, console, top)
-    return console.file.getvalue()
+    return terminal.render(report, View(width=width, color=False, top=top))
 
 
 def test_terminal_report_sections_and_grouping():
@@ -81,5 +78,6 @@ def test_json_schema_keys_and_status_overlay():
         "value",
         "threshold",
         "evidence",
+        "ignored_by",
         "table_row",
     }

@@ -80,12 +80,28 @@ def test_non_finite_loss_and_grad():
     assert fired(stats(param("b.weight")), "non-finite-grad") == []
 
 
-def test_exploding_absolute_threshold_edge():
+def test_exploding_per_element_rms_edge():
+    t = Thresholds(explode_norm=1e9)
+    settings = Settings(thresholds=t)
+    at = stats(param("a.weight", t.explode_rms * 10, shape=(100,)), param("b.weight", 1.0))
+    above = stats(param("a.weight", t.explode_rms * 10.1, shape=(100,)), param("b.weight", 1.0))
+    assert fired(at, "exploding", settings) == []
+    assert fired(above, "exploding", settings) == ["a.weight"]
+
+
+def test_a_large_tensor_with_a_normal_per_element_gradient_is_not_exploding():
+    """inception_v3's fc: norm 2e3 over 2M elements is an RMS of 1.4, not an explosion."""
+    big = param("fc.weight", 2e3, shape=(2048, 1000), weight_norm=30.0)
+    settings = Settings(thresholds=Thresholds(explode_norm=1e4))
+    assert fired(stats(big, param("conv.weight", 1.0)), "exploding", settings) == []
+
+
+def test_total_norm_keeps_the_absolute_bound():
     t = Thresholds()
-    at = stats(param("a.weight", t.explode_norm), param("b.weight", 1.0))
-    above = stats(param("a.weight", t.explode_norm * 1.01), param("b.weight", 1.0))
-    assert fired(at, "exploding") == []
-    assert fired(above, "exploding") == ["a.weight"]
+    many = [param(f"l{i}.weight", t.explode_norm / 9.9, shape=(10**6,)) for i in range(100)]
+    assert fired(stats(*many), "exploding") == ["total"]
+    few = [param(f"l{i}.weight", t.explode_norm / 10.1, shape=(10**6,)) for i in range(100)]
+    assert fired(stats(*few), "exploding") == []
 
 
 def test_exploding_median_ratio_needs_min_norm():
@@ -129,15 +145,19 @@ def test_dense_rms_ignores_zero_rows_of_sparse_gradients():
 def test_settings_override_severity_and_ignore_by_glob():
     run = stats(param("aux.weight", None), param("aux.bias", None), param("x.weight", None), ran=())
     settings = Settings(severities={"none-grad": Severity.WARNING}, ignores=(("GS101", "aux.*"),))
-    found = [f for f in rules.diagnose(run, settings) if f.slug == "none-grad"]
+    marked = [f for f in rules.diagnose(run, settings) if f.slug == "none-grad"]
+    found = [f for f in marked if f.ignored_by is None]
     assert [f.subject for f in found] == ["x.weight"]
     assert found[0].severity is Severity.WARNING
+    ignored = {f.subject: f.ignored_by for f in marked if f.ignored_by}
+    assert ignored == {"aux.weight": "GS101:aux.*", "aux.bias": "GS101:aux.*"}
+    assert [f.subject for f in findings.apply_settings(marked, settings)] == ["x.weight"]
 
 
 def test_every_rule_has_a_table_row_and_unique_ids():
     assert len({r.slug for r in findings.RULES.values()}) == len(findings.RULES)
     for r in findings.RULES.values():
-        assert r.row in findings.TABLE and r.id[:3] in ("GS1", "GS2", "GS3", "GS4")
+        assert r.row in findings.TABLE and r.id[:3] in ("GS1", "GS2", "GS3", "GS4", "GS5")
     assert findings.lookup("gs101").slug == "none-grad"
     assert findings.lookup("vanishing").id == "GS105"
     assert findings.lookup("nope") is None

@@ -66,7 +66,7 @@ def test_script_stops_at_first_backward_and_reports_that_step(train):
         "unused.bias",
     }
     assert all("never ran" in f.message for f in report.findings)
-    assert report.stats.loss_source == "the first backward() of train.py"
+    assert report.stats.loss_source == "the first backward() of train.py (train.py:27)"
     assert report.stats.saved_bytes > 0
 
 
@@ -125,5 +125,11 @@ def test_cli_script_mode(runner, train):
     doc = json.loads(result.stdout)
     assert doc["target"] == "script train.py"
     assert [p["shape"] for p in doc["parameters"]][:1] == [[5, 4]]
-    result = runner.invoke(app, ["inspect", "train.py", "--", "--hidden", "5"])
+    # a file without gradscope_target is a script: --script is implied, and said
+    result = runner.invoke(app, ["inspect", "train.py", "--format", "json", "--", "--hidden", "5"])
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout)["target"] == "script train.py"
+    assert "train.py defines no gradscope_target(): inspecting it as a training" in result.stderr
+    (train / "target.py").write_text("def gradscope_target():\n    pass\n")
+    result = runner.invoke(app, ["inspect", "target.py", "--", "--hidden", "5"])
     assert result.exit_code == 2 and "after -- are for a --script TARGET" in result.stderr

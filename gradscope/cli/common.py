@@ -5,6 +5,7 @@ No torch here: `gradscope --help` imports this.
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from collections.abc import Iterator
@@ -14,6 +15,8 @@ from typing import Annotated, NoReturn
 import typer
 
 from gradscope.errors import ExitCode, GradscopeError, UserCodeError
+from gradscope.fmt import printable
+from gradscope.report.outputs import Format
 
 DebugOpt = Annotated[
     bool,
@@ -37,7 +40,8 @@ FailOnOpt = Annotated[
     typer.Option(
         "--fail-on",
         metavar="LEVEL",
-        help="Exit 1 when a finding is at or above LEVEL: info, warning, error (default) or never.",
+        show_default="error, or the config's fail-on",
+        help="Exit 1 when a finding is at or above LEVEL: info, warning, error or never.",
     ),
 ]
 ConfigOpt = Annotated[
@@ -50,10 +54,64 @@ ConfigOpt = Annotated[
     ),
 ]
 
+FormatOpt = Annotated[
+    Format,
+    typer.Option(
+        "--format",
+        "-f",
+        help="terminal (rich), json (versioned schema), junit (XML for CI "
+        "dashboards) or markdown (job summaries).",
+    ),
+]
+WidthOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--width",
+        metavar="COLS",
+        min=40,
+        help="Terminal report width (default: the terminal's).",
+    ),
+]
+
+
+@contextmanager
+def user_stdout_to_stderr(active: bool = True) -> Iterator[None]:
+    """While the user's code runs, what it prints goes to stderr, so a report on stdout
+    (JSON piped to jq, say) stays parseable. Python's sys.stdout and file descriptor 1
+    both, so prints from extensions move too."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved_fd = None
+    try:
+        fd = sys.__stdout__.fileno() if sys.__stdout__ else -1
+        if fd >= 0 and sys.stdout is sys.__stdout__:
+            saved_fd = os.dup(fd)
+            os.dup2(sys.stderr.fileno(), fd)
+    except (OSError, ValueError, AttributeError):  # no real descriptors (a test runner)
+        saved_fd = None
+    real = sys.stdout
+    sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        sys.stdout = real
+        if saved_fd is not None:
+            os.dup2(saved_fd, real.fileno())
+            os.close(saved_fd)
+
+
+def note(message: str) -> None:
+    """One informational line on stderr (progress in CI, what was written where)."""
+    sys.stderr.write(f"gradscope: {message}\n")
+    sys.stderr.flush()
+
 
 def error(message: str) -> None:
     """One line on stderr, the way every code-2 failure is reported."""
-    sys.stderr.write(f"gradscope: error: {message}\n")
+    sys.stderr.write(f"gradscope: error: {printable(message)}\n")
     sys.stderr.flush()
 
 

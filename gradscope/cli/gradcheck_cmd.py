@@ -52,6 +52,29 @@ def gradcheck(
             "mode=\"'mean'\", sizes=[2,3] (repeatable).",
         ),
     ] = None,
+    tensor: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tensor",
+            metavar="NAME=LITERAL",
+            show_default=False,
+            help="A tensor input given by value: integers make an int64 tensor (targets, "
+            "indices), True/False a bool mask, floats a differentiable input at exactly that "
+            "point: target=[0,2,1], mask=[[True,False],[False,True]], x=[0.0,1.0] (repeatable).",
+        ),
+    ] = None,
+    domain: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--domain",
+            metavar="[NAME=]DOMAIN",
+            show_default=False,
+            help="Where generated floats are drawn: real (default), positive, negative, "
+            "nonzero, unit (0..1) or LOW,HIGH; for every generated input, or NAME= for one: "
+            "--domain positive, --domain alpha=1.1,3 (repeatable). Values keep clear of the "
+            "bounds so finite differences stay inside.",
+        ),
+    ] = None,
     dtype: Annotated[
         str | None,
         typer.Option(
@@ -67,6 +90,8 @@ def gradcheck(
         typer.Option(
             "--seed",
             metavar="N",
+            min=0,
+            max=2**63 - 1,
             show_default=False,
             help="Seed for generated inputs and sampled directions (default 0).",
         ),
@@ -105,8 +130,9 @@ def gradcheck(
     wrong order, transposed, masked/branch error, ignored grad_output.
 
     Exit codes: 0 all targets pass, 1 a gradient is wrong or the target's
-    forward/backward raised, 2 could not run (bad SPEC, import error, bad
-    --shape/--arg/--dtype).
+    backward raised, 2 could not run (bad SPEC, import error, bad
+    --shape/--arg/--tensor/--domain/--dtype, or a forward that rejects the
+    generated inputs: state inputs that fit).
 
     Examples:
 
@@ -115,6 +141,9 @@ def gradcheck(
       gradscope gradcheck gradscope.examples.functions:SquareMissingFactor -f json
       gradscope gradcheck ops/my_fn.py:MyFn --shape x=64,32 --arg dim=1 --second-order
       gradscope gradcheck torch.nn.functional:gelu torch.nn.functional:softplus
+      gradscope gradcheck torch.nn.functional:nll_loss --shape input=3,3 --tensor target=[0,2,1]
+      gradscope gradcheck torch:sqrt --domain positive
+      gradscope gradcheck entmax.root_finding:EntmaxBisectFunction --arg alpha=1.3
 
     See docs/gradcheck.md for the input convention, the diagnoses and the JSON schema.
     """
@@ -123,7 +152,16 @@ def gradcheck(
         from gradscope.gradcheck import run
 
         jobs = build_jobs(
-            specs or [], shape or [], arg or [], dtype, seed, second_order, forward_ad, config
+            specs or [],
+            shape or [],
+            arg or [],
+            dtype,
+            seed,
+            second_order,
+            forward_ad,
+            config,
+            tensor or [],
+            domain or [],
         )
         report = run(jobs)
         if debug:
@@ -143,14 +181,18 @@ def build_jobs(
     second_order: bool | None,
     forward_ad: bool | None,
     config: str | None,
+    tensors: list[str] | None = None,
+    domains: list[str] | None = None,
 ) -> list[tuple[str, Any]]:
     """(SPEC, Options) pairs: config entries for a SPEC first, command-line flags over them."""
     from gradscope import config as config_mod
+    from gradscope.config import CheckEntry
     from gradscope.gradcheck import options_for
     from gradscope.gradcheck.inputs import parse_arg, parse_dtype, parse_shape
+    from gradscope.gradcheck.values import parse_domain, parse_tensor
 
     settings = config_mod.load(config)
-    entries = [(e.target, e) for e in settings.gradcheck]
+    entries: list[tuple[str, CheckEntry | None]] = [(e.target, e) for e in settings.gradcheck]
     if specs:
         entries = [(s, next((e for t, e in entries if t == s), None)) for s in specs]
     if not entries:
@@ -159,15 +201,28 @@ def build_jobs(
             "config; try: gradscope gradcheck gradscope.examples.functions:"
             "CustomReLU"
         )
-    flags = dict(
-        shapes=dict(parse_shape(s) for s in shapes),
-        args=dict(parse_arg(a) for a in args),
-        dtype=parse_dtype(dtype) if dtype else None,
-        seed=seed,
-        second_order=second_order,
-        forward_ad=forward_ad,
-    )
-    return [(spec, options_for(entry, **flags)) for spec, entry in entries]
+    shape_map = dict(parse_shape(s) for s in shapes)
+    arg_map = dict(parse_arg(a) for a in args)
+    tensor_map = dict(parse_tensor(t) for t in tensors or [])
+    domain_map = dict(parse_domain(d) for d in domains or [])
+    dtype_name = parse_dtype(dtype) if dtype else None
+    return [
+        (
+            spec,
+            options_for(
+                entry,
+                shapes=shape_map,
+                args=arg_map,
+                dtype=dtype_name,
+                seed=seed,
+                second_order=second_order,
+                forward_ad=forward_ad,
+                tensors=tensor_map,
+                domains=domain_map,
+            ),
+        )
+        for spec, entry in entries
+    ]
 
 
 def _emit(report: Any, format: GradcheckFormat, output: str | None) -> None:

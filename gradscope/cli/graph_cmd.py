@@ -41,8 +41,9 @@ def graph(
     out: Annotated[
         str | None,
         typer.Option(
-            "--out",
+            "--output",
             "-o",
+            "--out",
             metavar="FILE",
             help="Where to write the picture (atomically); its "
             "extension picks the format. Without it, DOT text goes to stdout.",
@@ -71,8 +72,9 @@ def graph(
             "--depth",
             min=1,
             metavar="N",
-            help="When collapsing, merge modules nested deeper than "
-            "N levels into their ancestor (--depth 2: one node per transformer block).",
+            help="One node per module N levels deep (--depth 2: one node per transformer "
+            "block); implies --collapse modules unless --collapse none. Default: the "
+            "deepest level that keeps the picture readable.",
         ),
     ] = None,
     show_saved: Annotated[
@@ -111,10 +113,10 @@ def graph(
     Examples:
 
     \b
-      gradscope graph tiny-transformer --out graph.png
-      gradscope graph models/net.py:build --out graph.svg --collapse modules --depth 2
+      gradscope graph tiny-transformer -o graph.png
+      gradscope graph models/net.py:build -o graph.svg --collapse modules --depth 2
       gradscope graph nan-loss --format dot > graph.dot
-      gradscope graph --out graph.pdf     # the target configured in pyproject.toml
+      gradscope graph -o graph.pdf         # the target configured in pyproject.toml
     """
     with clikit.guarded(debug):
         from gradscope import config as config_mod
@@ -122,19 +124,25 @@ def graph(
 
         fmt = graph_mod.format_for(out, format.value if format else None)
         graph_mod.check_dot(fmt)
-        graph_mod.check_destination(out)
+        from gradscope.report.write import destination, to_stdout
+
+        path = destination(out)
         if out is None and fmt != "dot" and sys.stdout.isatty():
-            raise GradscopeError(f"{fmt} is binary: give --out FILE.{fmt}, or --format dot")
+            raise GradscopeError(f"{fmt} is binary: give --output FILE.{fmt}, or --format dot")
         settings = config_mod.load(config)
-        drawing = _draw(
-            target or _configured_target(settings, config),
-            settings,
-            probe,
-            graph_mod.GraphOptions(
-                collapse=collapse.value, depth=depth, show_saved=show_saved, show_attrs=show_attrs
-            ),
-        )
-        _write(graph_mod.render(drawing, fmt), out)
+        with clikit.user_stdout_to_stderr(to_stdout(path)):
+            drawing = _draw(
+                target or _configured_target(settings, config),
+                settings,
+                probe,
+                graph_mod.GraphOptions(
+                    collapse=collapse.value,
+                    depth=depth,
+                    show_saved=show_saved,
+                    show_attrs=show_attrs,
+                ),
+            )
+        _write(graph_mod.render(drawing, fmt), path)
         _say(drawing, out)
         raise typer.Exit(ExitCode.OK)
 
@@ -165,13 +173,14 @@ def _draw(spec: str, settings, probe: bool, options):
 
 
 def _write(data: bytes, out: str | None) -> None:
-    from gradscope.report.write import write_atomic
+    from gradscope.report.write import to_stdout, write_file
 
-    if out is None or out == "-":
+    if to_stdout(out):
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     else:
-        write_atomic(out, data)
+        assert out is not None
+        write_file(out, data)
 
 
 def _say(drawing, out: str | None) -> None:

@@ -15,18 +15,23 @@ from torch.autograd.function import once_differentiable
 
 __all__ = [
     "BackwardRaises",
+    "CumsumOffByOne",
     "CustomReLU",
     "ELUWrongBranch",
     "ExpSavedThenModified",
+    "ExpScaledAfterNestedSave",
     "MaskedScaleSum",
     "MatMulTransposedGrad",
     "MulNoneGrad",
     "MulSwappedGrads",
     "PowerTooFewGrads",
+    "ReflectSmoothZeroPadGrad",
     "ScaleIgnoresGradOutput",
+    "ScaledSoftmax",
     "SinWithJvp",
     "SinWrongJvp",
     "SinWrongSign",
+    "SqrtAtZero",
     "SquareDetachedBackward",
     "SquareMissingFactor",
     "SquareOnceDifferentiable",
@@ -330,3 +335,120 @@ class SquareDetachedBackward(torch.autograd.Function):
     def backward(ctx, grad_output):
         (x,) = ctx.saved_tensors
         return 2 * x.detach() * grad_output
+
+
+class ScaledSoftmax(torch.autograd.Function):
+    """Correct, with trailing defaults that backward reads through ctx.needs_input_grad
+    (as entmax does): it must be called as apply(x, temperature, dim), never apply(x)."""
+
+    @staticmethod
+    def forward(ctx, x, temperature=2.0, dim=-1):
+        y = torch.softmax(x / temperature, dim)
+        ctx.save_for_backward(y)
+        ctx.temperature, ctx.dim = temperature, dim
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        inner = grad_output - (grad_output * y).sum(ctx.dim, keepdim=True)
+        d_temperature = None if not ctx.needs_input_grad[1] else torch.zeros(())
+        return y * inner / ctx.temperature, d_temperature, None
+
+
+class SqrtAtZero(torch.autograd.Function):
+    """Correct sqrt; not differentiable at 0, where a check must say so rather than blame
+    backward: `--tensor x=[0.0,1.0,4.0]` fails (as torch's does), `--domain positive` passes."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x.sqrt()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        return grad_output / (2 * y)
+
+
+class ReflectSmoothZeroPadGrad(torch.autograd.Function):
+    """Bug (boundary): forward smooths the last dim with a [1, 2, 1] / 4 kernel over a
+    reflect-padded signal; backward differentiates a zero-padded one, so only the edges
+    of the gradient are wrong."""
+
+    KERNEL = (0.25, 0.5, 0.25)
+
+    @staticmethod
+    def _smooth(x, mode):
+        k = torch.tensor(ReflectSmoothZeroPadGrad.KERNEL, dtype=x.dtype).view(1, 1, 3)
+        flat = x.reshape(-1, 1, x.shape[-1])
+        padded = torch.nn.functional.pad(flat, (1, 1), mode=mode)
+        return torch.nn.functional.conv1d(padded, k).reshape(x.shape)
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ReflectSmoothZeroPadGrad._smooth(x, "reflect")
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        with torch.enable_grad():
+            leaf = x.detach().requires_grad_()
+            y = ReflectSmoothZeroPadGrad._smooth(leaf, "constant")
+            (grad,) = torch.autograd.grad(y, leaf, grad_output)
+        return grad
+
+    @staticmethod
+    def gradcheck_inputs(dtype=torch.float64, generator=None):
+        return (
+            torch.randn(2, 16, generator=generator, dtype=torch.float64).to(dtype).requires_grad_()
+        )
+
+
+class CumsumOffByOne(torch.autograd.Function):
+    """Bug (index-shift): y = cumsum(x); backward's reversed cumsum starts one position late,
+    so grad[i] gets the sum over j > i instead of j >= i."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.cumsum(-1)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        total = grad_output.flip(-1).cumsum(-1).flip(-1)
+        return torch.cat([total[..., 1:], torch.zeros_like(total[..., :1])], -1)
+
+
+class _KeepForBackward(torch.autograd.Function):
+    """A helper Function applied inside another's forward: its ctx is thrown away."""
+
+    @staticmethod
+    def forward(ctx, t):
+        ctx.save_for_backward(t)
+        return t.sum()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (t,) = ctx.saved_tensors
+        return grad_output.expand_as(t)
+
+
+class ExpScaledAfterNestedSave(torch.autograd.Function):
+    """Correct, as entmax's loss Functions: a nested Function saves exp(x), forward then
+    doubles it in place and saves it itself afterwards; backward uses 2 exp(x). No
+    in-place warning applies: the nested save never reaches a backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        y = x.exp()
+        _KeepForBackward.apply(y)
+        y.mul_(2)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        return grad_output * y

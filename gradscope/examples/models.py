@@ -117,7 +117,9 @@ def dead_relu():
     x, y = _classification()
     model = _mlp(20, 64, 64, 5)
     with torch.no_grad():
-        model[2].bias.fill_(-100.0)  # every unit of the second layer is off
+        layer = model[2]
+        assert isinstance(layer, nn.Linear)
+        layer.bias.fill_(-100.0)  # every unit of the second layer is off
     return model, x, lambda out: F.cross_entropy(out, y)
 
 

@@ -15,13 +15,14 @@ Python API:
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gradscope.errors import ConfigError, TargetError
+from gradscope.errors import ConfigError, TargetError, UserCodeError
 from gradscope.gradcheck.inputs import InputOptions, Problem, build
 from gradscope.gradcheck.results import (
     CheckError,
@@ -33,6 +34,7 @@ from gradscope.gradcheck.results import (
     TargetResult,
 )
 from gradscope.gradcheck.targets import Resolved, defines, resolve, resolve_object
+from gradscope.gradcheck.values import ALL, Domain, parse_domain, parse_tensor
 
 __all__ = ["InputOptions", "Options", "check", "check_resolved", "load", "options_for", "run"]
 
@@ -56,6 +58,8 @@ def options_for(
     seed: int | None = None,
     second_order: bool | None = None,
     forward_ad: bool | None = None,
+    tensors: dict[str, Any] | None = None,
+    domains: dict[str, Domain] | None = None,
 ) -> Options:
     """Options from a [[gradcheck]] config entry (or none), the given values over it."""
     base = _entry(entry)
@@ -64,6 +68,8 @@ def options_for(
         {**base["args"], **(args or {})},
         dtype or base["dtype"],
         seed if seed is not None else base["seed"],
+        {**base["tensor"], **(tensors or {})},
+        {**base["domain"], **(domains or {})},
     )
     return Options(
         inputs, _pick(second_order, base["second-order"]), _pick(forward_ad, base["forward-ad"])
@@ -76,7 +82,7 @@ def _pick(given: Any, configured: Any) -> Any:
 
 def _entry(entry: Any) -> dict[str, Any]:
     """A [[tool.gradscope.gradcheck]] table, validated (ConfigError names file and key)."""
-    from gradscope.config import _fail
+    from gradscope.config import config_error
     from gradscope.gradcheck.inputs import parse_dtype, parse_shape
 
     out: dict[str, Any] = {
@@ -86,6 +92,8 @@ def _entry(entry: Any) -> dict[str, Any]:
         "seed": 0,
         "second-order": False,
         "forward-ad": None,
+        "tensor": {},
+        "domain": {},
     }
     if entry is None:
         return out
@@ -97,25 +105,50 @@ def _entry(entry: Any) -> dict[str, Any]:
         ("seed", int),
         ("second-order", bool),
         ("forward-ad", bool),
+        ("tensor", dict),
+        ("domain", (str, dict)),
     ):
         if key in opts and (
             not isinstance(opts[key], kind) or (kind is int and isinstance(opts[key], bool))
         ):
-            raise _fail(src, f"gradcheck.{key}", f"expected {kind.__name__}, got {opts[key]!r}")
+            names = (
+                " or ".join(k.__name__ for k in kind) if isinstance(kind, tuple) else kind.__name__
+            )
+            raise config_error(src, f"gradcheck.{key}", f"expected {names}, got {opts[key]!r}")
     try:
         for name, dims in opts.get("shape", {}).items():
             text = ",".join(map(str, dims)) if isinstance(dims, list) else str(dims)
             out["shape"][name] = parse_shape(f"{name}={text}")[1]
         out["dtype"] = parse_dtype(opts["dtype"]) if "dtype" in opts else None
     except ConfigError as exc:
-        raise _fail(
+        raise config_error(
             src,
             "gradcheck.shape" if "shape" in str(exc) else "gradcheck.dtype",
             str(exc).replace("--", ""),
         ) from None
+    out["tensor"], out["domain"] = _entry_values(opts, src)
     out["args"] = dict(opts.get("args", {}))
     out.update({k: opts[k] for k in ("seed", "second-order", "forward-ad") if k in opts})
     return out
+
+
+def _entry_values(opts: dict[str, Any], src: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`tensor = { target = [0, 2, 1] }` and `domain = "positive"` or `{ alpha = "1.1,3" }`,
+    read with the same parsers as --tensor and --domain."""
+    from gradscope.config import config_error
+    from gradscope.gradcheck.values import parse_domain, parse_tensor
+
+    domain = opts.get("domain", {})
+    texts = [domain] if isinstance(domain, str) else [f"{k}={v}" for k, v in domain.items()]
+    try:
+        tensors = dict(parse_tensor(f"{k}={v!r}") for k, v in opts.get("tensor", {}).items())
+    except ConfigError as exc:
+        raise config_error(src, "gradcheck.tensor", str(exc).replace("--tensor ", "")) from None
+    try:
+        domains = dict(parse_domain(text) for text in texts)
+    except ConfigError as exc:
+        raise config_error(src, "gradcheck.domain", str(exc).replace("--domain ", "")) from None
+    return tensors, domains
 
 
 def load(spec: str) -> list[Resolved]:
@@ -135,18 +168,30 @@ def check(
     forward_ad: bool | None = None,
     label: str | None = None,
     explain: bool = True,
+    tensors: dict[str, Any] | None = None,
+    domain: str | dict[str, str] | None = None,
 ) -> TargetResult:
     """Check a Function class, a function of tensors or an nn.Module from Python.
 
     `inputs` (a tuple of positional arguments, a dict of keyword arguments, or both as
-    `(args, kwargs)`) plays the part of `gradcheck_inputs`; without it they are generated.
+    `(args, kwargs)`) plays the part of `gradcheck_inputs`; without it they are generated,
+    `tensors` (NAME → literal, e.g. {"target": [0, 2, 1]}) and `domain` ("positive", or
+    NAME → "positive" / "1.1,3") as on the command line.
     """
     name = label or getattr(target, "__qualname__", None) or type(target).__name__
     resolved = resolve_object(target, name, inspect.getmodule(target))
     if inputs is not None:
         resolved.provider = lambda: inputs
+    stated = {
+        k: parse_tensor(f"{k}={v if isinstance(v, str) else repr(v)}")[1]
+        for k, v in (tensors or {}).items()
+    }
+    domains = dict(
+        parse_domain(text if name == ALL else f"{name}={text}")
+        for name, text in ({ALL: domain} if isinstance(domain, str) else dict(domain or {})).items()
+    )
     options = Options(
-        InputOptions(dict(shapes or {}), dict(args or {}), dtype, seed),
+        InputOptions(dict(shapes or {}), dict(args or {}), dtype, seed, stated, domains),
         second_order,
         forward_ad,
         explain,
@@ -167,9 +212,16 @@ def run(jobs: list[tuple[str, Options]]) -> GradcheckReport:
 def _check_names(resolved: list[tuple[Resolved, Options]]) -> None:
     """Each --shape/--arg name must be a parameter of some target that generates inputs."""
     generated = [(t, o.inputs) for t, o in resolved if t.provider is None]
-    for flag, field_name in (("--shape", "shapes"), ("--arg", "args")):
+    for flag, field_name in (
+        ("--shape", "shapes"),
+        ("--arg", "args"),
+        ("--tensor", "tensors"),
+        ("--domain", "domains"),
+    ):
         for target, options in generated:
             for name in getattr(options, field_name):
+                if name == ALL:
+                    continue
                 if not any(t.accepts(name) for t, o in generated if name in getattr(o, field_name)):
                     takes = ", ".join(target.signature.parameters) or "no parameters"
                     raise ConfigError(
@@ -178,18 +230,33 @@ def _check_names(resolved: list[tuple[Resolved, Options]]) -> None:
                     )
 
 
+@functools.cache
+def warm_up() -> None:
+    """One tiny backward and forward-mode pass before any clock starts: torch imports parts
+    of itself (sympy, about a second) on the first autograd.grad call, which would otherwise
+    be billed to whichever target happens to be checked first."""
+    import torch
+    import torch.autograd.forward_ad as fwAD
+
+    x = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    torch.autograd.grad((x * x).sum(), x)
+    with fwAD.dual_level():
+        fwAD.unpack_dual(fwAD.make_dual(x.detach(), torch.ones_like(x)) * 2)
+
+
 def check_resolved(target: Resolved, options: Options) -> TargetResult:
     import torch
 
     from gradscope.gradcheck import notes as notes_mod
     from gradscope.gradcheck.jacobian import StageError, tolerance
 
+    warm_up()
     start = time.perf_counter()
     problem = build(target, options.inputs)
     tol = tolerance(x.dtype for x in problem.inputs)
     notes = problem.notes + notes_mod.precision(problem, tol)
     seed = options.inputs.seed
-    base = dict(
+    base: dict[str, Any] = dict(
         spec=target.label,
         kind=target.kind,
         dtype=_dtype(problem),
@@ -199,6 +266,8 @@ def check_resolved(target: Resolved, options: Options) -> TargetResult:
     try:
         found, outs = notes_mod.probe(problem)
     except StageError as exc:
+        if exc.stage == "forward" and problem.generated:
+            raise InputsRejected(problem, exc.original) from None
         return TargetResult(
             inputs=tuple(problem.infos),
             outputs=tuple(problem.output_names),
@@ -213,11 +282,14 @@ def check_resolved(target: Resolved, options: Options) -> TargetResult:
     notes += found
     gen = torch.Generator().manual_seed(seed + 1)
     run = _Run(problem, tol, gen, options.explain)
-    for name in _checks(problem, options):
-        if name == "second-order" and any(e.check == "backward" for e in run.errors):
-            run.notes.append(Note("skipped", "second-order not checked: backward raised"))
-            continue
-        run.check(name)
+    try:
+        for name in _checks(problem, options):
+            if name == "second-order" and any(e.check == "backward" for e in run.errors):
+                run.notes.append(Note("skipped", "second-order not checked: backward raised"))
+                continue
+            run.check(name)
+    finally:
+        problem.restore()  # a module's own parameters, bit for bit as they were
     return TargetResult(
         inputs=tuple(run.infos or problem.infos),
         outputs=tuple(problem.output_names),
@@ -228,6 +300,29 @@ def check_resolved(target: Resolved, options: Options) -> TargetResult:
         duration_s=time.perf_counter() - start,
         **base,
     )
+
+
+class InputsRejected(UserCodeError):
+    """The forward raised on generated inputs: a usage problem (exit 2) with the way out,
+    not a failure of the user's gradients."""
+
+    def __init__(self, problem: Problem, exc: BaseException):
+        used = ", ".join(
+            f"{i.name} {'×'.join(map(str, i.shape)) or 'scalar'}" for i in problem.infos
+        )
+        super().__init__(f"{problem.label}: forward on generated inputs ({used})", exc)
+        listed = [k for k, v in problem.stated.items() if isinstance(v, (list, tuple))]
+        hint = (
+            f"; --arg {listed[0]} is a Python list: if a tensor goes there, state it with "
+            f"--tensor {listed[0]}=[...]"
+            if listed
+            else ""
+        )
+        self.args = (
+            f"{self.args[0]}{hint}; state inputs it accepts with --shape NAME=DIMS, "
+            "--arg NAME=VALUE, --tensor NAME=LITERAL (integer/bool tensors), --domain "
+            "(e.g. positive) or a `gradcheck_inputs` function (docs/gradcheck.md)",
+        )
 
 
 def _dtype(problem: Problem) -> str:
@@ -275,7 +370,7 @@ class _Run:
                     )
                 )
                 return
-            ev = Evaluator(problem.fn, problem.inputs, self.tol)
+            ev = Evaluator(problem.fn, problem.inputs, self.tol, problem.leaves)
             with warnings.catch_warnings():  # the probe reported them; thousands of calls follow
                 warnings.simplefilter("ignore")
                 failures = self._stages(name, problem, ev)

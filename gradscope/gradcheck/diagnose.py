@@ -33,7 +33,7 @@ class Context:
     linear: bool = True
     output_requires_grad: bool = True
     check: str = "backward"
-    others: list[tuple[str, Callable[[], torch.Tensor]]] = field(default_factory=list)
+    others: list[tuple[str, Callable[[], Sparse]]] = field(default_factory=list)
     """Same-shape inputs: (label, their numerical block on the same rows and columns)."""
 
     @property
@@ -74,11 +74,16 @@ def compare_block(block: Block, tol: Tolerance) -> Compared:
 
 
 def errors(c: Compared, tol: Tolerance) -> tuple[float, float | None]:
-    """Max |a - n|, and max |a - n| / |n| over entries with |n| > atol."""
-    scale = c.n.abs()
+    """Max |a - n|, and max |a - n| / |n| over entries with |n| > atol; both over the finite
+    entries (the non-finite ones get their own diagnosis, naming them)."""
+    finite = torch.isfinite(c.a) & torch.isfinite(c.n)
+    a, n = c.a[finite], c.n[finite]
+    err = (a - n).abs()
+    scale = n.abs()
     keep = scale > tol.atol
-    rel = (c.a[keep] - c.n[keep]).abs() / scale[keep]
-    return c.max_abs, (float(rel.max()) if rel.numel() else None)
+    rel = err[keep] / scale[keep]
+    max_abs = c.max_abs if bool(finite.all()) else (float(err.max()) if err.numel() else 0.0)
+    return max_abs, (float(rel.max()) if rel.numel() else None)
 
 
 def worst(c: Compared, ctx: Context, k: int = WORST) -> tuple[Element, ...]:
@@ -116,6 +121,7 @@ def diagnose(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
     if not bool(c.bad.any()) and ctx.linear:
         return None
     for rule in (
+        _not_finite,
         _not_linear,
         _zero_numerical,
         _zero_analytical,
@@ -123,6 +129,9 @@ def diagnose(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
         _transposed,
         _sign_flip,
         _constant_factor,
+        _boundary,
+        _masked_by_value,
+        _index_shift,
         _masked,
     ):
         found = rule(c, tol, ctx)
@@ -280,6 +289,13 @@ def _constant_factor(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | N
     )
 
 
+def _masked_by_value(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
+    """`masked`, when an input-value range holds every mismatch (a condition on values)."""
+    if bool(c.bad.all()) or _where(c, c.bad, ctx) is None:
+        return None
+    return _masked(c, tol, ctx)
+
+
 def _masked(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
     bad = c.bad
     if bool(bad.all()):
@@ -325,3 +341,190 @@ def _where(c: Compared, bad: torch.Tensor, ctx: Context) -> tuple[str, list[floa
         return None
     name = ctx.input_label.split(" ")[0]
     return f"{name} in [{lo:.4g}, {hi:.4g}] (matching elsewhere)", [lo, hi]
+
+
+def _positions(c: Compared, ctx: Context, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Flat (output row, input column) indices of the compared entries under `mask`."""
+    rows, cols = c.idx[mask] // c.width, c.idx[mask] % c.width
+    if c.block.rows is not None:
+        rows = torch.tensor(c.block.rows, dtype=torch.long)[rows]
+    if c.block.cols is not None:
+        cols = torch.tensor(c.block.cols, dtype=torch.long)[cols]
+    return rows, cols
+
+
+def _multi(flat: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """Flat indices → (k, ndim) multi-indices, row-major."""
+    out = []
+    for size in reversed(shape):
+        out.append(flat % size)
+        flat = flat // size
+    return torch.stack(list(reversed(out)), 1) if out else flat.reshape(-1, 0)
+
+
+def _not_finite(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
+    """A NaN/inf numerical derivative: the function is not differentiable (or not defined)
+    at the sampled point; a NaN/inf analytical one where the numerical is finite: backward
+    divides by zero or takes the log of 0."""
+    num_bad, ana_bad = ~torch.isfinite(c.n), ~torch.isfinite(c.a)
+    if not bool(num_bad.any() | ana_bad.any()):
+        return None
+    numerical = bool(num_bad.any())
+    rows, cols = _positions(c, ctx, num_bad if numerical else ana_bad & ~num_bad)
+    # the output elements where it happens; for an elementwise function (same shape) the
+    # input element at the same index, whose value says which domain to use
+    at = torch.unique(rows if numerical else cols)
+    shape = ctx.output_shape if numerical else ctx.input_shape
+    label = ctx.output_label if numerical else ctx.input_label
+    values = (
+        ctx.values.reshape(-1).double()[at]
+        if not numerical or ctx.input_shape == ctx.output_shape
+        else None
+    )
+    name, in_name = label.split(" ")[0], ctx.input_label.split(" ")[0]
+    shown = ", ".join(
+        f"{name}{list(unravel(int(j), shape))}"
+        + ("" if values is None else f" ({in_name} = {float(values[k]):.4g})")
+        for k, j in enumerate(at[:3].tolist())
+    )
+    more = f" and {at.numel() - 3} more" if at.numel() > 3 else ""
+    details: dict[str, object] = {
+        "elements": [list(unravel(int(j), shape)) for j in at[:10].tolist()],
+    }
+    if values is not None:
+        details["values"] = [float(v) for v in values[:10].tolist()]
+    if not numerical:
+        return Diagnosis(
+            "non-finite-grad",
+            f"{ctx.code} returns NaN or inf for {ctx.input_label} at {shown}{more}, where the "
+            "numerical derivative is finite: a division by zero, log(0) or 0 * inf in the "
+            f"{ctx.code} formula",
+            details,
+        )
+    if values is not None and bool((values <= 0).all()):
+        hint = "--domain positive"
+    else:
+        hint = "--domain LOW,HIGH"
+    details["suggest"] = hint
+    return Diagnosis(
+        "not-differentiable",
+        f"the numerical derivative w.r.t. {ctx.input_label} is not finite at {shown}{more}: the "
+        f"function is not differentiable (or not defined) at the sampled point, so no "
+        f"gradient can be checked there; check it where it is, e.g. with {hint} "
+        f"(--tensor or gradcheck_inputs for a chosen point)",
+        details,
+    )
+
+
+EDGE_FRACTION = 4
+"""A mismatch is at a boundary when it lies within size // EDGE_FRACTION (at least 2)
+positions of the first or last index of a dimension of at least MIN_EDGE_SIZE."""
+MIN_EDGE_SIZE = 8
+
+
+def _boundary(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
+    """Every mismatch at the first/last positions of the dimensions, the interior matching:
+    the padding or edge handling (reflect, symmetric, replicate) differs in backward.
+
+    One dimension: within size // 4 of an end; an image's rows and columns together:
+    within size // 8 of an end of either. At least two distinct positions, so a lone
+    mismatch that happens to sit at an edge stays `masked`.
+    """
+    bad, good = c.bad, ~c.bad
+    if bool(bad.all()):
+        return None
+    bad_rows, bad_cols = _positions(c, ctx, bad)
+    good_rows, good_cols = _positions(c, ctx, good)
+    for side, shape, bad_at, good_at, label in (
+        ("input", ctx.input_shape, bad_cols, good_cols, ctx.input_label),
+        ("output", ctx.output_shape, bad_rows, good_rows, ctx.output_label),
+    ):
+        bad_idx, good_idx = _multi(bad_at, shape), _multi(good_at, shape)
+        long = [d for d, size in enumerate(shape) if size >= MIN_EDGE_SIZE]
+        groups = [[d] for d in long] + ([long] if len(long) > 1 else [])
+        for dims in groups:
+            near = torch.zeros(bad_idx.shape[0], dtype=torch.bool)
+            inside = torch.ones(good_idx.shape[0], dtype=torch.bool)
+            edge: dict[int, list[int]] = {}
+            for d in dims:
+                size = shape[d]
+                k = max(2, size // (EDGE_FRACTION if len(dims) == 1 else 2 * EDGE_FRACTION))
+                edge[d] = [p for p in range(size) if p < k or p >= size - k]
+                near |= (bad_idx[:, d] < k) | (bad_idx[:, d] >= size - k)
+                inside &= (good_idx[:, d] >= k) & (good_idx[:, d] < size - k)
+            spots = {tuple(row) for row in bad_idx[:, dims].tolist()}
+            if bool(near.all()) and bool(inside.any()) and len(spots) >= 2:
+                name = label.split(" ")[0]
+                where = "; ".join(
+                    f"dimension {d}: "
+                    f"{_spans(sorted(set(bad_idx[:, d].tolist()) & set(edge[d])), shape[d])} "
+                    f"of {shape[d]}"
+                    for d in dims
+                )
+                return Diagnosis(
+                    "boundary",
+                    f"gradients of {ctx.input_label} match in the interior and differ only "
+                    f"near the edges of {name} ({where}): the padding or edge handling "
+                    f"(reflect, symmetric, replicate, zero) in {ctx.code} is not the one "
+                    "forward uses",
+                    {
+                        "side": side,
+                        "dims": dims,
+                        "positions": sorted(set(bad_idx[:, dims[0]].tolist())),
+                        "mismatched": int(bad.sum()),
+                        "compared": int(bad.numel()),
+                    },
+                )
+    return None
+
+
+def _spans(positions: list[int], size: int) -> str:
+    head = [p for p in positions if p < size // 2]
+    tail = [p for p in positions if p >= size // 2]
+    parts = [f"{g[0]}..{g[-1]}" if len(g) > 1 else str(g[0]) for g in (head, tail) if g]
+    return " and ".join(parts)
+
+
+SHIFT_CAP = 1 << 20
+"""Index-shift is tested on full blocks of at most this many entries (dense copies)."""
+SHIFTS = (1, -1, 2, -2)
+
+
+def _index_shift(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
+    """The analytical Jacobian is the numerical one moved by one or two positions along a
+    dimension: an off-by-one index in backward (i vs i + 1, a slice start, a roll)."""
+    block = c.block
+    m, n = block.analytical.shape
+    if not block.full or m * n > SHIFT_CAP:
+        return None
+    a, num = _dense(block.analytical), _dense(block.numerical)
+    for side, shape in (("input", ctx.input_shape), ("output", ctx.output_shape)):
+        a3 = a.reshape(m, *shape) if side == "input" else a.reshape(*shape, n)
+        n3 = num.reshape(m, *shape) if side == "input" else num.reshape(*shape, n)
+        offset = 1 if side == "input" else 0
+        for d, size in enumerate(shape):
+            for s in SHIFTS:
+                if abs(s) >= size - 1:
+                    continue
+                dim = d + offset
+                got = a3.narrow(dim, max(0, -s), size - abs(s))
+                want = n3.narrow(dim, max(0, s), size - abs(s))
+                if float(want.abs().max()) <= tol.atol or not _fits(got, want, tol):
+                    continue
+                if bool((got.abs() > tol.atol).sum() * 2 < (a3.abs() > tol.atol).sum()):
+                    continue  # the fit must cover most of the analytical mass
+                name = (ctx.input_label if side == "input" else ctx.output_label).split(" ")[0]
+                return Diagnosis(
+                    "index-shift",
+                    f"the gradient of {ctx.input_label} is the right one moved by {s:+d} "
+                    f"along dimension {d} of {name} (analytical[i] = numerical[i {s:+d}]): "
+                    f"an off-by-one index in {ctx.code} (i vs i + 1, a slice start, a roll)",
+                    {"side": side, "dim": d, "shift": s},
+                )
+    return None
+
+
+def _dense(block: Sparse) -> torch.Tensor:
+    out = torch.zeros(block.shape[0] * block.shape[1], dtype=torch.float64)
+    out[block.keys] = block.values.double()
+    return out.reshape(block.shape)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gradscope.config import CheckEntry, Settings
-from gradscope.findings import RULES, Finding, apply_settings
+from gradscope.findings import RULES, Finding, with_settings
 from gradscope.gradcheck.results import GradcheckReport
 
 
@@ -55,4 +55,4 @@ def check_entry(
     from gradscope.gradcheck import options_for, run
 
     report = run([(spec, options_for(entry))])
-    return apply_settings(findings(report), settings), report.to_dict()
+    return with_settings(findings(report), settings), report.to_dict()

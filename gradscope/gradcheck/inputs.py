@@ -3,21 +3,31 @@
 Inputs come from the target's `gradcheck_inputs` when it has one, otherwise
 from its signature: every parameter without a default becomes a standard-normal
 float64 tensor of DEFAULT_SHAPE with requires_grad=True, drawn in signature
-order from a generator seeded with `seed`; parameters with defaults keep them;
-`--shape NAME=DIMS` and `--arg NAME=VALUE` override one parameter each.
+order from a generator seeded with `seed` (mapped into a `--domain` when one is
+given); parameters with defaults keep them (a Function's are passed to `.apply`, which
+has no keywords); `--shape NAME=DIMS`, `--arg NAME=VALUE` and `--tensor NAME=LITERAL`
+override one parameter each.
+
+Tensors nested in an argument (tuples, lists, dicts) are inputs too, as torch's own
+checks flatten them. An nn.Module's parameters are differentiated as the module's own
+tensors: perturbed in place (under no_grad) and restored bit-exactly, never swapped, so
+code that holds references to them (torchdiffeq's `adjoint_params`) sees every change.
 """
 
 from __future__ import annotations
 
 import ast
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from gradscope.errors import ConfigError, TargetError, UserCodeError
+from gradscope.fmt import clip
 from gradscope.gradcheck.results import InputInfo, Note
 from gradscope.gradcheck.targets import PROVIDER, Resolved, non_tensor_annotation
+from gradscope.gradcheck.values import ALL, Domain, make_tensor
 
 DEFAULT_SHAPE = (4, 4)
 """Square, so matrix products of generated inputs are defined (and a transposed gradient is
@@ -35,6 +45,15 @@ class InputOptions:
     dtype: str | None = None
     """None: float64 for generated inputs, the target's own dtype for provided ones."""
     seed: int = DEFAULT_SEED
+    tensors: dict[str, Any] = field(default_factory=dict)
+    """NAME → a literal (nested list of numbers or bools) made into a tensor."""
+    domains: dict[str, Domain] = field(default_factory=dict)
+    """NAME (or "" for all) → where generated floats are drawn."""
+
+
+MAX_ELEMENTS = 10_000_000
+"""The largest generated input: numerical Jacobians cost a forward per sampled element, and
+a shape past this is a typo more often than a plan (it would also not fit in memory)."""
 
 
 def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
@@ -47,8 +66,13 @@ def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
         shape = (-1,)
     if not sep or not name.strip().isidentifier() or any(d < 1 for d in shape):
         raise ConfigError(
-            f"--shape {text!r}: expected NAME=DIMS with positive integers, "
+            f"--shape {clip(text)!r}: expected NAME=DIMS with positive integers, "
             "e.g. --shape x=3,4 (or x= for a scalar)"
+        )
+    if math.prod(shape) > MAX_ELEMENTS:
+        raise ConfigError(
+            f"--shape {clip(text)!r}: {math.prod(shape):,} elements; gradcheck measures a "
+            f"derivative per element, so keep an input under {MAX_ELEMENTS:,} elements"
         )
     return name.strip(), shape
 
@@ -57,14 +81,14 @@ def parse_arg(text: str) -> tuple[str, Any]:
     """`dim=1` → ("dim", 1); the value is a Python literal, never evaluated as code."""
     name, sep, value = text.partition("=")
     if not sep or not name.strip().isidentifier():
-        raise ConfigError(f"--arg {text!r}: expected NAME=VALUE, e.g. --arg dim=1")
+        raise ConfigError(f"--arg {clip(text)!r}: expected NAME=VALUE, e.g. --arg dim=1")
     try:
         return name.strip(), ast.literal_eval(value.strip())
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, RecursionError, MemoryError):
         raise ConfigError(
-            f"--arg {text!r}: {value.strip()!r} is not a Python literal "
+            f"--arg {clip(text)!r}: {clip(value.strip())!r} is not a Python literal "
             f"(numbers, True/False/None, quoted strings, lists, dicts; e.g. "
-            f"--arg {name.strip()}=\"'{value.strip()}'\")"
+            f"--arg {name.strip()}=\"'{clip(value.strip())}'\")"
         ) from None
 
 
@@ -73,8 +97,23 @@ def parse_dtype(text: str) -> str:
         text.strip().lower().removeprefix("torch."), text.strip().lower().removeprefix("torch.")
     )
     if name not in DTYPES:
-        raise ConfigError(f"--dtype {text!r}: expected one of {', '.join(DTYPES)}")
+        raise ConfigError(f"--dtype {clip(text)!r}: expected one of {', '.join(DTYPES)}")
     return name
+
+
+Path = tuple[Any, ...]
+"""Where a tensor sits inside one argument: () for the argument itself, (0, 'k') nested."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where a differentiable tensor goes in the call."""
+
+    where: str
+    """pos, kw or param (a module's own parameter)."""
+    key: Any
+    """Position, keyword name or parameter name."""
+    path: Path = ()
 
 
 @dataclass
@@ -94,6 +133,38 @@ class Problem:
     """(name, is a differentiable tensor) for each argument of the call, in order."""
     output_names: list[str] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
+    owned: list[Any] = field(default_factory=list)
+    """Per input, the tensor the target itself holds (a module parameter), else None."""
+    generated: bool = False
+    """The inputs were generated from the signature (not given by gradcheck_inputs)."""
+    stated: dict[str, Any] = field(default_factory=dict)
+    """--arg values, to explain a forward that rejects them."""
+
+    def leaves(self) -> list[Any]:
+        """Inputs to build a graph on: fresh leaves, and each owned tensor itself at its base
+        value, so gradients are read where the target's code puts them."""
+        self.restore()
+        return [
+            x.detach().clone().requires_grad_() if own is None else own
+            for x, own in zip(self.inputs, self.owned or [None] * len(self.inputs), strict=True)
+        ]
+
+    def restore(self) -> None:
+        """Owned tensors back to their base values, bit for bit (a no-op when they are)."""
+        import torch
+
+        with torch.no_grad():
+            for own, base in zip(self.owned, self.inputs, strict=False):
+                if own is not None and not torch.equal(own, base):
+                    own.copy_(base)
+
+    def wrt(self, tensors: list[Any]) -> list[Any]:
+        """What to differentiate a call on `tensors` with respect to: owned tensors stand for
+        the values written into them."""
+        return [
+            t if own is None else own
+            for t, own in zip(tensors, self.owned or [None] * len(tensors), strict=True)
+        ]
 
 
 def build(target: Resolved, options: InputOptions) -> Problem:
@@ -111,54 +182,66 @@ def build(target: Resolved, options: InputOptions) -> Problem:
             f"{target.label}: Function.apply takes positional arguments only; "
             f"cannot pass {', '.join(kw)}"
         )
-    slots, infos, base = _differentiable(target, pos, kw, notes)
-    if not base:
+    slots, infos, chosen = _differentiable(target, pos, kw, notes)
+    if not chosen:
         raise TargetError(
             f"{target.label}: no floating-point tensor input requires grad, so "
             "there is no gradient to check"
         )
-    call = [(name, any(s == ("pos", i) for s in slots)) for i, (name, _) in enumerate(pos)]
+    call = [
+        (name, any(s.where == "pos" and s.key == i for s in slots))
+        for i, (name, _) in enumerate(pos)
+    ]
+    owned = [v if s.where == "param" else None for s, v in zip(slots, chosen, strict=True)]
     problem = Problem(
         target.label,
         target.kind,
         lambda *t: [],
-        base,
+        [v.detach().clone() for v in chosen],
         infos,
         target.obj if target.kind == "autograd.Function" else None,
         call,
         notes=notes,
+        owned=owned,
+        generated=provided is None,
+        stated={k: v for k, v in options.args.items()},
     )
     problem.fn = _make_fn(target, problem, [v for _, v in pos], kw, slots)
     return problem
 
 
-def _tensor(shape: tuple[int, ...], gen: Any, dtype: Any) -> Any:
+def _tensor(shape: tuple[int, ...], gen: Any, dtype: Any, domain: Domain | None = None) -> Any:
     import torch
 
-    return torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype).requires_grad_()
+    z = torch.randn(shape, generator=gen, dtype=torch.float64)
+    if domain is not None:
+        z = domain.sample(z)
+    return z.to(dtype).requires_grad_()
 
 
 def _generated(
     target: Resolved, options: InputOptions, gen: Any, dtype: Any
 ) -> tuple[list[tuple[str, Any]], dict[str, Any]]:
-    """Signature → values: --arg, --shape, the default, or a generated tensor."""
-    pos: list[tuple[str, Any, bool]] = []
+    """Signature → values: --arg, --tensor, --shape, the default, or a generated tensor."""
+    pos: list[tuple[str, Any]] = []
     kw: dict[str, Any] = {}
     keep_defaults = target.kind == "autograd.Function"  # apply() is positional only
     skipped = False
     for p in target.signature.parameters.values():
         if p.kind in (P.VAR_POSITIONAL, P.VAR_KEYWORD):
             continue
-        default = False
+        domain = options.domains.get(p.name, options.domains.get(ALL))
         if p.name in options.args:
             value = options.args[p.name]
+        elif p.name in options.tensors:
+            value = make_tensor(options.tensors[p.name], dtype)
         elif p.name in options.shapes:
-            value = _tensor(options.shapes[p.name], gen, dtype)
+            value = _tensor(options.shapes[p.name], gen, dtype, domain)
         elif p.default is not P.empty:
             if not keep_defaults:
                 skipped = True
                 continue
-            value, default = p.default, True
+            value = p.default
         elif non_tensor_annotation(p):
             raise TargetError(
                 f"{target.label}: parameter `{p.name}` "
@@ -166,19 +249,18 @@ def _generated(
                 f"--arg {p.name}=VALUE"
             )
         else:
-            value = _tensor(DEFAULT_SHAPE, gen, dtype)
+            value = _tensor(DEFAULT_SHAPE, gen, dtype, domain)
         if p.kind is P.KEYWORD_ONLY or skipped:
             kw[p.name] = value
         else:
-            pos.append((p.name, value, default))
-    while pos and pos[-1][2]:
-        pos.pop()
+            pos.append((p.name, value))
+    stated = {**options.args, **options.tensors}
     extra = {
-        k: v
-        for k, v in options.args.items()
+        k: make_tensor(v, dtype) if k in options.tensors and k not in options.args else v
+        for k, v in stated.items()
         if k not in target.signature.parameters and target.accepts(k)
     }
-    return [(n, v) for n, v, _ in pos], {**kw, **extra}
+    return pos, {**kw, **extra}
 
 
 def _provided(
@@ -199,6 +281,8 @@ def _provided(
         raise UserCodeError(f"{target.label}: {PROVIDER}()", exc) from exc
     if result is None:
         return None
+    args: tuple[Any, ...]
+    kw: dict[str, Any]
     if isinstance(result, torch.Tensor):
         args, kw = (result,), {}
     elif isinstance(result, dict):
@@ -251,13 +335,22 @@ def _name_positional(sig: inspect.Signature, args: tuple[Any, ...]) -> list[tupl
 
 def _differentiable(
     target: Resolved, pos: list[tuple[str, Any]], kw: dict[str, Any], notes: list[Note]
-) -> tuple[list[tuple[str, Any]], list[InputInfo], list[Any]]:
-    """The floating tensors to differentiate: requires_grad ones (all, if none is marked)."""
+) -> tuple[list[Slot], list[InputInfo], list[Any]]:
+    """The floating tensors to differentiate, nested ones included: those that require grad
+    (all, if none is marked), then a module's own parameters."""
     import torch
 
-    found = [(("pos", i), name, i, v) for i, (name, v) in enumerate(pos)]
-    found += [(("kw", name), name, None, v) for name, v in kw.items()]
-    found = [f for f in found if isinstance(f[3], torch.Tensor) and f[3].is_floating_point()]
+    found: list[tuple[Slot, str, int | None, Any]] = [
+        (Slot("pos", i, path), name + suffix, i, v)
+        for i, (name, value) in enumerate(pos)
+        for path, suffix, v in nested(value)
+    ]
+    found += [
+        (Slot("kw", name, path), name + suffix, None, v)
+        for name, value in kw.items()
+        for path, suffix, v in nested(value)
+    ]
+    found = [f for f in found if f[3].is_floating_point()]
     chosen = [f for f in found if f[3].requires_grad]
     if found and not chosen:
         notes.append(
@@ -270,21 +363,60 @@ def _differentiable(
         chosen = found
     if target.kind == "module":
         chosen += [
-            (("param", n), n, None, p) for n, p in target.obj.named_parameters() if p.requires_grad
+            (Slot("param", n), n, None, p)
+            for n, p in target.obj.named_parameters()
+            if p.requires_grad and isinstance(p, torch.Tensor)
         ]
     infos = [
         InputInfo(
             name,
             position,
             "parameter"
-            if slot[0] == "param"
+            if slot.where == "param"
             else ("keyword" if position is None else "positional"),
             tuple(v.shape),
             str(v.dtype).removeprefix("torch."),
         )
         for slot, name, position, v in chosen
     ]
-    return [c[0] for c in chosen], infos, [c[3].detach().clone() for c in chosen]
+    return [c[0] for c in chosen], infos, [c[3] for c in chosen]
+
+
+def nested(value: Any, path: Path = (), name: str = "") -> list[tuple[Path, str, Any]]:
+    """Every tensor in a (nested) argument: (path, name suffix like `[0]['k']`, tensor)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [(path, name, value)]
+    if isinstance(value, dict):
+        items: list[tuple[Any, Any]] = list(value.items())
+    elif isinstance(value, (tuple, list)):
+        items = list(enumerate(value))
+    else:
+        return []
+    return [
+        found
+        for key, v in items
+        for found in nested(
+            v, (*path, key), f"{name}[{key!r}]" if isinstance(value, dict) else f"{name}[{key}]"
+        )
+    ]
+
+
+def _replaced(value: Any, path: Path, tensor: Any) -> Any:
+    """`value` with the tensor at `path` replaced; containers copied, never mutated."""
+    if not path:
+        return tensor
+    key, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        return {**value, key: _replaced(value[key], rest, tensor)}
+    items = list(value)
+    items[key] = _replaced(items[key], rest, tensor)
+    if isinstance(value, list):
+        return items
+    if hasattr(value, "_fields"):  # a namedtuple
+        return type(value)(*items)
+    return type(value)(items)
 
 
 def _make_fn(
@@ -292,20 +424,23 @@ def _make_fn(
     problem: Problem,
     args: list[Any],
     kw: dict[str, Any],
-    slots: list[tuple[str, Any]],
+    slots: list[Slot],
 ) -> Callable[..., list[Any]]:
     invoke = _invoker(target)
 
     def fn(*tensors: Any) -> list[Any]:
-        call_args, call_kw, params = list(args), dict(kw), {}
-        for (where, key), t in zip(slots, tensors, strict=False):
-            if where == "pos":
-                call_args[key] = t
-            elif where == "kw":
-                call_kw[key] = t
-            else:
-                params[key] = t
-        names, outs = flatten(invoke(call_args, call_kw, params))
+        import torch
+
+        call_args, call_kw = list(args), dict(kw)
+        for slot, t, own in zip(slots, tensors, problem.owned, strict=True):
+            if slot.where == "pos":
+                call_args[slot.key] = _replaced(call_args[slot.key], slot.path, t)
+            elif slot.where == "kw":
+                call_kw[slot.key] = _replaced(call_kw[slot.key], slot.path, t)
+            elif t is not own and (_is_dual(t) or not torch.equal(t, own)):
+                with torch.no_grad():
+                    own.copy_(t)  # the module's own tensor: whoever holds it sees the change
+        names, outs = flatten(invoke(call_args, call_kw))
         if not problem.output_names:
             problem.output_names[:] = names
         elif names != problem.output_names:
@@ -318,15 +453,18 @@ def _make_fn(
     return fn
 
 
-def _invoker(target: Resolved) -> Callable[[list[Any], dict[str, Any], dict[str, Any]], Any]:
+def _is_dual(t: Any) -> bool:
+    """A forward-AD dual tensor: equal to the base in value, but carrying a tangent."""
+    import torch.autograd.forward_ad as fwAD
+
+    return fwAD.unpack_dual(t).tangent is not None
+
+
+def _invoker(target: Resolved) -> Callable[[list[Any], dict[str, Any]], Any]:
     obj = target.obj
     if target.kind == "autograd.Function":
-        return lambda a, k, p: obj.apply(*a)
-    if target.kind == "module":
-        from torch.func import functional_call
-
-        return lambda a, k, p: functional_call(obj, p, tuple(a), k)
-    return lambda a, k, p: obj(*a, **k)
+        return lambda a, k: obj.apply(*a)
+    return lambda a, k: obj(*a, **k)
 
 
 def flatten(out: Any) -> tuple[list[str], list[Any]]:

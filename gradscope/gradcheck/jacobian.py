@@ -20,7 +20,7 @@ with sum(u) sum(v), which is what lets a 1.01 factor through.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,11 +128,20 @@ def output_cotangents(m: int, numerical: list[torch.Tensor], gen: torch.Generato
 class Evaluator:
     """Calls into the user's code, counted, with its exceptions tagged by stage."""
 
-    def __init__(self, fn: Any, inputs: list[torch.Tensor], tol: Tolerance):
+    def __init__(
+        self,
+        fn: Any,
+        inputs: list[torch.Tensor],
+        tol: Tolerance,
+        leaves: Callable[[], list[torch.Tensor]] | None = None,
+    ):
         self.fn, self.inputs, self.tol = fn, inputs, tol
+        self.leaves = leaves or (lambda: [x.detach().clone().requires_grad_() for x in inputs])
+        """Fresh inputs for a graph (a module's own parameters are themselves, not copies)."""
         self.calls = 0
         self.grad_output_modified = False
         self._graph: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+        self._versions: list[int] = []
         self._use_backward = False
 
     def forward(self, tensors: list[Any]) -> list[torch.Tensor]:
@@ -145,11 +154,16 @@ class Evaluator:
             raise StageError("forward", exc) from exc
 
     def graph(self) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Fresh leaves and the outputs computed from them, kept for every backward call."""
-        if self._graph is None:
-            leaves = [x.detach().clone().requires_grad_() for x in self.inputs]
+        """Fresh leaves and the outputs computed from them, kept for every backward call.
+
+        Rebuilt when a leaf changed since (a module parameter perturbed in place by a
+        numerical call): the kept graph saw the old version and backward would refuse it.
+        """
+        if self._graph is None or [x._version for x in self._graph[0]] != self._versions:
+            leaves = self.leaves()
             with torch.enable_grad():
                 self._graph = leaves, self.forward(leaves)
+            self._versions = [x._version for x in leaves]
         return self._graph
 
     def numerical_columns(self, i: int, dirs: Directions) -> Iterator[list[torch.Tensor]]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from gradscope.errors import UserCodeError, _relpath, user_frame
+from gradscope.errors import UserCodeError, user_frame
 from gradscope.gradcheck.inputs import Problem
 from gradscope.gradcheck.jacobian import Evaluator, StageError, Tolerance
 from gradscope.gradcheck.results import CheckError, Diagnosis, Note
@@ -34,21 +34,35 @@ def precision(problem: Problem, tol: Tolerance) -> list[Note]:
 
 
 @contextmanager
-def _saves(record: list[tuple[torch.Tensor, int]]) -> Iterator[None]:
-    """Note each tensor given to ctx.save_for_backward with its version at that moment."""
+def _saves(record: list[tuple[Any, torch.Tensor, int]]) -> Iterator[None]:
+    """Note each tensor given to ctx.save_for_backward, with its ctx and its version then."""
     from torch.autograd.function import FunctionCtx
 
     original = FunctionCtx.save_for_backward
 
     def spy(ctx: Any, *tensors: Any) -> Any:
-        record.extend((t, t._version) for t in tensors if isinstance(t, torch.Tensor))
+        record.extend((ctx, t, t._version) for t in tensors if isinstance(t, torch.Tensor))
         return original(ctx, *tensors)
 
-    FunctionCtx.save_for_backward = spy  # type: ignore[method-assign]
+    setattr(FunctionCtx, "save_for_backward", spy)  # noqa: B010 (mypy: a method swap)
     try:
         yield
     finally:
-        FunctionCtx.save_for_backward = original  # type: ignore[method-assign]
+        setattr(FunctionCtx, "save_for_backward", original)  # noqa: B010
+
+
+def _graph_nodes(outs: list[Any]) -> set[int]:
+    """ids of every autograd node behind `outs`: a custom Function's ctx is its node, so a
+    ctx not among them (a nested Function's, thrown away) never reaches a backward."""
+    seen: set[int] = set()
+    stack = [out.grad_fn for out in outs if out.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack += [n for n, _ in node.next_functions if n is not None]
+    return seen
 
 
 MAX_WARNINGS = 3
@@ -63,8 +77,9 @@ def _unique(caught: list[warnings.WarningMessage]) -> list[warnings.WarningMessa
 
 def probe(problem: Problem) -> tuple[list[Note], list[Any]]:
     """One forward on fresh leaves: in-place writes, outputs that do not require grad."""
-    leaves = [x.detach().clone().requires_grad_() for x in problem.inputs]
-    saved: list[tuple[torch.Tensor, int]] = []
+    leaves = problem.leaves()
+    versions = [leaf._version for leaf in leaves]  # a module's own parameter may be past 0
+    saved: list[tuple[Any, torch.Tensor, int]] = []
     with _saves(saved), torch.enable_grad(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         outs = Evaluator(problem.fn, problem.inputs, Tolerance(0, 0, 0)).forward(leaves)
@@ -72,8 +87,10 @@ def probe(problem: Problem) -> tuple[list[Note], list[Any]]:
         Note("user-warning", f"forward warned: {w.category.__name__}: {w.message}")
         for w in _unique(caught)[:MAX_WARNINGS]
     ]
-    for leaf, base, info in zip(leaves, problem.inputs, problem.infos, strict=False):
-        if leaf._version or not torch.equal(leaf.detach(), base):
+    for leaf, version, base, info in zip(
+        leaves, versions, problem.inputs, problem.infos, strict=False
+    ):
+        if leaf._version != version or not torch.equal(leaf.detach(), base):
             notes.append(
                 Note(
                     "inplace-input",
@@ -82,7 +99,8 @@ def probe(problem: Problem) -> tuple[list[Note], list[Any]]:
                     "call ctx.mark_dirty() on it and return it",
                 )
             )
-    if any(t._version != v for t, v in saved):
+    used = _graph_nodes(outs)
+    if any(t._version != v for ctx, t, v in saved if id(ctx) in used):
         notes.append(
             Note(
                 "inplace-saved",
@@ -192,4 +210,12 @@ def _definition(problem: Problem, stage: str) -> str | None:
     except (TypeError, OSError):
         return None
     offset = next((k for k, text in enumerate(lines) if text.lstrip().startswith("def ")), 0)
-    return f"{_relpath(path)}:{start + offset}" if path else None
+    return f"{_relative(path)}:{start + offset}" if path else None
+
+
+def _relative(path: str) -> str:
+    """Relative to the working directory when below it, as user_frame reports locations."""
+    import os
+
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from gradscope import targets as _targets
 from gradscope.errors import TargetError, UserCodeError
+from gradscope.targets import import_location
 
 PROVIDER = "gradcheck_inputs"
 """The input convention: a callable on the target, or beside it in its module."""
@@ -76,10 +76,10 @@ def resolve(spec: str) -> list[Resolved]:
     """SPEC → targets; TargetError (exit 2) when it names nothing gradscope can check."""
     where, name = split(spec)
     if name is None and spec.isidentifier():
-        examples = _targets._import(EXAMPLES_MODULE)
+        examples = import_location(EXAMPLES_MODULE)
         if spec in getattr(examples, "__all__", ()):
             return [resolve_object(getattr(examples, spec), spec, examples)]
-    module = _targets._import(where)
+    module = import_location(where)
     if name is None:
         found = [
             (n, v)
@@ -185,7 +185,7 @@ def _required(p: inspect.Parameter) -> bool:
     )
 
 
-def function_signature(cls: type, label: str) -> inspect.Signature:
+def function_signature(cls: Any, label: str) -> inspect.Signature:
     """forward's signature as `.apply` sees it: without ctx (unless setup_context is used)."""
     import torch
 
@@ -200,7 +200,7 @@ def function_signature(cls: type, label: str) -> inspect.Signature:
     return sig.replace(parameters=params)
 
 
-def uses_setup_context(cls: type) -> bool:
+def uses_setup_context(cls: Any) -> bool:
     """New-style Functions: forward(*args) without ctx, plus a setup_context staticmethod."""
     try:
         from torch.autograd.function import _is_setup_context_defined

@@ -90,19 +90,6 @@ def check_dot(fmt: str) -> None:
         raise GraphvizMissing(INSTALL_HINT)
 
 
-def check_destination(out: str | None) -> None:
-    """Fail before the model runs when --out cannot be written."""
-    if out is None or out == "-":
-        return
-    folder = os.path.dirname(os.path.abspath(out))
-    if os.path.isdir(out):
-        raise GradscopeError(f"cannot write {out}: it is a folder")
-    if not os.path.isdir(folder):
-        raise GradscopeError(f"cannot write {out}: folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise GradscopeError(f"cannot write {out}: folder {folder} is not writable")
-
-
 # --- drawing ---------------------------------------------------------------------------------
 
 
@@ -178,15 +165,18 @@ def draw(
     )
     if options.collapse == "modules" and trace is None:
         raise GradscopeError("collapsing by module needs a traced forward pass: use graph_of()")
-    collapse = trace is not None and (
-        options.collapse == "modules" or (options.collapse == "auto" and full > options.max_nodes)
+    # --depth means "one node per module N levels deep": it implies collapsing
+    wanted = options.collapse == "modules" or (
+        options.collapse == "auto" and (full > options.max_nodes or options.depth is not None)
     )
+    collapse = trace is not None and wanted
     if collapse:
-        dot, drawn = graph_collapse.draw_modules(w, loss, names, statuses, trace, options)
-        if options.collapse == "auto":
+        assert trace is not None
+        dot, drawn, depth = graph_collapse.draw_modules(w, loss, names, statuses, trace, options)
+        if options.collapse == "auto" and options.depth is None:
             notes.append(
                 f"{full} nodes (more than {options.max_nodes}): drawn one node per "
-                "module; --collapse none draws every op"
+                f"module, {depth} levels deep; --depth N to zoom, --collapse none for every op"
             )
     else:
         dot, drawn = draw_full(w, loss, names, statuses, options)

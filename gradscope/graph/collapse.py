@@ -9,6 +9,7 @@ children become Graphviz clusters, so the nesting stays visible.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +30,10 @@ MAX_PARAM_LINES = 6
 """Parameter lines in a module's label; the rest are counted."""
 
 _probe_leaf: Any = None
+
+
+MODULE_NODES = 60
+"""Auto depth: the most module nodes a collapsed picture should have."""
 
 
 @dataclass
@@ -219,6 +224,15 @@ def module_label(key: Key, kind: str, g: Group, segmented: bool) -> str:
     if segmented:
         lines.append(f"after {_local(after, prefix)}" if after else "first ops")
     params = sorted(g.params, key=lambda p: p.index)
+    flagged = [p for p in params if p.status and p.status != "ok"]
+    if len(params) > MAX_PARAM_LINES and not flagged:
+        # a healthy block is one line, so a stack of blocks stays a readable picture
+        count = sum(math.prod(p.shape) for p in params)
+        healthy = ", all healthy" if all(p.status == "ok" for p in params) else ""
+        lines.append(f"{len(params)} parameters ({count:,} elements){healthy}")
+        params = []
+    elif len(params) > MAX_PARAM_LINES:
+        params = flagged + [p for p in params if p not in flagged]
     for p in params[:MAX_PARAM_LINES]:
         word = f" {p.status}" if p.status and p.status != "ok" else ""
         tie = f" = {p.tied_to}" if p.tied_to else ""
@@ -245,9 +259,15 @@ def draw_modules(
     statuses: dict[str, str] | None,
     trace: ModuleTrace,
     options: Any,
-) -> tuple[Any, int]:
-    """One node per module (op count and parameters inside), edges where data flows between."""
-    where, groups = groups_of(w, names, statuses, trace, options.depth)
+) -> tuple[Any, int, int]:
+    """One node per module (op count and parameters inside), edges where data flows between.
+
+    Returns the graph, its node count and the depth drawn: `options.depth`, or else the
+    deepest level whose picture has at most MODULE_NODES nodes, so a 12-block transformer
+    is a dozen block nodes, not a strip of 120 layers nobody can read on a screen.
+    """
+    depth = options.depth or auto_depth(w, names, statuses, trace)
+    where, groups = groups_of(w, names, statuses, trace, depth)
     order = sorted(groups, key=lambda q: (q[0] != INPUTS, groups[q].first))
     ids = {key: f"m{i}" for i, key in enumerate(order)}
     segments = Counter(name for name, _ in order)
@@ -265,14 +285,24 @@ def draw_modules(
     for (src, dst), n in edges.items():
         top.edge(ids[src], ids[dst], **({"penwidth": "2"} if n > 1 else {}))
     style.output_node(top, loss, ids[where[id(loss.grad_fn)]] if loss.grad_fn is not None else None)
-    return top, len(order) + 1
+    return top, len(order) + 1, depth
+
+
+def auto_depth(
+    w: Any, names: dict[int, list[str]], statuses: dict[str, str] | None, trace: ModuleTrace
+) -> int:
+    deepest = max((n.count(".") + 1 for n in trace.kinds if n), default=1)
+    for depth in range(deepest, 1, -1):
+        if len(groups_of(w, names, statuses, trace, depth)[1]) <= MODULE_NODES:
+            return depth
+    return 1
 
 
 def _clusters(order: list[str], trace: ModuleTrace) -> dict[str, Any]:
     """A Graphviz cluster for each module that has drawn modules inside it."""
     import graphviz
 
-    names = set()
+    names: set[str] = set()
     for name in order:
         parts = name.split(".") if name not in SPECIAL else []
         names.update(".".join(parts[:i]) for i in range(1, len(parts)))

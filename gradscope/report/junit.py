@@ -9,13 +9,21 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from gradscope.check import CheckReport
-from gradscope.findings import Finding
+from gradscope.findings import Finding, grouped, ignored_summary, subjects_text
 
 
 def _text(findings: list[Finding]) -> str:
+    """Grouped as in the terminal report: one paragraph per problem, all its subjects."""
     lines = []
-    for f in findings:
-        lines.append(f"{f.severity} {f.rule} {f.slug} {f.subject}: {f.message}")
+    for group in grouped(findings):
+        f = group[0]
+        if len(group) == 1:
+            lines.append(f"{f.severity} {f.rule} {f.slug} {f.subject}: {f.message}")
+        else:
+            lines.append(
+                f"{f.severity} {f.rule} {f.slug} {len(group)} subjects: {subjects_text(group, 20)}"
+            )
+            lines.append(f"    e.g. {f.message}")
         lines.extend(f"    evidence: {e}" for e in f.evidence)
         lines.append(f"    advice: {f.advice}")
     return "\n".join(lines)
@@ -67,7 +75,10 @@ def render(report: CheckReport) -> str:
                 message=f"{len(failing)} finding(s) at or above {fail_on}: {first.message}",
             )
             el.text = _text(failing)
-        if rest:
-            ET.SubElement(case, "system-out").text = _text(rest)
+        out = [_text(rest)] if rest else []
+        if r.ignored:
+            out.append(ignored_summary(r.ignored))
+        if out:
+            ET.SubElement(case, "system-out").text = "\n".join(out)
     ET.indent(suites)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, "unicode") + "\n"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gradscope.check import CheckReport, TargetResult
-from gradscope.findings import Severity
+from gradscope.findings import Finding, Severity, grouped, ignored_summary
 
 ICON = {"pass": "✅", "fail": "❌", "error": "⚠️"}
 
@@ -44,17 +44,25 @@ def render(report: CheckReport) -> str:
                 "| severity | rule | subject | message |",
                 "|---|---|---|---|",
             ]
-            for f in r.findings:
-                lines.append(
-                    f"| {f.severity} | {f.rule} {f.slug} | `{_cell(f.subject)}` | "
-                    f"{_cell(f.message)} |"
-                )
-            for f in r.known:
-                lines.append(
-                    f"| {f.severity} (in baseline) | {f.rule} {f.slug} | "
-                    f"`{_cell(f.subject)}` | {_cell(f.message)} |"
-                )
+            lines += [_row(g, "") for g in grouped(r.findings)]
+            lines += [_row(g, " (in baseline)") for g in grouped(r.known)]
+        if r.ignored:
+            lines += ["", _cell(ignored_summary(r.ignored))]
     return "\n".join(lines) + "\n"
+
+
+def _row(group: list[Finding], note: str) -> str:
+    """One row per problem, as the terminal groups them: every subject, one message."""
+    f = group[0]
+    subjects = ", ".join(f"`{_cell(g.subject)}`" for g in group[:20])
+    if len(group) > 20:
+        subjects += f", ... (+{len(group) - 20} more)"
+    message = _cell(f.message if len(group) == 1 else f"{len(group)} subjects, e.g. {f.message}")
+    evidence = "".join(f"<br>evidence: {_cell(e)}" for e in f.evidence)
+    return (
+        f"| {f.severity}{note} | {f.rule} {f.slug} | {subjects} | {message}{evidence}"
+        f"<br>advice: {_cell(f.advice)} |"
+    )
 
 
 def _counts(r: TargetResult) -> dict[str, int]:

@@ -1,23 +1,28 @@
-"""Pick the reporter for a format and send its text where it belongs.
+"""Render a result in the chosen format, and deliver the text where it belongs.
 
-Besides the chosen format: on GitHub Actions (GITHUB_ACTIONS=true) findings are
-also printed as `::error`/`::warning` annotations, on stdout unless the report
-itself occupies stdout (then stderr); `--format markdown` is appended to
-$GITHUB_STEP_SUMMARY as well when that is set.
+Every renderer has one shape: it takes a result and a View and returns text
+(terminal text is painted by rich into a string). Only `deliver` writes: to
+stdout, or atomically to the file the user named. Besides the chosen format: on
+GitHub Actions (GITHUB_ACTIONS=true) findings are also printed as `::error` /
+`::warning` annotations, on stdout unless the report itself occupies stdout
+(then stderr); markdown is appended to $GITHUB_STEP_SUMMARY as well when set.
 """
 
 from __future__ import annotations
 
-import io
 import os
+import shutil
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gradscope.check import CheckReport
-from gradscope.report.write import emit
-from gradscope.results import Report
+from gradscope.report.write import append_to, emit, to_stdout
+
+if TYPE_CHECKING:  # the CLI imports this module for Format: --help stays cheap
+    from gradscope.check import CheckReport
+    from gradscope.results import Report
 
 
 class Format(str, Enum):
@@ -27,34 +32,55 @@ class Format(str, Enum):
     markdown = "markdown"
 
 
-def write(
-    fmt: Format,
-    check: CheckReport,
-    output: str | None,
-    width: int | None = None,
-    inspect: Report | None = None,
-    top: int | None = 30,
-) -> None:
+@dataclass(frozen=True)
+class View:
+    """How terminal text is laid out: columns, colour, and how many table rows."""
+
+    width: int = 120
+    color: bool = False
+    top: int | None = 30
+
+
+def view_for(output: str | None, width: int | None = None, top: int | None = 30) -> View:
+    """A terminal gets its own width and colour; a pipe or a file 120 columns, plain."""
+    if not to_stdout(output):
+        return View(width or 120, False, top)
+    tty = sys.stdout.isatty()
+    color = (tty or "FORCE_COLOR" in os.environ) and "NO_COLOR" not in os.environ
+    if width is None:
+        columns = os.environ.get("COLUMNS", "")
+        if columns.isdigit() and int(columns) > 0:
+            width = int(columns)
+        else:
+            width = shutil.get_terminal_size((120, 24)).columns if tty else 120
+    return View(width, color, top)
+
+
+def paint(draw: Callable[[Any], None], view: View) -> str:
+    """Run `draw(console)` on a rich Console that records into a string."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(
+        file=io.StringIO(),
+        width=view.width,
+        force_terminal=view.color,
+        color_system="standard" if view.color else None,
+        highlight=False,
+        emoji=False,
+    )
+    draw(console)
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    return str(text)
+
+
+def render(fmt: Format, check: CheckReport, view: View, inspect: Report | None = None) -> str:
     """`inspect` set: the single-target report of `gradscope inspect` (its own JSON/terminal)."""
-    to_file = bool(output and output != "-")
     if fmt is Format.terminal:
-        _terminal(check, inspect, output, width, top)
-    else:
-        text = _text(fmt, check, inspect)
-        emit(text, output)
-        summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        if fmt is Format.markdown and summary:
-            with open(summary, "a", encoding="utf-8") as f:
-                f.write(text)
-    if os.environ.get("GITHUB_ACTIONS") == "true":
-        from gradscope.report import annotations
+        from gradscope.report import terminal
 
-        stream = sys.stdout if to_file or fmt is Format.terminal else sys.stderr
-        stream.write(annotations.render(check))
-        stream.flush()
-
-
-def _text(fmt: Format, check: CheckReport, inspect: Report | None) -> str:
+        return terminal.render(inspect, view) if inspect else terminal.render_check(check, view)
     if fmt is Format.json:
         from gradscope.report import json as json_report
 
@@ -68,35 +94,30 @@ def _text(fmt: Format, check: CheckReport, inspect: Report | None) -> str:
     return markdown.render(check)
 
 
-def _terminal(
+def write(
+    fmt: Format,
     check: CheckReport,
-    inspect: Report | None,
     output: str | None,
-    width: int | None,
-    top: int | None,
+    width: int | None = None,
+    inspect: Report | None = None,
+    top: int | None = 30,
 ) -> None:
-    from gradscope.report import terminal
+    """Render, deliver, then the CI extras (step summary, annotations)."""
+    text = render(fmt, check, view_for(output, width, top), inspect)
+    emit(text, output)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if fmt is Format.markdown and summary:
+        append_to(summary, text)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        from gradscope.report import annotations
 
-    if inspect:
-        paint_terminal(lambda console: terminal.render(inspect, console, top), output, width)
-    else:
-        paint_terminal(lambda console: terminal.render_check(check, console), output, width)
+        stream = sys.stderr if to_stdout(output) and fmt is not Format.terminal else sys.stdout
+        stream.write(annotations.render(check))
+        stream.flush()
 
 
 def paint_terminal(
-    paint: Callable[[Any], None], output: str | None, width: int | None = None
+    draw: Callable[[Any], None], output: str | None, width: int | None = None
 ) -> None:
-    """Run `paint(console)` for stdout, or record it as plain text into `output`.
-
-    Piped stdout without COLUMNS gets 120 columns rather than rich's 80.
-    """
-    from rich.console import Console
-
-    if output and output != "-":
-        console = Console(record=True, width=width or 120, file=io.StringIO(), color_system=None)
-        paint(console)
-        emit(console.export_text(), output)
-        return
-    if width is None and not sys.stdout.isatty() and "COLUMNS" not in os.environ:
-        width = 120
-    paint(Console(width=width, highlight=False))
+    """Paint with `draw(console)` and deliver the text."""
+    emit(paint(draw, view_for(output, width)), output)

@@ -1,23 +1,24 @@
-"""The inspect report for people: summary, findings with advice, parameter table.
+"""The inspect and check reports for people: summary, findings with advice, parameter table.
 
-Only this module touches rich for `inspect`. Findings of one rule that share
-their advice and evidence are printed once with all their subjects, so a
-model with a thousand NaN gradients gives one paragraph, not a thousand.
+Renders to a string (report.outputs.paint), like every other format. Findings of
+one rule that share their advice and evidence are printed once with all their
+subjects, so a model with a thousand NaN gradients gives one paragraph, not a
+thousand. Everything that comes from the user (names, messages) is put in as
+plain Text with control characters escaped: it is never parsed as rich markup.
 """
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterable
-from itertools import groupby
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
-from gradscope.findings import Finding, Severity
-from gradscope.fmt import human_bytes, num
+from gradscope.findings import Finding, Severity, grouped, ignored_summary, subjects_text
+from gradscope.fmt import human_bytes, num, printable
+from gradscope.report.outputs import View, paint
 from gradscope.results import Report
 from gradscope.stats import ParamStats
 
@@ -36,54 +37,66 @@ STATUS_STYLE = {
 }
 MAX_SUBJECTS = 6
 INDENT = 10
+IGNORED_MARK = "*"
 
 
-def render(report: Report, console: Console, top: int | None = 30) -> None:
-    """Print the whole report; `top=None` shows every parameter row."""
-    _summary(report, console)
-    _findings(report.findings, console)
-    _params(report, console, top)
-    _verdict(report, console)
+def render(report: Report, view: View) -> str:
+    """The whole inspect report; `view.top=None` shows every parameter row."""
+
+    def draw(console: Console) -> None:
+        _summary(report, console)
+        _findings(report.findings, console)
+        _ignored(report.ignored, console)
+        _params(report, console, view.top)
+        _verdict(report, console)
+
+    return paint(draw, view)
+
+
+def _line(console: Console, *parts: str | tuple[str, str]) -> None:
+    console.print(Text.assemble(*parts), soft_wrap=True)
 
 
 def _summary(report: Report, console: Console) -> None:
     s = report.stats
     n = sum(p.numel for p in s.params)
-    console.print(Text.assemble(("gradscope inspect ", "bold"), report.target))
-    console.print(
-        f"  model     {s.model_class} on {s.device}, {n:,} parameters in "
-        f"{len(s.params)} tensors ({sum(not p.requires_grad for p in s.params)} frozen)"
+    frozen = sum(not p.requires_grad for p in s.params)
+    _line(console, ("gradscope inspect ", "bold"), printable(report.target))
+    _line(
+        console,
+        f"  model     {printable(s.model_class)} on {s.device}, {n:,} parameters in "
+        f"{len(s.params)} tensors ({frozen} frozen)",
     )
     loss = "-" if s.loss_value is None else num(s.loss_value)
-    console.print(f"  loss      {loss}  [dim]({s.loss_source})[/dim]")
-    console.print(
+    _line(console, f"  loss      {loss}  ", (f"({printable(s.loss_source)})", "dim"))
+    _line(
+        console,
         f"  pass      {s.duration_s * 1e3:.1f} ms {s.timed}, "
-        f"{human_bytes(s.saved_bytes)} saved for backward  "
-        f"[dim](torch {report.torch_version})[/dim]"
+        f"{human_bytes(s.saved_bytes)} saved for backward  ",
+        (f"(torch {report.torch_version})", "dim"),
     )
-
-
-def _group_key(f: Finding) -> tuple:
-    return (f.rule, f.severity, f.advice, f.evidence)
 
 
 def _findings(findings: list[Finding], console: Console, header: bool = True) -> None:
     if not findings:
-        console.print("\n[green]No findings.[/green]")
+        if header:
+            _line(console, "\n", ("No findings.", "green"))
         return
     if header:
-        console.print(f"\n[bold]Findings[/bold] ({len(findings)})")
-    ordered = sorted(findings, key=lambda f: (-f.severity, f.rule))
-    for (rule, sev, advice, evidence), group in groupby(ordered, key=_group_key):
-        items = list(group)
-        head = Text.assemble(
-            (f"  {str(sev).upper():7} ", STYLE[sev]), (f"{rule} ", "bold"), (items[0].slug, "dim")
+        _line(console, "\n", ("Findings", "bold"), f" ({len(findings)})")
+    for items in grouped(findings):
+        first = items[0]
+        rule, sev, advice, evidence = first.rule, first.severity, first.advice, first.evidence
+        _line(
+            console,
+            (f"  {str(sev).upper():7} ", STYLE[sev]),
+            (f"{rule} ", "bold"),
+            (items[0].slug, "dim"),
         )
-        console.print(head, highlight=False)
         if len(items) == 1:
             _detail(console, "", items[0].message)
         else:
-            _detail(console, f"{len(items)} subjects:", _subjects(f.subject for f in items))
+            _detail(console, f"{len(items)} subjects:", subjects_text(items, MAX_SUBJECTS))
             _detail(console, "e.g.", items[0].message, "dim")
         row = items[0].row
         for line in evidence:
@@ -94,25 +107,26 @@ def _findings(findings: list[Finding], console: Console, header: bool = True) ->
         )
 
 
+def _ignored(ignored: list[Finding], console: Console) -> None:
+    if ignored:
+        _detail(
+            console, "", ignored_summary(ignored) + f"; their rows are marked {IGNORED_MARK}", "dim"
+        )
+
+
 def _detail(console: Console, label: str, text: str, style: str = "") -> None:
     """An indented paragraph, wrapped here so no line carries trailing padding."""
-    lines = textwrap.wrap(f"{label} {text}".strip(), width=max(console.width - INDENT, 40))
+    lines = textwrap.wrap(
+        printable(f"{label} {text}".strip()), width=max(console.width - INDENT, 40)
+    )
     for i, line in enumerate(lines):
         out = Text(" " * INDENT, style=style)
         if i == 0:
-            out.append(label, style=f"bold {style}".strip())
+            out.append(line[: len(label)], style=f"bold {style}".strip())
             out.append(line[len(label) :], style=style)
         else:
             out.append(line, style=style)
-        console.print(out, highlight=False, soft_wrap=True)
-
-
-def _subjects(names: Iterable[str]) -> str:
-    names = list(names)
-    shown = ", ".join(names[:MAX_SUBJECTS])
-    return shown + (
-        f", ... (+{len(names) - MAX_SUBJECTS} more)" if len(names) > MAX_SUBJECTS else ""
-    )
+        console.print(out, soft_wrap=True)
 
 
 def pick_rows(report: Report, top: int | None) -> list[ParamStats]:
@@ -131,39 +145,119 @@ def pick_rows(report: Report, top: int | None) -> list[ParamStats]:
     return [p for i, p in enumerate(params) if i in keep]
 
 
+@dataclass(frozen=True)
+class Column:
+    title: str
+    priority: int
+    """Lower is dropped first when the table does not fit."""
+    right: bool = True
+
+
+# parameter and status always stay; the rest go, least useful first, before names get short
+COLUMNS = (
+    Column("shape", 2, right=False),
+    Column("dtype", 1, right=False),
+    Column("grad norm", 6),
+    Column("max |grad|", 3),
+    Column("grad/weight", 5),
+    Column("zeros", 4),
+)
+NAME_MIN = 24
+OPTIONAL = 2
+"""Columns of this priority or lower go before a name is cut."""
+GAP = 2
+
+
+def zeros_text(fraction: float | None) -> str:
+    """Never "100%" for a tensor with a non-zero element, nor "0%" for one with a zero."""
+    if fraction is None:
+        return "-"
+    if 0 < fraction < 0.005:
+        return "<1%"
+    if 0.995 <= fraction < 1:
+        return ">99%"
+    return f"{fraction:.0%}"
+
+
+def _cells(report: Report, p: ParamStats) -> dict[str, str]:
+    return {
+        "shape": "x".join(map(str, p.shape)) or "scalar",
+        "dtype": p.dtype,
+        "grad norm": num(p.grad_norm),
+        "max |grad|": num(p.grad_max),
+        "grad/weight": num(p.ratio),
+        "zeros": zeros_text(p.zero_fraction),
+    }
+
+
+def shorten(name: str, width: int) -> str:
+    """Cut the middle of a long name: the root module and the leaf stay readable."""
+    if len(name) <= width:
+        return name
+    head = (width - 1) // 2
+    return name[:head] + "…" + name[len(name) - (width - 1 - head) :]
+
+
+def layout(
+    names: list[str], cells: list[dict[str, str]], statuses: list[str], width: int
+) -> tuple[int, list[Column]]:
+    """The name column's width and the numeric columns that fit in `width`."""
+
+    def size(col: Column) -> int:
+        return max([len(col.title)] + [len(c[col.title]) for c in cells])
+
+    status_w = max([len("status")] + [len(s) for s in statuses])
+    name_want = max([len("parameter")] + [len(n) for n in names])
+    kept = list(COLUMNS)
+
+    def room() -> int:
+        return width - sum(size(c) + GAP for c in kept) - GAP - status_w
+
+    # shape and dtype make way for whole names; the numbers only for names under NAME_MIN
+    while room() < name_want and any(c.priority <= OPTIONAL for c in kept):
+        kept.remove(min(kept, key=lambda c: c.priority))
+    while room() < min(name_want, NAME_MIN) and kept:
+        kept.remove(min(kept, key=lambda c: c.priority))
+    return max(min(name_want, room()), len("parameter")), kept
+
+
 def _params(report: Report, console: Console, top: int | None) -> None:
     rows = pick_rows(report, top)
-    table = Table(title=None, box=None, header_style="bold", pad_edge=False)
-    table.add_column("parameter", overflow="fold", ratio=1, min_width=20)
-    for col in ("shape", "dtype"):
-        table.add_column(col, no_wrap=True)
-    for col in ("grad norm", "max |grad|", "grad/weight", "zeros"):
-        table.add_column(col, justify="right", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    for p in rows:
-        status = report.status(p)
-        zeros = "-" if p.zero_fraction is None else f"{p.zero_fraction:.0%}"
-        table.add_row(
-            p.name,
-            "x".join(map(str, p.shape)) or "scalar",
-            p.dtype,
-            num(p.grad_norm),
-            num(p.grad_max),
-            num(p.ratio),
-            zeros,
-            Text(status, style=STATUS_STYLE.get(status, "")),
-        )
+    ignored = report.ignored_subjects()
+    names = [printable(p.name) + (IGNORED_MARK if p.name in ignored else "") for p in rows]
+    cells = [_cells(report, p) for p in rows]
+    statuses = [report.status(p) for p in rows]
+    name_w, kept = layout(names, cells, statuses, console.width)
+    sizes = {c.title: max([len(c.title)] + [len(x[c.title]) for x in cells]) for c in kept}
+
+    def pad(text: str, col: Column) -> str:
+        w = sizes[col.title]
+        return (text.rjust(w) if col.right else text.ljust(w)) + " " * GAP
+
     console.print()
-    console.print(table)
+    head = Text("parameter".ljust(name_w) + " " * GAP, style="bold")
+    for col in kept:
+        head.append(pad(col.title, col), style="bold")
+    head.append("status", style="bold")
+    console.print(head, soft_wrap=True)
+    for name, cell, status in zip(names, cells, statuses, strict=True):
+        line = Text(shorten(name, name_w).ljust(name_w) + " " * GAP)
+        for col in kept:
+            line.append(pad(cell[col.title], col))
+        line.append(status, style=STATUS_STYLE.get(status, ""))
+        console.print(line, soft_wrap=True)
+    notes = []
     hidden = len(report.stats.params) - len(rows)
     if hidden:
-        _detail(
-            console,
-            "",
-            f"showing {len(rows)} of {len(report.stats.params)} parameter "
-            "tensors (flagged first, then largest grad norm; --all shows every row)",
-            "dim",
+        notes.append(
+            f"showing {len(rows)} of {len(report.stats.params)} parameter tensors (flagged "
+            "first, then largest grad norm; --all shows every row)"
         )
+    dropped = [c.title for c in COLUMNS if c not in kept]
+    if dropped:
+        notes.append(f"{', '.join(dropped)} left out at {console.width} columns (--width)")
+    for n in notes:
+        _detail(console, "", n, "dim")
 
 
 def _verdict(report: Report, console: Console) -> None:
@@ -171,46 +265,46 @@ def _verdict(report: Report, console: Console) -> None:
     worst = report.worst
     style = STYLE[worst] if worst else "bold green"
     word = f"{str(worst).upper()}" if worst else "OK"
-    console.print(
-        Text.assemble(
-            ("\nverdict: ", "bold"),
-            (word, style),
-            f"  ({c['error']} errors, {c['warning']} warnings, {c['info']} info)",
-        )
+    ignored = f", {len(report.ignored)} ignored" if report.ignored else ""
+    _line(
+        console,
+        ("\nverdict: ", "bold"),
+        (word, style),
+        f"  ({c['error']} errors, {c['warning']} warnings, {c['info']} info{ignored})",
     )
 
 
-def render_check(report: CheckReport, console: Console) -> None:
+def render_check(report: CheckReport, view: View) -> str:
     """The combined `gradscope check` report: one section per target, then the totals."""
-    fail_on = report.fail_on
-    for r in report.results:
-        if r.error:
-            state, style = "COULD NOT RUN", "bold magenta"
-        elif r.failed(fail_on):
-            state, style = "FAIL", "bold red"
-        else:
-            state, style = "PASS", "bold green"
-        console.print(
-            Text.assemble(
+
+    def draw(console: Console) -> None:
+        fail_on = report.fail_on
+        for r in report.results:
+            if r.error:
+                state, style = "COULD NOT RUN", "bold magenta"
+            elif r.failed(fail_on):
+                state, style = "FAIL", "bold red"
+            else:
+                state, style = "PASS", "bold green"
+            _line(
+                console,
                 (f"{state:13} ", style),
                 (f"{r.kind} ", "dim"),
-                r.target,
+                printable(r.target),
                 (f"  ({r.duration_s:.2f} s)", "dim"),
-            ),
-            highlight=False,
-        )
-        if r.error:
-            _detail(console, "error:", r.error)
-        if r.findings:
+            )
+            if r.error:
+                _detail(console, "error:", r.error)
             _findings(r.findings, console, header=False)
-        if r.known:
-            _detail(console, "", f"{len(r.known)} finding(s) already in the baseline", "dim")
-    passed = sum(not r.error and not r.failed(fail_on) for r in report.results)
-    console.print(
-        Text.assemble(
+            if r.known:
+                _detail(console, "", f"{len(r.known)} finding(s) already in the baseline", "dim")
+            _ignored(r.ignored, console)
+        passed = sum(not r.error and not r.failed(fail_on) for r in report.results)
+        _line(
+            console,
             ("\ncheck: ", "bold"),
             f"{passed} of {len(report.results)} targets passed "
-            f"(fail-on: {fail_on or 'never'}), exit code "
-            f"{int(report.exit_code())}",
+            f"(fail-on: {fail_on or 'never'}), exit code {int(report.exit_code())}",
         )
-    )
+
+    return paint(draw, view)

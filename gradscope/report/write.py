@@ -1,17 +1,73 @@
-"""Writing results: to stdout, or atomically to a file (never half-written)."""
+"""Writing results to what the user named, and never replacing it with something else.
+
+A regular file is replaced atomically (a temporary file beside it, then a rename)
+and keeps its mode; a symlink is written through, atomically at its target; a
+device or a FIFO (/dev/null, /dev/stdout, a named pipe) is written directly,
+since renaming over it would turn it into a regular file. Paths are resolved
+when the command starts (`destination`), so a target that changes directory
+cannot move the report.
+"""
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import tempfile
 
 from gradscope.errors import GradscopeError
 
 
-def write_atomic(path: str, data: str | bytes) -> None:
-    """Write to a temporary file beside `path`, then rename it into place."""
-    folder = os.path.dirname(os.path.abspath(path))
+def to_stdout(output: str | None) -> bool:
+    return output is None or output == "-"
+
+
+def destination(path: str | None, option: str = "--output") -> str | None:
+    """Check an output path before any work starts; return it absolute (None/"-": stdout)."""
+    if path is None or path == "-":
+        return path
+    if not path.strip():
+        raise GradscopeError(f"{option}: empty path (use - for stdout)")
+    full = os.path.abspath(path)
+    target = os.path.realpath(full)
+    if os.path.isdir(target):
+        raise GradscopeError(f"cannot write {path}: it is a folder")
+    if os.path.exists(target) and not stat.S_ISREG(os.stat(target).st_mode):
+        return full  # a device or FIFO: written directly
+    folder = os.path.dirname(target)
+    if not os.path.isdir(folder):
+        raise GradscopeError(f"cannot write {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise GradscopeError(f"cannot write {path}: folder {folder} is not writable")
+    return full
+
+
+def write_file(path: str, data: str | bytes) -> None:
+    """Write `data` to `path` without ever leaving it half-written or replaced by another kind."""
+    raw = data.encode() if isinstance(data, str) else data
+    target = os.path.realpath(path)  # through symlinks
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise GradscopeError(f"cannot write {path}: {exc.strerror}") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        _write_directly(path, target, raw)
+    else:
+        _replace_atomically(path, target, raw, None if mode is None else stat.S_IMODE(mode))
+
+
+def _write_directly(path: str, target: str, raw: bytes) -> None:
+    try:
+        with open(target, "wb") as f:
+            f.write(raw)
+    except OSError as exc:
+        raise GradscopeError(f"cannot write {path}: {exc.strerror}") from None
+
+
+def _replace_atomically(path: str, target: str, raw: bytes, mode: int | None) -> None:
+    folder = os.path.dirname(target)
     if not os.path.isdir(folder):
         raise GradscopeError(f"cannot write {path}: folder {folder} does not exist")
     try:
@@ -20,9 +76,10 @@ def write_atomic(path: str, data: str | bytes) -> None:
         raise GradscopeError(f"cannot write {path}: {exc.strerror}") from None
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a report is an ordinary file
-        os.replace(tmp, path)
+            f.write(raw)
+        # mkstemp makes 0600: keep the replaced file's mode, else an ordinary file's
+        os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
+        os.replace(tmp, target)
     except BaseException as exc:
         os.unlink(tmp)
         if isinstance(exc, OSError):
@@ -31,12 +88,27 @@ def write_atomic(path: str, data: str | bytes) -> None:
 
 
 def emit(text: str, output: str | None) -> None:
-    """Text to `output` (atomically) or to stdout."""
-    if output and output != "-":
-        write_atomic(output, text)
-    else:
+    """Text to `output` or to stdout."""
+    if not to_stdout(output):
+        assert output is not None
+        write_file(output, text)
+        return
+    try:
         sys.stdout.write(text)
         sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise GradscopeError(f"cannot write to stdout: {exc.strerror}") from None
+
+
+def append_to(path: str, text: str) -> None:
+    """Append (for $GITHUB_STEP_SUMMARY); a missing folder is one line, not a traceback."""
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise GradscopeError(f"cannot append to {path}: {exc.strerror}") from None
 
 
 def _umask() -> int:

@@ -93,21 +93,95 @@ def non_finite_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
     ]
 
 
+# --- scales set by design --------------------------------------------------------------------
+#
+# Three designs make gradients tiny, zero or lopsided on purpose; judging them against the
+# rest of the model is what made healthy ConvNeXt, ViT and ResNet models look broken.
+
+LAYER_SCALE_RMS = 1e-3
+"""A trainable tensor with non-zero weights this small (per element) scales a residual branch:
+ConvNeXt/CaiT `gamma`, BEiT `lambda` (initialised to 1e-6..1e-4)."""
+THEORY_ZERO = 1e-4
+"""A bias whose gradient RMS is this far below its own module's weight gradient is zero up to
+rounding (softmax shift invariance for an attention key bias; BatchNorm removing a bias)."""
+
+
+def _wrms(p: ParamStats) -> float:
+    return p.weight_norm / max(p.numel, 1) ** 0.5
+
+
+def _zero_init(p: ParamStats) -> bool:
+    return p.requires_grad and p.weight_norm == 0 and p.numel > 0
+
+
+def layer_scaled(stats: RunStats) -> dict[str, str]:
+    """Parameter name → the layer-scale tensor whose branch it lives in."""
+    scales = [
+        p
+        for p in stats.params
+        if p.requires_grad and 0 < _wrms(p) < LAYER_SCALE_RMS and p.numel > 1
+    ]
+    out: dict[str, str] = {}
+    for scale in scales:
+        prefix = scale.module + "." if scale.module else ""
+        for p in stats.params:
+            if p.name.startswith(prefix) and p is not scale:
+                out.setdefault(p.name, scale.name)
+    return out
+
+
+def theory_zero(stats: RunStats) -> set[str]:
+    """Biases whose gradient is zero in theory, by their module's weight gradient."""
+    weights = {p.module: p for p in stats.params if p.name.endswith("weight") and p.has_grad}
+    out = set()
+    for p in _live(stats):
+        w = weights.get(p.module)
+        if p.name.endswith("bias") and w is not None and w.grad_norm and w.finite:
+            if dense_rms(p) < THEORY_ZERO * dense_rms(w):
+                out.add(p.name)
+    return out
+
+
+def blocked_by_zero_init(stats: RunStats) -> tuple[list[ParamStats], set[str]]:
+    """The zero-initialised multiplicative tensors, and the zero-gradient parameters they
+    explain: those that run before the last of them (the zeros resolve after one step)."""
+    blockers = [p for p in stats.params if _zero_init(p) and _multiplies(p.name)]
+    if not blockers:
+        return [], set()
+    last = max(p.depth or 0 for p in blockers)
+    zero = {  # depth None: used functionally (nn.MultiheadAttention's out_proj), order unknown
+        p.name
+        for p in stats.params
+        if p.has_grad and p.grad_max == 0 and p.numel > 0 and (p.depth or 0) <= last
+    }
+    return blockers, zero
+
+
+def _multiplies(name: str) -> bool:
+    """A weight or gate multiplies its input (a zero one blocks the flow); a bias, a class token
+    or a position embedding is added."""
+    last = name.rpartition(".")[2].lower()
+    return last.endswith("weight") or any(k in last for k in ("gamma", "scale", "lambda", "gate"))
+
+
 @check("GS104")
 def exploding(stats: RunStats, t: Thresholds) -> list[Finding]:
-    live = _live(stats)
-    median = statistics.median(dense_rms(p) for p in live) if live else 0.0
+    by_design = set(layer_scaled(stats)) | theory_zero(stats)
+    live = [p for p in _live(stats) if not _zero_init(p)]
+    pool = [p for p in live if p.name not in by_design]
+    median = statistics.median(dense_rms(p) for p in pool) if pool else 0.0
     out = []
     for p in live:
-        norm = p.grad_norm or 0.0
-        ratio = dense_rms(p) / median if median else 0.0
-        if norm > t.explode_norm:
+        norm, rms = p.grad_norm or 0.0, dense_rms(p)
+        ratio = rms / median if median and p.name not in by_design else 0.0
+        if rms > t.explode_rms:
             msg = (
-                f"grad norm of {p.name} is {fmt_value(norm)} > explode-norm "
-                f"{fmt_value(t.explode_norm)}"
+                f"grad RMS of {p.name} is {fmt_value(rms)} per element > explode-rms "
+                f"{fmt_value(t.explode_rms)}"
             )
-            value, threshold = norm, t.explode_norm
-        elif ratio > t.explode_median_ratio and norm > t.explode_min_norm:
+            value, threshold = rms, t.explode_rms
+        elif ratio > t.explode_median_ratio and norm > t.explode_min_norm and rms > _wrms(p):
+            # also larger than the weight itself: one SGD step would more than rewrite it
             msg = (
                 f"grad RMS of {p.name} is {fmt_value(ratio)}x the model's median > "
                 f"explode-median-ratio {fmt_value(t.explode_median_ratio)}"
@@ -125,7 +199,26 @@ def exploding(stats: RunStats, t: Thresholds) -> list[Finding]:
                 threshold,
             )
         )
-    return out
+    return out + total_norm(stats, t)
+
+
+def total_norm(stats: RunStats, t: Thresholds) -> list[Finding]:
+    """The absolute bound belongs to the whole model: it is what clip_grad_norm_ clips."""
+    live = [p for p in _live(stats) if not _zero_init(p)]
+    total = sum((p.grad_norm or 0.0) ** 2 for p in live) ** 0.5
+    if total <= t.explode_norm or any(dense_rms(p) > t.explode_rms for p in live):
+        return []  # GS104 already names the exploding tensors
+    return [
+        RULES["GS104"].finding(
+            "total",
+            f"total grad norm over {len(live)} parameter tensors is {fmt_value(total)} > "
+            f"explode-norm {fmt_value(t.explode_norm)}",
+            "clip gradients (torch.nn.utils.clip_grad_norm_), lower the learning rate, or "
+            "check the weight init and normalisation",
+            total,
+            t.explode_norm,
+        )
+    ]
 
 
 def _module_rms(params: Iterable[ParamStats]) -> float:
@@ -137,7 +230,8 @@ def _module_rms(params: Iterable[ParamStats]) -> float:
 
 @check("GS105")
 def vanishing(stats: RunStats, t: Thresholds) -> list[Finding]:
-    live = _live(stats)
+    by_design = set(layer_scaled(stats)) | theory_zero(stats)
+    live = [p for p in _live(stats) if p.name not in by_design]
     out = [
         RULES["GS105"].finding(
             p.name,
@@ -178,6 +272,7 @@ def vanishing(stats: RunStats, t: Thresholds) -> list[Finding]:
 
 @check("GS106")
 def zero_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
+    _, explained = blocked_by_zero_init(stats)
     return [
         RULES["GS106"].finding(
             p.name,
@@ -187,7 +282,26 @@ def zero_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
             0.0,
         )
         for p in stats.params
-        if p.has_grad and p.grad_max == 0 and p.numel > 0
+        if p.has_grad and p.grad_max == 0 and p.numel > 0 and p.name not in explained
+    ]
+
+
+@check("GS108")
+def zero_init(stats: RunStats, t: Thresholds) -> list[Finding]:
+    blockers, explained = blocked_by_zero_init(stats)
+    if not explained:
+        return []
+    names = ", ".join(p.name for p in blockers[:6]) + (" ..." if len(blockers) > 6 else "")
+    return [
+        RULES["GS108"].finding(
+            blockers[0].name,
+            f"{len(explained)} parameter tensors get an all-zero gradient because "
+            f"{len(blockers)} tensor(s) are initialised to zero by design ({names}): "
+            "a zero head, a zero-init residual or a zero gate",
+            "nothing to do: a deliberate zero initialisation; it resolves after the first "
+            "optimizer step (inspect again after one step to see the real gradients)",
+            float(len(explained)),
+        )
     ]
 
 

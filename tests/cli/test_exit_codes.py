@@ -26,6 +26,17 @@ USER = textwrap.dedent("""
     class Custom(BaseException):
         pass
 
+    class Vanishes(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 1)
+        def forward(self, x):
+            import os
+            os._exit(0)
+
+    def hard_exit():
+        return Vanishes(), torch.randn(2, 2)
+
     def exits_zero():
         sys.exit(0)
 
@@ -38,9 +49,16 @@ USER = textwrap.dedent("""
     def base_exception():
         raise Custom("not an Exception")
 
+    def shouts():
+        raise RuntimeError("\\x1b[31mred alert\\x00 [bold]x[/bold]")
+
     def healthy():
         return nn.Linear(2, 1), torch.randn(3, 2)
 """)
+
+
+def line_of(text: str) -> int:
+    return next(i for i, line in enumerate(USER.splitlines(), 1) if text in line)
 
 
 @pytest.fixture
@@ -54,12 +72,18 @@ def project(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     ("target", "message"),
     [
-        ("user.py:exits_zero", "user.py:17: user.py:exits_zero() called sys.exit(0)"),
+        (
+            "user.py:exits_zero",
+            f"user.py:{line_of('def exits_zero') + 1}: user.py:exits_zero() called sys.exit(0)",
+        ),
         ("user.py:exits_three", "called sys.exit(3)"),
-        ("user.py:forward_exits", "user.py:11: your code called sys.exit(0)"),
+        (
+            "user.py:forward_exits",
+            f"user.py:{line_of('sys.exit(0)')}: your code called sys.exit(0)",
+        ),
         ("user.py:base_exception", "raised Custom: not an Exception"),
         (
-            "exits_on_import.py",
+            "exits_on_import.py:build",
             "exits_on_import.py:2: importing exits_on_import.py called sys.exit(0)",
         ),
     ],
@@ -70,6 +94,12 @@ def test_user_code_never_decides_the_exit_code(runner, project, target, message)
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     assert result.stdout == ""
+
+
+def test_a_script_that_exits_before_backward_is_exit_2(runner, project):
+    result = runner.invoke(app, ["inspect", "exits_on_import.py"], catch_exceptions=False)
+    assert result.exit_code == ExitCode.ERROR
+    assert "exits_on_import.py exited (code 0) before calling backward()" in result.stderr
 
 
 def test_an_internal_error_is_exit_3_with_one_line(runner, project, monkeypatch):
@@ -124,3 +154,29 @@ def test_one_target_calling_sys_exit_does_not_end_check(runner, project):
     errors = [r["error"] for r in doc["results"]]
     assert "called sys.exit(0)" in errors[0] and errors[1] is None
     assert "called sys.exit(0)" in errors[2]
+
+
+def test_os_exit_in_one_target_fails_that_target_only(runner, project):
+    """os._exit cannot be caught: check runs targets in a worker process and replaces it."""
+    (project / "gs.toml").write_text(
+        "[[inspect]]\ntarget = 'user.py:hard_exit'\n"
+        "[[inspect]]\ntarget = 'user.py:healthy'\n"
+        "[[inspect]]\ntarget = 'user.py:hard_exit'\n"
+    )
+    result = runner.invoke(
+        app, ["check", "--config", "gs.toml", "--format", "json", "-o", "r.json"]
+    )
+    assert result.exit_code == ExitCode.ERROR, result.output
+    import json
+
+    doc = json.loads((project / "r.json").read_text())
+    errors = [r["error"] for r in doc["results"]]
+    assert "ended gradscope's worker process (exit code 0)" in errors[0]
+    assert errors[1] is None and "os._exit()" in errors[2]
+
+
+def test_control_characters_from_user_errors_never_reach_the_terminal_raw(runner, project):
+    result = runner.invoke(app, ["inspect", "user.py:shouts"], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert "\x1b" not in result.stderr and "\x00" not in result.stderr
+    assert "\\x1b[31mred alert\\x00 [bold]x[/bold]" in result.stderr

@@ -1,0 +1,121 @@
+"""`gradscope check`: every configured target, one combined report, CI exit codes.
+
+No torch at import time.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from gradscope.cli import common as clikit
+from gradscope.errors import ExitCode
+from gradscope.fmt import printable
+from gradscope.report import outputs
+from gradscope.report.outputs import Format
+
+
+def check(
+    format: clikit.FormatOpt = Format.terminal,
+    output: clikit.OutputOpt = None,
+    fail_on: clikit.FailOnOpt = None,
+    config: clikit.ConfigOpt = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            metavar="FILE",
+            help="Fail only on findings not in this baseline, or "
+            "on gradient norms that changed by more than baseline-factor.",
+        ),
+    ] = None,
+    write_baseline: Annotated[
+        str | None,
+        typer.Option("--write-baseline", metavar="FILE", help="Save this run as a baseline."),
+    ] = None,
+    width: clikit.WidthOpt = None,
+    debug: clikit.DebugOpt = False,
+) -> None:
+    """Run every target configured in [tool.gradscope] (or --config): one combined report.
+
+    Examples:
+
+      gradscope check
+
+      gradscope check --format junit --output gradscope.xml
+
+      gradscope check --write-baseline .gradscope-baseline.json
+
+      gradscope check --baseline .gradscope-baseline.json --format markdown
+    """
+    with clikit.guarded(debug):
+        from gradscope import baseline as baseline_mod
+        from gradscope import check as check_mod
+        from gradscope import config as config_mod
+        from gradscope.report import json as json_report
+        from gradscope.report.write import destination, to_stdout, write_file
+
+        output = destination(output)
+        baseline_out = destination(write_baseline, "--write-baseline")
+        settings = config_mod.load(config, flags={"fail-on": fail_on})
+        saved = baseline_mod.load(baseline) if baseline else None
+        with clikit.user_stdout_to_stderr(to_stdout(output)):
+            report = _run_check(check_mod, settings)
+        if baseline_out:
+            write_file(baseline_out, json_report.dumps(baseline_mod.build(report)))
+        if saved is not None:
+            report = baseline_mod.compare(report, saved, settings)
+        outputs.write(format, report, output, width)
+        if baseline_out:
+            # adopting a baseline succeeds; only targets that could not run still fail it
+            clikit.note(
+                f"wrote the baseline {write_baseline}: "
+                f"{sum(len(r.findings) for r in report.results)} finding(s) recorded; "
+                f"gate on it with --baseline {write_baseline}"
+            )
+            code = ExitCode.ERROR if any(r.error for r in report.results) else ExitCode.OK
+            raise typer.Exit(code)
+        raise typer.Exit(report.exit_code())
+
+
+def _run_check(check_mod, settings):
+    """A progress bar on a terminal; in CI (stderr piped) one line per finished target."""
+    import sys
+
+    if sys.stderr.isatty():
+        return _with_bar(check_mod, settings)
+    return check_mod.run_isolated(settings, progress=_Lines(settings.fail_on))
+
+
+class _Lines:
+    def __init__(self, fail_on) -> None:
+        self.fail_on = fail_on
+
+    def started(self, index: int, total: int, label: str) -> None:
+        pass
+
+    def finished(self, index: int, total: int, result) -> None:
+        state = "ERROR" if result.error else "FAIL" if result.failed(self.fail_on) else "PASS"
+        clikit.note(
+            f"[{index + 1}/{total}] {state} {result.kind} {printable(result.target)} "
+            f"({result.duration_s:.2f} s)"
+        )
+
+
+def _with_bar(check_mod, settings):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, transient=True, console=Console(stderr=True)) as bar:
+        task = bar.add_task("checking", total=None)
+
+        class Bar:
+            def started(self, index: int, total: int, label: str) -> None:
+                bar.update(task, description=label, completed=index, total=total)
+
+            def finished(self, index: int, total: int, result) -> None:
+                bar.update(task, completed=index + 1)
+
+        return check_mod.run_isolated(settings, progress=Bar())

@@ -1,0 +1,180 @@
+"""`gradscope inspect`: one instrumented forward and backward of a target, or of a script's
+first step; parse options, call gradscope.api, render, exit. No torch at import time."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from gradscope.cli import common as clikit
+from gradscope.errors import ExitCode, GradscopeError
+from gradscope.examples import EXAMPLES
+from gradscope.report import outputs
+from gradscope.report.outputs import Format
+
+EXAMPLE_LIST = "\n".join(f"  {e.name:18} {e.summary}" for e in EXAMPLES.values())
+#: how cli.root registers the command: the examples in the epilog, script arguments after --
+SETTINGS: dict[str, Any] = dict(
+    epilog="Built-in examples (run by name; `gradscope examples` lists them):\n\n\b\n"
+    + EXAMPLE_LIST,
+    context_settings={"allow_extra_args": True},
+)
+
+
+def _threshold(flag: str, text: str):
+    return typer.Option(flag, metavar="X", help=text, rich_help_panel="Thresholds")
+
+
+def inspect(
+    ctx: typer.Context,
+    target: Annotated[
+        str,
+        typer.Argument(
+            metavar="TARGET",
+            help="path/file.py[:NAME], package.module[:NAME] or a built-in example name. NAME "
+            "(default gradscope_target) returns (model, batch[, loss_fn]) or a dict.",
+        ),
+    ],
+    format: clikit.FormatOpt = Format.terminal,
+    output: clikit.OutputOpt = None,
+    fail_on: clikit.FailOnOpt = None,
+    config: clikit.ConfigOpt = None,
+    top: Annotated[
+        int,
+        typer.Option(
+            "--top", metavar="N", min=1, help="Parameter rows to show in the terminal report."
+        ),
+    ] = 30,
+    all_rows: Annotated[bool, typer.Option("--all", help="Show every parameter row.")] = False,
+    script: Annotated[
+        bool,
+        typer.Option(
+            "--script",
+            help="TARGET is a training script: run it (arguments after --) until its "
+            "first backward() and inspect that step instead of running it.",
+        ),
+    ] = False,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain/--no-explain",
+            help="Replay the forward to locate what the cheap pass found (which op, which line).",
+        ),
+    ] = True,
+    explode_norm: Annotated[
+        float | None,
+        _threshold("--explode-norm", "GS104: gradient L2 norm above X is exploding."),
+    ] = None,
+    explode_median_ratio: Annotated[
+        float | None,
+        _threshold("--explode-median-ratio", "GS104: gradient RMS X times the model median."),
+    ] = None,
+    vanish_norm: Annotated[
+        float | None,
+        _threshold("--vanish-norm", "GS105: gradient L2 norm below X is vanishing."),
+    ] = None,
+    vanish_depth_ratio: Annotated[
+        float | None,
+        _threshold("--vanish-depth-ratio", "GS105: first/last layer gradient RMS below X."),
+    ] = None,
+    plot: Annotated[
+        str | None,
+        typer.Option(
+            "--plot",
+            metavar="FILE",
+            help="Also draw the gradient flow (per-parameter grad norm and grad/weight, log "
+            "scale, coloured by status) to FILE.png, .svg or .pdf.",
+        ),
+    ] = None,
+    width: clikit.WidthOpt = None,
+    debug: clikit.DebugOpt = False,
+) -> None:
+    """Run one forward and backward pass of TARGET and report its gradients.
+
+    Prints a summary, findings (each tied to the troubleshooting table, with the
+    evidence and what to do), and a per-parameter table.
+
+    Examples:
+
+      gradscope inspect healthy-mlp
+
+      gradscope inspect models/net.py:build --format json -o report.json
+
+      gradscope inspect mypkg.models:make_target --fail-on warning
+
+      gradscope inspect train.py --script -- --lr 0.1 --batch-size 32
+    """
+    with clikit.guarded(debug):
+        from gradscope import config as config_mod
+        from gradscope.report.write import destination, to_stdout, write_file
+        from gradscope.targets import DEFAULT_NAME, is_script
+
+        settings = config_mod.load(
+            config,
+            flags={
+                "fail-on": fail_on,
+                "explode-norm": explode_norm,
+                "explode-median-ratio": explode_median_ratio,
+                "vanish-norm": vanish_norm,
+                "vanish-depth-ratio": vanish_depth_ratio,
+            },
+        )
+        output = destination(output)
+        plot_path, plot_format = plot_destination(plot)
+        if not script and is_script(target):
+            script = True
+            clikit.note(
+                f"{target} defines no {DEFAULT_NAME}(): inspecting it as a training script "
+                "(runs until its first backward; --script says so explicitly)"
+            )
+        if ctx.args and not script:
+            raise GradscopeError(
+                f"unexpected arguments {' '.join(ctx.args)!r} (arguments "
+                "after -- are for a --script TARGET)"
+            )
+        with clikit.user_stdout_to_stderr(to_stdout(output)):
+            report = _run_inspect(target, settings, explain, ctx.args if script else None)
+        if plot_path:
+            from gradscope.report.flow_plot import plot as flow_plot
+
+            write_file(plot_path, flow_plot(report, plot_format))
+            clikit.note(f"wrote {plot}")
+        from gradscope.check import from_inspect
+
+        outputs.write(
+            format,
+            from_inspect(report, settings.fail_on),
+            output,
+            width,
+            inspect=report,
+            top=None if all_rows else top,
+        )
+        raise typer.Exit(ExitCode.FINDINGS if report.failed(settings.fail_on) else ExitCode.OK)
+
+
+PLOT_FORMATS = ("png", "svg", "pdf")
+
+
+def plot_destination(path: str | None) -> tuple[str | None, str]:
+    """Check --plot before anything runs: a writable FILE with a picture's extension."""
+    from gradscope.report.write import destination
+
+    if path is None:
+        return None, ""
+    fmt = path.rpartition(".")[2].lower()
+    if fmt not in PLOT_FORMATS:
+        raise GradscopeError(f"--plot {path}: give a .png, .svg or .pdf file")
+    return destination(path, "--plot"), fmt
+
+
+def _run_inspect(target: str, settings, explain: bool, argv):
+    """`argv` not None: TARGET is a script to run with those arguments."""
+    from rich.console import Console
+
+    from gradscope.api import inspect_script, inspect_target
+
+    with Console(stderr=True).status(f"inspecting {target} ...", spinner="dots"):
+        if argv is not None:
+            return inspect_script(target, argv, settings)
+        return inspect_target(target, settings, explain=explain)

@@ -1,0 +1,5 @@
+import sys
+
+from gradscope.distributed.run import main
+
+sys.exit(main())

@@ -1,0 +1,478 @@
+"""The hook points a training-run watcher calls, and everything behind them.
+
+`Session.start()` before the user's script runs; it waits, costing nothing,
+until the script wraps a model in DistributedDataParallel or `fully_shard` and
+runs it with a process group initialised. From then on:
+
+- the first step, and the step before each gathering, are *armed*: usage
+  hooks note which parameters got a gradient and why not, the optimizer-step
+  pre-hook takes the gradient fingerprints (synchronised gradients, before the
+  update);
+- a gathering runs at the start of the forward after the first step, every
+  `every` forwards after that, and in `finish()`: one all-gather of one
+  float64 vector per rank (fingerprints, usage, local norms, step counts),
+  issued where every rank is at the same point of the program;
+- `explain(exc)` reads DDP's reduction error without any collective (the
+  other ranks may be stuck): indices to names, causes, cross-rank facts from
+  the store.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from gradscope.distributed import context, fingerprint, reduction, signals, usage
+from gradscope.distributed.context import Rank
+from gradscope.distributed.merge import DistReport, RankRecord
+from gradscope.distributed.norms import is_sharded, local
+from gradscope.findings import RULES, Finding
+
+HEAD = 4  # forwards, steps, local grad sq, synchronised grad sq
+PER_PARAM = 8  # w sum, w L2, g sum, g L2, local sq, grad sq, arrivals, cause
+PER_BUFFER = 2
+CAUSES = (None, *reduction.CAUSE_WORDS)  # code 0: got its gradient
+
+PEER_WAIT_S = 3.0
+"""How long a failing rank waits for another rank's facts about the same forward."""
+
+
+@dataclass
+class _Tensors:
+    names: list[str]
+    params: list[nn.Parameter]
+    sharded: list[bool]
+    buffer_names: list[str]
+    buffers: list[torch.Tensor]
+
+
+def _layout(model: nn.Module) -> str:
+    if isinstance(model, nn.parallel.DistributedDataParallel):
+        return "DDP"
+    return "FSDP2" if _is_fsdp(model) else "none"
+
+
+def _is_fsdp(model: nn.Module) -> bool:
+    return any(c.__name__ == "FSDPModule" for c in type(model).__mro__)
+
+
+class Session:
+    """One distributed run, seen from one rank."""
+
+    def __init__(self, every: int = 100, timeout_s: float = context.DEFAULT_TIMEOUT_S):
+        self.every = max(1, every)
+        self.timeout_s = timeout_s
+        self.rank: Rank | None = None
+        self.model: nn.Module | None = None
+        self.layout = "none"
+        self.tracker: usage.UsageTracker | None = None
+        self.forwards = self.steps = 0
+        self.armed = False
+        self.grad_stash = torch.zeros(0, 4, dtype=torch.float64)
+        self.findings: dict[tuple[str, str], Finding] = {}
+        self.handles: list[Any] = []
+        self._global = nn.modules.module.register_module_forward_pre_hook(self._discover)
+        from torch.optim.optimizer import (
+            register_optimizer_step_post_hook,
+            register_optimizer_step_pre_hook,
+        )
+
+        self.final_done = False
+        import torch.distributed as dist
+
+        self._destroy = dist.destroy_process_group
+        dist.destroy_process_group = self._before_destroy
+        self.handles.append(register_optimizer_step_pre_hook(self._before_step))
+        self.handles.append(register_optimizer_step_post_hook(self._after_step))
+
+    @classmethod
+    def start(cls, every: int = 100, timeout_s: float = context.DEFAULT_TIMEOUT_S) -> Session:
+        return cls(every, timeout_s)
+
+    @property
+    def is_main(self) -> bool:
+        """True on rank 0, and in a run that is not distributed."""
+        return self.rank is None or self.rank.is_main
+
+    # discovery -------------------------------------------------------------
+
+    def _discover(self, module: nn.Module, _args: Any) -> None:
+        if self.model is not None or _layout(module) == "none":
+            return
+        rank = context.current(self.timeout_s)
+        if rank is None:
+            return
+        self.attach(module, rank)
+        self._forward_pre(module, _args)  # hooks added now miss the call already under way
+
+    def attach(self, model: nn.Module, rank: Rank | None = None) -> None:
+        """Watch `model` (a DDP or fully_shard root); found by itself when not called."""
+        self.rank = rank or context.current(self.timeout_s)
+        self.model, self.layout = model, _layout(model)
+        self._global.remove()
+        inner = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+        ignore = frozenset(getattr(model, "parameters_to_ignore", ()) or ())
+        pairs = usage.ddp_parameters(inner, ignore)
+        self.t = _Tensors(
+            [n for n, _ in pairs],
+            [p for _, p in pairs],
+            [is_sharded(p) for _, p in pairs],
+            [n for n, _ in inner.named_buffers()],
+            [b for _, b in inner.named_buffers()],
+        )
+        self.grad_stash = torch.full((len(pairs), 4), math.nan, dtype=torch.float64)
+        if self.layout == "DDP":
+            self.tracker = usage.UsageTracker(inner, ignore)
+        self.handles.append(model.register_forward_pre_hook(self._forward_pre))
+        self.buffer_stash = _weight_fingerprints(self.t.buffers)
+        self.handles.append(inner.register_forward_pre_hook(self._inner_pre))
+        self.handles.append(model.register_forward_hook(self._forward_post, always_call=True))
+
+    # hook points -----------------------------------------------------------
+
+    def _forward_pre(self, _m: nn.Module, _args: Any) -> None:
+        if not torch.is_grad_enabled():
+            return
+        if self.armed and self.tracker is not None:
+            self._publish_unused()
+            if self.layout == "DDP" and self.tracker.unused() and not self._finds_unused():
+                return  # DDP raises right after this hook; explain() takes over
+        if self.forwards == 1 or (self.forwards > 1 and self.forwards % self.every == 0):
+            self.gather()
+        self.forwards += 1
+        self.armed = self.forwards == 1 or self.forwards % self.every == 0
+        if self.tracker is not None:
+            self.tracker.armed = self.armed
+            self.tracker.forward_started()
+
+    def _inner_pre(self, _m: nn.Module, _args: Any) -> None:
+        """Inside DDP's forward, after it broadcast rank 0's buffers: the moment buffers
+        must agree across ranks."""
+        if self.armed:
+            self.buffer_stash = _weight_fingerprints(self.t.buffers)
+
+    def _forward_post(self, _m: nn.Module, _args: Any, _out: Any) -> None:
+        if self.tracker is None:
+            return
+        self.tracker.forward_ended()
+        if self.armed and self.rank is not None and self.rank.store is not None:
+            ran = sorted(self.tracker.ran)
+            self._store_set(f"gradscope/ran/{self.forwards}/{self.rank.rank}", json.dumps(ran))
+
+    def _before_step(self, _opt: Any, _args: Any, _kwargs: Any) -> None:
+        if self.model is not None and self.armed:
+            self.grad_stash = _grad_fingerprints(self.t.params)
+
+    def _after_step(self, _opt: Any, _args: Any, _kwargs: Any) -> None:
+        if self.model is not None:
+            self.steps += 1
+
+    def _finds_unused(self) -> bool:
+        return bool(getattr(self.model, "find_unused_parameters", False))
+
+    def _publish_unused(self) -> None:
+        if self.rank is None or self.tracker is None:
+            return
+        unused = [u.index for u in self.tracker.unused()]
+        self._store_set(f"gradscope/unused/{self.forwards}/{self.rank.rank}", json.dumps(unused))
+
+    def _store_set(self, key: str, value: str) -> None:
+        try:
+            if self.rank is not None and self.rank.store is not None:
+                self.rank.store.set(key, value)
+        except RuntimeError:
+            pass
+
+    # gathering -------------------------------------------------------------
+
+    def payload(self) -> torch.Tensor:
+        """This rank's numbers as one float64 vector (same length on every rank)."""
+        t = self.t
+        n = len(t.params)
+        per = torch.zeros(n, PER_PARAM, dtype=torch.float64)
+        per[:, 0:2] = _weight_fingerprints(t.params)
+        per[:, 2:4] = self.grad_stash[:, 2:4]
+        per[:, 5] = self.grad_stash[:, 1]  # squared local part of the synchronised grad
+        if self.tracker is not None:
+            per[:, 4] = self.tracker.local_squares()
+            per[:, 6] = torch.tensor(self.tracker.arrivals, dtype=torch.float64)
+            for u in self.tracker.unused():
+                per[u.index, 7] = CAUSES.index(u.cause)
+        else:
+            per[:, 4] = math.nan
+            per[:, 6] = 1.0
+        bufs = self.buffer_stash
+        head = torch.tensor(
+            [self.forwards, self.steps, float(per[:, 4].sum()), float(per[:, 5].sum())],
+            dtype=torch.float64,
+        )
+        return torch.cat([head, per.flatten(), bufs.double().flatten()])
+
+    def gather(self) -> None:
+        """One all-gather of every rank's payload, then the cross-rank checks."""
+        if self.rank is None or self.model is None:
+            return
+        rows = self.rank.all_gather(self.payload(), "gradscope gathering").cpu()
+        for f in self.verdicts(rows):
+            self.findings.setdefault((f.rule, f.subject), f)
+        self._last_rows = rows
+
+    def verdicts(self, rows: torch.Tensor) -> list[Finding]:
+        """Findings from the gathered [world, L] matrix (every rank computes the same)."""
+        t, world = self.t, rows.shape[0]
+        n = len(t.params)
+        head = rows[:, :HEAD]
+        per = rows[:, HEAD : HEAD + n * PER_PARAM].reshape(world, n, PER_PARAM)
+        bufs = rows[:, HEAD + n * PER_PARAM :].reshape(world, len(t.buffers), PER_BUFFER)
+        out: list[Finding] = []
+        steps = [int(s) for s in head[:, 1].tolist()]
+        for r in signals.skipped_steps(steps):
+            out.append(_skipped(r, steps))
+        local_norms = head[:, 2].sqrt().tolist()
+        if self.tracker is not None:
+            for r in signals.outlier_ranks(local_norms):
+                out.append(_outlier(r, local_norms))
+        out += self._usage_findings(per)
+        div = fingerprint.compare(
+            t.names + t.buffer_names,
+            ["parameter"] * n + ["buffer"] * len(t.buffers),
+            [
+                [*per[r, :, :4].tolist(), *bufs[r].tolist()]
+                for r in range(world)  # weight sum/L2, grad sum/L2; buffer sum/L2
+            ],
+            [() if s else fingerprint.WEIGHT_FIELDS for s in t.sharded]
+            + [fingerprint.BUFFER_FIELDS] * len(t.buffers),
+        )
+        if div is not None:
+            out.append(_divergence(div, steps))
+        return out
+
+    def _usage_findings(self, per: torch.Tensor) -> list[Finding]:
+        if self.tracker is None:
+            return []
+        out = []
+        arrivals = per[:, :, 6]
+        for i, name in enumerate(self.t.names):
+            got = [int(a) for a in arrivals[:, i].tolist()]
+            missing = [r for r, a in enumerate(got) if a == 0]
+            if any(a > 1 for a in got):
+                out.append(_usage(RULES["GS503"], name, "used-twice", (), False))
+            elif missing and len(missing) < len(got):
+                out.append(_usage(RULES["GS502"], name, _cause(per, i), tuple(missing), True))
+            elif missing:
+                out.append(_usage(RULES["GS501"], name, _cause(per, i), (), False))
+        return out
+
+    def _before_destroy(self, group: Any = None) -> None:
+        """The script tears its process group down: gather one last time while it exists."""
+        if group is None:
+            self._final()
+        self._destroy(group)
+
+    def _final(self) -> None:
+        if self.final_done or self.rank is None or self.model is None:
+            return
+        self.final_done = True
+        self.grad_stash = _grad_fingerprints(self.t.params)
+        self.gather()
+
+    def finish(self) -> DistReport | None:
+        """The last gathering and the merged report (call on every rank, after the script
+        returned; None if not distributed)."""
+        try:
+            self._final()
+        finally:
+            self.close()
+        if self.rank is None or self.model is None:
+            return None
+        return self.report()
+
+    def report(self, died: str | None = None) -> DistReport:
+        assert self.rank is not None
+        rows = getattr(self, "_last_rows", None)
+        records = tuple(
+            RankRecord(r, int(v[0]), int(v[1]), math.sqrt(v[2]), norm)
+            for r, (v, norm) in enumerate(
+                zip(rows.tolist(), self._grad_norms(rows), strict=True) if rows is not None else []
+            )
+        )
+        return DistReport(
+            self.rank.world,
+            self.rank.backend,
+            self.layout,
+            records,
+            list(self.findings.values()),
+            self.rank.gatherings,
+            self.rank.collectives,
+            died,
+        )
+
+    def _grad_norms(self, rows: torch.Tensor) -> list[float]:
+        """Each rank's total norm of the full gradients: a sharded parameter's squared
+        norm is the sum of its shards' over ranks, a replicated one's is the rank's own."""
+        n, world = len(self.t.params), rows.shape[0]
+        squares = rows[:, HEAD : HEAD + n * PER_PARAM].reshape(world, n, PER_PARAM)[:, :, 5]
+        squares = torch.nan_to_num(squares, nan=0.0)
+        sharded = torch.tensor(self.t.sharded, dtype=torch.bool)
+        full = torch.where(sharded, squares.sum(0, keepdim=True), squares)
+        return full.sum(1).sqrt().tolist()
+
+    def explain(self, exc: BaseException) -> list[Finding]:
+        """DDP's reduction error in names and causes; no collective (ranks may be stuck)."""
+        if self.tracker is None:
+            return []
+        err = reduction.parse(str(exc), self.t.names)
+        if err is None:
+            return []
+        if err.kind == "ready-twice":
+            names = err.names
+            return [
+                _usage(RULES["GS504"], n, "used-twice", (), False, kind="ready-twice")
+                for n in names
+            ]
+        local = {u.name: u for u in self.tracker.unused()}
+        others = self._others_ran(self.forwards)
+        out = []
+        for name in err.names:
+            u = local.get(name)
+            cause = u.cause if u else None
+            ran_elsewhere = tuple(
+                r
+                for r, ran in others.items()
+                if u and u.cause == usage.NEVER_RAN and u.module in ran
+            )
+            extra = (
+                (f"its module ran on rank {', '.join(map(str, ran_elsewhere))}",)
+                if ran_elsewhere
+                else ()
+            )
+            where = (f"cut at {u.where}",) if u and u.where else ()
+            out.append(_usage(RULES["GS504"], name, cause, (), bool(ran_elsewhere), extra + where))
+        return out
+
+    def _others_ran(self, forward: int) -> dict[int, set[str]]:
+        """Modules that ran on the other ranks in forward number `forward` (from the store).
+
+        A slower rank may not have published that forward yet when this one fails, so each
+        key is waited for, briefly: a rank that is alive gets there within PEER_WAIT_S, one
+        that is stuck or dead is left out (never a hang).
+        """
+        from datetime import timedelta
+
+        rank = self.rank
+        if rank is None or rank.store is None:
+            return {}
+        out = {}
+        for r in range(rank.world):
+            key = f"gradscope/ran/{forward}/{r}"
+            if r == rank.rank:
+                continue
+            try:
+                rank.store.wait([key], timedelta(seconds=PEER_WAIT_S))
+                out[r] = set(json.loads(rank.store.get(key)))
+            except RuntimeError:  # not there in time (c10d raises on a wait timeout)
+                continue
+        return out
+
+    def close(self) -> None:
+        """Remove every hook gradscope installed."""
+        self._global.remove()
+        import torch.distributed as dist
+
+        if dist.destroy_process_group == self._before_destroy:
+            dist.destroy_process_group = self._destroy
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+        if self.tracker is not None:
+            self.tracker.remove()
+
+
+def _weight_fingerprints(tensors: list[Any]) -> torch.Tensor:
+    """[n, 2] float64: sum and L2 of each tensor's local part."""
+    out = torch.zeros(len(tensors), 2, dtype=torch.float64)
+    with torch.no_grad():
+        for i, t in enumerate(tensors):
+            x = local(t).detach().double()
+            out[i, 0], out[i, 1] = x.sum(), x.norm()
+    return out
+
+
+def _grad_fingerprints(params: list[nn.Parameter]) -> torch.Tensor:
+    """[n, 4] float64: (unused, squared L2 of the local grad part, grad sum, grad L2)."""
+    out = torch.full((len(params), 4), math.nan, dtype=torch.float64)
+    with torch.no_grad():
+        for i, p in enumerate(params):
+            if p.grad is not None:
+                g = local(p.grad).detach().double()
+                norm = g.norm()
+                out[i, 1], out[i, 2], out[i, 3] = norm**2, g.sum(), norm
+    return out
+
+
+def _cause(per: torch.Tensor, i: int) -> str | None:
+    codes = [int(c) for c in per[:, i, 7].tolist() if c > 0]
+    return CAUSES[codes[0]] if codes else None
+
+
+def _usage(
+    rule: Any,
+    name: str,
+    cause: str | None,
+    ranks: tuple[int, ...],
+    varies: bool,
+    evidence: tuple[str, ...] = (),
+    kind: str = "unused",
+) -> Finding:
+    why = reduction.CAUSE_WORDS.get(cause or "", "it took no part in the loss")
+    where = f" on rank {', '.join(map(str, ranks))} only" if ranks else ""
+    if rule.id == "GS504" and varies:
+        message = "no gradient on this rank, used on others: rank-dependent control flow"
+    elif rule.id == "GS502":
+        message = f"no gradient{where}: {why}; the other ranks used it"
+    elif rule.id == "GS503" or kind == "ready-twice":
+        message = f"marked ready twice: {why}"
+    else:
+        message = f"no gradient in the DDP step: {why}"
+    return rule.finding(name, message, reduction.advice(kind, cause, varies), evidence=evidence)
+
+
+def _skipped(rank: int, steps: list[int]) -> Finding:
+    return RULES["GS507"].finding(
+        f"rank {rank}",
+        f"rank {rank} took {steps[rank]} optimizer steps, others up to {max(steps)}",
+        "look for a step skipped on one rank only (a rank-local `continue`, a NaN check or "
+        "GradScaler state that differs): every rank must step together",
+        value=float(steps[rank]),
+        threshold=float(max(steps)),
+    )
+
+
+def _outlier(rank: int, norms: list[float]) -> Finding:
+    per = ", ".join(f"rank {r}: {v:.4g}" for r, v in enumerate(norms))
+    return RULES["GS506"].finding(
+        f"rank {rank}",
+        f"rank {rank}'s local gradient norm before the all-reduce stands out ({per})",
+        "check rank's data shard (a corrupt or mislabelled batch) and any rank-local "
+        "code on that rank",
+        value=norms[rank],
+    )
+
+
+def _divergence(div: fingerprint.Divergence, steps: list[int]) -> Finding:
+    evidence: tuple[str, ...] = (f"{div.count} tensor(s) differ in all",)
+    if len(set(steps)) > 1:
+        evidence += (f"optimizer steps per rank: {steps}",)
+    return RULES["GS505"].finding(
+        div.name,
+        div.sentence(),
+        "replicas must stay bitwise equal: initialise from the same seed (or broadcast "
+        "rank 0's state), never update weights or buffers on one rank only, and sync "
+        "BatchNorm statistics (SyncBatchNorm or broadcast_buffers=True)",
+        evidence=evidence,
+    )

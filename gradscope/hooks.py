@@ -1,0 +1,228 @@
+"""Module hooks and the forward+loss replay, written once for probe, explain, graph and script.
+
+Every pass that runs the user's model does the same three things: hook the
+modules for the duration of the pass (and always remove the hooks), call the
+model on the batch, and find the tensor to differentiate. The user's code
+raising is a `UserCodeError` here, whichever pass ran it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gradscope.errors import TargetError, UserCodeError
+
+PreHook = Callable[[str, torch.nn.Module], None]
+PostHook = Callable[[str, torch.nn.Module, Any], None]
+
+
+@contextmanager
+def module_hooks(
+    model: torch.nn.Module,
+    pre: PreHook | None = None,
+    post: PostHook | None = None,
+    only: Callable[[torch.nn.Module], bool] | None = None,
+) -> Iterator[None]:
+    """Call `pre(name, module)` as each module's forward starts and `post(name, module, output)`
+    as it ends (also when it raises, output None); every hook is removed on exit."""
+    handles = []
+    for name, module in model.named_modules():
+        if only is not None and not only(module):
+            continue
+        if pre is not None:
+
+            def enter(m: Any, _args: Any, name: str = name) -> None:
+                pre(name, m)
+
+            handles.append(module.register_forward_pre_hook(enter))
+        if post is not None:
+
+            def leave(m: Any, _args: Any, out: Any = None, name: str = name) -> None:
+                post(name, m, out)  # returns None: a value would replace the output
+
+            handles.append(module.register_forward_hook(leave, always_call=True))
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@contextmanager
+def global_module_hooks(
+    pre: Callable[[torch.nn.Module], None], post: Callable[[torch.nn.Module], None]
+) -> Iterator[None]:
+    """The same for every module of every model (a script's models are not known in advance)."""
+    from torch.nn.modules import module as module_mod
+
+    with ExitStack() as stack:
+        handle = module_mod.register_module_forward_pre_hook(lambda m, _a: pre(m))
+        stack.callback(handle.remove)
+        handle = module_mod.register_module_forward_hook(
+            lambda m, _a, _o: post(m), always_call=True
+        )
+        stack.callback(handle.remove)
+        yield
+
+
+def call_model(model: torch.nn.Module, batch: Any) -> Any:
+    """`model(batch)`, spreading a dict as keywords and a tuple/list as positional arguments."""
+    if isinstance(batch, Mapping):
+        return model(**batch)
+    if isinstance(batch, (tuple, list)):
+        return model(*batch)
+    return model(batch)
+
+
+def forward(model: torch.nn.Module, batch: Any) -> Any:
+    """The user's forward pass; their exception becomes one line (exit 2)."""
+    try:
+        return call_model(model, batch)
+    except Exception as exc:
+        raise UserCodeError("forward pass", exc) from exc
+
+
+def forward_and_loss(
+    model: torch.nn.Module,
+    batch: Any,
+    loss_fn: Callable[[Any], Any] | None = None,
+    grad_outputs: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, str]:
+    """Forward and the tensor backward runs on, and how it was found (said in the report)."""
+    return backward_target(forward(model, batch), loss_fn, grad_outputs)
+
+
+def backward_target(
+    output: Any, loss_fn: Callable[[Any], Any] | None, grad_outputs: torch.Tensor | None
+) -> tuple[torch.Tensor, str]:
+    """The loss (or the output that `grad_outputs` weights), and how it was found."""
+    if grad_outputs is None:
+        return pick_loss(output, loss_fn)
+    target = _call_loss_fn(loss_fn, output) if loss_fn is not None else output
+    if not isinstance(target, torch.Tensor) or target.shape != grad_outputs.shape:
+        shape = tuple(target.shape) if isinstance(target, torch.Tensor) else type(target).__name__
+        raise TargetError(
+            f"grad_outputs has shape {tuple(grad_outputs.shape)} but the output "
+            f"to weight is {shape}"
+        )
+    return target, f"output (shape {tuple(target.shape)}) with explicit gradient weights"
+
+
+def _call_loss_fn(loss_fn: Callable[[Any], Any], output: Any) -> Any:
+    try:
+        return loss_fn(output)
+    except Exception as exc:
+        raise UserCodeError("loss_fn", exc) from exc
+
+
+def pick_loss(output: Any, loss_fn: Callable[[Any], Any] | None) -> tuple[torch.Tensor, str]:
+    """The tensor to differentiate, and how it was found (stated in the report)."""
+    if loss_fn is not None:
+        loss = _call_loss_fn(loss_fn, output)
+        if not isinstance(loss, torch.Tensor):
+            raise TargetError(f"loss_fn returned {type(loss).__name__}, not a tensor")
+        if loss.numel() != 1:
+            return loss.float().mean(), f"mean of loss_fn(output) (shape {tuple(loss.shape)})"
+        return loss, "loss_fn(output)"
+    if isinstance(output, torch.Tensor) and output.numel() == 1:
+        return output, "scalar output"
+    loss = getattr(output, "loss", None)
+    if isinstance(loss, torch.Tensor):
+        return loss, "output.loss"
+    if isinstance(output, Mapping) and isinstance(output.get("loss"), torch.Tensor):
+        return output["loss"], 'output["loss"]'
+    tensors = [t for t in tensors_in(output) if t.is_floating_point() or t.is_complex()]
+    if not tensors:
+        raise TargetError(
+            f"cannot find a loss: the model returned {type(output).__name__} "
+            "with no floating-point tensor; give the target a loss_fn"
+        )
+    total = tensors[0].float().mean()
+    for t in tensors[1:]:
+        total = total + t.float().mean()
+    return total, (
+        "mean of the output (no loss_fn, no scalar output, no .loss)"
+        if len(tensors) == 1
+        else f"sum of the means of the {len(tensors)} output tensors (no loss_fn)"
+    )
+
+
+def tensors_in(value: Any) -> Iterator[torch.Tensor]:
+    """Every tensor inside nested tuples, lists, dicts and dataclasses, without recursion."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, torch.Tensor):
+            yield v
+        elif isinstance(v, Mapping):
+            stack.extend(reversed(list(v.values())))
+        elif isinstance(v, (tuple, list)):
+            stack.extend(reversed(v))
+        elif hasattr(v, "__dataclass_fields__"):
+            stack.extend(reversed([getattr(v, f) for f in v.__dataclass_fields__]))
+
+
+def graph_nodes(*roots: torch.Tensor) -> set[Any]:
+    """Every backward node reachable from `roots` (the loss's own graph), without recursion."""
+    seen: set[Any] = set()
+    stack = [t.grad_fn for t in roots if t.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        stack.extend(n for n, _ in node.next_functions if n is not None and n not in seen)
+    return seen
+
+
+@dataclass(frozen=True)
+class LossScale:
+    """A loss that went through `GradScaler.scale`: the unscaled loss and the factor."""
+
+    loss: torch.Tensor
+    value: float
+
+
+class LossScales:
+    """Every `GradScaler.scale(loss)` made while watching, looked up by the scaled tensor."""
+
+    def __init__(self) -> None:
+        self._made: dict[int, tuple[torch.Tensor, torch.Tensor, Any]] = {}
+
+    def record(self, scaled: Any, loss: Any, scaler: Any) -> None:
+        if isinstance(scaled, torch.Tensor) and isinstance(loss, torch.Tensor):
+            if scaled is not loss:  # a disabled scaler returns its input
+                self._made[id(scaled)] = (scaled, loss, scaler)
+
+    def get(self, tensor: torch.Tensor) -> LossScale | None:
+        made = self._made.get(id(tensor))
+        if made is None or made[0] is not tensor:
+            return None
+        _, loss, scaler = made
+        return LossScale(loss, float(scaler.get_scale()))
+
+
+@contextmanager
+def loss_scales() -> Iterator[LossScales]:
+    """Note what every GradScaler scales (a script's `scaler.scale(loss).backward()`, or a
+    loss_fn that returns a scaled loss), so that the scale can be taken off again."""
+    from torch.amp import grad_scaler
+
+    found = LossScales()
+    original = grad_scaler.GradScaler.scale
+
+    def scale(self: Any, outputs: Any) -> Any:
+        scaled = original(self, outputs)
+        found.record(scaled, outputs, self)
+        return scaled
+
+    grad_scaler.GradScaler.scale = scale  # type: ignore[method-assign]
+    try:
+        yield found
+    finally:
+        grad_scaler.GradScaler.scale = original  # type: ignore[method-assign]

@@ -1,0 +1,47 @@
+"""Every command speaks the same language in its help, and --help stays cheap."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import gradscope
+from gradscope.cli import app
+
+COMMANDS = ["inspect", "check", "gradcheck", "graph", "examples", "rules"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_has_no_python_types_and_one_usage_style(runner, command):
+    text = runner.invoke(app, [command, "--help"], env={"COLUMNS": "100"}).stdout
+    usage = text.splitlines()[0]
+    assert "{" not in usage and re.fullmatch(r"Usage: gradscope \w+ \[OPTIONS\]( \S+)?", usage)
+    assert not re.search(r"<(str|int|float|bool|list\[)", text), text
+    if command in ("inspect", "check", "gradcheck", "graph"):
+        assert re.search(r"-o, --output(, --out)? FILE", text)
+    if command in ("inspect", "check"):
+        assert "--fail-on LEVEL" in text
+
+
+def test_fail_on_shows_its_default(runner):
+    text = runner.invoke(app, ["inspect", "--help"], env={"COLUMNS": "200"}).stdout
+    assert "[default: (error, or the config's fail-on)]" in " ".join(text.split())
+
+
+def test_graph_takes_output_like_every_command(runner, tmp_path):
+    out = tmp_path / "g.dot"
+    result = runner.invoke(app, ["graph", "healthy-mlp", "--output", str(out), "--no-probe"])
+    assert result.exit_code == 0, result.output
+    assert out.read_text().startswith("digraph")
+    legacy = runner.invoke(app, ["graph", "healthy-mlp", "--out", str(out), "--no-probe"])
+    assert legacy.exit_code == 0
+
+
+def test_rules_are_listed_in_id_order(runner):
+    ids = re.findall(r"^(GS\d+) ", runner.invoke(app, ["rules"]).stdout, flags=re.M)
+    assert ids == sorted(ids) and {"GS110", "GS201", "GS301"} <= set(ids)
+
+
+def test_dir_lists_the_lazy_public_names():
+    assert {"inspect", "inspect_target", "Severity", "Report", "ExitCode"} <= set(dir(gradscope))
