@@ -103,8 +103,8 @@ DEPTH = [0]
 
 def timed_hooks() -> None:
     """Accumulate the time spent in gradscope's hook bodies into OWN[0]."""
-    from gradscope.watch import measure, recorder
-    from gradscope.watch.intercept import Interceptor
+    from gradscope.watcher import measure, recorder
+    from gradscope.watcher.intercept import Interceptor
 
     def wrap(owner, name):
         original = getattr(owner, name)
@@ -128,7 +128,7 @@ def timed_hooks() -> None:
 
 
 def measure(name: str, build, repeat: int, steps: int) -> None:
-    from gradscope.watch import watch
+    from gradscope.watcher import watch
 
     model, step = build()
     n = sum(p.numel() for p in model.parameters())

@@ -166,14 +166,14 @@ def _with_batch_kind(exc: UserCodeError, batch: Any) -> UserCodeError:
 
 def watch(**options: Any) -> Any:
     """`with gradscope.watch() as w: train()`, then `w.report`: every optimizer step of
-    `train()` judged over time (see gradscope.watch)."""
-    from gradscope.watch import watch as watch_ctx
+    `train()` judged over time (see gradscope.watcher)."""
+    from gradscope.watcher import watch as watch_ctx
 
     return watch_ctx(**options)
 
 
 def watch_script(path: str, argv: Sequence[str] = (), **options: Any) -> Any:
     """`gradscope watch PATH -- ARGV` without the printing: the WatchReport."""
-    from gradscope.watch import watch_script as run
+    from gradscope.watcher import watch_script as run
 
     return run(path, list(argv), **options)

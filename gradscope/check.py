@@ -166,7 +166,7 @@ def run_gradcheck(entry: CheckEntry, settings: Settings) -> TargetResult:
 
 
 def run_watch(entry: CheckEntry, settings: Settings) -> TargetResult:
-    from gradscope.watch.check import run_entry
+    from gradscope.watcher.check import run_entry
 
     return run_entry(entry, settings)
 

@@ -15,7 +15,7 @@ from gradscope.errors import ConfigError
 from gradscope.report.outputs import Format
 
 if TYPE_CHECKING:
-    from gradscope.watch.report import WatchReport
+    from gradscope.watcher.report import WatchReport
 
 
 def _thresholds(pairs: list[str]) -> dict[str, float]:
@@ -118,7 +118,7 @@ def watch(
     """
     with clikit.guarded(debug):
         from gradscope import config as config_mod
-        from gradscope.watch.runner import run_script
+        from gradscope.watcher.runner import run_script
 
         flags: dict[str, object] = {"fail-on": fail_on, **_thresholds(threshold or [])}
         settings = config_mod.load(config, flags=flags)
@@ -157,7 +157,7 @@ def _write(report: WatchReport, fmt: Format, output: str | None, width: int | No
 
         emit(json_report.dumps(report.to_dict()), output)
     else:
-        from gradscope.watch.check import as_check
+        from gradscope.watcher.check import as_check
 
         check = as_check(report)
         if fmt is Format.junit:

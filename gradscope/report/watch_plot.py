@@ -9,9 +9,9 @@ import math
 import os
 
 from gradscope.errors import GradscopeError
-from gradscope.watch.groups import binned_max, bins, group_norm, layer_groups
-from gradscope.watch.marks import marks
-from gradscope.watch.report import WatchReport
+from gradscope.watcher.groups import binned_max, bins, group_norm, layer_groups
+from gradscope.watcher.marks import marks
+from gradscope.watcher.report import WatchReport
 
 MARKER = {
     "x": ("X", "red"),

@@ -9,9 +9,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gradscope.watch.groups import binned_max, group_norm, layer_groups
-from gradscope.watch.marks import marks
-from gradscope.watch.report import WatchReport
+from gradscope.watcher.groups import binned_max, group_norm, layer_groups
+from gradscope.watcher.marks import marks
+from gradscope.watcher.report import WatchReport
 
 SPARK = "▁▂▃▄▅▆▇█"
 STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}

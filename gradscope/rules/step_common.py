@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Sequence
 
 from gradscope.config import Thresholds
-from gradscope.watch.records import StepRecord, WatchRun
+from gradscope.watcher.records import StepRecord, WatchRun
 
 MAD_SIGMA = 1.4826
 """MAD × this estimates the standard deviation of normal data."""

@@ -11,7 +11,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.rules.step_common import after_warmup, fmt, live, step_list
-from gradscope.watch.records import WatchRun
+from gradscope.watcher.records import WatchRun
 
 
 # -- GS406 -----------------------------------------------------------------------------

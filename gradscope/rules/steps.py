@@ -23,7 +23,7 @@ from gradscope.rules.step_common import (
     spikes,
     step_list,
 )
-from gradscope.watch.records import StepRecord, WatchRun
+from gradscope.watcher.records import StepRecord, WatchRun
 
 __all__ = ["CHECKS", "diagnose", "spikes"]
 

@@ -9,7 +9,7 @@ import pytest
 from watch_scripts import EXAMPLES, watched
 
 from gradscope.findings import Severity
-from gradscope.watch import watch_script
+from gradscope.watcher import watch_script
 
 
 def rules(report) -> dict[str, list]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from gradscope.config import Thresholds
 from gradscope.rules.steps import spikes
-from gradscope.watch.report import WatchReport
+from gradscope.watcher.report import WatchReport
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from watch_scripts import script
 
-from gradscope.watch import watch, watch_script
+from gradscope.watcher import watch, watch_script
 
 
 def originals():
@@ -102,9 +102,9 @@ def test_python_api_reraises_the_code_error_with_the_report_built():
     assert w.run.status == "crashed" and len(w.run.steps) == 4
 
 
-def test_gradscope_watch_is_callable_once_the_subpackage_is_imported():
+def test_gradscope_watch_stays_the_api_function_once_the_subpackage_is_imported():
     import gradscope
-    import gradscope.watch  # binds the subpackage on the package
+    import gradscope.watcher
 
     model = torch.nn.Linear(2, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

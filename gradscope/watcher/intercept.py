@@ -25,9 +25,9 @@ from typing import Any
 
 import torch
 
-from gradscope.watch import discover
-from gradscope.watch.measure import Measure, norms
-from gradscope.watch.recorder import PendingStep, Recorder
+from gradscope.watcher import discover
+from gradscope.watcher.measure import Measure, norms
+from gradscope.watcher.recorder import PendingStep, Recorder
 
 
 class StopWatching(BaseException):

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from gradscope.errors import TargetError
-from gradscope.watch.report import WatchReport
-from gradscope.watch.session import Watcher
+from gradscope.watcher.report import WatchReport
+from gradscope.watcher.session import Watcher
 
 
 @contextlib.contextmanager

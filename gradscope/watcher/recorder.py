@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gradscope.watch.records import StepRecord
+from gradscope.watcher.records import StepRecord
 
 NAN = float("nan")
 NO_GRAD = -1.0

@@ -7,7 +7,7 @@ import time
 
 from gradscope.check import CheckReport, TargetResult
 from gradscope.config import CheckEntry, Settings
-from gradscope.watch.report import WatchReport
+from gradscope.watcher.report import WatchReport
 
 
 def result(report: WatchReport, duration_s: float | None = None) -> TargetResult:
@@ -34,7 +34,7 @@ def as_check(report: WatchReport) -> CheckReport:
 def run_entry(entry: CheckEntry, settings: Settings) -> TargetResult:
     """One `[[watch]]` entry: its script relative to the config file that names it."""
     from gradscope.errors import GradscopeError
-    from gradscope.watch.runner import run_script
+    from gradscope.watcher.runner import run_script
 
     base = os.path.dirname(os.path.abspath(entry.source))
     script = entry.target

@@ -7,7 +7,7 @@ import json
 import pytest
 from watch_scripts import script
 
-from gradscope.watch import watch_script
+from gradscope.watcher import watch_script
 
 
 def test_loss_and_norm_equal_what_the_script_saw(tmp_path):

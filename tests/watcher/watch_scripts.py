@@ -15,6 +15,6 @@ def script(name: str) -> str:
 
 @functools.cache
 def watched(name: str, *argv: str):
-    from gradscope.watch import watch_script
+    from gradscope.watcher import watch_script
 
     return watch_script(script(name), list(argv))

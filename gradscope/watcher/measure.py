@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from gradscope.watch.discover import Tracked
-from gradscope.watch.recorder import NO_GRAD
+from gradscope.watcher.discover import Tracked
+from gradscope.watcher.recorder import NO_GRAD
 
 
 def norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:

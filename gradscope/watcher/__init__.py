@@ -1,4 +1,6 @@
-"""`gradscope watch`: every optimizer step of an unmodified training run, judged over time.
+"""`gradscope watch` and gradscope.watch(): every optimizer step of an unmodified training
+run, judged over time (named watcher so it never shadows the API function).
+
 
 Stages (collect → plain data → rules → render), one module each:
 
@@ -29,8 +31,6 @@ gradscope/report/watch_terminal.py, watch_plot.py; JSON is `WatchReport.to_dict(
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import Any
 
 __all__ = ["watch", "watch_script"]
@@ -42,24 +42,13 @@ def watch(**options: Any) -> Any:
     Options: settings, steps (stop after N optimizer steps), log (a JSONL path),
     update_every (sample update/weight ratios every N steps), label.
     """
-    from gradscope.watch.session import Watcher
+    from gradscope.watcher.session import Watcher
 
     return Watcher(**options)
 
 
 def watch_script(path: str, argv: list[str] | tuple[str, ...] = (), **options: Any) -> Any:
     """Run a training script under watch; returns its WatchReport."""
-    from gradscope.watch.runner import run_script
+    from gradscope.watcher.runner import run_script
 
     return run_script(path, list(argv), **options)
-
-
-class _CallableModule(types.ModuleType):
-    """Importing this subpackage binds `gradscope.watch` to it on the parent package; being
-    callable keeps `gradscope.watch(...)` the context manager either way."""
-
-    def __call__(self, **options: Any) -> Any:
-        return watch(**options)
-
-
-sys.modules[__name__].__class__ = _CallableModule

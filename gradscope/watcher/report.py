@@ -9,7 +9,7 @@ from typing import Any
 from gradscope.config import Settings
 from gradscope.errors import ExitCode
 from gradscope.findings import Finding, Severity, apply_settings
-from gradscope.watch.records import WatchRun
+from gradscope.watcher.records import WatchRun
 
 WATCH_SCHEMA_VERSION = 1
 """Version of the `gradscope watch --format json` document (docs/json-schema.md)."""

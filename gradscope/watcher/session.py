@@ -16,8 +16,8 @@ from types import TracebackType
 from typing import Any
 
 from gradscope.config import Settings
-from gradscope.watch.records import ParamInfo, StepRecord, WatchRun
-from gradscope.watch.report import WatchReport
+from gradscope.watcher.records import ParamInfo, StepRecord, WatchRun
+from gradscope.watcher.report import WatchReport
 
 
 class StepLog:
@@ -77,8 +77,8 @@ class Watcher:
         self._started = 0.0
 
     def __enter__(self) -> Watcher:
-        from gradscope.watch.intercept import Interceptor
-        from gradscope.watch.recorder import Recorder
+        from gradscope.watcher.intercept import Interceptor
+        from gradscope.watcher.recorder import Recorder
 
         self._log = StepLog(self.log_path) if self.log_path else None
         self.recorder = Recorder(self.flush_every, on_records=self._logged)
@@ -97,7 +97,7 @@ class Watcher:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        from gradscope.watch.intercept import StopWatching
+        from gradscope.watcher.intercept import StopWatching
 
         self.interceptor.remove()
         notes = []
