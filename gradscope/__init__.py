@@ -17,11 +17,14 @@ __all__ = [
     "inspect",
     "inspect_script",
     "inspect_target",
+    "load_settings",
+    "watch",
+    "watch_script",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("inspect", "inspect_target", "inspect_script"):
+    if name in ("inspect", "inspect_target", "inspect_script", "watch", "watch_script"):
         from gradscope import api
 
         return getattr(api, name)
@@ -33,6 +36,10 @@ def __getattr__(name: str) -> Any:
         from gradscope.results import Report
 
         return Report
+    if name == "load_settings":
+        from gradscope.config import load
+
+        return load
     if name == "ExitCode":
         from gradscope.errors import ExitCode
 

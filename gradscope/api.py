@@ -1,11 +1,18 @@
-"""The public Python API: everything the CLI does, callable from a test suite."""
+"""The public Python API: everything the CLI does, callable from a test suite.
+
+Arguments of the wrong kind are a `GradscopeError` with one line that says what
+was given and what is wanted (the CLI maps it to exit 2), never a raw
+AttributeError from deep inside a pass.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from gradscope import config, rules
+from gradscope.errors import ConfigError, TargetError, UserCodeError
 from gradscope.results import Report
 
 
@@ -29,8 +36,12 @@ def inspect(
     from gradscope import explain as explain_mod
     from gradscope import probe
 
-    settings = settings or config.Settings()
-    stats = probe.run(model, batch, loss_fn, grad_outputs)
+    _check_arguments(model, loss_fn, grad_outputs, label)
+    settings = _settings(settings)
+    try:
+        stats = probe.run(model, batch, loss_fn, grad_outputs)
+    except UserCodeError as exc:
+        raise _with_batch_kind(exc, batch) from exc.original
     findings = rules.diagnose(stats, settings)
     if explain and findings:
         findings = explain_mod.enrich(findings, stats, model, batch, loss_fn, grad_outputs)
@@ -45,6 +56,11 @@ def inspect_target(
     """`gradscope inspect SPEC` without the printing."""
     from gradscope import targets
 
+    if not isinstance(spec, str) or not spec:
+        raise TargetError(
+            f"the target must be a non-empty string such as 'model.py:build' or a built-in "
+            f"example name, not {_kind(spec)}"
+        )
     target = targets.load(spec)
     return inspect(
         target.model,
@@ -57,7 +73,7 @@ def inspect_target(
 
 
 def inspect_script(
-    path: str, argv: Sequence[str] = (), settings: config.Settings | None = None
+    path: str | os.PathLike[str], argv: Sequence[str] = (), settings: config.Settings | None = None
 ) -> Report:
     """Run a training script until its first backward, and diagnose that step.
 
@@ -67,7 +83,14 @@ def inspect_script(
 
     from gradscope import script
 
-    settings = settings or config.Settings()
+    if not isinstance(path, (str, os.PathLike)):
+        raise TargetError(f"the script must be a path to a .py file, not {_kind(path)}")
+    if isinstance(argv, str) or not all(isinstance(a, str) for a in argv):
+        raise TargetError(
+            f"argv must be a list of strings such as ['--lr', '0.1'], not {_kind(argv)}"
+        )
+    path = os.fspath(path)
+    settings = _settings(settings)
     _model, stats = script.run(path, argv)
     return Report(
         f"script {path}",
@@ -76,3 +99,81 @@ def inspect_script(
         settings.threshold_dict(),
         torch.__version__,
     )
+
+
+# --- arguments of the wrong kind -----------------------------------------------------------------
+
+
+def _kind(value: Any) -> str:
+    """What was given, briefly: 'the str 'notamodule'', 'the class Linear', 'a numpy.ndarray'."""
+    if value is None:
+        return "None"
+    if isinstance(value, type):
+        return f"the class {value.__name__}"
+    kind = type(value)
+    name = (
+        kind.__qualname__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
+    if isinstance(value, (str, int, float)) and len(repr(value)) <= 40:
+        return f"the {name} {value!r}"
+    return f"{'an' if name[:1] in 'aeiou' else 'a'} {name}"
+
+
+def _check_arguments(model: Any, loss_fn: Any, grad_outputs: Any, label: Any) -> None:
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        hint = (
+            ": create an instance first"
+            if isinstance(model, type) and issubclass(model, torch.nn.Module)
+            else ": wrap it in an nn.Module"
+            if callable(model)
+            else ""
+        )
+        raise TargetError(f"model must be a torch.nn.Module, not {_kind(model)}{hint}")
+    if loss_fn is not None and not callable(loss_fn):
+        raise TargetError(f"loss_fn must be a callable (output -> loss), not {_kind(loss_fn)}")
+    if grad_outputs is not None and not isinstance(grad_outputs, torch.Tensor):
+        raise TargetError(
+            f"grad_outputs must be a tensor shaped like the output, not {_kind(grad_outputs)}"
+        )
+    if label is not None and not isinstance(label, str):
+        raise TargetError(f"label must be a string, not {_kind(label)}")
+
+
+def _settings(settings: Any) -> config.Settings:
+    if settings is None:
+        return config.Settings()
+    if not isinstance(settings, config.Settings):
+        raise ConfigError(
+            f"settings must be a gradscope.config.Settings (gradscope.config.load() makes one "
+            f"from a file and flags), not {_kind(settings)}"
+        )
+    return settings
+
+
+def _with_batch_kind(exc: UserCodeError, batch: Any) -> UserCodeError:
+    """A forward that failed on a batch holding no tensor at all: say what the batch was
+    (not refused up front: a model may take a graph object, or build its input itself)."""
+    from gradscope.hooks import tensors_in
+
+    if exc.what != "forward pass" or any(True for _ in tensors_in(batch)):
+        return exc
+    return UserCodeError(f"forward pass on {_kind(batch)} as the batch", exc.original)
+
+
+def watch(**options: Any) -> Any:
+    """`with gradscope.watch() as w: train()`, then `w.report`: every optimizer step of
+    `train()` judged over time (see gradscope.watcher)."""
+    from gradscope.watcher import watch as watch_ctx
+
+    return watch_ctx(**options)
+
+
+def watch_script(path: str, argv: Sequence[str] = (), **options: Any) -> Any:
+    """`gradscope watch PATH -- ARGV` without the printing: the WatchReport."""
+    from gradscope.watcher import watch_script as run
+
+    return run(path, list(argv), **options)

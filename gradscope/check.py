@@ -165,21 +165,35 @@ def run_gradcheck(entry: CheckEntry, settings: Settings) -> TargetResult:
     return _timed("gradcheck", entry, lambda spec: check_entry(entry, spec, settings))
 
 
+def run_watch(entry: CheckEntry, settings: Settings) -> TargetResult:
+    from gradscope.watcher.check import run_entry
+
+    return run_entry(entry, settings)
+
+
 class Progress(Protocol):
     def started(self, index: int, total: int, label: str) -> None: ...
     def finished(self, index: int, total: int, result: TargetResult) -> None: ...
 
 
-def run(settings: Settings, progress: Progress | None = None) -> CheckReport:
-    """Every configured target in order, telling `progress` as each starts and finishes."""
-    if not settings.inspect and not settings.gradcheck:
+def _jobs(settings: Settings) -> list[tuple[Callable[..., TargetResult], CheckEntry, str]]:
+    if not settings.inspect and not settings.gradcheck and not settings.watch:
         raise GradscopeError(
-            "nothing to check: add [[tool.gradscope.inspect]] or "
-            "[[tool.gradscope.gradcheck]] entries to pyproject.toml, or pass "
+            "nothing to check: add [[tool.gradscope.inspect]], "
+            "[[tool.gradscope.gradcheck]] or [[tool.gradscope.watch]] entries to pyproject.toml, "
+            "or pass "
             "--config FILE"
         )
     jobs = [(run_inspect, e, "inspect") for e in settings.inspect]
     jobs += [(run_gradcheck, e, "gradcheck") for e in settings.gradcheck]
+    jobs += [(run_watch, e, "watch") for e in settings.watch]
+    return jobs
+
+
+def run(settings: Settings, progress: Progress | None = None) -> CheckReport:
+    """Every configured target in order, in this process, telling `progress` as each starts
+    and finishes."""
+    jobs = _jobs(settings)
     results = []
     for i, (job, entry, kind) in enumerate(jobs):
         if progress:
@@ -188,3 +202,66 @@ def run(settings: Settings, progress: Progress | None = None) -> CheckReport:
         if progress:
             progress.finished(i, len(jobs), results[-1])
     return CheckReport(results, settings.fail_on)
+
+
+def run_isolated(settings: Settings, progress: Progress | None = None) -> CheckReport:
+    """As `run`, but the targets run in a worker process, so a target that ends the process
+    (os._exit, a crash in native code) fails itself only: its error is recorded and a new
+    worker carries on with the next target. One extra interpreter start per run, plus one
+    per target that killed its worker."""
+    import multiprocessing
+
+    jobs = _jobs(settings)
+    context = multiprocessing.get_context("spawn")
+    results: list[TargetResult] = []
+    while len(results) < len(jobs):
+        start = len(results)
+        receive, send = context.Pipe(duplex=False)
+        worker = context.Process(target=_work, args=(settings, start, send), daemon=True)
+        worker.start()
+        send.close()
+        try:
+            while True:
+                message = receive.recv()
+                if message[0] == "started":
+                    index = message[1]
+                    if progress:
+                        kind, entry = jobs[index][2], jobs[index][1]
+                        progress.started(index, len(jobs), f"{kind} {entry.target}")
+                else:
+                    results.append(message[2])
+                    if progress:
+                        progress.finished(message[1], len(jobs), message[2])
+        except EOFError:
+            worker.join()
+        if len(results) < len(jobs):  # the worker died inside the target it was running
+            _, entry, kind = jobs[len(results)]
+            results.append(_died(kind, entry, worker.exitcode))
+            if progress:
+                progress.finished(len(results) - 1, len(jobs), results[-1])
+    return CheckReport(results, settings.fail_on)
+
+
+def _work(settings: Settings, start: int, send: Any) -> None:
+    """The worker: run the targets from `start` on, sending each result as it is known."""
+    jobs = _jobs(settings)
+    for index in range(start, len(jobs)):
+        job, entry, _ = jobs[index]
+        send.send(("started", index))
+        send.send(("done", index, job(entry, settings)))
+    send.close()
+
+
+def _died(kind: str, entry: CheckEntry, exitcode: int | None) -> TargetResult:
+    how = (
+        f"killed by signal {-exitcode}"
+        if exitcode is not None and exitcode < 0
+        else f"exit code {exitcode}"
+    )
+    return TargetResult(
+        kind,
+        entry.target,
+        error=f"the target ended gradscope's worker process ({how}): os._exit() or a crash "
+        "in native code, while it ran",
+        file=file_of(resolve(entry)),
+    )

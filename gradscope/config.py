@@ -42,6 +42,34 @@ class Thresholds:
     explode_rms: float = 1e2
     """GS104: a parameter's gradient RMS per element above this is exploding (independent of
     the tensor's size, unlike a norm)."""
+    spike_window: float = 128.0
+    """GS402/GS403 (watch): steps in the rolling median/MAD baseline."""
+    spike_sigma: float = 6.0
+    """GS402/GS403: a value this many robust sigmas (1.4826·MAD) above the rolling median..."""
+    spike_min_ratio: float = 2.0
+    """...and at least this many times the rolling median is a spike."""
+    spike_min_history: float = 32.0
+    """GS402/GS403: steps of baseline needed before a spike can be called."""
+    growth_window: float = 100.0
+    """GS404 (watch): the last this many steps are tested for a steady rise of the norm."""
+    growth_factor: float = 10.0
+    """GS404: the norm rose this many times over that window (and steadily)."""
+    vanish_time_factor: float = 1e-3
+    """GS405 (watch): a layer's late gradient norm over its early one, below this."""
+    clip_bind_fraction: float = 0.5
+    """GS406 (watch): clipping bound on more than this fraction of the steps."""
+    warmup_steps: float = 20.0
+    """Watch rules GS406, GS407, GS409, GS410 ignore the first this many steps."""
+    amp_skip_rate: float = 0.05
+    """GS407 (watch): GradScaler skipped more than this fraction of the steps after warm-up..."""
+    amp_skip_streak: float = 3.0
+    """...or this many steps in a row."""
+    update_ratio_high: float = 0.2
+    """GS409 (watch): a weight matrix's median update/weight norm ratio above this."""
+    update_ratio_low: float = 1e-7
+    """GS410 (watch): a parameter's median update/weight norm ratio below this (0: no update)."""
+    not_reset_fraction: float = 0.5
+    """GS412 (watch): gradients carried into more than this fraction of the steps."""
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -71,6 +99,8 @@ class Settings:
     """With --baseline: a gradient norm that grew or shrank by more than this fails."""
     sources: dict[str, str] = field(default_factory=dict)
     """Setting name → where its value came from (default, a file, or a flag)."""
+    watch: tuple[CheckEntry, ...] = ()
+    """`[[watch]]` entries: training scripts `gradscope check` runs under `watch`."""
 
     def for_entry(self, entry: CheckEntry) -> Settings:
         """These settings with one [[inspect]] entry's own ignores and thresholds on top."""
@@ -99,9 +129,21 @@ TOP_KEYS = {
     "inspect",
     "gradcheck",
     "baseline-factor",
+    "watch",
 }
 INSPECT_KEYS = {"target", "ignore", "thresholds"}
-GRADCHECK_KEYS = {"target", "shape", "args", "dtype", "seed", "second-order", "forward-ad"}
+GRADCHECK_KEYS = {
+    "target",
+    "shape",
+    "args",
+    "tensor",
+    "domain",
+    "dtype",
+    "seed",
+    "second-order",
+    "forward-ad",
+}
+WATCH_KEYS = {"script", "args", "steps", "ignore", "thresholds"}
 
 
 def _kebab(name: str) -> str:
@@ -234,8 +276,17 @@ def _apply(settings: Settings, data: dict[str, Any], path: str) -> Settings:
     factor = data.get("baseline-factor", settings.baseline_factor)
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 1:
         raise _fail(path, "baseline-factor", f"expected a number above 1, got {factor!r}")
+    watch = settings.watch + tuple(_watch_entries(data, path))
     return Settings(
-        thresholds, fail_on, severities, ignores, inspect, gradcheck, float(factor), sources
+        thresholds,
+        fail_on,
+        severities,
+        ignores,
+        inspect,
+        gradcheck,
+        float(factor),
+        sources,
+        watch,
     )
 
 
@@ -311,12 +362,42 @@ def _entries(data: dict[str, Any], key: str, allowed: set[str], path: str) -> li
         if key == "inspect":  # checked now, so a typo fails before any model runs
             _thresholds(Thresholds(), entry.get("thresholds", {}), path, "inspect.thresholds", {})
             _ignores(entry.get("ignore", []), path, "inspect.ignore")
-        out.append(
-            CheckEntry(entry["target"], {k: v for k, v in entry.items() if k != "target"}, path)
+        checked = CheckEntry(
+            entry["target"], {k: v for k, v in entry.items() if k != "target"}, path
         )
+        if key == "gradcheck":
+            from gradscope.gradcheck.checker import options_for
+
+            options_for(checked)  # validates shape, dtype, tensor, domain... now, as above
+        out.append(checked)
     return out
 
 
 def config_error(path: str, key: str, problem: str) -> ConfigError:
     """`path:line: key: problem`, for validating a config table outside this module."""
     return _fail(path, key, problem)
+
+
+def _watch_entries(data: dict[str, Any], path: str) -> list[CheckEntry]:
+    """`[[watch]]`: script (required), args (list of strings), steps (positive integer)."""
+    value = data.get("watch", [])
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise _fail(path, "watch", "expected an array of tables ([[watch]])")
+    out = []
+    for entry in value:
+        _check_keys(path, entry, WATCH_KEYS, "watch.")
+        if not isinstance(entry.get("script"), str):
+            raise _fail(path, "watch.script", "every [[watch]] entry needs a script path")
+        args = entry.get("args", [])
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise _fail(path, "watch.args", "expected a list of strings")
+        steps = entry.get("steps")
+        if steps is not None and (
+            isinstance(steps, bool) or not isinstance(steps, int) or steps < 1
+        ):
+            raise _fail(path, "watch.steps", f"expected a positive integer, got {steps!r}")
+        _thresholds(Thresholds(), entry.get("thresholds", {}), path, "watch.thresholds", {})
+        _ignores(entry.get("ignore", []), path, "watch.ignore")
+        options = {k: v for k, v in entry.items() if k != "script"}
+        out.append(CheckEntry(entry["script"], options, path))
+    return out

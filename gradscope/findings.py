@@ -420,3 +420,156 @@ def lookup(rule_or_slug: str) -> Rule | None:
     return RULES.get(rule_or_slug.upper()) or next(
         (r for r in RULES.values() if r.slug == rule_or_slug), None
     )
+
+
+# `gradscope watch`: verdicts over the steps of a training run (GS4xx)
+TABLE.update(
+    {
+        row.key: row
+        for row in (
+            TableRow(
+                "spike",
+                "loss or gradient norm spikes mid-training",
+                "a bad batch, learning rate too high, or the optimizer's state (Adam's second "
+                "moment) decayed while gradients were small",
+                "gradient clipping, lower learning rate or longer warm-up, inspect the batch",
+            ),
+            TableRow(
+                "clipping",
+                "gradient clipping binds on most steps",
+                "learning rate or loss scale too high: clipping acts as the learning rate",
+                "lower the learning rate, raise max_norm, or accept it knowingly",
+            ),
+            TableRow(
+                "amp",
+                "fp16 steps skipped / loss scale collapses",
+                "gradients overflow half precision (or are NaN) at most scales",
+                "bf16, a smaller learning rate, fp32 for the unstable op, fix the NaN",
+            ),
+            TableRow(
+                "update-ratio",
+                "a layer learns far too fast or not at all",
+                "learning rate wrong for that layer (0 or too high), frozen, or not in the "
+                "optimizer",
+                "per-group learning rates; put every trainable parameter in a param group",
+            ),
+            TableRow(
+                "not-reset",
+                "gradients keep growing step after step",
+                "optimizer.zero_grad() missing, so .grad accumulates across steps",
+                "call optimizer.zero_grad() once per optimizer step",
+            ),
+        )
+    }
+)
+
+RULES.update(
+    _rules(
+        Rule(
+            "GS401",
+            "non-finite-step",
+            Severity.ERROR,
+            "exploding",
+            "watch: the first step whose loss or gradients hold NaN/Inf (not a skipped AMP "
+            "step), and the parameters that went first",
+            "watch",
+        ),
+        Rule(
+            "GS402",
+            "loss-spike",
+            Severity.WARNING,
+            "spike",
+            "watch: the loss jumped far above its rolling median (median/MAD)",
+            "watch",
+        ),
+        Rule(
+            "GS403",
+            "norm-spike",
+            Severity.WARNING,
+            "spike",
+            "watch: the total gradient norm jumped far above its rolling median; the layers "
+            "that drove it, and whether the update spiked first",
+            "watch",
+        ),
+        Rule(
+            "GS404",
+            "exploding-trend",
+            Severity.ERROR,
+            "exploding",
+            "watch: the gradient norm rose steadily by a large factor over the last steps",
+            "watch",
+        ),
+        Rule(
+            "GS405",
+            "vanishing-over-time",
+            Severity.WARNING,
+            "vanishing",
+            "watch: a layer's gradient norm fell by orders of magnitude while the loss did not",
+            "watch",
+        ),
+        Rule(
+            "GS406",
+            "clipping-binds",
+            Severity.WARNING,
+            "clipping",
+            "watch: gradient clipping bound on most steps",
+            "watch",
+        ),
+        Rule(
+            "GS407",
+            "amp-skips",
+            Severity.WARNING,
+            "amp",
+            "watch: GradScaler skipped many steps after warm-up, or several in a row",
+            "watch",
+        ),
+        Rule(
+            "GS408",
+            "amp-scale-collapse",
+            Severity.ERROR,
+            "amp",
+            "watch: GradScaler's loss scale fell below 1",
+            "watch",
+        ),
+        Rule(
+            "GS409",
+            "update-ratio-high",
+            Severity.WARNING,
+            "update-ratio",
+            "watch: a parameter's update is a large fraction of its weights every step",
+            "watch",
+        ),
+        Rule(
+            "GS410",
+            "update-ratio-low",
+            Severity.WARNING,
+            "update-ratio",
+            "watch: a parameter's update is zero or negligible (lr 0, frozen)",
+            "watch",
+        ),
+        Rule(
+            "GS411",
+            "not-in-optimizer",
+            Severity.ERROR,
+            "update-ratio",
+            "watch: a trainable parameter is in no optimizer param group",
+            "watch",
+        ),
+        Rule(
+            "GS412",
+            "grads-not-reset",
+            Severity.ERROR,
+            "not-reset",
+            "watch: gradients from the previous step were still there at the next backward",
+            "watch",
+        ),
+        Rule(
+            "GS413",
+            "never-updated",
+            Severity.WARNING,
+            "none-grad",
+            "watch: a parameter that requires grad got no (or only zero) gradient all run",
+            "watch",
+        ),
+    )
+)

@@ -24,3 +24,12 @@ def printable(text: str) -> str:
     """The user's text with control characters (ESC, NUL, ...) shown as escapes, so nothing
     the user's code or files produce reaches the terminal raw."""
     return "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in text)
+
+
+def clip(text: str, width: int = 60) -> str:
+    """The user's long input, shortened for a one-line error: its start and its end."""
+    text = printable(text)
+    if len(text) <= width:
+        return text
+    half = (width - 1) // 2
+    return text[:half] + "…" + text[len(text) - (width - 1 - half) :]

@@ -3,9 +3,11 @@
 The script runs as `python train.py ARGS` would (`__main__`, its folder on
 sys.path, sys.argv set). Global module hooks note which modules run and in
 what order; the first `loss.backward()` (or `torch.autograd.backward`) does
-not run: it stops the script, and gradscope differentiates that loss itself
-with respect to the parameters of the outermost modules that ran, exactly as
-`gradscope inspect` does for a factory target.
+not run: it stops the script (script_stop makes that stop impossible to
+swallow, and refuses every optimizer step), and gradscope differentiates that
+loss itself with respect to the parameters of the outermost modules that ran
+and that the loss reaches, exactly as `gradscope inspect` does for a factory
+target. What the step hides is said in the report (script_facts).
 """
 
 from __future__ import annotations
@@ -14,84 +16,79 @@ import os
 import runpy
 import sys
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
 
 import torch
 from torch import nn
 
-from gradscope import hooks, probe
+from gradscope import hooks, probe, script_facts, script_stop
 from gradscope.errors import TargetError, UserCodeError
 from gradscope.stats import RunStats
 
 
-class _Captured(BaseException):
-    """Raised by the patched backward; a BaseException so the script's `except` lets it by."""
-
-    def __init__(self, loss: torch.Tensor, gradient: torch.Tensor | None):
-        super().__init__()
-        self.loss, self.gradient = loss, gradient
-
-
 class _Modules:
-    """Every module call: first-call order, and the outermost modules with trainable params."""
+    """Every module call until the first backward: first-call order, and the outermost
+    modules with trainable parameters."""
 
     def __init__(self) -> None:
         self.order: dict[int, int] = {}
         self.roots: dict[int, nn.Module] = {}
         self.depth = 0
+        self.frozen = False
         self.scales: hooks.LossScales | None = None
+        self.saved: dict[tuple[int, int], int] = {}
+        self.versions: dict[int, tuple[str, torch.Tensor, int]] = {}
 
     def enter(self, module: nn.Module) -> None:
-        self.order.setdefault(id(module), len(self.order))
-        if self.depth == 0 and any(p.requires_grad for p in module.parameters()):
-            self.roots.setdefault(id(module), module)
+        if not self.frozen:
+            self.order.setdefault(id(module), len(self.order))
+            if self.depth == 0 and any(p.requires_grad for p in module.parameters()):
+                self.roots.setdefault(id(module), module)
         self.depth += 1
 
     def leave(self, _module: nn.Module) -> None:
         self.depth = max(self.depth - 1, 0)
 
-    def model(self) -> nn.Module:
-        """The one root, or a ModuleDict of several (a GAN's G and D) keyed by class name."""
-        roots = list(self.roots.values())
-        if len(roots) == 1:
-            return roots[0]
-        names: dict[str, nn.Module] = {}
-        for m in roots:
-            name = type(m).__name__
-            names[name if name not in names else f"{name}_{len(names)}"] = m
-        return nn.ModuleDict(names)
+    def freeze(self, saved: dict[tuple[int, int], int]) -> None:
+        """At the first backward: what ran until then is the step (a script that goes on
+        after the stop must not add to it)."""
+        self.frozen = True
+        self.saved = dict(saved)
+        for root in self.roots.values():
+            for name, p in root.named_parameters():
+                self.versions[id(p)] = (name, p, p._version)
+
+    def written(self) -> list[str]:
+        """Parameters written in place since the first backward."""
+        return [name for name, p, v in self.versions.values() if p._version != v]
+
+
+def _model(roots: list[nn.Module]) -> nn.Module:
+    """The one root, or a ModuleDict of several (a GAN's G and D) keyed by class name."""
+    roots = [script_facts.unwrap_compiled(m) for m in roots]
+    if len(roots) == 1:
+        return roots[0]
+    names: dict[str, nn.Module] = {}
+    for m in roots:
+        name = type(m).__name__
+        names[name if name not in names else f"{name}_{len(names)}"] = m
+    return nn.ModuleDict(names)
 
 
 @contextmanager
-def _intercepted() -> Iterator[_Modules]:
-    seen = _Modules()
-    original_backward, original_autograd = torch.Tensor.backward, torch.autograd.backward
-
-    def backward(self: torch.Tensor, gradient: Any = None, *_: Any, **__: Any) -> None:
-        raise _Captured(self, gradient)
-
-    def autograd_backward(tensors: Any, grad_tensors: Any = None, *_: Any, **__: Any) -> None:
-        tensors = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
-        grads = [grad_tensors] if isinstance(grad_tensors, torch.Tensor) else grad_tensors
-        if len(tensors) != 1:
-            raise TargetError(
-                "the script's first backward takes several tensors; gradscope "
-                "inspects one loss: sum them first"
-            )
-        raise _Captured(tensors[0], grads[0] if grads else None)
-
-    with hooks.global_module_hooks(seen.enter, seen.leave), hooks.loss_scales() as scales:
+def _watched(seen: _Modules) -> Iterator[None]:
+    with (
+        hooks.global_module_hooks(seen.enter, seen.leave),
+        hooks.loss_scales() as scales,
+        warnings.catch_warnings(),
+    ):
+        # gradscope's own global hooks are what torch.compile warns about here
+        warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there")
         seen.scales = scales
-        torch.Tensor.backward = backward  # type: ignore[method-assign]
-        torch.autograd.backward = autograd_backward
-        try:
-            yield seen
-        finally:
-            torch.Tensor.backward = original_backward  # type: ignore[method-assign]
-            torch.autograd.backward = original_autograd
+        yield
 
 
 def run(path: str, argv: Sequence[str] = ()) -> tuple[nn.Module, RunStats]:
@@ -99,37 +96,76 @@ def run(path: str, argv: Sequence[str] = ()) -> tuple[nn.Module, RunStats]:
     if not os.path.isfile(path):
         raise TargetError(f"{path}: no such file")
     saved: dict[tuple[int, int], int] = {}
+    seen = _Modules()
+    stopper = script_stop.Stopper(base=sys._getframe(), on_capture=lambda: seen.freeze(saved))
     old_argv, old_path = sys.argv, list(sys.path)
     sys.argv = [path, *argv]
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    ended: str | None = None
     try:
-        with _intercepted() as seen, probe.saved_tensor_sizes(saved):
+        with _watched(seen), script_stop.installed(stopper), probe.saved_tensor_sizes(saved):
             runpy.run_path(path, run_name="__main__")
-    except _Captured as captured:
-        return _measure(path, seen, captured, saved)
+        ended = "it ran to its end"
+    except script_stop.Stop:
+        pass
     except SystemExit as exc:
-        raise TargetError(f"{path} exited (code {exc.code}) before calling backward()") from None
-    except TargetError:
-        raise
+        if stopper.capture is None and stopper.error is None:
+            raise TargetError(
+                f"{path} exited (code {exc.code}) before calling backward()"
+            ) from None
+        ended = f"it then called sys.exit({exc.code!r})"
     except Exception as exc:
-        raise UserCodeError(f"running {path}", exc) from exc
+        if stopper.capture is None and stopper.error is None:
+            raise UserCodeError(f"running {path}", exc) from exc
+        ended = f"it then raised {type(exc).__name__}"
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
-    raise TargetError(f"{path} finished without calling backward(): nothing to inspect")
+    if stopper.error is not None:
+        raise TargetError(stopper.error)
+    if stopper.capture is None:
+        raise TargetError(f"{path} finished without calling backward(): nothing to inspect")
+    return _measure(path, seen, stopper, ended)
 
 
 def _measure(
-    path: str, seen: _Modules, captured: _Captured, saved: dict[tuple[int, int], int]
+    path: str, seen: _Modules, stopper: script_stop.Stopper, ended: str | None
 ) -> tuple[nn.Module, RunStats]:
+    capture = stopper.capture
+    assert capture is not None
     if not seen.roots:
         raise TargetError(
             f"{path} called backward() before any nn.Module with trainable parameters ran"
         )
-    model = seen.model()
+    written = seen.written()
+    if written:
+        raise TargetError(
+            f"{path} wrote to {', '.join(written[:3])} in place after its first backward() "
+            "(not through a torch.optim optimizer: those are refused); that step cannot be "
+            "measured any more"
+        )
+    scale = seen.scales.get(capture.loss) if seen.scales is not None else None
+    roots, left_out = script_facts.reached(list(seen.roots.values()), capture.loss)
+    model = _model(roots)
     order = {name: seen.order[id(m)] for name, m in model.named_modules() if id(m) in seen.order}
     source = f"the first backward() of {os.path.basename(path)}"
-    scale = seen.scales.get(captured.loss) if seen.scales is not None else None
+    if capture.where:
+        source += f" ({capture.where})"
+    notes = [
+        script_facts.loss_scaling(scale.loss if scale is not None else capture.loss),
+        _left_out(left_out),
+        stopper.carried_on(ended),
+    ]
+    source = "; ".join([source, *(n for n in notes if n)])
     stats = probe.measure(
-        model, captured.loss, captured.gradient, source, order, time.perf_counter(), saved, scale
+        model, capture.loss, capture.gradient, source, order, time.perf_counter(), seen.saved, scale
     )
+    stats = script_facts.strip_compiled_names(stats, model)
     return model, replace(stats, timed="backward+stats (the forward ran in the script)")
+
+
+def _left_out(models: list[nn.Module]) -> str | None:
+    if not models:
+        return None
+    names = ", ".join(type(script_facts.unwrap_compiled(m)).__name__ for m in models)
+    whose = "its" if len(models) == 1 else "their"
+    return f"{names} ran before it but this loss reaches none of {whose} parameters: left out"

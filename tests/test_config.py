@@ -212,3 +212,31 @@ def test_top_must_be_positive(runner):
 
     result = runner.invoke(app, ["inspect", "healthy-mlp", "--top", "-5"])
     assert result.exit_code == 2 and "greater than or equal to 1" in result.stderr
+
+
+def test_the_api_discovers_settings_only_when_asked(tmp_path, monkeypatch):
+    import torch
+
+    import gradscope
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.gradscope]\nignore = ["none-grad:m.unused.*"]\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    model = torch.nn.ModuleDict({"used": torch.nn.Linear(2, 1), "unused": torch.nn.Linear(2, 1)})
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = model
+
+        def forward(self, x):
+            return self.m["used"](x).sum()
+
+    net, x = Net(), torch.randn(3, 2)
+    plain = gradscope.inspect(net, x)
+    assert {f.subject for f in plain.findings} == {"m.unused.weight", "m.unused.bias"}
+    configured = gradscope.inspect(net, x, settings=gradscope.load_settings())
+    assert configured.findings == [] and len(configured.ignored) == 2
+    settings = gradscope.load_settings()
+    assert settings.ignores == (("none-grad", "m.unused.*"),)

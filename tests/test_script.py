@@ -66,7 +66,7 @@ def test_script_stops_at_first_backward_and_reports_that_step(train):
         "unused.bias",
     }
     assert all("never ran" in f.message for f in report.findings)
-    assert report.stats.loss_source == "the first backward() of train.py"
+    assert report.stats.loss_source == "the first backward() of train.py (train.py:27)"
     assert report.stats.saved_bytes > 0
 
 

@@ -85,7 +85,7 @@ def _run_check(check_mod, settings):
 
     if sys.stderr.isatty():
         return _with_bar(check_mod, settings)
-    return check_mod.run(settings, progress=_Lines(settings.fail_on))
+    return check_mod.run_isolated(settings, progress=_Lines(settings.fail_on))
 
 
 class _Lines:
@@ -118,4 +118,4 @@ def _with_bar(check_mod, settings):
             def finished(self, index: int, total: int, result) -> None:
                 bar.update(task, completed=index + 1)
 
-        return check_mod.run(settings, progress=Bar())
+        return check_mod.run_isolated(settings, progress=Bar())

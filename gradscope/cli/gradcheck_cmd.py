@@ -90,6 +90,8 @@ def gradcheck(
         typer.Option(
             "--seed",
             metavar="N",
+            min=0,
+            max=2**63 - 1,
             show_default=False,
             help="Seed for generated inputs and sampled directions (default 0).",
         ),

@@ -16,6 +16,7 @@ from gradscope.cli import check_cmd, inspect_cmd, listing
 from gradscope.cli import common as clikit
 from gradscope.cli.gradcheck_cmd import gradcheck
 from gradscope.cli.graph_cmd import graph
+from gradscope.cli.watch_cmd import watch
 from gradscope.errors import ExitCode
 
 
@@ -76,6 +77,7 @@ app.command("gradcheck")(gradcheck)
 app.command("graph")(graph)
 app.command("examples")(listing.examples)
 app.command("rules")(listing.rules)
+app.command("watch", context_settings={"allow_extra_args": True})(watch)
 
 
 def main() -> None:

@@ -38,6 +38,9 @@ PER_PARAM = 8  # w sum, w L2, g sum, g L2, local sq, grad sq, arrivals, cause
 PER_BUFFER = 2
 CAUSES = (None, *reduction.CAUSE_WORDS)  # code 0: got its gradient
 
+PEER_WAIT_S = 3.0
+"""How long a failing rank waits for another rank's facts about the same forward."""
+
 
 @dataclass
 class _Tensors:
@@ -353,17 +356,26 @@ class Session:
         return out
 
     def _others_ran(self, forward: int) -> dict[int, set[str]]:
-        """Modules that ran on the other ranks in forward number `forward` (from the store)."""
+        """Modules that ran on the other ranks in forward number `forward` (from the store).
+
+        A slower rank may not have published that forward yet when this one fails, so each
+        key is waited for, briefly: a rank that is alive gets there within PEER_WAIT_S, one
+        that is stuck or dead is left out (never a hang).
+        """
+        from datetime import timedelta
+
         rank = self.rank
         if rank is None or rank.store is None:
             return {}
         out = {}
         for r in range(rank.world):
             key = f"gradscope/ran/{forward}/{r}"
+            if r == rank.rank:
+                continue
             try:
-                if r != rank.rank and rank.store.check([key]):
-                    out[r] = set(json.loads(rank.store.get(key)))
-            except RuntimeError:
+                rank.store.wait([key], timedelta(seconds=PEER_WAIT_S))
+                out[r] = set(json.loads(rank.store.get(key)))
+            except RuntimeError:  # not there in time (c10d raises on a wait timeout)
                 continue
         return out
 

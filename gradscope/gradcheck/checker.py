@@ -15,6 +15,7 @@ Python API:
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 import warnings
@@ -67,8 +68,8 @@ def options_for(
         {**base["args"], **(args or {})},
         dtype or base["dtype"],
         seed if seed is not None else base["seed"],
-        dict(tensors or {}),
-        dict(domains or {}),
+        {**base["tensor"], **(tensors or {})},
+        {**base["domain"], **(domains or {})},
     )
     return Options(
         inputs, _pick(second_order, base["second-order"]), _pick(forward_ad, base["forward-ad"])
@@ -91,6 +92,8 @@ def _entry(entry: Any) -> dict[str, Any]:
         "seed": 0,
         "second-order": False,
         "forward-ad": None,
+        "tensor": {},
+        "domain": {},
     }
     if entry is None:
         return out
@@ -102,13 +105,16 @@ def _entry(entry: Any) -> dict[str, Any]:
         ("seed", int),
         ("second-order", bool),
         ("forward-ad", bool),
+        ("tensor", dict),
+        ("domain", (str, dict)),
     ):
         if key in opts and (
             not isinstance(opts[key], kind) or (kind is int and isinstance(opts[key], bool))
         ):
-            raise config_error(
-                src, f"gradcheck.{key}", f"expected {kind.__name__}, got {opts[key]!r}"
+            names = (
+                " or ".join(k.__name__ for k in kind) if isinstance(kind, tuple) else kind.__name__
             )
+            raise config_error(src, f"gradcheck.{key}", f"expected {names}, got {opts[key]!r}")
     try:
         for name, dims in opts.get("shape", {}).items():
             text = ",".join(map(str, dims)) if isinstance(dims, list) else str(dims)
@@ -120,9 +126,29 @@ def _entry(entry: Any) -> dict[str, Any]:
             "gradcheck.shape" if "shape" in str(exc) else "gradcheck.dtype",
             str(exc).replace("--", ""),
         ) from None
+    out["tensor"], out["domain"] = _entry_values(opts, src)
     out["args"] = dict(opts.get("args", {}))
     out.update({k: opts[k] for k in ("seed", "second-order", "forward-ad") if k in opts})
     return out
+
+
+def _entry_values(opts: dict[str, Any], src: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`tensor = { target = [0, 2, 1] }` and `domain = "positive"` or `{ alpha = "1.1,3" }`,
+    read with the same parsers as --tensor and --domain."""
+    from gradscope.config import config_error
+    from gradscope.gradcheck.values import parse_domain, parse_tensor
+
+    domain = opts.get("domain", {})
+    texts = [domain] if isinstance(domain, str) else [f"{k}={v}" for k, v in domain.items()]
+    try:
+        tensors = dict(parse_tensor(f"{k}={v!r}") for k, v in opts.get("tensor", {}).items())
+    except ConfigError as exc:
+        raise config_error(src, "gradcheck.tensor", str(exc).replace("--tensor ", "")) from None
+    try:
+        domains = dict(parse_domain(text) for text in texts)
+    except ConfigError as exc:
+        raise config_error(src, "gradcheck.domain", str(exc).replace("--domain ", "")) from None
+    return tensors, domains
 
 
 def load(spec: str) -> list[Resolved]:
@@ -204,12 +230,27 @@ def _check_names(resolved: list[tuple[Resolved, Options]]) -> None:
                     )
 
 
+@functools.cache
+def warm_up() -> None:
+    """One tiny backward and forward-mode pass before any clock starts: torch imports parts
+    of itself (sympy, about a second) on the first autograd.grad call, which would otherwise
+    be billed to whichever target happens to be checked first."""
+    import torch
+    import torch.autograd.forward_ad as fwAD
+
+    x = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    torch.autograd.grad((x * x).sum(), x)
+    with fwAD.dual_level():
+        fwAD.unpack_dual(fwAD.make_dual(x.detach(), torch.ones_like(x)) * 2)
+
+
 def check_resolved(target: Resolved, options: Options) -> TargetResult:
     import torch
 
     from gradscope.gradcheck import notes as notes_mod
     from gradscope.gradcheck.jacobian import StageError, tolerance
 
+    warm_up()
     start = time.perf_counter()
     problem = build(target, options.inputs)
     tol = tolerance(x.dtype for x in problem.inputs)

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import ast
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from gradscope.errors import ConfigError, TargetError, UserCodeError
+from gradscope.fmt import clip
 from gradscope.gradcheck.results import InputInfo, Note
 from gradscope.gradcheck.targets import PROVIDER, Resolved, non_tensor_annotation
 from gradscope.gradcheck.values import ALL, Domain, make_tensor
@@ -49,6 +51,11 @@ class InputOptions:
     """NAME (or "" for all) → where generated floats are drawn."""
 
 
+MAX_ELEMENTS = 10_000_000
+"""The largest generated input: numerical Jacobians cost a forward per sampled element, and
+a shape past this is a typo more often than a plan (it would also not fit in memory)."""
+
+
 def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
     """`x=3,4` → ("x", (3, 4)); `s=` or `s=()` is a scalar."""
     name, sep, dims = text.partition("=")
@@ -59,8 +66,13 @@ def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
         shape = (-1,)
     if not sep or not name.strip().isidentifier() or any(d < 1 for d in shape):
         raise ConfigError(
-            f"--shape {text!r}: expected NAME=DIMS with positive integers, "
+            f"--shape {clip(text)!r}: expected NAME=DIMS with positive integers, "
             "e.g. --shape x=3,4 (or x= for a scalar)"
+        )
+    if math.prod(shape) > MAX_ELEMENTS:
+        raise ConfigError(
+            f"--shape {clip(text)!r}: {math.prod(shape):,} elements; gradcheck measures a "
+            f"derivative per element, so keep an input under {MAX_ELEMENTS:,} elements"
         )
     return name.strip(), shape
 
@@ -69,14 +81,14 @@ def parse_arg(text: str) -> tuple[str, Any]:
     """`dim=1` → ("dim", 1); the value is a Python literal, never evaluated as code."""
     name, sep, value = text.partition("=")
     if not sep or not name.strip().isidentifier():
-        raise ConfigError(f"--arg {text!r}: expected NAME=VALUE, e.g. --arg dim=1")
+        raise ConfigError(f"--arg {clip(text)!r}: expected NAME=VALUE, e.g. --arg dim=1")
     try:
         return name.strip(), ast.literal_eval(value.strip())
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, RecursionError, MemoryError):
         raise ConfigError(
-            f"--arg {text!r}: {value.strip()!r} is not a Python literal "
+            f"--arg {clip(text)!r}: {clip(value.strip())!r} is not a Python literal "
             f"(numbers, True/False/None, quoted strings, lists, dicts; e.g. "
-            f"--arg {name.strip()}=\"'{value.strip()}'\")"
+            f"--arg {name.strip()}=\"'{clip(value.strip())}'\")"
         ) from None
 
 
@@ -85,7 +97,7 @@ def parse_dtype(text: str) -> str:
         text.strip().lower().removeprefix("torch."), text.strip().lower().removeprefix("torch.")
     )
     if name not in DTYPES:
-        raise ConfigError(f"--dtype {text!r}: expected one of {', '.join(DTYPES)}")
+        raise ConfigError(f"--dtype {clip(text)!r}: expected one of {', '.join(DTYPES)}")
     return name
 
 

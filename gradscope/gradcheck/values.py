@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradscope.errors import ConfigError
+from gradscope.fmt import clip
 
 MARGIN = 0.1
 """Generated values keep this far from an open bound (and from 0 for `nonzero`), so the
@@ -85,7 +86,7 @@ def parse_domain(text: str) -> tuple[str, Domain]:
 
 def _domain_error(text: str) -> ConfigError:
     return ConfigError(
-        f"--domain {text!r}: expected [NAME=]DOMAIN with DOMAIN one of "
+        f"--domain {clip(text)!r}: expected [NAME=]DOMAIN with DOMAIN one of "
         f"{', '.join(DOMAINS)} or LOW,HIGH (e.g. --domain positive, --domain alpha=1.1,3, "
         "--domain p=0,1)"
     )
@@ -95,15 +96,17 @@ def parse_tensor(text: str) -> tuple[str, Any]:
     """`target=[0,2,1]` → ("target", [0, 2, 1]): a rectangular literal of numbers or bools."""
     name, sep, body = text.partition("=")
     if not sep or not name.strip().isidentifier():
-        raise ConfigError(f"--tensor {text!r}: expected NAME=LITERAL, e.g. --tensor target=[0,2,1]")
+        raise ConfigError(
+            f"--tensor {clip(text)!r}: expected NAME=LITERAL, e.g. --tensor target=[0,2,1]"
+        )
     try:
         value = ast.literal_eval(body.strip())
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, RecursionError, MemoryError):
         value = None
     problem = _not_rectangular(value)
     if problem:
         raise ConfigError(
-            f"--tensor {text!r}: {problem}; expected a number, True/False or a rectangular "
+            f"--tensor {clip(text)!r}: {problem}; expected a number, True/False or a rectangular "
             "nested list of them, e.g. --tensor target=[0,2,1] or --tensor mask=[[True,False]]"
         )
     return name.strip(), value

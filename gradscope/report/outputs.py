@@ -16,11 +16,13 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gradscope.check import CheckReport
 from gradscope.report.write import append_to, emit, to_stdout
-from gradscope.results import Report
+
+if TYPE_CHECKING:  # the CLI imports this module for Format: --help stays cheap
+    from gradscope.check import CheckReport
+    from gradscope.results import Report
 
 
 class Format(str, Enum):

@@ -26,6 +26,17 @@ USER = textwrap.dedent("""
     class Custom(BaseException):
         pass
 
+    class Vanishes(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(2, 1)
+        def forward(self, x):
+            import os
+            os._exit(0)
+
+    def hard_exit():
+        return Vanishes(), torch.randn(2, 2)
+
     def exits_zero():
         sys.exit(0)
 
@@ -38,9 +49,16 @@ USER = textwrap.dedent("""
     def base_exception():
         raise Custom("not an Exception")
 
+    def shouts():
+        raise RuntimeError("\\x1b[31mred alert\\x00 [bold]x[/bold]")
+
     def healthy():
         return nn.Linear(2, 1), torch.randn(3, 2)
 """)
+
+
+def line_of(text: str) -> int:
+    return next(i for i, line in enumerate(USER.splitlines(), 1) if text in line)
 
 
 @pytest.fixture
@@ -54,9 +72,15 @@ def project(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     ("target", "message"),
     [
-        ("user.py:exits_zero", "user.py:17: user.py:exits_zero() called sys.exit(0)"),
+        (
+            "user.py:exits_zero",
+            f"user.py:{line_of('def exits_zero') + 1}: user.py:exits_zero() called sys.exit(0)",
+        ),
         ("user.py:exits_three", "called sys.exit(3)"),
-        ("user.py:forward_exits", "user.py:11: your code called sys.exit(0)"),
+        (
+            "user.py:forward_exits",
+            f"user.py:{line_of('sys.exit(0)')}: your code called sys.exit(0)",
+        ),
         ("user.py:base_exception", "raised Custom: not an Exception"),
         (
             "exits_on_import.py:build",
@@ -130,3 +154,29 @@ def test_one_target_calling_sys_exit_does_not_end_check(runner, project):
     errors = [r["error"] for r in doc["results"]]
     assert "called sys.exit(0)" in errors[0] and errors[1] is None
     assert "called sys.exit(0)" in errors[2]
+
+
+def test_os_exit_in_one_target_fails_that_target_only(runner, project):
+    """os._exit cannot be caught: check runs targets in a worker process and replaces it."""
+    (project / "gs.toml").write_text(
+        "[[inspect]]\ntarget = 'user.py:hard_exit'\n"
+        "[[inspect]]\ntarget = 'user.py:healthy'\n"
+        "[[inspect]]\ntarget = 'user.py:hard_exit'\n"
+    )
+    result = runner.invoke(
+        app, ["check", "--config", "gs.toml", "--format", "json", "-o", "r.json"]
+    )
+    assert result.exit_code == ExitCode.ERROR, result.output
+    import json
+
+    doc = json.loads((project / "r.json").read_text())
+    errors = [r["error"] for r in doc["results"]]
+    assert "ended gradscope's worker process (exit code 0)" in errors[0]
+    assert errors[1] is None and "os._exit()" in errors[2]
+
+
+def test_control_characters_from_user_errors_never_reach_the_terminal_raw(runner, project):
+    result = runner.invoke(app, ["inspect", "user.py:shouts"], catch_exceptions=False)
+    assert result.exit_code == 2
+    assert "\x1b" not in result.stderr and "\x00" not in result.stderr
+    assert "\\x1b[31mred alert\\x00 [bold]x[/bold]" in result.stderr

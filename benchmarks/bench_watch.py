@@ -1,0 +1,179 @@
+"""Per-step cost of `gradscope watch` against the same training step unwatched.
+
+In one process, 1 thread (torch.set_num_threads), for an MLP, a CNN with BatchNorm
+and a ~10M-parameter GPT (AdamW, clip_grad_norm_): blocks of STEPS steps, watched
+and unwatched, interleaved, REPEAT times; the median step time of each, and their
+ratio. The watched blocks run exactly as `gradscope watch` would (default
+--update-every 25, --flush-every 10); the one-time discovery scan at a block's first
+step is reported on its own, not in the per-step median. On a shared machine the two
+medians drift, so gradscope's own time inside its hooks is also measured directly
+(perf_counter around each hook) and given as a share of the bare step: "own".
+
+Memory: gradscope keeps per step one float64 per parameter tensor until the next
+read-back (flush_every steps), and on a sampled step (every update_every) a copy of
+the optimizer's parameters during that step only, freed at its end. Both are printed.
+
+    python benchmarks/bench_watch.py [--repeat 5] [--steps 20] [--threads 1]
+
+Prints ratios; not a test (timings on a shared machine are noisy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def mlp():
+    model = nn.Sequential(
+        nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = torch.randn(256, 256), torch.randint(0, 10, (256,))
+
+    def step():
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    return model, step
+
+
+def cnn():
+    model = nn.Sequential(
+        nn.Conv2d(3, 32, 3, padding=1),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1),
+        nn.BatchNorm2d(64),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(64 * 8 * 8, 10),
+    )
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
+
+    def step():
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    return model, step
+
+
+def gpt():
+    from gradscope.examples.transformer import GPTConfig, make_gpt
+
+    model, batch = make_gpt(
+        GPTConfig(vocab=8192, context=64, dim=256, heads=4, layers=10), batch_size=4
+    )
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+
+    def step():
+        loss = model(**batch).loss
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    return model, step
+
+
+def block(step, steps: int) -> list[float]:
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+OWN = [0.0]
+DEPTH = [0]
+
+
+def timed_hooks() -> None:
+    """Accumulate the time spent in gradscope's hook bodies into OWN[0]."""
+    from gradscope.watcher import measure, recorder
+    from gradscope.watcher.intercept import Interceptor
+
+    def wrap(owner, name):
+        original = getattr(owner, name)
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            DEPTH[0] += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                DEPTH[0] -= 1
+                if DEPTH[0] == 0:  # nested calls (grads inside _begin) count once
+                    OWN[0] += time.perf_counter() - start
+
+        setattr(owner, name, timed)
+
+    for name in ("_on_backward", "_begin", "_finish"):
+        wrap(Interceptor, name)
+    wrap(measure.Measure, "grads")  # also called by the clip wrapper
+    wrap(recorder.Recorder, "flush")
+
+
+def measure(name: str, build, repeat: int, steps: int) -> None:
+    from gradscope.watcher import watch
+
+    model, step = build()
+    n = sum(p.numel() for p in model.parameters())
+    tensors = len(list(model.parameters()))
+    block(step, 3)  # warm-up
+    bare, watched, own = [], [], 0.0
+    for r in range(repeat):
+        if r % 2:  # alternate the order so that drift on a shared machine cancels
+            bare += block(step, steps)
+        with watch(update_every=25, flush_every=10) as w:
+            step()  # the first step scans for the model: timed on its own
+            OWN[0] = 0.0
+            times = block(step, steps)
+            own += OWN[0]
+        watched += times
+        assert len(w.run.steps) == steps + 1
+        if r % 2 == 0:
+            bare += block(step, steps)
+    mb, mw = statistics.median(bare), statistics.median(watched)
+    per_step_own = own / len(watched)
+    print(
+        f"{name:4} {n / 1e6:6.2f}M params: step {mb * 1e3:7.2f} ms bare, {mw * 1e3:7.2f} ms "
+        f"watched: ratio {mw / mb:.3f}; own {per_step_own * 1e3:.3f} ms/step = "
+        f"{1 + per_step_own / mb:.3f}x; memory: {tensors * 4 * 10} B pending, "
+        f"{n * 4 / 2**20:.1f} MiB snapshot during 1 step in 25"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--only", choices=["mlp", "cnn", "gpt"])
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    timed_hooks()
+    print(
+        f"torch {torch.__version__}, {args.threads} thread(s), {args.repeat} repeats of "
+        f"{args.steps} steps, interleaved; medians"
+    )
+    for name, build in (("mlp", mlp), ("cnn", cnn), ("gpt", gpt)):
+        if args.only in (None, name):
+            measure(name, build, args.repeat, args.steps)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""`gradscope watch SCRIPT -- ARGS`: run a training script, judge every optimizer step.
+
+No torch or matplotlib at import: `gradscope --help` imports this.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from gradscope.cli import common as clikit
+from gradscope.errors import ConfigError
+from gradscope.report.outputs import Format
+
+if TYPE_CHECKING:
+    from gradscope.watcher.report import WatchReport
+
+
+def _thresholds(pairs: list[str]) -> dict[str, float]:
+    from gradscope.config import Thresholds
+
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in Thresholds.keys():
+            raise ConfigError(
+                f"--threshold {pair!r}: expected KEY=X, KEY one of " + ", ".join(Thresholds.keys())
+            )
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise ConfigError(f"--threshold {pair!r}: {value!r} is not a number") from None
+    return out
+
+
+def watch(
+    ctx: typer.Context,
+    script: Annotated[
+        str,
+        typer.Argument(metavar="SCRIPT", help="The training script (its arguments go after --)."),
+    ],
+    steps: Annotated[
+        int | None,
+        typer.Option("--steps", metavar="N", min=1, help="Stop cleanly after N optimizer steps."),
+    ] = None,
+    log: Annotated[
+        str | None,
+        typer.Option(
+            "--log",
+            metavar="FILE",
+            help="Stream one JSON line per step to FILE (flushed every --flush-every steps).",
+        ),
+    ] = None,
+    plot: Annotated[
+        str | None,
+        typer.Option(
+            "--plot",
+            metavar="FILE",
+            help="Draw a .png or .svg: layers × steps heatmap over loss and norm curves.",
+        ),
+    ] = None,
+    format: Annotated[
+        Format,
+        typer.Option("--format", "-f", help="terminal, json (per-step series), junit or markdown."),
+    ] = Format.terminal,
+    output: clikit.OutputOpt = None,
+    fail_on: clikit.FailOnOpt = None,
+    config: clikit.ConfigOpt = None,
+    threshold: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--threshold",
+            "-t",
+            metavar="KEY=X",
+            help="Override a threshold (e.g. spike-sigma=8); repeatable.",
+        ),
+    ] = None,
+    update_every: Annotated[
+        int,
+        typer.Option(
+            "--update-every",
+            metavar="N",
+            min=1,
+            help="Sample update/weight ratios every N steps "
+            "(costs one parameter copy during that step).",
+        ),
+    ] = 25,
+    flush_every: Annotated[
+        int,
+        typer.Option(
+            "--flush-every",
+            metavar="N",
+            min=1,
+            help="Read statistics back from the device every N steps.",
+        ),
+    ] = 10,
+    width: Annotated[
+        int | None, typer.Option("--width", metavar="COLS", help="Terminal report width.")
+    ] = None,
+    debug: clikit.DebugOpt = False,
+) -> None:
+    """Run SCRIPT as `python SCRIPT ARGS` and judge every optimizer step over time.
+
+    Records loss, gradient norms before clipping (unscaled under GradScaler), per-layer
+    norms, learning rates, accumulation and AMP skips; reports spikes, trends,
+    clipping, AMP health, update/weight ratios, missing zero_grad and parameters
+    never updated. A crash or Ctrl-C still reports the steps recorded.
+
+    Examples:
+
+      gradscope watch train.py -- --epochs 3 --lr 3e-4
+
+      gradscope watch train.py --steps 200 --plot grads.png --log steps.jsonl
+
+      gradscope watch train.py --format json --output report.json
+    """
+    with clikit.guarded(debug):
+        from gradscope import config as config_mod
+        from gradscope.watcher.runner import run_script
+
+        flags: dict[str, object] = {"fail-on": fail_on, **_thresholds(threshold or [])}
+        settings = config_mod.load(config, flags=flags)
+        if plot and not plot.lower().endswith((".png", ".svg")):
+            raise ConfigError(f"--plot {plot}: use a .png or .svg file name")
+        to_stdout = not output or output == "-"
+        report = run_script(
+            script,
+            list(ctx.args),
+            quiet_stdout=to_stdout,
+            settings=settings,
+            steps=steps,
+            log=log,
+            update_every=update_every,
+            flush_every=flush_every,
+        )
+        if plot:
+            from gradscope.report import watch_plot
+
+            watch_plot.render(report, plot)
+        _write(report, format, output, width)
+        _status_line(report)
+        raise typer.Exit(report.exit_code())
+
+
+def _write(report: WatchReport, fmt: Format, output: str | None, width: int | None) -> None:
+    from gradscope.report.outputs import paint_terminal
+    from gradscope.report.write import emit
+
+    if fmt is Format.terminal:
+        from gradscope.report import watch_terminal
+
+        paint_terminal(lambda console: watch_terminal.render(report, console), output, width)
+    elif fmt is Format.json:
+        from gradscope.report import json as json_report
+
+        emit(json_report.dumps(report.to_dict()), output)
+    else:
+        from gradscope.watcher.check import as_check
+
+        check = as_check(report)
+        if fmt is Format.junit:
+            from gradscope.report import junit
+
+            emit(junit.render(check), output)
+        else:
+            from gradscope.report import markdown
+
+            emit(markdown.render(check), output)
+
+
+def _status_line(report: WatchReport) -> None:
+    run = report.run
+    if run.status == "crashed":
+        clikit.error(f"the script failed after {len(run.steps)} steps: {run.error}")
+    elif run.status == "interrupted":
+        clikit.error(f"interrupted after {len(run.steps)} steps")
+    elif run.status == "completed" and not run.steps:
+        sys.stderr.write("gradscope: note: the script made no optimizer step\n")

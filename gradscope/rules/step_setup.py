@@ -1,0 +1,258 @@
+"""Verdicts about how a run is set up (GS406-GS413): clipping, AMP, update/weight ratios,
+optimizer membership, gradients not reset, parameters never updated. No torch."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import replace
+
+from gradscope.config import Thresholds
+from gradscope.findings import RULES, Finding, Severity
+from gradscope.rules.step_common import after_warmup, fmt, live, step_list
+from gradscope.watcher.records import WatchRun
+
+
+# -- GS406 -----------------------------------------------------------------------------
+def clipping_binds(run: WatchRun, t: Thresholds) -> list[Finding]:
+    steps = [r for r in after_warmup(run, t) if r.max_norm is not None and not r.skipped]
+    if len(steps) < 10:
+        return []
+    bound = [r for r in steps if r.clipped]
+    share = len(bound) / len(steps)
+    if share <= t.clip_bind_fraction:
+        return []
+    coef = statistics.fmean(
+        min(1.0, (r.max_norm or 0) / r.grad_norm) if r.grad_norm > 0 else 1.0 for r in steps
+    )
+    med = statistics.median(r.grad_norm for r in steps)
+    return [
+        RULES["GS406"].finding(
+            "total-grad-norm",
+            f"clipping bound on {len(bound)} of {len(steps)} steps after warm-up "
+            f"({share:.0%}); mean clip coefficient {coef:.3g}: clipping is acting as your "
+            "learning-rate limiter",
+            f"lower the learning rate (by about {coef:.2g}×) or raise max_norm above the "
+            f"typical norm ({fmt(med)})",
+            value=share,
+            threshold=t.clip_bind_fraction,
+            evidence=(
+                f"max_norm {fmt(steps[0].max_norm)}, median norm before clipping {fmt(med)}",
+                f"bound at steps {step_list([r.step for r in bound])}",
+            ),
+        )
+    ]
+
+
+# -- GS407 / GS408 ---------------------------------------------------------------------
+def amp_skips(run: WatchRun, t: Thresholds) -> list[Finding]:
+    steps = [r for r in after_warmup(run, t) if r.scale is not None]
+    if not steps:
+        return []
+    skipped = [r.step for r in steps if r.skipped]
+    streak = best = 0
+    for r in steps:
+        streak = streak + 1 if r.skipped else 0
+        best = max(best, streak)
+    rate = len(skipped) / len(steps)
+    if rate <= t.amp_skip_rate and best < t.amp_skip_streak:
+        return []
+    return [
+        RULES["GS407"].finding(
+            "grad-scaler",
+            f"GradScaler skipped {len(skipped)} of {len(steps)} steps after warm-up "
+            f"({rate:.0%}), up to {best} in a row",
+            "the gradients overflow fp16 (or are NaN) at most scales: use bf16, lower the "
+            "learning rate, or keep the unstable op in fp32",
+            value=rate,
+            threshold=t.amp_skip_rate,
+            evidence=(
+                f"skipped steps: {step_list(skipped)}",
+                f"loss scale {fmt(steps[0].scale)} at step {steps[0].step}, "
+                f"{fmt(steps[-1].scale)} at step {steps[-1].step}",
+            ),
+        )
+    ]
+
+
+def amp_scale(run: WatchRun, t: Thresholds) -> list[Finding]:
+    low = [r for r in run.steps if r.scale is not None and r.scale < 1]
+    if not low:
+        return []
+    return [
+        RULES["GS408"].finding(
+            "grad-scaler",
+            f"the loss scale fell below 1 at step {low[0].step} ({fmt(low[0].scale)}); "
+            f"lowest {fmt(min(r.scale or 0 for r in low))}",
+            "the gradients are non-finite at every scale: find the NaN/Inf (GS401, "
+            "gradscope inspect --script) instead of letting the scaler shrink",
+            value=min(r.scale or 0 for r in low),
+            threshold=1.0,
+            evidence=(f"{len(low)} steps with scale < 1: {step_list([r.step for r in low])}",),
+        )
+    ]
+
+
+# -- GS409 / GS410 / GS411 / GS413 -----------------------------------------------------
+def _median_ratios(run: WatchRun, t: Thresholds, with_grad: bool) -> dict[int, float]:
+    """Median sampled update/weight ratio per parameter; `with_grad`: only over the
+    sampled steps where that parameter had a non-zero gradient."""
+    sampled = [r for r in after_warmup(run, t) if r.update_ratios is not None and not r.skipped]
+    out = {}
+    for i in range(len(run.params)):
+        vals = [
+            r.update_ratios[i]
+            for r in sampled
+            if r.update_ratios is not None
+            and (not with_grad or (r.param_norms[i] or 0) > 0)
+            and not math.isnan(r.update_ratios[i])
+        ]
+        if vals:
+            out[i] = statistics.median(vals)
+    return out
+
+
+def _got_grad(run: WatchRun, i: int) -> bool:
+    return any(
+        not r.skipped and r.param_norms[i] is not None and r.param_norms[i] != 0
+        for r in run.steps
+        if i < len(r.param_norms)
+    )
+
+
+def update_ratio(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """Too high: weight matrices only (a bias or norm scale near 0 has a huge ratio
+    while healthy). Too low: exactly 0 for any parameter; small only where it had
+    gradients (no gradient is GS405/GS413's verdict, not the learning rate's)."""
+    out = []
+    every = _median_ratios(run, t, with_grad=False)
+    graded = _median_ratios(run, t, with_grad=True)
+    for i, ratio in every.items():
+        p = run.params[i]
+        if not p.in_optimizer:
+            continue
+        matrix = len(p.shape) >= 2
+        if p.requires_grad and p.lr != 0:
+            if i not in graded:
+                continue
+            ratio = graded[i]
+        if ratio > t.update_ratio_high and matrix:
+            out.append(
+                RULES["GS409"].finding(
+                    p.name,
+                    f"each update moves {p.name} by {ratio:.3g} of its norm (median over "
+                    "sampled steps); about 1e-3 is healthy",
+                    f"lower its param group's learning rate (now {fmt(p.lr)})",
+                    value=ratio,
+                    threshold=t.update_ratio_high,
+                )
+            )
+        elif ratio < t.update_ratio_low and (ratio == 0 or matrix):
+            if not p.requires_grad:
+                why, sev = "it is frozen (requires_grad=False) but in an optimizer", "info"
+            elif p.lr == 0:
+                why, sev = "its param group's learning rate is 0", ""
+            elif not _got_grad(run, i):
+                continue  # GS413 says it
+            else:
+                why, sev = "its learning rate is far too small for its gradients", ""
+            finding = RULES["GS410"].finding(
+                p.name,
+                f"{p.name} is {'not updated' if ratio == 0 else 'barely updated'} "
+                f"(update/weight ratio {ratio:.3g}): {why}",
+                "give it a learning rate, or remove it from the optimizer if it is meant "
+                "to stay fixed",
+                value=ratio,
+                threshold=t.update_ratio_low,
+            )
+            if sev:
+                finding = replace(finding, severity=Severity.parse(sev))
+            out.append(finding)
+    return out
+
+
+def not_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
+    if not run.optimizers:
+        return []
+    out = []
+    for i, p in enumerate(run.params):
+        if p.requires_grad and not p.in_optimizer:
+            got = _got_grad(run, i)
+            out.append(
+                RULES["GS411"].finding(
+                    p.name,
+                    f"{p.name} requires grad"
+                    + (" and gets gradients" if got else "")
+                    + " but is in no optimizer param group: it is never updated",
+                    "pass model.parameters() (or add a param group for it) to the optimizer",
+                    evidence=(f"optimizers: {', '.join(run.optimizers)}",),
+                )
+            )
+    return out
+
+
+def never_updated(run: WatchRun, t: Thresholds) -> list[Finding]:
+    stepped = live(run)
+    if not stepped:
+        return []
+    out = []
+    for i, p in enumerate(run.params):
+        if not p.requires_grad or not p.in_optimizer or _got_grad(run, i):
+            continue
+        none = all(i >= len(r.param_norms) or r.param_norms[i] is None for r in stepped)
+        out.append(
+            RULES["GS413"].finding(
+                p.name,
+                f"{p.name} got {'no gradient (None)' if none else 'only zero gradients'} "
+                f"in all {len(stepped)} steps: it never learns",
+                "check that it takes part in the loss (`gradscope inspect --script` shows "
+                "where the graph is cut)",
+            )
+        )
+    return out
+
+
+# -- GS412 -----------------------------------------------------------------------------
+def grads_not_reset(run: WatchRun, t: Thresholds) -> list[Finding]:
+    steps = run.steps[1:]
+    if len(steps) < 4:
+        return []
+    carried = [r for r in steps if r.carried_norm is not None and r.carried_norm > 0]
+    share = len(carried) / len(steps)
+    if share <= t.not_reset_fraction:
+        return []
+    calls = statistics.median(r.backward_calls for r in steps)
+    how = (
+        "optimizer.zero_grad() is missing"
+        if calls <= 1
+        else f"with {calls:g} backward calls per step (accumulation) the gradients are still "
+        "not reset after the step"
+    )
+    example = carried[len(carried) // 2]
+    return [
+        RULES["GS412"].finding(
+            "gradients",
+            f"at {len(carried)} of {len(steps)} steps the previous step's gradients were "
+            f"still in .grad when backward ran: {how}",
+            "call optimizer.zero_grad() (or model.zero_grad()) once per optimizer step, "
+            "after step() or before the first backward",
+            value=share,
+            threshold=t.not_reset_fraction,
+            evidence=(
+                f"step {example.step}: carried-over norm {fmt(example.carried_norm)}, "
+                f"norm at the step {fmt(example.grad_norm)}",
+            ),
+        )
+    ]
+
+
+CHECKS: list[Callable[[WatchRun, Thresholds], list[Finding]]] = [
+    clipping_binds,
+    amp_skips,
+    amp_scale,
+    update_ratio,
+    not_in_optimizer,
+    never_updated,
+    grads_not_reset,
+]

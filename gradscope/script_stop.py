@@ -1,0 +1,249 @@
+"""The stop at a script's first backward, made impossible to swallow.
+
+gradscope stops a training script by raising `Stop` from its first
+`backward()`. A script can catch any exception (a bare `except:`,
+`except BaseException`, `contextlib.suppress(BaseException)`), so the stop
+is enforced three ways once it has been raised:
+
+1. every later `backward()`, `torch.autograd.backward()` and optimizer step
+   (all `torch.optim` optimizers, through the global step pre-hook) raises
+   it again, so no optimizer step ever runs;
+2. a line tracer watches the user's own frames (not gradscope, installed
+   packages or the standard library): a handler may run while the stop
+   passes through it (logging, cleanup, `raise`), but once the script goes on
+   as if nothing happened, the stop is raised again at its next call, and a
+   handler of a frame that already swallowed it once re-raises at its first
+   line, so it leaves that frame;
+3. what the script did after the stop (where it caught it, the calls that
+   were refused, whether it ran to its end) is kept and said in the report.
+
+CPython turns a trace function off when it raises, and a profile function
+likewise; each of the two re-arms the other, so whichever raised, the other
+is still watching. Nothing is traced before the first backward.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import CodeType, FrameType
+from typing import Any, NoReturn
+
+import torch
+
+from gradscope.errors import is_library_file, short_path
+
+_STDLIB = os.path.dirname(os.__file__) + os.sep
+
+
+class Stop(BaseException):
+    """gradscope's stop; a BaseException, so `except Exception` lets it by."""
+
+    def __str__(self) -> str:
+        return "gradscope stopped the script at its first backward() (inspect measures one step)"
+
+
+@dataclass(frozen=True)
+class Capture:
+    """The first backward: the tensor it was called on, its gradient argument, and where."""
+
+    loss: torch.Tensor
+    gradient: torch.Tensor | None
+    where: str
+    """file:line of the call in the user's code ('' when no frame of theirs was found)."""
+
+
+class Stopper:
+    """Holds the first backward and keeps the script from going on past it."""
+
+    def __init__(
+        self, base: FrameType | None = None, on_capture: Callable[[], None] = lambda: None
+    ) -> None:
+        self.capture: Capture | None = None
+        self.error: str | None = None
+        """Why the first backward cannot be inspected (several tensors), if so."""
+        self.refused: Counter[str] = Counter()
+        self.caught_at: str | None = None
+        """Where the script first went on after catching the stop (file:line)."""
+        self._on_capture = on_capture
+        self._swallowers: list[FrameType] = []
+        self._user: dict[CodeType, bool] = {}
+        self._saved: tuple[Any, Any] | None = None
+        self._base = base  # gradscope's frame that runs the script: frames below are not watched
+
+    # --- raising -------------------------------------------------------------------------
+
+    def first_backward(self, loss: torch.Tensor, gradient: torch.Tensor | None) -> NoReturn:
+        """Called by the patched backward: keep the first loss, stop; refuse any later one."""
+        if self.capture is None:
+            self.capture = Capture(loss, gradient, self._where())
+            self._on_capture()
+            self._arm()
+            raise Stop()
+        self.refuse("backward()")
+
+    def refuse(self, what: str) -> NoReturn:
+        """A call that would train on after the stop: counted, and the stop raised again."""
+        self.refused[what] += 1
+        self._arm()
+        raise Stop()
+
+    def fail(self, message: str) -> NoReturn:
+        """A first backward gradscope cannot inspect: stop the script, report `message`."""
+        self.error = message
+        self._arm()
+        raise Stop()
+
+    # --- the tracer and the profiler -----------------------------------------------------
+
+    def _is_user(self, code: CodeType) -> bool:
+        known = self._user.get(code)
+        if known is None:
+            name = code.co_filename
+            known = not (is_library_file(name) or name.startswith(_STDLIB))
+            known = known and code.co_name not in ("__del__", "__exit__", "__aexit__")
+            self._user[code] = known
+        return known
+
+    def _script_frames(self) -> Iterator[FrameType]:
+        """The user's frames on the stack, newest first, above gradscope's own."""
+        frame: FrameType | None = sys._getframe(2)
+        while frame is not None and frame is not self._base:
+            if self._is_user(frame.f_code):
+                yield frame
+            frame = frame.f_back
+
+    def _where(self) -> str:
+        for frame in self._script_frames():
+            return f"{short_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+        return ""
+
+    def _arm(self) -> None:
+        if self._saved is None:
+            self._saved = (sys.gettrace(), sys.getprofile())
+        self._arm_profile()
+        self._arm_trace()
+
+    def _arm_trace(self) -> None:
+        if sys.gettrace() is not self._on_call:
+            sys.settrace(self._on_call)
+        for frame in self._script_frames():
+            if frame.f_trace is not self._on_line:
+                frame.f_trace = self._on_line
+                frame.f_trace_lines = True
+
+    def _arm_profile(self) -> None:
+        if sys.getprofile() is not self._on_profile:
+            sys.setprofile(self._on_profile)
+
+    def disarm(self) -> None:
+        """Tracing and profiling back as they were (call once the script has ended)."""
+        saved, self._saved = self._saved, None  # first: the calls below are profiled too
+        if saved is not None:
+            sys.setprofile(saved[1])
+            sys.settrace(saved[0])
+        self._swallowers.clear()
+
+    def _on_call(self, frame: FrameType, event: str, arg: Any) -> Any:
+        return self._on_line if self._is_user(frame.f_code) else None
+
+    def _on_line(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if event != "line" or self._saved is None:
+            return self._on_line
+        self._arm_profile()
+        handling = sys.exc_info()[1]
+        if isinstance(handling, Stop):
+            if any(f is frame for f in self._swallowers):
+                raise Stop()  # this frame swallowed it before: leave through this handler
+            return self._on_line  # a handler runs as the stop passes: let it
+        if handling is None or isinstance(handling, Exception):
+            self._swallowed(frame)  # raised at its next call, so its handler runs traced
+        return self._on_line
+
+    def _on_profile(self, frame: FrameType, event: str, arg: Any) -> None:
+        if self._saved is None:
+            return
+        if sys.gettrace() is not self._on_call:
+            self._arm_trace()
+        if event not in ("call", "c_call"):
+            return
+        caller = frame if event == "c_call" else frame.f_back
+        if not (self._is_user(frame.f_code) or (caller and self._is_user(caller.f_code))):
+            return
+        if frame.f_code.co_name in ("__exit__", "__aexit__"):
+            return  # a `with` block closing: its state must be restored
+        handling = sys.exc_info()[1]
+        if handling is None or isinstance(handling, Exception):
+            user = frame if self._is_user(frame.f_code) else caller
+            if user is not None:
+                self._swallowed(user)
+            raise Stop()
+
+    def _swallowed(self, frame: FrameType) -> None:
+        if self.caught_at is None:
+            self.caught_at = f"{short_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+        if not any(f is frame for f in self._swallowers):
+            self._swallowers.append(frame)
+
+    # --- what the script did after the stop ------------------------------------------------
+
+    def carried_on(self, ended: str | None) -> str | None:
+        """One sentence for the report when the script did not simply stop; else None.
+
+        `ended`: how the run ended when it was not by the stop itself
+        ("ran to its end", "then called sys.exit(1)", "then raised KeyError").
+        """
+        if self.caught_at is None and not self.refused and ended is None:
+            return None
+        if self.caught_at:
+            text = f"the script caught gradscope's stop and went on at {self.caught_at}"
+        elif ended:
+            text = "the script caught gradscope's stop"
+        else:
+            text = "the script went on after gradscope's stop"
+        if self.refused:
+            text += "; refused: " + ", ".join(
+                f"{what} ×{n}" for what, n in sorted(self.refused.items())
+            )
+        text += f"; {ended}" if ended else "; stopped again"
+        return text + "; no optimizer step ran"
+
+
+@contextmanager
+def installed(stopper: Stopper) -> Iterator[None]:
+    """Patch backward, torch.autograd.backward and every optimizer's step for the run."""
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    original_backward, original_autograd = torch.Tensor.backward, torch.autograd.backward
+
+    def backward(self: torch.Tensor, gradient: Any = None, *_: Any, **__: Any) -> None:
+        stopper.first_backward(self, gradient)
+
+    def autograd_backward(tensors: Any, grad_tensors: Any = None, *_: Any, **__: Any) -> None:
+        tensors = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+        grads = [grad_tensors] if isinstance(grad_tensors, torch.Tensor) else grad_tensors
+        if len(tensors) != 1 and stopper.capture is None:
+            stopper.fail(
+                "the script's first backward takes several tensors; gradscope "
+                "inspects one loss: sum them first"
+            )
+        stopper.first_backward(tensors[0], grads[0] if grads else None)
+
+    def step_pre_hook(optimizer: Any, _args: Any, _kwargs: Any) -> None:
+        if stopper.capture is not None or stopper.error is not None:
+            stopper.refuse(f"{type(optimizer).__name__}.step()")
+
+    handle = register_optimizer_step_pre_hook(step_pre_hook)
+    torch.Tensor.backward = backward  # type: ignore[method-assign]
+    torch.autograd.backward = autograd_backward
+    try:
+        yield
+    finally:
+        stopper.disarm()
+        handle.remove()
+        torch.Tensor.backward = original_backward  # type: ignore[method-assign]
+        torch.autograd.backward = original_autograd

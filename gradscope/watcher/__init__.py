@@ -1,0 +1,54 @@
+"""`gradscope watch` and gradscope.watch(): every optimizer step of an unmodified training
+run, judged over time (named watcher so it never shadows the API function).
+
+
+Stages (collect → plain data → rules → render), one module each:
+
+- intercept.py  `Interceptor`: global optimizer step hooks, wrappers of backward,
+                clip_grad_norm_ & co. and GradScaler.scale/step; `install()` / `remove()`.
+                It turns each optimizer step into a `PendingStep` of device tensors.
+- recorder.py   `Recorder`: queues PendingSteps and reads them back every
+                `flush_every` steps in one transfer, producing plain `StepRecord`s.
+                **Extension point** for distributed runs: `Recorder(finalise=fn)`;
+                `fn` receives the [steps, params] tensor of this process's squared
+                per-parameter gradient norms just before the read-back and returns the
+                global ones (e.g. `dist.all_reduce(t, SUM)` over FSDP shards). A
+                different sink for records is `Recorder(on_records=fn)`.
+- measure.py    `Measure`: gradient/update norm vectors of the tracked parameters.
+- discover.py   which optimizers and modules the script trains, and parameter names.
+- records.py    `StepRecord`, `ParamInfo`, `WatchRun`: plain frozen data, no torch.
+- session.py    `Watcher`, the context manager around it all (hooks always removed),
+                and the --log JSONL streamer.
+- runner.py     run a script as `python train.py ARGS` under a Watcher.
+- report.py     `WatchReport`: run + findings (gradscope/rules/steps.py) + exit code.
+
+- groups.py, marks.py  layer groups and marked steps for the views; check.py the
+                `[[watch]]` entries of `gradscope check`.
+
+Rules: gradscope/rules/steps.py and step_setup.py (GS401-GS413). Renderers:
+gradscope/report/watch_terminal.py, watch_plot.py; JSON is `WatchReport.to_dict()`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["watch", "watch_script"]
+
+
+def watch(**options: Any) -> Any:
+    """`with gradscope.watch() as w: train()`; then `w.report` is the WatchReport.
+
+    Options: settings, steps (stop after N optimizer steps), log (a JSONL path),
+    update_every (sample update/weight ratios every N steps), label.
+    """
+    from gradscope.watcher.session import Watcher
+
+    return Watcher(**options)
+
+
+def watch_script(path: str, argv: list[str] | tuple[str, ...] = (), **options: Any) -> Any:
+    """Run a training script under watch; returns its WatchReport."""
+    from gradscope.watcher.runner import run_script
+
+    return run_script(path, list(argv), **options)

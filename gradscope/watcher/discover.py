@@ -1,0 +1,95 @@
+"""Find what the script trains: its optimizers, the modules that own their parameters, names.
+
+Nothing in the script is changed or wrapped for this: one scan of the live objects
+(`gc.get_objects`) when the first clip or optimizer step happens, again only when a new
+optimizer steps. Hooks on every module call would do it too, but would add work to
+every forward and, under torch.compile, a guard that recompiles when they are removed.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+COMPILED_PREFIX = "_orig_mod."
+
+
+@dataclass
+class Tracked:
+    """The parameters gradscope measures, in a fixed order (new ones are appended)."""
+
+    params: list[torch.Tensor] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    index: dict[int, int] = field(default_factory=dict)
+    """id(param) → position."""
+
+    def add(self, name: str, param: torch.Tensor) -> None:
+        if id(param) in self.index:
+            return
+        self.index[id(param)] = len(self.params)
+        self.params.append(param)
+        self.names.append(name)
+
+
+def live_optimizers() -> list[torch.optim.Optimizer]:
+    return [o for o in gc.get_objects() if issubclass(type(o), torch.optim.Optimizer)]
+
+
+def optimizer_params(optimizers: list[torch.optim.Optimizer]) -> dict[int, torch.Tensor]:
+    return {id(p): p for o in optimizers for g in o.param_groups for p in g["params"]}
+
+
+def root_modules(owned: dict[int, torch.Tensor]) -> list[nn.Module]:
+    """The outermost live modules that own at least one optimizer parameter."""
+    modules = [m for m in gc.get_objects() if issubclass(type(m), nn.Module)]
+    children = {id(c) for m in modules for c in m.children()}
+    return [
+        m for m in modules if id(m) not in children and any(id(p) in owned for p in m.parameters())
+    ]
+
+
+def extend(
+    tracked: Tracked,
+    optimizers: list[torch.optim.Optimizer],
+    extra: Sequence[torch.Tensor] = (),
+) -> None:
+    """Add the parameters of the modules that own these optimizers' (or `extra`)
+    parameters, named; then the optimizers' stray ones."""
+    owned = optimizer_params(optimizers)
+    owned.update((id(p), p) for p in extra)
+    roots = root_modules(owned)
+    prefixes = _prefixes(roots)
+    for root, prefix in zip(roots, prefixes, strict=True):
+        for name, param in root.named_parameters():
+            if param.requires_grad or id(param) in owned:
+                tracked.add(prefix + _strip(name), param)
+    for i, o in enumerate(optimizers):
+        for g, group in enumerate(o.param_groups):
+            for k, p in enumerate(group["params"]):
+                tracked.add(f"optimizer{i}.group{g}.param{k}", p)
+    for k, p in enumerate(extra):
+        tracked.add(f"clipped.param{k}", p)
+
+
+def _strip(name: str) -> str:
+    return name.replace(COMPILED_PREFIX, "")
+
+
+def _prefixes(roots: list[nn.Module]) -> list[str]:
+    """No prefix for one model; class names for several (a GAN's generator and critic)."""
+    if len(roots) == 1:
+        return [""]
+    out, seen = [], set()
+    for m in roots:
+        base = type(getattr(m, "_orig_mod", m)).__name__
+        name, n = base, 1
+        while name in seen:
+            n += 1
+            name = f"{base}{n}"
+        seen.add(name)
+        out.append(name + ".")
+    return out

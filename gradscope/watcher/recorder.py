@@ -1,0 +1,182 @@
+"""Per-step statistics kept as device tensors, read back every `flush_every` steps.
+
+The interception (intercept.py) hands one `PendingStep` per optimizer step to
+`Recorder.add`; nothing in the step reads a value back to the host. Every
+`flush_every` steps (and at the end) `Recorder.flush` concatenates everything
+pending into one tensor, calls `finalise` on the per-parameter squared norms,
+does the one `.tolist()`, and turns the numbers into plain `StepRecord`s that
+it passes to `on_records` (the --log streamer).
+
+`finalise(sq_norms)` is the hook point for distributed runs: it receives a
+[steps, params] float tensor of squared per-parameter gradient norms of this
+process and returns the global ones (e.g. an all-reduce SUM over the ranks that
+hold shards). The default is the identity.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from gradscope.watcher.records import StepRecord
+
+NAN = float("nan")
+NO_GRAD = -1.0
+"""The norm (and squared norm) recorded for a parameter whose grad is None."""
+
+
+@dataclass
+class PendingStep:
+    """One step's values, most still on the device (a tensor) or already plain (a float)."""
+
+    step: int
+    optimizer: int
+    lrs: tuple[float, ...]
+    backward_calls: int
+    skipped: bool | torch.Tensor
+    param_norm: torch.Tensor
+    """[P] gradient norms before clipping, unscaled; -1 where grad was None."""
+    loss: torch.Tensor | None = None
+    grad_norm: torch.Tensor | None = None
+    """The script's own total norm (clip_grad_norm_'s return); None: from param_norm."""
+    max_norm: float | None = None
+    scale: torch.Tensor | None = None
+    carried: torch.Tensor | None = None
+    update_norm: torch.Tensor | None = None
+    """[P] update norms ‖Δw‖ (sampled steps; -1 where not measured)."""
+    weight_norm: torch.Tensor | None = None
+    """[P] weight norms after the update (sampled steps)."""
+    time_s: float = 0.0
+    members: tuple[int, ...] | None = None
+    """Positions of the stepping optimizer's parameters: the total norm (when the script
+    did not clip) is theirs; None: all."""
+
+
+Finaliser = Callable[[torch.Tensor], torch.Tensor]
+
+
+class Recorder:
+    """Collects PendingSteps; `records` holds what has been read back so far."""
+
+    def __init__(
+        self,
+        flush_every: int = 16,
+        finalise: Finaliser | None = None,
+        on_records: Callable[[list[StepRecord]], None] | None = None,
+    ) -> None:
+        self.flush_every = max(1, flush_every)
+        self.finalise = finalise
+        self.on_records = on_records
+        self.pending: list[PendingStep] = []
+        self.records: list[StepRecord] = []
+        self.width = 0
+        """Number of tracked parameters (vectors of older steps are padded to it)."""
+
+    def add(self, step: PendingStep) -> None:
+        self.pending.append(step)
+        if len(self.pending) >= self.flush_every:
+            self.flush()
+
+    def flush(self) -> None:
+        """One host read-back for everything pending."""
+        if not self.pending:
+            return
+        pending, self.pending = self.pending, []
+        width = max([self.width, *(int(p.param_norm.numel()) for p in pending)])
+        self.width = width
+        device = pending[0].param_norm.device
+        norms = torch.stack([_pad(p.param_norm, width, device) for p in pending]).double()
+        sq = torch.where(norms >= 0, norms.square(), norms)
+        if self.finalise is not None:
+            sq = self.finalise(sq)
+        parts = [sq.reshape(-1)]
+        for p in pending:
+            parts.append(_scalars(p, device))
+            if p.update_norm is not None and p.weight_norm is not None:
+                parts += [_pad(p.update_norm, width, device), _pad(p.weight_norm, width, device)]
+        values = torch.cat([t.double() for t in parts]).tolist()
+        records = _records(pending, values, width)
+        self.records.extend(records)
+        if self.on_records is not None:
+            self.on_records(records)
+
+
+def _pad(t: torch.Tensor, width: int, device: torch.device) -> torch.Tensor:
+    t = t.detach().float().to(device)
+    if t.numel() == width:
+        return t
+    return torch.cat([t, torch.full((width - t.numel(),), NO_GRAD, device=device)])
+
+
+def _scalar(t: torch.Tensor | None, device: torch.device) -> torch.Tensor:
+    if t is None:
+        return torch.full((1,), NAN, device=device)
+    return t.detach().float().reshape(-1)[:1].to(device)
+
+
+def _scalars(p: PendingStep, device: torch.device) -> torch.Tensor:
+    skipped = p.skipped if isinstance(p.skipped, torch.Tensor) else None
+    return torch.cat(
+        [_scalar(x, device) for x in (p.loss, p.grad_norm, p.scale, p.carried, skipped)]
+    )
+
+
+def _none_if_nan(v: float) -> float | None:
+    return None if math.isnan(v) else v
+
+
+def _records(pending: list[PendingStep], values: list[float], width: int) -> list[StepRecord]:
+    n = len(pending)
+    sq_rows = [values[i * width : (i + 1) * width] for i in range(n)]
+    at = n * width
+    out = []
+    for p, sq in zip(pending, sq_rows, strict=True):
+        loss, total, scale, carried, found_inf = values[at : at + 5]
+        at += 5
+        ratios = update_norm = None
+        if p.update_norm is not None and p.weight_norm is not None:
+            upd, wts = values[at : at + width], values[at + width : at + 2 * width]
+            at += 2 * width
+            ratios = tuple(_ratio(u, w) for u, w in zip(upd, wts, strict=True))
+            update_norm = math.sqrt(sum(u * u for u in upd if not u < 0))
+        norms = tuple(None if v < 0 else math.sqrt(v) for v in sq)
+        if p.grad_norm is None:
+            own = sq if p.members is None else [sq[i] for i in p.members if i < len(sq)]
+            total = math.sqrt(sum(v for v in own if not v < 0))
+        skipped = p.skipped if isinstance(p.skipped, bool) else found_inf > 0
+        clipped = None
+        if p.max_norm is not None:
+            clipped = (
+                total * min(1.0, p.max_norm / (total + 1e-6)) if math.isfinite(total) else total
+            )
+        out.append(
+            StepRecord(
+                step=p.step,
+                optimizer=p.optimizer,
+                loss=loss if p.loss is not None else None,
+                grad_norm=total,
+                clipped_norm=clipped,
+                max_norm=p.max_norm,
+                lrs=p.lrs,
+                backward_calls=p.backward_calls,
+                scale=_none_if_nan(scale),
+                skipped=bool(skipped),
+                carried_norm=_none_if_nan(carried),
+                param_norms=norms,
+                update_ratios=ratios,
+                update_norm=update_norm,
+                time_s=p.time_s,
+            )
+        )
+    return out
+
+
+def _ratio(update: float, weight: float) -> float:
+    if update < 0 or weight < 0:
+        return NAN
+    if weight == 0:
+        return 0.0 if update == 0 else math.inf
+    return update / weight

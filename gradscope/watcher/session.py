@@ -1,0 +1,178 @@
+"""`Watcher`: install the interception, record every step, remove it all, build the report.
+
+Used as a context manager by the Python API (`with gradscope.watch() as w: train()`)
+and by the script runner. Whatever ends the block (normal exit, --steps reached,
+an exception, Ctrl-C), the hooks and wrappers are removed and the steps recorded
+so far are read back into `w.run` and `w.report`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import time
+from types import TracebackType
+from typing import Any
+
+from gradscope.config import Settings
+from gradscope.watcher.records import ParamInfo, StepRecord, WatchRun
+from gradscope.watcher.report import WatchReport
+
+
+class StepLog:
+    """--log FILE: one JSON line per step, written (and flushed) at every read-back."""
+
+    def __init__(self, path: str) -> None:
+        try:
+            self.file: io.TextIOBase = open(path, "w", encoding="utf-8")
+        except OSError as exc:
+            from gradscope.errors import GradscopeError
+
+            raise GradscopeError(f"cannot write {path}: {exc.strerror}") from None
+        self.names: list[str] = []
+
+    def write(self, records: list[StepRecord], names: list[str]) -> None:
+        if names != self.names:
+            self.names = list(names)
+            self.file.write(json.dumps({"params": self.names}) + "\n")
+        for r in records:
+            self.file.write(json.dumps(_strict(r.to_dict())) + "\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _strict(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_strict(v) for v in value]
+    return value
+
+
+class Watcher:
+    """Watch every optimizer step run inside the `with` block."""
+
+    def __init__(
+        self,
+        label: str = "watch",
+        settings: Settings | None = None,
+        steps: int | None = None,
+        log: str | None = None,
+        update_every: int = 25,
+        flush_every: int = 10,
+    ) -> None:
+        self.label = label
+        self.settings = settings or Settings()
+        self.steps = steps
+        self.log_path = log
+        self.update_every = update_every
+        self.flush_every = flush_every
+        self.run: WatchRun | None = None
+        self.report: WatchReport | None = None
+        self._started = 0.0
+
+    def __enter__(self) -> Watcher:
+        from gradscope.watcher.intercept import Interceptor
+        from gradscope.watcher.recorder import Recorder
+
+        self._log = StepLog(self.log_path) if self.log_path else None
+        self.recorder = Recorder(self.flush_every, on_records=self._logged)
+        self.interceptor = Interceptor(self.recorder, self.update_every, self.steps)
+        self._started = time.perf_counter()
+        self.interceptor.install()
+        return self
+
+    def _logged(self, records: list[StepRecord]) -> None:
+        if self._log is not None:
+            self._log.write(records, self.interceptor.tracked.names)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        from gradscope.watcher.intercept import StopWatching
+
+        self.interceptor.remove()
+        notes = []
+        try:
+            self.recorder.flush()
+        except Exception as flush_error:  # e.g. the device failed with the script
+            notes.append(
+                f"the last {len(self.recorder.pending)} steps could not be read back: "
+                f"{type(flush_error).__name__}: {flush_error}"
+            )
+        if self._log is not None:
+            self._log.close()
+        status, error = _status(exc, StopWatching)
+        self.run = self._build(status, error, tuple(notes))
+        self.report = WatchReport.build(self.run, self.settings)
+        return isinstance(exc, StopWatching)
+
+    def _build(self, status: str, error: str | None, notes: tuple[str, ...]) -> WatchRun:
+        icp = self.interceptor
+        owned = {id(p) for o in icp.known for g in o.param_groups for p in g["params"]}
+        lrs = {id(p): _lr(g) for o in icp.known for g in o.param_groups for p in g["params"]}
+        params = tuple(
+            ParamInfo(
+                name,
+                tuple(p.shape),
+                bool(p.requires_grad),
+                id(p) in owned,
+                lrs.get(id(p)),
+            )
+            for name, p in zip(icp.tracked.names, icp.tracked.params, strict=True)
+        )
+        steps = tuple(_padded(r, len(params)) for r in self.recorder.records)
+        return WatchRun(
+            label=self.label,
+            params=params,
+            steps=steps,
+            status=status,
+            duration_s=time.perf_counter() - self._started,
+            error=error,
+            optimizers=tuple(type(o).__name__ for o in icp.optimizers),
+            update_every=self.update_every,
+            notes=notes,
+        )
+
+
+def _status(exc: BaseException | None, stop: type[BaseException]) -> tuple[str, str | None]:
+    if exc is None or isinstance(exc, stop):
+        return ("completed" if exc is None else "stopped"), None
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", None
+    if isinstance(exc, SystemExit):
+        if exc.code in (0, None):
+            return "completed", None
+        return "crashed", f"the script called sys.exit({exc.code!r})"
+    detail = (str(exc).strip().splitlines() or [""])[0]
+    return "crashed", f"{type(exc).__name__}: {detail}".rstrip(": ")
+
+
+def _lr(group: dict[str, Any]) -> float | None:
+    lr = group.get("lr")
+    try:
+        return float(lr) if lr is not None else None
+    except (TypeError, ValueError, RuntimeError):
+        return None
+
+
+def _padded(record: StepRecord, width: int) -> StepRecord:
+    from dataclasses import replace
+
+    missing = width - len(record.param_norms)
+    if missing <= 0:
+        return record
+    ratios = record.update_ratios
+    return replace(
+        record,
+        param_norms=record.param_norms + (None,) * missing,
+        update_ratios=None if ratios is None else ratios + (math.nan,) * missing,
+    )

@@ -1,0 +1,155 @@
+"""`gradscope watch` end to end: exit codes, stdout kept for the report, crashes and
+interrupts still reported, --steps, --log, --plot, CI formats and `gradscope check`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from watch_scripts import script
+
+pytestmark = pytest.mark.slow
+
+
+def gradscope(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "gradscope", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+def test_json_on_stdout_stays_valid_while_the_script_prints(tmp_path):
+    done = gradscope("watch", script("recorded.py"), "-f", "json", "--", str(tmp_path / "s.json"))
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["kind"] == "watch" and doc["version"] == 1
+    assert doc["summary"]["steps"] == 40 and len(doc["steps"]) == 40
+    assert len(doc["steps"][0]["param_norms"]) == len(doc["params"]) == 4
+    assert "step 39 loss" in done.stderr  # the script's own prints
+
+
+def test_findings_exit_1_and_terminal_report_fits_100_columns():
+    done = gradscope("watch", script("no_zero_grad.py"))
+    assert done.returncode == 1
+    assert "GS412 grads-not-reset" in done.stdout
+    assert "gradient norm over steps 1-60" in done.stdout
+    assert max(len(line) for line in done.stdout.splitlines()) <= 100
+    assert gradscope("watch", script("no_zero_grad.py"), "--fail-on", "never").returncode == 0
+
+
+def test_crash_still_reports_the_steps_then_exits_2():
+    done = gradscope("watch", script("crash.py"), "-f", "json", "--", "raise")
+    assert done.returncode == 2
+    doc = json.loads(done.stdout)
+    assert doc["summary"]["status"] == "crashed" and doc["summary"]["steps"] == 30
+    assert "loss assertion failed at step 30" in done.stderr
+
+
+def test_interrupt_reports_then_exits_130():
+    done = gradscope("watch", script("crash.py"), "-f", "json", "--", "interrupt")
+    assert done.returncode == 130
+    assert json.loads(done.stdout)["summary"]["status"] == "interrupted"
+
+
+def test_steps_stop_cleanly_and_log_streams_every_step(tmp_path):
+    log = tmp_path / "steps.jsonl"
+    done = gradscope("watch", script("crash.py"), "--steps", "12", "--log", str(log), "-f", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["summary"]["status"] == "stopped"
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert lines[0] == {"params": ["weight", "bias"]}
+    assert [line["step"] for line in lines[1:]] == list(range(1, 13))
+
+
+def test_plot_png_and_svg(tmp_path):
+    for name in ("plot.png", "plot.svg"):
+        done = gradscope("watch", script("spike_batch.py"), "--plot", str(tmp_path / name))
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / name).stat().st_size > 10_000
+    assert "GS403" in (tmp_path / "plot.svg").read_text()  # the legend names the finding
+
+
+def test_bad_input_is_one_line_exit_2(tmp_path):
+    done = gradscope("watch", str(tmp_path / "missing.py"))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    done = gradscope("watch", script("crash.py"), "--threshold", "spike-sigmaa=3")
+    assert done.returncode == 2 and "spike-sigma" in done.stderr
+
+
+def test_junit_and_markdown(tmp_path):
+    done = gradscope("watch", script("clip_tight.py"), "-f", "junit", "--fail-on", "warning")
+    assert done.returncode == 1 and 'classname="gradscope.watch"' in done.stdout
+    done = gradscope(
+        "watch", script("clip_tight.py"), "-f", "markdown", "-o", str(tmp_path / "r.md")
+    )
+    assert done.returncode == 0 and "clipping-binds" in (tmp_path / "r.md").read_text()
+
+
+def test_check_runs_watch_entries(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.gradscope]\n"
+        f"[[tool.gradscope.watch]]\nscript = {script('crash.py')!r}\nargs = ['exit']\nsteps = 5\n"
+        f"[[tool.gradscope.watch]]\nscript = {script('no_zero_grad.py')!r}\n"
+    )
+    done = gradscope("check", "-f", "json", cwd=str(tmp_path))
+    doc = json.loads(done.stdout)
+    first, second = doc["results"]
+    assert (
+        first["kind"] == "watch" and first["passed"] and first["document"]["summary"]["steps"] == 5
+    )
+    assert not second["passed"] and second["findings"][0]["rule"] == "GS412"
+    assert done.returncode == 1
+
+
+def test_help_imports_neither_torch_nor_matplotlib():
+    code = (
+        "import sys\nfrom typer.testing import CliRunner\nfrom gradscope.cli import app\n"
+        "r = CliRunner().invoke(app, ['watch', '--help'])\nassert r.exit_code == 0\n"
+        "print('torch' in sys.modules, 'matplotlib' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "False False", done.stderr
+
+
+def test_real_ctrl_c_reports_the_steps_so_far_and_the_log_keeps_them(tmp_path):
+    import signal
+    import time
+
+    log = tmp_path / "steps.jsonl"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gradscope",
+            "watch",
+            script("forever.py"),
+            "--log",
+            str(log),
+            "-f",
+            "json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if log.exists() and len(log.read_text().splitlines()) > 30:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    doc = json.loads(stdout)
+    assert doc["summary"]["status"] == "interrupted" and doc["summary"]["steps"] >= 30
+    logged = [json.loads(line) for line in log.read_text().splitlines()[1:]]
+    assert len(logged) == doc["summary"]["steps"]
+    assert "interrupted after" in stderr

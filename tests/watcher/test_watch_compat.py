@@ -1,0 +1,115 @@
+"""Interception that stays out of the way: checkpointing, the user's hooks, in-place
+ReLU, torch.compile; and nothing of it left behind afterwards."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from watch_scripts import script
+
+from gradscope.watcher import watch, watch_script
+
+
+def originals():
+    import torch.nn.utils as utils
+    import torch.nn.utils.clip_grad as clip_grad
+    from torch.optim import optimizer
+
+    return (
+        torch.Tensor.backward,
+        torch.autograd.backward,
+        utils.clip_grad_norm_,
+        clip_grad.clip_grad_norm_,
+        utils.get_total_norm,
+        utils.clip_grads_with_norm_,
+        torch.amp.GradScaler.scale,
+        torch.amp.GradScaler.step,
+        len(optimizer._global_optimizer_pre_hooks),
+        len(optimizer._global_optimizer_post_hooks),
+    )
+
+
+def test_checkpoint_inplace_relu_and_user_hooks_fire_once(tmp_path):
+    out = tmp_path / "counts.json"
+    report = watch_script(script("compat.py"), ["--out", str(out)])
+    counts = json.loads(out.read_text())
+    assert counts == {"tensor_hook": 6, "module_hook": 6, "post_accumulate": 6}
+    assert report.run.status == "completed" and len(report.run.steps) == 6
+    # the reentrant checkpoint's inner backward is not counted as the script's
+    assert {r.backward_calls for r in report.run.steps} == {1}
+    assert all(v is not None and v > 0 for v in report.run.steps[-1].param_norms)
+
+
+@pytest.mark.slow
+def test_torch_compile_no_graph_break_no_recompile(tmp_path):
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    out = tmp_path / "counts.json"
+    report = watch_script(script("compat.py"), ["--compile", "--steps", "4", "--out", str(out)])
+    assert len(report.run.steps) == 4 and report.run.status == "completed"
+    assert dict(counters["graph_break"]) == {}
+    assert counters["stats"]["unique_graphs"] == 1
+    assert not counters.get("recompiles")
+    assert json.loads(out.read_text())["tensor_hook"] == 4
+    assert report.run.names()[:2] == ["a.0.weight", "a.0.bias"]  # no `_orig_mod.`
+
+
+@pytest.mark.parametrize("how", ["raise", "interrupt", "exit"])
+def test_hooks_removed_after_any_ending(how):
+    before = originals()
+    report = watch_script(script("crash.py"), [how])
+    assert originals() == before
+    assert len(report.run.steps) == 30
+    assert (
+        report.run.status
+        == {"raise": "crashed", "interrupt": "interrupted", "exit": "crashed"}[how]
+    )
+    if how == "raise":
+        assert report.run.error == "RuntimeError: loss assertion failed at step 30"
+
+
+def test_python_api_context_manager_and_steps_limit():
+    before = originals()
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with watch(steps=5) as w:
+        for _ in range(50):
+            loss = model(torch.randn(4, 3)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert originals() == before
+    assert w.run.status == "stopped" and len(w.run.steps) == 5
+    assert w.report.findings == [] and w.report.exit_code() == 0
+    assert w.run.names() == ["weight", "bias"]
+
+
+def test_python_api_reraises_the_code_error_with_the_report_built():
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w = watch()
+    with pytest.raises(ValueError), w:
+        for step in range(10):
+            model(torch.randn(2, 3)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+            if step == 3:
+                raise ValueError("boom")
+    assert w.run.status == "crashed" and len(w.run.steps) == 4
+
+
+def test_gradscope_watch_stays_the_api_function_once_the_subpackage_is_imported():
+    import gradscope
+    import gradscope.watcher
+
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with gradscope.watch(steps=2) as w:
+        for _ in range(3):
+            model(torch.randn(2, 2)).sum().backward()
+            opt.step()
+    assert len(w.run.steps) == 2

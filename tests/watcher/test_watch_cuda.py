@@ -1,0 +1,72 @@
+"""GPU paths of watch: run where CUDA is available, skipped (reason shown by -ra) elsewhere."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+import gradscope
+from gradscope.examples.transformer import GPTConfig, make_gpt
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device; CI has none"
+)
+
+
+def test_no_host_sync_inside_the_steps():
+    """CUDA's sync debug mode raises on any synchronizing call made during the steps;
+    the read-back (flush_every) is past the last step."""
+    model, batch = make_gpt(GPTConfig(layers=2))
+    model.cuda()
+    batch = {k: v.cuda() for k, v in batch.items()}
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step() -> None:
+        loss = model(**batch).loss
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+        opt.step()
+
+    step()  # lazy optimizer state outside the check
+    with gradscope.watch(flush_every=1000, update_every=3) as w:
+        step()  # the first step finds the model (host-side only)
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            for _ in range(8):
+                step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    assert len(w.run.steps) == 9 and w.report.findings == []
+    assert all(v is not None and v > 0 for v in w.run.steps[-1].param_norms)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_fp16_grad_scaler_on_cuda(fused):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    model.cuda()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=fused)
+    scaler = torch.amp.GradScaler("cuda", init_scale=2.0**16)
+    true_norms = []
+    with gradscope.watch() as w:
+        for step in range(1, 31):
+            x = torch.randn(32, 64, device="cuda")
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = F.mse_loss(model(x).float(), x[:, :1])
+            opt.zero_grad()
+            scaler.scale(loss).backward()
+            if step == 10:
+                model[0].weight.grad[0, 0] = float("inf")
+            scaler.unscale_(opt)
+            grads = [p.grad for p in model.parameters()]
+            true_norms.append(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])))
+            scaler.step(opt)
+            scaler.update()
+    steps = w.run.steps
+    assert [r.step for r in steps if r.skipped] == [10]
+    for r, n in zip(steps, true_norms, strict=True):
+        if not r.skipped:
+            assert r.grad_norm == pytest.approx(n.item(), rel=1e-5)

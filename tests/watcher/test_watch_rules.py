@@ -1,0 +1,105 @@
+"""The time-series rules on fabricated runs (no torch): fire, stay silent, thresholds."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+
+from gradscope import config
+from gradscope.config import Thresholds
+from gradscope.errors import ConfigError
+from gradscope.rules import step_setup
+from gradscope.rules import steps as rules
+from gradscope.watcher.records import ParamInfo, StepRecord, WatchRun
+
+
+def record(step: int, norm: float, **kw) -> StepRecord:
+    base = dict(
+        step=step,
+        optimizer=0,
+        loss=1.0,
+        grad_norm=norm,
+        clipped_norm=None,
+        max_norm=None,
+        lrs=(0.1,),
+        backward_calls=1,
+        scale=None,
+        skipped=False,
+        carried_norm=None,
+        param_norms=(norm,),
+    )
+    base.update(kw)
+    return StepRecord(**base)
+
+
+def run_of(records, params=None) -> WatchRun:
+    params = params or (ParamInfo("w", (4, 4), True, True, 0.1),)
+    return WatchRun("t", tuple(params), tuple(records), "completed", 1.0, optimizers=("SGD",))
+
+
+def calm(n: int) -> list[float]:
+    return [1.0 + 0.05 * math.sin(i) for i in range(n)]
+
+
+def test_spike_fires_above_and_not_at_the_ratio_floor():
+    values = calm(100)
+    values[80] = 10.0
+    assert [i for i, _, _ in rules.spikes(values, Thresholds())] == [80]
+    med = math.exp(statistics.median(math.log(v) for v in values[:80]))  # log space
+    values[80] = med * 2.0 * (1 - 1e-9)  # at spike-min-ratio: not a spike
+    assert rules.spikes(values, Thresholds()) == []
+    values[80] = med * 2.0 * (1 + 1e-6)
+    assert [i for i, _, _ in rules.spikes(values, Thresholds())] == [80]
+
+
+def test_spike_needs_history():
+    values = calm(40)
+    values[10] = 50.0
+    assert rules.spikes(values, Thresholds()) == []
+    assert rules.spikes(values, Thresholds(spike_min_history=5)) != []
+
+
+def test_clipping_binds_threshold():
+    t = Thresholds(warmup_steps=0)
+    bound = [record(i, 2.0, max_norm=1.0) for i in range(1, 11)]
+    free = [record(i, 0.5, max_norm=1.0) for i in range(11, 21)]
+    assert step_setup.clipping_binds(run_of(bound + free), t) == []  # exactly half
+    (f,) = step_setup.clipping_binds(run_of(bound + free[:-1]), t)
+    assert f.rule == "GS406"
+
+
+def test_amp_streak_and_scale():
+    t = Thresholds(warmup_steps=0, amp_skip_rate=1.0)
+    recs = [record(i, 1.0, scale=2.0**10, skipped=i in (5, 6)) for i in range(1, 60)]
+    assert step_setup.amp_skips(run_of(recs), t) == []
+    recs[7] = record(8, 1.0, scale=0.5, skipped=True)
+    recs[6] = record(7, 1.0, scale=1.0, skipped=True)
+    assert [f.rule for f in step_setup.amp_skips(run_of(recs), t)] == ["GS407"]
+    assert [f.rule for f in step_setup.amp_scale(run_of(recs), t)] == ["GS408"]
+
+
+def test_not_reset_ignores_the_first_step_and_is_a_fraction():
+    recs = [record(1, 1.0)] + [record(i, 1.0, carried_norm=0.5) for i in range(2, 6)]
+    (f,) = step_setup.grads_not_reset(run_of(recs), Thresholds())
+    assert f.value == 1.0
+    recs = [record(i, 1.0, carried_norm=0.0, backward_calls=4) for i in range(1, 10)]
+    assert step_setup.grads_not_reset(run_of(recs), Thresholds()) == []
+
+
+def test_skipped_amp_steps_are_not_non_finite():
+    recs = [record(i, math.inf if i == 3 else 1.0, skipped=i == 3, scale=8.0) for i in range(1, 6)]
+    recs[2] = record(3, math.inf, skipped=True, scale=8.0, param_norms=(math.inf,))
+    assert rules.non_finite(run_of(recs), Thresholds()) == []
+
+
+def test_watch_entries_validated(tmp_path):
+    bad = tmp_path / "g.toml"
+    bad.write_text('[[watch]]\nscript = "t.py"\nsteps = 0\n')
+    with pytest.raises(ConfigError, match=r"watch\.steps"):
+        config.load(str(bad), cwd=str(tmp_path))
+    good = tmp_path / "ok.toml"
+    good.write_text('[[watch]]\nscript = "t.py"\nargs = ["--lr", "1"]\nsteps = 3\n')
+    (entry,) = config.load(str(good), cwd=str(tmp_path)).watch
+    assert entry.target == "t.py" and entry.options == {"args": ["--lr", "1"], "steps": 3}
