@@ -73,7 +73,8 @@ def _in_reentrant_checkpoint() -> str | None:
     return None
 
 
-def _name(func: Any) -> str:
+def op_name(func: Any) -> str:
+    """A torch function's short name; `data` for the Tensor.data property."""
     name = getattr(func, "__name__", None) or str(func)
     if name == "__get__":  # a property such as Tensor.data
         owner = getattr(func, "__self__", None)
@@ -113,7 +114,7 @@ class _Watcher(TorchFunctionMode):
         out = func(*args, **(kwargs or {}))
         inputs = _flat_tensors((args, kwargs or {}))
         with torch._C.DisableTorchFunction():
-            self.observe(_name(func), inputs, out, self.stack[-1] if self.stack else "")
+            self.observe(op_name(func), inputs, out, self.stack[-1] if self.stack else "")
         return out
 
 
@@ -156,7 +157,7 @@ def _site(name: str, module: str, line: str | None = None) -> str:
 
 # --- why a parameter got no gradient --------------------------------------------------------------
 
-_CUT_KINDS = {
+CUT_KINDS = {
     "detach": ".detach()",
     "detach_": ".detach_()",
     "data": ".data",
@@ -217,8 +218,8 @@ class _Flow:
         elif not torch.is_grad_enabled():
             kind = f"a torch.no_grad() (or inference_mode) region: {_site(name, module)}"
             soft = False
-        elif name in _CUT_KINDS:
-            kind = f"{_CUT_KINDS[name]}: {_site(name, module)}"
+        elif name in CUT_KINDS:
+            kind = f"{CUT_KINDS[name]}: {_site(name, module)}"
             soft = False
         elif outs and all(not (t.is_floating_point() or t.is_complex()) for t in outs):
             kind = f"an integer or boolean op, which has no gradient: {_site(name, module)}"

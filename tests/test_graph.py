@@ -390,3 +390,32 @@ def test_command_module_does_not_import_torch():
         check=True,
     )
     assert out.stdout.strip() == "False"
+
+
+def test_the_cut_site_is_drawn_where_the_cut_tensor_is_used_next():
+    t = targets.load("detached-middle")
+    d = graph.graph_of(t.model, t.batch, t.loss_fn, options=graph.GraphOptions(collapse="none"))
+    labels = nodes(d.source)
+    (cut_label,) = re.findall(r'^\t+cut0 \[label="(.*?)"', d.source, flags=re.S | re.M)
+    assert ".detach() at " in cut_label and "examples/models.py:" in cut_label
+    (consumer,) = [dst for src, dst in EDGE.findall(d.source) if src == "cut0"]
+    assert labels[consumer][0] == "AddmmBackward0"
+    assert any(n.startswith("graph cut by .detach() at") for n in d.notes)
+    healthy = targets.load("healthy-mlp")
+    clean = graph.graph_of(healthy.model, healthy.batch, healthy.loss_fn)
+    assert "cut0" not in clean.source and not any("graph cut" in n for n in clean.notes)
+
+
+def test_a_no_grad_region_is_a_cut_too():
+    class Frozen(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(3, 3), torch.nn.Linear(3, 1)
+
+        def forward(self, x):
+            with torch.no_grad():
+                h = self.a(x)
+            return self.b(h).sum()
+
+    d = graph.graph_of(Frozen(), torch.randn(2, 3), options=graph.GraphOptions(collapse="none"))
+    assert any("no_grad region" in n for n in d.notes), d.notes

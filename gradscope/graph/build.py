@@ -136,6 +136,22 @@ def draw_full(
     return dot, len(w.fns) + len(saved_ids) + 1
 
 
+def _draw_cuts(dot: Any, w: Walk, cuts: Any) -> int:
+    """A dashed red box per cut, pointing at the op that used the cut tensor next."""
+    if cuts is None:
+        return 0
+    ids = {k: f"n{i}" for i, k in enumerate(w.fns)}  # as draw_full numbers them
+    drawn = 0
+    for fn_id, sites in cuts.sites.items():
+        if fn_id not in ids:
+            continue
+        node = f"cut{drawn}"
+        dot.node(node, "graph cut here:\n" + "\n".join(sites), **style.CUT_ATTR)
+        dot.edge(node, ids[fn_id], style="dashed", color=style.CUT_COLOUR)
+        drawn += 1
+    return drawn
+
+
 def _op_labeller(show_attrs: bool) -> Callable[[Any], str]:
     if not show_attrs:
         return lambda fn: type(fn).__name__
@@ -150,9 +166,11 @@ def draw(
     trace: Any = None,
     options: GraphOptions = GraphOptions(),
     title: str = "gradscope graph",
+    cuts: Any = None,
 ) -> Drawing:
-    """Draw `loss`'s graph; `model` names the parameters, `statuses` colours them, and
-    `trace` (graph_collapse.trace_modules around the forward) makes collapsing possible."""
+    """Draw `loss`'s graph; `model` names the parameters, `statuses` colours them,
+    `trace` (graph_collapse.trace_modules around the forward) makes collapsing possible,
+    and `cuts` (graph.cuts.watch around the forward) marks where the forward cut it."""
     from gradscope.graph import collapse as graph_collapse
 
     w = walk(loss, options.show_saved)
@@ -180,6 +198,9 @@ def draw(
             )
     else:
         dot, drawn = draw_full(w, loss, names, statuses, options)
+        drawn += _draw_cuts(dot, w, cuts)
+    sites = sorted({s for fn_sites in (cuts.sites.values() if cuts else ()) for s in fn_sites})
+    notes += [f"graph cut by {s}" for s in sites]
     absent, frozen = _missing(model, w)
     inputs = any(id(v) not in names for v in w.variables.values())
     swatches = _swatches(statuses, options, collapse, inputs)
@@ -242,16 +263,18 @@ def graph_of(
 
     from gradscope import hooks, probe
     from gradscope.graph import collapse as graph_collapse
+    from gradscope.graph import cuts as graph_cuts
 
     tracing = options.collapse != "none"
     with (
         probe.preserved_state(model),
         graph_collapse.trace_modules(model, tracing) as trace,
         torch.enable_grad(),
+        graph_cuts.watch() as cuts,
     ):
         loss, source = hooks.forward_and_loss(model, batch, loss_fn)
     title = f"{label or type(model).__name__}: loss = {source}"
-    return draw(loss, model, statuses, trace if tracing else None, options, title)
+    return draw(loss, model, statuses, trace if tracing else None, options, title, cuts)
 
 
 def render(drawing: Drawing, fmt: str) -> bytes:

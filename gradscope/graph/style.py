@@ -128,3 +128,9 @@ def output_node(dot: Any, loss: Any, source: str | None) -> None:
     dot.node("loss", f"loss\n{shape_text(loss.shape)}", fillcolor=OUTPUT.colour)
     if source is not None:
         dot.edge(source, "loss")
+
+
+CUT_COLOUR = "#d62728"
+CUT_ATTR = {"shape": "box", "style": "dashed", "color": CUT_COLOUR, "fontcolor": CUT_COLOUR}
+"""Where the forward cut the graph (.detach(), .data, no_grad): not an autograd node, so
+drawn unfilled and dashed."""
