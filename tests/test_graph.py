@@ -395,11 +395,10 @@ def test_command_module_does_not_import_torch():
 def test_the_cut_site_is_drawn_where_the_cut_tensor_is_used_next():
     t = targets.load("detached-middle")
     d = graph.graph_of(t.model, t.batch, t.loss_fn, options=graph.GraphOptions(collapse="none"))
-    labels = nodes(d.source)
     (cut_label,) = re.findall(r'^\t+cut0 \[label="(.*?)"', d.source, flags=re.S | re.M)
     assert ".detach() at " in cut_label and "examples/models.py:" in cut_label
     (consumer,) = [dst for src, dst in EDGE.findall(d.source) if src == "cut0"]
-    assert labels[consumer][0] == "AddmmBackward0"
+    assert re.search(rf'^\t+{consumer} \[label="?AddmmBackward0\b', d.source, flags=re.M)
     assert any(n.startswith("graph cut by .detach() at") for n in d.notes)
     healthy = targets.load("healthy-mlp")
     clean = graph.graph_of(healthy.model, healthy.batch, healthy.loss_fn)
