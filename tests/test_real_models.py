@@ -12,6 +12,8 @@ from gradscope.examples.models import SmallCNN
 from gradscope.examples.transformer import GPTConfig, make_gpt
 from gradscope.probe import call_model, pick_loss
 
+pytestmark = pytest.mark.slow  # real architectures, end to end
+
 
 def oracle(model, batch, loss_fn=None):
     model.zero_grad(set_to_none=True)

@@ -221,6 +221,7 @@ def run_module(*args, **kw):
     )
 
 
+@pytest.mark.slow
 def test_help_and_version_do_not_import_torch():
     code = (
         "import sys; sys.argv=['gradscope', '--help']\n"
@@ -235,6 +236,7 @@ def test_help_and_version_do_not_import_torch():
     assert run_module("inspect", "--help").returncode == 0
 
 
+@pytest.mark.slow
 def test_python_dash_m_runs_an_example_end_to_end(tmp_path):
     result = run_module(
         "inspect",

@@ -205,6 +205,7 @@ def test_output_file(invoke, project):
     assert "PASS" in (project / "report.txt").read_text()
 
 
+@pytest.mark.slow
 def test_importing_the_command_does_not_import_torch():
     code = "import sys, gradscope.cli.gradcheck_cmd; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
