@@ -62,19 +62,29 @@ def _summary(report: Report, console: Console) -> None:
     n = sum(p.numel for p in s.params)
     frozen = sum(not p.requires_grad for p in s.params)
     _line(console, ("gradscope inspect ", "bold"), printable(report.target))
-    _line(
-        console,
-        f"  model     {printable(s.model_class)} on {s.device}, {n:,} parameters in "
-        f"{len(s.params)} tensors ({frozen} frozen)",
-    )
     loss = "-" if s.loss_value is None else num(s.loss_value)
-    _line(console, f"  loss      {loss}  ", (f"({printable(s.loss_source)})", "dim"))
-    _line(
-        console,
-        f"  pass      {s.duration_s * 1e3:.1f} ms {s.timed}, "
-        f"{human_bytes(s.saved_bytes)} saved for backward  ",
-        (f"(torch {report.torch_version})", "dim"),
-    )
+    for name, text in (
+        (
+            "model",
+            f"{s.model_class} on {s.device}, {n:,} parameters in {len(s.params)} "
+            f"tensors ({frozen} frozen), torch {report.torch_version}",
+        ),
+        ("loss", f"{loss} ({s.loss_source})"),
+        (
+            "pass",
+            f"{s.duration_s * 1e3:.1f} ms {s.timed}, {human_bytes(s.saved_bytes)} "
+            "saved for backward",
+        ),
+    ):
+        _field(console, name, text)
+
+
+def _field(console: Console, name: str, text: str) -> None:
+    """`  name      text`, wrapped under itself so it fits the width."""
+    lead = f"  {name:<10}"
+    for line in textwrap.wrap(printable(text), width=max(console.width - len(lead), 30)):
+        console.print(Text(lead + line), soft_wrap=True)
+        lead = " " * len(lead)
 
 
 def _findings(findings: list[Finding], console: Console, header: bool = True) -> None:
@@ -208,7 +218,8 @@ def layout(
 
     status_w = max([len("status")] + [len(s) for s in statuses])
     name_want = max([len("parameter")] + [len(n) for n in names])
-    kept = list(COLUMNS)
+    # a column nothing was measured for (max |grad| and zeros of large tensors) says nothing
+    kept = [c for c in COLUMNS if _measured(c, cells)]
 
     def room() -> int:
         return width - sum(size(c) + GAP for c in kept) - GAP - status_w
@@ -219,6 +230,10 @@ def layout(
     while room() < min(name_want, NAME_MIN) and kept:
         kept.remove(min(kept, key=lambda c: c.priority))
     return max(min(name_want, room()), len("parameter")), kept
+
+
+def _measured(col: Column, cells: list[dict[str, str]]) -> bool:
+    return not col.right or any(x[col.title] != "-" for x in cells)
 
 
 def _params(report: Report, console: Console, top: int | None) -> None:
@@ -253,7 +268,7 @@ def _params(report: Report, console: Console, top: int | None) -> None:
             f"showing {len(rows)} of {len(report.stats.params)} parameter tensors (flagged "
             "first, then largest grad norm; --all shows every row)"
         )
-    dropped = [c.title for c in COLUMNS if c not in kept]
+    dropped = [c.title for c in COLUMNS if c not in kept and _measured(c, cells)]
     if dropped:
         notes.append(f"{', '.join(dropped)} left out at {console.width} columns (--width)")
     for n in notes:
