@@ -10,81 +10,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gradscope.config import CheckEntry, Settings
-from gradscope.errors import ExitCode, GradscopeError, UserCodeError
+from gradscope.errors import GradscopeError, UserCodeError
 from gradscope.findings import Finding, Severity, split_ignored
-from gradscope.results import Report
+from gradscope.results import CheckReport, Report, TargetResult
 from gradscope.targets import split_spec
-
-CHECK_SCHEMA_VERSION = 1
-
-
-@dataclass
-class TargetResult:
-    """One configured target's outcome."""
-
-    kind: str
-    """"inspect" or "gradcheck"."""
-    target: str
-    findings: list[Finding] = field(default_factory=list)
-    """Findings that count against --fail-on."""
-    known: list[Finding] = field(default_factory=list)
-    """Findings already in the baseline: reported, never failing."""
-    ignored: list[Finding] = field(default_factory=list)
-    """Findings an `ignore` pattern silenced: reported, never failing."""
-    document: dict[str, Any] | None = None
-    """The target's own JSON document (inspect report or gradcheck result)."""
-    error: str | None = None
-    """Why the target could not run, if it could not."""
-    duration_s: float = 0.0
-    file: str | None = None
-    """The user's file behind the target (as resolved), for CI annotations."""
-
-    def failed(self, fail_on: Severity | None) -> bool:
-        return (
-            self.error is None
-            and fail_on is not None
-            and any(f.severity >= fail_on for f in self.findings)
-        )
-
-
-@dataclass
-class CheckReport:
-    results: list[TargetResult]
-    fail_on: Severity | None
-
-    def exit_code(self) -> ExitCode:
-        if any(r.error for r in self.results):
-            return ExitCode.ERROR
-        if any(r.failed(self.fail_on) for r in self.results):
-            return ExitCode.FINDINGS
-        return ExitCode.OK
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "version": CHECK_SCHEMA_VERSION,
-            "tool": "gradscope",
-            "kind": "check",
-            "fail_on": str(self.fail_on) if self.fail_on else "never",
-            "exit_code": int(self.exit_code()),
-            "results": [
-                {
-                    "kind": r.kind,
-                    "target": r.target,
-                    "error": r.error,
-                    "passed": r.error is None and not r.failed(self.fail_on),
-                    "duration_s": round(r.duration_s, 6),
-                    "findings": [f.to_dict() for f in r.findings],
-                    "known": [f.to_dict() for f in r.known],
-                    "ignored": [f.to_dict() for f in r.ignored],
-                    "document": r.document,
-                }
-                for r in self.results
-            ],
-        }
 
 
 def from_inspect(report: Report, fail_on: Severity | None) -> CheckReport:
@@ -184,6 +116,10 @@ def _jobs(settings: Settings) -> list[tuple[Callable[..., TargetResult], CheckEn
             "or pass "
             "--config FILE"
         )
+    from gradscope.gradcheck.checker import options_for
+
+    for entry in settings.gradcheck:  # shape, dtype, tensor, domain: wrong before any runs
+        options_for(entry)
     jobs = [(run_inspect, e, "inspect") for e in settings.inspect]
     jobs += [(run_gradcheck, e, "gradcheck") for e in settings.gradcheck]
     jobs += [(run_watch, e, "watch") for e in settings.watch]

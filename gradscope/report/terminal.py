@@ -1,6 +1,6 @@
 """The inspect and check reports for people: summary, findings with advice, parameter table.
 
-Renders to a string (report.outputs.paint), like every other format. Findings of
+Renders to a string (report.console.paint), like every other format. Findings of
 one rule that share their advice and evidence are printed once with all their
 subjects, so a model with a thousand NaN gradients gives one paragraph, not a
 thousand. Everything that comes from the user (names, messages) is put in as
@@ -18,7 +18,7 @@ from rich.text import Text
 
 from gradscope.findings import Finding, Severity, grouped, ignored_summary, subjects_text
 from gradscope.fmt import human_bytes, num, printable
-from gradscope.report.outputs import View, paint
+from gradscope.report.console import View, paint
 from gradscope.results import Report
 from gradscope.stats import ParamStats
 

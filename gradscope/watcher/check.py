@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import time
 
-from gradscope.check import CheckReport, TargetResult
 from gradscope.config import CheckEntry, Settings
+from gradscope.results import CheckReport, TargetResult
 from gradscope.watcher.report import WatchReport
 
 

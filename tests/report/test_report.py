@@ -9,7 +9,7 @@ from conftest import param, stats
 from gradscope import rules
 from gradscope.report import json as json_report
 from gradscope.report import terminal
-from gradscope.report.outputs import View
+from gradscope.report.console import View
 from gradscope.results import Report
 
 

@@ -7,7 +7,7 @@ from conftest import param, stats
 
 from gradscope import rules
 from gradscope.report import terminal
-from gradscope.report.outputs import View
+from gradscope.report.console import View
 from gradscope.results import Report
 
 LONG = "encoder.layers.11.self_attention.in_projection_with_bias.weight"
