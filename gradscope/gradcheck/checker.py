@@ -27,11 +27,11 @@ from gradscope.gradcheck.inputs import InputOptions, Problem, build
 from gradscope.gradcheck.results import (
     CheckError,
     CheckSummary,
+    FunctionResult,
     GradcheckReport,
     InputInfo,
     Note,
     PairFailure,
-    TargetResult,
 )
 from gradscope.gradcheck.targets import Resolved, defines, resolve, resolve_object
 from gradscope.gradcheck.values import ALL, Domain, parse_domain, parse_tensor
@@ -170,7 +170,7 @@ def check(
     explain: bool = True,
     tensors: dict[str, Any] | None = None,
     domain: str | dict[str, str] | None = None,
-) -> TargetResult:
+) -> FunctionResult:
     """Check a Function class, a function of tensors or an nn.Module from Python.
 
     `inputs` (a tuple of positional arguments, a dict of keyword arguments, or both as
@@ -244,7 +244,7 @@ def warm_up() -> None:
         fwAD.unpack_dual(fwAD.make_dual(x.detach(), torch.ones_like(x)) * 2)
 
 
-def check_resolved(target: Resolved, options: Options) -> TargetResult:
+def check_resolved(target: Resolved, options: Options) -> FunctionResult:
     import torch
 
     from gradscope.gradcheck import notes as notes_mod
@@ -268,7 +268,7 @@ def check_resolved(target: Resolved, options: Options) -> TargetResult:
     except StageError as exc:
         if exc.stage == "forward" and problem.generated:
             raise InputsRejected(problem, exc.original) from None
-        return TargetResult(
+        return FunctionResult(
             inputs=tuple(problem.infos),
             outputs=tuple(problem.output_names),
             checks=(CheckSummary("backward", False, 1, 0.0),),
@@ -290,7 +290,7 @@ def check_resolved(target: Resolved, options: Options) -> TargetResult:
             run.check(name)
     finally:
         problem.restore()  # a module's own parameters, bit for bit as they were
-    return TargetResult(
+    return FunctionResult(
         inputs=tuple(run.infos or problem.infos),
         outputs=tuple(problem.output_names),
         checks=tuple(run.summaries),

@@ -1,6 +1,6 @@
 """Plain results of `gradscope gradcheck` (no torch here: reporters and tests read them).
 
-check → [TargetResult] → report.gradcheck_terminal | report.gradcheck_json.
+check → [FunctionResult] → report.gradcheck_terminal | report.gradcheck_json.
 """
 
 from __future__ import annotations
@@ -178,7 +178,11 @@ class CheckSummary:
 
 
 @dataclass(frozen=True)
-class TargetResult:
+class FunctionResult:
+    """One checked Function (or function, or module): its inputs, checks and failures.
+
+    Not `check.TargetResult`, which is one target of the CI gate."""
+
     spec: str
     kind: str
     """autograd.Function, function or module."""
@@ -218,7 +222,7 @@ class TargetResult:
 
 @dataclass(frozen=True)
 class GradcheckReport:
-    targets: tuple[TargetResult, ...]
+    targets: tuple[FunctionResult, ...]
     torch_version: str = ""
 
     @property

@@ -14,9 +14,9 @@ from gradscope.gradcheck.results import (
     CHECKS,
     CheckError,
     Element,
+    FunctionResult,
     GradcheckReport,
     PairFailure,
-    TargetResult,
 )
 
 SHOW_WORST = 3
@@ -33,7 +33,7 @@ def render(report: GradcheckReport, console: Console) -> None:
     _verdict(report, console)
 
 
-def render_target(t: TargetResult, console: Console) -> None:
+def render_target(t: FunctionResult, console: Console) -> None:
     mark = "[bold green]PASS[/]" if t.passed else "[bold red]FAIL[/]"
     calls = sum(c.calls for c in t.checks)
     tol = t.tolerance
@@ -56,7 +56,7 @@ def render_target(t: TargetResult, console: Console) -> None:
         )
 
 
-def _inputs(t: TargetResult) -> Table:
+def _inputs(t: FunctionResult) -> Table:
     ran = [c for c in CHECKS if any(s.name == c for s in t.checks)]
     table = Table(box=None, padding=(0, 2), pad_edge=True, show_edge=False)
     for head in ("input", "shape", "dtype", "checked", *ran):

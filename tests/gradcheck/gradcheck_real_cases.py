@@ -48,7 +48,7 @@ def torch_slow(fn: Callable[..., Any], inputs: tuple[Any, ...]) -> bool:
 class Case:
     name: str
     gradscope: Callable[[], Any]
-    """→ TargetResult."""
+    """→ FunctionResult."""
     torch: Callable[[], bool]
     """→ torch's slow-mode verdict on the same inputs."""
     diagnosis: str | None = None
