@@ -131,3 +131,20 @@ def test_relaunch_command_drops_only_the_flag():
     cmd = torchrun_command(2, ["watch", "t.py", "--nproc-per-node", "2"])
     assert cmd[1:6] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     assert cmd[6:] == ["-m", "--", "gradscope", "watch", "t.py"]
+
+
+def test_a_gathering_timeout_is_one_line_exit_2():
+    from gradscope.config import Settings
+    from gradscope.distributed.context import RankTimeout
+    from gradscope.errors import ExitCode, GradscopeError
+
+    hooks = DistributedWatch()
+    with pytest.raises(RankTimeout), hooks.guard():
+        raise RankTimeout("gradscope gathering", 0, (1,), 5.0)
+    with pytest.raises(GradscopeError) as caught:
+        hooks.conclude(None, Settings())  # type: ignore[arg-type]  # raises before reading it
+    assert caught.value.exit_code == ExitCode.ERROR
+    assert (
+        str(caught.value)
+        == "rank 0: gradscope gathering timed out after 5 s: rank 1 did not arrive"
+    )
