@@ -73,6 +73,16 @@ class DistributedWatch:
 
         self.watcher = watcher
         watcher.recorder.finalise = self.finalise
+        add = watcher.recorder.add
+
+        def add_step(step: Any) -> None:
+            if callable(getattr(step.grad_norm, "to_local", None)):
+                # FSDP2's clip_grad_norm_ returns a DTensor: drop it, and the recorder sums
+                # the finalised (global) per-parameter squares instead, with no collective
+                step.grad_norm = None
+            add(step)
+
+        watcher.recorder.add = add_step
         self._destroy = dist.destroy_process_group
         dist.destroy_process_group = self._before_destroy
 

@@ -55,20 +55,27 @@ def test_fsdp2_watch_norms_are_the_unsharded_ones(tmp_path):
             "--",
             "--reference",
             str(ref),
+            "--clip",
+            "0.5",
         ]
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc, want = json.loads(out.read_text()), json.loads(ref.read_text())
     assert doc["findings"] == []
+    assert "FSDP2 on 2 ranks (gloo)" in doc["summary"]["notes"][0]
     names = [p["name"] for p in doc["params"]]
     assert len(doc["steps"]) == len(want) == 4
     for step, reference in zip(doc["steps"], want, strict=True):
+        total = reference.pop("total")  # clip_grad_norm_'s global total on the FSDP2 model
         got = dict(zip(names, step["param_norms"], strict=True))
         assert got.keys() == reference.keys()
-        for name, value in reference.items():
+        for name, value in reference.items():  # before clipping, unsharded reference
             assert abs(got[name] - value) <= 1e-6 * value, (name, got[name], value)
-        total = sum(v * v for v in reference.values()) ** 0.5
-        assert abs(step["grad_norm"] - total) <= 1e-6 * total
+        summed = sum(v * v for v in reference.values()) ** 0.5
+        assert abs(total - summed) <= 1e-6 * summed
+        assert abs(step["grad_norm"] - summed) <= 1e-6 * summed
+        coefficient = min(1.0, 0.5 / (summed + 1e-6))  # the global clip coefficient
+        assert abs(step["clipped_norm"] - summed * coefficient) <= 1e-6 * step["clipped_norm"]
 
 
 def test_ddp_unused_module_is_named_when_the_script_dies(tmp_path):

@@ -28,6 +28,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--reference", required=True)
+    ap.add_argument("--clip", type=float, default=None, help="clip_grad_norm_ to this norm")
     args = ap.parse_args()
     dist.init_process_group("gloo")
     world, rank = dist.get_world_size(), dist.get_rank()
@@ -50,6 +51,9 @@ def main():
         reference.zero_grad()
         nn.functional.mse_loss(reference(full_x), full_y).backward()
         steps.append({n: float(p.grad.double().norm()) for n, p in reference.named_parameters()})
+        if args.clip is not None:
+            total = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+            steps[-1]["total"] = float(total.full_tensor())
         opt.step()
         with torch.no_grad():  # the reference follows the same update
             for p, q in zip(model.parameters(), reference.parameters(), strict=True):
