@@ -1,7 +1,7 @@
 """`gradscope watch` under torchrun: the one place the watcher meets gradscope.distributed.
 
-`DistributedWatch` starts a distributed `Session` before the script (it costs nothing
-until the script wraps a model in DDP or `fully_shard` with a process group up), gives
+`DistributedWatch` starts a distributed `Session` before the script when torchrun
+launched several processes (WORLD_SIZE > 1; in any other run it installs nothing), gives
 the Recorder a finaliser that turns FSDP2 shard norms into global ones (one all-reduce
 per read-back, on every rank), and afterwards merges the Session's cross-rank findings
 into the watch report. When the script dies it explains DDP's reduction error without
@@ -48,6 +48,14 @@ def launched_rank() -> int:
         return 0
 
 
+def launched_world() -> int:
+    """How many processes torchrun launched (WORLD_SIZE; 1 when not launched by it)."""
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
+
+
 def is_main_process() -> bool:
     """True on rank 0 and in a run that is not distributed: the process that reports."""
     return launched_rank() == 0
@@ -56,10 +64,13 @@ def is_main_process() -> bool:
 class DistributedWatch:
     """The Session of one rank, seen from the watcher."""
 
-    def __init__(self, every: int = 100) -> None:
+    def __init__(self, every: int = 100, enabled: bool | None = None) -> None:
+        """`enabled` None: only when torchrun launched this process among several
+        (WORLD_SIZE > 1); otherwise nothing is installed and every call is a no-op."""
         from gradscope.distributed.session import Session
 
-        self.session: Session = Session.start(every)
+        self.enabled = launched_world() > 1 if enabled is None else enabled
+        self.session: Session | None = Session.start(every) if self.enabled else None
         self.error: BaseException | None = None
         self.timeout: Exception | None = None
         self.watcher: Any = None
@@ -71,6 +82,8 @@ class DistributedWatch:
         may need the group)."""
         import torch.distributed as dist
 
+        if not self.enabled:
+            return
         self.watcher = watcher
         watcher.recorder.finalise = self.finalise
         add = watcher.recorder.add
@@ -98,7 +111,8 @@ class DistributedWatch:
         if self._destroy is not None and dist.destroy_process_group == self._before_destroy:
             dist.destroy_process_group = self._destroy
         self._destroy = None
-        self.session.close()
+        if self.session is not None:
+            self.session.close()
 
     def _params(self) -> list[Any]:
         if self.watcher is None:
@@ -136,14 +150,17 @@ class DistributedWatch:
         from gradscope.distributed.norms import is_sharded, local
 
         squares = local(squares)
-        if self._crashed() or self.timeout is not None or not dist.is_initialized():
+        session = self.session
+        if session is None or self._crashed() or self.timeout is not None:
+            return squares
+        if not dist.is_initialized():
             return squares
         width = squares.shape[-1]
         sharded = [is_sharded(p) for p in self._params()[:width]]
         sharded += [False] * (width - len(sharded))
         if not any(sharded):
             return squares
-        rank = self.session.rank or context.current(self.session.timeout_s)
+        rank = session.rank or context.current(session.timeout_s)
         if rank is None:
             return squares
         mask = torch.tensor(sharded, dtype=torch.bool, device=squares.device)
@@ -160,6 +177,8 @@ class DistributedWatch:
         from gradscope.distributed.context import RankTimeout
 
         session = self.session
+        if session is None:
+            return report
         if isinstance(self.error, RankTimeout) or self.timeout is not None:
             self.close()
             raise RankTimedOut(str(self.error if self.timeout is None else self.timeout))

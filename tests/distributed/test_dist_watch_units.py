@@ -48,7 +48,7 @@ def _sharded_and_replicated():
 
 def test_finaliser_keeps_missing_grads_and_restores_destroy(fake_world):
     original = dist.destroy_process_group
-    hooks = DistributedWatch()
+    hooks = DistributedWatch(enabled=True)
     watcher = _Watcher(_sharded_and_replicated())
     hooks.bind(watcher)
     try:
@@ -70,7 +70,7 @@ def test_finaliser_counts_one_collective(fake_world, monkeypatch):
         return real(tensor, *a, **kw)
 
     monkeypatch.setattr(dist, "all_reduce", counting)
-    hooks = DistributedWatch()
+    hooks = DistributedWatch(enabled=True)
     hooks.bind(_Watcher(_sharded_and_replicated()))
     try:
         hooks.finalise(torch.ones(5, 2, dtype=torch.float64))
@@ -81,7 +81,7 @@ def test_finaliser_counts_one_collective(fake_world, monkeypatch):
 
 def test_finaliser_is_identity_for_replicated_parameters(fake_world, monkeypatch):
     monkeypatch.setattr(dist, "all_reduce", lambda *a, **k: pytest.fail("no collective"))
-    hooks = DistributedWatch()
+    hooks = DistributedWatch(enabled=True)
     hooks.bind(_Watcher([nn.Parameter(torch.ones(3))]))
     try:
         squares = torch.tensor([[1.0]], dtype=torch.float64)
@@ -92,7 +92,7 @@ def test_finaliser_is_identity_for_replicated_parameters(fake_world, monkeypatch
 
 def test_no_collective_after_the_script_crashed(fake_world, monkeypatch):
     monkeypatch.setattr(dist, "all_reduce", lambda *a, **k: pytest.fail("no collective"))
-    hooks = DistributedWatch()
+    hooks = DistributedWatch(enabled=True)
     hooks.bind(_Watcher(_sharded_and_replicated()))
     try:
         with pytest.raises(ValueError), hooks.guard():
@@ -102,10 +102,22 @@ def test_no_collective_after_the_script_crashed(fake_world, monkeypatch):
         hooks.close()
 
 
+def test_not_launched_by_torchrun_installs_nothing(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    original = dist.destroy_process_group
+    hooks = DistributedWatch()
+    assert hooks.session is None
+    watcher = _Watcher([nn.Parameter(torch.ones(3))])
+    hooks.bind(watcher)
+    assert watcher.recorder.finalise is None and dist.destroy_process_group is original
+    assert hooks.conclude("report", None) == "report"  # type: ignore[arg-type]
+    hooks.close()
+
+
 def test_not_distributed_costs_nothing(monkeypatch):
     monkeypatch.setattr(dist, "all_reduce", lambda *a, **k: pytest.fail("no collective"))
     assert not dist.is_initialized()
-    hooks = DistributedWatch()
+    hooks = DistributedWatch(enabled=True)
     hooks.bind(_Watcher([nn.Parameter(torch.ones(3))]))
     try:
         assert hooks.finalise(torch.ones(2, 1)).tolist() == [[1.0], [1.0]]
@@ -138,7 +150,7 @@ def test_a_gathering_timeout_is_one_line_exit_2():
     from gradscope.distributed.context import RankTimeout
     from gradscope.errors import ExitCode, GradscopeError
 
-    hooks = DistributedWatch()
+    hooks = DistributedWatch(enabled=True)
     with pytest.raises(RankTimeout), hooks.guard():
         raise RankTimeout("gradscope gathering", 0, (1,), 5.0)
     with pytest.raises(GradscopeError) as caught:
