@@ -144,6 +144,9 @@ def inspect(
             )
         with clikit.user_stdout_to_stderr(to_stdout(output)):
             report = _run_inspect(target, settings, explain, ctx.args if script else None)
+        code = ExitCode.FINDINGS if report.failed(settings.fail_on) else ExitCode.OK
+        if script and _launched_rank() != 0:  # under torchrun, rank 0 alone reports
+            raise typer.Exit(code)
         if plot_path:
             from gradscope.report.flow_plot import plot as flow_plot
 
@@ -159,7 +162,13 @@ def inspect(
             inspect=report,
             top=None if all_rows else top,
         )
-        raise typer.Exit(ExitCode.FINDINGS if report.failed(settings.fail_on) else ExitCode.OK)
+        raise typer.Exit(code)
+
+
+def _launched_rank() -> int:
+    from gradscope.distributed.context import env_rank
+
+    return env_rank() or 0
 
 
 PLOT_FORMATS = ("png", "svg", "pdf")

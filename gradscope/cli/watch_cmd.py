@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gradscope.cli import common as clikit
-from gradscope.errors import ConfigError
+from gradscope.errors import ConfigError, ExitCode
 from gradscope.report.outputs import Format
 
 if TYPE_CHECKING:
@@ -99,6 +99,15 @@ def watch(
     width: Annotated[
         int | None, typer.Option("--width", metavar="COLS", help="Terminal report width.")
     ] = None,
+    nproc_per_node: Annotated[
+        int | None,
+        typer.Option(
+            "--nproc-per-node",
+            metavar="N",
+            min=1,
+            help="Launch SCRIPT on N local ranks under torchrun (DDP/FSDP2); rank 0 reports.",
+        ),
+    ] = None,
     debug: clikit.DebugOpt = False,
 ) -> None:
     """Run SCRIPT as `python SCRIPT ARGS` and judge every optimizer step over time.
@@ -115,7 +124,13 @@ def watch(
       gradscope watch train.py --steps 200 --plot grads.png --log steps.jsonl
 
       gradscope watch train.py --format json --output report.json
+
+      gradscope watch train_ddp.py --nproc-per-node 2 -- --epochs 1
     """
+    if nproc_per_node is not None:
+        from gradscope.distributed.launch import relaunch
+
+        raise typer.Exit(relaunch(nproc_per_node, sys.argv[1:]))
     with clikit.guarded(debug):
         from gradscope import config as config_mod
         from gradscope.watcher.runner import run_script
@@ -124,24 +139,36 @@ def watch(
         settings = config_mod.load(config, flags=flags)
         if plot and not plot.lower().endswith((".png", ".svg")):
             raise ConfigError(f"--plot {plot}: use a .png or .svg file name")
+        from gradscope.watcher.distributed_hooks import is_main_process, quiet_unless_main
+
         to_stdout = not output or output == "-"
-        report = run_script(
-            script,
-            list(ctx.args),
-            quiet_stdout=to_stdout,
-            settings=settings,
-            steps=steps,
-            log=log,
-            update_every=update_every,
-            flush_every=flush_every,
-        )
-        if plot:
+        main_rank = is_main_process()
+        with quiet_unless_main():
+            report = run_script(
+                script,
+                list(ctx.args),
+                quiet_stdout=to_stdout or not main_rank,
+                settings=settings,
+                steps=steps,
+                log=log,
+                update_every=update_every,
+                flush_every=flush_every,
+            )
+        if plot and main_rank:
             from gradscope.report import watch_plot
 
             watch_plot.render(report, plot)
-        _write(report, format, output, width)
-        _status_line(report)
-        raise typer.Exit(report.exit_code())
+        if main_rank:  # under torchrun, rank 0 reports; the others print only errors
+            _write(report, format, output, width)
+        _status_line(report, main_rank)
+        code = report.exit_code()
+        if main_rank:
+            from gradscope.distributed.launch import record_exit
+
+            record_exit(code)
+        elif code == ExitCode.FINDINGS:  # rank 0 reports them; a failing rank would make
+            code = ExitCode.OK  # torchrun stop rank 0 before it has written the report
+        raise typer.Exit(code)
 
 
 def _write(report: WatchReport, fmt: Format, output: str | None, width: int | None) -> None:
@@ -170,11 +197,11 @@ def _write(report: WatchReport, fmt: Format, output: str | None, width: int | No
             emit(markdown.render(check), output)
 
 
-def _status_line(report: WatchReport) -> None:
+def _status_line(report: WatchReport, main_rank: bool = True) -> None:
     run = report.run
     if run.status == "crashed":
         clikit.error(f"the script failed after {len(run.steps)} steps: {run.error}")
     elif run.status == "interrupted":
         clikit.error(f"interrupted after {len(run.steps)} steps")
-    elif run.status == "completed" and not run.steps:
+    elif run.status == "completed" and not run.steps and main_rank:
         sys.stderr.write("gradscope: note: the script made no optimizer step\n")

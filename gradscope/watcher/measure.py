@@ -9,12 +9,13 @@ from __future__ import annotations
 import torch
 
 from gradscope.watcher.discover import Tracked
+from gradscope.watcher.distributed_hooks import local_parts
 from gradscope.watcher.recorder import NO_GRAD
 
 
 def norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     """Float32 L2 norms (a half-precision norm overflows long before its elements do)."""
-    dense = [t.coalesce().values() if t.is_sparse else t for t in tensors]
+    dense = [t.coalesce().values() if t.is_sparse else t for t in local_parts(tensors)]
     return list(torch._foreach_norm(dense, 2, dtype=torch.float32))
 
 

@@ -40,13 +40,21 @@ def run_script(
     """The report of every step the script made; never raises for the script's failures."""
     if not os.path.isfile(path):
         raise TargetError(f"{path}: no such file")
+    from gradscope.watcher.distributed_hooks import DistributedWatch, is_main_process
+
+    if not is_main_process():  # under torchrun only rank 0 writes files
+        options["log"] = None
+    hooks = DistributedWatch()
     watcher = Watcher(label=options.pop("label", f"script {path}"), **options)
     with _as_main(path, list(argv or []), quiet_stdout):
         try:
             with watcher:
-                runpy.run_path(path, run_name="__main__")
+                hooks.bind(watcher)
+                with hooks.guard():
+                    runpy.run_path(path, run_name="__main__")
         except BaseException:  # recorded as the run's status by the Watcher
             if watcher.report is None:
+                hooks.close()
                 raise
     assert watcher.report is not None
-    return watcher.report
+    return hooks.conclude(watcher.report, watcher.settings)

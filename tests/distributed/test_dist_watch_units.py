@@ -1,0 +1,162 @@
+"""The watch/distributed adapter in one process: the `fake` backend simulates 2 ranks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from gradscope.distributed.launch import torchrun_command, without_flag
+from gradscope.watcher import distributed_hooks
+from gradscope.watcher.distributed_hooks import DistributedWatch
+
+
+@pytest.fixture
+def fake_world():
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", rank=0, world_size=2, store=FakeStore())
+    yield
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+class _Tracked:
+    def __init__(self, params):
+        self.params = params
+
+
+class _Watcher:
+    """The two attributes of a Watcher the adapter reads."""
+
+    def __init__(self, params):
+        from gradscope.watcher.recorder import Recorder
+
+        self.recorder = Recorder()
+        self.interceptor = type("I", (), {"tracked": _Tracked(params)})()
+
+
+def _sharded_and_replicated():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (2,))
+    sharded = nn.Parameter(distribute_tensor(torch.ones(4, 3), mesh, [Shard(0)]))
+    return [sharded, nn.Parameter(torch.ones(2))]
+
+
+def test_finaliser_keeps_missing_grads_and_restores_destroy(fake_world):
+    original = dist.destroy_process_group
+    hooks = DistributedWatch(enabled=True)
+    watcher = _Watcher(_sharded_and_replicated())
+    hooks.bind(watcher)
+    try:
+        assert watcher.recorder.finalise == hooks.finalise
+        squares = torch.tensor([[4.0, 9.0], [-1.0, 1.0], [2.0, 3.0]], dtype=torch.float64)
+        # the fake backend's all_reduce leaves values as they are; -1 (no grad) is kept
+        assert hooks.finalise(squares).tolist() == [[4.0, 9.0], [-1.0, 1.0], [2.0, 3.0]]
+    finally:
+        hooks.close()
+    assert dist.destroy_process_group is original
+
+
+def test_finaliser_counts_one_collective(fake_world, monkeypatch):
+    calls = []
+    real = dist.all_reduce
+
+    def counting(tensor, *a, **kw):
+        calls.append(tensor.shape)
+        return real(tensor, *a, **kw)
+
+    monkeypatch.setattr(dist, "all_reduce", counting)
+    hooks = DistributedWatch(enabled=True)
+    hooks.bind(_Watcher(_sharded_and_replicated()))
+    try:
+        hooks.finalise(torch.ones(5, 2, dtype=torch.float64))
+    finally:
+        hooks.close()
+    assert calls == [torch.Size([5, 2])]  # five steps, two parameters: one collective
+
+
+def test_finaliser_is_identity_for_replicated_parameters(fake_world, monkeypatch):
+    monkeypatch.setattr(dist, "all_reduce", lambda *a, **k: pytest.fail("no collective"))
+    hooks = DistributedWatch(enabled=True)
+    hooks.bind(_Watcher([nn.Parameter(torch.ones(3))]))
+    try:
+        squares = torch.tensor([[1.0]], dtype=torch.float64)
+        assert hooks.finalise(squares) is squares  # DDP: gradients already synchronised
+    finally:
+        hooks.close()
+
+
+def test_no_collective_after_the_script_crashed(fake_world, monkeypatch):
+    monkeypatch.setattr(dist, "all_reduce", lambda *a, **k: pytest.fail("no collective"))
+    hooks = DistributedWatch(enabled=True)
+    hooks.bind(_Watcher(_sharded_and_replicated()))
+    try:
+        with pytest.raises(ValueError), hooks.guard():
+            raise ValueError("the script died")
+        assert hooks.finalise(torch.ones(1, 2)).tolist() == [[1.0, 1.0]]
+    finally:
+        hooks.close()
+
+
+def test_not_launched_by_torchrun_installs_nothing(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    original = dist.destroy_process_group
+    hooks = DistributedWatch()
+    assert hooks.session is None
+    watcher = _Watcher([nn.Parameter(torch.ones(3))])
+    hooks.bind(watcher)
+    assert watcher.recorder.finalise is None and dist.destroy_process_group is original
+    assert hooks.conclude("report", None) == "report"  # type: ignore[arg-type]
+    hooks.close()
+
+
+def test_not_distributed_costs_nothing(monkeypatch):
+    monkeypatch.setattr(dist, "all_reduce", lambda *a, **k: pytest.fail("no collective"))
+    assert not dist.is_initialized()
+    hooks = DistributedWatch(enabled=True)
+    hooks.bind(_Watcher([nn.Parameter(torch.ones(3))]))
+    try:
+        assert hooks.finalise(torch.ones(2, 1)).tolist() == [[1.0], [1.0]]
+    finally:
+        hooks.close()
+
+
+def test_local_parts_and_rank_from_environment(monkeypatch):
+    t = torch.ones(2)
+    assert distributed_hooks.local_parts([t])[0] is t
+    monkeypatch.setenv("RANK", "1")
+    assert not distributed_hooks.is_main_process()
+    monkeypatch.setenv("RANK", "0")
+    assert distributed_hooks.is_main_process()
+    monkeypatch.delenv("RANK")
+    assert distributed_hooks.is_main_process()
+
+
+def test_relaunch_command_drops_only_the_flag():
+    args = ["watch", "t.py", "--nproc-per-node", "2", "-o", "r.json", "--", "--nproc-per-node", "9"]
+    assert without_flag(args) == ["watch", "t.py", "-o", "r.json", "--", "--nproc-per-node", "9"]
+    assert without_flag(["watch", "--nproc-per-node=4", "t.py"]) == ["watch", "t.py"]
+    cmd = torchrun_command(2, ["watch", "t.py", "--nproc-per-node", "2"])
+    assert cmd[1:6] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    assert cmd[6:] == ["-m", "--", "gradscope", "watch", "t.py"]
+
+
+def test_a_gathering_timeout_is_one_line_exit_2():
+    from gradscope.config import Settings
+    from gradscope.distributed.context import RankTimeout
+    from gradscope.errors import ExitCode, GradscopeError
+
+    hooks = DistributedWatch(enabled=True)
+    with pytest.raises(RankTimeout), hooks.guard():
+        raise RankTimeout("gradscope gathering", 0, (1,), 5.0)
+    with pytest.raises(GradscopeError) as caught:
+        hooks.conclude(None, Settings())  # type: ignore[arg-type]  # raises before reading it
+    assert caught.value.exit_code == ExitCode.ERROR
+    assert (
+        str(caught.value)
+        == "rank 0: gradscope gathering timed out after 5 s: rank 1 did not arrive"
+    )
