@@ -64,7 +64,7 @@ def extend(
     roots = root_modules(owned)
     prefixes = _prefixes(roots)
     for root, prefix in zip(roots, prefixes, strict=True):
-        for name, param in root.named_parameters():
+        for name, param in unwrapped(root).named_parameters():
             if param.requires_grad or id(param) in owned:
                 tracked.add(prefix + _strip(name), param)
     for i, o in enumerate(optimizers):
@@ -73,6 +73,19 @@ def extend(
                 tracked.add(f"optimizer{i}.group{g}.param{k}", p)
     for k, p in enumerate(extra):
         tracked.add(f"clipped.param{k}", p)
+
+
+WRAPPERS = ("DistributedDataParallel", "DataParallel")
+"""Modules that hold the user's model as `.module`: names are the model's own, as the
+distributed findings and the user's config spell them (no `module.` prefix)."""
+
+
+def unwrapped(module: nn.Module) -> nn.Module:
+    while type(module).__name__ in WRAPPERS and isinstance(
+        getattr(module, "module", None), nn.Module
+    ):
+        module = module.module  # type: ignore[assignment]
+    return module
 
 
 def _strip(name: str) -> str:

@@ -30,16 +30,6 @@ class RankTimedOut(GradscopeError):
     """A gathering timed out: one line naming the ranks that never arrived, exit 2."""
 
 
-def local_parts(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Each tensor's part on this rank (an FSDP2 DTensor's local shard, else itself): the
-    watcher measures local parts, the finaliser makes sharded norms global."""
-    out = []
-    for t in tensors:
-        to_local = getattr(t, "to_local", None)
-        out.append(to_local() if callable(to_local) else t)
-    return out
-
-
 def launched_rank() -> int:
     """The rank torchrun gave this process (0 when not launched by torchrun)."""
     try:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import torch
 
+from gradscope.distributed.norms import local
 from gradscope.watcher.discover import Tracked
-from gradscope.watcher.distributed_hooks import local_parts
 from gradscope.watcher.recorder import NO_GRAD
 
 
 def norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     """Float32 L2 norms (a half-precision norm overflows long before its elements do)."""
-    dense = [t.coalesce().values() if t.is_sparse else t for t in local_parts(tensors)]
+    dense = [t.coalesce().values() if t.is_sparse else t for t in map(local, tensors)]
     return list(torch._foreach_norm(dense, 2, dtype=torch.float32))
 
 
