@@ -150,7 +150,9 @@ def gradcheck(
     code = ExitCode.ERROR
     with clikit.guarded(debug):
         from gradscope.gradcheck import run
+        from gradscope.report.write import destination, to_stdout
 
+        output = destination(output)
         jobs = build_jobs(
             specs or [],
             shape or [],
@@ -163,7 +165,8 @@ def gradcheck(
             tensor or [],
             domain or [],
         )
-        report = run(jobs)
+        with clikit.user_stdout_to_stderr(to_stdout(output)):
+            report = run(jobs)
         if debug:
             for error in (e for t in report.targets for e in t.errors):
                 sys.stderr.write(f"{error.check}: {error.traceback}\n")
@@ -234,6 +237,6 @@ def _emit(report: Any, format: GradcheckFormat, output: str | None) -> None:
         emit(gradcheck_json.render(report), output)
         return
     from gradscope.report import gradcheck_terminal
-    from gradscope.report.outputs import paint_terminal
+    from gradscope.report.console import view_for
 
-    paint_terminal(lambda console: gradcheck_terminal.render(report, console), output)
+    emit(gradcheck_terminal.render(report, view_for(output)), output)

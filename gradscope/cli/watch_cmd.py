@@ -139,6 +139,12 @@ def watch(
         settings = config_mod.load(config, flags=flags)
         if plot and not plot.lower().endswith((".png", ".svg")):
             raise ConfigError(f"--plot {plot}: use a .png or .svg file name")
+        from gradscope.report.write import destination, write_file
+
+        # resolved before the script runs: a script that changes directory moves nothing
+        output = destination(output)
+        plot_path = destination(plot, "--plot")
+        log = destination(log, "--log")
         from gradscope.watcher.distributed_hooks import is_main_process, quiet_unless_main
 
         to_stdout = not output or output == "-"
@@ -157,7 +163,8 @@ def watch(
         if plot and main_rank:
             from gradscope.report import watch_plot
 
-            watch_plot.render(report, plot)
+            assert plot_path is not None
+            write_file(plot_path, watch_plot.render(report, plot_path.rpartition(".")[2].lower()))
         if main_rank:  # under torchrun, rank 0 reports; the others print only errors
             _write(report, format, output, width)
         _status_line(report, main_rank)
@@ -172,13 +179,13 @@ def watch(
 
 
 def _write(report: WatchReport, fmt: Format, output: str | None, width: int | None) -> None:
-    from gradscope.report.outputs import paint_terminal
+    from gradscope.report.console import view_for
     from gradscope.report.write import emit
 
     if fmt is Format.terminal:
         from gradscope.report import watch_terminal
 
-        paint_terminal(lambda console: watch_terminal.render(report, console), output, width)
+        emit(watch_terminal.render(report, view_for(output, width)), output)
     elif fmt is Format.json:
         from gradscope.report import json as json_report
 

@@ -18,6 +18,7 @@ from gradscope.gradcheck.results import (
     GradcheckReport,
     PairFailure,
 )
+from gradscope.report.console import View, paint
 
 SHOW_WORST = 3
 
@@ -26,7 +27,12 @@ def num(x: float | None) -> str:
     return fmt.num(x, digits=4)
 
 
-def render(report: GradcheckReport, console: Console) -> None:
+def render(report: GradcheckReport, view: View) -> str:
+    """The whole gradcheck report as terminal text."""
+    return paint(lambda console: _render(report, console), view)
+
+
+def _render(report: GradcheckReport, console: Console) -> None:
     for target in report.targets:
         render_target(target, console)
         console.print()

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from gradscope.report.console import View, paint, view_for
+from gradscope.report.console import View, view_for
 from gradscope.report.write import append_to, emit, to_stdout
 
 if TYPE_CHECKING:  # the CLI imports this module for Format: --help stays cheap
@@ -70,10 +69,3 @@ def write(
         stream = sys.stderr if to_stdout(output) and fmt is not Format.terminal else sys.stdout
         stream.write(annotations.render(check))
         stream.flush()
-
-
-def paint_terminal(
-    draw: Callable[[Any], None], output: str | None, width: int | None = None
-) -> None:
-    """Paint with `draw(console)` and deliver the text."""
-    emit(paint(draw, view_for(output, width)), output)

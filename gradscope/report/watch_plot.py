@@ -5,8 +5,8 @@ matplotlib (Agg) is imported here only, when a plot is asked for.
 
 from __future__ import annotations
 
+import io
 import math
-import os
 
 from gradscope.errors import GradscopeError
 from gradscope.watcher.groups import binned_max, bins, group_norm, layer_groups
@@ -22,10 +22,8 @@ MARKER = {
 }
 
 
-def render(report: WatchReport, path: str, columns: int = 400) -> None:
-    ext = os.path.splitext(path)[1].lower()
-    if ext not in (".png", ".svg"):
-        raise GradscopeError(f"--plot {path}: use a .png or .svg file name")
+def render(report: WatchReport, fmt: str = "png", columns: int = 400) -> bytes:
+    """The picture's bytes (png or svg); the caller writes them where the user said."""
     if not report.run.steps:
         raise GradscopeError("--plot: no optimizer step was recorded, nothing to plot")
     try:
@@ -36,11 +34,10 @@ def render(report: WatchReport, path: str, columns: int = 400) -> None:
     import matplotlib.pyplot as plt
 
     fig = _figure(plt, report, columns)
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise GradscopeError(f"cannot write {path}: folder {folder} does not exist")
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=fmt, dpi=110, bbox_inches="tight")
     plt.close(fig)
+    return buffer.getvalue()
 
 
 def _figure(plt, report: WatchReport, columns: int):

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from gradscope.report.console import View, paint
 from gradscope.watcher.groups import binned_max, group_norm, layer_groups
 from gradscope.watcher.marks import marks
 from gradscope.watcher.report import WatchReport
@@ -40,7 +41,12 @@ def sparkline(values: list[float | None], width: int) -> Text:
     return text
 
 
-def render(report: WatchReport, console: Console) -> None:
+def render(report: WatchReport, view: View) -> str:
+    """The whole watch report as terminal text."""
+    return paint(lambda console: _render(report, console), view)
+
+
+def _render(report: WatchReport, console: Console) -> None:
     _summary(report, console)
     _findings(report, console)
     _over_time(report, console)
