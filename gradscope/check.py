@@ -180,6 +180,9 @@ def run_isolated(settings: Settings, progress: Progress | None = None) -> CheckR
 
 def _work(settings: Settings, start: int, send: Any) -> None:
     """The worker: run the targets from `start` on, sending each result as it is known."""
+    from gradscope.gradcheck.checker import warm_up
+
+    warm_up()  # torch's one-off lazy imports, not billed to the first target's time
     jobs = _jobs(settings)
     for index in range(start, len(jobs)):
         job, entry, _ = jobs[index]
