@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 
 import pytest
+import torchrun_launch
 
 pytestmark = pytest.mark.slow
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -36,7 +36,7 @@ def launch(tmp_path, script, *args, every=2):
         *args,
     ]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    proc = torchrun_launch.run(cmd, timeout=120, cwd=ROOT)
     doc = json.loads(out.read_text()) if out.exists() else None
     return proc, doc, time.perf_counter() - start
 

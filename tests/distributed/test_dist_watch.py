@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
+import torchrun_launch
 
 pytestmark = pytest.mark.slow
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -19,7 +19,7 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 
 
 def run(cmd, **kw):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=ROOT, **kw)
+    return torchrun_launch.run(cmd, timeout=180, cwd=ROOT, **kw)
 
 
 def test_healthy_ddp_watch_reports_once_from_rank_0(tmp_path):
