@@ -23,6 +23,17 @@ def build():
     )
 
 
+def sharded_pair(world: int):
+    """The model sharded over a CPU mesh of `world` ranks, and an identical unsharded copy."""
+    mesh = init_device_mesh("cpu", (world,))
+    model, reference = build(), build()
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model, reference
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=4)
@@ -30,12 +41,7 @@ def main():
     args = ap.parse_args()
     dist.init_process_group("gloo")
     world, rank = dist.get_world_size(), dist.get_rank()
-    mesh = init_device_mesh("cpu", (world,))
-    model, reference = build(), build()
-    for layer in model:
-        if isinstance(layer, nn.Linear):
-            fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+    model, reference = sharded_pair(world)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     gen = torch.Generator().manual_seed(7)
     for _ in range(args.steps):

@@ -13,15 +13,8 @@ import json
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
 
-
-def build():
-    torch.manual_seed(0)
-    return nn.Sequential(
-        nn.Linear(8, 33), nn.Tanh(), nn.Linear(33, 17), nn.Tanh(), nn.Linear(17, 1)
-    )
+from gradscope.examples.fsdp_train import sharded_pair
 
 
 def main():
@@ -32,12 +25,7 @@ def main():
     args = ap.parse_args()
     dist.init_process_group("gloo")
     world, rank = dist.get_world_size(), dist.get_rank()
-    mesh = init_device_mesh("cpu", (world,))
-    model, reference = build(), build()
-    for layer in model:
-        if isinstance(layer, nn.Linear):
-            fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+    model, reference = sharded_pair(world)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     gen = torch.Generator().manual_seed(7)
     steps = []
