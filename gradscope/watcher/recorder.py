@@ -16,7 +16,10 @@ hold shards). The default is the identity.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -81,10 +84,18 @@ class Recorder:
             self.flush()
 
     def flush(self) -> None:
-        """One host read-back for everything pending."""
+        """One host read-back for everything pending.
+
+        Ctrl-C is held until the records and the --log agree, so an interrupted run
+        never reports steps its log lacks (or drops steps it had read back).
+        """
         if not self.pending:
             return
-        pending, self.pending = self.pending, []
+        with _ctrl_c_held():
+            self._flush()
+
+    def _flush(self) -> None:
+        pending = self.pending
         width = max([self.width, *(int(p.param_norm.numel()) for p in pending)])
         self.width = width
         device = pending[0].param_norm.device
@@ -100,8 +111,25 @@ class Recorder:
         values = torch.cat([t.double() for t in parts]).tolist()
         records = _records(pending, values, width)
         self.records.extend(records)
+        self.pending = []
         if self.on_records is not None:
             self.on_records(records)
+
+
+@contextmanager
+def _ctrl_c_held() -> Iterator[None]:
+    """Defer SIGINT for the block, then deliver it to whatever handler was there."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            signal.raise_signal(signal.SIGINT)
 
 
 def _pad(t: torch.Tensor, width: int, device: torch.device) -> torch.Tensor:
