@@ -12,6 +12,7 @@ Cases:
   gpt-14m     GPT-style decoder, 13.8M parameters, batch 4x128 (gradscope.examples)
   gpt2-124m   HF GPT-2 small built from its default config (no download), batch 1x64
   cnn-bn      a BatchNorm CNN of many small tensors, bare pass ~50-100 ms
+  bert-small  HF BERT encoder from config (4 layers, hidden 256), batch 8x128, ~50-100 ms
 
     python benchmarks/bench_inspect.py [--repeat 11] [--threads 1] [--cases gpt-14m,...]
 
@@ -87,10 +88,31 @@ def cnn_bn() -> tuple[Any, Any, Any]:
     return model, x, lambda out: F.cross_entropy(out, y)
 
 
+def bert_small() -> tuple[Any, Any, Any]:
+    import torch
+    import transformers as hf
+
+    torch.manual_seed(0)
+    cfg = hf.BertConfig(
+        hidden_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=1024,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    model = hf.BertForSequenceClassification(cfg).train()
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, cfg.vocab_size, (8, 128), generator=g)
+    labels = torch.randint(0, 2, (8,), generator=g)
+    return model, {"input_ids": ids, "labels": labels}, None
+
+
 CASES: dict[str, Callable[[], tuple[Any, Any, Any]]] = {
     "gpt-14m": gpt14m,
     "gpt2-124m": gpt2_small,
     "cnn-bn": cnn_bn,
+    "bert-small": bert_small,
 }
 
 
