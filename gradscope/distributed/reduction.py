@@ -100,6 +100,13 @@ def advice(kind: str, cause: str | None, varies: bool) -> str:
     )
 
 
+RANKS_DIFFER = (
+    "find_unused_parameters=True keeps DDP from failing, but the ranks train different "
+    "models: make every rank run the same modules (no branch on the rank or on "
+    "rank-local state)"
+)
+"""The advice for a rank-dependent branch when find_unused_parameters=True is already on."""
+
 CAUSE_WORDS = {
     "never-ran": "its module never ran in the forward",
     "output-dropped": "its module ran but its output is not part of the loss",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -75,6 +75,9 @@ class Session:
         self.armed = False
         self.grad_stash = torch.zeros(0, 4, dtype=torch.float64)
         self.findings: dict[tuple[str, str], Finding] = {}
+        self.evidence = _Observed()
+        self.armed_forward = 0
+        """The forward whose usage and local norms the hooks hold (0: none yet)."""
         self.handles: list[Any] = []
         self._global = nn.modules.module.register_module_forward_pre_hook(self._discover)
         from torch.optim.optimizer import (
@@ -125,7 +128,7 @@ class Session:
             [n for n, _ in inner.named_buffers()],
             [b for _, b in inner.named_buffers()],
         )
-        self.grad_stash = torch.full((len(pairs), 4), math.nan, dtype=torch.float64)
+        self.grad_stash = _grad_fingerprints([None] * len(pairs))
         if self.layout == "DDP":
             self.tracker = usage.UsageTracker(inner, ignore)
         self.handles.append(model.register_forward_pre_hook(self._forward_pre))
@@ -146,6 +149,8 @@ class Session:
             self.gather()
         self.forwards += 1
         self.armed = self.forwards == 1 or self.forwards % self.every == 0
+        if self.armed:
+            self.armed_forward = self.forwards
         if self.tracker is not None:
             self.tracker.armed = self.armed
             self.tracker.forward_started()
@@ -218,12 +223,20 @@ class Session:
         if self.rank is None or self.model is None:
             return
         rows = self.rank.all_gather(self.payload(), "gradscope gathering").cpu()
-        for f in self.verdicts(rows):
+        fresh = self.armed_forward > self.evidence.forward
+        for f in self.verdicts(rows, fresh):
             self.findings.setdefault((f.rule, f.subject), f)
+        if fresh:
+            self.evidence.forward = self.armed_forward
         self._last_rows = rows
 
-    def verdicts(self, rows: torch.Tensor) -> list[Finding]:
-        """Findings from the gathered [world, L] matrix (every rank computes the same)."""
+    def verdicts(self, rows: torch.Tensor, fresh: bool = True) -> list[Finding]:
+        """Findings from the gathered [world, L] matrix (every rank computes the same).
+
+        Usage and local norms come from one sampled (armed) step; when `fresh` (a step
+        not gathered before) they are also counted in `self.evidence`, and the findings
+        that need more than one sampled step (GS501, GS502, GS506) come from there.
+        """
         t, world = self.t, rows.shape[0]
         n = len(t.params)
         head = rows[:, :HEAD]
@@ -233,11 +246,10 @@ class Session:
         steps = [int(s) for s in head[:, 1].tolist()]
         for r in signals.skipped_steps(steps):
             out.append(_skipped(r, steps))
-        local_norms = head[:, 2].sqrt().tolist()
-        if self.tracker is not None:
-            for r in signals.outlier_ranks(local_norms):
-                out.append(_outlier(r, local_norms))
-        out += self._usage_findings(per)
+        usage_findings = self._usage_findings(per)
+        if fresh and self.tracker is not None:
+            self.evidence.count(world, head[:, 2].sqrt().tolist(), usage_findings)
+        out += [f for f in usage_findings if f.rule == "GS503"]
         div = fingerprint.compare(
             t.names + t.buffer_names,
             ["parameter"] * n + ["buffer"] * len(t.buffers),
@@ -261,9 +273,14 @@ class Session:
             got = [int(a) for a in arrivals[:, i].tolist()]
             missing = [r for r, a in enumerate(got) if a == 0]
             if any(a > 1 for a in got):
+                if getattr(self.model, "static_graph", False):
+                    continue  # DDP's static_graph supports a reentrant checkpoint
                 out.append(_usage(RULES["GS503"], name, "used-twice", (), False))
             elif missing and len(missing) < len(got):
-                out.append(_usage(RULES["GS502"], name, _cause(per, i), tuple(missing), True))
+                finding = _usage(RULES["GS502"], name, _cause(per, i), tuple(missing), True)
+                if self._finds_unused():
+                    finding = replace(finding, advice=reduction.RANKS_DIFFER)
+                out.append(finding)
             elif missing:
                 out.append(_usage(RULES["GS501"], name, _cause(per, i), (), False))
         return out
@@ -306,7 +323,7 @@ class Session:
             self.rank.backend,
             self.layout,
             records,
-            list(self.findings.values()),
+            list(self.findings.values()) + self.evidence.findings(),
             self.rank.gatherings,
             self.rank.collectives,
             died,
@@ -317,7 +334,7 @@ class Session:
         norm is the sum of its shards' over ranks, a replicated one's is the rank's own."""
         n, world = len(self.t.params), rows.shape[0]
         squares = rows[:, HEAD : HEAD + n * PER_PARAM].reshape(world, n, PER_PARAM)[:, :, 5]
-        squares = torch.nan_to_num(squares, nan=0.0)
+        squares = squares.clamp(min=0.0)  # -1: no grad (NaN, a non-finite one, stays)
         sharded = torch.tensor(self.t.sharded, dtype=torch.bool)
         full = torch.where(sharded, squares.sum(0, keepdim=True), squares)
         return full.sum(1).sqrt().tolist()
@@ -393,6 +410,42 @@ class Session:
             self.tracker.remove()
 
 
+class _Observed:
+    """What the sampled (armed) steps showed, counted once per step: usage findings and
+    outlier ranks are reported only when they held in every sampled step (usage: a
+    parameter that gets its gradient in some steps is the set varying, which
+    find_unused_parameters=True is for) or, for outliers, in two of them."""
+
+    def __init__(self) -> None:
+        self.forward = 0
+        """The last sampled forward counted."""
+        self.steps = 0
+        self.usage: dict[tuple[str, str], tuple[int, Finding]] = {}
+        self.outliers: list[int] = []
+        self.norms: dict[int, list[float]] = {}
+
+    def count(self, world: int, local_norms: list[float], usage: list[Finding]) -> None:
+        self.steps += 1
+        for f in usage:
+            if f.rule != "GS503":
+                seen = self.usage.get((f.rule, f.subject), (0, f))[0]
+                self.usage[(f.rule, f.subject)] = (seen + 1, f)
+        self.outliers += [0] * (world - len(self.outliers))
+        for r in signals.outlier_ranks(local_norms):
+            self.outliers[r] += 1
+            self.norms[r] = local_norms
+
+    def findings(self) -> list[Finding]:
+        out = []
+        for seen, f in self.usage.values():
+            if seen == self.steps:
+                sampled = f"no gradient in {seen} of {self.steps} sampled step(s)"
+                out.append(replace(f, evidence=(sampled, *f.evidence)))
+        for r in signals.persistent(self.outliers, self.steps):
+            out.append(_outlier(r, self.norms[r], self.outliers[r], self.steps))
+        return out
+
+
 def _weight_fingerprints(tensors: list[Any]) -> torch.Tensor:
     """[n, 2] float64: sum and L2 of each tensor's local part."""
     out = torch.zeros(len(tensors), 2, dtype=torch.float64)
@@ -403,12 +456,14 @@ def _weight_fingerprints(tensors: list[Any]) -> torch.Tensor:
     return out
 
 
-def _grad_fingerprints(params: list[nn.Parameter]) -> torch.Tensor:
-    """[n, 4] float64: (unused, squared L2 of the local grad part, grad sum, grad L2)."""
+def _grad_fingerprints(params: list[nn.Parameter] | list[None]) -> torch.Tensor:
+    """[n, 4] float64: (unused, squared L2 of the local grad part, grad sum, grad L2);
+    no grad: NaN, but -1 as the square (a NaN square is a non-finite gradient)."""
     out = torch.full((len(params), 4), math.nan, dtype=torch.float64)
     with torch.no_grad():
         for i, p in enumerate(params):
-            if p.grad is not None:
+            out[i, 1] = -1.0
+            if p is not None and p.grad is not None:
                 g = local(p.grad).detach().double()
                 norm = g.norm()
                 out[i, 1], out[i, 2], out[i, 3] = norm**2, g.sum(), norm
@@ -453,13 +508,14 @@ def _skipped(rank: int, steps: list[int]) -> Finding:
     )
 
 
-def _outlier(rank: int, norms: list[float]) -> Finding:
+def _outlier(rank: int, norms: list[float], hits: int, sampled: int) -> Finding:
     per = ", ".join(f"rank {r}: {v:.4g}" for r, v in enumerate(norms))
     return RULES["GS506"].finding(
         f"rank {rank}",
         f"rank {rank}'s local gradient norm before the all-reduce stands out ({per})",
-        "check rank's data shard (a corrupt or mislabelled batch) and any rank-local "
-        "code on that rank",
+        f"check rank {rank}'s data shard (corrupt, mislabelled or differently scaled "
+        "samples) and any code that runs on that rank only",
+        evidence=(f"an outlier in {hits} of {sampled} sampled step(s)",),
         value=norms[rank],
     )
 

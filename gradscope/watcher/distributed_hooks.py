@@ -2,10 +2,11 @@
 
 `DistributedWatch` starts a distributed `Session` before the script when torchrun
 launched several processes (WORLD_SIZE > 1; in any other run it installs nothing), gives
-the Recorder a finaliser that turns FSDP2 shard norms into global ones (one all-reduce
-per read-back, on every rank), and afterwards merges the Session's cross-rank findings
-into the watch report. When the script dies it explains DDP's reduction error without
-any collective (the other ranks may be stuck). Only rank 0 writes files and stdout.
+the Recorder a finaliser that turns FSDP2 shard norms (gradients, updates, weights) into
+global ones (one all-reduce per read-back, on every rank), and afterwards merges the
+Session's cross-rank findings into the watch report. When the script dies it explains
+DDP's reduction error without any collective (the other ranks may be stuck). Only
+rank 0 writes files and stdout.
 """
 
 from __future__ import annotations
@@ -128,10 +129,12 @@ class DistributedWatch:
         return not (isinstance(exc, SystemExit) and exc.code in (0, None))
 
     def finalise(self, squares: torch.Tensor) -> torch.Tensor:
-        """[steps, params] squared norms of this rank -> of the full gradients.
+        """[rows, params] squared norms of this rank -> of the full tensors.
 
-        Sharded (FSDP2) parameters' squares are summed over ranks in one all-reduce of
-        the whole matrix; replicated ones (DDP) are already the synchronised gradient's.
+        The rows are the read-back's gradient norms and the update and weight norms of
+        its sampled steps (recorder.py). Sharded (FSDP2) parameters' squares are summed
+        over ranks in one all-reduce of the whole matrix; replicated ones (DDP) are
+        already the synchronised gradient's (and every replica's weights).
         """
         import torch
         import torch.distributed as dist

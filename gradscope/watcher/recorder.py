@@ -8,9 +8,10 @@ does the one `.tolist()`, and turns the numbers into plain `StepRecord`s that
 it passes to `on_records` (the --log streamer).
 
 `finalise(sq_norms)` is the hook point for distributed runs: it receives a
-[steps, params] float tensor of squared per-parameter gradient norms of this
-process and returns the global ones (e.g. an all-reduce SUM over the ranks that
-hold shards). The default is the identity.
+[rows, params] float tensor of squared per-parameter norms of this process (a row
+of gradient norms per step, then an update row and a weight row per sampled step;
+-1 where not measured) and returns the global ones (e.g. one all-reduce SUM over
+the ranks that hold shards). The default is the identity.
 """
 
 from __future__ import annotations
@@ -99,15 +100,15 @@ class Recorder:
         width = max([self.width, *(int(p.param_norm.numel()) for p in pending)])
         self.width = width
         device = pending[0].param_norm.device
-        norms = torch.stack([_pad(p.param_norm, width, device) for p in pending]).double()
+        rows = [_pad(p.param_norm, width, device) for p in pending]
+        for p in pending:  # sampled steps: update and weight norms, finalised alike
+            if p.update_norm is not None and p.weight_norm is not None:
+                rows += [_pad(p.update_norm, width, device), _pad(p.weight_norm, width, device)]
+        norms = torch.stack(rows).double()
         sq = torch.where(norms >= 0, norms.square(), norms)
         if self.finalise is not None:
             sq = self.finalise(sq)
-        parts = [sq.reshape(-1)]
-        for p in pending:
-            parts.append(_scalars(p, device))
-            if p.update_norm is not None and p.weight_norm is not None:
-                parts += [_pad(p.update_norm, width, device), _pad(p.weight_norm, width, device)]
+        parts = [sq.reshape(-1)] + [_scalars(p, device) for p in pending]
         values = torch.cat([t.double() for t in parts]).tolist()
         records = _records(pending, values, width)
         self.records.extend(records)
@@ -157,17 +158,20 @@ def _none_if_nan(v: float) -> float | None:
 
 
 def _records(pending: list[PendingStep], values: list[float], width: int) -> list[StepRecord]:
+    """`values`: squared norm rows (one per step, then update and weight rows of each
+    sampled step), then five scalars per step."""
     n = len(pending)
-    sq_rows = [values[i * width : (i + 1) * width] for i in range(n)]
-    at = n * width
+    sampled = sum(p.update_norm is not None and p.weight_norm is not None for p in pending)
+    sq_rows = [values[i * width : (i + 1) * width] for i in range(n + 2 * sampled)]
+    updates = iter(sq_rows[n:])
+    at = (n + 2 * sampled) * width
     out = []
-    for p, sq in zip(pending, sq_rows, strict=True):
+    for p, sq in zip(pending, sq_rows[:n], strict=True):
         loss, total, scale, carried, found_inf = values[at : at + 5]
         at += 5
         ratios = update_norm = None
         if p.update_norm is not None and p.weight_norm is not None:
-            upd, wts = values[at : at + width], values[at + width : at + 2 * width]
-            at += 2 * width
+            upd, wts = _roots(next(updates)), _roots(next(updates))
             ratios = tuple(_ratio(u, w) for u, w in zip(upd, wts, strict=True))
             update_norm = math.sqrt(sum(u * u for u in upd if not u < 0))
         norms = tuple(None if v < 0 else math.sqrt(v) for v in sq)
@@ -200,6 +204,11 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
             )
         )
     return out
+
+
+def _roots(squares: list[float]) -> list[float]:
+    """Norms from squared norms; -1 (not measured) stays."""
+    return [v if v < 0 else math.sqrt(v) for v in squares]
 
 
 def _ratio(update: float, weight: float) -> float:

@@ -54,6 +54,34 @@ def test_signals():
     assert signals.outlier_ranks([1.0, 1.2, 40.0]) == (2,)
     assert signals.outlier_ranks([1.0, float("nan")]) == (1,)
     assert signals.outlier_ranks([1.0, 1.5]) == ()
+    assert signals.outlier_ranks([1.5, 3.9]) == ()  # the widest honest pair seen (batch 16)
+    assert signals.outlier_ranks([1.53, 79.6]) == (1,)  # ddp_train.py --bug bad-shard
+    assert signals.outlier_ranks([float("nan"), float("inf")]) == ()  # no one rank's fault
+    assert signals.outlier_ranks([0.0, 0.0]) == ()
+
+
+def test_outliers_and_usage_must_persist_over_sampled_steps():
+    assert signals.persistent([0, 1], 1) == (1,)  # the only sampled step
+    assert signals.persistent([0, 1], 5) == ()  # one hard batch among five
+    assert signals.persistent([0, 2], 5) == (1,)
+    assert signals.persistent([0, 0], 0) == ()
+
+
+def test_observed_reports_usage_only_when_it_held_in_every_sampled_step():
+    from gradscope.distributed.session import _Observed
+
+    aux = RULES["GS501"].finding("aux.weight", "no gradient", "freeze it")
+    seen = _Observed()
+    seen.count(2, [1.0, 1.1], [aux])
+    seen.count(2, [1.0, 30.0], [aux])
+    found = {(f.rule, f.subject): f for f in seen.findings()}
+    assert found[("GS501", "aux.weight")].evidence[0] == "no gradient in 2 of 2 sampled step(s)"
+    assert ("GS506", "rank 1") not in found  # an outlier once in two steps
+    seen.count(2, [1.0, 1.2], [])  # got its gradient in a third step: the set varies
+    seen.count(2, [1.0, 25.0], [])
+    found = {(f.rule, f.subject): f for f in seen.findings()}
+    assert ("GS501", "aux.weight") not in found
+    assert "25" in found[("GS506", "rank 1")].message
 
 
 def test_merge_shows_per_rank_columns_only_where_ranks_differ():

@@ -1,9 +1,15 @@
-"""`gradscope watch` under torchrun (slow: each launch is two processes; one per case)."""
+"""`gradscope watch` under torchrun, 2 gloo ranks (slow: a launch is two processes).
+
+Launches are shared between assertions: each one runs a plain DDP or FSDP2 loop with
+the bugs that can go together without one hiding another (`--bug a,b`), and the JSON
+report is read once for all of them.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -22,16 +28,40 @@ def run(cmd, **kw):
     return torchrun_launch.run(cmd, timeout=180, cwd=ROOT, **kw)
 
 
+def watch_json(tmp_path, script, *args, watch_args=()):
+    """torchrun -m gradscope watch SCRIPT -f json -o FILE -- ARGS: (process, report or None)."""
+    out = tmp_path / "report.json"
+    proc = run(
+        [
+            *(*TORCHRUN, "-m", "gradscope", "watch", script, *watch_args),
+            *("-f", "json", "-o", str(out), "--", *args),
+        ]
+    )
+    return proc, (json.loads(out.read_text()) if out.exists() else None)
+
+
+def by_rule(doc, rule):
+    return {f["subject"]: f for f in doc["findings"] if f["rule"] == rule}
+
+
 def test_healthy_ddp_watch_reports_once_from_rank_0(tmp_path):
     log = tmp_path / "steps.jsonl"
     # `--` before gradscope: torchrun's own parser would take --log for its --log-dir
     proc = run(
-        [*TORCHRUN, "-m", "--", "gradscope", "watch", DDP, "--log", str(log), "--", "--bug", "none"]
+        [
+            *(*TORCHRUN, "-m", "--", "gradscope", "watch", DDP, "--log", str(log)),
+            *("--width", "200", "--", "--bug", "none"),
+        ]
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("gradscope watch · script") == 1  # rank 1 prints no report
-    assert "no findings" in proc.stdout
-    assert "DDP on 2 ranks (gloo)" in proc.stdout
+    assert "no findings" in proc.stdout  # no GS506 either: two honest shards differ, mildly
+    summary = re.search(
+        r"DDP on 2 ranks \(gloo\), (\d+) gathering\(s\), (\d+) collective", proc.stdout
+    )
+    assert summary, proc.stdout
+    assert summary.group(1) == summary.group(2) == "2"  # one collective each
+    assert re.search(r"local grad norm \(pre all-reduce\)\s+[\d.]+\s+[\d.]+\n", proc.stdout)
     assert "6 optimizer steps" in proc.stdout
     lines = log.read_text().splitlines()  # one writer: a header and one line per step
     assert len(lines) == 7 and json.loads(lines[0])["params"]
@@ -39,96 +69,102 @@ def test_healthy_ddp_watch_reports_once_from_rank_0(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_fsdp2_watch_norms_are_the_unsharded_ones(tmp_path):
-    out, ref = tmp_path / "report.json", tmp_path / "reference.json"
-    proc = run(
-        [
-            *TORCHRUN,
-            "-m",
-            "gradscope",
-            "watch",
-            FSDP,
-            "-f",
-            "json",
-            "-o",
-            str(out),
-            "--",
-            "--reference",
-            str(ref),
-            "--clip",
-            "0.5",
-        ]
+def test_fsdp2_watch_norms_and_update_ratios_are_the_unsharded_ones(tmp_path):
+    ref = tmp_path / "reference.json"
+    proc, doc = watch_json(
+        tmp_path, FSDP, "--reference", str(ref), "--clip", "0.5", watch_args=("--update-every", "1")
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    doc, want = json.loads(out.read_text()), json.loads(ref.read_text())
+    want = json.loads(ref.read_text())
     assert doc["findings"] == []
     assert "FSDP2 on 2 ranks (gloo)" in doc["summary"]["notes"][0]
     names = [p["name"] for p in doc["params"]]
     assert len(doc["steps"]) == len(want) == 4
     for step, reference in zip(doc["steps"], want, strict=True):
         total = reference.pop("total")  # clip_grad_norm_'s global total on the FSDP2 model
+        updates, weights = reference.pop("updates"), reference.pop("weights")
+        *library, library_total, library_clip = reference.pop("library")  # norms.global_grad_norms
         got = dict(zip(names, step["param_norms"], strict=True))
         assert got.keys() == reference.keys()
         for name, value in reference.items():  # before clipping, unsharded reference
             assert abs(got[name] - value) <= 1e-6 * value, (name, got[name], value)
         summed = sum(v * v for v in reference.values()) ** 0.5
+        for value, want_value in zip(library, reference.values(), strict=True):
+            assert abs(value - want_value) <= 1e-6 * want_value
+        assert abs(library_total - summed) <= 1e-6 * summed
+        assert abs(library_clip - min(1.0, 0.5 / (summed + 1e-6))) <= 1e-6
         assert abs(total - summed) <= 1e-6 * summed
         assert abs(step["grad_norm"] - summed) <= 1e-6 * summed
         coefficient = min(1.0, 0.5 / (summed + 1e-6))  # the global clip coefficient
         assert abs(step["clipped_norm"] - summed * coefficient) <= 1e-6 * step["clipped_norm"]
+        # update/weight ratios of the full parameters, not of the local shards
+        ratios = dict(zip(names, step["update_ratios"], strict=True))
+        for name in names:
+            expected = updates[name] / weights[name]
+            assert abs(ratios[name] - expected) <= 1e-5 * expected, (name, ratios[name], expected)
+        update = sum(v * v for v in updates.values()) ** 0.5
+        assert abs(step["update_norm"] - update) <= 1e-5 * update
 
 
-def test_ddp_unused_module_is_named_when_the_script_dies(tmp_path):
+def test_bad_shard_and_perturbed_rank_are_named_through_nproc_per_node(tmp_path):
     out = tmp_path / "report.json"
     proc = run(
         [
-            *TORCHRUN,
-            "-m",
-            "gradscope",
-            "watch",
-            DDP,
-            "-f",
-            "json",
-            "-o",
-            str(out),
-            "--",
-            "--bug",
-            "unused",
+            *(sys.executable, "-m", "gradscope", "watch", DDP, "--nproc-per-node", "2"),
+            *("-f", "json", "-o", str(out), "--", "--bug", "bad-shard,perturb"),
         ]
     )
-    assert proc.returncode != 0
-    if out.exists():
-        doc = json.loads(out.read_text())
-        assert doc["summary"]["status"] == "crashed"
-        found = {f["subject"]: f for f in doc["findings"] if f["rule"] == "GS504"}
-        assert "aux.weight" in found and "never ran" in found["aux.weight"]["message"]
-        assert "freeze" in found["aux.weight"]["advice"]
-        # one name per parameter: watch's own rules do not add DDP's `module.` prefix
-        assert not any(f["subject"].startswith("module.") for f in doc["findings"])
-    else:  # torchrun stopped rank 0 first: rank 1's explanation is on stderr
-        assert "GS504 aux.weight" in proc.stderr and "never ran" in proc.stderr
-
-
-def test_nproc_per_node_relaunches_and_returns_rank_0_exit_code(tmp_path):
-    out = tmp_path / "report.json"
-    proc = run(
-        [
-            sys.executable,
-            "-m",
-            "gradscope",
-            "watch",
-            DDP,
-            "--nproc-per-node",
-            "2",
-            "-f",
-            "json",
-            "-o",
-            str(out),
-            "--",
-            "--bug",
-            "perturb",
-        ]
-    )
-    assert proc.returncode == 1, proc.stderr[-3000:]  # findings, not torchrun's own code
+    assert proc.returncode == 1, proc.stderr[-3000:]  # findings: rank 0's code, not torchrun's
     doc = json.loads(out.read_text())
-    assert ("GS505", "block.weight") in {(f["rule"], f["subject"]) for f in doc["findings"]}
+    outliers = by_rule(doc, "GS506")
+    assert list(outliers) == ["rank 1"]  # the rank whose targets are off, not rank 0
+    assert "rank 0: 1.5" in outliers["rank 1"]["message"]
+    assert "rank 1's data shard" in outliers["rank 1"]["advice"]
+    divergent = by_rule(doc, "GS505")
+    assert list(divergent) == ["block.weight"]
+    assert "rank 1 disagrees" in divergent["block.weight"]["message"]
+    assert by_rule(doc, "GS507") == {}
+    assert doc["summary"]["status"] == "completed"
+
+
+def test_find_unused_run_names_unused_rank_dependent_and_skipped(tmp_path):
+    proc, doc = watch_json(tmp_path, DDP, "--find-unused", "--bug", "unused,rank-branch,skip")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    unused = by_rule(doc, "GS501")
+    assert set(unused) == {"aux.weight", "aux.bias"}
+    assert "never ran" in unused["aux.weight"]["message"]
+    assert "freeze" in unused["aux.weight"]["advice"]
+    ranked = by_rule(doc, "GS502")
+    assert set(ranked) == {"block.weight", "block.bias"}
+    assert "on rank 0 only" in ranked["block.weight"]["message"]
+    assert "ranks train different models" in ranked["block.weight"]["advice"]
+    assert list(by_rule(doc, "GS507")) == ["rank 1"]
+    assert by_rule(doc, "GS506") == {} and by_rule(doc, "GS503") == {}
+    notes = "\n".join(doc["summary"]["notes"])
+    assert re.search(r"optimizer steps\s+6\s+5", notes)  # per-rank columns where ranks differ
+
+
+@pytest.mark.parametrize(
+    ("bugs", "expected"),
+    [
+        (
+            "rank-branch,dropped-output",
+            {"block.weight": "rank-dependent", "aux.weight": "not part of the loss"},
+        ),
+        ("unused,detached", {"aux.weight": "never ran", "block.weight": ".detach()"}),
+        ("reentrant", {"block.bias": "twice"}),
+    ],
+)
+def test_ddp_reduction_error_is_named_and_explained(tmp_path, bugs, expected):
+    proc, doc = watch_json(tmp_path, DDP, "--bug", bugs)
+    assert proc.returncode != 0
+    if doc is None:  # torchrun stopped rank 0 first: rank 1's explanation is on stderr
+        for subject, words in expected.items():
+            assert f"GS504 {subject}" in proc.stderr and words in proc.stderr
+        return
+    assert doc["summary"]["status"] == "crashed"
+    found = by_rule(doc, "GS504")
+    for subject, words in expected.items():
+        assert subject in found and words in found[subject]["message"], found.keys()
+    # one name per parameter: watch's own rules do not add DDP's `module.` prefix
+    assert not any(f["subject"].startswith("module.") for f in doc["findings"])

@@ -162,3 +162,34 @@ def test_a_gathering_timeout_is_one_line_exit_2():
         str(caught.value)
         == "rank 0: gradscope gathering timed out after 5 s: rank 1 did not arrive"
     )
+
+
+def test_update_and_weight_norms_go_through_the_finaliser_with_the_gradients():
+    """One finaliser call per read-back holds gradient, update and weight rows alike."""
+    from gradscope.watcher.recorder import PendingStep, Recorder
+
+    seen = []
+
+    def double_column_0(squares):  # as if the other rank held an equal shard of param 0
+        seen.append(squares.shape)
+        out = squares.clone()
+        out[:, 0] = torch.where(out[:, 0] >= 0, out[:, 0] * 2, out[:, 0])
+        return out
+
+    rec = Recorder(flush_every=10, finalise=double_column_0)
+    for step, sampled in ((1, True), (2, False)):
+        rec.add(
+            PendingStep(
+                step, 0, (0.1,), 1, False, torch.tensor([3.0, 4.0]),
+                update_norm=torch.tensor([0.3, -1.0]) if sampled else None,
+                weight_norm=torch.tensor([1.0, 2.0]) if sampled else None,
+            )
+        )  # fmt: skip
+    rec.flush()
+    assert seen == [torch.Size([4, 2])]  # 2 gradient rows + 1 update and 1 weight row
+    first, second = rec.records
+    assert first.param_norms == pytest.approx((3.0 * 2**0.5, 4.0))
+    assert first.update_ratios[0] == pytest.approx(0.3)  # sqrt(2) / sqrt(2)
+    assert first.update_ratios[1] != first.update_ratios[1]  # not measured: NaN
+    assert first.update_norm == pytest.approx(0.3 * 2**0.5)
+    assert second.update_ratios is None

@@ -4,7 +4,8 @@
         fsdp_reference_train.py -- --reference ref.json
 
 Rank 0 writes, per step, each parameter's gradient L2 norm computed on an unsharded
-copy of the model fed the whole global batch: what a correct sharded norm must equal.
+copy of the model fed the whole global batch, and the norms of each full parameter's
+update and of its new value: what correct sharded norms and ratios must equal.
 """
 
 import argparse
@@ -14,6 +15,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from gradscope.distributed import context, norms
 from gradscope.examples.fsdp_train import sharded_pair
 
 
@@ -39,13 +41,24 @@ def main():
         reference.zero_grad()
         nn.functional.mse_loss(reference(full_x), full_y).backward()
         steps.append({n: float(p.grad.double().norm()) for n, p in reference.named_parameters()})
+        # gradscope's library call (all ranks), checked against the same reference
+        grads = [p.grad for p in model.parameters()]
+        library = norms.global_grad_norms(
+            grads, context.current(), [norms.is_sharded(p) for p in model.parameters()]
+        )
+        steps[-1]["library"] = [*library.per_param, library.total, library.clip_coefficient(0.5)]
         if args.clip is not None:
             total = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
             steps[-1]["total"] = float(total.full_tensor())
         opt.step()
+        updates, weights = {}, {}
         with torch.no_grad():  # the reference follows the same update
-            for p, q in zip(model.parameters(), reference.parameters(), strict=True):
-                q.copy_(p.full_tensor())
+            for (name, q), p in zip(reference.named_parameters(), model.parameters(), strict=True):
+                new = p.full_tensor()
+                updates[name] = float((q - new).double().norm())  # float32 difference
+                weights[name] = float(new.double().norm())
+                q.copy_(new)
+        steps[-1].update(updates=updates, weights=weights)
     if rank == 0:
         with open(args.reference, "w") as f:
             json.dump(steps, f)

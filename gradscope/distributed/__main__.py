@@ -1,5 +1,0 @@
-import sys
-
-from gradscope.distributed.run import main
-
-sys.exit(main())
