@@ -83,7 +83,7 @@ LABELS = (
     ("forwards", "training forwards"),
     ("steps", "optimizer steps"),
     ("local_grad_norm", "local grad norm (pre all-reduce)"),
-    ("grad_norm", "grad norm (synchronised)"),
+    ("grad_norm", "grad norm (as last stepped)"),
 )
 
 

@@ -10,8 +10,9 @@ Stages (collect → plain data → rules → render), one module each:
 - recorder.py   `Recorder`: queues PendingSteps and reads them back every
                 `flush_every` steps in one transfer, producing plain `StepRecord`s.
                 **Extension point** for distributed runs: `Recorder(finalise=fn)`;
-                `fn` receives the [steps, params] tensor of this process's squared
-                per-parameter gradient norms just before the read-back and returns the
+                `fn` receives the [rows, params] tensor of this process's squared
+                per-parameter norms (gradients per step, then updates and weights of
+                sampled steps) just before the read-back and returns the
                 global ones (e.g. `dist.all_reduce(t, SUM)` over FSDP shards). A
                 different sink for records is `Recorder(on_records=fn)`.
 - measure.py    `Measure`: gradient/update norm vectors of the tracked parameters.
