@@ -14,7 +14,7 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -188,7 +188,7 @@ def from_value(value: Any, label: str) -> Target:
         )
     if not isinstance(model, torch.nn.Module):
         raise TargetError(f"{label}: model is {type(model).__name__}, not a torch.nn.Module")
-    if not isinstance(batch, (torch.Tensor, tuple, list, dict)):
+    if not isinstance(batch, (torch.Tensor, tuple, list, Mapping)):  # HF BatchEncoding too
         raise TargetError(
             f"{label}: batch is {type(batch).__name__}; expected a tensor, "
             "a tuple/list of arguments or a dict of keyword arguments"

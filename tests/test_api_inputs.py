@@ -99,3 +99,21 @@ def test_every_api_error_is_a_gradscope_error_the_cli_maps_to_exit_2(runner, tmp
     result = runner.invoke(app, ["inspect", f"{tmp_path / 'bad.py'}"])
     assert result.exit_code == 2
     assert "not a torch.nn.Module" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_a_factory_may_return_a_huggingface_batch_encoding(tmp_path):
+    """Tokenizers return a BatchEncoding (a Mapping, not a dict): it is spread as keywords."""
+    (tmp_path / "bert_target.py").write_text(
+        "import torch\n"
+        "import transformers as hf\n"
+        "def build():\n"
+        "    cfg = hf.BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,\n"
+        "                        intermediate_size=64, vocab_size=100)\n"
+        "    ids = torch.randint(0, 100, (2, 8), generator=torch.Generator().manual_seed(0))\n"
+        "    batch = hf.BatchEncoding({'input_ids': ids, 'labels': torch.tensor([0, 1])})\n"
+        "    return hf.BertForSequenceClassification(cfg), batch\n"
+    )
+    report = gradscope.inspect_target(f"{tmp_path / 'bert_target.py'}:build")
+    assert report.stats.loss_value is not None and report.stats.loss_value > 0
+    assert any(p.has_grad for p in report.stats.params)
