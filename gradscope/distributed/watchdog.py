@@ -2,13 +2,14 @@
 
 A deadlock in the script's own collectives (a collective only some ranks issue, a
 rank-local barrier) or a rank that stops answering leaves the other ranks blocked in a
-native wait that gloo ends after 30 minutes. One daemon thread per rank watches whether
-its run still moves. After `timeout_s` without a move it writes where its main thread
-waits to the group's store (its own TCP connection, which works while a collective
-blocks) and asks the other ranks for theirs. When every rank that answers is stuck too,
-the lowest of them prints one block naming every rank (a rank that never answers died or
-is stuck outside Python) and every rank exits with code 2 (`os._exit`: the main thread
-is stuck in native code and cannot be interrupted).
+native wait that gloo ends after 30 minutes. One daemon thread per rank watches, while
+the script's process group exists, whether its run still moves. After `timeout_s`
+without a move it writes where its main thread waits to the group's store (its own TCP
+connection, which works while a collective blocks) and asks the other ranks for theirs.
+When every rank that answers is stuck too, the lowest of them prints one block naming
+every rank (a rank that never answers died or is stuck outside Python) and every rank
+exits with code 2 (`os._exit`: the main thread is stuck in native code and cannot be
+interrupted).
 
 "Moves" means any of: the Session's forward or optimizer-step counts changed, the main
 thread's Python stack changed, or the main thread used CPU time or did I/O (Linux). So a
@@ -38,7 +39,7 @@ POLL_S = 1.0
 ANSWER_WAIT_S = 5.0
 """How long a stuck rank waits for the other ranks' answers before it names the silent ones."""
 DONE_WAIT_S = 5.0
-"""How long a rank that does not print waits for the one that does before it exits."""
+"""How long the ranks wait for each other to print or mute themselves before they exit."""
 BUSY_CPU = 0.1
 """CPU seconds per second of the main thread that count as working (a blocked wait uses 0)."""
 EXIT_CODE = ExitCode.ERROR
@@ -276,6 +277,7 @@ class Watchdog:
         self.poll_s = poll_s
         self.group_alive = group_alive or _group_alive
         self.silence = silence or _silence_process
+        self.own_rank: Any = None
         self.stop_event = threading.Event()
         self.fired: list[str] | None = None
         """The block this rank printed (None: it printed nothing)."""
@@ -290,7 +292,7 @@ class Watchdog:
         self.stop_event.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=2 * self.poll_s)
-        rank = self.session.rank
+        rank = self.session.rank or self.own_rank
         if rank is not None:
             ended = replace(self.state(0.0), stuck=True, ended=True, where="", line="", call="")
             _set(rank.store, f"{KEY}/rank/{rank.rank}", ended.to_json())
@@ -307,8 +309,19 @@ class Watchdog:
         counts = (int(self.session.forwards), int(self.session.steps))
         return Sample(counts, tuple(stack), cpu, io)
 
+    def _rank(self) -> Any:
+        """This process's Rank while the script's process group exists: the Session's once
+        it found the model, before that (a hang before the first forward) the group's own."""
+        if not self.group_alive():
+            return None
+        if self.session.rank is None and self.own_rank is None:
+            from gradscope.distributed import context
+
+            self.own_rank = context.current(self.timeout_s)
+        return self.session.rank or self.own_rank
+
     def state(self, idle_s: float, beat: int = 0) -> RankState:
-        rank = self.session.rank
+        rank = self.session.rank or self.own_rank
         where, line, call = blocked_at(sys._current_frames().get(self.watched.ident or -1))
         return RankState(
             rank=rank.rank,
@@ -339,8 +352,8 @@ class Watchdog:
         while not self.stop_event.wait(self.poll_s):
             now = time.monotonic()
             idle = clock.feed(self.sample(), now)
-            rank = self.session.rank
-            if rank is None or not self.group_alive():  # no process group: no collective
+            rank = self._rank()
+            if rank is None:  # no process group of several ranks: no collective to hang in
                 clock.since = now
                 continue
             stuck = idle >= self.timeout_s
@@ -368,27 +381,28 @@ class Watchdog:
     def _conclude(self, states: dict[int, RankState], rank: Any) -> None:
         """Print (the lowest rank that answered) or wait for the one that prints, then exit.
 
-        Each rank is muted first: as soon as one exits, its gloo connections close and the
-        others' main threads wake up with "Connection closed by peer"; the block is the
-        last thing any rank says.
+        Every rank mutes itself before any exits: as soon as one exits, its gloo
+        connections close and the others' main threads wake up with "Connection closed by
+        peer"; the block must be the last thing any rank says. So the printer exits only
+        once the others said they are muted, and they only once it printed (both bounded).
         """
         if self.stop_event.is_set():  # the script ended meanwhile: nothing is stuck
             return
         if printer(states) == rank.rank:
             self.fired = summary(states, rank.world, self.timeout_s)
             _say(self.fired)
-            _flush()
             self.silence()
             if rank.rank == 0:
                 from gradscope.distributed.launch import record_exit
 
                 record_exit(int(EXIT_CODE))
             _set(rank.store, f"{KEY}/done", "1")
+            others = [r for r, s in states.items() if r != rank.rank and not s.ended]
+            _wait_for(rank.store, [f"{KEY}/muted/{r}" for r in others])
         else:
             self.silence()
-            end = time.monotonic() + DONE_WAIT_S
-            while time.monotonic() < end and not _check(rank.store, f"{KEY}/done"):
-                time.sleep(0.1)
+            _set(rank.store, f"{KEY}/muted/{rank.rank}", "1")
+            _wait_for(rank.store, [f"{KEY}/done"])
         self.on_exit(int(EXIT_CODE))
 
 
@@ -405,6 +419,13 @@ def _check(store: Any, key: str) -> bool:
         return bool(store.check([key]))
     except RuntimeError:
         return False
+
+
+def _wait_for(store: Any, keys: list[str]) -> None:
+    """Until every key is in the store, at most DONE_WAIT_S."""
+    end = time.monotonic() + DONE_WAIT_S
+    while keys and time.monotonic() < end and not all(_check(store, k) for k in keys):
+        time.sleep(0.05)
 
 
 def _set(store: Any, key: str, value: str) -> None:
@@ -433,6 +454,7 @@ def _answers(store: Any, world: int) -> dict[int, RankState]:
 def _say(lines: list[str]) -> None:
     err = sys.__stderr__ or sys.stderr
     err.write("".join(f"gradscope: {line}\n" for line in lines))
+    _flush()
 
 
 def _silence_process() -> None:

@@ -274,7 +274,8 @@ def wait_for(cond, seconds):
 
 
 def test_stuck_ranks_exit_2_and_the_lowest_prints_once(short_waits, capfd):
-    ranks, exits = fake_run(2, FakeStore())
+    store = FakeStore()
+    ranks, exits = fake_run(2, store)
     for _, _, dog in ranks:
         dog.start()
     try:
@@ -285,6 +286,7 @@ def test_stuck_ranks_exit_2_and_the_lowest_prints_once(short_waits, capfd):
             ev.set()
     assert exits == {0: 2, 1: 2}
     assert ranks[0][2].fired is not None and ranks[1][2].fired is None
+    assert store.check(["gradscope/stall/done", "gradscope/stall/muted/1"])  # the handshake
     err = capfd.readouterr().err
     assert err.count("the run is stuck") == 1
     assert f"rank 1: 3 optimizer steps, waiting in all_reduce at {HERE}:" in err

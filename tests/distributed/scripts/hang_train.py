@@ -3,7 +3,7 @@
     torchrun --standalone --nproc_per_node=2 -m gradscope watch hang_train.py \\
         --hang-timeout 5 -- --bug extra-collective
 
-Bugs, each after step --at:
+Bugs, each after step --at (0: before the first step):
   extra-collective: rank 1 issues one all_reduce the other ranks never issue;
   rank-barrier: only rank 0 waits in a barrier;
   dead-rank: rank 1 stops answering without closing its connections (stuck in native
@@ -30,6 +30,17 @@ def busy(seconds):
         x = torch.tanh(x @ x.T / 64)
 
 
+def bug(name, rank, slow):
+    if name == "extra-collective" and rank == 1:
+        dist.all_reduce(torch.ones(1))
+    elif name == "rank-barrier" and rank == 0:
+        dist.barrier()
+    elif name == "dead-rank" and rank == 1:
+        ctypes.PyDLL(None).sleep(3600)
+    elif name == "slow-step" and rank == 0:
+        busy(slow)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bug", default="none")
@@ -43,22 +54,16 @@ def main():
     model = DDP(nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 1)))
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     gen = torch.Generator().manual_seed(100 + rank)
+    if args.at == 0:
+        bug(args.bug, rank, args.slow)
     for step in range(1, args.steps + 1):
         x, y = torch.randn(16, 8, generator=gen), torch.randn(16, 1, generator=gen)
         loss = nn.functional.mse_loss(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if step != args.at:
-            continue
-        if args.bug == "extra-collective" and rank == 1:
-            dist.all_reduce(loss.detach())
-        elif args.bug == "rank-barrier" and rank == 0:
-            dist.barrier()
-        elif args.bug == "dead-rank" and rank == 1:
-            ctypes.PyDLL(None).sleep(3600)
-        elif args.bug == "slow-step" and rank == 0:
-            busy(args.slow)
+        if step == args.at:
+            bug(args.bug, rank, args.slow)
     print(f"rank {rank} done, loss {loss.item():.4f}")
     dist.destroy_process_group()
 
