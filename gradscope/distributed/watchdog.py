@@ -12,9 +12,9 @@ exits with code 2 (`os._exit`: the main thread is stuck in native code and canno
 interrupted).
 
 "Moves" means any of: the Session's forward or optimizer-step counts changed, the main
-thread's Python stack changed, or the main thread used CPU time or did I/O (Linux). So a
-long evaluation, data loading or checkpoint write is never a hang; a thread blocked in a
-collective does none of these. The thread reads these every `POLL_S`; the step path
+thread's Python stack changed, or the main thread used CPU time, did I/O or woke up
+(Linux). So a long evaluation, data loading or checkpoint write is never a hang; a thread
+blocked in a collective does none of these. The thread reads these every `POLL_S`; the step path
 pays nothing.
 """
 
@@ -63,6 +63,9 @@ class Sample:
     """The main thread's CPU seconds (None where /proc is not there)."""
     io_bytes: int | None = None
     """Bytes the main thread read and wrote (None where /proc is not there)."""
+    wakeups: int | None = None
+    """The main thread's voluntary context switches: a Python loop that waits with a
+    timeout (a DataLoader waiting for its workers) wakes up; a blocked collective never."""
 
 
 def moved(before: Sample, after: Sample, seconds: float) -> bool:
@@ -73,7 +76,10 @@ def moved(before: Sample, after: Sample, seconds: float) -> bool:
         if after.cpu_s - before.cpu_s >= BUSY_CPU * max(seconds, 1e-9):
             return True
     if before.io_bytes is not None and after.io_bytes is not None:
-        return after.io_bytes != before.io_bytes
+        if after.io_bytes != before.io_bytes:
+            return True
+    if before.wakeups is not None and after.wakeups is not None:
+        return after.wakeups != before.wakeups
     return False
 
 
@@ -234,11 +240,12 @@ def printer(states: dict[int, RankState]) -> int:
     return min(states)
 
 
-def _proc_counters(tid: int | None) -> tuple[float | None, int | None]:
+def _proc_counters(tid: int | None) -> tuple[float | None, int | None, int | None]:
+    """CPU seconds, bytes read and written, voluntary context switches of thread `tid`."""
     if tid is None:
-        return None, None
+        return None, None, None
     base = f"/proc/self/task/{tid}"
-    cpu = io = None
+    cpu = io = wakeups = None
     try:
         with open(f"{base}/stat", encoding="ascii") as f:
             fields = f.read().rsplit(")", 1)[1].split()
@@ -250,7 +257,13 @@ def _proc_counters(tid: int | None) -> tuple[float | None, int | None]:
             io = sum(int(v) for k, v in (ln.split(":") for ln in f) if k in ("rchar", "wchar"))
     except (OSError, ValueError):
         pass
-    return cpu, io
+    try:
+        with open(f"{base}/status", encoding="ascii") as f:
+            line = next(ln for ln in f if ln.startswith("voluntary_ctxt_switches:"))
+        wakeups = int(line.split(":")[1])
+    except (OSError, ValueError, StopIteration):
+        pass
+    return cpu, io, wakeups
 
 
 class Watchdog:
@@ -305,9 +318,9 @@ class Watchdog:
         while frame is not None:
             stack.append((id(frame.f_code), frame.f_lasti))
             frame = frame.f_back
-        cpu, io = _proc_counters(self.watched.native_id)
+        cpu, io, wakeups = _proc_counters(self.watched.native_id)
         counts = (int(self.session.forwards), int(self.session.steps))
-        return Sample(counts, tuple(stack), cpu, io)
+        return Sample(counts, tuple(stack), cpu, io, wakeups)
 
     def _rank(self) -> Any:
         """This process's Rank while the script's process group exists: the Session's once

@@ -120,8 +120,8 @@ def test_blocked_at_without_user_code_or_frames():
 # when the run moved -----------------------------------------------------------
 
 
-def s(counts=(0, 0), stack=((1, 2),), cpu=None, io=None):
-    return Sample(counts, stack, cpu, io)
+def s(counts=(0, 0), stack=((1, 2),), cpu=None, io=None, wakeups=None):
+    return Sample(counts, stack, cpu, io, wakeups)
 
 
 def test_moved_by_counts_stack_cpu_or_io_but_not_by_a_blocked_wait():
@@ -134,6 +134,42 @@ def test_moved_by_counts_stack_cpu_or_io_but_not_by_a_blocked_wait():
     assert moved(s(cpu=1.0), s(cpu=1.5), 1.0)  # computing in native code
     assert moved(s(io=10), s(io=4096), 1.0)  # writing a checkpoint
     assert not moved(s(cpu=None), s(cpu=9.0), 1.0)  # unknown on one side: no evidence
+    assert moved(s(wakeups=5), s(wakeups=6), 1.0)  # a wait with a timeout came back
+    assert not moved(s(wakeups=5), s(wakeups=5), 1.0)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="Linux /proc")
+def test_a_polling_wait_moves_a_blocked_wait_does_not():
+    """What the thread reads from /proc: a loop waiting with a timeout (a DataLoader
+    waiting for its workers) wakes up; a wait without one (a collective) does not."""
+    import queue
+
+    stop = threading.Event()
+
+    def poll():
+        q: queue.Queue = queue.Queue()
+        while not stop.is_set():
+            try:
+                q.get(timeout=0.1)
+            except queue.Empty:
+                pass
+
+    def judge(target):
+        t = threading.Thread(target=target, daemon=True)
+        t.start()
+        dog = Watchdog(SimpleNamespace(forwards=0, steps=0, rank=None), 5.0, thread=t)
+        time.sleep(0.1)
+        before = dog.sample()
+        time.sleep(0.6)
+        after = dog.sample()
+        assert before.wakeups is not None and before.cpu_s is not None
+        return moved(before, after, 0.6)
+
+    try:
+        assert judge(poll)
+        assert not judge(stop.wait)
+    finally:
+        stop.set()
 
 
 def test_a_slow_step_just_under_the_timeout_is_never_stuck_a_frozen_one_is():
@@ -393,6 +429,8 @@ def test_a_single_process_run_installs_nothing():
 
 
 def test_watching_uses_the_sessions_limit_and_stops_with_the_block():
+    import torch.distributed  # noqa: F401  (imported before any script runs, as in watch)
+
     session = SimpleNamespace(forwards=0, steps=0, rank=None, timeout_s=123.0)
     with watchdog.watching(session) as dog:
         assert dog is not None and dog.timeout_s == 123.0
