@@ -108,6 +108,16 @@ def watch(
             help="Launch SCRIPT on N local ranks under torchrun (DDP/FSDP2); rank 0 reports.",
         ),
     ] = None,
+    hang_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--hang-timeout",
+            metavar="SECONDS",
+            min=0,
+            help="Under torchrun: when no rank made progress for SECONDS, name where each "
+            "waits and exit 2 (default: $GRADSCOPE_DIST_TIMEOUT or 300; 0: off).",
+        ),
+    ] = None,
     debug: clikit.DebugOpt = False,
 ) -> None:
     """Run SCRIPT as `python SCRIPT ARGS` and judge every optimizer step over time.
@@ -159,6 +169,7 @@ def watch(
                 log=log,
                 update_every=update_every,
                 flush_every=flush_every,
+                hang_timeout=hang_timeout,
             )
         if plot and main_rank:
             from gradscope.report import watch_plot

@@ -44,13 +44,16 @@ def run_script(
 
     if not is_main_process():  # under torchrun only rank 0 writes files
         options["log"] = None
+    from gradscope.distributed.watchdog import watching
+
+    hang_timeout = options.pop("hang_timeout", None)
     hooks = DistributedWatch()
     watcher = Watcher(label=options.pop("label", f"script {path}"), **options)
     with _as_main(path, list(argv or []), quiet_stdout):
         try:
             with watcher:
                 hooks.bind(watcher)
-                with hooks.guard():
+                with hooks.guard(), watching(hooks.session, hang_timeout):
                     runpy.run_path(path, run_name="__main__")
         except BaseException:  # recorded as the run's status by the Watcher
             if watcher.report is None:
