@@ -99,12 +99,7 @@ def _over_time(report: WatchReport, console: Console) -> None:
     if not steps:
         return
     width = max(20, min(60, (console.width or 100) - 40))
-    table = Table(
-        title=f"gradient norm over steps 1-{steps[-1].step} (log scale, max per bin)",
-        title_justify="left",
-        box=None,
-        pad_edge=False,
-    )
+    table = Table(box=None, pad_edge=False)  # title printed apart: a narrow table wraps it
     table.add_column("", overflow="ellipsis", max_width=24, no_wrap=True)
     table.add_column("", no_wrap=True)
     table.add_column("last", justify="right", no_wrap=True)
@@ -120,6 +115,9 @@ def _over_time(report: WatchReport, console: Console) -> None:
     for m in marks(report):
         table.add_row(m.label, _mark_row(m.steps, [r.step for r in steps], width, m.symbol), "")
     console.print()
+    console.print(
+        f"gradient norm over steps 1-{steps[-1].step} (log scale, max per bin)", style="italic"
+    )
     console.print(table)
 
 
