@@ -428,8 +428,8 @@ def _measured(owners: dict[int, list[bool]], params: Sequence[torch.Tensor]) -> 
 
     Each is one more full pass over the gradient: at 124M parameters a pass costs about 2%
     of the bare step, so they are made where they are cheap or needed. max|g|: tensors up to
-    EXACT_MAX elements (fused). Zero counts: only lookup tables (untied)
-    and sparse gradients, for the RMS over non-zero elements that lets a table, whose
+    EXACT_MAX elements (fused). Zero counts (by rows): only lookup tables (untied)
+    and sparse gradients, for the RMS over non-zero rows that lets a table, whose
     unused rows get exact zeros, be compared with other tables; a table tied to a linear
     output head gets a gradient on every row. Elsewhere both stay unknown (None; the table
     shows "-") and the L2 norm stands in: NaN or Inf anywhere makes it non-finite, an
@@ -466,6 +466,17 @@ def _extremes(grads: list[torch.Tensor], device: torch.device) -> list[torch.Ten
     return [-_gather(lows, device), _gather(highs, device)]
 
 
+def _in_nonzero_rows(table_grad: torch.Tensor) -> torch.Tensor:
+    """Elements in the rows that got a gradient (a lookup table's unused rows are exactly
+    zero; a used row is non-zero throughout). One norm per row reads the tensor once at
+    the speed of an L2 norm; count_nonzero is ~4x slower on a CPU (5.3 against 1.5 ms
+    for BERT's 7.8M-element word table)."""
+    rows = table_grad.reshape(table_grad.shape[0] if table_grad.dim() else 1, -1)
+    low = rows.dtype in (torch.float16, torch.bfloat16)
+    norms = torch.linalg.vector_norm(rows, dim=1, dtype=torch.float32 if low else None)
+    return norms.count_nonzero() * rows.shape[1]
+
+
 def _gather(scalars: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
     """0-d tensors → one float64 vector on `device`: one op where they share device and dtype."""
     if all(t.device == device and t.dtype == scalars[0].dtype for t in scalars):
@@ -482,8 +493,8 @@ def _fused_stats(
     """[loss, loss_finite, weight norms..., per present grad: l2, min, max, nonzeros].
 
     One fused L2 over weights and gradients together (half precision accumulated in float32,
-    so it cannot overflow); fused max and min (of the negated tensors) over the small
-    gradients, count_nonzero where the plan names it. Min and max propagate NaN and Inf, so
+    so it cannot overflow); max and min over the small gradients (`_extremes`), the
+    elements of non-zero rows where the plan names it. Min and max propagate NaN and Inf, so
     they are the exact non-finite test (an L2 norm can overflow without any Inf). Read back
     with one host sync; a second one only when a gradient without extremes has a zero or
     non-finite norm, to make that verdict exact, or when a norm underflowed. None: not
@@ -510,7 +521,7 @@ def _fused_stats(
     if small:
         parts += _extremes([present[i][0] for i in small], device)
     if counted:
-        nonzero = [present[i][0].count_nonzero().to(device=device, dtype=f64) for i in counted]
+        nonzero = [_in_nonzero_rows(present[i][0]).to(device=device, dtype=f64) for i in counted]
         parts.append(torch.stack(nonzero))
     numbers: list[float | None] = list(torch.cat(parts).tolist())
     head = 2 + len(params)
