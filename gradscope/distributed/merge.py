@@ -58,6 +58,21 @@ class DistReport:
     def rows(self) -> list[Row]:
         return merge_rows(self.records)
 
+    def summary(self) -> dict[str, Any]:
+        """The run's shape and one entry per quantity, keyed by field name: a value where
+        the ranks agree, a list by rank where they differ (watch's JSON `distributed`)."""
+        return {
+            "world": self.world,
+            "backend": self.backend,
+            "layout": self.layout,
+            "gatherings": self.gatherings,
+            "collectives": self.collectives,
+            "ranks": {
+                attr: (row.value if not row.per_rank else list(row.per_rank))
+                for (attr, _), row in zip(LABELS, self.rows(), strict=False)  # none: no records
+            },
+        }
+
     def failed(self, fail_on: Severity | None) -> bool:
         return fail_on is not None and any(f.severity >= fail_on for f in self.findings)
 

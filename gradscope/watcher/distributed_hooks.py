@@ -197,7 +197,8 @@ class DistributedWatch:
         summary = render_text(replace(dist, findings=[])).rstrip("\n").splitlines()
         summary = [line for line in summary if line != "no distributed findings"]
         summary.append("per step: loss of rank 0's own batch, norms of the synced gradients")
-        return _merged(report, dist.findings, tuple(summary), settings)
+        merged = _merged(report, dist.findings, tuple(summary), settings)
+        return replace(merged, distributed=dist.summary())
 
 
 def _merged(

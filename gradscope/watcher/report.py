@@ -22,6 +22,8 @@ class WatchReport:
     thresholds: dict[str, float]
     fail_on: Severity | None = Severity.ERROR
     torch_version: str = field(default="")
+    distributed: dict[str, Any] | None = None
+    """Under torchrun: the ranks' merged numbers (DistReport.summary()); None otherwise."""
 
     @classmethod
     def build(cls, run: WatchRun, settings: Settings) -> WatchReport:
@@ -93,6 +95,7 @@ class WatchReport:
                 for p in self.run.params
             ],
             "steps": [r.to_dict() for r in self.run.steps],
+            **({"distributed": self.distributed} if self.distributed is not None else {}),
         }
 
 

@@ -91,6 +91,14 @@ def test_merge_shows_per_rank_columns_only_where_ranks_differ():
     assert rows["training forwards"].value == 6 and not rows["training forwards"].per_rank
     text = render_text(DistReport(2, "gloo", "DDP", records))
     assert "rank 1" in text and "no distributed findings" in text
+    ranks = DistReport(2, "gloo", "DDP", records).summary()["ranks"]
+    assert ranks == {
+        "forwards": 6,
+        "steps": [6, 5],
+        "local_grad_norm": [0.8, 1.2],
+        "grad_norm": 0.5,
+    }
+    assert DistReport(2, "gloo", "DDP", ()).summary()["ranks"] == {}
 
 
 def test_rules_are_registered_with_a_row():

@@ -142,6 +142,10 @@ def test_find_unused_run_names_unused_rank_dependent_and_skipped(tmp_path):
     assert by_rule(doc, "GS506") == {} and by_rule(doc, "GS503") == {}
     notes = "\n".join(doc["summary"]["notes"])
     assert re.search(r"optimizer steps\s+6\s+5", notes)  # per-rank columns where ranks differ
+    dist = doc["distributed"]  # the same, machine-readable: a list only where ranks differ
+    assert (dist["world"], dist["layout"], dist["backend"]) == (2, "DDP", "gloo")
+    assert dist["ranks"]["steps"] == [6, 5] and dist["ranks"]["forwards"] == 6
+    assert dist["gatherings"] == dist["collectives"] >= 2
 
 
 @pytest.mark.parametrize(
