@@ -9,7 +9,7 @@ left out of the loss), detached (a module's output cut by .detach()); reentrant 
 layer checkpointed twice with use_reentrant=True: DDP raises "marked ready twice").
 Bugs that let the run go on: perturb (rank 1 nudges one weight element after step 3),
 skip (rank 1 skips its third optimizer step), bad-shard (rank 1's data shard has its
-targets in other units, x1000, as a broken preprocessing step would leave them).
+targets in other units, x100, as a broken preprocessing step would leave them).
 none: healthy.
 """
 
