@@ -84,23 +84,24 @@ def blocked_thread(target):
     return t, ev
 
 
-def test_blocked_at_names_the_collective_and_the_users_line():
-    t, ev = blocked_thread(user_all_reduce)
+def where_blocked(target):
+    """blocked_at() of a thread stopped inside `target`."""
+    t, ev = blocked_thread(target)
     try:
-        where, line, call = blocked_at(sys._current_frames()[t.ident])
+        return blocked_at(sys._current_frames()[t.ident])
     finally:
         ev.set()
+
+
+def test_blocked_at_names_the_collective_and_the_users_line():
+    where, line, call = where_blocked(user_all_reduce)
     assert call == "all_reduce"
     assert where.startswith(HERE + ":") and line.startswith("LOGGER[")
     assert where == f"{HERE}:{user_all_reduce.__code__.co_firstlineno + 1}"
 
 
 def test_blocked_at_names_the_module_call_past_torchs_wrappers():
-    t, ev = blocked_thread(user_forward)
-    try:
-        where, line, call = blocked_at(sys._current_frames()[t.ident])
-    finally:
-        ev.set()
+    where, line, call = where_blocked(user_forward)
     assert call.endswith("forward") and "_call_impl" not in call  # DDP's forward
     assert where == f"{HERE}:{user_forward.__code__.co_firstlineno + 1}"
     assert "model(x)" in line
