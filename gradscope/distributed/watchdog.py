@@ -297,6 +297,10 @@ class Watchdog:
         self._thread = threading.Thread(target=self._loop, name="gradscope-watchdog", daemon=True)
 
     def start(self) -> Watchdog:
+        # imported here, so that the thread is never the first to import torch.distributed:
+        # its native init racing an import on the main thread aborted the process
+        from gradscope.distributed import context  # noqa: F401
+
         self._thread.start()
         return self
 
