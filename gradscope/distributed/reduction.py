@@ -63,18 +63,25 @@ def modules_of(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def advice(kind: str, cause: str | None, varies: bool) -> str:
+def advice(kind: str, cause: str | None, varies: bool, finds_unused: bool = False) -> str:
     """The least costly fix for a usage problem.
 
     `cause` is a usage cause (never-ran, output-dropped, detached, cut-inside,
     used-twice); `varies` is True when the unused set differs between ranks or
-    steps, the only case that needs find_unused_parameters=True.
+    steps, the only case that needs find_unused_parameters=True; `finds_unused`: the
+    model already passes it, so DDP does not fail, but the ranks still train apart.
     """
     if kind == "ready-twice" or cause == "used-twice":
         return (
             "checkpoint with use_reentrant=False (torch.utils.checkpoint.checkpoint(..., "
             "use_reentrant=False)); if the graph is the same every step, static_graph=True "
             "on DistributedDataParallel also works"
+        )
+    if varies and finds_unused:
+        return (
+            "find_unused_parameters=True keeps DDP from failing, but the ranks train different "
+            "models: make every rank run the same modules (no branch on the rank or on "
+            "rank-local state)"
         )
     if varies:
         return (
@@ -99,13 +106,6 @@ def advice(kind: str, cause: str | None, varies: bool) -> str:
         "find_unused_parameters=True only if the set really varies between steps",
     )
 
-
-RANKS_DIFFER = (
-    "find_unused_parameters=True keeps DDP from failing, but the ranks train different "
-    "models: make every rank run the same modules (no branch on the rank or on "
-    "rank-local state)"
-)
-"""The advice for a rank-dependent branch when find_unused_parameters=True is already on."""
 
 CAUSE_WORDS = {
     "never-ran": "its module never ran in the forward",

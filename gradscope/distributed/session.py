@@ -277,10 +277,16 @@ class Session:
                     continue  # DDP's static_graph supports a reentrant checkpoint
                 out.append(_usage(RULES["GS503"], name, "used-twice", (), False))
             elif missing and len(missing) < len(got):
-                finding = _usage(RULES["GS502"], name, _cause(per, i), tuple(missing), True)
-                if self._finds_unused():
-                    finding = replace(finding, advice=reduction.RANKS_DIFFER)
-                out.append(finding)
+                out.append(
+                    _usage(
+                        RULES["GS502"],
+                        name,
+                        _cause(per, i),
+                        tuple(missing),
+                        True,
+                        finds_unused=self._finds_unused(),
+                    )
+                )
             elif missing:
                 out.append(_usage(RULES["GS501"], name, _cause(per, i), (), False))
         return out
@@ -483,6 +489,7 @@ def _usage(
     varies: bool,
     evidence: tuple[str, ...] = (),
     kind: str = "unused",
+    finds_unused: bool = False,
 ) -> Finding:
     why = reduction.CAUSE_WORDS.get(cause or "", "it took no part in the loss")
     where = f" on rank {', '.join(map(str, ranks))} only" if ranks else ""
@@ -494,7 +501,9 @@ def _usage(
         message = f"marked ready twice: {why}"
     else:
         message = f"no gradient in the DDP step: {why}"
-    return rule.finding(name, message, reduction.advice(kind, cause, varies), evidence=evidence)
+    return rule.finding(
+        name, message, reduction.advice(kind, cause, varies, finds_unused), evidence=evidence
+    )
 
 
 def _skipped(rank: int, steps: list[int]) -> Finding:

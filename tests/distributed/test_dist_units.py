@@ -47,6 +47,8 @@ def test_advice_is_the_least_costly_fix():
     assert "find_unused_parameters" not in reduction.advice("unused", "never-ran", False)
     assert "find_unused_parameters=True" in reduction.advice("unused", "never-ran", True)
     assert "use_reentrant=False" in reduction.advice("ready-twice", None, False)
+    already_on = reduction.advice("unused", "never-ran", True, finds_unused=True)
+    assert "ranks train different models" in already_on and "pass find" not in already_on
 
 
 def test_signals():

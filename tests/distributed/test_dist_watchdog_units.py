@@ -297,6 +297,17 @@ def fake_run(world, store, timeout=0.4):
     return ranks, exits
 
 
+def rank_0_alone_concludes(ranks, exits):
+    """Start rank 0's watchdog only and wait until it exits; then release every rank."""
+    ranks[0][2].start()
+    try:
+        assert wait_for(lambda: 0 in exits, 5.0)
+    finally:
+        ranks[0][2].stop()
+        for _, ev, _ in ranks:
+            ev.set()
+
+
 @pytest.fixture
 def short_waits(monkeypatch):
     monkeypatch.setattr(watchdog, "ANSWER_WAIT_S", 0.5)
@@ -332,26 +343,14 @@ def test_stuck_ranks_exit_2_and_the_lowest_prints_once(short_waits, capfd):
 def test_a_silent_rank_is_named_after_the_answer_wait(short_waits, capfd):
     store = FakeStore()
     ranks, exits = fake_run(2, store)
-    ranks[0][2].start()  # rank 1's watchdog never runs: it died
-    try:
-        assert wait_for(lambda: 0 in exits, 5.0)
-    finally:
-        ranks[0][2].stop()
-        for _, ev, _ in ranks:
-            ev.set()
+    rank_0_alone_concludes(ranks, exits)  # rank 1's watchdog never runs: it died
     assert "rank 1: no answer" in capfd.readouterr().err
 
 
 def test_a_rank_whose_script_ended_is_named_as_such(short_waits, capfd):
     ranks, exits = fake_run(2, FakeStore())
     ranks[1][2].stop()  # rank 1's script ended (never started watching)
-    ranks[0][2].start()
-    try:
-        assert wait_for(lambda: 0 in exits, 5.0)
-    finally:
-        ranks[0][2].stop()
-        for _, ev, _ in ranks:
-            ev.set()
+    rank_0_alone_concludes(ranks, exits)
     err = capfd.readouterr().err
     assert "gradscope:   rank 1: 3 optimizer steps, its script ended\n" in err
     assert "the others wait in a collective rank 1 never joined" in err
