@@ -3,18 +3,19 @@
 Gradients are computed the way training computes them, with `backward()`
 (so every activation-checkpointing mode works, reentrant included): the
 user's `.grad` tensors are set aside first and put back, the very same
-objects, afterwards. Forward hooks only record which modules ran and in what
-order.
+objects, afterwards. One global forward hook records which modules ran and in
+what order; the activation memory is read off the graph afterwards (no
+saved-tensor hooks in the user's forward or backward).
 
 Cost is the budget (benchmarks/bench_inspect.py: <= 1.05x the bare step at
 124M parameters): the statistics are one fused L2 norm over weights and
 gradients together plus, for small tensors and row-lookup tables only,
 aminmax and a zero count, read back with a single host sync (see
-`_fused_stats`). Model state is restored exactly; a parameter written in
-place during forward is copied just before its first write (`_WriteGuard`,
-a TorchFunctionMode: a few µs per torch call of the user's code, none of
-gradscope's own), because a `_version` counter would only say afterwards
-*that* it was written, with nothing left to restore it from.
+`_fused_stats`). Model state is restored exactly: a small model's parameters
+are copied whole up front; a larger model's are copied just before their first
+in-place write (`_WriteGuard`, a TorchFunctionMode: a few µs per torch call of
+the user's code, none of gradscope's own), because a `_version` counter would
+only say afterwards *that* one was written, with nothing left to restore it from.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import random
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence, Set
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Sequence, Set
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -50,7 +51,7 @@ __all__ = [
     "preserved_state",
     "retained_graphs",
     "run",
-    "saved_tensor_sizes",
+    "saved_bytes",
 ]
 
 
@@ -82,31 +83,66 @@ _WRITES: dict[Any, bool] = {}
 """torch function → whether it writes its first argument in place (decided once per function)."""
 
 
+class _Kept:
+    """Parameter values copied before they could be written, put back after the pass.
+
+    Each is held through `p.data` taken up front: putting it back writes the storage the
+    parameter had (also if the forward rebinds `p.data`) and leaves `p._version` as the
+    user's own code left it."""
+
+    def __init__(self) -> None:
+        self.copies: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def keep(self, alias: torch.Tensor) -> None:
+        if id(alias) not in self.copies:
+            self.copies[id(alias)] = (alias, alias.clone())
+
+    def restore(self) -> None:
+        if self.copies:
+            targets, saved = zip(*self.copies.values(), strict=True)
+            with torch.no_grad():
+                torch._foreach_copy_(list(targets), list(saved))
+
+
+COPIED_UP_TO = 4 << 20
+"""Parameters of up to this many bytes in all are copied whole before the pass (≈ 0.4 ms
+for a 0.7M-parameter CNN, less than guarding the ~90 torch calls of its forward); a
+larger model gets the `_WriteGuard`, which copies only what is written."""
+
+
+def _copy_up_front(aliases: Sequence[torch.Tensor]) -> bool:
+    return sum(a.numel() * a.element_size() for a in aliases) <= COPIED_UP_TO and all(
+        type(a) is torch.Tensor and a.layout == torch.strided and a.is_contiguous() for a in aliases
+    )
+
+
 class _WriteGuard(TorchFunctionMode):
     """Copies a parameter just before the first in-place write to it.
 
     (Buffers are small and copied whole up front: BatchNorm updates its running
-    statistics inside its kernel, where no torch function is seen.) Copying every
-    parameter up front would cost a full pass over the model's
-    memory on every inspect (≈ 0.5 GB for GPT-2); writes in forward are rare,
-    so only the tensors actually written are copied, and put back at the end.
+    statistics inside its kernel, where no torch function is seen; so are the parameters
+    of a small model, see COPIED_UP_TO.) Copying every parameter up front would cost a
+    full pass over the model's memory on every inspect (≈ 0.5 GB for GPT-2); writes in
+    forward are rare, so only the tensors actually written are copied, and put back at
+    the end.
 
     The price is one Python call per torch function the user's forward, loss
-    and backward make (≈ 2-4 µs each on a CPU: ~0.5 ms on the 14M GPT's 127
-    calls, ~0.1% of its pass); gradscope's own statistics run with the guard
+    and backward make (≈ 2-15 µs each on a CPU: ~0.5 ms on the 14M GPT's 127
+    calls, ~0.1% of its pass); gradscope's own tensor code runs with the guard
     paused (`paused_guard`). Parameter `_version` counters would be cheaper
     still but only say *that* a tensor was written, after the fact: without a
     copy taken before the first write, the value could not be put back
-    bit-exactly, also when the forward raises half-way.
+    bit-exactly, also when the forward raises half-way, and a write through
+    `.data` does not count.
     """
 
-    def __init__(self, tensors: Sequence[torch.Tensor]):
+    def __init__(self, aliases: Sequence[torch.Tensor], kept: _Kept):
         super().__init__()
         self.by_storage: dict[int, list[torch.Tensor]] = {}
-        for t in tensors:
-            if t.device.type != "meta" and not t.is_sparse:
-                self.by_storage.setdefault(t.untyped_storage().data_ptr(), []).append(t)
-        self.copies: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        for a in aliases:
+            if a.device.type != "meta" and not a.is_sparse:
+                self.by_storage.setdefault(a.untyped_storage().data_ptr(), []).append(a)
+        self.kept = kept
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -126,14 +162,8 @@ class _WriteGuard(TorchFunctionMode):
             for t in target if isinstance(target, (list, tuple)) else (target,):
                 if not isinstance(t, torch.Tensor) or t.is_sparse or t.device.type == "meta":
                     continue
-                for owner in self.by_storage.get(t.untyped_storage().data_ptr(), ()):
-                    if id(owner) not in self.copies:
-                        self.copies[id(owner)] = (owner, owner.detach().clone())
-
-    def restore(self) -> None:
-        with torch.no_grad():
-            for owner, saved in self.copies.values():
-                owner.copy_(saved)
+                for alias in self.by_storage.get(t.untyped_storage().data_ptr(), ()):
+                    self.kept.keep(alias)
 
 
 @contextmanager
@@ -150,45 +180,58 @@ def paused_guard() -> Iterator[None]:
 
 @dataclass
 class _Snapshot:
-    """What inspect must give back: cheap references, values copied only where needed."""
+    """What inspect must give back: references to put back, and the values in `kept`."""
 
-    buffers: list[tuple[torch.nn.Module, str, torch.Tensor, torch.Tensor]]
+    buffers: list[tuple[torch.nn.Module, str, torch.Tensor]]
     params: list[tuple[torch.nn.Module, str, torch.nn.Parameter, torch.Tensor, bool]]
     modes: list[tuple[torch.nn.Module, bool]]
     py_random: Any
     np_random: Any
+    kept: _Kept
 
 
 def _snapshot(model: torch.nn.Module) -> _Snapshot:
-    buffers = []
-    params = []
-    for m in model.modules():
+    """One walk over the modules; buffers' values are copied (BatchNorm writes its running
+    statistics inside its kernel, where no torch function is seen)."""
+    buffers, params, modes, kept = [], [], [], _Kept()
+    for prefix, m in model.named_modules():
+        modes.append((m, m.training))
         for name, b in m._buffers.items():
             if b is not None:
-                buffers.append((m, name, b, b.detach().clone()))
+                buffers.append((m, name, b))
+                kept.keep(b.data)
         for name, p in m._parameters.items():
             if p is not None:
+                if p.is_meta:
+                    raise GradscopeError(
+                        f"parameter {prefix}{'.' if prefix else ''}{name} is on the meta device "
+                        "(it has no data): materialise the model (to_empty() and initialise "
+                        "it, or load its weights) before inspecting"
+                    )
                 params.append((m, name, p, p.detach(), p.requires_grad))
     numpy = sys.modules.get("numpy")
     return _Snapshot(
         buffers,
         params,
-        [(m, m.training) for m in model.modules()],
+        modes,
         random.getstate(),
         numpy.random.get_state() if numpy is not None else None,
+        kept,
     )
 
 
 def _restore(snap: _Snapshot) -> None:
-    with torch.no_grad():
-        for m, name, b, saved in snap.buffers:
-            m._buffers[name] = b  # undoes `self.steps = self.steps + 1` in forward
-            b.copy_(saved)
+    snap.kept.restore()
+    with torch.no_grad():  # each put back only if changed: most never are
+        for m, name, b in snap.buffers:
+            if m._buffers.get(name) is not b:
+                m._buffers[name] = b  # undoes `self.steps = self.steps + 1` in forward
         for m, name, p, data, flag in snap.params:
-            m._parameters[name] = p
-            if p.data.untyped_storage().data_ptr() != data.untyped_storage().data_ptr():
-                p.data = data  # undoes `self.w.data = ...`
-            p.requires_grad_(flag)
+            if m._parameters.get(name) is not p:
+                m._parameters[name] = p
+            p.data = data  # undoes `self.w.data = ...`, a view of its own storage too
+            if p.requires_grad is not flag:
+                p.requires_grad_(flag)
     for m, training in snap.modes:
         if m.training is not training:  # Module.__setattr__ is slow; most modes never change
             m.training = training
@@ -202,23 +245,21 @@ def _restore(snap: _Snapshot) -> None:
 def preserved_state(model: torch.nn.Module) -> Iterator[None]:
     """Leave parameters, buffers, flags, mode and the three RNGs (torch, `random`,
     `numpy.random`) exactly as they were, also when the user's code raises."""
-    for name, p in model.named_parameters():
-        if p.device.type == "meta":
-            raise GradscopeError(
-                f"parameter {name} is on the meta device (it has no data): materialise the "
-                "model (to_empty() and initialise it, or load its weights) before inspecting"
-            )
     snap = _snapshot(model)
-    tensors = [p[2] for p in snap.params]  # buffers are copied whole: BatchNorm writes its own
-    guard = _WriteGuard(tensors)
+    aliases = list({id(p[2]): p[2].data for p in snap.params}.values())
+    guard: AbstractContextManager[Any] = nullcontext()
+    if _copy_up_front(aliases):
+        for a in aliases:
+            snap.kept.keep(a)
+    else:
+        guard = _WriteGuard(aliases, snap.kept)
     devices = sorted(
-        {t.device.index or 0 for t in tensors + [b[2] for b in snap.buffers] if t.is_cuda}
+        {t.device.index or 0 for t in aliases + [b[2] for b in snap.buffers] if t.is_cuda}
     )
     try:
         with torch.random.fork_rng(devices=devices), guard:
             yield
     finally:
-        guard.restore()
         _restore(snap)
 
 
@@ -251,7 +292,6 @@ def run(
     grad_outputs: torch.Tensor | None = None,
 ) -> RunStats:
     """Forward, backward and statistics, with the model left as it was found."""
-    saved: dict[tuple[int, int], int] = {}
     with (
         gc_paused(),
         preserved_state(model),
@@ -260,10 +300,9 @@ def run(
         hooks.loss_scales() as scales,
     ):
         start = time.perf_counter()
-        with saved_tensor_sizes(saved):
-            output = hooks.forward(model, batch)
+        output = hooks.forward(model, batch)
         target, source = backward_target(output, loss_fn, grad_outputs)
-        return measure(model, target, grad_outputs, source, order, start, saved, scales.get(target))
+        return measure(model, target, grad_outputs, source, order, start, scales.get(target))
 
 
 def measure(
@@ -273,7 +312,6 @@ def measure(
     source: str,
     order: dict[str, int],
     start: float,
-    saved: dict[tuple[int, int], int],
     scale: hooks.LossScale | None = None,
 ) -> RunStats:
     """Backward from `target` (already computed by a forward) and the fused statistics.
@@ -284,8 +322,11 @@ def measure(
     named = list(model.named_parameters())
     trainable = [p for _, p in named if p.requires_grad]
     grads: list[torch.Tensor | None] = [None] * len(trainable)
+    with paused_guard():
+        nodes = hooks.graph_nodes(target)
+        saved = saved_bytes(nodes, [p for _, p in named])
     if target.requires_grad and trainable:
-        grads = _backward(target, grad_outputs, trainable)
+        grads = _backward(target, grad_outputs, trainable, nodes)
     with paused_guard():  # from here on, only gradscope's own tensor code runs
         loss = scale.loss if scale is not None else target
         factor = 1.0 / scale.value if scale is not None else 1.0
@@ -313,11 +354,14 @@ def measure(
                 "removed from the loss and every gradient",
                 loss_scale=scale.value,
             )
-        return replace(stats, saved_bytes=sum(saved.values()), retained=retained_graphs(model))
+        return replace(stats, saved_bytes=saved, retained=retained_graphs(model))
 
 
 def _backward(
-    target: torch.Tensor, grad_outputs: torch.Tensor | None, params: Sequence[torch.Tensor]
+    target: torch.Tensor,
+    grad_outputs: torch.Tensor | None,
+    params: Sequence[torch.Tensor],
+    nodes: Iterable[Any],
 ) -> list[torch.Tensor | None]:
     """`target.backward()` as training runs it, with every leaf's `.grad` set aside and restored.
 
@@ -326,37 +370,73 @@ def _backward(
     parameters plus any leaf of the loss's graph (an input that requires grad);
     their `.grad` tensors are put back, the same objects, untouched.
     """
-    leaves = {id(p): p for p in params}
-    for node in hooks.graph_nodes(target):
-        variable = getattr(node, "variable", None)
-        if isinstance(variable, torch.Tensor):
-            leaves.setdefault(id(variable), variable)
-    aside = [(t, t.grad) for t in leaves.values()]
-    for t, _ in aside:
-        t.grad = None
+    with paused_guard():  # `.grad` reads and writes are torch calls too: ~2 µs each guarded
+        leaves = {id(p): p for p in params}
+        for node in nodes:
+            variable = getattr(node, "variable", None)
+            if isinstance(variable, torch.Tensor):
+                leaves.setdefault(id(variable), variable)
+        aside = [(t, t.grad) for t in leaves.values()]
+        for t, _ in aside:
+            t.grad = None
+    grads: list[torch.Tensor | None] = []
     try:
         target.backward(grad_outputs)
-        return [p.grad for p in params]
     except Exception as exc:
         raise UserCodeError("backward pass", exc) from exc
     finally:
-        for t, grad in aside:
-            t.grad = grad
+        with paused_guard():
+            grads = [p.grad for p in params]
+            for t, grad in aside:
+                t.grad = grad
+    return grads
 
 
-@contextmanager
-def saved_tensor_sizes(sizes: dict[tuple[int, int], int]) -> Iterator[None]:
-    """Bytes the forward saves for backward, each storage once (the activation memory)."""
+_SAVED_SLOTS: dict[type, tuple[str, ...]] = {}
+"""Backward node class → its attributes that hold saved tensors (found with dir() once)."""
 
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        if t.layout == torch.strided and t.device.type != "meta":
-            sizes[(t.untyped_storage().data_ptr(), int(t.storage_offset()))] = (
-                t.numel() * t.element_size()
-            )
-        return t
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        yield
+def saved_bytes(nodes: Iterable[Any], params: Sequence[torch.Tensor]) -> int:
+    """Bytes of activations the loss's graph holds for backward, each storage once.
+
+    Read off the graph after the forward, not with saved-tensor hooks during it: those
+    cost a Python call per saved tensor in the forward and again in the backward
+    (~0.6 ms for a small CNN's 150). Parameters saved for backward are not activations.
+    """
+    weights = {p.untyped_storage().data_ptr() for p in params if _has_storage(p)}
+    sizes: dict[tuple[int, int], int] = {}
+    for node in nodes:
+        for t in _saved_tensors(node):
+            if _has_storage(t):
+                where = t.untyped_storage().data_ptr()
+                if where not in weights:
+                    sizes[(where, int(t.storage_offset()))] = t.nbytes
+    return sum(sizes.values())
+
+
+def _has_storage(t: torch.Tensor) -> bool:
+    return t.layout == torch.strided and not t.is_meta
+
+
+def _saved_tensors(node: Any) -> Iterator[torch.Tensor]:
+    """What a backward node saved, read without unpacking it: unpacking runs a saved tensor's
+    hooks (non-reentrant checkpointing would recompute its region). A tensor with hooks of
+    its own is left out (checkpointing recomputes it, save_on_cpu moved it), and so is a
+    parameter saved through a view (torch keeps no readable data for it)."""
+    slots = _SAVED_SLOTS.get(type(node))
+    if slots is None:
+        slots = tuple(a for a in dir(node) if a.startswith("_raw_saved_"))
+        _SAVED_SLOTS[type(node)] = slots
+    for slot in slots:
+        try:
+            raw = getattr(node, slot)
+        except RuntimeError:  # freed by an earlier backward
+            continue
+        for saved in raw if isinstance(raw, (list, tuple)) else (raw,):
+            if saved is not None and saved.unpack_hook is None:
+                data = saved.data
+                if isinstance(data, torch.Tensor):
+                    yield data
 
 
 def retained_graphs(model: torch.nn.Module) -> tuple[str, ...]:
@@ -365,24 +445,26 @@ def retained_graphs(model: torch.nn.Module) -> tuple[str, ...]:
     Such a reference keeps the whole autograd graph of the step alive (the
     classic slow out-of-memory: `self.last = out`, `self.losses.append(loss)`).
     """
-    found = []
-    for name, module in model.named_modules():
-        for attr, value in vars(module).items():
-            if attr[0] != "_" and _holds_graph(value):
-                found.append(f"{name}.{attr}" if name else attr)
-    return tuple(found)
+    return tuple(
+        f"{name}.{attr}" if name else attr
+        for name, module in model.named_modules()
+        for attr, value in vars(module).items()
+        if isinstance(value, _HOLDERS) and attr[0] != "_" and _holds_graph(value)
+    )
+
+
+_HOLDERS = (torch.Tensor, list, tuple, dict)
+"""What an attribute must be to hold a graph (most are flags and sizes: one type test)."""
 
 
 def _holds_graph(value: Any) -> bool:
-    """A tensor with a grad_fn, directly or in a list, tuple or dict (most attributes are
-    flags and sizes: checked first, for the cost of one type test)."""
+    """A tensor with a grad_fn, directly or in a list, tuple or dict."""
     if isinstance(value, torch.Tensor):
         return value.grad_fn is not None
-    if isinstance(value, dict):
-        value = value.values()
-    elif not isinstance(value, (list, tuple)):
-        return False
-    return any(isinstance(v, torch.Tensor) and v.grad_fn is not None for v in value)
+    return any(
+        isinstance(v, torch.Tensor) and v.grad_fn is not None
+        for v in (value.values() if isinstance(value, dict) else value)
+    )
 
 
 # --- the statistics ------------------------------------------------------------------------------
@@ -511,7 +593,7 @@ def _fused_stats(
         else torch.full((1,), math.nan, dtype=f64, device=device),
         torch.isfinite(loss).all().reshape(1).to(f64),
     ]
-    tensors = [_dense(p.detach()) for p in params] + [g for g, _ in present]
+    tensors = [_dense(p) for p in params] + [g for g, _ in present]  # under no_grad
     if tensors:
         low = any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors)
         norms = torch._foreach_norm(tensors, 2, dtype=torch.float32 if low else None)

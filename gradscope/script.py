@@ -39,7 +39,6 @@ class _Modules:
         self.depth = 0
         self.frozen = False
         self.scales: hooks.LossScales | None = None
-        self.saved: dict[tuple[int, int], int] = {}
         self.versions: dict[int, tuple[str, torch.Tensor, int]] = {}
 
     def enter(self, module: nn.Module) -> None:
@@ -52,11 +51,10 @@ class _Modules:
     def leave(self, _module: nn.Module) -> None:
         self.depth = max(self.depth - 1, 0)
 
-    def freeze(self, saved: dict[tuple[int, int], int]) -> None:
+    def freeze(self) -> None:
         """At the first backward: what ran until then is the step (a script that goes on
         after the stop must not add to it)."""
         self.frozen = True
-        self.saved = dict(saved)
         for root in self.roots.values():
             for name, p in root.named_parameters():
                 self.versions[id(p)] = (name, p, p._version)
@@ -95,15 +93,14 @@ def run(path: str, argv: Sequence[str] = ()) -> tuple[nn.Module, RunStats]:
     """Run `path` until its first backward; the model it trained and that step's stats."""
     if not os.path.isfile(path):
         raise TargetError(f"{path}: no such file")
-    saved: dict[tuple[int, int], int] = {}
     seen = _Modules()
-    stopper = script_stop.Stopper(base=sys._getframe(), on_capture=lambda: seen.freeze(saved))
+    stopper = script_stop.Stopper(base=sys._getframe(), on_capture=seen.freeze)
     old_argv, old_path = sys.argv, list(sys.path)
     sys.argv = [path, *argv]
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     ended: str | None = None
     try:
-        with _watched(seen), script_stop.installed(stopper), probe.saved_tensor_sizes(saved):
+        with _watched(seen), script_stop.installed(stopper):
             runpy.run_path(path, run_name="__main__")
         ended = "it ran to its end"
     except script_stop.Stop:
@@ -157,7 +154,7 @@ def _measure(
     ]
     source = "; ".join([source, *(n for n in notes if n)])
     stats = probe.measure(
-        model, capture.loss, capture.gradient, source, order, time.perf_counter(), seen.saved, scale
+        model, capture.loss, capture.gradient, source, order, time.perf_counter(), scale
     )
     stats = script_facts.strip_compiled_names(stats, model)
     return model, replace(stats, timed="backward+stats (the forward ran in the script)")

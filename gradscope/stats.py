@@ -5,6 +5,7 @@ probe → RunStats → rules, explain, reporters.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -37,10 +38,7 @@ class ParamStats:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return math.prod(self.shape)
 
     @property
     def ratio(self) -> float | None:

@@ -116,6 +116,56 @@ def test_state_restored_when_forward_raises():
     assert sum(len(m._forward_hooks) for m in model.modules()) == 0
 
 
+class Writer(nn.Module):
+    """A forward that writes its parameters every way torch allows, then maybe raises."""
+
+    def __init__(self, fail: bool):
+        super().__init__()
+        self.fc, self.data_written, self.out_written = (
+            nn.Linear(3, 3),
+            nn.Linear(3, 3),
+            nn.Linear(3, 3),
+        )
+        self.rebound, self.untouched = nn.Linear(3, 3), nn.Linear(3, 3)
+        self.out_written.requires_grad_(False)
+        self.fail = fail
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.fc.weight.mul_(2)
+            self.fc.bias += 1
+        self.data_written.weight.data.clamp_(-0.01, 0.01)  # WGAN-style clipping in forward
+        torch.add(x[0], 1, out=self.out_written.bias)
+        self.rebound.weight.data.fill_(3.0)  # written, then its storage replaced
+        self.rebound.weight.data = torch.zeros(3, 3)
+        self.untouched.bias.data = self.untouched.bias.data[:2]  # a view of its own storage
+        if self.fail:
+            raise RuntimeError("boom")
+        return (self.fc(x) + self.data_written(x) + self.rebound(x)).sum()
+
+
+@pytest.mark.parametrize("copied_up_front", [True, False], ids=["copied", "guarded"])
+@pytest.mark.parametrize("fail", [False, True])
+def test_parameters_written_in_forward_are_put_back_bit_exactly(monkeypatch, copied_up_front, fail):
+    """Both ways of keeping parameters: a small model's copied whole, a large one's guarded."""
+    monkeypatch.setattr(probe, "COPIED_UP_TO", 1 << 40 if copied_up_front else 0)
+    model = Writer(fail)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    storages = {n: p.untyped_storage().data_ptr() for n, p in model.named_parameters()}
+    versions = {n: p._version for n, p in model.named_parameters()}
+    if fail:
+        with pytest.raises(UserCodeError, match="boom"):
+            gradscope.inspect(model, torch.randn(2, 3))
+    else:
+        gradscope.inspect(model, torch.randn(2, 3))
+    for n, p in model.named_parameters():
+        assert torch.equal(p, before[n]), n
+        assert p.untyped_storage().data_ptr() == storages[n], n
+    assert model.untouched.weight._version == versions["untouched.weight"]
+    assert model.untouched.bias._version == versions["untouched.bias"]
+    assert model.data_written.weight._version == versions["data_written.weight"]
+
+
 def test_runs_under_no_grad_context_of_the_caller():
     model = nn.Linear(3, 1)
     with torch.no_grad():
@@ -248,6 +298,45 @@ def test_saved_bytes_and_retained_graph():
     assert report.stats.saved_bytes >= 32 * 100 * 4  # mm saves its input
     plain = gradscope.inspect(nn.Linear(100, 10), torch.randn(32, 100))
     assert plain.stats.retained == () and plain.stats.saved_bytes > 0
+
+
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+class Checkpointed(nn.Module):
+    """Two blocks: one checkpointed (its activations recomputed), one plain."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner, self.outer = nn.Linear(64, 64), nn.Linear(64, 64)
+        self.calls = 0
+
+    def block(self, x):
+        self.calls += 1
+        return torch.tanh(self.inner(x))
+
+    def forward(self, x):
+        h = torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=False)
+        return Square.apply(self.outer(h)).sum()
+
+
+def test_saved_bytes_counts_the_activations_the_graph_holds_and_nothing_else():
+    model, x = Checkpointed(), torch.randn(16, 64)
+    report = gradscope.inspect(model, x)
+    # outer's input h (addmm), Square's input: 16x64 float32 each; the checkpointed
+    # block's input and tanh output are recomputed, the weights are not activations
+    assert report.stats.saved_bytes == 2 * 16 * 64 * 4
+    assert model.calls == 2  # its forward and its recomputation in backward: reading the
+    # graph unpacked nothing (that would have recomputed the block once more)
 
 
 def test_large_gradients_get_exact_zero_and_non_finite_verdicts_from_their_norm(monkeypatch):

@@ -73,7 +73,7 @@ def _summary(report: Report, console: Console) -> None:
         (
             "pass",
             f"{s.duration_s * 1e3:.1f} ms {s.timed}, {human_bytes(s.saved_bytes)} "
-            "saved for backward",
+            "of activations saved",
         ),
     ):
         _field(console, name, text)
