@@ -84,10 +84,10 @@ _WRITES: dict[Any, bool] = {}
 
 
 class _Kept:
-    """Parameter values copied before they could be written, put back after the pass.
+    """Parameter and buffer values copied before they could be written, put back after.
 
-    Each is held through `p.data` taken up front: putting it back writes the storage the
-    parameter had (also if the forward rebinds `p.data`) and leaves `p._version` as the
+    Each is held through `t.data` taken up front: putting it back writes the storage the
+    tensor had (also if the forward rebinds `t.data`) and leaves `t._version` as the
     user's own code left it."""
 
     def __init__(self) -> None:
@@ -140,7 +140,7 @@ class _WriteGuard(TorchFunctionMode):
         super().__init__()
         self.by_storage: dict[int, list[torch.Tensor]] = {}
         for a in aliases:
-            if a.device.type != "meta" and not a.is_sparse:
+            if not a.is_sparse:
                 self.by_storage.setdefault(a.untyped_storage().data_ptr(), []).append(a)
         self.kept = kept
 
@@ -222,7 +222,7 @@ def _snapshot(model: torch.nn.Module) -> _Snapshot:
 
 def _restore(snap: _Snapshot) -> None:
     snap.kept.restore()
-    with torch.no_grad():  # each put back only if changed: most never are
+    with torch.no_grad():
         for m, name, b in snap.buffers:
             if m._buffers.get(name) is not b:
                 m._buffers[name] = b  # undoes `self.steps = self.steps + 1` in forward
@@ -320,6 +320,7 @@ def measure(
     reported divided by it.
     """
     named = list(model.named_parameters())
+    modules = list(model.named_modules())  # walked once here: each walk costs a few µs a module
     trainable = [p for _, p in named if p.requires_grad]
     grads: list[torch.Tensor | None] = [None] * len(trainable)
     with paused_guard():
@@ -330,12 +331,13 @@ def measure(
     with paused_guard():  # from here on, only gradscope's own tensor code runs
         loss = scale.loss if scale is not None else target
         factor = 1.0 / scale.value if scale is not None else 1.0
-        owners = _owners(model)
+        owners = _owners(modules)
         with torch.no_grad():
             numbers = _fused_stats(loss, [p for _, p in named], grads, _measured(owners, trainable))
         duration = time.perf_counter() - start
         stats = _assemble(
             model,
+            modules,
             named,
             grads,
             numbers,
@@ -354,7 +356,7 @@ def measure(
                 "removed from the loss and every gradient",
                 loss_scale=scale.value,
             )
-        return replace(stats, saved_bytes=saved, retained=retained_graphs(model))
+        return replace(stats, saved_bytes=saved, retained=retained_graphs(modules))
 
 
 def _backward(
@@ -439,7 +441,7 @@ def _saved_tensors(node: Any) -> Iterator[torch.Tensor]:
                     yield data
 
 
-def retained_graphs(model: torch.nn.Module) -> tuple[str, ...]:
+def retained_graphs(modules: Iterable[tuple[str, torch.nn.Module]]) -> tuple[str, ...]:
     """Module attributes that still hold a tensor with a grad_fn after the pass.
 
     Such a reference keeps the whole autograd graph of the step alive (the
@@ -447,7 +449,7 @@ def retained_graphs(model: torch.nn.Module) -> tuple[str, ...]:
     """
     return tuple(
         f"{name}.{attr}" if name else attr
-        for name, module in model.named_modules()
+        for name, module in modules
         for attr, value in vars(module).items()
         if isinstance(value, _HOLDERS) and attr[0] != "_" and _holds_graph(value)
     )
@@ -484,11 +486,11 @@ EXACT_MAX = 1 << 20
 size); larger ones only where a rule needs it: see `_measured`."""
 
 
-def _owners(model: torch.nn.Module) -> dict[int, list[bool]]:
+def _owners(modules: Iterable[tuple[str, torch.nn.Module]]) -> dict[int, list[bool]]:
     """id(parameter) → for each module that owns it, whether that module is a lookup table."""
     lookup = (torch.nn.Embedding, torch.nn.EmbeddingBag)
     owners: dict[int, list[bool]] = {}
-    for m in model.modules():
+    for _, m in modules:
         for p in m._parameters.values():
             if p is not None:
                 owners.setdefault(id(p), []).append(isinstance(m, lookup))
@@ -632,6 +634,7 @@ def _fused_stats(
 
 def _assemble(
     model: torch.nn.Module,
+    modules: Sequence[tuple[str, torch.nn.Module]],
     named: Sequence[tuple[str, torch.Tensor]],
     grads: list[torch.Tensor | None],
     numbers: list[float | None],
@@ -685,13 +688,12 @@ def _assemble(
                 lookup=id(p) in lookups,
             )
         )
-    modules = tuple(
-        ModuleStats(name, type(m).__name__, name in order, order.get(name))
-        for name, m in model.named_modules()
-    )
     return RunStats(
         params=tuple(params),
-        modules=modules,
+        modules=tuple(
+            ModuleStats(name, type(m).__name__, name in order, order.get(name))
+            for name, m in modules
+        ),
         loss_value=None if weighted else loss_value,
         loss_finite=loss_finite,
         loss_requires_grad=target.requires_grad,
