@@ -12,6 +12,7 @@ from torch.nn import functional as F
 import gradscope
 from gradscope import probe
 from gradscope.errors import TargetError, UserCodeError
+from gradscope.examples.functions import CustomReLU
 
 
 def reference_norms(model, batch, loss_fn):
@@ -300,18 +301,6 @@ def test_saved_bytes_and_retained_graph():
     assert plain.stats.retained == () and plain.stats.saved_bytes > 0
 
 
-class Square(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x * x
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return 2 * x * grad
-
-
 class Checkpointed(nn.Module):
     """Two blocks: one checkpointed (its activations recomputed), one plain."""
 
@@ -326,13 +315,13 @@ class Checkpointed(nn.Module):
 
     def forward(self, x):
         h = torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=False)
-        return Square.apply(self.outer(h)).sum()
+        return CustomReLU.apply(self.outer(h)).sum()
 
 
 def test_saved_bytes_counts_the_activations_the_graph_holds_and_nothing_else():
     model, x = Checkpointed(), torch.randn(16, 64)
     report = gradscope.inspect(model, x)
-    # outer's input h (addmm), Square's input: 16x64 float32 each; the checkpointed
+    # outer's input h (addmm), CustomReLU's input: 16x64 float32 each; the checkpointed
     # block's input and tanh output are recomputed, the weights are not activations
     assert report.stats.saved_bytes == 2 * 16 * 64 * 4
     assert model.calls == 2  # its forward and its recomputation in backward: reading the
