@@ -38,6 +38,8 @@ with warnings.catch_warnings():  # torch warns here when numpy is not installed
     from torch.overrides import TorchFunctionMode
 
 from gradscope import hooks
+from gradscope.distributed import context, norms
+from gradscope.distributed.norms import local
 from gradscope.errors import GradscopeError, UserCodeError
 from gradscope.hooks import backward_target, call_model, pick_loss
 from gradscope.stats import ModuleStats, ParamStats, RunStats
@@ -140,8 +142,9 @@ class _WriteGuard(TorchFunctionMode):
         super().__init__()
         self.by_storage: dict[int, list[torch.Tensor]] = {}
         for a in aliases:
-            if not a.is_sparse:
-                self.by_storage.setdefault(a.untyped_storage().data_ptr(), []).append(a)
+            where = _storage(a)
+            if where is not None:
+                self.by_storage.setdefault(where, []).append(a)
         self.kept = kept
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -160,9 +163,8 @@ class _WriteGuard(TorchFunctionMode):
     def _save(self, target: Any) -> None:
         with torch._C.DisableTorchFunction():
             for t in target if isinstance(target, (list, tuple)) else (target,):
-                if not isinstance(t, torch.Tensor) or t.is_sparse or t.device.type == "meta":
-                    continue
-                for alias in self.by_storage.get(t.untyped_storage().data_ptr(), ()):
+                where = _storage(t) if isinstance(t, torch.Tensor) else None
+                for alias in self.by_storage.get(where, ()) if where is not None else ():
                     self.kept.keep(alias)
 
 
@@ -328,6 +330,8 @@ def measure(
         saved = saved_bytes(nodes, [p for _, p in named])
     if target.requires_grad and trainable:
         grads = _backward(target, grad_outputs, trainable, nodes)
+        named, grads = _registered_after(model, trainable, grads)
+        trainable = [p for _, p in named if p.requires_grad]
     with paused_guard():  # from here on, only gradscope's own tensor code runs
         loss = scale.loss if scale is not None else target
         factor = 1.0 / scale.value if scale is not None else 1.0
@@ -357,6 +361,20 @@ def measure(
                 loss_scale=scale.value,
             )
         return replace(stats, saved_bytes=saved, retained=retained_graphs(modules))
+
+
+def _registered_after(
+    model: torch.nn.Module, trainable: Sequence[torch.Tensor], grads: list[torch.Tensor | None]
+) -> tuple[list[tuple[str, torch.nn.Parameter]], list[torch.Tensor | None]]:
+    """The parameters as registered after the backward, and their gradients.
+
+    FSDP2 (`fully_shard`) registers unsharded parameters for the forward and the sharded
+    ones again during the backward, with the gradients on those; the unsharded ones'
+    storage is freed by then (reading it would crash). A parameter still registered has its
+    gradient in `grads` (its `.grad` is the user's again)."""
+    ours = {id(p): g for p, g in zip(trainable, grads, strict=True)}
+    named = list(model.named_parameters())
+    return named, [ours.get(id(p), p.grad) for _, p in named if p.requires_grad]
 
 
 def _backward(
@@ -405,19 +423,25 @@ def saved_bytes(nodes: Iterable[Any], params: Sequence[torch.Tensor]) -> int:
     cost a Python call per saved tensor in the forward and again in the backward
     (~0.6 ms for a small CNN's 150). Parameters saved for backward are not activations.
     """
-    weights = {p.untyped_storage().data_ptr() for p in params if _has_storage(p)}
+    weights = {_storage(p) for p in params}
     sizes: dict[tuple[int, int], int] = {}
     for node in nodes:
         for t in _saved_tensors(node):
-            if _has_storage(t):
-                where = t.untyped_storage().data_ptr()
-                if where not in weights:
-                    sizes[(where, int(t.storage_offset()))] = t.nbytes
+            where = _storage(t)
+            if where is not None and where not in weights:
+                sizes[(where, int(t.storage_offset()))] = t.nbytes
     return sum(sizes.values())
 
 
-def _has_storage(t: torch.Tensor) -> bool:
-    return t.layout == torch.strided and not t.is_meta
+def _storage(t: torch.Tensor) -> int | None:
+    """Where `t`'s memory starts (a DTensor's: its local shard's); None where it has none."""
+    t = local(t)
+    if t.layout != torch.strided or t.is_meta:
+        return None
+    try:
+        return t.untyped_storage().data_ptr()
+    except RuntimeError:  # a tensor subclass that holds no storage of its own
+        return None
 
 
 def _saved_tensors(node: Any) -> Iterator[torch.Tensor]:
@@ -586,7 +610,8 @@ def _fused_stats(
     """
     f64 = torch.float64
     device = loss.device
-    present = [(_dense(g), plan) for g, plan in zip(grads, plans, strict=True) if g is not None]
+    given = [(g, plan) for g, plan in zip(grads, plans, strict=True) if g is not None]
+    present = [(_dense(local(g)), plan) for g, plan in given]
     k = len(present)
     loss = loss.detach()
     parts = [
@@ -595,7 +620,7 @@ def _fused_stats(
         else torch.full((1,), math.nan, dtype=f64, device=device),
         torch.isfinite(loss).all().reshape(1).to(f64),
     ]
-    tensors = [_dense(p) for p in params] + [g for g, _ in present]  # under no_grad
+    tensors = [_dense(local(p)) for p in params] + [g for g, _ in present]  # under no_grad
     if tensors:
         low = any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors)
         norms = torch._foreach_norm(tensors, 2, dtype=torch.float32 if low else None)
@@ -619,17 +644,78 @@ def _fused_stats(
             target[i] = next(rest)
     for i in counted:
         nz[i] = next(rest)
+    weights = numbers[2:head]
+    shards = _Shards.of(params, [g for g, _ in given])  # FSDP2: each rank holds a part
+    if shards:
+        shards.weights([(weights, "l2")], range(len(params)))
+        shards.grads([(l2, "l2"), (lo, "min"), (hi, "max"), (nz, "sum")], range(k))
     doubt = [i for i in range(k) if hi[i] is None and not 0 < (l2[i] or 0) < math.inf]
     if doubt:  # all-zero or non-finite by the norm: make it exact
         again = _exact([present[i][0] for i in doubt], device).tolist()
         for j, i in enumerate(doubt):
             lo[i], hi[i], nz[i] = again[0][j], again[1][j], again[2][j]
+        if shards:
+            shards.grads([(lo, "min"), (hi, "max"), (nz, "sum")], doubt)
     tiny = [i for i in range(k) if l2[i] == 0 and (hi[i] or lo[i])]
     if tiny:  # non-zero elements whose squares underflow float32 (|g| < 1e-19): float64 norm
         norms64 = [torch.linalg.vector_norm(present[i][0].double()) for i in tiny]
         for i, norm in zip(tiny, torch.stack(norms64).tolist(), strict=True):
             l2[i] = norm
-    return numbers[:head] + l2 + lo + hi + nz
+        if shards:
+            shards.grads([(l2, "l2")], tiny)
+    return numbers[:2] + weights + l2 + lo + hi + nz
+
+
+@dataclass
+class _Shards:
+    """Whole-tensor statistics from FSDP2 (`fully_shard`) shards: each rank measured its own
+    part; L2 norms combine as the root of the summed squares, min and max as the min and
+    max, zero counts as the sum. One all_gather per call, made by every rank in the same
+    order (every decision before a call rests on values already combined). Replicated
+    tensors, like everything outside torchrun, are left as this rank measured them."""
+
+    rank: context.Rank
+    weight_sharded: list[bool]
+    grad_sharded: list[bool]
+
+    @classmethod
+    def of(cls, params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor]) -> _Shards | None:
+        weight_sharded = [norms.is_sharded(p) for p in params]
+        grad_sharded = [norms.is_sharded(g) for g in grads]
+        if not any(weight_sharded + grad_sharded):
+            return None
+        rank = context.current()
+        return None if rank is None else cls(rank, weight_sharded, grad_sharded)
+
+    def weights(self, columns: list[tuple[list[float | None], str]], at: Sequence[int]) -> None:
+        self._combine(columns, at, self.weight_sharded)
+
+    def grads(self, columns: list[tuple[list[float | None], str]], at: Sequence[int]) -> None:
+        self._combine(columns, at, self.grad_sharded)
+
+    def _combine(
+        self, columns: list[tuple[list[float | None], str]], at: Sequence[int], sharded: list[bool]
+    ) -> None:
+        """Entries `at` of each column, combined over the ranks in place (None stays None: the
+        same entries are unmeasured on every rank)."""
+        flat = [math.nan if values[i] is None else values[i] for values, _ in columns for i in at]
+        every = self.rank.all_gather(torch.tensor(flat, dtype=torch.float64), "inspect statistics")
+        ranks = every.cpu().T.tolist()  # one row per entry, one value per rank
+        row = iter(ranks)
+        for values, how in columns:
+            for i in at:
+                each = next(row)
+                if values[i] is not None and sharded[i]:
+                    values[i] = _COMBINE[how](each)
+
+
+_COMBINE: dict[str, Callable[[list[float]], float]] = {
+    "l2": lambda each: math.sqrt(sum(v * v for v in each)),
+    "min": lambda each: math.nan if any(map(math.isnan, each)) else min(each),
+    "max": lambda each: math.nan if any(map(math.isnan, each)) else max(each),
+    "sum": sum,
+}
+"""How one statistic of a tensor's parts makes the whole tensor's (NaN and Inf carry)."""
 
 
 def _assemble(

@@ -399,3 +399,15 @@ def test_garbage_collector_is_left_as_found(enabled, fail):
         assert gc.isenabled() is enabled
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_shard_statistics_combine_into_the_whole_tensors():
+    """FSDP2 shards' numbers (the 2-rank run is tests/distributed/test_dist_inspect.py)."""
+    combine = probe._COMBINE
+    assert combine["l2"]([3.0, 4.0]) == 5.0
+    assert combine["sum"]([2.0, 5.0]) == 7.0
+    assert (combine["min"]([-1.0, 2.0]), combine["max"]([-1.0, 2.0])) == (-1.0, 2.0)
+    for how in ("l2", "min", "max", "sum"):  # one rank's NaN is the whole tensor's
+        assert math.isnan(combine[how]([1.0, math.nan])), how
+        assert math.isnan(combine[how]([math.nan, 1.0])), how
+    assert combine["max"]([1.0, math.inf]) == math.inf
