@@ -3,7 +3,7 @@
 Measures, in one process, for each case below: bare `loss.backward()` vs
 `gradscope.inspect(..., explain=False)` (snapshot, parameters copied or write guard,
 hooks, backward, fused statistics, one host sync, rules), interleaved, median of N
-repeats; and the forward alone bare vs inside `probe.preserved_state` (what the
+repeats; and the forward alone bare vs inside `preserve.preserved_state` (what the
 snapshot and keeping the parameters cost). Then the peak resident memory of each in a fresh
 subprocess for the 14M GPT, and the wall time of `gradscope --help` and
 `--version` (which must not import torch) next to `import torch`.
@@ -140,9 +140,9 @@ def forward(model, batch) -> None:
 
 
 def guarded_forward(model, batch) -> None:
-    from gradscope import probe
+    from gradscope import preserve
 
-    with probe.preserved_state(model):
+    with preserve.preserved_state(model):
         forward(model, batch)
 
 
@@ -166,7 +166,7 @@ def guard_per_call(calls: int = 20000) -> float:
     """Seconds the write guard adds to one torch call (a tiny add, so the call is all there is)."""
     import torch
 
-    from gradscope import probe
+    from gradscope import preserve
 
     model, x = torch.nn.Linear(2, 2), torch.zeros(2)
 
@@ -175,15 +175,15 @@ def guard_per_call(calls: int = 20000) -> float:
             torch.add(x, 1)
 
     def guarded() -> None:
-        with probe.preserved_state(model):
+        with preserve.preserved_state(model):
             loop()
 
-    copied_up_to, probe.COPIED_UP_TO = probe.COPIED_UP_TO, 0  # this tiny model gets the guard
+    copied_up_to, preserve.COPIED_UP_TO = preserve.COPIED_UP_TO, 0  # this tiny model gets the guard
     try:
         bare_s = statistics.median(timed(loop) for _ in range(5))
         guarded_s = statistics.median(timed(guarded) for _ in range(5))
     finally:
-        probe.COPIED_UP_TO = copied_up_to
+        preserve.COPIED_UP_TO = copied_up_to
     return (guarded_s - bare_s) / calls
 
 
@@ -231,9 +231,9 @@ def speed(name: str, repeat: int) -> None:
 
 def keeping(model, batch) -> str:
     """How the parameters are kept: copied whole (small models) or by the write guard."""
-    from gradscope import probe
+    from gradscope import preserve
 
-    if probe._copy_up_front([p.data for p in model.parameters()]):
+    if preserve._copy_up_front([p.data for p in model.parameters()]):
         return "parameters copied"
     calls = torch_calls(model, batch)
     return (

@@ -28,7 +28,7 @@ with warnings.catch_warnings():  # torch warns here when numpy is not installed
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     from torch.overrides import TorchFunctionMode
 
-from gradscope import hooks, probe
+from gradscope import hooks, preserve
 from gradscope.errors import UserCodeError, is_library_file, is_own_file, short_path
 from gradscope.findings import TABLE, Finding
 from gradscope.stats import RunStats
@@ -128,7 +128,7 @@ def _replay(
 ) -> torch.Tensor:
     """The forward and the loss once more, with `observe` watching every torch call; the loss."""
     with (
-        probe.preserved_state(model),
+        preserve.preserved_state(model),
         _module_stack(model) as stack,
         hooks.module_hooks(model, post=post),
         torch.enable_grad(),
@@ -301,7 +301,7 @@ def non_finite_origin(model, batch, loss_fn=None, grad_outputs=None) -> list[str
 
 def _anomaly_origin(model, batch, loss_fn, grad_outputs) -> list[str]:
     """The forward stayed finite: let anomaly mode name the backward node that made NaN."""
-    with probe.preserved_state(model), warnings.catch_warnings(record=True) as caught:
+    with preserve.preserved_state(model), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             with torch.autograd.detect_anomaly(check_nan=True), torch.enable_grad():

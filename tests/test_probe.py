@@ -10,7 +10,7 @@ from torch import nn
 from torch.nn import functional as F
 
 import gradscope
-from gradscope import probe
+from gradscope import preserve, probe
 from gradscope.errors import TargetError, UserCodeError
 from gradscope.examples.functions import CustomReLU
 
@@ -149,7 +149,7 @@ class Writer(nn.Module):
 @pytest.mark.parametrize("fail", [False, True])
 def test_parameters_written_in_forward_are_put_back_bit_exactly(monkeypatch, copied_up_front, fail):
     """Both ways of keeping parameters: a small model's copied whole, a large one's guarded."""
-    monkeypatch.setattr(probe, "COPIED_UP_TO", 1 << 40 if copied_up_front else 0)
+    monkeypatch.setattr(preserve, "COPIED_UP_TO", 1 << 40 if copied_up_front else 0)
     model = Writer(fail)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     storages = {n: p.untyped_storage().data_ptr() for n, p in model.named_parameters()}

@@ -261,13 +261,13 @@ def graph_of(
     """One forward pass (the model left as found), then its loss's graph drawn."""
     import torch
 
-    from gradscope import hooks, probe
+    from gradscope import hooks, preserve
     from gradscope.graph import collapse as graph_collapse
     from gradscope.graph import cuts as graph_cuts
 
     tracing = options.collapse != "none"
     with (
-        probe.preserved_state(model),
+        preserve.preserved_state(model),
         graph_collapse.trace_modules(model, tracing) as trace,
         torch.enable_grad(),
         graph_cuts.watch() as cuts,
