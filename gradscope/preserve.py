@@ -115,9 +115,9 @@ class _WriteGuard(TorchFunctionMode):
     def _save(self, target: Any) -> None:
         with torch._C.DisableTorchFunction():
             for t in target if isinstance(target, (list, tuple)) else (target,):
-                where = storage_of(t) if isinstance(t, torch.Tensor) else None
-                for alias in self.by_storage.get(where, ()) if where is not None else ():
-                    self.kept.keep(alias)
+                if isinstance(t, torch.Tensor):
+                    for alias in self.by_storage.get(storage_of(t) or -1, ()):
+                        self.kept.keep(alias)
 
 
 @contextmanager

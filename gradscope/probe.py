@@ -198,7 +198,6 @@ def _backward(
         aside = [(t, t.grad) for t in leaves.values()]
         for t, _ in aside:
             t.grad = None
-    grads: list[torch.Tensor | None] = []
     try:
         target.backward(grad_outputs)
     except Exception as exc:
