@@ -52,6 +52,8 @@ class Interceptor:
         """Those and the ones found owning clipped parameters before their first step."""
         self.discovered = False
         self.steps = 0
+        self.backward_total = 0
+        """backward() calls over the whole run."""
         self._undo: list[Callable[[], None]] = []
         self._depth = 0
         self._reset_step()
@@ -137,6 +139,7 @@ class Interceptor:
         if self.backward_calls == 0 and self.discovered:
             self.carried = self._carried_norm()
         self.backward_calls += 1
+        self.backward_total += 1
         if tensor is None or gradient is not None or tensor.numel() != 1:
             self.loss_known = False
             return

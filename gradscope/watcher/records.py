@@ -9,6 +9,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+MANUAL = "manual update"
+"""The name in `WatchRun.optimizers` of parameter updates made by hand (no optimizer:
+`p.data.add_(p.grad, alpha=-lr)`), each judged as a step."""
+
 
 @dataclass(frozen=True)
 class StepRecord:
@@ -48,6 +52,10 @@ class StepRecord:
     """Sampled steps only: the total L2 norm of the update."""
     time_s: float = 0.0
     """Seconds since the watch started, at the end of the step."""
+    scaled_clip: bool = False
+    """The script clipped while the gradients were still multiplied by GradScaler's
+    scale (no `unscale_` since the scaled backward). grad_norm and param_norms are
+    unscaled all the same."""
 
     @property
     def clipped(self) -> bool:
@@ -73,6 +81,7 @@ class StepRecord:
             "carried_norm": self.carried_norm,
             "update_norm": self.update_norm,
             "time_s": round(self.time_s, 6),
+            "scaled_clip": self.scaled_clip,
         }
         if series:
             out["param_norms"] = list(self.param_norms)
@@ -110,7 +119,15 @@ class WatchRun:
     error: str | None = None
     """The script's exception in one line, when it crashed."""
     optimizers: tuple[str, ...] = ()
-    """Class names of the optimizers that stepped, by index."""
+    """Class names of the optimizers that stepped, by index (`MANUAL` for updates made
+    by hand)."""
+    members: tuple[tuple[int, ...], ...] = ()
+    """Per optimizer index, the positions in `params` of the parameters it steps."""
+    backward_calls: int = 0
+    """backward() calls seen in the whole run, with or without a step after them."""
+    traceback: str | None = None
+    """When it crashed: the script's traceback as Python prints it, gradscope's frames
+    hidden."""
     update_every: int = 25
     """Every this many steps the update/weight ratios were sampled."""
     notes: tuple[str, ...] = field(default_factory=tuple)

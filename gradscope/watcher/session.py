@@ -112,6 +112,13 @@ class Watcher:
             self._log.close()
         status, error = _status(exc, StopWatching)
         self.run = self._build(status, error, tuple(notes))
+        if status == "crashed" and exc is not None:
+            from dataclasses import replace
+
+            from gradscope.errors import UserCodeError
+
+            trace = UserCodeError("the script", exc).user_traceback()
+            self.run = replace(self.run, traceback=trace)
         self.report = WatchReport.build(self.run, self.settings)
         return isinstance(exc, StopWatching)
 
@@ -138,6 +145,8 @@ class Watcher:
             duration_s=time.perf_counter() - self._started,
             error=error,
             optimizers=tuple(type(o).__name__ for o in icp.optimizers),
+            members=tuple(icp._members(o) for o in icp.optimizers),
+            backward_calls=icp.backward_total,
             update_every=self.update_every,
             notes=notes,
         )
