@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import enum
 import os
+import sys
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import NoReturn
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -45,6 +49,12 @@ class GraphvizMissing(GradscopeError):
     """Graphviz's `dot` is not on PATH."""
 
 
+class UserOsExit(SystemExit):
+    """The user's code called os._exit(code) while gradscope ran it: turned into this, so
+    the process ends with gradscope's verdict instead of the user's code (see
+    `guard_os_exit`)."""
+
+
 class UserCodeError(GradscopeError):
     """The user's code raised; keeps the original exception for --debug."""
 
@@ -54,7 +64,8 @@ class UserCodeError(GradscopeError):
         where = user_frame(exc)
         loc = f"{where[0]}:{where[1]}: " if where else ""
         if isinstance(exc, SystemExit):
-            super().__init__(f"{loc}{what} called sys.exit({exc.code!r})")
+            call = "os._exit" if isinstance(exc, UserOsExit) else "sys.exit"
+            super().__init__(f"{loc}{what} called {call}({exc.code!r})")
             return
         detail = f"{type(exc).__name__}: {exc}".strip().splitlines()
         super().__init__(f"{loc}{what} raised {detail[0] if detail else type(exc).__name__}")
@@ -120,3 +131,26 @@ def is_library_file(filename: str) -> bool:
 def short_path(path: str) -> str:
     """`path` relative to the working directory when it lies below it."""
     return _relpath(path)
+
+
+@contextmanager
+def guard_os_exit() -> Iterator[None]:
+    """While the block runs, os._exit called by the user's code raises `UserOsExit` instead
+    of ending the process, so no user code can end gradscope with a success code.
+
+    gradscope's own calls (the hang watchdog) and forked children (a DataLoader worker
+    ending itself) reach the real os._exit.
+    """
+    real, pid = os._exit, os.getpid()
+
+    def _exit(code: int) -> NoReturn:
+        caller = sys._getframe(1).f_code.co_filename
+        if os.getpid() != pid or _is_ours(caller):
+            real(code)
+        raise UserOsExit(code)
+
+    os._exit = _exit
+    try:
+        yield
+    finally:
+        os._exit = real

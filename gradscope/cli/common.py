@@ -14,7 +14,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from gradscope.errors import ExitCode, GradscopeError, UserCodeError
+from gradscope.errors import ExitCode, GradscopeError, UserCodeError, guard_os_exit
 from gradscope.fmt import printable
 from gradscope.report.outputs import Format
 
@@ -122,13 +122,14 @@ REPORT_BUG = "this is a bug in gradscope; please report it with the output of --
 def guarded(debug: bool = False) -> Iterator[None]:
     """Map exceptions to exit codes in one place.
 
-    2: what the user can fix, including their code raising or calling sys.exit (our code
-    wraps what it calls in UserCodeError; a SystemExit or other BaseException that still
-    arrives here can only come from the user's code). 130: Ctrl-C. 3: anything else is a
-    bug in gradscope.
+    2: what the user can fix, including their code raising or calling sys.exit or os._exit
+    (our code wraps what it calls in UserCodeError; a SystemExit or other BaseException
+    that still arrives here can only come from the user's code). 130: Ctrl-C. 3: anything
+    else is a bug in gradscope.
     """
     try:
-        yield
+        with guard_os_exit():
+            yield
     except typer.Exit:
         raise
     except UserCodeError as exc:

@@ -180,3 +180,58 @@ def test_control_characters_from_user_errors_never_reach_the_terminal_raw(runner
     assert result.exit_code == 2
     assert "\x1b" not in result.stderr and "\x00" not in result.stderr
     assert "\\x1b[31mred alert\\x00 [bold]x[/bold]" in result.stderr
+
+
+OS_EXITS = textwrap.dedent("""
+    import os
+    import torch
+    from torch import nn
+
+    def factory_exits():
+        os._exit(0)
+
+    class ForwardExits(nn.Linear):
+        def forward(self, x):
+            os._exit(0)
+
+    def forward_exits():
+        return ForwardExits(2, 1), torch.randn(3, 2)
+
+    def forks_a_child():
+        pid = os.fork()
+        if pid == 0:  # the child ends itself, as a DataLoader worker does
+            os._exit(0)
+        os.waitpid(pid, 0)
+        return nn.Linear(2, 1), torch.randn(3, 2)
+""")
+
+
+@pytest.mark.parametrize("target", ["factory_exits", "forward_exits"])
+def test_os_exit_in_the_users_code_never_ends_gradscope_with_success(tmp_path, target):
+    """os._exit ends a process without unwinding: gradscope's process must still exit 2."""
+    (tmp_path / "exits.py").write_text(OS_EXITS)
+    done = subprocess.run(
+        [sys.executable, "-m", "gradscope", "inspect", f"exits.py:{target}"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == ExitCode.ERROR, done.stderr
+    assert "called os._exit(0)" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_a_forked_child_still_ends_itself_with_os_exit(tmp_path):
+    (tmp_path / "exits.py").write_text(OS_EXITS)
+    done = subprocess.run(
+        [sys.executable, "-m", "gradscope", "inspect", "exits.py:forks_a_child", "-f", "json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == ExitCode.OK, done.stderr
+    import json
+
+    assert json.loads(done.stdout)["summary"]["verdict"] == "ok"  # one report: the parent's
