@@ -143,11 +143,11 @@ def guard_os_exit() -> Iterator[None]:
     """
     real, pid = os._exit, os.getpid()
 
-    def _exit(code: int) -> NoReturn:
+    def _exit(status: int) -> NoReturn:
         caller = sys._getframe(1).f_code.co_filename
         if os.getpid() != pid or _is_ours(caller):
-            real(code)
-        raise UserOsExit(code)
+            real(status)
+        raise UserOsExit(status)
 
     os._exit = _exit
     try:
