@@ -10,10 +10,12 @@ cannot move the report.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import sys
 import tempfile
+import time
 
 from gradscope.errors import GradscopeError
 
@@ -58,9 +60,33 @@ def write_file(path: str, data: str | bytes) -> None:
         _replace_atomically(path, target, raw, None if mode is None else stat.S_IMODE(mode))
 
 
+READER_GRACE_S = 2.0
+"""How long a FIFO's reader may take to appear before the write is given up."""
+
+
+def _open_without_waiting(path: str, target: str) -> int:
+    """A FIFO nobody reads is an error after a short grace, not a command that never ends
+    (a blocking open would wait for a reader forever)."""
+    deadline = time.monotonic() + READER_GRACE_S
+    while True:
+        try:
+            return os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise GradscopeError(f"cannot write {path}: {exc.strerror}") from None
+            if time.monotonic() > deadline:
+                raise GradscopeError(
+                    f"cannot write {path}: no process read it within {READER_GRACE_S:g} s"
+                ) from None
+            time.sleep(0.05)
+
+
 def _write_directly(path: str, target: str, raw: bytes) -> None:
+    """A device, or a FIFO."""
+    fd = _open_without_waiting(path, target)
     try:
-        with open(target, "wb") as f:
+        os.set_blocking(fd, True)  # a reader is there: wait for it to take all of it
+        with os.fdopen(fd, "wb") as f:
             f.write(raw)
     except OSError as exc:
         raise GradscopeError(f"cannot write {path}: {exc.strerror}") from None
@@ -97,18 +123,32 @@ def emit(text: str, output: str | None) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
-        raise
+        _stdout_to_devnull()  # the reader left (`| head`): the verdict's exit code stands
     except OSError as exc:
         raise GradscopeError(f"cannot write to stdout: {exc.strerror}") from None
 
 
-def append_to(path: str, text: str) -> None:
-    """Append (for $GITHUB_STEP_SUMMARY); a missing folder is one line, not a traceback."""
+def append_to(path: str, text: str) -> bool:
+    """Append (for $GITHUB_STEP_SUMMARY). A summary that cannot be written is a warning on
+    stderr, never the verdict: returns False."""
     try:
         with open(path, "a", encoding="utf-8") as f:
             f.write(text)
     except OSError as exc:
-        raise GradscopeError(f"cannot append to {path}: {exc.strerror}") from None
+        sys.stderr.write(f"gradscope: warning: cannot append to {path}: {exc.strerror}\n")
+        return False
+    return True
+
+
+def _stdout_to_devnull() -> None:
+    """After a broken pipe: later writes and the interpreter's final flush go nowhere
+    instead of raising again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real descriptor (a test runner)
+        pass
 
 
 def _umask() -> int:

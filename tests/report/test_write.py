@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
@@ -76,9 +79,40 @@ def test_paths_are_checked_and_made_absolute_before_work_starts(tmp_path, monkey
             destination(bad)
 
 
-def test_a_step_summary_in_a_missing_folder_is_one_line(tmp_path):
-    with pytest.raises(GradscopeError, match="cannot append to"):
-        append_to(str(tmp_path / "missing" / "summary.md"), "text")
+def test_a_fifo_nobody_reads_is_an_error_not_a_wait(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    with pytest.raises(GradscopeError, match="no process read it within"):
+        write_file(str(fifo), "nobody listens")
+    assert time.monotonic() - start < 10 and stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_a_step_summary_that_cannot_be_written_is_a_warning_not_the_verdict(
+    runner, tmp_path, monkeypatch, capsys
+):
+    missing = tmp_path / "missing" / "summary.md"
+    assert append_to(str(missing), "text") is False
+    assert "warning: cannot append to" in capsys.readouterr().err
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(missing))
+    result = runner.invoke(app, ["inspect", "healthy-mlp", "-f", "markdown", "-o", "-"])
+    assert result.exit_code == 0 and "warning: cannot append to" in result.stderr
+
+
+def test_a_reader_that_leaves_early_keeps_the_verdicts_exit_code(tmp_path):
+    """`gradscope inspect ... | head`: the pipe breaks, the findings still give exit 1."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before gradscope writes
+    done = subprocess.run(
+        [sys.executable, "-m", "gradscope", "inspect", "detached-middle"],
+        stdout=write,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+    )
+    os.close(write)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and "Broken pipe" not in done.stderr
 
 
 def test_the_cli_refuses_an_empty_output(runner):
