@@ -157,19 +157,12 @@ def run_isolated(settings: Settings, progress: Progress | None = None) -> CheckR
         worker.start()
         send.close()
         try:
-            while True:
-                message = receive.recv()
-                if message[0] == "started":
-                    index = message[1]
-                    if progress:
-                        kind, entry = jobs[index][2], jobs[index][1]
-                        progress.started(index, len(jobs), f"{kind} {entry.target}")
-                else:
-                    results.append(message[2])
-                    if progress:
-                        progress.finished(message[1], len(jobs), message[2])
-        except EOFError:
+            results += _results(receive, jobs, progress)
+        except KeyboardInterrupt:  # Ctrl-C: the worker ends quietly, the parent reports it
+            worker.terminate()
             worker.join()
+            raise
+        worker.join()
         if len(results) < len(jobs):  # the worker died inside the target it was running
             _, entry, kind = jobs[len(results)]
             results.append(_died(kind, entry, worker.exitcode))
@@ -178,8 +171,31 @@ def run_isolated(settings: Settings, progress: Progress | None = None) -> CheckR
     return CheckReport(results, settings.fail_on)
 
 
+def _results(receive: Any, jobs: list[Any], progress: Progress | None) -> list[TargetResult]:
+    """What one worker sends until it ends (having run its targets, or by dying)."""
+    results: list[TargetResult] = []
+    try:
+        while True:
+            message = receive.recv()
+            if message[0] == "started":
+                index = message[1]
+                if progress:
+                    kind, entry = jobs[index][2], jobs[index][1]
+                    progress.started(index, len(jobs), f"{kind} {entry.target}")
+            else:
+                results.append(message[2])
+                if progress:
+                    progress.finished(message[1], len(jobs), message[2])
+    except EOFError:
+        return results
+
+
 def _work(settings: Settings, start: int, send: Any) -> None:
-    """The worker: run the targets from `start` on, sending each result as it is known."""
+    """The worker: run the targets from `start` on, sending each result as it is known.
+    Ctrl-C reaches the whole process group: the parent alone answers it."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from gradscope.gradcheck.checker import warm_up
 
     warm_up()  # torch's one-off lazy imports, not billed to the first target's time

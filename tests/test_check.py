@@ -243,3 +243,37 @@ def test_gradcheck_entries_in_check(runner, project):
     result = check(runner, "--config", "ci.toml", "--format", "junit")
     suite = ET.fromstring(result.stdout).find("testsuite")
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "1", "1")
+
+
+def test_ctrl_c_during_check_is_one_line_and_130_from_every_process(tmp_path):
+    """Ctrl-C reaches the whole process group, the check's worker included."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "slow.py").write_text(
+        "import time, torch\nfrom torch import nn\n"
+        "def gradscope_target():\n"
+        "    open('started', 'w').close()\n"
+        "    time.sleep(60)\n"
+        "    return nn.Linear(2, 1), torch.randn(3, 2)\n"
+    )
+    (tmp_path / "gs.toml").write_text("[[inspect]]\ntarget = 'slow.py'\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gradscope", "check", "--config", "gs.toml"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's job
+    )
+    deadline = time.monotonic() + 90
+    while not (tmp_path / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert err.strip().splitlines()[-1] == "gradscope: error: interrupted"
