@@ -277,3 +277,33 @@ def test_ctrl_c_during_check_is_one_line_and_130_from_every_process(tmp_path):
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert err.strip().splitlines()[-1] == "gradscope: error: interrupted"
+
+
+@pytest.mark.parametrize("fmt", ["junit", "markdown"])
+def test_a_lone_surrogate_or_nul_in_an_error_is_shown_not_fatal(tmp_path, fmt):
+    """Text from the user's exception reaches every format as escapes: exit 2 (the target
+    could not run), never 3, and the JUnit XML stays parseable."""
+    import subprocess
+    import sys
+
+    (tmp_path / "t.py").write_text(
+        "import torch\nfrom torch import nn\n"
+        "class M(nn.Linear):\n"
+        "    def forward(self, x):\n"
+        "        raise ValueError('bad \\ud800 and nul \\x00 here')\n"
+        "def gradscope_target():\n"
+        "    return M(2, 1), torch.randn(3, 2)\n"
+    )
+    (tmp_path / "gs.toml").write_text("[[inspect]]\ntarget = 't.py'\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "gradscope", "check", "--config", "gs.toml", "-f", fmt],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr.decode(errors="replace")
+    out = done.stdout.decode("utf-8")  # strict: nothing undecodable was written
+    assert "bad \\ud800 and nul \\x00 here" in out
+    if fmt == "junit":
+        error = ET.fromstring(out.split("\n", 1)[1]).find(".//error")
+        assert error is not None and "\\x00" in error.get("message", "")

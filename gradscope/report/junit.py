@@ -6,6 +6,7 @@ text; one that could not run is an <error>; lower findings go to <system-out>.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 from gradscope.check import CheckReport
@@ -80,5 +81,23 @@ def render(report: CheckReport) -> str:
             out.append(ignored_summary(r.ignored))
         if out:
             ET.SubElement(case, "system-out").text = "\n".join(out)
+    _xml_safe(suites)
     ET.indent(suites)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, "unicode") + "\n"
+
+
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml_safe(root: ET.Element) -> None:
+    """Characters XML 1.0 cannot hold (NUL, other control characters, lone surrogates),
+    from the user's errors and names, shown as escapes so the report stays parseable."""
+
+    def safe(text: str) -> str:
+        return _NOT_XML.sub(lambda m: repr(m.group())[1:-1], text)
+
+    for el in root.iter():
+        if el.text:
+            el.text = safe(el.text)
+        for key, value in el.attrib.items():
+            el.set(key, safe(value))

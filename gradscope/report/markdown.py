@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from gradscope.check import CheckReport, TargetResult
 from gradscope.findings import Finding, Severity, grouped, ignored_summary
+from gradscope.fmt import printable
 
 ICON = {"pass": "✅", "fail": "❌", "error": "⚠️"}
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """One table cell or line: the user's control characters shown as escapes."""
+    return printable(text.replace("|", "\\|").replace("\n", " "))
 
 
 def _state(r: TargetResult, fail_on: Severity | None) -> str:

@@ -46,7 +46,7 @@ def destination(path: str | None, option: str = "--output") -> str | None:
 
 def write_file(path: str, data: str | bytes) -> None:
     """Write `data` to `path` without ever leaving it half-written or replaced by another kind."""
-    raw = data.encode() if isinstance(data, str) else data
+    raw = data.encode("utf-8", "backslashreplace") if isinstance(data, str) else data
     target = os.path.realpath(path)  # through symlinks
     try:
         mode = os.stat(target).st_mode
@@ -120,7 +120,7 @@ def emit(text: str, output: str | None) -> None:
         write_file(output, text)
         return
     try:
-        sys.stdout.write(text)
+        sys.stdout.write(encodable(text))
         sys.stdout.flush()
     except BrokenPipeError:
         _stdout_to_devnull()  # the reader left (`| head`): the verdict's exit code stands
@@ -128,11 +128,21 @@ def emit(text: str, output: str | None) -> None:
         raise GradscopeError(f"cannot write to stdout: {exc.strerror}") from None
 
 
+def encodable(text: str) -> str:
+    """`text` with what UTF-8 cannot encode (a lone surrogate from the user's error
+    message) shown as an escape instead of failing the write."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def append_to(path: str, text: str) -> bool:
     """Append (for $GITHUB_STEP_SUMMARY). A summary that cannot be written is a warning on
     stderr, never the verdict: returns False."""
     try:
-        with open(path, "a", encoding="utf-8") as f:
+        with open(path, "a", encoding="utf-8", errors="backslashreplace") as f:
             f.write(text)
     except OSError as exc:
         sys.stderr.write(f"gradscope: warning: cannot append to {path}: {exc.strerror}\n")
