@@ -173,6 +173,7 @@ def test_baseline_unchanged_new_finding_and_norm_regression(runner, project):
     assert result.exit_code == 0  # adopting a baseline is a success, and says so
     assert "wrote the baseline base.json: 2 finding(s) recorded" in result.stderr
     assert "FAIL" in result.stdout  # while today's report still shows today's findings
+    assert "exit code 0" in result.stdout  # and the exit code it ends with
     doc = json.loads((project / "base.json").read_text())
     assert doc["kind"] == "baseline"
     assert ["GS101", "aux.weight"] in doc["targets"]["inspect:models/net.py:build"]["findings"]

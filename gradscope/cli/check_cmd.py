@@ -5,12 +5,12 @@ No torch at import time.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated
 
 import typer
 
 from gradscope.cli import common as clikit
-from gradscope.errors import ExitCode
 from gradscope.fmt import printable
 from gradscope.report import outputs
 from gradscope.report.outputs import Format
@@ -64,18 +64,16 @@ def check(
             report = _run_check(check_mod, settings)
         if baseline_out:
             write_file(baseline_out, json_report.dumps(baseline_mod.build(report)))
+            report = dataclasses.replace(report, adopting=True)
         if saved is not None:
             report = baseline_mod.compare(report, saved, settings)
         outputs.write(format, report, output, width)
         if baseline_out:
-            # adopting a baseline succeeds; only targets that could not run still fail it
             clikit.note(
                 f"wrote the baseline {write_baseline}: "
                 f"{sum(len(r.findings) for r in report.results)} finding(s) recorded; "
                 f"gate on it with --baseline {write_baseline}"
             )
-            code = ExitCode.ERROR if any(r.error for r in report.results) else ExitCode.OK
-            raise typer.Exit(code)
         raise typer.Exit(report.exit_code())
 
 
