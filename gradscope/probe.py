@@ -372,6 +372,19 @@ def _in_nonzero_rows(table_grad: torch.Tensor) -> torch.Tensor:
     return norms.count_nonzero() * rows.shape[1]
 
 
+def _integer_norm(t: torch.Tensor) -> torch.Tensor:
+    """L2 norm of an integer tensor's stored values (an int8-quantized weight, scale not
+    applied), read in slices so that no float copy of a large tensor is made at once."""
+    flat = t.reshape(-1)
+    step = 1 << 22
+    if flat.numel() <= step:
+        return torch.linalg.vector_norm(flat.double())
+    parts = [
+        torch.linalg.vector_norm(flat[i : i + step].double()) for i in range(0, len(flat), step)
+    ]
+    return torch.linalg.vector_norm(torch.stack(parts))
+
+
 def _gather(scalars: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
     """0-d tensors → one float64 vector on `device`: one op where they share device and dtype."""
     if all(t.device == device and t.dtype == scalars[0].dtype for t in scalars):
@@ -407,10 +420,18 @@ def _fused_stats(
         else torch.full((1,), math.nan, dtype=f64, device=device),
         torch.isfinite(loss).all().reshape(1).to(f64),
     ]
-    tensors = [_dense(local(p)) for p in params] + [g for g, _ in present]  # under no_grad
+    weights_in = [_dense(local(p)) for p in params]
+    counts = [i for i, t in enumerate(weights_in) if not (t.is_floating_point() or t.is_complex())]
+    if counts:  # frozen integer storage (an int8-quantized base): no gradient, its norm apart
+        weights_in = [t for t in weights_in if t.is_floating_point() or t.is_complex()]
+    tensors = weights_in + [g for g, _ in present]  # under no_grad
+    norms: list[torch.Tensor] = []
     if tensors:
         low = any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors)
-        norms = torch._foreach_norm(tensors, 2, dtype=torch.float32 if low else None)
+        norms = list(torch._foreach_norm(tensors, 2, dtype=torch.float32 if low else None))
+    for i in counts:
+        norms.insert(i, _integer_norm(local(params[i])))
+    if norms:
         parts.append(_gather(norms, device))
     small = [i for i, (_, plan) in enumerate(present) if plan.extremes]
     counted = [i for i, (_, plan) in enumerate(present) if plan.zeros]

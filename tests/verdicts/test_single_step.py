@@ -4,6 +4,9 @@ floats (an int8 base, lazy modules, the meta device). Plain autograd is the orac
 
 from __future__ import annotations
 
+import math
+import textwrap
+
 import pytest
 import torch
 from torch import nn
@@ -11,6 +14,7 @@ from torch.nn import functional as F
 
 import gradscope
 from gradscope import Severity
+from gradscope.cli import app
 
 
 def loud(report):
@@ -84,3 +88,96 @@ def test_the_cut_is_blamed_on_the_op_that_made_it_at_its_own_line(how, op):
             evidence,
             source[line - 1],
         )
+
+
+# --- tensors that are not plain floats: an int8 base, lazy modules, the meta device -------------
+
+
+class Int8LoRA(nn.Module):
+    """A weight-only int8 base (int8 values, a float scale per row) as bitsandbytes-style and
+    torch.ao weight-only quantisation store it, frozen, under a LoRA update."""
+
+    def __init__(self, d_in: int, d_out: int, r: int = 4):
+        super().__init__()
+        w = torch.randn(d_out, d_in)
+        scale = w.abs().amax(1, keepdim=True) / 127
+        self.weight = nn.Parameter((w / scale).round().to(torch.int8), requires_grad=False)
+        self.register_buffer("scale", scale)
+        self.register_buffer("zero_point", torch.zeros(d_out, dtype=torch.int8))
+        self.lora_A = nn.Parameter(torch.empty(r, d_in))
+        nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
+        self.lora_B = nn.Parameter(torch.zeros(d_out, r))
+
+    def forward(self, x):
+        w = (self.weight.float() - self.zero_point[:, None].float()) * self.scale
+        return x @ w.T + x @ self.lora_A.T @ self.lora_B.T
+
+
+def int8_model():
+    torch.manual_seed(0)
+    return nn.Sequential(Int8LoRA(16, 32), nn.GELU(), Int8LoRA(32, 4))
+
+
+def test_int8_frozen_base_is_not_a_gradient_to_measure():
+    model, x = int8_model(), torch.randn(4, 16)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    report = gradscope.inspect(model, x, lambda o: o.pow(2).mean())
+    base = {p.name: p for p in report.stats.params if p.name.endswith(".weight")}
+    assert set(base) == {"0.weight", "2.weight"}
+    for name, p in base.items():
+        assert p.dtype == "int8" and not p.requires_grad and not p.has_grad
+        stored = model.get_parameter(name).double().norm().item()
+        assert p.weight_norm == pytest.approx(stored)
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+def lazy_model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.LazyLinear(8), nn.ReLU(), nn.LazyLinear(2))
+
+
+def test_lazy_modules_are_materialised_by_the_forward_as_a_first_call_would():
+    model, x = lazy_model(), torch.randn(4, 5)
+    rng = torch.get_rng_state()
+    report = gradscope.inspect(model, x, lambda o: o.pow(2).mean())
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert type(model[0]) is nn.Linear and model[0].weight.shape == (8, 5)  # materialised
+    assert all(p.grad is None for p in model.parameters())
+    truth = plain_grads(model, x, lambda o: o.pow(2).mean())
+    assert {p.name: p.grad_norm for p in report.stats.params} == pytest.approx(truth, rel=1e-5)
+    assert loud(report) == []
+
+
+TARGETS = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {here!r})
+    import torch
+    from torch import nn
+    from test_single_step import int8_model, lazy_model
+
+    def int8():
+        return int8_model(), torch.randn(4, 16), lambda o: o.pow(2).mean()
+
+    def lazy():
+        return lazy_model(), torch.randn(4, 5), lambda o: o.pow(2).mean()
+
+    def meta():
+        with torch.device("meta"):
+            model = nn.Linear(5, 2)
+        return model, torch.randn(4, 5)
+    """
+)
+
+
+@pytest.mark.parametrize("name,code", [("int8", 0), ("lazy", 0), ("meta", 2)])
+def test_cli_exit_codes(tmp_path, name, code):
+    from typer.testing import CliRunner
+
+    here = __file__.rpartition("/")[0]
+    (tmp_path / "targets.py").write_text(TARGETS.format(here=here))
+    result = CliRunner().invoke(app, ["inspect", f"{tmp_path}/targets.py:{name}"])
+    assert result.exit_code == code, result.output
+    if code == 2:
+        (line,) = result.stderr.strip().splitlines()
+        assert "meta device" in line and "internal error" not in line
