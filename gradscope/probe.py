@@ -159,7 +159,51 @@ def measure(
                 "removed from the loss and every gradient",
                 loss_scale=scale.value,
             )
-        return replace(stats, saved_bytes=saved, retained=retained_graphs(modules))
+        return replace(
+            stats,
+            saved_bytes=saved,
+            retained=retained_graphs(modules),
+            loss_terms=None if grad_outputs is not None else summed_terms(loss),
+        )
+
+
+_SUM = 2
+"""`reduction='sum'` as a loss node saves it (torch's Reduction enum: none 0, mean 1, sum 2)."""
+
+
+def summed_terms(loss: torch.Tensor, limit: int = 64) -> int | None:
+    """How many terms a loss reduced by sum adds up (None: a mean, or not known).
+
+    Read off the top of its graph: through scalar arithmetic (`bce + kld`, `2 * loss`) to the
+    nodes that reduce a tensor to a number. Each must be a sum (`.sum()`, a loss with
+    reduction='sum'); the count is the fewest terms any of them adds (a mean reduction of the
+    same loss would divide its gradients by that many at least). A handful of nodes: no
+    noticeable cost."""
+    if loss.numel() != 1 or loss.grad_fn is None:
+        return None
+    counts: list[int] = []
+    stack, seen = [loss.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if len(seen) > limit:
+            return None
+        inputs = [(n, i) for n, i in node.next_functions if n is not None]
+        sizes = [math.prod(n._input_metadata[i].shape) for n, i in inputs]
+        if all(size == 1 for size in sizes):
+            stack.extend(n for n, _ in inputs)
+            continue
+        name = type(node).__name__
+        if not (name.startswith("SumBackward") or getattr(node, "_saved_reduction", None) == _SUM):
+            return None
+        terms = max(sizes)
+        if name.startswith("NllLoss"):  # (N, C) log-probabilities: one term per target
+            shape = next(n._input_metadata[i].shape for n, i in inputs)
+            terms = terms // shape[1] if len(shape) > 1 else 1
+        counts.append(terms)
+    return min(counts) if counts and min(counts) > 1 else None
 
 
 def _registered_after(

@@ -194,10 +194,19 @@ def scale_invariant(stats: RunStats) -> set[str]:
     return out
 
 
-def _judged_rms(p: ParamStats, invariant: set[str]) -> float:
+def _judged_rms(p: ParamStats, invariant: set[str], terms: int = 1) -> float:
     """The per-element RMS explode-rms bounds: a scale-invariant weight's is taken at unit
-    weight RMS (g(c·w) = g(w)/c, so g·rms(w) does not depend on the init's arbitrary scale)."""
-    return dense_rms(p) * _wrms(p) if p.name in invariant else dense_rms(p)
+    weight RMS (g(c·w) = g(w)/c, so g·rms(w) does not depend on the init's arbitrary scale);
+    under a loss that sums `terms` terms, per term (as the same loss reduced by mean)."""
+    return (dense_rms(p) * _wrms(p) if p.name in invariant else dense_rms(p)) / terms
+
+
+def _per_term(stats: RunStats) -> tuple[int, str]:
+    """The divisor of the absolute bounds, and the words that say so in a message."""
+    n = stats.loss_terms or 1
+    return n, (
+        f" per term of the loss, which adds up {n:,} terms (reduction='sum')" if n > 1 else ""
+    )
 
 
 def _medians(pool: list[ParamStats]) -> dict[bool, float]:
@@ -223,10 +232,11 @@ def exploding(stats: RunStats, t: Thresholds) -> list[Finding]:
     depths = [p.depth for p in pool if p.depth is not None]
     middle = statistics.median(depths) if depths else None
     invariant = scale_invariant(stats)
+    terms, per_term = _per_term(stats)
     out = []
     for p in live:
         norm, rms = p.grad_norm or 0.0, dense_rms(p)
-        judged = _judged_rms(p, invariant)
+        judged = _judged_rms(p, invariant, terms)
         median = medians.get(p.lookup, 0.0)
         # an explosion grows on its way back to the input: a tensor that runs late (a head)
         # far above the rest means the rest's gradient is small, which GS105 judges
@@ -235,7 +245,7 @@ def exploding(stats: RunStats, t: Thresholds) -> list[Finding]:
         if judged > t.explode_rms:
             at_unit = " at unit weight RMS (it feeds a norm layer)" if p.name in invariant else ""
             msg = (
-                f"grad RMS of {p.name} is {fmt_value(judged)} per element{at_unit} > "
+                f"grad RMS of {p.name} is {fmt_value(judged)} per element{at_unit}{per_term} > "
                 f"explode-rms {fmt_value(t.explode_rms)}"
             )
             value, threshold = judged, t.explode_rms
@@ -267,10 +277,11 @@ def total_norm(stats: RunStats, t: Thresholds) -> list[Finding]:
     layer, whose gradient is ∝ 1/‖w‖ by design (see `scale_invariant`)."""
     live = [p for p in _live(stats) if not _zero_init(p)]
     invariant = scale_invariant(stats)
-    if any(_judged_rms(p, invariant) > t.explode_rms for p in live):
+    terms, per_term = _per_term(stats)
+    if any(_judged_rms(p, invariant, terms) > t.explode_rms for p in live):
         return []  # GS104 already names the exploding tensors
     counted = [p for p in live if p.name not in invariant]
-    total = sum((p.grad_norm or 0.0) ** 2 for p in counted) ** 0.5
+    total = sum((p.grad_norm or 0.0) ** 2 for p in counted) ** 0.5 / terms
     if total <= t.explode_norm:
         return []
     left_out = f" (leaving out {len(invariant)} scale-invariant weights)" if invariant else ""
@@ -278,7 +289,7 @@ def total_norm(stats: RunStats, t: Thresholds) -> list[Finding]:
         RULES["GS104"].finding(
             "total",
             f"total grad norm over {len(counted)} parameter tensors{left_out} is "
-            f"{fmt_value(total)} > explode-norm {fmt_value(t.explode_norm)}",
+            f"{fmt_value(total)}{per_term} > explode-norm {fmt_value(t.explode_norm)}",
             "clip gradients (torch.nn.utils.clip_grad_norm_), lower the learning rate, or "
             "check the weight init and normalisation",
             total,

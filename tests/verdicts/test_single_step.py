@@ -5,6 +5,7 @@ floats (an int8 base, lazy modules, the meta device). Plain autograd is the orac
 from __future__ import annotations
 
 import math
+import sys
 import textwrap
 
 import pytest
@@ -15,6 +16,9 @@ from torch.nn import functional as F
 import gradscope
 from gradscope import Severity
 from gradscope.cli import app
+
+sys.path.insert(0, __file__.rpartition("/")[0])
+from zoo import VAE, mnist_like, vae_loss
 
 
 def loud(report):
@@ -29,6 +33,49 @@ def plain_grads(model, batch, loss_fn=None):
     got = {n: None if p.grad is None else p.grad.norm().item() for n, p in model.named_parameters()}
     model.zero_grad(set_to_none=True)
     return got
+
+
+# --- a loss reduced by sum --------------------------------------------------------------------
+
+
+def test_vae_with_a_summed_loss_is_not_exploding():
+    torch.manual_seed(0)
+    model, x = VAE(), mnist_like()
+    loss_fn = vae_loss(x)
+    torch.manual_seed(1)  # the same noise in both passes
+    truth = plain_grads(model, x, loss_fn)
+    assert math.sqrt(sum(g * g for g in truth.values())) > 1e3  # an absolute bound would fire
+    torch.manual_seed(1)
+    report = gradscope.inspect(model, x, loss_fn)
+    assert report.findings == [], [f.message for f in report.findings]
+    assert report.stats.loss_terms == 128 * 20  # KLD's terms: the fewer of the two sums
+    got = {p.name: p.grad_norm for p in report.stats.params}
+    assert got == pytest.approx(truth, rel=1e-4)
+
+
+def test_a_real_explosion_under_a_summed_loss_still_fires():
+    from gradscope.examples.models import exploding_deep
+
+    model, x, _ = exploding_deep()
+    y = torch.randint(0, 5, (x.shape[0],), generator=torch.Generator().manual_seed(0))
+    report = gradscope.inspect(model, x, lambda out: F.cross_entropy(out, y, reduction="sum"))
+    assert report.stats.loss_terms == x.shape[0]
+    fired = {f.subject for f in report.findings if f.slug == "exploding"}
+    assert {"0.weight", "2.weight"} <= fired
+    assert "per term of the loss, which adds up" in report.findings[0].message
+
+
+def test_a_large_loss_that_is_a_mean_keeps_the_absolute_bound():
+    """Only a sum is judged per term: a mean's gradients are what they are."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 512), nn.Linear(512, 512), nn.Linear(512, 64))
+    with torch.no_grad():
+        for layer in model:
+            layer.weight.mul_(30)
+    x = torch.randn(32, 64)
+    report = gradscope.inspect(model, x, lambda out: out.pow(2).mean())
+    assert report.stats.loss_terms is None
+    assert [f.subject for f in report.findings if f.slug == "exploding"] != []
 
 
 # --- the op that cut a router's graph ----------------------------------------------------------
