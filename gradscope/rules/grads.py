@@ -146,12 +146,16 @@ def theory_zero(stats: RunStats) -> set[str]:
 
 
 def blocked_by_zero_init(stats: RunStats) -> tuple[list[ParamStats], set[str]]:
-    """The zero-initialised multiplicative tensors, and the zero-gradient parameters they
-    explain: those that run before the last of them (the zeros resolve after one step)."""
-    blockers = [p for p in stats.params if _zero_init(p) and _multiplies(p.name)]
-    if not blockers:
+    """The zero-initialised multiplicative tensors that one step moves, and the zero-gradient
+    parameters they explain: those that run before the last of them (the zeros resolve after
+    one step). A zero tensor with a zero gradient of its own is not one of them unless such a
+    tensor runs after it: see `stuck_at_zero`."""
+    blockers = [p for p in stats.params if _zero_init(p) and _multiplies(p)]
+    moving = [p for p in blockers if p.has_grad and p.grad_max != 0]
+    if not moving:
         return [], set()
-    last = max(p.depth or 0 for p in blockers)
+    blockers = [p for p in blockers if p in moving or (p.depth or 0) <= max_depth(moving)]
+    last = max_depth(blockers)
     zero = {  # depth None: used functionally (nn.MultiheadAttention's out_proj), order unknown
         p.name
         for p in stats.params
@@ -160,11 +164,35 @@ def blocked_by_zero_init(stats: RunStats) -> tuple[list[ParamStats], set[str]]:
     return blockers, zero
 
 
-def _multiplies(name: str) -> bool:
-    """A weight or gate multiplies its input (a zero one blocks the flow); a bias, a class token
-    or a position embedding is added."""
-    last = name.rpartition(".")[2].lower()
-    return last.endswith("weight") or any(k in last for k in ("gamma", "scale", "lambda", "gate"))
+def max_depth(params: list[ParamStats]) -> int:
+    return max(p.depth or 0 for p in params)
+
+
+def stuck_at_zero(stats: RunStats) -> list[ParamStats]:
+    """Zero-initialised multiplicative tensors whose own gradient is zero too, with no tensor
+    that one step moves running after them: no optimizer step ever changes them (LoRA with
+    both A and B zero: each factor's gradient is proportional to the other)."""
+    blockers = [p for p in stats.params if _zero_init(p) and _multiplies(p)]
+    moving = [p for p in blockers if p.has_grad and p.grad_max != 0]
+    last = max_depth(moving) if moving else -1
+    return [
+        p
+        for p in blockers
+        if p.has_grad and p.grad_max == 0 and (not moving or (p.depth or 0) > last)
+    ]
+
+
+_ADDED = ("bias", "pos", "embed", "token", "cls")
+"""Names of tensors that are added (or looked up), not multiplied, when they are matrices."""
+
+
+def _multiplies(p: ParamStats) -> bool:
+    """A weight, gate or low-rank factor multiplies its input (a zero one blocks the flow); a
+    bias, a class token or a position embedding is added."""
+    last = p.name.rpartition(".")[2].lower()
+    if last.endswith("weight") or any(k in last for k in ("gamma", "scale", "lambda", "gate")):
+        return True
+    return len(p.shape) == 2 and not p.lookup and not any(k in last for k in _ADDED)
 
 
 NORMALISERS = ("BatchNorm", "SyncBatchNorm", "GroupNorm", "InstanceNorm")
@@ -350,7 +378,22 @@ def vanishing(stats: RunStats, t: Thresholds) -> list[Finding]:
 @check("GS106")
 def zero_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
     _, explained = blocked_by_zero_init(stats)
-    return [
+    stuck = stuck_at_zero(stats)
+    names = ", ".join(p.name for p in stuck[:6]) + (" ..." if len(stuck) > 6 else "")
+    explained = explained | {p.name for p in stuck}
+    out = [
+        RULES["GS106"].finding(
+            p.name,
+            f"{p.name} is all zeros and so is its gradient: it is stuck at zero, no optimizer "
+            "step will ever move it (no zero-initialised tensor that a step does move runs "
+            f"after it; zero with zero gradients: {names})",
+            "initialise one factor randomly and only the other to zero (LoRA: A with "
+            "nn.init.kaiming_uniform_(A, a=math.sqrt(5)), B zeros), so the first step moves it",
+            0.0,
+        )
+        for p in stuck
+    ]
+    return out + [
         RULES["GS106"].finding(
             p.name,
             f"grad of {p.name} is all zeros ({p.numel} elements)",

@@ -78,6 +78,87 @@ def test_a_large_loss_that_is_a_mean_keeps_the_absolute_bound():
     assert [f.subject for f in report.findings if f.slug == "exploding"] != []
 
 
+# --- LoRA: a zero init one step fixes, and one no step ever fixes ------------------------------
+
+
+class LoRALinear(nn.Module):
+    """A frozen base and a trainable low-rank update x A^T B^T, as in the LoRA paper."""
+
+    def __init__(self, d_in: int, d_out: int, r: int = 4, a_init: str = "kaiming"):
+        super().__init__()
+        self.base = nn.Linear(d_in, d_out).requires_grad_(False)
+        self.lora_A = nn.Parameter(torch.empty(r, d_in))
+        self.lora_B = nn.Parameter(torch.zeros(d_out, r))
+        if a_init == "kaiming":
+            nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
+        else:
+            nn.init.zeros_(self.lora_A)
+
+    def forward(self, x):
+        return self.base(x) + x @ self.lora_A.T @ self.lora_B.T
+
+
+def lora_mlp(a_init: str):
+    torch.manual_seed(0)
+    return nn.Sequential(
+        LoRALinear(16, 32, a_init=a_init), nn.GELU(), LoRALinear(32, 4, a_init=a_init)
+    )
+
+
+def test_standard_lora_init_is_info_that_one_step_resolves():
+    report = gradscope.inspect(lora_mlp("kaiming"), torch.randn(4, 16), lambda o: o.pow(2).mean())
+    assert loud(report) == [], [f.message for f in loud(report)]
+    assert {f.slug for f in report.findings} == {"zero-init", "frozen"}
+
+
+def test_lora_with_both_factors_zero_is_stuck_forever():
+    model, x = lora_mlp("zeros"), torch.randn(4, 16)
+    truth = plain_grads(model, x, lambda o: o.pow(2).mean())
+    factors = {n for n in truth if "lora_" in n}
+    assert all(truth[n] == 0 for n in factors)  # and an SGD/Adam step of zero leaves them so
+    report = gradscope.inspect(model, x, lambda o: o.pow(2).mean())
+    stuck = {f.subject: f for f in report.findings if f.slug == "zero-grad"}
+    assert set(stuck) == factors
+    assert all(f.severity >= Severity.WARNING for f in stuck.values())
+    assert "stuck at zero" in stuck["0.lora_A"].message
+    assert "kaiming" in stuck["0.lora_A"].advice
+    assert "zero-init" not in {f.slug for f in report.findings}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("both_zero", [False, True], ids=["peft-default", "peft-both-zero"])
+def test_peft_lora_on_a_tiny_transformer(both_zero):
+    hf = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    torch.manual_seed(0)
+    config = hf.LlamaConfig(
+        vocab_size=100,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=64,
+    )
+    base = hf.LlamaForCausalLM(config)
+    model = peft.get_peft_model(
+        base, peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"])
+    ).train()
+    if both_zero:
+        for name, p in model.named_parameters():
+            if "lora_A" in name:
+                nn.init.zeros_(p)
+    ids = torch.randint(0, 100, (2, 12), generator=torch.Generator().manual_seed(0))
+    report = gradscope.inspect(model, {"input_ids": ids, "labels": ids})
+    factors = {n for n, p in model.named_parameters() if "lora_" in n}
+    if not both_zero:
+        assert loud(report) == [], [f.message for f in loud(report)]
+        assert {f.slug for f in report.findings} == {"zero-init", "frozen"}
+        return
+    stuck = {f.subject for f in report.findings if f.slug == "zero-grad"}
+    assert stuck == factors
+    assert all(f.severity >= Severity.WARNING for f in report.findings if f.slug == "zero-grad")
+
+
 # --- the op that cut a router's graph ----------------------------------------------------------
 
 
@@ -169,6 +250,7 @@ def test_int8_frozen_base_is_not_a_gradient_to_measure():
     model, x = int8_model(), torch.randn(4, 16)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     report = gradscope.inspect(model, x, lambda o: o.pow(2).mean())
+    assert loud(report) == [], [f.message for f in loud(report)]
     base = {p.name: p for p in report.stats.params if p.name.endswith(".weight")}
     assert set(base) == {"0.weight", "2.weight"}
     for name, p in base.items():
