@@ -33,12 +33,135 @@ def dense_rms(p: ParamStats) -> float:
     return (p.grad_norm or 0.0) / max(nonzero, 1.0) ** 0.5
 
 
+# --- experts a router sent no tokens to ---------------------------------------------------------
+
+
+def _parent(name: str) -> str:
+    return name.rpartition(".")[0]
+
+
+def _within(name: str, module: str) -> bool:
+    return not module or name == module or name.startswith(module + ".")
+
+
+def idle_experts(stats: RunStats) -> dict[str, tuple[str, int, int]]:
+    """Parameters of routed experts that got no tokens in this batch → (router module, idle
+    experts, experts) of their mixture.
+
+    An expert is one of >= 2 sibling modules of one container with the same class and the
+    same parameter shapes, and the mixture has a router: a module that ran before the first
+    expert that ran, next to the container (at most two levels below the container's parent,
+    not inside an expert), owning a parameter with one dimension per expert (the gate's
+    logits). An expert is idle when it never ran, or ran on no tokens (an all-zero gradient),
+    while a sibling got tokens: routing by design. Without such a router (a ModuleList of
+    layers one of which is skipped) nothing is excused."""
+    ran = {m.name for m in stats.modules if m.ran}
+    idle = [
+        p
+        for p in _trainable(stats)
+        if (not p.has_grad and p.module not in ran)
+        or (p.has_grad and p.grad_max == 0 and p.numel > 0)
+    ]
+    if not idle:
+        return {}
+    mixtures = _Mixtures(stats)
+    out = {}
+    for p in idle:
+        expert = p.module
+        while expert:  # the expert may be an ancestor of the parameter's own module
+            found = mixtures.of(expert)
+            if found is not None:
+                out[p.name] = found
+                break
+            expert = _parent(expert)
+    return out
+
+
+class _Mixtures:
+    """Experts and routers found from module names, classes, order and parameter shapes."""
+
+    def __init__(self, stats: RunStats):
+        self.modules = {m.name: m for m in stats.modules}
+        self.params = stats.params
+        self.children: dict[str, list[str]] = {}
+        for name in self.modules:
+            if name:
+                self.children.setdefault(_parent(name), []).append(name)
+        self.signatures: dict[str, tuple[str, tuple[tuple[str, tuple[int, ...]], ...]]] = {}
+        self.found: dict[str, tuple[str, int, int] | None] = {}
+
+    def signature(self, name: str) -> tuple[str, tuple[tuple[str, tuple[int, ...]], ...]]:
+        if name not in self.signatures:
+            cut = len(name) + 1
+            shapes = tuple((p.name[cut:], p.shape) for p in self.params if _within(p.module, name))
+            self.signatures[name] = (self.modules[name].kind, shapes)
+        return self.signatures[name]
+
+    def got_tokens(self, name: str) -> bool:
+        params = [p for p in self.params if _within(p.module, name) and p.requires_grad]
+        return bool(params) and all(p.has_grad and p.grad_max != 0 for p in params)
+
+    def of(self, expert: str) -> tuple[str, int, int] | None:
+        """(router, idle, experts) if `expert` is an idle routed expert of a mixture."""
+        if expert not in self.found:
+            self.found[expert] = self._find(expert) if expert in self.modules else None
+        return self.found[expert]
+
+    def _find(self, expert: str) -> tuple[str, int, int] | None:
+        container = _parent(expert)
+        mine = self.signature(expert)
+        if not mine[1]:
+            return None
+        experts = [c for c in self.children.get(container, []) if self.signature(c) == mine]
+        busy = [e for e in experts if self.got_tokens(e)]
+        if len(experts) < 2 or not busy or expert in busy:
+            return None
+        orders = [self.modules[e].order for e in busy]
+        first = min(o for o in orders if o is not None) if None not in orders else None
+        n = len(experts)
+        scope = _parent(container) if container else container
+        for p in self.params:
+            router = self.modules.get(p.module)
+            if router is None or not router.ran or n not in p.shape:
+                continue
+            below = p.module[len(scope) + 1 :] if scope else p.module
+            if (
+                _within(p.module, scope)
+                and below.count(".") <= 1
+                and not any(_within(p.module, e) for e in experts)
+                and (first is None or router.order is None or router.order < first)
+            ):
+                return p.module or "<root>", n - len(busy), n
+        return None
+
+
+@check("GS109")
+def idle_expert(stats: RunStats, t: Thresholds) -> list[Finding]:
+    found = idle_experts(stats)
+    out = []
+    for name, (router, idle, n) in found.items():
+        p = next(q for q in stats.params if q.name == name)
+        what = "is None" if not p.has_grad else "is all zeros"
+        out.append(
+            RULES["GS109"].finding(
+                name,
+                f"grad of {name} {what}: its expert got no tokens from the router `{router}` in "
+                f"this batch ({idle} of {n} experts idle); routing by design, not a cut graph",
+                "nothing to do if the experts balance out over batches; if the same experts stay "
+                "idle, add a load-balancing loss or router noise, or check the router's init",
+                float(idle),
+            )
+        )
+    return out
+
+
 @check("GS101")
 def none_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
     ran = {m.name for m in stats.modules if m.ran}
+    routed = idle_experts(stats)
     out = []
     for p in _trainable(stats):
-        if p.has_grad:
+        if p.has_grad or p.name in routed:
             continue
         if not stats.loss_requires_grad:
             why = "the loss itself does not require grad, so no parameter is in its graph"
@@ -378,6 +501,7 @@ def vanishing(stats: RunStats, t: Thresholds) -> list[Finding]:
 @check("GS106")
 def zero_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
     _, explained = blocked_by_zero_init(stats)
+    routed = idle_experts(stats)
     stuck = stuck_at_zero(stats)
     names = ", ".join(p.name for p in stuck[:6]) + (" ..." if len(stuck) > 6 else "")
     explained = explained | {p.name for p in stuck}
@@ -402,7 +526,11 @@ def zero_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
             0.0,
         )
         for p in stats.params
-        if p.has_grad and p.grad_max == 0 and p.numel > 0 and p.name not in explained
+        if p.has_grad
+        and p.grad_max == 0
+        and p.numel > 0
+        and p.name not in explained
+        and p.name not in routed
     ]
 
 

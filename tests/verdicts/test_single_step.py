@@ -18,7 +18,7 @@ from gradscope import Severity
 from gradscope.cli import app
 
 sys.path.insert(0, __file__.rpartition("/")[0])
-from zoo import VAE, mnist_like, vae_loss
+from zoo import VAE, mnist_like, switch_transformer, vae_loss
 
 
 def loud(report):
@@ -33,6 +33,79 @@ def plain_grads(model, batch, loss_fn=None):
     got = {n: None if p.grad is None else p.grad.norm().item() for n, p in model.named_parameters()}
     model.zero_grad(set_to_none=True)
     return got
+
+
+# --- experts a router sent no tokens to -------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_switch_transformer_experts_without_tokens_are_routing_not_errors():
+    pytest.importorskip("transformers")
+    model, batch, _ = switch_transformer()
+    truth = plain_grads(model, batch)
+    idle = {n for n, g in truth.items() if g is None}
+    assert idle and all(".experts.expert_" in n for n in idle)  # the premise, by plain autograd
+    report = gradscope.inspect(model, batch)
+    assert loud(report) == [], [f.message for f in loud(report)]
+    routed = {f.subject: f for f in report.findings if f.slug == "idle-expert"}
+    assert set(routed) == idle
+    f = routed[min(idle)]
+    assert f.severity is Severity.INFO and f.rule == "GS109"
+    assert "got no tokens from the router" in f.message and "router.classifier" in f.message
+
+
+class TopKMoE(nn.Module):
+    """A hand-written top-k mixture: a gate, experts run on the tokens routed to them."""
+
+    def __init__(self, d: int = 16, n: int = 8, k: int = 1, every_expert: bool = False):
+        super().__init__()
+        self.gate = nn.Linear(d, n, bias=False)
+        self.experts = nn.ModuleList(
+            nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d)) for _ in range(n)
+        )
+        self.k, self.every_expert = k, every_expert
+        self.head = nn.Linear(d, 1)
+
+    def forward(self, x):
+        weights, chosen = self.gate(x).softmax(-1).topk(self.k, dim=-1)
+        out = torch.zeros_like(x)
+        for i, expert in enumerate(self.experts):
+            rows, slot = (chosen == i).nonzero(as_tuple=True)
+            if len(rows) or self.every_expert:  # every_expert: an empty batch for the idle ones
+                out = out.index_add(0, rows, expert(x[rows]) * weights[rows, slot, None])
+        return self.head(x + out).pow(2).mean()
+
+
+@pytest.mark.parametrize("every_expert", [False, True], ids=["skipped", "empty-batch"])
+def test_hand_written_top_k_moe_idle_experts_are_info(every_expert):
+    torch.manual_seed(0)
+    model, x = TopKMoE(every_expert=every_expert), torch.randn(3, 16)
+    truth = plain_grads(model, x, lambda out: out)
+    idle = {n for n, g in truth.items() if not g}  # None (skipped) or all-zero (empty batch)
+    assert idle and all(n.startswith("experts.") for n in idle)
+    report = gradscope.inspect(model, x)
+    assert loud(report) == [], [f.message for f in loud(report)]
+    assert {f.subject for f in report.findings if f.slug == "idle-expert"} == idle
+
+
+class SkippedLayer(nn.Module):
+    """Not a mixture: a stack of identical layers, the last never called (a real bug)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(8, 8) for _ in range(4))
+
+    def forward(self, x):
+        for layer in self.layers[:-1]:
+            x = torch.relu(layer(x))
+        return x.pow(2).mean()
+
+
+def test_a_skipped_layer_among_identical_siblings_stays_an_error():
+    report = gradscope.inspect(SkippedLayer(), torch.randn(2, 8))
+    errors = [f.subject for f in report.findings if f.slug == "none-grad"]
+    assert errors == ["layers.3.weight", "layers.3.bias"]
+    assert all(f.severity is Severity.ERROR for f in report.findings if f.slug == "none-grad")
 
 
 # --- a loss reduced by sum --------------------------------------------------------------------

@@ -462,6 +462,7 @@ def _hf_cases() -> list[Case]:
         )
 
     return [
+        ("hf-switch-transformers", "mixture-of-experts", switch_transformer),
         (
             "hf-bert-classifier",
             "encoder",
@@ -679,6 +680,32 @@ def _hf_cases() -> list[Case]:
             ),
         ),
     ]
+
+
+def switch_transformer():
+    """Switch Transformer (top-1 routed experts): 8 experts, 2 x 16 tokens, so some get none."""
+    import transformers as hf
+
+    torch.manual_seed(0)
+    config = hf.SwitchTransformersConfig(
+        vocab_size=100,
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_decoder_layers=2,
+        num_heads=4,
+        num_experts=8,
+        expert_capacity=4,
+        num_sparse_encoder_layers=1,
+        num_sparse_decoder_layers=1,
+        dropout_rate=0.0,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+    )
+    model = hf.SwitchTransformersForConditionalGeneration(config).train()
+    ids = torch.randint(0, 100, (2, 16), generator=torch.Generator().manual_seed(0))
+    return model, {"input_ids": ids, "labels": ids[:, :8].contiguous()}, None
 
 
 def cases() -> list[Case]:
