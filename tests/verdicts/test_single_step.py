@@ -39,13 +39,14 @@ def plain_grads(model, batch, loss_fn=None):
 
 
 @pytest.mark.slow
-def test_switch_transformer_experts_without_tokens_are_routing_not_errors():
+@pytest.mark.parametrize("base", [False, True], ids=["for-conditional-generation", "model"])
+def test_switch_transformer_experts_without_tokens_are_routing_not_errors(base):
     pytest.importorskip("transformers")
-    model, batch, _ = switch_transformer()
-    truth = plain_grads(model, batch)
+    model, batch, loss_fn = switch_transformer(base)
+    truth = plain_grads(model, batch, loss_fn)
     idle = {n for n, g in truth.items() if g is None}
     assert idle and all(".experts.expert_" in n for n in idle)  # the premise, by plain autograd
-    report = gradscope.inspect(model, batch)
+    report = gradscope.inspect(model, batch, loss_fn)
     assert loud(report) == [], [f.message for f in loud(report)]
     routed = {f.subject: f for f in report.findings if f.slug == "idle-expert"}
     assert set(routed) == idle

@@ -682,8 +682,9 @@ def _hf_cases() -> list[Case]:
     ]
 
 
-def switch_transformer():
-    """Switch Transformer (top-1 routed experts): 8 experts, 2 x 16 tokens, so some get none."""
+def switch_transformer(base: bool = False):
+    """Switch Transformer (top-1 routed experts): 8 experts, 2 x 16 tokens, so some get none.
+    `base`: the bare SwitchTransformersModel, with a regression loss on its last hidden state."""
     import transformers as hf
 
     torch.manual_seed(0)
@@ -703,8 +704,13 @@ def switch_transformer():
         decoder_start_token_id=0,
         pad_token_id=0,
     )
-    model = hf.SwitchTransformersForConditionalGeneration(config).train()
     ids = torch.randint(0, 100, (2, 16), generator=torch.Generator().manual_seed(0))
+    if base:
+        model = hf.SwitchTransformersModel(config).train()
+        target = torch.randn(2, 8, 32, generator=torch.Generator().manual_seed(1))
+        batch = {"input_ids": ids, "decoder_input_ids": ids[:, :8].contiguous()}
+        return model, batch, lambda out: F.mse_loss(out.last_hidden_state, target)
+    model = hf.SwitchTransformersForConditionalGeneration(config).train()
     return model, {"input_ids": ids, "labels": ids[:, :8].contiguous()}, None
 
 
