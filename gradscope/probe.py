@@ -181,8 +181,15 @@ def summed_terms(loss: torch.Tensor, limit: int = 64) -> int | None:
     noticeable cost."""
     if loss.numel() != 1 or loss.grad_fn is None:
         return None
+    try:
+        return _summed_terms(loss.grad_fn, limit)
+    except (AttributeError, IndexError, RuntimeError):  # node metadata this torch lacks
+        return None
+
+
+def _summed_terms(root: Any, limit: int) -> int | None:
     counts: list[int] = []
-    stack, seen = [loss.grad_fn], set()
+    stack, seen = [root], set()
     while stack:
         node = stack.pop()
         if node in seen:
