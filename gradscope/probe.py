@@ -423,9 +423,18 @@ def _in_nonzero_rows(table_grad: torch.Tensor) -> torch.Tensor:
     return norms.count_nonzero() * rows.shape[1]
 
 
-def _integer_norm(t: torch.Tensor) -> torch.Tensor:
-    """L2 norm of an integer tensor's stored values (an int8-quantized weight, scale not
-    applied), read in slices so that no float copy of a large tensor is made at once."""
+_NORMED = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+"""Dtypes torch's norms take (with the complex ones); not float8, integers or bool."""
+
+
+def _normable(t: torch.Tensor) -> bool:
+    return t.dtype in _NORMED or t.is_complex()
+
+
+def _stored_norm(t: torch.Tensor) -> torch.Tensor:
+    """L2 norm of the stored values of a tensor torch's norms refuse (an int8 or float8
+    quantized weight, its scale not applied), read in slices so that no float64 copy of a
+    large tensor is made at once."""
     flat = t.reshape(-1)
     step = 1 << 22
     if flat.numel() <= step:
@@ -472,16 +481,16 @@ def _fused_stats(
         torch.isfinite(loss).all().reshape(1).to(f64),
     ]
     weights_in = [_dense(local(p)) for p in params]
-    counts = [i for i, t in enumerate(weights_in) if not (t.is_floating_point() or t.is_complex())]
-    if counts:  # frozen integer storage (an int8-quantized base): no gradient, its norm apart
-        weights_in = [t for t in weights_in if t.is_floating_point() or t.is_complex()]
+    counts = [i for i, t in enumerate(weights_in) if not _normable(t)]
+    if counts:  # frozen int8/float8 storage (a quantized base): no gradient, its norm apart
+        weights_in = [t for t in weights_in if _normable(t)]
     tensors = weights_in + [g for g, _ in present]  # under no_grad
     norms: list[torch.Tensor] = []
     if tensors:
         low = any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors)
         norms = list(torch._foreach_norm(tensors, 2, dtype=torch.float32 if low else None))
     for i in counts:
-        norms.insert(i, _integer_norm(local(params[i])))
+        norms.insert(i, _stored_norm(local(params[i])))
     if norms:
         parts.append(_gather(norms, device))
     small = [i for i, (_, plan) in enumerate(present) if plan.extremes]

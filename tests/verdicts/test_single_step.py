@@ -297,13 +297,14 @@ def test_the_cut_is_blamed_on_the_op_that_made_it_at_its_own_line(how, op):
 
 class Int8LoRA(nn.Module):
     """A weight-only int8 base (int8 values, a float scale per row) as bitsandbytes-style and
-    torch.ao weight-only quantisation store it, frozen, under a LoRA update."""
+    torch.ao weight-only quantisation store it, frozen, under a LoRA update; or float8
+    (e4m3) values the same way."""
 
-    def __init__(self, d_in: int, d_out: int, r: int = 4):
+    def __init__(self, d_in: int, d_out: int, r: int = 4, dtype: torch.dtype = torch.int8):
         super().__init__()
         w = torch.randn(d_out, d_in)
         scale = w.abs().amax(1, keepdim=True) / 127
-        self.weight = nn.Parameter((w / scale).round().to(torch.int8), requires_grad=False)
+        self.weight = nn.Parameter((w / scale).round().to(dtype), requires_grad=False)
         self.register_buffer("scale", scale)
         self.register_buffer("zero_point", torch.zeros(d_out, dtype=torch.int8))
         self.lora_A = nn.Parameter(torch.empty(r, d_in))
@@ -315,20 +316,22 @@ class Int8LoRA(nn.Module):
         return x @ w.T + x @ self.lora_A.T @ self.lora_B.T
 
 
-def int8_model():
+def int8_model(dtype: torch.dtype = torch.int8):
     torch.manual_seed(0)
-    return nn.Sequential(Int8LoRA(16, 32), nn.GELU(), Int8LoRA(32, 4))
+    return nn.Sequential(Int8LoRA(16, 32, dtype=dtype), nn.GELU(), Int8LoRA(32, 4, dtype=dtype))
 
 
-def test_int8_frozen_base_is_not_a_gradient_to_measure():
-    model, x = int8_model(), torch.randn(4, 16)
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float8_e4m3fn], ids=["int8", "float8"])
+def test_quantized_frozen_base_is_not_a_gradient_to_measure(dtype):
+    model, x = int8_model(dtype), torch.randn(4, 16)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     report = gradscope.inspect(model, x, lambda o: o.pow(2).mean())
     assert loud(report) == [], [f.message for f in loud(report)]
     base = {p.name: p for p in report.stats.params if p.name.endswith(".weight")}
     assert set(base) == {"0.weight", "2.weight"}
     for name, p in base.items():
-        assert p.dtype == "int8" and not p.requires_grad and not p.has_grad
+        assert p.dtype == str(dtype).removeprefix("torch.")
+        assert not p.requires_grad and not p.has_grad
         stored = model.get_parameter(name).double().norm().item()
         assert p.weight_norm == pytest.approx(stored)
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
