@@ -170,6 +170,13 @@ CUT_KINDS = {
 }
 
 
+SHAPE_ONLY = frozenset(
+    ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
+     "randint_like", "new_zeros", "new_ones", "new_empty", "new_full")
+)  # fmt: skip
+"""Ops that read only their input's shape, dtype and device: no value of it goes on."""
+
+
 @dataclass
 class _Flow:
     """Where the values computed from each gradient-less parameter went in one forward."""
@@ -182,6 +189,9 @@ class _Flow:
     soft_cuts: dict[str, list[str]] = field(default_factory=dict)
     dangling: dict[int, tuple[torch.Tensor, frozenset[str], str]] = field(default_factory=dict)
     returned_by: dict[int, str] = field(default_factory=dict)
+    indexed: set[int] = field(default_factory=set)
+    """Values of an op that also returned integer indices (`topk`): if they dangle, the
+    indices are what went on, and the cut there is the cause."""
 
     def observe(self, name: str, inputs: list[torch.Tensor], out: Any, module: str) -> None:
         marks: frozenset[str] = frozenset()
@@ -196,16 +206,30 @@ class _Flow:
         live = any(t.requires_grad for t in inputs)
         outs = [t for t in _flat_tensors(out)]
         carried = [t for t in outs if t.requires_grad]
+        if name in SHAPE_ONLY or (live and not outs and name not in CUT_KINDS):
+            return  # `.shape`, `zeros_like`, `bool(x > 0)`: no values leave, nothing is cut
         if live and not carried:
             self._cut(name, outs, marks, module)
             return
         line = user_line()
+        if live and any(not _differentiable(t) for t in outs):
+            # `topk`, `max(dim)`, `sort`: values with a gradient, indices without one; a
+            # parameter whose values leave only through the indices is cut here
+            self._cut(name, [], marks, module, line)
+            self.indexed.update(id(t) for t in carried)
         for t in carried:
             self.taint[id(t)] = marks
             self.keep.append(t)
             self.dangling[id(t)] = (t, marks, _site(name, module, line))
 
-    def _cut(self, name: str, outs: list[torch.Tensor], marks: frozenset[str], module: str) -> None:
+    def _cut(
+        self,
+        name: str,
+        outs: list[torch.Tensor],
+        marks: frozenset[str],
+        module: str,
+        line: str | None = None,
+    ) -> None:
         checkpoint = _in_reentrant_checkpoint() if not torch.is_grad_enabled() else None
         if checkpoint is not None:
             kind = (
@@ -221,8 +245,14 @@ class _Flow:
         elif name in CUT_KINDS:
             kind = f"{CUT_KINDS[name]}: {_site(name, module)}"
             soft = False
-        elif outs and all(not (t.is_floating_point() or t.is_complex()) for t in outs):
-            kind = f"an integer or boolean op, which has no gradient: {_site(name, module)}"
+        elif not outs:  # called for the indices of an op that also returned values
+            kind = (
+                f"the integer indices of {_site(name, module, line)}, which carry no gradient "
+                "(only its values do)"
+            )
+            soft = True
+        elif all(not _differentiable(t) for t in outs):
+            kind = f"an integer or boolean op, which has no gradient: {_site(name, module, line)}"
             soft = True
         else:
             kind = f"{_site(name, module)}: its input requires grad, its output does not"
@@ -242,9 +272,13 @@ class _Flow:
             dict.fromkeys(
                 f"`{self.returned_by[k]}`" if k in self.returned_by else site
                 for k, (_, marks, site) in self.dangling.items()
-                if subject in marks
+                if subject in marks and k not in self.indexed
             )
         )[:MAX_SITES]
+
+
+def _differentiable(t: torch.Tensor) -> bool:
+    return t.is_floating_point() or t.is_complex()
 
 
 def graph_causes(model, batch, loss_fn, grad_outputs, subjects: dict[int, str]) -> dict[str, str]:
@@ -370,8 +404,12 @@ def saturation(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
     ]
 
 
+STEPS = ("round", "floor", "ceil", "trunc", "sign", "fix")
+"""Ops whose derivative is zero wherever it exists: in the graph, but nothing passes back."""
+
+
 def dead_units(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
-    def test(name: str, inputs, out: Any) -> bool:
+    def dead(name: str, inputs, out: Any) -> bool:
         return (
             name.rstrip("_") in ("relu", "threshold")
             and isinstance(out, torch.Tensor)
@@ -379,9 +417,20 @@ def dead_units(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
             and not bool(out.any())
         )
 
+    def step(name: str, inputs, out: Any) -> bool:
+        return (
+            name.rstrip("_") in STEPS
+            and isinstance(out, torch.Tensor)
+            and out.requires_grad
+            and any(t.requires_grad for t in inputs)
+        )
+
+    found = _sites(model, batch, loss_fn, grad_outputs, lambda *a: dead(*a) or step(*a))
     return [
-        f"every output of {s} is zero: no gradient passes back through it"
-        for s in _sites(model, batch, loss_fn, grad_outputs, test)
+        f"{s} has a zero derivative everywhere: no gradient passes back through it"
+        if s.strip("`").split("`")[0].rstrip("_") in STEPS
+        else f"every output of {s} is zero: no gradient passes back through it"
+        for s in found
     ]
 
 

@@ -251,6 +251,14 @@ RULES: dict[str, Rule] = _rules(
         "run",
     ),
     Rule(
+        "GS109",
+        "idle-expert",
+        Severity.INFO,
+        "none-grad",
+        "a routed expert of a mixture got no tokens in the batch (no or an all-zero gradient)",
+        "run",
+    ),
+    Rule(
         "GS110",
         "norm-change",
         Severity.ERROR,

@@ -138,6 +138,9 @@ class _Snapshot:
 
     buffers: list[tuple[torch.nn.Module, str, torch.Tensor]]
     params: list[tuple[torch.nn.Module, str, torch.nn.Parameter, torch.Tensor, bool]]
+    lazy: list[tuple[torch.nn.Module, str, torch.nn.Parameter]]
+    """A lazy module's parameters before their first call: the forward materialises them
+    (as the model's own first call would, from gradscope's forked RNG) and they stay so."""
     modes: list[tuple[torch.nn.Module, bool]]
     py_random: Any
     np_random: Any
@@ -147,15 +150,19 @@ class _Snapshot:
 def _snapshot(model: torch.nn.Module) -> _Snapshot:
     """One walk over the modules; buffers' values are copied (BatchNorm writes its running
     statistics inside its kernel, where no torch function is seen)."""
-    buffers, params, modes, kept = [], [], [], _Kept()
+    buffers, params, modes, lazy, kept = [], [], [], [], _Kept()
     for prefix, m in model.named_modules():
         modes.append((m, m.training))
         for name, b in m._buffers.items():
             if b is not None:
                 buffers.append((m, name, b))
-                kept.keep(b.data)
+                if not _uninitialized(b):  # a lazy module's: the forward materialises it
+                    kept.keep(b.data)
         for name, p in m._parameters.items():
             if p is not None:
+                if _uninitialized(p):
+                    lazy.append((m, name, p))
+                    continue
                 if p.is_meta:
                     raise GradscopeError(
                         f"parameter {prefix}{'.' if prefix else ''}{name} is on the meta device "
@@ -167,6 +174,7 @@ def _snapshot(model: torch.nn.Module) -> _Snapshot:
     return _Snapshot(
         buffers,
         params,
+        lazy,
         modes,
         random.getstate(),
         numpy.random.get_state() if numpy is not None else None,
@@ -186,6 +194,9 @@ def _restore(snap: _Snapshot) -> None:
             p.data = data  # undoes `self.w.data = ...`, a view of its own storage too
             if p.requires_grad is not flag:
                 p.requires_grad_(flag)
+    for m, name, p in snap.lazy:
+        if m._parameters.get(name) is not p:
+            m._parameters[name] = p
     for m, training in snap.modes:
         if m.training is not training:  # Module.__setattr__ is slow; most modes never change
             m.training = training
@@ -215,6 +226,11 @@ def preserved_state(model: torch.nn.Module) -> Iterator[None]:
             yield
     finally:
         _restore(snap)
+
+
+def _uninitialized(t: torch.Tensor) -> bool:
+    """A lazy module's parameter or buffer before its first call (no shape, no data yet)."""
+    return bool(torch.nn.parameter.is_lazy(t))
 
 
 def storage_of(t: torch.Tensor) -> int | None:

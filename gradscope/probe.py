@@ -159,7 +159,58 @@ def measure(
                 "removed from the loss and every gradient",
                 loss_scale=scale.value,
             )
-        return replace(stats, saved_bytes=saved, retained=retained_graphs(modules))
+        return replace(
+            stats,
+            saved_bytes=saved,
+            retained=retained_graphs(modules),
+            loss_terms=None if grad_outputs is not None else summed_terms(loss),
+        )
+
+
+_SUM = 2
+"""`reduction='sum'` as a loss node saves it (torch's Reduction enum: none 0, mean 1, sum 2)."""
+
+
+def summed_terms(loss: torch.Tensor, limit: int = 64) -> int | None:
+    """How many terms a loss reduced by sum adds up (None: a mean, or not known).
+
+    Read off the top of its graph: through scalar arithmetic (`bce + kld`, `2 * loss`) to the
+    nodes that reduce a tensor to a number. Each must be a sum (`.sum()`, a loss with
+    reduction='sum'); the count is the fewest terms any of them adds (a mean reduction of the
+    same loss would divide its gradients by that many at least). A handful of nodes: no
+    noticeable cost."""
+    if loss.numel() != 1 or loss.grad_fn is None:
+        return None
+    try:
+        return _summed_terms(loss.grad_fn, limit)
+    except (AttributeError, IndexError, RuntimeError):  # node metadata this torch lacks
+        return None
+
+
+def _summed_terms(root: Any, limit: int) -> int | None:
+    counts: list[int] = []
+    stack, seen = [root], set()
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if len(seen) > limit:
+            return None
+        inputs = [(n, i) for n, i in node.next_functions if n is not None]
+        sizes = [math.prod(n._input_metadata[i].shape) for n, i in inputs]
+        if all(size == 1 for size in sizes):
+            stack.extend(n for n, _ in inputs)
+            continue
+        name = type(node).__name__
+        if not (name.startswith("SumBackward") or getattr(node, "_saved_reduction", None) == _SUM):
+            return None
+        terms = max(sizes)
+        if name.startswith("NllLoss"):  # (N, C) log-probabilities: one term per target
+            shape = next(n._input_metadata[i].shape for n, i in inputs)
+            terms = terms // shape[1] if len(shape) > 1 else 1
+        counts.append(terms)
+    return min(counts) if counts and min(counts) > 1 else None
 
 
 def _registered_after(
@@ -372,6 +423,28 @@ def _in_nonzero_rows(table_grad: torch.Tensor) -> torch.Tensor:
     return norms.count_nonzero() * rows.shape[1]
 
 
+_NORMED = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+"""Dtypes torch's norms take (with the complex ones); not float8, integers or bool."""
+
+
+def _normable(t: torch.Tensor) -> bool:
+    return t.dtype in _NORMED or t.is_complex()
+
+
+def _stored_norm(t: torch.Tensor) -> torch.Tensor:
+    """L2 norm of the stored values of a tensor torch's norms refuse (an int8 or float8
+    quantized weight, its scale not applied), read in slices so that no float64 copy of a
+    large tensor is made at once."""
+    flat = t.reshape(-1)
+    step = 1 << 22
+    if flat.numel() <= step:
+        return torch.linalg.vector_norm(flat.double())
+    parts = [
+        torch.linalg.vector_norm(flat[i : i + step].double()) for i in range(0, len(flat), step)
+    ]
+    return torch.linalg.vector_norm(torch.stack(parts))
+
+
 def _gather(scalars: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
     """0-d tensors → one float64 vector on `device`: one op where they share device and dtype."""
     if all(t.device == device and t.dtype == scalars[0].dtype for t in scalars):
@@ -407,10 +480,18 @@ def _fused_stats(
         else torch.full((1,), math.nan, dtype=f64, device=device),
         torch.isfinite(loss).all().reshape(1).to(f64),
     ]
-    tensors = [_dense(local(p)) for p in params] + [g for g, _ in present]  # under no_grad
+    weights_in = [_dense(local(p)) for p in params]
+    counts = [i for i, t in enumerate(weights_in) if not _normable(t)]
+    if counts:  # frozen int8/float8 storage (a quantized base): no gradient, its norm apart
+        weights_in = [t for t in weights_in if _normable(t)]
+    tensors = weights_in + [g for g, _ in present]  # under no_grad
+    norms: list[torch.Tensor] = []
     if tensors:
         low = any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors)
-        norms = torch._foreach_norm(tensors, 2, dtype=torch.float32 if low else None)
+        norms = list(torch._foreach_norm(tensors, 2, dtype=torch.float32 if low else None))
+    for i in counts:
+        norms.insert(i, _stored_norm(local(params[i])))
+    if norms:
         parts.append(_gather(norms, device))
     small = [i for i, (_, plan) in enumerate(present) if plan.extremes]
     counted = [i for i, (_, plan) in enumerate(present) if plan.zeros]

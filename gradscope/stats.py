@@ -80,3 +80,7 @@ class RunStats:
     """Module attributes still holding a tensor with a grad_fn after the pass."""
     loss_scale: float | None = None
     """A GradScaler scale removed from the loss and every gradient (None: none found)."""
+    loss_terms: int | None = None
+    """The loss adds up this many terms (`.sum()`, reduction='sum'): its gradients are that
+    many times a mean-reduced loss's, so absolute bounds are judged per term. None: a mean
+    or a reduction not known."""

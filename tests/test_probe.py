@@ -411,3 +411,24 @@ def test_shard_statistics_combine_into_the_whole_tensors():
         assert math.isnan(combine[how]([1.0, math.nan])), how
         assert math.isnan(combine[how]([math.nan, 1.0])), how
     assert combine["max"]([1.0, math.inf]) == math.inf
+
+
+def test_summed_terms_reads_the_reduction_off_the_loss_graph():
+    """How many terms a summed loss adds up; None for a mean or anything else."""
+    y = torch.randn(4, 3, requires_grad=True)
+    t = torch.randint(0, 3, (4,))
+    zeros = torch.zeros(4, 3)
+    cases = [
+        (F.cross_entropy(y, t, reduction="sum"), 4),  # one term per target, not per class
+        (F.cross_entropy(y, t), None),
+        (F.mse_loss(y, zeros, reduction="sum"), 12),
+        (F.binary_cross_entropy_with_logits(y, zeros, reduction="sum"), 12),
+        (3 * y.pow(2).sum() + y.abs().sum(), 12),  # scalar arithmetic over two sums
+        (y.pow(2).sum() + F.mse_loss(y, zeros), None),  # a sum and a mean: not known
+        (F.nll_loss(y[0].log_softmax(-1), t[0], reduction="sum"), None),  # one term
+        (y.max(), None),
+        (y.sum(dim=(0, 1)), 12),
+    ]
+    for loss, terms in cases:
+        assert probe.summed_terms(loss) == terms, loss.grad_fn
+    assert probe.summed_terms(y.sum(0)) is None  # not a scalar

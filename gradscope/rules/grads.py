@@ -33,12 +33,135 @@ def dense_rms(p: ParamStats) -> float:
     return (p.grad_norm or 0.0) / max(nonzero, 1.0) ** 0.5
 
 
+# --- experts a router sent no tokens to ---------------------------------------------------------
+
+
+def _parent(name: str) -> str:
+    return name.rpartition(".")[0]
+
+
+def _within(name: str, module: str) -> bool:
+    return not module or name == module or name.startswith(module + ".")
+
+
+def idle_experts(stats: RunStats) -> dict[str, tuple[str, int, int]]:
+    """Parameters of routed experts that got no tokens in this batch → (router module, idle
+    experts, experts) of their mixture.
+
+    An expert is one of >= 2 sibling modules of one container with the same class and the
+    same parameter shapes, and the mixture has a router: a module that ran before the first
+    expert that ran, next to the container (at most two levels below the container's parent,
+    not inside an expert), owning a parameter with one dimension per expert (the gate's
+    logits). An expert is idle when it never ran, or ran on no tokens (an all-zero gradient),
+    while a sibling got tokens: routing by design. Without such a router (a ModuleList of
+    layers one of which is skipped) nothing is excused."""
+    ran = {m.name for m in stats.modules if m.ran}
+    idle = [
+        p
+        for p in _trainable(stats)
+        if (not p.has_grad and p.module not in ran)
+        or (p.has_grad and p.grad_max == 0 and p.numel > 0)
+    ]
+    if not idle:
+        return {}
+    mixtures = _Mixtures(stats)
+    out = {}
+    for p in idle:
+        expert = p.module
+        while expert:  # the expert may be an ancestor of the parameter's own module
+            found = mixtures.of(expert)
+            if found is not None:
+                out[p.name] = found
+                break
+            expert = _parent(expert)
+    return out
+
+
+class _Mixtures:
+    """Experts and routers found from module names, classes, order and parameter shapes."""
+
+    def __init__(self, stats: RunStats):
+        self.modules = {m.name: m for m in stats.modules}
+        self.params = stats.params
+        self.children: dict[str, list[str]] = {}
+        for name in self.modules:
+            if name:
+                self.children.setdefault(_parent(name), []).append(name)
+        self.signatures: dict[str, tuple[str, tuple[tuple[str, tuple[int, ...]], ...]]] = {}
+        self.found: dict[str, tuple[str, int, int] | None] = {}
+
+    def signature(self, name: str) -> tuple[str, tuple[tuple[str, tuple[int, ...]], ...]]:
+        if name not in self.signatures:
+            cut = len(name) + 1
+            shapes = tuple((p.name[cut:], p.shape) for p in self.params if _within(p.module, name))
+            self.signatures[name] = (self.modules[name].kind, shapes)
+        return self.signatures[name]
+
+    def got_tokens(self, name: str) -> bool:
+        params = [p for p in self.params if _within(p.module, name) and p.requires_grad]
+        return bool(params) and all(p.has_grad and p.grad_max != 0 for p in params)
+
+    def of(self, expert: str) -> tuple[str, int, int] | None:
+        """(router, idle, experts) if `expert` is an idle routed expert of a mixture."""
+        if expert not in self.found:
+            self.found[expert] = self._find(expert) if expert in self.modules else None
+        return self.found[expert]
+
+    def _find(self, expert: str) -> tuple[str, int, int] | None:
+        container = _parent(expert)
+        mine = self.signature(expert)
+        if not mine[1]:
+            return None
+        experts = [c for c in self.children.get(container, []) if self.signature(c) == mine]
+        busy = [e for e in experts if self.got_tokens(e)]
+        if len(experts) < 2 or not busy or expert in busy:
+            return None
+        orders = [self.modules[e].order for e in busy]
+        first = min(o for o in orders if o is not None) if None not in orders else None
+        n = len(experts)
+        scope = _parent(container) if container else container
+        for p in self.params:
+            router = self.modules.get(p.module)
+            if router is None or not router.ran or n not in p.shape:
+                continue
+            below = p.module[len(scope) + 1 :] if scope else p.module
+            if (
+                _within(p.module, scope)
+                and below.count(".") <= 1
+                and not any(_within(p.module, e) for e in experts)
+                and (first is None or router.order is None or router.order < first)
+            ):
+                return p.module or "<root>", n - len(busy), n
+        return None
+
+
+@check("GS109")
+def idle_expert(stats: RunStats, t: Thresholds) -> list[Finding]:
+    found = idle_experts(stats)
+    out = []
+    for name, (router, idle, n) in found.items():
+        p = next(q for q in stats.params if q.name == name)
+        what = "is None" if not p.has_grad else "is all zeros"
+        out.append(
+            RULES["GS109"].finding(
+                name,
+                f"grad of {name} {what}: its expert got no tokens from the router `{router}` in "
+                f"this batch ({idle} of {n} experts idle); routing by design, not a cut graph",
+                "nothing to do if the experts balance out over batches; if the same experts stay "
+                "idle, add a load-balancing loss or router noise, or check the router's init",
+                float(idle),
+            )
+        )
+    return out
+
+
 @check("GS101")
 def none_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
     ran = {m.name for m in stats.modules if m.ran}
+    routed = idle_experts(stats)
     out = []
     for p in _trainable(stats):
-        if p.has_grad:
+        if p.has_grad or p.name in routed:
             continue
         if not stats.loss_requires_grad:
             why = "the loss itself does not require grad, so no parameter is in its graph"
@@ -146,12 +269,16 @@ def theory_zero(stats: RunStats) -> set[str]:
 
 
 def blocked_by_zero_init(stats: RunStats) -> tuple[list[ParamStats], set[str]]:
-    """The zero-initialised multiplicative tensors, and the zero-gradient parameters they
-    explain: those that run before the last of them (the zeros resolve after one step)."""
-    blockers = [p for p in stats.params if _zero_init(p) and _multiplies(p.name)]
-    if not blockers:
+    """The zero-initialised multiplicative tensors that one step moves, and the zero-gradient
+    parameters they explain: those that run before the last of them (the zeros resolve after
+    one step). A zero tensor with a zero gradient of its own is not one of them unless such a
+    tensor runs after it: see `stuck_at_zero`."""
+    blockers = [p for p in stats.params if _zero_init(p) and _multiplies(p)]
+    moving = [p for p in blockers if p.has_grad and p.grad_max != 0]
+    if not moving:
         return [], set()
-    last = max(p.depth or 0 for p in blockers)
+    blockers = [p for p in blockers if p in moving or (p.depth or 0) <= max_depth(moving)]
+    last = max_depth(blockers)
     zero = {  # depth None: used functionally (nn.MultiheadAttention's out_proj), order unknown
         p.name
         for p in stats.params
@@ -160,11 +287,35 @@ def blocked_by_zero_init(stats: RunStats) -> tuple[list[ParamStats], set[str]]:
     return blockers, zero
 
 
-def _multiplies(name: str) -> bool:
-    """A weight or gate multiplies its input (a zero one blocks the flow); a bias, a class token
-    or a position embedding is added."""
-    last = name.rpartition(".")[2].lower()
-    return last.endswith("weight") or any(k in last for k in ("gamma", "scale", "lambda", "gate"))
+def max_depth(params: list[ParamStats]) -> int:
+    return max(p.depth or 0 for p in params)
+
+
+def stuck_at_zero(stats: RunStats) -> list[ParamStats]:
+    """Zero-initialised multiplicative tensors whose own gradient is zero too, with no tensor
+    that one step moves running after them: no optimizer step ever changes them (LoRA with
+    both A and B zero: each factor's gradient is proportional to the other)."""
+    blockers = [p for p in stats.params if _zero_init(p) and _multiplies(p)]
+    moving = [p for p in blockers if p.has_grad and p.grad_max != 0]
+    last = max_depth(moving) if moving else -1
+    return [
+        p
+        for p in blockers
+        if p.has_grad and p.grad_max == 0 and (not moving or (p.depth or 0) > last)
+    ]
+
+
+_ADDED = ("bias", "pos", "embed", "token", "cls")
+"""Names of tensors that are added (or looked up), not multiplied, when they are matrices."""
+
+
+def _multiplies(p: ParamStats) -> bool:
+    """A weight, gate or low-rank factor multiplies its input (a zero one blocks the flow); a
+    bias, a class token or a position embedding is added."""
+    last = p.name.rpartition(".")[2].lower()
+    if last.endswith("weight") or any(k in last for k in ("gamma", "scale", "lambda", "gate")):
+        return True
+    return len(p.shape) == 2 and not p.lookup and not any(k in last for k in _ADDED)
 
 
 NORMALISERS = ("BatchNorm", "SyncBatchNorm", "GroupNorm", "InstanceNorm")
@@ -194,10 +345,19 @@ def scale_invariant(stats: RunStats) -> set[str]:
     return out
 
 
-def _judged_rms(p: ParamStats, invariant: set[str]) -> float:
+def _judged_rms(p: ParamStats, invariant: set[str], terms: int = 1) -> float:
     """The per-element RMS explode-rms bounds: a scale-invariant weight's is taken at unit
-    weight RMS (g(c·w) = g(w)/c, so g·rms(w) does not depend on the init's arbitrary scale)."""
-    return dense_rms(p) * _wrms(p) if p.name in invariant else dense_rms(p)
+    weight RMS (g(c·w) = g(w)/c, so g·rms(w) does not depend on the init's arbitrary scale);
+    under a loss that sums `terms` terms, per term (as the same loss reduced by mean)."""
+    return (dense_rms(p) * _wrms(p) if p.name in invariant else dense_rms(p)) / terms
+
+
+def _per_term(stats: RunStats) -> tuple[int, str]:
+    """The divisor of the absolute bounds, and the words that say so in a message."""
+    n = stats.loss_terms or 1
+    return n, (
+        f" per term of the loss, which adds up {n:,} terms (reduction='sum')" if n > 1 else ""
+    )
 
 
 def _medians(pool: list[ParamStats]) -> dict[bool, float]:
@@ -223,10 +383,11 @@ def exploding(stats: RunStats, t: Thresholds) -> list[Finding]:
     depths = [p.depth for p in pool if p.depth is not None]
     middle = statistics.median(depths) if depths else None
     invariant = scale_invariant(stats)
+    terms, per_term = _per_term(stats)
     out = []
     for p in live:
         norm, rms = p.grad_norm or 0.0, dense_rms(p)
-        judged = _judged_rms(p, invariant)
+        judged = _judged_rms(p, invariant, terms)
         median = medians.get(p.lookup, 0.0)
         # an explosion grows on its way back to the input: a tensor that runs late (a head)
         # far above the rest means the rest's gradient is small, which GS105 judges
@@ -235,7 +396,7 @@ def exploding(stats: RunStats, t: Thresholds) -> list[Finding]:
         if judged > t.explode_rms:
             at_unit = " at unit weight RMS (it feeds a norm layer)" if p.name in invariant else ""
             msg = (
-                f"grad RMS of {p.name} is {fmt_value(judged)} per element{at_unit} > "
+                f"grad RMS of {p.name} is {fmt_value(judged)} per element{at_unit}{per_term} > "
                 f"explode-rms {fmt_value(t.explode_rms)}"
             )
             value, threshold = judged, t.explode_rms
@@ -267,10 +428,11 @@ def total_norm(stats: RunStats, t: Thresholds) -> list[Finding]:
     layer, whose gradient is ∝ 1/‖w‖ by design (see `scale_invariant`)."""
     live = [p for p in _live(stats) if not _zero_init(p)]
     invariant = scale_invariant(stats)
-    if any(_judged_rms(p, invariant) > t.explode_rms for p in live):
+    terms, per_term = _per_term(stats)
+    if any(_judged_rms(p, invariant, terms) > t.explode_rms for p in live):
         return []  # GS104 already names the exploding tensors
     counted = [p for p in live if p.name not in invariant]
-    total = sum((p.grad_norm or 0.0) ** 2 for p in counted) ** 0.5
+    total = sum((p.grad_norm or 0.0) ** 2 for p in counted) ** 0.5 / terms
     if total <= t.explode_norm:
         return []
     left_out = f" (leaving out {len(invariant)} scale-invariant weights)" if invariant else ""
@@ -278,7 +440,7 @@ def total_norm(stats: RunStats, t: Thresholds) -> list[Finding]:
         RULES["GS104"].finding(
             "total",
             f"total grad norm over {len(counted)} parameter tensors{left_out} is "
-            f"{fmt_value(total)} > explode-norm {fmt_value(t.explode_norm)}",
+            f"{fmt_value(total)}{per_term} > explode-norm {fmt_value(t.explode_norm)}",
             "clip gradients (torch.nn.utils.clip_grad_norm_), lower the learning rate, or "
             "check the weight init and normalisation",
             total,
@@ -339,7 +501,23 @@ def vanishing(stats: RunStats, t: Thresholds) -> list[Finding]:
 @check("GS106")
 def zero_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
     _, explained = blocked_by_zero_init(stats)
-    return [
+    routed = idle_experts(stats)
+    stuck = stuck_at_zero(stats)
+    names = ", ".join(p.name for p in stuck[:6]) + (" ..." if len(stuck) > 6 else "")
+    explained = explained | {p.name for p in stuck}
+    out = [
+        RULES["GS106"].finding(
+            p.name,
+            f"{p.name} is all zeros and so is its gradient: it is stuck at zero, no optimizer "
+            "step will ever move it (no zero-initialised tensor that a step does move runs "
+            f"after it; zero with zero gradients: {names})",
+            "initialise one factor randomly and only the other to zero (LoRA: A with "
+            "nn.init.kaiming_uniform_(A, a=math.sqrt(5)), B zeros), so the first step moves it",
+            0.0,
+        )
+        for p in stuck
+    ]
+    return out + [
         RULES["GS106"].finding(
             p.name,
             f"grad of {p.name} is all zeros ({p.numel} elements)",
@@ -348,7 +526,11 @@ def zero_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
             0.0,
         )
         for p in stats.params
-        if p.has_grad and p.grad_max == 0 and p.numel > 0 and p.name not in explained
+        if p.has_grad
+        and p.grad_max == 0
+        and p.numel > 0
+        and p.name not in explained
+        and p.name not in routed
     ]
 
 

@@ -158,7 +158,11 @@ def test_gradscaler_inside_loss_fn():
 # --- zero false alarms on stock architectures ---------------------------------------------------
 
 CASES = zoo.cases()
-EXPECTED_INFO = {"resnet-zero-init-residual": {"zero-init"}, "vit-zero-head": {"zero-init"}}
+EXPECTED_INFO = {
+    "resnet-zero-init-residual": {"zero-init"},
+    "vit-zero-head": {"zero-init"},
+    "hf-switch-transformers": {"idle-expert"},  # 8 experts, 32 tokens: some get none
+}
 KNOWN = {  # real findings on these stock builds, checked by hand (see the note in each)
     # BERT used as a sentence encoder: its pooler is computed and never used.
     "hf-bert-sentence-encoder": {"none-grad"},

@@ -327,6 +327,58 @@ class Seq(nn.Module):
         return self.head(out[:, -1])
 
 
+class VAE(nn.Module):
+    """pytorch/examples' VAE (vae/main.py), unchanged."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(784, 400)
+        self.fc21 = nn.Linear(400, 20)
+        self.fc22 = nn.Linear(400, 20)
+        self.fc3 = nn.Linear(20, 400)
+        self.fc4 = nn.Linear(400, 784)
+
+    def encode(self, x):
+        h1 = F.relu(self.fc1(x))
+        return self.fc21(h1), self.fc22(h1)
+
+    def reparameterize(self, mu, logvar):
+        std = torch.exp(0.5 * logvar)
+        eps = torch.randn_like(std)
+        return mu + eps * std
+
+    def decode(self, z):
+        h3 = F.relu(self.fc3(z))
+        return torch.sigmoid(self.fc4(h3))
+
+    def forward(self, x):
+        mu, logvar = self.encode(x.view(-1, 784))
+        z = self.reparameterize(mu, logvar)
+        return self.decode(z), mu, logvar
+
+
+def vae_loss(x):
+    def loss_function(out):  # the example's own loss: BCE and KLD, both summed
+        recon_x, mu, logvar = out
+        bce = F.binary_cross_entropy(recon_x, x.view(-1, 784), reduction="sum")
+        kld = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
+        return bce + kld
+
+    return loss_function
+
+
+def mnist_like(n: int = 128):
+    """Sparse ink in [0, 1], shaped like an MNIST batch."""
+    g = torch.Generator().manual_seed(0)
+    ink = torch.rand(n, 1, 28, 28, generator=g)
+    return torch.where(ink > 0.8, torch.rand(n, 1, 28, 28, generator=g), torch.zeros(()))
+
+
+def vae():
+    x = mnist_like()
+    return VAE(), x, vae_loss(x)
+
+
 def _torch_cases() -> list[Case]:
     def image(make: Callable[[], nn.Module], size: int = 32, classes: int = 10, n: int = 4):
         def build():
@@ -361,6 +413,7 @@ def _torch_cases() -> list[Case]:
         ("lstm", "rnn", seq(nn.LSTM)),
         ("gru", "rnn", seq(nn.GRU)),
         ("torch-transformer-enc-dec", "encoder-decoder", transformer),
+        ("pytorch-examples-vae", "summed-loss", vae),
     ]
 
 
@@ -409,6 +462,7 @@ def _hf_cases() -> list[Case]:
         )
 
     return [
+        ("hf-switch-transformers", "mixture-of-experts", switch_transformer),
         (
             "hf-bert-classifier",
             "encoder",
@@ -626,6 +680,38 @@ def _hf_cases() -> list[Case]:
             ),
         ),
     ]
+
+
+def switch_transformer(base: bool = False):
+    """Switch Transformer (top-1 routed experts): 8 experts, 2 x 16 tokens, so some get none.
+    `base`: the bare SwitchTransformersModel, with a regression loss on its last hidden state."""
+    import transformers as hf
+
+    torch.manual_seed(0)
+    config = hf.SwitchTransformersConfig(
+        vocab_size=100,
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_decoder_layers=2,
+        num_heads=4,
+        num_experts=8,
+        expert_capacity=4,
+        num_sparse_encoder_layers=1,
+        num_sparse_decoder_layers=1,
+        dropout_rate=0.0,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+    )
+    ids = torch.randint(0, 100, (2, 16), generator=torch.Generator().manual_seed(0))
+    if base:
+        model = hf.SwitchTransformersModel(config).train()
+        target = torch.randn(2, 8, 32, generator=torch.Generator().manual_seed(1))
+        batch = {"input_ids": ids, "decoder_input_ids": ids[:, :8].contiguous()}
+        return model, batch, lambda out: F.mse_loss(out.last_hidden_state, target)
+    model = hf.SwitchTransformersForConditionalGeneration(config).train()
+    return model, {"input_ids": ids, "labels": ids[:, :8].contiguous()}, None
 
 
 def cases() -> list[Case]:
