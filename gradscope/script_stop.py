@@ -38,6 +38,10 @@ import torch
 from gradscope.errors import is_library_file, short_path
 
 _STDLIB = os.path.dirname(os.__file__) + os.sep
+_RESUMABLE = 0x20 | 0x80 | 0x100 | 0x200
+"""CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR: a frame whose
+'call' may be its close() while the stop unwinds the loop that iterated it."""
+_FINALISERS = ("__exit__", "__aexit__", "__del__")
 
 
 class Stop(BaseException):
@@ -105,7 +109,7 @@ class Stopper:
         if known is None:
             name = code.co_filename
             known = not (is_library_file(name) or name.startswith(_STDLIB))
-            known = known and code.co_name not in ("__del__", "__exit__", "__aexit__")
+            known = known and code.co_name not in _FINALISERS
             self._user[code] = known
         return known
 
@@ -174,8 +178,13 @@ class Stopper:
         caller = frame if event == "c_call" else frame.f_back
         if not (self._is_user(frame.f_code) or (caller and self._is_user(caller.f_code))):
             return
-        if frame.f_code.co_name in ("__exit__", "__aexit__"):
-            return  # a `with` block closing: its state must be restored
+        if frame.f_code.co_name in _FINALISERS:
+            return  # a `with` block closing (its state must be restored), an object collected
+        if event == "call" and frame.f_code.co_flags & _RESUMABLE:
+            # a generator resumed: by the script's loop, or closed (GeneratorExit) as the
+            # stop unwinds that loop (a DataLoader's sampler). Not the script going on; if it
+            # did go on, its next call of anything else raises the stop again.
+            return
         handling = sys.exc_info()[1]
         if handling is None or isinstance(handling, Exception):
             user = frame if self._is_user(frame.f_code) else caller
@@ -237,13 +246,23 @@ def installed(stopper: Stopper) -> Iterator[None]:
         if stopper.capture is not None or stopper.error is not None:
             stopper.refuse(f"{type(optimizer).__name__}.step()")
 
+    previous_unraisable = sys.unraisablehook
+
+    def unraisable(info: Any) -> None:
+        # the stop raised again in a finaliser (a generator's close, a __del__) cannot leave
+        # it; Python would print it as "Exception ignored in ...": it is no news to anyone
+        if not isinstance(info.exc_value, Stop):
+            previous_unraisable(info)
+
     handle = register_optimizer_step_pre_hook(step_pre_hook)
     torch.Tensor.backward = backward  # type: ignore[method-assign]
     torch.autograd.backward = autograd_backward
+    sys.unraisablehook = unraisable
     try:
         yield
     finally:
         stopper.disarm()
+        sys.unraisablehook = previous_unraisable
         handle.remove()
         torch.Tensor.backward = original_backward  # type: ignore[method-assign]
         torch.autograd.backward = original_autograd
