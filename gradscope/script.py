@@ -1,13 +1,22 @@
-"""Inspect a training script as it is: run it until its first backward, then measure that.
+"""Inspect a training script as it is: run it until a backward, then measure that.
 
 The script runs as `python train.py ARGS` would (`__main__`, its folder on
 sys.path, sys.argv set). Global module hooks note which modules run and in
-what order; the first `loss.backward()` (or `torch.autograd.backward`) does
-not run: it stops the script (script_stop makes that stop impossible to
-swallow, and refuses every optimizer step), and gradscope differentiates that
-loss itself with respect to the parameters of the outermost modules that ran
-and that the loss reaches, exactly as `gradscope inspect` does for a factory
-target. What the step hides is said in the report (script_facts).
+what order; the backward to inspect (the first `loss.backward()` or
+`torch.autograd.backward`, or with `step=N` the first one after optimizer
+step N-1, counted as `gradscope watch` counts steps) does not run: it stops
+the script (script_stop makes that stop impossible to swallow, and refuses
+every optimizer step), and gradscope differentiates that loss itself with
+respect to the parameters of the outermost modules that ran and that the loss
+reaches, exactly as `gradscope inspect` does for a factory target. What the
+step hides is said in the report (script_facts).
+
+A script's forward cannot be replayed on its own, so the explanation passes
+of a factory target are done live instead (`explain=True`): the forward of
+the inspected step alone runs under a TorchFunctionMode that notes, without a
+host sync per op, the first op to turn finite inputs into NaN/Inf and the ops
+that leave the graph; the backward gradscope runs notes the first node that
+returned NaN/Inf from finite gradients.
 """
 
 from __future__ import annotations
@@ -19,7 +28,8 @@ import time
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 from torch import nn
@@ -27,6 +37,12 @@ from torch import nn
 from gradscope import hooks, probe, script_facts, script_stop
 from gradscope.errors import TargetError, UserCodeError
 from gradscope.stats import RunStats
+
+with warnings.catch_warnings():  # torch warns here when numpy is not installed
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+    from torch.overrides import TorchFunctionMode
+
+FIRST_NONFINITE = script_stop.FIRST_NONFINITE
 
 
 class _Modules:
@@ -40,6 +56,9 @@ class _Modules:
         self.frozen = False
         self.scales: hooks.LossScales | None = None
         self.versions: dict[int, tuple[str, torch.Tensor, int]] = {}
+        self.stack: list[int] = []
+        """id() of the modules inside their forward now, innermost last (for the live watch;
+        not kept while torch.compile traces: what it compiles is not watched op by op)."""
 
     def enter(self, module: nn.Module) -> None:
         if not self.frozen:
@@ -47,9 +66,13 @@ class _Modules:
             if self.depth == 0 and any(p.requires_grad for p in module.parameters()):
                 self.roots.setdefault(id(module), module)
         self.depth += 1
+        if not torch.compiler.is_compiling():
+            self.stack.append(id(module))
 
     def leave(self, _module: nn.Module) -> None:
         self.depth = max(self.depth - 1, 0)
+        if self.stack and not torch.compiler.is_compiling():
+            self.stack.pop()
 
     def freeze(self) -> None:
         """At the first backward: what ran until then is the step (a script that goes on
@@ -58,6 +81,11 @@ class _Modules:
         for root in self.roots.values():
             for name, p in root.named_parameters():
                 self.versions[id(p)] = (name, p, p._version)
+
+    def unscaled(self, loss: torch.Tensor) -> torch.Tensor:
+        """`loss` as it was before a GradScaler scaled it."""
+        scale = self.scales.get(loss) if self.scales is not None else None
+        return scale.loss if scale is not None else loss
 
     def written(self) -> list[str]:
         """Parameters written in place since the first backward."""
@@ -89,16 +117,93 @@ def _watched(seen: _Modules) -> Iterator[None]:
         yield
 
 
+@dataclass
+class Inspected:
+    """A script's inspected step: the model it trained, its stats, and what the live watch
+    found, as evidence for the findings of each kind ('non-finite', 'none-grad')."""
+
+    model: nn.Module
+    stats: RunStats
+    evidence: dict[str, list[str]] = field(default_factory=dict)
+
+
 def run(path: str, argv: Sequence[str] = ()) -> tuple[nn.Module, RunStats]:
     """Run `path` until its first backward; the model it trained and that step's stats."""
+    inspected = run_step(path, argv)
+    return inspected.model, inspected.stats
+
+
+def run_step(
+    path: str, argv: Sequence[str] = (), step: int | str | None = None, explain: bool = False
+) -> Inspected:
+    """Run `path` until the backward of optimizer step `step` and measure it.
+
+    `step`: None, the first backward; N >= 1, the first backward after step N-1
+    (the one whose gradients step N applies; steps numbered as `gradscope watch`
+    numbers them); FIRST_NONFINITE, the first step whose loss or gradients are
+    non-finite (the script runs once to find it and once more to stop there).
+    `explain`: watch the step's forward live to say which op made NaN/Inf or cut
+    the graph (costs one watched forward).
+    """
     if not os.path.isfile(path):
         raise TargetError(f"{path}: no such file")
+    if step == FIRST_NONFINITE:
+        scan = _run_once(path, argv, FIRST_NONFINITE, explain=False)
+        found = scan.stopper.found
+        if found is None:
+            raise TargetError(
+                f"{path}: the loss and the gradients stayed finite over all "
+                f"{_steps(scan.stopper.steps)} the script made: no non-finite step to inspect"
+            )
+        what = scan.stopper.found_by
+        verb = "is" if what == "loss" else "are"
+        why = f"the first step whose {what} {verb} non-finite (found by a first run; run again"
+        return _run_once(path, argv, found, explain, why=why + " to stop there)").result()
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 1):
+        raise TargetError(
+            f"step must be an optimizer step number >= 1 or {FIRST_NONFINITE!r}, not {step!r}"
+        )
+    return _run_once(path, argv, step, explain).result()
+
+
+def _steps(n: int) -> str:
+    return f"{n} optimizer step" + ("" if n == 1 else "s")
+
+
+class _Run:
+    def __init__(
+        self,
+        path: str,
+        seen: _Modules,
+        stopper: script_stop.Stopper,
+        watch: _LiveWatch | None,
+        ended: str | None,
+        why: str,
+    ) -> None:
+        self.path, self.seen, self.stopper, self.watch = path, seen, stopper, watch
+        self.ended, self.why = ended, why
+
+    def result(self) -> Inspected:
+        return _measure(self.path, self.seen, self.stopper, self.ended, self.watch, self.why)
+
+
+def _run_once(
+    path: str, argv: Sequence[str], step: int | str | None, explain: bool, why: str = ""
+) -> _Run:
     seen = _Modules()
-    stopper = script_stop.Stopper(base=sys._getframe(), on_capture=seen.freeze)
+    watch = _LiveWatch(seen) if explain else None
+    stopper = script_stop.Stopper(
+        base=sys._getframe(),
+        on_capture=lambda: _captured(seen, watch),
+        step=step,
+        on_window=watch.start if watch is not None else lambda: None,
+        unscaled=seen.unscaled,
+    )
     old_argv, old_path = sys.argv, list(sys.path)
     sys.argv = [path, *argv]
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     ended: str | None = None
+    before = _before(step)
     try:
         with _watched(seen), script_stop.installed(stopper):
             runpy.run_path(path, run_name="__main__")
@@ -106,27 +211,61 @@ def run(path: str, argv: Sequence[str] = ()) -> tuple[nn.Module, RunStats]:
     except script_stop.Stop:
         pass
     except SystemExit as exc:
-        if stopper.capture is None and stopper.error is None:
+        if not stopper.stopped:
             raise TargetError(
-                f"{path} exited (code {exc.code}) before calling backward()"
+                f"{path} exited (code {exc.code}) {before}{_made(stopper, step)}"
             ) from None
         ended = f"it then called sys.exit({exc.code!r})"
     except Exception as exc:
-        if stopper.capture is None and stopper.error is None:
+        if not stopper.stopped:
             raise UserCodeError(f"running {path}", exc) from exc
         ended = f"it then raised {type(exc).__name__}"
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
+        if watch is not None:
+            watch.stop()
     if stopper.error is not None:
         raise TargetError(stopper.error)
+    if step == FIRST_NONFINITE:
+        return _Run(path, seen, stopper, watch, ended, why)
     if stopper.capture is None:
+        if isinstance(step, int) and stopper.steps < step:
+            raise TargetError(
+                f"{path}: the script made only {_steps(stopper.steps)}; there is no step "
+                f"{step} to inspect"
+            )
+        if isinstance(step, int) and step > 1:
+            raise TargetError(
+                f"{path}: no backward() came between optimizer steps {step - 1} and {step}"
+            )
         raise TargetError(f"{path} finished without calling backward(): nothing to inspect")
-    return _measure(path, seen, stopper, ended)
+    return _Run(path, seen, stopper, watch, ended, why)
+
+
+def _before(step: int | str | None) -> str:
+    if isinstance(step, int):
+        return f"before the backward of step {step}"
+    return "before calling backward()"
+
+
+def _made(stopper: script_stop.Stopper, step: int | str | None) -> str:
+    return f" (after {_steps(stopper.steps)})" if isinstance(step, int) and step > 1 else ""
+
+
+def _captured(seen: _Modules, watch: _LiveWatch | None) -> None:
+    if watch is not None:
+        watch.stop()
+    seen.freeze()
 
 
 def _measure(
-    path: str, seen: _Modules, stopper: script_stop.Stopper, ended: str | None
-) -> tuple[nn.Module, RunStats]:
+    path: str,
+    seen: _Modules,
+    stopper: script_stop.Stopper,
+    ended: str | None,
+    watch: _LiveWatch | None,
+    why: str = "",
+) -> Inspected:
     capture = stopper.capture
     assert capture is not None
     if not seen.roots:
@@ -136,28 +275,41 @@ def _measure(
     written = seen.written()
     if written:
         raise TargetError(
-            f"{path} wrote to {', '.join(written[:3])} in place after its first backward() "
-            "(not through a torch.optim optimizer: those are refused); that step cannot be "
-            "measured any more"
+            f"{path} wrote to {', '.join(written[:3])} in place after the backward() gradscope "
+            "stopped it at (not through a torch.optim optimizer: those are refused); that step "
+            "cannot be measured any more"
         )
     scale = seen.scales.get(capture.loss) if seen.scales is not None else None
     roots, left_out = script_facts.reached(list(seen.roots.values()), capture.loss)
     model = _model(roots)
     order = {name: seen.order[id(m)] for name, m in model.named_modules() if id(m) in seen.order}
-    source = f"the first backward() of {os.path.basename(path)}"
+    name = os.path.basename(path)
+    if stopper.step is None:
+        source = f"the first backward() of {name}"
+    else:
+        source = f"the first backward() of optimizer step {stopper.step} of {name}"
     if capture.where:
         source += f" ({capture.where})"
+    if why:
+        source += f", {why}"
     notes = [
         script_facts.loss_scaling(scale.loss if scale is not None else capture.loss),
         _left_out(left_out),
         stopper.carried_on(ended),
     ]
     source = "; ".join([source, *(n for n in notes if n)])
-    stats = probe.measure(
-        model, capture.loss, capture.gradient, source, order, time.perf_counter(), scale
-    )
+    nodes = watch.watch_backward(capture.loss) if watch is not None else None
+    try:
+        stats = probe.measure(
+            model, capture.loss, capture.gradient, source, order, time.perf_counter(), scale
+        )
+    finally:
+        if nodes is not None:
+            nodes.remove()
     stats = script_facts.strip_compiled_names(stats, model)
-    return model, replace(stats, timed="backward+stats (the forward ran in the script)")
+    stats = replace(stats, timed="backward+stats (the forward ran in the script)")
+    evidence = watch.evidence(model, nodes) if watch is not None else {}
+    return Inspected(model, stats, evidence)
 
 
 def _left_out(models: list[nn.Module]) -> str | None:
@@ -166,3 +318,168 @@ def _left_out(models: list[nn.Module]) -> str | None:
     names = ", ".join(type(script_facts.unwrap_compiled(m)).__name__ for m in models)
     whose = "its" if len(models) == 1 else "their"
     return f"{names} ran before it but this loss reaches none of {whose} parameters: left out"
+
+
+# --- the live watch: the explanation passes of a step that cannot be replayed ----------------
+
+CHECK_EVERY = 1024
+"""Ops between two reads of the non-finite flags (one host sync each) in the live watch."""
+
+
+class _LiveWatch(TorchFunctionMode):
+    """Every torch call of the inspected step's forward: the first one to make NaN/Inf from
+    finite inputs, and the calls that leave the graph (`.detach()`, `.item()`, ...)."""
+
+    def __init__(self, seen: _Modules) -> None:
+        super().__init__()
+        self.seen = seen
+        self.active = False
+        self.entered = False
+        self.pending: list[tuple[str, int, str | None, torch.Tensor]] = []
+        """(op, module id, line, flag) not yet read back: flag is True where finite inputs
+        gave a non-finite output."""
+        self.first_bad: tuple[str, int, str | None] | None = None
+        self.cuts: dict[tuple[str, int, str | None], None] = {}
+        self.sites: dict[int, tuple[str, int, str | None]] = {}
+        """id(grad_fn) of each output → the op that made it."""
+
+    def start(self) -> None:
+        """The window opens: the next forward is the step's."""
+        if not self.entered:
+            self.__enter__()
+            self.entered = True
+        self.active = True
+
+    def stop(self) -> None:
+        self.active = False
+        if self.entered and self._on_top():
+            self.entered = False
+            self.__exit__(None, None, None)
+
+    def _on_top(self) -> bool:
+        n = torch._C._len_torch_function_stack()
+        return n > 0 and torch._C._get_function_stack_at(n - 1) is self
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if self.active and not torch.compiler.is_compiling():
+            with torch._C.DisableTorchFunction():
+                self._observe(func, args, kwargs or {}, out)
+        return out
+
+    def _observe(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+        from gradscope import explain
+
+        name = explain.op_name(func)
+        inputs = list(hooks.tensors_in((args, kwargs)))
+        graded = torch.is_grad_enabled() and any(t.requires_grad for t in inputs)
+        outs = [t for t in hooks.tensors_in(out) if t.is_floating_point() or t.is_complex()]
+        if graded and name in explain.CUT_KINDS:
+            if len(self.cuts) < explain.MAX_SITES:
+                self.cuts.setdefault(self._site(name, explain.user_line()), None)
+            return
+        if not outs:
+            return
+        line = explain.user_line()
+        if line is None:
+            return  # a call gradscope made (its GradScaler.scale wrapper), not the script's
+        site = self._site(name, line)
+        for t in outs:
+            if t.grad_fn is not None:
+                self.sites.setdefault(id(t.grad_fn), site)
+        if self.first_bad is not None:
+            return
+        floats = [t for t in inputs if t.is_floating_point() or t.is_complex()]
+        bad_out = torch.stack([~torch.isfinite(t).all() for t in outs]).any()
+        if floats:
+            bad_in = torch.stack([~torch.isfinite(t).all() for t in floats]).any()
+            bad_out = bad_out & ~bad_in.to(bad_out.device)
+        self.pending.append((*site, bad_out))
+        if len(self.pending) >= CHECK_EVERY:
+            self._read()
+
+    def _site(self, name: str, line: str | None) -> tuple[str, int, str | None]:
+        return (name, self.seen.stack[-1] if self.seen.stack else 0, line)
+
+    def _read(self) -> None:
+        """One host sync: the first op whose flag is set, if any; the flags are dropped."""
+        pending, self.pending = self.pending, []
+        if not pending or self.first_bad is not None:
+            return
+        flags = torch.stack([p[3].to(pending[0][3].device) for p in pending]).cpu().tolist()
+        for (name, module, line, _), bad in zip(pending, flags, strict=True):
+            if bad:
+                self.first_bad = (name, module, line)
+                return
+
+    def watch_backward(self, loss: torch.Tensor) -> _NodeWatch:
+        return _NodeWatch(loss)
+
+    def evidence(self, model: nn.Module, nodes: _NodeWatch | None) -> dict[str, list[str]]:
+        """Sentences in explain's words, keyed by the finding kinds they explain."""
+        self._read()
+        names = {id(m): n for n, m in model.named_modules()}
+        out: dict[str, list[str]] = {}
+        if self.first_bad is not None:
+            out["non-finite"] = [
+                f"first non-finite value made by {_site_text(self.first_bad, names)} "
+                "from finite inputs"
+            ]
+        elif nodes is not None:
+            node = nodes.first_bad()
+            if node is not None:
+                forward = self.sites.get(id(node))
+                out["non-finite"] = [
+                    f"the forward is finite; backward node {node.name()} returned NaN/Inf "
+                    "from finite gradients"
+                    + (f" (its forward op is {_site_text(forward, names)})" if forward else "")
+                ]
+        if self.cuts:
+            out["none-grad"] = [
+                "the step's forward left the graph at "
+                + ", ".join(_site_text(c, names) for c in self.cuts)
+            ]
+        return out
+
+
+def _site_text(site: tuple[str, int, str | None], names: dict[int, str]) -> str:
+    name, module, line = site
+    where = names.get(module, "")
+    return f"`{name}`" + (f" at {line}" if line else "") + (f" in `{where}`" if where else "")
+
+
+class _NodeWatch:
+    """Hooks on every node of the loss's graph for gradscope's own backward: the first node,
+    in the order the backward ran them, that returned NaN/Inf from finite gradients."""
+
+    def __init__(self, loss: torch.Tensor) -> None:
+        self.order: list[tuple[Any, torch.Tensor]] = []
+        self.handles = []
+        for node in hooks.graph_nodes(loss):
+            self.handles.append(node.register_hook(self._hook(node)))
+
+    def _hook(self, node: Any) -> Any:
+        def hook(grad_inputs: Any, grad_outputs: Any) -> None:
+            given = [g for g in grad_outputs if isinstance(g, torch.Tensor)]
+            made = [g for g in grad_inputs if isinstance(g, torch.Tensor)]
+            if not made:
+                return
+            with torch.no_grad():
+                bad = torch.stack([~torch.isfinite(g).all() for g in made]).any()
+                if given:
+                    bad_in = torch.stack([~torch.isfinite(g).all() for g in given]).any()
+                    bad = bad & ~bad_in.to(bad.device)
+            self.order.append((node, bad))
+
+        return hook
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+
+    def first_bad(self) -> Any:
+        if not self.order:
+            return None
+        flags = torch.stack([b.to(self.order[0][1].device) for _, b in self.order]).cpu().tolist()
+        return next((node for (node, _), bad in zip(self.order, flags, strict=True) if bad), None)

@@ -1,0 +1,141 @@
+"""`inspect --script --step N`: the backward of optimizer step N, numbered as watch numbers it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gradscope import script
+from gradscope.cli import app
+
+SCRIPTS = Path(__file__).parent / "scripts"
+LOG_LINE = next(
+    i
+    for i, line in enumerate((SCRIPTS / "nan_at_step3.py").read_text().splitlines(), 1)
+    if "# LOG:" in line
+)
+
+
+@pytest.fixture
+def here(tmp_path, monkeypatch):
+    for name in ("nan_at_step3.py", "accumulate.py"):
+        shutil.copy(SCRIPTS / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _losses(here: Path) -> list[float]:
+    return [float(line.split()[0]) for line in (here / "losses.log").read_text().splitlines()]
+
+
+def test_step_3_finds_the_nan_and_names_the_op_and_line(runner, here):
+    result = runner.invoke(app, ["inspect", "--script", "nan_at_step3.py", "--step", "3"])
+    assert result.exit_code == 1, result.output
+    out = " ".join(result.stdout.split())
+    assert "the first backward() of optimizer step 3 of nan_at_step3.py" in out
+    assert "GS102" in out and "is nan" in out
+    assert f"first non-finite value made by `log` at nan_at_step3.py:{LOG_LINE}" in out
+    assert "an op applied outside its domain" in out  # the row that fits a log of zero
+    assert len(_losses(here)) == 3  # steps 1 and 2 ran, step 3's forward, then the stop
+
+
+def test_step_1_is_clean(runner, here):
+    result = runner.invoke(app, ["inspect", "--script", "nan_at_step3.py", "--step", "1"])
+    assert result.exit_code == 0, result.output
+    assert "No findings" in result.stdout
+    assert len(_losses(here)) == 1
+
+
+def test_the_step_numbers_agree_with_watch(here):
+    from gradscope.watcher import watch_script
+
+    report = watch_script("nan_at_step3.py", ["1"])
+    (gs401,) = [f for f in report.findings if f.rule == "GS401"]
+    assert gs401.value == 3.0
+    (here / "losses.log").unlink()
+    watched = script.run_step("nan_at_step3.py", ["1"], step=int(gs401.value))
+    assert not watched.stats.loss_finite
+    assert script.run_step("nan_at_step3.py", ["1"], step=2).stats.loss_finite
+    found = script.run_step("nan_at_step3.py", ["1"], step="first-nonfinite", explain=True)
+    assert found.stats.loss_source.startswith(
+        "the first backward() of optimizer step 3 of nan_at_step3.py"
+    )
+    assert "the first step whose loss is non-finite" in found.stats.loss_source
+    assert found.evidence["non-finite"] == [
+        f"first non-finite value made by `log` at nan_at_step3.py:{LOG_LINE} from finite inputs"
+    ]
+
+
+def test_accumulation_stops_at_the_first_backward_of_the_step(here):
+    """Two backward() per step, a GradScaler whose first step it skips (a step all the same)."""
+    from gradscope.watcher import watch_script
+
+    steps = watch_script("accumulate.py").run.steps
+    assert [(s.step, bool(s.skipped), s.backward_calls) for s in steps[:2]] == [
+        (1, True, 2),
+        (2, False, 2),
+    ]
+    (here / "events.log").unlink()
+    inspected = script.run_step("accumulate.py", step=2)
+    events = (here / "events.log").read_text().splitlines()
+    assert [e.split()[0] for e in events] == ["backward", "backward", "step", "backward"]
+    assert events[-1].startswith("backward 2 ")
+    assert inspected.stats.loss_value == pytest.approx(float(events[-1].split()[2]))
+    assert "optimizer step 2 of accumulate.py" in inspected.stats.loss_source
+    assert "no optimizer step ran" not in inspected.stats.loss_source  # it simply stopped
+
+
+def test_a_script_that_ends_before_the_step_is_one_line_exit_2(runner, here):
+    result = runner.invoke(
+        app, ["inspect", "--script", "nan_at_step3.py", "--step", "9", "--", "2"]
+    )
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.endswith(
+        "nan_at_step3.py: the script made only 8 optimizer steps; there is no step 9 to inspect"
+    )
+
+
+@pytest.mark.parametrize("step", ["0", "-2", "three", "1.5"])
+def test_a_step_below_1_is_one_line_exit_2(runner, here, step):
+    result = runner.invoke(app, ["inspect", "--script", "nan_at_step3.py", f"--step={step}"])
+    assert result.exit_code == 2, result.output
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "give an optimizer step number >= 1" in result.stderr
+    assert not (here / "losses.log").exists()  # refused before the script ran
+
+
+def test_step_is_for_scripts_only(runner, here):
+    result = runner.invoke(app, ["inspect", "healthy-mlp", "--step", "2"])
+    assert result.exit_code == 2
+    assert "--step is for a training script" in result.stderr
+
+
+def test_first_nonfinite_on_a_finite_script_is_one_line_exit_2(runner, here):
+    command = ["inspect", "--script", "accumulate.py", "--step", "first-nonfinite"]
+    result = runner.invoke(app, command)
+    assert result.exit_code == 2, result.output
+    assert "stayed finite over all 6 optimizer steps" in result.stderr
+
+
+def test_the_command_form_the_advice_gives_works(here):
+    """`gradscope inspect --script SCRIPT --step N -- ARGS`, as a user types it."""
+    command = "inspect --script nan_at_step3.py --step 3 --format json -- 1".split()
+    proc = subprocess.run(
+        [sys.executable, "-m", "gradscope", *command],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr
+    import json
+
+    doc = json.loads(proc.stdout)
+    assert "optimizer step 3" in doc["summary"]["loss_source"]
+    gs102 = next(f for f in doc["findings"] if f["rule"] == "GS102")
+    assert any("`log` at nan_at_step3.py" in e for e in gs102["evidence"])
+    assert "Exception ignored" not in proc.stderr
