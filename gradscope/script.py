@@ -120,7 +120,8 @@ def _watched(seen: _Modules) -> Iterator[None]:
 @dataclass
 class Inspected:
     """A script's inspected step: the model it trained, its stats, and what the live watch
-    found, as evidence for the findings of each kind ('non-finite', 'none-grad')."""
+    found, as evidence for the findings it explains: 'non-finite' (GS102, GS103) and
+    'none-grad:NAME' (GS101 of the parameter NAME)."""
 
     model: nn.Module
     stats: RunStats
@@ -308,7 +309,8 @@ def _measure(
             nodes.remove()
     stats = script_facts.strip_compiled_names(stats, model)
     stats = replace(stats, timed="backward+stats (the forward ran in the script)")
-    evidence = watch.evidence(model, nodes) if watch is not None else {}
+    gradless = {p.name for p in stats.params if p.requires_grad and not p.has_grad}
+    evidence = watch.evidence(model, nodes, gradless, capture.loss) if watch is not None else {}
     return Inspected(model, stats, evidence)
 
 
@@ -322,6 +324,9 @@ def _left_out(models: list[nn.Module]) -> str | None:
 
 # --- the live watch: the explanation passes of a step that cannot be replayed ----------------
 
+MAX_CUTS = 256
+"""Calls that leave the graph kept by the live watch (each keeps its inputs' graph alive)."""
+MAX_SITES = 3
 CHECK_EVERY = 1024
 """Ops between two reads of the non-finite flags (one host sync each) in the live watch."""
 
@@ -336,10 +341,17 @@ class _LiveWatch(TorchFunctionMode):
         self.active = False
         self.entered = False
         self.pending: list[tuple[str, int, str | None, torch.Tensor]] = []
-        """(op, module id, line, flag) not yet read back: flag is True where finite inputs
-        gave a non-finite output."""
+        """(op, module id, line, flags) not yet read back: flags[0], finite inputs gave a
+        non-finite output; flags[1], a non-finite output."""
+        self.saw_non_finite = False
         self.first_bad: tuple[str, int, str | None] | None = None
-        self.cuts: dict[tuple[str, int, str | None], None] = {}
+        self.cuts: list[tuple[str, tuple[str, int, str | None], list[Any]]] = []
+        """(kind, op, what its graded inputs came from: nodes or leaf tensors) of each call
+        whose inputs require grad and whose outputs do not."""
+        self.taint: dict[int, frozenset[int]] = {}
+        """id() of each tensor computed from a cut's output → those cuts (by index)."""
+        self.keep: list[torch.Tensor] = []
+        """The tensors `taint` names, kept alive so that their ids stay theirs."""
         self.sites: dict[int, tuple[str, int, str | None]] = {}
         """id(grad_fn) of each output → the op that made it."""
 
@@ -372,12 +384,20 @@ class _LiveWatch(TorchFunctionMode):
 
         name = explain.op_name(func)
         inputs = list(hooks.tensors_in((args, kwargs)))
-        graded = torch.is_grad_enabled() and any(t.requires_grad for t in inputs)
-        outs = [t for t in hooks.tensors_in(out) if t.is_floating_point() or t.is_complex()]
-        if graded and name in explain.CUT_KINDS:
-            if len(self.cuts) < explain.MAX_SITES:
-                self.cuts.setdefault(self._site(name, explain.user_line()), None)
-            return
+        results = list(hooks.tensors_in(out))
+        outs = [t for t in results if t.is_floating_point() or t.is_complex()]
+        marks: frozenset[int] = frozenset()
+        for t in inputs:
+            marks |= self.taint.get(id(t), frozenset())
+        if any(t.requires_grad for t in inputs) and not any(t.requires_grad for t in outs):
+            if outs or name in explain.CUT_KINDS:  # not an integer op (argmax, a mask)
+                cut = self._cut(name, inputs)
+                if cut is not None:
+                    marks |= {cut}
+        if marks:
+            for t in results:  # what was computed from a cut's output, down to the loss
+                self.taint[id(t)] = marks
+                self.keep.append(t)
         if not outs:
             return
         line = explain.user_line()
@@ -391,12 +411,31 @@ class _LiveWatch(TorchFunctionMode):
             return
         floats = [t for t in inputs if t.is_floating_point() or t.is_complex()]
         bad_out = torch.stack([~torch.isfinite(t).all() for t in outs]).any()
+        made = bad_out
         if floats:
             bad_in = torch.stack([~torch.isfinite(t).all() for t in floats]).any()
-            bad_out = bad_out & ~bad_in.to(bad_out.device)
-        self.pending.append((*site, bad_out))
+            made = bad_out & ~bad_in.to(bad_out.device)
+        self.pending.append((*site, torch.stack([made, bad_out])))
         if len(self.pending) >= CHECK_EVERY:
             self._read()
+
+    def _cut(self, name: str, inputs: list[torch.Tensor]) -> int | None:
+        from gradscope import explain
+
+        if len(self.cuts) >= MAX_CUTS:
+            return None
+        line = explain.user_line()
+        if line is None:
+            return None
+        if not torch.is_grad_enabled():
+            kind = "a torch.no_grad() (or inference_mode) region"
+        elif name in explain.CUT_KINDS:
+            kind = explain.CUT_KINDS[name]
+        else:
+            kind = ""
+        sources = [t.grad_fn if t.grad_fn is not None else t for t in inputs if t.requires_grad]
+        self.cuts.append((kind, self._site(name, line), sources))
+        return len(self.cuts) - 1
 
     def _site(self, name: str, line: str | None) -> tuple[str, int, str | None]:
         return (name, self.seen.stack[-1] if self.seen.stack else 0, line)
@@ -407,16 +446,20 @@ class _LiveWatch(TorchFunctionMode):
         if not pending or self.first_bad is not None:
             return
         flags = torch.stack([p[3].to(pending[0][3].device) for p in pending]).cpu().tolist()
-        for (name, module, line, _), bad in zip(pending, flags, strict=True):
-            if bad:
+        for (name, module, line, _), (made, bad) in zip(pending, flags, strict=True):
+            self.saw_non_finite = self.saw_non_finite or bad
+            if made:
                 self.first_bad = (name, module, line)
                 return
 
     def watch_backward(self, loss: torch.Tensor) -> _NodeWatch:
         return _NodeWatch(loss)
 
-    def evidence(self, model: nn.Module, nodes: _NodeWatch | None) -> dict[str, list[str]]:
-        """Sentences in explain's words, keyed by the finding kinds they explain."""
+    def evidence(
+        self, model: nn.Module, nodes: _NodeWatch | None, gradless: set[str], loss: torch.Tensor
+    ) -> dict[str, list[str]]:
+        """Sentences in explain's words, keyed by the findings they explain; `gradless`:
+        the parameters that got no gradient."""
         self._read()
         names = {id(m): n for n, m in model.named_modules()}
         out: dict[str, list[str]] = {}
@@ -425,6 +468,8 @@ class _LiveWatch(TorchFunctionMode):
                 f"first non-finite value made by {_site_text(self.first_bad, names)} "
                 "from finite inputs"
             ]
+        elif self.saw_non_finite:
+            out["non-finite"] = [_before_the_forward(model)]
         elif nodes is not None:
             node = nodes.first_bad()
             if node is not None:
@@ -434,12 +479,72 @@ class _LiveWatch(TorchFunctionMode):
                     "from finite gradients"
                     + (f" (its forward op is {_site_text(forward, names)})" if forward else "")
                 ]
-        if self.cuts:
-            out["none-grad"] = [
-                "the step's forward left the graph at "
-                + ", ".join(_site_text(c, names) for c in self.cuts)
-            ]
+        feeding = self.taint.get(id(loss), frozenset())
+        for name, param in model.named_parameters():
+            name = name.replace("_orig_mod.", "")
+            if name in gradless:
+                causes = self._cuts_of(param, names, feeding)
+                if causes:
+                    out[f"none-grad:{name}"] = ["graph cut by " + "; ".join(causes)]
         return out
+
+    def _cuts_of(
+        self, param: torch.Tensor, names: dict[int, str], feeding: frozenset[int]
+    ) -> list[str]:
+        """The cuts whose inputs were computed from `param` and whose outputs the loss was
+        computed from, in explain's words (a Python number from `.item()` cannot be followed:
+        those are named when no tensor cut is found)."""
+        found: dict[str, None] = {}
+        chosen = [c for i, c in enumerate(self.cuts) if i in feeding] or [
+            c for c in self.cuts if c[1][0] in ("item", "tolist", "numpy", "__float__", "__int__")
+        ]
+        for kind, site, sources in chosen:
+            if len(found) >= MAX_SITES:
+                break
+            for source in sources:
+                if source is param or (
+                    not isinstance(source, torch.Tensor)
+                    and any(getattr(n, "variable", None) is param for n in _nodes(source))
+                ):
+                    text = _site_text(site, names)
+                    found.setdefault(
+                        f"{kind}: {text}"
+                        if kind
+                        else f"{text}: its input requires grad, its output does not",
+                        None,
+                    )
+                    break
+        return list(found)
+
+
+def _before_the_forward(model: nn.Module) -> str:
+    """NaN/Inf in the forward that no op of it made: it was in the weights or the batch."""
+    named = [(n.replace("_orig_mod.", ""), p) for n, p in model.named_parameters()]
+    with torch.no_grad():
+        bad = [n for n, p in named if not bool(torch.isfinite(p).all())]
+    if bad:
+        shown = ", ".join(bad[:4]) + (f" (+{len(bad) - 4} more)" if len(bad) > 4 else "")
+        return (
+            "no op of this step's forward made NaN/Inf from finite inputs: the weights already "
+            f"held them ({shown}), written by an earlier step: inspect that one "
+            "(--step first-nonfinite)"
+        )
+    return (
+        "no op of this step's forward made NaN/Inf from finite inputs: they came in with its "
+        "inputs (the batch, or a tensor kept from an earlier step)"
+    )
+
+
+def _nodes(node: Any) -> set[Any]:
+    seen: set[Any] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        stack.extend(m for m, _ in n.next_functions if m is not None and m not in seen)
+    return seen
 
 
 def _site_text(site: tuple[str, int, str | None], names: dict[int, str]) -> str:

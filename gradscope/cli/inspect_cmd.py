@@ -262,11 +262,7 @@ def inspect_script_step(target: str, argv, settings, step: int | str | None, exp
     )
 
 
-_KINDS = {
-    "non-finite-loss": "non-finite",
-    "non-finite-grad": "non-finite",
-    "none-grad": "none-grad",
-}
+_KINDS = {"non-finite-loss": "non-finite", "non-finite-grad": "non-finite"}
 
 
 def with_evidence(findings, evidence: dict[str, list[str]]):
@@ -278,7 +274,8 @@ def with_evidence(findings, evidence: dict[str, list[str]]):
 
     out = []
     for f in findings:
-        extra = evidence.get(_KINDS.get(f.slug, ""), [])
+        key = f"none-grad:{f.subject}" if f.slug == "none-grad" else _KINDS.get(f.slug, "")
+        extra = evidence.get(key, [])
         if extra:
             f = _fit_row(replace(f, evidence=(*f.evidence, *extra)))
         out.append(f)

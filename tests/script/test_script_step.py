@@ -139,3 +139,95 @@ def test_the_command_form_the_advice_gives_works(here):
     gs102 = next(f for f in doc["findings"] if f["rule"] == "GS102")
     assert any("`log` at nan_at_step3.py" in e for e in gs102["evidence"])
     assert "Exception ignored" not in proc.stderr
+
+
+# --- the live explanation of the inspected step ------------------------------------------------
+
+SQRT_AT_ZERO = """
+import torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(8, 4)
+for step in range(3):
+    out = model(x)
+    loss = torch.sqrt(out.pow(2) * 0).sum() + out.mean()  # finite; its backward is not
+    loss.backward()
+    opt.step()
+"""
+
+CUT = """
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc, self.head = nn.Linear(4, 8), nn.Linear(8, 1)
+
+    def forward(self, x):
+        h = self.enc(x)
+        return self.head(h.detach())
+
+
+torch.manual_seed(0)
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    with torch.no_grad():
+        reference = model.enc(torch.randn(8, 4))  # a cut too, but not of this loss
+    loss = model(torch.randn(8, 4)).pow(2).mean()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_nan_made_by_the_backward_names_its_node_and_forward_line(runner, here):
+    (here / "sqrt0.py").write_text(SQRT_AT_ZERO)
+    first = script.run_step("sqrt0.py", step=1, explain=True)
+    assert first.evidence == {
+        "non-finite": [
+            "the forward is finite; backward node SqrtBackward0 returned NaN/Inf from finite "
+            "gradients (its forward op is `sqrt` at sqrt0.py:10)"
+        ]
+    }
+    # step 1 wrote NaN into the weights: step 2's forward did not make it, and says so
+    (second,) = script.run_step("sqrt0.py", step=2, explain=True).evidence["non-finite"]
+    assert "the weights already held them (weight, bias)" in second
+    found = script.run_step("sqrt0.py", step="first-nonfinite", explain=True)
+    assert "step 1 of sqrt0.py" in found.stats.loss_source
+    assert "the first step whose gradients are non-finite" in found.stats.loss_source
+    # the CLI's default (the first backward) explains too; --no-explain does not watch
+    result = runner.invoke(app, ["inspect", "--script", "sqrt0.py"])
+    assert result.exit_code == 1 and "backward node SqrtBackward0" in result.stdout
+    result = runner.invoke(app, ["inspect", "--script", "sqrt0.py", "--no-explain"])
+    assert result.exit_code == 1 and "SqrtBackward0" not in result.stdout
+
+
+def test_a_graph_cut_in_the_step_is_named_for_the_parameters_it_cut_off(runner, here):
+    (here / "cut.py").write_text(CUT)
+    inspected = script.run_step("cut.py", step=2, explain=True)
+    assert inspected.evidence == {
+        "none-grad:enc.weight": ["graph cut by .detach(): `detach` at cut.py:13"],
+        "none-grad:enc.bias": ["graph cut by .detach(): `detach` at cut.py:13"],
+    }
+    result = runner.invoke(app, ["inspect", "--script", "cut.py", "--step", "2"])
+    assert result.exit_code == 1
+    assert "evidence: graph cut by .detach(): `detach` at cut.py:13" in result.stdout
+
+
+def test_the_live_watch_is_gone_after_the_run(here):
+    import torch
+
+    (here / "cut.py").write_text(CUT)
+    depth = torch._C._len_torch_function_stack()
+    from torch.optim import optimizer
+
+    hooks = dict(optimizer._global_optimizer_post_hooks)
+    step = torch.amp.GradScaler.step
+    script.run_step("cut.py", step=3, explain=True)
+    assert torch._C._len_torch_function_stack() == depth
+    assert dict(optimizer._global_optimizer_post_hooks) == hooks
+    assert torch.amp.GradScaler.step is step
