@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from gradscope import hooks, probe, script_facts, script_stop
-from gradscope.errors import TargetError, UserCodeError
+from gradscope.errors import TargetError, UserCodeError, is_library_file, is_own_file, short_path
 from gradscope.stats import RunStats
 
 with warnings.catch_warnings():  # torch warns here when numpy is not installed
@@ -43,6 +43,7 @@ with warnings.catch_warnings():  # torch warns here when numpy is not installed
     from torch.overrides import TorchFunctionMode
 
 FIRST_NONFINITE = script_stop.FIRST_NONFINITE
+_STDLIB = os.path.dirname(os.__file__)
 
 
 class _Modules:
@@ -327,7 +328,7 @@ def _left_out(models: list[nn.Module]) -> str | None:
 MAX_CUTS = 256
 """Calls that leave the graph kept by the live watch (each keeps its inputs' graph alive)."""
 MAX_SITES = 3
-CHECK_EVERY = 1024
+CHECK_EVERY = 256
 """Ops between two reads of the non-finite flags (one host sync each) in the live watch."""
 
 
@@ -340,14 +341,16 @@ class _LiveWatch(TorchFunctionMode):
         self.seen = seen
         self.active = False
         self.entered = False
-        self.pending: list[tuple[str, int, str | None, torch.Tensor]] = []
-        """(op, module id, line, flags) not yet read back: flags[0], finite inputs gave a
-        non-finite output; flags[1], a non-finite output."""
-        self.saw_non_finite = False
+        self.pending: list[tuple[tuple[str, int, str | None], torch.Tensor, list[Any]]] = []
+        """(op, a device flag set when an output is non-finite, its inputs) not read back
+        yet (the inputs are kept until then: CHECK_EVERY ops at most)."""
+        self.came_in = False
+        """The first non-finite output came from non-finite inputs from outside the step."""
         self.first_bad: tuple[str, int, str | None] | None = None
         self.cuts: list[tuple[str, tuple[str, int, str | None], list[Any]]] = []
         """(kind, op, what its graded inputs came from: nodes or leaf tensors) of each call
         whose inputs require grad and whose outputs do not."""
+        self._kinds: dict[Any, str] = {}
         self.taint: dict[int, frozenset[int]] = {}
         """id() of each tensor computed from a cut's output → those cuts (by index)."""
         self.keep: list[torch.Tensor] = []
@@ -400,22 +403,23 @@ class _LiveWatch(TorchFunctionMode):
                 self.keep.append(t)
         if not outs:
             return
-        line = explain.user_line()
+        line = self._user_line()
         if line is None:
             return  # a call gradscope made (its GradScaler.scale wrapper), not the script's
         site = self._site(name, line)
         for t in outs:
             if t.grad_fn is not None:
                 self.sites.setdefault(id(t.grad_fn), site)
-        if self.first_bad is not None:
+        if self.first_bad is not None or self.came_in:
             return
+        flags = [~torch.isfinite(t).all() for t in outs]
+        bad = (
+            flags[0]
+            if len(flags) == 1
+            else torch.stack([f.to(flags[0].device) for f in flags]).any()
+        )
         floats = [t for t in inputs if t.is_floating_point() or t.is_complex()]
-        bad_out = torch.stack([~torch.isfinite(t).all() for t in outs]).any()
-        made = bad_out
-        if floats:
-            bad_in = torch.stack([~torch.isfinite(t).all() for t in floats]).any()
-            made = bad_out & ~bad_in.to(bad_out.device)
-        self.pending.append((*site, torch.stack([made, bad_out])))
+        self.pending.append((site, bad, floats))
         if len(self.pending) >= CHECK_EVERY:
             self._read()
 
@@ -424,7 +428,7 @@ class _LiveWatch(TorchFunctionMode):
 
         if len(self.cuts) >= MAX_CUTS:
             return None
-        line = explain.user_line()
+        line = self._user_line()
         if line is None:
             return None
         if not torch.is_grad_enabled():
@@ -437,19 +441,51 @@ class _LiveWatch(TorchFunctionMode):
         self.cuts.append((kind, self._site(name, line), sources))
         return len(self.cuts) - 1
 
+    def _user_line(self) -> str | None:
+        """explain.user_line, with each code object's kind kept (it runs for every op)."""
+        frame: Any = sys._getframe(2)
+        started = False
+        while frame is not None:
+            code = frame.f_code
+            kind = self._kinds.get(code)
+            if kind is None:
+                name = code.co_filename
+                kind = (
+                    "own"
+                    if is_own_file(name)
+                    else "lib"
+                    if is_library_file(name) or name.startswith(_STDLIB)
+                    else short_path(name)
+                )
+                self._kinds[code] = kind
+            if kind == "own":
+                if started:
+                    return None
+            elif kind != "lib":
+                return f"{kind}:{frame.f_lineno}"
+            else:
+                started = True
+            frame = frame.f_back
+        return None
+
     def _site(self, name: str, line: str | None) -> tuple[str, int, str | None]:
         return (name, self.seen.stack[-1] if self.seen.stack else 0, line)
 
     def _read(self) -> None:
-        """One host sync: the first op whose flag is set, if any; the flags are dropped."""
+        """One host sync: the first op with a non-finite output, if any. Its inputs come from
+        ops before it, all finite, or from outside the watched forward (the weights, the
+        batch): when one of those is non-finite, no op of the step made it."""
         pending, self.pending = self.pending, []
-        if not pending or self.first_bad is not None:
+        if not pending or self.first_bad is not None or self.came_in:
             return
-        flags = torch.stack([p[3].to(pending[0][3].device) for p in pending]).cpu().tolist()
-        for (name, module, line, _), (made, bad) in zip(pending, flags, strict=True):
-            self.saw_non_finite = self.saw_non_finite or bad
-            if made:
-                self.first_bad = (name, module, line)
+        device = pending[0][1].device
+        flags = torch.stack([p[1].to(device) for p in pending]).cpu().tolist()
+        for (site, _, inputs), bad in zip(pending, flags, strict=True):
+            if bad:
+                if all(bool(torch.isfinite(t).all()) for t in inputs):
+                    self.first_bad = site
+                else:
+                    self.came_in = True
                 return
 
     def watch_backward(self, loss: torch.Tensor) -> _NodeWatch:
@@ -468,7 +504,7 @@ class _LiveWatch(TorchFunctionMode):
                 f"first non-finite value made by {_site_text(self.first_bad, names)} "
                 "from finite inputs"
             ]
-        elif self.saw_non_finite:
+        elif self.came_in:
             out["non-finite"] = [_before_the_forward(model)]
         elif nodes is not None:
             node = nodes.first_bad()
@@ -565,15 +601,14 @@ class _NodeWatch:
 
     def _hook(self, node: Any) -> Any:
         def hook(grad_inputs: Any, grad_outputs: Any) -> None:
-            given = [g for g in grad_outputs if isinstance(g, torch.Tensor)]
+            # the gradients a node is given come from nodes that ran before it (or the
+            # loss's own, finite): the first node to return NaN/Inf made them
             made = [g for g in grad_inputs if isinstance(g, torch.Tensor)]
             if not made:
                 return
             with torch.no_grad():
-                bad = torch.stack([~torch.isfinite(g).all() for g in made]).any()
-                if given:
-                    bad_in = torch.stack([~torch.isfinite(g).all() for g in given]).any()
-                    bad = bad & ~bad_in.to(bad.device)
+                flags = [~torch.isfinite(g).all() for g in made]
+                bad = flags[0] if len(flags) == 1 else torch.stack(flags).any()
             self.order.append((node, bad))
 
         return hook
