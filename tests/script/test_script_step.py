@@ -231,3 +231,40 @@ def test_the_live_watch_is_gone_after_the_run(here):
     assert torch._C._len_torch_function_stack() == depth
     assert dict(optimizer._global_optimizer_post_hooks) == hooks
     assert torch.amp.GradScaler.step is step
+
+
+def _line_of(name: str, marker: str) -> int:
+    text = (SCRIPTS / name).read_text().splitlines()
+    return next(i for i, line in enumerate(text, 1) if marker in line)
+
+
+def test_two_optimizers_each_step_counts_as_watch_counts_them(tmp_path, monkeypatch):
+    """dcgan: D's step is step 1, G's is step 2; step 2's backward is G's."""
+    from gradscope.watcher import watch_script
+
+    shutil.copy(SCRIPTS / "dcgan.py", tmp_path / "dcgan.py")
+    monkeypatch.chdir(tmp_path)
+    steps = watch_script("dcgan.py").run.steps
+    assert [s.backward_calls for s in steps[:4]] == [2, 1, 2, 1]
+    assert steps[0].optimizer != steps[1].optimizer
+    (tmp_path / "events.log").unlink()
+    inspected = script.run_step("dcgan.py", step=2)
+    events = (tmp_path / "events.log").read_text().splitlines()
+    assert events == ["backward D real", "backward D fake", "step D", "backward G"]
+    line = _line_of("dcgan.py", "# G-BACKWARD")
+    assert f"optimizer step 2 of dcgan.py (dcgan.py:{line})" in inspected.stats.loss_source
+    # errG reaches G and, through netD(fake), D: both models, as in the first backward's case
+    assert {p.name.split(".")[0] for p in inspected.stats.params} == {"Sequential", "Sequential_1"}
+
+
+def test_a_closure_backward_inside_the_step_is_that_step_s(tmp_path, monkeypatch):
+    """LBFGS: step N's backward runs inside optimizer.step(closure), after step N-1 returned."""
+    shutil.copy(SCRIPTS / "lbfgs.py", tmp_path / "lbfgs.py")
+    monkeypatch.chdir(tmp_path)
+    inspected = script.run_step("lbfgs.py", step=3)
+    events = (tmp_path / "events.log").read_text().splitlines()
+    calls_per_step = 2  # max_iter=2, and no early stop on this data: checked below
+    assert len(events) == 2 * calls_per_step + 1
+    assert inspected.stats.loss_value == pytest.approx(float(events[-1].split()[2]))
+    line = _line_of("lbfgs.py", "# CLOSURE-BACKWARD")
+    assert f"optimizer step 3 of lbfgs.py (lbfgs.py:{line})" in inspected.stats.loss_source
