@@ -71,7 +71,8 @@ def inspect(
         bool,
         typer.Option(
             "--explain/--no-explain",
-            help="Replay the forward to locate what the cheap pass found (which op, which line).",
+            help="Replay the forward to locate what the cheap pass found (which op, which "
+            "line); for a --script step, watch its forward as it runs instead.",
         ),
     ] = True,
     explode_norm: Annotated[
