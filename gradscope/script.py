@@ -344,6 +344,8 @@ class _LiveWatch(TorchFunctionMode):
         self.pending: list[tuple[tuple[str, int, str | None], torch.Tensor, list[Any]]] = []
         """(op, a device flag set when an output is non-finite, its inputs) not read back
         yet (the inputs are kept until then: CHECK_EVERY ops at most)."""
+        self.failed = False
+        """An op the watch could not read: it stopped watching (nothing is said)."""
         self.came_in = False
         """The first non-finite output came from non-finite inputs from outside the step."""
         self.first_bad: tuple[str, int, str | None] | None = None
@@ -379,7 +381,12 @@ class _LiveWatch(TorchFunctionMode):
         out = func(*args, **(kwargs or {}))
         if self.active and not torch.compiler.is_compiling():
             with torch._C.DisableTorchFunction():
-                self._observe(func, args, kwargs or {}, out)
+                try:
+                    self._observe(func, args, kwargs or {}, out)
+                except Exception:  # an op the watch cannot read: the script's run comes first
+                    self.pending = []
+                    self.failed = True
+                    self.active = False
         return out
 
     def _observe(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
@@ -412,14 +419,16 @@ class _LiveWatch(TorchFunctionMode):
                 self.sites.setdefault(id(t.grad_fn), site)
         if self.first_bad is not None or self.came_in:
             return
-        flags = [~torch.isfinite(t).all() for t in outs]
+        flags = [~torch.isfinite(t).all() for t in map(_readable, outs) if t is not None]
+        if not flags:
+            return
         bad = (
             flags[0]
             if len(flags) == 1
             else torch.stack([f.to(flags[0].device) for f in flags]).any()
         )
         floats = [t for t in inputs if t.is_floating_point() or t.is_complex()]
-        self.pending.append((site, bad, floats))
+        self.pending.append((site, bad, [r for r in map(_readable, floats) if r is not None]))
         if len(self.pending) >= CHECK_EVERY:
             self._read()
 
@@ -496,7 +505,10 @@ class _LiveWatch(TorchFunctionMode):
     ) -> dict[str, list[str]]:
         """Sentences in explain's words, keyed by the findings they explain; `gradless`:
         the parameters that got no gradient."""
-        self._read()
+        try:
+            self._read()
+        except Exception:  # flags the watch cannot read back: it says nothing of them
+            self.failed = True
         names = {id(m): n for n, m in model.named_modules()}
         out: dict[str, list[str]] = {}
         if self.first_bad is not None:
@@ -506,7 +518,7 @@ class _LiveWatch(TorchFunctionMode):
             ]
         elif self.came_in:
             out["non-finite"] = [_before_the_forward(model)]
-        elif nodes is not None:
+        elif nodes is not None and not self.failed:
             node = nodes.first_bad()
             if node is not None:
                 forward = self.sites.get(id(node))
@@ -553,11 +565,23 @@ class _LiveWatch(TorchFunctionMode):
         return list(found)
 
 
+def _readable(t: torch.Tensor) -> torch.Tensor | None:
+    """`t` as a plain tensor whose values can be read: a DTensor's local shard (no
+    collective), None for a meta, sparse or other subclass tensor."""
+    to_local = getattr(t, "to_local", None)
+    if to_local is not None and type(t) is not torch.Tensor:
+        t = to_local()
+    if type(t) not in (torch.Tensor, nn.Parameter) or t.is_meta or t.layout != torch.strided:
+        return None
+    return t
+
+
 def _before_the_forward(model: nn.Module) -> str:
     """NaN/Inf in the forward that no op of it made: it was in the weights or the batch."""
     named = [(n.replace("_orig_mod.", ""), p) for n, p in model.named_parameters()]
     with torch.no_grad():
-        bad = [n for n, p in named if not bool(torch.isfinite(p).all())]
+        readable = [(n, _readable(p.detach())) for n, p in named]
+        bad = [n for n, p in readable if p is not None and not bool(torch.isfinite(p).all())]
     if bad:
         shown = ", ".join(bad[:4]) + (f" (+{len(bad) - 4} more)" if len(bad) > 4 else "")
         return (
@@ -606,9 +630,16 @@ class _NodeWatch:
             made = [g for g in grad_inputs if isinstance(g, torch.Tensor)]
             if not made:
                 return
-            with torch.no_grad():
-                flags = [~torch.isfinite(g).all() for g in made]
-                bad = flags[0] if len(flags) == 1 else torch.stack(flags).any()
+            try:
+                with torch.no_grad():
+                    flags = [
+                        ~torch.isfinite(g).all() for g in map(_readable, made) if g is not None
+                    ]
+                    if not flags:
+                        return
+                    bad = flags[0] if len(flags) == 1 else torch.stack(flags).any()
+            except Exception:  # a gradient the watch cannot read: the backward comes first
+                return
             self.order.append((node, bad))
 
         return hook

@@ -268,3 +268,30 @@ def test_a_closure_backward_inside_the_step_is_that_step_s(tmp_path, monkeypatch
     assert inspected.stats.loss_value == pytest.approx(float(events[-1].split()[2]))
     line = _line_of("lbfgs.py", "# CLOSURE-BACKWARD")
     assert f"optimizer step 3 of lbfgs.py (lbfgs.py:{line})" in inspected.stats.loss_source
+
+
+ODD_TENSORS = """
+import torch
+from torch import nn
+with torch.device("meta"):
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+model = model.to_empty(device="cpu")
+for m in model.modules():
+    if isinstance(m, nn.Linear):
+        m.reset_parameters()
+sparse = torch.sparse_coo_tensor(torch.tensor([[0, 1], [1, 0]]), torch.tensor([1.0, 2.0]), (2, 2))
+dense = torch.sparse.mm(sparse, torch.eye(2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(2):
+    loss = model(torch.randn(8, 4)).pow(2).mean() + dense.sum() * 0
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_the_live_watch_reads_no_meta_or_sparse_tensor(here):
+    """A model built on the meta device, a sparse op: the watch skips what it cannot read."""
+    (here / "odd.py").write_text(ODD_TENSORS)
+    inspected = script.run_step("odd.py", explain=True)
+    assert inspected.stats.loss_finite and inspected.evidence == {}
+    assert script.run_step("odd.py", step=2, explain=True).stats.loss_finite
