@@ -416,7 +416,7 @@ class _LiveWatch(TorchFunctionMode):
         site = self._site(name, line)
         for t in outs:
             if t.grad_fn is not None:
-                self.sites.setdefault(id(t.grad_fn), site)
+                self.sites[id(t.grad_fn)] = site  # the newest: an id may be reused
         if self.first_bad is not None or self.came_in:
             return
         flags = [~torch.isfinite(t).all() for t in map(_readable, outs) if t is not None]
