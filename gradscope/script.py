@@ -225,7 +225,7 @@ def _run_once(
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
         if watch is not None:
-            watch.stop()
+            watch.stop(final=True)
     if stopper.error is not None:
         raise TargetError(stopper.error)
     if step == FIRST_NONFINITE:
@@ -367,11 +367,22 @@ class _LiveWatch(TorchFunctionMode):
             self.entered = True
         self.active = True
 
-    def stop(self) -> None:
+    def stop(self, final: bool = False) -> None:
+        """Stop watching; off the mode stack when it is on top (`final`: wherever it is, for
+        a script that left a mode of its own above it)."""
         self.active = False
         if self.entered and self._on_top():
             self.entered = False
             self.__exit__(None, None, None)
+        elif self.entered and final:
+            above = []
+            while torch._C._len_torch_function_stack() and not self._on_top():
+                above.append(torch._C._pop_torch_function_stack())
+            if self._on_top():
+                torch._C._pop_torch_function_stack()
+                self.entered = False
+            for mode in reversed(above):
+                torch._C._push_on_torch_function_stack(mode)
 
     def _on_top(self) -> bool:
         n = torch._C._len_torch_function_stack()

@@ -295,3 +295,34 @@ def test_the_live_watch_reads_no_meta_or_sparse_tensor(here):
     inspected = script.run_step("odd.py", explain=True)
     assert inspected.stats.loss_finite and inspected.evidence == {}
     assert script.run_step("odd.py", step=2, explain=True).stats.loss_finite
+
+
+LEFT_A_MODE = """
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+
+class Mine(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+model = nn.Linear(2, 1)
+Mine().__enter__()  # never left
+model(torch.ones(3, 2)).sum().backward()
+"""
+
+
+def test_a_mode_the_script_left_above_the_watch_stays_and_the_watch_goes(here):
+    import torch
+
+    (here / "mode.py").write_text(LEFT_A_MODE)
+    depth = torch._C._len_torch_function_stack()
+    try:
+        script.run_step("mode.py", explain=True)
+        assert torch._C._len_torch_function_stack() == depth + 1  # the script's own
+        assert type(torch._C._get_function_stack_at(depth)).__name__ == "Mine"
+    finally:
+        while torch._C._len_torch_function_stack() > depth:
+            torch._C._pop_torch_function_stack()
