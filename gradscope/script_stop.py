@@ -99,6 +99,8 @@ class Stopper:
         """Where the script first went on after catching the stop (file:line)."""
         self._on_capture = on_capture
         self._swallowers: list[FrameType] = []
+        self._unwinding: list[FrameType] = []
+        """The script's frames the stop is passing through, before a handler runs."""
         self._user: dict[CodeType, bool] = {}
         self._saved: tuple[Any, Any] | None = None
         self._base = base  # gradscope's frame that runs the script: frames below are not watched
@@ -223,12 +225,21 @@ class Stopper:
             sys.setprofile(saved[1])
             sys.settrace(saved[0])
         self._swallowers.clear()
+        self._unwinding.clear()
 
     def _on_call(self, frame: FrameType, event: str, arg: Any) -> Any:
         return self._on_line if self._is_user(frame.f_code) else None
 
     def _on_line(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if event != "line" or self._saved is None:
+        if self._saved is None:
+            return self._on_line
+        if event == "exception" and isinstance(arg[1], Stop):
+            if all(f is not frame for f in self._unwinding):
+                self._unwinding.append(frame)  # until a handler's line runs, or it returns
+            return self._on_line
+        if event in ("line", "return") and self._unwinding:
+            self._unwinding = [f for f in self._unwinding if f is not frame]
+        if event != "line":
             return self._on_line
         self._arm_profile()
         handling = sys.exc_info()[1]
@@ -249,6 +260,11 @@ class Stopper:
             return
         caller = frame if event == "c_call" else frame.f_back
         if not (self._is_user(frame.f_code) or (caller and self._is_user(caller.f_code))):
+            return
+        if any(f is caller for f in self._unwinding):
+            # the stop is unwinding the script's frame, which runs no code of its own: a
+            # call now is an object it held being collected (a loader's iterator, its
+            # weakref callbacks, a worker pool's __del__), not the script going on
             return
         if frame.f_code.co_name in _FINALISERS:
             return  # a `with` block closing (its state must be restored), an object collected

@@ -283,6 +283,18 @@ LOADERS = {
                 opt.step()
                 log("stepped")
         """,
+    "DataLoader with worker processes": """
+        from torch.utils.data import DataLoader, TensorDataset
+        loader = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True, num_workers=2)
+        for epoch in range(2):
+            for batch_idx, (data, target) in enumerate(loader):
+                opt.zero_grad()
+                loss = F.mse_loss(model(data), target)
+                log(f"loss {loss.item()!r}")
+                loss.backward()
+                opt.step()
+                log("stepped")
+        """,
     "two DataLoaders zipped (dcgan)": """
         from torch.utils.data import DataLoader, TensorDataset
         real = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True)
