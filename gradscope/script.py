@@ -150,6 +150,12 @@ def run_step(
     if not os.path.isfile(path):
         raise TargetError(f"{path}: no such file")
     if step == FIRST_NONFINITE:
+        if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+            raise TargetError(
+                f"--step {FIRST_NONFINITE} under torchrun: each rank would judge its own loss "
+                "and stop at a different step; find the step with `gradscope watch`, then "
+                "use --step N"
+            )
         scan = _run_once(path, argv, FIRST_NONFINITE, explain=False)
         found = scan.stopper.found
         if found is None:

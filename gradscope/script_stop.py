@@ -122,12 +122,14 @@ class Stopper:
         if isinstance(self.step, int) and self.steps == self.step - 1:
             self._on_window()
 
-    def wants(self, loss: torch.Tensor) -> bool:
+    def wants(self, loss: torch.Tensor | list[torch.Tensor]) -> bool:
         """Whether this backward is the one to stop at (else it runs as the script wrote it)."""
         if self.stopped:
             return True  # refused
         if self.step == FIRST_NONFINITE:
-            if not bool(torch.isfinite(self._unscaled(loss).detach()).all()):
+            if not _finite(
+                [self._unscaled(t) for t in (loss if isinstance(loss, list) else [loss])]
+            ):
                 self.found, self.found_by = self.steps + 1, "loss"
                 self._arm()
                 raise Stop()
@@ -142,13 +144,25 @@ class Stopper:
         found_inf = getattr(optimizer, "found_inf", None)
         if isinstance(found_inf, torch.Tensor) and bool(found_inf.any()):
             return
-        grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        grads = [
+            g
+            for group in optimizer.param_groups
+            for p in group["params"]
+            if (g := _local(p.grad)) is not None
+        ]
         if not grads:
             return
-        with torch.no_grad():
-            norms = torch._foreach_norm([g.detach().float() for g in grads])
-            if bool(torch.isfinite(torch.stack([n.to(norms[0].device) for n in norms])).all()):
-                return
+        try:  # the max |grad|: no copy, no overflow of a float16 sum, NaN kept
+            with torch.no_grad():
+                peaks = torch._foreach_norm([g.detach() for g in grads], float("inf"))
+                device = peaks[0].device
+                finite = bool(
+                    torch.isfinite(torch.stack([p.float().to(device) for p in peaks])).all()
+                )
+        except Exception:  # gradients it cannot read: the script's step comes first
+            return
+        if finite:
+            return
         self.found, self.found_by = self.steps + 1, "gradients"
         self._arm()
         raise Stop()
@@ -337,7 +351,7 @@ def installed(stopper: Stopper) -> Iterator[None]:
     def autograd_backward(tensors: Any, grad_tensors: Any = None, *args: Any, **kw: Any) -> None:
         listed = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
         grads = [grad_tensors] if isinstance(grad_tensors, torch.Tensor) else grad_tensors
-        if depth[0] or not stopper.wants(listed[0] if len(listed) == 1 else _summed(listed)):
+        if depth[0] or not stopper.wants(listed[0] if len(listed) == 1 else listed):
             return run_original(lambda: original_autograd(tensors, grad_tensors, *args, **kw))
         if len(listed) != 1 and not stopper.stopped:
             which = "first backward" if stopper.step is None else "backward to inspect"
@@ -397,6 +411,26 @@ def installed(stopper: Stopper) -> Iterator[None]:
         torch.autograd.backward = original_autograd
 
 
-def _summed(tensors: list[Any]) -> torch.Tensor:
-    """Several tensors backwarded at once, for the non-finite check: one number."""
-    return sum((t.detach().float().sum() for t in tensors), torch.zeros(()))
+def _local(t: torch.Tensor | None) -> torch.Tensor | None:
+    """A gradient whose values can be read here: a plain strided tensor (a DTensor's shard)."""
+    if t is None:
+        return None
+    to_local = getattr(t, "to_local", None)
+    if to_local is not None and type(t) is not torch.Tensor:
+        t = to_local()
+    if type(t) is not torch.Tensor or t.is_meta or t.layout != torch.strided:
+        return None
+    return t
+
+
+def _finite(losses: list[torch.Tensor]) -> bool:
+    """Whether every loss backwarded is finite (one host read); one it cannot read is."""
+    try:
+        with torch.no_grad():
+            return all(
+                bool(torch.isfinite(t).all())
+                for t in map(_local, [t.detach() for t in losses])
+                if t is not None
+            )
+    except Exception:
+        return True

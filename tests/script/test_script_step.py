@@ -11,6 +11,7 @@ import pytest
 
 from gradscope import script
 from gradscope.cli import app
+from gradscope.errors import TargetError
 
 SCRIPTS = Path(__file__).parent / "scripts"
 LOG_LINE = next(
@@ -326,3 +327,32 @@ def test_a_mode_the_script_left_above_the_watch_stays_and_the_watch_goes(here):
     finally:
         while torch._C._len_torch_function_stack() > depth:
             torch._C._pop_torch_function_stack()
+
+
+SPARSE_AND_PAIRS = """
+import torch
+from torch import nn
+torch.manual_seed(0)
+emb = nn.Embedding(10, 4, sparse=True)  # sparse gradients
+head = nn.Linear(4, 1)
+opt = torch.optim.SGD([*emb.parameters(), *head.parameters()], lr=0.1)
+for step in range(3):
+    out = head(emb(torch.tensor([1, 2, 3]))).mean()
+    aux = head.weight.pow(2).sum()
+    torch.autograd.backward([out, aux])  # several tensors at once
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_first_nonfinite_steps_over_what_it_cannot_read(here, monkeypatch):
+    """Sparse gradients and a backward of several tensors run as written; under torchrun the
+    scan is refused (each rank would stop at its own step)."""
+    (here / "sparse.py").write_text(SPARSE_AND_PAIRS)
+    with pytest.raises(TargetError, match="stayed finite over all 3 optimizer steps"):
+        script.run_step("sparse.py", step="first-nonfinite")
+    with pytest.raises(TargetError, match="backward to inspect takes several tensors"):
+        script.run_step("sparse.py", step=2)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(TargetError, match="under torchrun: each rank would judge its own loss"):
+        script.run_step("sparse.py", step="first-nonfinite")
