@@ -1,9 +1,11 @@
-"""The stop at a script's first backward, made impossible to swallow.
+"""The stop at a script's backward, made impossible to swallow.
 
 gradscope stops a training script by raising `Stop` from its first
-`backward()`. A script can catch any exception (a bare `except:`,
-`except BaseException`, `contextlib.suppress(BaseException)`), so the stop
-is enforced three ways once it has been raised:
+`backward()`, or, with a step asked for, from the first `backward()` after
+the optimizer step before it (steps are counted as `gradscope watch` counts
+them: every optimizer step, a GradScaler's skipped ones included). A script
+can catch any exception (a bare `except:`, `except BaseException`,
+`contextlib.suppress(BaseException)`), so the stop is enforced three ways once it has been raised:
 
 1. every later `backward()`, `torch.autograd.backward()` and optimizer step
    (all `torch.optim` optimizers, through the global step pre-hook) raises
@@ -38,13 +40,21 @@ import torch
 from gradscope.errors import is_library_file, short_path
 
 _STDLIB = os.path.dirname(os.__file__) + os.sep
+_RESUMABLE = 0x20 | 0x80 | 0x100 | 0x200
+"""CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR: a frame whose
+'call' may be its close() while the stop unwinds the loop that iterated it."""
+_FINALISERS = ("__exit__", "__aexit__", "__del__")
 
 
 class Stop(BaseException):
     """gradscope's stop; a BaseException, so `except Exception` lets it by."""
 
     def __str__(self) -> str:
-        return "gradscope stopped the script at its first backward() (inspect measures one step)"
+        return "gradscope stopped the script at the backward() it inspects (one step)"
+
+
+FIRST_NONFINITE = "first-nonfinite"
+"""The step asked for: the first whose loss or gradients are non-finite."""
 
 
 @dataclass(frozen=True)
@@ -61,8 +71,26 @@ class Stopper:
     """Holds the first backward and keeps the script from going on past it."""
 
     def __init__(
-        self, base: FrameType | None = None, on_capture: Callable[[], None] = lambda: None
+        self,
+        base: FrameType | None = None,
+        on_capture: Callable[[], None] = lambda: None,
+        step: int | str | None = None,
+        on_window: Callable[[], None] = lambda: None,
+        unscaled: Callable[[torch.Tensor], torch.Tensor] = lambda loss: loss,
     ) -> None:
+        """`step`: None, the first backward; N, the first backward after optimizer step N-1
+        (that is, of step N); FIRST_NONFINITE, stop at the first non-finite loss or gradients
+        and note the step in `found` (nothing is captured). `on_window`: called once the
+        backward to stop at is the next one (step N-1 done). `unscaled`: the loss a
+        GradScaler scaled, as the script computed it (its overflow is the scaler's to skip)."""
+        self._unscaled = unscaled
+        self.step = step
+        self.steps = 0
+        """Optimizer steps made so far (watch's count: a GradScaler's skipped ones too)."""
+        self.found: int | None = None
+        """FIRST_NONFINITE: the first step with a non-finite loss or gradients."""
+        self.found_by = ""
+        self._on_window = on_window
         self.capture: Capture | None = None
         self.error: str | None = None
         """Why the first backward cannot be inspected (several tensors), if so."""
@@ -71,15 +99,79 @@ class Stopper:
         """Where the script first went on after catching the stop (file:line)."""
         self._on_capture = on_capture
         self._swallowers: list[FrameType] = []
+        self._unwinding: list[FrameType] = []
+        """The script's frames the stop is passing through, before a handler runs."""
         self._user: dict[CodeType, bool] = {}
         self._saved: tuple[Any, Any] | None = None
         self._base = base  # gradscope's frame that runs the script: frames below are not watched
+
+    # --- counting steps ----------------------------------------------------------------------
+
+    @property
+    def stopped(self) -> bool:
+        return self.capture is not None or self.error is not None or self.found is not None
+
+    def open(self) -> None:
+        """Before the script runs: the window opens now when the first backward is the one."""
+        if self.step is None or self.step == 1:
+            self._on_window()
+
+    def step_done(self) -> None:
+        """An optimizer step finished (or a GradScaler skipped one)."""
+        self.steps += 1
+        if isinstance(self.step, int) and self.steps == self.step - 1:
+            self._on_window()
+
+    def wants(self, loss: torch.Tensor | list[torch.Tensor]) -> bool:
+        """Whether this backward is the one to stop at (else it runs as the script wrote it)."""
+        if self.stopped:
+            return True  # refused
+        if self.step == FIRST_NONFINITE:
+            if not _finite(
+                [self._unscaled(t) for t in (loss if isinstance(loss, list) else [loss])]
+            ):
+                self.found, self.found_by = self.steps + 1, "loss"
+                self._arm()
+                raise Stop()
+            return False
+        return self.step is None or self.steps >= int(self.step) - 1
+
+    def check_gradients(self, optimizer: Any) -> None:
+        """FIRST_NONFINITE, before a step: stop if the gradients it would apply are non-finite
+        (not for a step a fused optimizer skips: its scaler found them so)."""
+        if self.step != FIRST_NONFINITE or self.stopped:
+            return
+        found_inf = getattr(optimizer, "found_inf", None)
+        if isinstance(found_inf, torch.Tensor) and bool(found_inf.any()):
+            return
+        grads = [
+            g
+            for group in optimizer.param_groups
+            for p in group["params"]
+            if (g := _local(p.grad)) is not None
+        ]
+        if not grads:
+            return
+        try:  # the max |grad|: no copy, no overflow of a float16 sum, NaN kept
+            with torch.no_grad():
+                peaks = torch._foreach_norm([g.detach() for g in grads], float("inf"))
+                device = peaks[0].device
+                finite = bool(
+                    torch.isfinite(torch.stack([p.float().to(device) for p in peaks])).all()
+                )
+        except Exception:  # gradients it cannot read: the script's step comes first
+            return
+        if finite:
+            return
+        self.found, self.found_by = self.steps + 1, "gradients"
+        self._arm()
+        raise Stop()
 
     # --- raising -------------------------------------------------------------------------
 
     def first_backward(self, loss: torch.Tensor, gradient: torch.Tensor | None) -> NoReturn:
         """Called by the patched backward: keep the first loss, stop; refuse any later one."""
-        if self.capture is None:
+        if self.capture is None and self.error is None and self.found is None:
             self.capture = Capture(loss, gradient, self._where())
             self._on_capture()
             self._arm()
@@ -105,7 +197,7 @@ class Stopper:
         if known is None:
             name = code.co_filename
             known = not (is_library_file(name) or name.startswith(_STDLIB))
-            known = known and code.co_name not in ("__del__", "__exit__", "__aexit__")
+            known = known and code.co_name not in _FINALISERS
             self._user[code] = known
         return known
 
@@ -147,12 +239,21 @@ class Stopper:
             sys.setprofile(saved[1])
             sys.settrace(saved[0])
         self._swallowers.clear()
+        self._unwinding.clear()
 
     def _on_call(self, frame: FrameType, event: str, arg: Any) -> Any:
         return self._on_line if self._is_user(frame.f_code) else None
 
     def _on_line(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if event != "line" or self._saved is None:
+        if self._saved is None:
+            return self._on_line
+        if event == "exception" and isinstance(arg[1], Stop):
+            if all(f is not frame for f in self._unwinding):
+                self._unwinding.append(frame)  # until a handler's line runs, or it returns
+            return self._on_line
+        if event in ("line", "return") and self._unwinding:
+            self._unwinding = [f for f in self._unwinding if f is not frame]
+        if event != "line":
             return self._on_line
         self._arm_profile()
         handling = sys.exc_info()[1]
@@ -174,8 +275,18 @@ class Stopper:
         caller = frame if event == "c_call" else frame.f_back
         if not (self._is_user(frame.f_code) or (caller and self._is_user(caller.f_code))):
             return
-        if frame.f_code.co_name in ("__exit__", "__aexit__"):
-            return  # a `with` block closing: its state must be restored
+        if any(f is caller for f in self._unwinding):
+            # the stop is unwinding the script's frame, which runs no code of its own: a
+            # call now is an object it held being collected (a loader's iterator, its
+            # weakref callbacks, a worker pool's __del__), not the script going on
+            return
+        if frame.f_code.co_name in _FINALISERS:
+            return  # a `with` block closing (its state must be restored), an object collected
+        if event == "call" and frame.f_code.co_flags & _RESUMABLE:
+            # a generator resumed: by the script's loop, or closed (GeneratorExit) as the
+            # stop unwinds that loop (a DataLoader's sampler). Not the script going on; if it
+            # did go on, its next call of anything else raises the stop again.
+            return
         handling = sys.exc_info()[1]
         if handling is None or isinstance(handling, Exception):
             user = frame if self._is_user(frame.f_code) else caller
@@ -215,35 +326,111 @@ class Stopper:
 
 @contextmanager
 def installed(stopper: Stopper) -> Iterator[None]:
-    """Patch backward, torch.autograd.backward and every optimizer's step for the run."""
-    from torch.optim.optimizer import register_optimizer_step_pre_hook
+    """Patch backward, torch.autograd.backward, GradScaler.step and hook every optimizer's
+    step for the run: the backwards before the one to stop at run as the script wrote them."""
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
 
     original_backward, original_autograd = torch.Tensor.backward, torch.autograd.backward
+    depth = [0]  # a backward inside a running one (a reentrant checkpoint) is not the script's
 
-    def backward(self: torch.Tensor, gradient: Any = None, *_: Any, **__: Any) -> None:
+    def run_original(run: Callable[[], None]) -> None:
+        depth[0] += 1
+        try:
+            run()
+        finally:
+            depth[0] -= 1
+
+    def backward(self: torch.Tensor, gradient: Any = None, *args: Any, **kw: Any) -> None:
+        if depth[0] or not stopper.wants(self):
+            return run_original(lambda: original_backward(self, gradient, *args, **kw))
         stopper.first_backward(self, gradient)
 
-    def autograd_backward(tensors: Any, grad_tensors: Any = None, *_: Any, **__: Any) -> None:
-        tensors = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+    def autograd_backward(tensors: Any, grad_tensors: Any = None, *args: Any, **kw: Any) -> None:
+        listed = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
         grads = [grad_tensors] if isinstance(grad_tensors, torch.Tensor) else grad_tensors
-        if len(tensors) != 1 and stopper.capture is None:
+        if depth[0] or not stopper.wants(listed[0] if len(listed) == 1 else listed):
+            return run_original(lambda: original_autograd(tensors, grad_tensors, *args, **kw))
+        if len(listed) != 1 and not stopper.stopped:
+            which = "first backward" if stopper.step is None else "backward to inspect"
             stopper.fail(
-                "the script's first backward takes several tensors; gradscope "
-                "inspects one loss: sum them first"
+                f"the script's {which} takes several tensors; gradscope inspects one loss: "
+                "sum them first"
             )
-        stopper.first_backward(tensors[0], grads[0] if grads else None)
+        stopper.first_backward(listed[0], grads[0] if grads else None)
+
+    stepping: list[Any] = []  # the optimizer whose step hooks ran (in a GradScaler.step)
 
     def step_pre_hook(optimizer: Any, _args: Any, _kwargs: Any) -> None:
-        if stopper.capture is not None or stopper.error is not None:
+        if stopper.stopped:
             stopper.refuse(f"{type(optimizer).__name__}.step()")
+        stopper.check_gradients(optimizer)
+        stepping.append(optimizer)
+
+    def step_post_hook(_optimizer: Any, _args: Any, _kwargs: Any) -> None:
+        stopper.step_done()
+
+    scaler_class = torch.amp.GradScaler
+    original_scaler_step = scaler_class.__dict__["step"]
+
+    def scaler_step(scaler: Any, optimizer: Any, *args: Any, **kw: Any) -> Any:
+        if stopper.stopped:
+            stopper.refuse(f"{type(scaler).__name__}.step()")
+        stepping.clear()
+        out = original_scaler_step(scaler, optimizer, *args, **kw)
+        if scaler.is_enabled() and not stepping:
+            stopper.step_done()  # skipped (inf/NaN found): a step all the same, as watch counts
+        return out
+
+    previous_unraisable = sys.unraisablehook
+
+    def unraisable(info: Any) -> None:
+        # the stop raised again in a finaliser (a generator's close, a __del__) cannot leave
+        # it; Python would print it as "Exception ignored in ...": it is no news to anyone
+        if not isinstance(info.exc_value, Stop):
+            previous_unraisable(info)
 
     handle = register_optimizer_step_pre_hook(step_pre_hook)
+    post_handle = register_optimizer_step_post_hook(step_post_hook)
     torch.Tensor.backward = backward  # type: ignore[method-assign]
     torch.autograd.backward = autograd_backward
+    scaler_class.step = scaler_step  # type: ignore[method-assign,assignment]
+    sys.unraisablehook = unraisable
     try:
+        stopper.open()
         yield
     finally:
         stopper.disarm()
+        sys.unraisablehook = previous_unraisable
         handle.remove()
+        post_handle.remove()
+        scaler_class.step = original_scaler_step  # type: ignore[method-assign]
         torch.Tensor.backward = original_backward  # type: ignore[method-assign]
         torch.autograd.backward = original_autograd
+
+
+def _local(t: torch.Tensor | None) -> torch.Tensor | None:
+    """A gradient whose values can be read here: a plain strided tensor (a DTensor's shard)."""
+    if t is None:
+        return None
+    to_local = getattr(t, "to_local", None)
+    if to_local is not None and type(t) is not torch.Tensor:
+        t = to_local()
+    if type(t) is not torch.Tensor or t.is_meta or t.layout != torch.strided:
+        return None
+    return t
+
+
+def _finite(losses: list[torch.Tensor]) -> bool:
+    """Whether every loss backwarded is finite (one host read); one it cannot read is."""
+    try:
+        with torch.no_grad():
+            return all(
+                bool(torch.isfinite(t).all())
+                for t in map(_local, [t.detach() for t in losses])
+                if t is not None
+            )
+    except Exception:
+        return True

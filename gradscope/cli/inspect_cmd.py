@@ -1,5 +1,5 @@
-"""`gradscope inspect`: one instrumented forward and backward of a target, or of a script's
-first step; parse options, call gradscope.api, render, exit. No torch at import time."""
+"""`gradscope inspect`: one instrumented forward and backward of a target, or of one step of a
+training script; parse options, call gradscope.api, render, exit. No torch at import time."""
 
 from __future__ import annotations
 
@@ -52,14 +52,27 @@ def inspect(
         typer.Option(
             "--script",
             help="TARGET is a training script: run it (arguments after --) until its "
-            "first backward() and inspect that step instead of running it.",
+            "first backward() (or that of --step N) and inspect that step instead of running it.",
         ),
     ] = False,
+    step: Annotated[
+        str | None,
+        typer.Option(
+            "--step",
+            metavar="N",
+            help="With --script: inspect optimizer step N (1-based, as `gradscope watch` numbers "
+            "them: every optimizer.step() is one, GradScaler-skipped ones too): the script runs "
+            "its first N-1 steps and stops at the first backward() after them. "
+            "`--step first-nonfinite`: the first step whose loss or gradients are NaN/Inf (the "
+            "script runs once to find it and once more to stop there).",
+        ),
+    ] = None,
     explain: Annotated[
         bool,
         typer.Option(
             "--explain/--no-explain",
-            help="Replay the forward to locate what the cheap pass found (which op, which line).",
+            help="Replay the forward to locate what the cheap pass found (which op, which "
+            "line); for a --script step, watch its forward as it runs instead.",
         ),
     ] = True,
     explode_norm: Annotated[
@@ -113,6 +126,10 @@ def inspect(
       gradscope inspect mypkg.models:make_target --fail-on warning
 
       gradscope inspect train.py --script -- --lr 0.1 --batch-size 32
+
+      gradscope inspect --script train.py --step 3 -- --lr 0.1
+
+      gradscope inspect --script train.py --step first-nonfinite
     """
     with clikit.guarded(debug):
         from gradscope import config as config_mod
@@ -142,8 +159,11 @@ def inspect(
                 f"unexpected arguments {' '.join(ctx.args)!r} (arguments "
                 "after -- are for a --script TARGET)"
             )
+        if step is not None and not script:
+            raise GradscopeError(f"--step {step}: --step is for a training script (--script)")
+        which = parse_step(step)
         with clikit.user_stdout_to_stderr(to_stdout(output)):
-            report = _run_inspect(target, settings, explain, ctx.args if script else None)
+            report = _run_inspect(target, settings, explain, ctx.args if script else None, which)
         code = ExitCode.FINDINGS if report.failed(settings.fail_on) else ExitCode.OK
         if script and _launched_rank() != 0:  # under torchrun, rank 0 alone reports
             raise typer.Exit(code)
@@ -186,13 +206,78 @@ def plot_destination(path: str | None) -> tuple[str | None, str]:
     return destination(path, "--plot"), fmt
 
 
-def _run_inspect(target: str, settings, explain: bool, argv):
+FIRST_NONFINITE = "first-nonfinite"  # gradscope.script_stop.FIRST_NONFINITE (no torch here)
+
+
+def parse_step(text: str | None) -> int | str | None:
+    """--step: a step number >= 1 or first-nonfinite; anything else is one line, exit 2."""
+    if text is None:
+        return None
+    if text.strip().lower() == FIRST_NONFINITE:
+        return FIRST_NONFINITE
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise GradscopeError(
+            f"--step {text}: give an optimizer step number >= 1 (1 is the first "
+            f"optimizer.step(), as `gradscope watch` numbers them) or {FIRST_NONFINITE}"
+        )
+    return number
+
+
+def _run_inspect(target: str, settings, explain: bool, argv, step: int | str | None = None):
     """`argv` not None: TARGET is a script to run with those arguments."""
     from rich.console import Console
 
-    from gradscope.api import inspect_script, inspect_target
+    from gradscope.api import inspect_target
 
-    with Console(stderr=True).status(f"inspecting {target} ...", spinner="dots"):
+    what = target if step is None else f"step {step} of {target}"
+    with Console(stderr=True).status(f"inspecting {what} ...", spinner="dots"):
         if argv is not None:
-            return inspect_script(target, argv, settings)
+            return inspect_script_step(target, argv, settings, step, explain)
         return inspect_target(target, settings, explain=explain)
+
+
+def inspect_script_step(target: str, argv, settings, step: int | str | None, explain: bool):
+    """gradscope.api.inspect_script, with a step to stop at and the live explanation of it.
+
+    (Belongs in gradscope.api.inspect_script as `step=` and `explain=`; kept here until then.)
+    """
+    import torch
+
+    from gradscope import rules, script
+    from gradscope.results import Report
+
+    inspected = script.run_step(target, list(argv), step, explain=explain)
+    findings = rules.diagnose(inspected.stats, settings)
+    if inspected.evidence:
+        findings = with_evidence(findings, inspected.evidence)
+    return Report(
+        f"script {target}",
+        inspected.stats,
+        findings,
+        settings.threshold_dict(),
+        torch.__version__,
+    )
+
+
+_KINDS = {"non-finite-loss": "non-finite", "non-finite-grad": "non-finite"}
+
+
+def with_evidence(findings, evidence: dict[str, list[str]]):
+    """The live watch's sentences added to the findings they explain (and, for NaN/Inf, the
+    troubleshooting row that fits the op found, as the explanation passes choose it)."""
+    from dataclasses import replace
+
+    from gradscope.explain import _fit_row
+
+    out = []
+    for f in findings:
+        key = f"none-grad:{f.subject}" if f.slug == "none-grad" else _KINDS.get(f.slug, "")
+        extra = evidence.get(key, [])
+        if extra:
+            f = _fit_row(replace(f, evidence=(*f.evidence, *extra)))
+        out.append(f)
+    return out

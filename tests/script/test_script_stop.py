@@ -266,3 +266,109 @@ def test_a_first_backward_that_cannot_be_inspected_stops_the_script_too(tmp_path
         script.run("train.py")
     assert "stepped" not in (tmp_path / "events.log").read_text()
     assert sys.gettrace() is trace
+
+
+# --- loops over loaders: unwinding past a generator is not catching the stop -----------------
+
+LOADERS = {
+    "DataLoader with a sampler (mnist)": """
+        from torch.utils.data import DataLoader, TensorDataset
+        loader = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True, num_workers=0)
+        for epoch in range(2):
+            for batch_idx, (data, target) in enumerate(loader):
+                opt.zero_grad()
+                loss = F.mse_loss(model(data), target)
+                log(f"loss {loss.item()!r}")
+                loss.backward()
+                opt.step()
+                log("stepped")
+        """,
+    "DataLoader with worker processes": """
+        from torch.utils.data import DataLoader, TensorDataset
+        loader = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True, num_workers=2)
+        for epoch in range(2):
+            for batch_idx, (data, target) in enumerate(loader):
+                opt.zero_grad()
+                loss = F.mse_loss(model(data), target)
+                log(f"loss {loss.item()!r}")
+                loss.backward()
+                opt.step()
+                log("stepped")
+        """,
+    "two DataLoaders zipped (dcgan)": """
+        from torch.utils.data import DataLoader, TensorDataset
+        real = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True)
+        noise = DataLoader(TensorDataset(x), batch_size=16, sampler=None, drop_last=True)
+        for i, ((data, target), (z,)) in enumerate(zip(real, noise)):
+            opt.zero_grad()
+            loss = F.mse_loss(model(data), target)
+            log(f"loss {loss.item()!r}")
+            loss.backward()
+            opt.step()
+            log("stepped")
+        """,
+    "the script's own generator, with a finally": """
+        def batches(n):
+            try:
+                for _ in range(n):
+                    yield x, y
+            finally:
+                log("loader closed")
+
+        for data, target in batches(3):
+            opt.zero_grad()
+            loss_of().backward()
+            opt.step()
+            log("stepped")
+        """,
+    "itertools chains": """
+        import itertools
+
+        def batches():
+            while True:
+                yield x, y
+
+        for step, (data, target) in enumerate(
+            itertools.chain(itertools.islice(batches(), 2), itertools.repeat((x, y), 2))
+        ):
+            opt.zero_grad()
+            loss_of().backward()
+            opt.step()
+            log("stepped")
+        """,
+}
+
+
+@pytest.mark.parametrize("case", sorted(LOADERS))
+def test_a_loop_over_a_loader_is_not_a_script_that_caught_the_stop(
+    tmp_path, monkeypatch, capfd, case
+):
+    model, stats, events = _run(tmp_path, monkeypatch, LOADERS[case])
+    _assert_first_step_inspected(tmp_path, model, stats, events)
+    assert stats.loss_source.startswith("the first backward() of train.py (train.py:")
+    assert ";" not in stats.loss_source, stats.loss_source  # no note: it simply stopped
+    err = capfd.readouterr().err
+    assert "Exception ignored" not in err and "Stop" not in err, err
+
+
+def test_a_loop_over_a_dataloader_that_swallows_the_stop_is_still_reported(
+    tmp_path, monkeypatch, capfd
+):
+    body = """
+        from torch.utils.data import DataLoader, TensorDataset
+        loader = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True)
+        for epoch in range(2):
+            for data, target in loader:
+                try:
+                    opt.zero_grad()
+                    loss_of().backward()
+                    opt.step()
+                    log("stepped")
+                except BaseException:
+                    log("caught")
+        """
+    model, stats, events = _run(tmp_path, monkeypatch, body)
+    _assert_first_step_inspected(tmp_path, model, stats, events)
+    assert "caught" in events
+    assert "the script caught gradscope's stop and went on at train.py:" in stats.loss_source
+    assert "Exception ignored" not in capfd.readouterr().err
