@@ -488,7 +488,7 @@ def enrich(
         if key not in cache:
             cache[key] = _evidence(pass_, model, batch, loss_fn, grad_outputs)
         f = replace(f, evidence=f.evidence + tuple(cache[key])) if cache[key] else f
-        out.append(_fit_row(f))
+        out.append(fit_row(f))
     return out
 
 
@@ -517,7 +517,7 @@ def _none_grad_causes(findings, ran, model, batch, loss_fn, grad_outputs) -> dic
         return dict.fromkeys(wanted, _could_not(exc))
 
 
-def _fit_row(f: Finding) -> Finding:
+def fit_row(f: Finding) -> Finding:
     """The table row that fits the cause found: a NaN from log/sqrt of a bad value is a domain
     error, not a learning rate too high; one from an overflow is an explosion."""
     if f.slug not in ("non-finite-loss", "non-finite-grad") or not f.evidence:

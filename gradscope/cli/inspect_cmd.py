@@ -271,13 +271,13 @@ def with_evidence(findings, evidence: dict[str, list[str]]):
     troubleshooting row that fits the op found, as the explanation passes choose it)."""
     from dataclasses import replace
 
-    from gradscope.explain import _fit_row
+    from gradscope.explain import fit_row
 
     out = []
     for f in findings:
         key = f"none-grad:{f.subject}" if f.slug == "none-grad" else _KINDS.get(f.slug, "")
         extra = evidence.get(key, [])
         if extra:
-            f = _fit_row(replace(f, evidence=(*f.evidence, *extra)))
+            f = fit_row(replace(f, evidence=(*f.evidence, *extra)))
         out.append(f)
     return out
