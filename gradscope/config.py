@@ -96,6 +96,11 @@ class Thresholds:
     median over the run, the lower) by the top of that rise: the loss is the main signal,
     the norm confirms it was the updates (nanoGPT at 100× its lr: 106; train_gpt.py at lr
     0.3: 10×); a loss without such a norm (a data shift) is not a blow-up."""
+    blowup_rise_ratio: float = 1.2
+    """GS414: a milder early rise of the loss (3-step median this many times where it
+    started, beyond 3 robust sigmas of its step-to-step noise), without the norm's
+    confirmation, is a blow-up only when the loss then never recovered (Adam at lr 0.3 on
+    a tiny transformer: 4.16 → 5.95, ended 12% below its start)."""
     blowup_recover_fall: float = 0.25
     """GS414: after the blow-up, a loss whose last steps' median is not this fraction below
     where it started never recovered (error; else warning): nanoGPT at 100× its lr ended
@@ -104,6 +109,11 @@ class Thresholds:
     """GS415: a loss whose median over its last steps (a fifth of the run, 5-50) is less than
     this fraction below its median over its first steps ended no better than where it
     started (medians: small-batch noise of 20-30% per step averages out)."""
+    progress_stall_fall: float = 0.25
+    """GS415 (info): a loss that fell less than this fraction and has not improved over the
+    second half of the run stalled near its start (a fresh model falls far more: the tiny
+    transformer of the examples 4.2 → 1.1, char-level nanoGPT 4.2 → 1.5; at 100× lr with
+    clipping it stalls 11% below its start)."""
     progress_min_steps: float = 50.0
     """GS415: steps an optimizer needs before its lack of progress is judged (a short run
     may stop before the loss moves)."""

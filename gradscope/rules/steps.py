@@ -340,7 +340,10 @@ def _vanishing(run: WatchRun, s: Series, t: Thresholds) -> list[Finding]:
     if _loss_fell(steps, q):
         return []
     names = run.names()
-    groups = {module_of(names[i]) for i in s.members if i < len(names)}
+    # a module whose parameters are all frozen now got no gradient because of it (GS417)
+    groups = {
+        module_of(names[i]) for i in s.members if i < len(names) and run.params[i].requires_grad
+    }
     k = max(5, q // 5)
     early = [_group_norms(run, r, s.members) for r in steps[:k]]
     late = [_group_norms(run, r, s.members) for r in steps[-q:]]
@@ -397,6 +400,8 @@ class Blowup:
     """Median loss of the last steps, when there are enough after the top; else None."""
     end_from: int
     recovered: bool | None
+    strong: bool
+    """The loss rose blowup-loss-ratio× with the norm; else a milder rise that stuck."""
 
 
 def _window(n: int) -> int:
@@ -419,7 +424,7 @@ def _blowup(s: Series, t: Thresholds) -> Blowup | None:
     risen = [
         i
         for i, m in med3.items()
-        if m >= t.blowup_loss_ratio * base
+        if m >= min(t.blowup_loss_ratio, t.blowup_rise_ratio) * base
         and (math.log(m / base) if logged else m - base) > 3 * noise
     ]
     if not risen:
@@ -432,14 +437,21 @@ def _blowup(s: Series, t: Thresholds) -> Blowup | None:
         return None
     norm_base = min(statistics.median(first), statistics.median(finite_norms))
     norm_at = max(norms, key=lambda r: r.grad_norm)
-    if norm_base <= 0 or norm_at.grad_norm < t.blowup_norm_ratio * norm_base:
-        return None
     w = _window(len(losses))
     end, recovered = None, None
     if len(losses) - at - 1 >= w:
         end = statistics.median(losses[-w:])
         recovered = end <= base * (1 - t.blowup_recover_fall)
-    return Blowup(steps, base, at, med3[at], norm_base, norm_at, end, len(losses) - w, recovered)
+    strong = (
+        med3[at] >= t.blowup_loss_ratio * base
+        and norm_base > 0
+        and norm_at.grad_norm >= t.blowup_norm_ratio * norm_base
+    )
+    if not strong and recovered is not False:  # a milder rise counts only if it stuck
+        return None
+    return Blowup(
+        steps, base, at, med3[at], norm_base, norm_at, end, len(losses) - w, recovered, strong
+    )
 
 
 def _clip_note(steps: Sequence[StepRecord]) -> str:
@@ -465,7 +477,12 @@ def early_blowup(run: WatchRun, t: Thresholds) -> list[Finding]:
         top = b.steps[b.at]
         start = b.steps[0].step
         message = (
-            f"the loss blew up in the first steps: {fmt(b.peak)} around step {top.step} "
+            (
+                "the loss blew up in the first steps: "
+                if b.strong
+                else "in the first steps the loss rose above where it started: "
+            )
+            + f"{fmt(b.peak)} around step {top.step} "
             f"(median of 3 steps), {b.peak / b.base:.3g}× the {fmt(b.base)} it started at, "
             f"with the gradient norm at {fmt(b.norm_at.grad_norm)} at step "
             f"{b.norm_at.step} ({b.norm_at.grad_norm / b.norm_base:.3g}× its usual "
@@ -526,9 +543,12 @@ def no_progress(run: WatchRun, t: Thresholds) -> list[Finding]:
             continue
         w = _window(len(losses))
         first, last = statistics.median(losses[:w]), statistics.median(losses[-w:])
-        if first == 0 or (first - last) / abs(first) >= t.progress_min_fall:
+        if first == 0:
             continue
         change = (last - first) / abs(first)
+        if -change >= t.progress_min_fall:
+            out.extend(_stalled(s, steps, losses, first, last, t))
+            continue
         evidence = [
             f"median loss {fmt(first)} at steps {steps[0].step}-{steps[w - 1].step}, "
             f"{fmt(last)} at steps {steps[-w].step}-{steps[-1].step} ({change:+.1%})",
@@ -539,6 +559,11 @@ def no_progress(run: WatchRun, t: Thresholds) -> list[Finding]:
         ]
         clip = _clip_note(steps)
         advice = (
+            "clipping before unscale_ cuts every update to almost nothing (see "
+            "clip-before-unscale); "
+            if clip == "scaled"
+            else ""
+        ) + (
             "the model did not learn: a learning rate too high sits at chance level (lower "
             "it or lengthen warm-up), one too small never moves the loss (update/weight "
             "ratios far below 1e-3 say so); check that step() updates the model the loss "
@@ -562,6 +587,38 @@ def no_progress(run: WatchRun, t: Thresholds) -> list[Finding]:
             )
         )
     return out
+
+
+def _stalled(
+    s: Series,
+    steps: list[StepRecord],
+    losses: list[float],
+    first: float,
+    last: float,
+    t: Thresholds,
+) -> list[Finding]:
+    """Info: the loss fell a little, then stopped for the second half of the run (a high
+    learning rate held back by clipping stalls this way near its start). Only info: a
+    fine-tuning run or a hard task also falls little and flattens."""
+    fall = (first - last) / abs(first)
+    w = _window(len(losses))
+    mid = len(losses) // 2
+    middle = statistics.median(losses[max(0, mid - w // 2) : mid + (w + 1) // 2])
+    if fall >= t.progress_stall_fall or (middle - last) / abs(first) >= t.progress_min_fall:
+        return []
+    finding = RULES["GS415"].finding(
+        s.subject("loss"),
+        s.say(
+            f"the loss fell only {fall:.0%} (median {fmt(first)} over the first {w} steps, "
+            f"{fmt(last)} over the last {w}) and has not improved since about step "
+            f"{steps[mid].step} ({fmt(middle)} there)"
+        ),
+        "if this is a fresh model, it stalled near where it started: try a lower learning "
+        "rate or a longer warm-up; fine if it is a fine-tuning run that starts near its best",
+        value=-fall,
+        threshold=-t.progress_stall_fall,
+    )
+    return [replace(finding, severity=Severity.INFO)]
 
 
 # -- GS417 -----------------------------------------------------------------------------
