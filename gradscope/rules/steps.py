@@ -118,7 +118,7 @@ def _series_spikes(
         steps = [r for r in s.live() if finite(r.grad_norm)]
         values = [r.grad_norm for r in steps]
     found = spikes(values, t)
-    if found and found[0][0] < t.spike_min_history and _blowup(s, t) is not None:
+    if found and found[0][0] < t.spike_min_history and early_blowup_of(s, t) is not None:
         found = [f for f in found if f[0] >= t.spike_min_history]
     return steps, found
 
@@ -421,16 +421,22 @@ def _blowup(s: Series, t: Thresholds) -> Blowup | None:
     noise = robust_sigma([math.log(v) for v in losses] if logged else losses)
     limit = min(len(losses) - 1, int(t.blowup_window))
     med3 = {i: statistics.median(losses[i - 1 : i + 2]) for i in range(4, limit)}
+
+    def rise(m: float) -> float:  # in robust sigmas of the step-to-step noise
+        return (math.log(m / base) if logged else m - base) / noise if noise > 0 else math.inf
+
+    # beyond 3 sigmas with the norm's confirmation, 5 without it: the highest 3-step
+    # median of 100 noisy steps over a low first step reaches 3 sigmas by chance
     risen = [
-        i
-        for i, m in med3.items()
-        if m >= min(t.blowup_loss_ratio, t.blowup_rise_ratio) * base
-        and (math.log(m / base) if logged else m - base) > 3 * noise
+        i for i, m in med3.items() if m >= min(t.blowup_loss_ratio, t.blowup_rise_ratio) * base
     ]
+    risen = [i for i in risen if rise(med3[i]) > 3]
     if not risen:
         return None
     at = max(risen, key=lambda i: med3[i])
-    norms = [r for r in steps[: at + 2] if not math.isnan(r.grad_norm)]
+    # the norm during the rise, after the first 3 steps (a fresh model's larger first
+    # norms are its transient, not the blow-up)
+    norms = [r for r in steps[3 : at + 2] if not math.isnan(r.grad_norm)]
     finite_norms = [r.grad_norm for r in s.live() if finite(r.grad_norm)]
     first = [r.grad_norm for r in s.live()[:3] if finite(r.grad_norm)]
     if not norms or not first:
@@ -447,11 +453,16 @@ def _blowup(s: Series, t: Thresholds) -> Blowup | None:
         and norm_base > 0
         and norm_at.grad_norm >= t.blowup_norm_ratio * norm_base
     )
-    if not strong and recovered is not False:  # a milder rise counts only if it stuck
-        return None
+    if not strong and (recovered is not False or rise(med3[at]) <= 5):
+        return None  # a milder rise counts only if it stuck and is far beyond the noise
     return Blowup(
         steps, base, at, med3[at], norm_base, norm_at, end, len(losses) - w, recovered, strong
     )
+
+
+def early_blowup_of(s: Series, t: Thresholds) -> Blowup | None:
+    """GS414's verdict on one series: none for a series named as one of several."""
+    return None if s.name else _blowup(s, t)
 
 
 def _clip_note(steps: Sequence[StepRecord]) -> str:
@@ -469,6 +480,10 @@ def _lr(r: StepRecord) -> str:
 
 
 def early_blowup(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """Judged only with one optimizer, as GS415: a GAN's G loss rises early by design
+    (its D learns), with its norm."""
+    if several(run):
+        return []
     out = []
     for s in by_optimizer(run):
         b = _blowup(s, t)
@@ -539,10 +554,13 @@ def no_progress(run: WatchRun, t: Thresholds) -> list[Finding]:
     for s in by_optimizer(run):
         steps = [r for r in s.live() if finite(r.loss)]
         losses = [r.loss for r in steps if r.loss is not None]
-        if len(losses) < max(t.progress_min_steps, 10) or _blowup(s, t) is not None:
+        if len(losses) < max(t.progress_min_steps, 10) or early_blowup_of(s, t) is not None:
             continue
         w = _window(len(losses))
-        first, last = statistics.median(losses[:w]), statistics.median(losses[-w:])
+        # where it started: the higher of the first 5 and the first window's medians, so a
+        # loss that falls within the first window is not taken to start low
+        first = max(statistics.median(losses[:5]), statistics.median(losses[:w]))
+        last = statistics.median(losses[-w:])
         if first == 0:
             continue
         change = (last - first) / abs(first)
@@ -550,8 +568,9 @@ def no_progress(run: WatchRun, t: Thresholds) -> list[Finding]:
             out.extend(_stalled(s, steps, losses, first, last, t))
             continue
         evidence = [
-            f"median loss {fmt(first)} at steps {steps[0].step}-{steps[w - 1].step}, "
-            f"{fmt(last)} at steps {steps[-w].step}-{steps[-1].step} ({change:+.1%})",
+            f"median loss {fmt(first)} at the start (steps {steps[0].step}-{steps[4].step} "
+            f"or {steps[0].step}-{steps[w - 1].step}, the higher), {fmt(last)} at steps "
+            f"{steps[-w].step}-{steps[-1].step} ({change:+.1%})",
             f"learning rate {_lr(steps[0])} at step {steps[0].step}, {_lr(steps[-1])} at "
             f"step {steps[-1].step}",
             f"gradient norm {fmt(steps[0].grad_norm)} at step {steps[0].step}, "
@@ -578,7 +597,7 @@ def no_progress(run: WatchRun, t: Thresholds) -> list[Finding]:
                 s.subject("loss"),
                 s.say(
                     f"the loss ended no better than where it started: median {fmt(last)} over "
-                    f"the last {w} steps against {fmt(first)} over the first {w}"
+                    f"the last {w} steps against {fmt(first)} over its first steps"
                 ),
                 advice,
                 value=change,
@@ -606,10 +625,18 @@ def _stalled(
     middle = statistics.median(losses[max(0, mid - w // 2) : mid + (w + 1) // 2])
     if fall >= t.progress_stall_fall or (middle - last) / abs(first) >= t.progress_min_fall:
         return []
+    # "has not improved" only where the noise lets two window medians show a fall of
+    # progress-min-fall (standard error of a median: 1.25 sigma / sqrt(w))
+    logged = all(v > 0 for v in losses)
+    sigma = (
+        robust_sigma([math.log(v) for v in losses]) if logged else robust_sigma(losses) / abs(first)
+    )
+    if 1.25 * sigma * math.sqrt(2 / w) > t.progress_min_fall / 2:
+        return []
     finding = RULES["GS415"].finding(
         s.subject("loss"),
         s.say(
-            f"the loss fell only {fall:.0%} (median {fmt(first)} over the first {w} steps, "
+            f"the loss fell only {fall:.0%} (median {fmt(first)} over its first steps, "
             f"{fmt(last)} over the last {w}) and has not improved since about step "
             f"{steps[mid].step} ({fmt(middle)} there)"
         ),
