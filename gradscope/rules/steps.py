@@ -151,7 +151,10 @@ def loss_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
                 ),
                 "look at the batches of those steps; if the gradient norm spiked too, lower "
                 "the learning rate"
-                + (" or clip" if not _clip_note(s.steps) else " (clipping is already on)"),
+                + {
+                    "": " or clip",
+                    "scaled": " (and fix the clipping: see clip-before-unscale)",
+                }.get(_clip_note(s.steps), " (clipping is already on)"),
                 value=value,
                 threshold=med,
                 evidence=(f"spike steps: {step_list(where)}",),
@@ -291,7 +294,12 @@ def exploding_trend(run: WatchRun, t: Thresholds) -> list[Finding]:
             "lower the learning rate, clip the gradient norm, or add normalization; "
             "this trend ends in NaN"
         )
-        if clip and clip != "scaled":
+        if clip == "scaled":
+            advice = (
+                "clipping runs on scaled gradients (see clip-before-unscale): fix that first, "
+                "then lower the learning rate or add normalization if the norm still grows"
+            )
+        elif clip:
             advice = (
                 f"clipping (max_norm {clip}) is on and bounds the step, not the growth: lower "
                 "the learning rate or add normalization; this trend ends in NaN"

@@ -366,3 +366,20 @@ def test_a_gan_generator_loss_that_rises_early_is_not_a_blowup():
         )
     f = found(gan_run(recs))
     assert "GS414" not in f and "GS415" not in f
+
+
+def test_trend_and_loss_spike_advice_fit_a_script_that_clips():
+    recs = [
+        rec(s, 2.0, 1.0 if s <= 100 else 1.05 ** (s - 100), max_norm=1.0) for s in range(1, 201)
+    ]
+    (f,) = found(run_of(recs))["GS404"]
+    assert "clipping (max_norm 1) is on" in f.advice and "clip the gradient" not in f.advice
+    scaled = [
+        rec(r.step, r.loss, r.grad_norm, max_norm=1.0, scaled_clip=True, scale=8.0) for r in recs
+    ]
+    (f,) = found(run_of(scaled))["GS404"]
+    assert "clip-before-unscale" in f.advice
+    recs = [rec(s, 1.0 + 0.05 * math.sin(s), 1.0, max_norm=1.0) for s in range(1, 201)]
+    recs[149] = rec(150, 10.0, 1.0, max_norm=1.0)
+    (f,) = found(run_of(recs))["GS402"]
+    assert f.advice.endswith("(clipping is already on)")
