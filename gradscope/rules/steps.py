@@ -40,7 +40,7 @@ __all__ = ["CHECKS", "diagnose", "spike_steps", "spikes"]
 def inspect_command(run: WatchRun, step: int) -> str:
     """The command that stops the script at that step and explains its gradients."""
     label = run.label
-    script = label[len("script ") :] if label.startswith("script ") else "train.py"
+    script = label[len("script ") :] if label.startswith("script ") else "SCRIPT"
     return f"gradscope inspect --script {script} --step {step} -- ARGS"
 
 

@@ -332,7 +332,7 @@ def test_non_finite_says_which_and_where_to_look():
     recs[39] = rec(40, math.nan, math.nan, param_norms=(math.nan,))
     (f,) = found(run_of(recs, label="my run"))["GS401"]
     assert f.message.startswith("the loss became non-finite")
-    assert "gradscope inspect --script train.py --step 40" in f.advice
+    assert "gradscope inspect --script SCRIPT --step 40 -- ARGS" in f.advice  # not a script
 
 
 def test_a_loss_that_stalls_near_its_start_is_info():
