@@ -49,7 +49,12 @@ class Thresholds:
     spike_min_ratio: float = 2.0
     """...and at least this many times the rolling median is a spike."""
     spike_min_history: float = 32.0
-    """GS402/GS403: steps of baseline needed before a spike can be called."""
+    """GS402/GS403: steps of history before the rolling window takes over; before it the
+    first steps are judged against their own history with spike-early-ratio."""
+    spike_early_ratio: float = 5.0
+    """GS402/GS403: in the first spike-min-history steps a spike must also be this many
+    times the median of the steps before it (a few steps make a rough median, and a fresh
+    model's norm moves fast: 2× early is ordinary, 5× is not); 0 turns the early test off."""
     growth_window: float = 100.0
     """GS404 (watch): the last this many steps are tested for a steady rise of the norm."""
     growth_factor: float = 10.0
@@ -57,7 +62,15 @@ class Thresholds:
     vanish_time_factor: float = 1e-3
     """GS405 (watch): a layer's late gradient norm over its early one, below this."""
     clip_bind_fraction: float = 0.5
-    """GS406 (watch): clipping bound on more than this fraction of the steps."""
+    """GS406 (watch): clipping bound on more than this fraction of the steps..."""
+    clip_coef_warn: float = 0.5
+    """...and the mean clip coefficient (max_norm/norm, 1 where it did not bind) below this
+    is a warning: clipping halves the step or more, so it, not the learning rate, sets the
+    step size. Stock configs clip lightly by design (nanoGPT: 0.73-0.87, word_language_model
+    --clip 0.25: 0.88)."""
+    clip_coef_info: float = 0.8
+    """GS406: a mean clip coefficient from clip-coef-warn up to this is info (clipping trims
+    a good share of most steps); at or above it, clipping that binds often is silent."""
     warmup_steps: float = 20.0
     """Watch rules GS406, GS407, GS409, GS410 ignore the first this many steps."""
     amp_skip_rate: float = 0.05
@@ -70,6 +83,44 @@ class Thresholds:
     """GS410 (watch): a parameter's median update/weight norm ratio below this (0: no update)."""
     not_reset_fraction: float = 0.5
     """GS412 (watch): gradients carried into more than this fraction of the steps."""
+    blowup_window: float = 100.0
+    """GS414 (watch): an optimizer's first this many steps are where an early blow-up (the
+    warm-up's damage) is looked for; later ones are GS402/GS403's."""
+    blowup_loss_ratio: float = 1.5
+    """GS414: the loss, as a median of 3 consecutive steps (one noisy batch is not a
+    blow-up), rose this many times above the median of its first 3 steps. A fresh model's
+    loss is near chance and falls: 1.5× above it means the updates destroy (nanoGPT at
+    100× its lr: 4.2 → 6.9; a tiny transformer at lr 0.3: 4.3 → 19.3)..."""
+    blowup_norm_ratio: float = 5.0
+    """...and the gradient norm reached this many times its first steps' median (or its
+    median over the run, the lower) by the top of that rise: the loss is the main signal,
+    the norm confirms it was the updates (nanoGPT at 100× its lr: 106; train_gpt.py at lr
+    0.3: 10×); a loss without such a norm (a data shift) is not a blow-up."""
+    blowup_rise_ratio: float = 1.2
+    """GS414: a milder early rise of the loss (3-step median this many times where it
+    started, beyond 3 robust sigmas of its step-to-step noise), without the norm's
+    confirmation, is a blow-up only when the loss then never recovered (Adam at lr 0.3 on
+    a tiny transformer: 4.16 → 5.95, ended 12% below its start)."""
+    blowup_recover_fall: float = 0.25
+    """GS414: after the blow-up, a loss whose last steps' median is not this fraction below
+    where it started never recovered (error; else warning): nanoGPT at 100× its lr ended
+    ~19% below its start, a healthy run 30% or more, a tiny transformer at lr 0.3 ~11%."""
+    progress_min_fall: float = 0.05
+    """GS415: a loss whose median over its last steps (a fifth of the run, 5-50) is less than
+    this fraction below its median over its first steps ended no better than where it
+    started (medians: small-batch noise of 20-30% per step averages out)."""
+    progress_stall_fall: float = 0.25
+    """GS415 (info): a loss that fell less than this fraction and has not improved over the
+    second half of the run stalled near its start (a fresh model falls far more: the tiny
+    transformer of the examples 4.2 → 1.1, char-level nanoGPT 4.2 → 1.5; at 100× lr with
+    clipping it stalls 11% below its start)."""
+    progress_min_steps: float = 50.0
+    """GS415: steps an optimizer needs before its lack of progress is judged (a short run
+    may stop before the loss moves)."""
+    stop_min_steps: float = 20.0
+    """GS417 (watch): a parameter that had gradients and then got none (None or zero) for
+    at least this many of its optimizer's last steps, and 4× longer than any gap it had
+    while learning (an MoE expert skips steps), stopped learning."""
 
     @classmethod
     def keys(cls) -> list[str]:

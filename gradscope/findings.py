@@ -467,6 +467,20 @@ TABLE.update(
                 "optimizer.zero_grad() missing, so .grad accumulates across steps",
                 "call optimizer.zero_grad() once per optimizer step",
             ),
+            TableRow(
+                "progress",
+                "the loss blew up in the first steps, or ends no better than it started",
+                "learning rate too high for the start (too short a warm-up): the first updates "
+                "wreck the initialisation; or the updates do not reach the loss",
+                "lower the learning rate or lengthen warm-up; check that step() moves the "
+                "model the loss is computed on",
+            ),
+            TableRow(
+                "clip-scaled",
+                "gradient clipping under GradScaler has no sensible threshold",
+                "clip_grad_norm_ ran on gradients still multiplied by the loss scale",
+                "scaler.unscale_(optimizer) before clip_grad_norm_",
+            ),
         )
     }
 )
@@ -577,6 +591,41 @@ RULES.update(
             Severity.WARNING,
             "none-grad",
             "watch: a parameter that requires grad got no (or only zero) gradient all run",
+            "watch",
+        ),
+        Rule(
+            "GS414",
+            "early-blowup",
+            Severity.WARNING,
+            "progress",
+            "watch: in the first steps the loss rose far above where it started, with the "
+            "gradient norm; an error when the loss never came back below its start",
+            "watch",
+        ),
+        Rule(
+            "GS415",
+            "no-progress",
+            Severity.WARNING,
+            "progress",
+            "watch: the loss over the last steps is no better than over the first steps",
+            "watch",
+        ),
+        Rule(
+            "GS416",
+            "clip-before-unscale",
+            Severity.ERROR,
+            "clip-scaled",
+            "watch: gradients were clipped while still scaled by GradScaler (no unscale_ "
+            "first), so max_norm is compared with norms thousands of times too large",
+            "watch",
+        ),
+        Rule(
+            "GS417",
+            "stopped-learning",
+            Severity.WARNING,
+            "none-grad",
+            "watch: a parameter that had gradients got none (None or zero) from some step to "
+            "the end",
             "watch",
         ),
     )

@@ -1,16 +1,23 @@
-"""What the time-series rules share: formatting, step selection, the spike test. No torch."""
+"""What the time-series rules share: formatting, step selection, per-optimizer series, the
+spike test, the noise of a series. No torch."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from gradscope.config import Thresholds
-from gradscope.watcher.records import StepRecord, WatchRun
+from gradscope.watcher.records import MANUAL, StepRecord, WatchRun
 
 MAD_SIGMA = 1.4826
 """MAD × this estimates the standard deviation of normal data."""
+
+EARLY_MIN_HISTORY = 3
+"""Steps of history before the first steps' own spike test can call a spike: fewer give
+no median worth the name."""
 
 
 def finite(v: float | None) -> bool:
@@ -41,21 +48,85 @@ def after_warmup(run: WatchRun, t: Thresholds) -> list[StepRecord]:
     return [r for r in run.steps if r.step > t.warmup_steps]
 
 
+@dataclass(frozen=True)
+class Series:
+    """The steps of one optimizer (or of the manual updates), judged on their own: a GAN's
+    D and G steps interleave in `run.steps` but are two different series."""
+
+    index: int
+    steps: list[StepRecord]
+    members: tuple[int, ...]
+    """Positions in `run.params` of the parameters this optimizer steps."""
+    name: str
+    """"optimizer 1 (Adam)" when the run has several optimizers, else ""."""
+
+    def say(self, message: str) -> str:
+        """The message, prefixed with the optimizer's name when there are several."""
+        return f"{self.name}: {message}" if self.name else message
+
+    def subject(self, subject: str) -> str:
+        return f"{subject} ({self.name})" if self.name else subject
+
+    def live(self) -> list[StepRecord]:
+        return [r for r in self.steps if not r.skipped]
+
+    def manual(self, run: WatchRun) -> bool:
+        return self.index < len(run.optimizers) and run.optimizers[self.index] == MANUAL
+
+
+def optimizer_name(run: WatchRun, index: int) -> str:
+    kind = run.optimizers[index] if index < len(run.optimizers) else "?"
+    return f"optimizer {index} ({kind})"
+
+
+def several(run: WatchRun) -> bool:
+    return len({r.optimizer for r in run.steps} | set(range(len(run.optimizers)))) > 1
+
+
+def by_optimizer(run: WatchRun) -> Iterator[Series]:
+    """One series per optimizer that stepped, in index order; with a single optimizer the
+    one series is the whole run and carries no name."""
+    every = tuple(range(len(run.params)))
+    named = several(run)
+    for k in sorted({r.optimizer for r in run.steps}):
+        members = run.members[k] if k < len(run.members) and run.members[k] else every
+        yield Series(
+            k,
+            [r for r in run.steps if r.optimizer == k],
+            members,
+            optimizer_name(run, k) if named else "",
+        )
+
+
+def robust_sigma(values: Sequence[float]) -> float:
+    """The noise of a series from its step-to-step differences (MAD), so a falling trend
+    is not mistaken for noise; /√2 because a difference holds two draws."""
+    diffs = [b - a for a, b in itertools.pairwise(values)]
+    if not diffs:
+        return 0.0
+    return MAD_SIGMA * statistics.median(abs(d) for d in diffs) / math.sqrt(2)
+
+
 def spikes(values: Sequence[float], t: Thresholds) -> list[tuple[int, float, float]]:
-    """(index, value, rolling median) of each value far above its trailing window."""
+    """(index, value, baseline median) of each value far above its trailing window.
+
+    From `spike_min_history` on the window is the last `spike_window` values; before it,
+    the first steps are judged against their own history (all values before, at least
+    `EARLY_MIN_HISTORY` of them) with the stricter ratio `spike_early_ratio`, since a few
+    values give a rough median and a freshly initialised model moves fast."""
     logged = all(v > 0 for v in values)
     xs = [math.log(v) if logged else v for v in values]
     window, out = max(int(t.spike_window), 2), []
-    for i in range(int(t.spike_min_history), len(xs)):
+    history = int(t.spike_min_history)
+    start = min(EARLY_MIN_HISTORY, history) if t.spike_early_ratio > 0 else history
+    for i in range(max(start, 1), len(xs)):
+        early = i < history
         base = xs[max(0, i - window) : i]
         med = statistics.median(base)
         sigma = MAD_SIGMA * statistics.median(abs(x - med) for x in base)
         jump = xs[i] - med
-        ratio_ok = (
-            jump > math.log(t.spike_min_ratio)
-            if logged
-            else jump > (t.spike_min_ratio - 1) * abs(med)
-        )
+        ratio = max(t.spike_early_ratio, t.spike_min_ratio) if early else t.spike_min_ratio
+        ratio_ok = jump > math.log(ratio) if logged else jump > (ratio - 1) * abs(med)
         if jump > t.spike_sigma * sigma and ratio_ok:
             out.append((i, values[i], math.exp(med) if logged else med))
     return out

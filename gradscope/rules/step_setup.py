@@ -1,5 +1,6 @@
-"""Verdicts about how a run is set up (GS406-GS413): clipping, AMP, update/weight ratios,
-optimizer membership, gradients not reset, parameters never updated. No torch."""
+"""Verdicts about how a run is set up (GS406-GS413, GS416): clipping (and clipping before
+unscale_), AMP, update/weight ratios, optimizer membership, gradients not reset,
+parameters never updated. Each optimizer's steps are judged on their own. No torch."""
 
 from __future__ import annotations
 
@@ -10,70 +11,140 @@ from dataclasses import replace
 
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
-from gradscope.rules.step_common import after_warmup, fmt, live, step_list
+from gradscope.rules.step_common import after_warmup, by_optimizer, finite, fmt, live, step_list
 from gradscope.watcher.records import WatchRun
 
 
-# -- GS406 -----------------------------------------------------------------------------
+# -- GS406 / GS416 ---------------------------------------------------------------------
 def clipping_binds(run: WatchRun, t: Thresholds) -> list[Finding]:
-    steps = [r for r in after_warmup(run, t) if r.max_norm is not None and not r.skipped]
-    if len(steps) < 10:
-        return []
-    bound = [r for r in steps if r.clipped]
-    share = len(bound) / len(steps)
-    if share <= t.clip_bind_fraction:
-        return []
-    coef = statistics.fmean(
-        min(1.0, (r.max_norm or 0) / r.grad_norm) if r.grad_norm > 0 else 1.0 for r in steps
-    )
-    med = statistics.median(r.grad_norm for r in steps)
-    return [
-        RULES["GS406"].finding(
-            "total-grad-norm",
-            f"clipping bound on {len(bound)} of {len(steps)} steps after warm-up "
-            f"({share:.0%}); mean clip coefficient {coef:.3g}: clipping is acting as your "
-            "learning-rate limiter",
-            f"lower the learning rate (by about {coef:.2g}×) or raise max_norm above the "
-            f"typical norm ({fmt(med)})",
-            value=share,
-            threshold=t.clip_bind_fraction,
-            evidence=(
-                f"max_norm {fmt(steps[0].max_norm)}, median norm before clipping {fmt(med)}",
-                f"bound at steps {step_list([r.step for r in bound])}",
-            ),
+    """How much clipping binds, not only how often: stock configs trim ~12% of most steps
+    by design (info at most); a mean clip coefficient below clip-coef-warn is a warning.
+    Steps clipped on scaled gradients are GS416's (their coefficient means nothing)."""
+    out = []
+    for s in by_optimizer(run):
+        steps = [
+            r
+            for r in s.steps
+            if r.step > t.warmup_steps
+            and r.max_norm is not None
+            and not r.skipped
+            and not r.scaled_clip
+        ]
+        if len(steps) < 10:
+            continue
+        bound = [r for r in steps if r.clipped]
+        share = len(bound) / len(steps)
+        if share <= t.clip_bind_fraction:
+            continue
+        coef = statistics.fmean(
+            min(1.0, (r.max_norm or 0) / r.grad_norm) if r.grad_norm > 0 else 1.0 for r in steps
         )
-    ]
+        if coef >= t.clip_coef_info:
+            continue
+        med = statistics.median(r.grad_norm for r in steps)
+        head = (
+            f"clipping bound on {len(bound)} of {len(steps)} steps after warm-up ({share:.0%}); "
+            f"mean clip coefficient {coef:.3g}"
+        )
+        evidence = (
+            f"max_norm {fmt(steps[0].max_norm)}, median norm before clipping {fmt(med)}",
+            f"bound at steps {step_list([r.step for r in bound])}",
+        )
+        if coef < t.clip_coef_warn:
+            out.append(
+                RULES["GS406"].finding(
+                    s.subject("total-grad-norm"),
+                    s.say(head + ": clipping is acting as your learning-rate limiter"),
+                    f"lower the learning rate (by about {coef:.2g}×) or raise max_norm above "
+                    f"the typical norm ({fmt(med)})",
+                    value=coef,
+                    threshold=t.clip_coef_warn,
+                    evidence=evidence,
+                )
+            )
+            continue
+        finding = RULES["GS406"].finding(
+            s.subject("total-grad-norm"),
+            s.say(head + f": clipping trims about {1 - coef:.0%} off the typical step"),
+            "fine if meant (many stock configs clip this lightly); else raise max_norm "
+            f"towards the typical norm ({fmt(med)})",
+            value=coef,
+            threshold=t.clip_coef_info,
+            evidence=evidence,
+        )
+        out.append(replace(finding, severity=Severity.INFO))
+    return out
+
+
+def clip_before_unscale(run: WatchRun, t: Thresholds) -> list[Finding]:
+    out = []
+    for s in by_optimizer(run):
+        bad = [r for r in s.steps if r.scaled_clip]
+        if not bad:
+            continue
+        r = next((x for x in bad if finite(x.grad_norm) and x.max_norm is not None), bad[0])
+        scale = r.scale or 0.0
+        scaled = r.grad_norm * scale if scale else None
+        evidence = [
+            f"scaled clip at steps {step_list([x.step for x in bad])} "
+            f"({len(bad)} of {len(s.steps)})",
+            f"step {r.step}: loss scale {fmt(r.scale)}, unscaled norm {fmt(r.grad_norm)}"
+            + (f" (as clipped: {fmt(scaled)})" if scaled is not None else "")
+            + f" against max_norm {fmt(r.max_norm)}",
+        ]
+        out.append(
+            RULES["GS416"].finding(
+                s.subject("grad-scaler"),
+                s.say(
+                    f"clip_grad_norm_ ran on gradients still multiplied by GradScaler's scale "
+                    f"(no unscale_ first) at {len(bad)} step(s), from step {bad[0].step}: "
+                    f"max_norm {fmt(r.max_norm)} was compared with norms {fmt(r.scale)}× too "
+                    "large, so clipping cuts every update to a norm of about max_norm/scale "
+                    "instead of bounding it"
+                ),
+                "call scaler.unscale_(optimizer) after scaler.scale(loss).backward() and "
+                "before torch.nn.utils.clip_grad_norm_(...), then scaler.step(optimizer)",
+                value=float(len(bad)),
+                evidence=tuple(evidence),
+            )
+        )
+    return out
 
 
 # -- GS407 / GS408 ---------------------------------------------------------------------
 def amp_skips(run: WatchRun, t: Thresholds) -> list[Finding]:
-    steps = [r for r in after_warmup(run, t) if r.scale is not None]
-    if not steps:
-        return []
-    skipped = [r.step for r in steps if r.skipped]
-    streak = best = 0
-    for r in steps:
-        streak = streak + 1 if r.skipped else 0
-        best = max(best, streak)
-    rate = len(skipped) / len(steps)
-    if rate <= t.amp_skip_rate and best < t.amp_skip_streak:
-        return []
-    return [
-        RULES["GS407"].finding(
-            "grad-scaler",
-            f"GradScaler skipped {len(skipped)} of {len(steps)} steps after warm-up "
-            f"({rate:.0%}), up to {best} in a row",
-            "the gradients overflow fp16 (or are NaN) at most scales: use bf16, lower the "
-            "learning rate, or keep the unstable op in fp32",
-            value=rate,
-            threshold=t.amp_skip_rate,
-            evidence=(
-                f"skipped steps: {step_list(skipped)}",
-                f"loss scale {fmt(steps[0].scale)} at step {steps[0].step}, "
-                f"{fmt(steps[-1].scale)} at step {steps[-1].step}",
-            ),
+    out = []
+    for series in by_optimizer(run):
+        steps = [r for r in series.steps if r.step > t.warmup_steps and r.scale is not None]
+        if not steps:
+            continue
+        skipped = [r.step for r in steps if r.skipped]
+        streak = best = 0
+        for r in steps:
+            streak = streak + 1 if r.skipped else 0
+            best = max(best, streak)
+        rate = len(skipped) / len(steps)
+        if rate <= t.amp_skip_rate and best < t.amp_skip_streak:
+            continue
+        out.append(
+            RULES["GS407"].finding(
+                series.subject("grad-scaler"),
+                series.say(
+                    f"GradScaler skipped {len(skipped)} of {len(steps)} steps after warm-up "
+                    f"({rate:.0%}), up to {best} in a row"
+                ),
+                "the gradients overflow fp16 (or are NaN) at most scales: use bf16, lower the "
+                "learning rate, or keep the unstable op in fp32",
+                value=rate,
+                threshold=t.amp_skip_rate,
+                evidence=(
+                    f"skipped steps: {step_list(skipped)}",
+                    f"loss scale {fmt(steps[0].scale)} at step {steps[0].step}, "
+                    f"{fmt(steps[-1].scale)} at step {steps[-1].step}",
+                ),
+            )
         )
-    ]
+    return out
 
 
 def amp_scale(run: WatchRun, t: Thresholds) -> list[Finding]:
@@ -215,40 +286,48 @@ def never_updated(run: WatchRun, t: Thresholds) -> list[Finding]:
 
 # -- GS412 -----------------------------------------------------------------------------
 def grads_not_reset(run: WatchRun, t: Thresholds) -> list[Finding]:
-    steps = run.steps[1:]
-    if len(steps) < 4:
-        return []
-    carried = [r for r in steps if r.carried_norm is not None and r.carried_norm > 0]
-    share = len(carried) / len(steps)
-    if share <= t.not_reset_fraction:
-        return []
-    calls = statistics.median(r.backward_calls for r in steps)
-    how = (
-        "optimizer.zero_grad() is missing"
-        if calls <= 1
-        else f"with {calls:g} backward calls per step (accumulation) the gradients are still "
-        "not reset after the step"
-    )
-    example = carried[len(carried) // 2]
-    return [
-        RULES["GS412"].finding(
-            "gradients",
-            f"at {len(carried)} of {len(steps)} steps the previous step's gradients were "
-            f"still in .grad when backward ran: {how}",
-            "call optimizer.zero_grad() (or model.zero_grad()) once per optimizer step, "
-            "after step() or before the first backward",
-            value=share,
-            threshold=t.not_reset_fraction,
-            evidence=(
-                f"step {example.step}: carried-over norm {fmt(example.carried_norm)}, "
-                f"norm at the step {fmt(example.grad_norm)}",
-            ),
+    """Per optimizer: carried_norm > 0 means its own gradients were not reset since its
+    previous step (a GAN's D and G each zero their own)."""
+    out = []
+    for series in by_optimizer(run):
+        steps = series.steps[1:]
+        if len(steps) < 4:
+            continue
+        carried = [r for r in steps if r.carried_norm is not None and r.carried_norm > 0]
+        share = len(carried) / len(steps)
+        if share <= t.not_reset_fraction:
+            continue
+        calls = statistics.median(r.backward_calls for r in steps)
+        how = (
+            "optimizer.zero_grad() is missing"
+            if calls <= 1
+            else f"with {calls:g} backward calls per step (accumulation) the gradients are "
+            "still not reset after the step"
         )
-    ]
+        example = carried[len(carried) // 2]
+        out.append(
+            RULES["GS412"].finding(
+                series.subject("gradients"),
+                series.say(
+                    f"at {len(carried)} of {len(steps)} steps the previous step's gradients "
+                    f"were still in .grad when backward ran: {how}"
+                ),
+                "call optimizer.zero_grad() (or model.zero_grad()) once per optimizer step, "
+                "after step() or before the first backward",
+                value=share,
+                threshold=t.not_reset_fraction,
+                evidence=(
+                    f"step {example.step}: carried-over norm {fmt(example.carried_norm)}, "
+                    f"norm at the step {fmt(example.grad_norm)}",
+                ),
+            )
+        )
+    return out
 
 
 CHECKS: list[Callable[[WatchRun, Thresholds], list[Finding]]] = [
     clipping_binds,
+    clip_before_unscale,
     amp_skips,
     amp_scale,
     update_ratio,

@@ -54,11 +54,16 @@ def test_spike_fires_above_and_not_at_the_ratio_floor():
     assert [i for i, _, _ in rules.spikes(values, Thresholds())] == [80]
 
 
-def test_spike_needs_history():
+def test_first_steps_are_judged_against_their_own_history():
     values = calm(40)
-    values[10] = 50.0
+    values[10] = 50.0  # before spike-min-history: against the 10 steps before it
+    assert [i for i, _, _ in rules.spikes(values, Thresholds())] == [10]
+    assert rules.spikes(values, Thresholds(spike_early_ratio=0)) == []  # early test off
+    values[10] = 4.0  # 4×: a spike later on, not yet among the first steps (spike-early-ratio 5)
     assert rules.spikes(values, Thresholds()) == []
-    assert rules.spikes(values, Thresholds(spike_min_history=5)) != []
+    values[2] = 50.0  # fewer than 3 steps of history: no median worth the name
+    values[10] = 1.0
+    assert rules.spikes(values, Thresholds()) == []
 
 
 def test_clipping_binds_threshold():

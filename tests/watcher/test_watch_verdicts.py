@@ -50,14 +50,17 @@ def test_vanishing_over_time_names_the_dead_layer():
 
 def test_clipping_binds():
     (f,) = rules(watched("clip_tight.py"))["GS406"]
-    assert f.value == 1.0 and "learning-rate limiter" in f.message
+    # the value is the mean clip coefficient: max_norm 0.01 against norms ~0.4
+    assert f.value < 0.05 and "learning-rate limiter" in f.message
+    assert f.severity == Severity.WARNING and "bound on 80 of 80 steps" in f.message
 
 
 def test_amp_skips_at_the_injected_steps_only():
     report = watched("amp_skips.py")
     assert [r.step for r in report.run.steps if r.skipped] == list(range(60, 70))
     found = rules(report)
-    assert set(found) == {"GS407"}
+    # its targets are random noise, so the loss cannot fall: GS415 says so, truly
+    assert set(found) == {"GS407", "GS415"}
     assert "up to 10 in a row" in found["GS407"][0].message
 
 
