@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from gradscope.config import Thresholds
-from gradscope.rules.steps import spikes
+from gradscope.rules.steps import spike_steps
 from gradscope.watcher.report import WatchReport
 
 
@@ -24,7 +24,6 @@ def marks(report: WatchReport) -> list[Marks]:
     fired = {f.rule for f in report.findings}
     t = Thresholds(**{k.replace("-", "_"): v for k, v in report.thresholds.items()})
     steps = report.run.steps
-    live = [r for r in steps if not r.skipped]
     out = []
     if "GS401" in fired:
         bad = [
@@ -35,13 +34,9 @@ def marks(report: WatchReport) -> list[Marks]:
         ]
         out.append(Marks("GS401 non-finite", tuple(bad), "x"))
     if "GS403" in fired:
-        norm = [r for r in live if math.isfinite(r.grad_norm)]
-        found = spikes([r.grad_norm for r in norm], t)
-        out.append(Marks("GS403 norm spike", tuple(norm[i].step for i, _, _ in found), "^"))
+        out.append(Marks("GS403 norm spike", tuple(spike_steps(report.run, t, "norm")), "^"))
     if "GS402" in fired:
-        loss = [r for r in live if r.loss is not None and math.isfinite(r.loss)]
-        found = spikes([r.loss for r in loss if r.loss is not None], t)
-        out.append(Marks("GS402 loss spike", tuple(loss[i].step for i, _, _ in found), "v"))
+        out.append(Marks("GS402 loss spike", tuple(spike_steps(report.run, t, "loss")), "v"))
     if "GS406" in fired:
         out.append(Marks("GS406 clipped", tuple(r.step for r in steps if r.clipped), "|"))
     if fired & {"GS407", "GS408"}:
