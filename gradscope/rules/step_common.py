@@ -130,3 +130,10 @@ def spikes(values: Sequence[float], t: Thresholds) -> list[tuple[int, float, flo
         if jump > t.spike_sigma * sigma and ratio_ok:
             out.append((i, values[i], math.exp(med) if logged else med))
     return out
+
+
+def inspect_command(run: WatchRun, step: int) -> str:
+    """The command that stops the script at that step and explains its gradients."""
+    label = run.label
+    script = label[len("script ") :] if label.startswith("script ") else "SCRIPT"
+    return f"gradscope inspect --script {script} --step {step} -- ARGS"

@@ -11,7 +11,15 @@ from dataclasses import replace
 
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
-from gradscope.rules.step_common import after_warmup, by_optimizer, finite, fmt, live, step_list
+from gradscope.rules.step_common import (
+    after_warmup,
+    by_optimizer,
+    finite,
+    fmt,
+    inspect_command,
+    live,
+    step_list,
+)
 from gradscope.watcher.records import WatchRun
 
 
@@ -156,8 +164,8 @@ def amp_scale(run: WatchRun, t: Thresholds) -> list[Finding]:
             "grad-scaler",
             f"the loss scale fell below 1 at step {low[0].step} ({fmt(low[0].scale)}); "
             f"lowest {fmt(min(r.scale or 0 for r in low))}",
-            "the gradients are non-finite at every scale: find the NaN/Inf (GS401, "
-            "gradscope inspect --script) instead of letting the scaler shrink",
+            "the gradients are non-finite at every scale: find the NaN/Inf (GS401; "
+            f"`{inspect_command(run, low[0].step)}`) instead of letting the scaler shrink",
             value=min(r.scale or 0 for r in low),
             threshold=1.0,
             evidence=(f"{len(low)} steps with scale < 1: {step_list([r.step for r in low])}",),

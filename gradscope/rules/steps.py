@@ -25,6 +25,7 @@ from gradscope.rules.step_common import (
     by_optimizer,
     finite,
     fmt,
+    inspect_command,
     module_of,
     optimizer_name,
     robust_sigma,
@@ -35,13 +36,6 @@ from gradscope.rules.step_common import (
 from gradscope.watcher.records import StepRecord, WatchRun
 
 __all__ = ["CHECKS", "diagnose", "spike_steps", "spikes"]
-
-
-def inspect_command(run: WatchRun, step: int) -> str:
-    """The command that stops the script at that step and explains its gradients."""
-    label = run.label
-    script = label[len("script ") :] if label.startswith("script ") else "SCRIPT"
-    return f"gradscope inspect --script {script} --step {step} -- ARGS"
 
 
 # -- GS401 -----------------------------------------------------------------------------
@@ -703,7 +697,7 @@ def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
             else:
                 advice = (
                     f"find what changed at step {since}: a detach() or no_grad() around it, or "
-                    "a branch the loss stopped using (`gradscope inspect --script` shows "
+                    f"a branch the loss stopped using (`{inspect_command(run, since)}` shows "
                     "where the graph is cut)"
                 )
             out.append(
