@@ -201,7 +201,7 @@ def test_user_text_is_never_markup_and_control_characters_show():
     assert max(len(line) for line in text.splitlines()) <= 80
 
 
-def test_several_optimizers_are_reported_one_by_one():
+def _gan() -> WatchReport:
     params = tuple(
         ParamInfo(n, (3,), True, True, 0.1)
         for n in ("D.0.weight", "D.2.bias", "G.0.weight", "G.2.bias")
@@ -221,7 +221,11 @@ def test_several_optimizers_are_reported_one_by_one():
         optimizers=("Adam", "Adam", MANUAL),
         members=((0, 1), (2, 3), (0, 1, 2, 3)),
     )
-    report = _report(run)
+    return _report(run)
+
+
+def test_several_optimizers_are_reported_one_by_one():
+    report = _gan()
     text = render(report, View(width=80))
     assert "optimizer 0 (Adam, D): 20 steps · loss 0.7 → 0.7" in text
     assert "optimizer 1 (Adam, G): 20 steps · loss 3 → 3" in text
@@ -238,3 +242,13 @@ def test_several_optimizers_are_reported_one_by_one():
     ]
     assert per[1]["loss"] == {"first": 3.0, "last": 3.0, "min": 3.0, "max": 3.0}
     assert per[1]["grad_norm"]["last"] == 5.0
+
+
+def test_the_plot_draws_each_optimizers_loss_and_norm_apart():
+    pytest.importorskip("matplotlib")
+    from gradscope.report import watch_plot
+
+    svg = watch_plot.render(_gan(), "svg").decode()
+    for label in ("optimizer 0 (Adam, D)", "optimizer 1 (Adam, G)", "manual update"):
+        assert f"{label}: grad norm" in svg  # the norm panel's legend
+        assert svg.count(label) >= 2  # and the loss panel's
