@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gradscope.cli import common as clikit
-from gradscope.errors import ConfigError, ExitCode
+from gradscope.errors import ConfigError
 from gradscope.fmt import printable
 from gradscope.report.outputs import Format
 
@@ -188,9 +188,10 @@ def watch(
             from gradscope.distributed.launch import record_exit
 
             record_exit(code)
-        elif code == ExitCode.FINDINGS:  # rank 0 reports them; a failing rank would make
-            code = ExitCode.OK  # torchrun stop rank 0 before it has written the report
-        raise typer.Exit(code)
+        from gradscope.watcher.distributed_hooks import rank_exit_code
+
+        # under torchrun a failing rank makes torchrun stop rank 0 before its report
+        raise typer.Exit(rank_exit_code(code))
 
 
 def _write(report: WatchReport, fmt: Format, output: str | None, width: int | None) -> None:

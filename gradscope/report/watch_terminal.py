@@ -86,7 +86,9 @@ def _summary(report: WatchReport, console: Console) -> None:
                 style="bold yellow",
             )
         )
-    if len(run.optimizers) > 1:
+    if not report.judged:
+        console.print(plain(str(report.nothing_judged())))
+    elif len(run.optimizers) > 1:
         for entry in s["per_optimizer"]:
             console.print(
                 _loss_and_norm(plain(f"{entry['label']}: {_steps(entry['steps'])} · "), entry)
