@@ -234,7 +234,8 @@ def _status_line(report: WatchReport, main_rank: bool = True, debug: bool = Fals
             sys.stderr.write(printable(run.traceback))
         if report.judged:
             covers = "the report covers them" if main_rank else "rank 0 reports them"
-            clikit.error(f"{rank}{report.failure()} (after {steps} optimizer steps; {covers})")
+            done = f"{steps} optimizer step{'' if steps == 1 else 's'}"
+            clikit.error(f"{rank}{report.failure()} (after {done}; {covers})")
         else:
             hint = run.traceback and not debug
             clikit.error(
@@ -242,6 +243,6 @@ def _status_line(report: WatchReport, main_rank: bool = True, debug: bool = Fals
                 + ("; rerun with --debug for the traceback)" if hint else ")")
             )
     elif run.status == "interrupted":
-        clikit.error(f"{rank}interrupted after {steps} optimizer steps")
+        clikit.error(f"{rank}interrupted after {steps} optimizer step{'' if steps == 1 else 's'}")
     elif not report.judged and main_rank:
         clikit.error(f"{rank}{report.nothing_judged()}")
