@@ -367,7 +367,9 @@ def _merged(
 def _say_error(line: str) -> None:
     import sys
 
-    sys.stderr.write(f"gradscope: {line}\n")
+    from gradscope.fmt import printable
+
+    sys.stderr.write(f"gradscope: {printable(line)}\n")
 
 
 @contextlib.contextmanager
