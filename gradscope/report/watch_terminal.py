@@ -82,7 +82,7 @@ def _summary(report: WatchReport, console: Console) -> None:
         why = "crashed" if run.status == "crashed" else "was interrupted"
         console.print(
             Text(
-                f"partial report: it covers the {len(run.steps)} steps before the script {why}",
+                f"partial report: it covers the {_steps(len(run.steps))} before the script {why}",
                 style="bold yellow",
             )
         )
@@ -115,7 +115,7 @@ def _findings(report: WatchReport, console: Console) -> None:
     console.print()
     if not report.findings:
         if report.partial:
-            console.print(Text(f"no findings in the {len(report.run.steps)} steps recorded"))
+            console.print(Text(f"no findings in the {_steps(len(report.run.steps))} recorded"))
         else:
             console.print(Text("no findings", style="bold green"))
         return

@@ -175,9 +175,14 @@ class DistributedWatch:
         session = self.session
         if session is None:
             return report
+        store = session.rank.store if session.rank is not None else None
         if isinstance(self.error, RankTimeout) or self.timeout is not None:
             self.close()
-            raise RankTimedOut(str(self.error if self.timeout is None else self.timeout))
+            # a gathering failed: a rank that died (and said so) is the reason
+            died = _died_elsewhere(report, store, settings) if session.is_main else None
+            if died is None:
+                raise RankTimedOut(str(self.error if self.timeout is None else self.timeout))
+            return died
         if self._crashed():
             assert self.error is not None
             findings = session.explain(self.error)
@@ -203,7 +208,10 @@ class DistributedWatch:
         try:
             dist = session.finish()
         except RankTimeout as exc:
-            raise RankTimedOut(str(exc)) from None
+            died = _died_elsewhere(report, store, settings) if session.is_main else None
+            if died is None:
+                raise RankTimedOut(str(exc)) from None
+            return died
         finally:
             self.close()
         if dist is None:
@@ -276,11 +284,15 @@ class CrashMeeting:
     def collect(self, wait_s: float = PEER_WAIT_S) -> tuple[list[Any], tuple[str, ...]]:
         """Rank 0: the findings of the other ranks that died, each marked with its rank,
         and one note per such rank naming its error."""
+        found = self.records(wait_s)
+        return _from_records(found)
+
+    def records(self, wait_s: float = PEER_WAIT_S) -> dict[int, dict[str, Any]]:
         import json
         import time
 
         if self.store is None:
-            return [], ()
+            return {}
         keys = {r: f"gradscope/died/{r}" for r in range(self.world) if r != self.rank}
         deadline = time.monotonic() + wait_s
         found: dict[int, dict[str, Any]] = {}
@@ -291,10 +303,10 @@ class CrashMeeting:
                         found[r] = json.loads(self.store.get(key))
                         del keys[r]
                 except Exception:  # the store is gone: keep what arrived
-                    return _from_records(found)
+                    return found
             if keys:
                 time.sleep(0.05)
-        return _from_records(found)
+        return found
 
     def hands_over(self) -> bool:
         """A rank that died, not rank 0, whose record rank 0 can read and whose exit
@@ -326,6 +338,22 @@ class CrashMeeting:
             time.sleep(0.05)
 
 
+def _died_elsewhere(report: WatchReport, store: Any, settings: Settings) -> WatchReport | None:
+    """Rank 0's script ended, but another rank died: the run crashed there. Its report,
+    with that rank's error and findings; None when no rank said it died."""
+    global _meeting
+    meeting = CrashMeeting(store, launched_rank(), launched_world())
+    found = meeting.records()
+    if not found:
+        return None
+    first = min(found)
+    findings, notes = _from_records(found)
+    error = f"the script died on rank {first}: {found[first].get('failure')}"
+    run = replace(report.run, status="crashed", error=error, traceback=None)
+    _meeting = meeting
+    return _merged(replace(report, run=run, where=None), findings, notes, settings)
+
+
 def _from_records(found: dict[int, dict[str, Any]]) -> tuple[list[Any], tuple[str, ...]]:
     from gradscope.findings import RULES
     from gradscope.fmt import printable
@@ -334,7 +362,7 @@ def _from_records(found: dict[int, dict[str, Any]]) -> tuple[list[Any], tuple[st
     for r, record in sorted(found.items()):
         failure = printable(str(record.get("failure")))
         cut = failure if len(failure) <= 200 else failure[:199] + "…"
-        notes.append(f"rank {r} died too: {cut}")
+        notes.append(f"rank {r} died: {cut}")
         for d in record.get("findings", []):
             rule = RULES.get(d.get("rule", ""))
             if rule is None:

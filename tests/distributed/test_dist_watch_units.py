@@ -229,7 +229,7 @@ def test_a_dying_ranks_record_reaches_rank_0_marked_with_its_rank():
     assert findings[0].evidence == ("seen on rank 1", "its module ran on rank 0")
     assert findings[0].advice == "make every rank run the same modules"
     # rank 2 left nothing (alive, or gone without a word): rank 0 did not wait for ever
-    assert len(notes) == 1 and notes[0].startswith("rank 1 died too: t.py:3: the script")
+    assert len(notes) == 1 and notes[0].startswith("rank 1 died: t.py:3: the script")
     assert len(notes[0]) < 230 and notes[0].endswith("…")
     assert distributed_hooks.CrashMeeting(None, 0, 2).collect() == ([], ())
 
