@@ -7,9 +7,9 @@ global ones (one all-reduce per read-back, on every rank), and afterwards merges
 Session's cross-rank findings into the watch report. When the script dies it explains
 DDP's reduction error without any collective (the other ranks may be stuck), and the
 ranks meet in the group's key-value store instead: every rank that died leaves its error
-and findings there, rank 0 merges them into its report, and a dying rank waits (briefly)
-until rank 0 has written it, so torchrun does not stop rank 0 first. Only rank 0 writes
-files and stdout.
+and findings there and rank 0 merges them into its report. So that torchrun does not
+stop rank 0 before that report, a dying rank then exits 0 (gloo) or waits briefly for
+rank 0 (see `rank_exit_code`). Only rank 0 writes files and stdout.
 """
 
 from __future__ import annotations
@@ -186,9 +186,9 @@ class DistributedWatch:
         if self._crashed():
             assert self.error is not None
             findings = session.explain(self.error)
-            store = session.rank.store if session.rank is not None else None
             self.close()
-            peers = CrashMeeting(store, launched_rank(), launched_world())
+            backend = session.rank.backend if session.rank is not None else None
+            peers = CrashMeeting(store, launched_rank(), launched_world(), backend)
             peers.publish(report.failure() or "the script failed", findings)
             notes: tuple[str, ...] = ()
             if session.is_main:
@@ -262,8 +262,11 @@ class CrashMeeting:
     stuck or dead). Keys: gradscope/died/RANK (its error and findings as JSON) and
     gradscope/reported (rank 0 wrote the merged report)."""
 
-    def __init__(self, store: Any, rank: int, world: int) -> None:
+    def __init__(self, store: Any, rank: int, world: int, backend: str | None = None) -> None:
         self.store, self.rank, self.world = store, rank, world
+        self.backend = backend
+        """The process group's backend (read when the rank died: the script may have
+        destroyed its group since)."""
 
     def _set(self, key: str, value: str) -> bool:
         if self.store is None:
@@ -313,14 +316,7 @@ class CrashMeeting:
         wakes rank 0 (gloo closes its connections with the process): it may exit 0 and
         leave the run's exit code to rank 0, which reports its error and findings.
         Otherwise torchrun, seeing it fail, would stop rank 0 before its report."""
-        import torch.distributed as dist
-
-        if self.rank == 0 or self.store is None:
-            return False
-        try:
-            return dist.is_initialized() and dist.get_backend() == "gloo"
-        except Exception:
-            return False
+        return self.rank != 0 and self.store is not None and self.backend == "gloo"
 
     def report_written(self) -> None:
         import time

@@ -242,10 +242,14 @@ def test_exit_codes_of_the_ranks(monkeypatch):
     assert distributed_hooks.rank_exit_code(ExitCode.ERROR) == ExitCode.ERROR  # no record left
     store = _Store()
     store.set("gradscope/reported", "1")
-    meeting = distributed_hooks.CrashMeeting(store, 1, 2)
-    monkeypatch.setattr(meeting, "hands_over", lambda: True)
+    meeting = distributed_hooks.CrashMeeting(store, 1, 2, "gloo")
     monkeypatch.setattr(distributed_hooks, "_meeting", meeting)
     assert distributed_hooks.rank_exit_code(ExitCode.ERROR) == ExitCode.OK  # rank 0 reports it
+    # another backend: rank 0 may stay stuck in a collective, so the failure stays visible
+    monkeypatch.setattr(
+        distributed_hooks, "_meeting", distributed_hooks.CrashMeeting(store, 1, 2, "nccl")
+    )
+    assert distributed_hooks.rank_exit_code(ExitCode.ERROR) == ExitCode.ERROR
     monkeypatch.setenv("RANK", "0")
     meeting = distributed_hooks.CrashMeeting(store := _Store(), 0, 2)
     monkeypatch.setattr(distributed_hooks, "_meeting", meeting)
