@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gradscope.cli import common as clikit
-from gradscope.errors import ConfigError, ExitCode
+from gradscope.errors import ConfigError
+from gradscope.fmt import printable
 from gradscope.report.outputs import Format
 
 if TYPE_CHECKING:
@@ -171,22 +172,26 @@ def watch(
                 flush_every=flush_every,
                 hang_timeout=hang_timeout,
             )
-        if plot and main_rank:
+        shown = report.judged or bool(report.findings)
+        if plot and main_rank and report.judged:
             from gradscope.report import watch_plot
 
             assert plot_path is not None
             write_file(plot_path, watch_plot.render(report, plot_path.rpartition(".")[2].lower()))
-        if main_rank:  # under torchrun, rank 0 reports; the others print only errors
+        # under torchrun, rank 0 reports; the others print only errors. A run with nothing
+        # judged gets no empty terminal report, but CI formats still get their document
+        if main_rank and (shown or format is not Format.terminal):
             _write(report, format, output, width)
-        _status_line(report, main_rank)
+        _status_line(report, main_rank, debug)
         code = report.exit_code()
         if main_rank:
             from gradscope.distributed.launch import record_exit
 
             record_exit(code)
-        elif code == ExitCode.FINDINGS:  # rank 0 reports them; a failing rank would make
-            code = ExitCode.OK  # torchrun stop rank 0 before it has written the report
-        raise typer.Exit(code)
+        from gradscope.watcher.distributed_hooks import rank_exit_code
+
+        # under torchrun a failing rank makes torchrun stop rank 0 before its report
+        raise typer.Exit(rank_exit_code(code))
 
 
 def _write(report: WatchReport, fmt: Format, output: str | None, width: int | None) -> None:
@@ -215,11 +220,29 @@ def _write(report: WatchReport, fmt: Format, output: str | None, width: int | No
             emit(markdown.render(check), output)
 
 
-def _status_line(report: WatchReport, main_rank: bool = True) -> None:
+def _status_line(report: WatchReport, main_rank: bool = True, debug: bool = False) -> None:
+    """What ended the run, on stderr. A crash after steps were judged: the script's own
+    traceback (as `python SCRIPT` prints it) above the line naming file:line and the
+    error; a failure before the first step is one line (the traceback under --debug)."""
+    from gradscope.watcher.distributed_hooks import launched_rank, launched_world
+
     run = report.run
+    rank = f"rank {launched_rank()}: " if launched_world() > 1 else ""
+    steps = len(run.steps)
     if run.status == "crashed":
-        clikit.error(f"the script failed after {len(run.steps)} steps: {run.error}")
+        if run.traceback and (report.judged or debug):
+            sys.stderr.write(printable(run.traceback))
+        if report.judged:
+            covers = "the report covers them" if main_rank else "rank 0 reports them"
+            done = f"{steps} optimizer step{'' if steps == 1 else 's'}"
+            clikit.error(f"{rank}{report.failure()} (after {done}; {covers})")
+        else:
+            hint = run.traceback and not debug
+            clikit.error(
+                f"{rank}{report.failure()} (before any optimizer step"
+                + ("; rerun with --debug for the traceback)" if hint else ")")
+            )
     elif run.status == "interrupted":
-        clikit.error(f"interrupted after {len(run.steps)} steps")
-    elif run.status == "completed" and not run.steps and main_rank:
-        sys.stderr.write("gradscope: note: the script made no optimizer step\n")
+        clikit.error(f"{rank}interrupted after {steps} optimizer step{'' if steps == 1 else 's'}")
+    elif not report.judged and main_rank:
+        clikit.error(f"{rank}{report.nothing_judged()}")

@@ -11,6 +11,7 @@ import math
 from gradscope.errors import GradscopeError
 from gradscope.watcher.groups import binned_max, bins, group_norm, layer_groups
 from gradscope.watcher.marks import marks
+from gradscope.watcher.records import StepRecord
 from gradscope.watcher.report import WatchReport
 
 MARKER = {
@@ -45,9 +46,17 @@ def _figure(plt, report: WatchReport, columns: int):
     numbers = [r.step for r in steps]
     groups = layer_groups(report.run.names(), 24)
     cuts = bins(len(steps), columns)
+    owners = _owners(report)
     grid = []
     for members in groups.values():
-        row = binned_max([group_norm(r, members) for r in steps], columns)
+        # a layer's norm at the steps of the optimizers that update it (a GAN's D at D's)
+        # (held between them, so the row stays continuous)
+        mine = {o for i in members for o in owners.get(i, ())}
+        held: list[float | None] = []
+        for r in steps:
+            stepped = not mine or r.optimizer in mine
+            held.append(group_norm(r, members) if stepped else (held[-1] if held else None))
+        row = binned_max(held, columns)
         grid.append([math.log10(v) if v and math.isfinite(v) and v > 0 else math.nan for v in row])
     height = 2.2 + 0.28 * len(groups)
     fig, (ax_map, ax_loss, ax_norm) = plt.subplots(
@@ -73,18 +82,30 @@ def _figure(plt, report: WatchReport, columns: int):
     )
     # an inset colour bar takes no width, so the three panels share one step axis
     fig.colorbar(image, cax=ax_map.inset_axes((1.005, 0.0, 0.012, 1.0)), label="log10 ‖grad‖")
-    ax_loss.plot(
-        numbers,
-        [r.loss if r.loss is not None else math.nan for r in steps],
-        lw=0.8,
-        color="tab:blue",
-    )
+    several = len(report.run.optimizers) > 1
+    for i, own, color in _series(report):
+        label = report.optimizer_label(i) if several else None
+        ax_loss.plot(
+            [r.step for r in own],
+            [r.loss if r.loss is not None else math.nan for r in own],
+            lw=0.8,
+            color=color,
+            label=label,
+        )
+    if several:  # the losses of two optimizers are different quantities: say whose is whose
+        ax_loss.legend(loc="upper right", fontsize=7)
     ax_loss.set_ylabel("loss")
     if all(r.loss > 0 for r in steps if r.loss is not None and math.isfinite(r.loss)):
         ax_loss.set_yscale("log")
-    ax_norm.plot(
-        numbers, [r.grad_norm for r in steps], lw=0.8, color="tab:green", label="total grad norm"
-    )
+    for i, own, color in _series(report):
+        label = f"{report.optimizer_label(i)}: grad norm" if several else "total grad norm"
+        ax_norm.plot(
+            [r.step for r in own],
+            [r.grad_norm for r in own],
+            lw=0.8,
+            color="tab:green" if not several else color,
+            label=label,
+        )
     max_norm = next((r.max_norm for r in steps if r.max_norm is not None), None)
     if max_norm is not None:
         ax_norm.axhline(max_norm, color="orange", lw=0.8, ls="--", label="max_norm")
@@ -113,3 +134,24 @@ def _figure(plt, report: WatchReport, columns: int):
     ax_norm.legend(loc="upper right", fontsize=7, ncol=3)
     fig.tight_layout()
     return fig
+
+
+COLORS = ("tab:blue", "tab:red", "tab:purple", "tab:brown", "tab:olive", "tab:cyan")
+
+
+def _series(report: WatchReport) -> list[tuple[int, list[StepRecord], str]]:
+    """(optimizer index, its steps, colour) for each optimizer that stepped."""
+    out = []
+    for i in sorted({r.optimizer for r in report.run.steps}):
+        own = [r for r in report.run.steps if r.optimizer == i]
+        out.append((i, own, COLORS[i % len(COLORS)]))
+    return out
+
+
+def _owners(report: WatchReport) -> dict[int, set[int]]:
+    """Per parameter position, the optimizers that step it (empty: not known)."""
+    out: dict[int, set[int]] = {}
+    for o, members in enumerate(report.run.members):
+        for i in members:
+            out.setdefault(i, set()).add(o)
+    return out

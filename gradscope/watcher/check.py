@@ -11,17 +11,23 @@ from gradscope.watcher.report import WatchReport
 
 
 def result(report: WatchReport, duration_s: float | None = None) -> TargetResult:
-    """A crashed or interrupted script is an error (it could not run), not a finding."""
+    """A crashed or interrupted script, or a run in which no step was judged, is an error
+    (it could not run), not a finding and never a pass."""
+    run = report.run
     error = None
-    if report.run.status in ("crashed", "interrupted"):
-        error = f"{report.run.status} after {len(report.run.steps)} steps: {report.run.error or ''}"
+    if run.status == "crashed":
+        error = f"{report.failure()} (after {len(run.steps)} optimizer steps)"
+    elif run.status == "interrupted":
+        error = f"interrupted after {len(run.steps)} optimizer steps"
+    elif not report.judged:
+        error = report.nothing_judged()
     label = report.run.label.removeprefix("script ")
     return TargetResult(
         "watch",
         label,
         list(report.findings),
         document=report.to_dict(),
-        error=error.rstrip(": ") if error else None,
+        error=error,
         duration_s=report.run.duration_s if duration_s is None else duration_s,
         file=label if label.endswith(".py") else None,
     )

@@ -5,8 +5,11 @@ launched several processes (WORLD_SIZE > 1; in any other run it installs nothing
 the Recorder a finaliser that turns FSDP2 shard norms (gradients, updates, weights) into
 global ones (one all-reduce per read-back, on every rank), and afterwards merges the
 Session's cross-rank findings into the watch report. When the script dies it explains
-DDP's reduction error without any collective (the other ranks may be stuck). Only
-rank 0 writes files and stdout.
+DDP's reduction error without any collective (the other ranks may be stuck), and the
+ranks meet in the group's key-value store instead: every rank that died leaves its error
+and findings there and rank 0 merges them into its report. So that torchrun does not
+stop rank 0 before that report, a dying rank then exits 0 (gloo) or waits briefly for
+rank 0 (see `rank_exit_code`). Only rank 0 writes files and stdout.
 """
 
 from __future__ import annotations
@@ -172,22 +175,43 @@ class DistributedWatch:
         session = self.session
         if session is None:
             return report
+        store = session.rank.store if session.rank is not None else None
         if isinstance(self.error, RankTimeout) or self.timeout is not None:
             self.close()
-            raise RankTimedOut(str(self.error if self.timeout is None else self.timeout))
+            # a gathering failed: a rank that died (and said so) is the reason
+            died = _died_elsewhere(report, store, settings) if session.is_main else None
+            if died is None:
+                raise RankTimedOut(str(self.error if self.timeout is None else self.timeout))
+            return died
         if self._crashed():
             assert self.error is not None
             findings = session.explain(self.error)
             self.close()
-            if findings and not session.is_main:
-                # rank 0 may be stuck in a collective: this rank's explanation is the error
+            backend = session.rank.backend if session.rank is not None else None
+            peers = CrashMeeting(store, launched_rank(), launched_world(), backend)
+            peers.publish(report.failure() or "the script failed", findings)
+            notes: tuple[str, ...] = ()
+            if session.is_main:
+                extra, notes = peers.collect()
+                findings = findings + [
+                    f
+                    for f in extra
+                    if (f.rule, f.subject) not in {(g.rule, g.subject) for g in findings}
+                ]
+            else:
+                # rank 0 may never write a report: this rank's explanation is on stderr too
                 for f in findings:
                     _say_error(f"rank {launched_rank()}: {f.rule} {f.subject}: {f.message}")
-            return _merged(report, findings, (), settings)
+            global _meeting
+            _meeting = peers
+            return _merged(report, findings, notes, settings)
         try:
             dist = session.finish()
         except RankTimeout as exc:
-            raise RankTimedOut(str(exc)) from None
+            died = _died_elsewhere(report, store, settings) if session.is_main else None
+            if died is None:
+                raise RankTimedOut(str(exc)) from None
+            return died
         finally:
             self.close()
         if dist is None:
@@ -199,6 +223,158 @@ class DistributedWatch:
         summary.append("per step: loss of rank 0's own batch, norms of the synced gradients")
         merged = _merged(report, dist.findings, tuple(summary), settings)
         return replace(merged, distributed=dist.summary())
+
+
+_meeting: CrashMeeting | None = None
+
+PEER_WAIT_S = 5.0
+"""How long rank 0 waits for the other ranks' crash records."""
+REPORT_WAIT_S = 10.0
+"""How long a dying rank waits for rank 0 to have written the merged report."""
+
+
+def rank_exit_code(code: int) -> int:
+    """The exit code of this process at the end of `gradscope watch`. Rank 0's is the
+    run's (it reports every rank's findings and errors). Another rank exits 0 where a
+    failure would only make torchrun stop rank 0 before its report: findings (rank 0
+    reports them) and, in a gloo group, its own crash (rank 0 merges it, see
+    CrashMeeting). Where it keeps a failing code, it first waits (at most REPORT_WAIT_S)
+    for rank 0 to say its report is written."""
+    from gradscope.errors import ExitCode
+
+    global _meeting
+    meeting, _meeting = _meeting, None
+    if is_main_process():
+        if meeting is not None:
+            meeting.report_written()
+        return code
+    if code == ExitCode.FINDINGS:
+        return ExitCode.OK
+    if meeting is not None and code == ExitCode.ERROR:
+        if meeting.hands_over():
+            return ExitCode.OK
+        meeting.report_written()
+    return code
+
+
+class CrashMeeting:
+    """Ranks that died meet in the process group's store (no collective: peers may be
+    stuck or dead). Keys: gradscope/died/RANK (its error and findings as JSON) and
+    gradscope/reported (rank 0 wrote the merged report)."""
+
+    def __init__(self, store: Any, rank: int, world: int, backend: str | None = None) -> None:
+        self.store, self.rank, self.world = store, rank, world
+        self.backend = backend
+        """The process group's backend (read when the rank died: the script may have
+        destroyed its group since)."""
+
+    def _set(self, key: str, value: str) -> bool:
+        if self.store is None:
+            return False
+        try:
+            self.store.set(key, value)
+            return True
+        except Exception:  # the store went with the agent: nothing to meet in
+            self.store = None
+            return False
+
+    def publish(self, failure: str, findings: list[Any]) -> None:
+        import json
+
+        record = {"failure": failure, "findings": [f.to_dict() for f in findings]}
+        self._set(f"gradscope/died/{self.rank}", json.dumps(record))
+
+    def collect(self, wait_s: float = PEER_WAIT_S) -> tuple[list[Any], tuple[str, ...]]:
+        """Rank 0: the findings of the other ranks that died, each marked with its rank,
+        and one note per such rank naming its error."""
+        found = self.records(wait_s)
+        return _from_records(found)
+
+    def records(self, wait_s: float = PEER_WAIT_S) -> dict[int, dict[str, Any]]:
+        import json
+        import time
+
+        if self.store is None:
+            return {}
+        keys = {r: f"gradscope/died/{r}" for r in range(self.world) if r != self.rank}
+        deadline = time.monotonic() + wait_s
+        found: dict[int, dict[str, Any]] = {}
+        while keys and time.monotonic() < deadline:
+            for r, key in list(keys.items()):
+                try:
+                    if self.store.check([key]):
+                        found[r] = json.loads(self.store.get(key))
+                        del keys[r]
+                except Exception:  # the store is gone: keep what arrived
+                    return found
+            if keys:
+                time.sleep(0.05)
+        return found
+
+    def hands_over(self) -> bool:
+        """A rank that died, not rank 0, whose record rank 0 can read and whose exit
+        wakes rank 0 (gloo closes its connections with the process): it may exit 0 and
+        leave the run's exit code to rank 0, which reports its error and findings.
+        Otherwise torchrun, seeing it fail, would stop rank 0 before its report."""
+        return self.rank != 0 and self.store is not None and self.backend == "gloo"
+
+    def report_written(self) -> None:
+        import time
+
+        if self.rank == 0:
+            self._set("gradscope/reported", "1")
+            return
+        deadline = time.monotonic() + REPORT_WAIT_S
+        while self.store is not None and time.monotonic() < deadline:
+            try:
+                if self.store.check(["gradscope/reported"]):
+                    return
+            except Exception:  # the store is gone: rank 0's side has ended
+                return
+            time.sleep(0.05)
+
+
+def _died_elsewhere(report: WatchReport, store: Any, settings: Settings) -> WatchReport | None:
+    """Rank 0's script ended, but another rank died: the run crashed there. Its report,
+    with that rank's error and findings; None when no rank said it died."""
+    global _meeting
+    meeting = CrashMeeting(store, launched_rank(), launched_world())
+    found = meeting.records()
+    if not found:
+        return None
+    first = min(found)
+    findings, notes = _from_records(found)
+    error = f"the script died on rank {first}: {found[first].get('failure')}"
+    run = replace(report.run, status="crashed", error=error, traceback=None)
+    _meeting = meeting
+    return _merged(replace(report, run=run, where=None), findings, notes, settings)
+
+
+def _from_records(found: dict[int, dict[str, Any]]) -> tuple[list[Any], tuple[str, ...]]:
+    from gradscope.findings import RULES
+    from gradscope.fmt import printable
+
+    findings, notes = [], []
+    for r, record in sorted(found.items()):
+        failure = printable(str(record.get("failure")))
+        cut = failure if len(failure) <= 200 else failure[:199] + "…"
+        notes.append(f"rank {r} died: {cut}")
+        for d in record.get("findings", []):
+            rule = RULES.get(d.get("rule", ""))
+            if rule is None:
+                continue
+            evidence = (f"seen on rank {r}", *d.get("evidence", ()))
+            findings.append(
+                rule.finding(
+                    d["subject"],
+                    d["message"].replace("on this rank", f"on rank {r}"),
+                    d["advice"],
+                    d.get("value"),
+                    d.get("threshold"),
+                    tuple(evidence),
+                )
+            )
+    return findings, tuple(notes)
 
 
 def _merged(
@@ -215,7 +391,9 @@ def _merged(
 def _say_error(line: str) -> None:
     import sys
 
-    sys.stderr.write(f"gradscope: {line}\n")
+    from gradscope.fmt import printable
+
+    sys.stderr.write(f"gradscope: {printable(line)}\n")
 
 
 @contextlib.contextmanager

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from gradscope.config import Settings
 from gradscope.errors import ExitCode
 from gradscope.findings import Finding, Severity, apply_settings
-from gradscope.watcher.records import WatchRun
+from gradscope.watcher.records import MANUAL, WatchRun
 
 WATCH_SCHEMA_VERSION = 1
 """Version of the `gradscope watch --format json` document (docs/json-schema.md)."""
@@ -24,6 +25,8 @@ class WatchReport:
     torch_version: str = field(default="")
     distributed: dict[str, Any] | None = None
     """Under torchrun: the ranks' merged numbers (DistReport.summary()); None otherwise."""
+    where: str | None = None
+    """When the script failed: file:line of its own code that raised (or called sys.exit)."""
 
     @classmethod
     def build(cls, run: WatchRun, settings: Settings) -> WatchReport:
@@ -39,13 +42,84 @@ class WatchReport:
         level = self.fail_on if fail_on is None else fail_on
         return level is not None and any(f.severity >= level for f in self.findings)
 
+    @property
+    def judged(self) -> bool:
+        """At least one optimizer step (or update by hand) was recorded and judged."""
+        return bool(self.run.steps)
+
+    @property
+    def partial(self) -> bool:
+        """Steps were judged, but the script did not run to its end (crash or Ctrl-C)."""
+        return self.judged and self.run.status in ("crashed", "interrupted")
+
+    def failure(self) -> str | None:
+        """The script's failure in one line, "train.py:12: the script raised ValueError: …";
+        None when it did not crash."""
+        run = self.run
+        if run.status != "crashed":
+            return None
+        error = run.error or "the script failed"
+        if not error.startswith("the script "):
+            # a SyntaxError's text ends with its place, which `where` already says
+            error = "the script raised " + re.sub(r" \([^()]*, line \d+\)$", "", error)
+        return f"{self.where}: {error}" if self.where else error
+
+    def nothing_judged(self) -> str | None:
+        """Why no step could be judged, in one sentence; None when steps were judged."""
+        if self.judged:
+            return None
+        calls = self.run.backward_calls
+        if calls:
+            return (
+                f"nothing was judged: {calls} backward call{'s' if calls != 1 else ''} "
+                "but no optimizer step or parameter update was seen"
+            )
+        return "nothing was judged: the script ran no backward() and no optimizer step"
+
     def exit_code(self) -> ExitCode:
-        """130 interrupted, 2 the script crashed, else 1 on findings at --fail-on, 0."""
+        """130 interrupted, 2 the script crashed or nothing was judged, else 1 on findings
+        at --fail-on, 0."""
         if self.run.status == "interrupted":
             return ExitCode.INTERRUPTED
-        if self.run.status == "crashed":
+        if self.run.status == "crashed" or not self.judged:
             return ExitCode.ERROR
         return ExitCode.FINDINGS if self.failed() else ExitCode.OK
+
+    def optimizer_label(self, index: int) -> str:
+        """ "optimizer 0 (Adam, D)": its index, class and the module its parameters share;
+        "manual update" for updates made by hand."""
+        names = self.run.optimizers
+        kind = names[index] if index < len(names) else "?"
+        if kind == MANUAL:
+            return MANUAL
+        owner = _common_prefix(
+            [self.run.params[i].name for i in self._members(index) if i < len(self.run.params)]
+        )
+        return f"optimizer {index} ({kind}{', ' + owner if owner else ''})"
+
+    def _members(self, index: int) -> tuple[int, ...]:
+        members = self.run.members
+        return members[index] if index < len(members) else ()
+
+    def per_optimizer(self) -> list[dict[str, Any]]:
+        """One entry per optimizer (by index): its steps, loss and gradient norm. The
+        losses of two optimizers (a GAN's D and G) are different quantities."""
+        out = []
+        for i, kind in enumerate(self.run.optimizers):
+            own = [r for r in self.run.steps if r.optimizer == i]
+            out.append(
+                {
+                    "index": i,
+                    "optimizer": kind,
+                    "label": self.optimizer_label(i),
+                    "manual": kind == MANUAL,
+                    "steps": len(own),
+                    "parameters": len(self._members(i)),
+                    "loss": _series_range([r.loss for r in own]),
+                    "grad_norm": _series_range([r.grad_norm for r in own]),
+                }
+            )
+        return out
 
     def summary(self) -> dict[str, Any]:
         steps = self.run.steps
@@ -53,9 +127,14 @@ class WatchReport:
         norms = [r.grad_norm for r in steps if math.isfinite(r.grad_norm)]
         counts = {str(s): sum(f.severity == s for f in self.findings) for s in Severity}
         worst = max((f.severity for f in self.findings), default=None)
+        verdict = str(worst) if worst else "ok"
         return {
             "status": self.run.status,
             "error": self.run.error,
+            "where": self.where,
+            "traceback": self.run.traceback,
+            "judged": self.judged,
+            "partial": self.partial,
             "steps": len(steps),
             "skipped_steps": sum(r.skipped for r in steps),
             "clipped_steps": sum(r.clipped for r in steps),
@@ -68,8 +147,11 @@ class WatchReport:
             "grad_norm": _range(
                 norms, steps[0].grad_norm if steps else None, steps[-1].grad_norm if steps else None
             ),
+            "per_optimizer": self.per_optimizer(),
+            "backward_calls": self.run.backward_calls,
             "update_every": self.run.update_every,
-            "verdict": str(worst) if worst else "ok",
+            "verdict": verdict if self.judged or worst else "not judged",
+            "nothing_judged": self.nothing_judged(),
             "counts": counts,
             "notes": list(self.run.notes),
         }
@@ -97,6 +179,24 @@ class WatchReport:
             "steps": [r.to_dict() for r in self.run.steps],
             **({"distributed": self.distributed} if self.distributed is not None else {}),
         }
+
+
+def _series_range(series: list[float | None]) -> dict[str, Any]:
+    finite = [v for v in series if v is not None and math.isfinite(v)]
+    return _range(finite, series[0] if series else None, series[-1] if series else None)
+
+
+def _common_prefix(names: list[str]) -> str:
+    """The module path every name lies under ("D" for D.0.weight, D.2.bias); "" if none."""
+    if not names:
+        return ""
+    parts = [n.split(".")[:-1] for n in names]
+    common: list[str] = []
+    for level in zip(*parts, strict=False):
+        if any(p != level[0] for p in level):
+            break
+        common.append(level[0])
+    return ".".join(common)
 
 
 def _range(values: list[float], first: float | None, last: float | None) -> dict[str, Any]:

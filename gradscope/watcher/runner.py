@@ -3,7 +3,9 @@
 `__main__`, its folder first on sys.path, sys.argv set; its prints go to stderr
 when the report takes stdout. The script ending in any way (done, --steps
 reached, an exception, sys.exit, Ctrl-C) still yields the report of the steps
-recorded so far; the status says which.
+recorded so far; the status says which. When the script failed, the report's `where`
+is the file:line of the script that raised and the run's `traceback` the one Python
+would print for `python train.py` (no runpy or gradscope frames).
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ import contextlib
 import os
 import runpy
 import sys
+import traceback
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
-from gradscope.errors import TargetError
+from gradscope.errors import TargetError, is_own_file, user_frame
 from gradscope.watcher.report import WatchReport
 from gradscope.watcher.session import Watcher
 
@@ -49,15 +53,53 @@ def run_script(
     hang_timeout = options.pop("hang_timeout", None)
     hooks = DistributedWatch()
     watcher = Watcher(label=options.pop("label", f"script {path}"), **options)
+    failure: BaseException | None = None
     with _as_main(path, list(argv or []), quiet_stdout):
         try:
             with watcher:
                 hooks.bind(watcher)
                 with hooks.guard(), watching(hooks.session, hang_timeout):
                     runpy.run_path(path, run_name="__main__")
-        except BaseException:  # recorded as the run's status by the Watcher
+        except BaseException as exc:  # recorded as the run's status by the Watcher
             if watcher.report is None:
                 hooks.close()
                 raise
-    assert watcher.report is not None
-    return hooks.conclude(watcher.report, watcher.settings)
+            failure = exc
+    report = watcher.report
+    assert report is not None
+    if report.run.status == "crashed" and failure is not None:
+        # sys.exit prints no traceback in Python either
+        trace = None if isinstance(failure, SystemExit) else script_traceback(failure)
+        where = user_frame(failure)
+        report = replace(
+            report,
+            run=replace(report.run, traceback=trace),
+            where=f"{where[0]}:{where[1]}" if where else None,
+        )
+    return hooks.conclude(report, watcher.settings)
+
+
+def script_traceback(exc: BaseException) -> str:
+    """The traceback `python train.py` would print: chained exceptions included, the
+    frames of runpy and of gradscope itself left out."""
+    shown = traceback.TracebackException.from_exception(exc)
+    seen: set[int] = set()
+    todo = [shown]
+    while todo:
+        te = todo.pop()
+        if id(te) in seen:
+            continue
+        seen.add(id(te))
+        te.stack = traceback.StackSummary.from_list(
+            [f for f in te.stack if not _hidden(f.filename)]
+        )
+        todo += [t for t in (te.__cause__, te.__context__) if t is not None]
+    return "".join(shown.format())
+
+
+def _hidden(filename: str) -> bool:
+    return (
+        is_own_file(filename)
+        or filename == "<frozen runpy>"
+        or filename.endswith(os.sep + "runpy.py")
+    )

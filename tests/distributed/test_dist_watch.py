@@ -18,9 +18,8 @@ import torchrun_launch
 pytestmark = pytest.mark.slow
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DDP = os.path.join(ROOT, "gradscope", "examples", "ddp_train.py")
-FSDP = os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "scripts", "fsdp_reference_train.py"
-)
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
+FSDP = os.path.join(SCRIPTS, "fsdp_reference_train.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 
 
@@ -162,13 +161,70 @@ def test_find_unused_run_names_unused_rank_dependent_and_skipped(tmp_path):
 def test_ddp_reduction_error_is_named_and_explained(tmp_path, bugs, expected):
     proc, doc = watch_json(tmp_path, DDP, "--bug", bugs)
     assert proc.returncode != 0
-    if doc is None:  # torchrun stopped rank 0 first: rank 1's explanation is on stderr
-        for subject, words in expected.items():
-            assert f"GS504 {subject}" in proc.stderr and words in proc.stderr
-        return
+    assert doc is not None, proc.stderr[-3000:]  # torchrun never stops rank 0 first
     assert doc["summary"]["status"] == "crashed"
     found = by_rule(doc, "GS504")
     for subject, words in expected.items():
         assert subject in found and words in found[subject]["message"], found.keys()
     # one name per parameter: watch's own rules do not add DDP's `module.` prefix
     assert not any(f["subject"].startswith("module.") for f in doc["findings"])
+
+
+def line_of(path, text):
+    """The 1-based number of the line of `path` that holds `text`."""
+    with open(path) as f:
+        return next(i for i, line in enumerate(f, 1) if text in line)
+
+
+def crash_json(tmp_path, *args):
+    out = tmp_path / "report.json"
+    script = os.path.join(SCRIPTS, "crash_rank_branch.py")
+    proc = run(
+        [
+            *(sys.executable, "-m", "gradscope", "watch", script, "--nproc-per-node", "2"),
+            *("-f", "json", "-o", str(out), "--", *args),
+        ]
+    )
+    return proc, (json.loads(out.read_text()) if out.exists() else None)
+
+
+def test_a_rank_that_dies_alone_has_its_findings_in_rank_0s_report(tmp_path):
+    """Only rank 0 runs cls_head: rank 1's DDP raises the reduction error, rank 0 waits in
+    an all-reduce until rank 1 is gone and has nothing to explain itself. One report."""
+    proc, doc = crash_json(tmp_path)
+    assert proc.returncode == 2, proc.stderr[-3000:]  # rank 0's code: its script crashed
+    assert doc is not None, proc.stderr[-3000:]
+    summary = doc["summary"]
+    assert summary["status"] == "crashed" and summary["verdict"] == "error"
+    assert "Connection closed by peer" in summary["error"]  # rank 0's own view
+    found = by_rule(doc, "GS504")
+    assert set(found) == {"cls_head.weight", "cls_head.bias"}
+    for f in found.values():
+        assert f["message"].startswith("no gradient on rank 1, used on others")
+        assert f["evidence"][:2] == ["seen on rank 1", "its module ran on rank 0"]
+    died = [n for n in summary["notes"] if n.startswith("rank 1 died: ")]
+    forward = line_of(os.path.join(SCRIPTS, "crash_rank_branch.py"), "loss = model(")
+    assert len(died) == 1
+    assert f"crash_rank_branch.py:{forward}: the script raised RuntimeError: " in died[0]
+    assert "Expected to have finished reduction" in died[0]
+    # stderr: each rank names its own error, with file:line
+    assert "gradscope: error: rank 1: " in proc.stderr
+    assert "gradscope: error: rank 0: " in proc.stderr
+
+
+def test_a_rank_that_dies_after_rank_0s_last_step_makes_the_run_crashed(tmp_path):
+    """Rank 0's script ends normally, rank 1's raises: not a clean run, and no time-out."""
+    proc, doc = crash_json(tmp_path, "late")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert doc is not None, proc.stderr[-3000:]
+    summary = doc["summary"]
+    assert summary["status"] == "crashed" and summary["steps"] == 4
+    assert summary["error"].startswith("the script died on rank 1: ")
+    line = line_of(os.path.join(SCRIPTS, "crash_rank_branch.py"), "raise ValueError")
+    assert summary["error"].endswith(
+        f"crash_rank_branch.py:{line}: the script raised ValueError: rank 1 fails after its "
+        "last step"
+    )
+    assert summary["where"] is None and summary["traceback"] is None  # not rank 0's
+    assert any(n.startswith("rank 1 died: ") for n in summary["notes"])
+    assert "gradscope: error: rank 0: the script died on rank 1: " in proc.stderr

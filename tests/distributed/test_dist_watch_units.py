@@ -193,3 +193,65 @@ def test_update_and_weight_norms_go_through_the_finaliser_with_the_gradients():
     assert first.update_ratios[1] != first.update_ratios[1]  # not measured: NaN
     assert first.update_norm == pytest.approx(0.3 * 2**0.5)
     assert second.update_ratios is None
+
+
+class _Store:
+    """The three calls of a c10d store that CrashMeeting makes."""
+
+    def __init__(self):
+        self.keys: dict[str, str] = {}
+
+    def set(self, key, value):
+        self.keys[key] = value
+
+    def check(self, keys):
+        return all(k in self.keys for k in keys)
+
+    def get(self, key):
+        return self.keys[key].encode()
+
+
+def test_a_dying_ranks_record_reaches_rank_0_marked_with_its_rank():
+    from gradscope.findings import RULES
+
+    store = _Store()
+    finding = RULES["GS504"].finding(
+        "cls_head.weight",
+        "no gradient on this rank, used on others: rank-dependent control flow",
+        "make every rank run the same modules",
+        evidence=("its module ran on rank 0",),
+    )
+    long_error = "t.py:3: the script raised RuntimeError: Expected to " + "x" * 400
+    distributed_hooks.CrashMeeting(store, 1, 3).publish(long_error, [finding])
+    findings, notes = distributed_hooks.CrashMeeting(store, 0, 3).collect(wait_s=0.2)
+    assert [(f.rule, f.subject) for f in findings] == [("GS504", "cls_head.weight")]
+    assert findings[0].message.startswith("no gradient on rank 1, used on others")
+    assert findings[0].evidence == ("seen on rank 1", "its module ran on rank 0")
+    assert findings[0].advice == "make every rank run the same modules"
+    # rank 2 left nothing (alive, or gone without a word): rank 0 did not wait for ever
+    assert len(notes) == 1 and notes[0].startswith("rank 1 died: t.py:3: the script")
+    assert len(notes[0]) < 230 and notes[0].endswith("…")
+    assert distributed_hooks.CrashMeeting(None, 0, 2).collect() == ([], ())
+
+
+def test_exit_codes_of_the_ranks(monkeypatch):
+    from gradscope.errors import ExitCode
+
+    monkeypatch.setenv("RANK", "1")
+    assert distributed_hooks.rank_exit_code(ExitCode.FINDINGS) == ExitCode.OK
+    assert distributed_hooks.rank_exit_code(ExitCode.ERROR) == ExitCode.ERROR  # no record left
+    store = _Store()
+    store.set("gradscope/reported", "1")
+    meeting = distributed_hooks.CrashMeeting(store, 1, 2, "gloo")
+    monkeypatch.setattr(distributed_hooks, "_meeting", meeting)
+    assert distributed_hooks.rank_exit_code(ExitCode.ERROR) == ExitCode.OK  # rank 0 reports it
+    # another backend: rank 0 may stay stuck in a collective, so the failure stays visible
+    monkeypatch.setattr(
+        distributed_hooks, "_meeting", distributed_hooks.CrashMeeting(store, 1, 2, "nccl")
+    )
+    assert distributed_hooks.rank_exit_code(ExitCode.ERROR) == ExitCode.ERROR
+    monkeypatch.setenv("RANK", "0")
+    meeting = distributed_hooks.CrashMeeting(store := _Store(), 0, 2)
+    monkeypatch.setattr(distributed_hooks, "_meeting", meeting)
+    assert distributed_hooks.rank_exit_code(ExitCode.ERROR) == ExitCode.ERROR
+    assert store.check(["gradscope/reported"])  # the other ranks may go now
