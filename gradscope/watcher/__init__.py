@@ -26,7 +26,7 @@ Stages (collect → plain data → rules → render), one module each:
 - groups.py, marks.py  layer groups and marked steps for the views; check.py the
                 `[[watch]]` entries of `gradscope check`.
 
-Rules: gradscope/rules/steps.py and step_setup.py (GS401-GS413). Renderers:
+Rules: gradscope/rules/steps.py and step_setup.py (GS401-GS417). Renderers:
 gradscope/report/watch_terminal.py, watch_plot.py; JSON is `WatchReport.to_dict()`.
 """
 
