@@ -240,3 +240,8 @@ def test_the_api_discovers_settings_only_when_asked(tmp_path, monkeypatch):
     assert configured.findings == [] and len(configured.ignored) == 2
     settings = gradscope.load_settings()
     assert settings.ignores == (("none-grad", "m.unused.*"),)
+
+
+def test_every_threshold_is_documented():
+    doc = open(os.path.join(ROOT, "docs", "config.md"), encoding="utf-8").read()
+    assert [k for k in config.Thresholds.keys() if f"| `{k}` |" not in doc] == []
