@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
@@ -37,6 +38,24 @@ class Tracked:
 
 def live_optimizers() -> list[torch.optim.Optimizer]:
     return [o for o in gc.get_objects() if issubclass(type(o), torch.optim.Optimizer)]
+
+
+def graph_leaves(roots: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The leaf tensors a backward from `roots` accumulates gradients into (its autograd
+    graph's AccumulateGrad nodes): what the script trains when no optimizer says so."""
+    out: list[torch.Tensor] = []
+    seen: set[int] = set()
+    stack: list[Any] = [t.grad_fn for t in roots if t.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, torch.Tensor):
+            out.append(variable)
+        stack.extend(n for n, _ in node.next_functions)
+    return out
 
 
 def optimizer_params(optimizers: list[torch.optim.Optimizer]) -> dict[int, torch.Tensor]:

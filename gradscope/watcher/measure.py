@@ -2,6 +2,11 @@
 
 One `torch._foreach_norm` per measurement; index tensors are built once and cached, so
 a step does no host-to-device copy either.
+
+Norms accumulate in float64 whatever the parameter's dtype (float16, bfloat16, float32,
+float64, complex): a float32 gradient whose elements are ~1e19 has a finite norm, and a
+norm must never report a non-finite value its elements do not hold. MPS has no float64;
+there the accumulation is float32.
 """
 
 from __future__ import annotations
@@ -13,14 +18,37 @@ from gradscope.watcher.discover import Tracked
 from gradscope.watcher.recorder import NO_GRAD
 
 
-def norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Float32 L2 norms (a half-precision norm overflows long before its elements do)."""
-    dense = [t.coalesce().values() if t.is_sparse else t for t in map(local, tensors)]
-    return list(torch._foreach_norm(dense, 2, dtype=torch.float32))
+def accumulation(device: torch.device) -> torch.dtype:
+    """float64, except where the device has none (MPS)."""
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
+def _real(t: torch.Tensor) -> torch.Tensor:
+    if t.is_sparse:
+        t = t.coalesce().values()
+    if t.is_complex():
+        t = torch.view_as_real(t)  # |z|² = re² + im²: the same L2 norm
+    return t
+
+
+def norms(tensors: list[torch.Tensor], ord: float = 2.0) -> list[torch.Tensor]:
+    """L2 (or `ord`) norms, accumulated in float64 (float32 on MPS), as 0-dim tensors."""
+    dense = [_real(local(t).detach()) for t in tensors]
+    if not dense:
+        return []
+    dtype = accumulation(dense[0].device)
+    if dtype == torch.float64 or all(t.dtype != torch.float64 for t in dense):
+        return list(torch._foreach_norm(dense, ord, dtype=dtype))
+    # a float64 tensor on a float32-only device: it cannot be narrowed inside the norm
+    return [torch.linalg.vector_norm(t.float(), ord) for t in dense]
 
 
 def _device(params: list[torch.Tensor]) -> torch.device:
     return params[0].device if params else torch.device("cpu")
+
+
+def _full(n: int, device: torch.device) -> torch.Tensor:
+    return torch.full((n,), NO_GRAD, device=device, dtype=accumulation(device))
 
 
 class Measure:
@@ -32,26 +60,31 @@ class Measure:
         self._subsets: dict[tuple[int, ...], torch.Tensor] = {}
 
     def grads(self) -> torch.Tensor:
-        """[P] float32 gradient norms; -1 where grad is None."""
+        """[P] float64 gradient norms; -1 where grad is None."""
         params = self.tracked.params
         grads = [p.grad for p in params if p.grad is not None]
         if len(grads) == len(params) and grads:
             return torch.stack(norms(grads))  # the common case: two kernels
         device = grads[0].device if grads else _device(params)
-        out = torch.full((len(params),), NO_GRAD, device=device)
+        out = _full(len(params), device)
         if grads:
             present = tuple(p.grad is not None for p in params)
             index = self._present.get(present)
             if index is None:
                 index = torch.tensor([i for i, k in enumerate(present) if k], device=device)
                 self._present[present] = index
-            out[index] = torch.stack(norms(grads)).to(device)
+            out[index] = torch.stack(norms(grads)).to(device, out.dtype)
         return out
+
+    def weights(self) -> torch.Tensor:
+        """[P] weight norms of every tracked parameter."""
+        params = self.tracked.params
+        return torch.stack(norms(params)) if params else _full(0, torch.device("cpu"))
 
     def scatter(self, params: list[torch.Tensor], values: list[torch.Tensor]) -> torch.Tensor:
         """[P] vector holding `values` (norms of `params`) at their tracked positions."""
         device = values[0].device if values else _device(params)
-        out = torch.full((len(self.tracked.params),), NO_GRAD, device=device)
+        out = _full(len(self.tracked.params), device)
         where = [self.tracked.index.get(id(p)) for p in params]
         keep = [(i, n) for i, n in zip(where, values, strict=True) if i is not None]
         if keep:
@@ -59,5 +92,5 @@ class Measure:
             index = self._subsets.get(key)
             if index is None:  # built once per optimizer: no host-to-device copy per step
                 index = self._subsets[key] = torch.tensor(key, device=device)
-            out[index] = torch.stack([n.to(device) for _, n in keep])
+            out[index] = torch.stack([n.to(device, out.dtype) for _, n in keep])
         return out
