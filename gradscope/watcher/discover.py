@@ -27,6 +27,11 @@ class Tracked:
     names: list[str] = field(default_factory=list)
     index: dict[int, int] = field(default_factory=dict)
     """id(param) → position."""
+    roots: list[nn.Module] = field(default_factory=list)
+    """The models found so far, in order: a second one prefixes every name (the first
+    one's too) with its class name."""
+    owners: dict[int, tuple[int, str]] = field(default_factory=dict)
+    """position → (index in roots, name inside that model)."""
 
     def add(self, name: str, param: torch.Tensor) -> None:
         if id(param) in self.index:
@@ -34,6 +39,23 @@ class Tracked:
         self.index[id(param)] = len(self.params)
         self.params.append(param)
         self.names.append(name)
+
+    def add_model(self, root: nn.Module, name: str, param: torch.Tensor) -> None:
+        if id(param) in self.index:
+            return
+        where = next((i for i, r in enumerate(self.roots) if r is root), len(self.roots))
+        self.owners[len(self.params)] = (where, name)
+        self.add(name, param)
+        if where == len(self.roots):  # a new model: every name may take a prefix
+            self.roots.append(root)
+            self.rename()
+        else:
+            self.names[-1] = _prefixes(self.roots)[where] + name
+
+    def rename(self) -> None:
+        prefixes = _prefixes(self.roots)
+        for position, (where, name) in self.owners.items():
+            self.names[position] = prefixes[where] + name
 
 
 def live_optimizers() -> list[torch.optim.Optimizer]:
@@ -80,12 +102,10 @@ def extend(
     parameters, named; then the optimizers' stray ones."""
     owned = optimizer_params(optimizers)
     owned.update((id(p), p) for p in extra)
-    roots = root_modules(owned)
-    prefixes = _prefixes(roots)
-    for root, prefix in zip(roots, prefixes, strict=True):
+    for root in root_modules(owned):
         for name, param in unwrapped(root).named_parameters():
             if param.requires_grad or id(param) in owned:
-                tracked.add(prefix + _strip(name), param)
+                tracked.add_model(root, _strip(name), param)
     for i, o in enumerate(optimizers):
         for g, group in enumerate(o.param_groups):
             for k, p in enumerate(group["params"]):
