@@ -124,6 +124,7 @@ class Interceptor:
         self._current: PendingStep | None = None
         self._snapshot: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
         self._resets: dict[int, _Reset] = {}
+        self._trained_cache: dict[int, tuple[tuple[int, ...], list[torch.Tensor]]] = {}
         self._manual: _Manual | None = None
         self._manual_index: int | None = None
         self._manual_scanned = False
@@ -228,7 +229,8 @@ class Interceptor:
             self.loss_known = False
             return
         value = (tensor if scaled is None else scaled[1]).detach()
-        value = value.to(_wide(value.device))
+        if value.dtype not in (torch.float32, torch.float64):
+            value = value.float()  # a half-precision loss summed over micro-batches
         self.loss = value if self.loss is None else self.loss + value
 
     def _after_backward(self, tensors: Any) -> None:
@@ -279,6 +281,16 @@ class Interceptor:
             return out
 
         return zero_grad
+
+    def _trained(self, optimizer: Any) -> list[torch.Tensor]:
+        """The optimizer's parameters that take gradients (cached while its groups keep
+        their sizes)."""
+        key = tuple(len(g["params"]) for g in optimizer.param_groups)
+        cached = self._trained_cache.get(id(optimizer))
+        if cached is None or cached[0] != key:
+            params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
+            cached = self._trained_cache[id(optimizer)] = (key, params)
+        return cached[1]
 
     def _carried(self, optimizer: Any) -> torch.Tensor | None:
         entry = self._resets.pop(id(optimizer), None)
@@ -545,9 +557,7 @@ class Interceptor:
             torch._foreach_sub_(before, [p.detach() for p in params])
             current.update_norm = self.measure.scatter(params, norms(before))
             current.weight_norm = self.measure.scatter(params, norms([p.detach() for p in params]))
-        self._resets[id(optimizer)] = _Reset(
-            [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
-        )
+        self._resets[id(optimizer)] = _Reset(self._trained(optimizer))
         self._record(current)
 
     def _record(self, current: PendingStep) -> None:
@@ -651,10 +661,6 @@ def _closure(args: Any, kwargs: Any) -> tuple[Callable[..., Any] | None, str]:
     if isinstance(args, tuple) and len(args) > 1 and callable(args[1]):
         return args[1], "args"
     return None, ""
-
-
-def _wide(device: torch.device) -> torch.dtype:
-    return torch.float32 if device.type == "mps" else torch.float64
 
 
 def _lr(group: dict[str, Any]) -> float:

@@ -32,15 +32,55 @@ def _real(t: torch.Tensor) -> torch.Tensor:
 
 
 def norms(tensors: list[torch.Tensor], ord: float = 2.0) -> list[torch.Tensor]:
-    """L2 (or `ord`) norms, accumulated in float64 (float32 on MPS), as 0-dim tensors."""
+    """L2 (or `ord`) norms as 0-dim float64 tensors (float32 on MPS), never non-finite
+    where the elements are finite.
+
+    On an accelerator the fused norm accumulates in float64 inside its kernel. On the
+    CPU a float64 norm of float32 tensors first copies them (ten times the cost), and a
+    read-back costs nothing there: the fused norm runs in the tensors' own precision,
+    and only the norms that overflowed or underflowed (inf, or 0) are taken again in
+    float64.
+    """
     dense = [_real(local(t).detach()) for t in tensors]
     if not dense:
         return []
-    dtype = accumulation(dense[0].device)
+    device = dense[0].device
+    dtype = accumulation(device)
+    if device.type == "cpu":
+        return _cpu_norms(dense, ord)
     if dtype == torch.float64 or all(t.dtype != torch.float64 for t in dense):
-        return list(torch._foreach_norm(dense, ord, dtype=dtype))
-    # a float64 tensor on a float32-only device: it cannot be narrowed inside the norm
-    return [torch.linalg.vector_norm(t.float(), ord) for t in dense]
+        try:
+            return list(torch._foreach_norm(dense, ord, dtype=dtype))
+        except (RuntimeError, TypeError, NotImplementedError):
+            pass  # a dtype the fused norm does not take (float8, ...): one by one below
+    # (also a float64 tensor on a float32-only device: it cannot be narrowed in the norm)
+    return [torch.linalg.vector_norm(t.to(dtype), ord) for t in dense]
+
+
+def _cpu_norms(dense: list[torch.Tensor], ord: float) -> list[torch.Tensor]:
+    try:
+        # float32 accumulation at least (half and bfloat16 are widened in the kernel)
+        fast = [
+            n.double()
+            for n in torch._foreach_norm(
+                dense, ord, dtype=None if _all_wide(dense) else torch.float32
+            )
+        ]
+    except (RuntimeError, TypeError, NotImplementedError):
+        return [torch.linalg.vector_norm(t.double(), ord) for t in dense]
+    values = torch.stack(fast)
+    suspect = ~torch.isfinite(values) | (values == 0)
+    if not bool(suspect.any()):  # a CPU tensor: no device to wait for
+        return fast
+    for i in suspect.nonzero().flatten().tolist():
+        if dense[i].dtype != torch.float64:
+            fast[i] = torch.linalg.vector_norm(dense[i], ord, dtype=torch.float64)
+    return fast
+
+
+def _all_wide(dense: list[torch.Tensor]) -> bool:
+    """Every tensor float32 or float64 (no narrowing to ask for)."""
+    return all(t.dtype in (torch.float32, torch.float64) for t in dense)
 
 
 def _device(params: list[torch.Tensor]) -> torch.device:
