@@ -26,6 +26,8 @@ def originals():
         utils.clip_grads_with_norm_,
         torch.amp.GradScaler.scale,
         torch.amp.GradScaler.step,
+        torch.optim.Optimizer.zero_grad,
+        torch.nn.Module.zero_grad,
         len(optimizer._global_optimizer_pre_hooks),
         len(optimizer._global_optimizer_post_hooks),
     )
@@ -113,3 +115,23 @@ def test_gradscope_watch_stays_the_api_function_once_the_subpackage_is_imported(
             model(torch.randn(2, 2)).sum().backward()
             opt.step()
     assert len(w.run.steps) == 2
+
+
+def test_a_closure_step_runs_the_users_closure_and_returns_its_value():
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    calls = []
+
+    def closure():
+        calls.append(1)
+        opt.zero_grad()
+        loss = model(torch.ones(2, 3)).sum()
+        loss.backward()
+        return loss
+
+    with watch() as w:
+        out = opt.step(closure)
+        opt.step(closure=closure)
+    assert len(calls) == 2 and isinstance(out, torch.Tensor)
+    assert [r.loss for r in w.run.steps] == [pytest.approx(out.item()), w.run.steps[1].loss]
+    assert all(r.grad_norm > 0 and r.backward_calls == 1 for r in w.run.steps)
