@@ -9,6 +9,7 @@ every forward and, under torch.compile, a guard that recompiles when they are re
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,6 +98,7 @@ def extend(
     tracked: Tracked,
     optimizers: list[torch.optim.Optimizer],
     extra: Sequence[torch.Tensor] = (),
+    extra_name: str = "clipped.param",
 ) -> None:
     """Add the parameters of the modules that own these optimizers' (or `extra`)
     parameters, named; then the optimizers' stray ones."""
@@ -110,8 +112,19 @@ def extend(
         for g, group in enumerate(o.param_groups):
             for k, p in enumerate(group["params"]):
                 tracked.add(f"optimizer{i}.group{g}.param{k}", p)
+    named = _script_names()
     for k, p in enumerate(extra):
-        tracked.add(f"clipped.param{k}", p)
+        tracked.add(named.get(id(p), f"{extra_name}{k}"), p)
+
+
+def _script_names() -> dict[int, str]:
+    """id → name of the tensors the running script binds at module level (`w`, `b` of a
+    loop without nn.Module)."""
+    main = sys.modules.get("__main__")
+    names = getattr(main, "__dict__", {})
+    return {
+        id(v): k for k, v in list(names.items()) if isinstance(v, torch.Tensor) and k[:1] != "_"
+    }
 
 
 WRAPPERS = ("DistributedDataParallel", "DataParallel")

@@ -580,7 +580,7 @@ class Interceptor:
             params = [p for p in discover.graph_leaves(roots) if p.grad is not None]
             if not params:
                 return
-            discover.extend(self.tracked, self.known, params)
+            discover.extend(self.tracked, self.known, params, extra_name="tensor")
             manual = self._manual = _Manual(params)
         tracked = self.tracked.params
         if manual.weights is None or len(manual.versions) != len(tracked):

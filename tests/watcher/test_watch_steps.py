@@ -200,3 +200,14 @@ def test_clip_of_scaled_gradients_flagged_and_every_number_unscaled(tmp_path, ca
             assert r.clipped == (s["clip"] * (s["scale"] if scaled else 1) > 1.0)
     if case == "skip":
         assert [r.step for r in steps if r.skipped] == [3]
+
+
+def test_leaf_tensors_updated_by_hand_named_as_the_script_names_them(tmp_path):
+    report, seen = run("step_tensors.py", tmp_path)
+    steps, names = report.run.steps, report.run.names()
+    assert sorted(names) == ["b", "w"] and report.run.optimizers == (MANUAL,)
+    assert len(steps) == len(seen["steps"]) == 5
+    for r, s in zip(steps, seen["steps"], strict=True):
+        assert same(r.loss, s["loss"]) and same(r.grad_norm, s["grad_norm"])
+        check_params(r, names, s["params"])
+        assert same(r.update_norm, s["update"], 1e-5)
