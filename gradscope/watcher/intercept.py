@@ -219,6 +219,8 @@ class Interceptor:
         self.backward_total += 1
         if self._quiet:
             return
+        if self._current is not None:
+            self._drop_unfinished()  # a step that raised (its post-hook never ran)
         if self._manual is not None and self._manual.pending:
             self._check_manual()
         self._observe_resets()
@@ -429,7 +431,12 @@ class Interceptor:
         return None
 
     # -- optimizer steps --------------------------------------------------------------
+    def _drop_unfinished(self) -> None:
+        self._current, self._snapshot, self._stepping = None, None, None
+
     def _pre_step(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
+        if self._current is not None and self._index_of(optimizer) == self._current.optimizer:
+            self._drop_unfinished()  # its previous step raised: its post-hook never ran
         if self._current is not None or self._quiet:
             return None  # an optimizer stepped inside another's step: not a step of its own
         closure, where = _closure(args, kwargs)
@@ -452,7 +459,11 @@ class Interceptor:
                     return closure(*a, **kw)
                 finally:
                     self._quiet -= 1
-            out = closure(*a, **kw)
+            try:
+                out = closure(*a, **kw)
+            except BaseException:
+                self._stepping = None
+                raise
             self._begin(optimizer, skipped=False, returned=out)
             return out
 

@@ -135,3 +135,23 @@ def test_a_closure_step_runs_the_users_closure_and_returns_its_value():
     assert len(calls) == 2 and isinstance(out, torch.Tensor)
     assert [r.loss for r in w.run.steps] == [pytest.approx(out.item()), w.run.steps[1].loss]
     assert all(r.grad_norm > 0 and r.backward_calls == 1 for r in w.run.steps)
+
+
+def test_a_step_that_raised_does_not_swallow_the_steps_after_it():
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def closure():
+        raise RuntimeError("bad batch")
+
+    with watch() as w:
+        for i in range(4):
+            opt.zero_grad()
+            model(torch.ones(2, 3)).sum().backward()
+            if i == 1:
+                with pytest.raises(RuntimeError):
+                    opt.step(closure)
+            else:
+                opt.step()
+    assert [r.step for r in w.run.steps] == [1, 2, 3]
+    assert [r.backward_calls for r in w.run.steps] == [1, 2, 1]  # since the previous step
