@@ -130,6 +130,8 @@ class Interceptor:
         self._manual_scanned = False
         self._optimizer_stepped = False
         self._stepping: Any = None
+        self._step_depth = 0
+        """Optimizer steps under way (> 1: a step inside a step)."""
         """The optimizer whose step (given a closure) has started and not yet begun."""
 
     def _reset_step(self) -> None:
@@ -219,7 +221,7 @@ class Interceptor:
         self.backward_total += 1
         if self._quiet:
             return
-        if self._current is not None:
+        if self._step_depth and self._stepping is None:
             self._drop_unfinished()  # a step that raised (its post-hook never ran)
         if self._manual is not None and self._manual.pending:
             self._check_manual()
@@ -433,12 +435,12 @@ class Interceptor:
     # -- optimizer steps --------------------------------------------------------------
     def _drop_unfinished(self) -> None:
         self._current, self._snapshot, self._stepping = None, None, None
+        self._step_depth = 0
 
     def _pre_step(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
-        if self._current is not None and self._index_of(optimizer) == self._current.optimizer:
-            self._drop_unfinished()  # its previous step raised: its post-hook never ran
-        if self._current is not None or self._quiet:
-            return None  # an optimizer stepped inside another's step: not a step of its own
+        self._step_depth += 1
+        if self._step_depth > 1 or self._quiet:
+            return None  # a step inside a step (super().step(), a wrapped optimizer)
         closure, where = _closure(args, kwargs)
         if closure is None:
             self._begin(optimizer, skipped=False)
@@ -471,13 +473,12 @@ class Interceptor:
         return closure_
 
     def _post_step(self, optimizer: Any, args: Any, _kwargs: Any) -> None:
-        if self._current is None and not self._quiet:
-            closure, _ = _closure(args, _kwargs)
-            if closure is None:
-                return  # a step inside another's
-            self._begin(optimizer, skipped=False)  # the closure was never evaluated
-        if self._current is not None and self._current.optimizer == self._index_of(optimizer):
-            self._finish(optimizer)
+        self._step_depth = max(0, self._step_depth - 1)
+        if self._step_depth or self._quiet:
+            return  # the end of a step inside a step: the outer one's end records it
+        if self._current is None:
+            self._begin(optimizer, skipped=False)  # a closure that was never evaluated
+        self._finish(optimizer)
 
     def _index_of(self, optimizer: Any) -> int:
         return next((i for i, o in enumerate(self.optimizers) if o is optimizer), -1)

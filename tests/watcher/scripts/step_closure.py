@@ -1,7 +1,9 @@
 # optimizer.step(closure): LBFGS on an LSTM (pytorch/examples time_sequence_prediction),
-# SGD and Adam given a closure, and a Lightning-like closure that clips after the inner
-# one. Writes what each step used (first evaluation's loss and gradients) to --out.
+# SGD and Adam given a closure, a Lightning-like closure that clips after the inner
+# one, and an optimizer that clips inside its step after the closure. Writes what each
+# step used (first evaluation's loss and gradients) to --out.
 import argparse
+import typing
 
 import step_oracle as oracle
 import torch
@@ -35,8 +37,25 @@ model = Sequence()
 named = list(model.named_parameters())
 params = [p for _, p in named]
 case = args.case
+
+
+class ClippingSGD(torch.optim.SGD):
+    """An optimizer that evaluates the closure, then clips, inside its own step."""
+
+    clipped: typing.ClassVar[list] = []
+
+    def step(self, closure=None):
+        with torch.enable_grad():
+            loss = closure()
+        self.clipped.append(torch.nn.utils.clip_grad_norm_(params, 0.05).item())
+        super().step()
+        return loss
+
+
 if case == "lbfgs":
     opt = torch.optim.LBFGS(params, lr=0.8, max_iter=4)
+elif case == "inside":
+    opt = ClippingSGD(params, lr=0.1)
 elif case in ("sgd", "lightning"):
     opt = torch.optim.SGD(params, lr=0.1, momentum=0.9)
 else:
@@ -69,6 +88,9 @@ for _step in range(5):
         opt.step(closure)
     elif case == "adam":
         opt.step(closure=closure)
+    elif case == "inside":
+        opt.step(closure)
+        first["clip"] = ClippingSGD.clipped[-1]
     else:
         opt.step(closure=lightning)
     first["update"] = oracle.update(before, named)
