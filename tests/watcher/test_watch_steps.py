@@ -173,10 +173,14 @@ def test_every_dtype_and_norm_type(tmp_path, case):
 
 
 # -- AMP: a clip before unscale_ ---------------------------------------------------------
-@pytest.mark.parametrize("case", ["wrong", "right", "noclip", "fused_wrong", "fused_right", "skip"])
-def test_clip_of_scaled_gradients_flagged_and_every_number_unscaled(tmp_path, case):
+AMP = [(case, "bfloat16") for case in ("wrong", "right", "noclip", "fused_wrong", "fused_right")]
+AMP += [("skip", "bfloat16"), ("wrong", "float16"), ("right", "float16")]
+
+
+@pytest.mark.parametrize(("case", "dtype"), AMP)
+def test_clip_of_scaled_gradients_flagged_and_every_number_unscaled(tmp_path, case, dtype):
     log = tmp_path / "steps.jsonl"
-    report, seen = run("step_amp.py", tmp_path, "--case", case, log=str(log))
+    report, seen = run("step_amp.py", tmp_path, "--case", case, "--dtype", dtype, log=str(log))
     steps, names = report.run.steps, report.run.names()
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     logged = [line for line in lines if "step" in line]

@@ -1,7 +1,7 @@
-# GradScaler on CPU with bfloat16 autocast. wrong: clip_grad_norm_ before (without)
-# scaler.unscale_, the classic mistake; right: unscale_ then clip; noclip; fused_*: the
-# same with Adam(fused=True); skip: wrong, with an Inf gradient at step 3. Writes the true
-# (unscaled) numbers of each step to --out.
+# GradScaler on CPU with bfloat16 (or --dtype float16) autocast. wrong: clip_grad_norm_
+# before (without) scaler.unscale_, the classic mistake; right: unscale_ then clip;
+# noclip; fused_*: the same with Adam(fused=True); skip: wrong, with an Inf gradient at
+# step 3. Writes the true (unscaled) numbers of each step to --out.
 import argparse
 
 import step_oracle as oracle
@@ -11,6 +11,7 @@ from torch import nn
 parser = argparse.ArgumentParser()
 parser.add_argument("--case", required=True)
 parser.add_argument("--out", required=True)
+parser.add_argument("--dtype", default="bfloat16")
 args = parser.parse_args()
 torch.manual_seed(0)
 case = args.case
@@ -21,7 +22,7 @@ scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
 seen = []
 for step in range(1, 7):
     x, y = torch.randn(16, 8), torch.randn(16, 1)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast("cpu", dtype=getattr(torch, args.dtype)):
         loss = nn.functional.mse_loss(model(x).float(), y)
     opt.zero_grad()
     scaler.scale(loss).backward()
