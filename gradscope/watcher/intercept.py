@@ -109,6 +109,8 @@ class Interceptor:
         self.steps = 0
         self.backward_total = 0
         """backward() calls over the whole run."""
+        self.notes: list[str] = []
+        """What the watch could not do, for the report."""
         self.manually_updated: set[int] = set()
         """Positions of the parameters an update by hand changed."""
         self._undo: list[Callable[[], None]] = []
@@ -224,7 +226,7 @@ class Interceptor:
         if self._step_depth and self._stepping is None:
             self._drop_unfinished()  # a step that raised (its post-hook never ran)
         if self._manual is not None and self._manual.pending:
-            self._check_manual()
+            self._guarded(self._check_manual)
         self._observe_resets()
         self.backward_calls += 1
         scaled = next((x for x in self._scaled if x[0] is tensor), None)
@@ -241,7 +243,19 @@ class Interceptor:
         idle = self._current is None and self._stepping is None
         if not self._optimizer_stepped and not self._quiet and idle:
             roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
-            self._manual_backward_end([t for t in roots if isinstance(t, torch.Tensor)])
+            tensors_ = [t for t in roots if isinstance(t, torch.Tensor)]
+            self._guarded(lambda: self._manual_backward_end(tensors_))
+
+    def _guarded(self, check: Callable[[], None]) -> None:
+        """The search for updates by hand runs in every script: should it ever fail, it
+        stops, with a note, and the script runs on."""
+        try:
+            check()
+        except Exception as exc:
+            self._manual, self._manual_scanned = None, True
+            self.notes.append(
+                f"updates by hand are not watched: {type(exc).__name__}: {exc}".rstrip(": ")
+            )
 
     def _members(self, optimizer: Any) -> tuple[int, ...]:
         index = self.tracked.index

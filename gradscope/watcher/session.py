@@ -118,6 +118,7 @@ class Watcher:
         if self._log is not None:
             self._log.close()
         status, error = _status(exc, StopWatching)
+        notes = [*self.interceptor.notes, *notes]
         self.run = self._build(status, error, tuple(notes))
         if status == "crashed" and exc is not None:
             from dataclasses import replace

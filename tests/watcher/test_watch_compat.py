@@ -155,3 +155,21 @@ def test_a_step_that_raised_does_not_swallow_the_steps_after_it():
                 opt.step()
     assert [r.step for r in w.run.steps] == [1, 2, 3]
     assert [r.backward_calls for r in w.run.steps] == [1, 2, 1]  # since the previous step
+
+
+def test_a_failure_in_the_search_for_updates_by_hand_never_stops_the_script(monkeypatch):
+    from gradscope.watcher import discover
+
+    def broken(roots):
+        raise RuntimeError("graph walk failed")
+
+    monkeypatch.setattr(discover, "graph_leaves", broken)
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with watch() as w:
+        for _ in range(3):
+            opt.zero_grad()
+            model(torch.ones(2, 3)).sum().backward()
+            opt.step()
+    assert w.run.status == "completed" and len(w.run.steps) == 3
+    assert w.run.notes == ("updates by hand are not watched: RuntimeError: graph walk failed",)
