@@ -130,6 +130,7 @@ class Interceptor:
         self._manual: _Manual | None = None
         self._manual_index: int | None = None
         self._manual_scanned = False
+        self._nan_noted = False
         self._optimizer_stepped = False
         self._stepping: Any = None
         self._step_depth = 0
@@ -634,10 +635,18 @@ class Interceptor:
         now = self.measure.weights()[: len(tracked)]
         before = manual.weights
         same = (now == before) | (now.isnan() & before.isnan())
-        moved = (~same).tolist()  # the one read-back that decides whether a step happened
+        flags = torch.cat([~same, now.isnan().any().reshape(1)])
+        *moved, lost = flags.tolist()  # the one read-back that decides whether a step happened
         changed = [
             m or p._version != v for m, p, v in zip(moved, tracked, manual.versions, strict=True)
         ]
+        if lost and not self._nan_noted:
+            self._nan_noted = True
+            self.notes.append(
+                f"weights updated by hand became NaN at step {self.steps + 1}: updates of NaN "
+                "weights through `.data` change nothing gradscope can see, so steps after it "
+                "may be missing"
+            )
         if not any(changed):
             manual.before = None
             return

@@ -215,3 +215,23 @@ def test_leaf_tensors_updated_by_hand_named_as_the_script_names_them(tmp_path):
         assert same(r.loss, s["loss"]) and same(r.grad_norm, s["grad_norm"])
         check_params(r, names, s["params"])
         assert same(r.update_norm, s["update"], 1e-5)
+
+
+def test_updates_by_hand_that_turn_the_weights_nan_say_later_steps_may_be_missing():
+    import torch
+
+    from gradscope.watcher import watch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    with watch() as w:
+        for _ in range(60):
+            loss = model(torch.randn(3, 4)).pow(2).mean()
+            model.zero_grad()
+            loss.backward()
+            for p in model.parameters():
+                p.data.add_(p.grad, alpha=-5.0)
+    first = next(r.step for r in w.run.steps if not math.isfinite(r.grad_norm))
+    assert w.run.backward_calls == 60 and first < len(w.run.steps) < 60
+    nan_at = next(r.step for r in w.run.steps if r.loss is not None and math.isnan(r.loss))
+    assert w.run.notes[0].startswith(f"weights updated by hand became NaN at step {nan_at - 1}")
