@@ -592,6 +592,7 @@ class Interceptor:
         self.recorder.add(current)
         self._reset_step()
         self._scaled = []
+        self._scaled_by = None  # the step unscaled them (or skipped): a later clip is not
         if self.max_steps is not None and self.steps >= self.max_steps:
             raise StopWatching()
 

@@ -235,3 +235,23 @@ def test_updates_by_hand_that_turn_the_weights_nan_say_later_steps_may_be_missin
     assert w.run.backward_calls == 60 and first < len(w.run.steps) < 60
     nan_at = next(r.step for r in w.run.steps if r.loss is not None and math.isnan(r.loss))
     assert w.run.notes[0].startswith(f"weights updated by hand became NaN at step {nan_at - 1}")
+
+
+def test_a_norm_taken_after_the_scaler_stepped_is_not_a_scaled_clip():
+    import torch
+
+    from gradscope.watcher import watch
+
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    with watch() as w:
+        for _ in range(4):
+            opt.zero_grad()
+            scaler.scale(model(torch.randn(2, 4)).sum()).backward()
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(opt)
+            scaler.update()
+            torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])  # a log
+    assert [r.scaled_clip for r in w.run.steps] == [False] * 4
