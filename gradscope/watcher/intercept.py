@@ -229,6 +229,10 @@ class Interceptor:
         if self._manual is not None and self._manual.pending:
             self._guarded(self._check_manual)
         self._observe_resets()
+        if self.backward_calls == 0:  # a norm taken after the last step (a log) is no clip
+            self.pre_clip = self.clip_total = self.clip_scale = None
+            self.max_norm = self.norm_type = None
+            self.scaled_clip = False
         self.backward_calls += 1
         scaled = next((x for x in self._scaled if x[0] is tensor), None)
         self._scaled_by = None if scaled is None else scaled[2]

@@ -255,3 +255,19 @@ def test_a_norm_taken_after_the_scaler_stepped_is_not_a_scaled_clip():
             scaler.update()
             torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])  # a log
     assert [r.scaled_clip for r in w.run.steps] == [False] * 4
+
+
+def test_a_norm_logged_after_the_step_is_not_the_next_steps_clip():
+    import torch
+
+    from gradscope.watcher import watch
+
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with watch() as w:
+        for _ in range(3):
+            opt.zero_grad()
+            model(torch.randn(2, 4)).sum().backward()
+            opt.step()
+            torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])  # a log
+    assert [(r.clip_total, r.norm_type, r.max_norm) for r in w.run.steps] == [(None,) * 3] * 3
