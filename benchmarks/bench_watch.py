@@ -1,7 +1,8 @@
 """Per-step cost of `gradscope watch` against the same training step unwatched.
 
-In one process, 1 thread (torch.set_num_threads), for an MLP, a CNN with BatchNorm
-and a ~10M-parameter GPT (AdamW, clip_grad_norm_): blocks of STEPS steps, watched
+In one process, 1 thread (torch.set_num_threads), for an MLP, the same MLP updated by
+hand (no optimizer), a CNN with BatchNorm and a ~10M-parameter GPT (AdamW,
+clip_grad_norm_): blocks of STEPS steps, watched
 and unwatched, interleaved, REPEAT times; the median step time of each, and their
 ratio. The watched blocks run exactly as `gradscope watch` would (default
 --update-every 25, --flush-every 10); the one-time discovery scan at a block's first
@@ -41,6 +42,24 @@ def mlp():
         opt.zero_grad()
         loss.backward()
         opt.step()
+
+    return model, step
+
+
+def by_hand():
+    """The MLP updated by hand (no optimizer): gradscope checks after each backward
+    whether the weights moved, one small read-back per backward."""
+    model = nn.Sequential(
+        nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)
+    )
+    x, y = torch.randn(256, 256), torch.randint(0, 10, (256,))
+
+    def step():
+        loss = F.cross_entropy(model(x), y)
+        model.zero_grad()
+        loss.backward()
+        for p in model.parameters():
+            p.data.add_(p.grad, alpha=-0.01)
 
     return model, step
 
@@ -121,7 +140,7 @@ def timed_hooks() -> None:
 
         setattr(owner, name, timed)
 
-    for name in ("_on_backward", "_begin", "_finish"):
+    for name in ("_on_backward", "_after_backward", "_begin", "_finish"):
         wrap(Interceptor, name)
     wrap(measure.Measure, "grads")  # also called by the clip wrapper
     wrap(recorder.Recorder, "flush")
@@ -152,7 +171,7 @@ def measure(name: str, build, repeat: int, steps: int) -> None:
     print(
         f"{name:4} {n / 1e6:6.2f}M params: step {mb * 1e3:7.2f} ms bare, {mw * 1e3:7.2f} ms "
         f"watched: ratio {mw / mb:.3f}; own {per_step_own * 1e3:.3f} ms/step = "
-        f"{1 + per_step_own / mb:.3f}x; memory: {tensors * 4 * 10} B pending, "
+        f"{1 + per_step_own / mb:.3f}x; memory: {tensors * 8 * 10} B pending, "
         f"{n * 4 / 2**20:.1f} MiB snapshot during 1 step in 25"
     )
 
@@ -162,7 +181,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--only", choices=["mlp", "cnn", "gpt"])
+    parser.add_argument("--only", choices=["mlp", "hand", "cnn", "gpt"])
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     timed_hooks()
@@ -170,7 +189,7 @@ def main() -> None:
         f"torch {torch.__version__}, {args.threads} thread(s), {args.repeat} repeats of "
         f"{args.steps} steps, interleaved; medians"
     )
-    for name, build in (("mlp", mlp), ("cnn", cnn), ("gpt", gpt)):
+    for name, build in (("mlp", mlp), ("hand", by_hand), ("cnn", cnn), ("gpt", gpt)):
         if args.only in (None, name):
             measure(name, build, args.repeat, args.steps)
 

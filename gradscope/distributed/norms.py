@@ -24,6 +24,13 @@ def local(t: torch.Tensor) -> torch.Tensor:
     return to_local() if callable(to_local) else t
 
 
+def _real(t: torch.Tensor) -> torch.Tensor:
+    """A complex tensor as its real view (the same L2 norm); sparse as its values."""
+    if t.is_sparse:
+        t = t.coalesce().values()
+    return torch.view_as_real(t) if t.is_complex() else t
+
+
 def is_sharded(t: torch.Tensor) -> bool:
     """True for a DTensor with a Shard placement (each rank holds a different part)."""
     placements = getattr(t, "placements", ())
@@ -32,10 +39,15 @@ def is_sharded(t: torch.Tensor) -> bool:
 
 def squared_norms(tensors: Sequence[torch.Tensor | None]) -> torch.Tensor:
     """float64 squared L2 norm of each tensor's local part (0 for None), one fused pass."""
-    present = [local(t) for t in tensors if t is not None]
+    present = [_real(local(t).detach()) for t in tensors if t is not None]
     out = torch.zeros(len(tensors), dtype=torch.float64)
     if present:
-        norms = torch._foreach_norm([t.detach().float() for t in present])
+        # accumulated in float64 (no float32 overflow of finite elements; float64 and
+        # complex gradients as they are); float32 only where the device has no float64
+        if present[0].device.type == "mps":
+            norms = [torch.linalg.vector_norm(t.float()) for t in present]
+        else:
+            norms = list(torch._foreach_norm(present, 2, dtype=torch.float64))
         values = torch.stack([n.double().cpu() for n in norms]) ** 2
         idx = torch.tensor([i for i, t in enumerate(tensors) if t is not None])
         out[idx] = values

@@ -9,8 +9,10 @@ every forward and, under torch.compile, a guard that recompiles when they are re
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
@@ -26,6 +28,11 @@ class Tracked:
     names: list[str] = field(default_factory=list)
     index: dict[int, int] = field(default_factory=dict)
     """id(param) → position."""
+    roots: list[nn.Module] = field(default_factory=list)
+    """The models found so far, in order: a second one prefixes every name (the first
+    one's too) with its class name."""
+    owners: dict[int, tuple[int, str]] = field(default_factory=dict)
+    """position → (index in roots, name inside that model)."""
 
     def add(self, name: str, param: torch.Tensor) -> None:
         if id(param) in self.index:
@@ -34,9 +41,44 @@ class Tracked:
         self.params.append(param)
         self.names.append(name)
 
+    def add_model(self, root: nn.Module, name: str, param: torch.Tensor) -> None:
+        if id(param) in self.index:
+            return
+        where = next((i for i, r in enumerate(self.roots) if r is root), len(self.roots))
+        self.owners[len(self.params)] = (where, name)
+        self.add(name, param)
+        if where == len(self.roots):  # a new model: every name may take a prefix
+            self.roots.append(root)
+            self.rename()
+        else:
+            self.names[-1] = _prefixes(self.roots)[where] + name
+
+    def rename(self) -> None:
+        prefixes = _prefixes(self.roots)
+        for position, (where, name) in self.owners.items():
+            self.names[position] = prefixes[where] + name
+
 
 def live_optimizers() -> list[torch.optim.Optimizer]:
     return [o for o in gc.get_objects() if issubclass(type(o), torch.optim.Optimizer)]
+
+
+def graph_leaves(roots: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """The leaf tensors a backward from `roots` accumulates gradients into (its autograd
+    graph's AccumulateGrad nodes): what the script trains when no optimizer says so."""
+    out: list[torch.Tensor] = []
+    seen: set[int] = set()
+    stack: list[Any] = [t.grad_fn for t in roots if t.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, torch.Tensor):
+            out.append(variable)
+        stack.extend(n for n, _ in node.next_functions)
+    return out
 
 
 def optimizer_params(optimizers: list[torch.optim.Optimizer]) -> dict[int, torch.Tensor]:
@@ -56,23 +98,33 @@ def extend(
     tracked: Tracked,
     optimizers: list[torch.optim.Optimizer],
     extra: Sequence[torch.Tensor] = (),
+    extra_name: str = "clipped.param",
 ) -> None:
     """Add the parameters of the modules that own these optimizers' (or `extra`)
     parameters, named; then the optimizers' stray ones."""
     owned = optimizer_params(optimizers)
     owned.update((id(p), p) for p in extra)
-    roots = root_modules(owned)
-    prefixes = _prefixes(roots)
-    for root, prefix in zip(roots, prefixes, strict=True):
+    for root in root_modules(owned):
         for name, param in unwrapped(root).named_parameters():
             if param.requires_grad or id(param) in owned:
-                tracked.add(prefix + _strip(name), param)
+                tracked.add_model(root, _strip(name), param)
     for i, o in enumerate(optimizers):
         for g, group in enumerate(o.param_groups):
             for k, p in enumerate(group["params"]):
                 tracked.add(f"optimizer{i}.group{g}.param{k}", p)
+    named = _script_names()
     for k, p in enumerate(extra):
-        tracked.add(f"clipped.param{k}", p)
+        tracked.add(named.get(id(p), f"{extra_name}{k}"), p)
+
+
+def _script_names() -> dict[int, str]:
+    """id → name of the tensors the running script binds at module level (`w`, `b` of a
+    loop without nn.Module)."""
+    main = sys.modules.get("__main__")
+    names = getattr(main, "__dict__", {})
+    return {
+        id(v): k for k, v in list(names.items()) if isinstance(v, torch.Tensor) and k[:1] != "_"
+    }
 
 
 WRAPPERS = ("DistributedDataParallel", "DataParallel")

@@ -2,25 +2,45 @@
 
 - `torch.optim.optimizer.register_optimizer_step_pre_hook/_post_hook`: every step of
   any Optimizer (plain loops, HF Trainer, Lightning, accelerate), no per-instance patch.
+  A step given a closure (`optimizer.step(closure)`: LBFGS, Lightning's automatic
+  optimization) gets the closure wrapped by the pre-hook: the step's statistics are
+  taken when its first evaluation returns (its loss, the gradients it left, a clip
+  it did), not before the closure ran; LBFGS's further evaluations count only in the
+  run's backward calls.
 - `Tensor.backward` / `torch.autograd.backward`: the loss and the number of backward
   calls per step (gradient accumulation); the nested backward of a reentrant
-  checkpoint is not counted.
+  checkpoint is not counted. At each top-level backward's start, for every optimizer
+  whose last step has not been followed by a reset of its gradients yet, whether its
+  gradients are still all there (`p.grad is None` checks; a device norm only when they
+  all are): the carried-over norm of its next step.
+- `Optimizer.zero_grad`, `Module.zero_grad`: a reset seen, with no norm to take.
 - `torch.nn.utils.clip_grad_norm_`, `get_total_norm`, `clip_grads_with_norm_`:
-  the norm before clipping, the script's own value, and max_norm. Replaced in the
-  modules before the script imports them.
+  the norm before clipping, the script's own value in its norm type, and max_norm.
+  Replaced in the modules before the script imports them. A clip of gradients still
+  multiplied by GradScaler's scale (the backward was on `scaler.scale(loss)` and
+  `scaler.unscale_(optimizer)` has not run since) is marked `scaled_clip`, and its
+  norms are divided by the scale (a device tensor) so that every number is unscaled.
 - `GradScaler.scale` / `step` (class level): the unscaled loss, the loss scale,
   and skipped steps. A non-fused optimizer's step hooks do not fire on a skipped
   step (the step wrapper notices); a fused one's fire on every step with
   `optimizer.found_inf` and, unless `unscale_` ran, `optimizer.grad_scale` set and
   the gradients still scaled, which the measurement divides out.
+- Updates by hand (no optimizer ever stepped: `p.data.add_(p.grad, alpha=-lr)`,
+  `p -= lr * p.grad` under no_grad): at the end of each top-level backward the
+  gradients are measured (the script often zeroes them right after updating) and the
+  weights fingerprinted (version counters and float64 norms: `.data` writes bump no
+  version); at the next backward's start, or when the watch ends, a changed
+  fingerprint is a step of the `records.MANUAL` optimizer. Deciding that reads one
+  small vector back per backward, a cost paid only while no optimizer has stepped.
 
-Nothing here reads a value back to the host: see recorder.py.
+Nothing else here reads a value back to the host: see recorder.py.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -35,6 +55,41 @@ class StopWatching(BaseException):
     script's own `except Exception` lets it through."""
 
 
+class ManualUpdates:
+    """Stands in `Interceptor.optimizers` for parameter updates made by hand."""
+
+    def __init__(self) -> None:
+        self.param_groups: list[dict[str, Any]] = [{"params": []}]
+
+
+@dataclass
+class _Reset:
+    """Since an optimizer's last step: a reset of its gradients seen, or the norms of
+    its gradients found at the start of each backward."""
+
+    params: list[torch.Tensor]
+    reset: bool = False
+    norms: list[torch.Tensor] = field(default_factory=list)
+
+
+@dataclass
+class _Manual:
+    """What the last backward left, for an update by hand that may follow it."""
+
+    params: list[torch.Tensor]
+    weights: torch.Tensor | None = None
+    versions: list[int] = field(default_factory=list)
+    grads: torch.Tensor | None = None
+    members: tuple[int, ...] = ()
+    loss: torch.Tensor | None = None
+    loss_known: bool = True
+    calls: int = 0
+    before: list[torch.Tensor] | None = None
+    """Sampled steps: the weights at the end of the backward."""
+    pending: bool = False
+    """A backward ended since the last check."""
+
+
 class Interceptor:
     """The state the hooks share while one run is watched."""
 
@@ -46,32 +101,52 @@ class Interceptor:
         self.max_steps = max_steps
         self.start = time.perf_counter()
         self.tracked = discover.Tracked()
-        self.optimizers: list[torch.optim.Optimizer] = []
-        """The optimizers that stepped, by index."""
+        self.optimizers: list[Any] = []
+        """The optimizers that stepped, by index (a `ManualUpdates` for updates by hand)."""
         self.known: list[torch.optim.Optimizer] = []
         """Those and the ones found owning clipped parameters before their first step."""
         self.discovered = False
         self.steps = 0
         self.backward_total = 0
         """backward() calls over the whole run."""
+        self.notes: list[str] = []
+        """What the watch could not do, for the report."""
+        self.manually_updated: set[int] = set()
+        """Positions of the parameters an update by hand changed."""
         self._undo: list[Callable[[], None]] = []
         self._depth = 0
+        self._quiet = 0
+        """> 0 inside a closure's second and later evaluations (LBFGS's line search)."""
         self._reset_step()
-        self._scaled: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._scaled: list[tuple[torch.Tensor, torch.Tensor, Any]] = []
+        self._scaled_by: Any = None
+        """The GradScaler whose scale multiplies the gradients of the last backward."""
         self._scaler_calls: list[list[Any]] = []
         self.measure = Measure(self.tracked)
-        self._owned_cache: tuple[tuple[int, ...], list[torch.Tensor]] = ((), [])
         self._current: PendingStep | None = None
         self._snapshot: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+        self._resets: dict[int, _Reset] = {}
+        self._trained_cache: dict[int, tuple[tuple[int, ...], list[torch.Tensor]]] = {}
+        self._manual: _Manual | None = None
+        self._manual_index: int | None = None
+        self._manual_scanned = False
+        self._nan_noted = False
+        self._optimizer_stepped = False
+        self._stepping: Any = None
+        self._step_depth = 0
+        """Optimizer steps under way (> 1: a step inside a step)."""
+        """The optimizer whose step (given a closure) has started and not yet begun."""
 
     def _reset_step(self) -> None:
         self.backward_calls = 0
         self.loss: torch.Tensor | None = None
         self.loss_known = True
-        self.carried: torch.Tensor | None = None
         self.pre_clip: torch.Tensor | None = None
         self.clip_total: torch.Tensor | None = None
         self.max_norm: float | None = None
+        self.norm_type: float | None = None
+        self.scaled_clip = False
+        self.clip_scale: torch.Tensor | None = None
 
     # -- installation -----------------------------------------------------------------
     def install(self) -> None:
@@ -85,6 +160,8 @@ class Interceptor:
         self._undo += [pre.remove, post.remove]
         self._patch(torch.Tensor, "backward", self._wrap_tensor_backward)
         self._patch(torch.autograd, "backward", self._wrap_autograd_backward)
+        self._patch(torch.optim.Optimizer, "zero_grad", self._wrap_optimizer_zero_grad)
+        self._patch(torch.nn.Module, "zero_grad", self._wrap_module_zero_grad)
         import torch.nn.utils as utils
         import torch.nn.utils.clip_grad as clip_grad
 
@@ -110,48 +187,80 @@ class Interceptor:
     # -- backward ---------------------------------------------------------------------
     def _wrap_tensor_backward(self, original: Any) -> Any:
         def backward(tensor: torch.Tensor, gradient: Any = None, *args: Any, **kw: Any) -> Any:
-            if self._depth == 0:
+            top = self._depth == 0
+            if top:
                 self._on_backward(tensor, gradient)
             self._depth += 1
             try:
-                return original(tensor, gradient, *args, **kw)
+                out = original(tensor, gradient, *args, **kw)
             finally:
                 self._depth -= 1
+            if top:
+                self._after_backward(tensor)
+            return out
 
         return backward
 
     def _wrap_autograd_backward(self, original: Any) -> Any:
         def backward(tensors: Any, grad_tensors: Any = None, *args: Any, **kw: Any) -> Any:
-            if self._depth == 0:
+            top = self._depth == 0
+            if top:
                 single = tensors if isinstance(tensors, torch.Tensor) else None
                 if single is None and len(tensors) == 1:
                     single = tensors[0]
                 self._on_backward(single, grad_tensors)
             self._depth += 1
             try:
-                return original(tensors, grad_tensors, *args, **kw)
+                out = original(tensors, grad_tensors, *args, **kw)
             finally:
                 self._depth -= 1
+            if top:
+                self._after_backward(tensors)
+            return out
 
         return backward
 
     def _on_backward(self, tensor: torch.Tensor | None, gradient: Any) -> None:
-        if self.backward_calls == 0 and self.discovered:
-            self.carried = self._carried_norm()
-        self.backward_calls += 1
         self.backward_total += 1
+        if self._quiet:
+            return
+        if self._step_depth and self._stepping is None:
+            self._drop_unfinished()  # a step that raised (its post-hook never ran)
+        if self._manual is not None and self._manual.pending:
+            self._guarded(self._check_manual)
+        self._observe_resets()
+        if self.backward_calls == 0:  # a norm taken after the last step (a log) is no clip
+            self.pre_clip = self.clip_total = self.clip_scale = None
+            self.max_norm = self.norm_type = None
+            self.scaled_clip = False
+        self.backward_calls += 1
+        scaled = next((x for x in self._scaled if x[0] is tensor), None)
+        self._scaled_by = None if scaled is None else scaled[2]
         if tensor is None or gradient is not None or tensor.numel() != 1:
             self.loss_known = False
             return
-        value = next((u for s, u in self._scaled if s is tensor), tensor).detach()
-        self.loss = value.float() if self.loss is None else self.loss + value.float()
+        value = (tensor if scaled is None else scaled[1]).detach()
+        if value.dtype not in (torch.float32, torch.float64):
+            value = value.float()  # a half-precision loss summed over micro-batches
+        self.loss = value if self.loss is None else self.loss + value
 
-    def _owned(self) -> list[torch.Tensor]:
-        key = tuple(id(o) for o in self.known)
-        if self._owned_cache[0] != key:
-            ids = {id(p) for o in self.known for g in o.param_groups for p in g["params"]}
-            self._owned_cache = (key, [p for p in self.tracked.params if id(p) in ids])
-        return self._owned_cache[1]
+    def _after_backward(self, tensors: Any) -> None:
+        idle = self._current is None and self._stepping is None
+        if not self._optimizer_stepped and not self._quiet and idle:
+            roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+            tensors_ = [t for t in roots if isinstance(t, torch.Tensor)]
+            self._guarded(lambda: self._manual_backward_end(tensors_))
+
+    def _guarded(self, check: Callable[[], None]) -> None:
+        """The search for updates by hand runs in every script: should it ever fail, it
+        stops, with a note, and the script runs on."""
+        try:
+            check()
+        except Exception as exc:
+            self._manual, self._manual_scanned = None, True
+            self.notes.append(
+                f"updates by hand are not watched: {type(exc).__name__}: {exc}".rstrip(": ")
+            )
 
     def _members(self, optimizer: Any) -> tuple[int, ...]:
         index = self.tracked.index
@@ -159,39 +268,91 @@ class Interceptor:
             index[id(p)] for g in optimizer.param_groups for p in g["params"] if id(p) in index
         )
 
-    def _carried_norm(self) -> torch.Tensor | None:
-        """Over the optimizers' parameters only: zero_grad() cannot reset the others."""
-        grads = [p.grad for p in self._owned() if p.grad is not None]
-        if not grads:
+    # -- gradients not reset ------------------------------------------------------------
+    def _observe_resets(self) -> None:
+        """At a backward's start: each optimizer whose gradients were not reset since its
+        step either has one of them None now (a reset) or gets their norm noted."""
+        for entry in self._resets.values():
+            if entry.reset:
+                continue
+            grads = [p.grad for p in entry.params]
+            present = [g for g in grads if g is not None]
+            if len(present) < len(grads):
+                entry.reset, entry.norms = True, []
+            elif present:
+                entry.norms.append(torch.linalg.vector_norm(torch.stack(norms(present))))
+
+    def _wrap_optimizer_zero_grad(self, original: Any) -> Any:
+        def zero_grad(optimizer: Any, *args: Any, **kw: Any) -> Any:
+            out = original(optimizer, *args, **kw)
+            entry = self._resets.get(id(optimizer))
+            if entry is not None:
+                entry.reset, entry.norms = True, []
+            return out
+
+        return zero_grad
+
+    def _wrap_module_zero_grad(self, original: Any) -> Any:
+        def zero_grad(module: Any, *args: Any, **kw: Any) -> Any:
+            out = original(module, *args, **kw)
+            open_ = [e for e in self._resets.values() if not e.reset]
+            if open_:
+                ids = {id(p) for p in module.parameters()}
+                for entry in open_:
+                    if all(id(p) in ids for p in entry.params):
+                        entry.reset, entry.norms = True, []
+            return out
+
+        return zero_grad
+
+    def _trained(self, optimizer: Any) -> list[torch.Tensor]:
+        """The optimizer's parameters that take gradients (cached while its groups keep
+        their sizes)."""
+        key = tuple(len(g["params"]) for g in optimizer.param_groups)
+        cached = self._trained_cache.get(id(optimizer))
+        if cached is None or cached[0] != key:
+            params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
+            cached = self._trained_cache[id(optimizer)] = (key, params)
+        return cached[1]
+
+    def _carried(self, optimizer: Any) -> torch.Tensor | None:
+        entry = self._resets.pop(id(optimizer), None)
+        if entry is None or entry.reset or not entry.norms:
             return None
-        return torch.linalg.vector_norm(torch.stack(norms(grads)))
+        if len(entry.norms) == 1:
+            return entry.norms[0]
+        return torch.stack(entry.norms).min()
 
     # -- clipping ---------------------------------------------------------------------
     def _wrap_clip(self, original: Any) -> Any:
         def clip_grad_norm_(
             parameters: Any, max_norm: float, norm_type: float = 2.0, *a: Any, **kw: Any
         ) -> Any:
-            if self._depth:
+            if self._depth or self._quiet:
                 return original(parameters, max_norm, norm_type, *a, **kw)
             params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
             self._ensure_discovered(params)
-            self.pre_clip = self.measure.grads()
+            scale = self._clip_scale(params)
+            self.pre_clip = self._unscaled(self.measure.grads(), scale)
             self._depth += 1
             try:
                 total = original(params, max_norm, norm_type, *a, **kw)
             finally:
                 self._depth -= 1
-            if float(norm_type) == 2.0:
-                self.clip_total, self.max_norm = total, float(max_norm)
+            self._clipped(total, float(norm_type), float(max_norm), scale)
             return total
 
         return clip_grad_norm_
 
     def _wrap_total_norm(self, original: Any) -> Any:
         def get_total_norm(tensors: Any, norm_type: float = 2.0, *a: Any, **kw: Any) -> Any:
+            if self._depth or self._quiet:
+                return original(tensors, norm_type, *a, **kw)
+            tensors = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
             total = original(tensors, norm_type, *a, **kw)
-            if self._depth == 0 and float(norm_type) == 2.0:
-                self.clip_total = total
+            ids = {id(t) for t in tensors}
+            params = [p for p in self.tracked.params if id(p.grad) in ids]
+            self._clipped(total, float(norm_type), None, self._clip_scale(params))
             return total
 
         return get_total_norm
@@ -200,24 +361,70 @@ class Interceptor:
         def clip_grads_with_norm_(
             parameters: Any, max_norm: float, total_norm: Any, *a: Any, **kw: Any
         ) -> Any:
-            if self._depth == 0:
+            if self._depth == 0 and not self._quiet:
                 params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
                 self._ensure_discovered(params)
-                self.pre_clip = self.measure.grads()
+                scale = self._clip_scale(params)
+                self.pre_clip = self._unscaled(self.measure.grads(), scale)
+                if self.clip_total is None:  # no get_total_norm seen: the given total
+                    self._clipped(total_norm, 2.0, float(max_norm), scale)
                 self.max_norm = float(max_norm)
-                if self.clip_total is None:
-                    self.clip_total = total_norm
                 parameters = params
             return original(parameters, max_norm, total_norm, *a, **kw)
 
         return clip_grads_with_norm_
+
+    def _clipped(
+        self, total: Any, norm_type: float, max_norm: float | None, scale: torch.Tensor | None
+    ) -> None:
+        if isinstance(total, torch.Tensor):
+            total = total.detach()
+            self.clip_total = total if scale is None else total / scale
+        self.norm_type = norm_type
+        if max_norm is not None:
+            self.max_norm = max_norm
+        if scale is not None:
+            self.scaled_clip, self.clip_scale = True, scale
+        current = self._current
+        if current is not None:  # a clip inside the step, after its closure ran
+            current.grad_norm, current.norm_type = self.clip_total, self.norm_type
+            current.max_norm = self.max_norm
+            current.scaled_clip, current.clip_scale = self.scaled_clip, self.clip_scale
+
+    def _clip_scale(self, params: list[torch.Tensor]) -> torch.Tensor | None:
+        """The loss scale the gradients of `params` are still multiplied by: their last
+        backward was on a GradScaler's output and `unscale_` has not run since for any
+        optimizer that owns them. None: they are not scaled."""
+        scaler = self._scaled_by
+        if scaler is None or not scaler.is_enabled():
+            return None
+        scale = getattr(scaler, "_scale", None)
+        if not isinstance(scale, torch.Tensor):
+            return None
+        from torch.amp.grad_scaler import OptState
+
+        states = getattr(scaler, "_per_optimizer_states", {})
+        ids = {id(p) for p in params}
+        owners = [
+            o for o in self.known if any(id(p) in ids for g in o.param_groups for p in g["params"])
+        ]
+        candidates = [states.get(id(o)) for o in owners] if owners else list(states.values())
+        if any(s is not None and s.get("stage") is OptState.UNSCALED for s in candidates):
+            return None
+        return scale.detach().clone()  # a device tensor: no sync
+
+    @staticmethod
+    def _unscaled(norms_: torch.Tensor, scale: torch.Tensor | None) -> torch.Tensor:
+        if scale is None:
+            return norms_
+        return torch.where(norms_ >= 0, norms_ / scale.to(norms_.dtype), norms_)
 
     # -- GradScaler -------------------------------------------------------------------
     def _wrap_scale(self, original: Any) -> Any:
         def scale(scaler: Any, outputs: Any) -> Any:
             out = original(scaler, outputs)
             if isinstance(outputs, torch.Tensor) and out is not outputs:
-                self._scaled = [*self._scaled[-3:], (out, outputs)]
+                self._scaled = [*self._scaled[-3:], (out, outputs, scaler)]
             return out
 
         return scale
@@ -245,11 +452,55 @@ class Interceptor:
         return None
 
     # -- optimizer steps --------------------------------------------------------------
-    def _pre_step(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
-        self._begin(optimizer, skipped=False)
+    def _drop_unfinished(self) -> None:
+        self._current, self._snapshot, self._stepping = None, None, None
+        self._step_depth = 0
 
-    def _post_step(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
+    def _pre_step(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
+        self._step_depth += 1
+        if self._step_depth > 1 or self._quiet:
+            return None  # a step inside a step (super().step(), a wrapped optimizer)
+        closure, where = _closure(args, kwargs)
+        if closure is None:
+            self._begin(optimizer, skipped=False)
+            return None
+        wrapped = self._wrap_closure(optimizer, closure)
+        if where == "kwargs":
+            return args, {**kwargs, "closure": wrapped}
+        return (args[0], wrapped, *args[2:]), kwargs
+
+    def _wrap_closure(self, optimizer: Any, closure: Callable[..., Any]) -> Callable[..., Any]:
+        evaluations = [0]
+
+        def closure_(*a: Any, **kw: Any) -> Any:
+            evaluations[0] += 1
+            if evaluations[0] > 1 or self._current is not None:
+                self._quiet += 1
+                try:
+                    return closure(*a, **kw)
+                finally:
+                    self._quiet -= 1
+            try:
+                out = closure(*a, **kw)
+            except BaseException:
+                self._stepping = None
+                raise
+            self._begin(optimizer, skipped=False, returned=out)
+            return out
+
+        self._stepping = optimizer
+        return closure_
+
+    def _post_step(self, optimizer: Any, args: Any, _kwargs: Any) -> None:
+        self._step_depth = max(0, self._step_depth - 1)
+        if self._step_depth or self._quiet:
+            return  # the end of a step inside a step: the outer one's end records it
+        if self._current is None:
+            self._begin(optimizer, skipped=False)  # a closure that was never evaluated
         self._finish(optimizer)
+
+    def _index_of(self, optimizer: Any) -> int:
+        return next((i for i, o in enumerate(self.optimizers) if o is optimizer), -1)
 
     def _ensure_discovered(self, params: list[torch.Tensor]) -> None:
         """Before the first step: the optimizers that own the parameters being clipped."""
@@ -266,26 +517,33 @@ class Interceptor:
         discover.extend(self.tracked, self.known, params)
 
     def _optimizer_index(self, optimizer: Any) -> int:
-        for i, o in enumerate(self.optimizers):
-            if o is optimizer:
-                return i
+        index = self._index_of(optimizer)
+        if index >= 0:
+            return index
+        if self._manual is not None:  # an optimizer takes over: updates by hand end here
+            if self._manual.pending:
+                self._check_manual()
+            self._manual = None
         self.optimizers.append(optimizer)
+        self._optimizer_stepped = True
         if all(optimizer is not k for k in self.known):
             self.known.append(optimizer)
         self.discovered = True
         discover.extend(self.tracked, self.known)
         return len(self.optimizers) - 1
 
-    def _begin(self, optimizer: Any, skipped: bool) -> None:
+    def _begin(self, optimizer: Any, skipped: bool, returned: Any = None) -> None:
+        self._stepping = None
         index = self._optimizer_index(optimizer)
         scaler = self._scaler_for(optimizer)
-        norms = self.pre_clip if self.pre_clip is not None else self.measure.grads()
-        total = self.clip_total
-        grad_scale = getattr(optimizer, "grad_scale", None)  # fused + GradScaler, not unscaled
+        if self.pre_clip is not None:
+            norms_ = self.pre_clip  # measured (and unscaled) at the clip
+        else:
+            norms_ = self.measure.grads()
+            grad_scale = getattr(optimizer, "grad_scale", None)  # fused + GradScaler
+            if isinstance(grad_scale, torch.Tensor):
+                norms_ = self._unscaled(norms_, grad_scale)
         found_inf = getattr(optimizer, "found_inf", None)
-        if isinstance(grad_scale, torch.Tensor):
-            norms = torch.where(norms >= 0, norms / grad_scale, norms)
-            total = None if total is None else total / grad_scale
         scale = None
         if scaler is not None:
             scale = getattr(scaler, "_scale", None)  # a device tensor: no sync, unlike get_scale()
@@ -293,6 +551,11 @@ class Interceptor:
         flag: bool | torch.Tensor = skipped
         if not skipped and isinstance(found_inf, torch.Tensor):
             flag = found_inf.detach().clone()
+        loss: torch.Tensor | float | None = self.loss if self.loss_known else None
+        if isinstance(returned, torch.Tensor) and returned.numel() == 1:
+            loss = returned.detach().reshape(())
+        elif isinstance(returned, (int, float)) and not isinstance(returned, bool):
+            loss = float(returned)
         self.steps += 1
         self._current = PendingStep(
             step=self.steps,
@@ -300,12 +563,15 @@ class Interceptor:
             lrs=tuple(_lr(g) for g in optimizer.param_groups),
             backward_calls=self.backward_calls,
             skipped=flag,
-            param_norm=norms,
-            loss=self.loss if self.loss_known else None,
-            grad_norm=total,
+            param_norm=norms_,
+            loss=loss,
+            grad_norm=self.clip_total,
             max_norm=self.max_norm,
+            norm_type=self.norm_type,
+            scaled_clip=self.scaled_clip,
+            clip_scale=self.clip_scale,
             scale=scale,
-            carried=self.carried,
+            carried=self._carried(optimizer),
             members=self._members(optimizer),
         )
         if not skipped and (self.steps - 1) % self.update_every == 0:
@@ -322,14 +588,119 @@ class Interceptor:
             torch._foreach_sub_(before, [p.detach() for p in params])
             current.update_norm = self.measure.scatter(params, norms(before))
             current.weight_norm = self.measure.scatter(params, norms([p.detach() for p in params]))
+        self._resets[id(optimizer)] = _Reset(self._trained(optimizer))
+        self._record(current)
+
+    def _record(self, current: PendingStep) -> None:
         current.time_s = time.perf_counter() - self.start
         self.recorder.add(current)
         self._reset_step()
         self._scaled = []
+        self._scaled_by = None  # the step unscaled them (or skipped): a later clip is not
         if self.max_steps is not None and self.steps >= self.max_steps:
             raise StopWatching()
 
-    # -- measurement ------------------------------------------------------------------
+    # -- updates by hand --------------------------------------------------------------
+    def _manual_backward_end(self, roots: list[torch.Tensor]) -> None:
+        """No optimizer has stepped: note what this backward left, for the check at the
+        next backward's start (or the end of the watch)."""
+        manual = self._manual
+        if manual is None:
+            if self._manual_scanned:
+                return
+            self._manual_scanned = True
+            params = [p for p in discover.graph_leaves(roots) if p.grad is not None]
+            if not params:
+                return
+            discover.extend(self.tracked, self.known, params, extra_name="tensor")
+            manual = self._manual = _Manual(params)
+        tracked = self.tracked.params
+        if manual.weights is None or len(manual.versions) != len(tracked):
+            manual.weights = self.measure.weights()
+            manual.versions = [p._version for p in tracked]
+        manual.grads = self.measure.grads()
+        manual.members = tuple(i for i, p in enumerate(tracked) if p.grad is not None)
+        manual.loss = self.loss
+        manual.loss_known = self.loss_known
+        manual.calls = self.backward_calls
+        if self.steps % self.update_every == 0:  # the next step is a sampled one
+            manual.before = [p.detach().clone() for p in tracked]
+        manual.pending = True
+
+    def finish_manual(self) -> None:
+        """The watch ends: an update by hand after the last backward is a step too."""
+        if self._manual is not None and self._manual.pending and not self._optimizer_stepped:
+            self._check_manual(final=True)
+
+    def _check_manual(self, final: bool = False) -> None:
+        manual = self._manual
+        assert manual is not None and manual.weights is not None and manual.grads is not None
+        manual.pending = False
+        tracked = self.tracked.params[: len(manual.versions)]
+        now = self.measure.weights()[: len(tracked)]
+        before = manual.weights
+        same = (now == before) | (now.isnan() & before.isnan())
+        flags = torch.cat([~same, now.isnan().any().reshape(1)])
+        *moved, lost = flags.tolist()  # the one read-back that decides whether a step happened
+        changed = [
+            m or p._version != v for m, p, v in zip(moved, tracked, manual.versions, strict=True)
+        ]
+        if lost and not self._nan_noted:
+            self._nan_noted = True
+            self.notes.append(
+                f"weights updated by hand became NaN at step {self.steps + 1}: updates of NaN "
+                "weights through `.data` change nothing gradscope can see, so steps after it "
+                "may be missing"
+            )
+        if not any(changed):
+            manual.before = None
+            return
+        self.manually_updated.update(i for i, c in enumerate(changed) if c)
+        if self._manual_index is None:
+            self._manual_index = len(self.optimizers)
+            self.optimizers.append(ManualUpdates())
+        holder = self.optimizers[self._manual_index]
+        present = {id(p) for g in holder.param_groups for p in g["params"]}
+        holder.param_groups[0]["params"] += [
+            tracked[i]
+            for i in sorted(set(manual.members) | self.manually_updated)
+            if id(tracked[i]) not in present
+        ]
+        self.steps += 1
+        step = PendingStep(
+            step=self.steps,
+            optimizer=self._manual_index,
+            lrs=(),
+            backward_calls=manual.calls,
+            skipped=False,
+            param_norm=manual.grads,
+            loss=manual.loss if manual.loss_known else None,
+            grad_norm=self.clip_total,
+            max_norm=self.max_norm,
+            norm_type=self.norm_type,
+            members=manual.members,
+        )
+        if manual.before is not None:
+            torch._foreach_sub_(manual.before, [p.detach() for p in tracked])
+            step.update_norm = self.measure.scatter(tracked, norms(manual.before))
+            step.weight_norm = now
+            manual.before = None
+        manual.weights = now
+        manual.versions = [p._version for p in tracked]
+        if final:
+            step.time_s = time.perf_counter() - self.start
+            self.recorder.add(step)
+            return
+        self._record(step)
+
+
+def _closure(args: Any, kwargs: Any) -> tuple[Callable[..., Any] | None, str]:
+    """The closure given to `optimizer.step` (args include the optimizer first)."""
+    if isinstance(kwargs, dict) and callable(kwargs.get("closure")):
+        return kwargs["closure"], "kwargs"
+    if isinstance(args, tuple) and len(args) > 1 and callable(args[1]):
+        return args[1], "args"
+    return None, ""
 
 
 def _lr(group: dict[str, Any]) -> float:

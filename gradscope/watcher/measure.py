@@ -2,6 +2,11 @@
 
 One `torch._foreach_norm` per measurement; index tensors are built once and cached, so
 a step does no host-to-device copy either.
+
+Norms accumulate in float64 whatever the parameter's dtype (float16, bfloat16, float32,
+float64, complex): a float32 gradient whose elements are ~1e19 has a finite norm, and a
+norm must never report a non-finite value its elements do not hold. MPS has no float64;
+there the accumulation is float32.
 """
 
 from __future__ import annotations
@@ -13,14 +18,77 @@ from gradscope.watcher.discover import Tracked
 from gradscope.watcher.recorder import NO_GRAD
 
 
-def norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Float32 L2 norms (a half-precision norm overflows long before its elements do)."""
-    dense = [t.coalesce().values() if t.is_sparse else t for t in map(local, tensors)]
-    return list(torch._foreach_norm(dense, 2, dtype=torch.float32))
+def accumulation(device: torch.device) -> torch.dtype:
+    """float64, except where the device has none (MPS)."""
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
+def _real(t: torch.Tensor) -> torch.Tensor:
+    if t.is_sparse:
+        t = t.coalesce().values()
+    if t.is_complex():
+        t = torch.view_as_real(t)  # |z|² = re² + im²: the same L2 norm
+    return t
+
+
+def norms(tensors: list[torch.Tensor], ord: float = 2.0) -> list[torch.Tensor]:
+    """L2 (or `ord`) norms as 0-dim float64 tensors (float32 on MPS), never non-finite
+    where the elements are finite.
+
+    On an accelerator the fused norm accumulates in float64 inside its kernel. On the
+    CPU a float64 norm of float32 tensors first copies them (ten times the cost), and a
+    read-back costs nothing there: the fused norm runs in the tensors' own precision,
+    and only the norms that overflowed or underflowed (inf, or 0) are taken again in
+    float64.
+    """
+    dense = [_real(local(t).detach()) for t in tensors]
+    if not dense:
+        return []
+    device = dense[0].device
+    dtype = accumulation(device)
+    if device.type == "cpu":
+        return _cpu_norms(dense, ord)
+    if dtype == torch.float64 or all(t.dtype != torch.float64 for t in dense):
+        try:
+            return list(torch._foreach_norm(dense, ord, dtype=dtype))
+        except (RuntimeError, TypeError, NotImplementedError):
+            pass  # a dtype the fused norm does not take (float8, ...): one by one below
+    # (also a float64 tensor on a float32-only device: it cannot be narrowed in the norm)
+    return [torch.linalg.vector_norm(t.to(dtype), ord) for t in dense]
+
+
+def _cpu_norms(dense: list[torch.Tensor], ord: float) -> list[torch.Tensor]:
+    try:
+        # float32 accumulation at least (half and bfloat16 are widened in the kernel)
+        fast = [
+            n.double()
+            for n in torch._foreach_norm(
+                dense, ord, dtype=None if _all_wide(dense) else torch.float32
+            )
+        ]
+    except (RuntimeError, TypeError, NotImplementedError):
+        return [torch.linalg.vector_norm(t.double(), ord) for t in dense]
+    values = torch.stack(fast)
+    suspect = ~torch.isfinite(values) | (values == 0)
+    if not bool(suspect.any()):  # a CPU tensor: no device to wait for
+        return fast
+    for i in suspect.nonzero().flatten().tolist():
+        if dense[i].dtype != torch.float64:
+            fast[i] = torch.linalg.vector_norm(dense[i], ord, dtype=torch.float64)
+    return fast
+
+
+def _all_wide(dense: list[torch.Tensor]) -> bool:
+    """Every tensor float32 or float64 (no narrowing to ask for)."""
+    return all(t.dtype in (torch.float32, torch.float64) for t in dense)
 
 
 def _device(params: list[torch.Tensor]) -> torch.device:
     return params[0].device if params else torch.device("cpu")
+
+
+def _full(n: int, device: torch.device) -> torch.Tensor:
+    return torch.full((n,), NO_GRAD, device=device, dtype=accumulation(device))
 
 
 class Measure:
@@ -32,26 +100,31 @@ class Measure:
         self._subsets: dict[tuple[int, ...], torch.Tensor] = {}
 
     def grads(self) -> torch.Tensor:
-        """[P] float32 gradient norms; -1 where grad is None."""
+        """[P] float64 gradient norms; -1 where grad is None."""
         params = self.tracked.params
         grads = [p.grad for p in params if p.grad is not None]
         if len(grads) == len(params) and grads:
             return torch.stack(norms(grads))  # the common case: two kernels
         device = grads[0].device if grads else _device(params)
-        out = torch.full((len(params),), NO_GRAD, device=device)
+        out = _full(len(params), device)
         if grads:
             present = tuple(p.grad is not None for p in params)
             index = self._present.get(present)
             if index is None:
                 index = torch.tensor([i for i, k in enumerate(present) if k], device=device)
                 self._present[present] = index
-            out[index] = torch.stack(norms(grads)).to(device)
+            out[index] = torch.stack(norms(grads)).to(device, out.dtype)
         return out
+
+    def weights(self) -> torch.Tensor:
+        """[P] weight norms of every tracked parameter."""
+        params = self.tracked.params
+        return torch.stack(norms(params)) if params else _full(0, torch.device("cpu"))
 
     def scatter(self, params: list[torch.Tensor], values: list[torch.Tensor]) -> torch.Tensor:
         """[P] vector holding `values` (norms of `params`) at their tracked positions."""
         device = values[0].device if values else _device(params)
-        out = torch.full((len(self.tracked.params),), NO_GRAD, device=device)
+        out = _full(len(self.tracked.params), device)
         where = [self.tracked.index.get(id(p)) for p in params]
         keep = [(i, n) for i, n in zip(where, values, strict=True) if i is not None]
         if keep:
@@ -59,5 +132,5 @@ class Measure:
             index = self._subsets.get(key)
             if index is None:  # built once per optimizer: no host-to-device copy per step
                 index = self._subsets[key] = torch.tensor(key, device=device)
-            out[index] = torch.stack([n.to(device) for _, n in keep])
+            out[index] = torch.stack([n.to(device, out.dtype) for _, n in keep])
         return out

@@ -43,10 +43,18 @@ class PendingStep:
     skipped: bool | torch.Tensor
     param_norm: torch.Tensor
     """[P] gradient norms before clipping, unscaled; -1 where grad was None."""
-    loss: torch.Tensor | None = None
+    loss: torch.Tensor | float | None = None
     grad_norm: torch.Tensor | None = None
-    """The script's own total norm (clip_grad_norm_'s return); None: from param_norm."""
+    """The script's own total norm (clip_grad_norm_'s or get_total_norm's return, in its
+    `norm_type`, unscaled); None: the script computed none. The recorded L2 `grad_norm`
+    is always the stepping optimizer's, from param_norm."""
     max_norm: float | None = None
+    norm_type: float | None = None
+    """The norm the script's clip (or get_total_norm) used: 2.0, inf, ..."""
+    scaled_clip: bool = False
+    """The script clipped gradients still multiplied by the loss scale `clip_scale`
+    (grad_norm and param_norm are divided by it already)."""
+    clip_scale: torch.Tensor | None = None
     scale: torch.Tensor | None = None
     carried: torch.Tensor | None = None
     update_norm: torch.Tensor | None = None
@@ -104,7 +112,9 @@ class Recorder:
         for p in pending:  # sampled steps: update and weight norms, finalised alike
             if p.update_norm is not None and p.weight_norm is not None:
                 rows += [_pad(p.update_norm, width, device), _pad(p.weight_norm, width, device)]
-        norms = torch.stack(rows).double()
+        norms = torch.stack(rows)
+        if norms.dtype != torch.float64 and norms.device.type != "mps":
+            norms = norms.double()
         sq = torch.where(norms >= 0, norms.square(), norms)
         if self.finalise is not None:
             sq = self.finalise(sq)
@@ -133,23 +143,36 @@ def _ctrl_c_held() -> Iterator[None]:
             signal.raise_signal(signal.SIGINT)
 
 
+def _wide(device: torch.device) -> torch.dtype:
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
 def _pad(t: torch.Tensor, width: int, device: torch.device) -> torch.Tensor:
-    t = t.detach().float().to(device)
+    t = t.detach().to(device, _wide(device))  # float64: a norm of 1e20 squares to 1e40
     if t.numel() == width:
         return t
-    return torch.cat([t, torch.full((width - t.numel(),), NO_GRAD, device=device)])
+    filler = torch.full((width - t.numel(),), NO_GRAD, device=device, dtype=t.dtype)
+    return torch.cat([t, filler])
 
 
-def _scalar(t: torch.Tensor | None, device: torch.device) -> torch.Tensor:
+def _scalar(t: torch.Tensor | float | None, device: torch.device) -> torch.Tensor:
     if t is None:
-        return torch.full((1,), NAN, device=device)
-    return t.detach().float().reshape(-1)[:1].to(device)
+        return torch.full((1,), NAN, device=device, dtype=_wide(device))
+    if not isinstance(t, torch.Tensor):
+        return torch.full((1,), float(t), device=device, dtype=_wide(device))
+    t = t.detach()
+    if t.is_complex():
+        t = t.real
+    return t.reshape(-1)[:1].to(device, _wide(device))
 
 
 def _scalars(p: PendingStep, device: torch.device) -> torch.Tensor:
     skipped = p.skipped if isinstance(p.skipped, torch.Tensor) else None
     return torch.cat(
-        [_scalar(x, device) for x in (p.loss, p.grad_norm, p.scale, p.carried, skipped)]
+        [
+            _scalar(x, device)
+            for x in (p.loss, p.grad_norm, p.scale, p.carried, skipped, p.clip_scale)
+        ]
     )
 
 
@@ -159,7 +182,7 @@ def _none_if_nan(v: float) -> float | None:
 
 def _records(pending: list[PendingStep], values: list[float], width: int) -> list[StepRecord]:
     """`values`: squared norm rows (one per step, then update and weight rows of each
-    sampled step), then five scalars per step."""
+    sampled step), then six scalars per step."""
     n = len(pending)
     sampled = sum(p.update_norm is not None and p.weight_norm is not None for p in pending)
     sq_rows = [values[i * width : (i + 1) * width] for i in range(n + 2 * sampled)]
@@ -167,22 +190,27 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
     at = (n + 2 * sampled) * width
     out = []
     for p, sq in zip(pending, sq_rows[:n], strict=True):
-        loss, total, scale, carried, found_inf = values[at : at + 5]
-        at += 5
+        loss, script_total, scale, carried, found_inf, clip_scale = values[at : at + 6]
+        at += 6
         ratios = update_norm = None
         if p.update_norm is not None and p.weight_norm is not None:
             upd, wts = _roots(next(updates)), _roots(next(updates))
             ratios = tuple(_ratio(u, w) for u, w in zip(upd, wts, strict=True))
             update_norm = math.sqrt(sum(u * u for u in upd if not u < 0))
         norms = tuple(None if v < 0 else math.sqrt(v) for v in sq)
-        if p.grad_norm is None:
-            own = sq if p.members is None else [sq[i] for i in p.members if i < len(sq)]
-            total = math.sqrt(sum(v for v in own if not v < 0))
+        own = sq if p.members is None else [sq[i] for i in p.members if i < len(sq)]
+        total = math.sqrt(sum(v for v in own if not v < 0))  # the stepping optimizer's, L2
+        clip_total = None if p.grad_norm is None else script_total
         skipped = p.skipped if isinstance(p.skipped, bool) else found_inf > 0
         clipped = None
         if p.max_norm is not None:
+            seen = total if clip_total is None else clip_total  # what the clip compared
+            if p.scaled_clip and math.isfinite(clip_scale):
+                seen *= clip_scale
             clipped = (
-                total * min(1.0, p.max_norm / (total + 1e-6)) if math.isfinite(total) else total
+                total * min(1.0, p.max_norm / (seen + 1e-6))
+                if math.isfinite(total) and math.isfinite(seen)
+                else total
             )
         out.append(
             StepRecord(
@@ -201,6 +229,10 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
                 update_ratios=ratios,
                 update_norm=update_norm,
                 time_s=p.time_s,
+                scaled_clip=p.scaled_clip,
+                clip_total=clip_total,
+                norm_type=p.norm_type if p.max_norm is not None or clip_total is not None else None,
+                clip_scale=_none_if_nan(clip_scale) if p.scaled_clip else None,
             )
         )
     return out

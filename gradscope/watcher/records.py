@@ -23,26 +23,32 @@ class StepRecord:
     optimizer: int
     """Index of the optimizer (in order of first step) that stepped."""
     loss: float | None
-    """Sum of the (unscaled) values `backward` ran on since the previous step; None when
-    backward was given explicit gradient weights."""
+    """Sum of the (unscaled) values `backward` ran on since the previous step; with
+    `optimizer.step(closure)`, the closure's first return. None when backward was given
+    explicit gradient weights."""
     grad_norm: float
-    """Total gradient L2 norm before clipping, unscaled (clip_grad_norm_'s return when the
-    script clipped)."""
+    """Total gradient L2 norm before clipping, unscaled, of the stepping optimizer's
+    parameters (`WatchRun.members`), accumulated in float64. When the script clipped
+    the same parameters with norm_type 2 it equals clip_grad_norm_'s return (which is
+    kept in `clip_total`)."""
     clipped_norm: float | None
-    """Total norm after clipping; None when the script did not clip this step."""
+    """Total L2 norm after clipping; None when the script did not clip this step."""
     max_norm: float | None
     """The max_norm the script clipped to."""
     lrs: tuple[float, ...]
     """Learning rate of each param group of the stepping optimizer."""
     backward_calls: int
-    """backward() calls since the previous step (> 1: gradient accumulation)."""
+    """backward() calls since the previous step (> 1: gradient accumulation); with a
+    closure, those up to the end of its first evaluation (LBFGS's re-evaluations are
+    not accumulation)."""
     scale: float | None
     """GradScaler's loss scale used for this step; None without an enabled scaler."""
     skipped: bool
     """GradScaler found Inf/NaN and skipped the parameter update."""
     carried_norm: float | None
-    """Norm of the gradients already present when this step's first backward ran
-    (> 0: they were not reset after the previous step); None when all were None."""
+    """For this optimizer's parameters: the smallest gradient norm found at the start of
+    a backward since its previous step (> 0: they were never reset, by zero_grad() or
+    to None, in between); None at its first step, or when a reset was seen."""
     param_norms: tuple[float | None, ...]
     """Per tracked parameter, its gradient norm before clipping, unscaled; None where grad
     was None (NaN or inf where the gradient held them)."""
@@ -56,14 +62,25 @@ class StepRecord:
     """The script clipped while the gradients were still multiplied by GradScaler's
     scale (no `unscale_` since the scaled backward). grad_norm and param_norms are
     unscaled all the same."""
+    clip_total: float | None = None
+    """The script's own total norm (clip_grad_norm_'s or get_total_norm's return, in
+    `norm_type`), unscaled; None when it computed none."""
+    norm_type: float | None = None
+    """The norm the script clipped by (2.0, inf, ...); None when it did not clip."""
+    clip_scale: float | None = None
+    """With `scaled_clip`: the loss scale the clipped gradients were multiplied by (the
+    clip compared `clip_total * clip_scale` with max_norm)."""
 
     @property
     def clipped(self) -> bool:
-        return (
-            self.max_norm is not None
-            and math.isfinite(self.grad_norm)
-            and (self.grad_norm > self.max_norm)
-        )
+        """The script's clip scaled the gradients down (its total, in its norm and as
+        the clip saw it, above max_norm)."""
+        if self.max_norm is None:
+            return False
+        seen = self.grad_norm if self.clip_total is None else self.clip_total
+        if self.scaled_clip and self.clip_scale is not None:
+            seen *= self.clip_scale
+        return math.isfinite(seen) and seen > self.max_norm
 
     def to_dict(self, series: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -82,6 +99,9 @@ class StepRecord:
             "update_norm": self.update_norm,
             "time_s": round(self.time_s, 6),
             "scaled_clip": self.scaled_clip,
+            "clip_total": self.clip_total,
+            "norm_type": self.norm_type,
+            "clip_scale": self.clip_scale,
         }
         if series:
             out["param_norms"] = list(self.param_norms)

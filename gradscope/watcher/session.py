@@ -99,8 +99,15 @@ class Watcher:
     ) -> bool:
         from gradscope.watcher.intercept import StopWatching
 
-        self.interceptor.remove()
         notes = []
+        try:
+            self.interceptor.finish_manual()  # an update by hand after the last backward
+        except Exception as check_error:  # e.g. the device failed with the script
+            notes.append(
+                f"the last update by hand could not be checked: "
+                f"{type(check_error).__name__}: {check_error}"
+            )
+        self.interceptor.remove()
         try:
             self.recorder.flush()
         except Exception as flush_error:  # e.g. the device failed with the script
@@ -111,6 +118,7 @@ class Watcher:
         if self._log is not None:
             self._log.close()
         status, error = _status(exc, StopWatching)
+        notes = [*self.interceptor.notes, *notes]
         self.run = self._build(status, error, tuple(notes))
         if status == "crashed" and exc is not None:
             from dataclasses import replace
@@ -123,8 +131,12 @@ class Watcher:
         return isinstance(exc, StopWatching)
 
     def _build(self, status: str, error: str | None, notes: tuple[str, ...]) -> WatchRun:
+        from gradscope.watcher.intercept import ManualUpdates
+        from gradscope.watcher.records import MANUAL
+
         icp = self.interceptor
         owned = {id(p) for o in icp.known for g in o.param_groups for p in g["params"]}
+        owned.update(id(icp.tracked.params[i]) for i in icp.manually_updated)
         lrs = {id(p): _lr(g) for o in icp.known for g in o.param_groups for p in g["params"]}
         params = tuple(
             ParamInfo(
@@ -144,7 +156,9 @@ class Watcher:
             status=status,
             duration_s=time.perf_counter() - self._started,
             error=error,
-            optimizers=tuple(type(o).__name__ for o in icp.optimizers),
+            optimizers=tuple(
+                MANUAL if isinstance(o, ManualUpdates) else type(o).__name__ for o in icp.optimizers
+            ),
             members=tuple(icp._members(o) for o in icp.optimizers),
             backward_calls=icp.backward_total,
             update_every=self.update_every,

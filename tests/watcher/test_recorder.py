@@ -1,6 +1,7 @@
 """Recorder.flush: Ctrl-C cannot split the records from the --log, a failed read-back keeps
 its steps pending."""
 
+import math
 import signal
 
 import pytest
@@ -50,3 +51,54 @@ def test_a_failed_read_back_keeps_its_steps_pending():
     with pytest.raises(RuntimeError):
         recorder.flush()
     assert len(recorder.pending) == 3 and recorder.records == []
+
+
+def _clipped(**kw) -> PendingStep:
+    base = dict(
+        step=1,
+        optimizer=0,
+        lrs=(0.1,),
+        backward_calls=1,
+        skipped=False,
+        param_norm=torch.tensor([3.0, 4.0, 12.0], dtype=torch.float64),
+        members=(0, 1),
+    )
+    return PendingStep(**{**base, **kw})
+
+
+def _one(step: PendingStep):
+    recorder = Recorder()
+    recorder.add(step)
+    recorder.flush()
+    return recorder.records[0]
+
+
+def test_grad_norm_is_the_stepping_optimizers_l2_whatever_the_clip_norm():
+    r = _one(_clipped(grad_norm=torch.tensor(4.0), max_norm=2.0, norm_type=math.inf))
+    assert r.grad_norm == 5.0  # its parameters 0 and 1, not parameter 2
+    assert r.clip_total == 4.0 and r.norm_type == math.inf and r.clipped
+    assert r.clipped_norm == pytest.approx(5.0 * 2.0 / 4.0)  # torch's coefficient, inf-norm
+    assert r.to_dict()["norm_type"] == math.inf
+
+
+def test_a_clip_of_scaled_gradients_compared_max_norm_with_the_scaled_total():
+    r = _one(
+        _clipped(
+            grad_norm=torch.tensor(5.0),
+            max_norm=100.0,
+            norm_type=2.0,
+            scaled_clip=True,
+            clip_scale=torch.tensor(1024.0),
+        )
+    )
+    assert r.grad_norm == 5.0 and r.clip_total == 5.0 and r.scaled_clip
+    assert r.clipped  # 5 x 1024 > 100, though 5 < 100
+    assert r.clipped_norm == pytest.approx(5.0 * 100.0 / 5120.0)
+    assert r.clip_scale == 1024.0
+
+
+def test_norms_beyond_float32_range_stay_finite():
+    big = torch.tensor([1e30, 1e25], dtype=torch.float64)
+    r = _one(_clipped(param_norm=big, members=None))
+    assert r.param_norms == (1e30, 1e25)
+    assert r.grad_norm == pytest.approx(1e30)

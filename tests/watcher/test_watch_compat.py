@@ -26,6 +26,8 @@ def originals():
         utils.clip_grads_with_norm_,
         torch.amp.GradScaler.scale,
         torch.amp.GradScaler.step,
+        torch.optim.Optimizer.zero_grad,
+        torch.nn.Module.zero_grad,
         len(optimizer._global_optimizer_pre_hooks),
         len(optimizer._global_optimizer_post_hooks),
     )
@@ -113,3 +115,61 @@ def test_gradscope_watch_stays_the_api_function_once_the_subpackage_is_imported(
             model(torch.randn(2, 2)).sum().backward()
             opt.step()
     assert len(w.run.steps) == 2
+
+
+def test_a_closure_step_runs_the_users_closure_and_returns_its_value():
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    calls = []
+
+    def closure():
+        calls.append(1)
+        opt.zero_grad()
+        loss = model(torch.ones(2, 3)).sum()
+        loss.backward()
+        return loss
+
+    with watch() as w:
+        out = opt.step(closure)
+        opt.step(closure=closure)
+    assert len(calls) == 2 and isinstance(out, torch.Tensor)
+    assert [r.loss for r in w.run.steps] == [pytest.approx(out.item()), w.run.steps[1].loss]
+    assert all(r.grad_norm > 0 and r.backward_calls == 1 for r in w.run.steps)
+
+
+def test_a_step_that_raised_does_not_swallow_the_steps_after_it():
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def closure():
+        raise RuntimeError("bad batch")
+
+    with watch() as w:
+        for i in range(4):
+            opt.zero_grad()
+            model(torch.ones(2, 3)).sum().backward()
+            if i == 1:
+                with pytest.raises(RuntimeError):
+                    opt.step(closure)
+            else:
+                opt.step()
+    assert [r.step for r in w.run.steps] == [1, 2, 3]
+    assert [r.backward_calls for r in w.run.steps] == [1, 2, 1]  # since the previous step
+
+
+def test_a_failure_in_the_search_for_updates_by_hand_never_stops_the_script(monkeypatch):
+    from gradscope.watcher import discover
+
+    def broken(roots):
+        raise RuntimeError("graph walk failed")
+
+    monkeypatch.setattr(discover, "graph_leaves", broken)
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with watch() as w:
+        for _ in range(3):
+            opt.zero_grad()
+            model(torch.ones(2, 3)).sum().backward()
+            opt.step()
+    assert w.run.status == "completed" and len(w.run.steps) == 3
+    assert w.run.notes == ("updates by hand are not watched: RuntimeError: graph walk failed",)
