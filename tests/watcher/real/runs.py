@@ -171,6 +171,7 @@ CASES = {
     c.name: c
     for c in (
         nanogpt("nanogpt"),
+        nanogpt("nanogpt-accum", "--gradient_accumulation_steps=4", iters=30),
         nanogpt("nanogpt-lr100", "--learning_rate=0.1"),
         nanogpt("nanogpt-no-zero-grad", bug="nanogpt_no_zero_grad"),
         nanogpt("nanogpt-drop-param", bug="nanogpt_drop_param"),
@@ -221,13 +222,13 @@ def _isolated(case: Case) -> Iterator[None]:
     workdir = tempfile.mkdtemp(prefix=f"gs-real-{case.name}-")
     case.data(workdir)
     modules = set(sys.modules)
-    cwd, path, threads = os.getcwd(), list(sys.path), torch.get_num_threads()
-    env = {k: os.environ.get(k) for k, _ in case.env}
-    grad, dtype, bench = (
+    cwd, path, env = os.getcwd(), list(sys.path), {k: os.environ.get(k) for k, _ in case.env}
+    threads, grad, dtype = (
+        torch.get_num_threads(),
         torch.is_grad_enabled(),
         torch.get_default_dtype(),
-        (torch.backends.cudnn.benchmark),
     )
+    benchmark = torch.backends.cudnn.benchmark  # dcgan sets it
     os.chdir(workdir)
     sys.path.insert(0, STAND_INS)
     os.environ.update(dict(case.env))
@@ -247,7 +248,7 @@ def _isolated(case: Case) -> Iterator[None]:
         torch.set_num_threads(threads)
         torch.set_grad_enabled(grad)
         torch.set_default_dtype(dtype)
-        torch.backends.cudnn.benchmark = bench
+        torch.backends.cudnn.benchmark = benchmark
         for name in set(sys.modules) - modules:
             file = getattr(sys.modules[name], "__file__", None) or ""
             if file.startswith(HERE):

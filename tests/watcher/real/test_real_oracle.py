@@ -17,6 +17,7 @@ RTOL = 1e-5
 
 COMPARED = [
     "nanogpt",  # AdamW, clip_grad_norm_ after a disabled GradScaler's unscale_, lr schedule
+    "nanogpt-accum",  # the same with 4 backward calls (loss / 4) per step
     "mingpt",  # AdamW in two param groups, model.zero_grad, clip
     "dcgan",  # two Adam optimizers, D stepping on two backward calls
     "word-lm",  # hand-written update p.data.add_(p.grad, alpha=-lr) after clip 0.25
@@ -68,3 +69,9 @@ def test_loss_and_gradient_norms_match_the_oracle_at_every_step(name):
         ):
             wrong.append(f"step {t.step}: per-parameter norms differ from the oracle's")
     assert not wrong, f"{len(wrong)} mismatches; first: " + "; ".join(wrong[:4])
+
+
+def test_accumulated_backward_calls_are_one_step():
+    run = runs.watched("nanogpt-accum").run
+    assert {r.backward_calls for r in run.steps} == {4}
+    assert run.backward_calls == 4 * len(run.steps)

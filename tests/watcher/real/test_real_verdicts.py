@@ -41,6 +41,7 @@ def lines(findings) -> list[str]:
 # -- healthy stock configs ---------------------------------------------------------------------
 HEALTHY = [
     "nanogpt",
+    "nanogpt-accum",  # gradient accumulation is no missing zero_grad
     "nanogpt-amp",  # float16 loss scaling with torch.amp.GradScaler("cpu")
     "mingpt",
     "dcgan",
