@@ -1,0 +1,225 @@
+"""`python inject.py BUG SCRIPT [ARGS...]`: run a vendored training script, unmodified, as
+`python SCRIPT ARGS` would, with one seeded bug monkeypatched in from outside.
+
+Each bug below is what a user gets wrong in their own loop, injected without editing the
+real code; every patch is undone when the script ends (the tests run in one process).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import runpy
+import sys
+import types
+from collections.abc import Callable, Iterator
+from unittest import mock
+
+import torch
+from torch.nn import functional as F
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
+FREEZE_AFTER = 40
+"""freeze_midway: transformer.h.0 stops training after this optimizer step."""
+LOG0_STEP = 30
+"""log0: the optimizer step whose loss takes log(0)."""
+
+
+class StepCount:
+    """Optimizer steps so far, counted by a global step post-hook of the driver's own."""
+
+    def __init__(self, stack: contextlib.ExitStack) -> None:
+        self.n = 0
+        handle = register_optimizer_step_post_hook(self._count)
+        stack.callback(handle.remove)
+
+    def _count(self, *_: object) -> None:
+        self.n += 1
+
+
+def _wrap_init(stack: contextlib.ExitStack, cls: type, after: Callable[[object], None]) -> None:
+    original = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        after(self)
+
+    stack.enter_context(mock.patch.object(cls, "__init__", __init__))
+
+
+# -- nanoGPT ---------------------------------------------------------------------------------
+def nanogpt_no_zero_grad(stack: contextlib.ExitStack) -> None:
+    """optimizer.zero_grad(set_to_none=True) forgotten: AdamW's zero_grad does nothing."""
+    stack.enter_context(mock.patch.object(torch.optim.AdamW, "zero_grad", lambda *a, **k: None))
+
+
+DROPPED = "transformer.h.1.mlp.c_proj.weight"
+
+
+def nanogpt_drop_param(stack: contextlib.ExitStack) -> None:
+    """configure_optimizers leaves one weight matrix out of every param group."""
+    import model
+
+    original = model.GPT.configure_optimizers
+
+    def configure_optimizers(self, *args, **kwargs):
+        optimizer = original(self, *args, **kwargs)
+        dropped = dict(self.named_parameters())[DROPPED]
+        for group in optimizer.param_groups:
+            group["params"] = [p for p in group["params"] if p is not dropped]
+        return optimizer
+
+    stack.enter_context(mock.patch.object(model.GPT, "configure_optimizers", configure_optimizers))
+
+
+def nanogpt_freeze_midway(stack: contextlib.ExitStack) -> None:
+    """After step FREEZE_AFTER the first block is frozen (requires_grad_(False)) while
+    AdamW keeps it: from the next step on it gets no gradient and stops learning."""
+    import model
+
+    models: list = []
+    _wrap_init(stack, model.GPT, models.append)
+
+    steps = StepCount(stack)
+
+    def freeze(*_: object) -> None:
+        if steps.n == FREEZE_AFTER:
+            models[-1].transformer.h[0].requires_grad_(False)
+
+    handle = register_optimizer_step_post_hook(freeze)  # runs after StepCount's
+    stack.callback(handle.remove)
+
+
+DETACHED = "transformer.h.1.mlp"
+
+
+def nanogpt_detach(stack: contextlib.ExitStack) -> None:
+    """The second block's MLP output is .detach()ed in the residual: its ln_2 and MLP
+    weights get no gradient, the rest of the model trains."""
+    import model
+
+    def tag(gpt) -> None:
+        gpt.transformer.h[1].mlp.gs_detach = True
+
+    _wrap_init(stack, model.GPT, tag)
+    original = model.MLP.forward
+
+    def forward(self, x):
+        out = original(self, x)
+        return out.detach() if getattr(self, "gs_detach", False) else out
+
+    stack.enter_context(mock.patch.object(model.MLP, "forward", forward))
+
+
+def nanogpt_log0(stack: contextlib.ExitStack) -> None:
+    """The loss is written as log(softmax(logits)); at step LOG0_STEP the logits are large
+    enough (×1e4) that softmax underflows to exactly 0 and log(0) = -inf."""
+    import model
+
+    steps = StepCount(stack)
+
+    def cross_entropy(logits, targets, ignore_index=-100, **_: object):
+        if steps.n + 1 == LOG0_STEP and torch.is_grad_enabled():
+            logits = logits * 1e4
+        logp = torch.log(torch.softmax(logits, dim=-1))
+        return F.nll_loss(logp, targets, ignore_index=ignore_index)
+
+    proxy = types.SimpleNamespace(**{k: getattr(F, k) for k in dir(F) if not k.startswith("__")})
+    proxy.cross_entropy = cross_entropy
+    stack.enter_context(mock.patch.object(model, "F", proxy))
+
+
+def nanogpt_cpu_scaler(stack: contextlib.ExitStack) -> None:
+    """Port nanoGPT's `torch.cuda.amp.GradScaler(enabled=dtype == 'float16')` to the CPU
+    (the CUDA one disables itself without a GPU): an enabled `torch.amp.GradScaler("cpu")`."""
+
+    def scaler(enabled: bool = True, **kwargs):
+        return torch.amp.GradScaler("cpu", enabled=enabled, **kwargs)
+
+    stack.enter_context(mock.patch.object(torch.cuda.amp, "GradScaler", scaler))
+
+
+def nanogpt_clip_before_unscale(stack: contextlib.ExitStack) -> None:
+    """With the CPU scaler: the script's own `scaler.unscale_(optimizer)` is lost, so
+    clip_grad_norm_ clips the still-scaled gradients (scaler.step unscales them after)."""
+    nanogpt_cpu_scaler(stack)
+    original = torch.amp.GradScaler.unscale_
+
+    def unscale_(self, optimizer):
+        if sys._getframe(1).f_code.co_name == "step":  # GradScaler.step's own call
+            return original(self, optimizer)
+        return None
+
+    stack.enter_context(mock.patch.object(torch.amp.GradScaler, "unscale_", unscale_))
+
+
+# -- pytorch/examples dcgan ------------------------------------------------------------------
+def dcgan_no_zero_grad_d(stack: contextlib.ExitStack) -> None:
+    """netD.zero_grad() forgotten (netG.zero_grad() kept)."""
+    original = torch.nn.Module.zero_grad
+
+    def zero_grad(self, *args, **kwargs):
+        if type(self).__name__ == "Discriminator":
+            return None
+        return original(self, *args, **kwargs)
+
+    stack.enter_context(mock.patch.object(torch.nn.Module, "zero_grad", zero_grad))
+
+
+# -- pytorch/examples word_language_model ------------------------------------------------------
+SKIPPED = "decoder.bias"
+
+
+def wlm_skip_param(stack: contextlib.ExitStack) -> None:
+    """The hand-written update loop (and the clip before it) misses decoder.bias:
+    `model.parameters()` as train() sees it leaves it out; zero_grad still resets it."""
+    import model
+
+    original = model.RNNModel.parameters
+
+    def parameters(self, recurse: bool = True):
+        params = original(self, recurse)
+        if sys._getframe(1).f_code.co_name != "train":
+            return params
+        skipped = dict(self.named_parameters())[SKIPPED]
+        return (p for p in params if p is not skipped)
+
+    stack.enter_context(mock.patch.object(model.RNNModel, "parameters", parameters))
+
+
+BUGS: dict[str, Callable[[contextlib.ExitStack], None]] = {
+    f.__name__: f
+    for f in (
+        nanogpt_no_zero_grad,
+        nanogpt_drop_param,
+        nanogpt_freeze_midway,
+        nanogpt_detach,
+        nanogpt_log0,
+        nanogpt_cpu_scaler,
+        nanogpt_clip_before_unscale,
+        dcgan_no_zero_grad_d,
+        wlm_skip_param,
+    )
+}
+
+
+@contextlib.contextmanager
+def _script_argv(script: str, argv: list[str]) -> Iterator[None]:
+    old_argv, old_path = sys.argv, list(sys.path)
+    sys.argv = [script, *argv]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    try:
+        yield
+    finally:
+        sys.argv, sys.path[:] = old_argv, old_path
+
+
+def main(argv: list[str]) -> None:
+    bug, script, *rest = argv
+    with _script_argv(script, rest), contextlib.ExitStack() as stack:
+        BUGS[bug](stack)
+        runpy.run_path(script, run_name="__main__")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
