@@ -75,8 +75,7 @@ class Series:
 
 
 def optimizer_name(run: WatchRun, index: int) -> str:
-    kind = run.optimizers[index] if index < len(run.optimizers) else "?"
-    return f"optimizer {index} ({kind})"
+    return run.optimizer_label(index)
 
 
 def several(run: WatchRun) -> bool:

@@ -20,7 +20,7 @@ from gradscope.rules.step_common import (
     live,
     step_list,
 )
-from gradscope.watcher.records import WatchRun
+from gradscope.watcher.records import StepRecord, WatchRun
 
 
 # -- GS406 / GS416 ---------------------------------------------------------------------
@@ -44,9 +44,7 @@ def clipping_binds(run: WatchRun, t: Thresholds) -> list[Finding]:
         share = len(bound) / len(steps)
         if share <= t.clip_bind_fraction:
             continue
-        coef = statistics.fmean(
-            min(1.0, (r.max_norm or 0) / r.grad_norm) if r.grad_norm > 0 else 1.0 for r in steps
-        )
+        coef = statistics.fmean(_clip_coefficient(r) for r in steps)
         if coef >= t.clip_coef_info:
             continue
         med = statistics.median(r.grad_norm for r in steps)
@@ -58,6 +56,22 @@ def clipping_binds(run: WatchRun, t: Thresholds) -> list[Finding]:
             f"max_norm {fmt(steps[0].max_norm)}, median norm before clipping {fmt(med)}",
             f"bound at steps {step_list([r.step for r in bound])}",
         )
+        if coef < t.clip_coef_warn and _adaptive(run, s.index):
+            finding = RULES["GS406"].finding(
+                s.subject("total-grad-norm"),
+                s.say(
+                    head + f": {run.optimizers[s.index]} divides each step by its running "
+                    "gradient scale, so a clip that scales every step alike changes little; "
+                    "it tames the outliers"
+                ),
+                "fine if meant (minGPT and nanoGPT clip this way); the learning rate, not "
+                f"max_norm, sets this optimizer's step size (typical norm {fmt(med)})",
+                value=coef,
+                threshold=t.clip_coef_warn,
+                evidence=evidence,
+            )
+            out.append(replace(finding, severity=Severity.INFO))
+            continue
         if coef < t.clip_coef_warn:
             out.append(
                 RULES["GS406"].finding(
@@ -82,6 +96,25 @@ def clipping_binds(run: WatchRun, t: Thresholds) -> list[Finding]:
         )
         out.append(replace(finding, severity=Severity.INFO))
     return out
+
+
+ADAPTIVE = ("adam", "rmsprop", "adagrad", "adadelta", "adafactor", "lion", "lamb", "sophia")
+"""Optimizers that divide each step by a running gradient scale (or take its sign): a
+clip that scales every step by about the same factor is largely cancelled."""
+
+
+def _adaptive(run: WatchRun, index: int) -> bool:
+    kind = run.optimizers[index].lower() if index < len(run.optimizers) else ""
+    return any(name in kind for name in ADAPTIVE)
+
+
+def _clip_coefficient(r: StepRecord) -> float:
+    """max_norm over the norm the clip compared (the script's own total, in its norm type;
+    the L2 norm when it is not known); 1 where it did not bind."""
+    total = r.clip_total if r.clip_total is not None else r.grad_norm
+    if not total > 0 or r.max_norm is None:
+        return 1.0
+    return min(1.0, r.max_norm / total)
 
 
 def clip_before_unscale(run: WatchRun, t: Thresholds) -> list[Finding]:

@@ -154,3 +154,26 @@ class WatchRun:
 
     def names(self) -> list[str]:
         return [p.name for p in self.params]
+
+    def optimizer_label(self, index: int) -> str:
+        """ "optimizer 0 (Adam, Discriminator)": its index, class and the module its
+        parameters share; "manual update" for updates made by hand."""
+        kind = self.optimizers[index] if index < len(self.optimizers) else "?"
+        if kind == MANUAL:
+            return MANUAL
+        members = self.members[index] if index < len(self.members) else ()
+        owner = _common_prefix([self.params[i].name for i in members if i < len(self.params)])
+        return f"optimizer {index} ({kind}{', ' + owner if owner else ''})"
+
+
+def _common_prefix(names: list[str]) -> str:
+    """The module path every name lies under ("D" for D.0.weight, D.2.bias); "" if none."""
+    if not names:
+        return ""
+    parts = [n.split(".")[:-1] for n in names]
+    common: list[str] = []
+    for level in zip(*parts, strict=False):
+        if any(p != level[0] for p in level):
+            break
+        common.append(level[0])
+    return ".".join(common)

@@ -86,16 +86,7 @@ class WatchReport:
         return ExitCode.FINDINGS if self.failed() else ExitCode.OK
 
     def optimizer_label(self, index: int) -> str:
-        """ "optimizer 0 (Adam, D)": its index, class and the module its parameters share;
-        "manual update" for updates made by hand."""
-        names = self.run.optimizers
-        kind = names[index] if index < len(names) else "?"
-        if kind == MANUAL:
-            return MANUAL
-        owner = _common_prefix(
-            [self.run.params[i].name for i in self._members(index) if i < len(self.run.params)]
-        )
-        return f"optimizer {index} ({kind}{', ' + owner if owner else ''})"
+        return self.run.optimizer_label(index)
 
     def _members(self, index: int) -> tuple[int, ...]:
         members = self.run.members
@@ -184,19 +175,6 @@ class WatchReport:
 def _series_range(series: list[float | None]) -> dict[str, Any]:
     finite = [v for v in series if v is not None and math.isfinite(v)]
     return _range(finite, series[0] if series else None, series[-1] if series else None)
-
-
-def _common_prefix(names: list[str]) -> str:
-    """The module path every name lies under ("D" for D.0.weight, D.2.bias); "" if none."""
-    if not names:
-        return ""
-    parts = [n.split(".")[:-1] for n in names]
-    common: list[str] = []
-    for level in zip(*parts, strict=False):
-        if any(p != level[0] for p in level):
-            break
-        common.append(level[0])
-    return ".".join(common)
 
 
 def _range(values: list[float], first: float | None, last: float | None) -> dict[str, Any]:

@@ -54,7 +54,7 @@ def test_layer_frozen_midway_stopped_learning_at_that_step(argv):
 
 def test_gan_findings_name_the_optimizer():
     found = by_rule(watched("rule_gan.py", "--d-no-zero-grad"))
-    assert any(f.message.startswith("optimizer 0 (Adam): ") for f in found["GS412"])
+    assert any(f.message.startswith("optimizer 0 (Adam, ") for f in found["GS412"])
     assert all(f.message.startswith("optimizer ") for fs in found.values() for f in fs)
 
 

@@ -13,7 +13,11 @@ from . import runs
 
 pytestmark = pytest.mark.slow
 
-RTOL = 1e-5
+RTOL = 1e-4
+"""watch takes a float32 tensor's norm in float32 on the CPU (a float64 norm copies the
+tensor: 10x the cost), which is good to about sqrt(n) float32 roundings: 2.7e-5 for
+mnist's 1.18M-element fc1.weight against the oracle's float64. Norms that overflow or
+underflow float32 are redone in float64, so nothing is off by more than that."""
 
 COMPARED = [
     "nanogpt",  # AdamW, clip_grad_norm_ after a disabled GradScaler's unscale_, lr schedule
