@@ -48,7 +48,7 @@ class Tolerances:
             self.rtol if self.rtol is not None else rtol,
             self.atol if self.atol is not None else atol,
             False,
-            "--rtol/--atol" if user else "per dtype (float32 shown)",
+            "--rtol/--atol" if user else "float32's; per dtype",
         )
 
     def for_dtypes(self, a: torch.dtype, b: torch.dtype) -> Tolerance:

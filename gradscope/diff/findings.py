@@ -45,10 +45,8 @@ def _finding(
 def size(d: Delta) -> str:
     if d.shape:
         return f"shapes differ ({d.shape})"
-    tol = (
-        "bitwise" if d.tolerance.exact else f"rtol {d.tolerance.rtol:g}, atol {d.tolerance.atol:g}"
-    )
-    return f"max abs {fmt.num(d.max_abs)}, rel {fmt.num(d.rel)} ({d.dtype}; tolerance {tol})"
+    tol = "bitwise" if d.tolerance.exact else f"rtol {d.tolerance.rtol:g}"
+    return f"max abs {fmt.num(d.max_abs)}, rel {fmt.num(d.rel)} ({d.dtype}, {tol})"
 
 
 def of(result: DiffResult) -> list[Finding]:

@@ -141,12 +141,20 @@ def where(module: torch.nn.Module) -> str:
     """`path/file.py:LINE` of the module class's forward ("" when it cannot be found)."""
     cls = type(module)
     forward = getattr(cls, "forward", None)
-    for obj in (forward, cls):
+    for obj in (inspect.unwrap(forward) if callable(forward) else None, cls):
         try:
             path = inspect.getsourcefile(obj)  # type: ignore[arg-type]
             _, line = inspect.getsourcelines(obj)  # type: ignore[arg-type]
         except (TypeError, OSError):
             continue
         if path:
-            return f"{short_path(path)}:{line}"
+            return f"{_readable(path)}:{line}"
     return ""
+
+
+def _readable(path: str) -> str:
+    """Relative to the working directory, or from the installed package's folder on."""
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in path:
+            return path.rpartition(marker)[2]
+    return short_path(path)
