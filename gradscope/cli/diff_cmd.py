@@ -51,7 +51,7 @@ def diff(
             "--rtol",
             metavar="X",
             min=0.0,
-            show_default="per dtype: 1e-5 float32, 2e-3 float16, 1.6e-2 bfloat16",
+            show_default="per dtype: 1e-5 float32, 2e-3 float16, 1.6e-2 bfloat16; 10x for grads",
             help="Relative tolerance: max|ref-new| <= atol + rtol * max|ref|.",
         ),
     ] = None,

@@ -7,7 +7,7 @@
 3. compare (`compare`): the first module, in the order forwards finish, whose output
    differs while its inputs agree is where the difference starts; the first differing
    gradient in backward order (nearest the loss first);
-4. only when something differs: each model once more with another seed. A module whose
+4. only when something differs: each model's forward once more with another seed. A module whose
    output changes with the seed is random there (dropout in training mode): if the
    reference is, the comparison is noise-limited; if only the new model is, randomness
    was left on in it.
@@ -81,8 +81,8 @@ def diff(
         new_trace = trace(new, batch, loss_fn, options.seed, setting)
         result = _compare(ref, new, ref_trace, new_trace, plan, options)
         if result.differs and options.noise_check:
-            again_ref = trace(ref, batch, loss_fn, options.seed + 1)
-            again_new = trace(new, batch, loss_fn, options.seed + 1, setting)
+            again_ref = trace(ref, batch, loss_fn, options.seed + 1, backward=False)
+            again_new = trace(new, batch, loss_fn, options.seed + 1, setting, backward=False)
             result = _randomness(result, ref_trace, again_ref, new_trace, again_new, options)
     result.ref_label = ref_label or type(ref).__name__
     result.new_label = new_label or type(new).__name__
@@ -220,7 +220,7 @@ def _compare(
         if how == "transposed" and not copied:
             note = "shape reversed: not copied (--allow-transposed copies it transposed)"
         elif g_ref is not None and g_new is not None:
-            pending = batch.pairs([g_ref], [g_new.t() if how == "transposed" else g_new])
+            pending = batch.pairs([g_ref], [g_new.t() if how == "transposed" else g_new], True)
         elif (g_ref is None) != (g_new is None):
             note = f"gradient on the {'reference' if g_new is None else 'new model'} only"
         grads.append((r, n, how, copied, pending, note))

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-VOCAB, DIM, HEADS, LAYERS, SEQ = 64, 32, 4, 2, 8
+VOCAB, DIM, HEADS, LAYERS, SEQ, POSITIONS = 64, 32, 4, 2, 8, 16
 
 GPT2_BUG_AT = {
     "eps": "h.0.ln_1",
@@ -55,7 +55,7 @@ def hf_gpt2():
 
     torch.manual_seed(0)
     config = GPT2Config(
-        vocab_size=VOCAB, n_positions=16, n_embd=DIM, n_layer=LAYERS, n_head=HEADS,
+        vocab_size=VOCAB, n_positions=POSITIONS, n_embd=DIM, n_layer=LAYERS, n_head=HEADS,
         use_cache=False, attn_implementation="eager", initializer_range=0.2,
     )  # fmt: skip
     return GPT2Model(config).eval()
@@ -139,7 +139,7 @@ class GPT2Port(nn.Module):
     def __init__(self, bugs: set[str] = frozenset()):  # type: ignore[assignment]
         super().__init__()
         self.wte = nn.Embedding(VOCAB, DIM)
-        self.wpe = nn.Embedding(16, DIM)
+        self.wpe = nn.Embedding(POSITIONS, DIM)
         self.drop = nn.Dropout(0.1)
         self.h = nn.ModuleList(Block(set(bugs), i) for i in range(LAYERS))
         self.ln_f = nn.LayerNorm(DIM, eps=1e-5)
@@ -170,7 +170,7 @@ def hf_llama():
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=VOCAB, hidden_size=DIM, intermediate_size=64, num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS, num_key_value_heads=HEADS, max_position_embeddings=16,
+        num_attention_heads=HEADS, num_key_value_heads=HEADS, max_position_embeddings=POSITIONS,
         use_cache=False, attn_implementation="eager", rms_norm_eps=1e-6, initializer_range=0.2,
     )  # fmt: skip
     return LlamaModel(config).eval()
