@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from gradscope.diff.align import shape_text
-from gradscope.diff.result import Delta, Tolerance
+from gradscope.diff.result import DEFAULT_SOURCE, Delta, Tolerance
 
 DEFAULTS: dict[torch.dtype, tuple[float, float]] = {
     torch.float64: (1e-7, 1e-12),
@@ -54,7 +54,7 @@ class Tolerances:
             self.rtol if self.rtol is not None else rtol,
             self.atol if self.atol is not None else atol,
             False,
-            "--rtol/--atol" if user else "float32's; per dtype",
+            "--rtol/--atol" if user else DEFAULT_SOURCE,
         )
 
     def for_dtypes(self, a: torch.dtype, b: torch.dtype, grad: bool = False) -> Tolerance:

@@ -12,6 +12,8 @@ from typing import Any
 from gradscope.findings import Finding, Severity
 
 SCHEMA_VERSION = 1
+DEFAULT_SOURCE = "per dtype"
+"""`Tolerance.source` of the defaults (the summary shows float32's numbers)."""
 
 
 @dataclass(frozen=True)

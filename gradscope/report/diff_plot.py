@@ -44,6 +44,7 @@ def plot(result: DiffResult, fmt: str = "png") -> bytes:
             xytext=(-8, -14),
             textcoords="offset points",
             ha="right",
+            bbox={"fc": "white", "ec": "none", "alpha": 0.85},
             color="#d62728",
             fontsize=9,
         )

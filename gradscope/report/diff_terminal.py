@@ -14,7 +14,7 @@ from rich.text import Text
 
 from gradscope import fmt
 from gradscope.diff.findings import size
-from gradscope.diff.result import DiffResult, ModuleRow
+from gradscope.diff.result import DEFAULT_SOURCE, DiffResult, ModuleRow
 from gradscope.findings import Severity
 from gradscope.report.console import View, paint
 
@@ -25,7 +25,8 @@ _SEVERITY = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "
 
 
 def render(result: DiffResult, view: View) -> str:
-    return paint(lambda console: _render(result, console, view), view)
+    text = paint(lambda console: _render(result, console, view), view)
+    return "\n".join(line.rstrip() for line in text.split("\n"))
 
 
 def _render(result: DiffResult, console: Console, view: View) -> None:
@@ -47,8 +48,13 @@ def _header(r: DiffResult, console: Console) -> None:
     second = r.setting or r.new_label
     console.print(f"                {'with' if r.setting else 'new '} {escape(second)}")
     t = r.tolerance
-    rule = "bitwise" if t.exact else f"rtol {t.rtol:g}, atol {t.atol:g}, {escape(t.source)}"
-    console.print(f"[dim]tolerance {rule} · {r.passes} passes · {r.duration_s:.2f} s[/]")
+    if t.exact:
+        rule = "bitwise (--exact)"
+    elif t.source == DEFAULT_SOURCE:
+        rule = f"per dtype, float32: rtol {t.rtol:g}, atol {t.atol:g} (gradients 10× rtol)"
+    else:
+        rule = f"rtol {t.rtol:g}, atol {t.atol:g} ({escape(t.source)})"
+    _say(console, f"[dim]tolerance {rule} · {r.passes} passes · {r.duration_s:.2f} s[/]", 0)
     a = r.alignment
     how: dict[str, int] = {}
     for _, _, h in a.pairs:
