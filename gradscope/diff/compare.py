@@ -43,26 +43,32 @@ class Tolerances:
     rtol: float | None = None
     atol: float | None = None
     exact: bool = False
+    floor: torch.dtype | None = None
+    """The lowest precision in play (the autocast dtype): every comparison is judged at it
+    or looser, also of tensors that stay float32 downstream of low-precision ops."""
 
     def base(self) -> Tolerance:
         """What the summary states: the user's numbers or float32's."""
         if self.exact:
             return Tolerance(0.0, 0.0, True, "--exact")
-        rtol, atol = DEFAULTS[torch.float32]
+        rtol, atol = DEFAULTS[self.floor or torch.float32]
         user = self.rtol is not None or self.atol is not None
+        source = "--rtol/--atol" if user else DEFAULT_SOURCE
+        if self.floor is not None and not user:
+            source += f", at least {str(self.floor).removeprefix('torch.')}'s"
         return Tolerance(
             self.rtol if self.rtol is not None else rtol,
             self.atol if self.atol is not None else atol,
             False,
-            "--rtol/--atol" if user else DEFAULT_SOURCE,
+            source,
         )
 
     def for_dtypes(self, a: torch.dtype, b: torch.dtype, grad: bool = False) -> Tolerance:
         if self.exact:
             return Tolerance(0.0, 0.0, True, "--exact")
-        loosest = max((d for d in (a, b) if d in DEFAULTS), key=_RANK.index, default=None)
-        if loosest is None:
+        if a not in DEFAULTS and b not in DEFAULTS:
             return Tolerance(0.0, 0.0, True, "exact (not floating point)")
+        loosest = max((d for d in (a, b, self.floor) if d in DEFAULTS), key=_RANK.index)
         rtol, atol = DEFAULTS[loosest]
         source = str(loosest).removeprefix("torch.")
         if grad:

@@ -192,6 +192,11 @@ def _copied(
                 dst.copy_(value)
 
 
+def _tolerances(options: DiffOptions) -> Tolerances:
+    floor = getattr(torch, options.autocast) if options.autocast else None
+    return Tolerances(options.rtol, options.atol, options.exact, floor)
+
+
 def _compare(
     ref: torch.nn.Module,
     new: torch.nn.Module,
@@ -200,7 +205,7 @@ def _compare(
     plan: _Plan,
     options: DiffOptions,
 ) -> DiffResult:
-    tol = Tolerances(options.rtol, options.atol, options.exact)
+    tol = _tolerances(options)
     batch = Batch(tol)
     ref_mods, new_mods = dict(ref.named_modules()), dict(new.named_modules())
     queued: list[tuple[str, str | None, int, str, Pending | None, Pending | None]] = []
@@ -316,8 +321,7 @@ def _randomness(
 ) -> DiffResult:
     """Mark, in each model, the call where randomness enters: its output changes with the
     seed while its inputs do not (everything after it changes too, and is not marked)."""
-    tol = Tolerances(options.rtol, options.atol, options.exact)
-    batch = Batch(tol)
+    batch = Batch(_tolerances(options))
     checks = []
     for row in result.modules:
         ref_pair = (ref1.by_key.get((row.ref, row.call)), ref2.by_key.get((row.ref, row.call)))

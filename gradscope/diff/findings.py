@@ -62,8 +62,13 @@ def of(result: DiffResult) -> list[Finding]:
                 p.new,
                 f"every module output agrees but the gradient of {p.new} differs from the "
                 f"reference's {p.ref}: {size(p.grad)}",
-                "a backward differs (a custom autograd Function, a detach, a hook, or a "
-                "straight-through trick): check the backward of the module that owns it",
+                (
+                    f"{result.setting} changes this gradient beyond tolerance: keep its module "
+                    "in float32 (autocast(enabled=False)), or loosen --rtol knowingly"
+                    if result.setting
+                    else "a backward differs (a custom autograd Function, a detach, a hook, or "
+                    "a straight-through trick): check the backward of the module that owns it"
+                ),
                 p.grad.max_abs,
                 p.grad.tolerance.rtol,
             )
