@@ -202,6 +202,8 @@ class DiffResult:
     setting: str = ""
     """For one model against itself: what the second run changed ("autocast bfloat16")."""
     passes: int = 2
+    """Forwards run: 2 (one per model, each with its backward), 4 when something differed
+    and each model's forward ran again with another seed (the randomness check)."""
     duration_s: float = 0.0
     notes: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)

@@ -54,7 +54,8 @@ def _header(r: DiffResult, console: Console) -> None:
         rule = f"per dtype, float32: rtol {t.rtol:g}, atol {t.atol:g} (gradients 10× rtol)"
     else:
         rule = f"rtol {t.rtol:g}, atol {t.atol:g} ({escape(t.source)})"
-    _say(console, f"[dim]tolerance {rule} · {r.passes} passes · {r.duration_s:.2f} s[/]", 0)
+    passes = "2 passes" + (" + 2 seed-check forwards" if r.passes > 2 else "")
+    _say(console, f"[dim]tolerance {rule} · {passes} · {r.duration_s:.2f} s[/]", 0)
     a = r.alignment
     how: dict[str, int] = {}
     for _, _, h in a.pairs:
