@@ -105,6 +105,8 @@ def _stats(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def _wide(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if b.device != a.device:
         b = b.to(a.device)
+    if a.is_complex() or b.is_complex():  # compared as (real, imaginary) pairs
+        a, b = (torch.view_as_real(t.detach().to(torch.complex128)) for t in (a, b))
     wide = torch.float64 if torch.float64 in (a.dtype, b.dtype) else torch.float32
     return a.detach().to(wide), b.detach().to(wide)
 

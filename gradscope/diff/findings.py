@@ -124,6 +124,7 @@ def _origin(result: DiffResult, row: ModuleRow) -> Finding:
             f"inside it, the first submodule whose input differs is {inner.new or inner.ref}: "
             "the difference arises in its own forward, before that call"
         )
+    evidence += _square_hint(result, row)
     inputs = "its inputs agree" if row.inputs is not None else "it takes no tensor input"
     name = row.new if row.new is not None else row.ref
     return _finding(
@@ -137,6 +138,28 @@ def _origin(result: DiffResult, row: ModuleRow) -> Finding:
         row.output.tolerance.rtol,
         tuple(evidence),
     )
+
+
+def _square_hint(result: DiffResult, row: ModuleRow) -> list[str]:
+    """GPT-2's classic: non-square Conv1D weights show up as transposed pairs, square ones
+    cannot (their shape is the same either way) and were copied as they are."""
+    if not result.alignment.transposed:
+        return []
+    square = [
+        p.new
+        for p in result.params
+        if p.ref.rpartition(".")[0] == row.ref
+        and len(p.shape) == 2
+        and p.shape[0] == p.shape[1]
+        and p.how != "transposed"
+    ]
+    if not square:
+        return []
+    return [
+        f"{', '.join(square)} is square and was copied as it is, while "
+        f"{len(result.alignment.transposed)} other weight(s) paired only transposed: "
+        "it may need transposing too (Conv1D (in, out) against Linear (out, in))"
+    ]
 
 
 def _randomness(result: DiffResult) -> list[Finding]:

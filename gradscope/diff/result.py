@@ -201,6 +201,8 @@ class DiffResult:
     tolerance: Tolerance
     setting: str = ""
     """For one model against itself: what the second run changed ("autocast bfloat16")."""
+    new_ran: tuple[str, ...] = ()
+    """Modules of the new model whose forward ran (to list the unpaired ones that did)."""
     passes: int = 2
     """Forwards run: 2 (one per model, each with its backward), 4 when something differed
     and each model's forward ran again with another seed (the randomness check)."""
@@ -274,6 +276,7 @@ class DiffResult:
             "notes": list(self.notes),
             "findings": [f.to_dict() for f in self.findings],
             "alignment": self.alignment.to_dict(),
+            "new_modules_ran": list(self.new_ran),
             "modules": [r.to_dict() for r in self.modules],
             "parameters": [p.to_dict() for p in self.params],
         }

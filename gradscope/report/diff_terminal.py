@@ -71,10 +71,27 @@ def _header(r: DiffResult, console: Console) -> None:
         f"{len(a.ref_only) + len(a.new_only)} unpaired[/]",
         0,
     )
+    for side, names in (("reference", a.modules_ref_only), ("new model", a.modules_new_only)):
+        ran = _ran(r, names, side)
+        if ran:
+            _say(
+                console,
+                f"[dim]modules of the {side} without a partner that ran: "
+                f"{escape(fmt.clip(', '.join(ran), 120))}[/]",
+                0,
+            )
     loss = f"loss: ref {r.loss_ref:.6g}, new {r.loss_new:.6g}"
     if r.loss is not None and r.loss.max_abs:
         loss += f" (rel {fmt.num(r.loss.rel)})"
     console.print(f"[dim]{loss}[/]")
+
+
+def _ran(r: DiffResult, names: tuple[str, ...], side: str) -> list[str]:
+    """Unpaired modules that took part in the forward (containers and unused ones aside)."""
+    if side == "reference":
+        seen = {row.ref for row in r.modules}
+        return [n for n in names if n in seen]
+    return [n for n in names if n in set(r.new_ran)]
 
 
 def _divergence(r: DiffResult, console: Console) -> None:

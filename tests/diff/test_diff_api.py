@@ -200,3 +200,61 @@ def test_json_document():
     assert doc["kind"] == "diff" and doc["version"] == 1
     assert doc["summary"]["origin"] == "1" and doc["summary"]["differs"] is True
     assert {"ref", "new", "output", "inputs", "ref_where"} <= set(doc["modules"][0])
+
+
+def test_conv1d_against_linear_square_weight_hint():
+    class Conv1D(nn.Module):
+        def __init__(self, nx, nf):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(nx, nf))
+            self.bias = nn.Parameter(torch.zeros(nf))
+
+        def forward(self, x):
+            return x @ self.weight + self.bias
+
+    class Ref(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_attn, self.c_proj = Conv1D(4, 12), Conv1D(4, 4)
+
+        def forward(self, x):
+            return self.c_proj(self.c_attn(x)[..., :4])
+
+    class Port(nn.Module):  # nn.Linear everywhere: (out, in) weights
+        def __init__(self):
+            super().__init__()
+            self.c_attn, self.c_proj = nn.Linear(4, 12), nn.Linear(4, 4)
+            self.extra = nn.Identity()
+
+        def forward(self, x):
+            return self.extra(self.c_proj(self.c_attn(x)[..., :4]))
+
+    result = diff(Ref(), Port(), X, options=DiffOptions(allow_transposed=True))
+    assert result.modules[result.origin].ref == "c_proj"  # c_attn, copied transposed, agrees
+    hint = " ".join(result.findings[0].evidence)
+    assert "c_proj.weight is square" in hint and "transposing" in hint
+    assert result.alignment.modules_new_only == ("extra",) and "extra" in result.new_ran
+
+
+def test_complex_outputs_compare():
+    class Z(nn.Module):
+        def __init__(self, conj: bool):
+            super().__init__()
+            self.conj = conj
+
+        def forward(self, x):
+            z = torch.complex(x, 2 * x)
+            return z.conj() if self.conj else z
+
+    class C(nn.Module):
+        def __init__(self, conj: bool):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+            self.z = Z(conj)
+
+        def forward(self, x):
+            return self.z(self.fc(x)).real.sum()
+
+    assert not diff(C(False), C(False), X).differs
+    result = diff(C(False), C(True), X)  # the imaginary part differs: seen, not dropped
+    assert result.modules[result.origin].ref == "z"
