@@ -62,7 +62,10 @@ def diff(
         ),
     ] = None,
     exact: Annotated[
-        bool, typer.Option("--exact", help="Bitwise: every compared value must be equal.")
+        bool,
+        typer.Option(
+            "--exact", help="No tolerance: every value equal, NaN in the same places (+0 = -0)."
+        ),
     ] = False,
     seed: Annotated[
         int,
