@@ -88,3 +88,20 @@ def test_identical_models_are_bitwise_identical(gpt2):
     ref, batch, loss_fn = gpt2
     result = diff(ref, ports.hf_gpt2(), batch, loss_fn)
     assert result.bitwise and result.verdict() == "identical (bitwise)"
+
+
+def test_hf_wrapper_prefix_is_found_from_the_names():
+    """GPT2LMHeadModel names everything `transformer.*` (and ties lm_head to wte); the port
+    has no prefix: the pairing finds ("transformer.", "") itself."""
+    from transformers import GPT2LMHeadModel
+
+    lm = GPT2LMHeadModel(ports.hf_gpt2().config).eval()
+
+    def loss(out):
+        return (out.logits if hasattr(out, "logits") else out).pow(2).mean()
+
+    result = diff(lm, ports.gpt2_port(["gelu"])[0], {"input_ids": ports.ids()}, loss)
+    assert result.alignment.prefixes == ("transformer.", "")
+    assert len(result.alignment.pairs) == 28 and not result.alignment.new_only
+    row = result.modules[result.origin]
+    assert (row.ref, row.new) == ("transformer.h.0.mlp.act", "h.0.mlp.act")
