@@ -32,8 +32,8 @@ def diff(
         typer.Argument(
             metavar="NEW",
             show_default=False,
-            help="The model to compare (a port), as REF. Omitted with --b-autocast: REF "
-            "against itself.",
+            help="The model to compare (a port), as REF. Omitted with --b-autocast or "
+            "--b-compile: REF against itself.",
         ),
     ] = None,
     name_map: Annotated[
@@ -94,6 +94,15 @@ def diff(
             help="Run NEW (or REF again, without NEW) under torch.autocast: bf16 or fp16.",
         ),
     ] = None,
+    b_compile: Annotated[
+        bool,
+        typer.Option(
+            "--b-compile",
+            help="Run NEW (or REF again, without NEW) through torch.compile. The recording "
+            "hooks break the graph at module boundaries: each module's compiled code is "
+            "compared, not fusions across modules.",
+        ),
+    ] = False,
     format: Annotated[
         DiffFormat,
         typer.Option("--format", "-f", help="terminal (rich) or json (versioned, kind diff)."),
@@ -137,6 +146,7 @@ def diff(
       gradscope diff ref.py new.py --exact -f json -o diff.json
       gradscope diff ref.py new.py --plot diff.png
       gradscope diff model.py --b-autocast bf16
+      gradscope diff model.py --b-compile
 
     See docs/diff.md for a worked example and the JSON schema.
     """
@@ -149,8 +159,8 @@ def diff(
 
         output = destination(output)
         plot_path, plot_format = plot_destination(plot)
-        if new is None and b_autocast is None:
-            raise GradscopeError("give NEW, or --b-autocast to compare REF with itself")
+        if new is None and b_autocast is None and not b_compile:
+            raise GradscopeError("give NEW, or --b-autocast/--b-compile to compare REF with itself")
         autocast = None
         if b_autocast is not None:
             autocast = AUTOCAST.get(b_autocast.lower())
@@ -165,6 +175,7 @@ def diff(
             allow_transposed=allow_transposed,
             noise_check=noise_check,
             autocast=autocast,
+            compile=b_compile,
         )
         with clikit.user_stdout_to_stderr(to_stdout(output)):
             result = _run(ref, new, options)

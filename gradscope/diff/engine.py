@@ -46,6 +46,8 @@ class DiffOptions:
     """When something differs, run each model again with another seed to find randomness."""
     autocast: str | None = None
     """Run the new model under torch.autocast with this dtype ("bfloat16", "float16")."""
+    compile: bool = False
+    """Run the new model through torch.compile (it shares its parameters)."""
 
 
 @dataclass
@@ -74,6 +76,8 @@ def diff(
         if not isinstance(m, torch.nn.Module):
             raise TargetError(f"the {what} is {type(m).__name__}, not a torch.nn.Module")
     start = time.perf_counter()
+    if options.compile:
+        new = _compiled(new)
     plan = _plan(ref, new, options)
     setting = _autocast(new, options.autocast)
     with _copied(ref, new, plan.params):
@@ -86,11 +90,28 @@ def diff(
             result = _randomness(result, ref_trace, again_ref, new_trace, again_new, options)
     result.ref_label = ref_label or type(ref).__name__
     result.new_label = new_label or type(new).__name__
-    result.setting = f"autocast {options.autocast}" if options.autocast else ""
+    result.setting = " + ".join(
+        s
+        for s in ("torch.compile" if options.compile else "", _autocast_text(options.autocast))
+        if s
+    )
     result.duration_s = time.perf_counter() - start
     result.torch_version = torch.__version__
     result.findings = findings.of(result)
     return result
+
+
+def _autocast_text(dtype: str | None) -> str:
+    return f"autocast {dtype}" if dtype else ""
+
+
+def _compiled(model: torch.nn.Module) -> torch.nn.Module:
+    """torch.compile(model): compiled at its first call, inside the traced pass (the
+    recording hooks are in place then, so the graph breaks at module boundaries)."""
+    try:
+        return torch.compile(model)  # type: ignore[return-value]
+    except Exception as exc:
+        raise TargetError(f"torch.compile refused the model: {type(exc).__name__}: {exc}") from None
 
 
 def _autocast(

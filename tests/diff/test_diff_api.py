@@ -258,3 +258,15 @@ def test_complex_outputs_compare():
     assert not diff(C(False), C(False), X).differs
     result = diff(C(False), C(True), X)  # the imaginary part differs: seen, not dropped
     assert result.modules[result.origin].ref == "z"
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch's own, while compiling
+def test_compiled_against_itself():
+    model = mlp(0, nn.GELU)
+    before = state(model)
+    result = diff(model, model, X, options=DiffOptions(compile=True))
+    assert result.setting == "torch.compile"
+    assert not result.differs, result.findings
+    assert {r.new for r in result.modules} == {"_orig_mod.0", "_orig_mod.1", "_orig_mod.2", ""}
+    assert same_state(before, state(model))
