@@ -140,6 +140,18 @@ def trace(
 def where(module: torch.nn.Module) -> str:
     """`path/file.py:LINE` of the module class's forward ("" when it cannot be found)."""
     cls = type(module)
+    found = _WHERE.get(cls)
+    if found is None:
+        found = _WHERE[cls] = _where(cls)
+    return found
+
+
+_WHERE: dict[type, str] = {}
+"""Class → location, found once per class: reading a source file's lines costs ~1 ms, a
+model has thousands of module calls and a few dozen classes."""
+
+
+def _where(cls: type) -> str:
     forward = getattr(cls, "forward", None)
     for obj in (inspect.unwrap(forward) if callable(forward) else None, cls):
         try:
