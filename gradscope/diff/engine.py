@@ -27,7 +27,7 @@ import torch
 from gradscope.diff import align, findings
 from gradscope.diff.compare import Batch, Pending, Tolerances, origin
 from gradscope.diff.result import Alignment, Delta, DiffResult, ModuleRow, ParamRow, Tolerance
-from gradscope.diff.run import Trace, trace, where
+from gradscope.diff.run import Trace, assigned, trace, where
 from gradscope.errors import TargetError
 
 
@@ -267,6 +267,14 @@ def _compare(
     ]
     params = _param_rows(grads, values, {n: tuple(p.shape) for n, p in ref.named_parameters()})
     start, first = origin([r.differs for r in rows], [r.inputs_agree for r in rows])
+    if start is not None:
+        row = rows[start]
+        rows[start] = replace(
+            row,
+            ref_made=assigned(ref, row.ref),
+            new_made=assigned(new, row.new) if row.new is not None else "",
+            settings=_settings(ref_mods.get(row.ref), new_mods.get(row.new or "")),
+        )
     return DiffResult(
         "",
         "",
@@ -284,6 +292,19 @@ def _compare(
         new_ran=tuple(dict.fromkeys(c.name for c in b.calls)),
         passes=2,
     )
+
+
+def _settings(a: torch.nn.Module | None, b: torch.nn.Module | None) -> str:
+    """The two modules' `extra_repr()` where they differ (an eps, an approximate="tanh")."""
+    if a is None or b is None:
+        return ""
+    try:
+        x, y = a.extra_repr(), b.extra_repr()
+    except Exception:  # the user's extra_repr: a description, never a failure
+        return ""
+    if x == y or not (x or y):
+        return ""
+    return f"reference {type(a).__name__}({x}) vs new {type(b).__name__}({y})"
 
 
 def _param_rows(

@@ -115,10 +115,16 @@ def _origin(result: DiffResult, row: ModuleRow) -> Finding:
     assert row.output is not None
     inner = result.modules[result.first_input] if result.first_input is not None else None
     evidence = []
+    if row.settings:
+        evidence.append(f"settings differ: {row.settings}")
+    if row.new_made:
+        evidence.append(f"new, created at {row.new_made}")
     if row.new_where:
-        evidence.append(f"new: {row.new_where}")
+        evidence.append(f"new, forward at {row.new_where}")
+    if row.ref_made:
+        evidence.append(f"reference, created at {row.ref_made}")
     if row.ref_where:
-        evidence.append(f"reference: {row.ref_where}")
+        evidence.append(f"reference, forward at {row.ref_where}")
     if inner is not None:
         evidence.append(
             f"inside it, the first submodule whose input differs is {inner.new or inner.ref}: "

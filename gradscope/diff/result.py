@@ -91,6 +91,12 @@ class ModuleRow:
     ref_where: str = ""
     """file:line of the reference module's forward."""
     new_where: str = ""
+    ref_made: str = ""
+    """For the start of the difference: `file:line: self.x = ...` where it is created."""
+    new_made: str = ""
+    settings: str = ""
+    """For the start of the difference: the two modules' settings (`extra_repr`, as printed
+    by `print(model)`) where they differ: "eps=1e-05 … vs eps=1e-06 …"."""
 
     @property
     def label(self) -> str:
@@ -117,6 +123,9 @@ class ModuleRow:
             "new_random": self.new_random,
             "ref_where": self.ref_where,
             "new_where": self.new_where,
+            "ref_made": self.ref_made or None,
+            "new_made": self.new_made or None,
+            "settings": self.settings or None,
         }
 
 

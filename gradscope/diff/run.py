@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import random
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -170,3 +171,26 @@ def _readable(path: str) -> str:
         if marker in path:
             return path.rpartition(marker)[2]
     return short_path(path)
+
+
+def assigned(model: torch.nn.Module, name: str) -> str:
+    """Where the module `name` is created: `file.py:LINE: self.ln_1 = nn.LayerNorm(...)` in
+    its parent's `__init__` (a ModuleList's items: the list's line). "" if not found."""
+    parts = name.split(".")
+    while parts and parts[-1].isdigit():
+        parts.pop()
+    if not parts:
+        return ""
+    attr, parent_name = parts[-1], ".".join(parts[:-1])
+    try:
+        parent = model.get_submodule(parent_name)
+        init = inspect.unwrap(type(parent).__init__)
+        path = inspect.getsourcefile(init)
+        lines, first = inspect.getsourcelines(init)
+    except (AttributeError, TypeError, OSError):
+        return ""
+    pattern = re.compile(rf"\bself\.{re.escape(attr)}\s*(:[^=]*)?=[^=]")
+    for offset, line in enumerate(lines):
+        if pattern.search(line) and path:
+            return f"{_readable(path)}:{first + offset}: {line.strip()}"
+    return ""

@@ -121,10 +121,16 @@ def _divergence(r: DiffResult, console: Console) -> None:
             f"[bold]{escape(inner.new or inner.ref)}[/]: look at its forward just before "
             "that call",
         )
-    if row.new_where:
-        console.print(f"  new  {escape(row.new_where)}")
-    if row.ref_where:
-        console.print(f"  ref  {escape(row.ref_where)}")
+    if row.settings:
+        _say(console, f"[bold]settings differ[/]: {escape(row.settings)}")
+    for side, made, where in (
+        ("new", row.new_made, row.new_where),
+        ("ref", row.ref_made, row.ref_where),
+    ):
+        if made:
+            _say(console, f"{side}  created {escape(made)}")
+        if where:
+            _say(console, f"{side}  forward {escape(where)}")
     if r.first_grad is not None:
         p = r.params[r.first_grad]
         assert p.grad is not None

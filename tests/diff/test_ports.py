@@ -105,3 +105,13 @@ def test_hf_wrapper_prefix_is_found_from_the_names():
     assert len(result.alignment.pairs) == 28 and not result.alignment.new_only
     row = result.modules[result.origin]
     assert (row.ref, row.new) == ("transformer.h.0.mlp.act", "h.0.mlp.act")
+
+
+def test_eps_bug_shows_both_settings_and_where_the_layer_is_made(gpt2):
+    ref, batch, loss_fn = gpt2
+    result = diff(ref, ports.gpt2_port(["eps"])[0], batch, loss_fn)
+    row = result.modules[result.origin]
+    assert "eps=1e-05" in row.settings and "eps=1e-06" in row.settings
+    assert "diff_ports.py:" in row.new_made and "self.ln_1 = nn.LayerNorm" in row.new_made
+    assert "modeling_gpt2.py:" in row.ref_made
+    assert any(e.startswith("settings differ") for e in result.findings[0].evidence)
