@@ -23,6 +23,7 @@ import torch
 
 from gradscope import hooks
 from gradscope.errors import short_path
+from gradscope.fmt import printable
 from gradscope.preserve import paused_guard, preserved_state
 from gradscope.probe import _backward, gc_paused
 
@@ -192,5 +193,7 @@ def assigned(model: torch.nn.Module, name: str) -> str:
     pattern = re.compile(rf"\bself\.{re.escape(attr)}\s*(:[^=]*)?=[^=]")
     for offset, line in enumerate(lines):
         if pattern.search(line) and path:
-            return f"{_readable(path)}:{first + offset}: {line.strip()}"
+            code = printable(line.strip())
+            code = code if len(code) <= 72 else code[:71] + "…"  # its start says what it makes
+            return f"{_readable(path)}:{first + offset}: {code}"
     return ""
