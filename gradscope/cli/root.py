@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from gradscope import __version__
-from gradscope.cli import check_cmd, inspect_cmd, listing
+from gradscope.cli import check_cmd, diff_cmd, inspect_cmd, listing
 from gradscope.cli import common as clikit
 from gradscope.cli.gradcheck_cmd import gradcheck
 from gradscope.cli.graph_cmd import graph
@@ -78,6 +78,7 @@ app.command("graph")(graph)
 app.command("examples")(listing.examples)
 app.command("rules")(listing.rules)
 app.command("watch", context_settings={"allow_extra_args": True})(watch)
+app.command("diff")(diff_cmd.diff)
 
 
 def main() -> None:

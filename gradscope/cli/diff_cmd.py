@@ -1,0 +1,214 @@
+"""`gradscope diff`: parse options, call gradscope.diff, render, exit. No torch at import time."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+
+from gradscope.cli import common as clikit
+from gradscope.errors import ExitCode, GradscopeError
+
+AUTOCAST = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16"}
+
+
+class DiffFormat(str, Enum):
+    terminal = "terminal"
+    json = "json"
+
+
+def diff(
+    ref: Annotated[
+        str,
+        typer.Argument(
+            metavar="REF",
+            help="The reference: path/file.py[:NAME], package.module[:NAME] or a built-in "
+            "example. Its batch and loss_fn are used for both models.",
+        ),
+    ],
+    new: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="NEW",
+            show_default=False,
+            help="The model to compare (a port), as REF. Omitted with --b-autocast or "
+            "--b-compile: REF against itself.",
+        ),
+    ] = None,
+    name_map: Annotated[
+        str | None,
+        typer.Option(
+            "--name-map",
+            metavar="FILE",
+            help='TOML or JSON of "ref_name" = "new_name" pairs for renamed parameters and '
+            'modules; a key ending in "." renames a prefix.',
+        ),
+    ] = None,
+    rtol: Annotated[
+        float | None,
+        typer.Option(
+            "--rtol",
+            metavar="X",
+            min=0.0,
+            show_default="per dtype: 1e-5 float32, 2e-3 float16, 1.6e-2 bfloat16; 10x for grads",
+            help="Relative tolerance: max|ref-new| <= atol + rtol * max|ref|.",
+        ),
+    ] = None,
+    atol: Annotated[
+        float | None,
+        typer.Option(
+            "--atol", metavar="X", min=0.0, show_default="per dtype", help="Absolute tolerance."
+        ),
+    ] = None,
+    exact: Annotated[
+        bool,
+        typer.Option(
+            "--exact", help="No tolerance: every value equal, NaN in the same places (+0 = -0)."
+        ),
+    ] = False,
+    seed: Annotated[
+        int,
+        typer.Option("--seed", metavar="N", min=0, help="Random seed set before each pass."),
+    ] = 0,
+    allow_transposed: Annotated[
+        bool,
+        typer.Option(
+            "--allow-transposed",
+            help="Copy a 2-D weight whose shape is reversed (Conv1D vs Linear) transposed.",
+        ),
+    ] = False,
+    noise_check: Annotated[
+        bool,
+        typer.Option(
+            "--noise-check/--no-noise-check",
+            help="When they differ, run each model again with another seed to find "
+            "randomness (dropout left on).",
+        ),
+    ] = True,
+    b_autocast: Annotated[
+        str | None,
+        typer.Option(
+            "--b-autocast",
+            metavar="DTYPE",
+            help="Run NEW (or REF again, without NEW) under torch.autocast: bf16 or fp16.",
+        ),
+    ] = None,
+    b_compile: Annotated[
+        bool,
+        typer.Option(
+            "--b-compile",
+            help="Run NEW (or REF again, without NEW) through torch.compile. The recording "
+            "hooks break the graph at module boundaries: each module's compiled code is "
+            "compared, not fusions across modules.",
+        ),
+    ] = False,
+    format: Annotated[
+        DiffFormat,
+        typer.Option("--format", "-f", help="terminal (rich) or json (versioned, kind diff)."),
+    ] = DiffFormat.terminal,
+    output: clikit.OutputOpt = None,
+    top: Annotated[
+        int,
+        typer.Option("--top", metavar="N", min=1, help="Module rows to show in the terminal."),
+    ] = 24,
+    all_rows: Annotated[bool, typer.Option("--all", help="Show every module call.")] = False,
+    plot: Annotated[
+        str | None,
+        typer.Option(
+            "--plot",
+            metavar="FILE",
+            help="Also draw the per-module difference along the forward, the first "
+            "divergence marked, to FILE.png, .svg or .pdf.",
+        ),
+    ] = None,
+    width: clikit.WidthOpt = None,
+    debug: clikit.DebugOpt = False,
+) -> None:
+    """Run two models on the same batch with the same weights and say where they first differ.
+
+    The reference's weights are copied into NEW wherever names and shapes pair up
+    (wrapper prefixes such as module., _orig_mod., model. are stripped; --name-map
+    pairs the rest), both run seeded alike in the mode their targets give, and
+    every module's inputs and outputs are compared. The difference starts at the
+    first module whose output differs while its inputs agree; the report gives its
+    size, where that module's forward is written, and the first differing gradient.
+    Both models are left exactly as they were.
+
+    Exit codes: 0 identical within tolerance, 1 they differ, 2 could not run (a target
+    that cannot load, no parameter pairs up, a bad option), 3 a bug in gradscope.
+
+    Examples:
+
+    \b
+      gradscope diff reference.py:build port.py:build
+      gradscope diff hf_model.py my_port.py --name-map names.toml
+      gradscope diff ref.py new.py --exact -f json -o diff.json
+      gradscope diff ref.py new.py --plot diff.png
+      gradscope diff model.py --b-autocast bf16
+      gradscope diff model.py --b-compile
+
+    See docs/diff.md for a worked example and the JSON schema.
+    """
+    code = ExitCode.ERROR
+    with clikit.guarded(debug):
+        from gradscope.cli.inspect_cmd import plot_destination
+        from gradscope.diff.align import load_name_map
+        from gradscope.diff.engine import DiffOptions
+        from gradscope.report.write import destination, to_stdout, write_file
+
+        output = destination(output)
+        plot_path, plot_format = plot_destination(plot)
+        if new is None and b_autocast is None and not b_compile:
+            raise GradscopeError("give NEW, or --b-autocast/--b-compile to compare REF with itself")
+        autocast = None
+        if b_autocast is not None:
+            autocast = AUTOCAST.get(b_autocast.lower())
+            if autocast is None:
+                raise GradscopeError(f"--b-autocast {b_autocast}: use bf16 or fp16")
+        options = DiffOptions(
+            rtol=rtol,
+            atol=atol,
+            exact=exact,
+            seed=seed,
+            names=load_name_map(name_map) if name_map else DiffOptions().names,
+            allow_transposed=allow_transposed,
+            noise_check=noise_check,
+            autocast=autocast,
+            compile=b_compile,
+        )
+        with clikit.user_stdout_to_stderr(to_stdout(output)):
+            result = _run(ref, new, options)
+        if plot_path:
+            from gradscope.report.diff_plot import plot as diff_plot
+
+            write_file(plot_path, diff_plot(result, plot_format))
+            clikit.note(f"wrote {plot}")
+        _emit(result, format, output, width, None if all_rows else top)
+        code = ExitCode.FINDINGS if result.differs else ExitCode.OK
+    raise typer.Exit(code)
+
+
+def _run(ref: str, new: str | None, options: Any) -> Any:
+    from rich.console import Console
+
+    from gradscope.diff import diff_targets
+
+    with Console(stderr=True).status(f"comparing {ref} ...", spinner="dots"):
+        return diff_targets(ref, new, options)
+
+
+def _emit(
+    result: Any, format: DiffFormat, output: str | None, width: int | None, top: int | None
+) -> None:
+    from gradscope.report.write import emit
+
+    if format is DiffFormat.json:
+        from gradscope.report.json import dumps
+
+        emit(dumps(result.to_dict()), output)
+        return
+    from gradscope.report import diff_terminal
+    from gradscope.report.console import view_for
+
+    emit(diff_terminal.render(result, view_for(output, width, top)), output)

@@ -1,0 +1,198 @@
+"""The diff's findings (GS6xx), made from a DiffResult (no torch).
+
+These rules are declared here, not in gradscope/findings.py's registry, until that
+registry takes them (so `gradscope rules` and `ignore` patterns know them).
+"""
+
+from __future__ import annotations
+
+from gradscope import fmt
+from gradscope.diff.result import Delta, DiffResult, ModuleRow
+from gradscope.findings import Finding, Severity, TableRow
+
+PORT = TableRow(
+    "port",
+    "a port (or a second setting) computes something else than the reference",
+    "a different formula, constant, layout or precision in one module: an eps, an "
+    "activation, a transposed weight, an attention scale, a residual, dropout, a dtype",
+    "fix the first module whose output differs while its inputs agree, then diff again",
+)
+
+RULES = {
+    "GS601": ("output-differs", Severity.ERROR, "a module's output differs while its inputs agree"),
+    "GS602": ("grad-differs", Severity.ERROR, "outputs agree but a gradient differs"),
+    "GS603": ("randomness", Severity.WARNING, "a module's output changes with the seed"),
+    "GS604": ("transposed-match", Severity.WARNING, "a weight matched with its shape reversed"),
+    "GS605": ("shape-mismatch", Severity.WARNING, "same name, incompatible shapes: not copied"),
+    "GS606": ("unmatched", Severity.INFO, "parameters with no counterpart in the other model"),
+}
+"""id → (slug, severity, summary)."""
+
+
+def _finding(
+    rule: str,
+    subject: str,
+    message: str,
+    advice: str,
+    value: float | None = None,
+    threshold: float | None = None,
+    evidence: tuple[str, ...] = (),
+) -> Finding:
+    slug, severity, _ = RULES[rule]
+    return Finding(rule, slug, severity, subject, message, advice, PORT, value, threshold, evidence)
+
+
+def size(d: Delta) -> str:
+    if d.shape:
+        return f"shapes differ ({d.shape})"
+    tol = "bitwise" if d.tolerance.exact else f"rtol {d.tolerance.rtol:g}"
+    return f"max abs {fmt.num(d.max_abs)}, rel {fmt.num(d.rel)} ({d.dtype}, {tol})"
+
+
+def of(result: DiffResult) -> list[Finding]:
+    out: list[Finding] = []
+    if result.origin is not None:
+        out.append(_origin(result, result.modules[result.origin]))
+    elif result.first_grad is not None:
+        p = result.params[result.first_grad]
+        assert p.grad is not None
+        out.append(
+            _finding(
+                "GS602",
+                p.new,
+                f"every module output agrees but the gradient of {p.new} differs from the "
+                f"reference's {p.ref}: {size(p.grad)}",
+                (
+                    f"{result.setting} changes this gradient beyond tolerance: keep its module "
+                    "in float32 (autocast(enabled=False)), or loosen --rtol knowingly"
+                    if result.setting
+                    else "a backward differs (a custom autograd Function, a detach, a hook, or "
+                    "a straight-through trick): check the backward of the module that owns it"
+                ),
+                p.grad.max_abs,
+                p.grad.tolerance.rtol,
+            )
+        )
+    out += _randomness(result)
+    a = result.alignment
+    for r, n in a.transposed:
+        copied = any(p.ref == r and p.copied for p in result.params)
+        out.append(
+            _finding(
+                "GS604",
+                n,
+                f"{n} matches the reference's {r} only with its shape reversed "
+                f"({'copied transposed' if copied else 'not copied'})",
+                "a Conv1D (in, out) weight against an nn.Linear (out, in) one: transpose it "
+                "when you load it"
+                + ("" if copied else "; --allow-transposed compares with it copied transposed"),
+            )
+        )
+    for r, n, shapes in a.mismatched:
+        out.append(
+            _finding(
+                "GS605",
+                n,
+                f"{n} and the reference's {r} have incompatible shapes ({shapes}): not copied",
+                "check the dimensions the port was built with (hidden size, heads, vocabulary)",
+            )
+        )
+    if a.ref_only or a.new_only:
+        out.append(
+            _finding(
+                "GS606",
+                "parameters",
+                f"{len(a.ref_only)} reference parameter(s) and {len(a.new_only)} new one(s) "
+                "have no counterpart: " + fmt.clip(", ".join((*a.ref_only, *a.new_only)), 120),
+                'pair renamed ones with --name-map FILE ("ref_name" = "new_name"; a key '
+                "ending in '.' renames a prefix)",
+            )
+        )
+    return out
+
+
+def _origin(result: DiffResult, row: ModuleRow) -> Finding:
+    assert row.output is not None
+    inner = result.modules[result.first_input] if result.first_input is not None else None
+    evidence = []
+    if row.settings:
+        evidence.append(f"settings differ: {row.settings}")
+    if row.new_made:
+        evidence.append(f"new, created at {row.new_made}")
+    if row.new_where:
+        evidence.append(f"new, forward at {row.new_where}")
+    if row.ref_made:
+        evidence.append(f"reference, created at {row.ref_made}")
+    if row.ref_where:
+        evidence.append(f"reference, forward at {row.ref_where}")
+    if inner is not None:
+        evidence.append(
+            f"inside it, the first submodule whose input differs is {inner.new or inner.ref}: "
+            "the difference arises in its own forward, before that call"
+        )
+    evidence += _square_hint(result, row)
+    inputs = "its inputs agree" if row.inputs is not None else "it takes no tensor input"
+    name = row.new if row.new is not None else row.ref
+    return _finding(
+        "GS601",
+        name + ("" if row.call == 0 else f" (call {row.call + 1})"),
+        f"the output of {name} ({row.kind}) differs from the reference's: {size(row.output)}; "
+        f"{inputs}, so the difference starts here",
+        "compare this module's forward line by line with the reference's: eps, activation "
+        "variant, weight layout, scaling, residuals, dropout, dtypes",
+        row.output.max_abs,
+        row.output.tolerance.rtol,
+        tuple(evidence),
+    )
+
+
+def _square_hint(result: DiffResult, row: ModuleRow) -> list[str]:
+    """GPT-2's classic: non-square Conv1D weights show up as transposed pairs, square ones
+    cannot (their shape is the same either way) and were copied as they are."""
+    if not result.alignment.transposed:
+        return []
+    square = [
+        p.new
+        for p in result.params
+        if p.ref.rpartition(".")[0] == row.ref
+        and len(p.shape) == 2
+        and p.shape[0] == p.shape[1]
+        and p.how != "transposed"
+    ]
+    if not square:
+        return []
+    return [
+        f"{', '.join(square)} is square and was copied as it is, while "
+        f"{len(result.alignment.transposed)} other weight(s) paired only transposed: "
+        "it may need transposing too (Conv1D (in, out) against Linear (out, in))"
+    ]
+
+
+def _randomness(result: DiffResult) -> list[Finding]:
+    out = []
+    for side, flag in (("reference", "ref_random"), ("new model", "new_random")):
+        first = next((r for r in result.modules if getattr(r, flag)), None)
+        if first is None:
+            continue
+        name = first.ref if side == "reference" else (first.new or first.ref)
+        if side == "reference":
+            message = (
+                f"the reference's own output at {name} changes with the seed: the comparison is "
+                "noise-limited there (dropout or other randomness is active in training mode)"
+            )
+            advice = "compare both in eval mode (model.eval()), or with dropout p=0"
+        else:
+            ref_too = first.ref_random
+            message = (
+                f"the new model's output at {name} changes with the seed"
+                + (" (so does the reference's)" if ref_too else ", the reference's does not")
+                + ": randomness (dropout) is active there"
+            )
+            advice = (
+                "compare both in eval mode"
+                if ref_too
+                else "dropout left on? a functional dropout with training=True, or a submodule "
+                "left in training mode"
+            )
+        out.append(_finding("GS603", name, message, advice))
+    return out
