@@ -164,7 +164,8 @@ class Rule:
     row: str
     summary: str
     source: str
-    """The stage that produces its findings: run, baseline, gradcheck, watch or distributed."""
+    """The stage that produces its findings: run, baseline, gradcheck, watch, distributed
+    or diff."""
 
     def finding(
         self,
@@ -627,6 +628,69 @@ RULES.update(
             "watch: a parameter that had gradients got none (None or zero) from some step to "
             "the end",
             "watch",
+        ),
+    )
+)
+
+
+# `gradscope diff`: two models (or one under two settings) on the same batch (GS6xx)
+TABLE["port"] = TableRow(
+    "port",
+    "a port (or a second setting) computes something else than the reference",
+    "a different formula, constant, layout or precision in one module: an eps, an "
+    "activation, a transposed weight, an attention scale, a residual, dropout, a dtype",
+    "fix the first module whose output differs while its inputs agree, then diff again",
+)
+
+RULES.update(
+    _rules(
+        Rule(
+            "GS601",
+            "output-differs",
+            Severity.ERROR,
+            "port",
+            "diff: the first module whose output differs while its inputs agree",
+            "diff",
+        ),
+        Rule(
+            "GS602",
+            "grad-differs",
+            Severity.ERROR,
+            "port",
+            "diff: every output agrees but a gradient differs",
+            "diff",
+        ),
+        Rule(
+            "GS603",
+            "randomness",
+            Severity.WARNING,
+            "port",
+            "diff: a module's output changes with the seed (dropout left on?)",
+            "diff",
+        ),
+        Rule(
+            "GS604",
+            "transposed-match",
+            Severity.WARNING,
+            "port",
+            "diff: a weight matched the other model's only with its shape reversed",
+            "diff",
+        ),
+        Rule(
+            "GS605",
+            "shape-mismatch",
+            Severity.WARNING,
+            "port",
+            "diff: same name, incompatible shapes: not copied",
+            "diff",
+        ),
+        Rule(
+            "GS606",
+            "unmatched",
+            Severity.INFO,
+            "port",
+            "diff: parameters with no counterpart in the other model",
+            "diff",
         ),
     )
 )

@@ -1,32 +1,11 @@
-"""The diff's findings (GS6xx), made from a DiffResult (no torch).
-
-These rules are declared here, not in gradscope/findings.py's registry, until that
-registry takes them (so `gradscope rules` and `ignore` patterns know them).
-"""
+"""The diff's findings (GS6xx, declared in gradscope/findings.py's registry), made from
+a DiffResult (no torch)."""
 
 from __future__ import annotations
 
 from gradscope import fmt
 from gradscope.diff.result import Delta, DiffResult, ModuleRow
-from gradscope.findings import Finding, Severity, TableRow
-
-PORT = TableRow(
-    "port",
-    "a port (or a second setting) computes something else than the reference",
-    "a different formula, constant, layout or precision in one module: an eps, an "
-    "activation, a transposed weight, an attention scale, a residual, dropout, a dtype",
-    "fix the first module whose output differs while its inputs agree, then diff again",
-)
-
-RULES = {
-    "GS601": ("output-differs", Severity.ERROR, "a module's output differs while its inputs agree"),
-    "GS602": ("grad-differs", Severity.ERROR, "outputs agree but a gradient differs"),
-    "GS603": ("randomness", Severity.WARNING, "a module's output changes with the seed"),
-    "GS604": ("transposed-match", Severity.WARNING, "a weight matched with its shape reversed"),
-    "GS605": ("shape-mismatch", Severity.WARNING, "same name, incompatible shapes: not copied"),
-    "GS606": ("unmatched", Severity.INFO, "parameters with no counterpart in the other model"),
-}
-"""id → (slug, severity, summary)."""
+from gradscope.findings import RULES, Finding
 
 
 def _finding(
@@ -38,8 +17,7 @@ def _finding(
     threshold: float | None = None,
     evidence: tuple[str, ...] = (),
 ) -> Finding:
-    slug, severity, _ = RULES[rule]
-    return Finding(rule, slug, severity, subject, message, advice, PORT, value, threshold, evidence)
+    return RULES[rule].finding(subject, message, advice, value, threshold, evidence)
 
 
 def size(d: Delta) -> str:
