@@ -73,15 +73,25 @@ def inspect_target(
 
 
 def inspect_script(
-    path: str | os.PathLike[str], argv: Sequence[str] = (), settings: config.Settings | None = None
+    path: str | os.PathLike[str],
+    argv: Sequence[str] = (),
+    settings: config.Settings | None = None,
+    *,
+    step: int | str | None = None,
+    explain: bool = True,
 ) -> Report:
-    """Run a training script until its first backward, and diagnose that step.
+    """Run a training script until the backward of optimizer step `step` and diagnose it.
 
-    No explanation passes: a script's forward cannot be replayed on its own.
+    `step`: None, the first backward; N >= 1, the backward whose gradients step N applies
+    (numbered as `gradscope watch` numbers steps); "first-nonfinite", the first step whose
+    loss or gradients are NaN/Inf (the script runs twice). `explain`: the step's forward is
+    watched as it runs (a script's forward cannot be replayed) to name the op that made
+    NaN/Inf or cut the graph; it costs one watched forward.
     """
     import torch
 
     from gradscope import script
+    from gradscope.explain import attach_evidence
 
     if not isinstance(path, (str, os.PathLike)):
         raise TargetError(f"the script must be a path to a .py file, not {_kind(path)}")
@@ -91,11 +101,14 @@ def inspect_script(
         )
     path = os.fspath(path)
     settings = _settings(settings)
-    _model, stats = script.run(path, argv)
+    inspected = script.run_step(path, list(argv), step, explain=explain)
+    findings = rules.diagnose(inspected.stats, settings)
+    if inspected.evidence:
+        findings = attach_evidence(findings, inspected.evidence)
     return Report(
         f"script {path}",
-        stats,
-        rules.diagnose(stats, settings),
+        inspected.stats,
+        findings,
         settings.threshold_dict(),
         torch.__version__,
     )

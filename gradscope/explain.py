@@ -531,3 +531,20 @@ def fit_row(f: Finding) -> Finding:
 
 def _module_of(param_name: str) -> str:
     return param_name.rpartition(".")[0]
+
+
+_EVIDENCE_KEYS = {"non-finite-loss": "non-finite", "non-finite-grad": "non-finite"}
+
+
+def attach_evidence(findings: list[Finding], evidence: dict[str, list[str]]) -> list[Finding]:
+    """Sentences a live watch of a script's step found (keyed "non-finite" or
+    "none-grad:NAME"), added to the findings they explain, with the troubleshooting row
+    that fits the op found, as the explanation passes choose it."""
+    out = []
+    for f in findings:
+        key = f"none-grad:{f.subject}" if f.slug == "none-grad" else _EVIDENCE_KEYS.get(f.slug, "")
+        extra = evidence.get(key, [])
+        if extra:
+            f = fit_row(replace(f, evidence=(*f.evidence, *extra)))
+        out.append(f)
+    return out

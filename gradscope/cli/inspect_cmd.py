@@ -231,53 +231,10 @@ def _run_inspect(target: str, settings, explain: bool, argv, step: int | str | N
     """`argv` not None: TARGET is a script to run with those arguments."""
     from rich.console import Console
 
-    from gradscope.api import inspect_target
+    from gradscope.api import inspect_script, inspect_target
 
     what = target if step is None else f"step {step} of {target}"
     with Console(stderr=True).status(f"inspecting {what} ...", spinner="dots"):
         if argv is not None:
-            return inspect_script_step(target, argv, settings, step, explain)
+            return inspect_script(target, argv, settings, step=step, explain=explain)
         return inspect_target(target, settings, explain=explain)
-
-
-def inspect_script_step(target: str, argv, settings, step: int | str | None, explain: bool):
-    """gradscope.api.inspect_script, with a step to stop at and the live explanation of it.
-
-    (Belongs in gradscope.api.inspect_script as `step=` and `explain=`; kept here until then.)
-    """
-    import torch
-
-    from gradscope import rules, script
-    from gradscope.results import Report
-
-    inspected = script.run_step(target, list(argv), step, explain=explain)
-    findings = rules.diagnose(inspected.stats, settings)
-    if inspected.evidence:
-        findings = with_evidence(findings, inspected.evidence)
-    return Report(
-        f"script {target}",
-        inspected.stats,
-        findings,
-        settings.threshold_dict(),
-        torch.__version__,
-    )
-
-
-_KINDS = {"non-finite-loss": "non-finite", "non-finite-grad": "non-finite"}
-
-
-def with_evidence(findings, evidence: dict[str, list[str]]):
-    """The live watch's sentences added to the findings they explain (and, for NaN/Inf, the
-    troubleshooting row that fits the op found, as the explanation passes choose it)."""
-    from dataclasses import replace
-
-    from gradscope.explain import fit_row
-
-    out = []
-    for f in findings:
-        key = f"none-grad:{f.subject}" if f.slug == "none-grad" else _KINDS.get(f.slug, "")
-        extra = evidence.get(key, [])
-        if extra:
-            f = fit_row(replace(f, evidence=(*f.evidence, *extra)))
-        out.append(f)
-    return out

@@ -44,6 +44,15 @@ def test_step_3_finds_the_nan_and_names_the_op_and_line(runner, here):
     assert len(_losses(here)) == 3  # steps 1 and 2 ran, step 3's forward, then the stop
 
 
+def test_the_python_api_reaches_the_same_step_with_the_same_evidence(here):
+    import gradscope
+
+    report = gradscope.inspect_script("nan_at_step3.py", step=3)
+    (f,) = [f for f in report.findings if f.rule == "GS102"]
+    assert f"made by `log` at nan_at_step3.py:{LOG_LINE} from finite inputs" in f.evidence[0]
+    assert not [f for f in gradscope.inspect_script("nan_at_step3.py", step=1).findings]
+
+
 def test_step_1_is_clean(runner, here):
     result = runner.invoke(app, ["inspect", "--script", "nan_at_step3.py", "--step", "1"])
     assert result.exit_code == 0, result.output
