@@ -221,6 +221,7 @@ CASES = {
 def _isolated(case: Case) -> Iterator[None]:
     workdir = tempfile.mkdtemp(prefix=f"gs-real-{case.name}-")
     case.data(workdir)
+    shadowed = _set_aside_shadowed_modules()
     modules = set(sys.modules)
     cwd, path, env = os.getcwd(), list(sys.path), {k: os.environ.get(k) for k, _ in case.env}
     threads, grad, dtype = (
@@ -253,7 +254,29 @@ def _isolated(case: Case) -> Iterator[None]:
             file = getattr(sys.modules[name], "__file__", None) or ""
             if file.startswith(HERE):
                 del sys.modules[name]
+        sys.modules.update(shadowed)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _set_aside_shadowed_modules() -> dict[str, object]:
+    """Modules imported before the run under a name the vendored code imports from its own
+    folder (`from model import GPTConfig`: another test's `model.py` may be cached as
+    `model`): taken out of sys.modules for the run, as a fresh `python train.py` would
+    not see them, and put back afterwards."""
+    names = set()
+    for folder, dirs, files in os.walk(HERE):
+        if "__pycache__" in folder:
+            continue
+        names.update(f[:-3] for f in files if f.endswith(".py"))
+        names.update(d for d in dirs if os.path.isfile(os.path.join(folder, d, "__init__.py")))
+    out = {}
+    for name in list(sys.modules):
+        module = sys.modules[name]
+        if name.partition(".")[0] in names:
+            file = getattr(module, "__file__", None) or ""
+            if not file.startswith(HERE):
+                out[name] = sys.modules.pop(name)
+    return out
 
 
 def _run_main(script: str, argv: tuple[str, ...]) -> None:
