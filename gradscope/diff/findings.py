@@ -8,18 +8,6 @@ from gradscope.diff.result import Delta, DiffResult, ModuleRow
 from gradscope.findings import RULES, Finding
 
 
-def _finding(
-    rule: str,
-    subject: str,
-    message: str,
-    advice: str,
-    value: float | None = None,
-    threshold: float | None = None,
-    evidence: tuple[str, ...] = (),
-) -> Finding:
-    return RULES[rule].finding(subject, message, advice, value, threshold, evidence)
-
-
 def size(d: Delta) -> str:
     if d.shape:
         return f"shapes differ ({d.shape})"
@@ -35,8 +23,7 @@ def of(result: DiffResult) -> list[Finding]:
         p = result.params[result.first_grad]
         assert p.grad is not None
         out.append(
-            _finding(
-                "GS602",
+            RULES["GS602"].finding(
                 p.new,
                 f"every module output agrees but the gradient of {p.new} differs from the "
                 f"reference's {p.ref}: {size(p.grad)}",
@@ -56,8 +43,7 @@ def of(result: DiffResult) -> list[Finding]:
     for r, n in a.transposed:
         copied = any(p.ref == r and p.copied for p in result.params)
         out.append(
-            _finding(
-                "GS604",
+            RULES["GS604"].finding(
                 n,
                 f"{n} matches the reference's {r} only with its shape reversed "
                 f"({'copied transposed' if copied else 'not copied'})",
@@ -68,8 +54,7 @@ def of(result: DiffResult) -> list[Finding]:
         )
     for r, n, shapes in a.mismatched:
         out.append(
-            _finding(
-                "GS605",
+            RULES["GS605"].finding(
                 n,
                 f"{n} and the reference's {r} have incompatible shapes ({shapes}): not copied",
                 "check the dimensions the port was built with (hidden size, heads, vocabulary)",
@@ -77,8 +62,7 @@ def of(result: DiffResult) -> list[Finding]:
         )
     if a.ref_only or a.new_only:
         out.append(
-            _finding(
-                "GS606",
+            RULES["GS606"].finding(
                 "parameters",
                 f"{len(a.ref_only)} reference parameter(s) and {len(a.new_only)} new one(s) "
                 "have no counterpart: " + fmt.clip(", ".join((*a.ref_only, *a.new_only)), 120),
@@ -111,8 +95,7 @@ def _origin(result: DiffResult, row: ModuleRow) -> Finding:
     evidence += _square_hint(result, row)
     inputs = "its inputs agree" if row.inputs is not None else "it takes no tensor input"
     name = row.new if row.new is not None else row.ref
-    return _finding(
-        "GS601",
+    return RULES["GS601"].finding(
         name + ("" if row.call == 0 else f" (call {row.call + 1})"),
         f"the output of {name} ({row.kind}) differs from the reference's: {size(row.output)}; "
         f"{inputs}, so the difference starts here",
@@ -172,5 +155,5 @@ def _randomness(result: DiffResult) -> list[Finding]:
                 else "dropout left on? a functional dropout with training=True, or a submodule "
                 "left in training mode"
             )
-        out.append(_finding("GS603", name, message, advice))
+        out.append(RULES["GS603"].finding(name, message, advice))
     return out

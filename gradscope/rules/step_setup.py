@@ -56,45 +56,33 @@ def clipping_binds(run: WatchRun, t: Thresholds) -> list[Finding]:
             f"max_norm {fmt(steps[0].max_norm)}, median norm before clipping {fmt(med)}",
             f"bound at steps {step_list([r.step for r in bound])}",
         )
-        if coef < t.clip_coef_warn and _adaptive(run, s.index):
-            finding = RULES["GS406"].finding(
-                s.subject("total-grad-norm"),
-                s.say(
-                    head + f": {run.optimizers[s.index]} divides each step by its running "
-                    "gradient scale, so a clip that scales every step alike changes little; "
-                    "it tames the outliers"
-                ),
-                "fine if meant (minGPT and nanoGPT clip this way); the learning rate, not "
-                f"max_norm, sets this optimizer's step size (typical norm {fmt(med)})",
-                value=coef,
-                threshold=t.clip_coef_warn,
-                evidence=evidence,
+        if coef >= t.clip_coef_warn:  # trims a good share: worth knowing, not a problem
+            why = f"clipping trims about {1 - coef:.0%} off the typical step"
+            advice = "fine if meant (many stock configs clip this lightly); else raise max_norm "
+            advice += f"towards the typical norm ({fmt(med)})"
+            severity, threshold = Severity.INFO, t.clip_coef_info
+        elif _adaptive(run, s.index):  # Adam & co. divide the clip's scale back out
+            why = (
+                f"{run.optimizers[s.index]} divides each step by its running gradient scale, "
+                "so a clip that scales every step alike changes little; it tames the outliers"
             )
-            out.append(replace(finding, severity=Severity.INFO))
-            continue
-        if coef < t.clip_coef_warn:
-            out.append(
-                RULES["GS406"].finding(
-                    s.subject("total-grad-norm"),
-                    s.say(head + ": clipping is acting as your learning-rate limiter"),
-                    f"lower the learning rate (by about {coef:.2g}×) or raise max_norm above "
-                    f"the typical norm ({fmt(med)})",
-                    value=coef,
-                    threshold=t.clip_coef_warn,
-                    evidence=evidence,
-                )
-            )
-            continue
+            advice = "fine if meant (minGPT and nanoGPT clip this way); the learning rate, not "
+            advice += f"max_norm, sets this optimizer's step size (typical norm {fmt(med)})"
+            severity, threshold = Severity.INFO, t.clip_coef_warn
+        else:
+            why = "clipping is acting as your learning-rate limiter"
+            advice = f"lower the learning rate (by about {coef:.2g}×) or raise max_norm above "
+            advice += f"the typical norm ({fmt(med)})"
+            severity, threshold = Severity.WARNING, t.clip_coef_warn
         finding = RULES["GS406"].finding(
             s.subject("total-grad-norm"),
-            s.say(head + f": clipping trims about {1 - coef:.0%} off the typical step"),
-            "fine if meant (many stock configs clip this lightly); else raise max_norm "
-            f"towards the typical norm ({fmt(med)})",
+            s.say(f"{head}: {why}"),
+            advice,
             value=coef,
-            threshold=t.clip_coef_info,
+            threshold=threshold,
             evidence=evidence,
         )
-        out.append(replace(finding, severity=Severity.INFO))
+        out.append(replace(finding, severity=severity))
     return out
 
 

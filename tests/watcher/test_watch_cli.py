@@ -4,26 +4,13 @@ interrupts still reported, --steps, --log, --plot, CI formats and `gradscope che
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
-from watch_scripts import script
+from watch_scripts import gradscope, script
 
 pytestmark = pytest.mark.slow
-
-
-def gradscope(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "gradscope", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=300,
-    )
 
 
 def test_json_on_stdout_stays_valid_while_the_script_prints(tmp_path):

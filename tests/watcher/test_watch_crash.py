@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
-from watch_scripts import SCRIPTS
+from watch_scripts import gradscope, step_record
 
 from gradscope.config import Settings
 from gradscope.findings import RULES
@@ -20,19 +18,6 @@ from gradscope.watcher.records import MANUAL, ParamInfo, StepRecord, WatchRun
 from gradscope.watcher.report import WatchReport
 
 ESC = "\x1b"
-
-
-def gradscope(*args: str, cwd: str = SCRIPTS) -> subprocess.CompletedProcess:
-    """Run in the scripts' folder, so the script's paths read as the user typed them."""
-    env = {**os.environ, "COLUMNS": "80", "NO_COLOR": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "gradscope", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=300,
-    )
 
 
 def last_line(text: str) -> str:
@@ -150,20 +135,8 @@ def test_backward_without_a_step_says_nothing_was_judged(tmp_path):
 
 
 def _step(n: int, optimizer: int = 0, loss: float = 1.0, norms=(1.0, 2.0)) -> StepRecord:
-    return StepRecord(
-        step=n,
-        optimizer=optimizer,
-        loss=loss,
-        grad_norm=sum(v * v for v in norms) ** 0.5,
-        clipped_norm=None,
-        max_norm=None,
-        lrs=(0.1,),
-        backward_calls=1,
-        scale=None,
-        skipped=False,
-        carried_norm=None,
-        param_norms=tuple(norms),
-    )
+    norm = sum(v * v for v in norms) ** 0.5
+    return step_record(n, norm, loss, optimizer=optimizer, param_norms=tuple(norms))
 
 
 def _report(run: WatchRun, findings=(), where=None) -> WatchReport:

@@ -6,6 +6,7 @@ import math
 import statistics
 
 import pytest
+from watch_scripts import step_record
 
 from gradscope import config
 from gradscope.config import Thresholds
@@ -16,22 +17,7 @@ from gradscope.watcher.records import ParamInfo, StepRecord, WatchRun
 
 
 def record(step: int, norm: float, **kw) -> StepRecord:
-    base = dict(
-        step=step,
-        optimizer=0,
-        loss=1.0,
-        grad_norm=norm,
-        clipped_norm=None,
-        max_norm=None,
-        lrs=(0.1,),
-        backward_calls=1,
-        scale=None,
-        skipped=False,
-        carried_norm=None,
-        param_norms=(norm,),
-    )
-    base.update(kw)
-    return StepRecord(**base)
+    return step_record(step, norm, **kw)
 
 
 def run_of(records, params=None) -> WatchRun:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 import random
 
+from watch_scripts import step_record
+
 from gradscope.config import Thresholds
 from gradscope.findings import Severity
 from gradscope.rules import step_setup
@@ -23,22 +25,7 @@ W = ParamInfo("w", (4, 4), True, True, 0.1)
 
 
 def rec(step: int, loss: float | None, norm: float, **kw) -> StepRecord:
-    base = dict(
-        step=step,
-        optimizer=0,
-        loss=loss,
-        grad_norm=norm,
-        clipped_norm=None,
-        max_norm=None,
-        lrs=(1e-3,),
-        backward_calls=1,
-        scale=None,
-        skipped=False,
-        carried_norm=None,
-        param_norms=(norm,),
-    )
-    base.update(kw)
-    return StepRecord(**base)
+    return step_record(step, norm, loss, **{"lrs": (1e-3,), **kw})
 
 
 def run_of(records, params=(W,), optimizers=("AdamW",), members=(), label="script train.py"):

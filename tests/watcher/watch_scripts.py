@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import os
+import subprocess
+import sys
 
 SCRIPTS = os.path.join(os.path.dirname(__file__), "scripts")
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "gradscope", "examples")
@@ -18,3 +20,39 @@ def watched(name: str, *argv: str):
     from gradscope.watcher import watch_script
 
     return watch_script(script(name), list(argv))
+
+
+def gradscope(*args: str, cwd: str = SCRIPTS) -> subprocess.CompletedProcess:
+    """`python -m gradscope ARGS` at 80 columns, run in the scripts' folder so the
+    script's paths read as the user typed them."""
+    env = {**os.environ, "COLUMNS": "80", "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "gradscope", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+def step_record(step: int, norm: float = 1.0, loss: float | None = 1.0, **fields):
+    """A StepRecord of one parameter's step with the plain defaults; `fields` override."""
+    from gradscope.watcher.records import StepRecord
+
+    base = dict(
+        step=step,
+        optimizer=0,
+        loss=loss,
+        grad_norm=norm,
+        clipped_norm=None,
+        max_norm=None,
+        lrs=(0.1,),
+        backward_calls=1,
+        scale=None,
+        skipped=False,
+        carried_norm=None,
+        param_norms=(norm,),
+    )
+    base.update(fields)
+    return StepRecord(**base)
