@@ -8,7 +8,7 @@ raising is a `UserCodeError` here, whichever pass ran it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -172,8 +172,13 @@ def tensors_in(value: Any) -> Iterator[torch.Tensor]:
 
 def graph_nodes(*roots: torch.Tensor) -> set[Any]:
     """Every backward node reachable from `roots` (the loss's own graph), without recursion."""
+    return reachable(t.grad_fn for t in roots if t.grad_fn is not None)
+
+
+def reachable(nodes: Iterable[Any]) -> set[Any]:
+    """These backward nodes and every node behind them, without recursion."""
     seen: set[Any] = set()
-    stack = [t.grad_fn for t in roots if t.grad_fn is not None]
+    stack = list(nodes)
     while stack:
         node = stack.pop()
         if node in seen:

@@ -569,7 +569,9 @@ class _LiveWatch(TorchFunctionMode):
             for source in sources:
                 if source is param or (
                     not isinstance(source, torch.Tensor)
-                    and any(getattr(n, "variable", None) is param for n in _nodes(source))
+                    and any(
+                        getattr(n, "variable", None) is param for n in hooks.reachable([source])
+                    )
                 ):
                     text = _site_text(site, names)
                     found.setdefault(
@@ -610,18 +612,6 @@ def _before_the_forward(model: nn.Module) -> str:
         "no op of this step's forward made NaN/Inf from finite inputs: they came in with its "
         "inputs (the batch, or a tensor kept from an earlier step)"
     )
-
-
-def _nodes(node: Any) -> set[Any]:
-    seen: set[Any] = set()
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        stack.extend(m for m, _ in n.next_functions if m is not None and m not in seen)
-    return seen
 
 
 def _site_text(site: tuple[str, int, str | None], names: dict[int, str]) -> str:
