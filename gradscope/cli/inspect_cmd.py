@@ -133,7 +133,7 @@ def inspect(
     """
     with clikit.guarded(debug):
         from gradscope import config as config_mod
-        from gradscope.report.write import destination, to_stdout, write_file
+        from gradscope.report.write import destination, distinct, to_stdout, write_file
         from gradscope.targets import DEFAULT_NAME, is_script
 
         settings = config_mod.load(
@@ -148,6 +148,8 @@ def inspect(
         )
         output = destination(output)
         plot_path, plot_format = plot_destination(plot)
+        target_file = target.rpartition(":")[0] if ":" in target else target
+        distinct({"--output": output, "--plot": plot_path}, {"TARGET": target_file})
         if not script and is_script(target):
             script = True
             clikit.note(

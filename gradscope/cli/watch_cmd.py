@@ -150,12 +150,13 @@ def watch(
         settings = config_mod.load(config, flags=flags)
         if plot and not plot.lower().endswith((".png", ".svg")):
             raise ConfigError(f"--plot {plot}: use a .png or .svg file name")
-        from gradscope.report.write import destination, write_file
+        from gradscope.report.write import destination, distinct, write_file
 
         # resolved before the script runs: a script that changes directory moves nothing
         output = destination(output)
         plot_path = destination(plot, "--plot")
         log = destination(log, "--log")
+        distinct({"--output": output, "--plot": plot_path, "--log": log}, {"SCRIPT": script})
         from gradscope.watcher.distributed_hooks import is_main_process, quiet_unless_main
 
         to_stdout = not output or output == "-"
@@ -173,15 +174,18 @@ def watch(
                 hang_timeout=hang_timeout,
             )
         shown = report.judged or bool(report.findings)
+        # under torchrun, rank 0 reports; the others print only errors. A run with nothing
+        # judged gets no empty terminal report, but CI formats still get their document.
+        # The report comes first: a plot that cannot be drawn never costs the verdict
+        if main_rank and (shown or format is not Format.terminal):
+            _write(report, format, output, width)
         if plot and main_rank and report.judged:
             from gradscope.report import watch_plot
 
             assert plot_path is not None
             write_file(plot_path, watch_plot.render(report, plot_path.rpartition(".")[2].lower()))
-        # under torchrun, rank 0 reports; the others print only errors. A run with nothing
-        # judged gets no empty terminal report, but CI formats still get their document
-        if main_rank and (shown or format is not Format.terminal):
-            _write(report, format, output, width)
+        elif plot and main_rank:
+            clikit.note(f"--plot {plot}: not drawn, no step was recorded")
         _status_line(report, main_rank, debug)
         code = report.exit_code()
         if main_rank:

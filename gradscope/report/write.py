@@ -44,6 +44,25 @@ def destination(path: str | None, option: str = "--output") -> str | None:
     return full
 
 
+def distinct(outputs: dict[str, str | None], inputs: dict[str, str | None]) -> None:
+    """Refuse, before anything is opened, two options naming one file, or an output naming
+    an input (`--log train.py` would empty the script it is about to run). Devices and
+    FIFOs (/dev/null twice) are not files to protect."""
+    seen: dict[str, str] = {}
+    for option, path in inputs.items():
+        if path and os.path.isfile(path):
+            seen[os.path.realpath(path)] = option
+    for option, path in outputs.items():
+        if not path or path == "-":
+            continue
+        real = os.path.realpath(path)
+        if os.path.exists(real) and not os.path.isfile(real):
+            continue
+        if real in seen:
+            raise GradscopeError(f"{option} {path}: the same file as {seen[real]}")
+        seen[real] = option
+
+
 def write_file(path: str, data: str | bytes) -> None:
     """Write `data` to `path` without ever leaving it half-written or replaced by another kind."""
     raw = data.encode("utf-8", "backslashreplace") if isinstance(data, str) else data

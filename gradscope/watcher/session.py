@@ -8,12 +8,12 @@ so far are read back into `w.run` and `w.report`.
 
 from __future__ import annotations
 
-import io
 import json
 import math
+import os
 import time
 from types import TracebackType
-from typing import Any
+from typing import Any, BinaryIO
 
 from gradscope.config import Settings
 from gradscope.watcher.records import ParamInfo, StepRecord, WatchRun
@@ -21,27 +21,60 @@ from gradscope.watcher.report import WatchReport
 
 
 class StepLog:
-    """--log FILE: one JSON line per step, written (and flushed) at every read-back."""
+    """--log FILE: one JSON line per step, written (and flushed) at every read-back.
+
+    The file is opened at the first read-back, so a run that records no step leaves an
+    existing file as it was. A write that fails (a full disk, /dev/full, a folder made
+    unwritable) never reaches the script: logging stops, a partly written batch is cut
+    back to the last whole line, and `failure` says what happened, for the report.
+    """
 
     def __init__(self, path: str) -> None:
-        try:
-            self.file: io.TextIOBase = open(path, "w", encoding="utf-8")
-        except OSError as exc:
-            from gradscope.errors import GradscopeError
-
-            raise GradscopeError(f"cannot write {path}: {exc.strerror}") from None
+        self.path = path
+        self.file: BinaryIO | None = None
         self.names: list[str] = []
+        self.logged = 0
+        self.good = 0
+        """Bytes of whole lines written so far."""
+        self.failure: str | None = None
 
     def write(self, records: list[StepRecord], names: list[str]) -> None:
-        if names != self.names:
-            self.names = list(names)
-            self.file.write(json.dumps({"params": self.names}) + "\n")
-        for r in records:
-            self.file.write(json.dumps(_strict(r.to_dict())) + "\n")
-        self.file.flush()
+        if self.failure is not None or not records:
+            return
+        lines = [json.dumps({"params": list(names)})] if names != self.names else []
+        lines += [json.dumps(_strict(r.to_dict())) for r in records]
+        data = ("\n".join(lines) + "\n").encode()
+        try:
+            if self.file is None:
+                self.file = open(self.path, "wb")
+            self.file.write(data)
+            self.file.flush()
+        except OSError as exc:
+            self._stop(exc, records[0].step)
+            return
+        self.names = list(names)
+        self.logged += len(records)
+        self.good += len(data)
+
+    def _stop(self, exc: OSError, step: int) -> None:
+        self.failure = (
+            f"--log {self.path}: writing failed at step {step} ({exc.strerror or exc}); "
+            f"the log stops after {self.logged} steps, the report covers them all"
+        )
+        if self.file is not None:
+            try:  # no half line: cut back to the last whole one (not on a pipe or device)
+                os.ftruncate(self.file.fileno(), self.good)
+            except (OSError, ValueError):
+                pass
 
     def close(self) -> None:
-        self.file.close()
+        if self.file is None:
+            return
+        try:
+            self.file.close()
+        except OSError as exc:  # what was still buffered could not be written
+            if self.failure is None:
+                self.failure = f"--log {self.path}: the last write failed ({exc.strerror})"
 
 
 def _strict(value: Any) -> Any:
@@ -117,6 +150,8 @@ class Watcher:
             )
         if self._log is not None:
             self._log.close()
+            if self._log.failure:
+                notes.append(self._log.failure)
         status, error = _status(exc, StopWatching)
         notes = [*self.interceptor.notes, *notes]
         self.run = self._build(status, error, tuple(notes))

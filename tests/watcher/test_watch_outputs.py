@@ -1,0 +1,67 @@
+"""watch never hurts the run it watches through its outputs, and loses nothing the user
+had: a --log that cannot be written stops logging (the run goes on), a run with no step
+leaves an existing --log as it was, outputs that name the script or each other are
+refused before the script runs, and the report comes before the plot."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from watch_scripts import gradscope, script
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_log_that_cannot_be_written_stops_logging_and_the_run_goes_on(tmp_path):
+    seen = tmp_path / "seen.json"
+    done = gradscope(
+        "watch", script("recorded.py"), "--log", "/dev/full", "-f", "json", "--", str(seen)
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(seen.read_text())) == 40  # the script ran every step
+    summary = json.loads(done.stdout)["summary"]
+    assert summary["steps"] == 40
+    (note,) = [n for n in summary["notes"] if n.startswith("--log /dev/full")]
+    assert "writing failed at step 1" in note and "No space left" in note
+
+
+def test_a_run_that_records_no_step_leaves_an_existing_log_as_it_was(tmp_path):
+    log = tmp_path / "steps.jsonl"
+    log.write_text("yesterday's run\n")
+    done = gradscope("watch", script("crash_argparse.py"), "--log", str(log))
+    assert done.returncode == 2
+    assert log.read_text() == "yesterday's run\n"
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--log", "{script}"], "--log {script}: the same file as SCRIPT"),
+        (["-o", "{script}"], "--output {script}: the same file as SCRIPT"),
+        (["--log", "{out}", "-o", "{out}"], "--log {out}: the same file as --output"),
+        (["--plot", "{png}", "-o", "{png}"], "--plot {png}: the same file as --output"),
+    ],
+)
+def test_outputs_that_name_the_script_or_each_other_are_refused_first(tmp_path, options, message):
+    train = tmp_path / "train.py"
+    train.write_text(open(script("recorded.py")).read())
+    before = train.read_text()
+    names = {"script": str(train), "out": str(tmp_path / "r.txt"), "png": str(tmp_path / "a.png")}
+    args = [o.format(**names) for o in options]
+    done = gradscope("watch", str(train), *args, "--", str(tmp_path / "seen.json"))
+    assert done.returncode == 2
+    assert done.stderr.strip() == "gradscope: error: " + message.format(**names)
+    assert train.read_text() == before and not (tmp_path / "seen.json").exists()
+
+
+def test_a_plot_with_no_step_is_skipped_and_the_report_is_still_written(tmp_path):
+    report = tmp_path / "r.json"
+    done = gradscope(
+        "watch", script("crash_argparse.py"), "--plot", str(tmp_path / "a.png"),
+        "-f", "json", "-o", str(report),
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert json.loads(report.read_text())["summary"]["judged"] is False
+    assert "--plot" in done.stderr and "not drawn, no step was recorded" in done.stderr
+    assert not (tmp_path / "a.png").exists()
