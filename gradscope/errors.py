@@ -29,6 +29,8 @@ class ExitCode(enum.IntEnum):
     INTERNAL = 3
     #: interrupted (Ctrl-C)
     INTERRUPTED = 130
+    #: terminated (SIGTERM: `timeout`, Slurm, Kubernetes, torchrun stopping the run)
+    TERMINATED = 143
 
 
 class GradscopeError(Exception):
@@ -47,6 +49,11 @@ class ConfigError(GradscopeError):
 
 class GraphvizMissing(GradscopeError):
     """Graphviz's `dot` is not on PATH."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived while a training script ran under watch: raised in the script like
+    Ctrl-C's KeyboardInterrupt, so the steps so far are reported (see `sigterm_raises`)."""
 
 
 class UserOsExit(SystemExit):
@@ -154,3 +161,25 @@ def guard_os_exit() -> Iterator[None]:
         yield
     finally:
         os._exit = real
+
+
+@contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """While the block runs in the main thread, SIGTERM raises `Terminated` where the code
+    is, as Ctrl-C raises KeyboardInterrupt, instead of ending the process silently. A
+    handler the block installs itself wins for as long as it is there."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

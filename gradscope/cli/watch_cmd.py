@@ -246,7 +246,8 @@ def _status_line(report: WatchReport, main_rank: bool = True, debug: bool = Fals
                 f"{rank}{report.failure()} (before any optimizer step"
                 + ("; rerun with --debug for the traceback)" if hint else ")")
             )
-    elif run.status == "interrupted":
-        clikit.error(f"{rank}interrupted after {steps} optimizer step{'' if steps == 1 else 's'}")
+    elif run.status in ("interrupted", "terminated"):
+        how = "interrupted" if run.status == "interrupted" else "terminated (SIGTERM)"
+        clikit.error(f"{rank}{how} after {steps} optimizer step{'' if steps == 1 else 's'}")
     elif not report.judged and main_rank:
         clikit.error(f"{rank}{report.nothing_judged()}")

@@ -79,7 +79,9 @@ def _summary(report: WatchReport, console: Console) -> None:
         head.append_text(plain(f" ({report.failure()})"))
     console.print(head)
     if report.partial:
-        why = "crashed" if run.status == "crashed" else "was interrupted"
+        why = {"crashed": "crashed", "terminated": "was terminated (SIGTERM)"}.get(
+            run.status, "was interrupted"
+        )
         console.print(
             Text(
                 f"partial report: it covers the {_steps(len(run.steps))} before the script {why}",

@@ -17,8 +17,8 @@ def result(report: WatchReport, duration_s: float | None = None) -> TargetResult
     error = None
     if run.status == "crashed":
         error = f"{report.failure()} (after {len(run.steps)} optimizer steps)"
-    elif run.status == "interrupted":
-        error = f"interrupted after {len(run.steps)} optimizer steps"
+    elif run.status in ("interrupted", "terminated"):
+        error = f"{run.status} after {len(run.steps)} optimizer steps"
     elif not report.judged:
         error = report.nothing_judged()
     label = report.run.label.removeprefix("script ")

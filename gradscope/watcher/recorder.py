@@ -129,17 +129,30 @@ class Recorder:
 
 @contextmanager
 def _ctrl_c_held() -> Iterator[None]:
-    """Defer SIGINT for the block, then deliver it to whatever handler was there."""
+    """Defer SIGINT and SIGTERM for the block, then deliver them to whatever handlers were
+    there."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     caught: list[int] = []
+    previous_term = signal.signal(signal.SIGTERM, lambda signum, frame: caught.append(signum))
+    try:
+        with _sigint_held(caught):
+            yield
+    finally:
+        signal.signal(signal.SIGTERM, previous_term)
+        if signal.SIGTERM in caught:
+            signal.raise_signal(signal.SIGTERM)
+
+
+@contextmanager
+def _sigint_held(caught: list[int]) -> Iterator[None]:
     previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-        if caught:
+        if signal.SIGINT in caught:
             signal.raise_signal(signal.SIGINT)
 
 

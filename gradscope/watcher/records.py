@@ -134,7 +134,8 @@ class WatchRun:
     params: tuple[ParamInfo, ...]
     steps: tuple[StepRecord, ...]
     status: str
-    """completed | stopped (--steps reached) | crashed (the script raised) | interrupted."""
+    """completed | stopped (--steps reached) | crashed (the script raised) | interrupted
+    (Ctrl-C) | terminated (SIGTERM)."""
     duration_s: float
     error: str | None = None
     """The script's exception in one line, when it crashed."""

@@ -50,7 +50,7 @@ class WatchReport:
     @property
     def partial(self) -> bool:
         """Steps were judged, but the script did not run to its end (crash or Ctrl-C)."""
-        return self.judged and self.run.status in ("crashed", "interrupted")
+        return self.judged and self.run.status in ("crashed", "interrupted", "terminated")
 
     def failure(self) -> str | None:
         """The script's failure in one line, "train.py:12: the script raised ValueError: …";
@@ -81,6 +81,8 @@ class WatchReport:
         at --fail-on, 0."""
         if self.run.status == "interrupted":
             return ExitCode.INTERRUPTED
+        if self.run.status == "terminated":
+            return ExitCode.TERMINATED
         if self.run.status == "crashed" or not self.judged:
             return ExitCode.ERROR
         return ExitCode.FINDINGS if self.failed() else ExitCode.OK

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from gradscope.errors import TargetError, is_own_file, user_frame
+from gradscope.errors import TargetError, is_own_file, sigterm_raises, user_frame
 from gradscope.watcher.report import WatchReport
 from gradscope.watcher.session import Watcher
 
@@ -58,7 +58,7 @@ def run_script(
         try:
             with watcher:
                 hooks.bind(watcher)
-                with hooks.guard(), watching(hooks.session, hang_timeout):
+                with hooks.guard(), watching(hooks.session, hang_timeout), sigterm_raises():
                     runpy.run_path(path, run_name="__main__")
         except BaseException as exc:  # recorded as the run's status by the Watcher
             if watcher.report is None:

@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Any, BinaryIO
 
 from gradscope.config import Settings
+from gradscope.errors import Terminated
 from gradscope.watcher.records import ParamInfo, StepRecord, WatchRun
 from gradscope.watcher.report import WatchReport
 
@@ -204,6 +205,8 @@ class Watcher:
 def _status(exc: BaseException | None, stop: type[BaseException]) -> tuple[str, str | None]:
     if exc is None or isinstance(exc, stop):
         return ("completed" if exc is None else "stopped"), None
+    if isinstance(exc, Terminated):
+        return "terminated", None
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted", None
     if isinstance(exc, SystemExit):

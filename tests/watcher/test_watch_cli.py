@@ -106,7 +106,17 @@ def test_help_imports_neither_torch_nor_matplotlib():
     assert done.stdout.strip() == "False False", done.stderr
 
 
-def test_real_ctrl_c_reports_the_steps_so_far_and_the_log_keeps_them(tmp_path):
+@pytest.mark.parametrize(
+    "signame, code, status, said",
+    [
+        ("SIGINT", 130, "interrupted", "interrupted after"),
+        # what `timeout`, Slurm, Kubernetes and torchrun send
+        ("SIGTERM", 143, "terminated", "terminated (SIGTERM) after"),
+    ],
+)
+def test_a_real_signal_reports_the_steps_so_far_and_the_log_keeps_them(
+    tmp_path, signame, code, status, said
+):
     import signal
     import time
 
@@ -132,11 +142,11 @@ def test_real_ctrl_c_reports_the_steps_so_far_and_the_log_keeps_them(tmp_path):
         if log.exists() and len(log.read_text().splitlines()) > 30:
             break
         time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, signame))
     stdout, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stderr
+    assert proc.returncode == code, stderr
     doc = json.loads(stdout)
-    assert doc["summary"]["status"] == "interrupted" and doc["summary"]["steps"] >= 30
+    assert doc["summary"]["status"] == status and doc["summary"]["steps"] >= 30
     logged = [json.loads(line) for line in log.read_text().splitlines()[1:]]
     assert len(logged) == doc["summary"]["steps"]
-    assert "interrupted after" in stderr
+    assert said in stderr
