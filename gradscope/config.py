@@ -257,7 +257,7 @@ def apply_flags(settings: Settings, flags: dict[str, Any]) -> Settings:
                 raise ConfigError(f"--fail-on: {exc}") from None
         else:
             try:
-                number = threshold_value(value)
+                number = threshold_value(value, key)
             except ValueError as exc:
                 raise ConfigError(f"--{key}: {exc}") from None
             thresholds = replace(thresholds, **{key.replace("-", "_"): number})
@@ -357,20 +357,27 @@ def _thresholds(
     changes = {}
     for key, value in table.items():
         try:
-            changes[key.replace("-", "_")] = threshold_value(value)
+            changes[key.replace("-", "_")] = threshold_value(value, key)
         except ValueError as exc:
             raise _fail(path, f"{prefix}.{key}", str(exc)) from None
         sources[key] = path
     return replace(base, **changes)
 
 
-def threshold_value(value: Any) -> float:
+ABOVE_ZERO = frozenset({"spike-min-ratio", "spike-sigma", "spike-window", "growth-factor"})
+"""Thresholds that divide, take a logarithm or size a window: 0 has no meaning there."""
+
+
+def threshold_value(value: Any, key: str | None = None) -> float:
     """The one check for a threshold, from a flag or a file: a finite, non-negative number
-    (NaN would silently switch a rule off, a negative one flag everything)."""
+    (NaN would silently switch a rule off, a negative one flag everything), above 0 for
+    the keys in ABOVE_ZERO; checked before anything runs."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"expected a non-negative number, got {value!r}")
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"expected a finite, non-negative number, got {value!r}")
+    if key in ABOVE_ZERO and value == 0:
+        raise ValueError(f"expected a number above 0, got {value!r}")
     return float(value)
 
 

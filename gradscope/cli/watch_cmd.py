@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def _thresholds(pairs: list[str]) -> dict[str, float]:
-    from gradscope.config import Thresholds
+    from gradscope.config import Thresholds, threshold_value
 
     out = {}
     for pair in pairs:
@@ -30,9 +30,13 @@ def _thresholds(pairs: list[str]) -> dict[str, float]:
                 f"--threshold {pair!r}: expected KEY=X, KEY one of " + ", ".join(Thresholds.keys())
             )
         try:
-            out[key] = float(value)
+            number = float(value)
         except ValueError:
             raise ConfigError(f"--threshold {pair!r}: {value!r} is not a number") from None
+        try:
+            out[key] = threshold_value(number, key)
+        except ValueError as exc:
+            raise ConfigError(f"--threshold {pair}: {exc}") from None
     return out
 
 
@@ -97,9 +101,7 @@ def watch(
             help="Read statistics back from the device every N steps.",
         ),
     ] = 10,
-    width: Annotated[
-        int | None, typer.Option("--width", metavar="COLS", help="Terminal report width.")
-    ] = None,
+    width: clikit.WidthOpt = None,
     nproc_per_node: Annotated[
         int | None,
         typer.Option(

@@ -65,3 +65,23 @@ def test_a_plot_with_no_step_is_skipped_and_the_report_is_still_written(tmp_path
     assert json.loads(report.read_text())["summary"]["judged"] is False
     assert "--plot" in done.stderr and "not drawn, no step was recorded" in done.stderr
     assert not (tmp_path / "a.png").exists()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-t", "spike-min-ratio=0"], "--threshold spike-min-ratio=0: expected a number above 0"),
+        (["-t", "spike-sigma=0"], "--threshold spike-sigma=0: expected a number above 0"),
+        (["--width", "0"], "Invalid value for '--width'"),
+    ],
+)
+def test_settings_that_would_fail_after_the_run_are_refused_before_it(args, message):
+    """forever.py never ends: only a refusal up front returns."""
+    done = gradscope("watch", script("forever.py"), *args)
+    assert done.returncode == 2 and message in done.stderr
+
+
+def test_a_zero_threshold_from_a_config_file_is_refused_with_its_key(tmp_path):
+    (tmp_path / "gs.toml").write_text("[thresholds]\nspike-min-ratio = 0\n")
+    done = gradscope("watch", script("forever.py"), "-c", str(tmp_path / "gs.toml"))
+    assert done.returncode == 2 and "thresholds.spike-min-ratio" in done.stderr
