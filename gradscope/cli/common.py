@@ -5,7 +5,6 @@ No torch here: `gradscope --help` imports this.
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ import typer
 from gradscope.errors import ExitCode, GradscopeError, UserCodeError, guard_os_exit
 from gradscope.fmt import printable
 from gradscope.report.outputs import Format
+from gradscope.report.write import user_stdout_to_stderr as user_stdout_to_stderr
 
 DebugOpt = Annotated[
     bool,
@@ -72,35 +72,6 @@ WidthOpt = Annotated[
         help="Terminal report width (default: the terminal's).",
     ),
 ]
-
-
-@contextmanager
-def user_stdout_to_stderr(active: bool = True) -> Iterator[None]:
-    """While the user's code runs, what it prints goes to stderr, so a report on stdout
-    (JSON piped to jq, say) stays parseable. Python's sys.stdout and file descriptor 1
-    both, so prints from extensions move too."""
-    if not active:
-        yield
-        return
-    sys.stdout.flush()
-    saved_fd = None
-    try:
-        fd = sys.__stdout__.fileno() if sys.__stdout__ else -1
-        if fd >= 0 and sys.stdout is sys.__stdout__:
-            saved_fd = os.dup(fd)
-            os.dup2(sys.stderr.fileno(), fd)
-    except (OSError, ValueError, AttributeError):  # no real descriptors (a test runner)
-        saved_fd = None
-    real = sys.stdout
-    sys.stdout = sys.stderr
-    try:
-        yield
-    finally:
-        sys.stderr.flush()
-        sys.stdout = real
-        if saved_fd is not None:
-            os.dup2(saved_fd, real.fileno())
-            os.close(saved_fd)
 
 
 def note(message: str) -> None:

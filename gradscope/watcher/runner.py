@@ -13,13 +13,16 @@ from __future__ import annotations
 import contextlib
 import os
 import runpy
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 from gradscope.errors import TargetError, is_own_file, sigterm_raises, user_frame
+from gradscope.report.write import user_stdout_to_stderr
 from gradscope.watcher.report import WatchReport
 from gradscope.watcher.session import Watcher
 
@@ -30,12 +33,48 @@ def _as_main(path: str, argv: list[str], quiet_stdout: bool) -> Iterator[None]:
     sys.argv = [path, *argv]
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
-        with contextlib.ExitStack() as stack:
-            if quiet_stdout:
-                stack.enter_context(contextlib.redirect_stdout(sys.stderr))
+        with user_stdout_to_stderr(quiet_stdout), _signal_handlers_kept():
             yield
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
+
+
+@contextlib.contextmanager
+def _signal_handlers_kept() -> Iterator[None]:
+    """The handlers the script installs (a DataLoader's SIGCHLD) are its own: they are
+    undone when it ends, before the report is built."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    kept = {}
+    for number in signal.valid_signals():
+        with contextlib.suppress(OSError, ValueError, RuntimeError):
+            handler = signal.getsignal(number)
+            if handler is not None:
+                kept[number] = handler
+    try:
+        yield
+    finally:
+        for number, handler in kept.items():
+            with contextlib.suppress(OSError, ValueError, RuntimeError):
+                if signal.getsignal(number) is not handler:
+                    signal.signal(number, handler)
+
+
+def _end_forked_child(parent: int, failure: BaseException | None) -> None:
+    """A child the script forked (os.fork) that ran on to the script's end leaves as it
+    would without gradscope: its exit code, no second report."""
+    if os.getpid() == parent:
+        return
+    code = 0
+    if isinstance(failure, SystemExit):
+        code = failure.code if isinstance(failure.code, int) else (0 if failure.code is None else 1)
+    elif failure is not None:
+        code = 1
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
 
 
 def run_script(
@@ -54,6 +93,7 @@ def run_script(
     hooks = DistributedWatch()
     watcher = Watcher(label=options.pop("label", f"script {path}"), **options)
     failure: BaseException | None = None
+    parent = os.getpid()
     with _as_main(path, list(argv or []), quiet_stdout):
         try:
             with watcher:
@@ -65,6 +105,7 @@ def run_script(
                 hooks.close()
                 raise
             failure = exc
+    _end_forked_child(parent, failure)
     report = watcher.report
     assert report is not None
     if report.run.status == "crashed" and failure is not None:

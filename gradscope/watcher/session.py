@@ -114,6 +114,7 @@ class Watcher:
         from gradscope.watcher.intercept import Interceptor
         from gradscope.watcher.recorder import Recorder
 
+        self._pid = os.getpid()
         self._log = StepLog(self.log_path) if self.log_path else None
         self.recorder = Recorder(self.flush_every, on_records=self._logged)
         self.interceptor = Interceptor(self.recorder, self.update_every, self.steps)
@@ -122,6 +123,8 @@ class Watcher:
         return self
 
     def _logged(self, records: list[StepRecord]) -> None:
+        if os.getpid() != self._pid:  # a child the script forked: the log is the parent's
+            return
         if self._log is not None:
             self._log.write(records, self.interceptor.tracked.names)
 

@@ -85,3 +85,40 @@ def test_a_zero_threshold_from_a_config_file_is_refused_with_its_key(tmp_path):
     (tmp_path / "gs.toml").write_text("[thresholds]\nspike-min-ratio = 0\n")
     done = gradscope("watch", script("forever.py"), "-c", str(tmp_path / "gs.toml"))
     assert done.returncode == 2 and "thresholds.spike-min-ratio" in done.stderr
+
+
+def test_json_on_stdout_survives_native_writes_child_processes_and_a_closed_stdout():
+    done = gradscope("watch", script("stdio_native.py"), "-f", "json")
+    assert done.returncode == 2  # the script raised after its 3 steps
+    doc = json.loads(done.stdout)  # nothing but the report on stdout
+    assert doc["summary"]["steps"] == 3 and doc["summary"]["status"] == "crashed"
+    assert done.stderr.count("native write to fd 1") == 3
+    assert done.stderr.count("a child process prints") == 3
+    # the script closed "its" stdout: gradscope's stderr still carries the status line
+    assert "gradscope: error: stdio_native.py:" in done.stderr
+
+
+def test_a_forked_child_that_runs_on_writes_no_report_and_no_log_lines(tmp_path):
+    log = tmp_path / "steps.jsonl"
+    done = gradscope("watch", script("fork_child.py"), "--log", str(log), "-f", "json")
+    assert done.returncode == 0, done.stderr
+    assert "parent saw child exit 0" in done.stderr
+    doc = json.loads(done.stdout)  # one report: the parent's
+    assert doc["summary"]["steps"] == 5
+    assert len(log.read_text().splitlines()) == 1 + 5
+
+
+def test_the_scripts_signal_handlers_are_undone_before_the_report(tmp_path):
+    import signal
+
+    from gradscope.watcher import watch_script
+
+    (tmp_path / "handler.py").write_text(
+        "import signal\n"
+        "def on_usr1(signum, frame):\n"
+        "    raise RuntimeError('the script is over')\n"
+        "signal.signal(signal.SIGUSR1, on_usr1)\n"
+    )
+    before = signal.getsignal(signal.SIGUSR1)
+    watch_script(str(tmp_path / "handler.py"))
+    assert signal.getsignal(signal.SIGUSR1) is before
