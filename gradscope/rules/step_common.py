@@ -88,7 +88,7 @@ def by_optimizer(run: WatchRun) -> Iterator[Series]:
     every = tuple(range(len(run.params)))
     named = several(run)
     for k in sorted({r.optimizer for r in run.steps}):
-        members = run.members[k] if k < len(run.members) and run.members[k] else every
+        members = run.members_of(k) or every
         yield Series(
             k,
             [r for r in run.steps if r.optimizer == k],

@@ -156,14 +156,19 @@ class WatchRun:
     def names(self) -> list[str]:
         return [p.name for p in self.params]
 
+    def members_of(self, index: int) -> tuple[int, ...]:
+        """Positions of optimizer `index`'s parameters; () when not recorded."""
+        return self.members[index] if index < len(self.members) else ()
+
     def optimizer_label(self, index: int) -> str:
         """ "optimizer 0 (Adam, Discriminator)": its index, class and the module its
         parameters share; "manual update" for updates made by hand."""
         kind = self.optimizers[index] if index < len(self.optimizers) else "?"
         if kind == MANUAL:
             return MANUAL
-        members = self.members[index] if index < len(self.members) else ()
-        owner = _common_prefix([self.params[i].name for i in members if i < len(self.params)])
+        owner = _common_prefix(
+            [self.params[i].name for i in self.members_of(index) if i < len(self.params)]
+        )
         return f"optimizer {index} ({kind}{', ' + owner if owner else ''})"
 
 

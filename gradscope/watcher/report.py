@@ -90,10 +90,6 @@ class WatchReport:
     def optimizer_label(self, index: int) -> str:
         return self.run.optimizer_label(index)
 
-    def _members(self, index: int) -> tuple[int, ...]:
-        members = self.run.members
-        return members[index] if index < len(members) else ()
-
     def per_optimizer(self) -> list[dict[str, Any]]:
         """One entry per optimizer (by index): its steps, loss and gradient norm. The
         losses of two optimizers (a GAN's D and G) are different quantities."""
@@ -107,7 +103,7 @@ class WatchReport:
                     "label": self.optimizer_label(i),
                     "manual": kind == MANUAL,
                     "steps": len(own),
-                    "parameters": len(self._members(i)),
+                    "parameters": len(self.run.members_of(i)),
                     "loss": _series_range([r.loss for r in own]),
                     "grad_norm": _series_range([r.grad_norm for r in own]),
                 }
