@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import Annotated, Any
 
 import typer
 
 from gradscope.cli import common as clikit
 from gradscope.errors import ExitCode, GradscopeError
+from gradscope.report.outputs import Format
 
 AUTOCAST = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16"}
-
-
-class DiffFormat(str, Enum):
-    terminal = "terminal"
-    json = "json"
 
 
 def diff(
@@ -103,11 +98,10 @@ def diff(
             "compared, not fusions across modules.",
         ),
     ] = False,
-    format: Annotated[
-        DiffFormat,
-        typer.Option("--format", "-f", help="terminal (rich) or json (versioned, kind diff)."),
-    ] = DiffFormat.terminal,
+    format: clikit.FormatOpt = Format.terminal,
     output: clikit.OutputOpt = None,
+    fail_on: clikit.FailOnOpt = None,
+    config: clikit.ConfigOpt = None,
     top: Annotated[
         int,
         typer.Option("--top", metavar="N", min=1, help="Module rows to show in the terminal."),
@@ -135,8 +129,9 @@ def diff(
     size, where that module's forward is written, and the first differing gradient.
     Both models are left exactly as they were.
 
-    Exit codes: 0 identical within tolerance, 1 they differ, 2 could not run (a target
-    that cannot load, no parameter pairs up, a bad option), 3 a bug in gradscope.
+    Exit codes: 0 identical within tolerance, 1 they differ (a finding at --fail-on,
+    default error), 2 could not run (a target that cannot load, no parameter pairs
+    up, a bad option), 3 a bug in gradscope.
 
     Examples:
 
@@ -152,13 +147,17 @@ def diff(
     """
     code = ExitCode.ERROR
     with clikit.guarded(debug):
+        from gradscope import config as config_mod
         from gradscope.cli.inspect_cmd import plot_destination
         from gradscope.diff.align import load_name_map
         from gradscope.diff.engine import DiffOptions
+        from gradscope.outcome import exit_code
+        from gradscope.report import outputs
         from gradscope.report.write import destination, to_stdout, write_file
 
         output = destination(output)
         plot_path, plot_format = plot_destination(plot)
+        settings = config_mod.load(config, flags={"fail-on": fail_on})
         if new is None and b_autocast is None and not b_compile:
             raise GradscopeError("give NEW, or --b-autocast/--b-compile to compare REF with itself")
         autocast = None
@@ -184,8 +183,12 @@ def diff(
 
             write_file(plot_path, diff_plot(result, plot_format))
             clikit.note(f"wrote {plot}")
-        _emit(result, format, output, width, None if all_rows else top)
-        code = ExitCode.FINDINGS if result.differs else ExitCode.OK
+        result.findings = settings.judged(result.findings)
+        outcome = result.outcome()
+        outputs.write(
+            format, outcome, output, settings.fail_on, width, top=None if all_rows else top
+        )
+        code = exit_code([outcome], settings.fail_on)
     raise typer.Exit(code)
 
 
@@ -196,19 +199,3 @@ def _run(ref: str, new: str | None, options: Any) -> Any:
 
     with Console(stderr=True).status(f"comparing {ref} ...", spinner="dots"):
         return diff_targets(ref, new, options)
-
-
-def _emit(
-    result: Any, format: DiffFormat, output: str | None, width: int | None, top: int | None
-) -> None:
-    from gradscope.report.write import emit
-
-    if format is DiffFormat.json:
-        from gradscope.report.json import dumps
-
-        emit(dumps(result.to_dict()), output)
-        return
-    from gradscope.report import diff_terminal
-    from gradscope.report.console import view_for
-
-    emit(diff_terminal.render(result, view_for(output, width, top)), output)
