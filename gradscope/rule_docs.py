@@ -154,7 +154,8 @@ DOCS: dict[str, RuleDoc] = {
     "GS201": RuleDoc(
         why="The analytical gradient (backward, or jvp for forward mode) differs from central "
         "finite differences beyond |a - n| <= atol + rtol |n| (slow mode's tolerance, per "
-        "dtype), on 32 exact Jacobian columns and 4 random directions; the failing pair is "
+        "dtype), on every element of a small input, else 32 exact Jacobian columns and 4 "
+        "random directions; the failing pair is "
         "then measured in full and diagnosed (constant factor, sign flip, transposed, wrong "
         "order, masked elements, grad_output ignored...).",
         example="x * x whose backward forgot the factor 2",
@@ -252,9 +253,10 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "GS406": RuleDoc(
         why="After warmup-steps, clip_grad_norm_ bound on more than clip-bind-fraction of "
-        "the steps and the mean clip coefficient (max_norm over the norm) is below "
-        "clip-coef-warn: a warning. Below clip-coef-info, or under an optimizer that divides "
-        "by its gradient scale (Adam and kin), it is information.",
+        "the steps. How much it bound decides: a mean clip coefficient (max_norm over the "
+        "norm) below clip-coef-warn is a warning; between clip-coef-warn and clip-coef-info, "
+        "or under an optimizer that divides by its gradient scale (Adam and kin), it is "
+        "information; at or above clip-coef-info, nothing.",
         example="SGD with max_norm 0.1 where gradients are typically 5",
         fix="lower the learning rate or raise max_norm towards the typical norm; light "
         "clipping is fine when it is meant",
