@@ -108,11 +108,12 @@ def rule_page(r: Rule, width: int) -> list[str]:
         if doc.command:
             out += _wrap(doc.command, width, "  $ ", "      ")
         out += ["", "Fix", *_wrap(doc.fix, width, "  ")]
-    settings = (
-        f'Severity and ignores: [tool.gradscope.severity] {r.slug} = "warning"; '
-        f'ignore = ["{r.slug}:GLOB"] (docs/config.md).'
-    )
-    out += ["", *_wrap(settings, width)]
+    out += [
+        "",
+        "Settings (docs/config.md)",
+        f'  [tool.gradscope.severity] {r.slug} = "warning"',
+        f'  ignore = ["{r.slug}:GLOB"]',
+    ]
     return out
 
 

@@ -59,6 +59,10 @@ def test_one_rule_in_full(runner):
         assert key in flat
     assert "  $ gradscope inspect exploding-deep" in lines
     assert " ".join(DOCS["GS104"].fix.split()) in flat
+    assert lines[-2:] == [
+        '  [tool.gradscope.severity] exploding = "warning"',
+        '  ignore = ["exploding:GLOB"]',
+    ]
 
 
 def test_a_rule_by_slug_is_the_same_page(runner):
