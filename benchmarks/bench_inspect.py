@@ -117,7 +117,7 @@ CASES: dict[str, Callable[[], tuple[Any, Any, Any]]] = {
 
 
 def bare(model, batch, loss_fn=None) -> None:
-    from gradscope.hooks import call_model, pick_loss
+    from gradscope.inspector.hooks import call_model, pick_loss
 
     model.zero_grad(set_to_none=True)
     pick_loss(call_model(model, batch), loss_fn)[0].backward()
@@ -133,14 +133,14 @@ def instrumented(model, batch, loss_fn=None):
 def forward(model, batch) -> None:
     import torch
 
-    from gradscope.hooks import call_model
+    from gradscope.inspector.hooks import call_model
 
     with torch.enable_grad():
         call_model(model, batch)
 
 
 def guarded_forward(model, batch) -> None:
-    from gradscope import preserve
+    from gradscope.inspector import preserve
 
     with preserve.preserved_state(model):
         forward(model, batch)
@@ -166,7 +166,7 @@ def guard_per_call(calls: int = 20000) -> float:
     """Seconds the write guard adds to one torch call (a tiny add, so the call is all there is)."""
     import torch
 
-    from gradscope import preserve
+    from gradscope.inspector import preserve
 
     model, x = torch.nn.Linear(2, 2), torch.zeros(2)
 
@@ -231,7 +231,7 @@ def speed(name: str, repeat: int) -> None:
 
 def keeping(model, batch) -> str:
     """How the parameters are kept: copied whole (small models) or by the write guard."""
-    from gradscope import preserve
+    from gradscope.inspector import preserve
 
     if preserve._copy_up_front([p.data for p in model.parameters()]):
         return "parameters copied"

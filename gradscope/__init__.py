@@ -33,7 +33,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(findings, name)
     if name == "Report":
-        from gradscope.results import Report
+        from gradscope.inspector.results import Report
 
         return Report
     if name == "load_settings":

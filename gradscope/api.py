@@ -13,7 +13,7 @@ from typing import Any
 
 from gradscope import config, rules
 from gradscope.errors import ConfigError, TargetError, UserCodeError
-from gradscope.results import Report
+from gradscope.inspector.results import Report
 
 
 def inspect(
@@ -33,8 +33,8 @@ def inspect(
     """
     import torch
 
-    from gradscope import explain as explain_mod
-    from gradscope import probe
+    from gradscope.inspector import explain as explain_mod
+    from gradscope.inspector import probe
 
     _check_arguments(model, loss_fn, grad_outputs, label)
     settings = _settings(settings)
@@ -54,7 +54,7 @@ def inspect_target(
     spec: str, settings: config.Settings | None = None, explain: bool = True
 ) -> Report:
     """`gradscope inspect SPEC` without the printing."""
-    from gradscope import targets
+    from gradscope.inspector import targets
 
     if not isinstance(spec, str) or not spec:
         raise TargetError(
@@ -90,8 +90,8 @@ def inspect_script(
     """
     import torch
 
-    from gradscope import script
-    from gradscope.explain import attach_evidence
+    from gradscope.inspector import script
+    from gradscope.inspector.explain import attach_evidence
 
     if not isinstance(path, (str, os.PathLike)):
         raise TargetError(f"the script must be a path to a .py file, not {_kind(path)}")
@@ -170,7 +170,7 @@ def _settings(settings: Any) -> config.Settings:
 def _with_batch_kind(exc: UserCodeError, batch: Any) -> UserCodeError:
     """A forward that failed on a batch holding no tensor at all: say what the batch was
     (not refused up front: a model may take a graph object, or build its input itself)."""
-    from gradscope.hooks import tensors_in
+    from gradscope.inspector.hooks import tensors_in
 
     if exc.what != "forward pass" or any(True for _ in tensors_in(batch)):
         return exc

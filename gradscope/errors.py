@@ -13,7 +13,7 @@ import sys
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NoReturn
+from typing import Any, NoReturn
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -133,6 +133,39 @@ def is_own_file(filename: str) -> bool:
 def is_library_file(filename: str) -> bool:
     """A frame of gradscope, an installed package or generated code: not the user's line."""
     return _is_library(filename)
+
+
+_STDLIB = os.path.dirname(os.__file__)
+
+
+def is_user_file(filename: str) -> bool:
+    """The user's own code: not gradscope, an installed package, generated code or the
+    standard library."""
+    return not _is_library(filename) and not filename.startswith(_STDLIB)
+
+
+def calling_user_frame(start: Any) -> Any:
+    """From `start` outwards, past gradscope's own frames, the first frame of the user's
+    code; None when library code gradscope itself called comes first."""
+    frame = start
+    while frame is not None and is_own_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if is_own_file(name):
+            return None
+        if is_user_file(name):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def user_line() -> str | None:
+    """`file:line` of the user's code that made the current call (a torch op, a
+    collective); None when it came from library code that gradscope itself invoked (an
+    nn.ReLU inside nn.Sequential has no line of the user's to point at)."""
+    frame = calling_user_frame(sys._getframe(1))
+    return f"{short_path(frame.f_code.co_filename)}:{frame.f_lineno}" if frame else None
 
 
 def short_path(path: str) -> str:

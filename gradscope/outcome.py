@@ -15,15 +15,8 @@ from typing import Any
 
 from gradscope.errors import ExitCode
 from gradscope.findings import Finding, Severity, split_ignored
-from gradscope.targets import split_spec
 
 KINDS = ("inspect", "watch", "gradcheck", "diff", "check")
-
-
-def file_of(spec: str) -> str | None:
-    """The .py file a target names ("models/net.py:build" → "models/net.py"), if any."""
-    where, _ = split_spec(spec)
-    return where if where.endswith(".py") else None
 
 
 @dataclass

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gradscope import baseline
 from gradscope.config import Settings, load
 from gradscope.findings import Severity
+from gradscope.gate import baseline
 from gradscope.outcome import CheckReport, Outcome
 
 

@@ -10,9 +10,9 @@ from torch import nn
 from torch.nn import functional as F
 
 import gradscope
-from gradscope import preserve, probe
 from gradscope.errors import TargetError, UserCodeError
 from gradscope.examples.functions import CustomReLU
+from gradscope.inspector import preserve, probe
 
 
 def reference_norms(model, batch, loss_fn):

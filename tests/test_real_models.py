@@ -10,7 +10,7 @@ from torch.nn import functional as F
 import gradscope
 from gradscope.examples.models import SmallCNN
 from gradscope.examples.transformer import GPTConfig, make_gpt
-from gradscope.probe import call_model, pick_loss
+from gradscope.inspector.probe import call_model, pick_loss
 
 pytestmark = pytest.mark.slow  # real architectures, end to end
 

@@ -50,9 +50,9 @@ def check(
       gradscope check --baseline .gradscope-baseline.json --format markdown
     """
     with clikit.guarded(debug):
-        from gradscope import baseline as baseline_mod
-        from gradscope import check as check_mod
         from gradscope import config as config_mod
+        from gradscope.gate import baseline as baseline_mod
+        from gradscope.gate import check as check_mod
         from gradscope.report import json as json_report
         from gradscope.report.write import destination, to_stdout, write_file
 

@@ -16,7 +16,7 @@ import typer
 from gradscope.errors import ExitCode, GradscopeError, UserCodeError, guard_os_exit
 from gradscope.fmt import printable
 from gradscope.report.outputs import Format
-from gradscope.report.write import user_stdout_to_stderr as user_stdout_to_stderr
+from gradscope.stdio import user_stdout_to_stderr as user_stdout_to_stderr
 
 DebugOpt = Annotated[
     bool,

@@ -150,7 +150,7 @@ def graph(
 def _configured_target(settings, config: str | None) -> str:
     """The first [[inspect]] target, resolved against the file that names it."""
     if settings.inspect:
-        from gradscope.check import resolve
+        from gradscope.gate.check import resolve
 
         return resolve(settings.inspect[0])
     where = config or "pyproject.toml ([tool.gradscope])"
@@ -163,7 +163,7 @@ def _configured_target(settings, config: str | None) -> str:
 
 def _draw(spec: str, settings, probe: bool, options):
     from gradscope import graph as graph_mod
-    from gradscope import targets
+    from gradscope.inspector import targets
 
     t = targets.load(spec)
     statuses = graph_mod.probe_statuses(t.model, t.batch, t.loss_fn, settings) if probe else None

@@ -133,9 +133,9 @@ def inspect(
     """
     with clikit.guarded(debug):
         from gradscope import config as config_mod
+        from gradscope.inspector.targets import DEFAULT_NAME, is_script
         from gradscope.outcome import exit_code
         from gradscope.report.write import destination, distinct, to_stdout, write_file
-        from gradscope.targets import DEFAULT_NAME, is_script
 
         settings = config_mod.load(
             config,
@@ -203,7 +203,9 @@ def plot_destination(path: str | None) -> tuple[str | None, str]:
     return destination(path, "--plot"), fmt
 
 
-FIRST_NONFINITE = "first-nonfinite"  # gradscope.script_stop.FIRST_NONFINITE (no torch here)
+FIRST_NONFINITE = (
+    "first-nonfinite"  # gradscope.inspector.script_stop.FIRST_NONFINITE (no torch here)
+)
 
 
 def parse_step(text: str | None) -> int | str | None:

@@ -26,8 +26,8 @@ def diff_targets(ref: str, new: str | None, options: DiffOptions | None = None) 
     """`gradscope diff REF NEW` without the printing: the reference's batch and loss for both.
 
     `new` None: the reference against itself under the options' second setting."""
-    from gradscope import targets
     from gradscope.diff.engine import diff as run
+    from gradscope.inspector import targets
 
     a = targets.load(ref)
     if new is None:

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradscope.findings import Finding
-from gradscope.outcome import Outcome, file_of
+from gradscope.inspector.targets import file_of
+from gradscope.outcome import Outcome
 
 SCHEMA_VERSION = 1
 DEFAULT_SOURCE = "per dtype"

@@ -5,7 +5,7 @@ module that called it), with copies of its tensor inputs taken as it starts (a m
 that writes its input in place, `ReLU(inplace=True)`, cannot change what was recorded)
 and of its tensor outputs. A tensor seen again unchanged (the same object at the same
 version: a block's input is its first norm's input) is copied once. The model is left
-as it was found (`gradscope.preserve`), with its `.grad` tensors put back untouched.
+as it was found (`gradscope.inspector.preserve`), with its `.grad` tensors put back untouched.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from typing import Any
 
 import torch
 
-from gradscope import hooks
 from gradscope.errors import short_path
 from gradscope.fmt import printable
-from gradscope.preserve import paused_guard, preserved_state
-from gradscope.probe import _backward, gc_paused
+from gradscope.inspector import hooks
+from gradscope.inspector.preserve import paused_guard, preserved_state
+from gradscope.inspector.probe import _backward, gc_paused
 
 
 @dataclass

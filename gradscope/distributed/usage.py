@@ -22,7 +22,7 @@ with warnings.catch_warnings():  # torch warns here when numpy is not installed
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     from torch.overrides import TorchFunctionMode
 
-from gradscope.explain import user_line
+from gradscope.errors import user_line
 
 NEVER_RAN = "never-ran"
 CUT_INSIDE = "cut-inside"

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, replace
 from types import FrameType
 from typing import Any
 
-from gradscope.errors import ExitCode, is_library_file, short_path
+from gradscope.errors import ExitCode, is_user_file, short_path
 
 POLL_S = 1.0
 """How often the watchdog looks at the run (and, after discovery, at the store)."""
@@ -46,7 +46,6 @@ EXIT_CODE = ExitCode.ERROR
 """Like a timed-out gathering (RankTimedOut): the run could not finish, exit 2."""
 
 KEY = "gradscope/stall"
-_STDLIB = os.path.dirname(os.__file__)
 _WORKING = (False, "", "")
 _WRAPPERS = frozenset({"_wrapped_call_impl", "_call_impl", "wrapper", "_fn", "inner"})
 
@@ -125,10 +124,6 @@ class RankState:
         return cls(**json.loads(text))
 
 
-def _user_code(filename: str) -> bool:
-    return not is_library_file(filename) and not filename.startswith(_STDLIB)
-
-
 def _name(frame: FrameType) -> str:
     return str(getattr(frame.f_code, "co_qualname", frame.f_code.co_name))
 
@@ -144,7 +139,7 @@ def blocked_at(frame: FrameType | None) -> tuple[str, str, str]:
     while frame is not None:
         frames.append(frame)
         frame = frame.f_back
-    user = next((i for i, f in enumerate(frames) if _user_code(f.f_code.co_filename)), None)
+    user = next((i for i, f in enumerate(frames) if is_user_file(f.f_code.co_filename)), None)
     where = line = ""
     if user is not None:
         f = frames[user]

@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from gradscope.errors import TargetError, UserCodeError
-from gradscope.targets import import_location
+from gradscope.inspector.targets import import_location
 
 PROVIDER = "gradcheck_inputs"
 """The input convention: a callable on the target, or beside it in its module."""

@@ -261,9 +261,9 @@ def graph_of(
     """One forward pass (the model left as found), then its loss's graph drawn."""
     import torch
 
-    from gradscope import hooks, preserve
     from gradscope.graph import collapse as graph_collapse
     from gradscope.graph import cuts as graph_cuts
+    from gradscope.inspector import hooks, preserve
 
     tracing = options.collapse != "none"
     with (

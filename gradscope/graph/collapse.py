@@ -61,7 +61,7 @@ def _next_sequence_nr() -> int | None:
 @contextmanager
 def trace_modules(model: Any, enabled: bool = True) -> Iterator[ModuleTrace]:
     """Note when each module call starts and ends; every hook is removed afterwards."""
-    from gradscope import hooks
+    from gradscope.inspector import hooks
 
     trace = ModuleTrace(kinds={n: type(m).__name__ for n, m in model.named_modules()})
     if not enabled:

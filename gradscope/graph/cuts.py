@@ -16,8 +16,9 @@ from typing import Any
 
 from torch.overrides import TorchFunctionMode
 
-from gradscope import hooks
-from gradscope.explain import CUT_KINDS, op_name, user_line
+from gradscope.errors import user_line
+from gradscope.inspector import hooks
+from gradscope.inspector.explain import CUT_KINDS, op_name
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 
-from gradscope.results import Report
+from gradscope.inspector.results import Report
 from gradscope.stats import ParamStats
 
 COLOURS = {

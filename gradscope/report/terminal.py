@@ -18,8 +18,8 @@ from rich.text import Text
 
 from gradscope.findings import Finding, Severity, grouped, ignored_summary, subjects_text
 from gradscope.fmt import human_bytes, num, printable
+from gradscope.inspector.results import Report
 from gradscope.report.console import View, paint
-from gradscope.results import Report
 from gradscope.stats import ParamStats
 
 if TYPE_CHECKING:

@@ -10,15 +10,12 @@ cannot move the report.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from gradscope.errors import GradscopeError
 
@@ -200,41 +197,3 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
-
-
-@contextmanager
-def user_stdout_to_stderr(active: bool = True) -> Iterator[None]:
-    """While the user's code runs, what it prints goes to stderr, so a report on stdout
-    (JSON piped to jq, say) stays parseable. Python's sys.stdout and file descriptor 1
-    both, so prints from extensions move too."""
-    if not active:
-        yield
-        return
-    sys.stdout.flush()
-    saved_fd = None
-    try:
-        fd = sys.__stdout__.fileno() if sys.__stdout__ else -1
-        if fd >= 0 and sys.stdout is sys.__stdout__:
-            saved_fd = os.dup(fd)
-            os.dup2(sys.stderr.fileno(), fd)
-    except (OSError, ValueError, AttributeError):  # no real descriptors (a test runner)
-        saved_fd = None
-    real = sys.stdout
-    # its own stream over a copy of stderr's descriptor: a script that closes "its"
-    # stdout closes that copy, not gradscope's stderr
-    try:
-        sys.stdout = os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1)
-        own = True
-    except (OSError, ValueError, AttributeError):  # no real descriptors (a test runner)
-        sys.stdout, own = sys.stderr, False
-    try:
-        yield
-    finally:
-        if own:
-            with contextlib.suppress(OSError, ValueError):
-                sys.stdout.close()
-        sys.stderr.flush()
-        sys.stdout = real
-        if saved_fd is not None:
-            os.dup2(saved_fd, real.fileno())
-            os.close(saved_fd)

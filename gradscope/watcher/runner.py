@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from gradscope.errors import TargetError, is_own_file, sigterm_raises, user_frame
-from gradscope.report.write import user_stdout_to_stderr
+from gradscope.stdio import user_stdout_to_stderr
 from gradscope.watcher.report import WatchReport
 from gradscope.watcher.session import Watcher
 

@@ -174,7 +174,7 @@ def test_debug_shows_user_frames_only(runner, project):
     result = invoke(runner, "model.py:forward_raises", "--debug")
     assert result.exit_code == 2
     assert "Traceback" in result.stderr and f'model.py", line {FORWARD_LINE}' in result.stderr
-    assert "gradscope/probe.py" not in result.stderr
+    assert "gradscope/inspector/probe.py" not in result.stderr
 
 
 def test_bad_config_exit_2(runner, project):

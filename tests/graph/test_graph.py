@@ -17,13 +17,14 @@ import torch
 import typer
 from typer.testing import CliRunner
 
-from gradscope import graph, targets
+from gradscope import graph
 from gradscope.api import inspect_target
 from gradscope.cli.graph_cmd import graph as graph_command
 from gradscope.errors import GradscopeError
 from gradscope.examples.transformer import GPTConfig, make_gpt
 from gradscope.graph import compat as graph_compat
 from gradscope.graph import style as graph_style
+from gradscope.inspector import targets
 
 NODE = re.compile(r'^\t+(\w+) \[label="(.*?)" fillcolor="?([^"\s\]]+)"?', re.S | re.M)
 EDGE = re.compile(r"^\t+(\w+) -> (\w+)", re.M)

@@ -7,10 +7,10 @@ import json
 from conftest import param, stats
 
 from gradscope import rules
+from gradscope.inspector.results import Report
 from gradscope.report import json as json_report
 from gradscope.report import terminal
 from gradscope.report.console import View
-from gradscope.results import Report
 
 
 def make_report(*params, **kw):

@@ -6,9 +6,9 @@ from __future__ import annotations
 from conftest import param, stats
 
 from gradscope import rules
+from gradscope.inspector.results import Report
 from gradscope.report import terminal
 from gradscope.report.console import View
-from gradscope.results import Report
 
 LONG = "encoder.layers.11.self_attention.in_projection_with_bias.weight"
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from gradscope import api, config, script, script_facts
+from gradscope import api, config
+from gradscope.inspector import script, script_facts
 
 # --- gradient accumulation -----------------------------------------------------------------------
 

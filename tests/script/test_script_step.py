@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from gradscope import script
 from gradscope.cli import app
 from gradscope.errors import TargetError
+from gradscope.inspector import script
 
 SCRIPTS = Path(__file__).parent / "scripts"
 LOG_LINE = next(

@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch.optim import optimizer as optim_mod
 
-from gradscope import script
 from gradscope.errors import TargetError
+from gradscope.inspector import script
 
 PRELUDE = """
 import contextlib, sys

@@ -34,8 +34,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from gradscope import hooks, probe, script_facts, script_stop
-from gradscope.errors import TargetError, UserCodeError, is_library_file, is_own_file, short_path
+from gradscope.errors import TargetError, UserCodeError, is_own_file, is_user_file, short_path
+from gradscope.inspector import hooks, probe, script_facts, script_stop
 from gradscope.stats import RunStats
 
 with warnings.catch_warnings():  # torch warns here when numpy is not installed
@@ -43,7 +43,6 @@ with warnings.catch_warnings():  # torch warns here when numpy is not installed
     from torch.overrides import TorchFunctionMode
 
 FIRST_NONFINITE = script_stop.FIRST_NONFINITE
-_STDLIB = os.path.dirname(os.__file__)
 
 
 class _Modules:
@@ -407,7 +406,7 @@ class _LiveWatch(TorchFunctionMode):
         return out
 
     def _observe(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
-        from gradscope import explain
+        from gradscope.inspector import explain
 
         name = explain.op_name(func)
         inputs = list(hooks.tensors_in((args, kwargs)))
@@ -450,7 +449,7 @@ class _LiveWatch(TorchFunctionMode):
             self._read()
 
     def _cut(self, name: str, inputs: list[torch.Tensor]) -> int | None:
-        from gradscope import explain
+        from gradscope.inspector import explain
 
         if len(self.cuts) >= MAX_CUTS:
             return None
@@ -480,7 +479,7 @@ class _LiveWatch(TorchFunctionMode):
                     "own"
                     if is_own_file(name)
                     else "lib"
-                    if is_library_file(name) or name.startswith(_STDLIB)
+                    if not is_user_file(name)
                     else short_path(name)
                 )
                 self._kinds[code] = kind

@@ -11,7 +11,7 @@ Cost is the budget (benchmarks/bench_inspect.py: <= 1.05x the bare step at
 124M parameters): the statistics are one fused L2 norm over weights and
 gradients together plus, for small tensors and row-lookup tables only,
 aminmax and a zero count, read back with a single host sync (see
-`_fused_stats`). Model state is restored exactly (`gradscope.preserve`).
+`_fused_stats`). Model state is restored exactly (`gradscope.inspector.preserve`).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from typing import Any
 
 import torch
 
-from gradscope import hooks
 from gradscope.distributed import context, norms
 from gradscope.distributed.norms import local
 from gradscope.errors import UserCodeError
-from gradscope.hooks import backward_target, call_model, pick_loss
-from gradscope.preserve import paused_guard, preserved_state, storage_of
+from gradscope.inspector import hooks
+from gradscope.inspector.hooks import backward_target, call_model, pick_loss
+from gradscope.inspector.preserve import paused_guard, preserved_state, storage_of
 from gradscope.stats import ModuleStats, ParamStats, RunStats
 
 __all__ = [

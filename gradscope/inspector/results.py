@@ -6,7 +6,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gradscope.findings import Finding, Severity, split_ignored
-from gradscope.outcome import Outcome, file_of
+from gradscope.inspector.targets import file_of
+from gradscope.outcome import Outcome
 from gradscope.stats import ParamStats, RunStats
 
 SCHEMA_VERSION = 1

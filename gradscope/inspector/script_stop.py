@@ -26,7 +26,6 @@ is still watching. Nothing is traced before the first backward.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -37,9 +36,8 @@ from typing import Any, NoReturn
 
 import torch
 
-from gradscope.errors import is_library_file, short_path
+from gradscope.errors import is_user_file, short_path
 
-_STDLIB = os.path.dirname(os.__file__) + os.sep
 _RESUMABLE = 0x20 | 0x80 | 0x100 | 0x200
 """CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR: a frame whose
 'call' may be its close() while the stop unwinds the loop that iterated it."""
@@ -196,7 +194,7 @@ class Stopper:
         known = self._user.get(code)
         if known is None:
             name = code.co_filename
-            known = not (is_library_file(name) or name.startswith(_STDLIB))
+            known = is_user_file(name)
             known = known and code.co_name not in _FINALISERS
             self._user[code] = known
         return known

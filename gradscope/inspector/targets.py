@@ -42,6 +42,12 @@ def split_spec(spec: str) -> tuple[str, str | None]:
     return spec, None
 
 
+def file_of(spec: str) -> str | None:
+    """The .py file a target names ("models/net.py:build" → "models/net.py"), if any."""
+    where, _ = split_spec(spec)
+    return where if where.endswith(".py") else None
+
+
 def is_script(spec: str) -> bool:
     """A .py file that does not define `gradscope_target` is a training script.
 

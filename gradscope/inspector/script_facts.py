@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from gradscope import hooks
+from gradscope.inspector import hooks
 from gradscope.stats import ModuleStats, RunStats
 
 # --- gradient accumulation -----------------------------------------------------------------------

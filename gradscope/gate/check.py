@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from gradscope.config import CheckEntry, Settings
 from gradscope.errors import GradscopeError, UserCodeError
-from gradscope.outcome import CheckReport, Outcome, file_of
-from gradscope.targets import split_spec
+from gradscope.inspector.targets import file_of, split_spec
+from gradscope.outcome import CheckReport, Outcome
 
 
 def resolve(entry: CheckEntry) -> str:

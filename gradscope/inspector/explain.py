@@ -28,38 +28,19 @@ with warnings.catch_warnings():  # torch warns here when numpy is not installed
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     from torch.overrides import TorchFunctionMode
 
-from gradscope import hooks, preserve
-from gradscope.errors import UserCodeError, is_library_file, is_own_file, short_path
+from gradscope.errors import (
+    UserCodeError,
+    calling_user_frame,
+    is_user_file,
+    short_path,
+    user_line,
+)
 from gradscope.findings import TABLE, Finding
+from gradscope.inspector import hooks, preserve
 from gradscope.stats import RunStats
 
-_STDLIB = os.path.dirname(os.__file__)
 _CHECKPOINT = os.path.join("torch", "utils", "checkpoint.py")
 MAX_SITES = 3
-
-
-def _user_frame(start: Any) -> Any:
-    frame = start
-    while frame is not None and is_own_file(frame.f_code.co_filename):
-        frame = frame.f_back  # this module's own frames
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if is_own_file(name):
-            return None
-        if not is_library_file(name) and not name.startswith(_STDLIB):
-            return frame
-        frame = frame.f_back
-    return None
-
-
-def user_line() -> str | None:
-    """`file:line` of the user's code that made the current torch call.
-
-    None when the call came from library code that gradscope itself invoked
-    (an nn.ReLU inside nn.Sequential has no line of the user's to point at).
-    """
-    frame = _user_frame(sys._getframe(1))
-    return f"{short_path(frame.f_code.co_filename)}:{frame.f_lineno}" if frame else None
 
 
 def _in_reentrant_checkpoint() -> str | None:
@@ -67,7 +48,7 @@ def _in_reentrant_checkpoint() -> str | None:
     frame: Any = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_filename.endswith(_CHECKPOINT):
-            caller = _user_frame(frame)
+            caller = calling_user_frame(frame)
             return f"{short_path(caller.f_code.co_filename)}:{caller.f_lineno}" if caller else ""
         frame = frame.f_back
     return None
@@ -366,7 +347,7 @@ def _forward_line(messages: list[str]) -> str | None:
             line = line.strip()
             if line.startswith('File "'):
                 path, _, rest = line[6:].partition('", line ')
-                if not is_library_file(path) and not path.startswith(_STDLIB):
+                if is_user_file(path):
                     best = f"{short_path(path)}:{rest.split(',')[0]}"
     return best
 
