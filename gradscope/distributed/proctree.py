@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 GRACE_S = 0.5
 """How long the processes get after SIGTERM before SIGKILL."""
-CMD_CHARS = 60
+CMD_CHARS = 120
 
 
 @dataclass(frozen=True)

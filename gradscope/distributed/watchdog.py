@@ -236,7 +236,8 @@ def summary(states: dict[int, RankState], world: int, timeout_s: float) -> list[
             f"process of its own, not in a collective: the child used no CPU and did no I/O "
             f"for {timeout_s:g} s"
             + (
-                f", and rank {_ranks(others)} {'waits' if len(others) == 1 else 'wait'} for it"
+                f", and rank {_ranks(others)} {'waits' if len(others) == 1 else 'wait'} "
+                f"for rank {_ranks(parents)}"
                 if others
                 else ""
             )

@@ -207,7 +207,8 @@ class DistributedWatch:
             assert self.error is not None
             findings = session.explain(self.error)
             self.close()
-            backend = session.rank.backend if session.rank is not None else None
+            group = session.rank or session.group
+            backend = group.backend if group is not None else None
             peers = CrashMeeting(store, launched_rank(), launched_world(), backend)
             peers.publish(report.failure() or "the script failed", findings)
             notes: tuple[str, ...] = ()

@@ -5,9 +5,11 @@
 --wrapper ddp: the model in DistributedDataParallel; none: every rank has its own
 optimizer and averages the gradients itself with `dist.all_reduce` (no DDP to find).
 --fail (on --rank, after step --at): raise, exit (sys.exit(3)), kill (SIGKILL to itself),
-hang (a recv from rank 0, which never sends), none. --child (rank 0, after step --at, while the others wait in a barrier): busy (a
-child process that computes for --child-s seconds), sleep (one that sleeps that long).
---pause S: every step sleeps S seconds (a long run to stop from outside).
+hang (a recv from rank 0, which never sends), none. --child (rank 0, after step --at,
+while the others wait in a barrier): busy (a child process that computes for --child-s
+seconds), sleep (one that sleeps that long).
+--pause S: every step sleeps S seconds (a long run to stop from outside). --tag WORD:
+in the command line of every process the run starts (the tests look for leftovers).
 """
 
 import argparse
@@ -23,9 +25,9 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 CHILD = {
-    "busy": "import time\nend = time.monotonic() + {s}\nx = 0\n"
+    "busy": "import time  # {tag}\nend = time.monotonic() + {s}\nx = 0\n"
     "while time.monotonic() < end:\n    x = (x * 7 + 1) % 1000003\n",
-    "sleep": "import time\ntime.sleep({s})\n",
+    "sleep": "import time  # {tag}\ntime.sleep({s})\n",
 }
 
 
@@ -40,9 +42,9 @@ def fail(how):
         dist.recv(torch.zeros(1), src=0)
 
 
-def child(kind, seconds):
+def child(kind, seconds, tag):
     """Work in a child process (an evaluation tool, a checkpoint converter) and wait."""
-    subprocess.run([sys.executable, "-c", CHILD[kind].format(s=seconds)], check=True)
+    subprocess.run([sys.executable, "-c", CHILD[kind].format(s=seconds, tag=tag)], check=True)
 
 
 def main():
@@ -55,6 +57,7 @@ def main():
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--at", type=int, default=3)
     ap.add_argument("--pause", type=float, default=0.0)
+    ap.add_argument("--tag", default="", help="a word in every process's command line")
     args = ap.parse_args()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -78,7 +81,7 @@ def main():
             fail(args.fail)
         if step == args.at and args.child != "none":
             if rank == 0:
-                child(args.child, args.child_s)
+                child(args.child, args.child_s, args.tag)
             dist.barrier()
         time.sleep(args.pause)
     print(f"rank {rank} done, loss {loss.item():.4f}")
