@@ -94,7 +94,7 @@ def relaunch(nproc: int, args: Sequence[str]) -> int:
             torchrun_command(nproc, args),
             env=env,
             start_new_session=True,
-            preexec_fn=_stop_with_parent,
+            preexec_fn=_stop_with_parent(),
         )
         with _forwarding(lambda sig: _forward(proc, sig, got)):
             code = proc.wait()
@@ -125,13 +125,22 @@ def _forwarding(handler: Callable[[int], None]) -> Iterator[None]:
                 signal.signal(sig, old)
 
 
-def _stop_with_parent() -> None:
-    """In torchrun, before it starts (Linux): SIGTERM when the launcher dies, so a killed
-    launcher leaves no run behind."""
-    with contextlib.suppress(Exception):
+def _stop_with_parent() -> Callable[[], None] | None:
+    """What torchrun runs before it starts (Linux): SIGTERM when the launcher dies, so a
+    killed launcher leaves no run behind. Looked up here, in the parent: between fork and
+    exec the child only makes the call."""
+    try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    term = int(signal.SIGTERM)
+
+    def set_death_signal() -> None:
+        prctl(1, term)  # PR_SET_PDEATHSIG
+
+    return set_death_signal
 
 
 def read_exit(path: str) -> int | None:

@@ -5,6 +5,7 @@ processes (real processes, a fake store)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -356,3 +357,43 @@ def test_end_stops_the_children_and_the_group_members_a_rank_started(tmp_path):
     assert len(pids) == 2
     time.sleep(0.2)
     assert not [p for p in pids if proctree.read(p) and proctree.read(p).state not in "ZX"]
+
+
+_LAUNCHER = textwrap.dedent(
+    """
+    import sys
+    from gradscope.distributed import launch
+    child = [sys.executable, "-c", sys.argv[1]]
+    launch.torchrun_command = lambda nproc, args: child
+    launch.relaunch(2, [])
+    """
+)
+_ORPHAN = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    signal.signal(signal.SIGTERM, lambda *a: (open("stopped", "w").write("1"), sys.exit(0)))
+    open("started", "w").write(str(os.getpid()))
+    time.sleep(30)
+    """
+)
+
+
+def test_a_killed_launcher_leaves_no_torchrun_behind(tmp_path):
+    launcher = subprocess.Popen([sys.executable, "-c", _LAUNCHER, _ORPHAN], cwd=tmp_path)
+    try:
+        end = time.monotonic() + 20
+        while not (tmp_path / "started").exists() and time.monotonic() < end:
+            time.sleep(0.05)
+        assert (tmp_path / "started").exists()
+        launcher.kill()  # SIGKILL: no handler of the launcher runs
+        launcher.wait()
+        end = time.monotonic() + 5
+        while not (tmp_path / "stopped").exists() and time.monotonic() < end:
+            time.sleep(0.05)
+        assert (tmp_path / "stopped").exists()  # the kernel sent it SIGTERM
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+        if (tmp_path / "started").exists():
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int((tmp_path / "started").read_text()), signal.SIGKILL)
