@@ -201,7 +201,7 @@ def describe(state: RankState) -> str:
         return text + "its script ended"
     text += "waiting" if state.stuck else f"busy (moved {state.idle_s:.0f} s ago)"
     if state.child:
-        text += f" for its child process {state.child}"
+        text += f" {'for' if state.stuck else 'with'} its child process {state.child}"
     if state.call:
         text += f" in {state.call}"
     if state.where:
@@ -230,7 +230,7 @@ def summary(states: dict[int, RankState], world: int, timeout_s: float) -> list[
     elif ended:
         lines.append(f"the others wait in a collective rank {_ranks(ended)} never joined")
     elif parents:
-        others = [r for r in states if r not in parents]
+        others = [r for r in sorted(states) if r not in parents]
         lines.append(
             f"rank {_ranks(parents)} {'waits' if len(parents) == 1 else 'wait'} for a child "
             f"process of its own, not in a collective: the child used no CPU and did no I/O "
@@ -361,7 +361,9 @@ class Watchdog:
             self._thread.join(timeout=2 * self.poll_s)
         rank = self.session.rank or self.own_rank
         if rank is not None:
-            ended = replace(self.state(0.0), stuck=True, ended=True, where="", line="", call="")
+            ended = replace(
+                self.state(0.0), stuck=True, ended=True, where="", line="", call="", child=""
+            )
             _set(rank.store, f"{KEY}/rank/{rank.rank}", ended.to_json())
 
     # what the thread sees ----------------------------------------------------

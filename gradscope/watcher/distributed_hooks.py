@@ -255,6 +255,8 @@ PEER_WAIT_S = 5.0
 """How long rank 0 waits for the other ranks' crash records."""
 REPORT_WAIT_S = 10.0
 """How long a dying rank waits for rank 0 to have written the merged report."""
+VANISHED_POLL_S = 0.5
+"""How often rank 0, waiting for crash records, looks for ranks that vanished."""
 TERM_WAIT_S = 1.0
 """How long a terminated rank 0 looks for the record of a rank that failed: one that
 failed left it before it exited, and torchrun stops rank 0 only after that."""
@@ -329,6 +331,7 @@ class CrashMeeting:
         """The other ranks' crash records, and a stand-in for each rank that vanished
         (gradscope.distributed.peers), waiting at most `wait_s` for the others."""
         import json
+        import math
         import time
 
         from gradscope.distributed import peers
@@ -338,6 +341,7 @@ class CrashMeeting:
         keys = {r: f"gradscope/died/{r}" for r in range(self.world) if r != self.rank}
         deadline = time.monotonic() + wait_s
         found: dict[int, dict[str, Any]] = {}
+        looked = -math.inf
         while keys and time.monotonic() < deadline:
             for r, key in list(keys.items()):
                 try:
@@ -346,10 +350,13 @@ class CrashMeeting:
                         del keys[r]
                 except Exception:  # the store is gone: keep what arrived
                     return found
-            # a rank that vanished writes nothing: no use waiting for it
-            for r in peers.vanished(self.store, self.world, self.rank):
-                if r in keys and not _check(self.store, keys.pop(r)):
-                    found[r] = {"failure": peers.VANISHED, "findings": []}
+            # a rank that vanished writes nothing: no use waiting for it (looked at twice
+            # a second: a few store reads per rank)
+            if time.monotonic() - looked >= VANISHED_POLL_S:
+                looked = time.monotonic()
+                for r in peers.vanished(self.store, self.world, self.rank):
+                    if r in keys and not _check(self.store, keys.pop(r)):
+                        found[r] = {"failure": peers.VANISHED, "findings": []}
             if keys:
                 time.sleep(0.05)
         return found

@@ -149,6 +149,15 @@ def test_a_rank_whose_process_is_gone_without_a_word_has_vanished():
     assert peers.vanished(None, 2, 0) == ()
 
 
+def test_rank_0_does_not_wait_for_the_record_of_a_rank_that_vanished():
+    store = _Store()
+    store.set("gradscope/peer/1", f'{{"host": "{socket.gethostname()}", "pid": {_dead_pid()}}}')
+    start = time.monotonic()
+    findings, notes = distributed_hooks.CrashMeeting(store, 0, 2).collect(wait_s=5.0)
+    assert time.monotonic() - start < 2.0
+    assert findings == [] and notes == (f"rank 1 died: {peers.VANISHED}",)
+
+
 def _terminated_report():
     from gradscope.watcher.session import Watcher
 
