@@ -6,8 +6,8 @@ still there 30 s later. While the script runs, SIGTERM raises `Terminated` in it
 gets the signal just after its script failed (its collective broke when the other rank
 died), while it collects the other ranks' errors and writes the report. Default
 handling would end it there and lose the whole report. `TermNote` holds SIGTERM from
-the watch's start to its exit code: the handler the script section installs over it
-raises, and once that is undone a SIGTERM is only noted.
+the watch's start to its exit code: until the script has ended (`settle()`) it raises
+`Terminated` as the script section's own handler does, after that it only notes.
 """
 
 from __future__ import annotations
@@ -19,10 +19,13 @@ from typing import Any
 
 
 class TermNote:
-    """A SIGTERM handler that notes the signal; `remove()` puts the previous one back."""
+    """A SIGTERM handler that raises `Terminated` until `settle()`, then notes the signal;
+    `remove()` puts the previous one back."""
 
     def __init__(self) -> None:
         self.received = False
+        self.settled = False
+        """The script has ended: a SIGTERM is noted, no longer raised."""
         self._previous: Any = None
         self._installed = False
 
@@ -36,6 +39,14 @@ class TermNote:
 
     def _note(self, _signum: int, _frame: object) -> None:
         self.received = True
+        if not self.settled:
+            from gradscope.errors import Terminated
+
+            raise Terminated()
+
+    def settle(self) -> None:
+        """The script ended: from now on SIGTERM is noted only."""
+        self.settled = True
 
     def remove(self) -> None:
         if not self._installed:

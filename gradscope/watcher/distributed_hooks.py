@@ -136,6 +136,9 @@ class DistributedWatch:
             if not isinstance(exc, StopWatching):  # --steps reached: every rank stops alike
                 self.error = exc
             raise
+        finally:
+            if _term is not None:
+                _term.settle()  # a SIGTERM from now on must not cut rank 0's report short
 
     def _crashed(self) -> bool:
         exc = self.error

@@ -123,10 +123,15 @@ def test_relaunch_forwards_sigterm_once_and_exits_143(fake_torchrun):
 # SIGTERM after the script, ranks that vanished ---------------------------------------------
 
 
-def test_term_note_notes_sigterm_and_puts_the_handler_back():
+def test_term_note_raises_before_the_script_ended_notes_after_and_puts_the_handler_back():
     before = signal.getsignal(signal.SIGTERM)
     note = TermNote().install()
     try:
+        with pytest.raises(Terminated):  # the script is not over: it must stop
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+        note.settle()
+        note.received = False
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.05)
         assert note.received  # and this process is still here
