@@ -304,22 +304,26 @@ def _moved_over(dog: Watchdog, seconds: float) -> tuple[bool, object]:
 
 def test_a_thread_waiting_on_a_busy_child_moves():
     thread, dog = _waiting_on(_BUSY.format(s=3))
-    did, after = _moved_over(dog, 1.0)
+    try:
+        did, after = _moved_over(dog, 1.0)
+    finally:
+        thread.join()
     assert after.child_wait and len(after.children) == 1
     assert did
-    thread.join()
 
 
 def test_a_thread_waiting_on_a_sleeping_child_is_still_and_names_it():
     thread, dog = _waiting_on(_SLEEP.format(s=3))
-    did, after = _moved_over(dog, 1.0)
+    try:
+        did, after = _moved_over(dog, 1.0)
+        state = dog.state(6.0)
+    finally:
+        thread.join()
     assert after.child_wait and not did
-    state = dog.state(6.0)
     pid = after.children[0]
     assert state.child == f"{pid} ({sys.executable} -c import time time.sleep(3))"
     assert state.call == "run" and state.where.endswith(":" + str(_line_of("subprocess.run(")))
     assert state.stuck
-    thread.join()
     assert not dog.sample().child_wait and dog.state(0.0).child == ""
 
 
