@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 from torch import nn
 
-from gradscope.distributed import context, fingerprint, reduction, signals, usage
+from gradscope.distributed import context, fingerprint, peers, reduction, signals, usage
 from gradscope.distributed.context import Rank
 from gradscope.distributed.merge import DistReport, RankRecord
 from gradscope.distributed.norms import is_sharded, local
@@ -68,6 +69,12 @@ class Session:
         self.every = max(1, every)
         self.timeout_s = timeout_s
         self.rank: Rank | None = None
+        self.group: Rank | None = None
+        """This rank in the script's process group, known from the first forward after
+        the group exists, DDP or not (`rank` only once a DDP/FSDP2 model is found)."""
+        self.step_counter: Callable[[], int] | None = None
+        """The optimizer steps this rank took, as the watcher counts them (any wrapper,
+        any optimizer, updates by hand); None: only those seen since discovery."""
         self.model: nn.Module | None = None
         self.layout = "none"
         self.tracker: usage.UsageTracker | None = None
@@ -98,6 +105,18 @@ class Session:
         return cls(every, timeout_s)
 
     @property
+    def store(self) -> Any:
+        """The process group's key-value store (None before the group exists)."""
+        rank = self.rank or self.group
+        return rank.store if rank is not None else None
+
+    def optimizer_steps(self) -> int:
+        """The optimizer steps this rank took (what a hang report says)."""
+        if self.step_counter is not None:
+            return self.step_counter()
+        return self.steps
+
+    @property
     def is_main(self) -> bool:
         """True on rank 0, and in a run that is not distributed."""
         return self.rank is None or self.rank.is_main
@@ -105,17 +124,24 @@ class Session:
     # discovery -------------------------------------------------------------
 
     def _discover(self, module: nn.Module, _args: Any) -> None:
-        if self.model is not None or _layout(module) == "none":
+        if self.model is not None:
             return
-        rank = context.current(self.timeout_s)
-        if rank is None:
+        if self.group is None:
+            self.group = context.current(self.timeout_s)
+            if self.group is None:
+                return
+            peers.announce(self.group.store, self.group.rank)
+        if _layout(module) == "none":
             return
-        self.attach(module, rank)
+        self.attach(module, self.group)
         self._forward_pre(module, _args)  # hooks added now miss the call already under way
 
     def attach(self, model: nn.Module, rank: Rank | None = None) -> None:
         """Watch `model` (a DDP or fully_shard root); found by itself when not called."""
         self.rank = rank or context.current(self.timeout_s)
+        if self.group is None and self.rank is not None:
+            self.group = self.rank
+            peers.announce(self.rank.store, self.rank.rank)
         self.model, self.layout = model, _layout(model)
         self._global.remove()
         inner = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model

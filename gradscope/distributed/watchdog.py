@@ -11,11 +11,16 @@ every rank (a rank that never answers died or is stuck outside Python) and every
 exits with code 2 (`os._exit`: the main thread is stuck in native code and cannot be
 interrupted).
 
-"Moves" means any of: the Session's forward or optimizer-step counts changed, the main
-thread's Python stack changed, or the main thread used CPU time, did I/O or woke up
-(Linux). So a long evaluation, data loading or checkpoint write is never a hang; a thread
-blocked in a collective does none of these. The thread reads these every `POLL_S`; the step path
-pays nothing.
+"Moves" means any of: the Session's forward or optimizer-step counts changed (the steps
+as the watcher counts them, DDP or not), the main thread's Python stack changed, or the
+main thread used CPU time, did I/O or woke up (Linux). So a long evaluation, data loading
+or checkpoint write is never a hang; a thread blocked in a collective does none of these.
+While the main thread waits for a child process of its own (`subprocess.run`,
+`os.system`), the work of that child and its descendants counts too (CPU time, I/O, a
+process started or ended: gradscope.distributed.proctree); a child that does none of it
+for the whole limit is stuck as a blocked thread is, and the block names it. When the
+watchdog ends the run, the processes the rank started end with it. The thread reads
+these every `POLL_S`; the step path pays nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import contextlib
 import json
 import linecache
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -32,6 +38,7 @@ from dataclasses import asdict, dataclass, replace
 from types import FrameType
 from typing import Any
 
+from gradscope.distributed import proctree
 from gradscope.errors import ExitCode, is_user_file, short_path
 
 POLL_S = 1.0
@@ -65,6 +72,14 @@ class Sample:
     wakeups: int | None = None
     """The main thread's voluntary context switches: a Python loop that waits with a
     timeout (a DataLoader waiting for its workers) wakes up; a blocked collective never."""
+    child_wait: bool = False
+    """The main thread waits for a child process of its own (not in a collective)."""
+    children: tuple[int, ...] = ()
+    """While it does: the pids of this process's live descendants."""
+    child_cpu_s: float | None = None
+    """While it does: their CPU seconds, summed."""
+    child_io: int | None = None
+    """While it does: the bytes they read and wrote, summed (None where not readable)."""
 
 
 def moved(before: Sample, after: Sample, seconds: float) -> bool:
@@ -78,8 +93,21 @@ def moved(before: Sample, after: Sample, seconds: float) -> bool:
         if after.io_bytes != before.io_bytes:
             return True
     if before.wakeups is not None and after.wakeups is not None:
-        return after.wakeups != before.wakeups
-    return False
+        if after.wakeups != before.wakeups:
+            return True
+    return before.child_wait and after.child_wait and _child_worked(before, after, seconds)
+
+
+def _child_worked(before: Sample, after: Sample, seconds: float) -> bool:
+    """The children the main thread waits on worked: a process started or ended, CPU time
+    (summed over them: a parallel build counts whole) or I/O. Their wake-ups do not count:
+    an idle DataLoader worker wakes every few seconds."""
+    if before.children != after.children:
+        return True
+    if before.child_cpu_s is not None and after.child_cpu_s is not None:
+        if after.child_cpu_s - before.child_cpu_s >= BUSY_CPU * max(seconds, 1e-9):
+            return True
+    return before.child_io is not None and after.child_io not in (None, before.child_io)
 
 
 class Clock:
@@ -115,6 +143,8 @@ class RankState:
     """Counts a working rank's answers, so a rank that stops answering is seen as silent."""
     ended: bool = False
     """Its script ended: it will join no collective any more (counts as stuck)."""
+    child: str = ""
+    """The child process its main thread waits for, `PID (command)` ('' when none)."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -165,6 +195,8 @@ def describe(state: RankState) -> str:
     if state.ended:
         return text + "its script ended"
     text += "waiting" if state.stuck else f"busy (moved {state.idle_s:.0f} s ago)"
+    if state.child:
+        text += f" {'for' if state.stuck else 'with'} its child process {state.child}"
     if state.call:
         text += f" in {state.call}"
     if state.where:
@@ -187,10 +219,25 @@ def summary(states: dict[int, RankState], world: int, timeout_s: float) -> list[
     places = {(s.call, s.where) for s in states.values()}
     steps = {s.steps for s in states.values()}
     ended = [r for r, s in sorted(states.items()) if s.ended]
+    parents = [r for r, s in sorted(states.items()) if s.child and not s.ended]
     if silent:
         lines.append(f"the other ranks wait for rank {_ranks(silent)}")
     elif ended:
         lines.append(f"the others wait in a collective rank {_ranks(ended)} never joined")
+    elif parents:
+        others = [r for r in sorted(states) if r not in parents]
+        lines.append(
+            f"rank {_ranks(parents)} {'waits' if len(parents) == 1 else 'wait'} for a child "
+            f"process of its own, not in a collective: the child used no CPU and did no I/O "
+            f"for {timeout_s:g} s"
+            + (
+                f", and rank {_ranks(others)} {'waits' if len(others) == 1 else 'wait'} "
+                f"for rank {_ranks(parents)}"
+                if others
+                else ""
+            )
+            + "; the processes the ranks started are stopped too"
+        )
     elif len(places) > 1 or len(steps) > 1:
         lines.append(
             "the ranks wait in different places: a collective issued on some ranks only "
@@ -273,11 +320,13 @@ class Watchdog:
         poll_s: float = POLL_S,
         group_alive: Callable[[], bool] | None = None,
         silence: Callable[[], None] | None = None,
+        end_children: Callable[[], object] | None = None,
     ):
         """`session`: a gradscope.distributed Session (its `rank` appears at discovery);
         `thread`: the one running the script (default: the calling thread);
         `group_alive`: whether the script's process group still exists; `silence`: after
-        the verdict, mute the process (default: its stdout and stderr go to devnull)."""
+        the verdict, mute the process (default: its stdout and stderr go to devnull);
+        `end_children`: before exiting, end the processes the rank started."""
         self.session = session
         self.timeout_s = timeout_s
         self.watched = thread or threading.current_thread()
@@ -285,6 +334,7 @@ class Watchdog:
         self.poll_s = poll_s
         self.group_alive = group_alive or _group_alive
         self.silence = silence or _silence_process
+        self.end_children: Callable[[], object] = end_children or proctree.end
         self.own_rank: Any = None
         self.stop_event = threading.Event()
         self.fired: list[str] | None = None
@@ -306,7 +356,9 @@ class Watchdog:
             self._thread.join(timeout=2 * self.poll_s)
         rank = self.session.rank or self.own_rank
         if rank is not None:
-            ended = replace(self.state(0.0), stuck=True, ended=True, where="", line="", call="")
+            ended = replace(
+                self.state(0.0), stuck=True, ended=True, where="", line="", call="", child=""
+            )
             _set(rank.store, f"{KEY}/rank/{rank.rank}", ended.to_json())
 
     # what the thread sees ----------------------------------------------------
@@ -318,8 +370,41 @@ class Watchdog:
             stack.append((id(frame.f_code), frame.f_lasti))
             frame = frame.f_back
         cpu, io, wakeups = _proc_counters(self.watched.native_id)
-        counts = (int(self.session.forwards), int(self.session.steps))
-        return Sample(counts, tuple(stack), cpu, io, wakeups)
+        counts = (int(self.session.forwards), _steps(self.session))
+        sample = Sample(counts, tuple(stack), cpu, io, wakeups)
+        if not self._waits_on_child():
+            return sample
+        procs = proctree.tree()
+        ios = [p.io_bytes for p in procs]
+        return replace(
+            sample,
+            child_wait=True,
+            children=tuple(p.pid for p in procs),
+            child_cpu_s=sum(p.cpu_s for p in procs),
+            child_io=None if None in ios else sum(i for i in ios if i is not None),
+        )
+
+    def _waits_on_child(self) -> bool:
+        """Is the main thread waiting for a process it started (in subprocess's wait or
+        communicate, or blocked in wait4 as os.system is)?"""
+        frame = sys._current_frames().get(self.watched.ident or -1)
+        while frame is not None:
+            if frame.f_code.co_filename == subprocess.__file__:
+                return True
+            frame = frame.f_back
+        return proctree.waits_in_wait(self.watched.native_id)
+
+    def _child(self) -> str:
+        """`PID (command)` of the child the main thread waits for ('' when none)."""
+        if not self._waits_on_child():
+            return ""
+        me = os.getpid()
+        procs = proctree.tree()
+        direct = [p for p in procs if p.ppid == me] or list(procs)
+        if not direct:
+            return ""
+        text = f"{direct[0].pid} ({direct[0].cmd})"
+        return text + (f" and {len(direct) - 1} more" if len(direct) > 1 else "")
 
     def _rank(self) -> Any:
         """This process's Rank while the script's process group exists: the Session's once
@@ -338,13 +423,14 @@ class Watchdog:
         return RankState(
             rank=rank.rank,
             forwards=int(self.session.forwards),
-            steps=int(self.session.steps),
+            steps=_steps(self.session),
             idle_s=round(idle_s, 1),
             stuck=idle_s >= self.timeout_s,
             where=where,
             line=line,
             call=call,
             beat=beat,
+            child=self._child(),
         )
 
     # the loop ----------------------------------------------------------------
@@ -415,7 +501,14 @@ class Watchdog:
             self.silence()
             _set(rank.store, f"{KEY}/muted/{rank.rank}", "1")
             _wait_for(rank.store, [f"{KEY}/done"])
+        self.end_children()
         self.on_exit(int(EXIT_CODE))
+
+
+def _steps(session: Any) -> int:
+    """The optimizer steps the rank took: the watcher's count where the Session has one."""
+    count = getattr(session, "optimizer_steps", None)
+    return int(count() if callable(count) else session.steps)
 
 
 def _group_alive() -> bool:

@@ -10,6 +10,12 @@ ranks meet in the group's key-value store instead: every rank that died leaves i
 and findings there and rank 0 merges them into its report. So that torchrun does not
 stop rank 0 before that report, a dying rank then exits 0 (gloo) or waits briefly for
 rank 0 (see `rank_exit_code`). Only rank 0 writes files and stdout.
+
+When torchrun stops the run (SIGTERM: another rank failed, or the launch was stopped
+from outside), rank 0 still reports the steps so far: a SIGTERM during the script ends
+it as `terminated`, one after it is only noted (gradscope.distributed.stopping), and a
+rank that failed or vanished (gradscope.distributed.peers) makes the run `crashed`
+there, named, exit 2; with no rank to blame the run stays `terminated`, exit 143.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from gradscope.distributed.stopping import TermNote
 from gradscope.errors import GradscopeError
 
 if TYPE_CHECKING:
@@ -65,6 +72,9 @@ class DistributedWatch:
 
         self.enabled = launched_world() > 1 if enabled is None else enabled
         self.session: Session | None = Session.start(every) if self.enabled else None
+        if self.enabled and launched_world() > 1:
+            global _term
+            _term = TermNote().install()
         self.error: BaseException | None = None
         self.timeout: Exception | None = None
         self.watcher: Any = None
@@ -79,6 +89,8 @@ class DistributedWatch:
         if not self.enabled:
             return
         self.watcher = watcher
+        if self.session is not None:  # the steps the rank took, whatever wraps the model
+            self.session.step_counter = lambda: int(watcher.interceptor.steps)
         watcher.recorder.finalise = self.finalise
         add = watcher.recorder.add
 
@@ -124,6 +136,9 @@ class DistributedWatch:
             if not isinstance(exc, StopWatching):  # --steps reached: every rank stops alike
                 self.error = exc
             raise
+        finally:
+            if _term is not None:
+                _term.settle()  # a SIGTERM from now on must not cut rank 0's report short
 
     def _crashed(self) -> bool:
         exc = self.error
@@ -171,11 +186,19 @@ class DistributedWatch:
     def conclude(self, report: WatchReport, settings: Settings) -> WatchReport:
         """The watch report with the cross-rank findings; collectives only after a clean end."""
         from gradscope.distributed.context import RankTimeout
+        from gradscope.errors import Terminated
 
         session = self.session
         if session is None:
             return report
-        store = session.rank.store if session.rank is not None else None
+        store = session.store
+        global _farewell
+        _farewell = store
+        if isinstance(self.error, Terminated):
+            self.close()  # no collective: torchrun is stopping every rank
+            if not session.is_main:
+                return report
+            return _died_elsewhere(report, store, settings, TERM_WAIT_S) or report
         if isinstance(self.error, RankTimeout) or self.timeout is not None:
             self.close()
             # a gathering failed: a rank that died (and said so) is the reason
@@ -187,7 +210,8 @@ class DistributedWatch:
             assert self.error is not None
             findings = session.explain(self.error)
             self.close()
-            backend = session.rank.backend if session.rank is not None else None
+            group = session.rank or session.group
+            backend = group.backend if group is not None else None
             peers = CrashMeeting(store, launched_rank(), launched_world(), backend)
             peers.publish(report.failure() or "the script failed", findings)
             notes: tuple[str, ...] = ()
@@ -226,11 +250,19 @@ class DistributedWatch:
 
 
 _meeting: CrashMeeting | None = None
+_term: TermNote | None = None
+_farewell: Any = None
+"""The store this rank says goodbye in when its watch ends (gradscope.distributed.peers)."""
 
 PEER_WAIT_S = 5.0
 """How long rank 0 waits for the other ranks' crash records."""
 REPORT_WAIT_S = 10.0
 """How long a dying rank waits for rank 0 to have written the merged report."""
+VANISHED_POLL_S = 0.5
+"""How often rank 0, waiting for crash records, looks for ranks that vanished."""
+TERM_WAIT_S = 1.0
+"""How long a terminated rank 0 looks for the record of a rank that failed: one that
+failed left it before it exited, and torchrun stops rank 0 only after that."""
 
 
 def rank_exit_code(code: int) -> int:
@@ -242,8 +274,16 @@ def rank_exit_code(code: int) -> int:
     for rank 0 to say its report is written."""
     from gradscope.errors import ExitCode
 
-    global _meeting
+    global _meeting, _term, _farewell
     meeting, _meeting = _meeting, None
+    if _term is not None:
+        _term.remove()
+        _term = None
+    if _farewell is not None:
+        from gradscope.distributed import peers
+
+        peers.farewell(_farewell, launched_rank(), code)
+        _farewell = None
     if is_main_process():
         if meeting is not None:
             meeting.report_written()
@@ -291,14 +331,20 @@ class CrashMeeting:
         return _from_records(found)
 
     def records(self, wait_s: float = PEER_WAIT_S) -> dict[int, dict[str, Any]]:
+        """The other ranks' crash records, and a stand-in for each rank that vanished
+        (gradscope.distributed.peers), waiting at most `wait_s` for the others."""
         import json
+        import math
         import time
+
+        from gradscope.distributed import peers
 
         if self.store is None:
             return {}
         keys = {r: f"gradscope/died/{r}" for r in range(self.world) if r != self.rank}
         deadline = time.monotonic() + wait_s
         found: dict[int, dict[str, Any]] = {}
+        looked = -math.inf
         while keys and time.monotonic() < deadline:
             for r, key in list(keys.items()):
                 try:
@@ -307,6 +353,13 @@ class CrashMeeting:
                         del keys[r]
                 except Exception:  # the store is gone: keep what arrived
                     return found
+            # a rank that vanished writes nothing: no use waiting for it (looked at twice
+            # a second: a few store reads per rank)
+            if time.monotonic() - looked >= VANISHED_POLL_S:
+                looked = time.monotonic()
+                for r in peers.vanished(self.store, self.world, self.rank):
+                    if r in keys and not _check(self.store, keys.pop(r)):
+                        found[r] = {"failure": peers.VANISHED, "findings": []}
             if keys:
                 time.sleep(0.05)
         return found
@@ -334,20 +387,35 @@ class CrashMeeting:
             time.sleep(0.05)
 
 
-def _died_elsewhere(report: WatchReport, store: Any, settings: Settings) -> WatchReport | None:
-    """Rank 0's script ended, but another rank died: the run crashed there. Its report,
-    with that rank's error and findings; None when no rank said it died."""
+def _died_elsewhere(
+    report: WatchReport, store: Any, settings: Settings, wait_s: float = PEER_WAIT_S
+) -> WatchReport | None:
+    """Rank 0's script ended (normally, or stopped by torchrun's SIGTERM), but another rank
+    died: the run crashed there. Its report, with that rank's error and findings; None
+    when no rank said it died or vanished."""
     global _meeting
     meeting = CrashMeeting(store, launched_rank(), launched_world())
-    found = meeting.records()
+    found = meeting.records(wait_s)
     if not found:
         return None
     first = min(found)
     findings, notes = _from_records(found)
     error = f"the script died on rank {first}: {found[first].get('failure')}"
+    if report.run.status == "terminated":
+        notes += (
+            f"torchrun stopped rank 0 (SIGTERM) after rank {first} failed: "
+            "the report covers the steps before",
+        )
     run = replace(report.run, status="crashed", error=error, traceback=None)
     _meeting = meeting
     return _merged(replace(report, run=run, where=None), findings, notes, settings)
+
+
+def _check(store: Any, key: str) -> bool:
+    try:
+        return bool(store.check([key]))
+    except Exception:
+        return False
 
 
 def _from_records(found: dict[int, dict[str, Any]]) -> tuple[list[Any], tuple[str, ...]]:

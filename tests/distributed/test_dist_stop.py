@@ -1,0 +1,293 @@
+"""`gradscope watch --nproc-per-node 2` when a rank fails, the launch is stopped, or a rank
+waits on its own child process (slow: one 2-rank gloo launch per case, shared by its tests).
+
+Each case checks what a user sees: the launch's exit code in gradscope's contract, rank
+0's JSON report and `--log`, the hang block, and that no process of the run is left.
+Every process of a launch carries a word of its own (`--tag`) so leftovers can be found.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+
+import pytest
+
+pytestmark = pytest.mark.slow
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts", "rank_fail_train.py")
+HANG_TIMEOUT_S = 4
+LEFT_WAIT_S = 3.0
+"""How long torchrun's own teardown may take after the launcher returned."""
+
+
+@dataclass
+class Launch:
+    code: int
+    summary: dict | None
+    """Rank 0's JSON report's summary (None: no report written)."""
+    log_lines: int
+    stderr: str
+    left: list[str]
+    """Processes of the run still there LEFT_WAIT_S after the launcher returned."""
+
+    @property
+    def notes(self) -> list[str]:
+        return self.summary["notes"] if self.summary else []
+
+    def hang_block(self) -> list[str]:
+        return [ln for ln in self.stderr.splitlines() if ln.startswith("gradscope: ")]
+
+
+def launch(tmp, *script_args, watch_args=(), stop=None) -> Launch:
+    """Run `gradscope watch SCRIPT --nproc-per-node 2` to its end; `stop` ("group" or
+    "launcher"): send SIGTERM once rank 0's log holds 4 steps, to the launcher's whole
+    process group (as `timeout -s TERM` does) or to the launcher alone (as Kubernetes)."""
+    tag = "gs" + uuid.uuid4().hex[:12]
+    report, log, err = tmp / "report.json", tmp / "steps.jsonl", tmp / "stderr.txt"
+    cmd = [
+        *(sys.executable, "-m", "gradscope", "watch", SCRIPT, "--nproc-per-node", "2"),
+        *("-f", "json", "-o", str(report), "--log", str(log), *watch_args),
+        *("--", "--tag", tag, *script_args),
+    ]
+    with open(err, "w") as sink:
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=sink, start_new_session=True
+        )
+        try:
+            if stop is not None:
+                _wait_for_steps(log, 4, proc)
+                if stop == "group":
+                    os.killpg(proc.pid, signal.SIGTERM)
+                else:
+                    os.kill(proc.pid, signal.SIGTERM)
+            code = proc.wait(timeout=180)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    left = _left(tag)
+    for pid in left:  # never leave them to the next test
+        _kill(int(pid.split()[0]))
+    summary = json.loads(report.read_text())["summary"] if report.exists() else None
+    lines = len(log.read_text().splitlines()) if log.exists() else 0
+    return Launch(code, summary, lines, err.read_text(), left)
+
+
+def _wait_for_steps(log, steps, proc, limit_s=120.0):
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end and proc.poll() is None:
+        if log.exists() and len(log.read_text().splitlines()) > steps:  # a header line first
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"rank 0 logged no {steps} steps")
+
+
+def _left(tag: str) -> list[str]:
+    """`PID COMMAND` of the processes whose command line holds `tag`, after a grace."""
+    end = time.monotonic() + LEFT_WAIT_S
+    while True:
+        out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+        found = [ln.strip() for ln in out.splitlines() if tag in ln and "ps -eo" not in ln]
+        if not found or time.monotonic() > end:
+            return found
+        time.sleep(0.2)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def died_note(run: Launch) -> str:
+    notes = [n for n in run.notes if n.startswith("rank 1 died: ")]
+    assert len(notes) == 1, run.notes
+    return notes[0]
+
+
+# a rank fails --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def killed_while_rank0_computes(tmp_path_factory):
+    """DDP; rank 1 is SIGKILLed after step 3 while rank 0 sleeps: torchrun SIGTERMs
+    rank 0 in the middle of its script."""
+    return launch(tmp_path_factory.mktemp("kill"), "--fail", "kill", "--pause", "3")
+
+
+def test_a_rank_killed_by_sigkill_makes_rank_0_report_the_steps_so_far_and_exit_2(
+    killed_while_rank0_computes,
+):
+    run = killed_while_rank0_computes
+    assert run.code == 2, (run.code, run.stderr[-3000:])  # a rank failed, not "findings"
+    assert run.summary is not None, run.stderr[-3000:]
+    assert run.summary["status"] == "crashed" and run.summary["partial"] is True
+    assert run.summary["steps"] == 3 and run.log_lines == 4  # the log is level with it
+    assert run.summary["error"].startswith("the script died on rank 1: it ended without a ")
+    assert "SIGKILL" in died_note(run)
+    assert any(n.startswith("torchrun stopped rank 0 (SIGTERM) after rank 1") for n in run.notes)
+    assert run.left == []
+
+
+@pytest.fixture(scope="module")
+def killed_in_a_collective(tmp_path_factory):
+    """DDP; rank 1 is SIGKILLed after step 3 while rank 0 goes on into its next
+    all-reduce: rank 0's collective breaks, then torchrun's SIGTERM comes."""
+    return launch(tmp_path_factory.mktemp("kill2"), "--fail", "kill")
+
+
+def test_a_rank_killed_while_rank_0_waits_for_it_is_named_in_the_report(killed_in_a_collective):
+    run = killed_in_a_collective
+    assert run.code == 2, (run.code, run.stderr[-3000:])
+    assert run.summary is not None, run.stderr[-3000:]
+    assert run.summary["status"] == "crashed" and run.summary["steps"] == 3
+    assert "killed by a signal" in died_note(run)
+    assert run.log_lines == 4 and run.left == []
+
+
+@pytest.fixture(scope="module")
+def raised_without_ddp(tmp_path_factory):
+    """No DDP (each rank all-reduces its own gradients); rank 1 raises after step 3."""
+    return launch(tmp_path_factory.mktemp("raise"), "--wrapper", "none", "--fail", "raise")
+
+
+def test_a_rank_that_raises_in_a_run_without_ddp_is_named_with_its_error(raised_without_ddp):
+    run = raised_without_ddp
+    assert run.code == 2, (run.code, run.stderr[-3000:])
+    assert run.summary is not None and run.summary["status"] == "crashed"
+    note = died_note(run)
+    assert "rank_fail_train.py:" in note
+    assert note.endswith("the script raised RuntimeError: rank 1 lost its data shard")
+    assert run.log_lines == 4 and run.left == []
+
+
+@pytest.fixture(scope="module")
+def exited_without_ddp(tmp_path_factory):
+    return launch(tmp_path_factory.mktemp("exit"), "--wrapper", "none", "--fail", "exit")
+
+
+def test_a_rank_that_calls_sys_exit_3_is_named_and_the_launch_exits_2(exited_without_ddp):
+    run = exited_without_ddp
+    assert run.code == 2, (run.code, run.stderr[-3000:])
+    assert run.summary is not None and run.summary["status"] == "crashed"
+    assert died_note(run).endswith("the script called sys.exit(3)")
+    assert run.log_lines == 4 and run.left == []
+
+
+# the launch is stopped from outside ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def stopped_like_timeout(tmp_path_factory):
+    return launch(tmp_path_factory.mktemp("term"), "--steps", "400", "--pause", "0.3", stop="group")
+
+
+@pytest.fixture(scope="module")
+def stopped_through_the_launcher(tmp_path_factory):
+    return launch(
+        tmp_path_factory.mktemp("term1"), "--steps", "400", "--pause", "0.3", stop="launcher"
+    )
+
+
+@pytest.mark.parametrize("case", ["stopped_like_timeout", "stopped_through_the_launcher"])
+def test_sigterm_from_outside_exits_143_with_the_report_of_the_steps_so_far(request, case):
+    run = request.getfixturevalue(case)
+    assert run.code == 143, (run.code, run.stderr[-3000:])
+    assert run.summary is not None, run.stderr[-3000:]
+    assert run.summary["status"] == "terminated" and run.summary["partial"] is True
+    assert 4 <= run.summary["steps"] < 400
+    assert run.log_lines == run.summary["steps"] + 1  # flushed, level with the report
+    assert not [n for n in run.notes if " died: " in n]  # every rank was stopped: no culprit
+    assert run.left == []
+
+
+# healthy: the launch's code is rank 0's verdict -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def healthy_without_ddp(tmp_path_factory):
+    return launch(tmp_path_factory.mktemp("ok"), "--wrapper", "none")
+
+
+def test_a_healthy_run_exits_0_with_a_complete_report(healthy_without_ddp):
+    run = healthy_without_ddp
+    assert run.code == 0, (run.code, run.stderr[-3000:])
+    assert run.summary is not None and run.summary["status"] == "completed"
+    assert run.summary["steps"] == 6 and run.log_lines == 7
+    assert not run.hang_block() and run.left == []
+
+
+# hangs: the steps a rank took, and a rank waiting on its own child ------------------------
+
+
+@pytest.fixture(scope="module")
+def hung_without_ddp(tmp_path_factory):
+    """No DDP: rank 1 waits in a recv rank 0 never sends, rank 0 in its next all_reduce."""
+    return launch(
+        tmp_path_factory.mktemp("hang"),
+        *("--wrapper", "none", "--fail", "hang"),
+        watch_args=("--hang-timeout", str(HANG_TIMEOUT_S)),
+    )
+
+
+def test_the_hang_block_counts_the_steps_each_rank_took_without_ddp(hung_without_ddp):
+    run = hung_without_ddp
+    assert run.code == 2, (run.code, run.stderr[-3000:])
+    block = run.hang_block()
+    assert block[0] == f"gradscope: the run is stuck: no rank made progress for {HANG_TIMEOUT_S} s"
+    rank0 = next(ln for ln in block if ln.startswith("gradscope:   rank 0: "))
+    rank1 = next(ln for ln in block if ln.startswith("gradscope:   rank 1: "))
+    assert rank0.startswith("gradscope:   rank 0: 3 optimizer steps, waiting in all_reduce at ")
+    assert rank1.startswith("gradscope:   rank 1: 3 optimizer steps, waiting in recv at ")
+    assert run.left == []
+
+
+@pytest.fixture(scope="module")
+def busy_child(tmp_path_factory):
+    """Rank 0 runs a child that computes for twice the hang timeout; rank 1 waits in a
+    barrier meanwhile."""
+    return launch(
+        tmp_path_factory.mktemp("busy"),
+        *("--child", "busy", "--child-s", str(2 * HANG_TIMEOUT_S + 1)),
+        watch_args=("--hang-timeout", str(HANG_TIMEOUT_S)),
+    )
+
+
+def test_a_rank_waiting_on_a_working_child_process_is_never_a_hang(busy_child):
+    run = busy_child
+    assert run.code == 0, (run.code, run.stderr[-3000:])
+    assert not [ln for ln in run.hang_block() if "stuck" in ln]
+    assert run.summary is not None and run.summary["status"] == "completed"
+    assert run.summary["steps"] == 6 and run.left == []
+
+
+@pytest.fixture(scope="module")
+def sleeping_child(tmp_path_factory):
+    """Rank 0 runs a child that sleeps far longer than the hang timeout (no CPU, no I/O)."""
+    return launch(
+        tmp_path_factory.mktemp("sleep"),
+        *("--child", "sleep", "--child-s", "60"),
+        watch_args=("--hang-timeout", str(HANG_TIMEOUT_S)),
+    )
+
+
+def test_a_child_that_sleeps_past_the_timeout_is_named_and_ended_with_the_run(sleeping_child):
+    run = sleeping_child
+    assert run.code == 2, (run.code, run.stderr[-3000:])
+    block = run.hang_block()
+    rank0 = next(ln for ln in block if ln.startswith("gradscope:   rank 0: "))
+    assert "3 optimizer steps, waiting for its child process " in rank0
+    assert "time.sleep(60.0)" in rank0 and " in run at " in rank0  # its command, the call
+    assert any(
+        ln.startswith("gradscope: rank 0 waits for a child process of its own, not in a ")
+        for ln in block
+    ), block
+    assert not any("never completes" in ln for ln in block)
+    assert run.left == []  # the sleeping child went with the run
