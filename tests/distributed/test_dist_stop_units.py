@@ -24,6 +24,7 @@ from gradscope.distributed import launch, peers, proctree
 from gradscope.distributed.stopping import TermNote
 from gradscope.distributed.watchdog import RankState, Watchdog, moved, summary
 from gradscope.errors import Terminated
+from gradscope.outcome import exit_code
 from gradscope.watcher import distributed_hooks
 from gradscope.watcher.distributed_hooks import DistributedWatch
 
@@ -198,7 +199,7 @@ def test_terminated_rank_0_names_the_rank_that_failed_and_the_run_is_crashed(ran
     store.set("gradscope/died/1", '{"failure": "t.py:3: the script raised ValueError: x"}')
     report, settings = _terminated_report()
     out = hooks.conclude(report, settings)
-    assert out.run.status == "crashed" and out.exit_code() == 2 and out.partial
+    assert out.run.status == "crashed" and exit_code([out.outcome()], None) == 2 and out.partial
     assert out.run.error == "the script died on rank 1: t.py:3: the script raised ValueError: x"
     assert any(
         n.startswith("torchrun stopped rank 0 (SIGTERM) after rank 1") for n in out.run.notes
@@ -222,7 +223,7 @@ def test_terminated_rank_0_with_no_rank_to_blame_stays_terminated(rank0_of_two):
     start = time.monotonic()
     out = hooks.conclude(report, settings)
     assert time.monotonic() - start < 3 * distributed_hooks.TERM_WAIT_S
-    assert out.run.status == "terminated" and out.exit_code() == 143
+    assert out.run.status == "terminated" and exit_code([out.outcome()], None) == 143
 
 
 def test_a_terminated_rank_leaves_no_crash_record_and_says_goodbye(monkeypatch):
