@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Any
 
@@ -122,6 +123,25 @@ def diff(
             "divergence marked, to FILE.png, .svg or .pdf.",
         ),
     ] = None,
+    dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--dtype",
+            metavar="DTYPE",
+            help="Two runs: the dtype they trained in, for the tolerance, when their logs "
+            "do not record it (default float32): float64, float32, float16, bfloat16.",
+        ),
+    ] = None,
+    fail_on: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-on",
+            metavar="LEVEL",
+            show_default="warning",
+            help="Two runs: exit 1 when a finding is at or above LEVEL: info, warning, "
+            "error or never.",
+        ),
+    ] = None,
     width: clikit.WidthOpt = None,
     debug: clikit.DebugOpt = False,
 ) -> None:
@@ -147,6 +167,13 @@ def diff(
       gradscope diff ref.py new.py --plot diff.png
       gradscope diff model.py --b-autocast bf16
       gradscope diff model.py --b-compile
+      gradscope diff run_a.jsonl run_b.jsonl --plot runs.png
+
+    Two runs: REF and NEW both `gradscope watch --log` files (.jsonl or .jsonl.gz).
+    Steps pair by number, parameters by name as above; the first step where the loss,
+    the total gradient norm or a parameter's gradient norm differs beyond the tolerance
+    (per dtype, or --exact) is where the runs part; each run is also judged by itself:
+    did it train at all. Exit 1 at a finding at or above --fail-on (warning).
 
     See docs/diff.md for a worked example and the JSON schema.
     """
@@ -159,6 +186,10 @@ def diff(
 
         output = destination(output)
         plot_path, plot_format = plot_destination(plot)
+        if new is not None and (_is_log(ref) or _is_log(new)):
+            runs = _RunsArgs(rtol, atol, exact, dtype, name_map, fail_on, plot_path, plot_format)
+            code = _diff_runs(ref, new, runs, format, output, width)
+            raise typer.Exit(code)
         if new is None and b_autocast is None and not b_compile:
             raise GradscopeError("give NEW, or --b-autocast/--b-compile to compare REF with itself")
         autocast = None
@@ -187,6 +218,83 @@ def diff(
         _emit(result, format, output, width, None if all_rows else top)
         code = ExitCode.FINDINGS if result.differs else ExitCode.OK
     raise typer.Exit(code)
+
+
+def _is_log(path: str) -> bool:
+    from gradscope.diff.runs import is_log
+
+    return is_log(path)
+
+
+@dataclass(frozen=True)
+class _RunsArgs:
+    rtol: float | None
+    atol: float | None
+    exact: bool
+    dtype: str | None
+    name_map: str | None
+    fail_on: str | None
+    plot_path: str | None
+    plot_format: str
+
+
+def _diff_runs(
+    ref: str, new: str, a: _RunsArgs, format: DiffFormat, output: str | None, width: int | None
+) -> ExitCode:
+    """Two `watch --log` files: read, compare, render; the exit code from --fail-on."""
+    from gradscope.diff.align import load_name_map
+    from gradscope.diff.runs import RunsOptions, diff_logs
+    from gradscope.diff.runs.tolerance import RTOL
+    from gradscope.report.write import emit, write_file
+
+    for path in (ref, new):
+        if not _is_log(path):
+            raise GradscopeError(
+                f"{path}: to diff two runs give two `gradscope watch --log` files "
+                "(.jsonl or .jsonl.gz)"
+            )
+    dtype = a.dtype.lower().removeprefix("torch.") if a.dtype else None
+    if dtype is not None and dtype not in RTOL:
+        raise GradscopeError(f"--dtype {a.dtype}: use one of {', '.join(RTOL)}")
+    fail_on = _fail_on(a.fail_on)
+    options = RunsOptions(
+        rtol=a.rtol,
+        atol=a.atol,
+        exact=a.exact,
+        dtype=dtype,
+        names=load_name_map(a.name_map) if a.name_map else RunsOptions().names,
+    )
+    result = diff_logs(ref, new, options)
+    if result.could_not_run:
+        raise GradscopeError(f"{ref} vs {new}: {result.could_not_run}")
+    if a.plot_path:
+        from gradscope.report.diff_runs_plot import plot as runs_plot
+
+        write_file(a.plot_path, runs_plot(result, a.plot_format))
+        clikit.note(f"wrote {a.plot_path}")
+    if format is DiffFormat.json:
+        from gradscope.report.json import dumps
+
+        emit(dumps(result.to_dict()), output)
+    else:
+        from gradscope.report import diff_runs_terminal
+        from gradscope.report.console import view_for
+
+        emit(diff_runs_terminal.render(result, view_for(output, width)), output)
+    return ExitCode.FINDINGS if result.failed(fail_on) else ExitCode.OK
+
+
+def _fail_on(text: str | None) -> Any:
+    from gradscope.findings import Severity
+
+    if text is None:
+        return Severity.WARNING
+    if text.strip().lower() == "never":
+        return None
+    try:
+        return Severity.parse(text)
+    except ValueError as exc:
+        raise GradscopeError(f"--fail-on {text}: {exc}") from None
 
 
 def _run(ref: str, new: str | None, options: Any) -> Any:
