@@ -33,8 +33,8 @@ def diff(
         typer.Argument(
             metavar="NEW",
             show_default=False,
-            help="The model to compare (a port), as REF. Omitted with --b-autocast or "
-            "--b-compile: REF against itself.",
+            help="The model to compare (a port), as REF. Omitted with --b-autocast, "
+            "--b-compile or --b-deterministic: REF against itself.",
         ),
     ] = None,
     name_map: Annotated[
@@ -104,6 +104,14 @@ def diff(
             "compared, not fusions across modules.",
         ),
     ] = False,
+    b_deterministic: Annotated[
+        bool,
+        typer.Option(
+            "--b-deterministic",
+            help="Run NEW (or REF again, without NEW) under "
+            "torch.use_deterministic_algorithms(True), forward and backward.",
+        ),
+    ] = False,
     format: Annotated[
         DiffFormat,
         typer.Option("--format", "-f", help="terminal (rich) or json (versioned, kind diff)."),
@@ -167,6 +175,7 @@ def diff(
       gradscope diff ref.py new.py --plot diff.png
       gradscope diff model.py --b-autocast bf16
       gradscope diff model.py --b-compile
+      gradscope diff model.py --b-deterministic
       gradscope diff run_a.jsonl run_b.jsonl --plot runs.png
 
     Two runs: REF and NEW both `gradscope watch --log` files (.jsonl or .jsonl.gz).
@@ -190,8 +199,10 @@ def diff(
             runs = _RunsArgs(rtol, atol, exact, dtype, name_map, fail_on, plot_path, plot_format)
             code = _diff_runs(ref, new, runs, format, output, width)
             raise typer.Exit(code)
-        if new is None and b_autocast is None and not b_compile:
-            raise GradscopeError("give NEW, or --b-autocast/--b-compile to compare REF with itself")
+        if new is None and b_autocast is None and not b_compile and not b_deterministic:
+            raise GradscopeError(
+                "give NEW, or --b-autocast/--b-compile/--b-deterministic to compare REF with itself"
+            )
         autocast = None
         if b_autocast is not None:
             autocast = AUTOCAST.get(b_autocast.lower())
@@ -207,6 +218,7 @@ def diff(
             noise_check=noise_check,
             autocast=autocast,
             compile=b_compile,
+            deterministic=b_deterministic,
         )
         with clikit.user_stdout_to_stderr(to_stdout(output)):
             result = _run(ref, new, options)
