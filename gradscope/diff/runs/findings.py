@@ -41,7 +41,7 @@ def _diverge(result: RunsDiff, optimizer: int) -> Finding:
     d = next(x for x in result.divergences if x.optimizer == optimizer)
     top = d.gaps[0]
     params = [g for g in d.gaps if g.subject not in ("loss", "grad_norm")]
-    evidence = [f"{g.new}: {gap_text(g)}" for g in d.gaps[:5]]
+    evidence = [f"{g.new}: {gap_text(g)}" for g in d.gaps[:3]]
     lr = result.lr_differs
     if lr is not None and lr[0] == optimizer and lr[1] <= d.step:
         evidence.append(
@@ -51,7 +51,7 @@ def _diverge(result: RunsDiff, optimizer: int) -> Finding:
     growth = [g for g in result.growth if g.factor is not None and g.step > d.step]
     if growth:
         g = growth[-1]
-        evidence.append(f"the gap grows ×{fmt.num(g.factor)} by step {g.step}")
+        evidence.append(f"by step {g.step} the gap is ×{fmt.num(g.factor)} its first size")
     who = f"{len(params)} parameter(s), first {params[0].new}" if params else top.subject
     return RULES["GS607"].finding(
         params[0].new if params else top.subject,
