@@ -35,10 +35,8 @@ class _Pair:
     """Position in the reference's param_norms."""
     j: int
     """Position in the new run's."""
-
-
-def _at(norms: Sequence[float | None], i: int) -> float | None:
-    return norms[i] if i < len(norms) else None
+    series: list[float]
+    """The reference name's relative differences, one per compared step."""
 
 
 class RunsComparer:
@@ -50,8 +48,13 @@ class RunsComparer:
         self.names = names
         self._ref_steps = {(o, s.step): s for o, ss in ref.steps.items() for s in ss}
         self._new_names: tuple[str, ...] | None = None
+        self._names_seen: Sequence[str] | None = None
+        """The names object last given (a live run passes the same list, grown in place)."""
+        self._names_count = 0
         self.pairing = Pairing({}, ("", ""), tuple(ref.names), ())
         self._pairs: list[_Pair] = []
+        self._unpaired: list[list[float]] = []
+        """Series of parameters paired earlier that the current names lack."""
         self.divergences: dict[int, Divergence] = {}
         self.parting: dict[str, Parting] = {}
         self.series = Series()
@@ -64,17 +67,23 @@ class RunsComparer:
         self._started = time.perf_counter()
 
     def _pair(self, names: Sequence[str]) -> None:
+        if names is self._names_seen and len(names) == self._names_count:
+            return
+        self._names_seen, self._names_count = names, len(names)
         if self._new_names is not None and tuple(names) == self._new_names:
             return
         self._new_names = tuple(names)
         self.pairing = pair_names(self.ref.names, list(names), self.names)
         ref_at = {n: i for i, n in enumerate(self.ref.names)}
         new_at = {n: j for j, n in enumerate(names)}
+        params = self.series.params
+        for r in self.pairing.pairs:
+            params.setdefault(r, [math.nan] * len(self.series.steps))
         self._pairs = [
-            _Pair(r, n, ref_at[r], new_at[n]) for r, (n, _how) in self.pairing.pairs.items()
+            _Pair(r, n, ref_at[r], new_at[n], params[r])
+            for r, (n, _how) in self.pairing.pairs.items()
         ]
-        for p in self._pairs:
-            self.series.params.setdefault(p.ref, [math.nan] * len(self.series.steps))
+        self._unpaired = [v for r, v in params.items() if r not in self.pairing.pairs]
 
     def feed(self, step: Step, names: Sequence[str]) -> Divergence | None:
         """Compare one step of the new run (`names`: its parameter names, as its log's
@@ -90,43 +99,50 @@ class RunsComparer:
         self.common[step.optimizer] = self.common.get(step.optimizer, 0) + 1
         if self.lr_differs is None and ref.lrs != step.lrs:
             self.lr_differs = (step.optimizer, step.step, ref.lrs, step.lrs)
-        gaps = self._compare(ref, step)
-        beyond = sorted((g for g in gaps if g.ratio > 1), key=lambda g: -g.ratio)
+        beyond = self._compare(ref, step)
         if not beyond or step.optimizer in self.divergences:
             return None
+        beyond.sort(key=lambda g: -g.ratio)
         div = Divergence(step.optimizer, step.step, tuple(beyond))
         self.divergences[step.optimizer] = div
         return div if len(self.divergences) == 1 else None
 
     def _compare(self, ref: Step, new: Step) -> list[Gap]:
+        """Record every relative difference of this step; return the gaps beyond tolerance.
+        (The hot loop of a long run: a Gap is made only for a value beyond tolerance.)"""
         tol, series = self.tol, self.series
         series.steps.append(new.step)
         series.optimizers.append(new.optimizer)
-        gaps = [
-            Gap(what, what, a, b, relative(a, b), tol.ratio(a, b))
-            for what, a, b in (
-                ("loss", ref.loss, new.loss),
-                ("grad_norm", ref.grad_norm, new.grad_norm),
-            )
-        ]
-        series.loss.append(gaps[0].rel)
-        series.grad_norm.append(gaps[1].rel)
-        mine = {p.ref for p in self._pairs}
+        beyond, worst = [], 0.0
+        for what, a, b, values in (
+            ("loss", ref.loss, new.loss, series.loss),
+            ("grad_norm", ref.grad_norm, new.grad_norm, series.grad_norm),
+        ):
+            rel, ratio = relative(a, b), tol.ratio(a, b)
+            values.append(rel)
+            worst = rel if worst < rel < math.inf else worst
+            if ratio > 1:
+                beyond.append(Gap(what, what, a, b, rel, ratio))
+        rn, nn = ref.param_norms, new.param_norms
         for p in self._pairs:
-            a, b = _at(ref.param_norms, p.i), _at(new.param_norms, p.j)
+            a = rn[p.i] if p.i < len(rn) else None
+            b = nn[p.j] if p.j < len(nn) else None
             if a == b:
-                series.params[p.ref].append(0.0 if a is not None else math.nan)
+                p.series.append(0.0 if a is not None else math.nan)
                 continue
-            gap = Gap(p.ref, p.new, a, b, relative(a, b), tol.ratio(a, b))
-            series.params[p.ref].append(gap.rel)
-            gaps.append(gap)
-            if gap.ratio > 1 and p.ref not in self.parting:
-                self.parting[p.ref] = Parting(p.ref, p.new, new.step, gap)
-        for name, values in series.params.items():  # parameters this step's names lack
-            if name not in mine:
-                values.append(math.nan)
-        self.gap.append(max((g.rel for g in gaps if math.isfinite(g.rel)), default=0.0))
-        return gaps
+            rel = relative(a, b)
+            p.series.append(rel)
+            worst = rel if worst < rel < math.inf else worst
+            ratio = tol.ratio(a, b)
+            if ratio > 1:
+                gap = Gap(p.ref, p.new, a, b, rel, ratio)
+                beyond.append(gap)
+                if p.ref not in self.parting:
+                    self.parting[p.ref] = Parting(p.ref, p.new, new.step, gap)
+        for values in self._unpaired:
+            values.append(math.nan)
+        self.gap.append(worst)
+        return beyond
 
     def finish(self, new_label: str, notes: Sequence[str] = ()) -> RunsDiff:
         """The result over everything fed; the findings are added by gradscope.diff.runs."""

@@ -47,7 +47,7 @@ class Step:
             _number(d.get("loss")),
             _number(d.get("grad_norm")),
             tuple(x for x in (_number(v) for v in d.get("lrs") or ()) if x is not None),
-            tuple(_number(v) for v in norms),
+            tuple([v if type(v) is float else _number(v) for v in norms]),
             _number(d.get("update_norm")),
         )
 
