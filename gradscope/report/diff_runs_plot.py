@@ -88,6 +88,7 @@ def plot(result: RunsDiff, fmt: str = "png") -> bytes:
             textcoords="offset points",
             color="#d62728",
             fontsize=8,
+            bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "none", "pad": 1},
         )
     top.legend(fontsize=8, loc="lower right")
     rows = _columns([_clean(s.params[name]) for name in names], n)

@@ -134,12 +134,13 @@ def _parting(r: RunsDiff, console: Console, view: View) -> None:
 def _growth(r: RunsDiff, console: Console) -> None:
     if not r.growth:
         return
-    parts = []
-    for g in r.growth:
-        factor = "" if g.factor is None or g.factor == 1 else f" (×{fmt.num(g.factor)})"
-        parts.append(f"step {g.step} {fmt.num(g.rel)}{factor}")
-    text = Text("the gap (largest relative difference) after it: ", style="bold")
-    text.append(" · ".join(parts), style="")
+    first, *later = r.growth
+    parts = [f"{fmt.num(first.rel)} at step {first.step}"]
+    for g in later:
+        size = fmt.num(g.rel) if g.factor is None else f"×{fmt.num(g.factor)}"
+        parts.append(f"{size} by step {g.step}")
+    text = Text("the gap (largest relative difference): ", style="bold")
+    text.append(parts[0] + (", then " + ", ".join(parts[1:]) if later else ""), style="")
     _say(console, text, 0)
     console.print()
 

@@ -7,6 +7,7 @@ steps to the same class (live.py). No torch here.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from gradscope.diff.align import EMPTY_MAP, NameMap
@@ -47,6 +48,7 @@ def conclude(c: RunsComparer, new_label: str, notes: list[str]) -> RunsDiff:
 
 def diff_logs(ref_path: str, new_path: str, options: RunsOptions | None = None) -> RunsDiff:
     options = options or RunsOptions()
+    started = time.perf_counter()
     ref, new = log.read(ref_path), log.read(new_path)
     c = comparer(ref, options, new.dtype)
     steps = sorted(
@@ -54,4 +56,6 @@ def diff_logs(ref_path: str, new_path: str, options: RunsOptions | None = None) 
     )
     for step in steps:
         c.feed(step, new.names)
-    return conclude(c, new_path, ref.notes + new.notes)
+    result = conclude(c, new_path, ref.notes + new.notes)
+    result.duration_s = time.perf_counter() - started
+    return result
