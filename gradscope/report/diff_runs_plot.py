@@ -52,7 +52,7 @@ def plot(result: RunsDiff, fmt: str = "png") -> bytes:
     steps = s.steps
     names = list(s.params)
     n = len(steps)
-    height = 2.2 + min(max(len(names), 4), MOST_LABELS) * 0.18
+    height = 2.2 + max(len(names), 4) * 0.18 if len(names) <= MOST_LABELS else 5.0
     fig, grid = plt.subplots(
         2,
         2,
