@@ -23,17 +23,17 @@ PARTING_ROWS = 8
 
 
 def render(result: RunsDiff, view: View) -> str:
-    text = paint(lambda console: _render(result, console, view), view)
+    text = paint(lambda console: _render(result, console), view)
     return "\n".join(line.rstrip() for line in text.split("\n"))
 
 
-def _render(r: RunsDiff, console: Console, view: View) -> None:
+def _render(r: RunsDiff, console: Console) -> None:
     _header(r, console)
     console.print()
     if r.could_not_run:
         _say(console, Text(r.could_not_run, style="red"), 0)
         return
-    _divergence(r, console, view)
+    _divergence(r, console)
     _training(r, console)
     _findings(r, console)
     _verdict(r, console)
@@ -80,7 +80,7 @@ def _header(r: RunsDiff, console: Console) -> None:
         _say(console, Text(fmt.printable(said), style="dim"), 0)
 
 
-def _divergence(r: RunsDiff, console: Console, view: View) -> None:
+def _divergence(r: RunsDiff, console: Console) -> None:
     first = r.first
     if first is None:
         console.print(Text(f"No step differs beyond the tolerance: {r.verdict()}.", style="bold"))
@@ -100,11 +100,11 @@ def _divergence(r: RunsDiff, console: Console, view: View) -> None:
         said += f"{', '.join(map(fmt.num, a))} vs {', '.join(map(fmt.num, b))}"
         _say(console, Text(said))
     console.print()
-    _parting(r, console, view)
+    _parting(r, console)
     _growth(r, console)
 
 
-def _parting(r: RunsDiff, console: Console, view: View) -> None:
+def _parting(r: RunsDiff, console: Console) -> None:
     first = r.first
     assert first is not None
     scalars = [g for g in first.gaps if g.subject in ("loss", "grad_norm")]
@@ -113,7 +113,7 @@ def _parting(r: RunsDiff, console: Console, view: View) -> None:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     table.add_column("new", justify="right")
     table.add_column("rel", justify="right")
-    rows = [(p.step, p.new, p.gap) for p in r.parting[: view.top or PARTING_ROWS][:PARTING_ROWS]]
+    rows = [(p.step, p.new, p.gap) for p in r.parting[:PARTING_ROWS]]
     rows += [(first.step, g.subject, g) for g in scalars]
     rows.sort(key=lambda row: (row[0], -row[2].ratio))
     for step, name, g in rows:

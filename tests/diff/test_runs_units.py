@@ -344,3 +344,17 @@ def test_live_against_announces_once_and_summarises(tmp_path, ref, monkeypatch):
     said = summary(listener.result())
     assert "differ from step 44 of 100 compared" in said[0] and "h.0.attn.weight" in said[0]
     assert [line.split(": ")[1] for line in said[1:]] == ["reference trained", "this run trained"]
+
+
+def test_watch_against_an_unreadable_log_exits_2_before_the_script_runs(tmp_path):
+    from typer.testing import CliRunner
+
+    from gradscope.cli.root import app
+
+    ran = tmp_path / "ran"
+    script = tmp_path / "train.py"
+    script.write_text(f"open({str(ran)!r}, 'w').write('ran')\n")
+    absent = str(tmp_path / "absent.jsonl")
+    result = CliRunner().invoke(app, ["watch", str(script), "--against", absent])
+    assert result.exit_code == 2 and "absent.jsonl" in result.stderr
+    assert not ran.exists()
