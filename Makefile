@@ -12,7 +12,7 @@ TORCH  ?= torch==2.13.0
 TORCH_INDEX ?=
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-fast lint bench clean
+.PHONY: setup demo test test-fast lint bench docs clean
 
 setup: $(VENV)/.installed graphviz
 
@@ -49,6 +49,10 @@ lint: setup
 
 bench: setup
 	$(BIN)/python benchmarks/bench_inspect.py
+
+# docs/rules.md's rule table and sections, written again from the registry
+docs: setup
+	$(BIN)/python -m gradscope.rule_docs docs/rules.md
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

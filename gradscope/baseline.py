@@ -13,10 +13,10 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from gradscope.check import CheckReport, TargetResult
 from gradscope.config import Settings
 from gradscope.errors import ConfigError
-from gradscope.findings import RULES, TABLE, Finding, apply_settings
+from gradscope.findings import RULES, TABLE, Finding
+from gradscope.outcome import CheckReport, Outcome
 
 BASELINE_VERSION = 1
 NORM_CHANGE = RULES["GS110"]
@@ -25,10 +25,10 @@ NORM_CHANGE = RULES["GS110"]
 def build(report: CheckReport) -> dict[str, Any]:
     targets = {}
     for r in report.results:
-        if r.error is not None:
+        if r.could_not_run is not None:
             continue
         params = (r.document or {}).get("parameters", [])
-        targets[f"{r.kind}:{r.target}"] = {
+        targets[f"{r.kind}:{r.label}"] = {
             "findings": sorted({(f.rule, f.subject) for f in r.findings + r.known}),
             "norms": {
                 p["name"]: p["grad_norm"] for p in params if isinstance(p.get("grad_norm"), float)
@@ -94,8 +94,8 @@ def compare(report: CheckReport, baseline: dict[str, Any], settings: Settings) -
     findings, subject to the same severities and ignores as every other finding."""
     results = []
     for r in report.results:
-        saved = baseline["targets"].get(f"{r.kind}:{r.target}")
-        if saved is None or r.error is not None:
+        saved = baseline["targets"].get(f"{r.kind}:{r.label}")
+        if saved is None or r.could_not_run is not None:
             results.append(r)  # a target new to the baseline is judged in full
             continue
         seen = {tuple(pair) for pair in saved["findings"]}
@@ -103,20 +103,18 @@ def compare(report: CheckReport, baseline: dict[str, Any], settings: Settings) -
         known = r.known + [f for f in r.findings if (f.rule, f.subject) in seen]
         changes = _norm_changes(r, saved["norms"], settings.baseline_factor)
         results.append(
-            replace(
-                r, findings=new + apply_settings(changes, _settings_of(r, settings)), known=known
-            )
+            replace(r, findings=new + _settings_of(r, settings).judged(changes), known=known)
         )
     return replace(report, results=results)
 
 
-def _settings_of(r: TargetResult, settings: Settings) -> Settings:
+def _settings_of(r: Outcome, settings: Settings) -> Settings:
     """The target's own settings: its [[inspect]] entry's ignores on top of the global ones."""
-    entry = next((e for e in settings.inspect if e.target == r.target), None)
+    entry = next((e for e in settings.inspect if e.target == r.label), None)
     return settings.for_entry(entry) if entry is not None and r.kind == "inspect" else settings
 
 
-def _norm_changes(r: TargetResult, before: dict[str, float], factor: float) -> list[Finding]:
+def _norm_changes(r: Outcome, before: dict[str, float], factor: float) -> list[Finding]:
     out = []
     for p in (r.document or {}).get("parameters", []):
         old, new = before.get(p["name"]), p.get("grad_norm")

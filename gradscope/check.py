@@ -14,23 +14,8 @@ from typing import Any, Protocol
 
 from gradscope.config import CheckEntry, Settings
 from gradscope.errors import GradscopeError, UserCodeError
-from gradscope.findings import Finding, Severity, split_ignored
-from gradscope.results import CheckReport, Report, TargetResult
+from gradscope.outcome import CheckReport, Outcome, file_of
 from gradscope.targets import split_spec
-
-
-def from_inspect(report: Report, fail_on: Severity | None) -> CheckReport:
-    """One inspect report in the shape the CI reporters take."""
-    result = TargetResult(
-        "inspect",
-        report.target,
-        list(report.findings),
-        ignored=list(report.ignored),
-        document=report.to_dict(),
-        duration_s=report.stats.duration_s,
-        file=file_of(report.target),
-    )
-    return CheckReport([result], fail_on)
 
 
 def resolve(entry: CheckEntry) -> str:
@@ -43,61 +28,40 @@ def resolve(entry: CheckEntry) -> str:
     return entry.target
 
 
-def file_of(spec: str) -> str | None:
-    where, _ = split_spec(spec)
-    return where if where.endswith(".py") else None
-
-
-def _timed(
-    kind: str, entry: CheckEntry, job: Callable[[str], tuple[list[Finding], dict[str, Any]]]
-) -> TargetResult:
-    """Run `job(resolved_spec)`; a GradscopeError becomes this target's error."""
+def _timed(kind: str, entry: CheckEntry, job: Callable[[str], Outcome]) -> Outcome:
+    """Run `job(resolved_spec)`, labelled as the config names the target; a GradscopeError
+    is why this target could not run."""
     spec = resolve(entry)
     start = time.perf_counter()
     try:
         try:
-            findings, document = job(spec)
+            outcome = job(spec)
         except (KeyboardInterrupt, Exception):
             raise
         except BaseException as exc:  # sys.exit in the user's code fails this target only
             raise UserCodeError("your code", exc) from exc
     except GradscopeError as exc:
-        return TargetResult(
-            kind,
-            entry.target,
-            error=str(exc),
-            file=file_of(spec),
-            duration_s=time.perf_counter() - start,
-        )
-    active, ignored = split_ignored(findings)
-    return TargetResult(
-        kind,
-        entry.target,
-        active,
-        ignored=ignored,
-        document=document,
-        file=file_of(spec),
-        duration_s=time.perf_counter() - start,
+        outcome = Outcome(kind, entry.target, could_not_run=str(exc))
+    outcome.label, outcome.file = entry.target, file_of(spec)
+    outcome.duration_s, outcome.detail = time.perf_counter() - start, None
+    return outcome
+
+
+def run_inspect(entry: CheckEntry, settings: Settings) -> Outcome:
+    from gradscope.api import inspect_target
+
+    return _timed(
+        "inspect", entry, lambda spec: inspect_target(spec, settings.for_entry(entry)).outcome()
     )
 
 
-def run_inspect(entry: CheckEntry, settings: Settings) -> TargetResult:
-    from gradscope.api import inspect_target
-
-    def job(spec: str) -> tuple[list[Finding], dict[str, Any]]:
-        report = inspect_target(spec, settings.for_entry(entry))
-        return report.findings + report.ignored, report.to_dict()
-
-    return _timed("inspect", entry, job)
-
-
-def run_gradcheck(entry: CheckEntry, settings: Settings) -> TargetResult:
+def run_gradcheck(entry: CheckEntry, settings: Settings) -> Outcome:
     from gradscope.gradcheck.findings import check_entry
 
     return _timed("gradcheck", entry, lambda spec: check_entry(entry, spec, settings))
 
 
-def run_watch(entry: CheckEntry, settings: Settings) -> TargetResult:
+def run_watch(entry: CheckEntry, settings: Settings) -> Outcome:
     from gradscope.watcher.check import run_entry
 
     return run_entry(entry, settings)
@@ -105,10 +69,10 @@ def run_watch(entry: CheckEntry, settings: Settings) -> TargetResult:
 
 class Progress(Protocol):
     def started(self, index: int, total: int, label: str) -> None: ...
-    def finished(self, index: int, total: int, result: TargetResult) -> None: ...
+    def finished(self, index: int, total: int, result: Outcome) -> None: ...
 
 
-def _jobs(settings: Settings) -> list[tuple[Callable[..., TargetResult], CheckEntry, str]]:
+def _jobs(settings: Settings) -> list[tuple[Callable[..., Outcome], CheckEntry, str]]:
     if not settings.inspect and not settings.gradcheck and not settings.watch:
         raise GradscopeError(
             "nothing to check: add [[tool.gradscope.inspect]], "
@@ -149,7 +113,7 @@ def run_isolated(settings: Settings, progress: Progress | None = None) -> CheckR
 
     jobs = _jobs(settings)
     context = multiprocessing.get_context("spawn")
-    results: list[TargetResult] = []
+    results: list[Outcome] = []
     while len(results) < len(jobs):
         start = len(results)
         receive, send = context.Pipe(duplex=False)
@@ -171,9 +135,9 @@ def run_isolated(settings: Settings, progress: Progress | None = None) -> CheckR
     return CheckReport(results, settings.fail_on)
 
 
-def _results(receive: Any, jobs: list[Any], progress: Progress | None) -> list[TargetResult]:
+def _results(receive: Any, jobs: list[Any], progress: Progress | None) -> list[Outcome]:
     """What one worker sends until it ends (having run its targets, or by dying)."""
-    results: list[TargetResult] = []
+    results: list[Outcome] = []
     try:
         while True:
             message = receive.recv()
@@ -207,16 +171,16 @@ def _work(settings: Settings, start: int, send: Any) -> None:
     send.close()
 
 
-def _died(kind: str, entry: CheckEntry, exitcode: int | None) -> TargetResult:
+def _died(kind: str, entry: CheckEntry, exitcode: int | None) -> Outcome:
     how = (
         f"killed by signal {-exitcode}"
         if exitcode is not None and exitcode < 0
         else f"exit code {exitcode}"
     )
-    return TargetResult(
+    return Outcome(
         kind,
         entry.target,
-        error=f"the target ended gradscope's worker process ({how}): os._exit() or a crash "
-        "in native code, while it ran",
+        could_not_run=f"the target ended gradscope's worker process ({how}): os._exit() or a "
+        "crash in native code, while it ran",
         file=file_of(resolve(entry)),
     )

@@ -7,6 +7,7 @@ No value is ever evaluated as code.
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import os
 import re
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from gradscope.errors import ConfigError
-from gradscope.findings import Severity
+from gradscope.findings import Finding, Severity
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -167,6 +168,26 @@ class Settings:
             entry.options.get("ignore", []), entry.source, "inspect.ignore"
         )
         return replace(self, thresholds=thresholds, ignores=ignores, sources=sources)
+
+    def judged(self, findings: list[Finding]) -> list[Finding]:
+        """The one place settings act on findings, whichever stage made them: severity
+        overrides by id or slug; a finding an `ignore` pattern matches is kept, marked
+        with that pattern (`ignored_by`), so every report says what was silenced."""
+        out = []
+        for f in findings:
+            sev = self.severities.get(f.rule) or self.severities.get(f.slug)
+            if sev is not None:
+                f = replace(f, severity=sev)
+            pattern = next(
+                (
+                    f"{rule}:{glob}"
+                    for rule, glob in self.ignores
+                    if rule in (f.rule, f.slug) and fnmatch.fnmatchcase(f.subject, glob)
+                ),
+                None,
+            )
+            out.append(replace(f, ignored_by=pattern) if pattern else f)
+        return out
 
     def threshold_dict(self) -> dict[str, float]:
         return {_kebab(f.name): getattr(self.thresholds, f.name) for f in fields(Thresholds)}

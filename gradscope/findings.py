@@ -2,20 +2,16 @@
 
 Each rule id (GS101...) is declared here once, with its slug, default severity,
 troubleshooting-table row and the stage that produces it (a per-run rule in
-gradscope/rules/, the baseline comparison, gradcheck, or watch). `apply_settings`
-is the one place where `severity` overrides and `ignore` patterns act, whichever
-stage made the finding. No torch here.
+gradscope/rules/, the baseline comparison, gradcheck, watch, distributed or diff).
+Settings act on findings in one place, `config.Settings.judged`. No torch, and nothing
+above this module, imported here.
 """
 
 from __future__ import annotations
 
 import enum
-import fnmatch
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from gradscope.config import Settings
+from dataclasses import dataclass
+from typing import Any
 
 
 class Severity(enum.IntEnum):
@@ -368,31 +364,6 @@ RULES: dict[str, Rule] = _rules(
 )
 
 
-def with_settings(findings: list[Finding], settings: Settings) -> list[Finding]:
-    """Severity overrides by id or slug; findings an `ignore` pattern matches are kept,
-    marked with that pattern, so reports can say what was silenced."""
-    out = []
-    for f in findings:
-        sev = settings.severities.get(f.rule) or settings.severities.get(f.slug)
-        if sev is not None:
-            f = replace(f, severity=sev)
-        pattern = next(
-            (
-                f"{rule}:{glob}"
-                for rule, glob in settings.ignores
-                if rule in (f.rule, f.slug) and fnmatch.fnmatchcase(f.subject, glob)
-            ),
-            None,
-        )
-        out.append(replace(f, ignored_by=pattern) if pattern else f)
-    return out
-
-
-def apply_settings(findings: list[Finding], settings: Settings) -> list[Finding]:
-    """`with_settings`, without the ignored findings."""
-    return [f for f in with_settings(findings, settings) if f.ignored_by is None]
-
-
 def grouped(findings: list[Finding]) -> list[list[Finding]]:
     """Findings of one rule that share severity, advice and evidence, worst first: one
     paragraph in every report, however many subjects it has."""
@@ -720,10 +691,10 @@ RULES.update(
         Rule(
             "GS608",
             "run-did-not-train",
-            Severity.WARNING,
+            Severity.ERROR,
             "runs",
-            "diff of two runs: a run whose loss did not fall; an error when its weights never "
-            "moved (learning rate 0)",
+            "diff of two runs: a run whose weights never moved or whose loss did not fall, "
+            "whether or not the two runs agree",
             "diff",
         ),
         Rule(

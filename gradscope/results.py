@@ -1,13 +1,12 @@
-"""Results every renderer takes (no torch here): `Report` of one inspect, and `CheckReport`
-of the targets a CI gate ran (inspect, gradcheck or watch, one `TargetResult` each)."""
+"""`Report`: the result of one `gradscope inspect` (no torch here)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gradscope.errors import ExitCode
 from gradscope.findings import Finding, Severity, split_ignored
+from gradscope.outcome import Outcome, file_of
 from gradscope.stats import ParamStats, RunStats
 
 SCHEMA_VERSION = 1
@@ -45,11 +44,25 @@ class Report:
             out[str(f.severity)] += 1
         return out
 
+    def outcome(self) -> Outcome:
+        return Outcome(
+            "inspect",
+            self.target,
+            list(self.findings),
+            list(self.ignored),
+            document=self.to_dict(),
+            duration_s=self.stats.duration_s,
+            file=file_of(self.target),
+            detail=self,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         s = self.stats
         return {
             "version": self.schema_version,
             "tool": "gradscope",
+            "kind": "inspect",
+            "label": self.target,
             "target": self.target,
             "torch": self.torch_version,
             "summary": {
@@ -101,74 +114,3 @@ def _param_dict(p: ParamStats, status: str) -> dict[str, Any]:
     d["ratio"] = p.ratio
     d["status"] = status
     return d
-
-
-CHECK_SCHEMA_VERSION = 1
-
-
-@dataclass
-class TargetResult:
-    """One configured target's outcome."""
-
-    kind: str
-    """"inspect" or "gradcheck"."""
-    target: str
-    findings: list[Finding] = field(default_factory=list)
-    """Findings that count against --fail-on."""
-    known: list[Finding] = field(default_factory=list)
-    """Findings already in the baseline: reported, never failing."""
-    ignored: list[Finding] = field(default_factory=list)
-    """Findings an `ignore` pattern silenced: reported, never failing."""
-    document: dict[str, Any] | None = None
-    """The target's own JSON document (inspect report or gradcheck result)."""
-    error: str | None = None
-    """Why the target could not run, if it could not."""
-    duration_s: float = 0.0
-    file: str | None = None
-    """The user's file behind the target (as resolved), for CI annotations."""
-
-    def failed(self, fail_on: Severity | None) -> bool:
-        return (
-            self.error is None
-            and fail_on is not None
-            and any(f.severity >= fail_on for f in self.findings)
-        )
-
-
-@dataclass
-class CheckReport:
-    results: list[TargetResult]
-    fail_on: Severity | None
-    adopting: bool = False
-    """`check --write-baseline`: today's findings are being recorded as known, which
-    succeeds; only a target that could not run still fails it."""
-
-    def exit_code(self) -> ExitCode:
-        if any(r.error for r in self.results):
-            return ExitCode.ERROR
-        if not self.adopting and any(r.failed(self.fail_on) for r in self.results):
-            return ExitCode.FINDINGS
-        return ExitCode.OK
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "version": CHECK_SCHEMA_VERSION,
-            "tool": "gradscope",
-            "kind": "check",
-            "fail_on": str(self.fail_on) if self.fail_on else "never",
-            "exit_code": int(self.exit_code()),
-            "results": [
-                {
-                    "kind": r.kind,
-                    "target": r.target,
-                    "error": r.error,
-                    "passed": r.error is None and not r.failed(self.fail_on),
-                    "duration_s": round(r.duration_s, 6),
-                    "findings": [f.to_dict() for f in r.findings],
-                    "known": [f.to_dict() for f in r.known],
-                    "ignored": [f.to_dict() for f in r.ignored],
-                    "document": r.document,
-                }
-                for r in self.results
-            ],
-        }

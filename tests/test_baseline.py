@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from gradscope import baseline
-from gradscope.check import CheckReport, TargetResult
 from gradscope.config import Settings, load
 from gradscope.findings import Severity
+from gradscope.outcome import CheckReport, Outcome
 
 
 def _report(norms: dict[str, float]) -> CheckReport:
     params = [{"name": n, "grad_norm": v} for n, v in norms.items()]
-    result = TargetResult("inspect", "net.py:build", document={"parameters": params})
+    result = Outcome("inspect", "net.py:build", document={"parameters": params})
     return CheckReport([result], Severity.ERROR)
 
 

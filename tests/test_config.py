@@ -141,10 +141,11 @@ def test_threshold_dict_uses_toml_names():
 
 
 def test_documented_examples_parse(tmp_path):
-    """The complete example of docs/config.md and the README's CI block are valid configs."""
+    """The complete example of docs/config.md and the CI blocks of docs/check.md and the README
+    are valid configs."""
     import re
 
-    for doc in ("docs/config.md", "README.md"):
+    for doc in ("docs/config.md", "docs/check.md", "README.md"):
         text = open(os.path.join(ROOT, doc), encoding="utf-8").read()
         blocks = [
             b for b in re.findall(r"```toml\n(.*?)```", text, re.S) if "[tool.gradscope]" in b

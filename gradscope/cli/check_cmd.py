@@ -67,7 +67,7 @@ def check(
             report = dataclasses.replace(report, adopting=True)
         if saved is not None:
             report = baseline_mod.compare(report, saved, settings)
-        outputs.write(format, report, output, width)
+        outputs.write(format, report, output, report.fail_on, width)
         if baseline_out:
             clikit.note(
                 f"wrote the baseline {write_baseline}: "
@@ -94,9 +94,10 @@ class _Lines:
         pass
 
     def finished(self, index: int, total: int, result) -> None:
-        state = "ERROR" if result.error else "FAIL" if result.failed(self.fail_on) else "PASS"
+        failed = result.failed(self.fail_on)
+        state = "ERROR" if result.could_not_run else "FAIL" if failed else "PASS"
         clikit.note(
-            f"[{index + 1}/{total}] {state} {result.kind} {printable(result.target)} "
+            f"[{index + 1}/{total}] {state} {result.kind} {printable(result.label)} "
             f"({result.duration_s:.2f} s)"
         )
 

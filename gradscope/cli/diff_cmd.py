@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from typing import Annotated, Any
 
 import typer
 
 from gradscope.cli import common as clikit
 from gradscope.errors import ExitCode, GradscopeError
+from gradscope.report.outputs import Format
 
 AUTOCAST = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16"}
-
-
-class DiffFormat(str, Enum):
-    terminal = "terminal"
-    json = "json"
 
 
 def diff(
@@ -112,11 +107,10 @@ def diff(
             "torch.use_deterministic_algorithms(True), forward and backward.",
         ),
     ] = False,
-    format: Annotated[
-        DiffFormat,
-        typer.Option("--format", "-f", help="terminal (rich) or json (versioned, kind diff)."),
-    ] = DiffFormat.terminal,
+    format: clikit.FormatOpt = Format.terminal,
     output: clikit.OutputOpt = None,
+    fail_on: clikit.FailOnOpt = None,
+    config: clikit.ConfigOpt = None,
     top: Annotated[
         int,
         typer.Option("--top", metavar="N", min=1, help="Module rows to show in the terminal."),
@@ -140,16 +134,6 @@ def diff(
             "do not record it (default float32): float64, float32, float16, bfloat16.",
         ),
     ] = None,
-    fail_on: Annotated[
-        str | None,
-        typer.Option(
-            "--fail-on",
-            metavar="LEVEL",
-            show_default="warning",
-            help="Two runs: exit 1 when a finding is at or above LEVEL: info, warning, "
-            "error or never.",
-        ),
-    ] = None,
     width: clikit.WidthOpt = None,
     debug: clikit.DebugOpt = False,
 ) -> None:
@@ -163,8 +147,9 @@ def diff(
     size, where that module's forward is written, and the first differing gradient.
     Both models are left exactly as they were.
 
-    Exit codes: 0 identical within tolerance, 1 they differ, 2 could not run (a target
-    that cannot load, no parameter pairs up, a bad option), 3 a bug in gradscope.
+    Exit codes: 0 identical within tolerance, 1 they differ (a finding at --fail-on,
+    default error), 2 could not run (a target that cannot load, no parameter pairs
+    up, a bad option), 3 a bug in gradscope.
 
     Examples:
 
@@ -182,23 +167,26 @@ def diff(
     Steps pair by number, parameters by name as above; the first step where the loss,
     the total gradient norm or a parameter's gradient norm differs beyond the tolerance
     (per dtype, or --exact) is where the runs part; each run is also judged by itself:
-    did it train at all. Exit 1 at a finding at or above --fail-on (warning).
+    did it train at all.
 
     See docs/diff.md for a worked example and the JSON schema.
     """
     code = ExitCode.ERROR
     with clikit.guarded(debug):
+        from gradscope import config as config_mod
         from gradscope.cli.inspect_cmd import plot_destination
         from gradscope.diff.align import load_name_map
         from gradscope.diff.engine import DiffOptions
+        from gradscope.outcome import exit_code
+        from gradscope.report import outputs
         from gradscope.report.write import destination, to_stdout, write_file
 
         output = destination(output)
         plot_path, plot_format = plot_destination(plot)
+        settings = config_mod.load(config, flags={"fail-on": fail_on})
         if new is not None and (_is_log(ref) or _is_log(new)):
-            runs = _RunsArgs(rtol, atol, exact, dtype, name_map, fail_on, plot_path, plot_format)
-            code = _diff_runs(ref, new, runs, format, output, width)
-            raise typer.Exit(code)
+            runs = _RunsArgs(rtol, atol, exact, dtype, name_map, plot_path, plot_format)
+            raise typer.Exit(_diff_runs(ref, new, runs, settings, format, output, width))
         if new is None and b_autocast is None and not b_compile and not b_deterministic:
             raise GradscopeError(
                 "give NEW, or --b-autocast/--b-compile/--b-deterministic to compare REF with itself"
@@ -227,8 +215,12 @@ def diff(
 
             write_file(plot_path, diff_plot(result, plot_format))
             clikit.note(f"wrote {plot}")
-        _emit(result, format, output, width, None if all_rows else top)
-        code = ExitCode.FINDINGS if result.differs else ExitCode.OK
+        result.findings = settings.judged(result.findings)
+        outcome = result.outcome()
+        outputs.write(
+            format, outcome, output, settings.fail_on, width, top=None if all_rows else top
+        )
+        code = exit_code([outcome], settings.fail_on)
     raise typer.Exit(code)
 
 
@@ -245,19 +237,26 @@ class _RunsArgs:
     exact: bool
     dtype: str | None
     name_map: str | None
-    fail_on: str | None
     plot_path: str | None
     plot_format: str
 
 
 def _diff_runs(
-    ref: str, new: str, a: _RunsArgs, format: DiffFormat, output: str | None, width: int | None
+    ref: str,
+    new: str,
+    a: _RunsArgs,
+    settings: Any,
+    format: Format,
+    output: str | None,
+    width: int | None,
 ) -> ExitCode:
-    """Two `watch --log` files: read, compare, render; the exit code from --fail-on."""
+    """Two `watch --log` files: read, compare, judge under the settings, write, exit code."""
     from gradscope.diff.align import load_name_map
     from gradscope.diff.runs import RunsOptions, diff_logs
     from gradscope.diff.runs.tolerance import RTOL
-    from gradscope.report.write import emit, write_file
+    from gradscope.outcome import exit_code
+    from gradscope.report import outputs
+    from gradscope.report.write import write_file
 
     for path in (ref, new):
         if not _is_log(path):
@@ -268,7 +267,6 @@ def _diff_runs(
     dtype = a.dtype.lower().removeprefix("torch.") if a.dtype else None
     if dtype is not None and dtype not in RTOL:
         raise GradscopeError(f"--dtype {a.dtype}: use one of {', '.join(RTOL)}")
-    fail_on = _fail_on(a.fail_on)
     options = RunsOptions(
         rtol=a.rtol,
         atol=a.atol,
@@ -278,35 +276,16 @@ def _diff_runs(
     )
     result = diff_logs(ref, new, options)
     if result.could_not_run:
-        raise GradscopeError(f"{ref} vs {new}: {result.could_not_run}")
-    if a.plot_path:
+        clikit.error(f"{result.label}: {result.could_not_run}")
+    elif a.plot_path:
         from gradscope.report.diff_runs_plot import plot as runs_plot
 
         write_file(a.plot_path, runs_plot(result, a.plot_format))
         clikit.note(f"wrote {a.plot_path}")
-    if format is DiffFormat.json:
-        from gradscope.report.json import dumps
-
-        emit(dumps(result.to_dict()), output)
-    else:
-        from gradscope.report import diff_runs_terminal
-        from gradscope.report.console import view_for
-
-        emit(diff_runs_terminal.render(result, view_for(output, width)), output)
-    return ExitCode.FINDINGS if result.failed(fail_on) else ExitCode.OK
-
-
-def _fail_on(text: str | None) -> Any:
-    from gradscope.findings import Severity
-
-    if text is None:
-        return Severity.WARNING
-    if text.strip().lower() == "never":
-        return None
-    try:
-        return Severity.parse(text)
-    except ValueError as exc:
-        raise GradscopeError(f"--fail-on {text}: {exc}") from None
+    result.findings = settings.judged(result.findings)
+    outcome = result.outcome()
+    outputs.write(format, outcome, output, settings.fail_on, width)
+    return exit_code([outcome], settings.fail_on)
 
 
 def _run(ref: str, new: str | None, options: Any) -> Any:
@@ -316,19 +295,3 @@ def _run(ref: str, new: str | None, options: Any) -> Any:
 
     with Console(stderr=True).status(f"comparing {ref} ...", spinner="dots"):
         return diff_targets(ref, new, options)
-
-
-def _emit(
-    result: Any, format: DiffFormat, output: str | None, width: int | None, top: int | None
-) -> None:
-    from gradscope.report.write import emit
-
-    if format is DiffFormat.json:
-        from gradscope.report.json import dumps
-
-        emit(dumps(result.to_dict()), output)
-        return
-    from gradscope.report import diff_terminal
-    from gradscope.report.console import view_for
-
-    emit(diff_terminal.render(result, view_for(output, width, top)), output)

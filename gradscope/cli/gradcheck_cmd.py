@@ -6,18 +6,16 @@ No torch at import time: `gradscope --help` imports this module.
 from __future__ import annotations
 
 import sys
-from enum import Enum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from gradscope.cli import common as clikit
 from gradscope.errors import ExitCode, TargetError
+from gradscope.report.outputs import Format
 
-
-class GradcheckFormat(str, Enum):
-    terminal = "terminal"
-    json = "json"
+if TYPE_CHECKING:
+    from gradscope.config import Settings
 
 
 def gradcheck(
@@ -112,12 +110,11 @@ def gradcheck(
             help="Check forward-mode AD (jvp); default: when the Function defines jvp.",
         ),
     ] = None,
-    format: Annotated[
-        GradcheckFormat,
-        typer.Option("--format", "-f", help="terminal (rich) or json (versioned schema)."),
-    ] = GradcheckFormat.terminal,
+    format: clikit.FormatOpt = Format.terminal,
     output: clikit.OutputOpt = None,
+    fail_on: clikit.FailOnOpt = None,
     config: clikit.ConfigOpt = None,
+    width: clikit.WidthOpt = None,
     debug: clikit.DebugOpt = False,
 ) -> None:
     """Check custom autograd Functions against numerical derivatives, and say which
@@ -129,8 +126,12 @@ def gradcheck(
     entry and diagnosed: constant factor, sign flip, None or zero gradient,
     wrong order, transposed, masked/branch error, ignored grad_output.
 
-    Exit codes: 0 all targets pass, 1 a gradient is wrong or the target's
-    backward raised, 2 could not run (bad SPEC, import error, bad
+    Each wrong gradient is a GS201 finding, a backward that raised GS202 (both
+    errors), a caveat GS203 (a warning); severities and ignores in the config apply
+    as to every command.
+
+    Exit codes: 0 all targets pass, 1 a finding at --fail-on (default error: a
+    gradient is wrong or the target's backward raised), 2 could not run (bad SPEC, import error, bad
     --shape/--arg/--tensor/--domain/--dtype, or a forward that rejects the
     generated inputs: state inputs that fit).
 
@@ -149,10 +150,15 @@ def gradcheck(
     """
     code = ExitCode.ERROR
     with clikit.guarded(debug):
+        from gradscope import config as config_mod
         from gradscope.gradcheck import run
+        from gradscope.gradcheck.findings import outcome
+        from gradscope.outcome import exit_code
+        from gradscope.report import outputs
         from gradscope.report.write import destination, to_stdout
 
         output = destination(output)
+        settings = config_mod.load(config, flags={"fail-on": fail_on})
         jobs = build_jobs(
             specs or [],
             shape or [],
@@ -161,7 +167,7 @@ def gradcheck(
             seed,
             second_order,
             forward_ad,
-            config,
+            settings,
             tensor or [],
             domain or [],
         )
@@ -170,8 +176,9 @@ def gradcheck(
         if debug:
             for error in (e for t in report.targets for e in t.errors):
                 sys.stderr.write(f"{error.check}: {error.traceback}\n")
-        _emit(report, format, output)
-        code = ExitCode.OK if report.passed else ExitCode.FINDINGS
+        judged = outcome(report, settings)
+        outputs.write(format, judged, output, settings.fail_on, width)
+        code = exit_code([judged], settings.fail_on)
     raise typer.Exit(code)
 
 
@@ -183,18 +190,16 @@ def build_jobs(
     seed: int | None,
     second_order: bool | None,
     forward_ad: bool | None,
-    config: str | None,
+    settings: Settings,
     tensors: list[str] | None = None,
     domains: list[str] | None = None,
 ) -> list[tuple[str, Any]]:
     """(SPEC, Options) pairs: config entries for a SPEC first, command-line flags over them."""
-    from gradscope import config as config_mod
     from gradscope.config import CheckEntry
     from gradscope.gradcheck import options_for
     from gradscope.gradcheck.inputs import parse_arg, parse_dtype, parse_shape
     from gradscope.gradcheck.values import parse_domain, parse_tensor
 
-    settings = config_mod.load(config)
     entries: list[tuple[str, CheckEntry | None]] = [(e.target, e) for e in settings.gradcheck]
     if specs:
         entries = [(s, next((e for t, e in entries if t == s), None)) for s in specs]
@@ -226,17 +231,3 @@ def build_jobs(
         )
         for spec, entry in entries
     ]
-
-
-def _emit(report: Any, format: GradcheckFormat, output: str | None) -> None:
-    from gradscope.report.write import emit
-
-    if format is GradcheckFormat.json:
-        from gradscope.report import gradcheck_json
-
-        emit(gradcheck_json.render(report), output)
-        return
-    from gradscope.report import gradcheck_terminal
-    from gradscope.report.console import view_for
-
-    emit(gradcheck_terminal.render(report, view_for(output)), output)

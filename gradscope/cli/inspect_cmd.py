@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from gradscope.cli import common as clikit
-from gradscope.errors import ExitCode, GradscopeError
+from gradscope.errors import GradscopeError
 from gradscope.examples import EXAMPLES
 from gradscope.report import outputs
 from gradscope.report.outputs import Format
@@ -133,6 +133,7 @@ def inspect(
     """
     with clikit.guarded(debug):
         from gradscope import config as config_mod
+        from gradscope.outcome import exit_code
         from gradscope.report.write import destination, distinct, to_stdout, write_file
         from gradscope.targets import DEFAULT_NAME, is_script
 
@@ -166,7 +167,8 @@ def inspect(
         which = parse_step(step)
         with clikit.user_stdout_to_stderr(to_stdout(output)):
             report = _run_inspect(target, settings, explain, ctx.args if script else None, which)
-        code = ExitCode.FINDINGS if report.failed(settings.fail_on) else ExitCode.OK
+        outcome = report.outcome()
+        code = exit_code([outcome], settings.fail_on)
         if script and _launched_rank() != 0:  # under torchrun, rank 0 alone reports
             raise typer.Exit(code)
         if plot_path:
@@ -174,15 +176,8 @@ def inspect(
 
             write_file(plot_path, flow_plot(report, plot_format))
             clikit.note(f"wrote {plot}")
-        from gradscope.check import from_inspect
-
         outputs.write(
-            format,
-            from_inspect(report, settings.fail_on),
-            output,
-            width,
-            inspect=report,
-            top=None if all_rows else top,
+            format, outcome, output, settings.fail_on, width, top=None if all_rows else top
         )
         raise typer.Exit(code)
 

@@ -66,6 +66,15 @@ def watch(
             help="Draw a .png or .svg: layers × steps heatmap over loss and norm curves.",
         ),
     ] = None,
+    tensorboard: Annotated[
+        str | None,
+        typer.Option(
+            "--tensorboard",
+            metavar="DIR",
+            help="Also write the run as TensorBoard events to DIR: per-step loss, norms "
+            "and per-layer norms as scalars, findings as text (needs tensorboard).",
+        ),
+    ] = None,
     format: Annotated[
         Format,
         typer.Option("--format", "-f", help="terminal, json (per-step series), junit or markdown."),
@@ -145,6 +154,8 @@ def watch(
 
       gradscope watch train.py --steps 200 --plot grads.png --log steps.jsonl
 
+      gradscope watch train.py --tensorboard runs/gradscope
+
       gradscope watch train.py --format json --output report.json
 
       gradscope watch train_ddp.py --nproc-per-node 2 -- --epochs 1
@@ -159,15 +170,26 @@ def watch(
 
         flags: dict[str, object] = {"fail-on": fail_on, **_thresholds(threshold or [])}
         settings = config_mod.load(config, flags=flags)
-        if plot and not plot.lower().endswith((".png", ".svg")):
-            raise ConfigError(f"--plot {plot}: use a .png or .svg file name")
-        from gradscope.report.write import destination, distinct, write_file
+        if plot and not plot.lower().endswith((".png", ".svg", ".pdf")):
+            raise ConfigError(f"--plot {plot}: give a .png, .svg or .pdf file")
+        if tensorboard is not None:
+            from gradscope.report.tensorboard import require
+
+            require()
+        from gradscope.report.write import (
+            destination,
+            distinct,
+            folder_destination,
+            write_file,
+        )
 
         # resolved before the script runs: a script that changes directory moves nothing
         output = destination(output)
         plot_path = destination(plot, "--plot")
         log = destination(log, "--log")
-        distinct({"--output": output, "--plot": plot_path, "--log": log}, {"SCRIPT": script})
+        events = folder_destination(tensorboard, "--tensorboard") if tensorboard else None
+        outs = {"--output": output, "--plot": plot_path, "--log": log, "--tensorboard": events}
+        distinct(outs, {"SCRIPT": script})
         from gradscope.watcher.distributed_hooks import is_main_process, quiet_unless_main
 
         to_stdout = not output or output == "-"
@@ -190,8 +212,11 @@ def watch(
         # under torchrun, rank 0 reports; the others print only errors. A run with nothing
         # judged gets no empty terminal report, but CI formats still get their document.
         # The report comes first: a plot that cannot be drawn never costs the verdict
+        outcome = report.outcome()
         if main_rank and (shown or format is not Format.terminal):
-            _write(report, format, output, width)
+            from gradscope.report import outputs
+
+            outputs.write(format, outcome, output, settings.fail_on, width)
         if plot and main_rank and report.judged:
             from gradscope.report import watch_plot
 
@@ -199,8 +224,14 @@ def watch(
             write_file(plot_path, watch_plot.render(report, plot_path.rpartition(".")[2].lower()))
         elif plot and main_rank:
             clikit.note(f"--plot {plot}: not drawn, no step was recorded")
+        if events and main_rank and report.judged:
+            from gradscope.report import tensorboard as tensorboard_events
+
+            tensorboard_events.write(report, events)
         _status_line(report, main_rank, debug)
-        code = report.exit_code()
+        from gradscope.outcome import exit_code
+
+        code = exit_code([outcome], settings.fail_on)
         if main_rank:
             from gradscope.distributed.launch import record_exit
 
@@ -209,32 +240,6 @@ def watch(
 
         # under torchrun a failing rank makes torchrun stop rank 0 before its report
         raise typer.Exit(rank_exit_code(code))
-
-
-def _write(report: WatchReport, fmt: Format, output: str | None, width: int | None) -> None:
-    from gradscope.report.console import view_for
-    from gradscope.report.write import emit
-
-    if fmt is Format.terminal:
-        from gradscope.report import watch_terminal
-
-        emit(watch_terminal.render(report, view_for(output, width)), output)
-    elif fmt is Format.json:
-        from gradscope.report import json as json_report
-
-        emit(json_report.dumps(report.to_dict()), output)
-    else:
-        from gradscope.watcher.check import as_check
-
-        check = as_check(report)
-        if fmt is Format.junit:
-            from gradscope.report import junit
-
-            emit(junit.render(check), output)
-        else:
-            from gradscope.report import markdown
-
-            emit(markdown.render(check), output)
 
 
 def _status_line(report: WatchReport, main_rank: bool = True, debug: bool = False) -> None:

@@ -9,7 +9,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradscope.findings import Finding, Severity
+from gradscope.findings import Finding
+from gradscope.outcome import Outcome, file_of
 
 SCHEMA_VERSION = 1
 DEFAULT_SOURCE = "per dtype"
@@ -236,8 +237,18 @@ class DiffResult:
         deltas = [r.output for r in self.modules] + [p.grad for p in self.params] + [self.loss]
         return all(d is None or (d.max_abs == 0 and not d.shape) for d in deltas)
 
-    def failed(self, fail_on: Severity | None) -> bool:
-        return fail_on is not None and any(f.severity >= fail_on for f in self.findings)
+    def outcome(self) -> Outcome:
+        """Every difference beyond tolerance is an error finding (GS601/GS602), so the
+        verdict "differ" is exit 1 under the default --fail-on."""
+        return Outcome(
+            "diff",
+            f"{self.ref_label} vs {self.new_label}",
+            list(self.findings),
+            document=self.to_dict(),
+            duration_s=self.duration_s,
+            file=file_of(self.new_label),
+            detail=self,
+        )
 
     def verdict(self) -> str:
         if self.differs:

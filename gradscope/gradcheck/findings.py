@@ -1,12 +1,12 @@
-"""A gradcheck result as findings, so `gradscope check` gates and reports it like inspect."""
+"""A gradcheck result as findings (GS201-GS203), judged like every other command's:
+`gradscope gradcheck` and a `[[gradcheck]]` target of `gradscope check` give one verdict."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from gradscope.config import CheckEntry, Settings
-from gradscope.findings import RULES, Finding, with_settings
+from gradscope.findings import RULES, Finding
 from gradscope.gradcheck.results import GradcheckReport
+from gradscope.outcome import Outcome
 
 
 def findings(report: GradcheckReport) -> list[Finding]:
@@ -48,11 +48,23 @@ def findings(report: GradcheckReport) -> list[Finding]:
     return out
 
 
-def check_entry(
-    entry: CheckEntry, spec: str, settings: Settings
-) -> tuple[list[Finding], dict[str, Any]]:
+def outcome(report: GradcheckReport, settings: Settings) -> Outcome:
+    """The findings under the user's severities and ignores; a Function whose check failed
+    always has a finding, so no severity setting can turn a wrong gradient into silence
+    without it being shown (as ignored)."""
+    label = " ".join(t.spec for t in report.targets)
+    return Outcome(
+        "gradcheck",
+        label,
+        settings.judged(findings(report)),
+        document=report.to_dict(),
+        duration_s=sum(t.duration_s for t in report.targets),
+        detail=report,
+    )
+
+
+def check_entry(entry: CheckEntry, spec: str, settings: Settings) -> Outcome:
     """Run one [[gradcheck]] entry; GradscopeError (bad spec or options) propagates."""
     from gradscope.gradcheck import options_for, run
 
-    report = run([(spec, options_for(entry))])
-    return with_settings(findings(report), settings), report.to_dict()
+    return outcome(run([(spec, options_for(entry))]), settings)

@@ -1,6 +1,6 @@
 """Plain results of `gradscope gradcheck` (no torch here: reporters and tests read them).
 
-check → [FunctionResult] → report.gradcheck_terminal | report.gradcheck_json.
+check → [FunctionResult] → gradcheck.findings.outcome → report.outputs.
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ class CheckSummary:
 class FunctionResult:
     """One checked Function (or function, or module): its inputs, checks and failures.
 
-    Not `check.TargetResult`, which is one target of the CI gate."""
+    Not `outcome.Outcome`, which is what a whole command judged."""
 
     spec: str
     kind: str
@@ -233,6 +233,7 @@ class GradcheckReport:
         return {
             "version": SCHEMA_VERSION,
             "tool": "gradscope",
+            "kind": "gradcheck",
             "command": "gradcheck",
             "torch": self.torch_version,
             "passed": self.passed,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gradscope.check import CheckReport
 from gradscope.findings import Severity
+from gradscope.outcome import CheckReport
 
 LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
@@ -17,13 +17,13 @@ def render(report: CheckReport) -> str:
     lines = []
     for r in report.results:
         where = f"file={_escape(r.file, True)}," if r.file else ""
-        if r.error:
+        if r.could_not_run:
             lines.append(
                 f"::error {where}title=gradscope could not run "
-                f"{_escape(r.target, True)}::{_escape(r.error)}"
+                f"{_escape(r.label, True)}::{_escape(r.could_not_run)}"
             )
         for f in r.findings:
-            title = _escape(f"gradscope {f.rule} {f.slug} in {r.target}", True)
+            title = _escape(f"gradscope {f.rule} {f.slug} in {r.label}", True)
             lines.append(
                 f"::{LEVEL[f.severity]} {where}title={title}::"
                 f"{_escape(f.message + ' — ' + f.advice)}"

@@ -163,7 +163,8 @@ def _training(r: RunsDiff, console: Console) -> None:
 
 
 def _findings(r: RunsDiff, console: Console) -> None:
-    for f in r.findings:
+    shown = [f for f in r.findings if f.ignored_by is None]
+    for f in shown:
         line = Text(str(f.severity), style=_SEVERITY[f.severity])
         line.append(f" {f.rule} {f.slug} ", style="dim")
         line.append(fmt.printable(f.subject))
@@ -172,6 +173,9 @@ def _findings(r: RunsDiff, console: Console) -> None:
         for e in f.evidence:
             _say(console, Text(fmt.printable(e), style="dim"))
         _say(console, Text("→ " + fmt.printable(f.advice)))
+    ignored = len(r.findings) - len(shown)
+    if ignored:
+        _say(console, Text(f"{ignored} finding(s) ignored by the config", style="dim"), 0)
     if r.findings:
         console.print()
 

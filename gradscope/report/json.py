@@ -10,8 +10,6 @@ import json
 import math
 from typing import Any
 
-from gradscope.results import Report
-
 
 def _strict(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
@@ -25,7 +23,3 @@ def _strict(value: Any) -> Any:
 
 def dumps(document: dict[str, Any]) -> str:
     return json.dumps(_strict(document), indent=2, allow_nan=False) + "\n"
-
-
-def render(report: Report) -> str:
-    return dumps(report.to_dict())

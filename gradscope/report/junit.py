@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from gradscope.check import CheckReport
 from gradscope.findings import Finding, grouped, ignored_summary, subjects_text
+from gradscope.outcome import CheckReport
 
 
 def _text(findings: list[Finding]) -> str:
@@ -33,7 +33,7 @@ def _text(findings: list[Finding]) -> str:
 def render(report: CheckReport) -> str:
     fail_on = report.fail_on
     failures = sum(r.failed(fail_on) for r in report.results)
-    errors = sum(r.error is not None for r in report.results)
+    errors = sum(r.could_not_run is not None for r in report.results)
     total = sum(r.duration_s for r in report.results)
     suites = ET.Element(
         "testsuites",
@@ -58,15 +58,16 @@ def render(report: CheckReport) -> str:
             suite,
             "testcase",
             classname=f"gradscope.{r.kind}",
-            name=r.target,
+            name=r.label,
             time=f"{r.duration_s:.3f}",
         )
         if r.file:
             case.set("file", r.file)
         failing = [f for f in r.findings if fail_on is not None and f.severity >= fail_on]
         rest = [f for f in r.findings if f not in failing] + r.known
-        if r.error is not None:
-            ET.SubElement(case, "error", message=r.error, type="could-not-run").text = r.error
+        if r.could_not_run is not None:
+            why = r.could_not_run
+            ET.SubElement(case, "error", message=why, type="could-not-run").text = why
         elif failing:
             first = failing[0]
             el = ET.SubElement(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gradscope.check import CheckReport, TargetResult
 from gradscope.findings import Finding, Severity, grouped, ignored_summary
 from gradscope.fmt import printable
+from gradscope.outcome import CheckReport, Outcome
 
 ICON = {"pass": "✅", "fail": "❌", "error": "⚠️"}
 
@@ -14,8 +14,8 @@ def _cell(text: str) -> str:
     return printable(text.replace("|", "\\|").replace("\n", " "))
 
 
-def _state(r: TargetResult, fail_on: Severity | None) -> str:
-    return "error" if r.error else ("fail" if r.failed(fail_on) else "pass")
+def _state(r: Outcome, fail_on: Severity | None) -> str:
+    return "error" if r.could_not_run else ("fail" if r.failed(fail_on) else "pass")
 
 
 def render(report: CheckReport) -> str:
@@ -33,15 +33,15 @@ def render(report: CheckReport) -> str:
     for r, state in zip(report.results, states, strict=True):
         counts = ", ".join(f"{n} {s}" for s, n in _counts(r).items() if n) or "none"
         lines.append(
-            f"| {ICON[state]} | `{_cell(r.target)}` | {r.kind} | {counts} | {r.duration_s:.2f} s |"
+            f"| {ICON[state]} | `{_cell(r.label)}` | {r.kind} | {counts} | {r.duration_s:.2f} s |"
         )
     for r in report.results:
-        if r.error:
-            lines += ["", f"### `{r.target}`: could not run", "", _cell(r.error)]
+        if r.could_not_run:
+            lines += ["", f"### `{r.label}`: could not run", "", _cell(r.could_not_run)]
         elif r.findings or r.known:
             lines += [
                 "",
-                f"### `{r.target}`",
+                f"### `{r.label}`",
                 "",
                 "| severity | rule | subject | message |",
                 "|---|---|---|---|",
@@ -67,7 +67,7 @@ def _row(group: list[Finding], note: str) -> str:
     )
 
 
-def _counts(r: TargetResult) -> dict[str, int]:
+def _counts(r: Outcome) -> dict[str, int]:
     out = {str(s): 0 for s in sorted(Severity, reverse=True)}
     for f in r.findings:
         out[str(f.severity)] += 1

@@ -1,11 +1,12 @@
-"""Render a result in the chosen format, and deliver the text where it belongs.
+"""The one output path of every command: render an outcome in the chosen format, deliver
+it, then the CI extras.
 
-Every renderer has one shape: it takes a result and a View and returns text
-(terminal text is painted by rich into a string). Only `deliver` writes: to
-stdout, or atomically to the file the user named. Besides the chosen format: on
-GitHub Actions (GITHUB_ACTIONS=true) findings are also printed as `::error` /
-`::warning` annotations, on stdout unless the report itself occupies stdout
-(then stderr); markdown is appended to $GITHUB_STEP_SUMMARY as well when set.
+Every renderer takes a result and a View and returns text (terminal text is painted by
+rich into a string). Only `write` delivers: to stdout, or atomically to the file the
+user named. Besides the chosen format: on GitHub Actions (GITHUB_ACTIONS=true) findings
+are also printed as `::error` / `::warning` annotations, on stdout unless the report
+itself occupies stdout (then stderr); markdown is appended to $GITHUB_STEP_SUMMARY as
+well when set.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from gradscope.report.console import View, view_for
 from gradscope.report.write import append_to, emit, to_stdout
 
 if TYPE_CHECKING:  # the CLI imports this module for Format: --help stays cheap
-    from gradscope.check import CheckReport
-    from gradscope.results import Report
+    from gradscope.findings import Severity
+    from gradscope.outcome import CheckReport, Outcome
 
 
 class Format(str, Enum):
@@ -30,35 +31,21 @@ class Format(str, Enum):
     markdown = "markdown"
 
 
-def render(fmt: Format, check: CheckReport, view: View, inspect: Report | None = None) -> str:
-    """`inspect` set: the single-target report of `gradscope inspect` (its own JSON/terminal)."""
-    if fmt is Format.terminal:
-        from gradscope.report import terminal
-
-        return terminal.render(inspect, view) if inspect else terminal.render_check(check, view)
-    if fmt is Format.json:
-        from gradscope.report import json as json_report
-
-        return json_report.render(inspect) if inspect else json_report.dumps(check.to_dict())
-    if fmt is Format.junit:
-        from gradscope.report import junit
-
-        return junit.render(check)
-    from gradscope.report import markdown
-
-    return markdown.render(check)
-
-
 def write(
     fmt: Format,
-    check: CheckReport,
+    result: Outcome | CheckReport,
     output: str | None,
+    fail_on: Severity | None,
     width: int | None = None,
-    inspect: Report | None = None,
     top: int | None = 30,
 ) -> None:
-    """Render, deliver, then the CI extras (step summary, annotations)."""
-    text = render(fmt, check, view_for(output, width, top), inspect)
+    """Render one command's outcome (or `check`'s several), deliver it, then the CI
+    extras (step summary, annotations)."""
+    from gradscope.outcome import CheckReport
+
+    check = result if isinstance(result, CheckReport) else CheckReport([result], fail_on)
+    single = None if isinstance(result, CheckReport) else result
+    text = render(fmt, check, view_for(output, width, top), single)
     emit(text, output)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if fmt is Format.markdown and summary:
@@ -69,3 +56,50 @@ def write(
         stream = sys.stderr if to_stdout(output) and fmt is not Format.terminal else sys.stdout
         stream.write(annotations.render(check))
         stream.flush()
+
+
+def render(fmt: Format, check: CheckReport, view: View, single: Outcome | None = None) -> str:
+    """`single`: the outcome of one command (its own terminal report and JSON document);
+    None: `gradscope check`'s combined report."""
+    if fmt is Format.terminal:
+        return terminal(single, view) if single else _check_terminal(check, view)
+    if fmt is Format.json:
+        from gradscope.report.json import dumps
+
+        return dumps(single.to_dict() if single else check.to_dict())
+    if fmt is Format.junit:
+        from gradscope.report import junit
+
+        return junit.render(check)
+    from gradscope.report import markdown
+
+    return markdown.render(check)
+
+
+def terminal(outcome: Outcome, view: View) -> str:
+    """The command's own terminal report, from the result it judged (`detail`)."""
+    if outcome.kind == "watch":
+        from gradscope.report import watch_terminal
+
+        return watch_terminal.render(outcome.detail, view)
+    if outcome.kind == "gradcheck":
+        from gradscope.report import gradcheck_terminal
+
+        return gradcheck_terminal.render(outcome.detail, view)
+    if outcome.kind == "diff" and outcome.document and outcome.document.get("mode") == "runs":
+        from gradscope.report import diff_runs_terminal
+
+        return diff_runs_terminal.render(outcome.detail, view)
+    if outcome.kind == "diff":
+        from gradscope.report import diff_terminal
+
+        return diff_terminal.render(outcome.detail, view)
+    from gradscope.report import terminal as inspect_terminal
+
+    return inspect_terminal.render(outcome.detail, view)
+
+
+def _check_terminal(check: CheckReport, view: View) -> str:
+    from gradscope.report import terminal as check_terminal
+
+    return check_terminal.render_check(check, view)

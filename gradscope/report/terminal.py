@@ -23,7 +23,7 @@ from gradscope.results import Report
 from gradscope.stats import ParamStats
 
 if TYPE_CHECKING:
-    from gradscope.check import CheckReport
+    from gradscope.outcome import CheckReport
 
 STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 STATUS_STYLE = {
@@ -295,7 +295,7 @@ def render_check(report: CheckReport, view: View) -> str:
     def draw(console: Console) -> None:
         fail_on = report.fail_on
         for r in report.results:
-            if r.error:
+            if r.could_not_run:
                 state, style = "COULD NOT RUN", "bold magenta"
             elif r.failed(fail_on):
                 state, style = "FAIL", "bold red"
@@ -305,16 +305,16 @@ def render_check(report: CheckReport, view: View) -> str:
                 console,
                 (f"{state:13} ", style),
                 (f"{r.kind} ", "dim"),
-                printable(r.target),
+                printable(r.label),
                 (f"  ({r.duration_s:.2f} s)", "dim"),
             )
-            if r.error:
-                _detail(console, "error:", r.error)
+            if r.could_not_run:
+                _detail(console, "error:", r.could_not_run)
             _findings(r.findings, console, header=False)
             if r.known:
                 _detail(console, "", f"{len(r.known)} finding(s) already in the baseline", "dim")
             _ignored(r.ignored, console)
-        passed = sum(not r.error and not r.failed(fail_on) for r in report.results)
+        passed = sum(not r.could_not_run and not r.failed(fail_on) for r in report.results)
         _line(
             console,
             ("\ncheck: ", "bold"),

@@ -47,6 +47,19 @@ def destination(path: str | None, option: str = "--output") -> str | None:
     return full
 
 
+def folder_destination(path: str, option: str) -> str:
+    """Check an output folder before any work starts (it is made if missing); absolute."""
+    full = os.path.abspath(path)
+    if os.path.exists(full) and not os.path.isdir(full):
+        raise GradscopeError(f"{option} {path}: it is a file, not a folder")
+    existing = full
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.access(existing, os.W_OK):
+        raise GradscopeError(f"{option} {path}: folder {existing} is not writable")
+    return full
+
+
 def distinct(outputs: dict[str, str | None], inputs: dict[str, str | None]) -> None:
     """Refuse, before anything is opened, two options naming one file, or an output naming
     an input (`--log train.py` would empty the script it is about to run). Devices and

@@ -8,7 +8,7 @@ applies the user's severities and marks what their ignores silence.
 from __future__ import annotations
 
 from gradscope.config import Settings
-from gradscope.findings import Finding, with_settings
+from gradscope.findings import Finding
 from gradscope.rules import grads, memory  # noqa: F401  (registers their checks)
 from gradscope.rules.base import CHECKS
 from gradscope.rules.grads import dense_rms
@@ -22,4 +22,4 @@ def diagnose(stats: RunStats, settings: Settings | None = None) -> list[Finding]
     findings: list[Finding] = []
     for rule_check in CHECKS.values():
         findings.extend(rule_check(stats, settings.thresholds))
-    return with_settings(findings, settings)
+    return settings.judged(findings)

@@ -1,4 +1,4 @@
-"""A watched run as a `gradscope check` target: `[[watch]]` entries and the CI formats."""
+"""A `[[watch]]` entry of `gradscope check`: its script run under watch, as an Outcome."""
 
 from __future__ import annotations
 
@@ -6,38 +6,10 @@ import os
 import time
 
 from gradscope.config import CheckEntry, Settings
-from gradscope.results import CheckReport, TargetResult
-from gradscope.watcher.report import WatchReport
+from gradscope.outcome import Outcome
 
 
-def result(report: WatchReport, duration_s: float | None = None) -> TargetResult:
-    """A crashed or interrupted script, or a run in which no step was judged, is an error
-    (it could not run), not a finding and never a pass."""
-    run = report.run
-    error = None
-    if run.status == "crashed":
-        error = f"{report.failure()} (after {len(run.steps)} optimizer steps)"
-    elif run.status in ("interrupted", "terminated"):
-        error = f"{run.status} after {len(run.steps)} optimizer steps"
-    elif not report.judged:
-        error = report.nothing_judged()
-    label = report.run.label.removeprefix("script ")
-    return TargetResult(
-        "watch",
-        label,
-        list(report.findings),
-        document=report.to_dict(),
-        error=error,
-        duration_s=report.run.duration_s if duration_s is None else duration_s,
-        file=label if label.endswith(".py") else None,
-    )
-
-
-def as_check(report: WatchReport) -> CheckReport:
-    return CheckReport([result(report)], report.fail_on)
-
-
-def run_entry(entry: CheckEntry, settings: Settings) -> TargetResult:
+def run_entry(entry: CheckEntry, settings: Settings) -> Outcome:
     """One `[[watch]]` entry: its script relative to the config file that names it."""
     from gradscope.errors import GradscopeError
     from gradscope.watcher.runner import run_script
@@ -58,5 +30,7 @@ def run_entry(entry: CheckEntry, settings: Settings) -> TargetResult:
             label=script,
         )
     except GradscopeError as exc:
-        return TargetResult("watch", entry.target, error=str(exc), file=script)
-    return result(report, time.perf_counter() - start)
+        return Outcome("watch", entry.target, could_not_run=str(exc), file=script)
+    outcome = report.outcome()
+    outcome.duration_s, outcome.detail = time.perf_counter() - start, None
+    return outcome

@@ -380,12 +380,12 @@ def _from_records(found: dict[int, dict[str, Any]]) -> tuple[list[Any], tuple[st
 def _merged(
     report: WatchReport, extra: list[Any], notes: tuple[str, ...], settings: Settings
 ) -> WatchReport:
-    from gradscope.findings import apply_settings
+    from gradscope.findings import split_ignored
 
-    findings = report.findings + apply_settings(list(extra), settings)
-    findings.sort(key=lambda f: (-f.severity, f.rule))
+    active, ignored = split_ignored(settings.judged(list(extra)))
+    findings = sorted(report.findings + active, key=lambda f: (-f.severity, f.rule))
     run = replace(report.run, notes=report.run.notes + notes) if notes else report.run
-    return replace(report, run=run, findings=findings)
+    return replace(report, run=run, findings=findings, ignored=report.ignored + ignored)
 
 
 def _say_error(line: str) -> None:

@@ -9,11 +9,15 @@ from typing import Any
 
 from gradscope.config import Settings
 from gradscope.errors import ExitCode
-from gradscope.findings import Finding, Severity, apply_settings
+from gradscope.findings import Finding, Severity, split_ignored
+from gradscope.outcome import Outcome
 from gradscope.watcher.records import MANUAL, WatchRun
 
 WATCH_SCHEMA_VERSION = 1
 """Version of the `gradscope watch --format json` document (docs/json-schema.md)."""
+
+STOPPED = {"interrupted": ExitCode.INTERRUPTED, "terminated": ExitCode.TERMINATED}
+"""Run statuses that are exit codes of their own."""
 
 
 @dataclass(frozen=True)
@@ -21,12 +25,13 @@ class WatchReport:
     run: WatchRun
     findings: list[Finding]
     thresholds: dict[str, float]
-    fail_on: Severity | None = Severity.ERROR
     torch_version: str = field(default="")
     distributed: dict[str, Any] | None = None
     """Under torchrun: the ranks' merged numbers (DistReport.summary()); None otherwise."""
     where: str | None = None
     """When the script failed: file:line of its own code that raised (or called sys.exit)."""
+    ignored: list[Finding] = field(default_factory=list)
+    """Findings an `ignore` pattern silenced: reported, never failing."""
 
     @classmethod
     def build(cls, run: WatchRun, settings: Settings) -> WatchReport:
@@ -34,13 +39,15 @@ class WatchReport:
 
         from gradscope.rules import steps as step_rules
 
-        findings = apply_settings(step_rules.diagnose(run, settings.thresholds), settings)
-        findings.sort(key=lambda f: (-f.severity, f.rule))
-        return cls(run, findings, settings.threshold_dict(), settings.fail_on, torch.__version__)
-
-    def failed(self, fail_on: Severity | None = None) -> bool:
-        level = self.fail_on if fail_on is None else fail_on
-        return level is not None and any(f.severity >= level for f in self.findings)
+        judged = settings.judged(step_rules.diagnose(run, settings.thresholds))
+        findings, ignored = split_ignored(sorted(judged, key=lambda f: (-f.severity, f.rule)))
+        return cls(
+            run,
+            findings,
+            settings.threshold_dict(),
+            torch.__version__,
+            ignored=ignored,
+        )
 
     @property
     def judged(self) -> bool:
@@ -76,16 +83,32 @@ class WatchReport:
             )
         return "nothing was judged: the script ran no backward() and no optimizer step"
 
-    def exit_code(self) -> ExitCode:
-        """130 interrupted, 2 the script crashed or nothing was judged, else 1 on findings
-        at --fail-on, 0."""
-        if self.run.status == "interrupted":
-            return ExitCode.INTERRUPTED
-        if self.run.status == "terminated":
-            return ExitCode.TERMINATED
-        if self.run.status == "crashed" or not self.judged:
-            return ExitCode.ERROR
-        return ExitCode.FINDINGS if self.failed() else ExitCode.OK
+    def outcome(self) -> Outcome:
+        """A crash, or a run in which no step was judged, could not run (exit 2, never a
+        pass, whatever its findings); Ctrl-C and SIGTERM are their own exit codes."""
+        run = self.run
+        steps = f"{len(run.steps)} optimizer step{'' if len(run.steps) == 1 else 's'}"
+        stopped = STOPPED.get(run.status)
+        could_not_run = None
+        if run.status == "crashed":
+            could_not_run = f"{self.failure()} (after {steps})"
+        elif stopped is not None:
+            could_not_run = f"{run.status} after {steps}"
+        elif not self.judged:
+            could_not_run = self.nothing_judged()
+        label = run.label.removeprefix("script ")
+        return Outcome(
+            "watch",
+            label,
+            list(self.findings),
+            list(self.ignored),
+            could_not_run=could_not_run,
+            stopped_by=stopped,
+            document=self.to_dict(),
+            duration_s=run.duration_s,
+            file=label if label.endswith(".py") else None,
+            detail=self,
+        )
 
     def optimizer_label(self, index: int) -> str:
         return self.run.optimizer_label(index)
@@ -150,11 +173,13 @@ class WatchReport:
             "version": WATCH_SCHEMA_VERSION,
             "tool": "gradscope",
             "kind": "watch",
+            "label": self.run.label,
             "target": self.run.label,
             "torch": self.torch_version,
             "summary": self.summary(),
             "thresholds": self.thresholds,
             "findings": [f.to_dict() for f in self.findings],
+            "ignored": [f.to_dict() for f in self.ignored],
             "params": [
                 {
                     "name": p.name,

@@ -80,7 +80,7 @@ def test_a_learning_rate_change_is_found_the_step_after_it_applies(logs):
     # the new rate applies at step 20's update; step 21's gradients are the first it changes
     assert result.first.step == 21 and result.lr_differs[1] == 20
     assert {p.step for p in result.parting} == {21}
-    assert result.findings[0].rule == "GS607" and result.failed(Severity.ERROR)
+    assert result.findings[0].rule == "GS607" and result.outcome().failed(Severity.ERROR)
     assert any("learning rates differ from step 20" in e for e in result.findings[0].evidence)
 
 
@@ -105,7 +105,7 @@ def test_a_run_that_did_not_train_is_flagged_even_within_tolerance(logs):
     result = diff_logs(logs["tiny"], logs["zero"], RunsOptions(rtol=0.05))
     assert not result.differs
     flagged = {f.subject.split(" ")[0]: f.severity for f in result.findings if f.rule == "GS608"}
-    assert flagged == {"new": Severity.ERROR, "ref": Severity.WARNING}
+    assert flagged == {"new": Severity.ERROR, "ref": Severity.ERROR}
     healthy = diff_logs(logs["ref"], logs["zero"])
     assert {t.run: t.trained for t in healthy.training} == {"ref": True, "new": False}
 

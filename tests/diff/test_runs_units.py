@@ -103,7 +103,7 @@ def test_identical_logs_are_bitwise_identical(tmp_path, ref):
     same = write(tmp_path / "same.jsonl", STEPS)
     result = diff_logs(str(ref), str(same), RunsOptions(exact=True))
     assert result.verdict() == "identical (bitwise)" and result.findings == []
-    assert not result.failed(Severity.INFO)
+    assert not result.outcome().failed(Severity.INFO)
 
 
 def test_the_first_differing_step_and_parameter(tmp_path, ref):
@@ -113,7 +113,7 @@ def test_the_first_differing_step_and_parameter(tmp_path, ref):
     assert [p.ref for p in result.parting] == ["h.0.mlp.weight"]
     finding = result.findings[0]
     assert finding.rule == "GS607" and finding.subject == "h.0.mlp.weight"
-    assert result.failed(Severity.ERROR)
+    assert result.outcome().failed(Severity.ERROR)
 
 
 def test_runs_of_different_lengths_compare_their_common_steps(tmp_path, ref):
@@ -122,7 +122,8 @@ def test_runs_of_different_lengths_compare_their_common_steps(tmp_path, ref):
     assert result.common == {0: 40} and result.lengths == {"ref": {0: 100}, "new": {0: 40}}
     assert not result.differs
     assert [f.rule for f in result.findings] == ["GS609"]
-    assert "to step 100" in result.findings[0].message and not result.failed(Severity.WARNING)
+    assert "to step 100" in result.findings[0].message
+    assert not result.outcome().failed(Severity.WARNING)
 
 
 def test_steps_logged_at_other_intervals_compare_the_shared_ones(tmp_path, ref):
@@ -265,17 +266,17 @@ def test_two_flat_runs_that_agree_are_still_flagged(tmp_path):
     flagged = [f for f in result.findings if f.rule == "GS608"]
     assert len(flagged) == 2 and all(f.severity is Severity.ERROR for f in flagged)
     assert "learning rate is 0" in flagged[0].message or "never moved" in flagged[0].message
-    assert result.failed(Severity.ERROR)
+    assert result.outcome().failed(Severity.ERROR)
 
 
-def test_a_run_whose_weights_move_but_loss_stays_flat_is_a_warning(tmp_path, ref):
+def test_a_run_whose_weights_move_but_loss_stays_flat_is_flagged(tmp_path, ref):
     def flat(step, norms, loss):
         return norms, 2.3 + 0.01 * math.sin(step)
 
     new = write(tmp_path / "flat.jsonl", STEPS, change=flat)
     result = diff_logs(str(ref), str(new))
     flagged = [f for f in result.findings if f.rule == "GS608"]
-    assert [f.severity for f in flagged] == [Severity.WARNING]
+    assert [(f.severity, f.subject) for f in flagged] == [(Severity.ERROR, f"new ({new})")]
     assert "did not fall" in flagged[0].message
     trained = {t.run: t.trained for t in result.training}
     assert trained == {"ref": True, "new": False}
@@ -358,3 +359,27 @@ def test_watch_against_an_unreadable_log_exits_2_before_the_script_runs(tmp_path
     result = CliRunner().invoke(app, ["watch", str(script), "--against", absent])
     assert result.exit_code == 2 and "absent.jsonl" in result.stderr
     assert not ran.exists()
+
+
+def test_cli_two_flat_runs_fail_unless_the_config_says_the_loss_is_not_meant_to_fall(tmp_path):
+    from typer.testing import CliRunner
+
+    from gradscope.cli.root import app
+
+    def flat(step, norms, loss):
+        return norms, 2.3 + 0.01 * math.sin(step)
+
+    a = str(write(tmp_path / "a.jsonl", STEPS, change=flat))
+    b = str(write(tmp_path / "b.jsonl", STEPS, change=flat))
+    runner = CliRunner()
+    assert runner.invoke(app, ["diff", a, b]).exit_code == 1
+    assert runner.invoke(app, ["diff", a, b, "--fail-on", "never"]).exit_code == 0
+    config = tmp_path / "gradscope.toml"
+    config.write_text('ignore = ["run-did-not-train:*"]\n')
+    quiet = runner.invoke(app, ["diff", a, b, "--config", str(config), "-f", "json"])
+    assert quiet.exit_code == 0, quiet.output
+    doc = json.loads(quiet.stdout)
+    assert doc["findings"] == [] and len(doc["ignored"]) == 2
+    assert doc["summary"]["trained"] == {"ref": False, "new": False}
+    shown = runner.invoke(app, ["diff", a, b, "--config", str(config)], env={"COLUMNS": "80"})
+    assert "2 finding(s) ignored by the config" in shown.stdout

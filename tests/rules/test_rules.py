@@ -192,7 +192,6 @@ def test_settings_override_severity_and_ignore_by_glob():
     assert found[0].severity is Severity.WARNING
     ignored = {f.subject: f.ignored_by for f in marked if f.ignored_by}
     assert ignored == {"aux.weight": "GS101:aux.*", "aux.bias": "GS101:aux.*"}
-    assert [f.subject for f in findings.apply_settings(marked, settings)] == ["x.weight"]
 
 
 def test_every_rule_has_a_table_row_and_unique_ids():

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from gradscope import fmt
 from gradscope.diff.runs.result import Gap, RunsDiff
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import RULES, Finding
 
 
 def gap_text(g: Gap) -> str:
@@ -22,17 +20,16 @@ def of(result: RunsDiff) -> list[Finding]:
         if t.trained is not False:
             continue
         run = result.ref_label if t.run == "ref" else result.new_label
-        finding = RULES["GS608"].finding(
-            f"{t.run} ({run})" + (f", optimizer {t.optimizer}" if t.optimizer else ""),
-            f"the {'reference' if t.run == 'ref' else 'new'} run did not train: {t.why}",
-            "agreement with the other run says nothing about learning: check the learning rate "
-            "and that step() updates the model the loss is computed on (a loss not meant to "
-            "fall, as a converged checkpoint's, is fine: --fail-on error)",
-            t.fall,
+        out.append(
+            RULES["GS608"].finding(
+                f"{t.run} ({run})" + (f", optimizer {t.optimizer}" if t.optimizer else ""),
+                f"the {'reference' if t.run == 'ref' else 'new'} run did not train: {t.why}",
+                "agreement with the other run says nothing about learning: check the learning rate "
+                "and that step() updates the model the loss is computed on (a loss not meant to "
+                'fall, as a converged checkpoint\'s, is fine: ignore = ["GS608:*"] in the config)',
+                t.fall,
+            )
         )
-        if t.moved is False:
-            finding = replace(finding, severity=Severity.ERROR)
-        out.append(finding)
     out += _misaligned(result)
     return out
 

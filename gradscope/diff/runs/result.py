@@ -11,7 +11,8 @@ from typing import Any
 
 from gradscope.diff.runs.tolerance import RunTolerance
 from gradscope.diff.runs.trained import Training
-from gradscope.findings import Finding, Severity
+from gradscope.findings import Finding
+from gradscope.outcome import Outcome
 
 SCHEMA_VERSION = 1
 
@@ -159,8 +160,20 @@ class RunsDiff:
         every = (s.loss, s.grad_norm, *s.params.values())
         return not self.differs and all(v == 0 or math.isnan(v) for xs in every for v in xs)
 
-    def failed(self, fail_on: Severity | None) -> bool:
-        return fail_on is not None and any(f.severity >= fail_on for f in self.findings)
+    def outcome(self) -> Outcome:
+        """The outcome every output reads: a divergence is an error finding (GS607), and
+        so is a run that did not train (GS608); a log that could not be compared is exit 2."""
+        outcome = Outcome(
+            self.kind,
+            self.label,
+            list(self.findings),
+            could_not_run=self.could_not_run,
+            document=self.to_dict(),
+            duration_s=self.duration_s,
+            detail=self,
+        )
+        self.ignored = list(outcome.ignored)
+        return outcome
 
     def verdict(self) -> str:
         if self.could_not_run:

@@ -1,0 +1,133 @@
+"""What every command ends with, and the one rule that turns it into an exit code.
+
+Each command's own result (inspect's `Report`, watch's `WatchReport`, gradcheck's
+`GradcheckReport`, diff's `DiffResult`) says what it found in its own terms; its
+`outcome()` gives the same facts in the shape every output takes: an `Outcome`. A CI
+gate (`gradscope check`) is a list of them. Renderers of one command read `detail`;
+everything else (JSON, JUnit, markdown, annotations, the exit code) reads the rest.
+No torch here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gradscope.errors import ExitCode
+from gradscope.findings import Finding, Severity, split_ignored
+from gradscope.targets import split_spec
+
+KINDS = ("inspect", "watch", "gradcheck", "diff", "check")
+
+
+def file_of(spec: str) -> str | None:
+    """The .py file a target names ("models/net.py:build" → "models/net.py"), if any."""
+    where, _ = split_spec(spec)
+    return where if where.endswith(".py") else None
+
+
+@dataclass
+class Outcome:
+    """One judged target: what was found, what was silenced, or why it could not run."""
+
+    kind: str
+    """Which command judged it: one of `KINDS` (but "check")."""
+    label: str
+    """What was judged, as the user named it: a target, a script, "ref.py vs new.py"."""
+    findings: list[Finding] = field(default_factory=list)
+    """Findings that count against --fail-on."""
+    ignored: list[Finding] = field(default_factory=list)
+    """Findings an `ignore` pattern silenced: shown and counted, never failing."""
+    known: list[Finding] = field(default_factory=list)
+    """Findings already in `check`'s baseline: shown, never failing."""
+    could_not_run: str | None = None
+    """Why nothing (or not everything) could be judged: the target failed to load, the
+    script crashed, no step was seen. Such an outcome is exit 2, never a pass."""
+    stopped_by: ExitCode | None = None
+    """Ctrl-C (INTERRUPTED) or SIGTERM (TERMINATED) ended the run: that is the exit code."""
+    document: dict[str, Any] | None = None
+    """The command's own JSON document (`to_dict()` of its result)."""
+    duration_s: float = 0.0
+    file: str | None = None
+    """The user's file behind the target, for CI annotations."""
+    detail: Any = field(default=None, compare=False, repr=False)
+    """The command's own result, for its terminal renderer; not part of any document."""
+
+    def __post_init__(self) -> None:
+        active, ignored = split_ignored(self.findings)
+        self.findings, self.ignored = active, self.ignored + ignored
+
+    def failed(self, fail_on: Severity | None) -> bool:
+        """A finding at or above `fail_on` (None: never) in an outcome that ran."""
+        return (
+            self.could_not_run is None
+            and fail_on is not None
+            and any(f.severity >= fail_on for f in self.findings)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The command's document, which always says its kind, version and tool, with the
+        findings as judged under the user's settings."""
+        head = {"version": 1, "tool": "gradscope", "kind": self.kind, "label": self.label}
+        judged = {
+            "findings": [f.to_dict() for f in self.findings],
+            "ignored": [f.to_dict() for f in self.ignored],
+        }
+        return {**head, **(self.document or {}), **judged}
+
+
+def exit_code(
+    outcomes: list[Outcome], fail_on: Severity | None, adopting: bool = False
+) -> ExitCode:
+    """The exit code of every command, from its outcomes: 130/143 when Ctrl-C or SIGTERM
+    ended a run, 2 when something could not run, 1 on a finding at --fail-on (unless
+    `adopting` a baseline, which records findings instead of judging them), else 0."""
+    stopped = [o.stopped_by for o in outcomes if o.stopped_by is not None]
+    if stopped:
+        return stopped[0]
+    if any(o.could_not_run is not None for o in outcomes):
+        return ExitCode.ERROR
+    if not adopting and any(o.failed(fail_on) for o in outcomes):
+        return ExitCode.FINDINGS
+    return ExitCode.OK
+
+
+CHECK_SCHEMA_VERSION = 1
+
+
+@dataclass
+class CheckReport:
+    """The outcomes a CI gate judged together (`gradscope check`), or the one outcome of
+    another command on its way to the CI formats."""
+
+    results: list[Outcome]
+    fail_on: Severity | None
+    adopting: bool = False
+    """`check --write-baseline`: today's findings are being recorded as known, which
+    succeeds; only a target that could not run still fails it."""
+
+    def exit_code(self) -> ExitCode:
+        return exit_code(self.results, self.fail_on, self.adopting)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": CHECK_SCHEMA_VERSION,
+            "tool": "gradscope",
+            "kind": "check",
+            "fail_on": str(self.fail_on) if self.fail_on else "never",
+            "exit_code": int(self.exit_code()),
+            "results": [
+                {
+                    "kind": r.kind,
+                    "target": r.label,
+                    "error": r.could_not_run,
+                    "passed": r.could_not_run is None and not r.failed(self.fail_on),
+                    "duration_s": round(r.duration_s, 6),
+                    "findings": [f.to_dict() for f in r.findings],
+                    "known": [f.to_dict() for f in r.known],
+                    "ignored": [f.to_dict() for f in r.ignored],
+                    "document": r.document,
+                }
+                for r in self.results
+            ],
+        }

@@ -1,0 +1,61 @@
+"""`watch --tensorboard DIR`: the events read back hold what the JSON report says."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from watch_scripts import gradscope, script
+
+pytest.importorskip("tensorboard")
+
+
+def _events(directory):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(directory), size_guidance={"scalars": 0, "tensors": 0})
+    events.Reload()
+    return events
+
+
+def _close(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
+
+
+@pytest.mark.slow
+def test_scalars_per_step_and_layer_and_findings_as_text(tmp_path):
+    done = gradscope(
+        "watch", script("no_zero_grad.py"), "-f", "json", "--tensorboard", str(tmp_path / "tb")
+    )
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    events = _events(tmp_path / "tb")
+    tags = events.Tags()["scalars"]
+    assert {"loss", "grad_norm/total", "lr"} <= set(tags)
+    losses = {e.step: e.value for e in events.Scalars("loss")}
+    assert sorted(losses) == [s["step"] for s in doc["steps"]]
+    for s in doc["steps"]:
+        assert _close(losses[s["step"]], s["loss"])
+    names = [p["name"] for p in doc["params"]]
+    first = events.Scalars(f"grad_norm/layers/{names[0]}")
+    assert len(first) == len(doc["steps"])
+    assert _close(first[-1].value, doc["steps"][-1]["param_norms"][0])
+    texts = events.Tags()["tensors"]
+    assert "findings/GS412/text_summary" in texts
+
+
+@pytest.mark.slow
+def test_several_optimizers_get_their_own_series(tmp_path):
+    done = gradscope("watch", script("rule_gan.py"), "--tensorboard", str(tmp_path / "tb"))
+    assert done.returncode in (0, 1), done.stderr
+    tags = set(_events(tmp_path / "tb").Tags()["scalars"])
+    assert {"optimizer 0/loss", "optimizer 1/loss"} <= tags
+
+
+def test_a_file_is_not_a_tensorboard_folder(tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("mine")
+    done = gradscope("watch", script("no_zero_grad.py"), "--tensorboard", str(taken))
+    assert done.returncode == 2 and "not a folder" in done.stderr
+    assert taken.read_text() == "mine"
