@@ -151,18 +151,3 @@ def test_cli_exit_codes_json_terminal_and_plot(logs, tmp_path):
     assert doc["mode"] == "runs" and doc["summary"]["trained"] == {"ref": True, "new": False}
     flat = runner.invoke(app, ["diff", logs["tiny"], logs["zero"], "--rtol", "0.05"], env=env)
     assert flat.exit_code == 1 and "did not train" in flat.stdout
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (("{ref}", "healthy-mlp"), "two `gradscope watch --log` files"),
-        (("{ref}", "{ref}", "--dtype", "int8"), "--dtype int8"),
-        (("{ref}", "{ref}", "--fail-on", "loud"), "--fail-on loud"),
-        (("{ref}", "absent.jsonl"), "absent.jsonl"),
-    ],
-)
-def test_bad_input_exits_2_with_one_line(logs, args, message):
-    result = CliRunner().invoke(app, ["diff", *(a.format(ref=logs["ref"]) for a in args)])
-    assert result.exit_code == 2, result.output
-    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -383,3 +383,25 @@ def test_cli_two_flat_runs_fail_unless_the_config_says_the_loss_is_not_meant_to_
     assert doc["summary"]["trained"] == {"ref": False, "new": False}
     shown = runner.invoke(app, ["diff", a, b, "--config", str(config)], env={"COLUMNS": "80"})
     assert "2 finding(s) ignored by the config" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("{ref}", "healthy-mlp"), "two `gradscope watch --log` files"),
+        (("{ref}", "{ref}", "--dtype", "int8"), "--dtype int8"),
+        (("{ref}", "{ref}", "--fail-on", "loud"), "'loud' is not one of"),
+        (("{ref}", "absent.jsonl"), "absent.jsonl"),
+        (("{ref}", "{later}"), "no step is in both logs"),
+    ],
+)
+def test_cli_bad_input_exits_2_with_one_line(tmp_path, ref, args, message):
+    from typer.testing import CliRunner
+
+    from gradscope.cli.root import app
+
+    later = write(tmp_path / "later.jsonl", [s + 1000 for s in STEPS])
+    argv = [a.format(ref=ref, later=later) for a in args]
+    result = CliRunner().invoke(app, ["diff", *argv, "-f", "json"])
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
