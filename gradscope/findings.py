@@ -665,3 +665,46 @@ RULES.update(
         ),
     )
 )
+
+
+# `gradscope diff a.jsonl b.jsonl`: two training runs (watch --log files) compared step by step
+TABLE["runs"] = TableRow(
+    "runs",
+    "two runs that should match part ways, or pass a loose parity check without training",
+    "a changed setting (learning rate, seed, data order, a layer), a non-deterministic "
+    "kernel, or one run not training at all",
+    "compare what the two runs did differently at the first step where they part; check "
+    "that each run's loss falls by itself",
+)
+
+RULES.update(
+    _rules(
+        Rule(
+            "GS607",
+            "runs-diverge",
+            Severity.ERROR,
+            "runs",
+            "diff of two runs: the first step where the loss or a gradient norm differs beyond "
+            "the tolerance",
+            "diff",
+        ),
+        Rule(
+            "GS608",
+            "run-did-not-train",
+            Severity.ERROR,
+            "runs",
+            "diff of two runs: a run whose weights never moved or whose loss did not fall, "
+            "whether or not the two runs agree",
+            "diff",
+        ),
+        Rule(
+            "GS609",
+            "runs-misaligned",
+            Severity.INFO,
+            "runs",
+            "diff of two runs: steps or parameters only one run logged (different lengths, "
+            "intervals or names)",
+            "diff",
+        ),
+    )
+)

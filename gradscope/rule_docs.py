@@ -36,7 +36,7 @@ STAGES = {
     "gradcheck": "gradscope gradcheck: a custom autograd Function",
     "watch": "gradscope watch: the steps of a training run",
     "distributed": "gradscope watch under torchrun: DDP or FSDP2 ranks",
-    "diff": "gradscope diff: two models on one batch",
+    "diff": "gradscope diff: two models on one batch, or two runs' watch --log files",
 }
 """Where a rule's findings come from, by `Rule.source`."""
 
@@ -468,6 +468,34 @@ DOCS: dict[str, RuleDoc] = {
         example="a port that names its layers blocks.N where the reference says h.N",
         fix='pair renamed parameters with --name-map FILE ("ref_name" = "new_name"; a key '
         "ending in '.' renames a prefix)",
+    ),
+    "GS607": RuleDoc(
+        why="Two watch --log runs, steps paired by number: the first step where the loss, the "
+        "total gradient norm or a parameter's gradient norm differs from the reference's "
+        "beyond |a-b| <= atol + rtol*|a| (rtol by dtype: 1e-4 float32, 1.6e-1 bfloat16; "
+        "bitwise with --exact). The parameters that part first are ranked, and the gap's "
+        "growth after it is measured.",
+        example="the same script run with another learning rate from step 20, another seed, "
+        "another data order or a frozen layer",
+        fix="compare what the two runs did differently before that step; for runs meant to "
+        "be identical, a non-deterministic kernel: torch.use_deterministic_algorithms(True)",
+    ),
+    "GS608": RuleDoc(
+        why="Each run judged by itself, whatever the comparison says: its weights never moved "
+        "(update norm 0 at every sampled step, or a learning rate of 0 throughout), or its "
+        "median loss over the last steps is less than 5% below where it started (judged from "
+        "20 logged losses, and not with several optimizers).",
+        example="a run with lr=0 that matches, within a loose tolerance, a reference whose "
+        "loss barely moves",
+        fix="check the learning rate and that step() updates the model the loss is computed "
+        'on; a loss not meant to fall (a converged checkpoint): ignore = ["GS608:*"]',
+    ),
+    "GS609": RuleDoc(
+        why="Steps or parameters only one of the two runs logged: runs of different lengths "
+        "(the common steps are compared), other logging intervals, names that do not pair.",
+        example="a run stopped at step 40 against one of 60 steps",
+        fix='nothing for lengths; pair renamed parameters with --name-map FILE ("ref_name" = '
+        '"new_name")',
     ),
 }
 

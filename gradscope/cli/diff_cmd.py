@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
@@ -27,8 +28,8 @@ def diff(
         typer.Argument(
             metavar="NEW",
             show_default=False,
-            help="The model to compare (a port), as REF. Omitted with --b-autocast or "
-            "--b-compile: REF against itself.",
+            help="The model to compare (a port), as REF. Omitted with --b-autocast, "
+            "--b-compile or --b-deterministic: REF against itself.",
         ),
     ] = None,
     name_map: Annotated[
@@ -98,6 +99,14 @@ def diff(
             "compared, not fusions across modules.",
         ),
     ] = False,
+    b_deterministic: Annotated[
+        bool,
+        typer.Option(
+            "--b-deterministic",
+            help="Run NEW (or REF again, without NEW) under "
+            "torch.use_deterministic_algorithms(True), forward and backward.",
+        ),
+    ] = False,
     format: clikit.FormatOpt = Format.terminal,
     output: clikit.OutputOpt = None,
     fail_on: clikit.FailOnOpt = None,
@@ -114,6 +123,15 @@ def diff(
             metavar="FILE",
             help="Also draw the per-module difference along the forward, the first "
             "divergence marked, to FILE.png, .svg or .pdf.",
+        ),
+    ] = None,
+    dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--dtype",
+            metavar="DTYPE",
+            help="Two runs: the dtype they trained in, for the tolerance, when their logs "
+            "do not record it (default float32): float64, float32, float16, bfloat16.",
         ),
     ] = None,
     width: clikit.WidthOpt = None,
@@ -142,6 +160,14 @@ def diff(
       gradscope diff ref.py new.py --plot diff.png
       gradscope diff model.py --b-autocast bf16
       gradscope diff model.py --b-compile
+      gradscope diff model.py --b-deterministic
+      gradscope diff run_a.jsonl run_b.jsonl --plot runs.png
+
+    Two runs: REF and NEW both `gradscope watch --log` files (.jsonl or .jsonl.gz).
+    Steps pair by number, parameters by name as above; the first step where the loss,
+    the total gradient norm or a parameter's gradient norm differs beyond the tolerance
+    (per dtype, or --exact) is where the runs part; each run is also judged by itself:
+    did it train at all.
 
     See docs/diff.md for a worked example and the JSON schema.
     """
@@ -158,8 +184,13 @@ def diff(
         output = destination(output)
         plot_path, plot_format = plot_destination(plot)
         settings = config_mod.load(config, flags={"fail-on": fail_on})
-        if new is None and b_autocast is None and not b_compile:
-            raise GradscopeError("give NEW, or --b-autocast/--b-compile to compare REF with itself")
+        if new is not None and (_is_log(ref) or _is_log(new)):
+            runs = _RunsArgs(rtol, atol, exact, dtype, name_map, plot_path, plot_format)
+            raise typer.Exit(_diff_runs(ref, new, runs, settings, format, output, width))
+        if new is None and b_autocast is None and not b_compile and not b_deterministic:
+            raise GradscopeError(
+                "give NEW, or --b-autocast/--b-compile/--b-deterministic to compare REF with itself"
+            )
         autocast = None
         if b_autocast is not None:
             autocast = AUTOCAST.get(b_autocast.lower())
@@ -175,6 +206,7 @@ def diff(
             noise_check=noise_check,
             autocast=autocast,
             compile=b_compile,
+            deterministic=b_deterministic,
         )
         with clikit.user_stdout_to_stderr(to_stdout(output)):
             result = _run(ref, new, options)
@@ -190,6 +222,70 @@ def diff(
         )
         code = exit_code([outcome], settings.fail_on)
     raise typer.Exit(code)
+
+
+def _is_log(path: str) -> bool:
+    from gradscope.diff.runs import is_log
+
+    return is_log(path)
+
+
+@dataclass(frozen=True)
+class _RunsArgs:
+    rtol: float | None
+    atol: float | None
+    exact: bool
+    dtype: str | None
+    name_map: str | None
+    plot_path: str | None
+    plot_format: str
+
+
+def _diff_runs(
+    ref: str,
+    new: str,
+    a: _RunsArgs,
+    settings: Any,
+    format: Format,
+    output: str | None,
+    width: int | None,
+) -> ExitCode:
+    """Two `watch --log` files: read, compare, judge under the settings, write, exit code."""
+    from gradscope.diff.align import load_name_map
+    from gradscope.diff.runs import RunsOptions, diff_logs
+    from gradscope.diff.runs.tolerance import RTOL
+    from gradscope.outcome import exit_code
+    from gradscope.report import outputs
+    from gradscope.report.write import write_file
+
+    for path in (ref, new):
+        if not _is_log(path):
+            raise GradscopeError(
+                f"{path}: to diff two runs give two `gradscope watch --log` files "
+                "(.jsonl or .jsonl.gz)"
+            )
+    dtype = a.dtype.lower().removeprefix("torch.") if a.dtype else None
+    if dtype is not None and dtype not in RTOL:
+        raise GradscopeError(f"--dtype {a.dtype}: use one of {', '.join(RTOL)}")
+    options = RunsOptions(
+        rtol=a.rtol,
+        atol=a.atol,
+        exact=a.exact,
+        dtype=dtype,
+        names=load_name_map(a.name_map) if a.name_map else RunsOptions().names,
+    )
+    result = diff_logs(ref, new, options)
+    if result.could_not_run:
+        clikit.error(f"{result.label}: {result.could_not_run}")
+    elif a.plot_path:
+        from gradscope.report.diff_runs_plot import plot as runs_plot
+
+        write_file(a.plot_path, runs_plot(result, a.plot_format))
+        clikit.note(f"wrote {a.plot_path}")
+    result.findings = settings.judged(result.findings)
+    outcome = result.outcome()
+    outputs.write(format, outcome, output, settings.fail_on, width)
+    return exit_code([outcome], settings.fail_on)
 
 
 def _run(ref: str, new: str | None, options: Any) -> Any:

@@ -111,6 +111,15 @@ def watch(
         ),
     ] = 10,
     width: clikit.WidthOpt = None,
+    against: Annotated[
+        str | None,
+        typer.Option(
+            "--against",
+            metavar="REF.jsonl",
+            help="Compare every step with a reference run's --log: the first divergence "
+            "on stderr as it happens, a verdict at the end (docs/diff.md, Two runs).",
+        ),
+    ] = None,
     nproc_per_node: Annotated[
         int | None,
         typer.Option(
@@ -185,7 +194,9 @@ def watch(
 
         to_stdout = not output or output == "-"
         main_rank = is_main_process()
-        with quiet_unless_main():
+        from gradscope.diff.runs.live import against as against_reference
+
+        with quiet_unless_main(), against_reference(against):
             report = run_script(
                 script,
                 list(ctx.args),

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -48,6 +49,9 @@ class DiffOptions:
     """Run the new model under torch.autocast with this dtype ("bfloat16", "float16")."""
     compile: bool = False
     """Run the new model through torch.compile (it shares its parameters)."""
+    deterministic: bool = False
+    """Run the new model's passes (forward and backward) under
+    torch.use_deterministic_algorithms(True), cuDNN deterministic, benchmark off."""
 
 
 @dataclass
@@ -82,17 +86,23 @@ def diff(
     setting = _autocast(new, options.autocast)
     with _copied(ref, new, plan.params):
         ref_trace = trace(ref, batch, loss_fn, options.seed)
-        new_trace = trace(new, batch, loss_fn, options.seed, setting)
+        with _deterministic(options.deterministic):
+            new_trace = trace(new, batch, loss_fn, options.seed, setting)
         result = _compare(ref, new, ref_trace, new_trace, plan, options)
         if result.differs and options.noise_check:
             again_ref = trace(ref, batch, loss_fn, options.seed + 1, backward=False)
-            again_new = trace(new, batch, loss_fn, options.seed + 1, setting, backward=False)
+            with _deterministic(options.deterministic):
+                again_new = trace(new, batch, loss_fn, options.seed + 1, setting, backward=False)
             result = _randomness(result, ref_trace, again_ref, new_trace, again_new, options)
     result.ref_label = ref_label or type(ref).__name__
     result.new_label = new_label or type(new).__name__
     result.setting = " + ".join(
         s
-        for s in ("torch.compile" if options.compile else "", _autocast_text(options.autocast))
+        for s in (
+            "torch.compile" if options.compile else "",
+            _autocast_text(options.autocast),
+            "deterministic algorithms" if options.deterministic else "",
+        )
         if s
     )
     result.duration_s = time.perf_counter() - start
@@ -103,6 +113,38 @@ def diff(
 
 def _autocast_text(dtype: str | None) -> str:
     return f"autocast {dtype}" if dtype else ""
+
+
+@contextmanager
+def _deterministic(on: bool) -> Iterator[None]:
+    """torch.use_deterministic_algorithms(True) for one pass, everything restored after (an
+    op with no deterministic implementation raises: said as a target error, exit 2)."""
+    if not on:
+        yield
+        return
+    cudnn = torch.backends.cudnn
+    kept = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        cudnn.deterministic,
+        cudnn.benchmark,
+    )
+    workspace = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    if workspace is None:  # cuBLAS refuses deterministic mode without it
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+    torch.use_deterministic_algorithms(True)
+    cudnn.deterministic, cudnn.benchmark = True, False
+    try:
+        yield
+    except RuntimeError as exc:
+        if "deterministic" not in str(exc):
+            raise
+        raise TargetError(f"--b-deterministic: {str(exc).strip().splitlines()[0]}") from None
+    finally:
+        torch.use_deterministic_algorithms(kept[0], warn_only=kept[1])
+        cudnn.deterministic, cudnn.benchmark = kept[2], kept[3]
+        if workspace is None:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
 
 
 def _compiled(model: torch.nn.Module) -> torch.nn.Module:

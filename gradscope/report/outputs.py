@@ -86,6 +86,10 @@ def terminal(outcome: Outcome, view: View) -> str:
         from gradscope.report import gradcheck_terminal
 
         return gradcheck_terminal.render(outcome.detail, view)
+    if outcome.kind == "diff" and outcome.document and outcome.document.get("mode") == "runs":
+        from gradscope.report import diff_runs_terminal
+
+        return diff_runs_terminal.render(outcome.detail, view)
     if outcome.kind == "diff":
         from gradscope.report import diff_terminal
 

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, BinaryIO
 
@@ -19,6 +20,9 @@ from gradscope.config import Settings
 from gradscope.errors import Terminated
 from gradscope.watcher.records import ParamInfo, StepRecord, WatchRun
 from gradscope.watcher.report import WatchReport
+
+STEP_LISTENERS: list[Callable[[list[StepRecord], list[str]], None]] = []
+"""Called with each batch of steps read back and the tracked names (`watch --against`)."""
 
 
 class StepLog:
@@ -127,6 +131,8 @@ class Watcher:
             return
         if self._log is not None:
             self._log.write(records, self.interceptor.tracked.names)
+        for listener in STEP_LISTENERS:
+            listener(records, self.interceptor.tracked.names)
 
     def __exit__(
         self,

@@ -1,0 +1,95 @@
+"""The findings of a diff of two runs (GS607-GS609, in gradscope/findings.py's registry)."""
+
+from __future__ import annotations
+
+from gradscope import fmt
+from gradscope.diff.runs.result import Gap, RunsDiff
+from gradscope.findings import RULES, Finding
+
+
+def gap_text(g: Gap) -> str:
+    if g.ref_value is None or g.new_value is None:
+        side = "the reference" if g.new_value is None else "the new run"
+        return f"only {side} has a gradient ({fmt.num(g.ref_value)} vs {fmt.num(g.new_value)})"
+    return f"{fmt.num(g.ref_value, 6)} vs {fmt.num(g.new_value, 6)} (rel {fmt.num(g.rel)})"
+
+
+def of(result: RunsDiff) -> list[Finding]:
+    out = [_diverge(result, d.optimizer) for d in result.divergences]
+    for t in result.training:
+        if t.trained is not False:
+            continue
+        run = result.ref_label if t.run == "ref" else result.new_label
+        out.append(
+            RULES["GS608"].finding(
+                f"{t.run} ({run})" + (f", optimizer {t.optimizer}" if t.optimizer else ""),
+                f"the {'reference' if t.run == 'ref' else 'new'} run did not train: {t.why}",
+                "agreement with the other run says nothing about learning: check the learning rate "
+                "and that step() updates the model the loss is computed on (a loss not meant to "
+                'fall, as a converged checkpoint\'s, is fine: ignore = ["GS608:*"] in the config)',
+                t.fall,
+            )
+        )
+    out += _misaligned(result)
+    return out
+
+
+def _diverge(result: RunsDiff, optimizer: int) -> Finding:
+    d = next(x for x in result.divergences if x.optimizer == optimizer)
+    top = d.gaps[0]
+    params = [g for g in d.gaps if g.subject not in ("loss", "grad_norm")]
+    evidence = [f"{g.new}: {gap_text(g)}" for g in d.gaps[:3]]
+    lr = result.lr_differs
+    if lr is not None and lr[0] == optimizer and lr[1] <= d.step:
+        evidence.append(
+            f"the learning rates differ from step {lr[1]}: "
+            f"{', '.join(map(fmt.num, lr[2]))} vs {', '.join(map(fmt.num, lr[3]))}"
+        )
+    growth = [g for g in result.growth if g.factor is not None and g.step > d.step]
+    if growth:
+        g = growth[-1]
+        evidence.append(f"by step {g.step} the gap is ×{fmt.num(g.factor)} its first size")
+    who = f"{len(params)} parameter(s), first {params[0].new}" if params else top.subject
+    return RULES["GS607"].finding(
+        params[0].new if params else top.subject,
+        f"the runs part at step {d.step}"
+        + (f" (optimizer {optimizer})" if optimizer else "")
+        + f": {who}; {top.new} {gap_text(top)}",
+        "compare what the two runs did differently before this step (learning rate, seed, "
+        "data order, a layer); for identical settings, a non-deterministic kernel: "
+        "torch.use_deterministic_algorithms(True) in both",
+        top.rel,
+        result.tolerance.rtol,
+        tuple(evidence),
+    )
+
+
+def _misaligned(result: RunsDiff) -> list[Finding]:
+    out = []
+    ref, new = result.lengths["ref"], result.lengths["new"]
+    if ref != new or result.intervals["ref"] != result.intervals["new"]:
+        out.append(
+            RULES["GS609"].finding(
+                "steps",
+                f"the runs logged different steps (reference {_steps(ref)} to step "
+                f"{result.last_steps['ref']}, new {_steps(new)} to step "
+                f"{result.last_steps['new']}): {sum(result.common.values())} in both compared",
+                "nothing to do when one run was stopped early or logged at another interval",
+            )
+        )
+    if result.ref_only or result.new_only:
+        names = fmt.clip(", ".join((*result.ref_only, *result.new_only)), 120)
+        out.append(
+            RULES["GS609"].finding(
+                "parameters",
+                f"{len(result.ref_only)} reference parameter(s) and {len(result.new_only)} new "
+                f"one(s) have no counterpart: {names}",
+                'pair renamed ones with --name-map FILE ("ref_name" = "new_name"; a key '
+                "ending in '.' renames a prefix)",
+            )
+        )
+    return out
+
+
+def _steps(lengths: dict[int, int]) -> str:
+    return " + ".join(str(n) for n in lengths.values()) + " steps"
