@@ -117,7 +117,8 @@ def watch(
             "--against",
             metavar="REF.jsonl",
             help="Compare every step with a reference run's --log: the first divergence "
-            "on stderr as it happens, a verdict at the end (docs/diff.md, Two runs).",
+            "on stderr as it happens; its findings (GS607-GS609) join the report "
+            "and count against --fail-on (docs/diff.md, Two runs).",
         ),
     ] = None,
     nproc_per_node: Annotated[
@@ -196,7 +197,7 @@ def watch(
         main_rank = is_main_process()
         from gradscope.diff.runs.live import against as against_reference
 
-        with quiet_unless_main(), against_reference(against):
+        with quiet_unless_main(), against_reference(against) as compared:
             report = run_script(
                 script,
                 list(ctx.args),
@@ -208,6 +209,8 @@ def watch(
                 flush_every=flush_every,
                 hang_timeout=hang_timeout,
             )
+        if compared is not None and report.judged:
+            report = compared.joined(report, settings)
         shown = report.judged or bool(report.findings)
         # under torchrun, rank 0 reports; the others print only errors. A run with nothing
         # judged gets no empty terminal report, but CI formats still get their document.

@@ -10,12 +10,18 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from gradscope import fmt
 from gradscope.diff.runs import RunsOptions, comparer, conclude, log
 from gradscope.diff.runs.findings import gap_text
 from gradscope.diff.runs.result import Divergence, RunsDiff
+from gradscope.findings import split_ignored
+
+if TYPE_CHECKING:
+    from gradscope.config import Settings
+    from gradscope.watcher.report import WatchReport
 
 
 class Against:
@@ -50,6 +56,16 @@ class Against:
     def result(self, label: str = "this run") -> RunsDiff:
         notes = [self.failure] if self.failure else []
         return conclude(self.comparer, label, notes)
+
+    def joined(self, report: WatchReport, settings: Settings) -> WatchReport:
+        """The watch report with the comparison's findings (GS607-GS609) among its own,
+        judged by the same settings: the report shows them and --fail-on counts them."""
+        active, ignored = split_ignored(settings.judged(self.result().findings))
+        return replace(
+            report,
+            findings=sorted(report.findings + active, key=lambda f: (-f.severity, f.rule)),
+            ignored=report.ignored + ignored,
+        )
 
 
 def summary(result: RunsDiff) -> list[str]:
