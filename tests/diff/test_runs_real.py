@@ -106,7 +106,8 @@ def test_a_run_that_did_not_train_is_flagged_even_within_tolerance(logs):
     result = diff_logs(logs["tiny"], logs["zero"], RunsOptions(rtol=0.05))
     assert not result.differs
     flagged = {f.subject.split(" ")[0]: f.severity for f in result.findings if f.rule == "GS608"}
-    assert flagged == {"new": Severity.ERROR, "ref": Severity.ERROR}
+    # lr 0: the weights never moved, an error; lr 1e-5 moved them, but the loss stayed
+    assert flagged == {"new": Severity.ERROR, "ref": Severity.WARNING}
     healthy = diff_logs(logs["ref"], logs["zero"])
     assert {t.run: t.trained for t in healthy.training} == {"ref": True, "new": False}
 

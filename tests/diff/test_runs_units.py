@@ -269,14 +269,17 @@ def test_two_flat_runs_that_agree_are_still_flagged(tmp_path):
     assert result.outcome().failed(Severity.ERROR)
 
 
-def test_a_run_whose_weights_move_but_loss_stays_flat_is_flagged(tmp_path, ref):
+def test_a_run_whose_weights_move_but_loss_stays_flat_is_a_warning(tmp_path, ref):
+    """A converged checkpoint fine-tuned further moves its weights and keeps its loss: told,
+    not failed under the default --fail-on error."""
+
     def flat(step, norms, loss):
         return norms, 2.3 + 0.01 * math.sin(step)
 
     new = write(tmp_path / "flat.jsonl", STEPS, change=flat)
     result = diff_logs(str(ref), str(new))
     flagged = [f for f in result.findings if f.rule == "GS608"]
-    assert [(f.severity, f.subject) for f in flagged] == [(Severity.ERROR, f"new ({new})")]
+    assert [(f.severity, f.subject) for f in flagged] == [(Severity.WARNING, f"new ({new})")]
     assert "did not fall" in flagged[0].message
     trained = {t.run: t.trained for t in result.training}
     assert trained == {"ref": True, "new": False}
@@ -369,8 +372,8 @@ def test_cli_two_flat_runs_fail_unless_the_config_says_the_loss_is_not_meant_to_
     def flat(step, norms, loss):
         return norms, 2.3 + 0.01 * math.sin(step)
 
-    a = str(write(tmp_path / "a.jsonl", STEPS, change=flat))
-    b = str(write(tmp_path / "b.jsonl", STEPS, change=flat))
+    a = str(write(tmp_path / "a.jsonl", STEPS, change=flat, lr=0.0))
+    b = str(write(tmp_path / "b.jsonl", STEPS, change=flat, lr=0.0))
     runner = CliRunner()
     assert runner.invoke(app, ["diff", a, b]).exit_code == 1
     assert runner.invoke(app, ["diff", a, b, "--fail-on", "never"]).exit_code == 0

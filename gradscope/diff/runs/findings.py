@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gradscope import fmt
 from gradscope.diff.runs.result import Gap, RunsDiff
-from gradscope.findings import RULES, Finding
+from gradscope.findings import RULES, Finding, Severity
 
 
 def gap_text(g: Gap) -> str:
@@ -20,16 +22,17 @@ def of(result: RunsDiff) -> list[Finding]:
         if t.trained is not False:
             continue
         run = result.ref_label if t.run == "ref" else result.new_label
-        out.append(
-            RULES["GS608"].finding(
-                f"{t.run} ({run})" + (f", optimizer {t.optimizer}" if t.optimizer else ""),
-                f"the {'reference' if t.run == 'ref' else 'new'} run did not train: {t.why}",
-                "agreement with the other run says nothing about learning: check the learning rate "
-                "and that step() updates the model the loss is computed on (a loss not meant to "
-                'fall, as a converged checkpoint\'s, is fine: ignore = ["GS608:*"] in the config)',
-                t.fall,
-            )
+        found = RULES["GS608"].finding(
+            f"{t.run} ({run})" + (f", optimizer {t.optimizer}" if t.optimizer else ""),
+            f"the {'reference' if t.run == 'ref' else 'new'} run did not train: {t.why}",
+            "agreement with the other run says nothing about learning: check the learning rate "
+            "and that step() updates the model the loss is computed on (a loss not meant to "
+            'fall, as a converged checkpoint\'s, is fine: ignore = ["GS608:*"] in the config)',
+            t.fall,
         )
+        # weights that never moved are an error; weights that moved while the loss stayed
+        # (a converged checkpoint fine-tuned further) only a warning
+        out.append(found if t.moved is False else replace(found, severity=Severity.WARNING))
     out += _misaligned(result)
     return out
 
