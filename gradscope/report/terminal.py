@@ -123,6 +123,8 @@ NAME_MIN = 24
 OPTIONAL = 2
 """Columns of this priority or lower go before a name is cut."""
 GAP = 2
+TABLE_INDENT = 2
+"""The table sits under the findings' severities, like every table of every report."""
 
 
 def zeros_text(fraction: float | None) -> str:
@@ -189,7 +191,7 @@ def _params(report: Report, console: Console, top: int | None) -> None:
     names = [printable(p.name) + (IGNORED_MARK if p.name in ignored else "") for p in rows]
     cells = [_cells(report, p) for p in rows]
     statuses = [report.status(p) for p in rows]
-    name_w, kept = fit_columns(names, cells, statuses, console.width)
+    name_w, kept = fit_columns(names, cells, statuses, console.width - TABLE_INDENT)
     sizes = {c.title: max([len(c.title)] + [len(x[c.title]) for x in cells]) for c in kept}
 
     def pad(text: str, col: Column) -> str:
@@ -197,13 +199,14 @@ def _params(report: Report, console: Console, top: int | None) -> None:
         return (text.rjust(w) if col.right else text.ljust(w)) + " " * GAP
 
     console.print()
-    head = styled(("parameter".ljust(name_w) + " " * GAP, "bold"))
+    lead = " " * TABLE_INDENT
+    head = styled(lead, ("parameter".ljust(name_w) + " " * GAP, "bold"))
     for col in kept:
         head.append(pad(col.title, col), style="bold")
     head.append("status", style="bold")
     console.print(head, soft_wrap=True)
     for name, cell, status in zip(names, cells, statuses, strict=True):
-        line = styled(shorten(name, name_w).ljust(name_w) + " " * GAP)
+        line = styled(lead, shorten(name, name_w).ljust(name_w) + " " * GAP)
         for col in kept:
             line.append(pad(cell[col.title], col))
         line.append(status, style=STATUS_STYLE.get(status, ""))
