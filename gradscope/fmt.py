@@ -40,7 +40,8 @@ def printable(text: str) -> str:
 
 
 def clip(text: str, width: int = 60) -> str:
-    """The user's long input, shortened for a one-line error: its start and its end."""
+    """The user's long input shortened for a one-line error or a table cell: its start
+    and its end, so a name keeps its root module and its leaf."""
     text = printable(text)
     if len(text) <= width:
         return text

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from gradscope.findings import Finding, grouped, ignored_summary
-from gradscope.fmt import duration, human_bytes, num, printable
+from gradscope.fmt import clip, duration, human_bytes, num, printable
 from gradscope.report import layout
 from gradscope.report.console import View, paint
 from gradscope.report.text import styled
@@ -149,14 +149,6 @@ def _cells(report: Report, p: ParamStats) -> dict[str, str]:
     }
 
 
-def shorten(name: str, width: int) -> str:
-    """Cut the middle of a long name: the root module and the leaf stay readable."""
-    if len(name) <= width:
-        return name
-    head = (width - 1) // 2
-    return name[:head] + "…" + name[len(name) - (width - 1 - head) :]
-
-
 def fit_columns(
     names: list[str], cells: list[dict[str, str]], statuses: list[str], width: int
 ) -> tuple[int, list[Column]]:
@@ -206,7 +198,7 @@ def _params(report: Report, console: Console, top: int | None) -> None:
     head.append("status", style="bold")
     console.print(head, soft_wrap=True)
     for name, cell, status in zip(names, cells, statuses, strict=True):
-        line = styled(lead, shorten(name, name_w).ljust(name_w) + " " * GAP)
+        line = styled(lead, clip(name, name_w).ljust(name_w) + " " * GAP)
         for col in kept:
             line.append(pad(cell[col.title], col))
         line.append(status, style=STATUS_STYLE.get(status, ""))

@@ -29,8 +29,8 @@ LAST_WIDTH = 8
 """Room kept for the "last" column: `1.23e-05`."""
 
 
-def _steps(n: int) -> str:
-    return f"{n} step{'' if n == 1 else 's'}"
+def _steps(n: int, noun: str = "step") -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def sparkline(values: list[float | None], width: int) -> Text:
@@ -72,8 +72,8 @@ def _summary(report: WatchReport, console: Console) -> None:
     layout.field(
         console,
         "run",
-        f"{s['steps']} optimizer steps ({optimizers}), {duration(s['duration_s'])}, "
-        f"{s['parameters']} parameters tracked · {s['status']}",
+        f"{_steps(s['steps'], 'optimizer step')} ({optimizers}), "
+        f"{duration(s['duration_s'])}, {s['parameters']} parameters tracked · {s['status']}",
     )
     failure = report.failure()
     if failure:
@@ -94,8 +94,8 @@ def _summary(report: WatchReport, console: Console) -> None:
             )
     elif report.judged:
         layout.field(console, "steps", _loss_and_norm(s))
-    for note in s["notes"]:
-        layout.field(console, "note", (note, "dim"))
+    for i, note in enumerate(s["notes"]):  # a distributed run's are a table: kept aligned
+        layout.field(console, "" if i else "notes", (note, "dim"))
 
 
 def _loss_and_norm(s: dict[str, Any]) -> str:
