@@ -4,10 +4,12 @@
       model     DetachedMiddle on cpu, 5,861 parameters in 8 tensors (0 frozen),
                 torch 2.13.0
     ...
-      ERROR   GS101 none-grad  encoder.0.weight
-              grad of encoder.0.weight is None: its module `encoder.0` ran, but
-              its output does not reach the loss
-              advice: find the .detach() between the module and the loss
+    Findings (4)
+      ERROR   GS101 none-grad
+              4 subjects: encoder.0.weight, encoder.0.bias, encoder.2.weight,
+                encoder.2.bias
+              advice: find the .detach(), .data, torch.no_grad() or non-torch
+                round-trip between the module and the loss
     ...
     verdict: ERROR  (4 errors, 0 warnings, 0 info)
 
@@ -86,22 +88,15 @@ def field(console: Console, name: str, *value: Part) -> None:
 
 
 def finding_head(console: Console, label: str, style: str, *title: Part) -> None:
-    """`  ERROR   GS101 none-grad  subject`: a label in a 7-column slot, then the title;
-    a long title wraps under the title's start."""
+    """`  ERROR   GS101 none-grad`, `  FAIL    sign-flip  backward · x → out`: a label in
+    a 7-column slot, then the title, whose wrapped lines start under it (at DETAIL)."""
     paragraph(console, styled((f"  {label:<7} ", style), *title), 0, DETAIL)
 
 
-def severity_head(console: Console, severity: str, rule: str, slug: str, *more: Part) -> None:
-    """The head of a finding block: severity, rule id, slug, then what it is about."""
-    finding_head(
-        console,
-        severity.upper(),
-        SEVERITY_STYLE.get(severity, ""),
-        (rule, "bold"),
-        " ",
-        (slug, "dim"),
-        *more,
-    )
+def severity_head(console: Console, severity: str, rule: str, slug: str) -> None:
+    """The head of a finding block: severity, rule id and slug."""
+    style = SEVERITY_STYLE.get(severity, "")
+    finding_head(console, severity.upper(), style, (rule, "bold"), " ", (slug, "dim"))
 
 
 def detail(console: Console, label: str, *text: Part, style: str = "") -> None:
