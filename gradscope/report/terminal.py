@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from gradscope.findings import Finding, grouped, ignored_summary
+from gradscope.errors import ExitCode
+from gradscope.findings import Finding, Severity, grouped, ignored_summary
 from gradscope.fmt import clip, duration, human_bytes, num, printable
 from gradscope.report import layout
 from gradscope.report.console import View, paint
 from gradscope.report.text import styled
-from gradscope.results import Report
+from gradscope.results import Report, TargetResult
 from gradscope.stats import ParamStats
 
 if TYPE_CHECKING:
@@ -231,6 +232,7 @@ def _verdict(report: Report, console: Console) -> None:
 
 
 STATE_STYLE = {"PASS": "bold green", "FAIL": "bold red", "COULD NOT RUN": "bold magenta"}
+STATE_SLOT = max(map(len, STATE_STYLE))
 
 
 def render_check(report: CheckReport, view: View) -> str:
@@ -239,22 +241,16 @@ def render_check(report: CheckReport, view: View) -> str:
     def draw(console: Console) -> None:
         fail_on = report.fail_on
         total = len(report.results)
-        layout.header(
-            console, "check", f"{total} target{'s' * (total != 1)} (fail-on: {fail_on or 'never'})"
-        )
+        plural = "s" if total != 1 else ""
+        layout.header(console, "check", f"{total} target{plural} (fail-on: {fail_on or 'never'})")
         for r in report.results:
-            if r.error:
-                state = "COULD NOT RUN"
-            elif r.failed(fail_on):
-                state = "FAIL"
-            else:
-                state = "PASS"
+            state = _state(r, fail_on)
             console.print()
             layout.status_line(
                 console,
                 state,
                 STATE_STYLE[state],
-                13,
+                STATE_SLOT,
                 (f"{r.kind} ", "dim"),
                 r.target,
                 (f"  ({duration(r.duration_s)})", "dim"),
@@ -263,25 +259,24 @@ def render_check(report: CheckReport, view: View) -> str:
                 layout.detail(console, "error:", r.error)
             _findings(r.findings, console, title=False)
             if r.known:
-                layout.note(
-                    console,
-                    f"{len(r.known)} finding(s) already in the baseline",
-                    indent=layout.DETAIL,
-                )
+                known = f"{len(r.known)} finding(s) already in the baseline"
+                layout.note(console, known, indent=layout.DETAIL)
             _ignored(r.ignored, console)
-        passed = sum(not r.error and not r.failed(fail_on) for r in report.results)
-        code = int(report.exit_code())
-        word = (
-            "PASS"
-            if code == 0
-            else ("COULD NOT RUN" if any(r.error for r in report.results) else "FAIL")
-        )
+        passed = sum(_state(r, fail_on) == "PASS" for r in report.results)
+        code = report.exit_code()
+        word = {ExitCode.OK: "PASS", ExitCode.ERROR: "COULD NOT RUN"}.get(code, "FAIL")
         console.print()
         layout.verdict(
             console,
             word,
             STATE_STYLE[word],
-            f"{passed} of {total} targets passed, exit code {code}",
+            f"{passed} of {total} targets passed, exit code {code:d}",
         )
 
     return paint(draw, view)
+
+
+def _state(r: TargetResult, fail_on: Severity | None) -> str:
+    if r.error:
+        return "COULD NOT RUN"
+    return "FAIL" if r.failed(fail_on) else "PASS"
