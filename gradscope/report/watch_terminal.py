@@ -25,8 +25,8 @@ from gradscope.watcher.report import WatchReport
 SPARK = "▁▂▃▄▅▆▇█"
 NAME_WIDTH = 24
 """The widest a layer's name gets in the table; a longer one is cut in its middle."""
-LAST_WIDTH = 8
-"""Room kept for the "last" column: `1.23e-05`."""
+LAST_WIDTH = 9
+"""Room kept for the "last" column: the widest `fmt.num` writes, `-1.23e-05`."""
 
 
 def _steps(n: int, noun: str = "step") -> str:
