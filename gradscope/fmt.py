@@ -4,12 +4,25 @@ from __future__ import annotations
 
 
 def num(x: float | None, digits: int = 3) -> str:
-    """Short numbers for tables: plain in [1e-3, 1e4), scientific outside; None is "-"."""
+    """Every number a report shows: `digits` significant digits, plain in [1e-3, 1e4),
+    scientific outside, so a column of them lines up; None is "-".
+
+    3 digits tell magnitudes apart (norms, ratios); gradcheck's values use 4, a loss 6.
+    """
     if x is None:
         return "-"
     if x == 0:
         return "0"
-    return f"{x:.{digits}g}" if 1e-3 <= abs(x) < 1e4 else f"{x:.2e}"
+    return f"{x:.{digits}g}" if 1e-3 <= abs(x) < 1e4 else f"{x:.{max(digits - 1, 1)}e}"
+
+
+def duration(seconds: float) -> str:
+    """How long something took, in every report: "<1 ms", "8.2 ms", "328 ms", "4.4 s"."""
+    if seconds < 1e-3:
+        return "<1 ms"
+    if seconds < 1:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds:.3g} s" if seconds < 100 else f"{seconds:.0f} s"
 
 
 def human_bytes(n: float) -> str:
@@ -27,7 +40,8 @@ def printable(text: str) -> str:
 
 
 def clip(text: str, width: int = 60) -> str:
-    """The user's long input, shortened for a one-line error: its start and its end."""
+    """The user's long input shortened for a one-line error or a table cell: its start
+    and its end, so a name keeps its root module and its leaf."""
     text = printable(text)
     if len(text) <= width:
         return text

@@ -65,7 +65,7 @@ def test_check_mixes_passing_and_failing_targets(runner, project):
     assert "PASS          inspect healthy-mlp" in result.stdout
     assert "FAIL          inspect models/net.py:build" in result.stdout
     assert "aux.weight" in result.stdout
-    assert "check: 1 of 2 targets passed" in result.stdout
+    assert "verdict: FAIL  (1 of 2 targets passed, exit code 1)" in result.stdout
 
 
 def test_scoped_ignore_makes_it_pass(runner, project):

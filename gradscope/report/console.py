@@ -37,7 +37,8 @@ def view_for(output: str | None, width: int | None = None, top: int | None = 30)
 
 
 def paint(draw: Callable[[Any], None], view: View) -> str:
-    """Run `draw(console)` on a rich Console that records into a string."""
+    """Run `draw(console)` on a rich Console that records into a string; no line keeps
+    trailing spaces (a table pads its cells)."""
     import io
 
     from rich.console import Console
@@ -51,5 +52,5 @@ def paint(draw: Callable[[Any], None], view: View) -> str:
         emoji=False,
     )
     draw(console)
-    text = console.file.getvalue()  # type: ignore[attr-defined]
-    return str(text)
+    text = str(console.file.getvalue())  # type: ignore[attr-defined]
+    return "\n".join(line.rstrip(" ") for line in text.split("\n"))

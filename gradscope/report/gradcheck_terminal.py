@@ -1,15 +1,15 @@
 """The gradcheck report for people: per target, its inputs, what failed where, and why.
 
-Takes plain results (gradscope/gradcheck/results.py) and a rich Console; prints nothing else.
+Takes plain results (gradscope/gradcheck/results.py) and a View; prints nothing else.
+Header, failure blocks and verdict are the shared layout (report/layout.py); the spec,
+input labels and messages go through `styled`, never parsed as markup.
 """
 
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from gradscope import fmt
+from gradscope.fmt import duration, num
 from gradscope.gradcheck.results import (
     CHECKS,
     CheckError,
@@ -18,13 +18,14 @@ from gradscope.gradcheck.results import (
     GradcheckReport,
     PairFailure,
 )
+from gradscope.report import grid, layout
 from gradscope.report.console import View, paint
+from gradscope.report.text import Part
 
 SHOW_WORST = 3
-
-
-def num(x: float | None) -> str:
-    return fmt.num(x, digits=4)
+DIGITS = 4
+"""Significant digits of gradient values: 4 tell a missing factor 2 from rounding."""
+PASS, FAIL = ("PASS", "bold green"), ("FAIL", "bold red")
 
 
 def render(report: GradcheckReport, view: View) -> str:
@@ -33,72 +34,75 @@ def render(report: GradcheckReport, view: View) -> str:
 
 
 def _render(report: GradcheckReport, console: Console) -> None:
-    for target in report.targets:
-        render_target(target, console)
+    targets = report.targets
+    label = targets[0].spec if len(targets) == 1 else f"{len(targets)} targets"
+    layout.header(console, "gradcheck", label)
+    for target in targets:
         console.print()
+        render_target(target, console)
+    console.print()
     _verdict(report, console)
 
 
 def render_target(t: FunctionResult, console: Console) -> None:
-    mark = "[bold green]PASS[/]" if t.passed else "[bold red]FAIL[/]"
+    state, style = PASS if t.passed else FAIL
+    layout.status_line(
+        console, state, style, len(state), (t.spec, "bold"), (f"  ({t.kind})", "dim")
+    )
     calls = sum(c.calls for c in t.checks)
     tol = t.tolerance
-    console.print(f"{mark} [bold]{escape(t.spec)}[/] ({t.kind})", highlight=False)
-    console.print(
-        f"  [dim]{t.dtype} · seed {t.seed} · atol {tol.get('atol', 0):g} · rtol "
-        f"{tol.get('rtol', 0):g} · {calls} calls · {t.duration_s * 1e3:.0f} ms[/]",
-        highlight=False,
+    layout.note(
+        console,
+        f"{t.dtype} · seed {t.seed} · atol {tol.get('atol', 0):g} · rtol "
+        f"{tol.get('rtol', 0):g} · {calls} calls · {duration(t.duration_s)}",
     )
-    console.print(_inputs(t))
+    _inputs(t, console)
     if t.failures:
-        console.print(_failures(t.failures))
+        _failures(t.failures, console)
         for f in t.failures:
             _explain(f, console)
     for e in t.errors:
         _error(e, console)
     for n in t.notes:
-        console.print(
-            f"  [yellow]warning[/] [dim]{n.slug}[/]: {escape(n.message)}", highlight=False
-        )
+        layout.finding_head(console, "WARNING", "yellow", (n.slug, "bold"))
+        layout.detail(console, "", n.message)
 
 
-def _inputs(t: FunctionResult) -> Table:
+def _inputs(t: FunctionResult, console: Console) -> None:
     ran = [c for c in CHECKS if any(s.name == c for s in t.checks)]
-    table = Table(box=None, padding=(0, 2), pad_edge=True, show_edge=False)
-    for head in ("input", "shape", "dtype", "checked", *ran):
-        table.add_column(head, style="bold" if head == "input" else None)
+    columns = [grid.Column("input", style="bold"), grid.Column("shape"), grid.Column("dtype")]
+    columns += [grid.Column("checked"), *(grid.Column(check) for check in ran)]
     failed = {(f.check, f.input.name) for f in t.failures}
     errored = {e.check for e in t.errors}
+    rows: list[list[Part]] = []
     for info in t.inputs:
-        marks = []
+        marks: list[Part] = []
         for check in ran:
             bad = (check, info.name) in failed or check in errored
-            marks.append("[red]✗[/]" if bad else "[green]✓[/]")
-        table.add_row(
-            escape(info.label),
-            "×".join(map(str, info.shape)) or "scalar",
-            info.dtype,
-            info.coverage or "-",
-            *marks,
-        )
-    return table
+            marks.append(("✗", "red") if bad else ("✓", "green"))
+        shape = "×".join(map(str, info.shape)) or "scalar"
+        rows.append([info.label, shape, info.dtype, info.coverage or "-", *marks])
+    grid.grid(console, columns, rows)
 
 
-def _failures(failures: tuple[PairFailure, ...]) -> Table:
-    table = Table(box=None, padding=(0, 2), show_edge=False, title_justify="left")
-    for head in ("check", "input", "output", "max abs", "max rel", "worst (out ← in)", "diagnosis"):
-        table.add_column(head, style="bold red" if head == "diagnosis" else None)
-    for f in failures:
-        table.add_row(
+def _failures(failures: tuple[PairFailure, ...], console: Console) -> None:
+    """One row per failing (check, input, output); where and why follow in each block."""
+    columns = [grid.Column(head) for head in ("check", "input", "output")]
+    columns += [grid.Column("max abs", right=True), grid.Column("max rel", right=True)]
+    columns.append(grid.Column("diagnosis", style="bold red"))
+    rows: list[list[Part]] = [
+        [
             f.check,
-            escape(f.input.label),
-            escape(f.output),
-            num(f.max_abs_error),
-            num(f.max_rel_error),
-            _where(f.worst[0]) if f.worst else "-",
+            f.input.label,
+            f.output,
+            num(f.max_abs_error, DIGITS),
+            num(f.max_rel_error, DIGITS),
             f.diagnosis.slug,
-        )
-    return table
+        ]
+        for f in failures
+    ]
+    console.print()
+    grid.grid(console, columns, rows)
 
 
 def _where(e: Element) -> str:
@@ -106,39 +110,38 @@ def _where(e: Element) -> str:
 
 
 def _explain(f: PairFailure, console: Console) -> None:
-    console.print(
-        f"  [red]✗[/] {f.check} · {escape(f.input.label)} → {escape(f.output)}: "
-        f"[bold]{f.diagnosis.slug}[/]",
-        highlight=False,
+    layout.finding_head(
+        console,
+        "FAIL",
+        "red",
+        (f.diagnosis.slug, "bold"),
+        f"  {f.check} · {f.input.label} → {f.output}",
     )
-    console.print(f"      {escape(f.diagnosis.message)}", highlight=False)
+    layout.detail(console, "", f.diagnosis.message)
     for e in f.worst[:SHOW_WORST]:
-        console.print(
-            f"      d {escape(f.output)}{list(e.output_index)} / d "
-            f"{escape(f.input.name)}{list(e.input_index)}: analytical "
-            f"{num(e.analytical)}, numerical {num(e.numerical)}",
-            highlight=False,
+        layout.detail(
+            console,
+            "",
+            f"d {f.output}{list(e.output_index)} / d {f.input.name}{list(e.input_index)}: "
+            f"analytical {num(e.analytical, DIGITS)}, numerical {num(e.numerical, DIGITS)}",
         )
     if f.resolution != "full":
-        console.print(f"      [dim](explained on {f.resolution})[/]", highlight=False)
+        layout.detail(console, "", f"(explained on {f.resolution})", style="dim")
 
 
 def _error(e: CheckError, console: Console) -> None:
     where = f" at {e.location}" if e.location else ""
-    console.print(f"  [red]✗[/] {e.check}: {escape(e.message)}{where}", highlight=False)
-    console.print(
-        f"      [bold]{e.diagnosis.slug}[/]: {escape(e.diagnosis.message)}", highlight=False
-    )
+    layout.finding_head(console, "FAIL", "red", (e.diagnosis.slug, "bold"), f"  {e.check}")
+    layout.detail(console, "", f"{e.message}{where}")
+    layout.detail(console, "", e.diagnosis.message)
 
 
 def _verdict(report: GradcheckReport, console: Console) -> None:
     failed = [t.spec for t in report.targets if not t.passed]
     total = len(report.targets)
     if not failed:
-        console.print(f"[bold green]gradcheck passed[/]: {total} of {total} targets")
+        layout.verdict(console, *PASS, f"{total} of {total} targets passed")
     else:
-        console.print(
-            f"[bold red]gradcheck failed[/]: {len(failed)} of {total} targets "
-            f"({escape(', '.join(failed))})",
-            highlight=False,
+        layout.verdict(
+            console, *FAIL, f"{len(failed)} of {total} targets failed: {', '.join(failed)}"
         )

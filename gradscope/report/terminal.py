@@ -3,29 +3,30 @@
 Renders to a string (report.console.paint), like every other format. Findings of
 one rule that share their advice and evidence are printed once with all their
 subjects, so a model with a thousand NaN gradients gives one paragraph, not a
-thousand. Everything that comes from the user (names, messages) is put in as
-plain Text with control characters escaped: it is never parsed as rich markup.
+thousand. Header, findings and verdict share one layout with every other command
+(report/layout.py); all text is built by `styled`, never parsed as markup.
 """
 
 from __future__ import annotations
 
-import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.text import Text
 
-from gradscope.findings import Finding, Severity, grouped, ignored_summary, subjects_text
-from gradscope.fmt import human_bytes, num, printable
+from gradscope.errors import ExitCode
+from gradscope.findings import Finding, Severity, grouped, ignored_summary
+from gradscope.fmt import clip, duration, human_bytes, num, printable
 from gradscope.inspector.results import Report
+from gradscope.outcome import Outcome
+from gradscope.report import layout
 from gradscope.report.console import View, paint
+from gradscope.report.text import styled
 from gradscope.stats import ParamStats
 
 if TYPE_CHECKING:
     from gradscope.outcome import CheckReport
 
-STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 STATUS_STYLE = {
     "ok": "green",
     "frozen": "dim",
@@ -35,8 +36,6 @@ STATUS_STYLE = {
     "vanishing": "yellow",
     "zero": "yellow",
 }
-MAX_SUBJECTS = 6
-INDENT = 10
 IGNORED_MARK = "*"
 
 
@@ -53,90 +52,40 @@ def render(report: Report, view: View) -> str:
     return paint(draw, view)
 
 
-def _line(console: Console, *parts: str | tuple[str, str]) -> None:
-    console.print(Text.assemble(*parts), soft_wrap=True)
-
-
 def _summary(report: Report, console: Console) -> None:
     s = report.stats
     n = sum(p.numel for p in s.params)
     frozen = sum(not p.requires_grad for p in s.params)
-    _line(console, ("gradscope inspect ", "bold"), printable(report.target))
+    layout.header(console, "inspect", report.target)
     loss = "-" if s.loss_value is None else num(s.loss_value)
-    for name, text in (
-        (
-            "model",
-            f"{s.model_class} on {s.device}, {n:,} parameters in {len(s.params)} "
-            f"tensors ({frozen} frozen), torch {report.torch_version}",
-        ),
-        ("loss", f"{loss} ({s.loss_source})"),
-        (
-            "pass",
-            f"{s.duration_s * 1e3:.1f} ms {s.timed}, {human_bytes(s.saved_bytes)} "
-            "of activations saved",
-        ),
-    ):
-        _field(console, name, text)
+    layout.field(
+        console,
+        "model",
+        f"{s.model_class} on {s.device}, {n:,} parameters in {len(s.params)} "
+        f"tensors ({frozen} frozen), torch {report.torch_version}",
+    )
+    layout.field(console, "loss", f"{loss} ({s.loss_source})")
+    layout.field(
+        console,
+        "pass",
+        f"{duration(s.duration_s)} {s.timed}, {human_bytes(s.saved_bytes)} of activations saved",
+    )
 
 
-def _field(console: Console, name: str, text: str) -> None:
-    """`  name      text`, wrapped under itself so it fits the width."""
-    lead = f"  {name:<10}"
-    for line in textwrap.wrap(printable(text), width=max(console.width - len(lead), 30)):
-        console.print(Text(lead + line), soft_wrap=True)
-        lead = " " * len(lead)
-
-
-def _findings(findings: list[Finding], console: Console, header: bool = True) -> None:
-    if not findings:
-        if header:
-            _line(console, "\n", ("No findings.", "green"))
-        return
-    if header:
-        _line(console, "\n", ("Findings", "bold"), f" ({len(findings)})")
-    for items in grouped(findings):
-        first = items[0]
-        rule, sev, advice, evidence = first.rule, first.severity, first.advice, first.evidence
-        _line(
-            console,
-            (f"  {str(sev).upper():7} ", STYLE[sev]),
-            (f"{rule} ", "bold"),
-            (items[0].slug, "dim"),
-        )
-        if len(items) == 1:
-            _detail(console, "", items[0].message)
-        else:
-            _detail(console, f"{len(items)} subjects:", subjects_text(items, MAX_SUBJECTS))
-            _detail(console, "e.g.", items[0].message, "dim")
-        row = items[0].row
-        for line in evidence:
-            _detail(console, "evidence:", line)
-        _detail(console, "advice:", advice)
-        _detail(
-            console, "table:", f"{row.symptom} | cause: {row.cause} | remedy: {row.remedy}", "dim"
-        )
+def _findings(findings: list[Finding], console: Console, title: bool = True) -> None:
+    if title:
+        layout.findings_title(console, len(findings))
+    for group in grouped(findings):
+        layout.finding_block(console, group)
 
 
 def _ignored(ignored: list[Finding], console: Console) -> None:
     if ignored:
-        _detail(
-            console, "", ignored_summary(ignored) + f"; their rows are marked {IGNORED_MARK}", "dim"
+        layout.note(
+            console,
+            ignored_summary(ignored) + f"; their rows are marked {IGNORED_MARK}",
+            indent=layout.DETAIL,
         )
-
-
-def _detail(console: Console, label: str, text: str, style: str = "") -> None:
-    """An indented paragraph, wrapped here so no line carries trailing padding."""
-    lines = textwrap.wrap(
-        printable(f"{label} {text}".strip()), width=max(console.width - INDENT, 40)
-    )
-    for i, line in enumerate(lines):
-        out = Text(" " * INDENT, style=style)
-        if i == 0:
-            out.append(line[: len(label)], style=f"bold {style}".strip())
-            out.append(line[len(label) :], style=style)
-        else:
-            out.append(line, style=style)
-        console.print(out, soft_wrap=True)
 
 
 def pick_rows(report: Report, top: int | None) -> list[ParamStats]:
@@ -176,6 +125,8 @@ NAME_MIN = 24
 OPTIONAL = 2
 """Columns of this priority or lower go before a name is cut."""
 GAP = 2
+TABLE_INDENT = 2
+"""The table sits under the findings' severities, like every table of every report."""
 
 
 def zeros_text(fraction: float | None) -> str:
@@ -200,15 +151,7 @@ def _cells(report: Report, p: ParamStats) -> dict[str, str]:
     }
 
 
-def shorten(name: str, width: int) -> str:
-    """Cut the middle of a long name: the root module and the leaf stay readable."""
-    if len(name) <= width:
-        return name
-    head = (width - 1) // 2
-    return name[:head] + "…" + name[len(name) - (width - 1 - head) :]
-
-
-def layout(
+def fit_columns(
     names: list[str], cells: list[dict[str, str]], statuses: list[str], width: int
 ) -> tuple[int, list[Column]]:
     """The name column's width and the numeric columns that fit in `width`."""
@@ -242,7 +185,7 @@ def _params(report: Report, console: Console, top: int | None) -> None:
     names = [printable(p.name) + (IGNORED_MARK if p.name in ignored else "") for p in rows]
     cells = [_cells(report, p) for p in rows]
     statuses = [report.status(p) for p in rows]
-    name_w, kept = layout(names, cells, statuses, console.width)
+    name_w, kept = fit_columns(names, cells, statuses, console.width - TABLE_INDENT)
     sizes = {c.title: max([len(c.title)] + [len(x[c.title]) for x in cells]) for c in kept}
 
     def pad(text: str, col: Column) -> str:
@@ -250,13 +193,14 @@ def _params(report: Report, console: Console, top: int | None) -> None:
         return (text.rjust(w) if col.right else text.ljust(w)) + " " * GAP
 
     console.print()
-    head = Text("parameter".ljust(name_w) + " " * GAP, style="bold")
+    lead = " " * TABLE_INDENT
+    head = styled(lead, ("parameter".ljust(name_w) + " " * GAP, "bold"))
     for col in kept:
         head.append(pad(col.title, col), style="bold")
     head.append("status", style="bold")
     console.print(head, soft_wrap=True)
     for name, cell, status in zip(names, cells, statuses, strict=True):
-        line = Text(shorten(name, name_w).ljust(name_w) + " " * GAP)
+        line = styled(lead, clip(name, name_w).ljust(name_w) + " " * GAP)
         for col in kept:
             line.append(pad(cell[col.title], col))
         line.append(status, style=STATUS_STYLE.get(status, ""))
@@ -272,54 +216,68 @@ def _params(report: Report, console: Console, top: int | None) -> None:
     if dropped:
         notes.append(f"{', '.join(dropped)} left out at {console.width} columns (--width)")
     for n in notes:
-        _detail(console, "", n, "dim")
+        layout.note(console, n)
 
 
 def _verdict(report: Report, console: Console) -> None:
     c = report.counts()
     worst = report.worst
-    style = STYLE[worst] if worst else "bold green"
-    word = f"{str(worst).upper()}" if worst else "OK"
     ignored = f", {len(report.ignored)} ignored" if report.ignored else ""
-    _line(
+    console.print()
+    layout.verdict(
         console,
-        ("\nverdict: ", "bold"),
-        (word, style),
-        f"  ({c['error']} errors, {c['warning']} warnings, {c['info']} info{ignored})",
+        str(worst).upper() if worst else "OK",
+        layout.SEVERITY_STYLE[str(worst)] if worst else "bold green",
+        f"{c['error']} errors, {c['warning']} warnings, {c['info']} info{ignored}",
     )
 
 
+STATE_STYLE = {"PASS": "bold green", "FAIL": "bold red", "COULD NOT RUN": "bold magenta"}
+STATE_SLOT = max(map(len, STATE_STYLE))
+
+
 def render_check(report: CheckReport, view: View) -> str:
-    """The combined `gradscope check` report: one section per target, then the totals."""
+    """The combined `gradscope check` report: one section per target, then the verdict."""
 
     def draw(console: Console) -> None:
         fail_on = report.fail_on
+        total = len(report.results)
+        plural = "s" if total != 1 else ""
+        layout.header(console, "check", f"{total} target{plural} (fail-on: {fail_on or 'never'})")
         for r in report.results:
-            if r.could_not_run:
-                state, style = "COULD NOT RUN", "bold magenta"
-            elif r.failed(fail_on):
-                state, style = "FAIL", "bold red"
-            else:
-                state, style = "PASS", "bold green"
-            _line(
+            state = _state(r, fail_on)
+            console.print()
+            layout.status_line(
                 console,
-                (f"{state:13} ", style),
+                state,
+                STATE_STYLE[state],
+                STATE_SLOT,
                 (f"{r.kind} ", "dim"),
-                printable(r.label),
-                (f"  ({r.duration_s:.2f} s)", "dim"),
+                r.label,
+                (f"  ({duration(r.duration_s)})", "dim"),
             )
             if r.could_not_run:
-                _detail(console, "error:", r.could_not_run)
-            _findings(r.findings, console, header=False)
+                layout.detail(console, "error:", r.could_not_run)
+            _findings(r.findings, console, title=False)
             if r.known:
-                _detail(console, "", f"{len(r.known)} finding(s) already in the baseline", "dim")
+                known = f"{len(r.known)} finding(s) already in the baseline"
+                layout.note(console, known, indent=layout.DETAIL)
             _ignored(r.ignored, console)
-        passed = sum(not r.could_not_run and not r.failed(fail_on) for r in report.results)
-        _line(
+        passed = sum(_state(r, fail_on) == "PASS" for r in report.results)
+        code = report.exit_code()
+        word = {ExitCode.OK: "PASS", ExitCode.ERROR: "COULD NOT RUN"}.get(code, "FAIL")
+        console.print()
+        layout.verdict(
             console,
-            ("\ncheck: ", "bold"),
-            f"{passed} of {len(report.results)} targets passed "
-            f"(fail-on: {fail_on or 'never'}), exit code {int(report.exit_code())}",
+            word,
+            STATE_STYLE[word],
+            f"{passed} of {total} targets passed, exit code {code:d}",
         )
 
     return paint(draw, view)
+
+
+def _state(r: Outcome, fail_on: Severity | None) -> str:
+    if r.could_not_run:
+        return "COULD NOT RUN"
+    return "FAIL" if r.failed(fail_on) else "PASS"

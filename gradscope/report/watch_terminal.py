@@ -1,8 +1,8 @@
 """`gradscope watch` in the terminal (rich): summary, grouped findings, layers over time.
 
-Every string that came from the user's code (parameter and module names, the script's
-path, its error) is printed as `Text`, never parsed as markup, with control characters
-made visible.
+Header, fields, finding blocks and verdict are the shared layout (report/layout.py);
+every string that came from the user's code (parameter and module names, the script's
+path, its error) goes through `styled`: never parsed as markup, control characters shown.
 """
 
 from __future__ import annotations
@@ -11,30 +11,26 @@ import math
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
-from gradscope.fmt import printable
+from gradscope.findings import Finding
+from gradscope.fmt import clip, duration, num
+from gradscope.report import grid, layout
 from gradscope.report.console import View, paint
+from gradscope.report.text import Part
 from gradscope.watcher.groups import binned_max, group_norm, layer_groups
 from gradscope.watcher.marks import marks
 from gradscope.watcher.report import WatchReport
 
 SPARK = "▁▂▃▄▅▆▇█"
-STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+NAME_WIDTH = 24
+"""The widest a layer's name gets in the table; a longer one is cut in its middle."""
+LAST_WIDTH = 9
+"""Room kept for the "last" column: the widest `fmt.num` writes, `-1.23e-05`."""
 
 
-def _num(v: float | None) -> str:
-    return "-" if v is None else f"{v:.3g}"
-
-
-def _steps(n: int) -> str:
-    return f"{n} step{'' if n == 1 else 's'}"
-
-
-def plain(text: str, style: str = "") -> Text:
-    """The user's text as it is: no markup, control characters shown as escapes."""
-    return Text(printable(text), style=style)
+def _steps(n: int, noun: str = "step") -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def sparkline(values: list[float | None], width: int) -> Text:
@@ -65,78 +61,80 @@ def _render(report: WatchReport, console: Console) -> None:
     _summary(report, console)
     _findings(report, console)
     _over_time(report, console)
+    _verdict(report, console)
 
 
 def _summary(report: WatchReport, console: Console) -> None:
     s = report.summary()
     run = report.run
-    console.print(plain(f"gradscope watch · {run.label}", "bold"))
-    head = Text(
-        f"{s['steps']} optimizer steps ({', '.join(s['optimizers']) or 'no optimizer'}), "
-        f"{s['duration_s']:.1f} s, {s['parameters']} parameters tracked · {s['status']}"
+    layout.header(console, "watch", run.label)
+    optimizers = ", ".join(s["optimizers"]) or "no optimizer"
+    layout.field(
+        console,
+        "run",
+        f"{_steps(s['steps'], 'optimizer step')} ({optimizers}), "
+        f"{duration(s['duration_s'])}, {s['parameters']} parameters tracked · {s['status']}",
     )
-    if report.failure():
-        head.append_text(plain(f" ({report.failure()})"))
-    console.print(head)
+    failure = report.failure()
+    if failure:
+        layout.field(console, "error", failure)
     if report.partial:
         why = {"crashed": "crashed", "terminated": "was terminated (SIGTERM)"}.get(
             run.status, "was interrupted"
         )
-        console.print(
-            Text(
-                f"partial report: it covers the {_steps(len(run.steps))} before the script {why}",
-                style="bold yellow",
-            )
-        )
-    if not report.judged:
-        console.print(plain(str(report.nothing_judged())))
-    elif len(run.optimizers) > 1:
+        covers = f"the report covers the {_steps(len(run.steps))} before the script {why}"
+        layout.field(console, "partial", (covers, "yellow"))
+    if report.judged and len(run.optimizers) > 1:
         for entry in s["per_optimizer"]:
-            console.print(
-                _loss_and_norm(plain(f"{entry['label']}: {_steps(entry['steps'])} · "), entry)
+            layout.line(
+                console,
+                f"  {entry['label']}: {_steps(entry['steps'])} · ",
+                _loss_and_norm(entry),
+                hang=layout.FIELD,
             )
-    else:
-        console.print(_loss_and_norm(Text(), s))
-    for note in s["notes"]:
-        console.print(plain(f"note: {note}", "dim"))
+    elif report.judged:
+        layout.field(console, "steps", _loss_and_norm(s))
+    for i, note in enumerate(s["notes"]):  # a distributed run's are a table: kept aligned
+        layout.field(console, "" if i else "notes", (note, "dim"))
 
 
-def _loss_and_norm(text: Text, s: dict[str, Any]) -> Text:
+def _loss_and_norm(s: dict[str, Any]) -> str:
     loss, norm = s["loss"], s["grad_norm"]
-    text.append(
-        f"loss {_num(loss['first'])} → {_num(loss['last'])} (min {_num(loss['min'])}, "
-        f"max {_num(loss['max'])}) · grad norm {_num(norm['first'])} → {_num(norm['last'])} "
-        f"(max {_num(norm['max'])})"
+    text = (
+        f"loss {num(loss['first'])} → {num(loss['last'])} (min {num(loss['min'])}, "
+        f"max {num(loss['max'])}) · grad norm {num(norm['first'])} → {num(norm['last'])} "
+        f"(max {num(norm['max'])})"
     )
     if "clipped_steps" in s:
-        text.append(f" · clipped {s['clipped_steps']} · skipped {s['skipped_steps']}")
+        text += f" · clipped {s['clipped_steps']} · skipped {s['skipped_steps']}"
     return text
 
 
 def _findings(report: WatchReport, console: Console) -> None:
-    console.print()
-    if not report.findings:
-        if report.partial:
-            console.print(Text(f"no findings in the {_steps(len(report.run.steps))} recorded"))
-        else:
-            console.print(Text("no findings", style="bold green"))
-        return
-    by_rule: dict[str, list[Any]] = {}
+    recorded = f"No findings in the {_steps(len(report.run.steps))} recorded."
+    empty = recorded if report.partial else "No findings."
+    layout.findings_title(console, len(report.findings), empty)
+    by_rule: dict[str, list[Finding]] = {}
     for f in report.findings:
         by_rule.setdefault(f.rule, []).append(f)
-    for rule, group in by_rule.items():
-        first = group[0]
-        head = Text(f"{rule} {first.slug}", style=STYLE[str(first.severity)])
-        head.append(f"  {first.severity} · {len(group)} finding(s) · {first.row.symptom}")
-        console.print(head)
-        for f in group[:8]:
-            text = f.message if f.message.startswith(f.subject) else f"{f.subject}: {f.message}"
-            console.print(plain(f"  {text}"))
-            for e in f.evidence:
-                console.print(plain(f"    {e}", "dim"))
-        if len(group) > 8:
-            console.print(Text(f"  … {len(group) - 8} more of {rule}", style="dim"))
-        console.print(plain(f"  → {first.advice}", "italic"))
+    for group in by_rule.values():
+        layout.finding_block(console, group, each=True)
+
+
+def _verdict(report: WatchReport, console: Console) -> None:
+    s = report.summary()
+    c = s["counts"]
+    counts = f"{c['error']} errors, {c['warning']} warnings, {c['info']} info"
+    console.print()
+    if not report.judged:
+        layout.verdict(console, "NOT JUDGED", "bold magenta", str(report.nothing_judged()))
+    elif report.partial:
+        recorded = f"{counts} in the {_steps(len(report.run.steps))} recorded"
+        layout.verdict(console, report.run.status.upper(), "bold magenta", recorded)
+    else:
+        word = s["verdict"]
+        style = layout.SEVERITY_STYLE.get(word, "bold green")
+        layout.verdict(console, word.upper(), style, counts)
 
 
 def _over_time(report: WatchReport, console: Console) -> None:
@@ -163,28 +161,29 @@ def _over_time(report: WatchReport, console: Console) -> None:
 def _table(
     report: WatchReport, console: Console, steps: list[Any], members: list[int], title: str
 ) -> None:
-    width = max(20, min(60, (console.width or 100) - 40))
-    table = Table(box=None, pad_edge=False)  # title printed apart: a narrow table wraps it
-    table.add_column("", overflow="ellipsis", max_width=24, no_wrap=True)
-    table.add_column("", no_wrap=True)
-    table.add_column("last", justify="right", no_wrap=True)
-    losses = [r.loss for r in steps]
-    table.add_row("loss", sparkline(losses, width), _num(steps[-1].loss))
-    table.add_row(
-        "total norm", sparkline([r.grad_norm for r in steps], width), _num(steps[-1].grad_norm)
-    )
     names = report.run.names()
     groups = layer_groups([names[i] for i in members if i < len(names)], 12)
+    longest = max(len(n) for n in ["total norm", *groups])
+    name_width = min(NAME_WIDTH, console.width // 3, longest)
+    room = console.width - 2 - name_width - LAST_WIDTH - 2 * grid.GAP
+    width = max(8, min(60, room))
+    rows: list[list[Part]] = []
+    losses = [r.loss for r in steps]
+    rows.append(["loss", sparkline(losses, width), num(steps[-1].loss)])
+    rows.append(
+        ["total norm", sparkline([r.grad_norm for r in steps], width), num(steps[-1].grad_norm)]
+    )
     for name, local in groups.items():
         series = [group_norm(r, [members[j] for j in local]) for r in steps]
-        table.add_row(plain(name), sparkline(series, width), _num(series[-1]))
+        rows.append([clip(name, name_width), sparkline(series, width), num(series[-1])])
     for m in marks(report):
         if set(m.steps) & {r.step for r in steps}:
             row = _mark_row(m.steps, [r.step for r in steps], width, m.symbol)
-            table.add_row(m.label, row, "")
+            rows.append([m.label, row, ""])
     console.print()
-    console.print(plain(title, "italic"))
-    console.print(table)
+    layout.line(console, (title, "italic"))
+    columns = [grid.Column(""), grid.Column(""), grid.Column("last", right=True)]
+    grid.grid(console, columns, rows)
 
 
 def _mark_row(marked: tuple[int, ...], steps: list[int], width: int, symbol: str) -> Text:

@@ -27,7 +27,7 @@ def run(runner, *args: str):
 def test_identical_port_exits_0(runner):
     result = run(runner, spec("gpt2_ref"), spec("gpt2_port"))
     assert result.exit_code == 0, result.output
-    assert "identical within tolerance" in result.stdout
+    assert "verdict: IDENTICAL  (within tolerance: " in result.stdout
 
 
 @pytest.mark.slow

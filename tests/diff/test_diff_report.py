@@ -63,7 +63,7 @@ def test_identical_report_says_so():
     rows = [ModuleRow("fc", "fc", 0, "Linear", delta(0.0), delta(0.0))]
     r = result(rows, None)
     text = diff_terminal.render(r, View(80))
-    assert "identical (bitwise)" in text and r.findings == []
+    assert "verdict: IDENTICAL  (bitwise: 1 module outputs" in text and r.findings == []
     assert r.to_dict()["summary"]["verdict"] == "identical (bitwise)"
 
 

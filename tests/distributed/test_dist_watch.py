@@ -54,7 +54,7 @@ def test_healthy_ddp_watch_reports_once_from_rank_0(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("gradscope watch · script") == 1  # rank 1 prints no report
-    assert "no findings" in proc.stdout  # no GS506 either: two honest shards differ, mildly
+    assert "No findings." in proc.stdout  # no GS506 either: two honest shards differ, mildly
     summary = re.search(
         r"DDP on 2 ranks \(gloo\), (\d+) gathering\(s\), (\d+) collective", proc.stdout
     )

@@ -27,7 +27,7 @@ def test_terminal_report_sections_and_grouping():
         param("body.weight"), *[param(f"aux.l{i}", None) for i in range(10)], ran=("body",)
     )
     text = render(report)
-    assert "gradscope inspect t.py:build" in text
+    assert "gradscope inspect · t.py:build" in text
     assert "ERROR   GS101 none-grad\n" in text
     assert "10 subjects: aux.l0, aux.l1" in text
     assert "(+4 more)" in text

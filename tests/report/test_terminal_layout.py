@@ -19,9 +19,10 @@ def _report(*params, **kw) -> Report:
 
 
 def _table(text: str) -> list[str]:
+    """The table's lines from its head on, without the indent every table has."""
     lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("parameter"))
-    return lines[start:]
+    start = next(i for i, line in enumerate(lines) if line.startswith("  parameter"))
+    return [line.removeprefix("  ") for line in lines[start:]]
 
 
 def test_80_columns_keeps_status_and_drops_dtype_then_shape():
