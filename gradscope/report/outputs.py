@@ -77,7 +77,21 @@ def render(fmt: Format, check: CheckReport, view: View, single: Outcome | None =
 
 
 def terminal(outcome: Outcome, view: View) -> str:
-    """The command's own terminal report, from the result it judged (`detail`)."""
+    """The command's own terminal report, from the result it judged (`detail`), then the
+    findings the config silenced, for the renderers that do not mark them themselves."""
+    text = _own_terminal(outcome, view)
+    runs = outcome.kind == "diff" and (outcome.document or {}).get("mode") == "runs"
+    if outcome.ignored and outcome.kind != "inspect" and not runs:
+        from gradscope.findings import ignored_summary
+        from gradscope.report import layout
+        from gradscope.report.console import paint
+
+        said = ignored_summary(outcome.ignored) + " by the config: in --format json, not failing"
+        text += paint(lambda console: layout.note(console, said, indent=0), view)
+    return text
+
+
+def _own_terminal(outcome: Outcome, view: View) -> str:
     if outcome.kind == "watch":
         from gradscope.report import watch_terminal
 
