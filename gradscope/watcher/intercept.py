@@ -42,7 +42,7 @@
 - Threads (threads.py): a step made in any thread is a real step, recorded under the
   optimizer that made it, with the backward calls, clip and loss scale of that thread
   since its previous step; the steps of all threads are numbered in the order they
-  begin. Backward calls in a thread that never steps (a pool computing shards) go to
+  end. Backward calls in a thread that never steps (a pool computing shards) go to
   the next step of an optimizer whose parameters they reached. A step reads no
   gradient of a parameter another thread steps: reading `p.grad` while another thread
   sets it to None (zero_grad) and frees it crashes torch. Nothing is raised in a
@@ -726,9 +726,8 @@ class Interceptor:
             loss = returned.detach().reshape(())
         elif isinstance(returned, (int, float)) and not isinstance(returned, bool):
             loss = float(returned)
-        self.steps += 1
         here.current = PendingStep(
-            step=self.steps,
+            step=self.steps + 1,  # numbered when it ends: threads end them in any order
             optimizer=index,
             lrs=tuple(_lr(g) for g in optimizer.param_groups),
             backward_calls=window.calls,
@@ -744,7 +743,7 @@ class Interceptor:
             carried=self._carried(optimizer),
             members=self._members(optimizer),
         )
-        if not skipped and (self.steps - 1) % self.update_every == 0:
+        if not skipped and self.steps % self.update_every == 0:
             params = [p for g in optimizer.param_groups for p in g["params"]]
             here.snapshot = (params, [p.detach().clone() for p in params])
 
@@ -770,6 +769,8 @@ class Interceptor:
         here.scaled_by = None  # the step unscaled them (or skipped): a later clip is not
         if self.stopped:
             return
+        self.steps += 1
+        current.step = self.steps
         current.time_s = time.perf_counter() - self.start
         self.recorder.add(current)
         if self.max_steps is not None and self.steps >= self.max_steps:
@@ -851,9 +852,8 @@ class Interceptor:
             for i in sorted(set(manual.members) | self.manually_updated)
             if id(tracked[i]) not in present
         ]
-        self.steps += 1
         step = PendingStep(
-            step=self.steps,
+            step=self.steps + 1,
             optimizer=self._manual_index,
             lrs=(),
             backward_calls=manual.calls,
@@ -874,6 +874,7 @@ class Interceptor:
         manual.versions = [p._version for p in tracked]
         if final:
             if not self.stopped:
+                self.steps += 1
                 step.time_s = time.perf_counter() - self.start
                 self.recorder.add(step)
             return

@@ -1,0 +1,42 @@
+# two threads, each training its own model with its own optimizer, at the same time
+import json
+import sys
+import threading
+
+import torch
+from torch import nn
+
+STEPS = int(sys.argv[2]) if len(sys.argv) > 2 else 150
+torch.manual_seed(0)
+record: list[dict] = []
+lock = threading.Lock()
+start = threading.Barrier(2)
+
+
+def train(kind: str, seed: int) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    model = nn.Sequential(nn.Linear(12, 48), nn.ReLU(), nn.Linear(48, 3))
+    opt = (
+        torch.optim.SGD(model.parameters(), lr=0.01)
+        if kind == "SGD"
+        else torch.optim.Adam(model.parameters(), lr=1e-3)
+    )
+    start.wait()
+    for _ in range(STEPS):
+        x = torch.randn(16, 12, generator=gen)
+        y = torch.randint(0, 3, (16,), generator=gen)
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        with lock:
+            record.append({"optimizer": kind, "loss": loss.item(), "calls": 1})
+
+
+threads = [threading.Thread(target=train, args=(k, s)) for k, s in (("SGD", 1), ("Adam", 2))]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+with open(sys.argv[1], "w") as f:
+    json.dump({"steps": record}, f)
