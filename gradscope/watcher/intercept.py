@@ -391,7 +391,10 @@ class Interceptor:
             here = self._enter()
             if here is None:
                 return original(optimizer, *args, **kw)
-            params = lambda: (p for g in optimizer.param_groups for p in g["params"])  # noqa: E731
+
+            def params() -> Any:
+                return (p for g in optimizer.param_groups for p in g["params"])
+
             self._safely(here, lambda: self._resetting(here, params))
             out = original(optimizer, *args, **kw)
             self._safely(here, lambda: self._reset_seen(optimizer))
@@ -587,7 +590,7 @@ class Interceptor:
                 if scaler.is_enabled() and not call[2]:  # the optimizer's hooks never ran
                     self._safely(here, lambda: self._skipped(here, optimizer))
             finally:
-                here.scaler_calls.remove(call)
+                here.scaler_calls = [c for c in here.scaler_calls if c is not call]
             return out
 
         return step

@@ -49,15 +49,16 @@ def watched(tmp_path, name: str, *argv: str, **options):
 
 
 @pytest.mark.parametrize(
-    ("name", "steps"),
+    ("name", "argv"),
     [
-        ("threads_train_eval.py", "60"),  # a training thread, the main thread evaluating
-        ("threads_two_models.py", "60"),  # two threads, each its own model and optimizer
-        ("threads_pool_shards.py", "20"),  # a pool runs the shards' backward, main steps
+        ("threads_train_eval.py", ["60"]),  # a training thread, the main thread evaluating
+        ("threads_two_models.py", ["60"]),  # two threads, each its own model and optimizer
+        ("threads_two_models.py", ["60", "zero-first"]),  # each zeroes before its forward
+        ("threads_pool_shards.py", ["20"]),  # a pool runs the shards' backward, main steps
     ],
 )
-def test_every_step_of_every_thread_is_recorded_as_the_script_saw_it(tmp_path, name, steps):
-    report, oracle = watched(tmp_path, name, steps)
+def test_every_step_of_every_thread_is_recorded_as_the_script_saw_it(tmp_path, name, argv):
+    report, oracle = watched(tmp_path, name, *argv)
     assert report.run.status == "completed", report.run.error
     agree(report.run, oracle)
     assert not report.findings, [f.message for f in report.findings]

@@ -1,4 +1,5 @@
-# two threads, each training its own model with its own optimizer, at the same time
+# two threads, each training its own model with its own optimizer, at the same time;
+# argv[3] zero-first: each zeroes its gradients before the forward instead of after step
 import json
 import sys
 import threading
@@ -7,6 +8,7 @@ import torch
 from torch import nn
 
 STEPS = int(sys.argv[2]) if len(sys.argv) > 2 else 150
+ZERO_FIRST = len(sys.argv) > 3 and sys.argv[3] == "zero-first"  # zero_grad before forward
 torch.manual_seed(0)
 record: list[dict] = []
 lock = threading.Lock()
@@ -25,10 +27,13 @@ def train(kind: str, seed: int) -> None:
     for _ in range(STEPS):
         x = torch.randn(16, 12, generator=gen)
         y = torch.randint(0, 3, (16,), generator=gen)
+        if ZERO_FIRST:
+            opt.zero_grad()
         loss = nn.functional.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
-        opt.zero_grad()
+        if not ZERO_FIRST:
+            opt.zero_grad()
         with lock:
             record.append({"optimizer": kind, "loss": loss.item(), "calls": 1})
 
