@@ -15,14 +15,12 @@ lock = threading.Lock()
 start = threading.Barrier(2)
 
 
-def train(kind: str, seed: int) -> None:
-    gen = torch.Generator().manual_seed(seed)
-    model = nn.Sequential(nn.Linear(12, 48), nn.ReLU(), nn.Linear(48, 3))
-    opt = (
-        torch.optim.SGD(model.parameters(), lr=0.01)
-        if kind == "SGD"
-        else torch.optim.Adam(model.parameters(), lr=1e-3)
-    )
+def train(kind: str, seed: int, model: nn.Module) -> None:
+    gen = torch.Generator().manual_seed(seed)  # the same batches whatever the timing
+    if kind == "SGD":
+        opt: torch.optim.Optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     start.wait()
     for _ in range(STEPS):
         x = torch.randn(16, 12, generator=gen)
@@ -38,7 +36,11 @@ def train(kind: str, seed: int) -> None:
             record.append({"optimizer": kind, "loss": loss.item(), "calls": 1})
 
 
-threads = [threading.Thread(target=train, args=(k, s)) for k, s in (("SGD", 1), ("Adam", 2))]
+models = [nn.Sequential(nn.Linear(12, 48), nn.ReLU(), nn.Linear(48, 3)) for _ in range(2)]
+threads = [
+    threading.Thread(target=train, args=(k, s, m))
+    for (k, s), m in zip((("SGD", 1), ("Adam", 2)), models, strict=True)
+]
 for t in threads:
     t.start()
 for t in threads:
