@@ -32,8 +32,7 @@
   version); at the next backward's start, or when the watch ends, a changed
   fingerprint is a step of the `records.MANUAL` optimizer. Deciding that reads one
   small vector back per backward, a cost paid only while no optimizer has stepped.
-
-- The first step: its backward calls are those since its thread's last reset of
+- A thread's first step: its backward calls are those since its thread's last reset of
   gradients that held something (zero_grad of an optimizer or a module, or the
   gradients the first backward reached all set to None by hand), so backward-only
   iterations before an optimizer exists (a warm-up, a gradient statistic) are not
