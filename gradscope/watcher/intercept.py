@@ -32,6 +32,22 @@
   version); at the next backward's start, or when the watch ends, a changed
   fingerprint is a step of the `records.MANUAL` optimizer. Deciding that reads one
   small vector back per backward, a cost paid only while no optimizer has stepped.
+- A thread's first step: its backward calls are those since its thread's last reset of
+  gradients that held something (zero_grad of an optimizer or a module, or the
+  gradients the first backward reached all set to None by hand), so backward-only
+  iterations before an optimizer exists (a warm-up, a gradient statistic) are not
+  counted into its loss; backward calls whose gradients are still there when it steps
+  (accumulation across its creation) are. Later steps: those since the previous step.
+- Threads (threads.py): a step made in any thread is a real step, recorded under the
+  optimizer that made it, with the backward calls, clip and loss scale of that thread
+  since its previous step; the steps of all threads are numbered in the order they
+  end. Backward calls in a thread that never steps (a pool computing shards) go to
+  the next step of an optimizer whose parameters they reached. A step reads no
+  gradient of a parameter another thread steps: reading `p.grad` while another thread
+  sets it to None (zero_grad) and frees it crashes torch. Nothing is raised in a
+  thread other than the watching one: a failure of gradscope's own there stops the
+  recording with a note, and --steps reached there stops the recording, and the script
+  at the next hook its watching thread reaches.
 
 Nothing else here reads a value back to the host: see recorder.py.
 """
@@ -41,13 +57,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
 from gradscope.watcher import discover
 from gradscope.watcher.measure import Measure, norms
 from gradscope.watcher.recorder import PendingStep, Recorder
+from gradscope.watcher.threads import Threads, ThreadState, Window
+
+T = TypeVar("T")
 
 
 class StopWatching(BaseException):
@@ -65,9 +84,10 @@ class ManualUpdates:
 @dataclass
 class _Reset:
     """Since an optimizer's last step: a reset of its gradients seen, or the norms of
-    its gradients found at the start of each backward."""
+    its gradients found at the start of each backward of the thread that stepped it."""
 
     params: list[torch.Tensor]
+    thread: int
     reset: bool = False
     norms: list[torch.Tensor] = field(default_factory=list)
 
@@ -77,6 +97,8 @@ class _Manual:
     """What the last backward left, for an update by hand that may follow it."""
 
     params: list[torch.Tensor]
+    thread: int
+    """The thread whose backward found them: the only one that checks."""
     weights: torch.Tensor | None = None
     versions: list[int] = field(default_factory=list)
     grads: torch.Tensor | None = None
@@ -113,40 +135,22 @@ class Interceptor:
         """What the watch could not do, for the report."""
         self.manually_updated: set[int] = set()
         """Positions of the parameters an update by hand changed."""
+        self.stopped = False
+        """--steps reached: nothing more is recorded."""
+        self.threads = Threads()
+        self._off = False
+        """Removed, or failed: every hook only calls what it wraps."""
         self._undo: list[Callable[[], None]] = []
-        self._depth = 0
-        self._quiet = 0
-        """> 0 inside a closure's second and later evaluations (LBFGS's line search)."""
-        self._reset_step()
-        self._scaled: list[tuple[torch.Tensor, torch.Tensor, Any]] = []
-        self._scaled_by: Any = None
-        """The GradScaler whose scale multiplies the gradients of the last backward."""
-        self._scaler_calls: list[list[Any]] = []
         self.measure = Measure(self.tracked)
-        self._current: PendingStep | None = None
-        self._snapshot: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
         self._resets: dict[int, _Reset] = {}
         self._trained_cache: dict[int, tuple[tuple[int, ...], list[torch.Tensor]]] = {}
+        self._stepped_by: dict[int, set[int]] = {}
+        """Optimizer index → the threads that stepped it."""
         self._manual: _Manual | None = None
         self._manual_index: int | None = None
         self._manual_scanned = False
         self._nan_noted = False
         self._optimizer_stepped = False
-        self._stepping: Any = None
-        self._step_depth = 0
-        """Optimizer steps under way (> 1: a step inside a step)."""
-        """The optimizer whose step (given a closure) has started and not yet begun."""
-
-    def _reset_step(self) -> None:
-        self.backward_calls = 0
-        self.loss: torch.Tensor | None = None
-        self.loss_known = True
-        self.pre_clip: torch.Tensor | None = None
-        self.clip_total: torch.Tensor | None = None
-        self.max_norm: float | None = None
-        self.norm_type: float | None = None
-        self.scaled_clip = False
-        self.clip_scale: torch.Tensor | None = None
 
     # -- installation -----------------------------------------------------------------
     def install(self) -> None:
@@ -176,6 +180,9 @@ class Interceptor:
         self._patch(scaler, "step", self._wrap_scaler_step)
 
     def remove(self) -> None:
+        """Undo every hook and wrapper; a thread still inside one records nothing more."""
+        with self.threads.lock:
+            self._off = True
         while self._undo:
             self._undo.pop()()
 
@@ -184,72 +191,117 @@ class Interceptor:
         setattr(owner, name, make(original))
         self._undo.append(lambda: setattr(owner, name, original))
 
+    # -- the way into every hook ------------------------------------------------------
+    def _enter(self) -> ThreadState | None:
+        """This thread's state; None when nothing is to be recorded. Once --steps is
+        reached, the watching thread stops here at its next hook."""
+        if self._off:
+            return None
+        if self.stopped:
+            if self.threads.here().home:
+                raise StopWatching()
+            return None
+        return self.threads.here()
+
+    def _safely(self, here: ThreadState, work: Callable[[], T]) -> T | None:
+        """Run gradscope's part of a hook under the shared lock. In a thread other than
+        the watching one nothing of gradscope's is raised: a failure stops the recording,
+        with a note (in the watching thread it ends the run as before: a rank's timeout
+        must). --steps reached stops the watching thread here, and no other."""
+        with self.threads.lock:
+            if self._off:
+                return None
+            try:
+                out = work()
+            except Exception as exc:
+                if here.home:
+                    raise
+                self._off = True
+                self.notes.append(
+                    f"recording stopped after step {self.steps}: gradscope failed in "
+                    f"thread {here.name!r}: {type(exc).__name__}: {exc}".rstrip(": ")
+                )
+                return None
+        if self.stopped and here.home:
+            raise StopWatching()
+        return out
+
     # -- backward ---------------------------------------------------------------------
     def _wrap_tensor_backward(self, original: Any) -> Any:
         def backward(tensor: torch.Tensor, gradient: Any = None, *args: Any, **kw: Any) -> Any:
-            top = self._depth == 0
-            if top:
-                self._on_backward(tensor, gradient)
-            self._depth += 1
+            here = self._enter()
+            if here is None or here.depth:
+                return original(tensor, gradient, *args, **kw)
+            self._safely(here, lambda: self._on_backward(here, [tensor], tensor, gradient))
+            here.depth += 1
             try:
                 out = original(tensor, gradient, *args, **kw)
             finally:
-                self._depth -= 1
-            if top:
-                self._after_backward(tensor)
+                here.depth -= 1
+            self._safely(here, lambda: self._after_backward(here, [tensor]))
             return out
 
         return backward
 
     def _wrap_autograd_backward(self, original: Any) -> Any:
         def backward(tensors: Any, grad_tensors: Any = None, *args: Any, **kw: Any) -> Any:
-            top = self._depth == 0
-            if top:
-                single = tensors if isinstance(tensors, torch.Tensor) else None
-                if single is None and len(tensors) == 1:
-                    single = tensors[0]
-                self._on_backward(single, grad_tensors)
-            self._depth += 1
+            here = self._enter()
+            if here is None or here.depth:
+                return original(tensors, grad_tensors, *args, **kw)
+            roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+            roots = [t for t in roots if isinstance(t, torch.Tensor)]
+            single = roots[0] if len(roots) == 1 else None
+            self._safely(here, lambda: self._on_backward(here, roots, single, grad_tensors))
+            here.depth += 1
             try:
                 out = original(tensors, grad_tensors, *args, **kw)
             finally:
-                self._depth -= 1
-            if top:
-                self._after_backward(tensors)
+                here.depth -= 1
+            self._safely(here, lambda: self._after_backward(here, roots))
             return out
 
         return backward
 
-    def _on_backward(self, tensor: torch.Tensor | None, gradient: Any) -> None:
+    def _on_backward(
+        self,
+        here: ThreadState,
+        roots: list[torch.Tensor],
+        tensor: torch.Tensor | None,
+        gradient: Any,
+    ) -> None:
         self.backward_total += 1
-        if self._quiet:
+        if here.quiet:
             return
-        if self._step_depth and self._stepping is None:
-            self._drop_unfinished()  # a step that raised (its post-hook never ran)
-        if self._manual is not None and self._manual.pending:
-            self._guarded(self._check_manual)
-        self._observe_resets()
-        if self.backward_calls == 0:  # a norm taken after the last step (a log) is no clip
-            self.pre_clip = self.clip_total = self.clip_scale = None
-            self.max_norm = self.norm_type = None
-            self.scaled_clip = False
-        self.backward_calls += 1
-        scaled = next((x for x in self._scaled if x[0] is tensor), None)
-        self._scaled_by = None if scaled is None else scaled[2]
+        if here.step_depth and here.stepping is None:
+            self._drop_unfinished(here)  # a step that raised (its post-hook never ran)
+        manual = self._manual
+        if manual is not None and manual.pending and manual.thread == here.ident:
+            self._guarded(lambda: self._check_manual(here))
+        self._observe_resets(here)
+        window = here.window
+        if window.calls and not here.stepped and self._reset_by_hand(here):
+            window = here.window = Window()  # grads set to None by hand since
+        if window.calls == 0:  # a norm taken after the last step (a log) is no clip
+            here.clear_clip()
+        window.calls += 1
+        if here.helper:
+            window.leaves.update(id(t) for t in discover.graph_leaves(roots))
+        scaled = next((x for x in here.scaled if x[0] is tensor), None)
+        here.scaled_by = None if scaled is None else scaled[2]
         if tensor is None or gradient is not None or tensor.numel() != 1:
-            self.loss_known = False
+            window.loss_known = False
             return
         value = (tensor if scaled is None else scaled[1]).detach()
         if value.dtype not in (torch.float32, torch.float64):
             value = value.float()  # a half-precision loss summed over micro-batches
-        self.loss = value if self.loss is None else self.loss + value
+        window.loss = value if window.loss is None else window.loss + value
 
-    def _after_backward(self, tensors: Any) -> None:
-        idle = self._current is None and self._stepping is None
-        if not self._optimizer_stepped and not self._quiet and idle:
-            roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
-            tensors_ = [t for t in roots if isinstance(t, torch.Tensor)]
-            self._guarded(lambda: self._manual_backward_end(tensors_))
+    def _after_backward(self, here: ThreadState, roots: list[torch.Tensor]) -> None:
+        idle = here.current is None and here.stepping is None
+        if not self._optimizer_stepped and not here.quiet and idle:
+            manual = self._manual
+            if manual is None or manual.thread == here.ident:
+                self._guarded(lambda: self._manual_backward_end(here, roots))
 
     def _guarded(self, check: Callable[[], None]) -> None:
         """The search for updates by hand runs in every script: should it ever fail, it
@@ -268,12 +320,63 @@ class Interceptor:
             index[id(p)] for g in optimizer.param_groups for p in g["params"] if id(p) in index
         )
 
+    def _foreign(self, here: ThreadState, index: int | None = None) -> frozenset[int]:
+        """Positions of the parameters another thread steps (and optimizer `index` does
+        not): their gradients are not this thread's to read."""
+        others = [i for i, by in self._stepped_by.items() if by - {here.ident} and i != index]
+        if not others:
+            return frozenset()
+        own = set(self._members(self.optimizers[index])) if index is not None else set()
+        return frozenset(
+            p for i in others for p in self._members(self.optimizers[i]) if p not in own
+        )
+
+    # -- the backward calls of a first step ---------------------------------------------
+    def _reset_by_hand(self, here: ThreadState) -> bool:
+        """Before this thread's first step: the gradients its first backward reached were
+        all set to None since (the script resets them itself)."""
+        manual = self._manual
+        if manual is None or manual.thread != here.ident:
+            return False
+        return all(p.grad is None for p in manual.params)
+
+    def _resetting(self, here: ThreadState, params: Callable[[], Any]) -> None:
+        """A zero_grad is about to run: when it clears gradients that are there, the
+        backward calls before it belong to no step (this thread's, before its first
+        step; a helper thread's whose backward reached them)."""
+        helpers = self.threads.helpers(here)
+        if not helpers and (here.stepped or not here.window.calls):
+            return
+        present = {id(p) for p in params() if p.grad is not None}
+        if not present:
+            return
+        if not here.stepped:
+            here.window = Window()
+        for helper in helpers:
+            if helper.window.leaves & present:
+                helper.window = Window()
+
+    def _window_of(self, here: ThreadState, optimizer: Any) -> Window:
+        """The step's backward calls: this thread's since its previous step, and those of
+        helper threads whose backward reached the optimizer's parameters (taken)."""
+        helpers = self.threads.helpers(here)
+        if not helpers:
+            return here.window
+        ids = {id(p) for g in optimizer.param_groups for p in g["params"]}
+        window = Window(here.window.calls, here.window.loss, here.window.loss_known)
+        for helper in helpers:
+            if helper.window.leaves & ids:
+                window.add(helper.window)
+                helper.window = Window()
+        return window
+
     # -- gradients not reset ------------------------------------------------------------
-    def _observe_resets(self) -> None:
-        """At a backward's start: each optimizer whose gradients were not reset since its
-        step either has one of them None now (a reset) or gets their norm noted."""
+    def _observe_resets(self, here: ThreadState) -> None:
+        """At a backward's start: each optimizer this thread stepped whose gradients were
+        not reset since its step either has one of them None now (a reset) or gets their
+        norm noted. Another thread's gradients are never read."""
         for entry in self._resets.values():
-            if entry.reset:
+            if entry.reset or entry.thread != here.ident:
                 continue
             grads = [p.grad for p in entry.params]
             present = [g for g in grads if g is not None]
@@ -284,26 +387,44 @@ class Interceptor:
 
     def _wrap_optimizer_zero_grad(self, original: Any) -> Any:
         def zero_grad(optimizer: Any, *args: Any, **kw: Any) -> Any:
+            here = self._enter()
+            if here is None:
+                return original(optimizer, *args, **kw)
+
+            def params() -> Any:
+                return (p for g in optimizer.param_groups for p in g["params"])
+
+            self._safely(here, lambda: self._resetting(here, params))
             out = original(optimizer, *args, **kw)
-            entry = self._resets.get(id(optimizer))
-            if entry is not None:
-                entry.reset, entry.norms = True, []
+            self._safely(here, lambda: self._reset_seen(optimizer))
             return out
 
         return zero_grad
+
+    def _reset_seen(self, optimizer: Any) -> None:
+        entry = self._resets.get(id(optimizer))
+        if entry is not None:
+            entry.reset, entry.norms = True, []
 
     def _wrap_module_zero_grad(self, original: Any) -> Any:
         def zero_grad(module: Any, *args: Any, **kw: Any) -> Any:
+            here = self._enter()
+            if here is None:
+                return original(module, *args, **kw)
+            self._safely(here, lambda: self._resetting(here, module.parameters))
             out = original(module, *args, **kw)
-            open_ = [e for e in self._resets.values() if not e.reset]
-            if open_:
-                ids = {id(p) for p in module.parameters()}
-                for entry in open_:
-                    if all(id(p) in ids for p in entry.params):
-                        entry.reset, entry.norms = True, []
+            self._safely(here, lambda: self._module_reset(module))
             return out
 
         return zero_grad
+
+    def _module_reset(self, module: Any) -> None:
+        open_ = [e for e in self._resets.values() if not e.reset]
+        if open_:
+            ids = {id(p) for p in module.parameters()}
+            for entry in open_:
+                if all(id(p) in ids for p in entry.params):
+                    entry.reset, entry.norms = True, []
 
     def _trained(self, optimizer: Any) -> list[torch.Tensor]:
         """The optimizer's parameters that take gradients (cached while its groups keep
@@ -328,74 +449,100 @@ class Interceptor:
         def clip_grad_norm_(
             parameters: Any, max_norm: float, norm_type: float = 2.0, *a: Any, **kw: Any
         ) -> Any:
-            if self._depth or self._quiet:
+            here = self._enter()
+            if here is None or here.depth or here.quiet:
                 return original(parameters, max_norm, norm_type, *a, **kw)
             params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
-            self._ensure_discovered(params)
-            scale = self._clip_scale(params)
-            self.pre_clip = self._unscaled(self.measure.grads(), scale)
-            self._depth += 1
+            scale = self._safely(here, lambda: self._before_clip(here, params))
+            here.depth += 1
             try:
                 total = original(params, max_norm, norm_type, *a, **kw)
             finally:
-                self._depth -= 1
-            self._clipped(total, float(norm_type), float(max_norm), scale)
+                here.depth -= 1
+            self._safely(
+                here, lambda: self._clipped(here, total, float(norm_type), float(max_norm), scale)
+            )
             return total
 
         return clip_grad_norm_
 
+    def _before_clip(self, here: ThreadState, params: list[torch.Tensor]) -> torch.Tensor | None:
+        """The norms before the clip changes them; the loss scale they still carry."""
+        self._ensure_discovered(params)
+        scale = self._clip_scale(here, params)
+        here.pre_clip = self._unscaled(self.measure.grads(self._foreign(here)), scale)
+        return scale
+
     def _wrap_total_norm(self, original: Any) -> Any:
         def get_total_norm(tensors: Any, norm_type: float = 2.0, *a: Any, **kw: Any) -> Any:
-            if self._depth or self._quiet:
+            here = self._enter()
+            if here is None or here.depth or here.quiet:
                 return original(tensors, norm_type, *a, **kw)
             tensors = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
             total = original(tensors, norm_type, *a, **kw)
-            ids = {id(t) for t in tensors}
-            params = [p for p in self.tracked.params if id(p.grad) in ids]
-            self._clipped(total, float(norm_type), None, self._clip_scale(params))
+            self._safely(here, lambda: self._total_norm(here, tensors, total, float(norm_type)))
             return total
 
         return get_total_norm
+
+    def _total_norm(
+        self, here: ThreadState, tensors: list[torch.Tensor], total: Any, norm_type: float
+    ) -> None:
+        ids = {id(t) for t in tensors}
+        foreign = self._foreign(here)
+        params = [
+            p for i, p in enumerate(self.tracked.params) if i not in foreign and id(p.grad) in ids
+        ]
+        self._clipped(here, total, norm_type, None, self._clip_scale(here, params))
 
     def _wrap_clip_with_norm(self, original: Any) -> Any:
         def clip_grads_with_norm_(
             parameters: Any, max_norm: float, total_norm: Any, *a: Any, **kw: Any
         ) -> Any:
-            if self._depth == 0 and not self._quiet:
+            here = self._enter()
+            if here is not None and here.depth == 0 and not here.quiet:
                 params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
-                self._ensure_discovered(params)
-                scale = self._clip_scale(params)
-                self.pre_clip = self._unscaled(self.measure.grads(), scale)
-                if self.clip_total is None:  # no get_total_norm seen: the given total
-                    self._clipped(total_norm, 2.0, float(max_norm), scale)
-                self.max_norm = float(max_norm)
+                self._safely(here, lambda: self._given_norm(here, params, max_norm, total_norm))
                 parameters = params
             return original(parameters, max_norm, total_norm, *a, **kw)
 
         return clip_grads_with_norm_
 
+    def _given_norm(
+        self, here: ThreadState, params: list[torch.Tensor], max_norm: float, total_norm: Any
+    ) -> None:
+        scale = self._before_clip(here, params)
+        if here.clip_total is None:  # no get_total_norm seen: the given total
+            self._clipped(here, total_norm, 2.0, float(max_norm), scale)
+        here.max_norm = float(max_norm)
+
     def _clipped(
-        self, total: Any, norm_type: float, max_norm: float | None, scale: torch.Tensor | None
+        self,
+        here: ThreadState,
+        total: Any,
+        norm_type: float,
+        max_norm: float | None,
+        scale: torch.Tensor | None,
     ) -> None:
         if isinstance(total, torch.Tensor):
             total = total.detach()
-            self.clip_total = total if scale is None else total / scale
-        self.norm_type = norm_type
+            here.clip_total = total if scale is None else total / scale
+        here.norm_type = norm_type
         if max_norm is not None:
-            self.max_norm = max_norm
+            here.max_norm = max_norm
         if scale is not None:
-            self.scaled_clip, self.clip_scale = True, scale
-        current = self._current
+            here.scaled_clip, here.clip_scale = True, scale
+        current = here.current
         if current is not None:  # a clip inside the step, after its closure ran
-            current.grad_norm, current.norm_type = self.clip_total, self.norm_type
-            current.max_norm = self.max_norm
-            current.scaled_clip, current.clip_scale = self.scaled_clip, self.clip_scale
+            current.grad_norm, current.norm_type = here.clip_total, here.norm_type
+            current.max_norm = here.max_norm
+            current.scaled_clip, current.clip_scale = here.scaled_clip, here.clip_scale
 
-    def _clip_scale(self, params: list[torch.Tensor]) -> torch.Tensor | None:
+    def _clip_scale(self, here: ThreadState, params: list[torch.Tensor]) -> torch.Tensor | None:
         """The loss scale the gradients of `params` are still multiplied by: their last
         backward was on a GradScaler's output and `unscale_` has not run since for any
         optimizer that owns them. None: they are not scaled."""
-        scaler = self._scaled_by
+        scaler = here.scaled_by
         if scaler is None or not scaler.is_enabled():
             return None
         scale = getattr(scaler, "_scale", None)
@@ -423,81 +570,100 @@ class Interceptor:
     def _wrap_scale(self, original: Any) -> Any:
         def scale(scaler: Any, outputs: Any) -> Any:
             out = original(scaler, outputs)
-            if isinstance(outputs, torch.Tensor) and out is not outputs:
-                self._scaled = [*self._scaled[-3:], (out, outputs, scaler)]
+            here = self._enter()
+            if here is not None and isinstance(outputs, torch.Tensor) and out is not outputs:
+                here.scaled = [*here.scaled[-3:], (out, outputs, scaler)]
             return out
 
         return scale
 
     def _wrap_scaler_step(self, original: Any) -> Any:
         def step(scaler: Any, optimizer: Any, *args: Any, **kw: Any) -> Any:
+            here = self._enter()
+            if here is None:
+                return original(scaler, optimizer, *args, **kw)
             call = [scaler, optimizer, False]
-            self._scaler_calls.append(call)
+            here.scaler_calls.append(call)
             try:
                 out = original(scaler, optimizer, *args, **kw)
                 if scaler.is_enabled() and not call[2]:  # the optimizer's hooks never ran
-                    self._begin(optimizer, skipped=True)
-                    self._finish(optimizer)
+                    self._safely(here, lambda: self._skipped(here, optimizer))
             finally:
-                self._scaler_calls.pop()
+                here.scaler_calls = [c for c in here.scaler_calls if c is not call]
             return out
 
         return step
 
-    def _scaler_for(self, optimizer: Any) -> Any:
-        for call in reversed(self._scaler_calls):
+    def _skipped(self, here: ThreadState, optimizer: Any) -> None:
+        self._begin(here, optimizer, skipped=True)
+        self._finish(here, optimizer)
+
+    def _scaler_for(self, here: ThreadState, optimizer: Any) -> Any:
+        for call in reversed(here.scaler_calls):
             if call[1] is optimizer:
                 call[2] = True  # the step (or the skip) is being recorded
                 return call[0] if call[0].is_enabled() else None
         return None
 
     # -- optimizer steps --------------------------------------------------------------
-    def _drop_unfinished(self) -> None:
-        self._current, self._snapshot, self._stepping = None, None, None
-        self._step_depth = 0
+    @staticmethod
+    def _drop_unfinished(here: ThreadState) -> None:
+        here.current, here.snapshot, here.stepping = None, None, None
+        here.step_depth = 0
 
     def _pre_step(self, optimizer: Any, args: Any, kwargs: Any) -> Any:
-        self._step_depth += 1
-        if self._step_depth > 1 or self._quiet:
+        here = self._enter()
+        if here is None:
+            return None
+        here.step_depth += 1
+        if here.step_depth > 1 or here.quiet:
             return None  # a step inside a step (super().step(), a wrapped optimizer)
         closure, where = _closure(args, kwargs)
         if closure is None:
-            self._begin(optimizer, skipped=False)
+            self._safely(here, lambda: self._begin(here, optimizer, skipped=False))
             return None
-        wrapped = self._wrap_closure(optimizer, closure)
+        wrapped = self._wrap_closure(here, optimizer, closure)
         if where == "kwargs":
             return args, {**kwargs, "closure": wrapped}
         return (args[0], wrapped, *args[2:]), kwargs
 
-    def _wrap_closure(self, optimizer: Any, closure: Callable[..., Any]) -> Callable[..., Any]:
+    def _wrap_closure(
+        self, here: ThreadState, optimizer: Any, closure: Callable[..., Any]
+    ) -> Callable[..., Any]:
         evaluations = [0]
 
         def closure_(*a: Any, **kw: Any) -> Any:
             evaluations[0] += 1
-            if evaluations[0] > 1 or self._current is not None:
-                self._quiet += 1
+            if evaluations[0] > 1 or here.current is not None:
+                here.quiet += 1
                 try:
                     return closure(*a, **kw)
                 finally:
-                    self._quiet -= 1
+                    here.quiet -= 1
             try:
                 out = closure(*a, **kw)
             except BaseException:
-                self._stepping = None
+                here.stepping = None
                 raise
-            self._begin(optimizer, skipped=False, returned=out)
+            self._safely(here, lambda: self._begin(here, optimizer, skipped=False, returned=out))
             return out
 
-        self._stepping = optimizer
+        here.stepping = optimizer
         return closure_
 
     def _post_step(self, optimizer: Any, args: Any, _kwargs: Any) -> None:
-        self._step_depth = max(0, self._step_depth - 1)
-        if self._step_depth or self._quiet:
+        here = self._enter()
+        if here is None:
+            return
+        here.step_depth = max(0, here.step_depth - 1)
+        if here.step_depth or here.quiet:
             return  # the end of a step inside a step: the outer one's end records it
-        if self._current is None:
-            self._begin(optimizer, skipped=False)  # a closure that was never evaluated
-        self._finish(optimizer)
+        self._safely(here, lambda: self._end_step(here, optimizer))
+
+    def _end_step(self, here: ThreadState, optimizer: Any) -> None:
+        if here.current is None:
+            self._begin(here, optimizer, skipped=False)  # a closure that was never evaluated
+        self._finish(here, optimizer)
 
     def _index_of(self, optimizer: Any) -> int:
         return next((i for i, o in enumerate(self.optimizers) if o is optimizer), -1)
@@ -516,30 +682,36 @@ class Interceptor:
         self.known.extend(o for o in owners if all(o is not k for k in self.known))
         discover.extend(self.tracked, self.known, params)
 
-    def _optimizer_index(self, optimizer: Any) -> int:
+    def _optimizer_index(self, here: ThreadState, optimizer: Any) -> int:
         index = self._index_of(optimizer)
-        if index >= 0:
-            return index
-        if self._manual is not None:  # an optimizer takes over: updates by hand end here
-            if self._manual.pending:
-                self._check_manual()
-            self._manual = None
-        self.optimizers.append(optimizer)
-        self._optimizer_stepped = True
-        if all(optimizer is not k for k in self.known):
-            self.known.append(optimizer)
-        self.discovered = True
-        discover.extend(self.tracked, self.known)
-        return len(self.optimizers) - 1
+        if index < 0:
+            manual = self._manual
+            if manual is not None:  # an optimizer takes over: updates by hand end here
+                if manual.pending and manual.thread == here.ident:
+                    self._check_manual(here)
+                self._manual = None
+            self.optimizers.append(optimizer)
+            self._optimizer_stepped = True
+            if all(optimizer is not k for k in self.known):
+                self.known.append(optimizer)
+            self.discovered = True
+            discover.extend(self.tracked, self.known)
+            index = len(self.optimizers) - 1
+        self._stepped_by.setdefault(index, set()).add(here.ident)
+        here.stepped = True
+        return index
 
-    def _begin(self, optimizer: Any, skipped: bool, returned: Any = None) -> None:
-        self._stepping = None
-        index = self._optimizer_index(optimizer)
-        scaler = self._scaler_for(optimizer)
-        if self.pre_clip is not None:
-            norms_ = self.pre_clip  # measured (and unscaled) at the clip
+    def _begin(
+        self, here: ThreadState, optimizer: Any, skipped: bool, returned: Any = None
+    ) -> None:
+        here.stepping = None
+        index = self._optimizer_index(here, optimizer)
+        window = self._window_of(here, optimizer)
+        scaler = self._scaler_for(here, optimizer)
+        if here.pre_clip is not None:
+            norms_ = here.pre_clip  # measured (and unscaled) at the clip
         else:
-            norms_ = self.measure.grads()
+            norms_ = self.measure.grads(self._foreign(here, index))
             grad_scale = getattr(optimizer, "grad_scale", None)  # fused + GradScaler
             if isinstance(grad_scale, torch.Tensor):
                 norms_ = self._unscaled(norms_, grad_scale)
@@ -551,57 +723,69 @@ class Interceptor:
         flag: bool | torch.Tensor = skipped
         if not skipped and isinstance(found_inf, torch.Tensor):
             flag = found_inf.detach().clone()
-        loss: torch.Tensor | float | None = self.loss if self.loss_known else None
+        loss: torch.Tensor | float | None = window.loss if window.loss_known else None
         if isinstance(returned, torch.Tensor) and returned.numel() == 1:
             loss = returned.detach().reshape(())
         elif isinstance(returned, (int, float)) and not isinstance(returned, bool):
             loss = float(returned)
-        self.steps += 1
-        self._current = PendingStep(
-            step=self.steps,
+        here.current = PendingStep(
+            step=self.steps + 1,  # numbered when it ends: threads end them in any order
             optimizer=index,
             lrs=tuple(_lr(g) for g in optimizer.param_groups),
-            backward_calls=self.backward_calls,
+            backward_calls=window.calls,
             skipped=flag,
             param_norm=norms_,
             loss=loss,
-            grad_norm=self.clip_total,
-            max_norm=self.max_norm,
-            norm_type=self.norm_type,
-            scaled_clip=self.scaled_clip,
-            clip_scale=self.clip_scale,
+            grad_norm=here.clip_total,
+            max_norm=here.max_norm,
+            norm_type=here.norm_type,
+            scaled_clip=here.scaled_clip,
+            clip_scale=here.clip_scale,
             scale=scale,
             carried=self._carried(optimizer),
             members=self._members(optimizer),
         )
-        if not skipped and (self.steps - 1) % self.update_every == 0:
+        if not skipped and self.steps % self.update_every == 0:
             params = [p for g in optimizer.param_groups for p in g["params"]]
-            self._snapshot = (params, [p.detach().clone() for p in params])
+            here.snapshot = (params, [p.detach().clone() for p in params])
 
-    def _finish(self, optimizer: Any) -> None:
-        current, self._current = self._current, None
+    def _finish(self, here: ThreadState, optimizer: Any) -> None:
+        current, here.current = here.current, None
         if current is None:
             return
-        if self._snapshot is not None:
-            params, before = self._snapshot
-            self._snapshot = None
+        if here.snapshot is not None:
+            params, before = here.snapshot
+            here.snapshot = None
             torch._foreach_sub_(before, [p.detach() for p in params])
             current.update_norm = self.measure.scatter(params, norms(before))
             current.weight_norm = self.measure.scatter(params, norms([p.detach() for p in params]))
-        self._resets[id(optimizer)] = _Reset(self._trained(optimizer))
-        self._record(current)
+        self._resets[id(optimizer)] = _Reset(self._trained(optimizer), here.ident)
+        self._record(here, current)
 
-    def _record(self, current: PendingStep) -> None:
+    def _record(self, here: ThreadState, current: PendingStep) -> None:
+        """Hand the step to the recorder (none past --steps); this thread's next step
+        starts afresh."""
+        here.window = Window()
+        here.clear_clip()
+        here.scaled = []
+        here.scaled_by = None  # the step unscaled them (or skipped): a later clip is not
+        if self.stopped:
+            return
+        self.steps += 1
+        current.step = self.steps
         current.time_s = time.perf_counter() - self.start
         self.recorder.add(current)
-        self._reset_step()
-        self._scaled = []
-        self._scaled_by = None  # the step unscaled them (or skipped): a later clip is not
         if self.max_steps is not None and self.steps >= self.max_steps:
-            raise StopWatching()
+            self.stopped = True
+            if not here.home:
+                self.notes.append(
+                    f"--steps {self.max_steps} was reached in thread {here.name!r}: later "
+                    "steps are not recorded, and the script ran on until its main thread "
+                    "next called backward, step or zero_grad, or ended"
+                )
 
     # -- updates by hand --------------------------------------------------------------
-    def _manual_backward_end(self, roots: list[torch.Tensor]) -> None:
+    def _manual_backward_end(self, here: ThreadState, roots: list[torch.Tensor]) -> None:
         """No optimizer has stepped: note what this backward left, for the check at the
         next backward's start (or the end of the watch)."""
         manual = self._manual
@@ -613,26 +797,29 @@ class Interceptor:
             if not params:
                 return
             discover.extend(self.tracked, self.known, params, extra_name="tensor")
-            manual = self._manual = _Manual(params)
+            manual = self._manual = _Manual(params, here.ident)
         tracked = self.tracked.params
         if manual.weights is None or len(manual.versions) != len(tracked):
             manual.weights = self.measure.weights()
             manual.versions = [p._version for p in tracked]
         manual.grads = self.measure.grads()
         manual.members = tuple(i for i, p in enumerate(tracked) if p.grad is not None)
-        manual.loss = self.loss
-        manual.loss_known = self.loss_known
-        manual.calls = self.backward_calls
+        manual.loss = here.window.loss
+        manual.loss_known = here.window.loss_known
+        manual.calls = here.window.calls
         if self.steps % self.update_every == 0:  # the next step is a sampled one
             manual.before = [p.detach().clone() for p in tracked]
         manual.pending = True
 
     def finish_manual(self) -> None:
         """The watch ends: an update by hand after the last backward is a step too."""
-        if self._manual is not None and self._manual.pending and not self._optimizer_stepped:
-            self._check_manual(final=True)
+        with self.threads.lock:
+            manual = self._manual
+            if manual is not None and manual.pending and not self._optimizer_stepped:
+                owner = self.threads.states.get(manual.thread) or self.threads.here()
+                self._check_manual(owner, final=True)
 
-    def _check_manual(self, final: bool = False) -> None:
+    def _check_manual(self, here: ThreadState, final: bool = False) -> None:
         manual = self._manual
         assert manual is not None and manual.weights is not None and manual.grads is not None
         manual.pending = False
@@ -659,6 +846,7 @@ class Interceptor:
         if self._manual_index is None:
             self._manual_index = len(self.optimizers)
             self.optimizers.append(ManualUpdates())
+        self._stepped_by.setdefault(self._manual_index, set()).add(here.ident)
         holder = self.optimizers[self._manual_index]
         present = {id(p) for g in holder.param_groups for p in g["params"]}
         holder.param_groups[0]["params"] += [
@@ -666,18 +854,17 @@ class Interceptor:
             for i in sorted(set(manual.members) | self.manually_updated)
             if id(tracked[i]) not in present
         ]
-        self.steps += 1
         step = PendingStep(
-            step=self.steps,
+            step=self.steps + 1,
             optimizer=self._manual_index,
             lrs=(),
             backward_calls=manual.calls,
             skipped=False,
             param_norm=manual.grads,
             loss=manual.loss if manual.loss_known else None,
-            grad_norm=self.clip_total,
-            max_norm=self.max_norm,
-            norm_type=self.norm_type,
+            grad_norm=here.clip_total,
+            max_norm=here.max_norm,
+            norm_type=here.norm_type,
             members=manual.members,
         )
         if manual.before is not None:
@@ -688,10 +875,12 @@ class Interceptor:
         manual.weights = now
         manual.versions = [p._version for p in tracked]
         if final:
-            step.time_s = time.perf_counter() - self.start
-            self.recorder.add(step)
+            if not self.stopped:
+                self.steps += 1
+                step.time_s = time.perf_counter() - self.start
+                self.recorder.add(step)
             return
-        self._record(step)
+        self._record(here, step)
 
 
 def _closure(args: Any, kwargs: Any) -> tuple[Callable[..., Any] | None, str]:

@@ -99,16 +99,22 @@ class Measure:
         self._present: dict[tuple[bool, ...], torch.Tensor] = {}
         self._subsets: dict[tuple[int, ...], torch.Tensor] = {}
 
-    def grads(self) -> torch.Tensor:
-        """[P] float64 gradient norms; -1 where grad is None."""
+    def grads(self, skip: frozenset[int] = frozenset()) -> torch.Tensor:
+        """[P] float64 gradient norms; -1 where grad is None or the position is in
+        `skip` (another thread's parameters: see intercept.py). Each `.grad` is read
+        once, so one that turns None meanwhile is never half seen."""
         params = self.tracked.params
-        grads = [p.grad for p in params if p.grad is not None]
+        if skip:
+            read = [None if i in skip else p.grad for i, p in enumerate(params)]
+        else:
+            read = [p.grad for p in params]
+        grads = [g for g in read if g is not None]
         if len(grads) == len(params) and grads:
             return torch.stack(norms(grads))  # the common case: two kernels
         device = grads[0].device if grads else _device(params)
         out = _full(len(params), device)
         if grads:
-            present = tuple(p.grad is not None for p in params)
+            present = tuple(g is not None for g in read)
             index = self._present.get(present)
             if index is None:
                 index = torch.tensor([i for i, k in enumerate(present) if k], device=device)

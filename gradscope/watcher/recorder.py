@@ -86,11 +86,14 @@ class Recorder:
         self.records: list[StepRecord] = []
         self.width = 0
         """Number of tracked parameters (vectors of older steps are padded to it)."""
+        self._lock = threading.RLock()
+        """Steps come from any thread of the script; the end of the watch flushes."""
 
     def add(self, step: PendingStep) -> None:
-        self.pending.append(step)
-        if len(self.pending) >= self.flush_every:
-            self.flush()
+        with self._lock:
+            self.pending.append(step)
+            if len(self.pending) >= self.flush_every:
+                self.flush()
 
     def flush(self) -> None:
         """One host read-back for everything pending.
@@ -98,10 +101,11 @@ class Recorder:
         Ctrl-C is held until the records and the --log agree, so an interrupted run
         never reports steps its log lacks (or drops steps it had read back).
         """
-        if not self.pending:
-            return
-        with _ctrl_c_held():
-            self._flush()
+        with self._lock:
+            if not self.pending:
+                return
+            with _ctrl_c_held():
+                self._flush()
 
     def _flush(self) -> None:
         pending = self.pending

@@ -163,6 +163,8 @@ class Watcher:
             if self._log.failure:
                 notes.append(self._log.failure)
         status, error = _status(exc, StopWatching)
+        if status == "completed" and self.interceptor.stopped:
+            status = "stopped"  # --steps reached in another thread; the script ran on
         notes = [*self.interceptor.notes, *notes]
         self.run = self._build(status, error, tuple(notes))
         if status == "crashed" and exc is not None:

@@ -1,0 +1,129 @@
+"""What the hooks keep per thread, so that a script's threads never share a step.
+
+A step's backward calls, clip and GradScaler calls happen in the thread that steps (a
+training thread beside an evaluating main thread, two threads each training a model):
+each thread has its own `ThreadState`, and nothing one thread begins is finished, reset
+or counted by another. The one exception is a helper thread that only runs backward
+(a thread pool computing the shards of a batch) and never steps: its `Window` is taken
+by the next step, in any thread, of an optimizer whose parameters its backward reached.
+
+Everything the threads share (the step count, the optimizers, the tracked parameters,
+the recorder) is changed under `Threads.lock`. A child process forked while another
+thread held it gets a fresh one.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass
+class Window:
+    """The backward calls of one thread since its previous step: its next step's."""
+
+    calls: int = 0
+    loss: torch.Tensor | None = None
+    """Sum of the values backward ran on (detached, float32 at least)."""
+    loss_known: bool = True
+    """False once a backward was given explicit gradients or a non-scalar."""
+    leaves: set[int] = field(default_factory=set)
+    """A helper thread's: ids of the leaf tensors its backward calls reach."""
+
+    def add(self, other: Window) -> None:
+        """`other`'s backward calls belong to the same step."""
+        self.calls += other.calls
+        self.loss_known = self.loss_known and other.loss_known
+        if other.loss is not None:
+            self.loss = other.loss if self.loss is None else self.loss + other.loss
+
+
+@dataclass
+class ThreadState:
+    """One thread's part of the interception."""
+
+    ident: int
+    name: str
+    home: bool
+    """The thread that started the watch: the one --steps may stop."""
+    window: Window = field(default_factory=Window)
+    depth: int = 0
+    """> 0 inside a backward (or clip) gradscope already counts."""
+    quiet: int = 0
+    """> 0 inside a closure's second and later evaluations (LBFGS's line search)."""
+    stepped: bool = False
+    """This thread has stepped an optimizer."""
+    pre_clip: torch.Tensor | None = None
+    clip_total: torch.Tensor | None = None
+    max_norm: float | None = None
+    norm_type: float | None = None
+    scaled_clip: bool = False
+    clip_scale: torch.Tensor | None = None
+    scaled: list[tuple[torch.Tensor, torch.Tensor, Any]] = field(default_factory=list)
+    """(scaler.scale's output, its input, the scaler) of the last few scale calls."""
+    scaled_by: Any = None
+    """The GradScaler whose scale multiplies the gradients of the last backward."""
+    scaler_calls: list[list[Any]] = field(default_factory=list)
+    current: Any = None
+    """The PendingStep begun and not yet finished."""
+    snapshot: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+    stepping: Any = None
+    """The optimizer whose step (given a closure) has started and not yet begun."""
+    step_depth: int = 0
+    """Optimizer steps under way (> 1: a step inside a step)."""
+
+    @property
+    def helper(self) -> bool:
+        """A thread other than the watch's that has never stepped: its backward calls may
+        belong to a step another thread makes."""
+        return not self.home and not self.stepped
+
+    def clear_clip(self) -> None:
+        self.pre_clip = self.clip_total = self.clip_scale = None
+        self.max_norm = self.norm_type = None
+        self.scaled_clip = False
+
+
+class Threads:
+    """The ThreadState of every thread that reached a hook, and the lock they share."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.home = threading.get_ident()
+        self.states: dict[int, ThreadState] = {}
+        self._local = threading.local()
+        _live.add(self)
+
+    def here(self) -> ThreadState:
+        state: ThreadState | None = getattr(self._local, "state", None)
+        if state is None:
+            ident = threading.get_ident()
+            state = ThreadState(ident, threading.current_thread().name, ident == self.home)
+            self._local.state = state
+            with self.lock:
+                self.states[ident] = state
+        return state
+
+    def helpers(self, exclude: ThreadState) -> list[ThreadState]:
+        """Helper threads (other than `exclude`) with backward calls not yet taken."""
+        return [s for s in self.states.values() if s is not exclude and s.helper and s.window.calls]
+
+    def _after_fork(self) -> None:
+        self.lock = threading.RLock()  # another thread may have held it: it is not here
+
+
+_live: weakref.WeakSet[Threads] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for threads in list(_live):
+        threads._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

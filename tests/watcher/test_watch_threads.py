@@ -1,0 +1,203 @@
+"""Scripts whose threads call backward and step: every step recorded with its own loss
+and backward calls, no thread broken, no finding on a healthy run.
+
+Each script records, as it runs, the loss and backward calls of each of its steps and
+the optimizer that made it (the oracle, written to argv[1]); the report must hold the
+same steps, optimizer by optimizer.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import threading
+
+import pytest
+import torch
+from torch import nn
+from watch_scripts import gradscope, script
+
+import gradscope as gs
+from gradscope.watcher import watch_script
+
+
+def by_optimizer(run) -> dict[str, list[tuple[float | None, int]]]:
+    out = collections.defaultdict(list)
+    for s in run.steps:
+        out[run.optimizers[s.optimizer]].append((s.loss, s.backward_calls))
+    return out
+
+
+def agree(run, oracle: dict) -> None:
+    """Same steps per optimizer; the order within one optimizer is the order its thread
+    made them in, and the losses and backward calls are the script's own."""
+    want = collections.defaultdict(list)
+    for o in oracle["steps"]:
+        want[o["optimizer"]].append((o["loss"], o["calls"]))
+    got = by_optimizer(run)
+    assert sorted(got) == sorted(want)
+    for name, steps in want.items():
+        assert [c for _, c in got[name]] == [c for _, c in steps], name
+        assert [v for v, _ in got[name]] == pytest.approx([v for v, _ in steps], rel=1e-6)
+    assert [s.step for s in run.steps] == list(range(1, len(run.steps) + 1))
+
+
+def watched(tmp_path, name: str, *argv: str, **options):
+    out = tmp_path / "oracle.json"
+    report = watch_script(script(name), [str(out), *argv], **options)
+    return report, json.loads(out.read_text())
+
+
+@pytest.mark.parametrize(
+    ("name", "argv"),
+    [
+        ("threads_train_eval.py", ["60"]),  # a training thread, the main thread evaluating
+        ("threads_two_models.py", ["60"]),  # two threads, each its own model and optimizer
+        ("threads_two_models.py", ["60", "zero-first"]),  # each zeroes before its forward
+        ("threads_pool_shards.py", ["20"]),  # a pool runs the shards' backward, main steps
+    ],
+)
+def test_every_step_of_every_thread_is_recorded_as_the_script_saw_it(tmp_path, name, argv):
+    report, oracle = watched(tmp_path, name, *argv)
+    assert report.run.status == "completed", report.run.error
+    agree(report.run, oracle)
+    assert not report.findings, [f.message for f in report.findings]
+    assert not report.run.notes
+
+
+def test_two_threads_training_repeatedly_never_mix_their_steps(tmp_path):
+    for _ in range(3):
+        report, oracle = watched(tmp_path, "threads_two_models.py", "80")
+        assert report.run.status == "completed", report.run.error
+        agree(report.run, oracle)
+        assert not report.findings, [f.message for f in report.findings]
+
+
+def test_each_threads_optimizer_is_labelled_with_its_own_model(tmp_path):
+    report, _ = watched(tmp_path, "threads_two_models.py", "10")
+    run = report.run
+    assert sorted(run.optimizers) == ["Adam", "SGD"]
+    first, second = (set(run.members_of(i)) for i in range(2))
+    assert first and second and not first & second
+    labels = {run.optimizer_label(i) for i in range(2)}
+    assert len(labels) == 2
+    assert all(
+        kind in label
+        for kind, label in zip(run.optimizers, map(run.optimizer_label, (0, 1)), strict=True)
+    )
+
+
+def test_a_step_reads_no_gradient_of_a_parameter_another_thread_steps(tmp_path):
+    """Reading p.grad while another thread's zero_grad frees it crashes torch: a thread's
+    step measures its own optimizer's parameters (and none that another thread steps)."""
+    report, _ = watched(tmp_path, "threads_two_models.py", "30")
+    run = report.run
+    members = [set(run.members_of(i)) for i in range(len(run.optimizers))]
+    later = [s for s in run.steps if s.step > 2]  # both threads have stepped by then
+    for s in later:
+        others = set().union(*(m for i, m in enumerate(members) if i != s.optimizer))
+        assert all(s.param_norms[i] is None for i in others), s.step
+        assert all(s.param_norms[i] is not None for i in members[s.optimizer]), s.step
+
+
+def test_the_pools_backward_calls_belong_to_the_main_threads_step(tmp_path):
+    report, oracle = watched(tmp_path, "threads_pool_shards.py", "10")
+    assert [s.backward_calls for s in report.run.steps] == [4] * 10
+    agree(report.run, oracle)
+
+
+def test_a_helper_threads_backward_that_reaches_other_parameters_is_not_counted():
+    """A thread that only runs backward on a model no optimizer steps (a probe): the
+    main thread's steps keep their own loss and backward calls."""
+    torch.manual_seed(0)
+    model, probe = nn.Linear(4, 1), nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    with gs.watch() as w:
+        for _ in range(5):
+            helper = threading.Thread(
+                target=lambda: probe(torch.randn(8, 4)).pow(2).mean().backward()
+            )
+            helper.start()
+            helper.join()
+            opt.zero_grad()
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    steps = w.report.run.steps
+    assert [s.backward_calls for s in steps] == [1] * 5
+    assert [s.loss for s in steps] == pytest.approx(losses, rel=1e-6)
+    assert w.report.run.backward_calls == 10
+
+
+def test_steps_reached_in_a_thread_stop_the_recording_and_never_kill_it(tmp_path):
+    """--steps 7 reached in the training thread: 7 steps recorded, the thread runs to its
+    end (the script writes its oracle after joining it), the run is 'stopped'."""
+    report, oracle = watched(tmp_path, "threads_train_eval.py", "40", steps=7)
+    assert len(oracle["steps"]) == 40
+    assert report.run.status == "stopped"
+    assert [s.step for s in report.run.steps] == list(range(1, 8))
+    assert [s.loss for s in report.run.steps] == pytest.approx(
+        [o["loss"] for o in oracle["steps"][:7]], rel=1e-6
+    )
+    assert any("--steps 7" in note and "trainer" in note for note in report.run.notes)
+
+
+def test_a_failure_of_gradscopes_own_in_a_thread_is_a_note_not_an_exception(monkeypatch):
+    from gradscope.watcher.measure import Measure
+
+    def broken(self, skip=frozenset()):
+        raise RuntimeError("measurement broke")
+
+    model = nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    errors: list[BaseException] = []
+
+    def train() -> None:
+        try:
+            for _ in range(3):
+                opt.zero_grad()
+                model(torch.randn(4, 3)).sum().backward()
+                opt.step()
+        except BaseException as exc:  # the test fails on any
+            errors.append(exc)
+
+    with gs.watch() as w:
+        monkeypatch.setattr(Measure, "grads", broken)
+        worker = threading.Thread(target=train)
+        worker.start()
+        worker.join()
+    assert errors == []
+    assert any("measurement broke" in note for note in w.report.run.notes)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name",
+    [
+        "threads_train_eval.py",
+        "threads_two_models.py",
+        "threads_pool_shards.py",
+        "threads_dataloader.py",
+    ],
+)
+def test_the_cli_watches_threaded_scripts_again_and_again(tmp_path, name):
+    """`gradscope watch -f json` five times: exit 0 (no crash, no false finding), every
+    step of the script's own record in the JSON."""
+    out = tmp_path / "oracle.json"
+    for _ in range(5):
+        done = gradscope("watch", script(name), "-f", "json", "--", str(out))
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "Traceback" not in done.stderr
+        report = json.loads(done.stdout)
+        oracle = json.loads(out.read_text())
+        assert report["findings"] == []
+        assert report["summary"]["steps"] == len(oracle["steps"])
+        names = report["summary"]["optimizers"]
+        got = sorted(
+            (names[s["optimizer"]], s["backward_calls"], round(s["loss"], 5))
+            for s in report["steps"]
+        )
+        want = sorted((o["optimizer"], o["calls"], round(o["loss"], 5)) for o in oracle["steps"])
+        assert got == want
