@@ -43,10 +43,16 @@ class StepLog:
         """Bytes of whole lines written so far."""
         self.failure: str | None = None
 
-    def write(self, records: list[StepRecord], names: list[str]) -> None:
+    def write(self, records: list[StepRecord], names: list[str], params: list[Any]) -> None:
+        """A header line when the tracked parameters change: their names, and the dtype
+        most of their elements have, so `gradscope diff` of two logs knows which
+        tolerance is fair."""
         if self.failure is not None or not records:
             return
-        lines = [json.dumps({"params": list(names)})] if names != self.names else []
+        lines = []
+        if names != self.names:
+            dtype = _main_dtype(params)
+            lines.append(json.dumps({"params": list(names), **({"dtype": dtype} if dtype else {})}))
         lines += [json.dumps(_strict(r.to_dict())) for r in records]
         data = ("\n".join(lines) + "\n").encode()
         try:
@@ -80,6 +86,15 @@ class StepLog:
         except OSError as exc:  # what was still buffered could not be written
             if self.failure is None:
                 self.failure = f"--log {self.path}: the last write failed ({exc.strerror})"
+
+
+def _main_dtype(params: list[Any]) -> str | None:
+    """The dtype most of the parameters' elements have ("float32"); None without any."""
+    counts: dict[str, int] = {}
+    for p in params:
+        name = str(p.dtype).removeprefix("torch.")
+        counts[name] = counts.get(name, 0) + p.numel()
+    return max(counts, key=lambda k: counts[k]) if counts else None
 
 
 def _strict(value: Any) -> Any:
@@ -130,7 +145,8 @@ class Watcher:
         if os.getpid() != self._pid:  # a child the script forked: the log is the parent's
             return
         if self._log is not None:
-            self._log.write(records, self.interceptor.tracked.names)
+            tracked = self.interceptor.tracked
+            self._log.write(records, tracked.names, tracked.params)
         for listener in STEP_LISTENERS:
             listener(records, self.interceptor.tracked.names)
 
