@@ -214,11 +214,9 @@ def _median_ratios(run: WatchRun, t: Thresholds, with_grad: bool) -> dict[int, f
 
 
 def _got_grad(run: WatchRun, i: int) -> bool:
-    return any(
-        not r.skipped and r.param_norms[i] is not None and r.param_norms[i] != 0
-        for r in run.steps
-        if i < len(r.param_norms)
-    )
+    """A step that updated gave it a gradient (not None, not zeros): over every step,
+    from the run's running per-tensor facts."""
+    return run.tensors.got_grad(i)
 
 
 def update_ratio(run: WatchRun, t: Thresholds) -> list[Finding]:
@@ -300,7 +298,7 @@ def never_updated(run: WatchRun, t: Thresholds) -> list[Finding]:
     for i, p in enumerate(run.params):
         if not p.requires_grad or not p.in_optimizer or _got_grad(run, i):
             continue
-        none = all(i >= len(r.param_norms) or r.param_norms[i] is None for r in stepped)
+        none = not run.tensors.ever_had_grad(i)
         out.append(
             RULES["GS413"].finding(
                 p.name,

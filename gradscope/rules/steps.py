@@ -11,7 +11,6 @@ resets).
 
 from __future__ import annotations
 
-import itertools
 import math
 import statistics
 from collections.abc import Callable, Sequence
@@ -651,41 +650,36 @@ def _stalled(
 
 
 # -- GS417 -----------------------------------------------------------------------------
-def _had(v: float | None) -> bool:
-    return v is not None and v != 0  # NaN counts: it had a gradient
-
-
 def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A parameter that had gradients and then none, to the end: frozen midway
     (`requires_grad_(False)`: None, or zeros under zero_grad(set_to_none=False)), or cut
     from the loss. Judged on its own optimizer's steps (a GAN's G gets nothing in D's).
-    Never-learned is GS413's; a dead layer whose gradient went to exactly 0 is GS405's."""
+    Never-learned is GS413's; a dead layer whose gradient went to exactly 0 is GS405's.
+    Read from the run's per-tensor running facts (`run.tensors`), so every step counts
+    however few of them the report kept in detail."""
     out = []
     for s in by_optimizer(run):
-        steps = s.live()
+        live_steps = run.tensors.live_steps(s.index)
         dead = {f.subject for f in _vanishing(run, s, t)}
         for i in s.members:
             if i >= len(run.params) or not run.params[i].in_optimizer:
                 continue
             p = run.params[i]
-            vals = [r.param_norms[i] if i < len(r.param_norms) else None for r in steps]
-            had = [k for k, v in enumerate(vals) if _had(v)]
-            if not had:
+            had = run.tensors.learned(s.index, i)
+            if had is None:
                 continue
-            tail = len(vals) - had[-1] - 1
-            gaps = [b - a - 1 for a, b in itertools.pairwise(had)]
-            if tail < max(t.stop_min_steps, 1) or tail < 4 * max(gaps, default=0):
+            tail = live_steps - had.last - 1
+            if tail < max(t.stop_min_steps, 1) or tail < 4 * had.longest_gap:
                 continue
-            rest = vals[had[-1] + 1 :]
-            none = all(v is None for v in rest)
+            none = had.zero_after == 0
             if not none and p.requires_grad and module_of(p.name) in dead:
                 continue
-            since = steps[had[-1] + 1].step
+            since = had.since_step
             what = (
                 "no gradient (None)"
                 if none
                 else "only zero gradients"
-                if all(v is not None for v in rest)
+                if had.none_after == 0
                 else "no gradient (None, or zeros)"
             )
             if not p.requires_grad:
@@ -705,15 +699,15 @@ def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
                     p.name,
                     s.say(
                         f"{p.name} stopped learning at step {since}: it had gradients until "
-                        f"step {steps[had[-1]].step}, then {what} in all {tail} steps to the end"
+                        f"step {had.last_step}, then {what} in all {tail} steps to the end"
                     ),
                     advice,
                     value=float(since),
                     threshold=t.stop_min_steps,
                     evidence=(
-                        f"{len(had)} of the first {had[-1] + 1} steps had a gradient; the "
-                        f"longest gap while learning was {max(gaps, default=0)} steps",
-                        f"gradient norm at step {steps[had[-1]].step}: {fmt(vals[had[-1]])}",
+                        f"{had.had} of the first {had.last + 1} steps had a gradient; the "
+                        f"longest gap while learning was {had.longest_gap} steps",
+                        f"gradient norm at step {had.last_step}: {fmt(had.last_value)}",
                     ),
                 )
             )
