@@ -9,7 +9,7 @@ from typing import Any
 
 from gradscope.config import Settings
 from gradscope.errors import ExitCode
-from gradscope.findings import Finding, Severity, apply_settings
+from gradscope.findings import Finding, Severity
 from gradscope.watcher.records import MANUAL, WatchRun
 
 WATCH_SCHEMA_VERSION = 1
@@ -29,13 +29,11 @@ class WatchReport:
     """When the script failed: file:line of its own code that raised (or called sys.exit)."""
 
     @classmethod
-    def build(cls, run: WatchRun, settings: Settings) -> WatchReport:
+    def of(cls, run: WatchRun, findings: list[Finding], settings: Settings) -> WatchReport:
+        """The report of a run judged by `gradscope.rules.watch.judge` (the rules live
+        there, not here: the watcher records, the rules layer judges)."""
         import torch
 
-        from gradscope.rules import steps as step_rules
-
-        findings = apply_settings(step_rules.diagnose(run, settings.thresholds), settings)
-        findings.sort(key=lambda f: (-f.severity, f.rule))
         return cls(run, findings, settings.threshold_dict(), settings.fail_on, torch.__version__)
 
     def failed(self, fail_on: Severity | None = None) -> bool:

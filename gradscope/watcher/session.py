@@ -166,7 +166,9 @@ class Watcher:
 
             trace = UserCodeError("the script", exc).user_traceback()
             self.run = replace(self.run, traceback=trace)
-        self.report = WatchReport.build(self.run, self.settings)
+        from gradscope.rules.watch import judge  # the one call into the rules layer
+
+        self.report = judge(self.run, self.settings)
         return isinstance(exc, StopWatching)
 
     def _build(self, status: str, error: str | None, notes: tuple[str, ...]) -> WatchRun:

@@ -49,6 +49,7 @@ class StepStore(Sequence[StepRecord]):
         self._grad_norm = array("d")
         self._time = array("d")
         self._optional = {name: array("d") for _, name in _OPTIONAL}
+        self._columns = [(flag, name, self._optional[name]) for flag, name in _OPTIONAL]
         self._lr_at = array("q")
         """Per step: where its learning rates start in `_lrs` (a repeat shares them)."""
         self._lr_count = array("i")
@@ -155,10 +156,18 @@ class StepStore(Sequence[StepRecord]):
         """Store indices of the steps whose per-tensor detail is kept, in order."""
         return sorted(set(self.detail.rows) | set(self.sampled.rows))
 
+    def optimizers(self) -> set[int]:
+        """Indices of the optimizers that stepped."""
+        return set(self._optimizer)
+
+    def of_optimizer(self, optimizer: int) -> list[StepRecord]:
+        """Its steps, in order."""
+        return [self._record(i) for i, o in enumerate(self._optimizer) if o == optimizer]
+
     def _record(self, i: int) -> StepRecord:
         flags = self._flags[i]
-        optional: dict[str, Any] = {
-            name: self._optional[name][i] if flags & flag else None for flag, name in _OPTIONAL
+        fields: dict[str, Any] = {
+            name: column[i] if flags & flag else None for flag, name, column in self._columns
         }
         row = self.sampled.rows.get(i) or self.detail.rows.get(i)
         norms: tuple[float | None, ...] = ()
@@ -168,12 +177,12 @@ class StepStore(Sequence[StepRecord]):
             norms = tuple(None if v == NO_GRAD else v for v in row.norms) + (None,) * pad
             if row.ratios is not None:
                 ratios = tuple(row.ratios) + (math.nan,) * (self.width - len(row.ratios))
-        at, n = self._lr_at[i], self._lr_count[i]
-        return StepRecord(
+        at = self._lr_at[i]
+        fields.update(
             step=self._step[i],
             optimizer=self._optimizer[i],
             grad_norm=self._grad_norm[i],
-            lrs=tuple(self._lrs[at : at + n]),
+            lrs=tuple(self._lrs[at : at + self._lr_count[i]]),
             backward_calls=self._calls[i],
             skipped=bool(flags & _SKIPPED),
             param_norms=norms,
@@ -181,8 +190,8 @@ class StepStore(Sequence[StepRecord]):
             time_s=self._time[i],
             scaled_clip=bool(flags & _SCALED_CLIP),
             detail=row is not None,
-            **optional,
         )
+        return StepRecord.stored(fields)
 
 
 def _non_finite(r: StepRecord, norms: array) -> bool:
