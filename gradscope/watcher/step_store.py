@@ -201,4 +201,7 @@ def _non_finite(r: StepRecord, norms: array) -> bool:
         return True
     if r.skipped:
         return False
-    return not math.isfinite(r.grad_norm) or not all(map(math.isfinite, norms))
+    if not math.isfinite(r.grad_norm):
+        return True
+    # a finite sum has no NaN/inf in it (summed in C); an infinite one may be an overflow
+    return not math.isfinite(sum(norms)) and not all(map(math.isfinite, norms))
