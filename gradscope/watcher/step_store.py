@@ -80,6 +80,11 @@ class StepStore(Sequence[StepRecord]):
             self.append(r)
 
     def append(self, r: StepRecord) -> None:
+        if not r.detail:  # its per-tensor facts are gone: every aggregate would miss them
+            raise ValueError(
+                f"step {r.step} was read back without its per-tensor detail: store the "
+                "run's StepStore itself, not records read from it"
+            )
         index = len(self._step)
         flags = _SKIPPED if r.skipped else 0
         flags |= _SCALED_CLIP if r.scaled_clip else 0
