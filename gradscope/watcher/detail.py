@@ -6,8 +6,9 @@ per optimizer (per lane), by decimation: every step while there is room, then ev
 second, fourth, ... step (the stride doubles each time the lane is full, and the rows off
 the new grid are dropped). Always kept besides the grid: the first step of each lane (it
 is on every grid), its latest step (replaced as the run moves on) and the pinned steps
-(the first non-finite step). So a lane holds at most capacity + 2 rows, whatever the
-length of the run; the --log stream has every step in full.
+(the first non-finite step, and the steps whose gradient norm jumped most above its
+recent median: step_store.py). So a lane holds at most capacity + 2 rows plus the pins,
+whatever the length of the run; the --log stream has every step in full.
 
 Rows are `array('d')`: gradient norms with NO_GRAD (-1) where grad was None, and on
 sampled steps the update/weight ratios (NaN where not measured).
@@ -76,6 +77,14 @@ class Decimated:
             elif index not in self.pinned and index != lane.last:
                 self.rows.pop(index, None)
         lane.grid = kept
+
+    def unpin(self, index: int) -> None:
+        """The row goes, unless the grid keeps it or it is its lane's latest."""
+        self.pinned.discard(index)
+        for lane in self._lanes.values():
+            if index == lane.last or any(i == index for _, i in lane.grid):
+                return
+        self.rows.pop(index, None)
 
     def _drop_if_unkept(self, lane: _Lane, index: int, newest: int) -> None:
         """The previous latest row goes unless the grid or a pin keeps it."""

@@ -11,8 +11,11 @@ there when that step's detail was kept (`detail` True), else empty.
 
 from __future__ import annotations
 
+import heapq
 import math
+import statistics
 from array import array
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
@@ -22,6 +25,12 @@ from gradscope.watcher.tensor_track import TensorTrack
 
 _LOSS, _SKIPPED, _CLIPPED, _MAX, _SCALE, _CARRIED = 1, 2, 4, 8, 16, 32
 _UPDATE, _SCALED_CLIP, _TOTAL, _NORM_TYPE, _CLIP_SCALE = 64, 128, 256, 512, 1024
+
+JUMPS_KEPT = 16
+"""Per optimizer, the steps whose gradient norm rose most above the median of the
+JUMP_WINDOW steps before it keep their per-tensor detail: a GS403 spike names the
+layers that drove it from that step's norms."""
+JUMP_WINDOW = 32
 
 _OPTIONAL = (  # (flag, StepRecord field) of the float fields that may be None
     (_LOSS, "loss"),
@@ -61,6 +70,9 @@ class StepStore(Sequence[StepRecord]):
         """The sampled steps' rows, decimated among themselves (so that the update
         ratios keep as many steps as the norms)."""
         self.track = TensorTrack()
+        self._recent: dict[int, deque[float]] = {}
+        self._jumps: dict[int, list[tuple[float, int]]] = {}
+        """Per optimizer, a min-heap of (norm / recent median, store index)."""
 
     @classmethod
     def of(
@@ -111,6 +123,28 @@ class StepStore(Sequence[StepRecord]):
             self.sampled.offer(index, r.optimizer, row)
         if not r.skipped:
             self.track.add(r.step, r.optimizer, norms)
+            self._keep_jump(index, r)
+
+    def _keep_jump(self, index: int, r: StepRecord) -> None:
+        """Pin the row of one of the largest jumps of the norm so far (see JUMPS_KEPT)."""
+        if not (math.isfinite(r.grad_norm) and r.grad_norm > 0):
+            return
+        recent = self._recent.setdefault(r.optimizer, deque(maxlen=JUMP_WINDOW))
+        base = statistics.median(recent) if len(recent) >= 3 else 0.0
+        recent.append(r.grad_norm)
+        if base <= 0:
+            return
+        jumps = self._jumps.setdefault(r.optimizer, [])
+        jump = (r.grad_norm / base, index)
+        if len(jumps) < JUMPS_KEPT:
+            heapq.heappush(jumps, jump)
+        elif jump > jumps[0]:
+            _, gone = heapq.heapreplace(jumps, jump)
+            if gone != self._first_bad:
+                self.detail.unpin(gone)
+        else:
+            return
+        self.detail.pinned.add(index)
 
     def _add_lrs(self, lrs: tuple[float, ...]) -> None:
         if self._lr_count:
