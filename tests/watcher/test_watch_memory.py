@@ -4,6 +4,7 @@ per-tensor detail bounded; every field read back as it was recorded."""
 from __future__ import annotations
 
 import gc
+import itertools
 import math
 import random
 import tracemalloc
@@ -74,7 +75,7 @@ def test_the_detail_keeps_first_latest_and_pinned_steps_on_an_even_grid():
     rows = sorted(kept.rows)
     assert rows[0] == 0 and rows[-1] == 99 and 37 in rows
     grid = [i for i in rows if i not in (37, 99)]
-    assert len(grid) <= 8 and len({b - a for a, b in zip(grid, grid[1:])}) == 1  # even
+    assert len(grid) <= 8 and len({b - a for a, b in itertools.pairwise(grid)}) == 1  # even
 
 
 def test_each_optimizer_keeps_its_own_detail():
@@ -124,7 +125,7 @@ def _same(a: StepRecord, b: StepRecord) -> bool:
 
 def _eq(x, y) -> bool:
     if isinstance(x, tuple) and isinstance(y, tuple):
-        return len(x) == len(y) and all(_eq(u, v) for u, v in zip(x, y))
+        return len(x) == len(y) and all(_eq(u, v) for u, v in zip(x, y, strict=True))
     both_nan = isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y)
     return both_nan or x == y
 
@@ -132,7 +133,7 @@ def _eq(x, y) -> bool:
 def test_every_field_reads_back_as_it_was_recorded():
     records = [_varied(n) for n in range(1, 31)]
     store = StepStore.of(records)
-    assert len(store) == 30 and all(_same(a, b) for a, b in zip(records, store))
+    assert len(store) == 30 and all(_same(a, b) for a, b in zip(records, store, strict=True))
     assert _same(store[-1], records[-1]) and [r.step for r in store[2:5]] == [3, 4, 5]
 
 
@@ -142,7 +143,7 @@ def test_steps_beyond_the_bound_read_back_their_totals_without_detail():
     thin = [r for r in store if not r.detail]
     assert thin and all(r.param_norms == () and r.update_ratios is None for r in thin)
     assert all(r.to_dict()["param_norms"] is None for r in thin)
-    for kept, original in zip(store, records):
+    for kept, original in zip(store, records, strict=True):
         totals = {k: v for k, v in vars(original).items() if k not in ("param_norms", "detail")}
         if not kept.detail:
             totals["update_ratios"] = None
