@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from gradscope.watcher.step_store import StepStore
@@ -179,10 +179,8 @@ class WatchRun:
 
     @property
     def store(self) -> StepStore:
-        from gradscope.watcher.step_store import StepStore
-
-        assert isinstance(self.steps, StepStore)
-        return self.steps
+        """`steps` as the StepStore __post_init__ made it."""
+        return cast("StepStore", self.steps)
 
     @property
     def tensors(self) -> TensorTrack:
