@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import sys
 import time
 import tracemalloc
 
@@ -103,11 +104,32 @@ def measure(name: str, build, steps: int, warmup: int) -> None:
     judged = time.perf_counter() - start
     report = w.report
     assert report is not None and len(report.run.steps) == warmup + steps
+    detail = _detail_bytes(report.run)
     print(
         f"{name:9} {tensors:4} tensors: {kept / steps:9.1f} B/step kept over {steps} steps "
         f"({kept / 2**20:.2f} MiB), {took / steps * 1e3:.2f} ms/step traced; "
         f"{len(report.findings)} findings, judged in {judged:.1f} s"
     )
+    if detail is not None:
+        rows, size = detail
+        print(
+            f"{'':9} of which per-tensor detail (bounded): {rows} rows, {size / 2**20:.2f} MiB; "
+            f"the rest: {(kept - size) / steps:.1f} B/step"
+        )
+
+
+def _detail_bytes(run) -> tuple[int, int] | None:
+    """Rows of per-tensor detail the run keeps and their bytes (None before the store):
+    the bounded part of what is kept."""
+    store = getattr(run.steps, "detail", None)
+    if store is None:
+        return None
+    rows = {id(r): r for r in [*run.steps.detail.rows.values(), *run.steps.sampled.rows.values()]}
+    size = sum(
+        sys.getsizeof(r.norms) + (0 if r.ratios is None else sys.getsizeof(r.ratios))
+        for r in rows.values()
+    )
+    return len(rows), size
 
 
 def main() -> None:
