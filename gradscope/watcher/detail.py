@@ -25,7 +25,7 @@ DETAIL_STEPS = 1024
 NO_GRAD = -1.0
 
 
-@dataclass
+@dataclass(slots=True)
 class Row:
     norms: array
     """Per tensor: gradient norm, NO_GRAD where grad was None."""
