@@ -17,6 +17,16 @@ printed: the per-step store is read back into records there.
 
     python benchmarks/bench_watch_memory.py [--steps 20000] [--only linears]
 
+Measured (torch 2.13 CPU, 20,000 steps, shared machine), B/step kept:
+
+    model        tensors  every StepRecord kept  columns + bounded detail (rest/step)
+    linears          600                20,415        687 (10.4 MiB detail; 141)
+    linears75        150                 5,436        289 ( 2.7 MiB detail; 146)
+    mlp                6                   644        162 ( 0.3 MiB detail; 148)
+
+The detail stops growing at 1,024 kept steps per optimizer (plus pins) in each of its two
+stores; past that, a step costs the ~145 bytes of its columns, whatever the model.
+
 Prints figures; not a test (tests/watcher/test_watch_memory.py asserts the bound).
 """
 
