@@ -62,8 +62,12 @@ class Finding:
     """Extra facts from explanation passes (which op, which line)."""
     ignored_by: str | None = None
     """The `ignore` pattern (RULE:GLOB) that silenced it; such a finding never fails a run."""
+    steps: tuple[int, ...] = ()
+    """Watch rules: the optimizer steps it is about (the first ones when there are many),
+    which the views mark; () for a finding about no step in particular."""
 
     def to_dict(self) -> dict[str, Any]:
+        steps = {"steps": list(self.steps)} if self.steps else {}
         return {
             "rule": self.rule,
             "slug": self.slug,
@@ -75,6 +79,7 @@ class Finding:
             "threshold": self.threshold,
             "evidence": list(self.evidence),
             "ignored_by": self.ignored_by,
+            **steps,
             "table_row": {
                 "symptom": self.row.symptom,
                 "cause": self.row.cause,

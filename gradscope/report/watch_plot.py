@@ -20,6 +20,7 @@ MARKER = {
     "v": ("v", "purple"),
     "|": ("|", "orange"),
     "s": ("s", "black"),
+    "o": ("o", "brown"),
 }
 
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 
 from gradscope.config import Thresholds
+from gradscope.findings import Finding
 from gradscope.watcher.records import MANUAL, StepRecord, WatchRun
 
 MAD_SIGMA = 1.4826
@@ -18,6 +19,16 @@ MAD_SIGMA = 1.4826
 EARLY_MIN_HISTORY = 3
 """Steps of history before the first steps' own spike test can call a spike: fewer give
 no median worth the name."""
+
+
+FINDING_STEPS = 1000
+"""Most steps a finding lists in `Finding.steps` (the first ones, in order); its message
+or evidence counts them all."""
+
+
+def about(finding: Finding, steps: Iterable[int]) -> Finding:
+    """The finding, with the steps it is about (what the views mark)."""
+    return replace(finding, steps=tuple(itertools.islice(sorted(set(steps)), FINDING_STEPS)))
 
 
 def finite(v: float | None) -> bool:
@@ -79,7 +90,7 @@ def optimizer_name(run: WatchRun, index: int) -> str:
 
 
 def several(run: WatchRun) -> bool:
-    return len({r.optimizer for r in run.steps} | set(range(len(run.optimizers)))) > 1
+    return len(run.store.optimizers() | set(range(len(run.optimizers)))) > 1
 
 
 def by_optimizer(run: WatchRun) -> Iterator[Series]:
@@ -87,11 +98,11 @@ def by_optimizer(run: WatchRun) -> Iterator[Series]:
     one series is the whole run and carries no name."""
     every = tuple(range(len(run.params)))
     named = several(run)
-    for k in sorted({r.optimizer for r in run.steps}):
+    for k in sorted(run.store.optimizers()):
         members = run.members_of(k) or every
         yield Series(
             k,
-            [r for r in run.steps if r.optimizer == k],
+            run.store.of_optimizer(k),
             members,
             optimizer_name(run, k) if named else "",
         )

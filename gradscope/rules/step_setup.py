@@ -12,6 +12,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.rules.step_common import (
+    about,
     after_warmup,
     by_optimizer,
     finite,
@@ -82,7 +83,7 @@ def clipping_binds(run: WatchRun, t: Thresholds) -> list[Finding]:
             threshold=threshold,
             evidence=evidence,
         )
-        out.append(replace(finding, severity=severity))
+        out.append(about(replace(finding, severity=severity), (r.step for r in bound)))
     return out
 
 
@@ -121,22 +122,21 @@ def clip_before_unscale(run: WatchRun, t: Thresholds) -> list[Finding]:
             + (f" (as clipped: {fmt(scaled)})" if scaled is not None else "")
             + f" against max_norm {fmt(r.max_norm)}",
         ]
-        out.append(
-            RULES["GS416"].finding(
-                s.subject("grad-scaler"),
-                s.say(
-                    f"clip_grad_norm_ ran on gradients still multiplied by GradScaler's scale "
-                    f"(no unscale_ first) at {len(bad)} step(s), from step {bad[0].step}: "
-                    f"max_norm {fmt(r.max_norm)} was compared with norms {fmt(r.scale)}× too "
-                    "large, so clipping cuts every update to a norm of about max_norm/scale "
-                    "instead of bounding it"
-                ),
-                "call scaler.unscale_(optimizer) after scaler.scale(loss).backward() and "
-                "before torch.nn.utils.clip_grad_norm_(...), then scaler.step(optimizer)",
-                value=float(len(bad)),
-                evidence=tuple(evidence),
-            )
+        finding = RULES["GS416"].finding(
+            s.subject("grad-scaler"),
+            s.say(
+                f"clip_grad_norm_ ran on gradients still multiplied by GradScaler's scale "
+                f"(no unscale_ first) at {len(bad)} step(s), from step {bad[0].step}: "
+                f"max_norm {fmt(r.max_norm)} was compared with norms {fmt(r.scale)}× too "
+                "large, so clipping cuts every update to a norm of about max_norm/scale "
+                "instead of bounding it"
+            ),
+            "call scaler.unscale_(optimizer) after scaler.scale(loss).backward() and "
+            "before torch.nn.utils.clip_grad_norm_(...), then scaler.step(optimizer)",
+            value=float(len(bad)),
+            evidence=tuple(evidence),
         )
+        out.append(about(finding, (x.step for x in bad)))
     return out
 
 
@@ -155,24 +155,23 @@ def amp_skips(run: WatchRun, t: Thresholds) -> list[Finding]:
         rate = len(skipped) / len(steps)
         if rate <= t.amp_skip_rate and best < t.amp_skip_streak:
             continue
-        out.append(
-            RULES["GS407"].finding(
-                series.subject("grad-scaler"),
-                series.say(
-                    f"GradScaler skipped {len(skipped)} of {len(steps)} steps after warm-up "
-                    f"({rate:.0%}), up to {best} in a row"
-                ),
-                "the gradients overflow fp16 (or are NaN) at most scales: use bf16, lower the "
-                "learning rate, or keep the unstable op in fp32",
-                value=rate,
-                threshold=t.amp_skip_rate,
-                evidence=(
-                    f"skipped steps: {step_list(skipped)}",
-                    f"loss scale {fmt(steps[0].scale)} at step {steps[0].step}, "
-                    f"{fmt(steps[-1].scale)} at step {steps[-1].step}",
-                ),
-            )
+        finding = RULES["GS407"].finding(
+            series.subject("grad-scaler"),
+            series.say(
+                f"GradScaler skipped {len(skipped)} of {len(steps)} steps after warm-up "
+                f"({rate:.0%}), up to {best} in a row"
+            ),
+            "the gradients overflow fp16 (or are NaN) at most scales: use bf16, lower the "
+            "learning rate, or keep the unstable op in fp32",
+            value=rate,
+            threshold=t.amp_skip_rate,
+            evidence=(
+                f"skipped steps: {step_list(skipped)}",
+                f"loss scale {fmt(steps[0].scale)} at step {steps[0].step}, "
+                f"{fmt(steps[-1].scale)} at step {steps[-1].step}",
+            ),
         )
+        out.append(about(finding, skipped))
     return out
 
 
@@ -180,18 +179,17 @@ def amp_scale(run: WatchRun, t: Thresholds) -> list[Finding]:
     low = [r for r in run.steps if r.scale is not None and r.scale < 1]
     if not low:
         return []
-    return [
-        RULES["GS408"].finding(
-            "grad-scaler",
-            f"the loss scale fell below 1 at step {low[0].step} ({fmt(low[0].scale)}); "
-            f"lowest {fmt(min(r.scale or 0 for r in low))}",
-            "the gradients are non-finite at every scale: find the NaN/Inf (GS401; "
-            f"`{inspect_command(run, low[0].step)}`) instead of letting the scaler shrink",
-            value=min(r.scale or 0 for r in low),
-            threshold=1.0,
-            evidence=(f"{len(low)} steps with scale < 1: {step_list([r.step for r in low])}",),
-        )
-    ]
+    finding = RULES["GS408"].finding(
+        "grad-scaler",
+        f"the loss scale fell below 1 at step {low[0].step} ({fmt(low[0].scale)}); "
+        f"lowest {fmt(min(r.scale or 0 for r in low))}",
+        "the gradients are non-finite at every scale: find the NaN/Inf (GS401; "
+        f"`{inspect_command(run, low[0].step)}`) instead of letting the scaler shrink",
+        value=min(r.scale or 0 for r in low),
+        threshold=1.0,
+        evidence=(f"{len(low)} steps with scale < 1: {step_list([r.step for r in low])}",),
+    )
+    return [about(finding, (r.step for r in low))]
 
 
 # -- GS409 / GS410 / GS411 / GS413 -----------------------------------------------------
@@ -214,11 +212,9 @@ def _median_ratios(run: WatchRun, t: Thresholds, with_grad: bool) -> dict[int, f
 
 
 def _got_grad(run: WatchRun, i: int) -> bool:
-    return any(
-        not r.skipped and r.param_norms[i] is not None and r.param_norms[i] != 0
-        for r in run.steps
-        if i < len(r.param_norms)
-    )
+    """A step that updated gave it a gradient (not None, not zeros): over every step,
+    from the run's running per-tensor facts."""
+    return run.tensors.got_grad(i)
 
 
 def update_ratio(run: WatchRun, t: Thresholds) -> list[Finding]:
@@ -300,7 +296,7 @@ def never_updated(run: WatchRun, t: Thresholds) -> list[Finding]:
     for i, p in enumerate(run.params):
         if not p.requires_grad or not p.in_optimizer or _got_grad(run, i):
             continue
-        none = all(i >= len(r.param_norms) or r.param_norms[i] is None for r in stepped)
+        none = not run.tensors.ever_had_grad(i)
         out.append(
             RULES["GS413"].finding(
                 p.name,
@@ -334,23 +330,22 @@ def grads_not_reset(run: WatchRun, t: Thresholds) -> list[Finding]:
             "still not reset after the step"
         )
         example = carried[len(carried) // 2]
-        out.append(
-            RULES["GS412"].finding(
-                series.subject("gradients"),
-                series.say(
-                    f"at {len(carried)} of {len(steps)} steps the previous step's gradients "
-                    f"were still in .grad when backward ran: {how}"
-                ),
-                "call optimizer.zero_grad() (or model.zero_grad()) once per optimizer step, "
-                "after step() or before the first backward",
-                value=share,
-                threshold=t.not_reset_fraction,
-                evidence=(
-                    f"step {example.step}: carried-over norm {fmt(example.carried_norm)}, "
-                    f"norm at the step {fmt(example.grad_norm)}",
-                ),
-            )
+        finding = RULES["GS412"].finding(
+            series.subject("gradients"),
+            series.say(
+                f"at {len(carried)} of {len(steps)} steps the previous step's gradients "
+                f"were still in .grad when backward ran: {how}"
+            ),
+            "call optimizer.zero_grad() (or model.zero_grad()) once per optimizer step, "
+            "after step() or before the first backward",
+            value=share,
+            threshold=t.not_reset_fraction,
+            evidence=(
+                f"step {example.step}: carried-over norm {fmt(example.carried_norm)}, "
+                f"norm at the step {fmt(example.grad_norm)}",
+            ),
         )
+        out.append(about(finding, (r.step for r in carried)))
     return out
 
 

@@ -11,7 +11,6 @@ resets).
 
 from __future__ import annotations
 
-import itertools
 import math
 import statistics
 from collections.abc import Callable, Sequence
@@ -22,6 +21,7 @@ from gradscope.findings import RULES, Finding, Severity
 from gradscope.rules import step_setup
 from gradscope.rules.step_common import (
     Series,
+    about,
     by_optimizer,
     finite,
     fmt,
@@ -85,17 +85,16 @@ def non_finite(run: WatchRun, t: Thresholds) -> list[Finding]:
                 r.loss
             )
         who = f" ({optimizer_name(run, r.optimizer)})" if several(run) else ""
-        return [
-            RULES["GS401"].finding(
-                bad[0] if bad else "loss",
-                f"{what} at step {r.step}{who} (first of {count} such steps)",
-                f"run `{inspect_command(run, r.step)}` (ARGS: the script's own arguments) "
-                "to stop at that step's backward and name the op that made the first "
-                f"NaN/Inf; check the batch of step {r.step} and the learning rate",
-                value=float(r.step),
-                evidence=tuple(evidence),
-            )
-        ]
+        finding = RULES["GS401"].finding(
+            bad[0] if bad else "loss",
+            f"{what} at step {r.step}{who} (first of {count} such steps)",
+            f"run `{inspect_command(run, r.step)}` (ARGS: the script's own arguments) "
+            "to stop at that step's backward and name the op that made the first "
+            f"NaN/Inf; check the batch of step {r.step} and the learning rate",
+            value=float(r.step),
+            evidence=tuple(evidence),
+        )
+        return [about(finding, [r.step, *(x.step for x in run.steps if _non_finite(x))])]
     return []
 
 
@@ -137,21 +136,24 @@ def loss_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
         i, value, med = max(found, key=lambda f: f[1] / f[2] if f[2] else f[1])
         early = " (against the steps before it: the first steps)" if i < t.spike_min_history else ""
         out.append(
-            RULES["GS402"].finding(
-                s.subject("loss"),
-                s.say(
-                    f"the loss spiked at {len(found)} step(s): step {steps[i].step} reached "
-                    f"{fmt(value)} against a rolling median of {fmt(med)}{early}"
+            about(
+                RULES["GS402"].finding(
+                    s.subject("loss"),
+                    s.say(
+                        f"the loss spiked at {len(found)} step(s): step {steps[i].step} reached "
+                        f"{fmt(value)} against a rolling median of {fmt(med)}{early}"
+                    ),
+                    "look at the batches of those steps; if the gradient norm spiked too, lower "
+                    "the learning rate"
+                    + {
+                        "": " or clip",
+                        "scaled": " (and fix the clipping: see clip-before-unscale)",
+                    }.get(_clip_note(s.steps), " (clipping is already on)"),
+                    value=value,
+                    threshold=med,
+                    evidence=(f"spike steps: {step_list(where)}",),
                 ),
-                "look at the batches of those steps; if the gradient norm spiked too, lower "
-                "the learning rate"
-                + {
-                    "": " or clip",
-                    "scaled": " (and fix the clipping: see clip-before-unscale)",
-                }.get(_clip_note(s.steps), " (clipping is already on)"),
-                value=value,
-                threshold=med,
-                evidence=(f"spike steps: {step_list(where)}",),
+                where,
             )
         )
     return out
@@ -186,23 +188,31 @@ def norm_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
         i, value, med = max(found, key=lambda f: f[1] / f[2] if f[2] else f[1])
         at = steps[i]
         window = steps[max(0, i - int(t.spike_window)) : i]
-        evidence = [f"spike steps: {step_list([steps[j].step for j, _, _ in found])}"]
+        where = [steps[j].step for j, _, _ in found]
+        evidence = [f"spike steps: {step_list(where)}"]
         drivers = _drivers(run, s, at, window)
         if drivers:
             evidence.append("layers that drove it (norm / own rolling median): " + drivers)
         evidence.append(_update_first(run, s, at, t))
         out.append(
-            RULES["GS403"].finding(
-                s.subject("total-grad-norm"),
-                s.say(
-                    f"the gradient norm spiked at {len(found)} step(s): step {at.step} reached "
-                    f"{fmt(value)} against a rolling median of {fmt(med)}"
-                    + (" (the steps before it: the first steps)" if i < t.spike_min_history else "")
+            about(
+                RULES["GS403"].finding(
+                    s.subject("total-grad-norm"),
+                    s.say(
+                        f"the gradient norm spiked at {len(found)} step(s): step {at.step} reached "
+                        f"{fmt(value)} against a rolling median of {fmt(med)}"
+                        + (
+                            " (the steps before it: the first steps)"
+                            if i < t.spike_min_history
+                            else ""
+                        )
+                    ),
+                    _spike_advice(s, at),
+                    value=value,
+                    threshold=med,
+                    evidence=tuple(evidence),
                 ),
-                _spike_advice(s, at),
-                value=value,
-                threshold=med,
-                evidence=tuple(evidence),
+                where,
             )
         )
     return out
@@ -543,7 +553,7 @@ def early_blowup(run: WatchRun, t: Thresholds) -> list[Finding]:
         )
         if b.recovered is False:
             finding = replace(finding, severity=Severity.ERROR)
-        out.append(finding)
+        out.append(about(finding, (top.step, b.norm_at.step)))
     return out
 
 
@@ -651,41 +661,36 @@ def _stalled(
 
 
 # -- GS417 -----------------------------------------------------------------------------
-def _had(v: float | None) -> bool:
-    return v is not None and v != 0  # NaN counts: it had a gradient
-
-
 def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A parameter that had gradients and then none, to the end: frozen midway
     (`requires_grad_(False)`: None, or zeros under zero_grad(set_to_none=False)), or cut
     from the loss. Judged on its own optimizer's steps (a GAN's G gets nothing in D's).
-    Never-learned is GS413's; a dead layer whose gradient went to exactly 0 is GS405's."""
+    Never-learned is GS413's; a dead layer whose gradient went to exactly 0 is GS405's.
+    Read from the run's per-tensor running facts (`run.tensors`), so every step counts
+    however few of them the report kept in detail."""
     out = []
     for s in by_optimizer(run):
-        steps = s.live()
+        live_steps = run.tensors.live_steps(s.index)
         dead = {f.subject for f in _vanishing(run, s, t)}
         for i in s.members:
             if i >= len(run.params) or not run.params[i].in_optimizer:
                 continue
             p = run.params[i]
-            vals = [r.param_norms[i] if i < len(r.param_norms) else None for r in steps]
-            had = [k for k, v in enumerate(vals) if _had(v)]
-            if not had:
+            had = run.tensors.learned(s.index, i)
+            if had is None:
                 continue
-            tail = len(vals) - had[-1] - 1
-            gaps = [b - a - 1 for a, b in itertools.pairwise(had)]
-            if tail < max(t.stop_min_steps, 1) or tail < 4 * max(gaps, default=0):
+            tail = live_steps - had.last - 1
+            if tail < max(t.stop_min_steps, 1) or tail < 4 * had.longest_gap:
                 continue
-            rest = vals[had[-1] + 1 :]
-            none = all(v is None for v in rest)
+            none = had.zero_after == 0
             if not none and p.requires_grad and module_of(p.name) in dead:
                 continue
-            since = steps[had[-1] + 1].step
+            since = had.since_step
             what = (
                 "no gradient (None)"
                 if none
                 else "only zero gradients"
-                if all(v is not None for v in rest)
+                if had.none_after == 0
                 else "no gradient (None, or zeros)"
             )
             if not p.requires_grad:
@@ -701,20 +706,23 @@ def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
                     "where the graph is cut)"
                 )
             out.append(
-                RULES["GS417"].finding(
-                    p.name,
-                    s.say(
-                        f"{p.name} stopped learning at step {since}: it had gradients until "
-                        f"step {steps[had[-1]].step}, then {what} in all {tail} steps to the end"
+                about(
+                    RULES["GS417"].finding(
+                        p.name,
+                        s.say(
+                            f"{p.name} stopped learning at step {since}: it had gradients until "
+                            f"step {had.last_step}, then {what} in all {tail} steps to the end"
+                        ),
+                        advice,
+                        value=float(since),
+                        threshold=t.stop_min_steps,
+                        evidence=(
+                            f"{had.had} of the first {had.last + 1} steps had a gradient; the "
+                            f"longest gap while learning was {had.longest_gap} steps",
+                            f"gradient norm at step {had.last_step}: {fmt(had.last_value)}",
+                        ),
                     ),
-                    advice,
-                    value=float(since),
-                    threshold=t.stop_min_steps,
-                    evidence=(
-                        f"{len(had)} of the first {had[-1] + 1} steps had a gradient; the "
-                        f"longest gap while learning was {max(gaps, default=0)} steps",
-                        f"gradient norm at step {steps[had[-1]].step}: {fmt(vals[had[-1]])}",
-                    ),
+                    [since],
                 )
             )
     return out

@@ -18,12 +18,18 @@ Stages (collect → plain data → rules → render), one module each:
 - measure.py    `Measure`: gradient/update norm vectors of the tracked parameters.
 - discover.py   which optimizers and modules the script trains, and parameter names.
 - records.py    `StepRecord`, `ParamInfo`, `WatchRun`: plain frozen data, no torch.
+- step_store.py `StepStore` (what `WatchRun.steps` holds): each step's totals in array
+                columns, its per-tensor norms at a bounded number of steps
+                (detail.py) and in running per-tensor aggregates (tensor_track.py):
+                memory per step a few numbers, whatever the model's size.
 - session.py    `Watcher`, the context manager around it all (hooks always removed),
                 and the --log JSONL streamer.
 - runner.py     run a script as `python train.py ARGS` under a Watcher.
-- report.py     `WatchReport`: run + findings (gradscope/rules/steps.py) + exit code.
+- report.py     `WatchReport`: run + findings + exit code; the findings come from
+                gradscope/rules/watch.py `judge`, which the session calls at the end.
 
-- groups.py, marks.py  layer groups and marked steps for the views; check.py the
+- groups.py, marks.py  layer groups and the steps the findings name, marked in the
+                views (`Finding.steps`: no rule is run again); check.py the
                 `[[watch]]` entries of `gradscope check`.
 
 Rules: gradscope/rules/steps.py and step_setup.py (GS401-GS417). Renderers:

@@ -1,12 +1,14 @@
-"""Steps worth marking in the views, each tied to the finding that explains it. No torch."""
+"""Steps worth marking in the views, each tied to the finding that explains it. No torch.
+
+The steps come from the findings themselves (`Finding.steps`, filled by the rules that
+are about particular steps), so a view marks exactly what a finding says and never
+judges the run again.
+"""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-from gradscope.config import Thresholds
-from gradscope.rules.steps import spike_steps
 from gradscope.watcher.report import WatchReport
 
 
@@ -19,26 +21,23 @@ class Marks:
     """Terminal character and matplotlib marker key."""
 
 
+MARKED = (
+    ("GS401", "GS401 non-finite", "x"),
+    ("GS403", "GS403 norm spike", "^"),
+    ("GS402", "GS402 loss spike", "v"),
+    ("GS406", "GS406 clipped", "|"),
+    ("GS407", "GS407 skipped (AMP)", "s"),
+    ("GS408", "GS408 loss scale < 1", "o"),
+)
+"""The rules the views mark, in legend order: (rule, label, symbol). The other rules'
+steps (GS412's every carried step, GS417's one) would only crowd the rows."""
+
+
 def marks(report: WatchReport) -> list[Marks]:
-    """Only the marks of rules that produced a finding, so every mark maps to one."""
-    fired = {f.rule for f in report.findings}
-    t = Thresholds(**{k.replace("-", "_"): v for k, v in report.thresholds.items()})
-    steps = report.run.steps
+    """One row per marked rule that has findings with steps: every optimizer's, merged."""
     out = []
-    if "GS401" in fired:
-        bad = [
-            r.step
-            for r in steps
-            if (r.loss is not None and not math.isfinite(r.loss))
-            or (not r.skipped and not math.isfinite(r.grad_norm))
-        ]
-        out.append(Marks("GS401 non-finite", tuple(bad), "x"))
-    if "GS403" in fired:
-        out.append(Marks("GS403 norm spike", tuple(spike_steps(report.run, t, "norm")), "^"))
-    if "GS402" in fired:
-        out.append(Marks("GS402 loss spike", tuple(spike_steps(report.run, t, "loss")), "v"))
-    if "GS406" in fired:
-        out.append(Marks("GS406 clipped", tuple(r.step for r in steps if r.clipped), "|"))
-    if fired & {"GS407", "GS408"}:
-        out.append(Marks("GS407 skipped (AMP)", tuple(r.step for r in steps if r.skipped), "s"))
-    return [m for m in out if m.steps]
+    for rule, label, symbol in MARKED:
+        steps = {s for f in report.findings if f.rule == rule for s in f.steps}
+        if steps:
+            out.append(Marks(label, tuple(sorted(steps)), symbol))
+    return out

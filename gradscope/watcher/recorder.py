@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from gradscope.watcher.records import StepRecord
+from gradscope.watcher.step_store import StepStore
 
 NAN = float("nan")
 NO_GRAD = -1.0
@@ -83,7 +84,8 @@ class Recorder:
         self.finalise = finalise
         self.on_records = on_records
         self.pending: list[PendingStep] = []
-        self.records: list[StepRecord] = []
+        self.records = StepStore()
+        """Every step read back so far, in columns (per-tensor detail bounded)."""
         self.width = 0
         """Number of tracked parameters (vectors of older steps are padded to it)."""
         self._lock = threading.RLock()

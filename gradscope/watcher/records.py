@@ -6,8 +6,13 @@ No torch here: the rules, reporters and the JSON document read only these.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from gradscope.watcher.step_store import StepStore
+    from gradscope.watcher.tensor_track import TensorTrack
 
 MANUAL = "manual update"
 """The name in `WatchRun.optimizers` of parameter updates made by hand (no optimizer:
@@ -70,6 +75,17 @@ class StepRecord:
     clip_scale: float | None = None
     """With `scaled_clip`: the loss scale the clipped gradients were multiplied by (the
     clip compared `clip_total * clip_scale` with max_norm)."""
+    detail: bool = True
+    """param_norms and update_ratios are this step's; False where a long run's report
+    did not keep them (empty and None then: see step_store.py; the --log has them)."""
+
+    @classmethod
+    def stored(cls, fields: dict[str, Any]) -> StepRecord:
+        """A record from a store's values (every field given), built ten times faster than
+        by `__init__`, whose frozen assignments dominate reading a long run back."""
+        record = object.__new__(cls)
+        record.__dict__.update(fields)
+        return record
 
     @property
     def clipped(self) -> bool:
@@ -104,7 +120,7 @@ class StepRecord:
             "clip_scale": self.clip_scale,
         }
         if series:
-            out["param_norms"] = list(self.param_norms)
+            out["param_norms"] = list(self.param_norms) if self.detail else None
             out["update_ratios"] = (
                 None
                 if self.update_ratios is None
@@ -132,7 +148,8 @@ class WatchRun:
 
     label: str
     params: tuple[ParamInfo, ...]
-    steps: tuple[StepRecord, ...]
+    steps: Sequence[StepRecord]
+    """Every step, in order: a `StepStore` (given records are stored into one)."""
     status: str
     """completed | stopped (--steps reached) | crashed (the script raised) | interrupted
     (Ctrl-C) | terminated (SIGTERM)."""
@@ -152,6 +169,23 @@ class WatchRun:
     update_every: int = 25
     """Every this many steps the update/weight ratios were sampled."""
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        from gradscope.watcher.step_store import StepStore
+
+        store = self.steps if isinstance(self.steps, StepStore) else StepStore.of(self.steps)
+        store.widen(len(self.params))
+        object.__setattr__(self, "steps", store)
+
+    @property
+    def store(self) -> StepStore:
+        """`steps` as the StepStore __post_init__ made it."""
+        return cast("StepStore", self.steps)
+
+    @property
+    def tensors(self) -> TensorTrack:
+        """Per-tensor facts over every step (never, or no longer, got a gradient)."""
+        return self.store.track
 
     def names(self) -> list[str]:
         return [p.name for p in self.params]

@@ -34,20 +34,14 @@ class WatchReport:
     """Findings an `ignore` pattern silenced: reported, never failing."""
 
     @classmethod
-    def build(cls, run: WatchRun, settings: Settings) -> WatchReport:
+    def of(cls, run: WatchRun, findings: list[Finding], settings: Settings) -> WatchReport:
+        """The report of a run judged by `gradscope.rules.watch.judge` (the rules live
+        there, not here: the watcher records, the rules layer judges); findings an
+        `ignore` pattern marked are kept apart in `ignored`."""
         import torch
 
-        from gradscope.rules import steps as step_rules
-
-        judged = settings.judged(step_rules.diagnose(run, settings.thresholds))
-        findings, ignored = split_ignored(sorted(judged, key=lambda f: (-f.severity, f.rule)))
-        return cls(
-            run,
-            findings,
-            settings.threshold_dict(),
-            torch.__version__,
-            ignored=ignored,
-        )
+        active, ignored = split_ignored(findings)
+        return cls(run, active, settings.threshold_dict(), torch.__version__, ignored=ignored)
 
     @property
     def judged(self) -> bool:

@@ -190,7 +190,9 @@ class Watcher:
 
             trace = UserCodeError("the script", exc).user_traceback()
             self.run = replace(self.run, traceback=trace)
-        self.report = WatchReport.build(self.run, self.settings)
+        from gradscope.rules.watch import judge  # the one call into the rules layer
+
+        self.report = judge(self.run, self.settings)
         return isinstance(exc, StopWatching)
 
     def _build(self, status: str, error: str | None, notes: tuple[str, ...]) -> WatchRun:
@@ -211,11 +213,10 @@ class Watcher:
             )
             for name, p in zip(icp.tracked.names, icp.tracked.params, strict=True)
         )
-        steps = tuple(_padded(r, len(params)) for r in self.recorder.records)
         return WatchRun(
             label=self.label,
             params=params,
-            steps=steps,
+            steps=self.recorder.records,  # padded to len(params) as they are read
             status=status,
             duration_s=time.perf_counter() - self._started,
             error=error,
@@ -250,17 +251,3 @@ def _lr(group: dict[str, Any]) -> float | None:
         return float(lr) if lr is not None else None
     except (TypeError, ValueError, RuntimeError):
         return None
-
-
-def _padded(record: StepRecord, width: int) -> StepRecord:
-    from dataclasses import replace
-
-    missing = width - len(record.param_norms)
-    if missing <= 0:
-        return record
-    ratios = record.update_ratios
-    return replace(
-        record,
-        param_norms=record.param_norms + (None,) * missing,
-        update_ratios=None if ratios is None else ratios + (math.nan,) * missing,
-    )

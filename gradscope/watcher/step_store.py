@@ -1,0 +1,246 @@
+"""The steps of a watched run, stored in columns: a few numbers per step, no object.
+
+`StepStore` is what `WatchRun.steps` holds. Each step's totals (loss, norms, clip fields,
+learning rates, flags, time) go into `array` columns, so a step costs about 120 bytes
+whatever the model's size; a step's learning rates are stored again only when they
+change. Its per-tensor norms and update ratios go to two bounded `Decimated` stores
+(every step, and the sampled steps), and to `TensorTrack`'s running aggregates. Reading
+`store[i]` builds the `StepRecord` the rules and reporters see; its `param_norms` are
+there when that step's detail was kept (`detail` True), else empty.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import statistics
+from array import array
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, overload
+
+from gradscope.watcher.detail import DETAIL_STEPS, NO_GRAD, Decimated, Row
+from gradscope.watcher.records import StepRecord
+from gradscope.watcher.tensor_track import TensorTrack
+
+_LOSS, _SKIPPED, _CLIPPED, _MAX, _SCALE, _CARRIED = 1, 2, 4, 8, 16, 32
+_UPDATE, _SCALED_CLIP, _TOTAL, _NORM_TYPE, _CLIP_SCALE = 64, 128, 256, 512, 1024
+
+JUMPS_KEPT = 16
+"""Per optimizer, the steps whose gradient norm rose most above the median of the
+JUMP_WINDOW steps before it keep their per-tensor detail: a GS403 spike names the
+layers that drove it from that step's norms."""
+JUMP_WINDOW = 32
+
+_OPTIONAL = (  # (flag, StepRecord field) of the float fields that may be None
+    (_LOSS, "loss"),
+    (_CLIPPED, "clipped_norm"),
+    (_MAX, "max_norm"),
+    (_SCALE, "scale"),
+    (_CARRIED, "carried_norm"),
+    (_UPDATE, "update_norm"),
+    (_TOTAL, "clip_total"),
+    (_NORM_TYPE, "norm_type"),
+    (_CLIP_SCALE, "clip_scale"),
+)
+
+
+class StepStore(Sequence[StepRecord]):
+    """Every step's totals, and per-tensor detail at a bounded number of steps."""
+
+    def __init__(self, detail_steps: int = DETAIL_STEPS) -> None:
+        self.width = 0
+        """Tensors tracked: records read back are padded to it."""
+        self._step = array("q")
+        self._optimizer = array("i")
+        self._calls = array("q")
+        self._flags = array("H")
+        self._grad_norm = array("d")
+        self._time = array("d")
+        self._optional = {name: array("d") for _, name in _OPTIONAL}
+        self._columns = [(flag, name, self._optional[name]) for flag, name in _OPTIONAL]
+        self._lr_at = array("q")
+        """Per step: where its learning rates start in `_lrs` (a repeat shares them)."""
+        self._lr_count = array("i")
+        self._lrs = array("d")
+        self._first_bad = -1
+        self.detail = Decimated(detail_steps)
+        """Per-tensor norms (and ratios on sampled steps) at a bounded set of steps."""
+        self.sampled = Decimated(detail_steps)
+        """The sampled steps' rows, decimated among themselves (so that the update
+        ratios keep as many steps as the norms)."""
+        self.track = TensorTrack()
+        self._recent: dict[int, deque[float]] = {}
+        self._jumps: dict[int, list[tuple[float, int]]] = {}
+        """Per optimizer, a min-heap of (norm / recent median, store index)."""
+
+    @classmethod
+    def of(
+        cls, records: Iterable[StepRecord], width: int = 0, detail_steps: int = DETAIL_STEPS
+    ) -> StepStore:
+        store = cls(detail_steps)
+        store.extend(records)
+        store.widen(width)
+        return store
+
+    def widen(self, width: int) -> None:
+        self.width = max(self.width, width)
+
+    # -- writing ------------------------------------------------------------------------
+    def extend(self, records: Iterable[StepRecord]) -> None:
+        for r in records:
+            self.append(r)
+
+    def append(self, r: StepRecord) -> None:
+        if not r.detail:  # its per-tensor facts are gone: every aggregate would miss them
+            raise ValueError(
+                f"step {r.step} was read back without its per-tensor detail: store the "
+                "run's StepStore itself, not records read from it"
+            )
+        index = len(self._step)
+        flags = _SKIPPED if r.skipped else 0
+        flags |= _SCALED_CLIP if r.scaled_clip else 0
+        for flag, name in _OPTIONAL:
+            value = getattr(r, name)
+            if value is not None:
+                flags |= flag
+            self._optional[name].append(math.nan if value is None else value)
+        self._step.append(r.step)
+        self._optimizer.append(r.optimizer)
+        self._calls.append(r.backward_calls)
+        self._flags.append(flags)
+        self._grad_norm.append(r.grad_norm)
+        self._time.append(r.time_s)
+        self._add_lrs(r.lrs)
+        norms = array("d", [NO_GRAD if v is None else v for v in r.param_norms])
+        self.width = max(self.width, len(norms))
+        row = Row(norms, None if r.update_ratios is None else array("d", r.update_ratios))
+        pin = self._first_bad < 0 and _non_finite(r, norms)
+        if pin:
+            self._first_bad = index
+        self.detail.offer(index, r.optimizer, row, pin)
+        if row.ratios is not None:
+            self.sampled.offer(index, r.optimizer, row)
+        if not r.skipped:
+            self.track.add(r.step, r.optimizer, norms)
+            self._keep_jump(index, r)
+
+    def _keep_jump(self, index: int, r: StepRecord) -> None:
+        """Pin the row of one of the largest jumps of the norm so far (see JUMPS_KEPT)."""
+        if not (math.isfinite(r.grad_norm) and r.grad_norm > 0):
+            return
+        recent = self._recent.setdefault(r.optimizer, deque(maxlen=JUMP_WINDOW))
+        base = statistics.median(recent) if len(recent) >= 3 else 0.0
+        recent.append(r.grad_norm)
+        if base <= 0:
+            return
+        jumps = self._jumps.setdefault(r.optimizer, [])
+        jump = (r.grad_norm / base, index)
+        if len(jumps) < JUMPS_KEPT:
+            heapq.heappush(jumps, jump)
+        elif jump > jumps[0]:
+            _, gone = heapq.heapreplace(jumps, jump)
+            if gone != self._first_bad:
+                self.detail.unpin(gone)
+        else:
+            return
+        self.detail.pinned.add(index)
+
+    def _add_lrs(self, lrs: tuple[float, ...]) -> None:
+        if self._lr_count:
+            at, n = self._lr_at[-1], self._lr_count[-1]
+            if n == len(lrs) and tuple(self._lrs[at : at + n]) == lrs:
+                self._lr_at.append(at)
+                self._lr_count.append(n)
+                return
+        self._lr_at.append(len(self._lrs))
+        self._lr_count.append(len(lrs))
+        self._lrs.extend(lrs)
+
+    # -- reading ------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._step)
+
+    @overload
+    def __getitem__(self, index: int) -> StepRecord: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[StepRecord]: ...
+
+    def __getitem__(self, index: int | slice) -> StepRecord | list[StepRecord]:
+        if isinstance(index, slice):
+            return [self._record(i) for i in range(*index.indices(len(self)))]
+        n = len(self)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError("step index out of range")
+        return self._record(index)
+
+    def __iter__(self) -> Iterator[StepRecord]:
+        for i in range(len(self)):
+            yield self._record(i)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"StepStore({len(self)} steps, {len(self.detail.rows)} with per-tensor detail)"
+
+    def detailed(self) -> list[int]:
+        """Store indices of the steps whose per-tensor detail is kept, in order."""
+        return sorted(set(self.detail.rows) | set(self.sampled.rows))
+
+    def optimizers(self) -> set[int]:
+        """Indices of the optimizers that stepped."""
+        return set(self._optimizer)
+
+    def of_optimizer(self, optimizer: int) -> list[StepRecord]:
+        """Its steps, in order."""
+        return [self._record(i) for i, o in enumerate(self._optimizer) if o == optimizer]
+
+    def _record(self, i: int) -> StepRecord:
+        flags = self._flags[i]
+        fields: dict[str, Any] = {
+            name: column[i] if flags & flag else None for flag, name, column in self._columns
+        }
+        row = self.sampled.rows.get(i) or self.detail.rows.get(i)
+        norms: tuple[float | None, ...] = ()
+        ratios: tuple[float, ...] | None = None
+        if row is not None:
+            pad = self.width - len(row.norms)
+            norms = tuple(None if v == NO_GRAD else v for v in row.norms) + (None,) * pad
+            if row.ratios is not None:
+                ratios = tuple(row.ratios) + (math.nan,) * (self.width - len(row.ratios))
+        at = self._lr_at[i]
+        fields.update(
+            step=self._step[i],
+            optimizer=self._optimizer[i],
+            grad_norm=self._grad_norm[i],
+            lrs=tuple(self._lrs[at : at + self._lr_count[i]]),
+            backward_calls=self._calls[i],
+            skipped=bool(flags & _SKIPPED),
+            param_norms=norms,
+            update_ratios=ratios,
+            time_s=self._time[i],
+            scaled_clip=bool(flags & _SCALED_CLIP),
+            detail=row is not None,
+        )
+        return StepRecord.stored(fields)
+
+
+def _non_finite(r: StepRecord, norms: array) -> bool:
+    """What GS401 looks for: a non-finite loss, or (on a step that updated) a non-finite
+    total or tensor norm. The first such step's row is pinned: GS401 names its tensors."""
+    if r.loss is not None and not math.isfinite(r.loss):
+        return True
+    if r.skipped:
+        return False
+    if not math.isfinite(r.grad_norm):
+        return True
+    # a finite sum has no NaN/inf in it (summed in C); an infinite one may be an overflow
+    return not math.isfinite(sum(norms)) and not all(map(math.isfinite, norms))
