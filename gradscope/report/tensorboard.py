@@ -3,7 +3,9 @@
 Per step, as scalars: the loss, the total gradient norm (and after clipping), the first
 param group's learning rate, the loss scale, the update norm where sampled, and every
 parameter's gradient norm under `grad_norm/layers/`; with several optimizers each has
-its own `optimizer N/` prefix (a GAN's two losses are different quantities). Each
+its own `optimizer N/` prefix (a GAN's two losses are different quantities). The
+per-layer series are the report's: every step of a run that fits its bound, an evenly
+spaced subset beyond (docs/json-schema.md; --log keeps every step). Each
 finding is a text entry at the first step it is about. Written through torch's
 SummaryWriter, which needs the optional `tensorboard` package (imported only here).
 """
@@ -50,11 +52,10 @@ def write(report: WatchReport, directory: str) -> None:
             for tag, value in scalars.items():
                 if value is not None:
                     events.add_scalar(prefix + tag, value, r.step)
-            for name, norm in zip(names, r.param_norms, strict=False):
+            for name, norm in zip(names, r.param_norms if r.detail else (), strict=False):
                 if norm is not None:
                     events.add_scalar(f"grad_norm/layers/{name}", norm, r.step)
         last = run.steps[-1].step if run.steps else 0
         for f in report.findings:
-            steps = getattr(f, "steps", ())
             text = f"**{f.severity} {f.rule} {f.slug}** {f.subject}: {f.message}\n\n{f.advice}"
-            events.add_text(f"findings/{f.rule}", text, steps[0] if steps else last)
+            events.add_text(f"findings/{f.rule}", text, f.steps[0] if f.steps else last)
