@@ -1,37 +1,42 @@
 """The diff of two runs for people: the tolerance, where the runs part, the parameters
 that part first, how the gap grows, whether each run trained, the findings, the verdict.
 
-Takes a RunsDiff (gradscope/diff/runs/result.py) and a View; prints nothing itself. Every
-name and path is plain `Text`, never parsed as markup.
+Takes a RunsDiff (gradscope/diff/runs/result.py) and a View; prints nothing itself. Header,
+fields, parting table, finding blocks and verdict are the shared layout (report/layout.py,
+report/grid.py), as the model diff's; parameter names, paths and notes go through
+`styled`, never parsed as markup.
 """
 
 from __future__ import annotations
 
 from rich.console import Console
-from rich.padding import Padding
-from rich.table import Table
-from rich.text import Text
 
 from gradscope import fmt
 from gradscope.diff.runs.result import RunsDiff
-from gradscope.findings import Severity
+from gradscope.findings import Finding, ignored_summary, split_ignored
+from gradscope.report import grid, layout
 from gradscope.report.console import View, paint
+from gradscope.report.text import Part
 
-_SEVERITY = {Severity.ERROR: "red", Severity.WARNING: "yellow", Severity.INFO: "blue"}
 PARTING_ROWS = 8
 """Parameters listed in the first-to-part table (the JSON has them all)."""
+VALUE_DIGITS = 6
+"""A logged loss or norm is shown to 6 significant digits: two close values must read apart."""
+LABEL_WIDTH = 40
+"""A run's log path beside its trained-at-all line is cut in its middle past this: a
+reminder of which run is which, the header names it whole."""
+TRAINED = {True: ("yes", "bold green"), False: ("NO", "bold red"), None: ("?", "bold yellow")}
 
 
 def render(result: RunsDiff, view: View) -> str:
-    text = paint(lambda console: _render(result, console), view)
-    return "\n".join(line.rstrip() for line in text.split("\n"))
+    return paint(lambda console: _render(result, console), view)
 
 
 def _render(r: RunsDiff, console: Console) -> None:
     _header(r, console)
     console.print()
     if r.could_not_run:
-        _say(console, Text(r.could_not_run, style="red"), 0)
+        layout.verdict(console, "NOT COMPARED", "bold magenta", r.could_not_run)
         return
     _divergence(r, console)
     _training(r, console)
@@ -39,9 +44,9 @@ def _render(r: RunsDiff, console: Console) -> None:
     _verdict(r, console)
 
 
-def _say(console: Console, text: Text, indent: int = 2) -> None:
-    """One paragraph whose wrapped lines keep its indent."""
-    console.print(Padding(text, (0, 0, 0, indent), expand=False))
+def _say(console: Console, *parts: Part) -> None:
+    """One paragraph under a section's first line, its wrapped lines indented further."""
+    layout.line(console, "  ", *parts, hang=4)
 
 
 def _steps(lengths: dict[int, int]) -> str:
@@ -49,145 +54,158 @@ def _steps(lengths: dict[int, int]) -> str:
 
 
 def _header(r: RunsDiff, console: Console) -> None:
-    for word, label in (("ref", r.ref_label), ("new", r.new_label)):
-        line = Text("gradscope diff  " if word == "ref" else " " * 16)
-        if word == "ref":
-            line.stylize("bold", 0, 14)
-        line.append(f"{word}  ")
-        line.append(fmt.printable(label))
-        console.print(line)
+    layout.header(console, "diff", r.label)
     t = r.tolerance
     rule = (
         "bitwise (--exact)"
         if t.exact
         else f"rtol {t.rtol:g}, atol {t.atol:g} on losses and gradient norms: {t.source}"
     )
+    layout.field(console, "tolerance", rule)
     compared = sum(r.common.values())
-    steps = (
-        f"steps: ref {_steps(r.lengths['ref'])} (to {r.last_steps['ref']}), new "
-        f"{_steps(r.lengths['new'])} (to {r.last_steps['new']}), {compared} compared"
+    layout.field(
+        console,
+        "steps",
+        f"ref {_steps(r.lengths['ref'])} (to step {r.last_steps['ref']}), new "
+        f"{_steps(r.lengths['new'])} (to step {r.last_steps['new']}); {compared} compared",
     )
     how: dict[str, int] = {}
     for _, _, h in r.pairs:
         how[h] = how.get(h, 0) + 1
     kinds = ", ".join(f"{n} by {h}" for h, n in how.items())
-    pairs = f"parameters: {len(r.pairs)} paired" + (f" ({kinds})" if kinds else "")
+    paired = f"{len(r.pairs)} parameters" + (f" ({kinds})" if kinds else "")
     if r.prefixes != ("", ""):
-        pairs += f", prefixes {r.prefixes[0] or '-'} / {r.prefixes[1] or '-'}"
+        paired += f"; prefixes {r.prefixes[0] or '(none)'!r} ↔ {r.prefixes[1] or '(none)'!r}"
     if r.ref_only or r.new_only:
-        pairs += f"; {len(r.ref_only)} ref-only, {len(r.new_only)} new-only"
-    for said in (f"tolerance {rule}", steps, pairs, *r.notes):
-        _say(console, Text(fmt.printable(said), style="dim"), 0)
+        paired += f"; {len(r.ref_only)} ref-only, {len(r.new_only)} new-only"
+    layout.field(console, "paired", paired)
+    for i, note in enumerate(r.notes):
+        layout.field(console, "" if i else "notes", (note, "dim"))
 
 
 def _divergence(r: RunsDiff, console: Console) -> None:
     first = r.first
     if first is None:
-        console.print(Text(f"No step differs beyond the tolerance: {r.verdict()}.", style="bold"))
+        how = "bitwise" if r.bitwise else "within the tolerance"
+        layout.line(console, ("✓", "bold green"), f" every compared step agrees, {how}")
         console.print()
         return
-    head = Text("The runs part at step ", style="bold")
-    head.append(str(first.step))
-    if first.optimizer:
-        head.append(f" (optimizer {first.optimizer})")
-    head.append(".")
-    console.print(head)
-    for d in r.divergences[1:]:
-        _say(console, Text(f"optimizer {d.optimizer}: at step {d.step}"))
+    where = f" (optimizer {first.optimizer})" if first.optimizer else ""
+    layout.line(console, ("✗ the runs part at step ", "bold red"), (str(first.step), "bold"), where)
+    for d in r.divergences:
+        if d is not first:
+            _say(console, f"optimizer {d.optimizer} parts at step {d.step}")
     if r.lr_differs is not None and r.lr_differs[1] <= first.step:
         _, step, a, b = r.lr_differs
-        said = f"learning rates differ from step {step}: "
-        said += f"{', '.join(map(fmt.num, a))} vs {', '.join(map(fmt.num, b))}"
-        _say(console, Text(said))
+        _say(
+            console,
+            f"learning rates differ from step {step}: "
+            f"{', '.join(map(fmt.num, a))} vs {', '.join(map(fmt.num, b))}",
+        )
+    _growth(r, console)
     console.print()
     _parting(r, console)
-    _growth(r, console)
+    console.print()
 
 
 def _parting(r: RunsDiff, console: Console) -> None:
+    """The parameters that part first, with the loss and total norm at the first step:
+    ranked by step, then by how far beyond the tolerance."""
     first = r.first
     assert first is not None
     scalars = [g for g in first.gaps if g.subject in ("loss", "grad_norm")]
-    table = Table(box=None, pad_edge=False, padding=(0, 1), show_edge=False)
-    for name, justify in (("step", "right"), ("parts first", "left"), ("ref", "right")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    table.add_column("new", justify="right")
-    table.add_column("rel", justify="right")
-    rows = [(p.step, p.new, p.gap) for p in r.parting[:PARTING_ROWS]]
-    rows += [(first.step, g.subject, g) for g in scalars]
-    rows.sort(key=lambda row: (row[0], -row[2].ratio))
-    for step, name, g in rows:
-        table.add_row(
+    ranked = [(p.step, p.new, p.gap) for p in r.parting[:PARTING_ROWS]]
+    ranked += [(first.step, g.subject, g) for g in scalars]
+    ranked.sort(key=lambda row: (row[0], -row[2].ratio))
+    columns = [
+        grid.Column("step", right=True, style="dim"),
+        grid.Column("parts first"),
+        grid.Column("ref", right=True),
+        grid.Column("new", right=True),
+        grid.Column("rel", right=True),
+    ]
+    rows: list[list[Part]] = [
+        [
             str(step),
-            Text(fmt.clip(name, 36)),
-            fmt.num(g.ref_value, 6),
-            fmt.num(g.new_value, 6),
-            Text(fmt.num(g.rel), style="red" if g.ratio > 1 else ""),
-        )
-    console.print(Padding(table, (0, 0, 0, 2)))
+            name,
+            fmt.num(g.ref_value, VALUE_DIGITS),
+            fmt.num(g.new_value, VALUE_DIGITS),
+            (fmt.num(g.rel), "red" if g.ratio > 1 else ""),
+        ]
+        for step, name, g in ranked
+    ]
+    grid.grid(console, columns, rows, key=1)
     hidden = len(r.parting) - min(len(r.parting), PARTING_ROWS)
     if hidden:
-        _say(console, Text(f"... {hidden} more parameter(s) part later (-f json lists them)"))
-    console.print()
+        layout.note(console, f"{hidden} more parameter(s) part later (-f json lists them)")
 
 
 def _growth(r: RunsDiff, console: Console) -> None:
     if not r.growth:
         return
     first, *later = r.growth
-    parts = [f"{fmt.num(first.rel)} at step {first.step}"]
-    for g in later:
-        size = fmt.num(g.rel) if g.factor is None else f"×{fmt.num(g.factor)}"
-        parts.append(f"{size} by step {g.step}")
-    text = Text("the gap (largest relative difference): ", style="bold")
-    text.append(parts[0] + (", then " + ", ".join(parts[1:]) if later else ""), style="")
-    _say(console, text, 0)
-    console.print()
+    said = f"{fmt.num(first.rel)} at step {first.step}"
+    then = [
+        f"{fmt.num(g.rel) if g.factor is None else '×' + fmt.num(g.factor)} by step {g.step}"
+        for g in later
+    ]
+    if then:
+        said += ", then " + ", ".join(then)
+    _say(console, "the gap (largest relative difference): ", said)
 
 
 def _training(r: RunsDiff, console: Console) -> None:
-    console.print(Text("trained at all", style="bold"))
+    """Each run judged by itself: did its weights move and its loss fall."""
+    layout.line(console, ("Trained at all", "bold"))
     for t in r.training:
-        label = r.ref_label if t.run == "ref" else r.new_label
-        word, style = {True: ("yes", "green"), False: ("NO", "red"), None: ("?", "yellow")}[
-            t.trained
-        ]
-        line = Text(f"{t.run}  ")
+        word, style = TRAINED[t.trained]
+        which: list[Part] = [f"  {t.run}  "]
         if t.optimizer or len(r.lengths[t.run]) > 1:
-            line.append(f"optimizer {t.optimizer}  ")
-        line.append(word, style=f"bold {style}")
-        line.append(f"  {fmt.printable(t.why)}  ")
-        line.append(fmt.clip(label, 30), style="dim")
-        _say(console, line)
-    console.print()
+            which.append(f"optimizer {t.optimizer}  ")
+        label = r.ref_label if t.run == "ref" else r.new_label
+        layout.line(
+            console,
+            *which,
+            (word.ljust(3), style),
+            f"  {t.why} · ",
+            (fmt.clip(label, LABEL_WIDTH), "dim"),
+            hang=7,
+        )
 
 
 def _findings(r: RunsDiff, console: Console) -> None:
-    shown = [f for f in r.findings if f.ignored_by is None]
-    for f in shown:
-        line = Text(str(f.severity), style=_SEVERITY[f.severity])
-        line.append(f" {f.rule} {f.slug} ", style="dim")
-        line.append(fmt.printable(f.subject))
-        console.print(line)
-        _say(console, Text(fmt.printable(f.message)))
-        for e in f.evidence:
-            _say(console, Text(fmt.printable(e), style="dim"))
-        _say(console, Text("→ " + fmt.printable(f.advice)))
-    ignored = len(r.findings) - len(shown)
+    """Each rule's findings of one severity as one block; a block of several lists every
+    finding's own message: a divergence per optimizer, a verdict per run, each differs."""
+    shown, ignored = split_ignored(r.findings)
+    ignored += [f for f in r.ignored if f not in ignored]
+    layout.findings_title(console, len(shown))
+    blocks: dict[tuple[int, str], list[Finding]] = {}
+    for f in sorted(shown, key=lambda f: (-f.severity, f.rule)):
+        blocks.setdefault((f.severity, f.rule), []).append(f)
+    for group in blocks.values():
+        layout.finding_block(console, group, each=len(group) > 1)
     if ignored:
-        _say(console, Text(f"{ignored} finding(s) ignored by the config", style="dim"), 0)
-    if r.findings:
-        console.print()
+        said = ignored_summary(ignored) + " by the config: in --format json, not failing"
+        layout.note(console, said, indent=layout.DETAIL if shown else 2)
 
 
 def _verdict(r: RunsDiff, console: Console) -> None:
     compared = sum(r.common.values())
-    untrained = [t.run for t in r.training if t.trained is False]
-    line = Text(r.verdict(), style="bold red" if r.differs else "bold green")
-    line.append(f": {compared} common steps")
+    untrained = list(dict.fromkeys(t.run for t in r.training if t.trained is False))
+    why: list[Part] = []
     if r.first is not None:
-        line.append(f", first beyond tolerance at step {r.first.step}")
+        parting = len({p.ref for p in r.parting})
+        why.append(
+            f"first beyond tolerance at step {r.first.step} of {compared} compared; "
+            f"{parting} of {len(r.pairs)} parameters part"
+        )
+    else:
+        how = "bitwise" if r.bitwise else "within tolerance"
+        why.append(f"{how} over {compared} compared steps")
     if untrained:
-        line.append("; did not train: ", style="")
-        line.append(", ".join(dict.fromkeys(untrained)), style="bold red")
-    console.print(line)
+        why += ["; did not train: ", (", ".join(untrained), "bold red")]
+    console.print()
+    if r.differs:
+        layout.verdict(console, "DIFFER", "bold red", *why)
+    else:
+        layout.verdict(console, "IDENTICAL", "bold green", *why)

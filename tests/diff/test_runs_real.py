@@ -147,7 +147,7 @@ def test_cli_exit_codes_json_terminal_and_plot(logs, tmp_path):
     differ = runner.invoke(app, ["diff", logs["ref"], logs["lr"], "--plot", str(png)], env=env)
     assert differ.exit_code == 1
     assert max(len(line) for line in differ.stdout.splitlines()) <= 80
-    assert "The runs part at step 21." in differ.stdout
+    assert "✗ the runs part at step 21" in differ.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     doc = json.loads(runner.invoke(app, ["diff", logs["ref"], logs["zero"], "-f", "json"]).stdout)
     assert doc["mode"] == "runs" and doc["summary"]["trained"] == {"ref": True, "new": False}

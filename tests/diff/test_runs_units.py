@@ -324,8 +324,10 @@ def test_the_terminal_report_fits_80_columns_and_shows_names_literally(tmp_path,
     result = diff_logs(str(ref), str(odd))
     text = diff_runs_terminal.render(result, View(80))
     assert max(len(line) for line in text.splitlines()) <= 80
-    assert "The runs part at step 9." in text and "[bold]embed.weight" in text
-    assert "odd[red].jsonl" in text and "trained at all" in text
+    assert "✗ the runs part at step 9" in text and "[bold]embed.weight" in text
+    assert "odd[red].jsonl" in "".join(text.split()) and "Trained at all" in text
+    last = text.rstrip("\n").rsplit("\n\n", 1)[-1]  # the verdict, after a blank line
+    assert last.startswith("verdict: DIFFER  (first beyond tolerance at step 9")
 
 
 def test_live_against_announces_once_and_summarises(tmp_path, ref, monkeypatch):
@@ -385,7 +387,8 @@ def test_cli_two_flat_runs_fail_unless_the_config_says_the_loss_is_not_meant_to_
     assert doc["findings"] == [] and len(doc["ignored"]) == 2
     assert doc["summary"]["trained"] == {"ref": False, "new": False}
     shown = runner.invoke(app, ["diff", a, b, "--config", str(config)], env={"COLUMNS": "80"})
-    assert "2 finding(s) ignored by the config" in shown.stdout
+    assert "2 ignored (run-did-not-train:* x2) by the config" in shown.stdout
+    assert "verdict: IDENTICAL" in shown.stdout and "did not train: ref, new" in shown.stdout
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """Every terminal renderer prints the user's text as it is: brackets kept, markup closing
 tags harmless, control characters shown as escapes, long names whole. Each renderer gets
-a real report (tests/report/renderings.py) naming a hostile string in its module names,
-target, error message and notes."""
+a real report (tests/report/renderings.py) naming a hostile string in its module or
+parameter names, target or log paths, error message and notes."""
 
 from __future__ import annotations
 
@@ -40,6 +40,17 @@ def test_the_users_text_is_printed_as_it_is(renderer, hostile, color):
     for sentence in SAID[renderer](printable(hostile)):
         assert squash(sentence) in squash(text), sentence
     assert "\x1b" not in text and "\x00" not in text and "\ud800" not in text
+
+
+@pytest.mark.parametrize("hostile", HOSTILE.values(), ids=HOSTILE.keys())
+def test_the_runs_parting_table_names_a_parameter_as_it_is(hostile):
+    """A table cell is the user's text too: at a width where the table fits, the row of
+    the parameter that parts first (at step 9) holds its name, nothing parsed."""
+    text = SGR.sub("", RENDERERS["runs"](hostile, View(width=1000, color=True)))
+    rows = [line.split(maxsplit=1) for line in text.splitlines()]
+    assert ["9", f"{printable(hostile)}.weight"] in [
+        [row[0], row[1].split("  ")[0]] for row in rows if len(row) == 2
+    ]
 
 
 def test_printable_shows_every_control_character_and_keeps_the_rest():

@@ -29,6 +29,7 @@ KEY_WORDS = {
         "verdict: FAIL",
     ],
     "diff": ["GS601", "output-differs", "verdict: DIFFER"],
+    "runs": ["GS607", "runs-diverge", "GS608", "run-did-not-train", "verdict: DIFFER"],
 }
 
 
