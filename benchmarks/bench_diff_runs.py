@@ -25,7 +25,7 @@ import time
 from gradscope.diff.runs import diff_logs
 from gradscope.report import diff_runs_terminal
 from gradscope.report.console import View
-from gradscope.watcher.records import StepRecord
+from gradscope.steps.records import StepRecord
 from gradscope.watcher.session import _strict
 
 BLOCK = [

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from gradscope.config import Thresholds
 from gradscope.findings import Finding
-from gradscope.watcher.records import MANUAL, StepRecord, WatchRun
+from gradscope.steps.records import MANUAL, StepRecord, WatchRun
 
 MAD_SIGMA = 1.4826
 """MAD × this estimates the standard deviation of normal data."""

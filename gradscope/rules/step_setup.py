@@ -21,7 +21,7 @@ from gradscope.rules.step_common import (
     live,
     step_list,
 )
-from gradscope.watcher.records import StepRecord, WatchRun
+from gradscope.steps.records import StepRecord, WatchRun
 
 
 # -- GS406 / GS416 ---------------------------------------------------------------------

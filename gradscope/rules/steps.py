@@ -33,7 +33,7 @@ from gradscope.rules.step_common import (
     spikes,
     step_list,
 )
-from gradscope.watcher.records import StepRecord, WatchRun
+from gradscope.steps.records import StepRecord, WatchRun
 
 __all__ = ["CHECKS", "diagnose", "spike_steps", "spikes"]
 

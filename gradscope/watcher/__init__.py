@@ -17,16 +17,17 @@ Stages (collect → plain data → rules → render), one module each:
                 different sink for records is `Recorder(on_records=fn)`.
 - measure.py    `Measure`: gradient/update norm vectors of the tracked parameters.
 - discover.py   which optimizers and modules the script trains, and parameter names.
-- records.py    `StepRecord`, `ParamInfo`, `WatchRun`: plain frozen data, no torch.
-- step_store.py `StepStore` (what `WatchRun.steps` holds): each step's totals in array
-                columns, its per-tensor norms at a bounded number of steps
-                (detail.py) and in running per-tensor aggregates (tensor_track.py):
-                memory per step a few numbers, whatever the model's size.
+- gradscope/steps/ the plain data it produces, below the rules: `StepRecord`,
+                `ParamInfo`, `WatchRun` (records.py) and the `StepStore` that holds
+                the steps (each step's totals in array columns, per-tensor norms at
+                a bounded number of steps and in running aggregates): memory per
+                step a few numbers, whatever the model's size.
 - session.py    `Watcher`, the context manager around it all (hooks always removed),
                 and the --log JSONL streamer.
 - runner.py     run a script as `python train.py ARGS` under a Watcher.
-- report.py     `WatchReport`: run + findings + exit code; the findings come from
-                gradscope/rules/watch.py `judge`, which the session calls at the end.
+- report.py     `WatchReport`: run + findings, and its `outcome()`; the findings come
+                from gradscope/rules/watch.py `judge`, which the session calls once
+                at the end (the rules read gradscope/steps/, never this package).
 
 - groups.py, marks.py  layer groups and the steps the findings name, marked in the
                 views (`Finding.steps`: no rule is run again); check.py the

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from gradscope.watcher.records import StepRecord
+from gradscope.steps.records import StepRecord
 
 
 def layer_groups(names: list[str], max_groups: int = 16) -> dict[str, list[int]]:

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import torch
 
-from gradscope.watcher.records import StepRecord
-from gradscope.watcher.step_store import StepStore
+from gradscope.steps.records import StepRecord
+from gradscope.steps.step_store import StepStore
 
 NAN = float("nan")
 NO_GRAD = -1.0

@@ -11,7 +11,7 @@ from gradscope.config import Settings
 from gradscope.errors import ExitCode
 from gradscope.findings import Finding, Severity, split_ignored
 from gradscope.outcome import Outcome
-from gradscope.watcher.records import MANUAL, WatchRun
+from gradscope.steps.records import MANUAL, WatchRun
 
 WATCH_SCHEMA_VERSION = 1
 """Version of the `gradscope watch --format json` document (docs/json-schema.md)."""

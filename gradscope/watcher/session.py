@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 
 from gradscope.config import Settings
 from gradscope.errors import Terminated
-from gradscope.watcher.records import ParamInfo, StepRecord, WatchRun
+from gradscope.steps.records import ParamInfo, StepRecord, WatchRun
 from gradscope.watcher.report import WatchReport
 
 STEP_LISTENERS: list[Callable[[list[StepRecord], list[str]], None]] = []
@@ -190,14 +190,14 @@ class Watcher:
 
             trace = UserCodeError("the script", exc).user_traceback()
             self.run = replace(self.run, traceback=trace)
-        from gradscope.rules.watch import judge  # the one call into the rules layer
+        from gradscope.rules.watch import judge  # the engine calls the judge, once
 
-        self.report = judge(self.run, self.settings)
+        self.report = WatchReport.of(self.run, judge(self.run, self.settings), self.settings)
         return isinstance(exc, StopWatching)
 
     def _build(self, status: str, error: str | None, notes: tuple[str, ...]) -> WatchRun:
+        from gradscope.steps.records import MANUAL
         from gradscope.watcher.intercept import ManualUpdates
-        from gradscope.watcher.records import MANUAL
 
         icp = self.interceptor
         owned = {id(p) for o in icp.known for g in o.param_groups for p in g["params"]}

@@ -331,7 +331,7 @@ def test_the_terminal_report_fits_80_columns_and_shows_names_literally(tmp_path,
 
 
 def test_live_against_announces_once_and_summarises(tmp_path, ref, monkeypatch):
-    from gradscope.watcher.records import StepRecord
+    from gradscope.steps.records import StepRecord
 
     err = io.StringIO()
     monkeypatch.setattr("sys.stderr", err)

@@ -8,8 +8,8 @@ import random
 
 import torch
 
+from gradscope.steps.records import ParamInfo, WatchRun
 from gradscope.watcher.recorder import PendingStep, Recorder
-from gradscope.watcher.records import ParamInfo, WatchRun
 
 PARAMS = (
     ParamInfo("enc.weight", (4, 4), True, True, 0.1),
@@ -63,7 +63,7 @@ def troubled_step(n: int, rng: random.Random, steps: int) -> PendingStep:
 
 def recorded(steps: int, detail_steps: int, seed: int = 0) -> WatchRun:
     """The troubled run of `steps` steps, recorded with that per-tensor bound."""
-    from gradscope.watcher.step_store import StepStore
+    from gradscope.steps.step_store import StepStore
 
     rng = random.Random(seed)
     recorder = Recorder(flush_every=10)

@@ -11,8 +11,8 @@ from array import array
 
 import pytest
 
-from gradscope.watcher.detail import NO_GRAD
-from gradscope.watcher.tensor_track import Learned, TensorTrack
+from gradscope.steps.detail import NO_GRAD
+from gradscope.steps.tensor_track import Learned, TensorTrack
 
 
 def _had(v: float | None) -> bool:

@@ -19,7 +19,7 @@ from synthetic_steps import recorded
 
 from gradscope.config import Thresholds
 from gradscope.rules import steps as rules
-from gradscope.watcher.step_store import JUMPS_KEPT
+from gradscope.steps.step_store import JUMPS_KEPT
 
 STEPS = 3000
 SAMPLED = {"GS405", "GS409", "GS410"}

@@ -14,7 +14,7 @@ from gradscope.config import Settings
 from gradscope.findings import RULES
 from gradscope.report.console import View
 from gradscope.report.watch_terminal import render
-from gradscope.watcher.records import MANUAL, ParamInfo, StepRecord, WatchRun
+from gradscope.steps.records import MANUAL, ParamInfo, StepRecord, WatchRun
 from gradscope.watcher.report import WatchReport
 
 ESC = "\x1b"

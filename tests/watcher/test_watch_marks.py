@@ -12,11 +12,16 @@ from test_watch_rules_series import gan, gan_run, healthy, nanogpt_high_lr, rec,
 from watch_scripts import watched
 
 from gradscope.config import Settings
+from gradscope.rules import watch as rules
 from gradscope.rules.steps import spike_steps
-from gradscope.rules.watch import judge
 from gradscope.watcher.marks import marks
+from gradscope.watcher.report import WatchReport
 
 T = Settings().thresholds
+
+
+def judge(run, settings):
+    return WatchReport.of(run, rules.judge(run, settings), settings)
 
 
 def spiky():

@@ -9,9 +9,9 @@ import math
 import random
 import tracemalloc
 
-from gradscope.watcher.detail import Decimated, Row
-from gradscope.watcher.records import ParamInfo, StepRecord, WatchRun
-from gradscope.watcher.step_store import JUMPS_KEPT, StepStore
+from gradscope.steps.detail import Decimated, Row
+from gradscope.steps.records import ParamInfo, StepRecord, WatchRun
+from gradscope.steps.step_store import JUMPS_KEPT, StepStore
 
 TENSORS = 300
 BOUND = 64

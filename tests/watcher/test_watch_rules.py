@@ -13,7 +13,7 @@ from gradscope.config import Thresholds
 from gradscope.errors import ConfigError
 from gradscope.rules import step_setup
 from gradscope.rules import steps as rules
-from gradscope.watcher.records import ParamInfo, StepRecord, WatchRun
+from gradscope.steps.records import ParamInfo, StepRecord, WatchRun
 
 
 def record(step: int, norm: float, **kw) -> StepRecord:

@@ -18,7 +18,7 @@ from gradscope.config import Thresholds
 from gradscope.findings import Severity
 from gradscope.rules import step_setup
 from gradscope.rules import steps as rules
-from gradscope.watcher.records import MANUAL, ParamInfo, StepRecord, WatchRun
+from gradscope.steps.records import MANUAL, ParamInfo, StepRecord, WatchRun
 
 T = Thresholds()
 W = ParamInfo("w", (4, 4), True, True, 0.1)

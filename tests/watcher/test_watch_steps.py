@@ -10,8 +10,8 @@ import math
 import pytest
 from watch_scripts import script
 
+from gradscope.steps.records import MANUAL
 from gradscope.watcher import watch_script
-from gradscope.watcher.records import MANUAL
 
 REL = 1e-6
 

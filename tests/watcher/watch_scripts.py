@@ -38,7 +38,7 @@ def gradscope(*args: str, cwd: str = SCRIPTS) -> subprocess.CompletedProcess:
 
 def step_record(step: int, norm: float = 1.0, loss: float | None = 1.0, **fields):
     """A StepRecord of one parameter's step with the plain defaults; `fields` override."""
-    from gradscope.watcher.records import StepRecord
+    from gradscope.steps.records import StepRecord
 
     base = dict(
         step=step,

@@ -53,7 +53,7 @@ class Step:
 
     @classmethod
     def from_record(cls, r: Any) -> Step:
-        """A live `StepRecord` (gradscope/watcher/records.py), as `watch --against` gets them."""
+        """A live `StepRecord` (gradscope/steps/records.py), as `watch --against` gets them."""
         return cls(
             r.step,
             r.optimizer,

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
-    from gradscope.watcher.step_store import StepStore
-    from gradscope.watcher.tensor_track import TensorTrack
+    from gradscope.steps.step_store import StepStore
+    from gradscope.steps.tensor_track import TensorTrack
 
 MANUAL = "manual update"
 """The name in `WatchRun.optimizers` of parameter updates made by hand (no optimizer:
@@ -171,7 +171,7 @@ class WatchRun:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
-        from gradscope.watcher.step_store import StepStore
+        from gradscope.steps.step_store import StepStore
 
         store = self.steps if isinstance(self.steps, StepStore) else StepStore.of(self.steps)
         store.widen(len(self.params))

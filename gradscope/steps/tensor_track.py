@@ -14,7 +14,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass
 
-from gradscope.watcher.detail import NO_GRAD
+from gradscope.steps.detail import NO_GRAD
 
 
 @dataclass(frozen=True)

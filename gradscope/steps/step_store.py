@@ -19,9 +19,9 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
-from gradscope.watcher.detail import DETAIL_STEPS, NO_GRAD, Decimated, Row
-from gradscope.watcher.records import StepRecord
-from gradscope.watcher.tensor_track import TensorTrack
+from gradscope.steps.detail import DETAIL_STEPS, NO_GRAD, Decimated, Row
+from gradscope.steps.records import StepRecord
+from gradscope.steps.tensor_track import TensorTrack
 
 _LOSS, _SKIPPED, _CLIPPED, _MAX, _SCALE, _CARRIED = 1, 2, 4, 8, 16, 32
 _UPDATE, _SCALED_CLIP, _TOTAL, _NORM_TYPE, _CLIP_SCALE = 64, 128, 256, 512, 1024
