@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradscope.findings import Finding, Severity
+from gradscope.fmt import num
 
 SCHEMA_VERSION = 1
 
@@ -147,6 +148,4 @@ def render_text(report: DistReport) -> str:
 
 
 def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return str(v)
+    return num(v, 6) if isinstance(v, float) else str(v)

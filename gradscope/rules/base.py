@@ -21,7 +21,3 @@ def check(rule_id: str) -> Callable[[Check], Check]:
         return fn
 
     return register
-
-
-def fmt_value(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3g}"

@@ -11,7 +11,8 @@ from collections.abc import Iterable
 
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding
-from gradscope.rules.base import check, fmt_value
+from gradscope.fmt import num
+from gradscope.rules.base import check
 from gradscope.stats import ParamStats, RunStats
 
 
@@ -195,7 +196,7 @@ def non_finite_loss(stats: RunStats, t: Thresholds) -> list[Finding]:
     return [
         RULES["GS102"].finding(
             "loss",
-            f"the loss ({stats.loss_source}) is {fmt_value(stats.loss_value)}",
+            f"the loss ({stats.loss_source}) is {num(stats.loss_value)}",
             "find the op that first produces a non-finite value (log/sqrt/div of zero, overflow in "
             "float16) and guard it with a clamp or an epsilon",
             stats.loss_value,
@@ -209,7 +210,7 @@ def non_finite_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
     return [
         RULES["GS103"].finding(
             p.name,
-            f"grad of {p.name} holds NaN/Inf (max |grad| = {fmt_value(p.grad_max)}); {where}",
+            f"grad of {p.name} holds NaN/Inf (max |grad| = {num(p.grad_max)}); {where}",
             "a backward formula divides by zero or overflows (sqrt/log/pow near 0, x/x, masked "
             "infinities); guard the forward op or clip gradients",
             p.grad_max,
@@ -396,15 +397,15 @@ def exploding(stats: RunStats, t: Thresholds) -> list[Finding]:
         if judged > t.explode_rms:
             at_unit = " at unit weight RMS (it feeds a norm layer)" if p.name in invariant else ""
             msg = (
-                f"grad RMS of {p.name} is {fmt_value(judged)} per element{at_unit}{per_term} > "
-                f"explode-rms {fmt_value(t.explode_rms)}"
+                f"grad RMS of {p.name} is {num(judged)} per element{at_unit}{per_term} > "
+                f"explode-rms {num(t.explode_rms)}"
             )
             value, threshold = judged, t.explode_rms
         elif ratio > t.explode_median_ratio and norm > t.explode_min_norm and rms > _wrms(p):
             # also larger than the weight itself: one SGD step would more than rewrite it
             msg = (
-                f"grad RMS of {p.name} is {fmt_value(ratio)}x the model's median > "
-                f"explode-median-ratio {fmt_value(t.explode_median_ratio)}"
+                f"grad RMS of {p.name} is {num(ratio)}x the model's median > "
+                f"explode-median-ratio {num(t.explode_median_ratio)}"
             )
             value, threshold = ratio, t.explode_median_ratio
         else:
@@ -440,7 +441,7 @@ def total_norm(stats: RunStats, t: Thresholds) -> list[Finding]:
         RULES["GS104"].finding(
             "total",
             f"total grad norm over {len(counted)} parameter tensors{left_out} is "
-            f"{fmt_value(total)}{per_term} > explode-norm {fmt_value(t.explode_norm)}",
+            f"{num(total)}{per_term} > explode-norm {num(t.explode_norm)}",
             "clip gradients (torch.nn.utils.clip_grad_norm_), lower the learning rate, or "
             "check the weight init and normalisation",
             total,
@@ -463,8 +464,7 @@ def vanishing(stats: RunStats, t: Thresholds) -> list[Finding]:
     out = [
         RULES["GS105"].finding(
             p.name,
-            f"grad norm of {p.name} is {fmt_value(p.grad_norm)} < vanish-norm "
-            f"{fmt_value(t.vanish_norm)}",
+            f"grad norm of {p.name} is {num(p.grad_norm)} < vanish-norm {num(t.vanish_norm)}",
             "the gradient barely reaches this parameter: replace "
             "saturating activations (sigmoid/tanh) with ReLU/GELU, add residual connections or "
             "normalisation",
@@ -486,9 +486,9 @@ def vanishing(stats: RunStats, t: Thresholds) -> list[Finding]:
         out.append(
             RULES["GS105"].finding(
                 first[0].module or first[0].name,
-                f"grad RMS of the first layer run (`{first[0].module}`) is {fmt_value(ratio)}x "
+                f"grad RMS of the first layer run (`{first[0].module}`) is {num(ratio)}x "
                 f"that of the last (`{last[0].module}`) < vanish-depth-ratio "
-                f"{fmt_value(t.vanish_depth_ratio)}",
+                f"{num(t.vanish_depth_ratio)}",
                 "the gradient shrinks layer by layer on its way back: use ReLU/GELU instead of "
                 "sigmoid/tanh, residual connections, normalisation, or a better init",
                 ratio,

@@ -35,12 +35,6 @@ def finite(v: float | None) -> bool:
     return v is not None and math.isfinite(v)
 
 
-def fmt(v: float | None) -> str:
-    if v is None:
-        return "none"
-    return f"{v:.3g}"
-
-
 def step_list(steps: Sequence[int], cap: int = 6) -> str:
     shown = ", ".join(str(s) for s in steps[:cap])
     return shown + (f" … (+{len(steps) - cap})" if len(steps) > cap else "")

@@ -11,12 +11,12 @@ from dataclasses import replace
 
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
+from gradscope.fmt import num
 from gradscope.rules.step_common import (
     about,
     after_warmup,
     by_optimizer,
     finite,
-    fmt,
     inspect_command,
     live,
     step_list,
@@ -54,13 +54,13 @@ def clipping_binds(run: WatchRun, t: Thresholds) -> list[Finding]:
             f"mean clip coefficient {coef:.3g}"
         )
         evidence = (
-            f"max_norm {fmt(steps[0].max_norm)}, median norm before clipping {fmt(med)}",
+            f"max_norm {num(steps[0].max_norm)}, median norm before clipping {num(med)}",
             f"bound at steps {step_list([r.step for r in bound])}",
         )
         if coef >= t.clip_coef_warn:  # trims a good share: worth knowing, not a problem
             why = f"clipping trims about {1 - coef:.0%} off the typical step"
             advice = "fine if meant (many stock configs clip this lightly); else raise max_norm "
-            advice += f"towards the typical norm ({fmt(med)})"
+            advice += f"towards the typical norm ({num(med)})"
             severity, threshold = Severity.INFO, t.clip_coef_info
         elif _adaptive(run, s.index):  # Adam & co. divide the clip's scale back out
             why = (
@@ -68,12 +68,12 @@ def clipping_binds(run: WatchRun, t: Thresholds) -> list[Finding]:
                 "so a clip that scales every step alike changes little; it tames the outliers"
             )
             advice = "fine if meant (minGPT and nanoGPT clip this way); the learning rate, not "
-            advice += f"max_norm, sets this optimizer's step size (typical norm {fmt(med)})"
+            advice += f"max_norm, sets this optimizer's step size (typical norm {num(med)})"
             severity, threshold = Severity.INFO, t.clip_coef_warn
         else:
             why = "clipping is acting as your learning-rate limiter"
             advice = f"lower the learning rate (by about {coef:.2g}×) or raise max_norm above "
-            advice += f"the typical norm ({fmt(med)})"
+            advice += f"the typical norm ({num(med)})"
             severity, threshold = Severity.WARNING, t.clip_coef_warn
         finding = RULES["GS406"].finding(
             s.subject("total-grad-norm"),
@@ -118,16 +118,16 @@ def clip_before_unscale(run: WatchRun, t: Thresholds) -> list[Finding]:
         evidence = [
             f"scaled clip at steps {step_list([x.step for x in bad])} "
             f"({len(bad)} of {len(s.steps)})",
-            f"step {r.step}: loss scale {fmt(r.scale)}, unscaled norm {fmt(r.grad_norm)}"
-            + (f" (as clipped: {fmt(scaled)})" if scaled is not None else "")
-            + f" against max_norm {fmt(r.max_norm)}",
+            f"step {r.step}: loss scale {num(r.scale)}, unscaled norm {num(r.grad_norm)}"
+            + (f" (as clipped: {num(scaled)})" if scaled is not None else "")
+            + f" against max_norm {num(r.max_norm)}",
         ]
         finding = RULES["GS416"].finding(
             s.subject("grad-scaler"),
             s.say(
                 f"clip_grad_norm_ ran on gradients still multiplied by GradScaler's scale "
                 f"(no unscale_ first) at {len(bad)} step(s), from step {bad[0].step}: "
-                f"max_norm {fmt(r.max_norm)} was compared with norms {fmt(r.scale)}× too "
+                f"max_norm {num(r.max_norm)} was compared with norms {num(r.scale)}× too "
                 "large, so clipping cuts every update to a norm of about max_norm/scale "
                 "instead of bounding it"
             ),
@@ -167,8 +167,8 @@ def amp_skips(run: WatchRun, t: Thresholds) -> list[Finding]:
             threshold=t.amp_skip_rate,
             evidence=(
                 f"skipped steps: {step_list(skipped)}",
-                f"loss scale {fmt(steps[0].scale)} at step {steps[0].step}, "
-                f"{fmt(steps[-1].scale)} at step {steps[-1].step}",
+                f"loss scale {num(steps[0].scale)} at step {steps[0].step}, "
+                f"{num(steps[-1].scale)} at step {steps[-1].step}",
             ),
         )
         out.append(about(finding, skipped))
@@ -181,8 +181,8 @@ def amp_scale(run: WatchRun, t: Thresholds) -> list[Finding]:
         return []
     finding = RULES["GS408"].finding(
         "grad-scaler",
-        f"the loss scale fell below 1 at step {low[0].step} ({fmt(low[0].scale)}); "
-        f"lowest {fmt(min(r.scale or 0 for r in low))}",
+        f"the loss scale fell below 1 at step {low[0].step} ({num(low[0].scale)}); "
+        f"lowest {num(min(r.scale or 0 for r in low))}",
         "the gradients are non-finite at every scale: find the NaN/Inf (GS401; "
         f"`{inspect_command(run, low[0].step)}`) instead of letting the scaler shrink",
         value=min(r.scale or 0 for r in low),
@@ -239,7 +239,7 @@ def update_ratio(run: WatchRun, t: Thresholds) -> list[Finding]:
                     p.name,
                     f"each update moves {p.name} by {ratio:.3g} of its norm (median over "
                     "sampled steps); about 1e-3 is healthy",
-                    f"lower its param group's learning rate (now {fmt(p.lr)})",
+                    f"lower its param group's learning rate (now {num(p.lr)})",
                     value=ratio,
                     threshold=t.update_ratio_high,
                 )
@@ -341,8 +341,8 @@ def grads_not_reset(run: WatchRun, t: Thresholds) -> list[Finding]:
             value=share,
             threshold=t.not_reset_fraction,
             evidence=(
-                f"step {example.step}: carried-over norm {fmt(example.carried_norm)}, "
-                f"norm at the step {fmt(example.grad_norm)}",
+                f"step {example.step}: carried-over norm {num(example.carried_norm)}, "
+                f"norm at the step {num(example.grad_norm)}",
             ),
         )
         out.append(about(finding, (r.step for r in carried)))

@@ -18,13 +18,13 @@ from dataclasses import dataclass, replace
 
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
+from gradscope.fmt import num
 from gradscope.rules import step_setup
 from gradscope.rules.step_common import (
     Series,
     about,
     by_optimizer,
     finite,
-    fmt,
     inspect_command,
     module_of,
     optimizer_name,
@@ -65,7 +65,7 @@ def non_finite(run: WatchRun, t: Thresholds) -> list[Finding]:
             continue
         count = sum(1 for x in run.steps if _non_finite(x))
         prev = next((p for p in reversed(run.steps) if p.step < r.step), None)
-        evidence = [f"step {r.step}: loss {fmt(r.loss)}, total gradient norm {fmt(r.grad_norm)}"]
+        evidence = [f"step {r.step}: loss {num(r.loss)}, total gradient norm {num(r.grad_norm)}"]
         if bad:
             evidence.append(
                 f"first parameters with non-finite gradient elements: {', '.join(bad[:6])}"
@@ -73,7 +73,7 @@ def non_finite(run: WatchRun, t: Thresholds) -> list[Finding]:
             )
         if prev is not None:
             evidence.append(
-                f"step {prev.step} before it: loss {fmt(prev.loss)}, norm {fmt(prev.grad_norm)}"
+                f"step {prev.step} before it: loss {num(prev.loss)}, norm {num(prev.grad_norm)}"
             )
         evidence.append(f"{count} of {len(run.steps)} recorded steps were non-finite")
         if bad_loss:
@@ -81,7 +81,7 @@ def non_finite(run: WatchRun, t: Thresholds) -> list[Finding]:
                 " (and with it the gradients)" if bad or not math.isfinite(r.grad_norm) else ""
             )
         else:
-            what = "the gradients became non-finite (NaN/Inf elements) while the loss was " + fmt(
+            what = "the gradients became non-finite (NaN/Inf elements) while the loss was " + num(
                 r.loss
             )
         who = f" ({optimizer_name(run, r.optimizer)})" if several(run) else ""
@@ -141,7 +141,7 @@ def loss_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
                     s.subject("loss"),
                     s.say(
                         f"the loss spiked at {len(found)} step(s): step {steps[i].step} reached "
-                        f"{fmt(value)} against a rolling median of {fmt(med)}{early}"
+                        f"{num(value)} against a rolling median of {num(med)}{early}"
                     ),
                     "look at the batches of those steps; if the gradient norm spiked too, lower "
                     "the learning rate"
@@ -200,7 +200,7 @@ def norm_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
                     s.subject("total-grad-norm"),
                     s.say(
                         f"the gradient norm spiked at {len(found)} step(s): step {at.step} reached "
-                        f"{fmt(value)} against a rolling median of {fmt(med)}"
+                        f"{num(value)} against a rolling median of {num(med)}"
                         + (
                             " (the steps before it: the first steps)"
                             if i < t.spike_min_history
@@ -239,7 +239,7 @@ def _drivers(run: WatchRun, s: Series, at: StepRecord, window: list[StepRecord])
         if med > 0:
             ranked.append((value / med, group, value))
     ranked.sort(reverse=True)
-    return ", ".join(f"{g} {fmt(v)} ({x:.1f}×)" for x, g, v in ranked[:3])
+    return ", ".join(f"{g} {num(v)} ({x:.1f}×)" for x, g, v in ranked[:3])
 
 
 def _update_first(run: WatchRun, s: Series, at: StepRecord, t: Thresholds) -> str:
@@ -253,11 +253,11 @@ def _update_first(run: WatchRun, s: Series, at: StepRecord, t: Thresholds) -> st
         if r.update_norm is not None and med > 0 and r.update_norm > t.spike_min_ratio * med:
             if r.step < at.step:
                 return (
-                    f"the update norm spiked first: step {r.step}, {fmt(r.update_norm)} "
+                    f"the update norm spiked first: step {r.step}, {num(r.update_norm)} "
                     f"({r.update_norm / med:.1f}× its median), {at.step - r.step} steps "
                     "before the gradient: suspect the optimizer state, not one batch"
                 )
-            return f"the update norm spiked at the same step ({fmt(r.update_norm)})"
+            return f"the update norm spiked at the same step ({num(r.update_norm)})"
     return (
         f"the update norm did not spike before the gradient norm (sampled every "
         f"{run.update_every} steps)"
@@ -319,8 +319,8 @@ def exploding_trend(run: WatchRun, t: Thresholds) -> list[Finding]:
                 value=late / early,
                 threshold=t.growth_factor,
                 evidence=(
-                    f"median norm {fmt(early)} at steps {tail[0].step}-{tail[q - 1].step}, "
-                    f"{fmt(late)} at steps {tail[-q].step}-{tail[-1].step}",
+                    f"median norm {num(early)} at steps {tail[0].step}-{tail[q - 1].step}, "
+                    f"{num(late)} at steps {tail[-q].step}-{tail[-1].step}",
                 ),
             )
         )
@@ -372,10 +372,10 @@ def _vanishing(run: WatchRun, s: Series, t: Thresholds) -> list[Finding]:
                     g,
                     s.say(
                         (
-                            f"the gradient norm of {g} fell to 0 (from {fmt(first)})"
+                            f"the gradient norm of {g} fell to 0 (from {num(first)})"
                             if last == 0
                             else f"the gradient norm of {g} fell {first / last:.3g}× "
-                            f"(from {fmt(first)} to {fmt(last)})"
+                            f"(from {num(first)} to {num(last)})"
                         )
                         + " while the loss did not"
                     ),
@@ -384,8 +384,8 @@ def _vanishing(run: WatchRun, s: Series, t: Thresholds) -> list[Finding]:
                     value=last / first,
                     threshold=t.vanish_time_factor,
                     evidence=(
-                        f"median at steps {steps[0].step}-{steps[k - 1].step}: {fmt(first)}; "
-                        f"at steps {steps[-q].step}-{steps[-1].step}: {fmt(last)}",
+                        f"median at steps {steps[0].step}-{steps[k - 1].step}: {num(first)}; "
+                        f"at steps {steps[-q].step}-{steps[-1].step}: {num(last)}",
                     ),
                 )
             )
@@ -484,11 +484,11 @@ def _clip_note(steps: Sequence[StepRecord]) -> str:
         return ""
     if any(r.scaled_clip for r in clipped):
         return "scaled"
-    return fmt(statistics.median(r.max_norm for r in clipped if r.max_norm is not None))
+    return num(statistics.median(r.max_norm for r in clipped if r.max_norm is not None))
 
 
 def _lr(r: StepRecord) -> str:
-    return "/".join(fmt(v) for v in r.lrs) if r.lrs else "none"
+    return "/".join(num(v) for v in r.lrs) if r.lrs else "none"
 
 
 def early_blowup(run: WatchRun, t: Thresholds) -> list[Finding]:
@@ -509,22 +509,22 @@ def early_blowup(run: WatchRun, t: Thresholds) -> list[Finding]:
                 if b.strong
                 else "in the first steps the loss rose above where it started: "
             )
-            + f"{fmt(b.peak)} around step {top.step} "
-            f"(median of 3 steps), {b.peak / b.base:.3g}× the {fmt(b.base)} it started at, "
-            f"with the gradient norm at {fmt(b.norm_at.grad_norm)} at step "
+            + f"{num(b.peak)} around step {top.step} "
+            f"(median of 3 steps), {b.peak / b.base:.3g}× the {num(b.base)} it started at, "
+            f"with the gradient norm at {num(b.norm_at.grad_norm)} at step "
             f"{b.norm_at.step} ({b.norm_at.grad_norm / b.norm_base:.3g}× its usual "
-            f"{fmt(b.norm_base)})"
+            f"{num(b.norm_base)})"
         )
         if b.recovered is False and b.end is not None:
             where = f"{(b.base - b.end) / b.base:.0%} below" if b.end < b.base else "not below"
             message += (
                 f"; it never recovered: the median loss of its last steps "
-                f"({b.steps[b.end_from].step}-{b.steps[-1].step}) is {fmt(b.end)}, {where} "
+                f"({b.steps[b.end_from].step}-{b.steps[-1].step}) is {num(b.end)}, {where} "
                 "where it started"
             )
         elif b.recovered:
             message += (
-                f"; the loss came back to {fmt(b.end)} by the end, but updates that large "
+                f"; the loss came back to {num(b.end)} by the end, but updates that large "
                 "so early often leave the model on a worse plateau than a gentler start"
             )
         else:
@@ -539,8 +539,8 @@ def early_blowup(run: WatchRun, t: Thresholds) -> list[Finding]:
         shown = b.steps[: min(len(b.steps), max(b.at + 3, 8), 14)]
         evidence = (
             f"loss at steps {shown[0].step}-{shown[-1].step}: "
-            + ", ".join(fmt(r.loss) for r in shown),
-            "gradient norm at those steps: " + ", ".join(fmt(r.grad_norm) for r in shown),
+            + ", ".join(num(r.loss) for r in shown),
+            "gradient norm at those steps: " + ", ".join(num(r.grad_norm) for r in shown),
             f"learning rate at step {start}: {_lr(b.steps[0])}, at step {top.step}: {_lr(top)}",
         )
         finding = RULES["GS414"].finding(
@@ -580,13 +580,13 @@ def no_progress(run: WatchRun, t: Thresholds) -> list[Finding]:
             out.extend(_stalled(s, steps, losses, first, last, t))
             continue
         evidence = [
-            f"median loss {fmt(first)} at the start (steps {steps[0].step}-{steps[4].step} "
-            f"or {steps[0].step}-{steps[w - 1].step}, the higher), {fmt(last)} at steps "
+            f"median loss {num(first)} at the start (steps {steps[0].step}-{steps[4].step} "
+            f"or {steps[0].step}-{steps[w - 1].step}, the higher), {num(last)} at steps "
             f"{steps[-w].step}-{steps[-1].step} ({change:+.1%})",
             f"learning rate {_lr(steps[0])} at step {steps[0].step}, {_lr(steps[-1])} at "
             f"step {steps[-1].step}",
-            f"gradient norm {fmt(steps[0].grad_norm)} at step {steps[0].step}, "
-            f"{fmt(steps[-1].grad_norm)} at step {steps[-1].step}",
+            f"gradient norm {num(steps[0].grad_norm)} at step {steps[0].step}, "
+            f"{num(steps[-1].grad_norm)} at step {steps[-1].step}",
         ]
         clip = _clip_note(steps)
         advice = (
@@ -608,8 +608,8 @@ def no_progress(run: WatchRun, t: Thresholds) -> list[Finding]:
             RULES["GS415"].finding(
                 s.subject("loss"),
                 s.say(
-                    f"the loss ended no better than where it started: median {fmt(last)} over "
-                    f"the last {w} steps against {fmt(first)} over its first steps"
+                    f"the loss ended no better than where it started: median {num(last)} over "
+                    f"the last {w} steps against {num(first)} over its first steps"
                 ),
                 advice,
                 value=change,
@@ -648,9 +648,9 @@ def _stalled(
     finding = RULES["GS415"].finding(
         s.subject("loss"),
         s.say(
-            f"the loss fell only {fall:.0%} (median {fmt(first)} over its first steps, "
-            f"{fmt(last)} over the last {w}) and has not improved since about step "
-            f"{steps[mid].step} ({fmt(middle)} there)"
+            f"the loss fell only {fall:.0%} (median {num(first)} over its first steps, "
+            f"{num(last)} over the last {w}) and has not improved since about step "
+            f"{steps[mid].step} ({num(middle)} there)"
         ),
         "if this is a fresh model, it stalled near where it started: try a lower learning "
         "rate or a longer warm-up; fine if it is a fine-tuning run that starts near its best",
@@ -719,7 +719,7 @@ def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
                         evidence=(
                             f"{had.had} of the first {had.last + 1} steps had a gradient; the "
                             f"longest gap while learning was {had.longest_gap} steps",
-                            f"gradient norm at step {had.last_step}: {fmt(had.last_value)}",
+                            f"gradient norm at step {had.last_step}: {num(had.last_value)}",
                         ),
                     ),
                     [since],
