@@ -94,11 +94,12 @@ class _Lines:
         pass
 
     def finished(self, index: int, total: int, result) -> None:
-        failed = result.failed(self.fail_on)
-        state = "ERROR" if result.could_not_run else "FAIL" if failed else "PASS"
+        from gradscope.fmt import duration
+        from gradscope.report.terminal import target_state
+
         clikit.note(
-            f"[{index + 1}/{total}] {state} {result.kind} {printable(result.label)} "
-            f"({result.duration_s:.2f} s)"
+            f"[{index + 1}/{total}] {target_state(result, self.fail_on)} {result.kind} "
+            f"{printable(result.label)} ({duration(result.duration_s)})"
         )
 
 

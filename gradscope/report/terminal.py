@@ -245,7 +245,7 @@ def render_check(report: CheckReport, view: View) -> str:
         plural = "s" if total != 1 else ""
         layout.header(console, "check", f"{total} target{plural} (fail-on: {fail_on or 'never'})")
         for r in report.results:
-            state = _state(r, fail_on)
+            state = target_state(r, fail_on)
             console.print()
             layout.status_line(
                 console,
@@ -263,7 +263,7 @@ def render_check(report: CheckReport, view: View) -> str:
                 known = f"{len(r.known)} finding(s) already in the baseline"
                 layout.note(console, known, indent=layout.DETAIL)
             _ignored(r.ignored, console)
-        passed = sum(_state(r, fail_on) == "PASS" for r in report.results)
+        passed = sum(target_state(r, fail_on) == "PASS" for r in report.results)
         code = report.exit_code()
         word = {ExitCode.OK: "PASS", ExitCode.ERROR: "COULD NOT RUN"}.get(code, "FAIL")
         console.print()
@@ -277,7 +277,9 @@ def render_check(report: CheckReport, view: View) -> str:
     return paint(draw, view)
 
 
-def _state(r: Outcome, fail_on: Severity | None) -> str:
+def target_state(r: Outcome, fail_on: Severity | None) -> str:
+    """PASS, FAIL or COULD NOT RUN: the word for a target, in the report and in
+    `check`'s progress lines alike."""
     if r.could_not_run:
         return "COULD NOT RUN"
     return "FAIL" if r.failed(fail_on) else "PASS"
