@@ -15,11 +15,21 @@ if TYPE_CHECKING:
     from gradscope.findings import Rule
 
 
-def examples() -> None:
+def examples(width: clikit.WidthOpt = None) -> None:
     """List the built-in examples, runnable by name: gradscope inspect NAME."""
+    from gradscope.report.console import view_for
+
+    columns = view_for(None, width).width
     for e in EXAMPLES.values():
         expect = f"  [expect: {e.expect}]" if e.expect else "  [healthy]"
-        typer.echo(f"{e.name:18} {e.summary}{expect}")
+        lines = textwrap.wrap(
+            f"{e.name:18} {e.summary}{expect}",
+            columns,
+            subsequent_indent=" " * 19,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        typer.echo("\n".join(lines))
 
 
 def rules(

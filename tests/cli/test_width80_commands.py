@@ -1,0 +1,52 @@
+"""Every command, run as a user runs it in an 80-column terminal: nothing it prints on
+stdout is wider than 80 columns, and each report ends with its verdict paragraph.
+
+On stderr gradscope's own messages are one line each (`gradscope: error: ...`, the line
+a CI log is grepped for), left to the terminal to wrap; the rest of stderr is the
+user's code's (a library's warning) and not gradscope's to shape."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "tests" / "watcher" / "scripts"
+WRONG_FN = "gradscope.examples.functions:SquareMissingFactor"
+PORT = "tests/diff/diff_targets.py"
+
+COMMANDS = {
+    "inspect": ["inspect", "detached-middle"],
+    "inspect-error": ["inspect", "no/such/model.py"],
+    "gradcheck": ["gradcheck", WRONG_FN, "gradscope.examples.functions:ScaleIgnoresGradOutput"],
+    "watch": ["watch", str(SCRIPTS / "no_zero_grad.py")],
+    "watch-crash": ["watch", str(SCRIPTS / "crash.py"), "--", "raise"],
+    "diff": ["diff", f"{PORT}:gpt2_ref", f"{PORT}:gpt2_port_residual"],
+    "rules": ["rules"],
+    "rule": ["rules", "GS104"],
+    "examples": ["examples"],
+}
+VERDICT = {"inspect", "gradcheck", "watch", "watch-crash", "diff"}
+
+
+def _run(args: list[str]) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "80", "NO_COLOR": "1"}
+    env = {k: v for k, v in env.items() if not k.startswith("GITHUB_")}
+    command = [sys.executable, "-m", "gradscope", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_command_fits_80_columns(name):
+    done = _run(COMMANDS[name])
+    assert done.returncode in (0, 1, 2), done.stderr[-2000:]
+    lines = done.stdout.rstrip().splitlines()
+    assert [line for line in lines if len(line) > 80] == []
+    if name in VERDICT:
+        verdict = max(i for i, line in enumerate(lines) if line.startswith("verdict: "))
+        assert all(line.startswith(" ") for line in lines[verdict + 1 :])
