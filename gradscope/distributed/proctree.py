@@ -34,6 +34,9 @@ class Proc:
     """Bytes read and written (None when not readable)."""
     cmd: str
     """Its command line, shortened."""
+    started: int = 0
+    """When it started, in clock ticks since boot (the newest child is the one a thread
+    that just called subprocess.run waits for)."""
 
 
 def waits_in_wait(tid: int | None) -> bool:
@@ -82,6 +85,7 @@ def read(pid: int) -> Proc | None:
             fields = f.read().rsplit(")", 1)[1].split()
         ticks = sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
         cpu = ticks / os.sysconf("SC_CLK_TCK")
+        started = int(fields[19])  # starttime
     except (OSError, ValueError, IndexError):
         return None
     io = None
@@ -90,7 +94,7 @@ def read(pid: int) -> Proc | None:
             io = sum(int(v) for k, v in (ln.split(":") for ln in f) if k in ("rchar", "wchar"))
     except (OSError, ValueError):
         pass
-    return Proc(pid, int(fields[1]), fields[0], cpu, io, _cmd(pid))
+    return Proc(pid, int(fields[1]), fields[0], cpu, io, _cmd(pid), started)
 
 
 def _cmd(pid: int) -> str:

@@ -403,6 +403,9 @@ class Watchdog:
         direct = [p for p in procs if p.ppid == me] or list(procs)
         if not direct:
             return ""
+        # the newest: what a subprocess.run just started (not a long-lived helper such as
+        # multiprocessing's resource tracker, also a child)
+        direct.sort(key=lambda p: (-p.started, -p.pid))
         text = f"{direct[0].pid} ({direct[0].cmd})"
         return text + (f" and {len(direct) - 1} more" if len(direct) > 1 else "")
 

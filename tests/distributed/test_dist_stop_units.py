@@ -309,7 +309,7 @@ def test_a_thread_waiting_on_a_busy_child_moves():
         did, after = _moved_over(dog, 1.0)
     finally:
         thread.join()
-    assert after.child_wait and len(after.children) == 1
+    assert after.child_wait and after.children
     assert did
 
 
@@ -321,8 +321,11 @@ def test_a_thread_waiting_on_a_sleeping_child_is_still_and_names_it():
     finally:
         thread.join()
     assert after.child_wait and not did
-    pid = after.children[0]
-    assert state.child == f"{pid} ({sys.executable} -c import time time.sleep(3))"
+    # other children of the test process (multiprocessing's resource tracker) may exist:
+    # the one named first is the newest, the one the thread waits on
+    named = state.child.split(" and ")[0]
+    assert named.endswith(f" ({sys.executable} -c import time time.sleep(3))")
+    assert int(named.split(" ")[0]) in after.children
     assert state.call == "run" and state.where.endswith(":" + str(_line_of("subprocess.run(")))
     assert state.stuck
     assert not dog.sample().child_wait and dog.state(0.0).child == ""

@@ -52,16 +52,17 @@ def test_steps_stop_cleanly_and_log_streams_every_step(tmp_path):
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["summary"]["status"] == "stopped"
     lines = [json.loads(line) for line in log.read_text().splitlines()]
-    assert lines[0] == {"params": ["weight", "bias"]}
+    assert lines[0] == {"params": ["weight", "bias"], "dtype": "float32"}
     assert [line["step"] for line in lines[1:]] == list(range(1, 13))
 
 
-def test_plot_png_and_svg(tmp_path):
-    for name in ("plot.png", "plot.svg"):
+def test_plot_png_svg_and_pdf(tmp_path):
+    for name in ("plot.png", "plot.svg", "plot.pdf"):
         done = gradscope("watch", script("spike_batch.py"), "--plot", str(tmp_path / name))
         assert done.returncode == 0, done.stderr
         assert (tmp_path / name).stat().st_size > 10_000
     assert "GS403" in (tmp_path / "plot.svg").read_text()  # the legend names the finding
+    assert (tmp_path / "plot.pdf").read_bytes().startswith(b"%PDF")
 
 
 def test_bad_input_is_one_line_exit_2(tmp_path):
