@@ -18,8 +18,8 @@ from gradscope.fmt import clip, duration, num
 from gradscope.report import grid, layout
 from gradscope.report.console import View, paint
 from gradscope.report.text import Part
-from gradscope.watcher.groups import binned_max, group_norm, layer_groups
-from gradscope.watcher.marks import marks
+from gradscope.report.watch_groups import binned_max, group_norm, layer_groups
+from gradscope.report.watch_marks import marks
 from gradscope.watcher.report import WatchReport
 
 SPARK = "▁▂▃▄▅▆▇█"
