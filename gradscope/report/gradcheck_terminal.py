@@ -59,6 +59,7 @@ def render_target(t: FunctionResult, console: Console) -> None:
     _inputs(t, console)
     if t.failures:
         _failures(t.failures, console)
+        console.print()  # the blocks below the table, as every report's findings
         for f in t.failures:
             _explain(f, console)
     for e in t.errors:

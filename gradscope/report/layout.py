@@ -110,6 +110,15 @@ def note(console: Console, *text: Part, indent: int = 2) -> None:
     paragraph(console, styled(*text, style="dim"), indent)
 
 
+def counts(by_severity: dict[str, int]) -> str:
+    """ "1 error, 2 warnings, 0 info": what a verdict counts, in every report."""
+    errors, warnings = by_severity["error"], by_severity["warning"]
+    return (
+        f"{errors} error{'' if errors == 1 else 's'}, "
+        f"{warnings} warning{'' if warnings == 1 else 's'}, {by_severity['info']} info"
+    )
+
+
 def verdict(console: Console, word: str, style: str, *why: Part) -> None:
     """`verdict: WORD  (why)`, the last line of every report."""
     more: list[Part] = ["  (", *why, ")"] if why else []

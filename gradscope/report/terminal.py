@@ -228,7 +228,7 @@ def _verdict(report: Report, console: Console) -> None:
         console,
         str(worst).upper() if worst else "OK",
         layout.SEVERITY_STYLE[str(worst)] if worst else "bold green",
-        f"{c['error']} errors, {c['warning']} warnings, {c['info']} info{ignored}",
+        layout.counts(c) + ignored,
     )
 
 

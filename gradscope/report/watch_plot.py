@@ -9,9 +9,9 @@ import io
 import math
 
 from gradscope.errors import GradscopeError
+from gradscope.report.watch_groups import binned_max, bins, group_norm, layer_groups
+from gradscope.report.watch_marks import marks
 from gradscope.steps.records import StepRecord
-from gradscope.watcher.groups import binned_max, bins, group_norm, layer_groups
-from gradscope.watcher.marks import marks
 from gradscope.watcher.report import WatchReport
 
 MARKER = {

@@ -18,8 +18,8 @@ from gradscope.fmt import clip, duration, num
 from gradscope.report import grid, layout
 from gradscope.report.console import View, paint
 from gradscope.report.text import Part
-from gradscope.watcher.groups import binned_max, group_norm, layer_groups
-from gradscope.watcher.marks import marks
+from gradscope.report.watch_groups import binned_max, group_norm, layer_groups
+from gradscope.report.watch_marks import marks
 from gradscope.watcher.report import WatchReport
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -124,7 +124,7 @@ def _findings(report: WatchReport, console: Console) -> None:
 def _verdict(report: WatchReport, console: Console) -> None:
     s = report.summary()
     c = s["counts"]
-    counts = f"{c['error']} errors, {c['warning']} warnings, {c['info']} info"
+    counts = layout.counts(c)
     console.print()
     if not report.judged:
         layout.verdict(console, "NOT JUDGED", "bold magenta", str(report.nothing_judged()))
@@ -163,7 +163,10 @@ def _table(
 ) -> None:
     names = report.run.names()
     groups = layer_groups([names[i] for i in members if i < len(names)], 12)
-    longest = max(len(n) for n in ["total norm", *groups])
+    shown = [m for m in marks(report) if set(m.steps) & {r.step for r in steps}]
+    # the mark rows' labels ("GS403 norm spike") share the name column: counted too, so
+    # the sparklines leave them room and the table stays a table
+    longest = max(len(n) for n in ["total norm", *groups, *(m.label for m in shown)])
     name_width = min(NAME_WIDTH, console.width // 3, longest)
     room = console.width - 2 - name_width - LAST_WIDTH - 2 * grid.GAP
     width = max(8, min(60, room))
@@ -176,10 +179,9 @@ def _table(
     for name, local in groups.items():
         series = [group_norm(r, [members[j] for j in local]) for r in steps]
         rows.append([clip(name, name_width), sparkline(series, width), num(series[-1])])
-    for m in marks(report):
-        if set(m.steps) & {r.step for r in steps}:
-            row = _mark_row(m.steps, [r.step for r in steps], width, m.symbol)
-            rows.append([m.label, row, ""])
+    for m in shown:
+        row = _mark_row(m.steps, [r.step for r in steps], width, m.symbol)
+        rows.append([clip(m.label, name_width), row, ""])
     console.print()
     layout.line(console, (title, "italic"))
     columns = [grid.Column(""), grid.Column(""), grid.Column("last", right=True)]

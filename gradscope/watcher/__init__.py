@@ -29,12 +29,12 @@ Stages (collect → plain data → rules → render), one module each:
                 from gradscope/rules/watch.py `judge`, which the session calls once
                 at the end (the rules read gradscope/steps/, never this package).
 
-- groups.py, marks.py  layer groups and the steps the findings name, marked in the
-                views (`Finding.steps`: no rule is run again); check.py the
-                `[[watch]]` entries of `gradscope check`.
+- check.py      the `[[watch]]` entries of `gradscope check`.
 
-Rules: gradscope/rules/steps.py and step_setup.py (GS401-GS417). Renderers:
-gradscope/report/watch_terminal.py, watch_plot.py; JSON is `WatchReport.to_dict()`.
+Rules: gradscope/rules/steps.py and step_setup.py (GS401-GS417). Views, beside the
+renderers that draw them: gradscope/report/watch_terminal.py, watch_plot.py,
+watch_groups.py (layer groups), watch_marks.py (the steps the findings name:
+`Finding.steps`, no rule run again); JSON is `WatchReport.to_dict()`.
 """
 
 from __future__ import annotations

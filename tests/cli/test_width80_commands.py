@@ -8,6 +8,7 @@ user's code's (a library's warning) and not gradscope's to shape."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ COMMANDS = {
     "inspect": ["inspect", "detached-middle"],
     "inspect-error": ["inspect", "no/such/model.py"],
     "gradcheck": ["gradcheck", WRONG_FN, "gradscope.examples.functions:ScaleIgnoresGradOutput"],
-    "watch": ["watch", str(SCRIPTS / "no_zero_grad.py")],
+    "watch": ["watch", str(ROOT / "gradscope" / "examples" / "train_buggy.py")],
     "watch-crash": ["watch", str(SCRIPTS / "crash.py"), "--", "raise"],
     "diff": ["diff", f"{PORT}:gpt2_ref", f"{PORT}:gpt2_port_residual"],
     "rules": ["rules"],
@@ -50,3 +51,6 @@ def test_every_command_fits_80_columns(name):
     if name in VERDICT:
         verdict = max(i for i, line in enumerate(lines) if line.startswith("verdict: "))
         assert all(line.startswith(" ") for line in lines[verdict + 1 :])
+    if name == "watch":  # spike marks too, and the sparklines still a table beside names
+        assert re.search(r"^  loss +[▁-█]", done.stdout, re.M)
+        assert re.search(r"^  GS403 norm spike +\^", done.stdout, re.M)

@@ -12,9 +12,9 @@ from test_watch_rules_series import gan, gan_run, healthy, nanogpt_high_lr, rec,
 from watch_scripts import watched
 
 from gradscope.config import Settings
+from gradscope.report.watch_marks import marks
 from gradscope.rules import watch as rules
 from gradscope.rules.steps import spike_steps
-from gradscope.watcher.marks import marks
 from gradscope.watcher.report import WatchReport
 
 T = Settings().thresholds
