@@ -15,13 +15,17 @@ if TYPE_CHECKING:
     from gradscope.findings import Rule
 
 
+NBSP = "\N{NO-BREAK SPACE}"
+
+
 def examples(width: clikit.WidthOpt = None) -> None:
     """List the built-in examples, runnable by name: gradscope inspect NAME."""
     from gradscope.report.console import view_for
 
     columns = view_for(None, width).width
     for e in EXAMPLES.values():
-        expect = f"  [expect: {e.expect}]" if e.expect else "  [healthy]"
+        # the tag stays whole: its space is one textwrap does not break at
+        expect = f"  [expect:{NBSP}{e.expect}]" if e.expect else "  [healthy]"
         lines = textwrap.wrap(
             f"{e.name:18} {e.summary}{expect}",
             columns,
@@ -29,7 +33,7 @@ def examples(width: clikit.WidthOpt = None) -> None:
             break_long_words=False,
             break_on_hyphens=False,
         )
-        typer.echo("\n".join(lines))
+        typer.echo("\n".join(lines).replace(NBSP, " "))
 
 
 def rules(
