@@ -14,5 +14,6 @@ from gradscope.steps.records import WatchRun
 
 def judge(run: WatchRun, settings: Settings) -> list[Finding]:
     """Every finding, ignored ones marked (`ignored_by`), worst first."""
-    findings = settings.judged(steps.diagnose(run, settings.thresholds))
+    with run.store.held():
+        findings = settings.judged(steps.diagnose(run, settings.thresholds))
     return sorted(findings, key=lambda f: (-f.severity, f.rule))

@@ -17,6 +17,7 @@ import statistics
 from array import array
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, overload
 
 from gradscope.steps.detail import DETAIL_STEPS, NO_GRAD, Decimated, Row
@@ -73,6 +74,8 @@ class StepStore(Sequence[StepRecord]):
         self._recent: dict[int, deque[float]] = {}
         self._jumps: dict[int, list[tuple[float, int]]] = {}
         """Per optimizer, a min-heap of (norm / recent median, store index)."""
+        self._held: list[StepRecord] | None = None
+        """While `held()`: every step's record, built once for the rules' many passes."""
 
     @classmethod
     def of(
@@ -203,7 +206,21 @@ class StepStore(Sequence[StepRecord]):
         """Its steps, in order."""
         return [self._record(i) for i, o in enumerate(self._optimizer) if o == optimizer]
 
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """While the rules judge the run: each step's record is built once and served to
+        every pass over the steps, then let go (kept, they would undo the bounded
+        memory)."""
+        self._held = [self._build(i) for i in range(len(self))]
+        try:
+            yield
+        finally:
+            self._held = None
+
     def _record(self, i: int) -> StepRecord:
+        return self._held[i] if self._held is not None else self._build(i)
+
+    def _build(self, i: int) -> StepRecord:
         flags = self._flags[i]
         fields: dict[str, Any] = {
             name: column[i] if flags & flag else None for flag, name, column in self._columns
