@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from gradscope.config import Settings
 from gradscope.findings import Finding
-from gradscope.rules import steps
+from gradscope.rules import causes, steps
 from gradscope.steps.records import WatchRun
 
 
 def judge(run: WatchRun, settings: Settings) -> list[Finding]:
-    """Every finding, ignored ones marked (`ignored_by`), worst first."""
+    """Every finding, ignored ones marked (`ignored_by`); causes first, worst first, each
+    symptom marked with its cause (rules/causes.py)."""
     with run.store.held():
         findings = settings.judged(steps.diagnose(run, settings.thresholds))
-    return sorted(findings, key=lambda f: (-f.severity, f.rule))
+    return causes.link(run, findings)

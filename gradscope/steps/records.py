@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from gradscope.steps.meaning import LossKind, OptimizerSettings
+
 if TYPE_CHECKING:
     from gradscope.steps.step_store import StepStore
     from gradscope.steps.tensor_track import TensorTrack
@@ -75,6 +77,9 @@ class StepRecord:
     clip_scale: float | None = None
     """With `scaled_clip`: the loss scale the clipped gradients were multiplied by (the
     clip compared `clip_total * clip_scale` with max_norm)."""
+    zeroed: bool = False
+    """zero_grad ran after this step's backward calls and before the step: the update
+    applied none of their gradients (GS422)."""
     detail: bool = True
     """param_norms and update_ratios are this step's; False where a long run's report
     did not keep them (empty and None then: see step_store.py; the --log has them)."""
@@ -118,6 +123,7 @@ class StepRecord:
             "clip_total": self.clip_total,
             "norm_type": self.norm_type,
             "clip_scale": self.clip_scale,
+            "zeroed": self.zeroed,
         }
         if series:
             out["param_norms"] = list(self.param_norms) if self.detail else None
@@ -140,6 +146,10 @@ class ParamInfo:
     """False: it is in no param group of any optimizer, so nothing ever updates it."""
     lr: float | None
     """Learning rate of its param group at the last step (None: not in an optimizer)."""
+    group: int | None = None
+    """Index of its param group in the optimizer that holds it."""
+    weight_norm: float | None = None
+    """Its L2 norm before the first update (None: not measured)."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +179,18 @@ class WatchRun:
     update_every: int = 25
     """Every this many steps the update/weight ratios were sampled."""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    loss_kinds: tuple[LossKind | None, ...] = ()
+    """Per optimizer index, its loss as the graph showed it (None: never read)."""
+    settings: tuple[tuple[OptimizerSettings, ...], ...] = ()
+    """Per optimizer index, its hyperparameters from its first step and at each change."""
+
+    def loss_kind(self, index: int) -> LossKind | None:
+        return self.loss_kinds[index] if index < len(self.loss_kinds) else None
+
+    def settings_of(self, index: int) -> OptimizerSettings | None:
+        """The optimizer's settings at its last step."""
+        history = self.settings[index] if index < len(self.settings) else ()
+        return history[-1] if history else None
 
     def __post_init__(self) -> None:
         from gradscope.steps.step_store import StepStore

@@ -61,12 +61,18 @@ from typing import Any, TypeVar
 
 import torch
 
-from gradscope.watcher import discover
+from gradscope.watcher import discover, loss_graph
 from gradscope.watcher.measure import Measure, norms
+from gradscope.watcher.optim_settings import SettingsHistory
 from gradscope.watcher.recorder import PendingStep, Recorder
 from gradscope.watcher.threads import Threads, ThreadState, Window
 
 T = TypeVar("T")
+
+
+LOSS_KIND_EVERY = 100
+"""The loss's graph is read at the first backward of steps 1-3, 101-103, ...: a few
+dozen nodes, and a loss that changes its kind mid-run is still seen."""
 
 
 class StopWatching(BaseException):
@@ -151,6 +157,11 @@ class Interceptor:
         self._manual_scanned = False
         self._nan_noted = False
         self._optimizer_stepped = False
+        self.settings = SettingsHistory()
+        self.loss_kinds: dict[int, Any] = {}
+        """Optimizer index → the `LossKind` of its first step whose loss was read."""
+        self.first_weights: torch.Tensor | None = None
+        """Norms of the tracked weights before the first update (device tensor)."""
 
     # -- installation -----------------------------------------------------------------
     def install(self) -> None:
@@ -283,6 +294,7 @@ class Interceptor:
             window = here.window = Window()  # grads set to None by hand since
         if window.calls == 0:  # a norm taken after the last step (a log) is no clip
             here.clear_clip()
+        here.zeroed = None  # a backward after the zero_grad: the usual order
         window.calls += 1
         if here.helper:
             window.leaves.update(id(t) for t in discover.graph_leaves(roots))
@@ -291,7 +303,10 @@ class Interceptor:
         if tensor is None or gradient is not None or tensor.numel() != 1:
             window.loss_known = False
             return
-        value = (tensor if scaled is None else scaled[1]).detach()
+        loss = tensor if scaled is None else scaled[1]
+        if window.calls == 1 and self.steps % LOSS_KIND_EVERY < 3:
+            window.loss_kind = loss_graph.read(loss, scaled is not None)
+        value = loss.detach()
         if value.dtype not in (torch.float32, torch.float64):
             value = value.float()  # a half-precision loss summed over micro-batches
         window.loss = value if window.loss is None else window.loss + value
@@ -345,11 +360,13 @@ class Interceptor:
         backward calls before it belong to no step (this thread's, before its first
         step; a helper thread's whose backward reached them)."""
         helpers = self.threads.helpers(here)
-        if not helpers and (here.stepped or not here.window.calls):
+        if not helpers and not here.window.calls:
             return
         present = {id(p) for p in params() if p.grad is not None}
         if not present:
             return
+        if here.window.calls:
+            here.zeroed = here.window
         if not here.stepped:
             here.window = Window()
         for helper in helpers:
@@ -707,6 +724,10 @@ class Interceptor:
         here.stepping = None
         index = self._optimizer_index(here, optimizer)
         window = self._window_of(here, optimizer)
+        zeroed = here.zeroed
+        if zeroed is not None and not window.calls:
+            window = zeroed  # the step follows those backward calls, whose grads are gone
+        self._note_meaning(index, optimizer, window)
         scaler = self._scaler_for(here, optimizer)
         if here.pre_clip is not None:
             norms_ = here.pre_clip  # measured (and unscaled) at the clip
@@ -744,10 +765,20 @@ class Interceptor:
             scale=scale,
             carried=self._carried(optimizer),
             members=self._members(optimizer),
+            zeroed=zeroed is not None,
         )
         if not skipped and self.steps % self.update_every == 0:
             params = [p for g in optimizer.param_groups for p in g["params"]]
             here.snapshot = (params, [p.detach().clone() for p in params])
+
+    def _note_meaning(self, index: int, optimizer: Any, window: Window) -> None:
+        """What the step's numbers mean: the optimizer's settings (every step), the loss's
+        kind (where it was read), the weights' norms before the first update."""
+        self.settings.observe(index, self.steps + 1, optimizer)
+        if window.loss_kind is not None:
+            self.loss_kinds.setdefault(index, window.loss_kind)
+        if self.first_weights is None:
+            self.first_weights = self.measure.weights()
 
     def _finish(self, here: ThreadState, optimizer: Any) -> None:
         current, here.current = here.current, None
@@ -769,6 +800,7 @@ class Interceptor:
         here.clear_clip()
         here.scaled = []
         here.scaled_by = None  # the step unscaled them (or skipped): a later clip is not
+        here.zeroed = None
         if self.stopped:
             return
         self.steps += 1
@@ -802,6 +834,8 @@ class Interceptor:
         if manual.weights is None or len(manual.versions) != len(tracked):
             manual.weights = self.measure.weights()
             manual.versions = [p._version for p in tracked]
+        if self.first_weights is None:
+            self.first_weights = manual.weights
         manual.grads = self.measure.grads()
         manual.members = tuple(i for i, p in enumerate(tracked) if p.grad is not None)
         manual.loss = here.window.loss
@@ -866,7 +900,11 @@ class Interceptor:
             max_norm=here.max_norm,
             norm_type=here.norm_type,
             members=manual.members,
+            carried=self._carried(holder),
         )
+        # as after an optimizer's step: gradients still there at the next backward's
+        # start were never reset (the script's zero_grad is missing)
+        self._resets[id(holder)] = _Reset([tracked[i] for i in manual.members], here.ident)
         if manual.before is not None:
             torch._foreach_sub_(manual.before, [p.detach() for p in tracked])
             step.update_norm = self.measure.scatter(tracked, norms(manual.before))
