@@ -71,6 +71,7 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         steps = {"steps": list(self.steps)} if self.steps else {}
+        cause = {"explained_by": self.explained_by} if self.explained_by else {}
         return {
             "rule": self.rule,
             "slug": self.slug,
@@ -83,7 +84,7 @@ class Finding:
             "evidence": list(self.evidence),
             "ignored_by": self.ignored_by,
             **steps,
-            "explained_by": self.explained_by,
+            **cause,
             "table_row": {
                 "symptom": self.row.symptom,
                 "cause": self.row.cause,

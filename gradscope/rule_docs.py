@@ -382,8 +382,11 @@ DOCS: dict[str, RuleDoc] = {
     "GS419": RuleDoc(
         why="Over the first 100 steps the weight matrices' median update/weight ratio "
         "‖Δw‖/‖w‖ is update-ratio-warn or more (a healthy step moves them by about 1e-3: "
-        "weights that turn over in a thousand steps; at 0.05 they are replaced in 20) while "
-        "the loss stopped improving in the second half of the run. The message names the "
+        "weights that turn over in a thousand steps; at 0.05 they are replaced in 20), the "
+        "loss stopped improving (no progress-min-fall, or none over the second half), and "
+        "something says the large steps did harm: the loss blew up early, sits at the "
+        "uniform guess, or stopped falling while warm-up still raised the learning rate "
+        "(a small model learning fast takes large early steps too). The message names the "
         "learning rate at the step where it peaked, the optimizer's step size (Adam: about "
         "lr per element; SGD with momentum μ: lr/(1-μ) × the gradient) and the learning rate "
         "that would bring the ratio near 1e-3.",
@@ -395,7 +398,8 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "GS420": RuleDoc(
         why="A param group's weight decay has an equilibrium below half the initial rms "
-        "of most of its weight matrices, and the loss stalls. Decoupled decay (AdamW) "
+        "of most of its weight matrices, and the loss stalls (no progress-min-fall, or none "
+        "over the second half). Decoupled decay (AdamW) "
         "removes lr × wd of every weight per step while Adam's step moves each element by "
         "about lr, so the two balance at |w| ≈ 1/wd; an L2 decay (added to the gradient) "
         "balances the gradient at |w| ≈ |grad|/wd. Below the weights' own scale the decay "

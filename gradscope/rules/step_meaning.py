@@ -180,6 +180,9 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
         ratio = statistics.median(ratios)
         if ratio < t.update_ratio_warn:
             continue
+        harm = _harm(run, s, steps, losses, t)
+        if harm is None:
+            continue  # large early steps that did no harm: a small model learning fast
         peak = max(
             (r for r in steps if r.step <= max(sampled)), key=lambda r: max(r.lrs, default=0)
         )
@@ -212,12 +215,44 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
             value=ratio,
             threshold=t.update_ratio_warn,
             evidence=(
+                harm,
                 f"sampled steps: {step_list(sampled)}",
                 f"loss over the last {w} steps: median {num(last)}",
             ),
         )
         out.append(about(finding, sampled[:1]))
     return out
+
+
+def _harm(
+    run: WatchRun, s: Series, steps: list[StepRecord], losses: list[float], t: Thresholds
+) -> str | None:
+    """What says the large steps hurt, not a fast learner: the loss rose above where it
+    started, sits at the uniform guess, or stopped falling while warm-up still raised
+    the learning rate. None: no such sign."""
+    if len(losses) < 10:
+        return None
+    from gradscope.rules.steps import early_blowup_of  # the series rules import this module
+
+    if early_blowup_of(s, t) is not None:
+        return "the loss blew up in the first steps (early-blowup) as the steps grew"
+    w = _window(len(losses))
+    if at_chance(run, s, statistics.median(losses[-w:])):
+        return "the loss sits at the uniform guess"
+    lrs = [max(r.lrs, default=math.nan) for r in steps]
+    top = max((v for v in lrs if math.isfinite(v)), default=math.nan)
+    if not top > 0 or not lrs[0] <= top / 2:
+        return None  # no warm-up to watch the loss against
+    peak = next(i for i, v in enumerate(lrs) if v >= 0.9 * top)
+    smooth = [statistics.median(losses[max(0, i - 1) : i + 2]) for i in range(len(losses))]
+    best = min(range(peak + 1), key=lambda i: smooth[i])
+    if peak < 6 or best > 0.7 * peak or smooth[peak] <= smooth[best]:
+        return None
+    return (
+        f"the loss stopped falling at step {steps[best].step} ({num(smooth[best])}) while "
+        f"warm-up still raised the learning rate from {num(lrs[best])} to {num(lrs[peak])} "
+        f"(step {steps[peak].step}), where the loss was {num(smooth[peak])}"
+    )
 
 
 # -- GS420 ------------------------------------------------------------------------------
