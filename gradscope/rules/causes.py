@@ -29,7 +29,8 @@ rule listed both ways (GS419) is explained only by a cause it does not itself ex
 
 
 def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
-    """Each symptom marked with its cause, advice pointing there; causes first."""
+    """Each symptom marked with its cause, advice pointing there; the causes of what was
+    found first, then the findings nothing explains, then the symptoms; worst first."""
     causes = [f for f in findings if f.rule in EXPLAINS and f.ignored_by is None]
     out = []
     for f in findings:
@@ -51,7 +52,16 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
                 advice=f"a consequence of {cause.slug} ({cause.rule}): fix that first",
             )
         out.append(f)
-    return sorted(out, key=lambda f: (f.explained_by is not None, -f.severity, f.rule))
+    leading = {f.explained_by for f in out if f.explained_by}
+    return sorted(
+        out,
+        key=lambda f: (
+            f.explained_by is not None,  # symptoms last,
+            f"{f.rule}:{f.subject}" not in leading,  # causes of what is found first,
+            -f.severity,
+            f.rule,
+        ),
+    )
 
 
 def _explained_by(finding: Finding, causes: list[Finding], run: WatchRun) -> bool:

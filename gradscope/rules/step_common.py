@@ -56,7 +56,8 @@ def after_warmup(run: WatchRun, t: Thresholds) -> list[StepRecord]:
 @dataclass(frozen=True)
 class Series:
     """The steps of one optimizer (or of the manual updates), judged on their own: a GAN's
-    D and G steps interleave in `run.steps` but are two different series."""
+    D and G steps interleave in `run.steps` but are two different series. Their losses
+    are the objective, meant to fall: negated for an optimizer with maximize=True."""
 
     index: int
     steps: list[StepRecord]
@@ -94,12 +95,15 @@ def by_optimizer(run: WatchRun) -> Iterator[Series]:
     named = several(run)
     for k in sorted(run.store.optimizers()):
         members = run.members_of(k) or every
-        yield Series(
-            k,
-            run.store.of_optimizer(k),
-            members,
-            optimizer_name(run, k) if named else "",
-        )
+        steps = run.store.of_optimizer(k)
+        if run.maximizes(k):
+            steps = [_ascended(r) for r in steps]
+        yield Series(k, steps, members, optimizer_name(run, k) if named else "")
+
+
+def _ascended(r: StepRecord) -> StepRecord:
+    """The step with its loss negated: what an optimizer with maximize=True minimises."""
+    return StepRecord.stored({**r.__dict__, "loss": None if r.loss is None else -r.loss})
 
 
 def robust_sigma(values: Sequence[float]) -> float:

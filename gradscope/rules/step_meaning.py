@@ -83,10 +83,9 @@ def loss_maximised(run: WatchRun, t: Thresholds) -> list[Finding]:
     out = []
     for s in by_optimizer(run):
         kind = run.loss_kind(s.index)
-        settings = run.settings_of(s.index)
         if kind is None:
             continue
-        maximize = settings is not None and all(g.maximize for g in settings.groups)
+        maximize = run.maximizes(s.index)
         bad = (
             [x for x in kind.terms if x.bound is not None and not x.negated]
             if maximize
@@ -97,9 +96,9 @@ def loss_maximised(run: WatchRun, t: Thresholds) -> list[Finding]:
             continue
         w = _window(len(losses))
         first, last = statistics.median(losses[:w]), statistics.median(losses[-w:])
-        climbing = last > first if maximize else (last < first and min(losses) < 0)
-        if not climbing:
+        if not (last < first and min(losses) < 0):  # the objective fell below the bound
             continue
+        sign = -1 if maximize else 1  # the script's own loss values, as it printed them
         term = bad[0]
         name = term.kind.replace("_", "-")
         how = (
@@ -110,20 +109,22 @@ def loss_maximised(run: WatchRun, t: Thresholds) -> list[Finding]:
         finding = RULES["GS418"].finding(
             s.subject("loss"),
             s.say(
-                f"the run maximises its {name}: {how}; the loss went from {num(steps[0].loss)} "
-                f"at step {steps[0].step} to {num(steps[-1].loss)} at step {steps[-1].step} "
-                f"(a {name} is never below {num(term.bound)})"
+                f"the run maximises its {name}: {how}; the loss went from "
+                f"{num(sign * (steps[0].loss or 0))} at step {steps[0].step} to "
+                f"{num(sign * (steps[-1].loss or 0))} at step {steps[-1].step} (a {name} is "
+                f"never below {num(term.bound)})"
             ),
             "drop maximize=True from the optimizer"
             if maximize
             else f"minimise the {name} itself: remove the minus sign (or the negative factor) "
             "in front of it; for a deliberate ascent, keep the loss positive and pass "
             "maximize=True to the optimizer",
-            value=last,
+            value=sign * last,
             threshold=term.bound,
             evidence=(
                 f"loss graph: {kind.describe()}",
-                f"median loss {num(first)} over the first {w} steps, {num(last)} over the last",
+                f"median loss {num(sign * first)} over the first {w} steps, {num(sign * last)} "
+                "over the last",
             ),
         )
         out.append(about(finding, [r.step for r in steps[:1]]))

@@ -187,6 +187,11 @@ class WatchRun:
     def loss_kind(self, index: int) -> LossKind | None:
         return self.loss_kinds[index] if index < len(self.loss_kinds) else None
 
+    def maximizes(self, index: int) -> bool:
+        """The optimizer ascends its loss (maximize=True in every param group)."""
+        settings = self.settings_of(index)
+        return settings is not None and all(g.maximize for g in settings.groups)
+
     def settings_of(self, index: int) -> OptimizerSettings | None:
         """The optimizer's settings at its last step."""
         history = self.settings[index] if index < len(self.settings) else ()

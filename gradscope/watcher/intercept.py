@@ -114,6 +114,8 @@ class _Manual:
     calls: int = 0
     before: list[torch.Tensor] | None = None
     """Sampled steps: the weights at the end of the backward."""
+    kind: Any = None
+    """The `LossKind` of the backward calls, where it was read."""
     pending: bool = False
     """A backward ended since the last check."""
 
@@ -839,6 +841,7 @@ class Interceptor:
         manual.grads = self.measure.grads()
         manual.members = tuple(i for i, p in enumerate(tracked) if p.grad is not None)
         manual.loss = here.window.loss
+        manual.kind = here.window.loss_kind or manual.kind
         manual.loss_known = here.window.loss_known
         manual.calls = here.window.calls
         if self.steps % self.update_every == 0:  # the next step is a sampled one
@@ -881,6 +884,8 @@ class Interceptor:
             self._manual_index = len(self.optimizers)
             self.optimizers.append(ManualUpdates())
         self._stepped_by.setdefault(self._manual_index, set()).add(here.ident)
+        if manual.kind is not None:
+            self.loss_kinds.setdefault(self._manual_index, manual.kind)
         holder = self.optimizers[self._manual_index]
         present = {id(p) for g in holder.param_groups for p in g["params"]}
         holder.param_groups[0]["params"] += [

@@ -22,7 +22,7 @@ def _loud(report) -> list[str]:
     return [f.rule for f in report.findings if f.severity >= Severity.WARNING]
 
 
-@pytest.mark.parametrize("bug", ["healthy", "smoothing", "accum", "frozen"])
+@pytest.mark.parametrize("bug", ["healthy", "smoothing", "accum", "frozen", "ascent", "manual"])
 def test_healthy_runs_have_no_warning(bug):
     report = _run(bug)
     assert report.run.status == "completed"
@@ -93,3 +93,18 @@ def test_a_missing_zero_grad_leads_and_nothing_advises_a_lower_learning_rate(bug
     report = _run(bug)
     assert report.findings[0].rule == "GS412"
     assert all("lower the learning rate" not in f.advice for f in report.findings)
+
+
+def test_maximize_true_on_a_plain_cross_entropy_is_a_maximised_loss():
+    first = _run("maximize").findings[0]
+    assert first.rule == "GS418" and "maximize=True" in first.message
+    assert "from 3.29 at step 1" in first.message  # the script's own values, not negated
+    assert "drop maximize=True" in first.advice
+
+
+def test_updates_by_hand_with_gradients_never_reset_are_grads_not_reset():
+    report = _run("manual-carry")
+    first = report.findings[0]
+    assert first.rule == "GS412" and "updates by hand" in first.message
+    assert "first carried into step 2" in first.evidence[0]
+    assert report.run.loss_kind(0) is not None  # read on the manual path too

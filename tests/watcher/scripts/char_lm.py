@@ -11,6 +11,10 @@ no-zero-adam  zero_grad() missing, Adam
 no-zero-sgd   zero_grad() missing, SGD with momentum 0.9 (blows up within ~40 steps)
 smoothing     label_smoothing=0.1, healthy
 accum         4 micro-batches of loss / 4 per step, healthy
+ascent        loss = -cross_entropy with AdamW(maximize=True): a deliberate double negation, healthy
+maximize      plain cross_entropy with AdamW(maximize=True): the run maximises it
+manual        hand-written SGD updates (p.data.add_), healthy
+manual-carry  hand-written SGD updates with the gradients never reset
 """
 
 import sys
@@ -46,7 +50,10 @@ elif bug == "no-zero-adam":
     opt = torch.optim.Adam(model.parameters(), lr=lr)
 else:
     opt = torch.optim.AdamW(
-        model.parameters(), lr=lr, weight_decay=100.0 if bug == "decay" else 0.01
+        model.parameters(),
+        lr=lr,
+        weight_decay=100.0 if bug == "decay" else 0.01,
+        maximize=bug in ("ascent", "maximize"),
     )
 if bug == "frozen":
     model[0].requires_grad_(False)
@@ -55,16 +62,21 @@ warmup = 20
 for it in range(steps):
     for group in opt.param_groups:
         group["lr"] = lr * min(1.0, (it + 1) / warmup)
-    if bug not in ("zero-between", "no-zero-adam", "no-zero-sgd"):
+    if bug not in ("zero-between", "no-zero-adam", "no-zero-sgd", "manual-carry"):
         opt.zero_grad(set_to_none=True)
     micro = 4 if bug == "accum" else 1
     for _ in range(micro):
         x, y = batch()
         loss = F.cross_entropy(model(x), y, label_smoothing=0.1 if bug == "smoothing" else 0.0)
-        if bug == "negated":
+        if bug in ("negated", "ascent"):
             loss = -loss
         (loss / micro).backward()
     if bug == "zero-between":
         opt.zero_grad()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
+    if bug.startswith("manual"):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(p.grad, alpha=-0.5)
+    else:
+        opt.step()
