@@ -27,11 +27,24 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
 """Cause rule → the rules whose findings it explains in the same optimizer's steps. A
 rule listed both ways (GS419) is explained only by a cause it does not itself explain."""
 
+SUPERSEDES: dict[str, tuple[str, ...]] = {
+    "GS418": ("GS419",),  # a maximised loss's steps are large by what it optimises
+    "GS420": ("GS419",),  # the decay's own step is the large update, not the lr
+}
+"""Cause rule → the rules whose finding in the same optimizer's steps would say something
+untrue beside it ("the learning rate is too high" of a decay's shrinking step): dropped."""
+
 
 def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
     """Each symptom marked with its cause, advice pointing there; the causes of what was
     found first, then the findings nothing explains, then the symptoms; worst first."""
     causes = [f for f in findings if f.rule in EXPLAINS and f.ignored_by is None]
+    findings = [
+        f
+        for f in findings
+        if not any(f.rule in SUPERSEDES.get(c.rule, ()) and _same_series(run, c, f) for c in causes)
+    ]
+    causes = [c for c in causes if c in findings]
     out = []
     for f in findings:
         cause = next(

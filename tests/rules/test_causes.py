@@ -36,13 +36,22 @@ def test_symptoms_point_to_their_cause_which_leads():
 
 
 def test_a_cause_explained_by_a_deeper_cause_does_not_lead():
+    lr, reset, stall = _finding("GS419"), _finding("GS412", "gradients"), _finding("GS415")
+    out = causes.link(_run(), [lr, stall, reset])
+    assert out[0].rule == "GS412"
+    assert {f.rule: f.explained_by for f in out[1:]} == {
+        "GS415": "GS412:gradients",
+        "GS419": "GS412:gradients",
+    }
+
+
+def test_a_finding_the_cause_makes_untrue_is_dropped():
     lr, decay, stall = _finding("GS419"), _finding("GS420", "param group 0"), _finding("GS415")
     out = causes.link(_run(), [lr, decay, stall])
-    assert out[0].rule == "GS420"
-    assert {f.rule: f.explained_by for f in out[1:]} == {
-        "GS415": "GS420:param group 0",
-        "GS419": "GS420:param group 0",
-    }
+    assert [(f.rule, f.explained_by) for f in out] == [
+        ("GS420", None),
+        ("GS415", "GS420:param group 0"),
+    ]
 
 
 def test_an_ignored_cause_explains_nothing():
