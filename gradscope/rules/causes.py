@@ -24,10 +24,11 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "GS416": ("GS406", "GS415"),  # clipping scaled gradients cuts every update
     "GS419": ("GS402", "GS403", "GS404", "GS409", "GS414", "GS415"),  # lr too high
 }
-"""Cause rule → the rules whose findings it explains in the same optimizer's steps. A
-rule listed both ways (GS419) is explained only by a cause it does not itself explain."""
+"""Cause rule → the rules whose findings it explains in the same optimizer's steps. GS419
+is both: every cause that explains it also supersedes it (below)."""
 
 SUPERSEDES: dict[str, tuple[str, ...]] = {
+    "GS412": ("GS419",),  # piled-up gradients make the large steps, not the lr
     "GS418": ("GS419",),  # a maximised loss's steps are large by what it optimises
     "GS420": ("GS419",),  # the decay's own step is the large update, not the lr
 }
@@ -53,7 +54,6 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
                 for c in causes
                 if c is not f
                 and f.rule in EXPLAINS[c.rule]
-                and not _explained_by(c, causes, run)
                 and _same_series(run, c, f)
             ),
             None,
@@ -74,14 +74,6 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
             -f.severity,
             f.rule,
         ),
-    )
-
-
-def _explained_by(finding: Finding, causes: list[Finding], run: WatchRun) -> bool:
-    """A cause that another (deeper) cause explains in turn does not lead."""
-    return any(
-        c is not finding and finding.rule in EXPLAINS[c.rule] and _same_series(run, c, finding)
-        for c in causes
     )
 
 

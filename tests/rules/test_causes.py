@@ -35,14 +35,13 @@ def test_symptoms_point_to_their_cause_which_leads():
     assert out[1].explained_by is None and out[1].advice == "lower the learning rate"
 
 
-def test_a_cause_explained_by_a_deeper_cause_does_not_lead():
-    lr, reset, stall = _finding("GS419"), _finding("GS412", "gradients"), _finding("GS415")
-    out = causes.link(_run(), [lr, stall, reset])
-    assert out[0].rule == "GS412"
-    assert {f.rule: f.explained_by for f in out[1:]} == {
-        "GS415": "GS412:gradients",
-        "GS419": "GS412:gradients",
-    }
+def test_a_deeper_cause_drops_the_shallower_and_explains_its_symptoms():
+    lr, maxed, stall = _finding("GS419"), _finding("GS418"), _finding("GS414")
+    from dataclasses import replace
+
+    out = causes.link(_run(), [lr, stall, replace(maxed, subject="objective")])
+    assert [f.rule for f in out] == ["GS418", "GS414"]  # GS419 dropped, GS414 to GS418
+    assert out[1].explained_by == "GS418:objective"
 
 
 def test_a_finding_the_cause_makes_untrue_is_dropped():
