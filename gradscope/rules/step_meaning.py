@@ -245,14 +245,19 @@ def _harm(
     if not top > 0 or not lrs[0] <= top / 2:
         return None  # no warm-up to watch the loss against
     peak = next(i for i, v in enumerate(lrs) if v >= 0.9 * top)
-    smooth = [statistics.median(losses[max(0, i - 1) : i + 2]) for i in range(len(losses))]
-    best = min(range(peak + 1), key=lambda i: smooth[i])
-    if peak < 6 or best > 0.7 * peak or smooth[peak] <= smooth[best]:
+    if peak < 10:
         return None
+    half = peak // 2
+    smooth = [statistics.median(losses[max(0, i - 1) : i + 2]) for i in range(half + 1)]
+    best = min(range(half + 1), key=lambda i: smooth[i])
+    late = statistics.median(losses[half : peak + 1])
+    if late < smooth[best]:
+        return None  # the loss still fell while the lr rose: warm-up did its job
     return (
-        f"the loss stopped falling at step {steps[best].step} ({num(smooth[best])}) while "
+        f"the loss stopped falling by step {steps[best].step} ({num(smooth[best])}) while "
         f"warm-up still raised the learning rate from {num(lrs[best])} to {num(lrs[peak])} "
-        f"(step {steps[peak].step}), where the loss was {num(smooth[peak])}"
+        f"(step {steps[peak].step}): median {num(late)} over steps {steps[half].step}-"
+        f"{steps[peak].step}"
     )
 
 
