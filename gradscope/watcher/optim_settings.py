@@ -19,13 +19,31 @@ from gradscope.steps.meaning import GroupSettings, OptimizerSettings
 DECOUPLED_CLASSES = ("adamw", "lion", "adafactor", "lamb")
 
 
+KEYS = (
+    "weight_decay",
+    "momentum",
+    "betas",
+    "eps",
+    "maximize",
+    "nesterov",
+    "decoupled_weight_decay",
+)
+"""What a change is looked for in at every step (the lr is in every StepRecord)."""
+
+
 class SettingsHistory:
     """Per optimizer index, its settings from its first step and at every change."""
 
     def __init__(self) -> None:
         self.history: dict[int, list[OptimizerSettings]] = {}
+        self._last: dict[int, tuple[Any, ...]] = {}
+        """Per optimizer index, the raw values last seen: a step compares them only."""
 
     def observe(self, index: int, step: int, optimizer: Any) -> None:
+        raw = tuple(_raw(g.get(k)) for g in optimizer.param_groups for k in KEYS)
+        if self._last.get(index) == raw:
+            return
+        self._last[index] = raw
         groups = tuple(group_settings(optimizer, g) for g in optimizer.param_groups)
         seen = self.history.setdefault(index, [])
         if not seen or seen[-1].groups != groups:
@@ -55,6 +73,17 @@ def group_settings(optimizer: Any, group: dict[str, Any]) -> GroupSettings:
         maximize=bool(group.get("maximize", False)),
         nesterov=bool(group.get("nesterov", False)),
     )
+
+
+def _raw(value: Any) -> Any:
+    """A value fit to compare without a device read: numbers as they are, anything else
+    (a tensor) by identity. Plain type checks: isinstance on torch.Tensor is slow."""
+    kind = type(value)
+    if value is None or kind is float or kind is int or kind is bool or kind is str:
+        return value
+    if kind is tuple or kind is list:
+        return tuple(_raw(v) for v in value)
+    return id(value)
 
 
 def _number(value: Any) -> float:
