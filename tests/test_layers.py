@@ -155,6 +155,20 @@ def test_the_cycle_finder_sees_a_cycle_hidden_in_a_function():
     assert _cycles(graph) == [["gradscope.a", "gradscope.b"]]
 
 
+def test_no_module_imports_another_modules_private_names():
+    """`from gradscope.inspector.probe import _backward`: a private name is its module's
+    own; another module that needs it needs a public one."""
+    private = [
+        f"{path.relative_to(PACKAGE.parent)}: {node.module}.{alias.name}"
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gradscope")
+        for alias in node.names
+        if alias.name.startswith("_") and not alias.name.startswith("__")
+    ]
+    assert private == []
+
+
 def test_the_families_have_their_folders():
     """The inspect family and the CI gate are folders, as watcher/, gradcheck/, diff/ are."""
     top = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__"}
