@@ -26,30 +26,31 @@ def gated_factors(params: Sequence[ParamStats]) -> set[str]:
     """Names of the factors of low-rank products whose gradient passes through a partner
     with a smaller weight (LoRA's A while B is zero or just moved from zero).
 
-    A pair: two tensors whose names differ in one segment (`lora_A`/`lora_B`,
-    `lora_down`/`lora_up`), chained shapes (A is r x in, B is out x r with r below both),
-    and B run right after A where the order is known (or both held by one module)."""
-    by_shape: dict[int, list[ParamStats]] = {}
-    for b in params:
-        if len(b.shape) >= 2 and b.requires_grad:
-            by_shape.setdefault(b.shape[1], []).append(b)
+    A pair: two tensors whose names differ in one segment that is not a block index
+    (`lora_A`/`lora_B`, `lora_down`/`lora_up`), chained shapes (A is r x in, B is out x r
+    with r below both), and B run right after A where the order is known (or both held by
+    one module). Found by grouping names with one segment left out: linear in the model."""
+    groups: dict[tuple[str, ...], list[ParamStats]] = {}
+    for p in params:
+        if len(p.shape) >= 2 and p.requires_grad:
+            parts = p.name.split(".")
+            for i, part in enumerate(parts):
+                if not part.isdigit():
+                    groups.setdefault((str(i), *parts[:i], *parts[i + 1 :]), []).append(p)
     out = set()
-    for a in params:
-        if len(a.shape) < 2 or not a.requires_grad:
-            continue
-        rank = a.shape[0]
-        for b in by_shape.get(rank, ()):
-            if b is not a and _chained(a, b, rank) and b.weight_norm < a.weight_norm:
-                out.add(a.name)
+    for group in groups.values():
+        for a in group if len(group) > 1 else ():
+            for b in group:
+                if b is not a and _chained(a, b) and b.weight_norm < a.weight_norm:
+                    out.add(a.name)
     return out
 
 
-def _chained(a: ParamStats, b: ParamStats, rank: int) -> bool:
-    """B @ A with rank `rank`, the two named as one pair and run one after the other."""
-    if not rank < min(b.shape[0], math.prod(a.shape[1:])):
-        return False
-    sa, sb = a.name.split("."), b.name.split(".")
-    if len(sa) != len(sb) or sum(x != y for x, y in zip(sa, sb, strict=True)) != 1:
+def _chained(a: ParamStats, b: ParamStats) -> bool:
+    """B @ A: A's rows are B's columns, fewer than either outer size; run one after the
+    other."""
+    rank = a.shape[0]
+    if b.shape[1] != rank or not rank < min(b.shape[0], math.prod(a.shape[1:])):
         return False
     if a.module == b.module or a.depth is None or b.depth is None:
         return True
