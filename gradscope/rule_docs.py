@@ -94,7 +94,11 @@ DOCS: dict[str, RuleDoc] = {
         why="A non-zero gradient L2 norm below vanish-norm; or the gradient RMS of the first "
         "layer that ran divided by the last layer's below vanish-depth-ratio: the gradient "
         "shrinks on its way back. Layer-scale branches and biases whose gradient is zero in "
-        "theory are left out. The explanation pass counts the sigmoid/tanh calls and their "
+        "theory are left out, and so is the factor of a low-rank product (LoRA's A) whose "
+        "gradient passes through a smaller partner (B, zero at init). When the first layer's "
+        "kind of tensor repeats deeper (each block's query), the first is compared with the "
+        "last of its own kind too: a query at init is small in every block alike, which is "
+        "no shrink with depth. The explanation pass counts the sigmoid/tanh calls and their "
         "mean derivative.",
         example="sixteen Linear+Sigmoid layers",
         command="gradscope inspect vanishing-sigmoid",

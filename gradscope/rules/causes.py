@@ -52,9 +52,7 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
             (
                 c
                 for c in causes
-                if c is not f
-                and f.rule in EXPLAINS[c.rule]
-                and _same_series(run, c, f)
+                if c is not f and f.rule in EXPLAINS[c.rule] and _same_series(run, c, f)
             ),
             None,
         )

@@ -16,7 +16,16 @@ from collections.abc import Callable, Sequence
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding
 from gradscope.fmt import num
-from gradscope.rules.step_common import Series, about, by_optimizer, finite, several, step_list
+from gradscope.rules.step_common import (
+    Series,
+    about,
+    at_chance,
+    by_optimizer,
+    finite,
+    several,
+    step_list,
+)
+from gradscope.rules.steps import early_blowup_of
 from gradscope.steps.meaning import GroupSettings
 from gradscope.steps.records import StepRecord, WatchRun
 
@@ -34,30 +43,6 @@ def _window(n: int) -> int:
 def _losses(s: Series) -> tuple[list[StepRecord], list[float]]:
     steps = [r for r in s.live() if finite(r.loss)]
     return steps, [r.loss for r in steps if r.loss is not None]
-
-
-def chance_level(run: WatchRun, s: Series) -> float | None:
-    """The step loss of a uniform guess (ln C per target, times the backward calls of a
-    step: accumulated micro-batches add up), when the loss is a cross-entropy."""
-    kind = run.loss_kind(s.index)
-    level = kind.uniform() if kind is not None else None
-    if level is None or level <= 0 or not s.steps:
-        return None
-    return level * statistics.median(r.backward_calls or 1 for r in s.steps)
-
-
-def at_chance(run: WatchRun, s: Series, value: float) -> str:
-    """ "; it sits at ln 27 = 3.30, the loss of a uniform guess over 27 classes" when the
-    value is within 3% of that level; "" otherwise."""
-    level = chance_level(run, s)
-    kind = run.loss_kind(s.index)
-    if level is None or kind is None or abs(value - level) > 0.03 * level:
-        return ""
-    classes = kind.terms[0].classes
-    return (
-        f"; it sits at {num(level)}, the loss of a uniform guess over {classes} classes "
-        f"(ln {classes} = {math.log(classes or 1):.3g} per target): the model predicts nothing"
-    )
 
 
 def _stalled(losses: Sequence[float], t: Thresholds) -> bool:
@@ -233,8 +218,6 @@ def _harm(
     the learning rate. None: no such sign."""
     if len(losses) < 10:
         return None
-    from gradscope.rules.steps import early_blowup_of  # the series rules import this module
-
     if early_blowup_of(s, t) is not None:
         return "the loss blew up in the first steps (early-blowup) as the steps grew"
     w = _window(len(losses))

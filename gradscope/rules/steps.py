@@ -19,10 +19,11 @@ from dataclasses import dataclass, replace
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
-from gradscope.rules import step_meaning, step_setup
+from gradscope.rules import step_setup
 from gradscope.rules.step_common import (
     Series,
     about,
+    at_chance,
     by_optimizer,
     finite,
     inspect_command,
@@ -35,7 +36,7 @@ from gradscope.rules.step_common import (
 )
 from gradscope.steps.records import StepRecord, WatchRun
 
-__all__ = ["CHECKS", "diagnose", "spike_steps", "spikes"]
+__all__ = ["CHECKS", "spike_steps", "spikes"]
 
 
 # -- GS401 -----------------------------------------------------------------------------
@@ -627,7 +628,7 @@ def no_progress(run: WatchRun, t: Thresholds) -> list[Finding]:
                 s.say(
                     f"the loss ended no better than where it started: median {num(last)} over "
                     f"the last {w} steps against {num(first)} over its first steps"
-                    + step_meaning.at_chance(run, s, last)
+                    + at_chance(run, s, last)
                 ),
                 advice,
                 value=change,
@@ -669,7 +670,7 @@ def _stalled(
         s.say(
             f"the loss fell only {fall:.0%} (median {num(first)} over its first steps, "
             f"{num(last)} over the last {w}) and has not improved since about step "
-            f"{steps[mid].step} ({num(middle)} there)" + step_meaning.at_chance(run, s, last)
+            f"{steps[mid].step} ({num(middle)} there)" + at_chance(run, s, last)
         ),
         "if this is a fresh model, it stalled near where it started: try a lower learning "
         "rate or a longer warm-up; fine if it is a fine-tuning run that starts near its best",
@@ -757,14 +758,4 @@ CHECKS: list[Callable[[WatchRun, Thresholds], list[Finding]]] = [
     no_progress,
     stopped_learning,
     *step_setup.CHECKS,
-    *step_meaning.CHECKS,
 ]
-
-
-def diagnose(run: WatchRun, t: Thresholds) -> list[Finding]:
-    out: list[Finding] = []
-    for rule in CHECKS:
-        out.extend(rule(run, t))
-    stopped = {f.subject for f in out if f.rule == "GS417"}
-    # a parameter frozen midway is GS417's: its low update ratio is the consequence
-    return [f for f in out if not (f.rule == "GS410" and f.subject in stopped)]

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Any, overload
 
 from gradscope.steps.detail import DETAIL_STEPS, NO_GRAD, Decimated, Row
-from gradscope.steps.records import StepRecord
+from gradscope.steps.step_record import StepRecord
 from gradscope.steps.tensor_track import TensorTrack
 
 _LOSS, _SKIPPED, _CLIPPED, _MAX, _SCALE, _CARRIED = 1, 2, 4, 8, 16, 32

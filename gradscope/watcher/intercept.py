@@ -332,10 +332,7 @@ class Interceptor:
             )
 
     def _members(self, optimizer: Any) -> tuple[int, ...]:
-        index = self.tracked.index
-        return tuple(
-            index[id(p)] for g in optimizer.param_groups for p in g["params"] if id(p) in index
-        )
+        return self.tracked.members(optimizer)
 
     def _foreign(self, here: ThreadState, index: int | None = None) -> frozenset[int]:
         """Positions of the parameters another thread steps (and optimizer `index` does

@@ -231,7 +231,7 @@ class Watcher:
             optimizers=tuple(
                 MANUAL if isinstance(o, ManualUpdates) else type(o).__name__ for o in icp.optimizers
             ),
-            members=tuple(icp._members(o) for o in icp.optimizers),
+            members=tuple(icp.tracked.members(o) for o in icp.optimizers),
             backward_calls=icp.backward_total,
             update_every=self.update_every,
             notes=notes,
