@@ -401,7 +401,7 @@ DOCS: dict[str, RuleDoc] = {
         thresholds=("update-ratio-warn", "progress-min-fall"),
     ),
     "GS420": RuleDoc(
-        why="A param group's weight decay has an equilibrium below half the initial rms "
+        why="A param group's weight decay has an equilibrium below the initial rms "
         "of most of its weight matrices, and the loss stalls (no progress-min-fall, or none "
         "over the second half). Decoupled decay (AdamW) "
         "removes lr × wd of every weight per step while Adam's step moves each element by "

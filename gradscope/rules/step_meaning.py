@@ -26,7 +26,7 @@ from gradscope.rules.step_common import (
     step_list,
 )
 from gradscope.rules.steps import early_blowup_of
-from gradscope.steps.meaning import GroupSettings
+from gradscope.steps.meaning import GroupSettings, OptimizerSettings
 from gradscope.steps.records import StepRecord, WatchRun
 
 HEALTHY_RATIO = 1e-3
@@ -130,10 +130,20 @@ def _matrices(run: WatchRun, s: Series) -> list[int]:
     ]
 
 
-def _ratios(s: Series, members: list[int], last_step: int) -> tuple[list[float], list[int]]:
-    """Per matrix, its median update/weight ratio over the sampled steps up to `last_step`
-    (a step that skipped, or left it without gradient, does not count)."""
-    sampled = [r for r in s.live() if r.update_ratios is not None and r.step <= last_step]
+def _high_lr_steps(s: Series) -> list[StepRecord]:
+    """The first EARLY_STEPS steps at which the learning rate was at least half its peak
+    there: what a warm-up ramps to and a decay has not yet lowered."""
+    early = [r for r in s.live() if r.step <= EARLY_STEPS]
+    top = max((max(r.lrs, default=0.0) for r in early), default=0.0)
+    if not top > 0:
+        return early
+    return [r for r in early if max(r.lrs, default=0.0) >= top / 2]
+
+
+def _ratios(steps: list[StepRecord], members: list[int]) -> tuple[list[float], list[int]]:
+    """Per matrix, its median update/weight ratio over those of `steps` that were sampled
+    (a step that left it without gradient does not count); and the sampled steps."""
+    sampled = [r for r in steps if r.update_ratios is not None]
     medians = []
     for i in members:
         values = [
@@ -150,79 +160,95 @@ def _ratios(s: Series, members: list[int], last_step: int) -> tuple[list[float],
 
 
 def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
-    """The first steps' updates move the weight matrices by update-ratio-warn of their
-    norm or more (a healthy step moves them by about 1e-3) while the loss stops
-    improving: a learning rate too large for these weights."""
+    """While the learning rate is high in the first steps, each update moves the weight
+    matrices by update-ratio-warn of their norm or more (a healthy step: about 1e-3) and
+    something says it did harm; or by update-ratio-high or more, which rewrites the
+    weights every few steps whatever the loss does."""
     out = []
     for s in by_optimizer(run):
         settings = run.settings_of(s.index)
         if s.manual(run) or settings is None:
             continue
-        matrices = _matrices(run, s)
-        ratios, sampled = _ratios(s, matrices, EARLY_STEPS)
+        ratios, sampled = _ratios(_high_lr_steps(s), _matrices(run, s))
         steps, losses = _losses(s)
-        if len(ratios) < 1 or not sampled or not _stalled(losses, t):
+        if not ratios or len(losses) < 10:
             continue
         ratio = statistics.median(ratios)
         if ratio < t.update_ratio_warn:
             continue
-        harm = _harm(run, s, steps, losses, t)
+        harm = (
+            f"each step rewrites {ratio:.0%} of every weight matrix"
+            if ratio >= t.update_ratio_high
+            else _harm(run, s, steps, losses, t)
+        )
         if harm is None:
             continue  # large early steps that did no harm: a small model learning fast
-        peak = max(
-            (r for r in steps if r.step <= max(sampled)), key=lambda r: max(r.lrs, default=0)
+        out.append(
+            about(_lr_finding(run, s, settings, ratio, len(ratios), sampled, harm, t), sampled[:1])
         )
-        lr = max(peak.lrs, default=math.nan)
-        w = _window(len(losses))
-        per_element = (
-            "each element moves by about lr per step"
-            if settings.adaptive
-            else "each step is about lr × the gradient"
-            + (
-                f" / (1 - momentum {num(settings.groups[0].momentum)})"
-                if settings.groups[0].momentum
-                else ""
-            )
-        )
-        suggested = lr * HEALTHY_RATIO / ratio
-        last = statistics.median(losses[-w:])
-        finding = RULES["GS419"].finding(
-            s.subject("learning-rate"),
-            s.say(
-                f"the learning rate is too high for these weights: in steps {sampled[0]}-"
-                f"{sampled[-1]} each update moved the weight matrices by {ratio:.3g} of their "
-                f"norm (median of {len(ratios)}; about {HEALTHY_RATIO:g} is healthy, so the "
-                f"weights are replaced in about {1 / ratio:.0f} steps), with lr up to {num(lr)} "
-                f"(step {peak.step}); the loss stopped improving at {num(last)}"
-                + at_chance(run, s, last)
-            ),
-            f"lower the learning rate about {ratio / HEALTHY_RATIO:.0f}× (peak lr ≈ "
-            f"{num(suggested)}), or lengthen the warm-up; {settings.kind}: {per_element}",
-            value=ratio,
-            threshold=t.update_ratio_warn,
-            evidence=(
-                harm,
-                f"sampled steps: {step_list(sampled)}",
-                f"loss over the last {w} steps: median {num(last)}",
-            ),
-        )
-        out.append(about(finding, sampled[:1]))
     return out
+
+
+def _lr_finding(
+    run: WatchRun,
+    s: Series,
+    settings: OptimizerSettings,
+    ratio: float,
+    matrices: int,
+    sampled: list[int],
+    harm: str,
+    t: Thresholds,
+) -> Finding:
+    peak = max((r for r in s.live() if r.step <= EARLY_STEPS), key=lambda r: max(r.lrs, default=0))
+    lr = max(peak.lrs, default=math.nan)
+    momentum = settings.groups[0].momentum
+    per_element = (
+        "each element moves by about lr per step"
+        if settings.adaptive
+        else "each step is about lr × the gradient"
+        + (f" / (1 - momentum {num(momentum)})" if momentum else "")
+    )
+    return RULES["GS419"].finding(
+        s.subject("learning-rate"),
+        s.say(
+            f"the learning rate is too high for these weights: at steps {sampled[0]}-"
+            f"{sampled[-1]}, with lr up to {num(lr)} (step {peak.step}), each update moved "
+            f"the weight matrices by {ratio:.3g} of their norm (median of {matrices}; about "
+            f"{HEALTHY_RATIO:g} is healthy: at {ratio:.2g} the weights are replaced in about "
+            f"{max(1.0, 1 / ratio):.0f} steps); {harm}"
+        ),
+        f"lower the learning rate about {ratio / HEALTHY_RATIO:.0f}× (peak lr ≈ "
+        f"{num(lr * HEALTHY_RATIO / ratio)}), or lengthen the warm-up; {settings.kind}: "
+        + per_element,
+        value=ratio,
+        threshold=t.update_ratio_warn,
+        evidence=(f"sampled steps at the high learning rate: {step_list(sampled)}",),
+    )
 
 
 def _harm(
     run: WatchRun, s: Series, steps: list[StepRecord], losses: list[float], t: Thresholds
 ) -> str | None:
     """What says the large steps hurt, not a fast learner: the loss rose above where it
-    started, sits at the uniform guess, or stopped falling while warm-up still raised
-    the learning rate. None: no such sign."""
+    started, sits at the uniform guess, did not fall at all, or stopped falling while
+    warm-up still raised the learning rate. None: no such sign."""
     if len(losses) < 10:
         return None
     if early_blowup_of(s, t) is not None:
-        return "the loss blew up in the first steps (early-blowup) as the steps grew"
+        return "the loss blew up in the first steps"
+    if not _stalled(losses, t):
+        return None  # still improving: a small model learning fast
     w = _window(len(losses))
-    if at_chance(run, s, statistics.median(losses[-w:])):
-        return "the loss sits at the uniform guess"
+    last = statistics.median(losses[-w:])
+    chance = at_chance(run, s, last)
+    if chance:
+        return "the loss stopped improving" + chance
+    first = max(statistics.median(losses[:5]), statistics.median(losses[:w]))
+    if first > 0 and (first - last) / first < t.progress_min_fall:
+        return (
+            f"the loss did not fall: median {num(first)} over its first steps, {num(last)} "
+            f"over the last {w}"
+        )
     lrs = [max(r.lrs, default=math.nan) for r in steps]
     top = max((v for v in lrs if math.isfinite(v)), default=math.nan)
     if not top > 0 or not lrs[0] <= top / 2:
@@ -321,7 +347,8 @@ def _erased(
     run: WatchRun, s: Series, group: int, g: GroupSettings, adaptive: bool
 ) -> tuple[float, float, list[str]] | None:
     """(equilibrium, median initial rms, names) when the decay's equilibrium lies below
-    half the initial rms of most of the group's matrices."""
+    the initial rms of most of the group's matrices: even steps all in one direction
+    cannot hold them at the size they started at."""
     members = [i for i in _matrices(run, s) if run.params[i].group == group]
     rows = []
     for i in members:
@@ -331,7 +358,7 @@ def _erased(
         eq = _equilibrium(g, adaptive, None if g.decoupled else _grad_rms(run, s, i))
         if eq is not None:
             rows.append((eq, p.weight_norm / math.sqrt(math.prod(p.shape) or 1), p.name))
-    below = [r for r in rows if r[0] < 0.5 * r[1]]
+    below = [r for r in rows if r[0] < r[1]]
     if not rows or len(below) * 2 <= len(rows):
         return None
     return (
@@ -361,7 +388,7 @@ def frozen_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
             continue
         modules = sorted({n.rpartition(".")[0] or n for n in frozen})
         finding = RULES["GS421"].finding(
-            s.subject(modules[0] if len(modules) == 1 else "parameters"),
+            s.subject(_common_module(frozen) or "parameters"),
             s.say(
                 f"{len(frozen)} parameter(s) in {run.optimizer_label(s.index)}'s param groups "
                 f"are frozen (requires_grad=False), get no gradient and never move: "
@@ -376,6 +403,17 @@ def frozen_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
         )
         out.append(finding)
     return out
+
+
+def _common_module(names: list[str]) -> str:
+    """The module every name lies under ("transformer.h.0" for its attn and mlp weights)."""
+    parts = [n.split(".")[:-1] for n in names]
+    common: list[str] = []
+    for level in zip(*parts, strict=False):
+        if any(p != level[0] for p in level):
+            break
+        common.append(level[0])
+    return ".".join(common)
 
 
 # -- GS422 ------------------------------------------------------------------------------

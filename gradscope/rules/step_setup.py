@@ -312,14 +312,15 @@ def never_updated(run: WatchRun, t: Thresholds) -> list[Finding]:
 # -- GS412 -----------------------------------------------------------------------------
 def grads_not_reset(run: WatchRun, t: Thresholds) -> list[Finding]:
     """Per optimizer: carried_norm > 0 means its own gradients were not reset since its
-    previous step (a GAN's D and G each zero their own)."""
+    previous step (a GAN's D and G each zero their own). Judged on the steps whose
+    gradients were finite: a NaN gradient's carried norm cannot be told from none, and
+    piled-up gradients are what makes a run without zero_grad overflow."""
     out = []
     for series in by_optimizer(run):
-        steps = series.steps[1:]
+        steps = [r for r in series.steps[1:] if finite(r.grad_norm)]
         if len(steps) < 4:
             continue
-        # a carried norm that overflowed (NaN, inf) is carried all the more
-        carried = [r for r in steps if r.carried_norm is not None and not r.carried_norm <= 0]
+        carried = [r for r in steps if r.carried_norm is not None and r.carried_norm > 0]
         share = len(carried) / len(steps)
         if share <= t.not_reset_fraction:
             continue

@@ -44,6 +44,14 @@ _PASS = {  # nodes that hand the loss through unchanged in meaning
     "AliasBackward0",
     "SelectBackward0",
 }
+_ROWS = _PASS | {
+    "IndexBackward0",
+    "SliceBackward0",
+    "IndexSelectBackward0",
+    "MaskedSelectBackward0",
+}
+"""Between log_softmax and NLL: a subset of rows (the training nodes of a graph) is
+still log-probabilities."""
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 _REDUCING = {"MeanBackward0": "mean", "SumBackward0": "sum"}
 """A per-sample loss (reduction="none") reduced afterwards."""
@@ -156,7 +164,7 @@ def _term(node: Any, kind: str, factor: float, reduced: str | None) -> LossTerm:
     source = getattr(node, "_saved_self", None)
     if kind == "nll":
         log_probs = node.next_functions[0][0] if node.next_functions else None
-        while log_probs is not None and type(log_probs).__name__ in _PASS:
+        while log_probs is not None and type(log_probs).__name__ in _ROWS:
             log_probs = log_probs.next_functions[0][0]
         if type(log_probs).__name__ == "LogSoftmaxBackward0":
             kind = "cross_entropy"  # NLL of log_softmax: bounded below by 0

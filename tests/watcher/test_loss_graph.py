@@ -33,6 +33,12 @@ Z = torch.zeros(6, 5)
         ),
         (lambda: F.nll_loss(F.log_softmax(X, -1), Y), ["cross_entropy"], 0.0, math.log(5)),
         (lambda: F.nll_loss(X, Y), ["nll"], None, None),  # raw scores: not bounded
+        (  # a graph network's training nodes: rows of the log-probabilities
+            lambda: F.nll_loss(F.log_softmax(X, -1)[:4], Y[:4]),
+            ["cross_entropy"],
+            0.0,
+            math.log(5),
+        ),
         (lambda: F.mse_loss(X, Z) + F.cross_entropy(X, Y), ["mse", "cross_entropy"], 0.0, None),
         (
             lambda: F.binary_cross_entropy_with_logits(X, Z),
