@@ -61,7 +61,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from gradscope.watcher import discover
+from gradscope.watcher import discover, updates
 from gradscope.watcher.measure import Measure, norms
 from gradscope.watcher.recorder import PendingStep, Recorder
 from gradscope.watcher.threads import Threads, ThreadState, Window
@@ -106,8 +106,8 @@ class _Manual:
     loss: torch.Tensor | None = None
     loss_known: bool = True
     calls: int = 0
-    before: list[torch.Tensor] | None = None
-    """Sampled steps: the weights at the end of the backward."""
+    before: updates.Before | None = None
+    """Measured steps: what the update is measured from (updates.py)."""
     pending: bool = False
     """A backward ended since the last check."""
 
@@ -142,6 +142,7 @@ class Interceptor:
         """Removed, or failed: every hook only calls what it wraps."""
         self._undo: list[Callable[[], None]] = []
         self.measure = Measure(self.tracked)
+        self.updates = updates.Updates(self.measure, self.notes)
         self._resets: dict[int, _Reset] = {}
         self._trained_cache: dict[int, tuple[tuple[int, ...], list[torch.Tensor]]] = {}
         self._stepped_by: dict[int, set[int]] = {}
@@ -745,9 +746,9 @@ class Interceptor:
             carried=self._carried(optimizer),
             members=self._members(optimizer),
         )
-        if not skipped and self.steps % self.update_every == 0:
+        if not skipped and updates.sampled(self.steps + 1, self.update_every):
             params = [p for g in optimizer.param_groups for p in g["params"]]
-            here.snapshot = (params, [p.detach().clone() for p in params])
+            here.snapshot = (params, self.updates.before(optimizer, params))
 
     def _finish(self, here: ThreadState, optimizer: Any) -> None:
         current, here.current = here.current, None
@@ -756,8 +757,7 @@ class Interceptor:
         if here.snapshot is not None:
             params, before = here.snapshot
             here.snapshot = None
-            torch._foreach_sub_(before, [p.detach() for p in params])
-            current.update_norm = self.measure.scatter(params, norms(before))
+            current.update_norm = self.updates.after(before)
             current.weight_norm = self.measure.scatter(params, norms([p.detach() for p in params]))
         self._resets[id(optimizer)] = _Reset(self._trained(optimizer), here.ident)
         self._record(here, current)
@@ -807,8 +807,8 @@ class Interceptor:
         manual.loss = here.window.loss
         manual.loss_known = here.window.loss_known
         manual.calls = here.window.calls
-        if self.steps % self.update_every == 0:  # the next step is a sampled one
-            manual.before = [p.detach().clone() for p in tracked]
+        if updates.sampled(self.steps + 1, self.update_every):  # the next step's is measured
+            manual.before = self.updates.before(None, tracked)
         manual.pending = True
 
     def finish_manual(self) -> None:
@@ -868,8 +868,7 @@ class Interceptor:
             members=manual.members,
         )
         if manual.before is not None:
-            torch._foreach_sub_(manual.before, [p.detach() for p in tracked])
-            step.update_norm = self.measure.scatter(tracked, norms(manual.before))
+            step.update_norm = self.updates.after(manual.before)
             step.weight_norm = now
             manual.before = None
         manual.weights = now
