@@ -65,6 +65,9 @@ class Before:
     """(kind, param group, its parameters whose update is derived after the step)."""
     copied: list[torch.Tensor] = field(default_factory=list)
     copies: list[torch.Tensor] = field(default_factory=list)
+    too_large: list[torch.Tensor] = field(default_factory=list)
+    """Tensors a copy of which would exceed the budget: never measured."""
+    by_hand: bool = False
 
 
 class Updates:
@@ -85,11 +88,13 @@ class Updates:
         derived = [] if inner is None else _plan(inner, index)
         covered = {id(p) for _, _, ps in derived for p in ps}
         rest = [p for p in params if id(p) not in covered]
-        copied = self._rotate(id(optimizer), rest)
-        return Before(inner, derived, copied, [p.detach().clone() for p in copied])
+        copied, too_large = self._rotate(id(optimizer), rest)
+        copies = [p.detach().clone() for p in copied]
+        return Before(inner, derived, copied, copies, too_large, optimizer is None)
 
     def after(self, before: Before) -> torch.Tensor:
         """Just after the step: [P] update norms."""
+        self._note_too_large(before)
         params: list[torch.Tensor] = []
         values: list[torch.Tensor] = []
         if before.copied:
@@ -112,15 +117,18 @@ class Updates:
                 values += got
         return self.measure.scatter(params, values)
 
-    def _rotate(self, key: int, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-        """The next tensors, from where the previous step stopped, that fit the budget."""
+    def _rotate(
+        self, key: int, tensors: list[torch.Tensor]
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """The next tensors, from where the previous step stopped, that fit the budget;
+        and those larger than the budget."""
         if not tensors:
-            return []
+            return [], []
         sizes = [p.numel() * p.element_size() for p in tensors]
         budget = max(FLOOR, int(SHARE * sum(sizes)))
         if sum(sizes) <= budget:
-            return list(tensors)
-        self._note_too_large([p for p, s in zip(tensors, sizes, strict=True) if s > budget])
+            return list(tensors), []
+        too_large = [p for p, s in zip(tensors, sizes, strict=True) if s > budget]
         n = len(tensors)
         start = self._cursor.get(key, 0) % n
         chosen: list[torch.Tensor] = []
@@ -134,10 +142,11 @@ class Updates:
                 break
             chosen.append(tensors[i])
             used += sizes[i]
-        return chosen
+        return chosen, too_large
 
-    def _note_too_large(self, tensors: list[torch.Tensor]) -> None:
-        new = [p for p in tensors if id(p) not in self._too_large]
+    def _note_too_large(self, before: Before) -> None:
+        """Once per tensor, when a step that could not measure it happened."""
+        new = [p for p in before.too_large if id(p) not in self._too_large]
         if not new:
             return
         self._too_large.update(id(p) for p in new)
@@ -145,10 +154,10 @@ class Updates:
         index = self.measure.tracked.index
         shown = ", ".join(names[index[id(p)]] for p in new[:3])
         more = f" and {len(new) - 3} more" if len(new) > 3 else ""
+        how = "updated by hand" if before.by_hand else "its optimizer keeps no state to derive it"
         self.notes.append(
-            f"update/weight ratios not measured for {shown}{more}: its optimizer keeps no "
-            "state the update can be derived from, and a copy of it would exceed the "
-            f"budget ({SHARE:.0%} of the parameters' bytes)"
+            f"update/weight ratios not measured for {shown}{more}: {how}, and a copy "
+            f"would exceed the budget ({SHARE:.0%} of the parameters' bytes)"
         )
 
 
