@@ -237,7 +237,9 @@ def _adam(optimizer: Any, group: dict[str, Any], ps: list[torch.Tensor]) -> list
     key = "max_exp_avg_sq" if group.get("amsgrad") else "exp_avg_sq"
     live = [i for i, p in enumerate(ps) if p.grad is not None and optimizer.state.get(p)]
     states = [optimizer.state[ps[i]] for i in live]
-    gain, shift = _adam_coefficients([s["step"] for s in states], lr, beta1, beta2, eps)
+    steps = [s["step"] for s in states]
+    host = all(not isinstance(t, torch.Tensor) or t.device.type == "cpu" for t in steps)
+    gain, shift = _adam_coefficients(steps, lr, beta1, beta2, eps, host)
 
     def piece(owners: list[int], parts: list[list[torch.Tensor]]) -> list[torch.Tensor]:
         m, v, w = parts
@@ -259,10 +261,11 @@ def _adam(optimizer: Any, group: dict[str, Any], ps: list[torch.Tensor]) -> list
 
 
 def _adam_coefficients(
-    steps: list[Any], lr: float, beta1: float, beta2: float, eps: float
+    steps: list[Any], lr: float, beta1: float, beta2: float, eps: float, host: bool
 ) -> tuple[Coef, Coef]:
-    """gain = lr·√(1-β2^t)/(1-β1^t) and shift = eps·√(1-β2^t), per tensor."""
-    if all(not isinstance(t, torch.Tensor) or t.device.type == "cpu" for t in steps):
+    """gain = lr·√(1-β2^t)/(1-β1^t) and shift = eps·√(1-β2^t), per tensor: floats when
+    the step counts are on the host, else 0-dim tensors beside them (nothing read back)."""
+    if host:
         ts = [_f(t) for t in steps]
         root = [math.sqrt(1 - beta2**t) for t in ts]
         return [lr * r / (1 - beta1**t) for t, r in zip(ts, root, strict=True)], [

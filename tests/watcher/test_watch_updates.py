@@ -109,6 +109,18 @@ def test_every_early_step_has_the_exact_update_of_each_optimizer_variant(variant
     _check(records, truth, order, rel=1e-9)
 
 
+def test_adam_coefficients_on_the_device_equal_those_on_the_host():
+    """Capturable or fused Adam keeps its step counts on the accelerator: the same
+    coefficients are then computed there, as tensors, without reading them back."""
+    steps = [torch.tensor(1.0), torch.tensor(7.0), torch.tensor(1000.0)]
+    host = updates._adam_coefficients(steps, 3e-4, 0.9, 0.95, 1e-8, host=True)
+    device = updates._adam_coefficients(steps, 3e-4, 0.9, 0.95, 1e-8, host=False)
+    for floats, tensors in zip(host, device, strict=True):
+        assert all(isinstance(t, torch.Tensor) and t.dim() == 0 for t in tensors)
+        assert [t.item() for t in tensors] == pytest.approx(floats, rel=1e-12)
+    assert host[0][0] == pytest.approx(3e-4 * math.sqrt(0.05) / 0.1)  # t = 1
+
+
 def test_measured_steps_are_the_first_hundred_then_every_update_every():
     assert [s for s in range(1, 200) if updates.sampled(s, 25)] == [
         *range(1, 101),
