@@ -106,16 +106,25 @@ class Updates:
             found_inf = getattr(before.optimizer, "found_inf", None)
             scale = getattr(before.optimizer, "grad_scale", None)
             for kind, group, ps in before.derived:
-                if kind == "adam":
-                    got = _adam(before.optimizer, group, ps)
-                else:
-                    got = _sgd(before.optimizer, group, ps, scale)
+                try:
+                    if kind == "adam":
+                        got = _adam(before.optimizer, group, ps)
+                    else:
+                        got = _sgd(before.optimizer, group, ps, scale)
+                except (KeyError, RuntimeError, TypeError, ValueError) as exc:
+                    self._failed(exc)  # a state of another shape (loaded, edited)
+                    continue
                 if isinstance(found_inf, torch.Tensor) and got:  # a fused step skipped
                     kept = torch.stack(got) * (found_inf.reshape(()) == 0)
                     got = list(kept.unbind())
                 params += ps
                 values += got
         return self.measure.scatter(params, values)
+
+    def _failed(self, exc: Exception) -> None:
+        note = f"update/weight ratios not derived: {type(exc).__name__}: {exc}"
+        if note not in self.notes:
+            self.notes.append(note)
 
     def _rotate(
         self, key: int, tensors: list[torch.Tensor]
@@ -339,7 +348,8 @@ def _batches(
     parts: list[list[torch.Tensor]] = [[] for _ in tensors]
     used = 0
     for o, aligned in enumerate(zip(*tensors, strict=True)):
-        for sliced in zip(*(_split(t, limit) for t in aligned), strict=True):
+        flat = all(t.is_contiguous() for t in aligned)
+        for sliced in zip(*(_split(t, limit, flat) for t in aligned), strict=True):
             size = sliced[0].numel() * sliced[0].element_size()
             if owners and used + size > limit:
                 yield owners, parts
@@ -352,11 +362,12 @@ def _batches(
         yield owners, parts
 
 
-def _split(t: torch.Tensor, limit: int) -> tuple[torch.Tensor, ...]:
+def _split(t: torch.Tensor, limit: int, flat: bool) -> tuple[torch.Tensor, ...]:
+    """Views of `t` of at most `limit` bytes: flat slices, or (not contiguous) rows."""
     step = max(1, limit // max(1, t.element_size()))
     if t.numel() <= step:
         return (t,)
-    if t.is_contiguous():
+    if flat:
         return t.view(-1).split(step)
     rows = max(1, step // max(1, t[0].numel()))
     return t.split(rows)

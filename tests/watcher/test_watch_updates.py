@@ -121,6 +121,30 @@ def test_adam_coefficients_on_the_device_equal_those_on_the_host():
     assert host[0][0] == pytest.approx(3e-4 * math.sqrt(0.05) / 0.1)  # t = 1
 
 
+def test_pieces_of_large_and_non_contiguous_tensors_give_the_whole_norm(monkeypatch):
+    """Temporaries are taken in pieces: a tensor split into many of them, and one whose
+    rows are not contiguous (its state is), still get their exact update."""
+    monkeypatch.setattr(updates, "PIECE", 256)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 40), torch.nn.Tanh(), torch.nn.Linear(40, 3))
+    model.double()
+    with torch.no_grad():
+        model[0].weight = torch.nn.Parameter(model[0].weight.t().contiguous().t())
+    assert not model[0].weight.is_contiguous()
+    g = torch.Generator().manual_seed(1)
+    data = [
+        (
+            torch.randn(8, 6, generator=g, dtype=torch.float64),
+            torch.randint(0, 3, (8,), generator=g),
+        )
+        for _ in range(4)
+    ]
+    for make in (VARIANTS["adamw"], VARIANTS["sgd_nesterov_foreach"]):
+        opt = make(model.parameters())
+        run, truth, order = _train(model, opt, 4, lambda k: data[k])
+        _check(list(run.steps), truth, order, rel=1e-9)
+
+
 def test_measured_steps_are_the_first_hundred_then_every_update_every():
     assert [s for s in range(1, 200) if updates.sampled(s, 25)] == [
         *range(1, 101),
