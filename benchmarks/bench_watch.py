@@ -10,11 +10,17 @@ step is reported on its own, not in the per-step median. On a shared machine the
 medians drift, so gradscope's own time inside its hooks is also measured directly
 (perf_counter around each hook) and given as a share of the bare step: "own".
 
-Memory: gradscope keeps per step one float64 per parameter tensor until the next
-read-back (flush_every steps), and on a sampled step (every update_every) a copy of
-the optimizer's parameters during that step only, freed at its end. Both are printed.
+Each of a run's first 100 steps has its update measured (watcher/updates.py: derived
+from Adam's or SGD's state after the step, no copy; the update by hand from a copy), then
+one step in `update_every`: blocks of 20 steps are all early steps. `--later` measures the
+steps after the first 100 instead (one in 25 measured).
 
-    python benchmarks/bench_watch.py [--repeat 5] [--steps 20] [--threads 1]
+Memory: gradscope keeps per step one float64 per parameter tensor until the next
+read-back (flush_every steps); the measured update takes temporaries of at most 4 MiB at
+a time (Adam, SGD) or a copy of the parameters updated by hand (a rotating subset under 2%
+of their bytes, or all of them up to 16 MiB), during that step only.
+
+    python benchmarks/bench_watch.py [--repeat 5] [--steps 20] [--threads 1] [--later]
 
 Prints ratios; not a test (timings on a shared machine are noisy).
 """
@@ -171,8 +177,7 @@ def measure(name: str, build, repeat: int, steps: int) -> None:
     print(
         f"{name:4} {n / 1e6:6.2f}M params: step {mb * 1e3:7.2f} ms bare, {mw * 1e3:7.2f} ms "
         f"watched: ratio {mw / mb:.3f}; own {per_step_own * 1e3:.3f} ms/step = "
-        f"{1 + per_step_own / mb:.3f}x; memory: {tensors * 8 * 10} B pending, "
-        f"{n * 4 / 2**20:.1f} MiB snapshot during 1 step in 25"
+        f"{1 + per_step_own / mb:.3f}x; memory: {tensors * 8 * 10} B pending"
     )
 
 
@@ -182,12 +187,18 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--only", choices=["mlp", "hand", "cnn", "gpt"])
+    parser.add_argument("--later", action="store_true", help="steps after the first 100")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     timed_hooks()
+    if args.later:
+        from gradscope.watcher import updates
+
+        updates.DENSE_STEPS = 0  # as after the first 100 steps: one step in 25 measured
     print(
         f"torch {torch.__version__}, {args.threads} thread(s), {args.repeat} repeats of "
-        f"{args.steps} steps, interleaved; medians"
+        f"{args.steps} steps, interleaved; medians; "
+        + ("steps after the first 100" if args.later else "early steps (every one measured)")
     )
     for name, build in (("mlp", mlp), ("hand", by_hand), ("cnn", cnn), ("gpt", gpt)):
         if args.only in (None, name):

@@ -28,12 +28,27 @@ The detail stops growing at 1,024 kept steps per optimizer (plus pins) in each o
 stores; past that, a step costs the ~145 bytes of its columns, whatever the model.
 
 Prints figures; not a test (tests/watcher/test_watch_memory.py asserts the bound).
+
+Peak memory, `--rss`: a GPT-2-style decoder whose parameter bytes dominate (tied
+embedding, AdamW, batch 1×64, 1 thread) trained a few steps in a fresh process, once bare
+(`python bench_watch_memory.py --train ...`) and once under `python -m gradscope watch`
+(default options: every step's update measured); each child's peak RSS (`ru_maxrss`, from
+`os.wait4`) and their ratio. Exits 1 above the budget (1.05×): a copy of the parameters
+for the update/weight ratio (what `watch` did before) costs +1 parameter size. Both run
+with `MALLOC_MMAP_THRESHOLD_=131072` (unless set): with glibc's dynamic threshold a freed
+tensor may stay in the heap, and the same bare run peaks up to 5% apart from one process
+to the next.
+
+    python benchmarks/bench_watch_memory.py --rss [--layers 12 --dim 1024]   # 203M
+    python benchmarks/bench_watch_memory.py --rss --layers 18 --dim 2048       # 1.01B
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -142,13 +157,68 @@ def _detail_bytes(run) -> tuple[int, int] | None:
     return len(rows), size
 
 
+def train(layers: int, dim: int, steps: int) -> None:
+    """The training script of --rss: a GPT-2-style decoder, AdamW, batch 1×64."""
+    from gradscope.examples.transformer import GPTConfig, make_gpt
+
+    torch.set_num_threads(1)
+    config = GPTConfig(vocab=50304, context=64, dim=dim, heads=16, layers=layers)
+    model, batch = make_gpt(config, batch_size=1)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+    for _ in range(steps):
+        loss = model(**batch).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    n = sum(p.numel() for p in model.parameters())
+    print(f"{n / 1e6:.1f}M parameters, {steps} steps, loss {loss.item():.3f}", file=sys.stderr)
+
+
+def peak_rss(command: list[str]) -> tuple[float, float]:
+    """Peak RSS in GiB (ru_maxrss of that child alone) and wall seconds of `command`."""
+    start = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(child.pid, 0)
+    took = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) not in (0, 1):  # 1: watch reported findings
+        raise SystemExit(f"failed ({status}): {' '.join(command)}")
+    return usage.ru_maxrss / 2**20, took
+
+
+def rss(layers: int, dim: int, steps: int) -> bool:
+    here = os.path.abspath(__file__)
+    script = ["--", "--train", "--layers", str(layers), "--dim", str(dim), "--steps", str(steps)]
+    os.environ["OMP_NUM_THREADS"] = "1"
+    # glibc's dynamic mmap threshold keeps some freed tensors in the heap, a few per cent
+    # of RSS either way from run to run: fixed, every tensor's memory is returned when freed
+    os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(128 * 1024))
+    bare, bare_s = peak_rss([sys.executable, here, *script[1:]])
+    watched, watched_s = peak_rss([sys.executable, "-m", "gradscope", "watch", here, *script])
+    ratio = watched / bare
+    print(
+        f"GPT-2-style, {layers} layers, dim {dim}, AdamW, batch 1x64, {steps} steps, 1 thread: "
+        f"peak RSS bare {bare:.2f} GiB ({bare_s:.0f} s), watched {watched:.2f} GiB "
+        f"({watched_s:.0f} s): {ratio:.3f}x (budget 1.05x)"
+    )
+    return ratio <= 1.05
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=20000)
+    parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--only", choices=["linears", "linears75", "mlp", "gpt"])
+    parser.add_argument("--rss", action="store_true", help="peak RSS, watched vs bare")
+    parser.add_argument("--train", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--dim", type=int, default=1024)
     args = parser.parse_args()
+    if args.train:
+        return train(args.layers, args.dim, args.steps or 4)
+    if args.rss:
+        raise SystemExit(0 if rss(args.layers, args.dim, args.steps or 4) else 1)
+    args.steps = args.steps or 20000
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {args.threads} thread(s), {args.steps} steps traced")
     models = {

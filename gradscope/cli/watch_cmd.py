@@ -97,8 +97,8 @@ def watch(
             "--update-every",
             metavar="N",
             min=1,
-            help="Sample update/weight ratios every N steps "
-            "(costs one parameter copy during that step).",
+            help="Measure update/weight ratios at each of the first 100 steps, then "
+            "every N steps (derived from Adam/SGD state; no copy of the parameters).",
         ),
     ] = 25,
     flush_every: Annotated[

@@ -48,7 +48,8 @@ def watch(**options: Any) -> Any:
     """`with gradscope.watch() as w: train()`; then `w.report` is the WatchReport.
 
     Options: settings, steps (stop after N optimizer steps), log (a JSONL path),
-    update_every (sample update/weight ratios every N steps), label.
+    update_every (update/weight ratios at each of the first 100 steps, then every N),
+    label.
     """
     from gradscope.watcher.session import Watcher
 

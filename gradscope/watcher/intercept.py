@@ -61,7 +61,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from gradscope.watcher import discover, loss_graph
+from gradscope.watcher import discover, loss_graph, updates
 from gradscope.watcher.measure import Measure, norms
 from gradscope.watcher.optim_settings import SettingsHistory
 from gradscope.watcher.recorder import PendingStep, Recorder
@@ -112,8 +112,8 @@ class _Manual:
     loss: torch.Tensor | None = None
     loss_known: bool = True
     calls: int = 0
-    before: list[torch.Tensor] | None = None
-    """Sampled steps: the weights at the end of the backward."""
+    before: updates.Before | None = None
+    """Measured steps: what the update is measured from (updates.py)."""
     kind: Any = None
     """The `LossKind` of the backward calls, where it was read."""
     pending: bool = False
@@ -150,6 +150,7 @@ class Interceptor:
         """Removed, or failed: every hook only calls what it wraps."""
         self._undo: list[Callable[[], None]] = []
         self.measure = Measure(self.tracked)
+        self.updates = updates.Updates(self.measure, self.notes)
         self._resets: dict[int, _Reset] = {}
         self._trained_cache: dict[int, tuple[tuple[int, ...], list[torch.Tensor]]] = {}
         self._stepped_by: dict[int, set[int]] = {}
@@ -766,9 +767,9 @@ class Interceptor:
             members=self._members(optimizer),
             zeroed=zeroed is not None,
         )
-        if not skipped and self.steps % self.update_every == 0:
+        if not skipped and updates.sampled(self.steps + 1, self.update_every):
             params = [p for g in optimizer.param_groups for p in g["params"]]
-            here.snapshot = (params, [p.detach().clone() for p in params])
+            here.snapshot = (params, self.updates.before(optimizer, params))
 
     def _note_meaning(self, index: int, optimizer: Any, window: Window) -> None:
         """What the step's numbers mean: the optimizer's settings (every step), the loss's
@@ -786,8 +787,7 @@ class Interceptor:
         if here.snapshot is not None:
             params, before = here.snapshot
             here.snapshot = None
-            torch._foreach_sub_(before, [p.detach() for p in params])
-            current.update_norm = self.measure.scatter(params, norms(before))
+            current.update_norm = self.updates.after(before)
             current.weight_norm = self.measure.scatter(params, norms([p.detach() for p in params]))
         self._resets[id(optimizer)] = _Reset(self._trained(optimizer), here.ident)
         self._record(here, current)
@@ -841,8 +841,8 @@ class Interceptor:
         manual.kind = here.window.loss_kind or manual.kind
         manual.loss_known = here.window.loss_known
         manual.calls = here.window.calls
-        if self.steps % self.update_every == 0:  # the next step is a sampled one
-            manual.before = [p.detach().clone() for p in tracked]
+        if updates.sampled(self.steps + 1, self.update_every):  # the next step's is measured
+            manual.before = self.updates.before(None, tracked)
         manual.pending = True
 
     def finish_manual(self) -> None:
@@ -908,8 +908,7 @@ class Interceptor:
         # start were never reset (the script's zero_grad is missing)
         self._resets[id(holder)] = _Reset([tracked[i] for i in manual.members], here.ident)
         if manual.before is not None:
-            torch._foreach_sub_(manual.before, [p.detach() for p in tracked])
-            step.update_norm = self.measure.scatter(tracked, norms(manual.before))
+            step.update_norm = self.updates.after(manual.before)
             step.weight_norm = now
             manual.before = None
         manual.weights = now

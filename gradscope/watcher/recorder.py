@@ -59,7 +59,7 @@ class PendingStep:
     scale: torch.Tensor | None = None
     carried: torch.Tensor | None = None
     update_norm: torch.Tensor | None = None
-    """[P] update norms ‖Δw‖ (sampled steps; -1 where not measured)."""
+    """[P] update norms ‖Δw‖ (measured steps; -1 where not measured)."""
     weight_norm: torch.Tensor | None = None
     """[P] weight norms after the update (sampled steps)."""
     time_s: float = 0.0
@@ -217,7 +217,9 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
         if p.update_norm is not None and p.weight_norm is not None:
             upd, wts = _roots(next(updates)), _roots(next(updates))
             ratios = tuple(_ratio(u, w) for u, w in zip(upd, wts, strict=True))
-            update_norm = math.sqrt(sum(u * u for u in upd if not u < 0))
+            own = upd if p.members is None else [upd[i] for i in p.members if i < len(upd)]
+            if not any(u < 0 for u in own):  # a total only where every tensor was measured
+                update_norm = math.sqrt(sum(u * u for u in upd if not u < 0))
         norms = tuple(None if v < 0 else math.sqrt(v) for v in sq)
         own = sq if p.members is None else [sq[i] for i in p.members if i < len(sq)]
         total = math.sqrt(sum(v for v in own if not v < 0))  # the stepping optimizer's, L2

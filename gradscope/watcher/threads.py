@@ -76,7 +76,8 @@ class ThreadState:
     before any step or further backward: a step now applies none of them."""
     current: Any = None
     """The PendingStep begun and not yet finished."""
-    snapshot: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+    snapshot: tuple[list[torch.Tensor], Any] | None = None
+    """A measured step: its parameters and what updates.py took before the update."""
     stepping: Any = None
     """The optimizer whose step (given a closure) has started and not yet begun."""
     step_depth: int = 0

@@ -183,6 +183,7 @@ def test_update_and_weight_norms_go_through_the_finaliser_with_the_gradients():
                 step, 0, (0.1,), 1, False, torch.tensor([3.0, 4.0]),
                 update_norm=torch.tensor([0.3, -1.0]) if sampled else None,
                 weight_norm=torch.tensor([1.0, 2.0]) if sampled else None,
+                members=(0,),  # parameter 1 is another optimizer's: not measured here
             )
         )  # fmt: skip
     rec.flush()

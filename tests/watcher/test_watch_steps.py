@@ -14,6 +14,11 @@ from gradscope.steps.records import MANUAL
 from gradscope.watcher import watch_script
 
 REL = 1e-6
+UPDATE = 1e-3
+"""Adam's and SGD's updates are derived from their state (watcher/updates.py): the update
+before its rounding into float32 weights, which the oracle's w_after - w_before holds
+(4e-4 apart for the 1e-4 updates of step_dtypes.py's clipped SGD; test_watch_updates.py
+holds the derivation to 1e-9 in float64)."""
 
 
 def run(name: str, tmp_path, *argv: str, **options):
@@ -50,7 +55,7 @@ def test_closure_steps_record_the_first_evaluation(tmp_path, case):
         assert same(r.grad_norm, s["grad_norm"]), (r.step, r.grad_norm, s["grad_norm"])
         check_params(r, names, s["params"])
         assert r.backward_calls == 1
-        assert same(r.update_norm, s["update"], 1e-5)
+        assert same(r.update_norm, s["update"], UPDATE)
         if case in ("lightning", "inside"):
             assert r.max_norm == 0.05 and same(r.clip_total, s["clip"], 1e-5)
             assert r.clipped == (s["clip"] > 0.05)
@@ -76,7 +81,7 @@ def test_each_optimizer_step_its_own_norms_and_carried_gradients(tmp_path, case)
         if s["calls"]:
             assert same(r.loss, s["loss"]), (r.step, r.loss, s["loss"])
         assert r.backward_calls == s["calls"]
-        assert same(r.update_norm, s["update"], 1e-5)
+        assert same(r.update_norm, s["update"], UPDATE)
         if s["carried"] is None:
             assert r.carried_norm is None, (r.step, r.carried_norm)
         else:
@@ -111,7 +116,9 @@ def test_accumulation_with_grads_set_to_none_takes_no_norm_at_backward(monkeypat
             opt.step()
             opt.zero_grad()
     assert len(w.run.steps) == 6
-    assert calls == [2, 2]  # the update and weights of sampled step 1; none at a backward
+    assert (
+        calls == [2] * 6
+    )  # the weights of each measured step (all the first 100); none at a backward
 
 
 # -- updates by hand ---------------------------------------------------------------------
@@ -134,20 +141,23 @@ def test_updates_by_hand_are_steps_with_the_gradients_they_used(tmp_path, case):
         assert same(r.loss, s["loss"]), (r.step, r.loss, s["loss"])
         check_params(r, names, s["params"])
         assert same(r.grad_norm, s["grad_norm"]), (r.step, r.grad_norm, s["grad_norm"])
-        assert same(r.update_norm, s["update"], 1e-5), (r.step, r.update_norm, s["update"])
+        assert same(r.update_norm, s["update"], UPDATE), (r.step, r.update_norm, s["update"])
         if s["clip"] is not None:
             assert r.max_norm == 0.25 and same(r.clip_total, s["clip"], 1e-5)
             assert r.clipped == (s["clip"] > 0.25)
 
 
-def test_updates_by_hand_sampled_every_n_and_steps_limit(tmp_path):
+def test_updates_by_hand_sampled_every_n_and_steps_limit(tmp_path, monkeypatch):
+    from gradscope.watcher import updates
+
+    monkeypatch.setattr(updates, "DENSE_STEPS", 2)  # every one of the first 2, then every 4
     out = tmp_path / "seen.json"
     report = watch_script(
         script("step_manual.py"), ["--case", "data", "--out", str(out)], update_every=4, steps=5
     )
     steps = report.run.steps
     assert report.run.status == "stopped" and len(steps) == 5
-    assert [r.step for r in steps if r.update_norm is not None] == [1, 5]
+    assert [r.step for r in steps if r.update_norm is not None] == [1, 2, 5]
 
 
 # -- every dtype -------------------------------------------------------------------------
@@ -160,7 +170,7 @@ def test_every_dtype_and_norm_type(tmp_path, case):
         check_params(r, names, s["params"])
         assert same(r.grad_norm, s["grad_norm"]), (r.step, r.grad_norm, s["grad_norm"])
         assert same(r.loss, s["loss"]), (r.step, r.loss, s["loss"])
-        assert same(r.update_norm, s["update"], 1e-5), (r.step, r.update_norm, s["update"])
+        assert same(r.update_norm, s["update"], UPDATE), (r.step, r.update_norm, s["update"])
         assert all(v is not None and math.isfinite(v) for v in r.param_norms)
         if s["clip"] is not None:
             assert r.max_norm == 1e-3 and r.clipped
@@ -214,7 +224,7 @@ def test_leaf_tensors_updated_by_hand_named_as_the_script_names_them(tmp_path):
     for r, s in zip(steps, seen["steps"], strict=True):
         assert same(r.loss, s["loss"]) and same(r.grad_norm, s["grad_norm"])
         check_params(r, names, s["params"])
-        assert same(r.update_norm, s["update"], 1e-5)
+        assert same(r.update_norm, s["update"], UPDATE)
 
 
 def test_updates_by_hand_that_turn_the_weights_nan_say_later_steps_may_be_missing():

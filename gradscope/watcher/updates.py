@@ -1,0 +1,385 @@
+"""The update of a step, ‖Δw‖ per parameter, without a copy of every parameter.
+
+A copy of the parameters before the step costs as much memory as the model (+4 GiB at
+1B float32 parameters), so the update is measured two ways instead:
+
+- derived, after the step, from the state the optimizer keeps, for torch's own Adam and
+  AdamW (amsgrad, L2 or decoupled decay, maximize; single-tensor, foreach or fused) and
+  SGD (momentum, dampening, nesterov, weight decay). The formulas invert torch's own step
+  (torch/optim/adam.py, sgd.py), with the weights after the step standing in for those
+  before where decay needs them:
+  Adam: Δw = -u, u = lr/(1-β1^t) · m / (√v/√(1-β2^t) + eps) (v: the max with amsgrad);
+  AdamW: Δw = -(u + lr·wd·w)/(1 - lr·wd);
+  SGD with momentum: Δw = -lr·buf; nesterov: -lr·(g + wd·w + μ·buf)/(1 - lr·wd);
+  plain SGD: -lr·(g + wd·w)/(1 - lr·wd) (g: ±the gradient, unscaled). A parameter with
+  no gradient was not stepped: Δw = 0. A fused step GradScaler skipped (found_inf): 0.
+  Temporaries are taken in bounded pieces.
+- copied, for everything else (other optimizers, updates by hand, parameters that are
+  not float32/float64 or are complex, sparse gradients, a learning rate held on the
+  device): a copy before the step of as many tensors as fit in a fixed budget
+  (2% of their bytes, at least 16 MiB), rotating through them from step to step.
+  A tensor not copied this step has no update (-1, a NaN ratio); one larger than the
+  budget is never measured, and a note says so.
+
+Which steps are measured: each of the first DENSE_STEPS steps, then every `update_every`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gradscope.distributed.norms import local
+from gradscope.watcher.measure import Measure, norms
+
+DENSE_STEPS = 100
+"""Every one of the first steps is measured (a learning rate too high in warm-up shows
+from step 1)."""
+SHARE = 0.02
+"""The copy budget, as a share of the bytes of the tensors that need a copy."""
+FLOOR = 16 * 2**20
+"""The copy budget is never below this (a small model is copied whole, as cheap)."""
+PIECE = 4 * 2**20
+"""Bytes of each piece of derived temporaries on a CPU (cache-sized: fewer memory
+passes); on an accelerator the pieces are as large as the budget."""
+EXACT = (torch.float32, torch.float64)
+
+
+def sampled(step: int, every: int) -> bool:
+    """Step `step` (1-based) has its update measured."""
+    return step <= DENSE_STEPS or (step - 1) % max(1, every) == 0
+
+
+@dataclass
+class Before:
+    """What a measured step holds from before its update."""
+
+    optimizer: Any
+    """The optimizer whose state derives the update (None: everything copied)."""
+    derived: list[tuple[str, dict[str, Any], list[torch.Tensor]]]
+    """(kind, param group, its parameters whose update is derived after the step)."""
+    copied: list[torch.Tensor] = field(default_factory=list)
+    copies: list[torch.Tensor] = field(default_factory=list)
+    too_large: list[torch.Tensor] = field(default_factory=list)
+    """Tensors a copy of which would exceed the budget: never measured."""
+    by_hand: bool = False
+
+
+class Updates:
+    """Per-step update norms, laid out like `measure.tracked.params` (-1: not measured)."""
+
+    def __init__(self, measure: Measure, notes: list[str]) -> None:
+        self.measure = measure
+        self.notes = notes
+        self._cursor: dict[int, int] = {}
+        self._too_large: set[int] = set()
+
+    def before(self, optimizer: Any, params: list[torch.Tensor]) -> Before:
+        """Just before a measured step of `optimizer` (None: an update by hand) over
+        `params`: the plan, and the copies the derived route cannot do without."""
+        index = self.measure.tracked.index
+        params = [p for p in params if id(p) in index]
+        inner = _derivable(optimizer)
+        derived = [] if inner is None else _plan(inner, index)
+        covered = {id(p) for _, _, ps in derived for p in ps}
+        rest = [p for p in params if id(p) not in covered]
+        copied, too_large = self._rotate(id(optimizer), rest)
+        copies = [p.detach().clone() for p in copied]
+        return Before(inner, derived, copied, copies, too_large, optimizer is None)
+
+    def after(self, before: Before) -> torch.Tensor:
+        """Just after the step: [P] update norms."""
+        self._note_too_large(before)
+        params: list[torch.Tensor] = []
+        values: list[torch.Tensor] = []
+        if before.copied:
+            torch._foreach_sub_(before.copies, [p.detach() for p in before.copied])
+            params += before.copied
+            values += norms(before.copies)
+            before.copies = []
+        if before.derived:
+            found_inf = getattr(before.optimizer, "found_inf", None)
+            scale = getattr(before.optimizer, "grad_scale", None)
+            for kind, group, ps in before.derived:
+                try:
+                    if kind == "adam":
+                        got = _adam(before.optimizer, group, ps)
+                    else:
+                        got = _sgd(before.optimizer, group, ps, scale)
+                except (KeyError, RuntimeError, TypeError, ValueError) as exc:
+                    self._failed(exc)  # a state of another shape (loaded, edited)
+                    continue
+                if isinstance(found_inf, torch.Tensor) and got:  # a fused step skipped
+                    kept = torch.stack(got) * (found_inf.reshape(()) == 0)
+                    got = list(kept.unbind())
+                params += ps
+                values += got
+        return self.measure.scatter(params, values)
+
+    def _failed(self, exc: Exception) -> None:
+        note = f"update/weight ratios not derived: {type(exc).__name__}: {exc}"
+        if note not in self.notes:
+            self.notes.append(note)
+
+    def _rotate(
+        self, key: int, tensors: list[torch.Tensor]
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """The next tensors, from where the previous step stopped, that fit the budget;
+        and those larger than the budget."""
+        if not tensors:
+            return [], []
+        sizes = [p.numel() * p.element_size() for p in tensors]
+        budget = max(FLOOR, int(SHARE * sum(sizes)))
+        if sum(sizes) <= budget:
+            return list(tensors), []
+        too_large = [p for p, s in zip(tensors, sizes, strict=True) if s > budget]
+        n = len(tensors)
+        start = self._cursor.get(key, 0) % n
+        chosen: list[torch.Tensor] = []
+        used = 0
+        for k in range(n):
+            i = (start + k) % n
+            if sizes[i] > budget:
+                continue
+            if used + sizes[i] > budget:
+                self._cursor[key] = i
+                break
+            chosen.append(tensors[i])
+            used += sizes[i]
+        return chosen, too_large
+
+    def _note_too_large(self, before: Before) -> None:
+        """Once per tensor, when a step that could not measure it happened."""
+        new = [p for p in before.too_large if id(p) not in self._too_large]
+        if not new:
+            return
+        self._too_large.update(id(p) for p in new)
+        names = self.measure.tracked.names
+        index = self.measure.tracked.index
+        shown = ", ".join(names[index[id(p)]] for p in new[:3])
+        more = f" and {len(new) - 3} more" if len(new) > 3 else ""
+        how = "updated by hand" if before.by_hand else "its optimizer keeps no state to derive it"
+        self.notes.append(
+            f"update/weight ratios not measured for {shown}{more}: {how}, and a copy "
+            f"would exceed the budget ({SHARE:.0%} of the parameters' bytes)"
+        )
+
+
+# -- which optimizers ----------------------------------------------------------------
+def _derivable(optimizer: Any) -> Any:
+    """torch's Adam/AdamW/SGD (not a subclass with its own step), also behind a wrapper
+    that shares its param groups (accelerate's AcceleratedOptimizer); else None."""
+    for candidate in (optimizer, getattr(optimizer, "optimizer", None)):
+        if candidate is None or _kind(candidate) is None:
+            continue
+        if candidate is optimizer or candidate.param_groups is optimizer.param_groups:
+            return candidate
+    return None
+
+
+def _kind(optimizer: Any) -> str | None:
+    """ "adam" or "sgd" when the class steps with torch's own function. Optimizer's
+    __init__ wraps each class's step (profile_hook_step, functools.wraps), so the
+    functions are compared unwrapped."""
+    step = getattr(type(optimizer), "step", None)
+    if step is None:
+        return None
+    step = inspect.unwrap(step)
+    if step is inspect.unwrap(torch.optim.Adam.step):
+        return "adam"
+    if step is inspect.unwrap(torch.optim.SGD.step):
+        return "sgd"
+    return None
+
+
+def _plan(
+    optimizer: Any, index: dict[int, int]
+) -> list[tuple[str, dict[str, Any], list[torch.Tensor]]]:
+    kind = _kind(optimizer)
+    assert kind is not None
+    keys = ("lr", "weight_decay", *(("betas",) if kind == "adam" else ("momentum", "dampening")))
+    out = []
+    for group in optimizer.param_groups:
+        if not all(_host(group.get(k)) for k in keys):
+            continue  # a hyperparameter on the device: reading it would sync
+        if _f(group["lr"]) * _f(group["weight_decay"]) == 1:
+            continue  # the decay erased the weights: nothing to derive them back from
+        ps = [p for p in group["params"] if id(p) in index and _exact(p)]
+        if ps:
+            out.append((kind, group, ps))
+    return out
+
+
+def _host(value: Any) -> bool:
+    if isinstance(value, (tuple, list)):
+        return all(_host(v) for v in value)
+    return not isinstance(value, torch.Tensor) or value.device.type == "cpu"
+
+
+def _exact(p: torch.Tensor) -> bool:
+    """Derived exactly: a real float32/float64 parameter without a sparse gradient (the
+    update of a half-precision weight is mostly rounding, which only a copy sees)."""
+    grad = p.grad
+    return p.dtype in EXACT and (grad is None or not grad.is_sparse)
+
+
+def _f(value: Any) -> float:
+    return float(value.item() if isinstance(value, torch.Tensor) else value)
+
+
+# -- the formulas ----------------------------------------------------------------------
+Coef = list[Any]
+"""One number per tensor: Python floats, or 0-dim device tensors (never read back)."""
+
+
+def _adam(optimizer: Any, group: dict[str, Any], ps: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Norms of Adam's (AdamW's) update of each of `ps`, from its state after the step:
+    u = lr/(1-β1^t) · m/(√v/√(1-β2^t) + eps) = gain · m/(√v + shift)."""
+    lr, wd, eps = _f(group["lr"]), _f(group["weight_decay"]), _f(group["eps"])
+    beta1, beta2 = (_f(b) for b in group["betas"])
+    decay = lr * wd if group.get("decoupled_weight_decay") else 0.0
+    key = "max_exp_avg_sq" if group.get("amsgrad") else "exp_avg_sq"
+    live = [i for i, p in enumerate(ps) if p.grad is not None and optimizer.state.get(p)]
+    states = [optimizer.state[ps[i]] for i in live]
+    steps = [s["step"] for s in states]
+    host = all(not isinstance(t, torch.Tensor) or t.device.type == "cpu" for t in steps)
+    gain, shift = _adam_coefficients(steps, lr, beta1, beta2, eps, host)
+
+    def piece(owners: list[int], parts: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+        m, v, w = parts
+        t = torch._foreach_sqrt(v)
+        torch._foreach_add_(t, [shift[o] for o in owners])
+        if not decay:
+            got = norms(list(torch._foreach_div(m, t)))
+            return list(torch._foreach_mul(got, [gain[o] for o in owners]))
+        r = list(torch._foreach_mul(w, decay))  # decoupled decay: (u + lr·wd·w)/(1 - lr·wd)
+        torch._foreach_addcdiv_(r, m, t, [gain[o] for o in owners])
+        return norms(r)
+
+    tensors = [[local(s["exp_avg"]) for s in states], [local(s[key]) for s in states]]
+    tensors.append([local(ps[i].detach()) for i in live])
+    got = _pieced(tensors, piece)
+    if decay and got:
+        got = list(torch._foreach_div(got, abs(1 - decay)))
+    return _placed(ps, live, got)
+
+
+def _adam_coefficients(
+    steps: list[Any], lr: float, beta1: float, beta2: float, eps: float, host: bool
+) -> tuple[Coef, Coef]:
+    """gain = lr·√(1-β2^t)/(1-β1^t) and shift = eps·√(1-β2^t), per tensor: floats when
+    the step counts are on the host, else 0-dim tensors beside them (nothing read back)."""
+    if host:
+        ts = [_f(t) for t in steps]
+        root = [math.sqrt(1 - beta2**t) for t in ts]
+        return [lr * r / (1 - beta1**t) for t, r in zip(ts, root, strict=True)], [
+            eps * r for r in root
+        ]
+    t = torch.stack([s.double() for s in steps])  # capturable or fused: they stay there
+    root_t = (1 - beta2**t).sqrt()
+    return list((lr * root_t / (1 - beta1**t)).unbind()), list((eps * root_t).unbind())
+
+
+def _sgd(
+    optimizer: Any, group: dict[str, Any], ps: list[torch.Tensor], scale: Any
+) -> list[torch.Tensor]:
+    """Norms of SGD's update of each of `ps` after the step: lr·‖buf‖ with momentum, else
+    lr·‖g + wd·w (+ μ·buf with nesterov)‖/|1 - lr·wd| (g: ±the unscaled gradient)."""
+    lr, wd, mu = _f(group["lr"]), _f(group["weight_decay"]), _f(group["momentum"])
+    nesterov = bool(group.get("nesterov")) and mu != 0
+    live = [i for i, p in enumerate(ps) if p.grad is not None]
+    grads = [local(ps[i].grad) for i in live]  # type: ignore[arg-type]
+    sign: float | torch.Tensor = -1.0 if group.get("maximize") else 1.0
+    if isinstance(scale, torch.Tensor):  # fused + GradScaler: the step unscaled them
+        sign = sign / scale.detach().reshape(())
+    if mu and not nesterov:
+        bufs = [local(optimizer.state[ps[i]]["momentum_buffer"]) for i in live]
+        return _placed(ps, live, list(torch._foreach_mul(norms(bufs), lr)) if bufs else [])
+    tensors = [grads, [local(ps[i].detach()) for i in live]]
+    if nesterov:
+        tensors.append([local(optimizer.state[ps[i]]["momentum_buffer"]) for i in live])
+
+    def piece(owners: list[int], parts: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+        r = list(torch._foreach_mul(parts[0], sign))
+        if wd:
+            torch._foreach_add_(r, parts[1], alpha=wd)
+        if nesterov:
+            torch._foreach_add_(r, parts[2], alpha=mu)
+        return norms(r)
+
+    got = _pieced(tensors, piece)
+    return _placed(ps, live, list(torch._foreach_mul(got, lr / abs(1 - lr * wd))) if got else [])
+
+
+# -- pieces ----------------------------------------------------------------------------
+Piece = Any  # (owners, [pieces of each list]) -> a norm per piece
+
+
+def _pieced(tensors: list[list[torch.Tensor]], piece: Piece) -> list[torch.Tensor]:
+    """Per tensor of the aligned lists `tensors`, the norm of what `piece` makes of its
+    elements, computed in batches of flat pieces so that no temporary exceeds a bound."""
+    first = tensors[0]
+    if not first:
+        return []
+    device = first[0].device
+    size = sum(t.numel() * t.element_size() for t in first)
+    limit = PIECE if device.type == "cpu" else max(FLOOR, int(SHARE * size))
+    found: dict[int, list[torch.Tensor]] = {}
+    for owners, parts in _batches(tensors, limit):
+        for o, n in zip(owners, piece(owners, parts), strict=True):
+            found.setdefault(o, []).append(n)
+    return [
+        found[o][0] if len(found[o]) == 1 else torch.linalg.vector_norm(torch.stack(found[o]))
+        for o in range(len(first))
+    ]
+
+
+def _batches(
+    tensors: list[list[torch.Tensor]], limit: int
+) -> Iterator[tuple[list[int], list[list[torch.Tensor]]]]:
+    """(owner of each piece, the pieces of each list), at most `limit` bytes of the first
+    list per batch. A piece is a flat slice of a contiguous tensor, else rows."""
+    owners: list[int] = []
+    parts: list[list[torch.Tensor]] = [[] for _ in tensors]
+    used = 0
+    for o, aligned in enumerate(zip(*tensors, strict=True)):
+        flat = all(t.is_contiguous() for t in aligned)
+        for sliced in zip(*(_split(t, limit, flat) for t in aligned), strict=True):
+            size = sliced[0].numel() * sliced[0].element_size()
+            if owners and used + size > limit:
+                yield owners, parts
+                owners, parts, used = [], [[] for _ in tensors], 0
+            owners.append(o)
+            for part, t in zip(parts, sliced, strict=True):
+                part.append(t)
+            used += size
+    if owners:
+        yield owners, parts
+
+
+def _split(t: torch.Tensor, limit: int, flat: bool) -> tuple[torch.Tensor, ...]:
+    """Views of `t` of at most `limit` bytes: flat slices, or (not contiguous) rows."""
+    step = max(1, limit // max(1, t.element_size()))
+    if t.numel() <= step:
+        return (t,)
+    if flat:
+        return t.view(-1).split(step)
+    rows = max(1, step // max(1, t[0].numel()))
+    return t.split(rows)
+
+
+def _placed(ps: list[torch.Tensor], live: list[int], got: list[torch.Tensor]) -> list[torch.Tensor]:
+    """A norm per parameter of `ps`: `got` at `live`, 0 for the ones the step left alone
+    (no gradient)."""
+    if len(live) == len(ps):
+        return got
+    zero = torch.zeros((), dtype=torch.float64, device=ps[0].device)
+    out = [zero] * len(ps)
+    for i, n in zip(live, got, strict=True):
+        out[i] = n
+    return out

@@ -1,0 +1,286 @@
+"""Update/weight ratios without a copy of the parameters (watcher/updates.py): each one
+held against the true Δw = w_after - w_before, which the test measures by brute force
+around every step."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from gradscope.watcher import updates, watch
+
+
+def _groups(model: torch.nn.Module) -> list[dict]:
+    """Two param groups with their own learning rate and weight decay."""
+    first, *rest = list(model.children())
+    return [
+        {"params": list(first.parameters()), "lr": 0.02, "weight_decay": 0.3},
+        {"params": [p for m in rest for p in m.parameters()]},
+    ]
+
+
+VARIANTS = {
+    "sgd": lambda g: torch.optim.SGD(g, lr=0.1),
+    "sgd_decay_maximize": lambda g: torch.optim.SGD(g, lr=0.1, weight_decay=0.1, maximize=True),
+    "sgd_momentum_dampening": lambda g: torch.optim.SGD(
+        g, lr=0.1, momentum=0.9, dampening=0.2, weight_decay=0.01
+    ),
+    "sgd_nesterov_foreach": lambda g: torch.optim.SGD(
+        g, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.05, foreach=True
+    ),
+    "sgd_fused": lambda g: torch.optim.SGD(
+        g, lr=0.1, momentum=0.5, nesterov=True, weight_decay=0.1, fused=True
+    ),
+    "adam_l2": lambda g: torch.optim.Adam(g, lr=1e-2, weight_decay=0.1),
+    "adam_amsgrad_maximize": lambda g: torch.optim.Adam(g, lr=1e-2, amsgrad=True, maximize=True),
+    "adamw": lambda g: torch.optim.AdamW(g, lr=1e-2, weight_decay=0.1),
+    "adamw_foreach_amsgrad": lambda g: torch.optim.AdamW(
+        g, lr=1e-2, weight_decay=0.5, amsgrad=True, foreach=True
+    ),
+    "adamw_fused": lambda g: torch.optim.AdamW(g, lr=1e-2, weight_decay=0.5, fused=True),
+    "rmsprop_copied": lambda g: torch.optim.RMSprop(g, lr=1e-2),
+}
+
+
+def _train(model, opt, steps, batch, scheduler=None, before_step=None, **options):
+    """Steps under watch; per step the true ‖Δw‖ of every parameter and its ‖w‖ after."""
+    truth = []
+    params = list(model.parameters())
+    with watch(flush_every=4, **options) as w:
+        for k in range(steps):
+            x, y = batch(k)
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            if before_step is not None:
+                before_step(k)
+            old = [p.detach().clone() for p in params]
+            opt.step()
+            truth.append(
+                [
+                    ((p.detach() - o).norm().item(), p.detach().norm().item())
+                    for p, o in zip(params, old, strict=True)
+                ]
+            )
+            if scheduler is not None:
+                scheduler.step()
+    assert w.run is not None
+    names = w.run.names()
+    order = [names.index(n) for n, _ in model.named_parameters()]
+    return w.run, truth, order
+
+
+def _mlp(dtype=torch.float64):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+    g = torch.Generator().manual_seed(1)
+    data = [
+        (torch.randn(8, 6, generator=g, dtype=dtype), torch.randint(0, 3, (8,), generator=g))
+        for _ in range(8)
+    ]
+    return model.to(dtype), lambda k: data[k % len(data)]
+
+
+def _check(records, truth, order, rel):
+    for r, t in zip(records, truth, strict=True):
+        assert r.update_ratios is not None, r.step
+        for position, (delta, weight) in zip(order, t, strict=True):
+            assert r.update_ratios[position] == pytest.approx(delta / weight, rel=rel, abs=1e-15)
+        total = math.sqrt(sum(d * d for d, _ in t))
+        assert r.update_norm == pytest.approx(total, rel=rel), r.step
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_early_step_has_the_exact_update_of_each_optimizer_variant(variant, monkeypatch):
+    """Two param groups (own lr and weight decay), a schedule changing lr every step:
+    every step's ratio is the true one, in float64 to 1e-9; derived (nothing copied)
+    for torch's Adam, AdamW and SGD."""
+    copies = _copies(monkeypatch)
+    model, batch = _mlp()
+    opt = VARIANTS[variant](_groups(model))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: 1.0 / (1 + k))
+    run, truth, order = _train(model, opt, 5, batch, scheduler, update_every=25)
+    records = list(run.steps)
+    assert [r.step for r in records] == [1, 2, 3, 4, 5]
+    whole = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert copies == [whole if variant == "rmsprop_copied" else 0] * 5  # (under the floor)
+    _check(records, truth, order, rel=1e-9)
+
+
+def test_adam_coefficients_on_the_device_equal_those_on_the_host():
+    """Capturable or fused Adam keeps its step counts on the accelerator: the same
+    coefficients are then computed there, as tensors, without reading them back."""
+    steps = [torch.tensor(1.0), torch.tensor(7.0), torch.tensor(1000.0)]
+    host = updates._adam_coefficients(steps, 3e-4, 0.9, 0.95, 1e-8, host=True)
+    device = updates._adam_coefficients(steps, 3e-4, 0.9, 0.95, 1e-8, host=False)
+    for floats, tensors in zip(host, device, strict=True):
+        assert all(isinstance(t, torch.Tensor) and t.dim() == 0 for t in tensors)
+        assert [t.item() for t in tensors] == pytest.approx(floats, rel=1e-12)
+    assert host[0][0] == pytest.approx(3e-4 * math.sqrt(0.05) / 0.1)  # t = 1
+
+
+def test_pieces_of_large_and_non_contiguous_tensors_give_the_whole_norm(monkeypatch):
+    """Temporaries are taken in pieces: a tensor split into many of them, and one whose
+    rows are not contiguous (its state is), still get their exact update."""
+    monkeypatch.setattr(updates, "PIECE", 256)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 40), torch.nn.Tanh(), torch.nn.Linear(40, 3))
+    model.double()
+    with torch.no_grad():
+        model[0].weight = torch.nn.Parameter(model[0].weight.t().contiguous().t())
+    assert not model[0].weight.is_contiguous()
+    g = torch.Generator().manual_seed(1)
+    data = [
+        (
+            torch.randn(8, 6, generator=g, dtype=torch.float64),
+            torch.randint(0, 3, (8,), generator=g),
+        )
+        for _ in range(4)
+    ]
+    for make in (VARIANTS["adamw"], VARIANTS["sgd_nesterov_foreach"]):
+        opt = make(model.parameters())
+        run, truth, order = _train(model, opt, 4, lambda k: data[k])
+        _check(list(run.steps), truth, order, rel=1e-9)
+
+
+def test_measured_steps_are_the_first_hundred_then_every_update_every():
+    assert [s for s in range(1, 200) if updates.sampled(s, 25)] == [
+        *range(1, 101),
+        101,
+        126,
+        151,
+        176,
+    ]
+    assert all(updates.sampled(s, 1) for s in range(1, 300))
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_step_gradscaler_skipped_moved_nothing(fused):
+    """A non-finite gradient at step 3: GradScaler skips it (non-fused: the step never
+    runs; fused: it runs and leaves the weights alone): no update is reported."""
+    model, batch = _mlp(torch.float32)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1, fused=fused)
+    scaler = torch.amp.GradScaler("cpu", init_scale=4.0)
+    params = list(model.parameters())
+    truth = []
+    with watch(flush_every=4) as w:
+        for k in range(5):
+            x, y = batch(k)
+            opt.zero_grad()
+            scaler.scale(torch.nn.functional.cross_entropy(model(x), y)).backward()
+            if k == 2:
+                params[0].grad[0, 0] = math.inf
+            old = [p.detach().clone() for p in params]
+            scaler.step(opt)
+            scaler.update()
+            truth.append(
+                sum((p.detach() - o).norm().item() ** 2 for p, o in zip(params, old, strict=True))
+            )
+    records = list(w.run.steps)
+    assert [r.skipped for r in records] == [False, False, True, False, False]
+    assert truth[2] == 0
+    assert records[2].update_norm in (None, 0.0)
+    for r, t in zip(records, truth, strict=True):
+        if not r.skipped:
+            assert r.update_norm == pytest.approx(math.sqrt(t), rel=1e-4)
+
+
+def _copies(monkeypatch) -> list[int]:
+    """Bytes copied before each optimizer step, appended as the steps come."""
+    copies: list[int] = []
+    real = updates.Updates.before
+
+    def before(self, optimizer, params):
+        got = real(self, optimizer, params)
+        if optimizer is not None:  # (None: the first backward, in case updates are by hand)
+            copies.append(sum(c.numel() * c.element_size() for c in got.copies))
+        return got
+
+    monkeypatch.setattr(updates.Updates, "before", before)
+    return copies
+
+
+def test_no_copy_where_the_update_is_derived_and_a_bounded_rotating_one_elsewhere(monkeypatch):
+    """Adam and SGD: nothing copied. RMSprop over a 2 KiB budget: a different subset each
+    step, each exact, every tensor measured in turn, the total only where all were; a
+    tensor larger than the budget never, with a note."""
+    monkeypatch.setattr(updates, "FLOOR", 2048)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(6, 16),
+        torch.nn.Linear(16, 16),
+        torch.nn.Linear(16, 40),
+        torch.nn.Linear(40, 3),
+    ).double()  # the third weight (640 float64: 5 KiB) exceeds the budget
+    copies = _copies(monkeypatch)
+    g = torch.Generator().manual_seed(1)
+    data = [
+        (
+            torch.randn(8, 6, generator=g, dtype=torch.float64),
+            torch.randint(0, 3, (8,), generator=g),
+        )
+        for _ in range(8)
+    ]
+    batch = lambda k: data[k]  # noqa: E731
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    run, _, _ = _train(model, opt, 3, batch)
+    assert copies == [0, 0, 0]
+    assert run.notes == ()  # (the copy at the first backward, for updates by hand, is moot)
+    copies.clear()
+    opt = torch.optim.RMSprop(model.parameters(), lr=1e-2)
+    run, truth, order = _train(model, opt, 8, batch)
+    records = list(run.steps)
+    assert 0 < max(copies) <= 2048
+    seen = set()
+    for r, t in zip(records, truth, strict=True):
+        measured = {i for i, v in enumerate(r.update_ratios) if not math.isnan(v)}
+        assert measured and len(measured) < len(order)
+        seen |= measured
+        for position, (delta, weight) in zip(order, t, strict=True):
+            if position in measured:
+                assert r.update_ratios[position] == pytest.approx(delta / weight, rel=1e-9)
+        assert r.update_norm is None
+    big = order[4]  # model.2.weight
+    assert seen == set(order) - {big}
+    assert [n for n in run.notes if "not measured" in n] == [
+        "update/weight ratios not measured for 2.weight: its optimizer keeps no state to "
+        "derive it, and a copy would exceed the budget (2% of the parameters' bytes)"
+    ]
+
+
+@pytest.mark.slow
+def test_gpt2_adamw_updates_are_exact_on_every_early_step():
+    """A transformers GPT-2 built from a tiny config (tied embedding), AdamW with decay
+    on the matrices only and a warm-up schedule, float32: ratios to 1e-4 of the truth."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=2, n_head=2)
+    model = transformers.GPT2LMHeadModel(config)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}], lr=3e-3
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: min(1.0, (k + 1) / 4))
+    tokens = torch.randint(0, 64, (6, 2, 16), generator=torch.Generator().manual_seed(2))
+    params = list(model.parameters())
+    truth = []
+    with watch(flush_every=4) as w:
+        for k in range(6):
+            loss = model(tokens[k], labels=tokens[k]).loss
+            opt.zero_grad()
+            loss.backward()
+            old = [p.detach().clone() for p in params]
+            opt.step()
+            scheduler.step()
+            truth.append(
+                [
+                    ((p.detach() - o).norm().item(), p.detach().norm().item())
+                    for p, o in zip(params, old, strict=True)
+                ]
+            )
+    names = w.run.names()
+    order = [names.index(n) for n, _ in model.named_parameters()]
+    _check(list(w.run.steps), truth, order, rel=1e-4)
