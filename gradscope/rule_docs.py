@@ -385,12 +385,17 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "GS419": RuleDoc(
         why="Over the first 100 steps the weight matrices' median update/weight ratio "
-        "‖Δw‖/‖w‖ is update-ratio-warn or more (a healthy step moves them by about 1e-3: "
+        "‖Δw‖/‖w‖ (measured on every one of those steps) is update-ratio-warn or more (a healthy step moves them by about 1e-3: "
         "weights that turn over in a thousand steps; at 0.05 they are replaced in 20), the "
         "loss stopped improving (no progress-min-fall, or none over the second half), and "
         "something says the large steps did harm: the loss blew up early, sits at the "
-        "uniform guess, or stopped falling while warm-up still raised the learning rate "
-        "(a small model learning fast takes large early steps too). The message names the "
+        "uniform guess, did not fall at all, or stopped falling while warm-up still raised "
+        "the learning rate (a small model learning fast takes large early steps too). Two "
+        "signs suffice alone: a ratio of update-ratio-high or more (the weights rewritten "
+        "every few steps), and, for Adam-like optimizers, whose step moves each element by "
+        "about lr whatever the gradient, a peak lr at or above the weight matrices' initial "
+        "rms (one step can move every weight by its whole initial size). Ratios are judged "
+        "at the steps where the lr is at least half its early peak. The message names the "
         "learning rate at the step where it peaked, the optimizer's step size (Adam: about "
         "lr per element; SGD with momentum μ: lr/(1-μ) × the gradient) and the learning rate "
         "that would bring the ratio near 1e-3.",
@@ -398,7 +403,7 @@ DOCS: dict[str, RuleDoc] = {
         "0.06): ratios 0.05-0.08 from step 1, the loss stuck near 2.9 where the stock run "
         "reaches 2.4",
         fix="lower the peak learning rate by the factor given, or lengthen the warm-up",
-        thresholds=("update-ratio-warn", "progress-min-fall"),
+        thresholds=("update-ratio-warn", "update-ratio-high", "progress-min-fall"),
     ),
     "GS420": RuleDoc(
         why="A param group's weight decay has an equilibrium below the initial rms "

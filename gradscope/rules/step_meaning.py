@@ -169,24 +169,50 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
         settings = run.settings_of(s.index)
         if s.manual(run) or settings is None:
             continue
-        ratios, sampled = _ratios(_high_lr_steps(s), _matrices(run, s))
+        high = _high_lr_steps(s)
+        ratios, sampled = _ratios(high, _matrices(run, s))
         steps, losses = _losses(s)
-        if not ratios or len(losses) < 10:
+        if not ratios or len(losses) < 4:
             continue
         ratio = statistics.median(ratios)
-        if ratio < t.update_ratio_warn:
-            continue
-        harm = (
-            f"each step rewrites {ratio:.0%} of every weight matrix"
-            if ratio >= t.update_ratio_high
-            else _harm(run, s, steps, losses, t)
-        )
+        harm = _larger_than_weights(run, s, settings, high) if settings.adaptive else None
+        if harm is None and ratio >= t.update_ratio_high:
+            harm = f"each step rewrites {ratio:.0%} of every weight matrix"
+        if harm is None and ratio >= t.update_ratio_warn:
+            harm = _harm(run, s, steps, losses, t)
         if harm is None:
             continue  # large early steps that did no harm: a small model learning fast
         out.append(
             about(_lr_finding(run, s, settings, ratio, len(ratios), sampled, harm, t), sampled[:1])
         )
     return out
+
+
+def _larger_than_weights(
+    run: WatchRun, s: Series, settings: OptimizerSettings, high: list[StepRecord]
+) -> str | None:
+    """Adam-like optimizers move each element by about lr per step whatever the gradient:
+    an lr at or above the weight matrices' own initial rms (median over them) lets one
+    step move every weight by its whole initial size."""
+    rows = []
+    for i in _matrices(run, s):
+        p = run.params[i]
+        if p.weight_norm is None or p.weight_norm <= 0 or p.group is None:
+            continue
+        lrs = [r.lrs[p.group] for r in high if p.group < len(r.lrs)]
+        if lrs:
+            rows.append((max(lrs), p.weight_norm / math.sqrt(math.prod(p.shape) or 1)))
+    if not rows:
+        return None
+    lr = statistics.median(r[0] for r in rows)
+    rms = statistics.median(r[1] for r in rows)
+    if lr < rms:
+        return None
+    return (
+        f"{settings.kind} moves each element by about lr = {num(lr)} per step, {lr / rms:.3g}× "
+        f"these matrices' initial rms {num(rms)}: one step can move every weight by more "
+        "than its whole initial size"
+    )
 
 
 def _lr_finding(
