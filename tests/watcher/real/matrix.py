@@ -64,7 +64,7 @@ class Row:
     case: str
     """A key of runs.CASES."""
     subject: str = ""
-    """Prefix the caught and named findings' subject must have ("" for any)."""
+    """The layer the caught and named findings must be about ("" for any)."""
     note: str = ""
     crashes: bool = False
     """The bug crashes the script itself (as it does without gradscope)."""
@@ -190,7 +190,9 @@ class Verdict:
 
 
 def _about(row: Row, f: Finding) -> bool:
-    return f.subject.startswith(row.subject)
+    """The finding is about the row's subject: the layer itself or one of its parameters."""
+    p = row.subject
+    return not p or f.subject == p or f.subject.startswith(p + ".")
 
 
 def judge(row: Row, report) -> Verdict:
