@@ -39,7 +39,12 @@ WORD_LM = os.path.join(EXAMPLES, "word_language_model", "main.py")
 SINE = os.path.join(EXAMPLES, "time_sequence_prediction", "train.py")
 VAE = os.path.join(EXAMPLES, "vae", "main.py")
 MNIST = os.path.join(EXAMPLES, "mnist", "main.py")
+GAT = os.path.join(EXAMPLES, "gat", "main.py")
+MAKEMORE = os.path.join(VENDOR, "makemore", "makemore.py")
+MINGPT_PKG = os.path.join(VENDOR, "mingpt")
+ADDER = os.path.join(MINGPT_PKG, "projects", "adder", "adder.py")
 MINGPT = os.path.join(DRIVERS, "mingpt_sort.py")
+MLP = os.path.join(DRIVERS, "mlp.py")
 INJECT = os.path.join(DRIVERS, "inject.py")
 
 
@@ -98,6 +103,49 @@ def sine_data(workdir: str) -> None:
     torch.save(np.sin(x / 1.0 / t).astype("float64"), os.path.join(workdir, "traindata.pt"))
 
 
+def names_data(workdir: str) -> None:
+    """makemore's names.txt: 2000 lowercase words of 3-9 letters from a letter Markov
+    chain, every letter a first letter somewhere (a 27-token vocabulary, as with names)."""
+    rng = np.random.default_rng(4)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    table = rng.dirichlet(np.full(26, 0.2), size=26)
+    words = []
+    for i in range(2000):
+        state = i % 26
+        word = [letters[state]]
+        for _ in range(int(rng.integers(2, 9))):
+            state = int(rng.choice(26, p=table[state]))
+            word.append(letters[state])
+        words.append("".join(word))
+    with open(os.path.join(workdir, "names.txt"), "w", encoding="utf8") as f:
+        f.write("\n".join(words) + "\n")
+
+
+def cora_data(workdir: str, nodes: int = 1650, features: int = 48, classes: int = 7) -> None:
+    """cora/cora.content and cora/cora.cites in Cora's format (paper id, binary features,
+    class name; citing pairs), Cora-like: a class-dependent bag of words and 4 of 5
+    citations within the class. gat/main.py splits 1200 test / 400 val / the rest train,
+    and its attention is dense (nodes x nodes): the graph is kept just above 1600 nodes."""
+    rng = np.random.default_rng(5)
+    labels = rng.integers(classes, size=nodes)
+    proto = 0.02 + 0.25 * (rng.random((classes, features)) < 0.2)
+    bits = (rng.random((nodes, features)) < proto[labels]).astype(int)
+    ids = 1000 + 7 * np.arange(nodes)
+    folder = os.path.join(workdir, "cora")
+    os.makedirs(folder)
+    with open(os.path.join(folder, "cora.content"), "w", encoding="utf8") as f:
+        for i in range(nodes):
+            row = "\t".join(str(b) for b in bits[i])
+            f.write(f"{ids[i]}\t{row}\tClass_{labels[i]}\n")
+    src = np.repeat(np.arange(nodes), 2)
+    order, counts = np.argsort(labels, kind="stable"), np.bincount(labels, minlength=classes)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    mate = order[starts[labels[src]] + rng.integers(0, counts[labels[src]])]
+    dst = np.where(rng.random(len(src)) < 0.8, mate, rng.integers(0, nodes, len(src)))
+    with open(os.path.join(folder, "cora.cites"), "w", encoding="utf8") as f:
+        f.writelines(f"{ids[d]}\t{ids[s]}\n" for s, d in zip(src, dst, strict=True))
+
+
 def no_data(workdir: str) -> None:
     return None
 
@@ -111,6 +159,8 @@ class Case:
     argv: tuple[str, ...]
     data: Callable[[str], None] = no_data
     env: tuple[tuple[str, str], ...] = ()
+    paths: tuple[str, ...] = ()
+    """Folders put first on sys.path for the run (minGPT's projects import `mingpt`)."""
 
 
 def nanogpt(name: str, *overrides: str, bug: str | None = None, iters: int = 80) -> Case:
@@ -143,7 +193,7 @@ def word_lm(name: str, *extra: str, bug: str | None = None) -> Case:
         "--data=corpus",
         "--emsize=16",
         "--nhid=16",
-        "--epochs=6",
+        "--epochs=4",
         "--save=model.pt",
         "--log-interval=1000",
         *extra,
@@ -152,6 +202,72 @@ def word_lm(name: str, *extra: str, bug: str | None = None) -> Case:
         return Case(name, WORD_LM, argv, word_lm_data)
     return Case(name, INJECT, (bug, WORD_LM, *argv), word_lm_data)
 
+
+def _maybe_injected(name: str, script: str, argv: tuple[str, ...], bug: str | None, **kw) -> Case:
+    if bug is None:
+        return Case(name, script, argv, **kw)
+    return Case(name, INJECT, (bug, script, *argv), **kw)
+
+
+def makemore(name: str, *extra: str, bug: str | None = None) -> Case:
+    """makemore.py's default transformer, shrunk (2 layers of 32), on synthetic names."""
+    argv = (
+        "--input-file=names.txt",
+        "--work-dir=out",
+        "--num-workers=0",
+        "--max-steps=60",
+        "--n-layer=2",
+        "--n-head=2",
+        "--n-embd=32",
+        "--n-embd2=32",
+        *extra,
+    )
+    return _maybe_injected(name, MAKEMORE, argv, bug, data=names_data)
+
+
+def gat(name: str, *extra: str, bug: str | None = None) -> Case:
+    """gat/main.py (Adam, NLLLoss, dropout 0.6) on a synthetic Cora-like graph, 1 head of 8."""
+    argv = ("--epochs=4", "--hidden-dim=8", "--num-heads=1", "--val-every=4", "--no-accel")
+    return _maybe_injected(name, GAT, (*argv, *extra), bug, data=cora_data)
+
+
+def adder(name: str, *extra: str, bug: str | None = None, ndigit: int = 1, iters: int = 60) -> Case:
+    """minGPT's projects/adder as shipped (gpt-nano, AdamW, clip 1.0). The bugs run on 1-digit
+    sums: the 2-digit default scores 10,000 sums by generation at iteration 0 (seconds)."""
+    argv = (
+        f"--data.ndigit={ndigit}",
+        f"--trainer.max_iters={iters}",
+        "--trainer.num_workers=0",
+        "--system.work_dir=out",
+        *extra,
+    )
+    return _maybe_injected(name, ADDER, argv, bug, paths=(MINGPT_PKG,))
+
+
+def mlp(name: str, *extra: str, bug: str | None = None) -> Case:
+    return _maybe_injected(name, MLP, extra, bug)
+
+
+def mingpt(name: str, *extra: str, bug: str | None = None) -> Case:
+    """The minGPT sort driver, 30 iterations (the stock `mingpt` case runs 60)."""
+    return _maybe_injected(name, MINGPT, ("--max-iters=30", *extra), bug)
+
+
+VAE_ARGV = ("--epochs=2", "--batch-size=32", "--no-accel")
+VAE_ENV = (("GS_FAKE_MNIST_TRAIN", "256"), ("GS_FAKE_MNIST_TEST", "64"))
+
+
+def vae(name: str, bug: str | None = None) -> Case:
+    return _maybe_injected(name, VAE, VAE_ARGV, bug, env=VAE_ENV)
+
+
+FROZEN = {
+    "nanogpt": "transformer.h.0",
+    "makemore": "transformer.h.0",
+    "mingpt": "transformer.h.0",
+    "vae": "fc1",
+}
+"""The layer each project's frozen-in-optimizer case freezes after building the optimizer."""
 
 DCGAN_ARGV = (
     "--dataset=fake",
@@ -200,18 +316,48 @@ CASES = {
             sine_data,
             (("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1"),),
         ),
-        Case(
-            "vae",
-            VAE,
-            ("--epochs=2", "--batch-size=32", "--no-accel"),
-            env=(("GS_FAKE_MNIST_TRAIN", "256"), ("GS_FAKE_MNIST_TEST", "64")),
-        ),
+        vae("vae"),
         Case(
             "mnist",
             MNIST,
             ("--epochs=1", "--batch-size=32", "--test-batch-size=64", "--no-accel"),
             env=MNIST_ENV,
         ),
+        # issue 26: what the numbers mean (matrix.py lists them by project and bug class)
+        nanogpt("nanogpt-loss-negated", bug="loss_negated", iters=40),
+        nanogpt("nanogpt-decay100", "--weight_decay=100.0", iters=40),
+        nanogpt("nanogpt-frozen", bug=f"freeze_in_optimizer={FROZEN['nanogpt']}", iters=40),
+        nanogpt("nanogpt-zero-grad-before-step", bug="zero_grad_before_step", iters=40),
+        makemore("makemore"),
+        makemore("makemore-loss-negated", bug="loss_negated"),
+        makemore("makemore-decay100", "--weight-decay=100"),
+        makemore("makemore-frozen", bug=f"freeze_in_optimizer={FROZEN['makemore']}"),
+        makemore("makemore-zero-grad-before-step", bug="zero_grad_before_step"),
+        makemore("makemore-no-zero-grad", bug="no_zero_grad"),
+        mingpt("mingpt-lr100", "--lr=0.05"),
+        mingpt("mingpt-loss-negated", bug="loss_negated"),
+        mingpt("mingpt-frozen", bug=f"freeze_in_optimizer={FROZEN['mingpt']}"),
+        mingpt("mingpt-zero-grad-before-step", bug="zero_grad_before_step"),
+        adder("adder", ndigit=2, iters=240),  # two norm spikes (steps 223, 226) clip absorbs
+        adder("adder-1digit"),
+        adder("adder-lr100", "--trainer.learning_rate=0.05"),
+        adder("adder-decay100", "--trainer.weight_decay=100"),
+        gat("gat"),
+        gat("gat-lr100", "--lr=0.5"),
+        gat("gat-loss-negated", bug="loss_negated"),
+        vae("vae-lr100", bug="lr_x100"),
+        vae("vae-loss-negated", bug="loss_negated"),
+        vae("vae-frozen", bug=f"freeze_in_optimizer={FROZEN['vae']}"),
+        vae("vae-zero-grad-before-step", bug="zero_grad_before_step"),
+        vae("vae-no-zero-grad", bug="no_zero_grad"),
+        word_lm("word-lm-loss-negated", bug="loss_negated"),
+        word_lm("word-lm-no-zero-grad", bug="no_zero_grad"),
+        mlp("mlp-adam"),
+        mlp("mlp-sgd", "--optimizer=sgd"),
+        mlp("mlp-adam-loss-negated", bug="loss_negated"),
+        mlp("mlp-adam-zero-grad-before-step", bug="zero_grad_before_step"),
+        mlp("mlp-adam-no-zero-grad", bug="no_zero_grad"),
+        mlp("mlp-sgd-no-zero-grad", "--optimizer=sgd", bug="no_zero_grad"),
     )
 }
 
@@ -231,7 +377,7 @@ def _isolated(case: Case) -> Iterator[None]:
     )
     benchmark = torch.backends.cudnn.benchmark  # dcgan sets it
     os.chdir(workdir)
-    sys.path.insert(0, STAND_INS)
+    sys.path[:0] = [STAND_INS, *case.paths]
     os.environ.update(dict(case.env))
     torch.set_num_threads(1)
     try:

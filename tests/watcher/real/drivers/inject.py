@@ -1,8 +1,9 @@
-"""`python inject.py BUG SCRIPT [ARGS...]`: run a vendored training script, unmodified, as
-`python SCRIPT ARGS` would, with one seeded bug monkeypatched in from outside.
+"""`python inject.py BUG[=ARG] SCRIPT [ARGS...]`: run a vendored training script, unmodified,
+as `python SCRIPT ARGS` would, with one seeded bug monkeypatched in from outside.
 
 Each bug below is what a user gets wrong in their own loop, injected without editing the
 real code; every patch is undone when the script ends (the tests run in one process).
+The generic bugs at the end apply to any script; the others to one project.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import runpy
 import sys
 import types
+import weakref
 from collections.abc import Callable, Iterator
 from unittest import mock
 
@@ -187,7 +189,85 @@ def wlm_skip_param(stack: contextlib.ExitStack) -> None:
     stack.enter_context(mock.patch.object(model.RNNModel, "parameters", parameters))
 
 
-BUGS: dict[str, Callable[[contextlib.ExitStack], None]] = {
+# -- generic: any script ---------------------------------------------------------------------
+NEGATED = ("cross_entropy", "nll_loss", "binary_cross_entropy")
+"""loss_negated: the torch.nn.functional losses that return their negation."""
+
+
+def loss_negated(stack: contextlib.ExitStack) -> None:
+    """The loss written with its sign flipped, `loss = -F.cross_entropy(...)`: the losses in
+    NEGATED return their negation wherever the script calls them (nn.CrossEntropyLoss and
+    nn.NLLLoss call them too). The optimizer then climbs the loss. In vae only the
+    reconstruction term (binary_cross_entropy) flips; its KL term, written by hand, not."""
+    for name in NEGATED:
+        original = getattr(F, name)
+
+        def negated(*args, _original=original, **kwargs):
+            return -_original(*args, **kwargs)
+
+        stack.enter_context(mock.patch.object(F, name, negated))
+
+
+def no_zero_grad(stack: contextlib.ExitStack) -> None:
+    """Every `zero_grad()` forgotten, the optimizer's and the model's: each backward adds to
+    gradients nobody cleared (also under a hand-written update)."""
+    for cls in (torch.optim.Optimizer, torch.nn.Module):
+        stack.enter_context(mock.patch.object(cls, "zero_grad", lambda *a, **k: None))
+
+
+def zero_grad_before_step(stack: contextlib.ExitStack) -> None:
+    """`loss.backward(); optimizer.zero_grad(); optimizer.step()`: right after each backward
+    every optimizer the script built clears its gradients (to None, zero_grad's default),
+    so each step() finds no gradient and applies nothing."""
+    optimizers: weakref.WeakSet = weakref.WeakSet()
+    _wrap_init(stack, torch.optim.Optimizer, optimizers.add)
+    original = torch.Tensor.backward
+
+    def backward(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        for optimizer in list(optimizers):
+            optimizer.zero_grad()
+
+    stack.enter_context(mock.patch.object(torch.Tensor, "backward", backward))
+
+
+def freeze_in_optimizer(stack: contextlib.ExitStack, path: str) -> None:
+    """`model.<path>.requires_grad_(False)` right after the optimizer was built over all the
+    model's parameters: the layer stays in the optimizer's param groups, its `.grad` is None
+    at every step and it never moves (often deliberate: fine-tuning with a frozen part)."""
+
+    def freeze(optimizer) -> None:
+        params = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        _model_owning(params).get_submodule(path).requires_grad_(False)
+
+    _wrap_init(stack, torch.optim.Optimizer, freeze)
+
+
+def _model_owning(params: set[int]) -> torch.nn.Module:
+    """The module, in a caller's frame, whose parameters are all of the optimizer's (the
+    script's `model`, or `self` in a `configure_optimizers`)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        for value in frame.f_locals.values():
+            if isinstance(value, torch.nn.Module):
+                if params <= {id(p) for p in value.parameters()}:
+                    return value
+        frame = frame.f_back
+    raise RuntimeError("freeze_in_optimizer: no model owns the optimizer's parameters")
+
+
+def lr_x100(stack: contextlib.ExitStack) -> None:
+    """The learning rate written 100x too large where the script hard-codes it (vae's
+    `optim.Adam(model.parameters(), lr=1e-3)`): every optimizer's default lr times 100."""
+    original = torch.optim.Optimizer.__init__
+
+    def __init__(self, params, defaults):
+        original(self, params, {**defaults, "lr": defaults["lr"] * 100})
+
+    stack.enter_context(mock.patch.object(torch.optim.Optimizer, "__init__", __init__))
+
+
+BUGS: dict[str, Callable[..., None]] = {
     f.__name__: f
     for f in (
         nanogpt_no_zero_grad,
@@ -199,6 +279,11 @@ BUGS: dict[str, Callable[[contextlib.ExitStack], None]] = {
         nanogpt_clip_before_unscale,
         dcgan_no_zero_grad_d,
         wlm_skip_param,
+        loss_negated,
+        no_zero_grad,
+        zero_grad_before_step,
+        freeze_in_optimizer,
+        lr_x100,
     )
 }
 
@@ -216,8 +301,9 @@ def _script_argv(script: str, argv: list[str]) -> Iterator[None]:
 
 def main(argv: list[str]) -> None:
     bug, script, *rest = argv
+    name, _, arg = bug.partition("=")
     with _script_argv(script, rest), contextlib.ExitStack() as stack:
-        BUGS[bug](stack)
+        BUGS[name](stack, *([arg] if arg else []))
         runpy.run_path(script, run_name="__main__")
 
 
