@@ -375,8 +375,9 @@ DOCS: dict[str, RuleDoc] = {
         why="The loss's own autograd graph shows a loss bounded below (cross-entropy, NLL "
         "of log_softmax, (binary) cross-entropy, MSE, L1, Huber) entering the value backward "
         "ran on negated, or the optimizer has maximize=True on a plain one; and the values "
-        "confirm it: the loss fell below the bound and kept falling (or, with maximize, kept "
-        "rising). A cross-entropy can never be below 0, so the run is ascending it. Judged "
+        "confirm it: the loss went below the bound (the negated term outweighs the rest) "
+        "and, in a run long enough to tell, kept falling (with maximize, rising). A "
+        "cross-entropy can never be below 0, so the run is ascending it. Judged "
         "with one optimizer only: a GAN's minimax generator ascends by design.",
         example="`loss = -F.cross_entropy(logits, y)` in a character-level language model: "
         "the loss goes -3.5 → -15.9 and the gradient norm grows 8×",
@@ -385,7 +386,8 @@ DOCS: dict[str, RuleDoc] = {
     ),
     "GS419": RuleDoc(
         why="Over the first 100 steps the weight matrices' median update/weight ratio "
-        "‖Δw‖/‖w‖ (measured on every one of those steps) is update-ratio-warn or more (a healthy step moves them by about 1e-3: "
+        "‖Δw‖/‖w‖ (measured on every one of those steps) is update-ratio-warn or more (a "
+        "healthy step moves them by about 1e-3: "
         "weights that turn over in a thousand steps; at 0.05 they are replaced in 20), the "
         "loss stopped improving (no progress-min-fall, or none over the second half), and "
         "something says the large steps did harm: the loss blew up early, sits at the "

@@ -77,12 +77,12 @@ def loss_maximised(run: WatchRun, t: Thresholds) -> list[Finding]:
             else kind.negated_terms()
         )
         steps, losses = _losses(s)
-        if not bad or len(losses) < 4:
-            continue
+        if not bad or not losses or min(losses) >= 0:
+            continue  # below 0 only when the negated term outweighs the rest
         w = _window(len(losses))
         first, last = statistics.median(losses[:w]), statistics.median(losses[-w:])
-        if not (last < first and min(losses) < 0):  # the objective fell below the bound
-            continue
+        if len(losses) >= 2 * w and last >= first:
+            continue  # long enough to see it, and the ascent does not go on
         sign = -1 if maximize else 1  # the script's own loss values, as it printed them
         term = bad[0]
         name = term.kind.replace("_", "-")
@@ -172,7 +172,7 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
         high = _high_lr_steps(s)
         ratios, sampled = _ratios(high, _matrices(run, s))
         steps, losses = _losses(s)
-        if not ratios or len(losses) < 4:
+        if not ratios:
             continue
         ratio = statistics.median(ratios)
         harm = _larger_than_weights(run, s, settings, high) if settings.adaptive else None
