@@ -169,6 +169,9 @@ class WatchRun:
     update_every: int = 25
     """Every this many steps the update/weight ratios were sampled."""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    unwritten: tuple[str, ...] = ()
+    """Files the run could not write as it ran (the --log on a full disk), one line each:
+    also in `notes`; the command says them on stderr and exits 2."""
 
     def __post_init__(self) -> None:
         from gradscope.steps.step_store import StepStore
