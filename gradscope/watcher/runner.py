@@ -65,7 +65,8 @@ def _signal_handlers_kept() -> Iterator[None]:
 
 def _end_forked_child(parent: int, failure: BaseException | None) -> None:
     """A child the script forked (os.fork) that ran on to the script's end leaves as it
-    would without gradscope: its exit code, no second report."""
+    would without gradscope: its exit code, its own traceback if it raised, no second
+    report."""
     if os.getpid() == parent:
         return
     code = 0
@@ -73,6 +74,9 @@ def _end_forked_child(parent: int, failure: BaseException | None) -> None:
         code = failure.code if isinstance(failure.code, int) else (0 if failure.code is None else 1)
     elif failure is not None:
         code = 1
+        if isinstance(failure, Exception):  # as Python prints it, without our frames
+            with contextlib.suppress(Exception):
+                sys.stderr.write(script_traceback(failure))
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
         sys.stderr.flush()

@@ -48,3 +48,17 @@ def test_sigterm_in_a_forked_child_ends_it_as_without_gradscope():
             os._exit(7)  # not reached
         _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == -signal.SIGTERM
+
+
+@pytest.mark.slow
+def test_a_forked_child_that_raises_prints_its_own_traceback_and_no_log_lines(tmp_path):
+    log = tmp_path / "steps.jsonl"
+    done = gradscope("watch", script("fork_child_raises.py"), "--log", str(log), "-f", "json")
+    assert done.returncode == 0, done.stderr  # the parent ran to its end
+    assert "child exit 1" in done.stderr
+    trace = done.stderr[: done.stderr.index("child exit 1")]
+    assert trace.startswith("Traceback (most recent call last):")
+    assert trace.rstrip().endswith("ValueError: the child failed")  # as Python prints it
+    assert "gradscope" not in trace and "runpy" not in trace
+    assert json.loads(done.stdout)["summary"]["steps"] == 12
+    assert len(log.read_text().splitlines()) == 1 + 12  # the parent's steps only
