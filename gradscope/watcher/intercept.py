@@ -473,7 +473,7 @@ class Interceptor:
     def _before_clip(self, here: ThreadState, params: list[torch.Tensor]) -> torch.Tensor | None:
         """The norms before the clip changes them; the loss scale they still carry."""
         self._ensure_discovered(params)
-        here.clip_params = frozenset(id(p) for p in params)
+        here.clip_params = frozenset(id(p) for p in params) or None  # none: not known
         scale = self._clip_scale(here, params)
         here.pre_clip = self._unscaled(self.measure.grads(self._foreign(here)), scale)
         return scale
@@ -498,7 +498,7 @@ class Interceptor:
         params = [
             p for i, p in enumerate(self.tracked.params) if i not in foreign and id(p.grad) in ids
         ]
-        here.clip_params = frozenset(id(p) for p in params)
+        here.clip_params = frozenset(id(p) for p in params) or None  # none: not known
         self._clipped(here, total, norm_type, None, self._clip_scale(here, params))
 
     def _wrap_clip_with_norm(self, original: Any) -> Any:
