@@ -80,6 +80,10 @@ class Thresholds:
     """...or this many steps in a row."""
     update_ratio_high: float = 0.2
     """GS409 (watch): a weight matrix's median update/weight norm ratio above this."""
+    update_ratio_warn: float = 0.02
+    """GS419 (watch): the weight matrices' median update/weight ratio in the first 100 steps
+    at or above this (20× the healthy 1e-3: weights replaced in 50 steps), with the loss
+    stalled."""
     update_ratio_low: float = 1e-7
     """GS410 (watch): a parameter's median update/weight norm ratio below this (0: no update)."""
     not_reset_fraction: float = 0.5

@@ -130,11 +130,6 @@ def is_own_file(filename: str) -> bool:
     return _is_ours(filename)
 
 
-def is_library_file(filename: str) -> bool:
-    """A frame of gradscope, an installed package or generated code: not the user's line."""
-    return _is_library(filename)
-
-
 _STDLIB = os.path.dirname(os.__file__)
 
 

@@ -65,9 +65,13 @@ class Finding:
     steps: tuple[int, ...] = ()
     """Watch rules: the optimizer steps it is about (the first ones when there are many),
     which the views mark; () for a finding about no step in particular."""
+    explained_by: str | None = None
+    """Watch rules: "RULE:subject" of the finding whose cause this one is a symptom of
+    (rules/causes.py); its advice then points there."""
 
     def to_dict(self) -> dict[str, Any]:
         steps = {"steps": list(self.steps)} if self.steps else {}
+        cause = {"explained_by": self.explained_by} if self.explained_by else {}
         return {
             "rule": self.rule,
             "slug": self.slug,
@@ -80,6 +84,7 @@ class Finding:
             "evidence": list(self.evidence),
             "ignored_by": self.ignored_by,
             **steps,
+            **cause,
             "table_row": {
                 "symptom": self.row.symptom,
                 "cause": self.row.cause,
@@ -453,6 +458,24 @@ TABLE.update(
                 "model the loss is computed on",
             ),
             TableRow(
+                "objective",
+                "the loss falls below its bound, or rises while the optimizer succeeds",
+                "the loss is negated (or the optimizer has maximize=True): the run ascends",
+                "minimise the loss itself; keep a deliberate ascent explicit (maximize=True)",
+            ),
+            TableRow(
+                "decay",
+                "weights shrink towards 0; the loss stalls at chance",
+                "weight decay (lr × weight_decay) too strong for the optimizer's steps",
+                "a smaller weight_decay; no decay on biases and norm scales",
+            ),
+            TableRow(
+                "reset-order",
+                "the optimizer steps but applies no gradient",
+                "zero_grad() between backward() and step() clears the gradients it needs",
+                "zero_grad() before backward() or after step()",
+            ),
+            TableRow(
                 "clip-scaled",
                 "gradient clipping under GradScaler has no sensible threshold",
                 "clip_grad_norm_ ran on gradients still multiplied by the loss scale",
@@ -594,6 +617,50 @@ RULES.update(
             "clip-scaled",
             "watch: gradients were clipped while still scaled by GradScaler (no unscale_ "
             "first), so max_norm is compared with norms thousands of times too large",
+            "watch",
+        ),
+        Rule(
+            "GS418",
+            "loss-maximised",
+            Severity.ERROR,
+            "objective",
+            "watch: the loss's graph shows a loss bounded below (cross-entropy, MSE, ...) "
+            "negated, or maximize=True, and the values confirm the run ascends it",
+            "watch",
+        ),
+        Rule(
+            "GS419",
+            "lr-too-high",
+            Severity.WARNING,
+            "progress",
+            "watch: in the first steps every update moves the weight matrices by a large "
+            "fraction of their norm while the loss stops improving",
+            "watch",
+        ),
+        Rule(
+            "GS420",
+            "decay-too-strong",
+            Severity.ERROR,
+            "decay",
+            "watch: weight decay pulls the weights far below where they started, faster than "
+            "the optimizer's steps hold them up, and the loss stalls",
+            "watch",
+        ),
+        Rule(
+            "GS421",
+            "frozen-in-optimizer",
+            Severity.INFO,
+            "update-ratio",
+            "watch: parameters with requires_grad=False sit in an optimizer's param groups and "
+            "never move",
+            "watch",
+        ),
+        Rule(
+            "GS422",
+            "zero-grad-before-step",
+            Severity.ERROR,
+            "reset-order",
+            "watch: zero_grad() ran between backward() and step(), so the steps apply no gradient",
             "watch",
         ),
         Rule(

@@ -16,15 +16,13 @@ from typing import Any
 from gradscope.errors import ExitCode
 from gradscope.findings import Finding, Severity, split_ignored
 
-KINDS = ("inspect", "watch", "gradcheck", "diff", "check")
-
 
 @dataclass
 class Outcome:
     """One judged target: what was found, what was silenced, or why it could not run."""
 
     kind: str
-    """Which command judged it: one of `KINDS` (but "check")."""
+    """Which command judged it: "inspect", "watch", "gradcheck" or "diff"."""
     label: str
     """What was judged, as the user named it: a target, a script, "ref.py vs new.py"."""
     findings: list[Finding] = field(default_factory=list)

@@ -94,7 +94,11 @@ DOCS: dict[str, RuleDoc] = {
         why="A non-zero gradient L2 norm below vanish-norm; or the gradient RMS of the first "
         "layer that ran divided by the last layer's below vanish-depth-ratio: the gradient "
         "shrinks on its way back. Layer-scale branches and biases whose gradient is zero in "
-        "theory are left out. The explanation pass counts the sigmoid/tanh calls and their "
+        "theory are left out, and so is the factor of a low-rank product (LoRA's A) whose "
+        "gradient passes through a smaller partner (B, zero at init). When the first layer's "
+        "kind of tensor repeats deeper (each block's query), the first is compared with the "
+        "last of its own kind too: a query at init is small in every block alike, which is "
+        "no shrink with depth. The explanation pass counts the sigmoid/tanh calls and their "
         "mean derivative.",
         example="sixteen Linear+Sigmoid layers",
         command="gradscope inspect vanishing-sigmoid",
@@ -366,6 +370,66 @@ DOCS: dict[str, RuleDoc] = {
         fix="find what changed at that step: a freeze, a detach() or no_grad() around it, a "
         "branch; if the freeze is meant, take it out of the optimizer",
         thresholds=("stop-min-steps",),
+    ),
+    "GS418": RuleDoc(
+        why="The loss's own autograd graph shows a loss bounded below (cross-entropy, NLL "
+        "of log_softmax, (binary) cross-entropy, MSE, L1, Huber) entering the value backward "
+        "ran on negated, or the optimizer has maximize=True on a plain one; and the values "
+        "confirm it: the loss fell below the bound and kept falling (or, with maximize, kept "
+        "rising). A cross-entropy can never be below 0, so the run is ascending it. Judged "
+        "with one optimizer only: a GAN's minimax generator ascends by design.",
+        example="`loss = -F.cross_entropy(logits, y)` in a character-level language model: "
+        "the loss goes -3.5 → -15.9 and the gradient norm grows 8×",
+        fix="minimise the loss itself (remove the minus sign); a deliberate ascent keeps "
+        "the loss positive and passes maximize=True to the optimizer",
+    ),
+    "GS419": RuleDoc(
+        why="Over the first 100 steps the weight matrices' median update/weight ratio "
+        "‖Δw‖/‖w‖ is update-ratio-warn or more (a healthy step moves them by about 1e-3: "
+        "weights that turn over in a thousand steps; at 0.05 they are replaced in 20), the "
+        "loss stopped improving (no progress-min-fall, or none over the second half), and "
+        "something says the large steps did harm: the loss blew up early, sits at the "
+        "uniform guess, or stopped falling while warm-up still raised the learning rate "
+        "(a small model learning fast takes large early steps too). The message names the "
+        "learning rate at the step where it peaked, the optimizer's step size (Adam: about "
+        "lr per element; SGD with momentum μ: lr/(1-μ) × the gradient) and the learning rate "
+        "that would bring the ratio near 1e-3.",
+        example="nanoGPT's shakespeare_char recipe at 100× its learning rate (warm-up to "
+        "0.06): ratios 0.05-0.08 from step 1, the loss stuck near 2.9 where the stock run "
+        "reaches 2.4",
+        fix="lower the peak learning rate by the factor given, or lengthen the warm-up",
+        thresholds=("update-ratio-warn", "progress-min-fall"),
+    ),
+    "GS420": RuleDoc(
+        why="A param group's weight decay has an equilibrium below half the initial rms "
+        "of most of its weight matrices, and the loss stalls (no progress-min-fall, or none "
+        "over the second half). Decoupled decay (AdamW) "
+        "removes lr × wd of every weight per step while Adam's step moves each element by "
+        "about lr, so the two balance at |w| ≈ 1/wd; an L2 decay (added to the gradient) "
+        "balances the gradient at |w| ≈ |grad|/wd. Below the weights' own scale the decay "
+        "erases them: the gradients shrink with them (a vanishing symptom) and the loss "
+        "sits near the uniform guess.",
+        example="AdamW(weight_decay=100) at lr 5e-4 on a character-level model: 5% of every "
+        "weight gone per step, the loss at ln 27 = 3.30",
+        fix="a weight_decay in AdamW's usual 0.01-0.1; no decay on biases and norm scales",
+        thresholds=("progress-min-fall",),
+    ),
+    "GS421": RuleDoc(
+        why="Parameters with requires_grad=False sit in an optimizer's param groups and got "
+        "no gradient in any step: the optimizer keeps them and never moves them. Often "
+        "meant (a frozen backbone passed as model.parameters()), so information.",
+        example="`model.encoder.requires_grad_(False)` after `Adam(model.parameters())`",
+        fix="nothing if meant; else requires_grad_(True). Passing only the trainable "
+        "parameters makes the intent plain and saves the optimizer's state",
+    ),
+    "GS422": RuleDoc(
+        why="At more than half the steps zero_grad() ran after the step's backward calls "
+        "and before step(), with gradients there to clear: the step applied none of them "
+        "(momentum, Adam's moments or decay may still move the weights a little, so the "
+        "run looks alive). The step's loss is still recorded: the backward calls before "
+        "the zero_grad belong to it.",
+        example="`loss.backward(); optimizer.zero_grad(); optimizer.step()`",
+        fix="call zero_grad() before loss.backward() or right after optimizer.step()",
     ),
     "GS501": RuleDoc(
         why="In every sampled step a DDP parameter got no gradient on any rank: its module "

@@ -74,6 +74,101 @@ def test_no_two_parts_of_the_package_import_each_other():
     assert cycles == []
 
 
+def _module(path: Path) -> str:
+    """`gradscope/steps/records.py` → `gradscope.steps.records`; a package is its folder."""
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_imports(source: str, me: str, modules: set[str]) -> set[str]:
+    """The package's modules this file imports, at its top or inside a function (where an
+    import hides a cycle until the function runs): `from gradscope.steps import records`
+    is the module records, `from gradscope.steps.records import WatchRun` too."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                inner = f"{node.module}.{alias.name}"
+                found.add(inner if inner in modules else node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return found & modules - {me}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan, without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, rest = work[-1]
+            step = next(rest, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    work.append((step, iter(sorted(graph[step]))))
+                elif step in stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    found.append(sorted(group))
+    return found
+
+
+def test_no_module_imports_itself_through_others():
+    """Inside a folder too: records.py importing step_store.py inside a method while
+    step_store.py imports records.py at its top is a cycle."""
+    paths = {_module(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {
+        name: _module_imports(path.read_text(), name, set(paths)) for name, path in paths.items()
+    }
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_sees_a_cycle_hidden_in_a_function():
+    """`_cycles` on what `_module_imports` reads, with one of the imports in a function."""
+    files = {
+        "gradscope.a": "from gradscope.b import thing\n",
+        "gradscope.b": "def f():\n    from gradscope import a\n",
+        "gradscope.c": "import gradscope.a\n",
+    }
+    graph = {name: _module_imports(text, name, set(files)) for name, text in files.items()}
+    assert graph["gradscope.b"] == {"gradscope.a"}
+    assert _cycles(graph) == [["gradscope.a", "gradscope.b"]]
+
+
+def test_no_module_imports_another_modules_private_names():
+    """`from gradscope.inspector.probe import _backward`: a private name is its module's
+    own; another module that needs it needs a public one."""
+    private = [
+        f"{path.relative_to(PACKAGE.parent)}: {node.module}.{alias.name}"
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gradscope")
+        for alias in node.names
+        if alias.name.startswith("_") and not alias.name.startswith("__")
+    ]
+    assert private == []
+
+
 def test_the_families_have_their_folders():
     """The inspect family and the CI gate are folders, as watcher/, gradcheck/, diff/ are."""
     top = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__"}

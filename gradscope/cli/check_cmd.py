@@ -107,13 +107,14 @@ def _with_bar(check_mod, settings):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    # a target's label is the user's text: never markup
+    columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, transient=True, console=Console(stderr=True)) as bar:
         task = bar.add_task("checking", total=None)
 
         class Bar:
             def started(self, index: int, total: int, label: str) -> None:
-                bar.update(task, description=label, completed=index, total=total)
+                bar.update(task, description=printable(label), completed=index, total=total)
 
             def finished(self, index: int, total: int, result) -> None:
                 bar.update(task, completed=index + 1)

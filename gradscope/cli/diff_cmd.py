@@ -292,6 +292,7 @@ def _run(ref: str, new: str | None, options: Any) -> Any:
     from rich.console import Console
 
     from gradscope.diff import diff_targets
+    from gradscope.report.text import styled
 
-    with Console(stderr=True).status(f"comparing {ref} ...", spinner="dots"):
+    with Console(stderr=True).status(styled(f"comparing {ref} ..."), spinner="dots"):
         return diff_targets(ref, new, options)

@@ -231,9 +231,10 @@ def _run_inspect(target: str, settings, explain: bool, argv, step: int | str | N
     from rich.console import Console
 
     from gradscope.api import inspect_script, inspect_target
+    from gradscope.report.text import styled
 
     what = target if step is None else f"step {step} of {target}"
-    with Console(stderr=True).status(f"inspecting {what} ...", spinner="dots"):
+    with Console(stderr=True).status(styled(f"inspecting {what} ..."), spinner="dots"):
         if argv is not None:
             return inspect_script(target, argv, settings, step=step, explain=explain)
         return inspect_target(target, settings, explain=explain)

@@ -25,7 +25,7 @@ from gradscope.errors import short_path
 from gradscope.fmt import printable
 from gradscope.inspector import hooks
 from gradscope.inspector.preserve import paused_guard, preserved_state
-from gradscope.inspector.probe import _backward, gc_paused
+from gradscope.inspector.probe import backward_grads, gc_paused
 
 
 @dataclass
@@ -129,7 +129,7 @@ def trace(
         grads: list[torch.Tensor | None] = [None] * len(named)
         if backward and loss.requires_grad and named:
             nodes = hooks.graph_nodes(loss)
-            grads = _backward(loss, None, [p for _, p in named], nodes)
+            grads = backward_grads(loss, None, [p for _, p in named], nodes)
         with paused_guard():
             return Trace(
                 calls,

@@ -11,10 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradscope.findings import Finding, Severity
+from gradscope.findings import Finding
 from gradscope.fmt import num
-
-SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -72,26 +70,6 @@ class DistReport:
                 attr: (row.value if not row.per_rank else list(row.per_rank))
                 for (attr, _), row in zip(LABELS, self.rows(), strict=False)  # none: no records
             },
-        }
-
-    def failed(self, fail_on: Severity | None) -> bool:
-        return fail_on is not None and any(f.severity >= fail_on for f in self.findings)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "version": SCHEMA_VERSION,
-            "tool": "gradscope",
-            "kind": "distributed",
-            "world": self.world,
-            "backend": self.backend,
-            "layout": self.layout,
-            "gatherings": self.gatherings,
-            "collectives": self.collectives,
-            "died": self.died,
-            "ranks": {
-                r.label: (r.value if not r.per_rank else list(r.per_rank)) for r in self.rows()
-            },
-            "findings": [f.to_dict() for f in self.findings],
         }
 
 

@@ -53,16 +53,6 @@ def _names(indices: Sequence[int], names: Sequence[str]) -> tuple[str, ...]:
     return tuple(names[i] if 0 <= i < len(names) else f"<index {i}>" for i in indices)
 
 
-def modules_of(names: Sequence[str]) -> tuple[str, ...]:
-    """The distinct owning modules of parameter names, in order ("" for the root)."""
-    out: list[str] = []
-    for n in names:
-        mod = n.rpartition(".")[0]
-        if mod not in out:
-            out.append(mod)
-    return tuple(out)
-
-
 def advice(kind: str, cause: str | None, varies: bool, finds_unused: bool = False) -> str:
     """The least costly fix for a usage problem.
 

@@ -175,13 +175,6 @@ class UsageTracker:
             return DETACHED, next(iter(self.cuts.values()))
         return DROPPED, None
 
-    def used_twice(self) -> list[Unused]:
-        return [
-            Unused(name, i, self.owner[i], USED_TWICE)
-            for i, (name, _) in enumerate(self.params)
-            if self.arrivals[i] > 1
-        ]
-
     def remove(self) -> None:
         self.forward_ended()
         for h in self.handles:

@@ -202,6 +202,10 @@ def draw(
     sites = sorted({s for fn_sites in (cuts.sites.values() if cuts else ()) for s in fn_sites})
     notes += [f"graph cut by {s}" for s in sites]
     absent, frozen = _missing(model, w)
+    if any(type(fn).__name__ == _REENTRANT for fn in w.fns.values()):
+        hidden = [a for a in absent if (statuses or {}).get(a.split(" ")[0], "none") != "none"]
+        absent = [a for a in absent if a not in hidden]
+        notes.append(_reentrant_note(len(hidden), statuses is not None))
     inputs = any(id(v) not in names for v in w.variables.values())
     swatches = _swatches(statuses, options, collapse, inputs)
     dot.node(
@@ -211,6 +215,20 @@ def draw(
         fillcolor="white",
     )
     return Drawing(dot, drawn, full, collapse, tuple(absent), tuple(notes))
+
+
+_REENTRANT = "CheckpointFunctionBackward"
+
+
+def _reentrant_note(hidden: int, probed: bool) -> str:
+    """A reentrant checkpoint's node is closed: its region's graph is made in the backward."""
+    text = (
+        f"{_REENTRANT}: a reentrant torch.utils.checkpoint builds its region's graph only "
+        "during the backward, so the picture cannot open it"
+    )
+    if hidden:
+        return text + f"; the {hidden} parameters inside got their gradients (probe)"
+    return text + ("" if probed else "; the parameters inside are listed as not in this graph")
 
 
 def _missing(model: Any, w: Walk) -> tuple[list[str], list[str]]:

@@ -18,7 +18,7 @@ from torch.overrides import TorchFunctionMode
 
 from gradscope.errors import user_line
 from gradscope.inspector import hooks
-from gradscope.inspector.explain import CUT_KINDS, op_name
+from gradscope.inspector.explain import CUT_KINDS, in_reentrant_checkpoint, op_name
 
 
 @dataclass
@@ -51,6 +51,8 @@ class _Watch(TorchFunctionMode):
             live = any(t.requires_grad for t in inputs)
             floats = [t for t in outputs if t.is_floating_point()]
             if live and floats and not any(t.requires_grad for t in outputs):
+                if not torch.is_grad_enabled() and in_reentrant_checkpoint() is not None:
+                    return out  # its region: the graph is built in the backward, not cut
                 name = op_name(func)
                 kind = CUT_KINDS.get(name) or (
                     "no_grad region" if not torch.is_grad_enabled() else f"`{name}`"

@@ -43,7 +43,7 @@ _CHECKPOINT = os.path.join("torch", "utils", "checkpoint.py")
 MAX_SITES = 3
 
 
-def _in_reentrant_checkpoint() -> str | None:
+def in_reentrant_checkpoint() -> str | None:
     """The user's line that called a torch.utils.checkpoint now running its forward, if any."""
     frame: Any = sys._getframe(1)
     while frame is not None:
@@ -211,7 +211,7 @@ class _Flow:
         module: str,
         line: str | None = None,
     ) -> None:
-        checkpoint = _in_reentrant_checkpoint() if not torch.is_grad_enabled() else None
+        checkpoint = in_reentrant_checkpoint() if not torch.is_grad_enabled() else None
         if checkpoint is not None:
             kind = (
                 "a reentrant torch.utils.checkpoint"

@@ -35,6 +35,7 @@ from gradscope.inspector.preserve import paused_guard, preserved_state, storage_
 from gradscope.stats import ModuleStats, ParamStats, RunStats
 
 __all__ = [
+    "backward_grads",
     "backward_target",
     "call_model",
     "measure",
@@ -128,7 +129,7 @@ def measure(
         nodes = hooks.graph_nodes(target)
         saved = saved_bytes(nodes, [p for _, p in named])
     if target.requires_grad and trainable:
-        grads = _backward(target, grad_outputs, trainable, nodes)
+        grads = backward_grads(target, grad_outputs, trainable, nodes)
         named, grads = _registered_after(model, trainable, grads)
         trainable = [p for _, p in named if p.requires_grad]
     with paused_guard():  # from here on, only gradscope's own tensor code runs
@@ -227,7 +228,7 @@ def _registered_after(
     return named, [ours.get(id(p), p.grad) for _, p in named if p.requires_grad]
 
 
-def _backward(
+def backward_grads(
     target: torch.Tensor,
     grad_outputs: torch.Tensor | None,
     params: Sequence[torch.Tensor],

@@ -63,7 +63,7 @@ class _Modules:
     def enter(self, module: nn.Module) -> None:
         if not self.frozen:
             self.order.setdefault(id(module), len(self.order))
-            if self.depth == 0 and any(p.requires_grad for p in module.parameters()):
+            if self.depth == 0 and _outside_backward() and _trainable(module):
                 self.roots.setdefault(id(module), module)
         self.depth += 1
         if not torch.compiler.is_compiling():
@@ -90,6 +90,16 @@ class _Modules:
     def written(self) -> list[str]:
         """Parameters written in place since the first backward."""
         return [name for name, p, v in self.versions.values() if p._version != v]
+
+
+def _outside_backward() -> bool:
+    """Not inside a backward: a checkpoint recomputing its region there calls a submodule
+    with no module around it, and that submodule is not a model the script trains."""
+    return torch._C._current_graph_task_id() == -1
+
+
+def _trainable(module: nn.Module) -> bool:
+    return any(p.requires_grad for p in module.parameters())
 
 
 def _model(roots: list[nn.Module]) -> nn.Module:
@@ -396,16 +406,19 @@ class _LiveWatch(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
         if self.active and not torch.compiler.is_compiling():
-            with torch._C.DisableTorchFunction():
+            graded = torch.is_grad_enabled()
+            # no_grad: an op of ours on the script's tensors (isfinite is abs and a compare)
+            # would save tensors for a backward, and a non-reentrant checkpoint counts them
+            with torch._C.DisableTorchFunction(), torch.no_grad():
                 try:
-                    self._observe(func, args, kwargs or {}, out)
+                    self._observe(func, args, kwargs or {}, out, graded)
                 except Exception:  # an op the watch cannot read: the script's run comes first
                     self.pending = []
                     self.failed = True
                     self.active = False
         return out
 
-    def _observe(self, func: Any, args: Any, kwargs: Any, out: Any) -> None:
+    def _observe(self, func: Any, args: Any, kwargs: Any, out: Any, graded: bool) -> None:
         from gradscope.inspector import explain
 
         name = explain.op_name(func)
@@ -417,7 +430,7 @@ class _LiveWatch(TorchFunctionMode):
             marks |= self.taint.get(id(t), frozenset())
         if any(t.requires_grad for t in inputs) and not any(t.requires_grad for t in outs):
             if outs or name in explain.CUT_KINDS:  # not an integer op (argmax, a mask)
-                cut = self._cut(name, inputs)
+                cut = self._cut(name, inputs, graded)
                 if cut is not None:
                     marks |= {cut}
         if marks:
@@ -448,7 +461,7 @@ class _LiveWatch(TorchFunctionMode):
         if len(self.pending) >= CHECK_EVERY:
             self._read()
 
-    def _cut(self, name: str, inputs: list[torch.Tensor]) -> int | None:
+    def _cut(self, name: str, inputs: list[torch.Tensor], graded: bool) -> int | None:
         from gradscope.inspector import explain
 
         if len(self.cuts) >= MAX_CUTS:
@@ -456,7 +469,7 @@ class _LiveWatch(TorchFunctionMode):
         line = self._user_line()
         if line is None:
             return None
-        if not torch.is_grad_enabled():
+        if not graded:
             kind = "a torch.no_grad() (or inference_mode) region"
         elif name in explain.CUT_KINDS:
             kind = explain.CUT_KINDS[name]

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding
 from gradscope.fmt import num
+from gradscope.rules import depth
 from gradscope.rules.base import check
 from gradscope.stats import ParamStats, RunStats
 
@@ -507,7 +508,7 @@ def _module_rms(params: Iterable[ParamStats]) -> float:
 
 @check("GS105")
 def vanishing(stats: RunStats, t: Thresholds) -> list[Finding]:
-    by_design = set(layer_scaled(stats)) | theory_zero(stats)
+    by_design = set(layer_scaled(stats)) | theory_zero(stats) | depth.gated_factors(stats.params)
     live = [p for p in _live(stats) if p.name not in by_design]
     out = [
         RULES["GS105"].finding(
@@ -530,6 +531,9 @@ def vanishing(stats: RunStats, t: Thresholds) -> list[Finding]:
     last = [p for p in by_depth if p.depth == last_depth]
     last_rms = _module_rms(last)
     ratio = _module_rms(first) / last_rms if last_rms else 0.0
+    same = depth.same_role_last(first[0].module, by_depth)  # the first block's query: the last's
+    if same and _module_rms(first) >= t.vanish_depth_ratio * _module_rms(same):
+        return out  # as large as its own kind deeper down: a difference of kind, not of depth
     if ratio < t.vanish_depth_ratio and first[0].name not in {f.subject for f in out}:
         out.append(
             RULES["GS105"].finding(

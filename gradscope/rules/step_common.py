@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from gradscope.config import Thresholds
 from gradscope.findings import Finding
+from gradscope.fmt import num
 from gradscope.steps.records import MANUAL, StepRecord, WatchRun
 
 MAD_SIGMA = 1.4826
@@ -56,7 +57,8 @@ def after_warmup(run: WatchRun, t: Thresholds) -> list[StepRecord]:
 @dataclass(frozen=True)
 class Series:
     """The steps of one optimizer (or of the manual updates), judged on their own: a GAN's
-    D and G steps interleave in `run.steps` but are two different series."""
+    D and G steps interleave in `run.steps` but are two different series. Their losses
+    are the objective, meant to fall: negated for an optimizer with maximize=True."""
 
     index: int
     steps: list[StepRecord]
@@ -94,12 +96,15 @@ def by_optimizer(run: WatchRun) -> Iterator[Series]:
     named = several(run)
     for k in sorted(run.store.optimizers()):
         members = run.members_of(k) or every
-        yield Series(
-            k,
-            run.store.of_optimizer(k),
-            members,
-            optimizer_name(run, k) if named else "",
-        )
+        steps = run.store.of_optimizer(k)
+        if run.maximizes(k):
+            steps = [_ascended(r) for r in steps]
+        yield Series(k, steps, members, optimizer_name(run, k) if named else "")
+
+
+def _ascended(r: StepRecord) -> StepRecord:
+    """The step with its loss negated: what an optimizer with maximize=True minimises."""
+    return StepRecord.stored({**r.__dict__, "loss": None if r.loss is None else -r.loss})
 
 
 def robust_sigma(values: Sequence[float]) -> float:
@@ -141,3 +146,27 @@ def inspect_command(run: WatchRun, step: int) -> str:
     label = run.label
     script = label[len("script ") :] if label.startswith("script ") else "SCRIPT"
     return f"gradscope inspect --script {script} --step {step} -- ARGS"
+
+
+def chance_level(run: WatchRun, s: Series) -> float | None:
+    """The step loss of a uniform guess (ln C per target, times the backward calls of a
+    step: accumulated micro-batches add up), when the loss is a cross-entropy."""
+    kind = run.loss_kind(s.index)
+    level = kind.uniform() if kind is not None else None
+    if level is None or level <= 0 or not s.steps:
+        return None
+    return level * statistics.median(r.backward_calls or 1 for r in s.steps)
+
+
+def at_chance(run: WatchRun, s: Series, value: float) -> str:
+    """ "; it sits at ln 27 = 3.30, the loss of a uniform guess over 27 classes" when the
+    value is within 3% of that level; "" otherwise."""
+    level = chance_level(run, s)
+    kind = run.loss_kind(s.index)
+    if level is None or kind is None or abs(value - level) > 0.03 * level:
+        return ""
+    classes = kind.terms[0].classes
+    return (
+        f"; it sits at {num(level)}, the loss of a uniform guess over {classes} classes "
+        f"(ln {classes} = {math.log(classes or 1):.3g} per target): the model predicts nothing"
+    )

@@ -246,8 +246,8 @@ def update_ratio(run: WatchRun, t: Thresholds) -> list[Finding]:
             )
         elif ratio < t.update_ratio_low and (ratio == 0 or matrix):
             if not p.requires_grad:
-                why, sev = "it is frozen (requires_grad=False) but in an optimizer", "info"
-            elif p.lr == 0:
+                continue  # frozen but in an optimizer: GS421 says it
+            if p.lr == 0:
                 why, sev = "its param group's learning rate is 0", ""
             elif not _got_grad(run, i):
                 continue  # GS413 says it
@@ -318,13 +318,16 @@ def grads_not_reset(run: WatchRun, t: Thresholds) -> list[Finding]:
         steps = series.steps[1:]
         if len(steps) < 4:
             continue
-        carried = [r for r in steps if r.carried_norm is not None and r.carried_norm > 0]
+        # a carried norm that overflowed (NaN, inf) is carried all the more
+        carried = [r for r in steps if r.carried_norm is not None and not r.carried_norm <= 0]
         share = len(carried) / len(steps)
         if share <= t.not_reset_fraction:
             continue
         calls = statistics.median(r.backward_calls for r in steps)
         how = (
-            "optimizer.zero_grad() is missing"
+            "nothing resets them between updates by hand (model.zero_grad() is missing)"
+            if series.manual(run)
+            else "optimizer.zero_grad() is missing"
             if calls <= 1
             else f"with {calls:g} backward calls per step (accumulation) the gradients are "
             "still not reset after the step"
@@ -341,6 +344,8 @@ def grads_not_reset(run: WatchRun, t: Thresholds) -> list[Finding]:
             value=share,
             threshold=t.not_reset_fraction,
             evidence=(
+                f"first carried into step {carried[0].step}; each backward since adds to a "
+                ".grad nobody cleared",
                 f"step {example.step}: carried-over norm {num(example.carried_norm)}, "
                 f"norm at the step {num(example.grad_norm)}",
             ),

@@ -23,6 +23,7 @@ from gradscope.rules import step_setup
 from gradscope.rules.step_common import (
     Series,
     about,
+    at_chance,
     by_optimizer,
     finite,
     inspect_command,
@@ -35,7 +36,7 @@ from gradscope.rules.step_common import (
 )
 from gradscope.steps.records import StepRecord, WatchRun
 
-__all__ = ["CHECKS", "diagnose", "spike_steps", "spikes"]
+__all__ = ["CHECKS", "spike_steps", "spikes"]
 
 
 # -- GS401 -----------------------------------------------------------------------------
@@ -194,28 +195,45 @@ def norm_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
         if drivers:
             evidence.append("layers that drove it (norm / own rolling median): " + drivers)
         evidence.append(_update_first(run, s, at, t))
-        out.append(
-            about(
-                RULES["GS403"].finding(
-                    s.subject("total-grad-norm"),
-                    s.say(
-                        f"the gradient norm spiked at {len(found)} step(s): step {at.step} reached "
-                        f"{num(value)} against a rolling median of {num(med)}"
-                        + (
-                            " (the steps before it: the first steps)"
-                            if i < t.spike_min_history
-                            else ""
-                        )
-                    ),
-                    _spike_advice(s, at),
-                    value=value,
-                    threshold=med,
-                    evidence=tuple(evidence),
-                ),
-                where,
-            )
+        absorbed = _absorbed(s, [steps[j] for j, _, _ in found], t)
+        finding = RULES["GS403"].finding(
+            s.subject("total-grad-norm"),
+            s.say(
+                f"the gradient norm spiked at {len(found)} step(s): step {at.step} reached "
+                f"{num(value)} against a rolling median of {num(med)}"
+                + (" (the steps before it: the first steps)" if i < t.spike_min_history else "")
+                + (
+                    f"; the script's clip (max_norm {num(at.max_norm)}) absorbed every one, "
+                    "and the loss kept falling"
+                    if absorbed
+                    else ""
+                )
+            ),
+            "nothing to do: clipping did its job" if absorbed else _spike_advice(s, at),
+            value=value,
+            threshold=med,
+            evidence=tuple(evidence),
         )
+        if absorbed:
+            finding = replace(finding, severity=Severity.INFO)
+        out.append(about(finding, where))
     return out
+
+
+def _absorbed(s: Series, spiked: list[StepRecord], t: Thresholds) -> bool:
+    """Every spike was clipped to max_norm, no loss spike came with them, and the loss
+    after them kept falling: the clip bounded the steps, as it is there to."""
+    if not spiked or any(r.max_norm is None or not r.clipped or r.scaled_clip for r in spiked):
+        return False
+    _, loss_spikes = _series_spikes(s, t, "loss")
+    if loss_spikes:
+        return False
+    steps = [r for r in s.live() if finite(r.loss)]
+    losses = [r.loss for r in steps if r.loss is not None]
+    w = _window(len(losses))
+    if len(losses) < 2 * w:
+        return False
+    return statistics.median(losses[-w:]) < statistics.median(losses[:w])
 
 
 def _group_norms(run: WatchRun, r: StepRecord, members: Sequence[int]) -> dict[str, float]:
@@ -577,7 +595,7 @@ def no_progress(run: WatchRun, t: Thresholds) -> list[Finding]:
             continue
         change = (last - first) / abs(first)
         if -change >= t.progress_min_fall:
-            out.extend(_stalled(s, steps, losses, first, last, t))
+            out.extend(_stalled(run, s, steps, losses, first, last, t))
             continue
         evidence = [
             f"median loss {num(first)} at the start (steps {steps[0].step}-{steps[4].step} "
@@ -610,6 +628,7 @@ def no_progress(run: WatchRun, t: Thresholds) -> list[Finding]:
                 s.say(
                     f"the loss ended no better than where it started: median {num(last)} over "
                     f"the last {w} steps against {num(first)} over its first steps"
+                    + at_chance(run, s, last)
                 ),
                 advice,
                 value=change,
@@ -621,6 +640,7 @@ def no_progress(run: WatchRun, t: Thresholds) -> list[Finding]:
 
 
 def _stalled(
+    run: WatchRun,
     s: Series,
     steps: list[StepRecord],
     losses: list[float],
@@ -650,7 +670,7 @@ def _stalled(
         s.say(
             f"the loss fell only {fall:.0%} (median {num(first)} over its first steps, "
             f"{num(last)} over the last {w}) and has not improved since about step "
-            f"{steps[mid].step} ({num(middle)} there)"
+            f"{steps[mid].step} ({num(middle)} there)" + at_chance(run, s, last)
         ),
         "if this is a fresh model, it stalled near where it started: try a lower learning "
         "rate or a longer warm-up; fine if it is a fine-tuning run that starts near its best",
@@ -739,12 +759,3 @@ CHECKS: list[Callable[[WatchRun, Thresholds], list[Finding]]] = [
     stopped_learning,
     *step_setup.CHECKS,
 ]
-
-
-def diagnose(run: WatchRun, t: Thresholds) -> list[Finding]:
-    out: list[Finding] = []
-    for rule in CHECKS:
-        out.extend(rule(run, t))
-    stopped = {f.subject for f in out if f.rule == "GS417"}
-    # a parameter frozen midway is GS417's: its low update ratio is the consequence
-    return [f for f in out if not (f.rule == "GS410" and f.subject in stopped)]

@@ -21,11 +21,12 @@ from contextlib import contextmanager
 from typing import Any, overload
 
 from gradscope.steps.detail import DETAIL_STEPS, NO_GRAD, Decimated, Row
-from gradscope.steps.records import StepRecord
+from gradscope.steps.step_record import StepRecord
 from gradscope.steps.tensor_track import TensorTrack
 
 _LOSS, _SKIPPED, _CLIPPED, _MAX, _SCALE, _CARRIED = 1, 2, 4, 8, 16, 32
 _UPDATE, _SCALED_CLIP, _TOTAL, _NORM_TYPE, _CLIP_SCALE = 64, 128, 256, 512, 1024
+_ZEROED = 2048
 
 JUMPS_KEPT = 16
 """Per optimizer, the steps whose gradient norm rose most above the median of the
@@ -103,6 +104,7 @@ class StepStore(Sequence[StepRecord]):
         index = len(self._step)
         flags = _SKIPPED if r.skipped else 0
         flags |= _SCALED_CLIP if r.scaled_clip else 0
+        flags |= _ZEROED if r.zeroed else 0
         for flag, name in _OPTIONAL:
             value = getattr(r, name)
             if value is not None:
@@ -245,6 +247,7 @@ class StepStore(Sequence[StepRecord]):
             update_ratios=ratios,
             time_s=self._time[i],
             scaled_clip=bool(flags & _SCALED_CLIP),
+            zeroed=bool(flags & _ZEROED),
             detail=row is not None,
         )
         return StepRecord.stored(fields)

@@ -34,6 +34,13 @@ class Tracked:
     owners: dict[int, tuple[int, str]] = field(default_factory=dict)
     """position → (index in roots, name inside that model)."""
 
+    def members(self, optimizer: Any) -> tuple[int, ...]:
+        """Positions of the tracked parameters `optimizer` steps, in its param groups' order."""
+        index = self.index
+        return tuple(
+            index[id(p)] for g in optimizer.param_groups for p in g["params"] if id(p) in index
+        )
+
     def add(self, name: str, param: torch.Tensor) -> None:
         if id(param) in self.index:
             return

@@ -61,8 +61,9 @@ from typing import Any, TypeVar
 
 import torch
 
-from gradscope.watcher import discover
+from gradscope.watcher import discover, loss_graph
 from gradscope.watcher.measure import Measure, norms
+from gradscope.watcher.optim_settings import SettingsHistory
 from gradscope.watcher.recorder import PendingStep, Recorder
 from gradscope.watcher.threads import Threads, ThreadState, Window
 
@@ -71,6 +72,10 @@ T = TypeVar("T")
 
 NO_CLIP = ThreadState(0, "no clip", False)
 """The clip fields of a thread that has not clipped: what a step the clip is not for gets."""
+
+LOSS_KIND_EVERY = 100
+"""The loss's graph is read at the first backward of steps 1-3, 101-103, ...: a few
+dozen nodes, and a loss that changes its kind mid-run is still seen."""
 
 
 class StopWatching(BaseException):
@@ -112,6 +117,8 @@ class _Manual:
     calls: int = 0
     before: list[torch.Tensor] | None = None
     """Sampled steps: the weights at the end of the backward."""
+    kind: Any = None
+    """The `LossKind` of the backward calls, where it was read."""
     pending: bool = False
     """A backward ended since the last check."""
 
@@ -155,6 +162,11 @@ class Interceptor:
         self._manual_scanned = False
         self._nan_noted = False
         self._optimizer_stepped = False
+        self.settings = SettingsHistory()
+        self.loss_kinds: dict[int, Any] = {}
+        """Optimizer index → the `LossKind` of its first step whose loss was read."""
+        self.first_weights: torch.Tensor | None = None
+        """Norms of the tracked weights before the first update (device tensor)."""
 
     # -- installation -----------------------------------------------------------------
     def install(self) -> None:
@@ -287,6 +299,7 @@ class Interceptor:
             window = here.window = Window()  # grads set to None by hand since
         if window.calls == 0:  # a norm taken after the last step (a log) is no clip
             here.clear_clip()
+        here.zeroed = None  # a backward after the zero_grad: the usual order
         window.calls += 1
         if here.helper:
             window.leaves.update(id(t) for t in discover.graph_leaves(roots))
@@ -295,7 +308,10 @@ class Interceptor:
         if tensor is None or gradient is not None or tensor.numel() != 1:
             window.loss_known = False
             return
-        value = (tensor if scaled is None else scaled[1]).detach()
+        loss = tensor if scaled is None else scaled[1]
+        if window.calls == 1 and self.steps % LOSS_KIND_EVERY < 3:
+            window.loss_kind = loss_graph.read(loss, scaled is not None)
+        value = loss.detach()
         if value.dtype not in (torch.float32, torch.float64):
             value = value.float()  # a half-precision loss summed over micro-batches
         window.loss = value if window.loss is None else window.loss + value
@@ -319,10 +335,7 @@ class Interceptor:
             )
 
     def _members(self, optimizer: Any) -> tuple[int, ...]:
-        index = self.tracked.index
-        return tuple(
-            index[id(p)] for g in optimizer.param_groups for p in g["params"] if id(p) in index
-        )
+        return self.tracked.members(optimizer)
 
     def _foreign(self, here: ThreadState, index: int | None = None) -> frozenset[int]:
         """Positions of the parameters another thread steps (and optimizer `index` does
@@ -349,11 +362,13 @@ class Interceptor:
         backward calls before it belong to no step (this thread's, before its first
         step; a helper thread's whose backward reached them)."""
         helpers = self.threads.helpers(here)
-        if not helpers and (here.stepped or not here.window.calls):
+        if not helpers and not here.window.calls:
             return
         present = {id(p) for p in params() if p.grad is not None}
         if not present:
             return
+        if here.window.calls:
+            here.zeroed = here.window
         if not here.stepped:
             here.window = Window()
         for helper in helpers:
@@ -713,6 +728,10 @@ class Interceptor:
         here.stepping = None
         index = self._optimizer_index(here, optimizer)
         window = self._window_of(here, optimizer)
+        zeroed = here.zeroed
+        if zeroed is not None and not window.calls:
+            window = zeroed  # the step follows those backward calls, whose grads are gone
+        self._note_meaning(index, optimizer, window)
         scaler = self._scaler_for(here, optimizer)
         clip = here if self._clip_is_for(here, optimizer) else NO_CLIP
         if clip.pre_clip is not None:
@@ -751,6 +770,7 @@ class Interceptor:
             scale=scale,
             carried=self._carried(optimizer),
             members=self._members(optimizer),
+            zeroed=zeroed is not None,
         )
         if not skipped and self.steps % self.update_every == 0:
             params = [p for g in optimizer.param_groups for p in g["params"]]
@@ -767,6 +787,15 @@ class Interceptor:
             return False
         here.clip_takers.add(id(optimizer))
         return True
+
+    def _note_meaning(self, index: int, optimizer: Any, window: Window) -> None:
+        """What the step's numbers mean: the optimizer's settings (every step), the loss's
+        kind (where it was read), the weights' norms before the first update."""
+        self.settings.observe(index, self.steps + 1, optimizer)
+        if window.loss_kind is not None:
+            self.loss_kinds.setdefault(index, window.loss_kind)
+        if self.first_weights is None:
+            self.first_weights = self.measure.weights()
 
     def _finish(self, here: ThreadState, optimizer: Any) -> None:
         current, here.current = here.current, None
@@ -787,6 +816,7 @@ class Interceptor:
         here.window = Window()  # the clip stays for the other optimizers it touched
         here.scaled = []
         here.scaled_by = None  # the step unscaled them (or skipped): a later clip is not
+        here.zeroed = None
         if self.stopped:
             return
         self.steps += 1
@@ -820,9 +850,12 @@ class Interceptor:
         if manual.weights is None or len(manual.versions) != len(tracked):
             manual.weights = self.measure.weights()
             manual.versions = [p._version for p in tracked]
+        if self.first_weights is None:
+            self.first_weights = manual.weights
         manual.grads = self.measure.grads()
         manual.members = tuple(i for i, p in enumerate(tracked) if p.grad is not None)
         manual.loss = here.window.loss
+        manual.kind = here.window.loss_kind or manual.kind
         manual.loss_known = here.window.loss_known
         manual.calls = here.window.calls
         if self.steps % self.update_every == 0:  # the next step is a sampled one
@@ -865,6 +898,8 @@ class Interceptor:
             self._manual_index = len(self.optimizers)
             self.optimizers.append(ManualUpdates())
         self._stepped_by.setdefault(self._manual_index, set()).add(here.ident)
+        if manual.kind is not None:
+            self.loss_kinds.setdefault(self._manual_index, manual.kind)
         holder = self.optimizers[self._manual_index]
         present = {id(p) for g in holder.param_groups for p in g["params"]}
         holder.param_groups[0]["params"] += [
@@ -884,7 +919,11 @@ class Interceptor:
             max_norm=here.max_norm,
             norm_type=here.norm_type,
             members=manual.members,
+            carried=self._carried(holder),
         )
+        # as after an optimizer's step: gradients still there at the next backward's
+        # start were never reset (the script's zero_grad is missing)
+        self._resets[id(holder)] = _Reset([tracked[i] for i in manual.members], here.ident)
         if manual.before is not None:
             torch._foreach_sub_(manual.before, [p.detach() for p in tracked])
             step.update_norm = self.measure.scatter(tracked, norms(manual.before))

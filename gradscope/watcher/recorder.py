@@ -66,6 +66,8 @@ class PendingStep:
     members: tuple[int, ...] | None = None
     """Positions of the stepping optimizer's parameters: the total norm (when the script
     did not clip) is theirs; None: all."""
+    zeroed: bool = False
+    """A zero_grad cleared the gradients after the step's backward calls, before it."""
 
 
 Finaliser = Callable[[torch.Tensor], torch.Tensor]
@@ -252,6 +254,7 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
                 clip_total=clip_total,
                 norm_type=p.norm_type if p.max_norm is not None or clip_total is not None else None,
                 clip_scale=_none_if_nan(clip_scale) if p.scaled_clip else None,
+                zeroed=p.zeroed,
             )
         )
     return out

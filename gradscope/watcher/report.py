@@ -123,6 +123,10 @@ class WatchReport:
                     "parameters": len(self.run.members_of(i)),
                     "loss": _series_range([r.loss for r in own]),
                     "grad_norm": _series_range([r.grad_norm for r in own]),
+                    "loss_kind": _to_dict(self.run.loss_kind(i)),
+                    "settings": [s.to_dict() for s in self.run.settings[i]]
+                    if i < len(self.run.settings)
+                    else [],
                 }
             )
         return out
@@ -181,12 +185,18 @@ class WatchReport:
                     "requires_grad": p.requires_grad,
                     "in_optimizer": p.in_optimizer,
                     "lr": p.lr,
+                    "group": p.group,
+                    "initial_norm": p.weight_norm,
                 }
                 for p in self.run.params
             ],
             "steps": [r.to_dict() for r in self.run.steps],
             **({"distributed": self.distributed} if self.distributed is not None else {}),
         }
+
+
+def _to_dict(value: Any) -> Any:
+    return None if value is None else value.to_dict()
 
 
 def _series_range(series: list[float | None]) -> dict[str, Any]:

@@ -210,16 +210,24 @@ class Watcher:
         icp = self.interceptor
         owned = {id(p) for o in icp.known for g in o.param_groups for p in g["params"]}
         owned.update(id(icp.tracked.params[i]) for i in icp.manually_updated)
-        lrs = {id(p): _lr(g) for o in icp.known for g in o.param_groups for p in g["params"]}
+        groups = {
+            id(p): (_lr(g), k)
+            for o in icp.known
+            for k, g in enumerate(o.param_groups)
+            for p in g["params"]
+        }
+        first = [] if icp.first_weights is None else icp.first_weights.tolist()
         params = tuple(
             ParamInfo(
                 name,
                 tuple(p.shape),
                 bool(p.requires_grad),
                 id(p) in owned,
-                lrs.get(id(p)),
+                groups.get(id(p), (None, None))[0],
+                groups.get(id(p), (None, None))[1],
+                first[i] if i < len(first) and first[i] >= 0 else None,
             )
-            for name, p in zip(icp.tracked.names, icp.tracked.params, strict=True)
+            for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
         )
         return WatchRun(
             label=self.label,
@@ -231,10 +239,12 @@ class Watcher:
             optimizers=tuple(
                 MANUAL if isinstance(o, ManualUpdates) else type(o).__name__ for o in icp.optimizers
             ),
-            members=tuple(icp._members(o) for o in icp.optimizers),
+            members=tuple(icp.tracked.members(o) for o in icp.optimizers),
             backward_calls=icp.backward_total,
             update_every=self.update_every,
             notes=notes,
+            loss_kinds=tuple(icp.loss_kinds.get(i) for i in range(len(icp.optimizers))),
+            settings=icp.settings.of(len(icp.optimizers)),
         )
 
 

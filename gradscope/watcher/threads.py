@@ -34,6 +34,8 @@ class Window:
     """False once a backward was given explicit gradients or a non-scalar."""
     leaves: set[int] = field(default_factory=set)
     """A helper thread's: ids of the leaf tensors its backward calls reach."""
+    loss_kind: Any = None
+    """The first backward's `LossKind`, where it was read (loss_graph.py)."""
 
     def add(self, other: Window) -> None:
         """`other`'s backward calls belong to the same step."""
@@ -74,6 +76,9 @@ class ThreadState:
     scaled_by: Any = None
     """The GradScaler whose scale multiplies the gradients of the last backward."""
     scaler_calls: list[list[Any]] = field(default_factory=list)
+    zeroed: Window | None = None
+    """The window whose gradients a zero_grad cleared after its backward calls and
+    before any step or further backward: a step now applies none of them."""
     current: Any = None
     """The PendingStep begun and not yet finished."""
     snapshot: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None

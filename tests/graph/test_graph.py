@@ -425,3 +425,27 @@ def test_a_no_grad_region_is_a_cut_too():
 
     d = graph.graph_of(Frozen(), torch.randn(2, 3), options=graph.GraphOptions(collapse="none"))
     assert any("no_grad region" in n for n in d.notes), d.notes
+
+
+@pytest.mark.parametrize("probe", [True, False], ids=["probed", "no-probe"])
+def test_a_reentrant_checkpoint_is_a_closed_node_not_a_cut(probe):
+    """A reentrant checkpoint runs its region under no_grad and builds its graph in the
+    backward: nothing is cut, and with a probe its parameters are known to get gradients."""
+    from torch.utils.checkpoint import checkpoint
+
+    class Checkpointed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.block, self.b = (torch.nn.Linear(3, 3) for _ in range(3))
+
+        def forward(self, x):
+            return self.b(checkpoint(self.block, self.a(x), use_reentrant=True)).sum()
+
+    model, x = Checkpointed(), torch.randn(2, 3)
+    statuses = graph.probe_statuses(model, x) if probe else None
+    d = graph.graph_of(model, x, statuses=statuses, options=graph.GraphOptions(collapse="none"))
+    assert not any("cut" in n for n in d.notes) and "cut0" not in d.source, d.notes
+    assert any(n.startswith("CheckpointFunctionBackward: a reentrant") for n in d.notes)
+    inside = ["block.weight", "block.bias"]
+    assert [a.split(" ")[0] for a in d.absent] == ([] if probe else inside)
+    assert statuses is None or all(statuses[n] == "ok" for n in inside)

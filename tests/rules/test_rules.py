@@ -178,6 +178,45 @@ def test_vanishing_depth_ratio_edge_and_healthy():
     )
 
 
+def lora_pair(layer: int, a_norm: float, b_norm: float, b_weight: float, depth: int):
+    """peft's names and shapes: A (r x in) then B (out x r), B run right after A."""
+    at = f"layers.{layer}.q_proj"
+    return (
+        param(f"{at}.lora_A.default.weight", a_norm, shape=(4, 32), depth=depth),
+        param(
+            f"{at}.lora_B.default.weight",
+            b_norm,
+            shape=(32, 4),
+            depth=depth + 1,
+            weight_norm=b_weight,
+        ),
+    )
+
+
+def test_lora_a_gated_by_a_near_zero_b_is_not_vanishing():
+    """A's gradient is B.T @ dL/dW: after one step from B = 0 it is as small as B."""
+    run = stats(*lora_pair(0, 1e-9, 0.2, 1e-4, depth=0), param("head.weight", 0.3, depth=5))
+    assert fired(run, "vanishing") == []
+    assert fired(
+        stats(param("x.weight", 1e-9, depth=0), param("head.weight", 0.3, depth=5)), "vanishing"
+    ) == ["x.weight"]  # the same number without a partner
+    # the signal itself vanishing shows on B, whose gradient does not pass through B
+    run = stats(*lora_pair(0, 1e-9, 1e-9, 1e-4, depth=0), param("head.weight", 0.3, depth=5))
+    assert fired(run, "vanishing") == ["layers.0.q_proj.lora_B.default.weight"]
+
+
+def test_vanishing_by_depth_compares_a_block_with_its_own_kind():
+    """A query's gradient is small at init in every block alike: no shrink with depth."""
+    t = Thresholds()
+    queries = [param(f"layer.{i}.query.weight", 1e-5, depth=2 * i) for i in range(4)]
+    values = [param(f"layer.{i}.value.weight", 1e-2, depth=2 * i + 1) for i in range(4)]
+    head = param("classifier.weight", 1.0, depth=9)
+    assert fired(stats(*queries, *values, head), "vanishing") == []
+    shrinking = [param(f"layer.{i}.query.weight", 1e-6 * 20**i, depth=2 * i) for i in range(4)]
+    (f,) = [f for f in rules.diagnose(stats(*shrinking, *values, head)) if f.slug == "vanishing"]
+    assert f.subject == "layer.0.query" and f.threshold == t.vanish_depth_ratio
+
+
 def test_dense_rms_ignores_zero_rows_of_sparse_gradients():
     sparse = param("emb.weight", 1.0, shape=(100, 10), zero_fraction=0.99)
     assert abs(rules.dense_rms(sparse) - 1.0 / 10**0.5) < 1e-12

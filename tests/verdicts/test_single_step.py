@@ -233,6 +233,62 @@ def test_peft_lora_on_a_tiny_transformer(both_zero):
     assert all(f.severity >= Severity.WARNING for f in report.findings if f.slug == "zero-grad")
 
 
+def peft_bert_classifier():
+    """BERT for sequence classification with peft LoRA on query and value: the LoRA factors
+    and a full classifier head (modules_to_save) are trained."""
+    hf = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    torch.manual_seed(0)
+    config = hf.BertConfig(
+        vocab_size=128,
+        hidden_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=128,
+        num_labels=3,
+    )
+    lora = peft.LoraConfig(r=8, target_modules=["query", "value"], task_type="SEQ_CLS")
+    model = peft.get_peft_model(hf.BertForSequenceClassification(config), lora).train()
+    return model, [
+        {"input_ids": torch.randint(0, 128, (4, 16)), "labels": torch.randint(0, 3, (4,))}
+        for _ in range(5)
+    ]
+
+
+@pytest.mark.slow
+def test_peft_lora_classifier_is_not_vanishing_at_step_1_or_after():
+    """At step 1 every query's LoRA B gets ~1e-5x the head's gradient (near-uniform attention
+    at init), in every layer alike; after a step each A's gradient is as small as its B,
+    just moved from zero. Neither is a gradient fading with depth."""
+    model, batches = peft_bert_classifier()
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=2e-4)
+    for i, batch in enumerate(batches):
+        report = gradscope.inspect(model, batch)
+        assert loud(report) == [], (i, [f.message for f in loud(report)])
+        model(**batch).loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+
+def test_vanishing_under_lora_adapters_still_fires():
+    """A deep sigmoid stack with a LoRA update on each layer: the gradient really fades, and
+    the B factors (whose gradient does not pass through a partner) show it."""
+    torch.manual_seed(0)
+    layers: list[nn.Module] = [nn.Linear(16, 32), nn.Sigmoid()]
+    for _ in range(14):
+        layers += [LoRALinear(32, 32), nn.Sigmoid()]
+    model, x, y = nn.Sequential(*layers, nn.Linear(32, 4)), torch.randn(4, 16), torch.arange(4)
+    loss_fn = lambda out: F.cross_entropy(out, y)  # noqa: E731
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+    for _ in range(2):  # at step 1 and after steps (B no longer zero)
+        report = gradscope.inspect(model, x, loss_fn)
+        vanishing = {f.subject for f in report.findings if f.slug == "vanishing"}
+        assert {"0.weight", "2.lora_B"} <= vanishing
+        loss_fn(model(x)).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+
 # --- the op that cut a router's graph ----------------------------------------------------------
 
 

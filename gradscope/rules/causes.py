@@ -1,0 +1,93 @@
+"""Cause first: which watch finding explains which, and what that does to the report.
+
+A missing zero_grad makes the gradients grow, spike and turn NaN; a maximised loss
+explodes; a learning rate too high stalls the loss. When a cause and its symptoms are
+found in the same optimizer's steps, the symptom says so (`explained_by`), its advice
+points to the cause instead of contradicting it ("lower the learning rate" when the
+gradients are never reset), and the report lists causes before symptoms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gradscope.findings import Finding
+from gradscope.steps.records import WatchRun
+
+_GROWTH = ("GS401", "GS402", "GS403", "GS404", "GS406", "GS409", "GS414", "GS415", "GS419")
+
+EXPLAINS: dict[str, tuple[str, ...]] = {
+    "GS412": _GROWTH,  # gradients never reset: they pile up, grow, spike, overflow
+    "GS418": _GROWTH,  # a maximised loss runs away
+    "GS422": ("GS405", "GS410", "GS413", "GS415", "GS417"),  # no gradient is ever applied
+    "GS420": ("GS405", "GS409", "GS410", "GS413", "GS415", "GS419"),  # decay erases weights
+    "GS416": ("GS406", "GS415"),  # clipping scaled gradients cuts every update
+    "GS419": ("GS402", "GS403", "GS404", "GS409", "GS414", "GS415"),  # lr too high
+}
+"""Cause rule → the rules whose findings it explains in the same optimizer's steps. GS419
+is both: every cause that explains it also supersedes it (below)."""
+
+SUPERSEDES: dict[str, tuple[str, ...]] = {
+    "GS412": ("GS419",),  # piled-up gradients make the large steps, not the lr
+    "GS418": ("GS419",),  # a maximised loss's steps are large by what it optimises
+    "GS420": ("GS419",),  # the decay's own step is the large update, not the lr
+}
+"""Cause rule → the rules whose finding in the same optimizer's steps would say something
+untrue beside it ("the learning rate is too high" of a decay's shrinking step): dropped."""
+
+
+def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
+    """Each symptom marked with its cause, advice pointing there; the causes of what was
+    found first, then the findings nothing explains, then the symptoms; worst first."""
+    causes = [f for f in findings if f.rule in EXPLAINS and f.ignored_by is None]
+    findings = [
+        f
+        for f in findings
+        if not any(f.rule in SUPERSEDES.get(c.rule, ()) and _same_series(run, c, f) for c in causes)
+    ]
+    causes = [c for c in causes if c in findings]
+    out = []
+    for f in findings:
+        cause = next(
+            (
+                c
+                for c in causes
+                if c is not f and f.rule in EXPLAINS[c.rule] and _same_series(run, c, f)
+            ),
+            None,
+        )
+        if cause is not None:
+            f = replace(
+                f,
+                explained_by=f"{cause.rule}:{cause.subject}",
+                advice=f"a consequence of {cause.slug} ({cause.rule}): fix that first",
+            )
+        out.append(f)
+    leading = {f.explained_by for f in out if f.explained_by}
+    return sorted(
+        out,
+        key=lambda f: (
+            f.explained_by is not None,  # symptoms last,
+            f"{f.rule}:{f.subject}" not in leading,  # causes of what is found first,
+            -f.severity,
+            f.rule,
+        ),
+    )
+
+
+def _same_series(run: WatchRun, cause: Finding, symptom: Finding) -> bool:
+    """Both are about the same optimizer: with one optimizer always; with several, the
+    optimizer named in the cause's subject, and a symptom that names it too or is about
+    one of its parameters."""
+    if len(run.optimizers) <= 1:
+        return True
+    for index in range(len(run.optimizers)):
+        label = run.optimizer_label(index)
+        if cause.subject.endswith(f"({label})"):
+            if symptom.subject.endswith(f"({label})"):
+                return True
+            names = {run.params[i].name for i in run.members_of(index) if i < len(run.params)}
+            return symptom.subject in names or any(
+                n.startswith(symptom.subject + ".") for n in names
+            )
+    return False

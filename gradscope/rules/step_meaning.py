@@ -1,0 +1,421 @@
+"""Verdicts from what a run's numbers mean (GS418-GS422): the loss's kind and bounds, the
+optimizer's settings, the order of the script's calls. No torch.
+
+Thresholds alone cannot tell a maximised loss from a falling one, a decay that erases
+the weights from vanishing gradients, or a step that applies no gradient from a
+parameter that never learns; the loss's graph (`run.loss_kinds`) and the optimizer's
+param groups (`run.settings`) can.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+
+from gradscope.config import Thresholds
+from gradscope.findings import RULES, Finding
+from gradscope.fmt import num
+from gradscope.rules.step_common import (
+    Series,
+    about,
+    at_chance,
+    by_optimizer,
+    finite,
+    several,
+    step_list,
+)
+from gradscope.rules.steps import early_blowup_of
+from gradscope.steps.meaning import GroupSettings
+from gradscope.steps.records import StepRecord, WatchRun
+
+HEALTHY_RATIO = 1e-3
+"""The update/weight ratio of a healthy step (‖Δw‖/‖w‖ per step): weights that turn over
+in about a thousand steps. The usual rule of thumb, not a threshold of gradscope's."""
+EARLY_STEPS = 100
+"""The first steps, where a learning rate too high for a fresh model does its damage."""
+
+
+def _window(n: int) -> int:
+    return max(5, min(50, n // 5))
+
+
+def _losses(s: Series) -> tuple[list[StepRecord], list[float]]:
+    steps = [r for r in s.live() if finite(r.loss)]
+    return steps, [r.loss for r in steps if r.loss is not None]
+
+
+def _stalled(losses: Sequence[float], t: Thresholds) -> bool:
+    """No improvement over the second half, or no fall of progress-min-fall overall."""
+    if len(losses) < 10:
+        return False
+    w = _window(len(losses))
+    first = max(statistics.median(losses[:5]), statistics.median(losses[:w]))
+    mid = len(losses) // 2
+    middle = statistics.median(losses[max(0, mid - w // 2) : mid + (w + 1) // 2])
+    last = statistics.median(losses[-w:])
+    fell = first != 0 and (first - last) / abs(first) >= t.progress_min_fall
+    return not fell or last >= middle - t.progress_min_fall * abs(first) / 2
+
+
+# -- GS418 ------------------------------------------------------------------------------
+def loss_maximised(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """A loss bounded below (a cross-entropy, an MSE, ...) that the optimizer drives up:
+    the graph shows it negated (or the optimizer has maximize=True on a plain one), and
+    the values confirm it. Several optimizers (a GAN's minimax G) may ascend by design."""
+    if several(run):
+        return []
+    out = []
+    for s in by_optimizer(run):
+        kind = run.loss_kind(s.index)
+        if kind is None:
+            continue
+        maximize = run.maximizes(s.index)
+        bad = (
+            [x for x in kind.terms if x.bound is not None and not x.negated]
+            if maximize
+            else kind.negated_terms()
+        )
+        steps, losses = _losses(s)
+        if not bad or len(losses) < 4:
+            continue
+        w = _window(len(losses))
+        first, last = statistics.median(losses[:w]), statistics.median(losses[-w:])
+        if not (last < first and min(losses) < 0):  # the objective fell below the bound
+            continue
+        sign = -1 if maximize else 1  # the script's own loss values, as it printed them
+        term = bad[0]
+        name = term.kind.replace("_", "-")
+        how = (
+            f"the optimizer has maximize=True and the loss is {kind.describe()}"
+            if maximize
+            else f"the loss is {kind.describe()}: minimising it maximises the {name}"
+        )
+        finding = RULES["GS418"].finding(
+            s.subject("loss"),
+            s.say(
+                f"the run maximises its {name}: {how}; the loss went from "
+                f"{num(sign * (steps[0].loss or 0))} at step {steps[0].step} to "
+                f"{num(sign * (steps[-1].loss or 0))} at step {steps[-1].step} (a {name} is "
+                f"never below {num(term.bound)})"
+            ),
+            "drop maximize=True from the optimizer"
+            if maximize
+            else f"minimise the {name} itself: remove the minus sign (or the negative factor) "
+            "in front of it; for a deliberate ascent, keep the loss positive and pass "
+            "maximize=True to the optimizer",
+            value=sign * last,
+            threshold=term.bound,
+            evidence=(
+                f"loss graph: {kind.describe()}",
+                f"median loss {num(sign * first)} over the first {w} steps, {num(sign * last)} "
+                "over the last",
+            ),
+        )
+        out.append(about(finding, [r.step for r in steps[:1]]))
+    return out
+
+
+# -- GS419 ------------------------------------------------------------------------------
+def _matrices(run: WatchRun, s: Series) -> list[int]:
+    """Weight matrices the optimizer trains: a bias or a norm's scale near 0 has a large
+    ratio while healthy."""
+    return [
+        i
+        for i in s.members
+        if i < len(run.params)
+        and len(run.params[i].shape) >= 2
+        and run.params[i].requires_grad
+        and run.params[i].in_optimizer
+    ]
+
+
+def _ratios(s: Series, members: list[int], last_step: int) -> tuple[list[float], list[int]]:
+    """Per matrix, its median update/weight ratio over the sampled steps up to `last_step`
+    (a step that skipped, or left it without gradient, does not count)."""
+    sampled = [r for r in s.live() if r.update_ratios is not None and r.step <= last_step]
+    medians = []
+    for i in members:
+        values = [
+            r.update_ratios[i]
+            for r in sampled
+            if r.update_ratios is not None
+            and i < len(r.update_ratios)
+            and math.isfinite(r.update_ratios[i])
+            and (r.param_norms[i] or 0) > 0
+        ]
+        if values:
+            medians.append(statistics.median(values))
+    return medians, [r.step for r in sampled]
+
+
+def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """The first steps' updates move the weight matrices by update-ratio-warn of their
+    norm or more (a healthy step moves them by about 1e-3) while the loss stops
+    improving: a learning rate too large for these weights."""
+    out = []
+    for s in by_optimizer(run):
+        settings = run.settings_of(s.index)
+        if s.manual(run) or settings is None:
+            continue
+        matrices = _matrices(run, s)
+        ratios, sampled = _ratios(s, matrices, EARLY_STEPS)
+        steps, losses = _losses(s)
+        if len(ratios) < 1 or not sampled or not _stalled(losses, t):
+            continue
+        ratio = statistics.median(ratios)
+        if ratio < t.update_ratio_warn:
+            continue
+        harm = _harm(run, s, steps, losses, t)
+        if harm is None:
+            continue  # large early steps that did no harm: a small model learning fast
+        peak = max(
+            (r for r in steps if r.step <= max(sampled)), key=lambda r: max(r.lrs, default=0)
+        )
+        lr = max(peak.lrs, default=math.nan)
+        w = _window(len(losses))
+        per_element = (
+            "each element moves by about lr per step"
+            if settings.adaptive
+            else "each step is about lr × the gradient"
+            + (
+                f" / (1 - momentum {num(settings.groups[0].momentum)})"
+                if settings.groups[0].momentum
+                else ""
+            )
+        )
+        suggested = lr * HEALTHY_RATIO / ratio
+        last = statistics.median(losses[-w:])
+        finding = RULES["GS419"].finding(
+            s.subject("learning-rate"),
+            s.say(
+                f"the learning rate is too high for these weights: in steps {sampled[0]}-"
+                f"{sampled[-1]} each update moved the weight matrices by {ratio:.3g} of their "
+                f"norm (median of {len(ratios)}; about {HEALTHY_RATIO:g} is healthy, so the "
+                f"weights are replaced in about {1 / ratio:.0f} steps), with lr up to {num(lr)} "
+                f"(step {peak.step}); the loss stopped improving at {num(last)}"
+                + at_chance(run, s, last)
+            ),
+            f"lower the learning rate about {ratio / HEALTHY_RATIO:.0f}× (peak lr ≈ "
+            f"{num(suggested)}), or lengthen the warm-up; {settings.kind}: {per_element}",
+            value=ratio,
+            threshold=t.update_ratio_warn,
+            evidence=(
+                harm,
+                f"sampled steps: {step_list(sampled)}",
+                f"loss over the last {w} steps: median {num(last)}",
+            ),
+        )
+        out.append(about(finding, sampled[:1]))
+    return out
+
+
+def _harm(
+    run: WatchRun, s: Series, steps: list[StepRecord], losses: list[float], t: Thresholds
+) -> str | None:
+    """What says the large steps hurt, not a fast learner: the loss rose above where it
+    started, sits at the uniform guess, or stopped falling while warm-up still raised
+    the learning rate. None: no such sign."""
+    if len(losses) < 10:
+        return None
+    if early_blowup_of(s, t) is not None:
+        return "the loss blew up in the first steps (early-blowup) as the steps grew"
+    w = _window(len(losses))
+    if at_chance(run, s, statistics.median(losses[-w:])):
+        return "the loss sits at the uniform guess"
+    lrs = [max(r.lrs, default=math.nan) for r in steps]
+    top = max((v for v in lrs if math.isfinite(v)), default=math.nan)
+    if not top > 0 or not lrs[0] <= top / 2:
+        return None  # no warm-up to watch the loss against
+    peak = next(i for i, v in enumerate(lrs) if v >= 0.9 * top)
+    if peak < 10:
+        return None
+    half = peak // 2
+    smooth = [statistics.median(losses[max(0, i - 1) : i + 2]) for i in range(half + 1)]
+    best = min(range(half + 1), key=lambda i: smooth[i])
+    late = statistics.median(losses[half : peak + 1])
+    if late < smooth[best]:
+        return None  # the loss still fell while the lr rose: warm-up did its job
+    return (
+        f"the loss stopped falling by step {steps[best].step} ({num(smooth[best])}) while "
+        f"warm-up still raised the learning rate from {num(lrs[best])} to {num(lrs[peak])} "
+        f"(step {steps[peak].step}): median {num(late)} over steps {steps[half].step}-"
+        f"{steps[peak].step}"
+    )
+
+
+# -- GS420 ------------------------------------------------------------------------------
+def _equilibrium(g: GroupSettings, adaptive: bool, grad_rms: float | None) -> float | None:
+    """The weight magnitude at which the optimizer's steps balance the decay: AdamW's
+    per-element step (≈ lr) against lr × wd × |w| gives 1/wd; an L2 decay added to the
+    gradient balances it at |g| / wd. None where there is no decay."""
+    if g.weight_decay <= 0 or not math.isfinite(g.weight_decay):
+        return None
+    if g.decoupled:
+        return 1.0 / g.weight_decay if adaptive else None
+    return None if grad_rms is None else grad_rms / g.weight_decay
+
+
+def _grad_rms(run: WatchRun, s: Series, i: int) -> float | None:
+    values = [
+        r.param_norms[i]
+        for r in s.live()
+        if i < len(r.param_norms) and finite(r.param_norms[i]) and (r.param_norms[i] or 0) > 0
+    ]
+    if not values:
+        return None
+    size = math.prod(run.params[i].shape) or 1
+    return statistics.median(v for v in values if v is not None) / math.sqrt(size)
+
+
+def decay_too_strong(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """Weight decay that pulls the weight matrices far below where they started, faster
+    than the optimizer's steps can hold them up, while the loss stalls."""
+    out = []
+    for s in by_optimizer(run):
+        settings = run.settings_of(s.index)
+        steps, losses = _losses(s)
+        if settings is None or not _stalled(losses, t):
+            continue
+        for k, g in enumerate(settings.groups):
+            found = _erased(run, s, k, g, settings.adaptive)
+            if found is None:
+                continue
+            eq, init, names = found
+            w = _window(len(losses))
+            last = statistics.median(losses[-w:])
+            lrs = s.steps[-1].lrs
+            lr = lrs[k] if k < len(lrs) else g.lr  # the schedule's, at the last step
+            shrink = lr * g.weight_decay if g.decoupled else 0.0
+            how = (
+                f"{settings.kind}'s decoupled weight_decay {num(g.weight_decay)} at lr "
+                f"{num(lr)} removes {shrink:.3g} of every weight per step (half-life "
+                f"{math.log(2) / shrink:.0f} steps); its steps (≈ lr per element) hold a weight "
+                f"up only to |w| ≈ 1/wd = {num(eq)}"
+                if g.decoupled and shrink > 0
+                else f"{settings.kind}'s weight_decay {num(g.weight_decay)} (L2, added to the "
+                f"gradient) outweighs the gradients until |w| ≈ |grad| / wd = {num(eq)}"
+            )
+            finding = RULES["GS420"].finding(
+                s.subject(f"param group {k}"),
+                s.say(
+                    f"weight decay erases the weights: {how}, below these matrices' initial "
+                    f"rms {num(init)}; the loss stalled at {num(last)}" + at_chance(run, s, last)
+                ),
+                f"lower weight_decay (AdamW's usual values are 0.01-0.1; here at most about "
+                f"{num(1 / init / 10 if g.decoupled else g.weight_decay * eq / init / 10)}), "
+                "and keep biases and norm scales out of the decayed group",
+                value=g.weight_decay,
+                threshold=(1 / init) if g.decoupled else None,
+                evidence=(
+                    f"decayed matrices: {', '.join(names[:4])}"
+                    + (f" (+{len(names) - 4} more)" if len(names) > 4 else ""),
+                    f"median loss {num(last)} over the last {w} steps",
+                ),
+            )
+            out.append(about(finding, [steps[0].step] if steps else []))
+    return out
+
+
+def _erased(
+    run: WatchRun, s: Series, group: int, g: GroupSettings, adaptive: bool
+) -> tuple[float, float, list[str]] | None:
+    """(equilibrium, median initial rms, names) when the decay's equilibrium lies below
+    half the initial rms of most of the group's matrices."""
+    members = [i for i in _matrices(run, s) if run.params[i].group == group]
+    rows = []
+    for i in members:
+        p = run.params[i]
+        if p.weight_norm is None or p.weight_norm <= 0:
+            continue
+        eq = _equilibrium(g, adaptive, None if g.decoupled else _grad_rms(run, s, i))
+        if eq is not None:
+            rows.append((eq, p.weight_norm / math.sqrt(math.prod(p.shape) or 1), p.name))
+    below = [r for r in rows if r[0] < 0.5 * r[1]]
+    if not rows or len(below) * 2 <= len(rows):
+        return None
+    return (
+        statistics.median(r[0] for r in below),
+        statistics.median(r[1] for r in below),
+        [r[2] for r in below],
+    )
+
+
+# -- GS421 ------------------------------------------------------------------------------
+def frozen_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """Parameters in an optimizer's param groups with requires_grad=False that never got
+    a gradient: they never move. Often meant (a frozen backbone), so information."""
+    out = []
+    for s in by_optimizer(run):
+        if s.manual(run):
+            continue
+        frozen = [
+            run.params[i].name
+            for i in s.members
+            if i < len(run.params)
+            and not run.params[i].requires_grad
+            and run.params[i].in_optimizer
+            and not run.tensors.ever_had_grad(i)
+        ]
+        if not frozen:
+            continue
+        modules = sorted({n.rpartition(".")[0] or n for n in frozen})
+        finding = RULES["GS421"].finding(
+            s.subject(modules[0] if len(modules) == 1 else "parameters"),
+            s.say(
+                f"{len(frozen)} parameter(s) in {run.optimizer_label(s.index)}'s param groups "
+                f"are frozen (requires_grad=False), get no gradient and never move: "
+                + ", ".join(modules[:4])
+                + (f" (+{len(modules) - 4} more modules)" if len(modules) > 4 else "")
+            ),
+            "fine if meant (a frozen backbone); else call requires_grad_(True) on them. To make "
+            "the intent plain and save the optimizer's state, give the optimizer only "
+            "[p for p in model.parameters() if p.requires_grad]",
+            value=float(len(frozen)),
+            evidence=(f"frozen parameters: {', '.join(frozen[:6])}",),
+        )
+        out.append(finding)
+    return out
+
+
+# -- GS422 ------------------------------------------------------------------------------
+def zeroed_before_step(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """zero_grad ran after the step's backward calls and before step(), at most steps:
+    every update applies no gradient (Adam's moments, decay and momentum still move the
+    weights a little, so the run looks alive)."""
+    out = []
+    for s in by_optimizer(run):
+        steps = s.live()
+        zeroed = [r for r in steps if r.zeroed]
+        if not steps or len(zeroed) * 2 <= len(steps):
+            continue
+        calls = statistics.median(r.backward_calls or 1 for r in zeroed)
+        finding = RULES["GS422"].finding(
+            s.subject("optimizer.zero_grad"),
+            s.say(
+                f"zero_grad() ran between backward() and step() at {len(zeroed)} of "
+                f"{len(steps)} steps: it cleared the gradients of the step's "
+                f"{calls:g} backward call(s), so every update applied no gradient"
+            ),
+            "call optimizer.zero_grad() before loss.backward() (or right after "
+            "optimizer.step()), never between backward() and step()",
+            value=len(zeroed) / len(steps),
+            threshold=0.5,
+            evidence=(
+                f"steps whose gradients were cleared before step(): "
+                f"{step_list([r.step for r in zeroed])}",
+                f"step {zeroed[0].step}: loss {num(zeroed[0].loss)}, gradient norm at the step "
+                f"{num(zeroed[0].grad_norm)}",
+            ),
+        )
+        out.append(about(finding, (r.step for r in zeroed)))
+    return out
+
+
+CHECKS: list[Callable[[WatchRun, Thresholds], list[Finding]]] = [
+    loss_maximised,
+    lr_too_high,
+    decay_too_strong,
+    frozen_in_optimizer,
+    zeroed_before_step,
+]

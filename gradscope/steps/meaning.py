@@ -1,0 +1,174 @@
+"""What a watched run's numbers mean: the loss's kind and the optimizer's settings.
+
+Plain data, no torch. The watcher reads them off the loss's autograd graph and the
+optimizer's param groups (watcher/loss_graph.py, watcher/optim_settings.py); the rules
+judge a run by them where thresholds alone cannot: a cross-entropy below 0 is being
+maximised, a loss at ln C has learned nothing, a decay of lr × wd per step erases
+weights that the optimizer's steps cannot hold up.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+BOUNDED_BELOW = {
+    "cross_entropy": 0.0,
+    "nll_log_softmax": 0.0,
+    "binary_cross_entropy": 0.0,
+    "binary_cross_entropy_with_logits": 0.0,
+    "mse": 0.0,
+    "l1": 0.0,
+    "smooth_l1": 0.0,
+    "huber": 0.0,
+    "label_smoothing": 0.0,
+}
+"""Loss kinds whose value can never fall below this bound (for targets in their domain:
+class indices, probabilities in [0, 1]): a run that goes below it is not minimising it."""
+
+
+UNIFORM = ("cross_entropy", "label_smoothing")
+"""Kinds whose value for a uniform guess over C classes is known: ln C per target (the
+smoothing term of a label-smoothed cross-entropy sums -log(1/C) over the C classes)."""
+
+
+@dataclass(frozen=True)
+class LossTerm:
+    """One recognised loss in the value backward ran on, and how it enters it."""
+
+    kind: str
+    """cross_entropy (log_softmax then NLL), nll (NLL of other inputs), mse, l1,
+    smooth_l1, huber, binary_cross_entropy(_with_logits)."""
+    reduction: str
+    """mean | sum | none (reduced afterwards by the graph: a mean or sum node)."""
+    factor: float
+    """The constant the term is multiplied by on its way to the loss (-1: negated;
+    0.25: divided by 4 gradient-accumulation steps); NaN where a factor could not be
+    read without a device sync."""
+    classes: int | None = None
+    """The number of classes of a (binary) cross-entropy or NLL."""
+    count: int | None = None
+    """Elements the loss sums over (its targets), for a sum reduction's scale."""
+
+    @property
+    def bound(self) -> float | None:
+        return BOUNDED_BELOW.get(self.kind)
+
+    @property
+    def negated(self) -> bool:
+        return self.factor < 0
+
+    def uniform(self) -> float | None:
+        """The term's value for a model that guesses uniformly over its classes (ln C
+        per target); None where that has no meaning."""
+        if self.kind not in UNIFORM or not self.classes or self.classes < 2:
+            return None
+        per = math.log(self.classes) * (self.classes if self.kind == "label_smoothing" else 1)
+        if self.reduction == "sum":
+            if not self.count:
+                return None
+            per *= self.count
+        return per * self.factor if math.isfinite(self.factor) else None
+
+    def describe(self) -> str:
+        name = self.kind.replace("_", "-")
+        if self.classes:
+            name += f" over {self.classes} classes"
+        sign = "-" if self.negated else ""
+        factor = abs(self.factor)
+        scaled = f" × {factor:.4g}" if math.isfinite(factor) and factor != 1 else ""
+        return f"{sign}{name} ({self.reduction}){scaled}"
+
+
+@dataclass(frozen=True)
+class LossKind:
+    """The loss as its graph shows it: the recognised terms, and whether any is not."""
+
+    terms: tuple[LossTerm, ...]
+    unknown_terms: int = 0
+    """Terms of the sum gradscope did not recognise (a custom loss, a regulariser)."""
+    scaled: bool = False
+    """backward ran on GradScaler's scaled loss; the terms are read below the scale."""
+
+    @property
+    def known(self) -> bool:
+        return bool(self.terms) and not self.unknown_terms
+
+    def lower_bound(self) -> float | None:
+        """The loss's lower bound when every term is known, bounded and not negated."""
+        if not self.known or any(t.bound is None or t.factor < 0 for t in self.terms):
+            return None
+        if any(not math.isfinite(t.factor) for t in self.terms):
+            return None
+        return sum((t.bound or 0.0) * t.factor for t in self.terms)
+
+    def negated_terms(self) -> list[LossTerm]:
+        """Bounded-below terms the loss subtracts: minimising it maximises them."""
+        return [t for t in self.terms if t.bound is not None and t.negated]
+
+    def uniform(self) -> float | None:
+        """The loss of a uniform guess, when it is a cross-entropy (label-smoothed or not,
+        times a factor): per backward call."""
+        if not self.known:
+            return None
+        values = [t.uniform() for t in self.terms]
+        return None if any(v is None for v in values) else sum(v or 0.0 for v in values)
+
+    def describe(self) -> str:
+        if not self.terms:
+            return "unknown (a custom loss: judged by its values only)"
+        out = self.terms[0].describe()
+        for t in self.terms[1:]:
+            text = t.describe()
+            out += f" - {text[1:]}" if text.startswith("-") else f" + {text}"
+        if self.unknown_terms:
+            out += f" + {self.unknown_terms} term(s) not recognised"
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "terms": [asdict(t) for t in self.terms],
+            "unknown_terms": self.unknown_terms,
+            "description": self.describe(),
+            "lower_bound": self.lower_bound(),
+            "uniform_guess": self.uniform(),
+        }
+
+
+@dataclass(frozen=True)
+class GroupSettings:
+    """One param group's hyperparameters as the optimizer used them at a step (its lr
+    takes no part in comparisons: schedules change it every step, `StepRecord.lrs`
+    holds it)."""
+
+    lr: float = field(compare=False)
+    weight_decay: float = 0.0
+    decoupled: bool = False
+    """Decay applied to the weights directly (AdamW), not added to the gradient (L2)."""
+    momentum: float | None = None
+    betas: tuple[float, float] | None = None
+    eps: float | None = None
+    maximize: bool = False
+    nesterov: bool = False
+
+
+@dataclass(frozen=True)
+class OptimizerSettings:
+    """An optimizer's param groups from `since` (its 1-based step) until they change."""
+
+    kind: str
+    since: int
+    groups: tuple[GroupSettings, ...]
+
+    @property
+    def adaptive(self) -> bool:
+        """Adam-like: each element's step is about lr, whatever the gradient's scale."""
+        return any(g.betas is not None for g in self.groups)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "since_step": self.since,
+            "groups": [{**asdict(g), "betas": g.betas and list(g.betas)} for g in self.groups],
+        }

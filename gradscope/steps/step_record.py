@@ -1,0 +1,125 @@
+"""One optimizer step of a watched run, as the rules and reporters read it.
+
+Below the store that keeps the steps (step_store.py) and the run that holds the store
+(records.py). No torch here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """What one optimizer step looked like, read back from the device in batches."""
+
+    step: int
+    """1-based count of optimizer steps (skipped AMP steps included)."""
+    optimizer: int
+    """Index of the optimizer (in order of first step) that stepped."""
+    loss: float | None
+    """Sum of the (unscaled) values `backward` ran on since the previous step; with
+    `optimizer.step(closure)`, the closure's first return. None when backward was given
+    explicit gradient weights."""
+    grad_norm: float
+    """Total gradient L2 norm before clipping, unscaled, of the stepping optimizer's
+    parameters (`WatchRun.members`), accumulated in float64. When the script clipped
+    the same parameters with norm_type 2 it equals clip_grad_norm_'s return (which is
+    kept in `clip_total`)."""
+    clipped_norm: float | None
+    """Total L2 norm after clipping; None when the script did not clip this step."""
+    max_norm: float | None
+    """The max_norm the script clipped to."""
+    lrs: tuple[float, ...]
+    """Learning rate of each param group of the stepping optimizer."""
+    backward_calls: int
+    """backward() calls since the previous step (> 1: gradient accumulation); with a
+    closure, those up to the end of its first evaluation (LBFGS's re-evaluations are
+    not accumulation)."""
+    scale: float | None
+    """GradScaler's loss scale used for this step; None without an enabled scaler."""
+    skipped: bool
+    """GradScaler found Inf/NaN and skipped the parameter update."""
+    carried_norm: float | None
+    """For this optimizer's parameters: the smallest gradient norm found at the start of
+    a backward since its previous step (> 0: they were never reset, by zero_grad() or
+    to None, in between); None at its first step, or when a reset was seen."""
+    param_norms: tuple[float | None, ...]
+    """Per tracked parameter, its gradient norm before clipping, unscaled; None where grad
+    was None (NaN or inf where the gradient held them)."""
+    update_ratios: tuple[float, ...] | None = None
+    """Sampled steps only: per parameter ‖Δw‖/‖w‖ of the update; NaN where not measured."""
+    update_norm: float | None = None
+    """Sampled steps only: the total L2 norm of the update."""
+    time_s: float = 0.0
+    """Seconds since the watch started, at the end of the step."""
+    scaled_clip: bool = False
+    """The script clipped while the gradients were still multiplied by GradScaler's
+    scale (no `unscale_` since the scaled backward). grad_norm and param_norms are
+    unscaled all the same."""
+    clip_total: float | None = None
+    """The script's own total norm (clip_grad_norm_'s or get_total_norm's return, in
+    `norm_type`), unscaled; None when it computed none."""
+    norm_type: float | None = None
+    """The norm the script clipped by (2.0, inf, ...); None when it did not clip."""
+    clip_scale: float | None = None
+    """With `scaled_clip`: the loss scale the clipped gradients were multiplied by (the
+    clip compared `clip_total * clip_scale` with max_norm)."""
+    zeroed: bool = False
+    """zero_grad ran after this step's backward calls and before the step: the update
+    applied none of their gradients (GS422)."""
+    detail: bool = True
+    """param_norms and update_ratios are this step's; False where a long run's report
+    did not keep them (empty and None then: see step_store.py; the --log has them)."""
+
+    @classmethod
+    def stored(cls, fields: dict[str, Any]) -> StepRecord:
+        """A record from a store's values (every field given), built ten times faster than
+        by `__init__`, whose frozen assignments dominate reading a long run back."""
+        record = object.__new__(cls)
+        record.__dict__.update(fields)
+        return record
+
+    @property
+    def clipped(self) -> bool:
+        """The script's clip scaled the gradients down (its total, in its norm and as
+        the clip saw it, above max_norm)."""
+        if self.max_norm is None:
+            return False
+        seen = self.grad_norm if self.clip_total is None else self.clip_total
+        if self.scaled_clip and self.clip_scale is not None:
+            seen *= self.clip_scale
+        return math.isfinite(seen) and seen > self.max_norm
+
+    def to_dict(self, series: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "step": self.step,
+            "optimizer": self.optimizer,
+            "loss": self.loss,
+            "grad_norm": self.grad_norm,
+            "clipped_norm": self.clipped_norm,
+            "max_norm": self.max_norm,
+            "clipped": self.clipped,
+            "lrs": list(self.lrs),
+            "backward_calls": self.backward_calls,
+            "scale": self.scale,
+            "skipped": self.skipped,
+            "carried_norm": self.carried_norm,
+            "update_norm": self.update_norm,
+            "time_s": round(self.time_s, 6),
+            "scaled_clip": self.scaled_clip,
+            "clip_total": self.clip_total,
+            "norm_type": self.norm_type,
+            "clip_scale": self.clip_scale,
+            "zeroed": self.zeroed,
+        }
+        if series:
+            out["param_norms"] = list(self.param_norms) if self.detail else None
+            out["update_ratios"] = (
+                None
+                if self.update_ratios is None
+                else [None if math.isnan(v) else v for v in self.update_ratios]
+            )
+        return out

@@ -1,0 +1,167 @@
+"""The loss's kind, read off its own autograd graph at a backward call.
+
+A walk down from the tensor backward ran on, through the nodes that only scale, sum or
+reshape it (`-loss`, `loss / accumulation_steps`, `a + b`, `.mean()` of a per-sample
+loss, a dtype cast), to the loss nodes torch's functional losses leave
+(`NllLossBackward0` over `LogSoftmaxBackward0` is a cross-entropy; `MseLossBackward0`,
+`BinaryCrossEntropyWithLogitsBackward0`, ...). Their saved reduction, input and target
+give the reduction, the number of classes and the number of targets. A few dozen
+nodes at most, and no value read from a device: a factor that is a device tensor is
+left unknown rather than synced.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from gradscope.steps.meaning import LossKind, LossTerm
+
+MAX_NODES = 64
+"""Nodes visited per loss at most: the reducing nodes above the loss nodes are few."""
+MAX_TERMS = 16
+
+_LOSS_NODES = {
+    "NllLossBackward0": "nll",
+    "NllLoss2DBackward0": "nll",
+    "MseLossBackward0": "mse",
+    "SmoothL1LossBackward0": "smooth_l1",
+    "HuberLossBackward0": "huber",
+    "BinaryCrossEntropyBackward0": "binary_cross_entropy",
+    "BinaryCrossEntropyWithLogitsBackward0": "binary_cross_entropy_with_logits",
+}
+_PASS = {  # nodes that hand the loss through unchanged in meaning
+    "ViewBackward0",
+    "ReshapeAliasBackward0",
+    "UnsqueezeBackward0",
+    "SqueezeBackward0",
+    "SqueezeBackward1",
+    "ExpandBackward0",
+    "CloneBackward0",
+    "ToCopyBackward0",
+    "AliasBackward0",
+    "SelectBackward0",
+}
+_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+_REDUCING = {"MeanBackward0": "mean", "SumBackward0": "sum"}
+"""A per-sample loss (reduction="none") reduced afterwards."""
+
+
+def read(loss: torch.Tensor, scaled: bool = False) -> LossKind:
+    """The loss's terms; unrecognised branches are counted, never guessed."""
+    found: list[LossTerm] = []
+    unknown = [0]
+    budget = [MAX_NODES]
+    _walk(loss.grad_fn, 1.0, None, found, unknown, budget)
+    return LossKind(tuple(found[:MAX_TERMS]), unknown[0], scaled)
+
+
+def _walk(
+    node: Any,
+    factor: float,
+    reduced: str | None,
+    found: list[LossTerm],
+    unknown: list[int],
+    budget: list[int],
+) -> None:
+    budget[0] -= 1
+    if node is None or budget[0] < 0 or len(found) >= MAX_TERMS:
+        unknown[0] += node is not None
+        return
+    name = type(node).__name__
+    if name in _LOSS_NODES:
+        found.append(_term(node, _LOSS_NODES[name], factor, reduced))
+        return
+    inputs = [n for n, _ in node.next_functions if n is not None]
+    if name in _PASS and len(inputs) == 1:
+        _walk(inputs[0], factor, reduced, found, unknown, budget)
+    elif name == "NegBackward0" and len(inputs) == 1:
+        _walk(inputs[0], -factor, reduced, found, unknown, budget)
+    elif name in _REDUCING and len(inputs) == 1:
+        _walk(inputs[0], factor, reduced or _REDUCING[name], found, unknown, budget)
+    elif name in ("MulBackward0", "MulBackward1", "DivBackward0") and len(inputs) == 1:
+        by = _constant(getattr(node, "_saved_other", None))
+        by = 1.0 / by if name == "DivBackward0" and by else by
+        _walk(inputs[0], factor * by, reduced, found, unknown, budget)
+    elif name in ("AddBackward0", "SubBackward0"):
+        alpha = _constant(getattr(node, "_saved_alpha", 1))
+        signs = (1.0, -alpha if name == "SubBackward0" else alpha)
+        for (child, _), sign in zip(node.next_functions, signs, strict=False):
+            if child is not None:
+                _walk(child, factor * sign, reduced, found, unknown, budget)
+    else:
+        smoothing = _smoothing(node, factor, reduced)
+        if smoothing is None:
+            unknown[0] += 1
+        else:
+            found.append(smoothing)
+
+
+_SMOOTHING_CHAIN = {"SumBackward0", "SumBackward1", "MeanBackward0", "MaskedFillBackward0"}
+
+
+def _smoothing(node: Any, factor: float, reduced: str | None) -> LossTerm | None:
+    """cross_entropy(label_smoothing=ε)'s second term: -Σ_c log_softmax summed or
+    averaged over the targets (a division by their count), which is ≥ 0 like the
+    cross-entropy it smooths. None for anything else."""
+    negations, reduction = 0, reduced or "sum"
+    for _ in range(8):
+        if node is None:
+            return None
+        name = type(node).__name__
+        if name == "LogSoftmaxBackward0":
+            if negations % 2 == 0:
+                return None
+            result = getattr(node, "_saved_result", None)
+            dim = getattr(node, "_saved_dim", -1)
+            if not isinstance(result, torch.Tensor) or result.dim() == 0:
+                return None
+            classes = int(result.shape[dim])
+            count = result.numel() // max(classes, 1)
+            return LossTerm("label_smoothing", reduction, factor, classes, count)
+        if name == "NegBackward0":
+            negations += 1
+        elif name == "DivBackward0":
+            reduction = "mean"  # divided by the number of targets counted
+        elif name not in _SMOOTHING_CHAIN:
+            return None
+        inputs = [n for n, _ in node.next_functions if n is not None]
+        if len(inputs) != 1:
+            return None
+        node = inputs[0]
+    return None
+
+
+def _constant(value: Any) -> float:
+    """A factor's value: a Python number, or a CPU scalar tensor (wrapped numbers are);
+    NaN for anything that would need a device read or is not one number."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.device.type == "cpu":
+        if not value.requires_grad and not value.is_complex():
+            return float(value.item())
+    return math.nan
+
+
+def _term(node: Any, kind: str, factor: float, reduced: str | None) -> LossTerm:
+    reduction = _REDUCTIONS.get(getattr(node, "_saved_reduction", 1), "mean")
+    if reduction == "none":
+        reduction = reduced or "none"
+    classes = count = None
+    target = getattr(node, "_saved_target", None)
+    if isinstance(target, torch.Tensor):
+        count = int(target.numel())
+    source = getattr(node, "_saved_self", None)
+    if kind == "nll":
+        log_probs = node.next_functions[0][0] if node.next_functions else None
+        while log_probs is not None and type(log_probs).__name__ in _PASS:
+            log_probs = log_probs.next_functions[0][0]
+        if type(log_probs).__name__ == "LogSoftmaxBackward0":
+            kind = "cross_entropy"  # NLL of log_softmax: bounded below by 0
+        if isinstance(source, torch.Tensor) and source.dim() >= 1:
+            classes = int(source.shape[1] if source.dim() >= 2 else source.shape[0])
+    elif kind.startswith("binary"):
+        classes = 2
+    return LossTerm(kind, reduction, factor, classes, count)

@@ -1,0 +1,101 @@
+"""An optimizer's hyperparameters, read off its param groups at each step it takes.
+
+Reading a group is a few dictionary look-ups; a history entry is kept only when
+something other than the learning rate changes (the lr is in every `StepRecord`).
+Decoupled decay is AdamW's (and Adam's with `decoupled_weight_decay=True`, and
+optimizers whose class says so); every other `weight_decay` is added to the gradient
+(L2). A device tensor lr or beta is not read (it would sync): NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from gradscope.steps.meaning import GroupSettings, OptimizerSettings
+
+DECOUPLED_CLASSES = ("adamw", "lion", "adafactor", "lamb")
+
+
+KEYS = (
+    "weight_decay",
+    "momentum",
+    "betas",
+    "eps",
+    "maximize",
+    "nesterov",
+    "decoupled_weight_decay",
+)
+"""What a change is looked for in at every step (the lr is in every StepRecord)."""
+
+
+class SettingsHistory:
+    """Per optimizer index, its settings from its first step and at every change."""
+
+    def __init__(self) -> None:
+        self.history: dict[int, list[OptimizerSettings]] = {}
+        self._last: dict[int, tuple[Any, ...]] = {}
+        """Per optimizer index, the raw values last seen: a step compares them only."""
+
+    def observe(self, index: int, step: int, optimizer: Any) -> None:
+        raw = tuple(_raw(g.get(k)) for g in optimizer.param_groups for k in KEYS)
+        if self._last.get(index) == raw:
+            return
+        self._last[index] = raw
+        groups = tuple(group_settings(optimizer, g) for g in optimizer.param_groups)
+        seen = self.history.setdefault(index, [])
+        if not seen or seen[-1].groups != groups:
+            seen.append(OptimizerSettings(type(optimizer).__name__, step, groups))
+
+    def of(self, count: int) -> tuple[tuple[OptimizerSettings, ...], ...]:
+        return tuple(tuple(self.history.get(i, ())) for i in range(count))
+
+
+def group_settings(optimizer: Any, group: dict[str, Any]) -> GroupSettings:
+    kind = type(optimizer).__name__.lower()
+    decoupled = bool(group.get("decoupled_weight_decay")) or any(
+        name in kind for name in DECOUPLED_CLASSES
+    )
+    betas = group.get("betas")
+    return GroupSettings(
+        lr=_number(group.get("lr")),
+        weight_decay=_number(group.get("weight_decay", 0.0)) or 0.0,
+        decoupled=decoupled,
+        momentum=_optional(group.get("momentum")),
+        betas=(
+            (_number(betas[0]), _number(betas[1]))
+            if isinstance(betas, (tuple, list)) and len(betas) == 2
+            else None
+        ),
+        eps=_optional(group.get("eps")),
+        maximize=bool(group.get("maximize", False)),
+        nesterov=bool(group.get("nesterov", False)),
+    )
+
+
+def _raw(value: Any) -> Any:
+    """A value fit to compare without a device read: numbers as they are, anything else
+    (a tensor) by identity. Plain type checks: isinstance on torch.Tensor is slow."""
+    kind = type(value)
+    if value is None or kind is float or kind is int or kind is bool or kind is str:
+        return value
+    if kind is tuple or kind is list:
+        return tuple(_raw(v) for v in value)
+    return id(value)
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1 or value.device.type != "cpu":
+            return math.nan
+        return float(value.item())
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _optional(value: Any) -> float | None:
+    return None if value is None else _number(value)
