@@ -49,6 +49,7 @@ lint: setup
 
 bench: setup
 	$(BIN)/python benchmarks/bench_inspect.py
+	$(BIN)/python benchmarks/bench_inspect_rules.py
 
 # docs/rules.md's rule table and sections, written again from the registry
 docs: setup

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gradscope.cli import common as clikit
-from gradscope.errors import ConfigError
+from gradscope.errors import ConfigError, ExitCode
 from gradscope.fmt import printable
 from gradscope.report.outputs import Format
 
@@ -235,6 +235,9 @@ def watch(
         from gradscope.outcome import exit_code
 
         code = exit_code([outcome], settings.fail_on)
+        for line in report.run.unwritten:  # a file asked for and not written: said, exit 2
+            clikit.error(line)
+            code = max(code, ExitCode.ERROR) if code < ExitCode.INTERNAL else code
         if main_rank:
             from gradscope.distributed.launch import record_exit
 

@@ -49,6 +49,11 @@ class Options:
     """False: stop at the sampled verdict (failing pairs get no worst elements or diagnosis)."""
 
 
+SEED_MAX = 2**63 - 1
+"""The largest seed, as --seed takes it: a torch generator's seed is a 64-bit integer."""
+_SEED_RANGE = f"expected an integer from 0 to 2**63 - 1 ({SEED_MAX})"
+
+
 def options_for(
     entry: Any = None,
     *,
@@ -115,6 +120,8 @@ def _entry(entry: Any) -> dict[str, Any]:
                 " or ".join(k.__name__ for k in kind) if isinstance(kind, tuple) else kind.__name__
             )
             raise config_error(src, f"gradcheck.{key}", f"expected {names}, got {opts[key]!r}")
+    if "seed" in opts and not 0 <= opts["seed"] <= SEED_MAX:
+        raise config_error(src, "gradcheck.seed", f"{_SEED_RANGE}, got {opts['seed']}")
     try:
         for name, dims in opts.get("shape", {}).items():
             text = ",".join(map(str, dims)) if isinstance(dims, list) else str(dims)
@@ -178,6 +185,8 @@ def check(
     `tensors` (NAME → literal, e.g. {"target": [0, 2, 1]}) and `domain` ("positive", or
     NAME → "positive" / "1.1,3") as on the command line.
     """
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+        raise ValueError(f"seed: {_SEED_RANGE}, got {seed!r}")
     name = label or getattr(target, "__qualname__", None) or type(target).__name__
     resolved = resolve_object(target, name, inspect.getmodule(target))
     if inputs is not None:

@@ -177,6 +177,7 @@ def build(target: Resolved, options: InputOptions) -> Problem:
         target.obj.to(dtype)
     provided = _provided(target, options, gen, dtype, notes) if target.provider else None
     pos, kw = provided if provided is not None else _generated(target, options, gen, dtype)
+    _no_meta(target, pos, kw)
     if target.kind == "autograd.Function" and kw:
         raise TargetError(
             f"{target.label}: Function.apply takes positional arguments only; "
@@ -208,6 +209,27 @@ def build(target: Resolved, options: InputOptions) -> Problem:
     )
     problem.fn = _make_fn(target, problem, [v for _, v in pos], kw, slots)
     return problem
+
+
+def _no_meta(target: Resolved, pos: list[tuple[str, Any]], kw: dict[str, Any]) -> None:
+    """A meta tensor has a shape and no values: nothing to compare numerically (and torch's
+    comparisons raise on it). Said as the user's input problem (exit 2), naming the tensors."""
+    found = [
+        name + suffix
+        for name, value in [*pos, *kw.items()]
+        for _, suffix, t in nested(value)
+        if t.is_meta
+    ]
+    if target.kind == "module":
+        found += [n for n, t in target.obj.named_parameters() if t.is_meta]
+        found += [n for n, t in target.obj.named_buffers() if t.is_meta]
+    if found:
+        names = ", ".join(found[:4]) + (f" and {len(found) - 4} more" if len(found) > 4 else "")
+        raise TargetError(
+            f"{target.label}: {names} on the meta device: a meta tensor has a shape but no "
+            "values, so its gradients cannot be checked numerically; give real tensors "
+            "(e.g. device='cpu')"
+        )
 
 
 def _tensor(shape: tuple[int, ...], gen: Any, dtype: Any, domain: Domain | None = None) -> Any:

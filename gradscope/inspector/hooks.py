@@ -8,6 +8,7 @@ raising is a `UserCodeError` here, whichever pass ran it.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -83,11 +84,41 @@ def call_model(model: torch.nn.Module, batch: Any) -> Any:
 
 
 def forward(model: torch.nn.Module, batch: Any) -> Any:
-    """The user's forward pass; their exception becomes one line (exit 2)."""
+    """The user's forward pass on the batch cut from any graph it came from; their exception
+    becomes one line (exit 2)."""
     try:
-        return call_model(model, batch)
+        return call_model(model, cut(batch))
     except Exception as exc:
         raise UserCodeError("forward pass", exc) from exc
+
+
+def cut(batch: Any) -> Any:
+    """The batch with each tensor that requires grad replaced by a detached alias (same
+    storage, same flag), in dicts, lists and tuples; the batch itself when none does.
+
+    gradscope's backward then stops at the batch: it runs no hook the user put on a batch
+    tensor, and does not free the graph an activation given as the batch came from (the
+    user's own backward through it still works after the pass)."""
+    if isinstance(batch, torch.Tensor):
+        return batch.detach().requires_grad_() if batch.requires_grad else batch
+    if isinstance(batch, Mapping):
+        changed = {k: c for k, v in batch.items() if (c := cut(v)) is not v}
+        if not changed:
+            return batch
+        if type(batch) is dict:
+            return {**batch, **changed}
+        out = copy.copy(batch)  # a dict subclass (HF BatchEncoding): its own type, copied
+        for k, v in changed.items():
+            out[k] = v  # type: ignore[index]
+        return out
+    if isinstance(batch, (tuple, list)):
+        items = [cut(v) for v in batch]
+        if all(a is b for a, b in zip(items, batch, strict=True)):
+            return batch
+        if hasattr(batch, "_fields"):  # a namedtuple
+            return type(batch)(*items)
+        return type(batch)(items) if type(batch) in (tuple, list) else items
+    return batch
 
 
 def forward_and_loss(

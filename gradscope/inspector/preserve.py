@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -145,6 +145,8 @@ class _Snapshot:
     py_random: Any
     np_random: Any
     kept: _Kept
+    held: list[tuple[dict[Any, Any], dict[Any, Any]]]
+    """Parameters' post-accumulate-grad hooks (a dict each) and their entries, set aside."""
 
 
 def _snapshot(model: torch.nn.Module) -> _Snapshot:
@@ -171,6 +173,7 @@ def _snapshot(model: torch.nn.Module) -> _Snapshot:
                     )
                 params.append((m, name, p, p.detach(), p.requires_grad))
     numpy = sys.modules.get("numpy")
+    held = _hold_post_accumulate_hooks(p[2] for p in params)
     return _Snapshot(
         buffers,
         params,
@@ -179,7 +182,27 @@ def _snapshot(model: torch.nn.Module) -> _Snapshot:
         random.getstate(),
         numpy.random.get_state() if numpy is not None else None,
         kept,
+        held,
     )
+
+
+def _hold_post_accumulate_hooks(
+    params: Iterable[torch.Tensor],
+) -> list[tuple[dict[Any, Any], dict[Any, Any]]]:
+    """Empty the parameters' post-accumulate-grad hooks for the pass, keeping their entries.
+
+    Such a hook consumes a finished gradient (an optimizer stepped inside backward, then
+    `zero_grad`): run by the pass, it would step the user's optimizer and leave the pass no
+    gradient to measure. The dict is emptied, not replaced: torch holds that very object,
+    and the user's handles remove from it."""
+    held = {}
+    for p in params:
+        hooks = p._post_accumulate_grad_hooks
+        if hooks and id(hooks) not in held:
+            held[id(hooks)] = (hooks, dict(hooks))
+    for hooks, _ in held.values():
+        hooks.clear()
+    return list(held.values())
 
 
 def _restore(snap: _Snapshot) -> None:
@@ -200,6 +223,9 @@ def _restore(snap: _Snapshot) -> None:
     for m, training in snap.modes:
         if m.training is not training:  # Module.__setattr__ is slow; most modes never change
             m.training = training
+    for hooks, entries in snap.held:
+        hooks.clear()
+        hooks.update(entries)
     random.setstate(snap.py_random)
     numpy = sys.modules.get("numpy")
     if snap.np_random is not None and numpy is not None:

@@ -7,7 +7,8 @@ its rule id (declared in gradscope/findings.py) by `@check`.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+import weakref
+from collections.abc import Iterable, Iterator
 
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding
@@ -42,8 +43,12 @@ def _parent(name: str) -> str:
     return name.rpartition(".")[0]
 
 
-def _within(name: str, module: str) -> bool:
-    return not module or name == module or name.startswith(module + ".")
+def _ancestors(module: str) -> Iterator[str]:
+    """`module`, its parent, ... up to the root ("")."""
+    while module:
+        yield module
+        module = _parent(module)
+    yield ""
 
 
 def idle_experts(stats: RunStats) -> dict[str, tuple[str, int, int]]:
@@ -56,7 +61,24 @@ def idle_experts(stats: RunStats) -> dict[str, tuple[str, int, int]]:
     not inside an expert), owning a parameter with one dimension per expert (the gate's
     logits). An expert is idle when it never ran, or ran on no tokens (an all-zero gradient),
     while a sibling got tokens: routing by design. Without such a router (a ModuleList of
-    layers one of which is skipped) nothing is excused."""
+    layers one of which is skipped) nothing is excused.
+
+    Linear in modules and parameters (times the nesting depth): each group of alike siblings
+    is judged once, whatever number of its members are idle; and once per pass, for the
+    three rules that ask."""
+    last = _LAST_IDLE[0]
+    if last is not None and last[0]() is stats:
+        return last[1]
+    found = _idle_experts(stats)
+    _LAST_IDLE[0] = (weakref.ref(stats), found)
+    return found
+
+
+_LAST_IDLE: list[tuple[weakref.ref[RunStats], dict[str, tuple[str, int, int]]] | None] = [None]
+"""The last pass's idle experts, held only while that pass's stats live."""
+
+
+def _idle_experts(stats: RunStats) -> dict[str, tuple[str, int, int]]:
     ran = {m.name for m in stats.modules if m.ran}
     idle = [
         p
@@ -69,14 +91,15 @@ def idle_experts(stats: RunStats) -> dict[str, tuple[str, int, int]]:
     mixtures = _Mixtures(stats)
     out = {}
     for p in idle:
-        expert = p.module
-        while expert:  # the expert may be an ancestor of the parameter's own module
-            found = mixtures.of(expert)
+        for expert in _ancestors(p.module):  # the expert may be an ancestor of its own module
+            found = mixtures.of(expert) if expert else None
             if found is not None:
                 out[p.name] = found
                 break
-            expert = _parent(expert)
     return out
+
+
+Signature = tuple[str, tuple[tuple[str, tuple[int, ...]], ...]]
 
 
 class _Mixtures:
@@ -84,23 +107,28 @@ class _Mixtures:
 
     def __init__(self, stats: RunStats):
         self.modules = {m.name: m for m in stats.modules}
-        self.params = stats.params
         self.children: dict[str, list[str]] = {}
         for name in self.modules:
             if name:
                 self.children.setdefault(_parent(name), []).append(name)
-        self.signatures: dict[str, tuple[str, tuple[tuple[str, tuple[int, ...]], ...]]] = {}
+        self.under: dict[str, list[ParamStats]] = {}
+        """Module name → the parameters of its subtree, in registration order."""
+        for p in stats.params:
+            for owner in _ancestors(p.module):
+                self.under.setdefault(owner, []).append(p)
+        self.signatures: dict[str, Signature] = {}
+        self.groups: dict[tuple[str, Signature], tuple[set[str], tuple[str, int, int] | None]] = {}
         self.found: dict[str, tuple[str, int, int] | None] = {}
 
-    def signature(self, name: str) -> tuple[str, tuple[tuple[str, tuple[int, ...]], ...]]:
+    def signature(self, name: str) -> Signature:
         if name not in self.signatures:
             cut = len(name) + 1
-            shapes = tuple((p.name[cut:], p.shape) for p in self.params if _within(p.module, name))
+            shapes = tuple((p.name[cut:], p.shape) for p in self.under.get(name, ()))
             self.signatures[name] = (self.modules[name].kind, shapes)
         return self.signatures[name]
 
     def got_tokens(self, name: str) -> bool:
-        params = [p for p in self.params if _within(p.module, name) and p.requires_grad]
+        params = [p for p in self.under.get(name, ()) if p.requires_grad]
         return bool(params) and all(p.has_grad and p.grad_max != 0 for p in params)
 
     def of(self, expert: str) -> tuple[str, int, int] | None:
@@ -114,35 +142,46 @@ class _Mixtures:
         mine = self.signature(expert)
         if not mine[1]:
             return None
+        key = (container, mine)
+        if key not in self.groups:
+            self.groups[key] = self._group(container, mine)
+        busy, found = self.groups[key]
+        return None if expert in busy else found
+
+    def _group(
+        self, container: str, mine: Signature
+    ) -> tuple[set[str], tuple[str, int, int] | None]:
+        """The busy experts of the siblings alike `mine`, and the mixture's (router, idle,
+        experts) if they have a router and at least one of them is busy."""
         experts = [c for c in self.children.get(container, []) if self.signature(c) == mine]
-        busy = [e for e in experts if self.got_tokens(e)]
-        if len(experts) < 2 or not busy or expert in busy:
-            return None
+        busy = {e for e in experts if self.got_tokens(e)}
+        if len(experts) < 2 or not busy:
+            return busy, None
         orders = [self.modules[e].order for e in busy]
         first = min(o for o in orders if o is not None) if None not in orders else None
-        n = len(experts)
+        n, members = len(experts), set(experts)
         scope = _parent(container) if container else container
-        for p in self.params:
+        for p in self.under.get(scope, ()):
             router = self.modules.get(p.module)
             if router is None or not router.ran or n not in p.shape:
                 continue
             below = p.module[len(scope) + 1 :] if scope else p.module
             if (
-                _within(p.module, scope)
-                and below.count(".") <= 1
-                and not any(_within(p.module, e) for e in experts)
+                below.count(".") <= 1
+                and members.isdisjoint(_ancestors(p.module))
                 and (first is None or router.order is None or router.order < first)
             ):
-                return p.module or "<root>", n - len(busy), n
-        return None
+                return busy, (p.module or "<root>", n - len(busy), n)
+        return busy, None
 
 
 @check("GS109")
 def idle_expert(stats: RunStats, t: Thresholds) -> list[Finding]:
     found = idle_experts(stats)
+    by_name = {p.name: p for p in stats.params}
     out = []
     for name, (router, idle, n) in found.items():
-        p = next(q for q in stats.params if q.name == name)
+        p = by_name[name]
         what = "is None" if not p.has_grad else "is all zeros"
         out.append(
             RULES["GS109"].finding(
@@ -249,12 +288,21 @@ def layer_scaled(stats: RunStats) -> dict[str, str]:
         for p in stats.params
         if p.requires_grad and 0 < _wrms(p) < LAYER_SCALE_RMS and p.numel > 1
     ]
+    by_module: dict[str, list[tuple[int, ParamStats]]] = {}  # its first two, in order
+    for i, scale in enumerate(scales):
+        if len(kept := by_module.setdefault(scale.module, [])) < 2:
+            kept.append((i, scale))
     out: dict[str, str] = {}
-    for scale in scales:
-        prefix = scale.module + "." if scale.module else ""
-        for p in stats.params:
-            if p.name.startswith(prefix) and p is not scale:
-                out.setdefault(p.name, scale.name)
+    if not by_module:
+        return out
+    for p in stats.params:  # the first scale tensor, other than p, of a module above p
+        owners = [
+            next(o for o in by_module[m] if o[1] is not p)
+            for m in _ancestors(p.module)
+            if m in by_module and any(s is not p for _, s in by_module[m])
+        ]
+        if owners:
+            out[p.name] = min(owners, key=lambda o: o[0])[1].name
     return out
 
 

@@ -71,6 +71,9 @@ class WatchRun:
     """Per optimizer index, its loss as the graph showed it (None: never read)."""
     settings: tuple[tuple[OptimizerSettings, ...], ...] = ()
     """Per optimizer index, its hyperparameters from its first step and at each change."""
+    unwritten: tuple[str, ...] = ()
+    """Files the run could not write as it ran (the --log on a full disk), one line each:
+    also in `notes`; the command says them on stderr and exits 2."""
 
     def loss_kind(self, index: int) -> LossKind | None:
         return self.loss_kinds[index] if index < len(self.loss_kinds) else None

@@ -70,6 +70,9 @@ from gradscope.watcher.threads import Threads, ThreadState, Window
 T = TypeVar("T")
 
 
+NO_CLIP = ThreadState(0, "no clip", False)
+"""The clip fields of a thread that has not clipped: what a step the clip is not for gets."""
+
 LOSS_KIND_EVERY = 100
 """The loss's graph is read at the first backward of steps 1-3, 101-103, ...: a few
 dozen nodes, and a loss that changes its kind mid-run is still seen."""
@@ -486,6 +489,7 @@ class Interceptor:
     def _before_clip(self, here: ThreadState, params: list[torch.Tensor]) -> torch.Tensor | None:
         """The norms before the clip changes them; the loss scale they still carry."""
         self._ensure_discovered(params)
+        here.clip_params = frozenset(id(p) for p in params) or None  # none: not known
         scale = self._clip_scale(here, params)
         here.pre_clip = self._unscaled(self.measure.grads(self._foreign(here)), scale)
         return scale
@@ -510,6 +514,7 @@ class Interceptor:
         params = [
             p for i, p in enumerate(self.tracked.params) if i not in foreign and id(p.grad) in ids
         ]
+        here.clip_params = frozenset(id(p) for p in params) or None  # none: not known
         self._clipped(here, total, norm_type, None, self._clip_scale(here, params))
 
     def _wrap_clip_with_norm(self, original: Any) -> Any:
@@ -729,8 +734,9 @@ class Interceptor:
             window = zeroed  # the step follows those backward calls, whose grads are gone
         self._note_meaning(index, optimizer, window)
         scaler = self._scaler_for(here, optimizer)
-        if here.pre_clip is not None:
-            norms_ = here.pre_clip  # measured (and unscaled) at the clip
+        clip = here if self._clip_is_for(here, optimizer) else NO_CLIP
+        if clip.pre_clip is not None:
+            norms_ = clip.pre_clip  # measured (and unscaled) at the clip
         else:
             norms_ = self.measure.grads(self._foreign(here, index))
             grad_scale = getattr(optimizer, "grad_scale", None)  # fused + GradScaler
@@ -757,11 +763,11 @@ class Interceptor:
             skipped=flag,
             param_norm=norms_,
             loss=loss,
-            grad_norm=here.clip_total,
-            max_norm=here.max_norm,
-            norm_type=here.norm_type,
-            scaled_clip=here.scaled_clip,
-            clip_scale=here.clip_scale,
+            grad_norm=clip.clip_total,
+            max_norm=clip.max_norm,
+            norm_type=clip.norm_type,
+            scaled_clip=clip.scaled_clip,
+            clip_scale=clip.clip_scale,
             scale=scale,
             carried=self._carried(optimizer),
             members=self._members(optimizer),
@@ -770,6 +776,18 @@ class Interceptor:
         if not skipped and updates.sampled(self.steps + 1, self.update_every):
             params = [p for g in optimizer.param_groups for p in g["params"]]
             here.snapshot = (params, self.updates.before(optimizer, params))
+
+    def _clip_is_for(self, here: ThreadState, optimizer: Any) -> bool:
+        """The thread's clip goes to each optimizer that steps a parameter it touched
+        (a dense optimizer's clip is not a SparseAdam's beside it), once each."""
+        if here.clip_params is not None and here.clip_params.isdisjoint(
+            id(p) for g in optimizer.param_groups for p in g["params"]
+        ):
+            return False
+        if id(optimizer) in here.clip_takers:
+            return False
+        here.clip_takers.add(id(optimizer))
+        return True
 
     def _note_meaning(self, index: int, optimizer: Any, window: Window) -> None:
         """What the step's numbers mean: the optimizer's settings (every step), the loss's
@@ -795,8 +813,7 @@ class Interceptor:
     def _record(self, here: ThreadState, current: PendingStep) -> None:
         """Hand the step to the recorder (none past --steps); this thread's next step
         starts afresh."""
-        here.window = Window()
-        here.clear_clip()
+        here.window = Window()  # the clip stays for the other optimizers it touched
         here.scaled = []
         here.scaled_by = None  # the step unscaled them (or skipped): a later clip is not
         here.zeroed = None

@@ -33,7 +33,7 @@ def _as_main(path: str, argv: list[str], quiet_stdout: bool) -> Iterator[None]:
     sys.argv = [path, *argv]
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
-        with user_stdout_to_stderr(quiet_stdout), _signal_handlers_kept():
+        with user_stdout_to_stderr(quiet_stdout):
             yield
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
@@ -42,7 +42,9 @@ def _as_main(path: str, argv: list[str], quiet_stdout: bool) -> Iterator[None]:
 @contextlib.contextmanager
 def _signal_handlers_kept() -> Iterator[None]:
     """The handlers the script installs (a DataLoader's SIGCHLD) are its own: they are
-    undone when it ends, before the report is built."""
+    undone as soon as it ends, before the watcher reads back and judges its steps. (A
+    DataLoader's handler raises when a worker was killed: left in place, it raised inside
+    gradscope's own code after the script, which read as gradscope's failure.)"""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -63,7 +65,8 @@ def _signal_handlers_kept() -> Iterator[None]:
 
 def _end_forked_child(parent: int, failure: BaseException | None) -> None:
     """A child the script forked (os.fork) that ran on to the script's end leaves as it
-    would without gradscope: its exit code, no second report."""
+    would without gradscope: its exit code, its own traceback if it raised, no second
+    report."""
     if os.getpid() == parent:
         return
     code = 0
@@ -71,6 +74,9 @@ def _end_forked_child(parent: int, failure: BaseException | None) -> None:
         code = failure.code if isinstance(failure.code, int) else (0 if failure.code is None else 1)
     elif failure is not None:
         code = 1
+        if isinstance(failure, Exception):  # as Python prints it, without our frames
+            with contextlib.suppress(Exception):
+                sys.stderr.write(script_traceback(failure))
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
         sys.stderr.flush()
@@ -98,7 +104,12 @@ def run_script(
         try:
             with watcher:
                 hooks.bind(watcher)
-                with hooks.guard(), watching(hooks.session, hang_timeout), sigterm_raises():
+                with (
+                    hooks.guard(),
+                    watching(hooks.session, hang_timeout),
+                    sigterm_raises(),
+                    _signal_handlers_kept(),
+                ):
                     runpy.run_path(path, run_name="__main__")
         except BaseException as exc:  # recorded as the run's status by the Watcher
             if watcher.report is None:

@@ -42,6 +42,8 @@ class StepLog:
         self.good = 0
         """Bytes of whole lines written so far."""
         self.failure: str | None = None
+        self.last_step: int | None = None
+        """The last step written whole."""
 
     def write(self, records: list[StepRecord], names: list[str], params: list[Any]) -> None:
         """A header line when the tracked parameters change: their names, and the dtype
@@ -65,6 +67,7 @@ class StepLog:
             return
         self.names = list(names)
         self.logged += len(records)
+        self.last_step = records[-1].step
         self.good += len(data)
 
     def _stop(self, exc: OSError, step: int) -> None:
@@ -85,7 +88,8 @@ class StepLog:
             self.file.close()
         except OSError as exc:  # what was still buffered could not be written
             if self.failure is None:
-                self.failure = f"--log {self.path}: the last write failed ({exc.strerror})"
+                after = f" after step {self.last_step}" if self.last_step is not None else ""
+                self.failure = f"--log {self.path}: the last write failed{after} ({exc.strerror})"
 
 
 def _main_dtype(params: list[Any]) -> str | None:
@@ -183,6 +187,10 @@ class Watcher:
             status = "stopped"  # --steps reached in another thread; the script ran on
         notes = [*self.interceptor.notes, *notes]
         self.run = self._build(status, error, tuple(notes))
+        if self._log is not None and self._log.failure:
+            from dataclasses import replace
+
+            self.run = replace(self.run, unwritten=(self._log.failure,))
         if status == "crashed" and exc is not None:
             from dataclasses import replace
 

@@ -66,6 +66,11 @@ class ThreadState:
     norm_type: float | None = None
     scaled_clip: bool = False
     clip_scale: torch.Tensor | None = None
+    clip_params: frozenset[int] | None = None
+    """ids of the parameters the clip touched (None: not known): it belongs to the
+    optimizers that step them, each once, until the next backward."""
+    clip_takers: set[int] = field(default_factory=set)
+    """ids of the optimizers whose step the clip was given to."""
     scaled: list[tuple[torch.Tensor, torch.Tensor, Any]] = field(default_factory=list)
     """(scaler.scale's output, its input, the scaler) of the last few scale calls."""
     scaled_by: Any = None
@@ -93,6 +98,8 @@ class ThreadState:
         self.pre_clip = self.clip_total = self.clip_scale = None
         self.max_norm = self.norm_type = None
         self.scaled_clip = False
+        self.clip_params = None
+        self.clip_takers = set()
 
 
 class Threads:

@@ -46,6 +46,9 @@ def test_domain_and_tensor_keys_reach_the_check(runner, tmp_path):
         ('domain = "sideways"', "gradcheck.domain"),
         ("domain = 3", "gradcheck.domain: expected str or dict"),
         ('tensor = { t = "text" }', "gradcheck.tensor"),
+        (f"seed = {2**64}", "gradcheck.seed: expected an integer from 0 to 2**63 - 1"),
+        (f"seed = {2**63}", "gradcheck.seed: expected an integer from 0 to 2**63 - 1"),
+        ("seed = -1", "gradcheck.seed: expected an integer from 0 to 2**63 - 1"),
     ],
 )
 def test_bad_inputs_in_the_config_are_one_line(runner, tmp_path, body, problem):
@@ -68,3 +71,19 @@ def test_hostile_inputs_are_one_short_line_and_exit_2(runner, args, problem):
     assert result.exit_code == 2, result.output
     assert problem in result.stderr
     assert len(result.stderr) < 600 and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("seed", [2**64, -1, True])
+def test_the_api_names_the_seed_and_its_range(seed):
+    from gradscope.examples import functions
+    from gradscope.gradcheck import check
+
+    with pytest.raises(ValueError, match=r"seed: expected an integer from 0 to 2\*\*63 - 1"):
+        check(functions.CustomReLU, seed=seed)
+
+
+def test_the_largest_seed_runs():
+    from gradscope.examples import functions
+    from gradscope.gradcheck import check
+
+    assert check(functions.CustomReLU, seed=2**63 - 1).passed

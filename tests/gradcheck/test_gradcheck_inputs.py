@@ -142,3 +142,52 @@ def test_resolve_errors():
         resolve("math")
     with pytest.raises(TargetError, match="returned int"):
         resolve_object(lambda: 3, "three")
+
+
+# --- meta tensors: a shape and no values ------------------------------------------------------
+
+
+class _OnMeta(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3, device="meta")
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+def _meta(*shape):
+    return torch.randn(*shape, device="meta", dtype=torch.float64, requires_grad=True)
+
+
+@pytest.mark.parametrize(
+    ("target", "inputs", "named"),
+    [
+        (torch.sin, (_meta(3),), "input on the meta device"),  # the provider
+        (torch.mul, (torch.randn(3, dtype=torch.float64), _meta(3)), "other on the meta"),
+        (torch.sum, ([_meta(2)],), "input[0] on the meta device"),  # nested in a list
+        (_OnMeta(), (torch.randn(2, 3),), "lin.weight, lin.bias on the meta device"),
+    ],
+    ids=["provided", "one-of-two", "nested", "module-parameters"],
+)
+def test_meta_tensors_are_the_users_input_problem(target, inputs, named):
+    from gradscope.gradcheck import check
+
+    with pytest.raises(TargetError, match="cannot be checked numerically") as info:
+        check(target, inputs)
+    assert named in str(info.value)
+
+
+def test_gradcheck_cli_on_a_meta_provider_is_exit_2(runner, tmp_path, monkeypatch):
+    from gradscope.cli import app
+
+    (tmp_path / "metafn.py").write_text(
+        "import torch\n"
+        "def f(x):\n    return x.sin()\n"
+        "def gradcheck_inputs():\n"
+        "    return (torch.randn(3, device='meta', dtype=torch.float64, requires_grad=True),)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = runner.invoke(app, ["gradcheck", "metafn:f"])
+    assert result.exit_code == 2, result.output
+    assert "x on the meta device" in result.stderr and "Traceback" not in result.stderr

@@ -18,12 +18,50 @@ def test_a_log_that_cannot_be_written_stops_logging_and_the_run_goes_on(tmp_path
     done = gradscope(
         "watch", script("recorded.py"), "--log", "/dev/full", "-f", "json", "--", str(seen)
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 2, done.stderr  # a file asked for and not written
     assert len(json.loads(seen.read_text())) == 40  # the script ran every step
     summary = json.loads(done.stdout)["summary"]
     assert summary["steps"] == 40
     (note,) = [n for n in summary["notes"] if n.startswith("--log /dev/full")]
     assert "writing failed at step 1" in note and "No space left" in note
+    assert done.stderr.splitlines()[-1] == f"gradscope: error: {note}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fail_on", ["error", "info"])
+def test_a_log_past_the_file_size_limit_mid_run_is_said_and_exit_2(tmp_path, fail_on):
+    """`ulimit -f`: the log stops growing after ~150 of 500 steps (EFBIG; Python ignores
+    SIGXFSZ). Training goes on; the log keeps whole lines; one line names it and the step."""
+    import resource
+    import subprocess
+    import sys
+
+    log = tmp_path / "steps.jsonl"
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (75_000, 75_000))
+
+    env = {**os.environ, "COLUMNS": "80", "NO_COLOR": "1"}
+    args = ["watch", script("long_log.py"), "--log", str(log), "-f", "json", "--fail-on", fail_on]
+    done = subprocess.run(
+        [sys.executable, "-m", "gradscope", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        preexec_fn=limited,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "trained 500 steps" in done.stderr
+    assert json.loads(done.stdout)["summary"]["steps"] == 500  # the report covers them all
+    lines = log.read_text().splitlines()
+    assert 100 < len(lines) - 1 < 200 and all(json.loads(line) for line in lines)
+    stopped = json.loads(lines[-1])["step"] + 1
+    last = done.stderr.splitlines()[-1]
+    assert last == (
+        f"gradscope: error: --log {log}: writing failed at step {stopped} (File too large); "
+        f"the log stops after {stopped - 1} steps, the report covers them all"
+    )
 
 
 def test_a_run_that_records_no_step_leaves_an_existing_log_as_it_was(tmp_path):

@@ -1,0 +1,64 @@
+"""Processes the script starts are the script's: a DataLoader worker killed by a signal
+is the user's run failing (exit 2, the steps so far reported), and a forked child (a
+multiprocessing.Pool's worker) gets nothing of gradscope's: no traceback through its
+code when the Pool ends it with SIGTERM, no log lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+from watch_scripts import gradscope, script
+
+from gradscope.errors import sigterm_raises
+
+
+@pytest.mark.slow
+def test_a_dataloader_worker_killed_by_a_signal_is_the_users_failure_with_a_partial_report():
+    done = gradscope("watch", script("dataloader_killed.py"), "-f", "json")
+    assert done.returncode == 2, done.stderr  # before: exit 3 in 7 runs of 8
+    assert "internal error" not in done.stderr and "bug in gradscope" not in done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["summary"]["steps"] == 50 and doc["summary"]["status"] == "crashed"
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("gradscope: error: dataloader_killed.py:")  # a line of its loop
+    assert ": the script raised " in last
+    assert last.endswith("(after 50 optimizer steps; the report covers them)")
+
+
+@pytest.mark.slow
+def test_a_pool_forked_by_the_script_gets_nothing_of_gradscopes(tmp_path):
+    log = tmp_path / "steps.jsonl"
+    done = gradscope("watch", script("pool_fork.py"), "--log", str(log), "-f", "json")
+    assert done.returncode == 0, done.stderr
+    assert "pool: [12, 12, 15]" in done.stderr  # the workers trained their own steps
+    assert "ValueError: bad batch in a worker" in done.stderr  # the worker's own error
+    assert "gradscope" not in done.stderr and "Terminated" not in done.stderr
+    assert json.loads(done.stdout)["summary"]["steps"] == 20  # the parent's steps only
+    assert len(log.read_text().splitlines()) == 1 + 20  # and no log line from a worker
+
+
+def test_sigterm_in_a_forked_child_ends_it_as_without_gradscope():
+    with sigterm_raises():
+        pid = os.fork()
+        if pid == 0:  # the child: ended by the signal, as a plain Python child would be
+            os.kill(os.getpid(), signal.SIGTERM)
+            os._exit(7)  # not reached
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == -signal.SIGTERM
+
+
+@pytest.mark.slow
+def test_a_forked_child_that_raises_prints_its_own_traceback_and_no_log_lines(tmp_path):
+    log = tmp_path / "steps.jsonl"
+    done = gradscope("watch", script("fork_child_raises.py"), "--log", str(log), "-f", "json")
+    assert done.returncode == 0, done.stderr  # the parent ran to its end
+    assert "child exit 1" in done.stderr
+    trace = done.stderr[: done.stderr.index("child exit 1")]
+    assert trace.startswith("Traceback (most recent call last):")
+    assert trace.rstrip().endswith("ValueError: the child failed")  # as Python prints it
+    assert "gradscope" not in trace and "runpy" not in trace
+    assert json.loads(done.stdout)["summary"]["steps"] == 12
+    assert len(log.read_text().splitlines()) == 1 + 12  # the parent's steps only
