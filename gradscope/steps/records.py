@@ -169,6 +169,9 @@ class WatchRun:
     update_every: int = 25
     """Every this many steps the update/weight ratios were sampled."""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    argv: tuple[str, ...] | None = None
+    """The script's own arguments (`watch SCRIPT -- ARGS`); None when not run as a script,
+    so advice can give a command line that works."""
 
     def __post_init__(self) -> None:
         from gradscope.steps.step_store import StepStore

@@ -91,7 +91,8 @@ def run_script(
 
     hang_timeout = options.pop("hang_timeout", None)
     hooks = DistributedWatch()
-    watcher = Watcher(label=options.pop("label", f"script {path}"), **options)
+    label = options.pop("label", f"script {path}")
+    watcher = Watcher(label=label, argv=tuple(argv or ()), **options)
     failure: BaseException | None = None
     parent = os.getpid()
     with _as_main(path, list(argv or []), quiet_stdout):

@@ -118,8 +118,10 @@ class Watcher:
         log: str | None = None,
         update_every: int = 25,
         flush_every: int = 10,
+        argv: tuple[str, ...] | None = None,
     ) -> None:
         self.label = label
+        self.argv = argv
         self.settings = settings or Settings()
         self.steps = steps
         self.log_path = log
@@ -227,6 +229,7 @@ class Watcher:
             backward_calls=icp.backward_total,
             update_every=self.update_every,
             notes=notes,
+            argv=self.argv,
         )
 
 
