@@ -11,7 +11,6 @@ from gradscope.cli import common as clikit
 from gradscope.errors import GradscopeError
 from gradscope.examples import EXAMPLES
 from gradscope.report import outputs
-from gradscope.report.outputs import Format
 
 EXAMPLE_LIST = "\n".join(f"  {e.name:18} {e.summary}" for e in EXAMPLES.values())
 #: how cli.root registers the command: the examples in the epilog, script arguments after --
@@ -36,7 +35,7 @@ def inspect(
             "(default gradscope_target) returns (model, batch[, loss_fn]) or a dict.",
         ),
     ],
-    format: clikit.FormatOpt = Format.terminal,
+    format: clikit.FormatOpt = None,
     output: clikit.OutputOpt = None,
     fail_on: clikit.FailOnOpt = None,
     config: clikit.ConfigOpt = None,
@@ -135,7 +134,7 @@ def inspect(
         from gradscope import config as config_mod
         from gradscope.inspector.targets import DEFAULT_NAME, is_script
         from gradscope.outcome import exit_code
-        from gradscope.report.write import destination, distinct, to_stdout, write_file
+        from gradscope.report.write import distinct, write_file
 
         settings = config_mod.load(
             config,
@@ -147,10 +146,10 @@ def inspect(
                 "vanish-depth-ratio": vanish_depth_ratio,
             },
         )
-        output = destination(output)
+        where = outputs.plan(format, output)
         plot_path, plot_format = plot_destination(plot)
         target_file = target.rpartition(":")[0] if ":" in target else target
-        distinct({"--output": output, "--plot": plot_path}, {"TARGET": target_file})
+        distinct({**where.paths(), "--plot": plot_path}, {"TARGET": target_file})
         if not script and is_script(target):
             script = True
             clikit.note(
@@ -165,7 +164,7 @@ def inspect(
         if step is not None and not script:
             raise GradscopeError(f"--step {step}: --step is for a training script (--script)")
         which = parse_step(step)
-        with clikit.user_stdout_to_stderr(to_stdout(output)):
+        with clikit.user_stdout_to_stderr(where.to_stdout):
             report = _run_inspect(target, settings, explain, ctx.args if script else None, which)
         outcome = report.outcome()
         code = exit_code([outcome], settings.fail_on)
@@ -176,9 +175,7 @@ def inspect(
 
             write_file(plot_path, flow_plot(report, plot_format))
             clikit.note(f"wrote {plot}")
-        outputs.write(
-            format, outcome, output, settings.fail_on, width, top=None if all_rows else top
-        )
+        outputs.deliver(where, outcome, settings.fail_on, width, top=None if all_rows else top)
         raise typer.Exit(code)
 
 

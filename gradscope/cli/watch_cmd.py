@@ -76,9 +76,14 @@ def watch(
         ),
     ] = None,
     format: Annotated[
-        Format,
-        typer.Option("--format", "-f", help="terminal, json (per-step series), junit or markdown."),
-    ] = Format.terminal,
+        Format | None,
+        typer.Option(
+            "--format",
+            "-f",
+            show_default="terminal, or the -o file's extension",
+            help="terminal, json (per-step series), junit or markdown.",
+        ),
+    ] = None,
     output: clikit.OutputOpt = None,
     fail_on: clikit.FailOnOpt = None,
     config: clikit.ConfigOpt = None,
@@ -177,6 +182,7 @@ def watch(
             from gradscope.report.tensorboard import require
 
             require()
+        from gradscope.report import outputs
         from gradscope.report.write import (
             destination,
             distinct,
@@ -185,15 +191,15 @@ def watch(
         )
 
         # resolved before the script runs: a script that changes directory moves nothing
-        output = destination(output)
+        where = outputs.plan(format, output)
         plot_path = destination(plot, "--plot")
         log = destination(log, "--log")
         events = folder_destination(tensorboard, "--tensorboard") if tensorboard else None
-        outs = {"--output": output, "--plot": plot_path, "--log": log, "--tensorboard": events}
+        outs = {**where.paths(), "--plot": plot_path, "--log": log, "--tensorboard": events}
         distinct(outs, {"SCRIPT": script})
         from gradscope.watcher.distributed_hooks import is_main_process, quiet_unless_main
 
-        to_stdout = not output or output == "-"
+        to_stdout = where.to_stdout
         main_rank = is_main_process()
         from gradscope.diff.runs.live import against as against_reference
 
@@ -216,10 +222,8 @@ def watch(
         # judged gets no empty terminal report, but CI formats still get their document.
         # The report comes first: a plot that cannot be drawn never costs the verdict
         outcome = report.outcome()
-        if main_rank and (shown or format is not Format.terminal):
-            from gradscope.report import outputs
-
-            outputs.write(format, outcome, output, settings.fail_on, width)
+        if main_rank and (shown or where.formats() != {Format.terminal}):
+            outputs.deliver(where, outcome, settings.fail_on, width)
         if plot and main_rank and report.judged:
             from gradscope.report import watch_plot
 
