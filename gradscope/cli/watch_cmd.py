@@ -219,11 +219,19 @@ def watch(
             report = compared.joined(report, settings)
         shown = report.judged or bool(report.findings)
         # under torchrun, rank 0 reports; the others print only errors. A run with nothing
-        # judged gets no empty terminal report, but CI formats still get their document.
-        # The report comes first: a plot that cannot be drawn never costs the verdict
+        # judged gets no empty terminal report on stdout, but every file named by -o and
+        # every CI format still gets its document (marked partial when the script failed
+        # or was interrupted). The report comes first: a plot never costs the verdict
         outcome = report.outcome()
-        if main_rank and (shown or where.formats() != {Format.terminal}):
-            outputs.deliver(where, outcome, settings.fail_on, width)
+        kept = outputs.Plan(
+            tuple(
+                d
+                for d in where.destinations
+                if shown or d.path is not None or d.fmt is not Format.terminal
+            )
+        )
+        if main_rank and kept.destinations:
+            outputs.deliver(kept, outcome, settings.fail_on, width)
         if plot and main_rank and report.judged:
             from gradscope.report import watch_plot
 
