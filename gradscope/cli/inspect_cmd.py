@@ -150,7 +150,15 @@ def inspect(
         plot_path, plot_format = plot_destination(plot)
         target_file = target.rpartition(":")[0] if ":" in target else target
         distinct({**where.paths(), "--plot": plot_path}, {"TARGET": target_file})
-        if not script and is_script(target):
+        prepared = None
+        if not script and not ctx.args and step is None:
+            from gradscope.inspector.model_file import prepare
+
+            with clikit.user_stdout_to_stderr(where.to_stdout):
+                prepared = prepare(target)  # a model class but no batch (model.py:Net)
+        if prepared is not None:
+            clikit.note(prepared.note)
+        elif not script and is_script(target):
             script = True
             clikit.note(
                 f"{target} defines no {DEFAULT_NAME}(): inspecting it as a training script "
@@ -165,7 +173,8 @@ def inspect(
             raise GradscopeError(f"--step {step}: --step is for a training script (--script)")
         which = parse_step(step)
         with clikit.user_stdout_to_stderr(where.to_stdout):
-            report = _run_inspect(target, settings, explain, ctx.args if script else None, which)
+            argv = ctx.args if script else None
+            report = _run_inspect(target, settings, explain, argv, which, prepared)
         outcome = report.outcome()
         code = exit_code([outcome], settings.fail_on)
         if script and _launched_rank() != 0:  # under torchrun, rank 0 alone reports
@@ -223,14 +232,20 @@ def parse_step(text: str | None) -> int | str | None:
     return number
 
 
-def _run_inspect(target: str, settings, explain: bool, argv, step: int | str | None = None):
-    """`argv` not None: TARGET is a script to run with those arguments."""
+def _run_inspect(target: str, settings, explain: bool, argv, step=None, prepared=None):
+    """`argv` not None: TARGET is a script to run with those arguments; `prepared`: the
+    model and batch built for a model class (model_file)."""
     from rich.console import Console
 
-    from gradscope.api import inspect_script, inspect_target
+    from gradscope.api import inspect, inspect_script, inspect_target
 
     what = target if step is None else f"step {step} of {target}"
     with Console(stderr=True).status(f"inspecting {what} ...", spinner="dots"):
+        if prepared is not None:
+            t = prepared.target
+            return inspect(
+                t.model, t.batch, t.loss_fn, settings=settings, explain=explain, label=t.label
+            )
         if argv is not None:
             return inspect_script(target, argv, settings, step=step, explain=explain)
         return inspect_target(target, settings, explain=explain)

@@ -81,6 +81,8 @@ def run_script(
     path: str, argv: list[str] | None = None, quiet_stdout: bool = False, **options: Any
 ) -> WatchReport:
     """The report of every step the script made; never raises for the script's failures."""
+    if os.path.isdir(path):
+        raise TargetError(f"{path} is a folder, not a training script: name the .py file to run")
     if not os.path.isfile(path):
         raise TargetError(f"{path}: no such file")
     from gradscope.watcher.distributed_hooks import DistributedWatch, is_main_process
