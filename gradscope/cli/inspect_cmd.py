@@ -240,12 +240,24 @@ def _run_inspect(target: str, settings, explain: bool, argv, step=None, prepared
     from gradscope.api import inspect, inspect_script, inspect_target
 
     what = target if step is None else f"step {step} of {target}"
-    with Console(stderr=True).status(f"inspecting {what} ...", spinner="dots"):
+    if step == FIRST_NONFINITE:
+        what = f"{target}: a first run to find its first non-finite step"
+    with Console(stderr=True).status(f"inspecting {what} ...", spinner="dots") as spinner:
+
+        def found(at: int, by: str) -> None:
+            """Between the two runs of first-nonfinite: what the first found, what is next."""
+            verb = "is" if by == "loss" else "are"
+            clikit.note(
+                f"step {at} is the first whose {by} {verb} non-finite; running {target} "
+                f"again to stop at its backward"
+            )
+            spinner.update(f"inspecting step {at} of {target} (second run) ...")
+
         if prepared is not None:
             t = prepared.target
             return inspect(
                 t.model, t.batch, t.loss_fn, settings=settings, explain=explain, label=t.label
             )
         if argv is not None:
-            return inspect_script(target, argv, settings, step=step, explain=explain)
+            return inspect_script(target, argv, settings, step=step, explain=explain, found=found)
         return inspect_target(target, settings, explain=explain)

@@ -202,8 +202,14 @@ def watch(
         to_stdout = where.to_stdout
         main_rank = is_main_process()
         from gradscope.diff.runs.live import against as against_reference
+        from gradscope.watcher.status import status_line
 
-        with quiet_unless_main(), against_reference(against) as compared:
+        machine = any(d.path is None and d.fmt is not Format.terminal for d in where.destinations)
+        with (
+            quiet_unless_main(),
+            against_reference(against) as compared,
+            status_line(machine, enabled=main_rank),
+        ):
             report = run_script(
                 script,
                 list(ctx.args),
