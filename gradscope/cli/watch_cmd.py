@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gradscope.cli import common as clikit
-from gradscope.errors import ConfigError
+from gradscope.errors import ConfigError, ExitCode
 from gradscope.fmt import printable
 from gradscope.report.outputs import Format
 
@@ -253,14 +253,20 @@ def watch(
         from gradscope.outcome import exit_code
 
         code = exit_code([outcome], settings.fail_on)
+        recorded = False
         if main_rank:
             from gradscope.distributed.launch import record_exit
 
-            record_exit(code)
+            recorded = record_exit(code)
         from gradscope.watcher.distributed_hooks import rank_exit_code
 
-        # under torchrun a failing rank makes torchrun stop rank 0 before its report
-        raise typer.Exit(rank_exit_code(code))
+        # under torchrun a failing rank makes torchrun stop rank 0 before its report.
+        # Findings under --nproc-per-node: every rank ran to its end and the launcher exits
+        # with the code rank 0 left, so rank 0 exits 0 and torchrun prints no
+        # ChildFailedError report over the run's own (a failure keeps its code: torchrun
+        # must stop the ranks still waiting in a collective)
+        final = rank_exit_code(code)
+        raise typer.Exit(0 if recorded and code == ExitCode.FINDINGS else final)
 
 
 def _status_line(report: WatchReport, main_rank: bool = True, debug: bool = False) -> None:
