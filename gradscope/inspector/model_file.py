@@ -4,8 +4,8 @@ input (Linear, Conv, Embedding, RNN), a batch; say which. Else say what to write
 three-line `gradscope_target()` filled in for their class.
 
 A file is a model file, not a training script, when it defines an `nn.Module` subclass
-and never calls backward, step, fit or train (decided from its syntax tree, before any
-of its code runs): importing it then only defines classes.
+and never calls backward, step, fit, train or main (decided from its syntax tree, before
+any of its code runs): importing it then only defines classes.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from gradscope.inspector.targets import (
 
 TRAINING_CALLS = frozenset({"backward", "step", "fit", "train"})
 """Attribute calls that make a file a training script (`loss.backward()`, `opt.step()`)."""
+ENTRY_CALLS = frozenset({"fit", "train", "main"})
+"""Plain calls that do too: a loop imported from elsewhere (`main()`, `train(model)`)."""
 
 
 @dataclass(frozen=True)
@@ -79,12 +81,14 @@ def _is_module_base(base: ast.expr) -> bool:
 
 
 def _trains(tree: ast.Module) -> bool:
-    return any(
-        isinstance(n, ast.Call)
-        and isinstance(n.func, ast.Attribute)
-        and n.func.attr in TRAINING_CALLS
-        for n in ast.walk(tree)
-    )
+    for n in ast.walk(tree):
+        if not isinstance(n, ast.Call):
+            continue
+        if isinstance(n.func, ast.Attribute) and n.func.attr in TRAINING_CALLS:
+            return True
+        if isinstance(n.func, ast.Name) and n.func.id in ENTRY_CALLS:
+            return True
+    return False
 
 
 def _pick(classes: list[type], where: str) -> Built:

@@ -190,5 +190,8 @@ def test_a_factory_that_returns_the_model_alone_says_what_to_return(runner, proj
 
 def test_a_training_script_with_a_module_class_stays_a_script(project):
     assert model_classes("train.py") == []
+    imported = "from torch import nn\nfrom loop import main\nclass Net(nn.Module):\n    pass\n"
+    (project / "entry.py").write_text(imported + "if __name__ == '__main__':\n    main()\n")
+    assert model_classes("entry.py") == []  # its loop lives elsewhere: still a script
     assert model_classes("model.py") == ["Block", "Net"]
     assert model_classes("notes.txt") == []
