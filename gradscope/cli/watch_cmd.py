@@ -204,11 +204,10 @@ def watch(
         from gradscope.diff.runs.live import against as against_reference
         from gradscope.watcher.status import status_line
 
-        machine = any(d.path is None and d.fmt is not Format.terminal for d in where.destinations)
         with (
             quiet_unless_main(),
             against_reference(against) as compared,
-            status_line(machine, enabled=main_rank),
+            status_line(where.machine_on_stdout, enabled=main_rank),
         ):
             report = run_script(
                 script,
@@ -229,13 +228,7 @@ def watch(
         # every CI format still gets its document (marked partial when the script failed
         # or was interrupted). The report comes first: a plot never costs the verdict
         outcome = report.outcome()
-        kept = outputs.Plan(
-            tuple(
-                d
-                for d in where.destinations
-                if shown or d.path is not None or d.fmt is not Format.terminal
-            )
-        )
+        kept = where if shown else where.without_terminal_on_stdout()
         if main_rank and kept.destinations:
             outputs.deliver(kept, outcome, settings.fail_on, width)
         if plot and main_rank and report.judged:

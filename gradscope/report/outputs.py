@@ -66,6 +66,15 @@ class Plan:
     def formats(self) -> set[Format]:
         return {d.fmt for d in self.destinations}
 
+    def without_terminal_on_stdout(self) -> Plan:
+        """What a run with nothing to show still writes: every file, every machine format."""
+        kept = (d for d in self.destinations if d.path is not None or d.fmt is not Format.terminal)
+        return Plan(tuple(kept))
+
+    @property
+    def machine_on_stdout(self) -> bool:
+        return any(d.path is None and d.fmt is not Format.terminal for d in self.destinations)
+
 
 def format_of(path: str) -> Format | None:
     """The format a file's extension names, or None."""
@@ -126,8 +135,7 @@ def deliver(
     if os.environ.get("GITHUB_ACTIONS") == "true":
         from gradscope.report import annotations
 
-        machine = any(d.path is None and d.fmt is not Format.terminal for d in order)
-        stream = sys.stderr if machine else sys.stdout
+        stream = sys.stderr if where.machine_on_stdout else sys.stdout
         stream.write(annotations.render(check))
         stream.flush()
 
