@@ -160,6 +160,8 @@ def status_line(machine_on_stdout: bool, enabled: bool = True) -> Iterator[Statu
         yield None
         return
     status = Status(how)
+    if how == "tty":  # before the script runs: a logging handler it makes holds the wrapper
+        status._wrap()
     STEP_LISTENERS.append(status)
     try:
         yield status

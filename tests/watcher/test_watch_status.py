@@ -16,10 +16,12 @@ from gradscope.steps.records import StepRecord
 from gradscope.watcher import status as status_mod
 
 TRAIN = """
+import logging
 import sys
 import torch
 from torch import nn
 
+logging.basicConfig(level=logging.INFO, format="%(message)s")  # holds sys.stderr from here
 torch.manual_seed(0)
 model = nn.Linear(4, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -32,6 +34,8 @@ for step in range(1, 41):
     if step % 15 == 0:
         print(f"SCRIPT-OUT {step}", flush=True)
         print(f"SCRIPT-ERR {step}", file=sys.stderr, flush=True)
+    if step % 25 == 0:
+        logging.info(f"SCRIPT-LOG {step}")
 """
 
 
@@ -72,7 +76,7 @@ def test_the_status_line_lives_on_a_terminal_and_never_mixes_with_the_script(tmp
     assert "\r\x1b[Kgradscope: watch: step 10 · loss " in err  # at the first read-back
     assert "steps/s" in err and "step 40 · loss" in err
     # the script's own lines start on a cleared line, never after the status text
-    for line in ("SCRIPT-OUT 15", "SCRIPT-ERR 15", "SCRIPT-OUT 30", "SCRIPT-ERR 30"):
+    for line in ("SCRIPT-OUT 15", "SCRIPT-ERR 15", "SCRIPT-LOG 25", "SCRIPT-OUT 30"):
         same_line = err[: err.index(line)].rsplit("\n", 1)[-1]
         assert same_line in ("", "\r") or same_line.endswith("\r\x1b[K"), repr(same_line)
     # the run ends with the line cleared: the last status text is followed by a clear
