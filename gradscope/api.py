@@ -79,6 +79,7 @@ def inspect_script(
     *,
     step: int | str | None = None,
     explain: bool = True,
+    found: Callable[[int, str], None] | None = None,
 ) -> Report:
     """Run a training script until the backward of optimizer step `step` and diagnose it.
 
@@ -86,7 +87,8 @@ def inspect_script(
     (numbered as `gradscope watch` numbers steps); "first-nonfinite", the first step whose
     loss or gradients are NaN/Inf (the script runs twice). `explain`: the step's forward is
     watched as it runs (a script's forward cannot be replayed) to name the op that made
-    NaN/Inf or cut the graph; it costs one watched forward.
+    NaN/Inf or cut the graph; it costs one watched forward. `found(step, what)`: called
+    between the two runs of "first-nonfinite" with the step the first run found.
     """
     import torch
 
@@ -101,7 +103,7 @@ def inspect_script(
         )
     path = os.fspath(path)
     settings = _settings(settings)
-    inspected = script.run_step(path, list(argv), step, explain=explain)
+    inspected = script.run_step(path, list(argv), step, explain=explain, found=found)
     findings = rules.diagnose(inspected.stats, settings)
     if inspected.evidence:
         findings = attach_evidence(findings, inspected.evidence)

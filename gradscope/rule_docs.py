@@ -556,8 +556,9 @@ DOCS: dict[str, RuleDoc] = {
         "(update norm 0 at every sampled step, or a learning rate of 0 throughout), or its "
         "median loss over the last steps is less than 5% below where it started (judged from "
         "20 logged losses, and not with several optimizers). An error when the weights never "
-        "moved; a warning when they moved and the loss stayed (a converged checkpoint "
-        "fine-tuned further).",
+        "moved, or when a positive loss ended 10x or more above its first value (it blew up: "
+        "the message says where it started and where it went); a warning when the weights "
+        "moved and the loss stayed (a converged checkpoint fine-tuned further).",
         example="a run with lr=0 that matches, within a loose tolerance, a reference whose "
         "loss barely moves",
         fix="check the learning rate and that step() updates the model the loss is computed "

@@ -13,11 +13,10 @@ import typer
 from gradscope.cli import common as clikit
 from gradscope.fmt import printable
 from gradscope.report import outputs
-from gradscope.report.outputs import Format
 
 
 def check(
-    format: clikit.FormatOpt = Format.terminal,
+    format: clikit.FormatOpt = None,
     output: clikit.OutputOpt = None,
     fail_on: clikit.FailOnOpt = None,
     config: clikit.ConfigOpt = None,
@@ -27,7 +26,8 @@ def check(
             "--baseline",
             metavar="FILE",
             help="Fail only on findings not in this baseline, or "
-            "on gradient norms that changed by more than baseline-factor.",
+            "on gradient norms that changed by more than baseline-factor. A FILE that does "
+            "not exist yet: every finding is judged (a project's first run).",
         ),
     ] = None,
     write_baseline: Annotated[
@@ -43,7 +43,7 @@ def check(
 
       gradscope check
 
-      gradscope check --format junit --output gradscope.xml
+      gradscope check -o - -o gradscope.xml -o report.json
 
       gradscope check --write-baseline .gradscope-baseline.json
 
@@ -54,20 +54,22 @@ def check(
         from gradscope.gate import baseline as baseline_mod
         from gradscope.gate import check as check_mod
         from gradscope.report import json as json_report
-        from gradscope.report.write import destination, to_stdout, write_file
+        from gradscope.report.write import destination, distinct, write_file
 
-        output = destination(output)
+        where = outputs.plan(format, output)
         baseline_out = destination(write_baseline, "--write-baseline")
+        distinct({**where.paths(), "--write-baseline": baseline_out}, {"--baseline": baseline})
         settings = config_mod.load(config, flags={"fail-on": fail_on})
-        saved = baseline_mod.load(baseline) if baseline else None
-        with clikit.user_stdout_to_stderr(to_stdout(output)):
-            report = _run_check(check_mod, settings)
+        saved = _baseline(baseline_mod, baseline)
+        judge = _judge(baseline_mod, saved, settings)
+        with clikit.user_stdout_to_stderr(where.to_stdout):
+            report = _run_check(check_mod, settings, judge)
         if baseline_out:
             write_file(baseline_out, json_report.dumps(baseline_mod.build(report)))
             report = dataclasses.replace(report, adopting=True)
         if saved is not None:
             report = baseline_mod.compare(report, saved, settings)
-        outputs.write(format, report, output, report.fail_on, width)
+        outputs.deliver(where, report, report.fail_on, width)
         if baseline_out:
             clikit.note(
                 f"wrote the baseline {write_baseline}: "
@@ -77,18 +79,47 @@ def check(
         raise typer.Exit(report.exit_code())
 
 
-def _run_check(check_mod, settings):
+def _baseline(baseline_mod, path: str | None):
+    """The saved baseline, or None. A baseline file that does not exist yet is a project's
+    first run in CI: said once, and every finding is judged."""
+    import os
+
+    if not path:
+        return None
+    if not os.path.lexists(path):
+        clikit.note(
+            f"no baseline {path} yet: every finding is judged; to adopt today's findings, "
+            f"run `gradscope check --write-baseline {path}` and commit the file"
+        )
+        return None
+    return baseline_mod.load(path)
+
+
+def _judge(baseline_mod, saved, settings):
+    """One finished target as the verdict will judge it: against the baseline when there
+    is one, so its progress line tells the same story as the report."""
+    from gradscope.outcome import CheckReport
+
+    if saved is None:
+        return lambda result: result
+    return lambda result: baseline_mod.compare(
+        CheckReport([result], settings.fail_on), saved, settings
+    ).results[0]
+
+
+def _run_check(check_mod, settings, judge):
     """A progress bar on a terminal; in CI (stderr piped) one line per finished target."""
     import sys
 
     if sys.stderr.isatty():
         return _with_bar(check_mod, settings)
-    return check_mod.run_isolated(settings, progress=_Lines(settings.fail_on))
+    return check_mod.run_isolated(settings, progress=_Lines(settings.fail_on, judge))
 
 
 class _Lines:
-    def __init__(self, fail_on) -> None:
+    def __init__(self, fail_on, judge) -> None:
         self.fail_on = fail_on
+        self.judge = judge
 
     def started(self, index: int, total: int, label: str) -> None:
         pass
@@ -97,6 +128,7 @@ class _Lines:
         from gradscope.fmt import duration
         from gradscope.report.terminal import target_state
 
+        result = self.judge(result)
         clikit.note(
             f"[{index + 1}/{total}] {target_state(result, self.fail_on)} {result.kind} "
             f"{printable(result.label)} ({duration(result.duration_s)})"

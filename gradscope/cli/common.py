@@ -27,12 +27,14 @@ DebugOpt = Annotated[
     ),
 ]
 OutputOpt = Annotated[
-    str | None,
+    list[str] | None,
     typer.Option(
         "--output",
         "-o",
         metavar="FILE",
-        help="Write the report to FILE (atomically) instead of stdout.",
+        help="Write the report to FILE (atomically) instead of stdout, in the format its "
+        "extension names (.json, .xml JUnit, .md markdown; else --format). Repeatable: one "
+        "run writes several reports; -o - keeps the report on stdout too.",
     ),
 ]
 FailOnOpt = Annotated[
@@ -55,10 +57,11 @@ ConfigOpt = Annotated[
 ]
 
 FormatOpt = Annotated[
-    Format,
+    Format | None,
     typer.Option(
         "--format",
         "-f",
+        show_default="terminal, or the -o file's extension",
         help="terminal (rich), json (versioned schema), junit (XML for CI "
         "dashboards) or markdown (job summaries).",
     ),

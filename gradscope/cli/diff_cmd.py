@@ -9,7 +9,6 @@ import typer
 
 from gradscope.cli import common as clikit
 from gradscope.errors import ExitCode, GradscopeError
-from gradscope.report.outputs import Format
 
 AUTOCAST = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16"}
 
@@ -107,7 +106,7 @@ def diff(
             "torch.use_deterministic_algorithms(True), forward and backward.",
         ),
     ] = False,
-    format: clikit.FormatOpt = Format.terminal,
+    format: clikit.FormatOpt = None,
     output: clikit.OutputOpt = None,
     fail_on: clikit.FailOnOpt = None,
     config: clikit.ConfigOpt = None,
@@ -179,14 +178,15 @@ def diff(
         from gradscope.diff.engine import DiffOptions
         from gradscope.outcome import exit_code
         from gradscope.report import outputs
-        from gradscope.report.write import destination, to_stdout, write_file
+        from gradscope.report.write import distinct, write_file
 
-        output = destination(output)
+        where = outputs.plan(format, output)
         plot_path, plot_format = plot_destination(plot)
+        distinct({**where.paths(), "--plot": plot_path}, {"REF": ref, "NEW": new})
         settings = config_mod.load(config, flags={"fail-on": fail_on})
         if new is not None and (_is_log(ref) or _is_log(new)):
             runs = _RunsArgs(rtol, atol, exact, dtype, name_map, plot_path, plot_format)
-            raise typer.Exit(_diff_runs(ref, new, runs, settings, format, output, width))
+            raise typer.Exit(_diff_runs(ref, new, runs, settings, where, width))
         if new is None and b_autocast is None and not b_compile and not b_deterministic:
             raise GradscopeError(
                 "give NEW, or --b-autocast/--b-compile/--b-deterministic to compare REF with itself"
@@ -208,7 +208,7 @@ def diff(
             compile=b_compile,
             deterministic=b_deterministic,
         )
-        with clikit.user_stdout_to_stderr(to_stdout(output)):
+        with clikit.user_stdout_to_stderr(where.to_stdout):
             result = _run(ref, new, options)
         if plot_path:
             from gradscope.report.diff_plot import plot as diff_plot
@@ -217,9 +217,7 @@ def diff(
             clikit.note(f"wrote {plot}")
         result.findings = settings.judged(result.findings)
         outcome = result.outcome()
-        outputs.write(
-            format, outcome, output, settings.fail_on, width, top=None if all_rows else top
-        )
+        outputs.deliver(where, outcome, settings.fail_on, width, top=None if all_rows else top)
         code = exit_code([outcome], settings.fail_on)
     raise typer.Exit(code)
 
@@ -246,8 +244,7 @@ def _diff_runs(
     new: str,
     a: _RunsArgs,
     settings: Any,
-    format: Format,
-    output: str | None,
+    where: Any,
     width: int | None,
 ) -> ExitCode:
     """Two `watch --log` files: read, compare, judge under the settings, write, exit code."""
@@ -284,7 +281,7 @@ def _diff_runs(
         clikit.note(f"wrote {a.plot_path}")
     result.findings = settings.judged(result.findings)
     outcome = result.outcome()
-    outputs.write(format, outcome, output, settings.fail_on, width)
+    outputs.deliver(where, outcome, settings.fail_on, width)
     return exit_code([outcome], settings.fail_on)
 
 

@@ -12,7 +12,6 @@ import typer
 
 from gradscope.cli import common as clikit
 from gradscope.errors import ExitCode, TargetError
-from gradscope.report.outputs import Format
 
 if TYPE_CHECKING:
     from gradscope.config import Settings
@@ -110,7 +109,7 @@ def gradcheck(
             help="Check forward-mode AD (jvp); default: when the Function defines jvp.",
         ),
     ] = None,
-    format: clikit.FormatOpt = Format.terminal,
+    format: clikit.FormatOpt = None,
     output: clikit.OutputOpt = None,
     fail_on: clikit.FailOnOpt = None,
     config: clikit.ConfigOpt = None,
@@ -155,9 +154,8 @@ def gradcheck(
         from gradscope.gradcheck.findings import outcome
         from gradscope.outcome import exit_code
         from gradscope.report import outputs
-        from gradscope.report.write import destination, to_stdout
 
-        output = destination(output)
+        where = outputs.plan(format, output)
         settings = config_mod.load(config, flags={"fail-on": fail_on})
         jobs = build_jobs(
             specs or [],
@@ -171,13 +169,13 @@ def gradcheck(
             tensor or [],
             domain or [],
         )
-        with clikit.user_stdout_to_stderr(to_stdout(output)):
+        with clikit.user_stdout_to_stderr(where.to_stdout):
             report = run(jobs)
         if debug:
             for error in (e for t in report.targets for e in t.errors):
                 sys.stderr.write(f"{error.check}: {error.traceback}\n")
         judged = outcome(report, settings)
-        outputs.write(format, judged, output, settings.fail_on, width)
+        outputs.deliver(where, judged, settings.fail_on, width)
         code = exit_code([judged], settings.fail_on)
     raise typer.Exit(code)
 

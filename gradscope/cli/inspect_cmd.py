@@ -11,7 +11,6 @@ from gradscope.cli import common as clikit
 from gradscope.errors import GradscopeError
 from gradscope.examples import EXAMPLES
 from gradscope.report import outputs
-from gradscope.report.outputs import Format
 
 EXAMPLE_LIST = "\n".join(f"  {e.name:18} {e.summary}" for e in EXAMPLES.values())
 #: how cli.root registers the command: the examples in the epilog, script arguments after --
@@ -36,7 +35,7 @@ def inspect(
             "(default gradscope_target) returns (model, batch[, loss_fn]) or a dict.",
         ),
     ],
-    format: clikit.FormatOpt = Format.terminal,
+    format: clikit.FormatOpt = None,
     output: clikit.OutputOpt = None,
     fail_on: clikit.FailOnOpt = None,
     config: clikit.ConfigOpt = None,
@@ -135,7 +134,7 @@ def inspect(
         from gradscope import config as config_mod
         from gradscope.inspector.targets import DEFAULT_NAME, is_script
         from gradscope.outcome import exit_code
-        from gradscope.report.write import destination, distinct, to_stdout, write_file
+        from gradscope.report.write import distinct, write_file
 
         settings = config_mod.load(
             config,
@@ -147,11 +146,19 @@ def inspect(
                 "vanish-depth-ratio": vanish_depth_ratio,
             },
         )
-        output = destination(output)
+        where = outputs.plan(format, output)
         plot_path, plot_format = plot_destination(plot)
         target_file = target.rpartition(":")[0] if ":" in target else target
-        distinct({"--output": output, "--plot": plot_path}, {"TARGET": target_file})
-        if not script and is_script(target):
+        distinct({**where.paths(), "--plot": plot_path}, {"TARGET": target_file})
+        prepared = None
+        if not script and not ctx.args and step is None:
+            from gradscope.inspector.model_file import prepare
+
+            with clikit.user_stdout_to_stderr(where.to_stdout):
+                prepared = prepare(target)  # a model class but no batch (model.py:Net)
+        if prepared is not None:
+            clikit.note(prepared.note)
+        elif not script and is_script(target):
             script = True
             clikit.note(
                 f"{target} defines no {DEFAULT_NAME}(): inspecting it as a training script "
@@ -165,8 +172,9 @@ def inspect(
         if step is not None and not script:
             raise GradscopeError(f"--step {step}: --step is for a training script (--script)")
         which = parse_step(step)
-        with clikit.user_stdout_to_stderr(to_stdout(output)):
-            report = _run_inspect(target, settings, explain, ctx.args if script else None, which)
+        with clikit.user_stdout_to_stderr(where.to_stdout):
+            argv = ctx.args if script else None
+            report = _run_inspect(target, settings, explain, argv, which, prepared)
         outcome = report.outcome()
         code = exit_code([outcome], settings.fail_on)
         if script and _launched_rank() != 0:  # under torchrun, rank 0 alone reports
@@ -176,9 +184,7 @@ def inspect(
 
             write_file(plot_path, flow_plot(report, plot_format))
             clikit.note(f"wrote {plot}")
-        outputs.write(
-            format, outcome, output, settings.fail_on, width, top=None if all_rows else top
-        )
+        outputs.deliver(where, outcome, settings.fail_on, width, top=None if all_rows else top)
         raise typer.Exit(code)
 
 
@@ -226,15 +232,33 @@ def parse_step(text: str | None) -> int | str | None:
     return number
 
 
-def _run_inspect(target: str, settings, explain: bool, argv, step: int | str | None = None):
-    """`argv` not None: TARGET is a script to run with those arguments."""
+def _run_inspect(target: str, settings, explain: bool, argv, step=None, prepared=None):
+    """`argv` not None: TARGET is a script to run with those arguments; `prepared`: the
+    model and batch built for a model class (model_file)."""
     from rich.console import Console
 
-    from gradscope.api import inspect_script, inspect_target
+    from gradscope.api import inspect, inspect_script, inspect_target
     from gradscope.report.text import styled
 
     what = target if step is None else f"step {step} of {target}"
-    with Console(stderr=True).status(styled(f"inspecting {what} ..."), spinner="dots"):
+    if step == FIRST_NONFINITE:
+        what = f"{target}: a first run to find its first non-finite step"
+    with Console(stderr=True).status(styled(f"inspecting {what} ..."), spinner="dots") as spinner:
+
+        def found(at: int, by: str) -> None:
+            """Between the two runs of first-nonfinite: what the first found, what is next."""
+            verb = "is" if by == "loss" else "are"
+            clikit.note(
+                f"step {at} is the first whose {by} {verb} non-finite; running {target} "
+                f"again to stop at its backward"
+            )
+            spinner.update(styled(f"inspecting step {at} of {target} (second run) ..."))
+
+        if prepared is not None:
+            t = prepared.target
+            return inspect(
+                t.model, t.batch, t.loss_fn, settings=settings, explain=explain, label=t.label
+            )
         if argv is not None:
-            return inspect_script(target, argv, settings, step=step, explain=explain)
+            return inspect_script(target, argv, settings, step=step, explain=explain, found=found)
         return inspect_target(target, settings, explain=explain)

@@ -76,9 +76,14 @@ def watch(
         ),
     ] = None,
     format: Annotated[
-        Format,
-        typer.Option("--format", "-f", help="terminal, json (per-step series), junit or markdown."),
-    ] = Format.terminal,
+        Format | None,
+        typer.Option(
+            "--format",
+            "-f",
+            show_default="terminal, or the -o file's extension",
+            help="terminal, json (per-step series), junit or markdown.",
+        ),
+    ] = None,
     output: clikit.OutputOpt = None,
     fail_on: clikit.FailOnOpt = None,
     config: clikit.ConfigOpt = None,
@@ -177,6 +182,7 @@ def watch(
             from gradscope.report.tensorboard import require
 
             require()
+        from gradscope.report import outputs
         from gradscope.report.write import (
             destination,
             distinct,
@@ -185,19 +191,24 @@ def watch(
         )
 
         # resolved before the script runs: a script that changes directory moves nothing
-        output = destination(output)
+        where = outputs.plan(format, output)
         plot_path = destination(plot, "--plot")
         log = destination(log, "--log")
         events = folder_destination(tensorboard, "--tensorboard") if tensorboard else None
-        outs = {"--output": output, "--plot": plot_path, "--log": log, "--tensorboard": events}
+        outs = {**where.paths(), "--plot": plot_path, "--log": log, "--tensorboard": events}
         distinct(outs, {"SCRIPT": script})
         from gradscope.watcher.distributed_hooks import is_main_process, quiet_unless_main
 
-        to_stdout = not output or output == "-"
+        to_stdout = where.to_stdout
         main_rank = is_main_process()
         from gradscope.diff.runs.live import against as against_reference
+        from gradscope.watcher.status import status_line
 
-        with quiet_unless_main(), against_reference(against) as compared:
+        with (
+            quiet_unless_main(),
+            against_reference(against) as compared,
+            status_line(where.machine_on_stdout, enabled=main_rank),
+        ):
             report = run_script(
                 script,
                 list(ctx.args),
@@ -213,13 +224,13 @@ def watch(
             report = compared.joined(report, settings)
         shown = report.judged or bool(report.findings)
         # under torchrun, rank 0 reports; the others print only errors. A run with nothing
-        # judged gets no empty terminal report, but CI formats still get their document.
-        # The report comes first: a plot that cannot be drawn never costs the verdict
+        # judged gets no empty terminal report on stdout, but every file named by -o and
+        # every CI format still gets its document (marked partial when the script failed
+        # or was interrupted). The report comes first: a plot never costs the verdict
         outcome = report.outcome()
-        if main_rank and (shown or format is not Format.terminal):
-            from gradscope.report import outputs
-
-            outputs.write(format, outcome, output, settings.fail_on, width)
+        kept = where if shown else where.without_terminal_on_stdout()
+        if main_rank and kept.destinations:
+            outputs.deliver(kept, outcome, settings.fail_on, width)
         if plot and main_rank and report.judged:
             from gradscope.report import watch_plot
 
@@ -238,14 +249,20 @@ def watch(
         for line in report.run.unwritten:  # a file asked for and not written: said, exit 2
             clikit.error(line)
             code = max(code, ExitCode.ERROR) if code < ExitCode.INTERNAL else code
+        recorded = False
         if main_rank:
             from gradscope.distributed.launch import record_exit
 
-            record_exit(code)
+            recorded = record_exit(code)
         from gradscope.watcher.distributed_hooks import rank_exit_code
 
-        # under torchrun a failing rank makes torchrun stop rank 0 before its report
-        raise typer.Exit(rank_exit_code(code))
+        # under torchrun a failing rank makes torchrun stop rank 0 before its report.
+        # Findings under --nproc-per-node: every rank ran to its end and the launcher exits
+        # with the code rank 0 left, so rank 0 exits 0 and torchrun prints no
+        # ChildFailedError report over the run's own (a failure keeps its code: torchrun
+        # must stop the ranks still waiting in a collective)
+        final = rank_exit_code(code)
+        raise typer.Exit(0 if recorded and code == ExitCode.FINDINGS else final)
 
 
 def _status_line(report: WatchReport, main_rank: bool = True, debug: bool = False) -> None:

@@ -4,7 +4,8 @@ gradscope re-executes `python -m torch.distributed.run --standalone --nproc_per_
 -m -- gradscope ARGS` (ARGS: this command line without the flag) and exits with a code
 of gradscope's contract (`exit_code`): rank 0 writes its own to a file named by
 GRADSCOPE_EXIT_FILE, because torchrun itself turns any rank's failure into 1, which
-would read as "findings". No torch import here (a subprocess).
+would read as "findings"; having left it, a rank 0 with findings exits 0, so torchrun
+prints no failure report of its own over the run's report. No torch import here.
 
 torchrun runs in a session of its own, so that a signal reaches it once: the launcher
 forwards the SIGTERM, SIGINT or SIGHUP it gets (from `timeout`, Kubernetes, Ctrl-C) and
@@ -153,13 +154,17 @@ def read_exit(path: str) -> int | None:
         return None
 
 
-def record_exit(code: int) -> None:
-    """On rank 0 of a relaunched run: leave the exit code for the launching process."""
+def record_exit(code: int) -> bool:
+    """On rank 0 of a relaunched run: leave the exit code for the launching process.
+    True when it is left: with findings rank 0 then exits 0, so that torchrun does not
+    print its ChildFailedError report ("gradscope FAILED ... Root Cause") over a run that
+    reported itself; the launcher exits with the code left here."""
     path = os.environ.get(EXIT_FILE)
     if not path:
-        return
+        return False
     try:
         with open(path, "w", encoding="utf-8") as f:
             f.write(str(int(code)))
     except OSError:
-        pass
+        return False
+    return True

@@ -2,7 +2,9 @@
 
 Each pattern is tried in order and the first that fits wins; "fits" means every
 entry agrees within FIT times the check's own tolerance, so a diagnosis is a
-statement about every compared entry, not an average.
+statement about every compared entry, not an average. A pattern names a cause only on
+its own evidence: look-alikes (an operand transposed, a permuted axis, a broadcast
+summed over the wrong axis) get their own name or the plain mismatch, never a wrong one.
 """
 
 from __future__ import annotations
@@ -127,6 +129,7 @@ def diagnose(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
         _zero_analytical,
         _wrong_order,
         _transposed,
+        _operand_transposed,
         _sign_flip,
         _constant_factor,
         _boundary,
@@ -232,7 +235,23 @@ def _transposed(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
             f"{ctx.code}",
             {"side": "input"},
         )
+    for d1, d2 in _axis_pairs(ctx.input_shape):
+        if _fits_sparse(a.permuted(None, _swap(ctx.input_shape, d1, d2)), n, tol):
+            return Diagnosis(
+                "transposed",
+                f"the gradient of {ctx.input_label} has its dimensions {d1} and {d2} "
+                f"swapped: a wrong permute / transpose / view in {ctx.code}",
+                {"side": "input", "dims": [d1, d2]},
+            )
     if flip_out is not None and _fits_sparse(a.permuted(flip_out, None), n, tol):
+        if _numel(ctx.input_shape) < _numel(ctx.output_shape):
+            return Diagnosis(
+                "broadcast-axis",
+                f"the gradient of {ctx.input_label}, broadcast in forward, is summed over "
+                f"the wrong dimension of {ctx.output_label}'s gradient in {ctx.code} (sum "
+                "over the dimensions forward broadcast it along)",
+                {"side": "output"},
+            )
         return Diagnosis(
             "transposed",
             f"{ctx.code} treats the incoming gradient of "
@@ -246,7 +265,45 @@ def _transpose(shape: tuple[int, ...]) -> torch.Tensor | None:
     """The flat-index permutation that swaps the last two (equal) dims; None if there are none."""
     if len(shape) < 2 or shape[-1] != shape[-2]:
         return None
-    return torch.arange(_numel(shape)).reshape(shape).transpose(-1, -2).reshape(-1)
+    return _swap(shape, len(shape) - 2, len(shape) - 1)
+
+
+def _swap(shape: tuple[int, ...], d1: int, d2: int) -> torch.Tensor:
+    """The flat-index permutation that swaps dims d1 and d2 (of equal size)."""
+    return torch.arange(_numel(shape)).reshape(shape).transpose(d1, d2).reshape(-1)
+
+
+def _axis_pairs(shape: tuple[int, ...]) -> list[tuple[int, int]]:
+    """Pairs of equal-size dims (> 1) other than the last two, which `_transpose` tries."""
+    last = (len(shape) - 2, len(shape) - 1)
+    return [
+        (d1, d2)
+        for d1 in range(len(shape))
+        for d2 in range(d1 + 1, len(shape))
+        if shape[d1] == shape[d2] > 1 and (d1, d2) != last
+    ]
+
+
+def _operand_transposed(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
+    """The analytical Jacobian is the numerical one transposed (output and input indices
+    exchanged): backward multiplies grad_output by another operand transposed, `g @ b`
+    for `g @ b.t()`. The entries that agree are where the operand equals its transpose
+    (its diagonal), which is no mask and no branch."""
+    block = c.block
+    m, n = block.analytical.shape
+    if not block.full or m != n or ctx.input_shape != ctx.output_shape or m * n > SHIFT_CAP:
+        return None
+    a, num = _dense(block.analytical), _dense(block.numerical)
+    if float(num.abs().max()) <= tol.atol or not _fits(a, num.t(), tol):
+        return None
+    return Diagnosis(
+        "transposed",
+        f"the gradient of {ctx.input_label} is computed with another operand transposed "
+        f"(the analytical Jacobian is the numerical one transposed): a missing or extra "
+        f".t() on the operand grad_output is multiplied by in {ctx.code}, e.g. g @ b "
+        "where g @ b.t() is meant",
+        {"side": "operand"},
+    )
 
 
 def _numel(shape: tuple[int, ...]) -> int:
@@ -309,6 +366,8 @@ def _masked(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
         else "computed by a different formula"
     )
     where = _where(c, bad, ctx)
+    if where is None and kind == "computed by a different formula":
+        return None  # no zeros on one side, no condition on values: no sign of a mask
     if where:
         details["range"] = where[1]
     text = (

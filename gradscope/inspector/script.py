@@ -26,7 +26,7 @@ import runpy
 import sys
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -145,7 +145,11 @@ def run(path: str, argv: Sequence[str] = ()) -> tuple[nn.Module, RunStats]:
 
 
 def run_step(
-    path: str, argv: Sequence[str] = (), step: int | str | None = None, explain: bool = False
+    path: str,
+    argv: Sequence[str] = (),
+    step: int | str | None = None,
+    explain: bool = False,
+    found: Callable[[int, str], None] | None = None,
 ) -> Inspected:
     """Run `path` until the backward of optimizer step `step` and measure it.
 
@@ -154,7 +158,8 @@ def run_step(
     numbers them); FIRST_NONFINITE, the first step whose loss or gradients are
     non-finite (the script runs once to find it and once more to stop there).
     `explain`: watch the step's forward live to say which op made NaN/Inf or cut
-    the graph (costs one watched forward).
+    the graph (costs one watched forward). `found(step, what)`: told between the two runs
+    of FIRST_NONFINITE which step the first found ("loss" or "gradients").
     """
     if not os.path.isfile(path):
         raise TargetError(f"{path}: no such file")
@@ -166,16 +171,18 @@ def run_step(
                 "use --step N"
             )
         scan = _run_once(path, argv, FIRST_NONFINITE, explain=False)
-        found = scan.stopper.found
-        if found is None:
+        at = scan.stopper.found
+        if at is None:
             raise TargetError(
                 f"{path}: the loss and the gradients stayed finite over all "
                 f"{_steps(scan.stopper.steps)} the script made: no non-finite step to inspect"
             )
         what = scan.stopper.found_by
+        if found is not None:
+            found(at, what)
         verb = "is" if what == "loss" else "are"
         why = f"the first step whose {what} {verb} non-finite (found by a first run; run again"
-        return _run_once(path, argv, found, explain, why=why + " to stop there)").result()
+        return _run_once(path, argv, at, explain, why=why + " to stop there)").result()
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 1):
         raise TargetError(
             f"step must be an optimizer step number >= 1 or {FIRST_NONFINITE!r}, not {step!r}"

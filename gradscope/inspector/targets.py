@@ -105,7 +105,30 @@ def load(spec: str) -> Target:
     return _build(getattr(module, attr), f"{where}:{attr}", spec)
 
 
+def _not_python(where: str) -> str:
+    """What is true of a target that exists but is no Python file or module: "" if none."""
+    if os.path.isdir(where):
+        if where.isidentifier() and os.path.isfile(os.path.join(where, "__init__.py")):
+            return ""  # a package: imported as one
+        has_project = os.path.isfile(os.path.join(where, "pyproject.toml"))
+        check = (
+            f"; to check the targets its pyproject.toml declares, run `gradscope check` in {where}"
+            if has_project
+            else ""
+        )
+        return f"{where} is a folder, not a Python file: name a .py file in it{check}"
+    if os.path.isfile(where) and not where.endswith(".py"):
+        return (
+            f"{where} is not a Python file: name a .py file that defines {DEFAULT_NAME}(), "
+            "a module (package.module[:NAME]) or a built-in example (`gradscope examples`)"
+        )
+    return ""
+
+
 def _import(where: str) -> ModuleType:
+    problem = _not_python(where)
+    if problem:
+        raise TargetError(problem)
     looks_like_file = where.endswith(".py") or os.sep in where or "/" in where
     if looks_like_file:
         return _import_file(where)
@@ -187,6 +210,13 @@ def from_value(value: Any, label: str) -> Target:
         model, batch, loss_fn = value["model"], value["batch"], value.get("loss_fn")
     elif isinstance(value, (tuple, list)) and len(value) in (2, 3):
         model, batch, loss_fn = (*value, None)[:3]
+    elif isinstance(value, torch.nn.Module):
+        raise TargetError(
+            f"{label} gave the model {type(value).__name__} but no batch: return "
+            f"(model, batch), e.g. `return {type(value).__name__}(), torch.randn(32, 20)` with "
+            "the batch its forward takes (or run `gradscope inspect` on the class itself, "
+            "FILE.py:CLASS, to have a batch built from its first layer)"
+        )
     else:
         raise TargetError(
             f"{label} returned {type(value).__name__}; expected (model, batch), "

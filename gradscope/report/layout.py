@@ -135,10 +135,12 @@ def findings_title(console: Console, count: int, empty: str = "No findings.") ->
 
 
 def finding_block(console: Console, group: list[Finding], each: bool = False) -> None:
-    """One rule's findings as one block: head, what was seen, evidence, advice, and the
-    rule table's row. Findings that share evidence and advice (`findings.grouped`) name
-    their subjects once; with `each`, every finding's own message and evidence is listed
-    (at most LISTED of them), as a run's findings of one rule differ step by step."""
+    """One rule's findings as one block: head, what was seen, evidence, advice. The rule's
+    generic table row stays in `gradscope rules GSxxx` and the JSON: under a finding it
+    repeats the finding, sometimes wrongly for it. Findings that share evidence and advice
+    (`findings.grouped`) name their subjects once; with `each`, every finding's own message
+    and evidence is listed (at most LISTED of them), as a run's findings of one rule differ
+    step by step."""
     first = group[0]
     severity_head(console, str(first.severity), first.rule, first.slug)
     if each:
@@ -158,10 +160,6 @@ def finding_block(console: Console, group: list[Finding], each: bool = False) ->
         for e in first.evidence:
             detail(console, "evidence:", e)
     detail(console, "advice:", first.advice)
-    row = first.row
-    detail(
-        console, "table:", f"{row.symptom} | cause: {row.cause} | remedy: {row.remedy}", style="dim"
-    )
 
 
 def status_line(console: Console, state: str, style: str, slot: int, *title: Part) -> None:

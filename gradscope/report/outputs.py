@@ -1,21 +1,25 @@
-"""The one output path of every command: render an outcome in the chosen format, deliver
-it, then the CI extras.
+"""The one output path of every command: render an outcome in each requested format,
+deliver it, then the CI extras.
 
 Every renderer takes a result and a View and returns text (terminal text is painted by
-rich into a string). Only `write` delivers: to stdout, or atomically to the file the
-user named. Besides the chosen format: on GitHub Actions (GITHUB_ACTIONS=true) findings
-are also printed as `::error` / `::warning` annotations, on stdout unless the report
-itself occupies stdout (then stderr); markdown is appended to $GITHUB_STEP_SUMMARY as
-well when set.
+rich into a string). Only `deliver` writes: to stdout, or atomically to each file the
+user named. One run can write several outputs (`plan`): each `-o FILE` takes its format
+from its extension (.json, .xml JUnit, .md markdown; any other: --format), `-o -` is
+stdout in --format. Besides: on GitHub Actions (GITHUB_ACTIONS=true) findings are also
+printed as `::error` / `::warning` annotations, on stdout unless a machine format
+occupies stdout (then stderr); when markdown is among the outputs it is appended to
+$GITHUB_STEP_SUMMARY as well, once.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from gradscope.errors import GradscopeError
 from gradscope.report.console import View, view_for
 from gradscope.report.write import append_to, emit, to_stdout
 
@@ -31,6 +35,111 @@ class Format(str, Enum):
     markdown = "markdown"
 
 
+EXTENSIONS = {".json": Format.json, ".xml": Format.junit, ".md": Format.markdown}
+"""The formats a file name says; any other extension takes --format."""
+
+
+@dataclass(frozen=True)
+class Destination:
+    fmt: Format
+    path: str | None
+    """An absolute path (checked before any work starts), or None for stdout."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where one run's report goes, in which format each: the terminal, JUnit, JSON, ..."""
+
+    destinations: tuple[Destination, ...]
+
+    @property
+    def to_stdout(self) -> bool:
+        return any(d.path is None for d in self.destinations)
+
+    def paths(self) -> dict[str, str | None]:
+        """The files, keyed for `write.distinct` (no two options naming one file)."""
+        files = [d.path for d in self.destinations if d.path is not None]
+        if len(files) == 1:
+            return {"--output": files[0]}
+        return {f"--output ({i})": path for i, path in enumerate(files, 1)}
+
+    def formats(self) -> set[Format]:
+        return {d.fmt for d in self.destinations}
+
+    def without_terminal_on_stdout(self) -> Plan:
+        """What a run with nothing to show still writes: every file, every machine format."""
+        kept = (d for d in self.destinations if d.path is not None or d.fmt is not Format.terminal)
+        return Plan(tuple(kept))
+
+    @property
+    def machine_on_stdout(self) -> bool:
+        return any(d.path is None and d.fmt is not Format.terminal for d in self.destinations)
+
+
+def format_of(path: str) -> Format | None:
+    """The format a file's extension names, or None."""
+    return EXTENSIONS.get(os.path.splitext(path)[1].lower())
+
+
+def plan(fmt: Format | None, outputs: list[str] | None) -> Plan:
+    """The destinations of `--format` and every `-o`, checked before any work starts.
+
+    No -o: stdout in --format (terminal by default). `-o FILE`: the format its extension
+    names, else --format. An explicit --format that an extension contradicts, with no
+    `-o -` for it to apply to, is one line, exit 2: the user meant one of the two."""
+    from gradscope.report.write import destination
+
+    chosen = fmt or Format.terminal
+    names = list(outputs or []) or ["-"]
+    out = []
+    for name in names:
+        if to_stdout(name):
+            out.append(Destination(chosen, None))
+            continue
+        said = format_of(name)
+        if said is not None and fmt is not None and said is not fmt and "-" not in names:
+            raise GradscopeError(
+                f"--format {fmt.value} but -o {name} names {said.value} by its extension: "
+                f"drop --format, or name a file that ends as a {fmt.value} report does"
+            )
+        path = destination(name, "--output")
+        assert path is not None
+        out.append(Destination(said or chosen, path))
+    return Plan(tuple(out))
+
+
+def deliver(
+    where: Plan,
+    result: Outcome | CheckReport,
+    fail_on: Severity | None,
+    width: int | None = None,
+    top: int | None = 30,
+) -> None:
+    """Render one command's outcome (or `check`'s several) once per format, deliver each
+    (files first, stdout last), then the CI extras (step summary, annotations)."""
+    from gradscope.outcome import CheckReport
+
+    check = result if isinstance(result, CheckReport) else CheckReport([result], fail_on)
+    single = None if isinstance(result, CheckReport) else result
+    texts: dict[tuple[Format, bool], str] = {}
+    order = sorted(where.destinations, key=lambda d: d.path is None)
+    for d in order:
+        key = (d.fmt, d.path is None)  # the terminal text is as wide as where it goes
+        if key not in texts:
+            texts[key] = render(d.fmt, check, view_for(d.path, width, top), single)
+        emit(texts[key], d.path)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    markdown = next((t for (f, _), t in texts.items() if f is Format.markdown), None)
+    if markdown is not None and summary:
+        append_to(summary, markdown)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        from gradscope.report import annotations
+
+        stream = sys.stderr if where.machine_on_stdout else sys.stdout
+        stream.write(annotations.render(check))
+        stream.flush()
+
+
 def write(
     fmt: Format,
     result: Outcome | CheckReport,
@@ -39,23 +148,9 @@ def write(
     width: int | None = None,
     top: int | None = 30,
 ) -> None:
-    """Render one command's outcome (or `check`'s several), deliver it, then the CI
-    extras (step summary, annotations)."""
-    from gradscope.outcome import CheckReport
-
-    check = result if isinstance(result, CheckReport) else CheckReport([result], fail_on)
-    single = None if isinstance(result, CheckReport) else result
-    text = render(fmt, check, view_for(output, width, top), single)
-    emit(text, output)
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if fmt is Format.markdown and summary:
-        append_to(summary, text)
-    if os.environ.get("GITHUB_ACTIONS") == "true":
-        from gradscope.report import annotations
-
-        stream = sys.stderr if to_stdout(output) and fmt is not Format.terminal else sys.stdout
-        stream.write(annotations.render(check))
-        stream.flush()
+    """One format to one place (`output`, None or "-": stdout): `deliver` of a plan of one."""
+    path = None if to_stdout(output) else output
+    deliver(Plan((Destination(fmt, path),)), result, fail_on, width, top)
 
 
 def render(fmt: Format, check: CheckReport, view: View, single: Outcome | None = None) -> str:

@@ -142,10 +142,16 @@ def spikes(values: Sequence[float], t: Thresholds) -> list[tuple[int, float, flo
 
 
 def inspect_command(run: WatchRun, step: int) -> str:
-    """The command that stops the script at that step and explains its gradients."""
+    """The command that stops the script at that step and explains its gradients: the
+    script's own arguments when watch ran it, ARGS only when they are unknown."""
+    import shlex
+
     label = run.label
     script = label[len("script ") :] if label.startswith("script ") else "SCRIPT"
-    return f"gradscope inspect --script {script} --step {step} -- ARGS"
+    command = f"gradscope inspect --script {shlex.quote(script)} --step {step}"
+    if run.argv is None:
+        return command + " -- ARGS"
+    return command + (" -- " + shlex.join(run.argv) if run.argv else "")
 
 
 def chance_level(run: WatchRun, s: Series) -> float | None:

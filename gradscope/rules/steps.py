@@ -89,8 +89,9 @@ def non_finite(run: WatchRun, t: Thresholds) -> list[Finding]:
         finding = RULES["GS401"].finding(
             bad[0] if bad else "loss",
             f"{what} at step {r.step}{who} (first of {count} such steps)",
-            f"run `{inspect_command(run, r.step)}` (ARGS: the script's own arguments) "
-            "to stop at that step's backward and name the op that made the first "
+            f"run `{inspect_command(run, r.step)}`"
+            + (" (ARGS: the script's own arguments) " if run.argv is None else " ")
+            + "to stop at that step's backward and name the op that made the first "
             f"NaN/Inf; check the batch of step {r.step} and the learning rate",
             value=float(r.step),
             evidence=tuple(evidence),

@@ -88,6 +88,10 @@ class WatchRun:
         history = self.settings[index] if index < len(self.settings) else ()
         return history[-1] if history else None
 
+    argv: tuple[str, ...] | None = None
+    """The script's own arguments (`watch SCRIPT -- ARGS`); None when not run as a script,
+    so advice can give a command line that works."""
+
     def __post_init__(self) -> None:
         store = self.steps if isinstance(self.steps, StepStore) else StepStore.of(self.steps)
         store.widen(len(self.params))

@@ -50,8 +50,9 @@ class WatchReport:
 
     @property
     def partial(self) -> bool:
-        """Steps were judged, but the script did not run to its end (crash or Ctrl-C)."""
-        return self.judged and self.run.status in ("crashed", "interrupted", "terminated")
+        """The script did not run to its end (crash, Ctrl-C, SIGTERM): the report covers
+        only the steps before, none when it failed before its first step."""
+        return self.run.status in ("crashed", "interrupted", "terminated")
 
     def failure(self) -> str | None:
         """The script's failure in one line, "train.py:12: the script raised ValueError: …";
@@ -69,6 +70,13 @@ class WatchReport:
         """Why no step could be judged, in one sentence; None when steps were judged."""
         if self.judged:
             return None
+        before = {
+            "crashed": "the script failed",
+            "interrupted": "the run was interrupted",
+            "terminated": "the run was terminated (SIGTERM)",
+        }.get(self.run.status)
+        if before:
+            return f"nothing was judged: {before} before its first optimizer step"
         calls = self.run.backward_calls
         if calls:
             return (

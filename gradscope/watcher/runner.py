@@ -87,6 +87,8 @@ def run_script(
     path: str, argv: list[str] | None = None, quiet_stdout: bool = False, **options: Any
 ) -> WatchReport:
     """The report of every step the script made; never raises for the script's failures."""
+    if os.path.isdir(path):
+        raise TargetError(f"{path} is a folder, not a training script: name the .py file to run")
     if not os.path.isfile(path):
         raise TargetError(f"{path}: no such file")
     from gradscope.watcher.distributed_hooks import DistributedWatch, is_main_process
@@ -97,7 +99,8 @@ def run_script(
 
     hang_timeout = options.pop("hang_timeout", None)
     hooks = DistributedWatch()
-    watcher = Watcher(label=options.pop("label", f"script {path}"), **options)
+    label = options.pop("label", f"script {path}")
+    watcher = Watcher(label=label, argv=tuple(argv or ()), **options)
     failure: BaseException | None = None
     parent = os.getpid()
     with _as_main(path, list(argv or []), quiet_stdout):

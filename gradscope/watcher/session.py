@@ -122,8 +122,10 @@ class Watcher:
         log: str | None = None,
         update_every: int = 25,
         flush_every: int = 10,
+        argv: tuple[str, ...] | None = None,
     ) -> None:
         self.label = label
+        self.argv = argv
         self.settings = settings or Settings()
         self.steps = steps
         self.log_path = log
@@ -245,6 +247,7 @@ class Watcher:
             notes=notes,
             loss_kinds=tuple(icp.loss_kinds.get(i) for i in range(len(icp.optimizers))),
             settings=icp.settings.of(len(icp.optimizers)),
+            argv=self.argv,
         )
 
 

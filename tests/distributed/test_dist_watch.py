@@ -114,6 +114,8 @@ def test_bad_shard_and_perturbed_rank_are_named_through_nproc_per_node(tmp_path)
         ]
     )
     assert proc.returncode == 1, proc.stderr[-3000:]  # findings: rank 0's code, not torchrun's
+    # the run reported itself: no torchrun failure report that reads as a crash
+    assert "ChildFailedError" not in proc.stderr and "Root Cause" not in proc.stderr
     doc = json.loads(out.read_text())
     outliers = by_rule(doc, "GS506")
     assert list(outliers) == ["rank 1"]  # the rank whose targets are off, not rank 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -40,8 +41,13 @@ def test_step_3_finds_the_nan_and_names_the_op_and_line(runner, here):
     assert "the first backward() of optimizer step 3 of nan_at_step3.py" in out
     assert "GS102" in out and "is nan" in out
     assert f"first non-finite value made by `log` at nan_at_step3.py:{LOG_LINE}" in out
-    assert "an op applied outside its domain" in out  # the row that fits a log of zero
     assert len(_losses(here)) == 3  # steps 1 and 2 ran, step 3's forward, then the stop
+    # the table row that fits a log of zero: in the JSON (the terminal report leaves it out)
+    result = runner.invoke(
+        app, ["inspect", "--script", "nan_at_step3.py", "--step", "3", "-f", "json"]
+    )
+    gs102 = next(f for f in json.loads(result.stdout)["findings"] if f["rule"] == "GS102")
+    assert "an op applied outside its domain" in gs102["table_row"]["cause"]
 
 
 def test_the_python_api_reaches_the_same_step_with_the_same_evidence(here):

@@ -22,17 +22,26 @@ def of(result: RunsDiff) -> list[Finding]:
         if t.trained is not False:
             continue
         run = result.ref_label if t.run == "ref" else result.new_label
+        advice = (
+            "agreement with the other run says nothing about learning: check the learning rate "
+            "and that step() updates the model the loss is computed on (a loss not meant to "
+            'fall, as a converged checkpoint\'s, is fine: ignore = ["GS608:*"] in the config)'
+        )
+        if t.blew_up:
+            advice = (
+                "the run diverged: lower the learning rate, add warm-up or gradient clipping, "
+                "and find the first bad step with `gradscope watch` (GS401, GS414)"
+            )
         found = RULES["GS608"].finding(
             f"{t.run} ({run})" + (f", optimizer {t.optimizer}" if t.optimizer else ""),
             f"the {'reference' if t.run == 'ref' else 'new'} run did not train: {t.why}",
-            "agreement with the other run says nothing about learning: check the learning rate "
-            "and that step() updates the model the loss is computed on (a loss not meant to "
-            'fall, as a converged checkpoint\'s, is fine: ignore = ["GS608:*"] in the config)',
+            advice,
             t.fall,
         )
-        # weights that never moved are an error; weights that moved while the loss stayed
-        # (a converged checkpoint fine-tuned further) only a warning
-        out.append(found if t.moved is False else replace(found, severity=Severity.WARNING))
+        # weights that never moved, or a loss that blew up, are an error; weights that
+        # moved while the loss stayed (a converged checkpoint fine-tuned further) a warning
+        error = t.moved is False or t.blew_up
+        out.append(found if error else replace(found, severity=Severity.WARNING))
     out += _misaligned(result)
     return out
 

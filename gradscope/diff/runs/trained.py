@@ -4,8 +4,10 @@ Two runs that agree within a loose tolerance can both be flat (a learning rate o
 step() on the wrong model): agreement says nothing about learning. A run trained when
 its weights moved and its loss fell: the median loss over the last steps at least
 MIN_FALL below where it started (the higher of the first 5 and the first window's
-medians, as watch's GS415). With several optimizers (a GAN) the losses are adversarial
-and only the weights are judged.
+medians, as watch's GS415). A positive loss that ended an order of magnitude or more
+above its first value did not fail to converge: it blew up (said from where it really
+started, its first logged value). With several optimizers (a GAN) the losses are
+adversarial and only the weights are judged.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ MIN_FALL = 0.05
 """The loss must end at least this fraction below its start (watch's progress-min-fall)."""
 MIN_STEPS = 20
 """Fewer logged losses than this: too short to judge the loss (the weights still are)."""
+BLEW_UP = 10.0
+"""A positive loss whose last median is this many times its first value or more rose by an
+order of magnitude: the run diverged."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,8 @@ class Training:
     fall: float | None
     """(start - end) / |start| of the median loss; None when not judged."""
     why: str
+    blew_up: bool = False
+    """The loss rose by an order of magnitude or more from its first value."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -47,6 +54,7 @@ class Training:
             "trained": self.trained,
             "weights_moved": self.moved,
             "loss_fall": self.fall,
+            "loss_blew_up": self.blew_up,
             "why": self.why,
         }
 
@@ -67,6 +75,19 @@ def _moved(steps: Sequence[Step]) -> tuple[bool | None, str]:
     return (True if lrs else None), ""
 
 
+def _blew_up(steps: Sequence[Step], last: float, window: int) -> str:
+    """Where the loss started (its first logged value) and where it went, when it rose by
+    BLEW_UP times or more; "" otherwise."""
+    start = next(s for s in steps if s.loss is not None and math.isfinite(s.loss))
+    assert start.loss is not None
+    if start.loss <= 0 or last < BLEW_UP * start.loss:
+        return ""
+    return (
+        f"the loss blew up: it started at {fmt.num(start.loss)} (step {start.step}) and went "
+        f"to {fmt.num(last)} (median of the last {window} steps), ×{fmt.num(last / start.loss)}"
+    )
+
+
 def judge(run: str, optimizer: int, steps: Sequence[Step], several: bool) -> Training:
     moved, reason = _moved(steps)
     if moved is False:
@@ -82,6 +103,10 @@ def judge(run: str, optimizer: int, steps: Sequence[Step], several: bool) -> Tra
     w = _window(len(losses))
     first = max(statistics.median(losses[:5]), statistics.median(losses[:w]))
     last = statistics.median(losses[-w:])
+    blown = _blew_up(steps, last, w)
+    if blown:
+        fall = (first - last) / abs(first) if first else None
+        return Training(run, optimizer, len(steps), False, moved, fall, blown, blew_up=True)
     if first == 0:
         return Training(run, optimizer, len(steps), None, moved, None, "the loss starts at 0")
     fall = (first - last) / abs(first)

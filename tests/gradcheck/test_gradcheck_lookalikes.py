@@ -1,0 +1,109 @@
+"""Each named gradcheck diagnosis against its look-alikes: a missing .t() on one operand,
+a permuted axis, a broadcast summed over the wrong axis. Each gets its own name or the
+plain mismatch, never "masked/branch error" (those functions have no branch)."""
+
+from __future__ import annotations
+
+import torch
+
+from gradscope.examples import functions as ex
+from gradscope.gradcheck import check
+
+
+def randn(*shape: int, seed: int = 0) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=gen, dtype=torch.float64).requires_grad_()
+
+
+class ScaledMatMul(torch.autograd.Function):
+    """a @ b * s; backward forgets .t() on b for a's gradient: g @ b * s."""
+
+    @staticmethod
+    def forward(ctx, a, b, s):
+        ctx.save_for_backward(a, b)
+        ctx.s = s
+        return a @ b * s
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        return g @ b * ctx.s, a.t() @ g * ctx.s, None
+
+
+class PermutedAxis(torch.autograd.Function):
+    """x * c; the gradient comes back with dims 0 and 2 swapped (a wrong permute)."""
+
+    @staticmethod
+    def forward(ctx, x, c):
+        ctx.save_for_backward(c)
+        return x * c
+
+    @staticmethod
+    def backward(ctx, g):
+        (c,) = ctx.saved_tensors
+        return (g * c).permute(2, 1, 0), None
+
+
+class BroadcastWrongAxis(torch.autograd.Function):
+    """x + b, b broadcast over rows; b's gradient sums over the wrong axis."""
+
+    @staticmethod
+    def forward(ctx, x, b):
+        return x + b
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, g.sum(1)
+
+
+def diagnosis(fn, inputs, name):
+    result = check(fn, inputs=inputs)
+    assert not result.passed
+    (failure,) = [f for f in result.failures if f.input.name == name]
+    return failure.diagnosis
+
+
+def test_a_missing_t_on_one_operand_is_transposed_not_masked():
+    for a_shape in ((4, 4), (3, 4)):  # square or not, b is (4, 4)
+        diag = diagnosis(ScaledMatMul, (randn(*a_shape), randn(4, 4, seed=1), 0.5), "a")
+        assert diag.slug == "transposed" and diag.details == {"side": "operand"}
+        assert "g @ b.t()" in diag.message and "mask" not in diag.message
+
+
+def test_a_permuted_axis_names_the_dims():
+    c = torch.randn(2, 3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    diag = diagnosis(PermutedAxis, (randn(2, 3, 2), c), "x")
+    assert diag.slug == "transposed" and diag.details["dims"] == [0, 2]
+    assert "dimensions 0 and 2 swapped" in diag.message
+
+
+class ScaledWrongFormula(torch.autograd.Function):
+    """x * 2; backward scales the odd columns by 3 instead: no value condition, no zeros."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        out = g * 2
+        out[:, 1::2] *= 3
+        return out
+
+
+def test_a_broadcast_summed_over_the_wrong_axis_is_named_so():
+    diag = diagnosis(BroadcastWrongAxis, (randn(3, 3), randn(3, seed=1)), "b")
+    assert diag.slug == "broadcast-axis" and "summed over the wrong dimension" in diag.message
+    assert "mask" not in diag.message
+
+
+def test_a_different_formula_with_no_mask_is_a_plain_mismatch():
+    diag = diagnosis(ScaledWrongFormula, (randn(4, 4),), "x")
+    assert diag.slug == "mismatch" and "mask" not in diag.message
+
+
+def test_the_named_patterns_still_fire_on_their_own_cases():
+    x = randn(4, 4)
+    assert diagnosis(ex.ELUWrongBranch, (x,), "x").slug == "masked"  # a real branch
+    both = (randn(4, 4), randn(4, 4, seed=1))
+    assert diagnosis(ex.MatMulTransposedGrad, both, "b").details == {"side": "input"}
