@@ -65,7 +65,8 @@ class WatchRun:
     """When it crashed: the script's traceback as Python prints it, gradscope's frames
     hidden."""
     update_every: int = 25
-    """Every this many steps the update/weight ratios were sampled."""
+    """After the first 100 steps (each measured), every this many steps the update/weight
+    ratios were measured (watcher/updates.py)."""
     notes: tuple[str, ...] = field(default_factory=tuple)
     loss_kinds: tuple[LossKind | None, ...] = ()
     """Per optimizer index, its loss as the graph showed it (None: never read)."""
