@@ -27,7 +27,7 @@ from gradscope.rules.step_common import (
 )
 from gradscope.rules.steps import early_blowup_of
 from gradscope.steps.meaning import GroupSettings, OptimizerSettings
-from gradscope.steps.records import StepRecord, WatchRun
+from gradscope.steps.records import StepRecord, WatchRun, common_module
 
 HEALTHY_RATIO = 1e-3
 """The update/weight ratio of a healthy step (‖Δw‖/‖w‖ per step): weights that turn over
@@ -414,7 +414,7 @@ def frozen_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
             continue
         modules = sorted({n.rpartition(".")[0] or n for n in frozen})
         finding = RULES["GS421"].finding(
-            s.subject(_common_module(frozen) or "parameters"),
+            s.subject(common_module(frozen) or "parameters"),
             s.say(
                 f"{len(frozen)} parameter(s) in {run.optimizer_label(s.index)}'s param groups "
                 f"are frozen (requires_grad=False), get no gradient and never move: "
@@ -429,17 +429,6 @@ def frozen_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
         )
         out.append(finding)
     return out
-
-
-def _common_module(names: list[str]) -> str:
-    """The module every name lies under ("transformer.h.0" for its attn and mlp weights)."""
-    parts = [n.split(".")[:-1] for n in names]
-    common: list[str] = []
-    for level in zip(*parts, strict=False):
-        if any(p != level[0] for p in level):
-            break
-        common.append(level[0])
-    return ".".join(common)
 
 
 # -- GS422 ------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from gradscope.steps.step_store import StepStore
 if TYPE_CHECKING:
     from gradscope.steps.tensor_track import TensorTrack
 
-__all__ = ["MANUAL", "ParamInfo", "StepRecord", "WatchRun"]
+__all__ = ["MANUAL", "ParamInfo", "StepRecord", "WatchRun", "common_module"]
 
 MANUAL = "manual update"
 """The name in `WatchRun.optimizers` of parameter updates made by hand (no optimizer:
@@ -121,13 +121,13 @@ class WatchRun:
         kind = self.optimizers[index] if index < len(self.optimizers) else "?"
         if kind == MANUAL:
             return MANUAL
-        owner = _common_prefix(
+        owner = common_module(
             [self.params[i].name for i in self.members_of(index) if i < len(self.params)]
         )
         return f"optimizer {index} ({kind}{', ' + owner if owner else ''})"
 
 
-def _common_prefix(names: list[str]) -> str:
+def common_module(names: list[str]) -> str:
     """The module path every name lies under ("D" for D.0.weight, D.2.bias); "" if none."""
     if not names:
         return ""
