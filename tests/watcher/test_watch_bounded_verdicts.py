@@ -18,7 +18,7 @@ import pytest
 from synthetic_steps import recorded
 
 from gradscope.config import Thresholds
-from gradscope.rules import steps as rules
+from gradscope.rules import watch as rules
 from gradscope.steps.step_store import JUMPS_KEPT
 
 STEPS = 3000

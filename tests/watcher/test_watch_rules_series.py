@@ -17,7 +17,7 @@ from watch_scripts import step_record
 from gradscope.config import Thresholds
 from gradscope.findings import Severity
 from gradscope.rules import step_setup
-from gradscope.rules import steps as rules
+from gradscope.rules import watch as rules
 from gradscope.steps.records import MANUAL, ParamInfo, StepRecord, WatchRun
 
 T = Thresholds()
