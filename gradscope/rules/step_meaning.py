@@ -72,7 +72,7 @@ def _stalled(losses: Sequence[float], t: Thresholds) -> bool:
     "goes -3.5 → -15.9 and the gradient norm grows 8×",
     fix="minimise the loss itself (remove the minus sign); a deliberate ascent keeps the loss "
     "positive and passes maximize=True to the optimizer",
-    supersedes=("GS419",),
+    supersedes=("GS419",),  # a maximised loss's steps are large by what it optimises
 )
 def loss_maximised(run: WatchRun, t: Thresholds) -> list[Finding]:
     """The loss's own autograd graph shows a loss bounded below (cross-entropy, NLL of
@@ -382,7 +382,7 @@ def _grad_rms(run: WatchRun, s: Series, i: int) -> float | None:
     "gone per step, the loss at ln 27 = 3.30",
     fix="a weight_decay in AdamW's usual 0.01-0.1; no decay on biases and norm scales",
     thresholds=("progress-min-fall",),
-    supersedes=("GS419",),
+    supersedes=("GS419",),  # the decay's own step is the large update, not the lr
 )
 def decay_too_strong(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A param group's weight decay has an equilibrium below the initial rms of most of its

@@ -452,7 +452,7 @@ def never_updated(run: WatchRun, t: Thresholds) -> list[Finding]:
     fix="call optimizer.zero_grad() once per optimizer step, after step() or before the first "
     "backward",
     thresholds=("not-reset-fraction",),
-    supersedes=("GS419",),
+    supersedes=("GS419",),  # piled-up gradients make the large steps, not the lr
 )
 def grads_not_reset(run: WatchRun, t: Thresholds) -> list[Finding]:
     """At more than not-reset-fraction of the steps (4 at least), the previous step's gradients

@@ -827,7 +827,7 @@ def _stalled(
     fix="find what changed at that step: a freeze, a detach() or no_grad() around it, a branch; "
     "if the freeze is meant, take it out of the optimizer",
     thresholds=("stop-min-steps",),
-    supersedes=("GS410",),
+    supersedes=("GS410",),  # frozen midway: its low update ratio is the consequence
 )
 def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A parameter that had gradients got none (None, or only zeros) from some step to the end:
