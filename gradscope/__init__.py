@@ -50,3 +50,11 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     """The lazy public names too, so `dir(gradscope)` and completion show them."""
     return sorted(set(globals()) | set(__all__))
+
+
+# The rules declared with `@rule` on their checks (gradscope/rules/registry.py): loading
+# them here puts them in findings.RULES wherever it is read (settings, docs, reports).
+# Pure Python, no torch.
+from gradscope.rules import watch as _declared  # noqa: E402
+
+del _declared

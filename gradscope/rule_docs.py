@@ -3,40 +3,31 @@
 `gradscope rules GS104` prints one entry; `python -m gradscope.rule_docs` writes the
 rule table and these entries into docs/rules.md (`make docs`), so the reference and the
 command read the same text. Keyed by rule id, next to gradscope/findings.py's registry:
-a new rule adds its entry here (a test holds the two sets equal). No torch.
+a rule declared there adds its entry here (a test holds the two sets equal); a rule
+declared with `@rule` on its check (gradscope/rules/registry.py: the watch family) brings
+its own. No torch.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from gradscope.findings import RULES, TABLE, Rule
+from gradscope.rules import registry
+from gradscope.rules import watch as _watch  # noqa: F401  (declares the GS4xx rules)
+from gradscope.rules.registry import RuleDoc, Stage
 
-
-@dataclass(frozen=True)
-class RuleDoc:
-    why: str
-    """What is measured and against which threshold, in the words of the rule's code."""
-    example: str
-    """A situation that makes the rule fire."""
-    fix: str
-    """What to change in the model, the script or the settings."""
-    command: str = ""
-    """A command that makes it fire on code shipped with gradscope ("" where none does)."""
-    thresholds: tuple[str, ...] = ()
-    """The configuration keys that tune it (configs/default.toml)."""
-
+__all__ = ["DOCS", "STAGES", "RuleDoc", "doc_of", "markdown", "splice"]
 
 STAGES = {
-    "run": "gradscope inspect: one forward and backward",
-    "baseline": "gradscope check --baseline: against a recorded run",
-    "gradcheck": "gradscope gradcheck: a custom autograd Function",
-    "watch": "gradscope watch: the steps of a training run",
-    "distributed": "gradscope watch under torchrun: DDP or FSDP2 ranks",
-    "diff": "gradscope diff: two models on one batch, or two runs' watch --log files",
+    Stage.RUN.value: "gradscope inspect: one forward and backward",
+    Stage.BASELINE.value: "gradscope check --baseline: against a recorded run",
+    Stage.GRADCHECK.value: "gradscope gradcheck: a custom autograd Function",
+    Stage.WATCH.value: "gradscope watch: the steps of a training run",
+    Stage.DISTRIBUTED.value: "gradscope watch under torchrun: DDP or FSDP2 ranks",
+    Stage.DIFF.value: "gradscope diff: two models on one batch, or two runs' watch --log files",
 }
 """Where a rule's findings come from, by `Rule.source`."""
 
@@ -192,252 +183,6 @@ DOCS: dict[str, RuleDoc] = {
         command="gradscope inspect retained-graph",
         fix="store out.detach() (or .item() for a logged number) instead of the live tensor",
     ),
-    "GS401": RuleDoc(
-        why="The first step whose loss is NaN/Inf, or whose gradients hold NaN/Inf elements "
-        "(norms add up in float64, so an infinite norm means infinite elements); steps "
-        "GradScaler skipped are AMP's (GS407). It names the first parameters that went "
-        "non-finite and how many steps did.",
-        example="a batch with a NaN in it, or a learning rate that overflows the weights",
-        fix="`gradscope inspect --script train.py --step N -- ARGS` stops at that step's "
-        "backward and names the op that made the first NaN/Inf; check that batch and the "
-        "learning rate",
-    ),
-    "GS402": RuleDoc(
-        why="A step's loss above the median of the previous spike-window steps by more than "
-        "spike-sigma robust sigmas (median absolute deviation) and spike-min-ratio times that "
-        "median (on a log scale for positive losses); before spike-min-history steps a spike "
-        "is spike-early-ratio times the median of the steps before it. Spikes that an early "
-        "blow-up explains are left to GS414.",
-        example="one corrupted batch at step 150",
-        command="gradscope watch gradscope/examples/train_buggy.py",
-        fix="look at the batches of those steps; if the gradient norm spiked too, clip it or "
-        "lower the learning rate",
-        thresholds=(
-            "spike-window",
-            "spike-sigma",
-            "spike-min-ratio",
-            "spike-min-history",
-            "spike-early-ratio",
-        ),
-    ),
-    "GS403": RuleDoc(
-        why="The total gradient norm (before clipping, unscaled) spikes by GS402's test "
-        "(spike-window, spike-sigma, spike-min-ratio, spike-min-history, spike-early-ratio). "
-        "The evidence names the layers that drove it (their norm against their "
-        "own rolling median) and whether the sampled update norm spiked first, which points "
-        "at the optimizer's state rather than one batch.",
-        example="one corrupted batch at step 150",
-        command="gradscope watch gradscope/examples/train_buggy.py",
-        fix="clip the gradient norm (torch.nn.utils.clip_grad_norm_), lower the learning rate "
-        "or lengthen warm-up; look at the batch of that step",
-        thresholds=(
-            "spike-window",
-            "spike-sigma",
-            "spike-min-ratio",
-            "spike-min-history",
-            "spike-early-ratio",
-        ),
-    ),
-    "GS404": RuleDoc(
-        why="Over the last growth-window steps (20 at least), the median gradient norm of the "
-        "last quarter is growth-factor times the first quarter's, and the norm rises steadily "
-        "(rank correlation with the step of 0.8 or more).",
-        example="a learning rate a little too high for a model without normalisation",
-        fix="lower the learning rate, clip the gradient norm or add normalisation: the trend "
-        "ends in NaN",
-        thresholds=("growth-window", "growth-factor"),
-    ),
-    "GS405": RuleDoc(
-        why="A layer's median gradient norm over the last quarter of the run is below "
-        "vanish-time-factor times its median over the first steps, while the loss did not "
-        "fall tenfold (a converged run's gradients shrink by right).",
-        example="ReLU units that die one after another under a high learning rate",
-        fix="lower the learning rate, use LeakyReLU or GELU, normalisation or residual connections",
-        thresholds=("vanish-time-factor",),
-    ),
-    "GS406": RuleDoc(
-        why="After warmup-steps, clip_grad_norm_ bound on more than clip-bind-fraction of "
-        "the steps. How much it bound decides: a mean clip coefficient (max_norm over the "
-        "norm) below clip-coef-warn is a warning; between clip-coef-warn and clip-coef-info, "
-        "or under an optimizer that divides by its gradient scale (Adam and kin), it is "
-        "information; at or above clip-coef-info, nothing.",
-        example="SGD with max_norm 0.1 where gradients are typically 5",
-        fix="lower the learning rate or raise max_norm towards the typical norm; light "
-        "clipping is fine when it is meant",
-        thresholds=("clip-bind-fraction", "clip-coef-warn", "clip-coef-info", "warmup-steps"),
-    ),
-    "GS407": RuleDoc(
-        why="After warmup-steps, GradScaler skipped more than amp-skip-rate of the steps, or "
-        "amp-skip-streak steps in a row: the gradients overflow float16 at most scales.",
-        example="float16 autocast on a model whose activations exceed 65504",
-        fix="bf16 instead of fp16, a smaller learning rate, or the unstable op in fp32",
-        thresholds=("amp-skip-rate", "amp-skip-streak", "warmup-steps"),
-    ),
-    "GS408": RuleDoc(
-        why="GradScaler's loss scale fell below 1: the gradients are non-finite at every "
-        "scale, so the scaler keeps halving it.",
-        example="a NaN made in the forward under GradScaler",
-        fix="find the NaN/Inf (GS401; gradscope inspect --script ... --step N) instead of "
-        "letting the scaler shrink",
-    ),
-    "GS409": RuleDoc(
-        why="A weight matrix's median update/weight norm ratio, sampled every 25 steps after "
-        "warmup-steps, is above update-ratio-high; about 1e-3 is healthy. Vectors (biases, "
-        "norm scales near 0) are not judged.",
-        example="one param group with a learning rate 100 times the others'",
-        fix="lower that param group's learning rate",
-        thresholds=("update-ratio-high", "warmup-steps"),
-    ),
-    "GS410": RuleDoc(
-        why="After warmup-steps, a parameter's median sampled update/weight ratio is below "
-        "update-ratio-low: "
-        "zero for any parameter, or tiny for a matrix that had gradients. Its param group's "
-        "learning rate is 0, or far too small; a frozen parameter left in an optimizer is "
-        "information.",
-        example="a param group with lr=0, or a learning-rate schedule that decayed to 0",
-        fix="give it a learning rate, or remove it from the optimizer if it is meant to stay fixed",
-        thresholds=("update-ratio-low", "warmup-steps"),
-    ),
-    "GS411": RuleDoc(
-        why="A parameter that requires grad is in no param group of any optimizer, so no step "
-        "ever updates it (gradients reach it or not).",
-        example="a layer added to the model after the optimizer was built",
-        command="gradscope watch gradscope/examples/train_buggy.py",
-        fix="build the optimizer from model.parameters() after the model is complete, or add "
-        "a param group for it",
-    ),
-    "GS412": RuleDoc(
-        why="At more than not-reset-fraction of the steps (4 at least), the previous step's "
-        "gradients were still in .grad when the next backward ran. The number of backward "
-        "calls per step tells a missing zero_grad from deliberate gradient accumulation that "
-        "forgets to reset after its step.",
-        example="a loop that calls loss.backward() and opt.step() but never opt.zero_grad()",
-        fix="call optimizer.zero_grad() once per optimizer step, after step() or before the "
-        "first backward",
-        thresholds=("not-reset-fraction",),
-    ),
-    "GS413": RuleDoc(
-        why="A parameter that requires grad and is in an optimizer got no gradient (None) or "
-        "only zero gradients in every step of the run: it never learns.",
-        example="an auxiliary head whose output is not added to the loss",
-        fix="make it take part in the loss (`gradscope inspect --script train.py` shows where "
-        "the graph is cut), or freeze and drop it",
-    ),
-    "GS414": RuleDoc(
-        why="Within an optimizer's first blowup-window steps, the loss (median of 3 steps) "
-        "rose to blowup-loss-ratio times where it started with the gradient norm at "
-        "blowup-norm-ratio times its usual value, beyond 3 robust sigmas of the noise; or a "
-        "milder rise (blowup-rise-ratio, 5 sigmas) that never came back. An error when the "
-        "last steps' loss is not blowup-recover-fall below the start. One optimizer only "
-        "(a GAN's losses rise by design).",
-        example="a learning rate 100 times too high that a warm-up hides later",
-        fix="lower the learning rate or lengthen the warm-up, so a fresh model's first "
-        "updates stay small",
-        thresholds=(
-            "blowup-window",
-            "blowup-loss-ratio",
-            "blowup-norm-ratio",
-            "blowup-rise-ratio",
-            "blowup-recover-fall",
-        ),
-    ),
-    "GS415": RuleDoc(
-        why="With progress-min-steps steps or more, the median loss over the last steps is "
-        "less than progress-min-fall below where it started (the higher of the first 5 and "
-        "the first window's medians). Information when it fell less than progress-stall-fall "
-        "and stayed flat over the second half. One optimizer only.",
-        example="step() updating a copy of the model rather than the one the loss uses, or "
-        "targets shuffled apart from their inputs",
-        fix="check that step() moves the model the loss is computed on and that targets match "
-        "inputs; a learning rate too high sits at chance level, one too small never moves "
-        "the loss; ignore it for a loss not meant to fall",
-        thresholds=("progress-min-steps", "progress-min-fall", "progress-stall-fall"),
-    ),
-    "GS416": RuleDoc(
-        why="clip_grad_norm_ ran on gradients still multiplied by GradScaler's scale (no "
-        "scaler.unscale_ before it), so max_norm is compared with norms thousands of times "
-        "too large and clipping cuts every update to about max_norm/scale.",
-        example="scaler.scale(loss).backward(); clip_grad_norm_(...); scaler.step(opt)",
-        fix="call scaler.unscale_(optimizer) after the backward and before clip_grad_norm_, "
-        "then scaler.step(optimizer)",
-    ),
-    "GS417": RuleDoc(
-        why="A parameter that had gradients got none (None, or only zeros) from some step to "
-        "the end: at least stop-min-steps steps and four times its longest gap while it was "
-        "learning.",
-        example="a layer frozen with requires_grad_(False) midway, or a branch the loss "
-        "stopped using",
-        fix="find what changed at that step: a freeze, a detach() or no_grad() around it, a "
-        "branch; if the freeze is meant, take it out of the optimizer",
-        thresholds=("stop-min-steps",),
-    ),
-    "GS418": RuleDoc(
-        why="The loss's own autograd graph shows a loss bounded below (cross-entropy, NLL "
-        "of log_softmax, (binary) cross-entropy, MSE, L1, Huber) entering the value backward "
-        "ran on negated, or the optimizer has maximize=True on a plain one; and the values "
-        "confirm it: the loss went below the bound (the negated term outweighs the rest) "
-        "and, in a run long enough to tell, kept falling (with maximize, rising). A "
-        "cross-entropy can never be below 0, so the run is ascending it. Judged "
-        "with one optimizer only: a GAN's minimax generator ascends by design.",
-        example="`loss = -F.cross_entropy(logits, y)` in a character-level language model: "
-        "the loss goes -3.5 → -15.9 and the gradient norm grows 8×",
-        fix="minimise the loss itself (remove the minus sign); a deliberate ascent keeps "
-        "the loss positive and passes maximize=True to the optimizer",
-    ),
-    "GS419": RuleDoc(
-        why="Over the first 100 steps the weight matrices' median update/weight ratio "
-        "‖Δw‖/‖w‖ (measured on every one of those steps) is update-ratio-warn or more (a "
-        "healthy step moves them by about 1e-3: "
-        "weights that turn over in a thousand steps; at 0.05 they are replaced in 20), the "
-        "loss stopped improving (no progress-min-fall, or none over the second half), and "
-        "something says the large steps did harm: the loss blew up early, sits at the "
-        "uniform guess, did not fall at all, or stopped falling while warm-up still raised "
-        "the learning rate (a small model learning fast takes large early steps too). Two "
-        "signs suffice alone: a ratio of update-ratio-high or more (the weights rewritten "
-        "every few steps), and, for Adam-like optimizers, whose step moves each element by "
-        "about lr whatever the gradient, a peak lr at or above the weight matrices' initial "
-        "rms (one step can move every weight by its whole initial size). Ratios are judged "
-        "at the steps where the lr is at least half its early peak. The message names the "
-        "learning rate at the step where it peaked, the optimizer's step size (Adam: about "
-        "lr per element; SGD with momentum μ: lr/(1-μ) × the gradient) and the learning rate "
-        "that would bring the ratio near 1e-3.",
-        example="nanoGPT's shakespeare_char recipe at 100× its learning rate (warm-up to "
-        "0.06): ratios 0.05-0.08 from step 1, the loss stuck near 2.9 where the stock run "
-        "reaches 2.4",
-        fix="lower the peak learning rate by the factor given, or lengthen the warm-up",
-        thresholds=("update-ratio-warn", "update-ratio-high", "progress-min-fall"),
-    ),
-    "GS420": RuleDoc(
-        why="A param group's weight decay has an equilibrium below the initial rms "
-        "of most of its weight matrices, and the loss stalls (no progress-min-fall, or none "
-        "over the second half). Decoupled decay (AdamW) "
-        "removes lr × wd of every weight per step while Adam's step moves each element by "
-        "about lr, so the two balance at |w| ≈ 1/wd; an L2 decay (added to the gradient) "
-        "balances the gradient at |w| ≈ |grad|/wd. Below the weights' own scale the decay "
-        "erases them: the gradients shrink with them (a vanishing symptom) and the loss "
-        "sits near the uniform guess.",
-        example="AdamW(weight_decay=100) at lr 5e-4 on a character-level model: 5% of every "
-        "weight gone per step, the loss at ln 27 = 3.30",
-        fix="a weight_decay in AdamW's usual 0.01-0.1; no decay on biases and norm scales",
-        thresholds=("progress-min-fall",),
-    ),
-    "GS421": RuleDoc(
-        why="Parameters with requires_grad=False sit in an optimizer's param groups and got "
-        "no gradient in any step: the optimizer keeps them and never moves them. Often "
-        "meant (a frozen backbone passed as model.parameters()), so information.",
-        example="`model.encoder.requires_grad_(False)` after `Adam(model.parameters())`",
-        fix="nothing if meant; else requires_grad_(True). Passing only the trainable "
-        "parameters makes the intent plain and saves the optimizer's state",
-    ),
-    "GS422": RuleDoc(
-        why="At more than half the steps zero_grad() ran after the step's backward calls "
-        "and before step(), with gradients there to clear: the step applied none of them "
-        "(momentum, Adam's moments or decay may still move the weights a little, so the "
-        "run looks alive). The step's loss is still recorded: the backward calls before "
-        "the zero_grad belong to it.",
-        example="`loss.backward(); optimizer.zero_grad(); optimizer.step()`",
-        fix="call zero_grad() before loss.backward() or right after optimizer.step()",
-    ),
     "GS501": RuleDoc(
         why="In every sampled step a DDP parameter got no gradient on any rank: its module "
         "never ran, its output is not in the loss, or the graph is cut. DDP tolerates this "
@@ -572,6 +317,9 @@ DOCS: dict[str, RuleDoc] = {
         '"new_name")',
     ),
 }
+
+
+DOCS.update(registry.DOCS)
 
 
 def doc_of(rule: Rule) -> RuleDoc | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gradscope.findings import Finding
+from gradscope.rules.registry import SUPERSEDES
 from gradscope.steps.records import WatchRun
 
 _GROWTH = ("GS401", "GS402", "GS403", "GS404", "GS406", "GS409", "GS414", "GS415", "GS419")
@@ -25,27 +26,15 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "GS419": ("GS401", "GS402", "GS403", "GS404", "GS409", "GS414", "GS415"),  # lr too high
 }
 """Cause rule → the rules whose findings it explains in the same optimizer's steps. GS419
-is both: every cause that explains it also supersedes it (below)."""
-
-SUPERSEDES: dict[str, tuple[str, ...]] = {
-    "GS412": ("GS419",),  # piled-up gradients make the large steps, not the lr
-    "GS418": ("GS419",),  # a maximised loss's steps are large by what it optimises
-    "GS420": ("GS419",),  # the decay's own step is the large update, not the lr
-}
-"""Cause rule → the rules whose finding in the same optimizer's steps would say something
-untrue beside it ("the learning rate is too high" of a decay's shrinking step): dropped."""
+is both: every cause that explains it also supersedes it (`supersedes=` on the cause's
+`@rule`, rules/registry.py SUPERSEDES)."""
 
 
 def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
     """Each symptom marked with its cause, advice pointing there; the causes of what was
     found first, then the findings nothing explains, then the symptoms; worst first."""
+    findings = superseded(run, findings)
     causes = [f for f in findings if f.rule in EXPLAINS and f.ignored_by is None]
-    findings = [
-        f
-        for f in findings
-        if not any(f.rule in SUPERSEDES.get(c.rule, ()) and _same_series(run, c, f) for c in causes)
-    ]
-    causes = [c for c in causes if c in findings]
     out = []
     for f in findings:
         cause = next(
@@ -73,6 +62,23 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
             f.rule,
         ),
     )
+
+
+def superseded(run: WatchRun, findings: list[Finding]) -> list[Finding]:
+    """Without the findings a cause the user did not ignore supersedes (its rule's
+    `supersedes=`) about the same thing: its parameter when it is about one, else its
+    optimizer's steps."""
+    causes = [f for f in findings if f.rule in SUPERSEDES and f.ignored_by is None]
+    names = {p.name for p in run.params}
+    return [
+        f
+        for f in findings
+        if not any(
+            f.rule in SUPERSEDES[c.rule]
+            and (f.subject == c.subject if c.subject in names else _same_series(run, c, f))
+            for c in causes
+        )
+    ]
 
 
 def _same_series(run: WatchRun, cause: Finding, symptom: Finding) -> bool:

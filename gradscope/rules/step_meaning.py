@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding
+from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
+from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_common import (
     Series,
     about,
@@ -59,10 +60,31 @@ def _stalled(losses: Sequence[float], t: Thresholds) -> bool:
 
 
 # -- GS418 ------------------------------------------------------------------------------
+@rule(
+    "GS418",
+    "loss-maximised",
+    Severity.ERROR,
+    "objective",
+    Stage.WATCH,
+    "watch: the loss's graph shows a loss bounded below (cross-entropy, MSE, ...) negated, or "
+    "maximize=True, and the values confirm the run ascends it",
+    example="`loss = -F.cross_entropy(logits, y)` in a character-level language model: the loss "
+    "goes -3.5 → -15.9 and the gradient norm grows 8×",
+    fix="minimise the loss itself (remove the minus sign); a deliberate ascent keeps the loss "
+    "positive and passes maximize=True to the optimizer",
+    supersedes=("GS419",),  # a maximised loss's steps are large by what it optimises
+)
 def loss_maximised(run: WatchRun, t: Thresholds) -> list[Finding]:
-    """A loss bounded below (a cross-entropy, an MSE, ...) that the optimizer drives up:
-    the graph shows it negated (or the optimizer has maximize=True on a plain one), and
-    the values confirm it. Several optimizers (a GAN's minimax G) may ascend by design."""
+    """The loss's own autograd graph shows a loss bounded below (cross-entropy, NLL of
+    log_softmax, (binary) cross-entropy, MSE, L1, Huber) entering the value backward ran on
+    negated, or the optimizer has maximize=True on a plain one; and the values confirm it: the
+    loss went below the bound (the negated term outweighs the rest) and, in a run long enough to
+    tell, kept falling (with maximize, rising). A cross-entropy can never be below 0, so the run
+    is ascending it. Judged with one optimizer only: a GAN's minimax generator ascends by
+    design."""
+    # A loss bounded below (a cross-entropy, an MSE, ...) that the optimizer drives up: the
+    # graph shows it negated (or the optimizer has maximize=True on a plain one), and the values
+    # confirm it. Several optimizers (a GAN's minimax G) may ascend by design.
     if several(run):
         return []
     out = []
@@ -159,11 +181,39 @@ def _ratios(steps: list[StepRecord], members: list[int]) -> tuple[list[float], l
     return medians, [r.step for r in sampled]
 
 
+@rule(
+    "GS419",
+    "lr-too-high",
+    Severity.WARNING,
+    "progress",
+    Stage.WATCH,
+    "watch: in the first steps every update moves the weight matrices by a large fraction of "
+    "their norm while the loss stops improving",
+    example="nanoGPT's shakespeare_char recipe at 100× its learning rate (warm-up to 0.06): "
+    "ratios 0.05-0.08 from step 1, the loss stuck near 2.9 where the stock run reaches "
+    "2.4",
+    fix="lower the peak learning rate by the factor given, or lengthen the warm-up",
+    thresholds=("update-ratio-warn", "update-ratio-high", "progress-min-fall"),
+)
 def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
-    """While the learning rate is high in the first steps, each update moves the weight
-    matrices by update-ratio-warn of their norm or more (a healthy step: about 1e-3) and
-    something says it did harm; or by update-ratio-high or more, which rewrites the
-    weights every few steps whatever the loss does."""
+    """Over the first 100 steps the weight matrices' median update/weight ratio ‖Δw‖/‖w‖
+    (measured on every one of those steps) is update-ratio-warn or more (a healthy step moves
+    them by about 1e-3: weights that turn over in a thousand steps; at 0.05 they are replaced in
+    20), the loss stopped improving (no progress-min-fall, or none over the second half), and
+    something says the large steps did harm: the loss blew up early, sits at the uniform guess,
+    did not fall at all, or stopped falling while warm-up still raised the learning rate (a
+    small model learning fast takes large early steps too). Two signs suffice alone: a ratio of
+    update-ratio-high or more (the weights rewritten every few steps), and, for Adam-like
+    optimizers, whose step moves each element by about lr whatever the gradient, a peak lr at or
+    above the weight matrices' initial rms (one step can move every weight by its whole initial
+    size). Ratios are judged at the steps where the lr is at least half its early peak. The
+    message names the learning rate at the step where it peaked, the optimizer's step size
+    (Adam: about lr per element; SGD with momentum μ: lr/(1-μ) × the gradient) and the learning
+    rate that would bring the ratio near 1e-3."""
+    # While the learning rate is high in the first steps, each update moves the weight matrices
+    # by update-ratio-warn of their norm or more (a healthy step: about 1e-3) and something says
+    # it did harm; or by update-ratio-high or more, which rewrites the weights every few steps
+    # whatever the loss does.
     out = []
     for s in by_optimizer(run):
         settings = run.settings_of(s.index)
@@ -320,9 +370,30 @@ def _grad_rms(run: WatchRun, s: Series, i: int) -> float | None:
     return statistics.median(v for v in values if v is not None) / math.sqrt(size)
 
 
+@rule(
+    "GS420",
+    "decay-too-strong",
+    Severity.ERROR,
+    "decay",
+    Stage.WATCH,
+    "watch: weight decay pulls the weights far below where they started, faster than the "
+    "optimizer's steps hold them up, and the loss stalls",
+    example="AdamW(weight_decay=100) at lr 5e-4 on a character-level model: 5% of every weight "
+    "gone per step, the loss at ln 27 = 3.30",
+    fix="a weight_decay in AdamW's usual 0.01-0.1; no decay on biases and norm scales",
+    thresholds=("progress-min-fall",),
+    supersedes=("GS419",),  # the decay's own step is the large update, not the lr
+)
 def decay_too_strong(run: WatchRun, t: Thresholds) -> list[Finding]:
-    """Weight decay that pulls the weight matrices far below where they started, faster
-    than the optimizer's steps can hold them up, while the loss stalls."""
+    """A param group's weight decay has an equilibrium below the initial rms of most of its
+    weight matrices, and the loss stalls (no progress-min-fall, or none over the second half).
+    Decoupled decay (AdamW) removes lr × wd of every weight per step while Adam's step moves
+    each element by about lr, so the two balance at |w| ≈ 1/wd; an L2 decay (added to the
+    gradient) balances the gradient at |w| ≈ |grad|/wd. Below the weights' own scale the decay
+    erases them: the gradients shrink with them (a vanishing symptom) and the loss sits near the
+    uniform guess."""
+    # Weight decay that pulls the weight matrices far below where they started, faster than the
+    # optimizer's steps can hold them up, while the loss stalls.
     out = []
     for s in by_optimizer(run):
         settings = run.settings_of(s.index)
@@ -395,9 +466,23 @@ def _erased(
 
 
 # -- GS421 ------------------------------------------------------------------------------
+@rule(
+    "GS421",
+    "frozen-in-optimizer",
+    Severity.INFO,
+    "update-ratio",
+    Stage.WATCH,
+    "watch: parameters with requires_grad=False sit in an optimizer's param groups and never move",
+    example="`model.encoder.requires_grad_(False)` after `Adam(model.parameters())`",
+    fix="nothing if meant; else requires_grad_(True). Passing only the trainable parameters makes "
+    "the intent plain and saves the optimizer's state",
+)
 def frozen_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
-    """Parameters in an optimizer's param groups with requires_grad=False that never got
-    a gradient: they never move. Often meant (a frozen backbone), so information."""
+    """Parameters with requires_grad=False sit in an optimizer's param groups and got no
+    gradient in any step: the optimizer keeps them and never moves them. Often meant (a frozen
+    backbone passed as model.parameters()), so information."""
+    # Parameters in an optimizer's param groups with requires_grad=False that never got a
+    # gradient: they never move. Often meant (a frozen backbone), so information.
     out = []
     for s in by_optimizer(run):
         if s.manual(run):
@@ -432,10 +517,24 @@ def frozen_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
 
 
 # -- GS422 ------------------------------------------------------------------------------
+@rule(
+    "GS422",
+    "zero-grad-before-step",
+    Severity.ERROR,
+    "reset-order",
+    Stage.WATCH,
+    "watch: zero_grad() ran between backward() and step(), so the steps apply no gradient",
+    example="`loss.backward(); optimizer.zero_grad(); optimizer.step()`",
+    fix="call zero_grad() before loss.backward() or right after optimizer.step()",
+)
 def zeroed_before_step(run: WatchRun, t: Thresholds) -> list[Finding]:
-    """zero_grad ran after the step's backward calls and before step(), at most steps:
-    every update applies no gradient (Adam's moments, decay and momentum still move the
-    weights a little, so the run looks alive)."""
+    """At more than half the steps zero_grad() ran after the step's backward calls and before
+    step(), with gradients there to clear: the step applied none of them (momentum, Adam's
+    moments or decay may still move the weights a little, so the run looks alive). The step's
+    loss is still recorded: the backward calls before the zero_grad belong to it."""
+    # zero_grad ran after the step's backward calls and before step(), at most steps: every
+    # update applies no gradient (Adam's moments, decay and momentum still move the weights a
+    # little, so the run looks alive).
     out = []
     for s in by_optimizer(run):
         steps = s.live()
@@ -463,12 +562,3 @@ def zeroed_before_step(run: WatchRun, t: Thresholds) -> list[Finding]:
         )
         out.append(about(finding, (r.step for r in zeroed)))
     return out
-
-
-CHECKS: list[Callable[[WatchRun, Thresholds], list[Finding]]] = [
-    loss_maximised,
-    lr_too_high,
-    decay_too_strong,
-    frozen_in_optimizer,
-    zeroed_before_step,
-]

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import replace
 
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
+from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_common import (
     about,
     after_warmup,
@@ -25,10 +26,27 @@ from gradscope.steps.records import StepRecord, WatchRun
 
 
 # -- GS406 / GS416 ---------------------------------------------------------------------
+@rule(
+    "GS406",
+    "clipping-binds",
+    Severity.WARNING,
+    "clipping",
+    Stage.WATCH,
+    "watch: gradient clipping bound on most steps",
+    example="SGD with max_norm 0.1 where gradients are typically 5",
+    fix="lower the learning rate or raise max_norm towards the typical norm; light clipping is "
+    "fine when it is meant",
+    thresholds=("clip-bind-fraction", "clip-coef-warn", "clip-coef-info", "warmup-steps"),
+)
 def clipping_binds(run: WatchRun, t: Thresholds) -> list[Finding]:
-    """How much clipping binds, not only how often: stock configs trim ~12% of most steps
-    by design (info at most); a mean clip coefficient below clip-coef-warn is a warning.
-    Steps clipped on scaled gradients are GS416's (their coefficient means nothing)."""
+    """After warmup-steps, clip_grad_norm_ bound on more than clip-bind-fraction of the steps.
+    How much it bound decides: a mean clip coefficient (max_norm over the norm) below
+    clip-coef-warn is a warning; between clip-coef-warn and clip-coef-info, or under an
+    optimizer that divides by its gradient scale (Adam and kin), it is information; at or above
+    clip-coef-info, nothing."""
+    # How much clipping binds, not only how often: stock configs trim ~12% of most steps by
+    # design (info at most); a mean clip coefficient below clip-coef-warn is a warning. Steps
+    # clipped on scaled gradients are GS416's (their coefficient means nothing).
     out = []
     for s in by_optimizer(run):
         steps = [
@@ -106,7 +124,22 @@ def _clip_coefficient(r: StepRecord) -> float:
     return min(1.0, r.max_norm / total)
 
 
+@rule(
+    "GS416",
+    "clip-before-unscale",
+    Severity.ERROR,
+    "clip-scaled",
+    Stage.WATCH,
+    "watch: gradients were clipped while still scaled by GradScaler (no unscale_ first), so "
+    "max_norm is compared with norms thousands of times too large",
+    example="scaler.scale(loss).backward(); clip_grad_norm_(...); scaler.step(opt)",
+    fix="call scaler.unscale_(optimizer) after the backward and before clip_grad_norm_, then "
+    "scaler.step(optimizer)",
+)
 def clip_before_unscale(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """clip_grad_norm_ ran on gradients still multiplied by GradScaler's scale (no
+    scaler.unscale_ before it), so max_norm is compared with norms thousands of times too large
+    and clipping cuts every update to about max_norm/scale."""
     out = []
     for s in by_optimizer(run):
         bad = [r for r in s.steps if r.scaled_clip]
@@ -141,7 +174,20 @@ def clip_before_unscale(run: WatchRun, t: Thresholds) -> list[Finding]:
 
 
 # -- GS407 / GS408 ---------------------------------------------------------------------
+@rule(
+    "GS407",
+    "amp-skips",
+    Severity.WARNING,
+    "amp",
+    Stage.WATCH,
+    "watch: GradScaler skipped many steps after warm-up, or several in a row",
+    example="float16 autocast on a model whose activations exceed 65504",
+    fix="bf16 instead of fp16, a smaller learning rate, or the unstable op in fp32",
+    thresholds=("amp-skip-rate", "amp-skip-streak", "warmup-steps"),
+)
 def amp_skips(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """After warmup-steps, GradScaler skipped more than amp-skip-rate of the steps, or
+    amp-skip-streak steps in a row: the gradients overflow float16 at most scales."""
     out = []
     for series in by_optimizer(run):
         steps = [r for r in series.steps if r.step > t.warmup_steps and r.scale is not None]
@@ -175,7 +221,20 @@ def amp_skips(run: WatchRun, t: Thresholds) -> list[Finding]:
     return out
 
 
+@rule(
+    "GS408",
+    "amp-scale-collapse",
+    Severity.ERROR,
+    "amp",
+    Stage.WATCH,
+    "watch: GradScaler's loss scale fell below 1",
+    example="a NaN made in the forward under GradScaler",
+    fix="find the NaN/Inf (GS401; gradscope inspect --script ... --step N) instead of letting the "
+    "scaler shrink",
+)
 def amp_scale(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """GradScaler's loss scale fell below 1: the gradients are non-finite at every scale, so the
+    scaler keeps halving it."""
     low = [r for r in run.steps if r.scale is not None and r.scale < 1]
     if not low:
         return []
@@ -217,22 +276,41 @@ def _got_grad(run: WatchRun, i: int) -> bool:
     return run.tensors.got_grad(i)
 
 
-def update_ratio(run: WatchRun, t: Thresholds) -> list[Finding]:
-    """Too high: weight matrices only (a bias or norm scale near 0 has a huge ratio
-    while healthy). Too low: exactly 0 for any parameter; small only where it had
-    gradients (no gradient is GS405/GS413's verdict, not the learning rate's)."""
-    out = []
+def _judged_ratios(run: WatchRun, t: Thresholds) -> Iterator[tuple[int, float, bool]]:
+    """(parameter, its median update ratio, whether it is a matrix) for the parameters in
+    an optimizer: over the steps where it had a gradient when it could learn."""
     every = _median_ratios(run, t, with_grad=False)
     graded = _median_ratios(run, t, with_grad=True)
     for i, ratio in every.items():
         p = run.params[i]
         if not p.in_optimizer:
             continue
-        matrix = len(p.shape) >= 2
         if p.requires_grad and p.lr != 0:
             if i not in graded:
                 continue
             ratio = graded[i]
+        yield i, ratio, len(p.shape) >= 2
+
+
+@rule(
+    "GS409",
+    "update-ratio-high",
+    Severity.WARNING,
+    "update-ratio",
+    Stage.WATCH,
+    "watch: a parameter's update is a large fraction of its weights every step",
+    example="one param group with a learning rate 100 times the others'",
+    fix="lower that param group's learning rate",
+    thresholds=("update-ratio-high", "warmup-steps"),
+)
+def update_ratio_high(run: WatchRun, t: Thresholds) -> list[Finding]:
+    # weight matrices only: a bias or norm scale near 0 has a huge ratio while healthy
+    """A weight matrix's median update/weight norm ratio, sampled every 25 steps after
+    warmup-steps, is above update-ratio-high; about 1e-3 is healthy. Vectors (biases, norm
+    scales near 0) are not judged."""
+    out = []
+    for i, ratio, matrix in _judged_ratios(run, t):
+        p = run.params[i]
         if ratio > t.update_ratio_high and matrix:
             out.append(
                 RULES["GS409"].finding(
@@ -244,16 +322,44 @@ def update_ratio(run: WatchRun, t: Thresholds) -> list[Finding]:
                     threshold=t.update_ratio_high,
                 )
             )
-        elif ratio < t.update_ratio_low and (ratio == 0 or matrix):
-            if not p.requires_grad:
-                continue  # frozen but in an optimizer: GS421 says it
-            if p.lr == 0:
-                why, sev = "its param group's learning rate is 0", ""
-            elif not _got_grad(run, i):
-                continue  # GS413 says it
-            else:
-                why, sev = "its learning rate is far too small for its gradients", ""
-            finding = RULES["GS410"].finding(
+    return out
+
+
+@rule(
+    "GS410",
+    "update-ratio-low",
+    Severity.WARNING,
+    "update-ratio",
+    Stage.WATCH,
+    "watch: a parameter's update is zero or negligible (lr 0, frozen)",
+    example="a param group with lr=0, or a learning-rate schedule that decayed to 0",
+    fix="give it a learning rate, or remove it from the optimizer if it is meant to stay fixed",
+    thresholds=("update-ratio-low", "warmup-steps"),
+)
+def update_ratio_low(run: WatchRun, t: Thresholds) -> list[Finding]:
+    # exactly 0 for any parameter; small only where it had gradients (no gradient is
+    # GS405/GS413's verdict, not the learning rate's)
+    """After warmup-steps, a parameter's median sampled update/weight ratio is below
+    update-ratio-low: zero for any parameter, or tiny for a matrix that had gradients. Its param
+    group's learning rate is 0, or far too small; a frozen parameter left in an optimizer is
+    information."""
+    out = []
+    for i, ratio, matrix in _judged_ratios(run, t):
+        p = run.params[i]
+        if ratio > t.update_ratio_high and matrix:
+            continue  # GS409's
+        if not (ratio < t.update_ratio_low and (ratio == 0 or matrix)):
+            continue
+        if not p.requires_grad:
+            continue  # frozen but in an optimizer: GS421 says it
+        if p.lr == 0:
+            why = "its param group's learning rate is 0"
+        elif not _got_grad(run, i):
+            continue  # GS413 says it
+        else:
+            why = "its learning rate is far too small for its gradients"
+        out.append(
+            RULES["GS410"].finding(
                 p.name,
                 f"{p.name} is {'not updated' if ratio == 0 else 'barely updated'} "
                 f"(update/weight ratio {ratio:.3g}): {why}",
@@ -262,13 +368,25 @@ def update_ratio(run: WatchRun, t: Thresholds) -> list[Finding]:
                 value=ratio,
                 threshold=t.update_ratio_low,
             )
-            if sev:
-                finding = replace(finding, severity=Severity.parse(sev))
-            out.append(finding)
+        )
     return out
 
 
+@rule(
+    "GS411",
+    "not-in-optimizer",
+    Severity.ERROR,
+    "update-ratio",
+    Stage.WATCH,
+    "watch: a trainable parameter is in no optimizer param group",
+    example="a layer added to the model after the optimizer was built",
+    fix="build the optimizer from model.parameters() after the model is complete, or add a param "
+    "group for it",
+    command="gradscope watch gradscope/examples/train_buggy.py",
+)
 def not_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """A parameter that requires grad is in no param group of any optimizer, so no step ever
+    updates it (gradients reach it or not)."""
     if not run.optimizers:
         return []
     out = []
@@ -288,7 +406,20 @@ def not_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
     return out
 
 
+@rule(
+    "GS413",
+    "never-updated",
+    Severity.WARNING,
+    "none-grad",
+    Stage.WATCH,
+    "watch: a parameter that requires grad got no (or only zero) gradient all run",
+    example="an auxiliary head whose output is not added to the loss",
+    fix="make it take part in the loss (`gradscope inspect --script train.py` shows where the "
+    "graph is cut), or freeze and drop it",
+)
 def never_updated(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """A parameter that requires grad and is in an optimizer got no gradient (None) or only zero
+    gradients in every step of the run: it never learns."""
     stepped = live(run)
     if not stepped:
         return []
@@ -310,11 +441,28 @@ def never_updated(run: WatchRun, t: Thresholds) -> list[Finding]:
 
 
 # -- GS412 -----------------------------------------------------------------------------
+@rule(
+    "GS412",
+    "grads-not-reset",
+    Severity.ERROR,
+    "not-reset",
+    Stage.WATCH,
+    "watch: gradients from the previous step were still there at the next backward",
+    example="a loop that calls loss.backward() and opt.step() but never opt.zero_grad()",
+    fix="call optimizer.zero_grad() once per optimizer step, after step() or before the first "
+    "backward",
+    thresholds=("not-reset-fraction",),
+    supersedes=("GS419",),  # piled-up gradients make the large steps, not the lr
+)
 def grads_not_reset(run: WatchRun, t: Thresholds) -> list[Finding]:
-    """Per optimizer: carried_norm > 0 means its own gradients were not reset since its
-    previous step (a GAN's D and G each zero their own). Judged on the steps whose
-    gradients were finite: a NaN gradient's carried norm cannot be told from none, and
-    piled-up gradients are what makes a run without zero_grad overflow."""
+    """At more than not-reset-fraction of the steps (4 at least), the previous step's gradients
+    were still in .grad when the next backward ran. The number of backward calls per step tells
+    a missing zero_grad from deliberate gradient accumulation that forgets to reset after its
+    step."""
+    # Per optimizer: carried_norm > 0 means its own gradients were not reset since its previous
+    # step (a GAN's D and G each zero their own). Judged on the steps whose gradients were
+    # finite: a NaN gradient's carried norm cannot be told from none, and piled-up gradients are
+    # what makes a run without zero_grad overflow.
     out = []
     for series in by_optimizer(run):
         steps = [r for r in series.steps[1:] if finite(r.grad_norm)]
@@ -353,15 +501,3 @@ def grads_not_reset(run: WatchRun, t: Thresholds) -> list[Finding]:
         )
         out.append(about(finding, (r.step for r in carried)))
     return out
-
-
-CHECKS: list[Callable[[WatchRun, Thresholds], list[Finding]]] = [
-    clipping_binds,
-    clip_before_unscale,
-    amp_skips,
-    amp_scale,
-    update_ratio,
-    not_in_optimizer,
-    never_updated,
-    grads_not_reset,
-]

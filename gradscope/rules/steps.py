@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
-from gradscope.rules import step_setup
+from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_common import (
     Series,
     about,
@@ -36,7 +36,7 @@ from gradscope.rules.step_common import (
 )
 from gradscope.steps.records import StepRecord, WatchRun
 
-__all__ = ["CHECKS", "spike_steps", "spikes"]
+__all__ = ["spike_steps", "spikes"]
 
 
 # -- GS401 -----------------------------------------------------------------------------
@@ -56,9 +56,24 @@ def _non_finite(r: StepRecord) -> bool:
     )
 
 
+@rule(
+    "GS401",
+    "non-finite-step",
+    Severity.ERROR,
+    "exploding",
+    Stage.WATCH,
+    "watch: the first step whose loss or gradients hold NaN/Inf (not a skipped AMP step), and the "
+    "parameters that went first",
+    example="a batch with a NaN in it, or a learning rate that overflows the weights",
+    fix="`gradscope inspect --script train.py --step N -- ARGS` stops at that step's backward and "
+    "names the op that made the first NaN/Inf; check that batch and the learning rate",
+)
 def non_finite(run: WatchRun, t: Thresholds) -> list[Finding]:
-    """The first step with a non-finite loss, or with gradient elements that are NaN/Inf
-    (norms are accumulated in float64, so an infinite norm means infinite elements)."""
+    """The first step whose loss is NaN/Inf, or whose gradients hold NaN/Inf elements (norms add
+    up in float64, so an infinite norm means infinite elements); steps GradScaler skipped are
+    AMP's (GS407). It names the first parameters that went non-finite and how many steps did."""
+    # The first step with a non-finite loss, or with gradient elements that are NaN/Inf (norms
+    # are accumulated in float64, so an infinite norm means infinite elements).
     for r in run.steps:
         bad_loss = r.loss is not None and not math.isfinite(r.loss)
         bad = _bad_params(run, r)
@@ -128,7 +143,31 @@ def spike_steps(run: WatchRun, t: Thresholds, kind: str) -> list[int]:
     return sorted(out)
 
 
+@rule(
+    "GS402",
+    "loss-spike",
+    Severity.WARNING,
+    "spike",
+    Stage.WATCH,
+    "watch: the loss jumped far above its rolling median (median/MAD)",
+    example="one corrupted batch at step 150",
+    fix="look at the batches of those steps; if the gradient norm spiked too, clip it or lower "
+    "the learning rate",
+    thresholds=(
+        "spike-window",
+        "spike-sigma",
+        "spike-min-ratio",
+        "spike-min-history",
+        "spike-early-ratio",
+    ),
+    command="gradscope watch gradscope/examples/train_buggy.py",
+)
 def loss_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """A step's loss above the median of the previous spike-window steps by more than
+    spike-sigma robust sigmas (median absolute deviation) and spike-min-ratio times that median
+    (on a log scale for positive losses); before spike-min-history steps a spike is
+    spike-early-ratio times the median of the steps before it. Spikes that an early blow-up
+    explains are left to GS414."""
     out = []
     for s in by_optimizer(run):
         steps, found = _series_spikes(s, t, "loss")
@@ -181,7 +220,31 @@ def _spike_advice(s: Series, at: StepRecord) -> str:
     )
 
 
+@rule(
+    "GS403",
+    "norm-spike",
+    Severity.WARNING,
+    "spike",
+    Stage.WATCH,
+    "watch: the total gradient norm jumped far above its rolling median; the layers that drove "
+    "it, and whether the update spiked first",
+    example="one corrupted batch at step 150",
+    fix="clip the gradient norm (torch.nn.utils.clip_grad_norm_), lower the learning rate or "
+    "lengthen warm-up; look at the batch of that step",
+    thresholds=(
+        "spike-window",
+        "spike-sigma",
+        "spike-min-ratio",
+        "spike-min-history",
+        "spike-early-ratio",
+    ),
+    command="gradscope watch gradscope/examples/train_buggy.py",
+)
 def norm_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """The total gradient norm (before clipping, unscaled) spikes by GS402's test (spike-window,
+    spike-sigma, spike-min-ratio, spike-min-history, spike-early-ratio). The evidence names the
+    layers that drove it (their norm against their own rolling median) and whether the sampled
+    update norm spiked first, which points at the optimizer's state rather than one batch."""
     out = []
     for s in by_optimizer(run):
         steps, found = _series_spikes(s, t, "norm")
@@ -299,7 +362,22 @@ def _spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
     return cov / var if var else 0.0
 
 
+@rule(
+    "GS404",
+    "exploding-trend",
+    Severity.ERROR,
+    "exploding",
+    Stage.WATCH,
+    "watch: the gradient norm rose steadily by a large factor over the last steps",
+    example="a learning rate a little too high for a model without normalisation",
+    fix="lower the learning rate, clip the gradient norm or add normalisation: the trend ends in "
+    "NaN",
+    thresholds=("growth-window", "growth-factor"),
+)
 def exploding_trend(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """Over the last growth-window steps (20 at least), the median gradient norm of the last
+    quarter is growth-factor times the first quarter's, and the norm rises steadily (rank
+    correlation with the step of 0.8 or more)."""
     out = []
     for s in by_optimizer(run):
         steps = [r for r in s.live() if finite(r.grad_norm) and r.grad_norm > 0]
@@ -356,7 +434,21 @@ def _loss_fell(steps: Sequence[StepRecord], q: int) -> bool:
     return first > 0 and 0 <= last < 0.1 * first
 
 
+@rule(
+    "GS405",
+    "vanishing-over-time",
+    Severity.WARNING,
+    "vanishing",
+    Stage.WATCH,
+    "watch: a layer's gradient norm fell by orders of magnitude while the loss did not",
+    example="ReLU units that die one after another under a high learning rate",
+    fix="lower the learning rate, use LeakyReLU or GELU, normalisation or residual connections",
+    thresholds=("vanish-time-factor",),
+)
 def vanishing_over_time(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """A layer's median gradient norm over the last quarter of the run is below
+    vanish-time-factor times its median over the first steps, while the loss did not fall
+    tenfold (a converged run's gradients shrink by right)."""
     out = []
     for s in by_optimizer(run):
         out.extend(_vanishing(run, s, t))
@@ -510,9 +602,33 @@ def _lr(r: StepRecord) -> str:
     return "/".join(num(v) for v in r.lrs) if r.lrs else "none"
 
 
+@rule(
+    "GS414",
+    "early-blowup",
+    Severity.WARNING,
+    "progress",
+    Stage.WATCH,
+    "watch: in the first steps the loss rose far above where it started, with the gradient norm; "
+    "an error when the loss never came back below its start",
+    example="a learning rate 100 times too high that a warm-up hides later",
+    fix="lower the learning rate or lengthen the warm-up, so a fresh model's first updates stay "
+    "small",
+    thresholds=(
+        "blowup-window",
+        "blowup-loss-ratio",
+        "blowup-norm-ratio",
+        "blowup-rise-ratio",
+        "blowup-recover-fall",
+    ),
+)
 def early_blowup(run: WatchRun, t: Thresholds) -> list[Finding]:
-    """Judged only with one optimizer, as GS415: a GAN's G loss rises early by design
-    (its D learns), with its norm."""
+    """Within an optimizer's first blowup-window steps, the loss (median of 3 steps) rose to
+    blowup-loss-ratio times where it started with the gradient norm at blowup-norm-ratio times
+    its usual value, beyond 3 robust sigmas of the noise; or a milder rise (blowup-rise-ratio, 5
+    sigmas) that never came back. An error when the last steps' loss is not blowup-recover-fall
+    below the start. One optimizer only (a GAN's losses rise by design)."""
+    # Judged only with one optimizer, as GS415: a GAN's G loss rises early by design (its D
+    # learns), with its norm.
     if several(run):
         return []
     out = []
@@ -576,9 +692,27 @@ def early_blowup(run: WatchRun, t: Thresholds) -> list[Finding]:
     return out
 
 
+@rule(
+    "GS415",
+    "no-progress",
+    Severity.WARNING,
+    "progress",
+    Stage.WATCH,
+    "watch: the loss over the last steps is no better than over the first steps",
+    example="step() updating a copy of the model rather than the one the loss uses, or targets "
+    "shuffled apart from their inputs",
+    fix="check that step() moves the model the loss is computed on and that targets match inputs; "
+    "a learning rate too high sits at chance level, one too small never moves the loss; "
+    "ignore it for a loss not meant to fall",
+    thresholds=("progress-min-steps", "progress-min-fall", "progress-stall-fall"),
+)
 def no_progress(run: WatchRun, t: Thresholds) -> list[Finding]:
-    """Judged only with one optimizer: the losses of several (a GAN's D and G) are
-    adversarial, and one that does not fall is their normal state."""
+    """With progress-min-steps steps or more, the median loss over the last steps is less than
+    progress-min-fall below where it started (the higher of the first 5 and the first window's
+    medians). Information when it fell less than progress-stall-fall and stayed flat over the
+    second half. One optimizer only."""
+    # Judged only with one optimizer: the losses of several (a GAN's D and G) are adversarial,
+    # and one that does not fall is their normal state.
     if several(run):
         return []
     out = []
@@ -682,13 +816,28 @@ def _stalled(
 
 
 # -- GS417 -----------------------------------------------------------------------------
+@rule(
+    "GS417",
+    "stopped-learning",
+    Severity.WARNING,
+    "none-grad",
+    Stage.WATCH,
+    "watch: a parameter that had gradients got none (None or zero) from some step to the end",
+    example="a layer frozen with requires_grad_(False) midway, or a branch the loss stopped using",
+    fix="find what changed at that step: a freeze, a detach() or no_grad() around it, a branch; "
+    "if the freeze is meant, take it out of the optimizer",
+    thresholds=("stop-min-steps",),
+    supersedes=("GS410",),  # frozen midway: its low update ratio is the consequence
+)
 def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
-    """A parameter that had gradients and then none, to the end: frozen midway
-    (`requires_grad_(False)`: None, or zeros under zero_grad(set_to_none=False)), or cut
-    from the loss. Judged on its own optimizer's steps (a GAN's G gets nothing in D's).
-    Never-learned is GS413's; a dead layer whose gradient went to exactly 0 is GS405's.
-    Read from the run's per-tensor running facts (`run.tensors`), so every step counts
-    however few of them the report kept in detail."""
+    """A parameter that had gradients got none (None, or only zeros) from some step to the end:
+    at least stop-min-steps steps and four times its longest gap while it was learning."""
+    # A parameter that had gradients and then none, to the end: frozen midway
+    # (`requires_grad_(False)`: None, or zeros under zero_grad(set_to_none=False)), or cut from
+    # the loss. Judged on its own optimizer's steps (a GAN's G gets nothing in D's).
+    # Never-learned is GS413's; a dead layer whose gradient went to exactly 0 is GS405's. Read from
+    # the run's per-tensor running facts (`run.tensors`), so every step counts however few of
+    # them the report kept in detail.
     out = []
     for s in by_optimizer(run):
         live_steps = run.tensors.live_steps(s.index)
@@ -747,16 +896,3 @@ def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
                 )
             )
     return out
-
-
-CHECKS: list[Callable[[WatchRun, Thresholds], list[Finding]]] = [
-    non_finite,
-    loss_spike,
-    norm_spike,
-    exploding_trend,
-    vanishing_over_time,
-    early_blowup,
-    no_progress,
-    stopped_learning,
-    *step_setup.CHECKS,
-]

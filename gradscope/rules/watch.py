@@ -1,31 +1,30 @@
 """Judging a watched run: the GS4xx rules under the user's settings, worst first.
 
 The watcher records a run (gradscope/steps/) and calls `judge` once at its end; the
-views read the findings (and the steps each is about), never the rules.
+views read the findings (and the steps each is about), never the rules. Each rule is
+declared with `@rule(..., Stage.WATCH, ...)` on its check (rules/registry.py) in
+steps.py, step_setup.py or step_meaning.py; importing them here declares them.
 """
 
 from __future__ import annotations
 
 from gradscope.config import Settings, Thresholds
 from gradscope.findings import Finding
-from gradscope.rules import causes, step_meaning, steps
+from gradscope.rules import causes, step_meaning, step_setup, steps  # noqa: F401  (declare)
+from gradscope.rules.registry import Stage, checks
 from gradscope.steps.records import WatchRun
 
-CHECKS = [*steps.CHECKS, *step_meaning.CHECKS]
-"""Every GS4xx rule: the series rules (and how the run is set up), then those judged by
-what the numbers mean."""
+CHECKS = checks(Stage.WATCH)
+"""Every GS4xx rule's check, in rule id order."""
 
 
 def judge(run: WatchRun, settings: Settings) -> list[Finding]:
     """Every finding, ignored ones marked (`ignored_by`); causes first, worst first, each
-    symptom marked with its cause (rules/causes.py)."""
+    symptom marked with its cause and what a cause supersedes dropped (rules/causes.py)."""
     with run.store.held():
         findings = settings.judged(diagnose(run, settings.thresholds))
     return causes.link(run, findings)
 
 
 def diagnose(run: WatchRun, t: Thresholds) -> list[Finding]:
-    out = [finding for rule in CHECKS for finding in rule(run, t)]
-    stopped = {f.subject for f in out if f.rule == "GS417"}
-    # a parameter frozen midway is GS417's: its low update ratio is the consequence
-    return [f for f in out if not (f.rule == "GS410" and f.subject in stopped)]
+    return [finding for rule in CHECKS for finding in rule(run, t)]

@@ -71,3 +71,19 @@ def test_with_several_optimizers_only_the_causes_own_optimizer_is_explained():
     assert out[own.subject].explained_by == reset.rule + ":" + reset.subject
     assert out["m0.weight"].explained_by is not None
     assert out[theirs.subject].explained_by is None
+
+
+def test_a_cause_about_a_parameter_supersedes_only_that_parameters_findings():
+    """GS417 (frozen midway) drops GS410 (not updated) of the same parameter, not another's;
+    an ignored GS417 drops nothing."""
+    from dataclasses import replace
+
+    one = _run()
+    run = replace(one, params=(*one.params, replace(one.params[0], name="m1.weight")))
+    stopped = _finding("GS417", "m0.weight")
+    low = [_finding("GS410", "m0.weight"), _finding("GS410", "m1.weight")]
+    assert [f.subject for f in causes.superseded(run, [stopped, *low]) if f.rule == "GS410"] == [
+        "m1.weight"
+    ]
+    ignored = replace(stopped, ignored_by="GS417:*")
+    assert len(causes.superseded(run, [ignored, *low])) == 3

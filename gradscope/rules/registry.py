@@ -1,0 +1,108 @@
+"""One declaration per rule, next to its check: `@rule(...)` gives the rule's id, slug,
+severity, troubleshooting row, stage, summary, thresholds, example, fix and the findings
+it supersedes; the check's docstring is its "why".
+
+A declaration fills `findings.RULES` (the metadata every report reads), `DOCS` (what
+`gradscope rules GSxxx` and docs/rules.md say) and the stage's list of checks, so adding
+a rule touches its own module and its test. The watch family (GS4xx) is declared this
+way; the other families are still declared in findings.RULES and rule_docs.DOCS.
+gradscope/__init__.py loads the declared families, so RULES is complete wherever it is
+read. No torch.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from gradscope.findings import RULES, TABLE, Rule, Severity
+
+
+class Stage(enum.Enum):
+    """Where a rule's findings come from (`Rule.source` holds its value)."""
+
+    RUN = "run"
+    BASELINE = "baseline"
+    GRADCHECK = "gradcheck"
+    WATCH = "watch"
+    DISTRIBUTED = "distributed"
+    DIFF = "diff"
+
+
+@dataclass(frozen=True)
+class RuleDoc:
+    why: str
+    """What is measured and against which threshold, in the words of the rule's code."""
+    example: str
+    """A situation that makes the rule fire."""
+    fix: str
+    """What to change in the model, the script or the settings."""
+    command: str = ""
+    """A command that makes it fire on code shipped with gradscope ("" where none does)."""
+    thresholds: tuple[str, ...] = ()
+    """The configuration keys that tune it (configs/default.toml)."""
+
+
+DOCS: dict[str, RuleDoc] = {}
+"""Rule id → its docs, for the rules declared with `@rule`."""
+
+SUPERSEDES: dict[str, tuple[str, ...]] = {}
+"""Rule id → the rules whose findings about the same thing would say something untrue
+beside it, so they are dropped (rules/causes.py applies it)."""
+
+_CHECKS: dict[Stage, dict[str, Callable[..., Any]]] = {}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def why_of(check: Callable[..., Any]) -> str:
+    """The check's docstring as one paragraph: the rule's "why"."""
+    return " ".join(inspect.cleandoc(check.__doc__ or "").split())
+
+
+def rule(
+    id: str,
+    slug: str,
+    severity: Severity,
+    row: str,
+    stage: Stage,
+    summary: str,
+    *,
+    example: str,
+    fix: str,
+    thresholds: tuple[str, ...] = (),
+    supersedes: tuple[str, ...] = (),
+    command: str = "",
+) -> Callable[[F], F]:
+    """Declare the rule the decorated check produces; one check, one rule."""
+    if id in RULES:
+        raise ValueError(f"rule {id} is declared twice")
+    if row not in TABLE:
+        raise ValueError(f"{id}: no troubleshooting row {row!r}")
+
+    def register(check: F) -> F:
+        why = why_of(check)
+        if not why:
+            raise ValueError(f"{id}: {check.__name__} needs a docstring (the rule's why)")
+        RULES[id] = Rule(id, slug, severity, row, summary, stage.value)
+        DOCS[id] = RuleDoc(why, example, fix, command, thresholds)
+        if supersedes:
+            SUPERSEDES[id] = supersedes
+        _CHECKS.setdefault(stage, {})[id] = check
+        return check
+
+    return register
+
+
+def checks(stage: Stage) -> list[Callable[..., Any]]:
+    """The stage's declared checks, by rule id (a stable order, whatever imported first)."""
+    declared = _CHECKS.get(stage, {})
+    return [declared[k] for k in sorted(declared)]
+
+
+def declared(stage: Stage) -> list[str]:
+    """The ids of the stage's declared rules, sorted."""
+    return sorted(_CHECKS.get(stage, {}))

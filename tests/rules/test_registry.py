@@ -1,0 +1,124 @@
+"""The rule registry (gradscope/rules/registry.py): every rule declared with `@rule` has a
+stage, a why (its check's docstring), an example, a fix and a test that makes it fire;
+RULES, the docs and the watch judge read the declarations. Cheap: no run, no torch."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from gradscope import rule_docs
+from gradscope.findings import RULES, Severity
+from gradscope.rules import registry, watch
+from gradscope.rules.registry import Stage, rule
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+VERDICTS = "tests/watcher/test_watch_verdicts.py"
+SERIES = "tests/watcher/test_watch_rules_series.py"
+MEANING = "tests/watcher/test_watch_meaning.py"
+
+FIRES = {
+    "GS401": (VERDICTS, "test_non_finite_names_the_step_and_the_first_parameters"),
+    "GS402": (VERDICTS, "test_spike_at_the_outlier_batch_with_its_drivers"),
+    "GS403": (VERDICTS, "test_spike_at_the_outlier_batch_with_its_drivers"),
+    "GS404": (VERDICTS, "test_exploding_trend"),
+    "GS405": (VERDICTS, "test_vanishing_over_time_names_the_dead_layer"),
+    "GS406": (VERDICTS, "test_clipping_binds"),
+    "GS407": (VERDICTS, "test_amp_skips_at_the_injected_steps_only"),
+    "GS408": (VERDICTS, "test_amp_scale_collapse"),
+    "GS409": (VERDICTS, "test_update_ratio_high_on_the_weight_matrix"),
+    "GS410": (VERDICTS, "test_optimizer_setup_bugs_are_named_as_such"),
+    "GS411": (VERDICTS, "test_optimizer_setup_bugs_are_named_as_such"),
+    "GS412": (VERDICTS, "test_missing_zero_grad_but_not_deliberate_accumulation"),
+    "GS413": (VERDICTS, "test_optimizer_setup_bugs_are_named_as_such"),
+    "GS414": (SERIES, "test_blowup_that_recovered_is_a_warning"),
+    "GS415": (SERIES, "test_no_progress_fires_on_a_flat_run_and_says_clipping_is_on"),
+    "GS416": (SERIES, "test_amp_clip_before_unscale"),
+    "GS417": (SERIES, "test_frozen_midway_is_a_warning_naming_the_step"),
+    "GS418": (MEANING, "test_a_negated_cross_entropy_is_a_maximised_loss_and_leads"),
+    "GS419": (MEANING, "test_a_learning_rate_100x_too_high_in_warm_up_is_named_with_its_numbers"),
+    "GS420": (MEANING, "test_a_weight_decay_of_100_is_named_as_the_cause_of_the_vanishing"),
+    "GS421": (MEANING, "test_a_frozen_layer_left_in_the_optimizer_is_information"),
+    "GS422": (
+        MEANING,
+        "test_zero_grad_between_backward_and_step_is_named_and_step_one_has_its_loss",
+    ),
+}
+"""Rule id → a test that makes it fire (on a real script or a run shaped like one)."""
+
+
+def _test_source(path: str, name: str) -> str | None:
+    """The source of the test function `name` in `path`, None if there is no such test."""
+    source = (ROOT / path).read_text(encoding="utf-8")
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return ast.get_source_segment(source, node)
+    return None
+
+
+def test_every_declared_rule_has_its_stage_docs_and_a_test_that_makes_it_fire():
+    declared = [rid for stage in Stage for rid in registry.declared(stage)]
+    assert declared and set(declared) <= set(RULES)
+    assert set(FIRES) == set(declared), "add the test that makes the new rule fire to FIRES"
+    for rid in declared:
+        r, doc = RULES[rid], registry.DOCS[rid]
+        assert r.source in rule_docs.STAGES, rid
+        assert doc.why and doc.example and doc.fix, rid
+        assert rule_docs.DOCS[rid] is doc, rid
+        test = _test_source(*FIRES[rid])
+        assert test is not None, f"{rid}: no test {'::'.join(FIRES[rid])}"
+        assert f'"{rid}"' in test, f"{rid}: {'::'.join(FIRES[rid])} does not look for it"
+
+
+def test_every_watch_rule_is_declared_on_its_check():
+    """A GS4xx rule added to findings.RULES by hand would have no check that the judge runs."""
+    assert {r.id for r in RULES.values() if r.source == "watch"} == set(
+        registry.declared(Stage.WATCH)
+    )
+    assert watch.CHECKS == registry.checks(Stage.WATCH)
+    assert len(set(watch.CHECKS)) == len(watch.CHECKS)  # one check, one rule
+
+
+def test_the_why_is_the_checks_docstring():
+    (check,) = [c for c in watch.CHECKS if c.__name__ == "update_ratio_low"]
+    assert registry.DOCS["GS410"].why == registry.why_of(check)
+    assert registry.DOCS["GS410"].why.startswith("After warmup-steps, a parameter's median")
+
+
+def test_what_a_rule_supersedes_is_declared_and_known():
+    assert registry.SUPERSEDES == {
+        "GS412": ("GS419",),
+        "GS417": ("GS410",),
+        "GS418": ("GS419",),
+        "GS420": ("GS419",),
+    }
+    assert all(set(v) <= set(RULES) for v in registry.SUPERSEDES.values())
+
+
+def _declare(rule_id: str, row: str = "spike"):
+    return rule(
+        rule_id,
+        "made-up",
+        Severity.INFO,
+        row,
+        Stage.WATCH,
+        "a rule for the test",
+        example="none",
+        fix="none",
+    )
+
+
+def test_a_declaration_without_a_why_a_row_or_a_new_id_is_refused():
+    def no_docstring(run, t):
+        return []
+
+    with pytest.raises(ValueError, match="needs a docstring"):
+        _declare("GS499")(no_docstring)
+    with pytest.raises(ValueError, match="declared twice"):
+        _declare("GS401")
+    with pytest.raises(ValueError, match="no troubleshooting row"):
+        _declare("GS499", row="no-such-row")
+    assert "GS499" not in RULES and "GS499" not in registry.DOCS
