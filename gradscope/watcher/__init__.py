@@ -48,7 +48,9 @@ def watch(**options: Any) -> Any:
     """`with gradscope.watch() as w: train()`; then `w.report` is the WatchReport.
 
     Options: settings, steps (stop after N optimizer steps), log (a JSONL path),
-    update_every (sample update/weight ratios every N steps), label.
+    update_every (sample update/weight ratios every N steps), label, batch_size
+    (samples per micro-batch, for the noise scale: seen from the model's input when
+    not given).
     """
     from gradscope.watcher.session import Watcher
 

@@ -63,6 +63,7 @@ import torch
 
 from gradscope.watcher import discover
 from gradscope.watcher.measure import Measure, norms
+from gradscope.watcher.noise_scale import MicroGrads
 from gradscope.watcher.recorder import PendingStep, Recorder
 from gradscope.watcher.threads import Threads, ThreadState, Window
 
@@ -116,7 +117,11 @@ class Interceptor:
     """The state the hooks share while one run is watched."""
 
     def __init__(
-        self, recorder: Recorder, update_every: int = 25, max_steps: int | None = None
+        self,
+        recorder: Recorder,
+        update_every: int = 25,
+        max_steps: int | None = None,
+        batch_size: int | None = None,
     ) -> None:
         self.recorder = recorder
         self.update_every = max(1, update_every)
@@ -142,6 +147,8 @@ class Interceptor:
         """Removed, or failed: every hook only calls what it wraps."""
         self._undo: list[Callable[[], None]] = []
         self.measure = Measure(self.tracked)
+        self.noise = MicroGrads(self.tracked, batch_size)
+        """Each micro-batch's gradient norm: the noise scale's small batch."""
         self._resets: dict[int, _Reset] = {}
         self._trained_cache: dict[int, tuple[tuple[int, ...], list[torch.Tensor]]] = {}
         self._stepped_by: dict[int, set[int]] = {}
@@ -183,6 +190,7 @@ class Interceptor:
         """Undo every hook and wrapper; a thread still inside one records nothing more."""
         with self.threads.lock:
             self._off = True
+        self.noise.remove()
         while self._undo:
             self._undo.pop()()
 
@@ -288,6 +296,7 @@ class Interceptor:
             window.leaves.update(id(t) for t in discover.graph_leaves(roots))
         scaled = next((x for x in here.scaled if x[0] is tensor), None)
         here.scaled_by = None if scaled is None else scaled[2]
+        self.noise.begin(window, here.scaled_by)
         if tensor is None or gradient is not None or tensor.numel() != 1:
             window.loss_known = False
             return
@@ -297,6 +306,7 @@ class Interceptor:
         window.loss = value if window.loss is None else window.loss + value
 
     def _after_backward(self, here: ThreadState, roots: list[torch.Tensor]) -> None:
+        self.noise.end()
         idle = here.current is None and here.stepping is None
         if not self._optimizer_stepped and not here.quiet and idle:
             manual = self._manual
@@ -395,6 +405,7 @@ class Interceptor:
                 return (p for g in optimizer.param_groups for p in g["params"])
 
             self._safely(here, lambda: self._resetting(here, params))
+            self._safely(here, lambda: self.noise.reset(here.window, params))
             out = original(optimizer, *args, **kw)
             self._safely(here, lambda: self._reset_seen(optimizer))
             return out
@@ -412,6 +423,7 @@ class Interceptor:
             if here is None:
                 return original(module, *args, **kw)
             self._safely(here, lambda: self._resetting(here, module.parameters))
+            self._safely(here, lambda: self.noise.reset(here.window, module.parameters))
             out = original(module, *args, **kw)
             self._safely(here, lambda: self._module_reset(module))
             return out
@@ -745,9 +757,18 @@ class Interceptor:
             carried=self._carried(optimizer),
             members=self._members(optimizer),
         )
+        self._micro(here.current, window)
         if not skipped and self.steps % self.update_every == 0:
             params = [p for g in optimizer.param_groups for p in g["params"]]
             here.snapshot = (params, [p.detach().clone() for p in params])
+
+    def _micro(self, step: PendingStep, window: Window) -> None:
+        """The micro-batch gradients the step's window measured; hooks on parameters
+        found since."""
+        taken = self.noise.take(window)
+        if taken is not None:
+            step.micro, step.micro_calls, step.batch_samples = taken
+        self.noise.attach()
 
     def _finish(self, here: ThreadState, optimizer: Any) -> None:
         current, here.current = here.current, None

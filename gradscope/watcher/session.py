@@ -118,8 +118,11 @@ class Watcher:
         log: str | None = None,
         update_every: int = 25,
         flush_every: int = 10,
+        batch_size: int | None = None,
     ) -> None:
         self.label = label
+        self.batch_size = batch_size
+        """Samples per micro-batch, as stated (the noise scale's unit); None: seen."""
         self.settings = settings or Settings()
         self.steps = steps
         self.log_path = log
@@ -136,7 +139,9 @@ class Watcher:
         self._pid = os.getpid()
         self._log = StepLog(self.log_path) if self.log_path else None
         self.recorder = Recorder(self.flush_every, on_records=self._logged)
-        self.interceptor = Interceptor(self.recorder, self.update_every, self.steps)
+        self.interceptor = Interceptor(
+            self.recorder, self.update_every, self.steps, self.batch_size
+        )
         self._started = time.perf_counter()
         self.interceptor.install()
         return self

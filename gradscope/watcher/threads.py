@@ -34,6 +34,8 @@ class Window:
     """False once a backward was given explicit gradients or a non-scalar."""
     leaves: set[int] = field(default_factory=set)
     """A helper thread's: ids of the leaf tensors its backward calls reach."""
+    micro: Any = None
+    """Its micro-batch gradients (noise_scale.MicroWindow); None: none measured."""
 
     def add(self, other: Window) -> None:
         """`other`'s backward calls belong to the same step."""
