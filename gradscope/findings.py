@@ -453,6 +453,15 @@ TABLE.update(
                 "model the loss is computed on",
             ),
             TableRow(
+                "batch-size",
+                "the batch is far larger or smaller than the gradient noise makes useful",
+                "a batch far above the critical batch size averages away noise that was "
+                "already small (samples wasted); far below it, each step follows noise "
+                "(steps wasted, parallelism left unused)",
+                "move the batch (micro-batches x accumulation x ranks) toward the critical "
+                "batch size, retuning the learning rate with it",
+            ),
+            TableRow(
                 "clip-scaled",
                 "gradient clipping under GradScaler has no sensible threshold",
                 "clip_grad_norm_ ran on gradients still multiplied by the loss scale",
@@ -603,6 +612,15 @@ RULES.update(
             "none-grad",
             "watch: a parameter that had gradients got none (None or zero) from some step to "
             "the end",
+            "watch",
+        ),
+        Rule(
+            "GS430",
+            "batch-vs-noise-scale",
+            Severity.INFO,
+            "batch-size",
+            "watch: the batch per optimizer step is an order of magnitude above or below the "
+            "critical batch size the gradient noise scale (B_simple) estimates",
             "watch",
         ),
     )

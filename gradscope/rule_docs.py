@@ -367,6 +367,24 @@ DOCS: dict[str, RuleDoc] = {
         "branch; if the freeze is meant, take it out of the optimizer",
         thresholds=("stop-min-steps",),
     ),
+    "GS430": RuleDoc(
+        why="With gradient accumulation or DDP ranks, watch measures each micro-batch's "
+        "gradient norm beside the step's, and from the two batch sizes the unbiased |G|² and "
+        "tr(Σ) of McCandlish et al. 2018 (An Empirical Model of Large-Batch Training, "
+        "appendix A.1), each smoothed over steps; their ratio B_simple estimates the critical "
+        "batch size. It fires when the batch per step (micro-batch x micro-batches x ranks) is "
+        "noise-scale-factor times above or below B_simple over the last 100 measured steps, "
+        "beyond two standard errors. Caveats from the paper: B_simple assumes a well-"
+        "conditioned Hessian and can differ from the true critical batch (B_noise) by several "
+        "times; it grows as the loss falls, so early steps understate it; it is for plain SGD "
+        "and carries over to Adam only approximately; and the micro-batches must be "
+        "independent samples of one loss (a GAN's two losses are not, and are not measured).",
+        example="accumulating 64 micro-batches per step where B_simple is a few micro-batches",
+        fix="move the batch toward B_simple (fewer micro-batches or ranks above it, more below) "
+        "and retune the learning rate; or take it as information: a batch above B_simple buys "
+        "fewer steps with more samples, one below it the reverse",
+        thresholds=("noise-scale-factor",),
+    ),
     "GS501": RuleDoc(
         why="In every sampled step a DDP parameter got no gradient on any rank: its module "
         "never ran, its output is not in the loss, or the graph is cut. DDP tolerates this "

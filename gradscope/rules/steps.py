@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
-from gradscope.rules import step_setup
+from gradscope.rules import step_batch, step_setup
 from gradscope.rules.step_common import (
     Series,
     about,
@@ -738,6 +738,7 @@ CHECKS: list[Callable[[WatchRun, Thresholds], list[Finding]]] = [
     no_progress,
     stopped_learning,
     *step_setup.CHECKS,
+    *step_batch.CHECKS,
 ]
 
 

@@ -96,13 +96,16 @@ class NoiseSummary:
     micro_batches: int
     """K: micro-batch gradients per step (over every rank)."""
     reason: str | None = None
+    spread: float | None = None
+    """One standard error of `critical` (a ratio estimate over steps taken as independent)."""
 
     def line(self) -> str:
         """ "critical batch size ≈ N samples (steps 400-500); this run uses M"."""
         if self.critical is None:
             return f"noise scale: {self.reason}"
+        spread = f" ± {_count(self.spread)}" if self.spread is not None else ""
         return (
-            f"critical batch size ≈ {_count(self.critical)} {self.unit} (B_simple, steps "
+            f"critical batch size ≈ {_count(self.critical)}{spread} {self.unit} (B_simple, steps "
             f"{self.first_step}-{self.last_step}); this run uses {_count(self.batch)} "
             f"({self.micro_batches} micro-batches per step)"
         )
@@ -118,6 +121,7 @@ class NoiseSummary:
             "batch": self.batch,
             "micro_batches": self.micro_batches,
             "reason": self.reason,
+            "spread": self.spread,
         }
 
 
@@ -151,7 +155,12 @@ def summarise(steps: Sequence[StepRecord], optimizer: int, window: int = WINDOW)
             "the gradient's mean is lost in its noise at this batch size"
         )
     critical = None if reason else trace / grad_sq
-    return NoiseSummary(optimizer, critical, unit, first, end, len(last), batch, k, reason)
+    spread = None
+    if critical is not None:
+        s = b or 1
+        scatter = sum((e[1] * s - critical * e[0]) ** 2 for _, e in last)
+        spread = math.sqrt(scatter * len(last) / (len(last) - 1)) / grad_sq
+    return NoiseSummary(optimizer, critical, unit, first, end, len(last), batch, k, reason, spread)
 
 
 def summaries(steps: Sequence[StepRecord], optimizers: int) -> list[NoiseSummary]:

@@ -275,6 +275,11 @@ class DistributedWatch:
         summary = render_text(replace(dist, findings=[])).rstrip("\n").splitlines()
         summary = [line for line in summary if line != "no distributed findings"]
         summary.append("per step: loss of rank 0's own batch, norms of the synced gradients")
+        if session.layout == "FSDP2":
+            summary.append(
+                "noise scale: not measured under FSDP2 (each rank's gradient before the "
+                "reduce-scatter is not its parameters' own)"
+            )
         merged = _merged(report, dist.findings, tuple(summary), settings)
         return replace(merged, distributed=dist.summary())
 

@@ -217,7 +217,8 @@ def test_noise_helpers_on_plain_numbers():
     steps = [rec(i, 4.0, 1.75) for i in range(1, 21)]
     (summary,) = noise.summaries(steps, 1)
     assert summary.unit == "micro-batches" and summary.critical == pytest.approx(3.0)
-    assert "critical batch size ≈ 3 micro-batches (B_simple, steps 1-20)" in summary.line()
+    assert summary.spread == pytest.approx(0.0, abs=1e-9)  # every step measured the same
+    assert "critical batch size ≈ 3 ± 0 micro-batches (B_simple, steps 1-20)" in summary.line()
     assert noise.series(steps)[-1].b_simple == pytest.approx(3.0)
     lost = [rec(i, 4.0, 0.9) for i in range(1, 21)]  # |G|² estimate below 0
     (summary,) = noise.summaries(lost, 1)
