@@ -92,7 +92,6 @@ class DistributedWatch:
         if self.session is not None:  # the steps the rank took, whatever wraps the model
             self.session.step_counter = lambda: int(watcher.interceptor.steps)
         watcher.recorder.finalise = self.finalise
-        watcher.recorder.finalise_micro = self.finalise_micro
         noise = watcher.interceptor.noise
         noise.fresh_ok = False  # the reduction rewrites `.grad` within the backward call
         noise.ranks = self._replicas
@@ -193,25 +192,6 @@ class DistributedWatch:
         if session is None or session.layout != "DDP" or session.rank is None:
             return 1
         return int(session.rank.world)
-
-    def finalise_micro(self, rows: torch.Tensor) -> torch.Tensor:
-        """[steps, P + 4] micro-batch rows of this rank -> summed over the ranks of a DDP
-        model (noise scale: each rank's local gradients are the small batches). One
-        all-reduce per read-back, on every rank alike."""
-        session = self.session
-        if session is None or self._crashed() or self.timeout is not None:
-            return rows
-        if self._replicas() < 2:
-            return rows
-        from gradscope.distributed import context
-
-        rank = session.rank
-        assert rank is not None
-        try:
-            return rank.all_reduce(rows, "noise scale")
-        except context.RankTimeout as exc:
-            self.timeout = exc
-            raise
 
     def conclude(self, report: WatchReport, settings: Settings) -> WatchReport:
         """The watch report with the cross-rank findings; collectives only after a clean end."""

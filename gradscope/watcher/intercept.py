@@ -767,7 +767,7 @@ class Interceptor:
         found since."""
         taken = self.noise.take(window)
         if taken is not None:
-            step.micro, step.micro_calls, step.batch_samples = taken
+            step.micro, step.micro_calls, step.micro_ranks, step.batch_samples = taken
         self.noise.attach()
 
     def _finish(self, here: ThreadState, optimizer: Any) -> None:

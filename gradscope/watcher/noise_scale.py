@@ -194,17 +194,18 @@ class MicroGrads:
         if any(index.get(id(p)) in micro.reached for p in params()):
             micro.bad = "gradients were reset between micro-batches"
 
-    def take(self, window: Any) -> tuple[torch.Tensor, int, int | None] | None:
-        """(per-parameter sums, backward calls, micro-batch samples) of a window whose
-        every call was measured alike; None otherwise."""
+    def take(self, window: Any) -> tuple[torch.Tensor, int, int, int | None] | None:
+        """(per-parameter sums, backward calls, DDP ranks, micro-batch samples) of a
+        window whose every call was measured alike; None otherwise."""
         micro = window.micro
         calls = window.calls
         if micro is None or micro.bad or micro.sums is None or micro.measured != calls:
             return None
-        if len(micro.sites) != 1 or (calls < 2 and self.ranks() < 2):
+        ranks = self.ranks()
+        if len(micro.sites) != 1 or calls * ranks < 2:
             return None
         size = next(iter(micro.sizes)) if len(micro.sizes) == 1 else None
-        return micro.sums, calls, size
+        return micro.sums, calls, ranks, size
 
 
 def _site() -> tuple[str, int]:

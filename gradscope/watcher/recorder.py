@@ -71,6 +71,8 @@ class PendingStep:
     (noise_scale.py); None: not measured."""
     micro_calls: int = 0
     """The backward calls `micro` sums over."""
+    micro_ranks: int = 1
+    """Data-parallel ranks whose gradients the step's gradient averages (DDP)."""
     batch_samples: int | None = None
 
 
@@ -89,8 +91,6 @@ class Recorder:
         self.flush_every = max(1, flush_every)
         self.finalise = finalise
         self.on_records = on_records
-        self.finalise_micro: Finaliser | None = None
-        """Sums the micro-batch rows over data-parallel ranks (distributed_hooks.py)."""
         self.pending: list[PendingStep] = []
         self.records = StepStore()
         """Every step read back so far, in columns (per-tensor detail bounded)."""
@@ -132,17 +132,13 @@ class Recorder:
         sq = torch.where(norms >= 0, norms.square(), norms)
         if self.finalise is not None:
             sq = self.finalise(sq)
-        micro = _micro_rows(pending, width, device, sq.dtype)
-        if micro is not None and self.finalise_micro is not None:
-            micro = self.finalise_micro(micro)
         parts = [sq.reshape(-1)] + [_scalars(p, device) for p in pending]
-        if micro is not None:
-            parts.append(micro.reshape(-1))
-        values = torch.cat([t.double().to(device) for t in parts]).tolist()
+        micro = [_pad(p.micro, width, device) for p in pending if p.micro is not None]
+        parts += micro  # the noise scale's micro-batch sums (noise_scale.py)
+        values = torch.cat([t.double() for t in parts]).tolist()
         records = _records(pending, values, width)
-        if micro is not None:
-            at = len(values) - micro.numel()
-            records = _with_micro(records, pending, values[at:], width)
+        if micro:
+            records = _with_micro(records, pending, values[-len(micro) * width :], width)
         self.records.extend(records)
         self.pending = []
         if self.on_records is not None:
@@ -273,70 +269,40 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
     return out
 
 
-MICRO_COLUMNS = 4
-"""After a micro row's P sums: ranks (1 each), ranks that measured, their calls, calls²."""
-
-
-def _micro_rows(
-    pending: list[PendingStep], width: int, device: torch.device, dtype: torch.dtype
-) -> torch.Tensor | None:
-    """[steps, P + 4]: every step has a row (a data-parallel sum needs the same shape on
-    every rank); None when no step has one and no rank can (single process)."""
-    if all(p.micro is None for p in pending) and not _maybe_ranks():
-        return None
-    rows = []
-    for p in pending:
-        if p.micro is None:
-            row = torch.zeros(width + MICRO_COLUMNS, device=device, dtype=dtype)
-            row[width] = 1.0
-            rows.append(row)
-            continue
-        sums = p.micro.detach().to(device, dtype)[:width]
-        k = float(p.micro_calls)
-        tail = torch.tensor([1.0, 1.0, k, k * k], device=device, dtype=dtype)
-        rows.append(
-            torch.cat([sums, torch.zeros(width - sums.numel(), device=device, dtype=dtype), tail])
-        )
-    return torch.stack(rows)
-
-
-def _maybe_ranks() -> bool:
-    import os
-
-    return os.environ.get("WORLD_SIZE", "1") not in ("", "1")
-
-
 def _with_micro(
     records: list[StepRecord], pending: list[PendingStep], values: list[float], width: int
 ) -> list[StepRecord]:
-    """The records with the noise scale's numbers (steps/noise.py) where every rank
-    measured the same number of micro-batches: K = their sum, and the mean squared norm
-    of one micro-batch gradient scaled so that the K of them average to the step's
-    gradient (a data-parallel reduction averages)."""
+    """The records with the noise scale's numbers (steps/noise.py). `values`: a [P] row
+    of this process's micro-batch sums per step that has one. Its k micro-batch gradients
+    h_i, times k, average with the other ranks' to the step's gradient (DDP averages
+    over W ranks): K = k·W of them, and this rank's k are an unbiased sample of
+    |g_j|², mean k·Σ|h_i|² (no collective: rank 0 reports)."""
     from dataclasses import replace
 
+    rows = iter(range(0, len(values), width))
     out = []
-    row = width + MICRO_COLUMNS
-    for i, (r, p) in enumerate(zip(records, pending, strict=True)):
-        sums = values[i * row : i * row + width]
-        ranks, measured, calls, calls_sq = values[i * row + width : (i + 1) * row]
-        k = calls / ranks if ranks else 0.0
-        total = calls if measured == ranks and calls_sq * ranks == calls * calls else 0
-        if total < 2 or p.micro is None:
-            out.append(replace(r, batch_samples=p.batch_samples))
+    for r, p in zip(records, pending, strict=True):
+        if p.micro is None:
+            out.append(r)
             continue
-        scale = k / ranks
-        own = range(width) if p.members is None else [j for j in p.members if j < width]
-        micro_sq = scale * sum(sums[j] for j in own if r.param_norms[j] is not None)
+        at = next(rows)
+        present = [v is not None for v in r.param_norms]
         per = tuple(
-            scale * v if r.param_norms[j] is not None else NO_GRAD for j, v in enumerate(sums)
+            p.micro_calls * v if seen else NO_GRAD
+            for v, seen in zip(values[at : at + width], present, strict=False)
         )
+        own = range(len(per)) if p.members is None else p.members
+        total = p.micro_calls * p.micro_ranks
+        micro_sq = sum(per[j] for j in own if j < len(per) and per[j] >= 0)
+        if total < 2:
+            out.append(r)
+            continue
         out.append(
             replace(
                 r,
-                micro_batches=int(total),
-                micro_sq=micro_sq,
                 batch_samples=p.batch_samples,
+                micro_batches=total,
+                micro_sq=micro_sq,
                 micro_param_sq=per,
             )
         )
