@@ -92,9 +92,10 @@ class DistributedWatch:
         if self.session is not None:  # the steps the rank took, whatever wraps the model
             self.session.step_counter = lambda: int(watcher.interceptor.steps)
         watcher.recorder.finalise = self.finalise
-        noise = watcher.interceptor.noise
-        noise.fresh_ok = False  # the reduction rewrites `.grad` within the backward call
-        noise.ranks = self._replicas
+        noise = getattr(watcher.interceptor, "noise", None)
+        if noise is not None:  # the reduction rewrites `.grad` within the backward call
+            noise.fresh_ok = False
+            noise.ranks = self._replicas
         add = watcher.recorder.add
 
         def add_step(step: Any) -> None:
