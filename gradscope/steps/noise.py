@@ -33,6 +33,11 @@ NEEDS_TWO = (
     "the gradient noise scale needs >= 2 micro-batches (gradient accumulation) or "
     "data-parallel ranks per optimizer step: this run has one"
 )
+NOT_ONE_LOSS = (
+    "not measured: the backward calls of each step were not micro-batches of one loss "
+    "(they came from different lines of code, the gradients were reset between them, or "
+    "several threads ran them)"
+)
 
 
 def step_estimate(record: StepRecord) -> tuple[float, float] | None:
@@ -136,7 +141,9 @@ def summarise(steps: Sequence[StepRecord], optimizer: int, window: int = WINDOW)
     own = [r for r in steps if r.optimizer == optimizer and not r.skipped]
     measured = [(r, e) for r in own if (e := step_estimate(r)) is not None]
     if not measured:
-        return NoiseSummary(optimizer, None, "samples", 0, 0, 0, None, 0, NEEDS_TWO)
+        several = any(r.backward_calls > 1 for r in own[1:])  # hooks go on at the first step
+        why = NOT_ONE_LOSS if several else NEEDS_TWO
+        return NoiseSummary(optimizer, None, "samples", 0, 0, 0, None, 0, why)
     last = measured[-window:]
     sizes = {r.batch_samples for r, _ in last}
     b = sizes.pop() if len(sizes) == 1 else None

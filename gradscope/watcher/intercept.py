@@ -49,6 +49,10 @@
   recording with a note, and --steps reached there stops the recording, and the script
   at the next hook its watching thread reaches.
 
+- From the first step on, a tensor hook on each tracked parameter and a forward pre-hook
+  on each model found (noise_scale.py): each micro-batch's gradient norm and batch size,
+  for the gradient noise scale; zero_grad between micro-batches is noted there.
+
 Nothing else here reads a value back to the host: see recorder.py.
 """
 

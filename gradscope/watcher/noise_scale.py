@@ -118,8 +118,11 @@ class MicroGrads:
                 call.window.bad = "a parameter got two gradients in one backward call"
                 return
             call.seen.add(pos)
-            if self.tracked.params[pos].grad is None and pos in call.window.reached:
+            if pos in call.window.reached and self.tracked.params[pos].grad is None:
                 call.window.bad = "gradients were reset between micro-batches"
+            if callable(getattr(grad, "to_local", None)):  # a shard: its norm is not the whole's
+                call.window.bad = "sharded (DTensor) gradients"
+                return
             if grad.device.type == "cpu":  # no device to wait for: now, while in cache
                 call.done.append(_cpu_norm(grad))
                 call.done_positions.append(pos)

@@ -190,6 +190,7 @@ def test_different_call_sites_or_a_reset_between_micro_batches_are_not_measured(
             opt.step()
             opt.zero_grad()
     assert [r.micro_batches for r in w.run.steps] == [0, 0, 0, 0]
+    assert w.report.noise[0].reason == noise.NOT_ONE_LOSS
 
 
 def test_noise_helpers_on_plain_numbers():
