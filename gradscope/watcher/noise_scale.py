@@ -70,6 +70,9 @@ class _Call:
 class MicroGrads:
     """The hooks, and what each window measured."""
 
+    eager_cpu = True
+    """CPU norms are taken in the hook (False: as on an accelerator; the tests run both)."""
+
     def __init__(self, tracked: Tracked, batch_size: int | None = None) -> None:
         self.tracked = tracked
         self.batch_size = batch_size
@@ -123,7 +126,7 @@ class MicroGrads:
             if callable(getattr(grad, "to_local", None)):  # a shard: its norm is not the whole's
                 call.window.bad = "sharded (DTensor) gradients"
                 return
-            if grad.device.type == "cpu":  # no device to wait for: now, while in cache
+            if self.eager_cpu and grad.device.type == "cpu":  # now, while in cache
                 call.done.append(_cpu_norm(grad))
                 call.done_positions.append(pos)
                 return

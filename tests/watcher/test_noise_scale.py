@@ -90,9 +90,16 @@ def _train(model: nn.Module, shape: tuple[int, ...], b: int, k: int, steps: int,
     return seen
 
 
-def test_one_step_of_64_micro_batches_is_the_sample_covariance_exactly():
+@pytest.mark.parametrize("held", [False, True])
+def test_one_step_of_64_micro_batches_is_the_sample_covariance_exactly(held, monkeypatch):
     """At fixed weights the per-step estimates are the unbiased sample statistics of the
-    step's own 64 micro-batch gradients, to rounding."""
+    step's own 64 micro-batch gradients, to rounding. `held`: the accelerator's way (the
+    first micro-batch read from .grad, the others held and normed at the call's end, in
+    chunks of a few hundred bytes here), run on the CPU."""
+    from gradscope.watcher import noise_scale
+
+    monkeypatch.setattr(noise_scale, "HELD_BYTES", 300)
+    monkeypatch.setattr(noise_scale.MicroGrads, "eager_cpu", not held)
     torch.manual_seed(0)
     model = _mlp()
     k, b = 64, 4
