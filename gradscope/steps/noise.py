@@ -63,24 +63,33 @@ class NoisePoint:
     """The moving averages of |G|² and tr(Σ) (tr(Σ) per sample, or per micro-batch)."""
 
 
-def series(steps: Sequence[StepRecord], optimizer: int | None = None) -> list[NoisePoint]:
-    """The smoothed B_simple at every measured step (of one optimizer, when given)."""
-    out: list[NoisePoint] = []
-    grad_sq = trace = weight = 0.0
-    for r in steps:
-        if optimizer is not None and r.optimizer != optimizer:
-            continue
+class Smoother:
+    """The two moving averages of one optimizer's steps, fed as they are read back (the
+    --log writes each step's point as it goes)."""
+
+    def __init__(self) -> None:
+        self.grad_sq = self.trace = self.weight = 0.0
+
+    def add(self, r: StepRecord) -> NoisePoint | None:
+        """The point after step `r`; None where it was not measured."""
         estimate = step_estimate(r)
         if estimate is None or r.skipped:
-            continue
+            return None
         g2, s = estimate
         scale = float(r.batch_samples) if r.batch_samples else 1.0
-        grad_sq = EMA_DECAY * grad_sq + (1 - EMA_DECAY) * g2
-        trace = EMA_DECAY * trace + (1 - EMA_DECAY) * s * scale
-        weight = EMA_DECAY * weight + (1 - EMA_DECAY)
-        b = trace / grad_sq if grad_sq > 0 and trace >= 0 else None
-        out.append(NoisePoint(r.step, b, grad_sq / weight, trace / weight))
-    return out
+        self.grad_sq = EMA_DECAY * self.grad_sq + (1 - EMA_DECAY) * g2
+        self.trace = EMA_DECAY * self.trace + (1 - EMA_DECAY) * s * scale
+        self.weight = EMA_DECAY * self.weight + (1 - EMA_DECAY)
+        ok = self.grad_sq > 0 and self.trace >= 0
+        b = self.trace / self.grad_sq if ok else None
+        return NoisePoint(r.step, b, self.grad_sq / self.weight, self.trace / self.weight)
+
+
+def series(steps: Sequence[StepRecord], optimizer: int | None = None) -> list[NoisePoint]:
+    """The smoothed B_simple at every measured step (of one optimizer, when given)."""
+    smoother = Smoother()
+    points = (smoother.add(r) for r in steps if optimizer is None or r.optimizer == optimizer)
+    return [p for p in points if p is not None]
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,8 @@
 
 - From the first step on, a tensor hook on each tracked parameter and a forward pre-hook
   on each model found (noise_scale.py): each micro-batch's gradient norm and batch size,
-  for the gradient noise scale; zero_grad between micro-batches is noted there.
+  for the gradient noise scale; zero_grad between micro-batches is noted there, and
+  `nn.Module.__getstate__` leaves the hook out of a model the script pickles or copies.
 
 Nothing else here reads a value back to the host: see recorder.py.
 """
@@ -177,6 +178,7 @@ class Interceptor:
         self._patch(torch.autograd, "backward", self._wrap_autograd_backward)
         self._patch(torch.optim.Optimizer, "zero_grad", self._wrap_optimizer_zero_grad)
         self._patch(torch.nn.Module, "zero_grad", self._wrap_module_zero_grad)
+        self._patch(torch.nn.Module, "__getstate__", self.noise.wrap_getstate)
         import torch.nn.utils as utils
         import torch.nn.utils.clip_grad as clip_grad
 

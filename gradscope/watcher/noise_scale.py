@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.utils.hooks import unserializable_hook
 
 from gradscope.distributed.norms import local
 from gradscope.errors import is_own_file
@@ -84,6 +85,7 @@ class MicroGrads:
         self._hooked = 0
         self._roots: list[int] = []
         self._handles: list[Any] = []
+        self._module_hooks: set[int] = set()
         self._index: dict[tuple[int, ...], torch.Tensor] = {}
 
     def attach(self) -> None:
@@ -91,14 +93,33 @@ class MicroGrads:
         params = self.tracked.params
         for pos in range(self._hooked, len(params)):
             if params[pos].requires_grad:
-                self._handles.append(params[pos].register_hook(self._hook(pos)))
+                hook = unserializable_hook(self._hook(pos))  # pickles drop it, silently
+                self._handles.append(params[pos].register_hook(hook))
         self._hooked = len(params)
         for root in self.tracked.roots:
             if id(root) not in self._roots:
                 self._roots.append(id(root))
-                self._handles.append(
-                    root.register_forward_pre_hook(self._forward, with_kwargs=True)
-                )
+                handle = root.register_forward_pre_hook(self._forward, with_kwargs=True)
+                self._handles.append(handle)
+                self._module_hooks.add(handle.id)
+
+    def wrap_getstate(self, original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """`nn.Module.__getstate__` while watched: a model pickled or deep-copied by the
+        script (torch.save(model), an EMA copy) carries none of these hooks."""
+
+        def __getstate__(module: Any) -> Any:
+            state = original(module)
+            if not self._module_hooks or not isinstance(state, dict):
+                return state
+            for key in ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs"):
+                hooks = state.get(key)
+                if hooks and any(k in self._module_hooks for k in hooks):
+                    state[key] = type(hooks)(
+                        (k, v) for k, v in hooks.items() if k not in self._module_hooks
+                    )
+            return state
+
+        return __getstate__
 
     def remove(self) -> None:
         while self._handles:

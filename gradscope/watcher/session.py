@@ -42,6 +42,8 @@ class StepLog:
         self.good = 0
         """Bytes of whole lines written so far."""
         self.failure: str | None = None
+        self.noise: dict[int, Any] = {}
+        """Per optimizer, the noise scale's smoother: each line's `b_simple`."""
 
     def write(self, records: list[StepRecord], names: list[str], params: list[Any]) -> None:
         """A header line when the tracked parameters change: their names, and the dtype
@@ -53,7 +55,7 @@ class StepLog:
         if names != self.names:
             dtype = _main_dtype(params)
             lines.append(json.dumps({"params": list(names), **({"dtype": dtype} if dtype else {})}))
-        lines += [json.dumps(_strict(r.to_dict())) for r in records]
+        lines += [json.dumps(_strict(self._line(r))) for r in records]
         data = ("\n".join(lines) + "\n").encode()
         try:
             if self.file is None:
@@ -66,6 +68,16 @@ class StepLog:
         self.names = list(names)
         self.logged += len(records)
         self.good += len(data)
+
+    def _line(self, r: StepRecord) -> dict[str, Any]:
+        """The step's object, with the smoothed noise scale where it was measured."""
+        out = r.to_dict()
+        if r.micro_batches > 1:
+            from gradscope.steps.noise import Smoother
+
+            point = self.noise.setdefault(r.optimizer, Smoother()).add(r)
+            out["b_simple"] = point.b_simple if point is not None else None
+        return out
 
     def _stop(self, exc: OSError, step: int) -> None:
         self.failure = (

@@ -3,6 +3,7 @@ computes from independent micro-batch gradients at the same (fixed) weights."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -231,3 +232,64 @@ def test_noise_helpers_on_plain_numbers():
     lost = [rec(i, 4.0, 0.9) for i in range(1, 21)]  # |G|² estimate below 0
     (summary,) = noise.summaries(lost, 1)
     assert summary.critical is None and "not resolved" in str(summary.reason)
+
+
+@pytest.mark.slow
+def test_log_tensorboard_and_plot_carry_the_smoothed_series(tmp_path):
+    log = tmp_path / "steps.jsonl"
+    model = _mlp()
+    with gradscope.watch(log=str(log)) as w:
+        _train(model, (8,), 8, 4, steps=15, seed=0)
+    series = {p["step"]: p["b_simple"] for p in w.report.to_dict()["noise_scale"]["series"]}
+    assert sorted(series) == list(range(2, 16)) and all(v > 0 for v in series.values())
+    lines = [json.loads(line) for line in log.read_text().splitlines()[1:]]
+    logged = {x["step"]: x["b_simple"] for x in lines if "b_simple" in x}
+    assert logged == pytest.approx(series, rel=1e-12)
+    assert all(x["micro_batches"] == 4 and x["batch_samples"] == 8 for x in lines[1:])
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gradscope.report import watch_plot
+
+    fig = watch_plot._figure(plt, w.report, 400)
+    panel = next(ax for ax in fig.axes if ax.get_ylabel().startswith("critical batch"))
+    steps, values = panel.get_lines()[0].get_data()
+    assert list(steps) == sorted(series) and list(values) == pytest.approx(
+        [series[s] for s in sorted(series)]
+    )
+    plt.close(fig)
+
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from gradscope.report import tensorboard
+
+    tensorboard.write(w.report, str(tmp_path / "tb"))
+    events = EventAccumulator(str(tmp_path / "tb"), size_guidance={"scalars": 0})
+    events.Reload()
+    written = {e.step: e.value for e in events.Scalars("noise_scale/b_simple")}
+    assert written == pytest.approx(series, rel=1e-6)
+
+
+def test_a_model_pickled_or_copied_while_watched_carries_no_hook(tmp_path):
+    """torch.save(model) and copy.deepcopy (an EMA copy) in the script: no gradscope hook
+    is pickled or copied, and no warning is given about them."""
+    import copy
+    import warnings
+
+    model = _mlp()
+    with gradscope.watch() as w, warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _train(model, (8,), 8, 2, steps=3, seed=0)
+        assert model._forward_pre_hooks and model[0].weight._backward_hooks  # watched
+        torch.save(model, tmp_path / "model.pt")
+        twin = copy.deepcopy(model)
+    assert w.run.steps[-1].micro_batches == 2
+    loaded = torch.load(tmp_path / "model.pt", weights_only=False)
+    for m in (loaded, twin):
+        assert not m._forward_pre_hooks and not m._forward_pre_hooks_with_kwargs
+        assert not m[0].weight._backward_hooks
+    assert not model._forward_pre_hooks and not model[0].weight._backward_hooks  # removed
