@@ -30,8 +30,7 @@ MIN_STEPS = 10
 """Fewer measured steps give no estimate worth stating."""
 
 NEEDS_TWO = (
-    "the noise scale needs >= 2 micro-batches (accumulation) or ranks per step: this run "
-    "has one"
+    "the noise scale needs >= 2 micro-batches (accumulation) or ranks per step: this run has one"
 )
 NOT_ONE_LOSS = (
     "not measured: the backward calls of each step were not micro-batches of one loss "

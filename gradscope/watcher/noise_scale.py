@@ -24,6 +24,7 @@ the watch found), or the one stated.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,6 +82,10 @@ class MicroGrads:
         """False in a data-parallel run (see the module's docstring)."""
         self.ranks: Callable[[], int] = lambda: 1
         self.current: _Call | None = None
+        self._owner = 0
+        """The thread whose backward call `current` is."""
+        self._active: set[int] = set()
+        """Threads inside a top-level backward call: two at once measure nothing."""
         self.last_size: int | None = None
         self._hooked = 0
         self._roots: list[int] = []
@@ -177,19 +182,31 @@ class MicroGrads:
         micro = window.micro
         if micro is None:
             micro = window.micro = MicroWindow()
-        if self.current is not None:  # another thread's call is under way
-            self.current.window.bad = micro.bad = "backward calls ran at the same time"
+        me = threading.get_ident()
+        self._active.add(me)
+        if len(self._active) > 1:  # another thread's call is under way: its hooks fire too
+            micro.bad = "backward calls ran at the same time"
+            if self.current is not None:
+                self.current.window.bad = micro.bad
+            self.current = None
+            return
         micro.sites.add(_site())
         micro.sizes.add(self.batch_size or self.last_size)
         self.last_size = None
         scale = getattr(scaler, "_scale", None) if scaler is not None else None
         enabled = scaler is not None and scaler.is_enabled()
         self.current = _Call(micro, scale if enabled and isinstance(scale, torch.Tensor) else None)
+        self._owner = me
 
     def end(self) -> None:
         """The call ended: its per-parameter squared norms, added on the device."""
-        call, self.current = self.current, None
-        if call is None or call.window.bad:
+        me = threading.get_ident()
+        self._active.discard(me)
+        call = self.current
+        if call is None or self._owner != me:
+            return
+        self.current = None
+        if call.window.bad:
             return
         params = self.tracked.params
         fresh = [(i, params[i].grad) for i in call.fresh]
