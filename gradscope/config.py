@@ -126,6 +126,12 @@ class Thresholds:
     """GS417 (watch): a parameter that had gradients and then got none (None or zero) for
     at least this many of its optimizer's last steps, and 4× longer than any gap it had
     while learning (an MoE expert skips steps), stopped learning."""
+    noise_scale_factor: float = 10.0
+    """GS430 (watch, info): the run's batch this many times above or below the critical
+    batch size B_simple, beyond the estimate's two standard errors. An order of magnitude:
+    B_simple itself only estimates the critical batch to within several times, and in the
+    paper's model a batch r times B_crit needs (1 + r)× the minimum samples and (1 + 1/r)×
+    the minimum steps, so at 10× either way one of them is 11× its least."""
 
     @classmethod
     def keys(cls) -> list[str]:

@@ -477,6 +477,15 @@ TABLE.update(
                 "zero_grad() before backward() or after step()",
             ),
             TableRow(
+                "batch-size",
+                "the batch is far larger or smaller than the gradient noise makes useful",
+                "a batch far above the critical batch size averages away noise that was "
+                "already small (samples wasted); far below it, each step follows noise "
+                "(steps wasted, parallelism left unused)",
+                "move the batch (micro-batches x accumulation x ranks) toward the critical "
+                "batch size, retuning the learning rate with it",
+            ),
+            TableRow(
                 "clip-scaled",
                 "gradient clipping under GradScaler has no sensible threshold",
                 "clip_grad_norm_ ran on gradients still multiplied by the loss scale",

@@ -115,6 +115,16 @@ def watch(
             help="Read statistics back from the device every N steps.",
         ),
     ] = 10,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            "--batch-size",
+            metavar="N",
+            min=1,
+            help="Samples in one micro-batch (per rank), for the critical batch size; "
+            "default: the leading dimension of the model's first input.",
+        ),
+    ] = None,
     width: clikit.WidthOpt = None,
     against: Annotated[
         str | None,
@@ -219,6 +229,7 @@ def watch(
                 update_every=update_every,
                 flush_every=flush_every,
                 hang_timeout=hang_timeout,
+                batch_size=batch_size,
             )
         if compared is not None and report.judged:
             report = compared.joined(report, settings)

@@ -2,7 +2,8 @@
 
 Per step, as scalars: the loss, the total gradient norm (and after clipping), the first
 param group's learning rate, the loss scale, the update norm where sampled, and every
-parameter's gradient norm under `grad_norm/layers/`; with several optimizers each has
+parameter's gradient norm under `grad_norm/layers/`, and the smoothed critical batch
+size `noise_scale/b_simple` at each measured step (steps/noise.py); with several optimizers each has
 its own `optimizer N/` prefix (a GAN's two losses are different quantities). The
 per-layer series are the report's: every step of a run that fits its bound, an evenly
 spaced subset beyond (docs/json-schema.md; --log keeps every step). Each
@@ -16,6 +17,7 @@ import importlib.util
 from typing import TYPE_CHECKING
 
 from gradscope.errors import GradscopeError
+from gradscope.steps import noise
 
 if TYPE_CHECKING:
     from gradscope.watcher.report import WatchReport
@@ -55,6 +57,11 @@ def write(report: WatchReport, directory: str) -> None:
             for name, norm in zip(names, r.param_norms if r.detail else (), strict=False):
                 if norm is not None:
                     events.add_scalar(f"grad_norm/layers/{name}", norm, r.step)
+        for s in report.noise:
+            prefix = f"optimizer {s.optimizer}/" if several else ""
+            for point in noise.series(run.steps, s.optimizer) if s.steps else ():
+                if point.b_simple is not None:
+                    events.add_scalar(prefix + "noise_scale/b_simple", point.b_simple, point.step)
         last = run.steps[-1].step if run.steps else 0
         for f in report.findings:
             text = f"**{f.severity} {f.rule} {f.slug}** {f.subject}: {f.message}\n\n{f.advice}"

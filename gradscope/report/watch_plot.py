@@ -11,6 +11,8 @@ import math
 from gradscope.errors import GradscopeError
 from gradscope.report.watch_groups import binned_max, bins, group_norm, layer_groups
 from gradscope.report.watch_marks import marks
+from gradscope.steps import noise
+from gradscope.steps.noise import NoiseSummary
 from gradscope.steps.records import StepRecord
 from gradscope.watcher.report import WatchReport
 
@@ -60,13 +62,16 @@ def _figure(plt, report: WatchReport, columns: int):
         row = binned_max(held, columns)
         grid.append([math.log10(v) if v and math.isfinite(v) and v > 0 else math.nan for v in row])
     height = 2.2 + 0.28 * len(groups)
-    fig, (ax_map, ax_loss, ax_norm) = plt.subplots(
-        3,
+    measured = [s for s in report.noise if s.steps]
+    panels = [height, 1.8, 1.8] + ([1.8] * bool(measured))
+    fig, axes = plt.subplots(
+        len(panels),
         1,
-        figsize=(11, height + 3.6),
+        figsize=(11, sum(panels)),
         sharex=True,
-        gridspec_kw={"height_ratios": [height, 1.8, 1.8]},
+        gridspec_kw={"height_ratios": panels},
     )
+    ax_map, ax_loss, ax_norm = axes[:3]
     lo, hi = numbers[cuts[0][0]] - 0.5, numbers[cuts[-1][-1]] + 0.5
     image = ax_map.imshow(
         grid,
@@ -113,7 +118,9 @@ def _figure(plt, report: WatchReport, columns: int):
     if all(r.grad_norm > 0 for r in steps if math.isfinite(r.grad_norm)):
         ax_norm.set_yscale("log")
     ax_norm.set_ylabel("grad norm")
-    ax_norm.set_xlabel("optimizer step")
+    if measured:
+        _noise_panel(axes[3], report, measured)
+    axes[-1].set_xlabel("optimizer step")
     by_step = {r.step: r for r in steps}
     for m in marks(report):
         marker, color = MARKER.get(m.symbol, ("o", "red"))
@@ -135,6 +142,32 @@ def _figure(plt, report: WatchReport, columns: int):
     ax_norm.legend(loc="upper right", fontsize=7, ncol=3)
     fig.tight_layout()
     return fig
+
+
+def _noise_panel(ax, report: WatchReport, measured: list[NoiseSummary]) -> None:
+    """The smoothed B_simple over the steps, and the batch the run uses."""
+    several = len(measured) > 1
+    for s in measured:
+        points = noise.series(report.run.steps, s.optimizer)
+        color = COLORS[s.optimizer % len(COLORS)] if several else "tab:purple"
+        whose = f": {report.optimizer_label(s.optimizer)}" if several else ""
+        ax.plot(
+            [p.step for p in points],
+            [p.b_simple if p.b_simple is not None else math.nan for p in points],
+            lw=0.9,
+            color=color,
+            label=f"B_simple (smoothed){whose}",
+        )
+        if s.batch is not None:
+            ax.axhline(
+                s.batch, color=color, lw=0.8, ls="--", label=f"this run's batch ({s.batch:g})"
+            )
+        if s.critical is not None:
+            span = f"steps {s.first_step}-{s.last_step}: ≈ {s.critical:.3g}"
+            ax.axvspan(s.first_step, s.last_step, color=color, alpha=0.06, label=span)
+    ax.set_yscale("log")
+    ax.set_ylabel(f"critical batch\n({measured[0].unit})", fontsize=8)
+    ax.legend(loc="upper left", fontsize=7)
 
 
 COLORS = ("tab:blue", "tab:red", "tab:purple", "tab:brown", "tab:olive", "tab:cyan")

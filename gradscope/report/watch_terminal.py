@@ -94,6 +94,10 @@ def _summary(report: WatchReport, console: Console) -> None:
             )
     elif report.judged:
         layout.field(console, "steps", _loss_and_norm(s))
+    if report.judged:
+        for i, n in enumerate(report.noise):
+            line = n.line().removeprefix("noise scale: ")
+            layout.field(console, "" if i else "noise", (line, "" if n.critical else "dim"))
     for i, note in enumerate(s["notes"]):  # a distributed run's are a table: kept aligned
         layout.field(console, "" if i else "notes", (note, "dim"))
 

@@ -3,14 +3,21 @@
 The watcher records a run (gradscope/steps/) and calls `judge` once at its end; the
 views read the findings (and the steps each is about), never the rules. Each rule is
 declared with `@rule(..., Stage.WATCH, ...)` on its check (rules/registry.py) in
-steps.py, step_setup.py or step_meaning.py; importing them here declares them.
+steps.py, step_setup.py, step_meaning.py or step_batch.py; importing them here declares
+them.
 """
 
 from __future__ import annotations
 
 from gradscope.config import Settings, Thresholds
 from gradscope.findings import Finding
-from gradscope.rules import causes, step_meaning, step_setup, steps  # noqa: F401  (declare)
+from gradscope.rules import (  # noqa: F401  (declare)
+    causes,
+    step_batch,
+    step_meaning,
+    step_setup,
+    steps,
+)
 from gradscope.rules.registry import Stage, checks
 from gradscope.steps.records import WatchRun
 

@@ -73,6 +73,19 @@ class StepRecord:
     detail: bool = True
     """param_norms and update_ratios are this step's; False where a long run's report
     did not keep them (empty and None then: see step_store.py; the --log has them)."""
+    micro_batches: int = 0
+    """K: the micro-batch gradients (backward calls, over every data-parallel rank) whose
+    norms were measured before they were summed into this step's gradient; 0: none
+    (steps/noise.py)."""
+    micro_sq: float | None = None
+    """The mean over those K gradients of |g_j|², each scaled so that their mean is the
+    step's gradient (the stepping optimizer's parameters): the small-batch squared norm
+    of the noise scale. None: not measured."""
+    batch_samples: int | None = None
+    """Samples in one micro-batch (the inputs' leading dimension, or as stated)."""
+    micro_param_sq: tuple[float, ...] = ()
+    """Per tracked parameter, its part of `micro_sq` (-1: none): read by the store's
+    per-layer noise scale, not kept."""
 
     @classmethod
     def stored(cls, fields: dict[str, Any]) -> StepRecord:
@@ -114,6 +127,9 @@ class StepRecord:
             "norm_type": self.norm_type,
             "clip_scale": self.clip_scale,
             "zeroed": self.zeroed,
+            "micro_batches": self.micro_batches,
+            "micro_sq": self.micro_sq,
+            "batch_samples": self.batch_samples,
         }
         if series:
             out["param_norms"] = list(self.param_norms) if self.detail else None

@@ -21,12 +21,13 @@ from contextlib import contextmanager
 from typing import Any, overload
 
 from gradscope.steps.detail import DETAIL_STEPS, NO_GRAD, Decimated, Row
+from gradscope.steps.noise import LayerNoise
 from gradscope.steps.step_record import StepRecord
 from gradscope.steps.tensor_track import TensorTrack
 
 _LOSS, _SKIPPED, _CLIPPED, _MAX, _SCALE, _CARRIED = 1, 2, 4, 8, 16, 32
 _UPDATE, _SCALED_CLIP, _TOTAL, _NORM_TYPE, _CLIP_SCALE = 64, 128, 256, 512, 1024
-_ZEROED = 2048
+_ZEROED, _MICRO_SQ, _SAMPLES = 2048, 4096, 8192
 
 JUMPS_KEPT = 16
 """Per optimizer, the steps whose gradient norm rose most above the median of the
@@ -44,6 +45,8 @@ _OPTIONAL = (  # (flag, StepRecord field) of the float fields that may be None
     (_TOTAL, "clip_total"),
     (_NORM_TYPE, "norm_type"),
     (_CLIP_SCALE, "clip_scale"),
+    (_MICRO_SQ, "micro_sq"),
+    (_SAMPLES, "batch_samples"),
 )
 
 
@@ -56,6 +59,7 @@ class StepStore(Sequence[StepRecord]):
         self._step = array("q")
         self._optimizer = array("i")
         self._calls = array("q")
+        self._micro = array("q")
         self._flags = array("H")
         self._grad_norm = array("d")
         self._time = array("d")
@@ -77,6 +81,8 @@ class StepStore(Sequence[StepRecord]):
         """Per optimizer, a min-heap of (norm / recent median, store index)."""
         self._held: list[StepRecord] | None = None
         """While `held()`: every step's record, built once for the rules' many passes."""
+        self.noise = LayerNoise()
+        """Per tensor, the moving averages of the noise scale's two estimates."""
 
     @classmethod
     def of(
@@ -113,6 +119,7 @@ class StepStore(Sequence[StepRecord]):
         self._step.append(r.step)
         self._optimizer.append(r.optimizer)
         self._calls.append(r.backward_calls)
+        self._micro.append(r.micro_batches)
         self._flags.append(flags)
         self._grad_norm.append(r.grad_norm)
         self._time.append(r.time_s)
@@ -127,6 +134,7 @@ class StepStore(Sequence[StepRecord]):
         if row.ratios is not None:
             self.sampled.offer(index, r.optimizer, row)
         if not r.skipped:
+            self.noise.add(r)
             self.track.add(r.step, r.optimizer, norms)
             self._keep_jump(index, r)
 
@@ -242,6 +250,8 @@ class StepStore(Sequence[StepRecord]):
             grad_norm=self._grad_norm[i],
             lrs=tuple(self._lrs[at : at + self._lr_count[i]]),
             backward_calls=self._calls[i],
+            micro_batches=self._micro[i],
+            micro_param_sq=(),
             skipped=bool(flags & _SKIPPED),
             param_norms=norms,
             update_ratios=ratios,
@@ -250,6 +260,8 @@ class StepStore(Sequence[StepRecord]):
             zeroed=bool(flags & _ZEROED),
             detail=row is not None,
         )
+        if fields["batch_samples"] is not None:
+            fields["batch_samples"] = int(fields["batch_samples"])
         return StepRecord.stored(fields)
 
 

@@ -16,6 +16,8 @@ Stages (collect → plain data → rules → render), one module each:
                 global ones (e.g. `dist.all_reduce(t, SUM)` over FSDP shards). A
                 different sink for records is `Recorder(on_records=fn)`.
 - measure.py    `Measure`: gradient/update norm vectors of the tracked parameters.
+- noise_scale.py `MicroGrads`: each micro-batch's gradient norm (tensor hooks), the
+                small batch of the gradient noise scale (gradscope/steps/noise.py).
 - discover.py   which optimizers and modules the script trains, and parameter names.
 - gradscope/steps/ the plain data it produces, below the rules: `StepRecord`,
                 `ParamInfo`, `WatchRun` (records.py) and the `StepStore` that holds
@@ -31,10 +33,11 @@ Stages (collect → plain data → rules → render), one module each:
 
 - check.py      the `[[watch]]` entries of `gradscope check`.
 
-Rules: gradscope/rules/steps.py and step_setup.py (GS401-GS417). Views, beside the
-renderers that draw them: gradscope/report/watch_terminal.py, watch_plot.py,
-watch_groups.py (layer groups), watch_marks.py (the steps the findings name:
-`Finding.steps`, no rule run again); JSON is `WatchReport.to_dict()`.
+Rules: gradscope/rules/steps.py, step_setup.py, step_meaning.py and step_batch.py
+(GS401-GS430). Views, beside the renderers that draw them:
+gradscope/report/watch_terminal.py, watch_plot.py, watch_groups.py (layer groups),
+watch_marks.py (the steps the findings name: `Finding.steps`, no rule run again); JSON
+is `WatchReport.to_dict()`.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ def watch(**options: Any) -> Any:
 
     Options: settings, steps (stop after N optimizer steps), log (a JSONL path),
     update_every (update/weight ratios at each of the first 100 steps, then every N),
-    label.
+    label, batch_size (samples per micro-batch, for the noise scale: seen from the
+    model's input when not given).
     """
     from gradscope.watcher.session import Watcher
 

@@ -92,6 +92,10 @@ class DistributedWatch:
         if self.session is not None:  # the steps the rank took, whatever wraps the model
             self.session.step_counter = lambda: int(watcher.interceptor.steps)
         watcher.recorder.finalise = self.finalise
+        noise = getattr(watcher.interceptor, "noise", None)
+        if noise is not None:  # the reduction rewrites `.grad` within the backward call
+            noise.fresh_ok = False
+            noise.ranks = self._replicas
         add = watcher.recorder.add
 
         def add_step(step: Any) -> None:
@@ -183,6 +187,13 @@ class DistributedWatch:
             raise
         return torch.where(mask & present, summed.to(squares.device), squares)
 
+    def _replicas(self) -> int:
+        """Ranks whose gradients DDP averages (1 until a DDP model is found)."""
+        session = self.session
+        if session is None or session.layout != "DDP" or session.rank is None:
+            return 1
+        return int(session.rank.world)
+
     def conclude(self, report: WatchReport, settings: Settings) -> WatchReport:
         """The watch report with the cross-rank findings; collectives only after a clean end."""
         from gradscope.distributed.context import RankTimeout
@@ -245,6 +256,11 @@ class DistributedWatch:
         summary = render_text(replace(dist, findings=[])).rstrip("\n").splitlines()
         summary = [line for line in summary if line != "no distributed findings"]
         summary.append("per step: loss of rank 0's own batch, norms of the synced gradients")
+        if session.layout == "FSDP2":
+            summary.append(
+                "noise scale: not measured under FSDP2 (each rank's gradient before the "
+                "reduce-scatter is not its parameters' own)"
+            )
         merged = _merged(report, dist.findings, tuple(summary), settings)
         return replace(merged, distributed=dist.summary())
 

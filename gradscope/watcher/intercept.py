@@ -49,6 +49,11 @@
   recording with a note, and --steps reached there stops the recording, and the script
   at the next hook its watching thread reaches.
 
+- From the first step on, a tensor hook on each tracked parameter and a forward pre-hook
+  on each model found (noise_scale.py): each micro-batch's gradient norm and batch size,
+  for the gradient noise scale; zero_grad between micro-batches is noted there, and
+  `nn.Module.__getstate__` leaves the hook out of a model the script pickles or copies.
+
 Nothing else here reads a value back to the host: see recorder.py.
 """
 
@@ -63,6 +68,7 @@ import torch
 
 from gradscope.watcher import discover, loss_graph, updates
 from gradscope.watcher.measure import Measure, norms
+from gradscope.watcher.noise_scale import MicroGrads
 from gradscope.watcher.optim_settings import SettingsHistory
 from gradscope.watcher.recorder import PendingStep, Recorder
 from gradscope.watcher.threads import Threads, ThreadState, Window
@@ -127,7 +133,11 @@ class Interceptor:
     """The state the hooks share while one run is watched."""
 
     def __init__(
-        self, recorder: Recorder, update_every: int = 25, max_steps: int | None = None
+        self,
+        recorder: Recorder,
+        update_every: int = 25,
+        max_steps: int | None = None,
+        batch_size: int | None = None,
     ) -> None:
         self.recorder = recorder
         self.update_every = max(1, update_every)
@@ -154,6 +164,8 @@ class Interceptor:
         self._undo: list[Callable[[], None]] = []
         self.measure = Measure(self.tracked)
         self.updates = updates.Updates(self.measure, self.notes)
+        self.noise = MicroGrads(self.tracked, batch_size)
+        """Each micro-batch's gradient norm: the noise scale's small batch."""
         self._resets: dict[int, _Reset] = {}
         self._trained_cache: dict[int, tuple[tuple[int, ...], list[torch.Tensor]]] = {}
         self._stepped_by: dict[int, set[int]] = {}
@@ -183,6 +195,7 @@ class Interceptor:
         self._patch(torch.autograd, "backward", self._wrap_autograd_backward)
         self._patch(torch.optim.Optimizer, "zero_grad", self._wrap_optimizer_zero_grad)
         self._patch(torch.nn.Module, "zero_grad", self._wrap_module_zero_grad)
+        self._patch(torch.nn.Module, "__getstate__", self.noise.wrap_getstate)
         import torch.nn.utils as utils
         import torch.nn.utils.clip_grad as clip_grad
 
@@ -200,6 +213,7 @@ class Interceptor:
         """Undo every hook and wrapper; a thread still inside one records nothing more."""
         with self.threads.lock:
             self._off = True
+        self.noise.remove()
         while self._undo:
             self._undo.pop()()
 
@@ -306,6 +320,7 @@ class Interceptor:
             window.leaves.update(id(t) for t in discover.graph_leaves(roots))
         scaled = next((x for x in here.scaled if x[0] is tensor), None)
         here.scaled_by = None if scaled is None else scaled[2]
+        self.noise.begin(window, here.scaled_by)
         if tensor is None or gradient is not None or tensor.numel() != 1:
             window.loss_known = False
             return
@@ -318,6 +333,7 @@ class Interceptor:
         window.loss = value if window.loss is None else window.loss + value
 
     def _after_backward(self, here: ThreadState, roots: list[torch.Tensor]) -> None:
+        self.noise.end()
         idle = here.current is None and here.stepping is None
         if not self._optimizer_stepped and not here.quiet and idle:
             manual = self._manual
@@ -415,6 +431,7 @@ class Interceptor:
                 return (p for g in optimizer.param_groups for p in g["params"])
 
             self._safely(here, lambda: self._resetting(here, params))
+            self._safely(here, lambda: self.noise.reset(here.window, params))
             out = original(optimizer, *args, **kw)
             self._safely(here, lambda: self._reset_seen(optimizer))
             return out
@@ -432,6 +449,7 @@ class Interceptor:
             if here is None:
                 return original(module, *args, **kw)
             self._safely(here, lambda: self._resetting(here, module.parameters))
+            self._safely(here, lambda: self.noise.reset(here.window, module.parameters))
             out = original(module, *args, **kw)
             self._safely(here, lambda: self._module_reset(module))
             return out
@@ -773,9 +791,18 @@ class Interceptor:
             members=self._members(optimizer),
             zeroed=zeroed is not None,
         )
+        self._micro(here.current, window)
         if not skipped and updates.sampled(self.steps + 1, self.update_every):
             params = [p for g in optimizer.param_groups for p in g["params"]]
             here.snapshot = (params, self.updates.before(optimizer, params))
+
+    def _micro(self, step: PendingStep, window: Window) -> None:
+        """The micro-batch gradients the step's window measured; hooks on parameters
+        found since."""
+        taken = self.noise.take(window)
+        if taken is not None:
+            step.micro, step.micro_calls, step.micro_ranks, step.batch_samples = taken
+        self.noise.attach()
 
     def _clip_is_for(self, here: ThreadState, optimizer: Any) -> bool:
         """The thread's clip goes to each optimizer that steps a parameter it touched

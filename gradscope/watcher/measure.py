@@ -23,7 +23,7 @@ def accumulation(device: torch.device) -> torch.dtype:
     return torch.float32 if device.type == "mps" else torch.float64
 
 
-def _real(t: torch.Tensor) -> torch.Tensor:
+def as_real(t: torch.Tensor) -> torch.Tensor:
     if t.is_sparse:
         t = t.coalesce().values()
     if t.is_complex():
@@ -41,7 +41,7 @@ def norms(tensors: list[torch.Tensor], ord: float = 2.0) -> list[torch.Tensor]:
     and only the norms that overflowed or underflowed (inf, or 0) are taken again in
     float64.
     """
-    dense = [_real(local(t).detach()) for t in tensors]
+    dense = [as_real(local(t).detach()) for t in tensors]
     if not dense:
         return []
     device = dense[0].device

@@ -21,7 +21,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -68,6 +68,14 @@ class PendingStep:
     did not clip) is theirs; None: all."""
     zeroed: bool = False
     """A zero_grad cleared the gradients after the step's backward calls, before it."""
+    micro: torch.Tensor | None = None
+    """[P] Σ over this rank's micro-batch gradients of each parameter's squared norm
+    (noise_scale.py); None: not measured."""
+    micro_calls: int = 0
+    """The backward calls `micro` sums over."""
+    micro_ranks: int = 1
+    """Data-parallel ranks whose gradients the step's gradient averages (DDP)."""
+    batch_samples: int | None = None
 
 
 Finaliser = Callable[[torch.Tensor], torch.Tensor]
@@ -127,8 +135,12 @@ class Recorder:
         if self.finalise is not None:
             sq = self.finalise(sq)
         parts = [sq.reshape(-1)] + [_scalars(p, device) for p in pending]
+        micro = [_pad(p.micro, width, device) for p in pending if p.micro is not None]
+        parts += micro  # the noise scale's micro-batch sums (noise_scale.py)
         values = torch.cat([t.double() for t in parts]).tolist()
         records = _records(pending, values, width)
+        if micro:
+            records = _with_micro(records, pending, values[-len(micro) * width :], width)
         self.records.extend(records)
         self.pending = []
         if self.on_records is not None:
@@ -257,6 +269,44 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
                 norm_type=p.norm_type if p.max_norm is not None or clip_total is not None else None,
                 clip_scale=_none_if_nan(clip_scale) if p.scaled_clip else None,
                 zeroed=p.zeroed,
+            )
+        )
+    return out
+
+
+def _with_micro(
+    records: list[StepRecord], pending: list[PendingStep], values: list[float], width: int
+) -> list[StepRecord]:
+    """The records with the noise scale's numbers (steps/noise.py). `values`: a [P] row
+    of this process's micro-batch sums per step that has one. Its k micro-batch gradients
+    h_i, times k, average with the other ranks' to the step's gradient (DDP averages
+    over W ranks): K = k·W of them, and this rank's k are an unbiased sample of
+    |g_j|², mean k·Σ|h_i|² (no collective: rank 0 reports)."""
+    rows = iter(range(0, len(values), width))
+    out = []
+    for r, p in zip(records, pending, strict=True):
+        if p.micro is None:
+            out.append(r)
+            continue
+        at = next(rows)
+        present = [v is not None for v in r.param_norms]
+        per = tuple(
+            p.micro_calls * v if seen else NO_GRAD
+            for v, seen in zip(values[at : at + width], present, strict=False)
+        )
+        own = range(len(per)) if p.members is None else p.members
+        total = p.micro_calls * p.micro_ranks
+        micro_sq = sum(per[j] for j in own if j < len(per) and per[j] >= 0)
+        if total < 2:
+            out.append(r)
+            continue
+        out.append(
+            replace(
+                r,
+                batch_samples=p.batch_samples,
+                micro_batches=total,
+                micro_sq=micro_sq,
+                micro_param_sq=per,
             )
         )
     return out

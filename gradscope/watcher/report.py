@@ -5,12 +5,15 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from gradscope.config import Settings
 from gradscope.errors import ExitCode
 from gradscope.findings import Finding, Severity, split_ignored
 from gradscope.outcome import Outcome
+from gradscope.steps import noise
+from gradscope.steps.noise import NoiseSummary
 from gradscope.steps.records import MANUAL, WatchRun
 
 WATCH_SCHEMA_VERSION = 1
@@ -115,6 +118,28 @@ class WatchReport:
     def optimizer_label(self, index: int) -> str:
         return self.run.optimizer_label(index)
 
+    @cached_property
+    def noise(self) -> list[NoiseSummary]:
+        """The critical batch size of each optimizer measured (or why there is none)."""
+        return noise.summaries(self.run.steps, max(1, len(self.run.optimizers)))
+
+    def noise_document(self) -> dict[str, Any]:
+        """The JSON's `noise_scale`: the summaries, the smoothed series, per module."""
+        out: dict[str, Any] = {"summaries": [s.to_dict() for s in self.noise]}
+        out["series"] = [
+            {"optimizer": s.optimizer, "step": p.step, "b_simple": p.b_simple}
+            for s in self.noise
+            if s.steps
+            for p in noise.series(self.run.steps, s.optimizer)
+        ]
+        layers = self.run.store.noise
+        measured = next((s for s in self.noise if s.optimizer == layers.optimizer), None)
+        scale = 1.0
+        if measured is not None and measured.unit == "samples" and measured.micro_batches:
+            scale = (measured.batch or 0) / measured.micro_batches
+        out["layers"] = noise.by_layer(self.run.names(), layers.grad_sq, layers.trace, scale)
+        return out
+
     def per_optimizer(self) -> list[dict[str, Any]]:
         """One entry per optimizer (by index): its steps, loss and gradient norm. The
         losses of two optimizers (a GAN's D and G) are different quantities."""
@@ -172,6 +197,7 @@ class WatchReport:
             "nothing_judged": self.nothing_judged(),
             "counts": counts,
             "notes": list(self.run.notes),
+            "noise_scale": [n.to_dict() for n in self.noise],
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -199,6 +225,7 @@ class WatchReport:
                 for p in self.run.params
             ],
             "steps": [r.to_dict() for r in self.run.steps],
+            "noise_scale": self.noise_document(),
             **({"distributed": self.distributed} if self.distributed is not None else {}),
         }
 

@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 
 from gradscope.config import Settings
 from gradscope.errors import Terminated
+from gradscope.steps.noise import Smoother
 from gradscope.steps.records import ParamInfo, StepRecord, WatchRun
 from gradscope.watcher.report import WatchReport
 
@@ -44,6 +45,8 @@ class StepLog:
         self.failure: str | None = None
         self.last_step: int | None = None
         """The last step written whole."""
+        self.noise: dict[int, Any] = {}
+        """Per optimizer, the noise scale's smoother: each line's `b_simple`."""
 
     def write(self, records: list[StepRecord], names: list[str], params: list[Any]) -> None:
         """A header line when the tracked parameters change: their names, and the dtype
@@ -55,7 +58,7 @@ class StepLog:
         if names != self.names:
             dtype = _main_dtype(params)
             lines.append(json.dumps({"params": list(names), **({"dtype": dtype} if dtype else {})}))
-        lines += [json.dumps(_strict(r.to_dict())) for r in records]
+        lines += [json.dumps(_strict(self._line(r))) for r in records]
         data = ("\n".join(lines) + "\n").encode()
         try:
             if self.file is None:
@@ -69,6 +72,14 @@ class StepLog:
         self.logged += len(records)
         self.last_step = records[-1].step
         self.good += len(data)
+
+    def _line(self, r: StepRecord) -> dict[str, Any]:
+        """The step's object, with the smoothed noise scale where it was measured."""
+        out = r.to_dict()
+        if r.micro_batches > 1:
+            point = self.noise.setdefault(r.optimizer, Smoother()).add(r)
+            out["b_simple"] = point.b_simple if point is not None else None
+        return out
 
     def _stop(self, exc: OSError, step: int) -> None:
         self.failure = (
@@ -123,8 +134,11 @@ class Watcher:
         update_every: int = 25,
         flush_every: int = 10,
         argv: tuple[str, ...] | None = None,
+        batch_size: int | None = None,
     ) -> None:
         self.label = label
+        self.batch_size = batch_size
+        """Samples per micro-batch, as stated (the noise scale's unit); None: seen."""
         self.argv = argv
         self.settings = settings or Settings()
         self.steps = steps
@@ -142,7 +156,9 @@ class Watcher:
         self._pid = os.getpid()
         self._log = StepLog(self.log_path) if self.log_path else None
         self.recorder = Recorder(self.flush_every, on_records=self._logged)
-        self.interceptor = Interceptor(self.recorder, self.update_every, self.steps)
+        self.interceptor = Interceptor(
+            self.recorder, self.update_every, self.steps, self.batch_size
+        )
         self._started = time.perf_counter()
         self.interceptor.install()
         return self

@@ -36,6 +36,8 @@ class Window:
     """A helper thread's: ids of the leaf tensors its backward calls reach."""
     loss_kind: Any = None
     """The first backward's `LossKind`, where it was read (loss_graph.py)."""
+    micro: Any = None
+    """Its micro-batch gradients (noise_scale.MicroWindow); None: none measured."""
 
     def add(self, other: Window) -> None:
         """`other`'s backward calls belong to the same step."""

@@ -230,3 +230,28 @@ def test_a_rank_that_dies_after_rank_0s_last_step_makes_the_run_crashed(tmp_path
     assert summary["where"] is None and summary["traceback"] is None  # not rank 0's
     assert any(n.startswith("rank 1 died: ") for n in summary["notes"])
     assert "gradscope: error: rank 0: the script died on rank 1: " in proc.stderr
+
+
+NOISE = os.path.join(SCRIPTS, "noise_ddp_train.py")
+
+
+def test_ddp_noise_scale_small_batch_is_rank_0s_own_micro_batches(tmp_path):
+    """Two ranks with different data, 2 micro-batches each (no_sync): the step's small
+    batch is rank 0's own micro gradient, before DDP averages; the big one the averaged
+    gradient of 2 x 2 micro-batches."""
+    seen_path = tmp_path / "seen.json"
+    proc, doc = watch_json(tmp_path, NOISE, "--out", str(seen_path))
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    seen = json.loads(seen_path.read_text())
+    steps = doc["steps"]
+    assert len(steps) == len(seen) == 12
+    assert steps[0]["micro_batches"] == 0  # the hooks go on at the first step
+    for r, s in zip(steps[1:], seen[1:], strict=True):
+        assert r["micro_batches"] == 4 and r["batch_samples"] == 8
+        assert r["micro_sq"] == pytest.approx(s["micro_sq"], rel=1e-5)
+        assert r["grad_norm"] ** 2 == pytest.approx(s["grad_sq"], rel=1e-5)
+        assert s["apart"] > 0.1 * s["local_sq"]  # the ranks' gradients differ
+    (summary,) = doc["summary"]["noise_scale"]
+    assert summary["micro_batches"] == 4 and summary["batch"] == 32
+    assert summary["steps"] == 11 and summary["critical_batch"] is not None
+    assert len(doc["noise_scale"]["series"]) == 11

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 VERDICTS = "tests/watcher/test_watch_verdicts.py"
 SERIES = "tests/watcher/test_watch_rules_series.py"
 MEANING = "tests/watcher/test_watch_meaning.py"
+NOISE = "tests/watcher/test_noise_scale.py"
 
 FIRES = {
     "GS401": (VERDICTS, "test_non_finite_names_the_step_and_the_first_parameters"),
@@ -45,6 +46,10 @@ FIRES = {
     "GS422": (
         MEANING,
         "test_zero_grad_between_backward_and_step_is_named_and_step_one_has_its_loss",
+    ),
+    "GS430": (
+        NOISE,
+        "test_a_batch_far_above_the_critical_batch_is_information_and_a_near_one_is_not",
     ),
 }
 """Rule id → a test that makes it fire (on a real script or a run shaped like one)."""

@@ -70,3 +70,46 @@ def test_fp16_grad_scaler_on_cuda(fused):
     for r, n in zip(steps, true_norms, strict=True):
         if not r.skipped:
             assert r.grad_norm == pytest.approx(n.item(), rel=1e-5)
+
+
+def test_noise_scale_on_cuda_without_host_sync():
+    """Gradient accumulation under GradScaler on CUDA: the micro-batch norms are taken
+    and unscaled on the device with no sync in the steps, and agree with the CPU's
+    arithmetic on the same gradients."""
+    torch.manual_seed(0)
+    model, batch = make_gpt(GPTConfig(layers=2))
+    model.cuda()
+    batch = {k: v.cuda() for k, v in batch.items()}
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cuda", init_scale=2.0**12)
+    k, seen = 4, []
+
+    def step(check: bool) -> None:
+        for _ in range(k):
+            scaler.scale(model(**batch).loss / k).backward()
+            if check:  # the brute-force reference, only outside the sync check
+                grads = [p.grad.double() / scaler.get_scale() for p in model.parameters()]
+                seen.append(grads)
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+
+    step(False)
+    with gradscope.watch(flush_every=1000) as w:
+        step(False)  # the first step finds the model and attaches the hooks
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            for _ in range(3):
+                step(False)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        step(True)
+    records = list(w.run.steps)
+    assert [r.micro_batches for r in records] == [0, k, k, k, k]
+    running = seen  # .grad after each micro-batch: differences are the micro gradients
+    micro = [
+        sum(float((b - a).square().sum()) for a, b in zip(prev, cur, strict=True))
+        for prev, cur in zip([[g * 0 for g in running[0]], *running[:-1]], running, strict=True)
+    ]
+    assert records[-1].micro_sq == pytest.approx(k * sum(micro), rel=1e-4)

@@ -1,0 +1,87 @@
+"""GS430: the batch per optimizer step against the critical batch size the gradient noise
+scale estimates (steps/noise.py). Information, never a warning: B_simple is an order-of-
+magnitude estimate, and a batch off it trades steps for samples, it breaks nothing.
+No torch."""
+
+from __future__ import annotations
+
+from gradscope.config import Thresholds
+from gradscope.findings import RULES, Finding, Severity
+from gradscope.fmt import num
+from gradscope.rules.registry import Stage, rule
+from gradscope.rules.step_common import about
+from gradscope.steps import noise
+from gradscope.steps.records import WatchRun
+
+
+@rule(
+    "GS430",
+    "batch-vs-noise-scale",
+    Severity.INFO,
+    "batch-size",
+    Stage.WATCH,
+    "watch: the batch per optimizer step is an order of magnitude above or below the "
+    "critical batch size the gradient noise scale (B_simple) estimates",
+    example="accumulating 64 micro-batches per step where B_simple is a few micro-batches",
+    fix="move the batch toward B_simple (fewer micro-batches or ranks above it, more below) "
+    "and retune the learning rate; or take it as information: a batch above B_simple buys "
+    "fewer steps with more samples, one below it the reverse",
+    thresholds=("noise-scale-factor",),
+)
+def batch_vs_noise(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """With gradient accumulation or DDP ranks, watch measures each micro-batch's gradient
+    norm beside the step's, and from the two batch sizes the unbiased |G|² and tr(Σ) of
+    McCandlish et al. 2018 (An Empirical Model of Large-Batch Training, appendix A.1), each
+    smoothed over steps; their ratio B_simple estimates the critical batch size. It fires
+    when the batch per step (micro-batch x micro-batches x ranks) is noise-scale-factor
+    times above or below B_simple over the last 100 measured steps, beyond two standard
+    errors. Caveats from the paper: B_simple assumes a well-conditioned Hessian and can
+    differ from the true critical batch (B_noise) by several times; it grows as the loss
+    falls, so early steps understate it; it is for plain SGD and carries over to Adam only
+    approximately; and the micro-batches must be independent samples of one loss (a GAN's
+    two losses are not, and are not measured)."""
+    out = []
+    for s in noise.summaries(run.steps, max(1, len(run.optimizers))):
+        if s.critical is None or s.batch is None or s.critical <= 0:
+            continue
+        low = max(s.critical - 2 * (s.spread or 0.0), 0.0)
+        high = s.critical + 2 * (s.spread or 0.0)
+        above = low > 0 and s.batch >= t.noise_scale_factor * high
+        below = s.batch * t.noise_scale_factor <= low
+        if not (above or below):
+            continue
+        r = s.batch / s.critical
+        who = run.optimizer_label(s.optimizer) if len(run.optimizers) > 1 else "the batch"
+        evidence = (
+            s.line(),
+            f"B_simple = tr(Σ)/|G|² from {s.steps} steps of {s.micro_batches} micro-batch "
+            f"gradients each (McCandlish et al. 2018, appendix A.1)",
+            f"in the paper's model a batch {num(r)}× the critical batch needs {num(1 + r)}× "
+            f"the fewest samples and {num(1 + 1 / r)}× the fewest steps",
+        )
+        if above:
+            message = (
+                f"the batch of {num(s.batch)} {s.unit} is {num(r)}× the critical batch size "
+                f"≈ {num(s.critical)}: most of each step's samples average away noise that "
+                "was already small"
+            )
+            advice = (
+                "fewer micro-batches (or ranks) per step reach the same loss with far fewer "
+                "samples, in a few more steps; retune the learning rate with the batch"
+            )
+        else:
+            message = (
+                f"the batch of {num(s.batch)} {s.unit} is 1/{num(1 / r)} of the critical batch "
+                f"size ≈ {num(s.critical)}: each step follows noise, and a larger batch would "
+                "take far fewer steps for about the same samples"
+            )
+            advice = (
+                "more micro-batches or ranks per step (with the learning rate raised to "
+                "match) would finish in fewer steps; the paper's caveats apply (docs/rules.md)"
+            )
+        bound = s.critical * (t.noise_scale_factor if above else 1 / t.noise_scale_factor)
+        finding = RULES["GS430"].finding(
+            who, message, advice, value=s.batch, threshold=bound, evidence=evidence
+        )
+        out.append(about(finding, [s.first_step, s.last_step]))
+    return out

@@ -1,0 +1,274 @@
+"""Each micro-batch's own gradient norm, for the gradient noise scale (steps/noise.py).
+
+A tensor hook on every tracked parameter sees the gradient one backward call brings
+before it is added to `.grad` (the hook runs ahead of the parameter's AccumulateGrad;
+a post-accumulate-grad hook would see the running sum). On an accelerator the hook
+keeps a reference and nothing else; at the end of the backward call one fused norm
+(`measure.norms`) over what was kept gives the call's per-parameter norms, squared and
+added on the device into the thread's window: no host sync, and at most HELD_BYTES of
+gradients held at once (a larger backward takes its norms in chunks). Where `.grad` was
+None before the call (the first micro-batch) the hook keeps nothing: `.grad` after the
+call is that gradient (holding it would make autograd copy it), except in a
+data-parallel run, whose reduction overwrites `.grad` in the same call. On the CPU the
+hook takes the norm at once instead, while the gradient is still in cache: nothing is
+held, and a loop of CPU norms is 2-3× faster than the CPU's fused one.
+
+The numbers are trusted only for a step whose every backward call was measured, came
+from the same line of code (a micro-batch loop, not a GAN's two losses), with no reset
+of the gradients between them; anything else leaves the step unmeasured. Under
+GradScaler the norms are unscaled on the device. The batch size is the leading
+dimension of the first tensor given to the model (a forward pre-hook on the models
+the watch found), or the one stated.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils.hooks import unserializable_hook
+
+from gradscope.distributed.norms import local
+from gradscope.errors import is_own_file
+from gradscope.watcher.discover import Tracked
+from gradscope.watcher.measure import accumulation, as_real, norms
+
+HELD_BYTES = 64 << 20
+"""The most gradient bytes held between two fused norms inside one backward call."""
+
+
+@dataclass
+class MicroWindow:
+    """The micro-batch gradients of one thread's window (threads.Window.micro)."""
+
+    sums: torch.Tensor | None = None
+    """[P] Σ over the window's backward calls of each parameter's squared gradient norm."""
+    measured: int = 0
+    reached: set[int] = field(default_factory=set)
+    sites: set[tuple[str, int]] = field(default_factory=set)
+    sizes: set[int | None] = field(default_factory=set)
+    bad: str | None = None
+
+
+@dataclass
+class _Call:
+    """One backward call being measured."""
+
+    window: MicroWindow
+    scale: torch.Tensor | None
+    held: list[torch.Tensor] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+    fresh: list[int] = field(default_factory=list)
+    done: list[torch.Tensor] = field(default_factory=list)
+    done_positions: list[int] = field(default_factory=list)
+    bytes: int = 0
+    seen: set[int] = field(default_factory=set)
+
+
+class MicroGrads:
+    """The hooks, and what each window measured."""
+
+    eager_cpu = True
+    """CPU norms are taken in the hook (False: as on an accelerator; the tests run both)."""
+
+    def __init__(self, tracked: Tracked, batch_size: int | None = None) -> None:
+        self.tracked = tracked
+        self.batch_size = batch_size
+        self.fresh_ok = True
+        """False in a data-parallel run (see the module's docstring)."""
+        self.ranks: Callable[[], int] = lambda: 1
+        self.current: _Call | None = None
+        self._owner = 0
+        """The thread whose backward call `current` is."""
+        self._active: set[int] = set()
+        """Threads inside a top-level backward call: two at once measure nothing."""
+        self.last_size: int | None = None
+        self._hooked = 0
+        self._roots: list[int] = []
+        self._handles: list[Any] = []
+        self._module_hooks: set[int] = set()
+        self._index: dict[tuple[int, ...], torch.Tensor] = {}
+
+    def attach(self) -> None:
+        """Hook the parameters and models found since the last call."""
+        params = self.tracked.params
+        for pos in range(self._hooked, len(params)):
+            if params[pos].requires_grad:
+                hook = unserializable_hook(self._hook(pos))  # pickles drop it, silently
+                self._handles.append(params[pos].register_hook(hook))
+        self._hooked = len(params)
+        for root in self.tracked.roots:
+            if id(root) not in self._roots:
+                self._roots.append(id(root))
+                handle = root.register_forward_pre_hook(self._forward, with_kwargs=True)
+                self._handles.append(handle)
+                self._module_hooks.add(handle.id)
+
+    def wrap_getstate(self, original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """`nn.Module.__getstate__` while watched: a model pickled or deep-copied by the
+        script (torch.save(model), an EMA copy) carries none of these hooks."""
+
+        def __getstate__(module: Any) -> Any:
+            state = original(module)
+            if not self._module_hooks or not isinstance(state, dict):
+                return state
+            for key in ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs"):
+                hooks = state.get(key)
+                if hooks and any(k in self._module_hooks for k in hooks):
+                    state[key] = type(hooks)(
+                        (k, v) for k, v in hooks.items() if k not in self._module_hooks
+                    )
+            return state
+
+        return __getstate__
+
+    def remove(self) -> None:
+        while self._handles:
+            self._handles.pop().remove()
+        self.current = None
+
+    def _forward(self, _module: Any, args: Any, kwargs: Any) -> None:
+        first = next(
+            (a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor) and a.dim()),
+            None,
+        )
+        self.last_size = int(first.shape[0]) if first is not None else None
+
+    def _hook(self, pos: int) -> Callable[[torch.Tensor], None]:
+        def hook(grad: torch.Tensor) -> None:
+            call = self.current
+            if call is None:
+                return
+            if pos in call.seen:  # two gradients in one call (a reentrant checkpoint)
+                call.window.bad = "a parameter got two gradients in one backward call"
+                return
+            call.seen.add(pos)
+            if pos in call.window.reached and self.tracked.params[pos].grad is None:
+                call.window.bad = "gradients were reset between micro-batches"
+            if callable(getattr(grad, "to_local", None)):  # a shard: its norm is not the whole's
+                call.window.bad = "sharded (DTensor) gradients"
+                return
+            if self.eager_cpu and grad.device.type == "cpu":  # now, while in cache
+                call.done.append(_cpu_norm(grad))
+                call.done_positions.append(pos)
+                return
+            if self.fresh_ok and self.tracked.params[pos].grad is None:
+                call.fresh.append(pos)
+                return
+            call.held.append(grad)
+            call.positions.append(pos)
+            call.bytes += grad.numel() * grad.element_size()
+            if call.bytes > HELD_BYTES:
+                self._norm_held(call)
+
+        return hook
+
+    @staticmethod
+    def _norm_held(call: _Call) -> None:
+        if call.held:
+            call.done += norms(call.held)
+            call.done_positions += call.positions
+        call.held, call.positions, call.bytes = [], [], 0
+
+    # -- one backward call ------------------------------------------------------------
+    def begin(self, window: Any, scaler: Any) -> None:
+        """A top-level backward call starts in the thread whose window this is."""
+        if self._hooked == 0:
+            return
+        micro = window.micro
+        if micro is None:
+            micro = window.micro = MicroWindow()
+        me = threading.get_ident()
+        self._active.add(me)
+        if len(self._active) > 1:  # another thread's call is under way: its hooks fire too
+            micro.bad = "backward calls ran at the same time"
+            if self.current is not None:
+                self.current.window.bad = micro.bad
+            self.current = None
+            return
+        micro.sites.add(_site())
+        micro.sizes.add(self.batch_size or self.last_size)
+        self.last_size = None
+        scale = getattr(scaler, "_scale", None) if scaler is not None else None
+        enabled = scaler is not None and scaler.is_enabled()
+        self.current = _Call(micro, scale if enabled and isinstance(scale, torch.Tensor) else None)
+        self._owner = me
+
+    def end(self) -> None:
+        """The call ended: its per-parameter squared norms, added on the device."""
+        me = threading.get_ident()
+        self._active.discard(me)
+        call = self.current
+        if call is None or self._owner != me:
+            return
+        self.current = None
+        if call.window.bad:
+            return
+        params = self.tracked.params
+        fresh = [(i, params[i].grad) for i in call.fresh]
+        fresh_grads = [g for _, g in fresh if g is not None]
+        call.held += fresh_grads
+        call.positions += [i for i, g in fresh if g is not None]
+        self._norm_held(call)
+        micro = call.window
+        micro.measured += 1
+        if not call.done:
+            return
+        values = torch.stack(call.done)
+        squares = values.to(accumulation(values.device)).square()
+        if call.scale is not None:
+            squares = squares / call.scale.to(squares.dtype).square()
+        key = tuple(call.done_positions)
+        index = self._index.get(key)
+        if index is None or index.device != squares.device:
+            index = self._index[key] = torch.tensor(key, device=squares.device)
+        width = len(params)
+        if micro.sums is None or micro.sums.numel() < width:
+            grown = torch.zeros(width, dtype=squares.dtype, device=squares.device)
+            if micro.sums is not None:
+                grown[: micro.sums.numel()] = micro.sums
+            micro.sums = grown
+        micro.sums.index_add_(0, index, squares)
+        micro.reached.update(key)
+
+    def reset(self, window: Any, params: Callable[[], Any]) -> None:
+        """A zero_grad between micro-batches: the sums no longer add up to `.grad`."""
+        micro = window.micro
+        if micro is None or not micro.reached:
+            return
+        index = self.tracked.index
+        if any(index.get(id(p)) in micro.reached for p in params()):
+            micro.bad = "gradients were reset between micro-batches"
+
+    def take(self, window: Any) -> tuple[torch.Tensor, int, int, int | None] | None:
+        """(per-parameter sums, backward calls, DDP ranks, micro-batch samples) of a
+        window whose every call was measured alike; None otherwise."""
+        micro = window.micro
+        calls = window.calls
+        if micro is None or micro.bad or micro.sums is None or micro.measured != calls:
+            return None
+        ranks = self.ranks()
+        if len(micro.sites) != 1 or calls * ranks < 2:
+            return None
+        size = next(iter(micro.sizes)) if len(micro.sizes) == 1 else None
+        return micro.sums, calls, ranks, size
+
+
+def _cpu_norm(grad: torch.Tensor) -> torch.Tensor:
+    """One CPU gradient's L2 norm, float32 at least (a loop of these reads memory faster
+    than the CPU's `_foreach_norm`); an overflow is inf, which the estimate refuses."""
+    t = as_real(local(grad).detach())
+    wide = t.dtype in (torch.float32, torch.float64)
+    return torch.linalg.vector_norm(t, dtype=None if wide else torch.float32)
+
+
+def _site() -> tuple[str, int]:
+    """The line of the script's code that called backward (gradscope's frames skipped)."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and is_own_file(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame.f_code.co_filename, frame.f_lineno
