@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import shlex
 import statistics
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -107,6 +108,71 @@ def _ascended(r: StepRecord) -> StepRecord:
     return StepRecord.stored({**r.__dict__, "loss": None if r.loss is None else -r.loss})
 
 
+def window(n: int) -> int:
+    """Steps in a first or last window of a series of n: a fifth of it, 5 to 50."""
+    return max(5, min(50, n // 5))
+
+
+def clip_note(steps: Sequence[StepRecord]) -> str:
+    """What advice must know: whether the script already clips ("" if not), on scaled
+    gradients ("scaled"), or at which max_norm (its median)."""
+    clipped = [r for r in steps if r.max_norm is not None]
+    if not clipped:
+        return ""
+    if any(r.scaled_clip for r in clipped):
+        return "scaled"
+    return num(statistics.median(r.max_norm for r in clipped if r.max_norm is not None))
+
+
+def lr_text(r: StepRecord) -> str:
+    """The step's learning rates, "/"-joined ("none" without any)."""
+    return "/".join(num(v) for v in r.lrs) if r.lrs else "none"
+
+
+def group_norms(run: WatchRun, r: StepRecord, members: Sequence[int]) -> dict[str, float]:
+    """The gradient norm of each module (its parameters' norms combined) at one step."""
+    sq: dict[str, float] = {}
+    names = run.names()
+    for i in members:
+        v = r.param_norms[i] if i < len(r.param_norms) else None
+        if v is not None and math.isfinite(v) and i < len(names):
+            g = module_of(names[i])
+            sq[g] = sq.get(g, 0.0) + v * v
+    return {k: math.sqrt(v) for k, v in sq.items()}
+
+
+def loss_steps(s: Series) -> tuple[list[StepRecord], list[float]]:
+    """The series' live steps with a finite loss, and those losses."""
+    steps = [r for r in s.live() if finite(r.loss)]
+    return steps, [r.loss for r in steps if r.loss is not None]
+
+
+def stalled(losses: Sequence[float], t: Thresholds) -> bool:
+    """No improvement over the second half, or no fall of progress-min-fall overall."""
+    if len(losses) < 10:
+        return False
+    w = window(len(losses))
+    first = max(statistics.median(losses[:5]), statistics.median(losses[:w]))
+    mid = len(losses) // 2
+    middle = statistics.median(losses[max(0, mid - w // 2) : mid + (w + 1) // 2])
+    last = statistics.median(losses[-w:])
+    fell = first != 0 and (first - last) / abs(first) >= t.progress_min_fall
+    return not fell or last >= middle - t.progress_min_fall * abs(first) / 2
+
+
+def trained_matrices(run: WatchRun, s: Series) -> list[int]:
+    """Weight matrices the optimizer trains: a bias or a norm's scale near 0 has a large
+    ratio while healthy."""
+    return [
+        i
+        for i in s.members
+        if i < len(run.params)
+        and len(run.params[i].shape) >= 2
+        and run.params[i].requires_grad
+        and run.params[i].in_optimizer
+    ]
+
+
 def robust_sigma(values: Sequence[float]) -> float:
     """The noise of a series from its step-to-step differences (MAD), so a falling trend
     is not mistaken for noise; /√2 because a difference holds two draws."""
@@ -144,8 +210,6 @@ def spikes(values: Sequence[float], t: Thresholds) -> list[tuple[int, float, flo
 def inspect_command(run: WatchRun, step: int) -> str:
     """The command that stops the script at that step and explains its gradients: the
     script's own arguments when watch ran it, ARGS only when they are unknown."""
-    import shlex
-
     label = run.label
     script = label[len("script ") :] if label.startswith("script ") else "SCRIPT"
     command = f"gradscope inspect --script {shlex.quote(script)} --step {step}"

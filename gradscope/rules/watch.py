@@ -3,8 +3,8 @@
 The watcher records a run (gradscope/steps/) and calls `judge` once at its end; the
 views read the findings (and the steps each is about), never the rules. Each rule is
 declared with `@rule(..., Stage.WATCH, ...)` on its check (rules/registry.py) in
-steps.py, step_setup.py, step_meaning.py or step_batch.py; importing them here declares
-them.
+steps.py, step_trends.py, step_blowup.py, step_progress.py, step_clipping.py, step_setup.py,
+step_meaning.py, step_optimizer.py or step_batch.py; importing them here declares them.
 """
 
 from __future__ import annotations
@@ -14,8 +14,13 @@ from gradscope.findings import Finding
 from gradscope.rules import (  # noqa: F401  (declare)
     causes,
     step_batch,
+    step_blowup,
+    step_clipping,
     step_meaning,
+    step_optimizer,
+    step_progress,
     step_setup,
+    step_trends,
     steps,
 )
 from gradscope.rules.registry import Stage, checks

@@ -11,7 +11,7 @@ from watch_scripts import step_record
 from gradscope import config
 from gradscope.config import Thresholds
 from gradscope.errors import ConfigError
-from gradscope.rules import step_setup
+from gradscope.rules import step_clipping, step_setup
 from gradscope.rules import steps as rules
 from gradscope.steps.records import ParamInfo, StepRecord, WatchRun
 
@@ -56,8 +56,8 @@ def test_clipping_binds_threshold():
     t = Thresholds(warmup_steps=0)
     bound = [record(i, 2.0, max_norm=1.0) for i in range(1, 11)]
     free = [record(i, 0.5, max_norm=1.0) for i in range(11, 21)]
-    assert step_setup.clipping_binds(run_of(bound + free), t) == []  # exactly half
-    (f,) = step_setup.clipping_binds(run_of(bound + free[:-1]), t)
+    assert step_clipping.clipping_binds(run_of(bound + free), t) == []  # exactly half
+    (f,) = step_clipping.clipping_binds(run_of(bound + free[:-1]), t)
     assert f.rule == "GS406"
 
 

@@ -16,7 +16,7 @@ from watch_scripts import step_record
 
 from gradscope.config import Thresholds
 from gradscope.findings import Severity
-from gradscope.rules import step_setup
+from gradscope.rules import step_clipping
 from gradscope.rules import watch as rules
 from gradscope.steps.records import MANUAL, ParamInfo, StepRecord, WatchRun
 
@@ -241,11 +241,11 @@ def clipped_run(coef, n=200):
 
 
 def test_clipping_strength_sets_the_severity():
-    assert step_setup.clipping_binds(run_of(clipped_run(0.87)), T) == []  # nanoGPT stock
-    assert step_setup.clipping_binds(run_of(clipped_run(0.88)), T) == []  # word_language_model
-    (info,) = step_setup.clipping_binds(run_of(clipped_run(0.73)), T)  # nanoGPT compiled
+    assert step_clipping.clipping_binds(run_of(clipped_run(0.87)), T) == []  # nanoGPT stock
+    assert step_clipping.clipping_binds(run_of(clipped_run(0.88)), T) == []  # word_language_model
+    (info,) = step_clipping.clipping_binds(run_of(clipped_run(0.73)), T)  # nanoGPT compiled
     assert info.severity == Severity.INFO and "trims about 27%" in info.message
-    (warn,) = step_setup.clipping_binds(run_of(clipped_run(0.05), optimizers=("SGD",)), T)
+    (warn,) = step_clipping.clipping_binds(run_of(clipped_run(0.05), optimizers=("SGD",)), T)
     assert warn.severity == Severity.WARNING and "learning-rate limiter" in warn.message
     assert abs(warn.value - 0.05) < 1e-9
 
@@ -254,7 +254,7 @@ def test_heavy_clipping_under_an_adaptive_optimizer_is_info():
     """Adam divides by its running gradient scale: a clip that scales every step alike
     (minGPT: coefficient 0.22 on every step) does not set its step size."""
     for kind in ("AdamW", "Adam", "RMSprop", "Adagrad"):
-        (f,) = step_setup.clipping_binds(run_of(clipped_run(0.05), optimizers=(kind,)), T)
+        (f,) = step_clipping.clipping_binds(run_of(clipped_run(0.05), optimizers=(kind,)), T)
         assert f.severity == Severity.INFO and "learning-rate limiter" not in f.message
         assert f"{kind} divides each step" in f.message
 

@@ -1,0 +1,252 @@
+"""Whether a run got anywhere (GS415: the loss no better than where it started) and what
+stopped learning on the way (GS417: a parameter whose gradients ended). Pure functions of
+a `WatchRun`, no torch."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import replace
+
+from gradscope.config import Thresholds
+from gradscope.findings import RULES, Finding, Severity
+from gradscope.fmt import num
+from gradscope.rules.registry import Stage, rule
+from gradscope.rules.step_blowup import early_blowup_of
+from gradscope.rules.step_common import (
+    Series,
+    about,
+    at_chance,
+    by_optimizer,
+    clip_note,
+    finite,
+    inspect_command,
+    lr_text,
+    module_of,
+    robust_sigma,
+    several,
+    window,
+)
+from gradscope.rules.step_trends import vanishing
+from gradscope.steps.records import ParamInfo, StepRecord, WatchRun
+from gradscope.steps.tensor_track import Learned
+
+
+# -- GS415 -----------------------------------------------------------------------------
+@rule(
+    "GS415",
+    "no-progress",
+    Severity.WARNING,
+    "progress",
+    Stage.WATCH,
+    "watch: the loss over the last steps is no better than over the first steps",
+    example="step() updating a copy of the model rather than the one the loss uses, or targets "
+    "shuffled apart from their inputs",
+    fix="check that step() moves the model the loss is computed on and that targets match inputs; "
+    "a learning rate too high sits at chance level, one too small never moves the loss; "
+    "ignore it for a loss not meant to fall",
+    thresholds=("progress-min-steps", "progress-min-fall", "progress-stall-fall"),
+)
+def no_progress(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """With progress-min-steps steps or more, the median loss over the last steps is less than
+    progress-min-fall below where it started (the higher of the first 5 and the first window's
+    medians). Information when it fell less than progress-stall-fall and stayed flat over the
+    second half. One optimizer only."""
+    # Judged only with one optimizer: the losses of several (a GAN's D and G) are adversarial,
+    # and one that does not fall is their normal state.
+    if several(run):
+        return []
+    out = []
+    for s in by_optimizer(run):
+        steps = [r for r in s.live() if finite(r.loss)]
+        losses = [r.loss for r in steps if r.loss is not None]
+        if len(losses) < max(t.progress_min_steps, 10) or early_blowup_of(s, t) is not None:
+            continue
+        w = window(len(losses))
+        # where it started: the higher of the first 5 and the first window's medians, so a
+        # loss that falls within the first window is not taken to start low
+        first = max(statistics.median(losses[:5]), statistics.median(losses[:w]))
+        last = statistics.median(losses[-w:])
+        if first == 0:
+            continue
+        change = (last - first) / abs(first)
+        if -change >= t.progress_min_fall:
+            out.extend(_stalled(run, s, steps, losses, first, last, t))
+            continue
+        clip = clip_note(steps)
+        evidence = _no_progress_evidence(steps, first, last, w) + (
+            [f"the script clips at max_norm {clip}"] if clip and clip != "scaled" else []
+        )
+        out.append(
+            RULES["GS415"].finding(
+                s.subject("loss"),
+                s.say(
+                    f"the loss ended no better than where it started: median {num(last)} over "
+                    f"the last {w} steps against {num(first)} over its first steps"
+                    + at_chance(run, s, last)
+                ),
+                _no_progress_advice(clip),
+                value=change,
+                threshold=-t.progress_min_fall,
+                evidence=tuple(evidence),
+            )
+        )
+    return out
+
+
+def _no_progress_evidence(steps: list[StepRecord], first: float, last: float, w: int) -> list[str]:
+    """The loss at the start and the end, and the learning rate and norm at both ends."""
+    change = (last - first) / abs(first)
+    return [
+        f"median loss {num(first)} at the start (steps {steps[0].step}-{steps[4].step} "
+        f"or {steps[0].step}-{steps[w - 1].step}, the higher), {num(last)} at steps "
+        f"{steps[-w].step}-{steps[-1].step} ({change:+.1%})",
+        f"learning rate {lr_text(steps[0])} at step {steps[0].step}, {lr_text(steps[-1])} at "
+        f"step {steps[-1].step}",
+        f"gradient norm {num(steps[0].grad_norm)} at step {steps[0].step}, "
+        f"{num(steps[-1].grad_norm)} at step {steps[-1].step}",
+    ]
+
+
+def _no_progress_advice(clip: str) -> str:
+    """What to check, knowing whether (and how) the script clips (`clip_note`)."""
+    advice = (
+        "clipping before unscale_ cuts every update to almost nothing (see clip-before-unscale); "
+        if clip == "scaled"
+        else ""
+    ) + (
+        "the model did not learn: a learning rate too high sits at chance level (lower "
+        "it or lengthen warm-up), one too small never moves the loss (update/weight "
+        "ratios far below 1e-3 say so); check that step() updates the model the loss "
+        "is computed on and that the targets match the inputs (a loss not meant to "
+        "fall, as an RL objective or a converged checkpoint's, is fine: ignore it)"
+    )
+    if clip and clip != "scaled":
+        advice += "; clipping is already on, so it is not what is missing"
+    return advice
+
+
+def _stalled(
+    run: WatchRun,
+    s: Series,
+    steps: list[StepRecord],
+    losses: list[float],
+    first: float,
+    last: float,
+    t: Thresholds,
+) -> list[Finding]:
+    """Info: the loss fell a little, then stopped for the second half of the run (a high
+    learning rate held back by clipping stalls this way near its start). Only info: a
+    fine-tuning run or a hard task also falls little and flattens."""
+    fall = (first - last) / abs(first)
+    w = window(len(losses))
+    mid = len(losses) // 2
+    middle = statistics.median(losses[max(0, mid - w // 2) : mid + (w + 1) // 2])
+    if fall >= t.progress_stall_fall or (middle - last) / abs(first) >= t.progress_min_fall:
+        return []
+    # "has not improved" only where the noise lets two window medians show a fall of
+    # progress-min-fall (standard error of a median: 1.25 sigma / sqrt(w))
+    logged = all(v > 0 for v in losses)
+    sigma = (
+        robust_sigma([math.log(v) for v in losses]) if logged else robust_sigma(losses) / abs(first)
+    )
+    if 1.25 * sigma * math.sqrt(2 / w) > t.progress_min_fall / 2:
+        return []
+    finding = RULES["GS415"].finding(
+        s.subject("loss"),
+        s.say(
+            f"the loss fell only {fall:.0%} (median {num(first)} over its first steps, "
+            f"{num(last)} over the last {w}) and has not improved since about step "
+            f"{steps[mid].step} ({num(middle)} there)" + at_chance(run, s, last)
+        ),
+        "if this is a fresh model, it stalled near where it started: try a lower learning "
+        "rate or a longer warm-up; fine if it is a fine-tuning run that starts near its best",
+        value=-fall,
+        threshold=-t.progress_stall_fall,
+    )
+    return [replace(finding, severity=Severity.INFO)]
+
+
+# -- GS417 -----------------------------------------------------------------------------
+@rule(
+    "GS417",
+    "stopped-learning",
+    Severity.WARNING,
+    "none-grad",
+    Stage.WATCH,
+    "watch: a parameter that had gradients got none (None or zero) from some step to the end",
+    example="a layer frozen with requires_grad_(False) midway, or a branch the loss stopped using",
+    fix="find what changed at that step: a freeze, a detach() or no_grad() around it, a branch; "
+    "if the freeze is meant, take it out of the optimizer",
+    thresholds=("stop-min-steps",),
+    supersedes=("GS410",),  # frozen midway: its low update ratio is the consequence
+)
+def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """A parameter that had gradients got none (None, or only zeros) from some step to the end:
+    at least stop-min-steps steps and four times its longest gap while it was learning."""
+    # A parameter that had gradients and then none, to the end: frozen midway
+    # (`requires_grad_(False)`: None, or zeros under zero_grad(set_to_none=False)), or cut from
+    # the loss. Judged on its own optimizer's steps (a GAN's G gets nothing in D's).
+    # Never-learned is GS413's; a dead layer whose gradient went to exactly 0 is GS405's. Read from
+    # the run's per-tensor running facts (`run.tensors`), so every step counts however few of
+    # them the report kept in detail.
+    out = []
+    for s in by_optimizer(run):
+        live_steps = run.tensors.live_steps(s.index)
+        dead = {f.subject for f in vanishing(run, s, t)}
+        for i in s.members:
+            if i >= len(run.params) or not run.params[i].in_optimizer:
+                continue
+            p = run.params[i]
+            had = run.tensors.learned(s.index, i)
+            if had is None:
+                continue
+            tail = live_steps - had.last - 1
+            if tail < max(t.stop_min_steps, 1) or tail < 4 * had.longest_gap:
+                continue
+            none = had.zero_after == 0
+            if not none and p.requires_grad and module_of(p.name) in dead:
+                continue
+            out.append(about(_stopped(run, s, p, had, tail, t), [had.since_step]))
+    return out
+
+
+def _stopped(
+    run: WatchRun, s: Series, p: ParamInfo, had: Learned, tail: int, t: Thresholds
+) -> Finding:
+    """GS417's finding on one parameter: since when, what it got since, where to look."""
+    since = had.since_step
+    what = (
+        "no gradient (None)"
+        if had.zero_after == 0
+        else "only zero gradients"
+        if had.none_after == 0
+        else "no gradient (None, or zeros)"
+    )
+    if not p.requires_grad:
+        advice = (
+            f"it is frozen now (requires_grad=False): if that was not meant, find the "
+            f"requires_grad_(False) or freeze call the script makes around step {since}; "
+            "if it was, take it out of the optimizer (or ignore this finding)"
+        )
+    else:
+        advice = (
+            f"find what changed at step {since}: a detach() or no_grad() around it, or "
+            f"a branch the loss stopped using (`{inspect_command(run, since)}` shows "
+            "where the graph is cut)"
+        )
+    return RULES["GS417"].finding(
+        p.name,
+        s.say(
+            f"{p.name} stopped learning at step {since}: it had gradients until "
+            f"step {had.last_step}, then {what} in all {tail} steps to the end"
+        ),
+        advice,
+        value=float(since),
+        threshold=t.stop_min_steps,
+        evidence=(
+            f"{had.had} of the first {had.last + 1} steps had a gradient; the "
+            f"longest gap while learning was {had.longest_gap} steps",
+            f"gradient norm at step {had.last_step}: {num(had.last_value)}",
+        ),
+    )

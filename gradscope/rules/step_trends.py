@@ -1,0 +1,179 @@
+"""Trends over a run (GS404, GS405): a gradient norm that grows steadily, a layer's that
+fades while the loss does not fall. Pure functions of a `WatchRun`, no torch."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+from gradscope.config import Thresholds
+from gradscope.findings import RULES, Finding, Severity
+from gradscope.fmt import num
+from gradscope.rules.registry import Stage, rule
+from gradscope.rules.step_common import (
+    Series,
+    by_optimizer,
+    clip_note,
+    finite,
+    group_norms,
+    module_of,
+)
+from gradscope.steps.records import StepRecord, WatchRun
+
+
+# -- GS404 / GS405 ---------------------------------------------------------------------
+def _spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
+    def ranks(v: Sequence[float]) -> list[float]:
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        out = [0.0] * len(v)
+        for rank, i in enumerate(order):
+            out[i] = float(rank)
+        return out
+
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
+    var = math.sqrt(sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry))
+    return cov / var if var else 0.0
+
+
+@rule(
+    "GS404",
+    "exploding-trend",
+    Severity.ERROR,
+    "exploding",
+    Stage.WATCH,
+    "watch: the gradient norm rose steadily by a large factor over the last steps",
+    example="a learning rate a little too high for a model without normalisation",
+    fix="lower the learning rate, clip the gradient norm or add normalisation: the trend ends in "
+    "NaN",
+    thresholds=("growth-window", "growth-factor"),
+)
+def exploding_trend(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """Over the last growth-window steps (20 at least), the median gradient norm of the last
+    quarter is growth-factor times the first quarter's, and the norm rises steadily (rank
+    correlation with the step of 0.8 or more)."""
+    out = []
+    for s in by_optimizer(run):
+        steps = [r for r in s.live() if finite(r.grad_norm) and r.grad_norm > 0]
+        tail = steps[-int(t.growth_window) :]
+        if len(tail) < 20:
+            continue
+        q = max(len(tail) // 4, 1)
+        early = statistics.median(r.grad_norm for r in tail[:q])
+        late = statistics.median(r.grad_norm for r in tail[-q:])
+        rho = _spearman([r.step for r in tail], [r.grad_norm for r in tail])
+        if early <= 0 or late / early < t.growth_factor or rho < 0.8:
+            continue
+        clip = clip_note(tail)
+        advice = (
+            "lower the learning rate, clip the gradient norm, or add normalization; "
+            "this trend ends in NaN"
+        )
+        if clip == "scaled":
+            advice = (
+                "clipping runs on scaled gradients (see clip-before-unscale): fix that first, "
+                "then lower the learning rate or add normalization if the norm still grows"
+            )
+        elif clip:
+            advice = (
+                f"clipping (max_norm {clip}) is on and bounds the step, not the growth: lower "
+                "the learning rate or add normalization; this trend ends in NaN"
+            )
+        out.append(
+            RULES["GS404"].finding(
+                s.subject("total-grad-norm"),
+                s.say(
+                    f"the gradient norm grew {late / early:.3g}× over steps {tail[0].step}-"
+                    f"{tail[-1].step}, steadily (rank correlation with the step {rho:.2f})"
+                ),
+                advice,
+                value=late / early,
+                threshold=t.growth_factor,
+                evidence=(
+                    f"median norm {num(early)} at steps {tail[0].step}-{tail[q - 1].step}, "
+                    f"{num(late)} at steps {tail[-q].step}-{tail[-1].step}",
+                ),
+            )
+        )
+    return out
+
+
+def _loss_fell(steps: Sequence[StepRecord], q: int) -> bool:
+    """The loss fell 10× or more (to 0 included): convergence, not vanishing."""
+    early = [r.loss for r in steps[:q] if r.loss is not None and math.isfinite(r.loss)]
+    late = [r.loss for r in steps[-q:] if r.loss is not None and math.isfinite(r.loss)]
+    if not early or not late:
+        return False
+    first, last = statistics.median(early), statistics.median(late)
+    return first > 0 and 0 <= last < 0.1 * first
+
+
+@rule(
+    "GS405",
+    "vanishing-over-time",
+    Severity.WARNING,
+    "vanishing",
+    Stage.WATCH,
+    "watch: a layer's gradient norm fell by orders of magnitude while the loss did not",
+    example="ReLU units that die one after another under a high learning rate",
+    fix="lower the learning rate, use LeakyReLU or GELU, normalisation or residual connections",
+    thresholds=("vanish-time-factor",),
+)
+def vanishing_over_time(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """A layer's median gradient norm over the last quarter of the run is below
+    vanish-time-factor times its median over the first steps, while the loss did not fall
+    tenfold (a converged run's gradients shrink by right)."""
+    out = []
+    for s in by_optimizer(run):
+        out.extend(vanishing(run, s, t))
+    return out
+
+
+def vanishing(run: WatchRun, s: Series, t: Thresholds) -> list[Finding]:
+    steps = s.live()
+    if len(steps) < 20:
+        return []
+    q = max(len(steps) // 4, 1)
+    if _loss_fell(steps, q):
+        return []
+    names = run.names()
+    # a module whose parameters are all frozen now got no gradient because of it (GS417)
+    groups = {
+        module_of(names[i]) for i in s.members if i < len(names) and run.params[i].requires_grad
+    }
+    k = max(5, q // 5)
+    early = [group_norms(run, r, s.members) for r in steps[:k]]
+    late = [group_norms(run, r, s.members) for r in steps[-q:]]
+    out = []
+    for g in sorted(groups):
+        a = [h[g] for h in early if g in h]
+        b = [h[g] for h in late if g in h]
+        if not a or not b:
+            continue
+        first, last = statistics.median(a), statistics.median(b)
+        if first > 0 and last / first < t.vanish_time_factor:
+            out.append(
+                RULES["GS405"].finding(
+                    g,
+                    s.say(
+                        (
+                            f"the gradient norm of {g} fell to 0 (from {num(first)})"
+                            if last == 0
+                            else f"the gradient norm of {g} fell {first / last:.3g}× "
+                            f"(from {num(first)} to {num(last)})"
+                        )
+                        + " while the loss did not"
+                    ),
+                    "dead ReLUs or saturation: lower the learning rate, use LeakyReLU/GELU, "
+                    "normalization or residual connections",
+                    value=last / first,
+                    threshold=t.vanish_time_factor,
+                    evidence=(
+                        f"median at steps {steps[0].step}-{steps[k - 1].step}: {num(first)}; "
+                        f"at steps {steps[-q].step}-{steps[-1].step}: {num(last)}",
+                    ),
+                )
+            )
+    return out
