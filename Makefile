@@ -36,11 +36,11 @@ demo: setup
 	$(BIN)/gradscope inspect detached-middle --fail-on never
 
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadfile
 
 # the inner loop: everything but the real-architecture and subprocess tests
 test-fast: setup
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -n auto --dist loadfile -m "not slow"
 
 lint: setup
 	$(BIN)/ruff check gradscope tests benchmarks

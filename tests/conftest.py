@@ -11,6 +11,10 @@ from gradscope.stats import ModuleStats, ParamStats, RunStats
 # the suite reads the same on a laptop and in CI: watch's periodic status lines for CI
 # ($CI set) are tested where a test sets CI itself
 os.environ.pop("CI", None)
+# `make test` runs one worker per CPU (pytest-xdist): one torch thread each, for the
+# worker and the processes it starts, so that workers do not fight over the cores
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def param(

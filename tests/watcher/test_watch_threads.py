@@ -183,10 +183,11 @@ def test_a_failure_of_gradscopes_own_in_a_thread_is_a_note_not_an_exception(monk
     ],
 )
 def test_the_cli_watches_threaded_scripts_again_and_again(tmp_path, name):
-    """`gradscope watch -f json` five times: exit 0 (no crash, no false finding), every
-    step of the script's own record in the JSON."""
+    """`gradscope watch -f json` twice: exit 0 (no crash, no false finding), every step of
+    the script's own record in the JSON. (The repeated runs that look for races are the
+    in-process ones above, without an interpreter start each.)"""
     out = tmp_path / "oracle.json"
-    for _ in range(5):
+    for _ in range(2):
         done = gradscope("watch", script(name), "-f", "json", "--", str(out))
         assert done.returncode == 0, done.stderr[-2000:]
         assert "Traceback" not in done.stderr
