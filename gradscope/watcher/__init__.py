@@ -33,7 +33,8 @@ Stages (collect → plain data → rules → render), one module each:
 
 - check.py      the `[[watch]]` entries of `gradscope check`.
 
-Rules: gradscope/rules/step*.py, imported by rules/watch.py (GS401-GS430). Views, beside the renderers that draw them:
+Rules: gradscope/rules/step*.py, imported by rules/watch.py (GS401-GS430). Views,
+beside the renderers that draw them:
 gradscope/report/watch_terminal.py, watch_plot.py, watch_groups.py (layer groups),
 watch_marks.py (the steps the findings name: `Finding.steps`, no rule run again); JSON
 is `WatchReport.to_dict()`.
