@@ -36,7 +36,7 @@ demo: setup
 	$(BIN)/gradscope inspect detached-middle --fail-on never
 
 test: setup
-	$(BIN)/python -m pytest -n auto --dist loadfile
+	$(BIN)/python -m pytest
 
 # the inner loop: everything but the real-architecture and subprocess tests
 test-fast: setup
