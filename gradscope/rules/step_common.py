@@ -113,6 +113,12 @@ def window(n: int) -> int:
     return max(5, min(50, n // 5))
 
 
+def middle_median(losses: Sequence[float], w: int) -> float:
+    """The median of the w losses around the middle of the series."""
+    mid = len(losses) // 2
+    return statistics.median(losses[max(0, mid - w // 2) : mid + (w + 1) // 2])
+
+
 def clip_note(steps: Sequence[StepRecord]) -> str:
     """What advice must know: whether the script already clips ("" if not), on scaled
     gradients ("scaled"), or at which max_norm (its median)."""
@@ -153,8 +159,7 @@ def stalled(losses: Sequence[float], t: Thresholds) -> bool:
         return False
     w = window(len(losses))
     first = max(statistics.median(losses[:5]), statistics.median(losses[:w]))
-    mid = len(losses) // 2
-    middle = statistics.median(losses[max(0, mid - w // 2) : mid + (w + 1) // 2])
+    middle = middle_median(losses, w)
     last = statistics.median(losses[-w:])
     fell = first != 0 and (first - last) / abs(first) >= t.progress_min_fall
     return not fell or last >= middle - t.progress_min_fall * abs(first) / 2

@@ -167,8 +167,6 @@ def frozen_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
     """Parameters with requires_grad=False sit in an optimizer's param groups and got no
     gradient in any step: the optimizer keeps them and never moves them. Often meant (a frozen
     backbone passed as model.parameters()), so information."""
-    # Parameters in an optimizer's param groups with requires_grad=False that never got a
-    # gradient: they never move. Often meant (a frozen backbone), so information.
     out = []
     for s in by_optimizer(run):
         if s.manual(run):

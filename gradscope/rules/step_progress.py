@@ -22,6 +22,7 @@ from gradscope.rules.step_common import (
     finite,
     inspect_command,
     lr_text,
+    middle_median,
     module_of,
     robust_sigma,
     several,
@@ -71,7 +72,7 @@ def no_progress(run: WatchRun, t: Thresholds) -> list[Finding]:
             continue
         change = (last - first) / abs(first)
         if -change >= t.progress_min_fall:
-            out.extend(_stalled(run, s, steps, losses, first, last, t))
+            out.extend(_stall_finding(run, s, steps, losses, first, last, t))
             continue
         clip = clip_note(steps)
         evidence = _no_progress_evidence(steps, first, last, w) + (
@@ -126,7 +127,7 @@ def _no_progress_advice(clip: str) -> str:
     return advice
 
 
-def _stalled(
+def _stall_finding(
     run: WatchRun,
     s: Series,
     steps: list[StepRecord],
@@ -141,7 +142,7 @@ def _stalled(
     fall = (first - last) / abs(first)
     w = window(len(losses))
     mid = len(losses) // 2
-    middle = statistics.median(losses[max(0, mid - w // 2) : mid + (w + 1) // 2])
+    middle = middle_median(losses, w)
     if fall >= t.progress_stall_fall or (middle - last) / abs(first) >= t.progress_min_fall:
         return []
     # "has not improved" only where the noise lets two window medians show a fall of
