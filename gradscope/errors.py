@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import enum
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any, NoReturn
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -191,40 +193,63 @@ def guard_os_exit() -> Iterator[None]:
         os._exit = real
 
 
-def _as_before(previous: Any, signum: int, frame: Any) -> None:
-    """SIGTERM in a forked child, handled as it would be without gradscope: the handler
-    from before (default: the child ends by the signal, with no traceback of ours)."""
-    import signal
+_outside: list[Any] = []
+"""The SIGTERM handler from before `sigterm_raises` (one entry while it is active): what a
+child forked meanwhile gets back."""
+_fork = threading.local()
 
-    signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
-    if callable(previous):
-        previous(signum, frame)
-    elif previous in (signal.SIG_DFL, None):
-        os.kill(os.getpid(), signal.SIGTERM)
+
+def _hold_sigterm_for_fork() -> None:
+    """Before a fork inside `sigterm_raises`, SIGTERM waits (blocked in the forking thread),
+    so a child signalled before it has reset its handler keeps the signal pending instead
+    of losing it: CPython clears a signal the child caught before its after-fork set-up,
+    and a Pool's worker terminated that early would never end (the Pool's join hangs)."""
+    if _outside:
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        _fork.unblock_after = signal.SIGTERM not in mask
+
+
+def _unblock_sigterm() -> None:
+    """After the fork, the forking thread's mask as it was."""
+    if getattr(_fork, "unblock_after", False):
+        _fork.unblock_after = False
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+def _sigterm_as_before_in_child() -> None:
+    """A child the script forked (a Pool's worker) handles SIGTERM as it would without
+    gradscope: the handler from before (default: it ends by the signal, no traceback)."""
+    if _outside:
+        with suppress(ValueError, OSError):
+            signal.signal(signal.SIGTERM, _outside[0])
+        _outside.clear()
+    _unblock_sigterm()
+
+
+os.register_at_fork(
+    before=_hold_sigterm_for_fork,
+    after_in_parent=_unblock_sigterm,
+    after_in_child=_sigterm_as_before_in_child,
+)
 
 
 @contextmanager
 def sigterm_raises() -> Iterator[None]:
     """While the block runs in the main thread, SIGTERM raises `Terminated` where the code
     is, as Ctrl-C raises KeyboardInterrupt, instead of ending the process silently. A
-    handler the block installs itself wins for as long as it is there."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
+    handler the block installs itself wins for as long as it is there; a child forked in
+    the block gets the handler from before."""
+    if threading.current_thread() is not threading.main_thread() or _outside:
         yield
         return
 
-    parent = os.getpid()
-
     def terminated(signum: int, frame: Any) -> None:
-        if os.getpid() != parent:  # a child the script forked (a Pool's worker): its own
-            _as_before(previous, signum, frame)
-            return
         raise Terminated()
 
     previous = signal.signal(signal.SIGTERM, terminated)
+    _outside.append(signal.SIG_DFL if previous is None else previous)
     try:
         yield
     finally:
+        _outside.clear()
         signal.signal(signal.SIGTERM, previous)

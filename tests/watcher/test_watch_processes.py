@@ -50,6 +50,23 @@ def test_sigterm_in_a_forked_child_ends_it_as_without_gradscope():
     assert os.waitstatus_to_exitcode(status) == -signal.SIGTERM
 
 
+def test_a_child_forked_in_the_block_starts_with_the_handler_from_before_and_nothing_held():
+    """SIGTERM is held across the fork, so one sent to a child before its after-fork set-up
+    waits instead of being lost (a Pool's worker terminated that early never ended, and
+    the Pool's join hung), and the child then handles it as it would without gradscope."""
+    outside = signal.getsignal(signal.SIGTERM)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    with sigterm_raises():
+        pid = os.fork()
+        if pid == 0:
+            held = signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+            os._exit(0 if signal.getsignal(signal.SIGTERM) == outside and not held else 1)
+        _, status = os.waitpid(pid, 0)
+        assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == mask  # the parent's as before
+        assert signal.getsignal(signal.SIGTERM) != outside  # and its own handler on
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 @pytest.mark.slow
 def test_a_forked_child_that_raises_prints_its_own_traceback_and_no_log_lines(tmp_path):
     log = tmp_path / "steps.jsonl"
