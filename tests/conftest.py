@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 
 import pytest
@@ -72,3 +73,13 @@ def runner():
     from typer.testing import CliRunner
 
     return CliRunner()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files with the most `slow` tests (the launches and subprocesses) run first, so that
+    under pytest-xdist no long file starts last and leaves one worker finishing alone;
+    a file's tests stay together and in their order."""
+    slow: collections.Counter[str] = collections.Counter(
+        item.path.as_posix() for item in items if item.get_closest_marker("slow")
+    )
+    items.sort(key=lambda item: -slow[item.path.as_posix()])
