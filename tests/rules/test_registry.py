@@ -1,6 +1,7 @@
-"""The rule registry (gradscope/rules/registry.py): every rule declared with `@rule` has a
-stage, a why (its check's docstring), an example, a fix and a test that makes it fire;
-RULES, the docs and the watch judge read the declarations. Cheap: no run, no torch."""
+"""The rule registry (gradscope/rules/registry.py): every rule, of every family, is declared
+with `@rule` and has a stage, a why (its check's docstring), an example, a fix and a test
+that makes it fire; RULES, the docs, diagnose and the watch judge read the declarations.
+Cheap: no run, no torch."""
 
 from __future__ import annotations
 
@@ -10,18 +11,37 @@ from pathlib import Path
 import pytest
 
 from gradscope import rule_docs
+from gradscope import rules as per_run
 from gradscope.findings import RULES, Severity
 from gradscope.rules import registry, watch
 from gradscope.rules.registry import Stage, rule
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
+RUN = "tests/rules/test_rules.py"
+SINGLE = "tests/verdicts/test_single_step.py"
+BASELINE = "tests/test_baseline.py"
+GRADCHECK = "tests/gradcheck/test_gradcheck_findings.py"
 VERDICTS = "tests/watcher/test_watch_verdicts.py"
 SERIES = "tests/watcher/test_watch_rules_series.py"
 MEANING = "tests/watcher/test_watch_meaning.py"
 NOISE = "tests/watcher/test_noise_scale.py"
 
 FIRES = {
+    "GS101": (RUN, "test_none_grad_names_parameter_and_says_module_never_ran"),
+    "GS102": (RUN, "test_non_finite_loss_and_grad"),
+    "GS103": (RUN, "test_non_finite_loss_and_grad"),
+    "GS104": (RUN, "test_exploding_per_element_rms_edge"),
+    "GS105": (RUN, "test_vanishing_absolute_and_depth_ratio"),
+    "GS106": (RUN, "test_zero_grad"),
+    "GS107": (RUN, "test_frozen_counts_per_top_module"),
+    "GS108": (SINGLE, "test_standard_lora_init_is_info_that_one_step_resolves"),
+    "GS109": (SINGLE, "test_hand_written_top_k_moe_idle_experts_are_info"),
+    "GS110": (BASELINE, "test_norm_changes_beyond_the_factor"),
+    "GS201": (GRADCHECK, "test_a_wrong_backward_is_a_jacobian_mismatch"),
+    "GS202": (GRADCHECK, "test_a_backward_that_raises_is_named_as_raised"),
+    "GS203": (GRADCHECK, "test_a_tensor_saved_then_changed_in_place_is_a_caveat"),
+    "GS301": (RUN, "test_graph_retained"),
     "GS401": (VERDICTS, "test_non_finite_names_the_step_and_the_first_parameters"),
     "GS402": (VERDICTS, "test_spike_at_the_outlier_batch_with_its_drivers"),
     "GS403": (VERDICTS, "test_spike_at_the_outlier_batch_with_its_drivers"),
@@ -52,7 +72,8 @@ FIRES = {
         "test_a_batch_far_above_the_critical_batch_is_information_and_a_near_one_is_not",
     ),
 }
-"""Rule id → a test that makes it fire (on a real script or a run shaped like one)."""
+"""Rule id → a test that makes it fire (on a real model or script, or on the data of one) and
+looks for it by id or slug."""
 
 
 def _test_source(path: str, name: str) -> str | None:
@@ -75,7 +96,8 @@ def test_every_declared_rule_has_its_stage_docs_and_a_test_that_makes_it_fire():
         assert rule_docs.DOCS[rid] is doc, rid
         test = _test_source(*FIRES[rid])
         assert test is not None, f"{rid}: no test {'::'.join(FIRES[rid])}"
-        assert f'"{rid}"' in test, f"{rid}: {'::'.join(FIRES[rid])} does not look for it"
+        looks = f'"{rid}"' in test or f'"{r.slug}"' in test
+        assert looks, f"{rid}: {'::'.join(FIRES[rid])} does not look for it"
 
 
 def test_every_watch_rule_is_declared_on_its_check():
@@ -85,6 +107,16 @@ def test_every_watch_rule_is_declared_on_its_check():
     )
     assert watch.CHECKS == registry.checks(Stage.WATCH)
     assert len(set(watch.CHECKS)) == len(watch.CHECKS)  # one check, one rule
+
+
+def test_the_per_run_checks_run_in_the_order_their_modules_declare_them():
+    """One registration path for the per-run rules too; a report lists their findings in
+    this order."""
+    assert list(per_run.CHECKS) == [
+        *("GS109", "GS101", "GS102", "GS103", "GS104", "GS105", "GS106", "GS108", "GS107"),
+        "GS301",
+    ]
+    assert set(per_run.CHECKS) == set(registry.declared(Stage.RUN))
 
 
 def test_the_why_is_the_checks_docstring():
