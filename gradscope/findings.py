@@ -202,63 +202,6 @@ def _rules(*rules: Rule) -> dict[str, Rule]:
 
 RULES: dict[str, Rule] = _rules(
     # distributed runs: findings of gradscope/distributed/ (source "distributed")
-    Rule(
-        "GS501",
-        "ddp-unused-param",
-        Severity.ERROR,
-        "ddp-usage",
-        "a DDP parameter got no gradient in a step (module never ran, output not in the loss, "
-        "graph cut)",
-        "distributed",
-    ),
-    Rule(
-        "GS502",
-        "ddp-rank-dependent",
-        Severity.ERROR,
-        "ddp-usage",
-        "a DDP parameter was used on some ranks and not on others (rank-dependent control flow)",
-        "distributed",
-    ),
-    Rule(
-        "GS503",
-        "ddp-ready-twice",
-        Severity.ERROR,
-        "ddp-usage",
-        "a DDP parameter received its gradient twice in one backward (reentrant checkpoint)",
-        "distributed",
-    ),
-    Rule(
-        "GS504",
-        "ddp-reduction-error",
-        Severity.ERROR,
-        "ddp-usage",
-        "the script died with DDP's reduction error; its parameter indices, named and explained",
-        "distributed",
-    ),
-    Rule(
-        "GS505",
-        "rank-divergence",
-        Severity.ERROR,
-        "replicas",
-        "replicated weights, gradients or buffers differ between ranks",
-        "distributed",
-    ),
-    Rule(
-        "GS506",
-        "rank-outlier-grad",
-        Severity.WARNING,
-        "replicas",
-        "a rank's local (pre-all-reduce) gradient norm is an outlier or non-finite",
-        "distributed",
-    ),
-    Rule(
-        "GS507",
-        "rank-skipped-step",
-        Severity.ERROR,
-        "replicas",
-        "a rank took fewer optimizer steps than the others",
-        "distributed",
-    ),
 )
 
 

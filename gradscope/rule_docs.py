@@ -36,62 +36,6 @@ _FN = "gradscope gradcheck gradscope.examples.functions:"
 _DIFF = "gradscope diff tests/diff/diff_targets.py:gpt2_ref tests/diff/diff_targets.py:"
 
 DOCS: dict[str, RuleDoc] = {
-    "GS501": RuleDoc(
-        why="In every sampled step a DDP parameter got no gradient on any rank: its module "
-        "never ran, its output is not in the loss, or the graph is cut. DDP tolerates this "
-        "only with find_unused_parameters=True, at a cost every step.",
-        example="a module that never runs, under find_unused_parameters=True",
-        command=_DDP + "--find-unused --bug unused",
-        fix="remove the module or freeze it, or put its output in the loss; then drop "
-        "find_unused_parameters",
-    ),
-    "GS502": RuleDoc(
-        why="A DDP parameter got its gradient on some ranks and not on others in every "
-        "sampled step: control flow that depends on the rank or on its data.",
-        example="a module that only rank 1 runs",
-        command=_DDP + "--find-unused --bug rank-branch",
-        fix="run the same modules on every rank (no branch on dist.get_rank() in forward)",
-    ),
-    "GS503": RuleDoc(
-        why="A DDP parameter received its gradient twice in one backward, which DDP without "
-        "static_graph rejects as marked ready twice.",
-        example="one layer checkpointed twice with use_reentrant=True",
-        fix="checkpoint with use_reentrant=False, or wrap with DDP(static_graph=True)",
-    ),
-    "GS504": RuleDoc(
-        why="The script died with DDP's reduction error (Expected to have finished reduction "
-        "in the prior iteration, or marked ready twice). Its parameter indices are turned "
-        "into names, with the cause gradscope saw: never ran, not in the loss, cut by "
-        ".detach(), used on another rank, used twice.",
-        example="a module that never runs, without find_unused_parameters",
-        command=_DDP + "--bug unused",
-        fix="the advice for the cause: use or remove the parameter, the same control flow on "
-        "every rank, or find_unused_parameters=True for a set that truly varies",
-    ),
-    "GS505": RuleDoc(
-        why="At a gathering (the first step, every 100 forwards, the end), the fingerprints "
-        "(sum and L2 norm) of replicated weights, gradients or buffers differ between ranks; "
-        "the first such tensor is named.",
-        example="rank 1 nudges one weight element after step 3",
-        command=_DDP + "--bug perturb",
-        fix="keep replicas bitwise equal: the same seed (or broadcast rank 0's state), no "
-        "rank-local weight or buffer updates, SyncBatchNorm or broadcast_buffers=True",
-    ),
-    "GS506": RuleDoc(
-        why="A rank's local gradient norm before the all-reduce is non-finite, or more than 10 "
-        "times the median of the other ranks', in two sampled steps (or the only one).",
-        example="rank 1's data shard has its targets in other units, x100",
-        command=_DDP + "--bug bad-shard",
-        fix="check that rank's data shard (corrupt, mislabelled or scaled samples) and any "
-        "code that runs on that rank only",
-    ),
-    "GS507": RuleDoc(
-        why="A rank took fewer optimizer steps than the others (counted at each gathering).",
-        example="rank 1 skips its third optimizer step",
-        command=_DDP + "--bug skip",
-        fix="step every rank together: no rank-local continue, NaN check or GradScaler state "
-        "that differs",
-    ),
     "GS601": RuleDoc(
         why="Walking the module calls in execution order, the first whose output differs "
         "from the reference's beyond the dtype's tolerance while its inputs agree: the "

@@ -190,7 +190,6 @@ STILL_TOO_LONG = {
     "cli/inspect_cmd.py:inspect",
     "cli/watch_cmd.py:watch",
     "diff/engine.py:_compare",
-    "distributed/session.py",
     "distributed/watchdog.py",
     "gradcheck/checker.py",
     "gradcheck/diagnose.py",

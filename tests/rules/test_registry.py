@@ -22,6 +22,8 @@ RUN = "tests/rules/test_rules.py"
 SINGLE = "tests/verdicts/test_single_step.py"
 BASELINE = "tests/test_baseline.py"
 GRADCHECK = "tests/gradcheck/test_gradcheck_findings.py"
+TORCHRUN = "tests/distributed/test_dist_watch.py"
+GATHERED = "tests/distributed/test_dist_findings.py"
 VERDICTS = "tests/watcher/test_watch_verdicts.py"
 SERIES = "tests/watcher/test_watch_rules_series.py"
 MEANING = "tests/watcher/test_watch_meaning.py"
@@ -42,6 +44,13 @@ FIRES = {
     "GS202": (GRADCHECK, "test_a_backward_that_raises_is_named_as_raised"),
     "GS203": (GRADCHECK, "test_a_tensor_saved_then_changed_in_place_is_a_caveat"),
     "GS301": (RUN, "test_graph_retained"),
+    "GS501": (TORCHRUN, "test_find_unused_run_names_unused_rank_dependent_and_skipped"),
+    "GS502": (TORCHRUN, "test_find_unused_run_names_unused_rank_dependent_and_skipped"),
+    "GS503": (GATHERED, "test_a_gathering_names_each_distributed_rule_that_two_ranks_show"),
+    "GS504": (TORCHRUN, "test_ddp_reduction_error_is_named_and_explained"),
+    "GS505": (TORCHRUN, "test_bad_shard_and_perturbed_rank_are_named_through_nproc_per_node"),
+    "GS506": (TORCHRUN, "test_bad_shard_and_perturbed_rank_are_named_through_nproc_per_node"),
+    "GS507": (TORCHRUN, "test_find_unused_run_names_unused_rank_dependent_and_skipped"),
     "GS401": (VERDICTS, "test_non_finite_names_the_step_and_the_first_parameters"),
     "GS402": (VERDICTS, "test_spike_at_the_outlier_batch_with_its_drivers"),
     "GS403": (VERDICTS, "test_spike_at_the_outlier_batch_with_its_drivers"),
