@@ -335,58 +335,7 @@ TABLE["port"] = TableRow(
     "fix the first module whose output differs while its inputs agree, then diff again",
 )
 
-RULES.update(
-    _rules(
-        Rule(
-            "GS601",
-            "output-differs",
-            Severity.ERROR,
-            "port",
-            "diff: the first module whose output differs while its inputs agree",
-            "diff",
-        ),
-        Rule(
-            "GS602",
-            "grad-differs",
-            Severity.ERROR,
-            "port",
-            "diff: every output agrees but a gradient differs",
-            "diff",
-        ),
-        Rule(
-            "GS603",
-            "randomness",
-            Severity.WARNING,
-            "port",
-            "diff: a module's output changes with the seed (dropout left on?)",
-            "diff",
-        ),
-        Rule(
-            "GS604",
-            "transposed-match",
-            Severity.WARNING,
-            "port",
-            "diff: a weight matched the other model's only with its shape reversed",
-            "diff",
-        ),
-        Rule(
-            "GS605",
-            "shape-mismatch",
-            Severity.WARNING,
-            "port",
-            "diff: same name, incompatible shapes: not copied",
-            "diff",
-        ),
-        Rule(
-            "GS606",
-            "unmatched",
-            Severity.INFO,
-            "port",
-            "diff: parameters with no counterpart in the other model",
-            "diff",
-        ),
-    )
-)
+RULES.update(_rules())
 
 
 # `gradscope diff a.jsonl b.jsonl`: two training runs (watch --log files) compared step by step
@@ -399,34 +348,4 @@ TABLE["runs"] = TableRow(
     "that each run's loss falls by itself",
 )
 
-RULES.update(
-    _rules(
-        Rule(
-            "GS607",
-            "runs-diverge",
-            Severity.ERROR,
-            "runs",
-            "diff of two runs: the first step where the loss or a gradient norm differs beyond "
-            "the tolerance",
-            "diff",
-        ),
-        Rule(
-            "GS608",
-            "run-did-not-train",
-            Severity.ERROR,
-            "runs",
-            "diff of two runs: a run whose weights never moved or whose loss did not fall, "
-            "whether or not the two runs agree",
-            "diff",
-        ),
-        Rule(
-            "GS609",
-            "runs-misaligned",
-            Severity.INFO,
-            "runs",
-            "diff of two runs: steps or parameters only one run logged (different lengths, "
-            "intervals or names)",
-            "diff",
-        ),
-    )
-)
+RULES.update(_rules())

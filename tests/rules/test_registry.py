@@ -24,6 +24,10 @@ BASELINE = "tests/test_baseline.py"
 GRADCHECK = "tests/gradcheck/test_gradcheck_findings.py"
 TORCHRUN = "tests/distributed/test_dist_watch.py"
 GATHERED = "tests/distributed/test_dist_findings.py"
+DIFF = "tests/diff/test_diff_api.py"
+PORTS = "tests/diff/test_ports.py"
+SHAPES = "tests/diff/test_diff_findings.py"
+RUNS = "tests/diff/test_runs_units.py"
 VERDICTS = "tests/watcher/test_watch_verdicts.py"
 SERIES = "tests/watcher/test_watch_rules_series.py"
 MEANING = "tests/watcher/test_watch_meaning.py"
@@ -51,6 +55,18 @@ FIRES = {
     "GS505": (TORCHRUN, "test_bad_shard_and_perturbed_rank_are_named_through_nproc_per_node"),
     "GS506": (TORCHRUN, "test_bad_shard_and_perturbed_rank_are_named_through_nproc_per_node"),
     "GS507": (TORCHRUN, "test_find_unused_run_names_unused_rank_dependent_and_skipped"),
+    "GS601": (DIFF, "test_the_seeded_module_is_found_and_located"),
+    "GS602": (DIFF, "test_grad_only_difference_names_the_parameter"),
+    "GS603": (PORTS, "test_dropout_left_on_is_named_as_randomness"),
+    "GS604": (DIFF, "test_transposed_weight_is_reported_not_copied_unless_allowed"),
+    "GS605": (
+        "tests/diff/test_diff_findings.py",
+        "test_a_port_built_with_another_hidden_size_is_a_shape_mismatch",
+    ),
+    "GS606": (DIFF, "test_unpaired_parameters_are_listed"),
+    "GS607": (RUNS, "test_the_first_differing_step_and_parameter"),
+    "GS608": (RUNS, "test_two_flat_runs_that_agree_are_still_flagged"),
+    "GS609": (RUNS, "test_runs_of_different_lengths_compare_their_common_steps"),
     "GS401": (VERDICTS, "test_non_finite_names_the_step_and_the_first_parameters"),
     "GS402": (VERDICTS, "test_spike_at_the_outlier_batch_with_its_drivers"),
     "GS403": (VERDICTS, "test_spike_at_the_outlier_batch_with_its_drivers"),
