@@ -1,10 +1,10 @@
-"""What a finding is, and every rule that can produce one, in one registry.
+"""What a finding is (Finding, Rule, Severity), the troubleshooting TABLE its advice rests on,
+and RULES, every rule by id.
 
-Each rule id (GS101...) is declared here once, with its slug, default severity,
-troubleshooting-table row and the stage that produces it (a per-run rule in
-gradscope/rules/, the baseline comparison, gradcheck, watch, distributed or diff).
-Settings act on findings in one place, `config.Settings.judged`. No torch, and nothing
-above this module, imported here.
+RULES is filled by the `@rule` declarations on the functions that make the findings
+(gradscope/rules/registry.py); gradscope/__init__.py loads every family, so it is complete
+wherever it is read. Settings act on findings in one place, `config.Settings.judged`. No
+torch, and nothing above this module, imported here.
 """
 
 from __future__ import annotations
@@ -158,6 +158,96 @@ TABLE = {
             "ranks diverged (seed, data, a rank-local update or skipped step)",
             "same init and step on every rank; compare the per-rank numbers",
         ),
+        # `gradscope watch`: verdicts over the steps of a training run (GS4xx)
+        TableRow(
+            "spike",
+            "loss or gradient norm spikes mid-training",
+            "a bad batch, learning rate too high, or the optimizer's state (Adam's second "
+            "moment) decayed while gradients were small",
+            "gradient clipping, lower learning rate or longer warm-up, inspect the batch",
+        ),
+        TableRow(
+            "clipping",
+            "gradient clipping binds on most steps",
+            "learning rate or loss scale too high: clipping acts as the learning rate",
+            "lower the learning rate, raise max_norm, or accept it knowingly",
+        ),
+        TableRow(
+            "amp",
+            "fp16 steps skipped / loss scale collapses",
+            "gradients overflow half precision (or are NaN) at most scales",
+            "bf16, a smaller learning rate, fp32 for the unstable op, fix the NaN",
+        ),
+        TableRow(
+            "update-ratio",
+            "a layer learns far too fast or not at all",
+            "learning rate wrong for that layer (0 or too high), frozen, or not in the optimizer",
+            "per-group learning rates; put every trainable parameter in a param group",
+        ),
+        TableRow(
+            "not-reset",
+            "gradients keep growing step after step",
+            "optimizer.zero_grad() missing, so .grad accumulates across steps",
+            "call optimizer.zero_grad() once per optimizer step",
+        ),
+        TableRow(
+            "progress",
+            "the loss blew up in the first steps, or ends no better than it started",
+            "learning rate too high for the start (too short a warm-up): the first updates "
+            "wreck the initialisation; or the updates do not reach the loss",
+            "lower the learning rate or lengthen warm-up; check that step() moves the "
+            "model the loss is computed on",
+        ),
+        TableRow(
+            "objective",
+            "the loss falls below its bound, or rises while the optimizer succeeds",
+            "the loss is negated (or the optimizer has maximize=True): the run ascends",
+            "minimise the loss itself; keep a deliberate ascent explicit (maximize=True)",
+        ),
+        TableRow(
+            "decay",
+            "weights shrink towards 0; the loss stalls at chance",
+            "weight decay (lr × weight_decay) too strong for the optimizer's steps",
+            "a smaller weight_decay; no decay on biases and norm scales",
+        ),
+        TableRow(
+            "reset-order",
+            "the optimizer steps but applies no gradient",
+            "zero_grad() between backward() and step() clears the gradients it needs",
+            "zero_grad() before backward() or after step()",
+        ),
+        TableRow(
+            "batch-size",
+            "the batch is far larger or smaller than the gradient noise makes useful",
+            "a batch far above the critical batch size averages away noise that was "
+            "already small (samples wasted); far below it, each step follows noise "
+            "(steps wasted, parallelism left unused)",
+            "move the batch (micro-batches x accumulation x ranks) toward the critical "
+            "batch size, retuning the learning rate with it",
+        ),
+        TableRow(
+            "clip-scaled",
+            "gradient clipping under GradScaler has no sensible threshold",
+            "clip_grad_norm_ ran on gradients still multiplied by the loss scale",
+            "scaler.unscale_(optimizer) before clip_grad_norm_",
+        ),
+        # `gradscope diff`: two models (or one under two settings) on the same batch (GS6xx)
+        TableRow(
+            "port",
+            "a port (or a second setting) computes something else than the reference",
+            "a different formula, constant, layout or precision in one module: an eps, an "
+            "activation, a transposed weight, an attention scale, a residual, dropout, a dtype",
+            "fix the first module whose output differs while its inputs agree, then diff again",
+        ),
+        # `gradscope diff a.jsonl b.jsonl`: two training runs (watch --log files), step by step
+        TableRow(
+            "runs",
+            "two runs that should match part ways, or pass a loose parity check without training",
+            "a changed setting (learning rate, seed, data order, a layer), a non-deterministic "
+            "kernel, or one run not training at all",
+            "compare what the two runs did differently at the first step where they part; check "
+            "that each run's loss falls by itself",
+        ),
     )
 }
 
@@ -196,13 +286,8 @@ class Rule:
         )
 
 
-def _rules(*rules: Rule) -> dict[str, Rule]:
-    return {r.id: r for r in rules}
-
-
-RULES: dict[str, Rule] = _rules(
-    # distributed runs: findings of gradscope/distributed/ (source "distributed")
-)
+RULES: dict[str, Rule] = {}
+"""Rule id → its metadata, filled by `@rule` (gradscope/rules/registry.py)."""
 
 
 def grouped(findings: list[Finding]) -> list[list[Finding]]:
@@ -241,111 +326,3 @@ def lookup(rule_or_slug: str) -> Rule | None:
     return RULES.get(rule_or_slug.upper()) or next(
         (r for r in RULES.values() if r.slug == rule_or_slug), None
     )
-
-
-# `gradscope watch`: verdicts over the steps of a training run (GS4xx), each rule declared
-# with `@rule` on its check (gradscope/rules/registry.py), which adds it to RULES
-TABLE.update(
-    {
-        row.key: row
-        for row in (
-            TableRow(
-                "spike",
-                "loss or gradient norm spikes mid-training",
-                "a bad batch, learning rate too high, or the optimizer's state (Adam's second "
-                "moment) decayed while gradients were small",
-                "gradient clipping, lower learning rate or longer warm-up, inspect the batch",
-            ),
-            TableRow(
-                "clipping",
-                "gradient clipping binds on most steps",
-                "learning rate or loss scale too high: clipping acts as the learning rate",
-                "lower the learning rate, raise max_norm, or accept it knowingly",
-            ),
-            TableRow(
-                "amp",
-                "fp16 steps skipped / loss scale collapses",
-                "gradients overflow half precision (or are NaN) at most scales",
-                "bf16, a smaller learning rate, fp32 for the unstable op, fix the NaN",
-            ),
-            TableRow(
-                "update-ratio",
-                "a layer learns far too fast or not at all",
-                "learning rate wrong for that layer (0 or too high), frozen, or not in the "
-                "optimizer",
-                "per-group learning rates; put every trainable parameter in a param group",
-            ),
-            TableRow(
-                "not-reset",
-                "gradients keep growing step after step",
-                "optimizer.zero_grad() missing, so .grad accumulates across steps",
-                "call optimizer.zero_grad() once per optimizer step",
-            ),
-            TableRow(
-                "progress",
-                "the loss blew up in the first steps, or ends no better than it started",
-                "learning rate too high for the start (too short a warm-up): the first updates "
-                "wreck the initialisation; or the updates do not reach the loss",
-                "lower the learning rate or lengthen warm-up; check that step() moves the "
-                "model the loss is computed on",
-            ),
-            TableRow(
-                "objective",
-                "the loss falls below its bound, or rises while the optimizer succeeds",
-                "the loss is negated (or the optimizer has maximize=True): the run ascends",
-                "minimise the loss itself; keep a deliberate ascent explicit (maximize=True)",
-            ),
-            TableRow(
-                "decay",
-                "weights shrink towards 0; the loss stalls at chance",
-                "weight decay (lr × weight_decay) too strong for the optimizer's steps",
-                "a smaller weight_decay; no decay on biases and norm scales",
-            ),
-            TableRow(
-                "reset-order",
-                "the optimizer steps but applies no gradient",
-                "zero_grad() between backward() and step() clears the gradients it needs",
-                "zero_grad() before backward() or after step()",
-            ),
-            TableRow(
-                "batch-size",
-                "the batch is far larger or smaller than the gradient noise makes useful",
-                "a batch far above the critical batch size averages away noise that was "
-                "already small (samples wasted); far below it, each step follows noise "
-                "(steps wasted, parallelism left unused)",
-                "move the batch (micro-batches x accumulation x ranks) toward the critical "
-                "batch size, retuning the learning rate with it",
-            ),
-            TableRow(
-                "clip-scaled",
-                "gradient clipping under GradScaler has no sensible threshold",
-                "clip_grad_norm_ ran on gradients still multiplied by the loss scale",
-                "scaler.unscale_(optimizer) before clip_grad_norm_",
-            ),
-        )
-    }
-)
-
-# `gradscope diff`: two models (or one under two settings) on the same batch (GS6xx)
-TABLE["port"] = TableRow(
-    "port",
-    "a port (or a second setting) computes something else than the reference",
-    "a different formula, constant, layout or precision in one module: an eps, an "
-    "activation, a transposed weight, an attention scale, a residual, dropout, a dtype",
-    "fix the first module whose output differs while its inputs agree, then diff again",
-)
-
-RULES.update(_rules())
-
-
-# `gradscope diff a.jsonl b.jsonl`: two training runs (watch --log files) compared step by step
-TABLE["runs"] = TableRow(
-    "runs",
-    "two runs that should match part ways, or pass a loose parity check without training",
-    "a changed setting (learning rate, seed, data order, a layer), a non-deterministic "
-    "kernel, or one run not training at all",
-    "compare what the two runs did differently at the first step where they part; check "
-    "that each run's loss falls by itself",
-)
-
-RULES.update(_rules())

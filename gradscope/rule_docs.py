@@ -2,10 +2,9 @@
 
 `gradscope rules GS104` prints one entry; `python -m gradscope.rule_docs` writes the
 rule table and these entries into docs/rules.md (`make docs`), so the reference and the
-command read the same text. Keyed by rule id, next to gradscope/findings.py's registry:
-a rule declared there adds its entry here (a test holds the two sets equal); a rule
-declared with `@rule` on its check (gradscope/rules/registry.py: the watch family) brings
-its own. No torch.
+command read the same text. Both come from the `@rule` declarations
+(gradscope/rules/registry.py: registry.DOCS, the why being the check's docstring), which
+gradscope/__init__.py loads for every family. No torch.
 """
 
 from __future__ import annotations
@@ -15,9 +14,7 @@ import sys
 from pathlib import Path
 
 from gradscope.findings import RULES, TABLE, Rule
-from gradscope.rules import registry
-from gradscope.rules import watch as _watch  # noqa: F401  (declares the GS4xx rules)
-from gradscope.rules.registry import RuleDoc, Stage
+from gradscope.rules.registry import DOCS, RuleDoc, Stage
 
 __all__ = ["DOCS", "STAGES", "RuleDoc", "doc_of", "markdown", "splice"]
 
@@ -30,15 +27,6 @@ STAGES = {
     Stage.DIFF.value: "gradscope diff: two models on one batch, or two runs' watch --log files",
 }
 """Where a rule's findings come from, by `Rule.source`."""
-
-_DDP = "gradscope watch gradscope/examples/ddp_train.py --nproc-per-node 2 -- "
-_FN = "gradscope gradcheck gradscope.examples.functions:"
-_DIFF = "gradscope diff tests/diff/diff_targets.py:gpt2_ref tests/diff/diff_targets.py:"
-
-DOCS: dict[str, RuleDoc] = {}
-
-
-DOCS.update(registry.DOCS)
 
 
 def doc_of(rule: Rule) -> RuleDoc | None:
