@@ -3,10 +3,14 @@ it from a DiffResult (no torch)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gradscope import fmt
-from gradscope.diff.result import Delta, DiffResult, ModuleRow
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.rules.registry import Stage, rule
+
+if TYPE_CHECKING:  # types only: gradscope/__init__ loads this module on every command
+    from gradscope.diff.result import Delta, DiffResult, ModuleRow
 
 GPT2_DIFF = "gradscope diff tests/diff/diff_targets.py:gpt2_ref tests/diff/diff_targets.py:"
 """A GPT-2 against ports of it with one bug each (the repository's test targets)."""

@@ -5,10 +5,14 @@ No torch.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gradscope.distributed import reduction
-from gradscope.distributed.fingerprint import Divergence
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.rules.registry import Stage, rule
+
+if TYPE_CHECKING:  # types only: gradscope/__init__ loads this module on every command
+    from gradscope.distributed.fingerprint import Divergence
 
 DDP_EXAMPLE = "gradscope watch gradscope/examples/ddp_train.py --nproc-per-node 2 -- "
 """The shipped DDP script under two ranks: its --bug flags make these rules fire."""

@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gradscope.config import CheckEntry, Settings
 from gradscope.findings import RULES, Finding, Severity
-from gradscope.gradcheck.results import FunctionResult, GradcheckReport
 from gradscope.outcome import Outcome
 from gradscope.rules.registry import Stage, rule
+
+if TYPE_CHECKING:  # types only: gradscope/__init__ loads this module on every command
+    from gradscope.gradcheck.results import FunctionResult, GradcheckReport
 
 
 def findings(report: GradcheckReport) -> list[Finding]:

@@ -150,6 +150,13 @@ def test_the_why_is_the_checks_docstring():
     assert registry.DOCS["GS410"].why.startswith("After warmup-steps, a parameter's median")
 
 
+def test_every_rules_why_is_its_functions_docstring():
+    for stage in Stage:
+        for rid, check in registry.in_declared_order(stage).items():
+            assert registry.DOCS[rid].why == registry.why_of(check), rid
+    assert registry.DOCS["GS301"].why.startswith("After the backward a module attribute")
+
+
 def test_what_a_rule_supersedes_is_declared_and_known():
     assert registry.SUPERSEDES == {
         "GS412": ("GS419",),
