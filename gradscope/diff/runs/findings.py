@@ -4,11 +4,14 @@ function that makes it from a RunsDiff."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from gradscope import fmt
-from gradscope.diff.runs.result import Gap, RunsDiff
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.rules.registry import Stage, rule
+
+if TYPE_CHECKING:  # types only: gradscope/__init__ loads this module on every command
+    from gradscope.diff.runs.result import Gap, RunsDiff
 
 
 def gap_text(g: Gap) -> str:
