@@ -52,9 +52,22 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-# The rules declared with `@rule` on their checks (gradscope/rules/registry.py): loading
-# them here puts them in findings.RULES wherever it is read (settings, docs, reports).
-# Pure Python, no torch.
-from gradscope.rules import watch as _declared  # noqa: E402
+# Every rule is declared with `@rule` on the function that makes its findings
+# (gradscope/rules/registry.py): loading the modules that declare them here puts every
+# family in findings.RULES wherever it is read (settings, docs, reports). None of them
+# imports torch.
+from gradscope.diff import findings as _diff_rules  # noqa: E402
+from gradscope.diff.runs import findings as _runs_diff_rules  # noqa: E402
+from gradscope.distributed import findings as _distributed_rules  # noqa: E402
+from gradscope.gate import baseline as _baseline_rule  # noqa: E402
+from gradscope.gradcheck import findings as _gradcheck_rules  # noqa: E402
+from gradscope.rules import watch as _watch_rules  # noqa: E402  per-run and watch rules
 
-del _declared
+del (
+    _watch_rules,
+    _baseline_rule,
+    _gradcheck_rules,
+    _distributed_rules,
+    _diff_rules,
+    _runs_diff_rules,
+)

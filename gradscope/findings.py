@@ -1,10 +1,10 @@
-"""What a finding is, and every rule that can produce one, in one registry.
+"""What a finding is (Finding, Rule, Severity), the troubleshooting TABLE its advice rests on,
+and RULES, every rule by id.
 
-Each rule id (GS101...) is declared here once, with its slug, default severity,
-troubleshooting-table row and the stage that produces it (a per-run rule in
-gradscope/rules/, the baseline comparison, gradcheck, watch, distributed or diff).
-Settings act on findings in one place, `config.Settings.judged`. No torch, and nothing
-above this module, imported here.
+RULES is filled by the `@rule` declarations on the functions that make the findings
+(gradscope/rules/registry.py); gradscope/__init__.py loads every family, so it is complete
+wherever it is read. Settings act on findings in one place, `config.Settings.judged`. No
+torch, and nothing above this module, imported here.
 """
 
 from __future__ import annotations
@@ -158,6 +158,96 @@ TABLE = {
             "ranks diverged (seed, data, a rank-local update or skipped step)",
             "same init and step on every rank; compare the per-rank numbers",
         ),
+        # `gradscope watch`: verdicts over the steps of a training run (GS4xx)
+        TableRow(
+            "spike",
+            "loss or gradient norm spikes mid-training",
+            "a bad batch, learning rate too high, or the optimizer's state (Adam's second "
+            "moment) decayed while gradients were small",
+            "gradient clipping, lower learning rate or longer warm-up, inspect the batch",
+        ),
+        TableRow(
+            "clipping",
+            "gradient clipping binds on most steps",
+            "learning rate or loss scale too high: clipping acts as the learning rate",
+            "lower the learning rate, raise max_norm, or accept it knowingly",
+        ),
+        TableRow(
+            "amp",
+            "fp16 steps skipped / loss scale collapses",
+            "gradients overflow half precision (or are NaN) at most scales",
+            "bf16, a smaller learning rate, fp32 for the unstable op, fix the NaN",
+        ),
+        TableRow(
+            "update-ratio",
+            "a layer learns far too fast or not at all",
+            "learning rate wrong for that layer (0 or too high), frozen, or not in the optimizer",
+            "per-group learning rates; put every trainable parameter in a param group",
+        ),
+        TableRow(
+            "not-reset",
+            "gradients keep growing step after step",
+            "optimizer.zero_grad() missing, so .grad accumulates across steps",
+            "call optimizer.zero_grad() once per optimizer step",
+        ),
+        TableRow(
+            "progress",
+            "the loss blew up in the first steps, or ends no better than it started",
+            "learning rate too high for the start (too short a warm-up): the first updates "
+            "wreck the initialisation; or the updates do not reach the loss",
+            "lower the learning rate or lengthen warm-up; check that step() moves the "
+            "model the loss is computed on",
+        ),
+        TableRow(
+            "objective",
+            "the loss falls below its bound, or rises while the optimizer succeeds",
+            "the loss is negated (or the optimizer has maximize=True): the run ascends",
+            "minimise the loss itself; keep a deliberate ascent explicit (maximize=True)",
+        ),
+        TableRow(
+            "decay",
+            "weights shrink towards 0; the loss stalls at chance",
+            "weight decay (lr × weight_decay) too strong for the optimizer's steps",
+            "a smaller weight_decay; no decay on biases and norm scales",
+        ),
+        TableRow(
+            "reset-order",
+            "the optimizer steps but applies no gradient",
+            "zero_grad() between backward() and step() clears the gradients it needs",
+            "zero_grad() before backward() or after step()",
+        ),
+        TableRow(
+            "batch-size",
+            "the batch is far larger or smaller than the gradient noise makes useful",
+            "a batch far above the critical batch size averages away noise that was "
+            "already small (samples wasted); far below it, each step follows noise "
+            "(steps wasted, parallelism left unused)",
+            "move the batch (micro-batches x accumulation x ranks) toward the critical "
+            "batch size, retuning the learning rate with it",
+        ),
+        TableRow(
+            "clip-scaled",
+            "gradient clipping under GradScaler has no sensible threshold",
+            "clip_grad_norm_ ran on gradients still multiplied by the loss scale",
+            "scaler.unscale_(optimizer) before clip_grad_norm_",
+        ),
+        # `gradscope diff`: two models (or one under two settings) on the same batch (GS6xx)
+        TableRow(
+            "port",
+            "a port (or a second setting) computes something else than the reference",
+            "a different formula, constant, layout or precision in one module: an eps, an "
+            "activation, a transposed weight, an attention scale, a residual, dropout, a dtype",
+            "fix the first module whose output differs while its inputs agree, then diff again",
+        ),
+        # `gradscope diff a.jsonl b.jsonl`: two training runs (watch --log files), step by step
+        TableRow(
+            "runs",
+            "two runs that should match part ways, or pass a loose parity check without training",
+            "a changed setting (learning rate, seed, data order, a layer), a non-deterministic "
+            "kernel, or one run not training at all",
+            "compare what the two runs did differently at the first step where they part; check "
+            "that each run's loss falls by itself",
+        ),
     )
 }
 
@@ -196,182 +286,8 @@ class Rule:
         )
 
 
-def _rules(*rules: Rule) -> dict[str, Rule]:
-    return {r.id: r for r in rules}
-
-
-RULES: dict[str, Rule] = _rules(
-    Rule(
-        "GS101",
-        "none-grad",
-        Severity.ERROR,
-        "none-grad",
-        "a parameter with requires_grad=True got no gradient",
-        "run",
-    ),
-    Rule(
-        "GS102",
-        "non-finite-loss",
-        Severity.ERROR,
-        "non-finite",
-        "the loss is NaN or infinite",
-        "run",
-    ),
-    Rule(
-        "GS103",
-        "non-finite-grad",
-        Severity.ERROR,
-        "non-finite",
-        "a gradient holds NaN or Inf",
-        "run",
-    ),
-    Rule(
-        "GS104",
-        "exploding",
-        Severity.ERROR,
-        "exploding",
-        "a gradient norm is above the absolute threshold or far above the model's median",
-        "run",
-    ),
-    Rule(
-        "GS105",
-        "vanishing",
-        Severity.WARNING,
-        "vanishing",
-        "a gradient norm is tiny, or the first layer's gradients are far smaller than the last's",
-        "run",
-    ),
-    Rule(
-        "GS106",
-        "zero-grad",
-        Severity.WARNING,
-        "vanishing",
-        "a gradient exists but every element is exactly zero",
-        "run",
-    ),
-    Rule(
-        "GS107",
-        "frozen",
-        Severity.INFO,
-        "none-grad",
-        "parameters with requires_grad=False (counted per module)",
-        "run",
-    ),
-    Rule(
-        "GS109",
-        "idle-expert",
-        Severity.INFO,
-        "none-grad",
-        "a routed expert of a mixture got no tokens in the batch (no or an all-zero gradient)",
-        "run",
-    ),
-    Rule(
-        "GS110",
-        "norm-change",
-        Severity.ERROR,
-        "exploding",
-        "with --baseline: a gradient norm grew or shrank by more than baseline-factor",
-        "baseline",
-    ),
-    Rule(
-        "GS201",
-        "jacobian-mismatch",
-        Severity.ERROR,
-        "gradcheck",
-        "a custom Function's analytical gradient differs from the numerical one",
-        "gradcheck",
-    ),
-    Rule(
-        "GS202",
-        "function-raised",
-        Severity.ERROR,
-        "gradcheck",
-        "a checked Function's forward, backward or jvp raised",
-        "gradcheck",
-    ),
-    Rule(
-        "GS203",
-        "gradcheck-warning",
-        Severity.WARNING,
-        "gradcheck",
-        "a gradcheck caveat: low precision, in-place changes, outputs without grad",
-        "gradcheck",
-    ),
-    Rule(
-        "GS301",
-        "graph-retained",
-        Severity.WARNING,
-        "oom",
-        "a module attribute keeps a tensor with a grad_fn, and so the step's graph, alive",
-        "run",
-    ),
-    Rule(
-        "GS108",
-        "zero-init",
-        Severity.INFO,
-        "zero-init",
-        "zero-initialised tensors (by design) block the gradient of the layers before them",
-        "run",
-    ),
-    # distributed runs: findings of gradscope/distributed/ (source "distributed")
-    Rule(
-        "GS501",
-        "ddp-unused-param",
-        Severity.ERROR,
-        "ddp-usage",
-        "a DDP parameter got no gradient in a step (module never ran, output not in the loss, "
-        "graph cut)",
-        "distributed",
-    ),
-    Rule(
-        "GS502",
-        "ddp-rank-dependent",
-        Severity.ERROR,
-        "ddp-usage",
-        "a DDP parameter was used on some ranks and not on others (rank-dependent control flow)",
-        "distributed",
-    ),
-    Rule(
-        "GS503",
-        "ddp-ready-twice",
-        Severity.ERROR,
-        "ddp-usage",
-        "a DDP parameter received its gradient twice in one backward (reentrant checkpoint)",
-        "distributed",
-    ),
-    Rule(
-        "GS504",
-        "ddp-reduction-error",
-        Severity.ERROR,
-        "ddp-usage",
-        "the script died with DDP's reduction error; its parameter indices, named and explained",
-        "distributed",
-    ),
-    Rule(
-        "GS505",
-        "rank-divergence",
-        Severity.ERROR,
-        "replicas",
-        "replicated weights, gradients or buffers differ between ranks",
-        "distributed",
-    ),
-    Rule(
-        "GS506",
-        "rank-outlier-grad",
-        Severity.WARNING,
-        "replicas",
-        "a rank's local (pre-all-reduce) gradient norm is an outlier or non-finite",
-        "distributed",
-    ),
-    Rule(
-        "GS507",
-        "rank-skipped-step",
-        Severity.ERROR,
-        "replicas",
-        "a rank took fewer optimizer steps than the others",
-        "distributed",
-    ),
-)
+RULES: dict[str, Rule] = {}
+"""Rule id → its metadata, filled by `@rule` (gradscope/rules/registry.py)."""
 
 
 def grouped(findings: list[Finding]) -> list[list[Finding]]:
@@ -410,192 +326,3 @@ def lookup(rule_or_slug: str) -> Rule | None:
     return RULES.get(rule_or_slug.upper()) or next(
         (r for r in RULES.values() if r.slug == rule_or_slug), None
     )
-
-
-# `gradscope watch`: verdicts over the steps of a training run (GS4xx), each rule declared
-# with `@rule` on its check (gradscope/rules/registry.py), which adds it to RULES
-TABLE.update(
-    {
-        row.key: row
-        for row in (
-            TableRow(
-                "spike",
-                "loss or gradient norm spikes mid-training",
-                "a bad batch, learning rate too high, or the optimizer's state (Adam's second "
-                "moment) decayed while gradients were small",
-                "gradient clipping, lower learning rate or longer warm-up, inspect the batch",
-            ),
-            TableRow(
-                "clipping",
-                "gradient clipping binds on most steps",
-                "learning rate or loss scale too high: clipping acts as the learning rate",
-                "lower the learning rate, raise max_norm, or accept it knowingly",
-            ),
-            TableRow(
-                "amp",
-                "fp16 steps skipped / loss scale collapses",
-                "gradients overflow half precision (or are NaN) at most scales",
-                "bf16, a smaller learning rate, fp32 for the unstable op, fix the NaN",
-            ),
-            TableRow(
-                "update-ratio",
-                "a layer learns far too fast or not at all",
-                "learning rate wrong for that layer (0 or too high), frozen, or not in the "
-                "optimizer",
-                "per-group learning rates; put every trainable parameter in a param group",
-            ),
-            TableRow(
-                "not-reset",
-                "gradients keep growing step after step",
-                "optimizer.zero_grad() missing, so .grad accumulates across steps",
-                "call optimizer.zero_grad() once per optimizer step",
-            ),
-            TableRow(
-                "progress",
-                "the loss blew up in the first steps, or ends no better than it started",
-                "learning rate too high for the start (too short a warm-up): the first updates "
-                "wreck the initialisation; or the updates do not reach the loss",
-                "lower the learning rate or lengthen warm-up; check that step() moves the "
-                "model the loss is computed on",
-            ),
-            TableRow(
-                "objective",
-                "the loss falls below its bound, or rises while the optimizer succeeds",
-                "the loss is negated (or the optimizer has maximize=True): the run ascends",
-                "minimise the loss itself; keep a deliberate ascent explicit (maximize=True)",
-            ),
-            TableRow(
-                "decay",
-                "weights shrink towards 0; the loss stalls at chance",
-                "weight decay (lr × weight_decay) too strong for the optimizer's steps",
-                "a smaller weight_decay; no decay on biases and norm scales",
-            ),
-            TableRow(
-                "reset-order",
-                "the optimizer steps but applies no gradient",
-                "zero_grad() between backward() and step() clears the gradients it needs",
-                "zero_grad() before backward() or after step()",
-            ),
-            TableRow(
-                "batch-size",
-                "the batch is far larger or smaller than the gradient noise makes useful",
-                "a batch far above the critical batch size averages away noise that was "
-                "already small (samples wasted); far below it, each step follows noise "
-                "(steps wasted, parallelism left unused)",
-                "move the batch (micro-batches x accumulation x ranks) toward the critical "
-                "batch size, retuning the learning rate with it",
-            ),
-            TableRow(
-                "clip-scaled",
-                "gradient clipping under GradScaler has no sensible threshold",
-                "clip_grad_norm_ ran on gradients still multiplied by the loss scale",
-                "scaler.unscale_(optimizer) before clip_grad_norm_",
-            ),
-        )
-    }
-)
-
-# `gradscope diff`: two models (or one under two settings) on the same batch (GS6xx)
-TABLE["port"] = TableRow(
-    "port",
-    "a port (or a second setting) computes something else than the reference",
-    "a different formula, constant, layout or precision in one module: an eps, an "
-    "activation, a transposed weight, an attention scale, a residual, dropout, a dtype",
-    "fix the first module whose output differs while its inputs agree, then diff again",
-)
-
-RULES.update(
-    _rules(
-        Rule(
-            "GS601",
-            "output-differs",
-            Severity.ERROR,
-            "port",
-            "diff: the first module whose output differs while its inputs agree",
-            "diff",
-        ),
-        Rule(
-            "GS602",
-            "grad-differs",
-            Severity.ERROR,
-            "port",
-            "diff: every output agrees but a gradient differs",
-            "diff",
-        ),
-        Rule(
-            "GS603",
-            "randomness",
-            Severity.WARNING,
-            "port",
-            "diff: a module's output changes with the seed (dropout left on?)",
-            "diff",
-        ),
-        Rule(
-            "GS604",
-            "transposed-match",
-            Severity.WARNING,
-            "port",
-            "diff: a weight matched the other model's only with its shape reversed",
-            "diff",
-        ),
-        Rule(
-            "GS605",
-            "shape-mismatch",
-            Severity.WARNING,
-            "port",
-            "diff: same name, incompatible shapes: not copied",
-            "diff",
-        ),
-        Rule(
-            "GS606",
-            "unmatched",
-            Severity.INFO,
-            "port",
-            "diff: parameters with no counterpart in the other model",
-            "diff",
-        ),
-    )
-)
-
-
-# `gradscope diff a.jsonl b.jsonl`: two training runs (watch --log files) compared step by step
-TABLE["runs"] = TableRow(
-    "runs",
-    "two runs that should match part ways, or pass a loose parity check without training",
-    "a changed setting (learning rate, seed, data order, a layer), a non-deterministic "
-    "kernel, or one run not training at all",
-    "compare what the two runs did differently at the first step where they part; check "
-    "that each run's loss falls by itself",
-)
-
-RULES.update(
-    _rules(
-        Rule(
-            "GS607",
-            "runs-diverge",
-            Severity.ERROR,
-            "runs",
-            "diff of two runs: the first step where the loss or a gradient norm differs beyond "
-            "the tolerance",
-            "diff",
-        ),
-        Rule(
-            "GS608",
-            "run-did-not-train",
-            Severity.ERROR,
-            "runs",
-            "diff of two runs: a run whose weights never moved or whose loss did not fall, "
-            "whether or not the two runs agree",
-            "diff",
-        ),
-        Rule(
-            "GS609",
-            "runs-misaligned",
-            Severity.INFO,
-            "runs",
-            "diff of two runs: steps or parameters only one run logged (different lengths, "
-            "intervals or names)",
-            "diff",
-        ),
-    )
-)

@@ -1,11 +1,19 @@
-"""The diff's findings (GS6xx, declared in gradscope/findings.py's registry), made from
-a DiffResult (no torch)."""
+"""The diff's findings (GS601-GS606), each declared with `@rule` on the function that makes
+it from a DiffResult (no torch)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gradscope import fmt
-from gradscope.diff.result import Delta, DiffResult, ModuleRow
-from gradscope.findings import RULES, Finding
+from gradscope.findings import RULES, Finding, Severity
+from gradscope.rules.registry import Stage, rule
+
+if TYPE_CHECKING:  # types only: gradscope/__init__ loads this module on every command
+    from gradscope.diff.result import Delta, DiffResult, ModuleRow
+
+GPT2_DIFF = "gradscope diff tests/diff/diff_targets.py:gpt2_ref tests/diff/diff_targets.py:"
+"""A GPT-2 against ports of it with one bug each (the repository's test targets)."""
 
 
 def size(d: Delta) -> str:
@@ -16,31 +24,73 @@ def size(d: Delta) -> str:
 
 
 def of(result: DiffResult) -> list[Finding]:
-    out: list[Finding] = []
+    """Where the models first differ (an output, else a gradient), then what makes the
+    comparison noisy or partial."""
     if result.origin is not None:
-        out.append(_origin(result, result.modules[result.origin]))
-    elif result.first_grad is not None:
-        p = result.params[result.first_grad]
-        assert p.grad is not None
-        out.append(
-            RULES["GS602"].finding(
-                p.new,
-                f"every module output agrees but the gradient of {p.new} differs from the "
-                f"reference's {p.ref}: {size(p.grad)}",
-                (
-                    f"{result.setting} changes this gradient beyond tolerance: keep its module "
-                    "in float32 (autocast(enabled=False)), or loosen --rtol knowingly"
-                    if result.setting
-                    else "a backward differs (a custom autograd Function, a detach, a hook, or "
-                    "a straight-through trick): check the backward of the module that owns it"
-                ),
-                p.grad.max_abs,
-                p.grad.tolerance.rtol,
-            )
+        out = [output_differs(result, result.modules[result.origin])]
+    else:
+        out = grad_differs(result)
+    return (
+        out + randomness(result) + transposed(result) + shape_mismatch(result) + unmatched(result)
+    )
+
+
+@rule(
+    "GS602",
+    "grad-differs",
+    Severity.ERROR,
+    "port",
+    Stage.DIFF,
+    "diff: every output agrees but a gradient differs",
+    example=(
+        "a custom autograd Function, a detach, a hook or a straight-through trick in one model; "
+        "or a setting (--b-autocast bf16) that changes a gradient"
+    ),
+    fix=(
+        "check the backward of the module that owns the gradient; under a setting, keep that "
+        "module in float32 or loosen --rtol knowingly"
+    ),
+)
+def grad_differs(result: DiffResult) -> list[Finding]:
+    """Every module output agrees within tolerance but a parameter's gradient differs: a backward
+    differs."""
+    if result.first_grad is None:
+        return []
+    p = result.params[result.first_grad]
+    assert p.grad is not None
+    return [
+        RULES["GS602"].finding(
+            p.new,
+            f"every module output agrees but the gradient of {p.new} differs from the "
+            f"reference's {p.ref}: {size(p.grad)}",
+            (
+                f"{result.setting} changes this gradient beyond tolerance: keep its module "
+                "in float32 (autocast(enabled=False)), or loosen --rtol knowingly"
+                if result.setting
+                else "a backward differs (a custom autograd Function, a detach, a hook, or "
+                "a straight-through trick): check the backward of the module that owns it"
+            ),
+            p.grad.max_abs,
+            p.grad.tolerance.rtol,
         )
-    out += _randomness(result)
-    a = result.alignment
-    for r, n in a.transposed:
+    ]
+
+
+@rule(
+    "GS604",
+    "transposed-match",
+    Severity.WARNING,
+    "port",
+    Stage.DIFF,
+    "diff: a weight matched the other model's only with its shape reversed",
+    example="GPT-2's Conv1D (in, out) weights against nn.Linear (out, in)",
+    fix="transpose it when loading it into the port",
+)
+def transposed(result: DiffResult) -> list[Finding]:
+    """A weight pairs with the other model's only with its shape reversed; it is not copied
+    unless --allow-transposed."""
+    out = []
+    for r, n in result.alignment.transposed:
         copied = any(p.ref == r and p.copied for p in result.params)
         out.append(
             RULES["GS604"].finding(
@@ -52,28 +102,80 @@ def of(result: DiffResult) -> list[Finding]:
                 + ("" if copied else "; --allow-transposed compares with it copied transposed"),
             )
         )
-    for r, n, shapes in a.mismatched:
-        out.append(
-            RULES["GS605"].finding(
-                n,
-                f"{n} and the reference's {r} have incompatible shapes ({shapes}): not copied",
-                "check the dimensions the port was built with (hidden size, heads, vocabulary)",
-            )
-        )
-    if a.ref_only or a.new_only:
-        out.append(
-            RULES["GS606"].finding(
-                "parameters",
-                f"{len(a.ref_only)} reference parameter(s) and {len(a.new_only)} new one(s) "
-                "have no counterpart: " + fmt.clip(", ".join((*a.ref_only, *a.new_only)), 120),
-                'pair renamed ones with --name-map FILE ("ref_name" = "new_name"; a key '
-                "ending in '.' renames a prefix)",
-            )
-        )
     return out
 
 
-def _origin(result: DiffResult, row: ModuleRow) -> Finding:
+@rule(
+    "GS605",
+    "shape-mismatch",
+    Severity.WARNING,
+    "port",
+    Stage.DIFF,
+    "diff: same name, incompatible shapes: not copied",
+    example="a port built with another hidden size or vocabulary",
+    fix="build the port with the reference's dimensions (hidden size, heads, vocabulary)",
+)
+def shape_mismatch(result: DiffResult) -> list[Finding]:
+    """Two parameters share a name but their shapes are incompatible, so the weight is not
+    copied."""
+    return [
+        RULES["GS605"].finding(
+            n,
+            f"{n} and the reference's {r} have incompatible shapes ({shapes}): not copied",
+            "check the dimensions the port was built with (hidden size, heads, vocabulary)",
+        )
+        for r, n, shapes in result.alignment.mismatched
+    ]
+
+
+@rule(
+    "GS606",
+    "unmatched",
+    Severity.INFO,
+    "port",
+    Stage.DIFF,
+    "diff: parameters with no counterpart in the other model",
+    example="a port that names its layers blocks.N where the reference says h.N",
+    fix=(
+        'pair renamed parameters with --name-map FILE ("ref_name" = "new_name"; a key ending '
+        "in '.' renames a prefix)"
+    ),
+)
+def unmatched(result: DiffResult) -> list[Finding]:
+    """Parameters with no counterpart in the other model after pairing by name (wrapper prefixes
+    such as module. and _orig_mod. are found by themselves)."""
+    a = result.alignment
+    if not (a.ref_only or a.new_only):
+        return []
+    return [
+        RULES["GS606"].finding(
+            "parameters",
+            f"{len(a.ref_only)} reference parameter(s) and {len(a.new_only)} new one(s) "
+            "have no counterpart: " + fmt.clip(", ".join((*a.ref_only, *a.new_only)), 120),
+            'pair renamed ones with --name-map FILE ("ref_name" = "new_name"; a key '
+            "ending in '.' renames a prefix)",
+        )
+    ]
+
+
+@rule(
+    "GS601",
+    "output-differs",
+    Severity.ERROR,
+    "port",
+    Stage.DIFF,
+    "diff: the first module whose output differs while its inputs agree",
+    example="a GPT-2 port whose block 1 forgets a residual",
+    fix=(
+        "compare that module's forward line by line with the reference's: eps, activation "
+        "variant, weight layout, scaling, residuals, dropout, dtypes"
+    ),
+    command=GPT2_DIFF + "gpt2_port_residual",
+)
+def output_differs(result: DiffResult, row: ModuleRow) -> Finding:
+    """Walking the module calls in execution order, the first whose output differs from the
+    reference's beyond the dtype's tolerance while its inputs agree: the difference starts inside
+    that module's forward (the first differing submodule input narrows it further)."""
     assert row.output is not None
     inner = result.modules[result.first_input] if result.first_input is not None else None
     evidence = []
@@ -129,7 +231,20 @@ def _square_hint(result: DiffResult, row: ModuleRow) -> list[str]:
     ]
 
 
-def _randomness(result: DiffResult) -> list[Finding]:
+@rule(
+    "GS603",
+    "randomness",
+    Severity.WARNING,
+    "port",
+    Stage.DIFF,
+    "diff: a module's output changes with the seed (dropout left on?)",
+    example="attention dropout with training=True in the port",
+    fix="compare in eval mode (model.eval()), or find the functional dropout with training=True",
+    command=GPT2_DIFF + "gpt2_port_dropout",
+)
+def randomness(result: DiffResult) -> list[Finding]:
+    """A module's output changes with the seed (each model's forward is repeated with another
+    seed): randomness such as dropout is active there, so the comparison is noise."""
     out = []
     for side, flag in (("reference", "ref_random"), ("new model", "new_random")):
         first = next((r for r in result.modules if getattr(r, flag)), None)

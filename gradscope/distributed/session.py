@@ -28,15 +28,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from gradscope.distributed import context, fingerprint, peers, reduction, signals, usage
+from gradscope.distributed import context, findings, fingerprint, peers, reduction, signals, usage
 from gradscope.distributed.context import Rank
 from gradscope.distributed.merge import DistReport, RankRecord
 from gradscope.distributed.norms import is_sharded, local
-from gradscope.findings import RULES, Finding
+from gradscope.distributed.payload import FINGERPRINTS, Column, Gathered, pack
+from gradscope.findings import Finding
 
-HEAD = 4  # forwards, steps, local grad sq, synchronised grad sq
-PER_PARAM = 8  # w sum, w L2, g sum, g L2, local sq, grad sq, arrivals, cause
-PER_BUFFER = 2
 CAUSES = (None, *reduction.CAUSE_WORDS)  # code 0: got its gradient
 
 PEER_WAIT_S = 3.0
@@ -86,6 +84,7 @@ class Session:
         self.armed_forward = 0
         """The forward whose usage and local norms the hooks hold (0: none yet)."""
         self.handles: list[Any] = []
+        self.last_gathered: Gathered | None = None
         self._global = nn.modules.module.register_module_forward_pre_hook(self._discover)
         from torch.optim.optimizer import (
             register_optimizer_step_post_hook,
@@ -225,96 +224,83 @@ class Session:
         """This rank's numbers as one float64 vector (same length on every rank)."""
         t = self.t
         n = len(t.params)
-        per = torch.zeros(n, PER_PARAM, dtype=torch.float64)
-        per[:, 0:2] = _weight_fingerprints(t.params)
-        per[:, 2:4] = self.grad_stash[:, 2:4]
-        per[:, 5] = self.grad_stash[:, 1]  # squared local part of the synchronised grad
+        per = torch.zeros(n, len(Column), dtype=torch.float64)
+        per[:, Column.WEIGHT_SUM : Column.WEIGHT_L2 + 1] = _weight_fingerprints(t.params)
+        per[:, Column.GRAD_SUM : Column.GRAD_L2 + 1] = self.grad_stash[:, 2:4]
+        per[:, Column.GRAD_SQ] = self.grad_stash[:, 1]
         if self.tracker is not None:
-            per[:, 4] = self.tracker.local_squares()
-            per[:, 6] = torch.tensor(self.tracker.arrivals, dtype=torch.float64)
+            per[:, Column.LOCAL_SQ] = self.tracker.local_squares()
+            per[:, Column.ARRIVALS] = torch.tensor(self.tracker.arrivals, dtype=torch.float64)
             for u in self.tracker.unused():
-                per[u.index, 7] = CAUSES.index(u.cause)
+                per[u.index, Column.CAUSE] = CAUSES.index(u.cause)
         else:
-            per[:, 4] = math.nan
-            per[:, 6] = 1.0
-        bufs = self.buffer_stash
-        head = torch.tensor(
-            [self.forwards, self.steps, float(per[:, 4].sum()), float(per[:, 5].sum())],
-            dtype=torch.float64,
-        )
-        return torch.cat([head, per.flatten(), bufs.double().flatten()])
+            per[:, Column.LOCAL_SQ] = math.nan
+            per[:, Column.ARRIVALS] = 1.0
+        return pack(self.forwards, self.steps, per, self.buffer_stash)
 
     def gather(self) -> None:
         """One all-gather of every rank's payload, then the cross-rank checks."""
         if self.rank is None or self.model is None:
             return
         rows = self.rank.all_gather(self.payload(), "gradscope gathering").cpu()
+        gathered = Gathered.cut(rows, len(self.t.params), len(self.t.buffers))
         fresh = self.armed_forward > self.evidence.forward
-        for f in self.verdicts(rows, fresh):
+        for f in self.verdicts(gathered, fresh):
             self.findings.setdefault((f.rule, f.subject), f)
         if fresh:
             self.evidence.forward = self.armed_forward
-        self._last_rows = rows
+        self.last_gathered = gathered
 
-    def verdicts(self, rows: torch.Tensor, fresh: bool = True) -> list[Finding]:
-        """Findings from the gathered [world, L] matrix (every rank computes the same).
+    def verdicts(self, g: Gathered, fresh: bool = True) -> list[Finding]:
+        """Findings from what every rank sent (every rank computes the same).
 
         Usage and local norms come from one sampled (armed) step; when `fresh` (a step
         not gathered before) they are also counted in `self.evidence`, and the findings
         that need more than one sampled step (GS501, GS502, GS506) come from there.
         """
-        t, world = self.t, rows.shape[0]
-        n = len(t.params)
-        head = rows[:, :HEAD]
-        per = rows[:, HEAD : HEAD + n * PER_PARAM].reshape(world, n, PER_PARAM)
-        bufs = rows[:, HEAD + n * PER_PARAM :].reshape(world, len(t.buffers), PER_BUFFER)
+        t, world, n = self.t, len(g.steps), len(self.t.params)
         out: list[Finding] = []
-        steps = [int(s) for s in head[:, 1].tolist()]
+        steps = [int(s) for s in g.steps.tolist()]
         for r in signals.skipped_steps(steps):
-            out.append(_skipped(r, steps))
-        usage_findings = self._usage_findings(per)
+            out.append(findings.skipped_step(r, steps))
+        usage_findings = self._usage_findings(g)
         if fresh and self.tracker is not None:
-            self.evidence.count(world, head[:, 2].sqrt().tolist(), usage_findings)
+            self.evidence.count(world, g.local_sq.sqrt().tolist(), usage_findings)
         out += [f for f in usage_findings if f.rule == "GS503"]
         div = fingerprint.compare(
             t.names + t.buffer_names,
             ["parameter"] * n + ["buffer"] * len(t.buffers),
             [
-                [*per[r, :, :4].tolist(), *bufs[r].tolist()]
-                for r in range(world)  # weight sum/L2, grad sum/L2; buffer sum/L2
+                [*g.params[r, :, FINGERPRINTS].tolist(), *g.buffers[r].tolist()]
+                for r in range(world)
             ],
             [() if s else fingerprint.WEIGHT_FIELDS for s in t.sharded]
             + [fingerprint.BUFFER_FIELDS] * len(t.buffers),
         )
         if div is not None:
-            out.append(_divergence(div, steps))
+            out.append(findings.divergence(div, steps))
         return out
 
-    def _usage_findings(self, per: torch.Tensor) -> list[Finding]:
+    def _usage_findings(self, g: Gathered) -> list[Finding]:
         if self.tracker is None:
             return []
         out = []
-        arrivals = per[:, :, 6]
+        arrivals = g.column(Column.ARRIVALS)
         for i, name in enumerate(self.t.names):
             got = [int(a) for a in arrivals[:, i].tolist()]
             missing = [r for r, a in enumerate(got) if a == 0]
             if any(a > 1 for a in got):
                 if getattr(self.model, "static_graph", False):
                     continue  # DDP's static_graph supports a reentrant checkpoint
-                out.append(_usage(RULES["GS503"], name, "used-twice", (), False))
+                out.append(findings.ready_twice(name))
             elif missing and len(missing) < len(got):
                 out.append(
-                    _usage(
-                        RULES["GS502"],
-                        name,
-                        _cause(per, i),
-                        tuple(missing),
-                        True,
-                        finds_unused=self._finds_unused(),
+                    findings.rank_dependent(
+                        name, _cause(g, i), tuple(missing), self._finds_unused()
                     )
                 )
             elif missing:
-                out.append(_usage(RULES["GS501"], name, _cause(per, i), (), False))
+                out.append(findings.unused_parameter(name, _cause(g, i)))
         return out
 
     def _before_destroy(self, group: Any = None) -> None:
@@ -343,13 +329,13 @@ class Session:
 
     def report(self, died: str | None = None) -> DistReport:
         assert self.rank is not None
-        rows = getattr(self, "_last_rows", None)
-        records = tuple(
-            RankRecord(r, int(v[0]), int(v[1]), math.sqrt(v[2]), norm)
-            for r, (v, norm) in enumerate(
-                zip(rows.tolist(), self._grad_norms(rows), strict=True) if rows is not None else []
+        g = self.last_gathered
+        records: tuple[RankRecord, ...] = ()
+        if g is not None:
+            records = tuple(
+                RankRecord(r, int(g.forwards[r]), int(g.steps[r]), math.sqrt(g.local_sq[r]), norm)
+                for r, norm in enumerate(self._grad_norms(g))
             )
-        )
         return DistReport(
             self.rank.world,
             self.rank.backend,
@@ -361,12 +347,12 @@ class Session:
             died,
         )
 
-    def _grad_norms(self, rows: torch.Tensor) -> list[float]:
+    def _grad_norms(self, g: Gathered) -> list[float]:
         """Each rank's total norm of the full gradients: a sharded parameter's squared
         norm is the sum of its shards' over ranks, a replicated one's is the rank's own."""
-        n, world = len(self.t.params), rows.shape[0]
-        squares = rows[:, HEAD : HEAD + n * PER_PARAM].reshape(world, n, PER_PARAM)[:, :, 5]
-        squares = squares.clamp(min=0.0)  # -1: no grad (NaN, a non-finite one, stays)
+        squares = g.column(Column.GRAD_SQ).clamp(
+            min=0.0
+        )  # -1: no grad (NaN, a non-finite one, stays)
         sharded = torch.tensor(self.t.sharded, dtype=torch.bool)
         full = torch.where(sharded, squares.sum(0, keepdim=True), squares)
         return full.sum(1).sqrt().tolist()
@@ -381,8 +367,7 @@ class Session:
         if err.kind == "ready-twice":
             names = err.names
             return [
-                _usage(RULES["GS504"], n, "used-twice", (), False, kind="ready-twice")
-                for n in names
+                findings.reduction_error(n, "used-twice", False, kind="ready-twice") for n in names
             ]
         local = {u.name: u for u in self.tracker.unused()}
         others = self._others_ran(self.forwards)
@@ -401,7 +386,7 @@ class Session:
                 else ()
             )
             where = (f"cut at {u.where}",) if u and u.where else ()
-            out.append(_usage(RULES["GS504"], name, cause, (), bool(ran_elsewhere), extra + where))
+            out.append(findings.reduction_error(name, cause, bool(ran_elsewhere), extra + where))
         return out
 
     def _others_ran(self, forward: int) -> dict[int, set[str]]:
@@ -474,7 +459,7 @@ class _Observed:
                 sampled = f"no gradient in {seen} of {self.steps} sampled step(s)"
                 out.append(replace(f, evidence=(sampled, *f.evidence)))
         for r in signals.persistent(self.outliers, self.steps):
-            out.append(_outlier(r, self.norms[r], self.outliers[r], self.steps))
+            out.append(findings.outlier_rank(r, self.norms[r], self.outliers[r], self.steps))
         return out
 
 
@@ -502,68 +487,6 @@ def _grad_fingerprints(params: list[nn.Parameter] | list[None]) -> torch.Tensor:
     return out
 
 
-def _cause(per: torch.Tensor, i: int) -> str | None:
-    codes = [int(c) for c in per[:, i, 7].tolist() if c > 0]
+def _cause(g: Gathered, i: int) -> str | None:
+    codes = [int(c) for c in g.column(Column.CAUSE)[:, i].tolist() if c > 0]
     return CAUSES[codes[0]] if codes else None
-
-
-def _usage(
-    rule: Any,
-    name: str,
-    cause: str | None,
-    ranks: tuple[int, ...],
-    varies: bool,
-    evidence: tuple[str, ...] = (),
-    kind: str = "unused",
-    finds_unused: bool = False,
-) -> Finding:
-    why = reduction.CAUSE_WORDS.get(cause or "", "it took no part in the loss")
-    where = f" on rank {', '.join(map(str, ranks))} only" if ranks else ""
-    if rule.id == "GS504" and varies:
-        message = "no gradient on this rank, used on others: rank-dependent control flow"
-    elif rule.id == "GS502":
-        message = f"no gradient{where}: {why}; the other ranks used it"
-    elif rule.id == "GS503" or kind == "ready-twice":
-        message = f"marked ready twice: {why}"
-    else:
-        message = f"no gradient in the DDP step: {why}"
-    return rule.finding(
-        name, message, reduction.advice(kind, cause, varies, finds_unused), evidence=evidence
-    )
-
-
-def _skipped(rank: int, steps: list[int]) -> Finding:
-    return RULES["GS507"].finding(
-        f"rank {rank}",
-        f"rank {rank} took {steps[rank]} optimizer steps, others up to {max(steps)}",
-        "look for a step skipped on one rank only (a rank-local `continue`, a NaN check or "
-        "GradScaler state that differs): every rank must step together",
-        value=float(steps[rank]),
-        threshold=float(max(steps)),
-    )
-
-
-def _outlier(rank: int, norms: list[float], hits: int, sampled: int) -> Finding:
-    per = ", ".join(f"rank {r}: {v:.4g}" for r, v in enumerate(norms))
-    return RULES["GS506"].finding(
-        f"rank {rank}",
-        f"rank {rank}'s local gradient norm before the all-reduce stands out ({per})",
-        f"check rank {rank}'s data shard (corrupt, mislabelled or differently scaled "
-        "samples) and any code that runs on that rank only",
-        evidence=(f"an outlier in {hits} of {sampled} sampled step(s)",),
-        value=norms[rank],
-    )
-
-
-def _divergence(div: fingerprint.Divergence, steps: list[int]) -> Finding:
-    evidence: tuple[str, ...] = (f"{div.count} tensor(s) differ in all",)
-    if len(set(steps)) > 1:
-        evidence += (f"optimizer steps per rank: {steps}",)
-    return RULES["GS505"].finding(
-        div.name,
-        div.sentence(),
-        "replicas must stay bitwise equal: initialise from the same seed (or broadcast "
-        "rank 0's state), never update weights or buffers on one rank only, and sync "
-        "BatchNorm statistics (SyncBatchNorm or broadcast_buffers=True)",
-        evidence=evidence,
-    )

@@ -15,11 +15,11 @@ from typing import Any
 
 from gradscope.config import Settings
 from gradscope.errors import ConfigError
-from gradscope.findings import RULES, TABLE, Finding
+from gradscope.findings import RULES, TABLE, Finding, Severity
 from gradscope.outcome import CheckReport, Outcome
+from gradscope.rules.registry import Stage, rule
 
 BASELINE_VERSION = 1
-NORM_CHANGE = RULES["GS110"]
 
 
 def build(report: CheckReport) -> dict[str, Any]:
@@ -101,7 +101,7 @@ def compare(report: CheckReport, baseline: dict[str, Any], settings: Settings) -
         seen = {tuple(pair) for pair in saved["findings"]}
         new = [f for f in r.findings if (f.rule, f.subject) not in seen]
         known = r.known + [f for f in r.findings if (f.rule, f.subject) in seen]
-        changes = _norm_changes(r, saved["norms"], settings.baseline_factor)
+        changes = norm_changes(r, saved["norms"], settings.baseline_factor)
         results.append(
             replace(r, findings=new + _settings_of(r, settings).judged(changes), known=known)
         )
@@ -114,7 +114,25 @@ def _settings_of(r: Outcome, settings: Settings) -> Settings:
     return settings.for_entry(entry) if entry is not None and r.kind == "inspect" else settings
 
 
-def _norm_changes(r: Outcome, before: dict[str, float], factor: float) -> list[Finding]:
+@rule(
+    "GS110",
+    "norm-change",
+    Severity.ERROR,
+    "exploding",
+    Stage.BASELINE,
+    "with --baseline: a gradient norm grew or shrank by more than baseline-factor",
+    example="a change to the init or an activation after the baseline was written",
+    fix=(
+        "find the change since the baseline that moved this gradient; if it is meant, write the "
+        "baseline again (gradscope check --write-baseline FILE)"
+    ),
+    thresholds=("baseline-factor",),
+)
+def norm_changes(r: Outcome, before: dict[str, float], factor: float) -> list[Finding]:
+    """With --baseline: a parameter's gradient norm is more than baseline-factor times, or less
+    than 1/baseline-factor of, the norm recorded by --write-baseline (its table row is vanishing
+    gradients when it shrank)."""
+    norm_change = RULES["GS110"]
     out = []
     for p in (r.document or {}).get("parameters", []):
         old, new = before.get(p["name"]), p.get("grad_norm")
@@ -125,9 +143,9 @@ def _norm_changes(r: Outcome, before: dict[str, float], factor: float) -> list[F
             grew = change > 1
             out.append(
                 Finding(
-                    NORM_CHANGE.id,
-                    NORM_CHANGE.slug,
-                    NORM_CHANGE.severity,
+                    norm_change.id,
+                    norm_change.slug,
+                    norm_change.severity,
                     p["name"],
                     f"grad norm of {p['name']} went from {old:.3g} to {new:.3g} (x{change:.3g}), "
                     f"beyond the baseline factor {factor:g}",

@@ -7,16 +7,33 @@ notes (warnings, torch's errors explained) → results (plain data) → findings
 
     from gradscope.gradcheck import check
     result = check(MyFunction)
+
+The checker is imported by the first use of a name here, not by importing the package:
+gradscope/__init__.py loads gradcheck/findings.py (the GS2xx declarations) on every
+command, `--help` included.
 """
 
-from gradscope.gradcheck.checker import (
-    InputOptions,
-    Options,
-    check,
-    check_resolved,
-    load,
-    options_for,
-    run,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gradscope.gradcheck.checker import (
+        InputOptions,
+        Options,
+        check,
+        check_resolved,
+        load,
+        options_for,
+        run,
+    )
 
 __all__ = ["InputOptions", "Options", "check", "check_resolved", "load", "options_for", "run"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from gradscope.gradcheck import checker
+
+        return getattr(checker, name)
+    raise AttributeError(f"module 'gradscope.gradcheck' has no attribute {name!r}")

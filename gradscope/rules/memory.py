@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding
+from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import human_bytes
-from gradscope.rules.base import check
+from gradscope.rules.registry import Stage, rule
 from gradscope.stats import RunStats
 
 
-@check("GS301")
+@rule(
+    "GS301",
+    "graph-retained",
+    Severity.WARNING,
+    "oom",
+    Stage.RUN,
+    "a module attribute keeps a tensor with a grad_fn, and so the step's graph, alive",
+    example="self.last = out in forward",
+    fix="store out.detach() (or .item() for a logged number) instead of the live tensor",
+    command="gradscope inspect retained-graph",
+)
 def graph_retained(stats: RunStats, t: Thresholds) -> list[Finding]:
+    """After the backward a module attribute still holds a tensor with a grad_fn, so the step's
+    whole graph and its saved activations stay in memory, and grow if the attribute accumulates
+    across steps."""
     return [
         RULES["GS301"].finding(
             attr,

@@ -4,10 +4,10 @@ it supersedes; the check's docstring is its "why".
 
 A declaration fills `findings.RULES` (the metadata every report reads), `DOCS` (what
 `gradscope rules GSxxx` and docs/rules.md say) and the stage's list of checks, so adding
-a rule touches its own module and its test. The watch family (GS4xx) is declared this
-way; the other families are still declared in findings.RULES and rule_docs.DOCS.
-gradscope/__init__.py loads the declared families, so RULES is complete wherever it is
-read. No torch.
+a rule touches its own module and its test. Every family is declared this way, on the
+function that makes its findings: per-run (rules/), baseline (gate/baseline.py),
+gradcheck, watch, distributed and diff. gradscope/__init__.py loads every family, so
+RULES is complete wherever it is read. No torch.
 """
 
 from __future__ import annotations
@@ -95,6 +95,12 @@ def rule(
         return check
 
     return register
+
+
+def in_declared_order(stage: Stage) -> dict[str, Callable[..., Any]]:
+    """Rule id → the stage's check, in the order the modules declared them (the per-run
+    rules run in the order rules/__init__.py imports their modules)."""
+    return dict(_CHECKS.get(stage, {}))
 
 
 def checks(stage: Stage) -> list[Callable[..., Any]]:

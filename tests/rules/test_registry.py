@@ -1,6 +1,7 @@
-"""The rule registry (gradscope/rules/registry.py): every rule declared with `@rule` has a
-stage, a why (its check's docstring), an example, a fix and a test that makes it fire;
-RULES, the docs and the watch judge read the declarations. Cheap: no run, no torch."""
+"""The rule registry (gradscope/rules/registry.py): every rule, of every family, is declared
+with `@rule` and has a stage, a why (its check's docstring), an example, a fix and a test
+that makes it fire; RULES, the docs, diagnose and the watch judge read the declarations.
+Cheap: no run, no torch."""
 
 from __future__ import annotations
 
@@ -10,18 +11,62 @@ from pathlib import Path
 import pytest
 
 from gradscope import rule_docs
+from gradscope import rules as per_run
 from gradscope.findings import RULES, Severity
 from gradscope.rules import registry, watch
 from gradscope.rules.registry import Stage, rule
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
+RUN = "tests/rules/test_rules.py"
+SINGLE = "tests/verdicts/test_single_step.py"
+BASELINE = "tests/test_baseline.py"
+GRADCHECK = "tests/gradcheck/test_gradcheck_findings.py"
+TORCHRUN = "tests/distributed/test_dist_watch.py"
+GATHERED = "tests/distributed/test_dist_findings.py"
+DIFF = "tests/diff/test_diff_api.py"
+PORTS = "tests/diff/test_ports.py"
+SHAPES = "tests/diff/test_diff_findings.py"
+RUNS = "tests/diff/test_runs_units.py"
 VERDICTS = "tests/watcher/test_watch_verdicts.py"
 SERIES = "tests/watcher/test_watch_rules_series.py"
 MEANING = "tests/watcher/test_watch_meaning.py"
 NOISE = "tests/watcher/test_noise_scale.py"
 
 FIRES = {
+    "GS101": (RUN, "test_none_grad_names_parameter_and_says_module_never_ran"),
+    "GS102": (RUN, "test_non_finite_loss_and_grad"),
+    "GS103": (RUN, "test_non_finite_loss_and_grad"),
+    "GS104": (RUN, "test_exploding_per_element_rms_edge"),
+    "GS105": (RUN, "test_vanishing_absolute_and_depth_ratio"),
+    "GS106": (RUN, "test_zero_grad"),
+    "GS107": (RUN, "test_frozen_counts_per_top_module"),
+    "GS108": (SINGLE, "test_standard_lora_init_is_info_that_one_step_resolves"),
+    "GS109": (SINGLE, "test_hand_written_top_k_moe_idle_experts_are_info"),
+    "GS110": (BASELINE, "test_norm_changes_beyond_the_factor"),
+    "GS201": (GRADCHECK, "test_a_wrong_backward_is_a_jacobian_mismatch"),
+    "GS202": (GRADCHECK, "test_a_backward_that_raises_is_named_as_raised"),
+    "GS203": (GRADCHECK, "test_a_tensor_saved_then_changed_in_place_is_a_caveat"),
+    "GS301": (RUN, "test_graph_retained"),
+    "GS501": (TORCHRUN, "test_find_unused_run_names_unused_rank_dependent_and_skipped"),
+    "GS502": (TORCHRUN, "test_find_unused_run_names_unused_rank_dependent_and_skipped"),
+    "GS503": (GATHERED, "test_a_gathering_names_each_distributed_rule_that_two_ranks_show"),
+    "GS504": (TORCHRUN, "test_ddp_reduction_error_is_named_and_explained"),
+    "GS505": (TORCHRUN, "test_bad_shard_and_perturbed_rank_are_named_through_nproc_per_node"),
+    "GS506": (TORCHRUN, "test_bad_shard_and_perturbed_rank_are_named_through_nproc_per_node"),
+    "GS507": (TORCHRUN, "test_find_unused_run_names_unused_rank_dependent_and_skipped"),
+    "GS601": (DIFF, "test_the_seeded_module_is_found_and_located"),
+    "GS602": (DIFF, "test_grad_only_difference_names_the_parameter"),
+    "GS603": (PORTS, "test_dropout_left_on_is_named_as_randomness"),
+    "GS604": (DIFF, "test_transposed_weight_is_reported_not_copied_unless_allowed"),
+    "GS605": (
+        "tests/diff/test_diff_findings.py",
+        "test_a_port_built_with_another_hidden_size_is_a_shape_mismatch",
+    ),
+    "GS606": (DIFF, "test_unpaired_parameters_are_listed"),
+    "GS607": (RUNS, "test_the_first_differing_step_and_parameter"),
+    "GS608": (RUNS, "test_two_flat_runs_that_agree_are_still_flagged"),
+    "GS609": (RUNS, "test_runs_of_different_lengths_compare_their_common_steps"),
     "GS401": (VERDICTS, "test_non_finite_names_the_step_and_the_first_parameters"),
     "GS402": (VERDICTS, "test_spike_at_the_outlier_batch_with_its_drivers"),
     "GS403": (VERDICTS, "test_spike_at_the_outlier_batch_with_its_drivers"),
@@ -52,7 +97,8 @@ FIRES = {
         "test_a_batch_far_above_the_critical_batch_is_information_and_a_near_one_is_not",
     ),
 }
-"""Rule id → a test that makes it fire (on a real script or a run shaped like one)."""
+"""Rule id → a test that makes it fire (on a real model or script, or on the data of one) and
+looks for it by id or slug."""
 
 
 def _test_source(path: str, name: str) -> str | None:
@@ -64,9 +110,9 @@ def _test_source(path: str, name: str) -> str | None:
     return None
 
 
-def test_every_declared_rule_has_its_stage_docs_and_a_test_that_makes_it_fire():
+def test_every_rule_is_declared_with_its_stage_docs_and_a_test_that_makes_it_fire():
     declared = [rid for stage in Stage for rid in registry.declared(stage)]
-    assert declared and set(declared) <= set(RULES)
+    assert set(declared) == set(RULES), "every rule of every family is declared with @rule"
     assert set(FIRES) == set(declared), "add the test that makes the new rule fire to FIRES"
     for rid in declared:
         r, doc = RULES[rid], registry.DOCS[rid]
@@ -75,7 +121,8 @@ def test_every_declared_rule_has_its_stage_docs_and_a_test_that_makes_it_fire():
         assert rule_docs.DOCS[rid] is doc, rid
         test = _test_source(*FIRES[rid])
         assert test is not None, f"{rid}: no test {'::'.join(FIRES[rid])}"
-        assert f'"{rid}"' in test, f"{rid}: {'::'.join(FIRES[rid])} does not look for it"
+        looks = f'"{rid}"' in test or f'"{r.slug}"' in test
+        assert looks, f"{rid}: {'::'.join(FIRES[rid])} does not look for it"
 
 
 def test_every_watch_rule_is_declared_on_its_check():
@@ -87,10 +134,27 @@ def test_every_watch_rule_is_declared_on_its_check():
     assert len(set(watch.CHECKS)) == len(watch.CHECKS)  # one check, one rule
 
 
+def test_the_per_run_checks_run_in_the_order_their_modules_declare_them():
+    """One registration path for the per-run rules too; a report lists their findings in
+    this order."""
+    assert list(per_run.CHECKS) == [
+        *("GS109", "GS101", "GS102", "GS103", "GS104", "GS105", "GS106", "GS108", "GS107"),
+        "GS301",
+    ]
+    assert set(per_run.CHECKS) == set(registry.declared(Stage.RUN))
+
+
 def test_the_why_is_the_checks_docstring():
     (check,) = [c for c in watch.CHECKS if c.__name__ == "update_ratio_low"]
     assert registry.DOCS["GS410"].why == registry.why_of(check)
     assert registry.DOCS["GS410"].why.startswith("After warmup-steps, a parameter's median")
+
+
+def test_every_rules_why_is_its_functions_docstring():
+    for stage in Stage:
+        for rid, check in registry.in_declared_order(stage).items():
+            assert registry.DOCS[rid].why == registry.why_of(check), rid
+    assert registry.DOCS["GS301"].why.startswith("After the backward a module attribute")
 
 
 def test_what_a_rule_supersedes_is_declared_and_known():

@@ -3,59 +3,24 @@
 `diff_logs(a, b)` reads both logs and feeds the second, one step at a time, to a
 `RunsComparer` (engine.py) built on the first; `watch --against` feeds the live run's
 steps to the same class (live.py). No torch here.
+
+Those live in compare.py, imported on first use: gradscope/__init__.py loads findings.py
+(the GS607-GS609 declarations) on every command, `--help` included.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from gradscope.diff.align import EMPTY_MAP, NameMap
-from gradscope.diff.runs import findings, log
-from gradscope.diff.runs.engine import RunsComparer
-from gradscope.diff.runs.result import RunsDiff
-from gradscope.diff.runs.tolerance import choose
+if TYPE_CHECKING:
+    from gradscope.diff.runs.compare import RunsOptions, comparer, conclude, diff_logs, is_log
 
-__all__ = ["RunsOptions", "conclude", "diff_logs", "is_log"]
+__all__ = ["RunsOptions", "comparer", "conclude", "diff_logs", "is_log"]
 
 
-@dataclass(frozen=True)
-class RunsOptions:
-    rtol: float | None = None
-    atol: float | None = None
-    exact: bool = False
-    dtype: str | None = None
-    """The dtype both runs trained in, when their logs do not record it."""
-    names: NameMap = EMPTY_MAP
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from gradscope.diff.runs import compare
 
-
-def is_log(path: str) -> bool:
-    """A `watch --log` file by its name: .jsonl or .jsonl.gz."""
-    return path.lower().endswith((".jsonl", ".jsonl.gz"))
-
-
-def comparer(ref: log.RunLog, options: RunsOptions, new_dtype: str | None = None) -> RunsComparer:
-    tol = choose(ref.dtype, new_dtype, options.dtype, options.rtol, options.atol, options.exact)
-    return RunsComparer(ref, tol, options.names)
-
-
-def conclude(c: RunsComparer, new_label: str, notes: list[str]) -> RunsDiff:
-    result = c.finish(new_label, notes)
-    if result.could_not_run is None:
-        result.findings = findings.of(result)
-    return result
-
-
-def diff_logs(ref_path: str, new_path: str, options: RunsOptions | None = None) -> RunsDiff:
-    options = options or RunsOptions()
-    started = time.perf_counter()
-    ref, new = log.read(ref_path), log.read(new_path)
-    c = comparer(ref, options, new.dtype)
-    steps = sorted(
-        (s for ss in new.steps.values() for s in ss), key=lambda s: (s.step, s.optimizer)
-    )
-    for step in steps:
-        c.feed(step, new.names)
-    result = conclude(c, new_path, ref.notes + new.notes)
-    result.duration_s = time.perf_counter() - started
-    return result
+        return getattr(compare, name)
+    raise AttributeError(f"module 'gradscope.diff.runs' has no attribute {name!r}")

@@ -1,12 +1,17 @@
-"""The findings of a diff of two runs (GS607-GS609, in gradscope/findings.py's registry)."""
+"""The findings of a diff of two runs (GS607-GS609), each declared with `@rule` on the
+function that makes it from a RunsDiff."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from gradscope import fmt
-from gradscope.diff.runs.result import Gap, RunsDiff
 from gradscope.findings import RULES, Finding, Severity
+from gradscope.rules.registry import Stage, rule
+
+if TYPE_CHECKING:  # types only: gradscope/__init__ loads this module on every command
+    from gradscope.diff.runs.result import Gap, RunsDiff
 
 
 def gap_text(g: Gap) -> str:
@@ -17,7 +22,39 @@ def gap_text(g: Gap) -> str:
 
 
 def of(result: RunsDiff) -> list[Finding]:
-    out = [_diverge(result, d.optimizer) for d in result.divergences]
+    return [
+        *(runs_diverge(result, d.optimizer) for d in result.divergences),
+        *did_not_train(result),
+        *misaligned(result),
+    ]
+
+
+@rule(
+    "GS608",
+    "run-did-not-train",
+    Severity.ERROR,
+    "runs",
+    Stage.DIFF,
+    "diff of two runs: a run whose weights never moved or whose loss did not fall, whether or not "
+    "the two runs agree",
+    example=(
+        "a run with lr=0 that matches, within a loose tolerance, a reference whose loss barely "
+        "moves"
+    ),
+    fix=(
+        "check the learning rate and that step() updates the model the loss is computed on; a "
+        'loss not meant to fall (a converged checkpoint): ignore = ["GS608:*"]'
+    ),
+)
+def did_not_train(result: RunsDiff) -> list[Finding]:
+    """Each run judged by itself, whatever the comparison says: its weights never moved (update
+    norm 0 at every sampled step, or a learning rate of 0 throughout), or its median loss over
+    the last steps is less than 5% below where it started (judged from 20 logged losses, and not
+    with several optimizers). An error when the weights never moved, or when a positive loss
+    ended 10x or more above its first value (it blew up: the message says where it started and
+    where it went); a warning when the weights moved and the loss stayed (a converged checkpoint
+    fine-tuned further)."""
+    out = []
     for t in result.training:
         if t.trained is not False:
             continue
@@ -42,11 +79,31 @@ def of(result: RunsDiff) -> list[Finding]:
         # moved while the loss stayed (a converged checkpoint fine-tuned further) a warning
         error = t.moved is False or t.blew_up
         out.append(found if error else replace(found, severity=Severity.WARNING))
-    out += _misaligned(result)
     return out
 
 
-def _diverge(result: RunsDiff, optimizer: int) -> Finding:
+@rule(
+    "GS607",
+    "runs-diverge",
+    Severity.ERROR,
+    "runs",
+    Stage.DIFF,
+    "diff of two runs: the first step where the loss or a gradient norm differs beyond the "
+    "tolerance",
+    example=(
+        "the same script run with another learning rate from step 20, another seed, another data "
+        "order or a frozen layer"
+    ),
+    fix=(
+        "compare what the two runs did differently before that step; for runs meant to be "
+        "identical, a non-deterministic kernel: torch.use_deterministic_algorithms(True)"
+    ),
+)
+def runs_diverge(result: RunsDiff, optimizer: int) -> Finding:
+    """Two watch --log runs, steps paired by number: the first step where the loss, the total
+    gradient norm or a parameter's gradient norm differs from the reference's beyond |a-b| <=
+    atol + rtol*|a| (rtol by dtype: 1e-4 float32, 1.6e-1 bfloat16; bitwise with --exact). The
+    parameters that part first are ranked, and the gap's growth after it is measured."""
     d = next(x for x in result.divergences if x.optimizer == optimizer)
     top = d.gaps[0]
     params = [g for g in d.gaps if g.subject not in ("loss", "grad_norm")]
@@ -76,7 +133,23 @@ def _diverge(result: RunsDiff, optimizer: int) -> Finding:
     )
 
 
-def _misaligned(result: RunsDiff) -> list[Finding]:
+@rule(
+    "GS609",
+    "runs-misaligned",
+    Severity.INFO,
+    "runs",
+    Stage.DIFF,
+    "diff of two runs: steps or parameters only one run logged (different lengths, intervals or "
+    "names)",
+    example="a run stopped at step 40 against one of 60 steps",
+    fix=(
+        'nothing for lengths; pair renamed parameters with --name-map FILE ("ref_name" = '
+        '"new_name")'
+    ),
+)
+def misaligned(result: RunsDiff) -> list[Finding]:
+    """Steps or parameters only one of the two runs logged: runs of different lengths (the common
+    steps are compared), other logging intervals, names that do not pair."""
     out = []
     ref, new = result.lengths["ref"], result.lengths["new"]
     if ref != new or result.intervals["ref"] != result.intervals["new"]:
