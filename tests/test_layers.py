@@ -197,7 +197,6 @@ STILL_TOO_LONG = {
     "gradcheck/diagnose.py",
     "gradcheck/inputs.py",
     "inspector/explain.py",
-    "inspector/script.py",
     "inspector/script_stop.py:installed",
     "report/diff_runs_plot.py:plot",
     "report/watch_plot.py:_figure",

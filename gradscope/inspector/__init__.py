@@ -9,6 +9,7 @@ script, and everything that makes it trustworthy.
 - preserve.py      the model given back exactly: parameters, buffers, flags, RNGs
 - explain.py       replays that say where a problem starts (op, module, line)
 - script.py        a training script run until the backward of a chosen step
+- script_live.py   its explanation passes, done live (a script cannot be replayed)
 - script_stop.py   the stop at that backward, made impossible to swallow
 - script_facts.py  what the step hides (accumulation, GradScaler, torch.compile)
 - results.py       the inspect `Report` every renderer takes
