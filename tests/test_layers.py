@@ -191,7 +191,6 @@ STILL_TOO_LONG = {
     "cli/watch_cmd.py:watch",
     "diff/engine.py:_compare",
     "distributed/session.py",
-    "distributed/watchdog.py",
     "findings.py",
     "gradcheck/checker.py",
     "gradcheck/diagnose.py",
