@@ -193,7 +193,6 @@ STILL_TOO_LONG = {
     "distributed/session.py",
     "findings.py",
     "gradcheck/checker.py",
-    "gradcheck/diagnose.py",
     "gradcheck/inputs.py",
     "inspector/explain.py",
     "inspector/script_stop.py:installed",

@@ -436,7 +436,8 @@ class _Run:
         explainer: Any,
         outs: list[Any],
     ) -> PairFailure | None:
-        from gradscope.gradcheck.diagnose import Context, compare_block, diagnose, errors, worst
+        from gradscope.gradcheck.compared import Context, compare_block, errors, worst
+        from gradscope.gradcheck.diagnose import diagnose
         from gradscope.gradcheck.results import Diagnosis
 
         i, o = pair
