@@ -194,7 +194,6 @@ STILL_TOO_LONG = {
     "findings.py",
     "gradcheck/checker.py",
     "gradcheck/inputs.py",
-    "inspector/explain.py",
     "inspector/script_stop.py:installed",
     "report/diff_runs_plot.py:plot",
     "report/watch_plot.py:_figure",

@@ -16,7 +16,8 @@ import torch
 from torch import nn
 
 from gradscope.errors import is_own_file, is_user_file, short_path
-from gradscope.inspector import explain, hooks
+from gradscope.inspector import hooks
+from gradscope.inspector.replay import CUT_KINDS, MAX_SITES, op_name
 
 with warnings.catch_warnings():  # torch warns here when numpy is not installed
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
@@ -103,7 +104,7 @@ class LiveWatch(TorchFunctionMode):
         return out
 
     def _observe(self, func: Any, args: Any, kwargs: Any, out: Any, graded: bool) -> None:
-        name = explain.op_name(func)
+        name = op_name(func)
         inputs = list(hooks.tensors_in((args, kwargs)))
         results = list(hooks.tensors_in(out))
         outs = [t for t in results if t.is_floating_point() or t.is_complex()]
@@ -111,7 +112,7 @@ class LiveWatch(TorchFunctionMode):
         for t in inputs:
             marks |= self.taint.get(id(t), frozenset())
         if any(t.requires_grad for t in inputs) and not any(t.requires_grad for t in outs):
-            if outs or name in explain.CUT_KINDS:  # not an integer op (argmax, a mask)
+            if outs or name in CUT_KINDS:  # not an integer op (argmax, a mask)
                 cut = self._cut(name, inputs, graded)
                 if cut is not None:
                     marks |= {cut}
@@ -151,8 +152,8 @@ class LiveWatch(TorchFunctionMode):
             return None
         if not graded:
             kind = "a torch.no_grad() (or inference_mode) region"
-        elif name in explain.CUT_KINDS:
-            kind = explain.CUT_KINDS[name]
+        elif name in CUT_KINDS:
+            kind = CUT_KINDS[name]
         else:
             kind = ""
         sources = [t.grad_fn if t.grad_fn is not None else t for t in inputs if t.requires_grad]
@@ -160,7 +161,7 @@ class LiveWatch(TorchFunctionMode):
         return len(self.cuts) - 1
 
     def _user_line(self) -> str | None:
-        """explain.user_line, with each code object's kind kept (it runs for every op)."""
+        """errors.user_line, with each code object's kind kept (it runs for every op)."""
         frame: Any = sys._getframe(2)
         started = False
         while frame is not None:
@@ -256,7 +257,7 @@ class LiveWatch(TorchFunctionMode):
             c for c in self.cuts if c[1][0] in ("item", "tolist", "numpy", "__float__", "__int__")
         ]
         for kind, site, sources in chosen:
-            if len(found) >= explain.MAX_SITES:
+            if len(found) >= MAX_SITES:
                 break
             for source in sources:
                 if source is param or (
