@@ -4,7 +4,7 @@ targets (resolve a SPEC) → inputs (build a Problem) → stages (sampled verdic
 full blocks where it failed, measured by jacobian) → compared and diagnose (name the
 pattern; diagnose_shapes for those read off positions) and
 notes (warnings, torch's errors explained) → results (plain data) → findings (for
-`gradscope check`). checker runs them in order.
+`gradscope check`). checker runs them in order, with the Options of options.
 
     from gradscope.gradcheck import check
     result = check(MyFunction)
