@@ -192,7 +192,6 @@ STILL_TOO_LONG = {
     "diff/engine.py:_compare",
     "distributed/session.py",
     "findings.py",
-    "gradcheck/inputs.py",
     "inspector/script_stop.py:installed",
     "report/diff_runs_plot.py:plot",
     "report/watch_plot.py:_figure",
