@@ -191,7 +191,6 @@ STILL_TOO_LONG = {
     "cli/watch_cmd.py:watch",
     "distributed/session.py",
     "findings.py",
-    "inspector/script_stop.py:installed",
     "report/diff_runs_plot.py:plot",
     "report/watch_plot.py:_figure",
     "rules/grads.py",
