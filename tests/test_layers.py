@@ -191,8 +191,6 @@ STILL_TOO_LONG = {
     "cli/watch_cmd.py:watch",
     "distributed/session.py",
     "findings.py",
-    "report/diff_runs_plot.py:plot",
-    "report/watch_plot.py:_figure",
     "rules/grads.py",
     "watcher/distributed_hooks.py:conclude",
     "watcher/intercept.py",
