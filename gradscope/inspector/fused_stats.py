@@ -136,7 +136,7 @@ def fused_stats(
         shards.grads(_all(columns), range(k))
     _exact_where_in_doubt(columns, present, loss.device, shards)
     _float64_where_underflowed(columns, present, shards)
-    loss_value, loss_finite = read["loss"]
+    (loss_value,), (loss_finite,) = read["loss"], read["loss_finite"]
     return FusedNumbers(loss_value, bool(loss_finite), weights, columns.records())
 
 
@@ -151,14 +151,10 @@ def _first_pass(
     f64 = torch.float64
     device = loss.device
     parts = {
-        "loss": torch.cat(
-            [
-                loss.reshape(-1)[:1].real.to(f64)
-                if loss.numel() == 1
-                else torch.full((1,), math.nan, dtype=f64, device=device),
-                torch.isfinite(loss).all().reshape(1).to(f64),
-            ]
-        )
+        "loss": loss.reshape(-1)[:1].real.to(f64)
+        if loss.numel() == 1
+        else torch.full((1,), math.nan, dtype=f64, device=device),
+        "loss_finite": torch.isfinite(loss).all().reshape(1).to(f64),
     }
     norms = _norms(params, present)
     if norms:
