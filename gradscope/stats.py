@@ -23,7 +23,7 @@ class ParamStats:
     grad_norm: float | None = None
     grad_max: float | None = None
     """max |grad|; None where not measured (a large dense tensor with a finite, non-zero norm:
-    see probe.EXACT_MAX). Exactly 0.0 or NaN/Inf whenever the gradient is all-zero or not
+    see fused_stats.EXACT_MAX). Exactly 0.0 or NaN/Inf whenever the gradient is all-zero or not
     finite."""
     weight_norm: float = 0.0
     zero_fraction: float | None = None

@@ -12,7 +12,7 @@ from torch.nn import functional as F
 import gradscope
 from gradscope.errors import TargetError, UserCodeError
 from gradscope.examples.functions import CustomReLU
-from gradscope.inspector import preserve, probe
+from gradscope.inspector import fused_stats, preserve, probe, shard_stats
 
 
 def reference_norms(model, batch, loss_fn):
@@ -330,7 +330,7 @@ def test_saved_bytes_counts_the_activations_the_graph_holds_and_nothing_else():
 
 def test_large_gradients_get_exact_zero_and_non_finite_verdicts_from_their_norm(monkeypatch):
     """Above EXACT_MAX elements only the L2 norm is read, except where it says zero or NaN."""
-    monkeypatch.setattr(probe, "EXACT_MAX", 10)
+    monkeypatch.setattr(fused_stats, "EXACT_MAX", 10)
 
     class Big(nn.Module):
         def __init__(self):
@@ -361,7 +361,7 @@ def test_large_gradients_get_exact_zero_and_non_finite_verdicts_from_their_norm(
 
 def test_a_tied_embedding_gets_no_zero_count(monkeypatch):
     """Tied to an output head, every row gets a gradient: no zero count is needed."""
-    monkeypatch.setattr(probe, "EXACT_MAX", 10)
+    monkeypatch.setattr(fused_stats, "EXACT_MAX", 10)
 
     class Tied(nn.Module):
         def __init__(self):
@@ -403,7 +403,7 @@ def test_garbage_collector_is_left_as_found(enabled, fail):
 
 def test_shard_statistics_combine_into_the_whole_tensors():
     """FSDP2 shards' numbers (the 2-rank run is tests/distributed/test_dist_inspect.py)."""
-    combine = probe._COMBINE
+    combine = shard_stats.COMBINE
     assert combine["l2"]([3.0, 4.0]) == 5.0
     assert combine["sum"]([2.0, 5.0]) == 7.0
     assert (combine["min"]([-1.0, 2.0]), combine["max"]([-1.0, 2.0])) == (-1.0, 2.0)

@@ -260,6 +260,13 @@ def _tolerances(options: DiffOptions) -> Tolerances:
     return Tolerances(options.rtol, options.atol, options.exact, floor)
 
 
+_QueuedCall = tuple[str, str | None, int, str, Pending | None, Pending | None]
+"""A module call to compare: its name, its partner, its index, its kind, its outputs and
+inputs queued in the batch (None: no partner)."""
+_QueuedGrad = tuple[str, str, str, bool, Pending | None, str]
+"""A parameter pair: reference name, new name, how paired, copied, gradients queued, note."""
+
+
 def _compare(
     ref: torch.nn.Module,
     new: torch.nn.Module,
@@ -271,27 +278,8 @@ def _compare(
     tol = _tolerances(options)
     batch = Batch(tol)
     ref_mods, new_mods = dict(ref.named_modules()), dict(new.named_modules())
-    queued: list[tuple[str, str | None, int, str, Pending | None, Pending | None]] = []
-    for call in a.calls:
-        partner = plan.modules.get(call.name)
-        other = b.by_key.get((partner, call.index)) if partner is not None else None
-        kind = (
-            call.kind if other is None or other.kind == call.kind else f"{call.kind} ↔ {other.kind}"
-        )
-        out = batch.pairs(call.outputs, other.outputs) if other else None
-        inp = batch.pairs(call.inputs, other.inputs) if other else None
-        queued.append((call.name, partner, call.index, kind, out, inp))
-    grads: list[tuple[str, str, str, bool, Pending | None, str]] = []
-    for r, n, how, copied in plan.params:
-        g_ref, g_new = a.grads.get(r), b.grads.get(n)
-        note, pending = "", None
-        if how == "transposed" and not copied:
-            note = "shape reversed: not copied (--allow-transposed copies it transposed)"
-        elif g_ref is not None and g_new is not None:
-            pending = batch.pairs([g_ref], [g_new.t() if how == "transposed" else g_new], True)
-        elif (g_ref is None) != (g_new is None):
-            note = f"gradient on the {'reference' if g_new is None else 'new model'} only"
-        grads.append((r, n, how, copied, pending, note))
+    queued = _queue_calls(a, b, plan, batch)
+    grads = _queue_grads(a, b, plan, batch)
     loss = batch.pairs([a.loss], [b.loss])
     values = batch.read()
     rows = [
@@ -310,13 +298,7 @@ def _compare(
     params = _param_rows(grads, values, {n: tuple(p.shape) for n, p in ref.named_parameters()})
     start, first = origin([r.differs for r in rows], [r.inputs_agree for r in rows])
     if start is not None:
-        row = rows[start]
-        rows[start] = replace(
-            row,
-            ref_made=assigned(ref, row.ref),
-            new_made=assigned(new, row.new) if row.new is not None else "",
-            settings=_settings(ref_mods.get(row.ref), new_mods.get(row.new or "")),
-        )
+        rows[start] = _where_it_starts(rows[start], ref, new, ref_mods, new_mods)
     return DiffResult(
         "",
         "",
@@ -336,6 +318,54 @@ def _compare(
     )
 
 
+def _queue_calls(a: Trace, b: Trace, plan: _Plan, batch: Batch) -> list[_QueuedCall]:
+    """Each reference module call with its partner's, outputs and inputs queued."""
+    queued: list[_QueuedCall] = []
+    for call in a.calls:
+        partner = plan.modules.get(call.name)
+        other = b.by_key.get((partner, call.index)) if partner is not None else None
+        kind = (
+            call.kind if other is None or other.kind == call.kind else f"{call.kind} ↔ {other.kind}"
+        )
+        out = batch.pairs(call.outputs, other.outputs) if other else None
+        inp = batch.pairs(call.inputs, other.inputs) if other else None
+        queued.append((call.name, partner, call.index, kind, out, inp))
+    return queued
+
+
+def _queue_grads(a: Trace, b: Trace, plan: _Plan, batch: Batch) -> list[_QueuedGrad]:
+    """Each paired parameter's two gradients queued, or a note on why they are not."""
+    grads: list[_QueuedGrad] = []
+    for r, n, how, copied in plan.params:
+        g_ref, g_new = a.grads.get(r), b.grads.get(n)
+        note, pending = "", None
+        if how == "transposed" and not copied:
+            note = "shape reversed: not copied (--allow-transposed copies it transposed)"
+        elif g_ref is not None and g_new is not None:
+            pending = batch.pairs([g_ref], [g_new.t() if how == "transposed" else g_new], True)
+        elif (g_ref is None) != (g_new is None):
+            note = f"gradient on the {'reference' if g_new is None else 'new model'} only"
+        grads.append((r, n, how, copied, pending, note))
+    return grads
+
+
+def _where_it_starts(
+    row: ModuleRow,
+    ref: torch.nn.Module,
+    new: torch.nn.Module,
+    ref_mods: dict[str, torch.nn.Module],
+    new_mods: dict[str, torch.nn.Module],
+) -> ModuleRow:
+    """The row where the difference starts, with where each module was made and how their
+    settings differ."""
+    return replace(
+        row,
+        ref_made=assigned(ref, row.ref),
+        new_made=assigned(new, row.new) if row.new is not None else "",
+        settings=_settings(ref_mods.get(row.ref), new_mods.get(row.new or "")),
+    )
+
+
 def _settings(a: torch.nn.Module | None, b: torch.nn.Module | None) -> str:
     """The two modules' `extra_repr()` where they differ (an eps, an approximate="tanh")."""
     if a is None or b is None:
@@ -350,7 +380,7 @@ def _settings(a: torch.nn.Module | None, b: torch.nn.Module | None) -> str:
 
 
 def _param_rows(
-    grads: Sequence[tuple[str, str, str, bool, Pending | None, str]],
+    grads: Sequence[_QueuedGrad],
     values: list[list[float]],
     shapes: dict[str, tuple[int, ...]],
 ) -> list[ParamRow]:

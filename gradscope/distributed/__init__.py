@@ -15,5 +15,7 @@ Modules, one job each:
 - signals:      per-rank outliers and skipped steps (pure)
 - merge:        per-rank records into one report (pure)
 - session:      the per-step hook points a training-run watcher calls
+- watchdog:     ends a run no rank can finish (hang_progress: whether it still moves;
+                hang_block: what a stuck run says)
 - launch:       `--nproc-per-node N`: run the same command under torchrun
 """

@@ -21,25 +21,25 @@ process started or ended: gradscope.distributed.proctree); a child that does non
 for the whole limit is stuck as a blocked thread is, and the block names it. When the
 watchdog ends the run, the processes the rank started end with it. The thread reads
 these every `POLL_S`; the step path pays nothing.
+
+What a move is: hang_progress; what a stuck run says: hang_block.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import linecache
 import os
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
-from types import FrameType
+from dataclasses import replace
 from typing import Any
 
 from gradscope.distributed import proctree
-from gradscope.errors import ExitCode, is_user_file, short_path
+from gradscope.distributed.hang_block import EXIT_CODE, RankState, blocked_at, summary
+from gradscope.distributed.hang_progress import Clock, Sample, proc_counters
 
 POLL_S = 1.0
 """How often the watchdog looks at the run (and, after discovery, at the store)."""
@@ -47,208 +47,9 @@ ANSWER_WAIT_S = 5.0
 """How long a stuck rank waits for the other ranks' answers before it names the silent ones."""
 DONE_WAIT_S = 5.0
 """How long the ranks wait for each other to print or mute themselves before they exit."""
-BUSY_CPU = 0.1
-"""CPU seconds per second of the main thread that count as working (a blocked wait uses 0)."""
-EXIT_CODE = ExitCode.ERROR
-"""Like a timed-out gathering (RankTimedOut): the run could not finish, exit 2."""
 
 KEY = "gradscope/stall"
 _WORKING = (False, "", "")
-_WRAPPERS = frozenset({"_wrapped_call_impl", "_call_impl", "wrapper", "_fn", "inner"})
-
-
-@dataclass(frozen=True)
-class Sample:
-    """What the watchdog sees of its rank at one moment."""
-
-    counts: tuple[int, ...]
-    """The Session's forwards and optimizer steps."""
-    stack: tuple[tuple[int, int], ...]
-    """(code id, last instruction) of each frame of the main thread."""
-    cpu_s: float | None = None
-    """The main thread's CPU seconds (None where /proc is not there)."""
-    io_bytes: int | None = None
-    """Bytes the main thread read and wrote (None where /proc is not there)."""
-    wakeups: int | None = None
-    """The main thread's voluntary context switches: a Python loop that waits with a
-    timeout (a DataLoader waiting for its workers) wakes up; a blocked collective never."""
-    child_wait: bool = False
-    """The main thread waits for a child process of its own (not in a collective)."""
-    children: tuple[int, ...] = ()
-    """While it does: the pids of this process's live descendants."""
-    child_cpu_s: float | None = None
-    """While it does: their CPU seconds, summed."""
-    child_io: int | None = None
-    """While it does: the bytes they read and wrote, summed (None where not readable)."""
-
-
-def moved(before: Sample, after: Sample, seconds: float) -> bool:
-    """Did the run do anything between two samples `seconds` apart?"""
-    if before.counts != after.counts or before.stack != after.stack:
-        return True
-    if before.cpu_s is not None and after.cpu_s is not None:
-        if after.cpu_s - before.cpu_s >= BUSY_CPU * max(seconds, 1e-9):
-            return True
-    if before.io_bytes is not None and after.io_bytes is not None:
-        if after.io_bytes != before.io_bytes:
-            return True
-    if before.wakeups is not None and after.wakeups is not None:
-        if after.wakeups != before.wakeups:
-            return True
-    return before.child_wait and after.child_wait and _child_worked(before, after, seconds)
-
-
-def _child_worked(before: Sample, after: Sample, seconds: float) -> bool:
-    """The children the main thread waits on worked: a process started or ended, CPU time
-    (summed over them: a parallel build counts whole) or I/O. Their wake-ups do not count:
-    an idle DataLoader worker wakes every few seconds."""
-    if before.children != after.children:
-        return True
-    if before.child_cpu_s is not None and after.child_cpu_s is not None:
-        if after.child_cpu_s - before.child_cpu_s >= BUSY_CPU * max(seconds, 1e-9):
-            return True
-    return before.child_io is not None and after.child_io not in (None, before.child_io)
-
-
-class Clock:
-    """Seconds since the run last moved, from samples fed in order."""
-
-    def __init__(self, sample: Sample, now: float):
-        self.last, self.at, self.since = sample, now, now
-
-    def feed(self, sample: Sample, now: float) -> float:
-        """The idle seconds after `sample` taken at `now`."""
-        if moved(self.last, sample, now - self.at):
-            self.since = now
-        self.last, self.at = sample, now
-        return now - self.since
-
-
-@dataclass(frozen=True)
-class RankState:
-    """One rank's answer: how far it got and where its main thread is."""
-
-    rank: int
-    forwards: int
-    steps: int
-    idle_s: float
-    stuck: bool
-    where: str
-    """The innermost line of the user's code, `file:line` ('' when none)."""
-    line: str
-    """That line's source text."""
-    call: str
-    """The library function it waits in (`all_reduce`, `barrier`, `Tensor.backward`...)."""
-    beat: int = 0
-    """Counts a working rank's answers, so a rank that stops answering is seen as silent."""
-    ended: bool = False
-    """Its script ended: it will join no collective any more (counts as stuck)."""
-    child: str = ""
-    """The child process its main thread waits for, `PID (command)` ('' when none)."""
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> RankState:
-        return cls(**json.loads(text))
-
-
-def _name(frame: FrameType) -> str:
-    return str(getattr(frame.f_code, "co_qualname", frame.f_code.co_name))
-
-
-def blocked_at(frame: FrameType | None) -> tuple[str, str, str]:
-    """(file:line, source line, call) of a thread's stack, innermost `frame` first.
-
-    file:line is the innermost frame of the user's own code; call is the library function
-    that line waits in: the innermost public torch.distributed function (`all_reduce`,
-    `barrier`), else the function the user's line called, past torch's call wrappers.
-    """
-    frames: list[FrameType] = []
-    while frame is not None:
-        frames.append(frame)
-        frame = frame.f_back
-    user = next((i for i, f in enumerate(frames) if is_user_file(f.f_code.co_filename)), None)
-    where = line = ""
-    if user is not None:
-        f = frames[user]
-        where = f"{short_path(f.f_code.co_filename)}:{f.f_lineno}"
-        line = linecache.getline(f.f_code.co_filename, f.f_lineno or 0).strip()
-    inner = frames[:user] if user is not None else frames
-    call = next((_name(f) for f in inner if _is_collective(f)), "")
-    if not call:  # what the user's line called, or the innermost frame without one
-        order = reversed(inner) if user is not None else iter(inner)
-        call = next((_name(f) for f in order if f.f_code.co_name not in _WRAPPERS), "")
-    return where, line, call
-
-
-def _is_collective(frame: FrameType) -> bool:
-    path = frame.f_code.co_filename.replace(os.sep, "/")
-    name = frame.f_code.co_name
-    return "torch/distributed/" in path and not name.startswith("_") and name not in _WRAPPERS
-
-
-def describe(state: RankState) -> str:
-    """`rank 1: 3 optimizer steps, waiting in all_reduce at train.py:44: dist.all_reduce(t)`."""
-    text = f"rank {state.rank}: {state.steps} optimizer step{'s' * (state.steps != 1)}, "
-    if state.ended:
-        return text + "its script ended"
-    text += "waiting" if state.stuck else f"busy (moved {state.idle_s:.0f} s ago)"
-    if state.child:
-        text += f" {'for' if state.stuck else 'with'} its child process {state.child}"
-    if state.call:
-        text += f" in {state.call}"
-    if state.where:
-        text += f" at {state.where}"
-        if state.line:
-            text += f": {state.line}"
-    return text
-
-
-def summary(states: dict[int, RankState], world: int, timeout_s: float) -> list[str]:
-    """The block a stuck run prints: one line per rank, then what it means."""
-    lines = [f"the run is stuck: no rank made progress for {timeout_s:g} s"]
-    for r in range(world):
-        state = states.get(r)
-        if state is None:
-            lines.append(f"  rank {r}: no answer: it died or is stuck outside Python")
-        else:
-            lines.append("  " + describe(state))
-    silent = [r for r in range(world) if r not in states]
-    places = {(s.call, s.where) for s in states.values()}
-    steps = {s.steps for s in states.values()}
-    ended = [r for r, s in sorted(states.items()) if s.ended]
-    parents = [r for r, s in sorted(states.items()) if s.child and not s.ended]
-    if silent:
-        lines.append(f"the other ranks wait for rank {_ranks(silent)}")
-    elif ended:
-        lines.append(f"the others wait in a collective rank {_ranks(ended)} never joined")
-    elif parents:
-        others = [r for r in sorted(states) if r not in parents]
-        lines.append(
-            f"rank {_ranks(parents)} {'waits' if len(parents) == 1 else 'wait'} for a child "
-            f"process of its own, not in a collective: the child used no CPU and did no I/O "
-            f"for {timeout_s:g} s"
-            + (
-                f", and rank {_ranks(others)} {'waits' if len(others) == 1 else 'wait'} "
-                f"for rank {_ranks(parents)}"
-                if others
-                else ""
-            )
-            + "; the processes the ranks started are stopped too"
-        )
-    elif len(places) > 1 or len(steps) > 1:
-        lines.append(
-            "the ranks wait in different places: a collective issued on some ranks only "
-            "(or in a different order) never completes"
-        )
-    lines.append(f"stopping every rank (exit {int(EXIT_CODE)}); set the limit with --hang-timeout")
-    return lines
-
-
-def _ranks(ranks: list[int]) -> str:
-    return ", ".join(map(str, ranks))
 
 
 def verdict(states: dict[int, RankState], world: int, waited_s: float) -> bool:
@@ -280,32 +81,6 @@ class Heard:
 def printer(states: dict[int, RankState]) -> int:
     """The rank that prints the block: the lowest that answered."""
     return min(states)
-
-
-def _proc_counters(tid: int | None) -> tuple[float | None, int | None, int | None]:
-    """CPU seconds, bytes read and written, voluntary context switches of thread `tid`."""
-    if tid is None:
-        return None, None, None
-    base = f"/proc/self/task/{tid}"
-    cpu = io = wakeups = None
-    try:
-        with open(f"{base}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        with open(f"{base}/io", encoding="ascii") as f:
-            io = sum(int(v) for k, v in (ln.split(":") for ln in f) if k in ("rchar", "wchar"))
-    except (OSError, ValueError):
-        pass
-    try:
-        with open(f"{base}/status", encoding="ascii") as f:
-            line = next(ln for ln in f if ln.startswith("voluntary_ctxt_switches:"))
-        wakeups = int(line.split(":")[1])
-    except (OSError, ValueError, StopIteration):
-        pass
-    return cpu, io, wakeups
 
 
 class Watchdog:
@@ -369,7 +144,7 @@ class Watchdog:
         while frame is not None:
             stack.append((id(frame.f_code), frame.f_lasti))
             frame = frame.f_back
-        cpu, io, wakeups = _proc_counters(self.watched.native_id)
+        cpu, io, wakeups = proc_counters(self.watched.native_id)
         counts = (int(self.session.forwards), _steps(self.session))
         sample = Sample(counts, tuple(stack), cpu, io, wakeups)
         if not self._waits_on_child():

@@ -25,6 +25,7 @@ from typing import Any
 
 from gradscope.errors import ConfigError, TargetError, UserCodeError
 from gradscope.fmt import clip
+from gradscope.gradcheck.nesting import Path, flatten, is_dual, nested, replaced
 from gradscope.gradcheck.results import InputInfo, Note
 from gradscope.gradcheck.targets import PROVIDER, Resolved, non_tensor_annotation
 from gradscope.gradcheck.values import ALL, Domain, make_tensor
@@ -99,10 +100,6 @@ def parse_dtype(text: str) -> str:
     if name not in DTYPES:
         raise ConfigError(f"--dtype {clip(text)!r}: expected one of {', '.join(DTYPES)}")
     return name
-
-
-Path = tuple[Any, ...]
-"""Where a tensor sits inside one argument: () for the argument itself, (0, 'k') nested."""
 
 
 @dataclass(frozen=True)
@@ -404,43 +401,6 @@ def _differentiable(
     return [c[0] for c in chosen], infos, [c[3] for c in chosen]
 
 
-def nested(value: Any, path: Path = (), name: str = "") -> list[tuple[Path, str, Any]]:
-    """Every tensor in a (nested) argument: (path, name suffix like `[0]['k']`, tensor)."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return [(path, name, value)]
-    if isinstance(value, dict):
-        items: list[tuple[Any, Any]] = list(value.items())
-    elif isinstance(value, (tuple, list)):
-        items = list(enumerate(value))
-    else:
-        return []
-    return [
-        found
-        for key, v in items
-        for found in nested(
-            v, (*path, key), f"{name}[{key!r}]" if isinstance(value, dict) else f"{name}[{key}]"
-        )
-    ]
-
-
-def _replaced(value: Any, path: Path, tensor: Any) -> Any:
-    """`value` with the tensor at `path` replaced; containers copied, never mutated."""
-    if not path:
-        return tensor
-    key, rest = path[0], path[1:]
-    if isinstance(value, dict):
-        return {**value, key: _replaced(value[key], rest, tensor)}
-    items = list(value)
-    items[key] = _replaced(items[key], rest, tensor)
-    if isinstance(value, list):
-        return items
-    if hasattr(value, "_fields"):  # a namedtuple
-        return type(value)(*items)
-    return type(value)(items)
-
-
 def _make_fn(
     target: Resolved,
     problem: Problem,
@@ -456,10 +416,10 @@ def _make_fn(
         call_args, call_kw = list(args), dict(kw)
         for slot, t, own in zip(slots, tensors, problem.owned, strict=True):
             if slot.where == "pos":
-                call_args[slot.key] = _replaced(call_args[slot.key], slot.path, t)
+                call_args[slot.key] = replaced(call_args[slot.key], slot.path, t)
             elif slot.where == "kw":
-                call_kw[slot.key] = _replaced(call_kw[slot.key], slot.path, t)
-            elif t is not own and (_is_dual(t) or not torch.equal(t, own)):
+                call_kw[slot.key] = replaced(call_kw[slot.key], slot.path, t)
+            elif t is not own and (is_dual(t) or not torch.equal(t, own)):
                 with torch.no_grad():
                     own.copy_(t)  # the module's own tensor: whoever holds it sees the change
         names, outs = flatten(invoke(call_args, call_kw))
@@ -475,35 +435,8 @@ def _make_fn(
     return fn
 
 
-def _is_dual(t: Any) -> bool:
-    """A forward-AD dual tensor: equal to the base in value, but carrying a tangent."""
-    import torch.autograd.forward_ad as fwAD
-
-    return fwAD.unpack_dual(t).tangent is not None
-
-
 def _invoker(target: Resolved) -> Callable[[list[Any], dict[str, Any]], Any]:
     obj = target.obj
     if target.kind == "autograd.Function":
         return lambda a, k: obj.apply(*a)
     return lambda a, k: obj(*a, **k)
-
-
-def flatten(out: Any) -> tuple[list[str], list[Any]]:
-    """Floating-point tensors of a (nested) output, named `out`, `out[1]`, `out['loss']`."""
-    import torch
-
-    names: list[str] = []
-    tensors: list[Any] = []
-    stack: list[tuple[str, Any]] = [("out", out)]
-    while stack:
-        name, value = stack.pop()
-        if isinstance(value, torch.Tensor):
-            if value.is_floating_point():
-                names.append(name)
-                tensors.append(value)
-        elif isinstance(value, dict):
-            stack += reversed([(f"{name}[{k!r}]", v) for k, v in value.items()])
-        elif isinstance(value, (tuple, list)):
-            stack += reversed([(f"{name}[{k}]", v) for k, v in enumerate(value)])
-    return names, tensors

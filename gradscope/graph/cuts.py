@@ -18,7 +18,7 @@ from torch.overrides import TorchFunctionMode
 
 from gradscope.errors import user_line
 from gradscope.inspector import hooks
-from gradscope.inspector.explain import CUT_KINDS, in_reentrant_checkpoint, op_name
+from gradscope.inspector.replay import CUT_KINDS, in_reentrant_checkpoint, op_name
 
 
 @dataclass

@@ -9,285 +9,30 @@ torch call, and names the op, the module and the user's line:
 - vanishing:  the saturating activations and their mean derivative;
 - zero-grad:  ReLUs whose outputs are all zero;
 - exploding:  how fast activations grow from module to module.
+
+The replay itself is gradscope.inspector.replay; the none-grad pass, explain_cuts.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import sys
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import torch
 
-with warnings.catch_warnings():  # torch warns here when numpy is not installed
-    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
-    from torch.overrides import TorchFunctionMode
-
-from gradscope.errors import (
-    UserCodeError,
-    calling_user_frame,
-    is_user_file,
-    short_path,
-    user_line,
-)
+from gradscope.errors import UserCodeError, is_user_file, short_path
 from gradscope.findings import TABLE, Finding
 from gradscope.inspector import hooks, preserve
+from gradscope.inspector.explain_cuts import graph_causes
+from gradscope.inspector.replay import flat_tensors, op_sites, replay
 from gradscope.stats import RunStats
-
-_CHECKPOINT = os.path.join("torch", "utils", "checkpoint.py")
-MAX_SITES = 3
-
-
-def in_reentrant_checkpoint() -> str | None:
-    """The user's line that called a torch.utils.checkpoint now running its forward, if any."""
-    frame: Any = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_filename.endswith(_CHECKPOINT):
-            caller = calling_user_frame(frame)
-            return f"{short_path(caller.f_code.co_filename)}:{caller.f_lineno}" if caller else ""
-        frame = frame.f_back
-    return None
-
-
-def op_name(func: Any) -> str:
-    """A torch function's short name; `data` for the Tensor.data property."""
-    name = getattr(func, "__name__", None) or str(func)
-    if name == "__get__":  # a property such as Tensor.data
-        owner = getattr(func, "__self__", None)
-        name = getattr(owner, "__name__", "attribute")
-    return name
-
-
-def _flat_tensors(value: Any) -> list[torch.Tensor]:
-    return list(hooks.tensors_in(value))
-
-
-@contextmanager
-def _module_stack(model: torch.nn.Module) -> Iterator[list[str]]:
-    """The names of the modules currently inside their forward, innermost last."""
-    stack: list[str] = []
-
-    def leave(_name: str, _m: Any, _out: Any) -> None:
-        if stack:
-            stack.pop()
-
-    with hooks.module_hooks(model, pre=lambda name, _m: stack.append(name), post=leave):
-        yield stack
-
-
-Observe = Callable[[str, list[torch.Tensor], Any, str], None]
-
-
-class _Watcher(TorchFunctionMode):
-    """Calls `observe(name, inputs, output, module)` after every torch function."""
-
-    def __init__(self, observe: Observe, stack: list[str]):
-        super().__init__()
-        self.observe = observe
-        self.stack = stack
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        inputs = _flat_tensors((args, kwargs or {}))
-        with torch._C.DisableTorchFunction():
-            self.observe(op_name(func), inputs, out, self.stack[-1] if self.stack else "")
-        return out
-
-
-def _replay(
-    model: torch.nn.Module,
-    batch: Any,
-    loss_fn: Any,
-    grad_outputs: Any,
-    observe: Observe,
-    post: hooks.PostHook | None = None,
-) -> torch.Tensor:
-    """The forward and the loss once more, with `observe` watching every torch call; the loss."""
-    with (
-        preserve.preserved_state(model),
-        _module_stack(model) as stack,
-        hooks.module_hooks(model, post=post),
-        torch.enable_grad(),
-        _Watcher(observe, stack),
-    ):
-        target, _ = hooks.forward_and_loss(model, batch, loss_fn, grad_outputs)
-    return target
-
-
-def _sites(model, batch, loss_fn, grad_outputs, test) -> list[str]:
-    """Distinct `op at file:line in module` strings where `test(name, inputs, out)` holds."""
-    seen: dict[str, None] = {}
-
-    def observe(name: str, inputs: list[torch.Tensor], out: Any, module: str) -> None:
-        if len(seen) < MAX_SITES and test(name, inputs, out):
-            seen.setdefault(_site(name, module), None)
-
-    _replay(model, batch, loss_fn, grad_outputs, observe)
-    return list(seen)
-
-
-def _site(name: str, module: str, line: str | None = None) -> str:
-    line = line if line is not None else user_line()
-    return f"`{name}`" + (f" at {line}" if line else "") + (f" in `{module}`" if module else "")
-
-
-# --- why a parameter got no gradient --------------------------------------------------------------
-
-CUT_KINDS = {
-    "detach": ".detach()",
-    "detach_": ".detach_()",
-    "data": ".data",
-    "item": ".item() (a Python number)",
-    "tolist": ".tolist() (Python numbers)",
-    "numpy": ".numpy() (a NumPy round-trip)",
-    "__float__": "float() (a Python number)",
-    "__int__": "int() (a Python number)",
-    "requires_grad_": "requires_grad_(False)",
-}
-
-
-SHAPE_ONLY = frozenset(
-    ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
-     "randint_like", "new_zeros", "new_ones", "new_empty", "new_full")
-)  # fmt: skip
-"""Ops that read only their input's shape, dtype and device: no value of it goes on."""
-
-
-@dataclass
-class _Flow:
-    """Where the values computed from each gradient-less parameter went in one forward."""
-
-    subjects: dict[int, str]
-    taint: dict[int, frozenset[str]] = field(default_factory=dict)
-    keep: list[Any] = field(default_factory=list)
-    used: set[str] = field(default_factory=set)
-    cuts: dict[str, list[str]] = field(default_factory=dict)
-    soft_cuts: dict[str, list[str]] = field(default_factory=dict)
-    dangling: dict[int, tuple[torch.Tensor, frozenset[str], str]] = field(default_factory=dict)
-    returned_by: dict[int, str] = field(default_factory=dict)
-    indexed: set[int] = field(default_factory=set)
-    """Values of an op that also returned integer indices (`topk`): if they dangle, the
-    indices are what went on, and the cut there is the cause."""
-
-    def observe(self, name: str, inputs: list[torch.Tensor], out: Any, module: str) -> None:
-        marks: frozenset[str] = frozenset()
-        for t in inputs:
-            marks |= self.taint.get(id(t), frozenset()) or (
-                frozenset([self.subjects[id(t)]]) if id(t) in self.subjects else frozenset()
-            )
-            self.dangling.pop(id(t), None)
-        if not marks:
-            return
-        self.used |= marks
-        live = any(t.requires_grad for t in inputs)
-        outs = [t for t in _flat_tensors(out)]
-        carried = [t for t in outs if t.requires_grad]
-        if name in SHAPE_ONLY or (live and not outs and name not in CUT_KINDS):
-            return  # `.shape`, `zeros_like`, `bool(x > 0)`: no values leave, nothing is cut
-        if live and not carried:
-            self._cut(name, outs, marks, module)
-            return
-        line = user_line()
-        if live and any(not _differentiable(t) for t in outs):
-            # `topk`, `max(dim)`, `sort`: values with a gradient, indices without one; a
-            # parameter whose values leave only through the indices is cut here
-            self._cut(name, [], marks, module, line)
-            self.indexed.update(id(t) for t in carried)
-        for t in carried:
-            self.taint[id(t)] = marks
-            self.keep.append(t)
-            self.dangling[id(t)] = (t, marks, _site(name, module, line))
-
-    def _cut(
-        self,
-        name: str,
-        outs: list[torch.Tensor],
-        marks: frozenset[str],
-        module: str,
-        line: str | None = None,
-    ) -> None:
-        checkpoint = in_reentrant_checkpoint() if not torch.is_grad_enabled() else None
-        if checkpoint is not None:
-            kind = (
-                "a reentrant torch.utils.checkpoint"
-                + (f" called at {checkpoint}" if checkpoint else "")
-                + " whose inputs do not require grad, so it computes without a graph "
-                "(use use_reentrant=False, or make an input require grad)"
-            )
-            soft = False
-        elif not torch.is_grad_enabled():
-            kind = f"a torch.no_grad() (or inference_mode) region: {_site(name, module)}"
-            soft = False
-        elif name in CUT_KINDS:
-            kind = f"{CUT_KINDS[name]}: {_site(name, module)}"
-            soft = False
-        elif not outs:  # called for the indices of an op that also returned values
-            kind = (
-                f"the integer indices of {_site(name, module, line)}, which carry no gradient "
-                "(only its values do)"
-            )
-            soft = True
-        elif all(not _differentiable(t) for t in outs):
-            kind = f"an integer or boolean op, which has no gradient: {_site(name, module, line)}"
-            soft = True
-        else:
-            kind = f"{_site(name, module)}: its input requires grad, its output does not"
-            soft = False
-        for subject in marks:
-            sites = (self.soft_cuts if soft else self.cuts).setdefault(subject, [])
-            if kind not in sites and len(sites) < MAX_SITES:
-                sites.append(kind)
-
-    def post(self, name: str, _m: Any, out: Any) -> None:
-        for t in _flat_tensors(out):
-            if id(t) in self.dangling and name:
-                self.returned_by[id(t)] = name  # the outermost module, since post hooks nest
-
-    def unused(self, subject: str) -> list[str]:
-        return list(
-            dict.fromkeys(
-                f"`{self.returned_by[k]}`" if k in self.returned_by else site
-                for k, (_, marks, site) in self.dangling.items()
-                if subject in marks and k not in self.indexed
-            )
-        )[:MAX_SITES]
-
-
-def _differentiable(t: torch.Tensor) -> bool:
-    return t.is_floating_point() or t.is_complex()
-
-
-def graph_causes(model, batch, loss_fn, grad_outputs, subjects: dict[int, str]) -> dict[str, str]:
-    """Subject name → why its gradient is None, from one replay that follows its values."""
-    flow = _Flow(subjects)
-    target = _replay(model, batch, loss_fn, grad_outputs, flow.observe, flow.post)
-    flow.dangling.pop(id(target), None)
-    out = {}
-    for subject in subjects.values():
-        if flow.cuts.get(subject):
-            out[subject] = "graph cut by " + "; ".join(flow.cuts[subject])
-        elif flow.unused(subject):
-            out[subject] = (
-                "computed but not used by the loss: the output of "
-                + ", ".join(flow.unused(subject))
-                + " never reaches it (nothing is cut; drop it, add it to the loss, or freeze it)"
-            )
-        elif flow.soft_cuts.get(subject):
-            out[subject] = "graph cut by " + "; ".join(flow.soft_cuts[subject])
-        elif subject not in flow.used:
-            out[subject] = "the parameter is not used in the forward pass, although its module ran"
-        else:
-            out[subject] = "gradscope could not confirm where its values leave the graph"
-    return out
 
 
 def _makes_non_finite(name: str, inputs: list[torch.Tensor], out: Any) -> bool:
-    outs = [t for t in _flat_tensors(out) if t.is_floating_point()]
+    outs = [t for t in flat_tensors(out) if t.is_floating_point()]
     if not outs or not all(bool(torch.isfinite(t).all()) for t in inputs if t.is_floating_point()):
         return False
     return not all(bool(torch.isfinite(t).all()) for t in outs)
@@ -308,7 +53,7 @@ _DOMAIN_OPS = (
 
 
 def non_finite_origin(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
-    sites = _sites(model, batch, loss_fn, grad_outputs, _makes_non_finite)[:1]
+    sites = op_sites(model, batch, loss_fn, grad_outputs, _makes_non_finite)[:1]
     if sites:
         return [f"first non-finite value made by {sites[0]} from finite inputs"]
     return _anomaly_origin(model, batch, loss_fn, grad_outputs)
@@ -364,7 +109,7 @@ def saturation(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
         if base in _SATURATING and isinstance(out, torch.Tensor) and out.numel():
             calls.append((base, out.detach().float(), out.grad_fn))
 
-    target = _replay(model, batch, loss_fn, grad_outputs, observe)
+    target = replay(model, batch, loss_fn, grad_outputs, observe)
     in_graph = hooks.graph_nodes(target)
     stats = []
     for base, y, node in calls:
@@ -406,7 +151,7 @@ def dead_units(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
             and any(t.requires_grad for t in inputs)
         )
 
-    found = _sites(model, batch, loss_fn, grad_outputs, lambda *a: dead(*a) or step(*a))
+    found = op_sites(model, batch, loss_fn, grad_outputs, lambda *a: dead(*a) or step(*a))
     return [
         f"{s} has a zero derivative everywhere: no gradient passes back through it"
         if s.strip("`").split("`")[0].rstrip("_") in STEPS
@@ -429,7 +174,7 @@ def activation_growth(model, batch, loss_fn=None, grad_outputs=None) -> list[str
         if not any(m.children()) and any(True for _ in m.parameters(recurse=False))
     }
     with hooks.module_hooks(model, post=record, only=lambda m: id(m) in leaves):
-        _replay(model, batch, loss_fn, grad_outputs, lambda *a: None)
+        replay(model, batch, loss_fn, grad_outputs, lambda *a: None)
     if len(sizes) < 2 or sizes[0][1] == 0:
         return []
     (first, a), (last, b) = sizes[0], sizes[-1]

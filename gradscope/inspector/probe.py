@@ -11,7 +11,7 @@ Cost is the budget (benchmarks/bench_inspect.py: <= 1.05x the bare step at
 124M parameters): the statistics are one fused L2 norm over weights and
 gradients together plus, for small tensors and row-lookup tables only,
 aminmax and a zero count, read back with a single host sync (see
-`_fused_stats`). Model state is restored exactly (`gradscope.inspector.preserve`).
+`fused_stats`). Model state is restored exactly (`gradscope.inspector.preserve`).
 """
 
 from __future__ import annotations
@@ -21,15 +21,14 @@ import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence, Set
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
 
-from gradscope.distributed import context, norms
-from gradscope.distributed.norms import local
 from gradscope.errors import UserCodeError
 from gradscope.inspector import hooks
+from gradscope.inspector.fused_stats import FusedNumbers, GradNumbers, fused_stats, owners, plans
 from gradscope.inspector.hooks import backward_target, call_model, pick_loss
 from gradscope.inspector.preserve import paused_guard, preserved_state, storage_of
 from gradscope.stats import ModuleStats, ParamStats, RunStats
@@ -123,49 +122,61 @@ def measure(
     """
     named = list(model.named_parameters())
     modules = list(model.named_modules())  # walked once here: each walk costs a few µs a module
-    trainable = [p for _, p in named if p.requires_grad]
-    grads: list[torch.Tensor | None] = [None] * len(trainable)
     with paused_guard():
         nodes = hooks.graph_nodes(target)
         saved = saved_bytes(nodes, [p for _, p in named])
-    if target.requires_grad and trainable:
-        grads = backward_grads(target, grad_outputs, trainable, nodes)
-        named, grads = _registered_after(model, trainable, grads)
-        trainable = [p for _, p in named if p.requires_grad]
+    named, grads = _gradients(model, target, grad_outputs, named, nodes)
     with paused_guard():  # from here on, only gradscope's own tensor code runs
         loss = scale.loss if scale is not None else target
-        factor = 1.0 / scale.value if scale is not None else 1.0
-        owners = _owners(modules)
+        owned = owners(modules)
+        trainable = [p for _, p in named if p.requires_grad]
         with torch.no_grad():
-            numbers = _fused_stats(loss, [p for _, p in named], grads, _measured(owners, trainable))
+            numbers = fused_stats(loss, [p for _, p in named], grads, plans(owned, trainable))
         duration = time.perf_counter() - start
-        stats = _assemble(
-            model,
-            modules,
-            named,
-            grads,
-            numbers,
-            order,
-            target,
-            source,
-            duration,
-            grad_outputs is not None,
-            factor,
-            {i for i, kinds in owners.items() if any(kinds)},
-        )
-        if scale is not None:
-            stats = replace(
-                stats,
-                loss_source=f"{source}, unscaled: a GradScaler loss scale of {scale.value:g} was "
-                "removed from the loss and every gradient",
-                loss_scale=scale.value,
-            )
-        return replace(
-            stats,
+        lookups = {i for i, kinds in owned.items() if any(kinds)}
+        factor = 1.0 / scale.value if scale is not None else 1.0
+        weighted = grad_outputs is not None
+        return RunStats(
+            params=_param_stats(named, grads, numbers, order, lookups, factor),
+            modules=tuple(
+                ModuleStats(name, type(m).__name__, name in order, order.get(name))
+                for name, m in modules
+            ),
+            loss_value=None if weighted else numbers.loss,
+            loss_finite=numbers.loss_finite,
+            loss_requires_grad=target.requires_grad,
+            loss_source=source if scale is None else _unscaled(source, scale.value),
+            duration_s=duration,
+            model_class=type(model).__name__,
+            device=str(target.device),
             saved_bytes=saved,
             retained=retained_graphs(modules),
-            loss_terms=None if grad_outputs is not None else summed_terms(loss),
+            loss_scale=None if scale is None else scale.value,
+            loss_terms=None if weighted else summed_terms(loss),
         )
+
+
+def _unscaled(source: str, scale: float) -> str:
+    return (
+        f"{source}, unscaled: a GradScaler loss scale of {scale:g} was "
+        "removed from the loss and every gradient"
+    )
+
+
+def _gradients(
+    model: torch.nn.Module,
+    target: torch.Tensor,
+    grad_outputs: torch.Tensor | None,
+    named: list[tuple[str, torch.nn.Parameter]],
+    nodes: Iterable[Any],
+) -> tuple[list[tuple[str, torch.nn.Parameter]], list[torch.Tensor | None]]:
+    """The parameters as registered after the backward, and the trainable ones' gradients
+    (all None where the target needs no backward)."""
+    trainable = [p for _, p in named if p.requires_grad]
+    if not (target.requires_grad and trainable):
+        return named, [None] * len(trainable)
+    grads = backward_grads(target, grad_outputs, trainable, nodes)
+    return _registered_after(model, trainable, grads)
 
 
 _SUM = 2
@@ -332,330 +343,46 @@ def _holds_graph(value: Any) -> bool:
     )
 
 
-# --- the statistics ------------------------------------------------------------------------------
-
-
-def _dense(g: torch.Tensor) -> torch.Tensor:
-    """What the statistics read: the values of a sparse gradient, |g| of a complex one."""
-    if g.is_sparse:
-        g = g.coalesce().values()
-    if g.is_complex():
-        g = g.abs()
-    return g if g.numel() else g.new_zeros(1)
-
-
-EXACT_MAX = 1 << 20
-"""Gradients up to this many elements also get max|g| (a fused pass that costs nothing at this
-size); larger ones only where a rule needs it: see `_measured`."""
-
-
-def _owners(modules: Iterable[tuple[str, torch.nn.Module]]) -> dict[int, list[bool]]:
-    """id(parameter) → for each module that owns it, whether that module is a lookup table."""
-    lookup = (torch.nn.Embedding, torch.nn.EmbeddingBag)
-    owners: dict[int, list[bool]] = {}
-    for _, m in modules:
-        for p in m._parameters.values():
-            if p is not None:
-                owners.setdefault(id(p), []).append(isinstance(m, lookup))
-    return owners
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What `_fused_stats` measures per gradient besides its L2 norm."""
-
-    extremes: bool
-    """max|g| (min and max)."""
-    zeros: bool
-    """The number of exactly-zero elements."""
-
-
-def _measured(owners: dict[int, list[bool]], params: Sequence[torch.Tensor]) -> list[_Plan]:
-    """Which gradients get max|g| and a zero count besides their L2 norm.
-
-    Each is one more full pass over the gradient: at 124M parameters a pass costs about 2%
-    of the bare step, so they are made where they are cheap or needed. max|g|: tensors up to
-    EXACT_MAX elements (fused). Zero counts (by rows): only lookup tables (untied)
-    and sparse gradients, for the RMS over non-zero rows that lets a table, whose
-    unused rows get exact zeros, be compared with other tables; a table tied to a linear
-    output head gets a gradient on every row. Elsewhere both stay unknown (None; the table
-    shows "-") and the L2 norm stands in: NaN or Inf anywhere makes it non-finite, an
-    all-zero gradient makes it zero, and either (rare) sends the tensor through the exact
-    pass after all.
-    """
-    plans = []
-    for p in params:
-        kinds = owners.get(id(p), [False])
-        table = p.is_sparse or all(kinds)
-        plans.append(_Plan(p.numel() <= EXACT_MAX, table))
-    return plans
-
-
-def _exact(grads: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
-    """[min, max, nonzeros] per gradient, as one float64 tensor of shape (3, n)."""
-    f64 = torch.float64
-    rows = [
-        torch.stack([*torch.aminmax(g), g.count_nonzero()]).to(device=device, dtype=f64)
-        for g in grads
-    ]
-    return torch.stack(rows).T if rows else torch.empty((3, 0), dtype=f64, device=device)
-
-
-def _extremes(grads: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
-    """[mins, maxes] as two float64 vectors. On a GPU two fused kernels (max, and max of the
-    negated copies); on a CPU one aminmax per tensor reads each once and copies nothing
-    (0.29 ms against 0.72 ms for 66 tensors of a small CNN)."""
-    if all(g.device.type == "cpu" for g in grads):
-        pairs = [torch.aminmax(g) for g in grads]
-        return [_gather([p.min for p in pairs], device), _gather([p.max for p in pairs], device)]
-    highs = torch._foreach_max(grads)
-    lows = torch._foreach_max(torch._foreach_neg(grads))
-    return [-_gather(lows, device), _gather(highs, device)]
-
-
-def _in_nonzero_rows(table_grad: torch.Tensor) -> torch.Tensor:
-    """Elements in the rows that got a gradient (a lookup table's unused rows are exactly
-    zero; a used row is non-zero throughout). One norm per row reads the tensor once at
-    the speed of an L2 norm; count_nonzero is ~4x slower on a CPU (5.3 against 1.5 ms
-    for BERT's 7.8M-element word table)."""
-    rows = table_grad.reshape(table_grad.shape[0] if table_grad.dim() else 1, -1)
-    low = rows.dtype in (torch.float16, torch.bfloat16)
-    norms = torch.linalg.vector_norm(rows, dim=1, dtype=torch.float32 if low else None)
-    return norms.count_nonzero() * rows.shape[1]
-
-
-_NORMED = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-"""Dtypes torch's norms take (with the complex ones); not float8, integers or bool."""
-
-
-def _normable(t: torch.Tensor) -> bool:
-    return t.dtype in _NORMED or t.is_complex()
-
-
-def _stored_norm(t: torch.Tensor) -> torch.Tensor:
-    """L2 norm of the stored values of a tensor torch's norms refuse (an int8 or float8
-    quantized weight, its scale not applied), read in slices so that no float64 copy of a
-    large tensor is made at once."""
-    flat = t.reshape(-1)
-    step = 1 << 22
-    if flat.numel() <= step:
-        return torch.linalg.vector_norm(flat.double())
-    parts = [
-        torch.linalg.vector_norm(flat[i : i + step].double()) for i in range(0, len(flat), step)
-    ]
-    return torch.linalg.vector_norm(torch.stack(parts))
-
-
-def _gather(scalars: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
-    """0-d tensors → one float64 vector on `device`: one op where they share device and dtype."""
-    if all(t.device == device and t.dtype == scalars[0].dtype for t in scalars):
-        return torch.stack(list(scalars)).to(torch.float64)
-    return torch.stack([t.to(device=device, dtype=torch.float64) for t in scalars])
-
-
-def _fused_stats(
-    loss: torch.Tensor,
-    params: list[torch.Tensor],
-    grads: list[torch.Tensor | None],
-    plans: Sequence[_Plan],
-) -> list[float | None]:
-    """[loss, loss_finite, weight norms..., per present grad: l2, min, max, nonzeros].
-
-    One fused L2 over weights and gradients together (half precision accumulated in float32,
-    so it cannot overflow); max and min over the small gradients (`_extremes`), the
-    elements of non-zero rows where the plan names it. Min and max propagate NaN and Inf, so
-    they are the exact non-finite test (an L2 norm can overflow without any Inf). Read back
-    with one host sync; a second one only when a gradient without extremes has a zero or
-    non-finite norm, to make that verdict exact, or when a norm underflowed. None: not
-    measured. (torch's inf-norm would give max|g| in one call but is ~15x slower on a CPU.)
-    """
-    f64 = torch.float64
-    device = loss.device
-    given = [(g, plan) for g, plan in zip(grads, plans, strict=True) if g is not None]
-    present = [(_dense(local(g)), plan) for g, plan in given]
-    k = len(present)
-    loss = loss.detach()
-    parts = [
-        loss.reshape(-1)[:1].real.to(f64)
-        if loss.numel() == 1
-        else torch.full((1,), math.nan, dtype=f64, device=device),
-        torch.isfinite(loss).all().reshape(1).to(f64),
-    ]
-    weights_in = [_dense(local(p)) for p in params]
-    counts = [i for i, t in enumerate(weights_in) if not _normable(t)]
-    if counts:  # frozen int8/float8 storage (a quantized base): no gradient, its norm apart
-        weights_in = [t for t in weights_in if _normable(t)]
-    tensors = weights_in + [g for g, _ in present]  # under no_grad
-    norms: list[torch.Tensor] = []
-    if tensors:
-        low = any(t.dtype in (torch.float16, torch.bfloat16) for t in tensors)
-        norms = list(torch._foreach_norm(tensors, 2, dtype=torch.float32 if low else None))
-    for i in counts:
-        norms.insert(i, _stored_norm(local(params[i])))
-    if norms:
-        parts.append(_gather(norms, device))
-    small = [i for i, (_, plan) in enumerate(present) if plan.extremes]
-    counted = [i for i, (_, plan) in enumerate(present) if plan.zeros]
-    if small:
-        parts += _extremes([present[i][0] for i in small], device)
-    if counted:
-        nonzero = [_in_nonzero_rows(present[i][0]).to(device=device, dtype=f64) for i in counted]
-        parts.append(torch.stack(nonzero))
-    numbers: list[float | None] = list(torch.cat(parts).tolist())
-    head = 2 + len(params)
-    l2 = numbers[head : head + k]
-    lo: list[float | None] = [None] * k
-    hi: list[float | None] = [None] * k
-    nz: list[float | None] = [None] * k
-    rest = iter(numbers[head + k :])
-    for target in (lo, hi):
-        for i in small:
-            target[i] = next(rest)
-    for i in counted:
-        nz[i] = next(rest)
-    weights = numbers[2:head]
-    shards = _Shards.of(params, [g for g, _ in given])  # FSDP2: each rank holds a part
-    if shards:
-        shards.weights([(weights, "l2")], range(len(params)))
-        shards.grads([(l2, "l2"), (lo, "min"), (hi, "max"), (nz, "sum")], range(k))
-    doubt = [i for i in range(k) if hi[i] is None and not 0 < (l2[i] or 0) < math.inf]
-    if doubt:  # all-zero or non-finite by the norm: make it exact
-        again = _exact([present[i][0] for i in doubt], device).tolist()
-        for j, i in enumerate(doubt):
-            lo[i], hi[i], nz[i] = again[0][j], again[1][j], again[2][j]
-        if shards:
-            shards.grads([(lo, "min"), (hi, "max"), (nz, "sum")], doubt)
-    tiny = [i for i in range(k) if l2[i] == 0 and (hi[i] or lo[i])]
-    if tiny:  # non-zero elements whose squares underflow float32 (|g| < 1e-19): float64 norm
-        norms64 = [torch.linalg.vector_norm(present[i][0].double()) for i in tiny]
-        for i, norm in zip(tiny, torch.stack(norms64).tolist(), strict=True):
-            l2[i] = norm
-        if shards:
-            shards.grads([(l2, "l2")], tiny)
-    return numbers[:2] + weights + l2 + lo + hi + nz
-
-
-@dataclass
-class _Shards:
-    """Whole-tensor statistics from FSDP2 (`fully_shard`) shards: each rank measured its own
-    part; L2 norms combine as the root of the summed squares, min and max as the min and
-    max, zero counts as the sum. One all_gather per call, made by every rank in the same
-    order (every decision before a call rests on values already combined). Replicated
-    tensors, like everything outside torchrun, are left as this rank measured them."""
-
-    rank: context.Rank
-    weight_sharded: list[bool]
-    grad_sharded: list[bool]
-
-    @classmethod
-    def of(cls, params: Sequence[torch.Tensor], grads: Sequence[torch.Tensor]) -> _Shards | None:
-        weight_sharded = [norms.is_sharded(p) for p in params]
-        grad_sharded = [norms.is_sharded(g) for g in grads]
-        if not any(weight_sharded + grad_sharded):
-            return None
-        rank = context.current()
-        return None if rank is None else cls(rank, weight_sharded, grad_sharded)
-
-    def weights(self, columns: list[tuple[list[float | None], str]], at: Sequence[int]) -> None:
-        self._combine(columns, at, self.weight_sharded)
-
-    def grads(self, columns: list[tuple[list[float | None], str]], at: Sequence[int]) -> None:
-        self._combine(columns, at, self.grad_sharded)
-
-    def _combine(
-        self, columns: list[tuple[list[float | None], str]], at: Sequence[int], sharded: list[bool]
-    ) -> None:
-        """Entries `at` of each column, combined over the ranks in place (None stays None: the
-        same entries are unmeasured on every rank)."""
-        flat = [math.nan if values[i] is None else values[i] for values, _ in columns for i in at]
-        every = self.rank.all_gather(torch.tensor(flat, dtype=torch.float64), "inspect statistics")
-        ranks = every.cpu().T.tolist()  # one row per entry, one value per rank
-        row = iter(ranks)
-        for values, how in columns:
-            for i in at:
-                each = next(row)
-                if values[i] is not None and sharded[i]:
-                    values[i] = _COMBINE[how](each)
-
-
-_COMBINE: dict[str, Callable[[list[float]], float]] = {
-    "l2": lambda each: math.sqrt(sum(v * v for v in each)),
-    "min": lambda each: math.nan if any(map(math.isnan, each)) else min(each),
-    "max": lambda each: math.nan if any(map(math.isnan, each)) else max(each),
-    "sum": sum,
-}
-"""How one statistic of a tensor's parts makes the whole tensor's (NaN and Inf carry)."""
-
-
-def _assemble(
-    model: torch.nn.Module,
-    modules: Sequence[tuple[str, torch.nn.Module]],
+def _param_stats(
     named: Sequence[tuple[str, torch.Tensor]],
     grads: list[torch.Tensor | None],
-    numbers: list[float | None],
+    numbers: FusedNumbers,
     order: dict[str, int],
-    target: torch.Tensor,
-    source: str,
-    duration: float,
-    weighted: bool,
-    factor: float = 1.0,
-    lookups: Set[int] = frozenset(),
-) -> RunStats:
-    loss_value, loss_finite = numbers[0], bool(numbers[1])
-    n, k = len(named), sum(g is not None for g in grads)
-    weight_norms = numbers[2 : 2 + n]
-    l2, low, high, nz = (numbers[2 + n + i * k : 2 + n + (i + 1) * k] for i in range(4))
-    grad_iter = iter(grads)
-    present_index = 0
-    params = []
-    for (name, p), wn in zip(named, weight_norms, strict=False):
+    lookups: Set[int],
+    factor: float,
+) -> tuple[ParamStats, ...]:
+    """Each parameter's statistics; `factor` unscales the gradients' (a GradScaler's loss)."""
+    gradient = iter(grads)
+    measured = iter(numbers.grads)
+    out = []
+    for (name, p), weight_norm in zip(named, numbers.weight_norms, strict=False):
         module = name.rpartition(".")[0]
-        g = next(grad_iter) if p.requires_grad else None
-        if g is None:
-            params.append(_param(name, module, p, wn or 0.0, order.get(module), id(p) in lookups))
-            continue
-        i = present_index
-        present_index += 1
-        lo, hi, nonzero = low[i], high[i], nz[i]
-        if lo is None or hi is None:  # not measured: the norm stands in (finite, non-zero)
-            biggest, finite = None, math.isfinite(l2[i] or 0.0)
-        else:
-            both = lo + hi
-            biggest = max(abs(lo), abs(hi)) if not math.isnan(both) else math.nan
-            finite = math.isfinite(lo) and math.isfinite(hi)
-        zeros = None if nonzero is None else 1.0 - nonzero / max(p.numel(), 1)
-        if zeros is None and lo == 0 and hi == 0:
-            zeros = 1.0  # all-zero, by its extremes
-        params.append(
-            ParamStats(
-                name=name,
-                module=module,
-                shape=tuple(p.shape),
-                dtype=str(p.dtype).removeprefix("torch."),
-                requires_grad=True,
-                has_grad=True,
-                grad_norm=(l2[i] or 0.0) * factor,
-                grad_max=None if biggest is None else biggest * factor,
-                weight_norm=wn or 0.0,
-                zero_fraction=zeros,
-                finite=finite,
-                depth=order.get(module),
-                lookup=id(p) in lookups,
-            )
-        )
-    return RunStats(
-        params=tuple(params),
-        modules=tuple(
-            ModuleStats(name, type(m).__name__, name in order, order.get(name))
-            for name, m in modules
-        ),
-        loss_value=None if weighted else loss_value,
-        loss_finite=loss_finite,
-        loss_requires_grad=target.requires_grad,
-        loss_source=source,
-        duration_s=duration,
-        model_class=type(model).__name__,
-        device=str(target.device),
+        g = next(gradient) if p.requires_grad else None
+        plain = _param(name, module, p, weight_norm or 0.0, order.get(module), id(p) in lookups)
+        out.append(plain if g is None else _with_grad(plain, p, next(measured), factor))
+    return tuple(out)
+
+
+def _with_grad(plain: ParamStats, p: torch.Tensor, g: GradNumbers, factor: float) -> ParamStats:
+    """A parameter's statistics with its gradient's. Where min and max were not measured the
+    norm stands in (finite, non-zero: see fused_stats.plans)."""
+    lo, hi = g.low, g.high
+    if lo is None or hi is None:
+        biggest, finite = None, math.isfinite(g.l2 or 0.0)
+    else:
+        both = lo + hi
+        biggest = max(abs(lo), abs(hi)) if not math.isnan(both) else math.nan
+        finite = math.isfinite(lo) and math.isfinite(hi)
+    zeros = None if g.nonzeros is None else 1.0 - g.nonzeros / max(p.numel(), 1)
+    if zeros is None and lo == 0 and hi == 0:
+        zeros = 1.0  # all-zero, by its extremes
+    return replace(
+        plain,
+        has_grad=True,
+        grad_norm=(g.l2 or 0.0) * factor,
+        grad_max=None if biggest is None else biggest * factor,
+        zero_fraction=zeros,
+        finite=finite,
     )
 
 

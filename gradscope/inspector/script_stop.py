@@ -35,6 +35,10 @@ from types import CodeType, FrameType
 from typing import Any, NoReturn
 
 import torch
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
 
 from gradscope.errors import is_user_file, short_path
 
@@ -326,11 +330,17 @@ class Stopper:
 def installed(stopper: Stopper) -> Iterator[None]:
     """Patch backward, torch.autograd.backward, GradScaler.step and hook every optimizer's
     step for the run: the backwards before the one to stop at run as the script wrote them."""
-    from torch.optim.optimizer import (
-        register_optimizer_step_post_hook,
-        register_optimizer_step_pre_hook,
-    )
+    with _backwards_patched(stopper), _steps_hooked(stopper), _stop_unraisable_quiet():
+        try:
+            stopper.open()
+            yield
+        finally:
+            stopper.disarm()
 
+
+@contextmanager
+def _backwards_patched(stopper: Stopper) -> Iterator[None]:
+    """Tensor.backward and torch.autograd.backward ask the stopper first."""
     original_backward, original_autograd = torch.Tensor.backward, torch.autograd.backward
     depth = [0]  # a backward inside a running one (a reentrant checkpoint) is not the script's
 
@@ -359,6 +369,19 @@ def installed(stopper: Stopper) -> Iterator[None]:
             )
         stopper.first_backward(listed[0], grads[0] if grads else None)
 
+    torch.Tensor.backward = backward  # type: ignore[method-assign]
+    torch.autograd.backward = autograd_backward
+    try:
+        yield
+    finally:
+        torch.Tensor.backward = original_backward  # type: ignore[method-assign]
+        torch.autograd.backward = original_autograd
+
+
+@contextmanager
+def _steps_hooked(stopper: Stopper) -> Iterator[None]:
+    """Every optimizer step and GradScaler.step counted by the stopper, and refused once it
+    stopped the script."""
     stepping: list[Any] = []  # the optimizer whose step hooks ran (in a GradScaler.step)
 
     def step_pre_hook(optimizer: Any, _args: Any, _kwargs: Any) -> None:
@@ -382,31 +405,32 @@ def installed(stopper: Stopper) -> Iterator[None]:
             stopper.step_done()  # skipped (inf/NaN found): a step all the same, as watch counts
         return out
 
-    previous_unraisable = sys.unraisablehook
-
-    def unraisable(info: Any) -> None:
-        # the stop raised again in a finaliser (a generator's close, a __del__) cannot leave
-        # it; Python would print it as "Exception ignored in ...": it is no news to anyone
-        if not isinstance(info.exc_value, Stop):
-            previous_unraisable(info)
-
     handle = register_optimizer_step_pre_hook(step_pre_hook)
     post_handle = register_optimizer_step_post_hook(step_post_hook)
-    torch.Tensor.backward = backward  # type: ignore[method-assign]
-    torch.autograd.backward = autograd_backward
     scaler_class.step = scaler_step  # type: ignore[method-assign,assignment]
-    sys.unraisablehook = unraisable
     try:
-        stopper.open()
         yield
     finally:
-        stopper.disarm()
-        sys.unraisablehook = previous_unraisable
         handle.remove()
         post_handle.remove()
         scaler_class.step = original_scaler_step  # type: ignore[method-assign]
-        torch.Tensor.backward = original_backward  # type: ignore[method-assign]
-        torch.autograd.backward = original_autograd
+
+
+@contextmanager
+def _stop_unraisable_quiet() -> Iterator[None]:
+    """The stop raised again in a finaliser (a generator's close, a __del__) cannot leave it;
+    Python would print it as "Exception ignored in ...": it is no news to anyone."""
+    previous_unraisable = sys.unraisablehook
+
+    def unraisable(info: Any) -> None:
+        if not isinstance(info.exc_value, Stop):
+            previous_unraisable(info)
+
+    sys.unraisablehook = unraisable
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous_unraisable
 
 
 def _local(t: torch.Tensor | None) -> torch.Tensor | None:

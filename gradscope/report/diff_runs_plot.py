@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import itertools
 import math
+from typing import Any
 
 from gradscope.diff.runs.result import RunsDiff
 
@@ -44,14 +45,9 @@ def plot(result: RunsDiff, fmt: str = "png") -> bytes:
     import matplotlib
 
     matplotlib.use("Agg", force=True)
-    import numpy as np
-    from matplotlib import colors
     from matplotlib import pyplot as plt
 
-    s = result.series
-    steps = s.steps
-    names = list(s.params)
-    n = len(steps)
+    names = list(result.series.params)
     height = 2.2 + max(len(names), 4) * 0.18 if len(names) <= MOST_LABELS else 5.0
     fig, grid = plt.subplots(
         2,
@@ -64,6 +60,20 @@ def plot(result: RunsDiff, fmt: str = "png") -> bytes:
     (top, spare), (heat, scale) = grid
     spare.axis("off")
     heat.sharex(top)
+    _draw_totals(top, result)
+    _draw_params(fig, heat, scale, result)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=fmt, dpi=110)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def _draw_totals(top: Any, result: RunsDiff) -> None:
+    """The loss's and the total gradient norm's relative difference, the tolerance and the
+    first divergence."""
+    s = result.series
+    steps = s.steps
     for label, values, colour in (
         ("loss", s.loss, "#1f77b4"),
         ("total gradient norm", s.grad_norm, "#ff7f0e"),
@@ -91,6 +101,19 @@ def plot(result: RunsDiff, fmt: str = "png") -> bytes:
             bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "none", "pad": 1},
         )
     top.legend(fontsize=8, loc="lower right")
+
+
+def _draw_params(fig: Any, heat: Any, scale: Any, result: RunsDiff) -> None:
+    """Per parameter, the relative difference of its gradient norm as a heat map, the
+    parameters that parted at the first divergence named in red."""
+    import numpy as np
+    from matplotlib import colors
+
+    s = result.series
+    steps = s.steps
+    names = list(s.params)
+    n = len(steps)
+    first = result.first
     rows = _columns([_clean(s.params[name]) for name in names], n)
     matrix = np.array(rows, dtype=float) if rows and rows[0] else np.full((1, 1), np.nan)
     shown = np.ma.masked_invalid(matrix)
@@ -115,8 +138,3 @@ def plot(result: RunsDiff, fmt: str = "png") -> bytes:
     if first is not None:
         heat.axvline(first.step, color="#17becf", linestyle="--", linewidth=1.2)
     heat.set_xlabel("step" + (f" (max per column of {n} steps)" if n > MOST_COLUMNS else ""))
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format=fmt, dpi=110)
-    plt.close(fig)
-    return buffer.getvalue()

@@ -45,10 +45,35 @@ def render(report: WatchReport, fmt: str = "png", columns: int = 400) -> bytes:
 
 
 def _figure(plt, report: WatchReport, columns: int):
-    steps = report.run.steps
-    numbers = [r.step for r in steps]
     groups = layer_groups(report.run.names(), 24)
-    cuts = bins(len(steps), columns)
+    height = 2.2 + 0.28 * len(groups)
+    measured = [s for s in report.noise if s.steps]
+    panels = [height, 1.8, 1.8] + ([1.8] * bool(measured))
+    fig, axes = plt.subplots(
+        len(panels),
+        1,
+        figsize=(11, sum(panels)),
+        sharex=True,
+        gridspec_kw={"height_ratios": panels},
+    )
+    ax_map, ax_loss, ax_norm = axes[:3]
+    _draw_map(fig, ax_map, report, groups, columns)
+    _draw_losses(ax_loss, report)
+    _draw_norms(ax_norm, report)
+    if measured:
+        _noise_panel(axes[3], report, measured)
+    axes[-1].set_xlabel("optimizer step")
+    _draw_marks(ax_map, ax_norm, report)
+    ax_norm.legend(loc="upper right", fontsize=7, ncol=3)
+    fig.tight_layout()
+    return fig
+
+
+def _layer_grid(
+    report: WatchReport, groups: dict[str, list[int]], columns: int
+) -> list[list[float]]:
+    """log10 of each layer group's gradient norm, binned to `columns` (max per column)."""
+    steps = report.run.steps
     owners = _owners(report)
     grid = []
     for members in groups.values():
@@ -61,20 +86,16 @@ def _figure(plt, report: WatchReport, columns: int):
             held.append(group_norm(r, members) if stepped else (held[-1] if held else None))
         row = binned_max(held, columns)
         grid.append([math.log10(v) if v and math.isfinite(v) and v > 0 else math.nan for v in row])
-    height = 2.2 + 0.28 * len(groups)
-    measured = [s for s in report.noise if s.steps]
-    panels = [height, 1.8, 1.8] + ([1.8] * bool(measured))
-    fig, axes = plt.subplots(
-        len(panels),
-        1,
-        figsize=(11, sum(panels)),
-        sharex=True,
-        gridspec_kw={"height_ratios": panels},
-    )
-    ax_map, ax_loss, ax_norm = axes[:3]
+    return grid
+
+
+def _draw_map(fig, ax_map, report: WatchReport, groups: dict[str, list[int]], columns: int) -> None:
+    """The layers × steps heatmap and its colour bar."""
+    numbers = [r.step for r in report.run.steps]
+    cuts = bins(len(numbers), columns)
     lo, hi = numbers[cuts[0][0]] - 0.5, numbers[cuts[-1][-1]] + 0.5
     image = ax_map.imshow(
-        grid,
+        _layer_grid(report, groups, columns),
         aspect="auto",
         interpolation="nearest",
         cmap="viridis",
@@ -88,6 +109,11 @@ def _figure(plt, report: WatchReport, columns: int):
     )
     # an inset colour bar takes no width, so the three panels share one step axis
     fig.colorbar(image, cax=ax_map.inset_axes((1.005, 0.0, 0.012, 1.0)), label="log10 ‖grad‖")
+
+
+def _draw_losses(ax_loss, report: WatchReport) -> None:
+    """Each optimizer's loss over its steps."""
+    steps = report.run.steps
     several = len(report.run.optimizers) > 1
     for i, own, color in _series(report):
         label = report.optimizer_label(i) if several else None
@@ -103,6 +129,12 @@ def _figure(plt, report: WatchReport, columns: int):
     ax_loss.set_ylabel("loss")
     if all(r.loss > 0 for r in steps if r.loss is not None and math.isfinite(r.loss)):
         ax_loss.set_yscale("log")
+
+
+def _draw_norms(ax_norm, report: WatchReport) -> None:
+    """Each optimizer's total gradient norm, and the clipping's max_norm."""
+    steps = report.run.steps
+    several = len(report.run.optimizers) > 1
     for i, own, color in _series(report):
         label = f"{report.optimizer_label(i)}: grad norm" if several else "total grad norm"
         ax_norm.plot(
@@ -118,10 +150,11 @@ def _figure(plt, report: WatchReport, columns: int):
     if all(r.grad_norm > 0 for r in steps if math.isfinite(r.grad_norm)):
         ax_norm.set_yscale("log")
     ax_norm.set_ylabel("grad norm")
-    if measured:
-        _noise_panel(axes[3], report, measured)
-    axes[-1].set_xlabel("optimizer step")
-    by_step = {r.step: r for r in steps}
+
+
+def _draw_marks(ax_map, ax_norm, report: WatchReport) -> None:
+    """The findings' steps on the norm curve, the worst also above the map."""
+    by_step = {r.step: r for r in report.run.steps}
     for m in marks(report):
         marker, color = MARKER.get(m.symbol, ("o", "red"))
         ys = [
@@ -139,9 +172,6 @@ def _figure(plt, report: WatchReport, columns: int):
                 clip_on=False,
                 zorder=4,
             )
-    ax_norm.legend(loc="upper right", fontsize=7, ncol=3)
-    fig.tight_layout()
-    return fig
 
 
 def _noise_panel(ax, report: WatchReport, measured: list[NoiseSummary]) -> None:

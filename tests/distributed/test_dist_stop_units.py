@@ -21,8 +21,10 @@ import torch
 from torch import nn
 
 from gradscope.distributed import launch, peers, proctree
+from gradscope.distributed.hang_block import RankState, summary
+from gradscope.distributed.hang_progress import moved
 from gradscope.distributed.stopping import TermNote
-from gradscope.distributed.watchdog import RankState, Watchdog, moved, summary
+from gradscope.distributed.watchdog import Watchdog
 from gradscope.errors import Terminated
 from gradscope.outcome import exit_code
 from gradscope.watcher import distributed_hooks

@@ -12,18 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 from gradscope.distributed import watchdog
-from gradscope.distributed.watchdog import (
-    ANSWER_WAIT_S,
-    Clock,
-    Heard,
-    RankState,
-    Sample,
-    Watchdog,
-    blocked_at,
-    moved,
-    summary,
-    verdict,
-)
+from gradscope.distributed.hang_block import RankState, blocked_at, summary
+from gradscope.distributed.hang_progress import Clock, Sample, moved
+from gradscope.distributed.watchdog import ANSWER_WAIT_S, Heard, Watchdog, verdict
 from gradscope.errors import short_path
 
 HERE = short_path(__file__)
