@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from gradscope.errors import ConfigError
-from gradscope.findings import Finding, Severity
+from gradscope.findings import RULES, Finding, Severity, lookup
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -414,7 +414,6 @@ def threshold_value(value: Any, key: str | None = None) -> float:
 
 def known_rule(rule: str) -> str:
     """A rule id or slug that exists; a typo names the known ones instead of doing nothing."""
-    from gradscope.findings import RULES, lookup
 
     found = lookup(rule)
     if found is None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gradscope.inspector import targets
+
 if TYPE_CHECKING:
     from gradscope.diff.engine import DiffOptions
     from gradscope.diff.result import DiffResult
@@ -27,7 +29,6 @@ def diff_targets(ref: str, new: str | None, options: DiffOptions | None = None) 
 
     `new` None: the reference against itself under the options' second setting."""
     from gradscope.diff.engine import diff as run
-    from gradscope.inspector import targets
 
     a = targets.load(ref)
     if new is None:

@@ -7,15 +7,21 @@ as an error, and the combined exit code is then 2.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import signal
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from gradscope.api import inspect_target
 from gradscope.config import CheckEntry, Settings
 from gradscope.errors import GradscopeError, UserCodeError
+from gradscope.gradcheck.checker import options_for, warm_up
+from gradscope.gradcheck.findings import check_entry
 from gradscope.inspector.targets import file_of, split_spec
 from gradscope.outcome import CheckReport, Outcome
+from gradscope.watcher.check import run_entry
 
 
 def resolve(entry: CheckEntry) -> str:
@@ -48,22 +54,16 @@ def _timed(kind: str, entry: CheckEntry, job: Callable[[str], Outcome]) -> Outco
 
 
 def run_inspect(entry: CheckEntry, settings: Settings) -> Outcome:
-    from gradscope.api import inspect_target
-
     return _timed(
         "inspect", entry, lambda spec: inspect_target(spec, settings.for_entry(entry)).outcome()
     )
 
 
 def run_gradcheck(entry: CheckEntry, settings: Settings) -> Outcome:
-    from gradscope.gradcheck.findings import check_entry
-
     return _timed("gradcheck", entry, lambda spec: check_entry(entry, spec, settings))
 
 
 def run_watch(entry: CheckEntry, settings: Settings) -> Outcome:
-    from gradscope.watcher.check import run_entry
-
     return run_entry(entry, settings)
 
 
@@ -80,7 +80,6 @@ def _jobs(settings: Settings) -> list[tuple[Callable[..., Outcome], CheckEntry, 
             "or pass "
             "--config FILE"
         )
-    from gradscope.gradcheck.checker import options_for
 
     for entry in settings.gradcheck:  # shape, dtype, tensor, domain: wrong before any runs
         options_for(entry)
@@ -109,7 +108,6 @@ def run_isolated(settings: Settings, progress: Progress | None = None) -> CheckR
     (os._exit, a crash in native code) fails itself only: its error is recorded and a new
     worker carries on with the next target. One extra interpreter start per run, plus one
     per target that killed its worker."""
-    import multiprocessing
 
     jobs = _jobs(settings)
     context = multiprocessing.get_context("spawn")
@@ -157,10 +155,8 @@ def _results(receive: Any, jobs: list[Any], progress: Progress | None) -> list[O
 def _work(settings: Settings, start: int, send: Any) -> None:
     """The worker: run the targets from `start` on, sending each result as it is known.
     Ctrl-C reaches the whole process group: the parent alone answers it."""
-    import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from gradscope.gradcheck.checker import warm_up
 
     warm_up()  # torch's one-off lazy imports, not billed to the first target's time
     jobs = _jobs(settings)

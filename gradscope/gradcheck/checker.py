@@ -28,6 +28,7 @@ from gradscope.gradcheck.options import SEED_MAX, SEED_RANGE, Options, options_f
 from gradscope.gradcheck.results import (
     CheckError,
     CheckSummary,
+    Diagnosis,
     FunctionResult,
     GradcheckReport,
     InputInfo,
@@ -320,7 +321,6 @@ class _Run:
     ) -> PairFailure | None:
         from gradscope.gradcheck.compared import Context, compare_block, errors, worst
         from gradscope.gradcheck.diagnose import diagnose
-        from gradscope.gradcheck.results import Diagnosis
 
         i, o = pair
         info, x = problem.infos[i], problem.inputs[i]
@@ -370,8 +370,6 @@ class _Run:
 
 
 def _unexplained(name: str, problem: Problem, pair: tuple[int, int], stage: Any) -> PairFailure:
-    from gradscope.gradcheck.results import Diagnosis
-
     i, o = pair
     return PairFailure(
         name,

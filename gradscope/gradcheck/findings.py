@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from gradscope.config import CheckEntry, Settings
 from gradscope.findings import RULES, Finding, Severity
+from gradscope.gradcheck import options_for, run
 from gradscope.outcome import Outcome
 from gradscope.rules.registry import Stage, rule
 
@@ -134,6 +135,5 @@ def outcome(report: GradcheckReport, settings: Settings) -> Outcome:
 
 def check_entry(entry: CheckEntry, spec: str, settings: Settings) -> Outcome:
     """Run one [[gradcheck]] entry; GradscopeError (bad spec or options) propagates."""
-    from gradscope.gradcheck import options_for, run
 
     return outcome(run([(spec, options_for(entry))]), settings)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.autograd.forward_ad as fwAD
 
 EXACT = 32
 SAMPLED = 32
@@ -248,7 +249,6 @@ class Evaluator:
 
     def jvp_columns(self, i: int, dirs: Directions) -> Iterator[list[torch.Tensor]]:
         """Forward-mode J d for input i, per direction: per output a flat column."""
-        import torch.autograd.forward_ad as fwAD
 
         x = self.inputs[i]
         for d in dirs.vectors():

@@ -4,6 +4,7 @@ meaning of the errors torch raises when a backward breaks its contract."""
 from __future__ import annotations
 
 import inspect
+import os
 import re
 import warnings
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
+from torch.autograd.function import FunctionCtx
 
 from gradscope.errors import UserCodeError, user_frame
 from gradscope.gradcheck.inputs import Problem
@@ -36,7 +38,6 @@ def precision(problem: Problem, tol: Tolerance) -> list[Note]:
 @contextmanager
 def _saves(record: list[tuple[Any, torch.Tensor, int]]) -> Iterator[None]:
     """Note each tensor given to ctx.save_for_backward, with its ctx and its version then."""
-    from torch.autograd.function import FunctionCtx
 
     original = FunctionCtx.save_for_backward
 
@@ -215,7 +216,6 @@ def _definition(problem: Problem, stage: str) -> str | None:
 
 def _relative(path: str) -> str:
     """Relative to the working directory when below it, as user_frame reports locations."""
-    import os
 
     rel = os.path.relpath(path)
     return path if rel.startswith("..") else rel

@@ -18,7 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gradscope import api
 from gradscope.errors import GradscopeError, GraphvizMissing
+from gradscope.graph import collapse as graph_collapse
 from gradscope.graph import style
 from gradscope.graph.compat import import_torchviz
 from gradscope.graph.walk import Walk, param_names, saved_key, walk
@@ -171,7 +173,6 @@ def draw(
     """Draw `loss`'s graph; `model` names the parameters, `statuses` colours them,
     `trace` (graph_collapse.trace_modules around the forward) makes collapsing possible,
     and `cuts` (graph.cuts.watch around the forward) marks where the forward cut it."""
-    from gradscope.graph import collapse as graph_collapse
 
     w = walk(loss, options.show_saved)
     names = param_names(model) if model is not None else {}
@@ -261,7 +262,6 @@ def probe_statuses(
     model: Any, batch: Any, loss_fn: Callable[[Any], Any] | None = None, settings: Any = None
 ) -> dict[str, str]:
     """Each parameter's status word (what the colours show), from one probe pass."""
-    from gradscope import api
 
     report = api.inspect(model, batch, loss_fn, settings=settings, explain=False)
     return {p.name: report.status(p) for p in report.stats.params}
@@ -279,7 +279,6 @@ def graph_of(
     """One forward pass (the model left as found), then its loss's graph drawn."""
     import torch
 
-    from gradscope.graph import collapse as graph_collapse
     from gradscope.graph import cuts as graph_cuts
     from gradscope.inspector import hooks, preserve
 

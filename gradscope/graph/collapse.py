@@ -18,6 +18,7 @@ from typing import Any
 
 from gradscope.fmt import human_bytes
 from gradscope.graph import style
+from gradscope.graph.walk import saved_key
 
 INPUTS = "<inputs>"
 OUTSIDE = "<outside>"
@@ -160,7 +161,6 @@ def groups_of(
         g = groups.setdefault(where[k], Group(first=seq))
         g.ops += 1
     _add_params(w, names, statuses, depth, where, groups)
-    from gradscope.graph.walk import saved_key
 
     for fn_id, name, t in w.saved:
         groups[where[fn_id]].saved[saved_key(fn_id, name, t)] = t.numel() * t.element_size()

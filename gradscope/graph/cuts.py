@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torch.overrides import TorchFunctionMode
 
 from gradscope.errors import user_line
@@ -36,8 +37,6 @@ class _Watch(TorchFunctionMode):
         self.cut: dict[int, str] = {}  # id(cut tensor) → its site
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        import torch
-
         out = func(*args, **(kwargs or {}))
         inputs = list(hooks.tensors_in((args, kwargs or {})))
         outputs = list(hooks.tensors_in(out))

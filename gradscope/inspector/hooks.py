@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.amp import grad_scaler
+from torch.nn.modules import module as module_mod
 
 from gradscope.errors import TargetError, UserCodeError
 
@@ -60,7 +62,6 @@ def global_module_hooks(
 ) -> Iterator[None]:
     """The same for every module of every model (a script's models are not known in advance;
     one registration instead of one per module is also the cheap way to watch a large model)."""
-    from torch.nn.modules import module as module_mod
 
     with ExitStack() as stack:
         handle = module_mod.register_module_forward_pre_hook(lambda m, _a: pre(m))
@@ -250,7 +251,6 @@ class LossScales:
 def loss_scales() -> Iterator[LossScales]:
     """Note what every GradScaler scales (a script's `scaler.scale(loss).backward()`, or a
     loss_fn that returns a scaled loss), so that the scale can be taken off again."""
-    from torch.amp import grad_scaler
 
     found = LossScales()
     original = grad_scaler.GradScaler.scale

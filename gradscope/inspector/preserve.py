@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.overrides import _get_current_function_mode, _pop_mode_temporarily
 
 with warnings.catch_warnings():  # torch warns here when numpy is not installed
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
@@ -123,7 +124,6 @@ class _WriteGuard(TorchFunctionMode):
 @contextmanager
 def paused_guard() -> Iterator[None]:
     """Run gradscope's own tensor code without the write guard's per-call cost."""
-    from torch.overrides import _get_current_function_mode, _pop_mode_temporarily
 
     if isinstance(_get_current_function_mode(), _WriteGuard):
         with _pop_mode_temporarily():

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from gradscope.errors import TargetError, UserCodeError
+from gradscope.examples import EXAMPLES
 
 DEFAULT_NAME = "gradscope_target"
 
@@ -85,8 +86,6 @@ def top_level_names(tree: ast.Module) -> set[str]:
 
 
 def load(spec: str) -> Target:
-    from gradscope.examples import EXAMPLES
-
     if spec in EXAMPLES:
         return _build(EXAMPLES[spec].factory, f"example {spec}", spec)
     where, name = split_spec(spec)
@@ -133,8 +132,6 @@ def _import(where: str) -> ModuleType:
     if looks_like_file:
         return _import_file(where)
     if not all(part.isidentifier() for part in where.split(".")):
-        from gradscope.examples import EXAMPLES
-
         raise TargetError(
             f"target {where!r} is not a .py file, a module or a built-in example "
             f"(examples: {', '.join(EXAMPLES)})"

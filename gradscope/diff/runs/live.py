@@ -18,6 +18,8 @@ from gradscope.diff.runs import RunsOptions, comparer, conclude, log
 from gradscope.diff.runs.findings import gap_text
 from gradscope.diff.runs.result import Divergence, RunsDiff
 from gradscope.findings import split_ignored
+from gradscope.watcher.distributed_hooks import is_main_process
+from gradscope.watcher.session import STEP_LISTENERS
 
 if TYPE_CHECKING:
     from gradscope.config import Settings
@@ -99,8 +101,6 @@ def _say(line: str) -> None:
 def against(path: str | None) -> Iterator[Against | None]:
     """Compare the watched run with the log at `path` (None: do nothing). The log is read
     before the script runs, so an unreadable one costs no run (exit 2)."""
-    from gradscope.watcher.distributed_hooks import is_main_process
-    from gradscope.watcher.session import STEP_LISTENERS
 
     if path is None or not is_main_process():
         yield None
