@@ -209,3 +209,86 @@ def test_no_module_over_500_lines_and_no_function_over_60():
                     too_long.add(f"{rel}:{node.name}")
     assert too_long - STILL_TOO_LONG == set(), "split these"
     assert STILL_TOO_LONG - too_long == set(), "short enough now: take them off the list"
+
+
+HEAVY = {"torch", "matplotlib", "graphviz", "torchviz", "tensorboard", "transformers", "numpy"}
+"""What `gradscope --help` must not load: the reason an import may stay in a function."""
+
+
+def _resolved(node: ast.Import | ast.ImportFrom, modules: set[str]) -> list[str]:
+    """The modules an import statement loads (a package's module for `from pkg import mod`)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.module is None or node.level:
+        return []
+    return [
+        f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules else node.module
+        for alias in node.names
+    ]
+
+
+def _placed_imports(source: str, modules: set[str]) -> tuple[set[str], list[tuple[str, int]]]:
+    """(what the module loads when imported, [(module, line)] imported inside functions);
+    imports under TYPE_CHECKING load nothing, one in a function's `try` probes an optional
+    package, and a module's `__getattr__` (PEP 562) is how a package defers its re-exports,
+    so none of them counts."""
+    tree = ast.parse(source)
+    skipped, in_functions, top = set(), [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped |= {id(n) for n in ast.walk(node)}
+    for function in ast.walk(tree):
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            tries = {
+                id(n)
+                for t in ast.walk(function)
+                if isinstance(t, ast.Try) or function.name == "__getattr__"
+                for n in ast.walk(t)
+            }
+            for node in ast.walk(function):
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    skipped.add(id(node))
+                    if id(node) not in tries:
+                        in_functions += [(m, node.lineno) for m in _resolved(node, modules)]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in skipped:
+            top |= set(_resolved(node, modules))
+    return top, in_functions
+
+
+def test_imports_are_at_the_top_unless_they_keep_help_from_loading_torch():
+    """An import inside a function is one of a heavy package (torch, matplotlib...) or of a
+    gradscope module that loads one, made by a module that does not load it itself, with
+    the reason said once in a comment ("... in functions ..."); any other import goes at
+    the top, where the file's head shows what it depends on."""
+    paths = {_module(p): p for p in PACKAGE.rglob("*.py")}
+    placed = {name: _placed_imports(path.read_text(), set(paths)) for name, path in paths.items()}
+
+    memo: dict[str, set[str]] = {}
+
+    def loads(name: str) -> set[str]:
+        """The modules importing `name` loads: its own top imports and its packages'."""
+        if name not in placed:
+            return {name}
+        if name not in memo:
+            memo[name] = {name}  # while in progress: a cycle is test_no_module_imports_itself...
+            parents = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+            for other in placed[name][0] | parents:
+                memo[name] |= loads(other)
+        return memo[name]
+
+    def heavy(name: str) -> bool:
+        return any(m.split(".")[0] in HEAVY for m in loads(name))
+
+    needless, unexplained = [], []
+    for name, (_, in_functions) in placed.items():
+        for target, line in in_functions:
+            if heavy(name) or not heavy(target):
+                needless.append(f"{paths[name].relative_to(PACKAGE.parent)}:{line} {target}")
+        source = paths[name].read_text()
+        if in_functions and not any(
+            "in functions" in line for line in source.splitlines() if line.strip().startswith("#")
+        ):
+            unexplained.append(str(paths[name].relative_to(PACKAGE.parent)))
+    assert needless == [], "move these imports to the top of their files"
+    assert unexplained == [], "say once, in a comment, why these imports stay in functions"

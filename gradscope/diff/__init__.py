@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from gradscope.diff.engine import DiffOptions
     from gradscope.diff.result import DiffResult
 
+# the engine (torch) is imported in functions: `gradscope --help` must not load it
+
 __all__ = ["diff", "diff_targets"]
 
 

@@ -38,6 +38,9 @@ from gradscope.gradcheck.results import (
 from gradscope.gradcheck.targets import Resolved, defines, resolve, resolve_object
 from gradscope.gradcheck.values import ALL, parse_domain, parse_tensor
 
+# torch, and the modules here that load it, are imported in functions: `gradscope --help`
+# must not load them
+
 __all__ = ["InputOptions", "Options", "check", "check_resolved", "load", "options_for", "run"]
 
 

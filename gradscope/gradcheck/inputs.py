@@ -30,6 +30,8 @@ from gradscope.gradcheck.results import InputInfo, Note
 from gradscope.gradcheck.targets import PROVIDER, Resolved, non_tensor_annotation
 from gradscope.gradcheck.values import ALL, Domain, make_tensor
 
+# torch is imported in functions: `gradscope --help` must not load it
+
 DEFAULT_SHAPE = (4, 4)
 """Square, so matrix products of generated inputs are defined (and a transposed gradient is
 caught as a wrong value rather than as a shape error)."""

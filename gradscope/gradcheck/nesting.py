@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+# torch is imported in functions: `gradscope --help` must not load it
+
 Path = tuple[Any, ...]
 """Where a tensor sits inside one argument: () for the argument itself, (0, 'k') nested."""
 

@@ -23,6 +23,8 @@ from typing import Any
 from gradscope.errors import TargetError, UserCodeError
 from gradscope.inspector.targets import import_location
 
+# torch is imported in functions: `gradscope --help` must not load it
+
 PROVIDER = "gradcheck_inputs"
 """The input convention: a callable on the target, or beside it in its module."""
 EXAMPLES_MODULE = "gradscope.examples.functions"

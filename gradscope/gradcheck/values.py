@@ -16,6 +16,8 @@ from typing import Any
 from gradscope.errors import ConfigError
 from gradscope.fmt import clip
 
+# torch is imported in functions: `gradscope --help` must not load it
+
 MARGIN = 0.1
 """Generated values keep this far from an open bound (and from 0 for `nonzero`), so the
 finite-difference step (1e-6 in float64) never crosses it."""

@@ -25,6 +25,9 @@ from gradscope.graph import style
 from gradscope.graph.compat import import_torchviz
 from gradscope.graph.walk import Walk, param_names, saved_key, walk
 
+# torch and graphviz, and the modules that load them, are imported in functions:
+# `gradscope --help` must not load them
+
 FORMATS = ("png", "svg", "pdf", "dot")
 EXTENSIONS = {".png": "png", ".svg": "svg", ".pdf": "pdf", ".dot": "dot", ".gv": "dot"}
 COLLAPSE_ABOVE = 300

@@ -20,6 +20,9 @@ from gradscope.fmt import human_bytes
 from gradscope.graph import style
 from gradscope.graph.walk import saved_key
 
+# torch and graphviz, and the modules that load them, are imported in functions:
+# `gradscope --help` must not load them
+
 INPUTS = "<inputs>"
 OUTSIDE = "<outside>"
 """Ops made outside every module call: the loss_fn, the default reduction."""

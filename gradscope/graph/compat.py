@@ -10,6 +10,8 @@ import re
 import sys
 import types
 
+# torchviz is imported in functions: `gradscope --help` must not load it
+
 
 @functools.total_ordering
 class LooseVersion:

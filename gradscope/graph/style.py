@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+# graphviz is imported in functions: `gradscope --help` must not load it
+
 
 @dataclass(frozen=True)
 class Swatch:

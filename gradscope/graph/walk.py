@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+# torch is imported in functions: `gradscope --help` must not load it
+
 SAVED_PREFIX = "_saved_"
 """grad_fn attributes that hold what backward needs (torchviz reads the same)."""
 

@@ -24,6 +24,8 @@ from gradscope.inspector.targets import (
     top_level_names,
 )
 
+# torch is imported in functions: `gradscope --help` must not load it
+
 TRAINING_CALLS = frozenset({"backward", "step", "fit", "train"})
 """Attribute calls that make a file a training script (`loss.backward()`, `opt.step()`)."""
 ENTRY_CALLS = frozenset({"fit", "train", "main"})

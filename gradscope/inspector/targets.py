@@ -22,6 +22,8 @@ from typing import Any
 from gradscope.errors import TargetError, UserCodeError
 from gradscope.examples import EXAMPLES
 
+# torch is imported in functions: `gradscope --help` must not load it
+
 DEFAULT_NAME = "gradscope_target"
 
 
