@@ -90,9 +90,9 @@ class DistributedWatch:
             return
         self.watcher = watcher
         if self.session is not None:  # the steps the rank took, whatever wraps the model
-            self.session.step_counter = lambda: int(watcher.interceptor.steps)
+            self.session.step_counter = lambda: int(watcher.state.steps)
         watcher.recorder.finalise = self.finalise
-        noise = getattr(watcher.interceptor, "noise", None)
+        noise = getattr(watcher.state, "noise", None)
         if noise is not None:  # the reduction rewrites `.grad` within the backward call
             noise.fresh_ok = False
             noise.ranks = self._replicas
@@ -127,7 +127,7 @@ class DistributedWatch:
     def _params(self) -> list[Any]:
         if self.watcher is None:
             return []
-        return list(self.watcher.interceptor.tracked.params)
+        return list(self.watcher.state.tracked.params)
 
     @contextlib.contextmanager
     def guard(self) -> Iterator[None]:
@@ -135,7 +135,7 @@ class DistributedWatch:
         try:
             yield
         except BaseException as exc:
-            from gradscope.watcher.intercept import StopWatching
+            from gradscope.watcher.state import StopWatching
 
             if not isinstance(exc, StopWatching):  # --steps reached: every rank stops alike
                 self.error = exc

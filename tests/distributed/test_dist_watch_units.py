@@ -34,7 +34,7 @@ class _Watcher:
         from gradscope.watcher.recorder import Recorder
 
         self.recorder = Recorder()
-        self.interceptor = type("I", (), {"tracked": _Tracked(params)})()
+        self.state = type("S", (), {"tracked": _Tracked(params)})()
 
 
 def _sharded_and_replicated():
