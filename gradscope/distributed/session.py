@@ -92,6 +92,8 @@ class Session:
         )
 
         self.final_done = False
+        self.before_destroy: list[Callable[[], None]] = []
+        """Called before the last gathering when the script destroys its process group."""
         import torch.distributed as dist
 
         self._destroy = dist.destroy_process_group
@@ -305,8 +307,11 @@ class Session:
         return out
 
     def _before_destroy(self, group: Any = None) -> None:
-        """The script tears its process group down: gather one last time while it exists."""
+        """The script tears its process group down: gather one last time while it exists.
+        The one patch of `destroy_process_group` in gradscope."""
         if group is None:
+            for hook in self.before_destroy:
+                hook()
             self._final()
         self._destroy(group)
 

@@ -255,7 +255,7 @@ def test_the_hang_block_counts_the_watchers_steps_without_ddp(monkeypatch):
     try:
         assert hooks.session is not None
         watcher = SimpleNamespace(
-            recorder=SimpleNamespace(finalise=None, add=lambda step: None, flush=lambda: None),
+            recorder=SimpleNamespace(finalisers=[], on_add=[], flush=lambda: None),
             state=SimpleNamespace(steps=10),
         )
         hooks.bind(watcher)
