@@ -1,9 +1,9 @@
 """Per-step statistics kept as device tensors, read back every `flush_every` steps.
 
-The interception (intercept.py) hands one `PendingStep` per optimizer step to
+The interception (stepping.py, manual.py) hands one `PendingStep` per optimizer step to
 `Recorder.add`; nothing in the step reads a value back to the host. Every
 `flush_every` steps (and at the end) `Recorder.flush` concatenates everything
-pending into one tensor, calls `finalise` on the per-parameter squared norms,
+pending into one tensor, calls the `finalisers` on the per-parameter squared norms,
 does the one `.tolist()`, and turns the numbers into plain `StepRecord`s that
 it passes to `on_records` (the --log streamer).
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import math
 import signal
+import struct
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -154,10 +155,12 @@ class Recorder:
         sq = torch.where(norms >= 0, norms.square(), norms)
         for finalise in self.finalisers:
             sq = finalise(sq)
-        parts = [sq.reshape(-1)] + [_scalars(p, device) for p in pending]
+        slots, tensors = _scalars(pending, device)
         micro = [_pad(p.micro, width, device) for p in pending if p.micro is not None]
-        parts += micro  # the noise scale's micro-batch sums (noise_scale.py)
-        values = torch.cat([t.double() for t in parts]).tolist()
+        parts = [sq.reshape(-1), *tensors, *micro]  # micro: noise_scale.py's sums
+        read = torch.cat([t.double() for t in parts]).tolist()
+        at = sq.numel() + len(tensors)
+        values = read[: sq.numel()] + _filled(slots, read[sq.numel() : at]) + read[at:]
         records = _records(pending, values, width)
         if micro:
             records = _with_micro(records, pending, values[-len(micro) * width :], width)
@@ -208,29 +211,43 @@ def _pad(t: torch.Tensor, width: int, device: torch.device) -> torch.Tensor:
     return torch.cat([t, filler])
 
 
-def _scalar(t: torch.Tensor | float | None, device: torch.device) -> torch.Tensor:
-    if t is None:
-        return torch.full((1,), NAN, device=device, dtype=_wide(device))
-    if not isinstance(t, torch.Tensor):
-        return torch.full((1,), float(t), device=device, dtype=_wide(device))
+def _scalar(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A device scalar as one element to read back (a complex one's real part)."""
     t = t.detach()
     if t.is_complex():
         t = t.real
     return t.reshape(-1)[:1].to(device, _wide(device))
 
 
-def _scalars(p: PendingStep, device: torch.device) -> torch.Tensor:
-    """The step's `Scalar`s, in their order."""
-    skipped = p.skipped if isinstance(p.skipped, torch.Tensor) else None
-    by_name = {
-        Scalar.LOSS: p.loss,
-        Scalar.SCRIPT_TOTAL: p.grad_norm,
-        Scalar.SCALE: p.scale,
-        Scalar.CARRIED: p.carried,
-        Scalar.FOUND_INF: skipped,
-        Scalar.CLIP_SCALE: p.clip_scale,
-    }
-    return torch.cat([_scalar(by_name[s], device) for s in Scalar])
+def _scalars(
+    pending: list[PendingStep], device: torch.device
+) -> tuple[list[float | None], list[torch.Tensor]]:
+    """Every step's `Scalar`s, in their order: plain numbers as they are (NaN: none),
+    and None in the slot of each device tensor, which is read back with the norms."""
+    narrow = _wide(device) == torch.float32  # what a float32 read-back would give
+    slots: list[float | None] = []
+    tensors: list[torch.Tensor] = []
+    for p in pending:
+        skipped = p.skipped if isinstance(p.skipped, torch.Tensor) else None
+        for x in (p.loss, p.grad_norm, p.scale, p.carried, skipped, p.clip_scale):  # Scalar's
+            if isinstance(x, torch.Tensor):
+                slots.append(None)
+                tensors.append(_scalar(x, device))
+            elif x is None:
+                slots.append(NAN)
+            else:
+                slots.append(_float32(float(x)) if narrow else float(x))
+    return slots, tensors
+
+
+def _filled(slots: list[float | None], read: list[float]) -> list[float]:
+    """The slots with the values read back in place of the tensors."""
+    values = iter(read)
+    return [next(values) if v is None else v for v in slots]
+
+
+def _float32(value: float) -> float:
+    return struct.unpack("f", struct.pack("f", value))[0]
 
 
 def _none_if_nan(v: float) -> float | None:

@@ -97,6 +97,7 @@ class WatchState:
     trained_cache: dict[int, tuple[tuple[int, ...], list[torch.Tensor]]] = field(
         default_factory=dict
     )
+    members_cache: dict[int, tuple[Any, tuple[int, ...]]] = field(default_factory=dict)
     stepped_by: dict[int, set[int]] = field(default_factory=dict)
     """Optimizer index → the threads that stepped it."""
     manual: ManualCheck | None = None
@@ -121,8 +122,13 @@ class WatchState:
         self.noise = MicroGrads(self.tracked, self.batch_size)
 
     def members(self, optimizer: Any) -> tuple[int, ...]:
-        """Positions of the optimizer's parameters among the tracked ones."""
-        return self.tracked.members(optimizer)
+        """Positions of the optimizer's parameters among the tracked ones (cached while
+        its groups and the tracked parameters keep their sizes: a step asks every time)."""
+        key = (tuple(len(g["params"]) for g in optimizer.param_groups), len(self.tracked.params))
+        cached = self.members_cache.get(id(optimizer))
+        if cached is None or cached[0] != key:
+            cached = self.members_cache[id(optimizer)] = (key, self.tracked.members(optimizer))
+        return cached[1]
 
     def index_of(self, optimizer: Any) -> int:
         """The optimizer's index among those that stepped; -1: it has not stepped."""
