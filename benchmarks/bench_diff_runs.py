@@ -26,7 +26,7 @@ from gradscope.diff.runs import diff_logs
 from gradscope.report import diff_runs_terminal
 from gradscope.report.console import View
 from gradscope.steps.records import StepRecord
-from gradscope.watcher.session import _strict
+from gradscope.watcher.session import json_safe
 
 BLOCK = [
     "ln_1.weight",
@@ -84,7 +84,7 @@ def synthesise(path: str, steps: int, part_at: int | None, seed: int = 0) -> Non
                 update_norm=0.5 if s % 25 == 1 else None,
                 time_s=0.3 * s,
             )
-            f.write(json.dumps(_strict(record.to_dict())) + "\n")
+            f.write(json.dumps(json_safe(record.to_dict())) + "\n")
 
 
 def main() -> None:

@@ -128,8 +128,7 @@ DEPTH = [0]
 
 def timed_hooks() -> None:
     """Accumulate the time spent in gradscope's hook bodies into OWN[0]."""
-    from gradscope.watcher import measure, recorder
-    from gradscope.watcher.intercept import Interceptor
+    from gradscope.watcher import backward_calls, measure, recorder, stepping
 
     def wrap(owner, name):
         original = getattr(owner, name)
@@ -146,8 +145,10 @@ def timed_hooks() -> None:
 
         setattr(owner, name, timed)
 
-    for name in ("_on_backward", "_after_backward", "_begin", "_finish"):
-        wrap(Interceptor, name)
+    for name in ("started", "ended"):
+        wrap(backward_calls, name)
+    for name in ("begin", "finish"):
+        wrap(stepping, name)
     wrap(measure.Measure, "grads")  # also called by the clip wrapper
     wrap(recorder.Recorder, "flush")
 

@@ -189,9 +189,6 @@ STILL_TOO_LONG = {
     "cli/graph_cmd.py:graph",
     "cli/inspect_cmd.py:inspect",
     "cli/watch_cmd.py:watch",
-    "watcher/distributed_hooks.py:conclude",
-    "watcher/intercept.py",
-    "watcher/intercept.py:_check_manual",
 }
 
 

@@ -31,6 +31,18 @@ class Column(enum.IntEnum):
     """Why it got none: an index of session.CAUSES (0: it got its gradient)."""
 
 
+class GradColumn(enum.IntEnum):
+    """A rank's gradient stash (`Session.grad_stash`), one row per parameter: taken
+    where the gradients are the synchronised ones (before the update), sent at the next
+    gathering as `Column.GRAD_SQ`, `GRAD_SUM` and `GRAD_L2`."""
+
+    SQ = 0
+    """Squared L2 of the local gradient part (-1: no gradient)."""
+    SUM = 1
+    L2 = 2
+    """NaN in SUM and L2: no gradient."""
+
+
 FINGERPRINTS = slice(Column.WEIGHT_SUM, Column.GRAD_L2 + 1)
 """Weight sum and L2, gradient sum and L2: what replicas must agree on."""
 BUFFER_NUMBERS = 2

@@ -32,7 +32,7 @@ from gradscope.distributed import context, findings, fingerprint, peers, reducti
 from gradscope.distributed.context import Rank
 from gradscope.distributed.merge import DistReport, RankRecord
 from gradscope.distributed.norms import is_sharded, local
-from gradscope.distributed.payload import FINGERPRINTS, Column, Gathered, pack
+from gradscope.distributed.payload import FINGERPRINTS, Column, Gathered, GradColumn, pack
 from gradscope.findings import Finding
 
 CAUSES = (None, *reduction.CAUSE_WORDS)  # code 0: got its gradient
@@ -78,7 +78,7 @@ class Session:
         self.tracker: usage.UsageTracker | None = None
         self.forwards = self.steps = 0
         self.armed = False
-        self.grad_stash = torch.zeros(0, 4, dtype=torch.float64)
+        self.grad_stash = torch.zeros(0, len(GradColumn), dtype=torch.float64)
         self.findings: dict[tuple[str, str], Finding] = {}
         self.evidence = _Observed()
         self.armed_forward = 0
@@ -92,6 +92,8 @@ class Session:
         )
 
         self.final_done = False
+        self.before_destroy: list[Callable[[], None]] = []
+        """Called before the last gathering when the script destroys its process group."""
         import torch.distributed as dist
 
         self._destroy = dist.destroy_process_group
@@ -226,8 +228,9 @@ class Session:
         n = len(t.params)
         per = torch.zeros(n, len(Column), dtype=torch.float64)
         per[:, Column.WEIGHT_SUM : Column.WEIGHT_L2 + 1] = _weight_fingerprints(t.params)
-        per[:, Column.GRAD_SUM : Column.GRAD_L2 + 1] = self.grad_stash[:, 2:4]
-        per[:, Column.GRAD_SQ] = self.grad_stash[:, 1]
+        per[:, Column.GRAD_SUM] = self.grad_stash[:, GradColumn.SUM]
+        per[:, Column.GRAD_L2] = self.grad_stash[:, GradColumn.L2]
+        per[:, Column.GRAD_SQ] = self.grad_stash[:, GradColumn.SQ]
         if self.tracker is not None:
             per[:, Column.LOCAL_SQ] = self.tracker.local_squares()
             per[:, Column.ARRIVALS] = torch.tensor(self.tracker.arrivals, dtype=torch.float64)
@@ -304,8 +307,11 @@ class Session:
         return out
 
     def _before_destroy(self, group: Any = None) -> None:
-        """The script tears its process group down: gather one last time while it exists."""
+        """The script tears its process group down: gather one last time while it exists.
+        The one patch of `destroy_process_group` in gradscope."""
         if group is None:
+            for hook in self.before_destroy:
+                hook()
             self._final()
         self._destroy(group)
 
@@ -469,21 +475,22 @@ def _weight_fingerprints(tensors: list[Any]) -> torch.Tensor:
     with torch.no_grad():
         for i, t in enumerate(tensors):
             x = local(t).detach().double()
-            out[i, 0], out[i, 1] = x.sum(), x.norm()
+            out[i, 0], out[i, 1] = x.sum(), x.norm()  # Column.WEIGHT_SUM, WEIGHT_L2
     return out
 
 
 def _grad_fingerprints(params: list[nn.Parameter] | list[None]) -> torch.Tensor:
-    """[n, 4] float64: (unused, squared L2 of the local grad part, grad sum, grad L2);
-    no grad: NaN, but -1 as the square (a NaN square is a non-finite gradient)."""
-    out = torch.full((len(params), 4), math.nan, dtype=torch.float64)
+    """[n, len(GradColumn)] float64: each local grad part's square, sum and L2; no grad:
+    NaN, but -1 as the square (a NaN square is a non-finite gradient)."""
+    out = torch.full((len(params), len(GradColumn)), math.nan, dtype=torch.float64)
     with torch.no_grad():
         for i, p in enumerate(params):
-            out[i, 1] = -1.0
+            out[i, GradColumn.SQ] = -1.0
             if p is not None and p.grad is not None:
                 g = local(p.grad).detach().double()
                 norm = g.norm()
-                out[i, 1], out[i, 2], out[i, 3] = norm**2, g.sum(), norm
+                out[i, GradColumn.SQ] = norm**2
+                out[i, GradColumn.SUM], out[i, GradColumn.L2] = g.sum(), norm
     return out
 
 

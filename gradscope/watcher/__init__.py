@@ -4,17 +4,26 @@ run, judged over time (named watcher so it never shadows the API function).
 
 Stages (collect → plain data → rules → render), one module each:
 
-- intercept.py  `Interceptor`: global optimizer step hooks, wrappers of backward,
-                clip_grad_norm_ & co. and GradScaler.scale/step; `install()` / `remove()`.
-                It turns each optimizer step into a `PendingStep` of device tensors.
+- patches/      the interception: one patch per torch entry point (optimizer_step:
+                torch's global step hooks; backward; zero_grad; clip: clip_grad_norm_ &
+                co.; grad_scaler: GradScaler.scale/step; pickling), each with
+                install/remove, all behind `patches.intercepting(state)`.
+- state.py      `WatchState`, the plain dataclass every patch shares. The logic the
+                patches call, a module each: guard.py (the way into a hook; a failure
+                in another thread stops the recording), backward_calls.py,
+                stepping.py (a step's start and end: a `PendingStep` of device
+                tensors), record_step.py (numbered, to the recorder, --steps),
+                resets.py, clipping.py, manual.py (updates by hand), threads.py.
 - recorder.py   `Recorder`: queues PendingSteps and reads them back every
                 `flush_every` steps in one transfer, producing plain `StepRecord`s.
-                **Extension point** for distributed runs: `Recorder(finalise=fn)`;
-                `fn` receives the [rows, params] tensor of this process's squared
-                per-parameter norms (gradients per step, then updates and weights of
-                sampled steps) just before the read-back and returns the
-                global ones (e.g. `dist.all_reduce(t, SUM)` over FSDP shards). A
-                different sink for records is `Recorder(on_records=fn)`.
+                **Hook points** (lists, called in order): `on_add` gets each
+                PendingStep as it arrives; each of `finalisers` receives the
+                [rows, params] tensor of this process's squared per-parameter norms
+                (gradients per step, then updates and weights of sampled steps) just
+                before the read-back and returns the global ones (e.g.
+                `dist.all_reduce(t, SUM)` over FSDP shards): distributed_hooks.py
+                registers into both. A different sink for records is
+                `Recorder(on_records=fn)`.
 - measure.py    `Measure`: gradient/update norm vectors of the tracked parameters.
 - noise_scale.py `MicroGrads`: each micro-batch's gradient norm (tensor hooks), the
                 small batch of the gradient noise scale (gradscope/steps/noise.py).
@@ -32,6 +41,9 @@ Stages (collect → plain data → rules → render), one module each:
                 at the end (the rules read gradscope/steps/, never this package).
 
 - check.py      the `[[watch]]` entries of `gradscope check`.
+- distributed_hooks.py under torchrun: the distributed Session, registered into the
+                recorder's hook points and the Session's `before_destroy`;
+                crash_meeting.py, where ranks that died meet.
 
 Rules: gradscope/rules/step*.py, imported by rules/watch.py (GS401-GS430). Views,
 beside the renderers that draw them:

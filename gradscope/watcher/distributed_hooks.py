@@ -22,18 +22,26 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from gradscope.distributed import peers
+from gradscope.distributed.merge import render_text
 from gradscope.distributed.stopping import TermNote
-from gradscope.errors import GradscopeError
+from gradscope.errors import ExitCode, GradscopeError, Terminated
+from gradscope.findings import split_ignored
+from gradscope.fmt import printable
+from gradscope.watcher.crash_meeting import PEER_WAIT_S, CrashMeeting, from_records
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the rest loads torch: `gradscope watch --nproc-per-node` must not
     import torch
 
     from gradscope.config import Settings
+    from gradscope.distributed.merge import DistReport
     from gradscope.distributed.session import Session
+    from gradscope.watcher.recorder import PendingStep
     from gradscope.watcher.report import WatchReport
 
 
@@ -78,56 +86,42 @@ class DistributedWatch:
         self.error: BaseException | None = None
         self.timeout: Exception | None = None
         self.watcher: Any = None
-        self._destroy: Any = None
 
     def bind(self, watcher: Any) -> None:
-        """Inside the entered Watcher: its Recorder gets the finaliser, and its pending
-        steps are read back before the script destroys its process group (the finaliser
-        may need the group)."""
-        import torch.distributed as dist
-
+        """Inside the entered Watcher: its Recorder gets the finaliser and the step hook,
+        and its pending steps are read back before the script destroys its process
+        group (the finaliser may need the group): the Session's hook before that."""
         if not self.enabled:
             return
         self.watcher = watcher
-        if self.session is not None:  # the steps the rank took, whatever wraps the model
-            self.session.step_counter = lambda: int(watcher.interceptor.steps)
-        watcher.recorder.finalise = self.finalise
-        noise = getattr(watcher.interceptor, "noise", None)
+        watcher.recorder.finalisers.append(self.finalise)
+        watcher.recorder.on_add.append(_no_sharded_total)
+        noise = getattr(watcher.state, "noise", None)
         if noise is not None:  # the reduction rewrites `.grad` within the backward call
             noise.fresh_ok = False
             noise.ranks = self._replicas
-        add = watcher.recorder.add
+        if self.session is not None:  # the steps the rank took, whatever wraps the model
+            self.session.step_counter = lambda: int(watcher.state.steps)
+            self.session.before_destroy.append(self._flush)
 
-        def add_step(step: Any) -> None:
-            if callable(getattr(step.grad_norm, "to_local", None)):
-                # FSDP2's clip_grad_norm_ returns a DTensor: drop it, and the recorder sums
-                # the finalised (global) per-parameter squares instead, with no collective
-                step.grad_norm = None
-            add(step)
-
-        watcher.recorder.add = add_step
-        self._destroy = dist.destroy_process_group
-        dist.destroy_process_group = self._before_destroy
-
-    def _before_destroy(self, group: Any = None) -> None:
-        if group is None and self.watcher is not None and not self._crashed():
+    def _flush(self) -> None:
+        if self.watcher is not None and not self._crashed():
             self.watcher.recorder.flush()
-        self._destroy(group)
 
     def close(self) -> None:
         """Remove what bind() and the Session installed."""
-        import torch.distributed as dist
-
-        if self._destroy is not None and dist.destroy_process_group == self._before_destroy:
-            dist.destroy_process_group = self._destroy
-        self._destroy = None
+        watcher, self.watcher = self.watcher, None
+        if watcher is not None:
+            _drop(watcher.recorder.finalisers, self.finalise)
+            _drop(watcher.recorder.on_add, _no_sharded_total)
         if self.session is not None:
+            _drop(self.session.before_destroy, self._flush)
             self.session.close()
 
     def _params(self) -> list[Any]:
         if self.watcher is None:
             return []
-        return list(self.watcher.interceptor.tracked.params)
+        return list(self.watcher.state.tracked.params)
 
     @contextlib.contextmanager
     def guard(self) -> Iterator[None]:
@@ -135,7 +129,7 @@ class DistributedWatch:
         try:
             yield
         except BaseException as exc:
-            from gradscope.watcher.intercept import StopWatching
+            from gradscope.watcher.state import StopWatching  # loads torch
 
             if not isinstance(exc, StopWatching):  # --steps reached: every rank stops alike
                 self.error = exc
@@ -196,73 +190,98 @@ class DistributedWatch:
 
     def conclude(self, report: WatchReport, settings: Settings) -> WatchReport:
         """The watch report with the cross-rank findings; collectives only after a clean end."""
-        from gradscope.distributed.context import RankTimeout
-        from gradscope.errors import Terminated
+        from gradscope.distributed.context import RankTimeout  # loads torch
 
         session = self.session
         if session is None:
             return report
-        store = session.store
         global _farewell
-        _farewell = store
+        _farewell = session.store
         if isinstance(self.error, Terminated):
             self.close()  # no collective: torchrun is stopping every rank
             if not session.is_main:
                 return report
-            return _died_elsewhere(report, store, settings, TERM_WAIT_S) or report
+            return _died_elsewhere(report, session.store, settings, TERM_WAIT_S) or report
         if isinstance(self.error, RankTimeout) or self.timeout is not None:
             self.close()
-            # a gathering failed: a rank that died (and said so) is the reason
-            died = _died_elsewhere(report, store, settings) if session.is_main else None
-            if died is None:
-                raise RankTimedOut(str(self.error if self.timeout is None else self.timeout))
-            return died
+            return self._timed_out(report, session, settings, self.timeout or self.error)
         if self._crashed():
-            assert self.error is not None
-            findings = session.explain(self.error)
-            self.close()
-            group = session.rank or session.group
-            backend = group.backend if group is not None else None
-            peers = CrashMeeting(store, launched_rank(), launched_world(), backend)
-            peers.publish(report.failure() or "the script failed", findings)
-            notes: tuple[str, ...] = ()
-            if session.is_main:
-                extra, notes = peers.collect()
-                findings = findings + [
-                    f
-                    for f in extra
-                    if (f.rule, f.subject) not in {(g.rule, g.subject) for g in findings}
-                ]
-            else:
-                # rank 0 may never write a report: this rank's explanation is on stderr too
-                for f in findings:
-                    _say_error(f"rank {launched_rank()}: {f.rule} {f.subject}: {f.message}")
-            global _meeting
-            _meeting = peers
-            return _merged(report, findings, notes, settings)
+            return self._crash_report(report, session, settings)
         try:
             dist = session.finish()
         except RankTimeout as exc:
-            died = _died_elsewhere(report, store, settings) if session.is_main else None
-            if died is None:
-                raise RankTimedOut(str(exc)) from None
-            return died
+            return self._timed_out(report, session, settings, exc)
         finally:
             self.close()
         if dist is None:
             return report
-        from gradscope.distributed.merge import render_text
+        return _with_summary(report, dist, session.layout, settings)
 
-        summary = render_text(replace(dist, findings=[])).rstrip("\n").splitlines()
-        summary = [line for line in summary if line != "no distributed findings"]
-        summary.append("per step: loss of rank 0's own batch, norms of the synced gradients")
-        if session.layout == "FSDP2":
-            summary.append(
-                "noise scale: not measured under FSDP2 (each rank's gradient before the "
-                "reduce-scatter is not its parameters' own)"
-            )
-        merged = _merged(report, dist.findings, tuple(summary), settings)
-        return replace(merged, distributed=dist.summary())
+    def _timed_out(
+        self, report: WatchReport, session: Session, settings: Settings, exc: Any
+    ) -> WatchReport:
+        """A gathering failed: a rank that died (and said so) is the reason."""
+        died = _died_elsewhere(report, session.store, settings) if session.is_main else None
+        if died is None:
+            raise RankTimedOut(str(exc)) from None
+        return died
+
+    def _crash_report(
+        self, report: WatchReport, session: Session, settings: Settings
+    ) -> WatchReport:
+        """The script died on this rank: DDP's error explained with no collective, and
+        the ranks that died meet in the store (crash_meeting.py)."""
+        assert self.error is not None
+        findings = session.explain(self.error)
+        store = session.store
+        self.close()
+        group = session.rank or session.group
+        backend = group.backend if group is not None else None
+        meeting = CrashMeeting(store, launched_rank(), launched_world(), backend)
+        meeting.publish(report.failure() or "the script failed", findings)
+        notes: tuple[str, ...] = ()
+        if session.is_main:
+            extra, notes = meeting.collect()
+            seen = {(g.rule, g.subject) for g in findings}
+            findings = findings + [f for f in extra if (f.rule, f.subject) not in seen]
+        else:
+            # rank 0 may never write a report: this rank's explanation is on stderr too
+            for f in findings:
+                _say_error(f"rank {launched_rank()}: {f.rule} {f.subject}: {f.message}")
+        global _meeting
+        _meeting = meeting
+        return _merged(report, findings, notes, settings)
+
+
+def _no_sharded_total(step: PendingStep) -> None:
+    """FSDP2's clip_grad_norm_ returns a DTensor: drop it, and the recorder sums the
+    finalised (global) per-parameter squares instead, with no collective."""
+    if callable(getattr(step.grad_norm, "to_local", None)):
+        step.grad_norm = None
+
+
+def _drop(hooks: list[Any], hook: Any) -> None:
+    """Take `hook` off a list of hooks (once: it was appended once)."""
+    for i, h in enumerate(hooks):
+        if h == hook:
+            del hooks[i]
+            return
+
+
+def _with_summary(
+    report: WatchReport, dist: DistReport, layout: str, settings: Settings
+) -> WatchReport:
+    """A clean end: the cross-rank findings, and a summary of the ranks as notes."""
+    summary = render_text(replace(dist, findings=[])).rstrip("\n").splitlines()
+    summary = [line for line in summary if line != "no distributed findings"]
+    summary.append("per step: loss of rank 0's own batch, norms of the synced gradients")
+    if layout == "FSDP2":
+        summary.append(
+            "noise scale: not measured under FSDP2 (each rank's gradient before the "
+            "reduce-scatter is not its parameters' own)"
+        )
+    merged = _merged(report, dist.findings, tuple(summary), settings)
+    return replace(merged, distributed=dist.summary())
 
 
 _meeting: CrashMeeting | None = None
@@ -270,12 +289,6 @@ _term: TermNote | None = None
 _farewell: Any = None
 """The store this rank says goodbye in when its watch ends (gradscope.distributed.peers)."""
 
-PEER_WAIT_S = 5.0
-"""How long rank 0 waits for the other ranks' crash records."""
-REPORT_WAIT_S = 10.0
-"""How long a dying rank waits for rank 0 to have written the merged report."""
-VANISHED_POLL_S = 0.5
-"""How often rank 0, waiting for crash records, looks for ranks that vanished."""
 TERM_WAIT_S = 1.0
 """How long a terminated rank 0 looks for the record of a rank that failed: one that
 failed left it before it exited, and torchrun stops rank 0 only after that."""
@@ -286,18 +299,14 @@ def rank_exit_code(code: int) -> int:
     run's (it reports every rank's findings and errors). Another rank exits 0 where a
     failure would only make torchrun stop rank 0 before its report: findings (rank 0
     reports them) and, in a gloo group, its own crash (rank 0 merges it, see
-    CrashMeeting). Where it keeps a failing code, it first waits (at most REPORT_WAIT_S)
+    CrashMeeting). Where it keeps a failing code, it first waits (crash_meeting.REPORT_WAIT_S)
     for rank 0 to say its report is written."""
-    from gradscope.errors import ExitCode
-
     global _meeting, _term, _farewell
     meeting, _meeting = _meeting, None
     if _term is not None:
         _term.remove()
         _term = None
     if _farewell is not None:
-        from gradscope.distributed import peers
-
         peers.farewell(_farewell, launched_rank(), code)
         _farewell = None
     if is_main_process():
@@ -313,96 +322,6 @@ def rank_exit_code(code: int) -> int:
     return code
 
 
-class CrashMeeting:
-    """Ranks that died meet in the process group's store (no collective: peers may be
-    stuck or dead). Keys: gradscope/died/RANK (its error and findings as JSON) and
-    gradscope/reported (rank 0 wrote the merged report)."""
-
-    def __init__(self, store: Any, rank: int, world: int, backend: str | None = None) -> None:
-        self.store, self.rank, self.world = store, rank, world
-        self.backend = backend
-        """The process group's backend (read when the rank died: the script may have
-        destroyed its group since)."""
-
-    def _set(self, key: str, value: str) -> bool:
-        if self.store is None:
-            return False
-        try:
-            self.store.set(key, value)
-            return True
-        except Exception:  # the store went with the agent: nothing to meet in
-            self.store = None
-            return False
-
-    def publish(self, failure: str, findings: list[Any]) -> None:
-        import json
-
-        record = {"failure": failure, "findings": [f.to_dict() for f in findings]}
-        self._set(f"gradscope/died/{self.rank}", json.dumps(record))
-
-    def collect(self, wait_s: float = PEER_WAIT_S) -> tuple[list[Any], tuple[str, ...]]:
-        """Rank 0: the findings of the other ranks that died, each marked with its rank,
-        and one note per such rank naming its error."""
-        found = self.records(wait_s)
-        return _from_records(found)
-
-    def records(self, wait_s: float = PEER_WAIT_S) -> dict[int, dict[str, Any]]:
-        """The other ranks' crash records, and a stand-in for each rank that vanished
-        (gradscope.distributed.peers), waiting at most `wait_s` for the others."""
-        import json
-        import math
-        import time
-
-        from gradscope.distributed import peers
-
-        if self.store is None:
-            return {}
-        keys = {r: f"gradscope/died/{r}" for r in range(self.world) if r != self.rank}
-        deadline = time.monotonic() + wait_s
-        found: dict[int, dict[str, Any]] = {}
-        looked = -math.inf
-        while keys and time.monotonic() < deadline:
-            for r, key in list(keys.items()):
-                try:
-                    if self.store.check([key]):
-                        found[r] = json.loads(self.store.get(key))
-                        del keys[r]
-                except Exception:  # the store is gone: keep what arrived
-                    return found
-            # a rank that vanished writes nothing: no use waiting for it (looked at twice
-            # a second: a few store reads per rank)
-            if time.monotonic() - looked >= VANISHED_POLL_S:
-                looked = time.monotonic()
-                for r in peers.vanished(self.store, self.world, self.rank):
-                    if r in keys and not _check(self.store, keys.pop(r)):
-                        found[r] = {"failure": peers.VANISHED, "findings": []}
-            if keys:
-                time.sleep(0.05)
-        return found
-
-    def hands_over(self) -> bool:
-        """A rank that died, not rank 0, whose record rank 0 can read and whose exit
-        wakes rank 0 (gloo closes its connections with the process): it may exit 0 and
-        leave the run's exit code to rank 0, which reports its error and findings.
-        Otherwise torchrun, seeing it fail, would stop rank 0 before its report."""
-        return self.rank != 0 and self.store is not None and self.backend == "gloo"
-
-    def report_written(self) -> None:
-        import time
-
-        if self.rank == 0:
-            self._set("gradscope/reported", "1")
-            return
-        deadline = time.monotonic() + REPORT_WAIT_S
-        while self.store is not None and time.monotonic() < deadline:
-            try:
-                if self.store.check(["gradscope/reported"]):
-                    return
-            except Exception:  # the store is gone: rank 0's side has ended
-                return
-            time.sleep(0.05)
-
-
 def _died_elsewhere(
     report: WatchReport, store: Any, settings: Settings, wait_s: float = PEER_WAIT_S
 ) -> WatchReport | None:
@@ -415,7 +334,7 @@ def _died_elsewhere(
     if not found:
         return None
     first = min(found)
-    findings, notes = _from_records(found)
+    findings, notes = from_records(found)
     error = f"the script died on rank {first}: {found[first].get('failure')}"
     if report.run.status == "terminated":
         notes += (
@@ -427,45 +346,9 @@ def _died_elsewhere(
     return _merged(replace(report, run=run, where=None), findings, notes, settings)
 
 
-def _check(store: Any, key: str) -> bool:
-    try:
-        return bool(store.check([key]))
-    except Exception:
-        return False
-
-
-def _from_records(found: dict[int, dict[str, Any]]) -> tuple[list[Any], tuple[str, ...]]:
-    from gradscope.findings import RULES
-    from gradscope.fmt import printable
-
-    findings, notes = [], []
-    for r, record in sorted(found.items()):
-        failure = printable(str(record.get("failure")))
-        cut = failure if len(failure) <= 200 else failure[:199] + "…"
-        notes.append(f"rank {r} died: {cut}")
-        for d in record.get("findings", []):
-            rule = RULES.get(d.get("rule", ""))
-            if rule is None:
-                continue
-            evidence = (f"seen on rank {r}", *d.get("evidence", ()))
-            findings.append(
-                rule.finding(
-                    d["subject"],
-                    d["message"].replace("on this rank", f"on rank {r}"),
-                    d["advice"],
-                    d.get("value"),
-                    d.get("threshold"),
-                    tuple(evidence),
-                )
-            )
-    return findings, tuple(notes)
-
-
 def _merged(
     report: WatchReport, extra: list[Any], notes: tuple[str, ...], settings: Settings
 ) -> WatchReport:
-    from gradscope.findings import split_ignored
-
     active, ignored = split_ignored(settings.judged(list(extra)))
     findings = sorted(report.findings + active, key=lambda f: (-f.severity, f.rule))
     run = replace(report.run, notes=report.run.notes + notes) if notes else report.run
@@ -473,10 +356,6 @@ def _merged(
 
 
 def _say_error(line: str) -> None:
-    import sys
-
-    from gradscope.fmt import printable
-
     sys.stderr.write(f"gradscope: {printable(line)}\n")
 
 

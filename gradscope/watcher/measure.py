@@ -11,6 +11,8 @@ there the accumulation is float32.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from gradscope.distributed.norms import local
@@ -58,24 +60,31 @@ def norms(tensors: list[torch.Tensor], ord: float = 2.0) -> list[torch.Tensor]:
 
 
 def _cpu_norms(dense: list[torch.Tensor], ord: float) -> list[torch.Tensor]:
+    return list(_cpu_vector(dense, ord).unbind())
+
+
+def _cpu_vector(dense: list[torch.Tensor], ord: float) -> torch.Tensor:
+    """The CPU norms as one float64 vector: the fused norm, one read of its few values
+    (a CPU tensor: no device to wait for), and only the suspect ones taken again."""
     try:
         # float32 accumulation at least (half and bfloat16 are widened in the kernel)
-        fast = [
-            n.double()
-            for n in torch._foreach_norm(
-                dense, ord, dtype=None if _all_wide(dense) else torch.float32
-            )
-        ]
+        fast = torch._foreach_norm(dense, ord, dtype=None if _all_wide(dense) else torch.float32)
     except (RuntimeError, TypeError, NotImplementedError):
-        return [torch.linalg.vector_norm(t.double(), ord) for t in dense]
-    values = torch.stack(fast)
-    suspect = ~torch.isfinite(values) | (values == 0)
-    if not bool(suspect.any()):  # a CPU tensor: no device to wait for
-        return fast
-    for i in suspect.nonzero().flatten().tolist():
+        return torch.stack([torch.linalg.vector_norm(t.double(), ord) for t in dense])
+    values = torch.stack(fast).double()
+    suspect = [i for i, v in enumerate(values.tolist()) if not 0 < v < math.inf]  # NaN too
+    for i in suspect:
         if dense[i].dtype != torch.float64:
-            fast[i] = torch.linalg.vector_norm(dense[i], ord, dtype=torch.float64)
-    return fast
+            values[i] = torch.linalg.vector_norm(dense[i], ord, dtype=torch.float64)
+    return values
+
+
+def norm_vector(tensors: list[torch.Tensor], ord: float = 2.0) -> torch.Tensor:
+    """`norms` stacked into one [len(tensors)] vector (at least one tensor)."""
+    dense = [as_real(local(t).detach()) for t in tensors]
+    if dense[0].device.type == "cpu":
+        return _cpu_vector(dense, ord)
+    return torch.stack(norms(dense, ord))
 
 
 def _all_wide(dense: list[torch.Tensor]) -> bool:
@@ -101,7 +110,7 @@ class Measure:
 
     def grads(self, skip: frozenset[int] = frozenset()) -> torch.Tensor:
         """[P] float64 gradient norms; -1 where grad is None or the position is in
-        `skip` (another thread's parameters: see intercept.py). Each `.grad` is read
+        `skip` (another thread's parameters: see stepping.py). Each `.grad` is read
         once, so one that turns None meanwhile is never half seen."""
         params = self.tracked.params
         if skip:
@@ -110,7 +119,7 @@ class Measure:
             read = [p.grad for p in params]
         grads = [g for g in read if g is not None]
         if len(grads) == len(params) and grads:
-            return torch.stack(norms(grads))  # the common case: two kernels
+            return norm_vector(grads)  # the common case: two kernels
         device = grads[0].device if grads else _device(params)
         out = _full(len(params), device)
         if grads:
@@ -119,13 +128,13 @@ class Measure:
             if index is None:
                 index = torch.tensor([i for i, k in enumerate(present) if k], device=device)
                 self._present[present] = index
-            out[index] = torch.stack(norms(grads)).to(device, out.dtype)
+            out[index] = norm_vector(grads).to(device, out.dtype)
         return out
 
     def weights(self) -> torch.Tensor:
         """[P] weight norms of every tracked parameter."""
         params = self.tracked.params
-        return torch.stack(norms(params)) if params else _full(0, torch.device("cpu"))
+        return norm_vector(params) if params else _full(0, torch.device("cpu"))
 
     def scatter(self, params: list[torch.Tensor], values: list[torch.Tensor]) -> torch.Tensor:
         """[P] vector holding `values` (norms of `params`) at their tracked positions."""

@@ -23,6 +23,7 @@ the watch found), or the one stated.
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from collections.abc import Callable
@@ -269,6 +270,12 @@ def _cpu_norm(grad: torch.Tensor) -> torch.Tensor:
 def _site() -> tuple[str, int]:
     """The line of the script's code that called backward (gradscope's frames skipped)."""
     frame = sys._getframe(1)
-    while frame.f_back is not None and is_own_file(frame.f_code.co_filename):
+    while frame.f_back is not None and _own(frame.f_code.co_filename):
         frame = frame.f_back
     return frame.f_code.co_filename, frame.f_lineno
+
+
+@functools.lru_cache(maxsize=256)
+def _own(filename: str) -> bool:
+    """is_own_file, once per file: a backward call asks it of every frame below it."""
+    return is_own_file(filename)

@@ -1,23 +1,28 @@
 """Per-step statistics kept as device tensors, read back every `flush_every` steps.
 
-The interception (intercept.py) hands one `PendingStep` per optimizer step to
+The interception (stepping.py, manual.py) hands one `PendingStep` per optimizer step to
 `Recorder.add`; nothing in the step reads a value back to the host. Every
 `flush_every` steps (and at the end) `Recorder.flush` concatenates everything
-pending into one tensor, calls `finalise` on the per-parameter squared norms,
+pending into one tensor, calls the `finalisers` on the per-parameter squared norms,
 does the one `.tolist()`, and turns the numbers into plain `StepRecord`s that
 it passes to `on_records` (the --log streamer).
 
-`finalise(sq_norms)` is the hook point for distributed runs: it receives a
-[rows, params] float tensor of squared per-parameter norms of this process (a row
-of gradient norms per step, then an update row and a weight row per sampled step;
--1 where not measured) and returns the global ones (e.g. one all-reduce SUM over
-the ranks that hold shards). The default is the identity.
+Two hook points, lists that whoever extends the recorder appends to (distributed runs:
+watcher/distributed_hooks.py), called in order:
+
+- `on_add`: each `PendingStep` as it arrives, before it is queued (may change it);
+- `finalisers`: each receives a [rows, params] float tensor of squared per-parameter
+  norms of this process (a row of gradient norms per step, then an update row and a
+  weight row per sampled step; -1 where not measured) and returns the global ones (e.g.
+  one all-reduce SUM over the ranks that hold shards). None: the identity.
 """
 
 from __future__ import annotations
 
+import enum
 import math
 import signal
+import struct
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -79,6 +84,19 @@ class PendingStep:
 
 
 Finaliser = Callable[[torch.Tensor], torch.Tensor]
+StepHook = Callable[[PendingStep], None]
+
+
+class Scalar(enum.IntEnum):
+    """The numbers each step sends besides its norm rows, in their order (NaN: none)."""
+
+    LOSS = 0
+    SCRIPT_TOTAL = 1
+    """The script's own total norm (`PendingStep.grad_norm`)."""
+    SCALE = 2
+    CARRIED = 3
+    FOUND_INF = 4
+    CLIP_SCALE = 5
 
 
 class Recorder:
@@ -91,7 +109,8 @@ class Recorder:
         on_records: Callable[[list[StepRecord]], None] | None = None,
     ) -> None:
         self.flush_every = max(1, flush_every)
-        self.finalise = finalise
+        self.finalisers: list[Finaliser] = [finalise] if finalise is not None else []
+        self.on_add: list[StepHook] = []
         self.on_records = on_records
         self.pending: list[PendingStep] = []
         self.records = StepStore()
@@ -103,6 +122,8 @@ class Recorder:
 
     def add(self, step: PendingStep) -> None:
         with self._lock:
+            for hook in self.on_add:
+                hook(step)
             self.pending.append(step)
             if len(self.pending) >= self.flush_every:
                 self.flush()
@@ -132,12 +153,14 @@ class Recorder:
         if norms.dtype != torch.float64 and norms.device.type != "mps":
             norms = norms.double()
         sq = torch.where(norms >= 0, norms.square(), norms)
-        if self.finalise is not None:
-            sq = self.finalise(sq)
-        parts = [sq.reshape(-1)] + [_scalars(p, device) for p in pending]
+        for finalise in self.finalisers:
+            sq = finalise(sq)
+        slots, tensors = _scalars(pending, device)
         micro = [_pad(p.micro, width, device) for p in pending if p.micro is not None]
-        parts += micro  # the noise scale's micro-batch sums (noise_scale.py)
-        values = torch.cat([t.double() for t in parts]).tolist()
+        parts = [sq.reshape(-1), *tensors, *micro]  # micro: noise_scale.py's sums
+        read = torch.cat([t.double() for t in parts]).tolist()
+        at = sq.numel() + len(tensors)
+        values = read[: sq.numel()] + _filled(slots, read[sq.numel() : at]) + read[at:]
         records = _records(pending, values, width)
         if micro:
             records = _with_micro(records, pending, values[-len(micro) * width :], width)
@@ -188,25 +211,43 @@ def _pad(t: torch.Tensor, width: int, device: torch.device) -> torch.Tensor:
     return torch.cat([t, filler])
 
 
-def _scalar(t: torch.Tensor | float | None, device: torch.device) -> torch.Tensor:
-    if t is None:
-        return torch.full((1,), NAN, device=device, dtype=_wide(device))
-    if not isinstance(t, torch.Tensor):
-        return torch.full((1,), float(t), device=device, dtype=_wide(device))
+def _scalar(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A device scalar as one element to read back (a complex one's real part)."""
     t = t.detach()
     if t.is_complex():
         t = t.real
     return t.reshape(-1)[:1].to(device, _wide(device))
 
 
-def _scalars(p: PendingStep, device: torch.device) -> torch.Tensor:
-    skipped = p.skipped if isinstance(p.skipped, torch.Tensor) else None
-    return torch.cat(
-        [
-            _scalar(x, device)
-            for x in (p.loss, p.grad_norm, p.scale, p.carried, skipped, p.clip_scale)
-        ]
-    )
+def _scalars(
+    pending: list[PendingStep], device: torch.device
+) -> tuple[list[float | None], list[torch.Tensor]]:
+    """Every step's `Scalar`s, in their order: plain numbers as they are (NaN: none),
+    and None in the slot of each device tensor, which is read back with the norms."""
+    narrow = _wide(device) == torch.float32  # what a float32 read-back would give
+    slots: list[float | None] = []
+    tensors: list[torch.Tensor] = []
+    for p in pending:
+        skipped = p.skipped if isinstance(p.skipped, torch.Tensor) else None
+        for x in (p.loss, p.grad_norm, p.scale, p.carried, skipped, p.clip_scale):  # Scalar's
+            if isinstance(x, torch.Tensor):
+                slots.append(None)
+                tensors.append(_scalar(x, device))
+            elif x is None:
+                slots.append(NAN)
+            else:
+                slots.append(_float32(float(x)) if narrow else float(x))
+    return slots, tensors
+
+
+def _filled(slots: list[float | None], read: list[float]) -> list[float]:
+    """The slots with the values read back in place of the tensors."""
+    values = iter(read)
+    return [next(values) if v is None else v for v in slots]
+
+
+def _float32(value: float) -> float:
+    return struct.unpack("f", struct.pack("f", value))[0]
 
 
 def _none_if_nan(v: float) -> float | None:
@@ -215,7 +256,7 @@ def _none_if_nan(v: float) -> float | None:
 
 def _records(pending: list[PendingStep], values: list[float], width: int) -> list[StepRecord]:
     """`values`: squared norm rows (one per step, then update and weight rows of each
-    sampled step), then six scalars per step."""
+    sampled step), then the `Scalar`s of each step."""
     n = len(pending)
     sampled = sum(p.update_norm is not None and p.weight_norm is not None for p in pending)
     sq_rows = [values[i * width : (i + 1) * width] for i in range(n + 2 * sampled)]
@@ -223,8 +264,11 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
     at = (n + 2 * sampled) * width
     out = []
     for p, sq in zip(pending, sq_rows[:n], strict=True):
-        loss, script_total, scale, carried, found_inf, clip_scale = values[at : at + 6]
-        at += 6
+        scalars = values[at : at + len(Scalar)]
+        at += len(Scalar)
+        loss, script_total = scalars[Scalar.LOSS], scalars[Scalar.SCRIPT_TOTAL]
+        scale, carried = scalars[Scalar.SCALE], scalars[Scalar.CARRIED]
+        found_inf, clip_scale = scalars[Scalar.FOUND_INF], scalars[Scalar.CLIP_SCALE]
         ratios = update_norm = None
         if p.update_norm is not None and p.weight_norm is not None:
             upd, wts = _roots(next(updates)), _roots(next(updates))
@@ -237,16 +281,7 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
         total = math.sqrt(sum(v for v in own if not v < 0))  # the stepping optimizer's, L2
         clip_total = None if p.grad_norm is None else script_total
         skipped = p.skipped if isinstance(p.skipped, bool) else found_inf > 0
-        clipped = None
-        if p.max_norm is not None:
-            seen = total if clip_total is None else clip_total  # what the clip compared
-            if p.scaled_clip and math.isfinite(clip_scale):
-                seen *= clip_scale
-            clipped = (
-                total * min(1.0, p.max_norm / (seen + 1e-6))
-                if math.isfinite(total) and math.isfinite(seen)
-                else total
-            )
+        clipped = _clipped(p, total, clip_total, clip_scale)
         out.append(
             StepRecord(
                 step=p.step,
@@ -272,6 +307,20 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
             )
         )
     return out
+
+
+def _clipped(
+    p: PendingStep, total: float, clip_total: float | None, clip_scale: float
+) -> float | None:
+    """The norm after the script's clip (None: it did not clip)."""
+    if p.max_norm is None:
+        return None
+    seen = total if clip_total is None else clip_total  # what the clip compared
+    if p.scaled_clip and math.isfinite(clip_scale):
+        seen *= clip_scale
+    if math.isfinite(total) and math.isfinite(seen):
+        return total * min(1.0, p.max_norm / (seen + 1e-6))
+    return total
 
 
 def _with_micro(

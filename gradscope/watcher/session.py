@@ -13,6 +13,8 @@ import math
 import os
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, BinaryIO
 
@@ -58,7 +60,7 @@ class StepLog:
         if names != self.names:
             dtype = _main_dtype(params)
             lines.append(json.dumps({"params": list(names), **({"dtype": dtype} if dtype else {})}))
-        lines += [json.dumps(_strict(self._line(r))) for r in records]
+        lines += [json.dumps(json_safe(self._line(r))) for r in records]
         data = ("\n".join(lines) + "\n").encode()
         try:
             if self.file is None:
@@ -112,13 +114,15 @@ def _main_dtype(params: list[Any]) -> str | None:
     return max(counts, key=lambda k: counts[k]) if counts else None
 
 
-def _strict(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
+    """`value` with non-finite floats as the strings "nan", "inf", "-inf": a --log line
+    is strict JSON."""
     if isinstance(value, float) and not math.isfinite(value):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
     if isinstance(value, dict):
-        return {k: _strict(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_strict(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
@@ -150,27 +154,27 @@ class Watcher:
         self._started = 0.0
 
     def __enter__(self) -> Watcher:
-        from gradscope.watcher.intercept import Interceptor
+        from gradscope.watcher import patches
         from gradscope.watcher.recorder import Recorder
+        from gradscope.watcher.state import WatchState
 
         self._pid = os.getpid()
         self._log = StepLog(self.log_path) if self.log_path else None
         self.recorder = Recorder(self.flush_every, on_records=self._logged)
-        self.interceptor = Interceptor(
-            self.recorder, self.update_every, self.steps, self.batch_size
-        )
+        self.state = WatchState(self.recorder, self.update_every, self.steps, self.batch_size)
         self._started = time.perf_counter()
-        self.interceptor.install()
+        self._patches = ExitStack()
+        self._patches.enter_context(patches.intercepting(self.state))
         return self
 
     def _logged(self, records: list[StepRecord]) -> None:
         if os.getpid() != self._pid:  # a child the script forked: the log is the parent's
             return
         if self._log is not None:
-            tracked = self.interceptor.tracked
+            tracked = self.state.tracked
             self._log.write(records, tracked.names, tracked.params)
         for listener in STEP_LISTENERS:
-            listener(records, self.interceptor.tracked.names)
+            listener(records, self.state.tracked.names)
 
     def __exit__(
         self,
@@ -178,17 +182,18 @@ class Watcher:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        from gradscope.watcher.intercept import StopWatching
+        from gradscope.watcher import manual
+        from gradscope.watcher.state import StopWatching
 
         notes = []
         try:
-            self.interceptor.finish_manual()  # an update by hand after the last backward
+            manual.finish(self.state)  # an update by hand after the last backward
         except Exception as check_error:  # e.g. the device failed with the script
             notes.append(
                 f"the last update by hand could not be checked: "
                 f"{type(check_error).__name__}: {check_error}"
             )
-        self.interceptor.remove()
+        self._patches.close()
         try:
             self.recorder.flush()
         except Exception as flush_error:  # e.g. the device failed with the script
@@ -201,17 +206,13 @@ class Watcher:
             if self._log.failure:
                 notes.append(self._log.failure)
         status, error = _status(exc, StopWatching)
-        if status == "completed" and self.interceptor.stopped:
+        if status == "completed" and self.state.stopped:
             status = "stopped"  # --steps reached in another thread; the script ran on
-        notes = [*self.interceptor.notes, *notes]
+        notes = [*self.state.notes, *notes]
         self.run = self._build(status, error, tuple(notes))
         if self._log is not None and self._log.failure:
-            from dataclasses import replace
-
             self.run = replace(self.run, unwritten=(self._log.failure,))
         if status == "crashed" and exc is not None:
-            from dataclasses import replace
-
             from gradscope.errors import UserCodeError
 
             trace = UserCodeError("the script", exc).user_traceback()
@@ -223,9 +224,9 @@ class Watcher:
 
     def _build(self, status: str, error: str | None, notes: tuple[str, ...]) -> WatchRun:
         from gradscope.steps.records import MANUAL
-        from gradscope.watcher.intercept import ManualUpdates
+        from gradscope.watcher.state import ManualUpdates
 
-        icp = self.interceptor
+        icp = self.state
         owned = {id(p) for o in icp.known for g in o.param_groups for p in g["params"]}
         owned.update(id(icp.tracked.params[i]) for i in icp.manually_updated)
         groups = {

@@ -255,13 +255,13 @@ def test_the_hang_block_counts_the_watchers_steps_without_ddp(monkeypatch):
     try:
         assert hooks.session is not None
         watcher = SimpleNamespace(
-            recorder=SimpleNamespace(finalise=None, add=lambda step: None, flush=lambda: None),
-            interceptor=SimpleNamespace(steps=10),
+            recorder=SimpleNamespace(finalisers=[], on_add=[], flush=lambda: None),
+            state=SimpleNamespace(steps=10),
         )
         hooks.bind(watcher)
         assert hooks.session.steps == 0
         assert hooks.session.optimizer_steps() == 10 == _steps(hooks.session)
-        watcher.interceptor.steps = 11
+        watcher.state.steps = 11
         assert _steps(hooks.session) == 11
     finally:
         hooks.close()

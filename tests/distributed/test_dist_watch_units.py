@@ -34,7 +34,7 @@ class _Watcher:
         from gradscope.watcher.recorder import Recorder
 
         self.recorder = Recorder()
-        self.interceptor = type("I", (), {"tracked": _Tracked(params)})()
+        self.state = type("S", (), {"tracked": _Tracked(params)})()
 
 
 def _sharded_and_replicated():
@@ -52,13 +52,18 @@ def test_finaliser_keeps_missing_grads_and_restores_destroy(fake_world):
     watcher = _Watcher(_sharded_and_replicated())
     hooks.bind(watcher)
     try:
-        assert watcher.recorder.finalise == hooks.finalise
+        assert watcher.recorder.finalisers == [hooks.finalise]
+        assert len(watcher.recorder.on_add) == 1  # FSDP2's DTensor total dropped
+        # one patch of destroy_process_group: the Session's, which flushes the recorder
+        assert dist.destroy_process_group == hooks.session._before_destroy
+        assert hooks.session.before_destroy == [hooks._flush]
         squares = torch.tensor([[4.0, 9.0], [-1.0, 1.0], [2.0, 3.0]], dtype=torch.float64)
         # the fake backend's all_reduce leaves values as they are; -1 (no grad) is kept
         assert hooks.finalise(squares).tolist() == [[4.0, 9.0], [-1.0, 1.0], [2.0, 3.0]]
     finally:
         hooks.close()
     assert dist.destroy_process_group is original
+    assert watcher.recorder.finalisers == [] and watcher.recorder.on_add == []
 
 
 def test_finaliser_counts_one_collective(fake_world, monkeypatch):
@@ -109,7 +114,7 @@ def test_not_launched_by_torchrun_installs_nothing(monkeypatch):
     assert hooks.session is None
     watcher = _Watcher([nn.Parameter(torch.ones(3))])
     hooks.bind(watcher)
-    assert watcher.recorder.finalise is None and dist.destroy_process_group is original
+    assert watcher.recorder.finalisers == [] and dist.destroy_process_group is original
     assert hooks.conclude("report", None) == "report"  # type: ignore[arg-type]
     hooks.close()
 

@@ -102,11 +102,12 @@ def test_each_optimizer_step_its_own_norms_and_carried_gradients(tmp_path, case)
 def test_accumulation_with_grads_set_to_none_takes_no_norm_at_backward(monkeypatch):
     import torch
 
-    from gradscope.watcher import intercept, watch
+    from gradscope.watcher import resets, stepping, watch
 
     calls = []
-    real = intercept.norms
-    monkeypatch.setattr(intercept, "norms", lambda t, *a: calls.append(len(t)) or real(t, *a))
+    real = resets.norms
+    for module in (resets, stepping):  # the norms at a backward's start and of the weights
+        monkeypatch.setattr(module, "norms", lambda t, *a: calls.append(len(t)) or real(t, *a))
     model = torch.nn.Linear(4, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with watch(update_every=1000) as w:

@@ -1,0 +1,71 @@
+"""What a top-level backward call adds to its thread's window (the next step's): the
+call counted (gradient accumulation), its loss summed on the device, the loss's kind
+read now and then, its micro-batch gradient norms begun and ended (noise_scale.py); at
+its start, the resets and updates by hand since the last call; at its end, what an
+update by hand may follow. The nested backward of a reentrant checkpoint is not counted,
+nor are the second and later evaluations of a step's closure (LBFGS's line search)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from gradscope.watcher import discover, loss_graph, manual, resets, stepping
+from gradscope.watcher.state import WatchState
+from gradscope.watcher.threads import ThreadState, Window
+
+LOSS_KIND_EVERY = 100
+"""The loss's graph is read at the first backward of steps 1-3, 101-103, ...: a few
+dozen nodes, and a loss that changes its kind mid-run is still seen."""
+
+
+def started(
+    state: WatchState,
+    here: ThreadState,
+    roots: list[torch.Tensor],
+    tensor: torch.Tensor | None,
+    gradient: Any,
+) -> None:
+    """A top-level backward call starts from `roots` (`tensor`: its one root)."""
+    state.backward_total += 1
+    if here.quiet:
+        return
+    if here.step_depth and here.stepping is None:
+        stepping.drop_unfinished(here)
+    check = state.manual
+    if check is not None and check.pending and check.thread == here.ident:
+        manual.guarded(state, lambda: manual.check(state, here))
+    resets.observe(state, here)
+    window = here.window
+    if window.calls and not here.stepped and resets.reset_by_hand(state, here):
+        window = here.window = Window()  # grads set to None by hand since
+    if window.calls == 0:  # a norm taken after the last step (a log) is no clip
+        here.clear_clip()
+    here.zeroed = None  # a backward after the zero_grad: the usual order
+    window.calls += 1
+    if here.helper:
+        window.leaves.update(id(t) for t in discover.graph_leaves(roots))
+    scaled = next((x for x in here.scaled if x[0] is tensor), None)
+    here.scaled_by = None if scaled is None else scaled[2]
+    state.noise.begin(window, here.scaled_by)
+    if tensor is None or gradient is not None or tensor.numel() != 1:
+        window.loss_known = False
+        return
+    loss = tensor if scaled is None else scaled[1]
+    if window.calls == 1 and state.steps % LOSS_KIND_EVERY < 3:
+        window.loss_kind = loss_graph.read(loss, scaled is not None)
+    value = loss.detach()
+    if value.dtype not in (torch.float32, torch.float64):
+        value = value.float()  # a half-precision loss summed over micro-batches
+    window.loss = value if window.loss is None else window.loss + value
+
+
+def ended(state: WatchState, here: ThreadState, roots: list[torch.Tensor]) -> None:
+    """The call returned: its micro-batch norms; what an update by hand may follow."""
+    state.noise.end()
+    idle = here.current is None and here.stepping is None
+    if not state.optimizer_stepped and not here.quiet and idle:
+        check = state.manual
+        if check is None or check.thread == here.ident:
+            manual.guarded(state, lambda: manual.backward_end(state, here, roots))

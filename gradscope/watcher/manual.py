@@ -1,0 +1,160 @@
+"""Updates by hand: steps of a script that never steps an optimizer
+(`p.data.add_(p.grad, alpha=-lr)`, `p -= lr * p.grad` under no_grad).
+
+At the end of each top-level backward the gradients are measured (the script often
+zeroes them right after updating) and the weights fingerprinted (version counters and
+float64 norms: `.data` writes bump no version); at the next backward's start, or when
+the watch ends, a changed fingerprint is a step of the `records.MANUAL` optimizer.
+Deciding that reads one small vector back per backward, a cost paid only while no
+optimizer has stepped. The search runs in every script: should it ever fail, it stops
+with a note (`guarded`), and the script runs on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from gradscope.watcher import discover, record_step, resets, updates
+from gradscope.watcher.recorder import PendingStep
+from gradscope.watcher.state import ManualCheck, ManualUpdates, WatchState
+from gradscope.watcher.threads import ThreadState
+
+
+def guarded(state: WatchState, check: Callable[[], None]) -> None:
+    """Run a part of the search; a failure ends the search, with a note."""
+    try:
+        check()
+    except Exception as exc:
+        state.manual, state.manual_scanned = None, True
+        state.notes.append(
+            f"updates by hand are not watched: {type(exc).__name__}: {exc}".rstrip(": ")
+        )
+
+
+def backward_end(state: WatchState, here: ThreadState, roots: list[torch.Tensor]) -> None:
+    """No optimizer has stepped: note what this backward left, for the check at the
+    next backward's start (or the end of the watch)."""
+    manual = state.manual
+    if manual is None:
+        if state.manual_scanned:
+            return
+        state.manual_scanned = True
+        params = [p for p in discover.graph_leaves(roots) if p.grad is not None]
+        if not params:
+            return
+        discover.extend(state.tracked, state.known, params, extra_name="tensor")
+        manual = state.manual = ManualCheck(params, here.ident)
+    tracked = state.tracked.params
+    if manual.weights is None or len(manual.versions) != len(tracked):
+        manual.weights = state.measure.weights()
+        manual.versions = [p._version for p in tracked]
+    if state.first_weights is None:
+        state.first_weights = manual.weights
+    manual.grads = state.measure.grads()
+    manual.members = tuple(i for i, p in enumerate(tracked) if p.grad is not None)
+    manual.loss = here.window.loss
+    manual.kind = here.window.loss_kind or manual.kind
+    manual.loss_known = here.window.loss_known
+    manual.calls = here.window.calls
+    if updates.sampled(state.steps + 1, state.update_every):  # the next step's is measured
+        manual.before = state.updates.before(None, tracked)
+    manual.pending = True
+
+
+def finish(state: WatchState) -> None:
+    """The watch ends: an update by hand after the last backward is a step too."""
+    with state.threads.lock:
+        manual = state.manual
+        if manual is not None and manual.pending and not state.optimizer_stepped:
+            owner = state.threads.states.get(manual.thread) or state.threads.here()
+            check(state, owner, final=True)
+
+
+def check(state: WatchState, here: ThreadState, final: bool = False) -> None:
+    """Did the weights move since the last backward? If so, that was a step."""
+    manual = state.manual
+    assert manual is not None and manual.weights is not None and manual.grads is not None
+    manual.pending = False
+    tracked = state.tracked.params[: len(manual.versions)]
+    now = state.measure.weights()[: len(tracked)]
+    changed = _changed(state, manual, tracked, now)
+    if not any(changed):
+        manual.before = None
+        return
+    state.manually_updated.update(i for i, c in enumerate(changed) if c)
+    holder = _holder(state, here, manual, tracked)
+    step = _step(state, here, manual, holder)
+    # as after an optimizer's step: gradients still there at the next backward's
+    # start were never reset (the script's zero_grad is missing)
+    resets.stepped(state, holder, [tracked[i] for i in manual.members], here.ident)
+    if manual.before is not None:
+        step.update_norm = state.updates.after(manual.before)
+        step.weight_norm = now
+        manual.before = None
+    manual.weights = now
+    manual.versions = [p._version for p in tracked]
+    if not final:
+        record_step.record(state, here, step)
+    elif not state.stopped:
+        record_step.add(state, step)
+
+
+def _changed(
+    state: WatchState, manual: ManualCheck, tracked: list[torch.Tensor], now: torch.Tensor
+) -> list[bool]:
+    """Per tracked parameter: its weights changed (norm or version counter)."""
+    before = manual.weights
+    assert before is not None
+    same = (now == before) | (now.isnan() & before.isnan())
+    flags = torch.cat([~same, now.isnan().any().reshape(1)])
+    *moved, lost = flags.tolist()  # the one read-back that decides whether a step happened
+    if lost and not state.nan_noted:
+        state.nan_noted = True
+        state.notes.append(
+            f"weights updated by hand became NaN at step {state.steps + 1}: updates of NaN "
+            "weights through `.data` change nothing gradscope can see, so steps after it "
+            "may be missing"
+        )
+    return [m or p._version != v for m, p, v in zip(moved, tracked, manual.versions, strict=True)]
+
+
+def _holder(
+    state: WatchState, here: ThreadState, manual: ManualCheck, tracked: list[torch.Tensor]
+) -> ManualUpdates:
+    """The stand-in optimizer of updates by hand, holding every parameter updated."""
+    if state.manual_index is None:
+        state.manual_index = len(state.optimizers)
+        state.optimizers.append(ManualUpdates())
+    state.stepped_by.setdefault(state.manual_index, set()).add(here.ident)
+    if manual.kind is not None:
+        state.loss_kinds.setdefault(state.manual_index, manual.kind)
+    holder: ManualUpdates = state.optimizers[state.manual_index]
+    present = {id(p) for g in holder.param_groups for p in g["params"]}
+    holder.param_groups[0]["params"] += [
+        tracked[i]
+        for i in sorted(set(manual.members) | state.manually_updated)
+        if id(tracked[i]) not in present
+    ]
+    return holder
+
+
+def _step(
+    state: WatchState, here: ThreadState, manual: ManualCheck, holder: ManualUpdates
+) -> PendingStep:
+    assert manual.grads is not None and state.manual_index is not None
+    return PendingStep(
+        step=state.steps + 1,
+        optimizer=state.manual_index,
+        lrs=(),
+        backward_calls=manual.calls,
+        skipped=False,
+        param_norm=manual.grads,
+        loss=manual.loss if manual.loss_known else None,
+        grad_norm=here.clip_total,
+        max_norm=here.max_norm,
+        norm_type=here.norm_type,
+        members=manual.members,
+        carried=resets.carried(state, holder),
+    )

@@ -1,0 +1,67 @@
+"""The interception: one patch per torch entry point, all installed by `intercepting`
+and all removed when it ends (also on an exception, Ctrl-C or --steps reached).
+
+- optimizer_step  torch's global step pre/post hooks (closures included)
+- backward        Tensor.backward, torch.autograd.backward
+- zero_grad       Optimizer.zero_grad, Module.zero_grad
+- clip            clip_grad_norm_, get_total_norm, clip_grads_with_norm_
+- grad_scaler     GradScaler.scale, GradScaler.step
+- pickling        Module.__getstate__ (no noise-scale hook in a pickled model)
+
+From the first step on, the noise scale (noise_scale.py) adds a tensor hook on each
+tracked parameter and a forward pre-hook on each model found; they go with the rest.
+Nothing here reads a value back to the host: see recorder.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch.nn.utils as utils
+import torch.nn.utils.clip_grad as clip_grad
+
+from gradscope.watcher.patches.backward import AutogradBackward, TensorBackward
+from gradscope.watcher.patches.clip import ClipGradNorm, ClipWithNorm, TotalNorm
+from gradscope.watcher.patches.grad_scaler import Scale, ScalerStep
+from gradscope.watcher.patches.optimizer_step import OptimizerStep
+from gradscope.watcher.patches.pickling import ModuleGetstate
+from gradscope.watcher.patches.zero_grad import ModuleZeroGrad, OptimizerZeroGrad
+from gradscope.watcher.state import WatchState
+
+
+def every_patch(state: WatchState) -> list[Any]:
+    """Each torch entry point's patch, in the order they are installed."""
+    return [
+        OptimizerStep(state),
+        TensorBackward(state),
+        AutogradBackward(state),
+        OptimizerZeroGrad(state),
+        ModuleZeroGrad(state),
+        ModuleGetstate(state),
+        ClipGradNorm(state, utils),
+        ClipGradNorm(state, clip_grad),
+        TotalNorm(state, utils),
+        ClipWithNorm(state, utils),
+        Scale(state),
+        ScalerStep(state),
+    ]
+
+
+@contextmanager
+def intercepting(state: WatchState) -> Iterator[WatchState]:
+    """Every patch installed for the block; a thread still inside one when it ends
+    records nothing more."""
+    installed = []
+    try:
+        for patch in every_patch(state):
+            patch.install()
+            installed.append(patch)
+        yield state
+    finally:
+        with state.threads.lock:
+            state.off = True
+        state.noise.remove()
+        while installed:
+            installed.pop().remove()

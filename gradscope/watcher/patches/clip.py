@@ -1,0 +1,91 @@
+"""`clip_grad_norm_` (in torch.nn.utils and torch.nn.utils.clip_grad: replaced in both
+before the script imports them), `get_total_norm` and `clip_grads_with_norm_`: what a
+clip tells the step (clipping.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from gradscope.watcher import clipping
+from gradscope.watcher.guard import enter, safely
+from gradscope.watcher.patches.base import Patch
+
+
+def _listed(parameters: Any) -> list[torch.Tensor]:
+    return [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+
+
+class ClipGradNorm(Patch):
+    name = "clip_grad_norm_"
+
+    def wrap(self, original: Any) -> Any:
+        state = self.state
+
+        def clip_grad_norm_(
+            parameters: Any, max_norm: float, norm_type: float = 2.0, *a: Any, **kw: Any
+        ) -> Any:
+            here = enter(state)
+            if here is None or here.depth or here.quiet:
+                return original(parameters, max_norm, norm_type, *a, **kw)
+            params = _listed(parameters)
+            scale = safely(state, here, lambda: clipping.before_clip(state, here, params))
+            here.depth += 1
+            try:
+                total = original(params, max_norm, norm_type, *a, **kw)
+            finally:
+                here.depth -= 1
+            safely(
+                state,
+                here,
+                lambda: clipping.clipped(here, total, float(norm_type), float(max_norm), scale),
+            )
+            return total
+
+        return clip_grad_norm_
+
+
+class TotalNorm(Patch):
+    name = "get_total_norm"
+
+    def wrap(self, original: Any) -> Any:
+        state = self.state
+
+        def get_total_norm(tensors: Any, norm_type: float = 2.0, *a: Any, **kw: Any) -> Any:
+            here = enter(state)
+            if here is None or here.depth or here.quiet:
+                return original(tensors, norm_type, *a, **kw)
+            tensors = _listed(tensors)
+            total = original(tensors, norm_type, *a, **kw)
+            safely(
+                state,
+                here,
+                lambda: clipping.total_norm(state, here, tensors, total, float(norm_type)),
+            )
+            return total
+
+        return get_total_norm
+
+
+class ClipWithNorm(Patch):
+    name = "clip_grads_with_norm_"
+
+    def wrap(self, original: Any) -> Any:
+        state = self.state
+
+        def clip_grads_with_norm_(
+            parameters: Any, max_norm: float, total_norm: Any, *a: Any, **kw: Any
+        ) -> Any:
+            here = enter(state)
+            if here is not None and here.depth == 0 and not here.quiet:
+                params = _listed(parameters)
+                safely(
+                    state,
+                    here,
+                    lambda: clipping.given_norm(state, here, params, max_norm, total_norm),
+                )
+                parameters = params
+            return original(parameters, max_norm, total_norm, *a, **kw)
+
+        return clip_grads_with_norm_

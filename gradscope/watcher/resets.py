@@ -1,0 +1,108 @@
+"""Resets of the gradients: which backward calls a step takes, and gradients never reset.
+
+A thread's first step takes only the backward calls since its last reset of gradients
+that held something (zero_grad of an optimizer or a module, or the gradients the first
+backward reached all set to None by hand): backward-only iterations before an optimizer
+exists (a warm-up, a gradient statistic) are not counted into its loss. At each
+top-level backward's start, every optimizer whose last step has not been followed by a
+reset of its gradients yet gets their norm noted (`p.grad is None` checks; a device norm
+only when they are all there): the carried-over norm of its next step (GS412).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from gradscope.watcher.measure import norms
+from gradscope.watcher.state import OpenReset, WatchState
+from gradscope.watcher.threads import ThreadState, Window
+
+
+def reset_by_hand(state: WatchState, here: ThreadState) -> bool:
+    """Before this thread's first step: the gradients its first backward reached were
+    all set to None since (the script resets them itself)."""
+    manual = state.manual
+    if manual is None or manual.thread != here.ident:
+        return False
+    return all(p.grad is None for p in manual.params)
+
+
+def resetting(state: WatchState, here: ThreadState, params: Callable[[], Any]) -> None:
+    """A zero_grad is about to run: when it clears gradients that are there, the
+    backward calls before it belong to no step (this thread's, before its first
+    step; a helper thread's whose backward reached them)."""
+    helpers = state.threads.helpers(here)
+    if not helpers and not here.window.calls:
+        return
+    present = {id(p) for p in params() if p.grad is not None}
+    if not present:
+        return
+    if here.window.calls:
+        here.zeroed = here.window
+    if not here.stepped:
+        here.window = Window()
+    for helper in helpers:
+        if helper.window.leaves & present:
+            helper.window = Window()
+
+
+def observe(state: WatchState, here: ThreadState) -> None:
+    """At a backward's start: each optimizer this thread stepped whose gradients were
+    not reset since its step either has one of them None now (a reset) or gets their
+    norm noted. Another thread's gradients are never read."""
+    for entry in state.resets.values():
+        if entry.reset or entry.thread != here.ident:
+            continue
+        grads = [p.grad for p in entry.params]
+        present = [g for g in grads if g is not None]
+        if len(present) < len(grads):
+            entry.reset, entry.norms = True, []
+        elif present:
+            entry.norms.append(torch.linalg.vector_norm(torch.stack(norms(present))))
+
+
+def optimizer_reset(state: WatchState, optimizer: Any) -> None:
+    """The optimizer's zero_grad ran."""
+    entry = state.resets.get(id(optimizer))
+    if entry is not None:
+        entry.reset, entry.norms = True, []
+
+
+def module_reset(state: WatchState, module: Any) -> None:
+    """A module's zero_grad ran: a reset of every optimizer whose parameters are all its."""
+    open_ = [e for e in state.resets.values() if not e.reset]
+    if open_:
+        ids = {id(p) for p in module.parameters()}
+        for entry in open_:
+            if all(id(p) in ids for p in entry.params):
+                entry.reset, entry.norms = True, []
+
+
+def stepped(state: WatchState, optimizer: Any, params: list[torch.Tensor], thread: int) -> None:
+    """The optimizer stepped `params` in `thread`: from now on, watch for their reset."""
+    state.resets[id(optimizer)] = OpenReset(params, thread)
+
+
+def trained(state: WatchState, optimizer: Any) -> list[torch.Tensor]:
+    """The optimizer's parameters that take gradients (cached while its groups keep
+    their sizes)."""
+    key = tuple(len(g["params"]) for g in optimizer.param_groups)
+    cached = state.trained_cache.get(id(optimizer))
+    if cached is None or cached[0] != key:
+        params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
+        cached = state.trained_cache[id(optimizer)] = (key, params)
+    return cached[1]
+
+
+def carried(state: WatchState, optimizer: Any) -> torch.Tensor | None:
+    """The smallest gradient norm seen at a backward's start since the optimizer's last
+    step, with no reset between (None: a reset, or no backward)."""
+    entry = state.resets.pop(id(optimizer), None)
+    if entry is None or entry.reset or not entry.norms:
+        return None
+    if len(entry.norms) == 1:
+        return entry.norms[0]
+    return torch.stack(entry.norms).min()

@@ -1,0 +1,146 @@
+"""What the patches share while one run is watched (`WatchState`), and the small records
+it keeps between hooks. Everything in it is changed under `threads.lock` (threads.py):
+steps come from any thread of the script."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gradscope.watcher import discover, updates
+from gradscope.watcher.measure import Measure
+from gradscope.watcher.noise_scale import MicroGrads
+from gradscope.watcher.optim_settings import SettingsHistory
+from gradscope.watcher.recorder import Recorder
+from gradscope.watcher.threads import Threads, ThreadState
+
+
+class StopWatching(BaseException):
+    """Raised after the last step asked for (--steps); a BaseException so that the
+    script's own `except Exception` lets it through."""
+
+
+class ManualUpdates:
+    """Stands in `WatchState.optimizers` for parameter updates made by hand."""
+
+    def __init__(self) -> None:
+        self.param_groups: list[dict[str, Any]] = [{"params": []}]
+
+
+@dataclass
+class OpenReset:
+    """Since an optimizer's last step: a reset of its gradients seen, or the norms of
+    its gradients found at the start of each backward of the thread that stepped it
+    (the carried-over norm of its next step: resets.py)."""
+
+    params: list[torch.Tensor]
+    thread: int
+    reset: bool = False
+    norms: list[torch.Tensor] = field(default_factory=list)
+
+
+@dataclass
+class ManualCheck:
+    """What the last backward left, for an update by hand that may follow it (manual.py)."""
+
+    params: list[torch.Tensor]
+    thread: int
+    """The thread whose backward found them: the only one that checks."""
+    weights: torch.Tensor | None = None
+    versions: list[int] = field(default_factory=list)
+    grads: torch.Tensor | None = None
+    members: tuple[int, ...] = ()
+    loss: torch.Tensor | None = None
+    loss_known: bool = True
+    calls: int = 0
+    before: updates.Before | None = None
+    """Measured steps: what the update is measured from (updates.py)."""
+    kind: Any = None
+    """The `LossKind` of the backward calls, where it was read."""
+    pending: bool = False
+    """A backward ended since the last check."""
+
+
+@dataclass
+class WatchState:
+    """The state the patches share while one run is watched."""
+
+    recorder: Recorder
+    update_every: int = 25
+    max_steps: int | None = None
+    batch_size: int | None = None
+    """Samples per micro-batch, as stated (the noise scale's unit); None: seen."""
+    start: float = field(default_factory=time.perf_counter)
+    tracked: discover.Tracked = field(default_factory=discover.Tracked)
+    optimizers: list[Any] = field(default_factory=list)
+    """The optimizers that stepped, by index (a `ManualUpdates` for updates by hand)."""
+    known: list[torch.optim.Optimizer] = field(default_factory=list)
+    """Those and the ones found owning clipped parameters before their first step."""
+    discovered: bool = False
+    steps: int = 0
+    backward_total: int = 0
+    """backward() calls over the whole run."""
+    notes: list[str] = field(default_factory=list)
+    """What the watch could not do, for the report."""
+    manually_updated: set[int] = field(default_factory=set)
+    """Positions of the parameters an update by hand changed."""
+    stopped: bool = False
+    """--steps reached: nothing more is recorded."""
+    off: bool = False
+    """Removed, or failed: every hook only calls what it wraps."""
+    threads: Threads = field(default_factory=Threads)
+    resets: dict[int, OpenReset] = field(default_factory=dict)
+    """id(optimizer) → what happened to its gradients since its last step."""
+    trained_cache: dict[int, tuple[tuple[int, ...], list[torch.Tensor]]] = field(
+        default_factory=dict
+    )
+    members_cache: dict[int, tuple[Any, tuple[int, ...]]] = field(default_factory=dict)
+    stepped_by: dict[int, set[int]] = field(default_factory=dict)
+    """Optimizer index → the threads that stepped it."""
+    manual: ManualCheck | None = None
+    manual_index: int | None = None
+    manual_scanned: bool = False
+    nan_noted: bool = False
+    optimizer_stepped: bool = False
+    settings: SettingsHistory = field(default_factory=SettingsHistory)
+    loss_kinds: dict[int, Any] = field(default_factory=dict)
+    """Optimizer index → the `LossKind` of its first step whose loss was read."""
+    first_weights: torch.Tensor | None = None
+    """Norms of the tracked weights before the first update (device tensor)."""
+    measure: Measure = field(init=False)
+    updates: updates.Updates = field(init=False)
+    noise: MicroGrads = field(init=False)
+    """Each micro-batch's gradient norm: the noise scale's small batch."""
+
+    def __post_init__(self) -> None:
+        self.update_every = max(1, self.update_every)
+        self.measure = Measure(self.tracked)
+        self.updates = updates.Updates(self.measure, self.notes)
+        self.noise = MicroGrads(self.tracked, self.batch_size)
+
+    def members(self, optimizer: Any) -> tuple[int, ...]:
+        """Positions of the optimizer's parameters among the tracked ones (cached while
+        its groups and the tracked parameters keep their sizes: a step asks every time)."""
+        key = (tuple(len(g["params"]) for g in optimizer.param_groups), len(self.tracked.params))
+        cached = self.members_cache.get(id(optimizer))
+        if cached is None or cached[0] != key:
+            cached = self.members_cache[id(optimizer)] = (key, self.tracked.members(optimizer))
+        return cached[1]
+
+    def index_of(self, optimizer: Any) -> int:
+        """The optimizer's index among those that stepped; -1: it has not stepped."""
+        return next((i for i, o in enumerate(self.optimizers) if o is optimizer), -1)
+
+    def foreign(self, here: ThreadState, index: int | None = None) -> frozenset[int]:
+        """Positions of the parameters another thread steps (and optimizer `index` does
+        not): their gradients are not this thread's to read."""
+        others = [i for i, by in self.stepped_by.items() if by - {here.ident} and i != index]
+        if not others:
+            return frozenset()
+        own = set(self.members(self.optimizers[index])) if index is not None else set()
+        return frozenset(
+            p for i in others for p in self.members(self.optimizers[i]) if p not in own
+        )

@@ -1,0 +1,197 @@
+"""An optimizer step, from its start (`begin`: the gradients, the loss, the clip and the
+loss scale it applies, as device tensors) to its end (`finish`: the update, then the
+recorder). A step reads no gradient of a parameter another thread steps (reading
+`p.grad` while another thread sets it to None and frees it crashes torch). Steps are
+numbered when they end (record_step.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from gradscope.watcher import discover, manual, record_step, resets, updates
+from gradscope.watcher.clipping import unscaled
+from gradscope.watcher.measure import norms
+from gradscope.watcher.recorder import PendingStep
+from gradscope.watcher.state import WatchState
+from gradscope.watcher.threads import ThreadState, Window
+
+NO_CLIP = ThreadState(0, "no clip", False)
+"""The clip fields of a thread that has not clipped: what a step the clip is not for gets."""
+
+
+def begin(
+    state: WatchState, here: ThreadState, optimizer: Any, skipped: bool, returned: Any = None
+) -> None:
+    """The step starts (or its closure's first evaluation returned `returned`)."""
+    here.stepping = None
+    index = optimizer_index(state, here, optimizer)
+    window = window_of(state, here, optimizer)
+    zeroed = here.zeroed
+    if zeroed is not None and not window.calls:
+        window = zeroed  # the step follows those backward calls, whose grads are gone
+    note_meaning(state, index, optimizer, window)
+    scaler = scaler_for(here, optimizer)
+    clip = here if clip_is_for(here, optimizer) else NO_CLIP
+    scale = None
+    if scaler is not None:
+        scale = getattr(scaler, "_scale", None)  # a device tensor: no sync, unlike get_scale()
+        scale = scale.detach().clone() if isinstance(scale, torch.Tensor) else None
+    here.current = PendingStep(
+        step=state.steps + 1,  # numbered when it ends: threads end them in any order
+        optimizer=index,
+        lrs=tuple(_lr(g) for g in optimizer.param_groups),
+        backward_calls=window.calls,
+        skipped=_skipped_flag(optimizer, skipped),
+        param_norm=_grad_norms(state, here, index, optimizer, clip),
+        loss=_loss(window, returned),
+        grad_norm=clip.clip_total,
+        max_norm=clip.max_norm,
+        norm_type=clip.norm_type,
+        scaled_clip=clip.scaled_clip,
+        clip_scale=clip.clip_scale,
+        scale=scale,
+        carried=resets.carried(state, optimizer),
+        members=state.members(optimizer),
+        zeroed=zeroed is not None,
+    )
+    _micro(state, here.current, window)
+    if not skipped and updates.sampled(state.steps + 1, state.update_every):
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        here.snapshot = (params, state.updates.before(optimizer, params))
+
+
+def _grad_norms(
+    state: WatchState, here: ThreadState, index: int, optimizer: Any, clip: ThreadState
+) -> torch.Tensor:
+    """[P] gradient norms the step applies, unscaled."""
+    if clip.pre_clip is not None:
+        return clip.pre_clip  # measured (and unscaled) at the clip
+    norms_ = state.measure.grads(state.foreign(here, index))
+    grad_scale = getattr(optimizer, "grad_scale", None)  # fused + GradScaler
+    if isinstance(grad_scale, torch.Tensor):
+        norms_ = unscaled(norms_, grad_scale)
+    return norms_
+
+
+def _skipped_flag(optimizer: Any, skipped: bool) -> bool | torch.Tensor:
+    """Skipped by GradScaler: known, or a fused optimizer's `found_inf` (on the device)."""
+    found_inf = getattr(optimizer, "found_inf", None)
+    if not skipped and isinstance(found_inf, torch.Tensor):
+        return found_inf.detach().clone()
+    return skipped
+
+
+def _loss(window: Window, returned: Any) -> torch.Tensor | float | None:
+    """The step's loss: the closure's value, or the sum of its backward calls' losses."""
+    if isinstance(returned, torch.Tensor) and returned.numel() == 1:
+        return returned.detach().reshape(())
+    if isinstance(returned, (int, float)) and not isinstance(returned, bool):
+        return float(returned)
+    return window.loss if window.loss_known else None
+
+
+def finish(state: WatchState, here: ThreadState, optimizer: Any) -> None:
+    """The step ended: its update (measured steps), then the recorder."""
+    current, here.current = here.current, None
+    if current is None:
+        return
+    if here.snapshot is not None:
+        params, before = here.snapshot
+        here.snapshot = None
+        current.update_norm = state.updates.after(before)
+        current.weight_norm = state.measure.scatter(params, norms([p.detach() for p in params]))
+    resets.stepped(state, optimizer, resets.trained(state, optimizer), here.ident)
+    record_step.record(state, here, current)
+
+
+def optimizer_index(state: WatchState, here: ThreadState, optimizer: Any) -> int:
+    """The optimizer's index; its first step makes it one of the watched (and ends the
+    search for updates by hand)."""
+    index = state.index_of(optimizer)
+    if index < 0:
+        check = state.manual
+        if check is not None:  # an optimizer takes over: updates by hand end here
+            if check.pending and check.thread == here.ident:
+                manual.check(state, here)
+            state.manual = None
+        state.optimizers.append(optimizer)
+        state.optimizer_stepped = True
+        if all(optimizer is not k for k in state.known):
+            state.known.append(optimizer)
+        state.discovered = True
+        discover.extend(state.tracked, state.known)
+        index = len(state.optimizers) - 1
+    state.stepped_by.setdefault(index, set()).add(here.ident)
+    here.stepped = True
+    return index
+
+
+def window_of(state: WatchState, here: ThreadState, optimizer: Any) -> Window:
+    """The step's backward calls: this thread's since its previous step, and those of
+    helper threads whose backward reached the optimizer's parameters (taken)."""
+    helpers = state.threads.helpers(here)
+    if not helpers:
+        return here.window
+    ids = {id(p) for g in optimizer.param_groups for p in g["params"]}
+    window = Window(here.window.calls, here.window.loss, here.window.loss_known)
+    for helper in helpers:
+        if helper.window.leaves & ids:
+            window.add(helper.window)
+            helper.window = Window()
+    return window
+
+
+def note_meaning(state: WatchState, index: int, optimizer: Any, window: Window) -> None:
+    """What the step's numbers mean: the optimizer's settings (every step), the loss's
+    kind (where it was read), the weights' norms before the first update."""
+    state.settings.observe(index, state.steps + 1, optimizer)
+    if window.loss_kind is not None:
+        state.loss_kinds.setdefault(index, window.loss_kind)
+    if state.first_weights is None:
+        state.first_weights = state.measure.weights()
+
+
+def _micro(state: WatchState, step: PendingStep, window: Window) -> None:
+    """The micro-batch gradients the step's window measured; hooks on parameters
+    found since."""
+    taken = state.noise.take(window)
+    if taken is not None:
+        step.micro, step.micro_calls, step.micro_ranks, step.batch_samples = taken
+    state.noise.attach()
+
+
+def clip_is_for(here: ThreadState, optimizer: Any) -> bool:
+    """The thread's clip goes to each optimizer that steps a parameter it touched
+    (a dense optimizer's clip is not a SparseAdam's beside it), once each."""
+    if here.clip_params is not None and here.clip_params.isdisjoint(
+        id(p) for g in optimizer.param_groups for p in g["params"]
+    ):
+        return False
+    if id(optimizer) in here.clip_takers:
+        return False
+    here.clip_takers.add(id(optimizer))
+    return True
+
+
+def scaler_for(here: ThreadState, optimizer: Any) -> Any:
+    """The GradScaler whose `step` is stepping the optimizer (None: none, or disabled)."""
+    for call in reversed(here.scaler_calls):
+        if call[1] is optimizer:
+            call[2] = True  # the step (or the skip) is being recorded
+            return call[0] if call[0].is_enabled() else None
+    return None
+
+
+def drop_unfinished(here: ThreadState) -> None:
+    """A step that raised (its post-hook never ran) is not recorded."""
+    here.current, here.snapshot, here.stepping = None, None, None
+    here.step_depth = 0
+
+
+def _lr(group: dict[str, Any]) -> float:
+    lr = group.get("lr", float("nan"))
+    if isinstance(lr, torch.Tensor) and lr.device.type != "cpu":
+        return float("nan")  # reading a device lr would sync; it is in the param group
+    return float(lr)
