@@ -14,41 +14,49 @@ from gradscope.cli import common as clikit
 from gradscope.fmt import printable
 from gradscope.report import outputs
 
+BaselineOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--baseline",
+        metavar="FILE",
+        help="Fail only on findings not in this baseline, or "
+        "on gradient norms that changed by more than baseline-factor. A FILE that does "
+        "not exist yet: every finding is judged (a project's first run).",
+    ),
+]
+
+WriteBaselineOpt = Annotated[
+    str | None,
+    typer.Option("--write-baseline", metavar="FILE", help="Save this run as a baseline."),
+]
+
+# the --help text (as a docstring it would make the function too long to read)
+HELP = """Run every target configured in [tool.gradscope] (or --config): one combined report.
+
+Examples:
+
+  gradscope check
+
+  gradscope check -o - -o gradscope.xml -o report.json
+
+  gradscope check --write-baseline .gradscope-baseline.json
+
+  gradscope check --baseline .gradscope-baseline.json --format markdown
+
+"""
+
 
 def check(
     format: clikit.FormatOpt = None,
     output: clikit.OutputOpt = None,
     fail_on: clikit.FailOnOpt = None,
     config: clikit.ConfigOpt = None,
-    baseline: Annotated[
-        str | None,
-        typer.Option(
-            "--baseline",
-            metavar="FILE",
-            help="Fail only on findings not in this baseline, or "
-            "on gradient norms that changed by more than baseline-factor. A FILE that does "
-            "not exist yet: every finding is judged (a project's first run).",
-        ),
-    ] = None,
-    write_baseline: Annotated[
-        str | None,
-        typer.Option("--write-baseline", metavar="FILE", help="Save this run as a baseline."),
-    ] = None,
+    baseline: BaselineOpt = None,
+    write_baseline: WriteBaselineOpt = None,
     width: clikit.WidthOpt = None,
     debug: clikit.DebugOpt = False,
 ) -> None:
-    """Run every target configured in [tool.gradscope] (or --config): one combined report.
-
-    Examples:
-
-      gradscope check
-
-      gradscope check -o - -o gradscope.xml -o report.json
-
-      gradscope check --write-baseline .gradscope-baseline.json
-
-      gradscope check --baseline .gradscope-baseline.json --format markdown
-    """
+    """Every configured target, one combined report (HELP is the --help)."""
     with clikit.guarded(debug):
         from gradscope import config as config_mod
         from gradscope.gate import baseline as baseline_mod
