@@ -46,5 +46,5 @@ def test_the_settings_judge_a_runs_diff(tmp_path):
 
 def test_a_plot_that_names_no_picture_is_refused_before_reading(tmp_path):
     ref = write(tmp_path / "ref.jsonl", STEPS)
-    with pytest.raises(GradscopeError, match="give a .png, .svg or .pdf"):
+    with pytest.raises(GradscopeError, match=r"give a \.png, \.svg or \.pdf"):
         api.diff(str(ref), str(ref), plot=str(tmp_path / "runs.txt"))

@@ -80,5 +80,5 @@ def test_the_watch_context_draws_its_plot_when_it_ends(tmp_path):
 
 
 def test_a_plot_that_names_no_picture_is_refused_before_the_script_runs(script, tmp_path):
-    with pytest.raises(GradscopeError, match="give a .png, .svg or .pdf"):
+    with pytest.raises(GradscopeError, match=r"give a \.png, \.svg or \.pdf"):
         api.watch_script(script, plot=str(tmp_path / "run.txt"))
