@@ -12,6 +12,8 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from gradscope import config as config_mod
 from gradscope.cli import common as clikit
@@ -22,6 +24,7 @@ from gradscope.gate import check as check_mod
 from gradscope.outcome import CheckReport, Outcome
 from gradscope.report import json as json_report
 from gradscope.report import outputs
+from gradscope.report.terminal import target_state
 from gradscope.report.write import destination, distinct, write_file
 
 BaselineOpt = Annotated[
@@ -133,8 +136,6 @@ class _Lines:
         pass
 
     def finished(self, index: int, total: int, result: Outcome) -> None:
-        from gradscope.report.terminal import target_state
-
         result = self.judge(result)
         clikit.note(
             f"[{index + 1}/{total}] {target_state(result, self.fail_on)} {result.kind} "
@@ -143,9 +144,6 @@ class _Lines:
 
 
 def _with_bar(settings: config_mod.Settings) -> CheckReport:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
     # a target's label is the user's text: never markup
     columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, transient=True, console=Console(stderr=True)) as bar:

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import Annotated
 
 import typer
+from rich.console import Console
 
 from gradscope import api
 from gradscope import config as config_mod
@@ -249,8 +250,6 @@ def diff(
 @contextmanager
 def _spinner(ref: str, new: str | None) -> Iterator[None]:
     """A spinner on stderr while two models run (two logs are read without one)."""
-    from rich.console import Console
-
     if new is not None and (api.diffing.is_log(ref) or api.diffing.is_log(new)):
         yield
         return

@@ -17,6 +17,7 @@ from gradscope import config as config_mod
 from gradscope.cli import common as clikit
 from gradscope.errors import ExitCode, GradscopeError, TargetError
 from gradscope.gate.check import resolve
+from gradscope.graph import format_for
 from gradscope.report import outputs
 
 
@@ -143,8 +144,6 @@ def graph(
 ) -> None:
     """The autograd graph of TARGET's loss, drawn (HELP is the --help)."""
     with clikit.guarded(debug):
-        from gradscope.graph import format_for
-
         fmt = format_for(out, format.value if format else None)
         if out is None and fmt != "dot" and sys.stdout.isatty():
             raise GradscopeError(f"{fmt} is binary: give --output FILE.{fmt}, or --format dot")

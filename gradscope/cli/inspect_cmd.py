@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 
 from gradscope import api
 from gradscope import config as config_mod
@@ -14,6 +15,8 @@ from gradscope.api.pictures import Plot
 from gradscope.cli import common as clikit
 from gradscope.errors import GradscopeError
 from gradscope.examples import EXAMPLES
+from gradscope.inspector.model_file import prepare
+from gradscope.inspector.targets import DEFAULT_NAME, is_script
 from gradscope.outcome import exit_code
 from gradscope.report import outputs
 from gradscope.report.text import styled
@@ -204,11 +207,7 @@ class _Run:
 def _what_to_run(
     ctx: typer.Context, target: str, script: bool, step: str | None, to_stdout: bool
 ) -> _Run:
-    from gradscope.inspector.targets import DEFAULT_NAME, is_script
-
     if not script and not ctx.args and step is None:
-        from gradscope.inspector.model_file import prepare
-
         with clikit.user_stdout_to_stderr(to_stdout):
             prepared = prepare(target)  # a model class but no batch (model.py:Net)
         if prepared is not None:
@@ -264,8 +263,6 @@ def _run_inspect(
 ):
     """One call of the API under a spinner that names what runs (first-nonfinite: the
     step the first run found, between the two runs)."""
-    from rich.console import Console
-
     step = run.step
     what = target if step is None else f"step {step} of {target}"
     if step == FIRST_NONFINITE:

@@ -14,13 +14,22 @@ from gradscope import api
 from gradscope import config as config_mod
 from gradscope.api.pictures import WatchPictures
 from gradscope.cli import common as clikit
+from gradscope.config import Thresholds, threshold_value
+from gradscope.distributed.launch import record_exit, relaunch
 from gradscope.errors import ConfigError, ExitCode
+from gradscope.findings import Severity
 from gradscope.fmt import printable
 from gradscope.outcome import Outcome, exit_code
 from gradscope.report import outputs
 from gradscope.report.outputs import Format, Plan
 from gradscope.report.write import destination, distinct
-from gradscope.watcher.distributed_hooks import is_main_process, quiet_unless_main
+from gradscope.watcher.distributed_hooks import (
+    is_main_process,
+    launched_rank,
+    launched_world,
+    quiet_unless_main,
+    rank_exit_code,
+)
 from gradscope.watcher.status import status_line
 
 if TYPE_CHECKING:
@@ -28,8 +37,6 @@ if TYPE_CHECKING:
 
 
 def _thresholds(pairs: list[str]) -> dict[str, float]:
-    from gradscope.config import Thresholds, threshold_value
-
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -216,8 +223,6 @@ def watch(
 ) -> None:
     """SCRIPT run and every optimizer step judged (HELP is the --help)."""
     if nproc_per_node is not None:
-        from gradscope.distributed.launch import relaunch
-
         raise typer.Exit(relaunch(nproc_per_node, sys.argv[1:]))
     with clikit.guarded(debug):
         flags: dict[str, object] = {"fail-on": fail_on, **_thresholds(threshold or [])}
@@ -253,7 +258,9 @@ def watch(
         raise typer.Exit(_exit_code(report, outcome, settings.fail_on, main_rank))
 
 
-def _deliver(report: WatchReport, outcome: Outcome, where: Plan, fail_on, width) -> None:
+def _deliver(
+    report: WatchReport, outcome: Outcome, where: Plan, fail_on: Severity | None, width: int | None
+) -> None:
     """A run with nothing judged gets no empty terminal report on stdout, but every file
     named by -o and every CI format still gets its document (marked partial when the
     script failed or was interrupted)."""
@@ -263,16 +270,15 @@ def _deliver(report: WatchReport, outcome: Outcome, where: Plan, fail_on, width)
         outputs.deliver(kept, outcome, fail_on, width)
 
 
-def _exit_code(report: WatchReport, outcome: Outcome, fail_on, main_rank: bool) -> int:
+def _exit_code(
+    report: WatchReport, outcome: Outcome, fail_on: Severity | None, main_rank: bool
+) -> int:
     """The run's exit code; a file asked for and not written is said, exit 2. Under
     torchrun a failing rank makes torchrun stop rank 0 before its report. Findings under
     --nproc-per-node: every rank ran to its end and the launcher exits with the code rank 0
     left, so rank 0 exits 0 and torchrun prints no ChildFailedError report over the run's
     own (a failure keeps its code: torchrun must stop the ranks still waiting in a
     collective)."""
-    from gradscope.distributed.launch import record_exit
-    from gradscope.watcher.distributed_hooks import rank_exit_code
-
     code = exit_code([outcome], fail_on)
     for line in report.run.unwritten:
         clikit.error(line)
@@ -286,8 +292,6 @@ def _status_line(report: WatchReport, main_rank: bool = True, debug: bool = Fals
     """What ended the run, on stderr. A crash after steps were judged: the script's own
     traceback (as `python SCRIPT` prints it) above the line naming file:line and the
     error; a failure before the first step is one line (the traceback under --debug)."""
-    from gradscope.watcher.distributed_hooks import launched_rank, launched_world
-
     run = report.run
     rank = f"rank {launched_rank()}: " if launched_world() > 1 else ""
     steps = len(run.steps)
