@@ -1,20 +1,38 @@
 """What every command ends with, and the one rule that turns it into an exit code.
 
 Each command's own result (inspect's `Report`, watch's `WatchReport`, gradcheck's
-`GradcheckReport`, diff's `DiffResult`) says what it found in its own terms; its
-`outcome()` gives the same facts in the shape every output takes: an `Outcome`. A CI
-gate (`gradscope check`) is a list of them. Renderers of one command read `detail`;
-everything else (JSON, JUnit, markdown, annotations, the exit code) reads the rest.
-No torch here.
+`GradcheckReport`, diff's `DiffResult` and `RunsDiff`, graph's `GraphResult`) is a
+`Result`: it says what it found in its own terms (`body()`, the JSON below the header)
+and its `outcome()` gives the same facts in the shape every output takes: an `Outcome`,
+which writes the header every document shares once. A CI gate (`gradscope check`) is a
+list of them. The terminal renderer of a result reads `detail`; everything else (JSON,
+JUnit, markdown, annotations, the exit code) reads the rest. No torch here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from gradscope.errors import ExitCode
 from gradscope.findings import Finding, Severity, split_ignored
+
+SCHEMA_VERSION = 1
+"""The `version` of every document (docs/json-schema.md)."""
+
+
+class Result(Protocol):
+    """What a command found, in its own terms. Its terminal view is drawn by the writer
+    (report/views.py): results sit below the writer and never import it."""
+
+    def body(self) -> dict[str, Any]:
+        """The command's JSON document without the header (version, tool, kind, label,
+        findings, ignored), which `Outcome.to_dict` writes."""
+        ...
+
+    def outcome(self) -> Outcome:
+        """The same facts in the shape every output takes."""
+        ...
 
 
 @dataclass
@@ -22,7 +40,7 @@ class Outcome:
     """One judged target: what was found, what was silenced, or why it could not run."""
 
     kind: str
-    """Which command judged it: "inspect", "watch", "gradcheck" or "diff"."""
+    """Which command judged it: "inspect", "watch", "gradcheck", "diff" or "graph"."""
     label: str
     """What was judged, as the user named it: a target, a script, "ref.py vs new.py"."""
     findings: list[Finding] = field(default_factory=list)
@@ -37,16 +55,22 @@ class Outcome:
     stopped_by: ExitCode | None = None
     """Ctrl-C (INTERRUPTED) or SIGTERM (TERMINATED) ended the run: that is the exit code."""
     document: dict[str, Any] | None = None
-    """The command's own JSON document (`to_dict()` of its result)."""
+    """The body of the command's document (`detail.body()` when not given), kept as data:
+    `check` sends its targets' outcomes from worker processes without their results."""
     duration_s: float = 0.0
     file: str | None = None
     """The user's file behind the target, for CI annotations."""
-    detail: Any = field(default=None, compare=False, repr=False)
-    """The command's own result, for its terminal renderer; not part of any document."""
+    detail: Result | None = field(default=None, compare=False, repr=False)
+    """The command's own result: its terminal view and its document's body (None: a
+    target that could not load, with nothing of its own to say)."""
+    title: str | None = None
+    """The document's label where it says more than `label` (watch: "script train.py")."""
 
     def __post_init__(self) -> None:
         active, ignored = split_ignored(self.findings)
         self.findings, self.ignored = active, self.ignored + ignored
+        if self.document is None and self.detail is not None:
+            self.document = self.detail.body()
 
     def failed(self, fail_on: Severity | None) -> bool:
         """A finding at or above `fail_on` (None: never) in an outcome that ran."""
@@ -57,14 +81,17 @@ class Outcome:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The command's document, which always says its kind, version and tool, with the
-        findings as judged under the user's settings."""
-        head = {"version": 1, "tool": "gradscope", "kind": self.kind, "label": self.label}
-        judged = {
+        """The command's document: the header (version, tool, kind, label, and the
+        findings as judged under the user's settings), then the result's body."""
+        return {
+            "version": SCHEMA_VERSION,
+            "tool": "gradscope",
+            "kind": self.kind,
+            "label": self.title or self.label,
             "findings": [f.to_dict() for f in self.findings],
             "ignored": [f.to_dict() for f in self.ignored],
+            **(self.document or {}),
         }
-        return {**head, **(self.document or {}), **judged}
 
 
 def exit_code(
@@ -83,9 +110,6 @@ def exit_code(
     return ExitCode.OK
 
 
-CHECK_SCHEMA_VERSION = 1
-
-
 @dataclass
 class CheckReport:
     """The outcomes a CI gate judged together (`gradscope check`), or the one outcome of
@@ -102,7 +126,7 @@ class CheckReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "version": CHECK_SCHEMA_VERSION,
+            "version": SCHEMA_VERSION,
             "tool": "gradscope",
             "kind": "check",
             "fail_on": str(self.fail_on) if self.fail_on else "never",

@@ -6,13 +6,57 @@ No torch at import time.
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated
+import os
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from gradscope import config as config_mod
 from gradscope.cli import common as clikit
-from gradscope.fmt import printable
+from gradscope.findings import Severity
+from gradscope.fmt import duration, printable
+from gradscope.gate import baseline as baseline_mod
+from gradscope.gate import check as check_mod
+from gradscope.outcome import CheckReport, Outcome
+from gradscope.report import json as json_report
 from gradscope.report import outputs
+from gradscope.report.terminal import target_state
+from gradscope.report.write import destination, distinct, write_file
+
+BaselineOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--baseline",
+        metavar="FILE",
+        help="Fail only on findings not in this baseline, or "
+        "on gradient norms that changed by more than baseline-factor. A FILE that does "
+        "not exist yet: every finding is judged (a project's first run).",
+    ),
+]
+
+WriteBaselineOpt = Annotated[
+    str | None,
+    typer.Option("--write-baseline", metavar="FILE", help="Save this run as a baseline."),
+]
+
+# the --help text (as a docstring it would make the function too long to read)
+HELP = """Run every target configured in [tool.gradscope] (or --config): one combined report.
+
+Examples:
+
+  gradscope check
+
+  gradscope check -o - -o gradscope.xml -o report.json
+
+  gradscope check --write-baseline .gradscope-baseline.json
+
+  gradscope check --baseline .gradscope-baseline.json --format markdown
+
+"""
 
 
 def check(
@@ -20,50 +64,21 @@ def check(
     output: clikit.OutputOpt = None,
     fail_on: clikit.FailOnOpt = None,
     config: clikit.ConfigOpt = None,
-    baseline: Annotated[
-        str | None,
-        typer.Option(
-            "--baseline",
-            metavar="FILE",
-            help="Fail only on findings not in this baseline, or "
-            "on gradient norms that changed by more than baseline-factor. A FILE that does "
-            "not exist yet: every finding is judged (a project's first run).",
-        ),
-    ] = None,
-    write_baseline: Annotated[
-        str | None,
-        typer.Option("--write-baseline", metavar="FILE", help="Save this run as a baseline."),
-    ] = None,
+    baseline: BaselineOpt = None,
+    write_baseline: WriteBaselineOpt = None,
     width: clikit.WidthOpt = None,
     debug: clikit.DebugOpt = False,
 ) -> None:
-    """Run every target configured in [tool.gradscope] (or --config): one combined report.
-
-    Examples:
-
-      gradscope check
-
-      gradscope check -o - -o gradscope.xml -o report.json
-
-      gradscope check --write-baseline .gradscope-baseline.json
-
-      gradscope check --baseline .gradscope-baseline.json --format markdown
-    """
+    """Every configured target, one combined report (HELP is the --help)."""
     with clikit.guarded(debug):
-        from gradscope import config as config_mod
-        from gradscope.gate import baseline as baseline_mod
-        from gradscope.gate import check as check_mod
-        from gradscope.report import json as json_report
-        from gradscope.report.write import destination, distinct, write_file
-
         where = outputs.plan(format, output)
         baseline_out = destination(write_baseline, "--write-baseline")
         distinct({**where.paths(), "--write-baseline": baseline_out}, {"--baseline": baseline})
         settings = config_mod.load(config, flags={"fail-on": fail_on})
-        saved = _baseline(baseline_mod, baseline)
-        judge = _judge(baseline_mod, saved, settings)
+        saved = _baseline(baseline)
+        judge = _judge(saved, settings)
         with clikit.user_stdout_to_stderr(where.to_stdout):
-            report = _run_check(check_mod, settings, judge)
+            report = _run_check(settings, judge)
         if baseline_out:
             write_file(baseline_out, json_report.dumps(baseline_mod.build(report)))
             report = dataclasses.replace(report, adopting=True)
@@ -79,11 +94,9 @@ def check(
         raise typer.Exit(report.exit_code())
 
 
-def _baseline(baseline_mod, path: str | None):
+def _baseline(path: str | None) -> dict[str, Any] | None:
     """The saved baseline, or None. A baseline file that does not exist yet is a project's
     first run in CI: said once, and every finding is judged."""
-    import os
-
     if not path:
         return None
     if not os.path.lexists(path):
@@ -95,11 +108,11 @@ def _baseline(baseline_mod, path: str | None):
     return baseline_mod.load(path)
 
 
-def _judge(baseline_mod, saved, settings):
+def _judge(
+    saved: dict[str, Any] | None, settings: config_mod.Settings
+) -> Callable[[Outcome], Outcome]:
     """One finished target as the verdict will judge it: against the baseline when there
     is one, so its progress line tells the same story as the report."""
-    from gradscope.outcome import CheckReport
-
     if saved is None:
         return lambda result: result
     return lambda result: baseline_mod.compare(
@@ -107,27 +120,22 @@ def _judge(baseline_mod, saved, settings):
     ).results[0]
 
 
-def _run_check(check_mod, settings, judge):
+def _run_check(settings: config_mod.Settings, judge: Callable[[Outcome], Outcome]) -> CheckReport:
     """A progress bar on a terminal; in CI (stderr piped) one line per finished target."""
-    import sys
-
     if sys.stderr.isatty():
-        return _with_bar(check_mod, settings)
+        return _with_bar(settings)
     return check_mod.run_isolated(settings, progress=_Lines(settings.fail_on, judge))
 
 
 class _Lines:
-    def __init__(self, fail_on, judge) -> None:
+    def __init__(self, fail_on: Severity | None, judge: Callable[[Outcome], Outcome]) -> None:
         self.fail_on = fail_on
         self.judge = judge
 
     def started(self, index: int, total: int, label: str) -> None:
         pass
 
-    def finished(self, index: int, total: int, result) -> None:
-        from gradscope.fmt import duration
-        from gradscope.report.terminal import target_state
-
+    def finished(self, index: int, total: int, result: Outcome) -> None:
         result = self.judge(result)
         clikit.note(
             f"[{index + 1}/{total}] {target_state(result, self.fail_on)} {result.kind} "
@@ -135,10 +143,7 @@ class _Lines:
         )
 
 
-def _with_bar(check_mod, settings):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
+def _with_bar(settings: config_mod.Settings) -> CheckReport:
     # a target's label is the user's text: never markup
     columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, transient=True, console=Console(stderr=True)) as bar:
@@ -148,7 +153,7 @@ def _with_bar(check_mod, settings):
             def started(self, index: int, total: int, label: str) -> None:
                 bar.update(task, description=printable(label), completed=index, total=total)
 
-            def finished(self, index: int, total: int, result) -> None:
+            def finished(self, index: int, total: int, result: Outcome) -> None:
                 bar.update(task, completed=index + 1)
 
         return check_mod.run_isolated(settings, progress=Bar())

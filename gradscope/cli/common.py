@@ -78,8 +78,9 @@ WidthOpt = Annotated[
 
 
 def note(message: str) -> None:
-    """One informational line on stderr (progress in CI, what was written where)."""
-    sys.stderr.write(f"gradscope: {message}\n")
+    """One informational line on stderr (progress in CI, what was written where); the
+    user's text in it is shown as it is, control characters made visible."""
+    sys.stderr.write(f"gradscope: {printable(message)}\n")
     sys.stderr.flush()
 
 

@@ -12,11 +12,16 @@ from typing import Annotated, Any
 import typer
 
 from gradscope import __version__
-from gradscope.cli import check_cmd, diff_cmd, inspect_cmd, listing
+from gradscope.cli import (
+    check_cmd,
+    diff_cmd,
+    gradcheck_cmd,
+    graph_cmd,
+    inspect_cmd,
+    listing,
+    watch_cmd,
+)
 from gradscope.cli import common as clikit
-from gradscope.cli.gradcheck_cmd import gradcheck
-from gradscope.cli.graph_cmd import graph
-from gradscope.cli.watch_cmd import watch
 from gradscope.errors import ExitCode
 
 
@@ -71,14 +76,16 @@ def root(
     """Gradient diagnostics for PyTorch."""
 
 
-app.command("inspect", **inspect_cmd.SETTINGS)(inspect_cmd.inspect)
-app.command("check")(check_cmd.check)
-app.command("gradcheck")(gradcheck)
-app.command("graph")(graph)
+app.command("inspect", help=inspect_cmd.HELP, **inspect_cmd.SETTINGS)(inspect_cmd.inspect)
+app.command("check", help=check_cmd.HELP)(check_cmd.check)
+app.command("gradcheck", help=gradcheck_cmd.HELP)(gradcheck_cmd.gradcheck)
+app.command("graph", help=graph_cmd.HELP)(graph_cmd.graph)
 app.command("examples")(listing.examples)
 app.command("rules")(listing.rules)
-app.command("watch", context_settings={"allow_extra_args": True})(watch)
-app.command("diff")(diff_cmd.diff)
+app.command("watch", help=watch_cmd.HELP, context_settings={"allow_extra_args": True})(
+    watch_cmd.watch
+)
+app.command("diff", help=diff_cmd.HELP)(diff_cmd.diff)
 
 
 def main() -> None:

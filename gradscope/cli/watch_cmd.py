@@ -10,18 +10,33 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from gradscope import api
+from gradscope import config as config_mod
+from gradscope.api.pictures import WatchPictures
 from gradscope.cli import common as clikit
+from gradscope.config import Thresholds, threshold_value
+from gradscope.distributed.launch import record_exit, relaunch
 from gradscope.errors import ConfigError, ExitCode
+from gradscope.findings import Severity
 from gradscope.fmt import printable
-from gradscope.report.outputs import Format
+from gradscope.outcome import Outcome, exit_code
+from gradscope.report import outputs
+from gradscope.report.outputs import Format, Plan
+from gradscope.report.write import destination, distinct
+from gradscope.watcher.distributed_hooks import (
+    is_main_process,
+    launched_rank,
+    launched_world,
+    quiet_unless_main,
+    rank_exit_code,
+)
+from gradscope.watcher.status import status_line
 
 if TYPE_CHECKING:
     from gradscope.watcher.report import WatchReport
 
 
 def _thresholds(pairs: list[str]) -> dict[str, float]:
-    from gradscope.config import Thresholds, threshold_value
-
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -40,189 +55,192 @@ def _thresholds(pairs: list[str]) -> dict[str, float]:
     return out
 
 
+ScriptOpt = Annotated[
+    str,
+    typer.Argument(metavar="SCRIPT", help="The training script (its arguments go after --)."),
+]
+
+StepsOpt = Annotated[
+    int | None,
+    typer.Option("--steps", metavar="N", min=1, help="Stop cleanly after N optimizer steps."),
+]
+
+LogOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--log",
+        metavar="FILE",
+        help="Stream one JSON line per step to FILE (flushed every --flush-every steps).",
+    ),
+]
+
+PlotOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--plot",
+        metavar="FILE",
+        help="Draw a .png or .svg: layers × steps heatmap over loss and norm curves.",
+    ),
+]
+
+TensorboardOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tensorboard",
+        metavar="DIR",
+        help="Also write the run as TensorBoard events to DIR: per-step loss, norms "
+        "and per-layer norms as scalars, findings as text (needs tensorboard).",
+    ),
+]
+
+FormatOpt = Annotated[
+    Format | None,
+    typer.Option(
+        "--format",
+        "-f",
+        show_default="terminal, or the -o file's extension",
+        help="terminal, json (per-step series), junit or markdown.",
+    ),
+]
+
+ThresholdOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--threshold",
+        "-t",
+        metavar="KEY=X",
+        help="Override a threshold (e.g. spike-sigma=8); repeatable.",
+    ),
+]
+
+UpdateEveryOpt = Annotated[
+    int,
+    typer.Option(
+        "--update-every",
+        metavar="N",
+        min=1,
+        help="Measure update/weight ratios at each of the first 100 steps, then "
+        "every N steps (derived from Adam/SGD state; no copy of the parameters).",
+    ),
+]
+
+FlushEveryOpt = Annotated[
+    int,
+    typer.Option(
+        "--flush-every",
+        metavar="N",
+        min=1,
+        help="Read statistics back from the device every N steps.",
+    ),
+]
+
+BatchSizeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--batch-size",
+        metavar="N",
+        min=1,
+        help="Samples in one micro-batch (per rank), for the critical batch size; "
+        "default: the leading dimension of the model's first input.",
+    ),
+]
+
+AgainstOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--against",
+        metavar="REF.jsonl",
+        help="Compare every step with a reference run's --log: the first divergence "
+        "on stderr as it happens; its findings (GS607-GS609) join the report "
+        "and count against --fail-on (docs/diff.md, Two runs).",
+    ),
+]
+
+NprocPerNodeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--nproc-per-node",
+        metavar="N",
+        min=1,
+        help="Launch SCRIPT on N local ranks under torchrun (DDP/FSDP2); rank 0 reports.",
+    ),
+]
+
+HangTimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--hang-timeout",
+        metavar="SECONDS",
+        min=0,
+        help="Under torchrun: when no rank made progress for SECONDS, name where each "
+        "waits and exit 2 (default: $GRADSCOPE_DIST_TIMEOUT or 300; 0: off).",
+    ),
+]
+
+# the --help text (as a docstring it would make the function too long to read)
+HELP = """Run SCRIPT as `python SCRIPT ARGS` and judge every optimizer step over time.
+
+Records loss, gradient norms before clipping (unscaled under GradScaler), per-layer
+norms, learning rates, accumulation and AMP skips; reports spikes, trends,
+clipping, AMP health, update/weight ratios, missing zero_grad and parameters
+never updated. A crash or Ctrl-C still reports the steps recorded.
+
+Examples:
+
+  gradscope watch train.py -- --epochs 3 --lr 3e-4
+
+  gradscope watch train.py --steps 200 --plot grads.png --log steps.jsonl
+
+  gradscope watch train.py --tensorboard runs/gradscope
+
+  gradscope watch train.py --format json --output report.json
+
+  gradscope watch train_ddp.py --nproc-per-node 2 -- --epochs 1
+
+"""
+
+
 def watch(
     ctx: typer.Context,
-    script: Annotated[
-        str,
-        typer.Argument(metavar="SCRIPT", help="The training script (its arguments go after --)."),
-    ],
-    steps: Annotated[
-        int | None,
-        typer.Option("--steps", metavar="N", min=1, help="Stop cleanly after N optimizer steps."),
-    ] = None,
-    log: Annotated[
-        str | None,
-        typer.Option(
-            "--log",
-            metavar="FILE",
-            help="Stream one JSON line per step to FILE (flushed every --flush-every steps).",
-        ),
-    ] = None,
-    plot: Annotated[
-        str | None,
-        typer.Option(
-            "--plot",
-            metavar="FILE",
-            help="Draw a .png or .svg: layers × steps heatmap over loss and norm curves.",
-        ),
-    ] = None,
-    tensorboard: Annotated[
-        str | None,
-        typer.Option(
-            "--tensorboard",
-            metavar="DIR",
-            help="Also write the run as TensorBoard events to DIR: per-step loss, norms "
-            "and per-layer norms as scalars, findings as text (needs tensorboard).",
-        ),
-    ] = None,
-    format: Annotated[
-        Format | None,
-        typer.Option(
-            "--format",
-            "-f",
-            show_default="terminal, or the -o file's extension",
-            help="terminal, json (per-step series), junit or markdown.",
-        ),
-    ] = None,
+    script: ScriptOpt,
+    steps: StepsOpt = None,
+    log: LogOpt = None,
+    plot: PlotOpt = None,
+    tensorboard: TensorboardOpt = None,
+    format: FormatOpt = None,
     output: clikit.OutputOpt = None,
     fail_on: clikit.FailOnOpt = None,
     config: clikit.ConfigOpt = None,
-    threshold: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--threshold",
-            "-t",
-            metavar="KEY=X",
-            help="Override a threshold (e.g. spike-sigma=8); repeatable.",
-        ),
-    ] = None,
-    update_every: Annotated[
-        int,
-        typer.Option(
-            "--update-every",
-            metavar="N",
-            min=1,
-            help="Measure update/weight ratios at each of the first 100 steps, then "
-            "every N steps (derived from Adam/SGD state; no copy of the parameters).",
-        ),
-    ] = 25,
-    flush_every: Annotated[
-        int,
-        typer.Option(
-            "--flush-every",
-            metavar="N",
-            min=1,
-            help="Read statistics back from the device every N steps.",
-        ),
-    ] = 10,
-    batch_size: Annotated[
-        int | None,
-        typer.Option(
-            "--batch-size",
-            metavar="N",
-            min=1,
-            help="Samples in one micro-batch (per rank), for the critical batch size; "
-            "default: the leading dimension of the model's first input.",
-        ),
-    ] = None,
+    threshold: ThresholdOpt = None,
+    update_every: UpdateEveryOpt = 25,
+    flush_every: FlushEveryOpt = 10,
+    batch_size: BatchSizeOpt = None,
     width: clikit.WidthOpt = None,
-    against: Annotated[
-        str | None,
-        typer.Option(
-            "--against",
-            metavar="REF.jsonl",
-            help="Compare every step with a reference run's --log: the first divergence "
-            "on stderr as it happens; its findings (GS607-GS609) join the report "
-            "and count against --fail-on (docs/diff.md, Two runs).",
-        ),
-    ] = None,
-    nproc_per_node: Annotated[
-        int | None,
-        typer.Option(
-            "--nproc-per-node",
-            metavar="N",
-            min=1,
-            help="Launch SCRIPT on N local ranks under torchrun (DDP/FSDP2); rank 0 reports.",
-        ),
-    ] = None,
-    hang_timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--hang-timeout",
-            metavar="SECONDS",
-            min=0,
-            help="Under torchrun: when no rank made progress for SECONDS, name where each "
-            "waits and exit 2 (default: $GRADSCOPE_DIST_TIMEOUT or 300; 0: off).",
-        ),
-    ] = None,
+    against: AgainstOpt = None,
+    nproc_per_node: NprocPerNodeOpt = None,
+    hang_timeout: HangTimeoutOpt = None,
     debug: clikit.DebugOpt = False,
 ) -> None:
-    """Run SCRIPT as `python SCRIPT ARGS` and judge every optimizer step over time.
-
-    Records loss, gradient norms before clipping (unscaled under GradScaler), per-layer
-    norms, learning rates, accumulation and AMP skips; reports spikes, trends,
-    clipping, AMP health, update/weight ratios, missing zero_grad and parameters
-    never updated. A crash or Ctrl-C still reports the steps recorded.
-
-    Examples:
-
-      gradscope watch train.py -- --epochs 3 --lr 3e-4
-
-      gradscope watch train.py --steps 200 --plot grads.png --log steps.jsonl
-
-      gradscope watch train.py --tensorboard runs/gradscope
-
-      gradscope watch train.py --format json --output report.json
-
-      gradscope watch train_ddp.py --nproc-per-node 2 -- --epochs 1
-    """
+    """SCRIPT run and every optimizer step judged (HELP is the --help)."""
     if nproc_per_node is not None:
-        from gradscope.distributed.launch import relaunch
-
         raise typer.Exit(relaunch(nproc_per_node, sys.argv[1:]))
     with clikit.guarded(debug):
-        from gradscope import config as config_mod
-        from gradscope.watcher.runner import run_script
-
         flags: dict[str, object] = {"fail-on": fail_on, **_thresholds(threshold or [])}
         settings = config_mod.load(config, flags=flags)
-        if plot and not plot.lower().endswith((".png", ".svg", ".pdf")):
-            raise ConfigError(f"--plot {plot}: give a .png, .svg or .pdf file")
-        if tensorboard is not None:
-            from gradscope.report.tensorboard import require
-
-            require()
-        from gradscope.report import outputs
-        from gradscope.report.write import (
-            destination,
-            distinct,
-            folder_destination,
-            write_file,
-        )
-
         # resolved before the script runs: a script that changes directory moves nothing
         where = outputs.plan(format, output)
-        plot_path = destination(plot, "--plot")
+        pictures = WatchPictures.of(plot, tensorboard)
         log = destination(log, "--log")
-        events = folder_destination(tensorboard, "--tensorboard") if tensorboard else None
-        outs = {**where.paths(), "--plot": plot_path, "--log": log, "--tensorboard": events}
-        distinct(outs, {"SCRIPT": script})
-        from gradscope.watcher.distributed_hooks import is_main_process, quiet_unless_main
-
-        to_stdout = where.to_stdout
+        distinct({**where.paths(), **pictures.paths(), "--log": log}, {"SCRIPT": script})
         main_rank = is_main_process()
-        from gradscope.diff.runs.live import against as against_reference
-        from gradscope.watcher.status import status_line
-
-        with (
-            quiet_unless_main(),
-            against_reference(against) as compared,
-            status_line(where.machine_on_stdout, enabled=main_rank),
-        ):
-            report = run_script(
+        with quiet_unless_main(), status_line(where.machine_on_stdout, enabled=main_rank):
+            report = api.watch_script(
                 script,
                 list(ctx.args),
-                quiet_stdout=to_stdout or not main_rank,
+                against=against,
+                plot=plot,
+                tensorboard=tensorboard,
+                quiet_stdout=where.to_stdout or not main_rank,
                 settings=settings,
                 steps=steps,
                 log=log,
@@ -231,57 +249,49 @@ def watch(
                 hang_timeout=hang_timeout,
                 batch_size=batch_size,
             )
-        if compared is not None and report.judged:
-            report = compared.joined(report, settings)
-        shown = report.judged or bool(report.findings)
-        # under torchrun, rank 0 reports; the others print only errors. A run with nothing
-        # judged gets no empty terminal report on stdout, but every file named by -o and
-        # every CI format still gets its document (marked partial when the script failed
-        # or was interrupted). The report comes first: a plot never costs the verdict
         outcome = report.outcome()
-        kept = where if shown else where.without_terminal_on_stdout()
-        if main_rank and kept.destinations:
-            outputs.deliver(kept, outcome, settings.fail_on, width)
-        if plot and main_rank and report.judged:
-            from gradscope.report import watch_plot
-
-            assert plot_path is not None
-            write_file(plot_path, watch_plot.render(report, plot_path.rpartition(".")[2].lower()))
-        elif plot and main_rank:
-            clikit.note(f"--plot {plot}: not drawn, no step was recorded")
-        if events and main_rank and report.judged:
-            from gradscope.report import tensorboard as tensorboard_events
-
-            tensorboard_events.write(report, events)
-        _status_line(report, main_rank, debug)
-        from gradscope.outcome import exit_code
-
-        code = exit_code([outcome], settings.fail_on)
-        for line in report.run.unwritten:  # a file asked for and not written: said, exit 2
-            clikit.error(line)
-            code = max(code, ExitCode.ERROR) if code < ExitCode.INTERNAL else code
-        recorded = False
         if main_rank:
-            from gradscope.distributed.launch import record_exit
+            _deliver(report, outcome, where, settings.fail_on, width)
+            if plot and not report.judged:
+                clikit.note(f"--plot {plot}: not drawn, no step was recorded")
+        _status_line(report, main_rank, debug)
+        raise typer.Exit(_exit_code(report, outcome, settings.fail_on, main_rank))
 
-            recorded = record_exit(code)
-        from gradscope.watcher.distributed_hooks import rank_exit_code
 
-        # under torchrun a failing rank makes torchrun stop rank 0 before its report.
-        # Findings under --nproc-per-node: every rank ran to its end and the launcher exits
-        # with the code rank 0 left, so rank 0 exits 0 and torchrun prints no
-        # ChildFailedError report over the run's own (a failure keeps its code: torchrun
-        # must stop the ranks still waiting in a collective)
-        final = rank_exit_code(code)
-        raise typer.Exit(0 if recorded and code == ExitCode.FINDINGS else final)
+def _deliver(
+    report: WatchReport, outcome: Outcome, where: Plan, fail_on: Severity | None, width: int | None
+) -> None:
+    """A run with nothing judged gets no empty terminal report on stdout, but every file
+    named by -o and every CI format still gets its document (marked partial when the
+    script failed or was interrupted)."""
+    shown = report.judged or bool(report.findings)
+    kept = where if shown else where.without_terminal_on_stdout()
+    if kept.destinations:
+        outputs.deliver(kept, outcome, fail_on, width)
+
+
+def _exit_code(
+    report: WatchReport, outcome: Outcome, fail_on: Severity | None, main_rank: bool
+) -> int:
+    """The run's exit code; a file asked for and not written is said, exit 2. Under
+    torchrun a failing rank makes torchrun stop rank 0 before its report. Findings under
+    --nproc-per-node: every rank ran to its end and the launcher exits with the code rank 0
+    left, so rank 0 exits 0 and torchrun prints no ChildFailedError report over the run's
+    own (a failure keeps its code: torchrun must stop the ranks still waiting in a
+    collective)."""
+    code = exit_code([outcome], fail_on)
+    for line in report.run.unwritten:
+        clikit.error(line)
+        code = max(code, ExitCode.ERROR) if code < ExitCode.INTERNAL else code
+    recorded = record_exit(code) if main_rank else False
+    final = rank_exit_code(code)
+    return 0 if recorded and code == ExitCode.FINDINGS else final
 
 
 def _status_line(report: WatchReport, main_rank: bool = True, debug: bool = False) -> None:
     """What ended the run, on stderr. A crash after steps were judged: the script's own
     traceback (as `python SCRIPT` prints it) above the line naming file:line and the
     error; a failure before the first step is one line (the traceback under --debug)."""
-    from gradscope.watcher.distributed_hooks import launched_rank, launched_world
-
     run = report.run
     rank = f"rank {launched_rank()}: " if launched_world() > 1 else ""
     steps = len(run.steps)

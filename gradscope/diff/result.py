@@ -13,7 +13,6 @@ from gradscope.findings import Finding
 from gradscope.inspector.targets import file_of
 from gradscope.outcome import Outcome
 
-SCHEMA_VERSION = 1
 DEFAULT_SOURCE = "per dtype"
 """`Tolerance.source` of the defaults (the summary shows float32's numbers)."""
 
@@ -221,7 +220,6 @@ class DiffResult:
     notes: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     torch_version: str = ""
-    schema_version: int = SCHEMA_VERSION
 
     @property
     def differs(self) -> bool:
@@ -245,7 +243,6 @@ class DiffResult:
             "diff",
             f"{self.ref_label} vs {self.new_label}",
             list(self.findings),
-            document=self.to_dict(),
             duration_s=self.duration_s,
             file=file_of(self.new_label),
             detail=self,
@@ -257,13 +254,14 @@ class DiffResult:
         return "identical (bitwise)" if self.bitwise else "identical within tolerance"
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON document (`gradscope diff --format json`)."""
+        return self.outcome().to_dict()
+
+    def body(self) -> dict[str, Any]:
         def at(i: int | None) -> str | None:
             return self.modules[i].ref if i is not None else None
 
         return {
-            "version": self.schema_version,
-            "tool": "gradscope",
-            "kind": "diff",
             "ref": self.ref_label,
             "new": self.new_label,
             "setting": self.setting or None,
@@ -295,7 +293,6 @@ class DiffResult:
                 "source": self.tolerance.source,
             },
             "notes": list(self.notes),
-            "findings": [f.to_dict() for f in self.findings],
             "alignment": self.alignment.to_dict(),
             "new_modules_ran": list(self.new_ran),
             "modules": [r.to_dict() for r in self.modules],

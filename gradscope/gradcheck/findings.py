@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gradscope.config import CheckEntry, Settings
@@ -118,19 +119,16 @@ def caveat(t: FunctionResult) -> list[Finding]:
     ]
 
 
+def judged(report: GradcheckReport, settings: Settings) -> GradcheckReport:
+    """The report with its findings under the user's severities and ignores; a Function
+    whose check failed always has a finding, so no severity setting can turn a wrong
+    gradient into silence without it being shown (as ignored)."""
+    return replace(report, findings=tuple(settings.judged(findings(report))))
+
+
 def outcome(report: GradcheckReport, settings: Settings) -> Outcome:
-    """The findings under the user's severities and ignores; a Function whose check failed
-    always has a finding, so no severity setting can turn a wrong gradient into silence
-    without it being shown (as ignored)."""
-    label = " ".join(t.spec for t in report.targets)
-    return Outcome(
-        "gradcheck",
-        label,
-        settings.judged(findings(report)),
-        document=report.to_dict(),
-        duration_s=sum(t.duration_s for t in report.targets),
-        detail=report,
-    )
+    """The judged report's outcome."""
+    return judged(report, settings).outcome()
 
 
 def check_entry(entry: CheckEntry, spec: str, settings: Settings) -> Outcome:

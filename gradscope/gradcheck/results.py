@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 1
+from gradscope.findings import Finding
+from gradscope.outcome import Outcome
 
 CHECKS = ("backward", "second-order", "forward-ad")
 """The checks a target can get, in the order they run."""
@@ -224,16 +225,28 @@ class FunctionResult:
 class GradcheckReport:
     targets: tuple[FunctionResult, ...]
     torch_version: str = ""
+    findings: tuple[Finding, ...] = ()
+    """The findings as the user's settings judged them (gradcheck.findings.judged)."""
 
     @property
     def passed(self) -> bool:
         return all(t.passed for t in self.targets)
 
+    def outcome(self) -> Outcome:
+        return Outcome(
+            "gradcheck",
+            " ".join(t.spec for t in self.targets),
+            list(self.findings),
+            duration_s=sum(t.duration_s for t in self.targets),
+            detail=self,
+        )
+
     def to_dict(self) -> dict[str, Any]:
+        """The JSON document (`gradscope gradcheck --format json`)."""
+        return self.outcome().to_dict()
+
+    def body(self) -> dict[str, Any]:
         return {
-            "version": SCHEMA_VERSION,
-            "tool": "gradscope",
-            "kind": "gradcheck",
             "command": "gradcheck",
             "torch": self.torch_version,
             "passed": self.passed,

@@ -13,8 +13,8 @@ from gradscope.graph.build import (
     draw,
     format_for,
     graph_of,
-    probe_statuses,
     render,
+    statuses_of,
 )
 
 __all__ = [
@@ -26,6 +26,6 @@ __all__ = [
     "draw",
     "format_for",
     "graph_of",
-    "probe_statuses",
     "render",
+    "statuses_of",
 ]

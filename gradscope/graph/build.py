@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gradscope import api
 from gradscope.errors import GradscopeError, GraphvizMissing
 from gradscope.graph import collapse as graph_collapse
 from gradscope.graph import style
@@ -261,12 +260,8 @@ def _swatches(
 # --- from a model, and to bytes ------------------------------------------------------------
 
 
-def probe_statuses(
-    model: Any, batch: Any, loss_fn: Callable[[Any], Any] | None = None, settings: Any = None
-) -> dict[str, str]:
-    """Each parameter's status word (what the colours show), from one probe pass."""
-
-    report = api.inspect(model, batch, loss_fn, settings=settings, explain=False)
+def statuses_of(report: Any) -> dict[str, str]:
+    """Each parameter's status word (what the colours show), from an inspect Report."""
     return {p.name: report.status(p) for p in report.stats.params}
 
 

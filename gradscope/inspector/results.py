@@ -10,8 +10,6 @@ from gradscope.inspector.targets import file_of
 from gradscope.outcome import Outcome
 from gradscope.stats import ParamStats, RunStats
 
-SCHEMA_VERSION = 1
-
 
 @dataclass
 class Report:
@@ -22,7 +20,6 @@ class Report:
     findings: list[Finding]
     thresholds: dict[str, float]
     torch_version: str = ""
-    schema_version: int = SCHEMA_VERSION
     ignored: list[Finding] = field(default_factory=list)
     """Findings an `ignore` pattern silenced: reported, never counted or failing."""
     _flag_cache: dict[str, str] | None = field(default=None, init=False, repr=False, compare=False)
@@ -51,19 +48,18 @@ class Report:
             self.target,
             list(self.findings),
             list(self.ignored),
-            document=self.to_dict(),
             duration_s=self.stats.duration_s,
             file=file_of(self.target),
             detail=self,
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON document (`gradscope inspect --format json`)."""
+        return self.outcome().to_dict()
+
+    def body(self) -> dict[str, Any]:
         s = self.stats
         return {
-            "version": self.schema_version,
-            "tool": "gradscope",
-            "kind": "inspect",
-            "label": self.target,
             "target": self.target,
             "torch": self.torch_version,
             "summary": {
@@ -79,8 +75,6 @@ class Report:
                 "counts": self.counts(),
             },
             "thresholds": dict(self.thresholds),
-            "findings": [f.to_dict() for f in self.findings],
-            "ignored": [f.to_dict() for f in self.ignored],
             "parameters": [_param_dict(p, self.status(p)) for p in s.params],
         }
 

@@ -153,6 +153,13 @@ def write(
     deliver(Plan((Destination(fmt, path),)), result, fail_on, width, top)
 
 
+def to_stderr(outcome: Outcome) -> None:
+    """The command's terminal report on stderr, for a command whose stdout carries what it
+    made (graph's picture)."""
+    sys.stderr.write(terminal(outcome, View(color=False)))
+    sys.stderr.flush()
+
+
 def render(fmt: Format, check: CheckReport, view: View, single: Outcome | None = None) -> str:
     """`single`: the outcome of one command (its own terminal report and JSON document);
     None: `gradscope check`'s combined report."""
@@ -172,11 +179,14 @@ def render(fmt: Format, check: CheckReport, view: View, single: Outcome | None =
 
 
 def terminal(outcome: Outcome, view: View) -> str:
-    """The command's own terminal report, from the result it judged (`detail`), then the
-    findings the config silenced, for the renderers that do not mark them themselves."""
-    text = _own_terminal(outcome, view)
-    runs = outcome.kind == "diff" and (outcome.document or {}).get("mode") == "runs"
-    if outcome.ignored and outcome.kind != "inspect" and not runs:
+    """The command's own terminal report, drawn from the result it judged (`detail`), then
+    the findings the config silenced, for the views that do not mark them themselves."""
+    from gradscope.report import views
+
+    if outcome.detail is None:
+        return ""
+    text = views.terminal(outcome.detail, view)
+    if outcome.ignored and not views.marks_ignored(outcome.detail):
         from gradscope.findings import ignored_summary
         from gradscope.report import layout
         from gradscope.report.console import paint
@@ -184,28 +194,6 @@ def terminal(outcome: Outcome, view: View) -> str:
         said = ignored_summary(outcome.ignored) + " by the config: in --format json, not failing"
         text += paint(lambda console: layout.note(console, said, indent=0), view)
     return text
-
-
-def _own_terminal(outcome: Outcome, view: View) -> str:
-    if outcome.kind == "watch":
-        from gradscope.report import watch_terminal
-
-        return watch_terminal.render(outcome.detail, view)
-    if outcome.kind == "gradcheck":
-        from gradscope.report import gradcheck_terminal
-
-        return gradcheck_terminal.render(outcome.detail, view)
-    if outcome.kind == "diff" and outcome.document and outcome.document.get("mode") == "runs":
-        from gradscope.report import diff_runs_terminal
-
-        return diff_runs_terminal.render(outcome.detail, view)
-    if outcome.kind == "diff":
-        from gradscope.report import diff_terminal
-
-        return diff_terminal.render(outcome.detail, view)
-    from gradscope.report import terminal as inspect_terminal
-
-    return inspect_terminal.render(outcome.detail, view)
 
 
 def _check_terminal(check: CheckReport, view: View) -> str:

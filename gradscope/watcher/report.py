@@ -16,9 +16,6 @@ from gradscope.steps import noise
 from gradscope.steps.noise import NoiseSummary
 from gradscope.steps.records import MANUAL, WatchRun
 
-WATCH_SCHEMA_VERSION = 1
-"""Version of the `gradscope watch --format json` document (docs/json-schema.md)."""
-
 STOPPED = {"interrupted": ExitCode.INTERRUPTED, "terminated": ExitCode.TERMINATED}
 """Run statuses that are exit codes of their own."""
 
@@ -109,10 +106,10 @@ class WatchReport:
             list(self.ignored),
             could_not_run=could_not_run,
             stopped_by=stopped,
-            document=self.to_dict(),
             duration_s=run.duration_s,
             file=label if label.endswith(".py") else None,
             detail=self,
+            title=run.label,
         )
 
     def optimizer_label(self, index: int) -> str:
@@ -201,17 +198,15 @@ class WatchReport:
         }
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON document (`gradscope watch --format json`)."""
+        return self.outcome().to_dict()
+
+    def body(self) -> dict[str, Any]:
         return {
-            "version": WATCH_SCHEMA_VERSION,
-            "tool": "gradscope",
-            "kind": "watch",
-            "label": self.run.label,
             "target": self.run.label,
             "torch": self.torch_version,
             "summary": self.summary(),
             "thresholds": self.thresholds,
-            "findings": [f.to_dict() for f in self.findings],
-            "ignored": [f.to_dict() for f in self.ignored],
             "params": [
                 {
                     "name": p.name,

@@ -28,16 +28,34 @@ MODEL = textwrap.dedent("""
 
 @pytest.mark.parametrize(
     "args",
-    [["inspect", "net[/x].py"], ["diff", "net[/x].py", "net[/x].py"], ["graph", "net[/x].py"]],
-    ids=["inspect", "diff", "graph"],
+    [
+        ["inspect", "net[/x].py"],
+        ["diff", "net[/x].py", "net[/x].py"],
+        ["graph", "net[/x].py"],
+        ["watch", "net[/x].py"],
+        ["gradcheck", "net[/x].py:Fn"],
+    ],
+    ids=["inspect", "diff", "graph", "watch", "gradcheck"],
 )
 def test_a_closing_tag_in_a_target_is_a_missing_file_not_a_crash(
     runner, tmp_path, monkeypatch, args
 ):
+    """One line that names the file exactly, exit 2 (not an internal MarkupError, 3)."""
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.stderr
-    assert "net[/x].py" in result.stderr and "internal error" not in result.stderr
+    assert result.stderr.splitlines() == ["gradscope: error: net[/x].py: no such file"]
+
+
+def test_a_note_shows_the_name_as_it_is_and_no_control_character(capsys):
+    """The CLI's informational lines print the user's text verbatim, never as markup, and
+    an escape sequence in a name cannot repaint the terminal."""
+    from gradscope.cli.common import note
+
+    note("wrote net[v2].py and [bold]x[/bold]\x1b[2J")
+    err = capsys.readouterr().err
+    assert err.startswith("gradscope: wrote net[v2].py and [bold]x[/bold]")
+    assert "\x1b" not in err
 
 
 def on_a_terminal(cwd, *args: str) -> tuple[int, str]:

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from gradscope import graph
 from gradscope.api import inspect_target
+from gradscope.api.graphing import probe_statuses
 from gradscope.cli.graph_cmd import graph as graph_command
 from gradscope.errors import GradscopeError
 from gradscope.examples.transformer import GPTConfig, make_gpt
@@ -53,7 +54,7 @@ def nodes(source: str) -> dict[str, tuple[str, str]]:
 
 def drawing_of(spec: str, **options) -> graph.Drawing:
     t = targets.load(spec)
-    statuses = graph.probe_statuses(t.model, t.batch, t.loss_fn)
+    statuses = probe_statuses(t.model, t.batch, t.loss_fn)
     return graph.graph_of(
         t.model,
         t.batch,
@@ -442,7 +443,7 @@ def test_a_reentrant_checkpoint_is_a_closed_node_not_a_cut(probe):
             return self.b(checkpoint(self.block, self.a(x), use_reentrant=True)).sum()
 
     model, x = Checkpointed(), torch.randn(2, 3)
-    statuses = graph.probe_statuses(model, x) if probe else None
+    statuses = probe_statuses(model, x) if probe else None
     d = graph.graph_of(model, x, statuses=statuses, options=graph.GraphOptions(collapse="none"))
     assert not any("cut" in n for n in d.notes) and "cut0" not in d.source, d.notes
     assert any(n.startswith("CheckpointFunctionBackward: a reentrant") for n in d.notes)

@@ -14,8 +14,6 @@ from gradscope.diff.runs.trained import Training
 from gradscope.findings import Finding
 from gradscope.outcome import Outcome
 
-SCHEMA_VERSION = 1
-
 
 def _num(x: float | None) -> float | str | None:
     """JSON-safe: NaN and infinities as strings, as watch writes them."""
@@ -139,7 +137,6 @@ class RunsDiff:
     duration_s: float = 0.0
     kind: str = "diff"
     mode: str = "runs"
-    schema_version: int = SCHEMA_VERSION
 
     @property
     def label(self) -> str:
@@ -168,7 +165,6 @@ class RunsDiff:
             self.label,
             list(self.findings),
             could_not_run=self.could_not_run,
-            document=self.to_dict(),
             duration_s=self.duration_s,
             detail=self,
         )
@@ -183,15 +179,15 @@ class RunsDiff:
         return "identical (bitwise)" if self.bitwise else "identical within tolerance"
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON document (`gradscope diff A.jsonl B.jsonl --format json`)."""
+        return self.outcome().to_dict()
+
+    def body(self) -> dict[str, Any]:
         first = self.first
         return {
-            "version": self.schema_version,
-            "tool": "gradscope",
-            "kind": self.kind,
             "mode": self.mode,
             "ref": self.ref_label,
             "new": self.new_label,
-            "label": self.label,
             "could_not_run": self.could_not_run,
             "summary": {
                 "verdict": self.verdict(),
@@ -238,6 +234,4 @@ class RunsDiff:
             "growth": [g.to_dict() for g in self.growth],
             "training": [t.to_dict() for t in self.training],
             "notes": list(self.notes),
-            "findings": [f.to_dict() for f in self.findings],
-            "ignored": [f.to_dict() for f in self.ignored],
         }

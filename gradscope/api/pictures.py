@@ -1,0 +1,101 @@
+"""The pictures a result can also be drawn as: a plot (.png, .svg or .pdf) and a watched
+run's TensorBoard events. Where they go is checked before any work starts (a script that
+changes directory moves nothing); they are drawn from the finished result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gradscope.errors import GradscopeError
+from gradscope.report.write import destination, folder_destination, write_file
+
+PLOT_FORMATS = ("png", "svg", "pdf")
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A checked --plot FILE: its absolute path and the format its extension names."""
+
+    path: str
+    fmt: str
+
+    @classmethod
+    def of(cls, path: str | None) -> Plot | None:
+        if path is None:
+            return None
+        fmt = path.rpartition(".")[2].lower()
+        if fmt not in PLOT_FORMATS:
+            raise GradscopeError(f"--plot {path}: give a .png, .svg or .pdf file")
+        full = destination(path, "--plot")
+        assert full is not None
+        return cls(full, fmt)
+
+    def draw(self, render: Callable[[Any, str], bytes], result: Any) -> None:
+        write_file(self.path, render(result, self.fmt))
+
+
+def inspect_plot(plot: Plot, report: Any) -> None:
+    """The gradient flow of one inspected pass (report/flow_plot.py)."""
+    from gradscope.report.flow_plot import plot as flow_plot
+
+    plot.draw(flow_plot, report)
+
+
+def diff_plot(plot: Plot, result: Any) -> None:
+    """Two models' per-module difference, or two runs' divergence, whichever `result` is."""
+    from gradscope.diff.runs.result import RunsDiff
+
+    if isinstance(result, RunsDiff):
+        from gradscope.report.diff_runs_plot import plot as runs_plot
+
+        plot.draw(runs_plot, result)
+    else:
+        from gradscope.report.diff_plot import plot as models_plot
+
+        plot.draw(models_plot, result)
+
+
+@dataclass(frozen=True)
+class WatchPictures:
+    """What a watched run is also drawn as, checked before it runs."""
+
+    plot: Plot | None = None
+    tensorboard: str | None = None
+    """The events folder, absolute (made if missing)."""
+
+    @classmethod
+    def of(cls, plot: str | None, tensorboard: str | None) -> WatchPictures:
+        if tensorboard is not None:
+            from gradscope.report.tensorboard import require
+
+            require()
+        events = folder_destination(tensorboard, "--tensorboard") if tensorboard else None
+        return cls(Plot.of(plot), events)
+
+    def paths(self) -> dict[str, str | None]:
+        """The files they write, keyed by option, for `write.distinct`."""
+        return {"--plot": self.plot.path if self.plot else None, "--tensorboard": self.tensorboard}
+
+    def draw(self, report: Any) -> list[str]:
+        """Draw a run with judged steps; what could not be written, as one line each (the
+        report is never lost to a picture)."""
+        if not report.judged:
+            return []
+        failed = []
+        try:
+            if self.plot is not None:
+                from gradscope.report import watch_plot
+
+                self.plot.draw(watch_plot.render, report)
+        except (GradscopeError, OSError) as exc:
+            failed.append(f"--plot {self.plot.path if self.plot else ''}: {exc}")
+        try:
+            if self.tensorboard is not None:
+                from gradscope.report import tensorboard
+
+                tensorboard.write(report, self.tensorboard)
+        except (GradscopeError, OSError) as exc:
+            failed.append(f"--tensorboard {self.tensorboard}: {exc}")
+        return failed

@@ -1,0 +1,106 @@
+"""`gradscope watch` as functions: a training run judged step by step, with what the
+command can add to it: a reference run to compare against, a plot, TensorBoard events."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from gradscope.api.arguments import settings_or_default
+from gradscope.api.pictures import WatchPictures
+
+if TYPE_CHECKING:
+    from gradscope.diff.runs.live import Against
+    from gradscope.watcher.report import WatchReport
+
+
+def watch(
+    *,
+    against: str | None = None,
+    plot: str | None = None,
+    tensorboard: str | None = None,
+    **options: Any,
+) -> Any:
+    """`with gradscope.watch() as w: train()`, then `w.report`: every optimizer step of
+    `train()` judged over time (options: see gradscope.watcher.watch). `against`: a
+    reference run's `--log` to compare every step with (GS607-GS609 join the report);
+    `plot`: a .png, .svg or .pdf of the run; `tensorboard`: a folder for its events."""
+    from gradscope.watcher import watch as watcher
+
+    if against is None and plot is None and tensorboard is None:
+        return watcher(**options)
+    return Watching(watcher(**options), against, WatchPictures.of(plot, tensorboard))
+
+
+def watch_script(
+    path: str,
+    argv: Sequence[str] = (),
+    *,
+    against: str | None = None,
+    plot: str | None = None,
+    tensorboard: str | None = None,
+    **options: Any,
+) -> WatchReport:
+    """`gradscope watch PATH -- ARGV` without the printing: the WatchReport. `against`,
+    `plot`, `tensorboard` as for `watch`; a picture that could not be written is a line in
+    `report.run.unwritten`, as a --log that could not be is."""
+    from gradscope.diff.runs.live import against as against_reference
+    from gradscope.watcher.runner import run_script
+
+    pictures = WatchPictures.of(plot, tensorboard)
+    with against_reference(against) as compared:
+        report = run_script(path, list(argv), **options)
+    return finished(report, compared, pictures, options.get("settings"))
+
+
+def finished(
+    report: WatchReport, compared: Against | None, pictures: WatchPictures, settings: Any
+) -> WatchReport:
+    """The comparison's findings joined in, then the pictures drawn (rank 0 only)."""
+    from gradscope.watcher.distributed_hooks import is_main_process
+
+    if compared is not None and report.judged:
+        report = compared.joined(report, settings_or_default(settings))
+    failed = pictures.draw(report) if is_main_process() else []
+    if failed:
+        report = replace(
+            report, run=replace(report.run, unwritten=(*report.run.unwritten, *failed))
+        )
+    return report
+
+
+class Watching:
+    """`gradscope.watch(against=..., plot=..., tensorboard=...)`: the watcher, with the
+    comparison around it and the pictures drawn when it ends; `report` is the finished one."""
+
+    def __init__(self, watcher: Any, against: str | None, pictures: WatchPictures) -> None:
+        self.watcher = watcher
+        self.pictures = pictures
+        self.report: WatchReport | None = None
+        self._against = against
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> Watching:
+        from gradscope.diff.runs.live import against as against_reference
+
+        self._compared = self._stack.enter_context(against_reference(self._against))
+        try:
+            self.watcher.__enter__()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        try:
+            swallowed = bool(self.watcher.__exit__(*exc))
+        finally:
+            self._stack.close()
+        settings = self.watcher.settings
+        self.report = finished(self.watcher.report, self._compared, self.pictures, settings)
+        return swallowed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.watcher, name)
