@@ -9,6 +9,9 @@ from typing import Any
 from gradscope import config
 from gradscope.errors import ConfigError, TargetError, UserCodeError
 
+# torch and inspector.hooks (which loads it) are imported in functions: `gradscope --help`
+# must not load them
+
 
 def kind_of(value: Any) -> str:
     """What was given, briefly: 'the str 'notamodule'', 'the class Linear', 'a numpy.ndarray'."""

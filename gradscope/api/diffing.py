@@ -8,12 +8,20 @@ from typing import TYPE_CHECKING
 from gradscope import config
 from gradscope.api.arguments import check_spec, settings_or_default
 from gradscope.api.pictures import Plot, diff_plot
+from gradscope.diff import diff_targets
+from gradscope.diff.align import load_name_map
+from gradscope.diff.runs import RunsOptions, diff_logs
+from gradscope.diff.runs import is_log as named_like_a_log
+from gradscope.diff.runs.tolerance import RTOL
 from gradscope.errors import GradscopeError
 
 if TYPE_CHECKING:
     from gradscope.diff.engine import DiffOptions
     from gradscope.diff.result import DiffResult
     from gradscope.diff.runs.result import RunsDiff
+
+# diff.engine (which loads torch) is imported in functions: `gradscope --help` must not
+# load it
 
 AUTOCAST = {"bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16"}
 
@@ -43,7 +51,6 @@ def diff(
     (or REF against itself under a second setting: `autocast` "bf16" or "fp16",
     `compile`, `deterministic`), with the options only two models take: seed,
     allow_transposed, noise_check. `plot`: also draw the comparison (.png, .svg, .pdf)."""
-    from gradscope.diff.align import load_name_map
     from gradscope.diff.engine import DiffOptions
 
     settings = settings_or_default(settings)
@@ -72,8 +79,6 @@ def diff(
 
 
 def is_log(path: str) -> bool:
-    from gradscope.diff.runs import is_log as named_like_a_log
-
     return named_like_a_log(path)
 
 
@@ -87,9 +92,6 @@ def diff_runs(
     name_map: str | None = None,
 ) -> RunsDiff:
     """Two `watch --log` files compared, unjudged."""
-    from gradscope.diff.align import load_name_map
-    from gradscope.diff.runs import RunsOptions, diff_logs
-    from gradscope.diff.runs.tolerance import RTOL
 
     for path in (ref, new):
         if not is_log(path):
@@ -108,7 +110,6 @@ def diff_runs(
 def diff_models(ref: str, new: str | None, options: DiffOptions) -> DiffResult:
     """Two targets on the reference's batch (`new` None: REF against itself under the
     options' second setting: autocast, compile or deterministic), unjudged."""
-    from gradscope.diff import diff_targets
 
     if new is None and options.autocast is None and not options.compile:
         if not options.deterministic:

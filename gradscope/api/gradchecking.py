@@ -8,7 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from gradscope import config
 from gradscope.api.arguments import settings_or_default
+from gradscope.config import CheckEntry
 from gradscope.errors import TargetError
+from gradscope.gradcheck import options_for, run
+from gradscope.gradcheck.findings import judged
+from gradscope.gradcheck.inputs import parse_arg, parse_dtype, parse_shape
+from gradscope.gradcheck.values import parse_domain, parse_tensor
 
 if TYPE_CHECKING:
     from gradscope.gradcheck.results import GradcheckReport
@@ -31,8 +36,6 @@ def gradcheck(
     `settings`. Each option is a list of the command's strings: shapes ["x=3,4"], args
     ["dim=1"], tensors ["target=[0,2,1]"], domains ["positive", "alpha=1.1,3"]. No
     `specs`: the settings' [[gradcheck]] entries."""
-    from gradscope.gradcheck import run
-    from gradscope.gradcheck.findings import judged
 
     settings = settings_or_default(settings)
     flags = {
@@ -55,10 +58,6 @@ def build_jobs(
     **flags: Any,
 ) -> list[tuple[str, Any]]:
     """(SPEC, Options) pairs: config entries for a SPEC first, the options over them."""
-    from gradscope.config import CheckEntry
-    from gradscope.gradcheck import options_for
-    from gradscope.gradcheck.inputs import parse_arg, parse_dtype, parse_shape
-    from gradscope.gradcheck.values import parse_domain, parse_tensor
 
     entries: list[tuple[str, CheckEntry | None]] = [(e.target, e) for e in settings.gradcheck]
     if specs:

@@ -6,8 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from gradscope import config
+from gradscope import graph as graph_mod
 from gradscope.api.arguments import check_spec, settings_or_default
 from gradscope.api.inspecting import inspect
+from gradscope.graph import statuses_of
+from gradscope.graph.result import GraphResult
+from gradscope.inspector import targets
 from gradscope.report.write import destination, write_file
 
 if TYPE_CHECKING:
@@ -30,9 +34,6 @@ def graph(
     extension picks the format unless `format` does: png, svg, pdf or dot); None: the
     picture is `result.picture` (DOT by default). `probe`: one forward+backward first,
     to colour the parameters by status."""
-    from gradscope import graph as graph_mod
-    from gradscope.graph.result import GraphResult
-    from gradscope.inspector import targets
 
     fmt = graph_mod.format_for(output, format)
     graph_mod.check_dot(fmt)
@@ -57,6 +58,5 @@ def probe_statuses(
     model: Any, batch: Any, loss_fn: Any = None, settings: Any = None
 ) -> dict[str, str]:
     """Each parameter's status word (what the colours show), from one probe pass."""
-    from gradscope.graph import statuses_of
 
     return statuses_of(inspect(model, batch, loss_fn, settings=settings, explain=False))

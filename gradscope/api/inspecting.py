@@ -17,7 +17,11 @@ from gradscope.api.arguments import (
 )
 from gradscope.api.pictures import Plot, inspect_plot
 from gradscope.errors import TargetError, UserCodeError
+from gradscope.inspector import targets
 from gradscope.inspector.results import Report
+
+# torch and the inspector (which loads it) are imported in functions: `gradscope --help`
+# must not load them
 
 
 def inspect(
@@ -66,7 +70,6 @@ def inspect_target(
     plot: str | None = None,
 ) -> Report:
     """`gradscope inspect SPEC` without the printing."""
-    from gradscope.inspector import targets
 
     Plot.of(plot)  # checked before the target's code runs
     target = targets.load(check_spec(spec))

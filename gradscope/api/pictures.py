@@ -8,7 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gradscope.diff.runs.result import RunsDiff
 from gradscope.errors import GradscopeError
+from gradscope.report.diff_plot import plot as models_plot
+from gradscope.report.diff_runs_plot import plot as runs_plot
+from gradscope.report.flow_plot import plot as flow_plot
+from gradscope.report.tensorboard import require
 from gradscope.report.write import destination, folder_destination, write_file
 
 PLOT_FORMATS = ("png", "svg", "pdf")
@@ -38,22 +43,16 @@ class Plot:
 
 def inspect_plot(plot: Plot, report: Any) -> None:
     """The gradient flow of one inspected pass (report/flow_plot.py)."""
-    from gradscope.report.flow_plot import plot as flow_plot
 
     plot.draw(flow_plot, report)
 
 
 def diff_plot(plot: Plot, result: Any) -> None:
     """Two models' per-module difference, or two runs' divergence, whichever `result` is."""
-    from gradscope.diff.runs.result import RunsDiff
 
     if isinstance(result, RunsDiff):
-        from gradscope.report.diff_runs_plot import plot as runs_plot
-
         plot.draw(runs_plot, result)
     else:
-        from gradscope.report.diff_plot import plot as models_plot
-
         plot.draw(models_plot, result)
 
 
@@ -68,8 +67,6 @@ class WatchPictures:
     @classmethod
     def of(cls, plot: str | None, tensorboard: str | None) -> WatchPictures:
         if tensorboard is not None:
-            from gradscope.report.tensorboard import require
-
             require()
         events = folder_destination(tensorboard, "--tensorboard") if tensorboard else None
         return cls(Plot.of(plot), events)

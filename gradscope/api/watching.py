@@ -10,6 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from gradscope.api.arguments import settings_or_default
 from gradscope.api.pictures import WatchPictures
+from gradscope.diff.runs.live import against as against_reference
+from gradscope.watcher import watch as watcher
+from gradscope.watcher.distributed_hooks import is_main_process
+from gradscope.watcher.runner import run_script
 
 if TYPE_CHECKING:
     from gradscope.diff.runs.live import Against
@@ -27,7 +31,6 @@ def watch(
     `train()` judged over time (options: see gradscope.watcher.watch). `against`: a
     reference run's `--log` to compare every step with (GS607-GS609 join the report);
     `plot`: a .png, .svg or .pdf of the run; `tensorboard`: a folder for its events."""
-    from gradscope.watcher import watch as watcher
 
     if against is None and plot is None and tensorboard is None:
         return watcher(**options)
@@ -46,8 +49,6 @@ def watch_script(
     """`gradscope watch PATH -- ARGV` without the printing: the WatchReport. `against`,
     `plot`, `tensorboard` as for `watch`; a picture that could not be written is a line in
     `report.run.unwritten`, as a --log that could not be is."""
-    from gradscope.diff.runs.live import against as against_reference
-    from gradscope.watcher.runner import run_script
 
     pictures = WatchPictures.of(plot, tensorboard)
     with against_reference(against) as compared:
@@ -59,7 +60,6 @@ def finished(
     report: WatchReport, compared: Against | None, pictures: WatchPictures, settings: Any
 ) -> WatchReport:
     """The comparison's findings joined in, then the pictures drawn (rank 0 only)."""
-    from gradscope.watcher.distributed_hooks import is_main_process
 
     if compared is not None and report.judged:
         report = compared.joined(report, settings_or_default(settings))
@@ -83,8 +83,6 @@ class Watching:
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> Watching:
-        from gradscope.diff.runs.live import against as against_reference
-
         self._compared = self._stack.enter_context(against_reference(self._against))
         try:
             self.watcher.__enter__()

@@ -22,6 +22,9 @@ from gradscope.report import outputs
 from gradscope.report.text import styled
 from gradscope.report.write import distinct
 
+# distributed.context (which loads torch) is imported in functions: `gradscope --help`
+# must not load it
+
 EXAMPLE_LIST = "\n".join(f"  {e.name:18} {e.summary}" for e in EXAMPLES.values())
 #: how cli.root registers the command: the examples in the epilog, script arguments after --
 SETTINGS: dict[str, Any] = dict(

@@ -7,9 +7,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from gradscope import findings
 from gradscope.cli import common as clikit
 from gradscope.errors import ExitCode
 from gradscope.examples import EXAMPLES
+from gradscope.findings import TABLE
+from gradscope.report.console import view_for
+from gradscope.rule_docs import STAGES, doc_of
 
 if TYPE_CHECKING:
     from gradscope.findings import Rule
@@ -20,7 +24,6 @@ NBSP = "\N{NO-BREAK SPACE}"
 
 def examples(width: clikit.WidthOpt = None) -> None:
     """List the built-in examples, runnable by name: gradscope inspect NAME."""
-    from gradscope.report.console import view_for
 
     columns = view_for(None, width).width
     for e in EXAMPLES.values():
@@ -48,8 +51,6 @@ def rules(
     width: clikit.WidthOpt = None,
 ) -> None:
     """Explain gradscope's rules: id, slug, default severity and what each finds."""
-    from gradscope import findings
-    from gradscope.report.console import view_for
 
     columns = view_for(None, width).width
     if rule is None:
@@ -96,8 +97,6 @@ def rule_list(chosen: list[Rule], width: int) -> list[str]:
 
 def rule_page(r: Rule, width: int) -> list[str]:
     """One rule in full: where it comes from, its table row, why it fires, example, fix."""
-    from gradscope.findings import TABLE
-    from gradscope.rule_docs import STAGES, doc_of
 
     row, doc = TABLE[r.row], doc_of(r)
     out = [f"{r.id} {r.slug} · {r.severity} by default"]

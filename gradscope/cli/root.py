@@ -7,6 +7,7 @@ Importing this module must stay cheap (no torch): `gradscope --help` and
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Annotated, Any
 
 import typer
@@ -89,8 +90,6 @@ app.command("diff", help=diff_cmd.HELP)(diff_cmd.diff)
 
 
 def main() -> None:
-    import warnings
-
     # torch warns on import when numpy is absent; it says nothing about the user's model
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     try:

@@ -23,10 +23,16 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
 
 from gradscope.distributed import context, findings, fingerprint, peers, reduction, signals, usage
 from gradscope.distributed.context import Rank
@@ -86,15 +92,10 @@ class Session:
         self.handles: list[Any] = []
         self.last_gathered: Gathered | None = None
         self._global = nn.modules.module.register_module_forward_pre_hook(self._discover)
-        from torch.optim.optimizer import (
-            register_optimizer_step_post_hook,
-            register_optimizer_step_pre_hook,
-        )
 
         self.final_done = False
         self.before_destroy: list[Callable[[], None]] = []
         """Called before the last gathering when the script destroys its process group."""
-        import torch.distributed as dist
 
         self._destroy = dist.destroy_process_group
         dist.destroy_process_group = self._before_destroy
@@ -402,7 +403,6 @@ class Session:
         key is waited for, briefly: a rank that is alive gets there within PEER_WAIT_S, one
         that is stuck or dead is left out (never a hang).
         """
-        from datetime import timedelta
 
         rank = self.rank
         if rank is None or rank.store is None:
@@ -422,7 +422,6 @@ class Session:
     def close(self) -> None:
         """Remove every hook gradscope installed."""
         self._global.remove()
-        import torch.distributed as dist
 
         if dist.destroy_process_group == self._before_destroy:
             dist.destroy_process_group = self._destroy

@@ -17,6 +17,8 @@ import signal
 import threading
 from typing import Any
 
+from gradscope.errors import Terminated
+
 
 class TermNote:
     """A SIGTERM handler that raises `Terminated` until `settle()`, then notes the signal;
@@ -40,8 +42,6 @@ class TermNote:
     def _note(self, _signum: int, _frame: object) -> None:
         self.received = True
         if not self.settled:
-            from gradscope.errors import Terminated
-
             raise Terminated()
 
     def settle(self) -> None:

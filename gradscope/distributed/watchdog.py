@@ -40,6 +40,10 @@ from typing import Any
 from gradscope.distributed import proctree
 from gradscope.distributed.hang_block import EXIT_CODE, RankState, blocked_at, summary
 from gradscope.distributed.hang_progress import Clock, Sample, proc_counters
+from gradscope.distributed.launch import record_exit
+
+# torch and gradscope.distributed (which loads it) are imported in functions:
+# `gradscope --help` must not load them
 
 POLL_S = 1.0
 """How often the watchdog looks at the run (and, after discovery, at the store)."""
@@ -269,8 +273,6 @@ class Watchdog:
             _say(self.fired)
             self.silence()
             if rank.rank == 0:
-                from gradscope.distributed.launch import record_exit
-
                 record_exit(int(EXIT_CODE))
             _set(rank.store, f"{KEY}/done", "1")
             others = [r for r, s in states.items() if r != rank.rank and not s.ended]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from rich.console import Console
 
 from gradscope.report.write import to_stdout
 
@@ -39,9 +42,6 @@ def view_for(output: str | None, width: int | None = None, top: int | None = 30)
 def paint(draw: Callable[[Any], None], view: View) -> str:
     """Run `draw(console)` on a rich Console that records into a string; no line keeps
     trailing spaces (a table pads its cells)."""
-    import io
-
-    from rich.console import Console
 
     console = Console(
         file=io.StringIO(),

@@ -9,6 +9,8 @@ import math
 
 from gradscope.diff.result import DiffResult
 
+# matplotlib is imported in functions: `gradscope --help` must not load it
+
 MOST_LABELS = 60
 """Up to this many module calls, each is named on the x axis."""
 FLOOR = 1e-12

@@ -13,6 +13,8 @@ from typing import Any
 
 from gradscope.diff.runs.result import RunsDiff
 
+# matplotlib and numpy are imported in functions: `gradscope --help` must not load them
+
 FLOOR = 1e-12
 """Where an exactly equal value is drawn (a log scale has no zero)."""
 MOST_COLUMNS = 1200

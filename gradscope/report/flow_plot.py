@@ -13,6 +13,8 @@ import io
 from gradscope.inspector.results import Report
 from gradscope.stats import ParamStats
 
+# matplotlib is imported in functions: `gradscope --help` must not load it
+
 COLOURS = {
     "ok": "#4c9be8",
     "exploding": "#f28e2b",

@@ -20,8 +20,14 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from gradscope.errors import GradscopeError
-from gradscope.report.console import View, view_for
-from gradscope.report.write import append_to, emit, to_stdout
+from gradscope.findings import ignored_summary
+from gradscope.outcome import CheckReport
+from gradscope.report import annotations as ci_annotations
+from gradscope.report import junit, layout, markdown, views
+from gradscope.report import terminal as check_terminal
+from gradscope.report.console import View, paint, view_for
+from gradscope.report.json import dumps
+from gradscope.report.write import append_to, destination, emit, to_stdout
 
 if TYPE_CHECKING:  # the CLI imports this module for Format: --help stays cheap
     from gradscope.findings import Severity
@@ -87,7 +93,6 @@ def plan(fmt: Format | None, outputs: list[str] | None) -> Plan:
     No -o: stdout in --format (terminal by default). `-o FILE`: the format its extension
     names, else --format. An explicit --format that an extension contradicts, with no
     `-o -` for it to apply to, is one line, exit 2: the user meant one of the two."""
-    from gradscope.report.write import destination
 
     chosen = fmt or Format.terminal
     names = list(outputs or []) or ["-"]
@@ -117,7 +122,6 @@ def deliver(
 ) -> None:
     """Render one command's outcome (or `check`'s several) once per format, deliver each
     (files first, stdout last), then the CI extras (step summary, annotations)."""
-    from gradscope.outcome import CheckReport
 
     check = result if isinstance(result, CheckReport) else CheckReport([result], fail_on)
     single = None if isinstance(result, CheckReport) else result
@@ -133,10 +137,8 @@ def deliver(
     if markdown is not None and summary:
         append_to(summary, markdown)
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        from gradscope.report import annotations
-
         stream = sys.stderr if where.machine_on_stdout else sys.stdout
-        stream.write(annotations.render(check))
+        stream.write(ci_annotations.render(check))
         stream.flush()
 
 
@@ -166,14 +168,9 @@ def render(fmt: Format, check: CheckReport, view: View, single: Outcome | None =
     if fmt is Format.terminal:
         return terminal(single, view) if single else _check_terminal(check, view)
     if fmt is Format.json:
-        from gradscope.report.json import dumps
-
         return dumps(single.to_dict() if single else check.to_dict())
     if fmt is Format.junit:
-        from gradscope.report import junit
-
         return junit.render(check)
-    from gradscope.report import markdown
 
     return markdown.render(check)
 
@@ -181,22 +178,15 @@ def render(fmt: Format, check: CheckReport, view: View, single: Outcome | None =
 def terminal(outcome: Outcome, view: View) -> str:
     """The command's own terminal report, drawn from the result it judged (`detail`), then
     the findings the config silenced, for the views that do not mark them themselves."""
-    from gradscope.report import views
 
     if outcome.detail is None:
         return ""
     text = views.terminal(outcome.detail, view)
     if outcome.ignored and not views.marks_ignored(outcome.detail):
-        from gradscope.findings import ignored_summary
-        from gradscope.report import layout
-        from gradscope.report.console import paint
-
         said = ignored_summary(outcome.ignored) + " by the config: in --format json, not failing"
         text += paint(lambda console: layout.note(console, said, indent=0), view)
     return text
 
 
 def _check_terminal(check: CheckReport, view: View) -> str:
-    from gradscope.report import terminal as check_terminal
-
     return check_terminal.render_check(check, view)

@@ -22,6 +22,8 @@ from gradscope.steps import noise
 if TYPE_CHECKING:
     from gradscope.watcher.report import WatchReport
 
+# torch is imported in functions: `gradscope --help` must not load it
+
 MISSING = (
     "--tensorboard needs the tensorboard package: pip install tensorboard "
     "(or the extra: pip install 'torch-gradscope[tensorboard]')"

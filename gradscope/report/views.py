@@ -7,29 +7,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gradscope.diff.result import DiffResult
+from gradscope.diff.runs.result import RunsDiff
+from gradscope.gradcheck.results import GradcheckReport
+from gradscope.graph.result import GraphResult
+from gradscope.inspector.results import Report
 from gradscope.outcome import Result
+from gradscope.report import (
+    diff_runs_terminal,
+    diff_terminal,
+    gradcheck_terminal,
+    graph_terminal,
+    watch_terminal,
+)
+from gradscope.report import terminal as inspect_terminal
 from gradscope.report.console import View
+from gradscope.watcher.report import WatchReport
 
 
 def _views() -> dict[type, tuple[Callable[[Any, View], str], bool]]:
     """result type → (its renderer, whether it marks the ignored findings itself)."""
-    from gradscope.diff.result import DiffResult
-    from gradscope.diff.runs.result import RunsDiff
-    from gradscope.gradcheck.results import GradcheckReport
-    from gradscope.graph.result import GraphResult
-    from gradscope.inspector.results import Report
-    from gradscope.report import (
-        diff_runs_terminal,
-        diff_terminal,
-        gradcheck_terminal,
-        graph_terminal,
-        terminal,
-        watch_terminal,
-    )
-    from gradscope.watcher.report import WatchReport
-
     return {
-        Report: (terminal.render, True),
+        Report: (inspect_terminal.render, True),
         WatchReport: (watch_terminal.render, False),
         GradcheckReport: (gradcheck_terminal.render, False),
         DiffResult: (diff_terminal.render, False),

@@ -16,6 +16,8 @@ from gradscope.steps.noise import NoiseSummary
 from gradscope.steps.records import StepRecord
 from gradscope.watcher.report import WatchReport
 
+# matplotlib is imported in functions: `gradscope --help` must not load it
+
 MARKER = {
     "x": ("X", "red"),
     "^": ("^", "magenta"),

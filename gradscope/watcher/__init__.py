@@ -56,6 +56,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from gradscope.watcher.runner import run_script
+from gradscope.watcher.session import Watcher
+
 __all__ = ["watch", "watch_script"]
 
 
@@ -67,13 +70,11 @@ def watch(**options: Any) -> Any:
     label, batch_size (samples per micro-batch, for the noise scale: seen from the
     model's input when not given).
     """
-    from gradscope.watcher.session import Watcher
 
     return Watcher(**options)
 
 
 def watch_script(path: str, argv: list[str] | tuple[str, ...] = (), **options: Any) -> Any:
     """Run a training script under watch; returns its WatchReport."""
-    from gradscope.watcher.runner import run_script
 
     return run_script(path, list(argv), **options)

@@ -6,13 +6,13 @@ import os
 import time
 
 from gradscope.config import CheckEntry, Settings
+from gradscope.errors import GradscopeError
 from gradscope.outcome import Outcome
+from gradscope.watcher.runner import run_script
 
 
 def run_entry(entry: CheckEntry, settings: Settings) -> Outcome:
     """One `[[watch]]` entry: its script relative to the config file that names it."""
-    from gradscope.errors import GradscopeError
-    from gradscope.watcher.runner import run_script
 
     base = os.path.dirname(os.path.abspath(entry.source))
     script = entry.target

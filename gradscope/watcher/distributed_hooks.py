@@ -44,6 +44,9 @@ if TYPE_CHECKING:  # the rest loads torch: `gradscope watch --nproc-per-node` mu
     from gradscope.watcher.recorder import PendingStep
     from gradscope.watcher.report import WatchReport
 
+# torch and the distributed modules (which load it) are imported in functions:
+# `gradscope --help` must not load them
+
 
 class RankTimedOut(GradscopeError):
     """A gathering timed out: one line naming the ranks that never arrived, exit 2."""

@@ -16,6 +16,8 @@ from gradscope.steps import noise
 from gradscope.steps.noise import NoiseSummary
 from gradscope.steps.records import MANUAL, WatchRun
 
+# torch is imported in functions: `gradscope --help` must not load it
+
 STOPPED = {"interrupted": ExitCode.INTERRUPTED, "terminated": ExitCode.TERMINATED}
 """Run statuses that are exit codes of their own."""
 

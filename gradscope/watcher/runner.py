@@ -21,8 +21,10 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
+from gradscope.distributed.watchdog import watching
 from gradscope.errors import TargetError, is_own_file, sigterm_raises, user_frame
 from gradscope.stdio import user_stdout_to_stderr
+from gradscope.watcher.distributed_hooks import DistributedWatch, is_main_process
 from gradscope.watcher.report import WatchReport
 from gradscope.watcher.session import Watcher
 
@@ -91,11 +93,9 @@ def run_script(
         raise TargetError(f"{path} is a folder, not a training script: name the .py file to run")
     if not os.path.isfile(path):
         raise TargetError(f"{path}: no such file")
-    from gradscope.watcher.distributed_hooks import DistributedWatch, is_main_process
 
     if not is_main_process():  # under torchrun only rank 0 writes files
         options["log"] = None
-    from gradscope.distributed.watchdog import watching
 
     hang_timeout = options.pop("hang_timeout", None)
     hooks = DistributedWatch()

@@ -19,10 +19,14 @@ from types import TracebackType
 from typing import Any, BinaryIO
 
 from gradscope.config import Settings
-from gradscope.errors import Terminated
+from gradscope.errors import Terminated, UserCodeError
+from gradscope.rules.watch import judge  # the engine calls the judge, once
 from gradscope.steps.noise import Smoother
-from gradscope.steps.records import ParamInfo, StepRecord, WatchRun
+from gradscope.steps.records import MANUAL, ParamInfo, StepRecord, WatchRun
 from gradscope.watcher.report import WatchReport
+
+# the patches, recorder and state (which load torch) are imported in functions:
+# `gradscope --help` must not load them
 
 STEP_LISTENERS: list[Callable[[list[StepRecord], list[str]], None]] = []
 """Called with each batch of steps read back and the tracked names (`watch --against`)."""
@@ -213,17 +217,13 @@ class Watcher:
         if self._log is not None and self._log.failure:
             self.run = replace(self.run, unwritten=(self._log.failure,))
         if status == "crashed" and exc is not None:
-            from gradscope.errors import UserCodeError
-
             trace = UserCodeError("the script", exc).user_traceback()
             self.run = replace(self.run, traceback=trace)
-        from gradscope.rules.watch import judge  # the engine calls the judge, once
 
         self.report = WatchReport.of(self.run, judge(self.run, self.settings), self.settings)
         return isinstance(exc, StopWatching)
 
     def _build(self, status: str, error: str | None, notes: tuple[str, ...]) -> WatchRun:
-        from gradscope.steps.records import MANUAL
         from gradscope.watcher.state import ManualUpdates
 
         icp = self.state

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from gradscope.fmt import duration, num
+from gradscope.watcher.session import STEP_LISTENERS
 
 CI_EVERY_S = 30.0
 """Seconds between two status lines in CI."""
@@ -153,7 +154,6 @@ def _columns(stream: TextIO) -> int:
 @contextmanager
 def status_line(machine_on_stdout: bool, enabled: bool = True) -> Iterator[Status | None]:
     """The status line for one watched run, listening to its read-backs; None when off."""
-    from gradscope.watcher.session import STEP_LISTENERS
 
     how = mode(machine_on_stdout) if enabled else None
     if how is None:
