@@ -88,19 +88,26 @@ def test_every_command_document_says_its_kind(tmp_path):
     assert {f["rule"] for f in json.loads(gradcheck.stdout)["findings"]} == {"GS201"}
 
 
-def test_gradcheck_fail_on_and_severity_agree_with_check(tmp_path):
+def test_gradcheck_fail_on_and_severity_agree_with_check(tmp_path, monkeypatch, runner):
     """A severity override means the same to `gradscope gradcheck` and to `gradscope check`:
     a wrong gradient demoted to a warning passes both, or fails both under --fail-on warning."""
+    from gradscope.cli.root import app
+
     (tmp_path / "pyproject.toml").write_text(
         '[tool.gradscope]\nseverity = {GS201 = "warning"}\n'
         f'[[tool.gradscope.gradcheck]]\ntarget = "{WRONG_FN}"\n'
     )
-    cwd = str(tmp_path)
-    assert gradscope_cli("gradcheck", WRONG_FN, cwd=cwd).returncode == 0
-    assert gradscope_cli("check", cwd=cwd).returncode == 0
-    assert gradscope_cli("gradcheck", WRONG_FN, "--fail-on", "warning", cwd=cwd).returncode == 1
-    assert gradscope_cli("check", "--fail-on", "warning", cwd=cwd).returncode == 1
-    assert gradscope_cli("gradcheck", WRONG_FN, "--fail-on", "never").returncode == 0
+    monkeypatch.chdir(tmp_path)
+
+    def code(*args: str) -> int:
+        return runner.invoke(app, list(args), catch_exceptions=False).exit_code
+
+    assert code("gradcheck", WRONG_FN) == 0
+    assert code("check") == 0
+    assert code("gradcheck", WRONG_FN, "--fail-on", "warning") == 1
+    assert code("check", "--fail-on", "warning") == 1
+    monkeypatch.chdir(os.path.dirname(__file__))
+    assert code("gradcheck", WRONG_FN, "--fail-on", "never") == 0
 
 
 @pytest.mark.slow

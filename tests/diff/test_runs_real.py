@@ -1,7 +1,8 @@
 """The diff of two runs on real `gradscope watch --log` files: a small real training script
 (tests/diff/runs_scripts/train_mlp.py) run once per setting, each run differing from the
 reference by one change, found at the right step and parameter. The runs are made once
-for the module (in parallel) and shared by the assertions."""
+for the module, in-process, and shared by the assertions; one more, `watch --against`,
+runs the CLI to see the divergence announced live."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from gradscope.cli.root import app
 from gradscope.diff.runs import RunsOptions, diff_logs
 from gradscope.findings import Severity
+from gradscope.watcher import watch_script
 
 pytestmark = pytest.mark.slow
 
@@ -47,10 +48,10 @@ def watch(log: Path, args: list[str], *extra: str) -> subprocess.CompletedProces
 def logs(tmp_path_factory) -> dict[str, str]:
     folder = tmp_path_factory.mktemp("runs")
     paths = {name: folder / f"{name}.jsonl" for name in RUNS}
-    with ThreadPoolExecutor(3) as pool:
-        done = dict(zip(RUNS, pool.map(lambda n: watch(paths[n], RUNS[n]), RUNS), strict=True))
-    for name, run in done.items():
-        assert run.returncode in (0, 1), (name, run.stderr[-2000:])
+    for name, args in RUNS.items():
+        report = watch_script(str(SCRIPT), ["--steps", "60", *args], log=str(paths[name]))
+        steps = 40 if name == "short" else 60
+        assert report.run.status == "completed" and len(report.run.steps) == steps, name
     live = watch(folder / "live.jsonl", RUNS["lr"], "--against", str(paths["ref"]))
     # the comparison's GS607 runs-diverge joins watch's findings: exit 1
     assert live.returncode == 1, live.stderr[-2000:]
