@@ -120,8 +120,14 @@ class Session:
 
     @property
     def is_main(self) -> bool:
-        """True on rank 0, and in a run that is not distributed."""
-        return self.rank is None or self.rank.is_main
+        """True on rank 0, and in a run that is not distributed. A group with no DDP
+        model (ranks that all-reduce by hand) has its rank too: every rank taking
+        itself for rank 0 made a rank that died wait for rank 0's crash record while
+        rank 0 waited in a collective for it."""
+        rank = self.rank or self.group
+        if rank is not None:
+            return rank.rank == 0
+        return (context.env_rank() or 0) == 0
 
     # discovery -------------------------------------------------------------
 

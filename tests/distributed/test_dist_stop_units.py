@@ -27,7 +27,7 @@ from gradscope.distributed.stopping import TermNote
 from gradscope.distributed.watchdog import Watchdog
 from gradscope.errors import Terminated
 from gradscope.outcome import exit_code
-from gradscope.watcher import distributed_hooks
+from gradscope.watcher import crash_meeting, distributed_hooks
 from gradscope.watcher.distributed_hooks import DistributedWatch
 
 
@@ -421,3 +421,23 @@ def test_a_killed_launcher_leaves_no_torchrun_behind(tmp_path):
         if (tmp_path / "started").exists():
             with contextlib.suppress(OSError, ValueError):
                 os.kill(int((tmp_path / "started").read_text()), signal.SIGKILL)
+
+
+def test_a_rank_that_dies_in_a_group_without_ddp_hands_over_at_once(monkeypatch):
+    """Rank 1 of ranks that all-reduce by hand (no DDP model): its crash record is left
+    for rank 0 and it goes, never waiting for other ranks' records as rank 0 does (rank 0
+    is in a collective with it: it wakes only when this rank's process ends)."""
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    hooks = DistributedWatch(enabled=True)
+    store = _Store()
+    assert hooks.session is not None
+    hooks.session.group = SimpleNamespace(rank=1, store=store, backend="gloo")
+    assert not hooks.session.is_main
+    hooks.error = RuntimeError("rank 1 lost its data shard")
+    report, settings = _terminated_report()
+    start = time.monotonic()
+    hooks.conclude(report, settings)
+    assert time.monotonic() - start < crash_meeting.PEER_WAIT_S / 2
+    assert "gradscope/died/1" in store.keys
+    assert distributed_hooks.rank_exit_code(2) == 0  # rank 0 reports it
