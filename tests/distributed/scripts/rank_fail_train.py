@@ -8,7 +8,8 @@ optimizer and averages the gradients itself with `dist.all_reduce` (no DDP to fi
 hang (a recv from rank 0, which never sends), none. --child (rank 0, after step --at,
 while the others wait in a barrier): busy (a child process that computes for --child-s
 seconds), sleep (one that sleeps that long).
---pause S: every step sleeps S seconds (a long run to stop from outside). --tag WORD:
+--pause S: from step --at on, every step sleeps S seconds (a long run to stop from
+outside; a rank asleep when another fails). --tag WORD:
 in the command line of every process the run starts (the tests look for leftovers).
 """
 
@@ -83,7 +84,8 @@ def main():
             if rank == 0:
                 child(args.child, args.child_s, args.tag)
             dist.barrier()
-        time.sleep(args.pause)
+        if step >= args.at:
+            time.sleep(args.pause)
     print(f"rank {rank} done, loss {loss.item():.4f}")
     dist.destroy_process_group()
 
