@@ -35,8 +35,10 @@ graphviz:
 demo: setup
 	$(BIN)/gradscope inspect detached-middle --fail-on never
 
+# three pytest-xdist workers, also on 2 CPUs: the slow tests mostly wait on launches,
+# subprocesses and timeouts; a file's tests stay on one worker (shared launches)
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 3 --dist loadfile
 
 # the inner loop: everything but the real-architecture and subprocess tests
 test-fast: setup

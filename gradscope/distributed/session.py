@@ -120,14 +120,10 @@ class Session:
 
     @property
     def is_main(self) -> bool:
-        """True on rank 0, and in a run that is not distributed. A group with no DDP
-        model (ranks that all-reduce by hand) has its rank too: every rank taking
-        itself for rank 0 made a rank that died wait for rank 0's crash record while
-        rank 0 waited in a collective for it."""
+        """True on rank 0, and in a run that is not distributed (a group with no DDP model
+        has its rank too: a rank 1 taken for rank 0 waits for crash records)."""
         rank = self.rank or self.group
-        if rank is not None:
-            return rank.rank == 0
-        return (context.env_rank() or 0) == 0
+        return rank.rank == 0 if rank is not None else (context.env_rank() or 0) == 0
 
     # discovery -------------------------------------------------------------
 
