@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from gradscope.cli.root import app
 from gradscope.errors import ExitCode
 from gradscope.findings import RULES, Severity
 from gradscope.outcome import Outcome, exit_code
@@ -91,8 +92,6 @@ def test_every_command_document_says_its_kind(tmp_path):
 def test_gradcheck_fail_on_and_severity_agree_with_check(tmp_path, monkeypatch, runner):
     """A severity override means the same to `gradscope gradcheck` and to `gradscope check`:
     a wrong gradient demoted to a warning passes both, or fails both under --fail-on warning."""
-    from gradscope.cli.root import app
-
     (tmp_path / "pyproject.toml").write_text(
         '[tool.gradscope]\nseverity = {GS201 = "warning"}\n'
         f'[[tool.gradscope.gradcheck]]\ntarget = "{WRONG_FN}"\n'

@@ -182,14 +182,20 @@ def _terminated_report():
     return watcher.report, watcher.settings
 
 
-@pytest.fixture
-def rank0_of_two(monkeypatch):
-    monkeypatch.setenv("RANK", "0")
+def _rank_of_two(monkeypatch, rank: int) -> tuple[DistributedWatch, _Store]:
+    """The watch of `rank` in a gloo group of two, its store a stand-in."""
+    monkeypatch.setenv("RANK", str(rank))
     monkeypatch.setenv("WORLD_SIZE", "2")
     hooks = DistributedWatch(enabled=True)
     store = _Store()
     assert hooks.session is not None
-    hooks.session.group = SimpleNamespace(rank=0, store=store, backend="gloo")
+    hooks.session.group = SimpleNamespace(rank=rank, store=store, backend="gloo")
+    return hooks, store
+
+
+@pytest.fixture
+def rank0_of_two(monkeypatch):
+    hooks, store = _rank_of_two(monkeypatch, 0)
     hooks.error = Terminated()
     yield hooks, store
     hooks.close()
@@ -229,12 +235,8 @@ def test_terminated_rank_0_with_no_rank_to_blame_stays_terminated(rank0_of_two):
 
 
 def test_a_terminated_rank_leaves_no_crash_record_and_says_goodbye(monkeypatch):
-    monkeypatch.setenv("RANK", "1")
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    hooks = DistributedWatch(enabled=True)
-    store = _Store()
+    hooks, store = _rank_of_two(monkeypatch, 1)
     assert hooks.session is not None
-    hooks.session.group = SimpleNamespace(rank=1, store=store, backend="gloo")
     hooks.error = Terminated()
     report, settings = _terminated_report()
     assert hooks.conclude(report, settings).run.status == "terminated"
@@ -427,12 +429,8 @@ def test_a_rank_that_dies_in_a_group_without_ddp_hands_over_at_once(monkeypatch)
     """Rank 1 of ranks that all-reduce by hand (no DDP model): its crash record is left
     for rank 0 and it goes, never waiting for other ranks' records as rank 0 does (rank 0
     is in a collective with it: it wakes only when this rank's process ends)."""
-    monkeypatch.setenv("RANK", "1")
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    hooks = DistributedWatch(enabled=True)
-    store = _Store()
+    hooks, store = _rank_of_two(monkeypatch, 1)
     assert hooks.session is not None
-    hooks.session.group = SimpleNamespace(rank=1, store=store, backend="gloo")
     assert not hooks.session.is_main
     hooks.error = RuntimeError("rank 1 lost its data shard")
     report, settings = _terminated_report()
