@@ -1,24 +1,26 @@
 """Per-step cost of `gradscope watch` against the same training step unwatched.
 
-In one process, 1 thread (torch.set_num_threads), for an MLP, the same MLP updated by
-hand (no optimizer), a CNN with BatchNorm and a ~10M-parameter GPT (AdamW,
-clip_grad_norm_): blocks of STEPS steps, watched
-and unwatched, interleaved, REPEAT times; the median step time of each, and their
-ratio. The watched blocks run exactly as `gradscope watch` would (default
---update-every 25, --flush-every 10); the one-time discovery scan at a block's first
-step is reported on its own, not in the per-step median. On a shared machine the two
-medians drift, so gradscope's own time inside its hooks is also measured directly
-(perf_counter around each hook) and given as a share of the bare step: "own".
+In one process, 1 thread (torch.set_num_threads), for a tiny MLP (its 20k parameters
+take a few microseconds to read: the watch's fixed cost per step), an MLP, the same MLP
+updated by hand (no optimizer), a CNN with BatchNorm and a ~10M-parameter GPT (AdamW,
+clip_grad_norm_): blocks of STEPS steps, watched and unwatched, interleaved, REPEAT
+times; the median over blocks of each block's mean step time (a mean, so that the
+read-back at one step in flush_every counts), their difference and their ratio. The
+watched blocks run exactly as `gradscope watch` would (default --update-every 25,
+--flush-every 10); the one-time discovery scan at a watch's first step is outside the
+block. On a shared machine the two medians drift, so gradscope's own time inside its
+hooks is also measured directly (perf_counter around each hook) and given as a share of
+the bare step: "own".
 
 Each of a run's first 100 steps has its update measured (watcher/updates.py: derived
 from Adam's or SGD's state after the step, no copy; the update by hand from a copy), then
 one step in `update_every`: blocks of 20 steps are all early steps. `--later` measures the
 steps after the first 100 instead (one in 25 measured).
 
-Memory: gradscope keeps per step one float64 per parameter tensor until the next
-read-back (flush_every steps); the measured update takes temporaries of at most 4 MiB at
-a time (Adam, SGD) or a copy of the parameters updated by hand (a rotating subset under 2%
-of their bytes, or all of them up to 16 MiB), during that step only.
+Memory: gradscope keeps per step one float (64 bits at most) per parameter tensor until
+the next read-back (flush_every steps); the measured update takes temporaries of at most
+4 MiB at a time (Adam, SGD) or a copy of the parameters updated by hand (a rotating
+subset under 2% of their bytes, or all of them up to 16 MiB), during that step only.
 
     python benchmarks/bench_watch.py [--repeat 5] [--steps 20] [--threads 1] [--later]
 
@@ -34,6 +36,22 @@ import time
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+
+def tiny():
+    model = nn.Sequential(
+        nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = torch.randn(16, 32), torch.randint(0, 10, (16,))
+
+    def step():
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    return model, step
 
 
 def mlp():
@@ -114,12 +132,11 @@ def gpt():
 
 
 def block(step, steps: int) -> list[float]:
-    times = []
+    """The block's mean step time (a list of one, to add to the others)."""
+    start = time.perf_counter()
     for _ in range(steps):
-        start = time.perf_counter()
         step()
-        times.append(time.perf_counter() - start)
-    return times
+    return [(time.perf_counter() - start) / steps]
 
 
 OWN = [0.0]
@@ -165,19 +182,19 @@ def measure(name: str, build, repeat: int, steps: int) -> None:
         if r % 2:  # alternate the order so that drift on a shared machine cancels
             bare += block(step, steps)
         with watch(update_every=25, flush_every=10) as w:
-            step()  # the first step scans for the model: timed on its own
+            step()  # the first step scans for the model: outside the block
             OWN[0] = 0.0
-            times = block(step, steps)
+            watched += block(step, steps)
             own += OWN[0]
-        watched += times
         assert len(w.run.steps) == steps + 1
         if r % 2 == 0:
             bare += block(step, steps)
     mb, mw = statistics.median(bare), statistics.median(watched)
-    per_step_own = own / len(watched)
+    per_step_own = own / (len(watched) * steps)
     print(
-        f"{name:4} {n / 1e6:6.2f}M params: step {mb * 1e3:7.2f} ms bare, {mw * 1e3:7.2f} ms "
-        f"watched: ratio {mw / mb:.3f}; own {per_step_own * 1e3:.3f} ms/step = "
+        f"{name:4} {n / 1e6:6.2f}M params: step {mb * 1e3:7.3f} ms bare, {mw * 1e3:7.3f} ms "
+        f"watched (+{(mw - mb) * 1e3:.3f}): ratio {mw / mb:.3f}; "
+        f"own {per_step_own * 1e3:.3f} ms/step = "
         f"{1 + per_step_own / mb:.3f}x; memory: {tensors * 8 * 10} B pending"
     )
 
@@ -187,7 +204,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--only", choices=["mlp", "hand", "cnn", "gpt"])
+    parser.add_argument("--only", choices=["tiny", "mlp", "hand", "cnn", "gpt"])
     parser.add_argument("--later", action="store_true", help="steps after the first 100")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -201,7 +218,8 @@ def main() -> None:
         f"{args.steps} steps, interleaved; medians; "
         + ("steps after the first 100" if args.later else "early steps (every one measured)")
     )
-    for name, build in (("mlp", mlp), ("hand", by_hand), ("cnn", cnn), ("gpt", gpt)):
+    cases = (("tiny", tiny), ("mlp", mlp), ("hand", by_hand), ("cnn", cnn), ("gpt", gpt))
+    for name, build in cases:
         if args.only in (None, name):
             measure(name, build, args.repeat, args.steps)
 

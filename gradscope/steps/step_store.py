@@ -111,11 +111,13 @@ class StepStore(Sequence[StepRecord]):
         flags = _SKIPPED if r.skipped else 0
         flags |= _SCALED_CLIP if r.scaled_clip else 0
         flags |= _ZEROED if r.zeroed else 0
-        for flag, name in _OPTIONAL:
+        for flag, name, column in self._columns:
             value = getattr(r, name)
-            if value is not None:
+            if value is None:
+                column.append(math.nan)
+            else:
                 flags |= flag
-            self._optional[name].append(math.nan if value is None else value)
+                column.append(value)
         self._step.append(r.step)
         self._optimizer.append(r.optimizer)
         self._calls.append(r.backward_calls)

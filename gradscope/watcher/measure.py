@@ -25,6 +25,15 @@ def accumulation(device: torch.device) -> torch.dtype:
     return torch.float32 if device.type == "mps" else torch.float64
 
 
+def plain(t: torch.Tensor) -> torch.Tensor:
+    """`t` ready for a norm: this rank's part of a DTensor, outside autograd, a sparse
+    tensor's values, a complex tensor's real view. A plain tensor (the common case, at
+    every step) is checked in a few attribute reads and returned as it is."""
+    if type(t) is torch.Tensor and not t.requires_grad and not t.is_sparse and not t.is_complex():
+        return t
+    return as_real(local(t).detach())
+
+
 def as_real(t: torch.Tensor) -> torch.Tensor:
     if t.is_sparse:
         t = t.coalesce().values()
@@ -43,7 +52,7 @@ def norms(tensors: list[torch.Tensor], ord: float = 2.0) -> list[torch.Tensor]:
     and only the norms that overflowed or underflowed (inf, or 0) are taken again in
     float64.
     """
-    dense = [as_real(local(t).detach()) for t in tensors]
+    dense = [plain(t) for t in tensors]
     if not dense:
         return []
     device = dense[0].device
@@ -63,16 +72,20 @@ def _cpu_norms(dense: list[torch.Tensor], ord: float) -> list[torch.Tensor]:
     return list(_cpu_vector(dense, ord).unbind())
 
 
-def _cpu_vector(dense: list[torch.Tensor], ord: float) -> torch.Tensor:
-    """The CPU norms as one float64 vector: the fused norm, one read of its few values
-    (a CPU tensor: no device to wait for), and only the suspect ones taken again."""
+def _cpu_vector(dense: list[torch.Tensor], ord: float, widen: bool = True) -> torch.Tensor:
+    """The CPU norms as one vector: the fused norm, one read of its few values (a CPU
+    tensor: no device to wait for), and only the suspect ones taken again in float64.
+    `widen` False: float64 only where a value was suspect, else the fused norm's float32
+    (its exact values: the recorder widens them with the rest of a flush)."""
     try:
         # float32 accumulation at least (half and bfloat16 are widened in the kernel)
         fast = torch._foreach_norm(dense, ord, dtype=None if _all_wide(dense) else torch.float32)
     except (RuntimeError, TypeError, NotImplementedError):
         return torch.stack([torch.linalg.vector_norm(t.double(), ord) for t in dense])
-    values = torch.stack(fast).double()
+    values = torch.stack(fast)
     suspect = [i for i, v in enumerate(values.tolist()) if not 0 < v < math.inf]  # NaN too
+    if widen or suspect:
+        values = values.double()
     for i in suspect:
         if dense[i].dtype != torch.float64:
             values[i] = torch.linalg.vector_norm(dense[i], ord, dtype=torch.float64)
@@ -80,10 +93,11 @@ def _cpu_vector(dense: list[torch.Tensor], ord: float) -> torch.Tensor:
 
 
 def norm_vector(tensors: list[torch.Tensor], ord: float = 2.0) -> torch.Tensor:
-    """`norms` stacked into one [len(tensors)] vector (at least one tensor)."""
-    dense = [as_real(local(t).detach()) for t in tensors]
-    if dense[0].device.type == "cpu":
-        return _cpu_vector(dense, ord)
+    """`norms` stacked into one [len(tensors)] vector (at least one tensor); on the CPU
+    float32 where every norm is a finite, nonzero float32 (see `_cpu_vector`)."""
+    dense = [plain(t) for t in tensors]
+    if dense[0].is_cpu:
+        return _cpu_vector(dense, ord, widen=False)
     return torch.stack(norms(dense, ord))
 
 

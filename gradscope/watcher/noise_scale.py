@@ -11,7 +11,9 @@ None before the call (the first micro-batch) the hook keeps nothing: `.grad` aft
 call is that gradient (holding it would make autograd copy it), except in a
 data-parallel run, whose reduction overwrites `.grad` in the same call. On the CPU the
 hook takes the norm at once instead, while the gradient is still in cache: nothing is
-held, and a loop of CPU norms is 2-3× faster than the CPU's fused one.
+held, and a loop of CPU norms is 2-3× faster than the CPU's fused one. The hooks go on
+at the end of the first step of several backward calls (at the first step in a
+data-parallel run): a run of one backward call per step pays nothing for them.
 
 The numbers are trusted only for a step whose every backward call was measured, came
 from the same line of code (a micro-batch loop, not a GAN's two losses), with no reset
@@ -33,10 +35,9 @@ from typing import Any
 import torch
 from torch.utils.hooks import unserializable_hook
 
-from gradscope.distributed.norms import local
 from gradscope.errors import is_own_file
 from gradscope.watcher.discover import Tracked
-from gradscope.watcher.measure import accumulation, as_real, norms
+from gradscope.watcher.measure import accumulation, norms, plain
 
 HELD_BYTES = 64 << 20
 """The most gradient bytes held between two fused norms inside one backward call."""
@@ -88,14 +89,22 @@ class MicroGrads:
         self._active: set[int] = set()
         """Threads inside a top-level backward call: two at once measure nothing."""
         self.last_size: int | None = None
+        self.wanted = False
+        """Hooks go on at the first step with two backward calls, or at once in a
+        data-parallel run (whose ranks make each step several micro-batches); a run of
+        one backward per step pays nothing."""
         self._hooked = 0
         self._roots: list[int] = []
         self._handles: list[Any] = []
         self._module_hooks: set[int] = set()
         self._index: dict[tuple[int, ...], torch.Tensor] = {}
 
-    def attach(self) -> None:
-        """Hook the parameters and models found since the last call."""
+    def attach(self, calls: int) -> None:
+        """Hook the parameters and models found since the last call, once wanted (a step
+        of `calls` backward calls just began)."""
+        self.wanted = self.wanted or calls > 1 or not self.fresh_ok
+        if not self.wanted:
+            return
         params = self.tracked.params
         for pos in range(self._hooked, len(params)):
             if params[pos].requires_grad:
@@ -153,7 +162,7 @@ class MicroGrads:
             if callable(getattr(grad, "to_local", None)):  # a shard: its norm is not the whole's
                 call.window.bad = "sharded (DTensor) gradients"
                 return
-            if self.eager_cpu and grad.device.type == "cpu":  # now, while in cache
+            if self.eager_cpu and grad.is_cpu:  # now, while in cache
                 call.done.append(_cpu_norm(grad))
                 call.done_positions.append(pos)
                 return
@@ -262,7 +271,7 @@ class MicroGrads:
 def _cpu_norm(grad: torch.Tensor) -> torch.Tensor:
     """One CPU gradient's L2 norm, float32 at least (a loop of these reads memory faster
     than the CPU's `_foreach_norm`); an overflow is inf, which the estimate refuses."""
-    t = as_real(local(grad).detach())
+    t = plain(grad)
     wide = t.dtype in (torch.float32, torch.float64)
     return torch.linalg.vector_norm(t, dtype=None if wide else torch.float32)
 

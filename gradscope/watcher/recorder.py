@@ -19,7 +19,6 @@ watcher/distributed_hooks.py), called in order:
 
 from __future__ import annotations
 
-import enum
 import math
 import signal
 import struct
@@ -27,6 +26,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
 
 import torch
 
@@ -87,16 +87,22 @@ Finaliser = Callable[[torch.Tensor], torch.Tensor]
 StepHook = Callable[[PendingStep], None]
 
 
-class Scalar(enum.IntEnum):
-    """The numbers each step sends besides its norm rows, in their order (NaN: none)."""
+class Scalars(NamedTuple):
+    """The numbers each step sends besides its norm rows, in this order (NaN: none)."""
 
-    LOSS = 0
-    SCRIPT_TOTAL = 1
+    loss: float
+    script_total: float
     """The script's own total norm (`PendingStep.grad_norm`)."""
-    SCALE = 2
-    CARRIED = 3
-    FOUND_INF = 4
-    CLIP_SCALE = 5
+    scale: float
+    carried: float
+    found_inf: float
+    clip_scale: float
+
+    @classmethod
+    def of(cls, p: PendingStep) -> tuple[Any, ...]:
+        """The step's values, device tensors and all, in the fields' order."""
+        skipped = p.skipped if isinstance(p.skipped, torch.Tensor) else None
+        return (p.loss, p.grad_norm, p.scale, p.carried, skipped, p.clip_scale)
 
 
 class Recorder:
@@ -149,16 +155,14 @@ class Recorder:
         for p in pending:  # sampled steps: update and weight norms, finalised alike
             if p.update_norm is not None and p.weight_norm is not None:
                 rows += [_pad(p.update_norm, width, device), _pad(p.weight_norm, width, device)]
-        norms = torch.stack(rows)
-        if norms.dtype != torch.float64 and norms.device.type != "mps":
-            norms = norms.double()
+        norms = torch.stack(rows).to(_wide(device))  # float64: 1e20 squares to 1e40
         sq = torch.where(norms >= 0, norms.square(), norms)
         for finalise in self.finalisers:
             sq = finalise(sq)
         slots, tensors = _scalars(pending, device)
         micro = [_pad(p.micro, width, device) for p in pending if p.micro is not None]
         parts = [sq.reshape(-1), *tensors, *micro]  # micro: noise_scale.py's sums
-        read = torch.cat([t.double() for t in parts]).tolist()
+        read = torch.cat(parts).tolist()  # cat widens every part to the widest, float64
         at = sq.numel() + len(tensors)
         values = read[: sq.numel()] + _filled(slots, read[sq.numel() : at]) + read[at:]
         records = _records(pending, values, width)
@@ -204,7 +208,8 @@ def _wide(device: torch.device) -> torch.dtype:
 
 
 def _pad(t: torch.Tensor, width: int, device: torch.device) -> torch.Tensor:
-    t = t.detach().to(device, _wide(device))  # float64: a norm of 1e20 squares to 1e40
+    """`t` on `device`, -1 up to `width` (its dtype as it is: the stack widens)."""
+    t = t.detach().to(device)
     if t.numel() == width:
         return t
     filler = torch.full((width - t.numel(),), NO_GRAD, device=device, dtype=t.dtype)
@@ -216,20 +221,19 @@ def _scalar(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     t = t.detach()
     if t.is_complex():
         t = t.real
-    return t.reshape(-1)[:1].to(device, _wide(device))
+    return (t.reshape(1) if t.dim() == 0 else t.reshape(-1)[:1]).to(device)
 
 
 def _scalars(
     pending: list[PendingStep], device: torch.device
 ) -> tuple[list[float | None], list[torch.Tensor]]:
-    """Every step's `Scalar`s, in their order: plain numbers as they are (NaN: none),
+    """Every step's `Scalars`, in their order: plain numbers as they are (NaN: none),
     and None in the slot of each device tensor, which is read back with the norms."""
     narrow = _wide(device) == torch.float32  # what a float32 read-back would give
     slots: list[float | None] = []
     tensors: list[torch.Tensor] = []
     for p in pending:
-        skipped = p.skipped if isinstance(p.skipped, torch.Tensor) else None
-        for x in (p.loss, p.grad_norm, p.scale, p.carried, skipped, p.clip_scale):  # Scalar's
+        for x in Scalars.of(p):
             if isinstance(x, torch.Tensor):
                 slots.append(None)
                 tensors.append(_scalar(x, device))
@@ -256,19 +260,17 @@ def _none_if_nan(v: float) -> float | None:
 
 def _records(pending: list[PendingStep], values: list[float], width: int) -> list[StepRecord]:
     """`values`: squared norm rows (one per step, then update and weight rows of each
-    sampled step), then the `Scalar`s of each step."""
+    sampled step), then the `Scalars` of each step."""
     n = len(pending)
     sampled = sum(p.update_norm is not None and p.weight_norm is not None for p in pending)
     sq_rows = [values[i * width : (i + 1) * width] for i in range(n + 2 * sampled)]
     updates = iter(sq_rows[n:])
     at = (n + 2 * sampled) * width
+    count = len(Scalars._fields)
     out = []
     for p, sq in zip(pending, sq_rows[:n], strict=True):
-        scalars = values[at : at + len(Scalar)]
-        at += len(Scalar)
-        loss, script_total = scalars[Scalar.LOSS], scalars[Scalar.SCRIPT_TOTAL]
-        scale, carried = scalars[Scalar.SCALE], scalars[Scalar.CARRIED]
-        found_inf, clip_scale = scalars[Scalar.FOUND_INF], scalars[Scalar.CLIP_SCALE]
+        got = Scalars._make(values[at : at + count])
+        at += count
         ratios = update_norm = None
         if p.update_norm is not None and p.weight_norm is not None:
             upd, wts = _roots(next(updates)), _roots(next(updates))
@@ -276,25 +278,26 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
             own = upd if p.members is None else [upd[i] for i in p.members if i < len(upd)]
             if not any(u < 0 for u in own):  # a total only where every tensor was measured
                 update_norm = math.sqrt(sum(u * u for u in upd if not u < 0))
-        norms = tuple(None if v < 0 else math.sqrt(v) for v in sq)
-        own = sq if p.members is None else [sq[i] for i in p.members if i < len(sq)]
-        total = math.sqrt(sum(v for v in own if not v < 0))  # the stepping optimizer's, L2
-        clip_total = None if p.grad_norm is None else script_total
-        skipped = p.skipped if isinstance(p.skipped, bool) else found_inf > 0
-        clipped = _clipped(p, total, clip_total, clip_scale)
+        norms = tuple([None if v < 0 else math.sqrt(v) for v in sq])
+        members = p.members  # distinct positions below width: all of them when as many
+        own = sq if members is None or len(members) == width else [sq[i] for i in members]
+        total = math.sqrt(sum([v for v in own if not v < 0]))  # the optimizer's, L2; NaN stays
+        clip_total = None if p.grad_norm is None else got.script_total
+        skipped = p.skipped if isinstance(p.skipped, bool) else got.found_inf > 0
+        clipped = _clipped(p, total, clip_total, got.clip_scale)
         out.append(
             StepRecord(
                 step=p.step,
                 optimizer=p.optimizer,
-                loss=loss if p.loss is not None else None,
+                loss=got.loss if p.loss is not None else None,
                 grad_norm=total,
                 clipped_norm=clipped,
                 max_norm=p.max_norm,
                 lrs=p.lrs,
                 backward_calls=p.backward_calls,
-                scale=_none_if_nan(scale),
+                scale=_none_if_nan(got.scale),
                 skipped=bool(skipped),
-                carried_norm=_none_if_nan(carried),
+                carried_norm=_none_if_nan(got.carried),
                 param_norms=norms,
                 update_ratios=ratios,
                 update_norm=update_norm,
@@ -302,7 +305,7 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
                 scaled_clip=p.scaled_clip,
                 clip_total=clip_total,
                 norm_type=p.norm_type if p.max_norm is not None or clip_total is not None else None,
-                clip_scale=_none_if_nan(clip_scale) if p.scaled_clip else None,
+                clip_scale=_none_if_nan(got.clip_scale) if p.scaled_clip else None,
                 zeroed=p.zeroed,
             )
         )

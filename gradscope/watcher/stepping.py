@@ -155,11 +155,11 @@ def note_meaning(state: WatchState, index: int, optimizer: Any, window: Window) 
 
 def _micro(state: WatchState, step: PendingStep, window: Window) -> None:
     """The micro-batch gradients the step's window measured; hooks on parameters
-    found since."""
+    found since (from the first step of several backward calls on)."""
     taken = state.noise.take(window)
     if taken is not None:
         step.micro, step.micro_calls, step.micro_ranks, step.batch_samples = taken
-    state.noise.attach()
+    state.noise.attach(window.calls)
 
 
 def clip_is_for(here: ThreadState, optimizer: Any) -> bool:

@@ -182,6 +182,35 @@ def test_one_backward_per_step_says_why_and_guesses_nothing():
     assert "needs >= 2 micro-batches" in w.report.summary()["noise_scale"][0]["reason"]
 
 
+def test_hooks_go_on_only_once_a_step_has_several_backward_calls():
+    """One backward per step costs no hook; from the first step of micro-batches on
+    (here step 4: it measures nothing, its hooks go on at its end), every step is
+    measured, against the sum of the squared norms of its micro gradients (autograd)."""
+    model = _mlp()
+    params = list(model.parameters())
+    gen = torch.Generator().manual_seed(2)
+    opt = torch.optim.SGD(params, lr=0.0)
+    expected = []
+    with gradscope.watch() as w:
+        for step in range(6):
+            k = 1 if step < 3 else 3
+            total = 0.0
+            for _ in range(k):
+                x, y = _data(gen, (8,), 4)
+                loss = nn.functional.mse_loss(model(x), y) / k
+                grads = torch.autograd.grad(loss, params, retain_graph=True)
+                total += sum(float(g.double().square().sum()) for g in grads)
+                loss.backward()
+            expected.append(total)
+            opt.step()
+            opt.zero_grad()
+            if step == 2:
+                assert not w.state.noise.wanted  # no hook in the steps of one backward
+    assert [r.micro_batches for r in w.run.steps] == [0, 0, 0, 0, 3, 3]
+    for r, want in zip(w.run.steps[4:], expected[4:], strict=True):
+        assert r.micro_sq == pytest.approx(3 * want, rel=1e-5)  # k·Σ|h_i|², float32 grads
+
+
 def test_stated_batch_size_and_unscaled_under_gradscaler():
     """GradScaler's scaled micro gradients are unscaled; a stated batch size wins."""
     torch.manual_seed(0)

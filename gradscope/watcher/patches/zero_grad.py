@@ -3,6 +3,7 @@ and a reset between micro-batches (noise_scale.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -11,6 +12,7 @@ from gradscope.watcher import resets
 from gradscope.watcher.guard import enter, safely
 from gradscope.watcher.patches.base import Patch
 from gradscope.watcher.state import WatchState
+from gradscope.watcher.threads import ThreadState
 
 
 class OptimizerZeroGrad(Patch):
@@ -30,8 +32,7 @@ class OptimizerZeroGrad(Patch):
             def params() -> Any:
                 return (p for g in optimizer.param_groups for p in g["params"])
 
-            safely(state, here, lambda: resets.resetting(state, here, params))
-            safely(state, here, lambda: state.noise.reset(here.window, params))
+            safely(state, here, lambda: _resetting(state, here, params))
             out = original(optimizer, *args, **kw)
             safely(state, here, lambda: resets.optimizer_reset(state, optimizer))
             return out
@@ -52,10 +53,14 @@ class ModuleZeroGrad(Patch):
             here = enter(state)
             if here is None:
                 return original(module, *args, **kw)
-            safely(state, here, lambda: resets.resetting(state, here, module.parameters))
-            safely(state, here, lambda: state.noise.reset(here.window, module.parameters))
+            safely(state, here, lambda: _resetting(state, here, module.parameters))
             out = original(module, *args, **kw)
             safely(state, here, lambda: resets.module_reset(state, module))
             return out
 
         return zero_grad
+
+
+def _resetting(state: WatchState, here: ThreadState, params: Callable[[], Any]) -> None:
+    resets.resetting(state, here, params)
+    state.noise.reset(here.window, params)
