@@ -65,7 +65,7 @@ def measured(on: bool) -> Iterator[None]:
     """Today's watch (`on` False: the micro-batch hooks are never attached) or this one."""
     attach = MicroGrads.attach
     if not on:
-        MicroGrads.attach = lambda self: None  # type: ignore[method-assign]
+        MicroGrads.attach = lambda self, calls: None  # type: ignore[method-assign]
     try:
         with watch(update_every=25, flush_every=10):
             yield

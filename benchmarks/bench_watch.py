@@ -1,6 +1,6 @@
 """Per-step cost of `gradscope watch` against the same training step unwatched.
 
-In one process, 1 thread (torch.set_num_threads), for a tiny MLP (its 20k parameters
+In one process, 1 thread (torch.set_num_threads), for a tiny MLP (its 7k parameters
 take a few microseconds to read: the watch's fixed cost per step), an MLP, the same MLP
 updated by hand (no optimizer), a CNN with BatchNorm and a ~10M-parameter GPT (AdamW,
 clip_grad_norm_): blocks of STEPS steps, watched and unwatched, interleaved, REPEAT
