@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 import xml.etree.ElementTree as ET
 
@@ -209,6 +210,40 @@ def test_baseline_unchanged_new_finding_and_norm_regression(runner, project):
     changes = [f for f in target["findings"] if f["rule"] == "GS110"]
     assert {f["subject"] for f in changes} == {"body.weight", "body.bias"}
     assert changes[0]["value"] == pytest.approx(1e4, rel=0.01)  # x100 scale, squared loss
+
+
+def test_each_run_s_workers_print_where_that_run_s_prints_go_and_see_its_environment(
+    project, capfd, monkeypatch
+):
+    """The workers come from a fork server started once (by the first run) with that run's
+    stdout and environment; a later run's target prints where that run sends prints (to
+    stderr while a report is on stdout) and reads that run's environment variables."""
+    from gradscope import config
+    from gradscope.gate.check import run_isolated
+
+    (project / "models" / "loud.py").write_text(
+        "import os\nfrom gradscope.examples.models import healthy_mlp\n"
+        "def build():\n    print('loud target', os.environ.get('LOUD_TAG'))\n"
+        "    return healthy_mlp()\n"
+    )
+    (project / "pyproject.toml").write_text(
+        '[[tool.gradscope.inspect]]\ntarget = "models/loud.py:build"\n'
+    )
+    settings = config.load(None)
+    monkeypatch.setenv("LOUD_TAG", "first")
+    assert run_isolated(settings).results[0].could_not_run is None
+    first = capfd.readouterr()
+    assert "loud target first" in first.out and "loud target" not in first.err
+    monkeypatch.setenv("LOUD_TAG", "second")
+    saved = os.dup(1)
+    os.dup2(2, 1)  # what user_stdout_to_stderr does to fd 1 when a report is on stdout
+    try:
+        run_isolated(settings)
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    second = capfd.readouterr()
+    assert "loud target second" in second.err and "loud target" not in second.out
 
 
 def test_bad_baseline_file_is_exit_2(runner, project):

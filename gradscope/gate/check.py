@@ -12,6 +12,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from multiprocessing import reduction
 from typing import Any, Protocol
 
 from gradscope.api import inspect_target
@@ -106,16 +107,20 @@ def run(settings: Settings, progress: Progress | None = None) -> CheckReport:
 def run_isolated(settings: Settings, progress: Progress | None = None) -> CheckReport:
     """As `run`, but the targets run in a worker process, so a target that ends the process
     (os._exit, a crash in native code) fails itself only: its error is recorded and a new
-    worker carries on with the next target. One extra interpreter start per run, plus one
-    per target that killed its worker."""
+    worker carries on with the next target. One extra process per run, plus one per target
+    that killed its worker."""
 
     jobs = _jobs(settings)
-    context = multiprocessing.get_context("spawn")
+    context = _context()
+    environ = dict(os.environ)
     results: list[Outcome] = []
     while len(results) < len(jobs):
         start = len(results)
         receive, send = context.Pipe(duplex=False)
-        worker = context.Process(target=_work, args=(settings, start, send), daemon=True)
+        streams = (_Fd(1), _Fd(2))
+        worker = context.Process(
+            target=_work, args=(settings, start, send, environ, streams), daemon=True
+        )
         worker.start()
         send.close()
         try:
@@ -131,6 +136,23 @@ def run_isolated(settings: Settings, progress: Progress | None = None) -> CheckR
             if progress:
                 progress.finished(len(results) - 1, len(jobs), results[-1])
     return CheckReport(results, settings.fail_on)
+
+
+PRELOAD = ["torch", "torch._dynamo", "sympy", "gradscope.gate.check"]
+"""What the fork server imports once: torch, the parts of it a first autograd.grad
+imports (about a second), and the targets' runners."""
+
+
+def _context() -> Any:
+    """Workers forked from a fork server that has imported torch (the server never runs a
+    target, and a worker is never a fork of this process, whose threads and state a target
+    must not see); spawned where there is no fork server (Windows). The server lives as
+    long as this process: each later run (the tests run many) starts in milliseconds."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
 
 
 def _results(receive: Any, jobs: list[Any], progress: Progress | None) -> list[Outcome]:
@@ -152,11 +174,34 @@ def _results(receive: Any, jobs: list[Any], progress: Progress | None) -> list[O
         return results
 
 
-def _work(settings: Settings, start: int, send: Any) -> None:
+class _Fd:
+    """One of this process's file descriptors, duplicated into the worker as it starts."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __reduce__(self) -> tuple[Any, tuple[Any]]:
+        return _received, (reduction.DupFd(self.fd),)
+
+
+def _received(duplicate: Any) -> int:
+    return int(duplicate.detach())
+
+
+def _work(
+    settings: Settings, start: int, send: Any, environ: dict[str, str], streams: tuple[Any, ...]
+) -> None:
     """The worker: run the targets from `start` on, sending each result as it is known.
-    Ctrl-C reaches the whole process group: the parent alone answers it."""
+    Ctrl-C reaches the whole process group: the parent alone answers it. The environment
+    and stdout/stderr are the parent's now (a fork server's are those it started with,
+    perhaps another command's; the working directory and sys.path come with the process)."""
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.environ.clear()
+    os.environ.update(environ)
+    for target, fd in enumerate(streams, start=1):
+        os.dup2(fd, target)
+        os.close(fd)
 
     warm_up()  # torch's one-off lazy imports, not billed to the first target's time
     jobs = _jobs(settings)
