@@ -10,6 +10,7 @@ import sys
 import pytest
 from watch_scripts import gradscope, script, watched
 
+from gradscope.cli import app
 from gradscope.report import watch_plot
 
 pytestmark = pytest.mark.slow
@@ -77,29 +78,30 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
     assert done.returncode == 2 and "spike-sigma" in done.stderr
 
 
-def test_junit_and_markdown(tmp_path):
-    done = gradscope("watch", script("clip_tight.py"), "-f", "junit", "--fail-on", "warning")
-    assert done.returncode == 1 and 'classname="gradscope.watch"' in done.stdout
-    done = gradscope(
-        "watch", script("clip_tight.py"), "-f", "markdown", "-o", str(tmp_path / "r.md")
-    )
-    assert done.returncode == 0 and "clipping-binds" in (tmp_path / "r.md").read_text()
+def test_junit_and_markdown(tmp_path, runner):
+    args = ["watch", script("clip_tight.py"), "-f", "junit", "--fail-on", "warning"]
+    done = runner.invoke(app, args, catch_exceptions=False)
+    assert done.exit_code == 1 and 'classname="gradscope.watch"' in done.stdout
+    args = ["watch", script("clip_tight.py"), "-f", "markdown", "-o", str(tmp_path / "r.md")]
+    done = runner.invoke(app, args, catch_exceptions=False)
+    assert done.exit_code == 0 and "clipping-binds" in (tmp_path / "r.md").read_text()
 
 
-def test_check_runs_watch_entries(tmp_path):
+def test_check_runs_watch_entries(tmp_path, runner, monkeypatch):
     (tmp_path / "pyproject.toml").write_text(
         "[tool.gradscope]\n"
         f"[[tool.gradscope.watch]]\nscript = {script('crash.py')!r}\nargs = ['exit']\nsteps = 5\n"
         f"[[tool.gradscope.watch]]\nscript = {script('no_zero_grad.py')!r}\n"
     )
-    done = gradscope("check", "-f", "json", cwd=str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    done = runner.invoke(app, ["check", "-f", "json"], catch_exceptions=False)
     doc = json.loads(done.stdout)
     first, second = doc["results"]
     assert (
         first["kind"] == "watch" and first["passed"] and first["document"]["summary"]["steps"] == 5
     )
     assert not second["passed"] and second["findings"][0]["rule"] == "GS412"
-    assert done.returncode == 1
+    assert done.exit_code == 1
 
 
 def test_help_imports_neither_torch_nor_matplotlib():
