@@ -39,27 +39,20 @@ from torch.nn import functional as F
 
 
 def tiny():
+    """The fixed cost per step: gradients that take microseconds to read."""
+    return mlp(inputs=32, width=64, batch=16)
+
+
+def mlp(inputs: int = 256, width: int = 512, batch: int = 256):
     model = nn.Sequential(
-        nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)
+        nn.Linear(inputs, width),
+        nn.ReLU(),
+        nn.Linear(width, width),
+        nn.ReLU(),
+        nn.Linear(width, 10),
     )
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x, y = torch.randn(16, 32), torch.randint(0, 10, (16,))
-
-    def step():
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-
-    return model, step
-
-
-def mlp():
-    model = nn.Sequential(
-        nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)
-    )
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x, y = torch.randn(256, 256), torch.randint(0, 10, (256,))
+    x, y = torch.randn(batch, inputs), torch.randint(0, 10, (batch,))
 
     def step():
         loss = F.cross_entropy(model(x), y)
