@@ -156,15 +156,17 @@ class Recorder:
             if p.update_norm is not None and p.weight_norm is not None:
                 rows += [_pad(p.update_norm, width, device), _pad(p.weight_norm, width, device)]
         norms = torch.stack(rows).to(_wide(device))  # float64: 1e20 squares to 1e40
-        sq = torch.where(norms >= 0, norms.square(), norms)
-        for finalise in self.finalisers:
-            sq = finalise(sq)
+        if self.finalisers:  # they take and give squares (a sum over ranks' shards)
+            sq = torch.where(norms >= 0, norms.square(), norms)
+            for finalise in self.finalisers:
+                sq = finalise(sq)
+            norms = torch.where(sq >= 0, sq.sqrt(), sq)
         slots, tensors = _scalars(pending, device)
         micro = [_pad(p.micro, width, device) for p in pending if p.micro is not None]
-        parts = [sq.reshape(-1), *tensors, *micro]  # micro: noise_scale.py's sums
+        parts = [norms.reshape(-1), *tensors, *micro]  # micro: noise_scale.py's sums
         read = torch.cat(parts).tolist()  # cat widens every part to the widest, float64
-        at = sq.numel() + len(tensors)
-        values = read[: sq.numel()] + _filled(slots, read[sq.numel() : at]) + read[at:]
+        at = norms.numel() + len(tensors)
+        values = read[: norms.numel()] + _filled(slots, read[norms.numel() : at]) + read[at:]
         records = _records(pending, values, width)
         if micro:
             records = _with_micro(records, pending, values[-len(micro) * width :], width)
@@ -209,7 +211,7 @@ def _wide(device: torch.device) -> torch.dtype:
 
 def _pad(t: torch.Tensor, width: int, device: torch.device) -> torch.Tensor:
     """`t` on `device`, -1 up to `width` (its dtype as it is: the stack widens)."""
-    t = t.detach().to(device)
+    t = (t.detach() if t.requires_grad else t).to(device)
     if t.numel() == width:
         return t
     filler = torch.full((width - t.numel(),), NO_GRAD, device=device, dtype=t.dtype)
@@ -218,7 +220,8 @@ def _pad(t: torch.Tensor, width: int, device: torch.device) -> torch.Tensor:
 
 def _scalar(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A device scalar as one element to read back (a complex one's real part)."""
-    t = t.detach()
+    if t.requires_grad:
+        t = t.detach()
     if t.is_complex():
         t = t.real
     return (t.reshape(1) if t.dim() == 0 else t.reshape(-1)[:1]).to(device)
@@ -259,29 +262,29 @@ def _none_if_nan(v: float) -> float | None:
 
 
 def _records(pending: list[PendingStep], values: list[float], width: int) -> list[StepRecord]:
-    """`values`: squared norm rows (one per step, then update and weight rows of each
-    sampled step), then the `Scalars` of each step."""
+    """`values`: norm rows (one per step, then update and weight rows of each sampled
+    step; -1: not measured), then the `Scalars` of each step."""
     n = len(pending)
     sampled = sum(p.update_norm is not None and p.weight_norm is not None for p in pending)
-    sq_rows = [values[i * width : (i + 1) * width] for i in range(n + 2 * sampled)]
-    updates = iter(sq_rows[n:])
+    rows = [values[i * width : (i + 1) * width] for i in range(n + 2 * sampled)]
+    updates = iter(rows[n:])
     at = (n + 2 * sampled) * width
     count = len(Scalars._fields)
     out = []
-    for p, sq in zip(pending, sq_rows[:n], strict=True):
+    for p, row in zip(pending, rows[:n], strict=True):
         got = Scalars._make(values[at : at + count])
         at += count
         ratios = update_norm = None
         if p.update_norm is not None and p.weight_norm is not None:
-            upd, wts = _roots(next(updates)), _roots(next(updates))
+            upd, wts = next(updates), next(updates)
             ratios = tuple(_ratio(u, w) for u, w in zip(upd, wts, strict=True))
             own = upd if p.members is None else [upd[i] for i in p.members if i < len(upd)]
             if not any(u < 0 for u in own):  # a total only where every tensor was measured
                 update_norm = math.sqrt(sum(u * u for u in upd if not u < 0))
-        norms = tuple([None if v < 0 else math.sqrt(v) for v in sq])
+        norms = tuple([None if v < 0 else v for v in row])
         members = p.members  # distinct positions below width: all of them when as many
-        own = sq if members is None or len(members) == width else [sq[i] for i in members]
-        total = math.sqrt(sum([v for v in own if not v < 0]))  # the optimizer's, L2; NaN stays
+        own = row if members is None or len(members) == width else [row[i] for i in members]
+        total = math.sqrt(sum([v * v for v in own if not v < 0]))  # the optimizer's; NaN stays
         clip_total = None if p.grad_norm is None else got.script_total
         skipped = p.skipped if isinstance(p.skipped, bool) else got.found_inf > 0
         clipped = _clipped(p, total, clip_total, got.clip_scale)
@@ -362,11 +365,6 @@ def _with_micro(
             )
         )
     return out
-
-
-def _roots(squares: list[float]) -> list[float]:
-    """Norms from squared norms; -1 (not measured) stays."""
-    return [v if v < 0 else math.sqrt(v) for v in squares]
 
 
 def _ratio(update: float, weight: float) -> float:
