@@ -23,6 +23,9 @@ the next read-back (flush_every steps); the measured update takes temporaries of
 subset under 2% of their bytes, or all of them up to 16 MiB), during that step only.
 
     python benchmarks/bench_watch.py [--repeat 5] [--steps 20] [--threads 1] [--later]
+    python benchmarks/bench_watch.py --only tiny --later --steps 100 --repeat 15
+
+(the fixed cost: blocks of 100 steps weigh a fresh watch's first steps as a run would)
 
 Prints ratios; not a test (timings on a shared machine are noisy).
 """

@@ -70,7 +70,7 @@ LogOpt = Annotated[
     typer.Option(
         "--log",
         metavar="FILE",
-        help="Stream one JSON line per step to FILE (flushed every --flush-every steps).",
+        help="Stream one JSON line per step to FILE (written at each read-back).",
     ),
 ]
 
@@ -130,7 +130,7 @@ FlushEveryOpt = Annotated[
         "--flush-every",
         metavar="N",
         min=1,
-        help="Read statistics back from the device every N steps.",
+        help="Read statistics back from the device every N steps (at most 20 times a second).",
     ),
 ]
 

@@ -2,7 +2,8 @@
 
 The interception (stepping.py, manual.py) hands one `PendingStep` per optimizer step to
 `Recorder.add`; nothing in the step reads a value back to the host. Every
-`flush_every` steps (and at the end) `Recorder.flush` concatenates everything
+`flush_every` steps (no more often than MIN_FLUSH_INTERVAL_S, except with finalisers),
+and at the end, `Recorder.flush` concatenates everything
 pending into one tensor, calls the `finalisers` on the per-parameter squared norms,
 does the one `.tolist()`, and turns the numbers into plain `StepRecord`s that
 it passes to `on_records` (the --log streamer).
@@ -23,6 +24,7 @@ import math
 import signal
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -83,6 +85,11 @@ class PendingStep:
     batch_samples: int | None = None
 
 
+MIN_FLUSH_INTERVAL_S = 0.05
+"""A read-back at most this often: steps of a fraction of a millisecond would otherwise
+read back (and build their records) hundreds of times a second. Never in a run with
+finalisers: their read-backs are collective and fall on the same steps on every rank."""
+
 Finaliser = Callable[[torch.Tensor], torch.Tensor]
 StepHook = Callable[[PendingStep], None]
 
@@ -123,6 +130,7 @@ class Recorder:
         """Every step read back so far, in columns (per-tensor detail bounded)."""
         self.width = 0
         """Number of tracked parameters (vectors of older steps are padded to it)."""
+        self._flushed_at = time.perf_counter()
         self._lock = threading.RLock()
         """Steps come from any thread of the script; the end of the watch flushes."""
 
@@ -131,8 +139,15 @@ class Recorder:
             for hook in self.on_add:
                 hook(step)
             self.pending.append(step)
-            if len(self.pending) >= self.flush_every:
+            if len(self.pending) >= self.flush_every and self._due():
                 self.flush()
+
+    def _due(self) -> bool:
+        """flush_every steps pend: read them back unless the last read-back was under
+        MIN_FLUSH_INTERVAL_S ago (up to 100 × flush_every steps)."""
+        if self.finalisers or len(self.pending) >= 100 * self.flush_every:
+            return True
+        return time.perf_counter() - self._flushed_at >= MIN_FLUSH_INTERVAL_S
 
     def flush(self) -> None:
         """One host read-back for everything pending.
@@ -172,6 +187,7 @@ class Recorder:
             records = _with_micro(records, pending, values[-len(micro) * width :], width)
         self.records.extend(records)
         self.pending = []
+        self._flushed_at = time.perf_counter()
         if self.on_records is not None:
             self.on_records(records)
 

@@ -53,6 +53,29 @@ def test_a_failed_read_back_keeps_its_steps_pending():
     assert len(recorder.pending) == 3 and recorder.records == []
 
 
+def test_fast_steps_read_back_at_most_every_interval_and_collective_ones_every_n(monkeypatch):
+    """flush_every steps read back unless the last read-back was under
+    MIN_FLUSH_INTERVAL_S ago (then at most 100 × flush_every steps wait); a recorder
+    with finalisers (collective read-backs, the same steps on every rank) never waits."""
+    from gradscope.watcher import recorder as recorder_mod
+
+    monkeypatch.setattr(recorder_mod, "MIN_FLUSH_INTERVAL_S", 3600.0)
+    fast = Recorder(flush_every=2)
+    for n in range(1, 200):
+        fast.add(_step(n))
+    assert len(fast.records) == 0 and len(fast.pending) == 199
+    fast.add(_step(200))
+    assert len(fast.records) == 200 and fast.pending == []  # 100 × flush_every
+    collective = Recorder(flush_every=2, finalise=lambda sq: sq)
+    for n in range(1, 6):
+        collective.add(_step(n))
+    assert len(collective.records) == 4 and len(collective.pending) == 1
+    monkeypatch.setattr(recorder_mod, "MIN_FLUSH_INTERVAL_S", 0.0)
+    fast.add(_step(201))
+    fast.add(_step(202))
+    assert len(fast.records) == 202
+
+
 def _clipped(**kw) -> PendingStep:
     base = dict(
         step=1,
