@@ -127,12 +127,12 @@ def gpt():
     return model, step
 
 
-def block(step, steps: int) -> list[float]:
-    """The block's mean step time (a list of one, to add to the others)."""
+def block(step, steps: int) -> float:
+    """The block's mean step time."""
     start = time.perf_counter()
     for _ in range(steps):
         step()
-    return [(time.perf_counter() - start) / steps]
+    return (time.perf_counter() - start) / steps
 
 
 OWN = [0.0]
@@ -176,15 +176,15 @@ def measure(name: str, build, repeat: int, steps: int) -> None:
     bare, watched, own = [], [], 0.0
     for r in range(repeat):
         if r % 2:  # alternate the order so that drift on a shared machine cancels
-            bare += block(step, steps)
+            bare.append(block(step, steps))
         with watch(update_every=25, flush_every=10) as w:
             step()  # the first step scans for the model: outside the block
             OWN[0] = 0.0
-            watched += block(step, steps)
+            watched.append(block(step, steps))
             own += OWN[0]
         assert len(w.run.steps) == steps + 1
         if r % 2 == 0:
-            bare += block(step, steps)
+            bare.append(block(step, steps))
     mb, mw = statistics.median(bare), statistics.median(watched)
     per_step_own = own / (len(watched) * steps)
     print(
