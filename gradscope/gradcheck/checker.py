@@ -127,16 +127,26 @@ def _check_names(resolved: list[tuple[Resolved, Options]]) -> None:
 
 @functools.cache
 def warm_up() -> None:
-    """One tiny backward and forward-mode pass before any clock starts: torch imports parts
-    of itself (sympy, about a second) on the first autograd.grad call, which would otherwise
-    be billed to whichever target happens to be checked first."""
+    """One tiny backward before any clock starts: torch imports parts of itself (sympy,
+    about half a second) on the first autograd.grad call given grad_outputs, as every
+    check's are, which would otherwise be billed to whichever target is checked first."""
+    import torch
+
+    x = torch.ones(2, dtype=torch.float64, requires_grad=True)
+    torch.autograd.grad(x * x, x, torch.ones_like(x))
+
+
+@functools.cache
+def warm_up_forward_ad() -> None:
+    """One tiny forward-mode pass, paid only by a run that checks forward-ad: the first
+    dual tensor imports torch._dynamo (about a second of CPU), which a backward-only
+    check never needs."""
     import torch
     import torch.autograd.forward_ad as fwAD
 
-    x = torch.ones(2, dtype=torch.float64, requires_grad=True)
-    torch.autograd.grad((x * x).sum(), x)
+    x = torch.ones(2, dtype=torch.float64)
     with fwAD.dual_level():
-        fwAD.unpack_dual(fwAD.make_dual(x.detach(), torch.ones_like(x)) * 2)
+        fwAD.unpack_dual(fwAD.make_dual(x, torch.ones_like(x)) * 2)
 
 
 def check_resolved(target: Resolved, options: Options) -> FunctionResult:
@@ -251,6 +261,8 @@ class _Run:
         from gradscope.gradcheck.notes import error
         from gradscope.gradcheck.stages import second_order
 
+        if name == "forward-ad":
+            warm_up_forward_ad()  # before the clock, as warm_up for the backward
         start, ev = time.perf_counter(), None
         failures: list[PairFailure] = []
         try:
