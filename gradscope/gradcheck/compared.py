@@ -9,10 +9,13 @@ from dataclasses import dataclass, field
 import torch
 
 from gradscope.gradcheck.jacobian import Tolerance, unravel
-from gradscope.gradcheck.results import Element
+from gradscope.gradcheck.results import Diagnosis, Element
 from gradscope.gradcheck.stages import Block, Sparse
 
 FIT = 10.0
+
+Fit = tuple[float, Diagnosis]
+"""A pattern's diagnosis with how tightly it fits (its residual)."""
 
 
 WORST = 5
@@ -104,6 +107,22 @@ def worst(c: Compared, ctx: Context, k: int = WORST) -> tuple[Element, ...]:
     return tuple(out)
 
 
+def residual(a: torch.Tensor, p: torch.Tensor, tol: Tolerance) -> float:
+    """How far `a` is from the pattern's prediction `p`, in units of the check's own tolerance
+    (max |a - p| / (atol + rtol |p|)): at most 1 fits every entry as the check would, at most
+    FIT fits loosely; inf where an entry is not finite."""
+    if not a.numel():
+        return 0.0
+    ratio = (a - p).abs() / (tol.atol + tol.rtol * p.abs())
+    return float(ratio.nan_to_num(float("inf")).max())
+
+
+def residual_sparse(a: Sparse, p: Sparse, tol: Tolerance) -> float:
+    """residual on every entry either block has."""
+    keys = torch.unique(torch.cat([a.keys, p.keys]))
+    return residual(a.at(keys), p.at(keys), tol)
+
+
 def fits(a: torch.Tensor, p: torch.Tensor, tol: Tolerance) -> bool:
     return bool(((a - p).abs() <= FIT * (tol.atol + tol.rtol * p.abs())).all())
 
@@ -112,6 +131,13 @@ def fits_sparse(a: Sparse, p: Sparse, tol: Tolerance) -> bool:
     """fits on every entry either block has."""
     keys = torch.unique(torch.cat([a.keys, p.keys]))
     return fits(a.at(keys), p.at(keys), tol)
+
+
+def explains(fit: float, c: Compared, tol: Tolerance) -> bool:
+    """A pattern explains the block when it fits (within FIT) and fits at least twice as
+    tightly as no pattern at all: a transpose of a symmetric Jacobian changes nothing, so a
+    small error on one is never called transposed on the loose fit alone."""
+    return fit <= FIT and 2 * fit < residual(c.a, c.n, tol)
 
 
 def positions(c: Compared, ctx: Context, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

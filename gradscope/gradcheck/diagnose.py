@@ -2,9 +2,12 @@
 
 Each pattern is tried in order and the first that fits wins; "fits" means every
 entry agrees within FIT times the check's own tolerance, so a diagnosis is a
-statement about every compared entry, not an average. A pattern names a cause only on
-its own evidence: look-alikes (an operand transposed, a permuted axis, a broadcast
-summed over the wrong axis) get their own name or the plain mismatch, never a wrong one.
+statement about every compared entry, not an average. The patterns that map the whole
+block are weighed against each other (the tightest fit wins, and none wins that fits no
+better than the block as it is: a symmetric Jacobian's transpose is itself). A pattern
+names a cause only on its own evidence: look-alikes (an operand transposed, a permuted
+axis, a broadcast summed over the wrong axis) get their own name or the plain mismatch,
+never a wrong one.
 The patterns read off where the entries sit are in diagnose_shapes; the comparison they all
 read, in compared.
 """
@@ -13,7 +16,16 @@ from __future__ import annotations
 
 import torch
 
-from gradscope.gradcheck.compared import FIT, Compared, Context, fits, fits_sparse, positions
+from gradscope.gradcheck.compared import (
+    FIT,
+    Compared,
+    Context,
+    Fit,
+    explains,
+    positions,
+    residual,
+    residual_sparse,
+)
 from gradscope.gradcheck.diagnose_shapes import (
     boundary,
     index_shift,
@@ -28,21 +40,14 @@ def diagnose(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
     """The first pattern that fits; None when the block shows no mismatch at all."""
     if not bool(c.bad.any()) and ctx.linear:
         return None
-    for rule in (
-        _not_finite,
-        _not_linear,
-        _zero_numerical,
-        _zero_analytical,
-        _wrong_order,
-        transposed,
-        operand_transposed,
-        _sign_flip,
-        _constant_factor,
-        boundary,
-        _masked_by_value,
-        index_shift,
-        _masked,
-    ):
+    for rule in (_not_finite, _not_linear, _zero_numerical, _zero_analytical):
+        found = rule(c, tol, ctx)
+        if found is not None:
+            return found
+    best = _tightest(c, tol, ctx)
+    if best is not None:
+        return best
+    for rule in (boundary, _masked_by_value, index_shift, _masked):
         found = rule(c, tol, ctx)
         if found is not None:
             return found
@@ -52,6 +57,20 @@ def diagnose(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
         f"w.r.t. {ctx.input_label} disagree with no simple pattern; compare the "
         f"{ctx.code} formula term by term with the forward",
     )
+
+
+def _tightest(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
+    """Of the patterns that map the whole block (another input's gradient, a transpose, a
+    sign, a factor), the first that fits every entry within the check's own tolerance, else
+    the one that fits tightest: a 1% factor on a symmetric Jacobian fits `transposed` only
+    within FIT, and `constant-factor` exactly."""
+    found: list[Fit] = []
+    for rule in (_wrong_order, transposed, operand_transposed, _sign_flip, _constant_factor):
+        fit = rule(c, tol, ctx)
+        if fit is not None and fit[0] <= 1:
+            return fit[1]
+        found += [fit] if fit is not None else []
+    return min(found, key=lambda f: f[0])[1] if found else None
 
 
 def _not_linear(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
@@ -115,10 +134,11 @@ def _zero_analytical(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | N
     )
 
 
-def _wrong_order(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
+def _wrong_order(c: Compared, tol: Tolerance, ctx: Context) -> Fit | None:
     for label, numerical in ctx.others:
-        if fits_sparse(c.block.analytical, numerical(), tol):
-            return Diagnosis(
+        fit = residual_sparse(c.block.analytical, numerical(), tol)
+        if explains(fit, c, tol):
+            return fit, Diagnosis(
                 "wrong-order",
                 f"the gradient returned for {ctx.input_label} is the "
                 f"gradient of {label}: {ctx.code} returns gradients in the wrong "
@@ -128,10 +148,11 @@ def _wrong_order(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
     return None
 
 
-def _sign_flip(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
-    if not fits(c.a, -c.n, tol):
+def _sign_flip(c: Compared, tol: Tolerance, ctx: Context) -> Fit | None:
+    fit = residual(c.a, -c.n, tol)
+    if not explains(fit, c, tol):
         return None
-    return Diagnosis(
+    return fit, Diagnosis(
         "sign-flip",
         f"the gradient of {ctx.input_label} has the wrong sign "
         f"everywhere: a flipped sign in {ctx.code} (d(-x), d(a - b), -sin vs sin)",
@@ -139,10 +160,11 @@ def _sign_flip(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
     )
 
 
-def _constant_factor(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
+def _constant_factor(c: Compared, tol: Tolerance, ctx: Context) -> Fit | None:
     denom = float((c.n * c.n).sum())
     k = float((c.a * c.n).sum()) / denom if denom > 0 else 0.0
-    if abs(k - 1) <= tol.rtol or k == 0 or not fits(c.a, k * c.n, tol):
+    fit = residual(c.a, k * c.n, tol)
+    if abs(k - 1) <= tol.rtol or k == 0 or not explains(fit, c, tol):
         return None
     hint = ""
     for whole in (2, 3, 4, 0.5, 1 / 3, 0.25):
@@ -152,7 +174,7 @@ def _constant_factor(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | N
                 if whole > 1
                 else f" (a missing factor {1 / whole:g})"
             )
-    return Diagnosis(
+    return fit, Diagnosis(
         "constant-factor",
         f"analytical ≈ {k:.4g} × numerical for "
         f"{ctx.input_label}{hint}: a missing or extra chain-rule factor in "

@@ -9,53 +9,64 @@ import torch
 from gradscope.gradcheck.compared import (
     Compared,
     Context,
+    Fit,
     dense,
+    explains,
     fits,
-    fits_sparse,
     multi,
     positions,
+    residual,
+    residual_sparse,
 )
 from gradscope.gradcheck.jacobian import Tolerance
 from gradscope.gradcheck.results import Diagnosis
 
 
-def transposed(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
+def transposed(c: Compared, tol: Tolerance, ctx: Context) -> Fit | None:
+    """The gradient (or the incoming gradient) transposed, or two axes swapped: the first
+    permutation that explains the block (a symmetric Jacobian's transpose never does)."""
     if not c.block.full:
         return None
     a, n = c.block.analytical, c.block.numerical
     flip_in, flip_out = _transpose(ctx.input_shape), _transpose(ctx.output_shape)
-    if flip_in is not None and fits_sparse(a.permuted(None, flip_in), n, tol):
-        return Diagnosis(
-            "transposed",
-            f"the gradient of {ctx.input_label} is the transpose "
-            f"of the right one: a missing or extra .t() / .transpose() in "
-            f"{ctx.code}",
-            {"side": "input"},
-        )
+    if flip_in is not None:
+        fit = residual_sparse(a.permuted(None, flip_in), n, tol)
+        if explains(fit, c, tol):
+            return fit, Diagnosis(
+                "transposed",
+                f"the gradient of {ctx.input_label} is the transpose "
+                f"of the right one: a missing or extra .t() / .transpose() in "
+                f"{ctx.code}",
+                {"side": "input"},
+            )
     for d1, d2 in _axis_pairs(ctx.input_shape):
-        if fits_sparse(a.permuted(None, _swap(ctx.input_shape, d1, d2)), n, tol):
-            return Diagnosis(
+        fit = residual_sparse(a.permuted(None, _swap(ctx.input_shape, d1, d2)), n, tol)
+        if explains(fit, c, tol):
+            return fit, Diagnosis(
                 "transposed",
                 f"the gradient of {ctx.input_label} has its dimensions {d1} and {d2} "
                 f"swapped: a wrong permute / transpose / view in {ctx.code}",
                 {"side": "input", "dims": [d1, d2]},
             )
-    if flip_out is not None and fits_sparse(a.permuted(flip_out, None), n, tol):
-        if _numel(ctx.input_shape) < _numel(ctx.output_shape):
-            return Diagnosis(
-                "broadcast-axis",
-                f"the gradient of {ctx.input_label}, broadcast in forward, is summed over "
-                f"the wrong dimension of {ctx.output_label}'s gradient in {ctx.code} (sum "
-                "over the dimensions forward broadcast it along)",
-                {"side": "output"},
-            )
-        return Diagnosis(
-            "transposed",
-            f"{ctx.code} treats the incoming gradient of "
-            f"{ctx.output_label} as transposed: a missing or extra .t()",
+    if flip_out is None:
+        return None
+    fit = residual_sparse(a.permuted(flip_out, None), n, tol)
+    if not explains(fit, c, tol):
+        return None
+    if _numel(ctx.input_shape) < _numel(ctx.output_shape):
+        return fit, Diagnosis(
+            "broadcast-axis",
+            f"the gradient of {ctx.input_label}, broadcast in forward, is summed over "
+            f"the wrong dimension of {ctx.output_label}'s gradient in {ctx.code} (sum "
+            "over the dimensions forward broadcast it along)",
             {"side": "output"},
         )
-    return None
+    return fit, Diagnosis(
+        "transposed",
+        f"{ctx.code} treats the incoming gradient of "
+        f"{ctx.output_label} as transposed: a missing or extra .t()",
+        {"side": "output"},
+    )
 
 
 def _transpose(shape: tuple[int, ...]) -> torch.Tensor | None:
@@ -81,7 +92,7 @@ def _axis_pairs(shape: tuple[int, ...]) -> list[tuple[int, int]]:
     ]
 
 
-def operand_transposed(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
+def operand_transposed(c: Compared, tol: Tolerance, ctx: Context) -> Fit | None:
     """The analytical Jacobian is the numerical one transposed (output and input indices
     exchanged): backward multiplies grad_output by another operand transposed, `g @ b`
     for `g @ b.t()`. The entries that agree are where the operand equals its transpose
@@ -91,9 +102,10 @@ def operand_transposed(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis |
     if not block.full or m != n or ctx.input_shape != ctx.output_shape or m * n > SHIFT_CAP:
         return None
     a, num = dense(block.analytical), dense(block.numerical)
-    if float(num.abs().max()) <= tol.atol or not fits(a, num.t(), tol):
+    fit = residual(a, num.t(), tol)
+    if float(num.abs().max()) <= tol.atol or not explains(fit, c, tol):
         return None
-    return Diagnosis(
+    return fit, Diagnosis(
         "transposed",
         f"the gradient of {ctx.input_label} is computed with another operand transposed "
         f"(the analytical Jacobian is the numerical one transposed): a missing or extra "
