@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from gradscope.errors import ConfigError, TargetError, UserCodeError
+from gradscope.gradcheck import made_up
 from gradscope.gradcheck.inputs import InputOptions, Problem, build
 from gradscope.gradcheck.options import SEED_MAX, SEED_RANGE, Options, options_for
 from gradscope.gradcheck.results import (
@@ -150,6 +151,31 @@ def warm_up_forward_ad() -> None:
 
 
 def check_resolved(target: Resolved, options: Options) -> FunctionResult:
+    """One target's checks; when backward refuses the shape of a made-up input, again with
+    that input shaped like the gradient backward returned (made_up.py)."""
+    result, problem = _check_once(target, options)
+    first = {n: g.describe() for n, g in problem.made_up.items()}
+    refits: dict[str, tuple[int, ...]] = {}
+    while (fit := made_up.refit(problem, result.errors)) is not None:
+        name, shape = fit
+        if refits.get(name) == shape or len(refits) >= len(target.signature.parameters):
+            raise made_up.refused(
+                target.label, name, first[name], shape, "the same again when shaped so"
+            )
+        refits[name] = shape
+        inputs = replace(options.inputs, refits={**options.inputs.refits, **refits})
+        try:
+            result, problem = _check_once(target, replace(options, inputs=inputs))
+        except InputsRejected as exc:
+            text = str(exc.original).strip().splitlines()
+            why = f"forward raised on it shaped so ({type(exc.original).__name__}"
+            why += f": {text[0]})" if text else ")"
+            raise made_up.refused(target.label, name, first[name], shape, why) from None
+    notes = tuple(made_up.refit_note(n, first[n], shape) for n, shape in refits.items())
+    return replace(result, notes=result.notes + notes) if notes else result
+
+
+def _check_once(target: Resolved, options: Options) -> tuple[FunctionResult, Problem]:
     import torch
 
     from gradscope.gradcheck import notes as notes_mod
@@ -173,7 +199,7 @@ def check_resolved(target: Resolved, options: Options) -> FunctionResult:
     except StageError as exc:
         if exc.stage == "forward" and problem.generated:
             raise InputsRejected(problem, exc.original) from None
-        return FunctionResult(
+        failed = FunctionResult(
             inputs=tuple(problem.infos),
             outputs=tuple(problem.output_names),
             checks=(CheckSummary("backward", False, 1, 0.0),),
@@ -182,6 +208,7 @@ def check_resolved(target: Resolved, options: Options) -> FunctionResult:
             duration_s=time.perf_counter() - start,
             **base,
         )
+        return failed, problem
     if not outs:
         raise TargetError(f"{target.label} returns no floating-point tensor: nothing to check")
     notes += found
@@ -195,7 +222,7 @@ def check_resolved(target: Resolved, options: Options) -> FunctionResult:
             run.check(name)
     finally:
         problem.restore()  # a module's own parameters, bit for bit as they were
-    return FunctionResult(
+    result = FunctionResult(
         inputs=tuple(run.infos or problem.infos),
         outputs=tuple(problem.output_names),
         checks=tuple(run.summaries),
@@ -205,6 +232,7 @@ def check_resolved(target: Resolved, options: Options) -> FunctionResult:
         duration_s=time.perf_counter() - start,
         **base,
     )
+    return result, problem
 
 
 class InputsRejected(UserCodeError):
@@ -292,6 +320,8 @@ class _Run:
                     "clone it first",
                 )
             )
+        failures, unchecked = made_up.set_aside(self.problem, failures)
+        self.notes += unchecked
         self.failures += failures
         passed = not failures and not any(e.check == name for e in self.errors)
         self.summaries.append(

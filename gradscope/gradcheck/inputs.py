@@ -1,12 +1,12 @@
 """Build a target's inputs and reduce it to a function of its differentiable tensors.
 
 Inputs come from the target's `gradcheck_inputs` when it has one, otherwise
-from its signature: every parameter without a default becomes a standard-normal
-float64 tensor of DEFAULT_SHAPE with requires_grad=True, drawn in signature
-order from a generator seeded with `seed` (mapped into a `--domain` when one is
-given); parameters with defaults keep them (a Function's are passed to `.apply`, which
-has no keywords); `--shape NAME=DIMS`, `--arg NAME=VALUE` and `--tensor NAME=LITERAL`
-override one parameter each.
+from its signature: every parameter without a default gets a made-up value, a
+standard-normal float64 tensor of DEFAULT_SHAPE with requires_grad=True unless its name
+says more (guesses.py), drawn in signature order from a generator seeded with `seed`
+(mapped into a `--domain` when one is given); parameters with defaults keep them (a
+Function's are passed to `.apply`, which has no keywords); `--shape NAME=DIMS`,
+`--arg NAME=VALUE` and `--tensor NAME=LITERAL` override one parameter each.
 
 Tensors nested in an argument (tuples, lists, dicts) are inputs too, as torch's own
 checks flatten them. An nn.Module's parameters are differentiated as the module's own
@@ -25,6 +25,7 @@ from typing import Any
 
 from gradscope.errors import ConfigError, TargetError, UserCodeError
 from gradscope.fmt import clip
+from gradscope.gradcheck.guesses import Guess, guess
 from gradscope.gradcheck.nesting import Path, flatten, is_dual, nested, replaced
 from gradscope.gradcheck.results import InputInfo, Note
 from gradscope.gradcheck.targets import PROVIDER, Resolved, non_tensor_annotation
@@ -52,6 +53,9 @@ class InputOptions:
     """NAME → a literal (nested list of numbers or bools) made into a tensor."""
     domains: dict[str, Domain] = field(default_factory=dict)
     """NAME (or "" for all) → where generated floats are drawn."""
+    refits: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """NAME → a shape to make it up with instead of the guess: the shape of the gradient
+    backward returned for it (still made up, unlike --shape)."""
 
 
 MAX_ELEMENTS = 10_000_000
@@ -138,6 +142,9 @@ class Problem:
     """The inputs were generated from the signature (not given by gradcheck_inputs)."""
     stated: dict[str, Any] = field(default_factory=dict)
     """--arg values, to explain a forward that rejects them."""
+    made_up: dict[str, Guess] = field(default_factory=dict)
+    """NAME → how its value was made up, for the parameters nobody stated (gradcheck_inputs,
+    --arg, --shape, --tensor, a default): a failure these explain is not the Function's."""
 
     def leaves(self) -> list[Any]:
         """Inputs to build a graph on: fresh leaves, and each owned tensor itself at its base
@@ -175,7 +182,8 @@ def build(target: Resolved, options: InputOptions) -> Problem:
     if target.kind == "module":
         target.obj.to(dtype)
     provided = _provided(target, options, gen, dtype, notes) if target.provider else None
-    pos, kw = provided if provided is not None else _generated(target, options, gen, dtype)
+    made_up: dict[str, Guess] = {}
+    pos, kw = provided if provided is not None else _generated(target, options, gen, dtype, made_up)
     _no_meta(target, pos, kw)
     if target.kind == "autograd.Function" and kw:
         raise TargetError(
@@ -205,6 +213,7 @@ def build(target: Resolved, options: InputOptions) -> Problem:
         owned=owned,
         generated=provided is None,
         stated={k: v for k, v in options.args.items()},
+        made_up=made_up,
     )
     problem.fn = _make_fn(target, problem, [v for _, v in pos], kw, slots)
     return problem
@@ -241,9 +250,10 @@ def _tensor(shape: tuple[int, ...], gen: Any, dtype: Any, domain: Domain | None 
 
 
 def _generated(
-    target: Resolved, options: InputOptions, gen: Any, dtype: Any
+    target: Resolved, options: InputOptions, gen: Any, dtype: Any, made_up: dict[str, Guess]
 ) -> tuple[list[tuple[str, Any]], dict[str, Any]]:
-    """Signature → values: --arg, --tensor, --shape, the default, or a generated tensor."""
+    """Signature → values: --arg, --tensor, --shape, the default, or a made-up value (kept in
+    `made_up`)."""
     pos: list[tuple[str, Any]] = []
     kw: dict[str, Any] = {}
     keep_defaults = target.kind == "autograd.Function"  # apply() is positional only
@@ -263,14 +273,8 @@ def _generated(
                 skipped = True
                 continue
             value = p.default
-        elif non_tensor_annotation(p):
-            raise TargetError(
-                f"{target.label}: parameter `{p.name}` "
-                f"({non_tensor_annotation(p)}) has no default; pass "
-                f"--arg {p.name}=VALUE"
-            )
         else:
-            value = _tensor(DEFAULT_SHAPE, gen, dtype, domain)
+            value = _made_up(target, p, options, gen, dtype, made_up)
         if p.kind is P.KEYWORD_ONLY or skipped:
             kw[p.name] = value
         else:
@@ -282,6 +286,32 @@ def _generated(
         if k not in target.signature.parameters and target.accepts(k)
     }
     return pos, {**kw, **extra}
+
+
+def _made_up(
+    target: Resolved,
+    p: inspect.Parameter,
+    options: InputOptions,
+    gen: Any,
+    dtype: Any,
+    made_up: dict[str, Guess],
+) -> Any:
+    """A value for a parameter nobody stated: what its name suggests (guesses.py), or the
+    shape backward's gradient had on an earlier try."""
+    made = guess(p.name, DEFAULT_SHAPE)
+    if p.name in options.refits:
+        made = Guess(options.refits[p.name], why="the shape of the gradient backward returns")
+    if non_tensor_annotation(p) and made.shape is not None:
+        raise TargetError(
+            f"{target.label}: parameter `{p.name}` "
+            f"({non_tensor_annotation(p)}) has no default; pass "
+            f"--arg {p.name}=VALUE"
+        )
+    made_up[p.name] = made
+    if made.shape is None:
+        return made.value
+    domain = options.domains.get(p.name, options.domains.get(ALL, made.domain))
+    return _tensor(made.shape, gen, dtype, domain)
 
 
 def _provided(

@@ -155,12 +155,22 @@ def _meaning(text: str, stage: str, problem: Problem) -> Diagnosis:
     for pattern, slug in _PATTERNS:
         match = re.search(pattern, text)
         if match:
-            return Diagnosis(slug, _explain(slug, match, problem))
+            return Diagnosis(slug, _explain(slug, match, problem), _details(slug, match, problem))
     return Diagnosis(
         f"{stage}-error",
         f"the target's {stage} raised; fix it at the location "
         "shown (rerun with --debug for the traceback)",
     )
+
+
+def _details(slug: str, match: re.Match[str], problem: Problem) -> dict[str, object]:
+    """For grad-shape: which argument, and the shapes backward gave and forward took."""
+    if slug != "grad-shape":
+        return {}
+    k = int(match.group(1))
+    dims = [[int(d) for d in group.split(",") if d.strip()] for group in match.groups()[1:]]
+    name = problem.call[k][0] if 0 <= k < len(problem.call) else None
+    return {"argument": name, "got": dims[0], "expected": dims[1]}
 
 
 def _expected(problem: Problem) -> str:

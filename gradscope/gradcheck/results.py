@@ -13,6 +13,12 @@ from gradscope.outcome import Outcome
 
 CHECKS = ("backward", "second-order", "forward-ad")
 """The checks a target can get, in the order they run."""
+WRONG_GRADIENT, RAISED, CAVEAT = "GS201", "GS202", "GS203"
+"""The rule of each part of a result (gradcheck/findings.py declares them): a PairFailure,
+a CheckError, a Note. The terminal report shows them, the ids to `ignore`."""
+UNCHECKED = "made-up-input"
+"""The note on an input that could not be checked with made-up inputs (the table marks it
+`?`): gradcheck/made_up.py."""
 
 
 @dataclass(frozen=True)
@@ -156,9 +162,12 @@ class Note:
 
     slug: str
     message: str
+    subject: str = ""
+    """The input it is about (its name), when it is about one."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.slug, "message": self.message}
+        out = {"id": self.slug, "message": self.message}
+        return {**out, "input": self.subject} if self.subject else out
 
 
 @dataclass(frozen=True)

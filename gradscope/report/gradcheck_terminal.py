@@ -11,7 +11,11 @@ from rich.console import Console
 
 from gradscope.fmt import duration, num
 from gradscope.gradcheck.results import (
+    CAVEAT,
     CHECKS,
+    RAISED,
+    UNCHECKED,
+    WRONG_GRADIENT,
     CheckError,
     Element,
     FunctionResult,
@@ -65,7 +69,7 @@ def render_target(t: FunctionResult, console: Console) -> None:
     for e in t.errors:
         _error(e, console)
     for n in t.notes:
-        layout.finding_head(console, "WARNING", "yellow", (n.slug, "bold"))
+        layout.finding_head(console, "WARNING", "yellow", (CAVEAT, "bold"), " ", (n.slug, "bold"))
         layout.detail(console, "", n.message)
 
 
@@ -75,12 +79,14 @@ def _inputs(t: FunctionResult, console: Console) -> None:
     columns += [grid.Column("checked"), *(grid.Column(check) for check in ran)]
     failed = {(f.check, f.input.name) for f in t.failures}
     errored = {e.check for e in t.errors}
+    unchecked = {n.subject for n in t.notes if n.slug == UNCHECKED}
     rows: list[list[Part]] = []
     for info in t.inputs:
         marks: list[Part] = []
         for check in ran:
             bad = (check, info.name) in failed or check in errored
-            marks.append(("✗", "red") if bad else ("✓", "green"))
+            mark = ("?", "yellow") if info.name in unchecked else ("✓", "green")
+            marks.append(("✗", "red") if bad else mark)
         shape = "×".join(map(str, info.shape)) or "scalar"
         rows.append([info.label, shape, info.dtype, info.coverage or "-", *marks])
     grid.grid(console, columns, rows)
@@ -115,6 +121,8 @@ def _explain(f: PairFailure, console: Console) -> None:
         console,
         "FAIL",
         "red",
+        (WRONG_GRADIENT, "bold"),
+        " ",
         (f.diagnosis.slug, "bold"),
         f"  {f.check} · {f.input.label} → {f.output}",
     )
@@ -132,7 +140,9 @@ def _explain(f: PairFailure, console: Console) -> None:
 
 def _error(e: CheckError, console: Console) -> None:
     where = f" at {e.location}" if e.location else ""
-    layout.finding_head(console, "FAIL", "red", (e.diagnosis.slug, "bold"), f"  {e.check}")
+    layout.finding_head(
+        console, "FAIL", "red", (RAISED, "bold"), " ", (e.diagnosis.slug, "bold"), f"  {e.check}"
+    )
     layout.detail(console, "", f"{e.message}{where}")
     layout.detail(console, "", e.diagnosis.message)
 

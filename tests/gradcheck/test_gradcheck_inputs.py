@@ -81,12 +81,12 @@ def test_a_function_with_a_default_tensor_gets_one_from_shape():
 
 
 def test_non_tensor_annotation_without_default_needs_arg():
-    def f(x, dim: int):
-        return x.sum(dim)
+    def f(x, repeats: int):
+        return x.repeat(repeats, 1)
 
-    with pytest.raises(TargetError, match="pass --arg dim=VALUE"):
+    with pytest.raises(TargetError, match="pass --arg repeats=VALUE"):
         build(resolve_object(f, "f"), InputOptions())
-    assert build(resolve_object(f, "f"), InputOptions(args={"dim": 1})).infos[0].name == "x"
+    assert build(resolve_object(f, "f"), InputOptions(args={"repeats": 2})).infos[0].name == "x"
 
 
 def test_provider_wins_and_names_varargs():
