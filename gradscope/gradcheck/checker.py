@@ -437,5 +437,5 @@ def _lazy(explainer: Any, k: int, o: int, block: Any) -> Any:
 
 def _coverage(d: Any) -> str:
     if d.exact:
-        return f"all {d.n} elements"
+        return "its one element" if d.n == 1 else f"all {d.n} elements"
     return f"{len(d.basis)} of {d.n} elements + {d.dense.shape[1]} random directions"

@@ -72,6 +72,8 @@ def test_a_correct_scaled_matmul_passes_on_made_up_inputs():
     assert result.passed and not result.failures and not result.errors, result
     shapes = {i.name: i.shape for i in result.inputs}
     assert shapes == {"x": (4, 4), "weight": (4, 4), "bias": (4,), "scale": ()}
+    coverage = {i.name: i.coverage for i in result.inputs}
+    assert coverage["scale"] == "its one element" and coverage["bias"] == "all 4 elements"
     (message,) = unchecked(result).values()
     assert message.startswith("could not check scale (arg 3) with made-up inputs")
     assert "--arg scale=VALUE" in message
