@@ -45,3 +45,29 @@ def test_rules_are_listed_in_id_order(runner):
 
 def test_dir_lists_the_lazy_public_names():
     assert {"inspect", "inspect_target", "Severity", "Report", "ExitCode"} <= set(dir(gradscope))
+
+
+@pytest.mark.slow
+def test_no_commands_help_imports_pydantic_torch_or_matplotlib():
+    """typer checks values with pydantic: built at a parameter's first value, never for
+    --help (it was half of `watch --help`'s start-up; docs/performance.md)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom gradscope.cli import app\n"
+        f"for command in {[*COMMANDS, 'watch', 'diff']!r}:\n"
+        "    try:\n        app([command, '--help'], prog_name='gradscope')\n"
+        "    except SystemExit:\n        pass\n"
+        "heavy = ('pydantic', 'torch', 'matplotlib', 'importlib.metadata')\n"
+        "print('LOADED', sorted(m for m in heavy if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "LOADED []" in out.stdout, out.stdout[-300:] + out.stderr[-2000:]
+
+
+def test_values_are_still_checked_after_help_is_cheap(runner):
+    result = runner.invoke(app, ["inspect", "healthy-mlp", "--top", "many"])
+    assert result.exit_code == 2 and "'--top'" in result.output and "integer" in result.output
+    result = runner.invoke(app, ["watch", "x.py", "--steps", "0"])
+    assert result.exit_code == 2 and "--steps" in result.output
