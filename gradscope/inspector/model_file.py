@@ -20,6 +20,7 @@ from gradscope.inspector.targets import (
     DEFAULT_NAME,
     Target,
     import_location,
+    load,
     split_spec,
     top_level_names,
 )
@@ -54,6 +55,14 @@ def prepare(spec: str) -> Built | None:
         return None
     cls = getattr(import_location(where), name, None)
     return _from_class(cls, f"{where}:{name}") if isinstance(cls, type) else None
+
+
+def resolve(spec: str) -> Built:
+    """What a target spec names, the way `inspect` reads it: a model file or class built
+    with a batch (the note says what was built), else the usual target (no note). Every
+    command that takes a TARGET but no script resolves it here."""
+    built = prepare(spec)
+    return built if built is not None else Built(load(spec), "")
 
 
 def model_classes(path: str, any_file: bool = False) -> list[str]:
