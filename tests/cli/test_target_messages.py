@@ -67,6 +67,39 @@ class Classifier(nn.Module):
         return self.fc(x)
 """
 
+LM = """
+from torch import nn
+class TinyLM(nn.Module):
+    def __init__(self, vocab_size, dim, layers=2):
+        super().__init__()
+        self.tok = nn.Embedding(vocab_size, dim)
+        self.head = nn.Linear(dim, vocab_size)
+    def forward(self, ids):
+        return self.head(self.tok(ids))
+"""
+
+STEM = """
+from torch import nn
+class Stem(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(channels, 8, 3), nn.ReLU())
+class Net(nn.Module):
+    def __init__(self, width, *, classes, **extra):
+        super().__init__()
+        self.stem = Stem(width)
+        self.fc = nn.Linear(8, classes)
+"""
+
+RNN = """
+from torch import nn
+class Tagger(nn.Module):
+    def __init__(self, tags):
+        super().__init__()
+        self.rnn = nn.GRU(input_size=12, hidden_size=16, batch_first=True)
+        self.out = nn.Linear(16, tags)
+"""
+
 WRONG_SHAPE = """
 from torch import nn
 class Flat(nn.Module):
@@ -96,6 +129,7 @@ model(torch.randn(2, 4)).sum().backward()
 def project(tmp_path, monkeypatch):
     files = {"model.py": MODEL, "conv.py": CONV, "embed.py": EMBED, "args.py": NEEDS_ARGS}
     files |= {"flat.py": WRONG_SHAPE, "train.py": SCRIPT, "notes.txt": "to do\n"}
+    files |= {"lm.py": LM, "stem.py": STEM, "rnn.py": RNN}
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     (tmp_path / "adir").mkdir()
@@ -166,8 +200,16 @@ def test_model_file_picks_the_whole_model_not_a_block(runner, project):
     "target, why, snippet",
     [
         ("args.py", "Classifier() cannot be inspected as it is: needs arguments",
-         "        model = Classifier()  # with its arguments\n"
-         "        return model, torch.randn(32, 20)  # a batch as Classifier.forward takes it"),
+         "        model = Classifier(classes=...)  # fill in its arguments\n"
+         "        return model, torch.randn(2, 10)  # a batch as Classifier.forward takes it"),
+        ("lm.py", "TinyLM() cannot be inspected as it is: needs arguments",
+         "        model = TinyLM(vocab_size=..., dim=...)  # fill in its arguments\n"
+         "        return model, torch.randint(0, model.tok.num_embeddings, (2, 8))  # token ids"),
+        ("stem.py", "Net() cannot be inspected as it is: needs arguments",
+         "        model = Net(width=..., classes=...)  # fill in its arguments\n"
+         "        return model, torch.randn(2, model.stem.body[0].in_channels, 32, 32)  # a batch"),
+        ("rnn.py", "Tagger() cannot be inspected as it is: needs arguments",
+         "        return model, torch.randn(2, 8, 12)  # a sequence as Tagger.forward takes it"),
         ("flat.py", "its forward failed on torch.randn(2, 3, 32, 32), a batch built from "
          "Conv2d(in_channels=3): RuntimeError: mat1 and mat2",
          "        return model, torch.randn(2, 3, 32, 32)  # a batch as Flat.forward takes it"),
@@ -177,7 +219,8 @@ def test_a_class_that_cannot_be_built_says_what_to_write(runner, project, target
     result = inspect(runner, target)
     assert result.exit_code == 2 and result.stdout == ""
     assert why in result.stderr
-    assert "    def gradscope_target():\n" in result.stderr and snippet in result.stderr
+    assert "    import torch\n\n    def gradscope_target():\n" in result.stderr
+    assert snippet in result.stderr
 
 
 def test_a_factory_that_returns_the_model_alone_says_what_to_return(runner, project):
