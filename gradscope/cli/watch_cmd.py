@@ -23,6 +23,7 @@ from gradscope.outcome import Outcome, exit_code
 from gradscope.report import outputs
 from gradscope.report.outputs import Format, Plan
 from gradscope.report.write import destination, distinct
+from gradscope.suggest import did_you_mean
 from gradscope.watcher.distributed_hooks import (
     is_main_process,
     launched_rank,
@@ -41,8 +42,11 @@ def _thresholds(pairs: list[str]) -> dict[str, float]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or key not in Thresholds.keys():
+            close = did_you_mean(key, Thresholds.keys()) if sep else ""
             raise ConfigError(
-                f"--threshold {pair!r}: expected KEY=X, KEY one of " + ", ".join(Thresholds.keys())
+                f"--threshold {pair!r}: expected KEY=X, KEY one of "
+                + ", ".join(Thresholds.keys())
+                + close
             )
         try:
             number = float(value)

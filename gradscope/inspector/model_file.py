@@ -11,6 +11,7 @@ any of its code runs): importing it then only defines classes.
 from __future__ import annotations
 
 import ast
+import inspect
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -225,8 +226,6 @@ def _cannot_build(cls: type, where: str, why: str, batch: str | None = None) -> 
 
 def required_parameters(cls: type) -> list[str]:
     """The constructor's parameters that have no default (not *args, **kwargs)."""
-    import inspect
-
     try:
         signature = inspect.signature(cls)
     except (TypeError, ValueError):

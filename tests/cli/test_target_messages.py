@@ -238,3 +238,52 @@ def test_a_training_script_with_a_module_class_stays_a_script(project):
     assert model_classes("entry.py") == []  # its loop lives elsewhere: still a script
     assert model_classes("model.py") == ["Block", "Net"]
     assert model_classes("notes.txt") == []
+
+
+@pytest.mark.parametrize(
+    "target, said, close",
+    [
+        ("detached-midle", "is not a .py file, a module or a built-in example", "detached-middle"),
+        ("Nan-Loss", "is not a .py file, a module or a built-in example", "nan-loss"),
+        ("detached_middle", "no module named 'detached_middle'", "detached-middle"),
+        ("conv.pyy", "conv.pyy: no such file (nor a module of that name)", "conv.py"),
+        ("modle.py", "modle.py: no such file", "model.py"),
+        ("model.py:buld", "model.py has no attribute `buld`", "build"),
+    ],
+)  # fmt: skip
+def test_a_misspelt_target_gets_the_close_match(runner, project, target, said, close):
+    result = inspect(runner, target)
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1
+    assert said in result.stderr and result.stderr.rstrip().endswith(f"; did you mean {close}?")
+
+
+@pytest.mark.parametrize("target", ["sub/missing.py", "mypkg.model", "zzzz-qqqq"])
+def test_nothing_close_suggests_nothing(runner, project, target):
+    result = inspect(runner, target)
+    assert result.exit_code == 2 and "did you mean" not in result.stderr
+    if target == "mypkg.model":
+        assert "no module named 'mypkg.model'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, close",
+    [
+        (["rules", "GS1O4"], "GS104"),
+        (["rules", "explodng"], "exploding"),
+        (["watch", "train.py", "-t", "spike-sigm=3"], "spike-sigma"),
+        (["inspect", "train.py", "--script", "--step", "first-nonfinte"], "first-nonfinite"),
+    ],
+)
+def test_closed_sets_suggest_the_close_name(runner, project, args, close):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert result.stderr.rstrip().endswith(f"did you mean {close}?"), result.stderr
+
+
+def test_close_match_is_for_near_names_only():
+    from gradscope.suggest import close_match, did_you_mean
+
+    assert close_match("detached-midle", ["detached-middle", "nan-loss"]) == "detached-middle"
+    assert close_match("NAN-LOSS", ["nan-loss"]) == "nan-loss"
+    assert close_match("transformer", ["nan-loss", "healthy-mlp"]) is None
+    assert did_you_mean("zz", ["GS104"]) == ""
