@@ -74,7 +74,8 @@ LogOpt = Annotated[
     typer.Option(
         "--log",
         metavar="FILE",
-        help="Stream one JSON line per step to FILE (written at each read-back).",
+        help="Stream one JSON line per step to FILE (written at each read-back; "
+        "uncompressed, whatever the name: gzip it afterwards for a .jsonl.gz).",
     ),
 ]
 
@@ -83,7 +84,7 @@ PlotOpt = Annotated[
     typer.Option(
         "--plot",
         metavar="FILE",
-        help="Draw a .png or .svg: layers × steps heatmap over loss and norm curves.",
+        help="Draw a .png, .svg or .pdf: layers × steps heatmap over loss and norm curves.",
     ),
 ]
 
@@ -154,7 +155,8 @@ AgainstOpt = Annotated[
     typer.Option(
         "--against",
         metavar="REF.jsonl",
-        help="Compare every step with a reference run's --log: the first divergence "
+        help="Compare every step with a reference run's --log (.jsonl or .jsonl.gz): the "
+        "first divergence "
         "on stderr as it happens; its findings (GS607-GS609) join the report "
         "and count against --fail-on (docs/diff.md, Two runs).",
     ),

@@ -29,7 +29,7 @@ MARKER = {
 
 
 def render(report: WatchReport, fmt: str = "png", columns: int = 400) -> bytes:
-    """The picture's bytes (png or svg); the caller writes them where the user said."""
+    """The picture's bytes (png, svg or pdf); the caller writes them where the user said."""
     if not report.run.steps:
         raise GradscopeError("--plot: no optimizer step was recorded, nothing to plot")
     try:
