@@ -16,11 +16,18 @@ BIN := $(VENV)/bin
 
 setup: $(VENV)/.installed graphviz
 
+# A line before each long step, and pip's own progress (not -q): set-up takes minutes
+# (README.md, Install and first run), and a silent one looks hung.
 $(VENV)/.installed: pyproject.toml
+	@echo "setting up $(VENV), once: 1-3 min on a quiet 2-core machine, up to 6 on a loaded one"
+	@echo "setting up $(VENV): the virtual environment"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
-	$(BIN)/pip install -q -e ".[test,dev]"
+	@echo "setting up $(VENV): $(TORCH), the CPU build (a 190 MB download, 750 MB installed)"
+	$(BIN)/pip install $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
+	@echo "setting up $(VENV): gradscope, the test suite's packages (transformers, tensorboard, pytest, ...) and the linters"
+	$(BIN)/pip install -e ".[test,dev]"
 	touch $@
+	@echo "setting up $(VENV): done; the command is $(BIN)/gradscope"
 
 graphviz:
 	@command -v dot >/dev/null 2>&1 || { \

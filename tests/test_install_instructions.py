@@ -75,3 +75,29 @@ def test_the_workflow_installs_gradscope_from_its_repository():
     workflow = (ROOT / "configs" / "github-actions.yml").read_text()
     assert "path: .gradscope-src" in workflow
     assert "pip install ./.gradscope-src" in workflow
+
+
+def _minutes(text: str) -> tuple[str, str]:
+    """The set-up time a text announces: "1-2 min ..., up to 6" → ("1-2", "6")."""
+    found = re.search(r"(\d+-\d+) min[^\n]*?up to (\d+)", text)
+    assert found, "no set-up time announced"
+    return found[1], found[2]
+
+
+def test_the_readme_and_the_makefile_announce_the_same_set_up_time():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    demo = next(line for line in readme.splitlines() if line.startswith("make demo"))
+    assert _minutes(demo) == _minutes(makefile)
+    assert "about 1 min" not in readme
+
+
+def test_set_up_says_what_it_does_and_lets_pip_show_its_progress():
+    recipe = (ROOT / "Makefile").read_text(encoding="utf-8").split("$(VENV)/.installed:")[1]
+    recipe = recipe.split("\n\n")[0]
+    installs = [line for line in recipe.splitlines() if "pip install" in line]
+    assert len(installs) == 2 and not any(" -q" in line for line in installs)
+    lines = recipe.splitlines()
+    for i, line in enumerate(lines):
+        if "pip install" in line or " -m venv " in line:
+            assert "@echo" in lines[i - 1], f"no line before: {line.strip()}"

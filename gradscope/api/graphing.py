@@ -1,21 +1,20 @@
 """`gradscope graph` as one function: the autograd graph of a target's loss, coloured by
-each parameter's gradient health, drawn to a file or returned as bytes."""
+each parameter's gradient health, drawn to a file or returned as bytes; or, as JSON, what
+the drawing found."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gradscope import config
 from gradscope import graph as graph_mod
 from gradscope.api.arguments import check_spec, settings_or_default
 from gradscope.api.inspecting import inspect
 from gradscope.graph import statuses_of
-from gradscope.graph.result import GraphResult
-from gradscope.inspector import targets
+from gradscope.graph.result import GraphResult, Probed
+from gradscope.inspector import model_file
+from gradscope.report.json import dumps
 from gradscope.report.write import destination, write_file
-
-if TYPE_CHECKING:
-    from gradscope.graph.result import GraphResult
 
 
 def graph(
@@ -31,27 +30,41 @@ def graph(
     settings: config.Settings | None = None,
 ) -> GraphResult:
     """`gradscope graph TARGET` without the printing. `output`: the file to write (its
-    extension picks the format unless `format` does: png, svg, pdf or dot); None: the
-    picture is `result.picture` (DOT by default). `probe`: one forward+backward first,
-    to colour the parameters by status."""
+    extension picks the format unless `format` does: png, svg, pdf, dot or json); None:
+    the picture is `result.picture` (DOT by default). `probe`: one forward+backward
+    first, to colour the parameters by status. TARGET is resolved as `inspect` resolves
+    it, a model file or class without a batch included (`result.note` says what was
+    built)."""
 
     fmt = graph_mod.format_for(output, format)
     graph_mod.check_dot(fmt)
     path = destination(output, "--output")
     settings = settings_or_default(settings)
-    t = targets.load(check_spec(target))
-    statuses = probe_statuses(t.model, t.batch, t.loss_fn, settings) if probe else None
+    built = model_file.resolve(check_spec(target))
+    t = built.target
+    probed = _probe(t.model, t.batch, t.loss_fn, settings) if probe else None
     options = graph_mod.GraphOptions(
         collapse=collapse, depth=depth, show_saved=show_saved, show_attrs=show_attrs
     )
     drawing = graph_mod.graph_of(
-        t.model, t.batch, t.loss_fn, statuses=statuses, options=options, label=t.label
+        t.model,
+        t.batch,
+        t.loss_fn,
+        statuses=probed.statuses if probed else None,
+        options=options,
+        label=t.label,
     )
-    picture = graph_mod.render(drawing, fmt)
     written = path if path and path != "-" else None
+    result = GraphResult(t.label, drawing, written, probed=probed, note=built.note, format=fmt)
+    picture = (
+        dumps(result.outcome().to_dict()).encode()
+        if fmt == "json"
+        else graph_mod.render(drawing, fmt)
+    )
     if written is not None:
         write_file(written, picture)
-    return GraphResult(t.label, drawing, written, picture=b"" if written else picture)
+        return result
+    return result.with_picture(picture)
 
 
 def probe_statuses(
@@ -59,4 +72,11 @@ def probe_statuses(
 ) -> dict[str, str]:
     """Each parameter's status word (what the colours show), from one probe pass."""
 
-    return statuses_of(inspect(model, batch, loss_fn, settings=settings, explain=False))
+    return _probe(model, batch, loss_fn, settings).statuses
+
+
+def _probe(model: Any, batch: Any, loss_fn: Any, settings: Any) -> Probed:
+    """One probe pass: each parameter's status, and the findings `inspect` would report."""
+    report = inspect(model, batch, loss_fn, settings=settings, explain=False)
+    judged = report.outcome()
+    return Probed(statuses_of(report), tuple(judged.findings), tuple(judged.ignored))

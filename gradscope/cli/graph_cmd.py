@@ -26,6 +26,7 @@ class GraphFormat(str, Enum):
     svg = "svg"
     pdf = "pdf"
     dot = "dot"
+    json = "json"
 
 
 class Collapse(str, Enum):
@@ -50,8 +51,9 @@ OutOpt = Annotated[
         "-o",
         "--out",
         metavar="FILE",
-        help="Where to write the picture (atomically); its "
-        "extension picks the format. Without it, DOT text goes to stdout.",
+        help="Where to write the picture or the JSON document (atomically); its extension "
+        "picks the format (.png, .svg, .pdf, .dot or .gv, .json). Without it, DOT text "
+        "goes to stdout.",
     ),
 ]
 
@@ -60,8 +62,9 @@ FormatOpt = Annotated[
     typer.Option(
         "--format",
         "-f",
-        help="png, svg, pdf or dot (Graphviz source; needs no Graphviz). "
-        "Default: from --out's extension.",
+        help="png, svg, pdf, dot (Graphviz source) or json (what was drawn, the probe's "
+        "findings and the graph's cuts; dot and json need no Graphviz). "
+        "Default: from --output's extension.",
     ),
 ]
 
@@ -117,7 +120,7 @@ Parameters are labelled with their names and shapes and coloured by the
 probe's status: red non-finite, orange exploding, yellow vanishing, pale
 yellow all-zero, blue healthy. Parameters whose grad is None are not in
 the graph, so the legend lists them. Needs Graphviz's `dot` for png, svg
-and pdf.
+and pdf; --format json writes what was drawn as the common JSON document.
 
 Examples:
 
@@ -125,6 +128,8 @@ Examples:
   gradscope graph tiny-transformer -o graph.png
   gradscope graph models/net.py:build -o graph.svg --collapse modules --depth 2
   gradscope graph nan-loss --format dot > graph.dot
+  gradscope graph detached-middle -o graph.json   # findings, cuts, statuses
+  gradscope graph model.py -o graph.png           # a model class: built as inspect does
   gradscope graph -o graph.pdf         # the target configured in pyproject.toml
 
 """
@@ -145,7 +150,7 @@ def graph(
     """The autograd graph of TARGET's loss, drawn (HELP is the --help)."""
     with clikit.guarded(debug):
         fmt = format_for(out, format.value if format else None)
-        if out is None and fmt != "dot" and sys.stdout.isatty():
+        if out is None and fmt not in ("dot", "json") and sys.stdout.isatty():
             raise GradscopeError(f"{fmt} is binary: give --output FILE.{fmt}, or --format dot")
         settings = config_mod.load(config)
         with clikit.user_stdout_to_stderr(out is None or out == "-"):

@@ -21,6 +21,7 @@ from gradscope.outcome import exit_code
 from gradscope.report import outputs
 from gradscope.report.text import styled
 from gradscope.report.write import distinct
+from gradscope.suggest import did_you_mean
 
 # distributed.context (which loads torch) is imported in functions: `gradscope --help`
 # must not load it
@@ -257,6 +258,7 @@ def parse_step(text: str | None) -> int | str | None:
         raise GradscopeError(
             f"--step {text}: give an optimizer step number >= 1 (1 is the first "
             f"optimizer.step(), as `gradscope watch` numbers them) or {FIRST_NONFINITE}"
+            + did_you_mean(text.strip(), [FIRST_NONFINITE])
         )
     return number
 

@@ -14,6 +14,7 @@ from gradscope.examples import EXAMPLES
 from gradscope.findings import TABLE
 from gradscope.report.console import view_for
 from gradscope.rule_docs import STAGES, doc_of
+from gradscope.suggest import did_you_mean
 
 if TYPE_CHECKING:
     from gradscope.findings import Rule
@@ -59,7 +60,8 @@ def rules(
         return
     found = findings.lookup(rule)
     if found is None:
-        clikit.error(f"unknown rule {rule!r} (see `gradscope rules`)")
+        names = [n for r in findings.RULES.values() for n in (r.id, r.slug)]
+        clikit.error(f"unknown rule {rule!r} (see `gradscope rules`){did_you_mean(rule, names)}")
         raise typer.Exit(ExitCode.ERROR)
     typer.echo("\n".join(rule_page(found, columns)))
 

@@ -23,6 +23,7 @@ from gradscope.cli import (
     watch_cmd,
 )
 from gradscope.cli import common as clikit
+from gradscope.cli.typer_lazy import defer_value_checks
 from gradscope.errors import ExitCode
 
 
@@ -45,6 +46,7 @@ def _one_vocabulary() -> None:
 
 
 _one_vocabulary()
+defer_value_checks()
 app = typer.Typer(
     name="gradscope",
     no_args_is_help=True,

@@ -23,6 +23,7 @@ from gradscope.outcome import Outcome, exit_code
 from gradscope.report import outputs
 from gradscope.report.outputs import Format, Plan
 from gradscope.report.write import destination, distinct
+from gradscope.suggest import did_you_mean
 from gradscope.watcher.distributed_hooks import (
     is_main_process,
     launched_rank,
@@ -41,8 +42,11 @@ def _thresholds(pairs: list[str]) -> dict[str, float]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or key not in Thresholds.keys():
+            close = did_you_mean(key, Thresholds.keys()) if sep else ""
             raise ConfigError(
-                f"--threshold {pair!r}: expected KEY=X, KEY one of " + ", ".join(Thresholds.keys())
+                f"--threshold {pair!r}: expected KEY=X, KEY one of "
+                + ", ".join(Thresholds.keys())
+                + close
             )
         try:
             number = float(value)
@@ -70,7 +74,8 @@ LogOpt = Annotated[
     typer.Option(
         "--log",
         metavar="FILE",
-        help="Stream one JSON line per step to FILE (written at each read-back).",
+        help="Stream one JSON line per step to FILE (written at each read-back; "
+        "uncompressed, whatever the name: gzip it afterwards for a .jsonl.gz).",
     ),
 ]
 
@@ -79,7 +84,7 @@ PlotOpt = Annotated[
     typer.Option(
         "--plot",
         metavar="FILE",
-        help="Draw a .png or .svg: layers × steps heatmap over loss and norm curves.",
+        help="Draw a .png, .svg or .pdf: layers × steps heatmap over loss and norm curves.",
     ),
 ]
 
@@ -150,7 +155,8 @@ AgainstOpt = Annotated[
     typer.Option(
         "--against",
         metavar="REF.jsonl",
-        help="Compare every step with a reference run's --log: the first divergence "
+        help="Compare every step with a reference run's --log (.jsonl or .jsonl.gz): the "
+        "first divergence "
         "on stderr as it happens; its findings (GS607-GS609) join the report "
         "and count against --fail-on (docs/diff.md, Two runs).",
     ),

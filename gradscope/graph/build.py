@@ -27,8 +27,17 @@ from gradscope.graph.walk import Walk, param_names, saved_key, walk
 # torch and graphviz, and the modules that load them, are imported in functions:
 # `gradscope --help` must not load them
 
-FORMATS = ("png", "svg", "pdf", "dot")
-EXTENSIONS = {".png": "png", ".svg": "svg", ".pdf": "pdf", ".dot": "dot", ".gv": "dot"}
+FORMATS = ("png", "svg", "pdf", "dot", "json")
+"""What `gradscope graph` writes: a picture, its DOT source, or its JSON document."""
+EXTENSIONS = {
+    ".png": "png",
+    ".svg": "svg",
+    ".pdf": "pdf",
+    ".dot": "dot",
+    ".gv": "dot",
+    ".json": "json",
+}
+NEEDS_NO_DOT = ("dot", "json")
 COLLAPSE_ABOVE = 300
 """`--collapse auto` draws one node per module when the full graph has more nodes than this."""
 INSTALL_HINT = (
@@ -62,6 +71,8 @@ class Drawing:
     """Parameters that require grad but are not in the graph: their grad is None."""
     notes: tuple[str, ...]
     """What the user should be told (also in the legend)."""
+    cuts: tuple[str, ...] = ()
+    """Where the forward cut the graph (`detach` at file:line), each site once."""
 
     @property
     def source(self) -> str:
@@ -90,7 +101,7 @@ def format_for(out: str | None, fmt: str | None) -> str:
 
 def check_dot(fmt: str) -> None:
     """Raise GraphvizMissing (exit 2, one line) when rendering `fmt` needs a `dot` we lack."""
-    if fmt != "dot" and shutil.which("dot") is None:
+    if fmt not in NEEDS_NO_DOT and shutil.which("dot") is None:
         raise GraphvizMissing(INSTALL_HINT)
 
 
@@ -217,7 +228,7 @@ def draw(
         shape="plain",
         fillcolor="white",
     )
-    return Drawing(dot, drawn, full, collapse, tuple(absent), tuple(notes))
+    return Drawing(dot, drawn, full, collapse, tuple(absent), tuple(notes), tuple(sites))
 
 
 _REENTRANT = "CheckpointFunctionBackward"

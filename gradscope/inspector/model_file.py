@@ -11,15 +11,18 @@ any of its code runs): importing it then only defines classes.
 from __future__ import annotations
 
 import ast
+import inspect
 import os
 from dataclasses import dataclass
 from typing import Any
 
 from gradscope.errors import TargetError, UserCodeError
+from gradscope.inspector.first_layer import batch_from_source
 from gradscope.inspector.targets import (
     DEFAULT_NAME,
     Target,
     import_location,
+    load,
     split_spec,
     top_level_names,
 )
@@ -54,6 +57,14 @@ def prepare(spec: str) -> Built | None:
         return None
     cls = getattr(import_location(where), name, None)
     return _from_class(cls, f"{where}:{name}") if isinstance(cls, type) else None
+
+
+def resolve(spec: str) -> Built:
+    """What a target spec names, the way `inspect` reads it: a model file or class built
+    with a batch (the note says what was built), else the usual target (no note). Every
+    command that takes a TARGET but no script resolves it here."""
+    built = prepare(spec)
+    return built if built is not None else Built(load(spec), "")
 
 
 def model_classes(path: str, any_file: bool = False) -> list[str]:
@@ -107,7 +118,7 @@ def _pick(classes: list[type], where: str) -> Built:
             continue
         built.append((sum(p.numel() for p in model.parameters()), model))
     if not built:
-        raise TargetError(_cannot_build(classes[-1].__name__, where, "needs arguments"))
+        raise TargetError(_cannot_build(classes[-1], where, "needs arguments"))
     model = max(built, key=lambda pair: pair[0])[1]
     name = type(model).__name__
     return _with_batch(model, f"{where}:{name}", where, f"{where} defines no {DEFAULT_NAME}()")
@@ -123,7 +134,7 @@ def _from_class(cls: Any, label: str) -> Built:
         model = cls()
     except Exception as exc:
         raise TargetError(
-            _cannot_build(cls.__name__, label.rpartition(":")[0], f"needs arguments ({exc})")
+            _cannot_build(cls, label.rpartition(":")[0], f"needs arguments ({exc})")
         ) from None
     return _with_batch(model, label, label.rpartition(":")[0], f"{label} is a class")
 
@@ -133,12 +144,12 @@ def _with_batch(model: Any, label: str, where: str, said: str) -> Built:
     made = example_batch(model)
     if made is None:
         why = "its first layer does not tell the input it takes"
-        raise TargetError(_cannot_build(name, where, why))
+        raise TargetError(_cannot_build(type(model), where, why))
     batch, text, layer = made
     problem = _forward_fails(model, batch)
     if problem:
         why = f"its forward failed on {text}, a batch built from {layer}: {problem}"
-        raise TargetError(_cannot_build(name, where, why, text))
+        raise TargetError(_cannot_build(type(model), where, why, text))
     note = (
         f"{said}: inspecting {name}() on {text}, a batch "
         f"built from its first layer {layer}; define {DEFAULT_NAME}() to choose the batch "
@@ -195,12 +206,33 @@ def _forward_fails(model: Any, batch: Any) -> str:
     return ""
 
 
-def _cannot_build(name: str, where: str, why: str, batch: str = "torch.randn(32, 20)") -> str:
-    """One line that says what is true, then the function to write, filled in."""
+def _cannot_build(cls: type, where: str, why: str, batch: str | None = None) -> str:
+    """One line that says what is true, then the function to write, filled in: the
+    constructor's required parameters named, and a batch as its first layer takes it."""
+    name = cls.__name__
+    needed = required_parameters(cls)
+    arguments = ", ".join(f"{p}=..." for p in needed)
+    fill = "  # fill in its arguments" if needed else ""
+    batch, what = (batch, "a batch") if batch else batch_from_source(cls)
     return (
         f"{where} defines {name} but no {DEFAULT_NAME}(), and {name}() cannot be inspected "
         f"as it is: {why}. Add to {where}:\n\n"
+        f"    import torch\n\n"
         f"    def {DEFAULT_NAME}():\n"
-        f"        model = {name}()  # with its arguments\n"
-        f"        return model, {batch}  # a batch as {name}.forward takes it\n"
+        f"        model = {name}({arguments}){fill}\n"
+        f"        return model, {batch}  # {what} as {name}.forward takes it\n"
     )
+
+
+def required_parameters(cls: type) -> list[str]:
+    """The constructor's parameters that have no default (not *args, **kwargs)."""
+    try:
+        signature = inspect.signature(cls)
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [
+        p.name
+        for p in signature.parameters.values()
+        if p.kind in kinds and p.default is inspect.Parameter.empty
+    ]

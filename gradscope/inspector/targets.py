@@ -21,6 +21,7 @@ from typing import Any
 
 from gradscope.errors import TargetError, UserCodeError
 from gradscope.examples import EXAMPLES
+from gradscope.suggest import close_match, did_you_mean
 
 # torch is imported in functions: `gradscope --help` must not load it
 
@@ -102,7 +103,8 @@ def load(spec: str) -> Target:
                 "or inspect a training script with --script"
             )
         )
-        raise TargetError(f"{where} has no attribute `{attr}`{hint}")
+        public = [n for n in vars(module) if not n.startswith("_")]
+        raise TargetError(f"{where} has no attribute `{attr}`{hint}{did_you_mean(attr, public)}")
     return _build(getattr(module, attr), f"{where}:{attr}", spec)
 
 
@@ -134,9 +136,10 @@ def _import(where: str) -> ModuleType:
     if looks_like_file:
         return _import_file(where)
     if not all(part.isidentifier() for part in where.split(".")):
+        close = did_you_mean(where, [*EXAMPLES, *_files_beside(where)])
         raise TargetError(
-            f"target {where!r} is not a .py file, a module or a built-in example "
-            f"(examples: {', '.join(EXAMPLES)})"
+            f"target {where!r} is not a .py file, a module or a built-in example"
+            + (close or f" (examples: {', '.join(EXAMPLES)})")
         )
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
@@ -144,9 +147,7 @@ def _import(where: str) -> ModuleType:
         return importlib.import_module(where)
     except ModuleNotFoundError as exc:
         if exc.name and where.startswith(exc.name):
-            raise TargetError(
-                f"no module named {where!r} (looked on sys.path and in {os.getcwd()})"
-            ) from None
+            raise TargetError(_not_found(where)) from None
         raise UserCodeError(f"importing {where}", exc) from exc
     except KeyboardInterrupt:
         raise
@@ -154,9 +155,29 @@ def _import(where: str) -> ModuleType:
         raise UserCodeError(f"importing {where}", exc) from exc
 
 
+def _not_found(where: str) -> str:
+    """A name that is no file and no module: a misspelt file (`convnet.pyy`) is said to be
+    missing as a file, a module as a module; the close match, if any."""
+    files = _files_beside(where)
+    close = did_you_mean(where, [*files, *EXAMPLES])
+    if os.path.splitext(where)[1].lower().startswith(".py") or close_match(where, files):
+        return f"{where}: no such file (nor a module of that name){close}"
+    return f"no module named {where!r} (looked on sys.path and in {os.getcwd()}){close}"
+
+
+def _files_beside(path: str) -> list[str]:
+    """The Python files in the folder `path` names one in, as they would be typed."""
+    folder = os.path.dirname(path)
+    try:
+        names = sorted(os.listdir(folder or "."))
+    except OSError:
+        return []
+    return [os.path.join(folder, n) if folder else n for n in names if n.endswith(".py")]
+
+
 def _import_file(path: str) -> ModuleType:
     if not os.path.isfile(path):
-        raise TargetError(f"{path}: no such file")
+        raise TargetError(f"{path}: no such file{did_you_mean(path, _files_beside(path))}")
     full = os.path.abspath(path)
     for folder in (os.getcwd(), os.path.dirname(full)):
         if folder not in sys.path:

@@ -29,7 +29,7 @@ MARKER = {
 
 
 def render(report: WatchReport, fmt: str = "png", columns: int = 400) -> bytes:
-    """The picture's bytes (png or svg); the caller writes them where the user said."""
+    """The picture's bytes (png, svg or pdf); the caller writes them where the user said."""
     if not report.run.steps:
         raise GradscopeError("--plot: no optimizer step was recorded, nothing to plot")
     try:
@@ -195,7 +195,11 @@ def _noise_panel(ax, report: WatchReport, measured: list[NoiseSummary]) -> None:
                 s.batch, color=color, lw=0.8, ls="--", label=f"this run's batch ({s.batch:g})"
             )
         if s.critical is not None:
-            span = f"steps {s.first_step}-{s.last_step}: ≈ {s.critical:.3g}"
+            span = f"steps {s.first_step}-{s.last_step}: " + (
+                f"≈ {s.critical:.3g}"
+                if s.resolved
+                else f"not resolved ({s.critical:.3g} ± {s.spread or 0:.3g})"
+            )
             ax.axvspan(s.first_step, s.last_step, color=color, alpha=0.06, label=span)
     ax.set_yscale("log")
     ax.set_ylabel(f"critical batch\n({measured[0].unit})", fontsize=8)

@@ -97,7 +97,7 @@ def _summary(report: WatchReport, console: Console) -> None:
     if report.judged:
         for i, n in enumerate(report.noise):
             line = n.line().removeprefix("noise scale: ")
-            layout.field(console, "" if i else "noise", (line, "" if n.critical else "dim"))
+            layout.field(console, "" if i else "noise", (line, "" if n.resolved else "dim"))
     for i, note in enumerate(s["notes"]):  # a distributed run's are a table: kept aligned
         layout.field(console, "" if i else "notes", (note, "dim"))
 

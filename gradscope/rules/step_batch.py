@@ -42,7 +42,7 @@ def batch_vs_noise(run: WatchRun, t: Thresholds) -> list[Finding]:
     two losses are not, and are not measured)."""
     out = []
     for s in noise.summaries(run.steps, max(1, len(run.optimizers))):
-        if s.critical is None or s.batch is None or s.critical <= 0:
+        if s.critical is None or s.batch is None or s.critical <= 0 or not s.resolved:
             continue
         low = max(s.critical - 2 * (s.spread or 0.0), 0.0)
         high = s.critical + 2 * (s.spread or 0.0)

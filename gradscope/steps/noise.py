@@ -32,6 +32,11 @@ MIN_STEPS = 10
 NEEDS_TWO = (
     "the noise scale needs >= 2 micro-batches (accumulation) or ranks per step: this run has one"
 )
+NOT_RESET = (
+    "not measured: the gradients were not reset between steps (zero_grad() is missing, "
+    "GS412), so each step's gradient also holds the earlier steps' and tells nothing "
+    "about the batch size"
+)
 NOT_ONE_LOSS = (
     "not measured: the backward calls of each step were not micro-batches of one loss "
     "(they came from different lines of code, the gradients were reset between them, or "
@@ -41,7 +46,10 @@ NOT_ONE_LOSS = (
 
 def step_estimate(record: StepRecord) -> tuple[float, float] | None:
     """(|G|², tr(Σ) per micro-batch) unbiased from one step; None where it was not
-    measured."""
+    measured, or where the step's gradient still held the previous step's (no zero_grad):
+    the micro-batches then do not average to it."""
+    if record.carried_norm:
+        return None
     k = record.micro_batches
     small, big = record.micro_sq, record.grad_norm**2
     if k < 2 or small is None or not (math.isfinite(small) and math.isfinite(big)):
@@ -112,15 +120,26 @@ class NoiseSummary:
     spread: float | None = None
     """One standard error of `critical` (a ratio estimate over steps taken as independent)."""
 
+    @property
+    def resolved(self) -> bool:
+        """An estimate whose standard error is smaller than itself: one worth stating."""
+        return self.critical is not None and (self.spread is None or self.spread <= self.critical)
+
     def line(self) -> str:
         """ "critical batch size ≈ N samples (steps 400-500); this run uses M"."""
         if self.critical is None:
             return f"noise scale: {self.reason}"
         spread = f" ± {_count(self.spread)}" if self.spread is not None else ""
+        uses = f"this run uses {_count(self.batch)} ({self.micro_batches} micro-batches per step)"
+        if not self.resolved:
+            return (
+                f"critical batch size not resolved: B_simple {_count(self.critical)}{spread} "
+                f"{self.unit} over steps {self.first_step}-{self.last_step}, its spread larger "
+                f"than itself; {uses}"
+            )
         return (
             f"critical batch size ≈ {_count(self.critical)}{spread} {self.unit} (B_simple, steps "
-            f"{self.first_step}-{self.last_step}); this run uses {_count(self.batch)} "
-            f"({self.micro_batches} micro-batches per step)"
+            f"{self.first_step}-{self.last_step}); {uses}"
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -135,6 +154,7 @@ class NoiseSummary:
             "micro_batches": self.micro_batches,
             "reason": self.reason,
             "spread": self.spread,
+            "resolved": self.resolved,
         }
 
 
@@ -147,6 +167,9 @@ def _count(v: float | None) -> str:
 def summarise(steps: Sequence[StepRecord], optimizer: int, window: int = WINDOW) -> NoiseSummary:
     """B_simple over the optimizer's last `window` measured steps."""
     own = [r for r in steps if r.optimizer == optimizer and not r.skipped]
+    carried = [r for r in own if r.carried_norm]
+    if own and 2 * len(carried) > len(own[1:]):  # the first step carries nothing to tell
+        return NoiseSummary(optimizer, None, "samples", 0, 0, 0, None, 0, NOT_RESET)
     measured = [(r, e) for r in own if (e := step_estimate(r)) is not None]
     if not measured:
         several = any(r.backward_calls > 1 for r in own[1:])  # hooks go on at the first step
@@ -210,7 +233,8 @@ class LayerNoise:
 
     def add(self, r: StepRecord) -> None:
         k, micro, norms = r.micro_batches, r.micro_param_sq, r.param_norms
-        if k < 2 or not micro or (self.optimizer is not None and r.optimizer != self.optimizer):
+        other = self.optimizer is not None and r.optimizer != self.optimizer
+        if k < 2 or r.carried_norm or not micro or other:
             return
         self.optimizer = r.optimizer
         if len(self.grad_sq) < len(micro):

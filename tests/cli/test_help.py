@@ -45,3 +45,63 @@ def test_rules_are_listed_in_id_order(runner):
 
 def test_dir_lists_the_lazy_public_names():
     assert {"inspect", "inspect_target", "Severity", "Report", "ExitCode"} <= set(dir(gradscope))
+
+
+@pytest.mark.slow
+def test_no_commands_help_imports_pydantic_torch_or_matplotlib():
+    """typer checks values with pydantic: built at a parameter's first value, never for
+    --help (it was half of `watch --help`'s start-up; docs/performance.md)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom gradscope.cli import app\n"
+        f"for command in {[*COMMANDS, 'watch', 'diff']!r}:\n"
+        "    try:\n        app([command, '--help'], prog_name='gradscope')\n"
+        "    except SystemExit:\n        pass\n"
+        "heavy = ('pydantic', 'torch', 'matplotlib', 'importlib.metadata')\n"
+        "print('LOADED', sorted(m for m in heavy if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "LOADED []" in out.stdout, out.stdout[-300:] + out.stderr[-2000:]
+
+
+def test_values_are_still_checked_after_help_is_cheap(runner):
+    result = runner.invoke(app, ["inspect", "healthy-mlp", "--top", "many"])
+    assert result.exit_code == 2 and "'--top'" in result.output and "integer" in result.output
+    result = runner.invoke(app, ["watch", "x.py", "--steps", "0"])
+    assert result.exit_code == 2 and "--steps" in result.output
+
+
+def _option_help(runner, command: str, option: str) -> str:
+    """The help of one option, its wrapped lines joined onto one."""
+    text = runner.invoke(app, [command, "--help"]).stdout
+    lines = text[text.index("\nOptions:") :].splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(rf"\s+(-\w, )*{option}\b", line))
+    block = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not re.match(r" {10}", line):  # the option's text goes on indented
+            break
+        block.append(line)
+    return " ".join(" ".join(block).split())
+
+
+@pytest.mark.parametrize("command", ["inspect", "watch", "diff"])
+def test_plot_help_names_exactly_the_formats_plot_takes(runner, command):
+    from gradscope.api.pictures import PLOT_FORMATS
+
+    text = _option_help(runner, command, "--plot")
+    assert set(re.findall(r"\.(png|svg|pdf|jpg|eps|gif)\b", text)) == set(PLOT_FORMATS)
+
+
+def test_graph_help_names_exactly_the_formats_and_extensions_it_takes(runner):
+    from gradscope.graph.build import EXTENSIONS, FORMATS
+
+    output = _option_help(runner, "graph", "--output")
+    assert set(re.findall(r"(\.[a-z]+)\b", output)) == set(EXTENSIONS)
+    said = _option_help(runner, "graph", "--format")
+    assert [f for f in FORMATS if re.search(rf"\b{f}\b", said)] == list(FORMATS)
+
+
+def test_against_help_names_the_compressed_log_it_reads(runner):
+    assert ".jsonl.gz" in _option_help(runner, "watch", "--against")

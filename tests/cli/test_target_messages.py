@@ -67,6 +67,39 @@ class Classifier(nn.Module):
         return self.fc(x)
 """
 
+LM = """
+from torch import nn
+class TinyLM(nn.Module):
+    def __init__(self, vocab_size, dim, layers=2):
+        super().__init__()
+        self.tok = nn.Embedding(vocab_size, dim)
+        self.head = nn.Linear(dim, vocab_size)
+    def forward(self, ids):
+        return self.head(self.tok(ids))
+"""
+
+STEM = """
+from torch import nn
+class Stem(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(channels, 8, 3), nn.ReLU())
+class Net(nn.Module):
+    def __init__(self, width, *, classes, **extra):
+        super().__init__()
+        self.stem = Stem(width)
+        self.fc = nn.Linear(8, classes)
+"""
+
+RNN = """
+from torch import nn
+class Tagger(nn.Module):
+    def __init__(self, tags):
+        super().__init__()
+        self.rnn = nn.GRU(input_size=12, hidden_size=16, batch_first=True)
+        self.out = nn.Linear(16, tags)
+"""
+
 WRONG_SHAPE = """
 from torch import nn
 class Flat(nn.Module):
@@ -96,6 +129,7 @@ model(torch.randn(2, 4)).sum().backward()
 def project(tmp_path, monkeypatch):
     files = {"model.py": MODEL, "conv.py": CONV, "embed.py": EMBED, "args.py": NEEDS_ARGS}
     files |= {"flat.py": WRONG_SHAPE, "train.py": SCRIPT, "notes.txt": "to do\n"}
+    files |= {"lm.py": LM, "stem.py": STEM, "rnn.py": RNN}
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     (tmp_path / "adir").mkdir()
@@ -166,8 +200,16 @@ def test_model_file_picks_the_whole_model_not_a_block(runner, project):
     "target, why, snippet",
     [
         ("args.py", "Classifier() cannot be inspected as it is: needs arguments",
-         "        model = Classifier()  # with its arguments\n"
-         "        return model, torch.randn(32, 20)  # a batch as Classifier.forward takes it"),
+         "        model = Classifier(classes=...)  # fill in its arguments\n"
+         "        return model, torch.randn(2, 10)  # a batch as Classifier.forward takes it"),
+        ("lm.py", "TinyLM() cannot be inspected as it is: needs arguments",
+         "        model = TinyLM(vocab_size=..., dim=...)  # fill in its arguments\n"
+         "        return model, torch.randint(0, model.tok.num_embeddings, (2, 8))  # token ids"),
+        ("stem.py", "Net() cannot be inspected as it is: needs arguments",
+         "        model = Net(width=..., classes=...)  # fill in its arguments\n"
+         "        return model, torch.randn(2, model.stem.body[0].in_channels, 32, 32)  # a batch"),
+        ("rnn.py", "Tagger() cannot be inspected as it is: needs arguments",
+         "        return model, torch.randn(2, 8, 12)  # a sequence as Tagger.forward takes it"),
         ("flat.py", "its forward failed on torch.randn(2, 3, 32, 32), a batch built from "
          "Conv2d(in_channels=3): RuntimeError: mat1 and mat2",
          "        return model, torch.randn(2, 3, 32, 32)  # a batch as Flat.forward takes it"),
@@ -177,7 +219,8 @@ def test_a_class_that_cannot_be_built_says_what_to_write(runner, project, target
     result = inspect(runner, target)
     assert result.exit_code == 2 and result.stdout == ""
     assert why in result.stderr
-    assert "    def gradscope_target():\n" in result.stderr and snippet in result.stderr
+    assert "    import torch\n\n    def gradscope_target():\n" in result.stderr
+    assert snippet in result.stderr
 
 
 def test_a_factory_that_returns_the_model_alone_says_what_to_return(runner, project):
@@ -195,3 +238,52 @@ def test_a_training_script_with_a_module_class_stays_a_script(project):
     assert model_classes("entry.py") == []  # its loop lives elsewhere: still a script
     assert model_classes("model.py") == ["Block", "Net"]
     assert model_classes("notes.txt") == []
+
+
+@pytest.mark.parametrize(
+    "target, said, close",
+    [
+        ("detached-midle", "is not a .py file, a module or a built-in example", "detached-middle"),
+        ("Nan-Loss", "is not a .py file, a module or a built-in example", "nan-loss"),
+        ("detached_middle", "no module named 'detached_middle'", "detached-middle"),
+        ("conv.pyy", "conv.pyy: no such file (nor a module of that name)", "conv.py"),
+        ("modle.py", "modle.py: no such file", "model.py"),
+        ("model.py:buld", "model.py has no attribute `buld`", "build"),
+    ],
+)  # fmt: skip
+def test_a_misspelt_target_gets_the_close_match(runner, project, target, said, close):
+    result = inspect(runner, target)
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1
+    assert said in result.stderr and result.stderr.rstrip().endswith(f"; did you mean {close}?")
+
+
+@pytest.mark.parametrize("target", ["sub/missing.py", "mypkg.model", "zzzz-qqqq"])
+def test_nothing_close_suggests_nothing(runner, project, target):
+    result = inspect(runner, target)
+    assert result.exit_code == 2 and "did you mean" not in result.stderr
+    if target == "mypkg.model":
+        assert "no module named 'mypkg.model'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, close",
+    [
+        (["rules", "GS1O4"], "GS104"),
+        (["rules", "explodng"], "exploding"),
+        (["watch", "train.py", "-t", "spike-sigm=3"], "spike-sigma"),
+        (["inspect", "train.py", "--script", "--step", "first-nonfinte"], "first-nonfinite"),
+    ],
+)
+def test_closed_sets_suggest_the_close_name(runner, project, args, close):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert result.stderr.rstrip().endswith(f"did you mean {close}?"), result.stderr
+
+
+def test_close_match_is_for_near_names_only():
+    from gradscope.suggest import close_match, did_you_mean
+
+    assert close_match("detached-midle", ["detached-middle", "nan-loss"]) == "detached-middle"
+    assert close_match("NAN-LOSS", ["nan-loss"]) == "nan-loss"
+    assert close_match("transformer", ["nan-loss", "healthy-mlp"]) is None
+    assert did_you_mean("zz", ["GS104"]) == ""
