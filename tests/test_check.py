@@ -150,11 +150,19 @@ def test_github_annotations(runner, project, monkeypatch):
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     result = check(runner)
     lines = [line for line in result.stdout.splitlines() if line.startswith("::")]
-    assert len(lines) == 2
+    assert len(lines) == 1  # one problem (the unused module), not one per parameter
     assert lines[0].startswith(
         "::error file=models/net.py,title=gradscope GS101 none-grad in "
-        "models/net.py%3Abuild::grad of aux.weight is None"
+        "models/net.py%3Abuild::2 subjects: aux.weight, aux.bias; e.g. grad of aux.weight is None"
     )
+    net = project / "models" / "net.py"  # a cut the evidence places: on its line
+    net.write_text(MODEL.replace("return (self.body(x)", "return (self.body(x).detach()"))
+    lines = [line for line in check(runner).stdout.splitlines() if line.startswith("::")]
+    line = MODEL.splitlines().index("        return (self.body(x) * self.scale).pow(2).mean()") + 1
+    assert [x.split("::")[1].split(",title=")[0] for x in lines] == [
+        f"error file=models/net.py,line={line}",  # body.weight, body.bias: cut by .detach()
+        "error file=models/net.py",  # aux.weight, aux.bias: never ran
+    ]
     result = check(runner, "--format", "json")  # stdout stays pure JSON
     json.loads(result.stdout)
     assert "::error" in result.stderr
