@@ -180,3 +180,16 @@ def test_a_target_that_ends_its_process_is_reported_as_what_it_did(runner, proje
         assert "ms into its run" in r["error"]
     assert lingers["error"] is None and lingers["passed"]
     assert after["error"] is None and after["passed"]  # a fresh worker, as before
+
+
+def _gradscope_fails(*args: object) -> None:
+    raise RuntimeError("a bug in gradscope")
+
+
+def test_gradscope_s_own_failure_in_a_worker_is_its_own_not_the_target_s():
+    """An exception that escapes the runner is gradscope's (the runners wrap the user's
+    errors): raised in the parent as an internal error (exit 3), never a dead target."""
+    from gradscope.gate import workers
+
+    with pytest.raises(workers.WorkerFailed, match="RuntimeError: a bug in gradscope"):
+        workers.run_one(workers.context(), _gradscope_fails, (), {})
