@@ -150,11 +150,19 @@ def test_github_annotations(runner, project, monkeypatch):
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     result = check(runner)
     lines = [line for line in result.stdout.splitlines() if line.startswith("::")]
-    assert len(lines) == 2
+    assert len(lines) == 1  # one problem (the unused module), not one per parameter
     assert lines[0].startswith(
         "::error file=models/net.py,title=gradscope GS101 none-grad in "
-        "models/net.py%3Abuild::grad of aux.weight is None"
+        "models/net.py%3Abuild::2 subjects: aux.weight, aux.bias; e.g. grad of aux.weight is None"
     )
+    net = project / "models" / "net.py"  # a cut the evidence places: on its line
+    net.write_text(MODEL.replace("return (self.body(x)", "return (self.body(x).detach()"))
+    lines = [line for line in check(runner).stdout.splitlines() if line.startswith("::")]
+    line = MODEL.splitlines().index("        return (self.body(x) * self.scale).pow(2).mean()") + 1
+    assert [x.split("::")[1].split(",title=")[0] for x in lines] == [
+        f"error file=models/net.py,line={line}",  # body.weight, body.bias: cut by .detach()
+        "error file=models/net.py",  # aux.weight, aux.bias: never ran
+    ]
     result = check(runner, "--format", "json")  # stdout stays pure JSON
     json.loads(result.stdout)
     assert "::error" in result.stderr
@@ -173,8 +181,11 @@ def test_baseline_unchanged_new_finding_and_norm_regression(runner, project):
     result = check(runner, "--write-baseline", "base.json")
     assert result.exit_code == 0  # adopting a baseline is a success, and says so
     assert "wrote the baseline base.json: 2 finding(s) recorded" in result.stderr
-    assert "FAIL" in result.stdout  # while today's report still shows today's findings
-    assert "exit code 0" in result.stdout  # and the exit code it ends with
+    assert "FAIL" not in result.stdout + result.stderr  # every line says what the baseline
+    assert "[2/2] PASS inspect models/net.py:build" in result.stderr  # made of the findings
+    assert "2 finding(s) adopted into the baseline)" in result.stderr
+    assert "2 finding(s) already in the baseline" in result.stdout
+    assert "verdict: PASS  (2 of 2 targets passed, exit code 0)" in result.stdout
     doc = json.loads((project / "base.json").read_text())
     assert doc["kind"] == "baseline"
     assert ["GS101", "aux.weight"] in doc["targets"]["inspect:models/net.py:build"]["findings"]
@@ -210,6 +221,37 @@ def test_baseline_unchanged_new_finding_and_norm_regression(runner, project):
     changes = [f for f in target["findings"] if f["rule"] == "GS110"]
     assert {f["subject"] for f in changes} == {"body.weight", "body.bias"}
     assert changes[0]["value"] == pytest.approx(1e4, rel=0.01)  # x100 scale, squared loss
+
+
+def test_write_baseline_every_format_and_line_agrees_with_the_verdict(runner, project):
+    """Writing a baseline adopts today's findings: each target is judged as the next run
+    against that baseline will judge it, in the progress lines, the report, JUnit and
+    markdown alike; the file records the findings, never a norm change against an older
+    baseline."""
+    result = check(runner, "--write-baseline", "b.json", "-o", "-", "-o", "r.xml", "-o", "r.md")
+    assert result.exit_code == 0
+    assert ET.parse(project / "r.xml").getroot().get("failures") == "0"
+    assert "2 passed, 0 failed, 0 could not run" in (project / "r.md").read_text()
+    assert "(in baseline)" in (project / "r.md").read_text()  # what was adopted, listed
+    (project / "pyproject.toml").write_text(
+        CONFIG.format(ignore="").replace("build", "build_scaled")
+    )
+    base = json.loads((project / "b.json").read_text())
+    base["targets"]["inspect:models/net.py:build_scaled"] = base["targets"].pop(
+        "inspect:models/net.py:build"
+    )
+    (project / "b.json").write_text(json.dumps(base))
+    result = check(runner, "--baseline", "b.json", "--write-baseline", "c.json")
+    assert result.exit_code == 0, result.output
+    assert "[2/2] PASS inspect models/net.py:build_scaled" in result.stderr
+    # what the run found is recorded; the norm changes against b.json are adopted as the
+    # new norms, not as findings a later GS110 on the same parameter would hide behind
+    assert "wrote the baseline c.json: 4 finding(s) recorded" in result.stderr
+    assert "6 finding(s) adopted into the baseline" in result.stderr
+    assert "verdict: PASS" in result.stdout and "FAIL" not in result.stdout
+    written = json.loads((project / "c.json").read_text())["targets"]
+    rules = {rule for rule, _ in written["inspect:models/net.py:build_scaled"]["findings"]}
+    assert rules == {"GS101", "GS104"}  # the unused module, the scaled gradients: no GS110
 
 
 def test_each_run_s_workers_print_where_that_run_s_prints_go_and_see_its_environment(

@@ -5,7 +5,6 @@ No torch at import time.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from collections.abc import Callable
@@ -76,19 +75,17 @@ def check(
         distinct({**where.paths(), "--write-baseline": baseline_out}, {"--baseline": baseline})
         settings = config_mod.load(config, flags={"fail-on": fail_on})
         saved = _baseline(baseline)
-        judge = _judge(saved, settings)
+        judge = _judge(saved, settings, adopting=bool(baseline_out))
         with clikit.user_stdout_to_stderr(where.to_stdout):
-            report = _run_check(settings, judge)
+            report = _run_check(settings, judge, bool(baseline_out))
+        recorded = sum(len(r.findings) for r in report.results)
         if baseline_out:
             write_file(baseline_out, json_report.dumps(baseline_mod.build(report)))
-            report = dataclasses.replace(report, adopting=True)
-        if saved is not None:
-            report = baseline_mod.compare(report, saved, settings)
+        report = _judged(report, saved, settings, adopting=bool(baseline_out))
         outputs.deliver(where, report, report.fail_on, width)
         if baseline_out:
             clikit.note(
-                f"wrote the baseline {write_baseline}: "
-                f"{sum(len(r.findings) for r in report.results)} finding(s) recorded; "
+                f"wrote the baseline {write_baseline}: {recorded} finding(s) recorded; "
                 f"gate on it with --baseline {write_baseline}"
             )
         raise typer.Exit(report.exit_code())
@@ -108,38 +105,57 @@ def _baseline(path: str | None) -> dict[str, Any] | None:
     return baseline_mod.load(path)
 
 
+def _judged(
+    report: CheckReport, saved: dict[str, Any] | None, settings: config_mod.Settings, adopting: bool
+) -> CheckReport:
+    """The report against the baseline when there is one; when this run writes the
+    baseline, with what it found adopted into it (known, as the next run will judge it),
+    so every target's state, the verdict and the exit code agree."""
+    if saved is not None:
+        report = baseline_mod.compare(report, saved, settings)
+    if adopting:
+        report = baseline_mod.compare(report, baseline_mod.build(report), settings)
+    return report
+
+
 def _judge(
-    saved: dict[str, Any] | None, settings: config_mod.Settings
+    saved: dict[str, Any] | None, settings: config_mod.Settings, adopting: bool
 ) -> Callable[[Outcome], Outcome]:
-    """One finished target as the verdict will judge it: against the baseline when there
-    is one, so its progress line tells the same story as the report."""
-    if saved is None:
-        return lambda result: result
-    return lambda result: baseline_mod.compare(
-        CheckReport([result], settings.fail_on), saved, settings
+    """One finished target as the verdict will judge it (`_judged`), so its progress line
+    tells the same story as the report."""
+    return lambda result: _judged(
+        CheckReport([result], settings.fail_on), saved, settings, adopting
     ).results[0]
 
 
-def _run_check(settings: config_mod.Settings, judge: Callable[[Outcome], Outcome]) -> CheckReport:
+def _run_check(
+    settings: config_mod.Settings, judge: Callable[[Outcome], Outcome], adopting: bool
+) -> CheckReport:
     """A progress bar on a terminal; in CI (stderr piped) one line per finished target."""
     if sys.stderr.isatty():
         return _with_bar(settings)
-    return check_mod.run_isolated(settings, progress=_Lines(settings.fail_on, judge))
+    return check_mod.run_isolated(settings, progress=_Lines(settings.fail_on, judge, adopting))
 
 
 class _Lines:
-    def __init__(self, fail_on: Severity | None, judge: Callable[[Outcome], Outcome]) -> None:
+    def __init__(
+        self, fail_on: Severity | None, judge: Callable[[Outcome], Outcome], adopting: bool
+    ) -> None:
         self.fail_on = fail_on
         self.judge = judge
+        self.known = "adopted into" if adopting else "already in"
 
     def started(self, index: int, total: int, label: str) -> None:
         pass
 
     def finished(self, index: int, total: int, result: Outcome) -> None:
         result = self.judge(result)
+        known = (
+            f", {len(result.known)} finding(s) {self.known} the baseline" if result.known else ""
+        )
         clikit.note(
             f"[{index + 1}/{total}] {target_state(result, self.fail_on)} {result.kind} "
-            f"{printable(result.label)} ({duration(result.duration_s)})"
+            f"{printable(result.label)} ({duration(result.duration_s)}{known})"
         )
 
 
