@@ -16,6 +16,8 @@ import typer
 from gradscope.errors import ExitCode, GradscopeError, UserCodeError, guard_os_exit
 from gradscope.fmt import printable
 from gradscope.report.outputs import Format
+from gradscope.report.write import LEDGER, NotWritten
+from gradscope.stdio import standard_streams
 from gradscope.stdio import user_stdout_to_stderr as user_stdout_to_stderr
 
 DebugOpt = Annotated[
@@ -102,6 +104,8 @@ def guarded(debug: bool = False) -> Iterator[None]:
     that still arrives here can only come from the user's code). 130: Ctrl-C. 3: anything
     else is a bug in gradscope.
     """
+    standard_streams()
+    LEDGER.reset()
     try:
         with guard_os_exit():
             yield
@@ -109,11 +113,15 @@ def guarded(debug: bool = False) -> Iterator[None]:
         raise
     except UserCodeError as exc:
         _user_code_failed(exc, debug)
+    except NotWritten as exc:  # the outputs that could be written were
+        for line in exc.lines:
+            error(line)
+        raise typer.Exit(exc.exit_code) from None
     except GradscopeError as exc:
         error(str(exc))
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
-        error("interrupted")
+        error("interrupted" + _not_written())
         raise typer.Exit(ExitCode.INTERRUPTED) from None
     except BrokenPipeError:
         raise typer.Exit(ExitCode.OK) from None
@@ -121,6 +129,14 @@ def guarded(debug: bool = False) -> Iterator[None]:
         internal_error(exc, debug)
     except BaseException as exc:  # SystemExit and friends, raised by the user's code
         _user_code_failed(UserCodeError("your code", exc), debug)
+
+
+def _not_written() -> str:
+    """The -o files a Ctrl-C came before (during start-up: no run, so no report yet)."""
+    missing = LEDGER.missing()
+    if not missing:
+        return ""
+    return f" before there was a report: {', '.join(missing)} not written"
 
 
 def _user_code_failed(exc: UserCodeError, debug: bool) -> NoReturn:

@@ -28,14 +28,27 @@ from gradscope.findings import TABLE, Finding
 from gradscope.inspector import hooks, preserve
 from gradscope.inspector.explain_cuts import graph_causes
 from gradscope.inspector.replay import flat_tensors, op_sites, replay
+from gradscope.inspector.uninitialised import Unwritten
 from gradscope.stats import RunStats
 
 
-def _makes_non_finite(name: str, inputs: list[torch.Tensor], out: Any) -> bool:
-    outs = [t for t in flat_tensors(out) if t.is_floating_point()]
-    if not outs or not all(bool(torch.isfinite(t).all()) for t in inputs if t.is_floating_point()):
-        return False
-    return not all(bool(torch.isfinite(t).all()) for t in outs)
+def _non_finite_maker() -> Callable[[str, list[torch.Tensor], Any], bool]:
+    """The test of an op that made NaN/Inf from finite inputs; memory an uninitialising op
+    left (`torch.empty`) is judged only where it is read or written whole."""
+    unwritten = Unwritten()
+
+    def makes(name: str, inputs: list[torch.Tensor], out: Any) -> bool:
+        outs = [t for t in flat_tensors(out) if t.is_floating_point()]
+        read = unwritten.screen(name, inputs, outs, name) if outs else None
+        if read is None or not all(bool(torch.isfinite(t).all()) for t in _floats(read)):
+            return False
+        return not all(bool(torch.isfinite(t).all()) for t in outs)
+
+    return makes
+
+
+def _floats(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    return [t for t in tensors if t.is_floating_point()]
 
 
 _DOMAIN_OPS = (
@@ -53,7 +66,7 @@ _DOMAIN_OPS = (
 
 
 def non_finite_origin(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
-    sites = op_sites(model, batch, loss_fn, grad_outputs, _makes_non_finite)[:1]
+    sites = op_sites(model, batch, loss_fn, grad_outputs, _non_finite_maker())[:1]
     if sites:
         return [f"first non-finite value made by {sites[0]} from finite inputs"]
     return _anomaly_origin(model, batch, loss_fn, grad_outputs)

@@ -19,6 +19,7 @@ with warnings.catch_warnings():  # torch warns here when numpy is not installed
 
 from gradscope.errors import calling_user_frame, short_path, user_line
 from gradscope.inspector import hooks, preserve
+from gradscope.inspector.uninitialised import without_out
 
 _CHECKPOINT = os.path.join("torch", "utils", "checkpoint.py")
 
@@ -76,7 +77,7 @@ class Watcher(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        inputs = flat_tensors((args, kwargs or {}))
+        inputs = flat_tensors((args, without_out(kwargs or {})))  # what it read
         with torch._C.DisableTorchFunction():
             self.observe(op_name(func), inputs, out, self.stack[-1] if self.stack else "")
         return out

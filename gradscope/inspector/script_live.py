@@ -18,6 +18,7 @@ from torch import nn
 from gradscope.errors import is_own_file, is_user_file, short_path
 from gradscope.inspector import hooks
 from gradscope.inspector.replay import CUT_KINDS, MAX_SITES, op_name
+from gradscope.inspector.uninitialised import Unwritten, without_out
 
 with warnings.catch_warnings():  # torch warns here when numpy is not installed
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
@@ -48,6 +49,9 @@ class LiveWatch(TorchFunctionMode):
         """An op the watch could not read: it stopped watching (nothing is said)."""
         self.came_in = False
         """The first non-finite output came from non-finite inputs from outside the step."""
+        self.unwritten = Unwritten()
+        self.read_unwritten: tuple[Any, Any] | None = None
+        """(the op, the uninitialising op) when those inputs were memory no one wrote."""
         self.first_bad: tuple[str, int, str | None] | None = None
         self.cuts: list[tuple[str, tuple[str, int, str | None], list[Any]]] = []
         """(kind, op, what its graded inputs came from: nodes or leaf tensors) of each call
@@ -105,7 +109,7 @@ class LiveWatch(TorchFunctionMode):
 
     def _observe(self, func: Any, args: Any, kwargs: Any, out: Any, graded: bool) -> None:
         name = op_name(func)
-        inputs = list(hooks.tensors_in((args, kwargs)))
+        inputs = list(hooks.tensors_in((args, without_out(kwargs))))
         results = list(hooks.tensors_in(out))
         outs = [t for t in results if t.is_floating_point() or t.is_complex()]
         marks: frozenset[int] = frozenset()
@@ -131,6 +135,9 @@ class LiveWatch(TorchFunctionMode):
                 self.sites[id(t.grad_fn)] = site  # the newest: an id may be reused
         if self.first_bad is not None or self.came_in:
             return
+        read = self.unwritten.screen(name, inputs, outs, site)
+        if read is None:
+            return  # memory no one wrote: it holds no value yet
         flags = [~torch.isfinite(t).all() for t in map(_readable, outs) if t is not None]
         if not flags:
             return
@@ -139,7 +146,7 @@ class LiveWatch(TorchFunctionMode):
             if len(flags) == 1
             else torch.stack([f.to(flags[0].device) for f in flags]).any()
         )
-        floats = [t for t in inputs if t.is_floating_point() or t.is_complex()]
+        floats = [t for t in read if t.is_floating_point() or t.is_complex()]
         self.pending.append((site, bad, [r for r in map(_readable, floats) if r is not None]))
         if len(self.pending) >= CHECK_EVERY:
             self._read()
@@ -201,10 +208,14 @@ class LiveWatch(TorchFunctionMode):
         flags = torch.stack([p[1].to(device) for p in pending]).cpu().tolist()
         for (site, _, inputs), bad in zip(pending, flags, strict=True):
             if bad:
-                if all(bool(torch.isfinite(t).all()) for t in inputs):
+                bad_in = [t for t in inputs if not bool(torch.isfinite(t).all())]
+                if not bad_in:
                     self.first_bad = site
-                else:
-                    self.came_in = True
+                    return
+                self.came_in = True
+                made = [s for s in map(self.unwritten.site_of, bad_in) if s is not None]
+                if made:
+                    self.read_unwritten = (site, made[0])
                 return
 
     def watch_backward(self, loss: torch.Tensor) -> NodeWatch:
@@ -225,6 +236,13 @@ class LiveWatch(TorchFunctionMode):
             out["non-finite"] = [
                 f"first non-finite value made by {_site_text(self.first_bad, names)} "
                 "from finite inputs"
+            ]
+        elif self.came_in and self.read_unwritten is not None:
+            reader, made = (_site_text(s, names) for s in self.read_unwritten)
+            out["non-finite"] = [
+                f"no op of this step's forward made NaN/Inf from finite inputs: {reader} read "
+                f"them from memory that {made} left uninitialised (a part not written before "
+                "that read, or written in place with them)"
             ]
         elif self.came_in:
             out["non-finite"] = [_before_the_forward(model)]

@@ -27,7 +27,14 @@ from gradscope.report import junit, layout, markdown, views
 from gradscope.report import terminal as check_terminal
 from gradscope.report.console import View, paint, view_for
 from gradscope.report.json import dumps
-from gradscope.report.write import append_to, destination, emit, to_stdout
+from gradscope.report.write import (
+    LEDGER,
+    NotWritten,
+    append_to,
+    destination,
+    emit,
+    to_stdout,
+)
 
 if TYPE_CHECKING:  # the CLI imports this module for Format: --help stays cheap
     from gradscope.findings import Severity
@@ -40,6 +47,9 @@ class Format(str, Enum):
     junit = "junit"
     markdown = "markdown"
 
+
+MARKUP = {Format.json: "json", Format.junit: "xml"}
+"""How a format escapes what an ASCII-only stdout cannot write (others: look-alikes)."""
 
 EXTENSIONS = {".json": Format.json, ".xml": Format.junit, ".md": Format.markdown}
 """The formats a file name says; any other extension takes --format."""
@@ -110,6 +120,7 @@ def plan(fmt: Format | None, outputs: list[str] | None) -> Plan:
         path = destination(name, "--output")
         assert path is not None
         out.append(Destination(said or chosen, path))
+        LEDGER.named[path] = name
     return Plan(tuple(out))
 
 
@@ -121,17 +132,22 @@ def deliver(
     top: int | None = 30,
 ) -> None:
     """Render one command's outcome (or `check`'s several) once per format, deliver each
-    (files first, stdout last), then the CI extras (step summary, annotations)."""
+    (files first, stdout last), then the CI extras (step summary, annotations). An output
+    that cannot be written loses no other: NotWritten names each one after the rest."""
 
     check = result if isinstance(result, CheckReport) else CheckReport([result], fail_on)
     single = None if isinstance(result, CheckReport) else result
     texts: dict[tuple[Format, bool], str] = {}
+    failed: list[str] = []
     order = sorted(where.destinations, key=lambda d: d.path is None)
     for d in order:
         key = (d.fmt, d.path is None)  # the terminal text is as wide as where it goes
         if key not in texts:
             texts[key] = render(d.fmt, check, view_for(d.path, width, top), single)
-        emit(texts[key], d.path)
+        try:
+            emit(texts[key], d.path, MARKUP.get(d.fmt))
+        except GradscopeError as exc:  # a full volume, a folder gone: the others still go
+            failed.append(str(exc))
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     markdown = next((t for (f, _), t in texts.items() if f is Format.markdown), None)
     if markdown is not None and summary:
@@ -140,6 +156,8 @@ def deliver(
         stream = sys.stderr if where.machine_on_stdout else sys.stdout
         stream.write(ci_annotations.render(check))
         stream.flush()
+    if failed:
+        raise NotWritten(failed, check.exit_code())
 
 
 def write(

@@ -17,7 +17,18 @@ import sys
 import tempfile
 import time
 
-from gradscope.errors import GradscopeError
+from gradscope.errors import ExitCode, GradscopeError
+from gradscope.report.ascii_text import for_encoding
+
+
+class NotWritten(GradscopeError):
+    """Outputs that could not be written, each one's line, once every other one was:
+    exit 2, or the verdict's code where that is worse (3, 130, 143)."""
+
+    def __init__(self, lines: list[str], verdict: int = ExitCode.OK) -> None:
+        super().__init__("; ".join(lines))
+        self.lines = lines
+        self.exit_code = ExitCode(verdict) if verdict > ExitCode.ERROR else ExitCode.ERROR
 
 
 def to_stdout(output: str | None) -> bool:
@@ -145,29 +156,41 @@ def _replace_atomically(path: str, target: str, raw: bytes, mode: int | None) ->
         raise
 
 
-def emit(text: str, output: str | None) -> None:
-    """Text to `output` or to stdout."""
+class Ledger:
+    """The files this command was asked for and those it wrote: what a Ctrl-C before the
+    report says it did not write."""
+
+    def __init__(self) -> None:
+        self.named: dict[str, str] = {}
+        """absolute path → the name the user gave"""
+        self.written: set[str] = set()
+
+    def reset(self) -> None:
+        self.named.clear()
+        self.written.clear()
+
+    def missing(self) -> list[str]:
+        return [name for path, name in self.named.items() if path not in self.written]
+
+
+LEDGER = Ledger()
+
+
+def emit(text: str, output: str | None, markup: str | None = None) -> None:
+    """Text to `output` or to stdout (in what its encoding can write: `markup`, "json" or
+    "xml", escapes in that format's way)."""
     if not to_stdout(output):
         assert output is not None
         write_file(output, text)
+        LEDGER.written.add(os.path.abspath(output))
         return
     try:
-        sys.stdout.write(encodable(text))
+        sys.stdout.write(for_encoding(text, getattr(sys.stdout, "encoding", None), markup))
         sys.stdout.flush()
     except BrokenPipeError:
         _stdout_to_devnull()  # the reader left (`| head`): the verdict's exit code stands
     except OSError as exc:
         raise GradscopeError(f"cannot write to stdout: {exc.strerror}") from None
-
-
-def encodable(text: str) -> str:
-    """`text` with what UTF-8 cannot encode (a lone surrogate from the user's error
-    message) shown as an escape instead of failing the write."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
 
 
 def append_to(path: str, text: str) -> bool:

@@ -235,3 +235,89 @@ def test_a_forked_child_still_ends_itself_with_os_exit(tmp_path):
     import json
 
     assert json.loads(done.stdout)["summary"]["verdict"] == "ok"  # one report: the parent's
+
+
+TRAINS = """
+import os
+import torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Linear(2, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(3):
+    model(torch.ones(4, 2)).pow(2).mean().backward()
+    opt.step()
+    opt.zero_grad()
+if os.environ.get("CRASH"):
+    raise ValueError("boom · ü")
+"""
+
+
+def _watch(tmp_path, *args: str, env: dict[str, str] | None = None, shell: str = ""):
+    """`gradscope watch train.py ARGS`, its streams as `shell` redirects them."""
+    import os
+
+    (tmp_path / "train.py").write_text(TRAINS)
+    command = [sys.executable, "-m", "gradscope", "watch", "train.py", *args]
+    return subprocess.run(
+        ["sh", "-c", f'"$@" {shell}', "sh", *command],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("crash", "code"), [("", ExitCode.OK), ("1", ExitCode.ERROR)])
+def test_with_stderr_closed_the_report_is_written_and_the_exit_code_right(tmp_path, crash, code):
+    done = _watch(tmp_path, env={"CRASH": crash}, shell="2>&-")
+    assert done.returncode == code
+    assert b"3 optimizer steps" in done.stdout
+    filed = _watch(tmp_path, "-o", "r.json", env={"CRASH": crash}, shell="2>&-")
+    assert filed.returncode == code
+    import json
+
+    assert json.loads((tmp_path / "r.json").read_text())["kind"] == "watch"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "env",
+    [{"PYTHONIOENCODING": "ascii"}, {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0"}],
+    ids=["PYTHONIOENCODING=ascii", "C locale"],
+)
+def test_an_ascii_only_stdout_gets_the_report_in_ascii(tmp_path, env):
+    import json
+
+    env = {**env, "CRASH": "1", "PYTHONCOERCECLOCALE": "0"}
+    done = _watch(tmp_path, env=env)
+    assert done.returncode == ExitCode.ERROR, done.stderr  # the crash: not 3
+    text = done.stdout.decode("ascii")
+    assert "3 optimizer steps" in text and " -> " in text and "boom - \\xfc" in text
+    machine = _watch(tmp_path, "--format", "json", env=env)
+    assert machine.returncode == ExitCode.ERROR, machine.stderr
+    assert machine.stdout.isascii()
+    assert "boom · ü" in json.dumps(json.loads(machine.stdout), ensure_ascii=False)
+
+
+def test_ctrl_c_before_the_script_runs_says_the_output_was_not_written(
+    runner, tmp_path, monkeypatch
+):
+    from gradscope import api
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # as if during torch's import, before the script's first line
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(TRAINS)
+    monkeypatch.setattr(api, "watch_script", interrupted)
+    done = runner.invoke(app, ["watch", "train.py", "-o", "r.json", "-o", "r.xml", "-o", "-"])
+    assert done.exit_code == ExitCode.INTERRUPTED
+    assert done.stderr.splitlines() == [
+        "gradscope: error: interrupted before there was a report: r.json, r.xml not written"
+    ]
+    assert not (tmp_path / "r.json").exists()
+    plain = runner.invoke(app, ["watch", "train.py"])
+    assert plain.exit_code == ExitCode.INTERRUPTED
+    assert plain.stderr.splitlines() == ["gradscope: error: interrupted"]

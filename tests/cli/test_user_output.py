@@ -66,3 +66,65 @@ def test_prints_stay_on_stdout_when_the_report_goes_to_a_file(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "hello from forward" in done.stdout
     json.loads((tmp_path / "r.json").read_text())
+
+
+PRINTS_ON_FD_1 = textwrap.dedent("""
+    import os
+    import torch
+    from torch import nn
+    model = nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        model(torch.ones(4, 2)).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+        print("printed by the script")
+        os.write(1, b"written to fd 1 by the script\\n")
+""")
+
+
+@pytest.mark.slow
+def test_watch_to_a_file_on_a_terminal_keeps_the_scripts_fd_1_off_the_report(tmp_path):
+    """`gradscope watch train.py > report.txt` on a terminal: the status line is up (it wraps
+    sys.stdout before the script runs), and what the script writes to descriptor 1 still
+    goes to the terminal, not into report.txt."""
+    import os
+    import pty
+    import threading
+
+    (tmp_path / "train.py").write_text(PRINTS_ON_FD_1)
+    master, slave = pty.openpty()
+    with open(tmp_path / "report.txt", "wb") as report:
+        done = subprocess.Popen(
+            [sys.executable, "-m", "gradscope", "watch", "train.py"],
+            cwd=tmp_path,
+            stdin=slave,
+            stdout=report,
+            stderr=slave,
+            env={**os.environ, "CI": ""},
+        )
+    os.close(slave)
+    seen: list[bytes] = []
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the terminal's other side closed
+                return
+            if not chunk:
+                return
+            seen.append(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert done.wait(timeout=120) == 0
+    reader.join(timeout=10)
+    os.close(master)
+    terminal = b"".join(seen).decode("utf-8", "replace")
+    assert "gradscope: watch: step" in terminal  # the status line was on
+    assert terminal.count("written to fd 1 by the script") == 3
+    assert terminal.count("printed by the script") == 3
+    text = (tmp_path / "report.txt").read_text()
+    assert "3 optimizer steps" in text
+    assert "by the script" not in text

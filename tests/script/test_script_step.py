@@ -309,8 +309,10 @@ for step in range(2):
 """
 
 
-def test_the_live_watch_reads_no_meta_or_sparse_tensor(here):
-    """A model built on the meta device, a sparse op: the watch skips what it cannot read."""
+def test_the_live_watch_reads_no_meta_or_sparse_tensor(here, nan_filled_empty):
+    """A model built on the meta device, a sparse op: the watch skips what it cannot read.
+    `to_empty` gives the weights memory no one wrote (NaN here) until reset_parameters
+    writes it: no op made NaN."""
     (here / "odd.py").write_text(ODD_TENSORS)
     inspected = script.run_step("odd.py", explain=True)
     assert inspected.stats.loss_finite and inspected.evidence == {}
