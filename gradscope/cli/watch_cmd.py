@@ -22,7 +22,7 @@ from gradscope.fmt import printable
 from gradscope.outcome import Outcome, exit_code
 from gradscope.report import outputs
 from gradscope.report.outputs import Format, Plan
-from gradscope.report.write import destination, distinct
+from gradscope.report.write import NotWritten, destination, distinct
 from gradscope.suggest import did_you_mean
 from gradscope.watcher.distributed_hooks import (
     is_main_process,
@@ -256,28 +256,38 @@ def watch(
                 batch_size=batch_size,
             )
         outcome = report.outcome()
+        lost = _deliver(report, outcome, where, settings.fail_on, width) if main_rank else []
         if main_rank:
-            _deliver(report, outcome, where, settings.fail_on, width)
             if plot and not report.judged:
                 clikit.note(f"--plot {plot}: not drawn, no step was recorded")
         _status_line(report, main_rank, debug)
-        raise typer.Exit(_exit_code(report, outcome, settings.fail_on, main_rank))
+        raise typer.Exit(_exit_code(report, outcome, settings.fail_on, main_rank, lost))
 
 
 def _deliver(
     report: WatchReport, outcome: Outcome, where: Plan, fail_on: Severity | None, width: int | None
-) -> None:
+) -> list[str]:
     """A run with nothing judged gets no empty terminal report on stdout, but every file
     named by -o and every CI format still gets its document (marked partial when the
-    script failed or was interrupted)."""
+    script failed or was interrupted). Returns the lines of the outputs that could not be
+    written: said with the other unwritten files, after the lines on how the run ended."""
     shown = report.judged or bool(report.findings)
     kept = where if shown else where.without_terminal_on_stdout()
-    if kept.destinations:
+    if not kept.destinations:
+        return []
+    try:
         outputs.deliver(kept, outcome, fail_on, width)
+    except NotWritten as exc:
+        return exc.lines
+    return []
 
 
 def _exit_code(
-    report: WatchReport, outcome: Outcome, fail_on: Severity | None, main_rank: bool
+    report: WatchReport,
+    outcome: Outcome,
+    fail_on: Severity | None,
+    main_rank: bool,
+    lost: list[str],
 ) -> int:
     """The run's exit code; a file asked for and not written is said, exit 2. Under
     torchrun a failing rank makes torchrun stop rank 0 before its report. Findings under
@@ -286,7 +296,7 @@ def _exit_code(
     own (a failure keeps its code: torchrun must stop the ranks still waiting in a
     collective)."""
     code = exit_code([outcome], fail_on)
-    for line in report.run.unwritten:
+    for line in [*lost, *report.run.unwritten]:
         clikit.error(line)
         code = max(code, ExitCode.ERROR) if code < ExitCode.INTERNAL else code
     recorded = record_exit(code) if main_rank else False

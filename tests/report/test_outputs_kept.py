@@ -122,6 +122,21 @@ def test_watch_writes_every_output_but_the_one_whose_folder_the_script_removed(
     assert "2 optimizer steps" in done.stdout
 
 
+def test_watch_still_says_how_the_run_ended_when_an_output_is_lost(runner, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    crashes = REMOVES_ITS_OUTPUT_FOLDER + "raise RuntimeError('after the loop')\n"
+    (tmp_path / "train.py").write_text(crashes)
+    done = runner.invoke(app, ["watch", "train.py", "-o", "out/r.json", "-o", "r.md"])
+    assert done.exit_code == 2, done.output
+    lines = done.stderr.strip().splitlines()
+    ended = [i for i, line in enumerate(lines) if "RuntimeError: after the loop" in line]
+    lost = [i for i, line in enumerate(lines) if "cannot write" in line]
+    assert ended and lost and ended[-1] < lost[0], lines  # how it ended, then what was lost
+    assert "after 2 optimizer steps" in lines[ended[-1]]
+    assert "train.py" in (tmp_path / "r.md").read_text()
+
+
 def test_ascii_text_keeps_utf8_as_it_is_and_falls_back_only_where_it_must():
     text = "loss 0.3 → 0.2 · x² ≈ 1 ┃━┏┓ ▁▄█ name_ü"
     assert for_encoding(text, "utf-8") == text
