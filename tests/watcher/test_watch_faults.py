@@ -5,6 +5,8 @@ switched off, exit 3. A failure of the user's own code is still the script's (ex
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Any
 
 import pytest
@@ -265,3 +267,21 @@ def test_a_fault_reads_as_one_note():
         "the watch was switched off there and training went on. This is a bug in "
         "gradscope: please report it"
     )
+
+
+@pytest.mark.slow
+def test_the_cli_reports_gradscopes_failure_as_its_own_exit_3():
+    from watch_scripts import gradscope as cli
+
+    done = cli("watch", "internal_fault.py", "-f", "json")
+    assert done.returncode == ExitCode.INTERNAL, done.stderr
+    assert done.stderr.count("done ") == 1  # the script's print (stdout holds the report)
+    note = "internal error: gradscope failed in the optimizer's post-step hook at step 3"
+    assert f"gradscope: error: {note} (ZeroDivisionError: float division by zero)" in done.stderr
+    assert "the script raised" not in done.stderr and "Traceback" not in done.stderr
+    document = json.loads(done.stdout)
+    assert document["summary"]["steps"] == 2 and document["summary"]["status"] == "completed"
+    assert any(n.startswith(note) for n in document["summary"]["notes"])
+    debug = cli("watch", "internal_fault.py", "--debug")
+    assert debug.returncode == ExitCode.INTERNAL
+    assert os.path.join("gradscope", "watcher", "guard.py") in debug.stderr  # its own frames
