@@ -285,3 +285,20 @@ def test_the_cli_reports_gradscopes_failure_as_its_own_exit_3():
     debug = cli("watch", "internal_fault.py", "--debug")
     assert debug.returncode == ExitCode.INTERNAL
     assert os.path.join("gradscope", "watcher", "guard.py") in debug.stderr  # its own frames
+
+
+def test_the_read_back_before_destroy_process_group_never_reaches_the_script(monkeypatch):
+    """The distributed Session calls it from the script's destroy_process_group()."""
+    from gradscope.watcher.distributed_hooks import DistributedWatch
+
+    hooks = DistributedWatch(enabled=False)
+    with gradscope.watch() as w:
+        hooks.watcher = w
+        monkeypatch.setattr(w.recorder, "flush", failing_at(w.recorder.flush, 1))
+        hooks._flush()  # what destroy_process_group() runs first
+        out: list[str] = []
+        train(out)  # the watch is off: the loop runs bare
+    (fault,) = w.report.faults
+    assert fault.part == "the read-back before destroy_process_group()" and fault.step == 1
+    assert w.report.run.steps == []
+    assert exit_code([w.report.outcome()], Severity.ERROR) == ExitCode.INTERNAL
