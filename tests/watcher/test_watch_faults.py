@@ -302,3 +302,30 @@ def test_the_read_back_before_destroy_process_group_never_reaches_the_script(mon
     assert fault.part == "the read-back before destroy_process_group()" and fault.step == 1
     assert w.report.run.steps == []
     assert exit_code([w.report.outcome()], Severity.ERROR) == ExitCode.INTERNAL
+
+
+def test_what_a_signal_handler_raises_inside_gradscopes_code_is_the_scripts():
+    """A DataLoader's SIGCHLD handler raises when a worker was killed, wherever the main
+    thread is, gradscope's hooks included: that is the script's failure, let through."""
+    import signal
+
+    from gradscope.watcher.guard import safely
+
+    def handler(signum, frame):
+        raise RuntimeError("DataLoader worker (pid 1) is killed by signal: Killed.")
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    try:
+        state = WatchState(Recorder(10))
+        with pytest.raises(RuntimeError, match="DataLoader worker"):
+            safely(state, state.threads.here(), "the backward() hook", _signalled)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert state.faults == [] and not state.off
+
+
+def _signalled() -> None:
+    import signal
+
+    signal.raise_signal(signal.SIGUSR1)
+    sum(range(10))  # the handler runs here, inside gradscope's work
