@@ -1,7 +1,6 @@
 """A failure of gradscope's own inside a hook (`Fault`): never raised into the training,
 kept for the report, which ends the run with exit 3. What counts as one: any Exception
-of gradscope's part of a hook, except a rank's timeout (a gathering the other ranks gave
-up on ends the run on every rank alike, exit 2)."""
+of gradscope's part of a hook, except those of `passing`."""
 
 from __future__ import annotations
 
@@ -10,9 +9,12 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-PASSING = ("RankTimeout",)
-"""Exceptions of gradscope's hooks that still end the run (gradscope.distributed.context:
-named here, so this module loads no torch)."""
+PASSING = ("RankTimeout", "AcceleratorError")
+"""Exceptions of gradscope's hooks that still end the run, named here so that this
+module loads no torch: a rank's timeout (gradscope.distributed.context), and the
+device's own error (torch.AcceleratorError: a device-side assert or an illegal access
+of the script's kernels, which surfaces at the next sync, often gradscope's read-back,
+and at the script's next operation anyway)."""
 
 
 @dataclass(frozen=True)

@@ -329,3 +329,17 @@ def _signalled() -> None:
 
     signal.raise_signal(signal.SIGUSR1)
     sum(range(10))  # the handler runs here, inside gradscope's work
+
+
+def test_the_devices_own_error_at_gradscopes_read_back_is_let_through():
+    """A device-side assert of the script's kernel surfaces at the next sync, often
+    gradscope's read-back: the run ends as it would at the script's next operation."""
+    from gradscope.watcher.guard import safely
+
+    def read_back() -> None:
+        raise torch.AcceleratorError("CUDA error: device-side assert triggered")
+
+    state = WatchState(Recorder(10))
+    with pytest.raises(torch.AcceleratorError):
+        safely(state, state.threads.here(), "the optimizer's post-step hook", read_back)
+    assert state.faults == []
