@@ -307,10 +307,15 @@ def _exit_code(
 def _status_line(report: WatchReport, main_rank: bool = True, debug: bool = False) -> None:
     """What ended the run, on stderr. A crash after steps were judged: the script's own
     traceback (as `python SCRIPT` prints it) above the line naming file:line and the
-    error; a failure before the first step is one line (the traceback under --debug)."""
+    error; a failure before the first step is one line (the traceback under --debug).
+    A failure of gradscope's own is its internal-error note (its traceback under --debug)."""
     run = report.run
     rank = f"rank {launched_rank()}: " if launched_world() > 1 else ""
     steps = len(run.steps)
+    for fault in report.faults:  # gradscope's own failure: its frames shown under --debug
+        if debug:
+            sys.stderr.write(printable(fault.trace))
+        clikit.error(f"{rank}{fault.note()}")
     if run.status == "crashed":
         if run.traceback and (report.judged or debug):
             sys.stderr.write(printable(run.traceback))

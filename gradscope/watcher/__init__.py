@@ -10,7 +10,8 @@ Stages (collect → plain data → rules → render), one module each:
                 install/remove, all behind `patches.intercepting(state)`.
 - state.py      `WatchState`, the plain dataclass every patch shares. The logic the
                 patches call, a module each: guard.py (the way into a hook; a failure
-                in another thread stops the recording), backward_calls.py,
+                of gradscope's own switches the watch off, never reaches the training,
+                and faults.py keeps it for the report: exit 3), backward_calls.py,
                 stepping.py (a step's start and end: a `PendingStep` of device
                 tensors), record_step.py (numbered, to the recorder, --steps),
                 resets.py, clipping.py, manual.py (updates by hand), threads.py.

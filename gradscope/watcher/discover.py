@@ -70,13 +70,23 @@ def live_optimizers() -> list[torch.optim.Optimizer]:
     return [o for o in gc.get_objects() if issubclass(type(o), torch.optim.Optimizer)]
 
 
-def graph_leaves(roots: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+MAX_GRAPH_NODES = 4096
+"""Autograd nodes `graph_leaves` visits at most. Each node it reaches keeps a Python
+object until the graph is freed, and a graph whose nodes have them is freed by
+recursion, not by torch's own loop: a walk of every node of a chain of 100,000 (a long
+recurrent loop) made its release overflow the C stack (about 200 bytes a node). 4096
+is under 1 MiB, and reaches a leaf of every layer of a usual model; a module found
+there brings all of its parameters (`extend`)."""
+
+
+def graph_leaves(roots: Sequence[torch.Tensor], limit: int = MAX_GRAPH_NODES) -> list[torch.Tensor]:
     """The leaf tensors a backward from `roots` accumulates gradients into (its autograd
-    graph's AccumulateGrad nodes): what the script trains when no optimizer says so."""
+    graph's AccumulateGrad nodes) among its first `limit` nodes, depth first (a leaf is
+    soon reached): what the script trains when no optimizer says so."""
     out: list[torch.Tensor] = []
     seen: set[int] = set()
     stack: list[Any] = [t.grad_fn for t in roots if t.grad_fn is not None]
-    while stack:
+    while stack and len(seen) < limit:
         node = stack.pop()
         if node is None or id(node) in seen:
             continue

@@ -108,8 +108,14 @@ class DistributedWatch:
             self.session.before_destroy.append(self._flush)
 
     def _flush(self) -> None:
-        if self.watcher is not None and not self._crashed():
-            self.watcher.recorder.flush()
+        """Before the script destroys its process group: a failure of gradscope's own is
+        the watch's (switched off, exit 3), never the script's."""
+        from gradscope.watcher.guard import shielded  # loads torch
+
+        watcher = self.watcher
+        if watcher is not None and not self._crashed():
+            part = "the read-back before destroy_process_group()"
+            shielded(watcher.state, part, watcher.recorder.flush)
 
     def close(self) -> None:
         """Remove what bind() and the Session installed."""

@@ -164,7 +164,9 @@ def _term(node: Any, kind: str, factor: float, reduced: str | None) -> LossTerm:
     source = getattr(node, "_saved_self", None)
     if kind == "nll":
         log_probs = node.next_functions[0][0] if node.next_functions else None
-        while log_probs is not None and type(log_probs).__name__ in _ROWS:
+        for _ in range(MAX_NODES):  # bounded, like every walk of the graph
+            if log_probs is None or type(log_probs).__name__ not in _ROWS:
+                break
             log_probs = log_probs.next_functions[0][0]
         if type(log_probs).__name__ == "LogSoftmaxBackward0":
             kind = "cross_entropy"  # NLL of log_softmax: bounded below by 0

@@ -98,12 +98,16 @@ class MicroGrads:
         self._handles: list[Any] = []
         self._module_hooks: set[int] = set()
         self._index: dict[tuple[int, ...], torch.Tensor] = {}
+        self.failed = False
+        """A hook of its own failed: the hooks do nothing from then on, no step is
+        measured, and the rest of the watch goes on."""
+        self.on_fault: Callable[[str, BaseException], None] = lambda part, exc: None
 
     def attach(self, calls: int) -> None:
         """Hook the parameters and models found since the last call, once wanted (a step
         of `calls` backward calls just began)."""
         self.wanted = self.wanted or calls > 1 or not self.fresh_ok
-        if not self.wanted:
+        if not self.wanted or self.failed:
             return
         params = self.tracked.params
         for pos in range(self._hooked, len(params)):
@@ -141,7 +145,23 @@ class MicroGrads:
             self._handles.pop().remove()
         self.current = None
 
-    def _forward(self, _module: Any, args: Any, kwargs: Any) -> None:
+    def _fail(self, part: str, exc: BaseException) -> None:
+        """A hook failed: the noise scale is switched off (its hooks stay until the watch
+        ends, doing nothing: a hook removed while autograd runs its neighbours would
+        change the dictionary they are read from)."""
+        self.failed = True
+        self.current = None
+        self.on_fault(part, exc)
+
+    def _forward(self, module: Any, args: Any, kwargs: Any) -> None:
+        if self.failed:
+            return
+        try:
+            self._batch_size(args, kwargs)
+        except Exception as exc:
+            self._fail("the noise scale's forward pre-hook", exc)
+
+    def _batch_size(self, args: Any, kwargs: Any) -> None:
         first = next(
             (a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor) and a.dim()),
             None,
@@ -150,32 +170,41 @@ class MicroGrads:
 
     def _hook(self, pos: int) -> Callable[[torch.Tensor], None]:
         def hook(grad: torch.Tensor) -> None:
-            call = self.current
-            if call is None:
+            if self.failed or self.current is None:
                 return
-            if pos in call.seen:  # two gradients in one call (a reentrant checkpoint)
-                call.window.bad = "a parameter got two gradients in one backward call"
-                return
-            call.seen.add(pos)
-            if pos in call.window.reached and self.tracked.params[pos].grad is None:
-                call.window.bad = "gradients were reset between micro-batches"
-            if callable(getattr(grad, "to_local", None)):  # a shard: its norm is not the whole's
-                call.window.bad = "sharded (DTensor) gradients"
-                return
-            if self.eager_cpu and grad.is_cpu:  # now, while in cache
-                call.done.append(_cpu_norm(grad))
-                call.done_positions.append(pos)
-                return
-            if self.fresh_ok and self.tracked.params[pos].grad is None:
-                call.fresh.append(pos)
-                return
-            call.held.append(grad)
-            call.positions.append(pos)
-            call.bytes += grad.numel() * grad.element_size()
-            if call.bytes > HELD_BYTES:
-                self._norm_held(call)
+            try:
+                self._take(pos, grad)
+            except Exception as exc:
+                self._fail("the noise scale's gradient hook", exc)
 
         return hook
+
+    def _take(self, pos: int, grad: torch.Tensor) -> None:
+        """One parameter's gradient of the call being measured."""
+        call = self.current
+        if call is None:
+            return
+        if pos in call.seen:  # two gradients in one call (a reentrant checkpoint)
+            call.window.bad = "a parameter got two gradients in one backward call"
+            return
+        call.seen.add(pos)
+        if pos in call.window.reached and self.tracked.params[pos].grad is None:
+            call.window.bad = "gradients were reset between micro-batches"
+        if callable(getattr(grad, "to_local", None)):  # a shard: its norm is not the whole's
+            call.window.bad = "sharded (DTensor) gradients"
+            return
+        if self.eager_cpu and grad.is_cpu:  # now, while in cache
+            call.done.append(_cpu_norm(grad))
+            call.done_positions.append(pos)
+            return
+        if self.fresh_ok and self.tracked.params[pos].grad is None:
+            call.fresh.append(pos)
+            return
+        call.held.append(grad)
+        call.positions.append(pos)
+        call.bytes += grad.numel() * grad.element_size()
+        if call.bytes > HELD_BYTES:
+            self._norm_held(call)
 
     @staticmethod
     def _norm_held(call: _Call) -> None:
@@ -187,7 +216,7 @@ class MicroGrads:
     # -- one backward call ------------------------------------------------------------
     def begin(self, window: Any, scaler: Any) -> None:
         """A top-level backward call starts in the thread whose window this is."""
-        if self._hooked == 0:
+        if self._hooked == 0 or self.failed:
             return
         micro = window.micro
         if micro is None:
@@ -259,7 +288,9 @@ class MicroGrads:
         window whose every call was measured alike; None otherwise."""
         micro = window.micro
         calls = window.calls
-        if micro is None or micro.bad or micro.sums is None or micro.measured != calls:
+        if self.failed or micro is None or micro.bad or micro.sums is None:
+            return None
+        if micro.measured != calls:
             return None
         ranks = self.ranks()
         if len(micro.sites) != 1 or calls * ranks < 2:

@@ -15,6 +15,7 @@ from gradscope.outcome import Outcome
 from gradscope.steps import noise
 from gradscope.steps.noise import NoiseSummary
 from gradscope.steps.records import MANUAL, WatchRun
+from gradscope.watcher.faults import Fault
 
 # torch is imported in functions: `gradscope --help` must not load it
 
@@ -34,16 +35,29 @@ class WatchReport:
     """When the script failed: file:line of its own code that raised (or called sys.exit)."""
     ignored: list[Finding] = field(default_factory=list)
     """Findings an `ignore` pattern silenced: reported, never failing."""
+    faults: tuple[Fault, ...] = ()
+    """gradscope's own failures during the run (each an internal-error note): exit 3."""
 
     @classmethod
-    def of(cls, run: WatchRun, findings: list[Finding], settings: Settings) -> WatchReport:
+    def of(
+        cls,
+        run: WatchRun,
+        findings: list[Finding],
+        settings: Settings,
+        faults: tuple[Fault, ...] = (),
+    ) -> WatchReport:
         """The report of a run judged by `gradscope.rules.watch.judge` (the rules live
         there, not here: the watcher records, the rules layer judges); findings an
         `ignore` pattern marked are kept apart in `ignored`."""
         import torch
 
         active, ignored = split_ignored(findings)
-        return cls(run, active, settings.threshold_dict(), torch.__version__, ignored=ignored)
+        version = torch.__version__
+        return cls(run, active, settings.threshold_dict(), version, ignored=ignored, faults=faults)
+
+    def internal_error(self) -> str | None:
+        """gradscope's first failure, in one line; None when it never failed."""
+        return self.faults[0].note() if self.faults else None
 
     @property
     def judged(self) -> bool:
@@ -63,7 +77,7 @@ class WatchReport:
         if run.status != "crashed":
             return None
         error = run.error or "the script failed"
-        if not error.startswith("the script "):
+        if not error.startswith(("the script ", "gradscope ")):
             # a SyntaxError's text ends with its place, which `where` already says
             error = "the script raised " + re.sub(r" \([^()]*, line \d+\)$", "", error)
         return f"{self.where}: {error}" if self.where else error
@@ -100,6 +114,9 @@ class WatchReport:
             could_not_run = f"{run.status} after {steps}"
         elif not self.judged:
             could_not_run = self.nothing_judged()
+        if self.faults and stopped is None:  # gradscope's bug: exit 3, never a pass
+            stopped = ExitCode.INTERNAL
+            could_not_run = f"{self.internal_error()} (after {steps})"
         label = run.label.removeprefix("script ")
         return Outcome(
             "watch",
@@ -196,6 +213,10 @@ class WatchReport:
             "nothing_judged": self.nothing_judged(),
             "counts": counts,
             "notes": list(self.run.notes),
+            "internal_errors": [
+                {"part": f.part, "step": f.step, "error": f.error, "thread": f.thread}
+                for f in self.faults
+            ],
             "noise_scale": [n.to_dict() for n in self.noise],
         }
 

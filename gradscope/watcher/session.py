@@ -19,10 +19,11 @@ from types import TracebackType
 from typing import Any, BinaryIO
 
 from gradscope.config import Settings
-from gradscope.errors import Terminated, UserCodeError
+from gradscope.errors import GradscopeError, Terminated, UserCodeError, is_own_file
 from gradscope.rules.watch import judge  # the engine calls the judge, once
 from gradscope.steps.noise import Smoother
 from gradscope.steps.records import MANUAL, ParamInfo, StepRecord, WatchRun
+from gradscope.watcher.faults import fault_of, passing, record
 from gradscope.watcher.report import WatchReport
 
 # the patches, recorder and state (which load torch) are imported in functions:
@@ -210,6 +211,10 @@ class Watcher:
             if self._log.failure:
                 notes.append(self._log.failure)
         status, error = _status(exc, StopWatching)
+        if status == "crashed" and escaped(exc):  # a hook's failure no guard caught
+            error = f"gradscope failed in its own code: {error}"
+            fault = fault_of("a hook", self.state.steps + 1, exc, None, True)  # type: ignore[arg-type]
+            record(self.state, replace(fault, ended=True))
         if status == "completed" and self.state.stopped:
             status = "stopped"  # --steps reached in another thread; the script ran on
         notes = [*self.state.notes, *notes]
@@ -220,7 +225,8 @@ class Watcher:
             trace = UserCodeError("the script", exc).user_traceback()
             self.run = replace(self.run, traceback=trace)
 
-        self.report = WatchReport.of(self.run, judge(self.run, self.settings), self.settings)
+        findings = judge(self.run, self.settings)
+        self.report = WatchReport.of(self.run, findings, self.settings, tuple(self.state.faults))
         return isinstance(exc, StopWatching)
 
     def _build(self, status: str, error: str | None, notes: tuple[str, ...]) -> WatchRun:
@@ -266,6 +272,17 @@ class Watcher:
             settings=icp.settings.of(len(icp.optimizers)),
             argv=self.argv,
         )
+
+
+def escaped(exc: BaseException | None) -> bool:
+    """An exception raised by gradscope's own code (not by what it called, not a rank's
+    timeout, not an error the user can fix) that reached the script."""
+    if not isinstance(exc, Exception) or isinstance(exc, GradscopeError) or passing(exc):
+        return False
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and is_own_file(tb.tb_frame.f_code.co_filename)
 
 
 def _status(exc: BaseException | None, stop: type[BaseException]) -> tuple[str, str | None]:

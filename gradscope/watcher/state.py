@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from gradscope.watcher import discover, updates
+from gradscope.watcher.faults import Fault, fault_of, record
 from gradscope.watcher.measure import Measure
 from gradscope.watcher.noise_scale import MicroGrads
 from gradscope.watcher.optim_settings import SettingsHistory
@@ -85,6 +86,8 @@ class WatchState:
     """backward() calls over the whole run."""
     notes: list[str] = field(default_factory=list)
     """What the watch could not do, for the report."""
+    faults: list[Fault] = field(default_factory=list)
+    """gradscope's own failures, each switched off where it happened (guard.py)."""
     manually_updated: set[int] = field(default_factory=set)
     """Positions of the parameters an update by hand changed."""
     stopped: bool = False
@@ -98,6 +101,8 @@ class WatchState:
         default_factory=dict
     )
     members_cache: dict[int, tuple[Any, tuple[int, ...]]] = field(default_factory=dict)
+    group_sizes: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    """id(optimizer) → its param groups' sizes at its last step (`grown`)."""
     stepped_by: dict[int, set[int]] = field(default_factory=dict)
     """Optimizer index → the threads that stepped it."""
     manual: ManualCheck | None = None
@@ -120,6 +125,17 @@ class WatchState:
         self.measure = Measure(self.tracked)
         self.updates = updates.Updates(self.measure, self.notes)
         self.noise = MicroGrads(self.tracked, self.batch_size)
+        self.noise.on_fault = lambda part, exc: self.failed(part, exc, whole=False)
+
+    def failed(
+        self, part: str, exc: BaseException, thread: str | None = None, whole: bool = True
+    ) -> None:
+        """gradscope failed in `part`: the watch (or, not `whole`, only that part, which
+        has switched itself off) stops; the fault goes to the report."""
+        with self.threads.lock:
+            if whole:
+                self.off = True
+            record(self, fault_of(part, self.steps + 1, exc, thread, whole))
 
     def members(self, optimizer: Any) -> tuple[int, ...]:
         """Positions of the optimizer's parameters among the tracked ones (cached while
@@ -129,6 +145,14 @@ class WatchState:
         if cached is None or cached[0] != key:
             cached = self.members_cache[id(optimizer)] = (key, self.tracked.members(optimizer))
         return cached[1]
+
+    def grown(self, optimizer: Any) -> bool:
+        """The optimizer holds parameters it did not at its last step (add_param_group):
+        asked at every step, so only its groups' sizes are compared."""
+        sizes = tuple(len(g["params"]) for g in optimizer.param_groups)
+        last = self.group_sizes.get(id(optimizer))
+        self.group_sizes[id(optimizer)] = sizes
+        return last is not None and last != sizes
 
     def index_of(self, optimizer: Any) -> int:
         """The optimizer's index among those that stepped; -1: it has not stepped."""

@@ -110,6 +110,8 @@ def optimizer_index(state: WatchState, here: ThreadState, optimizer: Any) -> int
     """The optimizer's index; its first step makes it one of the watched (and ends the
     search for updates by hand)."""
     index = state.index_of(optimizer)
+    if state.grown(optimizer) and index >= 0:  # add_param_group since its last step
+        discover.extend(state.tracked, state.known)
     if index < 0:
         check = state.manual
         if check is not None:  # an optimizer takes over: updates by hand end here
@@ -191,7 +193,15 @@ def drop_unfinished(here: ThreadState) -> None:
 
 
 def _lr(group: dict[str, Any]) -> float:
-    lr = group.get("lr", float("nan"))
-    if isinstance(lr, torch.Tensor) and lr.device.type != "cpu":
-        return float("nan")  # reading a device lr would sync; it is in the param group
-    return float(lr)
+    """The group's lr; NaN where there is no number to read: None (transformers'
+    Adafactor at its defaults works its own out), a device tensor (reading it would
+    sync), anything else."""
+    lr = group.get("lr")
+    if isinstance(lr, torch.Tensor):
+        if lr.numel() != 1 or lr.device.type != "cpu":
+            return float("nan")
+        return float(lr.item())
+    try:
+        return float(lr)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return float("nan")

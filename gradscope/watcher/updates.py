@@ -274,15 +274,18 @@ def _adam_coefficients(
 ) -> tuple[Coef, Coef]:
     """gain = lr·√(1-β2^t)/(1-β1^t) and shift = eps·√(1-β2^t), per tensor: floats when
     the step counts are on the host, else 0-dim tensors beside them (nothing read back)."""
+    # t = 0: a fused step GradScaler skipped before any was taken (no update): gain 0,
+    # and a shift of 1 keeps 0/0 out of m/(√v + shift)
     if host:
         ts = [_f(t) for t in steps]
         root = [math.sqrt(1 - beta2**t) for t in ts]
-        return [lr * r / (1 - beta1**t) for t, r in zip(ts, root, strict=True)], [
-            eps * r for r in root
+        return [lr * r / (1 - beta1**t) if t else 0.0 for t, r in zip(ts, root, strict=True)], [
+            eps * r if t else 1.0 for t, r in zip(ts, root, strict=True)
         ]
     t = torch.stack([s.double() for s in steps])  # capturable or fused: they stay there
     root_t = (1 - beta2**t).sqrt()
-    return list((lr * root_t / (1 - beta1**t)).unbind()), list((eps * root_t).unbind())
+    gain = torch.where(t > 0, lr * root_t / (1 - beta1**t), 0.0)
+    return list(gain.unbind()), list(torch.where(t > 0, eps * root_t, 1.0).unbind())
 
 
 def _sgd(

@@ -13,6 +13,8 @@ from gradscope.watcher.patches.base import Patch
 from gradscope.watcher.state import WatchState
 from gradscope.watcher.threads import ThreadState
 
+PART = "the backward() hook"
+
 
 class TensorBackward(Patch):
     name = "backward"
@@ -76,11 +78,11 @@ def _counted(
     run: Any,
 ) -> Any:
     """Run the backward call between its start and its end."""
-    safely(state, here, lambda: backward_calls.started(state, here, roots, tensor, gradient))
+    safely(state, here, PART, lambda: backward_calls.started(state, here, roots, tensor, gradient))
     here.depth += 1
     try:
         out = run()
     finally:
         here.depth -= 1
-    safely(state, here, lambda: backward_calls.ended(state, here, roots))
+    safely(state, here, PART, lambda: backward_calls.ended(state, here, roots))
     return out

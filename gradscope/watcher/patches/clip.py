@@ -17,6 +17,9 @@ def _listed(parameters: Any) -> list[torch.Tensor]:
     return [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
 
 
+CLIP = "the clip_grad_norm_() hook"
+
+
 class ClipGradNorm(Patch):
     name = "clip_grad_norm_"
 
@@ -30,7 +33,7 @@ class ClipGradNorm(Patch):
             if here is None or here.depth or here.quiet:
                 return original(parameters, max_norm, norm_type, *a, **kw)
             params = _listed(parameters)
-            scale = safely(state, here, lambda: clipping.before_clip(state, here, params))
+            scale = safely(state, here, CLIP, lambda: clipping.before_clip(state, here, params))
             here.depth += 1
             try:
                 total = original(params, max_norm, norm_type, *a, **kw)
@@ -39,6 +42,7 @@ class ClipGradNorm(Patch):
             safely(
                 state,
                 here,
+                CLIP,
                 lambda: clipping.clipped(here, total, float(norm_type), float(max_norm), scale),
             )
             return total
@@ -61,6 +65,7 @@ class TotalNorm(Patch):
             safely(
                 state,
                 here,
+                "the get_total_norm() hook",
                 lambda: clipping.total_norm(state, here, tensors, total, float(norm_type)),
             )
             return total
@@ -83,6 +88,7 @@ class ClipWithNorm(Patch):
                 safely(
                     state,
                     here,
+                    "the clip_grads_with_norm_() hook",
                     lambda: clipping.given_norm(state, here, params, max_norm, total_norm),
                 )
                 parameters = params

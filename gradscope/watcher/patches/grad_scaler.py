@@ -15,6 +15,9 @@ from gradscope.watcher.guard import enter, safely
 from gradscope.watcher.patches.base import Patch
 from gradscope.watcher.state import WatchState
 
+SCALE = "the GradScaler.scale() hook"
+STEP = "the GradScaler.step() hook"
+
 
 class Scale(Patch):
     name = "scale"
@@ -29,7 +32,7 @@ class Scale(Patch):
             out = original(scaler, outputs)
             here = enter(state)
             if here is not None and isinstance(outputs, torch.Tensor) and out is not outputs:
-                here.scaled = [*here.scaled[-3:], (out, outputs, scaler)]
+                safely(state, here, SCALE, lambda: _scaled(here, out, outputs, scaler))
             return out
 
         return scale
@@ -53,12 +56,16 @@ class ScalerStep(Patch):
             try:
                 out = original(scaler, optimizer, *args, **kw)
                 if scaler.is_enabled() and not call[2]:  # the optimizer's hooks never ran
-                    safely(state, here, lambda: _skipped(state, here, optimizer))
+                    safely(state, here, STEP, lambda: _skipped(state, here, optimizer))
             finally:
                 here.scaler_calls = [c for c in here.scaler_calls if c is not call]
             return out
 
         return step
+
+
+def _scaled(here: Any, out: torch.Tensor, outputs: torch.Tensor, scaler: Any) -> None:
+    here.scaled = [*here.scaled[-3:], (out, outputs, scaler)]
 
 
 def _skipped(state: WatchState, here: Any, optimizer: Any) -> None:

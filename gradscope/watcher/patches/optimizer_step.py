@@ -23,6 +23,9 @@ from gradscope.watcher.guard import enter, safely
 from gradscope.watcher.state import WatchState
 from gradscope.watcher.threads import ThreadState
 
+PRE = "the optimizer's pre-step hook"
+POST = "the optimizer's post-step hook"
+
 
 class OptimizerStep:
     """The two global hooks, registered by `install` and removed by `remove`."""
@@ -51,7 +54,7 @@ class OptimizerStep:
             return None  # a step inside a step (super().step(), a wrapped optimizer)
         closure, where = _closure(args, kwargs)
         if closure is None:
-            safely(state, here, lambda: stepping.begin(state, here, optimizer, skipped=False))
+            safely(state, here, PRE, lambda: stepping.begin(state, here, optimizer, skipped=False))
             return None
         wrapped = _wrap_closure(state, here, optimizer, closure)
         if where == "kwargs":
@@ -66,7 +69,7 @@ class OptimizerStep:
         here.step_depth = max(0, here.step_depth - 1)
         if here.step_depth or here.quiet:
             return  # the end of a step inside a step: the outer one's end records it
-        safely(state, here, lambda: _end_step(state, here, optimizer))
+        safely(state, here, POST, lambda: _end_step(state, here, optimizer))
 
 
 def _end_step(state: WatchState, here: ThreadState, optimizer: Any) -> None:
@@ -96,6 +99,7 @@ def _wrap_closure(
         safely(
             state,
             here,
+            "the hook on the step's closure",
             lambda: stepping.begin(state, here, optimizer, skipped=False, returned=out),
         )
         return out

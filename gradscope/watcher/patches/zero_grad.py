@@ -14,6 +14,8 @@ from gradscope.watcher.patches.base import Patch
 from gradscope.watcher.state import WatchState
 from gradscope.watcher.threads import ThreadState
 
+PART = "the zero_grad() hook"
+
 
 class OptimizerZeroGrad(Patch):
     name = "zero_grad"
@@ -32,9 +34,9 @@ class OptimizerZeroGrad(Patch):
             def params() -> Any:
                 return (p for g in optimizer.param_groups for p in g["params"])
 
-            safely(state, here, lambda: _resetting(state, here, params))
+            safely(state, here, PART, lambda: _resetting(state, here, params))
             out = original(optimizer, *args, **kw)
-            safely(state, here, lambda: resets.optimizer_reset(state, optimizer))
+            safely(state, here, PART, lambda: resets.optimizer_reset(state, optimizer))
             return out
 
         return zero_grad
@@ -53,9 +55,9 @@ class ModuleZeroGrad(Patch):
             here = enter(state)
             if here is None:
                 return original(module, *args, **kw)
-            safely(state, here, lambda: _resetting(state, here, module.parameters))
+            safely(state, here, PART, lambda: _resetting(state, here, module.parameters))
             out = original(module, *args, **kw)
-            safely(state, here, lambda: resets.module_reset(state, module))
+            safely(state, here, PART, lambda: resets.module_reset(state, module))
             return out
 
         return zero_grad
