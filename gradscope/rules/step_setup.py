@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
@@ -21,7 +21,7 @@ from gradscope.rules.step_common import (
     live,
     step_list,
 )
-from gradscope.steps.records import WatchRun
+from gradscope.steps.records import StepRecord, WatchRun
 
 
 # -- GS407 / GS408 ---------------------------------------------------------------------
@@ -38,10 +38,18 @@ from gradscope.steps.records import WatchRun
 )
 def amp_skips(run: WatchRun, t: Thresholds) -> list[Finding]:
     """After warmup-steps, GradScaler skipped more than amp-skip-rate of the steps, or
-    amp-skip-streak steps in a row: the gradients overflow float16 at most scales."""
+    amp-skip-streak steps in a row: the gradients overflow float16 at most scales. The
+    scaler's opening search is not judged: from the first step it skips and lowers its scale
+    until the gradients fit (an initial scale of 2^16 or more overflows at first by design),
+    however long that takes, as long as the scale stays at 1 or above."""
     out = []
     for series in by_optimizer(run):
-        steps = [r for r in series.steps if r.step > t.warmup_steps and r.scale is not None]
+        searching = _opening_search(series.steps)
+        steps = [
+            r
+            for r in series.steps
+            if r.step > t.warmup_steps and r.scale is not None and r.step not in searching
+        ]
         if not steps:
             continue
         skipped = [r.step for r in steps if r.skipped]
@@ -69,6 +77,19 @@ def amp_skips(run: WatchRun, t: Thresholds) -> list[Finding]:
             ),
         )
         out.append(about(finding, skipped))
+    return out
+
+
+def _opening_search(steps: Sequence[StepRecord]) -> set[int]:
+    """The steps GradScaler skipped from the run's first step on, each at a lower scale
+    than the one before and none below 1: its search for a scale the gradients fit in."""
+    out: set[int] = set()
+    last = math.inf
+    for r in steps:
+        if not r.skipped or r.scale is None or not 1 <= r.scale < last:
+            break
+        out.add(r.step)
+        last = r.scale
     return out
 
 

@@ -71,6 +71,23 @@ def test_amp_streak_and_scale():
     assert [f.rule for f in step_setup.amp_scale(run_of(recs), t)] == ["GS408"]
 
 
+def test_the_scalers_opening_search_is_not_a_skip_but_skips_after_it_are():
+    # init_scale 2^60: GradScaler halves it at every overflowing step until the gradients
+    # fit; 30 skipped steps from step 1, the scale falling, is the search, not a fault
+    t = Thresholds()
+    search = [record(i, 1.0, scale=2.0 ** (61 - i), skipped=True) for i in range(1, 31)]
+    assert step_setup.amp_skips(run_of(search), t) == []
+    fits = [record(i, 1.0, scale=2.0**30, skipped=False) for i in range(31, 60)]
+    assert step_setup.amp_skips(run_of(search + fits), t) == []
+    # after the search ended, a streak of skips is judged as ever
+    later = [record(i, 1.0, scale=2.0 ** (89 - i), skipped=True) for i in range(60, 75)]
+    (f,) = step_setup.amp_skips(run_of(search + fits + later), t)
+    assert f.rule == "GS407" and "15 in a row" in f.message
+    # a search that takes the scale below 1 finds no scale at all: judged
+    falling = [record(i, 1.0, scale=2.0 ** (10 - i), skipped=True) for i in range(1, 40)]
+    assert [f.rule for f in step_setup.amp_skips(run_of(falling), t)] == ["GS407"]
+
+
 def test_not_reset_ignores_the_first_step_and_is_a_fraction():
     recs = [record(1, 1.0)] + [record(i, 1.0, carried_norm=0.5) for i in range(2, 6)]
     (f,) = step_setup.grads_not_reset(run_of(recs), Thresholds())
