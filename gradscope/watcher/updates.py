@@ -115,7 +115,10 @@ class Updates:
                     self._failed(exc)  # a state of another shape (loaded, edited)
                     continue
                 if isinstance(found_inf, torch.Tensor) and got:  # a fused step skipped
-                    kept = torch.stack(got) * (found_inf.reshape(()) == 0)
+                    # where, not a product: a skipped step's state may hold inf or NaN (a
+                    # momentum buffer made from the overflowing gradient), and NaN × 0 is NaN
+                    stacked = torch.stack(got)
+                    kept = torch.where(found_inf.reshape(()) == 0, stacked, 0.0)
                     got = list(kept.unbind())
                 params += ps
                 values += got
