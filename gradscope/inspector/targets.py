@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -143,6 +144,7 @@ def _import(where: str) -> ModuleType:
         )
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    _forget_if_stale(where)
     try:
         return importlib.import_module(where)
     except ModuleNotFoundError as exc:
@@ -153,6 +155,19 @@ def _import(where: str) -> ModuleType:
         raise
     except BaseException as exc:  # SystemExit too: the user's code never picks our exit code
         raise UserCodeError(f"importing {where}", exc) from exc
+
+
+def _forget_if_stale(name: str) -> None:
+    """A top-level module imported earlier in this process from another file than the one
+    its name finds on sys.path now (a `model.py` of another folder, in the API or a test
+    run): dropped, so the target is built from the file the user points at."""
+    old = sys.modules.get(name)
+    path = getattr(old, "__file__", None)
+    if "." in name or not path:
+        return
+    found = importlib.machinery.PathFinder.find_spec(name, sys.path)
+    if found and found.origin and os.path.abspath(found.origin) != os.path.abspath(path):
+        del sys.modules[name]
 
 
 def _not_found(where: str) -> str:

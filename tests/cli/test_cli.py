@@ -116,6 +116,22 @@ def test_module_spec_from_current_directory(runner, project):
     assert invoke(runner, "model:as_dict").exit_code == 0
 
 
+def test_module_spec_is_the_file_of_this_folder_not_one_imported_before(
+    runner, project, tmp_path, monkeypatch
+):
+    """A `model.py` of another folder imported earlier in the process (the API, a test
+    run) is not what `model:as_dict` builds: the name finds this folder's file."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "model.py").write_text("def unrelated():\n    pass\n")
+    monkeypatch.chdir(other)
+    monkeypatch.delitem(sys.modules, "model", raising=False)
+    assert invoke(runner, "model.py:unrelated").exit_code != 0  # not a target, imported
+    assert os.path.dirname(sys.modules["model"].__file__) == str(other)
+    monkeypatch.chdir(project)
+    assert invoke(runner, "model:as_dict").exit_code == 0
+
+
 def line_of(text: str) -> int:
     return next(i for i, line in enumerate(GOOD.splitlines(), 1) if text in line)
 
