@@ -21,6 +21,7 @@ from gradscope.rules.step_common import (
     lr_text,
     robust_sigma,
     several,
+    trend_doubt,
     window,
 )
 from gradscope.steps.records import StepRecord, WatchRun
@@ -129,7 +130,9 @@ def early_blowup(run: WatchRun, t: Thresholds) -> list[Finding]:
     blowup-loss-ratio times where it started with the gradient norm at blowup-norm-ratio times
     its usual value, beyond 3 robust sigmas of the noise; or a milder rise (blowup-rise-ratio, 5
     sigmas) that never came back. An error when the last steps' loss is not blowup-recover-fall
-    below the start. One optimizer only (a GAN's losses rise by design)."""
+    below the start. One optimizer only (a GAN's losses rise by design). Judged only for a
+    single recognised objective (one loss kind): a custom or multi-term one (an RL loss whose
+    value targets grow) gets the facts as information."""
     # Judged only with one optimizer, as GS415: a GAN's G loss rises early by design (its D
     # learns), with its norm.
     if several(run):
@@ -148,7 +151,14 @@ def early_blowup(run: WatchRun, t: Thresholds) -> list[Finding]:
             threshold=t.blowup_loss_ratio,
             evidence=_blowup_evidence(b),
         )
-        if b.recovered is False:
+        doubt = trend_doubt(run, s)
+        if doubt is not None:
+            finding = replace(
+                finding,
+                severity=Severity.INFO,
+                advice=f"not judged: {doubt}; if it is meant to fall, " + finding.advice,
+            )
+        elif b.recovered is False:
             finding = replace(finding, severity=Severity.ERROR)
         out.append(about(finding, (top.step, b.norm_at.step)))
     return out

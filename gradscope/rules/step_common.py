@@ -245,3 +245,37 @@ def at_chance(run: WatchRun, s: Series, value: float) -> str:
         f"; it sits at {num(level)}, the loss of a uniform guess over {classes} classes "
         f"(ln {classes} = {math.log(classes or 1):.3g} per target): the model predicts nothing"
     )
+
+
+REGRESSION = ("mse", "huber", "smooth_l1")
+"""Loss kinds whose targets may be the model's own estimates (bootstrapped value targets,
+TD errors): they move as the model learns, so the loss can rise or jump while it learns."""
+
+
+def trend_doubt(run: WatchRun, s: Series) -> str | None:
+    """Why the series' loss says nothing by its trend, or None when it does: only a single
+    recognised objective (every term of one kind and sign) says what better means. A custom
+    or a multi-term objective (a policy gradient minus an entropy bonus plus a value MSE)
+    may rise or stay flat while the model learns."""
+    kind = run.loss_kind(s.index)
+    if kind is None or not kind.terms:
+        return "the loss's kind is unknown (a custom objective), so its level says nothing alone"
+    if not kind.known:
+        return (
+            f"the loss ({kind.describe()}) has terms gradscope did not recognise, so its "
+            "level says nothing alone"
+        )
+    if len({(t.kind, t.negated) for t in kind.terms}) > 1:
+        return (
+            f"the loss ({kind.describe()}) sums several objectives, which may trade off "
+            "against each other as the model learns"
+        )
+    return None
+
+
+def regression_like(run: WatchRun, s: Series) -> bool:
+    """The loss has a regression term (REGRESSION) or one gradscope did not recognise."""
+    kind = run.loss_kind(s.index)
+    if kind is None or not kind.terms or kind.unknown_terms:
+        return True
+    return any(t.kind in REGRESSION for t in kind.terms)

@@ -26,6 +26,7 @@ from gradscope.rules.step_common import (
     stalled,
     step_list,
     trained_matrices,
+    trend_doubt,
     window,
 )
 from gradscope.steps.meaning import LossKind, LossTerm, OptimizerSettings
@@ -189,7 +190,8 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     size). Ratios are judged at the steps where the lr is at least half its early peak. The
     message names the learning rate at the step where it peaked, the optimizer's step size
     (Adam: about lr per element; SGD with momentum μ: lr/(1-μ) × the gradient) and the learning
-    rate that would bring the ratio near 1e-3."""
+    rate that would bring the ratio near 1e-3. The loss's signs count only for a single
+    recognised objective, not for a custom or multi-term one (an RL loss)."""
     # While the learning rate is high in the first steps, each update moves the weight matrices
     # by update-ratio-warn of their norm or more (a healthy step: about 1e-3) and something says
     # it did harm; or by update-ratio-high or more, which rewrites the weights every few steps
@@ -288,8 +290,8 @@ def _harm(
     """What says the large steps hurt, not a fast learner: the loss rose above where it
     started, sits at the uniform guess, did not fall at all, or stopped falling while
     warm-up still raised the learning rate. None: no such sign."""
-    if len(losses) < 10:
-        return None
+    if len(losses) < 10 or trend_doubt(run, s) is not None:
+        return None  # a custom or multi-term objective's trend says nothing alone
     if early_blowup_of(s, t) is not None:
         return "the loss blew up in the first steps"
     if not stalled(losses, t):

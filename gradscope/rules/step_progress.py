@@ -26,6 +26,7 @@ from gradscope.rules.step_common import (
     module_of,
     robust_sigma,
     several,
+    trend_doubt,
     window,
 )
 from gradscope.rules.step_trends import vanishing
@@ -51,8 +52,15 @@ from gradscope.steps.tensor_track import Learned
 def no_progress(run: WatchRun, t: Thresholds) -> list[Finding]:
     """With progress-min-steps steps or more, the median loss over the last steps is less than
     progress-min-fall below where it started (the higher of the first 5 and the first window's
-    medians). Information when it fell less than progress-stall-fall and stayed flat over the
-    second half. One optimizer only."""
+    medians). A warning only for a single recognised objective (one loss kind: a cross-entropy,
+    an MSE) and with a sign from the run itself that the model did not learn, named in the
+    evidence: the loss at the uniform guess, no gradient reaching what step() updates, update
+    ratios below 1e-5, gradients that died. A custom or multi-term objective (an RL loss: a
+    policy term of either sign, an entropy bonus, a value MSE whose targets grow as the agent
+    improves) and a recognised one without such a sign (a TD loss read as an MSE rises with
+    the Q-values) get the facts as information. Information too when a recognised objective
+    fell less than progress-stall-fall and stayed flat over the second half. One optimizer
+    only."""
     # Judged only with one optimizer: the losses of several (a GAN's D and G) are adversarial,
     # and one that does not fall is their normal state.
     if several(run):
@@ -72,26 +80,92 @@ def no_progress(run: WatchRun, t: Thresholds) -> list[Finding]:
             continue
         change = (last - first) / abs(first)
         if -change >= t.progress_min_fall:
-            out.extend(_stall_finding(run, s, steps, losses, first, last, t))
+            if trend_doubt(run, s) is None:
+                out.extend(_stall_finding(run, s, steps, losses, first, last, t))
             continue
-        clip = clip_note(steps)
-        evidence = _no_progress_evidence(steps, first, last, w) + (
-            [f"the script clips at max_norm {clip}"] if clip and clip != "scaled" else []
-        )
+        out.append(_no_progress(run, s, steps, first, last, t))
+    return out
+
+
+def _no_progress(
+    run: WatchRun, s: Series, steps: list[StepRecord], first: float, last: float, t: Thresholds
+) -> Finding:
+    """The warning where the loss's kind says what better means and the run's own numbers
+    say it did not learn (named in the evidence); else the facts, as information."""
+    w = window(len(steps))
+    change = (last - first) / abs(first)
+    clip = clip_note(steps)
+    evidence = _no_progress_evidence(steps, first, last, w) + (
+        [f"the script clips at max_norm {clip}"] if clip and clip != "scaled" else []
+    )
+    doubt = trend_doubt(run, s)
+    signs = _did_not_learn(run, s, last, t)
+    judged = doubt is None and bool(signs)
+    finding = RULES["GS415"].finding(
+        s.subject("loss"),
+        s.say(
+            f"the loss ended no better than where it started: median {num(last)} over "
+            f"the last {w} steps against {num(first)} over its first steps"
+            + (at_chance(run, s, last) if judged else "")
+        ),
+        _no_progress_advice(clip) if judged else _unjudged_advice(doubt),
+        value=change,
+        threshold=-t.progress_min_fall,
+        evidence=tuple(evidence + [f"what says it did not learn: {x}" for x in signs]),
+    )
+    return finding if judged else replace(finding, severity=Severity.INFO)
+
+
+def _unjudged_advice(doubt: str | None) -> str:
+    """Why a loss that did not fall is not called a failure here."""
+    why = doubt or (
+        "nothing else in the run says it did not learn (update/weight ratios, gradients "
+        "and the level of the loss look like learning)"
+    )
+    return (
+        f"not judged: {why}; a loss not meant to fall (an RL objective, whose value "
+        "targets grow as the agent improves) is fine: judge the run by what it is for "
+        "(returns, accuracy on held-out data)"
+    )
+
+
+TINY_UPDATE = 1e-5
+"""A median update/weight ratio below this (a hundredth of a healthy 1e-3) moves the
+weights too little for the loss to move."""
+
+
+def _did_not_learn(run: WatchRun, s: Series, last: float, t: Thresholds) -> list[str]:
+    """The run's own signs that the model did not learn: the loss at the uniform guess,
+    no gradient ever reaching what step() updates, updates too small to move the weights,
+    gradients that died."""
+    out = []
+    chance = at_chance(run, s, last)
+    if chance:
+        out.append("the loss" + chance.removeprefix("; it"))
+    trained = [
+        i
+        for i in s.members
+        if i < len(run.params) and run.params[i].in_optimizer and run.params[i].requires_grad
+    ]
+    if trained and not any(run.tensors.got_grad(i) for i in trained):
         out.append(
-            RULES["GS415"].finding(
-                s.subject("loss"),
-                s.say(
-                    f"the loss ended no better than where it started: median {num(last)} over "
-                    f"the last {w} steps against {num(first)} over its first steps"
-                    + at_chance(run, s, last)
-                ),
-                _no_progress_advice(clip),
-                value=change,
-                threshold=-t.progress_min_fall,
-                evidence=tuple(evidence),
-            )
+            f"none of the {len(trained)} parameters the optimizer steps got a gradient: "
+            "step() updates tensors the loss is not computed from"
         )
+    else:
+        ratios = [
+            v
+            for r in s.live()
+            if r.update_ratios is not None
+            for i in trained
+            if i < len(r.update_ratios) and not math.isnan(v := r.update_ratios[i])
+        ]
+        if ratios and statistics.median(ratios) < TINY_UPDATE:
+            out.append(
+                f"the median update/weight ratio is {statistics.median(ratios):.3g} over "
+                f"{len(ratios)} sampled values (about 1e-3 is healthy): the weights barely move"
+            )
+    out.extend(f.message for f in vanishing(run, s, t)[:1])
     return out
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
@@ -21,7 +22,7 @@ from gradscope.rules.step_common import (
     live,
     step_list,
 )
-from gradscope.steps.records import StepRecord, WatchRun
+from gradscope.steps.records import ParamInfo, StepRecord, WatchRun
 
 
 # -- GS407 / GS408 ---------------------------------------------------------------------
@@ -250,32 +251,94 @@ def update_ratio_low(run: WatchRun, t: Thresholds) -> list[Finding]:
     Severity.ERROR,
     "update-ratio",
     Stage.WATCH,
-    "watch: a trainable parameter is in no optimizer param group",
-    example="a layer added to the model after the optimizer was built",
-    fix="build the optimizer from model.parameters() after the model is complete, or add a param "
+    "watch: a trainable parameter gets gradients but is in no optimizer param group",
+    example="a layer added to the model after the optimizer was built; a target network whose "
+    "forward is not under torch.no_grad()",
+    fix="a target, EMA or teacher copy: compute its forward under torch.no_grad() (or detach its "
+    "output); anything else: build the optimizer after the model is complete, or add a param "
     "group for it",
     command="gradscope watch gradscope/examples/train_buggy.py",
 )
 def not_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
-    """A parameter that requires grad is in no param group of any optimizer, so no step ever
-    updates it (gradients reach it or not)."""
+    """A parameter that requires grad and gets gradients is in no param group of any optimizer:
+    no step applies them, and no optimizer's zero_grad() clears them. One that never gets a
+    gradient (a target network, an EMA copy, a teacher: updated by copying weights, if at all)
+    is information only: nothing is wrong with its gradients."""
     if not run.optimizers:
         return []
+    copies = _trained_shapes(run)
     out = []
     for i, p in enumerate(run.params):
-        if p.requires_grad and not p.in_optimizer:
-            got = _got_grad(run, i)
-            out.append(
-                RULES["GS411"].finding(
-                    p.name,
-                    f"{p.name} requires grad"
-                    + (" and gets gradients" if got else "")
-                    + " but is in no optimizer param group: it is never updated",
-                    "pass model.parameters() (or add a param group for it) to the optimizer",
-                    evidence=(f"optimizers: {', '.join(run.optimizers)}",),
-                )
+        if not p.requires_grad or p.in_optimizer:
+            continue
+        if not _got_grad(run, i):
+            out.append(_no_grad_outside(run, p))
+            continue
+        copy = _copy_of(p, copies)
+        advice = (
+            f"{p.name} looks like a copy of {copy} (a target, EMA or teacher network): compute "
+            "its forward under torch.no_grad() or .detach() its output; adding it to the "
+            "optimizer would break the algorithm"
+            if copy
+            else "if it is a target, EMA or teacher copy, compute its forward under "
+            "torch.no_grad() or .detach() its output; only otherwise pass model.parameters() "
+            "(or add a param group for it) to the optimizer"
+        )
+        out.append(
+            RULES["GS411"].finding(
+                p.name,
+                f"{p.name} requires grad and gets gradients but is in no optimizer param "
+                "group: no step applies them, and no optimizer's zero_grad() clears its .grad",
+                advice,
+                evidence=(f"optimizers: {', '.join(run.optimizers)}", *_piled_up(run, i)),
             )
+        )
     return out
+
+
+def _no_grad_outside(run: WatchRun, p: ParamInfo) -> Finding:
+    """Information: outside every optimizer and never given a gradient."""
+    finding = RULES["GS411"].finding(
+        p.name,
+        f"{p.name} requires grad but is in no optimizer param group and got no gradient in "
+        "any step: a target, EMA or teacher copy updated by copying weights (whether its "
+        "values changed is not recorded), or a layer nothing trains",
+        "nothing to do for a copy; for a layer meant to learn, make the loss use it and add it "
+        "to the optimizer; requires_grad_(False) says a copy is not trained",
+        evidence=(f"optimizers: {', '.join(run.optimizers)}",),
+    )
+    return replace(finding, severity=Severity.INFO)
+
+
+def _trained_shapes(run: WatchRun) -> dict[tuple[str, tuple[int, ...]], str]:
+    """(name below its top-level module, shape) → name, for the parameters optimizers train."""
+    return {
+        (p.name.partition(".")[2], p.shape): p.name
+        for p in run.params
+        if p.in_optimizer and "." in p.name
+    }
+
+
+def _copy_of(p: ParamInfo, trained: dict[tuple[str, tuple[int, ...]], str]) -> str:
+    """The trained parameter p mirrors (same name below a different top-level module, same
+    shape: q_net_target.0.weight of q_net.0.weight), or ""."""
+    return trained.get((p.name.partition(".")[2], p.shape), "") if "." in p.name else ""
+
+
+def _piled_up(run: WatchRun, i: int) -> tuple[str, ...]:
+    """Its gradient norm at the first and last recorded steps, when it grew: nothing resets it."""
+    norms = [
+        (r.step, v)
+        for r in run.steps
+        if r.detail and i < len(r.param_norms) and (v := r.param_norms[i]) is not None
+    ]
+    if len(norms) < 2 or not norms[0][1] > 0 or norms[-1][1] < 2 * norms[0][1]:
+        return ()
+    (a, x), (b, y) = norms[0], norms[-1]
+    return (
+        f"its gradient norm grew from {num(x)} at step {a} to {num(y)} at step {b} "
+        f"({y / x:.3g}×): each backward adds to a .grad nothing resets",
+    )
 
 
 @rule(

@@ -31,6 +31,7 @@ from gradscope.rules.step_common import (
     group_norms,
     inspect_command,
     optimizer_name,
+    regression_like,
     several,
     spikes,
     step_list,
@@ -169,7 +170,13 @@ def loss_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
     spike-sigma robust sigmas (median absolute deviation) and spike-min-ratio times that median
     (on a log scale for positive losses); before spike-min-history steps a spike is
     spike-early-ratio times the median of the steps before it. Spikes that an early blow-up
-    explains are left to GS414."""
+    explains are left to GS414. Information, not a warning, where spikes recur (3 or more),
+    each comes back at once (at most 5 spiking steps in a row, and the median of the next 5
+    steps that are not spikes at least halfway back to the median it jumped from), no loss
+    is non-finite and the loss has a regression term or an unrecognised one (mse,
+    huber, smooth_l1, a custom objective): bootstrapped value targets jump at every episode
+    end by design (a last spike the run ended on is not held against them). A single spike,
+    one that does not come back, or one followed by NaN stays a warning."""
     out = []
     for s in by_optimizer(run):
         steps, found = _series_spikes(s, t, "loss")
@@ -178,28 +185,102 @@ def loss_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
         where = [steps[i].step for i, _, _ in found]
         i, value, med = max(found, key=lambda f: f[1] / f[2] if f[2] else f[1])
         early = " (against the steps before it: the first steps)" if i < t.spike_min_history else ""
-        out.append(
-            about(
-                RULES["GS402"].finding(
-                    s.subject("loss"),
-                    s.say(
-                        f"the loss spiked at {len(found)} step(s): step {steps[i].step} reached "
-                        f"{num(value)} against a rolling median of {num(med)}{early}"
-                    ),
-                    "look at the batches of those steps; if the gradient norm spiked too, lower "
-                    "the learning rate"
-                    + {
-                        "": " or clip",
-                        "scaled": " (and fix the clipping: see clip-before-unscale)",
-                    }.get(clip_note(s.steps), " (clipping is already on)"),
-                    value=value,
-                    threshold=med,
-                    evidence=(f"spike steps: {step_list(where)}",),
-                ),
-                where,
-            )
+        finding = RULES["GS402"].finding(
+            s.subject("loss"),
+            s.say(
+                f"the loss spiked at {len(found)} step(s): step {steps[i].step} reached "
+                f"{num(value)} against a rolling median of {num(med)}{early}"
+            ),
+            "look at the batches of those steps; if the gradient norm spiked too, lower "
+            "the learning rate"
+            + {
+                "": " or clip",
+                "scaled": " (and fix the clipping: see clip-before-unscale)",
+            }.get(clip_note(s.steps), " (clipping is already on)"),
+            value=value,
+            threshold=med,
+            evidence=(f"spike steps: {step_list(where)}",),
         )
+        recovered = _recovered_at_once(run, s, steps, found)
+        if recovered:
+            finding = replace(
+                finding,
+                severity=Severity.INFO,
+                advice="not a fault by itself: a regression loss whose targets move "
+                "(bootstrapped values, TD targets) jumps where an episode ends and comes "
+                "back at once; if its targets are fixed data, look at the batches of those steps",
+                evidence=(*finding.evidence, recovered),
+            )
+        out.append(about(finding, where))
     return out
+
+
+RECOVERY_STEPS = 5
+"""Steps a spike (consecutive spiking steps) may last, and the steps after it (the first
+that are not spikes themselves, within twice as many) whose median must be at least halfway
+back to the median it jumped from, for it to have recovered at once."""
+
+
+def _recovered_at_once(
+    run: WatchRun, s: Series, steps: list[StepRecord], found: list[tuple[int, float, float]]
+) -> str:
+    """The facts when the spikes are those of a moving regression target: 3 or more that
+    were each over within RECOVERY_STEPS (a last one the run ended on aside), no non-finite
+    loss, a regression or unrecognised term; "" if not."""
+    if len(found) < 3 or not regression_like(run, s):
+        return ""
+    if any(r.loss is not None and not math.isfinite(r.loss) for r in s.steps):
+        return ""
+    losses = [r.loss or 0.0 for r in steps]
+    bursts = _bursts(found)
+    spiked = {i for i, _, _ in found}
+    seen = [_came_back(b, losses, spiked) for b in bursts]
+    unseen = seen[-1] is None
+    if unseen:
+        seen.pop()
+    if len(seen) < 3 or not all(seen):
+        return ""
+    kind = run.loss_kind(s.index)
+    what = kind.describe() if kind is not None else "not read"
+    return (
+        f"each of the {len(seen)} spikes lasted at most {RECOVERY_STEPS} steps and the loss "
+        f"came back at least halfway to its median within {RECOVERY_STEPS} steps after it "
+        f"(the loss: {what}); none was followed by a non-finite loss"
+        + (
+            f"; the last, at step {steps[bursts[-1][0][0]].step}, ended the run before it "
+            "could be seen to come back"
+            if unseen
+            else ""
+        )
+    )
+
+
+def _bursts(found: list[tuple[int, float, float]]) -> list[list[tuple[int, float, float]]]:
+    """The spikes grouped into runs of consecutive steps."""
+    out: list[list[tuple[int, float, float]]] = []
+    for f in sorted(found):
+        if out and f[0] == out[-1][-1][0] + 1:
+            out[-1].append(f)
+        else:
+            out.append([f])
+    return out
+
+
+def _came_back(
+    burst: list[tuple[int, float, float]], losses: list[float], spiked: set[int]
+) -> bool | None:
+    """The burst lasted at most RECOVERY_STEPS and the median of the next RECOVERY_STEPS
+    steps that are not spikes is at least halfway back to the median it jumped from; None:
+    not yet, and the run ended before those steps."""
+    end, base = burst[-1][0], burst[0][2]
+    peak = max(v for _, v, _ in burst)
+    near = range(end + 1, min(len(losses), end + 1 + 2 * RECOVERY_STEPS))
+    after = [losses[j] for j in near if j not in spiked][:RECOVERY_STEPS]
+    if len(burst) > RECOVERY_STEPS:
+        return False
+    if after and statistics.median(after) - base <= (peak - base) / 2:
+        return True
+    return None if len(after) < RECOVERY_STEPS and near.stop == len(losses) else False
 
 
 def _spike_advice(s: Series, at: StepRecord) -> str:

@@ -18,17 +18,22 @@ from gradscope.config import Thresholds
 from gradscope.findings import Severity
 from gradscope.rules import step_clipping
 from gradscope.rules import watch as rules
+from gradscope.steps.meaning import LossKind, LossTerm
 from gradscope.steps.records import MANUAL, ParamInfo, StepRecord, WatchRun
 
 T = Thresholds()
 W = ParamInfo("w", (4, 4), True, True, 0.1)
+CHARS = LossKind((LossTerm("cross_entropy", "mean", 1.0, classes=65),))
+"""nanoGPT shakespeare_char's loss: a cross-entropy over 65 characters (ln 65 = 4.17)."""
 
 
 def rec(step: int, loss: float | None, norm: float, **kw) -> StepRecord:
     return step_record(step, norm, loss, **{"lrs": (1e-3,), **kw})
 
 
-def run_of(records, params=(W,), optimizers=("AdamW",), members=(), label="script train.py"):
+def run_of(
+    records, params=(W,), optimizers=("AdamW",), members=(), label="script train.py", kind=CHARS
+):
     return WatchRun(
         label,
         tuple(params),
@@ -37,6 +42,7 @@ def run_of(records, params=(W,), optimizers=("AdamW",), members=(), label="scrip
         1.0,
         optimizers=optimizers,
         members=members,
+        loss_kinds=(kind,) * len(optimizers),
     )
 
 
