@@ -26,6 +26,7 @@ import torch
 from gradscope.errors import UserCodeError, is_user_file, short_path
 from gradscope.findings import TABLE, Finding
 from gradscope.inspector import hooks, preserve
+from gradscope.inspector.backward_nan import backward_origin
 from gradscope.inspector.explain_cuts import graph_causes
 from gradscope.inspector.replay import flat_tensors, op_sites, replay, site
 from gradscope.inspector.uninitialised import Unwritten
@@ -67,6 +68,9 @@ _DOMAIN_OPS = (
 
 
 def non_finite_origin(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
+    made = backward_origin(model, batch, loss_fn, grad_outputs)  # a finite loss only
+    if made:  # before the forward's: a -inf that torch.where then dropped is not the cause
+        return made
     sites = op_sites(model, batch, loss_fn, grad_outputs, _non_finite_maker())[:1]
     if sites:
         return [f"first non-finite value made by {sites[0]} from finite inputs"]
