@@ -205,6 +205,13 @@ TABLE = {
             "minimise the loss itself; keep a deliberate ascent explicit (maximize=True)",
         ),
         TableRow(
+            "logits",
+            "the loss stalls above 0, or learns slowly, with a softmax or sigmoid before it",
+            "the loss applies its own log_softmax or sigmoid: probabilities are squashed "
+            "twice (or normalised over the wrong axis)",
+            "pass the raw logits to the loss; log_softmax over the classes is right as it is",
+        ),
+        TableRow(
             "decay",
             "weights shrink towards 0; the loss stalls at chance",
             "weight decay (lr × weight_decay) too strong for the optimizer's steps",

@@ -59,6 +59,17 @@ class ModuleStats:
 
 
 @dataclass(frozen=True)
+class FedProbabilities:
+    """A loss fed probabilities where it wants logits, as its graph shows it
+    (watcher/loss_inputs.py): what fed it, in words, and the floor that sets."""
+
+    what: str
+    """softmax | sigmoid | softmax-wrong-dim | log-softmax-wrong-dim"""
+    detail: str
+    floor: float | None = None
+
+
+@dataclass(frozen=True)
 class RunStats:
     """Everything one instrumented forward+backward measured."""
 
@@ -80,6 +91,8 @@ class RunStats:
     """Module attributes still holding a tensor with a grad_fn after the pass."""
     loss_scale: float | None = None
     """A GradScaler scale removed from the loss and every gradient (None: none found)."""
+    fed_probabilities: tuple[FedProbabilities, ...] = ()
+    """Losses that want logits and were given probabilities (a double softmax)."""
     loss_terms: int | None = None
     """The loss adds up this many terms (`.sum()`, reduction='sum'): its gradients are that
     many times a mean-reduced loss's, so absolute bounds are judged per term. None: a mean

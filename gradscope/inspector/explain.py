@@ -26,10 +26,12 @@ import torch
 from gradscope.errors import UserCodeError, is_user_file, short_path
 from gradscope.findings import TABLE, Finding
 from gradscope.inspector import hooks, preserve
+from gradscope.inspector.backward_nan import backward_origin
 from gradscope.inspector.explain_cuts import graph_causes
-from gradscope.inspector.replay import flat_tensors, op_sites, replay
+from gradscope.inspector.replay import flat_tensors, op_sites, replay, site
 from gradscope.inspector.uninitialised import Unwritten
 from gradscope.stats import RunStats
+from gradscope.watcher import loss_inputs
 
 
 def _non_finite_maker() -> Callable[[str, list[torch.Tensor], Any], bool]:
@@ -66,6 +68,9 @@ _DOMAIN_OPS = (
 
 
 def non_finite_origin(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
+    made = backward_origin(model, batch, loss_fn, grad_outputs)  # a finite loss only
+    if made:  # before the forward's: a -inf that torch.where then dropped is not the cause
+        return made
     sites = op_sites(model, batch, loss_fn, grad_outputs, _non_finite_maker())[:1]
     if sites:
         return [f"first non-finite value made by {sites[0]} from finite inputs"]
@@ -198,7 +203,25 @@ def activation_growth(model, batch, loss_fn=None, grad_outputs=None) -> list[str
     ]
 
 
+_SQUASHING = ("softmax", "log_softmax", "sigmoid")
+
+
+def probability_ops(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
+    """The user's line of the softmax or sigmoid that fed the loss (its node, found again
+    in the replay's graph)."""
+    sites: list[tuple[Any, str]] = []  # the node kept, so that its identity holds
+
+    def observe(name: str, inputs, out: Any, module: str) -> None:
+        if name.rstrip("_") in _SQUASHING and isinstance(out, torch.Tensor) and out.grad_fn:
+            sites.append((out.grad_fn, site(name, module)))
+
+    target = replay(model, batch, loss_fn, grad_outputs, observe)
+    found = loss_inputs.find(target.grad_fn) if target.grad_fn is not None else []
+    return [f"{m.what} made by {where}" for m in found for node, where in sites if node is m.node]
+
+
 PASSES: dict[str, Callable[..., list[str]]] = {
+    "loss-fed-probabilities": probability_ops,
     "non-finite-loss": non_finite_origin,
     "non-finite-grad": non_finite_origin,
     "vanishing": saturation,

@@ -31,7 +31,8 @@ from gradscope.inspector import hooks
 from gradscope.inspector.fused_stats import FusedNumbers, GradNumbers, fused_stats, owners, plans
 from gradscope.inspector.hooks import backward_target, call_model, pick_loss
 from gradscope.inspector.preserve import paused_guard, preserved_state, storage_of
-from gradscope.stats import ModuleStats, ParamStats, RunStats
+from gradscope.stats import FedProbabilities, ModuleStats, ParamStats, RunStats
+from gradscope.watcher import loss_inputs
 
 __all__ = [
     "backward_grads",
@@ -125,6 +126,7 @@ def measure(
     with paused_guard():
         nodes = hooks.graph_nodes(target)
         saved = saved_bytes(nodes, [p for _, p in named])
+        fed = fed_probabilities(target)  # before the backward frees what the nodes saved
     named, grads = _gradients(model, target, grad_outputs, named, nodes)
     with paused_guard():  # from here on, only gradscope's own tensor code runs
         loss = scale.loss if scale is not None else target
@@ -153,7 +155,14 @@ def measure(
             retained=retained_graphs(modules),
             loss_scale=None if scale is None else scale.value,
             loss_terms=None if weighted else summed_terms(loss),
+            fed_probabilities=fed,
         )
+
+
+def fed_probabilities(loss: torch.Tensor) -> tuple[FedProbabilities, ...]:
+    """The losses near the top of the graph that want logits and got probabilities."""
+    found = loss_inputs.find(loss.grad_fn) if loss.grad_fn is not None else []
+    return tuple(FedProbabilities(m.what, m.detail, m.floor) for m in found)
 
 
 def _unscaled(source: str, scale: float) -> str:

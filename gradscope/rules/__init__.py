@@ -1,7 +1,7 @@
 """Per-run rules: findings from one RunStats, as pure functions (no torch).
 
 A new rule: write its check in the module of its kind (experts.py, grads.py,
-magnitude.py, zeros.py, memory.py) and declare it there with `@rule(..., Stage.RUN, ...)`
+magnitude.py, zeros.py, memory.py, logits.py) and declare it there with `@rule(..., Stage.RUN, ...)`
 (registry.py). `diagnose` runs them all, in the order their modules are imported here,
 applies the user's severities and marks what their ignores silence.
 """
@@ -16,7 +16,8 @@ from gradscope.findings import Finding
 # isort: off
 # imported in the order their checks run, the order of a report's findings: experts
 # (GS109), grads (GS101-GS103), magnitude (GS104, GS105), zeros (GS106, GS108, GS107), memory
-from gradscope.rules import experts, grads, magnitude, zeros, memory  # noqa: F401
+# (GS301), logits (GS432)
+from gradscope.rules import experts, grads, magnitude, zeros, memory, logits  # noqa: F401
 
 # isort: on
 from gradscope.rules.params import dense_rms

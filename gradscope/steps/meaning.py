@@ -50,10 +50,21 @@ class LossTerm:
     """The number of classes of a (binary) cross-entropy or NLL."""
     count: int | None = None
     """Elements the loss sums over (its targets), for a sum reduction's scale."""
+    misfed: str | None = None
+    """What the loss got where it wants logits: softmax (a softmax under cross_entropy's
+    own log_softmax), sigmoid (under binary_cross_entropy_with_logits' own),
+    softmax-wrong-dim, log-softmax-wrong-dim (normalised over another axis than the
+    loss's classes); None: logits, or log-probabilities over the classes."""
+    misfed_detail: str = ""
+    """The ops and axes, in words."""
+    floor: float | None = None
+    """The lowest value it can reach when fed probabilities (per target, mean reduction):
+    ln(1 + (C-1)/e) for a double softmax, ln(1 + 1/e) for a double sigmoid."""
 
     @property
     def bound(self) -> float | None:
-        return BOUNDED_BELOW.get(self.kind)
+        base = BOUNDED_BELOW.get(self.kind)
+        return base if base is None or self.floor is None else self.floor
 
     @property
     def negated(self) -> bool:
@@ -90,6 +101,12 @@ class LossKind:
     """Terms of the sum gradscope did not recognise (a custom loss, a regulariser)."""
     scaled: bool = False
     """backward ran on GradScaler's scaled loss; the terms are read below the scale."""
+    where: str | None = None
+    """file:line of the backward call, where a term was fed probabilities."""
+
+    def misfed(self) -> list[LossTerm]:
+        """The terms fed probabilities (or log-probabilities over the wrong axis)."""
+        return [t for t in self.terms if t.misfed]
 
     @property
     def known(self) -> bool:
@@ -133,6 +150,7 @@ class LossKind:
             "description": self.describe(),
             "lower_bound": self.lower_bound(),
             "uniform_guess": self.uniform(),
+            "where": self.where,
         }
 
 

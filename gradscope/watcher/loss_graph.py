@@ -17,7 +17,9 @@ from typing import Any
 
 import torch
 
+from gradscope.errors import user_line
 from gradscope.steps.meaning import LossKind, LossTerm
+from gradscope.watcher import loss_inputs
 
 MAX_NODES = 64
 """Nodes visited per loss at most: the reducing nodes above the loss nodes are few."""
@@ -58,12 +60,14 @@ _REDUCING = {"MeanBackward0": "mean", "SumBackward0": "sum"}
 
 
 def read(loss: torch.Tensor, scaled: bool = False) -> LossKind:
-    """The loss's terms; unrecognised branches are counted, never guessed."""
+    """The loss's terms; unrecognised branches are counted, never guessed. Where a term
+    was fed probabilities (loss_inputs.py), the user's line that called backward."""
     found: list[LossTerm] = []
     unknown = [0]
     budget = [MAX_NODES]
     _walk(loss.grad_fn, 1.0, None, found, unknown, budget)
-    return LossKind(tuple(found[:MAX_TERMS]), unknown[0], scaled)
+    where = user_line() if any(t.misfed for t in found) else None  # rare: only then
+    return LossKind(tuple(found[:MAX_TERMS]), unknown[0], scaled, where)
 
 
 def _walk(
@@ -162,16 +166,25 @@ def _term(node: Any, kind: str, factor: float, reduced: str | None) -> LossTerm:
     if isinstance(target, torch.Tensor):
         count = int(target.numel())
     source = getattr(node, "_saved_self", None)
+    misfed = None
     if kind == "nll":
+        if isinstance(source, torch.Tensor) and source.dim() >= 1:
+            classes = int(source.shape[1] if source.dim() >= 2 else source.shape[0])
         log_probs = node.next_functions[0][0] if node.next_functions else None
+        axis = loss_inputs.class_axis(node)
         for _ in range(MAX_NODES):  # bounded, like every walk of the graph
             if log_probs is None or type(log_probs).__name__ not in _ROWS:
                 break
+            axis = loss_inputs.through(log_probs, axis)
             log_probs = log_probs.next_functions[0][0]
         if type(log_probs).__name__ == "LogSoftmaxBackward0":
             kind = "cross_entropy"  # NLL of log_softmax: bounded below by 0
-        if isinstance(source, torch.Tensor) and source.dim() >= 1:
-            classes = int(source.shape[1] if source.dim() >= 2 else source.shape[0])
+            misfed = loss_inputs.nll_input(node, log_probs, axis, classes)
     elif kind.startswith("binary"):
         classes = 2
-    return LossTerm(kind, reduction, factor, classes, count)
+        if kind == "binary_cross_entropy_with_logits":
+            misfed = loss_inputs.logits_input(node)
+    if misfed is None:
+        return LossTerm(kind, reduction, factor, classes, count)
+    floor = misfed.floor if reduction == "mean" else None  # a sum's floor needs the count
+    return LossTerm(kind, reduction, factor, classes, count, misfed.what, misfed.detail, floor)

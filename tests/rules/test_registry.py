@@ -48,6 +48,10 @@ FIRES = {
     "GS202": (GRADCHECK, "test_a_backward_that_raises_is_named_as_raised"),
     "GS203": (GRADCHECK, "test_a_tensor_saved_then_changed_in_place_is_a_caveat"),
     "GS301": (RUN, "test_graph_retained"),
+    "GS432": (
+        "tests/rules/test_logits.py",
+        "test_inspect_names_the_op_that_fed_probabilities_to_the_loss",
+    ),
     "GS501": (TORCHRUN, "test_find_unused_run_names_unused_rank_dependent_and_skipped"),
     "GS502": (TORCHRUN, "test_find_unused_run_names_unused_rank_dependent_and_skipped"),
     "GS503": (GATHERED, "test_a_gathering_names_each_distributed_rule_that_two_ranks_show"),
@@ -96,6 +100,10 @@ FIRES = {
         NOISE,
         "test_a_batch_far_above_the_critical_batch_is_information_and_a_near_one_is_not",
     ),
+    "GS431": (
+        "tests/watcher/test_watch_probabilities.py",
+        "test_a_loss_fed_probabilities_is_named_at_step_1_and_leads",
+    ),
 }
 """Rule id → a test that makes it fire (on a real model or script, or on the data of one) and
 looks for it by id or slug."""
@@ -139,7 +147,7 @@ def test_the_per_run_checks_run_in_the_order_their_modules_declare_them():
     this order."""
     assert list(per_run.CHECKS) == [
         *("GS109", "GS101", "GS102", "GS103", "GS104", "GS105", "GS106", "GS108", "GS107"),
-        "GS301",
+        *("GS301", "GS432"),
     ]
     assert set(per_run.CHECKS) == set(registry.declared(Stage.RUN))
 

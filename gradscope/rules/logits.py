@@ -1,0 +1,61 @@
+"""A loss fed probabilities where it wants logits, on an inspected pass (GS432): what the
+loss's graph shows, before any training. No torch.
+
+The same mechanism as watch's GS431 (rules/step_logits.py), read by `inspect` from the
+one forward+backward it runs on a model file or a script's step.
+"""
+
+from __future__ import annotations
+
+from gradscope.config import Thresholds
+from gradscope.findings import RULES, Finding, Severity
+from gradscope.fmt import num
+from gradscope.rules.registry import Stage, rule
+from gradscope.stats import RunStats
+
+FIX = {
+    "softmax": "pass the raw logits to cross_entropy (drop the softmax before it)",
+    "sigmoid": "pass the raw logits to binary_cross_entropy_with_logits (drop the sigmoid), "
+    "or keep the sigmoid and use binary_cross_entropy (BCELoss)",
+    "softmax-wrong-dim": "drop the softmax and pass the raw logits, classes on dim 1 (or the "
+    "last dim, flattened to (N, C))",
+    "log-softmax-wrong-dim": "take log_softmax over the classes (dim=-1 for (..., C) logits)",
+}
+
+
+@rule(
+    "GS432",
+    "loss-fed-probabilities",
+    Severity.ERROR,
+    "logits",
+    Stage.RUN,
+    "inspect: the loss's graph shows a softmax under cross_entropy, a sigmoid under "
+    "binary_cross_entropy_with_logits, or a (log_)softmax over another axis than the classes",
+    example="a classifier whose forward ends in nn.Softmax, inspected with "
+    "`--loss cross_entropy`: the loss can never fall below ln(1 + (C-1)/e)",
+    fix="return the raw logits from the model (or drop the softmax or sigmoid before the loss); "
+    "a log_softmax over the classes before cross_entropy or nll_loss is right as it is",
+)
+def loss_fed_probabilities(stats: RunStats, t: Thresholds) -> list[Finding]:
+    """The loss's autograd graph shows cross_entropy's own LogSoftmaxBackward0 over a
+    SoftmaxBackward0, a SigmoidBackward0 under binary_cross_entropy_with_logits, or a softmax
+    or log_softmax whose dim is not the loss's class dim (followed through views and
+    transposes). The output is squashed twice: the loss cannot fall below ln(1 + (C-1)/e) for C
+    classes or ln(1 + 1/e) = 0.31, and the gradients shrink; or it is normalised over the batch
+    or the sequence. Read from the graph's shapes, before the backward."""
+    out = []
+    for fed in stats.fed_probabilities:
+        floor = (
+            f"; the loss can never fall below {num(fed.floor)} per target"
+            if fed.floor is not None
+            else ""
+        )
+        out.append(
+            RULES["GS432"].finding(
+                "loss",
+                f"the loss is fed probabilities where it wants logits: {fed.detail}{floor}",
+                FIX.get(fed.what, FIX["softmax"]),
+                value=fed.floor,
+            )
+        )
+    return out

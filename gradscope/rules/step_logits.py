@@ -1,0 +1,98 @@
+"""A loss fed probabilities where it wants logits (GS431), read off the loss's graph at the
+first step: no threshold, nothing measured. No torch.
+
+cross_entropy applies its own log_softmax, binary_cross_entropy_with_logits its own
+sigmoid. A softmax (or sigmoid) before them squashes the model's output twice: the loss
+cannot fall below a floor above 0 and its gradients shrink, so the run looks like one that
+learns slowly, and a learning-rate finding would give the wrong fix. A softmax or
+log_softmax over another axis than the loss's classes (the batch, the sequence) trains
+the model on another question. The graph shows both directly (watcher/loss_inputs.py).
+"""
+
+from __future__ import annotations
+
+from gradscope.config import Thresholds
+from gradscope.findings import RULES, Finding, Severity
+from gradscope.fmt import num
+from gradscope.rules.registry import Stage, rule
+from gradscope.rules.step_common import about, by_optimizer, loss_steps
+from gradscope.steps.meaning import LossKind, LossTerm
+from gradscope.steps.records import WatchRun
+
+_FIX = {
+    "softmax": "pass the raw logits to cross_entropy (drop the softmax before it); for "
+    "probabilities elsewhere, take softmax of the logits separately",
+    "sigmoid": "pass the raw logits to binary_cross_entropy_with_logits (drop the sigmoid "
+    "before it), or keep the sigmoid and use binary_cross_entropy (BCELoss)",
+    "softmax-wrong-dim": "drop the softmax and pass the raw logits, classes on dim 1 "
+    "(or the last dim, flattened to (N, C))",
+    "log-softmax-wrong-dim": "take log_softmax over the classes (dim=-1 for (..., C) "
+    "logits), or pass the raw logits to cross_entropy",
+}
+_WHAT = {
+    "softmax": "probabilities where cross_entropy wants logits (a double softmax)",
+    "sigmoid": "probabilities where binary_cross_entropy_with_logits wants logits (a double "
+    "sigmoid)",
+    "softmax-wrong-dim": "a softmax over the wrong axis where cross_entropy wants logits",
+    "log-softmax-wrong-dim": "log-probabilities normalised over the wrong axis",
+}
+
+
+@rule(
+    "GS431",
+    "probabilities-as-logits",
+    Severity.ERROR,
+    "logits",
+    Stage.WATCH,
+    "watch: the loss's graph shows a softmax under cross_entropy, a sigmoid under "
+    "binary_cross_entropy_with_logits, or a (log_)softmax over another axis than the classes",
+    example="`loss = F.cross_entropy(F.softmax(model(x), -1), y)` on a 10-class classifier: the "
+    "loss can never fall below ln(1 + 9/e) = 1.46 and the run stalls there",
+    fix="pass the raw logits to the loss (drop the softmax or sigmoid before it); a "
+    "log_softmax over the classes before cross_entropy or nll_loss is right as it is",
+)
+def probabilities_as_logits(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """The loss's autograd graph, read at the first step, shows cross_entropy's own
+    LogSoftmaxBackward0 over a SoftmaxBackward0 (through views, transposes and casts), a
+    SigmoidBackward0 under binary_cross_entropy_with_logits, or a softmax or log_softmax whose
+    dim is not the loss's class dim once followed through the views between them. The first
+    two squash the output twice: the loss cannot fall below ln(1 + (C-1)/e) for C classes (1.46
+    for 10, 2.08 for 20) or ln(1 + 1/e) = 0.31, and its gradients shrink; the third normalises
+    over the batch or the sequence. A log_softmax over the classes, nll_loss on it, and a
+    sigmoid feeding binary_cross_entropy (BCELoss) are right: not reported."""
+    out = []
+    for s in by_optimizer(run):
+        kind = run.loss_kind(s.index)
+        if kind is None or not kind.misfed() or not s.steps:
+            continue
+        term = kind.misfed()[0]
+        _, losses = loss_steps(s)
+        evidence = [f"loss graph: {kind.describe()}"]
+        floor = kind.lower_bound()
+        if floor and losses:
+            evidence.append(
+                f"lowest loss {num(min(losses))} over {len(losses)} steps; this loss is never "
+                f"below {num(floor)}"
+            )
+        message = s.say(_message(kind, term))
+        finding = RULES["GS431"].finding(
+            s.subject("loss"),
+            message,
+            _FIX[term.misfed or "softmax"],
+            value=floor,
+            evidence=tuple(evidence),
+        )
+        out.append(about(finding, [s.steps[0].step]))
+    return out
+
+
+def _message(kind: LossKind, term: LossTerm) -> str:
+    what = _WHAT.get(term.misfed or "", "probabilities where the loss wants logits")
+    at = f" (backward at {kind.where})" if kind.where else ""
+    text = f"the loss is fed {what}: {term.misfed_detail}{at}"
+    if term.floor is not None:
+        text += (
+            f"; it can never fall below {num(term.floor)} per target and its gradients are "
+            "squashed with it"
+        )
+    return text

@@ -1,0 +1,231 @@
+"""What a loss that wants logits was given, read off its autograd graph.
+
+`cross_entropy` applies its own log_softmax and `binary_cross_entropy_with_logits` its own
+sigmoid. A `SoftmaxBackward0` under the first (through views, transposes and casts) or a
+`SigmoidBackward0` under the second means the loss got probabilities: it squashes them
+again, its gradients shrink, and it can never fall below a floor above 0, ln(1 + (C-1)/e)
+for C classes (1.46 for 10) or ln(1 + 1/e) = 0.313. A softmax or log_softmax that
+normalised over another axis than the loss's classes (the batch, the sequence) is read by
+following that axis through the views between them. A `log_softmax` before cross_entropy
+is the same loss with the same gradients: said nothing. Shapes only; nothing is read from
+a device.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_CHAIN = 16
+"""Nodes followed between the loss and the op that fed it: views, casts, a transpose."""
+
+_SAME = {"CloneBackward0", "ToCopyBackward0", "AliasBackward0"}
+_VIEWS = {"ViewBackward0", "ReshapeAliasBackward0", "UnsafeViewBackward0"}
+_FOLLOWED = _SAME | _VIEWS | {"TransposeBackward0", "PermuteBackward0"}
+SIGMOID_FLOOR = math.log1p(math.exp(-1.0))
+"""binary_cross_entropy_with_logits of a sigmoid's output s ∈ (0, 1), for any target in
+[0, 1]: at least -log sigmoid(1) = ln(1 + 1/e) ≈ 0.3133 (a target of 0 gives at least ln 2)."""
+
+
+def softmax_floor(classes: int) -> float:
+    """cross_entropy of a softmax's output over C classes: at best the true class has
+    probability 1 and the rest 0, so the loss is -log(e / (e + C - 1))."""
+    return math.log1p((classes - 1) / math.e)
+
+
+@dataclass(frozen=True)
+class Misfed:
+    """Probabilities, or log-probabilities over the wrong axis, where the loss wants logits."""
+
+    what: str
+    """softmax | sigmoid | softmax-wrong-dim | log-softmax-wrong-dim"""
+    detail: str
+    """The ops and axes, in words."""
+    floor: float | None = None
+    """The lowest value the loss can reach per target (mean reduction); None: not known."""
+    node: Any = field(default=None, compare=False, repr=False)
+    """The softmax, sigmoid or log_softmax node that fed it (its op's line: inspect's replay)."""
+
+
+def _dim(value: Any, ndim: int) -> int | None:
+    """A saved dim (an unsigned 64-bit -1 is -1) as a non-negative index."""
+    if not isinstance(value, int) or ndim <= 0:
+        return None
+    if value >= 2**63:
+        value -= 2**64
+    return value % ndim if -ndim <= value < ndim else None
+
+
+def _shape(node: Any, attr: str) -> tuple[int, ...] | None:
+    value = getattr(node, attr, None)
+    shape: Any = getattr(value, "shape", value)
+    try:
+        return tuple(int(s) for s in shape)
+    except (TypeError, ValueError):
+        return None
+
+
+def through(node: Any, axis: tuple[tuple[int, ...], int] | None) -> Any:
+    """The axis (shape, dim) of `node`'s output as its input's axis; None where a view
+    mixed it with others or the node is one that is not followed."""
+    if axis is None:
+        return None
+    shape, dim = axis
+    name = type(node).__name__
+    if name in _SAME:
+        return axis
+    if name in _VIEWS:
+        before = _shape(node, "_saved_self_sym_sizes")
+        if before is None:
+            return None
+        inner = math.prod(shape[dim + 1 :])
+        for j, size in enumerate(before):
+            if size == shape[dim] and math.prod(before[j + 1 :]) == inner:
+                return before, j
+        return None
+    if name == "TransposeBackward0":
+        a = _dim(getattr(node, "_saved_dim0", None), len(shape))
+        b = _dim(getattr(node, "_saved_dim1", None), len(shape))
+        if a is None or b is None:
+            return None
+        swapped = list(shape)
+        swapped[a], swapped[b] = shape[b], shape[a]
+        return tuple(swapped), b if dim == a else a if dim == b else dim
+    if name == "PermuteBackward0":
+        dims = [_dim(d, len(shape)) for d in getattr(node, "_saved_dims", ())]
+        if len(dims) != len(shape) or None in dims:
+            return None
+        order = [0] * len(shape)
+        for i, d in enumerate(dims):
+            order[d or 0] = shape[i]
+        return tuple(order), dims[dim]
+    return None
+
+
+def _follow(node: Any, axis: tuple[tuple[int, ...], int] | None, stop: str) -> tuple[Any, Any]:
+    """Down from `node` through views and casts to a node named `stop`: that node and the
+    loss's class axis as its output's (None where it was lost); (None, None) if not there."""
+    for _ in range(MAX_CHAIN):
+        if node is None:
+            return None, None
+        name = type(node).__name__
+        if name == stop:
+            return node, axis
+        if name not in _FOLLOWED:
+            return None, None
+        axis = through(node, axis)
+        node = node.next_functions[0][0] if node.next_functions else None
+    return None, None
+
+
+def _normalised(node: Any, axis: Any, what: str) -> tuple[int, int, tuple[int, ...]] | None:
+    """The dim the (log_)softmax `node` normalised over, and the loss's class dim and the
+    shape on the same tensor, when they differ; None when they agree or cannot be told."""
+    result = getattr(node, "_saved_result", None)
+    shape = tuple(int(s) for s in getattr(result, "shape", ()))
+    dim = _dim(getattr(node, "_saved_dim", None), len(shape))
+    if axis is None or dim is None or axis[0] != shape or axis[1] == dim:
+        return None
+    return dim, axis[1], shape
+
+
+def _wrong_dim(op: str, found: tuple[int, int, tuple[int, ...]]) -> str:
+    dim, classes, shape = found
+    return (
+        f"{op} over dim {dim} (size {shape[dim]}) of a {tuple(shape)} tensor whose classes, "
+        f"for the loss, are dim {classes} (size {shape[classes]})"
+    )
+
+
+def nll_input(nll: Any, log_softmax: Any, axis: Any, classes: int | None) -> Misfed | None:
+    """What fed an NLL loss over `log_softmax` (cross_entropy's own, or the user's); `axis`:
+    the loss's class axis as log_softmax's output, where it was followed."""
+    wrong = _normalised(log_softmax, axis, "log_softmax")
+    if wrong is not None:
+        return Misfed("log-softmax-wrong-dim", _wrong_dim("log_softmax", wrong), None, log_softmax)
+    below = log_softmax.next_functions[0][0] if log_softmax.next_functions else None
+    result = getattr(log_softmax, "_saved_result", None)
+    shape = tuple(int(s) for s in getattr(result, "shape", ()))
+    dim = _dim(getattr(log_softmax, "_saved_dim", None), len(shape))
+    start = None if dim is None else (shape, dim)
+    softmax, inner = _follow(below, start, "SoftmaxBackward0")
+    if softmax is None:
+        return None
+    wrong = _normalised(softmax, inner, "softmax")
+    if wrong is not None:
+        detail = _wrong_dim("softmax", wrong) + ", then cross_entropy's own log_softmax"
+        return Misfed("softmax-wrong-dim", detail, None, softmax)
+    floor = softmax_floor(classes) if classes and classes >= 2 else None
+    detail = "softmax, then cross_entropy's own log_softmax over the same " + (
+        f"{classes} classes" if classes else "classes"
+    )
+    return Misfed("softmax", detail, floor, softmax)
+
+
+def class_axis(nll: Any) -> tuple[tuple[int, ...], int] | None:
+    """The NLL loss's class axis: dim 1 of its input (dim 0 of a 1-d input)."""
+    shape = _shape(nll, "_saved_self")
+    if not shape:
+        return None
+    return shape, 1 if len(shape) >= 2 else 0
+
+
+def logits_input(node: Any) -> Misfed | None:
+    """A sigmoid under binary_cross_entropy_with_logits (through views and casts)."""
+    below = node.next_functions[0][0] if node.next_functions else None
+    sigmoid, _ = _follow(below, None, "SigmoidBackward0")
+    if sigmoid is None:
+        return None
+    plain = all(
+        getattr(node, attr, None) is None for attr in ("_saved_weight", "_saved_pos_weight")
+    )
+    detail = "sigmoid, then binary_cross_entropy_with_logits' own sigmoid"
+    return Misfed("sigmoid", detail, SIGMOID_FLOOR if plain else None, sigmoid)
+
+
+_ROWS = {"SelectBackward0", "IndexBackward0", "SliceBackward0", "IndexSelectBackward0"}
+"""Between log_softmax and NLL: a subset of rows (a graph's training nodes)."""
+_NLL = ("NllLossBackward0", "NllLoss2DBackward0")
+MAX_SEARCH = 64
+"""Nodes searched from the loss down for the loss nodes: they sit near its top."""
+
+
+def find(loss_node: Any) -> list[Misfed]:
+    """Every loss node near the top of the graph that was fed probabilities."""
+    out: list[Misfed] = []
+    seen: set[int] = set()
+    queue = [loss_node]
+    while queue and len(seen) < MAX_SEARCH:
+        node = queue.pop(0)
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        name = type(node).__name__
+        found = None
+        if name == "BinaryCrossEntropyWithLogitsBackward0":
+            found = logits_input(node)
+        elif name in _NLL:
+            found = _nll(node)
+        if found is not None:
+            out.append(found)
+        elif name not in _NLL:
+            queue.extend(n for n, _ in node.next_functions)
+    return out
+
+
+def _nll(node: Any) -> Misfed | None:
+    shape = _shape(node, "_saved_self")
+    classes = (shape[1] if len(shape) >= 2 else shape[0]) if shape else None
+    axis = class_axis(node)
+    below = node.next_functions[0][0] if node.next_functions else None
+    for _ in range(MAX_CHAIN):
+        if below is None or type(below).__name__ == "LogSoftmaxBackward0":
+            break
+        if type(below).__name__ not in _FOLLOWED | _ROWS:
+            return None
+        axis = through(below, axis)
+        below = below.next_functions[0][0] if below.next_functions else None
+    if below is None or type(below).__name__ != "LogSoftmaxBackward0":
+        return None
+    return nll_input(node, below, axis, classes)
