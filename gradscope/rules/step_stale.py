@@ -14,7 +14,7 @@ from __future__ import annotations
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.rules.registry import Stage, rule
-from gradscope.rules.step_common import Series, by_optimizer
+from gradscope.rules.step_common import Series, about, by_optimizer
 from gradscope.steps.records import WatchRun, common_module
 
 
@@ -40,8 +40,8 @@ def optimizer_holds_stale(run: WatchRun, t: Thresholds) -> list[Finding]:
     out = []
     for s in by_optimizer(run):
         pairs = _replaced(run, s)
-        if pairs:
-            out.append(_finding(run, s, pairs))
+        if pairs and s.steps:
+            out.append(about(_finding(run, s, pairs), [s.steps[0].step]))
     return out
 
 

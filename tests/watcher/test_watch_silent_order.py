@@ -100,7 +100,7 @@ def test_a_parameter_replaced_after_the_optimizer_is_named_at_step_one(kind, bug
     report = _run(kind, bug)
     first = _first(report, "GS437")
     assert all(n in first.message for n in names)
-    assert "optimizer0.group0.param" in first.evidence[0]
+    assert "optimizer0.group0.param" in first.evidence[0] and first.steps == (1,)
     assert all(f.explained_by for f in report.findings[1:])
     early = _run(kind, bug, 1)
     assert early.findings[0].rule == "GS437"
