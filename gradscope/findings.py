@@ -224,6 +224,34 @@ TABLE = {
             "zero_grad() before backward() or after step()",
         ),
         TableRow(
+            "wiped",
+            "gradient accumulation that does not accumulate; the first step's loss unlike "
+            "the later ones",
+            "zero_grad() (or .grad = None) between the backward calls of one step: only "
+            "the last micro-batch reaches the update",
+            "reset the gradients once per step: before the accumulation loop or after step()",
+        ),
+        TableRow(
+            "schedule",
+            "the learning rate near 0 long before the training ends; the loss stalls high",
+            "a scheduler whose schedule counts epochs stepped per batch (or per micro-batch)",
+            "scheduler.step() once per epoch, or a schedule sized in optimizer steps",
+        ),
+        TableRow(
+            "stale-params",
+            "gradients flow but the weights never move; parameters in no optimizer",
+            "a parameter or module replaced after the optimizer was built: it steps the old "
+            "tensors",
+            "build the optimizer after the model is final (or add_param_group the new ones)",
+        ),
+        TableRow(
+            "reduction",
+            "SGD's steps far too large or too small for its learning rate",
+            "the loss's reduction scales the gradient: a sum over the batch (× B), a loss "
+            "divided twice under accumulation (÷ K)",
+            "a mean reduction, the loss divided once by the accumulation steps",
+        ),
+        TableRow(
             "batch-size",
             "the batch is far larger or smaller than the gradient noise makes useful",
             "a batch far above the critical batch size averages away noise that was "

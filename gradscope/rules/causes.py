@@ -19,6 +19,10 @@ _GROWTH = ("GS401", "GS402", "GS403", "GS404", "GS406", "GS409", "GS414", "GS415
 
 EXPLAINS: dict[str, tuple[str, ...]] = {
     "GS412": _GROWTH,  # gradients never reset: they pile up, grow, spike, overflow
+    "GS435": _GROWTH,  # 1 of K micro-batches applied; step 1's loss 1 of K, later ones K
+    "GS436": ("GS405", "GS410", "GS413", "GS415", "GS417"),  # lr ~0: nothing moves
+    "GS437": ("GS405", "GS410", "GS411", "GS413", "GS415", "GS417"),  # the model never moves
+    "GS438": ("GS401", "GS402", "GS403", "GS404", "GS405", "GS409", "GS414", "GS415"),  # × B
     "GS418": _GROWTH,  # a maximised loss runs away
     "GS422": ("GS405", "GS410", "GS413", "GS415", "GS417"),  # no gradient is ever applied
     "GS420": ("GS405", "GS409", "GS410", "GS413", "GS415", "GS419"),  # decay erases weights

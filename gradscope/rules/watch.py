@@ -21,8 +21,12 @@ from gradscope.rules import (  # noqa: F401  (declare)
     step_meaning,
     step_optimizer,
     step_progress,
+    step_reduction,
+    step_schedule,
     step_setup,
+    step_stale,
     step_trends,
+    step_wiped,
     steps,
 )
 from gradscope.rules.registry import Stage, checks

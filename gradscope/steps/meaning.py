@@ -155,6 +155,36 @@ class LossKind:
 
 
 @dataclass(frozen=True)
+class SchedulerInfo:
+    """An lr scheduler the script stepped, and how often against its optimizer's steps."""
+
+    kind: str
+    """Its class name: StepLR, CosineAnnealingLR, OneCycleLR, ..."""
+    settings: str
+    """Its schedule's own numbers, as its constructor took them ("step_size=10, gamma=0.1")."""
+    optimizer: int
+    """Index of the optimizer it schedules (-1: one that never stepped)."""
+    calls: int
+    """scheduler.step() calls from its optimizer's first step on."""
+    first: int
+    last: int
+    """Optimizer steps taken by the run at its first and last such call."""
+    site: str | None = None
+    """`file:line` of the script's first such call."""
+
+    @property
+    def per_step(self) -> float:
+        """Its calls per optimizer step of the run between its first and last call."""
+        return self.calls / max(1, self.last - self.first + 1)
+
+    def describe(self) -> str:
+        return f"{self.kind}({self.settings})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "per_step": self.per_step}
+
+
+@dataclass(frozen=True)
 class GroupSettings:
     """One param group's hyperparameters as the optimizer used them at a step (its lr
     takes no part in comparisons: schedules change it every step, `StepRecord.lrs`

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
-from gradscope.steps.meaning import LossKind, OptimizerSettings
+from gradscope.steps.meaning import LossKind, OptimizerSettings, SchedulerInfo
 from gradscope.steps.step_record import StepRecord
 from gradscope.steps.step_store import StepStore
 
@@ -38,6 +38,9 @@ class ParamInfo:
     """Index of its param group in the optimizer that holds it."""
     weight_norm: float | None = None
     """Its L2 norm before the first update (None: not measured)."""
+    in_model: bool = True
+    """False: a tensor of an optimizer's param groups that no model found holds (a
+    parameter replaced after the optimizer was built, a stray tensor)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,11 @@ class WatchRun:
         history = self.settings[index] if index < len(self.settings) else ()
         return history[-1] if history else None
 
+    sites: dict[str, str] = field(default_factory=dict)
+    """Where the script made a call a rule names, as `file:line` (the first zero_grad
+    between the backward calls of a step: "wiped")."""
+    schedulers: tuple[SchedulerInfo, ...] = ()
+    """The lr schedulers the script stepped after their optimizer's first step."""
     argv: tuple[str, ...] | None = None
     """The script's own arguments (`watch SCRIPT -- ARGS`); None when not run as a script,
     so advice can give a command line that works."""

@@ -70,6 +70,10 @@ class StepRecord:
     zeroed: bool = False
     """zero_grad ran after this step's backward calls and before the step: the update
     applied none of their gradients (GS422)."""
+    wiped: int | None = None
+    """The first `wiped` backward calls of the step had their gradients cleared (by
+    zero_grad, or set to None) before its later calls: the update applied only the
+    rest (GS435). None: none were."""
     detail: bool = True
     """param_norms and update_ratios are this step's; False where a long run's report
     did not keep them (empty and None then: see step_store.py; the --log has them)."""
@@ -127,6 +131,7 @@ class StepRecord:
             "norm_type": self.norm_type,
             "clip_scale": self.clip_scale,
             "zeroed": self.zeroed,
+            "wiped": self.wiped,
             "micro_batches": self.micro_batches,
             "micro_sq": self.micro_sq,
             "batch_samples": self.batch_samples,

@@ -27,7 +27,7 @@ from gradscope.steps.tensor_track import TensorTrack
 
 _LOSS, _SKIPPED, _CLIPPED, _MAX, _SCALE, _CARRIED = 1, 2, 4, 8, 16, 32
 _UPDATE, _SCALED_CLIP, _TOTAL, _NORM_TYPE, _CLIP_SCALE = 64, 128, 256, 512, 1024
-_ZEROED, _MICRO_SQ, _SAMPLES = 2048, 4096, 8192
+_ZEROED, _MICRO_SQ, _SAMPLES, _WIPED = 2048, 4096, 8192, 16384
 
 JUMPS_KEPT = 16
 """Per optimizer, the steps whose gradient norm rose most above the median of the
@@ -47,6 +47,7 @@ _OPTIONAL = (  # (flag, StepRecord field) of the float fields that may be None
     (_CLIP_SCALE, "clip_scale"),
     (_MICRO_SQ, "micro_sq"),
     (_SAMPLES, "batch_samples"),
+    (_WIPED, "wiped"),
 )
 
 
@@ -262,8 +263,9 @@ class StepStore(Sequence[StepRecord]):
             zeroed=bool(flags & _ZEROED),
             detail=row is not None,
         )
-        if fields["batch_samples"] is not None:
-            fields["batch_samples"] = int(fields["batch_samples"])
+        for name in ("batch_samples", "wiped"):
+            if fields[name] is not None:
+                fields[name] = int(fields[name])
         return StepRecord.stored(fields)
 
 

@@ -43,6 +43,8 @@ def started(
     if window.calls == 0:  # a norm taken after the last step (a log) is no clip
         here.clear_clip()
     here.zeroed = None  # a backward after the zero_grad: the usual order
+    if window.calls:
+        resets.wiped_by_hand(state, here, window)
     window.calls += 1
     if here.helper:
         window.leaves.update(id(t) for t in discover.graph_leaves(roots))
@@ -64,6 +66,8 @@ def started(
 def ended(state: WatchState, here: ThreadState, roots: list[torch.Tensor]) -> None:
     """The call returned: its micro-batch norms; what an update by hand may follow."""
     state.noise.end()
+    if here.stepped and not here.quiet:
+        resets.sentinel(state, here.window)
     idle = here.current is None and here.stepping is None
     if not state.optimizer_stepped and not here.quiet and idle:
         check = state.manual

@@ -75,6 +75,9 @@ class PendingStep:
     did not clip) is theirs; None: all."""
     zeroed: bool = False
     """A zero_grad cleared the gradients after the step's backward calls, before it."""
+    wiped: int | None = None
+    """The first backward calls of the step whose gradients a reset cleared before
+    its later ones (None: none)."""
     micro: torch.Tensor | None = None
     """[P] Σ over this rank's micro-batch gradients of each parameter's squared norm
     (noise_scale.py); None: not measured."""
@@ -326,6 +329,7 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
                 norm_type=p.norm_type if p.max_norm is not None or clip_total is not None else None,
                 clip_scale=_none_if_nan(got.clip_scale) if p.scaled_clip else None,
                 zeroed=p.zeroed,
+                wiped=p.wiped,
             )
         )
     return out

@@ -176,6 +176,7 @@ class WatchReport:
                     "settings": [s.to_dict() for s in self.run.settings[i]]
                     if i < len(self.run.settings)
                     else [],
+                    "schedulers": [s.to_dict() for s in self.run.schedulers if s.optimizer == i],
                 }
             )
         return out
@@ -236,6 +237,7 @@ class WatchReport:
                     "shape": list(p.shape),
                     "requires_grad": p.requires_grad,
                     "in_optimizer": p.in_optimizer,
+                    "in_model": p.in_model,
                     "lr": p.lr,
                     "group": p.group,
                     "initial_norm": p.weight_norm,

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from gradscope.errors import user_line
 from gradscope.watcher.measure import norms
 from gradscope.watcher.state import OpenReset, WatchState
 from gradscope.watcher.threads import ThreadState, Window
@@ -42,6 +43,10 @@ def resetting(state: WatchState, here: ThreadState, params: Callable[[], Any]) -
         return
     if here.window.calls:
         here.zeroed = here.window
+        here.window.wiped = here.window.calls  # more backward calls may follow: wiped
+        here.window.wiped_ids = present
+        if here.stepped and "wiped" not in state.sites:
+            state.sites["wiped"] = user_line() or "?"
     if not here.stepped:
         here.window = Window()
     for helper in helpers:
@@ -62,6 +67,22 @@ def observe(state: WatchState, here: ThreadState) -> None:
             entry.reset, entry.norms = True, []
         elif present:
             entry.norms.append(torch.linalg.vector_norm(torch.stack(norms(present))))
+
+
+def wiped_by_hand(state: WatchState, here: ThreadState, window: Window) -> None:
+    """At a backward's start, after this thread's first step: the gradients the
+    window's earlier calls left were set to None by hand since (one parameter looked
+    at, no device read), so the step will apply none of them."""
+    sentinel = window.sentinel
+    if sentinel is not None and sentinel.grad is None and here.stepped:
+        window.wiped, window.wiped_ids = window.calls, {id(sentinel)}
+
+
+def sentinel(state: WatchState, window: Window) -> None:
+    """At a backward's end: the first tracked parameter it gave a gradient, once per
+    window (`wiped_by_hand` looks at it)."""
+    if window.sentinel is None:
+        window.sentinel = next((p for p in state.tracked.params if p.grad is not None), None)
 
 
 def optimizer_reset(state: WatchState, optimizer: Any) -> None:

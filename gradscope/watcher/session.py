@@ -23,6 +23,7 @@ from gradscope.errors import GradscopeError, Terminated, UserCodeError, is_own_f
 from gradscope.rules.watch import judge  # the engine calls the judge, once
 from gradscope.steps.noise import Smoother
 from gradscope.steps.records import MANUAL, ParamInfo, StepRecord, WatchRun
+from gradscope.watcher import schedules
 from gradscope.watcher.faults import fault_of, passing, record
 from gradscope.watcher.report import WatchReport
 
@@ -251,6 +252,7 @@ class Watcher:
                 groups.get(id(p), (None, None))[0],
                 groups.get(id(p), (None, None))[1],
                 first[i] if i < len(first) and first[i] >= 0 else None,
+                i in icp.tracked.owners or not icp.tracked.roots,
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
         )
@@ -270,6 +272,8 @@ class Watcher:
             notes=notes,
             loss_kinds=tuple(icp.loss_kinds.get(i) for i in range(len(icp.optimizers))),
             settings=icp.settings.of(len(icp.optimizers)),
+            sites=dict(icp.sites),
+            schedulers=schedules.infos(icp),
             argv=self.argv,
         )
 

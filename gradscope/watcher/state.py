@@ -111,6 +111,10 @@ class WatchState:
     nan_noted: bool = False
     optimizer_stepped: bool = False
     settings: SettingsHistory = field(default_factory=SettingsHistory)
+    schedulers: dict[int, Any] = field(default_factory=dict)
+    """id(scheduler) → its calls (schedules.Calls)."""
+    sites: dict[str, str] = field(default_factory=dict)
+    """What a rule names → the script's `file:line` of its first call (WatchRun.sites)."""
     loss_kinds: dict[int, Any] = field(default_factory=dict)
     """Optimizer index → the `LossKind` of its first step whose loss was read."""
     first_weights: torch.Tensor | None = None

@@ -55,6 +55,7 @@ def begin(
         carried=resets.carried(state, optimizer),
         members=state.members(optimizer),
         zeroed=zeroed is not None,
+        wiped=_wiped(window, optimizer),
     )
     _micro(state, here.current, window)
     if not skipped and updates.sampled(state.steps + 1, state.update_every):
@@ -73,6 +74,17 @@ def _grad_norms(
     if isinstance(grad_scale, torch.Tensor):
         norms_ = unscaled(norms_, grad_scale)
     return norms_
+
+
+def _wiped(window: Window, optimizer: Any) -> int | None:
+    """The step's first backward calls whose gradients of its parameters a reset
+    cleared before its later calls (None: none; all of them is GS422's `zeroed`)."""
+    if not 0 < window.wiped < window.calls:
+        return None
+    ids = window.wiped_ids
+    if any(id(p) in ids for g in optimizer.param_groups for p in g["params"]):
+        return window.wiped
+    return None
 
 
 def _skipped_flag(optimizer: Any, skipped: bool) -> bool | torch.Tensor:

@@ -38,6 +38,16 @@ class Window:
     """The first backward's `LossKind`, where it was read (loss_graph.py)."""
     micro: Any = None
     """Its micro-batch gradients (noise_scale.MicroWindow); None: none measured."""
+    wiped: int = 0
+    """Its first backward calls whose gradients a reset cleared before the later ones
+    (zero_grad, or `.grad = None` by hand, inside an accumulation loop): the step
+    applies none of them."""
+    wiped_ids: set[int] = field(default_factory=set)
+    """ids of the parameters that reset cleared: a step of other parameters (a GAN's
+    other model) lost nothing."""
+    sentinel: Any = None
+    """A parameter the window's first backward gave a gradient: None again at a later
+    call's start, the script set the gradients to None by hand in between."""
 
     def add(self, other: Window) -> None:
         """`other`'s backward calls belong to the same step."""
@@ -87,6 +97,8 @@ class ThreadState:
     """A measured step: its parameters and what updates.py took before the update."""
     stepping: Any = None
     """The optimizer whose step (given a closure) has started and not yet begun."""
+    scheduling: bool = False
+    """Inside an lr scheduler's step: a SequentialLR's own children are not counted."""
     step_depth: int = 0
     """Optimizer steps under way (> 1: a step inside a step)."""
 

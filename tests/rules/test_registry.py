@@ -32,6 +32,7 @@ VERDICTS = "tests/watcher/test_watch_verdicts.py"
 SERIES = "tests/watcher/test_watch_rules_series.py"
 MEANING = "tests/watcher/test_watch_meaning.py"
 NOISE = "tests/watcher/test_noise_scale.py"
+ORDER = "tests/watcher/test_watch_silent_order.py"
 
 FIRES = {
     "GS101": (RUN, "test_none_grad_names_parameter_and_says_module_never_ran"),
@@ -96,6 +97,13 @@ FIRES = {
         MEANING,
         "test_zero_grad_between_backward_and_step_is_named_and_step_one_has_its_loss",
     ),
+    "GS435": (ORDER, "test_gradients_wiped_inside_a_step_are_named_first_at_step_two"),
+    "GS436": (
+        ORDER,
+        "test_an_epoch_schedule_stepped_per_batch_is_named_with_the_step_of_its_collapse",
+    ),
+    "GS437": (ORDER, "test_a_parameter_replaced_after_the_optimizer_is_named_at_step_one"),
+    "GS438": (ORDER, "test_a_summed_loss_under_sgd_is_the_cause_of_its_blow_up"),
     "GS430": (
         NOISE,
         "test_a_batch_far_above_the_critical_batch_is_information_and_a_near_one_is_not",
@@ -171,6 +179,9 @@ def test_what_a_rule_supersedes_is_declared_and_known():
         "GS417": ("GS410",),
         "GS418": ("GS419",),
         "GS420": ("GS419",),
+        "GS435": ("GS430",),
+        "GS436": ("GS419",),
+        "GS438": ("GS419",),
     }
     assert all(set(v) <= set(RULES) for v in registry.SUPERSEDES.values())
 

@@ -17,7 +17,7 @@ import gradscope
 from gradscope.errors import ExitCode, user_frame
 from gradscope.findings import Severity
 from gradscope.outcome import exit_code
-from gradscope.watcher import backward_calls, clipping, noise_scale, resets, stepping
+from gradscope.watcher import backward_calls, clipping, noise_scale, resets, schedules, stepping
 from gradscope.watcher.faults import Fault
 from gradscope.watcher.guard import shielded
 from gradscope.watcher.patches import grad_scaler
@@ -33,11 +33,13 @@ NAN_STEP = 3
 def train(out: list[str]) -> list[torch.Tensor]:
     """Every hook point: both zero_grads, two backward calls a step (Tensor.backward and
     torch.autograd.backward: the noise scale's hooks go on), GradScaler's scale and step
-    (one step skipped), get_total_norm, clip_grads_with_norm_ and clip_grad_norm_."""
+    (one step skipped), get_total_norm, clip_grads_with_norm_, clip_grad_norm_ and an lr
+    scheduler's step."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8)
+    schedule = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
     for step in range(1, STEPS + 1):
         model.zero_grad()
         opt.zero_grad()
@@ -54,6 +56,7 @@ def train(out: list[str]) -> list[torch.Tensor]:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
         scaler.step(opt)
         scaler.update()
+        schedule.step()
         out.append(f"{step} {loss.item()!r} {scaler.get_scale()!r}")
     return [p.detach().clone() for p in model.parameters()]
 
@@ -95,6 +98,7 @@ HOOK_POINTS = [
     (clipping, "given_norm", 2, "the clip_grads_with_norm_() hook", True),
     (grad_scaler, "_scaled", 3, "the GradScaler.scale() hook", True),
     (grad_scaler, "_skipped", 1, "the GradScaler.step() hook", True),
+    (schedules, "stepped", 2, "the lr scheduler hook", True),
     (Recorder, "_flush", 1, "the optimizer's post-step hook", True),
     (noise_scale, "_cpu_norm", 5, "the noise scale's gradient hook", False),
     (noise_scale.MicroGrads, "_batch_size", 2, "the noise scale's forward pre-hook", False),

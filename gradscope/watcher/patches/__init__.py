@@ -7,6 +7,7 @@ and all removed when it ends (also on an exception, Ctrl-C or --steps reached).
 - clip            clip_grad_norm_, get_total_norm, clip_grads_with_norm_
 - grad_scaler     GradScaler.scale, GradScaler.step
 - pickling        Module.__getstate__ (no noise-scale hook in a pickled model)
+- scheduler       LRScheduler.step and its subclasses' own (how often the lr schedule steps)
 
 From the first step on, the noise scale (noise_scale.py) adds a tensor hook on each
 tracked parameter and a forward pre-hook on each model found; they go with the rest.
@@ -27,6 +28,7 @@ from gradscope.watcher.patches.clip import ClipGradNorm, ClipWithNorm, TotalNorm
 from gradscope.watcher.patches.grad_scaler import Scale, ScalerStep
 from gradscope.watcher.patches.optimizer_step import OptimizerStep
 from gradscope.watcher.patches.pickling import ModuleGetstate
+from gradscope.watcher.patches.scheduler import scheduler_patches
 from gradscope.watcher.patches.zero_grad import ModuleZeroGrad, OptimizerZeroGrad
 from gradscope.watcher.state import WatchState
 
@@ -46,6 +48,7 @@ def every_patch(state: WatchState) -> list[Any]:
         ClipWithNorm(state, utils),
         Scale(state),
         ScalerStep(state),
+        *scheduler_patches(state),
     ]
 
 

@@ -1,0 +1,113 @@
+"""A learning rate that collapses (GS436): a scheduler stepped per batch (or per
+micro-batch) whose schedule counts epochs, so the lr reaches ~0 early in the run. No torch.
+
+The watcher counts each scheduler's step() calls against its optimizer's steps
+(watcher/schedules.py); each step's lr is in `StepRecord.lrs`. A schedule meant per step
+(a cosine over the total steps, OneCycleLR, a linear decay to 0) reaches its end with the
+run; one meant per epoch and stepped per batch reaches it after a few epochs' worth of
+batches, and the run goes on at no learning rate.
+"""
+
+from __future__ import annotations
+
+from gradscope.config import Thresholds
+from gradscope.findings import RULES, Finding, Severity
+from gradscope.fmt import num
+from gradscope.rules.registry import Stage, rule
+from gradscope.rules.step_common import Series, about, by_optimizer
+from gradscope.steps.meaning import SchedulerInfo
+from gradscope.steps.records import StepRecord, WatchRun
+
+COLLAPSED = 0.01
+"""The lr at or below 1% of its peak: the schedule's end, by the issue's own measure."""
+TAIL = 0.1
+"""A schedule meant for the run spends at most its last ~6% below 1% of its peak (a
+cosine to 0: 6.4%; OneCycleLR: 4.5%; a linear decay: 1%); a run that trains on for more
+than 10% of its steps (and at least 2) after the collapse was not meant to."""
+CYCLIC = ("CosineAnnealingWarmRestarts", "CyclicLR")
+"""Schedules that return to their peak by design: the lr near 0 is a restart's eve."""
+
+
+@rule(
+    "GS436",
+    "lr-collapsed",
+    Severity.WARNING,
+    "schedule",
+    Stage.WATCH,
+    "watch: a scheduler stepped at every optimizer step (or micro-batch) took the learning "
+    "rate below 1% of its peak long before the run ended",
+    example="`StepLR(optimizer, step_size=10, gamma=0.1)` meant per epoch, its `step()` "
+    "inside the loop over batches: the lr is 1% of its peak at step 21 and the loss stalls",
+    fix="call scheduler.step() once per epoch, after the loop over batches (or size the "
+    "schedule in optimizer steps); once per optimizer step, never per micro-batch",
+    supersedes=("GS419",),  # a per-micro-batch schedule's first steps are not the lr's fault
+)
+def lr_collapsed(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """A scheduler (not a cyclic one: CosineAnnealingWarmRestarts, CyclicLR) was stepped at
+    least once per optimizer step, and a param group's lr fell to 1% of its peak so far or
+    below with more than 10% of the run's steps (at least 2) still to come. A schedule
+    counted in epochs, stepped per batch, ends after as many batches as it has epochs; one
+    stepped per micro-batch ends K times too early. The finding names the scheduler, its
+    numbers, the line that steps it and the step where the lr fell below 1%."""
+    out = []
+    series = {s.index: s for s in by_optimizer(run)}
+    for info in run.schedulers:
+        s = series.get(info.optimizer)
+        if s is None or info.kind in CYCLIC or info.per_step < 0.9:
+            continue
+        found = _collapse(s.live())
+        if found is None:
+            continue
+        peak, at, group = found
+        after = s.steps[-1].step - at.step
+        if after < max(2, TAIL * s.steps[-1].step):
+            continue
+        out.append(about(_finding(s, info, peak, at, group, after), [at.step]))
+    return out
+
+
+def _collapse(steps: list[StepRecord]) -> tuple[StepRecord, StepRecord, int] | None:
+    """The step whose lr first fell to COLLAPSED of its peak so far (any group), with the
+    peak's step and the group."""
+    peaks: dict[int, StepRecord] = {}
+    for r in steps:
+        for g, lr in enumerate(r.lrs):
+            peak = peaks.get(g)
+            if peak is None or lr > peak.lrs[g]:
+                peaks[g] = r
+            elif peak.lrs[g] > 0 and lr <= peak.lrs[g] * COLLAPSED * (1 + 1e-9):
+                return peak, r, g
+    return None
+
+
+def _finding(
+    s: Series, info: SchedulerInfo, peak: StepRecord, at: StepRecord, group: int, after: int
+) -> Finding:
+    pace = (
+        f"{info.per_step:.3g} calls per optimizer step: per micro-batch"
+        if info.per_step > 1.5
+        else "once per optimizer step"
+    )
+    where = f" at {info.site}" if info.site else ""
+    loss = f"; the loss was {num(at.loss)} there" if at.loss is not None else ""
+    advice = (
+        "call scheduler.step() once per optimizer step, after optimizer.step(), not per micro-batch"
+        if info.per_step > 1.5
+        else f"{info.kind} here counts epochs: call scheduler.step() once per epoch, after the "
+        "loop over batches; or size its schedule in optimizer steps (× batches per epoch)"
+    )
+    return RULES["GS436"].finding(
+        s.subject(info.kind),
+        s.say(
+            f"the learning rate collapsed: {info.describe()}, stepped {pace}{where}, took "
+            f"param group {group}'s lr from {num(peak.lrs[group])} (step {peak.step}) to "
+            f"{num(at.lrs[group])} at step {at.step}, below 1% of its peak, and the run "
+            f"trained {after} more steps{loss}"
+        ),
+        advice,
+        value=at.lrs[group] / peak.lrs[group],
+        threshold=COLLAPSED,
+        evidence=(
+            f"{info.calls} scheduler.step() calls over optimizer steps {info.first}-{info.last}",
+        ),
+    )

@@ -1,0 +1,94 @@
+"""An optimizer that updates something else (GS437): it holds tensors the model no longer
+has. No torch.
+
+`layer.weight = nn.Parameter(...)`, `model.head = nn.Linear(...)` or
+`model.load_state_dict(state, assign=True)` after the optimizer was built leave the model
+with new tensors and the optimizer with the old ones: the gradients flow into the new
+tensors, which no optimizer steps, and the optimizer steps tensors that never get a
+gradient, so nothing moves. Each half alone is GS411 (in no optimizer) or GS413 (never a
+gradient); together, tensor for tensor of the same shape, they are one replacement.
+"""
+
+from __future__ import annotations
+
+from gradscope.config import Thresholds
+from gradscope.findings import RULES, Finding, Severity
+from gradscope.rules.registry import Stage, rule
+from gradscope.rules.step_common import Series, about, by_optimizer
+from gradscope.steps.records import WatchRun, common_module
+
+
+@rule(
+    "GS437",
+    "optimizer-holds-stale",
+    Severity.ERROR,
+    "stale-params",
+    Stage.WATCH,
+    "watch: the optimizer holds tensors the model no longer has: a parameter or module "
+    "replaced after the optimizer was built",
+    example="`model.head = nn.Linear(64, 10)` after `opt = AdamW(model.parameters())`: "
+    "head's gradients flow, but the optimizer steps the old head, which gets none",
+    fix="build the optimizer after the model is final (after replacing layers or loading "
+    "with assign=True), or add the new parameters with optimizer.add_param_group",
+)
+def optimizer_holds_stale(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """An optimizer's tensors that no model holds got no gradient at any step, while the
+    model's tensors of the same shapes got gradients and are in no optimizer: they were put
+    in the model after the optimizer was built (a parameter or module replaced, a
+    load_state_dict with assign=True), and every step updates the old tensors (their update
+    ratio 0 to the model)."""
+    out = []
+    for s in by_optimizer(run):
+        pairs = _replaced(run, s)
+        if pairs and s.steps:
+            out.append(about(_finding(run, s, pairs), [s.steps[0].step]))
+    return out
+
+
+def _replaced(run: WatchRun, s: Series) -> list[tuple[int, int]]:
+    """(new, old) positions: the model's tensors in no optimizer that got gradients, each
+    with an unused tensor of the same shape this optimizer holds and no model does."""
+    tensors = run.tensors
+    old = [
+        i
+        for i in s.members
+        if not run.params[i].in_model
+        and run.params[i].requires_grad
+        and not tensors.ever_had_grad(i)
+    ]
+    new = [
+        i
+        for i, p in enumerate(run.params)
+        if p.in_model and not p.in_optimizer and p.requires_grad and tensors.got_grad(i)
+    ]
+    pairs = []
+    for i in new:
+        match = next((j for j in old if run.params[j].shape == run.params[i].shape), None)
+        if match is not None:
+            old.remove(match)
+            pairs.append((i, match))
+    return pairs
+
+
+def _finding(run: WatchRun, s: Series, pairs: list[tuple[int, int]]) -> Finding:
+    names = [run.params[i].name for i, _ in pairs]
+    owner = common_module(names) or (names[0] if len(names) == 1 else "model")
+    shown = ", ".join(f"{run.params[i].name} {list(run.params[i].shape)}" for i, _ in pairs[:4]) + (
+        f" (+{len(pairs) - 4})" if len(pairs) > 4 else ""
+    )
+    return RULES["GS437"].finding(
+        s.subject(owner),
+        s.say(
+            f"the optimizer updates tensors the model no longer has: {shown} get gradients "
+            f"but are in no optimizer, while the optimizer holds {len(pairs)} tensor(s) of the "
+            "same shapes that no model holds and that never got a gradient: they were "
+            "replaced after the optimizer was built, so no step moves the model's weights"
+        ),
+        "build the optimizer after the model is final (after replacing layers, or after "
+        "load_state_dict(..., assign=True)); or optimizer.add_param_group({'params': "
+        "new_module.parameters()}) for a layer replaced on purpose",
+        value=float(len(pairs)),
+        evidence=(
+            "the optimizer's stale tensors: " + ", ".join(run.params[j].name for _, j in pairs[:6]),
+        ),
+    )

@@ -1,0 +1,86 @@
+"""Gradients wiped inside a step (GS435): a reset of the gradients between the backward
+calls of one optimizer step. No torch.
+
+`zero_grad()` (or `p.grad = None`) inside a gradient-accumulation loop leaves only the
+last micro-batch's gradient for the step, so accumulation does not accumulate; the first
+step (before it the watch cannot tell a warm-up from an accumulation) counts one
+micro-batch's loss, every later step all of them, so the loss looks as if it rose.
+The watcher sees the order of the calls (`StepRecord.wiped`): no threshold decides it.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from gradscope.config import Thresholds
+from gradscope.findings import RULES, Finding, Severity
+from gradscope.fmt import num
+from gradscope.rules.registry import Stage, rule
+from gradscope.rules.step_common import about, by_optimizer, step_list
+from gradscope.steps.records import WatchRun
+
+SITE = "wiped"
+"""`WatchRun.sites` key: where the script's first zero_grad inside a step was called."""
+
+
+@rule(
+    "GS435",
+    "grads-wiped-in-step",
+    Severity.ERROR,
+    "wiped",
+    Stage.WATCH,
+    "watch: the gradients were reset between the backward calls of one step, so only the "
+    "last micro-batch reaches each update",
+    example="`for x, y in micro_batches: optimizer.zero_grad(); (loss(x, y) / 4).backward()` "
+    "then `optimizer.step()`: 1 of 4 micro-batches is applied, and the loss reads 4× higher "
+    "from step 2 on",
+    fix="call optimizer.zero_grad() once per step, before the accumulation loop (or right "
+    "after optimizer.step()), never between its backward calls",
+    supersedes=("GS430",),  # the noise scale's "reset between them" is this, said once
+)
+def grads_wiped_in_step(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """At more than half the steps with several backward calls, a reset of the gradients
+    (zero_grad() of the optimizer or the model, or every `.grad` set to None) came between
+    them: the step applied only the gradients of the calls after the last reset. Seen from
+    the first step that follows a step (the first one cannot be told from backward calls
+    made before training, whose gradients are thrown away on purpose), so it is named at
+    step 2. The first step's loss is then one micro-batch's and every later step's the sum
+    of all: the loss seems to rise, and an early blow-up (GS414) is this."""
+    out = []
+    for s in by_optimizer(run):
+        steps = [r for r in s.live() if r.backward_calls > 1]
+        wiped = [r for r in steps if r.wiped]
+        if not wiped or len(wiped) * 2 <= len(steps):
+            continue
+        calls = statistics.median(r.backward_calls for r in wiped)
+        lost = statistics.median(r.wiped or 0 for r in wiped)
+        where = run.sites.get(SITE)
+        first = s.steps[0]
+        evidence = [
+            f"steps whose first backward calls were wiped: {step_list([r.step for r in wiped])}"
+        ]
+        if first.backward_calls < calls and first.loss is not None:
+            evidence.append(
+                f"step {first.step} counts {first.backward_calls} backward call(s) (loss "
+                f"{num(first.loss)}), the later steps {calls:g}: its loss is not comparable"
+            )
+        out.append(
+            about(
+                RULES["GS435"].finding(
+                    s.subject("optimizer.zero_grad"),
+                    s.say(
+                        f"the gradients were reset between the backward calls of one step "
+                        f"at {len(wiped)} of {len(steps)} steps: the first {lost:g} of "
+                        f"{calls:g} micro-batches were wiped before the update, which applied "
+                        f"only the last {calls - lost:g}"
+                        + (f" (zero_grad() at {where})" if where else "")
+                    ),
+                    "reset the gradients once per step: optimizer.zero_grad() before the "
+                    "accumulation loop (or right after optimizer.step()), not inside it",
+                    value=lost / calls,
+                    evidence=tuple(evidence),
+                ),
+                (r.step for r in wiped),
+            )
+        )
+    return out
