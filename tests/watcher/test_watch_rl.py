@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 import shutil
 
+import gymnasium  # noqa: F401  (a test dependency: the scripts' environments)
 import pytest
 
 from gradscope.findings import Severity
 
-pytest.importorskip("gymnasium")
 pytestmark = pytest.mark.slow
 
 RL = os.path.join(os.path.dirname(__file__), "rl_scripts")
