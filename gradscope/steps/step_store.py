@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, overload
 
+from gradscope.steps.columns import Column
 from gradscope.steps.detail import DETAIL_STEPS, NO_GRAD, Decimated, Row
 from gradscope.steps.noise import LayerNoise
 from gradscope.steps.step_record import StepRecord
@@ -56,19 +57,22 @@ class StepStore(Sequence[StepRecord]):
     def __init__(self, detail_steps: int = DETAIL_STEPS) -> None:
         self.width = 0
         """Tensors tracked: records read back are padded to it."""
-        self._step = array("q")
-        self._optimizer = array("i")
-        self._calls = array("q")
-        self._micro = array("q")
-        self._flags = array("H")
-        self._grad_norm = array("d")
-        self._time = array("d")
-        self._optional = {name: array("d") for _, name in _OPTIONAL}
+        self._step = Column[int]("q")
+        """Per step: its number less its index (one run while steps count up by one)."""
+        self._optimizer = Column[int]("i")
+        self._calls = Column[int]("q")
+        self._micro = Column[int]("q")
+        self._flags = Column[int]("i")
+        self._grad_norm = Column[float]()
+        self._time = Column[float]()
+        self._optional = {name: Column[float]() for _, name in _OPTIONAL}
         self._columns = [(flag, name, self._optional[name]) for flag, name in _OPTIONAL]
-        self._lr_at = array("q")
+        self._lr_at = Column[int]("q")
         """Per step: where its learning rates start in `_lrs` (a repeat shares them)."""
-        self._lr_count = array("i")
+        self._lr_count = Column[int]("i")
         self._lrs = array("d")
+        self._last_lrs: tuple[float, ...] | None = None
+        self._last_at = 0
         self._first_bad = -1
         self.detail = Decimated(detail_steps)
         """Per-tensor norms (and ratios on sampled steps) at a bounded set of steps."""
@@ -98,34 +102,43 @@ class StepStore(Sequence[StepRecord]):
 
     # -- writing ------------------------------------------------------------------------
     def extend(self, records: Iterable[StepRecord]) -> None:
-        for r in records:
-            self.append(r)
+        """Store the steps: their numbers column by column, their detail one by one."""
+        batch = list(records)
+        if not batch:
+            return
+        for r in batch:
+            if not r.detail:  # its per-tensor facts are gone: every aggregate would miss them
+                raise ValueError(
+                    f"step {r.step} was read back without its per-tensor detail: store the "
+                    "run's StepStore itself, not records read from it"
+                )
+        start = len(self)
+        flags = [_SKIPPED if r.skipped else 0 for r in batch]
+        for k, r in enumerate(batch):
+            flags[k] |= (_SCALED_CLIP if r.scaled_clip else 0) | (_ZEROED if r.zeroed else 0)
+        for flag, name, column in self._columns:
+            values = [getattr(r, name) for r in batch]
+            for k, v in enumerate(values):
+                if v is None:
+                    values[k] = math.nan
+                else:
+                    flags[k] |= flag
+            column.extend(values)
+        self._step.extend([r.step - start - k for k, r in enumerate(batch)])
+        self._optimizer.extend([r.optimizer for r in batch])
+        self._calls.extend([r.backward_calls for r in batch])
+        self._micro.extend([r.micro_batches for r in batch])
+        self._grad_norm.extend([r.grad_norm for r in batch])
+        self._time.extend([r.time_s for r in batch])
+        self._flags.extend(flags)
+        self._add_lrs(batch)
+        for k, r in enumerate(batch):
+            self._add_detail(start + k, r)
 
     def append(self, r: StepRecord) -> None:
-        if not r.detail:  # its per-tensor facts are gone: every aggregate would miss them
-            raise ValueError(
-                f"step {r.step} was read back without its per-tensor detail: store the "
-                "run's StepStore itself, not records read from it"
-            )
-        index = len(self._step)
-        flags = _SKIPPED if r.skipped else 0
-        flags |= _SCALED_CLIP if r.scaled_clip else 0
-        flags |= _ZEROED if r.zeroed else 0
-        for flag, name, column in self._columns:
-            value = getattr(r, name)
-            if value is None:
-                column.append(math.nan)
-            else:
-                flags |= flag
-                column.append(value)
-        self._step.append(r.step)
-        self._optimizer.append(r.optimizer)
-        self._calls.append(r.backward_calls)
-        self._micro.append(r.micro_batches)
-        self._flags.append(flags)
-        self._grad_norm.append(r.grad_norm)
-        self._time.append(r.time_s)
-        self._add_lrs(r.lrs)
+        self.extend((r,))
+
+    def _add_detail(self, index: int, r: StepRecord) -> None:
         norms = array("d", [NO_GRAD if v is None else v for v in r.param_norms])
         self.width = max(self.width, len(norms))
         row = Row(norms, None if r.update_ratios is None else array("d", r.update_ratios))
@@ -161,16 +174,25 @@ class StepStore(Sequence[StepRecord]):
             return
         self.detail.pinned.add(index)
 
-    def _add_lrs(self, lrs: tuple[float, ...]) -> None:
-        if self._lr_count:
-            at, n = self._lr_at[-1], self._lr_count[-1]
-            if n == len(lrs) and tuple(self._lrs[at : at + n]) == lrs:
-                self._lr_at.append(at)
-                self._lr_count.append(n)
-                return
-        self._lr_at.append(len(self._lrs))
-        self._lr_count.append(len(lrs))
-        self._lrs.extend(lrs)
+    def _add_lrs(self, batch: list[StepRecord]) -> None:
+        """Each step's learning rates, stored again only when they change."""
+        at, count = [], []
+        for r in batch:
+            if r.lrs != self._last_lrs:
+                self._last_lrs = r.lrs
+                self._last_at = len(self._lrs)
+                self._lrs.extend(r.lrs)
+            at.append(self._last_at)
+            count.append(len(r.lrs))
+        self._lr_at.extend(at)
+        self._lr_count.extend(count)
+
+    def nbytes(self) -> int:
+        """Bytes the per-step columns hold (the per-tensor detail is bounded apart)."""
+        columns: list[Column[Any]] = [self._step, self._optimizer, self._calls, self._micro]
+        columns += [self._flags, self._grad_norm, self._time, self._lr_at, self._lr_count]
+        columns += self._optional.values()
+        return sum(c.nbytes() for c in columns) + self._lrs.__sizeof__()
 
     # -- reading ------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -212,11 +234,12 @@ class StepStore(Sequence[StepRecord]):
 
     def optimizers(self) -> set[int]:
         """Indices of the optimizers that stepped."""
-        return set(self._optimizer)
+        return set(self._optimizer.values())
 
     def of_optimizer(self, optimizer: int) -> list[StepRecord]:
         """Its steps, in order."""
-        return [self._record(i) for i, o in enumerate(self._optimizer) if o == optimizer]
+        owners = self._optimizer.values()
+        return [self._record(i) for i, o in enumerate(owners) if o == optimizer]
 
     @contextmanager
     def held(self) -> Iterator[None]:
@@ -247,7 +270,7 @@ class StepStore(Sequence[StepRecord]):
                 ratios = tuple(row.ratios) + (math.nan,) * (self.width - len(row.ratios))
         at = self._lr_at[i]
         fields.update(
-            step=self._step[i],
+            step=self._step[i] + i,
             optimizer=self._optimizer[i],
             grad_norm=self._grad_norm[i],
             lrs=tuple(self._lrs[at : at + self._lr_count[i]]),
