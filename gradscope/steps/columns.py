@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
 DENSE_AFTER = 256
@@ -45,12 +44,16 @@ class Column(Generic[T]):
     def __len__(self) -> int:
         return self._n
 
-    def extend(self, values: Iterable[T]) -> None:
+    def extend(self, values: list[T]) -> None:
         if self._dense:
             self._values.extend(values)
             self._n = len(self._values)
             return
         runs, starts, n = self._values, self._starts, self._n
+        if runs and values and _same(values[0], runs[-1]):
+            if values.count(values[0]) == len(values):  # the run goes on (counted in C)
+                self._n = n + len(values)
+                return
         last = runs[-1] if runs else None
         for v in values:
             if last is None or not _same(v, last):
@@ -63,7 +66,7 @@ class Column(Generic[T]):
             self._densify()
 
     def append(self, value: T) -> None:
-        self.extend((value,))
+        self.extend([value])
 
     def _densify(self) -> None:
         self._values = array(self._typecode, self.values())

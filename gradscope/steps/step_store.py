@@ -29,6 +29,11 @@ from gradscope.steps.tensor_track import TensorTrack
 _LOSS, _SKIPPED, _CLIPPED, _MAX, _SCALE, _CARRIED = 1, 2, 4, 8, 16, 32
 _UPDATE, _SCALED_CLIP, _TOTAL, _NORM_TYPE, _CLIP_SCALE = 64, 128, 256, 512, 1024
 _ZEROED, _MICRO_SQ, _SAMPLES = 2048, 4096, 8192
+_MISSING = math.nan
+"""A missing value: always this one object, so that a batch of them is counted in C."""
+
+_View = tuple[tuple[Any, ...], list[tuple[int, str, Any]]]
+"""What `_build` reads: the plain columns, then (flag, name, column) of the optional."""
 
 JUMPS_KEPT = 16
 """Per optimizer, the steps whose gradient norm rose most above the median of the
@@ -120,7 +125,7 @@ class StepStore(Sequence[StepRecord]):
             values = [getattr(r, name) for r in batch]
             for k, v in enumerate(values):
                 if v is None:
-                    values[k] = math.nan
+                    values[k] = _MISSING
                 else:
                     flags[k] |= flag
             column.extend(values)
@@ -246,19 +251,38 @@ class StepStore(Sequence[StepRecord]):
         """While the rules judge the run: each step's record is built once and served to
         every pass over the steps, then let go (kept, they would undo the bounded
         memory)."""
-        self._held = [self._build(i) for i in range(len(self))]
+        view = self._view(expanded=True)
+        self._held = [self._build(i, view) for i in range(len(self))]
         try:
             yield
         finally:
             self._held = None
 
     def _record(self, i: int) -> StepRecord:
-        return self._held[i] if self._held is not None else self._build(i)
+        return self._held[i] if self._held is not None else self._build(i, self._view())
 
-    def _build(self, i: int) -> StepRecord:
-        flags = self._flags[i]
+    def _view(self, expanded: bool = False) -> _View:
+        """The columns to read records from: as they are (one record), or each expanded
+        into a list (every record: no search per value)."""
+        plain: tuple[Any, ...] = (
+            self._flags,
+            self._step,
+            self._optimizer,
+            self._grad_norm,
+            self._lr_at,
+        )
+        plain += (self._lr_count, self._calls, self._micro, self._time)
+        optional = [(flag, name, column) for flag, name, column in self._columns]
+        if not expanded:
+            return plain, optional
+        lists = tuple(column.values() for column in plain)
+        return lists, [(flag, name, column.values()) for flag, name, column in optional]
+
+    def _build(self, i: int, view: _View) -> StepRecord:
+        (flags, step, optimizer, grad_norm, lr_at, lr_count, calls, micro, time), optional = view
+        flag_set = flags[i]
         fields: dict[str, Any] = {
-            name: column[i] if flags & flag else None for flag, name, column in self._columns
+            name: column[i] if flag_set & flag else None for flag, name, column in optional
         }
         row = self.sampled.rows.get(i) or self.detail.rows.get(i)
         norms: tuple[float | None, ...] = ()
@@ -268,21 +292,21 @@ class StepStore(Sequence[StepRecord]):
             norms = tuple(None if v == NO_GRAD else v for v in row.norms) + (None,) * pad
             if row.ratios is not None:
                 ratios = tuple(row.ratios) + (math.nan,) * (self.width - len(row.ratios))
-        at = self._lr_at[i]
+        at = lr_at[i]
         fields.update(
-            step=self._step[i] + i,
-            optimizer=self._optimizer[i],
-            grad_norm=self._grad_norm[i],
-            lrs=tuple(self._lrs[at : at + self._lr_count[i]]),
-            backward_calls=self._calls[i],
-            micro_batches=self._micro[i],
+            step=step[i] + i,
+            optimizer=optimizer[i],
+            grad_norm=grad_norm[i],
+            lrs=tuple(self._lrs[at : at + lr_count[i]]),
+            backward_calls=calls[i],
+            micro_batches=micro[i],
             micro_param_sq=(),
-            skipped=bool(flags & _SKIPPED),
+            skipped=bool(flag_set & _SKIPPED),
             param_norms=norms,
             update_ratios=ratios,
-            time_s=self._time[i],
-            scaled_clip=bool(flags & _SCALED_CLIP),
-            zeroed=bool(flags & _ZEROED),
+            time_s=time[i],
+            scaled_clip=bool(flag_set & _SCALED_CLIP),
+            zeroed=bool(flag_set & _ZEROED),
             detail=row is not None,
         )
         if fields["batch_samples"] is not None:
