@@ -19,13 +19,17 @@ printed: the per-step store is read back into records there.
 
 Measured (torch 2.13 CPU, 20,000 steps, shared machine), B/step kept:
 
-    model        tensors  every StepRecord kept  columns + bounded detail (rest/step)
-    linears          600                20,415        687 (10.4 MiB detail; 141)
-    linears75        150                 5,436        289 ( 2.7 MiB detail; 146)
-    mlp                6                   644        162 ( 0.3 MiB detail; 148)
+    model      tensors  every StepRecord  a column per field   runs of equal values
+                        kept              + bounded detail     + bounded detail
+                                          (rest/step)          (rest/step)
+    linears        600            20,415    687 (10.4 MiB; 141)
+    linears75      150             5,436    313 ( 2.9 MiB; 159)  189 (2.9 MiB; 34)
+    mlp              6               644    186 ( 0.3 MiB; 171)   61 (0.3 MiB; 46)
 
 The detail stops growing at 1,024 kept steps per optimizer (plus pins) in each of its two
-stores; past that, a step costs the ~145 bytes of its columns, whatever the model.
+stores; past that, a step costs the numbers that changed in it (steps/columns.py): the
+loss, the gradient norm and the time, 24 bytes, whatever the model ("rest" counts each
+column's array whole, reallocated after tracing began).
 
 Prints figures; not a test (tests/watcher/test_watch_memory.py asserts the bound).
 

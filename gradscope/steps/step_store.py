@@ -1,9 +1,10 @@
 """The steps of a watched run, stored in columns: a few numbers per step, no object.
 
 `StepStore` is what `WatchRun.steps` holds. Each step's totals (loss, norms, clip fields,
-learning rates, flags, time) go into `array` columns, so a step costs about 120 bytes
-whatever the model's size; a step's learning rates are stored again only when they
-change. Its per-tensor norms and update ratios go to two bounded `Decimated` stores
+learning rates, flags, time) go into columns of runs of equal values (columns.py), so a
+step costs the numbers that changed in it (the loss, gradient norm and time: 24 bytes)
+whatever the model's size, and every step reads back exactly; a step's learning rates
+are stored again only when they change. Its per-tensor norms and update ratios go to two bounded `Decimated` stores
 (every step, and the sampled steps), and to `TensorTrack`'s running aggregates. Reading
 `store[i]` builds the `StepRecord` the rules and reporters see; its `param_norms` are
 there when that step's detail was kept (`detail` True), else empty.
