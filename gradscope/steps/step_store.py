@@ -4,10 +4,11 @@
 learning rates, flags, time) go into columns of runs of equal values (columns.py), so a
 step costs the numbers that changed in it (the loss, gradient norm and time: 24 bytes)
 whatever the model's size, and every step reads back exactly; a step's learning rates
-are stored again only when they change. Its per-tensor norms and update ratios go to two bounded `Decimated` stores
-(every step, and the sampled steps), and to `TensorTrack`'s running aggregates. Reading
-`store[i]` builds the `StepRecord` the rules and reporters see; its `param_norms` are
-there when that step's detail was kept (`detail` True), else empty.
+are stored again only when they change. Its per-tensor norms and update ratios go to two
+bounded `Decimated` stores (every step, and the sampled steps), and to `TensorTrack`'s
+running aggregates. Reading `store[i]` builds the `StepRecord` the rules and reporters
+see; its `param_norms` are there when that step's detail was kept (`detail` True), else
+empty.
 """
 
 from __future__ import annotations

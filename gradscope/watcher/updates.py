@@ -256,15 +256,13 @@ def _adam(
 
     def piece(owners: list[int], parts: list[list[torch.Tensor]]) -> list[torch.Tensor]:
         m, v, w = parts
-        t = scratch.copy(v, 1)
-        torch._foreach_sqrt_(t)
+        t = scratch.apply("sqrt", v, 1)
         torch._foreach_add_(t, [shift[o] for o in owners])
-        r = scratch.copy(m, 0)
-        torch._foreach_div_(r, t)
         if not decay:
-            return list(torch._foreach_mul(norms(r), [gain[o] for o in owners]))
-        torch._foreach_mul_(r, [gain[o] for o in owners])  # (u + lr·wd·w)/(1 - lr·wd)
-        torch._foreach_add_(r, w, alpha=decay)
+            got = norms(scratch.apply("div", m, 0, t))
+            return list(torch._foreach_mul(got, [gain[o] for o in owners]))
+        r = scratch.apply("mul", w, 0, decay)  # decoupled decay: (u + lr·wd·w)/(1 - lr·wd)
+        torch._foreach_addcdiv_(r, m, t, [gain[o] for o in owners])
         return norms(r)
 
     tensors = [[local(s["exp_avg"]) for s in states], [local(s[key]) for s in states]]
@@ -311,8 +309,7 @@ def _sgd(
         tensors.append([local(optimizer.state[ps[i]]["momentum_buffer"]) for i in live])
 
     def piece(owners: list[int], parts: list[list[torch.Tensor]]) -> list[torch.Tensor]:
-        r = scratch.copy(parts[0], 0)
-        torch._foreach_mul_(r, sign)
+        r = scratch.apply("mul", parts[0], 0, sign)
         if wd:
             torch._foreach_add_(r, parts[1], alpha=wd)
         if nesterov:
@@ -323,22 +320,39 @@ def _sgd(
     return _placed(ps, live, list(torch._foreach_mul(got, lr / abs(1 - lr * wd))) if got else [])
 
 
+SMALL = 256 * 2**10
+"""Bytes below which a piece's temporaries are fresh: glibc serves such blocks from its
+bins and reuses them, and a copy into the buffers would cost more than it saves."""
+
+
 class Scratch:
     """Two flat buffers of a piece's size per dtype, reused by every measured step's
     derived update on the CPU. Fresh temporaries would each be a new malloc of up to
     PIECE bytes: glibc's dynamic mmap threshold puts them in the heap, whose freed
     holes peak RSS keeps (up to +9% on a 0.35B AdamW model); these are allocated once.
-    On an accelerator the caching allocator already reuses its blocks: fresh copies."""
+    On an accelerator the caching allocator already reuses its blocks: fresh ones."""
 
     def __init__(self) -> None:
         self._buffers: dict[tuple[torch.dtype, int], torch.Tensor] = {}
 
-    def copy(self, tensors: list[torch.Tensor], slot: int) -> list[torch.Tensor]:
-        """Writable copies of `tensors` (in buffer `slot` on the CPU)."""
+    def apply(self, op: str, tensors: list[torch.Tensor], slot: int, *args: Any) -> list[Any]:
+        """`torch._foreach_<op>(tensors, *args)`: its result in buffer `slot` where that
+        is worth it, else fresh."""
+        copies = self.copy(tensors, slot)
+        if copies is None:
+            return list(getattr(torch, f"_foreach_{op}")(tensors, *args))
+        getattr(torch, f"_foreach_{op}_")(copies, *args)
+        return copies
+
+    def copy(self, tensors: list[torch.Tensor], slot: int) -> list[torch.Tensor] | None:
+        """Copies of `tensors` in buffer `slot`; None where fresh ones do (small pieces,
+        an accelerator, mixed dtypes)."""
         first = tensors[0]
-        if first.device.type != "cpu" or any(t.dtype != first.dtype for t in tensors):
-            return list(torch._foreach_mul(tensors, 1.0))
         sizes = [t.numel() for t in tensors]
+        if first.device.type != "cpu" or sum(sizes) * first.element_size() < SMALL:
+            return None
+        if any(t.dtype != first.dtype for t in tensors):
+            return None
         flat = self._buffer(first.dtype, slot, sum(sizes))
         torch.cat([t.reshape(-1) for t in tensors], out=flat)
         return [v.view(t.shape) for v, t in zip(flat.split(sizes), tensors, strict=True)]

@@ -331,14 +331,40 @@ def test_a_measured_step_derives_its_update_in_buffers_it_reuses(variant):
     assert all(math.isfinite(float(n)) and float(n) > 0 for n in got)
 
 
-def test_scratch_copies_are_exact_whatever_the_dtypes_and_shapes():
+def test_scratch_copies_are_exact_whatever_the_dtypes_and_shapes(monkeypatch):
+    monkeypatch.setattr(updates, "SMALL", 0)
     scratch = updates.Scratch()
-    mixed = [torch.randn(3, 4), torch.randn(5, dtype=torch.float64), torch.randn(2, 3).t()]
     same = [torch.randn(3, 4), torch.randn(7), torch.randn(4, 6)[:, :2]]
-    for tensors in (mixed, same, same):
+    for tensors in (same, same):
         copies = scratch.copy(tensors, 0)
-        assert all(
-            torch.equal(c, t) and c.dtype == t.dtype for c, t in zip(copies, tensors, strict=True)
-        )
+        assert copies is not None
+        pairs = zip(copies, tensors, strict=True)
+        assert all(torch.equal(c, t) and c.dtype == t.dtype for c, t in pairs)
         torch._foreach_mul_(copies, 0.0)  # writable, and not the originals
         assert all(t.abs().sum() > 0 for t in tensors)
+    mixed = [torch.randn(3, 4), torch.randn(5, dtype=torch.float64)]
+    assert scratch.copy(mixed, 0) is None  # fresh temporaries then
+
+
+@pytest.mark.parametrize("variant", DERIVED)
+def test_the_update_in_the_buffers_equals_the_one_in_fresh_temporaries(variant, monkeypatch):
+    """Pieces large enough use the buffers, small ones fresh tensors: the same norms."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.Linear(128, 8))
+    make, kind = DERIVED[variant]
+    opt = make(model.parameters())
+    for _ in range(3):
+        model.zero_grad()
+        model(torch.randn(4, 64)).square().mean().backward()
+        opt.step()
+    group = opt.param_groups[0]
+    got = []
+    for small in (0, 2**40):
+        monkeypatch.setattr(updates, "SMALL", small)
+        scratch = updates.Scratch()
+        if kind == "adam":
+            got.append(updates._adam(opt, group, group["params"], scratch))
+        else:
+            got.append(updates._sgd(opt, group, group["params"], None, scratch))
+        assert bool(scratch._buffers) == (small == 0)
+    assert all(torch.equal(a, b) for a, b in zip(*got, strict=True))
