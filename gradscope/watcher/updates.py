@@ -13,8 +13,8 @@ A copy of the parameters before the step costs as much memory as the model (+4 G
   SGD with momentum: Δw = -lr·buf; nesterov: -lr·(g + wd·w + μ·buf)/(1 - lr·wd);
   plain SGD: -lr·(g + wd·w)/(1 - lr·wd) (g: ±the gradient, unscaled). A parameter with
   no gradient was not stepped: Δw = 0. A fused step GradScaler skipped (found_inf): 0.
-  Temporaries are taken in bounded pieces, on the CPU in two buffers reused from step
-  to step (Scratch).
+  Temporaries are taken in bounded pieces, on the CPU (pieces of SMALL bytes and more)
+  in two buffers reused from step to step (Scratch).
 - copied, for everything else (other optimizers, updates by hand, parameters that are
   not float32/float64 or are complex, sparse gradients, a learning rate held on the
   device): a copy before the step of as many tensors as fit in a fixed budget
