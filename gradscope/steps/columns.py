@@ -50,8 +50,9 @@ class Column(Generic[T]):
             self._n = len(self._values)
             return
         runs, starts, n = self._values, self._starts, self._n
-        if runs and values and _same(values[0], runs[-1]):
-            if values.count(values[0]) == len(values):  # the run goes on (counted in C)
+        first = values[0] if values else 0
+        if first != 0 and runs and _same(first, runs[-1]):  # (count takes -0.0 for 0.0)
+            if values.count(first) == len(values):  # the run goes on (counted in C)
                 self._n = n + len(values)
                 return
         last = runs[-1] if runs else None

@@ -148,6 +148,16 @@ def test_a_column_reads_back_every_value_in_runs_and_once_dense():
     assert _bits(column[-1]) == _bits(every[-1])
 
 
+def test_a_batch_of_negative_zeros_does_not_extend_a_run_of_zeros():
+    column = Column()
+    column.extend([0.0, 0.0])
+    column.extend([0.0, -0.0])
+    column.extend([1.5, 1.5])
+    column.extend([1.5, 1.5])
+    signs = [math.copysign(1.0, column[i]) for i in range(4)]
+    assert signs == [1.0, 1.0, 1.0, -1.0] and column[7] == 1.5 and len(column) == 8
+
+
 def test_a_column_of_runs_reads_in_any_order():
     every = [k // 7 for k in range(500)]
     column = Column("q")
