@@ -50,8 +50,9 @@ class Column(Generic[T]):
             self._n = len(self._values)
             return
         runs, starts, n = self._values, self._starts, self._n
-        first = values[0] if values else 0
-        if first != 0 and runs and _same(first, runs[-1]):  # (count takes -0.0 for 0.0)
+        first = values[0] if values else None
+        zero = first == 0 and self._typecode == "d"  # count() would take -0.0 for 0.0
+        if runs and first is not None and not zero and _same(first, runs[-1]):
             if values.count(first) == len(values):  # the run goes on (counted in C)
                 self._n = n + len(values)
                 return
