@@ -1,12 +1,14 @@
 """The steps of a watched run, stored in columns: a few numbers per step, no object.
 
 `StepStore` is what `WatchRun.steps` holds. Each step's totals (loss, norms, clip fields,
-learning rates, flags, time) go into `array` columns, so a step costs about 120 bytes
-whatever the model's size; a step's learning rates are stored again only when they
-change. Its per-tensor norms and update ratios go to two bounded `Decimated` stores
-(every step, and the sampled steps), and to `TensorTrack`'s running aggregates. Reading
-`store[i]` builds the `StepRecord` the rules and reporters see; its `param_norms` are
-there when that step's detail was kept (`detail` True), else empty.
+learning rates, flags, time) go into columns of runs of equal values (columns.py), so a
+step costs the numbers that changed in it (the loss, gradient norm and time: 24 bytes)
+whatever the model's size, and every step reads back exactly; a step's learning rates
+are stored again only when they change. Its per-tensor norms and update ratios go to two
+bounded `Decimated` stores (every step, and the sampled steps), and to `TensorTrack`'s
+running aggregates. Reading `store[i]` builds the `StepRecord` the rules and reporters
+see; its `param_norms` are there when that step's detail was kept (`detail` True), else
+empty.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, overload
 
+from gradscope.steps.columns import Column
 from gradscope.steps.detail import DETAIL_STEPS, NO_GRAD, Decimated, Row
 from gradscope.steps.noise import LayerNoise
 from gradscope.steps.step_record import StepRecord
@@ -28,6 +31,11 @@ from gradscope.steps.tensor_track import TensorTrack
 _LOSS, _SKIPPED, _CLIPPED, _MAX, _SCALE, _CARRIED = 1, 2, 4, 8, 16, 32
 _UPDATE, _SCALED_CLIP, _TOTAL, _NORM_TYPE, _CLIP_SCALE = 64, 128, 256, 512, 1024
 _ZEROED, _MICRO_SQ, _SAMPLES, _WIPED = 2048, 4096, 8192, 16384
+_MISSING = math.nan
+"""A missing value: always this one object, so that a batch of them is counted in C."""
+
+_View = tuple[tuple[Any, ...], list[tuple[int, str, Any]]]
+"""What `_build` reads: the plain columns, then (flag, name, column) of the optional."""
 
 JUMPS_KEPT = 16
 """Per optimizer, the steps whose gradient norm rose most above the median of the
@@ -57,19 +65,22 @@ class StepStore(Sequence[StepRecord]):
     def __init__(self, detail_steps: int = DETAIL_STEPS) -> None:
         self.width = 0
         """Tensors tracked: records read back are padded to it."""
-        self._step = array("q")
-        self._optimizer = array("i")
-        self._calls = array("q")
-        self._micro = array("q")
-        self._flags = array("H")
-        self._grad_norm = array("d")
-        self._time = array("d")
-        self._optional = {name: array("d") for _, name in _OPTIONAL}
+        self._step = Column[int]("q")
+        """Per step: its number less its index (one run while steps count up by one)."""
+        self._optimizer = Column[int]("i")
+        self._calls = Column[int]("q")
+        self._micro = Column[int]("q")
+        self._flags = Column[int]("i")
+        self._grad_norm = Column[float]()
+        self._time = Column[float]()
+        self._optional = {name: Column[float]() for _, name in _OPTIONAL}
         self._columns = [(flag, name, self._optional[name]) for flag, name in _OPTIONAL]
-        self._lr_at = array("q")
+        self._lr_at = Column[int]("q")
         """Per step: where its learning rates start in `_lrs` (a repeat shares them)."""
-        self._lr_count = array("i")
+        self._lr_count = Column[int]("i")
         self._lrs = array("d")
+        self._last_lrs: tuple[float, ...] | None = None
+        self._last_at = 0
         self._first_bad = -1
         self.detail = Decimated(detail_steps)
         """Per-tensor norms (and ratios on sampled steps) at a bounded set of steps."""
@@ -99,34 +110,43 @@ class StepStore(Sequence[StepRecord]):
 
     # -- writing ------------------------------------------------------------------------
     def extend(self, records: Iterable[StepRecord]) -> None:
-        for r in records:
-            self.append(r)
+        """Store the steps: their numbers column by column, their detail one by one."""
+        batch = list(records)
+        if not batch:
+            return
+        for r in batch:
+            if not r.detail:  # its per-tensor facts are gone: every aggregate would miss them
+                raise ValueError(
+                    f"step {r.step} was read back without its per-tensor detail: store the "
+                    "run's StepStore itself, not records read from it"
+                )
+        start = len(self)
+        flags = [_SKIPPED if r.skipped else 0 for r in batch]
+        for k, r in enumerate(batch):
+            flags[k] |= (_SCALED_CLIP if r.scaled_clip else 0) | (_ZEROED if r.zeroed else 0)
+        for flag, name, column in self._columns:
+            values = [getattr(r, name) for r in batch]
+            for k, v in enumerate(values):
+                if v is None:
+                    values[k] = _MISSING
+                else:
+                    flags[k] |= flag
+            column.extend(values)
+        self._step.extend([r.step - start - k for k, r in enumerate(batch)])
+        self._optimizer.extend([r.optimizer for r in batch])
+        self._calls.extend([r.backward_calls for r in batch])
+        self._micro.extend([r.micro_batches for r in batch])
+        self._grad_norm.extend([r.grad_norm for r in batch])
+        self._time.extend([r.time_s for r in batch])
+        self._flags.extend(flags)
+        self._add_lrs(batch)
+        for k, r in enumerate(batch):
+            self._add_detail(start + k, r)
 
     def append(self, r: StepRecord) -> None:
-        if not r.detail:  # its per-tensor facts are gone: every aggregate would miss them
-            raise ValueError(
-                f"step {r.step} was read back without its per-tensor detail: store the "
-                "run's StepStore itself, not records read from it"
-            )
-        index = len(self._step)
-        flags = _SKIPPED if r.skipped else 0
-        flags |= _SCALED_CLIP if r.scaled_clip else 0
-        flags |= _ZEROED if r.zeroed else 0
-        for flag, name, column in self._columns:
-            value = getattr(r, name)
-            if value is None:
-                column.append(math.nan)
-            else:
-                flags |= flag
-                column.append(value)
-        self._step.append(r.step)
-        self._optimizer.append(r.optimizer)
-        self._calls.append(r.backward_calls)
-        self._micro.append(r.micro_batches)
-        self._flags.append(flags)
-        self._grad_norm.append(r.grad_norm)
-        self._time.append(r.time_s)
-        self._add_lrs(r.lrs)
+        self.extend((r,))
+
+    def _add_detail(self, index: int, r: StepRecord) -> None:
         norms = array("d", [NO_GRAD if v is None else v for v in r.param_norms])
         self.width = max(self.width, len(norms))
         row = Row(norms, None if r.update_ratios is None else array("d", r.update_ratios))
@@ -162,16 +182,25 @@ class StepStore(Sequence[StepRecord]):
             return
         self.detail.pinned.add(index)
 
-    def _add_lrs(self, lrs: tuple[float, ...]) -> None:
-        if self._lr_count:
-            at, n = self._lr_at[-1], self._lr_count[-1]
-            if n == len(lrs) and tuple(self._lrs[at : at + n]) == lrs:
-                self._lr_at.append(at)
-                self._lr_count.append(n)
-                return
-        self._lr_at.append(len(self._lrs))
-        self._lr_count.append(len(lrs))
-        self._lrs.extend(lrs)
+    def _add_lrs(self, batch: list[StepRecord]) -> None:
+        """Each step's learning rates, stored again only when they change."""
+        at, count = [], []
+        for r in batch:
+            if r.lrs != self._last_lrs:
+                self._last_lrs = r.lrs
+                self._last_at = len(self._lrs)
+                self._lrs.extend(r.lrs)
+            at.append(self._last_at)
+            count.append(len(r.lrs))
+        self._lr_at.extend(at)
+        self._lr_count.extend(count)
+
+    def nbytes(self) -> int:
+        """Bytes the per-step columns hold (the per-tensor detail is bounded apart)."""
+        columns: list[Column[Any]] = [self._step, self._optimizer, self._calls, self._micro]
+        columns += [self._flags, self._grad_norm, self._time, self._lr_at, self._lr_count]
+        columns += self._optional.values()
+        return sum(c.nbytes() for c in columns) + self._lrs.__sizeof__()
 
     # -- reading ------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -213,30 +242,50 @@ class StepStore(Sequence[StepRecord]):
 
     def optimizers(self) -> set[int]:
         """Indices of the optimizers that stepped."""
-        return set(self._optimizer)
+        return set(self._optimizer.values())
 
     def of_optimizer(self, optimizer: int) -> list[StepRecord]:
         """Its steps, in order."""
-        return [self._record(i) for i, o in enumerate(self._optimizer) if o == optimizer]
+        owners = self._optimizer.values()
+        return [self._record(i) for i, o in enumerate(owners) if o == optimizer]
 
     @contextmanager
     def held(self) -> Iterator[None]:
         """While the rules judge the run: each step's record is built once and served to
         every pass over the steps, then let go (kept, they would undo the bounded
         memory)."""
-        self._held = [self._build(i) for i in range(len(self))]
+        view = self._view(expanded=True)
+        self._held = [self._build(i, view) for i in range(len(self))]
         try:
             yield
         finally:
             self._held = None
 
     def _record(self, i: int) -> StepRecord:
-        return self._held[i] if self._held is not None else self._build(i)
+        return self._held[i] if self._held is not None else self._build(i, self._view())
 
-    def _build(self, i: int) -> StepRecord:
-        flags = self._flags[i]
+    def _view(self, expanded: bool = False) -> _View:
+        """The columns to read records from: as they are (one record), or each expanded
+        into a list (every record: no search per value)."""
+        plain: tuple[Any, ...] = (
+            self._flags,
+            self._step,
+            self._optimizer,
+            self._grad_norm,
+            self._lr_at,
+        )
+        plain += (self._lr_count, self._calls, self._micro, self._time)
+        optional = [(flag, name, column) for flag, name, column in self._columns]
+        if not expanded:
+            return plain, optional
+        lists = tuple(column.values() for column in plain)
+        return lists, [(flag, name, column.values()) for flag, name, column in optional]
+
+    def _build(self, i: int, view: _View) -> StepRecord:
+        (flags, step, optimizer, grad_norm, lr_at, lr_count, calls, micro, time), optional = view
+        flag_set = flags[i]
         fields: dict[str, Any] = {
-            name: column[i] if flags & flag else None for flag, name, column in self._columns
+            name: column[i] if flag_set & flag else None for flag, name, column in optional
         }
         row = self.sampled.rows.get(i) or self.detail.rows.get(i)
         norms: tuple[float | None, ...] = ()
@@ -246,21 +295,21 @@ class StepStore(Sequence[StepRecord]):
             norms = tuple(None if v == NO_GRAD else v for v in row.norms) + (None,) * pad
             if row.ratios is not None:
                 ratios = tuple(row.ratios) + (math.nan,) * (self.width - len(row.ratios))
-        at = self._lr_at[i]
+        at = lr_at[i]
         fields.update(
-            step=self._step[i],
-            optimizer=self._optimizer[i],
-            grad_norm=self._grad_norm[i],
-            lrs=tuple(self._lrs[at : at + self._lr_count[i]]),
-            backward_calls=self._calls[i],
-            micro_batches=self._micro[i],
+            step=step[i] + i,
+            optimizer=optimizer[i],
+            grad_norm=grad_norm[i],
+            lrs=tuple(self._lrs[at : at + lr_count[i]]),
+            backward_calls=calls[i],
+            micro_batches=micro[i],
             micro_param_sq=(),
-            skipped=bool(flags & _SKIPPED),
+            skipped=bool(flag_set & _SKIPPED),
             param_norms=norms,
             update_ratios=ratios,
-            time_s=self._time[i],
-            scaled_clip=bool(flags & _SCALED_CLIP),
-            zeroed=bool(flags & _ZEROED),
+            time_s=time[i],
+            scaled_clip=bool(flag_set & _SCALED_CLIP),
+            zeroed=bool(flag_set & _ZEROED),
             detail=row is not None,
         )
         for name in ("batch_samples", "wiped"):

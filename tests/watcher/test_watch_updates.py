@@ -284,3 +284,87 @@ def test_gpt2_adamw_updates_are_exact_on_every_early_step():
     names = w.run.names()
     order = [names.index(n) for n, _ in model.named_parameters()]
     _check(list(w.run.steps), truth, order, rel=1e-4)
+
+
+DERIVED = {
+    "adamw": (lambda ps: torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.1), "adam"),
+    "adam": (lambda ps: torch.optim.Adam(ps, lr=1e-2), "adam"),
+    "sgd_nesterov": (
+        lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.1),
+        "sgd",
+    ),
+    "sgd_decay": (lambda ps: torch.optim.SGD(ps, lr=0.1, weight_decay=0.1), "sgd"),
+}
+
+
+@pytest.mark.parametrize("variant", DERIVED)
+def test_a_measured_step_derives_its_update_in_buffers_it_reuses(variant):
+    """The derived update of a step after the first allocates nothing of the parameters'
+    size: fresh temporaries (2 MiB here, up to PIECE each on a large model) land in
+    glibc's heap, whose freed holes raised a 0.35B model's peak RSS by up to 9%."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.Linear(1024, 8))
+    make, kind = DERIVED[variant]
+    opt = make(model.parameters())
+    group = opt.param_groups[0]
+    scratch = updates.Scratch()
+
+    def step():
+        model.zero_grad()
+        model(torch.randn(4, 512)).square().mean().backward()
+        opt.step()
+
+    def derive():
+        if kind == "adam":
+            return updates._adam(opt, group, group["params"], scratch)
+        return updates._sgd(opt, group, group["params"], None, scratch)
+
+    step()
+    assert len(derive()) == len(group["params"])
+    step()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        got = derive()
+    allocated = sum(e.cpu_memory_usage for e in prof.events() if e.cpu_memory_usage > 0)
+    assert allocated < 64 * 1024, f"{allocated} bytes allocated deriving the update"
+    assert all(math.isfinite(float(n)) and float(n) > 0 for n in got)
+
+
+def test_scratch_copies_are_exact_whatever_the_dtypes_and_shapes(monkeypatch):
+    monkeypatch.setattr(updates, "SMALL", 0)
+    scratch = updates.Scratch()
+    same = [torch.randn(3, 4), torch.randn(7), torch.randn(4, 6)[:, :2]]
+    for tensors in (same, same):
+        copies = scratch.copy(tensors, 0)
+        assert copies is not None
+        pairs = zip(copies, tensors, strict=True)
+        assert all(torch.equal(c, t) and c.dtype == t.dtype for c, t in pairs)
+        torch._foreach_mul_(copies, 0.0)  # writable, and not the originals
+        assert all(t.abs().sum() > 0 for t in tensors)
+    mixed = [torch.randn(3, 4), torch.randn(5, dtype=torch.float64)]
+    assert scratch.copy(mixed, 0) is None  # fresh temporaries then
+
+
+@pytest.mark.parametrize("variant", DERIVED)
+def test_the_update_in_the_buffers_equals_the_one_in_fresh_temporaries(variant, monkeypatch):
+    """Pieces large enough use the buffers, small ones fresh tensors: the same norms."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.Linear(128, 8))
+    make, kind = DERIVED[variant]
+    opt = make(model.parameters())
+    for _ in range(3):
+        model.zero_grad()
+        model(torch.randn(4, 64)).square().mean().backward()
+        opt.step()
+    group = opt.param_groups[0]
+    got = []
+    for small in (0, 2**40):
+        monkeypatch.setattr(updates, "SMALL", small)
+        scratch = updates.Scratch()
+        if kind == "adam":
+            got.append(updates._adam(opt, group, group["params"], scratch))
+        else:
+            got.append(updates._sgd(opt, group, group["params"], None, scratch))
+        assert bool(scratch._buffers) == (small == 0)
+    assert all(torch.equal(a, b) for a, b in zip(*got, strict=True))
