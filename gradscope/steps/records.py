@@ -42,6 +42,8 @@ class ParamInfo:
     in_model: bool = True
     """False: a tensor of an optimizer's param groups that no model found holds (a
     parameter replaced after the optimizer was built, a stray tensor)."""
+    replaced_after: int | None = None
+    """The step after which its model no longer held it (replaced mid-run); None: never."""
 
 
 @dataclass(frozen=True)

@@ -55,35 +55,31 @@ class NanProbe:
 
 
 def look(probe: NanProbe, records: Any) -> None:
-    """Read the step records added since the last look (a flush adds them): arm the
-    probe at the first non-finite gradient of a finite loss."""
+    """Read the steps the recorder added since the last look (a flush adds them), off the
+    store's columns: arm the probe at the first non-finite gradient of a finite loss, or
+    at a run of steps GradScaler skipped with a finite loss."""
     count = len(records)
     if probe.done or probe.seen is not None or count == probe.read:
         probe.read = count
         return
-    for r in records[probe.read : count]:
-        finite_loss = r.loss is not None and math.isfinite(r.loss)
-        if r.skipped:
+    for step, skipped, loss, first_bad in records.outline(probe.read):
+        finite_loss = math.isfinite(loss)
+        if skipped:
             probe.skips = probe.skips + 1 if finite_loss else 0
             if probe.skips == 1:
-                probe.first_skip = r.step
+                probe.first_skip = step
             if probe.skips >= SKIP_RUN:
                 probe.seen = probe.first_skip
                 break
             continue
         probe.skips = 0
-        bad = not math.isfinite(r.grad_norm) or not all(map(_finite_norm, r.param_norms))
-        if r.loss is not None and not finite_loss:
-            probe.done = True  # the forward made it: GS401 and inspect name the op
-            break
-        if bad and finite_loss:
-            probe.seen = r.step
+        if first_bad:  # its loss or gradients are non-finite
+            if finite_loss:
+                probe.seen = step
+            else:  # the forward made it (or no loss was read): GS401 and inspect name it
+                probe.done = True
             break
     probe.read = count
-
-
-def _finite_norm(v: float | None) -> bool:
-    return v is None or math.isfinite(v)
 
 
 def begin(probe: NanProbe, state: Any, roots: list[torch.Tensor]) -> None:

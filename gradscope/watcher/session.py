@@ -257,6 +257,7 @@ class Watcher:
                 groups.get(id(p), (None, None))[1],
                 first[i] if i < len(first) and first[i] >= 0 else None,
                 i in icp.tracked.owners or not icp.tracked.roots,
+                icp.replaced_after.get(i),
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
         )

@@ -120,6 +120,12 @@ class WatchState:
     """Optimizer index → the `LossKind` of its first step whose loss was read."""
     first_weights: torch.Tensor | None = None
     """Norms of the tracked weights before the first update (device tensor)."""
+    replaced: bool = False
+    """A watched model registered a parameter or module since the last step (replaced.py)."""
+    replaced_after: dict[int, int] = field(default_factory=dict)
+    """Position → the step after which its model no longer held that tensor."""
+    model_modules: tuple[int, set[int]] = (-1, set())
+    """(len(tracked.roots), ids of their modules) when last read (replaced.py)."""
     probe: NanProbe = field(default_factory=NanProbe)
     """Where the first non-finite gradient of a finite loss was made (nan_probe.py)."""
     measure: Measure = field(init=False)

@@ -22,6 +22,7 @@ from gradscope.watcher import (
     clipping,
     nan_probe,
     noise_scale,
+    replaced,
     resets,
     schedules,
     stepping,
@@ -111,6 +112,7 @@ HOOK_POINTS = [
     (noise_scale, "_cpu_norm", 5, "the noise scale's gradient hook", False),
     (noise_scale.MicroGrads, "_batch_size", 2, "the noise scale's forward pre-hook", False),
     (nan_probe, "look", 1, "the NaN probe", False),
+    (replaced, "registered", 1, "the module registration hook", True),
 ]
 
 

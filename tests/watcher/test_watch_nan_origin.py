@@ -12,6 +12,7 @@ import pytest
 
 from gradscope.findings import Severity
 from gradscope.steps.records import StepRecord
+from gradscope.steps.step_store import StepStore
 from gradscope.watcher import nan_probe
 from tests.watcher.watch_scripts import watched
 
@@ -89,13 +90,17 @@ def _record(step: int, loss: float, norm: float, skipped: bool = False) -> StepR
     return step_record(step, norm=norm, loss=loss, skipped=skipped)
 
 
+def _store(*records: StepRecord) -> StepStore:
+    return StepStore.of(records)
+
+
 def test_the_probe_arms_at_the_first_nonfinite_gradient_of_a_finite_loss_only():
     inf = float("inf")
     probe = nan_probe.NanProbe()
-    nan_probe.look(probe, [_record(1, 1.0, 1.0), _record(2, 0.9, inf), _record(3, 0.8, inf)])
+    nan_probe.look(probe, _store(_record(1, 1.0, 1.0), _record(2, 0.9, inf), _record(3, 0.8, inf)))
     assert probe.seen == 2 and not probe.done
     first = nan_probe.NanProbe()  # the loss went first: the forward made it
-    nan_probe.look(first, [_record(1, 1.0, 1.0), _record(2, float("nan"), inf)])
+    nan_probe.look(first, _store(_record(1, 1.0, 1.0), _record(2, float("nan"), inf)))
     assert first.seen is None and first.done
 
 
@@ -103,11 +108,13 @@ def test_gradscaler_finding_its_scale_is_not_probed_but_a_nan_at_every_step_is()
     inf = float("inf")
     calibrating = [_record(i, 1.0, inf, skipped=True) for i in range(1, nan_probe.SKIP_RUN)]
     probe = nan_probe.NanProbe()
-    nan_probe.look(probe, [*calibrating, *(_record(i, 1.0, 1.0) for i in range(8, 30))])
+    nan_probe.look(probe, _store(*calibrating, *(_record(i, 1.0, 1.0) for i in range(8, 30))))
     assert probe.seen is None and not probe.done
     always = [_record(i, 1.0, inf, skipped=True) for i in range(1, 20)]
     probe = nan_probe.NanProbe()
-    nan_probe.look(probe, always[:5])
+    store = _store(*always[:5])
+    nan_probe.look(probe, store)
     assert probe.seen is None
-    nan_probe.look(probe, always)  # read back later: counted on from where it stopped
+    store.extend(always[5:])  # read back later: counted on from where it stopped
+    nan_probe.look(probe, store)
     assert probe.seen == 1
