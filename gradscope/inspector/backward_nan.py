@@ -23,13 +23,23 @@ def _finite(tensors: list[torch.Tensor]) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in tensors if t.is_floating_point())
 
 
+def masked_flag(made: list[torch.Tensor], incoming: list[torch.Tensor]) -> torch.Tensor:
+    """On the device: the incoming gradient is 0 where the node made NaN/Inf, 0 × ∞, a
+    value masked out."""
+    with torch.no_grad():
+        hits = [
+            ((~torch.isfinite(g)) & (o == 0)).any()
+            for g in made
+            for o in incoming
+            if g.shape == o.shape and g.device == o.device
+        ]
+    if not hits:
+        return torch.tensor(False, device=made[0].device if made else "cpu")
+    return torch.stack(hits).any()
+
+
 def _masked(made: list[torch.Tensor], incoming: list[torch.Tensor]) -> bool:
-    """The incoming gradient is 0 where the node made NaN: 0 × ∞, a value masked out."""
-    for g in made:
-        for o in incoming:
-            if g.shape == o.shape and bool(((~torch.isfinite(g)) & (o == 0)).any()):
-                return True
-    return False
+    return bool(masked_flag(made, incoming))
 
 
 def backward_origin(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
@@ -73,10 +83,10 @@ def backward_origin(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
         return []
     node, masked = made[0]
     where = next((s for n, s in sites if n is node), None)
-    return [_sentence(type(node).__name__, where, masked, len(made) - 1 + passed[0])]
+    return [sentence(type(node).__name__, where, masked, len(made) - 1 + passed[0])]
 
 
-def _sentence(name: str, where: str | None, masked: bool, passed: int) -> str:
+def sentence(name: str, where: str | None, masked: bool, passed: int) -> str:
     op = f"{where} ({name})" if where else name
     why = (
         "its incoming gradient was 0 where it made NaN: 0 × an infinite local derivative, a "

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from gradscope.errors import is_own_file, is_user_file, short_path
-from gradscope.inspector import hooks
+from gradscope.inspector import backward_nan, hooks
 from gradscope.inspector.replay import CUT_KINDS, MAX_SITES, op_name
 from gradscope.inspector.uninitialised import Unwritten, without_out
 
@@ -237,6 +237,8 @@ class LiveWatch(TorchFunctionMode):
                 f"first non-finite value made by {_site_text(self.first_bad, names)} "
                 "from finite inputs"
             ]
+            if nodes is not None and not self.failed and _finite(loss):  # dropped after
+                out["non-finite"] += self._backward(nodes, names, dropped=True)
         elif self.came_in and self.read_unwritten is not None:
             reader, made = (_site_text(s, names) for s in self.read_unwritten)
             out["non-finite"] = [
@@ -247,14 +249,9 @@ class LiveWatch(TorchFunctionMode):
         elif self.came_in:
             out["non-finite"] = [_before_the_forward(model)]
         elif nodes is not None and not self.failed:
-            node = nodes.first_bad()
-            if node is not None:
-                forward = self.sites.get(id(node))
-                out["non-finite"] = [
-                    f"the forward is finite; backward node {node.name()} returned NaN/Inf "
-                    "from finite gradients"
-                    + (f" (its forward op is {_site_text(forward, names)})" if forward else "")
-                ]
+            backward = self._backward(nodes, names)
+            if backward:
+                out["non-finite"] = backward
         feeding = self.taint.get(id(loss), frozenset())
         for name, param in model.named_parameters():
             name = name.replace("_orig_mod.", "")
@@ -263,6 +260,24 @@ class LiveWatch(TorchFunctionMode):
                 if causes:
                     out[f"none-grad:{name}"] = ["graph cut by " + "; ".join(causes)]
         return out
+
+    def _backward(
+        self, nodes: NodeWatch, names: dict[int, str], dropped: bool = False
+    ) -> list[str]:
+        """The backward node that made the first NaN/Inf gradient, in backward_nan's words
+        (`dropped`: the forward's NaN/Inf was masked out before the loss)."""
+        found = nodes.first_bad()
+        if found is None:
+            return []
+        node, masked, passed = found
+        forward = self.sites.get(id(node))
+        where = _site_text(forward, names) if forward else None
+        said = backward_nan.sentence(node.name(), where, masked, passed)
+        if dropped:
+            said = "the loss is finite (that value was masked out); " + said.removeprefix(
+                "the forward is finite; "
+            )
+        return [said]
 
     def _cuts_of(
         self, param: torch.Tensor, names: dict[int, str], feeding: frozenset[int]
@@ -293,6 +308,11 @@ class LiveWatch(TorchFunctionMode):
                     )
                     break
         return list(found)
+
+
+def _finite(t: torch.Tensor) -> bool:
+    plain = _readable(t.detach())
+    return plain is not None and bool(torch.isfinite(plain).all())
 
 
 def _readable(t: torch.Tensor) -> torch.Tensor | None:
@@ -333,7 +353,9 @@ def _site_text(site: tuple[str, int, str | None], names: dict[int, str]) -> str:
 
 class NodeWatch:
     """Hooks on every node of the loss's graph for gradscope's own backward: the first node,
-    in the order the backward ran them, that returned NaN/Inf from finite gradients."""
+    in the order the backward ran them, that returned NaN/Inf from finite gradients, whether
+    it did so where its incoming gradient was 0 (a masked value), and how many later nodes
+    only passed it on (backward_nan.py's words)."""
 
     def __init__(self, loss: torch.Tensor) -> None:
         self.order: list[tuple[Any, torch.Tensor]] = []
@@ -345,20 +367,17 @@ class NodeWatch:
         def hook(grad_inputs: Any, grad_outputs: Any) -> None:
             # the gradients a node is given come from nodes that ran before it (or the
             # loss's own, finite): the first node to return NaN/Inf made them
-            made = [g for g in grad_inputs if isinstance(g, torch.Tensor)]
+            made = _floats(grad_inputs)
             if not made:
                 return
             try:
                 with torch.no_grad():
-                    flags = [
-                        ~torch.isfinite(g).all() for g in map(_readable, made) if g is not None
-                    ]
-                    if not flags:
-                        return
-                    bad = flags[0] if len(flags) == 1 else torch.stack(flags).any()
+                    bad = torch.stack([~torch.isfinite(g).all() for g in made]).any()
+                    masked = backward_nan.masked_flag(made, _floats(grad_outputs))
+                    flags = torch.stack([bad, masked.to(bad.device)])
             except Exception:  # a gradient the watch cannot read: the backward comes first
                 return
-            self.order.append((node, bad))
+            self.order.append((node, flags))
 
         return hook
 
@@ -367,8 +386,24 @@ class NodeWatch:
             handle.remove()
         self.handles = []
 
-    def first_bad(self) -> Any:
+    def first_bad(self) -> tuple[Any, bool, int] | None:
+        """The node that made the first NaN/Inf, whether masked, and the nodes after it."""
         if not self.order:
             return None
-        flags = torch.stack([b.to(self.order[0][1].device) for _, b in self.order]).cpu().tolist()
-        return next((node for (node, _), bad in zip(self.order, flags, strict=True) if bad), None)
+        device = self.order[0][1].device
+        flags = torch.stack([f.to(device) for _, f in self.order]).cpu().tolist()
+        bad = [i for i, (out_bad, _) in enumerate(flags) if out_bad]
+        if not bad:
+            return None
+        return self.order[bad[0]][0], bool(flags[bad[0]][1]), len(bad) - 1
+
+
+def _floats(grads: Any) -> list[torch.Tensor]:
+    """The readable floating-point gradients among a hook's."""
+    out = []
+    for g in grads:
+        if isinstance(g, torch.Tensor) and g.is_floating_point():
+            g = _readable(g)
+            if g is not None:
+                out.append(g)
+    return out

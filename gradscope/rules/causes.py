@@ -27,6 +27,7 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "GS422": ("GS405", "GS410", "GS413", "GS415", "GS417"),  # no gradient is ever applied
     "GS420": ("GS405", "GS409", "GS410", "GS413", "GS415", "GS419"),  # decay erases weights
     "GS416": ("GS406", "GS415"),  # clipping scaled gradients cuts every update
+    "GS433": ("GS401", "GS403", "GS407", "GS408", "GS434"),  # a NaN made in the backward
     "GS431": ("GS405", "GS409", "GS414", "GS415", "GS419"),  # probabilities fed as logits
     "GS419": ("GS401", "GS402", "GS403", "GS404", "GS409", "GS414", "GS415"),  # lr too high
 }

@@ -274,7 +274,7 @@ def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
                 continue
             p = run.params[i]
             had = run.tensors.learned(s.index, i)
-            if had is None:
+            if had is None or p.replaced_after is not None:  # its model's new one learns
                 continue
             tail = live_steps - had.last - 1
             if tail < max(t.stop_min_steps, 1) or tail < 4 * had.longest_gap:

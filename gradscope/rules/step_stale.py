@@ -41,7 +41,7 @@ def optimizer_holds_stale(run: WatchRun, t: Thresholds) -> list[Finding]:
     for s in by_optimizer(run):
         pairs = _replaced(run, s)
         if pairs and s.steps:
-            out.append(about(_finding(run, s, pairs), [s.steps[0].step]))
+            out.append(about(_finding(run, s, pairs), [replaced_at(run, s, pairs)]))
     return out
 
 
@@ -54,7 +54,7 @@ def _replaced(run: WatchRun, s: Series) -> list[tuple[int, int]]:
         for i in s.members
         if not run.params[i].in_model
         and run.params[i].requires_grad
-        and not tensors.ever_had_grad(i)
+        and (not tensors.ever_had_grad(i) or _stopped_at(run, s, i) is not None)
     ]
     new = [
         i
@@ -70,6 +70,22 @@ def _replaced(run: WatchRun, s: Series) -> list[tuple[int, int]]:
     return pairs
 
 
+def _stopped_at(run: WatchRun, s: Series, i: int) -> int | None:
+    """The first step without a gradient of a tensor that had them until a replacement
+    took it out of the model (None: it never had one, or still gets them)."""
+    learned = run.tensors.learned(s.index, i)
+    if learned is None or learned.since_step < 0:
+        return None
+    return learned.since_step
+
+
+def replaced_at(run: WatchRun, s: Series, pairs: list[tuple[int, int]]) -> int:
+    """The first step the replacement shows in: step 1, or the first without a gradient
+    of the tensors replaced mid-run."""
+    mid = [x for _, j in pairs if (x := _stopped_at(run, s, j)) is not None]
+    return min(mid) if mid else s.steps[0].step
+
+
 def _finding(run: WatchRun, s: Series, pairs: list[tuple[int, int]]) -> Finding:
     names = [run.params[i].name for i, _ in pairs]
     owner = common_module(names) or (names[0] if len(names) == 1 else "model")
@@ -81,7 +97,7 @@ def _finding(run: WatchRun, s: Series, pairs: list[tuple[int, int]]) -> Finding:
         s.say(
             f"the optimizer updates tensors the model no longer has: {shown} get gradients "
             f"but are in no optimizer, while the optimizer holds {len(pairs)} tensor(s) of the "
-            "same shapes that no model holds and that never got a gradient: they were "
+            "same shapes that no model holds and that get no gradient: they were "
             "replaced after the optimizer was built, so no step moves the model's weights"
         ),
         "build the optimizer after the model is final (after replacing layers, or after "

@@ -4,8 +4,8 @@ The watcher records a run (gradscope/steps/) and calls `judge` once at its end; 
 views read the findings (and the steps each is about), never the rules. Each rule is
 declared with `@rule(..., Stage.WATCH, ...)` on its check (rules/registry.py) in
 steps.py, step_trends.py, step_blowup.py, step_progress.py, step_clipping.py, step_setup.py,
-step_meaning.py, step_optimizer.py, step_batch.py or step_logits.py; importing them here
-declares them.
+step_meaning.py, step_optimizer.py, step_batch.py, step_logits.py or step_nan.py;
+importing them here declares them.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from gradscope.rules import (  # noqa: F401  (declare)
     step_clipping,
     step_logits,
     step_meaning,
+    step_nan,
     step_optimizer,
     step_progress,
     step_reduction,

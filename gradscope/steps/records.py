@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from gradscope.steps.meaning import LossKind, OptimizerSettings, SchedulerInfo
+from gradscope.steps.nan_facts import BackwardNan, WeightsNan
 from gradscope.steps.step_record import StepRecord
 from gradscope.steps.step_store import StepStore
 
@@ -41,6 +42,8 @@ class ParamInfo:
     in_model: bool = True
     """False: a tensor of an optimizer's param groups that no model found holds (a
     parameter replaced after the optimizer was built, a stray tensor)."""
+    replaced_after: int | None = None
+    """The step after which its model no longer held it (replaced mid-run); None: never."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,10 @@ class WatchRun:
     between the backward calls of a step: "wiped")."""
     schedulers: tuple[SchedulerInfo, ...] = ()
     """The lr schedulers the script stepped after their optimizer's first step."""
+    backward_nan: BackwardNan | None = None
+    """The backward op that made the first non-finite gradient, where watch saw it."""
+    weights_nan: WeightsNan | None = None
+    """Weights found non-finite after a finite loss's non-finite gradients."""
     argv: tuple[str, ...] | None = None
     """The script's own arguments (`watch SCRIPT -- ARGS`); None when not run as a script,
     so advice can give a command line that works."""

@@ -108,6 +108,16 @@ class StepStore(Sequence[StepRecord]):
     def widen(self, width: int) -> None:
         self.width = max(self.width, width)
 
+    def outline(self, start: int) -> list[tuple[int, bool, float, bool]]:
+        """(step, skipped, loss or NaN, the first step GS401 looks for) of the steps from
+        index `start`, read off the columns (no record built): what the NaN probe
+        watches for as records arrive."""
+        loss = self._optional["loss"]
+        return [
+            (self._step[i], bool(self._flags[i] & _SKIPPED), loss[i], i == self._first_bad)
+            for i in range(start, len(self._step))
+        ]
+
     # -- writing ------------------------------------------------------------------------
     def extend(self, records: Iterable[StepRecord]) -> None:
         """Store the steps: their numbers column by column, their detail one by one."""

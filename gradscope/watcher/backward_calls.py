@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from gradscope.watcher import discover, loss_graph, manual, resets, stepping
+from gradscope.watcher import discover, loss_graph, manual, nan_probe, resets, stepping
 from gradscope.watcher.state import WatchState
 from gradscope.watcher.threads import ThreadState, Window
 
@@ -51,6 +51,8 @@ def started(
     scaled = next((x for x in here.scaled if x[0] is tensor), None)
     here.scaled_by = None if scaled is None else scaled[2]
     state.noise.begin(window, here.scaled_by)
+    if not state.probe.done:
+        probed(state, lambda: nan_probe.begin(state.probe, state, roots))
     if tensor is None or gradient is not None or tensor.numel() != 1:
         window.loss_known = False
         return
@@ -66,6 +68,8 @@ def started(
 def ended(state: WatchState, here: ThreadState, roots: list[torch.Tensor]) -> None:
     """The call returned: its micro-batch norms; what an update by hand may follow."""
     state.noise.end()
+    if state.probe.handles:
+        probed(state, lambda: nan_probe.end(state.probe, state))
     if here.stepped and not here.quiet:
         resets.sentinel(state, here.window)
     idle = here.current is None and here.stepping is None
@@ -73,3 +77,14 @@ def ended(state: WatchState, here: ThreadState, roots: list[torch.Tensor]) -> No
         check = state.manual
         if check is None or check.thread == here.ident:
             manual.guarded(state, lambda: manual.backward_end(state, here, roots))
+
+
+def probed(state: WatchState, work: Any) -> None:
+    """The NaN probe's part: a failure switches the probe off, never the watch."""
+    try:
+        work()
+    except Exception as exc:
+        for handle in state.probe.handles:
+            handle.remove()
+        state.probe.handles, state.probe.done = [], True
+        state.failed(nan_probe.PART, exc, whole=False)

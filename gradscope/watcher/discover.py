@@ -124,7 +124,7 @@ def extend(
     for root in root_modules(owned):
         for name, param in unwrapped(root).named_parameters():
             if param.requires_grad or id(param) in owned:
-                tracked.add_model(root, _strip(name), param)
+                tracked.add_model(root, strip(name), param)
     for i, o in enumerate(optimizers):
         for g, group in enumerate(o.param_groups):
             for k, p in enumerate(group["params"]):
@@ -157,7 +157,7 @@ def unwrapped(module: nn.Module) -> nn.Module:
     return module
 
 
-def _strip(name: str) -> str:
+def strip(name: str) -> str:
     return name.replace(COMPILED_PREFIX, "")
 
 

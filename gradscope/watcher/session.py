@@ -188,7 +188,7 @@ class Watcher:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        from gradscope.watcher import manual
+        from gradscope.watcher import manual, nan_probe
         from gradscope.watcher.state import StopWatching
 
         notes = []
@@ -207,6 +207,10 @@ class Watcher:
                 f"the last {len(self.recorder.pending)} steps could not be read back: "
                 f"{type(flush_error).__name__}: {flush_error}"
             )
+        try:
+            nan_probe.finish(self.state.probe, self.state)
+        except Exception as probe_error:  # e.g. the device failed with the script
+            notes.append(f"the weights could not be read for NaN: {probe_error}")
         if self._log is not None:
             self._log.close()
             if self._log.failure:
@@ -253,6 +257,7 @@ class Watcher:
                 groups.get(id(p), (None, None))[1],
                 first[i] if i < len(first) and first[i] >= 0 else None,
                 i in icp.tracked.owners or not icp.tracked.roots,
+                icp.replaced_after.get(i),
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
         )
@@ -275,6 +280,8 @@ class Watcher:
             sites=dict(icp.sites),
             schedulers=schedules.infos(icp),
             argv=self.argv,
+            backward_nan=icp.probe.origin,
+            weights_nan=icp.probe.weights,
         )
 
 

@@ -13,6 +13,7 @@ import torch
 from gradscope.watcher import discover, updates
 from gradscope.watcher.faults import Fault, fault_of, record
 from gradscope.watcher.measure import Measure
+from gradscope.watcher.nan_probe import NanProbe
 from gradscope.watcher.noise_scale import MicroGrads
 from gradscope.watcher.optim_settings import SettingsHistory
 from gradscope.watcher.recorder import Recorder
@@ -119,6 +120,14 @@ class WatchState:
     """Optimizer index → the `LossKind` of its first step whose loss was read."""
     first_weights: torch.Tensor | None = None
     """Norms of the tracked weights before the first update (device tensor)."""
+    replaced: bool = False
+    """A watched model registered a parameter or module since the last step (replaced.py)."""
+    replaced_after: dict[int, int] = field(default_factory=dict)
+    """Position → the step after which its model no longer held that tensor."""
+    model_modules: tuple[int, set[int]] = (-1, set())
+    """(len(tracked.roots), ids of their modules) when last read (replaced.py)."""
+    probe: NanProbe = field(default_factory=NanProbe)
+    """Where the first non-finite gradient of a finite loss was made (nan_probe.py)."""
     measure: Measure = field(init=False)
     updates: updates.Updates = field(init=False)
     noise: MicroGrads = field(init=False)

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from gradscope.watcher import discover, manual, record_step, resets, updates
+from gradscope.watcher import discover, manual, record_step, replaced, resets, updates
 from gradscope.watcher.clipping import unscaled
 from gradscope.watcher.measure import norms
 from gradscope.watcher.recorder import PendingStep
@@ -26,6 +26,8 @@ def begin(
 ) -> None:
     """The step starts (or its closure's first evaluation returned `returned`)."""
     here.stepping = None
+    if state.replaced:  # a watched model registered a parameter or module since
+        replaced.refresh(state)
     index = optimizer_index(state, here, optimizer)
     window = window_of(state, here, optimizer)
     zeroed = here.zeroed

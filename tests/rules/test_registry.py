@@ -33,6 +33,7 @@ SERIES = "tests/watcher/test_watch_rules_series.py"
 MEANING = "tests/watcher/test_watch_meaning.py"
 NOISE = "tests/watcher/test_noise_scale.py"
 ORDER = "tests/watcher/test_watch_silent_order.py"
+NAN = "tests/watcher/test_watch_nan_origin.py"
 
 FIRES = {
     "GS101": (RUN, "test_none_grad_names_parameter_and_says_module_never_ran"),
@@ -97,6 +98,8 @@ FIRES = {
         MEANING,
         "test_zero_grad_between_backward_and_step_is_named_and_step_one_has_its_loss",
     ),
+    "GS433": (NAN, "test_a_nan_made_in_the_backward_while_the_weights_stay_finite_names_its_op"),
+    "GS434": (NAN, "test_weights_gone_nan_under_a_finite_loss_are_named_with_the_step_to_replay"),
     "GS435": (ORDER, "test_gradients_wiped_inside_a_step_are_named_first_at_step_two"),
     "GS436": (
         ORDER,

@@ -203,12 +203,12 @@ for step in range(3):
 def test_a_nan_made_by_the_backward_names_its_node_and_forward_line(runner, here):
     (here / "sqrt0.py").write_text(SQRT_AT_ZERO)
     first = script.run_step("sqrt0.py", step=1, explain=True)
-    assert first.evidence == {
-        "non-finite": [
-            "the forward is finite; backward node SqrtBackward0 returned NaN/Inf from finite "
-            "gradients (its forward op is `sqrt` at sqrt0.py:10)"
-        ]
-    }
+    (said,) = first.evidence["non-finite"]
+    assert said.startswith(
+        "the forward is finite; the backward of `sqrt` at sqrt0.py:10 (SqrtBackward0) made the "
+        "first non-finite gradient from finite ones"
+    )
+    assert "its local derivative is infinite there" in said
     # step 1 wrote NaN into the weights: step 2's forward did not make it, and says so
     (second,) = script.run_step("sqrt0.py", step=2, explain=True).evidence["non-finite"]
     assert "the weights already held them (weight, bias)" in second
@@ -217,11 +217,41 @@ def test_a_nan_made_by_the_backward_names_its_node_and_forward_line(runner, here
     assert "the first step whose gradients are non-finite" in found.stats.loss_source
     # the CLI's default (the first backward) explains too; --no-explain does not watch
     result = runner.invoke(app, ["inspect", "--script", "sqrt0.py"])
-    assert result.exit_code == 1 and "backward node SqrtBackward0" in " ".join(
+    assert result.exit_code == 1 and "(SqrtBackward0) made the first non-finite" in " ".join(
         result.stdout.split()
     )
     result = runner.invoke(app, ["inspect", "--script", "sqrt0.py", "--no-explain"])
     assert result.exit_code == 1 and "SqrtBackward0" not in result.stdout
+
+
+WATCH_SCRIPTS = Path(__file__).resolve().parent.parent / "watcher" / "scripts"
+
+
+@pytest.mark.parametrize(
+    ("kind", "op", "line", "masked"),
+    [
+        ("sqrt", "`sqrt`", "SqrtBackward0", False),
+        ("acos", "`acos`", "AcosBackward0", False),
+        ("log", "`log`", "LogBackward0", True),
+        ("pow", "`pow`", "PowBackward0", True),
+    ],
+)
+def test_the_backward_op_that_made_a_nan_is_named_as_watch_names_it(here, kind, op, line, masked):
+    """The four ways a finite loss gets a NaN gradient (scripts/nan_backward.py, the script
+    GS433 and GS434 are tested on): the op, its line, 0 × ∞ told from an infinite local
+    derivative, and the nodes that only passed it on."""
+    shutil.copy(WATCH_SCRIPTS / "nan_backward.py", here / "nan_backward.py")
+    source = (here / "nan_backward.py").read_text().splitlines()
+    inspected = script.run_step("nan_backward.py", [kind, "sgd", "3"], step=1, explain=True)
+    said = inspected.evidence["non-finite"][-1]
+    at = next(i for i, text in enumerate(source, 1) if text.endswith(f"# BUG: {kind}"))
+    where = f"{op} at nan_backward.py:{at}"
+    assert f"the backward of {where}" in said and f"({line}) made the first non-finite" in said
+    assert ("its incoming gradient was 0 where it made NaN" in said) == masked
+    assert "later node(s) only passed it on" in said
+    safe = [f"safe-{kind}", "sgd", "3"]
+    healthy = script.run_step("nan_backward.py", safe, step=1, explain=True)
+    assert "non-finite" not in healthy.evidence
 
 
 def test_a_graph_cut_in_the_step_is_named_for_the_parameters_it_cut_off(runner, here):

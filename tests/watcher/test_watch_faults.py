@@ -17,7 +17,16 @@ import gradscope
 from gradscope.errors import ExitCode, user_frame
 from gradscope.findings import Severity
 from gradscope.outcome import exit_code
-from gradscope.watcher import backward_calls, clipping, noise_scale, resets, schedules, stepping
+from gradscope.watcher import (
+    backward_calls,
+    clipping,
+    nan_probe,
+    noise_scale,
+    replaced,
+    resets,
+    schedules,
+    stepping,
+)
 from gradscope.watcher.faults import Fault
 from gradscope.watcher.guard import shielded
 from gradscope.watcher.patches import grad_scaler
@@ -102,6 +111,8 @@ HOOK_POINTS = [
     (Recorder, "_flush", 1, "the optimizer's post-step hook", True),
     (noise_scale, "_cpu_norm", 5, "the noise scale's gradient hook", False),
     (noise_scale.MicroGrads, "_batch_size", 2, "the noise scale's forward pre-hook", False),
+    (nan_probe, "look", 1, "the NaN probe", False),
+    (replaced, "registered", 1, "the module registration hook", True),
 ]
 
 

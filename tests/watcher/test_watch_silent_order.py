@@ -107,6 +107,39 @@ def test_a_parameter_replaced_after_the_optimizer_is_named_at_step_one(kind, bug
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    ("bug", "names"),
+    [
+        ("replace-weight-mid", ["head.weight"]),
+        ("replace-head-mid", ["head.weight", "head.bias"]),
+        ("load-assign-mid", ["body.", "head.weight"]),
+    ],
+)
+def test_a_parameter_replaced_after_step_5_is_named_at_step_6(kind, bug, names):
+    """Replaced mid-run, the model's new tensors are found at the next step (torch's
+    registration hooks, no walk of the model otherwise) and the optimizer's old ones are
+    named as replaced: within one step of the replacement."""
+    report = _run(kind, bug, 30)
+    first = _first(report, "GS437")
+    assert all(n in first.message for n in names) and first.steps == (6,)
+    assert "(replaced after step 5)" in first.evidence[0]
+    assert not any(f.rule == "GS417" for f in report.findings)  # the old tensors: this
+    assert all(f.explained_by for f in report.findings[1:] if f.rule == "GS411")
+    early = _run(kind, bug, 7)  # two steps after the replacement
+    assert early.findings[0].rule == "GS437"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("bug", ["load-copy-mid", "add-group-mid", "identity-mid"])
+def test_look_alikes_of_a_replacement_mid_run_give_no_warning(kind, bug):
+    """Loaded in place, replaced and given to the optimizer, a module without parameters
+    attached: the model changed or was reloaded, and every tensor it holds is trained."""
+    report = _run(kind, bug, 30)
+    loud = [f for f in report.findings if f.severity >= Severity.WARNING]
+    assert loud == [], [f.message for f in loud]
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_summed_loss_under_sgd_is_the_cause_of_its_blow_up(kind):
     report = _run(kind, "sum-sgd")
     first = _first(report, "GS438")

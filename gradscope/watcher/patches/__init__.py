@@ -8,6 +8,8 @@ and all removed when it ends (also on an exception, Ctrl-C or --steps reached).
 - grad_scaler     GradScaler.scale, GradScaler.step
 - pickling        Module.__getstate__ (no noise-scale hook in a pickled model)
 - scheduler       LRScheduler.step and its subclasses' own (how often the lr schedule steps)
+- registration    a module registering a parameter or submodule (torch's global hooks)
+- warning_site    warnings.warn: torch's warnings inside a patch keep the user's line
 
 From the first step on, the noise scale (noise_scale.py) adds a tensor hook on each
 tracked parameter and a forward pre-hook on each model found; they go with the rest.
@@ -28,7 +30,9 @@ from gradscope.watcher.patches.clip import ClipGradNorm, ClipWithNorm, TotalNorm
 from gradscope.watcher.patches.grad_scaler import Scale, ScalerStep
 from gradscope.watcher.patches.optimizer_step import OptimizerStep
 from gradscope.watcher.patches.pickling import ModuleGetstate
+from gradscope.watcher.patches.registration import Registration
 from gradscope.watcher.patches.scheduler import scheduler_patches
+from gradscope.watcher.patches.warning_site import WarningSite
 from gradscope.watcher.patches.zero_grad import ModuleZeroGrad, OptimizerZeroGrad
 from gradscope.watcher.state import WatchState
 
@@ -36,6 +40,7 @@ from gradscope.watcher.state import WatchState
 def every_patch(state: WatchState) -> list[Any]:
     """Each torch entry point's patch, in the order they are installed."""
     return [
+        WarningSite(state),
         OptimizerStep(state),
         TensorBackward(state),
         AutogradBackward(state),
@@ -49,6 +54,7 @@ def every_patch(state: WatchState) -> list[Any]:
         Scale(state),
         ScalerStep(state),
         *scheduler_patches(state),
+        Registration(state),
     ]
 
 

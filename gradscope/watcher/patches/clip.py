@@ -4,6 +4,7 @@ clip tells the step (clipping.py)."""
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 import torch
@@ -15,6 +16,12 @@ from gradscope.watcher.patches.base import Patch
 
 def _listed(parameters: Any) -> list[torch.Tensor]:
     return [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+
+
+def _as_given(parameters: Any, params: list[torch.Tensor]) -> Any:
+    """The listed parameters as torch is to see them: a generator stays one (torch warns
+    when it is empty)."""
+    return (p for p in params) if isinstance(parameters, types.GeneratorType) else params
 
 
 CLIP = "the clip_grad_norm_() hook"
@@ -36,7 +43,7 @@ class ClipGradNorm(Patch):
             scale = safely(state, here, CLIP, lambda: clipping.before_clip(state, here, params))
             here.depth += 1
             try:
-                total = original(params, max_norm, norm_type, *a, **kw)
+                total = original(_as_given(parameters, params), max_norm, norm_type, *a, **kw)
             finally:
                 here.depth -= 1
             safely(

@@ -20,6 +20,10 @@ replace-head   the output layer replaced by a new nn.Linear after the optimizer
 load-assign    load_state_dict(..., assign=True) after the optimizer: fresh tensors
 load-copy      load_state_dict(...) after the optimizer: copied in place (healthy)
 replace-before the output layer replaced before the optimizer was built (healthy)
+*-mid          replace-weight, replace-head, load-assign, load-copy after step 5 instead;
+               add-group-mid: the head replaced after step 5 and given to the optimizer with
+               add_param_group (healthy); identity-mid: a parameterless module attached
+               after step 5 (healthy)
 sum-sgd        SGD with reduction="sum" over a batch of 256: the step × 256
 sum-adam       Adam with reduction="sum" over a batch of 256 (healthy: Adam is invariant)
 twice-sgd      SGD, 4 micro-batches, the loss divided by 4 twice: the step ÷ 4
@@ -81,13 +85,24 @@ elif bug.endswith("adam"):
 else:
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
 
-if bug == "replace-weight":
-    model.head.weight = nn.Parameter(torch.randn_like(model.head.weight) * 0.05)
-elif bug == "replace-head":
-    model.head = nn.Linear(64, model.head.out_features)
-elif bug in ("load-assign", "load-copy"):
-    saved = {k: v.clone() for k, v in Net().state_dict().items()}
-    model.load_state_dict(saved, assign=bug == "load-assign")
+
+def replace(bug: str) -> None:
+    if bug == "replace-weight":
+        model.head.weight = nn.Parameter(torch.randn_like(model.head.weight) * 0.05)
+    elif bug == "replace-head":
+        model.head = nn.Linear(64, model.head.out_features)
+    elif bug in ("load-assign", "load-copy"):
+        saved = {k: v.clone() for k, v in Net().state_dict().items()}
+        model.load_state_dict(saved, assign=bug == "load-assign")
+    elif bug == "add-group":
+        model.head = nn.Linear(64, model.head.out_features)
+        opt.add_param_group({"params": model.head.parameters()})
+    elif bug == "identity":
+        model.tap = nn.Identity()
+
+
+MID = 5
+replace(bug)
 
 epoch = 10  # batches per epoch
 sched = None
@@ -109,6 +124,8 @@ elif bug == "steplr-epoch":
 micro = 4 if bug in ("accum", "micro-steps", "steplr-micro") or "inside" in bug else 1
 micro = 4 if bug.startswith("twice") else micro
 for it in range(steps):
+    if it == MID and bug.endswith("-mid"):
+        replace(bug.removesuffix("-mid"))
     opt.zero_grad()
     for _ in range(micro):
         if bug == "zero-inside":

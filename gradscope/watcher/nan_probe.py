@@ -1,0 +1,222 @@
+"""Where a non-finite gradient is made in the backward, found by watch at no cost until
+one is read back.
+
+The graph of the backward that made it is gone by the time the recorder reads its norms
+back, so the probe waits for the next top-level backward. It reads the tracked weights
+and that backward's loss once: where a weight is already NaN/Inf (the usual case: the
+update applied the gradient), every later forward is poisoned and a node hook would
+blame the wrong op, so the probe only states that the weights went non-finite after a
+finite loss (`WeightsNan`) and the rules point to `inspect --script --step N`. Where
+both are finite (GradScaler skipped the steps, the NaN comes with some batches), one
+hook per node of that backward's graph notes whether what came in was finite and what
+went out was not: the first such node made it; the nodes after it passed it on.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gradscope.steps.nan_facts import BackwardNan, WeightsNan
+
+TRIES = 3
+"""Backward calls with finite weights and loss watched before the probe gives up (the
+NaN came with a batch that did not come back)."""
+SKIP_RUN = 8
+"""Consecutive steps GradScaler skipped with a finite loss before they are probed: AMP
+finds its scale in a few skips (each halves it); a NaN made at every step skips them all."""
+MAX_NODES = 4096
+"""Nodes hooked, nearest the loss first (a hooked graph is freed by recursion: see
+discover.MAX_GRAPH_NODES). A producer beyond them is not found, never misnamed."""
+MAX_NAMES = 6
+PART = "the NaN probe"
+
+
+@dataclass
+class NanProbe:
+    """The probe's progress over one watched run."""
+
+    read: int = 0
+    """Step records looked at so far."""
+    skips: int = 0
+    first_skip: int = 0
+    """The first of the consecutive steps GradScaler skipped with a finite loss."""
+    seen: int | None = None
+    """The step whose gradients were read back non-finite with a finite loss."""
+    done: bool = False
+    tries: int = 0
+    flags: list[tuple[Any, torch.Tensor]] = field(default_factory=list)
+    handles: list[Any] = field(default_factory=list)
+    origin: BackwardNan | None = None
+    weights: WeightsNan | None = None
+
+
+def look(probe: NanProbe, records: Any) -> None:
+    """Read the steps the recorder added since the last look (a flush adds them), off the
+    store's columns: arm the probe at the first non-finite gradient of a finite loss, or
+    at a run of steps GradScaler skipped with a finite loss."""
+    count = len(records)
+    if probe.done or probe.seen is not None or count == probe.read:
+        probe.read = count
+        return
+    for step, skipped, loss, first_bad in records.outline(probe.read):
+        finite_loss = math.isfinite(loss)
+        if skipped:
+            probe.skips = probe.skips + 1 if finite_loss else 0
+            if probe.skips == 1:
+                probe.first_skip = step
+            if probe.skips >= SKIP_RUN:
+                probe.seen = probe.first_skip
+                break
+            continue
+        probe.skips = 0
+        if first_bad:  # its loss or gradients are non-finite
+            if finite_loss:
+                probe.seen = step
+            else:  # the forward made it (or no loss was read): GS401 and inspect name it
+                probe.done = True
+            break
+    probe.read = count
+
+
+def begin(probe: NanProbe, state: Any, roots: list[torch.Tensor]) -> None:
+    """A top-level backward starts: watch it where the weights and its loss are finite."""
+    look(probe, state.recorder.records)
+    if probe.done or probe.seen is None or len(roots) != 1 or roots[0].grad_fn is None:
+        return
+    loss = roots[0]
+    params = state.tracked.params
+    bad = _non_finite([p.detach() for p in params] + [loss.detach()])
+    if any(bad[:-1]):
+        probe.weights = _weights(probe.seen, state.steps, state.tracked.names, bad[:-1])
+        probe.done = True
+        return
+    if bad[-1]:
+        _missed(probe)
+        return
+    for node in _nodes(loss.grad_fn):
+        probe.handles.append(node.register_hook(_hook(probe, node)))
+
+
+def end(probe: NanProbe, state: Any) -> None:
+    """The watched backward returned: the first node that made NaN/Inf from finite ones."""
+    if not probe.handles:
+        return
+    for handle in probe.handles:
+        handle.remove()
+    probe.handles = []
+    flags, probe.flags = probe.flags, []
+    if not flags:
+        return _missed(probe)
+    read = torch.stack([f.to("cpu") for _, f in flags]).tolist()
+    made = [i for i, (out_bad, in_bad, _) in enumerate(read) if out_bad and not in_bad]
+    if not made:
+        return _missed(probe)
+    first = made[0]
+    node = flags[first][0]
+    passed = sum(1 for out_bad, in_bad, _ in read[first + 1 :] if out_bad and in_bad)
+    names = _params_of(node, state.tracked)
+    assert probe.seen is not None
+    probe.origin = BackwardNan(
+        probe.seen, state.steps + 1, type(node).__name__, names, bool(read[first][2]), passed
+    )
+    probe.done = True
+
+
+def finish(probe: NanProbe, state: Any) -> None:
+    """The watch ends: a probe armed but never run reads the weights once."""
+    look(probe, state.recorder.records)
+    if probe.done or probe.seen is None:
+        return
+    params = state.tracked.params
+    bad = _non_finite([p.detach() for p in params])
+    if any(bad):
+        probe.weights = _weights(probe.seen, state.steps, state.tracked.names, bad)
+    probe.done = True
+
+
+def _missed(probe: NanProbe) -> None:
+    probe.tries += 1
+    probe.done = probe.tries >= TRIES
+
+
+def _weights(seen: int, steps: int, names: list[str], bad: list[bool]) -> WeightsNan:
+    found = tuple(n for n, b in zip(names, bad, strict=False) if b)
+    return WeightsNan(seen, steps, found[:MAX_NAMES], len(found))
+
+
+def _non_finite(tensors: list[torch.Tensor]) -> list[bool]:
+    """One read-back: whether each tensor holds a NaN/Inf (False where none can be read)."""
+    flags = [
+        ~torch.isfinite(t).all()
+        for t in tensors
+        if type(t) in (torch.Tensor, torch.nn.Parameter) and not t.is_meta
+    ]
+    readable = iter(torch.stack([f.to("cpu") for f in flags]).tolist() if flags else [])
+    return [
+        bool(next(readable))
+        if type(t) in (torch.Tensor, torch.nn.Parameter) and not t.is_meta
+        else False
+        for t in tensors
+    ]
+
+
+def _nodes(root: Any) -> list[Any]:
+    """The graph's nodes, breadth first from the loss, at most MAX_NODES."""
+    seen = {root}
+    order = [root]
+    at = 0
+    while at < len(order) and len(order) < MAX_NODES:
+        for n, _ in order[at].next_functions:
+            if n is not None and n not in seen and len(order) < MAX_NODES:
+                seen.add(n)
+                order.append(n)
+        at += 1
+    return order
+
+
+def _hook(probe: NanProbe, node: Any) -> Any:
+    def hook(grad_inputs: Any, grad_outputs: Any) -> None:
+        made = [g for g in grad_inputs if isinstance(g, torch.Tensor) and g.is_floating_point()]
+        came = [g for g in grad_outputs if isinstance(g, torch.Tensor) and g.is_floating_point()]
+        if not made:
+            return
+        with torch.no_grad():
+            out_bad = torch.stack([~torch.isfinite(g).all() for g in made]).any()
+            in_bad = torch.stack([~torch.isfinite(g).all() for g in came]).any() if came else None
+            masked = _masked(made, came)
+        device = out_bad.device
+        in_bad = in_bad.to(device) if in_bad is not None else torch.tensor(False, device=device)
+        probe.flags.append((node, torch.stack([out_bad, in_bad, masked.to(device)])))
+
+    return hook
+
+
+def _masked(made: list[torch.Tensor], came: list[torch.Tensor]) -> torch.Tensor:
+    """The incoming gradient is 0 where the node made NaN/Inf: 0 × an infinite local
+    derivative, a value the forward masked out."""
+    hits = [
+        ((~torch.isfinite(g)) & (o == 0)).any()
+        for g in made
+        for o in came
+        if g.shape == o.shape and g.device == o.device
+    ]
+    if not hits:
+        return torch.tensor(False, device=made[0].device)
+    return torch.stack(hits).any()
+
+
+def _params_of(node: Any, tracked: Any) -> tuple[str, ...]:
+    """The tracked parameters the node's gradient flows to, nearest first."""
+    names: list[str] = []
+    for n in _nodes(node):
+        variable = getattr(n, "variable", None)
+        at = tracked.index.get(id(variable)) if isinstance(variable, torch.Tensor) else None
+        if at is not None:
+            names.append(tracked.names[at])
+            if len(names) >= MAX_NAMES:
+                break
+    return tuple(names)

@@ -1,0 +1,120 @@
+"""Where a NaN is made in the backward of a finite loss (GS433), and weights gone NaN under a
+finite loss (GS434), in a real small training loop (scripts/nan_backward.py): a sqrt at 0,
+acos at ±1, a log torch.where drops, a root a mask multiplies by 0. Under SGD the update
+writes the NaN into the weights at once, so no later backward can be blamed: the weights are
+named with the command that replays the step. Under a GradScaler that skips every step the
+weights stay finite, and one later backward names the op. The safe versions of the same
+objectives say nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradscope.findings import Severity
+from gradscope.steps.records import StepRecord
+from gradscope.steps.step_store import StepStore
+from gradscope.watcher import nan_probe
+from tests.watcher.watch_scripts import watched
+
+pytestmark = pytest.mark.slow
+
+KINDS = ["sqrt", "acos", "log", "pow"]
+PARAMS = ("0.weight", "0.bias", "2.weight", "2.bias")
+
+
+def _run(kind: str, mode: str, steps: int = 30):
+    return watched("nan_backward.py", kind, mode, str(steps))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_weights_gone_nan_under_a_finite_loss_are_named_with_the_step_to_replay(kind):
+    report = _run(kind, "sgd")
+    gs434 = next(f for f in report.findings if f.rule == "GS434")
+    assert gs434.severity == Severity.ERROR and gs434.steps == (1,)
+    assert "the loss was finite at step 1 but its gradients were not" in gs434.message
+    assert "4 tensor(s) held NaN/Inf" in gs434.message
+    assert gs434.evidence[0] == "non-finite weights: " + ", ".join(PARAMS)
+    assert f"--step 1 -- {kind} sgd 30`" in gs434.advice
+    # the weights were NaN when a later backward could be watched: no op is blamed
+    assert report.run.backward_nan is None
+    assert not any(f.rule == "GS433" for f in report.findings)
+
+
+@pytest.mark.parametrize(
+    ("kind", "op", "masked"),
+    [
+        ("sqrt", "sqrt (SqrtBackward0)", False),
+        ("acos", "acos (AcosBackward0)", False),
+        ("log", "log (LogBackward0)", True),
+        ("pow", "pow (PowBackward0)", True),
+    ],
+)
+def test_a_nan_made_in_the_backward_while_the_weights_stay_finite_names_its_op(kind, op, masked):
+    report = _run(kind, "scaler")
+    first = report.findings[0]
+    assert first.rule == "GS433" and first.severity == Severity.ERROR, [
+        (f.rule, f.message) for f in report.findings
+    ]
+    assert first.message.startswith(f"the backward of {op} made the first non-finite gradient")
+    assert "first seen at step 1, the loss finite" in first.message
+    assert ("its incoming gradient was 0 where it made NaN" in first.message) == masked
+    assert ("torch.where(mask, x, 1)" in first.advice) == masked
+    assert "--step 11 -- " in first.advice  # the step whose backward was watched
+    assert "its gradient flows to 2.bias, 2.weight" in first.evidence[-1]
+    # GradScaler's skips and its collapsing scale are what the NaN causes
+    assert all(f.explained_by == f"GS433:{first.subject}" for f in report.findings[1:])
+    assert report.run.weights_nan is None
+
+
+@pytest.mark.parametrize("mode", ["sgd", "scaler"])
+@pytest.mark.parametrize("kind", [f"safe-{k}" for k in KINDS])
+def test_the_safe_versions_of_the_same_objectives_say_nothing(kind, mode):
+    report = _run(kind, mode)
+    loud = [f for f in report.findings if f.severity >= Severity.WARNING]
+    assert loud == [], [f.message for f in loud]
+    assert report.run.backward_nan is None and report.run.weights_nan is None
+
+
+def test_a_nan_the_forward_made_is_not_probed():
+    """A NaN batch makes the loss NaN: the forward made it (GS401 says so), no backward
+    op and no 'finite loss' is claimed."""
+    report = watched("nan_batch.py")
+    assert any(f.rule == "GS401" for f in report.findings)
+    assert not any(f.rule in ("GS433", "GS434") for f in report.findings)
+    assert report.run.backward_nan is None and report.run.weights_nan is None
+
+
+def _record(step: int, loss: float, norm: float, skipped: bool = False) -> StepRecord:
+    from tests.watcher.watch_scripts import step_record
+
+    return step_record(step, norm=norm, loss=loss, skipped=skipped)
+
+
+def _store(*records: StepRecord) -> StepStore:
+    return StepStore.of(records)
+
+
+def test_the_probe_arms_at_the_first_nonfinite_gradient_of_a_finite_loss_only():
+    inf = float("inf")
+    probe = nan_probe.NanProbe()
+    nan_probe.look(probe, _store(_record(1, 1.0, 1.0), _record(2, 0.9, inf), _record(3, 0.8, inf)))
+    assert probe.seen == 2 and not probe.done
+    first = nan_probe.NanProbe()  # the loss went first: the forward made it
+    nan_probe.look(first, _store(_record(1, 1.0, 1.0), _record(2, float("nan"), inf)))
+    assert first.seen is None and first.done
+
+
+def test_gradscaler_finding_its_scale_is_not_probed_but_a_nan_at_every_step_is():
+    inf = float("inf")
+    calibrating = [_record(i, 1.0, inf, skipped=True) for i in range(1, nan_probe.SKIP_RUN)]
+    probe = nan_probe.NanProbe()
+    nan_probe.look(probe, _store(*calibrating, *(_record(i, 1.0, 1.0) for i in range(8, 30))))
+    assert probe.seen is None and not probe.done
+    always = [_record(i, 1.0, inf, skipped=True) for i in range(1, 20)]
+    probe = nan_probe.NanProbe()
+    store = _store(*always[:5])
+    nan_probe.look(probe, store)
+    assert probe.seen is None
+    store.extend(always[5:])  # read back later: counted on from where it stopped
+    nan_probe.look(probe, store)
+    assert probe.seen == 1
