@@ -114,7 +114,7 @@ class StepStore(Sequence[StepRecord]):
         watches for as records arrive."""
         loss = self._optional["loss"]
         return [
-            (self._step[i], bool(self._flags[i] & _SKIPPED), loss[i], i == self._first_bad)
+            (self._step[i] + i, bool(self._flags[i] & _SKIPPED), loss[i], i == self._first_bad)
             for i in range(start, len(self._step))
         ]
 
