@@ -4,7 +4,8 @@ The watcher records a run (gradscope/steps/) and calls `judge` once at its end; 
 views read the findings (and the steps each is about), never the rules. Each rule is
 declared with `@rule(..., Stage.WATCH, ...)` on its check (rules/registry.py) in
 steps.py, step_trends.py, step_blowup.py, step_progress.py, step_clipping.py, step_setup.py,
-step_meaning.py, step_optimizer.py or step_batch.py; importing them here declares them.
+step_meaning.py, step_optimizer.py, step_batch.py, step_modes.py, step_eps.py or
+step_same_batch.py; importing them here declares them.
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ from gradscope.rules import (  # noqa: F401  (declare)
     step_batch,
     step_blowup,
     step_clipping,
+    step_eps,
     step_meaning,
+    step_modes,
     step_optimizer,
     step_progress,
+    step_same_batch,
     step_setup,
     step_trends,
     steps,

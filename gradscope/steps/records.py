@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
 
 from gradscope.steps.meaning import LossKind, OptimizerSettings
+from gradscope.steps.state_facts import StateFacts
 from gradscope.steps.step_record import StepRecord
 from gradscope.steps.step_store import StepStore
 
@@ -89,6 +90,8 @@ class WatchRun:
         history = self.settings[index] if index < len(self.settings) else ()
         return history[-1] if history else None
 
+    state_facts: StateFacts = field(default_factory=StateFacts)
+    """The models' modes, Adam's eps against √v̂, repeated batches (steps/state_facts.py)."""
     argv: tuple[str, ...] | None = None
     """The script's own arguments (`watch SCRIPT -- ARGS`); None when not run as a script,
     so advice can give a command line that works."""

@@ -230,6 +230,7 @@ class Watcher:
         return isinstance(exc, StopWatching)
 
     def _build(self, status: str, error: str | None, notes: tuple[str, ...]) -> WatchRun:
+        from gradscope.watcher import run_facts
         from gradscope.watcher.state import ManualUpdates
 
         icp = self.state
@@ -271,6 +272,7 @@ class Watcher:
             loss_kinds=tuple(icp.loss_kinds.get(i) for i in range(len(icp.optimizers))),
             settings=icp.settings.of(len(icp.optimizers)),
             argv=self.argv,
+            state_facts=run_facts.read(icp, self.recorder.records),
         )
 
 

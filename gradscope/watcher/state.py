@@ -11,11 +11,14 @@ from typing import Any
 import torch
 
 from gradscope.watcher import discover, updates
+from gradscope.watcher.adam_eps import AdamEps
 from gradscope.watcher.faults import Fault, fault_of, record
 from gradscope.watcher.measure import Measure
+from gradscope.watcher.modes import Modes
 from gradscope.watcher.noise_scale import MicroGrads
 from gradscope.watcher.optim_settings import SettingsHistory
 from gradscope.watcher.recorder import Recorder
+from gradscope.watcher.same_batch import SameBatch
 from gradscope.watcher.threads import Threads, ThreadState
 
 
@@ -115,6 +118,10 @@ class WatchState:
     """Optimizer index → the `LossKind` of its first step whose loss was read."""
     first_weights: torch.Tensor | None = None
     """Norms of the tracked weights before the first update (device tensor)."""
+    modes: Modes = field(default_factory=Modes)
+    """The trained models' modes at the steps (modes.py)."""
+    adam_eps: AdamEps = field(default_factory=AdamEps)
+    batches: SameBatch = field(default_factory=SameBatch)
     measure: Measure = field(init=False)
     updates: updates.Updates = field(init=False)
     noise: MicroGrads = field(init=False)

@@ -32,6 +32,7 @@ VERDICTS = "tests/watcher/test_watch_verdicts.py"
 SERIES = "tests/watcher/test_watch_rules_series.py"
 MEANING = "tests/watcher/test_watch_meaning.py"
 NOISE = "tests/watcher/test_noise_scale.py"
+STATE = "tests/watcher/test_watch_state.py"
 
 FIRES = {
     "GS101": (RUN, "test_none_grad_names_parameter_and_says_module_never_ran"),
@@ -96,6 +97,13 @@ FIRES = {
         NOISE,
         "test_a_batch_far_above_the_critical_batch_is_information_and_a_near_one_is_not",
     ),
+    "GS440": (
+        STATE,
+        "test_a_model_left_in_eval_mode_is_named_at_its_first_step_with_the_eval_line",
+    ),
+    "GS441": (STATE, "test_batchnorm_statistics_that_never_moved_are_named"),
+    "GS442": (STATE, "test_adam_eps_above_root_v_is_named_within_two_steps"),
+    "GS443": (STATE, "test_the_same_batch_every_step_is_information"),
 }
 """Rule id → a test that makes it fire (on a real model or script, or on the data of one) and
 looks for it by id or slug."""

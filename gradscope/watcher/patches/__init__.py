@@ -7,6 +7,7 @@ and all removed when it ends (also on an exception, Ctrl-C or --steps reached).
 - clip            clip_grad_norm_, get_total_norm, clip_grads_with_norm_
 - grad_scaler     GradScaler.scale, GradScaler.step
 - pickling        Module.__getstate__ (no noise-scale hook in a pickled model)
+- module_train    Module.train (where the script switched a model to eval)
 
 From the first step on, the noise scale (noise_scale.py) adds a tensor hook on each
 tracked parameter and a forward pre-hook on each model found; they go with the rest.
@@ -25,6 +26,7 @@ import torch.nn.utils.clip_grad as clip_grad
 from gradscope.watcher.patches.backward import AutogradBackward, TensorBackward
 from gradscope.watcher.patches.clip import ClipGradNorm, ClipWithNorm, TotalNorm
 from gradscope.watcher.patches.grad_scaler import Scale, ScalerStep
+from gradscope.watcher.patches.module_train import ModuleTrain
 from gradscope.watcher.patches.optimizer_step import OptimizerStep
 from gradscope.watcher.patches.pickling import ModuleGetstate
 from gradscope.watcher.patches.zero_grad import ModuleZeroGrad, OptimizerZeroGrad
@@ -40,6 +42,7 @@ def every_patch(state: WatchState) -> list[Any]:
         OptimizerZeroGrad(state),
         ModuleZeroGrad(state),
         ModuleGetstate(state),
+        ModuleTrain(state),
         ClipGradNorm(state, utils),
         ClipGradNorm(state, clip_grad),
         TotalNorm(state, utils),
