@@ -91,6 +91,15 @@ def test_adam_eps_above_root_v_is_named_within_two_steps(script, case, advice):
     assert report_leads(report, "GS442")
 
 
+def test_a_loss_stalled_by_a_dominating_eps_points_to_eps_not_the_learning_rate():
+    report = watched("state_lm.py", "eps-tiny", "120")
+    found = rules(report)
+    (cause,) = found["GS442"]
+    (stall,) = found["GS415"]
+    assert report.findings[0] is cause and stall.explained_by == f"GS442:{cause.subject}"
+    assert "adam-eps-dominates (GS442): fix that first" in stall.advice
+
+
 @pytest.mark.parametrize(
     ("script", "case", "steps", "fell_by"),
     [
