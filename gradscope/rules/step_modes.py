@@ -24,7 +24,8 @@ SHOWN = 4
     example="model.eval() before an evaluation inside the epoch loop, and no "
     "model.train() before the next training step",
     fix="call model.train() at the top of each training epoch (or right after the "
-    "evaluation); to train without dropout on purpose, set its p to 0 instead",
+    "evaluation); to train without dropout on purpose, set its p to 0 instead; to freeze "
+    "BatchNorms on purpose, switch only them to eval (the model stays in train mode)",
 )
 def trained_in_eval(run: WatchRun, t: Thresholds) -> list[Finding]:
     """At an optimizer step the model that owns its parameters had `training` False
