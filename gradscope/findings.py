@@ -252,6 +252,26 @@ TABLE = {
             "a mean reduction, the loss divided once by the accumulation steps",
         ),
         TableRow(
+            "train-mode",
+            "training moves but evaluation disagrees, or dropout and BatchNorm do nothing",
+            "model.eval() left on during the optimizer steps, or BatchNorm statistics "
+            "that never moved from their initial 0 and 1",
+            "model.train() before the training steps; load or learn the statistics a "
+            "frozen BatchNorm normalises with",
+        ),
+        TableRow(
+            "adam-eps",
+            "Adam learns as slowly as SGD with a tiny step",
+            "eps above √v̂ for most elements: the step is lr·m̂/eps",
+            "eps far below the gradients' size (1e-8), or gradients not scaled down",
+        ),
+        TableRow(
+            "same-batch",
+            "the loss falls to ~0 quickly, and evaluation does not follow",
+            "every step trains on the same batch (a loader that yields one batch)",
+            "iterate the loader (for x, y in loader), not next(iter(loader)) in the loop",
+        ),
+        TableRow(
             "batch-size",
             "the batch is far larger or smaller than the gradient noise makes useful",
             "a batch far above the critical batch size averages away noise that was "

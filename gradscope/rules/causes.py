@@ -30,6 +30,7 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "GS433": ("GS401", "GS403", "GS407", "GS408", "GS434"),  # a NaN made in the backward
     "GS431": ("GS405", "GS409", "GS414", "GS415", "GS419"),  # probabilities fed as logits
     "GS419": ("GS401", "GS402", "GS403", "GS404", "GS409", "GS414", "GS415"),  # lr too high
+    "GS442": ("GS405", "GS410", "GS415"),  # eps outweighs √v̂: SGD with a tiny step
 }
 """Cause rule → the rules whose findings it explains in the same optimizer's steps. GS419
 is both: every cause that explains it also supersedes it (`supersedes=` on the cause's

@@ -2,10 +2,9 @@
 
 The watcher records a run (gradscope/steps/) and calls `judge` once at its end; the
 views read the findings (and the steps each is about), never the rules. Each rule is
-declared with `@rule(..., Stage.WATCH, ...)` on its check (rules/registry.py) in
-steps.py, step_trends.py, step_blowup.py, step_progress.py, step_clipping.py, step_setup.py,
-step_meaning.py, step_optimizer.py, step_batch.py, step_logits.py or step_nan.py;
-importing them here declares them.
+declared with `@rule(..., Stage.WATCH, ...)` on its check (rules/registry.py) in one of
+the modules imported below (steps.py and the step_*.py of each kind); importing them
+here declares them.
 """
 
 from __future__ import annotations
@@ -17,12 +16,15 @@ from gradscope.rules import (  # noqa: F401  (declare)
     step_batch,
     step_blowup,
     step_clipping,
+    step_eps,
     step_logits,
     step_meaning,
+    step_modes,
     step_nan,
     step_optimizer,
     step_progress,
     step_reduction,
+    step_same_batch,
     step_schedule,
     step_setup,
     step_stale,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, cast
 
 from gradscope.steps.meaning import LossKind, OptimizerSettings, SchedulerInfo
 from gradscope.steps.nan_facts import BackwardNan, WeightsNan
+from gradscope.steps.state_facts import StateFacts
 from gradscope.steps.step_record import StepRecord
 from gradscope.steps.step_store import StepStore
 
@@ -104,6 +105,8 @@ class WatchRun:
     """The backward op that made the first non-finite gradient, where watch saw it."""
     weights_nan: WeightsNan | None = None
     """Weights found non-finite after a finite loss's non-finite gradients."""
+    state_facts: StateFacts = field(default_factory=StateFacts)
+    """The models' modes, Adam's eps against √v̂, repeated batches (steps/state_facts.py)."""
     argv: tuple[str, ...] | None = None
     """The script's own arguments (`watch SCRIPT -- ARGS`); None when not run as a script,
     so advice can give a command line that works."""

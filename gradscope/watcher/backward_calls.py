@@ -59,6 +59,8 @@ def started(
     loss = tensor if scaled is None else scaled[1]
     if window.calls == 1 and state.steps % LOSS_KIND_EVERY < 3:
         window.loss_kind = loss_graph.read(loss, scaled is not None)
+    if window.calls == 1:
+        state.batches.observe(loss, state.steps + 1)
     value = loss.detach()
     if value.dtype not in (torch.float32, torch.float64):
         value = value.float()  # a half-precision loss summed over micro-batches

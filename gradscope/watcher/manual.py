@@ -144,6 +144,7 @@ def _step(
     state: WatchState, here: ThreadState, manual: ManualCheck, holder: ManualUpdates
 ) -> PendingStep:
     assert manual.grads is not None and state.manual_index is not None
+    state.modes.observe(state.tracked, state.manual_index, manual.members, state.steps + 1)
     return PendingStep(
         step=state.steps + 1,
         optimizer=state.manual_index,

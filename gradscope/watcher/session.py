@@ -235,6 +235,7 @@ class Watcher:
         return isinstance(exc, StopWatching)
 
     def _build(self, status: str, error: str | None, notes: tuple[str, ...]) -> WatchRun:
+        from gradscope.watcher import run_facts
         from gradscope.watcher.state import ManualUpdates
 
         icp = self.state
@@ -282,6 +283,7 @@ class Watcher:
             argv=self.argv,
             backward_nan=icp.probe.origin,
             weights_nan=icp.probe.weights,
+            state_facts=run_facts.read(icp, self.recorder.records),
         )
 
 

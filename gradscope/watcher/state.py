@@ -11,12 +11,15 @@ from typing import Any
 import torch
 
 from gradscope.watcher import discover, updates
+from gradscope.watcher.adam_eps import AdamEps
 from gradscope.watcher.faults import Fault, fault_of, record
 from gradscope.watcher.measure import Measure
+from gradscope.watcher.modes import Modes
 from gradscope.watcher.nan_probe import NanProbe
 from gradscope.watcher.noise_scale import MicroGrads
 from gradscope.watcher.optim_settings import SettingsHistory
 from gradscope.watcher.recorder import Recorder
+from gradscope.watcher.same_batch import SameBatch
 from gradscope.watcher.threads import Threads, ThreadState
 
 
@@ -128,6 +131,10 @@ class WatchState:
     """(len(tracked.roots), ids of their modules) when last read (replaced.py)."""
     probe: NanProbe = field(default_factory=NanProbe)
     """Where the first non-finite gradient of a finite loss was made (nan_probe.py)."""
+    modes: Modes = field(default_factory=Modes)
+    """The trained models' modes at the steps (modes.py)."""
+    adam_eps: AdamEps = field(default_factory=AdamEps)
+    batches: SameBatch = field(default_factory=SameBatch)
     measure: Measure = field(init=False)
     updates: updates.Updates = field(init=False)
     noise: MicroGrads = field(init=False)

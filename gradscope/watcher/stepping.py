@@ -60,6 +60,7 @@ def begin(
         wiped=_wiped(window, optimizer),
     )
     _micro(state, here.current, window)
+    state.modes.observe(state.tracked, index, here.current.members, state.steps + 1)
     if not skipped and updates.sampled(state.steps + 1, state.update_every):
         params = [p for g in optimizer.param_groups for p in g["params"]]
         here.snapshot = (params, state.updates.before(optimizer, params))
@@ -117,6 +118,7 @@ def finish(state: WatchState, here: ThreadState, optimizer: Any) -> None:
         current.update_norm = state.updates.after(before)
         current.weight_norm = state.measure.scatter(params, norms([p.detach() for p in params]))
     resets.stepped(state, optimizer, resets.trained(state, optimizer), here.ident)
+    state.adam_eps.observe(state.tracked, current.optimizer, optimizer, current.step)
     record_step.record(state, here, current)
 
 

@@ -34,6 +34,7 @@ MEANING = "tests/watcher/test_watch_meaning.py"
 NOISE = "tests/watcher/test_noise_scale.py"
 ORDER = "tests/watcher/test_watch_silent_order.py"
 NAN = "tests/watcher/test_watch_nan_origin.py"
+STATE = "tests/watcher/test_watch_state.py"
 
 FIRES = {
     "GS101": (RUN, "test_none_grad_names_parameter_and_says_module_never_ran"),
@@ -115,6 +116,13 @@ FIRES = {
         "tests/watcher/test_watch_probabilities.py",
         "test_a_loss_fed_probabilities_is_named_at_step_1_and_leads",
     ),
+    "GS440": (
+        STATE,
+        "test_a_model_left_in_eval_mode_is_named_at_its_first_step_with_the_eval_line",
+    ),
+    "GS441": (STATE, "test_batchnorm_statistics_that_never_moved_are_named"),
+    "GS442": (STATE, "test_adam_eps_above_root_v_is_named_within_two_steps"),
+    "GS443": (STATE, "test_the_same_batch_every_step_is_information"),
 }
 """Rule id → a test that makes it fire (on a real model or script, or on the data of one) and
 looks for it by id or slug."""

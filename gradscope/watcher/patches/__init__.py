@@ -10,6 +10,7 @@ and all removed when it ends (also on an exception, Ctrl-C or --steps reached).
 - scheduler       LRScheduler.step and its subclasses' own (how often the lr schedule steps)
 - registration    a module registering a parameter or submodule (torch's global hooks)
 - warning_site    warnings.warn: torch's warnings inside a patch keep the user's line
+- module_train    Module.train (where the script switched a model to eval)
 
 From the first step on, the noise scale (noise_scale.py) adds a tensor hook on each
 tracked parameter and a forward pre-hook on each model found; they go with the rest.
@@ -28,6 +29,7 @@ import torch.nn.utils.clip_grad as clip_grad
 from gradscope.watcher.patches.backward import AutogradBackward, TensorBackward
 from gradscope.watcher.patches.clip import ClipGradNorm, ClipWithNorm, TotalNorm
 from gradscope.watcher.patches.grad_scaler import Scale, ScalerStep
+from gradscope.watcher.patches.module_train import ModuleTrain
 from gradscope.watcher.patches.optimizer_step import OptimizerStep
 from gradscope.watcher.patches.pickling import ModuleGetstate
 from gradscope.watcher.patches.registration import Registration
@@ -47,6 +49,7 @@ def every_patch(state: WatchState) -> list[Any]:
         OptimizerZeroGrad(state),
         ModuleZeroGrad(state),
         ModuleGetstate(state),
+        ModuleTrain(state),
         ClipGradNorm(state, utils),
         ClipGradNorm(state, clip_grad),
         TotalNorm(state, utils),

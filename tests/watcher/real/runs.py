@@ -358,6 +358,18 @@ CASES = {
         mlp("mlp-adam-zero-grad-before-step", bug="zero_grad_before_step"),
         mlp("mlp-adam-no-zero-grad", bug="no_zero_grad"),
         mlp("mlp-sgd-no-zero-grad", "--optimizer=sgd", bug="no_zero_grad"),
+        # issue 40: the model's state (test_real_state.py)
+        nanogpt("nanogpt-eval-left", bug="train_ignored", iters=20),
+        nanogpt("nanogpt-adam-eps", bug="adam_eps=0.1", iters=20),
+        mlp("mlp-adam-eps", "--steps=20", bug="adam_eps=0.1"),
+        vae("vae-adam-eps", bug="adam_eps=0.001"),
+        word_lm("word-lm-eval-left", bug="train_ignored"),
+        Case(
+            "mnist-one-batch",
+            INJECT,
+            ("loader_one_batch", MNIST, "--epochs=1", "--batch-size=32", "--no-accel"),
+            env=MNIST_ENV,
+        ),
     )
 }
 

@@ -267,6 +267,43 @@ def lr_x100(stack: contextlib.ExitStack) -> None:
     stack.enter_context(mock.patch.object(torch.optim.Optimizer, "__init__", __init__))
 
 
+def train_ignored(stack: contextlib.ExitStack) -> None:
+    """`model.train()` forgotten after an evaluation: every `train(True)` does nothing, so
+    a model the script once switched to eval mode (its evaluation's `model.eval()`) stays
+    there through the training steps that follow."""
+    original = torch.nn.Module.train
+
+    def train(self, mode=True):
+        return self if mode else original(self, mode)
+
+    stack.enter_context(mock.patch.object(torch.nn.Module, "train", train))
+
+
+def adam_eps(stack: contextlib.ExitStack, value: str) -> None:
+    """Adam's eps written far too large where the script builds its optimizer (`eps=0.1`):
+    every optimizer with betas and an eps is built with eps=`value`."""
+    original = torch.optim.Optimizer.__init__
+
+    def __init__(self, params, defaults):
+        if "eps" in defaults and "betas" in defaults:
+            defaults = {**defaults, "eps": float(value)}
+        original(self, params, defaults)
+
+    stack.enter_context(mock.patch.object(torch.optim.Optimizer, "__init__", __init__))
+
+
+def loader_one_batch(stack: contextlib.ExitStack) -> None:
+    """A loader that yields one batch: each epoch's iterator gives the loader's first batch
+    every time, as `x, y = next(iter(loader))` inside the loop does."""
+    original = torch.utils.data.DataLoader.__iter__
+
+    def __iter__(self):
+        first = next(iter(original(self)))
+        return iter([first] * len(self))
+
+    stack.enter_context(mock.patch.object(torch.utils.data.DataLoader, "__iter__", __iter__))
+
+
 BUGS: dict[str, Callable[..., None]] = {
     f.__name__: f
     for f in (
@@ -284,6 +321,9 @@ BUGS: dict[str, Callable[..., None]] = {
         zero_grad_before_step,
         freeze_in_optimizer,
         lr_x100,
+        train_ignored,
+        adam_eps,
+        loader_one_batch,
     )
 }
 

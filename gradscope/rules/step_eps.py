@@ -1,0 +1,93 @@
+"""GS442: Adam's eps above √v̂ for most of the elements it moves, from the optimizer's own
+state at sampled steps (watcher/adam_eps.py). No torch."""
+
+from __future__ import annotations
+
+import itertools
+
+from gradscope.config import Thresholds
+from gradscope.findings import RULES, Finding, Severity
+from gradscope.fmt import num
+from gradscope.rules.registry import Stage, rule
+from gradscope.rules.step_common import about
+from gradscope.steps.records import WatchRun
+from gradscope.steps.state_facts import EpsSample
+
+MOST = 0.5
+"""Most of the elements: more than half."""
+SHOWN = 3
+
+
+@rule(
+    "GS442",
+    "adam-eps-dominates",
+    Severity.WARNING,
+    "adam-eps",
+    Stage.WATCH,
+    "watch: Adam's eps is above √v̂ for most of the elements it moves, so its step is "
+    "lr·m̂/eps: SGD with a tiny learning rate, not an adaptive step",
+    example="torch.optim.Adam(model.parameters(), lr=1e-3, eps=0.1) on gradients of order "
+    "1e-3, or the default eps=1e-8 on a loss multiplied by 1e-9",
+    fix="an eps well below the gradients' size (the default 1e-8; 1e-6 to 1e-4 under "
+    "float16), or the loss at its natural scale",
+)
+def adam_eps_dominates(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """Adam divides the momentum by √v̂ + eps. Read from the optimizer's state after the
+    step (steps 1-3, then every 25th): where 0 < v and √v̂ < eps, eps decides the step
+    size, and the update is lr·m̂/eps, a plain SGD step at lr/eps. Fires when that holds
+    for more than half of the optimizer's elements with v > 0 at two samples in a row
+    (steps 1 and 2 at the earliest). Elements whose v is 0 never had a gradient and move
+    neither way; a large eps on purpose (1e-3 on gradients of 1) stays silent, since
+    √v̂ is larger still."""
+    out = []
+    by_optimizer: dict[int, dict[int, list[EpsSample]]] = {}
+    for sample in run.state_facts.eps:
+        by_optimizer.setdefault(sample.optimizer, {}).setdefault(sample.step, []).append(sample)
+    for index, steps in by_optimizer.items():
+        order = sorted(steps)
+        hits = [s for s in order if _share(steps[s]) > MOST]
+        pair = next((s for a, s in itertools.pairwise(order) if a in hits and s in hits), None)
+        if pair is None:
+            continue
+        first = order[order.index(pair) - 1]
+        out.append(about(_finding(run, index, steps[pair], first, pair), [first, pair]))
+    return out
+
+
+def _share(samples: list[EpsSample]) -> float:
+    under = sum(s.dominated()[0] for s in samples)
+    live = sum(s.dominated()[1] for s in samples)
+    return under / live if live else 0.0
+
+
+def _finding(run: WatchRun, index: int, samples: list[EpsSample], first: int, step: int) -> Finding:
+    eps = max(s.eps for s in samples)
+    share = _share(samples)
+    tensors = sorted(
+        ((p, sh) for s in samples for p, sh, _ in s.shares if sh > MOST), key=lambda x: -x[1]
+    )
+    names = [
+        f"{run.params[p].name} {sh:.0%}" if p < len(run.params) else f"#{p} {sh:.0%}"
+        for p, sh in tensors[:SHOWN]
+    ]
+    more = f" and {len(tensors) - SHOWN} more" if len(tensors) > SHOWN else ""
+    label = run.optimizer_label(index)
+    message = (
+        f"eps = {num(eps)} is above √v̂ for {share:.0%} of the elements {label} moves "
+        f"(steps {first} and {step}): there its step is lr·m̂/eps, SGD at a learning rate "
+        f"of lr/eps, not Adam's adaptive step"
+    )
+    if eps <= 1e-7:
+        advice = (
+            "the gradients themselves are tiny (√v̂ below 1e-8): keep the loss at its "
+            "natural scale (a loss multiplied far down makes every gradient fall under eps)"
+        )
+    else:
+        advice = (
+            f"lower eps (the default 1e-8; 1e-6 to 1e-4 under float16): at {num(eps)} it "
+            "outweighs the gradients' own size"
+        )
+    evidence = (f"tensors where eps dominates: {', '.join(names)}{more}",)
+    return RULES["GS442"].finding(
+        label, message, advice, value=share, threshold=MOST, evidence=evidence
+    )

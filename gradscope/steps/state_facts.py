@@ -1,0 +1,95 @@
+"""What a watched run showed of the model's mode, Adam's eps and the batches, as plain data.
+
+The watcher reads these from host flags at the optimizer steps and from device values at
+a few sampled steps, read back once when the run ends (watcher/modes.py, adam_eps.py,
+same_batch.py); the rules GS440-GS443 read them here. No torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class EvalSpan:
+    """A model whose parameters an optimizer trained while the model was in eval mode."""
+
+    model: str
+    """The model's class name."""
+    optimizer: int
+    first: int
+    """The first optimizer step it was in eval mode at."""
+    last: int
+    steps: int
+    """Optimizer steps taken in eval mode."""
+    of: int
+    """Optimizer steps of that optimizer seen, in either mode."""
+    dropouts: tuple[str, ...]
+    """Its dropout modules (p > 0) that were identities at those steps."""
+    norms: tuple[str, ...]
+    """Its BatchNorm modules with trained weights that normalised with running
+    statistics (and left them unchanged) at those steps."""
+    where: str | None = None
+    """file:line of the script's `eval()` (or `train(False)`) call that switched it."""
+
+
+@dataclass(frozen=True)
+class StillStats:
+    """A BatchNorm whose running statistics are where they started at the end of the run."""
+
+    name: str
+    kind: str
+    """Its class name (BatchNorm2d, ...)."""
+    momentum: float | None
+    """Its momentum (None: a cumulative average)."""
+    eval_steps: int
+    """Optimizer steps of the run it was in eval mode at."""
+    steps: int
+    """Optimizer steps of the run seen."""
+    trained: bool
+    """Its weight or bias had a gradient at some step."""
+
+
+@dataclass(frozen=True)
+class EpsSample:
+    """At one step of an Adam-family optimizer, where eps outweighs √v̂."""
+
+    optimizer: int
+    step: int
+    eps: float
+    shares: tuple[tuple[int, float, int], ...]
+    """(parameter position, share of its elements with v > 0 where √v̂ < eps, how many
+    elements have v > 0), for each parameter with a state."""
+
+    def dominated(self) -> tuple[int, int]:
+        """(elements where eps outweighs √v̂, elements with v > 0), over every parameter."""
+        live = sum(n for _, _, n in self.shares)
+        under = sum(round(s * n) for _, s, n in self.shares)
+        return under, live
+
+
+@dataclass(frozen=True)
+class BatchRepeats:
+    """The loss's targets compared between consecutive optimizer steps."""
+
+    optimizer: int
+    compared: tuple[int, ...]
+    """Steps whose targets were compared with the previous step's."""
+    same: tuple[int, ...]
+    """Of those, the steps whose targets were identical (and not all one value, nor
+    positions 0..n-1 in some order: labels that every batch shares)."""
+    samples: int
+    """Targets in one batch."""
+    loss: str
+    """The loss node the targets were read from (NllLossBackward0, ...)."""
+
+
+@dataclass(frozen=True)
+class StateFacts:
+    """Everything of the above for one run."""
+
+    eval_spans: tuple[EvalSpan, ...] = ()
+    still_stats: tuple[StillStats, ...] = ()
+    eps: tuple[EpsSample, ...] = ()
+    repeats: tuple[BatchRepeats, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)

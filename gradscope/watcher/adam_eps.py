@@ -1,0 +1,102 @@
+"""Where Adam's eps outweighs √v̂, read from the optimizer's own state at a few steps.
+
+Adam divides the momentum by √v̂ + eps. Where eps is above √v̂ for most of the
+elements, the step there is lr·m̂/eps: SGD with a learning rate of lr/eps, not Adam.
+At steps 1-3 and every SAMPLE_EVERY steps (LATER_EVERY after step 100), after the step,
+each parameter's share of elements with 0 < v < eps²·(1 - β2^t) (√v̂ < eps) is computed
+on the device; all of the samples are read back once, when the run ends (`facts`).
+Elements with v = 0 never had a gradient (an unused embedding row): Adam does not move
+them either way, so they are not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gradscope.distributed.norms import local
+from gradscope.steps.state_facts import EpsSample
+from gradscope.watcher import discover
+
+SAMPLE_EVERY = 25
+"""Steps 25k up to step 100, then 1000k (a sample costs a few small ops per parameter)."""
+LATER_EVERY = 1000
+MAX_SAMPLES = 64
+"""Samples kept at most (the first ones): up to step 57,000."""
+
+
+def sampled(step: int) -> bool:
+    return step <= 3 or step % (SAMPLE_EVERY if step <= 100 else LATER_EVERY) == 0
+
+
+@dataclass
+class Pending:
+    optimizer: int
+    step: int
+    eps: float
+    positions: list[int]
+    counts: torch.Tensor
+    """[k, 2]: per parameter, elements under eps and elements with v > 0."""
+
+
+@dataclass
+class AdamEps:
+    pending: list[Pending] = field(default_factory=list)
+
+    def observe(self, tracked: discover.Tracked, index: int, optimizer: Any, step: int) -> None:
+        """After optimizer `index`'s step `step`."""
+        if not sampled(step) or len(self.pending) >= MAX_SAMPLES:
+            return
+        for group in optimizer.param_groups:
+            got = _group(tracked, optimizer, group)
+            if got is not None:
+                self.pending.append(Pending(index, step, got[0], got[1], got[2]))
+
+    def facts(self) -> list[EpsSample]:
+        """Every sample, read back in one go."""
+        if not self.pending:
+            return []
+        device = self.pending[0].counts.device
+        read = torch.cat([p.counts.to(device).reshape(-1) for p in self.pending]).tolist()
+        out, at = [], 0
+        for p in self.pending:
+            shares = []
+            for position in p.positions:
+                under, live = read[at], read[at + 1]
+                at += 2
+                if live > 0:
+                    shares.append((position, under / live, int(live)))
+            out.append(EpsSample(p.optimizer, p.step, p.eps, tuple(shares)))
+        self.pending = []
+        return out
+
+
+def _group(
+    tracked: discover.Tracked, optimizer: Any, group: dict[str, Any]
+) -> tuple[float, list[int], torch.Tensor] | None:
+    """(eps, positions, [k, 2] counts) of an Adam-family group; None for any other."""
+    eps, betas = group.get("eps"), group.get("betas")
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or eps <= 0:
+        return None
+    if not isinstance(betas, (tuple, list)) or not isinstance(betas[1], (int, float)):
+        return None
+    key = "max_exp_avg_sq" if group.get("amsgrad") else "exp_avg_sq"
+    positions, rows = [], []
+    with torch.no_grad():
+        for p in group["params"]:
+            state = optimizer.state.get(p) if id(p) in tracked.index else None
+            if not state or not isinstance(state.get(key), torch.Tensor) or "step" not in state:
+                continue
+            v = local(state[key])
+            t = state["step"]
+            t = t.to(v.device, torch.float64) if isinstance(t, torch.Tensor) else float(t)
+            floor = (1 - betas[1] ** t) * (eps * eps)  # √v̂ < eps  ⇔  v < eps²·(1 - β2^t)
+            positive = v > 0
+            under = positive & (v < floor)
+            rows.append(torch.stack([under.sum(), positive.sum()]))
+            positions.append(tracked.index[id(p)])
+    if not rows:
+        return None
+    return float(eps), positions, torch.stack(rows)

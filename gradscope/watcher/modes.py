@@ -1,0 +1,172 @@
+"""The mode each trained model was in at the optimizer steps, and its BatchNorms' statistics.
+
+`model.eval()` left on through training turns every dropout into the identity and makes
+every BatchNorm normalise with running statistics that it no longer updates. A step
+reads one host flag per model (`module.training`); the model's dropout and BatchNorm
+modules are listed only at a step where that flag is False. Whether a BatchNorm's
+statistics ever moved is read once, when the run ends (`facts`). The script's
+`eval()` / `train(False)` calls are noted with their file:line (patches/module_train.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from gradscope.steps.state_facts import EvalSpan, StillStats
+from gradscope.watcher import discover
+
+NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
+DROPOUTS = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout)
+SAMPLE_EVERY = 25
+"""Besides steps 1-3, the BatchNorms' own flags are read every this many steps."""
+
+
+@dataclass
+class Span:
+    first: int
+    last: int
+    steps: int = 0
+    dropouts: tuple[str, ...] = ()
+    norms: tuple[str, ...] = ()
+    where: str | None = None
+
+
+@dataclass
+class Modes:
+    """What the steps saw; changed under the watch's lock."""
+
+    roots_of: dict[int, tuple[Any, list[nn.Module]]] = field(default_factory=dict)
+    """Optimizer index → (its members' key, the models that own its parameters)."""
+    spans: dict[tuple[int, int], Span] = field(default_factory=dict)
+    """(optimizer index, id(model)) → its steps in eval mode."""
+    names: dict[int, str] = field(default_factory=dict)
+    """id(model) → its class name."""
+    norm_eval: dict[int, int] = field(default_factory=dict)
+    """id(BatchNorm) → sampled steps it was in eval mode at."""
+    sampled: int = 0
+    calls: dict[int, str | None] = field(default_factory=dict)
+    """id(module) → file:line of the script's last eval() / train(False) on it."""
+
+    def observe(self, tracked: discover.Tracked, index: int, members: Any, step: int) -> None:
+        """Optimizer `index` steps (`members`: its parameters' positions)."""
+        cached = self.roots_of.get(index)
+        if cached is None or cached[0] is not members:
+            cached = self.roots_of[index] = (members, _roots(tracked, members))
+        for root in cached[1]:
+            if not root.training:
+                self._in_eval(tracked, index, members, root, step)
+        if step <= 3 or step % SAMPLE_EVERY == 0:
+            self.sampled += 1
+            for root in cached[1]:
+                for m in root.modules():
+                    if isinstance(m, NORMS) and not m.training:
+                        self.norm_eval[id(m)] = self.norm_eval.get(id(m), 0) + 1
+
+    def _in_eval(
+        self, tracked: discover.Tracked, index: int, members: Any, root: nn.Module, step: int
+    ) -> None:
+        key = (index, id(root))
+        span = self.spans.get(key)
+        if span is None or span.last < step - 1 or span.last == 0:
+            trained = {id(tracked.params[i]) for i in members}
+            dropouts, norms = _switched(root, trained)
+            where = self.calls.get(id(root))
+            if span is None:
+                span = self.spans[key] = Span(step, step, 0, dropouts, norms, where)
+            else:  # eval again after steps in train mode: the later switch is the one
+                span.dropouts, span.norms = dropouts, norms
+                span.where = where or span.where
+            self.names[id(root)] = type(discover.unwrapped(root)).__name__
+        span.last = step
+        span.steps += 1
+
+    def facts(
+        self, tracked: discover.Tracked, got_grad: Any, seen: Any
+    ) -> tuple[list[EvalSpan], list[Any]]:
+        """The spans (`seen`: an optimizer's steps), and each BatchNorm of the trained
+        models whose running statistics are still their initial zeros and ones (one
+        read-back for all of them)."""
+        spans = [
+            EvalSpan(
+                self.names.get(root, "model"),
+                index,
+                s.first,
+                s.last,
+                s.steps,
+                max(seen(index), s.steps),  # live steps: GradScaler's skips not counted
+                s.dropouts,
+                s.norms,
+                s.where,
+            )
+            for (index, root), s in self.spans.items()
+            if s.dropouts or s.norms
+        ]
+        return spans, self._still(tracked, got_grad)
+
+    def _still(self, tracked: discover.Tracked, got_grad: Any) -> list[StillStats]:
+        models = {id(r): r for _, roots in self.roots_of.values() for r in roots}
+        found = [
+            (name, m)
+            for root in models.values()
+            for name, m in discover.unwrapped(root).named_modules()
+            if isinstance(m, NORMS) and m.track_running_stats and m.running_mean is not None
+        ]
+        if not found:
+            return []
+        with torch.no_grad():
+            flags = torch.stack([_initial(m) for _, m in found]).tolist()
+        out = []
+        for (name, m), still in zip(found, flags, strict=True):
+            if not still:
+                continue
+            params = [p for p in (m.weight, m.bias) if p is not None]
+            trained = any(id(p) in tracked.index and got_grad(tracked.index[id(p)]) for p in params)
+            momentum = None if m.momentum is None else float(m.momentum)
+            out.append(
+                StillStats(
+                    name.replace(discover.COMPILED_PREFIX, ""),
+                    type(m).__name__,
+                    momentum,
+                    self.norm_eval.get(id(m), 0),
+                    self.sampled,
+                    trained,
+                )
+            )
+        return out
+
+
+def _initial(m: nn.Module) -> torch.Tensor:
+    """A device bool: the BatchNorm's running mean is all 0 and its variance all 1."""
+    mean, var = m.running_mean, m.running_var
+    assert isinstance(mean, torch.Tensor) and isinstance(var, torch.Tensor)
+    return torch.all(mean == 0) & torch.all(var == 1)
+
+
+def _roots(tracked: discover.Tracked, members: Any) -> list[nn.Module]:
+    """The models that own at least one of the optimizer's parameters."""
+    where = {tracked.owners[i][0] for i in members if i in tracked.owners}
+    return [tracked.roots[w] for w in sorted(where) if w < len(tracked.roots)]
+
+
+def _switched(root: nn.Module, trained: set[int]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The model's dropouts (p > 0, beside a trained parameter) and BatchNorms (with a
+    trained weight or bias) that are in eval mode: those that behave otherwise in train."""
+    dropouts, norms = [], []
+    model = discover.unwrapped(root)
+    for name, parent in model.named_modules():
+        own = any(id(p) in trained for p in parent.parameters())
+        for child_name, m in parent.named_children():
+            full = f"{name}.{child_name}" if name else child_name
+            if m.training:
+                continue
+            if isinstance(m, DROPOUTS) and m.p > 0 and own:
+                dropouts.append(f"{full} ({type(m).__name__})")
+            elif isinstance(m, NORMS) and any(
+                p is not None and id(p) in trained for p in (m.weight, m.bias)
+            ):
+                norms.append(f"{full} ({type(m).__name__})")
+    return tuple(dropouts), tuple(norms)

@@ -1,0 +1,111 @@
+"""Whether consecutive optimizer steps train on the same batch: the loss's targets.
+
+torch's loss nodes keep their target (`_saved_target` of NllLossBackward0,
+MseLossBackward0, ...). At the first backward of steps 1-3, and of a pair of steps every
+SAMPLE_EVERY (LATER_EVERY after step 101), the target is found a few nodes below the
+loss and compared on the device with the previous step's copy; the results are read
+back once, when the run ends. A target that is one value throughout (a GAN's real
+labels) or the positions 0..n-1 in some order (a contrastive loss's labels) is the same
+in every batch by construction, and is not counted as the same batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gradscope.steps.state_facts import BatchRepeats
+
+SAMPLE_EVERY = 25
+"""Pairs of steps 25k and 25k + 1 up to step 101, then 500k and 500k + 1."""
+LATER_EVERY = 500
+MAX_NODES = 16
+"""Nodes visited below the loss at most: the loss node sits under a few reductions."""
+TARGETS = (
+    "NllLossBackward0",
+    "NllLoss2DBackward0",
+    "MseLossBackward0",
+    "L1LossBackward0",
+    "SmoothL1LossBackward0",
+    "HuberLossBackward0",
+    "BinaryCrossEntropyBackward0",
+    "BinaryCrossEntropyWithLogitsBackward0",
+)
+MAX_COMPARED = 256
+
+
+def wanted(step: int) -> bool:
+    """Step `step`'s target is read: steps 1-3, then pairs of steps (25k, 25k + 1) up to
+    step 101 and (500k, 500k + 1) after it (a comparison costs ~0.1 ms on a CPU)."""
+    every = SAMPLE_EVERY if step <= 101 else LATER_EVERY
+    return step <= 3 or step % every in (0, 1)
+
+
+@dataclass
+class SameBatch:
+    previous: tuple[int, str, torch.Tensor] | None = None
+    """(step, loss node, a copy of its target) of the last read step, while the next
+    one is read too."""
+    compared: list[tuple[int, torch.Tensor]] = field(default_factory=list)
+    """(step, device bool: the same batch as the step before)."""
+    samples: int = 0
+    node: str = ""
+
+    def observe(self, loss: torch.Tensor, step: int) -> None:
+        """The first backward of step `step` runs from `loss`."""
+        if not wanted(step) or len(self.compared) >= MAX_COMPARED:
+            return
+        found = _target(loss.grad_fn)
+        previous, self.previous = self.previous, None
+        if found is None:
+            return
+        node, target = found
+        if previous is not None and previous[0] == step - 1 and previous[1] == node:
+            same = _same(previous[2], target)
+            if same is not None:
+                self.compared.append((step, same))
+                self.samples, self.node = target.numel(), node
+        if wanted(step + 1):
+            self.previous = (step, node, target.detach().clone())
+
+    def facts(self) -> list[BatchRepeats]:
+        if not self.compared:
+            return []
+        device = self.compared[0][1].device
+        flags = torch.stack([s.to(device) for _, s in self.compared]).tolist()
+        steps = tuple(step for step, _ in self.compared)
+        same = tuple(step for step, flag in zip(steps, flags, strict=True) if flag)
+        self.compared, self.previous = [], None
+        return [BatchRepeats(0, steps, same, self.samples, self.node)]
+
+
+def _target(node: Any) -> tuple[str, torch.Tensor] | None:
+    """The first loss node's name and target among the nodes nearest the loss."""
+    queue, visited = [node], 0
+    while queue and visited < MAX_NODES:
+        node = queue.pop(0)
+        if node is None:
+            continue
+        visited += 1
+        name = type(node).__name__
+        if name in TARGETS:
+            target = getattr(node, "_saved_target", None)
+            return (name, target) if isinstance(target, torch.Tensor) else None
+        queue.extend(n for n, _ in node.next_functions)
+    return None
+
+
+def _same(before: torch.Tensor, now: torch.Tensor) -> torch.Tensor | None:
+    """A device bool: identical, not one value, not the positions 0..n-1; None where the
+    shapes differ (not the same batch, nothing to read back)."""
+    if before.shape != now.shape or before.dtype != now.dtype or now.numel() < 2:
+        return None
+    with torch.no_grad():
+        flat = now.detach().reshape(-1)
+        same = (before.reshape(-1) == flat).all() & (flat != flat[0]).any()
+        if now.dim() == 1 and not now.is_floating_point() and not now.is_complex():
+            positions = torch.arange(flat.numel(), device=flat.device, dtype=flat.dtype)
+            same = same & (flat.sort().values != positions).any()
+    return same
