@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from gradscope.watcher import discover, loss_graph, manual, nan_probe, resets, stepping
+from gradscope.watcher import discover, loss_graph, manual, modes, nan_probe, resets, stepping
 from gradscope.watcher.state import WatchState
 from gradscope.watcher.threads import ThreadState, Window
 
@@ -45,6 +45,8 @@ def started(
     here.zeroed = None  # a backward after the zero_grad: the usual order
     if window.calls:
         resets.wiped_by_hand(state, here, window)
+    else:  # the mode the step's forward ran in, not the one at step() (an evaluation after)
+        window.eval_roots = modes.in_eval(state.tracked, state.modes)
     window.calls += 1
     if here.helper:
         window.leaves.update(id(t) for t in discover.graph_leaves(roots))

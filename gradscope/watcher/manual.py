@@ -58,6 +58,7 @@ def backward_end(state: WatchState, here: ThreadState, roots: list[torch.Tensor]
     manual.kind = here.window.loss_kind or manual.kind
     manual.loss_known = here.window.loss_known
     manual.calls = here.window.calls
+    manual.eval_roots = here.window.eval_roots
     if updates.sampled(state.steps + 1, state.update_every):  # the next step's is measured
         manual.before = state.updates.before(None, tracked)
     manual.pending = True
@@ -144,7 +145,9 @@ def _step(
     state: WatchState, here: ThreadState, manual: ManualCheck, holder: ManualUpdates
 ) -> PendingStep:
     assert manual.grads is not None and state.manual_index is not None
-    state.modes.observe(state.tracked, state.manual_index, manual.members, state.steps + 1)
+    state.modes.observe(
+        state.tracked, state.manual_index, manual.members, state.steps + 1, manual.eval_roots
+    )
     return PendingStep(
         step=state.steps + 1,
         optimizer=state.manual_index,

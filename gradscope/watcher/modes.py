@@ -50,14 +50,29 @@ class Modes:
     sampled: int = 0
     calls: dict[int, str | None] = field(default_factory=dict)
     """id(module) → file:line of the script's last eval() / train(False) on it."""
+    evaled: set[int] = field(default_factory=set)
+    """ids of the modules switched to eval since the current step's first backward: at a
+    step whose models were not yet known then, their forward ran in train mode."""
 
-    def observe(self, tracked: discover.Tracked, index: int, members: Any, step: int) -> None:
-        """Optimizer `index` steps (`members`: its parameters' positions)."""
+    def observe(
+        self,
+        tracked: discover.Tracked,
+        index: int,
+        members: Any,
+        step: int,
+        eval_roots: frozenset[int] | None = None,
+    ) -> None:
+        """Optimizer `index` steps (`members`: its parameters' positions); `eval_roots`:
+        the models in eval mode at the step's first backward (None: read them now)."""
         cached = self.roots_of.get(index)
         if cached is None or cached[0] is not members:
             cached = self.roots_of[index] = (members, _roots(tracked, members))
         for root in cached[1]:
-            if not root.training:
+            if eval_roots is None:
+                in_eval = not root.training and id(root) not in self.evaled
+            else:
+                in_eval = id(root) in eval_roots
+            if in_eval:
                 self._in_eval(tracked, index, members, root, step)
         if step <= 3 or step % SAMPLE_EVERY == 0:
             self.sampled += 1
@@ -146,6 +161,16 @@ def _initial(m: nn.Module) -> torch.Tensor:
     return torch.all(mean == 0) & torch.all(var == 1)
 
 
+def in_eval(tracked: discover.Tracked, modes: Modes) -> frozenset[int] | None:
+    """ids of the watched models in eval mode now (one host flag each); None before the
+    first step found them (the step reads their mode then, less the models switched to
+    eval after this backward: `Modes.evaled`)."""
+    modes.evaled.clear()
+    if not tracked.roots:
+        return None
+    return frozenset(id(r) for r in tracked.roots if not r.training)
+
+
 def _roots(tracked: discover.Tracked, members: Any) -> list[nn.Module]:
     """The models that own at least one of the optimizer's parameters."""
     where = {tracked.owners[i][0] for i in members if i in tracked.owners}
@@ -154,14 +179,17 @@ def _roots(tracked: discover.Tracked, members: Any) -> list[nn.Module]:
 
 def _switched(root: nn.Module, trained: set[int]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The model's dropouts (p > 0, beside a trained parameter) and BatchNorms (with a
-    trained weight or bias) that are in eval mode: those that behave otherwise in train."""
+    trained weight or bias) that are in eval mode: those that behave otherwise in train.
+    A model switched back to train since its forward (train() before step()) had them all
+    in eval then, as eval() sets every child."""
     dropouts, norms = [], []
     model = discover.unwrapped(root)
+    since_forward = root.training
     for name, parent in model.named_modules():
         own = any(id(p) in trained for p in parent.parameters())
         for child_name, m in parent.named_children():
             full = f"{name}.{child_name}" if name else child_name
-            if m.training:
+            if m.training and not since_forward:
                 continue
             if isinstance(m, DROPOUTS) and m.p > 0 and own:
                 dropouts.append(f"{full} ({type(m).__name__})")

@@ -65,6 +65,8 @@ class ManualCheck:
     """Measured steps: what the update is measured from (updates.py)."""
     kind: Any = None
     """The `LossKind` of the backward calls, where it was read."""
+    eval_roots: frozenset[int] | None = None
+    """The models in eval mode at the first of those backward calls (threads.Window)."""
     pending: bool = False
     """A backward ended since the last check."""
 

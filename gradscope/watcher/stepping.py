@@ -60,7 +60,9 @@ def begin(
         wiped=_wiped(window, optimizer),
     )
     _micro(state, here.current, window)
-    state.modes.observe(state.tracked, index, here.current.members, state.steps + 1)
+    state.modes.observe(
+        state.tracked, index, here.current.members, state.steps + 1, window.eval_roots
+    )
     if not skipped and updates.sampled(state.steps + 1, state.update_every):
         params = [p for g in optimizer.param_groups for p in g["params"]]
         here.snapshot = (params, state.updates.before(optimizer, params))

@@ -48,6 +48,9 @@ class Window:
     sentinel: Any = None
     """A parameter the window's first backward gave a gradient: None again at a later
     call's start, the script set the gradients to None by hand in between."""
+    eval_roots: frozenset[int] | None = None
+    """ids of the watched models in eval mode at the window's first backward: the mode
+    its forward ran in (modes.py), whatever the script switched to before the step."""
 
     def add(self, other: Window) -> None:
         """`other`'s backward calls belong to the same step."""

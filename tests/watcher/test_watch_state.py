@@ -172,6 +172,31 @@ def test_a_gan_whose_labels_are_the_same_every_step_is_not_one_batch():
     assert not {f.rule for f in w.report.findings} & OURS
 
 
+def _steps_in_modes(forward_eval: bool, step_eval: bool) -> set[str]:
+    """A loop whose forward runs in one mode and whose step() in another (an evaluation
+    between backward and step, or a train() just before step)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.5), nn.Linear(16, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with api.watch() as w:
+        for _ in range(4):
+            model.train(not forward_eval)
+            loss = F.cross_entropy(model(torch.randn(8, 8)), torch.randint(0, 2, (8,)))
+            opt.zero_grad()
+            loss.backward()
+            model.train(not step_eval)
+            if step_eval:
+                with torch.no_grad():
+                    model(torch.randn(8, 8))  # a validation batch before the step
+            opt.step()
+    return {f.rule for f in w.report.findings}
+
+
+def test_the_mode_judged_is_the_one_the_forward_ran_in_not_the_one_at_step():
+    assert "GS440" not in _steps_in_modes(forward_eval=False, step_eval=True)
+    assert "GS440" in _steps_in_modes(forward_eval=True, step_eval=False)
+
+
 def test_the_eval_line_is_the_callers_and_the_patch_is_put_back():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.5), nn.Linear(16, 2))
