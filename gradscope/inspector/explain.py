@@ -221,7 +221,7 @@ def probability_ops(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
 
 
 PASSES: dict[str, Callable[..., list[str]]] = {
-    "loss-fed-probabilities": probability_ops,
+    "loss-fed-probs": probability_ops,
     "non-finite-loss": non_finite_origin,
     "non-finite-grad": non_finite_origin,
     "vanishing": saturation,

@@ -25,7 +25,7 @@ FIX = {
 
 @rule(
     "GS432",
-    "loss-fed-probabilities",
+    "loss-fed-probs",
     Severity.ERROR,
     "logits",
     Stage.RUN,

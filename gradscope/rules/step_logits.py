@@ -40,7 +40,7 @@ _WHAT = {
 
 @rule(
     "GS431",
-    "probabilities-as-logits",
+    "probs-as-logits",
     Severity.ERROR,
     "logits",
     Stage.WATCH,

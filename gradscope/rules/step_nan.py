@@ -86,7 +86,7 @@ def backward_nan_origin(run: WatchRun, t: Thresholds) -> list[Finding]:
 
 @rule(
     "GS434",
-    "weights-nan-loss-finite",
+    "weights-nan",
     Severity.ERROR,
     "exploding",
     Stage.WATCH,

@@ -36,7 +36,7 @@ def test_inspect_names_the_op_that_fed_probabilities_to_the_loss(loss, words):
     report = inspect(_model(), X, loss)
     found = [f for f in report.findings if f.rule == "GS432"]
     assert len(found) == 1 and words in found[0].message, report.findings
-    assert found[0].slug == "loss-fed-probabilities"
+    assert found[0].slug == "loss-fed-probs"
     assert any("test_logits.py:" in e for e in found[0].evidence), found[0].evidence
 
 
