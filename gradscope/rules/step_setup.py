@@ -22,6 +22,7 @@ from gradscope.rules.step_common import (
     live,
     step_list,
 )
+from gradscope.rules.step_dead import dead_from
 from gradscope.steps.records import ParamInfo, StepRecord, WatchRun
 
 
@@ -149,6 +150,12 @@ def _got_grad(run: WatchRun, i: int) -> bool:
     return run.tensors.got_grad(i)
 
 
+def _died(run: WatchRun, i: int) -> bool:
+    """Its gradients fell a thousandfold and stayed there, in its optimizer's steps."""
+    series = next((s for s in by_optimizer(run) if i in s.members), None)
+    return series is not None and dead_from(series.steps, i) is not None
+
+
 def _judged_ratios(run: WatchRun, t: Thresholds) -> Iterator[tuple[int, float, bool]]:
     """(parameter, its median update ratio, whether it is a matrix) for the parameters in
     an optimizer: over the steps where it had a gradient when it could learn."""
@@ -229,6 +236,8 @@ def update_ratio_low(run: WatchRun, t: Thresholds) -> list[Finding]:
             why = "its param group's learning rate is 0"
         elif not _got_grad(run, i):
             continue  # GS413 says it
+        elif _died(run, i):
+            continue  # a ratio ~0 with no gradient left is not a small lr: GS405/GS417's
         else:
             why = "its learning rate is far too small for its gradients"
         out.append(

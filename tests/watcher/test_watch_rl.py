@@ -146,6 +146,13 @@ def test_a_detached_critic_is_still_named(runs, tmp_path):
     bugged = source.replace("self.critic(x)\n", "self.critic(x).detach()\n")
     assert bugged.count(".detach()\n") == 2  # get_value and get_action_and_value
     (tmp_path / "ppo.py").write_text(bugged)
-    found = _by_rule(runs("ppo", str(tmp_path / "ppo.py")))
+    report = runs("ppo", str(tmp_path / "ppo.py"))
+    found = _by_rule(report)
     never = {f.subject for f in found["GS413"] if f.severity >= Severity.WARNING}
     assert {"critic.0.weight", "critic.4.weight"} <= never
+    # half the model never learns: the cause leads, the loss's level is its consequence
+    assert report.findings[0].rule == "GS413"
+    for f in report.findings:
+        if f.rule in ("GS414", "GS415"):
+            assert f.explained_by and f.explained_by.startswith("GS413:critic.")
+            assert "lower the learning rate" not in f.advice
