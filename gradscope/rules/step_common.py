@@ -67,6 +67,12 @@ class Series:
     """Positions in `run.params` of the parameters this optimizer steps."""
     name: str
     """"optimizer 1 (Adam)" when the run has several optimizers, else ""."""
+    sign: float = 1.0
+    """-1 where maximize=True negated the losses: `user` gives a message the script's own."""
+
+    def user(self, loss: float) -> float:
+        """A loss of these steps as the script computed it (its own sign)."""
+        return self.sign * loss
 
     def say(self, message: str) -> str:
         """The message, prefixed with the optimizer's name when there are several."""
@@ -98,9 +104,10 @@ def by_optimizer(run: WatchRun) -> Iterator[Series]:
     for k in sorted(run.store.optimizers()):
         members = run.members_of(k) or every
         steps = run.store.of_optimizer(k)
-        if run.maximizes(k):
+        sign = -1.0 if run.maximizes(k) else 1.0
+        if sign < 0:
             steps = [_ascended(r) for r in steps]
-        yield Series(k, steps, members, optimizer_name(run, k) if named else "")
+        yield Series(k, steps, members, optimizer_name(run, k) if named else "", sign)
 
 
 def _ascended(r: StepRecord) -> StepRecord:

@@ -213,7 +213,7 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
         harm = _larger_than_weights(run, s, settings, high) if settings.adaptive else None
         if harm is None and ratio >= t.update_ratio_high:
             harm = f"each step rewrites {ratio:.0%} of every weight matrix"
-        died = _died(run, s, high) if ratio >= t.update_ratio_warn else ()
+        died = _died(run, s, high, losses, t) if ratio >= t.update_ratio_warn else ()
         if harm is None and died:
             harm = f"then the gradients of {len(died)} weight matrices died"
         if harm is None and ratio >= t.update_ratio_warn:
@@ -227,10 +227,19 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     return out
 
 
-def _died(run: WatchRun, s: Series, high: list[StepRecord]) -> tuple[tuple[str, int], ...]:
+def _died(
+    run: WatchRun, s: Series, high: list[StepRecord], losses: list[float], t: Thresholds
+) -> tuple[tuple[str, int], ...]:
     """(name, step) of the trained weight matrices whose gradients died in the first
-    steps (a thousandfold below what they had, to the end of them): what large steps do to
-    saturating units, whatever the objective."""
+    steps (a thousandfold below what they had, to the end of them) while the loss did not
+    fall by progress-min-fall: what large steps do to saturating units, whatever the
+    objective (a model that fit its data has tiny gradients too, and a loss near 0)."""
+    if len(losses) < 10:
+        return ()
+    w = window(len(losses))
+    first, last = statistics.median(losses[:w]), statistics.median(losses[-w:])
+    if last < first - t.progress_min_fall * abs(first):
+        return ()
     out = []
     for i in trained_matrices(run, s):
         step = dead_from(high, i)

@@ -189,7 +189,8 @@ def loss_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
             s.subject("loss"),
             s.say(
                 f"the loss spiked at {len(found)} step(s): step {steps[i].step} reached "
-                f"{num(value)} against a rolling median of {num(med)}{early}"
+                f"{num(s.user(value))} against a rolling median of {num(s.user(med))}{early}"
+                + (" (maximize=True: the loss it ascends fell)" if s.sign < 0 else "")
             ),
             "look at the batches of those steps; if the gradient norm spiked too, lower "
             "the learning rate"

@@ -79,3 +79,31 @@ def test_an_adam_lr_above_the_weights_stands_without_the_missing_zero_grad():
     assert "GS412" in both
     assert all(f.explained_by.startswith("GS412:") for f in both.get("GS414", []))
     assert "GS419" not in _found(watched("adam_lr.py", "1e-3"))
+
+
+def _spiked(maximize: bool):
+    """A loss near 2 with one excursion to 61.48 at step 40, in the objective's direction;
+    with maximize=True the script's own loss is the negative of that."""
+    from gradscope.steps.meaning import GroupSettings, OptimizerSettings
+    from gradscope.steps.records import ParamInfo, WatchRun
+
+    sign = -1.0 if maximize else 1.0
+    losses = [sign * (2.0 + 0.01 * (s % 3)) for s in range(1, 61)]
+    losses[39] = sign * 61.48
+    recs = tuple(step_record(s, 1.0, loss) for s, loss in enumerate(losses, start=1))
+    settings = OptimizerSettings("SGD", 1, (GroupSettings(0.1, maximize=maximize),))
+    param = ParamInfo("w", (4, 4), True, True, 0.1, 0, 1.0)
+    return WatchRun(
+        "f", (param,), recs, "completed", 1.0, optimizers=("SGD",), settings=((settings,),)
+    )
+
+
+@pytest.mark.parametrize("maximize", [False, True])
+def test_a_spike_is_told_in_the_loss_the_script_computed(maximize):
+    from gradscope.config import Settings
+    from gradscope.rules.watch import judge
+
+    (spike,) = [f for f in judge(_spiked(maximize), Settings()) if f.rule == "GS402"]
+    expected = "-61.5" if maximize else "61.5"
+    assert f"step 40 reached {expected} " in spike.message
+    assert ("maximize=True" in spike.message) is maximize
