@@ -306,17 +306,42 @@ def not_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
 
 
 def _no_grad_outside(run: WatchRun, p: ParamInfo) -> Finding:
-    """Information: outside every optimizer and never given a gradient."""
+    """Information: outside every optimizer and never given a gradient; whether a copy
+    changed its values where both its first and last norms were read."""
+    changed = _changed(p)
+    what = {
+        True: f"its values changed (norm {num(p.weight_norm)} at the first step, "
+        f"{num(p.last_norm)} at the end): updated by copy (a target, EMA or teacher): fine",
+        False: f"its values never changed (norm {num(p.weight_norm)} at the first step and at "
+        "the end): nothing updates it",
+        None: "a target, EMA or teacher copy updated by copying weights (whether its values "
+        "changed is not recorded), or a layer nothing trains",
+    }[changed]
+    advice = {
+        True: "nothing to do; requires_grad_(False) says a copy is not trained",
+        False: "if it is meant to stay fixed, freeze it (requires_grad_(False)); if it is a "
+        "copy, the copy never ran in this run (its update interval may be longer than the "
+        "run); if it is meant to learn, make the loss use it and add it to the optimizer",
+        None: "nothing to do for a copy; for a layer meant to learn, make the loss use it and "
+        "add it to the optimizer; requires_grad_(False) says a copy is not trained",
+    }[changed]
     finding = RULES["GS411"].finding(
         p.name,
         f"{p.name} requires grad but is in no optimizer param group and got no gradient in "
-        "any step: a target, EMA or teacher copy updated by copying weights (whether its "
-        "values changed is not recorded), or a layer nothing trains",
-        "nothing to do for a copy; for a layer meant to learn, make the loss use it and add it "
-        "to the optimizer; requires_grad_(False) says a copy is not trained",
+        f"any step: {what}",
+        advice,
         evidence=(f"optimizers: {', '.join(run.optimizers)}",),
     )
     return replace(finding, severity=Severity.INFO)
+
+
+def _changed(p: ParamInfo) -> bool | None:
+    """Its norm moved between the first step and the end (a relative 1e-6: more than
+    rounding); None: one of them was not read."""
+    first, last = p.weight_norm, p.last_norm
+    if first is None or last is None or not (math.isfinite(first) and math.isfinite(last)):
+        return None
+    return abs(last - first) > 1e-6 * max(abs(first), abs(last), 1e-12)
 
 
 def _trained_shapes(run: WatchRun) -> dict[tuple[str, tuple[int, ...]], str]:

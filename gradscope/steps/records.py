@@ -41,6 +41,9 @@ class ParamInfo:
     in_model: bool = True
     """False: a tensor of an optimizer's param groups that no model found holds (a
     parameter replaced after the optimizer was built, a stray tensor)."""
+    last_norm: float | None = None
+    """Its L2 norm when the run ended, read once for a parameter in no optimizer (a copy
+    updates it, or nothing does); None: not read."""
 
 
 @dataclass(frozen=True)

@@ -253,6 +253,7 @@ class Watcher:
                 groups.get(id(p), (None, None))[1],
                 first[i] if i < len(first) and first[i] >= 0 else None,
                 i in icp.tracked.owners or not icp.tracked.roots,
+                _last_norm(p) if id(p) not in owned else None,
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
         )
@@ -276,6 +277,15 @@ class Watcher:
             schedulers=schedules.infos(icp),
             argv=self.argv,
         )
+
+
+def _last_norm(p: Any) -> float | None:
+    """A parameter in no optimizer: its norm at the end, one read for the run, so GS411 can
+    say whether a copy changed its values; None where it cannot be read (a failed device)."""
+    try:
+        return float(p.detach().float().norm())
+    except Exception:
+        return None
 
 
 def escaped(exc: BaseException | None) -> bool:

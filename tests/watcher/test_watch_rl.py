@@ -123,6 +123,7 @@ def test_a_target_network_outside_the_optimizer_is_information(runs):
     for f in targets:
         assert f.severity == Severity.INFO and "got no gradient in any step" in f.message
         assert "never updated" not in f.message  # Polyak averaging does update it
+        assert "its values changed" in f.message and "updated by copy" in f.message
 
 
 def test_a_target_forward_without_no_grad_is_an_error_with_advice_that_keeps_the_algorithm(
