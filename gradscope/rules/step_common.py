@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding
 from gradscope.fmt import num
-from gradscope.steps.records import MANUAL, StepRecord, WatchRun
+from gradscope.steps.records import MANUAL, ParamInfo, StepRecord, WatchRun
 
 MAD_SIGMA = 1.4826
 """MAD × this estimates the standard deviation of normal data."""
@@ -286,3 +286,13 @@ def regression_like(run: WatchRun, s: Series) -> bool:
     if kind is None or not kind.terms or kind.unknown_terms:
         return True
     return any(t.kind in REGRESSION for t in kind.terms)
+
+
+def values_changed(p: ParamInfo) -> bool | None:
+    """Its norm moved between the first step and the end (by a relative 1e-6: more than
+    rounding), which for a parameter no optimizer moves means a copy did (a target or EMA
+    network); None: one of the two was not read."""
+    first, last = p.weight_norm, p.last_norm
+    if first is None or last is None or not (math.isfinite(first) and math.isfinite(last)):
+        return None
+    return abs(last - first) > 1e-6 * max(abs(first), abs(last), 1e-12)

@@ -190,7 +190,12 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     update-ratio-high or more (the weights rewritten every few steps), and, for Adam-like
     optimizers, whose step moves each element by about lr whatever the gradient, a peak lr at or
     above the weight matrices' initial rms (one step can move every weight by its whole initial
-    size). Ratios are judged at the steps where the lr is at least half its early peak. The
+    size). The ratios are those from before a matrix's gradients died (a thousandfold below
+    what they had, and stayed there); gradients that died in those first steps while the loss
+    did not fall are a sign of harm whatever the objective (saturated tanh units, dead ReLUs),
+    and this finding leads them (GS405, GS410, GS417). The lr-against-the-weights sign stands
+    without a cause that only changes the gradients' size (GS412, GS435, GS438), so those
+    do not supersede it. Ratios are judged at the steps where the lr is at least half its early peak. The
     message names the learning rate at the step where it peaked, the optimizer's step size
     (Adam: about lr per element; SGD with momentum μ: lr/(1-μ) × the gradient) and the learning
     rate that would bring the ratio near 1e-3. The loss's signs count only for a single

@@ -21,6 +21,7 @@ from gradscope.rules.step_common import (
     inspect_command,
     live,
     step_list,
+    values_changed,
 )
 from gradscope.rules.step_dead import dead_from
 from gradscope.steps.records import ParamInfo, StepRecord, WatchRun
@@ -222,7 +223,9 @@ def update_ratio_low(run: WatchRun, t: Thresholds) -> list[Finding]:
     """After warmup-steps, a parameter's median sampled update/weight ratio is below
     update-ratio-low: zero for any parameter, or tiny for a matrix that had gradients. Its param
     group's learning rate is 0, or far too small; a frozen parameter left in an optimizer is
-    information."""
+    information. A parameter whose gradients died (a thousandfold below what they were, and
+    stayed there) is not judged: a ratio of ~0 with no gradient is not a small learning rate
+    (GS405, GS417, and GS419 where large steps killed them)."""
     out = []
     for i, ratio, matrix in _judged_ratios(run, t):
         p = run.params[i]
@@ -272,7 +275,9 @@ def not_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A parameter that requires grad and gets gradients is in no param group of any optimizer:
     no step applies them, and no optimizer's zero_grad() clears them. One that never gets a
     gradient (a target network, an EMA copy, a teacher: updated by copying weights, if at all)
-    is information only: nothing is wrong with its gradients."""
+    is information only: nothing is wrong with its gradients. Its norm at the first step and
+    at the end (one read for the run) says which: values that changed were updated by copy,
+    fine; values that never changed are updated by nothing (freeze it)."""
     if not run.optimizers:
         return []
     copies = _trained_shapes(run)
@@ -308,7 +313,7 @@ def not_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
 def _no_grad_outside(run: WatchRun, p: ParamInfo) -> Finding:
     """Information: outside every optimizer and never given a gradient; whether a copy
     changed its values where both its first and last norms were read."""
-    changed = _changed(p)
+    changed = values_changed(p)
     what = {
         True: f"its values changed (norm {num(p.weight_norm)} at the first step, "
         f"{num(p.last_norm)} at the end): updated by copy (a target, EMA or teacher): fine",
@@ -333,15 +338,6 @@ def _no_grad_outside(run: WatchRun, p: ParamInfo) -> Finding:
         evidence=(f"optimizers: {', '.join(run.optimizers)}",),
     )
     return replace(finding, severity=Severity.INFO)
-
-
-def _changed(p: ParamInfo) -> bool | None:
-    """Its norm moved between the first step and the end (a relative 1e-6: more than
-    rounding); None: one of them was not read."""
-    first, last = p.weight_norm, p.last_norm
-    if first is None or last is None or not (math.isfinite(first) and math.isfinite(last)):
-        return None
-    return abs(last - first) > 1e-6 * max(abs(first), abs(last), 1e-12)
 
 
 def _trained_shapes(run: WatchRun) -> dict[tuple[str, tuple[int, ...]], str]:
@@ -388,7 +384,10 @@ def _piled_up(run: WatchRun, i: int) -> tuple[str, ...]:
 )
 def never_updated(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A parameter that requires grad and is in an optimizer got no gradient (None) or only zero
-    gradients in every step of the run: it never learns."""
+    gradients in every step of the run: it never learns. Information where its layer comes
+    after one whose output a forward hook reads, in their parent module (BYOL and other
+    self-supervised wrappers read the representation there: the classifier head after it is
+    computed for nothing by design)."""
     stepped = live(run)
     if not stepped:
         return []
@@ -397,15 +396,24 @@ def never_updated(run: WatchRun, t: Thresholds) -> list[Finding]:
         if not p.requires_grad or not p.in_optimizer or _got_grad(run, i):
             continue
         none = not run.tensors.ever_had_grad(i)
-        out.append(
-            RULES["GS413"].finding(
-                p.name,
-                f"{p.name} got {'no gradient (None)' if none else 'only zero gradients'} "
-                f"in all {len(stepped)} steps: it never learns",
-                "check that it takes part in the loss (`gradscope inspect --script` shows "
-                "where the graph is cut)",
-            )
+        finding = RULES["GS413"].finding(
+            p.name,
+            f"{p.name} got {'no gradient (None)' if none else 'only zero gradients'} "
+            f"in all {len(stepped)} steps: it never learns",
+            "check that it takes part in the loss (`gradscope inspect --script` shows "
+            "where the graph is cut)",
         )
+        if p.past_read_out:
+            finding = replace(
+                finding,
+                severity=Severity.INFO,
+                message=f"{finding.message}; it comes after {p.past_read_out}, whose output a "
+                "forward hook reads (a self-supervised wrapper's representation layer)",
+                advice="fine if meant (a head trained later, on the representation); "
+                "requires_grad_(False) on it says so; if the loss should reach it, check what "
+                "the hook's reader does with its output",
+            )
+        out.append(finding)
     return out
 
 

@@ -231,6 +231,7 @@ class Watcher:
         return isinstance(exc, StopWatching)
 
     def _build(self, status: str, error: str | None, notes: tuple[str, ...]) -> WatchRun:
+        from gradscope.watcher.discover import read_out_layers
         from gradscope.watcher.state import ManualUpdates
 
         icp = self.state
@@ -243,6 +244,7 @@ class Watcher:
             for p in g["params"]
         }
         first = [] if icp.first_weights is None else icp.first_weights.tolist()
+        read_outs = read_out_layers(icp.tracked.roots)
         params = tuple(
             ParamInfo(
                 name,
@@ -253,7 +255,8 @@ class Watcher:
                 groups.get(id(p), (None, None))[1],
                 first[i] if i < len(first) and first[i] >= 0 else None,
                 i in icp.tracked.owners or not icp.tracked.roots,
-                _last_norm(p) if id(p) not in owned else None,
+                read_outs.get(icp.tracked.owners.get(i, (-1, ""))),
+                _last_norm(p) if id(p) not in owned or not p.requires_grad else None,
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
         )
