@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 
 import pytest
 
@@ -55,6 +56,16 @@ def runs(tmp_path_factory):
         yield watched
     finally:
         os.chdir(here)
+        _forget_stand_ins(HERE, str(scratch))
+
+
+def _forget_stand_ins(*folders: str) -> None:
+    """The scripts' stand-ins (torchvision, einops) and vendored modules leave the process's
+    modules: a later test must not find a torchvision that is not one."""
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None) or ""
+        if any(os.path.realpath(where).startswith(os.path.realpath(f)) for f in folders):
+            del sys.modules[name]
 
 
 def _loud(report) -> list:
