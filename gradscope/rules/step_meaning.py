@@ -195,8 +195,8 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     did not fall are a sign of harm whatever the objective (saturated tanh units, dead ReLUs),
     and this finding leads them (GS405, GS410, GS417). The lr-against-the-weights sign stands
     without a cause that only changes the gradients' size (GS412, GS435, GS438), so those
-    do not supersede it. Ratios are judged at the steps where the lr is at least half its early peak. The
-    message names the learning rate at the step where it peaked, the optimizer's step size
+    do not supersede it. Ratios are judged at the steps where the lr is at least half its early
+    peak. The message names the learning rate at the step where it peaked, the optimizer's step size
     (Adam: about lr per element; SGD with momentum μ: lr/(1-μ) × the gradient) and the learning
     rate that would bring the ratio near 1e-3. The loss's signs count only for a single
     recognised objective, not for a custom or multi-term one (an RL loss)."""
