@@ -107,3 +107,17 @@ def test_a_spike_is_told_in_the_loss_the_script_computed(maximize):
     expected = "-61.5" if maximize else "61.5"
     assert f"step 40 reached {expected} " in spike.message
     assert ("maximize=True" in spike.message) is maximize
+
+
+def test_a_second_loss_with_its_own_backward_is_part_of_the_steps_loss():
+    """The step's loss is the sum of what its backward calls ran on: an entropy bonus given
+    its own backward makes the cross-entropy's bound of 0 no bound of the step's loss."""
+    kind = watched("two_losses.py").run.loss_kind(0)
+    assert kind.terms[0].kind == "cross_entropy" and kind.unknown_terms >= 1
+    assert kind.lower_bound() is None and "not recognised" in kind.describe()
+
+
+def test_two_micro_batches_of_one_loss_keep_its_kind():
+    kind = watched("two_losses.py", "twice").run.loss_kind(0)
+    assert [t.kind for t in kind.terms] == ["cross_entropy"] and kind.unknown_terms == 0
+    assert kind.lower_bound() == 0.0
