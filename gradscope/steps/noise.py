@@ -99,6 +99,13 @@ def series(steps: Sequence[StepRecord], optimizer: int | None = None) -> list[No
     return [p for p in points if p is not None]
 
 
+READ_AS = (
+    "samples read as the leading dimension of the model's first input, or --batch-size "
+    "(a sequence-first [T, B, ...] input reads as T: give --batch-size)"
+)
+"""How a step's samples were counted: said wherever the line counts samples."""
+
+
 @dataclass(frozen=True)
 class NoiseSummary:
     """The run's critical batch size, or why there is none."""
@@ -144,6 +151,8 @@ class NoiseSummary:
                 + (f" ({per} samples)" if per else "")
                 + ", not one batch size"
             )
+        if self.unit == "samples":
+            uses += f"; {READ_AS}"
         if not self.resolved:
             return (
                 f"critical batch size not resolved: B_simple {_count(self.critical)}{spread} "

@@ -158,6 +158,8 @@ def test_accumulation_counts_that_change_are_not_one_batch(counts, says):
     assert step_batch.batch_vs_noise(run_of(records), Thresholds()) == []
 
 
-def test_one_accumulation_count_still_states_its_batch():
+def test_one_accumulation_count_still_states_its_batch_and_how_it_was_read():
     (s,) = noise.summaries([_of(i, 4) for i in range(1, 41)], 1)
     assert s.micro_range is None and s.batch == 32 and "this run uses 32" in s.line()
+    assert "samples read as the leading dimension of the model's first input" in s.line()
+    assert "sequence-first [T, B, ...] input reads as T: give --batch-size" in s.line()
