@@ -11,11 +11,26 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gradscope.findings import Finding
+from gradscope.findings import Finding, Severity
 from gradscope.rules.registry import SUPERSEDES
+from gradscope.rules.step_common import module_of
+from gradscope.rules.step_meaning import DEAD_EVIDENCE, lr_above_weights
 from gradscope.steps.records import WatchRun
 
+_KILLED = ("GS405", "GS410", "GS417")
+"""What GS419 explains only for the parameters whose gradients it saw die."""
+
+_SCALE = ("GS412", "GS435", "GS438")
+"""Causes that change the gradients' size: an Adam-like step (about lr per element) does not
+follow it, so GS419's lr-against-the-weights evidence stands without them."""
+
+NEVER_SHARE = 0.2
+"""GS413 explains the loss's findings when at least this share of its optimizer's tensors
+never got a gradient (a detached head), not for an unused leftover layer."""
+
 _GROWTH = ("GS401", "GS402", "GS403", "GS404", "GS406", "GS409", "GS414", "GS415", "GS419")
+
+_LR_HIGH = ("GS401", "GS402", "GS403", "GS404", "GS409", "GS414", "GS415", *_KILLED)
 
 EXPLAINS: dict[str, tuple[str, ...]] = {
     "GS412": _GROWTH,  # gradients never reset: they pile up, grow, spike, overflow
@@ -29,7 +44,8 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "GS416": ("GS406", "GS415"),  # clipping scaled gradients cuts every update
     "GS433": ("GS401", "GS403", "GS407", "GS408", "GS434"),  # a NaN made in the backward
     "GS431": ("GS405", "GS409", "GS414", "GS415", "GS419"),  # probabilities fed as logits
-    "GS419": ("GS401", "GS402", "GS403", "GS404", "GS409", "GS414", "GS415"),  # lr too high
+    "GS419": _LR_HIGH,  # lr too high; gradients it killed (GS405, GS410, GS417: see _explains)
+    "GS413": ("GS414", "GS415"),  # a large part never learns: the loss cannot fall (_explains)
     "GS442": ("GS405", "GS410", "GS415"),  # eps outweighs √v̂: SGD with a tiny step
 }
 """Cause rule → the rules whose findings it explains in the same optimizer's steps. GS419
@@ -48,7 +64,10 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
             (
                 c
                 for c in causes
-                if c is not f and f.rule in EXPLAINS[c.rule] and _same_series(run, c, f)
+                if c is not f
+                and f.rule in EXPLAINS[c.rule]
+                and _same_series(run, c, f)
+                and _explains(run, c, f, findings)
             ),
             None,
         )
@@ -83,9 +102,48 @@ def superseded(run: WatchRun, findings: list[Finding]) -> list[Finding]:
         if not any(
             f.rule in SUPERSEDES[c.rule]
             and (f.subject == c.subject if c.subject in names else _same_series(run, c, f))
+            and not stands_without(run, c, f)
             for c in causes
         )
     ]
+
+
+def stands_without(run: WatchRun, cause: Finding, f: Finding) -> bool:
+    """The finding's evidence holds without the cause: an Adam-like lr at or above the
+    weights' own size (GS419) is too high whatever piles up in or scales the gradients."""
+    return f.rule == "GS419" and cause.rule in _SCALE and lr_above_weights(run, f.subject)
+
+
+def _explains(run: WatchRun, cause: Finding, f: Finding, findings: list[Finding]) -> bool:
+    """The cause really explains this symptom: GS419 the gradients it saw die (its
+    evidence names them), GS413 the loss's level only where a large share of the model never
+    learned; a finding that stands without its cause is no symptom."""
+    if stands_without(run, cause, f):
+        return False
+    if cause.rule == "GS419" and f.rule in _KILLED:
+        dead = next((e for e in cause.evidence if e.startswith(DEAD_EVIDENCE)), "")
+        names = [n.rpartition(" (")[0] for n in dead.removeprefix(DEAD_EVIDENCE).split(", ")]
+        return any(
+            n.startswith(f.subject + ".") or module_of(n) == module_of(f.subject)
+            for n in names
+            if n
+        )
+    if cause.rule == "GS413":
+        if cause.severity < Severity.WARNING:
+            return False
+        never = {g.subject for g in findings if g.rule == "GS413" and g.severity >= cause.severity}
+        members = _members(run, cause)
+        return bool(members) and len(never & members) >= NEVER_SHARE * len(members)
+    return True
+
+
+def _members(run: WatchRun, cause: Finding) -> set[str]:
+    """The names of the parameters stepped by the optimizer the cause's parameter is in."""
+    for index in range(len(run.optimizers)):
+        names = {run.params[i].name for i in run.members_of(index) if i < len(run.params)}
+        if cause.subject in names:
+            return names
+    return set()
 
 
 def _same_series(run: WatchRun, cause: Finding, symptom: Finding) -> bool:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding
 from gradscope.fmt import num
-from gradscope.steps.records import MANUAL, StepRecord, WatchRun
+from gradscope.steps.records import MANUAL, ParamInfo, StepRecord, WatchRun
 
 MAD_SIGMA = 1.4826
 """MAD × this estimates the standard deviation of normal data."""
@@ -67,6 +67,12 @@ class Series:
     """Positions in `run.params` of the parameters this optimizer steps."""
     name: str
     """"optimizer 1 (Adam)" when the run has several optimizers, else ""."""
+    sign: float = 1.0
+    """-1 where maximize=True negated the losses: `user` gives a message the script's own."""
+
+    def user(self, loss: float) -> float:
+        """A loss of these steps as the script computed it (its own sign)."""
+        return self.sign * loss
 
     def say(self, message: str) -> str:
         """The message, prefixed with the optimizer's name when there are several."""
@@ -98,9 +104,10 @@ def by_optimizer(run: WatchRun) -> Iterator[Series]:
     for k in sorted(run.store.optimizers()):
         members = run.members_of(k) or every
         steps = run.store.of_optimizer(k)
-        if run.maximizes(k):
+        sign = -1.0 if run.maximizes(k) else 1.0
+        if sign < 0:
             steps = [_ascended(r) for r in steps]
-        yield Series(k, steps, members, optimizer_name(run, k) if named else "")
+        yield Series(k, steps, members, optimizer_name(run, k) if named else "", sign)
 
 
 def _ascended(r: StepRecord) -> StepRecord:
@@ -279,3 +286,13 @@ def regression_like(run: WatchRun, s: Series) -> bool:
     if kind is None or not kind.terms or kind.unknown_terms:
         return True
     return any(t.kind in REGRESSION for t in kind.terms)
+
+
+def values_changed(p: ParamInfo) -> bool | None:
+    """Its norm moved between the first step and the end (by a relative 1e-6: more than
+    rounding), which for a parameter no optimizer moves means a copy did (a target or EMA
+    network); None: one of the two was not read."""
+    first, last = p.weight_norm, p.last_norm
+    if first is None or last is None or not (math.isfinite(first) and math.isfinite(last)):
+        return None
+    return abs(last - first) > 1e-6 * max(abs(first), abs(last), 1e-12)

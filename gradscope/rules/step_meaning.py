@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import replace
 
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
@@ -29,6 +30,7 @@ from gradscope.rules.step_common import (
     trend_doubt,
     window,
 )
+from gradscope.rules.step_dead import before_death, dead_from
 from gradscope.steps.meaning import LossKind, LossTerm, OptimizerSettings
 from gradscope.steps.records import StepRecord, WatchRun
 
@@ -145,13 +147,14 @@ def _high_lr_steps(s: Series) -> list[StepRecord]:
 
 def _ratios(steps: list[StepRecord], members: list[int]) -> tuple[list[float], list[int]]:
     """Per matrix, its median update/weight ratio over those of `steps` that were sampled
-    (a step that left it without gradient does not count); and the sampled steps."""
+    before its gradients died (a step that left it without gradient does not count: a
+    ratio of 0 with no gradient is not a small learning rate); and the sampled steps."""
     sampled = [r for r in steps if r.update_ratios is not None]
     medians = []
     for i in members:
         values = [
             r.update_ratios[i]
-            for r in sampled
+            for r in before_death(sampled, i)
             if r.update_ratios is not None
             and i < len(r.update_ratios)
             and math.isfinite(r.update_ratios[i])
@@ -187,8 +190,13 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     update-ratio-high or more (the weights rewritten every few steps), and, for Adam-like
     optimizers, whose step moves each element by about lr whatever the gradient, a peak lr at or
     above the weight matrices' initial rms (one step can move every weight by its whole initial
-    size). Ratios are judged at the steps where the lr is at least half its early peak. The
-    message names the learning rate at the step where it peaked, the optimizer's step size
+    size). The ratios are those from before a matrix's gradients died (a thousandfold below
+    what they had, and stayed there); gradients that died in those first steps while the loss
+    did not fall are a sign of harm whatever the objective (saturated tanh units, dead ReLUs),
+    and this finding leads them (GS405, GS410, GS417). The lr-against-the-weights sign stands
+    without a cause that only changes the gradients' size (GS412, GS435, GS438), so those
+    do not supersede it. Ratios are judged at the steps where the lr is at least half its early
+    peak. The message names the learning rate at the step where it peaked, the optimizer's step size
     (Adam: about lr per element; SGD with momentum μ: lr/(1-μ) × the gradient) and the learning
     rate that would bring the ratio near 1e-3. The loss's signs count only for a single
     recognised objective, not for a custom or multi-term one (an RL loss)."""
@@ -210,14 +218,47 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
         harm = _larger_than_weights(run, s, settings, high) if settings.adaptive else None
         if harm is None and ratio >= t.update_ratio_high:
             harm = f"each step rewrites {ratio:.0%} of every weight matrix"
+        died = _died(run, s, high, losses, t) if ratio >= t.update_ratio_warn else ()
+        if harm is None and died:
+            harm = f"then the gradients of {len(died)} weight matrices died"
         if harm is None and ratio >= t.update_ratio_warn:
             harm = _harm(run, s, steps, losses, t)
         if harm is None:
             continue  # large early steps that did no harm: a small model learning fast
-        out.append(
-            about(_lr_finding(run, s, settings, ratio, len(ratios), sampled, harm, t), sampled[:1])
-        )
+        finding = _lr_finding(run, s, settings, ratio, len(ratios), sampled, harm, t)
+        if died:
+            finding = replace(finding, evidence=(*finding.evidence, dead_evidence(died)))
+        out.append(about(finding, sampled[:1]))
     return out
+
+
+def _died(
+    run: WatchRun, s: Series, high: list[StepRecord], losses: list[float], t: Thresholds
+) -> tuple[tuple[str, int], ...]:
+    """(name, step) of the trained weight matrices whose gradients died in the first
+    steps (a thousandfold below what they had, to the end of them) while the loss did not
+    fall by progress-min-fall: what large steps do to saturating units, whatever the
+    objective (a model that fit its data has tiny gradients too, and a loss near 0)."""
+    if len(losses) < 10:
+        return ()
+    w = window(len(losses))
+    first, last = statistics.median(losses[:w]), statistics.median(losses[-w:])
+    if last < first - t.progress_min_fall * abs(first):
+        return ()
+    out = []
+    for i in trained_matrices(run, s):
+        step = dead_from(high, i)
+        if step is not None:
+            out.append((run.params[i].name, step))
+    return tuple(out)
+
+
+DEAD_EVIDENCE = "gradients that died after the large steps (from step): "
+"""How GS419's evidence names them; rules/causes.py reads which parameters it explains."""
+
+
+def dead_evidence(died: tuple[tuple[str, int], ...]) -> str:
+    return DEAD_EVIDENCE + ", ".join(f"{name} ({step})" for name, step in died)
 
 
 def _larger_than_weights(
@@ -326,3 +367,14 @@ def _harm(
         f"(step {steps[peak].step}): median {num(late)} over steps {steps[half].step}-"
         f"{steps[peak].step}"
     )
+
+
+def lr_above_weights(run: WatchRun, subject: str) -> bool:
+    """GS419's finding with this subject is about an Adam-like optimizer whose lr is at or
+    above its weight matrices' initial rms: a fact about the lr alone, that no cause which
+    only changes the gradients' size (not resetting them, a sum reduction) explains."""
+    for s in by_optimizer(run):
+        settings = run.settings_of(s.index)
+        if s.subject("learning-rate") == subject and settings is not None and settings.adaptive:
+            return _larger_than_weights(run, s, settings, _high_lr_steps(s)) is not None
+    return False

@@ -26,6 +26,7 @@ from gradscope.rules.step_common import (
     stalled,
     step_list,
     trained_matrices,
+    values_changed,
     window,
 )
 from gradscope.steps.meaning import GroupSettings
@@ -171,24 +172,33 @@ def frozen_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
     for s in by_optimizer(run):
         if s.manual(run):
             continue
-        frozen = [
-            run.params[i].name
+        held = [
+            i
             for i in s.members
             if i < len(run.params)
             and not run.params[i].requires_grad
             and run.params[i].in_optimizer
             and not run.tensors.ever_had_grad(i)
         ]
-        if not frozen:
+        if not held:
             continue
+        frozen = [run.params[i].name for i in held]
         modules = sorted({n.rpartition(".")[0] or n for n in frozen})
+        copied = [i for i in held if values_changed(run.params[i])]
         finding = RULES["GS421"].finding(
             s.subject(common_module(frozen) or "parameters"),
             s.say(
                 f"{len(frozen)} parameter(s) in {run.optimizer_label(s.index)}'s param groups "
-                f"are frozen (requires_grad=False), get no gradient and never move: "
+                f"are frozen (requires_grad=False), get no gradient and the optimizer never "
+                "moves them: "
                 + ", ".join(modules[:4])
                 + (f" (+{len(modules) - 4} more modules)" if len(modules) > 4 else "")
+                + (
+                    f"; {len(copied)} of them changed values all the same (norm at the first "
+                    "step and at the end): updated by copy (an EMA, target or teacher network)"
+                    if copied
+                    else ""
+                )
             ),
             "fine if meant (a frozen backbone); else call requires_grad_(True) on them. To make "
             "the intent plain and save the optimizer's state, give the optimizer only "

@@ -21,7 +21,9 @@ from gradscope.rules.step_common import (
     inspect_command,
     live,
     step_list,
+    values_changed,
 )
+from gradscope.rules.step_dead import dead_from
 from gradscope.steps.records import ParamInfo, StepRecord, WatchRun
 
 
@@ -149,6 +151,12 @@ def _got_grad(run: WatchRun, i: int) -> bool:
     return run.tensors.got_grad(i)
 
 
+def _died(run: WatchRun, i: int) -> bool:
+    """Its gradients fell a thousandfold and stayed there, in its optimizer's steps."""
+    series = next((s for s in by_optimizer(run) if i in s.members), None)
+    return series is not None and dead_from(series.steps, i) is not None
+
+
 def _judged_ratios(run: WatchRun, t: Thresholds) -> Iterator[tuple[int, float, bool]]:
     """(parameter, its median update ratio, whether it is a matrix) for the parameters in
     an optimizer: over the steps where it had a gradient when it could learn."""
@@ -215,7 +223,9 @@ def update_ratio_low(run: WatchRun, t: Thresholds) -> list[Finding]:
     """After warmup-steps, a parameter's median sampled update/weight ratio is below
     update-ratio-low: zero for any parameter, or tiny for a matrix that had gradients. Its param
     group's learning rate is 0, or far too small; a frozen parameter left in an optimizer is
-    information."""
+    information. A parameter whose gradients died (a thousandfold below what they were, and
+    stayed there) is not judged: a ratio of ~0 with no gradient is not a small learning rate
+    (GS405, GS417, and GS419 where large steps killed them)."""
     out = []
     for i, ratio, matrix in _judged_ratios(run, t):
         p = run.params[i]
@@ -229,6 +239,8 @@ def update_ratio_low(run: WatchRun, t: Thresholds) -> list[Finding]:
             why = "its param group's learning rate is 0"
         elif not _got_grad(run, i):
             continue  # GS413 says it
+        elif _died(run, i):
+            continue  # a ratio ~0 with no gradient left is not a small lr: GS405/GS417's
         else:
             why = "its learning rate is far too small for its gradients"
         out.append(
@@ -263,7 +275,9 @@ def not_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A parameter that requires grad and gets gradients is in no param group of any optimizer:
     no step applies them, and no optimizer's zero_grad() clears them. One that never gets a
     gradient (a target network, an EMA copy, a teacher: updated by copying weights, if at all)
-    is information only: nothing is wrong with its gradients."""
+    is information only: nothing is wrong with its gradients. Its norm at the first step and
+    at the end (one read for the run) says which: values that changed were updated by copy,
+    fine; values that never changed are updated by nothing (freeze it)."""
     if not run.optimizers:
         return []
     copies = _trained_shapes(run)
@@ -297,14 +311,30 @@ def not_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
 
 
 def _no_grad_outside(run: WatchRun, p: ParamInfo) -> Finding:
-    """Information: outside every optimizer and never given a gradient."""
+    """Information: outside every optimizer and never given a gradient; whether a copy
+    changed its values where both its first and last norms were read."""
+    changed = values_changed(p)
+    what = {
+        True: f"its values changed (norm {num(p.weight_norm)} at the first step, "
+        f"{num(p.last_norm)} at the end): updated by copy (a target, EMA or teacher): fine",
+        False: f"its values never changed (norm {num(p.weight_norm)} at the first step and at "
+        "the end): nothing updates it",
+        None: "a target, EMA or teacher copy updated by copying weights (whether its values "
+        "changed is not recorded), or a layer nothing trains",
+    }[changed]
+    advice = {
+        True: "nothing to do; requires_grad_(False) says a copy is not trained",
+        False: "if it is meant to stay fixed, freeze it (requires_grad_(False)); if it is a "
+        "copy, the copy never ran in this run (its update interval may be longer than the "
+        "run); if it is meant to learn, make the loss use it and add it to the optimizer",
+        None: "nothing to do for a copy; for a layer meant to learn, make the loss use it and "
+        "add it to the optimizer; requires_grad_(False) says a copy is not trained",
+    }[changed]
     finding = RULES["GS411"].finding(
         p.name,
         f"{p.name} requires grad but is in no optimizer param group and got no gradient in "
-        "any step: a target, EMA or teacher copy updated by copying weights (whether its "
-        "values changed is not recorded), or a layer nothing trains",
-        "nothing to do for a copy; for a layer meant to learn, make the loss use it and add it "
-        "to the optimizer; requires_grad_(False) says a copy is not trained",
+        f"any step: {what}",
+        advice,
         evidence=(f"optimizers: {', '.join(run.optimizers)}",),
     )
     return replace(finding, severity=Severity.INFO)
@@ -354,7 +384,10 @@ def _piled_up(run: WatchRun, i: int) -> tuple[str, ...]:
 )
 def never_updated(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A parameter that requires grad and is in an optimizer got no gradient (None) or only zero
-    gradients in every step of the run: it never learns."""
+    gradients in every step of the run: it never learns. Information where its layer comes
+    after one whose output a forward hook reads, in their parent module (BYOL and other
+    self-supervised wrappers read the representation there: the classifier head after it is
+    computed for nothing by design)."""
     stepped = live(run)
     if not stepped:
         return []
@@ -363,15 +396,24 @@ def never_updated(run: WatchRun, t: Thresholds) -> list[Finding]:
         if not p.requires_grad or not p.in_optimizer or _got_grad(run, i):
             continue
         none = not run.tensors.ever_had_grad(i)
-        out.append(
-            RULES["GS413"].finding(
-                p.name,
-                f"{p.name} got {'no gradient (None)' if none else 'only zero gradients'} "
-                f"in all {len(stepped)} steps: it never learns",
-                "check that it takes part in the loss (`gradscope inspect --script` shows "
-                "where the graph is cut)",
-            )
+        finding = RULES["GS413"].finding(
+            p.name,
+            f"{p.name} got {'no gradient (None)' if none else 'only zero gradients'} "
+            f"in all {len(stepped)} steps: it never learns",
+            "check that it takes part in the loss (`gradscope inspect --script` shows "
+            "where the graph is cut)",
         )
+        if p.past_read_out:
+            finding = replace(
+                finding,
+                severity=Severity.INFO,
+                message=f"{finding.message}; it comes after {p.past_read_out}, whose output a "
+                "forward hook reads (a self-supervised wrapper's representation layer)",
+                advice="fine if meant (a head trained later, on the representation); "
+                "requires_grad_(False) on it says so; if the loss should reach it, check what "
+                "the hook's reader does with its output",
+            )
+        out.append(finding)
     return out
 
 

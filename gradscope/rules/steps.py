@@ -189,7 +189,8 @@ def loss_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
             s.subject("loss"),
             s.say(
                 f"the loss spiked at {len(found)} step(s): step {steps[i].step} reached "
-                f"{num(value)} against a rolling median of {num(med)}{early}"
+                f"{num(s.user(value))} against a rolling median of {num(s.user(med))}{early}"
+                + (" (maximize=True: the loss it ascends fell)" if s.sign < 0 else "")
             ),
             "look at the batches of those steps; if the gradient norm spiked too, lower "
             "the learning rate"
@@ -327,7 +328,12 @@ def norm_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
     """The total gradient norm (before clipping, unscaled) spikes by GS402's test (spike-window,
     spike-sigma, spike-min-ratio, spike-min-history, spike-early-ratio). The evidence names the
     layers that drove it (their norm against their own rolling median) and whether the sampled
-    update norm spiked first, which points at the optimizer's state rather than one batch."""
+    update norm spiked first, which points at the optimizer's state rather than one batch.
+    Information, not a warning, in a game of optimizers (a GAN: the series' steps alternate
+    with another optimizer's) where every burst of spikes that could be seen came back at
+    least halfway within 5 steps and nothing went non-finite: each player's gradient jumps
+    when the other's moves change what it sees (a last burst the run ended on is not held
+    against it)."""
     out = []
     for s in by_optimizer(run):
         steps, found = _series_spikes(s, t, "norm")
@@ -363,8 +369,45 @@ def norm_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
         )
         if absorbed:
             finding = replace(finding, severity=Severity.INFO)
+        game = "" if absorbed else _opponent_moved(run, s, steps, found)
+        if game:
+            finding = replace(
+                finding,
+                severity=Severity.INFO,
+                advice="not a fault by itself: in a game of optimizers (a GAN's discriminator "
+                "and generator) each one's gradient jumps when the other's moves change what it "
+                f"sees, and comes back; if they grow instead, {_spike_advice(s, at)}",
+                evidence=(*finding.evidence, game),
+            )
         out.append(about(finding, where))
     return out
+
+
+def _opponent_moved(
+    run: WatchRun, s: Series, steps: list[StepRecord], found: list[tuple[int, float, float]]
+) -> str:
+    """The facts when the spikes are those of a game: the series' steps alternate with
+    another optimizer's, each burst of spikes that could be seen came back at once (the
+    last one the run ended on aside), and no loss or gradient of the series went non-finite;
+    "" if not."""
+    mine = {r.step for r in s.steps}
+    others = [r.step for r in run.steps if r.step not in mine]
+    if not others or not (min(others) < max(mine) and max(others) > min(mine)):
+        return ""
+    if any(not finite(r.loss) or not finite(r.grad_norm) for r in s.steps if r.loss is not None):
+        return ""
+    norms = [r.grad_norm for r in steps]
+    seen = [_came_back(b, norms, {i for i, _, _ in found}) for b in _bursts(found)]
+    unseen = seen[-1] is None
+    if unseen:
+        seen.pop()
+    if not all(seen):
+        return ""
+    return (
+        f"its steps alternate with another optimizer's; {len(seen)} burst(s) of spikes came "
+        f"back at least halfway within {RECOVERY_STEPS} steps, none went non-finite"
+        + ("; the last ended the run before it could be seen to come back" if unseen else "")
+    )
 
 
 def _absorbed(s: Series, spiked: list[StepRecord], t: Thresholds) -> bool:

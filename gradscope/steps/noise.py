@@ -99,6 +99,13 @@ def series(steps: Sequence[StepRecord], optimizer: int | None = None) -> list[No
     return [p for p in points if p is not None]
 
 
+READ_AS = (
+    "samples read as the leading dimension of the model's first input, or --batch-size "
+    "(a sequence-first [T, B, ...] input reads as T: give --batch-size)"
+)
+"""How a step's samples were counted: said wherever the line counts samples."""
+
+
 @dataclass(frozen=True)
 class NoiseSummary:
     """The run's critical batch size, or why there is none."""
@@ -119,6 +126,11 @@ class NoiseSummary:
     reason: str | None = None
     spread: float | None = None
     """One standard error of `critical` (a ratio estimate over steps taken as independent)."""
+    micro_range: tuple[int, int] | None = None
+    """(fewest, most) micro-batches per step where the window's steps differ (accumulation
+    counts that change): then the run has no one batch, and `batch` is None."""
+    batch_size: float | None = None
+    """Samples per micro-batch where they were all alike (None: not seen, or they differ)."""
 
     @property
     def resolved(self) -> bool:
@@ -131,6 +143,16 @@ class NoiseSummary:
             return f"noise scale: {self.reason}"
         spread = f" ± {_count(self.spread)}" if self.spread is not None else ""
         uses = f"this run uses {_count(self.batch)} ({self.micro_batches} micro-batches per step)"
+        if self.micro_range is not None:
+            lo, hi = self.micro_range
+            per = self.unit == "samples" and self.sample_range()
+            uses = (
+                f"this run's steps use {lo} to {hi} micro-batches"
+                + (f" ({per} samples)" if per else "")
+                + ", not one batch size"
+            )
+        if self.unit == "samples":
+            uses += f"; {READ_AS}"
         if not self.resolved:
             return (
                 f"critical batch size not resolved: B_simple {_count(self.critical)}{spread} "
@@ -141,6 +163,13 @@ class NoiseSummary:
             f"critical batch size ≈ {_count(self.critical)}{spread} {self.unit} (B_simple, steps "
             f"{self.first_step}-{self.last_step}); {uses}"
         )
+
+    def sample_range(self) -> str:
+        """ "lo-hi" samples per step where the micro-batch size is one (it is, in samples)."""
+        if self.micro_range is None or not self.micro_batches or self.batch_size is None:
+            return ""
+        lo, hi = self.micro_range
+        return f"{_count(lo * self.batch_size)}-{_count(hi * self.batch_size)}"
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -155,6 +184,7 @@ class NoiseSummary:
             "reason": self.reason,
             "spread": self.spread,
             "resolved": self.resolved,
+            **({"micro_batches_range": list(self.micro_range)} if self.micro_range else {}),
         }
 
 
@@ -180,10 +210,12 @@ def summarise(steps: Sequence[StepRecord], optimizer: int, window: int = WINDOW)
     b = sizes.pop() if len(sizes) == 1 else None
     unit = "samples" if b else "micro-batches"
     k = last[-1][0].micro_batches
+    counts = {r.micro_batches for r, _ in last}
+    varied = (min(counts), max(counts)) if len(counts) > 1 else None
     first, end = last[0][0].step, last[-1][0].step
     grad_sq = sum(e[0] for _, e in last)
     trace = sum(e[1] for _, e in last) * (b or 1)
-    batch = k * (b or 1)
+    batch = None if varied else k * (b or 1)
     reason = None
     if len(last) < MIN_STEPS:
         reason = f"only {len(last)} measured steps (the estimate needs {MIN_STEPS})"
@@ -198,7 +230,9 @@ def summarise(steps: Sequence[StepRecord], optimizer: int, window: int = WINDOW)
         s = b or 1
         scatter = sum((e[1] * s - critical * e[0]) ** 2 for _, e in last)
         spread = math.sqrt(scatter * len(last) / (len(last) - 1)) / grad_sq
-    return NoiseSummary(optimizer, critical, unit, first, end, len(last), batch, k, reason, spread)
+    return NoiseSummary(
+        optimizer, critical, unit, first, end, len(last), batch, k, reason, spread, varied, b
+    )
 
 
 def summaries(steps: Sequence[StepRecord], optimizers: int) -> list[NoiseSummary]:

@@ -45,6 +45,12 @@ class ParamInfo:
     parameter replaced after the optimizer was built, a stray tensor)."""
     replaced_after: int | None = None
     """The step after which its model no longer held it (replaced mid-run); None: never."""
+    past_read_out: str | None = None
+    """The layer before it (in their parent module) whose output a forward hook reads, as a
+    self-supervised wrapper reads its representation: its own output may be unused by design."""
+    last_norm: float | None = None
+    """Its L2 norm when the run ended, read once for a parameter in no optimizer (a copy
+    updates it, or nothing does); None: not read."""
 
 
 @dataclass(frozen=True)

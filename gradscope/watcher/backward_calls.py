@@ -59,14 +59,26 @@ def started(
         window.loss_known = False
         return
     loss = tensor if scaled is None else scaled[1]
-    if window.calls == 1 and state.steps % LOSS_KIND_EVERY < 3:
-        window.loss_kind = loss_graph.read(loss, scaled is not None)
+    if not window.kind_done and state.steps % LOSS_KIND_EVERY < 3:
+        _read_kind(window, loss_graph.read(loss, scaled is not None))
     if window.calls == 1:
         state.batches.observe(loss, state.steps + 1)
     value = loss.detach()
     if value.dtype not in (torch.float32, torch.float64):
         value = value.float()  # a half-precision loss summed over micro-batches
     window.loss = value if window.loss is None else window.loss + value
+
+
+def _read_kind(window: Window, kind: Any) -> None:
+    """The step's loss is the sum of what its backward calls ran on: a second loss given its
+    own backward adds its terms (its sign, its bound); a call like one read before (the next
+    micro-batch of an accumulation) ends the reading, so accumulation reads two graphs."""
+    key = (repr(kind.terms), kind.unknown_terms)  # repr: a NaN factor equals itself
+    if key in window.kinds_read:
+        window.kind_done = True
+        return
+    window.kinds_read.append(key)
+    window.loss_kind = kind if window.loss_kind is None else loss_graph.plus(window.loss_kind, kind)
 
 
 def ended(state: WatchState, here: ThreadState, roots: list[torch.Tensor]) -> None:

@@ -175,3 +175,22 @@ def _prefixes(roots: list[nn.Module]) -> list[str]:
         seen.add(name)
         out.append(name + ".")
     return out
+
+
+def read_out_layers(roots: Sequence[nn.Module]) -> dict[tuple[int, str], str]:
+    """(model index, parameter name in it) → the name of the layer before its own, in their
+    parent, that carries a forward hook: a wrapper (BYOL, a feature extractor) reads that
+    layer's output, so what comes after it may be computed for nothing by design."""
+    out: dict[tuple[int, str], str] = {}
+    for k, root in enumerate(roots):
+        for parent_name, parent in root.named_modules():
+            children = list(parent.named_children())
+            hooked = next((j for j, (_, c) in enumerate(children) if c._forward_hooks), None)
+            if hooked is None:
+                continue
+            prefix = f"{parent_name}." if parent_name else ""
+            layer = prefix + children[hooked][0]
+            for name, child in children[hooked + 1 :]:
+                for pname, _ in child.named_parameters():
+                    out.setdefault((k, f"{prefix}{name}.{pname}"), layer)
+    return out

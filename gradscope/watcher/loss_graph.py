@@ -70,6 +70,14 @@ def read(loss: torch.Tensor, scaled: bool = False) -> LossKind:
     return LossKind(tuple(found[:MAX_TERMS]), unknown[0], scaled, where)
 
 
+def plus(a: LossKind, b: LossKind) -> LossKind:
+    """The kind of a step whose loss is a's plus b's (two backward calls on different
+    losses): every term of both, so its bound and sign are the sum's."""
+    terms = (a.terms + b.terms)[:MAX_TERMS]
+    unknown = a.unknown_terms + b.unknown_terms
+    return LossKind(terms, unknown, a.scaled or b.scaled, a.where or b.where)
+
+
 def _walk(
     node: Any,
     factor: float,

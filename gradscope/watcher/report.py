@@ -151,8 +151,8 @@ class WatchReport:
         layers = self.run.store.noise
         measured = next((s for s in self.noise if s.optimizer == layers.optimizer), None)
         scale = 1.0
-        if measured is not None and measured.unit == "samples" and measured.micro_batches:
-            scale = (measured.batch or 0) / measured.micro_batches
+        if measured is not None and measured.unit == "samples" and measured.batch_size:
+            scale = measured.batch_size  # samples per micro-batch
         out["layers"] = noise.by_layer(self.run.names(), layers.grad_sq, layers.trace, scale)
         return out
 

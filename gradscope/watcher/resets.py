@@ -103,8 +103,9 @@ def module_reset(state: WatchState, module: Any) -> None:
 
 
 def stepped(state: WatchState, optimizer: Any, params: list[torch.Tensor], thread: int) -> None:
-    """The optimizer stepped `params` in `thread`: from now on, watch for their reset."""
-    state.resets[id(optimizer)] = OpenReset(params, thread)
+    """The optimizer stepped `params` in `thread`: from now on, watch for the reset of those
+    that had a gradient (a head the loss never reaches keeps None, which is no reset)."""
+    state.resets[id(optimizer)] = OpenReset([p for p in params if p.grad is not None], thread)
 
 
 def trained(state: WatchState, optimizer: Any) -> list[torch.Tensor]:

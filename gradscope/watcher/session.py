@@ -236,6 +236,7 @@ class Watcher:
 
     def _build(self, status: str, error: str | None, notes: tuple[str, ...]) -> WatchRun:
         from gradscope.watcher import run_facts
+        from gradscope.watcher.discover import read_out_layers
         from gradscope.watcher.state import ManualUpdates
 
         icp = self.state
@@ -248,6 +249,7 @@ class Watcher:
             for p in g["params"]
         }
         first = [] if icp.first_weights is None else icp.first_weights.tolist()
+        read_outs = read_out_layers(icp.tracked.roots)
         params = tuple(
             ParamInfo(
                 name,
@@ -257,8 +259,10 @@ class Watcher:
                 groups.get(id(p), (None, None))[0],
                 groups.get(id(p), (None, None))[1],
                 first[i] if i < len(first) and first[i] >= 0 else None,
-                i in icp.tracked.owners or not icp.tracked.roots,
-                icp.replaced_after.get(i),
+                in_model=i in icp.tracked.owners or not icp.tracked.roots,
+                replaced_after=icp.replaced_after.get(i),
+                past_read_out=read_outs.get(icp.tracked.owners.get(i, (-1, ""))),
+                last_norm=_last_norm(p) if id(p) not in owned or not p.requires_grad else None,
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
         )
@@ -285,6 +289,15 @@ class Watcher:
             weights_nan=icp.probe.weights,
             state_facts=run_facts.read(icp, self.recorder.records),
         )
+
+
+def _last_norm(p: Any) -> float | None:
+    """A parameter in no optimizer: its norm at the end, one read for the run, so GS411 can
+    say whether a copy changed its values; None where it cannot be read (a failed device)."""
+    try:
+        return float(p.detach().float().norm())
+    except Exception:
+        return None
 
 
 def escaped(exc: BaseException | None) -> bool:

@@ -35,7 +35,12 @@ class Window:
     leaves: set[int] = field(default_factory=set)
     """A helper thread's: ids of the leaf tensors its backward calls reach."""
     loss_kind: Any = None
-    """The first backward's `LossKind`, where it was read (loss_graph.py)."""
+    """The step's `LossKind`, where it was read (loss_graph.py): the first backward's, and
+    the terms of each later backward on another loss added to it."""
+    kinds_read: list[Any] = field(default_factory=list)
+    """The distinct kinds its backward calls were read as (their terms): a call like one of
+    them (the next micro-batch of an accumulation) ends the reading (`kind_done`)."""
+    kind_done: bool = False
     micro: Any = None
     """Its micro-batch gradients (noise_scale.MicroWindow); None: none measured."""
     wiped: int = 0

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
+
+import pytest
 
 from gradscope.config import Thresholds
 from gradscope.findings import Severity
@@ -250,6 +253,24 @@ def test_a_copy_that_gets_no_gradient_is_information_stating_the_facts():
         "never updated" not in f.message
         and "whether its values changed is not recorded" in f.message
     )
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "says", "advice"),
+    [
+        (4.57, 4.77, "its values changed (norm 4.57 at the first step, 4.77 at the end)", "no"),
+        (4.57, 4.57 * (1 + 1e-4), "updated by copy (a target, EMA or teacher): fine", "no"),
+        (4.57, 4.57, "its values never changed", "freeze it"),
+        (0.0, 0.0, "its values never changed", "freeze it"),
+    ],
+)
+def test_a_copy_outside_the_optimizer_is_told_by_whether_its_values_changed(
+    first, last, says, advice
+):
+    target = replace(TARGET, weight_norm=first, last_norm=last)
+    recs = [rec(s, 1.0, param_norms=(1.0, None)) for s in range(1, 60)]
+    (f,) = found(run_of(recs, MSE, params=(*ONLINE, target), members=((0,),)))["GS411"]
+    assert f.severity == Severity.INFO and says in f.message and advice in f.advice
 
 
 def test_a_target_network_that_gets_gradients_is_an_error_whose_advice_keeps_it_out():

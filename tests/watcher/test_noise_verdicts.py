@@ -124,3 +124,42 @@ def test_a_watched_loop_without_zero_grad_says_so_in_the_noise_line():
     assert "GS412" in rules and "GS430" not in rules
     (summary,) = w.report.summary()["noise_scale"]
     assert summary["reason"] == noise.NOT_RESET and summary["critical_batch"] is None
+
+
+def _of(step: int, k: int, grad_sq: float = 1.0, trace: float = 3.0):
+    """A step of k micro-batches of 8 samples whose estimates are (grad_sq, trace)."""
+    return step_record(
+        step,
+        math.sqrt(grad_sq + trace / k),
+        backward_calls=k,
+        micro_batches=k,
+        micro_sq=grad_sq + trace,
+        batch_samples=8,
+    )
+
+
+@pytest.mark.parametrize(
+    ("counts", "says"),
+    [
+        ((2, 4, 8), "this run's steps use 2 to 8 micro-batches (16-64 samples)"),
+        ((8, 8, 2), "this run's steps use 2 to 8 micro-batches (16-64 samples)"),
+        ((4, 16), "this run's steps use 4 to 16 micro-batches (32-128 samples)"),
+    ],
+)
+def test_accumulation_counts_that_change_are_not_one_batch(counts, says):
+    """The last step's count is not the run's batch: the range is, and nothing is judged
+    against a batch the run did not have."""
+    records = [_of(i, counts[i % len(counts)]) for i in range(1, 41)]
+    (s,) = noise.summaries(records, 1)
+    assert s.batch is None and s.micro_range == (min(counts), max(counts))
+    line = s.line()
+    assert f"{says}, not one batch size" in line and "this run uses" not in line
+    assert s.to_dict()["micro_batches_range"] == [min(counts), max(counts)]
+    assert step_batch.batch_vs_noise(run_of(records), Thresholds()) == []
+
+
+def test_one_accumulation_count_still_states_its_batch_and_how_it_was_read():
+    (s,) = noise.summaries([_of(i, 4) for i in range(1, 41)], 1)
+    assert s.micro_range is None and s.batch == 32 and "this run uses 32" in s.line()
+    assert "samples read as the leading dimension of the model's first input" in s.line()
+    assert "sequence-first [T, B, ...] input reads as T: give --batch-size" in s.line()

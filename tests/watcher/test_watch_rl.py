@@ -123,6 +123,7 @@ def test_a_target_network_outside_the_optimizer_is_information(runs):
     for f in targets:
         assert f.severity == Severity.INFO and "got no gradient in any step" in f.message
         assert "never updated" not in f.message  # Polyak averaging does update it
+        assert "its values changed" in f.message and "updated by copy" in f.message
 
 
 def test_a_target_forward_without_no_grad_is_an_error_with_advice_that_keeps_the_algorithm(
@@ -146,6 +147,13 @@ def test_a_detached_critic_is_still_named(runs, tmp_path):
     bugged = source.replace("self.critic(x)\n", "self.critic(x).detach()\n")
     assert bugged.count(".detach()\n") == 2  # get_value and get_action_and_value
     (tmp_path / "ppo.py").write_text(bugged)
-    found = _by_rule(runs("ppo", str(tmp_path / "ppo.py")))
+    report = runs("ppo", str(tmp_path / "ppo.py"))
+    found = _by_rule(report)
     never = {f.subject for f in found["GS413"] if f.severity >= Severity.WARNING}
     assert {"critic.0.weight", "critic.4.weight"} <= never
+    # half the model never learns: the cause leads, the loss's level is its consequence
+    assert report.findings[0].rule == "GS413"
+    for f in report.findings:
+        if f.rule in ("GS414", "GS415"):
+            assert f.explained_by and f.explained_by.startswith("GS413:critic.")
+            assert "lower the learning rate" not in f.advice
