@@ -29,10 +29,14 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "GS416": ("GS406", "GS415"),  # clipping scaled gradients cuts every update
     "GS431": ("GS405", "GS409", "GS414", "GS415", "GS419"),  # probabilities fed as logits
     "GS419": ("GS401", "GS402", "GS403", "GS404", "GS409", "GS414", "GS415"),  # lr too high
+    "GS450": ("GS402", "GS403"),  # one layer's spike drives the total's, the loss's
 }
 """Cause rule → the rules whose findings it explains in the same optimizer's steps. GS419
 is both: every cause that explains it also supersedes it (`supersedes=` on the cause's
 `@rule`, rules/registry.py SUPERSEDES)."""
+
+AT_ITS_STEPS = frozenset({"GS450"})
+"""Causes of one moment: they explain a symptom only where their steps meet."""
 
 
 def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
@@ -46,7 +50,10 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
             (
                 c
                 for c in causes
-                if c is not f and f.rule in EXPLAINS[c.rule] and _same_series(run, c, f)
+                if c is not f
+                and f.rule in EXPLAINS[c.rule]
+                and _same_series(run, c, f)
+                and (c.rule not in AT_ITS_STEPS or set(c.steps) & set(f.steps))
             ),
             None,
         )

@@ -17,6 +17,7 @@ from gradscope.rules import (  # noqa: F401  (declare)
     step_batch,
     step_blowup,
     step_clipping,
+    step_layers,
     step_logits,
     step_meaning,
     step_optimizer,

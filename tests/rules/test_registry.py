@@ -112,6 +112,10 @@ FIRES = {
         "tests/watcher/test_watch_probabilities.py",
         "test_a_loss_fed_probabilities_is_named_at_step_1_and_leads",
     ),
+    "GS450": (
+        "tests/watcher/precursor/test_layer_spike_runs.py",
+        "test_a_filled_input_column_names_the_input_layer_and_the_step",
+    ),
 }
 """Rule id → a test that makes it fire (on a real model or script, or on the data of one) and
 looks for it by id or slug."""
