@@ -30,6 +30,7 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "GS431": ("GS405", "GS409", "GS414", "GS415", "GS419"),  # probabilities fed as logits
     "GS419": ("GS401", "GS402", "GS403", "GS404", "GS409", "GS414", "GS415"),  # lr too high
     "GS450": ("GS402", "GS403"),  # one layer's spike drives the total's, the loss's
+    "GS452": (*_GROWTH, "GS450"),  # an lr jump: every update larger, the run diverges
 }
 """Cause rule → the rules whose findings it explains in the same optimizer's steps. GS419
 is both: every cause that explains it also supersedes it (`supersedes=` on the cause's
@@ -37,6 +38,9 @@ is both: every cause that explains it also supersedes it (`supersedes=` on the c
 
 AT_ITS_STEPS = frozenset({"GS450"})
 """Causes of one moment: they explain a symptom only where their steps meet."""
+PRECURSORS = frozenset({"GS452"})
+"""Warnings before a divergence: they explain a symptom only from their step on, and the
+symptom holds the lead (its first step minus the warning's)."""
 
 
 def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
@@ -44,6 +48,7 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
     found first, then the findings nothing explains, then the symptoms; worst first."""
     findings = superseded(run, findings)
     causes = [f for f in findings if f.rule in EXPLAINS and f.ignored_by is None]
+    causes.sort(key=lambda c: c.rule not in PRECURSORS)  # the warning before it, first
     out = []
     for f in findings:
         cause = next(
@@ -53,7 +58,7 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
                 if c is not f
                 and f.rule in EXPLAINS[c.rule]
                 and _same_series(run, c, f)
-                and (c.rule not in AT_ITS_STEPS or set(c.steps) & set(f.steps))
+                and _in_time(c, f)
             ),
             None,
         )
@@ -62,6 +67,7 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
                 f,
                 explained_by=f"{cause.rule}:{cause.subject}",
                 advice=f"a consequence of {cause.slug} ({cause.rule}): fix that first",
+                lead=_lead(cause, f),
             )
         out.append(f)
     leading = {f.explained_by for f in out if f.explained_by}
@@ -74,6 +80,22 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
             f.rule,
         ),
     )
+
+
+def _in_time(cause: Finding, symptom: Finding) -> bool:
+    """A cause of one moment meets the symptom's steps; a precursor comes before them."""
+    if cause.rule in AT_ITS_STEPS:
+        return bool(set(cause.steps) & set(symptom.steps))
+    if cause.rule in PRECURSORS and symptom.steps:  # (a verdict on the whole run: any)
+        return bool(cause.steps) and symptom.steps[0] >= cause.steps[0]
+    return True
+
+
+def _lead(cause: Finding, symptom: Finding) -> int | None:
+    """Steps from a precursor's warning to the symptom it announced."""
+    if cause.rule not in PRECURSORS or not cause.steps or not symptom.steps:
+        return None
+    return symptom.steps[0] - cause.steps[0]
 
 
 def superseded(run: WatchRun, findings: list[Finding]) -> list[Finding]:

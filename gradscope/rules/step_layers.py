@@ -9,6 +9,8 @@ live step seen); the finding names the layer and the step.
 
 from __future__ import annotations
 
+import math
+
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
@@ -97,4 +99,6 @@ def _passes(x: LayerSpike, members: tuple[int, ...], names: list[str], t: Thresh
         return False
     if x.ratio < LAYER_RATIO or x.sigmas < t.spike_sigma or x.over_high < LAYER_HIGH:
         return False
-    return x.total_median > 0 and x.value >= LAYER_SHARE * x.total_median
+    if not (math.isfinite(x.total) and x.total_median > 0):
+        return False  # a step that overflowed: GS401's
+    return x.value >= LAYER_SHARE * x.total_median

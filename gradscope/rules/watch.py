@@ -19,6 +19,7 @@ from gradscope.rules import (  # noqa: F401  (declare)
     step_clipping,
     step_layers,
     step_logits,
+    step_lr_jump,
     step_meaning,
     step_optimizer,
     step_progress,

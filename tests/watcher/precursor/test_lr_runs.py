@@ -1,0 +1,51 @@
+"""GS452 on real runs of a char-level GPT (char_gpt.py: 2 layers, d=48, AdamW at 1e-2
+after a 20-step warm-up, 300 steps): a sudden ×10 learning rate at step 200 (the loss goes
+back to the uniform guess) and the ramp protocol (×1.2 per step after step 120: NaN by
+step 170) are named at the step whose update applied the rise, first in the report, and
+the divergence findings point back to it with their lead; the same run without the rise,
+and with a cosine schedule restarted at its peak, stay silent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gradscope.findings import Severity
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = str(Path(__file__).with_name("char_gpt.py"))
+
+
+def _run(mode: str):
+    from gradscope.watcher import watch_script
+
+    report = watch_script(SCRIPT, [mode])
+    assert report.run.status == "completed", report.run.error
+    return report.findings
+
+
+@pytest.mark.parametrize("mode", ["healthy", "restart"])
+def test_the_controls_are_silent(mode):
+    assert [f.rule for f in _run(mode) if f.severity >= Severity.WARNING] == []
+
+
+def test_a_sudden_jump_is_named_at_the_step_that_applied_it():
+    findings = _run("jump")
+    first = findings[0]
+    assert first.rule == "GS452" and first.steps == (200,) and "×10.0" in first.message
+    later = [f for f in findings if f.explained_by == "GS452:lr"]
+    assert later and all(f.lead is not None and f.lead > 0 for f in later if f.steps)
+    assert "GS419" not in {f.rule for f in findings}  # the jump's harm is not the start's
+
+
+def test_the_ramp_is_named_before_the_run_diverges():
+    findings = _run("ramp")
+    first = findings[0]
+    assert first.rule == "GS452" and first.steps == (124,)
+    by_rule = {f.rule: f for f in findings}
+    nan = by_rule["GS401"]
+    assert nan.explained_by == "GS452:lr" and nan.lead == nan.steps[0] - 124 >= 25
+    spike = by_rule["GS402"]
+    assert spike.explained_by == "GS452:lr" and spike.lead > 0
