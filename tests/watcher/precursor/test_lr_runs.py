@@ -7,6 +7,7 @@ and with a cosine schedule restarted at its peak, stay silent."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,25 @@ def test_the_ramp_is_named_before_the_run_diverges():
     assert nan.explained_by == "GS452:lr" and nan.lead == nan.steps[0] - 124 >= 25
     spike = by_rule["GS402"]
     assert spike.explained_by == "GS452:lr" and spike.lead > 0
+
+
+def test_the_lead_is_in_the_json_and_the_tensorboard_text(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from tests.watcher.watch_scripts import gradscope
+
+    done = gradscope(
+        "watch", SCRIPT, "-f", "json", "--tensorboard", str(tmp_path / "tb"), "--", "ramp"
+    )
+    assert done.returncode == 1, done.stderr
+    findings = {f["rule"]: f for f in json.loads(done.stdout)["findings"]}
+    assert findings["GS452"]["steps"][0] == 124 and "lead" not in findings["GS452"]
+    nan = findings["GS401"]
+    assert nan["explained_by"] == "GS452:lr" and nan["lead"] == nan["steps"][0] - 124
+    events = EventAccumulator(str(tmp_path / "tb"), size_guidance={"tensors": 0})
+    events.Reload()
+    (text,) = events.Tensors("findings/GS401/text_summary")
+    assert f"lead: {nan['lead']} steps after the warning GS452:lr" in (
+        text.tensor_proto.string_val[0].decode()
+    )
