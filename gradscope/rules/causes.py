@@ -66,7 +66,8 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
             f = replace(
                 f,
                 explained_by=f"{cause.rule}:{cause.subject}",
-                advice=f"a consequence of {cause.slug} ({cause.rule}): fix that first",
+                advice=f"a consequence of {cause.slug} ({cause.rule}){_warned(cause, f)}: "
+                "fix that first",
                 lead=_lead(cause, f),
             )
         out.append(f)
@@ -96,6 +97,11 @@ def _lead(cause: Finding, symptom: Finding) -> int | None:
     if cause.rule not in PRECURSORS or not cause.steps or not symptom.steps:
         return None
     return symptom.steps[0] - cause.steps[0]
+
+
+def _warned(cause: Finding, symptom: Finding) -> str:
+    lead = _lead(cause, symptom)
+    return "" if lead is None else f", which warned {lead} steps before"
 
 
 def superseded(run: WatchRun, findings: list[Finding]) -> list[Finding]:

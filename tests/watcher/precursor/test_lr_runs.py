@@ -59,13 +59,14 @@ def test_the_lead_is_in_the_json_and_the_tensorboard_text(tmp_path):
     from tests.watcher.watch_scripts import gradscope
 
     done = gradscope(
-        "watch", SCRIPT, "-f", "json", "--tensorboard", str(tmp_path / "tb"), "--", "ramp"
+        "watch", SCRIPT, "-f", "json", "--tensorboard", str(tmp_path / "tb"), "--", "ramp", "200"
     )
     assert done.returncode == 1, done.stderr
     findings = {f["rule"]: f for f in json.loads(done.stdout)["findings"]}
     assert findings["GS452"]["steps"][0] == 124 and "lead" not in findings["GS452"]
     nan = findings["GS401"]
     assert nan["explained_by"] == "GS452:lr" and nan["lead"] == nan["steps"][0] - 124
+    assert f"which warned {nan['lead']} steps before" in nan["advice"]
     events = EventAccumulator(str(tmp_path / "tb"), size_guidance={"tensors": 0})
     events.Reload()
     (text,) = events.Tensors("findings/GS401/text_summary")
