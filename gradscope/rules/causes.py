@@ -30,7 +30,8 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "GS431": ("GS405", "GS409", "GS414", "GS415", "GS419"),  # probabilities fed as logits
     "GS419": ("GS401", "GS402", "GS403", "GS404", "GS409", "GS414", "GS415"),  # lr too high
     "GS450": ("GS402", "GS403"),  # one layer's spike drives the total's, the loss's
-    "GS452": (*_GROWTH, "GS450"),  # an lr jump: every update larger, the run diverges
+    "GS451": (*_GROWTH, "GS450"),  # Adam's v lags a large gradient: a huge update
+    "GS452": (*_GROWTH, "GS450", "GS451"),  # an lr jump: every update larger, it diverges
 }
 """Cause rule → the rules whose findings it explains in the same optimizer's steps. GS419
 is both: every cause that explains it also supersedes it (`supersedes=` on the cause's
@@ -38,7 +39,7 @@ is both: every cause that explains it also supersedes it (`supersedes=` on the c
 
 AT_ITS_STEPS = frozenset({"GS450"})
 """Causes of one moment: they explain a symptom only where their steps meet."""
-PRECURSORS = frozenset({"GS452"})
+PRECURSORS = frozenset({"GS451", "GS452"})
 """Warnings before a divergence: they explain a symptom only from their step on, and the
 symptom holds the lead (its first step minus the warning's)."""
 
@@ -48,7 +49,7 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
     found first, then the findings nothing explains, then the symptoms; worst first."""
     findings = superseded(run, findings)
     causes = [f for f in findings if f.rule in EXPLAINS and f.ignored_by is None]
-    causes.sort(key=lambda c: c.rule not in PRECURSORS)  # the warning before it, first
+    causes.sort(key=_earliest_warning)
     out = []
     for f in findings:
         cause = next(
@@ -81,6 +82,11 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
             f.rule,
         ),
     )
+
+
+def _earliest_warning(cause: Finding) -> tuple[bool, int]:
+    """The precursors first, the earliest of them first: a symptom's first warning."""
+    return cause.rule not in PRECURSORS, cause.steps[0] if cause.steps else 2**62
 
 
 def _in_time(cause: Finding, symptom: Finding) -> bool:

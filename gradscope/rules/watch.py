@@ -28,6 +28,7 @@ from gradscope.rules import (  # noqa: F401  (declare)
     step_setup,
     step_stale,
     step_trends,
+    step_vlag,
     step_wiped,
     steps,
 )

@@ -116,6 +116,10 @@ FIRES = {
         "tests/watcher/precursor/test_layer_spike_runs.py",
         "test_a_filled_input_column_names_the_input_layer_and_the_step",
     ),
+    "GS451": (
+        "tests/watcher/precursor/test_lr_runs.py",
+        "test_a_large_gradient_batch_under_adamw_is_named_at_its_step",
+    ),
     "GS452": (
         "tests/watcher/precursor/test_lr_runs.py",
         "test_a_sudden_jump_is_named_at_the_step_that_applied_it",

@@ -4,6 +4,8 @@
 #   jump     lr x10 at step 200 (a schedule's units confused)
 #   ramp     lr x1.2 per step after step 120 (the ramp protocol)
 #   restart  a cosine schedule restarted at step 200, back to its peak: healthy
+#   vlag     one batch at step 200 whose gradient is 1000x (its loss scaled): Adam's second
+#            moment lags it
 # ARGS: MODE [STEPS]
 import math
 import sys
@@ -48,6 +50,8 @@ for step in range(1, steps + 1):
         group["lr"] = lr_at(step)
     x, y = batch()
     loss = model(x, y).loss
+    if mode == "vlag" and step == 200:
+        loss = loss * 1000.0
     opt.zero_grad()
     loss.backward()
     opt.step()

@@ -1,9 +1,11 @@
-"""GS452 on real runs of a char-level GPT (char_gpt.py: 2 layers, d=48, AdamW at 1e-2
-after a 20-step warm-up, 300 steps): a sudden ×10 learning rate at step 200 (the loss goes
-back to the uniform guess) and the ramp protocol (×1.2 per step after step 120: NaN by
-step 170) are named at the step whose update applied the rise, first in the report, and
-the divergence findings point back to it with their lead; the same run without the rise,
-and with a cosine schedule restarted at its peak, stay silent."""
+"""GS452 and GS451 on real runs of a char-level GPT (char_gpt.py: 2 layers, d=48, AdamW
+at 1e-2 after a 20-step warm-up, 300 steps): a sudden ×10 learning rate at step 200 (the
+loss goes back to the uniform guess) and the ramp protocol (×1.2 per step after step 120:
+NaN by step 170) are named at the step whose update applied the rise, first in the report,
+and the divergence findings point back to it with their lead; one batch with a 1000×
+gradient at step 200 (the loss then climbs from 2.2 to 4.1) is named by GS451 at that
+step; the same run without either, and with a cosine schedule restarted at its peak, stay
+silent."""
 
 from __future__ import annotations
 
@@ -73,3 +75,11 @@ def test_the_lead_is_in_the_json_and_the_tensorboard_text(tmp_path):
     assert f"lead: {nan['lead']} steps after the warning GS452:lr" in (
         text.tensor_proto.string_val[0].decode()
     )
+
+
+def test_a_large_gradient_batch_under_adamw_is_named_at_its_step():
+    findings = _run("vlag")
+    first = findings[0]
+    assert first.rule == "GS451" and first.steps == (200,) and "β2 = 0.999" in first.message
+    spike = next(f for f in findings if f.rule == "GS403")
+    assert spike.explained_by == "GS451:optimizer-state" and spike.lead == 0
