@@ -68,10 +68,15 @@ class Finding:
     explained_by: str | None = None
     """Watch rules: "RULE:subject" of the finding whose cause this one is a symptom of
     (rules/causes.py); its advice then points there."""
+    lead: int | None = None
+    """Watch rules, a symptom a precursor warned of (explained_by): the steps from the
+    warning's step to this finding's first step."""
 
     def to_dict(self) -> dict[str, Any]:
         steps = {"steps": list(self.steps)} if self.steps else {}
-        cause = {"explained_by": self.explained_by} if self.explained_by else {}
+        cause: dict[str, Any] = {"explained_by": self.explained_by} if self.explained_by else {}
+        if self.lead is not None:
+            cause["lead"] = self.lead
         return {
             "rule": self.rule,
             "slug": self.slug,
@@ -165,6 +170,14 @@ TABLE = {
             "a bad batch, learning rate too high, or the optimizer's state (Adam's second "
             "moment) decayed while gradients were small",
             "gradient clipping, lower learning rate or longer warm-up, inspect the batch",
+        ),
+        TableRow(
+            "precursor",
+            "a run that diverges after a quiet start",
+            "a learning rate that jumped or ramped, Adam's second moment lagging a sudden "
+            "large gradient, attention or output logits that grew for hundreds of steps",
+            "the mechanism's fix: a lower peak or a longer warm-up, beta2 or eps, "
+            "qk-layernorm, a z-loss",
         ),
         TableRow(
             "clipping",

@@ -67,4 +67,6 @@ def write(report: WatchReport, directory: str) -> None:
         last = run.steps[-1].step if run.steps else 0
         for f in report.findings:
             text = f"**{f.severity} {f.rule} {f.slug}** {f.subject}: {f.message}\n\n{f.advice}"
+            if f.lead is not None:
+                text += f"\n\nlead: {f.lead} steps after the warning {f.explained_by}"
             events.add_text(f"findings/{f.rule}", text, f.steps[0] if f.steps else last)

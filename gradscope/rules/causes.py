@@ -47,10 +47,19 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "GS419": _LR_HIGH,  # lr too high; gradients it killed (GS405, GS410, GS417: see _explains)
     "GS413": ("GS414", "GS415"),  # a large part never learns: the loss cannot fall (_explains)
     "GS442": ("GS405", "GS410", "GS415"),  # eps outweighs √v̂: SGD with a tiny step
+    "GS450": ("GS402", "GS403"),  # one layer's spike drives the total's, the loss's
+    "GS451": (*_GROWTH, "GS450"),  # Adam's v lags a large gradient: a huge update
+    "GS452": (*_GROWTH, "GS450", "GS451"),  # an lr jump: every update larger, it diverges
 }
 """Cause rule → the rules whose findings it explains in the same optimizer's steps. GS419
 is both: every cause that explains it also supersedes it (`supersedes=` on the cause's
 `@rule`, rules/registry.py SUPERSEDES)."""
+
+AT_ITS_STEPS = frozenset({"GS450"})
+"""Causes of one moment: they explain a symptom only where their steps meet."""
+PRECURSORS = frozenset({"GS451", "GS452"})
+"""Warnings before a divergence: they explain a symptom only from their step on, and the
+symptom holds the lead (its first step minus the warning's)."""
 
 
 def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
@@ -58,6 +67,7 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
     found first, then the findings nothing explains, then the symptoms; worst first."""
     findings = superseded(run, findings)
     causes = [f for f in findings if f.rule in EXPLAINS and f.ignored_by is None]
+    causes.sort(key=_earliest_warning)
     out = []
     for f in findings:
         cause = next(
@@ -68,6 +78,7 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
                 and f.rule in EXPLAINS[c.rule]
                 and _same_series(run, c, f)
                 and _explains(run, c, f, findings)
+                and _in_time(c, f)
             ),
             None,
         )
@@ -75,7 +86,9 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
             f = replace(
                 f,
                 explained_by=f"{cause.rule}:{cause.subject}",
-                advice=f"a consequence of {cause.slug} ({cause.rule}): fix that first",
+                advice=f"a consequence of {cause.slug} ({cause.rule}){_warned(cause, f)}: "
+                "fix that first",
+                lead=_lead(cause, f),
             )
         out.append(f)
     leading = {f.explained_by for f in out if f.explained_by}
@@ -88,6 +101,32 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
             f.rule,
         ),
     )
+
+
+def _earliest_warning(cause: Finding) -> tuple[bool, int]:
+    """The precursors first, the earliest of them first: a symptom's first warning."""
+    return cause.rule not in PRECURSORS, cause.steps[0] if cause.steps else 2**62
+
+
+def _in_time(cause: Finding, symptom: Finding) -> bool:
+    """A cause of one moment meets the symptom's steps; a precursor comes before them."""
+    if cause.rule in AT_ITS_STEPS:
+        return bool(set(cause.steps) & set(symptom.steps))
+    if cause.rule in PRECURSORS and symptom.steps:  # (a verdict on the whole run: any)
+        return bool(cause.steps) and symptom.steps[0] >= cause.steps[0]
+    return True
+
+
+def _lead(cause: Finding, symptom: Finding) -> int | None:
+    """Steps from a precursor's warning to the symptom it announced."""
+    if cause.rule not in PRECURSORS or not cause.steps or not symptom.steps:
+        return None
+    return symptom.steps[0] - cause.steps[0]
+
+
+def _warned(cause: Finding, symptom: Finding) -> str:
+    lead = _lead(cause, symptom)
+    return "" if lead is None else f", which warned {lead} steps before"
 
 
 def superseded(run: WatchRun, findings: list[Finding]) -> list[Finding]:

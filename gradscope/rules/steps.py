@@ -39,7 +39,7 @@ from gradscope.rules.step_common import (
 )
 from gradscope.steps.records import StepRecord, WatchRun
 
-__all__ = ["spike_steps", "spikes"]
+__all__ = ["series_spike_steps", "spike_steps", "spikes"]
 
 
 # -- GS401 -----------------------------------------------------------------------------
@@ -134,6 +134,12 @@ def _series_spikes(
     if found and found[0][0] < t.spike_min_history and early_blowup_of(s, t) is not None:
         found = [f for f in found if f[0] >= t.spike_min_history]
     return steps, found
+
+
+def series_spike_steps(s: Series, t: Thresholds, kind: str) -> set[int]:
+    """The steps of one optimizer's series GS402 ("loss") or GS403 ("norm") calls spikes."""
+    steps, found = _series_spikes(s, t, kind)
+    return {steps[i].step for i, _, _ in found}
 
 
 def spike_steps(run: WatchRun, t: Thresholds, kind: str) -> list[int]:

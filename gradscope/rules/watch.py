@@ -17,7 +17,9 @@ from gradscope.rules import (  # noqa: F401  (declare)
     step_blowup,
     step_clipping,
     step_eps,
+    step_layers,
     step_logits,
+    step_lr_jump,
     step_meaning,
     step_modes,
     step_nan,
@@ -29,6 +31,7 @@ from gradscope.rules import (  # noqa: F401  (declare)
     step_setup,
     step_stale,
     step_trends,
+    step_vlag,
     step_wiped,
     steps,
 )

@@ -24,6 +24,7 @@ from typing import Any, overload
 
 from gradscope.steps.columns import Column
 from gradscope.steps.detail import DETAIL_STEPS, NO_GRAD, Decimated, Row
+from gradscope.steps.layer_spikes import LayerSpikes
 from gradscope.steps.noise import LayerNoise
 from gradscope.steps.step_record import StepRecord
 from gradscope.steps.tensor_track import TensorTrack
@@ -95,6 +96,8 @@ class StepStore(Sequence[StepRecord]):
         """While `held()`: every step's record, built once for the rules' many passes."""
         self.noise = LayerNoise()
         """Per tensor, the moving averages of the noise scale's two estimates."""
+        self.layers = LayerSpikes()
+        """Per optimizer, the largest jumps of a tensor's norm above its own median."""
 
     @classmethod
     def of(
@@ -169,6 +172,7 @@ class StepStore(Sequence[StepRecord]):
         if not r.skipped:
             self.noise.add(r)
             self.track.add(r.step, r.optimizer, norms)
+            self.layers.add(r.step, r.optimizer, norms, r.grad_norm)
             self._keep_jump(index, r)
 
     def _keep_jump(self, index: int, r: StepRecord) -> None:

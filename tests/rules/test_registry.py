@@ -123,6 +123,18 @@ FIRES = {
     "GS441": (STATE, "test_batchnorm_statistics_that_never_moved_are_named"),
     "GS442": (STATE, "test_adam_eps_above_root_v_is_named_within_two_steps"),
     "GS443": (STATE, "test_the_same_batch_every_step_is_information"),
+    "GS450": (
+        "tests/watcher/precursor/test_layer_spike_runs.py",
+        "test_a_filled_input_column_names_the_input_layer_and_the_step",
+    ),
+    "GS451": (
+        "tests/watcher/precursor/test_lr_runs.py",
+        "test_a_large_gradient_batch_under_adamw_is_named_at_its_step",
+    ),
+    "GS452": (
+        "tests/watcher/precursor/test_lr_runs.py",
+        "test_a_sudden_jump_is_named_at_the_step_that_applied_it",
+    ),
 }
 """Rule id → a test that makes it fire (on a real model or script, or on the data of one) and
 looks for it by id or slug."""
@@ -193,6 +205,7 @@ def test_what_a_rule_supersedes_is_declared_and_known():
         "GS435": ("GS430",),
         "GS436": ("GS419",),
         "GS438": ("GS419",),
+        "GS452": ("GS419",),
     }
     assert all(set(v) <= set(RULES) for v in registry.SUPERSEDES.values())
 

@@ -34,7 +34,9 @@ def test_spike_at_the_outlier_batch_with_its_drivers():
     assert norm.evidence[0] == "spike steps: 150"
     assert any(e.startswith("layers that drove it") for e in norm.evidence)
     assert any("update norm" in e for e in norm.evidence)
-    assert set(found) == {"GS402", "GS403"}
+    (lag,) = found["GS451"]  # Adam's v lags the ×40 batch: that step's update was huge
+    assert lag.steps == (150,) and norm.explained_by == "GS451:optimizer-state"
+    assert set(found) == {"GS402", "GS403", "GS451"}
 
 
 def test_exploding_trend():

@@ -1,0 +1,104 @@
+"""A spike in one layer that the total gradient norm hides (GS450). No torch.
+
+A batch that fills a normally empty input column, or a one-step penalty on one layer's
+weights, makes that layer's gradient jump 100× its own median while the total norm moves
+4-12×: GS403 judges the total, and a total in a noisy run or in the first steps may not
+pass its test. Each tensor is judged against its own history (steps/layer_spikes.py, every
+live step seen); the finding names the layer and the step.
+"""
+
+from __future__ import annotations
+
+import math
+
+from gradscope.config import Thresholds
+from gradscope.findings import RULES, Finding, Severity
+from gradscope.fmt import num
+from gradscope.rules.registry import Stage, rule
+from gradscope.rules.step_common import about, by_optimizer, module_of, step_list
+from gradscope.rules.steps import series_spike_steps
+from gradscope.steps.layer_spikes import LayerSpike
+from gradscope.steps.records import WatchRun
+
+LAYER_RATIO = 20.0
+"""A tensor's norm at least this many times its own median (over its last 64 steps)."""
+LAYER_HIGH = 4.0
+"""...and at least this many times its own 90th percentile there: a tensor often far above
+its median (gradients that reach it on some batches only) is not spiking when it is."""
+LAYER_SHARE = 1.0
+"""...and at least this many times the total norm's median: the jump alone is as large as
+the whole gradient usually is (a bias whose tiny gradient jumps moves nothing)."""
+
+
+@rule(
+    "GS450",
+    "layer-spike",
+    Severity.WARNING,
+    "spike",
+    Stage.WATCH,
+    "watch: one layer's gradient norm jumped far above its own median while the total norm "
+    "moved much less; the layer and the step named",
+    example="a batch that fills a normally empty input column: the first layer's gradient "
+    "jumps 100× at step 150 while the total moves 4×",
+    fix="look at the batch of that step (an input feature or token the run rarely sees) and "
+    "at what touches that layer alone (a one-step penalty, a freshly unfrozen layer); clip "
+    "the gradient norm if such batches are expected",
+    thresholds=("spike-sigma",),
+)
+def layer_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """A tensor's gradient norm at least 20 times the median of its own last 64 live steps,
+    4 times their 90th percentile, and spike-sigma robust sigmas above the median (its log
+    norm's median absolute deviation),
+    judged on every live step from the 17th on, whose norm alone is at least the total
+    norm's median there, at a step where the total norm is no spike (GS403's, whose
+    evidence names the layers that drove it). Per-layer noise of that size is not seen
+    in healthy training; a loss spike at the same step points to the layer."""
+    out = []
+    names = run.names()
+    for s in by_optimizer(run):
+        total = series_spike_steps(s, t, "norm")
+        found = [
+            x
+            for x in run.store.layers.found(s.index)
+            if x.step not in total and _passes(x, s.members, names, t)
+        ]
+        if not found:
+            continue
+        worst = max(found, key=lambda x: x.ratio)
+        layer = module_of(names[worst.tensor])
+        moved = worst.total / worst.total_median if worst.total_median > 0 else float("inf")
+        evidence = [
+            f"step {x.step}: {names[x.tensor]} {num(x.value)} against its median "
+            f"{num(x.median)} ({x.ratio:.0f}×); total norm {num(x.total)} against "
+            f"{num(x.total_median)} ({x.total / x.total_median:.1f}×)"
+            for x in found[:6]
+            if x.total_median > 0
+        ]
+        where = sorted({x.step for x in found})
+        finding = RULES["GS450"].finding(
+            s.subject(layer),
+            s.say(
+                f"the gradient of `{layer}` spiked to {worst.ratio:.0f}× its own median at "
+                f"step {worst.step} ({num(worst.value)} against {num(worst.median)}); "
+                f"the total norm moved {moved:.1f}×"
+                + (f"; {len(where)} steps with such a layer spike" if len(where) > 1 else "")
+            ),
+            f"look at the batch of step {worst.step} (an input feature or token the run "
+            f"rarely sees reaches `{layer}` there) and at anything that acts on `{layer}` "
+            "alone at that step; clip the gradient norm if such batches are expected",
+            value=worst.ratio,
+            threshold=LAYER_RATIO,
+            evidence=(f"layer spike steps: {step_list(where)}", *evidence),
+        )
+        out.append(about(finding, where))
+    return out
+
+
+def _passes(x: LayerSpike, members: tuple[int, ...], names: list[str], t: Thresholds) -> bool:
+    if x.tensor >= len(names) or (members and x.tensor not in members):
+        return False
+    if x.ratio < LAYER_RATIO or x.sigmas < t.spike_sigma or x.over_high < LAYER_HIGH:
+        return False
+    if not (math.isfinite(x.total) and x.total_median > 0):
+        return False  # a step that overflowed: GS401's
+    return x.value >= LAYER_SHARE * x.total_median

@@ -1,0 +1,85 @@
+"""GS452 and GS451 on real runs of a char-level GPT (char_gpt.py: 2 layers, d=48, AdamW
+at 1e-2 after a 20-step warm-up, 300 steps): a sudden ×10 learning rate at step 200 (the
+loss goes back to the uniform guess) and the ramp protocol (×1.2 per step after step 120:
+NaN by step 170) are named at the step whose update applied the rise, first in the report,
+and the divergence findings point back to it with their lead; one batch with a 1000×
+gradient at step 200 (the loss then climbs from 2.2 to 4.1) is named by GS451 at that
+step; the same run without either, and with a cosine schedule restarted at its peak, stay
+silent."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gradscope.findings import Severity
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = str(Path(__file__).with_name("char_gpt.py"))
+
+
+def _run(mode: str):
+    from gradscope.watcher import watch_script
+
+    report = watch_script(SCRIPT, [mode])
+    assert report.run.status == "completed", report.run.error
+    return report.findings
+
+
+@pytest.mark.parametrize("mode", ["healthy", "restart"])
+def test_the_controls_are_silent(mode):
+    assert [f.rule for f in _run(mode) if f.severity >= Severity.WARNING] == []
+
+
+def test_a_sudden_jump_is_named_at_the_step_that_applied_it():
+    findings = _run("jump")
+    first = findings[0]
+    assert first.rule == "GS452" and first.steps == (200,) and "×10.0" in first.message
+    later = [f for f in findings if f.explained_by == "GS452:lr"]
+    assert later and all(f.lead is not None and f.lead > 0 for f in later if f.steps)
+    assert "GS419" not in {f.rule for f in findings}  # the jump's harm is not the start's
+
+
+def test_the_ramp_is_named_before_the_run_diverges():
+    findings = _run("ramp")
+    first = findings[0]
+    assert first.rule == "GS452" and first.steps == (124,)
+    by_rule = {f.rule: f for f in findings}
+    nan = by_rule["GS401"]
+    assert nan.explained_by == "GS452:lr" and nan.lead == nan.steps[0] - 124 >= 25
+    spike = by_rule["GS402"]
+    assert spike.explained_by == "GS452:lr" and spike.lead > 0
+
+
+def test_the_lead_is_in_the_json_and_the_tensorboard_text(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from tests.watcher.watch_scripts import gradscope
+
+    done = gradscope(
+        "watch", SCRIPT, "-f", "json", "--tensorboard", str(tmp_path / "tb"), "--", "ramp", "200"
+    )
+    assert done.returncode == 1, done.stderr
+    findings = {f["rule"]: f for f in json.loads(done.stdout)["findings"]}
+    assert findings["GS452"]["steps"][0] == 124 and "lead" not in findings["GS452"]
+    nan = findings["GS401"]
+    assert nan["explained_by"] == "GS452:lr" and nan["lead"] == nan["steps"][0] - 124
+    assert f"which warned {nan['lead']} steps before" in nan["advice"]
+    events = EventAccumulator(str(tmp_path / "tb"), size_guidance={"tensors": 0})
+    events.Reload()
+    (text,) = events.Tensors("findings/GS401/text_summary")
+    assert f"lead: {nan['lead']} steps after the warning GS452:lr" in (
+        text.tensor_proto.string_val[0].decode()
+    )
+
+
+def test_a_large_gradient_batch_under_adamw_is_named_at_its_step():
+    findings = _run("vlag")
+    first = findings[0]
+    assert first.rule == "GS451" and first.steps == (200,) and "β2 = 0.999" in first.message
+    spike = next(f for f in findings if f.rule == "GS403")
+    assert spike.explained_by == "GS451:optimizer-state" and spike.lead == 0

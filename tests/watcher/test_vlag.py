@@ -1,0 +1,85 @@
+"""GS451 on fabricated runs: under Adam, a total-norm spike far above the root of its own
+moving second moment (β2 from the optimizer's settings) is named at its step and explains
+the spikes at and after it; the same spike under SGD, clipped to the usual size, a mild one
+(×3) and a noisy healthy run stay silent."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from gradscope.config import Settings
+from gradscope.rules import watch as rules
+from gradscope.rules.step_vlag import rms_t
+from gradscope.steps.meaning import GroupSettings, OptimizerSettings
+from gradscope.steps.records import ParamInfo, StepRecord, WatchRun
+
+W = ParamInfo("w", (4, 4), True, True, 0.1)
+ADAM = OptimizerSettings("AdamW", 1, (GroupSettings(1e-3, betas=(0.9, 0.999), eps=1e-8),))
+SGD = OptimizerSettings("SGD", 1, (GroupSettings(1e-3, momentum=0.9),))
+
+
+def _records(spike: float = 1000.0, at: int = 200, n: int = 300, clip: float | None = None):
+    rng = random.Random(0)
+    out = []
+    for k in range(1, n + 1):
+        norm = rng.lognormvariate(0, 0.3) * (spike if k == at else 1.0)
+        loss = 2.0 * rng.lognormvariate(0, 0.05) * (3.0 if at < k <= at + 5 else 1.0)
+        clipped = None if clip is None else min(norm, clip)
+        out.append(
+            StepRecord(
+                step=k,
+                optimizer=0,
+                loss=loss,
+                grad_norm=norm,
+                clipped_norm=clipped,
+                max_norm=clip,
+                lrs=(1e-3,),
+                backward_calls=1,
+                scale=None,
+                skipped=False,
+                carried_norm=None,
+                param_norms=(norm,),
+            )
+        )
+    return out
+
+
+def _found(records, settings=ADAM) -> dict[str, list]:
+    run = WatchRun(
+        "script train.py",
+        (W,),
+        tuple(records),
+        "completed",
+        1.0,
+        optimizers=(settings.kind,),
+        settings=((settings,),),
+    )
+    out: dict[str, list] = {}
+    for f in rules.judge(run, Settings()):
+        out.setdefault(f.rule, []).append(f)
+    return out
+
+
+def test_a_large_gradient_under_adam_is_named_at_its_step_and_leads():
+    found = _found(_records())
+    (f,) = found["GS451"]
+    assert f.steps == (200,) and "step 200" in f.message and "β2 = 0.999" in f.message
+    assert f.value > 10  # 1000× the usual norm: RMS_t near its bound at step 200, √(0.18/0.001)
+    (loss,) = found["GS402"]
+    assert loss.explained_by == "GS451:optimizer-state" and loss.lead == 1
+
+
+def test_rms_t_is_about_one_on_a_steady_run_and_bounded():
+    steps = _records(spike=1.0)
+    values = [x for _, x in rms_t(steps, 0.999)]
+    assert all(0.3 < x < 3.0 for x in values)
+    big = [x for r, x in rms_t(_records(spike=1e6), 0.999) if r.step == 200]
+    assert big[0] <= math.sqrt(1000) + 1e-9
+
+
+def test_what_is_no_v_lag_stays_silent():
+    assert "GS451" not in _found(_records(), SGD)  # SGD keeps no second moment
+    assert "GS451" not in _found(_records(clip=1.5))  # the clip bounded what Adam saw
+    assert "GS451" not in _found(_records(spike=3.0))  # a mild spike
+    assert "GS451" not in _found(_records(spike=1.0))
