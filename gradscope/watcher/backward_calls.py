@@ -87,7 +87,7 @@ def ended(state: WatchState, here: ThreadState, roots: list[torch.Tensor]) -> No
     if state.probe.handles:
         probed(state, lambda: nan_probe.end(state.probe, state))
     if here.stepped and not here.quiet:
-        resets.sentinel(state, here.window)
+        resets.sentinel(state, here, here.window)
     idle = here.current is None and here.stepping is None
     if not state.optimizer_stepped and not here.quiet and idle:
         check = state.manual

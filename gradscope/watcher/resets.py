@@ -78,11 +78,14 @@ def wiped_by_hand(state: WatchState, here: ThreadState, window: Window) -> None:
         window.wiped, window.wiped_ids = window.calls, {id(sentinel)}
 
 
-def sentinel(state: WatchState, window: Window) -> None:
-    """At a backward's end: the first tracked parameter it gave a gradient, once per
-    window (`wiped_by_hand` looks at it)."""
+def sentinel(state: WatchState, here: ThreadState, window: Window) -> None:
+    """At a backward's end: the first parameter it gave a gradient among those this
+    thread's optimizers stepped, once per window (`wiped_by_hand` looks at it). Another
+    thread's gradients are never read: its zero_grad may be freeing them."""
     if window.sentinel is None:
-        window.sentinel = next((p for p in state.tracked.params if p.grad is not None), None)
+        entries = list(state.resets.values())
+        own = (p for e in entries if e.thread == here.ident for p in e.params)
+        window.sentinel = next((p for p in own if p.grad is not None), None)
 
 
 def optimizer_reset(state: WatchState, optimizer: Any) -> None:

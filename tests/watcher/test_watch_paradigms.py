@@ -7,7 +7,6 @@ cause first, on the right optimizer and step. One watch per run, shared by its a
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 
 import pytest
@@ -19,6 +18,8 @@ pytestmark = pytest.mark.slow
 HERE = os.path.join(os.path.dirname(__file__), "paradigm_scripts")
 DCGAN = os.path.join(HERE, "pytorch_examples")
 BYOL = os.path.join(HERE, "byol")
+STANDINS = os.path.join(HERE, "standins")
+"""torchvision (which does not load here) and einops, as far as the scripts call them."""
 GAN_ARGS = (
     "--dataset fake --imageSize 64 --batchSize 16 --nz 16 --ngf 8 --ndf 8 --niter 1 "
     "--workers 0 --manualSeed 1"
@@ -28,13 +29,13 @@ GAN_ARGS = (
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """name → its watched run, once; the GAN's bug is a copy of main.py with netD.zero_grad()
-    dropped, run beside the stand-in torchvision (dcgan writes its checkpoints to the cwd)."""
+    dropped; the stand-ins on the path (dcgan writes its checkpoints to the cwd)."""
     from gradscope.watcher import watch_script
 
     here = os.getcwd()
     scratch = tmp_path_factory.mktemp("paradigms")
     os.chdir(scratch)
-    shutil.copytree(os.path.join(DCGAN, "torchvision"), scratch / "torchvision")
+    sys.path.insert(0, STANDINS)
     source = open(os.path.join(DCGAN, "dcgan.py")).read()
     bugged = source.replace("        netD.zero_grad()\n", "        pass\n")
     assert bugged != source
@@ -56,6 +57,7 @@ def runs(tmp_path_factory):
         yield watched
     finally:
         os.chdir(here)
+        sys.path.remove(STANDINS)
         _forget_stand_ins(HERE, str(scratch))
 
 
