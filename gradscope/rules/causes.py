@@ -33,8 +33,8 @@ _GROWTH = ("GS401", "GS402", "GS403", "GS404", "GS406", "GS409", "GS414", "GS415
 _LR_HIGH = ("GS401", "GS402", "GS403", "GS404", "GS409", "GS414", "GS415", *_KILLED)
 
 EXPLAINS: dict[str, tuple[str, ...]] = {
-    "GS412": _GROWTH,  # gradients never reset: they pile up, grow, spike, overflow
-    "GS435": _GROWTH,  # 1 of K micro-batches applied; step 1's loss 1 of K, later ones K
+    "GS412": (*_GROWTH, "GS450", "GS451"),  # never reset: they pile up, grow, spike, overflow
+    "GS435": (*_GROWTH, "GS450", "GS451"),  # 1 of K micro-batches applied; step 1's loss 1/K
     "GS436": ("GS405", "GS410", "GS413", "GS415", "GS417"),  # lr ~0: nothing moves
     "GS437": ("GS405", "GS410", "GS411", "GS413", "GS415", "GS417"),  # the model never moves
     "GS438": ("GS401", "GS402", "GS403", "GS404", "GS405", "GS409", "GS414", "GS415"),  # × B
@@ -66,8 +66,7 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
     """Each symptom marked with its cause, advice pointing there; the causes of what was
     found first, then the findings nothing explains, then the symptoms; worst first."""
     findings = superseded(run, findings)
-    causes = [f for f in findings if f.rule in EXPLAINS and f.ignored_by is None]
-    causes.sort(key=_earliest_warning)
+    causes = _causes(run, findings)
     out = []
     for f in findings:
         cause = next(
@@ -103,9 +102,27 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
     )
 
 
+def _causes(run: WatchRun, findings: list[Finding]) -> list[Finding]:
+    """The findings that may explain others, the earliest warning first; a precursor or a
+    spike that a mechanism explains (a layer spike of gradients never reset) is one of
+    its symptoms, never a cause of the others."""
+    causes = [f for f in findings if f.rule in EXPLAINS and f.ignored_by is None]
+    mechanisms = [c for c in causes if c.rule not in PRECURSORS | AT_ITS_STEPS]
+    causes = [
+        c
+        for c in causes
+        if c.rule not in PRECURSORS | AT_ITS_STEPS
+        or not any(c.rule in EXPLAINS[m.rule] and _same_series(run, m, c) for m in mechanisms)
+    ]
+    return sorted(causes, key=_earliest_warning)
+
+
 def _earliest_warning(cause: Finding) -> tuple[bool, int]:
-    """The precursors first, the earliest of them first: a symptom's first warning."""
-    return cause.rule not in PRECURSORS, cause.steps[0] if cause.steps else 2**62
+    """The precursors first, the earliest of them first: a symptom's first warning; the
+    other causes after them in the judge's order (a stable sort keeps it)."""
+    if cause.rule not in PRECURSORS:
+        return True, 0
+    return False, cause.steps[0] if cause.steps else 2**62
 
 
 def _in_time(cause: Finding, symptom: Finding) -> bool:
