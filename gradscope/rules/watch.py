@@ -24,6 +24,7 @@ from gradscope.rules import (  # noqa: F401  (declare)
     step_modes,
     step_nan,
     step_optimizer,
+    step_outside,
     step_progress,
     step_reduction,
     step_same_batch,

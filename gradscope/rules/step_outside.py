@@ -1,0 +1,129 @@
+"""Parameters outside every optimizer (GS411): a layer the optimizer was built without, or
+a copy kept by the algorithm (a target network, an EMA teacher) that no gradient should
+reach. Told apart by whether gradients reach it and whether its values changed. No torch."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gradscope.config import Thresholds
+from gradscope.findings import RULES, Finding, Severity
+from gradscope.fmt import num
+from gradscope.rules.registry import Stage, rule
+from gradscope.rules.step_common import values_changed
+from gradscope.rules.step_setup import got_grad
+from gradscope.steps.records import ParamInfo, WatchRun
+
+
+@rule(
+    "GS411",
+    "not-in-optimizer",
+    Severity.ERROR,
+    "update-ratio",
+    Stage.WATCH,
+    "watch: a trainable parameter gets gradients but is in no optimizer param group",
+    example="a layer added to the model after the optimizer was built; a target network whose "
+    "forward is not under torch.no_grad()",
+    fix="a target, EMA or teacher copy: compute its forward under torch.no_grad() (or detach its "
+    "output); anything else: build the optimizer after the model is complete, or add a param "
+    "group for it",
+    command="gradscope watch gradscope/examples/train_buggy.py",
+)
+def not_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """A parameter that requires grad and gets gradients is in no param group of any optimizer:
+    no step applies them, and no optimizer's zero_grad() clears them. One that never gets a
+    gradient (a target network, an EMA copy, a teacher: updated by copying weights, if at all)
+    is information only: nothing is wrong with its gradients. Its norm at the first step and
+    at the end (one read for the run) says which: values that changed were updated by copy,
+    fine; values that never changed are updated by nothing (freeze it)."""
+    if not run.optimizers:
+        return []
+    copies = _trained_shapes(run)
+    out = []
+    for i, p in enumerate(run.params):
+        if not p.requires_grad or p.in_optimizer:
+            continue
+        if not got_grad(run, i):
+            out.append(_no_grad_outside(run, p))
+            continue
+        copy = _copy_of(p, copies)
+        advice = (
+            f"{p.name} looks like a copy of {copy} (a target, EMA or teacher network): compute "
+            "its forward under torch.no_grad() or .detach() its output; adding it to the "
+            "optimizer would break the algorithm"
+            if copy
+            else "if it is a target, EMA or teacher copy, compute its forward under "
+            "torch.no_grad() or .detach() its output; only otherwise pass model.parameters() "
+            "(or add a param group for it) to the optimizer"
+        )
+        out.append(
+            RULES["GS411"].finding(
+                p.name,
+                f"{p.name} requires grad and gets gradients but is in no optimizer param "
+                "group: no step applies them, and no optimizer's zero_grad() clears its .grad",
+                advice,
+                evidence=(f"optimizers: {', '.join(run.optimizers)}", *_piled_up(run, i)),
+            )
+        )
+    return out
+
+
+def _no_grad_outside(run: WatchRun, p: ParamInfo) -> Finding:
+    """Information: outside every optimizer and never given a gradient; whether a copy
+    changed its values where both its first and last norms were read."""
+    changed = values_changed(p)
+    what = {
+        True: f"its values changed (norm {num(p.weight_norm)} at the first step, "
+        f"{num(p.last_norm)} at the end): updated by copy (a target, EMA or teacher): fine",
+        False: f"its values never changed (norm {num(p.weight_norm)} at the first step and at "
+        "the end): nothing updates it",
+        None: "a target, EMA or teacher copy updated by copying weights (whether its values "
+        "changed is not recorded), or a layer nothing trains",
+    }[changed]
+    advice = {
+        True: "nothing to do; requires_grad_(False) says a copy is not trained",
+        False: "if it is meant to stay fixed, freeze it (requires_grad_(False)); if it is a "
+        "copy, the copy never ran in this run (its update interval may be longer than the "
+        "run); if it is meant to learn, make the loss use it and add it to the optimizer",
+        None: "nothing to do for a copy; for a layer meant to learn, make the loss use it and "
+        "add it to the optimizer; requires_grad_(False) says a copy is not trained",
+    }[changed]
+    finding = RULES["GS411"].finding(
+        p.name,
+        f"{p.name} requires grad but is in no optimizer param group and got no gradient in "
+        f"any step: {what}",
+        advice,
+        evidence=(f"optimizers: {', '.join(run.optimizers)}",),
+    )
+    return replace(finding, severity=Severity.INFO)
+
+
+def _trained_shapes(run: WatchRun) -> dict[tuple[str, tuple[int, ...]], str]:
+    """(name below its top-level module, shape) → name, for the parameters optimizers train."""
+    return {
+        (p.name.partition(".")[2], p.shape): p.name
+        for p in run.params
+        if p.in_optimizer and "." in p.name
+    }
+
+
+def _copy_of(p: ParamInfo, trained: dict[tuple[str, tuple[int, ...]], str]) -> str:
+    """The trained parameter p mirrors (same name below a different top-level module, same
+    shape: q_net_target.0.weight of q_net.0.weight), or ""."""
+    return trained.get((p.name.partition(".")[2], p.shape), "") if "." in p.name else ""
+
+
+def _piled_up(run: WatchRun, i: int) -> tuple[str, ...]:
+    """Its gradient norm at the first and last recorded steps, when it grew: nothing resets it."""
+    norms = [
+        (r.step, v)
+        for r in run.steps
+        if r.detail and i < len(r.param_norms) and (v := r.param_norms[i]) is not None
+    ]
+    if len(norms) < 2 or not norms[0][1] > 0 or norms[-1][1] < 2 * norms[0][1]:
+        return ()
+    (a, x), (b, y) = norms[0], norms[-1]
+    return (
+        f"its gradient norm grew from {num(x)} at step {a} to {num(y)} at step {b} "
+        f"({y / x:.3g}×): each backward adds to a .grad nothing resets",
+    )
