@@ -20,7 +20,8 @@ from gradscope.config import Thresholds
 from gradscope.findings import Severity
 from gradscope.rules import watch as rules
 from gradscope.steps.meaning import GroupSettings, LossKind, LossTerm, OptimizerSettings
-from gradscope.steps.records import ParamInfo, StepRecord, WatchRun
+from gradscope.steps.records import ParamInfo, WatchRun
+from tests.watcher.watch_scripts import step_record
 
 T = Thresholds()
 W = ParamInfo("net.0.weight", (8, 8), True, True, 1e-3)
@@ -31,21 +32,7 @@ MIXED = LossKind((LossTerm("mse", "mean", 0.5), LossTerm("cross_entropy", "mean"
 
 
 def rec(step, loss, norm=1.0, **kw):
-    base = dict(
-        step=step,
-        optimizer=0,
-        loss=loss,
-        grad_norm=norm,
-        clipped_norm=None,
-        max_norm=None,
-        lrs=(1e-3,),
-        backward_calls=1,
-        scale=None,
-        skipped=False,
-        carried_norm=None,
-        param_norms=(norm,),
-    )
-    return StepRecord(**{**base, **kw})
+    return step_record(step, norm=norm, loss=loss, **{"lrs": (1e-3,), **kw})
 
 
 def run_of(records, kind, params=(W,), members=(), settings=()):

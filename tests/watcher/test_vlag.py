@@ -12,7 +12,8 @@ from gradscope.config import Settings
 from gradscope.rules import watch as rules
 from gradscope.rules.step_vlag import rms_t
 from gradscope.steps.meaning import GroupSettings, OptimizerSettings
-from gradscope.steps.records import ParamInfo, StepRecord, WatchRun
+from gradscope.steps.records import ParamInfo, WatchRun
+from tests.watcher.watch_scripts import step_record
 
 W = ParamInfo("w", (4, 4), True, True, 0.1)
 ADAM = OptimizerSettings("AdamW", 1, (GroupSettings(1e-3, betas=(0.9, 0.999), eps=1e-8),))
@@ -27,20 +28,7 @@ def _records(spike: float = 1000.0, at: int = 200, n: int = 300, clip: float | N
         loss = 2.0 * rng.lognormvariate(0, 0.05) * (3.0 if at < k <= at + 5 else 1.0)
         clipped = None if clip is None else min(norm, clip)
         out.append(
-            StepRecord(
-                step=k,
-                optimizer=0,
-                loss=loss,
-                grad_norm=norm,
-                clipped_norm=clipped,
-                max_norm=clip,
-                lrs=(1e-3,),
-                backward_calls=1,
-                scale=None,
-                skipped=False,
-                carried_norm=None,
-                param_norms=(norm,),
-            )
+            step_record(k, norm=norm, loss=loss, clipped_norm=clipped, max_norm=clip, lrs=(1e-3,))
         )
     return out
 
