@@ -2,9 +2,10 @@
 and RULES, every rule by id.
 
 RULES is filled by the `@rule` declarations on the functions that make the findings
-(gradscope/rules/registry.py); gradscope/__init__.py loads every family, so it is complete
-wherever it is read. Settings act on findings in one place, `config.Settings.judged`. No
-torch, and nothing above this module, imported here.
+(gradscope/rules/registry.py); its first read loads every module the catalogue lists
+(gradscope/catalogue.py), so it is complete wherever it is read. Settings act on findings
+in one place, `config.Settings.judged`. No torch, and nothing above this module, imported
+here.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from typing import Any
+
+from gradscope.catalogue import Declared
 
 
 class Severity(enum.IntEnum):
@@ -354,8 +357,9 @@ class Rule:
         )
 
 
-RULES: dict[str, Rule] = {}
-"""Rule id → its metadata, filled by `@rule` (gradscope/rules/registry.py)."""
+RULES: Declared[str, Rule] = Declared()
+"""Rule id → its metadata, filled by `@rule` (gradscope/rules/registry.py), every rule of
+the catalogue loaded on its first read."""
 
 
 def grouped(findings: list[Finding]) -> list[list[Finding]]:

@@ -13,9 +13,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gradscope"
 BOTTOM = {
     # module: the gradscope modules it may import
     "errors": set(),
+    "catalogue": set(),
     "fmt": set(),
     "stdio": set(),
-    "findings": set(),
+    "findings": {"catalogue"},
     "stats": set(),
     "config": {"errors", "findings"},
     "outcome": {"errors", "findings"},

@@ -6,8 +6,9 @@ A declaration fills `findings.RULES` (the metadata every report reads), `DOCS` (
 `gradscope rules GSxxx` and docs/rules.md say) and the stage's list of checks, so adding
 a rule touches its own module and its test. Every family is declared this way, on the
 function that makes its findings: per-run (rules/), baseline (gate/baseline.py),
-gradcheck, watch, distributed and diff. gradscope/__init__.py loads every family, so
-RULES is complete wherever it is read. No torch.
+gradcheck, watch, distributed and diff. Each registry is a `catalogue.Declared`: its first
+read loads every module gradscope/catalogue.py lists, so it is complete wherever it is
+read, and nothing loads a rule before then. No torch.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from gradscope import catalogue
+from gradscope.catalogue import Declared
 from gradscope.findings import RULES, TABLE, Rule, Severity
 
 
@@ -46,10 +49,10 @@ class RuleDoc:
     """The configuration keys that tune it (configs/default.toml)."""
 
 
-DOCS: dict[str, RuleDoc] = {}
+DOCS: Declared[str, RuleDoc] = Declared()
 """Rule id → its docs, for the rules declared with `@rule`."""
 
-SUPERSEDES: dict[str, tuple[str, ...]] = {}
+SUPERSEDES: Declared[str, tuple[str, ...]] = Declared()
 """Rule id → the rules whose findings about the same thing would say something untrue
 beside it, so they are dropped (rules/causes.py applies it)."""
 
@@ -78,7 +81,7 @@ def rule(
     command: str = "",
 ) -> Callable[[F], F]:
     """Declare the rule the decorated check produces; one check, one rule."""
-    if id in RULES:
+    if RULES.holds(id):
         raise ValueError(f"rule {id} is declared twice")
     if row not in TABLE:
         raise ValueError(f"{id}: no troubleshooting row {row!r}")
@@ -97,18 +100,26 @@ def rule(
     return register
 
 
+def _declared(stage: Stage) -> dict[str, Callable[..., Any]]:
+    """The stage's checks, every module of the catalogue loaded first."""
+    catalogue.load()
+    return _CHECKS.get(stage, {})
+
+
 def in_declared_order(stage: Stage) -> dict[str, Callable[..., Any]]:
-    """Rule id → the stage's check, in the order the modules declared them (the per-run
-    rules run in the order rules/__init__.py imports their modules)."""
-    return dict(_CHECKS.get(stage, {}))
+    """Rule id → the stage's check, in the order the catalogue lists their modules (the
+    per-run rules run in that order), a module's own in the order it declares them."""
+    declared = _declared(stage)
+    ordered = sorted(declared, key=lambda k: catalogue.position(declared[k].__module__))
+    return {k: declared[k] for k in ordered}
 
 
 def checks(stage: Stage) -> list[Callable[..., Any]]:
     """The stage's declared checks, by rule id (a stable order, whatever imported first)."""
-    declared = _CHECKS.get(stage, {})
+    declared = _declared(stage)
     return [declared[k] for k in sorted(declared)]
 
 
 def declared(stage: Stage) -> list[str]:
     """The ids of the stage's declared rules, sorted."""
-    return sorted(_CHECKS.get(stage, {}))
+    return sorted(_declared(stage))

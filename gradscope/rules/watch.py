@@ -3,44 +3,28 @@
 The watcher records a run (gradscope/steps/) and calls `judge` once at its end; the
 views read the findings (and the steps each is about), never the rules. Each rule is
 declared with `@rule(..., Stage.WATCH, ...)` on its check (rules/registry.py) in one of
-the modules imported below (steps.py and the step_*.py of each kind); importing them
-here declares them.
+the modules gradscope/catalogue.py lists (steps.py and the step_*.py of each kind), which
+the registry loads on its first read.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gradscope.config import Settings, Thresholds
 from gradscope.findings import Finding
-from gradscope.rules import (  # noqa: F401  (declare)
-    causes,
-    step_batch,
-    step_blowup,
-    step_clipping,
-    step_eps,
-    step_layers,
-    step_logits,
-    step_lr_jump,
-    step_meaning,
-    step_modes,
-    step_nan,
-    step_optimizer,
-    step_outside,
-    step_progress,
-    step_reduction,
-    step_same_batch,
-    step_schedule,
-    step_setup,
-    step_stale,
-    step_trends,
-    step_vlag,
-    step_wiped,
-    steps,
-)
+from gradscope.rules import causes
 from gradscope.rules.registry import Stage, checks
 from gradscope.steps.records import WatchRun
 
-CHECKS = checks(Stage.WATCH)
-"""Every GS4xx rule's check, in rule id order."""
+Check = Callable[[WatchRun, Thresholds], "list[Finding]"]
+
+
+def __getattr__(name: str) -> list[Check]:
+    """CHECKS: every GS4xx rule's check, in rule id order (the catalogue loaded first)."""
+    if name == "CHECKS":
+        return checks(Stage.WATCH)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def judge(run: WatchRun, settings: Settings) -> list[Finding]:
@@ -52,4 +36,4 @@ def judge(run: WatchRun, settings: Settings) -> list[Finding]:
 
 
 def diagnose(run: WatchRun, t: Thresholds) -> list[Finding]:
-    return [finding for rule in CHECKS for finding in rule(run, t)]
+    return [finding for rule in checks(Stage.WATCH) for finding in rule(run, t)]
