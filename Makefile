@@ -55,6 +55,7 @@ lint: setup
 	$(BIN)/ruff check gradscope tests benchmarks
 	$(BIN)/ruff format --check gradscope tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/vulture
 
 bench: setup
 	$(BIN)/python benchmarks/bench_inspect.py

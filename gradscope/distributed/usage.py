@@ -28,7 +28,6 @@ NEVER_RAN = "never-ran"
 CUT_INSIDE = "cut-inside"
 DETACHED = "detached"
 DROPPED = "output-dropped"
-USED_TWICE = "used-twice"
 
 
 def ddp_parameters(

@@ -127,12 +127,6 @@ def fits(a: torch.Tensor, p: torch.Tensor, tol: Tolerance) -> bool:
     return bool(((a - p).abs() <= FIT * (tol.atol + tol.rtol * p.abs())).all())
 
 
-def fits_sparse(a: Sparse, p: Sparse, tol: Tolerance) -> bool:
-    """fits on every entry either block has."""
-    keys = torch.unique(torch.cat([a.keys, p.keys]))
-    return fits(a.at(keys), p.at(keys), tol)
-
-
 def explains(fit: float, c: Compared, tol: Tolerance) -> bool:
     """A pattern explains the block when it fits (within FIT) and fits at least twice as
     tightly as no pattern at all: a transpose of a symmetric Jacobian changes nothing, so a

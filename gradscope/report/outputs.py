@@ -79,9 +79,6 @@ class Plan:
             return {"--output": files[0]}
         return {f"--output ({i})": path for i, path in enumerate(files, 1)}
 
-    def formats(self) -> set[Format]:
-        return {d.fmt for d in self.destinations}
-
     def without_terminal_on_stdout(self) -> Plan:
         """What a run with nothing to show still writes: every file, every machine format."""
         kept = (d for d in self.destinations if d.path is not None or d.fmt is not Format.terminal)

@@ -250,10 +250,6 @@ class StepStore(Sequence[StepRecord]):
     def __repr__(self) -> str:
         return f"StepStore({len(self)} steps, {len(self.detail.rows)} with per-tensor detail)"
 
-    def detailed(self) -> list[int]:
-        """Store indices of the steps whose per-tensor detail is kept, in order."""
-        return sorted(set(self.detail.rows) | set(self.sampled.rows))
-
     def optimizers(self) -> set[int]:
         """Indices of the optimizers that stepped."""
         return set(self._optimizer.values())
