@@ -11,10 +11,10 @@ import torch
 
 HEAD = ("forwards", "steps", "local_sq", "grad_sq")
 """A rank's totals, first in its vector: training forwards, optimizer steps, and the two
-squared gradient norms of `Column` summed over its parameters."""
+squared gradient norms of `ParamColumn` summed over its parameters."""
 
 
-class Column(enum.IntEnum):
+class ParamColumn(enum.IntEnum):
     """The numbers sent for each parameter, in their order."""
 
     WEIGHT_SUM = 0
@@ -34,7 +34,7 @@ class Column(enum.IntEnum):
 class GradColumn(enum.IntEnum):
     """A rank's gradient stash (`Session.grad_stash`), one row per parameter: taken
     where the gradients are the synchronised ones (before the update), sent at the next
-    gathering as `Column.GRAD_SQ`, `GRAD_SUM` and `GRAD_L2`."""
+    gathering as `ParamColumn.GRAD_SQ`, `GRAD_SUM` and `GRAD_L2`."""
 
     SQ = 0
     """Squared L2 of the local gradient part (-1: no gradient)."""
@@ -43,17 +43,17 @@ class GradColumn(enum.IntEnum):
     """NaN in SUM and L2: no gradient."""
 
 
-FINGERPRINTS = slice(Column.WEIGHT_SUM, Column.GRAD_L2 + 1)
+FINGERPRINTS = slice(ParamColumn.WEIGHT_SUM, ParamColumn.GRAD_L2 + 1)
 """Weight sum and L2, gradient sum and L2: what replicas must agree on."""
 BUFFER_NUMBERS = 2
 """Sum and L2 of each buffer."""
 
 
 def pack(forwards: int, steps: int, params: torch.Tensor, buffers: torch.Tensor) -> torch.Tensor:
-    """One rank's vector: HEAD, then `params` ([n, len(Column)]), then `buffers`
+    """One rank's vector: HEAD, then `params` ([n, len(ParamColumn)]), then `buffers`
     ([n_buffers, BUFFER_NUMBERS])."""
-    local_sq = float(params[:, Column.LOCAL_SQ].sum())
-    grad_sq = float(params[:, Column.GRAD_SQ].sum())
+    local_sq = float(params[:, ParamColumn.LOCAL_SQ].sum())
+    grad_sq = float(params[:, ParamColumn.GRAD_SQ].sum())
     head = torch.tensor([forwards, steps, local_sq, grad_sq], dtype=torch.float64)
     return torch.cat([head, params.flatten(), buffers.double().flatten()])
 
@@ -67,23 +67,23 @@ class Gathered:
     local_sq: torch.Tensor
     grad_sq: torch.Tensor
     params: torch.Tensor
-    """[world, n, len(Column)]."""
+    """[world, n, len(ParamColumn)]."""
     buffers: torch.Tensor
     """[world, n_buffers, BUFFER_NUMBERS]."""
 
     @classmethod
     def cut(cls, rows: torch.Tensor, n_params: int, n_buffers: int) -> Gathered:
-        world, end = rows.shape[0], len(HEAD) + n_params * len(Column)
+        world, end = rows.shape[0], len(HEAD) + n_params * len(ParamColumn)
         forwards, steps, local_sq, grad_sq = rows[:, : len(HEAD)].T
         return cls(
             forwards,
             steps,
             local_sq,
             grad_sq,
-            rows[:, len(HEAD) : end].reshape(world, n_params, len(Column)),
+            rows[:, len(HEAD) : end].reshape(world, n_params, len(ParamColumn)),
             rows[:, end:].reshape(world, n_buffers, BUFFER_NUMBERS),
         )
 
-    def column(self, c: Column) -> torch.Tensor:
+    def column(self, c: ParamColumn) -> torch.Tensor:
         """[world, n]: one number of every parameter on every rank."""
         return self.params[:, :, c]

@@ -38,7 +38,7 @@ from gradscope.distributed import context, findings, fingerprint, peers, reducti
 from gradscope.distributed.context import Rank
 from gradscope.distributed.merge import DistReport, RankRecord
 from gradscope.distributed.norms import is_sharded, local
-from gradscope.distributed.payload import FINGERPRINTS, Column, Gathered, GradColumn, pack
+from gradscope.distributed.payload import FINGERPRINTS, Gathered, GradColumn, ParamColumn, pack
 from gradscope.findings import Finding
 
 CAUSES = (None, *reduction.CAUSE_WORDS)  # code 0: got its gradient
@@ -229,19 +229,19 @@ class Session:
         """This rank's numbers as one float64 vector (same length on every rank)."""
         t = self.t
         n = len(t.params)
-        per = torch.zeros(n, len(Column), dtype=torch.float64)
-        per[:, Column.WEIGHT_SUM : Column.WEIGHT_L2 + 1] = _weight_fingerprints(t.params)
-        per[:, Column.GRAD_SUM] = self.grad_stash[:, GradColumn.SUM]
-        per[:, Column.GRAD_L2] = self.grad_stash[:, GradColumn.L2]
-        per[:, Column.GRAD_SQ] = self.grad_stash[:, GradColumn.SQ]
+        per = torch.zeros(n, len(ParamColumn), dtype=torch.float64)
+        per[:, ParamColumn.WEIGHT_SUM : ParamColumn.WEIGHT_L2 + 1] = _weight_fingerprints(t.params)
+        per[:, ParamColumn.GRAD_SUM] = self.grad_stash[:, GradColumn.SUM]
+        per[:, ParamColumn.GRAD_L2] = self.grad_stash[:, GradColumn.L2]
+        per[:, ParamColumn.GRAD_SQ] = self.grad_stash[:, GradColumn.SQ]
         if self.tracker is not None:
-            per[:, Column.LOCAL_SQ] = self.tracker.local_squares()
-            per[:, Column.ARRIVALS] = torch.tensor(self.tracker.arrivals, dtype=torch.float64)
+            per[:, ParamColumn.LOCAL_SQ] = self.tracker.local_squares()
+            per[:, ParamColumn.ARRIVALS] = torch.tensor(self.tracker.arrivals, dtype=torch.float64)
             for u in self.tracker.unused():
-                per[u.index, Column.CAUSE] = CAUSES.index(u.cause)
+                per[u.index, ParamColumn.CAUSE] = CAUSES.index(u.cause)
         else:
-            per[:, Column.LOCAL_SQ] = math.nan
-            per[:, Column.ARRIVALS] = 1.0
+            per[:, ParamColumn.LOCAL_SQ] = math.nan
+            per[:, ParamColumn.ARRIVALS] = 1.0
         return pack(self.forwards, self.steps, per, self.buffer_stash)
 
     def gather(self) -> None:
@@ -291,7 +291,7 @@ class Session:
         if self.tracker is None:
             return []
         out = []
-        arrivals = g.column(Column.ARRIVALS)
+        arrivals = g.column(ParamColumn.ARRIVALS)
         for i, name in enumerate(self.t.names):
             got = [int(a) for a in arrivals[:, i].tolist()]
             missing = [r for r, a in enumerate(got) if a == 0]
@@ -359,7 +359,7 @@ class Session:
     def _grad_norms(self, g: Gathered) -> list[float]:
         """Each rank's total norm of the full gradients: a sharded parameter's squared
         norm is the sum of its shards' over ranks, a replicated one's is the rank's own."""
-        squares = g.column(Column.GRAD_SQ).clamp(
+        squares = g.column(ParamColumn.GRAD_SQ).clamp(
             min=0.0
         )  # -1: no grad (NaN, a non-finite one, stays)
         sharded = torch.tensor(self.t.sharded, dtype=torch.bool)
@@ -476,7 +476,7 @@ def _weight_fingerprints(tensors: list[Any]) -> torch.Tensor:
     with torch.no_grad():
         for i, t in enumerate(tensors):
             x = local(t).detach().double()
-            out[i, 0], out[i, 1] = x.sum(), x.norm()  # Column.WEIGHT_SUM, WEIGHT_L2
+            out[i, 0], out[i, 1] = x.sum(), x.norm()  # ParamColumn.WEIGHT_SUM, WEIGHT_L2
     return out
 
 
@@ -496,5 +496,5 @@ def _grad_fingerprints(params: list[nn.Parameter] | list[None]) -> torch.Tensor:
 
 
 def _cause(g: Gathered, i: int) -> str | None:
-    codes = [int(c) for c in g.column(Column.CAUSE)[:, i].tolist() if c > 0]
+    codes = [int(c) for c in g.column(ParamColumn.CAUSE)[:, i].tolist() if c > 0]
     return CAUSES[codes[0]] if codes else None

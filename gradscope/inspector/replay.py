@@ -67,7 +67,7 @@ def module_stack(model: torch.nn.Module) -> Iterator[list[str]]:
 Observe = Callable[[str, list[torch.Tensor], Any, str], None]
 
 
-class Watcher(TorchFunctionMode):
+class OpObserver(TorchFunctionMode):
     """Calls `observe(name, inputs, output, module)` after every torch function."""
 
     def __init__(self, observe: Observe, stack: list[str]):
@@ -97,7 +97,7 @@ def replay(
         module_stack(model) as stack,
         hooks.module_hooks(model, post=post),
         torch.enable_grad(),
-        Watcher(observe, stack),
+        OpObserver(observe, stack),
     ):
         target, _ = hooks.forward_and_loss(model, batch, loss_fn, grad_outputs)
     return target

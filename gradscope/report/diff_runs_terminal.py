@@ -25,7 +25,7 @@ VALUE_DIGITS = 6
 LABEL_WIDTH = 40
 """A run's log path beside its trained-at-all line is cut in its middle past this: a
 reminder of which run is which, the header names it whole."""
-TRAINED = {True: ("yes", "bold green"), False: ("NO", "bold red"), None: ("?", "bold yellow")}
+TRAINED = {True: "yes", False: "NO", None: "?"}
 
 
 def render(result: RunsDiff, view: View) -> str:
@@ -36,7 +36,7 @@ def _render(r: RunsDiff, console: Console) -> None:
     _header(r, console)
     console.print()
     if r.could_not_run:
-        layout.verdict(console, "NOT COMPARED", "bold magenta", r.could_not_run)
+        layout.verdict(console, "NOT COMPARED", layout.style_of("NOT COMPARED"), r.could_not_run)
         return
     _divergence(r, console)
     _training(r, console)
@@ -158,7 +158,8 @@ def _training(r: RunsDiff, console: Console) -> None:
     """Each run judged by itself: did its weights move and its loss fall."""
     layout.line(console, ("Trained at all", "bold"))
     for t in r.training:
-        word, style = TRAINED[t.trained]
+        word = TRAINED[t.trained]
+        style = layout.style_of(word)
         which: list[Part] = [f"  {t.run}  "]
         if t.optimizer or len(r.lengths[t.run]) > 1:
             which.append(f"optimizer {t.optimizer}  ")
@@ -206,6 +207,6 @@ def _verdict(r: RunsDiff, console: Console) -> None:
         why += ["; did not train: ", (", ".join(untrained), "bold red")]
     console.print()
     if r.differs:
-        layout.verdict(console, "DIFFER", "bold red", *why)
+        layout.verdict(console, "DIFFER", layout.style_of("DIFFER"), *why)
     else:
-        layout.verdict(console, "IDENTICAL", "bold green", *why)
+        layout.verdict(console, "IDENTICAL", layout.style_of("IDENTICAL"), *why)

@@ -224,7 +224,7 @@ def _verdict(r: DiffResult, console: Console) -> None:
         layout.verdict(
             console,
             "DIFFER",
-            "bold red",
+            layout.style_of("DIFFER"),
             f"{bad} of {outputs} module outputs and {bad_grads} of {grads} gradients beyond "
             "tolerance",
         )
@@ -233,6 +233,6 @@ def _verdict(r: DiffResult, console: Console) -> None:
         layout.verdict(
             console,
             "IDENTICAL",
-            "bold green",
+            layout.style_of("IDENTICAL"),
             f"{how}: {outputs} module outputs, {grads} gradients",
         )

@@ -29,7 +29,7 @@ from gradscope.report.text import Part
 SHOW_WORST = 3
 DIGITS = 4
 """Significant digits of gradient values: 4 tell a missing factor 2 from rounding."""
-PASS, FAIL = ("PASS", "bold green"), ("FAIL", "bold red")
+PASS, FAIL = ("PASS", layout.style_of("PASS")), ("FAIL", layout.style_of("FAIL"))
 
 
 def render(report: GradcheckReport, view: View) -> str:

@@ -29,6 +29,8 @@ class Column:
     """Numbers are right-aligned, words left."""
     style: str = ""
     """The style of every cell of the column (a cell's own style adds to it)."""
+    priority: int = 0
+    """Where a table gives up columns to fit (the inspect table's), lower goes first."""
 
 
 def grid(

@@ -38,7 +38,39 @@ MAX_SUBJECTS = 6
 """Subjects named in a block of findings that share evidence; the rest are counted."""
 LISTED = 8
 """Findings listed one by one in a block of a run's findings; the rest are counted."""
-SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+STYLE = {
+    # a finding's severity (a verdict that names the worst prints it in capitals)
+    "error": "bold red",
+    "warning": "yellow",
+    "info": "cyan",
+    # verdicts and a target's state: passed, failed, not judged
+    "OK": "bold green",
+    "PASS": "bold green",
+    "IDENTICAL": "bold green",
+    "FAIL": "bold red",
+    "DIFFER": "bold red",
+    "COULD NOT RUN": "bold magenta",
+    "NOT COMPARED": "bold magenta",
+    "NOT JUDGED": "bold magenta",
+    # a parameter's status in the inspect table
+    "ok": "green",
+    "frozen": "dim",
+    "none": "bold red",
+    "non-finite": "bold red",
+    "exploding": "red",
+    "vanishing": "yellow",
+    "zero": "yellow",
+    # whether each run of a diff of two runs trained
+    "yes": "bold green",
+    "NO": "bold red",
+    "?": "bold yellow",
+}
+"""The one table of the colour each word of a severity, verdict or status is drawn in."""
+
+
+def style_of(word: str, default: str = "") -> str:
+    """The word's style as printed; a severity in capitals (a verdict's ERROR) as its own."""
+    return STYLE.get(word) or STYLE.get(word.lower(), default)
 
 
 def paragraph(console: Console, text: Text, indent: int = 0, hang: int = HANG) -> None:
@@ -95,7 +127,7 @@ def finding_head(console: Console, label: str, style: str, *title: Part) -> None
 
 def severity_head(console: Console, severity: str, rule: str, slug: str) -> None:
     """The head of a finding block: severity, rule id and slug."""
-    style = SEVERITY_STYLE.get(severity, "")
+    style = style_of(severity)
     finding_head(console, severity.upper(), style, (rule, "bold"), " ", (slug, "dim"))
 
 

@@ -9,7 +9,6 @@ thousand. Header, findings and verdict share one layout with every other command
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -21,21 +20,13 @@ from gradscope.inspector.results import Report
 from gradscope.outcome import Outcome
 from gradscope.report import layout
 from gradscope.report.console import View, paint
+from gradscope.report.grid import Column
 from gradscope.report.text import styled
 from gradscope.stats import ParamStats
 
 if TYPE_CHECKING:
     from gradscope.outcome import CheckReport
 
-STATUS_STYLE = {
-    "ok": "green",
-    "frozen": "dim",
-    "none": "bold red",
-    "non-finite": "bold red",
-    "exploding": "red",
-    "vanishing": "yellow",
-    "zero": "yellow",
-}
 IGNORED_MARK = "*"
 
 
@@ -104,22 +95,14 @@ def pick_rows(report: Report, top: int | None) -> list[ParamStats]:
     return [p for i, p in enumerate(params) if i in keep]
 
 
-@dataclass(frozen=True)
-class Column:
-    title: str
-    priority: int
-    """Lower is dropped first when the table does not fit."""
-    right: bool = True
-
-
 # parameter and status always stay; the rest go, least useful first, before names get short
 COLUMNS = (
-    Column("shape", 2, right=False),
-    Column("dtype", 1, right=False),
-    Column("grad norm", 6),
-    Column("max |grad|", 3),
-    Column("grad/weight", 5),
-    Column("zeros", 4),
+    Column("shape", priority=2),
+    Column("dtype", priority=1),
+    Column("grad norm", right=True, priority=6),
+    Column("max |grad|", right=True, priority=3),
+    Column("grad/weight", right=True, priority=5),
+    Column("zeros", right=True, priority=4),
 )
 NAME_MIN = 24
 OPTIONAL = 2
@@ -203,7 +186,7 @@ def _params(report: Report, console: Console, top: int | None) -> None:
         line = styled(lead, clip(name, name_w).ljust(name_w) + " " * GAP)
         for col in kept:
             line.append(pad(cell[col.title], col))
-        line.append(status, style=STATUS_STYLE.get(status, ""))
+        line.append(status, style=layout.style_of(status))
         console.print(line, soft_wrap=True)
     notes = []
     hidden = len(report.stats.params) - len(rows)
@@ -227,13 +210,13 @@ def _verdict(report: Report, console: Console) -> None:
     layout.verdict(
         console,
         str(worst).upper() if worst else "OK",
-        layout.SEVERITY_STYLE[str(worst)] if worst else "bold green",
+        layout.style_of(str(worst).upper() if worst else "OK"),
         layout.counts(c) + ignored,
     )
 
 
-STATE_STYLE = {"PASS": "bold green", "FAIL": "bold red", "COULD NOT RUN": "bold magenta"}
-STATE_SLOT = max(map(len, STATE_STYLE))
+STATES = ("PASS", "FAIL", "COULD NOT RUN")
+STATE_SLOT = max(map(len, STATES))
 
 
 def render_check(report: CheckReport, view: View) -> str:
@@ -250,7 +233,7 @@ def render_check(report: CheckReport, view: View) -> str:
             layout.status_line(
                 console,
                 state,
-                STATE_STYLE[state],
+                layout.style_of(state),
                 STATE_SLOT,
                 (f"{r.kind} ", "dim"),
                 r.label,
@@ -270,7 +253,7 @@ def render_check(report: CheckReport, view: View) -> str:
         layout.verdict(
             console,
             word,
-            STATE_STYLE[word],
+            layout.style_of(word),
             f"{passed} of {total} targets passed, exit code {code:d}",
         )
 

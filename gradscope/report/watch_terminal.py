@@ -131,14 +131,15 @@ def _verdict(report: WatchReport, console: Console) -> None:
     counts = layout.counts(c)
     console.print()
     if not report.judged:
-        layout.verdict(console, "NOT JUDGED", "bold magenta", str(report.nothing_judged()))
+        layout.verdict(
+            console, "NOT JUDGED", layout.style_of("NOT JUDGED"), str(report.nothing_judged())
+        )
     elif report.partial:
         recorded = f"{counts} in the {_steps(len(report.run.steps))} recorded"
         layout.verdict(console, report.run.status.upper(), "bold magenta", recorded)
     else:
-        word = s["verdict"]
-        style = layout.SEVERITY_STYLE.get(word, "bold green")
-        layout.verdict(console, word.upper(), style, counts)
+        word = s["verdict"].upper()
+        layout.verdict(console, word, layout.style_of(word, layout.STYLE["OK"]), counts)
 
 
 def _over_time(report: WatchReport, console: Console) -> None:

@@ -25,7 +25,7 @@ the update measured at each of the first 100, are not its habit)."""
 T = TypeVar("T", int, float)
 
 
-class Column(Generic[T]):
+class StepColumn(Generic[T]):
     """Values by step index; `typecode` as `array`'s ('d' floats, 'q' or 'i' integers)."""
 
     __slots__ = ("_dense", "_hint", "_n", "_starts", "_typecode", "_values")

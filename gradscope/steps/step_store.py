@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, overload
 
-from gradscope.steps.columns import Column
+from gradscope.steps.columns import StepColumn
 from gradscope.steps.detail import DETAIL_STEPS, NO_GRAD, Decimated, Row
 from gradscope.steps.layer_spikes import LayerSpikes
 from gradscope.steps.noise import LayerNoise
@@ -66,19 +66,19 @@ class StepStore(Sequence[StepRecord]):
     def __init__(self, detail_steps: int = DETAIL_STEPS) -> None:
         self.width = 0
         """Tensors tracked: records read back are padded to it."""
-        self._step = Column[int]("q")
+        self._step = StepColumn[int]("q")
         """Per step: its number less its index (one run while steps count up by one)."""
-        self._optimizer = Column[int]("i")
-        self._calls = Column[int]("q")
-        self._micro = Column[int]("q")
-        self._flags = Column[int]("i")
-        self._grad_norm = Column[float]()
-        self._time = Column[float]()
-        self._optional = {name: Column[float]() for _, name in _OPTIONAL}
+        self._optimizer = StepColumn[int]("i")
+        self._calls = StepColumn[int]("q")
+        self._micro = StepColumn[int]("q")
+        self._flags = StepColumn[int]("i")
+        self._grad_norm = StepColumn[float]()
+        self._time = StepColumn[float]()
+        self._optional = {name: StepColumn[float]() for _, name in _OPTIONAL}
         self._columns = [(flag, name, self._optional[name]) for flag, name in _OPTIONAL]
-        self._lr_at = Column[int]("q")
+        self._lr_at = StepColumn[int]("q")
         """Per step: where its learning rates start in `_lrs` (a repeat shares them)."""
-        self._lr_count = Column[int]("i")
+        self._lr_count = StepColumn[int]("i")
         self._lrs = array("d")
         self._last_lrs: tuple[float, ...] | None = None
         self._last_at = 0
@@ -211,7 +211,7 @@ class StepStore(Sequence[StepRecord]):
 
     def nbytes(self) -> int:
         """Bytes the per-step columns hold (the per-tensor detail is bounded apart)."""
-        columns: list[Column[Any]] = [self._step, self._optimizer, self._calls, self._micro]
+        columns: list[StepColumn[Any]] = [self._step, self._optimizer, self._calls, self._micro]
         columns += [self._flags, self._grad_norm, self._time, self._lr_at, self._lr_count]
         columns += self._optional.values()
         return sum(c.nbytes() for c in columns) + self._lrs.__sizeof__()

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import torch
 
-from gradscope.distributed.payload import Column, Gathered, pack
+from gradscope.distributed.payload import Gathered, ParamColumn, pack
 from gradscope.distributed.session import Session, _Observed
 
 NAMES = ["twice.weight", "branch.weight", "unused.weight", "w"]
@@ -30,11 +30,11 @@ def _session() -> Session:
 
 
 def _rank(steps: int, arrivals: list[int], local_sq: float, weight_sum: float) -> torch.Tensor:
-    per = torch.zeros(len(NAMES), len(Column), dtype=torch.float64)
-    per[:, Column.WEIGHT_SUM] = 1.0
-    per[-1, Column.WEIGHT_SUM] = weight_sum
-    per[:, Column.ARRIVALS] = torch.tensor(arrivals, dtype=torch.float64)
-    per[0, Column.LOCAL_SQ] = local_sq
+    per = torch.zeros(len(NAMES), len(ParamColumn), dtype=torch.float64)
+    per[:, ParamColumn.WEIGHT_SUM] = 1.0
+    per[-1, ParamColumn.WEIGHT_SUM] = weight_sum
+    per[:, ParamColumn.ARRIVALS] = torch.tensor(arrivals, dtype=torch.float64)
+    per[0, ParamColumn.LOCAL_SQ] = local_sq
     return pack(7, steps, per, torch.zeros(0, 2))
 
 

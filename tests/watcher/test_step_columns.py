@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 from test_watch_memory import _same
 
-from gradscope.steps.columns import Column
+from gradscope.steps.columns import StepColumn
 from gradscope.steps.step_record import StepRecord
 from gradscope.steps.step_store import StepStore
 
@@ -131,7 +131,7 @@ def test_a_column_reads_back_every_value_in_runs_and_once_dense():
     most steps turns into one value a step."""
     values = [1.0, 1.0, math.nan, math.nan, -0.0, 0.0, 0.0, math.inf, 2.5, 2.5]
     values += [float(k // 50) for k in range(512)]  # long runs
-    column = Column()
+    column = StepColumn()
     column.extend(values[:3])
     for v in values[3:]:
         column.append(v)
@@ -149,7 +149,7 @@ def test_a_column_reads_back_every_value_in_runs_and_once_dense():
 
 
 def test_a_batch_of_negative_zeros_does_not_extend_a_run_of_zeros():
-    column = Column()
+    column = StepColumn()
     column.extend([0.0, 0.0])
     column.extend([0.0, -0.0])
     column.extend([1.5, 1.5])
@@ -160,7 +160,7 @@ def test_a_batch_of_negative_zeros_does_not_extend_a_run_of_zeros():
 
 def test_a_column_of_runs_reads_in_any_order():
     every = [k // 7 for k in range(500)]
-    column = Column("q")
+    column = StepColumn("q")
     column.extend(every)
     assert not column._dense and len(column._values) == len(set(every))
     order = list(range(len(every)))
