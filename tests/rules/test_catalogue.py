@@ -173,3 +173,19 @@ def test_threads_reading_first_all_see_every_rule():
         "print(len(set(seen)), seen[0] == len(findings.RULES) > 60)"
     )
     assert _fresh(code) == "1 True"
+
+
+@pytest.mark.slow
+def test_help_reads_no_registry():
+    """`gradscope --help` loads no torch and never reads RULES: the modules only the
+    catalogue loads stay unloaded (the writer's views and the API still import the
+    watch judge and the gradcheck checker for their types)."""
+    code = LOADED + (
+        "sys.argv = ['gradscope', '--help']\n"
+        "from gradscope.cli import app\n"
+        "try:\n    app()\nexcept SystemExit:\n    pass\n"
+        "print(loaded('gradscope.rules.experts', 'gradscope.rules.grads',\n"
+        "             'gradscope.rules.steps', 'gradscope.rules.step_vlag',\n"
+        "             'gradscope.distributed.findings'))"
+    )
+    assert _fresh(code).splitlines()[-1] == "[]"
