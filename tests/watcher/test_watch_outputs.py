@@ -146,7 +146,8 @@ def test_a_forked_child_that_runs_on_writes_no_report_and_no_log_lines(tmp_path)
     assert "parent saw child exit 0" in done.stderr
     doc = json.loads(done.stdout)  # one report: the parent's
     assert doc["summary"]["steps"] == 5
-    assert len(log.read_text().splitlines()) == 1 + 5
+    lines = log.read_text().splitlines()  # the header, the steps, the parent's findings
+    assert len(lines) == 1 + 5 + 1 and json.loads(lines[-1]) == {"findings": []}
 
 
 def test_the_scripts_signal_handlers_are_undone_before_the_report(tmp_path):
