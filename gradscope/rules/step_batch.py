@@ -41,7 +41,7 @@ def batch_vs_noise(run: WatchRun, t: Thresholds) -> list[Finding]:
     approximately; and the micro-batches must be independent samples of one loss (a GAN's
     two losses are not, and are not measured)."""
     out = []
-    for s in noise.summaries(run.steps, max(1, len(run.optimizers))):
+    for s in noise.summaries(run.steps, max(1, len(run.optimizers)), run.batch_read):
         if s.critical is None or s.batch is None or s.critical <= 0 or not s.resolved:
             continue
         low = max(s.critical - 2 * (s.spread or 0.0), 0.0)

@@ -319,6 +319,7 @@ class Watcher:
             backward_nan=icp.probe.origin,
             weights_nan=icp.probe.weights,
             state_facts=run_facts.read(icp, self.recorder.records),
+            batch_read=tuple(icp.noise.reads),
         )
 
 
