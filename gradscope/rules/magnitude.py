@@ -60,6 +60,11 @@ def _medians(pool: list[ParamStats]) -> dict[bool, float]:
     ),
     thresholds=("explode-rms", "explode-median-ratio", "explode-min-norm", "explode-norm"),
     command="gradscope inspect exploding-deep",
+    objectives=(
+        "any: the gradients' size, whatever the loss means; under reduction='sum' the "
+        "absolute bounds are per summed term, so a summed loss is judged as the same loss "
+        "reduced by mean"
+    ),
 )
 def exploding(stats: RunStats, t: Thresholds) -> list[Finding]:
     """Any one of three measurements: one tensor's gradient RMS per element above explode-rms (a

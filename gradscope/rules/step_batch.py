@@ -27,6 +27,11 @@ from gradscope.steps.records import WatchRun
     "and retune the learning rate; or take it as information: a batch above B_simple buys "
     "fewer steps with more samples, one below it the reverse",
     thresholds=("noise-scale-factor",),
+    objectives=(
+        "any one loss whose micro-batches are independent samples of it (accumulation or "
+        "DDP ranks): B_simple needs them; a GAN's two losses, or backward calls from "
+        "different lines, are not measured"
+    ),
 )
 def batch_vs_noise(run: WatchRun, t: Thresholds) -> list[Finding]:
     """With gradient accumulation or DDP ranks, watch measures each micro-batch's gradient
