@@ -195,3 +195,21 @@ def test_a_stated_batch_size_wins_and_says_so():
     assert _counted(steps) == {4}
     assert doc["batch_read"] == "stated by --batch-size"
     assert "samples per micro-batch stated by --batch-size: 4" in line
+
+
+@pytest.mark.parametrize("model", [RecurrentLM, TransformerLM])
+def test_a_sequence_first_model_saved_or_copied_while_watched_carries_no_hook(tmp_path, model):
+    """The hook that reads an RNN's batch sits on the RNN, whose own __getstate__ pickles
+    it (not nn.Module's): torch.save and deepcopy (an EMA copy) still carry no hook."""
+    import copy
+
+    net = model()
+    with gradscope.watch():
+        net(torch.zeros(T, B, dtype=torch.long))[0].sum().backward()
+        net(torch.zeros(T, B, dtype=torch.long))[0].sum().backward()
+        torch.optim.SGD(net.parameters(), lr=0.0).step()  # two backward calls: hooks on
+        torch.save(net, tmp_path / "model.pt")  # pickles every module's state
+        twin = copy.deepcopy(net)
+    loaded = torch.load(tmp_path / "model.pt", weights_only=False)
+    for m in (*loaded.modules(), *twin.modules()):
+        assert not m._forward_pre_hooks and not m._forward_pre_hooks_with_kwargs
