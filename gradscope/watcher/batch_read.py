@@ -43,10 +43,14 @@ def sequence_first(root: nn.Module) -> list[tuple[str, nn.Module]]:
     ]
 
 
-def seen(name: str, module: nn.Module, args: Any, kwargs: Any) -> Seen | None:
-    """The batch `module` is about to run on: dim 1 of its first input (a PackedSequence's
-    first batch size; 1 for an unbatched input); None where it has none."""
-    label = f"`{name or 'the model'}` ({type(module).__name__}, batch_first=False)"
+def label_of(name: str, module: nn.Module) -> str:
+    """How the line names a sequence-first module (made once, when it is hooked)."""
+    return f"`{name or 'the model'}` ({type(module).__name__}, batch_first=False)"
+
+
+def seen(label: str, args: Any, kwargs: Any) -> Seen | None:
+    """The batch the module `label` names is about to run on: dim 1 of its first input (a
+    PackedSequence's first batch size; 1 for an unbatched input); None where it has none."""
     first = next(iter((*args, *kwargs.values())), None)
     if isinstance(first, nn.utils.rnn.PackedSequence):
         return Seen(label, int(first.batch_sizes[0]))

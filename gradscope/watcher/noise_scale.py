@@ -36,7 +36,7 @@ import torch
 from torch.utils.hooks import unserializable_hook
 
 from gradscope.errors import is_own_file
-from gradscope.watcher.batch_read import Seen, reading, seen, sequence_first
+from gradscope.watcher.batch_read import Seen, label_of, reading, seen, sequence_first
 from gradscope.watcher.discover import Tracked
 from gradscope.watcher.measure import accumulation, norms, plain
 
@@ -136,16 +136,16 @@ class MicroGrads:
             if id(module) in self._seq_hooked:
                 continue
             self._seq_hooked.add(id(module))
-            hook = functools.partial(self._sequence_forward, name)
+            hook = functools.partial(self._sequence_forward, label_of(name, module))
             handle = module.register_forward_pre_hook(hook, with_kwargs=True)
             self._handles.append(handle)
             self._module_hooks.add(handle.id)
 
-    def _sequence_forward(self, name: str, module: Any, args: Any, kwargs: Any) -> None:
+    def _sequence_forward(self, label: str, module: Any, args: Any, kwargs: Any) -> None:
         if self.failed:
             return
         try:
-            found = seen(name, module, args, kwargs)
+            found = seen(label, args, kwargs)
             if found is not None:
                 self.seen.setdefault(found)
         except Exception as exc:
