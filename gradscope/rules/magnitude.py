@@ -168,6 +168,11 @@ def _module_rms(params: Iterable[ParamStats]) -> float:
     ),
     thresholds=("vanish-norm", "vanish-depth-ratio"),
     command="gradscope inspect vanishing-sigmoid",
+    objectives=(
+        "any: the depth ratio is the same whatever the loss or its scale; the vanish-norm "
+        "bound is absolute, so a loss scaled far down (a tiny weight on it) makes every "
+        "gradient small and reads as vanishing"
+    ),
 )
 def vanishing(stats: RunStats, t: Thresholds) -> list[Finding]:
     """A non-zero gradient L2 norm below vanish-norm; or the gradient RMS of the first layer that

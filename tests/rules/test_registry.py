@@ -196,9 +196,10 @@ def test_every_rules_why_is_its_functions_docstring():
     assert registry.DOCS["GS301"].why.startswith("After the backward a module attribute")
 
 
-OBJECTIVE_MATTERS = ("GS104", "GS432")
+OBJECTIVE_MATTERS = ("GS104", "GS105", "GS432")
 """The inspect rules whose verdict depends on the loss: its reduction (GS104's bounds are
-per summed term), its kind (GS432 judges what feeds a cross-entropy)."""
+per summed term), its scale (GS105's absolute bound), its kind (GS432 judges what feeds
+a cross-entropy)."""
 
 
 def test_every_watch_rule_says_which_objectives_it_judges_and_why():
