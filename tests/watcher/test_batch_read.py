@@ -213,3 +213,57 @@ def test_a_sequence_first_model_saved_or_copied_while_watched_carries_no_hook(tm
     loaded = torch.load(tmp_path / "model.pt", weights_only=False)
     for m in (*loaded.modules(), *twin.modules()):
         assert not m._forward_pre_hooks and not m._forward_pre_hooks_with_kwargs
+
+
+def _vendored_model():
+    """pytorch/examples word_language_model's model.py, as vendored for the real runs."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parent / "real/vendor/pytorch_examples/word_language_model/model.py"
+    spec = importlib.util.spec_from_file_location("word_lm_model", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _repackaged(h):
+    """main.py's repackage_hidden: the state carried on, its history cut."""
+    return h.detach() if isinstance(h, torch.Tensor) else tuple(_repackaged(v) for v in h)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "Transformer"])
+def test_word_language_model_with_accumulation_counts_its_20_sequences(kind):
+    """main.py's models, its [bptt, batch] = [35, 20] batches (batchify), the hidden state
+    carried and detached between batches, two micro-batches per step: 20 samples each."""
+    vendored = _vendored_model()
+    torch.manual_seed(0)
+    ntokens, bptt, batch = 50, 35, 20
+    if kind == "Transformer":
+        model = vendored.TransformerModel(ntokens, 16, 2, 32, 2, dropout=0.0)
+    else:
+        model = vendored.RNNModel(kind, ntokens, 16, 16, 2, dropout=0.0)
+    data = torch.randint(0, ntokens, (bptt * 30 + 1, batch)) % 7
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    hidden = None if kind == "Transformer" else model.init_hidden(batch)
+    with gradscope.watch() as w:
+        for i in range(0, bptt * 28, 2 * bptt):
+            for j in (i, i + bptt):
+                x, y = data[j : j + bptt], data[j + 1 : j + 1 + bptt].reshape(-1)
+                if hidden is None:
+                    out = model(x).view(-1, ntokens)
+                else:
+                    hidden = (
+                        tuple(h.detach() for h in hidden) if kind == "LSTM" else hidden.detach()
+                    )
+                    out, hidden = model(x, hidden)
+                (nn.functional.nll_loss(out, y) / 2).backward()
+            opt.step()
+            opt.zero_grad()
+    (summary,) = w.report.noise
+    assert _counted(w.run.steps) == {batch}  # sequences, not the 35 time steps
+    label = "`rnn`" if kind != "Transformer" else "`encoder.layers.0.self_attn`"
+    assert f"read as dim 1 of the input of {label}" in summary.line()
+    assert summary.to_dict()["samples_per_micro_batch"] == batch
