@@ -18,6 +18,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from gradscope.steps.noise import UNREAD
+
 STATED = "stated by --batch-size"
 MODEL_DIM_0 = "read as dim 0 of the model's input"
 
@@ -64,15 +66,15 @@ def seen(label: str, args: Any, kwargs: Any) -> Seen | None:
 def reading(
     stated: int | None, model_dim0: int | None, modules: Iterable[Seen]
 ) -> tuple[int | None, str | None]:
-    """(samples per micro-batch, how they were read, or why they could not be: "could not
-    be read: ..."); (None, None) where nothing was seen at all."""
+    """(samples per micro-batch, how they were read, or why they could not be: UNREAD
+    first); (None, None) where nothing was seen at all."""
     if stated:
         return stated, STATED
     found = list(dict.fromkeys(modules))
     sizes = {s.size for s in found}
     if len(sizes) > 1:
         each = ", ".join(f"{s.label} sees {s.size}" for s in found)
-        return None, f"could not be read: the sequence-first modules disagree ({each})"
+        return None, f"{UNREAD}: the sequence-first modules disagree ({each})"
     if not found:
         return (model_dim0, MODEL_DIM_0) if model_dim0 is not None else (None, None)
     one = found[0]
