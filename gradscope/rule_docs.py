@@ -73,6 +73,8 @@ def _section(r: Rule) -> list[str]:
     out += ["", f"**Why it fires.** {doc.why}"]
     if doc.thresholds:
         out[-1] += " Tuned by " + ", ".join(f"`{k}`" for k in doc.thresholds) + "."
+    if doc.objectives:
+        out += ["", f"**Objectives judged.** {_sentence(doc.objectives.rstrip('.') + '.')}"]
     out += ["", f"**Example.** {_sentence(doc.example)}"]
     if doc.command:
         out += ["", "```", doc.command, "```"]

@@ -35,6 +35,11 @@ FIX = {
     "`--loss cross_entropy`: the loss can never fall below ln(1 + (C-1)/e)",
     fix="return the raw logits from the model (or drop the softmax or sigmoid before the loss); "
     "a log_softmax over the classes before cross_entropy or nll_loss is right as it is",
+    objectives=(
+        "a cross-entropy or binary_cross_entropy_with_logits, read from the loss's graph: "
+        "they want logits; nll_loss on a log_softmax and BCELoss on a sigmoid are right, "
+        "other losses are not judged"
+    ),
 )
 def loss_fed_probabilities(stats: RunStats, t: Thresholds) -> list[Finding]:
     """The loss's autograd graph shows cross_entropy's own LogSoftmaxBackward0 over a

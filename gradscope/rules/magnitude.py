@@ -60,6 +60,11 @@ def _medians(pool: list[ParamStats]) -> dict[bool, float]:
     ),
     thresholds=("explode-rms", "explode-median-ratio", "explode-min-norm", "explode-norm"),
     command="gradscope inspect exploding-deep",
+    objectives=(
+        "any: the gradients' size, whatever the loss means; under reduction='sum' the "
+        "absolute bounds are per summed term, so a summed loss is judged as the same loss "
+        "reduced by mean"
+    ),
 )
 def exploding(stats: RunStats, t: Thresholds) -> list[Finding]:
     """Any one of three measurements: one tensor's gradient RMS per element above explode-rms (a
@@ -163,6 +168,11 @@ def _module_rms(params: Iterable[ParamStats]) -> float:
     ),
     thresholds=("vanish-norm", "vanish-depth-ratio"),
     command="gradscope inspect vanishing-sigmoid",
+    objectives=(
+        "any: the depth ratio is the same whatever the loss or its scale; the vanish-norm "
+        "bound is absolute, so a loss scaled far down (a tiny weight on it) makes every "
+        "gradient small and reads as vanishing"
+    ),
 )
 def vanishing(stats: RunStats, t: Thresholds) -> list[Finding]:
     """A non-zero gradient L2 norm below vanish-norm; or the gradient RMS of the first layer that

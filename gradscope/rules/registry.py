@@ -1,6 +1,6 @@
 """One declaration per rule, next to its check: `@rule(...)` gives the rule's id, slug,
-severity, troubleshooting row, stage, summary, thresholds, example, fix and the findings
-it supersedes; the check's docstring is its "why".
+severity, troubleshooting row, stage, summary, thresholds, example, fix, the objectives
+it judges and the findings it supersedes; the check's docstring is its "why".
 
 A declaration fills `findings.RULES` (the metadata every report reads), `DOCS` (what
 `gradscope rules GSxxx` and docs/rules.md say) and the stage's list of checks, so adding
@@ -47,6 +47,10 @@ class RuleDoc:
     """A command that makes it fire on code shipped with gradscope ("" where none does)."""
     thresholds: tuple[str, ...] = ()
     """The configuration keys that tune it (configs/default.toml)."""
+    objectives: str = ""
+    """Which training objectives it judges and why, as "which: why" ("any: ..." for a
+    mechanism independent of what the loss means); "" where the loss plays no part.
+    Every watch rule declares it (tests/rules/test_registry.py)."""
 
 
 DOCS: Declared[str, RuleDoc] = Declared()
@@ -79,6 +83,7 @@ def rule(
     thresholds: tuple[str, ...] = (),
     supersedes: tuple[str, ...] = (),
     command: str = "",
+    objectives: str = "",
 ) -> Callable[[F], F]:
     """Declare the rule the decorated check produces; one check, one rule."""
     if RULES.holds(id):
@@ -91,7 +96,7 @@ def rule(
         if not why:
             raise ValueError(f"{id}: {check.__name__} needs a docstring (the rule's why)")
         RULES[id] = Rule(id, slug, severity, row, summary, stage.value)
-        DOCS[id] = RuleDoc(why, example, fix, command, thresholds)
+        DOCS[id] = RuleDoc(why, example, fix, command, thresholds, objectives)
         if supersedes:
             SUPERSEDES[id] = supersedes
         _CHECKS.setdefault(stage, {})[id] = check

@@ -27,6 +27,11 @@ from gradscope.steps.records import WatchRun
     "and retune the learning rate; or take it as information: a batch above B_simple buys "
     "fewer steps with more samples, one below it the reverse",
     thresholds=("noise-scale-factor",),
+    objectives=(
+        "any one loss whose micro-batches are independent samples of it (accumulation or "
+        "DDP ranks): B_simple needs them; a GAN's two losses, or backward calls from "
+        "different lines, are not measured"
+    ),
 )
 def batch_vs_noise(run: WatchRun, t: Thresholds) -> list[Finding]:
     """With gradient accumulation or DDP ranks, watch measures each micro-batch's gradient
@@ -41,7 +46,7 @@ def batch_vs_noise(run: WatchRun, t: Thresholds) -> list[Finding]:
     approximately; and the micro-batches must be independent samples of one loss (a GAN's
     two losses are not, and are not measured)."""
     out = []
-    for s in noise.summaries(run.steps, max(1, len(run.optimizers))):
+    for s in noise.summaries(run.steps, max(1, len(run.optimizers)), run.batch_read):
         if s.critical is None or s.batch is None or s.critical <= 0 or not s.resolved:
             continue
         low = max(s.critical - 2 * (s.spread or 0.0), 0.0)

@@ -124,6 +124,12 @@ def early_blowup_of(s: Series, t: Thresholds) -> Blowup | None:
         "blowup-rise-ratio",
         "blowup-recover-fall",
     ),
+    objectives=(
+        "a single recognised objective (every term of one kind and sign: a cross-entropy, "
+        "an MSE), the only kind whose rise means worse; a custom or multi-term one (an RL "
+        "loss whose value targets grow) gets the facts as information; one optimizer only "
+        "(a GAN's losses rise by design)"
+    ),
 )
 def early_blowup(run: WatchRun, t: Thresholds) -> list[Finding]:
     """Within an optimizer's first blowup-window steps, the loss (median of 3 steps) rose to

@@ -27,6 +27,10 @@ from gradscope.steps.records import StepRecord, WatchRun
     fix="lower the learning rate or raise max_norm towards the typical norm; light clipping is "
     "fine when it is meant",
     thresholds=("clip-bind-fraction", "clip-coef-warn", "clip-coef-info", "warmup-steps"),
+    objectives=(
+        "any: how far clip_grad_norm_ cut the gradient, a mechanism independent of what "
+        "the loss means"
+    ),
 )
 def clipping_binds(run: WatchRun, t: Thresholds) -> list[Finding]:
     """After warmup-steps, clip_grad_norm_ bound on more than clip-bind-fraction of the steps.
@@ -133,6 +137,10 @@ def _clip_coefficient(r: StepRecord) -> float:
     example="scaler.scale(loss).backward(); clip_grad_norm_(...); scaler.step(opt)",
     fix="call scaler.unscale_(optimizer) after the backward and before clip_grad_norm_, then "
     "scaler.step(optimizer)",
+    objectives=(
+        "any: the order of GradScaler's unscale_ and the clip, a mechanism independent of "
+        "what the loss means"
+    ),
 )
 def clip_before_unscale(run: WatchRun, t: Thresholds) -> list[Finding]:
     """clip_grad_norm_ ran on gradients still multiplied by GradScaler's scale (no

@@ -44,6 +44,7 @@ the whole gradient usually is (a bias whose tiny gradient jumps moves nothing)."
     "at what touches that layer alone (a one-step penalty, a freshly unfrozen layer); clip "
     "the gradient norm if such batches are expected",
     thresholds=("spike-sigma",),
+    objectives="any: each layer's gradient norm against its own history, not the loss",
 )
 def layer_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A tensor's gradient norm at least 20 times the median of its own last 64 live steps,

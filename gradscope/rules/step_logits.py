@@ -50,6 +50,11 @@ _WHAT = {
     "loss can never fall below ln(1 + 9/e) = 1.46 and the run stalls there",
     fix="pass the raw logits to the loss (drop the softmax or sigmoid before it); a "
     "log_softmax over the classes before cross_entropy or nll_loss is right as it is",
+    objectives=(
+        "a cross-entropy or binary_cross_entropy_with_logits, read from the loss's graph: "
+        "they want logits; nll_loss on a log_softmax and BCELoss on a sigmoid are right, "
+        "other losses are not judged"
+    ),
 )
 def probabilities_as_logits(run: WatchRun, t: Thresholds) -> list[Finding]:
     """The loss's autograd graph, read at the first step, shows cross_entropy's own

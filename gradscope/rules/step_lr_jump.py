@@ -73,6 +73,7 @@ def _group_rises(s: Series) -> list[tuple[int, int, int]]:
     "or a ramp of ×1.2 per step",
     fix="a lower peak or a longer warm-up: check what set the learning rate at that step",
     supersedes=("GS419",),
+    objectives="any: the learning rate's course, a mechanism independent of what the loss means",
 )
 def lr_jump(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A param group's learning rate, after 16 steps within 1.25× of each other, rose

@@ -55,6 +55,13 @@ EARLY_STEPS = 100
     fix="minimise the loss itself (remove the minus sign); a deliberate ascent keeps the loss "
     "positive and passes maximize=True to the optimizer",
     supersedes=("GS419",),  # a maximised loss's steps are large by what it optimises
+    objectives=(
+        "a loss bounded below (cross-entropy, NLL of log_softmax, binary cross-entropy, "
+        "MSE, L1, Huber), read from its autograd graph, negated or under maximize=True: "
+        "the bound says which way is better, and the values must go past it; a custom "
+        "objective has no bound and is not judged; one optimizer only (a GAN's generator "
+        "ascends by design)"
+    ),
 )
 def loss_maximised(run: WatchRun, t: Thresholds) -> list[Finding]:
     """The loss's own autograd graph shows a loss bounded below (cross-entropy, NLL of
@@ -178,6 +185,13 @@ def _ratios(steps: list[StepRecord], members: list[int]) -> tuple[list[float], l
     "2.4",
     fix="lower the peak learning rate by the factor given, or lengthen the warm-up",
     thresholds=("update-ratio-warn", "update-ratio-high", "progress-min-fall"),
+    objectives=(
+        "any for the update ratios (the weights rewritten every few steps; Adam's lr "
+        "against the weights' scale) and for gradients that died while the loss did not "
+        "fall; the loss's own signs (an early blow-up, the uniform guess, no fall) only "
+        "for a single recognised objective: a custom or multi-term one (an RL loss) may "
+        "rise or stay flat while it learns"
+    ),
 )
 def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     """Over the first 100 steps the weight matrices' median update/weight ratio ‖Δw‖/‖w‖

@@ -26,6 +26,9 @@ SHOWN = 4
     fix="call model.train() at the top of each training epoch (or right after the "
     "evaluation); to train without dropout on purpose, set its p to 0 instead; to freeze "
     "BatchNorms on purpose, switch only them to eval (the model stays in train mode)",
+    objectives=(
+        "any: the mode the model trained in, a mechanism independent of what the loss means"
+    ),
 )
 def trained_in_eval(run: WatchRun, t: Thresholds) -> list[Finding]:
     """At an optimizer step the model that owns its parameters had `training` False
@@ -93,6 +96,9 @@ def _count(names: tuple[str, ...], kind: str) -> str:
     "model trained from scratch (no statistics were ever loaded)",
     fix="keep a momentum in (0, 1] (None: a cumulative average) and the BatchNorm in train "
     "mode while it trains; freeze a BatchNorm only with the statistics it was trained with",
+    objectives=(
+        "any: BatchNorm's running statistics, a mechanism independent of what the loss means"
+    ),
 )
 def batchnorm_stats_still(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A BatchNorm whose weight or bias had gradients, and whose running mean and

@@ -43,6 +43,9 @@ def _names(names: tuple[str, ...], count: int) -> str:
     fix="move the op's input off the point where its derivative is infinite (sqrt(x + eps), "
     "acos(x.clamp(-1 + eps, 1 - eps))), or compute it on a safe value before masking "
     "(torch.log(torch.where(mask, p, 1)))",
+    objectives=(
+        "any: the first backward node that made a finite gradient non-finite, whatever the loss"
+    ),
 )
 def backward_nan_origin(run: WatchRun, t: Thresholds) -> list[Finding]:
     """Hooks on one backward after the first non-finite gradient of a finite loss was read
@@ -97,6 +100,7 @@ def backward_nan_origin(run: WatchRun, t: Thresholds) -> list[Finding]:
     fix="`gradscope inspect --script train.py --step N -- ARGS` replays that step and names "
     "the backward op that made the NaN; until it is fixed, clip with "
     "clip_grad_norm_(..., error_if_nonfinite=True) or skip non-finite steps",
+    objectives="any: the weights' values, whatever the loss",
 )
 def weights_nan_loss_finite(run: WatchRun, t: Thresholds) -> list[Finding]:
     """The weights read back non-finite (after the recorder saw the first non-finite

@@ -70,6 +70,11 @@ def _grad_rms(run: WatchRun, s: Series, i: int) -> float | None:
     fix="a weight_decay in AdamW's usual 0.01-0.1; no decay on biases and norm scales",
     thresholds=("progress-min-fall",),
     supersedes=("GS419",),  # the decay's own step is the large update, not the lr
+    objectives=(
+        "any whose loss should fall: a decay equilibrium below the weights' scale, with "
+        "the loss stalled; the loss's kind is not asked, so a flat custom objective "
+        "counts as stalled, and the equilibrium against the weights decides"
+    ),
 )
 def decay_too_strong(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A param group's weight decay has an equilibrium below the initial rms of most of its
@@ -163,6 +168,10 @@ def _erased(
     example="`model.encoder.requires_grad_(False)` after `Adam(model.parameters())`",
     fix="nothing if meant; else requires_grad_(True). Passing only the trainable parameters makes "
     "the intent plain and saves the optimizer's state",
+    objectives=(
+        "any: frozen parameters kept in an optimizer, a mechanism independent of what the "
+        "loss means"
+    ),
 )
 def frozen_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
     """Parameters with requires_grad=False sit in an optimizer's param groups and got no
@@ -220,6 +229,10 @@ def frozen_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
     "watch: zero_grad() ran between backward() and step(), so the steps apply no gradient",
     example="`loss.backward(); optimizer.zero_grad(); optimizer.step()`",
     fix="call zero_grad() before loss.backward() or right after optimizer.step()",
+    objectives=(
+        "any: a zero_grad() between backward and step(), a mechanism independent of what "
+        "the loss means"
+    ),
 )
 def zeroed_before_step(run: WatchRun, t: Thresholds) -> list[Finding]:
     """At more than half the steps zero_grad() ran after the step's backward calls and before

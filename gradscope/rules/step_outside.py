@@ -28,6 +28,10 @@ from gradscope.steps.records import ParamInfo, WatchRun
     "output); anything else: build the optimizer after the model is complete, or add a param "
     "group for it",
     command="gradscope watch gradscope/examples/train_buggy.py",
+    objectives=(
+        "any: a parameter's place in the optimizers and whether it gets gradients, a "
+        "mechanism independent of what the loss means"
+    ),
 )
 def not_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A parameter that requires grad and gets gradients is in no param group of any optimizer:

@@ -48,6 +48,14 @@ from gradscope.steps.tensor_track import Learned
     "a learning rate too high sits at chance level, one too small never moves the loss; "
     "ignore it for a loss not meant to fall",
     thresholds=("progress-min-steps", "progress-min-fall", "progress-stall-fall"),
+    objectives=(
+        "a single recognised objective (a cross-entropy, an MSE) with a sign from the run "
+        "that the model did not learn (the uniform guess, no gradient reaching what "
+        "step() updates, update ratios below 1e-5, gradients that died); a custom or "
+        "multi-term objective, and a recognised one without such a sign (a TD loss read "
+        "as an MSE rises with the Q-values), get the facts as information: their level "
+        "says nothing alone; one optimizer only"
+    ),
 )
 def no_progress(run: WatchRun, t: Thresholds) -> list[Finding]:
     """With progress-min-steps steps or more, the median loss over the last steps is less than
@@ -255,6 +263,7 @@ def _stall_finding(
     "if the freeze is meant, take it out of the optimizer",
     thresholds=("stop-min-steps",),
     supersedes=("GS410",),  # frozen midway: its low update ratio is the consequence
+    objectives="any: whether a parameter still gets gradients, not the loss's value",
 )
 def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A parameter that had gradients got none (None, or only zeros) from some step to the end:

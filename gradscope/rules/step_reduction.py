@@ -39,6 +39,12 @@ from gradscope.steps.records import WatchRun
     fix='reduction="mean" (or lr divided by the batch size); under accumulation divide '
     "the loss by the number of micro-batches once",
     supersedes=("GS419",),  # the sum makes the large steps, not the lr
+    objectives=(
+        "a torch loss term whose reduction the graph shows (a sum over B targets, or a "
+        "mean divided by K twice) under an optimizer whose step is lr × the gradient: the "
+        "reduction scales the step; Adam-like optimizers cancel it and are never judged, "
+        "and a custom term has no reduction to read"
+    ),
 )
 def reduction_scales_step(run: WatchRun, t: Thresholds) -> list[Finding]:
     """Under an optimizer that is not Adam-like (its step is lr × the gradient), one of:

@@ -30,6 +30,12 @@ memorised. Without it identical targets alone are a smoke test or a toy run."""
     "and so the first batch, every time)",
     fix="iterate the loader (for x, y in loader); full-batch training on a dataset "
     "of one batch is by design: ignore it there",
+    objectives=(
+        "a torch loss that keeps its target (cross-entropy, MSE, ...): its targets the "
+        "same at every step compared, and the loss fallen to a tenth; a contrastive loss's "
+        "positions 0..n-1 are no repeat, a custom loss without a target is not compared; "
+        "one optimizer only (a GAN's losses alternate)"
+    ),
 )
 def same_batch(run: WatchRun, t: Thresholds) -> list[Finding]:
     """torch's loss nodes keep their target. At the first backward of steps 1-3, and of

@@ -41,6 +41,9 @@ CYCLIC = ("CosineAnnealingWarmRestarts", "CyclicLR")
     fix="call scheduler.step() once per epoch, after the loop over batches (or size the "
     "schedule in optimizer steps); once per optimizer step, never per micro-batch",
     supersedes=("GS419",),  # a per-micro-batch schedule's first steps are not the lr's fault
+    objectives=(
+        "any: the scheduler's learning rate, a mechanism independent of what the loss means"
+    ),
 )
 def lr_collapsed(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A scheduler (not a cyclic one: CosineAnnealingWarmRestarts, CyclicLR) was stepped at

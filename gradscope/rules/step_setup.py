@@ -37,6 +37,10 @@ from gradscope.steps.records import StepRecord, WatchRun
     example="float16 autocast on a model whose activations exceed 65504",
     fix="bf16 instead of fp16, a smaller learning rate, or the unstable op in fp32",
     thresholds=("amp-skip-rate", "amp-skip-streak", "warmup-steps"),
+    objectives=(
+        "any: GradScaler's skipped steps (float16 overflows), a mechanism independent of "
+        "what the loss means"
+    ),
 )
 def amp_skips(run: WatchRun, t: Thresholds) -> list[Finding]:
     """After warmup-steps, GradScaler skipped more than amp-skip-rate of the steps, or
@@ -105,6 +109,7 @@ def _opening_search(steps: Sequence[StepRecord]) -> set[int]:
     example="a NaN made in the forward under GradScaler",
     fix="find the NaN/Inf (GS401; gradscope inspect --script ... --step N) instead of letting the "
     "scaler shrink",
+    objectives="any: GradScaler's loss scale, a mechanism independent of what the loss means",
 )
 def amp_scale(run: WatchRun, t: Thresholds) -> list[Finding]:
     """GradScaler's loss scale fell below 1: the gradients are non-finite at every scale, so the
@@ -182,6 +187,10 @@ def _judged_ratios(run: WatchRun, t: Thresholds) -> Iterator[tuple[int, float, b
     example="one param group with a learning rate 100 times the others'",
     fix="lower that param group's learning rate",
     thresholds=("update-ratio-high", "warmup-steps"),
+    objectives=(
+        "any: each update against its weights, the optimizer's step, a mechanism "
+        "independent of what the loss means"
+    ),
 )
 def update_ratio_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     # weight matrices only: a bias or norm scale near 0 has a huge ratio while healthy
@@ -215,6 +224,10 @@ def update_ratio_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     example="a param group with lr=0, or a learning-rate schedule that decayed to 0",
     fix="give it a learning rate, or remove it from the optimizer if it is meant to stay fixed",
     thresholds=("update-ratio-low", "warmup-steps"),
+    objectives=(
+        "any: each update against its weights, the optimizer's step, a mechanism "
+        "independent of what the loss means"
+    ),
 )
 def update_ratio_low(run: WatchRun, t: Thresholds) -> list[Finding]:
     # exactly 0 for any parameter; small only where it had gradients (no gradient is
@@ -266,6 +279,10 @@ def update_ratio_low(run: WatchRun, t: Thresholds) -> list[Finding]:
     example="an auxiliary head whose output is not added to the loss",
     fix="make it take part in the loss (`gradscope inspect --script train.py` shows where the "
     "graph is cut), or freeze and drop it",
+    objectives=(
+        "any: which parameters get gradients, not the loss's value; a head after a "
+        "forward hook's read-out (a self-supervised wrapper's) is information by design"
+    ),
 )
 def never_updated(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A parameter that requires grad and is in an optimizer got no gradient (None) or only zero
@@ -315,6 +332,9 @@ def never_updated(run: WatchRun, t: Thresholds) -> list[Finding]:
     "backward",
     thresholds=("not-reset-fraction",),
     supersedes=("GS419",),  # piled-up gradients make the large steps, not the lr
+    objectives=(
+        "any: whether .grad is reset between steps, a mechanism independent of what the loss means"
+    ),
 )
 def grads_not_reset(run: WatchRun, t: Thresholds) -> list[Finding]:
     """At more than not-reset-fraction of the steps (4 at least), the previous step's gradients

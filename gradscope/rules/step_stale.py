@@ -30,6 +30,9 @@ from gradscope.steps.records import WatchRun, common_module
     "head's gradients flow, but the optimizer steps the old head, which gets none",
     fix="build the optimizer after the model is final (after replacing layers or loading "
     "with assign=True), or add the new parameters with optimizer.add_param_group",
+    objectives=(
+        "any: which tensors the optimizer holds, a mechanism independent of what the loss means"
+    ),
 )
 def optimizer_holds_stale(run: WatchRun, t: Thresholds) -> list[Finding]:
     """An optimizer's tensors that no model holds got no gradient at any step, while the

@@ -49,6 +49,7 @@ def _spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
     fix="lower the learning rate, clip the gradient norm or add normalisation: the trend ends in "
     "NaN",
     thresholds=("growth-window", "growth-factor"),
+    objectives="any: the gradient norm's trend, not the loss's, so the loss's kind plays no part",
 )
 def exploding_trend(run: WatchRun, t: Thresholds) -> list[Finding]:
     """Over the last growth-window steps (20 at least), the median gradient norm of the last
@@ -120,6 +121,10 @@ def _loss_fell(steps: Sequence[StepRecord], q: int) -> bool:
     example="ReLU units that die one after another under a high learning rate",
     fix="lower the learning rate, use LeakyReLU or GELU, normalisation or residual connections",
     thresholds=("vanish-time-factor",),
+    objectives=(
+        "any: each layer's gradient norm; the loss, whatever its kind, only excuses it "
+        "when it fell tenfold (a converged run's gradients shrink by right)"
+    ),
 )
 def vanishing_over_time(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A layer's median gradient norm over the last quarter of the run is below

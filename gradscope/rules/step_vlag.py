@@ -60,6 +60,9 @@ def rms_t(steps: list[StepRecord], beta2: float) -> list[tuple[StepRecord, float
     "batch) under AdamW with β2 = 0.999",
     fix="clip the gradient norm (or StableAdamW's update clipping), a lower β2 (0.95) so that "
     "v follows faster, a larger eps; look at the batch of that step",
+    objectives=(
+        "any, under an Adam-like optimizer: the gradient against Adam's own moving second moment"
+    ),
 )
 def adam_v_lag(run: WatchRun, t: Thresholds) -> list[Finding]:
     """Under an Adam-like optimizer (betas in its settings), at a step GS403 calls a spike of

@@ -37,6 +37,10 @@ SITE = "wiped"
     fix="call optimizer.zero_grad() once per step, before the accumulation loop (or right "
     "after optimizer.step()), never between its backward calls",
     supersedes=("GS430",),  # the noise scale's "reset between them" is this, said once
+    objectives=(
+        "any: a reset of the gradients between one step's backward calls, a mechanism "
+        "independent of what the loss means"
+    ),
 )
 def grads_wiped_in_step(run: WatchRun, t: Thresholds) -> list[Finding]:
     """At more than half the steps with several backward calls, a reset of the gradients

@@ -71,6 +71,9 @@ def _non_finite(r: StepRecord) -> bool:
     example="a batch with a NaN in it, or a learning rate that overflows the weights",
     fix="`gradscope inspect --script train.py --step N -- ARGS` stops at that step's backward and "
     "names the op that made the first NaN/Inf; check that batch and the learning rate",
+    objectives=(
+        "any: a NaN or Inf in the loss or the gradients is a fault whatever the loss means"
+    ),
 )
 def non_finite(run: WatchRun, t: Thresholds) -> list[Finding]:
     """The first step whose loss is NaN/Inf, or whose gradients hold NaN/Inf elements (norms add
@@ -171,6 +174,13 @@ def spike_steps(run: WatchRun, t: Thresholds, kind: str) -> list[int]:
         "spike-early-ratio",
     ),
     command="gradscope watch gradscope/examples/train_buggy.py",
+    objectives=(
+        "any, by its own values (with maximize=True, the loss it ascends, as the script "
+        "printed it): a single spike, one that does not come back or one followed by NaN "
+        "is a warning; spikes that recur and come back at once are information where the "
+        "loss has a regression term (MSE, Huber, smooth L1) or one gradscope did not "
+        "recognise: bootstrapped value targets jump by design"
+    ),
 )
 def loss_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A step's loss above the median of the previous spike-window steps by more than
@@ -262,6 +272,11 @@ def _spike_advice(s: Series, at: StepRecord) -> str:
         "spike-early-ratio",
     ),
     command="gradscope watch gradscope/examples/train_buggy.py",
+    objectives=(
+        "any: the total gradient norm, not the loss; in a game of optimizers (a GAN's "
+        "alternating steps) spikes that come back are information: each player's gradient "
+        "jumps as the other moves"
+    ),
 )
 def norm_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
     """The total gradient norm (before clipping, unscaled) spikes by GS402's test (spike-window,

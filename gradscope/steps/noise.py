@@ -99,11 +99,19 @@ def series(steps: Sequence[StepRecord], optimizer: int | None = None) -> list[No
     return [p for p in points if p is not None]
 
 
-READ_AS = (
-    "samples read as the leading dimension of the model's first input, or --batch-size "
-    "(a sequence-first [T, B, ...] input reads as T: give --batch-size)"
-)
-"""How a step's samples were counted: said wherever the line counts samples."""
+READ_AS = "read as the model input's dim 0, or stated by --batch-size"
+"""How samples were counted where the run kept no word of it (records made by hand)."""
+UNREAD = "could not be read"
+"""How a reason the batch size was not read begins (watcher/batch_read.py)."""
+
+
+def read_as(reads: Sequence[str], unit: str) -> str:
+    """What the line says of the batch's reading: how its samples were counted where it
+    counts samples, why it was not read where it could not be, else nothing."""
+    if unit == "samples":
+        how = [r for r in reads if not r.startswith(UNREAD)]
+        return " / ".join(how) or READ_AS
+    return next((r for r in reads if r.startswith(UNREAD)), "")
 
 
 @dataclass(frozen=True)
@@ -131,6 +139,9 @@ class NoiseSummary:
     counts that change): then the run has no one batch, and `batch` is None."""
     batch_size: float | None = None
     """Samples per micro-batch where they were all alike (None: not seen, or they differ)."""
+    read: str = ""
+    """How those samples were counted ("read as dim 0 of the model's input"), or why the
+    batch size was not ("could not be read: ..."); "" where nothing was seen."""
 
     @property
     def resolved(self) -> bool:
@@ -152,7 +163,9 @@ class NoiseSummary:
                 + ", not one batch size"
             )
         if self.unit == "samples":
-            uses += f"; {READ_AS}"
+            uses += f"; samples per micro-batch {self.read or READ_AS}: {_count(self.batch_size)}"
+        elif self.read:
+            uses += f"; the batch size {self.read}: give --batch-size"
         if not self.resolved:
             return (
                 f"critical batch size not resolved: B_simple {_count(self.critical)}{spread} "
@@ -185,6 +198,8 @@ class NoiseSummary:
             "spread": self.spread,
             "resolved": self.resolved,
             **({"micro_batches_range": list(self.micro_range)} if self.micro_range else {}),
+            "samples_per_micro_batch": self.batch_size if self.unit == "samples" else None,
+            "batch_read": self.read or None,
         }
 
 
@@ -194,8 +209,11 @@ def _count(v: float | None) -> str:
     return f"{v:.3g}" if v < 100 else f"{round(v):,}".replace(",", " ")
 
 
-def summarise(steps: Sequence[StepRecord], optimizer: int, window: int = WINDOW) -> NoiseSummary:
-    """B_simple over the optimizer's last `window` measured steps."""
+def summarise(
+    steps: Sequence[StepRecord], optimizer: int, window: int = WINDOW, reads: Sequence[str] = ()
+) -> NoiseSummary:
+    """B_simple over the optimizer's last `window` measured steps; `reads`: how the run's
+    micro-batches were counted (WatchRun.batch_read)."""
     own = [r for r in steps if r.optimizer == optimizer and not r.skipped]
     carried = [r for r in own if r.carried_norm]
     if own and 2 * len(carried) > len(own[1:]):  # the first step carries nothing to tell
@@ -231,13 +249,27 @@ def summarise(steps: Sequence[StepRecord], optimizer: int, window: int = WINDOW)
         scatter = sum((e[1] * s - critical * e[0]) ** 2 for _, e in last)
         spread = math.sqrt(scatter * len(last) / (len(last) - 1)) / grad_sq
     return NoiseSummary(
-        optimizer, critical, unit, first, end, len(last), batch, k, reason, spread, varied, b
+        optimizer,
+        critical,
+        unit,
+        first,
+        end,
+        len(last),
+        batch,
+        k,
+        reason,
+        spread,
+        varied,
+        b,
+        read_as(reads, unit),
     )
 
 
-def summaries(steps: Sequence[StepRecord], optimizers: int) -> list[NoiseSummary]:
+def summaries(
+    steps: Sequence[StepRecord], optimizers: int, reads: Sequence[str] = ()
+) -> list[NoiseSummary]:
     """One per optimizer that has measured steps; one saying why not when none has."""
-    found = [summarise(steps, i) for i in range(optimizers)]
+    found = [summarise(steps, i, reads=reads) for i in range(optimizers)]
     measured = [s for s in found if s.steps]
     return measured or found[:1]
 

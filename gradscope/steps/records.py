@@ -116,6 +116,9 @@ class WatchRun:
     argv: tuple[str, ...] | None = None
     """The script's own arguments (`watch SCRIPT -- ARGS`); None when not run as a script,
     so advice can give a command line that works."""
+    batch_read: tuple[str, ...] = ()
+    """How the noise scale's micro-batches were counted in samples ("read as dim 1 of the
+    input of `rnn` (LSTM, batch_first=False)"), or why not ("could not be read: ...")."""
 
     def __post_init__(self) -> None:
         store = self.steps if isinstance(self.steps, StepStore) else StepStore.of(self.steps)

@@ -18,9 +18,9 @@ data-parallel run): a run of one backward call per step pays nothing for them.
 The numbers are trusted only for a step whose every backward call was measured, came
 from the same line of code (a micro-batch loop, not a GAN's two losses), with no reset
 of the gradients between them; anything else leaves the step unmeasured. Under
-GradScaler the norms are unscaled on the device. The batch size is the leading
-dimension of the first tensor given to the model (a forward pre-hook on the models
-the watch found), or the one stated.
+GradScaler the norms are unscaled on the device. The batch size is the one stated, or
+read by forward pre-hooks on the models the watch found and on their sequence-first
+modules (batch_read.py).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ import torch
 from torch.utils.hooks import unserializable_hook
 
 from gradscope.errors import is_own_file
+from gradscope.watcher.batch_read import Seen, label_of, reading, seen, sequence_first
 from gradscope.watcher.discover import Tracked
 from gradscope.watcher.measure import accumulation, norms, plain
 
@@ -89,6 +90,11 @@ class MicroGrads:
         self._active: set[int] = set()
         """Threads inside a top-level backward call: two at once measure nothing."""
         self.last_size: int | None = None
+        self.seen: dict[Seen, None] = {}
+        """What the sequence-first modules saw since the model's forward began, each once."""
+        self.reads: dict[str, None] = {}
+        """How the run's micro-batches were counted (or why not), each once, in order."""
+        self._seq_hooked: set[int] = set()
         self.wanted = False
         """Hooks go on at the first step with two backward calls, or at once in a
         data-parallel run (whose ranks make each step several micro-batches); a run of
@@ -121,6 +127,29 @@ class MicroGrads:
                 handle = root.register_forward_pre_hook(self._forward, with_kwargs=True)
                 self._handles.append(handle)
                 self._module_hooks.add(handle.id)
+                self._hook_sequence_first(root)
+
+    def _hook_sequence_first(self, root: Any) -> None:
+        """A pre-hook on each RNN or attention of `root` that takes [T, B, ...]: its input's
+        batch, for `reading`."""
+        for name, module in sequence_first(root):
+            if id(module) in self._seq_hooked:
+                continue
+            self._seq_hooked.add(id(module))
+            hook = functools.partial(self._sequence_forward, label_of(name, module))
+            handle = module.register_forward_pre_hook(hook, with_kwargs=True)
+            self._handles.append(handle)
+            self._module_hooks.add(handle.id)
+
+    def _sequence_forward(self, label: str, module: Any, args: Any, kwargs: Any) -> None:
+        if self.failed:
+            return
+        try:
+            found = seen(label, args, kwargs)
+            if found is not None:
+                self.seen.setdefault(found)
+        except Exception as exc:
+            self._fail("the noise scale's forward pre-hook", exc)
 
     def wrap_getstate(self, original: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """`nn.Module.__getstate__` while watched: a model pickled or deep-copied by the
@@ -167,6 +196,7 @@ class MicroGrads:
             None,
         )
         self.last_size = int(first.shape[0]) if first is not None else None
+        self.seen = {}
 
     def _hook(self, pos: int) -> Callable[[torch.Tensor], None]:
         def hook(grad: torch.Tensor) -> None:
@@ -230,8 +260,11 @@ class MicroGrads:
             self.current = None
             return
         micro.sites.add(_site())
-        micro.sizes.add(self.batch_size or self.last_size)
-        self.last_size = None
+        size, how = reading(self.batch_size, self.last_size, self.seen)
+        micro.sizes.add(size)
+        if how is not None:
+            self.reads.setdefault(how)
+        self.last_size, self.seen = None, {}
         scale = getattr(scaler, "_scale", None) if scaler is not None else None
         enabled = scaler is not None and scaler.is_enabled()
         self.current = _Call(micro, scale if enabled and isinstance(scale, torch.Tensor) else None)

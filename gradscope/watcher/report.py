@@ -137,7 +137,8 @@ class WatchReport:
     @cached_property
     def noise(self) -> list[NoiseSummary]:
         """The critical batch size of each optimizer measured (or why there is none)."""
-        return noise.summaries(self.run.steps, max(1, len(self.run.optimizers)))
+        run = self.run
+        return noise.summaries(run.steps, max(1, len(run.optimizers)), run.batch_read)
 
     def noise_document(self) -> dict[str, Any]:
         """The JSON's `noise_scale`: the summaries, the smoothed series, per module."""

@@ -94,11 +94,34 @@ class StepLog:
             f"--log {self.path}: writing failed at step {step} ({exc.strerror or exc}); "
             f"the log stops after {self.logged} steps, the report covers them all"
         )
+        self._cut()
+
+    def _cut(self) -> None:
         if self.file is not None:
             try:  # no half line: cut back to the last whole one (not on a pipe or device)
                 os.ftruncate(self.file.fileno(), self.good)
             except (OSError, ValueError):
                 pass
+
+    def end(self, findings: list[Any] | None) -> None:
+        """The last line, `{"findings": [...]}`: the run's findings as the JSON report has
+        them (`explained_by`, a precursor's `lead`), so the log alone says what was judged.
+        Only after steps were logged whole: a log that failed or holds none gets none, and
+        a child the script forked (None) writes nothing into its parent's log."""
+        if self.file is not None and self.failure is None and findings is not None:
+            line = json.dumps(json_safe({"findings": [f.to_dict() for f in findings]}))
+            data = (line + "\n").encode()
+            try:
+                self.file.write(data)
+                self.file.flush()
+                self.good += len(data)
+            except OSError as exc:
+                self.failure = (
+                    f"--log {self.path}: writing the findings failed ({exc.strerror or exc}); "
+                    f"the log holds the {self.logged} steps, the report has the findings"
+                )
+                self._cut()
+        self.close()
 
     def close(self) -> None:
         if self.file is None:
@@ -211,10 +234,6 @@ class Watcher:
             nan_probe.finish(self.state.probe, self.state)
         except Exception as probe_error:  # e.g. the device failed with the script
             notes.append(f"the weights could not be read for NaN: {probe_error}")
-        if self._log is not None:
-            self._log.close()
-            if self._log.failure:
-                notes.append(self._log.failure)
         status, error = _status(exc, StopWatching)
         if status == "crashed" and escaped(exc):  # a hook's failure no guard caught
             error = f"gradscope failed in its own code: {error}"
@@ -224,15 +243,27 @@ class Watcher:
             status = "stopped"  # --steps reached in another thread; the script ran on
         notes = [*self.state.notes, *notes]
         self.run = self._build(status, error, tuple(notes))
-        if self._log is not None and self._log.failure:
-            self.run = replace(self.run, unwritten=(self._log.failure,))
         if status == "crashed" and exc is not None:
             trace = UserCodeError("the script", exc).user_traceback()
             self.run = replace(self.run, traceback=trace)
 
-        findings = judge(self.run, self.settings)
+        findings = None
+        try:
+            findings = judge(self.run, self.settings)
+        finally:
+            self._end_log(findings)
         self.report = WatchReport.of(self.run, findings, self.settings, tuple(self.state.faults))
         return isinstance(exc, StopWatching)
+
+    def _end_log(self, findings: list[Any] | None) -> None:
+        """The --log's last line, the findings (a precursor's lead among them), then the
+        file closed; a write that failed is a note and an unwritten file of the run."""
+        if self._log is None:
+            return
+        self._log.end(findings if os.getpid() == self._pid else None)
+        if self._log.failure and self.run is not None:
+            failure = self._log.failure
+            self.run = replace(self.run, notes=(*self.run.notes, failure), unwritten=(failure,))
 
     def _build(self, status: str, error: str | None, notes: tuple[str, ...]) -> WatchRun:
         from gradscope.watcher import run_facts
@@ -288,6 +319,7 @@ class Watcher:
             backward_nan=icp.probe.origin,
             weights_nan=icp.probe.weights,
             state_facts=run_facts.read(icp, self.recorder.records),
+            batch_read=tuple(icp.noise.reads),
         )
 
 

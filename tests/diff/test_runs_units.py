@@ -66,6 +66,22 @@ def test_a_bad_line_inside_is_skipped_and_counted(tmp_path, ref):
     assert run.count == 99 and run.notes == ["bad.jsonl: 1 unreadable line(s) skipped (11)"]
 
 
+@pytest.mark.parametrize(
+    "last",
+    [
+        {"findings": []},
+        {"findings": [{"rule": "GS401", "explained_by": "GS452:lr", "lead": 47, "value": "nan"}]},
+    ],
+)
+def test_the_findings_line_that_ends_a_log_is_read_past_without_a_note(tmp_path, ref, last):
+    judged = tmp_path / "judged.jsonl"
+    judged.write_text(ref.read_text() + json.dumps(last) + "\n")
+    run = log.read(str(judged))
+    assert run.count == 100 and run.notes == []
+    result = diff_logs(str(ref), str(judged))
+    assert result.common == {0: 100} and not result.differs and result.notes == []
+
+
 def test_gzip_and_special_numbers_and_a_repeated_longer_header(tmp_path):
     lines = [
         {"params": NAMES[:2]},

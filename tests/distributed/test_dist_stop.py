@@ -33,9 +33,12 @@ class Launch:
     summary: dict | None
     """Rank 0's JSON report's summary (None: no report written)."""
     log_lines: int
+    """The log's header and step lines (its last line, the findings, apart)."""
     stderr: str
     left: list[str]
     """Processes of the run still there LEFT_WAIT_S after the launcher returned."""
+    log_findings: list[str]
+    """The log's findings lines: one, the last, where rank 0 judged the run."""
 
     @property
     def notes(self) -> list[str]:
@@ -75,8 +78,9 @@ def launch(tmp, *script_args, watch_args=(), stop=None) -> Launch:
     for pid in left:  # never leave them to the next test
         _kill(int(pid.split()[0]))
     summary = json.loads(report.read_text())["summary"] if report.exists() else None
-    lines = len(log.read_text().splitlines()) if log.exists() else 0
-    return Launch(code, summary, lines, err.read_text(), left)
+    lines = log.read_text().splitlines() if log.exists() else []
+    findings = [line for line in lines if line.startswith('{"findings"')]
+    return Launch(code, summary, len(lines) - len(findings), err.read_text(), left, findings)
 
 
 def _wait_for_steps(log, steps, proc, limit_s=120.0):
@@ -204,6 +208,7 @@ def test_sigterm_from_outside_exits_143_with_the_report_of_the_steps_so_far(requ
     assert run.summary["status"] == "terminated" and run.summary["partial"] is True
     assert 4 <= run.summary["steps"] < 400
     assert run.log_lines == run.summary["steps"] + 1  # flushed, level with the report
+    assert len(run.log_findings) == 1  # judged, and its findings logged last
     assert not [n for n in run.notes if " died: " in n]  # every rank was stopped: no culprit
     assert run.left == []
 

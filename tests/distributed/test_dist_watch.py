@@ -62,8 +62,9 @@ def test_healthy_ddp_watch_reports_once_from_rank_0(tmp_path):
     assert summary.group(1) == summary.group(2) == "2"  # one collective each
     assert re.search(r"local grad norm \(pre all-reduce\)\s+[\d.]+\s+[\d.]+\n", proc.stdout)
     assert "6 optimizer steps" in proc.stdout
-    lines = log.read_text().splitlines()  # one writer: a header and one line per step
-    assert len(lines) == 7 and json.loads(lines[0])["params"]
+    lines = log.read_text().splitlines()  # one writer: a header, a line per step, findings
+    assert len(lines) == 8 and json.loads(lines[0])["params"]
+    assert json.loads(lines[-1]) == {"findings": []}
     assert "rank 1 done" in proc.stderr  # the script's own prints go to stderr
     assert "Traceback" not in proc.stderr
 

@@ -196,6 +196,43 @@ def test_every_rules_why_is_its_functions_docstring():
     assert registry.DOCS["GS301"].why.startswith("After the backward a module attribute")
 
 
+OBJECTIVE_MATTERS = ("GS104", "GS105", "GS432")
+"""The inspect rules whose verdict depends on the loss: its reduction (GS104's bounds are
+per summed term), its scale (GS105's absolute bound), its kind (GS432 judges what feeds
+a cross-entropy)."""
+
+
+def test_every_watch_rule_says_which_objectives_it_judges_and_why():
+    """Issue 39: the rule pages say, per rule, which objectives it judges and why."""
+    for rid in (*registry.declared(Stage.WATCH), *OBJECTIVE_MATTERS):
+        which, colon, why = registry.DOCS[rid].objectives.partition(": ")
+        assert which and colon and len(why) > 20, f"{rid}: objectives='which: why' is missing"
+    page = rule_docs.markdown()
+    judged = page.count("\n**Objectives judged.** ")
+    assert judged == sum(bool(d.objectives) for d in registry.DOCS.values())
+    assert judged >= len(registry.declared(Stage.WATCH)) + len(OBJECTIVE_MATTERS)
+
+
+@pytest.mark.parametrize(
+    ("rid", "says"),
+    [
+        ("GS414", "A single recognised objective"),  # trend_doubt: the rest get info
+        ("GS415", "A single recognised objective"),
+        ("GS402", "regression term"),  # spikes by design are information
+        ("GS418", "maximize=True"),
+        ("GS419", "only for a single recognised objective"),
+        ("GS403", "Any: the total gradient norm"),
+        ("GS412", "Any: whether .grad is reset between steps"),
+        ("GS432", "cross-entropy or binary_cross_entropy_with_logits"),
+    ],
+)
+def test_the_objectives_line_is_on_the_rule_s_page(rid, says):
+    section = rule_docs.markdown().split(f"### {rid} ")[1].split("\n### ")[0]
+    (line,) = [ln for ln in section.splitlines() if ln.startswith("**Objectives judged.** ")]
+    assert says in line and line.endswith(".")
+    assert section.index("**Why it fires.**") < section.index(line) < section.index("**Fix.**")
+
+
 def test_what_a_rule_supersedes_is_declared_and_known():
     assert registry.SUPERSEDES == {
         "GS412": ("GS419",),

@@ -295,7 +295,8 @@ def test_log_tensorboard_and_plot_carry_the_smoothed_series(tmp_path):
     lines = [json.loads(line) for line in log.read_text().splitlines()[1:]]
     logged = {x["step"]: x["b_simple"] for x in lines if "b_simple" in x}
     assert logged == pytest.approx(series, rel=1e-12)
-    assert all(x["micro_batches"] == 4 and x["batch_samples"] == 8 for x in lines[1:])
+    assert all(x["micro_batches"] == 4 and x["batch_samples"] == 8 for x in lines[1:-1])
+    assert "findings" in lines[-1]
 
     import matplotlib
 

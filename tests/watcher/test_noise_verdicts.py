@@ -5,6 +5,7 @@ not blamed on the batch size. Fabricated steps, and one watched loop without zer
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from watch_scripts import step_record
@@ -159,7 +160,20 @@ def test_accumulation_counts_that_change_are_not_one_batch(counts, says):
 
 
 def test_one_accumulation_count_still_states_its_batch_and_how_it_was_read():
-    (s,) = noise.summaries([_of(i, 4) for i in range(1, 41)], 1)
+    records = [_of(i, 4) for i in range(1, 41)]
+    (s,) = noise.summaries(records, 1)
     assert s.micro_range is None and s.batch == 32 and "this run uses 32" in s.line()
-    assert "samples read as the leading dimension of the model's first input" in s.line()
-    assert "sequence-first [T, B, ...] input reads as T: give --batch-size" in s.line()
+    assert "samples per micro-batch read as the model input's dim 0, or stated" in s.line()
+    how = "read as dim 1 of the input of `rnn` (LSTM, batch_first=False)"
+    (s,) = noise.summaries(records, 1, (how,))
+    assert f"samples per micro-batch {how}: 8" in s.line() and s.to_dict()["batch_read"] == how
+
+
+def test_a_batch_that_could_not_be_read_states_no_samples():
+    records = [replace(_of(i, 4), batch_samples=None) for i in range(1, 41)]
+    why = "could not be read: the sequence-first modules disagree (`a` sees 6, `b` sees 35)"
+    (s,) = noise.summaries(records, 1, (why,))
+    assert s.unit == "micro-batches" and s.batch == 4
+    assert s.to_dict()["samples_per_micro_batch"] is None and s.to_dict()["batch_read"] == why
+    assert s.line().endswith(f"; the batch size {why}: give --batch-size")
+    assert "samples" not in s.line().replace(why, "")

@@ -56,7 +56,8 @@ def test_steps_stop_cleanly_and_log_streams_every_step(tmp_path):
     assert json.loads(done.stdout)["summary"]["status"] == "stopped"
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert lines[0] == {"params": ["weight", "bias"], "dtype": "float32"}
-    assert [line["step"] for line in lines[1:]] == list(range(1, 13))
+    assert [line["step"] for line in lines[1:-1]] == list(range(1, 13))
+    assert lines[-1] == {"findings": []}  # the run's findings, last
 
 
 def test_plot_png_svg_and_pdf(tmp_path):
@@ -156,5 +157,7 @@ def test_a_real_signal_reports_the_steps_so_far_and_the_log_keeps_them(
     doc = json.loads(stdout)
     assert doc["summary"]["status"] == status and doc["summary"]["steps"] >= 30
     logged = [json.loads(line) for line in log.read_text().splitlines()[1:]]
-    assert len(logged) == doc["summary"]["steps"]
+    judged = [f["rule"] for f in logged[-1]["findings"]]  # judged after the signal, last
+    assert judged == [f["rule"] for f in doc["findings"]]
+    assert len(logged[:-1]) == doc["summary"]["steps"]
     assert said in stderr

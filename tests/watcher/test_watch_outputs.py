@@ -146,7 +146,8 @@ def test_a_forked_child_that_runs_on_writes_no_report_and_no_log_lines(tmp_path)
     assert "parent saw child exit 0" in done.stderr
     doc = json.loads(done.stdout)  # one report: the parent's
     assert doc["summary"]["steps"] == 5
-    assert len(log.read_text().splitlines()) == 1 + 5
+    lines = log.read_text().splitlines()  # the header, the steps, the parent's findings
+    assert len(lines) == 1 + 5 + 1 and json.loads(lines[-1]) == {"findings": []}
 
 
 def test_the_scripts_signal_handlers_are_undone_before_the_report(tmp_path):
@@ -163,3 +164,40 @@ def test_the_scripts_signal_handlers_are_undone_before_the_report(tmp_path):
     before = signal.getsignal(signal.SIGUSR1)
     watch_script(str(tmp_path / "handler.py"))
     assert signal.getsignal(signal.SIGUSR1) is before
+
+
+class _FullAfter:
+    """A file that takes `room` bytes, then fails as a full disk does."""
+
+    def __init__(self, file, room: int) -> None:
+        self.file, self.room = file, room
+
+    def write(self, data: bytes) -> int:
+        if len(data) > self.room:
+            self.file.write(data[: self.room])  # a part reached the disk: what a full one leaves
+            self.file.flush()
+            raise OSError(28, "No space left on device")
+        self.room -= len(data)
+        return self.file.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.file, name)
+
+
+def test_a_findings_line_that_cannot_be_written_leaves_the_steps_whole(tmp_path):
+    from watch_scripts import step_record
+
+    from gradscope.watcher.session import StepLog
+
+    path = tmp_path / "steps.jsonl"
+    log = StepLog(str(path))
+    log.write([step_record(1), step_record(2)], ["w"], [])
+    whole = path.read_bytes()
+    log.file = _FullAfter(log.file, room=10)
+    log.end([])
+    assert path.read_bytes() == whole  # the half line cut back: header and steps only
+    assert log.failure == (
+        f"--log {path}: writing the findings failed (No space left on device); "
+        "the log holds the 2 steps, the report has the findings"
+    )
+    assert [json.loads(line).get("step") for line in whole.splitlines()] == [None, 1, 2]

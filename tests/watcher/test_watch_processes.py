@@ -37,7 +37,8 @@ def test_a_pool_forked_by_the_script_gets_nothing_of_gradscopes(tmp_path):
     assert "ValueError: bad batch in a worker" in done.stderr  # the worker's own error
     assert "gradscope" not in done.stderr and "Terminated" not in done.stderr
     assert json.loads(done.stdout)["summary"]["steps"] == 20  # the parent's steps only
-    assert len(log.read_text().splitlines()) == 1 + 20  # and no log line from a worker
+    lines = log.read_text().splitlines()  # the header, the steps, the findings
+    assert len(lines) == 1 + 20 + 1 and "findings" in json.loads(lines[-1])  # none a worker's
 
 
 def test_sigterm_in_a_forked_child_ends_it_as_without_gradscope():
@@ -78,4 +79,5 @@ def test_a_forked_child_that_raises_prints_its_own_traceback_and_no_log_lines(tm
     assert trace.rstrip().endswith("ValueError: the child failed")  # as Python prints it
     assert "gradscope" not in trace and "runpy" not in trace
     assert json.loads(done.stdout)["summary"]["steps"] == 12
-    assert len(log.read_text().splitlines()) == 1 + 12  # the parent's steps only
+    lines = log.read_text().splitlines()  # the header, the parent's steps only, its findings
+    assert len(lines) == 1 + 12 + 1 and "findings" in json.loads(lines[-1])

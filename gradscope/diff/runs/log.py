@@ -1,7 +1,8 @@
 """Reading a `gradscope watch --log` file (JSON lines) into plain steps, robustly.
 
 The format (docs/json-schema.md): a `{"params": [...]}` line (repeated, longer, when new
-parameters appear), then one object per optimizer step. What a crash or a hand edit
+parameters appear), then one object per optimizer step, and a last `{"findings": [...]}`
+line where the run was judged (read past: the diff compares steps). What a crash or a hand edit
 leaves is read as far as it goes: a last line cut short mid-write is left out with a
 note, a line that is not JSON elsewhere is skipped and counted. `.gz` files are read
 through gzip. No torch here.
@@ -163,6 +164,8 @@ def _take(log: RunLog, obj: Any, number: int, bad: list[int]) -> None:
             log.add(Step.from_dict(obj))
         except (TypeError, ValueError, KeyError):
             bad.append(number)
+    elif isinstance(obj.get("findings"), list):  # the run's findings, its last line
+        pass
     else:
         bad.append(number)
 

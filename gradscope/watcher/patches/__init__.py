@@ -6,7 +6,7 @@ and all removed when it ends (also on an exception, Ctrl-C or --steps reached).
 - zero_grad       Optimizer.zero_grad, Module.zero_grad
 - clip            clip_grad_norm_, get_total_norm, clip_grads_with_norm_
 - grad_scaler     GradScaler.scale, GradScaler.step
-- pickling        Module.__getstate__ (no noise-scale hook in a pickled model)
+- pickling        Module.__getstate__ and RNNBase's (no noise-scale hook in a pickled model)
 - scheduler       LRScheduler.step and its subclasses' own (how often the lr schedule steps)
 - registration    a module registering a parameter or submodule (torch's global hooks)
 - warning_site    warnings.warn: torch's warnings inside a patch keep the user's line
@@ -31,7 +31,7 @@ from gradscope.watcher.patches.clip import ClipGradNorm, ClipWithNorm, TotalNorm
 from gradscope.watcher.patches.grad_scaler import Scale, ScalerStep
 from gradscope.watcher.patches.module_train import ModuleTrain
 from gradscope.watcher.patches.optimizer_step import OptimizerStep
-from gradscope.watcher.patches.pickling import ModuleGetstate
+from gradscope.watcher.patches.pickling import OWNERS, ModuleGetstate
 from gradscope.watcher.patches.registration import Registration
 from gradscope.watcher.patches.scheduler import scheduler_patches
 from gradscope.watcher.patches.warning_site import WarningSite
@@ -48,7 +48,7 @@ def every_patch(state: WatchState) -> list[Any]:
         AutogradBackward(state),
         OptimizerZeroGrad(state),
         ModuleZeroGrad(state),
-        ModuleGetstate(state),
+        *(ModuleGetstate(state, owner) for owner in OWNERS),
         ModuleTrain(state),
         ClipGradNorm(state, utils),
         ClipGradNorm(state, clip_grad),

@@ -1,5 +1,6 @@
 """`nn.Module.__getstate__`: a model the script pickles or copies carries none of the
-noise scale's forward hooks (noise_scale.MicroGrads.wrap_getstate)."""
+noise scale's forward hooks (noise_scale.MicroGrads.wrap_getstate); and the RNNs' own
+`__getstate__`, which replaces it, as they hold the hook that reads their batch."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ import torch
 from gradscope.watcher.patches.base import Patch
 from gradscope.watcher.state import WatchState
 
+OWNERS = (torch.nn.Module, torch.nn.RNNBase)
+"""The classes whose own `__getstate__` pickles a module the noise scale hooks."""
+
 
 class ModuleGetstate(Patch):
     name = "__getstate__"
 
-    def __init__(self, state: WatchState) -> None:
-        super().__init__(state, torch.nn.Module)
+    def __init__(self, state: WatchState, owner: Any = torch.nn.Module) -> None:
+        super().__init__(state, owner)
 
     def wrap(self, original: Any) -> Any:
         return self.state.noise.wrap_getstate(original)

@@ -83,3 +83,21 @@ def test_a_large_gradient_batch_under_adamw_is_named_at_its_step():
     assert first.rule == "GS451" and first.steps == (200,) and "β2 = 0.999" in first.message
     spike = next(f for f in findings if f.rule == "GS403")
     assert spike.explained_by == "GS451:optimizer-state" and spike.lead == 0
+
+
+def test_the_lead_is_in_the_log_s_last_line(tmp_path):
+    from gradscope.watcher import watch_script
+    from gradscope.watcher.session import json_safe
+
+    log = tmp_path / "steps.jsonl"
+    report = watch_script(SCRIPT, ["ramp", "200"], log=str(log))
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert "params" in lines[0] and all("step" in line for line in lines[1:-1])
+    assert len(lines) == len(report.run.steps) + 2  # the header, every step, the findings
+    logged = {f["rule"]: f for f in lines[-1]["findings"]}
+    assert [f["rule"] for f in lines[-1]["findings"]] == [f.rule for f in report.findings]
+    assert "lead" not in logged["GS452"]
+    nan = logged["GS401"]
+    assert nan["explained_by"] == "GS452:lr" and nan["lead"] == nan["steps"][0] - 124 >= 25
+    reported = {f["rule"]: f for f in report.to_dict()["findings"]}
+    assert nan == json_safe(reported["GS401"])  # as the JSON report has it
