@@ -119,6 +119,8 @@ def rule_page(r: Rule, width: int) -> list[str]:
                 width,
                 "  ",
             )
+        if doc.objectives:
+            out += ["", "Objectives judged", *_wrap(doc.objectives, width, "  ")]
         out += ["", "Example", *_wrap(doc.example, width, "  ")]
         if doc.command:
             out += _wrap(doc.command, width, "  $ ", "      ")

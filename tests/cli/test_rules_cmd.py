@@ -77,6 +77,13 @@ def test_every_rule_page_fits_80_columns_and_says_why(runner, rule):
     assert "Why it fires" in lines and "Fix" in lines
 
 
+def test_a_rule_page_says_which_objectives_it_judges(runner):
+    lines = rules(runner, "GS415")
+    at = lines.index("Objectives judged")
+    said = " ".join(line.strip() for line in lines[at + 1 : lines.index("Example")])
+    assert said == " ".join(DOCS["GS415"].objectives.split())
+
+
 def test_an_unknown_rule_is_exit_2(runner):
     result = runner.invoke(app, ["rules", "GS999"])
     assert result.exit_code == 2 and "unknown rule 'GS999'" in result.stderr
