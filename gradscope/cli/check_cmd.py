@@ -69,7 +69,7 @@ def check(
     """Every configured target, one combined report (HELP is the --help)."""
     with clikit.guarded(debug):
         where = outputs.plan(format, output)
-        options = api.CheckOptions(baseline=baseline, write_baseline=write_baseline)
+        options = clikit.options_from(api.CheckOptions, locals())
         baseline_out = destination(write_baseline, "--write-baseline")
         distinct({**where.paths(), "--write-baseline": baseline_out}, {"--baseline": baseline})
         settings = config_mod.load(config, flags={"fail-on": fail_on})

@@ -214,6 +214,7 @@ def diff(
     debug: clikit.DebugOpt = False,
 ) -> None:
     """Two models on one batch, or two runs, compared (HELP is the --help)."""
+    params = dict(locals())
     with clikit.guarded(debug):
         where = outputs.plan(format, output)
         picture = Plot.of(plot)
@@ -222,22 +223,7 @@ def diff(
         )
         settings = config_mod.load(config, flags={"fail-on": fail_on})
         names = load_name_map(name_map) if name_map else EMPTY_MAP
-        options = DiffOptions(
-            rtol,
-            atol,
-            exact,
-            seed,
-            names,
-            allow_transposed,
-            noise_check,
-            autocast,
-            compile,
-            deterministic,
-            dtype,
-            plot,
-            top,
-            all_rows,
-        )  # fmt: skip  (the fields in order)
+        options = clikit.options_from(DiffOptions, params, names=names)
         with clikit.user_stdout_to_stderr(where.to_stdout), _spinner(ref, new):
             result = api.diff(ref, new, options, settings)
         if isinstance(result, RunsDiff) and result.could_not_run:

@@ -174,15 +174,13 @@ def gradcheck(
     with clikit.guarded(debug):
         where = outputs.plan(format, output)
         settings = config_mod.load(config, flags={"fail-on": fail_on})
-        options = api.GradcheckOptions(
-            dict(parse_shape(s) for s in shape or []),
-            dict(parse_arg(a) for a in args or []),
-            dict(parse_tensor(t) for t in tensor or []),
-            dict(parse_domain(d) for d in domain or []),
-            dtype,
-            seed,
-            second_order,
-            forward_ad,
+        options = clikit.options_from(
+            api.GradcheckOptions,
+            locals(),
+            shape=dict(parse_shape(s) for s in shape or []),
+            args=dict(parse_arg(a) for a in args or []),
+            tensor=dict(parse_tensor(t) for t in tensor or []),
+            domain=dict(parse_domain(d) for d in domain or []),
         )
         with clikit.user_stdout_to_stderr(where.to_stdout):
             report = api.gradcheck(specs or [], options, settings)

@@ -147,14 +147,15 @@ def graph(
     debug: clikit.DebugOpt = False,
 ) -> None:
     """The autograd graph of TARGET's loss, drawn (HELP is the --help)."""
+    params = dict(locals())
     with clikit.guarded(debug):
         fmt = format_for(output, format.value if format else None)
         if output is None and fmt not in ("dot", "json") and sys.stdout.isatty():
             raise GradscopeError(f"{fmt} is binary: give --output FILE.{fmt}, or --format dot")
         settings = config_mod.load(config)
         with clikit.user_stdout_to_stderr(output is None or output == "-"):
-            options = api.GraphOptions(
-                output, fmt, collapse.value, depth, show_saved, show_attrs, probe
+            options = clikit.options_from(
+                api.GraphOptions, params, format=fmt, collapse=collapse.value
             )
             result = api.graph(target, options, settings)
         if result.path is None:

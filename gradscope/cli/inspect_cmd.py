@@ -173,14 +173,15 @@ def inspect(
     debug: clikit.DebugOpt = False,
 ) -> None:
     """One instrumented forward and backward of TARGET, reported (HELP is the --help)."""
+    params = dict(locals())
     with clikit.guarded(debug):
         given = (explode_norm, explode_median_ratio, vanish_norm, vanish_depth_ratio)
         pairs = zip(THRESHOLD_FLAGS, given, strict=True)
         thresholds = {flag.replace("_", "-"): x for flag, x in pairs}
         settings = config_mod.load(config, flags={"fail-on": fail_on, **thresholds})
         where = outputs.plan(format, output)
-        options = api.InspectOptions(
-            script, tuple(ctx.args), parse_step(step), explain, plot, top, all_rows
+        options = clikit.options_from(
+            api.InspectOptions, params, argv=tuple(ctx.args), step=parse_step(step)
         )
         target_file = target.rpartition(":")[0] if ":" in target else target
         picture = Plot.of(plot)  # checked before anything runs

@@ -228,6 +228,7 @@ def watch(
     debug: clikit.DebugOpt = False,
 ) -> None:
     """SCRIPT run and every optimizer step judged (HELP is the --help)."""
+    params = dict(locals())
     if nproc_per_node is not None:
         raise typer.Exit(relaunch(nproc_per_node, sys.argv[1:]))
     with clikit.guarded(debug):
@@ -239,10 +240,14 @@ def watch(
         log = destination(log, "--log")
         distinct({**where.paths(), **pictures.paths(), "--log": log}, {"SCRIPT": script})
         main_rank = is_main_process()
-        options = api.WatchOptions(  # nproc_per_node: relaunched above, under torchrun
-            tuple(ctx.args), steps, log, plot, tensorboard, update_every, flush_every,
-            batch_size, against, hang_timeout, quiet_stdout=where.to_stdout or not main_rank,
-        )  # fmt: skip
+        options = clikit.options_from(
+            api.WatchOptions,
+            params,
+            argv=tuple(ctx.args),
+            log=log,
+            nproc_per_node=None,  # relaunched above, under torchrun
+            quiet_stdout=where.to_stdout or not main_rank,
+        )
         with quiet_unless_main(), status_line(where.machine_on_stdout, enabled=main_rank):
             report = api.watch_script(script, options=options, settings=settings)
         outcome = report.outcome()
