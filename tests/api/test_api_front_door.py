@@ -196,3 +196,17 @@ def test_every_inspect_and_watch_option_is_a_key_of_its_entry():
 def test_gradcheck_takes_typed_values_over_its_entries(project):
     report = api.gradcheck(["torch:sqrt"], domain={}, shape={"input": (2, 3)}, dtype="double")
     assert report.targets[0].inputs[0].shape == (2, 3)
+
+
+def test_graph_without_a_target_draws_the_first_configured_one(project):
+    (project / "pyproject.toml").write_text('[[tool.gradscope.inspect]]\ntarget = "net.py:Net"\n')
+    result = api.graph(None, settings=config.load(None), probe=False)
+    assert result.picture.startswith(b"digraph") and "Net" in result.note
+    with pytest.raises(GradscopeError, match="no TARGET given"):
+        api.graph(None)
+
+
+def test_the_gate_reads_a_model_class_file_as_the_command_does(project):
+    (project / "pyproject.toml").write_text('[[tool.gradscope.inspect]]\ntarget = "net.py"\n')
+    (result,) = api.check(settings=config.load(None), isolated=False).results
+    assert result.could_not_run is None and result.label == "net.py"
