@@ -140,7 +140,8 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class CheckEntry:
-    """One `[[inspect]]` or `[[gradcheck]]` table, kept as validated plain values."""
+    """One `[[inspect]]`, `[[gradcheck]]` or `[[watch]]` table, kept as plain values (the
+    command's options object reads its own: `from_entry`)."""
 
     target: str
     options: dict[str, Any]
@@ -213,7 +214,8 @@ TOP_KEYS = {
     "baseline-factor",
     "watch",
 }
-INSPECT_KEYS = {"target", "ignore", "thresholds"}
+INSPECT_KEYS = {"target", "ignore", "thresholds", "script", "args", "step", "explain", "plot"}
+INSPECT_KEYS |= {"top", "all-rows"}  # every InspectOptions field (tests/api/test_options.py)
 GRADCHECK_KEYS = {
     "target",
     "shape",
@@ -225,7 +227,8 @@ GRADCHECK_KEYS = {
     "second-order",
     "forward-ad",
 }
-WATCH_KEYS = {"script", "args", "steps", "ignore", "thresholds"}
+WATCH_KEYS = {"script", "args", "steps", "ignore", "thresholds", "log", "plot", "tensorboard"}
+WATCH_KEYS |= {"update-every", "flush-every", "batch-size", "against", "hang-timeout", "label"}
 
 
 def _kebab(name: str) -> str:

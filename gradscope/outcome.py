@@ -65,6 +65,9 @@ class Outcome:
     target that could not load, with nothing of its own to say)."""
     title: str | None = None
     """The document's label where it says more than `label` (watch: "script train.py")."""
+    unwritten: list[str] = field(default_factory=list)
+    """What was asked for and could not be written (a plot, a --log, a report file), one
+    line each: the rest of the outputs are, and the exit code is 2."""
 
     def __post_init__(self) -> None:
         active, ignored = split_ignored(self.findings)
@@ -98,12 +101,13 @@ def exit_code(
     outcomes: list[Outcome], fail_on: Severity | None, adopting: bool = False
 ) -> ExitCode:
     """The exit code of every command, from its outcomes: 130/143 when Ctrl-C or SIGTERM
-    ended a run, 2 when something could not run, 1 on a finding at --fail-on (unless
-    `adopting` a baseline, which records findings instead of judging them), else 0."""
+    ended a run (3 when gradscope's own failure did), 2 when something could not run or
+    a file asked for could not be written, 1 on a finding at --fail-on (unless `adopting`
+    a baseline, which records findings instead of judging them), else 0."""
     stopped = [o.stopped_by for o in outcomes if o.stopped_by is not None]
     if stopped:
         return stopped[0]
-    if any(o.could_not_run is not None for o in outcomes):
+    if any(o.could_not_run is not None or o.unwritten for o in outcomes):
         return ExitCode.ERROR
     if not adopting and any(o.failed(fail_on) for o in outcomes):
         return ExitCode.FINDINGS
@@ -136,7 +140,9 @@ class CheckReport:
                     "kind": r.kind,
                     "target": r.label,
                     "error": r.could_not_run,
-                    "passed": r.could_not_run is None and not r.failed(self.fail_on),
+                    "passed": r.could_not_run is None
+                    and not r.unwritten
+                    and not r.failed(self.fail_on),
                     "duration_s": round(r.duration_s, 6),
                     "findings": [f.to_dict() for f in r.findings],
                     "known": [f.to_dict() for f in r.known],

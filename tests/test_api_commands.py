@@ -20,9 +20,9 @@ def test_gradcheck_judges_a_wrong_backward():
     assert document["command"] == "gradcheck" and document["passed"] is False
 
 
-def test_gradcheck_takes_the_commands_option_strings():
+def test_gradcheck_takes_typed_options():
     report = api.gradcheck(
-        ["gradscope.examples.functions:CustomReLU"], shapes=["input=3,5"], seed=3, dtype="float64"
+        ["gradscope.examples.functions:CustomReLU"], shape={"input": (3, 5)}, seed=3, dtype="double"
     )
     assert report.passed and report.targets[0].inputs[0].shape == (3, 5)
 

@@ -261,6 +261,7 @@ def test_each_run_s_workers_print_where_that_run_s_prints_go_and_see_its_environ
     stdout and environment; a later run's target prints where that run sends prints (to
     stderr while a report is on stdout) and reads that run's environment variables."""
     from gradscope import config
+    from gradscope.api.checking import run_entry
     from gradscope.gate.check import run_isolated
 
     (project / "models" / "loud.py").write_text(
@@ -273,14 +274,14 @@ def test_each_run_s_workers_print_where_that_run_s_prints_go_and_see_its_environ
     )
     settings = config.load(None)
     monkeypatch.setenv("LOUD_TAG", "first")
-    assert run_isolated(settings).results[0].could_not_run is None
+    assert run_isolated(settings, run_entry).results[0].could_not_run is None
     first = capfd.readouterr()
     assert "loud target first" in first.out and "loud target" not in first.err
     monkeypatch.setenv("LOUD_TAG", "second")
     saved = os.dup(1)
     os.dup2(2, 1)  # what user_stdout_to_stderr does to fd 1 when a report is on stdout
     try:
-        run_isolated(settings)
+        run_isolated(settings, run_entry)
     finally:
         os.dup2(saved, 1)
         os.close(saved)

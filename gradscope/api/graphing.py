@@ -10,6 +10,9 @@ from gradscope import config
 from gradscope import graph as graph_mod
 from gradscope.api.arguments import check_spec, settings_or_default
 from gradscope.api.inspecting import inspect
+from gradscope.api.options import GraphOptions
+from gradscope.errors import TargetError
+from gradscope.gate.check import resolve
 from gradscope.graph import statuses_of
 from gradscope.graph.result import GraphResult, Probed
 from gradscope.inspector import model_file
@@ -18,40 +21,35 @@ from gradscope.report.write import destination, write_file
 
 
 def graph(
-    target: str,
-    *,
-    output: str | None = None,
-    format: str | None = None,
-    collapse: str = "auto",
-    depth: int | None = None,
-    show_saved: bool = False,
-    show_attrs: bool = False,
-    probe: bool = True,
+    target: str | None,
+    options: GraphOptions | None = None,
     settings: config.Settings | None = None,
+    **given: object,
 ) -> GraphResult:
-    """`gradscope graph TARGET` without the printing. `output`: the file to write (its
-    extension picks the format unless `format` does: png, svg, pdf, dot or json); None:
-    the picture is `result.picture` (DOT by default). `probe`: one forward+backward
-    first, to colour the parameters by status. TARGET is resolved as `inspect` resolves
-    it, a model file or class without a batch included (`result.note` says what was
-    built)."""
+    """`gradscope graph TARGET` without the printing. `given`: GraphOptions fields over
+    `options`. `output`: the file to write (its extension picks the format unless `format`
+    does: png, svg, pdf, dot or json); None: the picture is `result.picture` (DOT by
+    default). `probe`: one forward+backward first, to colour the parameters by status.
+    TARGET is resolved as `inspect` resolves it, a model file or class without a batch
+    included (`result.note` says what was built); None: the settings' first [[inspect]]
+    target."""
 
-    fmt = graph_mod.format_for(output, format)
+    options = GraphOptions.over(options, given)
+    fmt = graph_mod.format_for(options.output, options.format)
     graph_mod.check_dot(fmt)
-    path = destination(output, "--output")
+    path = destination(options.output, "--output")
     settings = settings_or_default(settings)
-    built = model_file.resolve(check_spec(target))
+    built = model_file.resolve(check_spec(target or configured_target(settings)))
     t = built.target
-    probed = _probe(t.model, t.batch, t.loss_fn, settings) if probe else None
-    options = graph_mod.GraphOptions(
-        collapse=collapse, depth=depth, show_saved=show_saved, show_attrs=show_attrs
-    )
+    probed = _probe(t.model, t.batch, t.loss_fn, settings) if options.probe else None
     drawing = graph_mod.graph_of(
         t.model,
         t.batch,
         t.loss_fn,
         statuses=probed.statuses if probed else None,
-        options=options,
+        options=graph_mod.GraphOptions(
+            options.collapse, options.depth, options.show_saved, options.show_attrs
+        ),
         label=t.label,
     )
     written = path if path and path != "-" else None
@@ -65,6 +63,17 @@ def graph(
         write_file(written, picture)
         return result
     return result.with_picture(picture)
+
+
+def configured_target(settings: config.Settings) -> str:
+    """The first [[inspect]] target, resolved against the file that names it."""
+    if settings.inspect:
+        return resolve(settings.inspect[0])
+    raise TargetError(
+        "no TARGET given and the config (pyproject.toml's [tool.gradscope], or --config) "
+        "configures none; pass one (gradscope graph TARGET --output graph.png) or add an "
+        "[[inspect]] entry with a target"
+    )
 
 
 def probe_statuses(

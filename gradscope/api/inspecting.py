@@ -1,5 +1,6 @@
 """`gradscope inspect` as functions: one instrumented forward+backward of a model, a
-target named as on the command line, or one step of a training script."""
+target named as on the command line (resolved as the command resolves it), or one step of
+a training script."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from gradscope.api.arguments import (
     settings_or_default,
     with_batch_kind,
 )
+from gradscope.api.options import InspectOptions
 from gradscope.api.pictures import Plot, inspect_plot
+from gradscope.api.resolving import Resolved, resolve
 from gradscope.errors import TargetError, UserCodeError
-from gradscope.inspector import targets
 from gradscope.inspector.results import Report
 
 # torch and the inspector (which loads it) are imported in functions: `gradscope --help`
@@ -64,23 +66,37 @@ def inspect(
 
 def inspect_target(
     spec: str,
+    options: InspectOptions | None = None,
     settings: config.Settings | None = None,
-    explain: bool = True,
-    *,
-    plot: str | None = None,
+    **given: object,
 ) -> Report:
-    """`gradscope inspect SPEC` without the printing."""
+    """`gradscope inspect SPEC` without the printing: SPEC resolved as the command reads
+    it (a model file or class is built with a batch, a training script runs to its step).
+    `given`: InspectOptions fields over `options` (explain=False, plot="flow.png")."""
 
-    Plot.of(plot)  # checked before the target's code runs
-    target = targets.load(check_spec(spec))
+    options = InspectOptions.over(options, given)
+    Plot.of(options.plot)  # checked before the target's code runs
+    return inspect_resolved(resolve(check_spec(spec), options), options, settings)
+
+
+def inspect_resolved(
+    run: Resolved,
+    options: InspectOptions,
+    settings: config.Settings | None = None,
+    found: Callable[[int, str], None] | None = None,
+) -> Report:
+    """What `resolve` decided, run: the target's one pass, or the script to its step."""
+    if run.target is None:
+        return _script(run.spec, options, settings, found)
+    t = run.target
     return inspect(
-        target.model,
-        target.batch,
-        target.loss_fn,
+        t.model,
+        t.batch,
+        t.loss_fn,
         settings=settings,
-        explain=explain,
-        label=target.label,
-        plot=plot,
+        explain=options.explain,
+        label=t.label,
+        plot=options.plot,
     )
 
 
@@ -89,10 +105,8 @@ def inspect_script(
     argv: Sequence[str] = (),
     settings: config.Settings | None = None,
     *,
-    step: int | str | None = None,
-    explain: bool = True,
     found: Callable[[int, str], None] | None = None,
-    plot: str | None = None,
+    **given: object,
 ) -> Report:
     """Run a training script until the backward of optimizer step `step` and diagnose it.
 
@@ -103,22 +117,32 @@ def inspect_script(
     NaN/Inf or cut the graph; it costs one watched forward. `found(step, what)`: called
     between the two runs of "first-nonfinite" with the step the first run found.
     """
-    import torch
-
-    from gradscope.distributed.context import env_rank
-    from gradscope.inspector import script
-    from gradscope.inspector.explain import attach_evidence
-
     if not isinstance(path, (str, os.PathLike)):
         raise TargetError(f"the script must be a path to a .py file, not {kind_of(path)}")
     if isinstance(argv, str) or not all(isinstance(a, str) for a in argv):
         raise TargetError(
             f"argv must be a list of strings such as ['--lr', '0.1'], not {kind_of(argv)}"
         )
-    path = os.fspath(path)
+    options = InspectOptions.over(InspectOptions(script=True, argv=tuple(argv)), given)
+    return _script(os.fspath(path), options, settings, found)
+
+
+def _script(
+    path: str,
+    options: InspectOptions,
+    settings: config.Settings | None,
+    found: Callable[[int, str], None] | None,
+) -> Report:
+    import torch
+
+    from gradscope.distributed.context import env_rank
+    from gradscope.inspector import script
+    from gradscope.inspector.explain import attach_evidence
+
     settings = settings_or_default(settings)
-    picture = Plot.of(plot)
-    inspected = script.run_step(path, list(argv), step, explain=explain, found=found)
+    picture = Plot.of(options.plot)
+    argv, explain = list(options.argv), options.explain
+    inspected = script.run_step(path, argv, options.step, explain=explain, found=found)
     findings = rules.diagnose(inspected.stats, settings)
     if inspected.evidence:
         findings = attach_evidence(findings, inspected.evidence)

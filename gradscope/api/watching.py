@@ -8,12 +8,15 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from gradscope import config
 from gradscope.api.arguments import settings_or_default
+from gradscope.api.options import WatchOptions
 from gradscope.api.pictures import WatchPictures
 from gradscope.diff.runs.live import against as against_reference
-from gradscope.watcher import watch as watcher
+from gradscope.errors import GradscopeError
 from gradscope.watcher.distributed_hooks import is_main_process
 from gradscope.watcher.runner import run_script
+from gradscope.watcher.session import Watcher
 
 if TYPE_CHECKING:
     from gradscope.diff.runs.live import Against
@@ -21,39 +24,60 @@ if TYPE_CHECKING:
 
 
 def watch(
-    *,
-    against: str | None = None,
-    plot: str | None = None,
-    tensorboard: str | None = None,
-    **options: Any,
+    options: WatchOptions | None = None,
+    settings: config.Settings | None = None,
+    **given: object,
 ) -> Any:
     """`with gradscope.watch() as w: train()`, then `w.report`: every optimizer step of
-    `train()` judged over time (options: see gradscope.watcher.watch). `against`: a
-    reference run's `--log` to compare every step with (GS607-GS609 join the report);
-    `plot`: a .png, .svg or .pdf of the run; `tensorboard`: a folder for its events."""
+    `train()` judged over time. `given`: WatchOptions fields over `options` (steps=200,
+    log="steps.jsonl"; a misspelt one is one line). `against`: a reference run's `--log`
+    to compare every step with (GS607-GS609 join the report); `plot`: a .png, .svg or
+    .pdf of the run; `tensorboard`: a folder for its events."""
 
-    if against is None and plot is None and tensorboard is None:
-        return watcher(**options)
-    return Watching(watcher(**options), against, WatchPictures.of(plot, tensorboard))
+    options = _checked(options, given)
+    label = options.label or "watch"
+    block = Watcher(label, settings_or_default(settings), **options.watcher_keywords())
+    if options.against is None and options.plot is None and options.tensorboard is None:
+        return block
+    return Watching(block, options.against, WatchPictures.of(options.plot, options.tensorboard))
 
 
 def watch_script(
     path: str,
     argv: Sequence[str] = (),
-    *,
-    against: str | None = None,
-    plot: str | None = None,
-    tensorboard: str | None = None,
-    **options: Any,
+    options: WatchOptions | None = None,
+    settings: config.Settings | None = None,
+    **given: object,
 ) -> WatchReport:
-    """`gradscope watch PATH -- ARGV` without the printing: the WatchReport. `against`,
-    `plot`, `tensorboard` as for `watch`; a picture that could not be written is a line in
-    `report.run.unwritten`, as a --log that could not be is."""
+    """`gradscope watch PATH -- ARGV` without the printing: the WatchReport. `given` as
+    for `watch`; a picture or --log that could not be written is a line in
+    `report.run.unwritten` (and the outcome's `unwritten`: exit 2)."""
 
-    pictures = WatchPictures.of(plot, tensorboard)
-    with against_reference(against) as compared:
-        report = run_script(path, list(argv), **options)
-    return finished(report, compared, pictures, options.get("settings"))
+    options = _checked(options, {"argv": tuple(argv), **given} if argv else given)
+    settings = settings_or_default(settings)
+    pictures = WatchPictures.of(options.plot, options.tensorboard)
+    label = {"label": options.label} if options.label else {}
+    with against_reference(options.against) as compared:
+        report = run_script(
+            path,
+            list(options.argv),
+            options.quiet_stdout,
+            settings=settings,
+            hang_timeout=options.hang_timeout,
+            **label,
+            **options.watcher_keywords(),
+        )
+    return finished(report, compared, pictures, settings)
+
+
+def _checked(options: WatchOptions | None, given: dict[str, object]) -> WatchOptions:
+    options = WatchOptions.over(options, given)
+    if options.nproc_per_node is not None:
+        raise GradscopeError(
+            "nproc_per_node: ranks are launched by `gradscope watch --nproc-per-node N` or "
+            "torchrun; from Python, run your script under torchrun"
+        )
+    return options
 
 
 def finished(

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Annotated, NoReturn
+from dataclasses import fields
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
@@ -19,6 +20,8 @@ from gradscope.report.outputs import Format
 from gradscope.report.write import LEDGER, NotWritten
 from gradscope.stdio import standard_streams
 from gradscope.stdio import user_stdout_to_stderr as user_stdout_to_stderr
+
+T = TypeVar("T")
 
 DebugOpt = Annotated[
     bool,
@@ -77,6 +80,13 @@ WidthOpt = Annotated[
         help="Terminal report width (default: the terminal's).",
     ),
 ]
+
+
+def options_from(cls: type[T], params: Mapping[str, Any], **read: Any) -> T:
+    """The command's options object from its parameters of the same names (its fields:
+    tests/cli/test_cli_parity.py); `read`: the fields the command parsed from strings."""
+    values = {**params, **read}
+    return cls(**{f.name: values[f.name] for f in fields(cls) if f.name in values})  # type: ignore[arg-type]
 
 
 def note(message: str) -> None:

@@ -13,6 +13,8 @@ from gradscope import api
 from gradscope import config as config_mod
 from gradscope.api.pictures import Plot
 from gradscope.cli import common as clikit
+from gradscope.diff.align import EMPTY_MAP, load_name_map
+from gradscope.diff.options import DiffOptions
 from gradscope.diff.runs.result import RunsDiff
 from gradscope.outcome import exit_code
 from gradscope.report import outputs
@@ -197,9 +199,9 @@ def diff(
     seed: SeedOpt = 0,
     allow_transposed: AllowTransposedOpt = False,
     noise_check: NoiseCheckOpt = True,
-    b_autocast: BAutocastOpt = None,
-    b_compile: BCompileOpt = False,
-    b_deterministic: BDeterministicOpt = False,
+    autocast: BAutocastOpt = None,
+    compile: BCompileOpt = False,
+    deterministic: BDeterministicOpt = False,
     format: clikit.FormatOpt = None,
     output: clikit.OutputOpt = None,
     fail_on: clikit.FailOnOpt = None,
@@ -212,6 +214,7 @@ def diff(
     debug: clikit.DebugOpt = False,
 ) -> None:
     """Two models on one batch, or two runs, compared (HELP is the --help)."""
+    params = dict(locals())
     with clikit.guarded(debug):
         where = outputs.plan(format, output)
         picture = Plot.of(plot)
@@ -219,24 +222,10 @@ def diff(
             {**where.paths(), "--plot": picture.path if picture else None}, {"REF": ref, "NEW": new}
         )
         settings = config_mod.load(config, flags={"fail-on": fail_on})
+        names = load_name_map(name_map) if name_map else EMPTY_MAP
+        options = clikit.options_from(DiffOptions, params, names=names)
         with clikit.user_stdout_to_stderr(where.to_stdout), _spinner(ref, new):
-            result = api.diff(
-                ref,
-                new,
-                settings=settings,
-                rtol=rtol,
-                atol=atol,
-                exact=exact,
-                name_map=name_map,
-                plot=plot,
-                dtype=dtype,
-                seed=seed,
-                allow_transposed=allow_transposed,
-                noise_check=noise_check,
-                autocast=b_autocast,
-                compile=b_compile,
-                deterministic=b_deterministic,
-            )
+            result = api.diff(ref, new, options, settings)
         if isinstance(result, RunsDiff) and result.could_not_run:
             clikit.error(f"{result.label}: {result.could_not_run}")
         elif plot:

@@ -13,6 +13,8 @@ import typer
 from gradscope import api
 from gradscope import config as config_mod
 from gradscope.cli import common as clikit
+from gradscope.gradcheck.inputs import parse_arg, parse_shape
+from gradscope.gradcheck.values import parse_domain, parse_tensor
 from gradscope.outcome import exit_code
 from gradscope.report import outputs
 
@@ -154,7 +156,7 @@ See docs/gradcheck.md for the input convention, the diagnoses and the JSON schem
 def gradcheck(
     specs: SpecsOpt = None,
     shape: ShapeOpt = None,
-    arg: ArgOpt = None,
+    args: ArgOpt = None,
     tensor: TensorOpt = None,
     domain: DomainOpt = None,
     dtype: DtypeOpt = None,
@@ -172,19 +174,16 @@ def gradcheck(
     with clikit.guarded(debug):
         where = outputs.plan(format, output)
         settings = config_mod.load(config, flags={"fail-on": fail_on})
+        options = clikit.options_from(
+            api.GradcheckOptions,
+            locals(),
+            shape=dict(parse_shape(s) for s in shape or []),
+            args=dict(parse_arg(a) for a in args or []),
+            tensor=dict(parse_tensor(t) for t in tensor or []),
+            domain=dict(parse_domain(d) for d in domain or []),
+        )
         with clikit.user_stdout_to_stderr(where.to_stdout):
-            report = api.gradcheck(
-                specs or [],
-                shapes=shape or [],
-                args=arg or [],
-                tensors=tensor or [],
-                domains=domain or [],
-                dtype=dtype,
-                seed=seed,
-                second_order=second_order,
-                forward_ad=forward_ad,
-                settings=settings,
-            )
+            report = api.gradcheck(specs or [], options, settings)
         if debug:
             for error in (e for t in report.targets for e in t.errors):
                 sys.stderr.write(f"{error.check}: {error.traceback}\n")

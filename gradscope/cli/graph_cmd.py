@@ -15,8 +15,7 @@ import typer
 from gradscope import api
 from gradscope import config as config_mod
 from gradscope.cli import common as clikit
-from gradscope.errors import ExitCode, GradscopeError, TargetError
-from gradscope.gate.check import resolve
+from gradscope.errors import ExitCode, GradscopeError
 from gradscope.graph import format_for
 from gradscope.report import outputs
 
@@ -137,7 +136,7 @@ Examples:
 
 def graph(
     target: TargetOpt = None,
-    out: OutOpt = None,
+    output: OutOpt = None,
     format: FormatOpt = None,
     collapse: CollapseOpt = Collapse.auto,
     depth: DepthOpt = None,
@@ -148,37 +147,19 @@ def graph(
     debug: clikit.DebugOpt = False,
 ) -> None:
     """The autograd graph of TARGET's loss, drawn (HELP is the --help)."""
+    params = dict(locals())
     with clikit.guarded(debug):
-        fmt = format_for(out, format.value if format else None)
-        if out is None and fmt not in ("dot", "json") and sys.stdout.isatty():
+        fmt = format_for(output, format.value if format else None)
+        if output is None and fmt not in ("dot", "json") and sys.stdout.isatty():
             raise GradscopeError(f"{fmt} is binary: give --output FILE.{fmt}, or --format dot")
         settings = config_mod.load(config)
-        with clikit.user_stdout_to_stderr(out is None or out == "-"):
-            result = api.graph(
-                target or _configured_target(settings, config),
-                output=out,
-                format=fmt,
-                collapse=collapse.value,
-                depth=depth,
-                show_saved=show_saved,
-                show_attrs=show_attrs,
-                probe=probe,
-                settings=settings,
+        with clikit.user_stdout_to_stderr(output is None or output == "-"):
+            options = clikit.options_from(
+                api.GraphOptions, params, format=fmt, collapse=collapse.value
             )
+            result = api.graph(target, options, settings)
         if result.path is None:
             sys.stdout.buffer.write(result.picture)
             sys.stdout.flush()
         outputs.to_stderr(result.outcome())
         raise typer.Exit(ExitCode.OK)
-
-
-def _configured_target(settings: config_mod.Settings, config: str | None) -> str:
-    """The first [[inspect]] target, resolved against the file that names it."""
-    if settings.inspect:
-        return resolve(settings.inspect[0])
-    where = config or "pyproject.toml ([tool.gradscope])"
-    raise TargetError(
-        f"no TARGET given and {where} configures none; pass one "
-        "(gradscope graph TARGET --out graph.png) or add an [[inspect]] entry "
-        "with a target"
-    )

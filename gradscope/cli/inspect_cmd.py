@@ -3,7 +3,6 @@ training script; parse options, call gradscope.api, render, exit. No torch at im
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
@@ -11,12 +10,12 @@ from rich.console import Console
 
 from gradscope import api
 from gradscope import config as config_mod
+from gradscope.api.inspecting import inspect_resolved
+from gradscope.api.options import FIRST_NONFINITE
 from gradscope.api.pictures import Plot
 from gradscope.cli import common as clikit
 from gradscope.errors import GradscopeError
 from gradscope.examples import EXAMPLES
-from gradscope.inspector.model_file import prepare
-from gradscope.inspector.targets import DEFAULT_NAME, is_script
 from gradscope.outcome import exit_code
 from gradscope.report import outputs
 from gradscope.report.text import styled
@@ -127,6 +126,9 @@ PlotOpt = Annotated[
     ),
 ]
 
+THRESHOLD_FLAGS = ("explode_norm", "explode_median_ratio", "vanish_norm", "vanish_depth_ratio")
+"""The parameters that set settings, not options: thresholds, by their keys."""
+
 # the --help text (as a docstring it would make the function too long to read)
 HELP = """Run one forward and backward pass of TARGET and report its gradients.
 
@@ -171,77 +173,42 @@ def inspect(
     debug: clikit.DebugOpt = False,
 ) -> None:
     """One instrumented forward and backward of TARGET, reported (HELP is the --help)."""
+    params = dict(locals())
     with clikit.guarded(debug):
-        thresholds = {
-            "explode-norm": explode_norm,
-            "explode-median-ratio": explode_median_ratio,
-            "vanish-norm": vanish_norm,
-            "vanish-depth-ratio": vanish_depth_ratio,
-        }
+        given = (explode_norm, explode_median_ratio, vanish_norm, vanish_depth_ratio)
+        pairs = zip(THRESHOLD_FLAGS, given, strict=True)
+        thresholds = {flag.replace("_", "-"): x for flag, x in pairs}
         settings = config_mod.load(config, flags={"fail-on": fail_on, **thresholds})
         where = outputs.plan(format, output)
+        options = clikit.options_from(
+            api.InspectOptions, params, argv=tuple(ctx.args), step=parse_step(step)
+        )
         target_file = target.rpartition(":")[0] if ":" in target else target
         picture = Plot.of(plot)  # checked before anything runs
         distinct(
             {**where.paths(), "--plot": picture.path if picture else None}, {"TARGET": target_file}
         )
-        run = _what_to_run(ctx, target, script, step, where.to_stdout)
         with clikit.user_stdout_to_stderr(where.to_stdout):
-            report = _run_inspect(target, settings, explain, run, plot)
+            run = api.resolve(target, options)
+        if run.note:
+            clikit.note(run.note)
+        with clikit.user_stdout_to_stderr(where.to_stdout):
+            report = _run_inspect(run, options, settings)
         outcome = report.outcome()
         code = exit_code([outcome], settings.fail_on)
-        if run.argv is not None and _launched_rank() != 0:  # torchrun: rank 0 alone reports
+        if run.script and _launched_rank() != 0:  # torchrun: rank 0 alone reports
             raise typer.Exit(code)
         if plot:
             clikit.note(f"wrote {plot}")
-        outputs.deliver(where, outcome, settings.fail_on, width, top=None if all_rows else top)
+        rows = None if all_rows else top
+        outputs.deliver(where, outcome, settings.fail_on, width, top=rows)
         raise typer.Exit(code)
-
-
-@dataclass(frozen=True)
-class _Run:
-    """What TARGET names, once the options are read: a target, a model class built with a
-    batch (`prepared`), or a script to run with `argv` up to `step`."""
-
-    argv: list[str] | None = None
-    step: int | str | None = None
-    prepared: Any = None
-
-
-def _what_to_run(
-    ctx: typer.Context, target: str, script: bool, step: str | None, to_stdout: bool
-) -> _Run:
-    if not script and not ctx.args and step is None:
-        with clikit.user_stdout_to_stderr(to_stdout):
-            prepared = prepare(target)  # a model class but no batch (model.py:Net)
-        if prepared is not None:
-            clikit.note(prepared.note)
-            return _Run(prepared=prepared)
-    if not script and is_script(target):
-        script = True
-        clikit.note(
-            f"{target} defines no {DEFAULT_NAME}(): inspecting it as a training script "
-            "(runs until its first backward; --script says so explicitly)"
-        )
-    if ctx.args and not script:
-        raise GradscopeError(
-            f"unexpected arguments {' '.join(ctx.args)!r} (arguments "
-            "after -- are for a --script TARGET)"
-        )
-    if step is not None and not script:
-        raise GradscopeError(f"--step {step}: --step is for a training script (--script)")
-    return _Run(argv=list(ctx.args), step=parse_step(step)) if script else _Run()
 
 
 def _launched_rank() -> int:
     from gradscope.distributed.context import env_rank
 
     return env_rank() or 0
-
-
-FIRST_NONFINITE = (
-    "first-nonfinite"  # gradscope.inspector.script_stop.FIRST_NONFINITE (no torch here)
-)
 
 
 def parse_step(text: str | None) -> int | str | None:
@@ -264,11 +231,11 @@ def parse_step(text: str | None) -> int | str | None:
 
 
 def _run_inspect(
-    target: str, settings: config_mod.Settings, explain: bool, run: _Run, plot: str | None
-):
+    run: api.Resolved, options: api.InspectOptions, settings: config_mod.Settings
+) -> Any:
     """One call of the API under a spinner that names what runs (first-nonfinite: the
     step the first run found, between the two runs)."""
-    step = run.step
+    target, step = run.spec, options.step
     what = target if step is None else f"step {step} of {target}"
     if step == FIRST_NONFINITE:
         what = f"{target}: a first run to find its first non-finite step"
@@ -282,19 +249,4 @@ def _run_inspect(
             )
             spinner.update(styled(f"inspecting step {at} of {target} (second run) ..."))
 
-        if run.prepared is not None:
-            t = run.prepared.target
-            return api.inspect(
-                t.model,
-                t.batch,
-                t.loss_fn,
-                settings=settings,
-                explain=explain,
-                label=t.label,
-                plot=plot,
-            )
-        if run.argv is not None:
-            return api.inspect_script(
-                target, run.argv, settings, step=step, explain=explain, found=found, plot=plot
-            )
-        return api.inspect_target(target, settings, explain=explain, plot=plot)
+        return inspect_resolved(run, options, settings, found)

@@ -228,6 +228,7 @@ def watch(
     debug: clikit.DebugOpt = False,
 ) -> None:
     """SCRIPT run and every optimizer step judged (HELP is the --help)."""
+    params = dict(locals())
     if nproc_per_node is not None:
         raise typer.Exit(relaunch(nproc_per_node, sys.argv[1:]))
     with clikit.guarded(debug):
@@ -239,29 +240,23 @@ def watch(
         log = destination(log, "--log")
         distinct({**where.paths(), **pictures.paths(), "--log": log}, {"SCRIPT": script})
         main_rank = is_main_process()
+        options = clikit.options_from(
+            api.WatchOptions,
+            params,
+            argv=tuple(ctx.args),
+            log=log,
+            nproc_per_node=None,  # relaunched above, under torchrun
+            quiet_stdout=where.to_stdout or not main_rank,
+        )
         with quiet_unless_main(), status_line(where.machine_on_stdout, enabled=main_rank):
-            report = api.watch_script(
-                script,
-                list(ctx.args),
-                against=against,
-                plot=plot,
-                tensorboard=tensorboard,
-                quiet_stdout=where.to_stdout or not main_rank,
-                settings=settings,
-                steps=steps,
-                log=log,
-                update_every=update_every,
-                flush_every=flush_every,
-                hang_timeout=hang_timeout,
-                batch_size=batch_size,
-            )
+            report = api.watch_script(script, options=options, settings=settings)
         outcome = report.outcome()
-        lost = _deliver(report, outcome, where, settings.fail_on, width) if main_rank else []
         if main_rank:
+            outcome.unwritten[:0] = _deliver(report, outcome, where, settings.fail_on, width)
             if plot and not report.judged:
                 clikit.note(f"--plot {plot}: not drawn, no step was recorded")
         _status_line(report, main_rank, debug)
-        raise typer.Exit(_exit_code(report, outcome, settings.fail_on, main_rank, lost))
+        raise typer.Exit(_exit_code(outcome, settings.fail_on, main_rank))
 
 
 def _deliver(
@@ -282,23 +277,16 @@ def _deliver(
     return []
 
 
-def _exit_code(
-    report: WatchReport,
-    outcome: Outcome,
-    fail_on: Severity | None,
-    main_rank: bool,
-    lost: list[str],
-) -> int:
-    """The run's exit code; a file asked for and not written is said, exit 2. Under
+def _exit_code(outcome: Outcome, fail_on: Severity | None, main_rank: bool) -> int:
+    """The run's exit code (a file asked for and not written, said here: 2). Under
     torchrun a failing rank makes torchrun stop rank 0 before its report. Findings under
     --nproc-per-node: every rank ran to its end and the launcher exits with the code rank 0
     left, so rank 0 exits 0 and torchrun prints no ChildFailedError report over the run's
     own (a failure keeps its code: torchrun must stop the ranks still waiting in a
     collective)."""
-    code = exit_code([outcome], fail_on)
-    for line in [*lost, *report.run.unwritten]:
+    for line in outcome.unwritten:
         clikit.error(line)
-        code = max(code, ExitCode.ERROR) if code < ExitCode.INTERNAL else code
+    code = exit_code([outcome], fail_on)
     recorded = record_exit(code) if main_rank else False
     final = rank_exit_code(code)
     return 0 if recorded and code == ExitCode.FINDINGS else final

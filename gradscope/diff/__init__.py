@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from gradscope.inspector import targets
 
 if TYPE_CHECKING:
-    from gradscope.diff.engine import DiffOptions
+    from gradscope.diff.options import DiffOptions
     from gradscope.diff.result import DiffResult
 
 # the engine (torch) is imported in functions: `gradscope --help` must not load it

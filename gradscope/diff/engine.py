@@ -27,31 +27,10 @@ import torch
 
 from gradscope.diff import align, findings
 from gradscope.diff.compare import Batch, Pending, Tolerances, origin
+from gradscope.diff.options import DiffOptions
 from gradscope.diff.result import Alignment, Delta, DiffResult, ModuleRow, ParamRow, Tolerance
 from gradscope.diff.run import Trace, assigned, trace, where
 from gradscope.errors import TargetError
-
-
-@dataclass(frozen=True)
-class DiffOptions:
-    rtol: float | None = None
-    """None: per dtype (compare.DEFAULTS)."""
-    atol: float | None = None
-    exact: bool = False
-    """Bitwise: every compared value equal."""
-    seed: int = 0
-    names: align.NameMap = align.EMPTY_MAP
-    allow_transposed: bool = False
-    """Copy a 2-D weight whose shape is reversed transposed (Conv1D vs Linear)."""
-    noise_check: bool = True
-    """When something differs, run each model again with another seed to find randomness."""
-    autocast: str | None = None
-    """Run the new model under torch.autocast with this dtype ("bfloat16", "float16")."""
-    compile: bool = False
-    """Run the new model through torch.compile (it shares its parameters)."""
-    deterministic: bool = False
-    """Run the new model's passes (forward and backward) under
-    torch.use_deterministic_algorithms(True), cuDNN deterministic, benchmark off."""
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """`gradscope check`: every configured target, one combined verdict.
 
-Runs the `[[inspect]]` and `[[gradcheck]]` entries of the settings one after
-another. A target that cannot run does not stop the others: it is recorded
-as an error, and the combined exit code is then 2.
+Runs the `[[inspect]]`, `[[gradcheck]]` and `[[watch]]` entries of the settings one
+after another, each through the one runner it is given (the API: api/checking.py), timed
+and labelled here. A target that cannot run does not stop the others: it is recorded as
+an error, and the combined exit code is then 2.
 """
 
 from __future__ import annotations
@@ -12,20 +13,17 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from gradscope.api import inspect_target
 from gradscope.config import CheckEntry, Settings
 from gradscope.errors import GradscopeError, UserCodeError
 from gradscope.fmt import duration
 from gradscope.gate import workers
-from gradscope.gradcheck.checker import options_for
-from gradscope.gradcheck.findings import check_entry
 from gradscope.inspector.targets import file_of, split_spec
 from gradscope.outcome import CheckReport, Outcome
-from gradscope.watcher.check import run_entry
 
 
 def resolve(entry: CheckEntry) -> str:
-    """Relative file targets are relative to the config file that names them."""
+    """Relative file targets ([[watch]] scripts too) are relative to the config file that
+    names them."""
     where, name = split_spec(entry.target)
     base = os.path.dirname(os.path.abspath(entry.source))
     if where.endswith(".py") and not os.path.isabs(where):
@@ -53,18 +51,14 @@ def _timed(kind: str, entry: CheckEntry, job: Callable[[str], Outcome]) -> Outco
     return outcome
 
 
-def run_inspect(entry: CheckEntry, settings: Settings) -> Outcome:
-    return _timed(
-        "inspect", entry, lambda spec: inspect_target(spec, settings.for_entry(entry)).outcome()
-    )
+Runner = Callable[[str, str, CheckEntry, Settings], Outcome]
+"""How one entry runs: `runner(kind, spec, entry, settings)`, the command's API function
+(api/checking.run_entry); here, below the API, the gate times it and labels it."""
 
 
-def run_gradcheck(entry: CheckEntry, settings: Settings) -> Outcome:
-    return _timed("gradcheck", entry, lambda spec: check_entry(entry, spec, settings))
-
-
-def run_watch(entry: CheckEntry, settings: Settings) -> Outcome:
-    return run_entry(entry, settings)
+def run_entry(runner: Runner, kind: str, entry: CheckEntry, settings: Settings) -> Outcome:
+    """One entry of any kind, through the one runner."""
+    return _timed(kind, entry, lambda spec: runner(kind, spec, entry, settings))
 
 
 class Progress(Protocol):
@@ -72,7 +66,7 @@ class Progress(Protocol):
     def finished(self, index: int, total: int, result: Outcome) -> None: ...
 
 
-def _jobs(settings: Settings) -> list[tuple[Callable[..., Outcome], CheckEntry, str]]:
+def _jobs(settings: Settings) -> list[tuple[str, CheckEntry]]:
     if not settings.inspect and not settings.gradcheck and not settings.watch:
         raise GradscopeError(
             "nothing to check: add [[tool.gradscope.inspect]], "
@@ -80,30 +74,28 @@ def _jobs(settings: Settings) -> list[tuple[Callable[..., Outcome], CheckEntry, 
             "or pass "
             "--config FILE"
         )
-
-    for entry in settings.gradcheck:  # shape, dtype, tensor, domain: wrong before any runs
-        options_for(entry)
-    jobs = [(run_inspect, e, "inspect") for e in settings.inspect]
-    jobs += [(run_gradcheck, e, "gradcheck") for e in settings.gradcheck]
-    jobs += [(run_watch, e, "watch") for e in settings.watch]
-    return jobs
+    jobs = [("inspect", e) for e in settings.inspect]
+    jobs += [("gradcheck", e) for e in settings.gradcheck]
+    return jobs + [("watch", e) for e in settings.watch]
 
 
-def run(settings: Settings, progress: Progress | None = None) -> CheckReport:
+def run(settings: Settings, runner: Runner, progress: Progress | None = None) -> CheckReport:
     """Every configured target in order, in this process, telling `progress` as each starts
     and finishes."""
     jobs = _jobs(settings)
     results = []
-    for i, (job, entry, kind) in enumerate(jobs):
+    for i, (kind, entry) in enumerate(jobs):
         if progress:
             progress.started(i, len(jobs), f"{kind} {entry.target}")
-        results.append(job(entry, settings))
+        results.append(run_entry(runner, kind, entry, settings))
         if progress:
             progress.finished(i, len(jobs), results[-1])
     return CheckReport(results, settings.fail_on)
 
 
-def run_isolated(settings: Settings, progress: Progress | None = None) -> CheckReport:
+def run_isolated(
+    settings: Settings, runner: Runner, progress: Progress | None = None
+) -> CheckReport:
     """As `run`, but each target runs in a process of its own (gate/workers.py), forked
     from a fork server that imported torch once: nothing a target changes in its process
     reaches the next one, and a target that ends its process (os._exit, a signal, a crash
@@ -113,10 +105,10 @@ def run_isolated(settings: Settings, progress: Progress | None = None) -> CheckR
     ctx = workers.context()
     environ = dict(os.environ)
     results: list[Outcome] = []
-    for index, (job, entry, kind) in enumerate(jobs):
+    for index, (kind, entry) in enumerate(jobs):
         if progress:
             progress.started(index, len(jobs), f"{kind} {entry.target}")
-        result = workers.run_one(ctx, job, (entry, settings), environ)
+        result = workers.run_one(ctx, run_entry, (runner, kind, entry, settings), environ)
         results.append(_died(kind, entry, result) if isinstance(result, workers.Died) else result)
         if progress:
             progress.finished(index, len(jobs), results[-1])

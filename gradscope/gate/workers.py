@@ -31,7 +31,7 @@ PRELOAD = [
     "torch._dynamo",
     "sympy",
     "torch._decomp.decompositions_for_jvp",
-    "gradscope.gate.check",
+    "gradscope.api.checking",
     "gradscope.inspector.probe",
     "gradscope.inspector.explain",
     "gradscope.inspector.script",

@@ -6,10 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from gradscope.config import CheckEntry, Settings
+from gradscope.config import Settings
 from gradscope.findings import RULES, Finding, Severity
-from gradscope.gradcheck import options_for, run
-from gradscope.outcome import Outcome
 from gradscope.rules.registry import Stage, rule
 
 if TYPE_CHECKING:  # types only: gradscope/__init__ loads this module on every command
@@ -124,14 +122,3 @@ def judged(report: GradcheckReport, settings: Settings) -> GradcheckReport:
     whose check failed always has a finding, so no severity setting can turn a wrong
     gradient into silence without it being shown (as ignored)."""
     return replace(report, findings=tuple(settings.judged(findings(report))))
-
-
-def outcome(report: GradcheckReport, settings: Settings) -> Outcome:
-    """The judged report's outcome."""
-    return judged(report, settings).outcome()
-
-
-def check_entry(entry: CheckEntry, spec: str, settings: Settings) -> Outcome:
-    """Run one [[gradcheck]] entry; GradscopeError (bad spec or options) propagates."""
-
-    return outcome(run([(spec, options_for(entry))]), settings)

@@ -56,6 +56,11 @@ def options_for(
     )
 
 
+def entry_values(entry: Any) -> dict[str, Any]:
+    """What a [[gradcheck]] entry sets, validated, by the command's option names."""
+    return {k.replace("-", "_"): v for k, v in _entry(entry).items()}
+
+
 def _pick(given: Any, configured: Any) -> Any:
     return given if given is not None else configured
 

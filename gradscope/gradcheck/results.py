@@ -1,6 +1,6 @@
 """Plain results of `gradscope gradcheck` (no torch here: reporters and tests read them).
 
-check → [FunctionResult] → gradcheck.findings.outcome → report.outputs.
+check → [FunctionResult] → gradcheck.findings.judged → report.outputs.
 """
 
 from __future__ import annotations

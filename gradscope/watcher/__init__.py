@@ -41,7 +41,6 @@ Stages (collect → plain data → rules → render), one module each:
                 from gradscope/rules/watch.py `judge`, which the session calls once
                 at the end (the rules read gradscope/steps/, never this package).
 
-- check.py      the `[[watch]]` entries of `gradscope check`.
 - distributed_hooks.py under torchrun: the distributed Session, registered into the
                 recorder's hook points and the Session's `before_destroy`;
                 crash_meeting.py, where ranks that died meet.

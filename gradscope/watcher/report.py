@@ -129,6 +129,7 @@ class WatchReport:
             file=label if label.endswith(".py") else None,
             detail=self,
             title=run.label,
+            unwritten=list(run.unwritten),
         )
 
     def optimizer_label(self, index: int) -> str:
