@@ -22,7 +22,7 @@ from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
-from gradscope.rules.spikes_by_design import opponent_moved, recovered_at_once
+from gradscope.rules.spikes_by_design import Spike, opponent_moved, recovered_at_once
 from gradscope.rules.step_blowup import early_blowup_of
 from gradscope.rules.step_common import (
     Series,
@@ -40,7 +40,7 @@ from gradscope.rules.step_common import (
 )
 from gradscope.steps.records import StepRecord, WatchRun
 
-__all__ = ["series_spike_steps", "spike_steps", "spikes"]
+__all__ = ["norm_spikes_by_design", "series_spike_steps", "spike_steps", "spikes"]
 
 
 # -- GS401 -----------------------------------------------------------------------------
@@ -181,9 +181,11 @@ def loss_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
     each comes back at once (at most 5 spiking steps in a row, and the median of the next 5
     steps that are not spikes at least halfway back to the median it jumped from), no loss
     is non-finite and the loss has a regression term or an unrecognised one (mse,
-    huber, smooth_l1, a custom objective): bootstrapped value targets jump at every episode
-    end by design (a last spike the run ended on is not held against them). A single spike,
-    one that does not come back, or one followed by NaN stays a warning."""
+    huber, smooth_l1, a custom objective), none far above the others (spike-sigma robust
+    sigmas and spike-min-ratio over their median jump): bootstrapped value targets jump at
+    every episode end by design, bounded by the values the model predicts (a last spike the
+    run ended on is not held against them). A single spike, one that does not come back,
+    one far above the others (a corrupted batch) or one followed by NaN stays a warning."""
     out = []
     for s in by_optimizer(run):
         steps, found = _series_spikes(s, t, "loss")
@@ -209,7 +211,7 @@ def loss_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
             threshold=med,
             evidence=(f"spike steps: {step_list(where)}",),
         )
-        recovered = recovered_at_once(run, s, steps, found)
+        recovered = recovered_at_once(run, s, steps, found, t)
         if recovered:
             finding = replace(
                 finding,
@@ -269,10 +271,15 @@ def norm_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
     layers that drove it (their norm against their own rolling median) and whether the sampled
     update norm spiked first, which points at the optimizer's state rather than one batch.
     Information, not a warning, in a game of optimizers (a GAN: the series' steps alternate
-    with another optimizer's) where every burst of spikes that could be seen came back at
-    least halfway within 5 steps and nothing went non-finite: each player's gradient jumps
-    when the other's moves change what it sees (a last burst the run ended on is not held
-    against it)."""
+    with another optimizer's) where the series' loss did not spike with its gradient, every
+    turn of the norm (a rise and its fall: the other player may move again before the norm
+    falls under the spike line) that could be seen came back at least halfway within 5
+    steps, none far above the others, and nothing went non-finite: each player's gradient
+    jumps when the other's moves change what it sees (a last burst the run ended on is not
+    held against it); and where every spike came at a step whose loss spiked by design
+    (GS402's moving regression target: the gradient of a squared error grows with the
+    error). A single corrupted batch (its loss spikes too, or far above the others) and a
+    spike followed by NaN stay warnings."""
     out = []
     for s in by_optimizer(run):
         steps, found = _series_spikes(s, t, "norm")
@@ -308,18 +315,47 @@ def norm_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
         )
         if absorbed:
             finding = replace(finding, severity=Severity.INFO)
-        game = "" if absorbed else opponent_moved(run, s, steps, found)
-        if game:
+        facts, advice = ("", "") if absorbed else _by_design(run, s, t, steps, found)
+        if facts:
             finding = replace(
                 finding,
                 severity=Severity.INFO,
-                advice="not a fault by itself: in a game of optimizers (a GAN's discriminator "
-                "and generator) each one's gradient jumps when the other's moves change what it "
-                f"sees, and comes back; if they grow instead, {_spike_advice(s, at)}",
-                evidence=(*finding.evidence, game),
+                advice=f"{advice}; if they grow instead, {_spike_advice(s, at)}",
+                evidence=(*finding.evidence, facts),
             )
         out.append(about(finding, where))
     return out
+
+
+def _by_design(
+    run: WatchRun, s: Series, t: Thresholds, steps: list[StepRecord], found: list[Spike]
+) -> tuple[str, str]:
+    """(the facts, the advice) when the norm's spikes are information: a game's turns, or
+    each at a step whose loss spiked by design (a moving regression target: the gradient of
+    a squared error grows with the error); ("", "") if not."""
+    loss_steps, loss_found = _series_spikes(s, t, "loss")
+    at = {loss_steps[i].step for i, _, _ in loss_found}
+    game = opponent_moved(run, s, steps, found, t, at)
+    if game:
+        return game, (
+            "not a fault by itself: in a game of optimizers (a GAN's discriminator and "
+            "generator) each one's gradient jumps when the other's moves change what it sees, "
+            "and comes back"
+        )
+    target = recovered_at_once(run, s, loss_steps, loss_found, t)
+    if not target or any(steps[i].step not in at for i, _, _ in found):
+        return "", ""
+    return (
+        f"each of its {len(found)} spike(s) came at a step whose loss spiked by design: {target}",
+        "not a fault by itself: a regression loss whose targets move (bootstrapped values, TD "
+        "targets) jumps where an episode ends, and its gradient with it",
+    )
+
+
+def norm_spikes_by_design(run: WatchRun, s: Series, t: Thresholds) -> bool:
+    """GS403 calls the series' norm spikes information (a game's turns, a moving target)."""
+    steps, found = _series_spikes(s, t, "norm")
+    return bool(found) and bool(_by_design(run, s, t, steps, found)[0])
 
 
 def _absorbed(s: Series, spiked: list[StepRecord], t: Thresholds) -> bool:
