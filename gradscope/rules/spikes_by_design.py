@@ -10,7 +10,7 @@ import math
 import statistics
 
 from gradscope.config import Thresholds
-from gradscope.rules.step_common import MAD_SIGMA, Series, finite, regression_like
+from gradscope.rules.step_common import MAD_SIGMA, Series, finite, regression_like, step_list
 from gradscope.steps.records import StepRecord, WatchRun
 
 RECOVERY_STEPS = 5
@@ -71,6 +71,25 @@ def outlier(found: list[Spike], t: Thresholds) -> bool:
     med = statistics.median(jumps)
     sigma = MAD_SIGMA * statistics.median(abs(j - med) for j in jumps)
     return max(jumps) - med > max(t.spike_sigma * sigma, math.log(t.spike_min_ratio))
+
+
+def stands_apart(
+    run: WatchRun, s: Series, steps: list[StepRecord], found: list[Spike], t: Thresholds
+) -> tuple[list[int], str]:
+    """The spikes of a moving target but for those far above the others: (their steps, the
+    facts), the largest first; ([], "") where the rest are no such pattern either."""
+    rest = sorted(found, key=lambda f: math.log(f[1] / f[2]) if f[1] > 0 < f[2] else 0.0)
+    odd: list[Spike] = []
+    while outlier(rest, t):
+        odd.append(rest.pop())
+    if not odd or not recovered_at_once(run, s, steps, sorted(rest), t):
+        return [], ""
+    where = [steps[i].step for i, _, _ in odd]
+    which = f"step {where[0]} stands" if len(where) == 1 else f"steps {step_list(where)} stand"
+    return where, (
+        f"{which} far above the loss's other {len(rest)} spikes, which recur at one scale "
+        "and come back at once as a moving target's do (by design)"
+    )
 
 
 def _bursts(found: list[Spike]) -> list[list[Spike]]:

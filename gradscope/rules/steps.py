@@ -22,7 +22,12 @@ from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
-from gradscope.rules.spikes_by_design import Spike, opponent_moved, recovered_at_once
+from gradscope.rules.spikes_by_design import (
+    Spike,
+    opponent_moved,
+    recovered_at_once,
+    stands_apart,
+)
 from gradscope.rules.step_blowup import early_blowup_of
 from gradscope.rules.step_common import (
     Series,
@@ -185,7 +190,8 @@ def loss_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
     sigmas and spike-min-ratio over their median jump): bootstrapped value targets jump at
     every episode end by design, bounded by the values the model predicts (a last spike the
     run ended on is not held against them). A single spike, one that does not come back,
-    one far above the others (a corrupted batch) or one followed by NaN stays a warning."""
+    one far above the others (a corrupted batch: named alone, at its step, where the others
+    are by design) or one followed by NaN stays a warning."""
     out = []
     for s in by_optimizer(run):
         steps, found = _series_spikes(s, t, "loss")
@@ -212,6 +218,10 @@ def loss_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
             evidence=(f"spike steps: {step_list(where)}",),
         )
         recovered = recovered_at_once(run, s, steps, found, t)
+        odd, apart = ([], "") if recovered else stands_apart(run, s, steps, found, t)
+        if apart:
+            finding = _apart(finding, odd, apart)
+            where = odd
         if recovered:
             finding = replace(
                 finding,
@@ -223,6 +233,16 @@ def loss_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
             )
         out.append(about(finding, where))
     return out
+
+
+def _apart(finding: Finding, odd: list[int], facts: str) -> Finding:
+    """A spike or two far above a moving target's own: the fault is that batch."""
+    return replace(
+        finding,
+        advice=f"look at the batch of step {odd[0]} (a reward, target or loss scaled by "
+        "mistake, a corrupted sample): the other spikes are a moving target's, by design",
+        evidence=(*finding.evidence, facts),
+    )
 
 
 def _spike_advice(s: Series, at: StepRecord) -> str:
@@ -314,17 +334,35 @@ def norm_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
             evidence=tuple(evidence),
         )
         if absorbed:
-            finding = replace(finding, severity=Severity.INFO)
-        facts, advice = ("", "") if absorbed else _by_design(run, s, t, steps, found)
-        if facts:
-            finding = replace(
-                finding,
-                severity=Severity.INFO,
-                advice=f"{advice}; if they grow instead, {_spike_advice(s, at)}",
-                evidence=(*finding.evidence, facts),
-            )
-        out.append(about(finding, where))
+            out.append(about(replace(finding, severity=Severity.INFO), where))
+        else:
+            out.append(_norm_judged(run, s, t, (steps, found), finding, where))
     return out
+
+
+def _norm_judged(
+    run: WatchRun,
+    s: Series,
+    t: Thresholds,
+    spiked: tuple[list[StepRecord], list[Spike]],
+    finding: Finding,
+    where: list[int],
+) -> Finding:
+    """The GS403 finding as information where its spikes are by design, or named at the
+    batch that stands apart from a moving target's own spikes."""
+    steps, found = spiked
+    facts, advice = _by_design(run, s, t, steps, found)
+    if facts:
+        at = steps[max(found, key=lambda f: f[1] / f[2] if f[2] else f[1])[0]]
+        finding = replace(
+            finding,
+            severity=Severity.INFO,
+            advice=f"{advice}; if they grow instead, {_spike_advice(s, at)}",
+            evidence=(*finding.evidence, facts),
+        )
+        return about(finding, where)
+    odd, apart = _loss_apart(run, s, t, steps, found)
+    return about(_apart(finding, odd, apart), odd) if apart else about(finding, where)
 
 
 def _by_design(
@@ -350,6 +388,20 @@ def _by_design(
         "not a fault by itself: a regression loss whose targets move (bootstrapped values, TD "
         "targets) jumps where an episode ends, and its gradient with it",
     )
+
+
+def _loss_apart(
+    run: WatchRun, s: Series, t: Thresholds, steps: list[StepRecord], found: list[Spike]
+) -> tuple[list[int], str]:
+    """GS402's spikes that stand apart from a moving target's, when every norm spike came
+    at a loss spike and the largest at one of those."""
+    loss_steps, loss_found = _series_spikes(s, t, "loss")
+    odd, facts = stands_apart(run, s, loss_steps, loss_found, t)
+    at = {loss_steps[i].step for i, _, _ in loss_found}
+    top = steps[max(found, key=lambda f: f[1] / f[2] if f[2] else f[1])[0]].step
+    if not odd or top not in odd or any(steps[i].step not in at for i, _, _ in found):
+        return [], ""
+    return [x for x in odd if x in {steps[i].step for i, _, _ in found}], facts
 
 
 def norm_spikes_by_design(run: WatchRun, s: Series, t: Thresholds) -> bool:

@@ -69,6 +69,16 @@ def test_one_corrupted_batch_among_the_episode_ends_still_warns():
     for rule in ("GS402", "GS403"):
         (f,) = found[rule]
         assert f.severity == Severity.WARNING and "step 163 reached" in f.message, rule
+        # named apart from the pattern: that batch, not the episode ends
+        assert f.steps == (163,) and f.advice.startswith("look at the batch of step 163"), rule
+        assert "step 163 stands far above the loss's other 12 spikes" in f.evidence[-1], rule
+
+
+def test_two_corrupted_batches_among_the_episode_ends_are_both_named():
+    recs = episode_ends(odd=163)
+    recs[201] = rec(202, 2e5, norm=1e5)
+    (f,) = _found(run_of(recs, MSE))["GS402"]
+    assert f.severity == Severity.WARNING and set(f.steps) == {163, 202}
 
 
 # -- a game: the discriminator's turns ----------------------------------------------------

@@ -92,6 +92,7 @@ def test_one_corrupted_a2c_batch_among_episode_end_spikes_still_warns(runs):
     for rule in ("GS402", "GS403"):
         f = _one(report, rule)
         assert f.severity == Severity.WARNING and "step 151 reached" in f.message, rule
+        assert f.steps == (151,) and f.advice.startswith("look at the batch of step 151")
 
 
 def test_an_a2c_spike_followed_by_nan_still_warns(runs):
