@@ -43,9 +43,9 @@ def runs(tmp_path_factory):
     }
     cache: dict = {}
 
-    def watched(name: str, *argv: str):
+    def watched(name: str, *argv: str, steps: int | None = None):
         if (name, argv) not in cache:
-            cache[name, argv] = watch_script(scripts[name], list(argv))
+            cache[name, argv] = watch_script(scripts[name], list(argv), steps=steps)
         return cache[name, argv]
 
     try:
@@ -65,9 +65,10 @@ def _one(report, rule: str):
     return f
 
 
-A2C_HEALTHY = [(), ("--optim", "adam"), ("--shared",)]
-"""Stable-baselines3's defaults (RMSprop, lr 7e-4, clip 0.5); Adam unclipped; one trunk.
-Their return rises from ~20 to ~120-190 over 1,500 updates (run them with --updates 1500)."""
+A2C_HEALTHY = [(), ("--optim", "adam")]
+"""Stable-baselines3's defaults (RMSprop, lr 7e-4, clip 0.5); Adam unclipped. Their return
+rises from ~20 to ~120-190 over 1,500 updates (run them with --updates 1500); --shared and
+--huber runs have no norm spike to judge (the fabricated cases hold more heights)."""
 
 
 @pytest.mark.parametrize("argv", A2C_HEALTHY)
@@ -96,7 +97,7 @@ def test_one_corrupted_a2c_batch_among_episode_end_spikes_still_warns(runs):
 
 
 def test_an_a2c_spike_followed_by_nan_still_warns(runs):
-    report = runs("a2c", "--nan-at", "150")
+    report = runs("a2c", "--nan-at", "150", steps=160)
     assert report.findings[0].rule == "GS401" and report.findings[0].steps[0] == 151
     assert _one(report, "GS403").severity == Severity.WARNING
 
@@ -104,7 +105,8 @@ def test_an_a2c_spike_followed_by_nan_still_warns(runs):
 @pytest.mark.parametrize("seed", ["1", "2"])
 def test_a_discriminator_over_two_epochs_gets_no_warning(runs, seed):
     """Seed 1 holds six turns, one of six consecutive spiking steps (two turns: the generator
-    moved again before D's norm fell under the spike line); seed 2 a single turn."""
+    moved again before D's norm fell under the spike line); seed 2 a single turn (seed 3,
+    five turns, reads the same)."""
     report = runs("gan", *GAN2, "--manualSeed", seed)
     assert report.run.status == "completed" and _loud(report) == [], seed
     f = _one(report, "GS403")
