@@ -1,14 +1,16 @@
 """Spikes by design, told from faults by what followed them (GS402, GS403): a regression
-target that moves (bootstrapped values jump at every episode end) and a game whose players
-take turns (a GAN's discriminator). Each returns the facts that make the spikes
-information, or "" where they are not. No torch."""
+target that moves (bootstrapped values jump at every episode end, and the gradient with
+them) and a game whose players take turns (a GAN's discriminator). Such spikes recur at one
+scale: one far above the others is a fault among them (a corrupted batch). Each returns the
+facts that make the spikes information, or "" where they are not. No torch."""
 
 from __future__ import annotations
 
 import math
 import statistics
 
-from gradscope.rules.step_common import Series, finite, regression_like
+from gradscope.config import Thresholds
+from gradscope.rules.step_common import MAD_SIGMA, Series, finite, regression_like, step_list
 from gradscope.steps.records import StepRecord, WatchRun
 
 RECOVERY_STEPS = 5
@@ -17,13 +19,20 @@ that are not spikes themselves, within twice as many) whose median must be at le
 back to the median it jumped from, for it to have recovered at once."""
 
 
+RECURRING = 3
+"""Spikes (or a game's turns) that make a pattern by design: fewer are events."""
+
+Spike = tuple[int, float, float]
+"""(index in the series' steps, value, the rolling median it jumped from)."""
+
+
 def recovered_at_once(
-    run: WatchRun, s: Series, steps: list[StepRecord], found: list[tuple[int, float, float]]
+    run: WatchRun, s: Series, steps: list[StepRecord], found: list[Spike], t: Thresholds
 ) -> str:
     """The facts when the spikes are those of a moving regression target: 3 or more that
-    were each over within RECOVERY_STEPS (a last one the run ended on aside), no non-finite
-    loss, a regression or unrecognised term; "" if not."""
-    if len(found) < 3 or not regression_like(run, s):
+    were each over within RECOVERY_STEPS (a last one the run ended on aside), of one scale,
+    no non-finite loss, a regression or unrecognised term; "" if not."""
+    if len(found) < RECURRING or not regression_like(run, s) or outlier(found, t):
         return ""
     if any(r.loss is not None and not math.isfinite(r.loss) for r in s.steps):
         return ""
@@ -51,9 +60,41 @@ def recovered_at_once(
     )
 
 
-def _bursts(found: list[tuple[int, float, float]]) -> list[list[tuple[int, float, float]]]:
+def outlier(found: list[Spike], t: Thresholds) -> bool:
+    """One spike far above the others, by the spike test itself (spike-sigma robust sigmas
+    and spike-min-ratio over their median jump, on a log scale): a moving target's jumps are
+    bounded by the values the model predicts, a game's by what one turn changes; a batch
+    scaled by mistake is not."""
+    jumps = [math.log(v / m) for _, v, m in found if v > 0 and m > 0]
+    if len(jumps) < RECURRING:
+        return False
+    med = statistics.median(jumps)
+    sigma = MAD_SIGMA * statistics.median(abs(j - med) for j in jumps)
+    return max(jumps) - med > max(t.spike_sigma * sigma, math.log(t.spike_min_ratio))
+
+
+def stands_apart(
+    run: WatchRun, s: Series, steps: list[StepRecord], found: list[Spike], t: Thresholds
+) -> tuple[list[int], str]:
+    """The spikes of a moving target but for those far above the others: (their steps, the
+    facts), the largest first; ([], "") where the rest are no such pattern either."""
+    rest = sorted(found, key=lambda f: math.log(f[1] / f[2]) if f[1] > 0 < f[2] else 0.0)
+    odd: list[Spike] = []
+    while outlier(rest, t):
+        odd.append(rest.pop())
+    if not odd or not recovered_at_once(run, s, steps, sorted(rest), t):
+        return [], ""
+    where = [steps[i].step for i, _, _ in odd]
+    which = f"step {where[0]} stands" if len(where) == 1 else f"steps {step_list(where)} stand"
+    return where, (
+        f"{which} far above the loss's other {len(rest)} spikes, which recur at one scale "
+        "and come back at once as a moving target's do (by design)"
+    )
+
+
+def _bursts(found: list[Spike]) -> list[list[Spike]]:
     """The spikes grouped into runs of consecutive steps."""
-    out: list[list[tuple[int, float, float]]] = []
+    out: list[list[Spike]] = []
     for f in sorted(found):
         if out and f[0] == out[-1][-1][0] + 1:
             out[-1].append(f)
@@ -62,9 +103,7 @@ def _bursts(found: list[tuple[int, float, float]]) -> list[list[tuple[int, float
     return out
 
 
-def _came_back(
-    burst: list[tuple[int, float, float]], losses: list[float], spiked: set[int]
-) -> bool | None:
+def _came_back(burst: list[Spike], losses: list[float], spiked: set[int]) -> bool | None:
     """The burst lasted at most RECOVERY_STEPS and the median of the next RECOVERY_STEPS
     steps that are not spikes is at least halfway back to the median it jumped from; None:
     not yet, and the run ended before those steps."""
@@ -79,28 +118,72 @@ def _came_back(
     return None if len(after) < RECOVERY_STEPS and near.stop == len(losses) else False
 
 
+def _turns(burst: list[Spike], norms: list[float]) -> list[list[Spike]]:
+    """A burst of a game split into its turns: a turn ends at the step its norm falls at
+    least halfway back from the turn's peak to the median it jumped from, and the next
+    starts where the norm rises again. The opponent may move again before the norm falls
+    under the spike line, so consecutive spiking steps can hold several turns."""
+    turns: list[list[Spike]] = [[burst[0]]]
+    falling = False
+    for f in burst[1:]:
+        turn = turns[-1]
+        peak, base = max(v for _, v, _ in turn), turn[0][2]
+        if falling and f[1] > norms[f[0] - 1]:
+            turns.append([f])
+            falling = False
+        elif not falling and f[1] - base <= (peak - base) / 2:
+            falling = True
+        elif not falling:
+            turn.append(f)
+    return turns
+
+
+def _turn_came_back(turn: list[Spike], last: bool, norms: list[float], spiked: set[int]):
+    """A turn inside a burst came back by its end (at most RECOVERY_STEPS long); the
+    burst's last is judged by the steps after the burst."""
+    return _came_back(turn, norms, spiked) if last else len(turn) <= RECOVERY_STEPS
+
+
 def opponent_moved(
-    run: WatchRun, s: Series, steps: list[StepRecord], found: list[tuple[int, float, float]]
+    run: WatchRun,
+    s: Series,
+    steps: list[StepRecord],
+    found: list[Spike],
+    t: Thresholds,
+    loss_spikes: set[int],
 ) -> str:
     """The facts when the spikes are those of a game: the series' steps alternate with
-    another optimizer's, each burst of spikes that could be seen came back at once (the
-    last one the run ended on aside), and no loss or gradient of the series went non-finite;
-    "" if not."""
+    another optimizer's, its loss did not spike at any of them (what changed is what it sees,
+    the other player's output, not the error of one batch: a corrupted batch or a loss scaled
+    by mistake spikes the loss too), every turn (a rise and its fall) that could be seen came
+    back at least halfway within RECOVERY_STEPS (a last one the run ended on is not held
+    against it), none far above the others, and no loss or gradient of the series went
+    non-finite; "" if not."""
     mine = {r.step for r in s.steps}
     others = [r.step for r in run.steps if r.step not in mine]
     if not others or not (min(others) < max(mine) and max(others) > min(mine)):
         return ""
     if any(not finite(r.loss) or not finite(r.grad_norm) for r in s.steps if r.loss is not None):
         return ""
+    if outlier(found, t) or any(steps[i].step in loss_spikes for i, _, _ in found):
+        return ""
     norms = [r.grad_norm for r in steps]
-    seen = [_came_back(b, norms, {i for i, _, _ in found}) for b in _bursts(found)]
+    spiked = {i for i, _, _ in found}
+    seen = []
+    for burst in _bursts(found):
+        turns = _turns(burst, norms)
+        tail = [f for f in burst if f[0] >= turns[-1][0][0]]
+        seen += [_turn_came_back(x, False, norms, spiked) for x in turns[:-1]]
+        seen.append(_turn_came_back(tail, True, norms, spiked))
     unseen = seen[-1] is None
     if unseen:
         seen.pop()
     if not all(seen):
         return ""
     return (
-        f"its steps alternate with another optimizer's; {len(seen)} burst(s) of spikes came "
-        f"back at least halfway within {RECOVERY_STEPS} steps, none went non-finite"
+        f"its steps alternate with another optimizer's; its loss did not spike with its "
+        f"gradient; {len(seen)} turn(s) of its gradient norm (a rise and its fall) came back "
+        f"at least halfway within {RECOVERY_STEPS} steps, none far above the others, none "
+        "went non-finite"
         + ("; the last ended the run before it could be seen to come back" if unseen else "")
     )

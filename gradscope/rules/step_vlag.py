@@ -11,13 +11,14 @@ recorded gradient norms give that ratio for the whole gradient at every step, fr
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_common import Series, about, by_optimizer, step_list
-from gradscope.rules.steps import series_spike_steps
+from gradscope.rules.steps import norm_spikes_by_design, series_spike_steps
 from gradscope.steps.records import StepRecord, WatchRun
 
 RMS_LIMIT = 5.0
@@ -71,7 +72,9 @@ def adam_v_lag(run: WatchRun, t: Thresholds) -> list[Finding]:
     optimizer's β2: the tensor-level RMS_t of StableAdamW, about 1 on a healthy step. Adam's
     √v̂ lags such a gradient, so that step's update is far larger than usual (RMS_t is at
     most √(1/(1-β2))) and the momentum carries it on; named at that step, whose update
-    applied it. Under SGD, or with the spike clipped to the usual size, it is silent."""
+    applied it. Under SGD, or with the spike clipped to the usual size, it is silent;
+    information where GS403 calls the spikes so (a game's turns, a moving target's jumps):
+    Adam's lag is then part of the design, and the run came back from it."""
     out = []
     for s in by_optimizer(run):
         beta2 = _beta2(run, s.index)
@@ -79,9 +82,20 @@ def adam_v_lag(run: WatchRun, t: Thresholds) -> list[Finding]:
             continue
         spiked = series_spike_steps(s, t, "norm")
         lagged = [(r, x) for r, x in rms_t(s.live(), beta2) if r.step in spiked and x >= RMS_LIMIT]
-        if lagged:
+        if lagged and norm_spikes_by_design(run, s, t):
+            out.append(_by_design(_finding(s, lagged, beta2)))
+        elif lagged:
             out.append(_finding(s, lagged, beta2))
     return out
+
+
+def _by_design(finding: Finding) -> Finding:
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        advice="not a fault by itself: the spikes are by design (see norm-spike) and the run "
+        "came back from each; if the loss spikes after them grow, " + finding.advice,
+    )
 
 
 def _finding(s: Series, lagged: list[tuple[StepRecord, float]], beta2: float) -> Finding:

@@ -22,7 +22,12 @@ from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
-from gradscope.rules.spikes_by_design import opponent_moved, recovered_at_once
+from gradscope.rules.spikes_by_design import (
+    Spike,
+    opponent_moved,
+    recovered_at_once,
+    stands_apart,
+)
 from gradscope.rules.step_blowup import early_blowup_of
 from gradscope.rules.step_common import (
     Series,
@@ -40,7 +45,7 @@ from gradscope.rules.step_common import (
 )
 from gradscope.steps.records import StepRecord, WatchRun
 
-__all__ = ["series_spike_steps", "spike_steps", "spikes"]
+__all__ = ["norm_spikes_by_design", "series_spike_steps", "spike_steps", "spikes"]
 
 
 # -- GS401 -----------------------------------------------------------------------------
@@ -191,9 +196,12 @@ def loss_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
     each comes back at once (at most 5 spiking steps in a row, and the median of the next 5
     steps that are not spikes at least halfway back to the median it jumped from), no loss
     is non-finite and the loss has a regression term or an unrecognised one (mse,
-    huber, smooth_l1, a custom objective): bootstrapped value targets jump at every episode
-    end by design (a last spike the run ended on is not held against them). A single spike,
-    one that does not come back, or one followed by NaN stays a warning."""
+    huber, smooth_l1, a custom objective), none far above the others (spike-sigma robust
+    sigmas and spike-min-ratio over their median jump): bootstrapped value targets jump at
+    every episode end by design, bounded by the values the model predicts (a last spike the
+    run ended on is not held against them). A single spike, one that does not come back,
+    one far above the others (a corrupted batch: named alone, at its step, where the others
+    are by design) or one followed by NaN stays a warning."""
     out = []
     for s in by_optimizer(run):
         steps, found = _series_spikes(s, t, "loss")
@@ -219,7 +227,11 @@ def loss_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
             threshold=med,
             evidence=(f"spike steps: {step_list(where)}",),
         )
-        recovered = recovered_at_once(run, s, steps, found)
+        recovered = recovered_at_once(run, s, steps, found, t)
+        odd, apart = ([], "") if recovered else stands_apart(run, s, steps, found, t)
+        if apart:
+            finding = _apart(finding, odd, apart)
+            where = odd
         if recovered:
             finding = replace(
                 finding,
@@ -231,6 +243,16 @@ def loss_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
             )
         out.append(about(finding, where))
     return out
+
+
+def _apart(finding: Finding, odd: list[int], facts: str) -> Finding:
+    """A spike or two far above a moving target's own: the fault is that batch."""
+    return replace(
+        finding,
+        advice=f"look at the batch of step {odd[0]} (a reward, target or loss scaled by "
+        "mistake, a corrupted sample): the other spikes are a moving target's, by design",
+        evidence=(*finding.evidence, facts),
+    )
 
 
 def _spike_advice(s: Series, at: StepRecord) -> str:
@@ -284,10 +306,15 @@ def norm_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
     layers that drove it (their norm against their own rolling median) and whether the sampled
     update norm spiked first, which points at the optimizer's state rather than one batch.
     Information, not a warning, in a game of optimizers (a GAN: the series' steps alternate
-    with another optimizer's) where every burst of spikes that could be seen came back at
-    least halfway within 5 steps and nothing went non-finite: each player's gradient jumps
-    when the other's moves change what it sees (a last burst the run ended on is not held
-    against it)."""
+    with another optimizer's) where the series' loss did not spike with its gradient, every
+    turn of the norm (a rise and its fall: the other player may move again before the norm
+    falls under the spike line) that could be seen came back at least halfway within 5
+    steps, none far above the others, and nothing went non-finite: each player's gradient
+    jumps when the other's moves change what it sees (a last burst the run ended on is not
+    held against it); and where every spike came at a step whose loss spiked by design
+    (GS402's moving regression target: the gradient of a squared error grows with the
+    error). A single corrupted batch (its loss spikes too, or far above the others) and a
+    spike followed by NaN stay warnings."""
     out = []
     for s in by_optimizer(run):
         steps, found = _series_spikes(s, t, "norm")
@@ -322,19 +349,80 @@ def norm_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
             evidence=tuple(evidence),
         )
         if absorbed:
-            finding = replace(finding, severity=Severity.INFO)
-        game = "" if absorbed else opponent_moved(run, s, steps, found)
-        if game:
-            finding = replace(
-                finding,
-                severity=Severity.INFO,
-                advice="not a fault by itself: in a game of optimizers (a GAN's discriminator "
-                "and generator) each one's gradient jumps when the other's moves change what it "
-                f"sees, and comes back; if they grow instead, {_spike_advice(s, at)}",
-                evidence=(*finding.evidence, game),
-            )
-        out.append(about(finding, where))
+            out.append(about(replace(finding, severity=Severity.INFO), where))
+        else:
+            out.append(_norm_judged(run, s, t, (steps, found), finding, where))
     return out
+
+
+def _norm_judged(
+    run: WatchRun,
+    s: Series,
+    t: Thresholds,
+    spiked: tuple[list[StepRecord], list[Spike]],
+    finding: Finding,
+    where: list[int],
+) -> Finding:
+    """The GS403 finding as information where its spikes are by design, or named at the
+    batch that stands apart from a moving target's own spikes."""
+    steps, found = spiked
+    facts, advice = _by_design(run, s, t, steps, found)
+    if facts:
+        at = steps[max(found, key=lambda f: f[1] / f[2] if f[2] else f[1])[0]]
+        finding = replace(
+            finding,
+            severity=Severity.INFO,
+            advice=f"{advice}; if they grow instead, {_spike_advice(s, at)}",
+            evidence=(*finding.evidence, facts),
+        )
+        return about(finding, where)
+    odd, apart = _loss_apart(run, s, t, steps, found)
+    return about(_apart(finding, odd, apart), odd) if apart else about(finding, where)
+
+
+def _by_design(
+    run: WatchRun, s: Series, t: Thresholds, steps: list[StepRecord], found: list[Spike]
+) -> tuple[str, str]:
+    """(the facts, the advice) when the norm's spikes are information: a game's turns, or
+    each at a step whose loss spiked by design (a moving regression target: the gradient of
+    a squared error grows with the error); ("", "") if not."""
+    loss_steps, loss_found = _series_spikes(s, t, "loss")
+    at = {loss_steps[i].step for i, _, _ in loss_found}
+    game = opponent_moved(run, s, steps, found, t, at)
+    if game:
+        return game, (
+            "not a fault by itself: in a game of optimizers (a GAN's discriminator and "
+            "generator) each one's gradient jumps when the other's moves change what it sees, "
+            "and comes back"
+        )
+    target = recovered_at_once(run, s, loss_steps, loss_found, t)
+    if not target or any(steps[i].step not in at for i, _, _ in found):
+        return "", ""
+    return (
+        f"each of its {len(found)} spike(s) came at a step whose loss spiked by design: {target}",
+        "not a fault by itself: a regression loss whose targets move (bootstrapped values, TD "
+        "targets) jumps where an episode ends, and its gradient with it",
+    )
+
+
+def _loss_apart(
+    run: WatchRun, s: Series, t: Thresholds, steps: list[StepRecord], found: list[Spike]
+) -> tuple[list[int], str]:
+    """GS402's spikes that stand apart from a moving target's, when every norm spike came
+    at a loss spike and the largest at one of those."""
+    loss_steps, loss_found = _series_spikes(s, t, "loss")
+    odd, facts = stands_apart(run, s, loss_steps, loss_found, t)
+    at = {loss_steps[i].step for i, _, _ in loss_found}
+    top = steps[max(found, key=lambda f: f[1] / f[2] if f[2] else f[1])[0]].step
+    if not odd or top not in odd or any(steps[i].step not in at for i, _, _ in found):
+        return [], ""
+    return [x for x in odd if x in {steps[i].step for i, _, _ in found}], facts
+
+
+def norm_spikes_by_design(run: WatchRun, s: Series, t: Thresholds) -> bool:
+    """GS403 calls the series' norm spikes information (a game's turns, a moving target)."""
+    steps, found = _series_spikes(s, t, "norm")
+    return bool(found) and bool(_by_design(run, s, t, steps, found)[0])
 
 
 def _absorbed(s: Series, spiked: list[StepRecord], t: Thresholds) -> bool:
