@@ -39,7 +39,8 @@ def graph(
     graph_mod.check_dot(fmt)
     path = destination(options.output, "--output")
     settings = settings_or_default(settings)
-    built = model_file.resolve(check_spec(target or configured_target(settings)))
+    spec = configured_target(settings) if target is None else target
+    built = model_file.resolve(check_spec(spec))
     t = built.target
     probed = _probe(t.model, t.batch, t.loss_fn, settings) if options.probe else None
     drawing = graph_mod.graph_of(
