@@ -13,11 +13,13 @@ from gradscope.config import Settings, Thresholds
 from gradscope.findings import Finding
 from gradscope.rules import (  # noqa: F401  (declare)
     causes,
+    step_attention,
     step_batch,
     step_blowup,
     step_clipping,
     step_eps,
     step_layers,
+    step_logit_drift,
     step_logits,
     step_lr_jump,
     step_meaning,
