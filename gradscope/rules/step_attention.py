@@ -14,7 +14,7 @@ from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_common import about
-from gradscope.rules.step_growth import SPAN, steady_rise
+from gradscope.rules.step_growth import steady_rise
 from gradscope.steps.logit_facts import AttentionSeries
 from gradscope.steps.records import WatchRun
 
@@ -25,6 +25,9 @@ GROWTH = 10.0
 """At least this many times its early level (the median of its first three samples)."""
 DOUBLING = 2.0
 """At least this many times its value SPAN steps before: still growing."""
+SPAN = 128
+"""Steps the growth is judged over (8 samples): attention logits grow by orders of
+magnitude in a few hundred steps, a trend this long is no spike."""
 
 
 @rule(
@@ -34,7 +37,7 @@ DOUBLING = 2.0
     "precursor",
     Stage.WATCH,
     "watch (precursor): the largest pre-softmax attention logit of a module grew steadily, "
-    "10× its early level and past 100, doubling within 256 steps: its softmax saturates "
+    "10× its early level and past 100, doubling within 128 steps: its softmax saturates "
     "and the run diverges next",
     example="a 2-layer char-level GPT at a high constant learning rate, no qk-layernorm: "
     "attention logits in `h.1.attn` grew 40× in 300 steps (max 212), the loss diverged "
@@ -46,13 +49,13 @@ def attention_logit_growth(run: WatchRun, t: Thresholds) -> list[Finding]:
     """Per attention module (scaled_dot_product_attention, or a softmax over 4-d q @ kᵀ
     scores), the largest |q·kᵀ|·scale of its first batch element at every 16th step. It
     warns at the first sample at which that logit is past 100, 10× the median of its
-    first three samples, at least twice what it was 256 steps before, and rose at 60% of
+    first three samples, at least twice what it was 128 steps before, and rose at 60% of
     the samples in between: a trend over hundreds of steps, not a spike nor a level that
     a trained model holds. The module whose logits grew first is named; the others are in
     the evidence. A run with qk-layernorm is judged the same way, by its logits."""
     grown = []
     for series in run.state_facts.attention:
-        at = steady_rise(series.steps, series.maxima, LEVEL, GROWTH, DOUBLING)
+        at = steady_rise(series.steps, series.maxima, LEVEL, GROWTH, DOUBLING, SPAN)
         if at is not None:
             grown.append((series.steps[at], at, series))
     if not grown:

@@ -83,7 +83,7 @@ def test_attention_logits_at_a_trained_level_a_spike_or_noise_stay_silent():
 
 
 def test_the_module_whose_logits_grew_first_is_named_the_others_listed():
-    late = [3.0] * 20 + _growing(3.0, 2000.0)[20:]
+    late = [3.0] * 8 + _growing(3.0, 2000.0)[:-8]  # the same growth, 128 steps later
     facts = StateFacts(
         attention=(
             AttentionSeries("h.0.attn", SAMPLES, tuple(late)),
@@ -125,3 +125,14 @@ def test_a_drift_the_loss_explains_a_small_one_or_a_walk_stays_silent():
     assert max(abs(w - math.log(27)) for w in walk) > 3
     for run in (confident, small, _run(_drift(walk))):
         assert "GS454" not in _found(run)
+
+
+def test_a_run_of_one_or_a_few_samples_is_judged_without_a_trend():
+    for n in (1, 2, 5):
+        steps = SAMPLES[:n]
+        facts = StateFacts(
+            attention=(AttentionSeries("attn", steps, tuple(10.0**i for i in range(n))),),
+            output_logits=OutputLogits(steps, tuple(30.0 * i for i in range(n)), (40.0,) * n, 27),
+        )
+        found = _found(_run(facts, n=16 * n))
+        assert "GS453" not in found and "GS454" not in found
