@@ -41,7 +41,8 @@ class LogitProbe:
     attention: dict[str, list[tuple[int, torch.Tensor]]] = field(default_factory=dict)
     """Module name → (step, device max |logit|) of each sampled step."""
     output: list[tuple[int, torch.Tensor]] = field(default_factory=list)
-    """(step, device [mean log Z, max log Z, classes]) of each sampled step."""
+    """(step, device [mean log Z, max log Z]) of each sampled step."""
+    classes: int = 0
     names: dict[int, str] = field(default_factory=dict)
     roots: int = -1
     off: bool = False
@@ -91,8 +92,8 @@ class LogitProbe:
         dim = 1 if logits.dim() >= 2 else 0
         with torch.no_grad():
             z = torch.logsumexp(logits.detach().float(), dim=dim)
-            c = torch.tensor(float(logits.shape[dim]), device=z.device)
-            self.output.append((step, torch.stack([z.mean(), z.amax(), c])))
+            self.output.append((step, torch.stack([z.mean(), z.amax()])))
+        self.classes = int(logits.shape[dim])
 
     def _module(self, roots: Any) -> str:
         """The name of the watched module whose forward made this call (its `self`)."""
@@ -126,12 +127,12 @@ class LogitProbe:
             at += len(steps)
         output = None
         if self.output:
-            rows = [flat[at + 3 * i : at + 3 * i + 3] for i in range(len(self.output))]
+            rows = [flat[at + 2 * i : at + 2 * i + 2] for i in range(len(self.output))]
             output = OutputLogits(
                 tuple(s for s, _ in self.output),
                 tuple(r[0] for r in rows),
                 tuple(r[1] for r in rows),
-                int(rows[-1][2]),
+                self.classes,
             )
         self.attention, self.output = {}, []
         return tuple(attention), output

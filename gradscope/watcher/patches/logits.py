@@ -29,8 +29,12 @@ class _Sampled(Patch):
     def wrap(self, original: Callable[..., Any]) -> Any:
         state, measure = self.state, self.measure
 
+        every = logit_probe.SAMPLE_EVERY
+
         def sampled(*args: Any, **kw: Any) -> Any:
             step = state.steps + 1
+            if step % every:  # most calls: nothing but the check
+                return original(*args, **kw)
             if logit_probe.sampled(step) and not state.off and not state.logits.off:
                 try:
                     measure(step, args, kw)
