@@ -111,3 +111,13 @@ def logit_probe_part() -> str:
     from gradscope.watcher.patches.logits import PART
 
     return PART
+
+
+def test_a_model_with_qk_layernorm_is_judged_by_its_logits():
+    """qk-layernorm whose gains grow (3% a step, nothing decays them): the logits grow
+    all the same, and GS453 names the module; the same model's other attention, and the
+    model without the growth, stay silent."""
+    grown = watched("logit_heads.py", "320", "qknorm-grow")
+    (f,) = [f for f in grown.findings if f.rule == "GS453"]
+    assert f.subject == "fused" and f.steps[0] < 320
+    assert "GS453" not in {f.rule for f in watched("logit_heads.py", "320").findings}
