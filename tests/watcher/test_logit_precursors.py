@@ -70,6 +70,7 @@ def test_attention_logits_growing_for_hundreds_of_steps_warn_before_the_divergen
     assert f.steps[0] < 600 and "qk-layernorm" in f.advice
     (nan,) = found["GS401"]
     assert nan.explained_by == "GS453:h.1.attn" and nan.lead == 700 - f.steps[0] >= 100
+    assert nan.to_dict()["lead"] == nan.lead and f"warned {nan.lead} steps before" in nan.advice
 
 
 def test_attention_logits_at_a_trained_level_a_spike_or_noise_stay_silent():
@@ -106,10 +107,14 @@ def _drifting(start: float, end: float):
 
 
 def test_a_log_partition_that_drifts_while_the_loss_stays_warns():
-    found = _found(_run(_drift(_drifting(math.log(27), 25.0)), lambda k: 2.1 if k < 750 else 3.3))
+    found = _found(
+        _run(_drift(_drifting(math.log(27), 25.0)), lambda k: 2.1 if k < 750 else math.nan)
+    )
     (f,) = found["GS454"]
     assert f.subject == "output logits" and "drifted up" in f.message and "z-loss" in f.advice
     assert f.steps[0] < 750 and f.value >= 10
+    (nan,) = found["GS401"]
+    assert nan.explained_by == "GS454:output logits" and nan.lead == 750 - f.steps[0] > 0
     down = _found(_run(_drift(_drifting(math.log(27), -20.0))))
     assert "drifted down" in down["GS454"][0].message
 
