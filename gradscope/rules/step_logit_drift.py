@@ -46,8 +46,8 @@ AGAINST_LOSS = 4.0
     "the output head, or a lower learning rate",
 )
 def logit_drift(run: WatchRun, t: Thresholds) -> list[Finding]:
-    """At every 16th step, the logits given to cross_entropy: the mean over the step's rows
-    of log Z = logsumexp over the classes. A uniform guess, and any logits of one level,
+    """At every 16th step, the logits given to cross_entropy: the mean over the step's
+    first 256 rows of log Z = logsumexp over the classes. A uniform guess, and any logits of one level,
     sit at ln C; the cross-entropy's gradient sums to zero over the classes and never pulls
     the level back. It warns at the first sample at which the mean log Z is 10 nats or
     more from ln C, 2 nats or more further than 256 steps before, rose at 60% of the

@@ -24,6 +24,6 @@ class OutputLogits:
 
     steps: tuple[int, ...]
     mean: tuple[float, ...]
-    """The mean of log Z over the step's rows."""
+    """The mean of log Z over the step's rows (its first 256)."""
     max: tuple[float, ...]
     classes: int

@@ -27,6 +27,9 @@ LATE_STEP = 16_384
 LATE_EVERY = 256
 MAX_MODULES = 64
 """Attention modules followed at most (the first ones called)."""
+MAX_ROWS = 256
+"""Rows of the logits given to cross_entropy measured (the first ones): a logsumexp over a
+language model's whole vocabulary for every row would cost more than the loss itself."""
 MAX_FRAMES = 8
 """Frames walked up from the attention call to the module that made it."""
 
@@ -84,14 +87,16 @@ class LogitProbe:
             series.append((step, torch.where(torch.isfinite(s), s, 0.0).amax()))
 
     def cross_entropy(self, step: int, logits: Any) -> None:
-        """The logits given to cross_entropy: their log-partition per row, mean and max."""
+        """The logits given to cross_entropy: their log-partition per row (the first
+        MAX_ROWS), mean and max."""
         if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
             return
         if (self.output and self.output[-1][0] == step) or logits.numel() == 0:
             return
         dim = 1 if logits.dim() >= 2 else 0
         with torch.no_grad():
-            z = torch.logsumexp(logits.detach().float(), dim=dim)
+            rows = logits.detach()[:MAX_ROWS] if dim == 1 else logits.detach()
+            z = torch.logsumexp(rows.float(), dim=dim)
             self.output.append((step, torch.stack([z.mean(), z.amax()])))
         self.classes = int(logits.shape[dim])
 

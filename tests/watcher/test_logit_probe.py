@@ -72,6 +72,14 @@ def test_the_log_partition_at_cross_entropy_is_logsumexp_over_the_classes():
     assert output.max[0] == pytest.approx(z.max().item(), rel=1e-5)
 
 
+def test_a_large_batch_of_logits_is_measured_on_its_first_rows():
+    logits = torch.cat([torch.zeros(logit_probe.MAX_ROWS, 5), torch.full((44, 5), 50.0)])
+    probe = LogitProbe()
+    probe.cross_entropy(16, logits)
+    _, output = probe.facts()
+    assert output.mean[0] == pytest.approx(math.log(5)) and output.max[0] < 2
+
+
 def test_only_the_sampled_steps_are_measured():
     assert [s for s in range(1, 100) if logit_probe.sampled(s)] == [16, 32, 48, 64, 80, 96]
     assert not logit_probe.sampled(16_384 + 16) and logit_probe.sampled(16_384 + 256)
