@@ -47,13 +47,13 @@ AGAINST_LOSS = 4.0
 )
 def logit_drift(run: WatchRun, t: Thresholds) -> list[Finding]:
     """At every 16th step, the logits given to cross_entropy: the mean over the step's
-    first 256 rows of log Z = logsumexp over the classes. A uniform guess, and any logits of one level,
-    sit at ln C; the cross-entropy's gradient sums to zero over the classes and never pulls
-    the level back. It warns at the first sample at which the mean log Z is 10 nats or
-    more from ln C, 2 nats or more further than 256 steps before, rose at 60% of the
-    samples in between, and grew at least 4× as much as the loss (the median of the 16
-    steps before each end) fell over those steps: a drift that buys no fit. One
-    optimizer only (a GAN's losses move by design)."""
+    first 256 rows of log Z = logsumexp over the classes. A uniform guess, and any logits
+    of one level, sit at ln C; the cross-entropy's gradient sums to zero over the classes
+    and never pulls the level back. It warns at the first sample at which the mean log Z
+    is 10 nats or more from ln C, 2 nats or more further than 256 steps before, rose at
+    60% of the samples in between, and grew at least 4× as much as the loss (the median
+    of the 16 steps before each end) fell over those steps: a drift that buys no fit.
+    One optimizer only (a GAN's losses move by design)."""
     o = run.state_facts.output_logits
     if o is None or len(run.optimizers) > 1 or o.classes < 2:
         return []

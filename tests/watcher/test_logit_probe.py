@@ -129,3 +129,31 @@ def test_a_model_with_qk_layernorm_is_judged_by_its_logits():
     (f,) = [f for f in grown.findings if f.rule == "GS453"]
     assert f.subject == "fused" and f.steps[0] < 320
     assert "GS453" not in {f.rule for f in watched("logit_heads.py", "320").findings}
+
+
+def test_a_compiled_forward_is_traced_once_not_once_a_step():
+    """Inside torch.compile the patched calls only call what they wrap: reading the step
+    there would guard the graph on it and recompile at every step (8 graphs, then the
+    recompile limit)."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    from gradscope.watcher import watch
+
+    torch._dynamo.reset()
+    counters.clear()
+    model = torch.nn.Linear(8, 5)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    @torch.compile(backend="eager")
+    def loss_of(x, y):
+        return torch.nn.functional.cross_entropy(model(x), y)
+
+    with watch() as w:
+        for _ in range(40):
+            loss = loss_of(torch.randn(4, 8), torch.randint(0, 5, (4,)))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    torch._dynamo.reset()
+    assert len(w.run.steps) == 40 and counters["stats"]["unique_graphs"] == 1

@@ -1,7 +1,8 @@
 """`scaled_dot_product_attention`, `softmax` and `cross_entropy` of torch.nn.functional:
 on a sampled step (logit_probe.py), the logits they were given, measured on the device.
 Any other step only calls what they wrap; a failure switches the probe off, never the
-watch."""
+watch. Inside a region torch.compile traces they only call what they wrap: reading the
+step there would guard the graph on it, a recompilation every step."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch.nn.functional as F
+from torch.compiler import is_compiling
 
 from gradscope.watcher import logit_probe
 from gradscope.watcher.patches.base import Patch
@@ -32,6 +34,8 @@ class _Sampled(Patch):
         every = logit_probe.SAMPLE_EVERY
 
         def sampled(*args: Any, **kw: Any) -> Any:
+            if is_compiling():  # traced once by torch.compile: no guard on the step
+                return original(*args, **kw)
             step = state.steps + 1
             if step % every:  # most calls: nothing but the check
                 return original(*args, **kw)
