@@ -1,9 +1,10 @@
-# A char-level GPT (2 layers, d=64, context 32, its attention in the open) on text of a
+# A char-level GPT (2 layers, or 3, d=64, context 32, its attention in the open) on text of a
 # Markov chain over 27 symbols, AdamW at a high constant learning rate after a warm-up,
 # that diverges by one mechanism picked by argv[1]:
 #   attn         lr 0.15 after 100 steps of warm-up, no norm on q and k: the attention
 #                logits grow from step ~100, the softmax saturates, the loss goes back to
 #                the uniform guess (ln 27) by step ~550
+#   attn-deep    the same with 3 layers: the loss diverges by step ~375
 #   attn-low     the same at lr 0.015: healthy (no qk-layernorm either)
 #   attn-qknorm  the same at lr 0.15 with qk-layernorm: healthy
 # ARGS: MODE [STEPS]
@@ -16,7 +17,8 @@ import torch.nn.functional as F
 mode = sys.argv[1] if len(sys.argv) > 1 else "attn"
 steps = int(sys.argv[2]) if len(sys.argv) > 2 else 600
 torch.manual_seed(0)
-V, T, B, D, H, LAYERS, WARMUP = 27, 32, 32, 64, 4, 2, 100
+V, T, B, D, H, WARMUP = 27, 32, 32, 64, 4, 100
+LAYERS = 3 if mode == "attn-deep" else 2
 PEAK = 0.015 if mode == "attn-low" else 0.15
 QK_NORM = mode == "attn-qknorm"
 table = torch.distributions.Dirichlet(torch.full((V,), 0.2)).sample((V,))
