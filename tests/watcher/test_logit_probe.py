@@ -157,3 +157,13 @@ def test_a_compiled_forward_is_traced_once_not_once_a_step():
             opt.step()
     torch._dynamo.reset()
     assert len(w.run.steps) == 40 and counters["stats"]["unique_graphs"] == 1
+
+
+def test_a_call_outside_every_watched_module_is_named_by_its_function():
+    def attention_by_hand(q, k):
+        probe.attend(16, q, k, None, False, [])
+
+    probe = LogitProbe()
+    attention_by_hand(torch.randn(1, 2, 4, 8), torch.randn(1, 2, 4, 8))
+    (series,), _ = probe.facts()
+    assert series.module == "attention_by_hand()"
