@@ -40,8 +40,9 @@ AGAINST_LOSS = 4.0
     "watch (precursor): the output logits' log-partition (logsumexp at the cross-entropy) "
     "drifted 10 nats or more from ln C, 2 nats or more in 256 steps and 4× what the loss "
     "fell meanwhile: nothing holds their level and the loss diverges next",
-    example="a language model at a high learning rate without weight decay or z-loss: "
-    "the mean log Z went from 3.3 to 14 in 500 steps while the loss stayed at 2.1",
+    example="a language model at a high learning rate without weight decay or z-loss "
+    "(Wortsman et al. 2023; no run of the corpus diverges this way yet): the mean log Z "
+    "drifts tens of nats from ln C while the loss holds",
     fix="a z-loss of 1e-4·logsumexp(logits)² added to the loss (PaLM), weight decay on "
     "the output head, or a lower learning rate",
 )
