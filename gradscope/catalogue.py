@@ -30,11 +30,13 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
     "gradcheck": ("gradscope.gradcheck.findings",),
     "watch": (  # the judge runs them by rule id, whatever their order here
         "gradscope.rules.steps",
+        "gradscope.rules.step_attention",
         "gradscope.rules.step_batch",
         "gradscope.rules.step_blowup",
         "gradscope.rules.step_clipping",
         "gradscope.rules.step_eps",
         "gradscope.rules.step_layers",
+        "gradscope.rules.step_logit_drift",
         "gradscope.rules.step_logits",
         "gradscope.rules.step_lr_jump",
         "gradscope.rules.step_meaning",

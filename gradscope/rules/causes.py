@@ -50,6 +50,8 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "GS450": ("GS402", "GS403"),  # one layer's spike drives the total's, the loss's
     "GS451": (*_GROWTH, "GS450"),  # Adam's v lags a large gradient: a huge update
     "GS452": (*_GROWTH, "GS450", "GS451"),  # an lr jump: every update larger, it diverges
+    "GS453": (*_GROWTH, "GS450", "GS451"),  # attention logits saturate the softmax
+    "GS454": (*_GROWTH, "GS450", "GS451"),  # the output logits' level drifts off
 }
 """Cause rule → the rules whose findings it explains in the same optimizer's steps. GS419
 is both: every cause that explains it also supersedes it (`supersedes=` on the cause's
@@ -57,7 +59,7 @@ is both: every cause that explains it also supersedes it (`supersedes=` on the c
 
 AT_ITS_STEPS = frozenset({"GS450"})
 """Causes of one moment: they explain a symptom only where their steps meet."""
-PRECURSORS = frozenset({"GS451", "GS452"})
+PRECURSORS = frozenset({"GS451", "GS452", "GS453", "GS454"})
 """Warnings before a divergence: they explain a symptom only from their step on, and the
 symptom holds the lead (its first step minus the warning's)."""
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gradscope.steps.logit_facts import AttentionSeries, OutputLogits
+
 
 @dataclass(frozen=True)
 class EvalSpan:
@@ -92,4 +94,7 @@ class StateFacts:
     still_stats: tuple[StillStats, ...] = ()
     eps: tuple[EpsSample, ...] = ()
     repeats: tuple[BatchRepeats, ...] = ()
+    attention: tuple[AttentionSeries, ...] = ()
+    """The largest attention logit per attention module, at sampled steps (logit_facts)."""
+    output_logits: OutputLogits | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)

@@ -1,4 +1,5 @@
-"""The facts of modes, Adam's eps and repeated batches, read back once as the run ends."""
+"""The facts of modes, Adam's eps, repeated batches and the sampled logits, read back
+once as the run ends."""
 
 from __future__ import annotations
 
@@ -8,16 +9,19 @@ from gradscope.watcher.state import WatchState
 
 
 def read(state: WatchState, records: StepStore) -> StateFacts:
-    """What modes.py, adam_eps.py and same_batch.py kept, as plain data; a read-back that
-    fails (the device failed with the script) leaves a note and no facts."""
+    """What modes.py, adam_eps.py, same_batch.py and logit_probe.py kept, as plain data;
+    a read-back that fails (the device failed with the script) leaves a note and no facts."""
     try:
         seen = records.track.live_steps
         spans, still = state.modes.facts(state.tracked, records.track.got_grad, seen)
+        attention, output = state.logits.facts()
         return StateFacts(
             tuple(spans),
             tuple(still),
             tuple(state.adam_eps.facts()),
             tuple(state.batches.facts()),
+            attention,
+            output,
         )
     except Exception as exc:  # the device's own failure, after the script's
         return StateFacts(notes=(f"modes, eps and batches not read back: {exc}",))

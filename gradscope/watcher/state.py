@@ -13,6 +13,7 @@ import torch
 from gradscope.watcher import discover, updates
 from gradscope.watcher.adam_eps import AdamEps
 from gradscope.watcher.faults import Fault, fault_of, record
+from gradscope.watcher.logit_probe import LogitProbe
 from gradscope.watcher.measure import Measure
 from gradscope.watcher.modes import Modes
 from gradscope.watcher.nan_probe import NanProbe
@@ -137,6 +138,8 @@ class WatchState:
     """The trained models' modes at the steps (modes.py)."""
     adam_eps: AdamEps = field(default_factory=AdamEps)
     batches: SameBatch = field(default_factory=SameBatch)
+    logits: LogitProbe = field(default_factory=LogitProbe)
+    """Attention and output logits at sampled steps (logit_probe.py)."""
     measure: Measure = field(init=False)
     updates: updates.Updates = field(init=False)
     noise: MicroGrads = field(init=False)

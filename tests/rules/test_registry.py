@@ -135,6 +135,14 @@ FIRES = {
         "tests/watcher/precursor/test_lr_runs.py",
         "test_a_sudden_jump_is_named_at_the_step_that_applied_it",
     ),
+    "GS453": (
+        "tests/watcher/precursor/test_logit_runs.py",
+        "test_attention_logit_growth_is_named_before_the_run_diverges",
+    ),
+    "GS454": (
+        "tests/watcher/test_logit_precursors.py",
+        "test_a_log_partition_that_drifts_while_the_loss_stays_warns",
+    ),
 }
 """Rule id → a test that makes it fire (on a real model or script, or on the data of one) and
 looks for it by id or slug."""

@@ -1,0 +1,58 @@
+"""A sampled series that grows steadily for hundreds of steps: the trend tests both logit
+precursors (GS453, GS454) share. No torch."""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Callable, Sequence
+
+SPAN = 256
+"""Steps a trend is judged over by default: it rose over at least this many steps, not in
+one jump."""
+RISING = 0.6
+"""Share of the consecutive samples in that span that rose: a trend, not one spike."""
+
+
+def first_trend(
+    steps: Sequence[int],
+    values: Sequence[float],
+    grown: Callable[[int, int], bool],
+    span: int = SPAN,
+) -> int | None:
+    """The first sample i with `span` steps of samples before it, at which `grown(back, i)`
+    holds (back: the last sample at least `span` steps before) and the series rose at
+    RISING of the samples from back to i; None if never."""
+    back = 0
+    for i, step in enumerate(steps):
+        while back < i and steps[back + 1] <= step - span:
+            back += 1
+        if step - steps[back] < span or not grown(back, i):
+            continue
+        between = values[back : i + 1]
+        rises = sum(b > a for a, b in itertools.pairwise(between))
+        if rises >= RISING * (len(between) - 1):
+            return i
+    return None
+
+
+def steady_rise(
+    steps: Sequence[int],
+    values: Sequence[float],
+    level: float,
+    growth: float,
+    doubling: float,
+    span: int = SPAN,
+) -> int | None:
+    """The first sample at which the series is at least `level`, `growth`× its early level
+    (the median of its first three samples) and `doubling`× its value `span` steps
+    before, on a steady trend (first_trend); None if never."""
+    if len(values) < 6:
+        return None
+    early = statistics.median(values[:3])
+
+    def grown(back: int, i: int) -> bool:
+        v = values[i]
+        return v >= level and v >= growth * early and v >= doubling * values[back]
+
+    return first_trend(steps, values, grown, span)

@@ -1,0 +1,143 @@
+"""GS453 and GS454 on fabricated runs: attention logits that grow steadily for hundreds of
+steps, and an output log-partition that drifts while the loss stays, are named at the
+sample first certain, and a later divergence points back with its lead; logits that rise
+to a trained level and stay, one spike, a drift the loss's fall explains, a small one and
+a noisy walk stay silent."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from gradscope.config import Settings
+from gradscope.rules import watch as rules
+from gradscope.steps.logit_facts import AttentionSeries, OutputLogits
+from gradscope.steps.meaning import GroupSettings, OptimizerSettings
+from gradscope.steps.records import ParamInfo, WatchRun
+from gradscope.steps.state_facts import StateFacts
+from tests.watcher.watch_scripts import step_record
+
+W = ParamInfo("w", (4, 4), True, True, 0.1)
+ADAM = OptimizerSettings("AdamW", 1, (GroupSettings(1e-3, betas=(0.9, 0.95), eps=1e-8),))
+SAMPLES = tuple(range(16, 801, 16))
+
+
+def _run(facts: StateFacts, losses=None, n: int = 800) -> WatchRun:
+    rng = random.Random(0)
+    losses = losses or (lambda k: 2.0)
+    records = tuple(
+        step_record(
+            k,
+            norm=rng.lognormvariate(0, 0.2) * (1.0 if math.isfinite(losses(k)) else math.nan),
+            loss=losses(k) * rng.lognormvariate(0, 0.02),
+        )
+        for k in range(1, n + 1)
+    )
+    return WatchRun(
+        "script train.py",
+        (W,),
+        records,
+        "completed",
+        1.0,
+        optimizers=(ADAM.kind,),
+        settings=((ADAM,),),
+        state_facts=facts,
+    )
+
+
+def _found(run: WatchRun) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for f in rules.judge(run, Settings()):
+        out.setdefault(f.rule, []).append(f)
+    return out
+
+
+def _attention(values, module="h.1.attn") -> StateFacts:
+    return StateFacts(attention=(AttentionSeries(module, SAMPLES, tuple(values)),))
+
+
+def _growing(start: float = 3.0, end: float = 2000.0, noise: float = 0.15):
+    rng = random.Random(1)
+    n = len(SAMPLES)
+    return [start * (end / start) ** (i / (n - 1)) * rng.lognormvariate(0, noise) for i in range(n)]
+
+
+def test_attention_logits_growing_for_hundreds_of_steps_warn_before_the_divergence():
+    diverged = _run(_attention(_growing()), losses=lambda k: 2.0 if k < 700 else math.nan)
+    found = _found(diverged)
+    (f,) = found["GS453"]
+    assert f.subject == "h.1.attn" and "attention logits in `h.1.attn` grew" in f.message
+    assert f.steps[0] < 600 and "qk-layernorm" in f.advice
+    (nan,) = found["GS401"]
+    assert nan.explained_by == "GS453:h.1.attn" and nan.lead == 700 - f.steps[0] >= 100
+    assert nan.to_dict()["lead"] == nan.lead and f"warned {nan.lead} steps before" in nan.advice
+
+
+def test_attention_logits_at_a_trained_level_a_spike_or_noise_stay_silent():
+    trained = [min(3.0 * 1.3**i, 40.0) for i in range(len(SAMPLES))]  # sharp, then held
+    high_flat = [300.0 * random.Random(i).lognormvariate(0, 0.2) for i in range(len(SAMPLES))]
+    spike = [5.0] * len(SAMPLES)
+    spike[30] = 5000.0
+    slow = _growing(3.0, 60.0)  # 20× over 800 steps, never past 100
+    for values in (trained, high_flat, spike, slow):
+        assert "GS453" not in _found(_run(_attention(values)))
+
+
+def test_the_module_whose_logits_grew_first_is_named_the_others_listed():
+    late = [3.0] * 8 + _growing(3.0, 2000.0)[:-8]  # the same growth, 128 steps later
+    facts = StateFacts(
+        attention=(
+            AttentionSeries("h.0.attn", SAMPLES, tuple(late)),
+            AttentionSeries("h.1.attn", SAMPLES, tuple(_growing())),
+        )
+    )
+    (f,) = _found(_run(facts))["GS453"]
+    assert f.subject == "h.1.attn" and any("`h.0.attn`" in e for e in f.evidence)
+
+
+def _drift(means, classes: int = 27) -> StateFacts:
+    top = tuple(m + 1.0 for m in means)
+    return StateFacts(output_logits=OutputLogits(SAMPLES, tuple(means), top, classes))
+
+
+def _drifting(start: float, end: float):
+    rng = random.Random(2)
+    n = len(SAMPLES)
+    return [start + (end - start) * i / (n - 1) + rng.gauss(0, 0.2) for i in range(n)]
+
+
+def test_a_log_partition_that_drifts_while_the_loss_stays_warns():
+    found = _found(
+        _run(_drift(_drifting(math.log(27), 25.0)), lambda k: 2.1 if k < 750 else math.nan)
+    )
+    (f,) = found["GS454"]
+    assert f.subject == "output logits" and "drifted up" in f.message and "z-loss" in f.advice
+    assert f.steps[0] < 750 and f.value >= 10
+    (nan,) = found["GS401"]
+    assert nan.explained_by == "GS454:output logits" and nan.lead == 750 - f.steps[0] > 0
+    down = _found(_run(_drift(_drifting(math.log(27), -20.0))))
+    assert "drifted down" in down["GS454"][0].message
+
+
+def test_a_drift_the_loss_explains_a_small_one_or_a_walk_stays_silent():
+    confident = _run(_drift(_drifting(3.3, 16.0)), lambda k: 5.0 - 4.0 * k / 800)
+    small = _run(_drift(_drifting(3.3, 10.0)))  # 6.7 nats from ln 27: a confident model
+    rng = random.Random(3)
+    walk, level = [], 3.3
+    for _ in SAMPLES:
+        level += rng.gauss(0, 0.3)  # a healthy log Z's noise between samples
+        walk.append(level)
+    assert max(abs(w - math.log(27)) for w in walk) > 3
+    for run in (confident, small, _run(_drift(walk))):
+        assert "GS454" not in _found(run)
+
+
+def test_a_run_of_one_or_a_few_samples_is_judged_without_a_trend():
+    for n in (1, 2, 5):
+        steps = SAMPLES[:n]
+        facts = StateFacts(
+            attention=(AttentionSeries("attn", steps, tuple(10.0**i for i in range(n))),),
+            output_logits=OutputLogits(steps, tuple(30.0 * i for i in range(n)), (40.0,) * n, 27),
+        )
+        found = _found(_run(facts, n=16 * n))
+        assert "GS453" not in found and "GS454" not in found
