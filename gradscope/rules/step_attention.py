@@ -44,6 +44,8 @@ magnitude in a few hundred steps, a trend this long is no spike."""
     "5.03, step 144: 440; max 2.09e+05 by step 592); the loss went back to ln 27 at step 535",
     fix="qk-layernorm (a LayerNorm on q and k per head), or a lower peak learning rate "
     "(or a longer warm-up)",
+    objectives="any: the attention's own scores, a mechanism in the forward whatever the loss "
+    "means",
 )
 def attention_logit_growth(run: WatchRun, t: Thresholds) -> list[Finding]:
     """Per attention module (scaled_dot_product_attention, or a softmax over 4-d q @ kᵀ

@@ -45,6 +45,9 @@ AGAINST_LOSS = 4.0
     "drifts tens of nats from ln C while the loss holds",
     fix="a z-loss of 1e-4·logsumexp(logits)² added to the loss (PaLM), weight decay on "
     "the output head, or a lower learning rate",
+    objectives="a cross-entropy: the logits it is given, whose log-partition a calibrated "
+    "model keeps near ln C; judged against the loss's own fall, so a loss that explains the "
+    "drift stays silent",
 )
 def logit_drift(run: WatchRun, t: Thresholds) -> list[Finding]:
     """At every 16th step, the logits given to cross_entropy: the mean over the step's
