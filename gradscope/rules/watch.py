@@ -17,6 +17,7 @@ from gradscope.rules import (  # noqa: F401  (declare)
     step_blowup,
     step_clipping,
     step_eps,
+    step_eval_train,
     step_layers,
     step_logits,
     step_lr_jump,

@@ -18,6 +18,7 @@ def read(state: WatchState, records: StepStore) -> StateFacts:
             tuple(still),
             tuple(state.adam_eps.facts()),
             tuple(state.batches.facts()),
+            tuple(state.eval_passes.facts(state.steps)),
         )
     except Exception as exc:  # the device's own failure, after the script's
         return StateFacts(notes=(f"modes, eps and batches not read back: {exc}",))

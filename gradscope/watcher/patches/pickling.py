@@ -1,5 +1,6 @@
 """`nn.Module.__getstate__`: a model the script pickles or copies carries none of the
-noise scale's forward hooks (noise_scale.MicroGrads.wrap_getstate)."""
+noise scale's forward hooks (noise_scale.MicroGrads.wrap_getstate), nor the evaluation
+passes' (eval_passes.EvalPasses.wrap_getstate)."""
 
 from __future__ import annotations
 
@@ -18,4 +19,4 @@ class ModuleGetstate(Patch):
         super().__init__(state, torch.nn.Module)
 
     def wrap(self, original: Any) -> Any:
-        return self.state.noise.wrap_getstate(original)
+        return self.state.eval_passes.wrap_getstate(self.state.noise.wrap_getstate(original))
