@@ -79,7 +79,8 @@ def _finding(run: WatchRun, r: BatchRepeats) -> Finding:
         fall = ""
     message = (
         f"the loss's {r.samples} targets were the same at every pair of consecutive steps "
-        f"compared ({pairs}){fall}: each step trains on one batch, and memorises it"
+        f"compared ({pairs}){fall}: each step trains on one batch, "
+        + ("and memorises it" if low is not None else "which the model will memorise")
     )
     advice = (
         f"if the data holds more than these {r.samples} targets, the loader yields one "

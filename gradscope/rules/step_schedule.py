@@ -130,5 +130,18 @@ def _finding(
         threshold=COLLAPSED,
         evidence=(
             f"{info.calls} scheduler.step() calls over optimizer steps {info.first}-{info.last}",
+            *_shape_evidence(info),
         ),
     )
+
+
+def _shape_evidence(info: SchedulerInfo) -> tuple[str, ...]:
+    """What made the collapse certain at its step: the schedule's own shape."""
+    if info.shape == "falls":
+        return (f"{info.kind}'s lr only falls: it stays below 1% of its peak from there",)
+    if info.shape == "ends" and info.past is not None:
+        return (
+            f"{info.kind} ends after {info.horizon} calls; the run went past that end "
+            f"at step {info.past}",
+        )
+    return ()

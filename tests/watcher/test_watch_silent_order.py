@@ -119,6 +119,9 @@ def test_a_collapse_the_schedule_makes_certain_is_named_within_two_steps(kind, b
     report = _run(kind, bug, step + after)
     first = _first(report, "GS436")
     assert first.steps == (step,) and f"trained {after} more steps" in first.message
+    ends = bug in ("cosine-batch", "linear-batch")
+    why = f"the run went past that end at step {step + 1}" if ends else "lr only falls"
+    assert why in first.evidence[-1]
     at_collapse = _run(kind, bug, step)  # the run may end there by design: silent
     assert not any(f.rule == "GS436" for f in at_collapse.findings)
 
