@@ -127,6 +127,35 @@ def gpt():
     return model, step
 
 
+def charlm():
+    """A small character-level LM (65 symbols, context 64, 2 layers of width 128, dropout
+    0.1), AdamW with clip_grad_norm_ and a warm-up+cosine LambdaLR stepped per step, a
+    fresh batch of 16 sequences each step: the issue-40 rules' probes all run (the loss's
+    graph, the scheduler hook, the targets compared, the eval-pass hook on the model)."""
+    import math
+
+    from gradscope.examples.transformer import GPTConfig, make_gpt
+
+    config = GPTConfig(vocab=65, context=64, dim=128, heads=4, layers=2, dropout=0.1)
+    model, _ = make_gpt(config, batch_size=16)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    lr = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / 100) * 0.5 * (1 + math.cos(math.pi * s / 1e5))
+    )
+    data = torch.randint(0, 65, (64, 16, 65))
+
+    def step():
+        tokens = data[lr.last_epoch % 64]
+        loss = model(idx=tokens[:, :-1], targets=tokens[:, 1:]).loss
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        lr.step()
+
+    return model, step
+
+
 def block(step, steps: int) -> float:
     """The block's mean step time."""
     start = time.perf_counter()
@@ -200,7 +229,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--only", choices=["tiny", "mlp", "hand", "cnn", "gpt"])
+    parser.add_argument("--only", choices=["tiny", "mlp", "hand", "cnn", "gpt", "charlm"])
     parser.add_argument("--later", action="store_true", help="steps after the first 100")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -214,7 +243,14 @@ def main() -> None:
         f"{args.steps} steps, interleaved; medians; "
         + ("steps after the first 100" if args.later else "early steps (every one measured)")
     )
-    cases = (("tiny", tiny), ("mlp", mlp), ("hand", by_hand), ("cnn", cnn), ("gpt", gpt))
+    cases = (
+        ("tiny", tiny),
+        ("mlp", mlp),
+        ("hand", by_hand),
+        ("cnn", cnn),
+        ("gpt", gpt),
+        ("charlm", charlm),
+    )
     for name, build in cases:
         if args.only in (None, name):
             measure(name, build, args.repeat, args.steps)

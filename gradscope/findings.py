@@ -276,6 +276,14 @@ TABLE = {
             "frozen BatchNorm normalises with",
         ),
         TableRow(
+            "eval-mode",
+            "an evaluation metric noisier or worse than the training loss suggests; the "
+            "model evaluates differently after each evaluation",
+            "an evaluation under torch.no_grad() with the model still in train mode: its "
+            "dropouts drop, its BatchNorms fold the evaluation data into their statistics",
+            "model.eval() before the evaluation, model.train() after it",
+        ),
+        TableRow(
             "adam-eps",
             "Adam learns as slowly as SGD with a tiny step",
             "eps above √v̂ for most elements: the step is lr·m̂/eps",

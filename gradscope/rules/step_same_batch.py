@@ -1,6 +1,7 @@
 """GS443: every step trains on the same batch, from the loss's targets compared between
-consecutive steps (watcher/same_batch.py), and the loss falling to ~0 on it. Information:
-full-batch training does it by design. No torch."""
+consecutive steps (watcher/same_batch.py): said from the second repeat on (step 3), with
+the loss's fall as its evidence, not waited for. Information: full-batch training and an
+overfit check do it by design. No torch."""
 
 from __future__ import annotations
 
@@ -12,10 +13,16 @@ from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_common import about, step_list
 from gradscope.steps.records import WatchRun
+from gradscope.steps.state_facts import BatchRepeats
 
 FALL = 10.0
 """The loss fell to ~0: an order of magnitude below its first step's, the batch
-memorised. Without it identical targets alone are a smoke test or a toy run."""
+memorised (evidence, when it happened within the run)."""
+REPEATS = 2
+"""Consecutive pairs found the same before it is said: two (steps 1-2 and 2-3) make a
+chance repeat of a batch's targets implausible."""
+MIN_TARGETS = 4
+"""Fewer targets in a batch repeat by chance too often to name one batch by them."""
 
 
 @rule(
@@ -25,68 +32,81 @@ memorised. Without it identical targets alone are a smoke test or a toy run."""
     "same-batch",
     Stage.WATCH,
     "watch: the loss's targets were identical at every pair of consecutive steps "
-    "compared and the loss fell to ~0: each step trains on the same batch",
+    "compared (two at least): each step trains on the same batch",
     example="x, y = next(iter(loader)) inside the training loop (a fresh iterator, "
     "and so the first batch, every time)",
     fix="iterate the loader (for x, y in loader); full-batch training on a dataset "
-    "of one batch is by design: ignore it there",
+    "of one batch, or overfitting one batch as a check, is by design: ignore it there",
     objectives=(
-        "a torch loss that keeps its target (cross-entropy, MSE, ...): its targets the "
-        "same at every step compared, and the loss fallen to a tenth; a contrastive loss's "
-        "positions 0..n-1 are no repeat, a custom loss without a target is not compared; "
-        "one optimizer only (a GAN's losses alternate)"
+        "a torch loss that keeps its target (cross-entropy, MSE, ...): its targets compared "
+        "by value at consecutive steps; a contrastive loss's positions 0..n-1 are no repeat, "
+        "a custom loss without a target is not compared; one optimizer only (a GAN's losses "
+        "alternate)"
     ),
 )
 def same_batch(run: WatchRun, t: Thresholds) -> list[Finding]:
     """torch's loss nodes keep their target. At the first backward of steps 1-3, and of
-    steps 25k and 25k+1, the target is compared with the previous step's on the device.
-    When every comparison found the same targets (not all one value, nor the positions
-    0..n-1 that a contrastive loss uses in every batch) and the loss fell to a tenth of
-    its first value, the run memorises one batch: a loss near 0 that says nothing of the
-    data. Information, not a warning: a dataset of one batch trained full-batch does
-    the same by design (and so does overfitting one batch as a check); the finding says
-    how to tell. A dataset of a few batches cycled differs from step to step, and stays
-    silent. One optimizer only (a GAN's losses alternate)."""
+    steps 25k and 25k+1, the target is compared with the previous step's on the device
+    (by value: a reused buffer refilled with new data is a new batch). When at least two
+    consecutive pairs were compared and every one found the same targets (at least 4 of
+    them, not all one value, nor the positions 0..n-1 that a contrastive loss uses in
+    every batch), the run trains on one batch: the loss will fall towards 0 and say
+    nothing of the data. Said at step 3, the second repeat; the loss's fall, where the
+    run got there, is its evidence. Information, not a warning: a dataset of one batch
+    trained full-batch does the same by design, and so does overfitting one batch as a
+    check; the finding says how to tell. A dataset of a few batches cycled differs from
+    step to step, and stays silent. One optimizer only (a GAN's losses alternate)."""
     if len(run.optimizers) != 1:
         return []
     out = []
     for r in run.state_facts.repeats:
-        if not r.compared or r.same != r.compared:
+        if len(r.compared) < REPEATS or r.same != r.compared or r.samples < MIN_TARGETS:
             continue
-        losses = [
-            (s.step, s.loss)
-            for s in run.steps
-            if s.optimizer == r.optimizer and s.loss is not None and math.isfinite(s.loss)
-        ]
-        if len(losses) < 2 or losses[0][1] <= 0:
-            continue
-        low = next(((n, v) for n, v in losses if v <= losses[0][1] / FALL), None)
-        if low is None:
-            continue
-        pairs = ", ".join(f"{s - 1}-{s}" for s in r.compared[:6])
-        pairs += f" … (+{len(r.compared) - 6})" if len(r.compared) > 6 else ""
-        message = (
-            f"the loss's {r.samples} targets were the same at every pair of consecutive "
-            f"steps compared ({pairs}), and the loss fell from {num(losses[0][1])} to "
-            f"{num(low[1])} by step {low[0]}: each step trains on one batch, and memorises it"
-        )
-        advice = (
-            f"if the data holds more than these {r.samples} targets, the loader yields one "
-            "batch: a next(iter(loader)) inside the loop starts a fresh iterator, at the "
-            "first batch, every step; loop over it (for x, y in loader) instead. Full-batch "
-            "training on data of this size is by design: nothing to fix"
-        )
-        evidence = (
-            f"targets read from {r.loss} at steps {step_list(list(r.compared))}",
-            f"loss {num(losses[0][1])} at step {losses[0][0]}, {num(low[1])} at step {low[0]}",
-        )
-        finding = RULES["GS443"].finding(
-            run.optimizer_label(r.optimizer),
-            message,
-            advice,
-            value=low[1],
-            threshold=losses[0][1] / FALL,
-            evidence=evidence,
-        )
-        out.append(about(finding, [r.compared[0] - 1, *r.compared[:2], low[0]]))
+        out.append(_finding(run, r))
     return out
+
+
+def _finding(run: WatchRun, r: BatchRepeats) -> Finding:
+    losses = [
+        (s.step, s.loss)
+        for s in run.steps
+        if s.optimizer == r.optimizer and s.loss is not None and math.isfinite(s.loss)
+    ]
+    low = None
+    if losses and losses[0][1] > 0:
+        low = next(((n, v) for n, v in losses if v <= losses[0][1] / FALL), None)
+    pairs = ", ".join(f"{s - 1}-{s}" for s in r.compared[:6])
+    pairs += f" … (+{len(r.compared) - 6})" if len(r.compared) > 6 else ""
+    if low is not None:
+        fall = f"; the loss fell from {num(losses[0][1])} to {num(low[1])} by step {low[0]}"
+    elif len(losses) > 1:
+        fall = f"; the loss went from {num(losses[0][1])} to {num(losses[-1][1])}"
+    else:
+        fall = ""
+    message = (
+        f"the loss's {r.samples} targets were the same at every pair of consecutive steps "
+        f"compared ({pairs}){fall}: each step trains on one batch, "
+        + ("and memorises it" if low is not None else "which the model will memorise")
+    )
+    advice = (
+        f"if the data holds more than these {r.samples} targets, the loader yields one "
+        "batch: a next(iter(loader)) inside the loop starts a fresh iterator, at the "
+        "first batch, every step; loop over it (for x, y in loader) instead; if this is an "
+        "overfit test, ignore it (full-batch training on data of this size is by design "
+        "too)"
+    )
+    evidence = [f"targets read from {r.loss} at steps {step_list(list(r.compared))}"]
+    if low is not None:
+        evidence.append(
+            f"loss {num(losses[0][1])} at step {losses[0][0]}, {num(low[1])} at step {low[0]}"
+        )
+    finding = RULES["GS443"].finding(
+        run.optimizer_label(r.optimizer),
+        message,
+        advice,
+        value=float(len(r.same)),
+        threshold=float(REPEATS),
+        evidence=tuple(evidence),
+    )
+    marks = [r.compared[0] - 1, *r.compared[:2]] + ([low[0]] if low else [])
+    return about(finding, marks)

@@ -5,10 +5,14 @@ The watcher counts each scheduler's step() calls against its optimizer's steps
 (watcher/schedules.py); each step's lr is in `StepRecord.lrs`. A schedule meant per step
 (a cosine over the total steps, OneCycleLR, a linear decay to 0) reaches its end with the
 run; one meant per epoch and stepped per batch reaches it after a few epochs' worth of
-batches, and the run goes on at no learning rate.
+batches, and the run goes on at no learning rate. Which of the two a collapse is follows
+from the scheduler's class and numbers (SchedulerInfo.shape), at the step it happens: no
+wait for the run's end.
 """
 
 from __future__ import annotations
+
+import math
 
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
@@ -21,9 +25,10 @@ from gradscope.steps.records import StepRecord, WatchRun
 COLLAPSED = 0.01
 """The lr at or below 1% of its peak: the schedule's end, by the issue's own measure."""
 TAIL = 0.1
-"""A schedule meant for the run spends at most its last ~6% below 1% of its peak (a
-cosine to 0: 6.4%; OneCycleLR: 4.5%; a linear decay: 1%); a run that trains on for more
-than 10% of its steps (and at least 2) after the collapse was not meant to."""
+"""For a schedule of unknown shape (a lambda, a composite). A schedule meant for the run
+spends at most its last ~6% below 1% of its peak (a cosine to 0: 6.4%; OneCycleLR: 4.5%;
+a linear decay: 1%); a run that trains on for more than 10% of its steps (and at least 2)
+after the collapse was not meant to."""
 CYCLIC = ("CosineAnnealingWarmRestarts", "CyclicLR")
 """Schedules that return to their peak by design: the lr near 0 is a restart's eve."""
 
@@ -48,10 +53,16 @@ CYCLIC = ("CosineAnnealingWarmRestarts", "CyclicLR")
 def lr_collapsed(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A scheduler (not a cyclic one: CosineAnnealingWarmRestarts, CyclicLR) was stepped at
     least once per optimizer step, and a param group's lr fell to 1% of its peak so far or
-    below with more than 10% of the run's steps (at least 2) still to come. A schedule
-    counted in epochs, stepped per batch, ends after as many batches as it has epochs; one
-    stepped per micro-batch ends K times too early. The finding names the scheduler, its
-    numbers, the line that steps it and the step where the lr fell below 1%."""
+    below while the run went on. Whether it went on by design is the schedule's own: one
+    whose lr only falls (StepLR, MultiStepLR, ExponentialLR) stays below, so one more step
+    there is the run training on at no lr; one sized in calls (CosineAnnealingLR's T_max,
+    LinearLR's and PolynomialLR's total_iters, OneCycleLR's total_steps) reaches 1% near
+    its own end, and is a collapse once the run steps past that end; any other (a lambda,
+    a composite) must leave more than 10% of the run's steps (at least 2) below. A
+    schedule counted in epochs, stepped per batch, ends after as many batches as it has
+    epochs; one stepped per micro-batch ends K times too early. The finding names the
+    scheduler, its numbers, the line that steps it and the step where the lr fell below
+    1%."""
     out = []
     series = {s.index: s for s in by_optimizer(run)}
     for info in run.schedulers:
@@ -62,11 +73,21 @@ def lr_collapsed(run: WatchRun, t: Thresholds) -> list[Finding]:
         if found is None:
             continue
         peak, at, group = found
-        after = s.steps[-1].step - at.step
-        if after < max(2, TAIL * s.steps[-1].step):
+        last = s.steps[-1].step
+        if last < _due(info, at.step, last):
             continue
-        out.append(about(_finding(s, info, peak, at, group, after), [at.step]))
+        out.append(about(_finding(s, info, peak, at, group, last - at.step), [at.step]))
     return out
+
+
+def _due(info: SchedulerInfo, at: int, last: int) -> float:
+    """The step from which a collapse at step `at` is certain to be the run's, not the
+    schedule's planned end (inf: never, for a schedule the run has not outlived)."""
+    if info.shape == "falls":
+        return at + 1
+    if info.shape == "ends":
+        return math.inf if info.past is None else max(at + 1, info.past)
+    return at + max(2, TAIL * last)
 
 
 def _collapse(steps: list[StepRecord]) -> tuple[StepRecord, StepRecord, int] | None:
@@ -112,5 +133,18 @@ def _finding(
         threshold=COLLAPSED,
         evidence=(
             f"{info.calls} scheduler.step() calls over optimizer steps {info.first}-{info.last}",
+            *_shape_evidence(info),
         ),
     )
+
+
+def _shape_evidence(info: SchedulerInfo) -> tuple[str, ...]:
+    """What made the collapse certain at its step: the schedule's own shape."""
+    if info.shape == "falls":
+        return (f"{info.kind}'s lr only falls: it stays below 1% of its peak from there",)
+    if info.shape == "ends" and info.past is not None:
+        return (
+            f"{info.kind} ends after {info.horizon} calls; the run went past that end "
+            f"at step {info.past}",
+        )
+    return ()

@@ -171,6 +171,14 @@ class SchedulerInfo:
     """Optimizer steps taken by the run at its first and last such call."""
     site: str | None = None
     """`file:line` of the script's first such call."""
+    shape: str = ""
+    """Where its class takes the lr: "falls" (only down: StepLR, ExponentialLR, ...),
+    "ends" after `horizon` calls (a cosine, a linear decay, OneCycleLR), "" unknown."""
+    horizon: int | None = None
+    """The calls after which an "ends" schedule is at its end value."""
+    past: int | None = None
+    """The first optimizer step that ran on an lr beyond the horizon: the run outlived
+    its schedule."""
 
     @property
     def per_step(self) -> float:

@@ -87,6 +87,27 @@ class BatchRepeats:
 
 
 @dataclass(frozen=True)
+class TrainModeEval:
+    """A trained model run forward without gradients (no_grad, inference_mode) while in
+    train mode: an evaluation whose dropouts and BatchNorms behaved as in training."""
+
+    model: str
+    first: int
+    """Optimizer steps taken before its first such forward."""
+    passes: int
+    """Such forwards in all."""
+    steps: int
+    """Distinct points of the run (optimizer steps taken) with such a forward."""
+    of: int
+    """Optimizer steps the run took."""
+    dropouts: tuple[str, ...]
+    norms: tuple[str, ...]
+    """Its BatchNorms in train mode that track running statistics with a momentum."""
+    where: str | None = None
+    """file:line of the script's call that ran the first such forward."""
+
+
+@dataclass(frozen=True)
 class StateFacts:
     """Everything of the above for one run."""
 
@@ -97,4 +118,5 @@ class StateFacts:
     attention: tuple[AttentionSeries, ...] = ()
     """The largest attention logit per attention module, at sampled steps (logit_facts)."""
     output_logits: OutputLogits | None = None
+    train_evals: tuple[TrainModeEval, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)

@@ -20,8 +20,9 @@ def read(state: WatchState, records: StepStore) -> StateFacts:
             tuple(still),
             tuple(state.adam_eps.facts()),
             tuple(state.batches.facts()),
-            attention,
-            output,
+            attention=attention,
+            output_logits=output,
+            train_evals=tuple(state.eval_passes.facts(state.steps)),
         )
     except Exception as exc:  # the device's own failure, after the script's
         return StateFacts(notes=(f"modes, eps and batches not read back: {exc}",))

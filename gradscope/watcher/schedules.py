@@ -38,6 +38,9 @@ class Calls:
     first: int
     last: int
     calls: int = 0
+    shape: str = ""
+    horizon: int | None = None
+    past: int | None = None
 
 
 def stepped(state: Any, scheduler: Any) -> None:
@@ -57,8 +60,33 @@ def stepped(state: Any, scheduler: Any) -> None:
             state.steps,
             state.steps,
         )
+        entry.shape, entry.horizon = _shape(scheduler)
     entry.calls += 1
     entry.last = state.steps
+    if entry.past is None and entry.horizon is not None:
+        if getattr(scheduler, "last_epoch", -1) >= entry.horizon:  # this call goes past it
+            entry.past = state.steps + 1
+
+
+FALLS = ("StepLR", "MultiStepLR", "ExponentialLR")
+"""Schedules whose lr only falls (gamma < 1): once below 1% of its peak it stays there."""
+ENDS = {"CosineAnnealingLR": "T_max", "LinearLR": "total_iters", "PolynomialLR": "total_iters"}
+"""Schedules sized in calls: their lr reaches its end value at this many calls (a cosine
+then climbs back; the others stay there)."""
+
+
+def _shape(scheduler: Any) -> tuple[str, int | None]:
+    """Where the schedule takes the lr, from its class and numbers: "falls" (and stays
+    down), "ends" after `horizon` calls (OneCycleLR: its last step; it cannot go past),
+    or "" (a lambda, a composite, a plateau: not known beforehand)."""
+    kind = type(scheduler).__name__
+    gamma = getattr(scheduler, "gamma", None)
+    if kind in FALLS and isinstance(gamma, int | float) and gamma < 1:
+        return "falls", None
+    length = getattr(scheduler, ENDS.get(kind, "total_steps" if kind == "OneCycleLR" else ""), None)
+    if isinstance(length, int) and not isinstance(length, bool) and length > 0:
+        return "ends", length - 1 if kind == "OneCycleLR" else length
+    return "", None
 
 
 def _settings(scheduler: Any) -> str:
@@ -83,6 +111,9 @@ def infos(state: Any) -> tuple[SchedulerInfo, ...]:
             c.first,
             c.last,
             c.site,
+            c.shape,
+            c.horizon,
+            c.past,
         )
         for c in state.schedulers.values()
     )

@@ -12,6 +12,7 @@ import torch
 
 from gradscope.watcher import discover, updates
 from gradscope.watcher.adam_eps import AdamEps
+from gradscope.watcher.eval_passes import EvalPasses
 from gradscope.watcher.faults import Fault, fault_of, record
 from gradscope.watcher.logit_probe import LogitProbe
 from gradscope.watcher.measure import Measure
@@ -144,6 +145,8 @@ class WatchState:
     updates: updates.Updates = field(init=False)
     noise: MicroGrads = field(init=False)
     """Each micro-batch's gradient norm: the noise scale's small batch."""
+    eval_passes: EvalPasses = field(init=False)
+    """Forwards of a trained model without gradients while in train mode."""
 
     def __post_init__(self) -> None:
         self.update_every = max(1, self.update_every)
@@ -151,6 +154,8 @@ class WatchState:
         self.updates = updates.Updates(self.measure, self.notes)
         self.noise = MicroGrads(self.tracked, self.batch_size)
         self.noise.on_fault = lambda part, exc: self.failed(part, exc, whole=False)
+        self.eval_passes = EvalPasses(self.tracked, lambda: self.steps)
+        self.eval_passes.on_fault = lambda part, exc: self.failed(part, exc, whole=False)
 
     def failed(
         self, part: str, exc: BaseException, thread: str | None = None, whole: bool = True

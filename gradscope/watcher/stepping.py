@@ -180,6 +180,7 @@ def _micro(state: WatchState, step: PendingStep, window: Window) -> None:
     if taken is not None:
         step.micro, step.micro_calls, step.micro_ranks, step.batch_samples = taken
     state.noise.attach(window.calls)
+    state.eval_passes.attach()
 
 
 def clip_is_for(here: ThreadState, optimizer: Any) -> bool:

@@ -123,6 +123,7 @@ FIRES = {
     "GS441": (STATE, "test_batchnorm_statistics_that_never_moved_are_named"),
     "GS442": (STATE, "test_adam_eps_above_root_v_is_named_within_two_steps"),
     "GS443": (STATE, "test_the_same_batch_every_step_is_information"),
+    "GS444": (STATE, "test_an_evaluation_in_train_mode_is_named_with_its_line"),
     "GS450": (
         "tests/watcher/precursor/test_layer_spike_runs.py",
         "test_a_filled_input_column_names_the_input_layer_and_the_step",

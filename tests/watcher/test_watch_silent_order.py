@@ -29,7 +29,19 @@ def _first(report, rule: str):
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(
-    "bug", ["healthy", "accum", "micro-steps", "cosine-steps", "onecycle", "steplr-epoch"]
+    "bug",
+    [
+        "healthy",
+        "accum",
+        "micro-steps",
+        "cosine-steps",
+        "onecycle",
+        "steplr-epoch",
+        "cosine-floor",
+        "cosine-last",
+        "linear-steps",
+        "warmup-cosine",
+    ],
 )
 def test_look_alikes_of_order_give_no_warning(kind, bug):
     report = _run(kind, bug)
@@ -73,6 +85,8 @@ def test_gradients_wiped_inside_a_step_are_named_first_at_step_two(kind, bug):
         ("exp-batch", 45, "ExponentialLR(gamma=0.9)"),
         ("cosine-batch", 11, "CosineAnnealingLR(T_max=10, eta_min=0)"),
         ("steplr-micro", 18, "StepLR(step_size=10, gamma=0.5)"),
+        ("multistep-batch", 11, "MultiStepLR(milestones=[5, 10], gamma=0.1)"),
+        ("linear-batch", 11, "LinearLR(total_iters=10)"),
     ],
 )
 def test_an_epoch_schedule_stepped_per_batch_is_named_with_the_step_of_its_collapse(
@@ -85,6 +99,31 @@ def test_an_epoch_schedule_stepped_per_batch_is_named_with_the_step_of_its_colla
     per_micro = bug == "steplr-micro"
     assert ("per micro-batch" in first.message) == per_micro
     assert ("not per micro-batch" if per_micro else "once per epoch") in first.advice
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    ("bug", "step", "after"),
+    [
+        ("steplr-batch", 21, 1),  # only falls: one step on at the collapsed lr is enough
+        ("exp-batch", 45, 1),
+        ("multistep-batch", 11, 1),
+        ("steplr-micro", 18, 1),
+        ("cosine-batch", 11, 1),  # T_max=10 reached at step 11, outlived at step 12
+        ("linear-batch", 11, 1),
+    ],
+)
+def test_a_collapse_the_schedule_makes_certain_is_named_within_two_steps(kind, bug, step, after):
+    """The scheduler's class and numbers say the lr stays down (or the run outlived the
+    schedule's own length): the run stopped `after` steps past the collapse names it."""
+    report = _run(kind, bug, step + after)
+    first = _first(report, "GS436")
+    assert first.steps == (step,) and f"trained {after} more steps" in first.message
+    ends = bug in ("cosine-batch", "linear-batch")
+    why = f"the run went past that end at step {step + 1}" if ends else "lr only falls"
+    assert why in first.evidence[-1]
+    at_collapse = _run(kind, bug, step)  # the run may end there by design: silent
+    assert not any(f.rule == "GS436" for f in at_collapse.findings)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -16,7 +16,7 @@ from watch_scripts import watched
 from gradscope import api
 from gradscope.findings import Severity
 
-OURS = {"GS440", "GS441", "GS442", "GS443"}
+OURS = {"GS440", "GS441", "GS442", "GS443", "GS444"}
 
 
 def rules(report) -> dict[str, list]:
@@ -115,17 +115,36 @@ def test_the_same_batch_every_step_is_information(script, case, steps, fell_by):
     assert f.severity == Severity.INFO and f.steps[:3] == (1, 2, 3) and f.steps[-1] == fell_by
     assert "targets were the same at every pair of consecutive steps" in f.message
     assert f"by step {fell_by}: each step trains on one batch" in f.message
-    assert "next(iter(loader))" in f.advice and "Full-batch" in f.advice
+    assert "next(iter(loader))" in f.advice and "if this is an overfit test, ignore" in f.advice
     assert report_leads(report, "GS443")
 
 
 @pytest.mark.parametrize(
-    ("script", "case"), [("state_lm.py", "one-batch"), ("state_cls.py", "one-batch")]
+    ("script", "case"),
+    [
+        ("state_lm.py", "one-batch"),
+        ("state_lm.py", "next-iter"),
+        ("state_lm.py", "full-batch"),
+        ("state_cls.py", "one-batch"),
+    ],
 )
-def test_the_same_batch_before_the_loss_fell_is_not_yet_said(script, case):
-    """Identical targets at steps 1-2 and a loss not yet an order of magnitude lower: a
-    smoke test or a toy run, not a batch memorised."""
+def test_the_same_batch_is_named_at_its_second_repeat_before_the_loss_falls(script, case):
+    """Steps 1-2 and 2-3 on identical targets: said at step 3, the loss not yet fallen
+    (the mechanism, not its effect); one pair alone (a run of 2 steps) is not yet enough."""
+    report = watched(script, case, "3")
+    (f,) = rules(report)["GS443"]
+    assert f.steps == (1, 2, 3) and "(2-3, 3-4)" not in f.message
+    assert "steps compared (1-2, 2-3)" in f.message and "the loss went from" in f.message
+    assert report_leads(report, "GS443")
     assert "GS443" not in rules(watched(script, case, "2"))
+
+
+@pytest.mark.parametrize("case", ["shuffled", "buffer", "few-batches"])
+def test_fresh_batches_in_a_reused_buffer_or_shuffled_are_not_one_batch(case):
+    """One data_ptr refilled with new values, a shuffled loader, three batches cycled:
+    compared by value, each step's targets differ from the last."""
+    for steps in ("3", "30"):
+        assert "GS443" not in rules(watched("state_lm.py", case, steps))
 
 
 @pytest.mark.parametrize(
@@ -135,10 +154,15 @@ def test_the_same_batch_before_the_loss_fell_is_not_yet_said(script, case):
         ("state_lm.py", "eps-ok"),  # eps=1e-4, √v̂ larger still
         ("state_lm.py", "few-batches"),  # three batches cycled
         ("state_lm.py", "low-lr"),  # fine-tuning at lr 1e-5
+        ("state_lm.py", "shuffled"),  # a DataLoader with shuffle
+        ("state_lm.py", "buffer"),  # new data copied into one reused buffer
         ("state_cls.py", "healthy"),
         ("state_cls.py", "frozen-backbone"),  # pretrained, frozen, BatchNorms in eval
         ("state_cls.py", "norm-eval"),  # pretrained BatchNorms in eval, weights trained
         ("state_cls.py", "contrastive"),  # labels 0..B-1 at every step
+        ("state_cls.py", "guess"),  # a no_grad label guess in train mode at every step
+        ("state_cls.py", "ema-teacher"),  # an EMA copy with BatchNorm run under no_grad
+        ("state_cls.py", "update-bn"),  # swa_utils.update_bn: BatchNorms recalibrated
     ],
 )
 def test_healthy_look_alikes_stay_silent(script, case):
@@ -275,3 +299,43 @@ def test_lora_on_a_transformers_model_in_train_mode_is_silent():
     model.train()
     report = _train_bert(model, [p for p in model.parameters() if p.requires_grad])
     assert not {f.rule for f in report.findings} & OURS, [f.message for f in report.findings]
+
+
+def forward_line(script: str, indent: str) -> int:
+    """The line of the script's evaluation forward `model(batch(256)[0])` (or the LM's)."""
+    lines = open(script_path(script), encoding="utf-8").read().splitlines()
+    return next(
+        n + 1
+        for n, line in enumerate(lines)
+        if line.startswith(indent + "model(")
+        or (line.startswith(indent + "F.cross_entropy(model(fixed"))
+    )
+
+
+@pytest.mark.parametrize(
+    ("script", "case", "steps", "after", "severity"),
+    [
+        ("state_cls.py", "eval-train", "4", 3, Severity.WARNING),  # BatchNorm absorbs it
+        ("state_cls.py", "eval-inference", "4", 3, Severity.WARNING),  # inference_mode
+        ("state_lm.py", "eval-train", "6", 5, Severity.INFO),  # dropout only: noisy numbers
+    ],
+)
+def test_an_evaluation_in_train_mode_is_named_with_its_line(script, case, steps, after, severity):
+    """A forward without gradients of the trained model, in train mode, after step
+    `after`: named at that step, with the forward's line."""
+    report = watched(script, case, steps)
+    (f,) = rules(report)["GS444"]
+    assert f.severity == severity and f.steps == (after,)
+    line = forward_line(script, " " * 12)
+    assert f"{script}:{line}, first after step {after}, while in train mode" in f.message
+    assert ("BatchNorm 0.1" in f.message) == (severity == Severity.WARNING)
+    assert "dropped activations" in f.message and "model.eval() before" in f.advice
+    assert report_leads(report, "GS444")
+    assert "GS444" in rules(watched(script, case, str(after)))  # the run's last step
+    assert "GS444" not in rules(watched(script, case, str(after - 1)))  # before it
+
+
+def test_an_evaluation_in_train_mode_is_silent_after_eval():
+    """model.eval() ... model.train() around the same evaluations: nothing."""
+    for script, steps in (("state_cls.py", "30"), ("state_lm.py", "30")):
+        assert "GS444" not in rules(watched(script, "healthy", steps))

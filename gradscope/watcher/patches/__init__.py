@@ -81,5 +81,6 @@ def intercepting(state: WatchState) -> Iterator[WatchState]:
         with state.threads.lock:
             state.off = True
         state.noise.remove()
+        state.eval_passes.remove()
         while installed:
             installed.pop().remove()

@@ -1,6 +1,7 @@
 """`nn.Module.__getstate__`: a model the script pickles or copies carries none of the
-noise scale's forward hooks (noise_scale.MicroGrads.wrap_getstate); and the RNNs' own
-`__getstate__`, which replaces it, as they hold the hook that reads their batch."""
+noise scale's forward hooks (noise_scale.MicroGrads.wrap_getstate), nor the evaluation
+passes' (eval_passes.EvalPasses.wrap_getstate); and the RNNs' own `__getstate__`, which
+replaces it, as they hold the hook that reads their batch."""
 
 from __future__ import annotations
 
@@ -22,4 +23,4 @@ class ModuleGetstate(Patch):
         super().__init__(state, owner)
 
     def wrap(self, original: Any) -> Any:
-        return self.state.noise.wrap_getstate(original)
+        return self.state.eval_passes.wrap_getstate(self.state.noise.wrap_getstate(original))

@@ -15,6 +15,12 @@ steplr-micro   StepLR(step_size=10, gamma=0.5) stepped per micro-batch of 4
 cosine-steps   CosineAnnealingLR(T_max=total steps) stepped per step (healthy)
 onecycle       OneCycleLR over the total steps (healthy)
 steplr-epoch   StepLR(step_size=1, gamma=0.5) stepped once per epoch of 10 batches (healthy)
+multistep-batch MultiStepLR(milestones=[5, 10] epochs) stepped per batch
+linear-batch   LinearLR(end_factor=0, total_iters=10 epochs) stepped per batch
+cosine-floor   CosineAnnealingLR(T_max=total steps, eta_min=peak / 1000) (healthy)
+cosine-last    CosineAnnealingLR(T_max=total steps - 1): eta_min at the last step (healthy)
+linear-steps   LinearLR(end_factor=0, total_iters=total steps) (healthy)
+warmup-cosine  LambdaLR: 5 steps of warm-up, then a cosine to 0 over the run (healthy)
 replace-weight the output layer's weight replaced by a new nn.Parameter after the optimizer
 replace-head   the output layer replaced by a new nn.Linear after the optimizer
 load-assign    load_state_dict(..., assign=True) after the optimizer: fresh tensors
@@ -31,6 +37,7 @@ twice-adam     Adam, 4 micro-batches, the loss divided by 4 twice (healthy: inva
 sum-sgd-small  SGD with reduction="sum" and an lr set for it (lr / batch: healthy)
 """
 
+import math
 import sys
 
 import torch
@@ -120,6 +127,23 @@ elif bug == "onecycle":
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps)
 elif bug == "steplr-epoch":
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+elif bug == "multistep-batch":
+    sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[5, 10], gamma=0.1)
+elif bug in ("linear-batch", "linear-steps"):
+    total = 10 if bug == "linear-batch" else steps
+    sched = torch.optim.lr_scheduler.LinearLR(opt, 1.0, 0.0, total_iters=total)
+elif bug in ("cosine-floor", "cosine-last"):
+    floor = 3e-6 if bug == "cosine-floor" else 0.0
+    t_max = steps if bug == "cosine-floor" else steps - 1
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=t_max, eta_min=floor)
+elif bug == "warmup-cosine":
+
+    def warm_cosine(s: int) -> float:
+        if s < 5:
+            return (s + 1) / 5
+        return 0.5 * (1 + math.cos(math.pi * (s - 5) / (steps - 5)))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warm_cosine)
 
 micro = 4 if bug in ("accum", "micro-steps", "steplr-micro") or "inside" in bug else 1
 micro = 4 if bug.startswith("twice") else micro

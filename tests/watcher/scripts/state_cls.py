@@ -13,8 +13,16 @@ eps-large        Adam(eps=1.0)
 one-batch        the same batch every step
 contrastive      a contrastive loss between two views of fresh samples, its labels the
                  positions 0..B-1 at every step: healthy
+eval-train       the evaluation at step 3, 13, ... under no_grad without eval(): BatchNorm
+                 and dropout in train mode
+eval-inference   the same under torch.inference_mode()
+guess            a label guess under no_grad at every step, in train mode (MixMatch): healthy
+ema-teacher      an EMA copy (BatchNorm in train mode, BYOL's target) run under no_grad at
+                 every step: healthy
+update-bn        swa_utils.update_bn recalibrating the BatchNorms at step 10: healthy
 """
 
+import copy
 import sys
 
 import torch
@@ -48,6 +56,7 @@ if case == "frozen-backbone":
     params = list(head.parameters())
 eps = 1.0 if case == "eps-large" else 1e-8
 opt = torch.optim.Adam(params, lr=1e-2, eps=eps)
+teacher = copy.deepcopy(model)
 fixed = batch()
 for step in range(1, steps + 1):
     if case in ("frozen-scratch", "frozen-backbone", "norm-eval"):
@@ -55,6 +64,13 @@ for step in range(1, steps + 1):
             if isinstance(m, nn.BatchNorm1d):
                 m.eval()
     x, y = fixed if case == "one-batch" else batch()
+    if case == "guess":  # sharpened predictions on an unlabeled batch as extra targets
+        with torch.no_grad():
+            guess = F.softmax(model(batch()[0]) / 0.5, 1)
+        y = guess.argmax(1)[: len(y)] if step > 1000 else y
+    if case == "ema-teacher":
+        with torch.no_grad():
+            teacher(x)
     if case == "contrastive":  # two noisy views of each sample: which pairs match
         z1, z2 = model(x), model(x + 0.1 * torch.randn_like(x))
         loss = F.cross_entropy(F.normalize(z1) @ F.normalize(z2).T / 0.1, torch.arange(B))
@@ -63,6 +79,16 @@ for step in range(1, steps + 1):
     opt.zero_grad()
     loss.backward()
     opt.step()
+    if case == "ema-teacher":
+        with torch.no_grad():
+            for t_p, p in zip(teacher.parameters(), model.parameters(), strict=True):
+                t_p.mul_(0.99).add_(p, alpha=0.01)
+    if step % 10 == 3 and case in ("eval-train", "eval-inference"):
+        with torch.no_grad() if case == "eval-train" else torch.inference_mode():
+            model(batch(256)[0])
+    if step == 10 and case == "update-bn":
+        data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(batch(256)[0]), 64)
+        torch.optim.swa_utils.update_bn(data, model)
     if step % 10 == 3 and case in ("healthy", "eval-left"):
         model.eval()
         with torch.no_grad():

@@ -12,6 +12,9 @@ next-iter    next(iter(loader)) inside the loop (a DataLoader without shuffle)
 few-batches  three batches cycled (a tiny dataset, several batches)
 full-batch   a dataset of 64 sequences trained full-batch
 low-lr       fine-tuning at lr 1e-5 on fresh batches
+shuffled     a DataLoader with shuffle=True over 8 batches' worth of sequences
+eval-train   an evaluation every 10 steps under no_grad, without eval(): dropout on
+buffer       each batch written into the same two tensors (copy_): one data_ptr, new values
 """
 
 import sys
@@ -55,7 +58,9 @@ pairs = [batch() for _ in range(8)]
 data = torch.utils.data.TensorDataset(
     torch.cat([x for x, _ in pairs]), torch.cat([y for _, y in pairs])
 )
-loader = torch.utils.data.DataLoader(data, batch_size=BATCH, shuffle=False)
+loader = torch.utils.data.DataLoader(data, batch_size=BATCH, shuffle=case == "shuffled")
+shuffled = iter(())
+buffer_x, buffer_y = fixed[0][0].clone(), fixed[0][1].clone()
 if case == "eval-start":
     model.eval()
 for step in range(1, steps + 1):
@@ -65,6 +70,16 @@ for step in range(1, steps + 1):
         x, y = next(iter(loader))
     elif case == "few-batches":
         x, y = fixed[step % 3]
+    elif case == "shuffled":
+        x, y = next(shuffled, (None, None))
+        if x is None:
+            shuffled = iter(loader)
+            x, y = next(shuffled)
+    elif case == "buffer":
+        fresh_x, fresh_y = batch()
+        buffer_x.copy_(fresh_x)
+        buffer_y.copy_(fresh_y)
+        x, y = buffer_x, buffer_y
     else:
         x, y = batch()
     loss = F.cross_entropy(model(x), y)
@@ -73,6 +88,9 @@ for step in range(1, steps + 1):
     opt.zero_grad()
     loss.backward()
     opt.step()
+    if step % 10 == 5 and case == "eval-train":
+        with torch.no_grad():
+            F.cross_entropy(model(fixed[0][0]), fixed[0][1])
     if step % 10 == 5 and case in ("healthy", "eval-left"):
         model.eval()
         with torch.no_grad():

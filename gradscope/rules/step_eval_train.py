@@ -1,0 +1,90 @@
+"""GS444: an evaluation run in train mode, from the trained models' forwards under
+torch.no_grad() or inference_mode while in train mode (watcher/eval_passes.py). No torch."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gradscope.config import Thresholds
+from gradscope.findings import RULES, Finding, Severity
+from gradscope.rules.registry import Stage, rule
+from gradscope.rules.step_common import about
+from gradscope.steps.records import WatchRun
+from gradscope.steps.state_facts import TrainModeEval
+
+RECIPE = 0.5
+"""Forwards without gradients at half the run's steps or more are part of each step (a
+guess of labels, an RL policy acting, a checkpointed forward): not an evaluation."""
+SHOWN = 4
+
+
+@rule(
+    "GS444",
+    "evaluated-in-train",
+    Severity.WARNING,
+    "eval-mode",
+    Stage.WATCH,
+    "watch: a trained model ran forward under torch.no_grad() or inference_mode (an "
+    "evaluation) while in train mode, with BatchNorms whose running statistics absorbed "
+    "it (a warning) or dropouts that made its numbers noisy (information)",
+    example="`with torch.no_grad(): val_loss = loss_fn(model(x_val), y_val)` every 10 "
+    "steps, without model.eval() before it",
+    fix="call model.eval() before the evaluation and model.train() after it",
+    objectives="any: the trained model's mode at a forward without gradients, a mechanism "
+    "in the call order whatever the loss means",
+)
+def evaluated_in_train(run: WatchRun, t: Thresholds) -> list[Finding]:
+    """A model whose parameters an optimizer trains ran a forward without gradients while
+    in train mode, at some points of the run but not at most of its steps: an
+    evaluation in train mode. Its BatchNorms normalise each evaluation batch with that
+    batch's own statistics and fold it into their running ones (the evaluation data
+    leaks into the model, whose eval-mode outputs change after every evaluation): a
+    warning. With only dropouts the evaluation's numbers are noisy and pessimistic and
+    nothing in the model changes: information. Silent on a model in eval mode, on a
+    model without dropout or BatchNorm (the modes are the same), on BatchNorms with a
+    cumulative average (momentum None: swa_utils.update_bn recalibrating them on
+    purpose), on a copy that no optimizer trains (an EMA teacher, an RL or BYOL target
+    network: not hooked) and on forwards without gradients at half the run's steps or
+    more (a recipe's every-step forward: MixMatch's label guess, an RL policy acting,
+    a forward checkpointed with use_reentrant)."""
+    out = []
+    for ev in run.state_facts.train_evals:
+        if ev.of and ev.steps >= RECIPE * ev.of and ev.of > 1:
+            continue
+        out.append(about(_finding(ev), [max(1, ev.first)]))
+    return out
+
+
+def _finding(ev: TrainModeEval) -> Finding:
+    where = f" at {ev.where}" if ev.where else ""
+    after = f"after step {ev.first}" if ev.first else "before the first step"
+    parts = []
+    if ev.norms:
+        parts.append(
+            f"its {_count(ev.norms, 'BatchNorm')} normalised with each evaluation batch's "
+            "own statistics and folded them into their running ones"
+        )
+    if ev.dropouts:
+        parts.append(f"its {_count(ev.dropouts, 'dropout')} dropped activations")
+    message = (
+        f"{ev.model} ran forward without gradients{where}, first {after}, while in train "
+        "mode: an evaluation in which " + " and ".join(parts)
+    )
+    advice = f"call model.eval() before the evaluation{where} and model.train() after it" + (
+        ": the running statistics now hold evaluation data" if ev.norms else ""
+    )
+    count = f"{ev.passes} forward(s) without gradients in train mode"
+    modules = (
+        f"{kind} in train mode: {', '.join(names[:SHOWN])}{' …' if len(names) > SHOWN else ''}"
+        for kind, names in (("BatchNorms", ev.norms), ("dropouts", ev.dropouts))
+        if names
+    )
+    evidence = (f"{count}, at {ev.steps} of the run's {ev.of} steps", *modules)
+    finding = RULES["GS444"].finding(
+        ev.model, message, advice, value=float(ev.passes), evidence=evidence
+    )
+    return finding if ev.norms else replace(finding, severity=Severity.INFO)
+
+
+def _count(names: tuple[str, ...], kind: str) -> str:
+    return f"{kind} {names[0]}" if len(names) == 1 else f"{len(names)} {kind}s"

@@ -1,0 +1,144 @@
+"""Forwards of a trained model under torch.no_grad() or inference_mode while it is in
+train mode: an evaluation pass whose dropouts still drop and whose BatchNorms still
+normalise with the batch's statistics and fold the evaluation data into their running
+ones.
+
+One forward pre-hook per trained model (the models the optimizers' parameters belong to,
+hooked from the first step on): a forward with gradients on, or in eval mode, costs two
+flag reads; the model's dropout and BatchNorm modules are listed at its first forward in
+train mode without gradients only. The hooks are left out of a model the script pickles
+or copies (an EMA or target copy is not the trained model), and removed with the watch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from gradscope.errors import user_line
+from gradscope.steps.state_facts import TrainModeEval
+from gradscope.watcher import discover
+from gradscope.watcher.modes import DROPOUTS, NORMS
+
+MAX_STEPS = 4096
+"""Distinct steps with such a pass kept at most: enough to tell every step from some."""
+
+
+@dataclass
+class Seen:
+    """A trained model's forwards in train mode without gradients."""
+
+    name: str
+    first: int
+    """Optimizer steps taken before its first such forward."""
+    where: str | None
+    dropouts: tuple[str, ...]
+    norms: tuple[str, ...]
+    passes: int = 0
+    steps: set[int] = field(default_factory=set)
+
+
+class EvalPasses:
+    def __init__(self, tracked: discover.Tracked, steps: Callable[[], int]) -> None:
+        self.tracked = tracked
+        self.steps = steps
+        """The optimizer steps taken so far (WatchState.steps)."""
+        self.seen: dict[int, Seen | None] = {}
+        """id(model) → its passes (None: it has no dropout or BatchNorm that train mode
+        changes, nothing to note)."""
+        self._roots: dict[int, nn.Module] = {}
+        self._handles: list[Any] = []
+        self._ids: set[int] = set()
+        self.on_fault: Callable[[str, BaseException], None] = lambda part, exc: None
+        self.failed = False
+
+    def attach(self) -> None:
+        """Hook the trained models found since the last call (every optimizer step)."""
+        if self.failed or len(self._roots) == len(self.tracked.roots):
+            return
+        for root in self.tracked.roots:
+            if id(root) not in self._roots:
+                self._roots[id(root)] = root
+                handle = root.register_forward_pre_hook(self._forward)
+                self._handles.append(handle)
+                self._ids.add(handle.id)
+
+    def remove(self) -> None:
+        while self._handles:
+            self._handles.pop().remove()
+
+    def wrap_getstate(self, original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """`nn.Module.__getstate__`: a pickled or copied model carries none of these hooks."""
+
+        def __getstate__(module: Any) -> Any:
+            state = original(module)
+            hooks = state.get("_forward_pre_hooks") if isinstance(state, dict) else None
+            if self._ids and hooks and any(k in self._ids for k in hooks):
+                state["_forward_pre_hooks"] = type(hooks)(
+                    (k, v) for k, v in hooks.items() if k not in self._ids
+                )
+            return state
+
+        return __getstate__
+
+    def _forward(self, module: nn.Module, args: Any) -> None:
+        if torch.is_grad_enabled() or not module.training or self.failed:
+            return
+        try:
+            self._note(module)
+        except Exception as exc:  # gradscope's own: this probe stops, the watch goes on
+            self.failed = True
+            self.on_fault("the evaluation-pass hook", exc)
+
+    def _note(self, module: nn.Module) -> None:
+        if self._roots.get(id(module)) is not module:
+            return  # a copy that kept the hook some other way: not the trained model
+        steps = self.steps()
+        if id(module) not in self.seen:
+            if _recalibrating(module):
+                return  # swa_utils.update_bn's pass: not an evaluation, and not cached
+            dropouts, norms = _in_train_mode(module)
+            self.seen[id(module)] = (
+                Seen(type(discover.unwrapped(module)).__name__, steps, user_line(), dropouts, norms)
+                if dropouts or norms
+                else None
+            )
+        seen = self.seen[id(module)]
+        if seen is not None:
+            seen.passes += 1
+            if len(seen.steps) < MAX_STEPS:
+                seen.steps.add(steps)
+
+    def facts(self, taken: int) -> list[TrainModeEval]:
+        """What was seen, against the `taken` optimizer steps of the run."""
+        return [
+            TrainModeEval(
+                s.name, s.first, s.passes, len(s.steps), taken, s.dropouts, s.norms, s.where
+            )
+            for s in self.seen.values()
+            if s is not None
+        ]
+
+
+def _recalibrating(root: nn.Module) -> bool:
+    """A BatchNorm of the root in train mode keeps a cumulative average (momentum None):
+    its statistics are being recomputed on purpose (swa_utils.update_bn sets it)."""
+    return any(isinstance(m, NORMS) and m.training and m.momentum is None for m in root.modules())
+
+
+def _in_train_mode(root: nn.Module) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The root's dropouts (p > 0) and BatchNorms that train mode changes: in training
+    mode themselves, the BatchNorms tracking running statistics."""
+    dropouts, norms = [], []
+    for name, m in root.named_modules():
+        if not m.training:
+            continue
+        if isinstance(m, DROPOUTS) and getattr(m, "p", 0) > 0:
+            dropouts.append(name)
+        elif isinstance(m, NORMS) and m.track_running_stats:
+            norms.append(name)
+    return tuple(dropouts), tuple(norms)
