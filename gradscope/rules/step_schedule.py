@@ -25,10 +25,12 @@ from gradscope.steps.records import StepRecord, WatchRun
 COLLAPSED = 0.01
 """The lr at or below 1% of its peak: the schedule's end, by the issue's own measure."""
 TAIL = 0.1
-"""For a schedule of unknown shape (a lambda, a composite). A schedule meant for the run
-spends at most its last ~6% below 1% of its peak (a cosine to 0: 6.4%; OneCycleLR: 4.5%;
-a linear decay: 1%); a run that trains on for more than 10% of its steps (and at least 2)
-after the collapse was not meant to."""
+"""For a schedule that does not say where it ends: one whose lr only falls (StepLR,
+MultiStepLR, ExponentialLR: a last decay to 1% near the end is a recipe, e.g. ×0.1 at 78%
+and 93% of the iterations) or of unknown shape (a lambda, a composite). A schedule meant for
+the run spends at most its last ~6-8% below 1% of its peak (a cosine to 0: 6.4%;
+OneCycleLR: 4.5%; a linear decay: 1%; that step recipe: 7.4%); a run that trains on for
+more than 10% of its steps (and at least 2) after the collapse was not meant to."""
 CYCLIC = ("CosineAnnealingWarmRestarts", "CyclicLR")
 """Schedules that return to their peak by design: the lr near 0 is a restart's eve."""
 
@@ -54,14 +56,14 @@ def lr_collapsed(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A scheduler (not a cyclic one: CosineAnnealingWarmRestarts, CyclicLR) was stepped at
     least once per optimizer step, and a param group's lr fell to 1% of its peak so far or
     below while the run went on. Whether it went on by design is the schedule's own: one
-    whose lr only falls (StepLR, MultiStepLR, ExponentialLR) stays below, so one more step
-    there is the run training on at no lr; one sized in calls (CosineAnnealingLR's T_max,
-    LinearLR's and PolynomialLR's total_iters, OneCycleLR's total_steps) reaches 1% near
-    its own end, and is a collapse once the run steps past that end; any other (a lambda,
-    a composite) must leave more than 10% of the run's steps (at least 2) below. A
-    schedule counted in epochs, stepped per batch, ends after as many batches as it has
-    epochs; one stepped per micro-batch ends K times too early. The finding names the
-    scheduler, its numbers, the line that steps it and the step where the lr fell below
+    sized in calls (CosineAnnealingLR's T_max, LinearLR's and PolynomialLR's total_iters,
+    OneCycleLR's total_steps) reaches 1% near its own end, and is a collapse once the run
+    steps past that end; any other (one whose lr only falls, which a recipe may take to 1%
+    near the run's end; a lambda, a composite) must leave more than 10% of the run's steps
+    (at least 2) below. A schedule counted in epochs, stepped per batch, ends after as many
+    batches as it has epochs; one stepped per micro-batch ends K times too early. The
+    finding names the scheduler, its numbers, the line that steps it and the step where
+    the lr fell below
     1%."""
     out = []
     series = {s.index: s for s in by_optimizer(run)}
@@ -83,8 +85,6 @@ def lr_collapsed(run: WatchRun, t: Thresholds) -> list[Finding]:
 def _due(info: SchedulerInfo, at: int, last: int) -> float:
     """The step from which a collapse at step `at` is certain to be the run's, not the
     schedule's planned end (inf: never, for a schedule the run has not outlived)."""
-    if info.shape == "falls":
-        return at + 1
     if info.shape == "ends":
         return math.inf if info.past is None else max(at + 1, info.past)
     return at + max(2, TAIL * last)
@@ -141,7 +141,10 @@ def _finding(
 def _shape_evidence(info: SchedulerInfo) -> tuple[str, ...]:
     """What made the collapse certain at its step: the schedule's own shape."""
     if info.shape == "falls":
-        return (f"{info.kind}'s lr only falls: it stays below 1% of its peak from there",)
+        return (
+            f"{info.kind}'s lr only falls: it stays below 1% of its peak from there, and the "
+            "run trained on for more than 10% of its steps",
+        )
     if info.shape == "ends" and info.past is not None:
         return (
             f"{info.kind} ends after {info.horizon} calls; the run went past that end "

@@ -21,6 +21,10 @@ cosine-floor   CosineAnnealingLR(T_max=total steps, eta_min=peak / 1000) (health
 cosine-last    CosineAnnealingLR(T_max=total steps - 1): eta_min at the last step (healthy)
 linear-steps   LinearLR(end_factor=0, total_iters=total steps) (healthy)
 warmup-cosine  LambdaLR: 5 steps of warm-up, then a cosine to 0 over the run (healthy)
+multistep-end  MultiStepLR(milestones at 75% and 92% of the steps, gamma=0.1) stepped per
+               step: 1% of the peak for the last 8% of the run, a detection recipe (healthy)
+exp-end        ExponentialLR stepped per step, its gamma taking the lr to 1% at 92% of the
+               run (healthy)
 replace-weight the output layer's weight replaced by a new nn.Parameter after the optimizer
 replace-head   the output layer replaced by a new nn.Linear after the optimizer
 load-assign    load_state_dict(..., assign=True) after the optimizer: fresh tensors
@@ -129,6 +133,11 @@ elif bug == "steplr-epoch":
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
 elif bug == "multistep-batch":
     sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[5, 10], gamma=0.1)
+elif bug == "multistep-end":
+    marks = [int(steps * 0.75), int(steps * 0.92)]
+    sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=marks, gamma=0.1)
+elif bug == "exp-end":
+    sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=0.01 ** (1 / (0.92 * steps)))
 elif bug in ("linear-batch", "linear-steps"):
     total = 10 if bug == "linear-batch" else steps
     sched = torch.optim.lr_scheduler.LinearLR(opt, 1.0, 0.0, total_iters=total)
