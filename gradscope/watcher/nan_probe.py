@@ -10,6 +10,12 @@ finite loss (`WeightsNan`) and the rules point to `inspect --script --step N`. W
 both are finite (GradScaler skipped the steps, the NaN comes with some batches), one
 hook per node of that backward's graph notes whether what came in was finite and what
 went out was not: the first such node made it; the nodes after it passed it on.
+
+GradScaler reads found_inf on the host at every step it takes (`_maybe_opt_step`), so a
+skipped step arms the probe there, for the next backward, at no extra read-back. A scaled
+backward may also overflow: each hooked node's backward is run again on its incoming
+gradient unscaled, and a node finite there only overflowed (the scale search of a healthy
+model), never an op that made NaN/Inf.
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ MAX_NODES = 4096
 """Nodes hooked, nearest the loss first (a hooked graph is freed by recursion: see
 discover.MAX_GRAPH_NODES). A producer beyond them is not found, never misnamed."""
 MAX_NAMES = 6
+OVERFLOWS = 16
+"""Scaled backwards watched that only overflowed before the probe gives up (a scale that
+keeps overflowing: GradScaler's skips, GS408, say so)."""
 PART = "the NaN probe"
 
 
@@ -46,8 +55,14 @@ class NanProbe:
     """The first of the consecutive steps GradScaler skipped with a finite loss."""
     seen: int | None = None
     """The step whose gradients were read back non-finite with a finite loss."""
+    by_scaler: bool = False
+    """Armed by a step GradScaler skipped: disarmed again where the watched backward only
+    overflowed or made nothing non-finite, until the next skip."""
     done: bool = False
     tries: int = 0
+    overflows: int = 0
+    unscale: torch.Tensor | None = None
+    """1 / the loss scale of the watched backward, where GradScaler scaled it."""
     flags: list[tuple[Any, torch.Tensor]] = field(default_factory=list)
     handles: list[Any] = field(default_factory=list)
     origin: BackwardNan | None = None
@@ -82,7 +97,14 @@ def look(probe: NanProbe, records: Any) -> None:
     probe.read = count
 
 
-def begin(probe: NanProbe, state: Any, roots: list[torch.Tensor]) -> None:
+def skipped(probe: NanProbe, step: int) -> None:
+    """GradScaler skipped this step (it read found_inf on the host): arm the probe for the
+    next backward, whatever the loss (a NaN the forward made leaves nothing to watch)."""
+    if not probe.done and probe.seen is None:
+        probe.seen, probe.by_scaler = step, True
+
+
+def begin(probe: NanProbe, state: Any, roots: list[torch.Tensor], scaler: Any = None) -> None:
     """A top-level backward starts: watch it where the weights and its loss are finite."""
     look(probe, state.recorder.records)
     if probe.done or probe.seen is None or len(roots) != 1 or roots[0].grad_fn is None:
@@ -97,6 +119,8 @@ def begin(probe: NanProbe, state: Any, roots: list[torch.Tensor]) -> None:
     if bad[-1]:
         _missed(probe)
         return
+    scale = getattr(scaler, "_scale", None)
+    probe.unscale = scale.detach().reciprocal() if isinstance(scale, torch.Tensor) else None
     for node in _nodes(loss.grad_fn):
         probe.handles.append(node.register_hook(_hook(probe, node)))
 
@@ -112,12 +136,12 @@ def end(probe: NanProbe, state: Any) -> None:
     if not flags:
         return _missed(probe)
     read = torch.stack([f.to("cpu") for _, f in flags]).tolist()
-    made = [i for i, (out_bad, in_bad, _) in enumerate(read) if out_bad and not in_bad]
+    made = [i for i, (out, came, _, over) in enumerate(read) if out and not came and not over]
     if not made:
-        return _missed(probe)
+        return _overflowed(probe) if any(r[0] and not r[1] for r in read) else _missed(probe)
     first = made[0]
     node = flags[first][0]
-    passed = sum(1 for out_bad, in_bad, _ in read[first + 1 :] if out_bad and in_bad)
+    passed = sum(1 for out_bad, in_bad, _, _ in read[first + 1 :] if out_bad and in_bad)
     names = _params_of(node, state.tracked)
     assert probe.seen is not None
     probe.origin = BackwardNan(
@@ -141,6 +165,15 @@ def finish(probe: NanProbe, state: Any) -> None:
 def _missed(probe: NanProbe) -> None:
     probe.tries += 1
     probe.done = probe.tries >= TRIES
+    if probe.by_scaler:  # the next skip arms it again
+        probe.seen, probe.by_scaler = None, False
+
+
+def _overflowed(probe: NanProbe) -> None:
+    """Only a scaled gradient's overflow: GradScaler's business, not an op's."""
+    probe.overflows += 1
+    probe.done = probe.overflows >= OVERFLOWS
+    probe.seen, probe.by_scaler = None, False
 
 
 def _weights(seen: int, steps: int, names: list[str], bad: list[bool]) -> WeightsNan:
@@ -188,11 +221,37 @@ def _hook(probe: NanProbe, node: Any) -> Any:
             out_bad = torch.stack([~torch.isfinite(g).all() for g in made]).any()
             in_bad = torch.stack([~torch.isfinite(g).all() for g in came]).any() if came else None
             masked = _masked(made, came)
+            over = _overflow(node, grad_outputs, probe.unscale, out_bad.device)
         device = out_bad.device
         in_bad = in_bad.to(device) if in_bad is not None else torch.tensor(False, device=device)
-        probe.flags.append((node, torch.stack([out_bad, in_bad, masked.to(device)])))
+        probe.flags.append((node, torch.stack([out_bad, in_bad, masked.to(device), over])))
 
     return hook
+
+
+def _overflow(node: Any, came: Any, unscale: torch.Tensor | None, device: Any) -> torch.Tensor:
+    """The node's backward run again on its incoming gradient unscaled is finite: what it
+    made was the loss scale's overflow (a backward is linear in what comes in; an infinite
+    local derivative stays infinite, 0 × ∞ stays NaN). Never for a Python Function's
+    backward (the user's code, run once) or where nothing can be run again."""
+    no = torch.tensor(False, device=device)
+    floats = [g for g in came if isinstance(g, torch.Tensor) and g.is_floating_point()]
+    if unscale is None or not floats or isinstance(node, torch.autograd.function.BackwardCFunction):
+        return no
+    try:
+        again = node(
+            *[
+                g * unscale.to(g.device) if g is not None and g.is_floating_point() else g
+                for g in came
+            ]
+        )
+    except Exception:  # released, or not callable twice: judged as before
+        return no
+    again = again if isinstance(again, tuple) else (again,)
+    outs = [g for g in again if isinstance(g, torch.Tensor) and g.is_floating_point()]
+    if not outs:
+        return no
+    return torch.stack([torch.isfinite(g).all().to(device) for g in outs]).all()
 
 
 def _masked(made: list[torch.Tensor], came: list[torch.Tensor]) -> torch.Tensor:

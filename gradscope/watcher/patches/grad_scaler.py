@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from gradscope.watcher import stepping
+from gradscope.watcher import nan_probe, stepping
 from gradscope.watcher.guard import enter, safely
 from gradscope.watcher.patches.base import Patch
 from gradscope.watcher.state import WatchState
@@ -71,3 +71,5 @@ def _scaled(here: Any, out: torch.Tensor, outputs: torch.Tensor, scaler: Any) ->
 def _skipped(state: WatchState, here: Any, optimizer: Any) -> None:
     stepping.begin(state, here, optimizer, skipped=True)
     stepping.finish(state, here, optimizer)
+    if not state.probe.done:  # known here at no cost: GradScaler read found_inf
+        nan_probe.skipped(state.probe, state.steps)
