@@ -9,6 +9,8 @@ neither does a healthy model's opening scale search, whose scaled gradients over
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from gradscope.findings import Severity
@@ -79,6 +81,28 @@ def test_the_safe_versions_of_the_same_objectives_say_nothing(kind, mode):
     loud = [f for f in report.findings if f.severity >= Severity.WARNING]
     assert loud == [], [f.message for f in loud]
     assert report.run.backward_nan is None and report.run.weights_nan is None
+
+
+@pytest.mark.parametrize(
+    ("mode", "reader"), [("scaler", "grad_scaler.py"), ("sgd", "nan_probe.py")]
+)
+def test_the_probe_reads_its_flags_back_where_the_run_already_waits(monkeypatch, mode, reader):
+    """Armed by GradScaler's skip, the watched backward's flags are read once, inside the
+    GradScaler.step that has just read found_inf on the host, not when the backward
+    returns; armed by the recorder's read-back (no scaler), when it returns."""
+    reads = []
+    real = nan_probe.judge
+
+    def judge(probe, state):
+        if probe.pending:
+            reads.append((sys._getframe(1).f_code.co_filename, state.steps))
+        real(probe, state)
+
+    monkeypatch.setattr(nan_probe, "judge", judge)
+    _run("sqrt", mode, 14)
+    assert len(reads) == 1 and reads[0][0].endswith(reader), reads
+    # under the scaler: after step 2 was recorded (skipped too), before step 3 began
+    assert mode != "scaler" or reads[0][1] == 2
 
 
 @pytest.mark.parametrize(("kind", "op", "masked"), ORIGINS)
