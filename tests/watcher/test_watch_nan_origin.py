@@ -179,3 +179,51 @@ def test_gradscaler_finding_its_scale_is_not_probed_but_a_nan_at_every_step_is()
     store.extend(always[5:])  # read back later: counted on from where it stopped
     nan_probe.look(probe, store)
     assert probe.seen == 1
+
+
+def _hooked(loss, scale):
+    """The probe's flags (out non-finite, in non-finite, masked, overflow) per node of one
+    backward of `loss * scale`."""
+
+    scaled = loss * scale
+    probe = nan_probe.NanProbe(unscale=scale.reciprocal())
+    for node in nan_probe._nodes(scaled.grad_fn):
+        probe.handles.append(node.register_hook(nan_probe._hook(probe, node)))
+    scaled.backward()
+    for handle in probe.handles:
+        handle.remove()
+    return [(type(n).__name__, nan_probe._read([f])[0]) for n, f in probe.flags]
+
+
+def test_an_overflow_of_the_scale_is_told_from_an_infinite_local_derivative():
+    """sqrt at 0 makes Inf at any scale; sin(1e30 z)'s gradient × 1e10 only overflows."""
+    import torch
+
+    x = torch.tensor([0.0, 1.0], requires_grad=True)
+    z = torch.tensor([0.5], requires_grad=True)
+    flags = _hooked(x.sqrt().sum() + (z * 1e30).sin().sum(), torch.tensor(1e10))
+    made = [(name, f[3]) for name, f in flags if f[0] and not f[1]]
+    assert sorted(made) == [("MulBackward0", True), ("SqrtBackward0", False)], flags
+
+
+def test_a_python_functions_backward_runs_once_and_is_judged_as_before():
+    """The user's backward is never run again by the probe (its side effects are theirs)."""
+    import torch
+
+    calls = []
+
+    class Big(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, v):
+            return v * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            calls.append(1)
+            return g * 1e30
+
+    z = torch.tensor([0.5], requires_grad=True)
+    flags = _hooked(Big.apply(z).sum(), torch.tensor(1e10))
+    assert calls == [1]
+    made = [(name, f[3]) for name, f in flags if f[0] and not f[1]]
+    assert made == [("BigBackward", False)], flags
