@@ -43,6 +43,7 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "GS420": ("GS405", "GS409", "GS410", "GS413", "GS415", "GS419"),  # decay erases weights
     "GS416": ("GS406", "GS415"),  # clipping scaled gradients cuts every update
     "GS433": ("GS401", "GS403", "GS407", "GS408", "GS434"),  # a NaN made in the backward
+    "GS434": ("GS401", "GS403", "GS407", "GS408"),  # its update wrote the NaN into the weights
     "GS431": ("GS405", "GS409", "GS414", "GS415", "GS419"),  # probabilities fed as logits
     "GS419": _LR_HIGH,  # lr too high; gradients it killed (GS405, GS410, GS417: see _explains)
     "GS413": ("GS414", "GS415"),  # a large part never learns: the loss cannot fall (_explains)

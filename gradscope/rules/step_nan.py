@@ -1,8 +1,9 @@
 """Where a NaN is made in the backward (GS433), and weights gone non-finite under a finite
 loss (GS434). No torch.
 
-Both read what the watcher's NaN probe (watcher/nan_probe.py) found after the recorder
-read back the first non-finite gradient of a finite loss: the backward node that made it
+Both read what the watcher's NaN probe (watcher/nan_probe.py) found after a step GradScaler
+skipped, or after the recorder read back the first non-finite gradient of a finite loss:
+the backward node that made it
 on a later backward whose weights and loss were still finite, or the weights that the
 update had already filled with NaN/Inf (then no node can be blamed from that run: the
 advice is the `inspect --script --step N` that replays the step).

@@ -12,7 +12,8 @@ class BackwardNan:
     hooks on one later backward whose weights and loss were finite."""
 
     seen: int
-    """The first step read back with non-finite gradients and a finite loss."""
+    """The first step read back with non-finite gradients and a finite loss, or the step
+    GradScaler skipped before the watched one (its loss finite)."""
     step: int
     """The step whose backward the hooks watched."""
     op: str

@@ -54,7 +54,7 @@ def started(
     here.scaled_by = None if scaled is None else scaled[2]
     state.noise.begin(window, here.scaled_by)
     if not state.probe.done:
-        probed(state, lambda: nan_probe.begin(state.probe, state, roots))
+        probed(state, lambda: nan_probe.begin(state.probe, state, roots, here.scaled_by))
     if tensor is None or gradient is not None or tensor.numel() != 1:
         window.loss_known = False
         return

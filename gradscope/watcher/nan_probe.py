@@ -2,14 +2,22 @@
 one is read back.
 
 The graph of the backward that made it is gone by the time the recorder reads its norms
-back, so the probe waits for the next top-level backward. It reads the tracked weights
-and that backward's loss once: where a weight is already NaN/Inf (the usual case: the
-update applied the gradient), every later forward is poisoned and a node hook would
-blame the wrong op, so the probe only states that the weights went non-finite after a
-finite loss (`WeightsNan`) and the rules point to `inspect --script --step N`. Where
-both are finite (GradScaler skipped the steps, the NaN comes with some batches), one
-hook per node of that backward's graph notes whether what came in was finite and what
-went out was not: the first such node made it; the nodes after it passed it on.
+back, so the probe waits for the next top-level backward and hooks it. It reads the
+tracked weights' and that backward's loss's finiteness with the hooks' flags, in one
+read-back: where a weight is already NaN/Inf (the usual case without GradScaler: the
+update applied the gradient), every later forward is poisoned and a node hook would blame
+the wrong op, so the probe only states that the weights went non-finite after a finite
+loss (`WeightsNan`) and the rules point to `inspect --script --step N`. Where both are
+finite (GradScaler skipped the steps, the NaN comes with some batches), the hook on each
+node of that backward's graph notes whether what came in was finite and what went out was
+not: the first such node made it; the nodes after it passed it on.
+
+GradScaler reads found_inf on the host at every step it takes (`_maybe_opt_step`), so a
+skipped step arms the probe there, for the next backward, whose flags are read back inside
+the next GradScaler.step, once found_inf was read: no wait the run did not have. A scaled
+backward may also overflow: each hooked node's backward is run again on its incoming
+gradient unscaled, and a node finite there only overflowed (the scale search of a healthy
+model), never an op that made NaN/Inf.
 """
 
 from __future__ import annotations
@@ -32,6 +40,9 @@ MAX_NODES = 4096
 """Nodes hooked, nearest the loss first (a hooked graph is freed by recursion: see
 discover.MAX_GRAPH_NODES). A producer beyond them is not found, never misnamed."""
 MAX_NAMES = 6
+OVERFLOWS = 16
+"""Scaled backwards watched that only overflowed before the probe gives up (a scale that
+keeps overflowing: GradScaler's skips, GS408, say so)."""
 PART = "the NaN probe"
 
 
@@ -46,8 +57,23 @@ class NanProbe:
     """The first of the consecutive steps GradScaler skipped with a finite loss."""
     seen: int | None = None
     """The step whose gradients were read back non-finite with a finite loss."""
+    by_scaler: bool = False
+    """Armed by a step GradScaler skipped: disarmed again where the watched backward only
+    overflowed or made nothing non-finite, until the next skip."""
     done: bool = False
     tries: int = 0
+    overflows: int = 0
+    unscale: torch.Tensor | None = None
+    """1 / the loss scale of the watched backward, where GradScaler scaled it."""
+    seen_loss: torch.Tensor | None = None
+    """Whether the skipped step's loss was non-finite, on the device until read."""
+    step: int = 0
+    """The step whose backward is watched."""
+    guard: list[torch.Tensor | None] = field(default_factory=list)
+    """Whether the watched backward's weights and loss held NaN/Inf, on the device until
+    read with the hooks' flags."""
+    pending: bool = False
+    """A watched backward's flags not read yet."""
     flags: list[tuple[Any, torch.Tensor]] = field(default_factory=list)
     handles: list[Any] = field(default_factory=list)
     origin: BackwardNan | None = None
@@ -82,52 +108,84 @@ def look(probe: NanProbe, records: Any) -> None:
     probe.read = count
 
 
-def begin(probe: NanProbe, state: Any, roots: list[torch.Tensor]) -> None:
-    """A top-level backward starts: watch it where the weights and its loss are finite."""
+def skipped(probe: NanProbe, step: int, loss: torch.Tensor | None) -> None:
+    """GradScaler skipped this step (it read found_inf on the host): arm the probe for the
+    next backward. Whether this step's loss was finite is read with the watched backward's
+    flags (a NaN the forward made is GS401's, not a finite loss's)."""
+    if not probe.done and probe.seen is None:
+        probe.seen, probe.by_scaler = step, True
+        probe.seen_loss = None if loss is None else ~torch.isfinite(loss.detach()).all()
+
+
+def begin(probe: NanProbe, state: Any, roots: list[torch.Tensor], scaler: Any = None) -> None:
+    """A top-level backward starts: hook it, its weights' and loss's finiteness noted on the
+    device (read with the hooks' flags: one read-back)."""
+    judge(probe, state)
     look(probe, state.recorder.records)
     if probe.done or probe.seen is None or len(roots) != 1 or roots[0].grad_fn is None:
         return
     loss = roots[0]
-    params = state.tracked.params
-    bad = _non_finite([p.detach() for p in params] + [loss.detach()])
-    if any(bad[:-1]):
-        probe.weights = _weights(probe.seen, state.steps, state.tracked.names, bad[:-1])
-        probe.done = True
-        return
-    if bad[-1]:
-        _missed(probe)
-        return
+    probe.step = state.steps + 1
+    probe.guard = _flags([p.detach() for p in state.tracked.params] + [loss.detach()])
+    scale = getattr(scaler, "_scale", None)
+    probe.unscale = scale.detach().reciprocal() if isinstance(scale, torch.Tensor) else None
     for node in _nodes(loss.grad_fn):
         probe.handles.append(node.register_hook(_hook(probe, node)))
 
 
 def end(probe: NanProbe, state: Any) -> None:
-    """The watched backward returned: the first node that made NaN/Inf from finite ones."""
+    """The watched backward returned: its hooks off. Armed by GradScaler's skip, the flags
+    wait for the GradScaler.step that reads found_inf anyway; else they are read now."""
     if not probe.handles:
         return
     for handle in probe.handles:
         handle.remove()
     probe.handles = []
+    probe.pending = True
+    if not probe.by_scaler:
+        judge(probe, state)
+
+
+def judge(probe: NanProbe, state: Any) -> None:
+    """One read-back of the watched backward: the weights gone non-finite (GS434), its loss
+    non-finite (tried again), or the first node that made NaN/Inf from finite ones."""
+    if not probe.pending:
+        return
+    probe.pending = False
     flags, probe.flags = probe.flags, []
-    if not flags:
-        return _missed(probe)
-    read = torch.stack([f.to("cpu") for _, f in flags]).tolist()
-    made = [i for i, (out_bad, in_bad, _) in enumerate(read) if out_bad and not in_bad]
-    if not made:
-        return _missed(probe)
+    guard, probe.guard = probe.guard, []
+    seen_loss, probe.seen_loss = probe.seen_loss, None
+    extra: list[torch.Tensor | None] = [seen_loss] if seen_loss is not None else []
+    bad = _read([*guard, *(f for _, f in flags), *extra])
+    weights, loss_bad = bad[: len(guard) - 1], bad[len(guard) - 1]
+    read = bad[len(guard) : len(guard) + len(flags)]
+    if any(weights):
+        probe.weights = _weights(probe.seen or 0, probe.step - 1, state.tracked.names, weights)
+        probe.done = True
+        return
+    made = [i for i, (out, came, _, over) in enumerate(read) if out and not came and not over]
+    if loss_bad or not made:
+        overflowed = not loss_bad and any(r[0] and not r[1] for r in read)
+        return _overflowed(probe) if overflowed else _missed(probe)
     first = made[0]
     node = flags[first][0]
-    passed = sum(1 for out_bad, in_bad, _ in read[first + 1 :] if out_bad and in_bad)
-    names = _params_of(node, state.tracked)
-    assert probe.seen is not None
+    passed = sum(1 for out_bad, in_bad, _, _ in read[first + 1 :] if out_bad and in_bad)
+    seen = probe.step if extra and bad[-1] else probe.seen  # that step's loss was NaN
+    assert seen is not None
     probe.origin = BackwardNan(
-        probe.seen, state.steps + 1, type(node).__name__, names, bool(read[first][2]), passed
+        seen,
+        probe.step,
+        type(node).__name__,
+        _params_of(node, state.tracked),
+        read[first][2],
+        passed,
     )
     probe.done = True
 
 
 def finish(probe: NanProbe, state: Any) -> None:
     """The watch ends: a probe armed but never run reads the weights once."""
+    judge(probe, state)
     look(probe, state.recorder.records)
     if probe.done or probe.seen is None:
         return
@@ -141,6 +199,15 @@ def finish(probe: NanProbe, state: Any) -> None:
 def _missed(probe: NanProbe) -> None:
     probe.tries += 1
     probe.done = probe.tries >= TRIES
+    if probe.by_scaler:  # the next skip arms it again
+        probe.seen, probe.by_scaler = None, False
+
+
+def _overflowed(probe: NanProbe) -> None:
+    """Only a scaled gradient's overflow: GradScaler's business, not an op's."""
+    probe.overflows += 1
+    probe.done = probe.overflows >= OVERFLOWS
+    probe.seen, probe.by_scaler = None, False
 
 
 def _weights(seen: int, steps: int, names: list[str], bad: list[bool]) -> WeightsNan:
@@ -148,20 +215,36 @@ def _weights(seen: int, steps: int, names: list[str], bad: list[bool]) -> Weight
     return WeightsNan(seen, steps, found[:MAX_NAMES], len(found))
 
 
+def _flags(tensors: list[torch.Tensor]) -> list[torch.Tensor | None]:
+    """Whether each tensor holds a NaN/Inf, on its device (None where none can be read)."""
+    return [
+        ~torch.isfinite(t).all()
+        if type(t) in (torch.Tensor, torch.nn.Parameter) and not t.is_meta
+        else None
+        for t in tensors
+    ]
+
+
+def _read(flags: list[torch.Tensor | None]) -> list[Any]:
+    """One read-back per device of flags of any shape: each as a bool or a list of them
+    (False where there was none)."""
+    by_device: dict[Any, list[int]] = {}
+    for i, f in enumerate(flags):
+        if f is not None:
+            by_device.setdefault(f.device, []).append(i)
+    out: list[Any] = [False] * len(flags)
+    for at in by_device.values():
+        parts = [flags[i].reshape(-1) for i in at]  # type: ignore[union-attr]
+        values = iter(torch.cat(parts).tolist())
+        for i, part in zip(at, parts, strict=True):
+            got = [bool(next(values)) for _ in range(part.numel())]
+            out[i] = got if flags[i].dim() else got[0]  # type: ignore[union-attr]
+    return out
+
+
 def _non_finite(tensors: list[torch.Tensor]) -> list[bool]:
     """One read-back: whether each tensor holds a NaN/Inf (False where none can be read)."""
-    flags = [
-        ~torch.isfinite(t).all()
-        for t in tensors
-        if type(t) in (torch.Tensor, torch.nn.Parameter) and not t.is_meta
-    ]
-    readable = iter(torch.stack([f.to("cpu") for f in flags]).tolist() if flags else [])
-    return [
-        bool(next(readable))
-        if type(t) in (torch.Tensor, torch.nn.Parameter) and not t.is_meta
-        else False
-        for t in tensors
-    ]
+    return _read(_flags(tensors))
 
 
 def _nodes(root: Any) -> list[Any]:
@@ -188,11 +271,43 @@ def _hook(probe: NanProbe, node: Any) -> Any:
             out_bad = torch.stack([~torch.isfinite(g).all() for g in made]).any()
             in_bad = torch.stack([~torch.isfinite(g).all() for g in came]).any() if came else None
             masked = _masked(made, came)
+            over = _overflow(node, grad_outputs, probe.unscale, out_bad.device)
         device = out_bad.device
-        in_bad = in_bad.to(device) if in_bad is not None else torch.tensor(False, device=device)
-        probe.flags.append((node, torch.stack([out_bad, in_bad, masked.to(device)])))
+        in_bad = in_bad.to(device) if in_bad is not None else _false(device)
+        probe.flags.append((node, torch.stack([out_bad, in_bad, masked.to(device), over])))
 
     return hook
+
+
+def _false(device: Any) -> torch.Tensor:
+    """False on the device, filled there (a tensor from a Python value is copied from the
+    host: on CUDA that waits for the stream)."""
+    return torch.zeros((), dtype=torch.bool, device=device)
+
+
+def _overflow(node: Any, came: Any, unscale: torch.Tensor | None, device: Any) -> torch.Tensor:
+    """The node's backward run again on its incoming gradient unscaled is finite: what it
+    made was the loss scale's overflow (a backward is linear in what comes in; an infinite
+    local derivative stays infinite, 0 × ∞ stays NaN). Never for a Python Function's
+    backward (the user's code, run once) or where nothing can be run again."""
+    no = _false(device)
+    floats = [g for g in came if isinstance(g, torch.Tensor) and g.is_floating_point()]
+    if unscale is None or not floats or isinstance(node, torch.autograd.function.BackwardCFunction):
+        return no
+    try:
+        again = node(
+            *[
+                g * unscale.to(g.device) if g is not None and g.is_floating_point() else g
+                for g in came
+            ]
+        )
+    except Exception:  # released, or not callable twice: judged as before
+        return no
+    again = again if isinstance(again, tuple) else (again,)
+    outs = [g for g in again if isinstance(g, torch.Tensor) and g.is_floating_point()]
+    if not outs:
+        return no
+    return torch.stack([torch.isfinite(g).all().to(device) for g in outs]).all()
 
 
 def _masked(made: list[torch.Tensor], came: list[torch.Tensor]) -> torch.Tensor:
@@ -205,7 +320,7 @@ def _masked(made: list[torch.Tensor], came: list[torch.Tensor]) -> torch.Tensor:
         if g.shape == o.shape and g.device == o.device
     ]
     if not hits:
-        return torch.tensor(False, device=made[0].device)
+        return _false(made[0].device)
     return torch.stack(hits).any()
 
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import torch
 
-from gradscope.watcher import stepping
+from gradscope.watcher import nan_probe, stepping
+from gradscope.watcher.backward_calls import probed
 from gradscope.watcher.guard import enter, safely
 from gradscope.watcher.patches.base import Patch
 from gradscope.watcher.state import WatchState
@@ -57,6 +58,8 @@ class ScalerStep(Patch):
                 out = original(scaler, optimizer, *args, **kw)
                 if scaler.is_enabled() and not call[2]:  # the optimizer's hooks never ran
                     safely(state, here, STEP, lambda: _skipped(state, here, optimizer))
+                if state.probe.pending:  # found_inf was read: the probe's read costs nothing
+                    safely(state, here, STEP, lambda: probed(state, _judge(state)))
             finally:
                 here.scaler_calls = [c for c in here.scaler_calls if c is not call]
             return out
@@ -69,5 +72,12 @@ def _scaled(here: Any, out: torch.Tensor, outputs: torch.Tensor, scaler: Any) ->
 
 
 def _skipped(state: WatchState, here: Any, optimizer: Any) -> None:
+    loss = here.window.loss
     stepping.begin(state, here, optimizer, skipped=True)
     stepping.finish(state, here, optimizer)
+    if not state.probe.done:  # known here at no cost: GradScaler read found_inf
+        nan_probe.skipped(state.probe, state.steps, loss)
+
+
+def _judge(state: WatchState) -> Any:
+    return lambda: nan_probe.judge(state.probe, state)

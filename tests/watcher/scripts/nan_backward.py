@@ -5,7 +5,9 @@
 #   pow      (v * mask) ** 0.5 * mask: the root of values a mask zeroed, masked again
 #   safe-sqrt, safe-acos, safe-log, safe-pow: the same objectives made safe (look-alikes)
 # argv: KIND MODE STEPS, MODE `sgd` (the update writes the NaN into the weights) or
-# `scaler` (GradScaler skips every step: the weights stay finite)
+# `scaler` (GradScaler skips every step: the weights stay finite), `search` and
+# `search-long` (GradScaler starting at 2**120 and 2**127: a healthy model's scaled gradients
+# overflow at first, 3 and 10 skips with safe-sqrt, until the scale search ends)
 import sys
 import time
 
@@ -36,7 +38,8 @@ def objective(out: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 4))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-scaler = torch.amp.GradScaler("cpu") if mode == "scaler" else None
+INIT = {"scaler": 2.0**16, "search": 2.0**120, "search-long": 2.0**127}
+scaler = torch.amp.GradScaler("cpu", init_scale=INIT[mode]) if mode in INIT else None
 for _step in range(steps):
     x = torch.randn(16, 4)
     mask = (torch.rand(16, 4) > 0.3).float()
