@@ -13,6 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gradscope"
 BOTTOM = {
     # module: the gradscope modules it may import
     "errors": set(),
+    "autograd_walk": set(),
     "catalogue": set(),
     "fmt": set(),
     "stdio": set(),
