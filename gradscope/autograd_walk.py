@@ -11,6 +11,7 @@ backward node is any object with `next_functions`.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
@@ -60,7 +61,8 @@ class DepthFirst(Generic[T]):
 
     @property
     def pending(self) -> int:
-        """Items reached but not visited: those left by the bound (or by a loop that stopped)."""
+        """Items reached but not visited: those left by the bound (or by a loop that stopped;
+        a node reached twice, by two edges, counts twice)."""
         return len(self._stack)
 
     def __iter__(self) -> Iterator[T]:
@@ -69,39 +71,49 @@ class DepthFirst(Generic[T]):
         return self._depth_first()
 
     def _depth_first(self) -> Iterator[T]:
-        key, seen = self._key, set()
-        stack = self._stack
-        stack.extend(reversed(self._roots) if self._order is Order.FIRST_INPUT else self._roots)
-        while stack and not self._full():
+        # one tight loop: it runs once per node of graphs of thousands
+        key, below, first = self._key, self._below, self._order is Order.FIRST_INPUT
+        limit = math.inf if self._limit is None else self._limit
+        stack, seen, visited = self._stack, set(), 0
+        stack.extend(reversed(self._roots) if first else self._roots)
+        while stack and visited < limit:
             item = stack.pop()
             if key is not None:
                 k = key(item)
                 if k in seen:
                     continue
                 seen.add(k)
-            self.visited += 1
+            visited += 1
+            self.visited = visited
             yield item
-            below = list(self._below(item))
-            if key is not None:
-                below = [b for b in below if key(b) not in seen]
-            stack.extend(reversed(below) if self._order is Order.FIRST_INPUT else below)
+            if below is inputs:  # the common case, without a call
+                under = [n for n, _ in getattr(item, "next_functions", ()) if n is not None]
+            else:
+                under = list(below(item))
+            if first:
+                under.reverse()
+            stack.extend(under)
 
     def _reached(self) -> Iterator[T]:
-        key = self._key or id
-        stack = self._stack
+        key, below = self._key or id, self._below
+        limit = math.inf if self._limit is None else self._limit
+        stack, visited = self._stack, 0
         stack.extend(_unique(self._roots, key))
         seen = {key(r) for r in stack}
-        while stack and not self._full():
+        while stack and visited < limit:
             item = stack.pop()
-            self.visited += 1
+            visited += 1
+            self.visited = visited
             yield item
-            for b in self._below(item):
-                if key(b) not in seen:
-                    seen.add(key(b))
+            if below is inputs:  # the common case, without a call
+                under = [n for n, _ in getattr(item, "next_functions", ()) if n is not None]
+            else:
+                under = list(below(item))
+            for b in under:
+                k = key(b)
+                if k not in seen:
+                    seen.add(k)
                     stack.append(b)
-
-    def _full(self) -> bool:
-        return self._limit is not None and self.visited >= self._limit
 
 
 def _unique(items: list[T], key: Callable[[T], Hashable]) -> list[T]:

@@ -17,12 +17,12 @@ _PLAIN = (str, int, bool, type(None))
 
 def json_safe(value: Any) -> Any:
     """`value` with only what strict JSON holds (the rest as above)."""
-    if isinstance(value, _PLAIN):
-        return value
     if isinstance(value, float):  # numpy's float64 too
         if math.isfinite(value):
             return value
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, _PLAIN):
+        return value
     if isinstance(value, dict):
         return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -36,6 +36,12 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+_ONE_LINE = json.JSONEncoder(allow_nan=False)
+"""Made once: a --log line is written per step (json.dumps with any option makes one a call)."""
+
+
 def dumps(value: Any, indent: int | None = None) -> str:
     """`value` as strict JSON text (json.dumps' separators; ASCII, lone surrogates escaped)."""
+    if indent is None:
+        return _ONE_LINE.encode(json_safe(value))
     return json.dumps(json_safe(value), indent=indent, allow_nan=False)
