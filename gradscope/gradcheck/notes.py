@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch.autograd.function import FunctionCtx
 
+from gradscope.autograd_walk import backward_nodes
 from gradscope.errors import UserCodeError, user_frame
 from gradscope.gradcheck.inputs import Problem
 from gradscope.gradcheck.jacobian import Evaluator, StageError, Tolerance
@@ -55,15 +56,7 @@ def _saves(record: list[tuple[Any, torch.Tensor, int]]) -> Iterator[None]:
 def _graph_nodes(outs: list[Any]) -> set[int]:
     """ids of every autograd node behind `outs`: a custom Function's ctx is its node, so a
     ctx not among them (a nested Function's, thrown away) never reaches a backward."""
-    seen: set[int] = set()
-    stack = [out.grad_fn for out in outs if out.grad_fn is not None]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack += [n for n, _ in node.next_functions if n is not None]
-    return seen
+    return {id(node) for node in backward_nodes(outs)}
 
 
 MAX_WARNINGS = 3

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from gradscope.autograd_walk import Order, backward_nodes, inputs
+
 # torch is imported in functions: `gradscope --help` must not load it
 
 SAVED_PREFIX = "_saved_"
@@ -31,24 +33,19 @@ class Walk:
 
 
 def walk(loss: Any, show_saved: bool = False) -> Walk:
-    """Every backward node reached from `loss`, with an explicit stack (deep graphs are fine)."""
+    """Every backward node reached from `loss`, each once, numbered in the order reached
+    (deep graphs are fine: the walk has no recursion)."""
     w = Walk({}, [], {}, [])
-    stack = [] if loss.grad_fn is None else [loss.grad_fn]
-    for fn in stack:
-        w.fns[id(fn)] = fn
-    while stack:
-        fn = stack.pop()
+    if loss.grad_fn is not None:
+        w.fns[id(loss.grad_fn)] = loss.grad_fn
+    for fn in backward_nodes([loss], order=Order.REACHED):
         variable = getattr(fn, "variable", None)
         if variable is not None:
             w.variables[id(fn)] = variable
         w.saved.extend((id(fn), name, t) for name, t in _saved(fn, show_saved))
-        for nxt, _ in getattr(fn, "next_functions", ()):
-            if nxt is None:
-                continue
+        for nxt in inputs(fn):
             w.edges.append((id(nxt), id(fn)))
-            if id(nxt) not in w.fns:
-                w.fns[id(nxt)] = nxt
-                stack.append(nxt)
+            w.fns.setdefault(id(nxt), nxt)
     return w
 
 

@@ -18,6 +18,7 @@ import torch
 from torch.amp import grad_scaler
 from torch.nn.modules import module as module_mod
 
+from gradscope.autograd_walk import DepthFirst
 from gradscope.errors import TargetError, UserCodeError
 
 PreHook = Callable[[str, torch.nn.Module], None]
@@ -209,15 +210,7 @@ def graph_nodes(*roots: torch.Tensor) -> set[Any]:
 
 def reachable(nodes: Iterable[Any]) -> set[Any]:
     """These backward nodes and every node behind them, without recursion."""
-    seen: set[Any] = set()
-    stack = list(nodes)
-    while stack:
-        node = stack.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        stack.extend(n for n, _ in node.next_functions if n is not None and n not in seen)
-    return seen
+    return set(DepthFirst(nodes))
 
 
 @dataclass(frozen=True)

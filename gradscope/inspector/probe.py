@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from gradscope.autograd_walk import DepthFirst
 from gradscope.errors import UserCodeError
 from gradscope.inspector import hooks
 from gradscope.inspector.fused_stats import FusedNumbers, GradNumbers, fused_stats, owners, plans
@@ -210,19 +211,14 @@ def summed_terms(loss: torch.Tensor, limit: int = 64) -> int | None:
 
 def _summed_terms(root: Any, limit: int) -> int | None:
     counts: list[int] = []
-    stack, seen = [root], set()
-    while stack:
-        node = stack.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        if len(seen) > limit:
+    nodes = DepthFirst([root], _scalar_inputs, limit=limit + 1)
+    for node in nodes:
+        if nodes.visited > limit:
             return None
         inputs = [(n, i) for n, i in node.next_functions if n is not None]
         sizes = [math.prod(n._input_metadata[i].shape) for n, i in inputs]
         if all(size == 1 for size in sizes):
-            stack.extend(n for n, _ in inputs)
-            continue
+            continue  # scalar arithmetic: the walk goes on below
         name = type(node).__name__
         if not (name.startswith("SumBackward") or getattr(node, "_saved_reduction", None) == _SUM):
             return None
@@ -232,6 +228,14 @@ def _summed_terms(root: Any, limit: int) -> int | None:
             terms = terms // shape[1] if len(shape) > 1 else 1
         counts.append(terms)
     return min(counts) if counts and min(counts) > 1 else None
+
+
+def _scalar_inputs(node: Any) -> list[Any]:
+    """A node's inputs where every one is a single number (scalar arithmetic), else none."""
+    inputs = [(n, i) for n, i in node.next_functions if n is not None]
+    if all(math.prod(n._input_metadata[i].shape) == 1 for n, i in inputs):
+        return [n for n, _ in inputs]
+    return []
 
 
 def _registered_after(

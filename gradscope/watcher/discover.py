@@ -17,6 +17,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from gradscope.autograd_walk import backward_nodes
+
 COMPILED_PREFIX = "_orig_mod."
 
 
@@ -84,17 +86,10 @@ def graph_leaves(roots: Sequence[torch.Tensor], limit: int = MAX_GRAPH_NODES) ->
     graph's AccumulateGrad nodes) among its first `limit` nodes, depth first (a leaf is
     soon reached): what the script trains when no optimizer says so."""
     out: list[torch.Tensor] = []
-    seen: set[int] = set()
-    stack: list[Any] = [t.grad_fn for t in roots if t.grad_fn is not None]
-    while stack and len(seen) < limit:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
+    for node in backward_nodes(roots, limit=limit):
         variable = getattr(node, "variable", None)
         if isinstance(variable, torch.Tensor):
             out.append(variable)
-        stack.extend(n for n, _ in node.next_functions)
     return out
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from gradscope.autograd_walk import DepthFirst, Order
 from gradscope.errors import user_line
 from gradscope.steps.meaning import LossKind, LossTerm
 from gradscope.watcher import loss_inputs
@@ -59,15 +60,35 @@ _REDUCING = {"MeanBackward0": "mean", "SumBackward0": "sum"}
 """A per-sample loss (reduction="none") reduced afterwards."""
 
 
+_Branch = tuple[Any, float, str | None]
+"""A node on one path down from the loss: the factor and the reduction the path applies."""
+
+
 def read(loss: torch.Tensor, scaled: bool = False) -> LossKind:
     """The loss's terms; unrecognised branches are counted, never guessed. Where a term
     was fed probabilities (loss_inputs.py), the user's line that called backward."""
     found: list[LossTerm] = []
-    unknown = [0]
-    budget = [MAX_NODES]
-    _walk(loss.grad_fn, 1.0, None, found, unknown, budget)
+    unknown = 0
+    roots: list[_Branch] = [] if loss.grad_fn is None else [(loss.grad_fn, 1.0, None)]
+    walk = DepthFirst(
+        roots, lambda b: _below(b) or [], order=Order.FIRST_INPUT, limit=MAX_NODES, key=None
+    )
+    for node, factor, reduced in walk:  # every path: a term reached twice counts twice
+        if len(found) >= MAX_TERMS:
+            unknown += 1
+            break
+        name = type(node).__name__
+        if name in _LOSS_NODES:
+            found.append(_term(node, _LOSS_NODES[name], factor, reduced))
+        elif _below((node, factor, reduced)) is None:
+            smoothing = _smoothing(node, factor, reduced)
+            if smoothing is None:
+                unknown += 1
+            else:
+                found.append(smoothing)
+    unknown += walk.pending  # reached past the bound: not read, counted unknown
     where = user_line() if any(t.misfed for t in found) else None  # rare: only then
-    return LossKind(tuple(found[:MAX_TERMS]), unknown[0], scaled, where)
+    return LossKind(tuple(found[:MAX_TERMS]), unknown, scaled, where)
 
 
 def plus(a: LossKind, b: LossKind) -> LossKind:
@@ -78,45 +99,30 @@ def plus(a: LossKind, b: LossKind) -> LossKind:
     return LossKind(terms, unknown, a.scaled or b.scaled, a.where or b.where)
 
 
-def _walk(
-    node: Any,
-    factor: float,
-    reduced: str | None,
-    found: list[LossTerm],
-    unknown: list[int],
-    budget: list[int],
-) -> None:
-    budget[0] -= 1
-    if node is None or budget[0] < 0 or len(found) >= MAX_TERMS:
-        unknown[0] += node is not None
-        return
+def _below(branch: _Branch) -> list[_Branch] | None:
+    """The branches under a node that only scales, sums or reshapes the loss ([] under a
+    loss node); None for any other node (a smoothing term, or unknown)."""
+    node, factor, reduced = branch
     name = type(node).__name__
     if name in _LOSS_NODES:
-        found.append(_term(node, _LOSS_NODES[name], factor, reduced))
-        return
+        return []
     inputs = [n for n, _ in node.next_functions if n is not None]
     if name in _PASS and len(inputs) == 1:
-        _walk(inputs[0], factor, reduced, found, unknown, budget)
-    elif name == "NegBackward0" and len(inputs) == 1:
-        _walk(inputs[0], -factor, reduced, found, unknown, budget)
-    elif name in _REDUCING and len(inputs) == 1:
-        _walk(inputs[0], factor, reduced or _REDUCING[name], found, unknown, budget)
-    elif name in ("MulBackward0", "MulBackward1", "DivBackward0") and len(inputs) == 1:
+        return [(inputs[0], factor, reduced)]
+    if name == "NegBackward0" and len(inputs) == 1:
+        return [(inputs[0], -factor, reduced)]
+    if name in _REDUCING and len(inputs) == 1:
+        return [(inputs[0], factor, reduced or _REDUCING[name])]
+    if name in ("MulBackward0", "MulBackward1", "DivBackward0") and len(inputs) == 1:
         by = _constant(getattr(node, "_saved_other", None))
         by = 1.0 / by if name == "DivBackward0" and by else by
-        _walk(inputs[0], factor * by, reduced, found, unknown, budget)
-    elif name in ("AddBackward0", "SubBackward0"):
+        return [(inputs[0], factor * by, reduced)]
+    if name in ("AddBackward0", "SubBackward0"):
         alpha = _constant(getattr(node, "_saved_alpha", 1))
         signs = (1.0, -alpha if name == "SubBackward0" else alpha)
-        for (child, _), sign in zip(node.next_functions, signs, strict=False):
-            if child is not None:
-                _walk(child, factor * sign, reduced, found, unknown, budget)
-    else:
-        smoothing = _smoothing(node, factor, reduced)
-        if smoothing is None:
-            unknown[0] += 1
-        else:
-            found.append(smoothing)
+        pairs = zip(node.next_functions, signs, strict=False)
+        return [(child, factor * sign, reduced) for (child, _), sign in pairs if child is not None]
+    return None
 
 
 _SMOOTHING_CHAIN = {"SumBackward0", "SumBackward1", "MeanBackward0", "MaskedFillBackward0"}

@@ -8,8 +8,6 @@ so far are read back into `w.run` and `w.report`.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import time
 from collections.abc import Callable
@@ -21,6 +19,7 @@ from typing import Any, BinaryIO
 from gradscope.config import Settings
 from gradscope.errors import GradscopeError, Terminated, UserCodeError, is_own_file
 from gradscope.rules.watch import judge  # the engine calls the judge, once
+from gradscope.safe_json import dumps
 from gradscope.steps.noise import Smoother
 from gradscope.steps.records import MANUAL, ParamInfo, StepRecord, WatchRun
 from gradscope.watcher import schedules
@@ -65,8 +64,8 @@ class StepLog:
         lines = []
         if names != self.names:
             dtype = _main_dtype(params)
-            lines.append(json.dumps({"params": list(names), **({"dtype": dtype} if dtype else {})}))
-        lines += [json.dumps(json_safe(self._line(r))) for r in records]
+            lines.append(dumps({"params": list(names), **({"dtype": dtype} if dtype else {})}))
+        lines += [dumps(self._line(r)) for r in records]
         data = ("\n".join(lines) + "\n").encode()
         try:
             if self.file is None:
@@ -109,7 +108,7 @@ class StepLog:
         Only after steps were logged whole: a log that failed or holds none gets none, and
         a child the script forked (None) writes nothing into its parent's log."""
         if self.file is not None and self.failure is None and findings is not None:
-            line = json.dumps(json_safe({"findings": [f.to_dict() for f in findings]}))
+            line = dumps({"findings": [f.to_dict() for f in findings]})
             data = (line + "\n").encode()
             try:
                 self.file.write(data)
@@ -141,18 +140,6 @@ def _main_dtype(params: list[Any]) -> str | None:
         name = str(p.dtype).removeprefix("torch.")
         counts[name] = counts.get(name, 0) + p.numel()
     return max(counts, key=lambda k: counts[k]) if counts else None
-
-
-def json_safe(value: Any) -> Any:
-    """`value` with non-finite floats as the strings "nan", "inf", "-inf": a --log line
-    is strict JSON."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [json_safe(v) for v in value]
-    return value
 
 
 class Watcher:

@@ -86,8 +86,8 @@ def test_a_large_gradient_batch_under_adamw_is_named_at_its_step():
 
 
 def test_the_lead_is_in_the_log_s_last_line(tmp_path):
+    from gradscope.safe_json import json_safe
     from gradscope.watcher import watch_script
-    from gradscope.watcher.session import json_safe
 
     log = tmp_path / "steps.jsonl"
     report = watch_script(SCRIPT, ["ramp", "200"], log=str(log))

@@ -1,0 +1,134 @@
+"""Every walk of an autograd graph, in one place: depth first, with an explicit stack.
+
+A recursive walk overflows Python's stack on a long chain (a recurrent loop of 100,000
+steps), so none recurses. Callers say what they need: the order a node's inputs are
+taken in, a bound on the nodes visited, whether a node reached twice is visited twice
+(a walk that carries a factor down each path), and what lies below a node (nothing: the
+walk is pruned there); a caller stops the walk by leaving its loop. No torch here: a
+backward node is any object with `next_functions`.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Order(enum.Enum):
+    """Which of a node's inputs is visited first."""
+
+    LAST_INPUT = "last-input"
+    """Depth first, a node's last input first (what a plain stack pops); a node reached
+    again later is skipped."""
+    FIRST_INPUT = "first-input"
+    """Depth first, a node's first input first (the order a recursive walk takes)."""
+    REACHED = "reached"
+    """Each node is put on the stack once, when first reached (the stack holds at most
+    every node once); they are visited as the stack pops them, the last input first."""
+
+
+def inputs(node: Any) -> list[Any]:
+    """The backward nodes `node` hands gradients to (None edges left out)."""
+    return [n for n, _ in getattr(node, "next_functions", ()) if n is not None]
+
+
+class DepthFirst(Generic[T]):
+    """Iterate the nodes (or any items `below` expands) reachable from `roots`.
+
+    `below(item)` gives what lies under an item, read after the loop's body for it ran
+    (empty: pruned there). `key` names a node for "visited once" (None: every path is
+    walked, a shared node once per path). `limit` bounds the items visited; `pending`
+    then says how many were reached but not visited."""
+
+    def __init__(
+        self,
+        roots: Iterable[T],
+        below: Callable[[T], Iterable[T]] = inputs,
+        *,
+        order: Order = Order.LAST_INPUT,
+        limit: int | None = None,
+        key: Callable[[T], Hashable] | None = id,
+    ) -> None:
+        self._roots = list(roots)
+        self._below, self._order, self._limit, self._key = below, order, limit, key
+        self._stack: list[T] = []
+        self.visited = 0
+        """Items yielded so far."""
+
+    @property
+    def pending(self) -> int:
+        """Items reached but not visited: those left by the bound (or by a loop that stopped;
+        a node reached twice, by two edges, counts twice)."""
+        return len(self._stack)
+
+    def __iter__(self) -> Iterator[T]:
+        if self._order is Order.REACHED:
+            return self._reached()
+        return self._depth_first()
+
+    def _depth_first(self) -> Iterator[T]:
+        # one tight loop: it runs once per node of graphs of thousands
+        key, below, first = self._key, self._below, self._order is Order.FIRST_INPUT
+        limit = math.inf if self._limit is None else self._limit
+        stack, seen, visited = self._stack, set(), 0
+        stack.extend(reversed(self._roots) if first else self._roots)
+        while stack and visited < limit:
+            item = stack.pop()
+            if key is not None:
+                k = key(item)
+                if k in seen:
+                    continue
+                seen.add(k)
+            visited += 1
+            self.visited = visited
+            yield item
+            if below is inputs:  # the common case, without a call
+                under = [n for n, _ in getattr(item, "next_functions", ()) if n is not None]
+            else:
+                under = list(below(item))
+            if first:
+                under.reverse()
+            stack.extend(under)
+
+    def _reached(self) -> Iterator[T]:
+        key, below = self._key or id, self._below
+        limit = math.inf if self._limit is None else self._limit
+        stack, visited = self._stack, 0
+        stack.extend(_unique(self._roots, key))
+        seen = {key(r) for r in stack}
+        while stack and visited < limit:
+            item = stack.pop()
+            visited += 1
+            self.visited = visited
+            yield item
+            if below is inputs:  # the common case, without a call
+                under = [n for n, _ in getattr(item, "next_functions", ()) if n is not None]
+            else:
+                under = list(below(item))
+            for b in under:
+                k = key(b)
+                if k not in seen:
+                    seen.add(k)
+                    stack.append(b)
+
+
+def _unique(items: list[T], key: Callable[[T], Hashable]) -> list[T]:
+    seen: set[Hashable] = set()
+    out = []
+    for item in items:
+        if key(item) not in seen:
+            seen.add(key(item))
+            out.append(item)
+    return out
+
+
+def backward_nodes(
+    tensors: Iterable[Any], *, order: Order = Order.LAST_INPUT, limit: int | None = None
+) -> DepthFirst[Any]:
+    """The backward nodes behind these tensors (those without a grad_fn add none)."""
+    roots = [t.grad_fn for t in tensors if getattr(t, "grad_fn", None) is not None]
+    return DepthFirst(roots, order=order, limit=limit)
