@@ -332,6 +332,24 @@ TABLE = {
 
 
 @dataclass(frozen=True)
+class Threshold:
+    """A number a rule compares against, declared with the rule that owns it
+    (`@rule(thresholds=...)`): the config key of `[thresholds]`, its built-in default and
+    what it means (docs/config.md's row). config.Thresholds, configs/default.toml and that
+    table follow the declarations (tests/test_config_declared.py)."""
+
+    key: str
+    default: float
+    doc: str
+    above_zero: bool = False
+    """It divides, takes a logarithm or sizes a window: 0 has no meaning there."""
+
+
+THRESHOLDS: Declared[str, Threshold] = Declared()
+"""Threshold key → its declaration, in the catalogue's order, filled by `@rule`."""
+
+
+@dataclass(frozen=True)
 class Rule:
     id: str
     slug: str

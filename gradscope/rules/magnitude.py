@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Iterable
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import RULES, Finding, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules import depth
 from gradscope.rules.by_design import layer_scaled, scale_invariant, theory_zero
@@ -58,7 +58,38 @@ def _medians(pool: list[ParamStats]) -> dict[bool, float]:
         "clip gradients (torch.nn.utils.clip_grad_norm_), lower the learning rate, add "
         "normalisation (LayerNorm, BatchNorm) or fix the weight init"
     ),
-    thresholds=("explode-rms", "explode-median-ratio", "explode-min-norm", "explode-norm"),
+    thresholds=(
+        Threshold(
+            "explode-rms",
+            1e2,
+            "a parameter's gradient RMS per element above this is exploding, whatever the "
+            "tensor's size; a scale-invariant weight (feeding a norm layer) is judged at unit "
+            "weight RMS, i.e. RMS(g)·RMS(w)",
+        ),
+        Threshold(
+            "explode-median-ratio",
+            1e3,
+            "a gradient RMS this many times the model's median RMS is exploding... "
+            "(`--explode-median-ratio`); embedding tables are compared with embedding tables, and"
+            " only a tensor that runs before most of the model can fire (an explosion grows on "
+            "its way back to the input; a late head far above a small body is the body's gradient"
+            " being small, GS105's business)",
+        ),
+        Threshold(
+            "explode-min-norm",
+            1.0,
+            "...if its norm is above this too: a large ratio over vanished neighbours is "
+            "vanishing, not exploding",
+        ),
+        Threshold(
+            "explode-norm",
+            1e3,
+            "the total gradient L2 norm over the model above this is exploding "
+            "(`--explode-norm`); weights feeding a BatchNorm/GroupNorm/InstanceNorm are left out "
+            "(scale-invariant: their gradient is ∝ 1/‖w‖ by design); a single tensor is judged by"
+            " `explode-rms` instead",
+        ),
+    ),
     command="gradscope inspect exploding-deep",
     objectives=(
         "any: the gradients' size, whatever the loss means; under reduction='sum' the "
@@ -166,7 +197,19 @@ def _module_rms(params: Iterable[ParamStats]) -> float:
         "ReLU or GELU instead of sigmoid/tanh, residual connections, normalisation, or a better "
         "init"
     ),
-    thresholds=("vanish-norm", "vanish-depth-ratio"),
+    thresholds=(
+        Threshold(
+            "vanish-norm",
+            1e-7,
+            "a non-zero gradient L2 norm below this is vanishing (`--vanish-norm`)",
+        ),
+        Threshold(
+            "vanish-depth-ratio",
+            1e-3,
+            "gradient RMS of the first layer run over that of the last, below this "
+            "(`--vanish-depth-ratio`)",
+        ),
+    ),
     command="gradscope inspect vanishing-sigmoid",
     objectives=(
         "any: the depth ratio is the same whatever the loss or its scale; the vanish-norm "

@@ -1,6 +1,7 @@
 """One declaration per rule, next to its check: `@rule(...)` gives the rule's id, slug,
-severity, troubleshooting row, stage, summary, thresholds, example, fix, the objectives
-it judges and the findings it supersedes; the check's docstring is its "why".
+severity, troubleshooting row, stage, summary, thresholds (the `Threshold`s it owns:
+key, default, meaning; the keys of those it shares), example, fix, the objectives it
+judges and the findings it supersedes; the check's docstring is its "why".
 
 A declaration fills `findings.RULES` (the metadata every report reads), `DOCS` (what
 `gradscope rules GSxxx` and docs/rules.md say) and the stage's list of checks, so adding
@@ -21,7 +22,7 @@ from typing import Any, TypeVar
 
 from gradscope import catalogue
 from gradscope.catalogue import Declared
-from gradscope.findings import RULES, TABLE, Rule, Severity
+from gradscope.findings import RULES, TABLE, THRESHOLDS, Rule, Severity, Threshold
 
 
 class Stage(enum.Enum):
@@ -80,7 +81,7 @@ def rule(
     *,
     example: str,
     fix: str,
-    thresholds: tuple[str, ...] = (),
+    thresholds: tuple[Threshold | str, ...] = (),
     supersedes: tuple[str, ...] = (),
     command: str = "",
     objectives: str = "",
@@ -90,13 +91,20 @@ def rule(
         raise ValueError(f"rule {id} is declared twice")
     if row not in TABLE:
         raise ValueError(f"{id}: no troubleshooting row {row!r}")
+    owned = [t for t in thresholds if isinstance(t, Threshold)]
+    for t in owned:
+        if THRESHOLDS.holds(t.key):
+            raise ValueError(f"{id}: threshold {t.key} is declared twice")
+    keys = tuple(t.key if isinstance(t, Threshold) else t for t in thresholds)
 
     def register(check: F) -> F:
         why = why_of(check)
         if not why:
             raise ValueError(f"{id}: {check.__name__} needs a docstring (the rule's why)")
         RULES[id] = Rule(id, slug, severity, row, summary, stage.value)
-        DOCS[id] = RuleDoc(why, example, fix, command, thresholds, objectives)
+        DOCS[id] = RuleDoc(why, example, fix, command, keys, objectives)
+        for t in owned:
+            THRESHOLDS[t.key] = t
         if supersedes:
             SUPERSEDES[id] = supersedes
         _CHECKS.setdefault(stage, {})[id] = check

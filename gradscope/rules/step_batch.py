@@ -6,7 +6,7 @@ No torch."""
 from __future__ import annotations
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import RULES, Finding, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_common import about
@@ -26,7 +26,14 @@ from gradscope.steps.records import WatchRun
     fix="move the batch toward B_simple (fewer micro-batches or ranks above it, more below) "
     "and retune the learning rate; or take it as information: a batch above B_simple buys "
     "fewer steps with more samples, one below it the reverse",
-    thresholds=("noise-scale-factor",),
+    thresholds=(
+        Threshold(
+            "noise-scale-factor",
+            10,
+            "info: the run's batch this many times above or below the critical batch size "
+            "(B_simple), beyond two standard errors of the estimate",
+        ),
+    ),
     objectives=(
         "any one loss whose micro-batches are independent samples of it (accumulation or "
         "DDP ranks): B_simple needs them; a GAN's two losses, or backward calls from "

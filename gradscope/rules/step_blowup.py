@@ -9,7 +9,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import RULES, Finding, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_common import (
@@ -118,11 +118,32 @@ def early_blowup_of(s: Series, t: Thresholds) -> Blowup | None:
     fix="lower the learning rate or lengthen the warm-up, so a fresh model's first updates stay "
     "small",
     thresholds=(
-        "blowup-window",
-        "blowup-loss-ratio",
-        "blowup-norm-ratio",
-        "blowup-rise-ratio",
-        "blowup-recover-fall",
+        Threshold(
+            "blowup-window",
+            100,
+            "an optimizer's first this many steps are where an early blow-up is looked for",
+        ),
+        Threshold(
+            "blowup-loss-ratio",
+            1.5,
+            "the loss (median of 3 steps) rose this many times above its first steps'...",
+        ),
+        Threshold(
+            "blowup-norm-ratio",
+            5.0,
+            "...with the gradient norm this many times its first steps' median",
+        ),
+        Threshold(
+            "blowup-rise-ratio",
+            1.2,
+            "a milder rise, without the norm, counts when the loss never recovered",
+        ),
+        Threshold(
+            "blowup-recover-fall",
+            0.25,
+            "error when the loss's last steps never got this fraction below where it started "
+            "(else warning)",
+        ),
     ),
     objectives=(
         "a single recognised objective (every term of one kind and sign: a cross-entropy, "

@@ -13,7 +13,7 @@ import statistics
 from dataclasses import replace
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import RULES, Finding, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_blowup import early_blowup_of
@@ -184,7 +184,16 @@ def _ratios(steps: list[StepRecord], members: list[int]) -> tuple[list[float], l
     "ratios 0.05-0.08 from step 1, the loss stuck near 2.9 where the stock run reaches "
     "2.4",
     fix="lower the peak learning rate by the factor given, or lengthen the warm-up",
-    thresholds=("update-ratio-warn", "update-ratio-high", "progress-min-fall"),
+    thresholds=(
+        Threshold(
+            "update-ratio-warn",
+            0.02,
+            "the weight matrices' median ‖Δw‖/‖w‖ over the first 100 steps at or above this (20× "
+            "the healthy 1e-3), while the loss stalls",
+        ),
+        "update-ratio-high",
+        "progress-min-fall",
+    ),
     objectives=(
         "any for the update ratios (the weights rewritten every few steps; Adam's lr "
         "against the weights' scale) and for gradients that died while the loss did not "

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import RULES, Finding, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_common import (
@@ -36,7 +36,19 @@ from gradscope.steps.records import StepRecord, WatchRun
     "watch: GradScaler skipped many steps after warm-up, or several in a row",
     example="float16 autocast on a model whose activations exceed 65504",
     fix="bf16 instead of fp16, a smaller learning rate, or the unstable op in fp32",
-    thresholds=("amp-skip-rate", "amp-skip-streak", "warmup-steps"),
+    thresholds=(
+        Threshold(
+            "amp-skip-rate",
+            0.05,
+            "GradScaler skipped more than this fraction of the steps after warm-up...",
+        ),
+        Threshold(
+            "amp-skip-streak",
+            3,
+            "...or this many steps in a row",
+        ),
+        "warmup-steps",
+    ),
     objectives=(
         "any: GradScaler's skipped steps (float16 overflows), a mechanism independent of "
         "what the loss means"
@@ -186,7 +198,14 @@ def _judged_ratios(run: WatchRun, t: Thresholds) -> Iterator[tuple[int, float, b
     "watch: a parameter's update is a large fraction of its weights every step",
     example="one param group with a learning rate 100 times the others'",
     fix="lower that param group's learning rate",
-    thresholds=("update-ratio-high", "warmup-steps"),
+    thresholds=(
+        Threshold(
+            "update-ratio-high",
+            0.2,
+            "a weight matrix's median ‖Δw‖/‖w‖ per step (sampled, after warm-up) above this",
+        ),
+        "warmup-steps",
+    ),
     objectives=(
         "any: each update against its weights, the optimizer's step, a mechanism "
         "independent of what the loss means"
@@ -223,7 +242,14 @@ def update_ratio_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     "watch: a parameter's update is zero or negligible (lr 0, frozen)",
     example="a param group with lr=0, or a learning-rate schedule that decayed to 0",
     fix="give it a learning rate, or remove it from the optimizer if it is meant to stay fixed",
-    thresholds=("update-ratio-low", "warmup-steps"),
+    thresholds=(
+        Threshold(
+            "update-ratio-low",
+            1e-7,
+            "a parameter's median ‖Δw‖/‖w‖ below this (exactly 0: it is not updated)",
+        ),
+        "warmup-steps",
+    ),
     objectives=(
         "any: each update against its weights, the optimizer's step, a mechanism "
         "independent of what the loss means"
@@ -330,7 +356,14 @@ def never_updated(run: WatchRun, t: Thresholds) -> list[Finding]:
     example="a loop that calls loss.backward() and opt.step() but never opt.zero_grad()",
     fix="call optimizer.zero_grad() once per optimizer step, after step() or before the first "
     "backward",
-    thresholds=("not-reset-fraction",),
+    thresholds=(
+        Threshold(
+            "not-reset-fraction",
+            0.5,
+            "gradients still present from the previous step at more than this fraction of the "
+            "steps",
+        ),
+    ),
     supersedes=("GS419",),  # piled-up gradients make the large steps, not the lr
     objectives=(
         "any: whether .grad is reset between steps, a mechanism independent of what the loss means"

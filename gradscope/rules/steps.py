@@ -19,7 +19,7 @@ import statistics
 from dataclasses import replace
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import RULES, Finding, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.spikes_by_design import (
@@ -172,11 +172,33 @@ def spike_steps(run: WatchRun, t: Thresholds, kind: str) -> list[int]:
     fix="look at the batches of those steps; if the gradient norm spiked too, clip it or lower "
     "the learning rate",
     thresholds=(
-        "spike-window",
-        "spike-sigma",
-        "spike-min-ratio",
-        "spike-min-history",
-        "spike-early-ratio",
+        Threshold(
+            "spike-window",
+            128,
+            "`watch`: steps in the rolling median/MAD baseline of the loss and the gradient norm",
+            above_zero=True,
+        ),
+        Threshold(
+            "spike-sigma",
+            6.0,
+            "a value this many robust sigmas (1.4826·MAD, in log space for positive series) above"
+            " the rolling median...",
+            above_zero=True,
+        ),
+        Threshold(
+            "spike-min-ratio",
+            2.0,
+            "...and at least this many times the rolling median is a spike",
+            above_zero=True,
+        ),
+        Threshold("spike-min-history", 32, "steps of baseline needed before a spike can be called"),
+        Threshold(
+            "spike-early-ratio",
+            5.0,
+            "in the first `spike-min-history` steps a spike must also be this many times the "
+            "median of the steps before it (a fresh model's norm doubles early; 0 turns the early"
+            " test off)",
+        ),
     ),
     command="gradscope watch gradscope/examples/train_buggy.py",
     objectives=(
