@@ -1,7 +1,8 @@
 """One declaration per rule, next to its check: `@rule(...)` gives the rule's id, slug,
 severity, troubleshooting row, stage, summary, thresholds (the `Threshold`s it owns:
 key, default, meaning; the keys of those it shares), example, fix, the objectives it
-judges and the findings it supersedes; the check's docstring is its "why".
+judges, the findings it explains (a cause: rules/causes.py) and those it supersedes; the
+check's docstring is its "why".
 
 A declaration fills `findings.RULES` (the metadata every report reads), `DOCS` (what
 `gradscope rules GSxxx` and docs/rules.md say) and the stage's list of checks, so adding
@@ -36,6 +37,25 @@ class Stage(enum.Enum):
     DIFF = "diff"
 
 
+class When(enum.Enum):
+    """Where in the same optimizer's steps a cause explains its symptoms (rules/causes.py)."""
+
+    ANYWHERE = "anywhere"
+    """A mechanism: wherever the symptom is (gradients never reset)."""
+    AT_ITS_STEPS = "at its steps"
+    """A cause of one moment: only where their steps meet (one layer's spike)."""
+    BEFORE = "before"
+    """A precursor, a warning before a divergence: a symptom from its first step on, which
+    holds the lead (its first step minus the warning's)."""
+
+
+@dataclass(frozen=True)
+class Cause:
+    explains: tuple[str, ...]
+    """The rules whose findings it explains in the same optimizer's steps."""
+    when: When = When.ANYWHERE
+
+
 @dataclass(frozen=True)
 class RuleDoc:
     why: str
@@ -56,6 +76,9 @@ class RuleDoc:
 
 DOCS: Declared[str, RuleDoc] = Declared()
 """Rule id → its docs, for the rules declared with `@rule`."""
+
+CAUSES: Declared[str, Cause] = Declared()
+"""Cause rule → what it explains and when (`explains=`, `explains_when=` of its `@rule`)."""
 
 SUPERSEDES: Declared[str, tuple[str, ...]] = Declared()
 """Rule id → the rules whose findings about the same thing would say something untrue
@@ -85,6 +108,8 @@ def rule(
     supersedes: tuple[str, ...] = (),
     command: str = "",
     objectives: str = "",
+    explains: tuple[str, ...] = (),
+    explains_when: When = When.ANYWHERE,
 ) -> Callable[[F], F]:
     """Declare the rule the decorated check produces; one check, one rule."""
     if RULES.holds(id):
@@ -95,6 +120,8 @@ def rule(
     for t in owned:
         if THRESHOLDS.holds(t.key):
             raise ValueError(f"{id}: threshold {t.key} is declared twice")
+    if explains_when is not When.ANYWHERE and not explains:
+        raise ValueError(f"{id}: explains_when without explains")
     keys = tuple(t.key if isinstance(t, Threshold) else t for t in thresholds)
 
     def register(check: F) -> F:
@@ -107,6 +134,8 @@ def rule(
             THRESHOLDS[t.key] = t
         if supersedes:
             SUPERSEDES[id] = supersedes
+        if explains:
+            CAUSES[id] = Cause(explains, explains_when)
         _CHECKS.setdefault(stage, {})[id] = check
         return check
 

@@ -164,6 +164,7 @@ def _clip_coefficient(r: StepRecord) -> float:
         "any: the order of GradScaler's unscale_ and the clip, a mechanism independent of "
         "what the loss means"
     ),
+    explains=("GS406", "GS415"),
 )
 def clip_before_unscale(run: WatchRun, t: Thresholds) -> list[Finding]:
     """clip_grad_norm_ ran on gradients still multiplied by GradScaler's scale (no

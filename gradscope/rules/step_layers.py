@@ -14,7 +14,7 @@ import math
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import Stage, When, rule
 from gradscope.rules.step_common import about, by_optimizer, module_of, step_list
 from gradscope.rules.steps import series_spike_steps
 from gradscope.steps.layer_spikes import LayerSpike
@@ -45,6 +45,8 @@ the whole gradient usually is (a bias whose tiny gradient jumps moves nothing)."
     "the gradient norm if such batches are expected",
     thresholds=("spike-sigma",),
     objectives="any: each layer's gradient norm against its own history, not the loss",
+    explains=("GS402", "GS403"),
+    explains_when=When.AT_ITS_STEPS,
 )
 def layer_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A tensor's gradient norm at least 20 times the median of its own last 64 live steps,

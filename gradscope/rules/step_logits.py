@@ -55,6 +55,7 @@ _WHAT = {
         "they want logits; nll_loss on a log_softmax and BCELoss on a sigmoid are right, "
         "other losses are not judged"
     ),
+    explains=("GS405", "GS409", "GS414", "GS415", "GS419"),
 )
 def probabilities_as_logits(run: WatchRun, t: Thresholds) -> list[Finding]:
     """The loss's autograd graph, read at the first step, shows cross_entropy's own

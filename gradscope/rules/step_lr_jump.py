@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import Stage, When, rule
 from gradscope.rules.step_common import Series, about, by_optimizer
+from gradscope.rules.symptoms import DIVERGENCE
 from gradscope.steps.records import StepRecord, WatchRun
 
 PLATEAU = 16
@@ -74,6 +75,8 @@ def _group_rises(s: Series) -> list[tuple[int, int, int]]:
     fix="a lower peak or a longer warm-up: check what set the learning rate at that step",
     supersedes=("GS419",),
     objectives="any: the learning rate's course, a mechanism independent of what the loss means",
+    explains=DIVERGENCE,
+    explains_when=When.BEFORE,
 )
 def lr_jump(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A param group's learning rate, after 16 steps within 1.25× of each other, rose

@@ -31,6 +31,7 @@ from gradscope.rules.step_common import (
     window,
 )
 from gradscope.rules.step_dead import before_death, dead_from
+from gradscope.rules.symptoms import GROWTH, LR_HIGH
 from gradscope.steps.meaning import LossKind, LossTerm, OptimizerSettings
 from gradscope.steps.records import StepRecord, WatchRun
 
@@ -62,6 +63,7 @@ EARLY_STEPS = 100
         "objective has no bound and is not judged; one optimizer only (a GAN's generator "
         "ascends by design)"
     ),
+    explains=GROWTH,
 )
 def loss_maximised(run: WatchRun, t: Thresholds) -> list[Finding]:
     """The loss's own autograd graph shows a loss bounded below (cross-entropy, NLL of
@@ -201,6 +203,7 @@ def _ratios(steps: list[StepRecord], members: list[int]) -> tuple[list[float], l
         "for a single recognised objective: a custom or multi-term one (an RL loss) may "
         "rise or stay flat while it learns"
     ),
+    explains=LR_HIGH,
 )
 def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     """Over the first 100 steps the weight matrices' median update/weight ratio ‖Δw‖/‖w‖

@@ -46,6 +46,7 @@ def _names(names: tuple[str, ...], count: int) -> str:
     objectives=(
         "any: the first backward node that made a finite gradient non-finite, whatever the loss"
     ),
+    explains=("GS401", "GS403", "GS407", "GS408", "GS434"),
 )
 def backward_nan_origin(run: WatchRun, t: Thresholds) -> list[Finding]:
     """Hooks on one backward after the first non-finite gradient of a finite loss was read

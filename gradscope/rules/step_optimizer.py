@@ -75,6 +75,7 @@ def _grad_rms(run: WatchRun, s: Series, i: int) -> float | None:
         "the loss stalled; the loss's kind is not asked, so a flat custom objective "
         "counts as stalled, and the equilibrium against the weights decides"
     ),
+    explains=("GS405", "GS409", "GS410", "GS413", "GS415", "GS419"),
 )
 def decay_too_strong(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A param group's weight decay has an equilibrium below the initial rms of most of its
@@ -233,6 +234,7 @@ def frozen_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
         "any: a zero_grad() between backward and step(), a mechanism independent of what "
         "the loss means"
     ),
+    explains=("GS405", "GS410", "GS413", "GS415", "GS417"),
 )
 def zeroed_before_step(run: WatchRun, t: Thresholds) -> list[Finding]:
     """At more than half the steps zero_grad() ran after the step's backward calls and before

@@ -23,6 +23,7 @@ from gradscope.rules.step_common import (
     step_list,
 )
 from gradscope.rules.step_dead import dead_from
+from gradscope.rules.symptoms import DIVERGENCE
 from gradscope.steps.records import StepRecord, WatchRun
 
 
@@ -309,6 +310,7 @@ def update_ratio_low(run: WatchRun, t: Thresholds) -> list[Finding]:
         "any: which parameters get gradients, not the loss's value; a head after a "
         "forward hook's read-out (a self-supervised wrapper's) is information by design"
     ),
+    explains=("GS414", "GS415"),
 )
 def never_updated(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A parameter that requires grad and is in an optimizer got no gradient (None) or only zero
@@ -368,6 +370,7 @@ def never_updated(run: WatchRun, t: Thresholds) -> list[Finding]:
     objectives=(
         "any: whether .grad is reset between steps, a mechanism independent of what the loss means"
     ),
+    explains=DIVERGENCE,
 )
 def grads_not_reset(run: WatchRun, t: Thresholds) -> list[Finding]:
     """At more than not-reset-fraction of the steps (4 at least), the previous step's gradients

@@ -17,6 +17,7 @@ from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_common import about, by_optimizer, step_list
+from gradscope.rules.symptoms import DIVERGENCE
 from gradscope.steps.records import WatchRun
 
 SITE = "wiped"
@@ -41,6 +42,7 @@ SITE = "wiped"
         "any: a reset of the gradients between one step's backward calls, a mechanism "
         "independent of what the loss means"
     ),
+    explains=DIVERGENCE,
 )
 def grads_wiped_in_step(run: WatchRun, t: Thresholds) -> list[Finding]:
     """At more than half the steps with several backward calls, a reset of the gradients
