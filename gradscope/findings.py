@@ -350,6 +350,22 @@ THRESHOLDS: Declared[str, Threshold] = Declared()
 
 
 @dataclass(frozen=True)
+class Mark:
+    """How the watch views mark the steps of the rule's findings (`Finding.steps`)."""
+
+    label: str
+    """Legend text after the rule's id: "norm spike" reads "GS403 norm spike"."""
+    symbol: str
+    """Terminal character and matplotlib marker key, one per rule."""
+
+
+MARKS: Declared[str, Mark] = Declared()
+"""Rule id → its mark in the watch views (`mark=` of its `@rule`), in the catalogue's
+order: the legend's (report/watch_marks.py). A rule about every step (GS412) or one step
+(GS417) is left unmarked: its marks would only crowd the rows."""
+
+
+@dataclass(frozen=True)
 class Rule:
     id: str
     slug: str

@@ -1,8 +1,8 @@
 """One declaration per rule, next to its check: `@rule(...)` gives the rule's id, slug,
 severity, troubleshooting row, stage, summary, thresholds (the `Threshold`s it owns:
 key, default, meaning; the keys of those it shares), example, fix, the objectives it
-judges, the findings it explains (a cause: rules/causes.py) and those it supersedes; the
-check's docstring is its "why".
+judges, the findings it explains (a cause: rules/causes.py), those it supersedes and its
+mark in the watch views; the check's docstring is its "why".
 
 A declaration fills `findings.RULES` (the metadata every report reads), `DOCS` (what
 `gradscope rules GSxxx` and docs/rules.md say) and the stage's list of checks, so adding
@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from gradscope import catalogue
 from gradscope.catalogue import Declared
-from gradscope.findings import RULES, TABLE, THRESHOLDS, Rule, Severity, Threshold
+from gradscope.findings import MARKS, RULES, TABLE, THRESHOLDS, Mark, Rule, Severity, Threshold
 
 
 class Stage(enum.Enum):
@@ -110,6 +110,7 @@ def rule(
     objectives: str = "",
     explains: tuple[str, ...] = (),
     explains_when: When = When.ANYWHERE,
+    mark: Mark | None = None,
 ) -> Callable[[F], F]:
     """Declare the rule the decorated check produces; one check, one rule."""
     if RULES.holds(id):
@@ -136,6 +137,8 @@ def rule(
             SUPERSEDES[id] = supersedes
         if explains:
             CAUSES[id] = Cause(explains, explains_when)
+        if mark is not None:
+            MARKS[id] = mark
         _CHECKS.setdefault(stage, {})[id] = check
         return check
 

@@ -8,7 +8,7 @@ import statistics
 from dataclasses import replace
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity, Threshold
+from gradscope.findings import RULES, Finding, Mark, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_common import Series, about, by_optimizer, finite, step_list
@@ -54,6 +54,7 @@ from gradscope.steps.records import StepRecord, WatchRun
         "any: how far clip_grad_norm_ cut the gradient, a mechanism independent of what "
         "the loss means"
     ),
+    mark=Mark("clipped", "|"),
 )
 def clipping_binds(run: WatchRun, t: Thresholds) -> list[Finding]:
     """After warmup-steps, clip_grad_norm_ bound on more than clip-bind-fraction of the steps.

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity, Threshold
+from gradscope.findings import RULES, Finding, Mark, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_common import (
@@ -54,6 +54,7 @@ from gradscope.steps.records import StepRecord, WatchRun
         "any: GradScaler's skipped steps (float16 overflows), a mechanism independent of "
         "what the loss means"
     ),
+    mark=Mark("skipped (AMP)", "s"),
 )
 def amp_skips(run: WatchRun, t: Thresholds) -> list[Finding]:
     """After warmup-steps, GradScaler skipped more than amp-skip-rate of the steps, or
@@ -123,6 +124,7 @@ def _opening_search(steps: Sequence[StepRecord]) -> set[int]:
     fix="find the NaN/Inf (GS401; gradscope inspect --script ... --step N) instead of letting the "
     "scaler shrink",
     objectives="any: GradScaler's loss scale, a mechanism independent of what the loss means",
+    mark=Mark("loss scale < 1", "o"),
 )
 def amp_scale(run: WatchRun, t: Thresholds) -> list[Finding]:
     """GradScaler's loss scale fell below 1: the gradients are non-finite at every scale, so the

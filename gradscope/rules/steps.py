@@ -19,7 +19,7 @@ import statistics
 from dataclasses import replace
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity, Threshold
+from gradscope.findings import RULES, Finding, Mark, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.spikes_by_design import (
@@ -79,6 +79,7 @@ def _non_finite(r: StepRecord) -> bool:
     objectives=(
         "any: a NaN or Inf in the loss or the gradients is a fault whatever the loss means"
     ),
+    mark=Mark("non-finite", "x"),
 )
 def non_finite(run: WatchRun, t: Thresholds) -> list[Finding]:
     """The first step whose loss is NaN/Inf, or whose gradients hold NaN/Inf elements (norms add
@@ -196,8 +197,7 @@ def spike_steps(run: WatchRun, t: Thresholds, kind: str) -> list[int]:
             "spike-early-ratio",
             5.0,
             "in the first `spike-min-history` steps a spike must also be this many times the "
-            "median of the steps before it (a fresh model's norm doubles early; 0 turns the early"
-            " test off)",
+            "median of the steps before it (a fresh model's norm doubles early; 0: no early test)",
         ),
     ),
     command="gradscope watch gradscope/examples/train_buggy.py",
@@ -208,6 +208,7 @@ def spike_steps(run: WatchRun, t: Thresholds, kind: str) -> list[int]:
         "loss has a regression term (MSE, Huber, smooth L1) or one gradscope did not "
         "recognise: bootstrapped value targets jump by design"
     ),
+    mark=Mark("loss spike", "v"),
 )
 def loss_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A step's loss above the median of the previous spike-window steps by more than
@@ -321,6 +322,7 @@ def _spike_advice(s: Series, at: StepRecord) -> str:
         "alternating steps) spikes that come back are information: each player's gradient "
         "jumps as the other moves"
     ),
+    mark=Mark("norm spike", "^"),
 )
 def norm_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
     """The total gradient norm (before clipping, unscaled) spikes by GS402's test (spike-window,

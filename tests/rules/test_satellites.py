@@ -57,3 +57,15 @@ def test_a_cause_must_explain_something():
             fix="x",
             explains_when=When.BEFORE,
         )
+
+
+def test_every_mark_is_a_watch_rules_with_its_own_symbol():
+    from gradscope.findings import MARKS
+    from gradscope.report.watch_marks import marked
+
+    assert {"GS401", "GS402", "GS403", "GS406"} <= set(MARKS) <= set(declared(Stage.WATCH))
+    symbols = [m.symbol for m in MARKS.values()]
+    assert len(set(symbols)) == len(symbols) and all(len(s) == 1 for s in symbols)
+    assert [(r, label) for r, label, _ in marked()] == [
+        (r, f"{r} {m.label}") for r, m in MARKS.items()
+    ]
