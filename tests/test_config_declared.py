@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import pickle
-import re
 
 import pytest
 import tomllib
 
+from gradscope import rule_docs
 from gradscope.config import Thresholds, threshold_value
 from gradscope.findings import THRESHOLDS, Severity, Threshold
 from gradscope.rules.registry import DOCS, Stage, rule
@@ -33,13 +33,18 @@ def test_default_toml_says_what_the_declarations_say():
 
 
 def test_docs_config_table_is_the_declarations():
-    doc = _read("docs", "config.md")
-    section = doc.split("## `[thresholds]`")[1].split("\n## ")[0]
-    rows = re.findall(r"^\| `([a-z-]+)` \| `([^`]+)` \| ([^|]+) \| (.*) \|$", section, re.M)
-    assert sorted(k for k, *_ in rows) == sorted(THRESHOLDS)  # each once
-    for key, default, rules, meaning in rows:
-        t = THRESHOLDS[key]
-        assert (float(default), rules, meaning) == (t.default, readers(key), t.doc), key
+    page = _read("docs", "config.md")
+    table = rule_docs.threshold_table()
+    assert (
+        rule_docs.splice(page, table, rule_docs.THRESHOLDS_BEGIN, rule_docs.THRESHOLDS_END) == page
+    ), "docs/config.md's thresholds differ from the declarations: run `make docs`"
+    for key, t in THRESHOLDS.items():
+        assert f"| `{key}` | `{rule_docs.spelled(t.default)}` | {readers(key)} | {t.doc} |" in table
+
+
+def test_defaults_are_spelled_as_in_default_toml():
+    spelled = [rule_docs.spelled(v) for v in (1e3, 1.0, 1e-7, 1e2, 1e-3, 0.05, 128, 6.0, 10)]
+    assert spelled == ["1e3", "1.0", "1e-7", "1e2", "1e-3", "0.05", "128", "6.0", "10"]
 
 
 def test_every_threshold_a_rule_names_is_declared_and_read():
