@@ -15,8 +15,8 @@ import re
 import sys
 from pathlib import Path
 
-from gradscope.findings import RULES, TABLE, THRESHOLDS, Rule
-from gradscope.rules.registry import DOCS, RuleDoc, Stage
+from gradscope.findings import RULES, TABLE, Rule
+from gradscope.rules.registry import DOCS, RuleDoc, Stage, thresholds_in_order
 
 __all__ = ["DOCS", "STAGES", "RuleDoc", "doc_of", "markdown", "splice", "threshold_table"]
 
@@ -109,9 +109,9 @@ def spelled(value: float) -> str:
 def threshold_table() -> str:
     """One row per declared threshold, in the catalogue's order; the rules that read it."""
     lines = ["| key | default | rule | meaning (flag) |", "|---|---|---|---|"]
-    for key, t in THRESHOLDS.items():
-        readers = ", ".join(sorted(r for r, d in DOCS.items() if key in d.thresholds))
-        lines.append(f"| `{key}` | `{spelled(t.default)}` | {readers} | {_cell(t.doc)} |")
+    for t in thresholds_in_order():
+        readers = ", ".join(sorted(r for r, d in DOCS.items() if t.key in d.thresholds))
+        lines.append(f"| `{t.key}` | `{spelled(t.default)}` | {readers} | {_cell(t.doc)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -85,6 +85,8 @@ SUPERSEDES: Declared[str, tuple[str, ...]] = Declared()
 beside it, so they are dropped (rules/causes.py applies it)."""
 
 _CHECKS: dict[Stage, dict[str, Callable[..., Any]]] = {}
+_DECLARED_IN: dict[str, str] = {}
+"""Threshold key → the module that declares it."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -133,6 +135,7 @@ def rule(
         DOCS[id] = RuleDoc(why, example, fix, command, keys, objectives)
         for t in owned:
             THRESHOLDS[t.key] = t
+            _DECLARED_IN[t.key] = check.__module__
         if supersedes:
             SUPERSEDES[id] = supersedes
         if explains:
@@ -157,6 +160,13 @@ def in_declared_order(stage: Stage) -> dict[str, Callable[..., Any]]:
     declared = _declared(stage)
     ordered = sorted(declared, key=lambda k: catalogue.position(declared[k].__module__))
     return {k: declared[k] for k in ordered}
+
+
+def thresholds_in_order() -> list[Threshold]:
+    """The declared thresholds in the order the catalogue lists their modules, a module's
+    own in the order it declares them, whatever imported first (docs/config.md's table)."""
+    catalogue.load()
+    return sorted(THRESHOLDS.values(), key=lambda t: catalogue.position(_DECLARED_IN[t.key]))
 
 
 def checks(stage: Stage) -> list[Callable[..., Any]]:
