@@ -8,12 +8,12 @@ import statistics
 from collections.abc import Iterable
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity, Threshold
+from gradscope.findings import RULES, Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules import depth
 from gradscope.rules.by_design import layer_scaled, scale_invariant, theory_zero
 from gradscope.rules.params import comparable, dense_rms, is_zero_init, weight_rms
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.stats import ParamStats, RunStats
 
 
@@ -97,7 +97,7 @@ def _medians(pool: list[ParamStats]) -> dict[bool, float]:
         "reduced by mean"
     ),
 )
-def exploding(stats: RunStats, t: Thresholds) -> list[Finding]:
+def exploding(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """Any one of three measurements: one tensor's gradient RMS per element above explode-rms (a
     weight feeding a BatchNorm/GroupNorm is scale-invariant and judged at unit weight RMS); a
     tensor that runs in the first half of the model with a gradient RMS explode-median-ratio
@@ -139,7 +139,7 @@ def exploding(stats: RunStats, t: Thresholds) -> list[Finding]:
         else:
             continue
         out.append(
-            RULES["GS104"].finding(
+            this.finding(
                 p.name,
                 msg,
                 "clip gradients (torch.nn.utils.clip_grad_norm_), lower the learning "
@@ -217,7 +217,7 @@ def _module_rms(params: Iterable[ParamStats]) -> float:
         "gradient small and reads as vanishing"
     ),
 )
-def vanishing(stats: RunStats, t: Thresholds) -> list[Finding]:
+def vanishing(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """A non-zero gradient L2 norm below vanish-norm; or the gradient RMS of the first layer that
     ran divided by the last layer's below vanish-depth-ratio: the gradient shrinks on its way
     back. Layer-scale branches and biases whose gradient is zero in theory are left out, and so
@@ -229,7 +229,7 @@ def vanishing(stats: RunStats, t: Thresholds) -> list[Finding]:
     by_design = set(layer_scaled(stats)) | theory_zero(stats) | depth.gated_factors(stats.params)
     live = [p for p in comparable(stats) if p.name not in by_design]
     out = [
-        RULES["GS105"].finding(
+        this.finding(
             p.name,
             f"grad norm of {p.name} is {num(p.grad_norm)} < vanish-norm {num(t.vanish_norm)}",
             "the gradient barely reaches this parameter: replace "
@@ -254,7 +254,7 @@ def vanishing(stats: RunStats, t: Thresholds) -> list[Finding]:
         return out  # as large as its own kind deeper down: a difference of kind, not of depth
     if ratio < t.vanish_depth_ratio and first[0].name not in {f.subject for f in out}:
         out.append(
-            RULES["GS105"].finding(
+            this.finding(
                 first[0].module or first[0].name,
                 f"grad RMS of the first layer run (`{first[0].module}`) is {num(ratio)}x "
                 f"that of the last (`{last[0].module}`) < vanish-depth-ratio "

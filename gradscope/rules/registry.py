@@ -84,6 +84,11 @@ SUPERSEDES: Declared[str, tuple[str, ...]] = Declared()
 """Rule id → the rules whose findings about the same thing would say something untrue
 beside it, so they are dropped (rules/causes.py applies it)."""
 
+DECLARED = Rule("", "", Severity.INFO, "", "", "")
+"""The default a check gives its keyword-only `this: Rule` parameter in its source; `@rule`
+puts the declared Rule there, so the check makes its findings with `this.finding(...)`
+and its id and severity are written once, on the declaration."""
+
 _CHECKS: dict[Stage, dict[str, Callable[..., Any]]] = {}
 _DECLARED_IN: dict[str, str] = {}
 """Threshold key → the module that declares it."""
@@ -131,7 +136,10 @@ def rule(
         why = why_of(check)
         if not why:
             raise ValueError(f"{id}: {check.__name__} needs a docstring (the rule's why)")
-        RULES[id] = Rule(id, slug, severity, row, summary, stage.value)
+        RULES[id] = declared_rule = Rule(id, slug, severity, row, summary, stage.value)
+        defaults = getattr(check, "__kwdefaults__", None) or {}
+        if defaults.get("this") is DECLARED:
+            setattr(check, "__kwdefaults__", {**defaults, "this": declared_rule})  # noqa: B010
         DOCS[id] = RuleDoc(why, example, fix, command, keys, objectives)
         for t in owned:
             THRESHOLDS[t.key] = t

@@ -6,9 +6,9 @@ No torch."""
 from __future__ import annotations
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity, Threshold
+from gradscope.findings import Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import about
 from gradscope.steps import noise
 from gradscope.steps.records import WatchRun
@@ -40,7 +40,7 @@ from gradscope.steps.records import WatchRun
         "different lines, are not measured"
     ),
 )
-def batch_vs_noise(run: WatchRun, t: Thresholds) -> list[Finding]:
+def batch_vs_noise(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """With gradient accumulation or DDP ranks, watch measures each micro-batch's gradient
     norm beside the step's, and from the two batch sizes the unbiased |G|² and tr(Σ) of
     McCandlish et al. 2018 (An Empirical Model of Large-Batch Training, appendix A.1), each
@@ -92,7 +92,7 @@ def batch_vs_noise(run: WatchRun, t: Thresholds) -> list[Finding]:
                 "match) would finish in fewer steps; the paper's caveats apply (docs/rules.md)"
             )
         bound = s.critical * (t.noise_scale_factor if above else 1 / t.noise_scale_factor)
-        finding = RULES["GS430"].finding(
+        finding = this.finding(
             who, message, advice, value=s.batch, threshold=bound, evidence=evidence
         )
         out.append(about(finding, [s.first_step, s.last_step]))

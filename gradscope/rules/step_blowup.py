@@ -9,9 +9,9 @@ import statistics
 from dataclasses import dataclass, replace
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity, Threshold
+from gradscope.findings import Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import (
     Series,
     about,
@@ -152,7 +152,7 @@ def early_blowup_of(s: Series, t: Thresholds) -> Blowup | None:
         "(a GAN's losses rise by design)"
     ),
 )
-def early_blowup(run: WatchRun, t: Thresholds) -> list[Finding]:
+def early_blowup(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """Within an optimizer's first blowup-window steps, the loss (median of 3 steps) rose to
     blowup-loss-ratio times where it started with the gradient norm at blowup-norm-ratio times
     its usual value, beyond 3 robust sigmas of the noise; or a milder rise (blowup-rise-ratio, 5
@@ -170,7 +170,7 @@ def early_blowup(run: WatchRun, t: Thresholds) -> list[Finding]:
         if b is None:
             continue
         top = b.steps[b.at]
-        finding = RULES["GS414"].finding(
+        finding = this.finding(
             s.subject("loss"),
             s.say(_blowup_message(b)),
             _blowup_advice(b),

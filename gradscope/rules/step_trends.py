@@ -8,9 +8,9 @@ import statistics
 from collections.abc import Sequence
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity, Threshold
+from gradscope.findings import RULES, Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import (
     Series,
     by_optimizer,
@@ -63,7 +63,7 @@ def _spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
     ),
     objectives="any: the gradient norm's trend, not the loss's, so the loss's kind plays no part",
 )
-def exploding_trend(run: WatchRun, t: Thresholds) -> list[Finding]:
+def exploding_trend(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """Over the last growth-window steps (20 at least), the median gradient norm of the last
     quarter is growth-factor times the first quarter's, and the norm rises steadily (rank
     correlation with the step of 0.8 or more)."""
@@ -95,7 +95,7 @@ def exploding_trend(run: WatchRun, t: Thresholds) -> list[Finding]:
                 "the learning rate or add normalization; this trend ends in NaN"
             )
         out.append(
-            RULES["GS404"].finding(
+            this.finding(
                 s.subject("total-grad-norm"),
                 s.say(
                     f"the gradient norm grew {late / early:.3g}× over steps {tail[0].step}-"

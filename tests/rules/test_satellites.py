@@ -69,3 +69,21 @@ def test_every_mark_is_a_watch_rules_with_its_own_symbol():
     assert [(r, label) for r, label, _ in marked()] == [
         (r, f"{r} {m.label}") for r, m in MARKS.items()
     ]
+
+
+def test_a_check_that_takes_this_gets_its_declared_rule():
+    """`this: Rule = DECLARED` in a check's source is its own Rule once declared, so its
+    findings carry the declaration's id and severity without naming them again."""
+    from gradscope.rules import registry
+
+    taking = 0
+    for stage in Stage:
+        for rid, check in registry.in_declared_order(stage).items():
+            this = (check.__kwdefaults__ or {}).get("this")
+            if this is not None:
+                taking += 1
+                assert this is RULES[rid] and this is not registry.DECLARED, rid
+    assert taking >= 30  # the per-run and watch checks that make their own findings
+    from gradscope.rules.memory import graph_retained
+
+    assert graph_retained.__kwdefaults__["this"].id == "GS301"
