@@ -61,7 +61,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_inspect.py
 	$(BIN)/python benchmarks/bench_inspect_rules.py
 
-# docs/rules.md's rule table and sections, written again from the registry
+# docs/rules.md's rule table and sections and docs/config.md's threshold table, from the registry
 docs: setup
 	$(BIN)/python -m gradscope.rule_docs docs/rules.md
 

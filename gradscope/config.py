@@ -12,11 +12,11 @@ import math
 import os
 import re
 import sys
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gradscope.errors import ConfigError
-from gradscope.findings import RULES, Finding, Severity, lookup
+from gradscope.findings import RULES, THRESHOLDS, Finding, Severity, lookup
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -24,118 +24,53 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
-@dataclass(frozen=True)
 class Thresholds:
-    """Numbers the rules compare against; `configs/default.toml` lists the same defaults."""
+    """Numbers the rules compare against: every key is declared with the rule that owns it
+    (`@rule(thresholds=(Threshold(...),))`, findings.THRESHOLDS) and read here as an
+    attribute in snake_case (`t.explode_norm`), at its declared default unless set.
+    Immutable; `with_values` gives a changed copy."""
 
-    explode_norm: float = 1e3
-    """GS104: the total gradient L2 norm over every parameter above this is exploding (a
-    single tensor is judged by its per-element RMS instead: see explode-rms)."""
-    explode_median_ratio: float = 1e3
-    """GS104: a parameter's gradient RMS this many times the model's median is exploding..."""
-    explode_min_norm: float = 1.0
-    """...provided its norm is above this too (a large ratio over vanished neighbours is not
-    an explosion)."""
-    vanish_norm: float = 1e-7
-    """GS105: a non-zero gradient L2 norm below this is vanishing."""
-    vanish_depth_ratio: float = 1e-3
-    """GS105: gradient RMS of the first layer run over that of the last, below this."""
-    explode_rms: float = 1e2
-    """GS104: a parameter's gradient RMS per element above this is exploding (independent of
-    the tensor's size, unlike a norm)."""
-    spike_window: float = 128.0
-    """GS402/GS403 (watch): steps in the rolling median/MAD baseline."""
-    spike_sigma: float = 6.0
-    """GS402/GS403: a value this many robust sigmas (1.4826·MAD) above the rolling median..."""
-    spike_min_ratio: float = 2.0
-    """...and at least this many times the rolling median is a spike."""
-    spike_min_history: float = 32.0
-    """GS402/GS403: steps of history before the rolling window takes over; before it the
-    first steps are judged against their own history with spike-early-ratio."""
-    spike_early_ratio: float = 5.0
-    """GS402/GS403: in the first spike-min-history steps a spike must also be this many
-    times the median of the steps before it (a few steps make a rough median, and a fresh
-    model's norm moves fast: 2× early is ordinary, 5× is not); 0 turns the early test off."""
-    growth_window: float = 100.0
-    """GS404 (watch): the last this many steps are tested for a steady rise of the norm."""
-    growth_factor: float = 10.0
-    """GS404: the norm rose this many times over that window (and steadily)."""
-    vanish_time_factor: float = 1e-3
-    """GS405 (watch): a layer's late gradient norm over its early one, below this."""
-    clip_bind_fraction: float = 0.5
-    """GS406 (watch): clipping bound on more than this fraction of the steps..."""
-    clip_coef_warn: float = 0.5
-    """...and the mean clip coefficient (max_norm/norm, 1 where it did not bind) below this
-    is a warning: clipping halves the step or more, so it, not the learning rate, sets the
-    step size. Stock configs clip lightly by design (nanoGPT: 0.73-0.87, word_language_model
-    --clip 0.25: 0.88)."""
-    clip_coef_info: float = 0.8
-    """GS406: a mean clip coefficient from clip-coef-warn up to this is info (clipping trims
-    a good share of most steps); at or above it, clipping that binds often is silent."""
-    warmup_steps: float = 20.0
-    """Watch rules GS406, GS407, GS409, GS410 ignore the first this many steps."""
-    amp_skip_rate: float = 0.05
-    """GS407 (watch): GradScaler skipped more than this fraction of the steps after warm-up..."""
-    amp_skip_streak: float = 3.0
-    """...or this many steps in a row."""
-    update_ratio_high: float = 0.2
-    """GS409 (watch): a weight matrix's median update/weight norm ratio above this."""
-    update_ratio_warn: float = 0.02
-    """GS419 (watch): the weight matrices' median update/weight ratio in the first 100 steps
-    at or above this (20× the healthy 1e-3: weights replaced in 50 steps), with the loss
-    stalled."""
-    update_ratio_low: float = 1e-7
-    """GS410 (watch): a parameter's median update/weight norm ratio below this (0: no update)."""
-    not_reset_fraction: float = 0.5
-    """GS412 (watch): gradients carried into more than this fraction of the steps."""
-    blowup_window: float = 100.0
-    """GS414 (watch): an optimizer's first this many steps are where an early blow-up (the
-    warm-up's damage) is looked for; later ones are GS402/GS403's."""
-    blowup_loss_ratio: float = 1.5
-    """GS414: the loss, as a median of 3 consecutive steps (one noisy batch is not a
-    blow-up), rose this many times above the median of its first 3 steps. A fresh model's
-    loss is near chance and falls: 1.5× above it means the updates destroy (nanoGPT at
-    100× its lr: 4.2 → 6.9; a tiny transformer at lr 0.3: 4.3 → 19.3)..."""
-    blowup_norm_ratio: float = 5.0
-    """...and the gradient norm reached this many times its first steps' median (or its
-    median over the run, the lower) by the top of that rise: the loss is the main signal,
-    the norm confirms it was the updates (nanoGPT at 100× its lr: 106; train_gpt.py at lr
-    0.3: 10×); a loss without such a norm (a data shift) is not a blow-up."""
-    blowup_rise_ratio: float = 1.2
-    """GS414: a milder early rise of the loss (3-step median this many times where it
-    started, beyond 3 robust sigmas of its step-to-step noise), without the norm's
-    confirmation, is a blow-up only when the loss then never recovered (Adam at lr 0.3 on
-    a tiny transformer: 4.16 → 5.95, ended 12% below its start)."""
-    blowup_recover_fall: float = 0.25
-    """GS414: after the blow-up, a loss whose last steps' median is not this fraction below
-    where it started never recovered (error; else warning): nanoGPT at 100× its lr ended
-    ~19% below its start, a healthy run 30% or more, a tiny transformer at lr 0.3 ~11%."""
-    progress_min_fall: float = 0.05
-    """GS415: a loss whose median over its last steps (a fifth of the run, 5-50) is less than
-    this fraction below its median over its first steps ended no better than where it
-    started (medians: small-batch noise of 20-30% per step averages out)."""
-    progress_stall_fall: float = 0.25
-    """GS415 (info): a loss that fell less than this fraction and has not improved over the
-    second half of the run stalled near its start (a fresh model falls far more: the tiny
-    transformer of the examples 4.2 → 1.1, char-level nanoGPT 4.2 → 1.5; at 100× lr with
-    clipping it stalls 11% below its start)."""
-    progress_min_steps: float = 50.0
-    """GS415: steps an optimizer needs before its lack of progress is judged (a short run
-    may stop before the loss moves)."""
-    stop_min_steps: float = 20.0
-    """GS417 (watch): a parameter that had gradients and then got none (None or zero) for
-    at least this many of its optimizer's last steps, and 4× longer than any gap it had
-    while learning (an MoE expert skips steps), stopped learning."""
-    noise_scale_factor: float = 10.0
-    """GS430 (watch, info): the run's batch this many times above or below the critical
-    batch size B_simple, beyond the estimate's two standard errors. An order of magnitude:
-    B_simple itself only estimates the critical batch to within several times, and in the
-    paper's model a batch r times B_crit needs (1 + r)× the minimum samples and (1 + 1/r)×
-    the minimum steps, so at 10× either way one of them is 11× its least."""
+    _set: dict[str, float]
+
+    def __init__(self, **values: float) -> None:
+        unknown = [k for k in values if _kebab(k) not in THRESHOLDS]
+        if unknown:
+            raise TypeError(f"unknown thresholds: {', '.join(sorted(unknown))}")
+        object.__setattr__(self, "_set", {_kebab(k): v for k, v in values.items()})
+
+    def __getattr__(self, name: str) -> float:
+        """The value, looked up once: kept as an attribute, so the rules' loops read it plainly."""
+        if name.startswith("_"):  # (pickle's lookups, before _set exists)
+            raise AttributeError(name)
+        key = _kebab(name)
+        if key not in self._set and key not in THRESHOLDS:
+            raise AttributeError(f"no threshold {key!r} is declared")
+        value: float = self._set[key] if key in self._set else THRESHOLDS[key].default
+        object.__setattr__(self, name, value)
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Thresholds are immutable: use with_values()")
+
+    def values(self) -> dict[str, float]:
+        """Every declared key → its value, in the declarations' order."""
+        return {k: self._set.get(k, t.default) for k, t in THRESHOLDS.items()}
+
+    def with_values(self, **changes: float) -> Thresholds:
+        return Thresholds(**{**self._set, **{_kebab(k): v for k, v in changes.items()}})
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Thresholds) and self.values() == other.values()
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.values().items()))
+
+    def __repr__(self) -> str:
+        return f"Thresholds({', '.join(f'{k}={v!r}' for k, v in self._set.items())})"
 
     @classmethod
     def keys(cls) -> list[str]:
-        return [_kebab(f.name) for f in fields(cls)]
+        return list(THRESHOLDS)
 
 
 @dataclass(frozen=True)
@@ -150,7 +85,7 @@ class CheckEntry:
 
 @dataclass(frozen=True)
 class Settings:
-    thresholds: Thresholds = Thresholds()
+    thresholds: Thresholds = field(default_factory=Thresholds)
     fail_on: Severity | None = Severity.ERROR
     severities: dict[str, Severity] = field(default_factory=dict)
     """Rule id or slug → severity that replaces the rule's default."""
@@ -201,7 +136,7 @@ class Settings:
         return out
 
     def threshold_dict(self) -> dict[str, float]:
-        return {_kebab(f.name): getattr(self.thresholds, f.name) for f in fields(Thresholds)}
+        return self.thresholds.values()
 
 
 TOP_KEYS = {
@@ -294,7 +229,7 @@ def apply_flags(settings: Settings, flags: dict[str, Any]) -> Settings:
                 number = threshold_value(value, key)
             except ValueError as exc:
                 raise ConfigError(f"--{key}: {exc}") from None
-            thresholds = replace(thresholds, **{key.replace("-", "_"): number})
+            thresholds = thresholds.with_values(**{key: number})
         sources[key] = "command line"
     return replace(settings, thresholds=thresholds, fail_on=fail_on, sources=sources)
 
@@ -391,26 +326,22 @@ def _thresholds(
     changes = {}
     for key, value in table.items():
         try:
-            changes[key.replace("-", "_")] = threshold_value(value, key)
+            changes[key] = threshold_value(value, key)
         except ValueError as exc:
             raise _fail(path, f"{prefix}.{key}", str(exc)) from None
         sources[key] = path
-    return replace(base, **changes)
-
-
-ABOVE_ZERO = frozenset({"spike-min-ratio", "spike-sigma", "spike-window", "growth-factor"})
-"""Thresholds that divide, take a logarithm or size a window: 0 has no meaning there."""
+    return base.with_values(**changes)
 
 
 def threshold_value(value: Any, key: str | None = None) -> float:
     """The one check for a threshold, from a flag or a file: a finite, non-negative number
     (NaN would silently switch a rule off, a negative one flag everything), above 0 for
-    the keys in ABOVE_ZERO; checked before anything runs."""
+    the keys declared above_zero; checked before anything runs."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"expected a non-negative number, got {value!r}")
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"expected a finite, non-negative number, got {value!r}")
-    if key in ABOVE_ZERO and value == 0:
+    if value == 0 and key is not None and key in THRESHOLDS and THRESHOLDS[key].above_zero:
         raise ValueError(f"expected a number above 0, got {value!r}")
     return float(value)
 

@@ -332,6 +332,40 @@ TABLE = {
 
 
 @dataclass(frozen=True)
+class Threshold:
+    """A number a rule compares against, declared with the rule that owns it
+    (`@rule(thresholds=...)`): the config key of `[thresholds]`, its built-in default and
+    what it means (docs/config.md's row). config.Thresholds, configs/default.toml and that
+    table follow the declarations (tests/test_config_declared.py)."""
+
+    key: str
+    default: float
+    doc: str
+    above_zero: bool = False
+    """It divides, takes a logarithm or sizes a window: 0 has no meaning there."""
+
+
+THRESHOLDS: Declared[str, Threshold] = Declared()
+"""Threshold key → its declaration, in the catalogue's order, filled by `@rule`."""
+
+
+@dataclass(frozen=True)
+class Mark:
+    """How the watch views mark the steps of the rule's findings (`Finding.steps`)."""
+
+    label: str
+    """Legend text after the rule's id: "norm spike" reads "GS403 norm spike"."""
+    symbol: str
+    """Terminal character and matplotlib marker key, one per rule."""
+
+
+MARKS: Declared[str, Mark] = Declared()
+"""Rule id → its mark in the watch views (`mark=` of its `@rule`), in the catalogue's
+order: the legend's (report/watch_marks.py). A rule about every step (GS412) or one step
+(GS417) is left unmarked: its marks would only crowd the rows."""
+
+
+@dataclass(frozen=True)
 class Rule:
     id: str
     slug: str

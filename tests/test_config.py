@@ -95,7 +95,13 @@ def test_every_key(tmp_path):
         """,
     )
     s = config.load(cfg, cwd=str(tmp_path))
-    assert s.thresholds == Thresholds(1, 2, 3, 4, 5)
+    assert s.thresholds == Thresholds(
+        explode_norm=1,
+        explode_median_ratio=2,
+        explode_min_norm=3,
+        vanish_norm=4,
+        vanish_depth_ratio=5,
+    )
     assert s.severities == {"frozen": Severity.WARNING, "GS105": Severity.ERROR}
     assert s.ignores == (("none-grad", "pooler.*"),)
     assert s.inspect[0].target == "models/net.py:build"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gradscope.findings import MARKS
 from gradscope.watcher.report import WatchReport
 
 
@@ -21,22 +22,16 @@ class Marks:
     """Terminal character and matplotlib marker key."""
 
 
-MARKED = (
-    ("GS401", "GS401 non-finite", "x"),
-    ("GS403", "GS403 norm spike", "^"),
-    ("GS402", "GS402 loss spike", "v"),
-    ("GS406", "GS406 clipped", "|"),
-    ("GS407", "GS407 skipped (AMP)", "s"),
-    ("GS408", "GS408 loss scale < 1", "o"),
-)
-"""The rules the views mark, in legend order: (rule, label, symbol). The other rules'
-steps (GS412's every carried step, GS417's one) would only crowd the rows."""
+def marked() -> list[tuple[str, str, str]]:
+    """The rules the views mark, in legend order: (rule, label, symbol), as each rule's
+    `@rule(mark=...)` declares it (findings.MARKS)."""
+    return [(rule, f"{rule} {m.label}", m.symbol) for rule, m in MARKS.items()]
 
 
 def marks(report: WatchReport) -> list[Marks]:
     """One row per marked rule that has findings with steps: every optimizer's, merged."""
     out = []
-    for rule, label, symbol in MARKED:
+    for rule, label, symbol in marked():
         steps = {s for f in report.findings if f.rule == rule for s in f.steps}
         if steps:
             out.append(Marks(label, tuple(sorted(steps)), symbol))

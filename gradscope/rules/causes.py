@@ -4,7 +4,8 @@ A missing zero_grad makes the gradients grow, spike and turn NaN; a maximised lo
 explodes; a learning rate too high stalls the loss. When a cause and its symptoms are
 found in the same optimizer's steps, the symptom says so (`explained_by`), its advice
 points to the cause instead of contradicting it ("lower the learning rate" when the
-gradients are never reset), and the report lists causes before symptoms.
+gradients are never reset), and the report lists causes before symptoms. What a cause
+explains, and when, is declared on it (`@rule(explains=..., explains_when=...)`).
 """
 
 from __future__ import annotations
@@ -12,13 +13,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gradscope.findings import Finding, Severity
-from gradscope.rules.registry import SUPERSEDES
+from gradscope.rules.registry import CAUSES, SUPERSEDES, When
 from gradscope.rules.step_common import module_of
 from gradscope.rules.step_meaning import DEAD_EVIDENCE, lr_above_weights
+from gradscope.rules.symptoms import KILLED
 from gradscope.steps.records import WatchRun
-
-_KILLED = ("GS405", "GS410", "GS417")
-"""What GS419 explains only for the parameters whose gradients it saw die."""
 
 _SCALE = ("GS412", "GS435", "GS438")
 """Causes that change the gradients' size: an Adam-like step (about lr per element) does not
@@ -28,41 +27,12 @@ NEVER_SHARE = 0.2
 """GS413 explains the loss's findings when at least this share of its optimizer's tensors
 never got a gradient (a detached head), not for an unused leftover layer."""
 
-_GROWTH = ("GS401", "GS402", "GS403", "GS404", "GS406", "GS409", "GS414", "GS415", "GS419")
 
-_LR_HIGH = ("GS401", "GS402", "GS403", "GS404", "GS409", "GS414", "GS415", *_KILLED)
-
-EXPLAINS: dict[str, tuple[str, ...]] = {
-    "GS412": (*_GROWTH, "GS450", "GS451"),  # never reset: they pile up, grow, spike, overflow
-    "GS435": (*_GROWTH, "GS450", "GS451"),  # 1 of K micro-batches applied; step 1's loss 1/K
-    "GS436": ("GS405", "GS410", "GS413", "GS415", "GS417"),  # lr ~0: nothing moves
-    "GS437": ("GS405", "GS410", "GS411", "GS413", "GS415", "GS417"),  # the model never moves
-    "GS438": ("GS401", "GS402", "GS403", "GS404", "GS405", "GS409", "GS414", "GS415"),  # × B
-    "GS418": _GROWTH,  # a maximised loss runs away
-    "GS422": ("GS405", "GS410", "GS413", "GS415", "GS417"),  # no gradient is ever applied
-    "GS420": ("GS405", "GS409", "GS410", "GS413", "GS415", "GS419"),  # decay erases weights
-    "GS416": ("GS406", "GS415"),  # clipping scaled gradients cuts every update
-    "GS433": ("GS401", "GS403", "GS407", "GS408", "GS434"),  # a NaN made in the backward
-    "GS434": ("GS401", "GS403", "GS407", "GS408"),  # its update wrote the NaN into the weights
-    "GS431": ("GS405", "GS409", "GS414", "GS415", "GS419"),  # probabilities fed as logits
-    "GS419": _LR_HIGH,  # lr too high; gradients it killed (GS405, GS410, GS417: see _explains)
-    "GS413": ("GS414", "GS415"),  # a large part never learns: the loss cannot fall (_explains)
-    "GS442": ("GS405", "GS410", "GS415"),  # eps outweighs √v̂: SGD with a tiny step
-    "GS450": ("GS402", "GS403"),  # one layer's spike drives the total's, the loss's
-    "GS451": (*_GROWTH, "GS450"),  # Adam's v lags a large gradient: a huge update
-    "GS452": (*_GROWTH, "GS450", "GS451"),  # an lr jump: every update larger, it diverges
-    "GS453": (*_GROWTH, "GS450", "GS451"),  # attention logits saturate the softmax
-    "GS454": (*_GROWTH, "GS450", "GS451"),  # the output logits' level drifts off
-}
-"""Cause rule → the rules whose findings it explains in the same optimizer's steps. GS419
-is both: every cause that explains it also supersedes it (`supersedes=` on the cause's
-`@rule`, rules/registry.py SUPERSEDES)."""
-
-AT_ITS_STEPS = frozenset({"GS450"})
-"""Causes of one moment: they explain a symptom only where their steps meet."""
-PRECURSORS = frozenset({"GS451", "GS452", "GS453", "GS454"})
-"""Warnings before a divergence: they explain a symptom only from their step on, and the
-symptom holds the lead (its first step minus the warning's)."""
+def _when(rule: str) -> When | None:
+    """How the rule explains (`explains_when=` of its `@rule`); None: it explains nothing.
+    What each cause explains is its `explains=`: CAUSES. GS419 is both cause and symptom
+    (a cause that makes it untrue supersedes it: `supersedes=`, SUPERSEDES)."""
+    return CAUSES[rule].when if rule in CAUSES else None
 
 
 def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
@@ -77,7 +47,7 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
                 c
                 for c in causes
                 if c is not f
-                and f.rule in EXPLAINS[c.rule]
+                and f.rule in CAUSES[c.rule].explains
                 and _same_series(run, c, f)
                 and _explains(run, c, f, findings)
                 and _in_time(c, f)
@@ -109,13 +79,15 @@ def _causes(run: WatchRun, findings: list[Finding]) -> list[Finding]:
     """The findings that may explain others, the earliest warning first; a precursor or a
     spike that a mechanism explains (a layer spike of gradients never reset) is one of
     its symptoms, never a cause of the others."""
-    causes = [f for f in findings if f.rule in EXPLAINS and f.ignored_by is None]
-    mechanisms = [c for c in causes if c.rule not in PRECURSORS | AT_ITS_STEPS]
+    causes = [f for f in findings if f.rule in CAUSES and f.ignored_by is None]
+    mechanisms = [c for c in causes if _when(c.rule) is When.ANYWHERE]
     causes = [
         c
         for c in causes
-        if c.rule not in PRECURSORS | AT_ITS_STEPS
-        or not any(c.rule in EXPLAINS[m.rule] and _same_series(run, m, c) for m in mechanisms)
+        if _when(c.rule) is When.ANYWHERE
+        or not any(
+            c.rule in CAUSES[m.rule].explains and _same_series(run, m, c) for m in mechanisms
+        )
     ]
     return sorted(causes, key=_earliest_warning)
 
@@ -123,23 +95,23 @@ def _causes(run: WatchRun, findings: list[Finding]) -> list[Finding]:
 def _earliest_warning(cause: Finding) -> tuple[bool, int]:
     """The precursors first, the earliest of them first: a symptom's first warning; the
     other causes after them in the judge's order (a stable sort keeps it)."""
-    if cause.rule not in PRECURSORS:
+    if _when(cause.rule) is not When.BEFORE:
         return True, 0
     return False, cause.steps[0] if cause.steps else 2**62
 
 
 def _in_time(cause: Finding, symptom: Finding) -> bool:
     """A cause of one moment meets the symptom's steps; a precursor comes before them."""
-    if cause.rule in AT_ITS_STEPS:
+    if _when(cause.rule) is When.AT_ITS_STEPS:
         return bool(set(cause.steps) & set(symptom.steps))
-    if cause.rule in PRECURSORS and symptom.steps:  # (a verdict on the whole run: any)
+    if _when(cause.rule) is When.BEFORE and symptom.steps:  # (a verdict on the whole run: any)
         return bool(cause.steps) and symptom.steps[0] >= cause.steps[0]
     return True
 
 
 def _lead(cause: Finding, symptom: Finding) -> int | None:
     """Steps from a precursor's warning to the symptom it announced."""
-    if cause.rule not in PRECURSORS or not cause.steps or not symptom.steps:
+    if _when(cause.rule) is not When.BEFORE or not cause.steps or not symptom.steps:
         return None
     return symptom.steps[0] - cause.steps[0]
 
@@ -179,7 +151,7 @@ def _explains(run: WatchRun, cause: Finding, f: Finding, findings: list[Finding]
     learned; a finding that stands without its cause is no symptom."""
     if stands_without(run, cause, f):
         return False
-    if cause.rule == "GS419" and f.rule in _KILLED:
+    if cause.rule == "GS419" and f.rule in KILLED:
         dead = next((e for e in cause.evidence if e.startswith(DEAD_EVIDENCE)), "")
         names = [n.rpartition(" (")[0] for n in dead.removeprefix(DEAD_EVIDENCE).split(", ")]
         return any(

@@ -7,9 +7,9 @@ from __future__ import annotations
 import weakref
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import Finding, Rule, Severity
 from gradscope.rules.params import ancestors, parent, trainable
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.stats import ParamStats, RunStats
 
 
@@ -150,7 +150,7 @@ class _Mixtures:
         "load-balancing loss or router noise, or check the router's init"
     ),
 )
-def idle_expert(stats: RunStats, t: Thresholds) -> list[Finding]:
+def idle_expert(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """A parameter of a routed expert got no gradient (None or all zero) while a sibling expert
     got tokens. An expert is one of two or more sibling modules with the same class and parameter
     shapes, next to a router: a module that ran before them and owns a parameter with one
@@ -162,7 +162,7 @@ def idle_expert(stats: RunStats, t: Thresholds) -> list[Finding]:
         p = by_name[name]
         what = "is None" if not p.has_grad else "is all zeros"
         out.append(
-            RULES["GS109"].finding(
+            this.finding(
                 name,
                 f"grad of {name} {what}: its expert got no tokens from the router `{router}` in "
                 f"this batch ({idle} of {n} experts idle); routing by design, not a cut graph",

@@ -5,11 +5,11 @@
 from __future__ import annotations
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
 from gradscope.rules.experts import idle_experts
 from gradscope.rules.params import trainable
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.stats import RunStats
 
 
@@ -30,7 +30,7 @@ from gradscope.stats import RunStats
     ),
     command="gradscope inspect detached-middle",
 )
-def none_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
+def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """After the backward a parameter with requires_grad=True still has .grad None. The finding
     says which of three it is: the loss itself does not require grad; the parameter's module
     never ran in the forward; or it ran but its output does not reach the loss, and then the
@@ -63,7 +63,7 @@ def none_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
                 "find the .detach(), .data, torch.no_grad() or non-torch round-trip "
                 "between the module and the loss"
             )
-        out.append(RULES["GS101"].finding(p.name, f"grad of {p.name} is None: {why}", advice))
+        out.append(this.finding(p.name, f"grad of {p.name} is None: {why}", advice))
     return out
 
 
@@ -81,13 +81,13 @@ def none_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
     ),
     command="gradscope inspect nan-loss",
 )
-def non_finite_loss(stats: RunStats, t: Thresholds) -> list[Finding]:
+def non_finite_loss(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """The loss value is NaN or infinite. The explanation pass replays the forward and names the
     first op that made a non-finite value out of finite inputs, with its module and line."""
     if stats.loss_finite:
         return []
     return [
-        RULES["GS102"].finding(
+        this.finding(
             "loss",
             f"the loss ({stats.loss_source}) is {num(stats.loss_value)}",
             "find the op that first produces a non-finite value (log/sqrt/div of zero, overflow in "
@@ -111,13 +111,13 @@ def non_finite_loss(stats: RunStats, t: Thresholds) -> list[Finding]:
     ),
     command="gradscope inspect nan-loss",
 )
-def non_finite_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
+def non_finite_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """A parameter's gradient holds NaN or Inf: its L2 norm is non-finite (then that tensor is
     measured exactly). With a finite loss the backward itself divided by zero or overflowed; the
     explanation pass names the op (anomaly mode's backward node)."""
     where = "the loss is non-finite too" if not stats.loss_finite else "although the loss is finite"
     return [
-        RULES["GS103"].finding(
+        this.finding(
             p.name,
             f"grad of {p.name} holds NaN/Inf (max |grad| = {num(p.grad_max)}); {where}",
             "a backward formula divides by zero or overflows (sqrt/log/pow near 0, x/x, masked "

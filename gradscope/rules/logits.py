@@ -8,9 +8,9 @@ one forward+backward it runs on a model file or a script's step.
 from __future__ import annotations
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.stats import RunStats
 
 FIX = {
@@ -41,7 +41,9 @@ FIX = {
         "other losses are not judged"
     ),
 )
-def loss_fed_probabilities(stats: RunStats, t: Thresholds) -> list[Finding]:
+def loss_fed_probabilities(
+    stats: RunStats, t: Thresholds, *, this: Rule = DECLARED
+) -> list[Finding]:
     """The loss's autograd graph shows cross_entropy's own LogSoftmaxBackward0 over a
     SoftmaxBackward0, a SigmoidBackward0 under binary_cross_entropy_with_logits, or a softmax
     or log_softmax whose dim is not the loss's class dim (followed through views and
@@ -56,7 +58,7 @@ def loss_fed_probabilities(stats: RunStats, t: Thresholds) -> list[Finding]:
             else ""
         )
         out.append(
-            RULES["GS432"].finding(
+            this.finding(
                 "loss",
                 f"the loss is fed probabilities where it wants logits: {fed.detail}{floor}",
                 FIX.get(fed.what, FIX["softmax"]),

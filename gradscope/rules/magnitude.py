@@ -8,12 +8,12 @@ import statistics
 from collections.abc import Iterable
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import RULES, Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules import depth
 from gradscope.rules.by_design import layer_scaled, scale_invariant, theory_zero
 from gradscope.rules.params import comparable, dense_rms, is_zero_init, weight_rms
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.stats import ParamStats, RunStats
 
 
@@ -58,7 +58,38 @@ def _medians(pool: list[ParamStats]) -> dict[bool, float]:
         "clip gradients (torch.nn.utils.clip_grad_norm_), lower the learning rate, add "
         "normalisation (LayerNorm, BatchNorm) or fix the weight init"
     ),
-    thresholds=("explode-rms", "explode-median-ratio", "explode-min-norm", "explode-norm"),
+    thresholds=(
+        Threshold(
+            "explode-rms",
+            1e2,
+            "a parameter's gradient RMS per element above this is exploding, whatever the "
+            "tensor's size; a scale-invariant weight (feeding a norm layer) is judged at unit "
+            "weight RMS, i.e. RMS(g)·RMS(w)",
+        ),
+        Threshold(
+            "explode-median-ratio",
+            1e3,
+            "a gradient RMS this many times the model's median RMS is exploding... "
+            "(`--explode-median-ratio`); embedding tables are compared with embedding tables, and"
+            " only a tensor that runs before most of the model can fire (an explosion grows on "
+            "its way back to the input; a late head far above a small body is the body's gradient"
+            " being small, GS105's business)",
+        ),
+        Threshold(
+            "explode-min-norm",
+            1.0,
+            "...if its norm is above this too: a large ratio over vanished neighbours is "
+            "vanishing, not exploding",
+        ),
+        Threshold(
+            "explode-norm",
+            1e3,
+            "the total gradient L2 norm over the model above this is exploding "
+            "(`--explode-norm`); weights feeding a BatchNorm/GroupNorm/InstanceNorm are left out "
+            "(scale-invariant: their gradient is ∝ 1/‖w‖ by design); a single tensor is judged by"
+            " `explode-rms` instead",
+        ),
+    ),
     command="gradscope inspect exploding-deep",
     objectives=(
         "any: the gradients' size, whatever the loss means; under reduction='sum' the "
@@ -66,7 +97,7 @@ def _medians(pool: list[ParamStats]) -> dict[bool, float]:
         "reduced by mean"
     ),
 )
-def exploding(stats: RunStats, t: Thresholds) -> list[Finding]:
+def exploding(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """Any one of three measurements: one tensor's gradient RMS per element above explode-rms (a
     weight feeding a BatchNorm/GroupNorm is scale-invariant and judged at unit weight RMS); a
     tensor that runs in the first half of the model with a gradient RMS explode-median-ratio
@@ -108,7 +139,7 @@ def exploding(stats: RunStats, t: Thresholds) -> list[Finding]:
         else:
             continue
         out.append(
-            RULES["GS104"].finding(
+            this.finding(
                 p.name,
                 msg,
                 "clip gradients (torch.nn.utils.clip_grad_norm_), lower the learning "
@@ -166,7 +197,19 @@ def _module_rms(params: Iterable[ParamStats]) -> float:
         "ReLU or GELU instead of sigmoid/tanh, residual connections, normalisation, or a better "
         "init"
     ),
-    thresholds=("vanish-norm", "vanish-depth-ratio"),
+    thresholds=(
+        Threshold(
+            "vanish-norm",
+            1e-7,
+            "a non-zero gradient L2 norm below this is vanishing (`--vanish-norm`)",
+        ),
+        Threshold(
+            "vanish-depth-ratio",
+            1e-3,
+            "gradient RMS of the first layer run over that of the last, below this "
+            "(`--vanish-depth-ratio`)",
+        ),
+    ),
     command="gradscope inspect vanishing-sigmoid",
     objectives=(
         "any: the depth ratio is the same whatever the loss or its scale; the vanish-norm "
@@ -174,7 +217,7 @@ def _module_rms(params: Iterable[ParamStats]) -> float:
         "gradient small and reads as vanishing"
     ),
 )
-def vanishing(stats: RunStats, t: Thresholds) -> list[Finding]:
+def vanishing(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """A non-zero gradient L2 norm below vanish-norm; or the gradient RMS of the first layer that
     ran divided by the last layer's below vanish-depth-ratio: the gradient shrinks on its way
     back. Layer-scale branches and biases whose gradient is zero in theory are left out, and so
@@ -186,7 +229,7 @@ def vanishing(stats: RunStats, t: Thresholds) -> list[Finding]:
     by_design = set(layer_scaled(stats)) | theory_zero(stats) | depth.gated_factors(stats.params)
     live = [p for p in comparable(stats) if p.name not in by_design]
     out = [
-        RULES["GS105"].finding(
+        this.finding(
             p.name,
             f"grad norm of {p.name} is {num(p.grad_norm)} < vanish-norm {num(t.vanish_norm)}",
             "the gradient barely reaches this parameter: replace "
@@ -211,7 +254,7 @@ def vanishing(stats: RunStats, t: Thresholds) -> list[Finding]:
         return out  # as large as its own kind deeper down: a difference of kind, not of depth
     if ratio < t.vanish_depth_ratio and first[0].name not in {f.subject for f in out}:
         out.append(
-            RULES["GS105"].finding(
+            this.finding(
                 first[0].module or first[0].name,
                 f"grad RMS of the first layer run (`{first[0].module}`) is {num(ratio)}x "
                 f"that of the last (`{last[0].module}`) < vanish-depth-ratio "

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import human_bytes
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.stats import RunStats
 
 
@@ -20,12 +20,12 @@ from gradscope.stats import RunStats
     fix="store out.detach() (or .item() for a logged number) instead of the live tensor",
     command="gradscope inspect retained-graph",
 )
-def graph_retained(stats: RunStats, t: Thresholds) -> list[Finding]:
+def graph_retained(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """After the backward a module attribute still holds a tensor with a grad_fn, so the step's
     whole graph and its saved activations stay in memory, and grow if the attribute accumulates
     across steps."""
     return [
-        RULES["GS301"].finding(
+        this.finding(
             attr,
             f"`{attr}` still holds a tensor with a grad_fn after backward: the whole graph "
             f"of the step ({human_bytes(stats.saved_bytes)} of saved activations) stays in "

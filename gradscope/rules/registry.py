@@ -1,6 +1,8 @@
 """One declaration per rule, next to its check: `@rule(...)` gives the rule's id, slug,
-severity, troubleshooting row, stage, summary, thresholds, example, fix, the objectives
-it judges and the findings it supersedes; the check's docstring is its "why".
+severity, troubleshooting row, stage, summary, thresholds (the `Threshold`s it owns:
+key, default, meaning; the keys of those it shares), example, fix, the objectives it
+judges, the findings it explains (a cause: rules/causes.py), those it supersedes and its
+mark in the watch views; the check's docstring is its "why".
 
 A declaration fills `findings.RULES` (the metadata every report reads), `DOCS` (what
 `gradscope rules GSxxx` and docs/rules.md say) and the stage's list of checks, so adding
@@ -21,7 +23,7 @@ from typing import Any, TypeVar
 
 from gradscope import catalogue
 from gradscope.catalogue import Declared
-from gradscope.findings import RULES, TABLE, Rule, Severity
+from gradscope.findings import MARKS, RULES, TABLE, THRESHOLDS, Mark, Rule, Severity, Threshold
 
 
 class Stage(enum.Enum):
@@ -33,6 +35,25 @@ class Stage(enum.Enum):
     WATCH = "watch"
     DISTRIBUTED = "distributed"
     DIFF = "diff"
+
+
+class When(enum.Enum):
+    """Where in the same optimizer's steps a cause explains its symptoms (rules/causes.py)."""
+
+    ANYWHERE = "anywhere"
+    """A mechanism: wherever the symptom is (gradients never reset)."""
+    AT_ITS_STEPS = "at its steps"
+    """A cause of one moment: only where their steps meet (one layer's spike)."""
+    BEFORE = "before"
+    """A precursor, a warning before a divergence: a symptom from its first step on, which
+    holds the lead (its first step minus the warning's)."""
+
+
+@dataclass(frozen=True)
+class Cause:
+    explains: tuple[str, ...]
+    """The rules whose findings it explains in the same optimizer's steps."""
+    when: When = When.ANYWHERE
 
 
 @dataclass(frozen=True)
@@ -56,11 +77,21 @@ class RuleDoc:
 DOCS: Declared[str, RuleDoc] = Declared()
 """Rule id → its docs, for the rules declared with `@rule`."""
 
+CAUSES: Declared[str, Cause] = Declared()
+"""Cause rule → what it explains and when (`explains=`, `explains_when=` of its `@rule`)."""
+
 SUPERSEDES: Declared[str, tuple[str, ...]] = Declared()
 """Rule id → the rules whose findings about the same thing would say something untrue
 beside it, so they are dropped (rules/causes.py applies it)."""
 
+DECLARED = Rule("", "", Severity.INFO, "", "", "")
+"""The default a check gives its keyword-only `this: Rule` parameter in its source; `@rule`
+puts the declared Rule there, so the check makes its findings with `this.finding(...)`
+and its id and severity are written once, on the declaration."""
+
 _CHECKS: dict[Stage, dict[str, Callable[..., Any]]] = {}
+_DECLARED_IN: dict[str, str] = {}
+"""Threshold key → the module that declares it."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -80,25 +111,45 @@ def rule(
     *,
     example: str,
     fix: str,
-    thresholds: tuple[str, ...] = (),
+    thresholds: tuple[Threshold | str, ...] = (),
     supersedes: tuple[str, ...] = (),
     command: str = "",
     objectives: str = "",
+    explains: tuple[str, ...] = (),
+    explains_when: When = When.ANYWHERE,
+    mark: Mark | None = None,
 ) -> Callable[[F], F]:
     """Declare the rule the decorated check produces; one check, one rule."""
     if RULES.holds(id):
         raise ValueError(f"rule {id} is declared twice")
     if row not in TABLE:
         raise ValueError(f"{id}: no troubleshooting row {row!r}")
+    owned = [t for t in thresholds if isinstance(t, Threshold)]
+    for t in owned:
+        if THRESHOLDS.holds(t.key):
+            raise ValueError(f"{id}: threshold {t.key} is declared twice")
+    if explains_when is not When.ANYWHERE and not explains:
+        raise ValueError(f"{id}: explains_when without explains")
+    keys = tuple(t.key if isinstance(t, Threshold) else t for t in thresholds)
 
     def register(check: F) -> F:
         why = why_of(check)
         if not why:
             raise ValueError(f"{id}: {check.__name__} needs a docstring (the rule's why)")
-        RULES[id] = Rule(id, slug, severity, row, summary, stage.value)
-        DOCS[id] = RuleDoc(why, example, fix, command, thresholds, objectives)
+        RULES[id] = declared_rule = Rule(id, slug, severity, row, summary, stage.value)
+        defaults = getattr(check, "__kwdefaults__", None) or {}
+        if defaults.get("this") is DECLARED:
+            setattr(check, "__kwdefaults__", {**defaults, "this": declared_rule})  # noqa: B010
+        DOCS[id] = RuleDoc(why, example, fix, command, keys, objectives)
+        for t in owned:
+            THRESHOLDS[t.key] = t
+            _DECLARED_IN[t.key] = check.__module__
         if supersedes:
             SUPERSEDES[id] = supersedes
+        if explains:
+            CAUSES[id] = Cause(explains, explains_when)
+        if mark is not None:
+            MARKS[id] = mark
         _CHECKS.setdefault(stage, {})[id] = check
         return check
 
@@ -117,6 +168,13 @@ def in_declared_order(stage: Stage) -> dict[str, Callable[..., Any]]:
     declared = _declared(stage)
     ordered = sorted(declared, key=lambda k: catalogue.position(declared[k].__module__))
     return {k: declared[k] for k in ordered}
+
+
+def thresholds_in_order() -> list[Threshold]:
+    """The declared thresholds in the order the catalogue lists their modules, a module's
+    own in the order it declares them, whatever imported first (docs/config.md's table)."""
+    catalogue.load()
+    return sorted(THRESHOLDS.values(), key=lambda t: catalogue.position(_DECLARED_IN[t.key]))
 
 
 def checks(stage: Stage) -> list[Callable[..., Any]]:

@@ -12,9 +12,10 @@ from __future__ import annotations
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import Stage, When, rule
 from gradscope.rules.step_common import about
 from gradscope.rules.step_growth import steady_rise
+from gradscope.rules.symptoms import DIVERGENCE
 from gradscope.steps.logit_facts import AttentionSeries
 from gradscope.steps.records import WatchRun
 
@@ -46,6 +47,8 @@ magnitude in a few hundred steps, a trend this long is no spike."""
     "(or a longer warm-up)",
     objectives="any: the attention's own scores, a mechanism in the forward whatever the loss "
     "means",
+    explains=DIVERGENCE,
+    explains_when=When.BEFORE,
 )
 def attention_logit_growth(run: WatchRun, t: Thresholds) -> list[Finding]:
     """Per attention module (scaled_dot_product_attention, or a softmax over 4-d q @ kᵀ

@@ -6,9 +6,9 @@ No torch."""
 from __future__ import annotations
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import about
 from gradscope.steps import noise
 from gradscope.steps.records import WatchRun
@@ -26,14 +26,21 @@ from gradscope.steps.records import WatchRun
     fix="move the batch toward B_simple (fewer micro-batches or ranks above it, more below) "
     "and retune the learning rate; or take it as information: a batch above B_simple buys "
     "fewer steps with more samples, one below it the reverse",
-    thresholds=("noise-scale-factor",),
+    thresholds=(
+        Threshold(
+            "noise-scale-factor",
+            10,
+            "info: the run's batch this many times above or below the critical batch size "
+            "(B_simple), beyond two standard errors of the estimate",
+        ),
+    ),
     objectives=(
         "any one loss whose micro-batches are independent samples of it (accumulation or "
         "DDP ranks): B_simple needs them; a GAN's two losses, or backward calls from "
         "different lines, are not measured"
     ),
 )
-def batch_vs_noise(run: WatchRun, t: Thresholds) -> list[Finding]:
+def batch_vs_noise(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """With gradient accumulation or DDP ranks, watch measures each micro-batch's gradient
     norm beside the step's, and from the two batch sizes the unbiased |G|² and tr(Σ) of
     McCandlish et al. 2018 (An Empirical Model of Large-Batch Training, appendix A.1), each
@@ -85,7 +92,7 @@ def batch_vs_noise(run: WatchRun, t: Thresholds) -> list[Finding]:
                 "match) would finish in fewer steps; the paper's caveats apply (docs/rules.md)"
             )
         bound = s.critical * (t.noise_scale_factor if above else 1 / t.noise_scale_factor)
-        finding = RULES["GS430"].finding(
+        finding = this.finding(
             who, message, advice, value=s.batch, threshold=bound, evidence=evidence
         )
         out.append(about(finding, [s.first_step, s.last_step]))

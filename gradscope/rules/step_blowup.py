@@ -9,9 +9,9 @@ import statistics
 from dataclasses import dataclass, replace
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import (
     Series,
     about,
@@ -118,11 +118,32 @@ def early_blowup_of(s: Series, t: Thresholds) -> Blowup | None:
     fix="lower the learning rate or lengthen the warm-up, so a fresh model's first updates stay "
     "small",
     thresholds=(
-        "blowup-window",
-        "blowup-loss-ratio",
-        "blowup-norm-ratio",
-        "blowup-rise-ratio",
-        "blowup-recover-fall",
+        Threshold(
+            "blowup-window",
+            100,
+            "an optimizer's first this many steps are where an early blow-up is looked for",
+        ),
+        Threshold(
+            "blowup-loss-ratio",
+            1.5,
+            "the loss (median of 3 steps) rose this many times above its first steps'...",
+        ),
+        Threshold(
+            "blowup-norm-ratio",
+            5.0,
+            "...with the gradient norm this many times its first steps' median",
+        ),
+        Threshold(
+            "blowup-rise-ratio",
+            1.2,
+            "a milder rise, without the norm, counts when the loss never recovered",
+        ),
+        Threshold(
+            "blowup-recover-fall",
+            0.25,
+            "error when the loss's last steps never got this fraction below where it started "
+            "(else warning)",
+        ),
     ),
     objectives=(
         "a single recognised objective (every term of one kind and sign: a cross-entropy, "
@@ -131,7 +152,7 @@ def early_blowup_of(s: Series, t: Thresholds) -> Blowup | None:
         "(a GAN's losses rise by design)"
     ),
 )
-def early_blowup(run: WatchRun, t: Thresholds) -> list[Finding]:
+def early_blowup(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """Within an optimizer's first blowup-window steps, the loss (median of 3 steps) rose to
     blowup-loss-ratio times where it started with the gradient norm at blowup-norm-ratio times
     its usual value, beyond 3 robust sigmas of the noise; or a milder rise (blowup-rise-ratio, 5
@@ -149,7 +170,7 @@ def early_blowup(run: WatchRun, t: Thresholds) -> list[Finding]:
         if b is None:
             continue
         top = b.steps[b.at]
-        finding = RULES["GS414"].finding(
+        finding = this.finding(
             s.subject("loss"),
             s.say(_blowup_message(b)),
             _blowup_advice(b),

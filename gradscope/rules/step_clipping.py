@@ -8,9 +8,9 @@ import statistics
 from dataclasses import replace
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import Finding, Mark, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import Series, about, by_optimizer, finite, step_list
 from gradscope.steps.records import StepRecord, WatchRun
 
@@ -26,13 +26,37 @@ from gradscope.steps.records import StepRecord, WatchRun
     example="SGD with max_norm 0.1 where gradients are typically 5",
     fix="lower the learning rate or raise max_norm towards the typical norm; light clipping is "
     "fine when it is meant",
-    thresholds=("clip-bind-fraction", "clip-coef-warn", "clip-coef-info", "warmup-steps"),
+    thresholds=(
+        Threshold(
+            "clip-bind-fraction",
+            0.5,
+            "clipping bound (norm above max_norm) on more than this fraction of the steps",
+        ),
+        Threshold(
+            "clip-coef-warn",
+            0.5,
+            "a mean clip coefficient (max_norm/norm, 1 where it did not bind) below this is a "
+            "warning: clipping halves the step or more",
+        ),
+        Threshold(
+            "clip-coef-info",
+            0.8,
+            "from `clip-coef-warn` up to this: info; at or above it, clipping that binds often is"
+            " silent (nanoGPT clips to 0.73-0.87 by design)",
+        ),
+        Threshold(
+            "warmup-steps",
+            20,
+            "these rules ignore the first this many steps",
+        ),
+    ),
     objectives=(
         "any: how far clip_grad_norm_ cut the gradient, a mechanism independent of what "
         "the loss means"
     ),
+    mark=Mark("clipped", "|"),
 )
-def clipping_binds(run: WatchRun, t: Thresholds) -> list[Finding]:
+def clipping_binds(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """After warmup-steps, clip_grad_norm_ bound on more than clip-bind-fraction of the steps.
     How much it bound decides: a mean clip coefficient (max_norm over the norm) below
     clip-coef-warn is a warning; between clip-coef-warn and clip-coef-info, or under an
@@ -70,7 +94,7 @@ def clipping_binds(run: WatchRun, t: Thresholds) -> list[Finding]:
             f"max_norm {num(steps[0].max_norm)}, median norm before clipping {num(med)}",
             f"bound at steps {step_list([r.step for r in bound])}",
         )
-        finding = RULES["GS406"].finding(
+        finding = this.finding(
             s.subject("total-grad-norm"),
             s.say(f"{head}: {why}"),
             advice,
@@ -141,8 +165,9 @@ def _clip_coefficient(r: StepRecord) -> float:
         "any: the order of GradScaler's unscale_ and the clip, a mechanism independent of "
         "what the loss means"
     ),
+    explains=("GS406", "GS415"),
 )
-def clip_before_unscale(run: WatchRun, t: Thresholds) -> list[Finding]:
+def clip_before_unscale(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """clip_grad_norm_ ran on gradients still multiplied by GradScaler's scale (no
     scaler.unscale_ before it), so max_norm is compared with norms thousands of times too large
     and clipping cuts every update to about max_norm/scale."""
@@ -161,7 +186,7 @@ def clip_before_unscale(run: WatchRun, t: Thresholds) -> list[Finding]:
             + (f" (as clipped: {num(scaled)})" if scaled is not None else "")
             + f" against max_norm {num(r.max_norm)}",
         ]
-        finding = RULES["GS416"].finding(
+        finding = this.finding(
             s.subject("grad-scaler"),
             s.say(
                 f"clip_grad_norm_ ran on gradients still multiplied by GradScaler's scale "

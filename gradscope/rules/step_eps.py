@@ -31,6 +31,7 @@ SHOWN = 3
     fix="an eps well below the gradients' size (the default 1e-8; 1e-6 to 1e-4 under "
     "float16), or the loss at its natural scale",
     objectives="any: Adam's eps against its √v̂, a mechanism independent of what the loss means",
+    explains=("GS405", "GS410", "GS415"),
 )
 def adam_eps_dominates(run: WatchRun, t: Thresholds) -> list[Finding]:
     """Adam divides the momentum by √v̂ + eps. Read from the optimizer's state after the

@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, When, rule
 from gradscope.rules.step_common import about, by_optimizer, module_of, step_list
 from gradscope.rules.steps import series_spike_steps
 from gradscope.steps.layer_spikes import LayerSpike
@@ -45,8 +45,10 @@ the whole gradient usually is (a bias whose tiny gradient jumps moves nothing)."
     "the gradient norm if such batches are expected",
     thresholds=("spike-sigma",),
     objectives="any: each layer's gradient norm against its own history, not the loss",
+    explains=("GS402", "GS403"),
+    explains_when=When.AT_ITS_STEPS,
 )
-def layer_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
+def layer_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """A tensor's gradient norm at least 20 times the median of its own last 64 live steps,
     4 times their 90th percentile, and spike-sigma robust sigmas above the median (its log
     norm's median absolute deviation),
@@ -76,7 +78,7 @@ def layer_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
             if x.total_median > 0
         ]
         where = sorted({x.step for x in found})
-        finding = RULES["GS450"].finding(
+        finding = this.finding(
             s.subject(layer),
             s.say(
                 f"the gradient of `{layer}` spiked to {worst.ratio:.0f}× its own median at "

@@ -17,9 +17,10 @@ import statistics
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import Stage, When, rule
 from gradscope.rules.step_common import about, finite
 from gradscope.rules.step_growth import SPAN, first_trend
+from gradscope.rules.symptoms import DIVERGENCE
 from gradscope.steps.logit_facts import OutputLogits
 from gradscope.steps.records import WatchRun
 
@@ -48,6 +49,8 @@ AGAINST_LOSS = 4.0
     objectives="a cross-entropy: the logits it is given, whose log-partition a calibrated "
     "model keeps near ln C; judged against the loss's own fall, so a loss that explains the "
     "drift stays silent",
+    explains=DIVERGENCE,
+    explains_when=When.BEFORE,
 )
 def logit_drift(run: WatchRun, t: Thresholds) -> list[Finding]:
     """At every 16th step, the logits given to cross_entropy: the mean over the step's

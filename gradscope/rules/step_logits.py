@@ -12,9 +12,9 @@ the model on another question. The graph shows both directly (watcher/loss_input
 from __future__ import annotations
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import about, by_optimizer, loss_steps
 from gradscope.steps.meaning import LossKind, LossTerm
 from gradscope.steps.records import WatchRun
@@ -55,8 +55,11 @@ _WHAT = {
         "they want logits; nll_loss on a log_softmax and BCELoss on a sigmoid are right, "
         "other losses are not judged"
     ),
+    explains=("GS405", "GS409", "GS414", "GS415", "GS419"),
 )
-def probabilities_as_logits(run: WatchRun, t: Thresholds) -> list[Finding]:
+def probabilities_as_logits(
+    run: WatchRun, t: Thresholds, *, this: Rule = DECLARED
+) -> list[Finding]:
     """The loss's autograd graph, read at the first step, shows cross_entropy's own
     LogSoftmaxBackward0 over a SoftmaxBackward0 (through views, transposes and casts), a
     SigmoidBackward0 under binary_cross_entropy_with_logits, or a softmax or log_softmax whose
@@ -80,7 +83,7 @@ def probabilities_as_logits(run: WatchRun, t: Thresholds) -> list[Finding]:
                 f"below {num(floor)}"
             )
         message = s.say(_message(kind, term))
-        finding = RULES["GS431"].finding(
+        finding = this.finding(
             s.subject("loss"),
             message,
             _FIX[term.misfed or "softmax"],

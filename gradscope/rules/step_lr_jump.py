@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, When, rule
 from gradscope.rules.step_common import Series, about, by_optimizer
+from gradscope.rules.symptoms import DIVERGENCE
 from gradscope.steps.records import StepRecord, WatchRun
 
 PLATEAU = 16
@@ -74,8 +75,10 @@ def _group_rises(s: Series) -> list[tuple[int, int, int]]:
     fix="a lower peak or a longer warm-up: check what set the learning rate at that step",
     supersedes=("GS419",),
     objectives="any: the learning rate's course, a mechanism independent of what the loss means",
+    explains=DIVERGENCE,
+    explains_when=When.BEFORE,
 )
-def lr_jump(run: WatchRun, t: Thresholds) -> list[Finding]:
+def lr_jump(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """A param group's learning rate, after 16 steps within 1.25× of each other, rose
     without falling, within 32 steps, to at least 2 times that plateau and 1.5 times the
     highest rate of every step before: a sudden jump or a fast ramp, which scales every
@@ -97,7 +100,7 @@ def lr_jump(run: WatchRun, t: Thresholds) -> list[Finding]:
                 f"(×{factor:.1f}) by step {at.step}, rising from step {start.step}"
             )
             group = f" (param group {g})" if len(at.lrs) > 1 else ""
-            finding = RULES["GS452"].finding(
+            finding = this.finding(
                 s.subject("lr"),
                 s.say(
                     f"the learning rate{group} {how}, after {PLATEAU}+ steps at a steady "

@@ -13,7 +13,7 @@ import statistics
 from dataclasses import replace
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import RULES, Finding, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_blowup import early_blowup_of
@@ -31,6 +31,7 @@ from gradscope.rules.step_common import (
     window,
 )
 from gradscope.rules.step_dead import before_death, dead_from
+from gradscope.rules.symptoms import GROWTH, LR_HIGH
 from gradscope.steps.meaning import LossKind, LossTerm, OptimizerSettings
 from gradscope.steps.records import StepRecord, WatchRun
 
@@ -62,6 +63,7 @@ EARLY_STEPS = 100
         "objective has no bound and is not judged; one optimizer only (a GAN's generator "
         "ascends by design)"
     ),
+    explains=GROWTH,
 )
 def loss_maximised(run: WatchRun, t: Thresholds) -> list[Finding]:
     """The loss's own autograd graph shows a loss bounded below (cross-entropy, NLL of
@@ -184,7 +186,16 @@ def _ratios(steps: list[StepRecord], members: list[int]) -> tuple[list[float], l
     "ratios 0.05-0.08 from step 1, the loss stuck near 2.9 where the stock run reaches "
     "2.4",
     fix="lower the peak learning rate by the factor given, or lengthen the warm-up",
-    thresholds=("update-ratio-warn", "update-ratio-high", "progress-min-fall"),
+    thresholds=(
+        Threshold(
+            "update-ratio-warn",
+            0.02,
+            "the weight matrices' median ‖Δw‖/‖w‖ over the first 100 steps at or above this (20× "
+            "the healthy 1e-3), while the loss stalls",
+        ),
+        "update-ratio-high",
+        "progress-min-fall",
+    ),
     objectives=(
         "any for the update ratios (the weights rewritten every few steps; Adam's lr "
         "against the weights' scale) and for gradients that died while the loss did not "
@@ -192,6 +203,7 @@ def _ratios(steps: list[StepRecord], members: list[int]) -> tuple[list[float], l
         "for a single recognised objective: a custom or multi-term one (an RL loss) may "
         "rise or stay flat while it learns"
     ),
+    explains=LR_HIGH,
 )
 def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     """Over the first 100 steps the weight matrices' median update/weight ratio ‖Δw‖/‖w‖

@@ -47,6 +47,7 @@ def _names(names: tuple[str, ...], count: int) -> str:
     objectives=(
         "any: the first backward node that made a finite gradient non-finite, whatever the loss"
     ),
+    explains=("GS401", "GS403", "GS407", "GS408", "GS434"),
 )
 def backward_nan_origin(run: WatchRun, t: Thresholds) -> list[Finding]:
     """Hooks on one backward after the first non-finite gradient of a finite loss was read
@@ -102,6 +103,7 @@ def backward_nan_origin(run: WatchRun, t: Thresholds) -> list[Finding]:
     "the backward op that made the NaN; until it is fixed, clip with "
     "clip_grad_norm_(..., error_if_nonfinite=True) or skip non-finite steps",
     objectives="any: the weights' values, whatever the loss",
+    explains=("GS401", "GS403", "GS407", "GS408"),  # its update wrote the NaN into the weights
 )
 def weights_nan_loss_finite(run: WatchRun, t: Thresholds) -> list[Finding]:
     """The weights read back non-finite (after the recorder saw the first non-finite

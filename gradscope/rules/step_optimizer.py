@@ -13,9 +13,9 @@ import math
 import statistics
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import (
     Series,
     about,
@@ -75,8 +75,9 @@ def _grad_rms(run: WatchRun, s: Series, i: int) -> float | None:
         "the loss stalled; the loss's kind is not asked, so a flat custom objective "
         "counts as stalled, and the equilibrium against the weights decides"
     ),
+    explains=("GS405", "GS409", "GS410", "GS413", "GS415", "GS419"),
 )
-def decay_too_strong(run: WatchRun, t: Thresholds) -> list[Finding]:
+def decay_too_strong(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """A param group's weight decay has an equilibrium below the initial rms of most of its
     weight matrices, and the loss stalls (no progress-min-fall, or none over the second half).
     Decoupled decay (AdamW) removes lr × wd of every weight per step while Adam's step moves
@@ -111,7 +112,7 @@ def decay_too_strong(run: WatchRun, t: Thresholds) -> list[Finding]:
                 else f"{settings.kind}'s weight_decay {num(g.weight_decay)} (L2, added to the "
                 f"gradient) outweighs the gradients until |w| ≈ |grad| / wd = {num(eq)}"
             )
-            finding = RULES["GS420"].finding(
+            finding = this.finding(
                 s.subject(f"param group {k}"),
                 s.say(
                     f"weight decay erases the weights: {how}, below these matrices' initial "
@@ -173,7 +174,7 @@ def _erased(
         "loss means"
     ),
 )
-def frozen_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
+def frozen_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """Parameters with requires_grad=False sit in an optimizer's param groups and got no
     gradient in any step: the optimizer keeps them and never moves them. Often meant (a frozen
     backbone passed as model.parameters()), so information."""
@@ -194,7 +195,7 @@ def frozen_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
         frozen = [run.params[i].name for i in held]
         modules = sorted({n.rpartition(".")[0] or n for n in frozen})
         copied = [i for i in held if values_changed(run.params[i])]
-        finding = RULES["GS421"].finding(
+        finding = this.finding(
             s.subject(common_module(frozen) or "parameters"),
             s.say(
                 f"{len(frozen)} parameter(s) in {run.optimizer_label(s.index)}'s param groups "
@@ -233,8 +234,9 @@ def frozen_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
         "any: a zero_grad() between backward and step(), a mechanism independent of what "
         "the loss means"
     ),
+    explains=("GS405", "GS410", "GS413", "GS415", "GS417"),
 )
-def zeroed_before_step(run: WatchRun, t: Thresholds) -> list[Finding]:
+def zeroed_before_step(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """At more than half the steps zero_grad() ran after the step's backward calls and before
     step(), with gradients there to clear: the step applied none of them (momentum, Adam's
     moments or decay may still move the weights a little, so the run looks alive). The step's
@@ -249,7 +251,7 @@ def zeroed_before_step(run: WatchRun, t: Thresholds) -> list[Finding]:
         if not steps or len(zeroed) * 2 <= len(steps):
             continue
         calls = statistics.median(r.backward_calls or 1 for r in zeroed)
-        finding = RULES["GS422"].finding(
+        finding = this.finding(
             s.subject("optimizer.zero_grad"),
             s.say(
                 f"zero_grad() ran between backward() and step() at {len(zeroed)} of "

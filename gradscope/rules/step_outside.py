@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import RULES, Finding, Rule, Severity
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import values_changed
 from gradscope.rules.step_setup import got_grad
 from gradscope.steps.records import ParamInfo, WatchRun
@@ -33,7 +33,7 @@ from gradscope.steps.records import ParamInfo, WatchRun
         "mechanism independent of what the loss means"
     ),
 )
-def not_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
+def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """A parameter that requires grad and gets gradients is in no param group of any optimizer:
     no step applies them, and no optimizer's zero_grad() clears them. One that never gets a
     gradient (a target network, an EMA copy, a teacher: updated by copying weights, if at all)
@@ -61,7 +61,7 @@ def not_in_optimizer(run: WatchRun, t: Thresholds) -> list[Finding]:
             "(or add a param group for it) to the optimizer"
         )
         out.append(
-            RULES["GS411"].finding(
+            this.finding(
                 p.name,
                 f"{p.name} requires grad and gets gradients but is in no optimizer param "
                 "group: no step applies them, and no optimizer's zero_grad() clears its .grad",

@@ -9,7 +9,7 @@ import statistics
 from dataclasses import replace
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import RULES, Finding, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_blowup import early_blowup_of
@@ -47,7 +47,24 @@ from gradscope.steps.tensor_track import Learned
     fix="check that step() moves the model the loss is computed on and that targets match inputs; "
     "a learning rate too high sits at chance level, one too small never moves the loss; "
     "ignore it for a loss not meant to fall",
-    thresholds=("progress-min-steps", "progress-min-fall", "progress-stall-fall"),
+    thresholds=(
+        Threshold(
+            "progress-min-steps",
+            50,
+            "steps an optimizer needs before its progress is judged",
+        ),
+        Threshold(
+            "progress-min-fall",
+            0.05,
+            "the last steps' median loss less than this fraction below the first steps' ended no "
+            "better than it started",
+        ),
+        Threshold(
+            "progress-stall-fall",
+            0.25,
+            "info: fell less than this and flat over the second half",
+        ),
+    ),
     objectives=(
         "a single recognised objective (a cross-entropy, an MSE) with a sign from the run "
         "that the model did not learn (the uniform guess, no gradient reaching what "
@@ -261,7 +278,14 @@ def _stall_finding(
     example="a layer frozen with requires_grad_(False) midway, or a branch the loss stopped using",
     fix="find what changed at that step: a freeze, a detach() or no_grad() around it, a branch; "
     "if the freeze is meant, take it out of the optimizer",
-    thresholds=("stop-min-steps",),
+    thresholds=(
+        Threshold(
+            "stop-min-steps",
+            20,
+            "a parameter with gradients, then none for at least this many of its optimizer's last"
+            " steps (and 4× its longest gap while learning), stopped learning",
+        ),
+    ),
     supersedes=("GS410",),  # frozen midway: its low update ratio is the consequence
     objectives="any: whether a parameter still gets gradients, not the loss's value",
 )

@@ -45,6 +45,7 @@ from gradscope.steps.records import WatchRun
         "reduction scales the step; Adam-like optimizers cancel it and are never judged, "
         "and a custom term has no reduction to read"
     ),
+    explains=("GS401", "GS402", "GS403", "GS404", "GS405", "GS409", "GS414", "GS415"),
 )
 def reduction_scales_step(run: WatchRun, t: Thresholds) -> list[Finding]:
     """Under an optimizer that is not Adam-like (its step is lr × the gradient), one of:

@@ -51,6 +51,7 @@ CYCLIC = ("CosineAnnealingWarmRestarts", "CyclicLR")
     objectives=(
         "any: the scheduler's learning rate, a mechanism independent of what the loss means"
     ),
+    explains=("GS405", "GS410", "GS413", "GS415", "GS417"),
 )
 def lr_collapsed(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A scheduler (not a cyclic one: CosineAnnealingWarmRestarts, CyclicLR) was stepped at

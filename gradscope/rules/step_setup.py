@@ -10,9 +10,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import Finding, Mark, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import (
     about,
     after_warmup,
@@ -23,6 +23,7 @@ from gradscope.rules.step_common import (
     step_list,
 )
 from gradscope.rules.step_dead import dead_from
+from gradscope.rules.symptoms import DIVERGENCE
 from gradscope.steps.records import StepRecord, WatchRun
 
 
@@ -36,13 +37,26 @@ from gradscope.steps.records import StepRecord, WatchRun
     "watch: GradScaler skipped many steps after warm-up, or several in a row",
     example="float16 autocast on a model whose activations exceed 65504",
     fix="bf16 instead of fp16, a smaller learning rate, or the unstable op in fp32",
-    thresholds=("amp-skip-rate", "amp-skip-streak", "warmup-steps"),
+    thresholds=(
+        Threshold(
+            "amp-skip-rate",
+            0.05,
+            "GradScaler skipped more than this fraction of the steps after warm-up...",
+        ),
+        Threshold(
+            "amp-skip-streak",
+            3,
+            "...or this many steps in a row",
+        ),
+        "warmup-steps",
+    ),
     objectives=(
         "any: GradScaler's skipped steps (float16 overflows), a mechanism independent of "
         "what the loss means"
     ),
+    mark=Mark("skipped (AMP)", "s"),
 )
-def amp_skips(run: WatchRun, t: Thresholds) -> list[Finding]:
+def amp_skips(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """After warmup-steps, GradScaler skipped more than amp-skip-rate of the steps, or
     amp-skip-streak steps in a row: the gradients overflow float16 at most scales. The
     scaler's opening search is not judged: from the first step it skips and lowers its scale
@@ -66,7 +80,7 @@ def amp_skips(run: WatchRun, t: Thresholds) -> list[Finding]:
         rate = len(skipped) / len(steps)
         if rate <= t.amp_skip_rate and best < t.amp_skip_streak:
             continue
-        finding = RULES["GS407"].finding(
+        finding = this.finding(
             series.subject("grad-scaler"),
             series.say(
                 f"GradScaler skipped {len(skipped)} of {len(steps)} steps after warm-up "
@@ -110,14 +124,15 @@ def _opening_search(steps: Sequence[StepRecord]) -> set[int]:
     fix="find the NaN/Inf (GS401; gradscope inspect --script ... --step N) instead of letting the "
     "scaler shrink",
     objectives="any: GradScaler's loss scale, a mechanism independent of what the loss means",
+    mark=Mark("loss scale < 1", "o"),
 )
-def amp_scale(run: WatchRun, t: Thresholds) -> list[Finding]:
+def amp_scale(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """GradScaler's loss scale fell below 1: the gradients are non-finite at every scale, so the
     scaler keeps halving it."""
     low = [r for r in run.steps if r.scale is not None and r.scale < 1]
     if not low:
         return []
-    finding = RULES["GS408"].finding(
+    finding = this.finding(
         "grad-scaler",
         f"the loss scale fell below 1 at step {low[0].step} ({num(low[0].scale)}); "
         f"lowest {num(min(r.scale or 0 for r in low))}",
@@ -186,13 +201,20 @@ def _judged_ratios(run: WatchRun, t: Thresholds) -> Iterator[tuple[int, float, b
     "watch: a parameter's update is a large fraction of its weights every step",
     example="one param group with a learning rate 100 times the others'",
     fix="lower that param group's learning rate",
-    thresholds=("update-ratio-high", "warmup-steps"),
+    thresholds=(
+        Threshold(
+            "update-ratio-high",
+            0.2,
+            "a weight matrix's median ‖Δw‖/‖w‖ per step (sampled, after warm-up) above this",
+        ),
+        "warmup-steps",
+    ),
     objectives=(
         "any: each update against its weights, the optimizer's step, a mechanism "
         "independent of what the loss means"
     ),
 )
-def update_ratio_high(run: WatchRun, t: Thresholds) -> list[Finding]:
+def update_ratio_high(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     # weight matrices only: a bias or norm scale near 0 has a huge ratio while healthy
     """A weight matrix's median update/weight norm ratio, sampled every 25 steps after
     warmup-steps, is above update-ratio-high; about 1e-3 is healthy. Vectors (biases, norm
@@ -202,7 +224,7 @@ def update_ratio_high(run: WatchRun, t: Thresholds) -> list[Finding]:
         p = run.params[i]
         if ratio > t.update_ratio_high and matrix:
             out.append(
-                RULES["GS409"].finding(
+                this.finding(
                     p.name,
                     f"each update moves {p.name} by {ratio:.3g} of its norm (median over "
                     "sampled steps); about 1e-3 is healthy",
@@ -223,13 +245,20 @@ def update_ratio_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     "watch: a parameter's update is zero or negligible (lr 0, frozen)",
     example="a param group with lr=0, or a learning-rate schedule that decayed to 0",
     fix="give it a learning rate, or remove it from the optimizer if it is meant to stay fixed",
-    thresholds=("update-ratio-low", "warmup-steps"),
+    thresholds=(
+        Threshold(
+            "update-ratio-low",
+            1e-7,
+            "a parameter's median ‖Δw‖/‖w‖ below this (exactly 0: it is not updated)",
+        ),
+        "warmup-steps",
+    ),
     objectives=(
         "any: each update against its weights, the optimizer's step, a mechanism "
         "independent of what the loss means"
     ),
 )
-def update_ratio_low(run: WatchRun, t: Thresholds) -> list[Finding]:
+def update_ratio_low(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     # exactly 0 for any parameter; small only where it had gradients (no gradient is
     # GS405/GS413's verdict, not the learning rate's)
     """After warmup-steps, a parameter's median sampled update/weight ratio is below
@@ -256,7 +285,7 @@ def update_ratio_low(run: WatchRun, t: Thresholds) -> list[Finding]:
         else:
             why = "its learning rate is far too small for its gradients"
         out.append(
-            RULES["GS410"].finding(
+            this.finding(
                 p.name,
                 f"{p.name} is {'not updated' if ratio == 0 else 'barely updated'} "
                 f"(update/weight ratio {ratio:.3g}): {why}",
@@ -283,8 +312,9 @@ def update_ratio_low(run: WatchRun, t: Thresholds) -> list[Finding]:
         "any: which parameters get gradients, not the loss's value; a head after a "
         "forward hook's read-out (a self-supervised wrapper's) is information by design"
     ),
+    explains=("GS414", "GS415"),
 )
-def never_updated(run: WatchRun, t: Thresholds) -> list[Finding]:
+def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """A parameter that requires grad and is in an optimizer got no gradient (None) or only zero
     gradients in every step of the run: it never learns. Information where its layer comes
     after one whose output a forward hook reads, in their parent module (BYOL and other
@@ -298,7 +328,7 @@ def never_updated(run: WatchRun, t: Thresholds) -> list[Finding]:
         if not p.requires_grad or not p.in_optimizer or got_grad(run, i):
             continue
         none = not run.tensors.ever_had_grad(i)
-        finding = RULES["GS413"].finding(
+        finding = this.finding(
             p.name,
             f"{p.name} got {'no gradient (None)' if none else 'only zero gradients'} "
             f"in all {len(stepped)} steps: it never learns",
@@ -330,13 +360,21 @@ def never_updated(run: WatchRun, t: Thresholds) -> list[Finding]:
     example="a loop that calls loss.backward() and opt.step() but never opt.zero_grad()",
     fix="call optimizer.zero_grad() once per optimizer step, after step() or before the first "
     "backward",
-    thresholds=("not-reset-fraction",),
+    thresholds=(
+        Threshold(
+            "not-reset-fraction",
+            0.5,
+            "gradients still present from the previous step at more than this fraction of the "
+            "steps",
+        ),
+    ),
     supersedes=("GS419",),  # piled-up gradients make the large steps, not the lr
     objectives=(
         "any: whether .grad is reset between steps, a mechanism independent of what the loss means"
     ),
+    explains=DIVERGENCE,
 )
-def grads_not_reset(run: WatchRun, t: Thresholds) -> list[Finding]:
+def grads_not_reset(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """At more than not-reset-fraction of the steps (4 at least), the previous step's gradients
     were still in .grad when the next backward ran. The number of backward calls per step tells
     a missing zero_grad from deliberate gradient accumulation that forgets to reset after its
@@ -364,7 +402,7 @@ def grads_not_reset(run: WatchRun, t: Thresholds) -> list[Finding]:
             "still not reset after the step"
         )
         example = carried[len(carried) // 2]
-        finding = RULES["GS412"].finding(
+        finding = this.finding(
             series.subject("gradients"),
             series.say(
                 f"at {len(carried)} of {len(steps)} steps the previous step's gradients "

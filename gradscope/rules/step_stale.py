@@ -33,6 +33,7 @@ from gradscope.steps.records import WatchRun, common_module
     objectives=(
         "any: which tensors the optimizer holds, a mechanism independent of what the loss means"
     ),
+    explains=("GS405", "GS410", "GS411", "GS413", "GS415", "GS417"),
 )
 def optimizer_holds_stale(run: WatchRun, t: Thresholds) -> list[Finding]:
     """An optimizer's tensors that no model holds got no gradient at any step, while the

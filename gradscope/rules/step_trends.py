@@ -8,9 +8,9 @@ import statistics
 from collections.abc import Sequence
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import RULES, Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import (
     Series,
     by_optimizer,
@@ -48,10 +48,22 @@ def _spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
     example="a learning rate a little too high for a model without normalisation",
     fix="lower the learning rate, clip the gradient norm or add normalisation: the trend ends in "
     "NaN",
-    thresholds=("growth-window", "growth-factor"),
+    thresholds=(
+        Threshold(
+            "growth-window",
+            100,
+            "the last this many steps are tested for a steady rise of the gradient norm...",
+        ),
+        Threshold(
+            "growth-factor",
+            10.0,
+            "...by at least this factor (median of the window's last quarter over its first)",
+            above_zero=True,
+        ),
+    ),
     objectives="any: the gradient norm's trend, not the loss's, so the loss's kind plays no part",
 )
-def exploding_trend(run: WatchRun, t: Thresholds) -> list[Finding]:
+def exploding_trend(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """Over the last growth-window steps (20 at least), the median gradient norm of the last
     quarter is growth-factor times the first quarter's, and the norm rises steadily (rank
     correlation with the step of 0.8 or more)."""
@@ -83,7 +95,7 @@ def exploding_trend(run: WatchRun, t: Thresholds) -> list[Finding]:
                 "the learning rate or add normalization; this trend ends in NaN"
             )
         out.append(
-            RULES["GS404"].finding(
+            this.finding(
                 s.subject("total-grad-norm"),
                 s.say(
                     f"the gradient norm grew {late / early:.3g}× over steps {tail[0].step}-"
@@ -120,7 +132,14 @@ def _loss_fell(steps: Sequence[StepRecord], q: int) -> bool:
     "watch: a layer's gradient norm fell by orders of magnitude while the loss did not",
     example="ReLU units that die one after another under a high learning rate",
     fix="lower the learning rate, use LeakyReLU or GELU, normalisation or residual connections",
-    thresholds=("vanish-time-factor",),
+    thresholds=(
+        Threshold(
+            "vanish-time-factor",
+            1e-3,
+            "a layer's gradient norm late in the run over early in it, below this, while the loss"
+            " did not fall as much",
+        ),
+    ),
     objectives=(
         "any: each layer's gradient norm; the loss, whatever its kind, only excuses it "
         "when it fell tenfold (a converged run's gradients shrink by right)"

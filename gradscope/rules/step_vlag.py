@@ -16,9 +16,10 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import Stage, When, rule
 from gradscope.rules.step_common import Series, about, by_optimizer, step_list
 from gradscope.rules.steps import norm_spikes_by_design, series_spike_steps
+from gradscope.rules.symptoms import GROWTH
 from gradscope.steps.records import StepRecord, WatchRun
 
 RMS_LIMIT = 5.0
@@ -64,6 +65,8 @@ def rms_t(steps: list[StepRecord], beta2: float) -> list[tuple[StepRecord, float
     objectives=(
         "any, under an Adam-like optimizer: the gradient against Adam's own moving second moment"
     ),
+    explains=(*GROWTH, "GS450"),
+    explains_when=When.BEFORE,
 )
 def adam_v_lag(run: WatchRun, t: Thresholds) -> list[Finding]:
     """Under an Adam-like optimizer (betas in its settings), at a step GS403 calls a spike of

@@ -13,10 +13,11 @@ from __future__ import annotations
 import statistics
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import about, by_optimizer, step_list
+from gradscope.rules.symptoms import DIVERGENCE
 from gradscope.steps.records import WatchRun
 
 SITE = "wiped"
@@ -41,8 +42,9 @@ SITE = "wiped"
         "any: a reset of the gradients between one step's backward calls, a mechanism "
         "independent of what the loss means"
     ),
+    explains=DIVERGENCE,
 )
-def grads_wiped_in_step(run: WatchRun, t: Thresholds) -> list[Finding]:
+def grads_wiped_in_step(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """At more than half the steps with several backward calls, a reset of the gradients
     (zero_grad() of the optimizer or the model, or every `.grad` set to None) came between
     them: the step applied only the gradients of the calls after the last reset. Seen from
@@ -70,7 +72,7 @@ def grads_wiped_in_step(run: WatchRun, t: Thresholds) -> list[Finding]:
             )
         out.append(
             about(
-                RULES["GS435"].finding(
+                this.finding(
                     s.subject("optimizer.zero_grad"),
                     s.say(
                         f"the gradients were reset between the backward calls of one step "

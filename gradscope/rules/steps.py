@@ -19,9 +19,9 @@ import statistics
 from dataclasses import replace
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import Finding, Mark, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.spikes_by_design import (
     Spike,
     opponent_moved,
@@ -79,8 +79,9 @@ def _non_finite(r: StepRecord) -> bool:
     objectives=(
         "any: a NaN or Inf in the loss or the gradients is a fault whatever the loss means"
     ),
+    mark=Mark("non-finite", "x"),
 )
-def non_finite(run: WatchRun, t: Thresholds) -> list[Finding]:
+def non_finite(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """The first step whose loss is NaN/Inf, or whose gradients hold NaN/Inf elements (norms add
     up in float64, so an infinite norm means infinite elements); steps GradScaler skipped are
     AMP's (GS407). It names the first parameters that went non-finite and how many steps did."""
@@ -113,7 +114,7 @@ def non_finite(run: WatchRun, t: Thresholds) -> list[Finding]:
                 r.loss
             )
         who = f" ({optimizer_name(run, r.optimizer)})" if several(run) else ""
-        finding = RULES["GS401"].finding(
+        finding = this.finding(
             bad[0] if bad else "loss",
             f"{what} at step {r.step}{who} (first of {count} such steps)",
             f"run `{inspect_command(run, r.step)}`"
@@ -172,11 +173,32 @@ def spike_steps(run: WatchRun, t: Thresholds, kind: str) -> list[int]:
     fix="look at the batches of those steps; if the gradient norm spiked too, clip it or lower "
     "the learning rate",
     thresholds=(
-        "spike-window",
-        "spike-sigma",
-        "spike-min-ratio",
-        "spike-min-history",
-        "spike-early-ratio",
+        Threshold(
+            "spike-window",
+            128,
+            "`watch`: steps in the rolling median/MAD baseline of the loss and the gradient norm",
+            above_zero=True,
+        ),
+        Threshold(
+            "spike-sigma",
+            6.0,
+            "a value this many robust sigmas (1.4826·MAD, in log space for positive series) above"
+            " the rolling median...",
+            above_zero=True,
+        ),
+        Threshold(
+            "spike-min-ratio",
+            2.0,
+            "...and at least this many times the rolling median is a spike",
+            above_zero=True,
+        ),
+        Threshold("spike-min-history", 32, "steps of baseline needed before a spike can be called"),
+        Threshold(
+            "spike-early-ratio",
+            5.0,
+            "in the first `spike-min-history` steps a spike must also be this many times the "
+            "median of the steps before it (a fresh model's norm doubles early; 0: no early test)",
+        ),
     ),
     command="gradscope watch gradscope/examples/train_buggy.py",
     objectives=(
@@ -186,8 +208,9 @@ def spike_steps(run: WatchRun, t: Thresholds, kind: str) -> list[int]:
         "loss has a regression term (MSE, Huber, smooth L1) or one gradscope did not "
         "recognise: bootstrapped value targets jump by design"
     ),
+    mark=Mark("loss spike", "v"),
 )
-def loss_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
+def loss_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """A step's loss above the median of the previous spike-window steps by more than
     spike-sigma robust sigmas (median absolute deviation) and spike-min-ratio times that median
     (on a log scale for positive losses); before spike-min-history steps a spike is
@@ -210,7 +233,7 @@ def loss_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
         where = [steps[i].step for i, _, _ in found]
         i, value, med = max(found, key=lambda f: f[1] / f[2] if f[2] else f[1])
         early = " (against the steps before it: the first steps)" if i < t.spike_min_history else ""
-        finding = RULES["GS402"].finding(
+        finding = this.finding(
             s.subject("loss"),
             s.say(
                 f"the loss spiked at {len(found)} step(s): step {steps[i].step} reached "
@@ -299,8 +322,9 @@ def _spike_advice(s: Series, at: StepRecord) -> str:
         "alternating steps) spikes that come back are information: each player's gradient "
         "jumps as the other moves"
     ),
+    mark=Mark("norm spike", "^"),
 )
-def norm_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
+def norm_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """The total gradient norm (before clipping, unscaled) spikes by GS402's test (spike-window,
     spike-sigma, spike-min-ratio, spike-min-history, spike-early-ratio). The evidence names the
     layers that drove it (their norm against their own rolling median) and whether the sampled
@@ -330,7 +354,7 @@ def norm_spike(run: WatchRun, t: Thresholds) -> list[Finding]:
             evidence.append("layers that drove it (norm / own rolling median): " + drivers)
         evidence.append(_update_first(run, s, at, t))
         absorbed = _absorbed(s, [steps[j] for j, _, _ in found], t)
-        finding = RULES["GS403"].finding(
+        finding = this.finding(
             s.subject("total-grad-norm"),
             s.say(
                 f"the gradient norm spiked at {len(found)} step(s): step {at.step} reached "

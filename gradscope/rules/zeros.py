@@ -5,10 +5,10 @@
 from __future__ import annotations
 
 from gradscope.config import Thresholds
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import Finding, Rule, Severity
 from gradscope.rules.by_design import blocked_by_zero_init, stuck_at_zero
 from gradscope.rules.experts import idle_experts
-from gradscope.rules.registry import Stage, rule
+from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.stats import ParamStats, RunStats
 
 
@@ -27,7 +27,7 @@ from gradscope.stats import ParamStats, RunStats
     ),
     command="gradscope inspect dead-relu",
 )
-def zero_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
+def zero_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """A gradient exists but every element is exactly zero (max |grad| is 0). The explanation
     pass names a ReLU whose outputs are all zero. Zeros that a zero initialisation explains are
     GS108, an idle expert is GS109; a zero tensor whose own gradient is zero too, with nothing
@@ -38,7 +38,7 @@ def zero_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
     names = ", ".join(p.name for p in stuck[:6]) + (" ..." if len(stuck) > 6 else "")
     explained = explained | {p.name for p in stuck}
     out = [
-        RULES["GS106"].finding(
+        this.finding(
             p.name,
             f"{p.name} is all zeros and so is its gradient: it is stuck at zero, no optimizer "
             "step will ever move it (no zero-initialised tensor that a step does move runs "
@@ -50,7 +50,7 @@ def zero_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
         for p in stuck
     ]
     return out + [
-        RULES["GS106"].finding(
+        this.finding(
             p.name,
             f"grad of {p.name} is all zeros ({p.numel} elements)",
             "the parameter is in the graph but nothing flows back: look for dead ReLUs (large "
@@ -82,7 +82,7 @@ def zero_grad(stats: RunStats, t: Thresholds) -> list[Finding]:
         "--step 2` shows the gradients after it"
     ),
 )
-def zero_init(stats: RunStats, t: Thresholds) -> list[Finding]:
+def zero_init(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """Parameters get an all-zero gradient because a tensor that multiplies the signal (a weight,
     gate or scale) is initialised to zero by design and its own gradient is not zero, so the
     first optimizer step moves it. One finding names the zero tensors instead of a GS106 for
@@ -92,7 +92,7 @@ def zero_init(stats: RunStats, t: Thresholds) -> list[Finding]:
         return []
     names = ", ".join(p.name for p in blockers[:6]) + (" ..." if len(blockers) > 6 else "")
     return [
-        RULES["GS108"].finding(
+        this.finding(
             blockers[0].name,
             f"{len(explained)} parameter tensors get an all-zero gradient because "
             f"{len(blockers)} tensor(s) are initialised to zero by design ({names}): "
@@ -118,7 +118,7 @@ def zero_init(stats: RunStats, t: Thresholds) -> list[Finding]:
     ),
     command="gradscope inspect frozen-layers",
 )
-def frozen(stats: RunStats, t: Thresholds) -> list[Finding]:
+def frozen(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """Parameters with requires_grad=False, counted per top-level module. Information only:
     fine-tuning freezes layers on purpose."""
     groups: dict[str, list[ParamStats]] = {}
@@ -126,7 +126,7 @@ def frozen(stats: RunStats, t: Thresholds) -> list[Finding]:
         if not p.requires_grad:
             groups.setdefault(p.module.partition(".")[0] or p.name, []).append(p)
     return [
-        RULES["GS107"].finding(
+        this.finding(
             top,
             f"{len(ps)} frozen parameter tensors ({sum(p.numel for p in ps):,} elements) "
             f"under `{top}`",
