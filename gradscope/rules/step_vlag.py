@@ -19,6 +19,7 @@ from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_common import Series, about, by_optimizer, step_list
 from gradscope.rules.steps import norm_spikes_by_design, series_spike_steps
+from gradscope.rules.vlag_tensors import lagged_tensors, tensor_rms_t
 from gradscope.steps.records import StepRecord, WatchRun
 
 RMS_LIMIT = 5.0
@@ -82,10 +83,10 @@ def adam_v_lag(run: WatchRun, t: Thresholds) -> list[Finding]:
             continue
         spiked = series_spike_steps(s, t, "norm")
         lagged = [(r, x) for r, x in rms_t(s.live(), beta2) if r.step in spiked and x >= RMS_LIMIT]
-        if lagged and norm_spikes_by_design(run, s, t):
-            out.append(_by_design(_finding(s, lagged, beta2)))
-        elif lagged:
-            out.append(_finding(s, lagged, beta2))
+        if not lagged:
+            continue
+        found = _finding(run, s, lagged, beta2)
+        out.append(_by_design(found) if norm_spikes_by_design(run, s, t) else found)
     return out
 
 
@@ -98,18 +99,22 @@ def _by_design(finding: Finding) -> Finding:
     )
 
 
-def _finding(s: Series, lagged: list[tuple[StepRecord, float]], beta2: float) -> Finding:
+def _finding(
+    run: WatchRun, s: Series, lagged: list[tuple[StepRecord, float]], beta2: float
+) -> Finding:
     first, x = lagged[0]
     bound = math.sqrt(1 / (1 - beta2))
+    ratios = tensor_rms_t(s.steps, first.step, beta2, s.members)
+    tensors, per_tensor = lagged_tensors(ratios, run.names(), RMS_LIMIT)
     finding = RULES["GS451"].finding(
         s.subject("optimizer-state"),
         s.say(
             f"Adam's second moment lagged a sudden large gradient at step {first.step}: "
             f"the gradient norm {num(first.grad_norm)} was {x:.1f}× the root of its moving "
             f"second moment (β2 = {beta2:g}; StableAdamW's RMS_t, about 1 on a healthy "
-            "step): Adam divided that step's gradient by a √v̂ that had not caught up, and "
-            f"its momentum carries the large step on (RMS_t is at most {bound:.0f} at this "
-            "β2; precursor: the loss spikes within a few steps)"
+            f"step){tensors}: Adam divided that step's gradient by a √v̂ that had not caught "
+            f"up, and its momentum carries the large step on (RMS_t is at most {bound:.0f} "
+            "at this β2; precursor: the loss spikes within a few steps)"
         ),
         f"look at the batch of step {first.step}; clip the gradient norm (or use "
         "StableAdamW's update clipping), or a lower β2 (0.95) so that v follows faster",
@@ -118,6 +123,7 @@ def _finding(s: Series, lagged: list[tuple[StepRecord, float]], beta2: float) ->
         evidence=(
             f"steps with RMS_t ≥ {RMS_LIMIT:g}: {step_list([r.step for r, _ in lagged])}",
             f"first certain at step {first.step}",
+            *per_tensor,
         ),
     )
     return about(finding, [first.step])
