@@ -19,7 +19,7 @@ from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_common import Series, about, by_optimizer, step_list
 from gradscope.rules.steps import norm_spikes_by_design, series_spike_steps
-from gradscope.rules.vlag_tensors import lagged_tensors, tensor_rms_t
+from gradscope.rules.vlag_tensors import lagged_tensors, state_evidence, tensor_rms_t
 from gradscope.steps.records import StepRecord, WatchRun
 
 RMS_LIMIT = 5.0
@@ -105,7 +105,9 @@ def _finding(
     first, x = lagged[0]
     bound = math.sqrt(1 / (1 - beta2))
     ratios = tensor_rms_t(s.steps, first.step, beta2, s.members)
-    tensors, per_tensor = lagged_tensors(ratios, run.names(), RMS_LIMIT)
+    tensors, per_tensor, named = lagged_tensors(ratios, run.names(), RMS_LIMIT)
+    own = [x for x in run.state_facts.adam if x.optimizer == s.index]
+    per_tensor += state_evidence(own, first.step, named, run.names())
     finding = RULES["GS451"].finding(
         s.subject("optimizer-state"),
         s.say(

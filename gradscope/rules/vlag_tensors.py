@@ -15,9 +15,11 @@ The lagged step itself is one of the total norm's largest jumps, whose detail is
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 
 from gradscope.steps.records import StepRecord
+from gradscope.steps.state_facts import StateSample
 
 SHOWN = 3
 """Tensors named at most."""
@@ -71,22 +73,59 @@ def _ratios(
 
 def lagged_tensors(
     ratios: list[tuple[int, float]], names: Sequence[str], limit: float
-) -> tuple[str, list[str]]:
-    """(the clause naming the tensors at or past `limit`, an evidence line per tensor). Where
+) -> tuple[str, list[str], list[int]]:
+    """(the clause naming the tensors at or past `limit`, an evidence line per tensor, their
+    positions, largest first). Where
     every tensor with a gradient is past it, the whole gradient was scaled (a loss multiplied
     by mistake, an outlier batch): no tensor is singled out."""
     ratios = [(i, x) for i, x in ratios if i < len(names)]
     over = [(i, x) for i, x in ratios if x >= limit]
     if not over:
-        return "", []
+        return "", [], []
     if len(over) == len(ratios) > 1:
         low, high = over[-1][1], over[0][1]
         spread = f"{low:.1f}×" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}-{high:.1f}×"
-        clause = f"; every tensor's own RMS_t jumped alike ({spread}): the whole gradient scaled"
-        return clause, [f"RMS_t of each of the {len(over)} tensors: {spread}"]
+        clause = f"; every tensor's own RMS_t jumped alike ({spread}, the whole gradient scaled)"
+        return clause, [f"RMS_t of each of the {len(over)} tensors: {spread}"], [i for i, _ in over]
     shown = ", ".join(f"`{names[i]}` {x:.1f}×" for i, x in over[:SHOWN])
     more = f" and {len(over) - SHOWN} more" if len(over) > SHOWN else ""
     below = max((x for _, x in ratios if x < limit), default=0.0)
     clause = f"; the tensors whose own RMS_t jumped: {shown}{more} (the others at most {below:.1f})"
     evidence = [f"RMS_t of {names[i]}: {x:.1f}" for i, x in over[:SHOWN]]
-    return clause, evidence
+    return clause, evidence, [i for i, _ in over]
+
+
+AFTER = 8
+"""Steps after the lagged one within which a sample of Adam's state shows its update."""
+
+
+def state_evidence(
+    samples: Sequence[StateSample], at: int, positions: Sequence[int], names: Sequence[str]
+) -> list[str]:
+    """From Adam's state (watcher/adam_rms.py), the first sample at step `at` or within
+    AFTER steps after it: each tensor of `positions`' update RMS over the lr (Adam's is
+    normally 0.2-0.3; the lag's step, and the momentum's after it, are larger) against
+    its median over the earlier samples, its RMS_t where the sample is the step itself,
+    and its share of elements with √v̂ below eps."""
+    ordered = sorted(samples, key=lambda x: x.step)
+    sample = next((x for x in ordered if at <= x.step <= at + AFTER), None)
+    if sample is None:
+        return []
+    earlier: dict[int, list[float]] = {}
+    for x in ordered:
+        if x.step < at:
+            for i, _, update, _ in x.tensors:
+                earlier.setdefault(i, []).append(update)
+    out = []
+    wanted = set(positions)
+    for i, rms, update, share in sample.tensors:
+        if i not in wanted or i >= len(names):
+            continue
+        before = f" (median {statistics.median(earlier[i]):.2f} before)" if i in earlier else ""
+        own = f", RMS_t {rms:.1f}" if sample.step == at else ""
+        under = f", √v̂ below eps for {share:.0%} of its elements" if share > 0 else ""
+        out.append(
+            f"Adam's state at step {sample.step}: {names[i]} update RMS {update:.2f}× the lr"
+            f"{before}{own}{under}"
+        )
+    return out[:SHOWN]
