@@ -5,7 +5,8 @@ memory (β2 = 0.999: about 1,000 steps). A gradient far above that history passe
 undivided: the update of that step is up to √(1/(1-β2)) ≈ 32 times its usual size, and
 the momentum carries it into the next steps; loss spikes follow within 1-8 steps
 (Wortsman et al. 2023; StableAdamW's RMS_t = √mean(g²/v̂) is ~1 on a healthy step). The
-recorded gradient norms give that ratio for the whole gradient at every step, free.
+recorded gradient norms give that ratio for the whole gradient and for each tensor at
+every step, free (vlag_tensors.py).
 """
 
 from __future__ import annotations
@@ -73,7 +74,12 @@ def adam_v_lag(run: WatchRun, t: Thresholds) -> list[Finding]:
     optimizer's β2: the tensor-level RMS_t of StableAdamW, about 1 on a healthy step. Adam's
     √v̂ lags such a gradient, so that step's update is far larger than usual (RMS_t is at
     most √(1/(1-β2))) and the momentum carries it on; named at that step, whose update
-    applied it. Under SGD, or with the spike clipped to the usual size, it is silent;
+    applied it. It names the tensors whose own RMS_t, ‖g‖/√Σv̂ from their recorded norms
+    (Σv is the moving average of the tensor's squared norm), is past 5 there, or says every
+    tensor jumped alike (the whole gradient scaled); its evidence gives their update RMS
+    over the lr, read from Adam's state at the first measured step at or after it
+    (normally 0.2-0.3: the update the lag made). Under SGD, or with the spike clipped to
+    the usual size, it is silent;
     information where GS403 calls the spikes so (a game's turns, a moving target's jumps):
     Adam's lag is then part of the design, and the run came back from it."""
     out = []

@@ -102,10 +102,14 @@ def _group(
         for position, (v, floor, bias) in zip(positions, parts, strict=True):
             p = by_position[position]
             m = optimizer.state[p].get("exp_avg")
-            if p.grad is None or p.grad.is_sparse or not isinstance(m, torch.Tensor):
+            g = p.grad
+            if g is None or g.is_sparse or g.is_complex() or not isinstance(m, torch.Tensor):
                 continue
             first = 1 - beta1 ** _step(optimizer.state[p], v)
-            sums = _sums(local(p.grad), local(m), v, bias, first, eps)
+            try:
+                sums = _sums(local(g), local(m), v, bias, first, eps)
+            except (RuntimeError, TypeError, ValueError):  # a state of another shape (loaded)
+                continue
             n = torch.full((1,), float(v.numel()), dtype=sums.dtype, device=v.device)
             rows.append(torch.cat([sums, n, eps_counts(v, floor).to(sums.dtype)]))
             kept.append(position)
