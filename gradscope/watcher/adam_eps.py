@@ -116,7 +116,8 @@ def adam_state(
 
 
 def eps_counts(v: torch.Tensor, floor: Any) -> torch.Tensor:
-    """[2]: elements with 0 < v < floor, elements with v > 0 (on the device)."""
+    """[2]: elements with 0 < v < floor, elements with v > 0 (on the device; v ≥ 0, and
+    count_nonzero is twice as fast as a sum of masks on a CPU)."""
     with torch.no_grad():
-        positive = v > 0
-        return torch.stack([(positive & (v < floor)).sum(), positive.sum()])
+        live = torch.count_nonzero(v)
+        return torch.stack([torch.count_nonzero(v < floor) - (v.numel() - live), live])
