@@ -105,14 +105,25 @@ def adam_state(
         if not state or not isinstance(state.get(key), torch.Tensor) or "step" not in state:
             continue
         v = local(state[key])
-        t = state["step"]
-        t = t.to(v.device, torch.float64) if isinstance(t, torch.Tensor) else float(t)
+        t = step_count(state, v)
         bias = 1 - betas[1] ** t
         parts.append((v, bias * (eps * eps), bias))  # √v̂ < eps  ⇔  v < eps²·(1 - β2^t)
         positions.append(tracked.index[id(p)])
     if not parts:
         return None
     return float(eps), positions, parts
+
+
+def step_count(state: dict[str, Any], v: torch.Tensor) -> Any:
+    """The state's step count: a float where it is on the host (torch's default, read
+    for free; a copy of it to an accelerator would wait for the device), else a float64
+    0-dim tensor where it lives (capturable, fused: never read back)."""
+    t = state["step"]
+    if not isinstance(t, torch.Tensor):
+        return float(t)
+    if t.device.type == "cpu":
+        return float(t.item())
+    return t.to(v.device, torch.float64)
 
 
 def eps_counts(v: torch.Tensor, floor: Any) -> torch.Tensor:

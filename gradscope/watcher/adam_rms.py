@@ -23,7 +23,7 @@ import torch
 from gradscope.distributed.norms import local
 from gradscope.steps.state_facts import StateSample
 from gradscope.watcher import discover
-from gradscope.watcher.adam_eps import adam_state, eps_counts
+from gradscope.watcher.adam_eps import adam_state, eps_counts, step_count
 from gradscope.watcher.updates import DENSE_STEPS
 
 EARLY_EVERY = 25
@@ -107,7 +107,7 @@ def _group(
             g = p.grad
             if g is None or g.is_sparse or g.is_complex() or not isinstance(m, torch.Tensor):
                 continue
-            first = 1 - beta1 ** _step(optimizer.state[p], v)
+            first = 1 - beta1 ** step_count(optimizer.state[p], v)
             try:
                 sums = _sums(local(g), local(m), v, bias, first, eps)
             except (RuntimeError, TypeError, ValueError):  # a state of another shape (loaded)
@@ -116,11 +116,6 @@ def _group(
             rows.append(torch.cat([sums, n, eps_counts(v, floor).to(sums.dtype)]))
             kept.append(position)
     return (kept, torch.stack(rows)) if rows else None
-
-
-def _step(state: dict[str, Any], v: torch.Tensor) -> Any:
-    t = state["step"]
-    return t.to(v.device, torch.float64) if isinstance(t, torch.Tensor) else float(t)
 
 
 def _sums(

@@ -108,3 +108,27 @@ def test_a_parameter_without_a_gradient_and_sgd_give_nothing():
 def test_which_steps_are_sampled():
     assert [s for s in range(1, 101) if adam_rms.sampled(s)] == [25, 50, 75, 100]
     assert all(adam_rms.sampled(s) for s in range(101, 130))  # the update's own sampling after
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_sample_on_cuda_does_not_wait_for_the_device(fused):
+    """The step count on the host (torch's default) is read there, one on the device (fused)
+    stays there: nothing in `observe` synchronises."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 4).cuda()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2, fused=fused)
+    tracked = _tracked(model)
+    probe = AdamRms()
+    for step in range(1, 26):
+        model(torch.randn(16, 8, device="cuda")).square().mean().backward()
+        opt.step()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            probe.observe(tracked, 0, opt, step)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        opt.zero_grad()
+    (sample,) = probe.facts()
+    want = _expected(opt, tracked.params[0], opt.param_groups[0])
+    assert sample.tensors[0][1:] == pytest.approx(want, rel=1e-5, abs=1e-9)
