@@ -5,7 +5,8 @@ memory (β2 = 0.999: about 1,000 steps). A gradient far above that history passe
 undivided: the update of that step is up to √(1/(1-β2)) ≈ 32 times its usual size, and
 the momentum carries it into the next steps; loss spikes follow within 1-8 steps
 (Wortsman et al. 2023; StableAdamW's RMS_t = √mean(g²/v̂) is ~1 on a healthy step). The
-recorded gradient norms give that ratio for the whole gradient at every step, free.
+recorded gradient norms give that ratio for the whole gradient and for each tensor at
+every step, free (vlag_tensors.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from gradscope.rules.registry import Stage, When, rule
 from gradscope.rules.step_common import Series, about, by_optimizer, step_list
 from gradscope.rules.steps import norm_spikes_by_design, series_spike_steps
 from gradscope.rules.symptoms import GROWTH
+from gradscope.rules.vlag_tensors import lagged_tensors, state_evidence, tensor_rms_t
 from gradscope.steps.records import StepRecord, WatchRun
 
 RMS_LIMIT = 5.0
@@ -75,7 +77,12 @@ def adam_v_lag(run: WatchRun, t: Thresholds) -> list[Finding]:
     optimizer's β2: the tensor-level RMS_t of StableAdamW, about 1 on a healthy step. Adam's
     √v̂ lags such a gradient, so that step's update is far larger than usual (RMS_t is at
     most √(1/(1-β2))) and the momentum carries it on; named at that step, whose update
-    applied it. Under SGD, or with the spike clipped to the usual size, it is silent;
+    applied it. It names the tensors whose own RMS_t, ‖g‖/√Σv̂ from their recorded norms
+    (Σv is the moving average of the tensor's squared norm), is past 5 there, or says every
+    tensor jumped alike (the whole gradient scaled); its evidence gives their update RMS
+    over the lr, read from Adam's state at the first measured step at or after it
+    (normally 0.2-0.3: the update the lag made). Under SGD, or with the spike clipped to
+    the usual size, it is silent;
     information where GS403 calls the spikes so (a game's turns, a moving target's jumps):
     Adam's lag is then part of the design, and the run came back from it."""
     out = []
@@ -85,10 +92,10 @@ def adam_v_lag(run: WatchRun, t: Thresholds) -> list[Finding]:
             continue
         spiked = series_spike_steps(s, t, "norm")
         lagged = [(r, x) for r, x in rms_t(s.live(), beta2) if r.step in spiked and x >= RMS_LIMIT]
-        if lagged and norm_spikes_by_design(run, s, t):
-            out.append(_by_design(_finding(s, lagged, beta2)))
-        elif lagged:
-            out.append(_finding(s, lagged, beta2))
+        if not lagged:
+            continue
+        found = _finding(run, s, lagged, beta2)
+        out.append(_by_design(found) if norm_spikes_by_design(run, s, t) else found)
     return out
 
 
@@ -101,18 +108,24 @@ def _by_design(finding: Finding) -> Finding:
     )
 
 
-def _finding(s: Series, lagged: list[tuple[StepRecord, float]], beta2: float) -> Finding:
+def _finding(
+    run: WatchRun, s: Series, lagged: list[tuple[StepRecord, float]], beta2: float
+) -> Finding:
     first, x = lagged[0]
     bound = math.sqrt(1 / (1 - beta2))
+    ratios = tensor_rms_t(s.steps, first.step, beta2, s.members)
+    tensors, per_tensor, named = lagged_tensors(ratios, run.names(), RMS_LIMIT)
+    own = [x for x in run.state_facts.adam if x.optimizer == s.index]
+    per_tensor += state_evidence(own, first.step, named, run.names())
     finding = RULES["GS451"].finding(
         s.subject("optimizer-state"),
         s.say(
             f"Adam's second moment lagged a sudden large gradient at step {first.step}: "
             f"the gradient norm {num(first.grad_norm)} was {x:.1f}× the root of its moving "
             f"second moment (β2 = {beta2:g}; StableAdamW's RMS_t, about 1 on a healthy "
-            "step): Adam divided that step's gradient by a √v̂ that had not caught up, and "
-            f"its momentum carries the large step on (RMS_t is at most {bound:.0f} at this "
-            "β2; precursor: the loss spikes within a few steps)"
+            f"step){tensors}: Adam divided that step's gradient by a √v̂ that had not caught "
+            f"up, and its momentum carries the large step on (RMS_t is at most {bound:.0f} "
+            "at this β2; precursor: the loss spikes within a few steps)"
         ),
         f"look at the batch of step {first.step}; clip the gradient norm (or use "
         "StableAdamW's update clipping), or a lower β2 (0.95) so that v follows faster",
@@ -121,6 +134,7 @@ def _finding(s: Series, lagged: list[tuple[StepRecord, float]], beta2: float) ->
         evidence=(
             f"steps with RMS_t ≥ {RMS_LIMIT:g}: {step_list([r.step for r, _ in lagged])}",
             f"first certain at step {first.step}",
+            *per_tensor,
         ),
     )
     return about(finding, [first.step])

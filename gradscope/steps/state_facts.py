@@ -71,6 +71,18 @@ class EpsSample:
 
 
 @dataclass(frozen=True)
+class StateSample:
+    """At one step of an Adam-family optimizer whose update was measured, per tensor from
+    its state (watcher/adam_rms.py)."""
+
+    optimizer: int
+    step: int
+    tensors: tuple[tuple[int, float, float, float], ...]
+    """(parameter position, RMS_t = √mean(g²/max(v̂, eps²)), the update's RMS over the lr
+    = √mean((m̂/(√v̂ + eps))²), share of its elements with v > 0 where √v̂ < eps)."""
+
+
+@dataclass(frozen=True)
 class BatchRepeats:
     """The loss's targets compared between consecutive optimizer steps."""
 
@@ -119,4 +131,6 @@ class StateFacts:
     """The largest attention logit per attention module, at sampled steps (logit_facts)."""
     output_logits: OutputLogits | None = None
     train_evals: tuple[TrainModeEval, ...] = ()
+    adam: tuple[StateSample, ...] = ()
+    """Adam's per-tensor RMS_t and update RMS at the measured steps (StateSample)."""
     notes: tuple[str, ...] = field(default_factory=tuple)

@@ -77,26 +77,58 @@ def _group(
     tracked: discover.Tracked, optimizer: Any, group: dict[str, Any]
 ) -> tuple[float, list[int], torch.Tensor] | None:
     """(eps, positions, [k, 2] counts) of an Adam-family group; None for any other."""
+    got = adam_state(tracked, optimizer, group)
+    if got is None:
+        return None
+    eps, positions, parts = got
+    return eps, positions, torch.stack([eps_counts(v, floor) for v, floor, _ in parts])
+
+
+StatePart = tuple[torch.Tensor, Any, Any]
+"""(v, the floor eps²·(1 - β2^t) of √v̂ < eps, 1 - β2^t: a float or a 0-dim tensor)."""
+
+
+def adam_state(
+    tracked: discover.Tracked, optimizer: Any, group: dict[str, Any]
+) -> tuple[float, list[int], list[StatePart]] | None:
+    """(eps, positions, per tracked parameter with a state its StatePart) of an Adam-family
+    group (eps and betas on the host, a second moment per parameter); None for any other."""
     eps, betas = group.get("eps"), group.get("betas")
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or eps <= 0:
         return None
     if not isinstance(betas, (tuple, list)) or not isinstance(betas[1], (int, float)):
         return None
     key = "max_exp_avg_sq" if group.get("amsgrad") else "exp_avg_sq"
-    positions, rows = [], []
-    with torch.no_grad():
-        for p in group["params"]:
-            state = optimizer.state.get(p) if id(p) in tracked.index else None
-            if not state or not isinstance(state.get(key), torch.Tensor) or "step" not in state:
-                continue
-            v = local(state[key])
-            t = state["step"]
-            t = t.to(v.device, torch.float64) if isinstance(t, torch.Tensor) else float(t)
-            floor = (1 - betas[1] ** t) * (eps * eps)  # √v̂ < eps  ⇔  v < eps²·(1 - β2^t)
-            positive = v > 0
-            under = positive & (v < floor)
-            rows.append(torch.stack([under.sum(), positive.sum()]))
-            positions.append(tracked.index[id(p)])
-    if not rows:
+    positions, parts = [], []
+    for p in group["params"]:
+        state = optimizer.state.get(p) if id(p) in tracked.index else None
+        if not state or not isinstance(state.get(key), torch.Tensor) or "step" not in state:
+            continue
+        v = local(state[key])
+        t = step_count(state, v)
+        bias = 1 - betas[1] ** t
+        parts.append((v, bias * (eps * eps), bias))  # √v̂ < eps  ⇔  v < eps²·(1 - β2^t)
+        positions.append(tracked.index[id(p)])
+    if not parts:
         return None
-    return float(eps), positions, torch.stack(rows)
+    return float(eps), positions, parts
+
+
+def step_count(state: dict[str, Any], v: torch.Tensor) -> Any:
+    """The state's step count: a float where it is on the host (torch's default, read
+    for free; a copy of it to an accelerator would wait for the device), else a float64
+    0-dim tensor where it lives (capturable, fused: never read back)."""
+    t = state["step"]
+    if not isinstance(t, torch.Tensor):
+        return float(t)
+    if t.device.type == "cpu":
+        return float(t.item())
+    return t.to(v.device, torch.float64)
+
+
+def eps_counts(v: torch.Tensor, floor: Any) -> torch.Tensor:
+    """[2]: elements with 0 < v < floor, elements with v > 0 (on the device; v ≥ 0, and
+    count_nonzero is twice as fast as a sum of masks on a CPU)."""
+    with torch.no_grad():
+        live = torch.count_nonzero(v)
+        return torch.stack([torch.count_nonzero(v < floor) - (v.numel() - live), live])

@@ -12,6 +12,7 @@ import torch
 
 from gradscope.watcher import discover, updates
 from gradscope.watcher.adam_eps import AdamEps
+from gradscope.watcher.adam_rms import AdamRms
 from gradscope.watcher.eval_passes import EvalPasses
 from gradscope.watcher.faults import Fault, fault_of, record
 from gradscope.watcher.logit_probe import LogitProbe
@@ -138,6 +139,8 @@ class WatchState:
     modes: Modes = field(default_factory=Modes)
     """The trained models' modes at the steps (modes.py)."""
     adam_eps: AdamEps = field(default_factory=AdamEps)
+    adam_rms: AdamRms = field(default_factory=AdamRms)
+    """Adam's per-tensor RMS_t and update RMS at the measured steps (adam_rms.py)."""
     batches: SameBatch = field(default_factory=SameBatch)
     logits: LogitProbe = field(default_factory=LogitProbe)
     """Attention and output logits at sampled steps (logit_probe.py)."""

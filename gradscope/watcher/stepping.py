@@ -119,6 +119,7 @@ def finish(state: WatchState, here: ThreadState, optimizer: Any) -> None:
         here.snapshot = None
         current.update_norm = state.updates.after(before)
         current.weight_norm = state.measure.scatter(params, norms([p.detach() for p in params]))
+        state.adam_rms.observe(state.tracked, current.optimizer, optimizer, current.step)
     resets.stepped(state, optimizer, resets.trained(state, optimizer), here.ident)
     state.adam_eps.observe(state.tracked, current.optimizer, optimizer, current.step)
     record_step.record(state, here, current)

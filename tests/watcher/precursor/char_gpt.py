@@ -6,6 +6,8 @@
 #   restart  a cosine schedule restarted at step 200, back to its peak: healthy
 #   vlag     one batch at step 200 whose gradient is 1000x (its loss scaled): Adam's second
 #            moment lags it
+#   vlag-layer  a one-step penalty at step 200 on one layer's weight (blocks.1.mlp.2):
+#            that tensor's gradient jumps 1000x, the others' do not
 # ARGS: MODE [STEPS]
 import math
 import sys
@@ -52,6 +54,8 @@ for step in range(1, steps + 1):
     loss = model(x, y).loss
     if mode == "vlag" and step == 200:
         loss = loss * 1000.0
+    if mode == "vlag-layer" and step == 200:
+        loss = loss + 50.0 * model.blocks[1].mlp[2].weight.square().sum()
     opt.zero_grad()
     loss.backward()
     opt.step()

@@ -4,8 +4,9 @@ loss goes back to the uniform guess) and the ramp protocol (×1.2 per step after
 NaN by step 170) are named at the step whose update applied the rise, first in the report,
 and the divergence findings point back to it with their lead; one batch with a 1000×
 gradient at step 200 (the loss then climbs from 2.2 to 4.1) is named by GS451 at that
-step; the same run without either, and with a cosine schedule restarted at its peak, stay
-silent."""
+step, every tensor's RMS_t alike, and a one-step penalty on one layer's weight there names
+that tensor alone; the same run without either, and with a cosine schedule restarted at
+its peak, stay silent."""
 
 from __future__ import annotations
 
@@ -81,8 +82,20 @@ def test_a_large_gradient_batch_under_adamw_is_named_at_its_step():
     findings = _run("vlag")
     first = findings[0]
     assert first.rule == "GS451" and first.steps == (200,) and "β2 = 0.999" in first.message
+    assert "RMS_t jumped alike (13.4-13.5×, the whole gradient scaled)" in first.message
     spike = next(f for f in findings if f.rule == "GS403")
     assert spike.explained_by == "GS451:optimizer-state" and spike.lead == 0
+
+
+def test_a_large_gradient_in_one_layer_names_that_tensor():
+    findings = _run("vlag-layer")
+    first = findings[0]
+    assert first.rule == "GS451" and first.steps == (200,)
+    assert "jumped: `blocks.1.mlp.2.weight` 13.5× (the others at most 1.2)" in first.message
+    assert first.message.count("`") == 2  # no other tensor named
+    # Adam's own state at the next sampled step: the update that carried the lag
+    (state,) = [e for e in first.evidence if e.startswith("Adam's state")]
+    assert "step 201: blocks.1.mlp.2.weight update RMS 1.21× the lr (median 0.09 before)" in state
 
 
 def test_the_lead_is_in_the_log_s_last_line(tmp_path):

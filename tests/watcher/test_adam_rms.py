@@ -1,0 +1,134 @@
+"""Adam's per-tensor RMS_t, update RMS over the lr and share of √v̂ below eps, read from its
+state after the step (watcher/adam_rms.py), against the same numbers computed from a
+plain copy of the state: Adam, AdamW, amsgrad, a tensor split in pieces, a parameter
+without a gradient; only at the sampled steps; SGD gives none."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from gradscope.watcher import adam_rms, discover
+from gradscope.watcher.adam_rms import AdamRms
+
+
+def _tracked(model: torch.nn.Module) -> discover.Tracked:
+    tracked = discover.Tracked()
+    for name, p in model.named_parameters():
+        tracked.add(name, p)
+    return tracked
+
+
+def _expected(opt, p, group) -> tuple[float, float, float]:
+    state = opt.state[p]
+    beta1, beta2 = group["betas"]
+    eps = group["eps"]
+    t = float(state["step"])
+    v = state["max_exp_avg_sq" if group.get("amsgrad") else "exp_avg_sq"].double()
+    hat = v / (1 - beta2**t)
+    g = p.grad.double()
+    rms = math.sqrt((g.square() / hat.clamp_min(eps * eps)).mean().item())
+    m_hat = state["exp_avg"].double() / (1 - beta1**t)
+    update = math.sqrt((m_hat / (hat.sqrt() + eps)).square().mean().item())
+    live = v > 0
+    share = ((hat.sqrt() < eps) & live).sum().item() / max(1, live.sum().item())
+    return rms, update, share
+
+
+def _run(make, steps=4, scale=None, frozen=False):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+    opt = make(model.parameters())
+    tracked = _tracked(model)
+    probe = AdamRms()
+    for step in range(1, steps + 1):
+        loss = model(torch.randn(32, 8)).square().mean() * (1000.0 if scale == step else 1.0)
+        opt.zero_grad()
+        loss.backward()
+        if frozen:
+            model[0].bias.grad = None
+        opt.step()
+        probe.observe(tracked, 0, opt, step)
+    return model, opt, tracked, probe.facts()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda ps: torch.optim.Adam(ps, lr=1e-2),
+        lambda ps: torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.1),
+        lambda ps: torch.optim.Adam(ps, lr=1e-2, amsgrad=True, eps=1e-3),
+        lambda ps: torch.optim.AdamW(ps, lr=1e-2, foreach=False, eps=0.05),
+    ],
+)
+def test_the_numbers_match_a_copy_of_the_state(make):
+    _, opt, tracked, facts = _run(make, steps=25)
+    assert [f.step for f in facts] == [25]
+    got = {i: (r, u, s) for i, r, u, s in facts[-1].tensors}
+    assert sorted(got) == list(range(4))
+    for i, p in enumerate(tracked.params):
+        want = _expected(opt, p, opt.param_groups[0])
+        assert got[i] == pytest.approx(want, rel=1e-6, abs=1e-9)
+    _, _, _, facts = _run(make, steps=49)
+    assert [f.step for f in facts] == [25]  # steps 26-49: not sampled
+
+
+def test_a_large_batch_shows_in_rms_t_and_the_update_after_it():
+    """A loss ×1000 at step 50 (a sampled step) of an Adam run: every tensor's RMS_t near
+    its bound at t = 50 (√50), and its update several times its size without the spike."""
+    make = lambda ps: torch.optim.Adam(ps, lr=1e-2)  # noqa: E731
+    _, _, _, calm = _run(make, steps=50)
+    _, _, _, hit = _run(make, steps=50, scale=50)
+    before = {i: (r, u) for i, r, u, _ in calm[-1].tensors}
+    after = {i: (r, u) for i, r, u, _ in hit[-1].tensors}
+    assert hit[-1].step == 50
+    for i in range(4):
+        assert before[i][0] < 3 and after[i][0] > 5  # bounded by about √t this early
+        assert after[i][1] > 2 * before[i][1]
+
+
+def test_pieces_add_up(monkeypatch):
+    _, _, _, whole = _run(lambda ps: torch.optim.Adam(ps, lr=1e-2), steps=25)
+    monkeypatch.setattr(adam_rms, "PIECE", 5)
+    _, _, _, pieced = _run(lambda ps: torch.optim.Adam(ps, lr=1e-2), steps=25)
+    for a, b in zip(whole[-1].tensors, pieced[-1].tensors, strict=True):
+        assert a == pytest.approx(b, rel=1e-9)
+
+
+def test_a_parameter_without_a_gradient_and_sgd_give_nothing():
+    _, _, tracked, facts = _run(lambda ps: torch.optim.Adam(ps, lr=1e-2), steps=25, frozen=True)
+    bias = tracked.index[id(tracked.params[1])]
+    assert bias not in {i for i, *_ in facts[-1].tensors}
+    _, _, _, facts = _run(lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9), steps=25)
+    assert facts == []
+
+
+def test_which_steps_are_sampled():
+    assert [s for s in range(1, 101) if adam_rms.sampled(s)] == [25, 50, 75, 100]
+    assert all(adam_rms.sampled(s) for s in range(101, 130))  # the update's own sampling after
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_sample_on_cuda_does_not_wait_for_the_device(fused):
+    """The step count on the host (torch's default) is read there, one on the device (fused)
+    stays there: nothing in `observe` synchronises."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 4).cuda()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2, fused=fused)
+    tracked = _tracked(model)
+    probe = AdamRms()
+    for step in range(1, 26):
+        model(torch.randn(16, 8, device="cuda")).square().mean().backward()
+        opt.step()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            probe.observe(tracked, 0, opt, step)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        opt.zero_grad()
+    (sample,) = probe.facts()
+    want = _expected(opt, tracked.params[0], opt.param_groups[0])
+    assert sample.tensors[0][1:] == pytest.approx(want, rel=1e-5, abs=1e-9)
