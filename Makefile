@@ -43,13 +43,15 @@ demo: setup
 	$(BIN)/gradscope inspect detached-middle --fail-on never
 
 # three pytest-xdist workers, also on 2 CPUs: the slow tests mostly wait on launches,
-# subprocesses and timeouts; a file's tests stay on one worker (shared launches)
+# subprocesses and timeouts; a file's tests stay on one worker (shared launches);
+# --no-loadscope-reorder keeps tests/conftest.py's order (the files with the most slow
+# tests first) instead of xdist's (the most tests first, which left the long files last)
 test: setup
-	$(BIN)/python -m pytest -n 3 --dist loadfile
+	$(BIN)/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder
 
 # the inner loop: everything but the real-architecture and subprocess tests
 test-fast: setup
-	$(BIN)/python -m pytest -n auto --dist loadfile -m "not slow"
+	$(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder -m "not slow"
 
 lint: setup
 	$(BIN)/ruff check gradscope tests benchmarks

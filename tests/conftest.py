@@ -78,7 +78,8 @@ def runner():
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Files with the most `slow` tests (the launches and subprocesses) run first, so that
     under pytest-xdist no long file starts last and leaves one worker finishing alone;
-    a file's tests stay together and in their order."""
+    a file's tests stay together and in their order. xdist keeps this order only with
+    --no-loadscope-reorder (`make test`); otherwise it runs the files with most tests first."""
     slow: collections.Counter[str] = collections.Counter(
         item.path.as_posix() for item in items if item.get_closest_marker("slow")
     )

@@ -8,8 +8,9 @@ import json
 import os
 
 import pytest
-from watch_scripts import gradscope, step_record
+from watch_scripts import gradscope, script, step_record
 
+from gradscope.cli import app
 from gradscope.config import Settings
 from gradscope.findings import RULES
 from gradscope.report.console import View
@@ -113,20 +114,21 @@ def test_syntax_error_is_one_line_with_its_place(tmp_path):
 
 
 @pytest.mark.slow
-def test_backward_without_a_step_says_nothing_was_judged(tmp_path):
+def test_backward_without_a_step_says_nothing_was_judged(runner):
     done = gradscope("watch", "crash_backward_only.py")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (
         "gradscope: error: nothing was judged: 3 backward calls but no optimizer step or "
         "parameter update was seen\n"
     )
-    done = gradscope("watch", "crash_backward_only.py", "-f", "json")
-    assert done.returncode == 2
+    # the formats in-process: the launch above is the process boundary
+    done = runner.invoke(app, ["watch", script("crash_backward_only.py"), "-f", "json"])
+    assert done.exit_code == 2
     summary = json.loads(done.stdout)["summary"]
     assert summary["verdict"] == "not judged" and summary["backward_calls"] == 3
     assert summary["status"] == "completed" and not summary["judged"]
-    junit = gradscope("watch", "crash_no_backward.py", "-f", "junit")
-    assert junit.returncode == 2
+    junit = runner.invoke(app, ["watch", script("crash_no_backward.py"), "-f", "junit"])
+    assert junit.exit_code == 2
     assert "nothing was judged: the script ran no backward()" in junit.stdout
     assert "<error" in junit.stdout
 
