@@ -98,12 +98,20 @@ def optimizer_params(optimizers: list[torch.optim.Optimizer]) -> dict[int, torch
 
 
 def root_modules(owned: dict[int, torch.Tensor]) -> list[nn.Module]:
-    """The outermost live modules that own at least one optimizer parameter."""
+    """The outermost live modules that own at least one optimizer parameter, in the order
+    of their first parameter in `owned` (the optimizers' own order): the garbage
+    collector's order changes from run to run, and with it which of two models of one
+    class would be named `Sequential` and which `Sequential2`."""
     modules = [m for m in gc.get_objects() if issubclass(type(m), nn.Module)]
     children = {id(c) for m in modules for c in m.children()}
-    return [
-        m for m in modules if id(m) not in children and any(id(p) in owned for p in m.parameters())
-    ]
+    position = {k: i for i, k in enumerate(owned)}
+    first = {
+        id(m): min((position[id(p)] for p in m.parameters() if id(p) in position), default=-1)
+        for m in modules
+        if id(m) not in children
+    }
+    roots = [m for m in modules if first.get(id(m), -1) >= 0]
+    return sorted(roots, key=lambda m: first[id(m)])
 
 
 def extend(
