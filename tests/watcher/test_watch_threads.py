@@ -99,7 +99,7 @@ def test_a_step_reads_no_gradient_of_a_parameter_another_thread_steps(tmp_path):
     # once both threads have stepped (a step numbered just after the other thread's first
     # may have begun before it, while its parameters were nobody else's yet)
     later = [s for s in run.steps if s.step > max(first.values()) + 1]
-    assert len(later) > 40
+    assert len(later) > 30  # of 60: both threads stepping for most of the run
     for s in later:
         others = set().union(*(m for i, m in enumerate(members) if i != s.optimizer))
         assert all(s.param_norms[i] is None for i in others), s.step
