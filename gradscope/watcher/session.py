@@ -22,7 +22,7 @@ from gradscope.rules.watch import judge  # the engine calls the judge, once
 from gradscope.safe_json import dumps
 from gradscope.steps.noise import Smoother
 from gradscope.steps.records import MANUAL, ParamInfo, StepRecord, WatchRun
-from gradscope.watcher import schedules
+from gradscope.watcher import resume, schedules
 from gradscope.watcher.faults import fault_of, passing, record
 from gradscope.watcher.report import WatchReport
 
@@ -167,6 +167,8 @@ class Watcher:
         self.flush_every = flush_every
         self.run: WatchRun | None = None
         self.report: WatchReport | None = None
+        self.resume: Any = None
+        """A `resume.Resume` to continue (a host's checkpoint), set before the block."""
         self._started = 0.0
 
     def __enter__(self) -> Watcher:
@@ -178,6 +180,7 @@ class Watcher:
         self._log = StepLog(self.log_path) if self.log_path else None
         self.recorder = Recorder(self.flush_every, on_records=self._logged)
         self.state = WatchState(self.recorder, self.update_every, self.steps, self.batch_size)
+        resume.apply(self.resume, self.state, self.recorder)
         self._started = time.perf_counter()
         self._patches = ExitStack()
         self._patches.enter_context(patches.intercepting(self.state))
@@ -241,6 +244,10 @@ class Watcher:
             self._end_log(findings)
         self.report = WatchReport.of(self.run, findings, self.settings, tuple(self.state.faults))
         return isinstance(exc, StopWatching)
+
+    def so_far(self) -> WatchRun:
+        """The run as read back so far, still running: what a host judges as it goes."""
+        return self._build("running", None, tuple(self.state.notes))
 
     def _end_log(self, findings: list[Any] | None) -> None:
         """The --log's last line, the findings (a precursor's lead among them), then the
