@@ -53,3 +53,18 @@ probe_statuses
 per_param
 _.clip_coefficient
 global_grad_norms
+
+# called by the hosts by name (gradscope/integrations): Lightning's Callback hooks and
+# Trainer flag, transformers' TrainerCallback hooks and control flag, accelerate's
+# GeneralTracker attributes
+GradscopeCallback
+on_train_start
+on_train_batch_end
+on_train_end
+on_exception
+should_stop
+on_train_begin
+on_step_end
+should_training_stop
+requires_logging_directory
+main_process_only

@@ -1,0 +1,81 @@
+"""accelerate: a tracker, `Accelerator(log_with=[GradscopeTracker()])`, the loop watched
+as `gradscope watch` watches a script. `init_trackers` starts the watch, each
+`accelerator.log(...)` judges the run so far, `end_training` writes the report; a stop
+on an error finding is accelerate's trigger (`if accelerator.check_trigger(): break`).
+Imports accelerate: load it only to use it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from accelerate.logging import get_logger
+from accelerate.tracking import GeneralTracker
+
+from gradscope.api.options import WatchOptions
+from gradscope.integrations.core import HostWatch
+from gradscope.integrations.ending import Ending
+
+LOG = get_logger("gradscope")
+
+
+def _say(level: int, text: str) -> None:
+    LOG.log(level, "%s", text, main_process_only=True)
+
+
+class GradscopeTracker(GeneralTracker, Ending):
+    """Every optimizer step between `init_trackers` and `end_training` judged; findings
+    logged as they happen (accelerate's logger), the report at the end (to `outputs`,
+    else logged). `stop_on_error`: an error finding sets the accelerator's trigger (give
+    it as `accelerator=`, else `stop_requested` says it). `with tracker:` around the
+    loop starts the watch on every rank (needed under several processes: init_trackers
+    runs on the main one only) and ends it, on an exception too. Its state goes with
+    `accelerator.register_for_checkpointing(tracker)`. `given`: WatchOptions fields."""
+
+    name = "gradscope"
+    requires_logging_directory = False
+    main_process_only = False
+    """Every rank watches: an FSDP2 norm is summed over the ranks' shards."""
+
+    def __init__(
+        self,
+        options: WatchOptions | None = None,
+        outputs: Sequence[str] = (),
+        stop_on_error: bool = False,
+        settings: Any = None,
+        accelerator: Any = None,
+        **given: Any,
+    ) -> None:
+        super().__init__()
+        self.watch = HostWatch(options, outputs, stop_on_error, settings, _say, **given)
+        self.accelerator = accelerator
+
+    @property
+    def tracker(self) -> Any:
+        return self.watch
+
+    @property
+    def stop_requested(self) -> bool:
+        return bool(self.watch.stop_requested)
+
+    def start(self) -> None:
+        self.begin()
+
+    def log(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
+        self.watch.poll()
+        if self.watch.stop_requested and self.accelerator is not None:
+            self.accelerator.set_trigger()
+
+    def __enter__(self) -> GradscopeTracker:
+        """On every rank: the watch starts here (init_trackers runs on the main one only)."""
+        self.begin()
+        return self
+
+    def finish(self, exc: BaseException | None = None) -> Any:
+        return Ending.finish(self, exc)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.watch.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.watch.load_state_dict(state)

@@ -1,0 +1,64 @@
+"""Lightning: `Trainer(callbacks=[GradscopeCallback()])`, the run watched as
+`gradscope watch` watches a script. Imports lightning: load it only to use it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities import rank_zero_only
+
+from gradscope.api.options import WatchOptions
+from gradscope.integrations.core import HostWatch
+
+LOG = logging.getLogger("lightning.pytorch.callbacks.gradscope")
+
+
+def _say(level: int, text: str) -> None:
+    if getattr(rank_zero_only, "rank", 0) == 0:  # Lightning's loggers say things on rank 0
+        LOG.log(level, "%s", text)
+
+
+class GradscopeCallback(Callback):
+    """Every optimizer step of `trainer.fit` judged; findings logged as they happen, the
+    report at the end (to `outputs`, else logged). `stop_on_error`: an error finding sets
+    `trainer.should_stop`. Its steps go into the checkpoint, so a resumed fit continues
+    the report. `given`: WatchOptions fields (steps, log, flush_every, ...)."""
+
+    def __init__(
+        self,
+        options: WatchOptions | None = None,
+        outputs: Sequence[str] = (),
+        stop_on_error: bool = False,
+        settings: Any = None,
+        **given: Any,
+    ) -> None:
+        super().__init__()
+        self.watch = HostWatch(options, outputs, stop_on_error, settings, _say, **given)
+
+    @property
+    def report(self) -> Any:
+        """The finished report (None before the fit ends)."""
+        return self.watch.report
+
+    def on_train_start(self, trainer: Any, _module: Any) -> None:
+        self.watch.start()
+
+    def on_train_batch_end(self, trainer: Any, _module: Any, *args: Any) -> None:
+        self.watch.poll()
+        if self.watch.stop_requested:
+            trainer.should_stop = True
+
+    def on_train_end(self, trainer: Any, _module: Any) -> None:
+        self.watch.end()
+
+    def on_exception(self, trainer: Any, _module: Any, exception: BaseException) -> None:
+        self.watch.end(exception)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.watch.state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.watch.load_state_dict(state_dict)
