@@ -14,6 +14,7 @@ from gradscope.api.arguments import settings_or_default
 from gradscope.api.options import WatchOptions
 from gradscope.findings import Finding
 from gradscope.integrations import live, writing
+from gradscope.watcher import resume
 from gradscope.watcher.distributed_hooks import is_main_process
 from gradscope.watcher.resume import Resume
 from gradscope.watcher.state import StopWatching
@@ -127,5 +128,10 @@ class HostWatch:
         if state.get("gradscope") != 1:
             return
         self._resume = Resume.of(state)
-        if self._block is not None:
-            self.say(logging.WARNING, "gradscope: a checkpoint loaded mid-watch is not resumed")
+        if self._block is None:
+            return
+        watcher = self.watcher
+        if watcher.state.steps or watcher.recorder.pending:  # steps of its own already
+            self.say(logging.WARNING, "gradscope: a checkpoint loaded after steps: not resumed")
+            return
+        resume.apply(self._resume, watcher.state, watcher.recorder)  # loaded before a step
