@@ -9,28 +9,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from accelerate.logging import get_logger
 from accelerate.tracking import GeneralTracker
 
 from gradscope.api.options import WatchOptions
-from gradscope.integrations.core import HostWatch
+from gradscope.integrations.core import HostWatch, python_logger
 from gradscope.integrations.ending import Ending
+from gradscope.watcher.distributed_hooks import is_main_process
 
-LOG = get_logger("gradscope")
+_LOG = python_logger()
 
 
 def _say(level: int, text: str) -> None:
-    LOG.log(level, "%s", text, main_process_only=True)
+    if is_main_process():  # as accelerate's logger does (main_process_only)
+        _LOG(level, text)
 
 
 class GradscopeTracker(GeneralTracker, Ending):
     """Every optimizer step between `init_trackers` and `end_training` judged; findings
-    logged as they happen (accelerate's logger), the report at the end (to `outputs`,
-    else logged). `stop_on_error`: an error finding sets the accelerator's trigger (give
-    it as `accelerator=`, else `stop_requested` says it). `with tracker:` around the
-    loop starts the watch on every rank (needed under several processes: init_trackers
-    runs on the main one only) and ends it, on an exception too. Its state goes with
-    `accelerator.register_for_checkpointing(tracker)`. `given`: WatchOptions fields."""
+    logged as they happen (the `gradscope` logger, on the main process), the report at
+    the end (to `outputs`, else logged). `stop_on_error`: an error finding sets the
+    accelerator's trigger (its `accelerator`, given or set; else `stop_requested`).
+    `with tracker:` around the loop starts the watch on every rank (needed under several
+    processes: init_trackers runs on the main one only) and ends it, on an exception too.
+    Its state goes with `accelerator.register_for_checkpointing(tracker)`. `given`:
+    WatchOptions fields."""
 
     name = "gradscope"
     requires_logging_directory = False
