@@ -63,9 +63,16 @@ class HostWatch:
         return self._block is not None
 
     def start(self) -> None:
-        """Enter the watch (once; a second train start inside one is the same run)."""
+        """Enter the watch (once; a second train start inside one is the same run). A
+        failure of gradscope's own is said, and the training runs on unwatched."""
         if self._block is not None:
             return
+        try:
+            self._enter()
+        except Exception as exc:
+            self.say(logging.WARNING, f"gradscope: not watching, starting failed: {exc}")
+
+    def _enter(self) -> None:
         block = api.watch(self.options, self.settings)
         getattr(block, "watcher", block).resume = self._resume
         ranks = DistributedWatch() if launched_world() > 1 else None
@@ -104,10 +111,14 @@ class HostWatch:
             exc = StopWatching()
         if self._ranks is not None and exc is not None and not isinstance(exc, StopWatching):
             self._ranks.error = exc  # no collective after a crash
-        block.__exit__(type(exc) if exc is not None else None, exc, None)
-        self.report = block.report
-        if self._ranks is not None:
-            self.report = self._ranks.conclude(self.report, self.settings)
+        try:
+            block.__exit__(type(exc) if exc is not None else None, exc, None)
+            self.report = block.report
+            if self._ranks is not None:
+                self.report = self._ranks.conclude(self.report, self.settings)
+        except Exception as failure:  # gradscope's own (or a rank's timeout): never the run's
+            self.say(logging.WARNING, f"gradscope: the report was lost: {failure}")
+            return None
         if is_main_process():
             self._write()
         return self.report

@@ -127,6 +127,29 @@ def test_no_outputs_logs_the_report_and_a_watch_never_started_ends_as_none():
     assert any("verdict" in t for _, t in said)
 
 
+def test_a_failure_of_gradscope_own_never_reaches_the_training(monkeypatch):
+    from gradscope.rules import watch as judging
+
+    watch, said = _host()
+    monkeypatch.setattr("gradscope.integrations.core.api.watch", _broken)
+    watch.start()  # the training runs on, unwatched
+    _loop(watch, steps=3)
+    assert watch.end() is None and not watch.active
+    monkeypatch.undo()
+    watch, said_at_end = _host()
+    watch.start()
+    _loop(watch, steps=3, poll=False)
+    monkeypatch.setattr(judging, "diagnose", _broken)
+    assert watch.end() is None and not watch.active
+    lines = [t for _, t in said + said_at_end]
+    assert any("not watching, starting failed: a bug" in t for t in lines), lines
+    assert any("the report was lost: a bug" in t for t in lines), lines
+
+
+def _broken(*args, **kwargs):
+    raise RuntimeError("a bug")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["gradscope.integrations.core", "gradscope.integrations.live"])
 def test_the_core_imports_no_host(name):
