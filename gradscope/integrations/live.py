@@ -49,9 +49,9 @@ BUDGET = 0.025
 class Live:
     """Judges a watcher's run so far; each finding said once (by rule and subject)."""
 
-    def __init__(self, settings: Any, budget: float = BUDGET) -> None:
+    def __init__(self, settings: Any, budget: float | None = None) -> None:
         self.settings = settings
-        self.budget = budget
+        self.budget = BUDGET if budget is None else budget
         self.said: set[tuple[str, str]] = set()
         self.seen = 0
         """Steps read back at the last judgement."""

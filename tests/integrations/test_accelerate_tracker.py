@@ -69,7 +69,7 @@ def _rules(report) -> set[str]:
     return {f.rule for f in report.findings if str(f.severity) in BAD and not f.ignored_by}
 
 
-def test_missing_zero_grad_same_rule_as_watch_said_as_it_happens(caplog):
+def test_missing_zero_grad_same_rule_as_watch_said_as_it_happens(caplog, every_step):
     import gradscope
     from gradscope.integrations.accelerate import GradscopeTracker
 
@@ -84,14 +84,15 @@ def test_missing_zero_grad_same_rule_as_watch_said_as_it_happens(caplog):
     assert any(m.startswith("gradscope GS412 error at step") for m in said), said
 
 
-def test_healthy_loop_no_warning_clip_seen_and_outputs_written(tmp_path, caplog):
+def test_healthy_loop_no_warning_clip_seen_and_outputs_written(tmp_path, caplog, every_step):
     from gradscope.integrations.accelerate import GradscopeTracker
 
     names = [tmp_path / "r.json", tmp_path / "r.md", tmp_path / "run.svg"]
-    tracker = GradscopeTracker(outputs=[str(n) for n in names])
+    tracker = GradscopeTracker(outputs=[str(n) for n in names], flush_every=1)
     with caplog.at_level(logging.WARNING, logger="gradscope"):
         _loop(tracker, steps=30, clip=5.0)
     assert _rules(tracker.report) == set()
+    assert tracker.watch.live.judgements >= 25  # judged as it went, and nothing said
     assert not [r for r in caplog.records if "gradscope" in r.getMessage()]
     steps = list(tracker.report.run.steps)
     assert len(steps) == 30 and {s.max_norm for s in steps} == {5.0}
@@ -99,7 +100,7 @@ def test_healthy_loop_no_warning_clip_seen_and_outputs_written(tmp_path, caplog)
     assert names[1].read_text() and names[2].read_text().lstrip().startswith("<")
 
 
-def test_stop_on_error_through_the_trigger_with_the_partial_report(tmp_path):
+def test_stop_on_error_through_the_trigger_with_the_partial_report(tmp_path, every_step):
     from gradscope.integrations.accelerate import GradscopeTracker
 
     out = tmp_path / "r.json"

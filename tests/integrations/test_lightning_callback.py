@@ -109,7 +109,7 @@ def _watched(bug):
 
 
 @pytest.mark.parametrize(("bug", "rule"), [("no-zero-grad", "GS412"), ("no-optimizer", "GS411")])
-def test_seeded_bug_same_rule_as_watch_said_as_it_happens(bug, rule, caplog):
+def test_seeded_bug_same_rule_as_watch_said_as_it_happens(bug, rule, caplog, every_step):
     from gradscope.integrations.lightning import GradscopeCallback
 
     cb = GradscopeCallback()
@@ -122,19 +122,20 @@ def test_seeded_bug_same_rule_as_watch_said_as_it_happens(bug, rule, caplog):
     assert len(cb.report.run.steps) == 30
 
 
-def test_healthy_fit_no_warning_and_report_logged(caplog):
+def test_healthy_fit_no_warning_and_report_logged(caplog, every_step):
     from gradscope.integrations.lightning import GradscopeCallback
 
-    cb = GradscopeCallback()
+    cb = GradscopeCallback(flush_every=1)
     with caplog.at_level(logging.INFO, logger="lightning.pytorch.callbacks.gradscope"):
         _fit(Net(), [cb], steps=40)
+    assert cb.watch.live.judgements >= 35  # judged as it went, and nothing said
     assert _rules(cb.report) == set()
     assert cb.report.run.status == "completed"
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert any("40 steps" in r.getMessage() or "steps" in r.getMessage() for r in caplog.records)
 
 
-def test_stop_on_error_stops_the_fit_and_writes_the_partial_report(tmp_path):
+def test_stop_on_error_stops_the_fit_and_writes_the_partial_report(tmp_path, every_step):
     from gradscope.integrations.lightning import GradscopeCallback
 
     out = tmp_path / "report.json"

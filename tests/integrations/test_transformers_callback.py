@@ -76,7 +76,9 @@ def _without_head_bias(model):
     return torch.optim.AdamW(kept, lr=1e-3), None
 
 
-def test_parameter_in_no_optimizer_same_rule_as_watch_said_as_it_happens(tmp_path, caplog):
+def test_parameter_in_no_optimizer_same_rule_as_watch_said_as_it_happens(
+    tmp_path, caplog, every_step
+):
     import gradscope
     from gradscope.integrations.transformers import GradscopeCallback
 
@@ -93,12 +95,13 @@ def test_parameter_in_no_optimizer_same_rule_as_watch_said_as_it_happens(tmp_pat
     assert any(m.startswith("gradscope GS411 error") for m in said), said
 
 
-def test_healthy_train_no_warning_and_report_logged(tmp_path, caplog):
+def test_healthy_train_no_warning_and_report_logged(tmp_path, caplog, every_step):
     from gradscope.integrations.transformers import GradscopeCallback
 
-    cb = GradscopeCallback()
+    cb = GradscopeCallback(flush_every=1)
     with caplog.at_level(logging.WARNING, logger="transformers.gradscope"):
         _trainer(tmp_path, [cb], gradient_accumulation_steps=2).train()
+    assert cb.watch.live.judgements >= 10  # judged as it went, and nothing said
     assert _rules(cb.report) == set(), [f.message for f in cb.report.findings]
     said = [r.getMessage() for r in caplog.records]
     assert not [m for m in said if m.startswith("gradscope GS")], said
@@ -146,7 +149,7 @@ def test_pre_clip_norm_and_exact_clip_fraction(tmp_path):
     assert clipped == sum(r > 0.95 for r in reference)
 
 
-def test_stop_on_error_stops_training_with_the_partial_report(tmp_path):
+def test_stop_on_error_stops_training_with_the_partial_report(tmp_path, every_step):
     import torch
 
     from gradscope.integrations.transformers import GradscopeCallback
