@@ -122,13 +122,15 @@ class StepStore(Sequence[StepRecord]):
         ]
 
     # -- writing ------------------------------------------------------------------------
-    def extend(self, records: Iterable[StepRecord]) -> None:
-        """Store the steps: their numbers column by column, their detail one by one."""
+    def extend(self, records: Iterable[StepRecord], restored: bool = False) -> None:
+        """Store the steps: their numbers column by column, their detail one by one.
+        `restored`: a checkpoint's steps, read from a store, some without their detail
+        (its per-tensor aggregates then lack those steps, as the earlier report's did)."""
         batch = list(records)
         if not batch:
             return
         for r in batch:
-            if not r.detail:  # its per-tensor facts are gone: every aggregate would miss them
+            if not r.detail and not restored:  # every aggregate would miss its tensors
                 raise ValueError(
                     f"step {r.step} was read back without its per-tensor detail: store the "
                     "run's StepStore itself, not records read from it"
@@ -154,7 +156,8 @@ class StepStore(Sequence[StepRecord]):
         self._flags.extend(flags)
         self._add_lrs(batch)
         for k, r in enumerate(batch):
-            self._add_detail(start + k, r)
+            if r.detail:
+                self._add_detail(start + k, r)
 
     def append(self, r: StepRecord) -> None:
         self.extend((r,))

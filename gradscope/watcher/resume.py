@@ -67,6 +67,6 @@ def apply(resume: Resume | None, state: Any, recorder: Any) -> None:
     if resume is None:
         return
     state.steps = resume.steps
-    recorder.records.extend(resume.records)
+    recorder.records.extend(resume.records, restored=True)
     widths = [len(r.param_norms) for r in resume.records]
     recorder.width = max([recorder.width, *widths])

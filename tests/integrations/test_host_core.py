@@ -99,6 +99,30 @@ def test_a_resumed_watch_numbers_on_and_keeps_the_earlier_series():
     assert [s.grad_norm for s in steps[:5]] == [s.grad_norm for s in earlier.run.steps]
 
 
+def test_a_resume_past_the_kept_detail_keeps_every_step():
+    """A long run's store keeps the per-tensor detail of 1024 steps per optimizer: the
+    steps it let go are restored with their totals (they failed the watch's start)."""
+    from dataclasses import replace
+
+    from gradscope.watcher.resume import Resume
+
+    first, _ = _host()
+    first.start()
+    _loop(first, steps=6, poll=False)
+    records = list(first.end().run.steps)
+    gone = [replace(r, detail=False, param_norms=(), update_ratios=None) for r in records[1:4]]
+    state = {"gradscope": 1, **Resume((records[0], *gone, *records[4:]), 6).state()}
+    second, said = _host()
+    second.load_state_dict(json.loads(json.dumps(state)))
+    second.start()
+    _loop(second, steps=3, poll=False)
+    steps = list(second.end().run.steps)
+    assert not [t for _, t in said if "failed" in t], said
+    assert [s.step for s in steps] == list(range(1, 10))
+    assert [s.grad_norm for s in steps[:6]] == [r.grad_norm for r in records]
+    assert [s.detail for s in steps[:6]] == [True, False, False, False, True, True]
+
+
 def test_an_unwritable_output_is_said_never_raised(tmp_path):
     good = tmp_path / "r.json"
     watch, said = _host(outputs=[str(tmp_path / "gone" / "r.md"), str(good), "/dev/full"])
