@@ -42,10 +42,12 @@ class GradscopeCallback(TrainerCallback, ExportableState, Ending):
         self._args = {"outputs": list(self.watch.outputs), "stop_on_error": stop_on_error}
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        # a new TrainerState holds every callback's state() as it is: a train started
+        # afresh (global step 0) does not continue an earlier one's report
         saved = (state.stateful_callbacks or {}).get(type(self).__name__)
         if isinstance(saved, list):  # one entry per callback of the class: the first is ours
             saved = saved[0] if saved else None
-        if saved and not self.watch.active:
+        if saved and state.global_step > 0 and not self.watch.active:  # resumed only
             self.watch.load_state_dict(saved.get("attributes", {}).get("gradscope", {}))
         self.begin()
 

@@ -193,6 +193,15 @@ def test_resume_continues_the_report_from_trainer_state(tmp_path):
     assert [s.loss for s in steps[:6]] == [s.loss for s in first.report.run.steps]
 
 
+def test_a_second_train_afresh_is_a_new_report(tmp_path):
+    from gradscope.integrations.transformers import GradscopeCallback
+
+    cb = GradscopeCallback()
+    _trainer(tmp_path, [cb], steps=4).train()
+    _trainer(tmp_path, [cb], steps=3).train()
+    assert [s.step for s in cb.report.run.steps] == [1, 2, 3]
+
+
 def test_with_block_ends_the_watch_on_an_exception(tmp_path):
     from gradscope.integrations.transformers import GradscopeCallback
 
