@@ -75,6 +75,7 @@ class HostWatch:
     def _enter(self) -> None:
         block = api.watch(self.options, self.settings)
         getattr(block, "watcher", block).resume = self._resume
+        self._resume = None  # taken: a later run of this callback starts afresh
         ranks = DistributedWatch() if launched_world() > 1 else None
         block.__enter__()
         self._block = block
@@ -155,3 +156,4 @@ class HostWatch:
             self.say(logging.WARNING, "gradscope: a checkpoint loaded after steps: not resumed")
             return
         resume.apply(self._resume, watcher.state, watcher.recorder)  # loaded before a step
+        self._resume = None

@@ -97,6 +97,9 @@ def test_a_resumed_watch_numbers_on_and_keeps_the_earlier_series():
     steps = list(second.end().run.steps)
     assert [s.step for s in steps] == list(range(1, 10))
     assert [s.grad_norm for s in steps[:5]] == [s.grad_norm for s in earlier.run.steps]
+    second.start()  # the same callback's next run, from no checkpoint: afresh
+    _loop(second, steps=2, poll=False)
+    assert [s.step for s in second.end().run.steps] == [1, 2]
 
 
 def test_a_resume_past_the_kept_detail_keeps_every_step():
