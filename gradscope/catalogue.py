@@ -43,6 +43,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_meaning",
         "gradscope.rules.step_modes",
         "gradscope.rules.step_nan",
+        "gradscope.rules.step_norm_spike",
         "gradscope.rules.step_optimizer",
         "gradscope.rules.step_outside",
         "gradscope.rules.step_progress",
