@@ -30,6 +30,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
     "gradcheck": ("gradscope.gradcheck.findings",),
     "watch": (  # the judge runs them by rule id, whatever their order here
         "gradscope.rules.steps",
+        "gradscope.rules.step_amp",
         "gradscope.rules.step_attention",
         "gradscope.rules.step_batch",
         "gradscope.rules.step_blowup",
@@ -40,6 +41,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_logit_drift",
         "gradscope.rules.step_logits",
         "gradscope.rules.step_lr_jump",
+        "gradscope.rules.step_maximised",
         "gradscope.rules.step_meaning",
         "gradscope.rules.step_modes",
         "gradscope.rules.step_nan",

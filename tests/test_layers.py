@@ -18,9 +18,11 @@ BOTTOM = {
     "catalogue": set(),
     "fmt": set(),
     "stdio": set(),
-    "findings": {"catalogue"},
+    "troubleshooting": set(),
+    "findings": {"catalogue", "troubleshooting"},
     "stats": set(),
-    "config": {"errors", "findings"},
+    "thresholds": {"findings"},
+    "config": {"errors", "findings", "thresholds"},
     "outcome": {"errors", "findings"},
 }
 
@@ -181,12 +183,33 @@ def test_the_families_have_their_folders():
     assert (PACKAGE / "gate" / "check.py").exists()
 
 
-MOST_LINES = 500
-MOST_FUNCTION_LINES = 60
+MOST_LINES = 400
+MOST_FUNCTION_LINES = 50
+
+LONGER = {
+    # module or module:function: why it may be longer, for now (the list only shrinks)
+    "examples/functions.py": "example data: the built-in gradcheck targets, one Function each, "
+    "addressed as gradscope.examples.functions:NAME in the docs and by users",
+    "watcher/updates.py": "being reworked (issue 40): split with it",
+    "inspector/script_stop.py": "to split: the Stopper from its patches of backward and step",
+    "diff/engine.py": "to split",
+    "inspector/probe.py": "to split",
+    "inspector/script_live.py": "to split",
+    "cli/inspect_cmd.py:inspect": "to shorten",
+    "cli/watch_cmd.py:watch": "to shorten",
+    "diff/runs/result.py:body": "to shorten",
+    "graph/build.py:draw": "to shorten",
+    "inspector/script.py:_measure": "to shorten",
+    "inspector/script.py:_run_once": "to shorten",
+    "report/flow_plot.py:plot": "to shorten",
+    "report/junit.py:render": "to shorten",
+    "steps/noise.py:summarise": "to shorten",
+    "watcher/recorder.py:_records": "to shorten",
+    "watcher/session.py:_build": "to shorten",
+}
 
 
-def test_no_module_over_500_lines_and_no_function_over_60():
-    """Small modules with one job, functions that fit on a screen (docstrings count)."""
+def _too_long() -> set[str]:
     too_long = set()
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE).as_posix()
@@ -197,7 +220,18 @@ def test_no_module_over_500_lines_and_no_function_over_60():
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 if node.end_lineno - node.lineno + 1 > MOST_FUNCTION_LINES:  # type: ignore[operator]
                     too_long.add(f"{rel}:{node.name}")
-    assert sorted(too_long) == [], "split these"
+    return too_long
+
+
+def test_no_module_over_400_lines_and_no_function_over_50():
+    """Small modules with one job, functions that fit on a screen (docstrings count); the
+    few exceptions are named, with their reason, in LONGER."""
+    assert sorted(_too_long() - set(LONGER)) == [], "split these"
+
+
+def test_the_exceptions_to_the_caps_are_still_needed():
+    """An exception that fits the caps now leaves LONGER, so the list only shrinks."""
+    assert sorted(set(LONGER) - _too_long()) == [], "remove these from LONGER"
 
 
 HEAVY = {"torch", "matplotlib", "graphviz", "torchviz", "tensorboard", "transformers", "numpy"}

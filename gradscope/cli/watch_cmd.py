@@ -14,7 +14,6 @@ from gradscope import api
 from gradscope import config as config_mod
 from gradscope.api.pictures import WatchPictures
 from gradscope.cli import common as clikit
-from gradscope.config import Thresholds, threshold_value
 from gradscope.distributed.launch import record_exit, relaunch
 from gradscope.errors import ConfigError, ExitCode
 from gradscope.findings import Severity
@@ -24,6 +23,7 @@ from gradscope.report import outputs
 from gradscope.report.outputs import Format, Plan
 from gradscope.report.write import NotWritten, destination, distinct
 from gradscope.suggest import did_you_mean
+from gradscope.thresholds import Thresholds, threshold_value
 from gradscope.watcher.distributed_hooks import (
     is_main_process,
     launched_rank,

@@ -9,8 +9,8 @@ norm's GS403 shares (step_norm_spike.py), with spikes_by_design.py telling the s
 moving target or a game from faults;
 step_trends.py the trends (GS404, GS405), step_blowup.py the early blow-up (GS414),
 step_progress.py whether the run got better and what stopped learning (GS415, GS417),
-step_setup.py how the run is set up (AMP, update ratios, resets), step_outside.py the
-parameters outside every optimizer.
+step_setup.py how the run is set up (update ratios, resets; AMP: step_amp.py),
+step_outside.py the parameters outside every optimizer.
 """
 
 from __future__ import annotations
