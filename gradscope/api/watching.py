@@ -15,8 +15,9 @@ from gradscope.api.pictures import WatchPictures
 from gradscope.diff.runs.live import against as against_reference
 from gradscope.errors import GradscopeError
 from gradscope.watcher.distributed_hooks import is_main_process
-from gradscope.watcher.runner import run_script
-from gradscope.watcher.session import Watcher
+
+# the watcher's session and runner (and the watch judge they load) are imported in functions:
+# `gradscope --help` must not load them
 
 if TYPE_CHECKING:
     from gradscope.diff.runs.live import Against
@@ -33,6 +34,8 @@ def watch(
     log="steps.jsonl"; a misspelt one is one line). `against`: a reference run's `--log`
     to compare every step with (GS607-GS609 join the report); `plot`: a .png, .svg or
     .pdf of the run; `tensorboard`: a folder for its events."""
+
+    from gradscope.watcher.session import Watcher
 
     options = _checked(options, given)
     label = options.label or "watch"
@@ -52,6 +55,8 @@ def watch_script(
     """`gradscope watch PATH -- ARGV` without the printing: the WatchReport. `given` as
     for `watch`; a picture or --log that could not be written is a line in
     `report.run.unwritten` (and the outcome's `unwritten`: exit 2)."""
+
+    from gradscope.watcher.runner import run_script
 
     options = _checked(options, {"argv": tuple(argv), **given} if argv else given)
     settings = settings_or_default(settings)

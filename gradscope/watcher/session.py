@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import replace
 from types import TracebackType
@@ -24,13 +23,11 @@ from gradscope.steps.noise import Smoother
 from gradscope.steps.records import MANUAL, ParamInfo, StepRecord, WatchRun
 from gradscope.watcher import schedules
 from gradscope.watcher.faults import fault_of, passing, record
+from gradscope.watcher.listeners import STEP_LISTENERS
 from gradscope.watcher.report import WatchReport
 
 # the patches, recorder and state (which load torch) are imported in functions:
 # `gradscope --help` must not load them
-
-STEP_LISTENERS: list[Callable[[list[StepRecord], list[str]], None]] = []
-"""Called with each batch of steps read back and the tracked names (`watch --against`)."""
 
 
 class StepLog:
