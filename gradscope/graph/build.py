@@ -48,7 +48,9 @@ INSTALL_HINT = (
 
 
 @dataclass(frozen=True)
-class GraphOptions:
+class DrawOptions:
+    """How the picture is drawn (what `api.GraphOptions`, the command's options, passes on)."""
+
     collapse: str = "auto"
     """auto (modules above COLLAPSE_ABOVE nodes), modules or none."""
     depth: int | None = None
@@ -117,7 +119,7 @@ def draw_full(
     loss: Any,
     names: dict[int, list[str]],
     statuses: dict[str, str] | None,
-    options: GraphOptions,
+    options: DrawOptions,
 ) -> tuple[Any, int]:
     """torchviz's picture, with a parameter drawn in place of its AccumulateGrad box."""
     dot, ids = style.new_digraph(), {k: f"n{i}" for i, k in enumerate(w.fns)}
@@ -179,7 +181,7 @@ def draw(
     model: Any = None,
     statuses: dict[str, str] | None = None,
     trace: Any = None,
-    options: GraphOptions = GraphOptions(),
+    options: DrawOptions = DrawOptions(),
     title: str = "gradscope graph",
     cuts: Any = None,
 ) -> Drawing:
@@ -259,7 +261,7 @@ def _missing(model: Any, w: Walk) -> tuple[list[str], list[str]]:
 
 
 def _swatches(
-    statuses: dict[str, str] | None, options: GraphOptions, collapsed: bool, inputs: bool
+    statuses: dict[str, str] | None, options: DrawOptions, collapsed: bool, inputs: bool
 ) -> list[style.Swatch]:
     params = list(style.STATUS.values()) if statuses is not None else [style.UNPROBED]
     extra = [style.MODULE if collapsed else style.OP] + ([style.INPUT] if inputs else [])
@@ -282,7 +284,7 @@ def graph_of(
     loss_fn: Callable[[Any], Any] | None = None,
     *,
     statuses: dict[str, str] | None = None,
-    options: GraphOptions = GraphOptions(),
+    options: DrawOptions = DrawOptions(),
     label: str = "",
 ) -> Drawing:
     """One forward pass (the model left as found), then its loss's graph drawn."""
