@@ -4,7 +4,7 @@ command can add to it: a reference run to compare against, a plot, TensorBoard e
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,9 @@ from gradscope.watcher.distributed_hooks import is_main_process
 # `gradscope --help` must not load them
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from gradscope.api.watch_keywords import WatchKeywords
     from gradscope.diff.runs.live import Against
     from gradscope.watcher.report import WatchReport
 
@@ -27,7 +30,7 @@ if TYPE_CHECKING:
 def watch(
     options: WatchOptions | None = None,
     settings: config.Settings | None = None,
-    **given: object,
+    **given: Unpack[WatchKeywords],
 ) -> Any:
     """`with gradscope.watch() as w: train()`, then `w.report`: every optimizer step of
     `train()` judged over time. `given`: WatchOptions fields over `options` (steps=200,
@@ -50,7 +53,7 @@ def watch_script(
     argv: Sequence[str] = (),
     options: WatchOptions | None = None,
     settings: config.Settings | None = None,
-    **given: object,
+    **given: Unpack[WatchKeywords],
 ) -> WatchReport:
     """`gradscope watch PATH -- ARGV` without the printing: the WatchReport. `given` as
     for `watch`; a picture or --log that could not be written is a line in
@@ -75,7 +78,7 @@ def watch_script(
     return finished(report, compared, pictures, settings)
 
 
-def _checked(options: WatchOptions | None, given: dict[str, object]) -> WatchOptions:
+def _checked(options: WatchOptions | None, given: Mapping[str, object]) -> WatchOptions:
     options = WatchOptions.over(options, given)
     if options.nproc_per_node is not None:
         raise GradscopeError(
