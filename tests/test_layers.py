@@ -191,21 +191,6 @@ LONGER = {
     "examples/functions.py": "example data: the built-in gradcheck targets, one Function each, "
     "addressed as gradscope.examples.functions:NAME in the docs and by users",
     "watcher/updates.py": "being reworked (issue 40): split with it",
-    "inspector/script_stop.py": "to split: the Stopper from its patches of backward and step",
-    "diff/engine.py": "to split",
-    "inspector/probe.py": "to split",
-    "inspector/script_live.py": "to split",
-    "cli/inspect_cmd.py:inspect": "to shorten",
-    "cli/watch_cmd.py:watch": "to shorten",
-    "diff/runs/result.py:body": "to shorten",
-    "graph/build.py:draw": "to shorten",
-    "inspector/script.py:_measure": "to shorten",
-    "inspector/script.py:_run_once": "to shorten",
-    "report/flow_plot.py:plot": "to shorten",
-    "report/junit.py:render": "to shorten",
-    "steps/noise.py:summarise": "to shorten",
-    "watcher/recorder.py:_records": "to shorten",
-    "watcher/session.py:_build": "to shorten",
 }
 
 

@@ -37,9 +37,9 @@ if TYPE_CHECKING:
     from gradscope.watcher.report import WatchReport
 
 
-def _thresholds(pairs: list[str]) -> dict[str, float]:
+def _thresholds(pairs: list[str] | None) -> dict[str, float]:
     out = {}
-    for pair in pairs:
+    for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or key not in Thresholds.keys():
             close = did_you_mean(key, Thresholds.keys()) if sep else ""
@@ -232,8 +232,7 @@ def watch(
     if nproc_per_node is not None:
         raise typer.Exit(relaunch(nproc_per_node, sys.argv[1:]))
     with clikit.guarded(debug):
-        flags: dict[str, object] = {"fail-on": fail_on, **_thresholds(threshold or [])}
-        settings = config_mod.load(config, flags=flags)
+        settings = config_mod.load(config, flags={"fail-on": fail_on, **_thresholds(threshold)})
         # resolved before the script runs: a script that changes directory moves nothing
         where = outputs.plan(format, output)
         pictures = WatchPictures.of(plot, tensorboard)

@@ -176,6 +176,17 @@ def _op_labeller(show_attrs: bool) -> Callable[[Any], str]:
     return lambda fn: get_fn_name(fn, True, 50)
 
 
+def _collapsed(options: DrawOptions, full: int, trace: Any) -> bool:
+    """Whether the picture is one node per module: asked for, or more nodes than the bound
+    (--depth means "one node per module N levels deep": it implies collapsing)."""
+    if options.collapse == "modules" and trace is None:
+        raise GradscopeError("collapsing by module needs a traced forward pass: use graph_of()")
+    wanted = options.collapse == "modules" or (
+        options.collapse == "auto" and (full > options.max_nodes or options.depth is not None)
+    )
+    return trace is not None and wanted
+
+
 def draw(
     loss: Any,
     model: Any = None,
@@ -197,13 +208,7 @@ def draw(
         if loss.grad_fn is not None
         else ["the loss has no grad_fn: no parameter that requires grad reaches it"]
     )
-    if options.collapse == "modules" and trace is None:
-        raise GradscopeError("collapsing by module needs a traced forward pass: use graph_of()")
-    # --depth means "one node per module N levels deep": it implies collapsing
-    wanted = options.collapse == "modules" or (
-        options.collapse == "auto" and (full > options.max_nodes or options.depth is not None)
-    )
-    collapse = trace is not None and wanted
+    collapse = _collapsed(options, full, trace)
     if collapse:
         assert trace is not None
         dot, drawn, depth = graph_collapse.draw_modules(w, loss, names, statuses, trace, options)
