@@ -68,7 +68,7 @@ def main() -> None:
 
     def gradscope_png(collapse: str) -> Callable[[], None]:
         def run() -> None:
-            d = graph.draw(loss, model, statuses, trace, graph.GraphOptions(collapse=collapse))
+            d = graph.draw(loss, model, statuses, trace, graph.DrawOptions(collapse=collapse))
             write_file(os.path.join(folder, f"gs-{collapse}.png"), graph.render(d, "png"))
 
         return run
@@ -85,12 +85,12 @@ def main() -> None:
     full = median_time(gradscope_png("none"), repeats)
     collapsed = median_time(gradscope_png("modules"), repeats)
     build = median_time(
-        lambda: graph.draw(loss, model, statuses, trace, graph.GraphOptions(collapse="none")),
+        lambda: graph.draw(loss, model, statuses, trace, graph.DrawOptions(collapse="none")),
         repeats,
     )
     build_tv = median_time(lambda: make_dot(loss, params=params), repeats)
     fwd_traced, fwd_bare = median_time(traced_forward, repeats), median_time(bare_forward, repeats)
-    drawn = graph.draw(loss, model, statuses, trace, graph.GraphOptions(collapse="modules"))
+    drawn = graph.draw(loss, model, statuses, trace, graph.DrawOptions(collapse="modules"))
     print(
         f"12-layer GPT: {drawn.full_nodes} nodes full, {drawn.nodes} collapsed; "
         f"median of {repeats}, 1 thread"

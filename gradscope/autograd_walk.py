@@ -1,4 +1,5 @@
-"""Every walk of an autograd graph, in one place: depth first, with an explicit stack.
+"""Every walk of an autograd graph, in one place: depth first with an explicit stack, or
+breadth first (a search of what sits nearest the loss) with a queue.
 
 A recursive walk overflows Python's stack on a long chain (a recurrent loop of 100,000
 steps), so none recurses. Callers say what they need: the order a node's inputs are
@@ -10,6 +11,7 @@ backward node is any object with `next_functions`.
 
 from __future__ import annotations
 
+import collections
 import enum
 import math
 from collections.abc import Callable, Hashable, Iterable, Iterator
@@ -29,6 +31,9 @@ class Order(enum.Enum):
     REACHED = "reached"
     """Each node is put on the stack once, when first reached (the stack holds at most
     every node once); they are visited as the stack pops them, the last input first."""
+    NEAREST = "nearest"
+    """Breadth first: the nodes nearest the roots first, a node's first input first; a node
+    reached again later is skipped (what a search near the loss for its loss node needs)."""
 
 
 def inputs(node: Any) -> list[Any]:
@@ -55,7 +60,7 @@ class DepthFirst(Generic[T]):
     ) -> None:
         self._roots = list(roots)
         self._below, self._order, self._limit, self._key = below, order, limit, key
-        self._stack: list[T] = []
+        self._stack: list[T] | collections.deque[T] = []
         self.visited = 0
         """Items yielded so far."""
 
@@ -68,6 +73,8 @@ class DepthFirst(Generic[T]):
     def __iter__(self) -> Iterator[T]:
         if self._order is Order.REACHED:
             return self._reached()
+        if self._order is Order.NEAREST:
+            return self._nearest()
         return self._depth_first()
 
     def _depth_first(self) -> Iterator[T]:
@@ -93,6 +100,23 @@ class DepthFirst(Generic[T]):
             if first:
                 under.reverse()
             stack.extend(under)
+
+    def _nearest(self) -> Iterator[T]:
+        key, below = self._key, self._below
+        limit = math.inf if self._limit is None else self._limit
+        queue, seen, visited = collections.deque(self._roots), set(), 0
+        self._stack = queue
+        while queue and visited < limit:
+            item = queue.popleft()
+            if key is not None:
+                k = key(item)
+                if k in seen:
+                    continue
+                seen.add(k)
+            visited += 1
+            self.visited = visited
+            yield item
+            queue.extend(below(item))
 
     def _reached(self) -> Iterator[T]:
         key, below = self._key or id, self._below

@@ -15,8 +15,9 @@ import re
 import sys
 from pathlib import Path
 
-from gradscope.findings import RULES, TABLE, Rule
+from gradscope.findings import RULES, Rule
 from gradscope.rules.registry import DOCS, RuleDoc, Stage, thresholds_in_order
+from gradscope.troubleshooting import TABLE
 
 __all__ = ["DOCS", "STAGES", "RuleDoc", "doc_of", "markdown", "splice", "threshold_table"]
 

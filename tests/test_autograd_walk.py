@@ -164,3 +164,19 @@ def test_the_bound_on_a_long_torch_chain_stops_before_its_leaf():
     walk = backward_nodes([h.sum()], limit=100)
     assert all(type(n).__name__ != "AccumulateGrad" for n in walk)
     assert walk.visited == 100
+
+
+def test_nearest_order_visits_by_distance_from_the_roots():
+    assert _names(DepthFirst([_diamonds()], order=Order.NEAREST)) == [
+        "top",
+        "a",
+        "b",
+        "c",
+        "d",
+        "e",
+        "leaf",
+    ]
+    every_path = _names(DepthFirst([_diamonds()], order=Order.NEAREST, key=None))
+    assert every_path == ["top", "a", "b", "c", "c", "d", "e", "d", "e"] + ["leaf"] * 4
+    walk = DepthFirst([_diamonds()], order=Order.NEAREST, limit=3)
+    assert _names(walk) == ["top", "a", "b"] and walk.pending == 2  # c, twice

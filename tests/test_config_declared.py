@@ -10,9 +10,9 @@ import pytest
 import tomllib
 
 from gradscope import rule_docs
-from gradscope.config import Thresholds, threshold_value
 from gradscope.findings import THRESHOLDS, Severity, Threshold
 from gradscope.rules.registry import DOCS, Stage, rule
+from gradscope.thresholds import Thresholds, threshold_value
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOP_LEVEL = {"baseline-factor"}

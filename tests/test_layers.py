@@ -18,9 +18,11 @@ BOTTOM = {
     "catalogue": set(),
     "fmt": set(),
     "stdio": set(),
-    "findings": {"catalogue"},
+    "troubleshooting": set(),
+    "findings": {"catalogue", "troubleshooting"},
     "stats": set(),
-    "config": {"errors", "findings"},
+    "thresholds": {"findings"},
+    "config": {"errors", "findings", "thresholds"},
     "outcome": {"errors", "findings"},
 }
 
@@ -181,12 +183,18 @@ def test_the_families_have_their_folders():
     assert (PACKAGE / "gate" / "check.py").exists()
 
 
-MOST_LINES = 500
-MOST_FUNCTION_LINES = 60
+MOST_LINES = 400
+MOST_FUNCTION_LINES = 50
+
+LONGER = {
+    # module or module:function: why it may be longer, for now (the list only shrinks)
+    "examples/functions.py": "example data: the built-in gradcheck targets, one Function each, "
+    "addressed as gradscope.examples.functions:NAME in the docs and by users",
+    "watcher/updates.py": "being reworked (issue 40): split with it",
+}
 
 
-def test_no_module_over_500_lines_and_no_function_over_60():
-    """Small modules with one job, functions that fit on a screen (docstrings count)."""
+def _too_long() -> set[str]:
     too_long = set()
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE).as_posix()
@@ -197,11 +205,29 @@ def test_no_module_over_500_lines_and_no_function_over_60():
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 if node.end_lineno - node.lineno + 1 > MOST_FUNCTION_LINES:  # type: ignore[operator]
                     too_long.add(f"{rel}:{node.name}")
-    assert sorted(too_long) == [], "split these"
+    return too_long
+
+
+def test_no_module_over_400_lines_and_no_function_over_50():
+    """Small modules with one job, functions that fit on a screen (docstrings count); the
+    few exceptions are named, with their reason, in LONGER."""
+    assert sorted(_too_long() - set(LONGER)) == [], "split these"
+
+
+def test_the_exceptions_to_the_caps_are_still_needed():
+    """An exception that fits the caps now leaves LONGER, so the list only shrinks."""
+    assert sorted(set(LONGER) - _too_long()) == [], "remove these from LONGER"
 
 
 HEAVY = {"torch", "matplotlib", "graphviz", "torchviz", "tensorboard", "transformers", "numpy"}
 """What `gradscope --help` must not load: the reason an import may stay in a function."""
+NOT_FOR_HELP = {
+    "gradscope.rules.watch",
+    "gradscope.gradcheck.checker",
+    "gradscope.gradcheck.findings",
+}
+"""gradscope's own modules `--help` must not load either (the watch judge, the gradcheck
+checker and its rules: tests/rules/test_catalogue.py's help test): a reason too."""
 
 
 def _resolved(node: ast.Import | ast.ImportFrom, modules: set[str]) -> list[str]:
@@ -247,9 +273,9 @@ def _placed_imports(source: str, modules: set[str]) -> tuple[set[str], list[tupl
 
 def test_imports_are_at_the_top_unless_they_keep_help_from_loading_torch():
     """An import inside a function is one of a heavy package (torch, matplotlib...) or of a
-    gradscope module that loads one, made by a module that does not load it itself, with
-    the reason said once in a comment ("... in functions ..."); any other import goes at
-    the top, where the file's head shows what it depends on."""
+    gradscope module that loads one (or one of NOT_FOR_HELP), made by a module that does not
+    load it itself, with the reason said once in a comment ("... in functions ..."); any other
+    import goes at the top, where the file's head shows what it depends on."""
     paths = {_module(p): p for p in PACKAGE.rglob("*.py")}
     placed = {name: _placed_imports(path.read_text(), set(paths)) for name, path in paths.items()}
 
@@ -269,10 +295,13 @@ def test_imports_are_at_the_top_unless_they_keep_help_from_loading_torch():
     def heavy(name: str) -> bool:
         return any(m.split(".")[0] in HEAVY for m in loads(name))
 
+    def kept_from_help(name: str) -> bool:
+        return heavy(name) or bool(loads(name) & NOT_FOR_HELP)
+
     needless, unexplained = [], []
     for name, (_, in_functions) in placed.items():
         for target, line in in_functions:
-            if heavy(name) or not heavy(target):
+            if heavy(name) or not kept_from_help(target):
                 needless.append(f"{paths[name].relative_to(PACKAGE.parent)}:{line} {target}")
         source = paths[name].read_text()
         if in_functions and not any(

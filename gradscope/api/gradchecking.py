@@ -11,8 +11,9 @@ from gradscope.api.arguments import settings_or_default
 from gradscope.api.options import GradcheckOptions
 from gradscope.config import CheckEntry
 from gradscope.errors import TargetError
-from gradscope.gradcheck import options_for, run
-from gradscope.gradcheck.findings import judged
+
+# the gradcheck checker (and the GS2xx rules) is imported in functions: `gradscope --help`
+# must not load it
 
 if TYPE_CHECKING:
     from gradscope.gradcheck.results import GradcheckReport
@@ -29,6 +30,9 @@ def gradcheck(
     args={"dim": 1}, tensor={"target": [0, 2, 1]}, dtype="float64", seed=3. No `specs`:
     the settings' [[gradcheck]] entries."""
 
+    from gradscope.gradcheck.checker import run
+    from gradscope.gradcheck.findings import judged
+
     options = GradcheckOptions.over(options, given)
     settings = settings_or_default(settings)
     return judged(run(build_jobs(list(specs), settings, options)), settings)
@@ -38,6 +42,7 @@ def build_jobs(
     specs: list[str], settings: config.Settings, options: GradcheckOptions
 ) -> list[tuple[str, Any]]:
     """(SPEC, Options) pairs: config entries for a SPEC first, the options over them."""
+    from gradscope.gradcheck.checker import options_for
 
     entries: list[tuple[str, CheckEntry | None]] = [(e.target, e) for e in settings.gradcheck]
     if specs:

@@ -48,7 +48,7 @@ def graph(
         t.batch,
         t.loss_fn,
         statuses=probed.statuses if probed else None,
-        options=graph_mod.GraphOptions(
+        options=graph_mod.DrawOptions(
             options.collapse, options.depth, options.show_saved, options.show_attrs
         ),
         label=t.label,

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from gradscope.config import CheckEntry, config_error
 from gradscope.diff.options import DiffOptions as DiffOptions
 from gradscope.errors import GradscopeError
-from gradscope.gradcheck.inputs import parse_dtype
+from gradscope.gradcheck.input_options import parse_dtype
 from gradscope.gradcheck.options import entry_values
 from gradscope.suggest import did_you_mean
 

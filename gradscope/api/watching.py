@@ -4,7 +4,7 @@ command can add to it: a reference run to compare against, a plot, TensorBoard e
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -15,10 +15,14 @@ from gradscope.api.pictures import WatchPictures
 from gradscope.diff.runs.live import against as against_reference
 from gradscope.errors import GradscopeError
 from gradscope.watcher.distributed_hooks import is_main_process
-from gradscope.watcher.runner import run_script
-from gradscope.watcher.session import Watcher
+
+# the watcher's session and runner (and the watch judge they load) are imported in functions:
+# `gradscope --help` must not load them
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from gradscope.api.watch_keywords import WatchKeywords
     from gradscope.diff.runs.live import Against
     from gradscope.watcher.report import WatchReport
 
@@ -26,13 +30,15 @@ if TYPE_CHECKING:
 def watch(
     options: WatchOptions | None = None,
     settings: config.Settings | None = None,
-    **given: object,
+    **given: Unpack[WatchKeywords],
 ) -> Any:
     """`with gradscope.watch() as w: train()`, then `w.report`: every optimizer step of
     `train()` judged over time. `given`: WatchOptions fields over `options` (steps=200,
     log="steps.jsonl"; a misspelt one is one line). `against`: a reference run's `--log`
     to compare every step with (GS607-GS609 join the report); `plot`: a .png, .svg or
     .pdf of the run; `tensorboard`: a folder for its events."""
+
+    from gradscope.watcher.session import Watcher
 
     options = _checked(options, given)
     label = options.label or "watch"
@@ -47,11 +53,13 @@ def watch_script(
     argv: Sequence[str] = (),
     options: WatchOptions | None = None,
     settings: config.Settings | None = None,
-    **given: object,
+    **given: Unpack[WatchKeywords],
 ) -> WatchReport:
     """`gradscope watch PATH -- ARGV` without the printing: the WatchReport. `given` as
     for `watch`; a picture or --log that could not be written is a line in
     `report.run.unwritten` (and the outcome's `unwritten`: exit 2)."""
+
+    from gradscope.watcher.runner import run_script
 
     options = _checked(options, {"argv": tuple(argv), **given} if argv else given)
     settings = settings_or_default(settings)
@@ -70,7 +78,7 @@ def watch_script(
     return finished(report, compared, pictures, settings)
 
 
-def _checked(options: WatchOptions | None, given: dict[str, object]) -> WatchOptions:
+def _checked(options: WatchOptions | None, given: Mapping[str, object]) -> WatchOptions:
     options = WatchOptions.over(options, given)
     if options.nproc_per_node is not None:
         raise GradscopeError(

@@ -13,7 +13,7 @@ import typer
 from gradscope import api
 from gradscope import config as config_mod
 from gradscope.cli import common as clikit
-from gradscope.gradcheck.inputs import parse_arg, parse_shape
+from gradscope.gradcheck.input_options import parse_arg, parse_shape
 from gradscope.gradcheck.values import parse_domain, parse_tensor
 from gradscope.outcome import exit_code
 from gradscope.report import outputs

@@ -176,9 +176,7 @@ def inspect(
     params = dict(locals())
     with clikit.guarded(debug):
         given = (explode_norm, explode_median_ratio, vanish_norm, vanish_depth_ratio)
-        pairs = zip(THRESHOLD_FLAGS, given, strict=True)
-        thresholds = {flag.replace("_", "-"): x for flag, x in pairs}
-        settings = config_mod.load(config, flags={"fail-on": fail_on, **thresholds})
+        settings = _settings(config, fail_on, given)
         where = outputs.plan(format, output)
         options = clikit.options_from(
             api.InspectOptions, params, argv=tuple(ctx.args), step=parse_step(step)
@@ -203,6 +201,15 @@ def inspect(
         rows = None if all_rows else top
         outputs.deliver(where, outcome, settings.fail_on, width, top=rows)
         raise typer.Exit(code)
+
+
+def _settings(
+    config: str | None, fail_on: str | None, given: tuple[float | None, ...]
+) -> config_mod.Settings:
+    """The settings with the threshold flags (THRESHOLD_FLAGS' order) and --fail-on over them."""
+    pairs = zip(THRESHOLD_FLAGS, given, strict=True)
+    thresholds = {flag.replace("_", "-"): x for flag, x in pairs}
+    return config_mod.load(config, flags={"fail-on": fail_on, **thresholds})
 
 
 def _launched_rank() -> int:

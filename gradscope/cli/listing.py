@@ -11,10 +11,10 @@ from gradscope import findings
 from gradscope.cli import common as clikit
 from gradscope.errors import ExitCode
 from gradscope.examples import EXAMPLES
-from gradscope.findings import TABLE
 from gradscope.report.console import view_for
 from gradscope.rule_docs import STAGES, doc_of
 from gradscope.suggest import did_you_mean
+from gradscope.troubleshooting import TABLE
 
 if TYPE_CHECKING:
     from gradscope.findings import Rule

@@ -14,7 +14,6 @@ from gradscope import api
 from gradscope import config as config_mod
 from gradscope.api.pictures import WatchPictures
 from gradscope.cli import common as clikit
-from gradscope.config import Thresholds, threshold_value
 from gradscope.distributed.launch import record_exit, relaunch
 from gradscope.errors import ConfigError, ExitCode
 from gradscope.findings import Severity
@@ -24,6 +23,7 @@ from gradscope.report import outputs
 from gradscope.report.outputs import Format, Plan
 from gradscope.report.write import NotWritten, destination, distinct
 from gradscope.suggest import did_you_mean
+from gradscope.thresholds import Thresholds, threshold_value
 from gradscope.watcher.distributed_hooks import (
     is_main_process,
     launched_rank,
@@ -37,9 +37,9 @@ if TYPE_CHECKING:
     from gradscope.watcher.report import WatchReport
 
 
-def _thresholds(pairs: list[str]) -> dict[str, float]:
+def _thresholds(pairs: list[str] | None) -> dict[str, float]:
     out = {}
-    for pair in pairs:
+    for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or key not in Thresholds.keys():
             close = did_you_mean(key, Thresholds.keys()) if sep else ""
@@ -232,8 +232,7 @@ def watch(
     if nproc_per_node is not None:
         raise typer.Exit(relaunch(nproc_per_node, sys.argv[1:]))
     with clikit.guarded(debug):
-        flags: dict[str, object] = {"fail-on": fail_on, **_thresholds(threshold or [])}
-        settings = config_mod.load(config, flags=flags)
+        settings = config_mod.load(config, flags={"fail-on": fail_on, **_thresholds(threshold)})
         # resolved before the script runs: a script that changes directory moves nothing
         where = outputs.plan(format, output)
         pictures = WatchPictures.of(plot, tensorboard)

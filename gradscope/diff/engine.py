@@ -28,8 +28,9 @@ import torch
 from gradscope.diff import align, findings
 from gradscope.diff.compare import Batch, Pending, Tolerances, origin
 from gradscope.diff.options import DiffOptions
+from gradscope.diff.origin_facts import first_grad, first_input_inside, where_it_starts
 from gradscope.diff.result import Alignment, Delta, DiffResult, ModuleRow, ParamRow, Tolerance
-from gradscope.diff.run import Trace, assigned, trace, where
+from gradscope.diff.run import Trace, trace, where
 from gradscope.errors import TargetError
 
 
@@ -277,7 +278,7 @@ def _compare(
     params = _param_rows(grads, values, {n: tuple(p.shape) for n, p in ref.named_parameters()})
     start, first = origin([r.differs for r in rows], [r.inputs_agree for r in rows])
     if start is not None:
-        rows[start] = _where_it_starts(rows[start], ref, new, ref_mods, new_mods)
+        rows[start] = where_it_starts(rows[start], ref, new, ref_mods, new_mods)
     return DiffResult(
         "",
         "",
@@ -289,8 +290,8 @@ def _compare(
         float(b.loss.float().mean()),
         start,
         first,
-        _first_input_inside(rows, start),
-        _first_grad(params, rows),
+        first_input_inside(rows, start),
+        first_grad(params, rows),
         tol.base(),
         new_ran=tuple(dict.fromkeys(c.name for c in b.calls)),
         passes=2,
@@ -328,36 +329,6 @@ def _queue_grads(a: Trace, b: Trace, plan: _Plan, batch: Batch) -> list[_QueuedG
     return grads
 
 
-def _where_it_starts(
-    row: ModuleRow,
-    ref: torch.nn.Module,
-    new: torch.nn.Module,
-    ref_mods: dict[str, torch.nn.Module],
-    new_mods: dict[str, torch.nn.Module],
-) -> ModuleRow:
-    """The row where the difference starts, with where each module was made and how their
-    settings differ."""
-    return replace(
-        row,
-        ref_made=assigned(ref, row.ref),
-        new_made=assigned(new, row.new) if row.new is not None else "",
-        settings=_settings(ref_mods.get(row.ref), new_mods.get(row.new or "")),
-    )
-
-
-def _settings(a: torch.nn.Module | None, b: torch.nn.Module | None) -> str:
-    """The two modules' `extra_repr()` where they differ (an eps, an approximate="tanh")."""
-    if a is None or b is None:
-        return ""
-    try:
-        x, y = a.extra_repr(), b.extra_repr()
-    except Exception:  # the user's extra_repr: a description, never a failure
-        return ""
-    if x == y or not (x or y):
-        return ""
-    return f"reference {type(a).__name__}({x}) vs new {type(b).__name__}({y})"
-
-
 def _param_rows(
     grads: Sequence[_QueuedGrad],
     values: list[list[float]],
@@ -370,39 +341,6 @@ def _param_rows(
             delta = Delta(math.inf, 0.0, True, Tolerance(0.0, 0.0, True, "one side only"))
         out.append(ParamRow(r, n, shapes[r], how, copied, delta, note))
     return out
-
-
-def _first_input_inside(rows: Sequence[ModuleRow], start: int | None) -> int | None:
-    """Inside the origin module: the first submodule call whose inputs already differ
-    (the difference arose in the origin's own code just before it)."""
-    if start is None or not rows[start].ref:
-        prefix = ""
-    else:
-        prefix = rows[start].ref + "."
-    if start is None:
-        return None
-    for i in range(start):
-        row = rows[i]
-        inside = row.ref.startswith(prefix) if prefix else row.ref != ""
-        if inside and row.inputs is not None and row.inputs.differs:
-            return i
-    return None
-
-
-def _first_grad(params: Sequence[ParamRow], rows: Sequence[ModuleRow]) -> int | None:
-    """The differing gradient nearest the loss: its module finished its forward last."""
-    finished: dict[str, int] = {}
-    for i, r in enumerate(rows):
-        finished.setdefault(r.ref, i)
-    order = sorted(
-        range(len(params)),
-        key=lambda k: -finished.get(align.owner(params[k].ref), -1),
-    )
-    return next((k for k in order if _differs(params[k])), None)
-
-
-def _differs(p: ParamRow) -> bool:
-    return p.grad is not None and p.grad.differs
 
 
 def _randomness(

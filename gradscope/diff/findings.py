@@ -50,6 +50,10 @@ def of(result: DiffResult) -> list[Finding]:
         "check the backward of the module that owns the gradient; under a setting, keep that "
         "module in float32 or loosen --rtol knowingly"
     ),
+    objectives=(
+        "any: two models compared with each other on the same batch and loss; what the loss "
+        "means does not enter"
+    ),
 )
 def grad_differs(result: DiffResult) -> list[Finding]:
     """Every module output agrees within tolerance but a parameter's gradient differs: a backward
@@ -85,6 +89,10 @@ def grad_differs(result: DiffResult) -> list[Finding]:
     "diff: a weight matched the other model's only with its shape reversed",
     example="GPT-2's Conv1D (in, out) weights against nn.Linear (out, in)",
     fix="transpose it when loading it into the port",
+    objectives=(
+        "any: two models compared with each other on the same batch and loss; what the loss "
+        "means does not enter"
+    ),
 )
 def transposed(result: DiffResult) -> list[Finding]:
     """A weight pairs with the other model's only with its shape reversed; it is not copied
@@ -114,6 +122,10 @@ def transposed(result: DiffResult) -> list[Finding]:
     "diff: same name, incompatible shapes: not copied",
     example="a port built with another hidden size or vocabulary",
     fix="build the port with the reference's dimensions (hidden size, heads, vocabulary)",
+    objectives=(
+        "any: two models compared with each other on the same batch and loss; what the loss "
+        "means does not enter"
+    ),
 )
 def shape_mismatch(result: DiffResult) -> list[Finding]:
     """Two parameters share a name but their shapes are incompatible, so the weight is not
@@ -139,6 +151,10 @@ def shape_mismatch(result: DiffResult) -> list[Finding]:
     fix=(
         'pair renamed parameters with --name-map FILE ("ref_name" = "new_name"; a key ending '
         "in '.' renames a prefix)"
+    ),
+    objectives=(
+        "any: two models compared with each other on the same batch and loss; what the loss "
+        "means does not enter"
     ),
 )
 def unmatched(result: DiffResult) -> list[Finding]:
@@ -171,6 +187,10 @@ def unmatched(result: DiffResult) -> list[Finding]:
         "variant, weight layout, scaling, residuals, dropout, dtypes"
     ),
     command=GPT2_DIFF + "gpt2_port_residual",
+    objectives=(
+        "any: two models compared with each other on the same batch and loss; what the loss "
+        "means does not enter"
+    ),
 )
 def output_differs(result: DiffResult, row: ModuleRow) -> Finding:
     """Walking the module calls in execution order, the first whose output differs from the
@@ -241,6 +261,10 @@ def _square_hint(result: DiffResult, row: ModuleRow) -> list[str]:
     example="attention dropout with training=True in the port",
     fix="compare in eval mode (model.eval()), or find the functional dropout with training=True",
     command=GPT2_DIFF + "gpt2_port_dropout",
+    objectives=(
+        "any: two models compared with each other on the same batch and loss; what the loss "
+        "means does not enter"
+    ),
 )
 def randomness(result: DiffResult) -> list[Finding]:
     """A module's output changes with the seed (each model's forward is repeated with another

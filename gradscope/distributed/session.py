@@ -22,8 +22,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from datetime import timedelta
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -36,15 +35,15 @@ from torch.optim.optimizer import (
 
 from gradscope.distributed import context, findings, fingerprint, peers, reduction, signals, usage
 from gradscope.distributed.context import Rank
+from gradscope.distributed.ddp_error import explained
+from gradscope.distributed.local_fingerprints import grad_fingerprints, weight_fingerprints
 from gradscope.distributed.merge import DistReport, RankRecord
-from gradscope.distributed.norms import is_sharded, local
+from gradscope.distributed.norms import is_sharded
+from gradscope.distributed.observed import Observed
 from gradscope.distributed.payload import FINGERPRINTS, Gathered, GradColumn, ParamColumn, pack
 from gradscope.findings import Finding
 
 CAUSES = (None, *reduction.CAUSE_WORDS)  # code 0: got its gradient
-
-PEER_WAIT_S = 3.0
-"""How long a failing rank waits for another rank's facts about the same forward."""
 
 
 @dataclass
@@ -86,7 +85,7 @@ class Session:
         self.armed = False
         self.grad_stash = torch.zeros(0, len(GradColumn), dtype=torch.float64)
         self.findings: dict[tuple[str, str], Finding] = {}
-        self.evidence = _Observed()
+        self.evidence = Observed()
         self.armed_forward = 0
         """The forward whose usage and local norms the hooks hold (0: none yet)."""
         self.handles: list[Any] = []
@@ -158,11 +157,11 @@ class Session:
             [n for n, _ in inner.named_buffers()],
             [b for _, b in inner.named_buffers()],
         )
-        self.grad_stash = _grad_fingerprints([None] * len(pairs))
+        self.grad_stash = grad_fingerprints([None] * len(pairs))
         if self.layout == "DDP":
             self.tracker = usage.UsageTracker(inner, ignore)
         self.handles.append(model.register_forward_pre_hook(self._forward_pre))
-        self.buffer_stash = _weight_fingerprints(self.t.buffers)
+        self.buffer_stash = weight_fingerprints(self.t.buffers)
         self.handles.append(inner.register_forward_pre_hook(self._inner_pre))
         self.handles.append(model.register_forward_hook(self._forward_post, always_call=True))
 
@@ -189,7 +188,7 @@ class Session:
         """Inside DDP's forward, after it broadcast rank 0's buffers: the moment buffers
         must agree across ranks."""
         if self.armed:
-            self.buffer_stash = _weight_fingerprints(self.t.buffers)
+            self.buffer_stash = weight_fingerprints(self.t.buffers)
 
     def _forward_post(self, _m: nn.Module, _args: Any, _out: Any) -> None:
         if self.tracker is None:
@@ -201,7 +200,7 @@ class Session:
 
     def _before_step(self, _opt: Any, _args: Any, _kwargs: Any) -> None:
         if self.model is not None and self.armed:
-            self.grad_stash = _grad_fingerprints(self.t.params)
+            self.grad_stash = grad_fingerprints(self.t.params)
 
     def _after_step(self, _opt: Any, _args: Any, _kwargs: Any) -> None:
         if self.model is not None:
@@ -230,7 +229,7 @@ class Session:
         t = self.t
         n = len(t.params)
         per = torch.zeros(n, len(ParamColumn), dtype=torch.float64)
-        per[:, ParamColumn.WEIGHT_SUM : ParamColumn.WEIGHT_L2 + 1] = _weight_fingerprints(t.params)
+        per[:, ParamColumn.WEIGHT_SUM : ParamColumn.WEIGHT_L2 + 1] = weight_fingerprints(t.params)
         per[:, ParamColumn.GRAD_SUM] = self.grad_stash[:, GradColumn.SUM]
         per[:, ParamColumn.GRAD_L2] = self.grad_stash[:, GradColumn.L2]
         per[:, ParamColumn.GRAD_SQ] = self.grad_stash[:, GradColumn.SQ]
@@ -322,7 +321,7 @@ class Session:
         if self.final_done or self.rank is None or self.model is None:
             return
         self.final_done = True
-        self.grad_stash = _grad_fingerprints(self.t.params)
+        self.grad_stash = grad_fingerprints(self.t.params)
         self.gather()
 
     def finish(self) -> DistReport | None:
@@ -370,56 +369,7 @@ class Session:
         """DDP's reduction error in names and causes; no collective (ranks may be stuck)."""
         if self.tracker is None:
             return []
-        err = reduction.parse(str(exc), self.t.names)
-        if err is None:
-            return []
-        if err.kind == "ready-twice":
-            names = err.names
-            return [
-                findings.reduction_error(n, "used-twice", False, kind="ready-twice") for n in names
-            ]
-        local = {u.name: u for u in self.tracker.unused()}
-        others = self._others_ran(self.forwards)
-        out = []
-        for name in err.names:
-            u = local.get(name)
-            cause = u.cause if u else None
-            ran_elsewhere = tuple(
-                r
-                for r, ran in others.items()
-                if u and u.cause == usage.NEVER_RAN and u.module in ran
-            )
-            extra = (
-                (f"its module ran on rank {', '.join(map(str, ran_elsewhere))}",)
-                if ran_elsewhere
-                else ()
-            )
-            where = (f"cut at {u.where}",) if u and u.where else ()
-            out.append(findings.reduction_error(name, cause, bool(ran_elsewhere), extra + where))
-        return out
-
-    def _others_ran(self, forward: int) -> dict[int, set[str]]:
-        """Modules that ran on the other ranks in forward number `forward` (from the store).
-
-        A slower rank may not have published that forward yet when this one fails, so each
-        key is waited for, briefly: a rank that is alive gets there within PEER_WAIT_S, one
-        that is stuck or dead is left out (never a hang).
-        """
-
-        rank = self.rank
-        if rank is None or rank.store is None:
-            return {}
-        out = {}
-        for r in range(rank.world):
-            key = f"gradscope/ran/{forward}/{r}"
-            if r == rank.rank:
-                continue
-            try:
-                rank.store.wait([key], timedelta(seconds=PEER_WAIT_S))
-                out[r] = set(json.loads(rank.store.get(key)))
-            except RuntimeError:  # not there in time (c10d raises on a wait timeout)
-                continue
-        return out
+        return explained(exc, self.t.names, self.tracker, self.rank, self.forwards)
 
     def close(self) -> None:
         """Remove every hook gradscope installed."""
@@ -432,67 +382,6 @@ class Session:
         self.handles = []
         if self.tracker is not None:
             self.tracker.remove()
-
-
-class _Observed:
-    """What the sampled (armed) steps showed, counted once per step: usage findings and
-    outlier ranks are reported only when they held in every sampled step (usage: a
-    parameter that gets its gradient in some steps is the set varying, which
-    find_unused_parameters=True is for) or, for outliers, in two of them."""
-
-    def __init__(self) -> None:
-        self.forward = 0
-        """The last sampled forward counted."""
-        self.steps = 0
-        self.usage: dict[tuple[str, str], tuple[int, Finding]] = {}
-        self.outliers: list[int] = []
-        self.norms: dict[int, list[float]] = {}
-
-    def count(self, world: int, local_norms: list[float], usage: list[Finding]) -> None:
-        self.steps += 1
-        for f in usage:
-            if f.rule != "GS503":
-                seen = self.usage.get((f.rule, f.subject), (0, f))[0]
-                self.usage[(f.rule, f.subject)] = (seen + 1, f)
-        self.outliers += [0] * (world - len(self.outliers))
-        for r in signals.outlier_ranks(local_norms):
-            self.outliers[r] += 1
-            self.norms[r] = local_norms
-
-    def findings(self) -> list[Finding]:
-        out = []
-        for seen, f in self.usage.values():
-            if seen == self.steps:
-                sampled = f"no gradient in {seen} of {self.steps} sampled step(s)"
-                out.append(replace(f, evidence=(sampled, *f.evidence)))
-        for r in signals.persistent(self.outliers, self.steps):
-            out.append(findings.outlier_rank(r, self.norms[r], self.outliers[r], self.steps))
-        return out
-
-
-def _weight_fingerprints(tensors: list[Any]) -> torch.Tensor:
-    """[n, 2] float64: sum and L2 of each tensor's local part."""
-    out = torch.zeros(len(tensors), 2, dtype=torch.float64)
-    with torch.no_grad():
-        for i, t in enumerate(tensors):
-            x = local(t).detach().double()
-            out[i, 0], out[i, 1] = x.sum(), x.norm()  # ParamColumn.WEIGHT_SUM, WEIGHT_L2
-    return out
-
-
-def _grad_fingerprints(params: list[nn.Parameter] | list[None]) -> torch.Tensor:
-    """[n, len(GradColumn)] float64: each local grad part's square, sum and L2; no grad:
-    NaN, but -1 as the square (a NaN square is a non-finite gradient)."""
-    out = torch.full((len(params), len(GradColumn)), math.nan, dtype=torch.float64)
-    with torch.no_grad():
-        for i, p in enumerate(params):
-            out[i, GradColumn.SQ] = -1.0
-            if p is not None and p.grad is not None:
-                g = local(p.grad).detach().double()
-                norm = g.norm()
-                out[i, GradColumn.SQ] = norm**2
-                out[i, GradColumn.SUM], out[i, GradColumn.L2] = g.sum(), norm
-    return out
 
 
 def _cause(g: Gathered, i: int) -> str | None:

@@ -15,9 +15,10 @@ from typing import Any
 
 from gradscope.config import Settings
 from gradscope.errors import ConfigError
-from gradscope.findings import RULES, TABLE, Finding, Severity
+from gradscope.findings import RULES, Finding, Severity
 from gradscope.outcome import CheckReport, Outcome
 from gradscope.rules.registry import Stage, rule
+from gradscope.troubleshooting import TABLE
 
 BASELINE_VERSION = 1
 

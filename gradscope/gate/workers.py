@@ -22,7 +22,7 @@ from multiprocessing import reduction
 from multiprocessing.connection import wait
 from typing import Any
 
-from gradscope.gradcheck.checker import warm_up
+from gradscope.gradcheck.target_checks import warm_up
 from gradscope.outcome import Outcome
 
 PRELOAD = [

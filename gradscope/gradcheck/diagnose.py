@@ -239,6 +239,24 @@ def _where(c: Compared, bad: torch.Tensor, ctx: Context) -> tuple[str, list[floa
     return f"{name} in [{lo:.4g}, {hi:.4g}] (matching elsewhere)", [lo, hi]
 
 
+def _where_shown(
+    at: torch.Tensor,
+    shape: tuple[int, ...],
+    label: str,
+    input_label: str,
+    values: torch.Tensor | None,
+) -> tuple[str, str]:
+    """The first three elements where it happens (each input's value where it is known), and
+    how many more."""
+    name, in_name = label.split(" ")[0], input_label.split(" ")[0]
+    shown = ", ".join(
+        f"{name}{list(unravel(int(j), shape))}"
+        + ("" if values is None else f" ({in_name} = {float(values[k]):.4g})")
+        for k, j in enumerate(at[:3].tolist())
+    )
+    return shown, f" and {at.numel() - 3} more" if at.numel() > 3 else ""
+
+
 def _not_finite(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
     """A NaN/inf numerical derivative: the function is not differentiable (or not defined)
     at the sampled point; a NaN/inf analytical one where the numerical is finite: backward
@@ -258,13 +276,7 @@ def _not_finite(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
         if not numerical or ctx.input_shape == ctx.output_shape
         else None
     )
-    name, in_name = label.split(" ")[0], ctx.input_label.split(" ")[0]
-    shown = ", ".join(
-        f"{name}{list(unravel(int(j), shape))}"
-        + ("" if values is None else f" ({in_name} = {float(values[k]):.4g})")
-        for k, j in enumerate(at[:3].tolist())
-    )
-    more = f" and {at.numel() - 3} more" if at.numel() > 3 else ""
+    shown, more = _where_shown(at, shape, label, ctx.input_label, values)
     details: dict[str, object] = {
         "elements": [list(unravel(int(j), shape)) for j in at[:10].tolist()],
     }

@@ -151,17 +151,8 @@ def boundary(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
         long = [d for d, size in enumerate(shape) if size >= MIN_EDGE_SIZE]
         groups = [[d] for d in long] + ([long] if len(long) > 1 else [])
         for dims in groups:
-            near = torch.zeros(bad_idx.shape[0], dtype=torch.bool)
-            inside = torch.ones(good_idx.shape[0], dtype=torch.bool)
-            edge: dict[int, list[int]] = {}
-            for d in dims:
-                size = shape[d]
-                k = max(2, size // (EDGE_FRACTION if len(dims) == 1 else 2 * EDGE_FRACTION))
-                edge[d] = [p for p in range(size) if p < k or p >= size - k]
-                near |= (bad_idx[:, d] < k) | (bad_idx[:, d] >= size - k)
-                inside &= (good_idx[:, d] >= k) & (good_idx[:, d] < size - k)
-            spots = {tuple(row) for row in bad_idx[:, dims].tolist()}
-            if bool(near.all()) and bool(inside.any()) and len(spots) >= 2:
+            edge = _edges(bad_idx, good_idx, shape, dims)
+            if edge is not None:
                 name = label.split(" ")[0]
                 where = "; ".join(
                     f"dimension {d}: "
@@ -184,6 +175,24 @@ def boundary(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
                     },
                 )
     return None
+
+
+def _edges(
+    bad_idx: torch.Tensor, good_idx: torch.Tensor, shape: tuple[int, ...], dims: list[int]
+) -> dict[int, list[int]] | None:
+    """Each dimension's edge positions, when every mismatch is near an edge of `dims`, some
+    match lies inside, and the mismatches sit at two positions or more; None if not."""
+    near = torch.zeros(bad_idx.shape[0], dtype=torch.bool)
+    inside = torch.ones(good_idx.shape[0], dtype=torch.bool)
+    edge: dict[int, list[int]] = {}
+    for d in dims:
+        size = shape[d]
+        k = max(2, size // (EDGE_FRACTION if len(dims) == 1 else 2 * EDGE_FRACTION))
+        edge[d] = [p for p in range(size) if p < k or p >= size - k]
+        near |= (bad_idx[:, d] < k) | (bad_idx[:, d] >= size - k)
+        inside &= (good_idx[:, d] >= k) & (good_idx[:, d] < size - k)
+    spots = {tuple(row) for row in bad_idx[:, dims].tolist()}
+    return edge if bool(near.all()) and bool(inside.any()) and len(spots) >= 2 else None
 
 
 def _spans(positions: list[int], size: int) -> str:

@@ -1,12 +1,13 @@
 """Build a target's inputs and reduce it to a function of its differentiable tensors.
 
-Inputs come from the target's `gradcheck_inputs` when it has one, otherwise
+Inputs come from the target's `gradcheck_inputs` when it has one (provided.py), otherwise
 from its signature: every parameter without a default gets a made-up value, a
 standard-normal float64 tensor of DEFAULT_SHAPE with requires_grad=True unless its name
 says more (guesses.py), drawn in signature order from a generator seeded with `seed`
 (mapped into a `--domain` when one is given); parameters with defaults keep them (a
 Function's are passed to `.apply`, which has no keywords); `--shape NAME=DIMS`,
-`--arg NAME=VALUE` and `--tensor NAME=LITERAL` override one parameter each.
+`--arg NAME=VALUE` and `--tensor NAME=LITERAL` override one parameter each (what they say:
+input_options.py).
 
 Tensors nested in an argument (tuples, lists, dicts) are inputs too, as torch's own
 checks flatten them. An nn.Module's parameters are differentiated as the module's own
@@ -16,17 +17,16 @@ code that holds references to them (torchdiffeq's `adjoint_params`) sees every c
 
 from __future__ import annotations
 
-import ast
 import inspect
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradscope.errors import ConfigError, TargetError, UserCodeError
-from gradscope.fmt import clip
+from gradscope.errors import TargetError
 from gradscope.gradcheck.guesses import Guess, guess
+from gradscope.gradcheck.input_options import InputOptions
 from gradscope.gradcheck.nesting import Path, flatten, is_dual, nested, replaced
+from gradscope.gradcheck.provided import from_provider
 from gradscope.gradcheck.results import InputInfo, Note
 from gradscope.gradcheck.targets import PROVIDER, Resolved, non_tensor_annotation
 from gradscope.gradcheck.values import ALL, Domain, make_tensor
@@ -36,76 +36,7 @@ from gradscope.gradcheck.values import ALL, Domain, make_tensor
 DEFAULT_SHAPE = (4, 4)
 """Square, so matrix products of generated inputs are defined (and a transposed gradient is
 caught as a wrong value rather than as a shape error)."""
-DEFAULT_SEED = 0
-DTYPES = ("float64", "float32", "float16", "bfloat16")
-_ALIASES = {"double": "float64", "float": "float32", "half": "float16"}
 P = inspect.Parameter
-
-
-@dataclass(frozen=True)
-class InputOptions:
-    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    args: dict[str, Any] = field(default_factory=dict)
-    dtype: str | None = None
-    """None: float64 for generated inputs, the target's own dtype for provided ones."""
-    seed: int = DEFAULT_SEED
-    tensors: dict[str, Any] = field(default_factory=dict)
-    """NAME → a literal (nested list of numbers or bools) made into a tensor."""
-    domains: dict[str, Domain] = field(default_factory=dict)
-    """NAME (or "" for all) → where generated floats are drawn."""
-    refits: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    """NAME → a shape to make it up with instead of the guess: the shape of the gradient
-    backward returned for it (still made up, unlike --shape)."""
-
-
-MAX_ELEMENTS = 10_000_000
-"""The largest generated input: numerical Jacobians cost a forward per sampled element, and
-a shape past this is a typo more often than a plan (it would also not fit in memory)."""
-
-
-def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    """`x=3,4` → ("x", (3, 4)); `s=` or `s=()` is a scalar."""
-    name, sep, dims = text.partition("=")
-    body = dims.strip().strip("()[]").replace("x", ",").replace(" ", "")
-    try:
-        shape = tuple(int(d) for d in body.split(",") if d)
-    except ValueError:
-        shape = (-1,)
-    if not sep or not name.strip().isidentifier() or any(d < 1 for d in shape):
-        raise ConfigError(
-            f"--shape {clip(text)!r}: expected NAME=DIMS with positive integers, "
-            "e.g. --shape x=3,4 (or x= for a scalar)"
-        )
-    if math.prod(shape) > MAX_ELEMENTS:
-        raise ConfigError(
-            f"--shape {clip(text)!r}: {math.prod(shape):,} elements; gradcheck measures a "
-            f"derivative per element, so keep an input under {MAX_ELEMENTS:,} elements"
-        )
-    return name.strip(), shape
-
-
-def parse_arg(text: str) -> tuple[str, Any]:
-    """`dim=1` → ("dim", 1); the value is a Python literal, never evaluated as code."""
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip().isidentifier():
-        raise ConfigError(f"--arg {clip(text)!r}: expected NAME=VALUE, e.g. --arg dim=1")
-    try:
-        return name.strip(), ast.literal_eval(value.strip())
-    except (ValueError, SyntaxError, RecursionError, MemoryError):
-        raise ConfigError(
-            f"--arg {clip(text)!r}: {clip(value.strip())!r} is not a Python literal "
-            f"(numbers, True/False/None, quoted strings, lists, dicts; e.g. "
-            f"--arg {name.strip()}=\"'{clip(value.strip())}'\")"
-        ) from None
-
-
-def parse_dtype(text: str) -> str:
-    name = _ALIASES.get(
-        text.strip().lower().removeprefix("torch."), text.strip().lower().removeprefix("torch.")
-    )
-    if name not in DTYPES:
-        raise ConfigError(f"--dtype {clip(text)!r}: expected one of {', '.join(DTYPES)}")
-    return name
 
 
 @dataclass(frozen=True)
@@ -181,7 +112,7 @@ def build(target: Resolved, options: InputOptions) -> Problem:
     notes: list[Note] = []
     if target.kind == "module":
         target.obj.to(dtype)
-    provided = _provided(target, options, gen, dtype, notes) if target.provider else None
+    provided = from_provider(target, options, gen, dtype, notes) if target.provider else None
     made_up: dict[str, Guess] = {}
     pos, kw = provided if provided is not None else _generated(target, options, gen, dtype, made_up)
     _no_meta(target, pos, kw)
@@ -312,76 +243,6 @@ def _made_up(
         return made.value
     domain = options.domains.get(p.name, options.domains.get(ALL, made.domain))
     return _tensor(made.shape, gen, dtype, domain)
-
-
-def _provided(
-    target: Resolved, options: InputOptions, gen: Any, dtype: Any, notes: list[Note]
-) -> tuple[list[tuple[str, Any]], dict[str, Any]] | None:
-    """Call the target's gradcheck_inputs and name what it returned by the signature.
-
-    None (the provider returned None: not one of its targets) means: generate them.
-    """
-    import torch
-
-    offered = {"dtype": dtype, "generator": gen, "name": target.label.rpartition(":")[2]}
-    try:
-        accepted = inspect.signature(target.provider).parameters  # type: ignore[arg-type]
-        kwargs = {k: v for k, v in offered.items() if k in accepted}
-        result = target.provider(**kwargs)  # type: ignore[misc]
-    except Exception as exc:
-        raise UserCodeError(f"{target.label}: {PROVIDER}()", exc) from exc
-    if result is None:
-        return None
-    args: tuple[Any, ...]
-    kw: dict[str, Any]
-    if isinstance(result, torch.Tensor):
-        args, kw = (result,), {}
-    elif isinstance(result, dict):
-        args, kw = (), dict(result)
-    elif (
-        isinstance(result, (tuple, list))
-        and len(result) == 2
-        and isinstance(result[0], (tuple, list))
-        and isinstance(result[1], dict)
-    ):
-        args, kw = tuple(result[0]), dict(result[1])
-    elif isinstance(result, (tuple, list)):
-        args, kw = tuple(result), {}
-    else:
-        raise TargetError(
-            f"{target.label}: {PROVIDER}() returned {type(result).__name__}; "
-            "expected a tuple of positional arguments, a dict of keyword "
-            "arguments, or (args, kwargs)"
-        )
-    try:
-        bound = target.signature.bind(*args, **kw)
-    except TypeError as exc:
-        raise TargetError(
-            f"{target.label}: {PROVIDER}() returned arguments that do not fit "
-            f"{target.signature}: {exc}"
-        ) from None
-    if options.shapes or options.args:
-        notes.append(
-            Note(
-                "options-ignored",
-                f"{target.label} provides its own inputs "
-                f"({PROVIDER}); --shape/--arg do not apply to it",
-            )
-        )
-    if target.kind == "autograd.Function" and kw:
-        bound.apply_defaults()
-        args, kw = tuple(bound.args), dict(bound.kwargs)
-    return _name_positional(target.signature, args), kw
-
-
-def _name_positional(sig: inspect.Signature, args: tuple[Any, ...]) -> list[tuple[str, Any]]:
-    names: list[str] = []
-    for p in sig.parameters.values():
-        if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD):
-            names.append(p.name)
-        elif p.kind is P.VAR_POSITIONAL:
-            names += [f"{p.name}[{k}]" for k in range(len(args) - len(names))]
-    return list(zip(names, args, strict=False))
 
 
 def _differentiable(

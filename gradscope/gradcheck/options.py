@@ -8,7 +8,7 @@ from typing import Any
 
 from gradscope.config import config_error
 from gradscope.errors import ConfigError
-from gradscope.gradcheck.inputs import InputOptions, parse_dtype, parse_shape
+from gradscope.gradcheck.input_options import InputOptions, parse_dtype, parse_shape
 from gradscope.gradcheck.values import Domain, parse_domain, parse_tensor
 
 

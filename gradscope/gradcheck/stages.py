@@ -257,6 +257,24 @@ def _rows(block: Sparse, rows: list[int] | None) -> Sparse:
     )
 
 
+def _cotangent_info(output_name: str, out: torch.Tensor) -> InputInfo:
+    """The grad_output of one output, an input of the second-order function."""
+    dtype = str(out.dtype).removeprefix("torch.")
+    return InputInfo(f"grad_{output_name}", None, "grad_output", tuple(out.shape), dtype)
+
+
+def _refuse_once_differentiable(grads: tuple[torch.Tensor | None, ...]) -> None:
+    """A backward marked @once_differentiable leaves an error node where its gradient's
+    graph would be."""
+    if any(g is not None and "Error" in type(g.grad_fn).__name__ for g in grads):
+        raise StageError(
+            "backward",
+            RuntimeError(
+                "backward is marked @once_differentiable and cannot be differentiated twice"
+            ),
+        )
+
+
 def second_order(p: Problem, gen: torch.Generator) -> Problem | None:
     """The backward as a function of (inputs, grad_outputs): gradgradcheck's function."""
     with torch.enable_grad():
@@ -285,25 +303,10 @@ def second_order(p: Problem, gen: torch.Generator) -> Problem | None:
                 )
             except Exception as exc:
                 raise StageError("backward", exc) from exc
-        if any(g is not None and "Error" in type(g.grad_fn).__name__ for g in grads):
-            raise StageError(
-                "backward",
-                RuntimeError(
-                    "backward is marked @once_differentiable and cannot be differentiated twice"
-                ),
-            )
+        _refuse_once_differentiable(grads)
         return [torch.zeros_like(x) if g is None else g for g, x in zip(grads, xs, strict=False)]
 
-    infos = p.infos + [
-        InputInfo(
-            f"grad_{p.output_names[k]}",
-            None,
-            "grad_output",
-            tuple(outs[k].shape),
-            str(outs[k].dtype).removeprefix("torch."),
-        )
-        for k in diff
-    ]
+    infos = p.infos + [_cotangent_info(p.output_names[k], outs[k]) for k in diff]
     return Problem(
         p.label,
         p.kind,

@@ -8,7 +8,7 @@ from gradscope.graph.build import (
     COLLAPSE_ABOVE,
     FORMATS,
     Drawing,
-    GraphOptions,
+    DrawOptions,
     check_dot,
     draw,
     format_for,
@@ -20,8 +20,8 @@ from gradscope.graph.build import (
 __all__ = [
     "COLLAPSE_ABOVE",
     "FORMATS",
+    "DrawOptions",
     "Drawing",
-    "GraphOptions",
     "check_dot",
     "draw",
     "format_for",

@@ -48,7 +48,9 @@ INSTALL_HINT = (
 
 
 @dataclass(frozen=True)
-class GraphOptions:
+class DrawOptions:
+    """How the picture is drawn (what `api.GraphOptions`, the command's options, passes on)."""
+
     collapse: str = "auto"
     """auto (modules above COLLAPSE_ABOVE nodes), modules or none."""
     depth: int | None = None
@@ -117,7 +119,7 @@ def draw_full(
     loss: Any,
     names: dict[int, list[str]],
     statuses: dict[str, str] | None,
-    options: GraphOptions,
+    options: DrawOptions,
 ) -> tuple[Any, int]:
     """torchviz's picture, with a parameter drawn in place of its AccumulateGrad box."""
     dot, ids = style.new_digraph(), {k: f"n{i}" for i, k in enumerate(w.fns)}
@@ -174,12 +176,23 @@ def _op_labeller(show_attrs: bool) -> Callable[[Any], str]:
     return lambda fn: get_fn_name(fn, True, 50)
 
 
+def _collapsed(options: DrawOptions, full: int, trace: Any) -> bool:
+    """Whether the picture is one node per module: asked for, or more nodes than the bound
+    (--depth means "one node per module N levels deep": it implies collapsing)."""
+    if options.collapse == "modules" and trace is None:
+        raise GradscopeError("collapsing by module needs a traced forward pass: use graph_of()")
+    wanted = options.collapse == "modules" or (
+        options.collapse == "auto" and (full > options.max_nodes or options.depth is not None)
+    )
+    return trace is not None and wanted
+
+
 def draw(
     loss: Any,
     model: Any = None,
     statuses: dict[str, str] | None = None,
     trace: Any = None,
-    options: GraphOptions = GraphOptions(),
+    options: DrawOptions = DrawOptions(),
     title: str = "gradscope graph",
     cuts: Any = None,
 ) -> Drawing:
@@ -195,13 +208,7 @@ def draw(
         if loss.grad_fn is not None
         else ["the loss has no grad_fn: no parameter that requires grad reaches it"]
     )
-    if options.collapse == "modules" and trace is None:
-        raise GradscopeError("collapsing by module needs a traced forward pass: use graph_of()")
-    # --depth means "one node per module N levels deep": it implies collapsing
-    wanted = options.collapse == "modules" or (
-        options.collapse == "auto" and (full > options.max_nodes or options.depth is not None)
-    )
-    collapse = trace is not None and wanted
+    collapse = _collapsed(options, full, trace)
     if collapse:
         assert trace is not None
         dot, drawn, depth = graph_collapse.draw_modules(w, loss, names, statuses, trace, options)
@@ -259,7 +266,7 @@ def _missing(model: Any, w: Walk) -> tuple[list[str], list[str]]:
 
 
 def _swatches(
-    statuses: dict[str, str] | None, options: GraphOptions, collapsed: bool, inputs: bool
+    statuses: dict[str, str] | None, options: DrawOptions, collapsed: bool, inputs: bool
 ) -> list[style.Swatch]:
     params = list(style.STATUS.values()) if statuses is not None else [style.UNPROBED]
     extra = [style.MODULE if collapsed else style.OP] + ([style.INPUT] if inputs else [])
@@ -282,7 +289,7 @@ def graph_of(
     loss_fn: Callable[[Any], Any] | None = None,
     *,
     statuses: dict[str, str] | None = None,
-    options: GraphOptions = GraphOptions(),
+    options: DrawOptions = DrawOptions(),
     label: str = "",
 ) -> Drawing:
     """One forward pass (the model left as found), then its loss's graph drawn."""

@@ -24,13 +24,14 @@ from typing import Any
 import torch
 
 from gradscope.errors import UserCodeError, is_user_file, short_path
-from gradscope.findings import TABLE, Finding
+from gradscope.findings import Finding
 from gradscope.inspector import hooks, preserve
 from gradscope.inspector.backward_nan import backward_origin
 from gradscope.inspector.explain_cuts import graph_causes
 from gradscope.inspector.replay import flat_tensors, op_sites, replay, site
 from gradscope.inspector.uninitialised import Unwritten
 from gradscope.stats import RunStats
+from gradscope.troubleshooting import TABLE
 from gradscope.watcher import loss_inputs
 
 

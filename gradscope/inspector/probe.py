@@ -30,8 +30,9 @@ from gradscope.autograd_walk import DepthFirst
 from gradscope.errors import UserCodeError
 from gradscope.inspector import hooks
 from gradscope.inspector.fused_stats import FusedNumbers, GradNumbers, fused_stats, owners, plans
+from gradscope.inspector.graph_memory import retained_graphs, saved_bytes
 from gradscope.inspector.hooks import backward_target, call_model, pick_loss
-from gradscope.inspector.preserve import paused_guard, preserved_state, storage_of
+from gradscope.inspector.preserve import paused_guard, preserved_state
 from gradscope.stats import FedProbabilities, ModuleStats, ParamStats, RunStats
 from gradscope.watcher import loss_inputs
 
@@ -42,9 +43,7 @@ __all__ = [
     "measure",
     "module_order",
     "pick_loss",
-    "retained_graphs",
     "run",
-    "saved_bytes",
 ]
 
 
@@ -284,76 +283,6 @@ def backward_grads(
             for t, grad in aside:
                 t.grad = grad
     return grads
-
-
-_SAVED_SLOTS: dict[type, tuple[str, ...]] = {}
-"""Backward node class → its attributes that hold saved tensors (found with dir() once)."""
-
-
-def saved_bytes(nodes: Iterable[Any], params: Sequence[torch.Tensor]) -> int:
-    """Bytes of activations the loss's graph holds for backward, each storage once.
-
-    Read off the graph after the forward, not with saved-tensor hooks during it: those
-    cost a Python call per saved tensor in the forward and again in the backward
-    (~0.6 ms for a small CNN's 150). Parameters saved for backward are not activations.
-    """
-    weights = {storage_of(p) for p in params}
-    sizes: dict[tuple[int, int], int] = {}
-    for node in nodes:
-        for t in _saved_tensors(node):
-            where = storage_of(t)
-            if where is not None and where not in weights:
-                sizes[(where, int(t.storage_offset()))] = t.nbytes
-    return sum(sizes.values())
-
-
-def _saved_tensors(node: Any) -> Iterator[torch.Tensor]:
-    """What a backward node saved, read without unpacking it: unpacking runs a saved tensor's
-    hooks (non-reentrant checkpointing would recompute its region). A tensor with hooks of
-    its own is left out (checkpointing recomputes it, save_on_cpu moved it), and so is a
-    parameter saved through a view (torch keeps no readable data for it)."""
-    slots = _SAVED_SLOTS.get(type(node))
-    if slots is None:
-        slots = tuple(a for a in dir(node) if a.startswith("_raw_saved_"))
-        _SAVED_SLOTS[type(node)] = slots
-    for slot in slots:
-        try:
-            raw = getattr(node, slot)
-        except RuntimeError:  # freed by an earlier backward
-            continue
-        for saved in raw if isinstance(raw, (list, tuple)) else (raw,):
-            if saved is not None and saved.unpack_hook is None:
-                data = saved.data
-                if isinstance(data, torch.Tensor):
-                    yield data
-
-
-def retained_graphs(modules: Iterable[tuple[str, torch.nn.Module]]) -> tuple[str, ...]:
-    """Module attributes that still hold a tensor with a grad_fn after the pass.
-
-    Such a reference keeps the whole autograd graph of the step alive (the
-    classic slow out-of-memory: `self.last = out`, `self.losses.append(loss)`).
-    """
-    return tuple(
-        f"{name}.{attr}" if name else attr
-        for name, module in modules
-        for attr, value in vars(module).items()
-        if isinstance(value, _HOLDERS) and attr[0] != "_" and _holds_graph(value)
-    )
-
-
-_HOLDERS = (torch.Tensor, list, tuple, dict)
-"""What an attribute must be to hold a graph (most are flags and sizes: one type test)."""
-
-
-def _holds_graph(value: Any) -> bool:
-    """A tensor with a grad_fn, directly or in a list, tuple or dict."""
-    if isinstance(value, torch.Tensor):
-        return value.grad_fn is not None
-    return any(
-        isinstance(v, torch.Tensor) and v.grad_fn is not None
-        for v in (value.values() if isinstance(value, dict) else value)
-    )
 
 
 def _param_stats(

@@ -25,12 +25,13 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import NoReturn
 
 import torch
 from torch import nn
 
 from gradscope.errors import TargetError, UserCodeError
-from gradscope.inspector import hooks, probe, script_facts, script_stop
+from gradscope.inspector import hooks, probe, script_facts, script_stop, stop_patches
 from gradscope.inspector.script_live import LiveWatch
 from gradscope.stats import RunStats
 
@@ -221,7 +222,7 @@ def _run_once(
     ended: str | None = None
     before = _before(step)
     try:
-        with _watched(seen), script_stop.installed(stopper):
+        with _watched(seen), stop_patches.installed(stopper):
             runpy.run_path(path, run_name="__main__")
         ended = "it ran to its end"
     except script_stop.Stop:
@@ -242,20 +243,22 @@ def _run_once(
             watch.stop(final=True)
     if stopper.error is not None:
         raise TargetError(stopper.error)
-    if step == FIRST_NONFINITE:
-        return _Run(path, seen, stopper, watch, ended, why)
-    if stopper.capture is None:
-        if isinstance(step, int) and stopper.steps < step:
-            raise TargetError(
-                f"{path}: the script made only {_steps(stopper.steps)}; there is no step "
-                f"{step} to inspect"
-            )
-        if isinstance(step, int) and step > 1:
-            raise TargetError(
-                f"{path}: no backward() came between optimizer steps {step - 1} and {step}"
-            )
-        raise TargetError(f"{path} finished without calling backward(): nothing to inspect")
+    if step != FIRST_NONFINITE and stopper.capture is None:
+        _refuse_uncaptured(path, step, stopper.steps)
     return _Run(path, seen, stopper, watch, ended, why)
+
+
+def _refuse_uncaptured(path: str, step: int | str | None, steps: int) -> NoReturn:
+    """The script ended without the backward asked for: why, in one line."""
+    if isinstance(step, int) and steps < step:
+        raise TargetError(
+            f"{path}: the script made only {_steps(steps)}; there is no step {step} to inspect"
+        )
+    if isinstance(step, int) and step > 1:
+        raise TargetError(
+            f"{path}: no backward() came between optimizer steps {step - 1} and {step}"
+        )
+    raise TargetError(f"{path} finished without calling backward(): nothing to inspect")
 
 
 def _before(step: int | str | None) -> str:
@@ -272,6 +275,18 @@ def _captured(seen: _Modules, watch: LiveWatch | None) -> None:
     if watch is not None:
         watch.stop()
     seen.freeze()
+
+
+def _source(path: str, step: int | str | None, where: str | None, why: str) -> str:
+    """Which backward of the script was measured, and why that one."""
+    name = os.path.basename(path)
+    if step is None:
+        source = f"the first backward() of {name}"
+    else:
+        source = f"the first backward() of optimizer step {step} of {name}"
+    if where:
+        source += f" ({where})"
+    return f"{source}, {why}" if why else source
 
 
 def _measure(
@@ -299,21 +314,12 @@ def _measure(
     roots, left_out = script_facts.reached(list(seen.roots.values()), capture.loss)
     model = _model(roots)
     order = {name: seen.order[id(m)] for name, m in model.named_modules() if id(m) in seen.order}
-    name = os.path.basename(path)
-    if stopper.step is None:
-        source = f"the first backward() of {name}"
-    else:
-        source = f"the first backward() of optimizer step {stopper.step} of {name}"
-    if capture.where:
-        source += f" ({capture.where})"
-    if why:
-        source += f", {why}"
     notes = [
         script_facts.loss_scaling(scale.loss if scale is not None else capture.loss),
         _left_out(left_out),
         stopper.carried_on(ended),
     ]
-    source = "; ".join([source, *(n for n in notes if n)])
+    source = "; ".join([_source(path, stopper.step, capture.where, why), *(n for n in notes if n)])
     nodes = watch.watch_backward(capture.loss) if watch is not None else None
     try:
         stats = probe.measure(

@@ -17,6 +17,7 @@ from torch import nn
 
 from gradscope.errors import is_own_file, is_user_file, short_path
 from gradscope.inspector import backward_nan, hooks
+from gradscope.inspector.node_watch import NodeWatch, readable
 from gradscope.inspector.replay import CUT_KINDS, MAX_SITES, op_name
 from gradscope.inspector.uninitialised import Unwritten, without_out
 
@@ -138,7 +139,7 @@ class LiveWatch(TorchFunctionMode):
         read = self.unwritten.screen(name, inputs, outs, site)
         if read is None:
             return  # memory no one wrote: it holds no value yet
-        flags = [~torch.isfinite(t).all() for t in map(_readable, outs) if t is not None]
+        flags = [~torch.isfinite(t).all() for t in map(readable, outs) if t is not None]
         if not flags:
             return
         bad = (
@@ -147,7 +148,7 @@ class LiveWatch(TorchFunctionMode):
             else torch.stack([f.to(flags[0].device) for f in flags]).any()
         )
         floats = [t for t in read if t.is_floating_point() or t.is_complex()]
-        self.pending.append((site, bad, [r for r in map(_readable, floats) if r is not None]))
+        self.pending.append((site, bad, [r for r in map(readable, floats) if r is not None]))
         if len(self.pending) >= CHECK_EVERY:
             self._read()
 
@@ -311,27 +312,16 @@ class LiveWatch(TorchFunctionMode):
 
 
 def _finite(t: torch.Tensor) -> bool:
-    plain = _readable(t.detach())
+    plain = readable(t.detach())
     return plain is not None and bool(torch.isfinite(plain).all())
-
-
-def _readable(t: torch.Tensor) -> torch.Tensor | None:
-    """`t` as a plain tensor whose values can be read: a DTensor's local shard (no
-    collective), None for a meta, sparse or other subclass tensor."""
-    to_local = getattr(t, "to_local", None)
-    if to_local is not None and type(t) is not torch.Tensor:
-        t = to_local()
-    if type(t) not in (torch.Tensor, nn.Parameter) or t.is_meta or t.layout != torch.strided:
-        return None
-    return t
 
 
 def _before_the_forward(model: nn.Module) -> str:
     """NaN/Inf in the forward that no op of it made: it was in the weights or the batch."""
     named = [(n.replace("_orig_mod.", ""), p) for n, p in model.named_parameters()]
     with torch.no_grad():
-        readable = [(n, _readable(p.detach())) for n, p in named]
-        bad = [n for n, p in readable if p is not None and not bool(torch.isfinite(p).all())]
+        plain = [(n, readable(p.detach())) for n, p in named]
+        bad = [n for n, p in plain if p is not None and not bool(torch.isfinite(p).all())]
     if bad:
         shown = ", ".join(bad[:4]) + (f" (+{len(bad) - 4} more)" if len(bad) > 4 else "")
         return (
@@ -349,61 +339,3 @@ def _site_text(site: tuple[str, int, str | None], names: dict[int, str]) -> str:
     name, module, line = site
     where = names.get(module, "")
     return f"`{name}`" + (f" at {line}" if line else "") + (f" in `{where}`" if where else "")
-
-
-class NodeWatch:
-    """Hooks on every node of the loss's graph for gradscope's own backward: the first node,
-    in the order the backward ran them, that returned NaN/Inf from finite gradients, whether
-    it did so where its incoming gradient was 0 (a masked value), and how many later nodes
-    only passed it on (backward_nan.py's words)."""
-
-    def __init__(self, loss: torch.Tensor) -> None:
-        self.order: list[tuple[Any, torch.Tensor]] = []
-        self.handles = []
-        for node in hooks.graph_nodes(loss):
-            self.handles.append(node.register_hook(self._hook(node)))
-
-    def _hook(self, node: Any) -> Any:
-        def hook(grad_inputs: Any, grad_outputs: Any) -> None:
-            # the gradients a node is given come from nodes that ran before it (or the
-            # loss's own, finite): the first node to return NaN/Inf made them
-            made = _floats(grad_inputs)
-            if not made:
-                return
-            try:
-                with torch.no_grad():
-                    bad = torch.stack([~torch.isfinite(g).all() for g in made]).any()
-                    masked = backward_nan.masked_flag(made, _floats(grad_outputs))
-                    flags = torch.stack([bad, masked.to(bad.device)])
-            except Exception:  # a gradient the watch cannot read: the backward comes first
-                return
-            self.order.append((node, flags))
-
-        return hook
-
-    def remove(self) -> None:
-        for handle in self.handles:
-            handle.remove()
-        self.handles = []
-
-    def first_bad(self) -> tuple[Any, bool, int] | None:
-        """The node that made the first NaN/Inf, whether masked, and the nodes after it."""
-        if not self.order:
-            return None
-        device = self.order[0][1].device
-        flags = torch.stack([f.to(device) for _, f in self.order]).cpu().tolist()
-        bad = [i for i, (out_bad, _) in enumerate(flags) if out_bad]
-        if not bad:
-            return None
-        return self.order[bad[0]][0], bool(flags[bad[0]][1]), len(bad) - 1
-
-
-def _floats(grads: Any) -> list[torch.Tensor]:
-    """The readable floating-point gradients among a hook's."""
-    out = []
-    for g in grads:
-        if isinstance(g, torch.Tensor) and g.is_floating_point():
-            g = _readable(g)
-            if g is not None:
-                out.append(g)
-    return out

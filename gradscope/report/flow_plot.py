@@ -9,6 +9,7 @@ word. matplotlib (Agg) is imported here only, when a plot is asked for.
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from gradscope.inspector.results import Report
 from gradscope.stats import ParamStats
@@ -28,6 +29,34 @@ MOST_BARS = 120
 """Above this many tensors, bars are per module (norms combined) so labels stay legible."""
 
 
+def _bars(ax: Any, rows: list[dict[str, Any]], key: str, title: str) -> None:
+    """One panel: a bar per parameter on a log scale, coloured by status; a parameter with
+    no bar (no gradient, zero, non-finite, frozen) named at the floor."""
+    values = [r[key] for r in rows]
+    floor = _floor(values)
+    ax.set_yscale("log")
+    ax.bar(
+        list(range(len(rows))),
+        [v if v and v > 0 else 0 for v in values],
+        color=[COLOURS.get(r["status"], COLOURS["ok"]) for r in rows],
+        width=0.8,
+    )
+    for x, (r, v) in enumerate(zip(rows, values, strict=True)):
+        if r["status"] in ("none", "zero", "non-finite", "frozen") or not v:
+            ax.annotate(
+                r["status"],
+                (x, floor),
+                rotation=90,
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                color=COLOURS.get(r["status"], "black"),
+            )
+    ax.set_ylim(bottom=floor)
+    ax.set_ylabel(title)
+    ax.grid(axis="y", which="major", alpha=0.3)
+
+
 def plot(report: Report, fmt: str = "png") -> bytes:
     """The picture as PNG or SVG bytes."""
     import matplotlib
@@ -43,29 +72,7 @@ def plot(report: Report, fmt: str = "png") -> bytes:
         (top, "norm", "gradient L2 norm"),
         (bottom, "ratio", "grad norm / weight norm"),
     ):
-        values = [r[key] for r in rows]
-        floor = _floor(values)
-        ax.set_yscale("log")
-        ax.bar(
-            xs,
-            [v if v and v > 0 else 0 for v in values],
-            color=[COLOURS.get(r["status"], COLOURS["ok"]) for r in rows],
-            width=0.8,
-        )
-        for x, r, v in zip(xs, rows, values, strict=True):
-            if r["status"] in ("none", "zero", "non-finite", "frozen") or not v:
-                ax.annotate(
-                    r["status"],
-                    (x, floor),
-                    rotation=90,
-                    ha="center",
-                    va="bottom",
-                    fontsize=7,
-                    color=COLOURS.get(r["status"], "black"),
-                )
-        ax.set_ylim(bottom=floor)
-        ax.set_ylabel(title)
-        ax.grid(axis="y", which="major", alpha=0.3)
+        _bars(ax, rows, key, title)
     bottom.set_xticks(xs)
     bottom.set_xticklabels([_short(r["name"]) for r in rows], rotation=90, fontsize=7)
     top.set_title(f"gradient flow: {report.target}", fontsize=10, loc="left")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from gradscope.findings import Finding, grouped, ignored_summary, subjects_text
-from gradscope.outcome import CheckReport
+from gradscope.findings import Finding, Severity, grouped, ignored_summary, subjects_text
+from gradscope.outcome import CheckReport, Outcome
 
 
 def _text(findings: list[Finding]) -> str:
@@ -28,6 +28,39 @@ def _text(findings: list[Finding]) -> str:
         lines.extend(f"    evidence: {e}" for e in f.evidence)
         lines.append(f"    advice: {f.advice}")
     return "\n".join(lines)
+
+
+def _case(suite: ET.Element, r: Outcome, fail_on: Severity | None) -> None:
+    """One target's testcase: an error where it could not run, a failure for the findings
+    at or above fail_on, the rest (and what was ignored) as its output."""
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        classname=f"gradscope.{r.kind}",
+        name=r.label,
+        time=f"{r.duration_s:.3f}",
+    )
+    if r.file:
+        case.set("file", r.file)
+    failing = [f for f in r.findings if fail_on is not None and f.severity >= fail_on]
+    rest = [f for f in r.findings if f not in failing] + r.known
+    if r.could_not_run is not None:
+        why = r.could_not_run
+        ET.SubElement(case, "error", message=why, type="could-not-run").text = why
+    elif failing:
+        first = failing[0]
+        el = ET.SubElement(
+            case,
+            "failure",
+            type=first.rule,
+            message=f"{len(failing)} finding(s) at or above {fail_on}: {first.message}",
+        )
+        el.text = _text(failing)
+    out = [_text(rest)] if rest else []
+    if r.ignored:
+        out.append(ignored_summary(r.ignored))
+    if out:
+        ET.SubElement(case, "system-out").text = "\n".join(out)
 
 
 def render(report: CheckReport) -> str:
@@ -54,34 +87,7 @@ def render(report: CheckReport) -> str:
         time=f"{total:.3f}",
     )
     for r in report.results:
-        case = ET.SubElement(
-            suite,
-            "testcase",
-            classname=f"gradscope.{r.kind}",
-            name=r.label,
-            time=f"{r.duration_s:.3f}",
-        )
-        if r.file:
-            case.set("file", r.file)
-        failing = [f for f in r.findings if fail_on is not None and f.severity >= fail_on]
-        rest = [f for f in r.findings if f not in failing] + r.known
-        if r.could_not_run is not None:
-            why = r.could_not_run
-            ET.SubElement(case, "error", message=why, type="could-not-run").text = why
-        elif failing:
-            first = failing[0]
-            el = ET.SubElement(
-                case,
-                "failure",
-                type=first.rule,
-                message=f"{len(failing)} finding(s) at or above {fail_on}: {first.message}",
-            )
-            el.text = _text(failing)
-        out = [_text(rest)] if rest else []
-        if r.ignored:
-            out.append(ignored_summary(r.ignored))
-        if out:
-            ET.SubElement(case, "system-out").text = "\n".join(out)
+        _case(suite, r, fail_on)
     _xml_safe(suites)
     ET.indent(suites)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, "unicode") + "\n"

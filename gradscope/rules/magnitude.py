@@ -128,27 +128,26 @@ def exploding(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
                 f"grad RMS of {p.name} is {num(judged)} per element{at_unit}{per_term} > "
                 f"explode-rms {num(t.explode_rms)}"
             )
-            value, threshold = judged, t.explode_rms
+            out.append(_explodes(this, p.name, msg, judged, t.explode_rms))
         elif ratio > t.explode_median_ratio and norm > t.explode_min_norm and rms > weight_rms(p):
             # also larger than the weight itself: one SGD step would more than rewrite it
             msg = (
                 f"grad RMS of {p.name} is {num(ratio)}x the model's median > "
                 f"explode-median-ratio {num(t.explode_median_ratio)}"
             )
-            value, threshold = ratio, t.explode_median_ratio
-        else:
-            continue
-        out.append(
-            this.finding(
-                p.name,
-                msg,
-                "clip gradients (torch.nn.utils.clip_grad_norm_), lower the learning "
-                "rate, or normalise activations (LayerNorm/BatchNorm) and check the weight init",
-                value,
-                threshold,
-            )
-        )
+            out.append(_explodes(this, p.name, msg, ratio, t.explode_median_ratio))
     return out + total_norm(stats, t)
+
+
+def _explodes(this: Rule, name: str, msg: str, value: float, threshold: float) -> Finding:
+    return this.finding(
+        name,
+        msg,
+        "clip gradients (torch.nn.utils.clip_grad_norm_), lower the learning "
+        "rate, or normalise activations (LayerNorm/BatchNorm) and check the weight init",
+        value,
+        threshold,
+    )
 
 
 def total_norm(stats: RunStats, t: Thresholds) -> list[Finding]:

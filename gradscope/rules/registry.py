@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 
 from gradscope import catalogue
 from gradscope.catalogue import Declared
-from gradscope.findings import MARKS, RULES, TABLE, THRESHOLDS, Mark, Rule, Severity, Threshold
+from gradscope.findings import MARKS, RULES, THRESHOLDS, Mark, Rule, Severity, Threshold
+from gradscope.troubleshooting import TABLE
 
 
 class Stage(enum.Enum):
@@ -101,6 +102,21 @@ def why_of(check: Callable[..., Any]) -> str:
     return " ".join(inspect.cleandoc(check.__doc__ or "").split())
 
 
+def _refuse_a_wrong_declaration(
+    id: str, row: str, owned: list[Threshold], explains: bool, explains_when: When
+) -> None:
+    """A rule or threshold declared twice, an unknown row, a `when` without a cause."""
+    if RULES.holds(id):
+        raise ValueError(f"rule {id} is declared twice")
+    if row not in TABLE:
+        raise ValueError(f"{id}: no troubleshooting row {row!r}")
+    for t in owned:
+        if THRESHOLDS.holds(t.key):
+            raise ValueError(f"{id}: threshold {t.key} is declared twice")
+    if explains_when is not When.ANYWHERE and not explains:
+        raise ValueError(f"{id}: explains_when without explains")
+
+
 def rule(
     id: str,
     slug: str,
@@ -120,16 +136,8 @@ def rule(
     mark: Mark | None = None,
 ) -> Callable[[F], F]:
     """Declare the rule the decorated check produces; one check, one rule."""
-    if RULES.holds(id):
-        raise ValueError(f"rule {id} is declared twice")
-    if row not in TABLE:
-        raise ValueError(f"{id}: no troubleshooting row {row!r}")
     owned = [t for t in thresholds if isinstance(t, Threshold)]
-    for t in owned:
-        if THRESHOLDS.holds(t.key):
-            raise ValueError(f"{id}: threshold {t.key} is declared twice")
-    if explains_when is not When.ANYWHERE and not explains:
-        raise ValueError(f"{id}: explains_when without explains")
+    _refuse_a_wrong_declaration(id, row, owned, bool(explains), explains_when)
     keys = tuple(t.key if isinstance(t, Threshold) else t for t in thresholds)
 
     def register(check: F) -> F:

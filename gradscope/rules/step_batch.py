@@ -71,29 +71,29 @@ def batch_vs_noise(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> li
             f"in the paper's model a batch {num(r)}× the critical batch needs {num(1 + r)}× "
             f"the fewest samples and {num(1 + 1 / r)}× the fewest steps",
         )
-        if above:
-            message = (
-                f"the batch of {num(s.batch)} {s.unit} is {num(r)}× the critical batch size "
-                f"≈ {num(s.critical)}: most of each step's samples average away noise that "
-                "was already small"
-            )
-            advice = (
-                "fewer micro-batches (or ranks) per step reach the same loss with far fewer "
-                "samples, in a few more steps; retune the learning rate with the batch"
-            )
-        else:
-            message = (
-                f"the batch of {num(s.batch)} {s.unit} is 1/{num(1 / r)} of the critical batch "
-                f"size ≈ {num(s.critical)}: each step follows noise, and a larger batch would "
-                "take far fewer steps for about the same samples"
-            )
-            advice = (
-                "more micro-batches or ranks per step (with the learning rate raised to "
-                "match) would finish in fewer steps; the paper's caveats apply (docs/rules.md)"
-            )
+        message, advice = _said(s.batch, s.unit, s.critical, r, above)
         bound = s.critical * (t.noise_scale_factor if above else 1 / t.noise_scale_factor)
         finding = this.finding(
             who, message, advice, value=s.batch, threshold=bound, evidence=evidence
         )
         out.append(about(finding, [s.first_step, s.last_step]))
     return out
+
+
+def _said(batch: float, unit: str, critical: float, r: float, above: bool) -> tuple[str, str]:
+    """(the message, the advice) for a batch above or below the critical batch size."""
+    if above:
+        return (
+            f"the batch of {num(batch)} {unit} is {num(r)}× the critical batch size "
+            f"≈ {num(critical)}: most of each step's samples average away noise that "
+            "was already small",
+            "fewer micro-batches (or ranks) per step reach the same loss with far fewer "
+            "samples, in a few more steps; retune the learning rate with the batch",
+        )
+    return (
+        f"the batch of {num(batch)} {unit} is 1/{num(1 / r)} of the critical batch "
+        f"size ≈ {num(critical)}: each step follows noise, and a larger batch would "
+        "take far fewer steps for about the same samples",
+        "more micro-batches or ranks per step (with the learning rate raised to "
+        "match) would finish in fewer steps; the paper's caveats apply (docs/rules.md)",
+    )

@@ -1,5 +1,6 @@
-"""Verdicts from what a run's numbers mean (GS418, GS419): the loss's kind and bounds, and a
-learning rate too high for what the optimizer's steps do to the weights. No torch.
+"""Verdicts from what a run's numbers mean (GS419): a learning rate too high for what the
+optimizer's steps do to the weights; the loss's kind and bounds (GS418) are
+step_maximised.py's. No torch.
 
 Thresholds alone cannot tell a maximised loss from a falling one; the loss's graph
 (`run.loss_kinds`) and the optimizer's param groups (`run.settings`) can. The optimizer's
@@ -23,7 +24,6 @@ from gradscope.rules.step_common import (
     at_chance,
     by_optimizer,
     loss_steps,
-    several,
     stalled,
     step_list,
     trained_matrices,
@@ -31,8 +31,8 @@ from gradscope.rules.step_common import (
     window,
 )
 from gradscope.rules.step_dead import before_death, dead_from
-from gradscope.rules.symptoms import GROWTH, LR_HIGH
-from gradscope.steps.meaning import LossKind, LossTerm, OptimizerSettings
+from gradscope.rules.symptoms import LR_HIGH
+from gradscope.steps.meaning import OptimizerSettings
 from gradscope.steps.records import StepRecord, WatchRun
 
 HEALTHY_RATIO = 1e-3
@@ -42,108 +42,6 @@ EARLY_STEPS = 100
 """The first steps, where a learning rate too high for a fresh model does its damage."""
 
 
-# -- GS418 ------------------------------------------------------------------------------
-@rule(
-    "GS418",
-    "loss-maximised",
-    Severity.ERROR,
-    "objective",
-    Stage.WATCH,
-    "watch: the loss's graph shows a loss bounded below (cross-entropy, MSE, ...) negated, or "
-    "maximize=True, and the values confirm the run ascends it",
-    example="`loss = -F.cross_entropy(logits, y)` in a character-level language model: the loss "
-    "goes -3.5 → -15.9 and the gradient norm grows 8×",
-    fix="minimise the loss itself (remove the minus sign); a deliberate ascent keeps the loss "
-    "positive and passes maximize=True to the optimizer",
-    supersedes=("GS419",),  # a maximised loss's steps are large by what it optimises
-    objectives=(
-        "a loss bounded below (cross-entropy, NLL of log_softmax, binary cross-entropy, "
-        "MSE, L1, Huber), read from its autograd graph, negated or under maximize=True: "
-        "the bound says which way is better, and the values must go past it; a custom "
-        "objective has no bound and is not judged; one optimizer only (a GAN's generator "
-        "ascends by design)"
-    ),
-    explains=GROWTH,
-)
-def loss_maximised(run: WatchRun, t: Thresholds) -> list[Finding]:
-    """The loss's own autograd graph shows a loss bounded below (cross-entropy, NLL of
-    log_softmax, (binary) cross-entropy, MSE, L1, Huber) entering the value backward ran on
-    negated, or the optimizer has maximize=True on a plain one; and the values confirm it: the
-    loss went below the bound (the negated term outweighs the rest) and, in a run long enough to
-    tell, kept falling (with maximize, rising). A cross-entropy can never be below 0, so the run
-    is ascending it. Judged with one optimizer only: a GAN's minimax generator ascends by
-    design."""
-    # A loss bounded below (a cross-entropy, an MSE, ...) that the optimizer drives up: the
-    # graph shows it negated (or the optimizer has maximize=True on a plain one), and the values
-    # confirm it. Several optimizers (a GAN's minimax G) may ascend by design.
-    if several(run):
-        return []
-    out = []
-    for s in by_optimizer(run):
-        kind = run.loss_kind(s.index)
-        if kind is None:
-            continue
-        maximize = run.maximizes(s.index)
-        bad = (
-            [x for x in kind.terms if x.bound is not None and not x.negated]
-            if maximize
-            else kind.negated_terms()
-        )
-        steps, losses = loss_steps(s)
-        if not bad or not losses or min(losses) >= 0:
-            continue  # below 0 only when the negated term outweighs the rest
-        w = window(len(losses))
-        first, last = statistics.median(losses[:w]), statistics.median(losses[-w:])
-        if len(losses) >= 2 * w and last >= first:
-            continue  # long enough to see it, and the ascent does not go on
-        finding = _maximised(s, kind, bad[0], maximize, steps, (first, last, w))
-        out.append(about(finding, [r.step for r in steps[:1]]))
-    return out
-
-
-def _maximised(
-    s: Series,
-    kind: LossKind,
-    term: LossTerm,
-    maximize: bool,
-    steps: list[StepRecord],
-    medians: tuple[float, float, int],
-) -> Finding:
-    """GS418's finding: which bounded term the run ascends, and how its values show it;
-    medians: the first and last windows' median losses and the window."""
-    first, last, w = medians
-    sign = -1 if maximize else 1  # the script's own loss values, as it printed them
-    name = term.kind.replace("_", "-")
-    how = (
-        f"the optimizer has maximize=True and the loss is {kind.describe()}"
-        if maximize
-        else f"the loss is {kind.describe()}: minimising it maximises the {name}"
-    )
-    finding = RULES["GS418"].finding(
-        s.subject("loss"),
-        s.say(
-            f"the run maximises its {name}: {how}; the loss went from "
-            f"{num(sign * (steps[0].loss or 0))} at step {steps[0].step} to "
-            f"{num(sign * (steps[-1].loss or 0))} at step {steps[-1].step} (a {name} is "
-            f"never below {num(term.bound)})"
-        ),
-        "drop maximize=True from the optimizer"
-        if maximize
-        else f"minimise the {name} itself: remove the minus sign (or the negative factor) "
-        "in front of it; for a deliberate ascent, keep the loss positive and pass "
-        "maximize=True to the optimizer",
-        value=sign * last,
-        threshold=term.bound,
-        evidence=(
-            f"loss graph: {kind.describe()}",
-            f"median loss {num(sign * first)} over the first {w} steps, {num(sign * last)} "
-            "over the last",
-        ),
-    )
-    return finding
-
-
-# -- GS419 ------------------------------------------------------------------------------
 def _high_lr_steps(s: Series) -> list[StepRecord]:
     """The first EARLY_STEPS steps at which the learning rate was at least half its peak
     there: what a warm-up ramps to and a decay has not yet lowered."""
@@ -226,10 +124,6 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     (Adam: about lr per element; SGD with momentum μ: lr/(1-μ) × the gradient) and the learning
     rate that would bring the ratio near 1e-3. The loss's signs count only for a single
     recognised objective, not for a custom or multi-term one (an RL loss)."""
-    # While the learning rate is high in the first steps, each update moves the weight matrices
-    # by update-ratio-warn of their norm or more (a healthy step: about 1e-3) and something says
-    # it did harm; or by update-ratio-high or more, which rewrites the weights every few steps
-    # whatever the loss does.
     out = []
     for s in by_optimizer(run):
         settings = run.settings_of(s.index)

@@ -103,15 +103,7 @@ def decay_too_strong(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             lrs = s.steps[-1].lrs
             lr = lrs[k] if k < len(lrs) else g.lr  # the schedule's, at the last step
             shrink = lr * g.weight_decay if g.decoupled else 0.0
-            how = (
-                f"{settings.kind}'s decoupled weight_decay {num(g.weight_decay)} at lr "
-                f"{num(lr)} removes {shrink:.3g} of every weight per step (half-life "
-                f"{math.log(2) / shrink:.0f} steps); its steps (≈ lr per element) hold a weight "
-                f"up only to |w| ≈ 1/wd = {num(eq)}"
-                if g.decoupled and shrink > 0
-                else f"{settings.kind}'s weight_decay {num(g.weight_decay)} (L2, added to the "
-                f"gradient) outweighs the gradients until |w| ≈ |grad| / wd = {num(eq)}"
-            )
+            how = _decay_said(settings.kind, g, lr, shrink, eq)
             finding = this.finding(
                 s.subject(f"param group {k}"),
                 s.say(
@@ -131,6 +123,21 @@ def decay_too_strong(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             )
             out.append(about(finding, [steps[0].step] if steps else []))
     return out
+
+
+def _decay_said(kind: str, g: GroupSettings, lr: float, shrink: float, eq: float) -> str:
+    """How the group's decay erases its weights: per step (decoupled) or against the gradient."""
+    if g.decoupled and shrink > 0:
+        return (
+            f"{kind}'s decoupled weight_decay {num(g.weight_decay)} at lr "
+            f"{num(lr)} removes {shrink:.3g} of every weight per step (half-life "
+            f"{math.log(2) / shrink:.0f} steps); its steps (≈ lr per element) hold a weight "
+            f"up only to |w| ≈ 1/wd = {num(eq)}"
+        )
+    return (
+        f"{kind}'s weight_decay {num(g.weight_decay)} (L2, added to the "
+        f"gradient) outweighs the gradients until |w| ≈ |grad| / wd = {num(eq)}"
+    )
 
 
 def _erased(

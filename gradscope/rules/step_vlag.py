@@ -19,7 +19,8 @@ from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
 from gradscope.rules.registry import Stage, When, rule
 from gradscope.rules.step_common import Series, about, by_optimizer, step_list
-from gradscope.rules.steps import norm_spikes_by_design, series_spike_steps
+from gradscope.rules.step_norm_spike import norm_spikes_by_design
+from gradscope.rules.steps import series_spike_steps
 from gradscope.rules.symptoms import GROWTH
 from gradscope.rules.vlag_tensors import lagged_tensors, state_evidence, tensor_rms_t
 from gradscope.steps.records import StepRecord, WatchRun

@@ -4,18 +4,18 @@ Each rule reads the per-step series and returns findings whose evidence names
 steps, values and parameters. Thresholds come from config.Thresholds. With several
 optimizers (a GAN's D and G) each optimizer's steps are judged as their own series and
 the finding names the optimizer. This module holds the first rules of a run's series:
-non-finite steps and spikes of the loss and the gradient norm (GS401-GS403), with
-spikes_by_design.py telling the spikes of a moving target or a game from faults;
+non-finite steps and spikes of the loss (GS401, GS402) and the spike test the gradient
+norm's GS403 shares (step_norm_spike.py), with spikes_by_design.py telling the spikes of a
+moving target or a game from faults;
 step_trends.py the trends (GS404, GS405), step_blowup.py the early blow-up (GS414),
 step_progress.py whether the run got better and what stopped learning (GS415, GS417),
-step_setup.py how the run is set up (AMP, update ratios, resets), step_outside.py the
-parameters outside every optimizer.
+step_setup.py how the run is set up (update ratios, resets; AMP: step_amp.py),
+step_outside.py the parameters outside every optimizer.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import replace
 
 from gradscope.config import Thresholds
@@ -24,7 +24,6 @@ from gradscope.fmt import num
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.spikes_by_design import (
     Spike,
-    opponent_moved,
     recovered_at_once,
     stands_apart,
 )
@@ -35,17 +34,22 @@ from gradscope.rules.step_common import (
     by_optimizer,
     clip_note,
     finite,
-    group_norms,
     inspect_command,
     optimizer_name,
     several,
     spikes,
     step_list,
-    window,
 )
 from gradscope.steps.records import StepRecord, WatchRun
 
-__all__ = ["norm_spikes_by_design", "series_spike_steps", "spike_steps", "spikes"]
+__all__ = [
+    "batch_apart",
+    "series_spike_steps",
+    "series_spikes",
+    "spike_advice",
+    "spike_steps",
+    "spikes",
+]
 
 
 # -- GS401 -----------------------------------------------------------------------------
@@ -129,7 +133,7 @@ def non_finite(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
 
 
 # -- GS402 / GS403 ---------------------------------------------------------------------
-def _series_spikes(
+def series_spikes(
     s: Series, t: Thresholds, kind: str
 ) -> tuple[list[StepRecord], list[tuple[int, float, float]]]:
     """The series' steps with a finite value and the spikes among them; the first steps'
@@ -148,7 +152,7 @@ def _series_spikes(
 
 def series_spike_steps(s: Series, t: Thresholds, kind: str) -> set[int]:
     """The steps of one optimizer's series GS402 ("loss") or GS403 ("norm") calls spikes."""
-    steps, found = _series_spikes(s, t, kind)
+    steps, found = series_spikes(s, t, kind)
     return {steps[i].step for i, _, _ in found}
 
 
@@ -157,7 +161,7 @@ def spike_steps(run: WatchRun, t: Thresholds, kind: str) -> list[int]:
     the views mark."""
     out: list[int] = []
     for s in by_optimizer(run):
-        steps, found = _series_spikes(s, t, kind)
+        steps, found = series_spikes(s, t, kind)
         out.extend(steps[i].step for i, _, _ in found)
     return sorted(out)
 
@@ -227,7 +231,7 @@ def loss_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
     are by design) or one followed by NaN stays a warning."""
     out = []
     for s in by_optimizer(run):
-        steps, found = _series_spikes(s, t, "loss")
+        steps, found = series_spikes(s, t, "loss")
         if not found:
             continue
         where = [steps[i].step for i, _, _ in found]
@@ -250,25 +254,39 @@ def loss_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
             threshold=med,
             evidence=(f"spike steps: {step_list(where)}",),
         )
-        recovered = recovered_at_once(run, s, steps, found, t)
-        odd, apart = ([], "") if recovered else stands_apart(run, s, steps, found, t)
-        if apart:
-            finding = _apart(finding, odd, apart)
-            where = odd
-        if recovered:
-            finding = replace(
-                finding,
-                severity=Severity.INFO,
-                advice="not a fault by itself: a regression loss whose targets move "
-                "(bootstrapped values, TD targets) jumps where an episode ends and comes "
-                "back at once; if its targets are fixed data, look at the batches of those steps",
-                evidence=(*finding.evidence, recovered),
-            )
-        out.append(about(finding, where))
+        out.append(_loss_judged(run, s, t, (steps, found), finding))
     return out
 
 
-def _apart(finding: Finding, odd: list[int], facts: str) -> Finding:
+def _loss_judged(
+    run: WatchRun,
+    s: Series,
+    t: Thresholds,
+    spiked: tuple[list[StepRecord], list[Spike]],
+    finding: Finding,
+) -> Finding:
+    """The GS402 finding as information where its spikes are a moving target's, or named at
+    the batch that stands apart from them."""
+    steps, found = spiked
+    where = [steps[i].step for i, _, _ in found]
+    recovered = recovered_at_once(run, s, steps, found, t)
+    odd, apart = ([], "") if recovered else stands_apart(run, s, steps, found, t)
+    if apart:
+        finding = batch_apart(finding, odd, apart)
+        where = odd
+    if recovered:
+        finding = replace(
+            finding,
+            severity=Severity.INFO,
+            advice="not a fault by itself: a regression loss whose targets move "
+            "(bootstrapped values, TD targets) jumps where an episode ends and comes "
+            "back at once; if its targets are fixed data, look at the batches of those steps",
+            evidence=(*finding.evidence, recovered),
+        )
+    return about(finding, where)
+
+
+def batch_apart(finding: Finding, odd: list[int], facts: str) -> Finding:
     """A spike or two far above a moving target's own: the fault is that batch."""
     return replace(
         finding,
@@ -278,7 +296,7 @@ def _apart(finding: Finding, odd: list[int], facts: str) -> Finding:
     )
 
 
-def _spike_advice(s: Series, at: StepRecord) -> str:
+def spike_advice(s: Series, at: StepRecord) -> str:
     clip = clip_note(s.steps)
     if clip == "scaled":
         return (
@@ -295,206 +313,4 @@ def _spike_advice(s: Series, at: StepRecord) -> str:
     return (
         "clip the gradient norm (torch.nn.utils.clip_grad_norm_), lower the learning rate "
         f"or lengthen warm-up; look at the batch of step {at.step}"
-    )
-
-
-@rule(
-    "GS403",
-    "norm-spike",
-    Severity.WARNING,
-    "spike",
-    Stage.WATCH,
-    "watch: the total gradient norm jumped far above its rolling median; the layers that drove "
-    "it, and whether the update spiked first",
-    example="one corrupted batch at step 150",
-    fix="clip the gradient norm (torch.nn.utils.clip_grad_norm_), lower the learning rate or "
-    "lengthen warm-up; look at the batch of that step",
-    thresholds=(
-        "spike-window",
-        "spike-sigma",
-        "spike-min-ratio",
-        "spike-min-history",
-        "spike-early-ratio",
-    ),
-    command="gradscope watch gradscope/examples/train_buggy.py",
-    objectives=(
-        "any: the total gradient norm, not the loss; in a game of optimizers (a GAN's "
-        "alternating steps) spikes that come back are information: each player's gradient "
-        "jumps as the other moves"
-    ),
-    mark=Mark("norm spike", "^"),
-)
-def norm_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
-    """The total gradient norm (before clipping, unscaled) spikes by GS402's test (spike-window,
-    spike-sigma, spike-min-ratio, spike-min-history, spike-early-ratio). The evidence names the
-    layers that drove it (their norm against their own rolling median) and whether the sampled
-    update norm spiked first, which points at the optimizer's state rather than one batch.
-    Information, not a warning, in a game of optimizers (a GAN: the series' steps alternate
-    with another optimizer's) where the series' loss did not spike with its gradient, every
-    turn of the norm (a rise and its fall: the other player may move again before the norm
-    falls under the spike line) that could be seen came back at least halfway within 5
-    steps, none far above the others, and nothing went non-finite: each player's gradient
-    jumps when the other's moves change what it sees (a last burst the run ended on is not
-    held against it); and where every spike came at a step whose loss spiked by design
-    (GS402's moving regression target: the gradient of a squared error grows with the
-    error). A single corrupted batch (its loss spikes too, or far above the others) and a
-    spike followed by NaN stay warnings."""
-    out = []
-    for s in by_optimizer(run):
-        steps, found = _series_spikes(s, t, "norm")
-        if not found:
-            continue
-        i, value, med = max(found, key=lambda f: f[1] / f[2] if f[2] else f[1])
-        at = steps[i]
-        window = steps[max(0, i - int(t.spike_window)) : i]
-        where = [steps[j].step for j, _, _ in found]
-        evidence = [f"spike steps: {step_list(where)}"]
-        drivers = _drivers(run, s, at, window)
-        if drivers:
-            evidence.append("layers that drove it (norm / own rolling median): " + drivers)
-        evidence.append(_update_first(run, s, at, t))
-        absorbed = _absorbed(s, [steps[j] for j, _, _ in found], t)
-        finding = this.finding(
-            s.subject("total-grad-norm"),
-            s.say(
-                f"the gradient norm spiked at {len(found)} step(s): step {at.step} reached "
-                f"{num(value)} against a rolling median of {num(med)}"
-                + (" (the steps before it: the first steps)" if i < t.spike_min_history else "")
-                + (
-                    f"; the script's clip (max_norm {num(at.max_norm)}) absorbed every one, "
-                    "and the loss kept falling"
-                    if absorbed
-                    else ""
-                )
-            ),
-            "nothing to do: clipping did its job" if absorbed else _spike_advice(s, at),
-            value=value,
-            threshold=med,
-            evidence=tuple(evidence),
-        )
-        if absorbed:
-            out.append(about(replace(finding, severity=Severity.INFO), where))
-        else:
-            out.append(_norm_judged(run, s, t, (steps, found), finding, where))
-    return out
-
-
-def _norm_judged(
-    run: WatchRun,
-    s: Series,
-    t: Thresholds,
-    spiked: tuple[list[StepRecord], list[Spike]],
-    finding: Finding,
-    where: list[int],
-) -> Finding:
-    """The GS403 finding as information where its spikes are by design, or named at the
-    batch that stands apart from a moving target's own spikes."""
-    steps, found = spiked
-    facts, advice = _by_design(run, s, t, steps, found)
-    if facts:
-        at = steps[max(found, key=lambda f: f[1] / f[2] if f[2] else f[1])[0]]
-        finding = replace(
-            finding,
-            severity=Severity.INFO,
-            advice=f"{advice}; if they grow instead, {_spike_advice(s, at)}",
-            evidence=(*finding.evidence, facts),
-        )
-        return about(finding, where)
-    odd, apart = _loss_apart(run, s, t, steps, found)
-    return about(_apart(finding, odd, apart), odd) if apart else about(finding, where)
-
-
-def _by_design(
-    run: WatchRun, s: Series, t: Thresholds, steps: list[StepRecord], found: list[Spike]
-) -> tuple[str, str]:
-    """(the facts, the advice) when the norm's spikes are information: a game's turns, or
-    each at a step whose loss spiked by design (a moving regression target: the gradient of
-    a squared error grows with the error); ("", "") if not."""
-    loss_steps, loss_found = _series_spikes(s, t, "loss")
-    at = {loss_steps[i].step for i, _, _ in loss_found}
-    game = opponent_moved(run, s, steps, found, t, at)
-    if game:
-        return game, (
-            "not a fault by itself: in a game of optimizers (a GAN's discriminator and "
-            "generator) each one's gradient jumps when the other's moves change what it sees, "
-            "and comes back"
-        )
-    target = recovered_at_once(run, s, loss_steps, loss_found, t)
-    if not target or any(steps[i].step not in at for i, _, _ in found):
-        return "", ""
-    return (
-        f"each of its {len(found)} spike(s) came at a step whose loss spiked by design: {target}",
-        "not a fault by itself: a regression loss whose targets move (bootstrapped values, TD "
-        "targets) jumps where an episode ends, and its gradient with it",
-    )
-
-
-def _loss_apart(
-    run: WatchRun, s: Series, t: Thresholds, steps: list[StepRecord], found: list[Spike]
-) -> tuple[list[int], str]:
-    """GS402's spikes that stand apart from a moving target's, when every norm spike came
-    at a loss spike and the largest at one of those."""
-    loss_steps, loss_found = _series_spikes(s, t, "loss")
-    odd, facts = stands_apart(run, s, loss_steps, loss_found, t)
-    at = {loss_steps[i].step for i, _, _ in loss_found}
-    top = steps[max(found, key=lambda f: f[1] / f[2] if f[2] else f[1])[0]].step
-    if not odd or top not in odd or any(steps[i].step not in at for i, _, _ in found):
-        return [], ""
-    return [x for x in odd if x in {steps[i].step for i, _, _ in found}], facts
-
-
-def norm_spikes_by_design(run: WatchRun, s: Series, t: Thresholds) -> bool:
-    """GS403 calls the series' norm spikes information (a game's turns, a moving target)."""
-    steps, found = _series_spikes(s, t, "norm")
-    return bool(found) and bool(_by_design(run, s, t, steps, found)[0])
-
-
-def _absorbed(s: Series, spiked: list[StepRecord], t: Thresholds) -> bool:
-    """Every spike was clipped to max_norm, no loss spike came with them, and the loss
-    after them kept falling: the clip bounded the steps, as it is there to."""
-    if not spiked or any(r.max_norm is None or not r.clipped or r.scaled_clip for r in spiked):
-        return False
-    _, loss_spikes = _series_spikes(s, t, "loss")
-    if loss_spikes:
-        return False
-    steps = [r for r in s.live() if finite(r.loss)]
-    losses = [r.loss for r in steps if r.loss is not None]
-    w = window(len(losses))
-    if len(losses) < 2 * w:
-        return False
-    return statistics.median(losses[-w:]) < statistics.median(losses[:w])
-
-
-def _drivers(run: WatchRun, s: Series, at: StepRecord, window: list[StepRecord]) -> str:
-    now = group_norms(run, at, s.members)
-    history = [group_norms(run, r, s.members) for r in window]
-    ranked = []
-    for group, value in now.items():
-        past = [h[group] for h in history if group in h]
-        med = statistics.median(past) if past else 0.0
-        if med > 0:
-            ranked.append((value / med, group, value))
-    ranked.sort(reverse=True)
-    return ", ".join(f"{g} {num(v)} ({x:.1f}×)" for x, g, v in ranked[:3])
-
-
-def _update_first(run: WatchRun, s: Series, at: StepRecord, t: Thresholds) -> str:
-    sampled = [r for r in s.live() if r.update_norm is not None]
-    before = [r for r in sampled if r.step <= at.step]
-    for k, r in enumerate(before):
-        base = [x.update_norm for x in before[max(0, k - 16) : k] if x.update_norm]
-        if len(base) < 3 or r.step < at.step - t.spike_window:
-            continue
-        med = statistics.median(base)
-        if r.update_norm is not None and med > 0 and r.update_norm > t.spike_min_ratio * med:
-            if r.step < at.step:
-                return (
-                    f"the update norm spiked first: step {r.step}, {num(r.update_norm)} "
-                    f"({r.update_norm / med:.1f}× its median), {at.step - r.step} steps "
-                    "before the gradient: suspect the optimizer state, not one batch"
-                )
-            return f"the update norm spiked at the same step ({num(r.update_norm)})"
-    return (
-        f"the update norm did not spike before the gradient norm (measured at every one "
-        f"of the first 100 steps, then every {run.update_every})"
     )

@@ -209,6 +209,18 @@ def _count(v: float | None) -> str:
     return f"{v:.3g}" if v < 100 else f"{round(v):,}".replace(",", " ")
 
 
+def _unresolved(steps: int, grad_sq: float, trace: float, first: int, end: int) -> str | None:
+    """Why the estimate over these steps says nothing, or None."""
+    if steps < MIN_STEPS:
+        return f"only {steps} measured steps (the estimate needs {MIN_STEPS})"
+    if grad_sq <= 0 or trace < 0:
+        return (
+            f"not resolved over steps {first}-{end}: the estimate of |G|² is not above 0, "
+            "the gradient's mean is lost in its noise at this batch size"
+        )
+    return None
+
+
 def summarise(
     steps: Sequence[StepRecord], optimizer: int, window: int = WINDOW, reads: Sequence[str] = ()
 ) -> NoiseSummary:
@@ -234,14 +246,7 @@ def summarise(
     grad_sq = sum(e[0] for _, e in last)
     trace = sum(e[1] for _, e in last) * (b or 1)
     batch = None if varied else k * (b or 1)
-    reason = None
-    if len(last) < MIN_STEPS:
-        reason = f"only {len(last)} measured steps (the estimate needs {MIN_STEPS})"
-    elif grad_sq <= 0 or trace < 0:
-        reason = (
-            f"not resolved over steps {first}-{end}: the estimate of |G|² is not above 0, "
-            "the gradient's mean is lost in its noise at this batch size"
-        )
+    reason = _unresolved(len(last), grad_sq, trace, first, end)
     critical = None if reason else trace / grad_sq
     spread = None
     if critical is not None:

@@ -35,7 +35,8 @@ Stages (collect → plain data → rules → render), one module each:
                 a bounded number of steps and in running aggregates): memory per
                 step a few numbers, whatever the model's size.
 - session.py    `Watcher`, the context manager around it all (hooks always removed),
-                and the --log JSONL streamer.
+                and the --log JSONL streamer; listeners.py, who hears each batch of
+                steps read back (the status line, `--against`).
 - runner.py     run a script as `python train.py ARGS` under a Watcher.
 - report.py     `WatchReport`: run + findings, and its `outcome()`; the findings come
                 from gradscope/rules/watch.py `judge`, which the session calls once
@@ -56,8 +57,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradscope.watcher.runner import run_script
-from gradscope.watcher.session import Watcher
+# the session and the runner (torch, the watch judge) are imported in functions: importing a
+# module of this package (report.py, for a view) must not load them, nor `gradscope --help`
 
 __all__ = ["watch", "watch_script"]
 
@@ -70,11 +71,13 @@ def watch(**options: Any) -> Any:
     label, batch_size (samples per micro-batch, for the noise scale: seen from the
     model's input when not given).
     """
+    from gradscope.watcher.session import Watcher
 
     return Watcher(**options)
 
 
 def watch_script(path: str, argv: list[str] | tuple[str, ...] = (), **options: Any) -> Any:
     """Run a training script under watch; returns its WatchReport."""
+    from gradscope.watcher.runner import run_script
 
     return run_script(path, list(argv), **options)

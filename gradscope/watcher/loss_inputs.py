@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from gradscope.autograd_walk import DepthFirst, Order, inputs
+
 MAX_CHAIN = 16
 """Nodes followed between the loss and the op that fed it: views, casts, a transpose."""
 
@@ -194,13 +196,13 @@ MAX_SEARCH = 64
 def find(loss_node: Any) -> list[Misfed]:
     """Every loss node near the top of the graph that was fed probabilities."""
     out: list[Misfed] = []
-    seen: set[int] = set()
-    queue = [loss_node]
-    while queue and len(seen) < MAX_SEARCH:
-        node = queue.pop(0)
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
+    ends: set[int] = set()  # a loss node, or where one was found: nothing below is searched
+
+    def below(node: Any) -> list[Any]:
+        return [] if id(node) in ends else inputs(node)
+
+    roots = [] if loss_node is None else [loss_node]
+    for node in DepthFirst(roots, below, order=Order.NEAREST, limit=MAX_SEARCH):
         name = type(node).__name__
         found = None
         if name == "BinaryCrossEntropyWithLogitsBackward0":
@@ -209,8 +211,8 @@ def find(loss_node: Any) -> list[Misfed]:
             found = _nll(node)
         if found is not None:
             out.append(found)
-        elif name not in _NLL:
-            queue.extend(n for n, _ in node.next_functions)
+        if found is not None or name in _NLL:
+            ends.add(id(node))
     return out
 
 

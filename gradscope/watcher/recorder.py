@@ -21,12 +21,10 @@ watcher/distributed_hooks.py), called in order:
 from __future__ import annotations
 
 import math
-import signal
 import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
@@ -34,6 +32,7 @@ import torch
 
 from gradscope.steps.records import StepRecord
 from gradscope.steps.step_store import StepStore
+from gradscope.watcher.signals_held import ctrl_c_held
 
 NAN = float("nan")
 NO_GRAD = -1.0
@@ -161,7 +160,7 @@ class Recorder:
         with self._lock:
             if not self.pending:
                 return
-            with _ctrl_c_held():
+            with ctrl_c_held():
                 self._flush()
 
     def _flush(self) -> None:
@@ -193,35 +192,6 @@ class Recorder:
         self._flushed_at = time.perf_counter()
         if self.on_records is not None:
             self.on_records(records)
-
-
-@contextmanager
-def _ctrl_c_held() -> Iterator[None]:
-    """Defer SIGINT and SIGTERM for the block, then deliver them to whatever handlers were
-    there."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    previous_term = signal.signal(signal.SIGTERM, lambda signum, frame: caught.append(signum))
-    try:
-        with _sigint_held(caught):
-            yield
-    finally:
-        signal.signal(signal.SIGTERM, previous_term)
-        if signal.SIGTERM in caught:
-            signal.raise_signal(signal.SIGTERM)
-
-
-@contextmanager
-def _sigint_held(caught: list[int]) -> Iterator[None]:
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if signal.SIGINT in caught:
-            signal.raise_signal(signal.SIGINT)
 
 
 def _wide(device: torch.device) -> torch.dtype:
@@ -293,13 +263,7 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
     for p, row in zip(pending, rows[:n], strict=True):
         got = Scalars._make(values[at : at + count])
         at += count
-        ratios = update_norm = None
-        if p.update_norm is not None and p.weight_norm is not None:
-            upd, wts = next(updates), next(updates)
-            ratios = tuple(_ratio(u, w) for u, w in zip(upd, wts, strict=True))
-            own = upd if p.members is None else [upd[i] for i in p.members if i < len(upd)]
-            if not any(u < 0 for u in own):  # a total only where every tensor was measured
-                update_norm = math.sqrt(sum(u * u for u in upd if not u < 0))
+        ratios, update_norm = _updates(p, updates)
         norms = tuple([None if v < 0 else v for v in row])
         members = p.members  # distinct positions below width: all of them when as many
         own = row if members is None or len(members) == width else [row[i] for i in members]
@@ -333,6 +297,21 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
             )
         )
     return out
+
+
+def _updates(
+    p: PendingStep, updates: Iterator[list[float]]
+) -> tuple[tuple[float, ...] | None, float | None]:
+    """A sampled step's update/weight ratios and its total update norm (None where a tensor
+    of its optimizer was not measured); (None, None) for a step not sampled."""
+    if p.update_norm is None or p.weight_norm is None:
+        return None, None
+    upd, wts = next(updates), next(updates)
+    ratios = tuple(_ratio(u, w) for u, w in zip(upd, wts, strict=True))
+    own = upd if p.members is None else [upd[i] for i in p.members if i < len(upd)]
+    if any(u < 0 for u in own):  # a total only where every tensor was measured
+        return ratios, None
+    return ratios, math.sqrt(sum(u * u for u in upd if not u < 0))
 
 
 def _clipped(

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from gradscope.autograd_walk import DepthFirst, Order
 from gradscope.steps.state_facts import BatchRepeats
 
 SAMPLE_EVERY = 25
@@ -82,18 +83,14 @@ class SameBatch:
 
 
 def _target(node: Any) -> tuple[str, torch.Tensor] | None:
-    """The first loss node's name and target among the nodes nearest the loss."""
-    queue, visited = [node], 0
-    while queue and visited < MAX_NODES:
-        node = queue.pop(0)
-        if node is None:
-            continue
-        visited += 1
-        name = type(node).__name__
+    """The first loss node's name and target among the nodes nearest the loss (every path
+    walked: a node reached twice counts twice against the bound)."""
+    roots = [] if node is None else [node]
+    for near in DepthFirst(roots, order=Order.NEAREST, limit=MAX_NODES, key=None):
+        name = type(near).__name__
         if name in TARGETS:
-            target = getattr(node, "_saved_target", None)
+            target = getattr(near, "_saved_target", None)
             return (name, target) if isinstance(target, torch.Tensor) else None
-        queue.extend(n for n, _ in node.next_functions)
     return None
 
 

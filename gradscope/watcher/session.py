@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import replace
 from types import TracebackType
@@ -24,13 +23,11 @@ from gradscope.steps.noise import Smoother
 from gradscope.steps.records import MANUAL, ParamInfo, StepRecord, WatchRun
 from gradscope.watcher import resume, schedules
 from gradscope.watcher.faults import fault_of, passing, record
+from gradscope.watcher.listeners import STEP_LISTENERS
 from gradscope.watcher.report import WatchReport
 
 # the patches, recorder and state (which load torch) are imported in functions:
 # `gradscope --help` must not load them
-
-STEP_LISTENERS: list[Callable[[list[StepRecord], list[str]], None]] = []
-"""Called with each batch of steps read back and the tracked names (`watch --against`)."""
 
 
 class StepLog:
@@ -259,10 +256,10 @@ class Watcher:
             failure = self._log.failure
             self.run = replace(self.run, notes=(*self.run.notes, failure), unwritten=(failure,))
 
-    def _build(self, status: str, error: str | None, notes: tuple[str, ...]) -> WatchRun:
-        from gradscope.watcher import run_facts
+    def _params(self) -> tuple[ParamInfo, ...]:
+        """Each tracked tensor: its optimizer and group, its first weight norm, where it
+        sits in the model."""
         from gradscope.watcher.discover import read_out_layers
-        from gradscope.watcher.state import ManualUpdates
 
         icp = self.state
         owned = {id(p) for o in icp.known for g in o.param_groups for p in g["params"]}
@@ -275,7 +272,7 @@ class Watcher:
         }
         first = [] if icp.first_weights is None else icp.first_weights.tolist()
         read_outs = read_out_layers(icp.tracked.roots)
-        params = tuple(
+        return tuple(
             ParamInfo(
                 name,
                 tuple(p.shape),
@@ -291,9 +288,15 @@ class Watcher:
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
         )
+
+    def _build(self, status: str, error: str | None, notes: tuple[str, ...]) -> WatchRun:
+        from gradscope.watcher import run_facts
+        from gradscope.watcher.state import ManualUpdates
+
+        icp = self.state
         return WatchRun(
             label=self.label,
-            params=params,
+            params=self._params(),
             steps=self.recorder.records,  # padded to len(params) as they are read
             status=status,
             duration_s=time.perf_counter() - self._started,

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from gradscope.fmt import duration, num
-from gradscope.watcher.session import STEP_LISTENERS
+from gradscope.watcher.listeners import STEP_LISTENERS
 
 CI_EVERY_S = 30.0
 """Seconds between two status lines in CI."""
@@ -41,7 +41,7 @@ def mode(machine_on_stdout: bool) -> str | None:
 
 
 class Status:
-    """A step listener (watcher.session.STEP_LISTENERS) that keeps the status line."""
+    """A step listener (watcher.listeners.STEP_LISTENERS) that keeps the status line."""
 
     def __init__(self, how: str, stream: TextIO | None = None) -> None:
         self.how = how

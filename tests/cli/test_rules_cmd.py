@@ -8,8 +8,9 @@ import re
 import pytest
 
 from gradscope.cli import app
-from gradscope.findings import RULES, TABLE
+from gradscope.findings import RULES
 from gradscope.rule_docs import DOCS
+from gradscope.troubleshooting import TABLE
 
 ORDERED = sorted(RULES.values(), key=lambda r: r.id)
 

@@ -8,8 +8,9 @@ from types import SimpleNamespace
 
 import torch
 
+from gradscope.distributed.observed import Observed
 from gradscope.distributed.payload import Gathered, ParamColumn, pack
-from gradscope.distributed.session import Session, _Observed
+from gradscope.distributed.session import Session
 
 NAMES = ["twice.weight", "branch.weight", "unused.weight", "w"]
 
@@ -24,8 +25,9 @@ def _session() -> Session:
     s.t.buffer_names = []
     s.model = SimpleNamespace(static_graph=False, find_unused_parameters=True)
     s.tracker = SimpleNamespace(unused=lambda: [])
-    s.evidence = _Observed()
+    s.evidence = Observed()
     s.rank = None
+    s.forwards = 0
     return s
 
 

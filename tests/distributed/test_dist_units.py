@@ -70,10 +70,10 @@ def test_outliers_and_usage_must_persist_over_sampled_steps():
 
 
 def test_observed_reports_usage_only_when_it_held_in_every_sampled_step():
-    from gradscope.distributed.session import _Observed
+    from gradscope.distributed.observed import Observed
 
     aux = RULES["GS501"].finding("aux.weight", "no gradient", "freeze it")
-    seen = _Observed()
+    seen = Observed()
     seen.count(2, [1.0, 1.1], [aux])
     seen.count(2, [1.0, 30.0], [aux])
     found = {(f.rule, f.subject): f for f in seen.findings()}

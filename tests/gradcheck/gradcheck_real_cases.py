@@ -21,7 +21,8 @@ from torch import nn
 
 from gradscope.examples import functions as ex
 from gradscope.gradcheck import check
-from gradscope.gradcheck.inputs import InputOptions, build
+from gradscope.gradcheck.input_options import InputOptions
+from gradscope.gradcheck.inputs import build
 from gradscope.gradcheck.targets import resolve_object
 from gradscope.gradcheck.values import parse_domain, parse_tensor
 

@@ -9,14 +9,8 @@ import torch
 
 from gradscope.errors import ConfigError, TargetError
 from gradscope.examples import functions as ex
-from gradscope.gradcheck.inputs import (
-    DEFAULT_SHAPE,
-    InputOptions,
-    build,
-    parse_arg,
-    parse_dtype,
-    parse_shape,
-)
+from gradscope.gradcheck.input_options import InputOptions, parse_arg, parse_dtype, parse_shape
+from gradscope.gradcheck.inputs import DEFAULT_SHAPE, build
 from gradscope.gradcheck.targets import resolve, resolve_object
 
 

@@ -14,7 +14,7 @@ from gradscope.cli.gradcheck_cmd import gradcheck
 from gradscope.examples import functions as ex
 from gradscope.gradcheck import check
 from gradscope.gradcheck.checker import Options, check_resolved
-from gradscope.gradcheck.inputs import InputOptions
+from gradscope.gradcheck.input_options import InputOptions
 from gradscope.gradcheck.targets import resolve_object
 
 CASES = cases()

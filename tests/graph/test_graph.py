@@ -60,7 +60,7 @@ def drawing_of(spec: str, **options) -> graph.Drawing:
         t.batch,
         t.loss_fn,
         statuses=statuses,
-        options=graph.GraphOptions(**options),
+        options=graph.DrawOptions(**options),
         label=spec,
     )
 
@@ -168,7 +168,7 @@ def test_custom_function_saved_tensors_are_always_drawn():
             return 2 * x * g
 
     x = torch.ones(3, requires_grad=True)
-    source = graph.draw(Square.apply(x).sum(), options=graph.GraphOptions(collapse="none")).source
+    source = graph.draw(Square.apply(x).sum(), options=graph.DrawOptions(collapse="none")).source
     assert graph_style.SAVED.colour in source and "SquareBackward" in source
 
 
@@ -177,7 +177,7 @@ def test_deep_graph_is_walked_without_recursion():
     y = x
     for _ in range(3 * sys.getrecursionlimit()):
         y = y * 1.0
-    d = graph.draw(y.sum(), options=graph.GraphOptions(collapse="none"))
+    d = graph.draw(y.sum(), options=graph.DrawOptions(collapse="none"))
     assert d.full_nodes > 3 * sys.getrecursionlimit()
     assert d.source.count("MulBackward0") == 3 * sys.getrecursionlimit()
 
@@ -194,7 +194,7 @@ def gpt12():
 @pytest.mark.slow
 def test_collapsed_at_full_depth_is_about_one_node_per_module(gpt12):
     model, batch, _ = gpt12
-    d = graph.graph_of(model, batch, options=graph.GraphOptions(collapse="modules", depth=10))
+    d = graph.graph_of(model, batch, options=graph.DrawOptions(collapse="modules", depth=10))
     modules = [n for n, _ in model.named_modules()]
     drawn = {i: label for i, (label, _) in nodes(d.source).items() if i.startswith("m")}
     assert d.collapsed and d.full_nodes > graph.COLLAPSE_ABOVE
@@ -216,7 +216,7 @@ def test_big_graph_collapses_to_a_depth_that_stays_readable(gpt12):
 
 def test_depth_alone_collapses():
     small, small_batch = make_gpt(GPTConfig(layers=2))
-    d = graph.graph_of(small, small_batch, options=graph.GraphOptions(depth=1))
+    d = graph.graph_of(small, small_batch, options=graph.DrawOptions(depth=1))
     assert d.collapsed and not d.notes
 
 
@@ -253,7 +253,7 @@ def test_collapsed_transformer_reads_top_to_bottom(gpt12):
 @pytest.mark.slow
 def test_depth_merges_blocks(gpt12):
     model, batch, _ = gpt12
-    d = graph.graph_of(model, batch, options=graph.GraphOptions(collapse="modules", depth=2))
+    d = graph.graph_of(model, batch, options=graph.DrawOptions(collapse="modules", depth=2))
     heads = [label.split("\n")[0] for label, _ in nodes(d.source).values()]
     assert sorted(h for h in heads if h.startswith("blocks.")) == sorted(
         f"blocks.{i}" for i in range(12)
@@ -268,7 +268,7 @@ def test_small_graph_stays_full():
 def test_model_is_left_as_found():
     model, batch = make_gpt(GPTConfig(layers=2))
     model.eval()
-    graph.graph_of(model, batch, options=graph.GraphOptions(collapse="modules"))
+    graph.graph_of(model, batch, options=graph.DrawOptions(collapse="modules"))
     for m in model.modules():
         assert not m._forward_hooks and not m._forward_pre_hooks and not m.training
     assert all(p.grad is None for p in model.parameters())
@@ -402,7 +402,7 @@ def test_command_module_does_not_import_torch():
 
 def test_the_cut_site_is_drawn_where_the_cut_tensor_is_used_next():
     t = targets.load("detached-middle")
-    d = graph.graph_of(t.model, t.batch, t.loss_fn, options=graph.GraphOptions(collapse="none"))
+    d = graph.graph_of(t.model, t.batch, t.loss_fn, options=graph.DrawOptions(collapse="none"))
     (cut_label,) = re.findall(r'^\t+cut0 \[label="(.*?)"', d.source, flags=re.S | re.M)
     assert ".detach() at " in cut_label and "examples/models.py:" in cut_label
     (consumer,) = [dst for src, dst in EDGE.findall(d.source) if src == "cut0"]
@@ -424,7 +424,7 @@ def test_a_no_grad_region_is_a_cut_too():
                 h = self.a(x)
             return self.b(h).sum()
 
-    d = graph.graph_of(Frozen(), torch.randn(2, 3), options=graph.GraphOptions(collapse="none"))
+    d = graph.graph_of(Frozen(), torch.randn(2, 3), options=graph.DrawOptions(collapse="none"))
     assert any("no_grad region" in n for n in d.notes), d.notes
 
 
@@ -444,7 +444,7 @@ def test_a_reentrant_checkpoint_is_a_closed_node_not_a_cut(probe):
 
     model, x = Checkpointed(), torch.randn(2, 3)
     statuses = probe_statuses(model, x) if probe else None
-    d = graph.graph_of(model, x, statuses=statuses, options=graph.GraphOptions(collapse="none"))
+    d = graph.graph_of(model, x, statuses=statuses, options=graph.DrawOptions(collapse="none"))
     assert not any("cut" in n for n in d.notes) and "cut0" not in d.source, d.notes
     assert any(n.startswith("CheckpointFunctionBackward: a reentrant") for n in d.notes)
     inside = ["block.weight", "block.bias"]

@@ -176,16 +176,20 @@ def test_threads_reading_first_all_see_every_rule():
 
 
 @pytest.mark.slow
-def test_help_reads_no_registry():
+@pytest.mark.parametrize("argv", [["--help"], ["watch", "--help"], ["gradcheck", "--help"]])
+def test_help_reads_no_registry(argv):
     """`gradscope --help` loads no torch and never reads RULES: the modules only the
-    catalogue loads stay unloaded (the writer's views and the API still import the
-    watch judge and the gradcheck checker for their types)."""
+    catalogue loads stay unloaded, and so do the watch judge and the gradcheck checker
+    (the API imports them in the functions that run them, the views read the watcher's
+    report without its session)."""
     code = LOADED + (
-        "sys.argv = ['gradscope', '--help']\n"
+        f"sys.argv = ['gradscope', *{argv!r}]\n"
         "from gradscope.cli import app\n"
         "try:\n    app()\nexcept SystemExit:\n    pass\n"
         "print(loaded('gradscope.rules.experts', 'gradscope.rules.grads',\n"
         "             'gradscope.rules.steps', 'gradscope.rules.step_vlag',\n"
-        "             'gradscope.distributed.findings'))"
+        "             'gradscope.distributed.findings', 'gradscope.rules.watch',\n"
+        "             'gradscope.gradcheck.checker', 'gradscope.gradcheck.findings',\n"
+        "             'gradscope.watcher.session'))"
     )
     assert _fresh(code).splitlines()[-1] == "[]"

@@ -212,8 +212,12 @@ a cross-entropy)."""
 
 
 def test_every_watch_rule_says_which_objectives_it_judges_and_why():
-    """Issue 39: the rule pages say, per rule, which objectives it judges and why."""
-    for rid in (*registry.declared(Stage.WATCH), *OBJECTIVE_MATTERS):
+    """Issue 39: the rule pages say, per rule, which objectives it judges and why; the diff's
+    rules too (GS6xx: two models or runs compared, and GS608, a run's loss that did not
+    fall), as `watch --against` reports GS607-GS609 beside the watch rules."""
+    diff = registry.declared(Stage.DIFF)
+    assert len(diff) == 9
+    for rid in (*registry.declared(Stage.WATCH), *OBJECTIVE_MATTERS, *diff):
         which, colon, why = registry.DOCS[rid].objectives.partition(": ")
         assert which and colon and len(why) > 20, f"{rid}: objectives='which: why' is missing"
     page = rule_docs.markdown()
@@ -233,6 +237,9 @@ def test_every_watch_rule_says_which_objectives_it_judges_and_why():
         ("GS403", "Any: the total gradient norm"),
         ("GS412", "Any: whether .grad is reset between steps"),
         ("GS432", "cross-entropy or binary_cross_entropy_with_logits"),
+        ("GS601", "what the loss means does not enter"),
+        ("GS607", "two runs compared with each other"),
+        ("GS608", "Any whose loss should fall"),
     ],
 )
 def test_the_objectives_line_is_on_the_rule_s_page(rid, says):

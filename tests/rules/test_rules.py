@@ -9,6 +9,7 @@ from conftest import param, stats
 from gradscope import findings, rules
 from gradscope.config import Settings, Thresholds
 from gradscope.findings import Severity
+from gradscope.troubleshooting import TABLE
 
 
 def fired(run, slug, settings=None):
@@ -236,7 +237,7 @@ def test_settings_override_severity_and_ignore_by_glob():
 def test_every_rule_has_a_table_row_and_unique_ids():
     assert len({r.slug for r in findings.RULES.values()}) == len(findings.RULES)
     for r in findings.RULES.values():
-        assert r.row in findings.TABLE and r.id[:3] in ("GS1", "GS2", "GS3", "GS4", "GS5", "GS6")
+        assert r.row in TABLE and r.id[:3] in ("GS1", "GS2", "GS3", "GS4", "GS5", "GS6")
     assert findings.lookup("gs101").slug == "none-grad"
     assert findings.lookup("vanishing").id == "GS105"
     assert findings.lookup("nope") is None

@@ -11,7 +11,7 @@ from watch_scripts import step_record
 from gradscope import config
 from gradscope.config import Thresholds
 from gradscope.errors import ConfigError
-from gradscope.rules import step_clipping, step_setup
+from gradscope.rules import step_amp, step_clipping, step_setup
 from gradscope.rules import steps as rules
 from gradscope.steps.records import ParamInfo, StepRecord, WatchRun
 
@@ -64,11 +64,11 @@ def test_clipping_binds_threshold():
 def test_amp_streak_and_scale():
     t = Thresholds(warmup_steps=0, amp_skip_rate=1.0)
     recs = [record(i, 1.0, scale=2.0**10, skipped=i in (5, 6)) for i in range(1, 60)]
-    assert step_setup.amp_skips(run_of(recs), t) == []
+    assert step_amp.amp_skips(run_of(recs), t) == []
     recs[7] = record(8, 1.0, scale=0.5, skipped=True)
     recs[6] = record(7, 1.0, scale=1.0, skipped=True)
-    assert [f.rule for f in step_setup.amp_skips(run_of(recs), t)] == ["GS407"]
-    assert [f.rule for f in step_setup.amp_scale(run_of(recs), t)] == ["GS408"]
+    assert [f.rule for f in step_amp.amp_skips(run_of(recs), t)] == ["GS407"]
+    assert [f.rule for f in step_amp.amp_scale(run_of(recs), t)] == ["GS408"]
 
 
 def test_the_scalers_opening_search_is_not_a_skip_but_skips_after_it_are():
@@ -76,16 +76,16 @@ def test_the_scalers_opening_search_is_not_a_skip_but_skips_after_it_are():
     # fit; 30 skipped steps from step 1, the scale falling, is the search, not a fault
     t = Thresholds()
     search = [record(i, 1.0, scale=2.0 ** (61 - i), skipped=True) for i in range(1, 31)]
-    assert step_setup.amp_skips(run_of(search), t) == []
+    assert step_amp.amp_skips(run_of(search), t) == []
     fits = [record(i, 1.0, scale=2.0**30, skipped=False) for i in range(31, 60)]
-    assert step_setup.amp_skips(run_of(search + fits), t) == []
+    assert step_amp.amp_skips(run_of(search + fits), t) == []
     # after the search ended, a streak of skips is judged as ever
     later = [record(i, 1.0, scale=2.0 ** (89 - i), skipped=True) for i in range(60, 75)]
-    (f,) = step_setup.amp_skips(run_of(search + fits + later), t)
+    (f,) = step_amp.amp_skips(run_of(search + fits + later), t)
     assert f.rule == "GS407" and "15 in a row" in f.message
     # a search that takes the scale below 1 finds no scale at all: judged
     falling = [record(i, 1.0, scale=2.0 ** (10 - i), skipped=True) for i in range(1, 40)]
-    assert [f.rule for f in step_setup.amp_skips(run_of(falling), t)] == ["GS407"]
+    assert [f.rule for f in step_amp.amp_skips(run_of(falling), t)] == ["GS407"]
 
 
 def test_not_reset_ignores_the_first_step_and_is_a_fraction():

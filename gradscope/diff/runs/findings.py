@@ -45,6 +45,11 @@ def of(result: RunsDiff) -> list[Finding]:
         "check the learning rate and that step() updates the model the loss is computed on; a "
         'loss not meant to fall (a converged checkpoint): ignore = ["GS608:*"]'
     ),
+    objectives=(
+        "any whose loss should fall, by its logged values: each run judged by itself; a loss "
+        "not meant to fall (a converged checkpoint, an objective that rises as it learns) "
+        'is for ignore = ["GS608:*"]'
+    ),
 )
 def did_not_train(result: RunsDiff) -> list[Finding]:
     """Each run judged by itself, whatever the comparison says: its weights never moved (update
@@ -98,6 +103,9 @@ def did_not_train(result: RunsDiff) -> list[Finding]:
         "compare what the two runs did differently before that step; for runs meant to be "
         "identical, a non-deterministic kernel: torch.use_deterministic_algorithms(True)"
     ),
+    objectives=(
+        "any: two runs compared with each other step by step; what the loss means does not enter"
+    ),
 )
 def runs_diverge(result: RunsDiff, optimizer: int) -> Finding:
     """Two watch --log runs, steps paired by number: the first step where the loss, the total
@@ -145,6 +153,9 @@ def runs_diverge(result: RunsDiff, optimizer: int) -> Finding:
     fix=(
         'nothing for lengths; pair renamed parameters with --name-map FILE ("ref_name" = '
         '"new_name")'
+    ),
+    objectives=(
+        "any: two runs compared with each other step by step; what the loss means does not enter"
     ),
 )
 def misaligned(result: RunsDiff) -> list[Finding]:

@@ -19,7 +19,7 @@ from gradscope.diff.runs.findings import gap_text
 from gradscope.diff.runs.result import Divergence, RunsDiff
 from gradscope.findings import split_ignored
 from gradscope.watcher.distributed_hooks import is_main_process
-from gradscope.watcher.session import STEP_LISTENERS
+from gradscope.watcher.listeners import STEP_LISTENERS
 
 if TYPE_CHECKING:
     from gradscope.config import Settings
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 class Against:
-    """A step listener (gradscope.watcher.session.STEP_LISTENERS) feeding a RunsComparer."""
+    """A step listener (gradscope.watcher.listeners.STEP_LISTENERS) feeding a RunsComparer."""
 
     def __init__(self, ref_path: str, options: RunsOptions | None = None) -> None:
         self.ref_path = ref_path

@@ -182,31 +182,32 @@ class RunsDiff:
         """The JSON document (`gradscope diff A.jsonl B.jsonl --format json`)."""
         return self.outcome().to_dict()
 
-    def body(self) -> dict[str, Any]:
+    def _summary(self) -> dict[str, Any]:
         first = self.first
+        return {
+            "verdict": self.verdict(),
+            "differs": self.differs,
+            "first_step": first.step if first else None,
+            "first_optimizer": first.optimizer if first else None,
+            "first_parting": [p.ref for p in self.parting[:5]],
+            "steps": {k: {str(o): n for o, n in v.items()} for k, v in self.lengths.items()},
+            "last_step": dict(self.last_steps),
+            "compared_steps": {str(o): n for o, n in self.common.items()},
+            "intervals": {k: {str(o): n for o, n in v.items()} for k, v in self.intervals.items()},
+            "trained": {
+                side: all(t.trained is not False for t in self.training if t.run == side)
+                for side in ("ref", "new")
+            },
+            "duration_s": round(self.duration_s, 6),
+        }
+
+    def body(self) -> dict[str, Any]:
         return {
             "mode": self.mode,
             "ref": self.ref_label,
             "new": self.new_label,
             "could_not_run": self.could_not_run,
-            "summary": {
-                "verdict": self.verdict(),
-                "differs": self.differs,
-                "first_step": first.step if first else None,
-                "first_optimizer": first.optimizer if first else None,
-                "first_parting": [p.ref for p in self.parting[:5]],
-                "steps": {k: {str(o): n for o, n in v.items()} for k, v in self.lengths.items()},
-                "last_step": dict(self.last_steps),
-                "compared_steps": {str(o): n for o, n in self.common.items()},
-                "intervals": {
-                    k: {str(o): n for o, n in v.items()} for k, v in self.intervals.items()
-                },
-                "trained": {
-                    side: all(t.trained is not False for t in self.training if t.run == side)
-                    for side in ("ref", "new")
-                },
-                "duration_s": round(self.duration_s, 6),
-            },
+            "summary": self._summary(),
             "tolerance": {
                 "rtol": self.tolerance.rtol,
                 "atol": self.tolerance.atol,

@@ -1,0 +1,228 @@
+"""GS403: the total gradient norm spiked, by GS402's test (rules/steps.py), with the layers that
+drove it, whether the update spiked first, and when the spikes are information: a clip that
+absorbed them, a game of optimizers' turns, a moving regression target's jumps. No torch."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+
+from gradscope.config import Thresholds
+from gradscope.findings import Finding, Mark, Rule, Severity
+from gradscope.fmt import num
+from gradscope.rules.registry import DECLARED, Stage, rule
+from gradscope.rules.spikes_by_design import (
+    Spike,
+    opponent_moved,
+    recovered_at_once,
+    stands_apart,
+)
+from gradscope.rules.step_common import (
+    Series,
+    about,
+    by_optimizer,
+    finite,
+    group_norms,
+    step_list,
+    window,
+)
+from gradscope.rules.steps import batch_apart, series_spikes, spike_advice
+from gradscope.steps.records import StepRecord, WatchRun
+
+
+@rule(
+    "GS403",
+    "norm-spike",
+    Severity.WARNING,
+    "spike",
+    Stage.WATCH,
+    "watch: the total gradient norm jumped far above its rolling median; the layers that drove "
+    "it, and whether the update spiked first",
+    example="one corrupted batch at step 150",
+    fix="clip the gradient norm (torch.nn.utils.clip_grad_norm_), lower the learning rate or "
+    "lengthen warm-up; look at the batch of that step",
+    thresholds=(
+        "spike-window",
+        "spike-sigma",
+        "spike-min-ratio",
+        "spike-min-history",
+        "spike-early-ratio",
+    ),
+    command="gradscope watch gradscope/examples/train_buggy.py",
+    objectives=(
+        "any: the total gradient norm, not the loss; in a game of optimizers (a GAN's "
+        "alternating steps) spikes that come back are information: each player's gradient "
+        "jumps as the other moves"
+    ),
+    mark=Mark("norm spike", "^"),
+)
+def norm_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
+    """The total gradient norm (before clipping, unscaled) spikes by GS402's test (spike-window,
+    spike-sigma, spike-min-ratio, spike-min-history, spike-early-ratio). The evidence names the
+    layers that drove it (their norm against their own rolling median) and whether the sampled
+    update norm spiked first, which points at the optimizer's state rather than one batch.
+    Information, not a warning, in a game of optimizers (a GAN: the series' steps alternate
+    with another optimizer's) where the series' loss did not spike with its gradient, every
+    turn of the norm (a rise and its fall: the other player may move again before the norm
+    falls under the spike line) that could be seen came back at least halfway within 5
+    steps, none far above the others, and nothing went non-finite: each player's gradient
+    jumps when the other's moves change what it sees (a last burst the run ended on is not
+    held against it); and where every spike came at a step whose loss spiked by design
+    (GS402's moving regression target: the gradient of a squared error grows with the
+    error). A single corrupted batch (its loss spikes too, or far above the others) and a
+    spike followed by NaN stay warnings."""
+    out = []
+    for s in by_optimizer(run):
+        steps, found = series_spikes(s, t, "norm")
+        if not found:
+            continue
+        i, value, med = max(found, key=lambda f: f[1] / f[2] if f[2] else f[1])
+        at = steps[i]
+        window = steps[max(0, i - int(t.spike_window)) : i]
+        where = [steps[j].step for j, _, _ in found]
+        evidence = [f"spike steps: {step_list(where)}"]
+        drivers = _drivers(run, s, at, window)
+        if drivers:
+            evidence.append("layers that drove it (norm / own rolling median): " + drivers)
+        evidence.append(_update_first(run, s, at, t))
+        absorbed = _absorbed(s, [steps[j] for j, _, _ in found], t)
+        early = " (the steps before it: the first steps)" if i < t.spike_min_history else ""
+        clipped = f"; the script's clip (max_norm {num(at.max_norm)}) absorbed every one, "
+        finding = this.finding(
+            s.subject("total-grad-norm"),
+            s.say(
+                f"the gradient norm spiked at {len(found)} step(s): step {at.step} reached "
+                f"{num(value)} against a rolling median of {num(med)}{early}"
+                + (clipped + "and the loss kept falling" if absorbed else "")
+            ),
+            "nothing to do: clipping did its job" if absorbed else spike_advice(s, at),
+            value=value,
+            threshold=med,
+            evidence=tuple(evidence),
+        )
+        if absorbed:
+            out.append(about(replace(finding, severity=Severity.INFO), where))
+        else:
+            out.append(_norm_judged(run, s, t, (steps, found), finding, where))
+    return out
+
+
+def _norm_judged(
+    run: WatchRun,
+    s: Series,
+    t: Thresholds,
+    spiked: tuple[list[StepRecord], list[Spike]],
+    finding: Finding,
+    where: list[int],
+) -> Finding:
+    """The GS403 finding as information where its spikes are by design, or named at the
+    batch that stands apart from a moving target's own spikes."""
+    steps, found = spiked
+    facts, advice = _by_design(run, s, t, steps, found)
+    if facts:
+        at = steps[max(found, key=lambda f: f[1] / f[2] if f[2] else f[1])[0]]
+        finding = replace(
+            finding,
+            severity=Severity.INFO,
+            advice=f"{advice}; if they grow instead, {spike_advice(s, at)}",
+            evidence=(*finding.evidence, facts),
+        )
+        return about(finding, where)
+    odd, apart = _loss_apart(run, s, t, steps, found)
+    return about(batch_apart(finding, odd, apart), odd) if apart else about(finding, where)
+
+
+def _by_design(
+    run: WatchRun, s: Series, t: Thresholds, steps: list[StepRecord], found: list[Spike]
+) -> tuple[str, str]:
+    """(the facts, the advice) when the norm's spikes are information: a game's turns, or
+    each at a step whose loss spiked by design (a moving regression target: the gradient of
+    a squared error grows with the error); ("", "") if not."""
+    loss_steps, loss_found = series_spikes(s, t, "loss")
+    at = {loss_steps[i].step for i, _, _ in loss_found}
+    game = opponent_moved(run, s, steps, found, t, at)
+    if game:
+        return game, (
+            "not a fault by itself: in a game of optimizers (a GAN's discriminator and "
+            "generator) each one's gradient jumps when the other's moves change what it sees, "
+            "and comes back"
+        )
+    target = recovered_at_once(run, s, loss_steps, loss_found, t)
+    if not target or any(steps[i].step not in at for i, _, _ in found):
+        return "", ""
+    return (
+        f"each of its {len(found)} spike(s) came at a step whose loss spiked by design: {target}",
+        "not a fault by itself: a regression loss whose targets move (bootstrapped values, TD "
+        "targets) jumps where an episode ends, and its gradient with it",
+    )
+
+
+def _loss_apart(
+    run: WatchRun, s: Series, t: Thresholds, steps: list[StepRecord], found: list[Spike]
+) -> tuple[list[int], str]:
+    """GS402's spikes that stand apart from a moving target's, when every norm spike came
+    at a loss spike and the largest at one of those."""
+    loss_steps, loss_found = series_spikes(s, t, "loss")
+    odd, facts = stands_apart(run, s, loss_steps, loss_found, t)
+    at = {loss_steps[i].step for i, _, _ in loss_found}
+    top = steps[max(found, key=lambda f: f[1] / f[2] if f[2] else f[1])[0]].step
+    if not odd or top not in odd or any(steps[i].step not in at for i, _, _ in found):
+        return [], ""
+    return [x for x in odd if x in {steps[i].step for i, _, _ in found}], facts
+
+
+def norm_spikes_by_design(run: WatchRun, s: Series, t: Thresholds) -> bool:
+    """GS403 calls the series' norm spikes information (a game's turns, a moving target)."""
+    steps, found = series_spikes(s, t, "norm")
+    return bool(found) and bool(_by_design(run, s, t, steps, found)[0])
+
+
+def _absorbed(s: Series, spiked: list[StepRecord], t: Thresholds) -> bool:
+    """Every spike was clipped to max_norm, no loss spike came with them, and the loss
+    after them kept falling: the clip bounded the steps, as it is there to."""
+    if not spiked or any(r.max_norm is None or not r.clipped or r.scaled_clip for r in spiked):
+        return False
+    _, loss_spikes = series_spikes(s, t, "loss")
+    if loss_spikes:
+        return False
+    steps = [r for r in s.live() if finite(r.loss)]
+    losses = [r.loss for r in steps if r.loss is not None]
+    w = window(len(losses))
+    if len(losses) < 2 * w:
+        return False
+    return statistics.median(losses[-w:]) < statistics.median(losses[:w])
+
+
+def _drivers(run: WatchRun, s: Series, at: StepRecord, window: list[StepRecord]) -> str:
+    now = group_norms(run, at, s.members)
+    history = [group_norms(run, r, s.members) for r in window]
+    ranked = []
+    for group, value in now.items():
+        past = [h[group] for h in history if group in h]
+        med = statistics.median(past) if past else 0.0
+        if med > 0:
+            ranked.append((value / med, group, value))
+    ranked.sort(reverse=True)
+    return ", ".join(f"{g} {num(v)} ({x:.1f}×)" for x, g, v in ranked[:3])
+
+
+def _update_first(run: WatchRun, s: Series, at: StepRecord, t: Thresholds) -> str:
+    sampled = [r for r in s.live() if r.update_norm is not None]
+    before = [r for r in sampled if r.step <= at.step]
+    for k, r in enumerate(before):
+        base = [x.update_norm for x in before[max(0, k - 16) : k] if x.update_norm]
+        if len(base) < 3 or r.step < at.step - t.spike_window:
+            continue
+        med = statistics.median(base)
+        if r.update_norm is not None and med > 0 and r.update_norm > t.spike_min_ratio * med:
+            if r.step < at.step:
+                return (
+                    f"the update norm spiked first: step {r.step}, {num(r.update_norm)} "
+                    f"({r.update_norm / med:.1f}× its median), {at.step - r.step} steps "
+                    "before the gradient: suspect the optimizer state, not one batch"
+                )
+            return f"the update norm spiked at the same step ({num(r.update_norm)})"
+    return (
+        f"the update norm did not spike before the gradient norm (measured at every one "
+        f"of the first 100 steps, then every {run.update_every})"
+    )
