@@ -14,8 +14,11 @@ the bare step: "own".
 
 Each of a run's first 100 steps has its update measured (watcher/updates.py: derived
 from Adam's or SGD's state after the step, no copy; the update by hand from a copy), then
-one step in `update_every`: blocks of 20 steps are all early steps. `--later` measures the
-steps after the first 100 instead (one in 25 measured).
+one step in `update_every`: blocks of 20 steps are all early steps. Where derived, every
+tensor is measured at steps 1-10 (and 26, 51, 76), one tensor in 8 at the other early
+steps: a block of 20 steps after a fresh watch (steps 2-21) holds 9 full ones, the worst
+20 steps of a run; `--steps 100` weighs them as a run's first 100 steps do. `--later`
+measures the steps after the first 100 instead (one in 25 measured).
 
 Memory: gradscope keeps per step one float (64 bits at most) per parameter tensor until
 the next read-back (flush_every steps); the measured update takes temporaries of at most

@@ -105,7 +105,8 @@ def _ratios(steps: list[StepRecord], members: list[int]) -> tuple[list[float], l
 )
 def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     """Over the first 100 steps the weight matrices' median update/weight ratio ‖Δw‖/‖w‖
-    (measured on every one of those steps) is update-ratio-warn or more (a healthy step moves
+    (each matrix's, at each of the first 10 steps and at least once in 8 after) is
+    update-ratio-warn or more (a healthy step moves
     them by about 1e-3: weights that turn over in a thousand steps; at 0.05 they are replaced in
     20), the loss stopped improving (no progress-min-fall, or none over the second half), and
     something says the large steps did harm: the loss blew up early, sits at the uniform guess,

@@ -107,7 +107,9 @@ def backward_nan_origin(run: WatchRun, t: Thresholds) -> list[Finding]:
 )
 def weights_nan_loss_finite(run: WatchRun, t: Thresholds) -> list[Finding]:
     """The weights read back non-finite (after the recorder saw the first non-finite
-    gradient of a finite loss, at the next backward or at the end of the watch). The loss
+    gradient of a finite loss, at the next backward or at the end of the watch; that step
+    is read back at once, not at the tenth step's read-back, where its gradient norms
+    show it without a wait for the device: see watcher/nan_probe.early). The loss
     alone never shows it at that step, and from then on every forward is NaN: the step to
     replay is the one named."""
     found = run.weights_nan

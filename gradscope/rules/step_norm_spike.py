@@ -223,6 +223,6 @@ def _update_first(run: WatchRun, s: Series, at: StepRecord, t: Thresholds) -> st
                 )
             return f"the update norm spiked at the same step ({num(r.update_norm)})"
     return (
-        f"the update norm did not spike before the gradient norm (measured at every one "
-        f"of the first 100 steps, then every {run.update_every})"
+        f"the update norm did not spike before the gradient norm (its total measured at "
+        f"each of the first 10 steps, then every {run.update_every})"
     )

@@ -18,6 +18,13 @@ the next GradScaler.step, once found_inf was read: no wait the run did not have.
 backward may also overflow: each hooked node's backward is run again on its incoming
 gradient unscaled, and a node finite there only overflowed (the scale search of a healthy
 model), never an op that made NaN/Inf.
+
+Without a GradScaler the first such step is known before the read-back (`early`): each
+step's gradient norms are on the device already, and whether they are non-finite under a
+finite loss is one flag, read at once on a CPU (no device to wait for) and, on an
+accelerator, copied without blocking and read at a later step once its copy is done. A
+set flag has the recorder read back at once, so the next backward is the one watched
+(plain SGD's NaN weights named at step 2, not at the tenth step's read-back).
 """
 
 from __future__ import annotations
@@ -78,6 +85,56 @@ class NanProbe:
     handles: list[Any] = field(default_factory=list)
     origin: BackwardNan | None = None
     weights: WeightsNan | None = None
+    early: tuple[torch.Tensor, Any] | None = None
+    """A step's flag (non-finite gradients, finite loss) being copied to the host, and the
+    event that says when it is there (None on a CPU)."""
+    hurried: bool = False
+    """A flag was set: the recorder was asked to read back at once (once per run)."""
+
+
+def early(probe: NanProbe, recorder: Any, step: Any) -> None:
+    """Before `step` (a PendingStep) is recorded: its gradients non-finite under a finite
+    loss, known without waiting for the device, ask the recorder to read back with it."""
+    if probe.done or probe.seen is not None or probe.hurried:
+        return
+    if probe.early is not None:  # an earlier step's flag, on its way to the host
+        host, event = probe.early
+        if not event.query():
+            return  # not there yet: no wait; a later step looks again
+        probe.early = None
+        if bool(host):
+            probe.hurried = recorder.hurry = True
+            return
+    flag = _step_flag(step)
+    if flag is None:
+        return
+    if flag.device.type == "cpu":
+        probe.hurried = recorder.hurry = bool(flag)
+        return
+    if flag.device.type != "cuda":  # no event to ask there: the read-back will tell
+        return
+    host = torch.empty((), dtype=torch.bool, pin_memory=True)
+    host.copy_(flag, non_blocking=True)
+    event = torch.cuda.Event()
+    event.record()
+    probe.early = (host, event)
+
+
+def _step_flag(step: Any) -> torch.Tensor | None:
+    """On the step's device: its gradient norms non-finite, its loss finite, the step not
+    skipped by a fused GradScaler (None where the loss is unknown or the step skipped)."""
+    if step.skipped is True or step.loss is None:
+        return None
+    loss = step.loss
+    norms = step.param_norm
+    bad = ~torch.isfinite(norms).all()
+    if isinstance(loss, torch.Tensor):
+        bad = bad & torch.isfinite(loss.detach().to(bad.device)).all()
+    elif not math.isfinite(loss):
+        return None
+    if isinstance(step.skipped, torch.Tensor):  # a fused step's found_inf
+        bad = bad & (step.skipped.to(bad.device) == 0)
+    return bad
 
 
 def look(probe: NanProbe, records: Any) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+from gradscope.watcher import nan_probe
 from gradscope.watcher.recorder import PendingStep
 from gradscope.watcher.state import WatchState
 from gradscope.watcher.threads import ThreadState, Window
@@ -36,4 +37,5 @@ def add(state: WatchState, current: PendingStep) -> None:
     state.steps += 1
     current.step = state.steps
     current.time_s = time.perf_counter() - state.start
+    nan_probe.early(state.probe, state.recorder, current)
     state.recorder.add(current)

@@ -135,13 +135,16 @@ class Recorder:
         self._flushed_at = time.perf_counter()
         self._lock = threading.RLock()
         """Steps come from any thread of the script; the end of the watch flushes."""
+        self.hurry = False
+        """Read back with the next step added, whatever is pending (nan_probe.early)."""
 
     def add(self, step: PendingStep) -> None:
         with self._lock:
             for hook in self.on_add:
                 hook(step)
             self.pending.append(step)
-            if len(self.pending) >= self.flush_every and self._due():
+            if self.hurry or (len(self.pending) >= self.flush_every and self._due()):
+                self.hurry = False
                 self.flush()
 
     def _due(self) -> bool:

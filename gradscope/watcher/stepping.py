@@ -63,9 +63,11 @@ def begin(
     state.modes.observe(
         state.tracked, index, here.current.members, state.steps + 1, window.eval_roots
     )
-    if not skipped and updates.sampled(state.steps + 1, state.update_every):
+    step = state.steps + 1
+    if not skipped and updates.sampled(step, state.update_every):
         params = [p for g in optimizer.param_groups for p in g["params"]]
-        here.snapshot = (params, state.updates.before(optimizer, params))
+        turn = step if updates.rotated(step, state.update_every) else None
+        here.snapshot = (params, state.updates.before(optimizer, params, turn))
 
 
 def _grad_norms(
@@ -118,6 +120,8 @@ def finish(state: WatchState, here: ThreadState, optimizer: Any) -> None:
         params, before = here.snapshot
         here.snapshot = None
         current.update_norm = state.updates.after(before)
+        if before.measured is not None:
+            params = before.measured  # a rotated step: the others have no ratio to read
         current.weight_norm = state.measure.scatter(params, norms([p.detach() for p in params]))
         state.adam_rms.observe(state.tracked, current.optimizer, optimizer, current.step)
     resets.stepped(state, optimizer, resets.trained(state, optimizer), here.ident)

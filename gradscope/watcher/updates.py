@@ -13,8 +13,7 @@ A copy of the parameters before the step costs as much memory as the model (+4 G
   SGD with momentum: Δw = -lr·buf; nesterov: -lr·(g + wd·w + μ·buf)/(1 - lr·wd);
   plain SGD: -lr·(g + wd·w)/(1 - lr·wd) (g: ±the gradient, unscaled). A parameter with
   no gradient was not stepped: Δw = 0. A fused step GradScaler skipped (found_inf): 0.
-  Temporaries are taken in bounded pieces, on the CPU (pieces of SMALL bytes and more)
-  in two buffers reused from step to step (Scratch).
+  Temporaries are taken in bounded pieces (update_pieces.py).
 - copied, for everything else (other optimizers, updates by hand, parameters that are
   not float32/float64 or are complex, sparse gradients, a learning rate held on the
   device): a copy before the step of as many tensors as fit in a fixed budget
@@ -23,20 +22,26 @@ A copy of the parameters before the step costs as much memory as the model (+4 G
   budget is never measured, and a note says so.
 
 Which steps are measured: each of the first DENSE_STEPS steps, then every `update_every`.
+Every tensor at each of the first FULL_STEPS and at the steps `update_every` samples
+(1, 26, 51, ...); at the other dense steps the derived route takes one tensor in ROTATION,
+in turn (`rotated`), so that every tensor keeps a ratio every few steps for the medians
+the rules take, at a fraction of the cost (the derived update is about as costly as the
+optimizer's own step, at each of 100 steps).
 """
 
 from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from gradscope.distributed.norms import local
+from gradscope.watcher import update_pieces
 from gradscope.watcher.measure import Measure, norms
+from gradscope.watcher.update_pieces import Scratch, apply, pieced
 
 DENSE_STEPS = 100
 """Every one of the first steps is measured (a learning rate too high in warm-up shows
@@ -45,15 +50,25 @@ SHARE = 0.02
 """The copy budget, as a share of the bytes of the tensors that need a copy."""
 FLOOR = 16 * 2**20
 """The copy budget is never below this (a small model is copied whole, as cheap)."""
-PIECE = 4 * 2**20
-"""Bytes of each piece of derived temporaries on a CPU (cache-sized: fewer memory
-passes); on an accelerator the pieces are as large as the budget."""
 EXACT = (torch.float32, torch.float64)
+
+
+FULL_STEPS = 10
+"""Every tensor's update at each of the first steps (an early blow-up, a warm-up's first
+large updates, a per-step total for the spike analysis)."""
+ROTATION = 8
+"""At the other dense steps, tensor k is derived at the steps s with (k + s) % ROTATION
+== 0: each tensor in turn, the same ones on every rank."""
 
 
 def sampled(step: int, every: int) -> bool:
     """Step `step` (1-based) has its update measured."""
     return step <= DENSE_STEPS or (step - 1) % max(1, every) == 0
+
+
+def rotated(step: int, every: int) -> bool:
+    """A measured step whose derived updates are one tensor in ROTATION (see above)."""
+    return FULL_STEPS < step <= DENSE_STEPS and (step - 1) % max(1, every) != 0
 
 
 @dataclass
@@ -69,6 +84,8 @@ class Before:
     too_large: list[torch.Tensor] = field(default_factory=list)
     """Tensors a copy of which would exceed the budget: never measured."""
     by_hand: bool = False
+    measured: list[torch.Tensor] | None = None
+    """At a rotated step, the tensors measured (their weight norms are the ones read)."""
 
 
 class Updates:
@@ -81,9 +98,10 @@ class Updates:
         self._too_large: set[int] = set()
         self._scratch = Scratch()
 
-    def before(self, optimizer: Any, params: list[torch.Tensor]) -> Before:
+    def before(self, optimizer: Any, params: list[torch.Tensor], turn: int | None = None) -> Before:
         """Just before a measured step of `optimizer` (None: an update by hand) over
-        `params`: the plan, and the copies the derived route cannot do without."""
+        `params`: the plan, and the copies the derived route cannot do without. `turn`:
+        a rotated step's number (only the derived tensors whose turn it is)."""
         index = self.measure.tracked.index
         params = [p for p in params if id(p) in index]
         inner = _derivable(optimizer)
@@ -92,7 +110,11 @@ class Updates:
         rest = [p for p in params if id(p) not in covered]
         copied, too_large = self._rotate(id(optimizer), rest)
         copies = [p.detach().clone() for p in copied]
-        return Before(inner, derived, copied, copies, too_large, optimizer is None)
+        measured = None
+        if turn is not None:
+            derived = _turn(derived, index, turn)
+            measured = [p for _, _, ps in derived for p in ps] + copied
+        return Before(inner, derived, copied, copies, too_large, optimizer is None, measured)
 
     def after(self, before: Before) -> torch.Tensor:
         """Just after the step: [P] update norms."""
@@ -220,6 +242,18 @@ def _plan(
     return out
 
 
+def _turn(
+    derived: list[tuple[str, dict[str, Any], list[torch.Tensor]]], index: dict[int, int], step: int
+) -> list[tuple[str, dict[str, Any], list[torch.Tensor]]]:
+    """The plan cut to the tensors whose turn step `step` is (see ROTATION)."""
+    out = []
+    for kind, group, ps in derived:
+        mine = [p for p in ps if (index[id(p)] + step) % ROTATION == 0]
+        if mine:
+            out.append((kind, group, mine))
+    return out
+
+
 def _host(value: Any) -> bool:
     if isinstance(value, (tuple, list)):
         return all(_host(v) for v in value)
@@ -257,20 +291,20 @@ def _adam(
     host = all(not isinstance(t, torch.Tensor) or t.device.type == "cpu" for t in steps)
     gain, shift = _adam_coefficients(steps, lr, beta1, beta2, eps, host)
 
-    def piece(owners: list[int], parts: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+    def piece(owners: list[int], parts: list[list[torch.Tensor]], into: Any) -> list[Any]:
         m, v, w = parts
-        t = scratch.apply("sqrt", v, 1)
-        torch._foreach_add_(t, [shift[o] for o in owners])
+        t = apply(into, "sqrt", v, 1)
+        torch._foreach_add_(t, _each(shift, owners))
         if not decay:
-            got = norms(scratch.apply("div", m, 0, t))
-            return list(torch._foreach_mul(got, [gain[o] for o in owners]))
-        r = scratch.apply("mul", w, 0, decay)  # decoupled decay: (u + lr·wd·w)/(1 - lr·wd)
-        torch._foreach_addcdiv_(r, m, t, [gain[o] for o in owners])
+            got = norms(apply(into, "div", m, 0, t))
+            return list(torch._foreach_mul(got, _each(gain, owners)))
+        r = apply(into, "mul", w, 0, decay)  # decoupled decay: (u + lr·wd·w)/(1 - lr·wd)
+        torch._foreach_addcdiv_(r, m, t, _each(gain, owners))
         return norms(r)
 
     tensors = [[local(s["exp_avg"]) for s in states], [local(s[key]) for s in states]]
     tensors.append([local(ps[i].detach()) for i in live])
-    got = _pieced(tensors, piece)
+    got = pieced(tensors, piece, scratch, _limit(tensors[0]))
     if decay and got:
         got = list(torch._foreach_div(got, abs(1 - decay)))
     return _placed(ps, live, got)
@@ -314,118 +348,33 @@ def _sgd(
     if nesterov:
         tensors.append([local(optimizer.state[ps[i]]["momentum_buffer"]) for i in live])
 
-    def piece(owners: list[int], parts: list[list[torch.Tensor]]) -> list[torch.Tensor]:
-        r = scratch.apply("mul", parts[0], 0, sign)
+    def piece(owners: list[int], parts: list[list[torch.Tensor]], into: Any) -> list[Any]:
+        r = apply(into, "mul", parts[0], 0, sign)
         if wd:
             torch._foreach_add_(r, parts[1], alpha=wd)
         if nesterov:
             torch._foreach_add_(r, parts[2], alpha=mu)
         return norms(r)
 
-    got = _pieced(tensors, piece)
+    got = pieced(tensors, piece, scratch, _limit(tensors[0]))
     return _placed(ps, live, list(torch._foreach_mul(got, lr / abs(1 - lr * wd))) if got else [])
 
 
-SMALL = 256 * 2**10
-"""Bytes below which a piece's temporaries are fresh: glibc serves such blocks from its
-bins and reuses them, and a copy into the buffers would cost more than it saves."""
+def _limit(first: list[torch.Tensor]) -> int:
+    """Bytes of `first` per piece: PIECE on a CPU, else the copy budget."""
+    if not first or first[0].device.type == "cpu":
+        return update_pieces.PIECE
+    return max(FLOOR, int(SHARE * sum(t.numel() * t.element_size() for t in first)))
 
 
-class Scratch:
-    """Two flat buffers of a piece's size per dtype, reused by every measured step's
-    derived update on the CPU. Fresh temporaries would each be a new malloc of up to
-    PIECE bytes: glibc's dynamic mmap threshold puts them in the heap, whose freed
-    holes peak RSS keeps (up to +9% on a 0.35B AdamW model); these are allocated once.
-    On an accelerator the caching allocator already reuses its blocks: fresh ones."""
-
-    def __init__(self) -> None:
-        self._buffers: dict[tuple[torch.dtype, int], torch.Tensor] = {}
-
-    def apply(self, op: str, tensors: list[torch.Tensor], slot: int, *args: Any) -> list[Any]:
-        """`torch._foreach_<op>(tensors, *args)`: its result in buffer `slot` where that
-        is worth it, else fresh."""
-        copies = self.copy(tensors, slot)
-        if copies is None:
-            return list(getattr(torch, f"_foreach_{op}")(tensors, *args))
-        getattr(torch, f"_foreach_{op}_")(copies, *args)
-        return copies
-
-    def copy(self, tensors: list[torch.Tensor], slot: int) -> list[torch.Tensor] | None:
-        """Copies of `tensors` in buffer `slot`; None where fresh ones do (small pieces,
-        an accelerator, mixed dtypes)."""
-        first = tensors[0]
-        sizes = [t.numel() for t in tensors]
-        if first.device.type != "cpu" or sum(sizes) * first.element_size() < SMALL:
-            return None
-        if any(t.dtype != first.dtype for t in tensors):
-            return None
-        flat = self._buffer(first.dtype, slot, sum(sizes))
-        torch.cat([t.reshape(-1) for t in tensors], out=flat)
-        return [v.view(t.shape) for v, t in zip(flat.split(sizes), tensors, strict=True)]
-
-    def _buffer(self, dtype: torch.dtype, slot: int, numel: int) -> torch.Tensor:
-        buffer = self._buffers.get((dtype, slot))
-        if buffer is None or buffer.numel() < numel:
-            size = max(numel, PIECE // torch.empty((), dtype=dtype).element_size())
-            buffer = self._buffers[(dtype, slot)] = torch.empty(size, dtype=dtype)
-        return buffer[:numel]
-
-
-# -- pieces ----------------------------------------------------------------------------
-Piece = Any  # (owners, [pieces of each list]) -> a norm per piece
-
-
-def _pieced(tensors: list[list[torch.Tensor]], piece: Piece) -> list[torch.Tensor]:
-    """Per tensor of the aligned lists `tensors`, the norm of what `piece` makes of its
-    elements, computed in batches of flat pieces so that no temporary exceeds a bound."""
-    first = tensors[0]
-    if not first:
-        return []
-    device = first[0].device
-    size = sum(t.numel() * t.element_size() for t in first)
-    limit = PIECE if device.type == "cpu" else max(FLOOR, int(SHARE * size))
-    found: dict[int, list[torch.Tensor]] = {}
-    for owners, parts in _batches(tensors, limit):
-        for o, n in zip(owners, piece(owners, parts), strict=True):
-            found.setdefault(o, []).append(n)
-    return [
-        found[o][0] if len(found[o]) == 1 else torch.linalg.vector_norm(torch.stack(found[o]))
-        for o in range(len(first))
-    ]
-
-
-def _batches(
-    tensors: list[list[torch.Tensor]], limit: int
-) -> Iterator[tuple[list[int], list[list[torch.Tensor]]]]:
-    """(owner of each piece, the pieces of each list), at most `limit` bytes of the first
-    list per batch. A piece is a flat slice of a contiguous tensor, else rows."""
-    owners: list[int] = []
-    parts: list[list[torch.Tensor]] = [[] for _ in tensors]
-    used = 0
-    for o, aligned in enumerate(zip(*tensors, strict=True)):
-        flat = all(t.is_contiguous() for t in aligned)
-        for sliced in zip(*(_split(t, limit, flat) for t in aligned), strict=True):
-            size = sliced[0].numel() * sliced[0].element_size()
-            if owners and used + size > limit:
-                yield owners, parts
-                owners, parts, used = [], [[] for _ in tensors], 0
-            owners.append(o)
-            for part, t in zip(parts, sliced, strict=True):
-                part.append(t)
-            used += size
-    if owners:
-        yield owners, parts
-
-
-def _split(t: torch.Tensor, limit: int, flat: bool) -> tuple[torch.Tensor, ...]:
-    """Views of `t` of at most `limit` bytes: flat slices, or (not contiguous) rows."""
-    step = max(1, limit // max(1, t.element_size()))
-    if t.numel() <= step:
-        return (t,)
-    if flat:
-        return t.view(-1).split(step)
-    rows = max(1, step // max(1, t[0].numel()))
-    return t.split(rows)
+def _each(coef: Coef, owners: list[int]) -> Any:
+    """The coefficients of `owners`: one float where they are all the same (torch's
+    step counts of one group mostly are: a scalar op, not a list)."""
+    picked = [coef[o] for o in owners]
+    first = picked[0]
+    if isinstance(first, float) and all(c == first for c in picked):
+        return first
+    return picked
 
 
 def _placed(ps: list[torch.Tensor], live: list[int], got: list[torch.Tensor]) -> list[torch.Tensor]:

@@ -113,3 +113,24 @@ def test_noise_scale_on_cuda_without_host_sync():
         for prev, cur in zip([[g * 0 for g in running[0]], *running[:-1]], running, strict=True)
     ]
     assert records[-1].micro_sq == pytest.approx(k * sum(micro), rel=1e-4)
+
+
+def test_nan_weights_under_a_finite_loss_are_read_within_steps_not_at_the_read_back():
+    """The step's non-finite gradient flag is copied to the host without blocking and read
+    once its event is done (nan_probe.early): the recorder reads back then, long before
+    flush_every, and the next backward finds the weights NaN (GS434)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    model.cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gradscope.watch(flush_every=50) as w:
+        for _ in range(12):
+            out = model(torch.randn(16, 4, device="cuda"))
+            d = ((out[:, None] - out[None]) ** 2).sum(-1)
+            loss = torch.sqrt(d).mean()  # sqrt(0) on the diagonal: NaN gradients, finite loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    found = w.run.weights_nan
+    assert found is not None and found.seen == 1
+    assert found.checked <= 3, found  # not the 12th step's read-back at the watch's end

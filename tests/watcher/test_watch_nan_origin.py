@@ -9,6 +9,7 @@ neither does a healthy model's opening scale search, whose scaled gradients over
 
 from __future__ import annotations
 
+import math
 import sys
 
 import pytest
@@ -35,7 +36,9 @@ def test_weights_gone_nan_under_a_finite_loss_are_named_with_the_step_to_replay(
     gs434 = next(f for f in report.findings if f.rule == "GS434")
     assert gs434.severity == Severity.ERROR and gs434.steps == (1,)
     assert "the loss was finite at step 1 but its gradients were not" in gs434.message
-    assert "4 tensor(s) held NaN/Inf" in gs434.message
+    # known at step 1's own record (its gradient norms, read at once on a CPU), so step
+    # 2's backward reads the weights: not the tenth step's read-back
+    assert gs434.message.endswith("4 tensor(s) held NaN/Inf by step 1")
     assert gs434.evidence[0] == "non-finite weights: " + ", ".join(PARAMS)
     assert f"--step 1 -- {kind} sgd 30`" in gs434.advice
     # the weights were NaN when a later backward could be watched: no op is blamed
@@ -227,3 +230,32 @@ def test_a_python_functions_backward_runs_once_and_is_judged_as_before():
     assert calls == [1]
     made = [(name, f[3]) for name, f in flags if f[0] and not f[1]]
     assert made == [("BigBackward", False)], flags
+
+
+def _hurried(loss, norms, skipped=False):
+    from types import SimpleNamespace
+
+    import torch
+
+    probe, recorder = nan_probe.NanProbe(), SimpleNamespace(hurry=False)
+    step = SimpleNamespace(skipped=skipped, loss=loss, param_norm=torch.tensor(norms))
+    nan_probe.early(probe, recorder, step)
+    assert probe.hurried == recorder.hurry
+    return recorder.hurry
+
+
+def test_a_steps_nonfinite_gradients_under_a_finite_loss_hurry_the_read_back():
+    """Known at the step's own record on a CPU (no device to wait for): the recorder reads
+    back at once, so the next backward is the one the probe watches. Not for a loss that
+    is NaN too (the forward's: GS401), nor a step GradScaler skipped, nor finite norms."""
+    import torch
+
+    nan = math.nan
+    assert _hurried(torch.tensor(0.5), [1.0, nan])
+    assert _hurried(0.5, [math.inf, -1.0])  # -1: a tensor without a gradient
+    assert not _hurried(torch.tensor(nan), [1.0, nan])
+    assert not _hurried(None, [1.0, nan])
+    assert not _hurried(torch.tensor(0.5), [1.0, nan], skipped=True)
+    assert not _hurried(torch.tensor(0.5), [1.0, nan], skipped=torch.tensor(1.0))
+    assert _hurried(torch.tensor(0.5), [1.0, nan], skipped=torch.tensor(0.0))
+    assert not _hurried(torch.tensor(0.5), [1.0, 2.0, -1.0])

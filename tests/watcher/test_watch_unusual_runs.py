@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 import gradscope
-from gradscope.watcher import discover
+from gradscope.watcher import discover, updates
 
 
 def _watch(train, **options):
@@ -64,6 +64,10 @@ def _fused_run(make_opt, init_scale: float, steps: int, inf_every: int = 0):
     return train
 
 
+def _rotated(report, r) -> bool:
+    return updates.rotated(r.step, report.run.update_every)
+
+
 FUSED = {
     "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-3, fused=True),
     "adam": lambda ps: torch.optim.Adam(ps, lr=1e-3, fused=True),
@@ -78,7 +82,8 @@ def test_a_fused_adamw_whose_every_step_overflows_is_watched_to_its_end():
     steps = report.run.steps
     assert len(steps) == 30 and all(r.skipped for r in steps)
     assert moved == [0.0] * 30
-    assert all(r.update_norm == 0.0 for r in steps)
+    # a total at every step that measures each tensor (steps 1-10, 26: see updates.rotated)
+    assert all(r.update_norm == 0.0 for r in steps if not _rotated(report, r))
 
 
 @pytest.mark.parametrize("kind", sorted(FUSED))
@@ -96,7 +101,8 @@ def test_a_fused_optimizer_with_repeated_overflow_has_its_skips_and_updates_righ
     skipped = [r.skipped for r in steps]
     assert skipped[:-1] == lowered and any(skipped) and not all(skipped)
     for r, truth in zip(steps, moved, strict=True):
-        assert r.update_norm == pytest.approx(truth, rel=1e-4, abs=1e-12)
+        if not _rotated(report, r):  # steps 11-16 measure one tensor in 8: no total
+            assert r.update_norm == pytest.approx(truth, rel=1e-4, abs=1e-12)
 
 
 def test_a_skipped_fused_step_whose_state_holds_nan_moved_nothing():

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from gradscope.watcher import updates, watch
+from gradscope.watcher import update_pieces, updates, watch
 
 
 def _groups(model: torch.nn.Module) -> list[dict]:
@@ -124,7 +124,7 @@ def test_adam_coefficients_on_the_device_equal_those_on_the_host():
 def test_pieces_of_large_and_non_contiguous_tensors_give_the_whole_norm(monkeypatch):
     """Temporaries are taken in pieces: a tensor split into many of them, and one whose
     rows are not contiguous (its state is), still get their exact update."""
-    monkeypatch.setattr(updates, "PIECE", 256)
+    monkeypatch.setattr(update_pieces, "PIECE", 256)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(6, 40), torch.nn.Tanh(), torch.nn.Linear(40, 3))
     model.double()
@@ -154,6 +154,43 @@ def test_measured_steps_are_the_first_hundred_then_every_update_every():
         176,
     ]
     assert all(updates.sampled(s, 1) for s in range(1, 300))
+
+
+def test_derived_updates_rotate_after_the_first_steps_and_every_tensor_keeps_its_turn():
+    """Steps 1-10 and those update_every samples (26) measure every tensor; the other
+    dense steps derive one tensor in ROTATION, each exact, each tensor in turn (at least
+    once in any ROTATION consecutive steps), with no per-step total; a tensor copied
+    (no derivable state) keeps its own rotation."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        *[torch.nn.Linear(6, 6) for _ in range(5)], torch.nn.Linear(6, 3)
+    ).double()  # 12 tensors
+    g = torch.Generator().manual_seed(1)
+    data = [
+        (
+            torch.randn(8, 6, generator=g, dtype=torch.float64),
+            torch.randint(0, 3, (8,), generator=g),
+        )
+        for _ in range(4)
+    ]
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
+    run, truth, order = _train(model, opt, 30, lambda k: data[k % 4], update_every=25)
+    records = list(run.steps)
+    full = [*range(1, 11), 26]
+    last_seen = dict.fromkeys(order, 10)
+    for r, t in zip(records, truth, strict=True):
+        measured = {i for i, v in enumerate(r.update_ratios) if not math.isnan(v)}
+        for position, (delta, weight) in zip(order, t, strict=True):
+            if position in measured:
+                assert r.update_ratios[position] == pytest.approx(delta / weight, rel=1e-9)
+                last_seen[position] = r.step
+            assert r.step - last_seen[position] < updates.ROTATION, (r.step, position)
+        if r.step in full:
+            assert measured == set(order) and r.update_norm is not None, r.step
+        else:
+            assert len(measured) <= -(-len(order) // updates.ROTATION), r.step
+            assert r.update_norm is None
+    assert not any(updates.rotated(s, 1) for s in range(1, 200))  # --update-every 1: all
 
 
 @pytest.mark.parametrize("fused", [False, True])
@@ -192,8 +229,8 @@ def _copies(monkeypatch) -> list[int]:
     copies: list[int] = []
     real = updates.Updates.before
 
-    def before(self, optimizer, params):
-        got = real(self, optimizer, params)
+    def before(self, optimizer, params, *turn):
+        got = real(self, optimizer, params, *turn)
         if optimizer is not None:  # (None: the first backward, in case updates are by hand)
             copies.append(sum(c.numel() * c.element_size() for c in got.copies))
         return got
@@ -299,13 +336,15 @@ DERIVED = {
 
 @pytest.mark.parametrize("variant", DERIVED)
 def test_a_measured_step_derives_its_update_in_buffers_it_reuses(variant):
-    """The derived update of a step after the first allocates nothing of the parameters'
-    size: fresh temporaries (2 MiB here, up to PIECE each on a large model) land in
-    glibc's heap, whose freed holes raised a 0.35B model's peak RSS by up to 9%."""
+    """The derived update of a model larger than one piece allocates nothing of the
+    parameters' size after the first step: fresh temporaries (up to PIECE each on a large
+    model) land in glibc's heap, whose freed holes raised a 0.35B model's peak RSS by up
+    to 9%."""
     from torch.profiler import ProfilerActivity, profile
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.Linear(1024, 8))
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 1280), torch.nn.Linear(1280, 8))
+    assert 4 * sum(p.numel() for p in model.parameters()) > update_pieces.PIECE
     make, kind = DERIVED[variant]
     opt = make(model.parameters())
     group = opt.param_groups[0]
@@ -313,7 +352,7 @@ def test_a_measured_step_derives_its_update_in_buffers_it_reuses(variant):
 
     def step():
         model.zero_grad()
-        model(torch.randn(4, 512)).square().mean().backward()
+        model(torch.randn(4, 1024)).square().mean().backward()
         opt.step()
 
     def derive():
@@ -332,8 +371,8 @@ def test_a_measured_step_derives_its_update_in_buffers_it_reuses(variant):
 
 
 def test_scratch_copies_are_exact_whatever_the_dtypes_and_shapes(monkeypatch):
-    monkeypatch.setattr(updates, "SMALL", 0)
-    scratch = updates.Scratch()
+    monkeypatch.setattr(update_pieces, "SMALL", 0)
+    scratch = update_pieces.Scratch()
     same = [torch.randn(3, 4), torch.randn(7), torch.randn(4, 6)[:, :2]]
     for tensors in (same, same):
         copies = scratch.copy(tensors, 0)
@@ -348,7 +387,8 @@ def test_scratch_copies_are_exact_whatever_the_dtypes_and_shapes(monkeypatch):
 
 @pytest.mark.parametrize("variant", DERIVED)
 def test_the_update_in_the_buffers_equals_the_one_in_fresh_temporaries(variant, monkeypatch):
-    """Pieces large enough use the buffers, small ones fresh tensors: the same norms."""
+    """Pieces large enough use the buffers, small ones fresh tensors: the same norms; a
+    model within one piece is computed whole, to the same norms."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.Linear(128, 8))
     make, kind = DERIVED[variant]
@@ -358,13 +398,22 @@ def test_the_update_in_the_buffers_equals_the_one_in_fresh_temporaries(variant, 
         model(torch.randn(4, 64)).square().mean().backward()
         opt.step()
     group = opt.param_groups[0]
+
+    def derive(scratch):
+        if kind == "adam":
+            return updates._adam(opt, group, group["params"], scratch)
+        return updates._sgd(opt, group, group["params"], None, scratch)
+
+    whole = update_pieces.Scratch()
+    one = derive(whole)
+    assert not whole._buffers  # within one piece: fresh temporaries, no slicing
+    monkeypatch.setattr(update_pieces, "PIECE", 4096)  # 36 KiB of float32: 9 pieces
     got = []
     for small in (0, 2**40):
-        monkeypatch.setattr(updates, "SMALL", small)
-        scratch = updates.Scratch()
-        if kind == "adam":
-            got.append(updates._adam(opt, group, group["params"], scratch))
-        else:
-            got.append(updates._sgd(opt, group, group["params"], None, scratch))
+        monkeypatch.setattr(update_pieces, "SMALL", small)
+        scratch = update_pieces.Scratch()
+        got.append(derive(scratch))
         assert bool(scratch._buffers) == (small == 0)
     assert all(torch.equal(a, b) for a, b in zip(*got, strict=True))
+    for a, b in zip(one, got[0], strict=True):
+        assert float(a) == pytest.approx(float(b), rel=1e-6)
