@@ -190,7 +190,6 @@ LONGER = {
     # module or module:function: why it may be longer, for now (the list only shrinks)
     "examples/functions.py": "example data: the built-in gradcheck targets, one Function each, "
     "addressed as gradscope.examples.functions:NAME in the docs and by users",
-    "watcher/updates.py": "being reworked (issue 40): split with it",
 }
 
 
