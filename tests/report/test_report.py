@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import param, stats
+from fabricated import param, stats
 
 from gradscope import rules
 from gradscope.inspector.results import Report

@@ -3,7 +3,7 @@ the least useful columns dropped first, user text never read as markup."""
 
 from __future__ import annotations
 
-from conftest import param, stats
+from fabricated import param, stats
 
 from gradscope import rules
 from gradscope.inspector.results import Report

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from conftest import param, stats
+from fabricated import param, stats
 
 from gradscope import findings, rules
 from gradscope.config import Settings, Thresholds

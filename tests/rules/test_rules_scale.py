@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from conftest import param, stats
+from fabricated import param, stats
 
 from gradscope import rules
 from gradscope.stats import ModuleStats, RunStats
