@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gradscope.findings import Finding, Severity
+from gradscope.rules.loss_diverged import diverged_at
 from gradscope.rules.registry import CAUSES, SUPERSEDES, When
 from gradscope.rules.step_common import module_of
 from gradscope.rules.step_meaning import DEAD_EVIDENCE, lr_above_weights
@@ -58,9 +59,9 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
             f = replace(
                 f,
                 explained_by=f"{cause.rule}:{cause.subject}",
-                advice=f"a consequence of {cause.slug} ({cause.rule}){_warned(cause, f)}: "
+                advice=f"a consequence of {cause.slug} ({cause.rule}){_warned(run, cause, f)}: "
                 "fix that first",
-                lead=_lead(cause, f),
+                lead=_lead(run, cause, f),
             )
         out.append(f)
     leading = {f.explained_by for f in out if f.explained_by}
@@ -109,15 +110,23 @@ def _in_time(cause: Finding, symptom: Finding) -> bool:
     return True
 
 
-def _lead(cause: Finding, symptom: Finding) -> int | None:
-    """Steps from a precursor's warning to the symptom it announced."""
-    if _when(cause.rule) is not When.BEFORE or not cause.steps or not symptom.steps:
+def _lead(run: WatchRun, cause: Finding, symptom: Finding) -> int | None:
+    """Steps from a precursor's warning to the symptom it announced; to a verdict on the
+    whole run (GS415: the loss ended no better), from the warning to the step the loss
+    diverged and stayed (one optimizer's loss only)."""
+    if _when(cause.rule) is not When.BEFORE or not cause.steps:
         return None
-    return symptom.steps[0] - cause.steps[0]
+    if symptom.steps:
+        return symptom.steps[0] - cause.steps[0]
+    if len(run.optimizers) > 1:
+        return None
+    losses = [(r.step, r.loss) for r in run.steps if not r.skipped and r.loss is not None]
+    broke = diverged_at(losses)
+    return None if broke is None or broke < cause.steps[0] else broke - cause.steps[0]
 
 
-def _warned(cause: Finding, symptom: Finding) -> str:
-    lead = _lead(cause, symptom)
+def _warned(run: WatchRun, cause: Finding, symptom: Finding) -> str:
+    lead = _lead(run, cause, symptom)
     return "" if lead is None else f", which warned {lead} steps before"
 
 

@@ -55,9 +55,10 @@ def attention_logit_growth(run: WatchRun, t: Thresholds) -> list[Finding]:
     scores), the largest |q·kᵀ|·scale of its first batch element at every 16th step. It
     warns at the first sample at which that logit is past 100, 10× the median of its
     first three samples, at least twice what it was 128 steps before, and rose at 60% of
-    the samples in between: a trend over hundreds of steps, not a spike nor a level that
-    a trained model holds. The module whose logits grew first is named; the others are in
-    the evidence. A run with qk-layernorm is judged the same way, by its logits."""
+    the samples in between or at each of the last three (a climb after a warm-up's bump
+    and dip): a trend, not a spike nor a level that a trained model holds. The module
+    whose logits grew first is named; the others are in the evidence. A run with
+    qk-layernorm is judged the same way, by its logits."""
     grown = []
     for series in run.state_facts.attention:
         at = steady_rise(series.steps, series.maxima, LEVEL, GROWTH, DOUBLING, SPAN)
@@ -78,7 +79,7 @@ def _finding(step: int, at: int, s: AttentionSeries, others: list[str]) -> Findi
         "largest attention logit by step: "
         + ", ".join(f"{n}: {num(v)}" for n, v in _trajectory(s, at)),
         f"first certain at step {step} (at least {LEVEL:g}, {GROWTH:g}× its early level, "
-        f"{DOUBLING:g}× its value {SPAN} steps before)",
+        f"{DOUBLING:g}× its value {SPAN} steps before, rising)",
     ]
     if others:
         evidence.append("grew too: " + ", ".join(f"`{m}`" for m in others))

@@ -12,6 +12,10 @@ SPAN = 256
 one jump."""
 RISING = 0.6
 """Share of the consecutive samples in that span that rose: a trend, not one spike."""
+CLIMB = 3
+"""Or, for a quantity that grows by orders of magnitude (steady_rise), this many samples in
+a row each above the one before: a climb, not one spike, even where an early bump and dip
+(a warm-up's) keep the share of rises over the span below RISING."""
 
 
 def first_trend(
@@ -19,10 +23,12 @@ def first_trend(
     values: Sequence[float],
     grown: Callable[[int, int], bool],
     span: int = SPAN,
+    climb: int = 0,
 ) -> int | None:
     """The first sample i with `span` steps of samples before it, at which `grown(back, i)`
     holds (back: the last sample at least `span` steps before) and the series rose at
-    RISING of the samples from back to i; None if never."""
+    RISING of the samples from back to i, or (climb > 0) at each of the last `climb`
+    samples up to i; None if never."""
     back = 0
     for i, step in enumerate(steps):
         while back < i and steps[back + 1] <= step - span:
@@ -30,8 +36,8 @@ def first_trend(
         if step - steps[back] < span or not grown(back, i):
             continue
         between = values[back : i + 1]
-        rises = sum(b > a for a, b in itertools.pairwise(between))
-        if rises >= RISING * (len(between) - 1):
+        rises = [b > a for a, b in itertools.pairwise(between)]
+        if sum(rises) >= RISING * len(rises) or (0 < climb <= len(rises) and all(rises[-climb:])):
             return i
     return None
 
@@ -46,7 +52,7 @@ def steady_rise(
 ) -> int | None:
     """The first sample at which the series is at least `level`, `growth`× its early level
     (the median of its first three samples) and `doubling`× its value `span` steps
-    before, on a steady trend (first_trend); None if never."""
+    before, on a steady trend or a climb of CLIMB samples (first_trend); None if never."""
     if len(values) < 6:
         return None
     early = statistics.median(values[:3])
@@ -55,4 +61,4 @@ def steady_rise(
         v = values[i]
         return v >= level and v >= growth * early and v >= doubling * values[back]
 
-    return first_trend(steps, values, grown, span)
+    return first_trend(steps, values, grown, span, CLIMB)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -50,6 +51,9 @@ class LogitProbe:
     names: dict[int, str] = field(default_factory=dict)
     roots: int = -1
     off: bool = False
+    pending: tuple[int, Any, torch.Tensor, int] | None = None
+    """(step, a weak reference to its output, the log-partition of its rows, classes) of
+    the step's last log_softmax: a cross-entropy written as nll_loss(log_softmax(x))."""
 
     def attend(self, step: int, q: Any, k: Any, scale: Any, causal: bool, roots: Any) -> None:
         """A scaled_dot_product_attention call of step `step`: its largest |q·kᵀ|·scale."""
@@ -87,19 +91,49 @@ class LogitProbe:
             s = scores.detach()[0].float().abs()
             series.append((step, torch.where(torch.isfinite(s), s, 0.0).amax()))
 
+    def log_softmax(self, step: int, logits: Any, out: Any, dim: Any) -> None:
+        """A log_softmax of the step: log Z of its rows is its input less its output at
+        any class (the first), kept with a weak reference to the output until the step's
+        nll_loss."""
+        if not isinstance(logits, torch.Tensor) or not isinstance(out, torch.Tensor):
+            return
+        if not isinstance(dim, int) or logits.dim() == 0 or not logits.is_floating_point():
+            return
+        if self.output and self.output[-1][0] == step:
+            return
+        with torch.no_grad():
+            first = logits.detach().select(dim, 0).float() - out.detach().select(dim, 0).float()
+            self.pending = (step, weakref.ref(out), first.reshape(-1)[:MAX_ROWS], logits.shape[dim])
+
+    def nll_loss(self, step: int, logprobs: Any) -> None:
+        """nll_loss over the output of the step's last log_softmax (or a view of it): that
+        log_softmax's log-partition, as at cross_entropy."""
+        pending, self.pending = self.pending, None
+        if pending is None or pending[0] != step or not isinstance(logprobs, torch.Tensor):
+            return
+        out = pending[1]()
+        if out is None or logprobs.untyped_storage().data_ptr() != out.untyped_storage().data_ptr():
+            return
+        self._partition(step, pending[2], pending[3])
+
     def cross_entropy(self, step: int, logits: Any) -> None:
         """The logits given to cross_entropy: their log-partition per row (the first
         MAX_ROWS), mean and max."""
         if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
             return
-        if (self.output and self.output[-1][0] == step) or logits.numel() == 0:
+        if logits.numel() == 0 or (self.output and self.output[-1][0] == step):
             return
         dim = 1 if logits.dim() >= 2 else 0
         with torch.no_grad():
             rows = logits.detach()[:MAX_ROWS] if dim == 1 else logits.detach()
-            z = torch.logsumexp(rows.float(), dim=dim)
-            self.output.append((step, torch.stack([z.mean(), z.amax()])))
-        self.classes = int(logits.shape[dim])
+            self._partition(step, torch.logsumexp(rows.float(), dim=dim), int(logits.shape[dim]))
+
+    def _partition(self, step: int, z: torch.Tensor, classes: int) -> None:
+        """The step's log Z per row: its mean and max kept (the step's first only)."""
+        if self.output and self.output[-1][0] == step:
+            return
+        self.output.append((step, torch.stack([z.mean(), z.amax()])))
+        self.classes = classes
 
     def _module(self, roots: Any) -> str:
         """The name of the watched module whose forward made this call (its `self`)."""

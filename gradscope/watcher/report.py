@@ -14,6 +14,7 @@ from gradscope.findings import Finding, Severity, split_ignored
 from gradscope.outcome import Outcome
 from gradscope.steps import noise
 from gradscope.steps.noise import NoiseSummary
+from gradscope.steps.precursor_json import precursors
 from gradscope.steps.records import MANUAL, WatchRun
 from gradscope.watcher.faults import Fault
 
@@ -248,6 +249,7 @@ class WatchReport:
             ],
             "steps": [r.to_dict() for r in self.run.steps],
             "noise_scale": self.noise_document(),
+            "precursors": precursors(self.run),
             **({"distributed": self.distributed} if self.distributed is not None else {}),
         }
 

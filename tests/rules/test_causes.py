@@ -87,3 +87,50 @@ def test_a_cause_about_a_parameter_supersedes_only_that_parameters_findings():
     ]
     ignored = replace(stopped, ignored_by="GS417:*")
     assert len(causes.superseded(run, [ignored, *low])) == 3
+
+
+def _losses_run(losses: list[float], optimizers=("Adam",)) -> WatchRun:
+    return WatchRun(
+        "t",
+        (ParamInfo("m0.weight", (4, 4), True, True, 0.1),),
+        [step_record(k + 1, loss=v) for k, v in enumerate(losses)],
+        "completed",
+        1.0,
+        optimizers=optimizers,
+        members=tuple((0,) for _ in optimizers),
+    )
+
+
+def _precursor(step: int):
+    from dataclasses import replace
+
+    return replace(_finding("GS453", "h.1.attn"), steps=(step,))
+
+
+def test_a_verdict_on_the_whole_run_gets_the_lead_to_the_step_the_loss_diverged():
+    # healthy at 2.2, a spike at 220 the loss comes back from, then from 520 at ln 27 for good
+    losses = [2.2 + 0.02 * (k % 3) for k in range(600)]
+    losses[220:236] = [2.9] * 16
+    losses[520:] = [3.3] * 80
+    stall = _finding("GS415")
+    (_, symptom) = causes.link(_losses_run(losses), [stall, _precursor(144)])
+    assert symptom.explained_by == "GS453:h.1.attn" and symptom.lead == 521 - 144
+    assert "warned 377 steps before" in symptom.advice
+    # a loss that came back, several optimizers, or a warning after the blow-up: no lead
+    recovered = _losses_run(losses[:500])
+    several = _losses_run(losses, ("Adam", "Adam"))
+    late = causes.link(_losses_run(losses), [stall, _precursor(560)])
+    assert [f.lead for f in causes.link(recovered, [stall, _precursor(144)])] == [None, None]
+    assert all(f.lead is None for f in causes.link(several, [stall, _precursor(144)]))
+    assert all(f.lead is None for f in late)
+
+
+def test_the_divergence_step_is_the_loss_s_own_blow_up_or_its_first_non_finite_value():
+    from gradscope.rules.loss_diverged import diverged_at
+
+    flat = [(k, 2.0) for k in range(1, 301)]
+    assert diverged_at(flat) is None and diverged_at([]) is None
+    assert diverged_at([*flat[:100], (101, float("nan"))]) == 101
+    up = flat[:200] + [(k, 4.0) for k in range(201, 301)]
+    assert diverged_at(up) == 201
+    assert diverged_at(up[:250] + flat[250:]) is None  # came back: no divergence

@@ -141,3 +141,17 @@ def test_a_run_of_one_or_a_few_samples_is_judged_without_a_trend():
         )
         found = _found(_run(facts, n=16 * n))
         assert "GS453" not in found and "GS454" not in found
+
+
+def test_a_climb_after_a_warm_up_bump_warns_at_its_third_rise():
+    # logit_gpt.py attn-deep's `h.1.attn`: a bump in the warm-up, a dip, then orders of
+    # magnitude in 48 steps; the share of rises over 128 steps stays at half until step 176
+    bumped = [5.0, 17.6, 12.3, 2.9, 2.4, 1.9, 4.0, 66.0, 584.0, 1877.0, 2495.0, 3848.0]
+    values = bumped + [3848.0 * 1.1**i for i in range(len(SAMPLES) - len(bumped))]
+    (f,) = _found(_run(_attention(values)))["GS453"]
+    assert f.steps == (144,)
+    # three rises in a row below the level, or one spike after a dip, stay silent
+    below = [5.0, 17.6, 12.3, 2.9, 2.4, 1.9, 4.0, 20.0, 40.0, 80.0] + [50.0] * 40
+    dip_spike = [5.0, 17.6, 12.3, 2.9, 2.4, 1.9, 2.0, 1.5, 300.0, 5.0] + [5.0] * 40
+    for series in (below, dip_spike):
+        assert "GS453" not in _found(_run(_attention(series)))

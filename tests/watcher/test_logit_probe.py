@@ -146,8 +146,10 @@ def test_a_compiled_forward_is_traced_once_not_once_a_step():
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
 
     @torch.compile(backend="eager")
-    def loss_of(x, y):
-        return torch.nn.functional.cross_entropy(model(x), y)
+    def loss_of(x, y):  # the tensor methods the watch shadows too
+        scores = model(x).view(2, 1, 2, 5)[..., :2].softmax(-1).sum()
+        nll = torch.nn.functional.nll_loss(model(x).log_softmax(-1), y)
+        return torch.nn.functional.cross_entropy(model(x), y) + nll + scores
 
     with watch() as w:
         for _ in range(40):
@@ -167,3 +169,65 @@ def test_a_call_outside_every_watched_module_is_named_by_its_function():
     attention_by_hand(torch.randn(1, 2, 4, 8), torch.randn(1, 2, 4, 8))
     (series,), _ = probe.facts()
     assert series.module == "attention_by_hand()"
+
+
+@pytest.mark.parametrize("way", ["method", "torch"])
+def test_a_softmax_method_and_a_cross_entropy_in_two_calls_are_read(way):
+    """`att.softmax(-1)`, `torch.softmax(att, -1)`; nll_loss over `logits.log_softmax(-1)`
+    (a view of it) or F.log_softmax: the attention's logits and the log-partition as
+    through F.softmax and F.cross_entropy."""
+    report = watched("logit_calls.py", "40", way)
+    facts = report.run.state_facts
+    assert report.run.status == "completed" and not report.faults
+    assert {s.module: s.steps for s in facts.attention} == {"attn": (16, 32)}
+    assert all(0 < v < 50 for s in facts.attention for v in s.maxima)
+    out = facts.output_logits
+    assert out is not None and out.steps == (16, 32) and out.classes == 11
+    assert all(math.log(11) - 1 < m < math.log(11) + 3 for m in out.mean)
+    import torch as t
+
+    assert "softmax" not in vars(t.Tensor) and "log_softmax" not in vars(t.Tensor)  # put back
+
+
+def test_a_log_softmax_no_nll_loss_reads_is_no_cross_entropy():
+    report = watched("logit_calls.py", "40", "other")
+    assert report.run.status == "completed" and report.run.state_facts.output_logits is None
+
+
+def test_nll_loss_reads_the_log_partition_of_the_log_softmax_it_was_given():
+    logits = torch.randn(5, 7, 11) * 3 + 4
+    out = logits.log_softmax(-1)
+    probe = LogitProbe()
+    probe.log_softmax(16, logits, out, -1)
+    probe.nll_loss(16, out.view(-1, 11))
+    probe.log_softmax(32, logits, out, -1)
+    probe.nll_loss(32, torch.randn(35, 11).log_softmax(-1))  # another's log-probabilities
+    _, output = probe.facts()
+    z = torch.logsumexp(logits, -1)
+    assert output.steps == (16,) and output.classes == 11
+    assert output.mean[0] == pytest.approx(z.mean().item(), rel=1e-5)
+    assert output.max[0] == pytest.approx(z.max().item(), rel=1e-5)
+
+
+def test_names_bound_before_the_watch_are_read_and_put_back():
+    """`from torch.nn.functional import scaled_dot_product_attention as sdpa` in a module
+    imported before the watch started: read through that name too, and the name given its
+    function back when the watch ends."""
+    import torch.nn.functional as F
+
+    from gradscope.watcher import watch
+    from tests.watcher import logit_bound
+
+    q = torch.randn(2, 1, 4, 8, requires_grad=True)
+    opt = torch.optim.SGD([q], lr=0.1)
+    with watch() as w:
+        for _ in range(32):
+            loss = logit_bound.attention_loss(q, q.detach() * 2, torch.randint(0, 8, (8,)))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    facts = w.run.state_facts
+    assert [s.steps for s in facts.attention] == [(16, 32)]
+    assert facts.output_logits is not None and facts.output_logits.classes == 8
+    assert logit_bound.sdpa is F.scaled_dot_product_attention
+    assert logit_bound.cross_entropy is F.cross_entropy

@@ -11,8 +11,9 @@ and all removed when it ends (also on an exception, Ctrl-C or --steps reached).
 - registration    a module registering a parameter or submodule (torch's global hooks)
 - warning_site    warnings.warn: torch's warnings inside a patch keep the user's line
 - module_train    Module.train (where the script switched a model to eval)
-- logits          scaled_dot_product_attention, softmax, cross_entropy (their logits on
-                  a sampled step: logit_probe.py)
+- logits          scaled_dot_product_attention, softmax (F's, torch's, the tensor
+                  method), cross_entropy, log_softmax (the method) and nll_loss (their
+                  logits on a sampled step: logit_probe.py)
 
 From the first step on, the noise scale (noise_scale.py) adds a tensor hook on each
 tracked parameter and a forward pre-hook on each model found; they go with the rest.
@@ -31,7 +32,16 @@ import torch.nn.utils.clip_grad as clip_grad
 from gradscope.watcher.patches.backward import AutogradBackward, TensorBackward
 from gradscope.watcher.patches.clip import ClipGradNorm, ClipWithNorm, TotalNorm
 from gradscope.watcher.patches.grad_scaler import Scale, ScalerStep
-from gradscope.watcher.patches.logits import Attention, CrossEntropy, Softmax
+from gradscope.watcher.patches.logits import (
+    Attention,
+    BoundNames,
+    CrossEntropy,
+    NllLoss,
+    Softmax,
+    TensorLogSoftmax,
+    TensorSoftmax,
+    TorchSoftmax,
+)
 from gradscope.watcher.patches.module_train import ModuleTrain
 from gradscope.watcher.patches.optimizer_step import OptimizerStep
 from gradscope.watcher.patches.pickling import OWNERS, ModuleGetstate
@@ -44,6 +54,7 @@ from gradscope.watcher.state import WatchState
 
 def every_patch(state: WatchState) -> list[Any]:
     """Each torch entry point's patch, in the order they are installed."""
+    logits = [Attention(state), Softmax(state), CrossEntropy(state), NllLoss(state)]
     return [
         WarningSite(state),
         OptimizerStep(state),
@@ -61,9 +72,11 @@ def every_patch(state: WatchState) -> list[Any]:
         ScalerStep(state),
         *scheduler_patches(state),
         Registration(state),
-        Attention(state),
-        Softmax(state),
-        CrossEntropy(state),
+        *logits,
+        TorchSoftmax(state),
+        TensorSoftmax(state),
+        TensorLogSoftmax(state),
+        BoundNames(logits),
     ]
 
 

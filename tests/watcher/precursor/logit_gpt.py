@@ -7,7 +7,8 @@
 #   attn-deep    the same with 3 layers: the loss diverges by step ~375
 #   attn-low     the same at lr 0.015: healthy (no qk-layernorm either)
 #   attn-qknorm  the same at lr 0.15 with qk-layernorm: healthy
-# ARGS: MODE [STEPS]
+# SEED picks the initial weights and the data (0 by default): the same mechanism on other runs.
+# ARGS: MODE [STEPS] [SEED]
 import sys
 
 import torch
@@ -16,13 +17,14 @@ import torch.nn.functional as F
 
 mode = sys.argv[1] if len(sys.argv) > 1 else "attn"
 steps = int(sys.argv[2]) if len(sys.argv) > 2 else 600
-torch.manual_seed(0)
+seed = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+torch.manual_seed(seed)
 V, T, B, D, H, WARMUP = 27, 32, 32, 64, 4, 100
 LAYERS = 3 if mode == "attn-deep" else 2
 PEAK = 0.015 if mode == "attn-low" else 0.15
 QK_NORM = mode == "attn-qknorm"
 table = torch.distributions.Dirichlet(torch.full((V,), 0.2)).sample((V,))
-g = torch.Generator().manual_seed(1)
+g = torch.Generator().manual_seed(1 + seed)
 
 
 def batch():

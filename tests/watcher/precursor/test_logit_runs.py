@@ -1,11 +1,13 @@
 """GS453 on real runs of a char-level GPT with its attention in the open (logit_gpt.py: 2
 layers, d=64, AdamW after 100 steps of warm-up, 600 steps): at lr 0.15 without a norm on
 q and k the attention logits grow from ~5 to thousands, the softmax saturates and the
-loss goes back to the uniform guess (ln 27) by step ~535 (3 layers: ~375): named by step
-180, the module and its trajectory, and the gradient spikes of the collapse point back to
-it with a lead of 50 steps or more. The same run at lr 0.015 (no qk-layernorm either) and
-at lr 0.15 with qk-layernorm stay silent: the rule reads the logits, not the
-architecture."""
+loss goes back to near the uniform guess (ln 27) by step ~525 (3 layers: ~365; seed 2:
+~413; 3 layers, seed 3: ~447): named at step 144, the module and its trajectory; the
+gradient spikes of the collapse point back to it with a lead of 50 steps or more, and the
+verdict that the run diverged (GS415) with the lead to the loss's own blow-up, 200 steps
+or more in the median. The same runs at lr 0.015 (no qk-layernorm either) and at lr 0.15
+with qk-layernorm stay silent: the rule reads the logits, not the architecture. A
+blow-up at the warm-up's end, between two samples, is missed (an expected failure)."""
 
 from __future__ import annotations
 
@@ -25,11 +27,21 @@ SCRIPT = str(Path(__file__).with_name("logit_gpt.py"))
 PRECURSORS = {"GS451", "GS452", "GS453", "GS454"}
 
 
+DIVERGING = [("attn", "0"), ("attn-deep", "0"), ("attn", "2"), ("attn-deep", "3")]
+"""The runs that diverge, by mode and seed (seeds 1 and 3 of `attn` grow their logits as
+far but their loss holds for 600 steps, diverging by step ~740 of 1,200; seeds 1 and 2 of
+`attn-deep` blow up at the warm-up's end, before any trend: test_a_blow_up_at_the_warm_ups_end
+and docs/watch.md)."""
+
+FIRST = ["h.1.attn", "h.1.attn", "h.1.attn", "h.1.attn"]
+"""The module whose logits grew first, in each."""
+
+
 @functools.cache
-def _run(mode: str):
+def _run(mode: str, seed: str = "0"):
     from gradscope.watcher import watch_script
 
-    report = watch_script(SCRIPT, [mode])
+    report = watch_script(SCRIPT, [mode, "600", seed])
     assert report.run.status == "completed", report.run.error
     return report
 
@@ -46,25 +58,50 @@ def diverged_at(losses: list[tuple[int, float]]) -> int | None:
     return None
 
 
-@pytest.mark.parametrize(("mode", "module"), [("attn", "h.1.attn"), ("attn-deep", "h.1.attn")])
-def test_attention_logit_growth_is_named_before_the_run_diverges(mode, module):
-    report = _run(mode)
+@pytest.mark.parametrize(
+    ("mode", "seed", "module"), [(*run, m) for run, m in zip(DIVERGING, FIRST, strict=True)]
+)
+def test_attention_logit_growth_is_named_before_the_run_diverges(mode, seed, module):
+    report = _run(mode, seed)
     losses = [(r.step, r.loss) for r in report.run.steps if r.loss is not None]
     healthy = statistics.median(v for s, v in losses if 150 <= s < 250)
-    assert statistics.median(v for _, v in losses[-50:]) > 1.3 * healthy  # really diverged
-    broke = diverged_at(losses)
+    assert statistics.median(v for _, v in losses[-50:]) > 1.25 * healthy  # really diverged
     (f,) = [f for f in report.findings if f.rule == "GS453"]
     assert f.severity == Severity.WARNING and f.subject == module
     assert f"attention logits in `{module}` grew" in f.message and "qk-layernorm" in f.advice
-    assert broke is not None and broke - f.steps[0] >= 50
     spikes = [g for g in report.findings if g.rule == "GS403"]
     assert spikes and spikes[0].explained_by == f"GS453:{module}" and spikes[0].lead >= 50
-    assert any(g.explained_by == f"GS453:{module}" for g in report.findings if g.rule == "GS415")
+    (verdict,) = [g for g in report.findings if g.rule == "GS415"]
+    assert verdict.explained_by == f"GS453:{module}" and verdict.lead >= 50
+    broke = f.steps[0] + verdict.lead  # the loss's own blow-up: high from there on
+    assert statistics.fmean(v for s, v in losses if s >= broke) > 1.25 * healthy
+    before = statistics.fmean(v for s, v in losses if f.steps[0] <= s < broke - 32)
+    assert before < 1.15 * healthy  # warned while the loss still held its level
 
 
+@pytest.mark.xfail(strict=True, reason="a blow-up between two samples: no trend to warn on")
+def test_a_blow_up_at_the_warm_ups_end_is_warned_before():
+    """attn-deep, seed 2: as the warm-up reaches lr 0.15 at step 100, `h.0.attn`'s largest
+    logit jumps from 2 to 69 between two samples (steps 96 and 112), 536 by 128, and the
+    loss from 2.3 to 3.1 with it, for good: GS453 at 144 comes after the divergence (seed
+    1 alike)."""
+    report = _run("attn-deep", "2")
+    losses = [(r.step, r.loss) for r in report.run.steps if r.loss is not None]
+    assert statistics.fmean(v for s, v in losses if 120 <= s < 600) > 1.25 * 2.3  # diverged
+    (f,) = [f for f in report.findings if f.rule == "GS453"]
+    assert f.steps[0] < 110
+
+
+def test_the_median_lead_to_the_divergence_is_200_steps_or_more():
+    leads = [g.lead for args in DIVERGING for g in _run(*args).findings if g.rule == "GS415"]
+    assert len(leads) == len(DIVERGING) and min(leads) >= 50
+    assert statistics.median(leads) >= 200
+
+
+@pytest.mark.parametrize("seed", ["0", "2", "3"])  # the diverging runs' seeds
 @pytest.mark.parametrize("mode", ["attn-low", "attn-qknorm"])
-def test_a_lower_lr_or_qk_layernorm_stays_silent(mode):
-    report = _run(mode)
+def test_a_lower_lr_or_qk_layernorm_stays_silent(mode, seed):
+    report = _run(mode, seed)
     assert not PRECURSORS & {f.rule for f in report.findings}
     losses = [r.loss for r in report.run.steps if r.loss is not None]
     assert statistics.median(losses[-50:]) < 2.4  # healthy: it learned and held it
