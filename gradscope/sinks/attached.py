@@ -1,0 +1,76 @@
+"""The sinks a watch was asked for, as one step listener (watcher.session.STEP_LISTENERS):
+checked before the run (a missing package is one line, exit 2), fed every read-back on
+the main process, ended with the report. What failed is a line each, for the report's
+`unwritten` (exit 2 from the command line, as for an unwritten --log)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from gradscope.report.write import folder_destination
+from gradscope.sinks import mlflow_sink, tensorboard_sink, wandb_sink
+from gradscope.sinks.protocol import Sink
+from gradscope.watcher.distributed_hooks import is_main_process
+from gradscope.watcher.session import STEP_LISTENERS
+
+if TYPE_CHECKING:
+    from gradscope.watcher.report import WatchReport
+
+
+class Sinks:
+    """`with Sinks.of(...):` around the watched run, then `finished(report)`."""
+
+    def __init__(self, sinks: Sequence[Sink] = ()) -> None:
+        self.sinks = list(sinks)
+        self._pid = os.getpid()
+
+    @classmethod
+    def of(
+        cls,
+        label: str,
+        wandb: str | None = None,
+        mlflow: str | None = None,
+        tensorboard: str | None = None,
+    ) -> Sinks:
+        """The sinks asked for, each package checked now, before anything runs."""
+        sinks: list[Sink] = []
+        if tensorboard is not None:
+            tensorboard_sink.require()
+            folder = folder_destination(tensorboard, "--tensorboard")
+            sinks.append(tensorboard_sink.TensorboardSink(folder))
+        if wandb is not None:
+            wandb_sink.require()
+            sinks.append(wandb_sink.WandbSink(wandb, label))
+        if mlflow is not None:
+            mlflow_sink.require()
+            sinks.append(mlflow_sink.MlflowSink(mlflow, label))
+        return cls(sinks)
+
+    def __bool__(self) -> bool:
+        return bool(self.sinks)
+
+    def __enter__(self) -> Sinks:
+        if self.sinks:
+            STEP_LISTENERS.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self in STEP_LISTENERS:
+            STEP_LISTENERS.remove(self)
+
+    def __call__(self, records: list[Any], names: list[str]) -> None:
+        if os.getpid() != self._pid or not is_main_process():
+            return  # a forked child, or a rank other than 0: rank 0 writes
+        for sink in self.sinks:
+            sink.steps(records, names)
+
+    def finished(self, report: WatchReport | None) -> list[str]:
+        """Each sink ended (the findings and heatmap of a judged run written); the lines
+        of those that failed."""
+        if os.getpid() != self._pid or not is_main_process():
+            return []
+        judged = report if report is not None and report.judged else None
+        lines = [sink.finished(judged) for sink in self.sinks]
+        return [line for line in lines if line]
