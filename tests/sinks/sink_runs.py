@@ -36,9 +36,7 @@ def watched(steps: int = 30, forget_zero_grad: bool = False, **sinks: object):
 def report_series(report, tag: str) -> dict[int, float]:
     """The report's own numbers for a series every sink writes."""
     field = {"loss": "loss", "grad_norm/total": "grad_norm", "lr": None}[tag]
-    return {
-        r.step: (r.lrs[0] if field is None else getattr(r, field)) for r in report.run.steps
-    }
+    return {r.step: (r.lrs[0] if field is None else getattr(r, field)) for r in report.run.steps}
 
 
 def close(a: float, b: float) -> bool:

@@ -63,9 +63,7 @@ def test_findings_are_alerts_and_in_the_summary(offline):
     rules = sorted({f.rule for f in report.findings})
     assert "GS412" in rules and not report.run.unwritten
     run = finished_run(str(offline))
-    assert sorted(a.title.split()[0] for a in run.alerts) == sorted(
-        f.rule for f in report.findings
-    )
+    assert sorted(a.title.split()[0] for a in run.alerts) == sorted(f.rule for f in report.findings)
     assert run.summary["gradscope/rules"] == rules
     assert "GS412" in run.summary["gradscope/findings"]
 
