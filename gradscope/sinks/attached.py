@@ -1,11 +1,18 @@
 """The sinks a watch was asked for, as one step listener (watcher.session.STEP_LISTENERS):
 checked before the run (a missing package is one line, exit 2), fed every read-back on
 the main process, ended with the report. What failed is a line each, for the report's
-`unwritten` (exit 2 from the command line, as for an unwritten --log)."""
+`unwritten` (exit 2 from the command line, as for an unwritten --log).
+
+The writing happens in a thread of its own: a read-back hands its records (already on
+the host, immutable) over and the training goes on; a local MLflow store or a TensorBoard
+file takes milliseconds per read-back, which a small model's step would wait for
+(benchmarks/bench_sinks.py). The end drains what is queued before the findings."""
 
 from __future__ import annotations
 
 import os
+import queue
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +25,9 @@ from gradscope.watcher.session import STEP_LISTENERS
 if TYPE_CHECKING:
     from gradscope.watcher.report import WatchReport
 
+DRAIN_S = 300.0
+"""How long the end waits for the queued steps to be written (a store that hangs)."""
+
 
 class Sinks:
     """`with Sinks.of(...):` around the watched run, then `finished(report)`."""
@@ -25,6 +35,8 @@ class Sinks:
     def __init__(self, sinks: Sequence[Sink] = ()) -> None:
         self.sinks = list(sinks)
         self._pid = os.getpid()
+        self._queue: queue.SimpleQueue[tuple[list[Any], list[str]] | None] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
 
     @classmethod
     def of(
@@ -63,14 +75,39 @@ class Sinks:
     def __call__(self, records: list[Any], names: list[str]) -> None:
         if os.getpid() != self._pid or not is_main_process():
             return  # a forked child, or a rank other than 0: rank 0 writes
+        if self._writer is None:
+            self._writer = threading.Thread(target=self._write, name="gradscope-sinks")
+            self._writer.daemon = True
+            self._writer.start()
+        self._queue.put((list(records), list(names)))
+
+    def _write(self) -> None:
+        while (batch := self._queue.get()) is not None:
+            for sink in self.sinks:
+                sink.steps(*batch)  # guarded: a failure stops that sink only
+
+    def drained(self, timeout: float = DRAIN_S) -> list[Sink]:
+        """Wait for the queued steps to be written; the sinks still writing after
+        `timeout` (a store that hangs), each with its failure said."""
+        if self._writer is None:
+            return []
+        self._queue.put(None)
+        self._writer.join(timeout)
+        if not self._writer.is_alive():
+            self._writer = None  # a later read-back starts another
+            return []
         for sink in self.sinks:
-            sink.steps(records, names)
+            sink.failure = sink.failure or (
+                f"{sink.option} {sink.where}: still writing after {timeout:g} s, left behind"
+            )
+        return self.sinks
 
     def finished(self, report: WatchReport | None) -> list[str]:
-        """Each sink ended (the findings and heatmap of a judged run written); the lines
-        of those that failed."""
+        """The queued steps written, then each sink ended (the findings and heatmap of a
+        judged run); the lines of those that failed."""
         if os.getpid() != self._pid or not is_main_process():
             return []
+        stuck = self.drained()
         judged = report if report is not None and report.judged else None
-        lines = [sink.finished(judged) for sink in self.sinks]
+        lines = [s.failure if s in stuck else s.finished(judged) for s in self.sinks]
         return [line for line in lines if line]

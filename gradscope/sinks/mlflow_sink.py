@@ -1,10 +1,11 @@
 """`--mlflow URI`: the step series into an MLflow run as the run goes, through
 `MlflowClient.log_batch` in requests of at most 1,000 metrics (MLflow's limit; one call
-per value is what makes logging slow), findings as tags (`gradscope.GS401`) and whole as
-the artifact gradscope/findings.json, the heatmap as the image gradscope/grad_norms.png.
-The user's active run (`mlflow.active_run()`) is used when there is one at the first
-read-back; else gradscope starts one at URI, in the experiment MLFLOW_EXPERIMENT_NAME
-names (default "gradscope"), and ends only that one."""
+per value is what makes logging slow), held until 1,000 have gathered or HOLD_S passed;
+findings as tags (`gradscope.GS401`) and whole as the artifact gradscope/findings.json,
+the heatmap as the image gradscope/grad_norms.png. The user's active run
+(`mlflow.active_run()`) is used when there is one at the first read-back; else gradscope
+starts one at URI, in the experiment MLFLOW_EXPERIMENT_NAME names (default "gradscope"),
+and ends only that one."""
 
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ MISSING = (
 )
 BATCH = 1000
 """Metrics per log_batch request: MLflow's own limit."""
+HOLD_S = 10.0
+"""Metrics are held until a request's worth or this many seconds have gathered (a local
+store's request takes tens of milliseconds, however few metrics it carries)."""
 TAG_CHARS = 5000
 """A tag's value is cut here (MLflow keeps at most 8,000 characters)."""
 
@@ -53,6 +57,8 @@ class MlflowSink(Sink):
         self.run_id: str | None = None
         self.started = False
         """gradscope started the run (and ends it); False: the user's."""
+        self.held: list[Any] = []
+        self.sent = 0.0
 
     def _open(self) -> Any:
         import mlflow
@@ -74,18 +80,27 @@ class MlflowSink(Sink):
     def write_steps(self, records: list[StepRecord], names: list[str]) -> None:
         from mlflow.entities import Metric
 
-        client = self.client or self._open()
+        if self.client is None:
+            self._open()
+            self.sent = time.monotonic()
         now = int(time.time() * 1000)
-        metrics = [
+        self.held += [
             Metric(tag, value, now, step)
             for step, scalars in self.series.of(records)
             for tag, value in scalars.items()
         ]
-        for start in range(0, len(metrics), BATCH):
-            client.log_batch(self.run_id, metrics=metrics[start : start + BATCH])
+        self._send(everything=time.monotonic() - self.sent >= HOLD_S)
+
+    def _send(self, everything: bool = True) -> None:
+        """The held metrics in requests of BATCH; without `everything`, whole ones only."""
+        while len(self.held) >= BATCH or (everything and self.held):
+            chunk, self.held = self.held[:BATCH], self.held[BATCH:]
+            self.client.log_batch(self.run_id, metrics=chunk)
+            self.sent = time.monotonic()
 
     def write_end(self, report: WatchReport) -> None:
         client = self.client or self._open()
+        self._send()
         by_rule: dict[str, list[str]] = {}
         for f in report.findings:
             by_rule.setdefault(f.rule, []).append(f"{f.severity} {f.subject}: {f.message}")
@@ -102,6 +117,8 @@ class MlflowSink(Sink):
                 client.log_artifact(self.run_id, path, "gradscope")
 
     def close(self) -> None:
+        if self.held and self.failure is None:
+            self._send()  # a run not judged: no end written, its steps all the same
         if self.started and self.client is not None:
             failed = self.failure is not None
             self.client.set_terminated(self.run_id, "FAILED" if failed else "FINISHED")

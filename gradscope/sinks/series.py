@@ -61,19 +61,19 @@ class Series:
         counts.clipped += r.clipped
         counts.skipped += r.skipped
         point = counts.noise.add(r) if r.micro_batches > 1 else None
-        values = {
-            "loss": r.loss,
-            "grad_norm/total": r.grad_norm,
-            "grad_norm/clipped": r.clipped_norm,
-            "clip_fraction": counts.clipped / counts.steps,
-            "lr": r.lrs[0] if r.lrs else None,
-            "loss_scale": r.scale,
-            "update_norm": r.update_norm,
-            "skipped_steps": float(counts.skipped),
-            "nonfinite_grads": float(
-                sum(1 for n in r.param_norms if n is not None and not math.isfinite(n))
-            ),
-            "noise_scale/b_simple": point.b_simple if point is not None else None,
-        }
+        nonfinite = sum(1 for n in r.param_norms if n is not None and not math.isfinite(n))
+        numbers = (
+            r.loss,
+            r.grad_norm,
+            r.clipped_norm,
+            counts.clipped / counts.steps,
+            r.lrs[0] if r.lrs else None,
+            r.scale,
+            r.update_norm,
+            counts.skipped,
+            nonfinite,
+            point.b_simple if point is not None else None,
+        )
+        values = dict(zip(SERIES, numbers, strict=True))
         prefix = f"optimizer {r.optimizer}/" if self.several or r.optimizer > 0 else ""
         return {prefix + tag: float(v) for tag, v in values.items() if v is not None}

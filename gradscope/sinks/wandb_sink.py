@@ -75,7 +75,7 @@ class WandbSink(Sink):
             run.alert(
                 title=f"{f.rule} {f.slug}",
                 text=finding_text(f),
-                level=getattr(wandb.AlertLevel, level),
+                level=level,
             )
         run.summary[PREFIX + "findings"] = json.dumps([f.to_dict() for f in report.findings])
         run.summary[PREFIX + "rules"] = sorted({f.rule for f in report.findings})
