@@ -76,6 +76,8 @@ class Sinks:
         if os.getpid() != self._pid or not is_main_process():
             return  # a forked child, or a rank other than 0: rank 0 writes
         if self._writer is None:
+            for sink in self.sinks:
+                sink.start()
             self._writer = threading.Thread(target=self._write, name="gradscope-sinks")
             self._writer.daemon = True
             self._writer.start()

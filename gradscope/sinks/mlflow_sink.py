@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 import tempfile
 import time
 from typing import TYPE_CHECKING, Any
@@ -57,17 +58,25 @@ class MlflowSink(Sink):
         self.run_id: str | None = None
         self.started = False
         """gradscope started the run (and ends it); False: the user's."""
+        self.hosts: tuple[str, str] | None = None
+        """The script's active run and its tracking URI, seen by `bind`."""
         self.held: list[Any] = []
         self.sent = 0.0
 
+    def bind(self) -> None:
+        """The script's active run: MLflow keeps it per thread, and the writing is in
+        another. Only where the script imported mlflow (importing it takes seconds)."""
+        fluent = sys.modules.get("mlflow")
+        active = fluent.active_run() if fluent is not None else None
+        if fluent is not None and active is not None:
+            self.hosts = (active.info.run_id, fluent.get_tracking_uri())
+
     def _open(self) -> Any:
-        import mlflow
         from mlflow import MlflowClient
 
-        active = mlflow.active_run()
-        if active is not None:
-            self.client = MlflowClient()
-            self.run_id = active.info.run_id
+        if self.hosts is not None:
+            self.run_id, uri = self.hosts
+            self.client = MlflowClient(tracking_uri=uri)
             return self.client
         self.client = MlflowClient(tracking_uri=self.where)
         name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or "gradscope"

@@ -50,6 +50,14 @@ class Sink:
                     f"{self.written} steps, the report covers them all"
                 )
 
+    def start(self) -> None:
+        """`bind`, guarded as the writing is."""
+        self._guarded("at its start", self.bind)
+
+    def bind(self) -> None:
+        """On the training's thread, at the first read-back (the writing is in another):
+        note the run the script started, where the host's API keeps it per thread."""
+
     def write_steps(self, records: list[StepRecord], names: list[str]) -> None:
         raise NotImplementedError
 

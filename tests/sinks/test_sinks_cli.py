@@ -93,7 +93,7 @@ def test_a_missing_package_is_one_line_before_the_run(tmp_path, option, value, p
     done = _gradscope(tmp_path, option, value, hide=package)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        f"error: {option} needs the {package} package: pip install {package} "
+        f"gradscope: error: {option} needs the {package} package: pip install {package} "
         f"(or the extra: pip install 'torch-gradscope[{package}]')"
     ]
     assert not (tmp_path / "ran").exists()
