@@ -115,7 +115,18 @@ GRADCHECK_KEYS = {
     "second-order",
     "forward-ad",
 }
-WATCH_KEYS = {"script", "args", "steps", "ignore", "thresholds", "log", "plot", "tensorboard"}
+WATCH_KEYS = {
+    "script",
+    "args",
+    "steps",
+    "ignore",
+    "thresholds",
+    "log",
+    "plot",
+    "tensorboard",
+    "wandb",
+    "mlflow",
+}
 WATCH_KEYS |= {"update-every", "flush-every", "batch-size", "against", "hang-timeout", "label"}
 
 

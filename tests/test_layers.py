@@ -218,7 +218,18 @@ def test_the_exceptions_to_the_caps_are_still_needed():
     assert sorted(set(LONGER) - _too_long()) == [], "remove these from LONGER"
 
 
-HEAVY = {"torch", "matplotlib", "graphviz", "torchviz", "tensorboard", "transformers", "numpy"}
+HEAVY = {
+    "torch",
+    "matplotlib",
+    "graphviz",
+    "torchviz",
+    "tensorboard",
+    "transformers",
+    "numpy",
+    "wandb",
+    "mlflow",
+    "PIL",
+}
 """What `gradscope --help` must not load: the reason an import may stay in a function."""
 NOT_FOR_HELP = {
     "gradscope.rules.watch",

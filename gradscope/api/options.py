@@ -168,7 +168,11 @@ class WatchOptions(Given):
     plot: str | None = None
     """Draw the run to this .png, .svg or .pdf."""
     tensorboard: str | None = None
-    """Write the run as TensorBoard events to this folder."""
+    """Write the run as TensorBoard events to this folder, as it goes."""
+    wandb: str | None = None
+    """Log the run to this wandb project as it goes (the active run when there is one)."""
+    mlflow: str | None = None
+    """Log the run to this MLflow tracking URI as it goes (the active run when there is one)."""
     update_every: int = 25
     """Update/weight ratios at each of the first 100 steps, then every N."""
     flush_every: int = 10

@@ -1,6 +1,6 @@
-"""The pictures a result can also be drawn as: a plot (.png, .svg or .pdf) and a watched
-run's TensorBoard events. Where they go is checked before any work starts (a script that
-changes directory moves nothing); they are drawn from the finished result."""
+"""The pictures a result can also be drawn as: a plot (.png, .svg or .pdf). Where they go
+is checked before any work starts (a script that changes directory moves nothing); they
+are drawn from the finished result."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from gradscope.errors import GradscopeError
 from gradscope.report.diff_plot import plot as models_plot
 from gradscope.report.diff_runs_plot import plot as runs_plot
 from gradscope.report.flow_plot import plot as flow_plot
-from gradscope.report.tensorboard import require
-from gradscope.report.write import destination, folder_destination, write_file
+from gradscope.report.write import destination, write_file
 
 PLOT_FORMATS = ("png", "svg", "pdf")
 
@@ -58,41 +57,28 @@ def diff_plot(plot: Plot, result: Any) -> None:
 
 @dataclass(frozen=True)
 class WatchPictures:
-    """What a watched run is also drawn as, checked before it runs."""
+    """What a watched run is also drawn as, checked before it runs (its TensorBoard
+    events are a sink: gradscope/sinks/)."""
 
     plot: Plot | None = None
-    tensorboard: str | None = None
-    """The events folder, absolute (made if missing)."""
 
     @classmethod
-    def of(cls, plot: str | None, tensorboard: str | None) -> WatchPictures:
-        if tensorboard is not None:
-            require()
-        events = folder_destination(tensorboard, "--tensorboard") if tensorboard else None
-        return cls(Plot.of(plot), events)
+    def of(cls, plot: str | None) -> WatchPictures:
+        return cls(Plot.of(plot))
 
     def paths(self) -> dict[str, str | None]:
         """The files they write, keyed by option, for `write.distinct`."""
-        return {"--plot": self.plot.path if self.plot else None, "--tensorboard": self.tensorboard}
+        return {"--plot": self.plot.path if self.plot else None}
 
     def draw(self, report: Any) -> list[str]:
         """Draw a run with judged steps; what could not be written, as one line each (the
         report is never lost to a picture)."""
-        if not report.judged:
+        if not report.judged or self.plot is None:
             return []
-        failed = []
         try:
-            if self.plot is not None:
-                from gradscope.report import watch_plot
+            from gradscope.report import watch_plot
 
-                self.plot.draw(watch_plot.render, report)
+            self.plot.draw(watch_plot.render, report)
         except (GradscopeError, OSError) as exc:
-            failed.append(f"--plot {self.plot.path if self.plot else ''}: {exc}")
-        try:
-            if self.tensorboard is not None:
-                from gradscope.report import tensorboard
-
-                tensorboard.write(report, self.tensorboard)
-        except (GradscopeError, OSError) as exc:
-            failed.append(f"--tensorboard {self.tensorboard}: {exc}")
-        return failed
+            return [f"--plot {self.plot.path}: {exc}"]
+        return []

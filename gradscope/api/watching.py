@@ -1,5 +1,6 @@
 """`gradscope watch` as functions: a training run judged step by step, with what the
-command can add to it: a reference run to compare against, a plot, TensorBoard events."""
+command can add to it: a reference run to compare against, a plot, and the sinks that
+get the run as it goes (TensorBoard, wandb, MLflow: gradscope/sinks/)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from gradscope.api.options import WatchOptions
 from gradscope.api.pictures import WatchPictures
 from gradscope.diff.runs.live import against as against_reference
 from gradscope.errors import GradscopeError
+from gradscope.sinks.attached import Sinks
 from gradscope.watcher.distributed_hooks import is_main_process
 
 # the watcher's session and runner (and the watch judge they load) are imported in functions:
@@ -36,16 +38,18 @@ def watch(
     `train()` judged over time. `given`: WatchOptions fields over `options` (steps=200,
     log="steps.jsonl"; a misspelt one is one line). `against`: a reference run's `--log`
     to compare every step with (GS607-GS609 join the report); `plot`: a .png, .svg or
-    .pdf of the run; `tensorboard`: a folder for its events."""
+    .pdf of the run; `tensorboard`: a folder for its events; `wandb`: a project, `mlflow`:
+    a tracking URI, each written as the run goes."""
 
     from gradscope.watcher.session import Watcher
 
     options = _checked(options, given)
     label = options.label or "watch"
+    sinks = sinks_of(options, label)
     block = Watcher(label, settings_or_default(settings), **options.watcher_keywords())
-    if options.against is None and options.plot is None and options.tensorboard is None:
+    if options.against is None and options.plot is None and not sinks:
         return block
-    return Watching(block, options.against, WatchPictures.of(options.plot, options.tensorboard))
+    return Watching(block, options.against, WatchPictures.of(options.plot), sinks)
 
 
 def watch_script(
@@ -63,9 +67,10 @@ def watch_script(
 
     options = _checked(options, {"argv": tuple(argv), **given} if argv else given)
     settings = settings_or_default(settings)
-    pictures = WatchPictures.of(options.plot, options.tensorboard)
+    pictures = WatchPictures.of(options.plot)
     label = {"label": options.label} if options.label else {}
-    with against_reference(options.against) as compared:
+    sinks = sinks_of(options, options.label or f"script {path}")
+    with against_reference(options.against) as compared, sinks:
         report = run_script(
             path,
             list(options.argv),
@@ -75,7 +80,12 @@ def watch_script(
             **label,
             **options.watcher_keywords(),
         )
-    return finished(report, compared, pictures, settings)
+    return finished(report, compared, pictures, settings, sinks)
+
+
+def sinks_of(options: WatchOptions, label: str) -> Sinks:
+    """The sinks the options ask for, each checked before the run."""
+    return Sinks.of(label, options.wandb, options.mlflow, options.tensorboard)
 
 
 def _checked(options: WatchOptions | None, given: Mapping[str, object]) -> WatchOptions:
@@ -89,33 +99,48 @@ def _checked(options: WatchOptions | None, given: Mapping[str, object]) -> Watch
 
 
 def finished(
-    report: WatchReport, compared: Against | None, pictures: WatchPictures, settings: Any
+    report: WatchReport,
+    compared: Against | None,
+    pictures: WatchPictures,
+    settings: Any,
+    sinks: Sinks | None = None,
 ) -> WatchReport:
-    """The comparison's findings joined in, then the pictures drawn (rank 0 only)."""
+    """The comparison's findings joined in, then the pictures drawn and the sinks ended
+    (rank 0 only); a sink that failed is a note and an unwritten line, as a --log is."""
 
     if compared is not None and report.judged:
         report = compared.joined(report, settings_or_default(settings))
     failed = pictures.draw(report) if is_main_process() else []
+    failed += sinks.finished(report) if sinks is not None else []
     if failed:
-        report = replace(
-            report, run=replace(report.run, unwritten=(*report.run.unwritten, *failed))
-        )
+        run = report.run
+        notes = (*run.notes, *(line for line in failed if line not in run.notes))
+        report = replace(report, run=replace(run, unwritten=(*run.unwritten, *failed), notes=notes))
     return report
 
 
 class Watching:
-    """`gradscope.watch(against=..., plot=..., tensorboard=...)`: the watcher, with the
-    comparison around it and the pictures drawn when it ends; `report` is the finished one."""
+    """`gradscope.watch(against=..., plot=..., tensorboard=..., wandb=..., mlflow=...)`: the
+    watcher, with the comparison and the sinks around it and the pictures drawn when it
+    ends; `report` is the finished one."""
 
-    def __init__(self, watcher: Any, against: str | None, pictures: WatchPictures) -> None:
+    def __init__(
+        self,
+        watcher: Any,
+        against: str | None,
+        pictures: WatchPictures,
+        sinks: Sinks | None = None,
+    ) -> None:
         self.watcher = watcher
         self.pictures = pictures
+        self.sinks = sinks if sinks is not None else Sinks()
         self.report: WatchReport | None = None
         self._against = against
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> Watching:
         self._compared = self._stack.enter_context(against_reference(self._against))
+        self._stack.enter_context(self.sinks)
         try:
             self.watcher.__enter__()
         except BaseException:
@@ -129,7 +154,8 @@ class Watching:
         finally:
             self._stack.close()
         settings = self.watcher.settings
-        self.report = finished(self.watcher.report, self._compared, self.pictures, settings)
+        report = self.watcher.report
+        self.report = finished(report, self._compared, self.pictures, settings, self.sinks)
         return swallowed
 
     def __getattr__(self, name: str) -> Any:

@@ -21,7 +21,7 @@ from gradscope.fmt import printable
 from gradscope.outcome import Outcome, exit_code
 from gradscope.report import outputs
 from gradscope.report.outputs import Format, Plan
-from gradscope.report.write import NotWritten, destination, distinct
+from gradscope.report.write import NotWritten, destination, distinct, folder_destination
 from gradscope.suggest import did_you_mean
 from gradscope.thresholds import Thresholds, threshold_value
 from gradscope.watcher.distributed_hooks import (
@@ -93,8 +93,29 @@ TensorboardOpt = Annotated[
     typer.Option(
         "--tensorboard",
         metavar="DIR",
-        help="Also write the run as TensorBoard events to DIR: per-step loss, norms "
-        "and per-layer norms as scalars, findings as text (needs tensorboard).",
+        help="Also write the run as TensorBoard events to DIR as it goes: per-step loss, "
+        "norms, lr... as scalars, a layers × steps heatmap, findings as text "
+        "(needs tensorboard).",
+    ),
+]
+
+WandbOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--wandb",
+        metavar="PROJECT",
+        help="Also log the run to wandb as it goes, in PROJECT (or the script's own run): "
+        "about ten series per optimizer, one heatmap, findings as alerts (needs wandb).",
+    ),
+]
+
+MlflowOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--mlflow",
+        metavar="URI",
+        help="Also log the run to the MLflow tracking URI as it goes (or the script's "
+        "active run): batched series, findings as tags and findings.json (needs mlflow).",
     ),
 ]
 
@@ -199,6 +220,8 @@ Examples:
 
   gradscope watch train.py --tensorboard runs/gradscope
 
+  gradscope watch train.py --wandb my-project --mlflow sqlite:///mlflow.db
+
   gradscope watch train.py --format json --output report.json
 
   gradscope watch train_ddp.py --nproc-per-node 2 -- --epochs 1
@@ -213,6 +236,8 @@ def watch(
     log: LogOpt = None,
     plot: PlotOpt = None,
     tensorboard: TensorboardOpt = None,
+    wandb: WandbOpt = None,
+    mlflow: MlflowOpt = None,
     format: FormatOpt = None,
     output: clikit.OutputOpt = None,
     fail_on: clikit.FailOnOpt = None,
@@ -235,9 +260,12 @@ def watch(
         settings = config_mod.load(config, flags={"fail-on": fail_on, **_thresholds(threshold)})
         # resolved before the script runs: a script that changes directory moves nothing
         where = outputs.plan(format, output)
-        pictures = WatchPictures.of(plot, tensorboard)
+        pictures = WatchPictures.of(plot)
         log = destination(log, "--log")
-        distinct({**where.paths(), **pictures.paths(), "--log": log}, {"SCRIPT": script})
+        folders = {
+            "--tensorboard": tensorboard and folder_destination(tensorboard, "--tensorboard")
+        }
+        distinct({**where.paths(), **pictures.paths(), **folders, "--log": log}, {"SCRIPT": script})
         main_rank = is_main_process()
         options = clikit.options_from(
             api.WatchOptions,

@@ -46,6 +46,28 @@ def render(report: WatchReport, fmt: str = "png", columns: int = 400) -> bytes:
     return buffer.getvalue()
 
 
+def heatmap(report: WatchReport, columns: int = 400) -> bytes | None:
+    """The layers × steps heatmap alone, as a PNG: the one picture a sink gets (wandb,
+    MLflow, TensorBoard), in place of a panel per parameter; None with no step to draw."""
+    steps = report.run.steps
+    if not steps or not any(r.detail and r.param_norms for r in steps):
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = layer_groups(report.run.names(), 24)
+    fig, ax = plt.subplots(figsize=(11, 1.6 + 0.28 * len(groups)))
+    _draw_map(fig, ax, report, groups, columns)
+    ax.set_xlabel("optimizer step")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
 def _figure(plt, report: WatchReport, columns: int):
     groups = layer_groups(report.run.names(), 24)
     height = 2.2 + 0.28 * len(groups)

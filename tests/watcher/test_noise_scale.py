@@ -316,9 +316,11 @@ def test_log_tensorboard_and_plot_carry_the_smoothed_series(tmp_path):
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from gradscope.report import tensorboard
+    from gradscope.sinks.tensorboard_sink import TensorboardSink
 
-    tensorboard.write(w.report, str(tmp_path / "tb"))
+    sink = TensorboardSink(str(tmp_path / "tb"))  # fed as a run's read-backs feed it
+    sink.steps(list(w.run.steps), w.run.names())
+    assert sink.finished(w.report) is None
     events = EventAccumulator(str(tmp_path / "tb"), size_guidance={"scalars": 0})
     events.Reload()
     written = {e.step: e.value for e in events.Scalars("noise_scale/b_simple")}

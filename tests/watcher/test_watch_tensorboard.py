@@ -16,7 +16,8 @@ pytest.importorskip("tensorboard")
 def _events(directory):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    events = EventAccumulator(str(directory), size_guidance={"scalars": 0, "tensors": 0})
+    every = {"scalars": 0, "tensors": 0, "images": 0}
+    events = EventAccumulator(str(directory), size_guidance=every)
     events.Reload()
     return events
 
@@ -26,7 +27,7 @@ def _close(a: float, b: float) -> bool:
 
 
 @pytest.mark.slow
-def test_scalars_per_step_and_layer_and_findings_as_text(tmp_path):
+def test_scalars_per_step_a_layers_heatmap_and_findings_as_text(tmp_path):
     done = gradscope(
         "watch", script("no_zero_grad.py"), "-f", "json", "--tensorboard", str(tmp_path / "tb")
     )
@@ -39,10 +40,13 @@ def test_scalars_per_step_and_layer_and_findings_as_text(tmp_path):
     assert sorted(losses) == [s["step"] for s in doc["steps"]]
     for s in doc["steps"]:
         assert _close(losses[s["step"]], s["loss"])
-    names = [p["name"] for p in doc["params"]]
-    first = events.Scalars(f"grad_norm/layers/{names[0]}")
-    assert len(first) == len(doc["steps"])
-    assert _close(first[-1].value, doc["steps"][-1]["param_norms"][0])
+    norms = {e.step: e.value for e in events.Scalars("grad_norm/total")}
+    assert all(_close(norms[s["step"]], s["grad_norm"]) for s in doc["steps"])
+    # one heatmap image for the layers, never a scalar panel per parameter
+    assert not [t for t in tags if t.startswith("grad_norm/layers")]
+    assert events.Tags()["images"] == ["grad_norm/layers"]
+    (image,) = events.Images("grad_norm/layers")
+    assert image.encoded_image_string.startswith(b"\x89PNG") and image.width > 200
     texts = events.Tags()["tensors"]
     assert "findings/GS412/text_summary" in texts
 

@@ -1,0 +1,92 @@
+"""`--wandb PROJECT`: the step series into a wandb run as the run goes, one `log` call per
+step (never one per value), findings as alerts and in the run's summary, the heatmap as
+one `wandb.Image` at the end. The user's active run (`wandb.run`, often started by a
+Lightning or HF logger) is used when there is one at the first read-back; else gradscope
+starts one in PROJECT and finishes only that one. The series are `gradscope/...`, on
+their own step axis `gradscope/step`, so they never fight the run's own step counter."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+from typing import TYPE_CHECKING, Any
+
+from gradscope.errors import GradscopeError
+from gradscope.report.watch_plot import heatmap
+from gradscope.sinks.protocol import Sink, finding_text
+from gradscope.sinks.series import Series
+
+if TYPE_CHECKING:
+    from gradscope.steps.step_record import StepRecord
+    from gradscope.watcher.report import WatchReport
+
+# wandb imported in functions: `gradscope --help` must not load it
+
+MISSING = (
+    "--wandb needs the wandb package: pip install wandb "
+    "(or the extra: pip install 'torch-gradscope[wandb]')"
+)
+PREFIX = "gradscope/"
+ALERT_LEVELS = {"INFO": "INFO", "WARNING": "WARN", "ERROR": "ERROR"}
+
+
+def require() -> None:
+    """Refuse --wandb before the run when nothing could be written during it."""
+    if importlib.util.find_spec("wandb") is None:
+        raise GradscopeError(MISSING)
+
+
+class WandbSink(Sink):
+    option = "--wandb"
+
+    def __init__(self, project: str, label: str) -> None:
+        super().__init__(project)
+        self.label = label
+        self.series = Series()
+        self.run: Any = None
+        self.started = False
+        """gradscope started the run (and finishes it); False: the user's."""
+
+    def _open(self) -> Any:
+        import wandb
+
+        if wandb.run is not None:
+            self.run = wandb.run
+        else:
+            self.run = wandb.init(project=self.where or None, name=self.label)
+            self.started = True
+        self.run.define_metric(PREFIX + "step", hidden=True)
+        self.run.define_metric(PREFIX + "*", step_metric=PREFIX + "step")
+        return self.run
+
+    def write_steps(self, records: list[StepRecord], names: list[str]) -> None:
+        run = self.run or self._open()
+        for step, scalars in self.series.of(records):
+            row = {PREFIX + tag: value for tag, value in scalars.items()}
+            run.log({PREFIX + "step": step, **row})
+
+    def write_end(self, report: WatchReport) -> None:
+        import wandb
+
+        run = self.run or self._open()
+        for f in report.findings:
+            level = ALERT_LEVELS.get(f.severity.name, "WARN")
+            run.alert(
+                title=f"{f.rule} {f.slug}",
+                text=finding_text(f),
+                level=level,
+            )
+        run.summary[PREFIX + "findings"] = json.dumps([f.to_dict() for f in report.findings])
+        run.summary[PREFIX + "rules"] = sorted({f.rule for f in report.findings})
+        picture = heatmap(report)
+        if picture is not None:
+            from PIL import Image
+
+            image = wandb.Image(Image.open(io.BytesIO(picture)), caption="log10 gradient norm")
+            last = report.run.steps[-1].step
+            run.log({PREFIX + "step": last, PREFIX + "grad_norm/layers": image})
+
+    def close(self) -> None:
+        if self.started and self.run is not None:
+            self.run.finish()

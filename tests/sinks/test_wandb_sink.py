@@ -1,0 +1,96 @@
+"""--wandb: a real offline wandb run read back from its own file: the series, one log call
+per step, findings as alerts and in the summary, one heatmap image, the user's run kept."""
+
+from __future__ import annotations
+
+import pytest
+from sink_runs import close, report_series, watched
+from wandb_records import finished_run
+
+wandb = pytest.importorskip("wandb")
+
+pytestmark = pytest.mark.slow  # a wandb run starts its service process
+
+
+@pytest.fixture
+def offline(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    wandb.teardown()  # wandb keeps its settings (WANDB_DIR) for the process: read afresh
+    yield tmp_path
+    wandb.teardown()
+
+
+def _counted_logs(monkeypatch) -> list[dict]:
+    from wandb.sdk.wandb_run import Run
+
+    calls: list[dict] = []
+    real = Run.log
+
+    def log(self, data, *args, **kwargs):
+        calls.append(dict(data))
+        return real(self, data, *args, **kwargs)
+
+    monkeypatch.setattr(Run, "log", log)
+    return calls
+
+
+def test_the_series_findings_and_heatmap_reach_an_offline_run(offline, monkeypatch):
+    calls = _counted_logs(monkeypatch)
+    report = watched(30, wandb="gs-test")
+    assert report.judged and not report.run.unwritten, report.run.unwritten
+    assert wandb.run is None  # the run gradscope started, finished
+    run = finished_run(str(offline))
+    for tag in ("loss", "grad_norm/total", "lr"):
+        got = run.series("gradscope/" + tag)
+        want = report_series(report, tag)
+        assert sorted(got) == sorted(want) == list(range(1, 31))
+        assert all(close(got[s], want[s]) for s in want), tag
+    # one call per step and one for the picture, never one per value
+    assert len(calls) == 31
+    scalars = {k for row in run.history for k in row if not k.startswith("_")}
+    scalars = {k for k in scalars if not k.startswith("gradscope/grad_norm/layers")}
+    assert len(scalars - {"gradscope/step"}) <= 12
+    images = [row for row in run.history if row.get("gradscope/grad_norm/layers/_type")]
+    assert [row["gradscope/grad_norm/layers/_type"] for row in images] == ["image-file"]
+    assert run.exit
+
+
+def test_findings_are_alerts_and_in_the_summary(offline):
+    report = watched(40, forget_zero_grad=True, wandb="gs-test")
+    rules = sorted({f.rule for f in report.findings})
+    assert "GS412" in rules and not report.run.unwritten
+    run = finished_run(str(offline))
+    assert sorted(a.title.split()[0] for a in run.alerts) == sorted(f.rule for f in report.findings)
+    assert run.summary["gradscope/rules"] == rules
+    assert "GS412" in run.summary["gradscope/findings"]
+
+
+def test_the_users_active_run_is_used_and_left_open(offline):
+    mine = wandb.init(project="users-own")
+    try:
+        report = watched(12, wandb="ignored-project")
+        assert not report.run.unwritten
+        assert wandb.run is mine  # not finished by gradscope
+        mine.log({"my_metric": 1.0})
+    finally:
+        mine.finish()
+    run = finished_run(str(offline))
+    assert sorted(run.series("gradscope/loss")) == list(range(1, 13))
+    assert any("my_metric" in row for row in run.history)
+
+
+def test_a_failing_wandb_stops_the_sink_not_the_run(offline, monkeypatch):
+    from wandb.sdk.wandb_run import Run
+
+    def broken(self, *args, **kwargs):
+        raise ConnectionError("the network went away")
+
+    monkeypatch.setattr(Run, "log", broken)
+    report = watched(25, wandb="gs-test")
+    assert report.run.status == "completed" and len(report.run.steps) == 25
+    (line,) = report.run.unwritten
+    assert line.startswith("--wandb gs-test: writing failed at step 1 (ConnectionError")
+    assert line in report.run.notes and wandb.run is None
