@@ -258,14 +258,7 @@ def watch(
         raise typer.Exit(relaunch(nproc_per_node, sys.argv[1:]))
     with clikit.guarded(debug):
         settings = config_mod.load(config, flags={"fail-on": fail_on, **_thresholds(threshold)})
-        # resolved before the script runs: a script that changes directory moves nothing
-        where = outputs.plan(format, output)
-        pictures = WatchPictures.of(plot)
-        log = destination(log, "--log")
-        folders = {
-            "--tensorboard": tensorboard and folder_destination(tensorboard, "--tensorboard")
-        }
-        distinct({**where.paths(), **pictures.paths(), **folders, "--log": log}, {"SCRIPT": script})
+        where, log = _destinations(script, format, output, plot, log, tensorboard)
         main_rank = is_main_process()
         options = clikit.options_from(
             api.WatchOptions,
@@ -284,6 +277,24 @@ def watch(
                 clikit.note(f"--plot {plot}: not drawn, no step was recorded")
         _status_line(report, main_rank, debug)
         raise typer.Exit(_exit_code(outcome, settings.fail_on, main_rank))
+
+
+def _destinations(
+    script: str,
+    format: Format | None,
+    output: list[str] | None,
+    plot: str | None,
+    log: str | None,
+    tensorboard: str | None,
+) -> tuple[Plan, str | None]:
+    """The report's destinations and the --log's path, resolved before the script runs (a
+    script that changes directory moves nothing), none of them the script or each other."""
+    where = outputs.plan(format, output)
+    log = destination(log, "--log")
+    folders = {"--tensorboard": tensorboard and folder_destination(tensorboard, "--tensorboard")}
+    paths = {**where.paths(), **WatchPictures.of(plot).paths(), **folders, "--log": log}
+    distinct(paths, {"SCRIPT": script})
+    return where, log
 
 
 def _deliver(

@@ -20,7 +20,7 @@ from gradscope.report.write import folder_destination
 from gradscope.sinks import mlflow_sink, tensorboard_sink, wandb_sink
 from gradscope.sinks.protocol import Sink
 from gradscope.watcher.distributed_hooks import is_main_process
-from gradscope.watcher.session import STEP_LISTENERS
+from gradscope.watcher.listeners import STEP_LISTENERS
 
 if TYPE_CHECKING:
     from gradscope.watcher.report import WatchReport
