@@ -152,14 +152,20 @@ def test_a_real_signal_reports_the_steps_so_far_and_the_log_keeps_them(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # a suite started in the background (`make test &`) ignores SIGINT, and so would
+        # the child: forever.py would outlive the test, on a CPU, for the rest of the suite
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if log.exists() and len(log.read_text().splitlines()) > 30:
-            break
-        time.sleep(0.2)
-    proc.send_signal(getattr(signal, signame))
-    stdout, stderr = proc.communicate(timeout=120)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if log.exists() and len(log.read_text().splitlines()) > 30:
+                break
+            time.sleep(0.2)
+        proc.send_signal(getattr(signal, signame))
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
     assert proc.returncode == code, stderr
     doc = json.loads(stdout)
     assert doc["summary"]["status"] == status and doc["summary"]["steps"] >= 30
