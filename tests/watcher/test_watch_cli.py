@@ -45,16 +45,19 @@ def test_crash_still_reports_the_steps_then_exits_2():
     assert "loss assertion failed at step 30" in done.stderr
 
 
-def test_interrupt_reports_then_exits_130():
-    done = gradscope("watch", script("crash.py"), "-f", "json", "--", "interrupt")
-    assert done.returncode == 130
+def test_interrupt_reports_then_exits_130(runner):
+    """The script's own KeyboardInterrupt, in-process (the real signals below cross the
+    process boundary)."""
+    done = runner.invoke(app, ["watch", script("crash.py"), "-f", "json", "--", "interrupt"])
+    assert done.exit_code == 130
     assert json.loads(done.stdout)["summary"]["status"] == "interrupted"
 
 
-def test_steps_stop_cleanly_and_log_streams_every_step(tmp_path):
+def test_steps_stop_cleanly_and_log_streams_every_step(tmp_path, runner):
     log = tmp_path / "steps.jsonl"
-    done = gradscope("watch", script("crash.py"), "--steps", "12", "--log", str(log), "-f", "json")
-    assert done.returncode == 0, done.stderr
+    args = ["watch", script("crash.py"), "--steps", "12", "--log", str(log), "-f", "json"]
+    done = runner.invoke(app, args, catch_exceptions=False)
+    assert done.exit_code == 0, done.stderr
     assert json.loads(done.stdout)["summary"]["status"] == "stopped"
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert lines[0] == {"params": ["weight", "bias"], "dtype": "float32"}
@@ -62,10 +65,11 @@ def test_steps_stop_cleanly_and_log_streams_every_step(tmp_path):
     assert lines[-1] == {"findings": []}  # the run's findings, last
 
 
-def test_plot_png_svg_and_pdf(tmp_path):
-    """The CLI writes the plot; the other formats come from the same renderer in-process."""
-    done = gradscope("watch", script("spike_batch.py"), "--plot", str(tmp_path / "plot.png"))
-    assert done.returncode == 0, done.stderr
+def test_plot_png_svg_and_pdf(tmp_path, runner):
+    """The CLI writes the plot; the other formats come from the same renderer."""
+    args = ["watch", script("spike_batch.py"), "--plot", str(tmp_path / "plot.png")]
+    done = runner.invoke(app, args, catch_exceptions=False)
+    assert done.exit_code == 0, done.stderr
     assert (tmp_path / "plot.png").read_bytes().startswith(b"\x89PNG")
     assert (tmp_path / "plot.png").stat().st_size > 10_000
     report = watched("spike_batch.py")
@@ -74,11 +78,12 @@ def test_plot_png_svg_and_pdf(tmp_path):
     assert pdf.startswith(b"%PDF") and len(pdf) > 10_000
 
 
-def test_bad_input_is_one_line_exit_2(tmp_path):
+def test_bad_input_is_one_line_exit_2(tmp_path, runner):
     done = gradscope("watch", str(tmp_path / "missing.py"))
     assert done.returncode == 2 and done.stderr.count("\n") == 1
-    done = gradscope("watch", script("crash.py"), "--threshold", "spike-sigmaa=3")
-    assert done.returncode == 2 and "spike-sigma" in done.stderr
+    # the same exit path in-process: the launch above is the process boundary
+    bad = runner.invoke(app, ["watch", script("crash.py"), "--threshold", "spike-sigmaa=3"])
+    assert bad.exit_code == 2 and "spike-sigma" in bad.stderr and bad.stderr.count("\n") == 1
 
 
 def test_junit_and_markdown(tmp_path, runner):
@@ -147,14 +152,20 @@ def test_a_real_signal_reports_the_steps_so_far_and_the_log_keeps_them(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # a suite started in the background (`make test &`) ignores SIGINT, and so would
+        # the child: forever.py would outlive the test, on a CPU, for the rest of the suite
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if log.exists() and len(log.read_text().splitlines()) > 30:
-            break
-        time.sleep(0.2)
-    proc.send_signal(getattr(signal, signame))
-    stdout, stderr = proc.communicate(timeout=120)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if log.exists() and len(log.read_text().splitlines()) > 30:
+                break
+            time.sleep(0.2)
+        proc.send_signal(getattr(signal, signame))
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
     assert proc.returncode == code, stderr
     doc = json.loads(stdout)
     assert doc["summary"]["status"] == status and doc["summary"]["steps"] >= 30
