@@ -12,7 +12,7 @@ TORCH  ?= torch==2.13.0
 TORCH_INDEX ?=
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-fast lint bench docs clean
+.PHONY: setup demo test test-fast corpus lint bench docs clean
 
 setup: $(VENV)/.installed graphviz
 
@@ -52,6 +52,10 @@ test: setup
 # the inner loop: everything but the real-architecture and subprocess tests
 test-fast: setup
 	$(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder -m "not slow"
+
+# the precursor corpus's further seeds (tests marked corpus; make test has seed 0 of each)
+corpus: setup
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m corpus
 
 lint: setup
 	$(BIN)/ruff check gradscope tests benchmarks
