@@ -8,7 +8,7 @@ import re
 from types import SimpleNamespace
 
 import pytest
-from conftest import SHARED_RUNS, pytest_xdist_make_scheduler
+from scheduling import SHARED_RUNS, make_scheduler
 
 pytest.importorskip("xdist")
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -29,7 +29,7 @@ class _Config:
 
 
 def _scope(nodeid: str) -> str:
-    return pytest_xdist_make_scheduler(_Config("loadfile"), None)._split_scope(nodeid)
+    return make_scheduler(_Config("loadfile"), None)._split_scope(nodeid)
 
 
 def test_the_real_runs_files_are_one_unit_and_other_files_their_own():
@@ -45,7 +45,7 @@ def test_the_real_runs_files_are_one_unit_and_other_files_their_own():
 
 
 def test_other_dist_modes_keep_xdists_scheduler():
-    assert pytest_xdist_make_scheduler(_Config("load"), None) is None
+    assert make_scheduler(_Config("load"), None) is None
 
 
 def test_every_file_that_reads_the_real_runs_shares_their_unit():

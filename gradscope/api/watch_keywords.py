@@ -13,6 +13,8 @@ class WatchKeywords(TypedDict, total=False):
     log: str | None
     plot: str | None
     tensorboard: str | None
+    wandb: str | None
+    mlflow: str | None
     update_every: int
     flush_every: int
     batch_size: int | None
