@@ -86,6 +86,8 @@ def assert_parity(bug: str, watch: Any, host: Any) -> None:
     found = {rule for rule, _ in rules(host)}
     assert found == set() if bug == "healthy" else RAISES[bug] <= found, (bug, found)
     assert tensors(host) == tensors(watch), bug
+    scaled = {s.scale is not None for s in watch.run.steps}
+    assert scaled == {bug == "amp-skips"}, (bug, "a GradScaler where none was meant, or none")
     assert len(watch.run.steps) == STEPS, (bug, len(watch.run.steps))
     diffs = step_differences(watch, host)
     assert not diffs, (bug, diffs[:10])
