@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gradscope import api
 from parity_bugs import RAISES, STEPS
 
@@ -20,14 +22,33 @@ UNTIMED = ("time_s",)
 """What a run may differ in: the wall clock."""
 
 
+def fresh() -> None:
+    """What a new process starts with: accelerate's state, a singleton that refuses
+    another mixed precision, reset."""
+    if "accelerate" in sys.modules:
+        from accelerate.state import AcceleratorState
+
+        AcceleratorState._reset_state(True)
+
+
 def watched(script: str, bug: str) -> Any:
     """`gradscope watch SCRIPT -- BUG`, in-process."""
+    fresh()
     return api.watch_script(str(HERE / script), [bug])
 
 
 def hosted(script: str, bug: str) -> Any:
     """`python SCRIPT BUG --host` (as the runner runs a script: __main__, its folder
-    first on sys.path): the host callback's report."""
+    first on sys.path): the host callback's report. Read back and judged live at every
+    read-back (no 50 ms floor, no time budget): the most a callback does mid-run."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("gradscope.watcher.recorder.MIN_FLUSH_INTERVAL_S", 0.0)
+        patch.setattr("gradscope.integrations.live.BUDGET", 1.0)
+        return _run_hosted(script, bug)
+
+
+def _run_hosted(script: str, bug: str) -> Any:
+    fresh()
     path = str(HERE / script)
     old_argv, old_path = sys.argv, list(sys.path)
     sys.argv = [path, bug, "--host"]
@@ -36,6 +57,8 @@ def hosted(script: str, bug: str) -> Any:
         host = runpy.run_path(path, run_name="__main__")["HOSTED"]
     finally:
         sys.argv, sys.path[:] = old_argv, old_path
+    if hasattr(host, "watch"):  # a host's callback: it judged as the run went
+        assert host.watch.live.judgements >= 2, (script, host.watch.live.judgements)
     return host.report
 
 
