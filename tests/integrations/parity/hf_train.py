@@ -41,7 +41,7 @@ class Model(transformers.PreTrainedModel):
 
 
 def data() -> list[dict[str, torch.Tensor]]:
-    return [{"x": x, "labels": y} for xs, ys in batches() for x, y in zip(xs, ys)]
+    return [{"x": x, "labels": y} for xs, ys in batches() for x, y in zip(xs, ys, strict=True)]
 
 
 def trainer(bug: str, out: str, callbacks: list) -> transformers.Trainer:

@@ -1,5 +1,6 @@
 """The seeded bugs every host's parity script trains with (torch imported here: the
-scripts run it anyway). One tiny regression, 32 steps (the run-level rules judge 10 or more after the 20 of warm-up), seeded, one thread, CPU."""
+scripts run it anyway). One tiny regression, 32 steps (the run-level rules judge 10 or
+more after their 20 of warm-up), seeded, one thread, CPU."""
 
 from __future__ import annotations
 

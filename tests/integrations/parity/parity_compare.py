@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from parity_bugs import RAISES, STEPS
 
 from gradscope import api
-from parity_bugs import RAISES, STEPS
 
 HERE = Path(__file__).parent
 REL = 1e-6

@@ -2,7 +2,6 @@
 --host, `gradscope.watch()` around the loop (the plain loop's host), its report kept in
 HOSTED."""
 
-import contextlib
 import sys
 
 import torch
