@@ -1,5 +1,6 @@
 """FSDP2 under torchrun (2 CPU ranks, gloo) through the host path: the norms the report
-gives are the global ones, equal to an unsharded reference's (one launch)."""
+gives are the global ones, equal to an unsharded reference's (one launch); a plain
+`gradscope.watch()` block does not give them yet (xfail)."""
 
 from __future__ import annotations
 
@@ -23,9 +24,23 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 
 
 def test_fsdp2_norms_are_global(tmp_path):
+    _launched_norms_are_global(tmp_path)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="gradscope.watch() binds no distributed hooks under torchrun (only the hosts "
+    "do, in integrations/core.py): each rank reports its shards' norms",
+)
+def test_fsdp2_norms_are_global_in_a_plain_watch_block(tmp_path):
+    _launched_norms_are_global(tmp_path, "block")
+
+
+def _launched_norms_are_global(tmp_path, *how: str) -> None:
     report, ref = tmp_path / "report.json", tmp_path / "ref.json"
     script = os.path.join(HERE, "scripts", "fsdp_host_train.py")
-    proc = torchrun_launch.run([*TORCHRUN, script, str(report), str(ref)], timeout=180, cwd=ROOT)
+    command = [*TORCHRUN, script, str(report), str(ref), *how]
+    proc = torchrun_launch.run(command, timeout=180, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc, reference = json.loads(report.read_text()), json.loads(ref.read_text())
     names = [p["name"] for p in doc["params"]]

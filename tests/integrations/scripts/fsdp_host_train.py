@@ -1,7 +1,9 @@
 """An FSDP2 loop (gloo, CPU) watched through the host path (the accelerate tracker's
 `with`, on every rank), that also writes the unsharded reference gradient norms.
 
-    torchrun --standalone --nproc_per_node=2 fsdp_host_train.py REPORT.json REF.json
+    torchrun --standalone --nproc_per_node=2 fsdp_host_train.py REPORT.json REF.json [block]
+
+`block`: the loop inside a plain `gradscope.watch()` instead of the tracker.
 
 Rank 0 writes, per step, each parameter's gradient L2 norm on an unsharded copy of the
 model fed the whole global batch, and their total: what global norms must equal.
@@ -15,8 +17,31 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+import gradscope
 from gradscope.examples.fsdp_train import sharded_pair
+from gradscope.integrations import writing
 from gradscope.integrations.accelerate import GradscopeTracker
+from gradscope.watcher.distributed_hooks import is_main_process
+
+
+class Block:
+    """`gradscope.watch()` as the loop's watch: the report written by rank 0 at the end."""
+
+    def __init__(self, report: str) -> None:
+        self.path = report
+        self.block = gradscope.watch(flush_every=2)
+
+    def __enter__(self):
+        self.block.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.block.__exit__(*exc)
+        if is_main_process():
+            assert not writing.deliver(self.block.report, [self.path], self.block.settings)
+
+    def log(self, values, step=None):
+        pass
 
 
 def main():
@@ -27,7 +52,9 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     gen = torch.Generator().manual_seed(7)
     steps = []
-    with GradscopeTracker(outputs=[report], flush_every=2) as tracker:
+    block = sys.argv[3:] == ["block"]
+    watch = Block(report) if block else GradscopeTracker(outputs=[report], flush_every=2)
+    with watch as tracker:
         for i in range(6):
             full_x = torch.randn(4 * world, 8, generator=gen)
             full_y = torch.randn(4 * world, 1, generator=gen)

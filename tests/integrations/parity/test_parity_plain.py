@@ -1,0 +1,20 @@
+"""Parity of the plain loop's host (`gradscope.watch()` around the loop) with
+`gradscope watch` on the same script, for every seeded bug."""
+
+from __future__ import annotations
+
+import pytest
+from parity_bugs import BUGS
+from parity_compare import assert_parity, both
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return {bug: both("plain_train.py", bug) for bug in BUGS}
+
+
+@pytest.mark.parametrize("bug", BUGS)
+def test_plain_loop_same_rules_and_steps_as_watch(runs, bug):
+    assert_parity(bug, *runs[bug])
