@@ -105,14 +105,13 @@ def early(probe: NanProbe, recorder: Any, step: Any) -> None:
         if bool(host):
             probe.hurried = recorder.hurry = True
             return
-    if step.param_norm.device.type == "cpu":  # read at once: no device to wait for
-        probe.hurried = recorder.hurry = _cpu_flag(step)
+    if step.param_norm.device.type == "cpu":  # read at once: one sum (norms >= 0, or -1)
+        healthy = math.isfinite(step.param_norm.sum(dtype=torch.float64).item())
+        flag = None if healthy else _step_flag(step)  # the loss read only then
+        probe.hurried = recorder.hurry = flag is not None and bool(flag)
         return
     flag = _step_flag(step)
     if flag is None:
-        return
-    if flag.device.type == "cpu":
-        probe.hurried = recorder.hurry = bool(flag)
         return
     if flag.device.type != "cuda":  # no event to ask there: the read-back will tell
         return
@@ -121,18 +120,6 @@ def early(probe: NanProbe, recorder: Any, step: Any) -> None:
     event = torch.cuda.Event()
     event.record()
     probe.early = (host, event)
-
-
-def _cpu_flag(step: Any) -> bool:
-    """`_step_flag` of a step whose norms are on the CPU, as host numbers: one sum of
-    the norms (each >= 0, or -1 for none: the sum is non-finite exactly where one is),
-    the loss read only then. A healthy step costs one small op, not six."""
-    if step.skipped is True or step.loss is None:
-        return False
-    if math.isfinite(step.param_norm.sum(dtype=torch.float64).item()):
-        return False
-    flag = _step_flag(step)  # rare: the loss and a fused step's found_inf, as before
-    return flag is not None and bool(flag.cpu())
 
 
 def _step_flag(step: Any) -> torch.Tensor | None:
