@@ -121,6 +121,7 @@ class Measure:
         self.tracked = tracked
         self._present: dict[tuple[bool, ...], torch.Tensor] = {}
         self._subsets: dict[tuple[int, ...], torch.Tensor] = {}
+        self._picks: dict[tuple[int, ...], torch.Tensor] = {}
 
     def grads(self, skip: frozenset[int] = frozenset()) -> torch.Tensor:
         """[P] float64 gradient norms; -1 where grad is None or the position is in
@@ -149,6 +150,13 @@ class Measure:
         """[P] weight norms of every tracked parameter."""
         params = self.tracked.params
         return norm_vector(params) if params else _full(0, torch.device("cpu"))
+
+    def positions(self, key: tuple[int, ...]) -> torch.Tensor:
+        """`key` as a CPU index tensor, built once per subset."""
+        index = self._picks.get(key)
+        if index is None:
+            index = self._picks[key] = torch.tensor(key)
+        return index
 
     def scatter(self, params: list[torch.Tensor], values: list[torch.Tensor]) -> torch.Tensor:
         """[P] vector holding `values` (norms of `params`) at their tracked positions."""
