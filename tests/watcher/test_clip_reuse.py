@@ -16,7 +16,9 @@ from gradscope.watcher import watch
 def _net(dtype=torch.float32, unused=False):
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4)).to(dtype)
-    if unused:
+    if unused == "bfloat16":  # a gradient the watch's fused norm widens to float32
+        net.low = nn.Parameter(torch.randn(3, dtype=torch.bfloat16))
+    elif unused:
         net.extra = nn.Linear(3, 3).to(dtype)  # in the optimizer, never given a gradient
     return net
 
@@ -33,6 +35,8 @@ def _run(watched, setup, steps=4):
     def loop():
         for i in range(steps):
             loss = net[2](net[1](net[0](x[i]))).square().mean()
+            if unused == "bfloat16":
+                loss = loss + net.low.float().square().sum()
             opt.zero_grad()
             loss.backward()
             totals.append(torch.nn.utils.clip_grad_norm_(pick(net), 0.5, **kwargs).clone())
@@ -53,6 +57,8 @@ SETUPS = {
     "a tensor": (torch.float32, False, lambda n: n[0].weight, {}),
     "float64": (torch.float64, False, lambda n: n.parameters(), {}),
     "a parameter without a gradient": (torch.float32, True, lambda n: n.parameters(), {}),
+    "float32 beside a bfloat16": (torch.float32, "bfloat16", lambda n: list(n[0].parameters()), {}),
+    "with a bfloat16": (torch.float32, "bfloat16", lambda n: n.parameters(), {}),
     "inf norm": (torch.float32, False, lambda n: n.parameters(), {"norm_type": float("inf")}),
     "foreach=False": (torch.float32, False, lambda n: n.parameters(), {"foreach": False}),
     "error_if_nonfinite": (
