@@ -108,9 +108,11 @@ def test_a_zero_gradient_is_clipped_by_torch_as_it_would_be():
     assert all(torch.equal(x, y) for x, y in zip(wa, wb, strict=True))
 
 
-def test_a_watched_clip_step_reads_its_gradients_once(monkeypatch):
+@pytest.mark.parametrize("unused", [False, True])
+def test_a_watched_clip_step_reads_its_gradients_once(monkeypatch, unused):
     """One fused norm of the gradients a step on the CPU: the watch's (torch's total is
-    taken from it), not the watch's and then torch's again."""
+    taken from it), not the watch's and then torch's again; also beside a parameter the
+    step gives no gradient (its -1 in the watch's float32 vector)."""
     calls = []
     fused = torch._foreach_norm
 
@@ -118,13 +120,13 @@ def test_a_watched_clip_step_reads_its_gradients_once(monkeypatch):
         calls.append(len(a[0]))
         return fused(*a, **kw)
 
-    net = _net()
+    net = _net(unused=unused)
     opt = torch.optim.AdamW(net.parameters(), lr=0.01)
     x = torch.randn(5, 8)
     with watch(update_every=1000):
         for step in range(12):
             opt.zero_grad()
-            net(x).square().mean().backward()
+            net[2](net[1](net[0](x))).square().mean().backward()
             if step == 11:
                 monkeypatch.setattr(torch, "_foreach_norm", counted)
             torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
