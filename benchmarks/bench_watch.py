@@ -1,7 +1,8 @@
 """Per-step cost of `gradscope watch` against the same training step unwatched.
 
 In one process, 1 thread (torch.set_num_threads), for a tiny MLP (its 7k parameters
-take a few microseconds to read: the watch's fixed cost per step), an MLP, the same MLP
+take a few microseconds to read: the watch's fixed cost per step), bench_hosts.py's
+4.5k-parameter MLP under AdamW in a plain loop (`plain`), an MLP, the same MLP
 updated by hand (no optimizer), a CNN with BatchNorm and a ~10M-parameter GPT (AdamW,
 clip_grad_norm_): blocks of STEPS steps, watched and unwatched, interleaved, REPEAT
 times; the median over blocks of each block's mean step time (a mean, so that the
@@ -47,6 +48,26 @@ from torch.nn import functional as F
 def tiny():
     """The fixed cost per step: gradients that take microseconds to read."""
     return mlp(inputs=32, width=64, batch=16)
+
+
+def plain():
+    """bench_hosts.py's 4.5k-parameter MLP (Tanh, AdamW, batch 32) in a plain loop: the
+    fixed cost per step of an Adam step, with no host around it."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Linear(32, 64), nn.Tanh(), nn.Linear(64, 32), nn.Tanh(), nn.Linear(32, 1)
+    )
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randn(32, 32)
+    y = x[:, :1].clone()
+
+    def step():
+        loss = F.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    return model, step
 
 
 def mlp(inputs: int = 256, width: int = 512, batch: int = 256):
@@ -232,7 +253,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--only", choices=["tiny", "mlp", "hand", "cnn", "gpt", "charlm"])
+    parser.add_argument("--only", choices=["tiny", "plain", "mlp", "hand", "cnn", "gpt", "charlm"])
     parser.add_argument("--later", action="store_true", help="steps after the first 100")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -248,6 +269,7 @@ def main() -> None:
     )
     cases = (
         ("tiny", tiny),
+        ("plain", plain),
         ("mlp", mlp),
         ("hand", by_hand),
         ("cnn", cnn),

@@ -22,6 +22,7 @@ import torch
 
 from gradscope.distributed.norms import local
 from gradscope.steps.state_facts import StateSample
+from gradscope.watcher import adam_rms_batch as batched
 from gradscope.watcher import discover
 from gradscope.watcher.adam_eps import adam_state, eps_counts, step_count
 from gradscope.watcher.updates import DENSE_STEPS
@@ -99,7 +100,7 @@ def _group(
     if not isinstance(beta1, (int, float)):
         return None
     by_position = {tracked.index[id(p)]: p for p in group["params"] if id(p) in tracked.index}
-    kept, rows = [], []
+    kept, rows, batch = [], [], []
     with torch.no_grad():
         for position, (v, floor, bias) in zip(positions, parts, strict=True):
             p = by_position[position]
@@ -108,14 +109,21 @@ def _group(
             if g is None or g.is_sparse or g.is_complex() or not isinstance(m, torch.Tensor):
                 continue
             first = 1 - beta1 ** step_count(optimizer.state[p], v)
+            g, m = local(g), local(m)
+            if batched.batchable(g, m, v, floor, bias, first, PIECE):
+                batch.append((position, g, m, v, floor, bias, first))
+                continue
             try:
-                sums = _sums(local(g), local(m), v, bias, first, eps)
+                sums = _sums(g, m, v, bias, first, eps)
             except (RuntimeError, TypeError, ValueError):  # a state of another shape (loaded)
                 continue
             n = torch.full((1,), float(v.numel()), dtype=sums.dtype, device=v.device)
-            rows.append(torch.cat([sums, n, eps_counts(v, floor).to(sums.dtype)]))
+            rows.append(torch.cat([sums, n, eps_counts(v, floor).to(sums.dtype)]).reshape(1, 5))
             kept.append(position)
-    return (kept, torch.stack(rows)) if rows else None
+        for chunk in batched.chunks(batch, PIECE):
+            rows.append(batched.rows(chunk, eps))
+            kept.extend(item[0] for item in chunk)
+    return (kept, torch.cat(rows)) if rows else None
 
 
 def _sums(

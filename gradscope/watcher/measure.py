@@ -121,11 +121,13 @@ class Measure:
         self.tracked = tracked
         self._present: dict[tuple[bool, ...], torch.Tensor] = {}
         self._subsets: dict[tuple[int, ...], torch.Tensor] = {}
+        self._picks: dict[tuple[int, ...], torch.Tensor] = {}
 
     def grads(self, skip: frozenset[int] = frozenset()) -> torch.Tensor:
-        """[P] float64 gradient norms; -1 where grad is None or the position is in
-        `skip` (another thread's parameters: see stepping.py). Each `.grad` is read
-        once, so one that turns None meanwhile is never half seen."""
+        """[P] gradient norms in `norm_vector`'s dtype (float64; on a CPU float32 where every
+        norm was plain); -1 where grad is None or the position is in `skip` (another
+        thread's parameters: see stepping.py). Each `.grad` is read once, so one that
+        turns None meanwhile is never half seen."""
         params = self.tracked.params
         if skip:
             read = [None if i in skip else p.grad for i, p in enumerate(params)]
@@ -134,21 +136,30 @@ class Measure:
         grads = [g for g in read if g is not None]
         if len(grads) == len(params) and grads:
             return norm_vector(grads)  # the common case: two kernels
-        device = grads[0].device if grads else _device(params)
-        out = _full(len(params), device)
-        if grads:
-            present = tuple(g is not None for g in read)
-            index = self._present.get(present)
-            if index is None:
-                index = torch.tensor([i for i, k in enumerate(present) if k], device=device)
-                self._present[present] = index
-            out[index] = norm_vector(grads).to(device, out.dtype)
+        if not grads:
+            return _full(len(params), _device(params))
+        device = grads[0].device
+        vector = norm_vector(grads)
+        out = torch.full((len(params),), NO_GRAD, device=device, dtype=vector.dtype)
+        present = tuple(g is not None for g in read)
+        index = self._present.get(present)
+        if index is None:
+            index = torch.tensor([i for i, k in enumerate(present) if k], device=device)
+            self._present[present] = index
+        out[index] = vector.to(device)
         return out
 
     def weights(self) -> torch.Tensor:
         """[P] weight norms of every tracked parameter."""
         params = self.tracked.params
         return norm_vector(params) if params else _full(0, torch.device("cpu"))
+
+    def positions(self, key: tuple[int, ...]) -> torch.Tensor:
+        """`key` as a CPU index tensor, built once per subset."""
+        index = self._picks.get(key)
+        if index is None:
+            index = self._picks[key] = torch.tensor(key)
+        return index
 
     def scatter(self, params: list[torch.Tensor], values: list[torch.Tensor]) -> torch.Tensor:
         """[P] vector holding `values` (norms of `params`) at their tracked positions."""

@@ -105,11 +105,13 @@ def early(probe: NanProbe, recorder: Any, step: Any) -> None:
         if bool(host):
             probe.hurried = recorder.hurry = True
             return
+    if step.param_norm.device.type == "cpu":  # read at once: one sum (norms >= 0, or -1)
+        healthy = math.isfinite(step.param_norm.sum(dtype=torch.float64).item())
+        flag = None if healthy else _step_flag(step)  # the loss read only then
+        probe.hurried = recorder.hurry = flag is not None and bool(flag)
+        return
     flag = _step_flag(step)
     if flag is None:
-        return
-    if flag.device.type == "cpu":
-        probe.hurried = recorder.hurry = bool(flag)
         return
     if flag.device.type != "cuda":  # no event to ask there: the read-back will tell
         return

@@ -5,6 +5,7 @@ without a gradient; only at the sampled steps; SGD gives none."""
 
 from __future__ import annotations
 
+import collections
 import math
 
 import pytest
@@ -94,7 +95,60 @@ def test_pieces_add_up(monkeypatch):
     monkeypatch.setattr(adam_rms, "PIECE", 5)
     _, _, _, pieced = _run(lambda ps: torch.optim.Adam(ps, lr=1e-2), steps=25)
     for a, b in zip(whole[-1].tensors, pieced[-1].tensors, strict=True):
-        assert a == pytest.approx(b, rel=1e-9)
+        assert a == pytest.approx(b, rel=1e-6)  # fused sums (adam_rms_batch) or pieces
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_small_tensors_fused_give_each_tensors_own_sums(dtype, monkeypatch):
+    """The fused batch (adam_rms_batch.py: tensors up to PIECE elements together, in
+    chunks of at most PIECE) against each tensor taken alone, on a model of many small
+    tensors, chunked three ways."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(6, 6) for _ in range(5)]).to(dtype)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, eps=1e-4)
+    tracked = _tracked(model)
+    for _ in range(3):
+        opt.zero_grad()
+        model(torch.randn(4, 6, dtype=dtype)).square().mean().mul(1e-6).backward()
+        opt.step()
+    got = {}
+    for limit in (10**6, 40, 0):  # one chunk; several; none (each tensor alone)
+        if limit:
+            monkeypatch.setattr(adam_rms, "PIECE", limit)
+        else:
+            monkeypatch.setattr(adam_rms.batched, "batchable", lambda *a: False)
+        positions, values = adam_rms._group(tracked, opt, opt.param_groups[0])
+        got[limit] = dict(zip(positions, values.tolist(), strict=True))
+    assert sorted(got[0]) == list(range(10))
+    for limit in (10**6, 40):
+        for i, row in got[0].items():
+            assert got[limit][i] == pytest.approx(row, rel=1e-6), (limit, i)
+    assert any(r[3] > 0 for r in got[0].values())  # some elements under eps: counted alike
+
+
+def test_a_sample_of_many_small_tensors_takes_a_few_fused_ops(monkeypatch):
+    """Ops per sampled step independent of the number of tensors (about 20 a tensor
+    before)."""
+    from torch.overrides import TorchFunctionMode
+
+    calls = []
+
+    class Count(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            calls.append(func)
+            return func(*args, **(kwargs or {}))
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(20)])
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+    with Count():
+        AdamRms().observe(_tracked(model), 0, opt, 25)
+    reads = {"__get__", "numel", "is_contiguous", "is_complex", "item", "_set_grad_enabled"}
+    ops = collections.Counter(getattr(f, "__name__", "") for f in calls)
+    computed = sum(n for name, n in ops.items() if name not in reads)  # 40 tensors
+    assert computed <= 40, ops
 
 
 def test_a_parameter_without_a_gradient_and_sgd_give_nothing():

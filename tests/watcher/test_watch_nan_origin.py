@@ -232,13 +232,13 @@ def test_a_python_functions_backward_runs_once_and_is_judged_as_before():
     assert made == [("BigBackward", False)], flags
 
 
-def _hurried(loss, norms, skipped=False):
+def _hurried(loss, norms, skipped=False, dtype=None):
     from types import SimpleNamespace
 
     import torch
 
     probe, recorder = nan_probe.NanProbe(), SimpleNamespace(hurry=False)
-    step = SimpleNamespace(skipped=skipped, loss=loss, param_norm=torch.tensor(norms))
+    step = SimpleNamespace(skipped=skipped, loss=loss, param_norm=torch.tensor(norms, dtype=dtype))
     nan_probe.early(probe, recorder, step)
     assert probe.hurried == recorder.hurry
     return recorder.hurry
@@ -259,3 +259,27 @@ def test_a_steps_nonfinite_gradients_under_a_finite_loss_hurry_the_read_back():
     assert not _hurried(torch.tensor(0.5), [1.0, nan], skipped=torch.tensor(1.0))
     assert _hurried(torch.tensor(0.5), [1.0, nan], skipped=torch.tensor(0.0))
     assert not _hurried(torch.tensor(0.5), [1.0, 2.0, -1.0])
+
+
+def test_a_healthy_cpu_steps_early_flag_costs_one_small_op():
+    """The flag is asked at every step: on a CPU a healthy step's answer is one sum of its
+    norms read at once (not six ops), and the loss is read only where a norm is not
+    finite. A sum that overflows where every norm is finite hurries nothing."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    calls: list[str] = []
+
+    class Count(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            calls.append(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        assert not _hurried(torch.tensor(0.5), [1.0, 2.0, -1.0])
+    assert [c for c in calls if c not in ("tensor", "__get__")] == ["sum", "item"]
+    big = 1.7e308  # float64 norms, each finite, whose sum is not
+    assert not _hurried(torch.tensor(0.5), [big, big], dtype=torch.float64)
+    assert not _hurried(math.inf, [1.0, math.nan])
+    assert not _hurried(torch.tensor(0.5), [])
+    assert _hurried(torch.tensor([0.5]), [-1.0, -math.inf])

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from gradscope.watcher import clipping
+from gradscope.watcher import clip_reuse, clipping
 from gradscope.watcher.guard import enter, safely
 from gradscope.watcher.patches.base import Patch
 
@@ -32,6 +32,7 @@ class ClipGradNorm(Patch):
 
     def wrap(self, original: Any) -> Any:
         state = self.state
+        reusable = clip_reuse.is_torchs(original)
 
         def clip_grad_norm_(
             parameters: Any, max_norm: float, norm_type: float = 2.0, *a: Any, **kw: Any
@@ -41,9 +42,20 @@ class ClipGradNorm(Patch):
                 return original(parameters, max_norm, norm_type, *a, **kw)
             params = _listed(parameters)
             scale = safely(state, here, CLIP, lambda: clipping.before_clip(state, here, params))
+            known = None  # torch's total from the norms just taken (clip_reuse.py)
+            if reusable and scale is None and not a and not kw:
+                known = safely(
+                    state,
+                    here,
+                    CLIP,
+                    lambda: clip_reuse.total(state, params, here.pre_clip, norm_type),
+                )
             here.depth += 1
             try:
-                total = original(_as_given(parameters, params), max_norm, norm_type, *a, **kw)
+                if known is not None:
+                    total = clip_reuse.clip(params, max_norm, known)
+                else:
+                    total = original(_as_given(parameters, params), max_norm, norm_type, *a, **kw)
             finally:
                 here.depth -= 1
             safely(

@@ -1,0 +1,90 @@
+"""adam_rms.py's per-tensor sums for many small tensors at once: a dozen fused (foreach)
+ops for a batch of tensors instead of about twenty small ops per tensor (a 0.4M-parameter
+char-LM's 28 tensors: ~560 ops at each sampled step). A batch holds contiguous tensors of
+one device and dtype whose elements add up to at most `limit` (each temporary is then
+no larger than one piece of adam_rms's own); any other tensor is taken alone as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+Item = tuple[int, torch.Tensor, torch.Tensor, torch.Tensor, float, float, float]
+"""(position, g, m, v, floor, bias, first): bias = 1 - β2^t, first = 1 - β1^t, floor =
+bias·eps², all on the host."""
+
+
+def batchable(g: Any, m: Any, v: Any, floor: Any, bias: Any, first: Any, limit: int) -> bool:
+    """Plain contiguous g, m, v alike (float32 or float64), host-side scalars, small."""
+    tensors = (g, m, v)
+    if any(type(t) is not torch.Tensor or not t.is_contiguous() for t in tensors):
+        return False
+    if not all(isinstance(x, float) for x in (floor, bias, first)):
+        return False
+    same = g.shape == m.shape == v.shape and g.device == m.device == v.device
+    return (
+        same
+        and g.dtype == m.dtype == v.dtype in (torch.float32, torch.float64)
+        and (v.numel() <= limit)
+    )
+
+
+def chunks(items: list[Item], limit: int) -> list[list[Item]]:
+    """Consecutive items of one device and dtype, at most `limit` elements a chunk."""
+    out: list[list[Item]] = []
+    size = 0
+    for item in items:
+        v = item[3]
+        last = out[-1][-1][3] if out else None
+        if (
+            last is None
+            or size + v.numel() > limit
+            or (last.device, last.dtype)
+            != (
+                v.device,
+                v.dtype,
+            )
+        ):
+            out.append([])
+            size = 0
+        out[-1].append(item)
+        size += v.numel()
+    return out
+
+
+def rows(chunk: list[Item], eps: float) -> torch.Tensor:
+    """[k, 5]: per tensor Σ g²/max(v̂, eps²), Σ û², elements, under eps, v > 0 (float64)."""
+    gs, ms, vs = [c[1] for c in chunk], [c[2] for c in chunk], [c[3] for c in chunk]
+    wide = torch.float64
+    hats = torch._foreach_div(vs, [c[5] for c in chunk])
+    roots = torch._foreach_sqrt(hats)
+    torch._foreach_add_(roots, eps)
+    updates = torch._foreach_div(ms, roots)
+    del roots
+    torch._foreach_div_(updates, [c[6] for c in chunk])
+    up = torch.stack(torch._foreach_norm(updates, 2, dtype=wide)).square()
+    del updates
+    torch._foreach_clamp_min_(hats, eps * eps)
+    gg = torch._foreach_mul(gs, gs)
+    torch._foreach_div_(gg, hats)
+    del hats
+    rms = torch.stack(torch._foreach_norm(gg, 1, dtype=wide))  # every term >= 0: the sum
+    del gg
+    under = torch._foreach_sub(vs, [c[4] for c in chunk])  # < 0 exactly where v < floor
+    torch._foreach_clamp_max_(under, 0.0)
+    torch._foreach_sign_(under)
+    below = torch.stack(torch._foreach_norm(under, 1, dtype=wide))
+    del under
+    live = torch.stack(torch._foreach_norm(torch._foreach_sign(vs), 1, dtype=wide))
+    n = _counts([float(v.numel()) for v in vs], vs[0].device)
+    return torch.stack([rms, up, n, below - (n - live), live], dim=1)
+
+
+def _counts(numbers: list[float], device: torch.device) -> torch.Tensor:
+    """The element counts on `device`: built there, never copied from the host (a copy
+    from pageable memory would wait for the device)."""
+    if device.type == "cpu":
+        return torch.tensor(numbers, dtype=torch.float64)
+    return torch.stack([torch.full((), x, dtype=torch.float64, device=device) for x in numbers])
