@@ -16,7 +16,7 @@ from gradscope.api.pictures import WatchPictures
 from gradscope.diff.runs.live import against as against_reference
 from gradscope.errors import GradscopeError
 from gradscope.sinks.attached import Sinks
-from gradscope.watcher.distributed_hooks import is_main_process
+from gradscope.watcher.distributed_hooks import is_main_process, launched_world
 
 # the watcher's session and runner (and the watch judge they load) are imported in functions:
 # `gradscope --help` must not load them
@@ -41,12 +41,14 @@ def watch(
     .pdf of the run; `tensorboard`: a folder for its events; `wandb`: a project, `mlflow`:
     a tracking URI, each written as the run goes."""
 
+    from gradscope.watcher.ranked import RankedWatcher
     from gradscope.watcher.session import Watcher
 
     options = _checked(options, given)
     label = options.label or "watch"
     sinks = sinks_of(options, label)
-    block = Watcher(label, settings_or_default(settings), **options.watcher_keywords())
+    kind = RankedWatcher if launched_world() > 1 else Watcher  # torchrun: as the CLI binds
+    block = kind(label, settings_or_default(settings), **options.watcher_keywords())
     if options.against is None and options.plot is None and not sinks:
         return block
     return Watching(block, options.against, WatchPictures.of(options.plot), sinks)

@@ -15,7 +15,7 @@ from gradscope.api.options import WatchOptions
 from gradscope.findings import Finding
 from gradscope.integrations import live, writing
 from gradscope.watcher import resume
-from gradscope.watcher.distributed_hooks import DistributedWatch, is_main_process, launched_world
+from gradscope.watcher.distributed_hooks import is_main_process
 from gradscope.watcher.resume import Resume
 from gradscope.watcher.state import StopWatching
 
@@ -52,7 +52,6 @@ class HostWatch:
         self.stop_requested = False
         self._block: Any = None
         self._resume: Resume | None = None
-        self._ranks: DistributedWatch | None = None
 
     @property
     def watcher(self) -> Any:
@@ -76,12 +75,8 @@ class HostWatch:
         block = api.watch(self.options, self.settings)
         getattr(block, "watcher", block).resume = self._resume
         self._resume = None  # taken: a later run of this callback starts afresh
-        ranks = DistributedWatch() if launched_world() > 1 else None
-        block.__enter__()
+        block.__enter__()  # under torchrun api.watch binds the distributed hooks
         self._block = block
-        if ranks is not None:  # FSDP2's shard norms summed over the ranks, as the CLI does
-            ranks.bind(self.watcher)
-        self._ranks = ranks
 
     def poll(self) -> list[Finding]:
         """The live findings new since the last poll, each said through the host's
@@ -110,13 +105,9 @@ class HostWatch:
         block, self._block = self._block, None
         if exc is None and self.stop_requested:  # the report says "stopped", not completed
             exc = StopWatching()
-        if self._ranks is not None and exc is not None and not isinstance(exc, StopWatching):
-            self._ranks.error = exc  # no collective after a crash
         try:
             block.__exit__(type(exc) if exc is not None else None, exc, None)
             self.report = block.report
-            if self._ranks is not None:
-                self.report = self._ranks.conclude(self.report, self.settings)
         except Exception as failure:  # gradscope's own (or a rank's timeout): never the run's
             self.say(logging.WARNING, f"gradscope: the report was lost: {failure}")
             return None

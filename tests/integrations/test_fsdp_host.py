@@ -1,6 +1,6 @@
 """FSDP2 under torchrun (2 CPU ranks, gloo) through the host path: the norms the report
-gives are the global ones, equal to an unsharded reference's (one launch); a plain
-`gradscope.watch()` block does not give them yet (xfail)."""
+gives are the global ones, equal to an unsharded reference's; a plain `gradscope.watch()`
+block's too (api.watch binds the distributed hooks under torchrun, as the CLI does)."""
 
 from __future__ import annotations
 
@@ -27,11 +27,6 @@ def test_fsdp2_norms_are_global(tmp_path):
     _launched_norms_are_global(tmp_path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gradscope.watch() binds no distributed hooks under torchrun (only the hosts "
-    "do, in integrations/core.py): each rank reports its shards' norms",
-)
 def test_fsdp2_norms_are_global_in_a_plain_watch_block(tmp_path):
     _launched_norms_are_global(tmp_path, "block")
 
