@@ -89,7 +89,12 @@ class Sinks:
 
     def _write(self) -> None:
         while (batch := self._queue.get()) is not None:
-            points = self.series.of(batch)  # one computation, read by every sink
+            try:
+                points = self.series.of(batch)  # one computation, read by every sink
+            except Exception as exc:  # the thread goes on: every sink stops, and says why
+                for sink in self.sinks:
+                    sink.failed(f"at step {batch[0].step}", exc)
+                continue
             for sink in self.sinks:
                 sink.steps(points)  # guarded: a failure stops that sink only
 

@@ -43,13 +43,17 @@ class Sink:
         try:
             call(*args)
         except Exception as exc:  # never the script's problem
-            if self.failure is None:
-                where = f" {self.where}" if self.where else ""
-                self.failure = (
-                    f"{self.option}{where}: writing failed {when} "
-                    f"({type(exc).__name__}: {_first_line(exc)}); it stops after "
-                    f"{self.written} steps, the report covers them all"
-                )
+            self.failed(when, exc)
+
+    def failed(self, when: str, exc: BaseException) -> None:
+        """The sink stops writing; its first failure said."""
+        if self.failure is None:
+            where = f" {self.where}" if self.where else ""
+            self.failure = (
+                f"{self.option}{where}: writing failed {when} "
+                f"({type(exc).__name__}: {_first_line(exc)}); it stops after "
+                f"{self.written} steps, the report covers them all"
+            )
 
     def start(self) -> None:
         """`bind`, guarded as the writing is."""
