@@ -6,7 +6,9 @@ the main process, ended with the report. What failed is a line each, for the rep
 The writing happens in a thread of its own: a read-back hands its records (already on
 the host, immutable) over and the training goes on; a local MLflow store or a TensorBoard
 file takes milliseconds per read-back, which a small model's step would wait for
-(benchmarks/bench_sinks.py). The end drains what is queued before the findings."""
+(benchmarks/bench_sinks.py). The series are computed there once for every sink (on 2
+cores the writer's CPU time is the training's too). The end drains what is queued before
+the findings."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from gradscope.report.write import folder_destination
 from gradscope.sinks import mlflow_sink, tensorboard_sink, wandb_sink
 from gradscope.sinks.protocol import Sink
+from gradscope.sinks.series import Series
 from gradscope.watcher.distributed_hooks import is_main_process
 from gradscope.watcher.listeners import STEP_LISTENERS
 
@@ -35,8 +38,9 @@ class Sinks:
     def __init__(self, sinks: Sequence[Sink] = ()) -> None:
         self.sinks = list(sinks)
         self._pid = os.getpid()
-        self._queue: queue.SimpleQueue[tuple[list[Any], list[str]] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[Any] | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
+        self.series = Series()
 
     @classmethod
     def of(
@@ -81,12 +85,18 @@ class Sinks:
             self._writer = threading.Thread(target=self._write, name="gradscope-sinks")
             self._writer.daemon = True
             self._writer.start()
-        self._queue.put((list(records), list(names)))
+        self._queue.put(list(records))
 
     def _write(self) -> None:
         while (batch := self._queue.get()) is not None:
+            try:
+                points = self.series.of(batch)  # one computation, read by every sink
+            except Exception as exc:  # the thread goes on: every sink stops, and says why
+                for sink in self.sinks:
+                    sink.failed(f"at step {batch[0].step}", exc)
+                continue
             for sink in self.sinks:
-                sink.steps(*batch)  # guarded: a failure stops that sink only
+                sink.steps(points)  # guarded: a failure stops that sink only
 
     def drained(self, timeout: float = DRAIN_S) -> list[Sink]:
         """Wait for the queued steps to be written; the sinks still writing after

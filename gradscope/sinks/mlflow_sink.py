@@ -20,10 +20,9 @@ from typing import TYPE_CHECKING, Any
 from gradscope.errors import GradscopeError
 from gradscope.report.watch_plot import heatmap
 from gradscope.sinks.protocol import Sink
-from gradscope.sinks.series import Series
 
 if TYPE_CHECKING:
-    from gradscope.steps.step_record import StepRecord
+    from gradscope.sinks.series import Points
     from gradscope.watcher.report import WatchReport
 
 # mlflow imported in functions: `gradscope --help` must not load it
@@ -53,7 +52,6 @@ class MlflowSink(Sink):
     def __init__(self, uri: str, label: str) -> None:
         super().__init__(uri)
         self.label = label
-        self.series = Series()
         self.client: Any = None
         self.run_id: str | None = None
         self.started = False
@@ -86,7 +84,7 @@ class MlflowSink(Sink):
         self.started = True
         return self.client
 
-    def write_steps(self, records: list[StepRecord], names: list[str]) -> None:
+    def write_steps(self, points: Points) -> None:
         from mlflow.entities import Metric
 
         if self.client is None:
@@ -95,7 +93,7 @@ class MlflowSink(Sink):
         now = int(time.time() * 1000)
         self.held += [
             Metric(tag, value, now, step)
-            for step, scalars in self.series.of(records)
+            for step, scalars in points
             for tag, value in scalars.items()
         ]
         self._send(everything=time.monotonic() - self.sent >= HOLD_S)

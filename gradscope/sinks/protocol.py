@@ -7,13 +7,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gradscope.steps.step_record import StepRecord
+    from gradscope.sinks.series import Points
     from gradscope.watcher.report import WatchReport
 
 
 class Sink:
-    """A destination: `write_steps` for each batch read back (the records are already on
-    the host: no extra sync), `write_end` once with the report, `close` always."""
+    """A destination: `write_steps` for each batch read back (its series, computed once
+    for every sink from records already on the host: no extra sync), `write_end` once
+    with the report, `close` always."""
 
     option = "--sink"
     """How the user named it (`--wandb PROJECT`), for the failure's line."""
@@ -24,11 +25,11 @@ class Sink:
         self.written = 0
         """Steps written so far."""
 
-    def steps(self, records: list[StepRecord], names: list[str]) -> None:
-        if self.failure is None and records:
-            self._guarded(f"at step {records[0].step}", self.write_steps, records, names)
+    def steps(self, points: Points) -> None:
+        if self.failure is None and points:
+            self._guarded(f"at step {points[0][0]}", self.write_steps, points)
             if self.failure is None:
-                self.written += len(records)
+                self.written += len(points)
 
     def finished(self, report: WatchReport | None) -> str | None:
         """The report's findings and heatmap written (None: the run was not judged), the
@@ -42,13 +43,17 @@ class Sink:
         try:
             call(*args)
         except Exception as exc:  # never the script's problem
-            if self.failure is None:
-                where = f" {self.where}" if self.where else ""
-                self.failure = (
-                    f"{self.option}{where}: writing failed {when} "
-                    f"({type(exc).__name__}: {_first_line(exc)}); it stops after "
-                    f"{self.written} steps, the report covers them all"
-                )
+            self.failed(when, exc)
+
+    def failed(self, when: str, exc: BaseException) -> None:
+        """The sink stops writing; its first failure said."""
+        if self.failure is None:
+            where = f" {self.where}" if self.where else ""
+            self.failure = (
+                f"{self.option}{where}: writing failed {when} "
+                f"({type(exc).__name__}: {_first_line(exc)}); it stops after "
+                f"{self.written} steps, the report covers them all"
+            )
 
     def start(self) -> None:
         """`bind`, guarded as the writing is."""
@@ -58,7 +63,7 @@ class Sink:
         """On the training's thread, at the first read-back (the writing is in another):
         note the run the script started, where the host's API keeps it per thread."""
 
-    def write_steps(self, records: list[StepRecord], names: list[str]) -> None:
+    def write_steps(self, points: Points) -> None:
         raise NotImplementedError
 
     def write_end(self, report: WatchReport) -> None:

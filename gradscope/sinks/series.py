@@ -20,6 +20,9 @@ from gradscope.steps.noise import Smoother
 if TYPE_CHECKING:
     from gradscope.steps.step_record import StepRecord
 
+Points = list[tuple[int, dict[str, float]]]
+"""A read-back's series: (step, {tag: value}) per step, what every sink writes."""
+
 SERIES = (
     "loss",
     "grad_norm/total",
@@ -49,7 +52,7 @@ class Series:
         self.several: bool | None = None
         self._counts: dict[int, _Counts] = {}
 
-    def of(self, records: list[StepRecord]) -> list[tuple[int, dict[str, float]]]:
+    def of(self, records: list[StepRecord]) -> Points:
         """(step, {tag: value}) per record, None values left out."""
         if self.several is None and records:
             self.several = any(r.optimizer > 0 for r in records)

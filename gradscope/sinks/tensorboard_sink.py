@@ -12,10 +12,9 @@ from typing import TYPE_CHECKING, Any
 from gradscope.errors import GradscopeError
 from gradscope.report.watch_plot import heatmap
 from gradscope.sinks.protocol import Sink, finding_text
-from gradscope.sinks.series import Series
 
 if TYPE_CHECKING:
-    from gradscope.steps.step_record import StepRecord
+    from gradscope.sinks.series import Points
     from gradscope.watcher.report import WatchReport
 
 # torch and tensorboard imported in functions: `gradscope --help` must not load it
@@ -37,7 +36,6 @@ class TensorboardSink(Sink):
 
     def __init__(self, directory: str) -> None:
         super().__init__(directory)
-        self.series = Series()
         self.events: Any = None
 
     def _open(self) -> Any:
@@ -46,12 +44,12 @@ class TensorboardSink(Sink):
         self.events = SummaryWriter(log_dir=self.where)
         return self.events
 
-    def write_steps(self, records: list[StepRecord], names: list[str]) -> None:
+    def write_steps(self, points: Points) -> None:
         from tensorboard.compat.proto.summary_pb2 import Summary
 
         events = self.events or self._open()
         writer = events._get_file_writer()
-        for step, scalars in self.series.of(records):
+        for step, scalars in points:
             # one event per step holding its scalars (add_scalar makes one per value,
             # each through numpy: ten times the time)
             values = [Summary.Value(tag=tag, simple_value=v) for tag, v in scalars.items()]

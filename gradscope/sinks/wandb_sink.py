@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING, Any
 from gradscope.errors import GradscopeError
 from gradscope.report.watch_plot import heatmap
 from gradscope.sinks.protocol import Sink, finding_text
-from gradscope.sinks.series import Series
 
 if TYPE_CHECKING:
-    from gradscope.steps.step_record import StepRecord
+    from gradscope.sinks.series import Points
     from gradscope.watcher.report import WatchReport
 
 # wandb imported in functions: `gradscope --help` must not load it
@@ -43,7 +42,6 @@ class WandbSink(Sink):
     def __init__(self, project: str, label: str) -> None:
         super().__init__(project)
         self.label = label
-        self.series = Series()
         self.run: Any = None
         self.started = False
         """gradscope started the run (and finishes it); False: the user's."""
@@ -60,9 +58,9 @@ class WandbSink(Sink):
         self.run.define_metric(PREFIX + "*", step_metric=PREFIX + "step")
         return self.run
 
-    def write_steps(self, records: list[StepRecord], names: list[str]) -> None:
+    def write_steps(self, points: Points) -> None:
         run = self.run or self._open()
-        for step, scalars in self.series.of(records):
+        for step, scalars in points:
             row = {PREFIX + tag: value for tag, value in scalars.items()}
             run.log({PREFIX + "step": step, **row})
 
