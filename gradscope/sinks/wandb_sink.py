@@ -1,9 +1,12 @@
 """`--wandb PROJECT`: the step series into a wandb run as the run goes, one `log` call per
 step (never one per value), findings as alerts and in the run's summary, the heatmap as
-one `wandb.Image` at the end. The user's active run (`wandb.run`, often started by a
-Lightning or HF logger) is used when there is one at the first read-back; else gradscope
-starts one in PROJECT and finishes only that one. The series are `gradscope/...`, on
-their own step axis `gradscope/step`, so they never fight the run's own step counter."""
+one `wandb.Image` at the end. Always a run of gradscope's own (`reinit="create_new"`:
+`wandb.run` and `wandb.log` stay the user's), finished by gradscope: logging into the
+user's run would move its step counter, and wandb drops what the user then logs at an
+explicit `step=` behind it. Beside a user's run (often started by a Lightning or HF
+logger) it joins that run's project and group (the user's run's id where it has none),
+job type "gradscope"; else it starts in PROJECT. The series are `gradscope/...` on their
+own step axis `gradscope/step`."""
 
 from __future__ import annotations
 
@@ -43,17 +46,17 @@ class WandbSink(Sink):
         super().__init__(project)
         self.label = label
         self.run: Any = None
-        self.started = False
-        """gradscope started the run (and finishes it); False: the user's."""
 
     def _open(self) -> Any:
         import wandb
 
-        if wandb.run is not None:
-            self.run = wandb.run
+        user = wandb.run
+        if user is not None:  # beside it, in its group: never its step counter
+            where = {"project": user.project, "group": user.group or user.id}
+            name = f"{user.name} gradscope" if user.name else self.label
         else:
-            self.run = wandb.init(project=self.where or None, name=self.label)
-            self.started = True
+            where, name = {"project": self.where or None}, self.label
+        self.run = wandb.init(**where, name=name, job_type="gradscope", reinit="create_new")
         self.run.define_metric(PREFIX + "step", hidden=True)
         self.run.define_metric(PREFIX + "*", step_metric=PREFIX + "step")
         return self.run
@@ -86,5 +89,5 @@ class WandbSink(Sink):
             run.log({PREFIX + "step": last, PREFIX + "grad_norm/layers": image})
 
     def close(self) -> None:
-        if self.started and self.run is not None:
+        if self.run is not None:
             self.run.finish()

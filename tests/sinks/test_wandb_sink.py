@@ -1,7 +1,9 @@
 """--wandb: a real offline wandb run read back from its own file: the series, one log call
-per step, findings as alerts and in the summary, one heatmap image, the user's run kept."""
+per step, findings as alerts and in the summary, one heatmap image, the user's run untouched."""
 
 from __future__ import annotations
+
+import glob
 
 import pytest
 from sink_runs import close, report_series, watched
@@ -68,18 +70,26 @@ def test_findings_are_alerts_and_in_the_summary(offline):
     assert "GS412" in run.summary["gradscope/findings"]
 
 
-def test_the_users_active_run_is_used_and_left_open(offline):
-    mine = wandb.init(project="users-own")
+def test_beside_the_users_run_a_run_of_its_own_in_its_group(offline):
+    """The user's run keeps its step counter: what it logs at an explicit step= after
+    gradscope's steps is kept (logging into it dropped it, "less than the current step")."""
+    mine = wandb.init(project="users-own", group="sweep-3")
     try:
+        mine.log({"my_metric": 0.0}, step=0)
         report = watched(12, wandb="ignored-project")
         assert not report.run.unwritten
-        assert wandb.run is mine  # not finished by gradscope
-        mine.log({"my_metric": 1.0})
+        assert wandb.run is mine  # not replaced, not finished by gradscope
+        for i in range(1, 4):
+            mine.log({"my_metric": float(i)}, step=i)
     finally:
         mine.finish()
-    run = finished_run(str(offline))
-    assert sorted(run.series("gradscope/loss")) == list(range(1, 13))
-    assert any("my_metric" in row for row in run.history)
+    users = finished_run(str(offline), mine.id)
+    assert [row["my_metric"] for row in users.history if "my_metric" in row] == [0, 1, 2, 3]
+    assert not any(k.startswith("gradscope/") for row in users.history for k in row)
+    (own,) = [p for p in glob.glob(str(offline / "wandb" / "offline-run-*")) if mine.id not in p]
+    ours = finished_run(str(offline), own.rsplit("-", 1)[1])
+    assert (ours.group, ours.job_type) == ("sweep-3", "gradscope")
+    assert sorted(ours.series("gradscope/loss")) == list(range(1, 13)) and ours.exit
 
 
 def test_a_failing_wandb_stops_the_sink_not_the_run(offline, monkeypatch):

@@ -41,8 +41,8 @@ def records(path: str) -> list[Any]:
     return found
 
 
-def run_file(folder: str) -> str:
-    (path,) = glob.glob(os.path.join(folder, "wandb", "offline-run-*", "*.wandb"))
+def run_file(folder: str, run_id: str = "*") -> str:
+    (path,) = glob.glob(os.path.join(folder, "wandb", f"offline-run-*-{run_id}", "*.wandb"))
     return path
 
 
@@ -58,9 +58,12 @@ class OfflineRun:
         self.alerts: list[Any] = []
         self.summary: dict[str, Any] = {}
         self.exit = False
+        self.group = self.job_type = ""
         for r in records(path):
             kind = r.WhichOneof("record_type")
-            if kind == "history":
+            if kind == "run":
+                self.group, self.job_type = r.run.run_group, r.run.job_type
+            elif kind == "history":
                 self.history.append({_key(i): json.loads(i.value_json) for i in r.history.item})
             elif kind == "alert":
                 self.alerts.append(r.alert)
@@ -78,14 +81,14 @@ class OfflineRun:
         }
 
 
-def finished_run(folder: str, timeout: float = 30.0) -> OfflineRun:
+def finished_run(folder: str, run_id: str = "*", timeout: float = 30.0) -> OfflineRun:
     """The run once its file holds the exit record: wandb's service writes it after
     `finish()` returns, in its own process."""
     import time
 
     deadline = time.monotonic() + timeout
     while True:
-        run = OfflineRun(run_file(folder))
+        run = OfflineRun(run_file(folder, run_id))
         if run.exit or time.monotonic() > deadline:
             return run
         time.sleep(0.2)
