@@ -98,8 +98,22 @@ def tensors(report: Any) -> list[str]:
 
 
 def both(script: str, bug: str) -> tuple[Any, Any]:
-    """One bug's run under `gradscope watch`, then through the host."""
-    return watched(script, bug), hosted(script, bug)
+    """One bug's run under `gradscope watch`, then through the host; torch's process-wide
+    settings the scripts make (deterministic algorithms, one thread) undone after, as a
+    process of their own would leave the test's (a later test in this worker compared
+    passes with and without deterministic mode, and found none)."""
+    import torch
+
+    kept = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.get_num_threads(),
+    )
+    try:
+        return watched(script, bug), hosted(script, bug)
+    finally:
+        torch.use_deterministic_algorithms(kept[0], warn_only=kept[1])
+        torch.set_num_threads(kept[2])
 
 
 def assert_parity(bug: str, watch: Any, host: Any) -> None:
