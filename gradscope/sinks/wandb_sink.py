@@ -51,12 +51,13 @@ class WandbSink(Sink):
         import wandb
 
         user = wandb.run
+        project, group, name = self.where or None, None, self.label
         if user is not None:  # beside it, in its group: never its step counter
-            where = {"project": user.project, "group": user.group or user.id}
+            project, group = user.project, user.group or user.id
             name = f"{user.name} gradscope" if user.name else self.label
-        else:
-            where, name = {"project": self.where or None}, self.label
-        self.run = wandb.init(**where, name=name, job_type="gradscope", reinit="create_new")
+        self.run = wandb.init(
+            project=project, group=group, name=name, job_type="gradscope", reinit="create_new"
+        )
         self.run.define_metric(PREFIX + "step", hidden=True)
         self.run.define_metric(PREFIX + "*", step_metric=PREFIX + "step")
         return self.run
