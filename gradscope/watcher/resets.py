@@ -25,7 +25,7 @@ from gradscope.watcher.threads import ThreadState, Window
 def reset_by_hand(state: WatchState, here: ThreadState) -> bool:
     """Before this thread's first step: the gradients its first backward reached were
     all set to None since (the script resets them itself)."""
-    manual = state.manual
+    manual = state.manual.check
     if manual is None or manual.thread != here.ident:
         return False
     return all(p.grad is None for p in manual.params)

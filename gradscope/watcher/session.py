@@ -263,7 +263,7 @@ class Watcher:
 
         icp = self.state
         owned = {id(p) for o in icp.known for g in o.param_groups for p in g["params"]}
-        owned.update(id(icp.tracked.params[i]) for i in icp.manually_updated)
+        owned.update(id(icp.tracked.params[i]) for i in icp.manual.updated)
         groups = {
             id(p): (_lr(g), k)
             for o in icp.known
@@ -291,7 +291,7 @@ class Watcher:
 
     def _build(self, status: str, error: str | None, notes: tuple[str, ...]) -> WatchRun:
         from gradscope.watcher import run_facts
-        from gradscope.watcher.state import ManualUpdates
+        from gradscope.watcher.manual_search import ManualUpdates
 
         icp = self.state
         return WatchRun(

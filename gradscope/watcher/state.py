@@ -16,6 +16,7 @@ from gradscope.watcher.adam_rms import AdamRms
 from gradscope.watcher.eval_passes import EvalPasses
 from gradscope.watcher.faults import Fault, fault_of, record
 from gradscope.watcher.logit_probe import LogitProbe
+from gradscope.watcher.manual_search import ManualSearch
 from gradscope.watcher.measure import Measure
 from gradscope.watcher.modes import Modes
 from gradscope.watcher.nan_probe import NanProbe
@@ -31,13 +32,6 @@ class StopWatching(BaseException):
     script's own `except Exception` lets it through."""
 
 
-class ManualUpdates:
-    """Stands in `WatchState.optimizers` for parameter updates made by hand."""
-
-    def __init__(self) -> None:
-        self.param_groups: list[dict[str, Any]] = [{"params": []}]
-
-
 @dataclass
 class OpenReset:
     """Since an optimizer's last step: a reset of its gradients seen, or the norms of
@@ -48,30 +42,6 @@ class OpenReset:
     thread: int
     reset: bool = False
     norms: list[torch.Tensor] = field(default_factory=list)
-
-
-@dataclass
-class ManualCheck:
-    """What the last backward left, for an update by hand that may follow it (manual.py)."""
-
-    params: list[torch.Tensor]
-    thread: int
-    """The thread whose backward found them: the only one that checks."""
-    weights: torch.Tensor | None = None
-    versions: list[int] = field(default_factory=list)
-    grads: torch.Tensor | None = None
-    members: tuple[int, ...] = ()
-    loss: torch.Tensor | None = None
-    loss_known: bool = True
-    calls: int = 0
-    before: updates.Before | None = None
-    """Measured steps: what the update is measured from (updates.py)."""
-    kind: Any = None
-    """The `LossKind` of the backward calls, where it was read."""
-    eval_roots: frozenset[int] | None = None
-    """The models in eval mode at the first of those backward calls (threads.Window)."""
-    pending: bool = False
-    """A backward ended since the last check."""
 
 
 @dataclass
@@ -97,8 +67,6 @@ class WatchState:
     """What the watch could not do, for the report."""
     faults: list[Fault] = field(default_factory=list)
     """gradscope's own failures, each switched off where it happened (guard.py)."""
-    manually_updated: set[int] = field(default_factory=set)
-    """Positions of the parameters an update by hand changed."""
     stopped: bool = False
     """--steps reached: nothing more is recorded."""
     off: bool = False
@@ -114,9 +82,8 @@ class WatchState:
     """id(optimizer) → its param groups' sizes at its last step (`grown`)."""
     stepped_by: dict[int, set[int]] = field(default_factory=dict)
     """Optimizer index → the threads that stepped it."""
-    manual: ManualCheck | None = None
-    manual_index: int | None = None
-    manual_scanned: bool = False
+    manual: ManualSearch = field(default_factory=ManualSearch)
+    """The search for updates by hand (manual.py changes it)."""
     nan_noted: bool = False
     optimizer_stepped: bool = False
     settings: SettingsHistory = field(default_factory=SettingsHistory)

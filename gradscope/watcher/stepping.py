@@ -136,11 +136,7 @@ def optimizer_index(state: WatchState, here: ThreadState, optimizer: Any) -> int
     if state.grown(optimizer) and index >= 0:  # add_param_group since its last step
         discover.extend(state.tracked, state.known)
     if index < 0:
-        check = state.manual
-        if check is not None:  # an optimizer takes over: updates by hand end here
-            if check.pending and check.thread == here.ident:
-                manual.check(state, here)
-            state.manual = None
+        manual.taken_over(state, here)  # updates by hand end here
         state.optimizers.append(optimizer)
         state.optimizer_stepped = True
         if all(optimizer is not k for k in state.known):
