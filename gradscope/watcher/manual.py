@@ -140,10 +140,11 @@ def _holder(
     if search.index is None:
         search.index = len(state.optimizers)
         state.optimizers.append(ManualUpdates())
-    state.stepped_by.setdefault(search.index, set()).add(here.ident)
-    if manual.kind is not None:
-        state.loss_kinds.setdefault(search.index, manual.kind)
     holder: ManualUpdates = state.optimizers[search.index]
+    watch = state.of(holder)
+    watch.stepped_by.add(here.ident)
+    if watch.loss_kind is None:
+        watch.loss_kind = manual.kind
     present = {id(p) for g in holder.param_groups for p in g["params"]}
     holder.param_groups[0]["params"] += [
         tracked[i]

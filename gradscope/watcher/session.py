@@ -308,7 +308,7 @@ class Watcher:
             backward_calls=icp.backward_total,
             update_every=self.update_every,
             notes=notes,
-            loss_kinds=tuple(icp.loss_kinds.get(i) for i in range(len(icp.optimizers))),
+            loss_kinds=tuple(icp.of(o).loss_kind for o in icp.optimizers),
             settings=icp.settings.of(len(icp.optimizers)),
             sites=dict(icp.sites),
             schedulers=schedules.infos(icp),
