@@ -33,7 +33,7 @@ def started(
         return
     if here.step_depth and here.stepping is None:
         stepping.drop_unfinished(here)
-    check = state.manual
+    check = state.manual.check
     if check is not None and check.pending and check.thread == here.ident:
         manual.guarded(state, lambda: manual.check(state, here))
     resets.observe(state, here)
@@ -90,7 +90,7 @@ def ended(state: WatchState, here: ThreadState, roots: list[torch.Tensor]) -> No
         resets.sentinel(state, here, here.window)
     idle = here.current is None and here.stepping is None
     if not state.optimizer_stepped and not here.quiet and idle:
-        check = state.manual
+        check = state.manual.check
         if check is None or check.thread == here.ident:
             manual.guarded(state, lambda: manual.backward_end(state, here, roots))
 

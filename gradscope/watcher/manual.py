@@ -17,8 +17,9 @@ from collections.abc import Callable
 import torch
 
 from gradscope.watcher import discover, record_step, resets, updates
+from gradscope.watcher.manual_search import ManualCheck, ManualUpdates
 from gradscope.watcher.recorder import PendingStep
-from gradscope.watcher.state import ManualCheck, ManualUpdates, WatchState
+from gradscope.watcher.state import WatchState
 from gradscope.watcher.threads import ThreadState
 
 
@@ -27,7 +28,7 @@ def guarded(state: WatchState, check: Callable[[], None]) -> None:
     try:
         check()
     except Exception as exc:
-        state.manual, state.manual_scanned = None, True
+        state.manual.check, state.manual.scanned = None, True
         state.notes.append(
             f"updates by hand are not watched: {type(exc).__name__}: {exc}".rstrip(": ")
         )
@@ -36,16 +37,16 @@ def guarded(state: WatchState, check: Callable[[], None]) -> None:
 def backward_end(state: WatchState, here: ThreadState, roots: list[torch.Tensor]) -> None:
     """No optimizer has stepped: note what this backward left, for the check at the
     next backward's start (or the end of the watch)."""
-    manual = state.manual
+    manual = state.manual.check
     if manual is None:
-        if state.manual_scanned:
+        if state.manual.scanned:
             return
-        state.manual_scanned = True
+        state.manual.scanned = True
         params = [p for p in discover.graph_leaves(roots) if p.grad is not None]
         if not params:
             return
         discover.extend(state.tracked, state.known, params, extra_name="tensor")
-        manual = state.manual = ManualCheck(params, here.ident)
+        manual = state.manual.check = ManualCheck(params, here.ident)
     tracked = state.tracked.params
     if manual.weights is None or len(manual.versions) != len(tracked):
         manual.weights = state.measure.weights()
@@ -67,15 +68,25 @@ def backward_end(state: WatchState, here: ThreadState, roots: list[torch.Tensor]
 def finish(state: WatchState) -> None:
     """The watch ends: an update by hand after the last backward is a step too."""
     with state.threads.lock:
-        manual = state.manual
+        manual = state.manual.check
         if manual is not None and manual.pending and not state.optimizer_stepped:
             owner = state.threads.states.get(manual.thread) or state.threads.here()
             check(state, owner, final=True)
 
 
+def taken_over(state: WatchState, here: ThreadState) -> None:
+    """An optimizer's first step: an update by hand since this thread's last backward
+    is still a step; the search ends here."""
+    manual = state.manual.check
+    if manual is not None:
+        if manual.pending and manual.thread == here.ident:
+            check(state, here)
+        state.manual.check = None
+
+
 def check(state: WatchState, here: ThreadState, final: bool = False) -> None:
     """Did the weights move since the last backward? If so, that was a step."""
-    manual = state.manual
+    manual = state.manual.check
     assert manual is not None and manual.weights is not None and manual.grads is not None
     manual.pending = False
     tracked = state.tracked.params[: len(manual.versions)]
@@ -84,7 +95,7 @@ def check(state: WatchState, here: ThreadState, final: bool = False) -> None:
     if not any(changed):
         manual.before = None
         return
-    state.manually_updated.update(i for i, c in enumerate(changed) if c)
+    state.manual.updated.update(i for i, c in enumerate(changed) if c)
     holder = _holder(state, here, manual, tracked)
     step = _step(state, here, manual, holder)
     # as after an optimizer's step: gradients still there at the next backward's
@@ -125,17 +136,19 @@ def _holder(
     state: WatchState, here: ThreadState, manual: ManualCheck, tracked: list[torch.Tensor]
 ) -> ManualUpdates:
     """The stand-in optimizer of updates by hand, holding every parameter updated."""
-    if state.manual_index is None:
-        state.manual_index = len(state.optimizers)
+    search = state.manual
+    if search.index is None:
+        search.index = len(state.optimizers)
         state.optimizers.append(ManualUpdates())
-    state.stepped_by.setdefault(state.manual_index, set()).add(here.ident)
-    if manual.kind is not None:
-        state.loss_kinds.setdefault(state.manual_index, manual.kind)
-    holder: ManualUpdates = state.optimizers[state.manual_index]
+    holder: ManualUpdates = state.optimizers[search.index]
+    watch = state.of(holder)
+    watch.stepped_by.add(here.ident)
+    if watch.loss_kind is None:
+        watch.loss_kind = manual.kind
     present = {id(p) for g in holder.param_groups for p in g["params"]}
     holder.param_groups[0]["params"] += [
         tracked[i]
-        for i in sorted(set(manual.members) | state.manually_updated)
+        for i in sorted(set(manual.members) | search.updated)
         if id(tracked[i]) not in present
     ]
     return holder
@@ -144,13 +157,12 @@ def _holder(
 def _step(
     state: WatchState, here: ThreadState, manual: ManualCheck, holder: ManualUpdates
 ) -> PendingStep:
-    assert manual.grads is not None and state.manual_index is not None
-    state.modes.observe(
-        state.tracked, state.manual_index, manual.members, state.steps + 1, manual.eval_roots
-    )
+    index = state.manual.index
+    assert manual.grads is not None and index is not None
+    state.modes.observe(state.tracked, index, manual.members, state.steps + 1, manual.eval_roots)
     return PendingStep(
         step=state.steps + 1,
-        optimizer=state.manual_index,
+        optimizer=index,
         lrs=(),
         backward_calls=manual.calls,
         skipped=False,

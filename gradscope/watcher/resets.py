@@ -18,14 +18,15 @@ import torch
 
 from gradscope.errors import user_line
 from gradscope.watcher.measure import norms
-from gradscope.watcher.state import OpenReset, WatchState
+from gradscope.watcher.optimizer_watch import OpenReset
+from gradscope.watcher.state import WatchState
 from gradscope.watcher.threads import ThreadState, Window
 
 
 def reset_by_hand(state: WatchState, here: ThreadState) -> bool:
     """Before this thread's first step: the gradients its first backward reached were
     all set to None since (the script resets them itself)."""
-    manual = state.manual
+    manual = state.manual.check
     if manual is None or manual.thread != here.ident:
         return False
     return all(p.grad is None for p in manual.params)
@@ -58,7 +59,7 @@ def observe(state: WatchState, here: ThreadState) -> None:
     """At a backward's start: each optimizer this thread stepped whose gradients were
     not reset since its step either has one of them None now (a reset) or gets their
     norm noted. Another thread's gradients are never read."""
-    for entry in state.resets.values():
+    for entry in state.open_resets():
         if entry.reset or entry.thread != here.ident:
             continue
         grads = [p.grad for p in entry.params]
@@ -83,21 +84,21 @@ def sentinel(state: WatchState, here: ThreadState, window: Window) -> None:
     thread's optimizers stepped, once per window (`wiped_by_hand` looks at it). Another
     thread's gradients are never read: its zero_grad may be freeing them."""
     if window.sentinel is None:
-        entries = list(state.resets.values())
+        entries = state.open_resets()
         own = (p for e in entries if e.thread == here.ident for p in e.params)
         window.sentinel = next((p for p in own if p.grad is not None), None)
 
 
 def optimizer_reset(state: WatchState, optimizer: Any) -> None:
     """The optimizer's zero_grad ran."""
-    entry = state.resets.get(id(optimizer))
+    entry = state.of(optimizer).reset
     if entry is not None:
         entry.reset, entry.norms = True, []
 
 
 def module_reset(state: WatchState, module: Any) -> None:
     """A module's zero_grad ran: a reset of every optimizer whose parameters are all its."""
-    open_ = [e for e in state.resets.values() if not e.reset]
+    open_ = [e for e in state.open_resets() if not e.reset]
     if open_:
         ids = {id(p) for p in module.parameters()}
         for entry in open_:
@@ -108,24 +109,28 @@ def module_reset(state: WatchState, module: Any) -> None:
 def stepped(state: WatchState, optimizer: Any, params: list[torch.Tensor], thread: int) -> None:
     """The optimizer stepped `params` in `thread`: from now on, watch for the reset of those
     that had a gradient (a head the loss never reaches keeps None, which is no reset)."""
-    state.resets[id(optimizer)] = OpenReset([p for p in params if p.grad is not None], thread)
+    watch = state.of(optimizer)
+    still, watch.reset = watch.reset, OpenReset([p for p in params if p.grad is not None], thread)
+    if still is not None:  # a step whose start did not close it (another thread's): same place
+        watch.reset.opened = still.opened
 
 
 def trained(state: WatchState, optimizer: Any) -> list[torch.Tensor]:
     """The optimizer's parameters that take gradients (cached while its groups keep
     their sizes)."""
     key = tuple(len(g["params"]) for g in optimizer.param_groups)
-    cached = state.trained_cache.get(id(optimizer))
-    if cached is None or cached[0] != key:
+    watch = state.of(optimizer)
+    if watch.trained is None or watch.trained[0] != key:
         params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
-        cached = state.trained_cache[id(optimizer)] = (key, params)
-    return cached[1]
+        watch.trained = (key, params)
+    return watch.trained[1]
 
 
 def carried(state: WatchState, optimizer: Any) -> torch.Tensor | None:
     """The smallest gradient norm seen at a backward's start since the optimizer's last
     step, with no reset between (None: a reset, or no backward)."""
-    entry = state.resets.pop(id(optimizer), None)
+    watch = state.of(optimizer)
+    entry, watch.reset = watch.reset, None
     if entry is None or entry.reset or not entry.norms:
         return None
     if len(entry.norms) == 1:

@@ -263,7 +263,7 @@ class Watcher:
 
         icp = self.state
         owned = {id(p) for o in icp.known for g in o.param_groups for p in g["params"]}
-        owned.update(id(icp.tracked.params[i]) for i in icp.manually_updated)
+        owned.update(id(icp.tracked.params[i]) for i in icp.manual.updated)
         groups = {
             id(p): (_lr(g), k)
             for o in icp.known
@@ -291,7 +291,7 @@ class Watcher:
 
     def _build(self, status: str, error: str | None, notes: tuple[str, ...]) -> WatchRun:
         from gradscope.watcher import run_facts
-        from gradscope.watcher.state import ManualUpdates
+        from gradscope.watcher.manual_search import ManualUpdates
 
         icp = self.state
         return WatchRun(
@@ -308,7 +308,7 @@ class Watcher:
             backward_calls=icp.backward_total,
             update_every=self.update_every,
             notes=notes,
-            loss_kinds=tuple(icp.loss_kinds.get(i) for i in range(len(icp.optimizers))),
+            loss_kinds=tuple(icp.of(o).loss_kind for o in icp.optimizers),
             settings=icp.settings.of(len(icp.optimizers)),
             sites=dict(icp.sites),
             schedulers=schedules.infos(icp),

@@ -1,6 +1,7 @@
-"""What the patches share while one run is watched (`WatchState`), and the small records
-it keeps between hooks. Everything in it is changed under `threads.lock` (threads.py):
-steps come from any thread of the script."""
+"""What the patches share while one run is watched (`WatchState`): each optimizer's part
+in one record (optimizer_watch.py), the search for updates by hand in another
+(manual_search.py). Everything in it is changed under `threads.lock` (threads.py): steps
+come from any thread of the script."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ from gradscope.watcher.adam_rms import AdamRms
 from gradscope.watcher.eval_passes import EvalPasses
 from gradscope.watcher.faults import Fault, fault_of, record
 from gradscope.watcher.logit_probe import LogitProbe
+from gradscope.watcher.manual_search import ManualSearch
 from gradscope.watcher.measure import Measure
 from gradscope.watcher.modes import Modes
 from gradscope.watcher.nan_probe import NanProbe
 from gradscope.watcher.noise_scale import MicroGrads
 from gradscope.watcher.optim_settings import SettingsHistory
+from gradscope.watcher.optimizer_watch import OpenReset, OptimizerWatch
 from gradscope.watcher.recorder import Recorder
 from gradscope.watcher.same_batch import SameBatch
 from gradscope.watcher.threads import Threads, ThreadState
@@ -29,49 +32,6 @@ from gradscope.watcher.threads import Threads, ThreadState
 class StopWatching(BaseException):
     """Raised after the last step asked for (--steps); a BaseException so that the
     script's own `except Exception` lets it through."""
-
-
-class ManualUpdates:
-    """Stands in `WatchState.optimizers` for parameter updates made by hand."""
-
-    def __init__(self) -> None:
-        self.param_groups: list[dict[str, Any]] = [{"params": []}]
-
-
-@dataclass
-class OpenReset:
-    """Since an optimizer's last step: a reset of its gradients seen, or the norms of
-    its gradients found at the start of each backward of the thread that stepped it
-    (the carried-over norm of its next step: resets.py)."""
-
-    params: list[torch.Tensor]
-    thread: int
-    reset: bool = False
-    norms: list[torch.Tensor] = field(default_factory=list)
-
-
-@dataclass
-class ManualCheck:
-    """What the last backward left, for an update by hand that may follow it (manual.py)."""
-
-    params: list[torch.Tensor]
-    thread: int
-    """The thread whose backward found them: the only one that checks."""
-    weights: torch.Tensor | None = None
-    versions: list[int] = field(default_factory=list)
-    grads: torch.Tensor | None = None
-    members: tuple[int, ...] = ()
-    loss: torch.Tensor | None = None
-    loss_known: bool = True
-    calls: int = 0
-    before: updates.Before | None = None
-    """Measured steps: what the update is measured from (updates.py)."""
-    kind: Any = None
-    """The `LossKind` of the backward calls, where it was read."""
-    eval_roots: frozenset[int] | None = None
-    """The models in eval mode at the first of those backward calls (threads.Window)."""
-    pending: bool = False
-    """A backward ended since the last check."""
 
 
 @dataclass
@@ -97,26 +57,15 @@ class WatchState:
     """What the watch could not do, for the report."""
     faults: list[Fault] = field(default_factory=list)
     """gradscope's own failures, each switched off where it happened (guard.py)."""
-    manually_updated: set[int] = field(default_factory=set)
-    """Positions of the parameters an update by hand changed."""
     stopped: bool = False
     """--steps reached: nothing more is recorded."""
     off: bool = False
     """Removed, or failed: every hook only calls what it wraps."""
     threads: Threads = field(default_factory=Threads)
-    resets: dict[int, OpenReset] = field(default_factory=dict)
-    """id(optimizer) → what happened to its gradients since its last step."""
-    trained_cache: dict[int, tuple[tuple[int, ...], list[torch.Tensor]]] = field(
-        default_factory=dict
-    )
-    members_cache: dict[int, tuple[Any, tuple[int, ...]]] = field(default_factory=dict)
-    group_sizes: dict[int, tuple[int, ...]] = field(default_factory=dict)
-    """id(optimizer) → its param groups' sizes at its last step (`grown`)."""
-    stepped_by: dict[int, set[int]] = field(default_factory=dict)
-    """Optimizer index → the threads that stepped it."""
-    manual: ManualCheck | None = None
-    manual_index: int | None = None
-    manual_scanned: bool = False
+    watches: dict[int, OptimizerWatch] = field(default_factory=dict)
+    """id(optimizer) → its part of the watch (`of`)."""
+    manual: ManualSearch = field(default_factory=ManualSearch)
+    """The search for updates by hand (manual.py changes it)."""
     nan_noted: bool = False
     optimizer_stepped: bool = False
     settings: SettingsHistory = field(default_factory=SettingsHistory)
@@ -124,8 +73,6 @@ class WatchState:
     """id(scheduler) → its calls (schedules.Calls)."""
     sites: dict[str, str] = field(default_factory=dict)
     """What a rule names → the script's `file:line` of its first call (WatchRun.sites)."""
-    loss_kinds: dict[int, Any] = field(default_factory=dict)
-    """Optimizer index → the `LossKind` of its first step whose loss was read."""
     first_weights: torch.Tensor | None = None
     """Norms of the tracked weights before the first update (device tensor)."""
     replaced: bool = False
@@ -170,21 +117,33 @@ class WatchState:
                 self.off = True
             record(self, fault_of(part, self.steps + 1, exc, thread, whole))
 
+    def of(self, optimizer: Any) -> OptimizerWatch:
+        """The optimizer's part of the watch (made at its first use)."""
+        watch = self.watches.get(id(optimizer))
+        if watch is None:
+            watch = self.watches[id(optimizer)] = OptimizerWatch()
+        return watch
+
+    def open_resets(self) -> list[OpenReset]:
+        """The optimizers' open resets, in the order of the steps that opened them."""
+        opened = [w.reset for w in self.watches.values() if w.reset is not None]
+        return sorted(opened, key=lambda r: r.opened)
+
     def members(self, optimizer: Any) -> tuple[int, ...]:
         """Positions of the optimizer's parameters among the tracked ones (cached while
         its groups and the tracked parameters keep their sizes: a step asks every time)."""
         key = (tuple(len(g["params"]) for g in optimizer.param_groups), len(self.tracked.params))
-        cached = self.members_cache.get(id(optimizer))
-        if cached is None or cached[0] != key:
-            cached = self.members_cache[id(optimizer)] = (key, self.tracked.members(optimizer))
-        return cached[1]
+        watch = self.of(optimizer)
+        if watch.members is None or watch.members[0] != key:
+            watch.members = (key, self.tracked.members(optimizer))
+        return watch.members[1]
 
     def grown(self, optimizer: Any) -> bool:
         """The optimizer holds parameters it did not at its last step (add_param_group):
         asked at every step, so only its groups' sizes are compared."""
         sizes = tuple(len(g["params"]) for g in optimizer.param_groups)
-        last = self.group_sizes.get(id(optimizer))
-        self.group_sizes[id(optimizer)] = sizes
+        watch = self.of(optimizer)
+        last, watch.group_sizes = watch.group_sizes, sizes
         return last is not None and last != sizes
 
     def index_of(self, optimizer: Any) -> int:
@@ -194,7 +153,11 @@ class WatchState:
     def foreign(self, here: ThreadState, index: int | None = None) -> frozenset[int]:
         """Positions of the parameters another thread steps (and optimizer `index` does
         not): their gradients are not this thread's to read."""
-        others = [i for i, by in self.stepped_by.items() if by - {here.ident} and i != index]
+        others = [
+            i
+            for i, o in enumerate(self.optimizers)
+            if self.of(o).stepped_by - {here.ident} and i != index
+        ]
         if not others:
             return frozenset()
         own = set(self.members(self.optimizers[index])) if index is not None else set()

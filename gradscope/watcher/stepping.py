@@ -136,11 +136,7 @@ def optimizer_index(state: WatchState, here: ThreadState, optimizer: Any) -> int
     if state.grown(optimizer) and index >= 0:  # add_param_group since its last step
         discover.extend(state.tracked, state.known)
     if index < 0:
-        check = state.manual
-        if check is not None:  # an optimizer takes over: updates by hand end here
-            if check.pending and check.thread == here.ident:
-                manual.check(state, here)
-            state.manual = None
+        manual.taken_over(state, here)  # updates by hand end here
         state.optimizers.append(optimizer)
         state.optimizer_stepped = True
         if all(optimizer is not k for k in state.known):
@@ -148,7 +144,7 @@ def optimizer_index(state: WatchState, here: ThreadState, optimizer: Any) -> int
         state.discovered = True
         discover.extend(state.tracked, state.known)
         index = len(state.optimizers) - 1
-    state.stepped_by.setdefault(index, set()).add(here.ident)
+    state.of(optimizer).stepped_by.add(here.ident)
     here.stepped = True
     return index
 
@@ -172,8 +168,9 @@ def note_meaning(state: WatchState, index: int, optimizer: Any, window: Window) 
     """What the step's numbers mean: the optimizer's settings (every step), the loss's
     kind (where it was read), the weights' norms before the first update."""
     state.settings.observe(index, state.steps + 1, optimizer)
-    if window.loss_kind is not None:
-        state.loss_kinds.setdefault(index, window.loss_kind)
+    watch = state.of(optimizer)
+    if watch.loss_kind is None:
+        watch.loss_kind = window.loss_kind
     if state.first_weights is None:
         state.first_weights = state.measure.weights()
 
