@@ -41,7 +41,7 @@ def inputs(node: Any) -> list[Any]:
     return [n for n, _ in getattr(node, "next_functions", ()) if n is not None]
 
 
-class DepthFirst(Generic[T]):
+class NodeWalk(Generic[T]):
     """Iterate the nodes (or any items `below` expands) reachable from `roots`.
 
     `below(item)` gives what lies under an item, read after the loop's body for it ran
@@ -152,7 +152,7 @@ def _unique(items: list[T], key: Callable[[T], Hashable]) -> list[T]:
 
 def backward_nodes(
     tensors: Iterable[Any], *, order: Order = Order.LAST_INPUT, limit: int | None = None
-) -> DepthFirst[Any]:
+) -> NodeWalk[Any]:
     """The backward nodes behind these tensors (those without a grad_fn add none)."""
     roots = [t.grad_fn for t in tensors if getattr(t, "grad_fn", None) is not None]
-    return DepthFirst(roots, order=order, limit=limit)
+    return NodeWalk(roots, order=order, limit=limit)

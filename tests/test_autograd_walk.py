@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-from gradscope.autograd_walk import DepthFirst, Order, backward_nodes, inputs
+from gradscope.autograd_walk import NodeWalk, Order, backward_nodes, inputs
 
 
 class Node:
@@ -33,18 +33,18 @@ def _names(items) -> list[str]:
 
 
 def test_depth_first_takes_the_last_input_first_by_default():
-    assert _names(DepthFirst([_diamonds()])) == ["top", "b", "c", "e", "leaf", "d", "a"]
+    assert _names(NodeWalk([_diamonds()])) == ["top", "b", "c", "e", "leaf", "d", "a"]
 
 
 def test_depth_first_can_take_the_first_input_first():
-    order = _names(DepthFirst([_diamonds()], order=Order.FIRST_INPUT))
+    order = _names(NodeWalk([_diamonds()], order=Order.FIRST_INPUT))
     assert order == ["top", "a", "c", "d", "leaf", "e", "b"]
 
 
 def test_reached_order_numbers_each_node_once_in_the_order_it_was_put_on_the_stack():
     # each node is pushed once, when first reached: c (under b, pushed with a) waits
     # below b's subtree, unlike the depth-first orders
-    assert _names(DepthFirst([_diamonds()], order=Order.REACHED)) == [
+    assert _names(NodeWalk([_diamonds()], order=Order.REACHED)) == [
         "top",
         "b",
         "c",
@@ -56,11 +56,11 @@ def test_reached_order_numbers_each_node_once_in_the_order_it_was_put_on_the_sta
     top = Node("top", Node("x", Node("y")), Node("z", Node("y2")))
     shared = Node("s")
     wide = Node("w", shared, Node("m", shared))
-    assert _names(DepthFirst([wide], order=Order.REACHED)) == ["w", "m", "s"]
-    assert _names(DepthFirst([wide], order=Order.LAST_INPUT)) == ["w", "m", "s"]
-    assert _names(DepthFirst([wide], order=Order.FIRST_INPUT)) == ["w", "s", "m"]
-    assert _names(DepthFirst([top], order=Order.REACHED)) == ["top", "z", "y2", "x", "y"]
-    assert _names(DepthFirst([top, top.next_functions[0][0]], order=Order.REACHED)) == [
+    assert _names(NodeWalk([wide], order=Order.REACHED)) == ["w", "m", "s"]
+    assert _names(NodeWalk([wide], order=Order.LAST_INPUT)) == ["w", "m", "s"]
+    assert _names(NodeWalk([wide], order=Order.FIRST_INPUT)) == ["w", "s", "m"]
+    assert _names(NodeWalk([top], order=Order.REACHED)) == ["top", "z", "y2", "x", "y"]
+    assert _names(NodeWalk([top, top.next_functions[0][0]], order=Order.REACHED)) == [
         "x",
         "y",
         "top",
@@ -73,26 +73,26 @@ def test_reached_order_differs_from_depth_first_where_a_diamond_closes_late():
     s = Node("s", Node("under"))
     root = Node("r", s, Node("m", Node("k", Node("q"), s)))
     # reached: s waits where it was first put (under r); depth first: visited under k
-    assert _names(DepthFirst([root], order=Order.REACHED)) == ["r", "m", "k", "q", "s", "under"]
-    assert _names(DepthFirst([root])) == ["r", "m", "k", "s", "under", "q"]
+    assert _names(NodeWalk([root], order=Order.REACHED)) == ["r", "m", "k", "q", "s", "under"]
+    assert _names(NodeWalk([root])) == ["r", "m", "k", "s", "under", "q"]
     late = Node("s3")
     root3 = Node("r", Node("m", late, Node("n", late)), Node("o"))
-    assert _names(DepthFirst([root3], order=Order.REACHED)) == ["r", "o", "m", "n", "s3"]
-    assert _names(DepthFirst([root3], order=Order.FIRST_INPUT)) == ["r", "m", "s3", "n", "o"]
+    assert _names(NodeWalk([root3], order=Order.REACHED)) == ["r", "o", "m", "n", "s3"]
+    assert _names(NodeWalk([root3], order=Order.FIRST_INPUT)) == ["r", "m", "s3", "n", "o"]
 
 
 def test_a_shared_node_is_visited_once_and_every_path_when_asked():
     leaf = Node("leaf")
     root = Node("r", Node("a", leaf), Node("b", leaf), leaf)
-    assert _names(DepthFirst([root])).count("leaf") == 1
-    assert _names(DepthFirst([root], order=Order.REACHED)).count("leaf") == 1
-    every_path = _names(DepthFirst([root], order=Order.FIRST_INPUT, key=None))
+    assert _names(NodeWalk([root])).count("leaf") == 1
+    assert _names(NodeWalk([root], order=Order.REACHED)).count("leaf") == 1
+    every_path = _names(NodeWalk([root], order=Order.FIRST_INPUT, key=None))
     assert every_path == ["r", "a", "leaf", "b", "leaf", "leaf"]
 
 
 def test_none_edges_are_left_out():
     root = Node("r", None, Node("a", None), None)
-    assert _names(DepthFirst([root])) == ["r", "a"]
+    assert _names(NodeWalk([root])) == ["r", "a"]
     assert inputs(root) == [root.next_functions[1][0]]
     assert inputs(object()) == []  # no next_functions: nothing below
 
@@ -101,20 +101,20 @@ def test_the_bound_counts_visits_and_says_what_was_left():
     chain = Node("end")
     for i in range(10):
         chain = Node(f"n{i}", chain, Node(f"side{i}"))
-    walk = DepthFirst([chain], order=Order.FIRST_INPUT, limit=4)
+    walk = NodeWalk([chain], order=Order.FIRST_INPUT, limit=4)
     assert _names(walk) == ["n9", "n8", "n7", "n6"]
     assert walk.visited == 4
     assert walk.pending == 5  # n6's two inputs and the sides of n7, n8, n9 wait unvisited
-    whole = DepthFirst([chain])
+    whole = NodeWalk([chain])
     assert len(list(whole)) == 21 and whole.pending == 0
 
 
 def test_pruned_where_below_gives_nothing_and_stopped_by_leaving_the_loop():
     root = _diamonds()
-    pruned = DepthFirst([root], lambda n: [] if n.name == "c" else inputs(n))
+    pruned = NodeWalk([root], lambda n: [] if n.name == "c" else inputs(n))
     assert _names(pruned) == ["top", "b", "c", "a"]
     seen = []
-    for node in DepthFirst([root]):
+    for node in NodeWalk([root]):
         seen.append(node.name)
         if node.name == "c":
             break
@@ -126,9 +126,9 @@ def test_a_chain_of_100000_nodes_is_walked_without_recursion():
     for _ in range(100_000):
         chain = Node("n", chain)
     assert sys.getrecursionlimit() < 100_000  # a recursive walk could not go this deep
-    count = sum(1 for _ in DepthFirst([chain], order=Order.FIRST_INPUT, key=None))
+    count = sum(1 for _ in NodeWalk([chain], order=Order.FIRST_INPUT, key=None))
     assert count == 100_001
-    assert sum(1 for _ in DepthFirst([chain], order=Order.REACHED)) == 100_001
+    assert sum(1 for _ in NodeWalk([chain], order=Order.REACHED)) == 100_001
 
 
 def test_torch_graph_with_diamonds_reaches_every_accumulate_grad_leaf_once():
@@ -167,7 +167,7 @@ def test_the_bound_on_a_long_torch_chain_stops_before_its_leaf():
 
 
 def test_nearest_order_visits_by_distance_from_the_roots():
-    assert _names(DepthFirst([_diamonds()], order=Order.NEAREST)) == [
+    assert _names(NodeWalk([_diamonds()], order=Order.NEAREST)) == [
         "top",
         "a",
         "b",
@@ -176,7 +176,23 @@ def test_nearest_order_visits_by_distance_from_the_roots():
         "e",
         "leaf",
     ]
-    every_path = _names(DepthFirst([_diamonds()], order=Order.NEAREST, key=None))
+    every_path = _names(NodeWalk([_diamonds()], order=Order.NEAREST, key=None))
     assert every_path == ["top", "a", "b", "c", "c", "d", "e", "d", "e"] + ["leaf"] * 4
-    walk = DepthFirst([_diamonds()], order=Order.NEAREST, limit=3)
+    walk = NodeWalk([_diamonds()], order=Order.NEAREST, limit=3)
     assert _names(walk) == ["top", "a", "b"] and walk.pending == 2  # c, twice
+
+
+def test_the_nan_probe_hooks_the_nodes_nearest_the_loss_up_to_its_bound():
+    from gradscope.watcher import nan_probe
+
+    w = torch.ones(2, requires_grad=True)
+    branches = [w * float(k) for k in range(3)]  # three nodes one step below the sum
+    chain = branches[0]
+    for _ in range(nan_probe.MAX_NODES + 10):  # a long chain under the first branch
+        chain = chain * 1.0
+    loss = (chain + branches[1] + branches[2]).sum()
+    nodes = nan_probe._nodes(loss.grad_fn)
+    assert len(nodes) == nan_probe.MAX_NODES and nodes[0] is loss.grad_fn
+    names = [type(n).__name__ for n in nodes]
+    assert "AccumulateGrad" in names  # reached through the short branches, not the chain's end
+    assert len({id(n) for n in nodes}) == len(nodes)

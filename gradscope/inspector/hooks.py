@@ -18,7 +18,7 @@ import torch
 from torch.amp import grad_scaler
 from torch.nn.modules import module as module_mod
 
-from gradscope.autograd_walk import DepthFirst
+from gradscope.autograd_walk import NodeWalk
 from gradscope.errors import TargetError, UserCodeError
 
 PreHook = Callable[[str, torch.nn.Module], None]
@@ -210,7 +210,7 @@ def graph_nodes(*roots: torch.Tensor) -> set[Any]:
 
 def reachable(nodes: Iterable[Any]) -> set[Any]:
     """These backward nodes and every node behind them, without recursion."""
-    return set(DepthFirst(nodes))
+    return set(NodeWalk(nodes))
 
 
 @dataclass(frozen=True)

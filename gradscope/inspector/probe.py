@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from gradscope.autograd_walk import DepthFirst
+from gradscope.autograd_walk import NodeWalk
 from gradscope.errors import UserCodeError
 from gradscope.inspector import hooks
 from gradscope.inspector.fused_stats import FusedNumbers, GradNumbers, fused_stats, owners, plans
@@ -210,7 +210,7 @@ def summed_terms(loss: torch.Tensor, limit: int = 64) -> int | None:
 
 def _summed_terms(root: Any, limit: int) -> int | None:
     counts: list[int] = []
-    nodes = DepthFirst([root], _scalar_inputs, limit=limit + 1)
+    nodes = NodeWalk([root], _scalar_inputs, limit=limit + 1)
     for node in nodes:
         if nodes.visited > limit:
             return None

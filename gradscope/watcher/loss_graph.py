@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from gradscope.autograd_walk import DepthFirst, Order
+from gradscope.autograd_walk import NodeWalk, Order
 from gradscope.errors import user_line
 from gradscope.steps.meaning import LossKind, LossTerm
 from gradscope.watcher import loss_inputs
@@ -70,7 +70,7 @@ def read(loss: torch.Tensor, scaled: bool = False) -> LossKind:
     found: list[LossTerm] = []
     unknown = 0
     roots: list[_Branch] = [] if loss.grad_fn is None else [(loss.grad_fn, 1.0, None)]
-    walk = DepthFirst(
+    walk = NodeWalk(
         roots, lambda b: _below(b) or [], order=Order.FIRST_INPUT, limit=MAX_NODES, key=None
     )
     for node, factor, reduced in walk:  # every path: a term reached twice counts twice

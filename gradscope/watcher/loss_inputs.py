@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradscope.autograd_walk import DepthFirst, Order, inputs
+from gradscope.autograd_walk import NodeWalk, Order, inputs
 
 MAX_CHAIN = 16
 """Nodes followed between the loss and the op that fed it: views, casts, a transpose."""
@@ -202,7 +202,7 @@ def find(loss_node: Any) -> list[Misfed]:
         return [] if id(node) in ends else inputs(node)
 
     roots = [] if loss_node is None else [loss_node]
-    for node in DepthFirst(roots, below, order=Order.NEAREST, limit=MAX_SEARCH):
+    for node in NodeWalk(roots, below, order=Order.NEAREST, limit=MAX_SEARCH):
         name = type(node).__name__
         found = None
         if name == "BinaryCrossEntropyWithLogitsBackward0":

@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from gradscope.autograd_walk import NodeWalk, Order
 from gradscope.steps.nan_facts import BackwardNan, WeightsNan
 
 TRIES = 3
@@ -308,16 +309,7 @@ def _non_finite(tensors: list[torch.Tensor]) -> list[bool]:
 
 def _nodes(root: Any) -> list[Any]:
     """The graph's nodes, breadth first from the loss, at most MAX_NODES."""
-    seen = {root}
-    order = [root]
-    at = 0
-    while at < len(order) and len(order) < MAX_NODES:
-        for n, _ in order[at].next_functions:
-            if n is not None and n not in seen and len(order) < MAX_NODES:
-                seen.add(n)
-                order.append(n)
-        at += 1
-    return order
+    return list(NodeWalk([root], order=Order.NEAREST, limit=MAX_NODES))
 
 
 def _hook(probe: NanProbe, node: Any) -> Any:
@@ -386,7 +378,7 @@ def _masked(made: list[torch.Tensor], came: list[torch.Tensor]) -> torch.Tensor:
 def _params_of(node: Any, tracked: Any) -> tuple[str, ...]:
     """The tracked parameters the node's gradient flows to, nearest first."""
     names: list[str] = []
-    for n in _nodes(node):
+    for n in NodeWalk([node], order=Order.NEAREST, limit=MAX_NODES):
         variable = getattr(n, "variable", None)
         at = tracked.index.get(id(variable)) if isinstance(variable, torch.Tensor) else None
         if at is not None:

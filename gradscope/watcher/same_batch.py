@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from gradscope.autograd_walk import DepthFirst, Order
+from gradscope.autograd_walk import NodeWalk, Order
 from gradscope.steps.state_facts import BatchRepeats
 
 SAMPLE_EVERY = 25
@@ -86,7 +86,7 @@ def _target(node: Any) -> tuple[str, torch.Tensor] | None:
     """The first loss node's name and target among the nodes nearest the loss (every path
     walked: a node reached twice counts twice against the bound)."""
     roots = [] if node is None else [node]
-    for near in DepthFirst(roots, order=Order.NEAREST, limit=MAX_NODES, key=None):
+    for near in NodeWalk(roots, order=Order.NEAREST, limit=MAX_NODES, key=None):
         name = type(near).__name__
         if name in TARGETS:
             target = getattr(near, "_saved_target", None)

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gradscope.autograd_walk import DepthFirst, Order
+from gradscope.autograd_walk import NodeWalk, Order
 from gradscope.watcher import loss_inputs, same_batch
 
 
@@ -167,5 +167,5 @@ def test_made_up_answers_that_hang_on_order_bound_and_repeats():
     assert same_batch._target(graphs["just inside the bound"])[0] == "MseLossBackward0"
     # six visits of one shared node use up the bound where each visit counts
     assert same_batch._target(graphs["a node reached many times counts each time"]) is None
-    once = DepthFirst([graphs["a node reached many times counts each time"]], order=Order.NEAREST)
+    once = NodeWalk([graphs["a node reached many times counts each time"]], order=Order.NEAREST)
     assert any(type(n).__name__ == "MseLossBackward0" for n in once)
