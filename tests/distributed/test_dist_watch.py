@@ -2,7 +2,10 @@
 
 Launches are shared between assertions: each one runs a plain DDP or FSDP2 loop with
 the bugs that can go together without one hiding another (`--bug a,b`), and the JSON
-report is read once for all of them.
+report is read once for all of them. The runs that are not about torchrun's own part (a
+rank's failure seen by torchrun, its command line, the launcher's exit code) share one
+launch besides (`shared`, tests/distributed/shared_launch.py): one DDP reduction error
+keeps a launch of its own, so that torchrun's handling of it stays tested.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import re
 import sys
 
 import pytest
+import shared_launch
 import torchrun_launch
 
 pytestmark = pytest.mark.slow
@@ -20,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DDP = os.path.join(ROOT, "gradscope", "examples", "ddp_train.py")
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 FSDP = os.path.join(SCRIPTS, "fsdp_reference_train.py")
+NOISE = os.path.join(SCRIPTS, "noise_ddp_train.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 
 
@@ -37,6 +42,49 @@ def watch_json(tmp_path, script, *args, watch_args=()):
         ]
     )
     return proc, (json.loads(out.read_text()) if out.exists() else None)
+
+
+SHARED_REDUCTIONS = ("unused,detached", "reentrant")
+"""The DDP reduction errors run in the shared launch ("rank-branch,dropped-output" under
+torchrun's own watch)."""
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """The runs of `torchrun -m gradscope watch SCRIPT -f json -o FILE -- ARGS` that need
+    nothing of torchrun but its environment, in one launch: {name: (process, report)}."""
+    tmp = tmp_path_factory.mktemp("shared")
+    runs = {
+        "fsdp2": (
+            FSDP,
+            ("--update-every", "1"),
+            ("--reference", str(tmp / "reference.json"), "--clip", "0.5"),
+        ),
+        "unused": (DDP, (), ("--find-unused", "--bug", "unused,rank-branch,skip")),
+        "noise": (NOISE, (), ("--out", str(tmp / "seen.json"))),
+        **{bugs: (DDP, (), ("--bug", bugs)) for bugs in SHARED_REDUCTIONS},
+    }
+    plan = {
+        name: [
+            "watch",
+            script,
+            *watch_args,
+            "-f",
+            "json",
+            "-o",
+            str(tmp / f"{i}.json"),
+            "--",
+            *args,
+        ]
+        for i, (name, (script, watch_args, args)) in enumerate(runs.items())
+    }
+    found, launch = shared_launch.launch(tmp, plan)
+    out = {}
+    for i, name in enumerate(runs):
+        assert found[name] is not None, launch.stderr[-3000:]
+        report = tmp / f"{i}.json"
+        out[name] = (found[name], json.loads(report.read_text()) if report.exists() else None)
+    return tmp, out
 
 
 def by_rule(doc, rule):
@@ -69,11 +117,10 @@ def test_healthy_ddp_watch_reports_once_from_rank_0(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_fsdp2_watch_norms_and_update_ratios_are_the_unsharded_ones(tmp_path):
-    ref = tmp_path / "reference.json"
-    proc, doc = watch_json(
-        tmp_path, FSDP, "--reference", str(ref), "--clip", "0.5", watch_args=("--update-every", "1")
-    )
+def test_fsdp2_watch_norms_and_update_ratios_are_the_unsharded_ones(shared):
+    tmp, runs = shared
+    ref = tmp / "reference.json"
+    proc, doc = runs["fsdp2"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     want = json.loads(ref.read_text())
     assert doc["findings"] == []
@@ -129,8 +176,8 @@ def test_bad_shard_and_perturbed_rank_are_named_through_nproc_per_node(tmp_path)
     assert doc["summary"]["status"] == "completed"
 
 
-def test_find_unused_run_names_unused_rank_dependent_and_skipped(tmp_path):
-    proc, doc = watch_json(tmp_path, DDP, "--find-unused", "--bug", "unused,rank-branch,skip")
+def test_find_unused_run_names_unused_rank_dependent_and_skipped(shared):
+    proc, doc = shared[1]["unused"]
     assert proc.returncode == 1, proc.stderr[-3000:]
     unused = by_rule(doc, "GS501")
     assert set(unused) == {"aux.weight", "aux.bias"}
@@ -161,8 +208,11 @@ def test_find_unused_run_names_unused_rank_dependent_and_skipped(tmp_path):
         ("reentrant", {"block.bias": "twice"}),
     ],
 )
-def test_ddp_reduction_error_is_named_and_explained(tmp_path, bugs, expected):
-    proc, doc = watch_json(tmp_path, DDP, "--bug", bugs)
+def test_ddp_reduction_error_is_named_and_explained(request, tmp_path, bugs, expected):
+    if bugs in SHARED_REDUCTIONS:
+        proc, doc = request.getfixturevalue("shared")[1][bugs]
+    else:
+        proc, doc = watch_json(tmp_path, DDP, "--bug", bugs)
     assert proc.returncode != 0
     assert doc is not None, proc.stderr[-3000:]  # torchrun never stops rank 0 first
     assert doc["summary"]["status"] == "crashed"
@@ -233,15 +283,13 @@ def test_a_rank_that_dies_after_rank_0s_last_step_makes_the_run_crashed(tmp_path
     assert "gradscope: error: rank 0: the script died on rank 1: " in proc.stderr
 
 
-NOISE = os.path.join(SCRIPTS, "noise_ddp_train.py")
-
-
-def test_ddp_noise_scale_small_batch_is_rank_0s_own_micro_batches(tmp_path):
+def test_ddp_noise_scale_small_batch_is_rank_0s_own_micro_batches(shared):
     """Two ranks with different data, 2 micro-batches each (no_sync): the step's small
     batch is rank 0's own micro gradient, before DDP averages; the big one the averaged
     gradient of 2 x 2 micro-batches."""
-    seen_path = tmp_path / "seen.json"
-    proc, doc = watch_json(tmp_path, NOISE, "--out", str(seen_path))
+    tmp, runs = shared
+    seen_path = tmp / "seen.json"
+    proc, doc = runs["noise"]
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     seen = json.loads(seen_path.read_text())
     steps = doc["steps"]
