@@ -42,11 +42,21 @@ class Scenario:
         return 0 if not any(self.codes) else 1
 
 
-def launch(tmp: Path, scenarios: dict[str, list[str]], scripts: frozenset[str] = frozenset()):
+WATCH_MODULES = ("gradscope.watcher.runner", "gradscope.watcher.patches", "torch.distributed.fsdp")
+"""What every `gradscope watch` scenario imports: each rank imports it once."""
+
+
+def launch(
+    tmp: Path,
+    scenarios: dict[str, list[str]],
+    scripts: frozenset[str] = frozenset(),
+    preload: tuple[str, ...] = WATCH_MODULES,
+):
     """Run `scenarios` (name: the arguments of `python -m gradscope`, or for a name in
     `scripts` a script and its arguments) in one launch; {name: Scenario}, and the
-    launch's own result (its stderr says why when a scenario left nothing)."""
-    plan = {"dir": str(tmp), "scenarios": []}
+    launch's own result (its stderr says why when a scenario left nothing). `preload`:
+    modules each rank imports before it forks the scenarios' processes."""
+    plan: dict = {"dir": str(tmp), "preload": list(preload), "scenarios": []}
     for name, args in scenarios.items():
         if name in scripts:
             plan["scenarios"].append({"name": name, "script": args[0], "args": args[1:]})

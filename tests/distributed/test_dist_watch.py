@@ -51,10 +51,12 @@ torchrun's own watch)."""
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
-    """The runs of `torchrun -m gradscope watch SCRIPT -f json -o FILE -- ARGS` that need
-    nothing of torchrun but its environment, in one launch: {name: (process, report)}."""
+    """The runs of `torchrun -m gradscope watch SCRIPT -f json -o FILE -- ARGS` (the
+    healthy one's report on stdout) that need nothing of torchrun but its environment, in
+    one launch: {name: (process, report)}."""
     tmp = tmp_path_factory.mktemp("shared")
     runs = {
+        "healthy": (DDP, ("--log", str(tmp / "steps.jsonl"), "--width", "200"), ("--bug", "none")),
         "fsdp2": (
             FSDP,
             ("--update-every", "1"),
@@ -65,17 +67,7 @@ def shared(tmp_path_factory):
         **{bugs: (DDP, (), ("--bug", bugs)) for bugs in SHARED_REDUCTIONS},
     }
     plan = {
-        name: [
-            "watch",
-            script,
-            *watch_args,
-            "-f",
-            "json",
-            "-o",
-            str(tmp / f"{i}.json"),
-            "--",
-            *args,
-        ]
+        name: ["watch", script, *watch_args, *_json(tmp / f"{i}.json", name), "--", *args]
         for i, (name, (script, watch_args, args)) in enumerate(runs.items())
     }
     found, launch = shared_launch.launch(tmp, plan)
@@ -87,19 +79,22 @@ def shared(tmp_path_factory):
     return tmp, out
 
 
+def _json(path, name):
+    """The healthy run's report is the text one, on stdout; the others' a JSON file."""
+    return () if name == "healthy" else ("-f", "json", "-o", str(path))
+
+
 def by_rule(doc, rule):
     return {f["subject"]: f for f in doc["findings"] if f["rule"] == rule}
 
 
-def test_healthy_ddp_watch_reports_once_from_rank_0(tmp_path):
-    log = tmp_path / "steps.jsonl"
-    # `--` before gradscope: torchrun's own parser would take --log for its --log-dir
-    proc = run(
-        [
-            *(*TORCHRUN, "-m", "--", "gradscope", "watch", DDP, "--log", str(log)),
-            *("--width", "200", "--", "--bug", "none"),
-        ]
-    )
+def test_healthy_ddp_watch_reports_once_from_rank_0(shared):
+    """The text report, from rank 0 alone. (`--log` through torchrun's own parser, which
+    would take it for its --log-dir without the `--` of `-m -- gradscope`: every launch
+    of test_dist_stop.py passes it so, through `--nproc-per-node`.)"""
+    tmp, runs = shared
+    log = tmp / "steps.jsonl"
+    proc, _ = runs["healthy"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("gradscope watch · script") == 1  # rank 1 prints no report
     assert "No findings." in proc.stdout  # no GS506 either: two honest shards differ, mildly

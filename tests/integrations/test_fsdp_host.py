@@ -32,7 +32,8 @@ def launched(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fsdp_host")
     files = {how: (tmp / f"{how}-report.json", tmp / f"{how}-ref.json") for how in HOW}
     plan = {how: [SCRIPT, str(rep), str(ref), *HOW[how]] for how, (rep, ref) in files.items()}
-    found, proc = shared_launch.launch(tmp, plan, scripts=frozenset(plan))
+    preload = (*shared_launch.WATCH_MODULES, "gradscope.integrations.accelerate")
+    found, proc = shared_launch.launch(tmp, plan, scripts=frozenset(plan), preload=preload)
     return {how: (found[how], *files[how], proc) for how in HOW}
 
 

@@ -3,7 +3,9 @@ shared_launch.py builds the plan and reads the results).
 
     torchrun --standalone --nproc_per_node=2 scenario_ranks.py PLAN.json
 
-Each rank imports torch, DDP's dynamo and gradscope once, then forks one process per
+Each rank imports torch, DDP's dynamo, gradscope and the plan's `preload` modules once,
+freezes what it holds out of the garbage collector's reach (a forked process that ends
+would otherwise walk, and so copy, every object it inherited), then forks one process per
 scenario: a new session, as torchrun starts a rank, with torchrun's environment, its
 stdout and stderr in files of its own, and a process group of its own (its own store on a
 free port, agreed through the agent's store: the scenarios never share a key). The forked
@@ -12,6 +14,8 @@ that process would, atexit handlers and all; the rank writes its exit code next 
 output. The ranks run the plan in the same order, so scenario N's two processes meet.
 """
 
+import gc
+import importlib
 import json
 import os
 import runpy
@@ -73,7 +77,10 @@ def main() -> None:
     with open(sys.argv[1], encoding="utf-8") as f:
         plan = json.load(f)
     rank = int(os.environ["RANK"])
+    for module in plan.get("preload", ()):
+        importlib.import_module(module)
     assert threading.active_count() == 1, "a thread before fork"
+    gc.freeze()
     for scenario in plan["scenarios"]:
         out = os.path.join(plan["dir"], f"{scenario['name']}.{rank}")
         sys.stdout.flush()
