@@ -3,9 +3,10 @@
 Launches are shared between assertions: each one runs a plain DDP or FSDP2 loop with
 the bugs that can go together without one hiding another (`--bug a,b`), and the JSON
 report is read once for all of them. The runs that are not about torchrun's own part (a
-rank's failure seen by torchrun, its command line, the launcher's exit code) share one
-launch besides (`shared`, tests/distributed/shared_launch.py): one DDP reduction error
-keeps a launch of its own, so that torchrun's handling of it stays tested.
+rank's failure seen by torchrun, the launcher's exit code) share one launch besides
+(`shared`, tests/distributed/shared_launch.py): one DDP reduction error keeps a launch of
+its own, so that torchrun's handling of it stays tested, and test_dist_stop.py has a
+rank's failure handed over to rank 0 under torchrun.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ DDP = os.path.join(ROOT, "gradscope", "examples", "ddp_train.py")
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 FSDP = os.path.join(SCRIPTS, "fsdp_reference_train.py")
 NOISE = os.path.join(SCRIPTS, "noise_ddp_train.py")
+CRASH = os.path.join(SCRIPTS, "crash_rank_branch.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 
 
@@ -65,6 +67,10 @@ def shared(tmp_path_factory):
         "unused": (DDP, (), ("--find-unused", "--bug", "unused,rank-branch,skip")),
         "noise": (NOISE, (), ("--out", str(tmp / "seen.json"))),
         **{bugs: (DDP, (), ("--bug", bugs)) for bugs in SHARED_REDUCTIONS},
+        # a rank that dies alone: its failure reaches rank 0 through the store, not
+        # torchrun (test_dist_stop.py has it under torchrun's watch)
+        "crash_alone": (CRASH, (), ()),
+        "crash_late": (CRASH, (), ("late",)),
     }
     plan = {
         name: ["watch", script, *watch_args, *_json(tmp / f"{i}.json", name), "--", *args]
@@ -224,23 +230,12 @@ def line_of(path, text):
         return next(i for i, line in enumerate(f, 1) if text in line)
 
 
-def crash_json(tmp_path, *args):
-    out = tmp_path / "report.json"
-    script = os.path.join(SCRIPTS, "crash_rank_branch.py")
-    proc = run(
-        [
-            *(sys.executable, "-m", "gradscope", "watch", script, "--nproc-per-node", "2"),
-            *("-f", "json", "-o", str(out), "--", *args),
-        ]
-    )
-    return proc, (json.loads(out.read_text()) if out.exists() else None)
-
-
-def test_a_rank_that_dies_alone_has_its_findings_in_rank_0s_report(tmp_path):
+def test_a_rank_that_dies_alone_has_its_findings_in_rank_0s_report(shared):
     """Only rank 0 runs cls_head: rank 1's DDP raises the reduction error, rank 0 waits in
     an all-reduce until rank 1 is gone and has nothing to explain itself. One report."""
-    proc, doc = crash_json(tmp_path)
-    assert proc.returncode == 2, proc.stderr[-3000:]  # rank 0's code: its script crashed
+    proc, doc = shared[1]["crash_alone"]
+    # rank 0's code (the launch's: its script crashed); rank 1 leaves its to rank 0
+    assert proc.codes == [2, 0], proc.stderr[-3000:]
     assert doc is not None, proc.stderr[-3000:]
     summary = doc["summary"]
     assert summary["status"] == "crashed" and summary["verdict"] == "error"
@@ -251,7 +246,7 @@ def test_a_rank_that_dies_alone_has_its_findings_in_rank_0s_report(tmp_path):
         assert f["message"].startswith("no gradient on rank 1, used on others")
         assert f["evidence"][:2] == ["seen on rank 1", "its module ran on rank 0"]
     died = [n for n in summary["notes"] if n.startswith("rank 1 died: ")]
-    forward = line_of(os.path.join(SCRIPTS, "crash_rank_branch.py"), "loss = model(")
+    forward = line_of(CRASH, "loss = model(")
     assert len(died) == 1
     assert f"crash_rank_branch.py:{forward}: the script raised RuntimeError: " in died[0]
     assert "Expected to have finished reduction" in died[0]
@@ -260,15 +255,15 @@ def test_a_rank_that_dies_alone_has_its_findings_in_rank_0s_report(tmp_path):
     assert "gradscope: error: rank 0: " in proc.stderr
 
 
-def test_a_rank_that_dies_after_rank_0s_last_step_makes_the_run_crashed(tmp_path):
+def test_a_rank_that_dies_after_rank_0s_last_step_makes_the_run_crashed(shared):
     """Rank 0's script ends normally, rank 1's raises: not a clean run, and no time-out."""
-    proc, doc = crash_json(tmp_path, "late")
-    assert proc.returncode == 2, proc.stderr[-3000:]
+    proc, doc = shared[1]["crash_late"]
+    assert proc.codes == [2, 0], proc.stderr[-3000:]
     assert doc is not None, proc.stderr[-3000:]
     summary = doc["summary"]
     assert summary["status"] == "crashed" and summary["steps"] == 4
     assert summary["error"].startswith("the script died on rank 1: ")
-    line = line_of(os.path.join(SCRIPTS, "crash_rank_branch.py"), "raise ValueError")
+    line = line_of(CRASH, "raise ValueError")
     assert summary["error"].endswith(
         f"crash_rank_branch.py:{line}: the script raised ValueError: rank 1 fails after its "
         "last step"
