@@ -18,7 +18,9 @@ pytestmark = pytest.mark.slow
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts", "hang_train.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-TIMEOUT_S = 3
+TIMEOUT_S = 2
+ANSWER_WAIT_S = 1
+"""How long rank 0 waits for a rank that never answers ($GRADSCOPE_HANG_ANSWER_WAIT)."""
 BOUND_S = 60.0
 """Launch (15-22 s here), three steps, the timeout and the answer wait: far below gloo's 30 min."""
 
@@ -31,9 +33,9 @@ def line_of(text: str) -> str:
     return f"hang_train.py:{n}: {lines[n - 1]}"
 
 
-def launch(cmd: list[str]) -> tuple[object, float]:
+def launch(cmd: list[str], **kw) -> tuple[object, float]:
     start = time.monotonic()
-    proc = torchrun_launch.run(cmd, timeout=180, cwd=ROOT)
+    proc = torchrun_launch.run(cmd, timeout=180, cwd=ROOT, **kw)
     return proc, time.monotonic() - start
 
 
@@ -99,7 +101,8 @@ def test_a_rank_that_stops_answering_is_named_and_the_exit_code_is_2():
             "--",
             "--bug",
             "dead-rank",
-        ]
+        ],
+        env={**os.environ, "GRADSCOPE_HANG_ANSWER_WAIT": str(ANSWER_WAIT_S)},
     )
     print(f"wall {wall:.1f} s")
     err = proc.stderr

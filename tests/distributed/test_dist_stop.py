@@ -4,6 +4,11 @@ waits on its own child process (slow: one 2-rank gloo launch per case, shared by
 Each case checks what a user sees: the launch's exit code in gradscope's contract, rank
 0's JSON report and `--log`, the hang block, and that no process of the run is left.
 Every process of a launch carries a word of its own (`--tag`) so leftovers can be found.
+The hangs are each rank's watchdog's to end, not torchrun's, and a rank's sys.exit is
+handed over to rank 0 as a raise is: those runs share one launch (`shared_runs`,
+tests/distributed/shared_launch.py), where a run's code is rank 0's and what may be left
+of it is what its script started (test_dist_hang.py has the watchdog's code through
+`--nproc-per-node`).
 """
 
 from __future__ import annotations
@@ -18,11 +23,12 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
+import shared_launch
 
 pytestmark = pytest.mark.slow
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts", "rank_fail_train.py")
-HANG_TIMEOUT_S = 4
+HANG_TIMEOUT_S = 2
 LEFT_WAIT_S = 3.0
 """How long torchrun's own teardown may take after the launcher returned."""
 
@@ -74,13 +80,17 @@ def launch(tmp, *script_args, watch_args=(), stop=None) -> Launch:
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
+    return _read(code, report, log, err.read_text(), tag)
+
+
+def _read(code: int, report, log, stderr: str, tag: str) -> Launch:
     left = _left(tag)
     for pid in left:  # never leave them to the next test
         _kill(int(pid.split()[0]))
     summary = json.loads(report.read_text())["summary"] if report.exists() else None
     lines = log.read_text().splitlines() if log.exists() else []
     findings = [line for line in lines if line.startswith('{"findings"')]
-    return Launch(code, summary, len(lines) - len(findings), err.read_text(), left, findings)
+    return Launch(code, summary, len(lines) - len(findings), stderr, left, findings)
 
 
 def _wait_for_steps(log, steps, proc, limit_s=120.0):
@@ -114,6 +124,50 @@ def died_note(run: Launch) -> str:
     notes = [n for n in run.notes if n.startswith("rank 1 died: ")]
     assert len(notes) == 1, run.notes
     return notes[0]
+
+
+# runs that share one launch ----------------------------------------------------------
+
+
+HANG = ("--hang-timeout", str(HANG_TIMEOUT_S))
+SHARED_RUNS = {  # name: (gradscope's arguments, the script's)
+    # no DDP; rank 1 calls sys.exit(3) after step 3: it hands its failure over to rank 0
+    # as a rank that raises does (`raised_without_ddp`, under torchrun's watch)
+    "exited_without_ddp": ((), ("--wrapper", "none", "--fail", "exit")),
+    # no DDP: rank 1 waits in a recv rank 0 never sends, rank 0 in its next all_reduce
+    "hung_without_ddp": (HANG, ("--wrapper", "none", "--fail", "hang")),
+    # no DDP; rank 0 runs a child that computes for twice the hang timeout and more,
+    # rank 1 waits in a barrier meanwhile: a healthy run, its code is rank 0's verdict
+    "busy_child": (
+        HANG,
+        ("--wrapper", "none", "--child", "busy", "--child-s", str(2 * HANG_TIMEOUT_S + 1)),
+    ),
+    # rank 0 runs a child that sleeps far longer than the hang timeout (no CPU, no I/O)
+    "sleeping_child": (HANG, ("--child", "sleep", "--child-s", "60")),
+}
+
+
+@pytest.fixture(scope="module")
+def shared_runs(tmp_path_factory):
+    """`gradscope watch SCRIPT` on 2 ranks for each of SHARED_RUNS, in one launch:
+    {name: Launch} (`code`: rank 0's; `left`: what its script started)."""
+    tmp = tmp_path_factory.mktemp("shared")
+    tags = {name: "gs" + uuid.uuid4().hex[:12] for name in SHARED_RUNS}
+    plan = {
+        name: [
+            *("watch", SCRIPT, "-f", "json", "-o", str(tmp / f"{name}.json")),
+            *("--log", str(tmp / f"{name}.jsonl"), *watch_args),
+            *("--", "--tag", tags[name], *args),
+        ]
+        for name, (watch_args, args) in SHARED_RUNS.items()
+    }
+    found, launch = shared_launch.launch(tmp, plan)
+    runs = {}
+    for name, run in found.items():
+        assert run is not None, launch.stderr[-3000:]
+        report, log = tmp / f"{name}.json", tmp / f"{name}.jsonl"
+        runs[name] = _read(run.codes[0], report, log, run.stderr, tags[name])
+    return runs
 
 
 # a rank fails --------------------------------------------------------------------------
@@ -172,9 +226,9 @@ def test_a_rank_that_raises_in_a_run_without_ddp_is_named_with_its_error(raised_
     assert run.log_lines == 4 and run.left == []
 
 
-@pytest.fixture(scope="module")
-def exited_without_ddp(tmp_path_factory):
-    return launch(tmp_path_factory.mktemp("exit"), "--wrapper", "none", "--fail", "exit")
+@pytest.fixture
+def exited_without_ddp(shared_runs):
+    return shared_runs["exited_without_ddp"]
 
 
 def test_a_rank_that_calls_sys_exit_3_is_named_and_the_launch_exits_2(exited_without_ddp):
@@ -216,14 +270,9 @@ def test_sigterm_from_outside_exits_143_with_the_report_of_the_steps_so_far(requ
 # hangs: the steps a rank took; a rank waiting on its own child (healthy: exit 0) ---------
 
 
-@pytest.fixture(scope="module")
-def hung_without_ddp(tmp_path_factory):
-    """No DDP: rank 1 waits in a recv rank 0 never sends, rank 0 in its next all_reduce."""
-    return launch(
-        tmp_path_factory.mktemp("hang"),
-        *("--wrapper", "none", "--fail", "hang"),
-        watch_args=("--hang-timeout", str(HANG_TIMEOUT_S)),
-    )
+@pytest.fixture
+def hung_without_ddp(shared_runs):
+    return shared_runs["hung_without_ddp"]
 
 
 def test_the_hang_block_counts_the_steps_each_rank_took_without_ddp(hung_without_ddp):
@@ -238,15 +287,9 @@ def test_the_hang_block_counts_the_steps_each_rank_took_without_ddp(hung_without
     assert run.left == []
 
 
-@pytest.fixture(scope="module")
-def busy_child(tmp_path_factory):
-    """No DDP; rank 0 runs a child that computes for twice the hang timeout; rank 1 waits
-    in a barrier meanwhile. A healthy run: its launch's code is rank 0's verdict."""
-    return launch(
-        tmp_path_factory.mktemp("busy"),
-        *("--wrapper", "none", "--child", "busy", "--child-s", str(2 * HANG_TIMEOUT_S + 1)),
-        watch_args=("--hang-timeout", str(HANG_TIMEOUT_S)),
-    )
+@pytest.fixture
+def busy_child(shared_runs):
+    return shared_runs["busy_child"]
 
 
 def test_a_rank_waiting_on_a_working_child_process_is_never_a_hang(busy_child):
@@ -257,14 +300,9 @@ def test_a_rank_waiting_on_a_working_child_process_is_never_a_hang(busy_child):
     assert run.summary["steps"] == 6 and run.log_lines == 7 and run.left == []
 
 
-@pytest.fixture(scope="module")
-def sleeping_child(tmp_path_factory):
-    """Rank 0 runs a child that sleeps far longer than the hang timeout (no CPU, no I/O)."""
-    return launch(
-        tmp_path_factory.mktemp("sleep"),
-        *("--child", "sleep", "--child-s", "60"),
-        watch_args=("--hang-timeout", str(HANG_TIMEOUT_S)),
-    )
+@pytest.fixture
+def sleeping_child(shared_runs):
+    return shared_runs["sleeping_child"]
 
 
 def test_a_child_that_sleeps_past_the_timeout_is_named_and_ended_with_the_run(sleeping_child):

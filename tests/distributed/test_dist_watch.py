@@ -2,7 +2,11 @@
 
 Launches are shared between assertions: each one runs a plain DDP or FSDP2 loop with
 the bugs that can go together without one hiding another (`--bug a,b`), and the JSON
-report is read once for all of them.
+report is read once for all of them. The runs that are not about torchrun's own part (a
+rank's failure seen by torchrun, the launcher's exit code) share one launch besides
+(`shared`, tests/distributed/shared_launch.py): one DDP reduction error keeps a launch of
+its own, so that torchrun's handling of it stays tested, and test_dist_stop.py has a
+rank's failure handed over to rank 0 under torchrun.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import re
 import sys
 
 import pytest
+import shared_launch
 import torchrun_launch
 
 pytestmark = pytest.mark.slow
@@ -20,6 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DDP = os.path.join(ROOT, "gradscope", "examples", "ddp_train.py")
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 FSDP = os.path.join(SCRIPTS, "fsdp_reference_train.py")
+NOISE = os.path.join(SCRIPTS, "noise_ddp_train.py")
+CRASH = os.path.join(SCRIPTS, "crash_rank_branch.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 
 
@@ -39,19 +46,61 @@ def watch_json(tmp_path, script, *args, watch_args=()):
     return proc, (json.loads(out.read_text()) if out.exists() else None)
 
 
+SHARED_REDUCTIONS = ("unused,detached", "reentrant")
+"""The DDP reduction errors run in the shared launch ("rank-branch,dropped-output" under
+torchrun's own watch)."""
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """The runs of `torchrun -m gradscope watch SCRIPT -f json -o FILE -- ARGS` (the
+    healthy one's report on stdout) that need nothing of torchrun but its environment, in
+    one launch: {name: (process, report)}."""
+    tmp = tmp_path_factory.mktemp("shared")
+    runs = {
+        "healthy": (DDP, ("--log", str(tmp / "steps.jsonl"), "--width", "200"), ("--bug", "none")),
+        "fsdp2": (
+            FSDP,
+            ("--update-every", "1"),
+            ("--reference", str(tmp / "reference.json"), "--clip", "0.5"),
+        ),
+        "unused": (DDP, (), ("--find-unused", "--bug", "unused,rank-branch,skip")),
+        "noise": (NOISE, (), ("--out", str(tmp / "seen.json"))),
+        **{bugs: (DDP, (), ("--bug", bugs)) for bugs in SHARED_REDUCTIONS},
+        # a rank that dies alone: its failure reaches rank 0 through the store, not
+        # torchrun (test_dist_stop.py has it under torchrun's watch)
+        "crash_alone": (CRASH, (), ()),
+        "crash_late": (CRASH, (), ("late",)),
+    }
+    plan = {
+        name: ["watch", script, *watch_args, *_json(tmp / f"{i}.json", name), "--", *args]
+        for i, (name, (script, watch_args, args)) in enumerate(runs.items())
+    }
+    found, launch = shared_launch.launch(tmp, plan)
+    out = {}
+    for i, name in enumerate(runs):
+        assert found[name] is not None, launch.stderr[-3000:]
+        report = tmp / f"{i}.json"
+        out[name] = (found[name], json.loads(report.read_text()) if report.exists() else None)
+    return tmp, out
+
+
+def _json(path, name):
+    """The healthy run's report is the text one, on stdout; the others' a JSON file."""
+    return () if name == "healthy" else ("-f", "json", "-o", str(path))
+
+
 def by_rule(doc, rule):
     return {f["subject"]: f for f in doc["findings"] if f["rule"] == rule}
 
 
-def test_healthy_ddp_watch_reports_once_from_rank_0(tmp_path):
-    log = tmp_path / "steps.jsonl"
-    # `--` before gradscope: torchrun's own parser would take --log for its --log-dir
-    proc = run(
-        [
-            *(*TORCHRUN, "-m", "--", "gradscope", "watch", DDP, "--log", str(log)),
-            *("--width", "200", "--", "--bug", "none"),
-        ]
-    )
+def test_healthy_ddp_watch_reports_once_from_rank_0(shared):
+    """The text report, from rank 0 alone. (`--log` through torchrun's own parser, which
+    would take it for its --log-dir without the `--` of `-m -- gradscope`: every launch
+    of test_dist_stop.py passes it so, through `--nproc-per-node`.)"""
+    tmp, runs = shared
+    log = tmp / "steps.jsonl"
+    proc, _ = runs["healthy"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("gradscope watch · script") == 1  # rank 1 prints no report
     assert "No findings." in proc.stdout  # no GS506 either: two honest shards differ, mildly
@@ -69,11 +118,10 @@ def test_healthy_ddp_watch_reports_once_from_rank_0(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_fsdp2_watch_norms_and_update_ratios_are_the_unsharded_ones(tmp_path):
-    ref = tmp_path / "reference.json"
-    proc, doc = watch_json(
-        tmp_path, FSDP, "--reference", str(ref), "--clip", "0.5", watch_args=("--update-every", "1")
-    )
+def test_fsdp2_watch_norms_and_update_ratios_are_the_unsharded_ones(shared):
+    tmp, runs = shared
+    ref = tmp / "reference.json"
+    proc, doc = runs["fsdp2"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     want = json.loads(ref.read_text())
     assert doc["findings"] == []
@@ -129,8 +177,8 @@ def test_bad_shard_and_perturbed_rank_are_named_through_nproc_per_node(tmp_path)
     assert doc["summary"]["status"] == "completed"
 
 
-def test_find_unused_run_names_unused_rank_dependent_and_skipped(tmp_path):
-    proc, doc = watch_json(tmp_path, DDP, "--find-unused", "--bug", "unused,rank-branch,skip")
+def test_find_unused_run_names_unused_rank_dependent_and_skipped(shared):
+    proc, doc = shared[1]["unused"]
     assert proc.returncode == 1, proc.stderr[-3000:]
     unused = by_rule(doc, "GS501")
     assert set(unused) == {"aux.weight", "aux.bias"}
@@ -161,8 +209,11 @@ def test_find_unused_run_names_unused_rank_dependent_and_skipped(tmp_path):
         ("reentrant", {"block.bias": "twice"}),
     ],
 )
-def test_ddp_reduction_error_is_named_and_explained(tmp_path, bugs, expected):
-    proc, doc = watch_json(tmp_path, DDP, "--bug", bugs)
+def test_ddp_reduction_error_is_named_and_explained(request, tmp_path, bugs, expected):
+    if bugs in SHARED_REDUCTIONS:
+        proc, doc = request.getfixturevalue("shared")[1][bugs]
+    else:
+        proc, doc = watch_json(tmp_path, DDP, "--bug", bugs)
     assert proc.returncode != 0
     assert doc is not None, proc.stderr[-3000:]  # torchrun never stops rank 0 first
     assert doc["summary"]["status"] == "crashed"
@@ -179,23 +230,12 @@ def line_of(path, text):
         return next(i for i, line in enumerate(f, 1) if text in line)
 
 
-def crash_json(tmp_path, *args):
-    out = tmp_path / "report.json"
-    script = os.path.join(SCRIPTS, "crash_rank_branch.py")
-    proc = run(
-        [
-            *(sys.executable, "-m", "gradscope", "watch", script, "--nproc-per-node", "2"),
-            *("-f", "json", "-o", str(out), "--", *args),
-        ]
-    )
-    return proc, (json.loads(out.read_text()) if out.exists() else None)
-
-
-def test_a_rank_that_dies_alone_has_its_findings_in_rank_0s_report(tmp_path):
+def test_a_rank_that_dies_alone_has_its_findings_in_rank_0s_report(shared):
     """Only rank 0 runs cls_head: rank 1's DDP raises the reduction error, rank 0 waits in
     an all-reduce until rank 1 is gone and has nothing to explain itself. One report."""
-    proc, doc = crash_json(tmp_path)
-    assert proc.returncode == 2, proc.stderr[-3000:]  # rank 0's code: its script crashed
+    proc, doc = shared[1]["crash_alone"]
+    # rank 0's code (the launch's: its script crashed); rank 1 leaves its to rank 0
+    assert proc.codes == [2, 0], proc.stderr[-3000:]
     assert doc is not None, proc.stderr[-3000:]
     summary = doc["summary"]
     assert summary["status"] == "crashed" and summary["verdict"] == "error"
@@ -206,7 +246,7 @@ def test_a_rank_that_dies_alone_has_its_findings_in_rank_0s_report(tmp_path):
         assert f["message"].startswith("no gradient on rank 1, used on others")
         assert f["evidence"][:2] == ["seen on rank 1", "its module ran on rank 0"]
     died = [n for n in summary["notes"] if n.startswith("rank 1 died: ")]
-    forward = line_of(os.path.join(SCRIPTS, "crash_rank_branch.py"), "loss = model(")
+    forward = line_of(CRASH, "loss = model(")
     assert len(died) == 1
     assert f"crash_rank_branch.py:{forward}: the script raised RuntimeError: " in died[0]
     assert "Expected to have finished reduction" in died[0]
@@ -215,15 +255,15 @@ def test_a_rank_that_dies_alone_has_its_findings_in_rank_0s_report(tmp_path):
     assert "gradscope: error: rank 0: " in proc.stderr
 
 
-def test_a_rank_that_dies_after_rank_0s_last_step_makes_the_run_crashed(tmp_path):
+def test_a_rank_that_dies_after_rank_0s_last_step_makes_the_run_crashed(shared):
     """Rank 0's script ends normally, rank 1's raises: not a clean run, and no time-out."""
-    proc, doc = crash_json(tmp_path, "late")
-    assert proc.returncode == 2, proc.stderr[-3000:]
+    proc, doc = shared[1]["crash_late"]
+    assert proc.codes == [2, 0], proc.stderr[-3000:]
     assert doc is not None, proc.stderr[-3000:]
     summary = doc["summary"]
     assert summary["status"] == "crashed" and summary["steps"] == 4
     assert summary["error"].startswith("the script died on rank 1: ")
-    line = line_of(os.path.join(SCRIPTS, "crash_rank_branch.py"), "raise ValueError")
+    line = line_of(CRASH, "raise ValueError")
     assert summary["error"].endswith(
         f"crash_rank_branch.py:{line}: the script raised ValueError: rank 1 fails after its "
         "last step"
@@ -233,15 +273,13 @@ def test_a_rank_that_dies_after_rank_0s_last_step_makes_the_run_crashed(tmp_path
     assert "gradscope: error: rank 0: the script died on rank 1: " in proc.stderr
 
 
-NOISE = os.path.join(SCRIPTS, "noise_ddp_train.py")
-
-
-def test_ddp_noise_scale_small_batch_is_rank_0s_own_micro_batches(tmp_path):
+def test_ddp_noise_scale_small_batch_is_rank_0s_own_micro_batches(shared):
     """Two ranks with different data, 2 micro-batches each (no_sync): the step's small
     batch is rank 0's own micro gradient, before DDP averages; the big one the averaged
     gradient of 2 x 2 micro-batches."""
-    seen_path = tmp_path / "seen.json"
-    proc, doc = watch_json(tmp_path, NOISE, "--out", str(seen_path))
+    tmp, runs = shared
+    seen_path = tmp / "seen.json"
+    proc, doc = runs["noise"]
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     seen = json.loads(seen_path.read_text())
     steps = doc["steps"]

@@ -14,7 +14,7 @@ import pytest
 from gradscope.distributed import watchdog
 from gradscope.distributed.hang_block import RankState, blocked_at, summary
 from gradscope.distributed.hang_progress import Clock, Sample, moved
-from gradscope.distributed.watchdog import ANSWER_WAIT_S, Heard, Watchdog, verdict
+from gradscope.distributed.watchdog import ANSWER_WAIT_S, Heard, Watchdog, env_seconds, verdict
 from gradscope.errors import short_path
 
 HERE = short_path(__file__)
@@ -444,3 +444,15 @@ def test_run_script_without_torchrun_starts_no_watchdog(tmp_path, monkeypatch):
     )
     run_script(str(script), [str(out)], hang_timeout=1.0)
     assert "gradscope-watchdog" not in out.read_text()
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [(None, 5.0), ("1.5", 1.5), ("0", 0.0), ("soon", 5.0), ("-1", 5.0), ("nan", 5.0)],
+)
+def test_the_answer_wait_is_read_from_the_environment(monkeypatch, value, seconds):
+    if value is None:
+        monkeypatch.delenv("GRADSCOPE_HANG_ANSWER_WAIT", raising=False)
+    else:
+        monkeypatch.setenv("GRADSCOPE_HANG_ANSWER_WAIT", value)
+    assert env_seconds("GRADSCOPE_HANG_ANSWER_WAIT", 5.0) == seconds

@@ -1,6 +1,8 @@
 """FSDP2 under torchrun (2 CPU ranks, gloo) through the host path: the norms the report
 gives are the global ones, equal to an unsharded reference's; a plain `gradscope.watch()`
-block's too (api.watch binds the distributed hooks under torchrun, as the CLI does)."""
+block's too (api.watch binds the distributed hooks under torchrun, as the CLI does).
+Both runs share one launch (tests/distributed/shared_launch.py): a run whose ranks all
+succeed needs nothing of torchrun's but its environment."""
 
 from __future__ import annotations
 
@@ -15,28 +17,37 @@ pytest.importorskip("accelerate")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tests", "distributed"))  # torchrun's teardown abort
+sys.path.insert(0, os.path.join(ROOT, "tests", "distributed"))  # the shared launch
 
-import torchrun_launch  # noqa: E402
+import shared_launch  # noqa: E402
 
 pytestmark = pytest.mark.slow
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+SCRIPT = os.path.join(HERE, "scripts", "fsdp_host_train.py")
+HOW = {"tracker": (), "block": ("block",)}
 
 
-def test_fsdp2_norms_are_global(tmp_path):
-    _launched_norms_are_global(tmp_path)
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory):
+    """Both runs in one launch: {how: (its result, its report, its reference)}."""
+    tmp = tmp_path_factory.mktemp("fsdp_host")
+    files = {how: (tmp / f"{how}-report.json", tmp / f"{how}-ref.json") for how in HOW}
+    plan = {how: [SCRIPT, str(rep), str(ref), *HOW[how]] for how, (rep, ref) in files.items()}
+    preload = (*shared_launch.WATCH_MODULES, "gradscope.integrations.accelerate")
+    found, proc = shared_launch.launch(tmp, plan, scripts=frozenset(plan), preload=preload)
+    return {how: (found[how], *files[how], proc) for how in HOW}
 
 
-def test_fsdp2_norms_are_global_in_a_plain_watch_block(tmp_path):
-    _launched_norms_are_global(tmp_path, "block")
+def test_fsdp2_norms_are_global(launched):
+    _launched_norms_are_global(*launched["tracker"])
 
 
-def _launched_norms_are_global(tmp_path, *how: str) -> None:
-    report, ref = tmp_path / "report.json", tmp_path / "ref.json"
-    script = os.path.join(HERE, "scripts", "fsdp_host_train.py")
-    command = [*TORCHRUN, script, str(report), str(ref), *how]
-    proc = torchrun_launch.run(command, timeout=180, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def test_fsdp2_norms_are_global_in_a_plain_watch_block(launched):
+    _launched_norms_are_global(*launched["block"])
+
+
+def _launched_norms_are_global(run, report, ref, launch) -> None:
+    assert run is not None, launch.stderr[-3000:]
+    assert run.returncode == 0, run.stderr[-3000:]
     doc, reference = json.loads(report.read_text()), json.loads(ref.read_text())
     names = [p["name"] for p in doc["params"]]
     assert len(doc["steps"]) == len(reference) == 6

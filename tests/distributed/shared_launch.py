@@ -1,0 +1,85 @@
+"""Several 2-rank scenarios in one torchrun launch (scripts/scenario_ranks.py), for tests
+that are not about torchrun's own handling of a rank (a launch is 10-20 s here, most of
+it starting torchrun's agent and importing torch in three processes; a scenario forked
+from a rank that has imported them takes a second or two).
+
+Each scenario is a pair of fresh processes with torchrun's environment and a process
+group of its own: what `torchrun -m gradscope ARGS` runs on each rank. Not the same as a
+launch where torchrun watches the ranks: a rank that fails does not make torchrun stop
+the others, and no scenario's code passes through torchrun's. Tests of those keep a
+launch of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torchrun_launch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RANKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts", "scenario_ranks.py")
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+
+
+@dataclass
+class Scenario:
+    """What one scenario's two processes left, in the shape of subprocess's result."""
+
+    codes: list[int]
+    """Each rank's exit code."""
+    stdout: str
+    """Rank 0's stdout, then rank 1's."""
+    stderr: str
+    """Rank 0's stderr, then rank 1's."""
+
+    @property
+    def returncode(self) -> int:
+        """What torchrun would exit with: 0 when every rank did, 1 otherwise."""
+        return 0 if not any(self.codes) else 1
+
+
+WATCH_MODULES = ("gradscope.watcher.runner", "gradscope.watcher.patches", "torch.distributed.fsdp")
+"""What every `gradscope watch` scenario imports: each rank imports it once."""
+
+
+def launch(
+    tmp: Path,
+    scenarios: dict[str, list[str]],
+    scripts: frozenset[str] = frozenset(),
+    preload: tuple[str, ...] = WATCH_MODULES,
+):
+    """Run `scenarios` (name: the arguments of `python -m gradscope`, or for a name in
+    `scripts` a script and its arguments) in one launch; {name: Scenario}, and the
+    launch's own result (its stderr says why when a scenario left nothing). `preload`:
+    modules each rank imports before it forks the scenarios' processes."""
+    plan: dict = {"dir": str(tmp), "preload": list(preload), "scenarios": []}
+    for name, args in scenarios.items():
+        if name in scripts:
+            plan["scenarios"].append({"name": name, "script": args[0], "args": args[1:]})
+        else:
+            plan["scenarios"].append({"name": name, "args": args})
+    path = tmp / "plan.json"
+    path.write_text(json.dumps(plan))
+    for _ in range(2):  # torch's teardown abort (torchrun_launch.py), in a scenario's stderr
+        proc = torchrun_launch.run([*TORCHRUN, RANKS, str(path)], timeout=300, cwd=ROOT)
+        found = {name: _read(tmp, name) for name in scenarios}
+        if not any(
+            s and s.returncode and torchrun_launch.TEARDOWN_ABORT in s.stderr
+            for s in found.values()
+        ):
+            break
+    return found, proc
+
+
+def _read(tmp: Path, name: str) -> Scenario | None:
+    try:
+        codes = [int((tmp / f"{name}.{r}.code").read_text()) for r in (0, 1)]
+    except (OSError, ValueError):
+        return None
+    out = [(tmp / f"{name}.{r}.out").read_text() for r in (0, 1)]
+    err = [(tmp / f"{name}.{r}.err").read_text() for r in (0, 1)]
+    return Scenario(codes, "".join(out), "".join(err))
