@@ -8,9 +8,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.loggers import MLFlowLogger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 
 from gradscope.api.options import WatchOptions
+from gradscope.integrations import channels
 from gradscope.integrations.core import HostWatch
 
 LOG = logging.getLogger("lightning.pytorch.callbacks.gradscope")
@@ -45,10 +47,19 @@ class GradscopeCallback(Callback):
 
     def on_train_start(self, trainer: Any, _module: Any) -> None:
         self.watch.start()
+        if trainer.is_global_zero:  # Lightning's loggers write on rank 0
+            self.watch.channels = [c for c in map(_channel, trainer.loggers) if c is not None]
 
     def on_train_batch_end(self, trainer: Any, _module: Any, *args: Any) -> None:
         self.watch.poll()
-        if self.watch.stop_requested:
+        if not self.watch.stop_on_error:
+            return
+        # any rank's error stops every rank at this batch, as EarlyStopping's decision
+        # does: a rank that stopped alone would leave the others waiting in a collective
+        if trainer.strategy.reduce_boolean_decision(self.watch.stop_requested, all=False):
+            if not self.watch.stop_requested:
+                self.watch.stop_requested = True
+                _say(logging.ERROR, "gradscope: stopping the run on another rank's error")
             trainer.should_stop = True
 
     def on_train_end(self, trainer: Any, _module: Any) -> None:
@@ -62,3 +73,14 @@ class GradscopeCallback(Callback):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.watch.load_state_dict(state_dict)
+
+
+def _channel(logger: Any) -> channels.Channel | None:
+    """The logger's text channel, if it has one (a CSVLogger has none)."""
+    if isinstance(logger, TensorBoardLogger):
+        return channels.tensorboard(lambda: logger.experiment)
+    if isinstance(logger, WandbLogger):
+        return channels.wandb(lambda: logger.experiment)
+    if isinstance(logger, MLFlowLogger):
+        return channels.mlflow(lambda: logger.experiment, lambda: logger.run_id)
+    return None
