@@ -39,6 +39,7 @@ class GradscopeCallback(Callback):
     ) -> None:
         super().__init__()
         self.watch = HostWatch(options, outputs, stop_on_error, settings, _say, **given)
+        self._batches = 0
 
     @property
     def report(self) -> Any:
@@ -52,15 +53,25 @@ class GradscopeCallback(Callback):
 
     def on_train_batch_end(self, trainer: Any, _module: Any, *args: Any) -> None:
         self.watch.poll()
-        if not self.watch.stop_on_error:
-            return
-        # any rank's error stops every rank at this batch, as EarlyStopping's decision
-        # does: a rank that stopped alone would leave the others waiting in a collective
+        self._batches += 1
+        if self.watch.stop_on_error and self._decided(trainer) and self.watch.stop_requested:
+            trainer.should_stop = True
+
+    def _decided(self, trainer: Any) -> bool:
+        """Whether the stop is decided at this batch. Under several ranks any rank's error
+        stops every rank, reduced as EarlyStopping's decision is (a rank that stopped
+        alone would leave the others waiting in a collective), once per flush_every
+        batches: the cadence of the read-backs the errors come from (the reduction waits
+        for the device, as a read-back does)."""
+        if trainer.world_size == 1:
+            return True
+        if self._batches % self.watch.options.flush_every:
+            return False
         if trainer.strategy.reduce_boolean_decision(self.watch.stop_requested, all=False):
             if not self.watch.stop_requested:
                 self.watch.stop_requested = True
                 _say(logging.ERROR, "gradscope: stopping the run on another rank's error")
-            trainer.should_stop = True
+        return True
 
     def on_train_end(self, trainer: Any, _module: Any) -> None:
         self.watch.end()
