@@ -151,7 +151,9 @@ def test_lightning_loggers_each_get_every_finding_once(tmp_path, offline, mlflow
     run_id = wb.experiment.id
     wb.experiment.finish()
     alerts = finished_run(str(tmp_path), run_id).alerts
-    assert sorted(a.title for a in alerts) == sorted(f"gradscope {f.rule} {f.slug}" for f in said)
+    assert sorted(a.title for a in alerts) == sorted(
+        f"gradscope {f.rule} {f.slug}: {f.subject}"[:63] for f in said
+    )
     assert {a.level for a in alerts if "GS401" in a.title} == {"ERROR"}
     (table,) = glob.glob(str(tmp_path / "csv" / "**" / "metrics.csv"), recursive=True)
     with open(table) as lines:
@@ -235,7 +237,9 @@ def test_hf_report_to_wandb_and_mlflow_get_every_finding_once(
         assert tags[f"gradscope.{f.rule}"].count(f"{f.severity} {f.subject}:") == 1
     wandb.finish()
     alerts = finished_run(str(tmp_path)).alerts
-    assert sorted(a.title for a in alerts) == sorted(f"gradscope {f.rule} {f.slug}" for f in said)
+    assert sorted(a.title for a in alerts) == sorted(
+        f"gradscope {f.rule} {f.slug}: {f.subject}"[:63] for f in said
+    )
     assert _gradscope(_texts(tmp_path / "out")) == {}  # TensorBoardCallback's writer is its own
 
 
@@ -273,4 +277,6 @@ def test_accelerate_trackers_get_every_finding_once(
     tags = _gradscope(_finished_mlflow_run(mlflow_uri, "acc-hosts"))
     assert sorted(tags) == sorted({f"gradscope.{f.rule}" for f in said})
     alerts = finished_run(str(tmp_path)).alerts
-    assert sorted(a.title for a in alerts) == sorted(f"gradscope {f.rule} {f.slug}" for f in said)
+    assert sorted(a.title for a in alerts) == sorted(
+        f"gradscope {f.rule} {f.slug}: {f.subject}"[:63] for f in said
+    )
