@@ -35,13 +35,14 @@ def offline(tmp_path, monkeypatch):
     wandb.teardown()
 
 
-@pytest.fixture
-def mlflow_uri(tmp_path):
-    """A SQLite store of the test's own, as mlflow's process-wide URI (which Lightning's
-    MLFlowLogger sets too), unset after."""
+@pytest.fixture(scope="module")
+def mlflow_uri(tmp_path_factory):
+    """One SQLite store for the module (its tables are made once: seconds), each test in an
+    experiment of its own; mlflow's process-wide URI (Lightning's MLFlowLogger sets it
+    too) unset after."""
     import mlflow
 
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow')}/mlflow.db"
     mlflow.set_tracking_uri(uri)
     yield uri
     mlflow.set_tracking_uri(None)
