@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from accelerate.tracking import GeneralTracker
+from accelerate.tracking import GeneralTracker, MLflowTracker, TensorBoardTracker, WandBTracker
 
 from gradscope.api.options import WatchOptions
+from gradscope.integrations import channels
 from gradscope.integrations.core import HostWatch, python_logger
 from gradscope.integrations.ending import Ending
 from gradscope.watcher.distributed_hooks import is_main_process
@@ -51,6 +52,8 @@ class GradscopeTracker(GeneralTracker, Ending):
         super().__init__()
         self.watch = HostWatch(options, outputs, stop_on_error, settings, _say, **given)
         self.accelerator = accelerator
+        self._told: Any = None
+        """The accelerator whose trackers the findings go through (channels set once)."""
 
     @property
     def tracker(self) -> Any:
@@ -64,6 +67,12 @@ class GradscopeTracker(GeneralTracker, Ending):
         self.begin()
 
     def log(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
+        if self.accelerator is not None and self._told is not self.accelerator:
+            self._told = self.accelerator
+            if is_main_process():  # the other trackers run on the main process
+                self.watch.channels = [
+                    c for c in map(_channel, self.accelerator.trackers) if c is not None
+                ]
         self.watch.poll()
         if self.watch.stop_requested and self.accelerator is not None:
             self.accelerator.set_trigger()
@@ -81,3 +90,14 @@ class GradscopeTracker(GeneralTracker, Ending):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.watch.load_state_dict(state)
+
+
+def _channel(tracker: Any) -> channels.Channel | None:
+    """The tracker's text channel, if it has one."""
+    if isinstance(tracker, TensorBoardTracker):
+        return channels.tensorboard(lambda: tracker.writer)
+    if isinstance(tracker, WandBTracker):
+        return channels.wandb(lambda: tracker.run)
+    if isinstance(tracker, MLflowTracker):
+        return channels.mlflow_run(tracker.active_run.info.run_id)
+    return None

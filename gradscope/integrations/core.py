@@ -14,6 +14,7 @@ from gradscope.api.arguments import settings_or_default
 from gradscope.api.options import WatchOptions
 from gradscope.findings import Finding
 from gradscope.integrations import live, writing
+from gradscope.integrations.channels import Channel
 from gradscope.watcher import resume
 from gradscope.watcher.distributed_hooks import is_main_process
 from gradscope.watcher.resume import Resume
@@ -46,6 +47,8 @@ class HostWatch:
         self.settings = settings_or_default(settings)
         self.say = say or python_logger()
         self.live = live.Live(self.settings)
+        self.channels: list[Channel] = []
+        """The host's loggers that take a finding as text (channels.py), set by the host."""
         self.report: Any = None
         self.findings: list[Finding] = []
         """The findings said as the run went."""
@@ -91,11 +94,22 @@ class HostWatch:
             return []
         for f in found:
             self.say(logging.ERROR if live.stops([f]) else logging.WARNING, live.line(f))
+            self._tell(f)
         self.findings += found
         if self.stop_on_error and live.stops(found) and not self.stop_requested:
             self.stop_requested = True
             self.say(logging.ERROR, "gradscope: stopping the run on this error (stop_on_error)")
         return found
+
+    def _tell(self, f: Finding) -> None:
+        """The finding through each of the host's loggers; one that fails is said once and
+        left out from then on (a logger is never the run's problem)."""
+        for channel in list(self.channels):
+            try:
+                channel(f)
+            except Exception as exc:
+                self.channels.remove(channel)
+                self.say(logging.WARNING, f"gradscope: a logger took no finding: {exc}")
 
     def end(self, exc: BaseException | None = None) -> Any:
         """Leave the watch (the partial report when `exc` ended the run), then write the

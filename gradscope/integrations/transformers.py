@@ -11,6 +11,7 @@ from transformers.trainer_callback import ExportableState, TrainerCallback
 from transformers.utils import logging as hf_logging
 
 from gradscope.api.options import WatchOptions
+from gradscope.integrations import channels
 from gradscope.integrations.core import HostWatch
 from gradscope.integrations.ending import Ending
 
@@ -50,6 +51,8 @@ class GradscopeCallback(TrainerCallback, ExportableState, Ending):
         if saved and state.global_step > 0 and not self.watch.active:  # resumed only
             self.watch.load_state_dict(saved.get("attributes", {}).get("gradscope", {}))
         self.begin()
+        if state.is_world_process_zero:  # the report_to integrations ran their setup before
+            self.watch.channels = _channels(args.report_to or [])
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         self.watch.poll()
@@ -62,3 +65,16 @@ class GradscopeCallback(TrainerCallback, ExportableState, Ending):
 
     def state(self) -> dict[str, Any]:
         return {"args": dict(self._args), "attributes": {"gradscope": self.watch.state_dict()}}
+
+
+def _channels(report_to: Any) -> list[channels.Channel]:
+    """The report_to integrations whose run is the process's: wandb's run (alerts), MLflow's
+    active run (tags). TensorBoardCallback's writer is its own: no text from here."""
+    found = []
+    run = channels.wandb_run() if "wandb" in report_to else None
+    if run is not None:
+        found.append(channels.wandb(lambda: run))
+    tags = channels.mlflow_active() if "mlflow" in report_to else None
+    if tags is not None:
+        found.append(tags)
+    return found

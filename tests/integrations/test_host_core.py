@@ -68,6 +68,22 @@ def test_stop_requested_only_when_asked(every_step):
         assert watch.end().run.status == ("stopped" if stop else "completed")
 
 
+def test_a_logger_that_fails_is_said_once_and_the_others_still_get_each_finding(every_step):
+    watch, said = _host(flush_every=1)
+    got: list[str] = []
+
+    def broken(f):
+        raise OSError("disk full")
+
+    watch.channels = [broken, lambda f: got.append(f.rule)]
+    watch.start()
+    _loop(watch, steps=12, nan_at=5)
+    watch.end()
+    assert got == [f.rule for f in watch.findings] and "GS401" in got  # each once
+    lost = [text for _, text in said if "a logger took no finding" in text]
+    assert lost == ["gradscope: a logger took no finding: disk full"]
+
+
 def test_checkpoint_state_survives_json_with_nan_and_inf():
     from gradscope.watcher.resume import Resume
 
