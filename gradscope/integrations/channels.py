@@ -14,6 +14,7 @@ from gradscope.findings import Finding
 from gradscope.integrations import live
 from gradscope.sinks.mlflow_sink import TAG_CHARS
 from gradscope.sinks.protocol import finding_text
+from gradscope.sinks.wandb_sink import alert_title
 
 Channel = Callable[[Finding], None]
 """Says one finding (each once: the live judge says a rule and subject once)."""
@@ -33,14 +34,11 @@ def tensorboard(writer: Thunk) -> Channel:
 
 def wandb(run: Thunk) -> Channel:
     """A wandb run's alert (recorded offline too; the UI lists it, email or Slack when set).
-    Titled by rule and subject: wandb holds back an alert whose title was sent in the
-    last minute, and two subjects of one rule are two findings (cut to wandb's 63
-    characters)."""
+    Titled as the wandb sink titles its alerts (`alert_title`)."""
 
     def say(f: Finding) -> None:
         level = "ERROR" if live.stops([f]) else "WARN"
-        title = f"gradscope {f.rule} {f.slug}: {f.subject}"
-        run().alert(title=title[:63], text=live.line(f), level=level)
+        run().alert(title=alert_title(f), text=live.line(f), level=level)
 
     return say
 

@@ -16,6 +16,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from gradscope.errors import GradscopeError
+from gradscope.findings import Finding
 from gradscope.report.watch_plot import heatmap
 from gradscope.sinks.protocol import Sink, finding_text
 
@@ -31,6 +32,14 @@ MISSING = (
 )
 PREFIX = "gradscope/"
 ALERT_LEVELS = {"INFO": "INFO", "WARNING": "WARN", "ERROR": "ERROR"}
+TITLE_CHARS = 63
+"""wandb's longest alert title."""
+
+
+def alert_title(f: Finding) -> str:
+    """Rule, slug and subject: wandb holds back an alert whose title it was sent in the
+    last minute, and two subjects of one rule are two findings."""
+    return f"gradscope {f.rule} {f.slug}: {f.subject}"[:TITLE_CHARS]
 
 
 def require() -> None:
@@ -74,11 +83,7 @@ class WandbSink(Sink):
         run = self.run or self._open()
         for f in report.findings:
             level = ALERT_LEVELS.get(f.severity.name, "WARN")
-            run.alert(
-                title=f"{f.rule} {f.slug}",
-                text=finding_text(f),
-                level=level,
-            )
+            run.alert(title=alert_title(f), text=finding_text(f), level=level)
         run.summary[PREFIX + "findings"] = json.dumps([f.to_dict() for f in report.findings])
         run.summary[PREFIX + "rules"] = sorted({f.rule for f in report.findings})
         picture = heatmap(report)

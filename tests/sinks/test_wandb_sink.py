@@ -65,7 +65,9 @@ def test_findings_are_alerts_and_in_the_summary(offline):
     rules = sorted({f.rule for f in report.findings})
     assert "GS412" in rules and not report.run.unwritten
     run = finished_run(str(offline))
-    assert sorted(a.title.split()[0] for a in run.alerts) == sorted(f.rule for f in report.findings)
+    titles = [a.title for a in run.alerts]
+    assert sorted(t.split()[1] for t in titles) == sorted(f.rule for f in report.findings)
+    assert len(set(titles)) == len(titles)  # wandb holds back a title repeated within a minute
     assert run.summary["gradscope/rules"] == rules
     assert "GS412" in run.summary["gradscope/findings"]
 
