@@ -30,3 +30,10 @@ def test_the_json_holds_adams_per_tensor_samples_and_the_logits():
     out = doc["precursors"]["output_logits"]
     assert out["classes"] == 11 and out["steps"] == [16, 32]
     assert out["mean_log_z"] == list(facts.output_logits.mean)
+    weights = doc["precursors"]["weights"]
+    assert [(w["name"], w["kind"]) for w in weights] == [
+        ("head.weight", "head"),
+        ("fused.q_norm.weight", "norm gain"),
+        ("fused.k_norm.weight", "norm gain"),
+    ]
+    assert all(w["steps"] == [16, 32] and min(w["norm"]) > 0 for w in weights)
