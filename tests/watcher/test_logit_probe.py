@@ -1,8 +1,8 @@
 """The logits probe (watcher/logit_probe.py): on a sampled step the largest attention
 logit from q and k (causal positions, grouped heads) and from a softmax's masked scores,
-the log-partition at cross_entropy, each equal to a direct computation; the module named
-by the forward that called it; nothing on the other steps; a failure of its own switches
-only the probe off."""
+the log-partition at cross_entropy and the head's and norm gains' weight norms with it,
+each equal to a direct computation; the module named by the forward that called it;
+nothing on the other steps; a failure of its own switches only the probe off."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The precursors' sampled signals in the watch JSON (`precursors`): Adam's state per
 tensor at its sampled steps by name, the largest attention logit per module, the output
-logits' log-partition, as the rules read them."""
+logits' log-partition, as the rules read them; the output head's and the norm gains'
+weight norms beside it."""
 
 from __future__ import annotations
 
