@@ -59,7 +59,8 @@ def attention_logit_growth(run: WatchRun, t: Thresholds) -> list[Finding]:
     and dip): a trend, not a spike nor a level that a trained model holds. Before 128
     steps of history (a climb into a warm-up's end that blows up there), the same trend is
     judged from the first sample: past 100, 10× it, twice its value 32 steps before. The
-    module whose logits grew first is named; the others are in the evidence. A run with
+    module whose logits grew first is named (of several at one sample, the one whose
+    logit is highest); the others are in the evidence. A run with
     qk-layernorm is judged the same way, by its logits."""
     grown = []
     for series in run.state_facts.attention:
@@ -68,7 +69,7 @@ def attention_logit_growth(run: WatchRun, t: Thresholds) -> list[Finding]:
             grown.append((series.steps[at], at, series))
     if not grown:
         return []
-    grown.sort(key=lambda g: g[0])
+    grown.sort(key=lambda g: (g[0], -g[2].maxima[g[1]]))  # first; at one step, the highest
     step, at, first = grown[0]
     return [_finding(step, at, first, [g[2].module for g in grown[1:]])]
 

@@ -93,6 +93,17 @@ def test_the_module_whose_logits_grew_first_is_named_the_others_listed():
     )
     (f,) = _found(_run(facts))["GS453"]
     assert f.subject == "h.1.attn" and any("`h.0.attn`" in e for e in f.evidence)
+    # at the same sample, the module whose logit is highest (logit_gpt.py attn-deep, seed
+    # 3: 197, 196 and 556 at step 128)
+    climbs = {"h.0.attn": 197.0, "h.1.attn": 196.0, "h.2.attn": 556.0}
+    facts = StateFacts(
+        attention=tuple(
+            AttentionSeries(m, SAMPLES, (4.5, 5.6, 1.0, 1.6, 1.0, 16.8, 45.2, top) + (300.0,) * 42)
+            for m, top in climbs.items()
+        )
+    )
+    (f,) = _found(_run(facts))["GS453"]
+    assert f.subject == "h.2.attn" and f.steps == (128,)
 
 
 def _drift(means, classes: int = 27) -> StateFacts:
