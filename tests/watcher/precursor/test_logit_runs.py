@@ -2,13 +2,14 @@
 layers, d=64, AdamW after 100 steps of warm-up, 600 steps): at lr 0.15 without a norm on
 q and k the attention logits grow from ~5 to thousands, the softmax saturates and the
 loss goes back to near the uniform guess (ln 27) by step ~525 (3 layers: ~365; seed 2:
-~413; 3 layers, seed 3: ~447): named at step 144, the module and its trajectory; the
-gradient spikes of the collapse point back to it with a lead of 50 steps or more, and the
-verdict that the run diverged (GS415) with the lead to the loss's own blow-up, 200 steps
-or more in the median. The same runs at lr 0.015 (no qk-layernorm either) and at lr 0.15
-with qk-layernorm stay silent: the rule reads the logits, not the architecture. A climb
-into the warm-up's end is named 7 steps before the blow-up it ends in; a blow-up at the
-warm-up's end with no logit grown before it is missed (an expected failure)."""
+~413; 3 layers, seed 3: ~447): named at step 144 (seed 3: 128), the module and its
+trajectory; the gradient spikes of the collapse point back to it with a lead of 50 steps
+or more, and the verdict that the run diverged (GS415) with the lead to the loss's own
+blow-up, 200 steps or more in the median. The same runs at lr 0.015 (no qk-layernorm
+either) and at lr 0.15 with qk-layernorm stay silent: the rule reads the logits, not the
+architecture. A climb into the warm-up's end is named 7 steps before the blow-up it ends
+in; a blow-up at the warm-up's end with no logit grown before it is missed (an expected
+failure)."""
 
 from __future__ import annotations
 
