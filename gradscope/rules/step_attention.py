@@ -14,7 +14,7 @@ from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
 from gradscope.rules.registry import Stage, When, rule
 from gradscope.rules.step_common import about
-from gradscope.rules.step_growth import steady_rise
+from gradscope.rules.step_growth import EARLY_BACK, steady_rise
 from gradscope.rules.symptoms import DIVERGENCE
 from gradscope.steps.logit_facts import AttentionSeries
 from gradscope.steps.records import WatchRun
@@ -56,8 +56,11 @@ def attention_logit_growth(run: WatchRun, t: Thresholds) -> list[Finding]:
     warns at the first sample at which that logit is past 100, 10× the median of its
     first three samples, at least twice what it was 128 steps before, and rose at 60% of
     the samples in between or at each of the last three (a climb after a warm-up's bump
-    and dip): a trend, not a spike nor a level that a trained model holds. The module
-    whose logits grew first is named; the others are in the evidence. A run with
+    and dip): a trend, not a spike nor a level that a trained model holds. Before 128
+    steps of history (a climb into a warm-up's end that blows up there), the same trend is
+    judged from the first sample: past 100, 10× it, twice its value 32 steps before. The
+    module whose logits grew first is named (of several at one sample, the one whose
+    logit is highest); the others are in the evidence. A run with
     qk-layernorm is judged the same way, by its logits."""
     grown = []
     for series in run.state_facts.attention:
@@ -66,7 +69,7 @@ def attention_logit_growth(run: WatchRun, t: Thresholds) -> list[Finding]:
             grown.append((series.steps[at], at, series))
     if not grown:
         return []
-    grown.sort(key=lambda g: g[0])
+    grown.sort(key=lambda g: (g[0], -g[2].maxima[g[1]]))  # first; at one step, the highest
     step, at, first = grown[0]
     return [_finding(step, at, first, [g[2].module for g in grown[1:]])]
 
@@ -78,8 +81,13 @@ def _finding(step: int, at: int, s: AttentionSeries, others: list[str]) -> Findi
     evidence = [
         "largest attention logit by step: "
         + ", ".join(f"{n}: {num(v)}" for n, v in _trajectory(s, at)),
-        f"first certain at step {step} (at least {LEVEL:g}, {GROWTH:g}× its early level, "
-        f"{DOUBLING:g}× its value {SPAN} steps before, rising)",
+        f"first certain at step {step} (at least {LEVEL:g}, {GROWTH:g}× its "
+        + (
+            f"early level, {DOUBLING:g}× its value {SPAN}"
+            if steps >= SPAN
+            else f"first sample, {DOUBLING:g}× its value {EARLY_BACK}"
+        )
+        + " steps before, rising)",
     ]
     if others:
         evidence.append("grew too: " + ", ".join(f"`{m}`" for m in others))

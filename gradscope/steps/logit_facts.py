@@ -5,7 +5,7 @@ torch."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,19 @@ class AttentionSeries:
 
 
 @dataclass(frozen=True)
+class WeightNorm:
+    """One tensor's L2 norm at the output logits' sampled steps: the output head's weight
+    or a norm layer's gain, whose growth comes with logit growth (Wortsman et al. 2023).
+    Recorded for the reader, judged by no rule: it grows alike in a healthy run with
+    qk-layernorm (docs/watch.md)."""
+
+    name: str
+    kind: str
+    """"head" (the last 2-d weight with a row per class) or "norm gain"."""
+    norms: tuple[float, ...]
+
+
+@dataclass(frozen=True)
 class OutputLogits:
     """The logits given to cross_entropy: log Z = logsumexp over the classes, per row."""
 
@@ -27,3 +40,5 @@ class OutputLogits:
     """The mean of log Z over the step's rows (its first 256)."""
     max: tuple[float, ...]
     classes: int
+    weights: tuple[WeightNorm, ...] = field(default_factory=tuple)
+    """The output head's and the norm layers' gains' norms at the same steps."""

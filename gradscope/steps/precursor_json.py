@@ -11,7 +11,7 @@ from gradscope.steps.records import WatchRun
 
 
 def precursors(run: WatchRun) -> dict[str, Any]:
-    """{adam: [...], attention: [...], output_logits: {...} | None}."""
+    """{adam: [...], attention: [...], output_logits: {...} | None, weights: [...]}."""
     facts = run.state_facts
     names = run.names()
     out = facts.output_logits
@@ -44,4 +44,10 @@ def precursors(run: WatchRun) -> dict[str, Any]:
             "mean_log_z": list(out.mean),
             "max_log_z": list(out.max),
         },
+        "weights": []
+        if out is None
+        else [
+            {"name": w.name, "kind": w.kind, "steps": list(out.steps), "norm": list(w.norms)}
+            for w in out.weights
+        ],
     }

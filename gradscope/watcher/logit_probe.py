@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from gradscope.steps.logit_facts import AttentionSeries, OutputLogits
+from gradscope.steps.logit_facts import AttentionSeries, OutputLogits, WeightNorm
 
 SAMPLE_EVERY = 16
 """Steps 16, 32, ... are sampled; after LATE_STEP every LATE_EVERY-th."""
@@ -33,6 +33,9 @@ MAX_ROWS = 256
 """Rows of the logits given to cross_entropy measured (the first ones): a logsumexp over a
 language model's whole vocabulary for every row would cost more than the loss itself."""
 MAX_FRAMES = 8
+MAX_WEIGHTS = 32
+"""Tensors whose norm is sampled with the output logits at most: the output head's weight
+and the first norm layers' gains (one foreach norm on the device, no read)."""
 """Frames walked up from the attention call to the module that made it."""
 
 
@@ -51,6 +54,8 @@ class LogitProbe:
     names: dict[int, str] = field(default_factory=dict)
     roots: int = -1
     off: bool = False
+    weighed: list[tuple[str, str, torch.Tensor]] | None = None
+    """(name, kind, parameter) of the head and the norm gains, found at the first sample."""
     pending: tuple[int, Any, torch.Tensor, int] | None = None
     """(step, a weak reference to its output, the log-partition of its rows, classes) of
     the step's last log_softmax: a cross-entropy written as nll_loss(log_softmax(x))."""
@@ -105,7 +110,7 @@ class LogitProbe:
             first = logits.detach().select(dim, 0).float() - out.detach().select(dim, 0).float()
             self.pending = (step, weakref.ref(out), first.reshape(-1)[:MAX_ROWS], logits.shape[dim])
 
-    def nll_loss(self, step: int, logprobs: Any) -> None:
+    def nll_loss(self, step: int, logprobs: Any, roots: Any = ()) -> None:
         """nll_loss over the output of the step's last log_softmax (or a view of it): that
         log_softmax's log-partition, as at cross_entropy."""
         pending, self.pending = self.pending, None
@@ -114,9 +119,9 @@ class LogitProbe:
         out = pending[1]()
         if out is None or logprobs.untyped_storage().data_ptr() != out.untyped_storage().data_ptr():
             return
-        self._partition(step, pending[2], pending[3])
+        self._partition(step, pending[2], pending[3], roots)
 
-    def cross_entropy(self, step: int, logits: Any) -> None:
+    def cross_entropy(self, step: int, logits: Any, roots: Any = ()) -> None:
         """The logits given to cross_entropy: their log-partition per row (the first
         MAX_ROWS), mean and max."""
         if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
@@ -126,13 +131,20 @@ class LogitProbe:
         dim = 1 if logits.dim() >= 2 else 0
         with torch.no_grad():
             rows = logits.detach()[:MAX_ROWS] if dim == 1 else logits.detach()
-            self._partition(step, torch.logsumexp(rows.float(), dim=dim), int(logits.shape[dim]))
+            z = torch.logsumexp(rows.float(), dim=dim)
+            self._partition(step, z, int(logits.shape[dim]), roots)
 
-    def _partition(self, step: int, z: torch.Tensor, classes: int) -> None:
-        """The step's log Z per row: its mean and max kept (the step's first only)."""
+    def _partition(self, step: int, z: torch.Tensor, classes: int, roots: Any) -> None:
+        """The step's log Z per row: its mean and max kept (the step's first only), with
+        the norms of the head's weight and the norm gains."""
         if self.output and self.output[-1][0] == step:
             return
-        self.output.append((step, torch.stack([z.mean(), z.amax()])))
+        if self.weighed is None:
+            self.weighed = _head_and_gains(roots, classes)
+        weights = [p.detach() for _, _, p in self.weighed]
+        norms = torch._foreach_norm(weights) if weights else []
+        kept = [z.mean(), z.amax(), *(n.float().to(z.device) for n in norms)]
+        self.output.append((step, torch.stack(kept)))
         self.classes = classes
 
     def _module(self, roots: Any) -> str:
@@ -170,12 +182,17 @@ class LogitProbe:
             at += len(steps)
         output = None
         if self.output:
-            rows = [flat[at + 2 * i : at + 2 * i + 2] for i in range(len(self.output))]
+            weighed, width = self.weighed or [], 2 + len(self.weighed or [])
+            rows = [flat[at + width * i : at + width * (i + 1)] for i in range(len(self.output))]
             output = OutputLogits(
                 tuple(s for s, _ in self.output),
                 tuple(r[0] for r in rows),
                 tuple(r[1] for r in rows),
                 self.classes,
+                tuple(
+                    WeightNorm(name, kind, tuple(r[2 + j] for r in rows))
+                    for j, (name, kind, _) in enumerate(weighed)
+                ),
             )
         self.attention, self.output = {}, []
         return tuple(attention), output
@@ -187,6 +204,28 @@ _OURS = (
 )
 """gradscope's and torch's own files: a call made outside every watched module is named
 by the first function outside them."""
+
+
+def _head_and_gains(roots: Any, classes: int) -> list[tuple[str, str, torch.Tensor]]:
+    """The output head's weight (the last 2-d weight of a watched module with a row per
+    class: a tied embedding too) and the gains of the first norm layers (a 1-d weight of a
+    module whose class is named *Norm*), plain tensors only: a sharded one's norm would
+    need its ranks."""
+    head: tuple[str, str, torch.Tensor] | None = None
+    gains: list[tuple[str, str, torch.Tensor]] = []
+    seen: set[int] = set()
+    for r, root in enumerate(roots):
+        for name, module in root.named_modules():
+            w = getattr(module, "weight", None)
+            if not isinstance(w, torch.nn.Parameter) or type(w.detach()) is not torch.Tensor:
+                continue
+            full = (f"{r}." if len(roots) > 1 else "") + (f"{name}.weight" if name else "weight")
+            if w.dim() == 2 and w.shape[0] == classes:
+                head = (full, "head", w)
+            elif w.dim() == 1 and "Norm" in type(module).__name__ and id(w) not in seen:
+                seen.add(id(w))
+                gains.append((full, "norm gain", w))
+    return ([head] if head else []) + gains[: MAX_WEIGHTS - 1]
 
 
 def _first(t: torch.Tensor) -> torch.Tensor:

@@ -93,6 +93,17 @@ def test_the_module_whose_logits_grew_first_is_named_the_others_listed():
     )
     (f,) = _found(_run(facts))["GS453"]
     assert f.subject == "h.1.attn" and any("`h.0.attn`" in e for e in f.evidence)
+    # at the same sample, the module whose logit is highest (logit_gpt.py attn-deep, seed
+    # 3: 197, 196 and 556 at step 128)
+    climbs = {"h.0.attn": 197.0, "h.1.attn": 196.0, "h.2.attn": 556.0}
+    facts = StateFacts(
+        attention=tuple(
+            AttentionSeries(m, SAMPLES, (4.5, 5.6, 1.0, 1.6, 1.0, 16.8, 45.2, top) + (300.0,) * 42)
+            for m, top in climbs.items()
+        )
+    )
+    (f,) = _found(_run(facts))["GS453"]
+    assert f.subject == "h.2.attn" and f.steps == (128,)
 
 
 def _drift(means, classes: int = 27) -> StateFacts:
@@ -155,3 +166,26 @@ def test_a_climb_after_a_warm_up_bump_warns_at_its_third_rise():
     dip_spike = [5.0, 17.6, 12.3, 2.9, 2.4, 1.9, 2.0, 1.5, 300.0, 5.0] + [5.0] * 40
     for series in (below, dip_spike):
         assert "GS453" not in _found(_run(_attention(series)))
+
+
+def test_a_climb_before_128_steps_of_history_is_judged_from_the_first_sample():
+    # logit_gpt.py attn-deep, seed 2: `h.2.attn` at every 16th step, from 3.7 to 131 at
+    # step 96 as the warm-up ends, then its softmax collapses and the loss with it
+    climbed = [3.7, 24.2, 52.1, 43.9, 44.3, 130.7, 23.9, 35.6] + [30.0] * 42
+    found = _found(_run(_attention(climbed), losses=lambda k: 2.3 if k < 110 else math.nan))
+    (f,) = found["GS453"]
+    assert f.subject == "h.1.attn" and f.steps == (96,) and "grew 35× in 80 steps" in f.message
+    assert any("10× its first sample, 2× its value 32 steps before" in e for e in f.evidence)
+    (nan,) = found["GS401"]
+    assert nan.explained_by == "GS453:h.1.attn" and nan.lead == 110 - 96
+    # a climb every 16 steps too short to be a trend, not past 100, not 10× its first
+    # sample, or slower than a doubling in 32 steps; one spike; all stay silent
+    cases = (
+        [3.7, 24.2, 150.0] + [140.0] * 47,
+        [3.7, 24.2, 52.1, 43.9, 44.3, 90.0, 95.0, 99.0] + [99.0] * 42,
+        [20.0, 24.2, 52.1, 43.9, 60.0, 130.7, 140.0, 150.0] + [150.0] * 42,
+        [3.7, 30.0, 60.0, 80.0, 95.0, 105.0, 110.0, 115.0] + [115.0] * 42,
+        [3.7, 3.0, 3.5, 3.2, 300.0, 3.0, 3.1, 3.3] + [3.0] * 42,
+    )
+    for values in cases:
+        assert "GS453" not in _found(_run(_attention(values))), values

@@ -1,8 +1,8 @@
 """The logits probe (watcher/logit_probe.py): on a sampled step the largest attention
 logit from q and k (causal positions, grouped heads) and from a softmax's masked scores,
-the log-partition at cross_entropy, each equal to a direct computation; the module named
-by the forward that called it; nothing on the other steps; a failure of its own switches
-only the probe off."""
+the log-partition at cross_entropy and the head's and norm gains' weight norms with it,
+each equal to a direct computation; the module named by the forward that called it;
+nothing on the other steps; a failure of its own switches only the probe off."""
 
 from __future__ import annotations
 
@@ -231,3 +231,34 @@ def test_names_bound_before_the_watch_are_read_and_put_back():
     assert facts.output_logits is not None and facts.output_logits.classes == 8
     assert logit_bound.sdpa is F.scaled_dot_product_attention
     assert logit_bound.cross_entropy is F.cross_entropy
+
+
+def test_the_heads_and_the_norm_gains_norms_are_sampled_with_the_log_partition():
+    torch.manual_seed(0)
+    emb, norm, head = torch.nn.Embedding(27, 8), torch.nn.LayerNorm(8), torch.nn.Linear(8, 27)
+    model = torch.nn.Sequential(emb, norm, torch.nn.RMSNorm(8), head)
+    probe, seen = LogitProbe(), []
+    for step in (16, 32):
+        probe.cross_entropy(step, model(torch.arange(5)), (model,))
+        seen.append((head.weight.norm().item(), norm.weight.norm().item()))
+        with torch.no_grad():
+            head.weight.mul_(2.0)
+            norm.weight.mul_(0.5)
+    _, output = probe.facts()
+    assert [(w.name, w.kind) for w in output.weights] == [
+        ("3.weight", "head"),  # the last weight with a row per class, not the embedding
+        ("1.weight", "norm gain"),
+        ("2.weight", "norm gain"),
+    ]
+    got = list(zip(output.weights[0].norms, output.weights[1].norms, strict=True))
+    assert got == [pytest.approx(s, rel=1e-5) for s in seen]  # as the forward saw them
+    assert output.weights[2].norms == pytest.approx((8**0.5, 8**0.5))
+    tied = torch.nn.Sequential(emb, torch.nn.Linear(8, 8))  # its head: the embedding
+    probe = LogitProbe()
+    probe.cross_entropy(16, tied(torch.arange(3)) @ emb.weight.T, (tied,))
+    probe.cross_entropy(32, torch.randn(3, 27))
+    (weight,) = probe.facts()[1].weights
+    assert weight.name == "0.weight" and weight.kind == "head" and len(weight.norms) == 2
+    unwatched = LogitProbe()  # no model known: the log-partition alone
+    unwatched.cross_entropy(16, torch.randn(3, 27))
+    assert unwatched.facts()[1].weights == ()

@@ -1,6 +1,7 @@
 """The precursors' sampled signals in the watch JSON (`precursors`): Adam's state per
 tensor at its sampled steps by name, the largest attention logit per module, the output
-logits' log-partition, as the rules read them."""
+logits' log-partition, as the rules read them; the output head's and the norm gains'
+weight norms beside it."""
 
 from __future__ import annotations
 
@@ -30,3 +31,10 @@ def test_the_json_holds_adams_per_tensor_samples_and_the_logits():
     out = doc["precursors"]["output_logits"]
     assert out["classes"] == 11 and out["steps"] == [16, 32]
     assert out["mean_log_z"] == list(facts.output_logits.mean)
+    weights = doc["precursors"]["weights"]
+    assert [(w["name"], w["kind"]) for w in weights] == [
+        ("head.weight", "head"),
+        ("fused.q_norm.weight", "norm gain"),
+        ("fused.k_norm.weight", "norm gain"),
+    ]
+    assert all(w["steps"] == [16, 32] and min(w["norm"]) > 0 for w in weights)

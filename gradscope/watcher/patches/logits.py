@@ -175,11 +175,13 @@ class NllLoss(_Sampled):
     name = "nll_loss"
 
     def measure(self, step: int, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
-        self.state.logits.nll_loss(step, _arg(args, kw, 0, "input", None))
+        logprobs = _arg(args, kw, 0, "input", None)
+        self.state.logits.nll_loss(step, logprobs, self.state.tracked.roots)
 
 
 class CrossEntropy(_Sampled):
     name = "cross_entropy"
 
     def measure(self, step: int, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
-        self.state.logits.cross_entropy(step, _arg(args, kw, 0, "input", None))
+        logits = _arg(args, kw, 0, "input", None)
+        self.state.logits.cross_entropy(step, logits, self.state.tracked.roots)
