@@ -347,6 +347,9 @@ def test_ctrl_c_during_check_is_one_line_and_130_from_every_process(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, as a terminal's job
+        # a suite started in the background (`make test &`) ignores SIGINT, and so would
+        # the check: it would sleep out the target's minute and the test time out
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 90
     while not (tmp_path / "started").exists() and time.monotonic() < deadline:
@@ -359,12 +362,11 @@ def test_ctrl_c_during_check_is_one_line_and_130_from_every_process(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["junit", "markdown"])
-def test_a_lone_surrogate_or_nul_in_an_error_is_shown_not_fatal(tmp_path, fmt):
+def test_a_lone_surrogate_or_nul_in_an_error_is_shown_not_fatal(runner, tmp_path, monkeypatch, fmt):
     """Text from the user's exception reaches every format as escapes: exit 2 (the target
-    could not run), never 3, and the JUnit XML stays parseable."""
-    import subprocess
-    import sys
-
+    could not run), never 3, and the JUnit XML stays parseable. In-process: the runner's
+    stdout encodes strictly as UTF-8, as a real one does (a lone surrogate written raw is
+    an encoding error there too), and the target still runs in check's worker process."""
     (tmp_path / "t.py").write_text(
         "import torch\nfrom torch import nn\n"
         "class M(nn.Linear):\n"
@@ -374,14 +376,10 @@ def test_a_lone_surrogate_or_nul_in_an_error_is_shown_not_fatal(tmp_path, fmt):
         "    return M(2, 1), torch.randn(3, 2)\n"
     )
     (tmp_path / "gs.toml").write_text("[[inspect]]\ntarget = 't.py'\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "gradscope", "check", "--config", "gs.toml", "-f", fmt],
-        cwd=tmp_path,
-        capture_output=True,
-        timeout=120,
-    )
-    assert done.returncode == 2, done.stderr.decode(errors="replace")
-    out = done.stdout.decode("utf-8")  # strict: nothing undecodable was written
+    monkeypatch.chdir(tmp_path)
+    done = runner.invoke(app, ["check", "--config", "gs.toml", "-f", fmt])
+    assert done.exit_code == 2, done.stderr_bytes.decode(errors="replace")
+    out = done.stdout_bytes.decode("utf-8")  # strict: nothing undecodable was written
     assert "bad \\ud800 and nul \\x00 here" in out
     if fmt == "junit":
         error = ET.fromstring(out.split("\n", 1)[1]).find(".//error")

@@ -63,12 +63,30 @@ def run(argv: list[str], cwd: Path, summary: Path) -> subprocess.CompletedProces
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
+def run_in_process(argv: list[str], cwd: Path, summary: Path, runner, monkeypatch):
+    """The same command in-process, under the same environment: the runner gives the exit
+    code, the streams and the files a launch gives, without a second start of Python, torch
+    and check's fork server."""
+    from gradscope.cli import app
+
+    for key in [k for k in os.environ if k.startswith("GITHUB_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.chdir(cwd)
+    done = runner.invoke(app, argv[1:])
+    return subprocess.CompletedProcess(argv, done.exit_code, done.stdout, done.stderr)
+
+
 def junit_failures(path: Path) -> int:
     return int(ET.parse(path).getroot().get("failures", "-1"))
 
 
 @pytest.mark.slow
-def test_the_workflow_on_a_fresh_project_first_and_second_run(tmp_path):
+def test_the_workflow_on_a_fresh_project_first_and_second_run(tmp_path, runner, monkeypatch):
+    """The first run a real process (the exit code CI reads); the adoption and the second
+    run in-process."""
     (tmp_path / "model.py").write_text(MODEL)
     (tmp_path / "pyproject.toml").write_text(PYPROJECT)
     summary = tmp_path / "summary.md"
@@ -85,11 +103,11 @@ def test_the_workflow_on_a_fresh_project_first_and_second_run(tmp_path):
     assert summary.read_text().count("## gradscope") == 1  # the step summary, once
     assert "[2/2] FAIL inspect model.py:build" in first.stderr
 
-    adopt = run(adopt_command(), tmp_path, summary)
+    adopt = run_in_process(adopt_command(), tmp_path, summary, runner, monkeypatch)
     assert adopt.returncode == 0, adopt.stderr
     assert (tmp_path / ".gradscope-baseline.json").is_file()
 
-    second = run(step, tmp_path, summary)  # the baseline is committed
+    second = run_in_process(step, tmp_path, summary, runner, monkeypatch)  # baseline committed
     assert second.returncode == 0, second.stderr
     assert "no baseline" not in second.stderr
     assert "verdict: PASS" in second.stdout

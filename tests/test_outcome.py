@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -24,12 +23,16 @@ WRONG_FN = "gradscope.examples.functions:SquareMissingFactor"
 NO_ZERO_GRAD = os.path.join(os.path.dirname(__file__), "watcher", "scripts", "no_zero_grad.py")
 
 
-def gradscope_cli(*args: str, cwd: str | None = None, env: dict | None = None):
-    """`python -m gradscope ARGS` at 80 columns, outside GitHub Actions unless `env` says."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
-    full = {**clean, "COLUMNS": "80", "NO_COLOR": "1", **(env or {})}
-    command = [sys.executable, "-m", "gradscope", *args]
-    return subprocess.run(command, capture_output=True, text=True, env=full, cwd=cwd, timeout=300)
+def gradscope_cli(runner, monkeypatch, *args: str):
+    """`gradscope ARGS` in-process at 80 columns, outside GitHub Actions: these tests read
+    the documents and exit codes, which the runner gives as a launch does (the real
+    process's exit codes are tested in tests/cli/)."""
+    for name in [k for k in os.environ if k.startswith("GITHUB_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("NO_COLOR", "1")
+    done = runner.invoke(app, list(args))
+    return subprocess.CompletedProcess(args, done.exit_code, done.stdout, done.stderr)
 
 
 def _finding(rule: str = "GS101", ignored_by: str | None = None):
@@ -78,9 +81,11 @@ def test_adopting_a_baseline_records_findings_without_failing():
     assert exit_code(outcomes, Severity.ERROR, adopting=True) == ExitCode.ERROR
 
 
-def test_every_command_document_says_its_kind(tmp_path):
-    inspect = gradscope_cli("inspect", "detached-middle", "-f", "json", "--fail-on", "never")
-    gradcheck = gradscope_cli("gradcheck", WRONG_FN, "-f", "json")
+def test_every_command_document_says_its_kind(runner, monkeypatch):
+    inspect = gradscope_cli(
+        runner, monkeypatch, "inspect", "detached-middle", "-f", "json", "--fail-on", "never"
+    )
+    gradcheck = gradscope_cli(runner, monkeypatch, "gradcheck", WRONG_FN, "-f", "json")
     for done, kind in ((inspect, "inspect"), (gradcheck, "gradcheck")):
         doc = json.loads(done.stdout)
         assert doc["kind"] == kind and doc["tool"] == "gradscope" and doc["label"]
@@ -133,10 +138,12 @@ def test_watch_and_gradcheck_get_every_ci_format(tmp_path, monkeypatch, runner):
 
 
 @pytest.mark.slow
-def test_watch_keeps_ignored_findings(tmp_path):
+def test_watch_keeps_ignored_findings(tmp_path, runner, monkeypatch):
     config = tmp_path / "gradscope.toml"
     config.write_text('ignore = ["GS412:*"]\n')
-    done = gradscope_cli("watch", NO_ZERO_GRAD, "-c", str(config), "-f", "json")
+    done = gradscope_cli(
+        runner, monkeypatch, "watch", NO_ZERO_GRAD, "-c", str(config), "-f", "json"
+    )
     doc = json.loads(done.stdout)
     assert done.returncode == 0
     assert "GS412" not in {f["rule"] for f in doc["findings"]}

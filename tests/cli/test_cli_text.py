@@ -5,8 +5,10 @@ the command on a pseudo-terminal, as a user sees it."""
 
 from __future__ import annotations
 
+import json
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -58,12 +60,35 @@ def test_a_note_shows_the_name_as_it_is_and_no_control_character(capsys):
     assert "\x1b" not in err
 
 
-def on_a_terminal(cwd, *args: str) -> tuple[int, str]:
-    """Run gradscope with stderr on a pseudo-terminal: its exit code and what it drew."""
+TERMINAL_COMMANDS = {
+    "inspect": ["inspect", "net[v2].py"],
+    "diff": ["diff", "net[v2].py", "net[v2].py"],
+    "check": ["check"],
+}
+
+DRIVER = """
+import json, sys
+from gradscope.cli.root import main
+for name, args in json.loads(sys.argv[1]).items():
+    sys.argv = ["gradscope", *args]
+    try:
+        main()
+        code = 0
+    except SystemExit as exit:
+        code = exit.code or 0
+    print(f"\\n@@ {name} exit {code} @@", file=sys.stderr, flush=True)
+"""
+"""The three commands one after the other in one process, as `gradscope` runs each (its
+main(), stderr on the terminal), each part of the terminal's text ended by a marker:
+a launch each cost seconds of start-up (torch, and check's fork server)."""
+
+
+def on_a_terminal(cwd, commands: dict[str, list[str]]) -> str:
+    """Run the commands with stderr on a pseudo-terminal: what they drew."""
     main, other = pty.openpty()
     env = {**os.environ, "COLUMNS": "200", "TERM": "xterm"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gradscope", *args],
+        [sys.executable, "-c", DRIVER, json.dumps(commands)],
         cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=other,
@@ -84,19 +109,27 @@ def on_a_terminal(cwd, *args: str) -> tuple[int, str]:
             break
         drawn += chunk
     os.close(main)
-    return proc.wait(timeout=60), drawn.decode(errors="replace")
+    assert proc.wait(timeout=60) == 0, drawn[-2000:]
+    return drawn.decode(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def drawn_on_a_terminal(tmp_path_factory) -> dict[str, tuple[int, str]]:
+    """Each command's exit code and what it drew, from one run of the three."""
+    cwd = tmp_path_factory.mktemp("terminal")
+    (cwd / "net[v2].py").write_text(MODEL)
+    (cwd / "pyproject.toml").write_text('[[tool.gradscope.inspect]]\ntarget = "net[v2].py"\n')
+    drawn = on_a_terminal(cwd, TERMINAL_COMMANDS)
+    parts = re.split(r"@@ (\w+) exit (-?\d+) @@", drawn)
+    # [drawn by the first, its name, its code, drawn by the second, ...]
+    texts, names, codes = parts[0::3][:-1], parts[1::3], parts[2::3]
+    assert names == list(TERMINAL_COMMANDS), drawn[-2000:]
+    return {name: (int(code), text) for name, code, text in zip(names, codes, texts, strict=True)}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", ["inspect", "diff", "check"])
-def test_spinners_and_the_progress_bar_show_the_name_as_it_is(tmp_path, command):
-    (tmp_path / "net[v2].py").write_text(MODEL)
-    (tmp_path / "pyproject.toml").write_text('[[tool.gradscope.inspect]]\ntarget = "net[v2].py"\n')
-    args = {
-        "inspect": ["inspect", "net[v2].py"],
-        "diff": ["diff", "net[v2].py", "net[v2].py"],
-        "check": ["check"],
-    }[command]
-    code, drawn = on_a_terminal(tmp_path, *args)
+@pytest.mark.parametrize("command", list(TERMINAL_COMMANDS))
+def test_spinners_and_the_progress_bar_show_the_name_as_it_is(drawn_on_a_terminal, command):
+    code, drawn = drawn_on_a_terminal[command]
     assert code == 0, drawn
     assert "net[v2].py" in drawn and "net.py" not in drawn

@@ -13,7 +13,7 @@ import textwrap
 import pytest
 from sink_runs import close
 
-pytestmark = pytest.mark.slow  # subprocesses that import torch, wandb and mlflow
+pytestmark = pytest.mark.slow  # a subprocess that imports torch, wandb and mlflow; real sinks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = textwrap.dedent(
@@ -33,17 +33,11 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def _gradscope(tmp_path, *args: str, hide: str = "") -> subprocess.CompletedProcess:
+def _gradscope(tmp_path, *args: str) -> subprocess.CompletedProcess:
     (tmp_path / "train.py").write_text(SCRIPT)
-    path = [ROOT]
-    if hide:  # the package looks uninstalled: importlib finds no spec for it
-        shim = tmp_path / "shim"
-        shim.mkdir(exist_ok=True)
-        (shim / "sitecustomize.py").write_text(f"import sys\nsys.modules[{hide!r}] = None\n")
-        path.insert(0, str(shim))
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(path),
+        "PYTHONPATH": ROOT,
         "WANDB_MODE": "offline",
         "WANDB_DIR": str(tmp_path),
         "WANDB_SILENT": "true",
@@ -55,6 +49,19 @@ def _gradscope(tmp_path, *args: str, hide: str = "") -> subprocess.CompletedProc
     return subprocess.run(
         command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
     )
+
+
+def _in_process(runner, monkeypatch, tmp_path, *args: str, hide: str = ""):
+    """`gradscope watch train.py ARGS` in-process, in tmp_path; `hide`: the package looks
+    uninstalled (importlib finds no spec for a module that sys.modules holds as None)."""
+    from gradscope.cli import app
+
+    (tmp_path / "train.py").write_text(SCRIPT)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    if hide:
+        monkeypatch.setitem(sys.modules, hide, None)
+    return runner.invoke(app, ["watch", "train.py", *args])
 
 
 def test_every_sink_from_the_command_line(tmp_path):
@@ -89,9 +96,12 @@ def test_every_sink_from_the_command_line(tmp_path):
     "option, value, package",
     [("--wandb", "p", "wandb"), ("--mlflow", "sqlite:///m.db", "mlflow")],
 )
-def test_a_missing_package_is_one_line_before_the_run(tmp_path, option, value, package):
-    done = _gradscope(tmp_path, option, value, hide=package)
-    assert done.returncode == 2
+def test_a_missing_package_is_one_line_before_the_run(
+    tmp_path, runner, monkeypatch, option, value, package
+):
+    """In-process: the launch above is the command line's process boundary."""
+    done = _in_process(runner, monkeypatch, tmp_path, option, value, hide=package)
+    assert done.exit_code == 2, done.output
     assert done.stderr.strip().splitlines() == [
         f"gradscope: error: {option} needs the {package} package: pip install {package} "
         f"(or the extra: pip install 'torch-gradscope[{package}]')"
@@ -99,11 +109,11 @@ def test_a_missing_package_is_one_line_before_the_run(tmp_path, option, value, p
     assert not (tmp_path / "ran").exists()
 
 
-def test_a_sink_that_fails_is_exit_2_under_a_whole_report(tmp_path):
+def test_a_sink_that_fails_is_exit_2_under_a_whole_report(tmp_path, runner, monkeypatch):
     (tmp_path / "taken").write_text("mine")
     bad = f"sqlite:///{tmp_path}/taken/mlflow.db"
-    done = _gradscope(tmp_path, "-f", "json", "--mlflow", bad)
-    assert done.returncode == 2, done.stderr
+    done = _in_process(runner, monkeypatch, tmp_path, "-f", "json", "--mlflow", bad)
+    assert done.exit_code == 2, done.output
     doc = json.loads(done.stdout)
     assert len(doc["steps"]) == 30 and "GS412" in {f["rule"] for f in doc["findings"]}
     assert f"--mlflow {bad}: writing failed at step 1" in done.stderr

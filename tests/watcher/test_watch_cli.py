@@ -37,9 +37,10 @@ def test_findings_exit_1_and_terminal_report_fits_100_columns(runner):
     assert never.exit_code == 0 and "GS412 grads-not-reset" in never.stdout
 
 
-def test_crash_still_reports_the_steps_then_exits_2():
-    done = gradscope("watch", script("crash.py"), "-f", "json", "--", "raise")
-    assert done.returncode == 2
+def test_crash_still_reports_the_steps_then_exits_2(runner):
+    """In-process: test_watch_crash.py launches a crashing script as a real process."""
+    done = runner.invoke(app, ["watch", script("crash.py"), "-f", "json", "--", "raise"])
+    assert done.exit_code == 2, done.output
     doc = json.loads(done.stdout)
     assert doc["summary"]["status"] == "crashed" and doc["summary"]["steps"] == 30
     assert "loss assertion failed at step 30" in done.stderr

@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from watch_scripts import gradscope, script, step_record
+from watch_scripts import SCRIPTS, gradscope, script, step_record
 
 from gradscope.cli import app
 from gradscope.config import Settings
@@ -25,7 +25,16 @@ def last_line(text: str) -> str:
     return text.rstrip("\n").splitlines()[-1]
 
 
-# -- end to end (a subprocess each) -------------------------------------------------------
+# -- end to end: a subprocess where the process's streams are what is read (the script's
+# traceback, the script's own stderr, one status line); the documents and the other exit-2
+# paths in-process, where the runner gives the same exit code, streams and files
+
+
+@pytest.fixture
+def watch(runner, monkeypatch):
+    """`gradscope watch ARGS` in-process, in the scripts' folder as gradscope() runs it."""
+    monkeypatch.chdir(SCRIPTS)
+    return lambda *args: runner.invoke(app, ["watch", *args])
 
 
 @pytest.mark.slow
@@ -53,9 +62,9 @@ def test_crash_after_steps_prints_the_scripts_traceback_and_a_marked_partial_rep
 
 
 @pytest.mark.slow
-def test_crash_after_steps_in_json_keeps_the_steps_error_and_traceback():
-    done = gradscope("watch", "crash_markup.py", "-f", "json")
-    assert done.returncode == 2
+def test_crash_after_steps_in_json_keeps_the_steps_error_and_traceback(watch):
+    done = watch("crash_markup.py", "-f", "json")
+    assert done.exit_code == 2, done.output
     summary = json.loads(done.stdout)["summary"]
     assert summary["status"] == "crashed" and summary["steps"] == 3
     assert summary["judged"] and summary["partial"]
@@ -65,7 +74,7 @@ def test_crash_after_steps_in_json_keeps_the_steps_error_and_traceback():
 
 
 @pytest.mark.slow
-def test_argparse_exit_before_the_first_step_is_one_line_and_no_report(tmp_path):
+def test_argparse_exit_before_the_first_step_is_one_line_and_no_report(tmp_path, watch):
     done = gradscope("watch", "crash_argparse.py")
     assert done.returncode == 2
     assert done.stdout == ""  # no empty report, no "no findings"
@@ -76,8 +85,8 @@ def test_argparse_exit_before_the_first_step_is_one_line_and_no_report(tmp_path)
     )
     assert "Traceback" not in done.stderr
     out = tmp_path / "r.json"  # a CI document says what happened; never a clean verdict
-    done = gradscope("watch", "crash_argparse.py", "-f", "json", "-o", str(out))
-    assert done.returncode == 2
+    done = watch("crash_argparse.py", "-f", "json", "-o", str(out))
+    assert done.exit_code == 2, done.output
     summary = json.loads(out.read_text())["summary"]
     assert summary["status"] == "crashed" and summary["verdict"] == "not judged"
     assert not summary["judged"] and summary["steps"] == 0
@@ -86,15 +95,15 @@ def test_argparse_exit_before_the_first_step_is_one_line_and_no_report(tmp_path)
 
 
 @pytest.mark.slow
-def test_exception_before_the_first_step_one_line_then_debug_brings_the_traceback():
+def test_exception_before_the_first_step_one_line_then_debug_brings_the_traceback(watch):
     path = "crash_before_step.py"
-    done = gradscope("watch", path)
-    assert done.returncode == 2 and done.stdout == ""
+    done = watch(path)
+    assert done.exit_code == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith(f"gradscope: error: {path}:7: the script raised RuntimeError: ")
     assert "(before any optimizer step; rerun with --debug for the traceback)" in done.stderr
-    done = gradscope("watch", path, "--debug")
-    assert done.returncode == 2 and done.stdout == ""
+    done = watch(path, "--debug")
+    assert done.exit_code == 2 and done.stdout == ""
     assert "Traceback (most recent call last):" in done.stderr
     assert f'File "{path}", line 12, in <module>' in done.stderr
     assert f'File "{path}", line 7, in forward' in done.stderr
@@ -102,11 +111,12 @@ def test_exception_before_the_first_step_one_line_then_debug_brings_the_tracebac
 
 
 @pytest.mark.slow
-def test_syntax_error_is_one_line_with_its_place(tmp_path):
+def test_syntax_error_is_one_line_with_its_place(tmp_path, runner, monkeypatch):
     bad = tmp_path / "train.py"
     bad.write_text("import torch\nx = (\n")
-    done = gradscope("watch", "train.py", cwd=str(tmp_path))
-    assert done.returncode == 2 and done.stdout == ""
+    monkeypatch.chdir(tmp_path)
+    done = runner.invoke(app, ["watch", "train.py"])
+    assert done.exit_code == 2 and done.stdout == ""
     assert done.stderr == (
         "gradscope: error: train.py:2: the script raised SyntaxError: '(' was never closed "
         "(before any optimizer step; rerun with --debug for the traceback)\n"

@@ -11,14 +11,15 @@ import os
 import pytest
 from watch_scripts import gradscope, script
 
+from gradscope.cli import app
+
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-def test_a_log_that_cannot_be_written_stops_logging_and_the_run_goes_on(tmp_path):
+def test_a_log_that_cannot_be_written_stops_logging_and_the_run_goes_on(tmp_path, runner):
     seen = tmp_path / "seen.json"
-    done = gradscope(
-        "watch", script("recorded.py"), "--log", "/dev/full", "-f", "json", "--", str(seen)
-    )
-    assert done.returncode == 2, done.stderr  # a file asked for and not written
+    args = ["watch", script("recorded.py"), "--log", "/dev/full", "-f", "json", "--", str(seen)]
+    done = runner.invoke(app, args)
+    assert done.exit_code == 2, done.output  # a file asked for and not written
     assert len(json.loads(seen.read_text())) == 40  # the script ran every step
     summary = json.loads(done.stdout)["summary"]
     assert summary["steps"] == 40
@@ -67,11 +68,11 @@ def test_a_log_past_the_file_size_limit_mid_run_is_said_and_exit_2(tmp_path, fai
     )
 
 
-def test_a_run_that_records_no_step_leaves_an_existing_log_as_it_was(tmp_path):
+def test_a_run_that_records_no_step_leaves_an_existing_log_as_it_was(tmp_path, runner):
     log = tmp_path / "steps.jsonl"
     log.write_text("yesterday's run\n")
-    done = gradscope("watch", script("crash_argparse.py"), "--log", str(log))
-    assert done.returncode == 2
+    done = runner.invoke(app, ["watch", script("crash_argparse.py"), "--log", str(log)])
+    assert done.exit_code == 2, done.output
     assert log.read_text() == "yesterday's run\n"
 
 
@@ -84,25 +85,29 @@ def test_a_run_that_records_no_step_leaves_an_existing_log_as_it_was(tmp_path):
         (["--plot", "{png}", "-o", "{png}"], "--plot {png}: the same file as --output"),
     ],
 )
-def test_outputs_that_name_the_script_or_each_other_are_refused_first(tmp_path, options, message):
+def test_outputs_that_name_the_script_or_each_other_are_refused_first(
+    tmp_path, runner, options, message
+):
+    """In-process: a refusal's exit 2 and one line are the real process's too
+    (test_bad_input_is_one_line_exit_2 launches one)."""
     train = tmp_path / "train.py"
     train.write_text(open(script("recorded.py")).read())
     before = train.read_text()
     names = {"script": str(train), "out": str(tmp_path / "r.txt"), "png": str(tmp_path / "a.png")}
     args = [o.format(**names) for o in options]
-    done = gradscope("watch", str(train), *args, "--", str(tmp_path / "seen.json"))
-    assert done.returncode == 2
+    done = runner.invoke(app, ["watch", str(train), *args, "--", str(tmp_path / "seen.json")])
+    assert done.exit_code == 2, done.output
     assert done.stderr.strip() == "gradscope: error: " + message.format(**names)
     assert train.read_text() == before and not (tmp_path / "seen.json").exists()
 
 
-def test_a_plot_with_no_step_is_skipped_and_the_report_is_still_written(tmp_path):
+def test_a_plot_with_no_step_is_skipped_and_the_report_is_still_written(tmp_path, runner):
     report = tmp_path / "r.json"
-    done = gradscope(
+    done = runner.invoke(app, [
         "watch", script("crash_argparse.py"), "--plot", str(tmp_path / "a.png"),
         "-f", "json", "-o", str(report),
-    )  # fmt: skip
-    assert done.returncode == 2
+    ])  # fmt: skip
+    assert done.exit_code == 2, done.output
     assert json.loads(report.read_text())["summary"]["judged"] is False
     assert "--plot" in done.stderr and "not drawn, no step was recorded" in done.stderr
     assert not (tmp_path / "a.png").exists()
@@ -116,16 +121,24 @@ def test_a_plot_with_no_step_is_skipped_and_the_report_is_still_written(tmp_path
         (["--width", "0"], "Invalid value for '--width'"),
     ],
 )
-def test_settings_that_would_fail_after_the_run_are_refused_before_it(args, message):
-    """forever.py never ends: only a refusal up front returns."""
-    done = gradscope("watch", script("forever.py"), *args)
-    assert done.returncode == 2 and message in done.stderr
+def test_settings_that_would_fail_after_the_run_are_refused_before_it(
+    tmp_path, runner, args, message
+):
+    """In-process; recorded.py writes what it saw when it ends: a refusal after the run
+    would leave that file behind (and no hang in pytest's own process, as forever.py would)."""
+    seen = tmp_path / "seen.json"
+    done = runner.invoke(app, ["watch", script("recorded.py"), *args, "--", str(seen)])
+    assert done.exit_code == 2 and message in done.stderr, done.output
+    assert not seen.exists()  # refused before the script's first line
 
 
-def test_a_zero_threshold_from_a_config_file_is_refused_with_its_key(tmp_path):
+def test_a_zero_threshold_from_a_config_file_is_refused_with_its_key(tmp_path, runner):
     (tmp_path / "gs.toml").write_text("[thresholds]\nspike-min-ratio = 0\n")
-    done = gradscope("watch", script("forever.py"), "-c", str(tmp_path / "gs.toml"))
-    assert done.returncode == 2 and "thresholds.spike-min-ratio" in done.stderr
+    seen = tmp_path / "seen.json"
+    args = ["watch", script("recorded.py"), "-c", str(tmp_path / "gs.toml"), "--", str(seen)]
+    done = runner.invoke(app, args)
+    assert done.exit_code == 2 and "thresholds.spike-min-ratio" in done.stderr, done.output
+    assert not seen.exists()
 
 
 def test_json_on_stdout_survives_native_writes_child_processes_and_a_closed_stdout():

@@ -85,15 +85,27 @@ def test_the_status_line_lives_on_a_terminal_and_never_mixes_with_the_script(tmp
 
 
 @pytest.mark.slow
-def test_no_status_line_in_a_pipe_and_plain_lines_in_ci(tmp_path):
-    piped = _watch(tmp_path, subprocess.PIPE)
-    _, err = piped.communicate(timeout=300)
-    assert piped.returncode == 0 and b"watch: step" not in err and b"\x1b[K" not in err
-    ci = _watch(tmp_path, subprocess.PIPE, CI="true")
-    _, err = ci.communicate(timeout=300)
-    lines = [line for line in err.decode().splitlines() if "watch: step" in line]
-    assert ci.returncode == 0 and lines and lines[0].startswith("gradscope: watch: step 10 ")
-    assert "\x1b" not in err.decode()
+def test_no_status_line_in_a_pipe_and_plain_lines_in_ci(tmp_path, runner, monkeypatch):
+    """In-process: the runner's stderr is no terminal, as a pipe is not (the terminal
+    above is a real process's)."""
+    import logging
+
+    from gradscope.cli import app
+
+    (tmp_path / "train.py").write_text(TRAIN)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(logging.root, "handlers", [])  # the script's basicConfig, undone after
+    for key in ("CI", "GITHUB_ACTIONS"):
+        monkeypatch.delenv(key, raising=False)
+    piped = runner.invoke(app, ["watch", "train.py"])
+    err = piped.stderr
+    assert piped.exit_code == 0 and "watch: step" not in err and "\x1b[K" not in err
+    assert "SCRIPT-ERR 15" in err and "SCRIPT-LOG 25" in err  # the script's own stderr is read
+    monkeypatch.setenv("CI", "true")
+    ci = runner.invoke(app, ["watch", "train.py"])
+    lines = [line for line in ci.stderr.splitlines() if "watch: step" in line]
+    assert ci.exit_code == 0 and lines and lines[0].startswith("gradscope: watch: step 10 ")
+    assert "\x1b" not in ci.stderr
 
 
 def _record(step: int, loss: float, norm: float = 1.0) -> StepRecord:
