@@ -47,6 +47,9 @@ HELD_BYTES = 64 << 20
 EAGER_ELEMENTS = 1 << 18
 """A CPU gradient of at least this many elements (1 MiB of float32) has its norm taken
 in its hook; a smaller one waits for the fused norm at the end of the call."""
+CPU_HELD_BYTES = 4 << 20
+"""On the CPU, the small gradients held between two fused norms: a few MiB at most, so
+that the measurement adds no memory worth the name."""
 
 
 @dataclass
@@ -240,7 +243,8 @@ class MicroGrads:
         call.held.append(grad)
         call.positions.append(pos)
         call.bytes += grad.numel() * grad.element_size()
-        if call.bytes > HELD_BYTES:
+        cpu = self.eager_cpu and grad.is_cpu
+        if call.bytes > (min(HELD_BYTES, CPU_HELD_BYTES) if cpu else HELD_BYTES):
             self._norm_held(call)
 
     @staticmethod

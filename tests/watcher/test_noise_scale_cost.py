@@ -102,3 +102,25 @@ def test_a_large_cpu_gradient_is_normed_in_its_hook_and_the_small_ones_at_the_en
     for i, part in enumerate(rows):
         want = float(part.square().sum(1).sum()) / k  # k · Σ_i |h_i|², h_i = g_i / k
         assert second.micro_param_sq[i] == pytest.approx(want, rel=1e-5)
+
+
+@pytest.mark.parametrize("limit", [300, 4000])
+def test_small_cpu_gradients_are_held_a_few_at_a_time(limit, monkeypatch):
+    """The CPU's bound on the gradients held between two fused norms: chunks of at most
+    `limit` bytes (plus the one that crossed it), the sums unchanged."""
+    held: list[int] = []
+    original = noise_scale.MicroGrads._norm_held
+
+    def norm_held(call):
+        held.append(call.bytes)
+        return original(call)
+
+    monkeypatch.setattr(noise_scale, "CPU_HELD_BYTES", limit)
+    monkeypatch.setattr(noise_scale.MicroGrads, "_norm_held", staticmethod(norm_held))
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Linear(16, 16) for _ in range(6)], nn.Linear(16, 1))
+    k = 3
+    steps, brute = _run(model, 16, k)
+    largest = 16 * 16 * 4
+    assert held and max(held) <= limit + largest
+    assert steps[1].micro_sq == pytest.approx(float(brute[k:].square().sum(1).mean()), rel=1e-5)
