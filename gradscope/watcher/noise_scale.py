@@ -4,16 +4,14 @@ A tensor hook on every tracked parameter sees the gradient one backward call bri
 before it is added to `.grad` (the hook runs ahead of the parameter's AccumulateGrad;
 a post-accumulate-grad hook would see the running sum). On an accelerator the hook
 keeps a reference and nothing else; at the end of the backward call one fused norm
-(`measure.norm_vector`) over what was kept gives the call's per-parameter norms, squared and
+(`measure.norms`) over what was kept gives the call's per-parameter norms, squared and
 added on the device into the thread's window: no host sync, and at most HELD_BYTES of
 gradients held at once (a larger backward takes its norms in chunks). Where `.grad` was
 None before the call (the first micro-batch) the hook keeps nothing: `.grad` after the
 call is that gradient (holding it would make autograd copy it), except in a
-data-parallel run, whose reduction overwrites `.grad` in the same call. On the CPU a
-large gradient's norm is taken in the hook instead, while it is still in cache (a loop
-of such norms reads memory 2-3× faster than the CPU's fused one); the small ones are
-left to the one fused norm at the end of the call, which costs less than a norm call
-each (the tensor norms of a 0.4M-parameter char-LM: one call, not 28). The hooks go on
+data-parallel run, whose reduction overwrites `.grad` in the same call. On the CPU the
+hook takes the norm at once instead, while the gradient is still in cache: nothing is
+held, and a loop of CPU norms is 2-3× faster than the CPU's fused one. The hooks go on
 at the end of the first step of several backward calls (at the first step in a
 data-parallel run): a run of one backward call per step pays nothing for them.
 
@@ -40,16 +38,10 @@ from torch.utils.hooks import unserializable_hook
 from gradscope.errors import is_own_file
 from gradscope.watcher.batch_read import Seen, label_of, reading, seen, sequence_first
 from gradscope.watcher.discover import Tracked
-from gradscope.watcher.measure import accumulation, norm_vector, plain
+from gradscope.watcher.measure import accumulation, norms, plain
 
 HELD_BYTES = 64 << 20
 """The most gradient bytes held between two fused norms inside one backward call."""
-EAGER_ELEMENTS = 1 << 18
-"""A CPU gradient of at least this many elements (1 MiB of float32) has its norm taken
-in its hook; a smaller one waits for the fused norm at the end of the call."""
-CPU_HELD_BYTES = 4 << 20
-"""On the CPU, the small gradients held between two fused norms: a few MiB at most, so
-that the measurement adds no memory worth the name."""
 
 
 @dataclass
@@ -75,7 +67,6 @@ class _Call:
     positions: list[int] = field(default_factory=list)
     fresh: list[int] = field(default_factory=list)
     done: list[torch.Tensor] = field(default_factory=list)
-    """1-D vectors of norms, in the order of `done_positions`."""
     done_positions: list[int] = field(default_factory=list)
     bytes: int = 0
     seen: set[int] = field(default_factory=set)
@@ -85,8 +76,7 @@ class MicroGrads:
     """The hooks, and what each window measured."""
 
     eager_cpu = True
-    """Large CPU gradients have their norms taken in the hook (False: as on an accelerator;
-    the tests run both)."""
+    """CPU norms are taken in the hook (False: as on an accelerator; the tests run both)."""
 
     def __init__(self, tracked: Tracked, batch_size: int | None = None) -> None:
         self.tracked = tracked
@@ -233,8 +223,8 @@ class MicroGrads:
         if callable(getattr(grad, "to_local", None)):  # a shard: its norm is not the whole's
             call.window.bad = "sharded (DTensor) gradients"
             return
-        if self.eager_cpu and grad.is_cpu and grad.numel() >= EAGER_ELEMENTS:  # in cache
-            call.done.append(_cpu_norm(grad).reshape(1))
+        if self.eager_cpu and grad.is_cpu:  # now, while in cache
+            call.done.append(_cpu_norm(grad))
             call.done_positions.append(pos)
             return
         if self.fresh_ok and self.tracked.params[pos].grad is None:
@@ -243,14 +233,13 @@ class MicroGrads:
         call.held.append(grad)
         call.positions.append(pos)
         call.bytes += grad.numel() * grad.element_size()
-        cpu = self.eager_cpu and grad.is_cpu
-        if call.bytes > (min(HELD_BYTES, CPU_HELD_BYTES) if cpu else HELD_BYTES):
+        if call.bytes > HELD_BYTES:
             self._norm_held(call)
 
     @staticmethod
     def _norm_held(call: _Call) -> None:
         if call.held:
-            call.done.append(norm_vector(call.held))
+            call.done += norms(call.held)
             call.done_positions += call.positions
         call.held, call.positions, call.bytes = [], [], 0
 
@@ -301,7 +290,7 @@ class MicroGrads:
         micro.measured += 1
         if not call.done:
             return
-        values = torch.cat(call.done)  # widens a float32 vector beside a float64 one
+        values = torch.stack(call.done)
         squares = values.to(accumulation(values.device)).square()
         if call.scale is not None:
             squares = squares / call.scale.to(squares.dtype).square()

@@ -109,7 +109,7 @@ HOOK_POINTS = [
     (grad_scaler, "_skipped", 1, "the GradScaler.step() hook", True),
     (schedules, "stepped", 2, "the lr scheduler hook", True),
     (Recorder, "_flush", 1, "the optimizer's post-step hook", True),
-    (noise_scale.MicroGrads, "_take", 5, "the noise scale's gradient hook", False),
+    (noise_scale, "_cpu_norm", 5, "the noise scale's gradient hook", False),
     (noise_scale.MicroGrads, "_batch_size", 2, "the noise scale's forward pre-hook", False),
     (nan_probe, "look", 1, "the NaN probe", False),
     (replaced, "registered", 1, "the module registration hook", True),
