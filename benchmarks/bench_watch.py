@@ -28,6 +28,7 @@ subset under 2% of their bytes, or all of them up to 16 MiB), during that step o
 
     python benchmarks/bench_watch.py [--repeat 5] [--steps 20] [--threads 1] [--later]
     python benchmarks/bench_watch.py --only tiny --later --steps 100 --repeat 15
+    python benchmarks/bench_watch.py --only accum --later --cpu   (4 micro-batches a step)
 
 (the fixed cost: blocks of 100 steps weigh a fresh watch's first steps as a run would)
 
@@ -168,24 +169,39 @@ def charlm():
     )
     data = torch.randint(0, 65, (64, 16, 65))
 
-    def step():
-        tokens = data[lr.last_epoch % 64]
-        loss = model(idx=tokens[:, :-1], targets=tokens[:, 1:]).loss
+    def step(k: int = 1):
+        batch = data[lr.last_epoch % 64]
         opt.zero_grad()
-        loss.backward()
+        for tokens in batch.chunk(k):
+            loss = model(idx=tokens[:, :-1], targets=tokens[:, 1:]).loss
+            (loss / k).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         lr.step()
 
+    step.micro = step  # type: ignore[attr-defined]
     return model, step
+
+
+CLOCK = [time.perf_counter]
+"""The clock of the blocks and of "own" (`--cpu`: this thread's CPU time, which a loaded
+machine's other processes do not move)."""
+
+
+def charlm_accum():
+    """The char-LM's step as 4 micro-batches of 4 sequences (gradient accumulation: the
+    noise scale's per-backward measurement runs, from the watch's second step on)."""
+    model, step = charlm()
+    micro = step.micro  # type: ignore[attr-defined]
+    return model, lambda: micro(4)
 
 
 def block(step, steps: int) -> float:
     """The block's mean step time."""
-    start = time.perf_counter()
+    start = CLOCK[0]()
     for _ in range(steps):
         step()
-    return (time.perf_counter() - start) / steps
+    return (CLOCK[0]() - start) / steps
 
 
 OWN = [0.0]
@@ -200,14 +216,14 @@ def timed_hooks() -> None:
         original = getattr(owner, name)
 
         def timed(*args, **kwargs):
-            start = time.perf_counter()
+            start = CLOCK[0]()
             DEPTH[0] += 1
             try:
                 return original(*args, **kwargs)
             finally:
                 DEPTH[0] -= 1
                 if DEPTH[0] == 0:  # nested calls (grads inside _begin) count once
-                    OWN[0] += time.perf_counter() - start
+                    OWN[0] += CLOCK[0]() - start
 
         setattr(owner, name, timed)
 
@@ -241,11 +257,23 @@ def measure(name: str, build, repeat: int, steps: int) -> None:
     mb, mw = statistics.median(bare), statistics.median(watched)
     per_step_own = own / (len(watched) * steps)
     print(
-        f"{name:4} {n / 1e6:6.2f}M params: step {mb * 1e3:7.3f} ms bare, {mw * 1e3:7.3f} ms "
+        f"{name:6} {n / 1e6:6.2f}M params: step {mb * 1e3:7.3f} ms bare, {mw * 1e3:7.3f} ms "
         f"watched (+{(mw - mb) * 1e3:.3f}): ratio {mw / mb:.3f}; "
         f"own {per_step_own * 1e3:.3f} ms/step = "
         f"{1 + per_step_own / mb:.3f}x; memory: {tensors * 8 * 10} B pending"
     )
+
+
+CASES = (
+    ("tiny", tiny),
+    ("plain", plain),
+    ("mlp", mlp),
+    ("hand", by_hand),
+    ("cnn", cnn),
+    ("gpt", gpt),
+    ("charlm", charlm),
+    ("accum", charlm_accum),
+)
 
 
 def main() -> None:
@@ -253,9 +281,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--only", choices=["tiny", "plain", "mlp", "hand", "cnn", "gpt", "charlm"])
+    parser.add_argument("--only", choices=[name for name, _ in CASES])
     parser.add_argument("--later", action="store_true", help="steps after the first 100")
+    parser.add_argument("--cpu", action="store_true", help="thread CPU time, not wall time")
     args = parser.parse_args()
+    if args.cpu:
+        CLOCK[0] = time.thread_time
     torch.set_num_threads(args.threads)
     timed_hooks()
     if args.later:
@@ -267,16 +298,7 @@ def main() -> None:
         f"{args.steps} steps, interleaved; medians; "
         + ("steps after the first 100" if args.later else "early steps (every one measured)")
     )
-    cases = (
-        ("tiny", tiny),
-        ("plain", plain),
-        ("mlp", mlp),
-        ("hand", by_hand),
-        ("cnn", cnn),
-        ("gpt", gpt),
-        ("charlm", charlm),
-    )
-    for name, build in cases:
+    for name, build in CASES:
         if args.only in (None, name):
             measure(name, build, args.repeat, args.steps)
 

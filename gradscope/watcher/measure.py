@@ -73,15 +73,22 @@ def _cpu_norms(dense: list[torch.Tensor], ord: float) -> list[torch.Tensor]:
 
 
 def _cpu_vector(dense: list[torch.Tensor], ord: float, widen: bool = True) -> torch.Tensor:
+    return _cpu_checked(dense, ord, widen)[0]
+
+
+def _cpu_checked(
+    dense: list[torch.Tensor], ord: float, widen: bool = True
+) -> tuple[torch.Tensor, bool]:
     """The CPU norms as one vector: the fused norm, one read of its few values (a CPU
-    tensor: no device to wait for), and only the suspect ones taken again in float64.
+    tensor: no device to wait for), and only the suspect ones taken again in float64;
+    and whether none was suspect (every norm finite and nonzero, as read).
     `widen` False: float64 only where a value was suspect, else the fused norm's float32
     (its exact values: the recorder widens them with the rest of a flush)."""
     try:
         # float32 accumulation at least (half and bfloat16 are widened in the kernel)
         fast = torch._foreach_norm(dense, ord, dtype=None if _all_wide(dense) else torch.float32)
     except (RuntimeError, TypeError, NotImplementedError):
-        return torch.stack([torch.linalg.vector_norm(t.double(), ord) for t in dense])
+        return torch.stack([torch.linalg.vector_norm(t.double(), ord) for t in dense]), False
     values = torch.stack(fast)
     suspect = [i for i, v in enumerate(values.tolist()) if not 0 < v < math.inf]  # NaN too
     if widen or suspect:
@@ -89,7 +96,7 @@ def _cpu_vector(dense: list[torch.Tensor], ord: float, widen: bool = True) -> to
     for i in suspect:
         if dense[i].dtype != torch.float64:
             values[i] = torch.linalg.vector_norm(dense[i], ord, dtype=torch.float64)
-    return values
+    return values, not suspect
 
 
 def norm_vector(tensors: list[torch.Tensor], ord: float = 2.0) -> torch.Tensor:
@@ -122,6 +129,9 @@ class Measure:
         self._present: dict[tuple[bool, ...], torch.Tensor] = {}
         self._subsets: dict[tuple[int, ...], torch.Tensor] = {}
         self._picks: dict[tuple[int, ...], torch.Tensor] = {}
+        self.finite: torch.Tensor | None = None
+        """The last CPU vector of `grads` whose every norm was read finite and nonzero
+        as it was taken: the early NaN flag (nan_probe.early) does not read it again."""
 
     def grads(self, skip: frozenset[int] = frozenset()) -> torch.Tensor:
         """[P] gradient norms in `norm_vector`'s dtype (float64; on a CPU float32 where every
@@ -134,8 +144,13 @@ class Measure:
         else:
             read = [p.grad for p in params]
         grads = [g for g in read if g is not None]
-        if len(grads) == len(params) and grads:
-            return norm_vector(grads)  # the common case: two kernels
+        if len(grads) == len(params) and grads:  # the common case: two kernels
+            dense = [plain(g) for g in grads]
+            if not dense[0].is_cpu:
+                return torch.stack(norms(dense))
+            vector, clean = _cpu_checked(dense, 2.0, widen=False)
+            self.finite = vector if clean else None
+            return vector
         if not grads:
             return _full(len(params), _device(params))
         device = grads[0].device

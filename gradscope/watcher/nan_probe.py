@@ -93,9 +93,10 @@ class NanProbe:
     """A flag was set: the recorder was asked to read back at once (once per run)."""
 
 
-def early(probe: NanProbe, recorder: Any, step: Any) -> None:
+def early(probe: NanProbe, recorder: Any, step: Any, finite: bool = False) -> None:
     """Before `step` (a PendingStep) is recorded: its gradients non-finite under a finite
-    loss, known without waiting for the device, ask the recorder to read back with it."""
+    loss, known without waiting for the device, ask the recorder to read back with it.
+    `finite`: its CPU norms were read finite as they were taken (Measure.finite)."""
     if probe.done or probe.seen is not None or probe.hurried:
         return
     if probe.early is not None:  # an earlier step's flag, on its way to the host
@@ -107,7 +108,7 @@ def early(probe: NanProbe, recorder: Any, step: Any) -> None:
             probe.hurried = recorder.hurry = True
             return
     if step.param_norm.device.type == "cpu":  # read at once: one sum (norms >= 0, or -1)
-        healthy = math.isfinite(step.param_norm.sum(dtype=torch.float64).item())
+        healthy = finite or math.isfinite(step.param_norm.sum(dtype=torch.float64).item())
         flag = None if healthy else _step_flag(step)  # the loss read only then
         probe.hurried = recorder.hurry = flag is not None and bool(flag)
         return

@@ -37,5 +37,6 @@ def add(state: WatchState, current: PendingStep) -> None:
     state.steps += 1
     current.step = state.steps
     current.time_s = time.perf_counter() - state.start
-    nan_probe.early(state.probe, state.recorder, current)
+    finite = current.param_norm is state.measure.finite
+    nan_probe.early(state.probe, state.recorder, current, finite)
     state.recorder.add(current)
