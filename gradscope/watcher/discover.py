@@ -114,6 +114,14 @@ def root_modules(owned: dict[int, torch.Tensor]) -> list[nn.Module]:
     return sorted(roots, key=lambda m: first[id(m)])
 
 
+def covered(tracked: Tracked, optimizer: Any) -> bool:
+    """Every parameter `optimizer` steps is already tracked as part of a model an earlier
+    scan found (the first backward's): its first step needs no scan of its own, which
+    costs a walk of every live object (tens of milliseconds in a large process)."""
+    index, owners = tracked.index, tracked.owners
+    return all(index.get(id(p), -1) in owners for g in optimizer.param_groups for p in g["params"])
+
+
 def extend(
     tracked: Tracked,
     optimizers: list[torch.optim.Optimizer],
