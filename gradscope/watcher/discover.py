@@ -114,12 +114,16 @@ def root_modules(owned: dict[int, torch.Tensor]) -> list[nn.Module]:
     return sorted(roots, key=lambda m: first[id(m)])
 
 
-def covered(tracked: Tracked, optimizer: Any) -> bool:
-    """Every parameter `optimizer` steps is already tracked as part of a model an earlier
-    scan found (the first backward's): its first step needs no scan of its own, which
-    costs a walk of every live object (tens of milliseconds in a large process)."""
+def covered(
+    tracked: Tracked, optimizers: Sequence[Any], extra: Sequence[torch.Tensor] = ()
+) -> bool:
+    """Every parameter these optimizers step (and every one of `extra`) is already tracked
+    as part of a model an earlier scan found (the first backward's): their first step needs
+    no scan of its own, which walks every live object (tens of milliseconds in a large
+    process)."""
     index, owners = tracked.index, tracked.owners
-    return all(index.get(id(p), -1) in owners for g in optimizer.param_groups for p in g["params"])
+    params = [*optimizer_params(list(optimizers)).values(), *extra]
+    return all(index.get(id(p), -1) in owners for p in params)
 
 
 def extend(

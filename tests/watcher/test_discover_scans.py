@@ -27,11 +27,14 @@ def scans(monkeypatch) -> list[int]:
     return out
 
 
-def _train(opt: torch.optim.Optimizer, forward, steps: int = 3):
+def _train(opt: torch.optim.Optimizer, forward, steps: int = 3, clip: bool = False):
     with gs.watch() as w:
         for _ in range(steps):
             opt.zero_grad()
             forward().pow(2).mean().backward()
+            if clip:
+                params = [p for g in opt.param_groups for p in g["params"]]
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
     return w.report.run
 
@@ -44,6 +47,25 @@ def test_an_optimizer_over_the_model_the_first_backward_found_steps_without_a_sc
     assert len(scans) == 1  # the first backward's
     assert run.names() == ["0.weight", "0.bias", "2.weight", "2.bias"]
     assert len(run.steps) == 3 and run.optimizers == ("Adam",)
+
+
+def test_a_clip_before_the_first_step_over_the_model_found_needs_no_scan(scans):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    run = _train(opt, lambda: model(torch.randn(16, 4)), clip=True)
+    assert len(scans) == 1
+    assert run.names() == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    assert all(s.clipped_norm is not None for s in run.steps)
+
+
+def test_a_clip_over_a_model_the_first_backward_missed_scans_and_names_it(scans):
+    torch.manual_seed(0)
+    critic, generator = nn.Sequential(nn.Linear(4, 1)), nn.Sequential(nn.Linear(2, 4))
+    opt = torch.optim.SGD([*critic.parameters(), *generator.parameters()], lr=0.1)
+    run = _train(opt, lambda: critic(generator(torch.randn(8, 2)).detach()), clip=True)
+    assert len(scans) == 2  # the first backward's and the clip's; the step's: none
+    assert set(run.names()) >= {"Sequential.0.weight", "Sequential2.0.weight"}
 
 
 def test_an_optimizer_over_a_model_the_first_backward_missed_scans_and_names_it(scans):
