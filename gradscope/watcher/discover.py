@@ -1,9 +1,10 @@
 """Find what the script trains: its optimizers, the modules that own their parameters, names.
 
 Nothing in the script is changed or wrapped for this: one scan of the live objects
-(`gc.get_objects`) when the first clip or optimizer step happens, again only when a new
-optimizer steps. Hooks on every module call would do it too, but would add work to
-every forward and, under torch.compile, a guard that recompiles when they are removed.
+(`gc.get_objects`) at the first backward, again at a clip or an optimizer's first step
+only when they hold a tensor no scan has placed in a model (`covered`). Hooks on every
+module call would do it too, but would add work to every forward and, under
+torch.compile, a guard that recompiles when they are removed.
 """
 
 from __future__ import annotations
