@@ -40,7 +40,8 @@ def ensure_discovered(state: WatchState, params: list[torch.Tensor]) -> None:
         if any(id(p) in ids for g in o.param_groups for p in g["params"])
     ]
     state.known.extend(o for o in owners if all(o is not k for k in state.known))
-    discover.extend(state.tracked, state.known, params)
+    if not discover.covered(state.tracked, owners, params):
+        discover.extend(state.tracked, state.known, params)
 
 
 def total_norm(

@@ -1,9 +1,10 @@
 """Find what the script trains: its optimizers, the modules that own their parameters, names.
 
 Nothing in the script is changed or wrapped for this: one scan of the live objects
-(`gc.get_objects`) when the first clip or optimizer step happens, again only when a new
-optimizer steps. Hooks on every module call would do it too, but would add work to
-every forward and, under torch.compile, a guard that recompiles when they are removed.
+(`gc.get_objects`) at the first backward, again at a clip or an optimizer's first step
+only when they hold a tensor no scan has placed in a model (`covered`). Hooks on every
+module call would do it too, but would add work to every forward and, under
+torch.compile, a guard that recompiles when they are removed.
 """
 
 from __future__ import annotations
@@ -112,6 +113,18 @@ def root_modules(owned: dict[int, torch.Tensor]) -> list[nn.Module]:
     }
     roots = [m for m in modules if first.get(id(m), -1) >= 0]
     return sorted(roots, key=lambda m: first[id(m)])
+
+
+def covered(
+    tracked: Tracked, optimizers: Sequence[Any], extra: Sequence[torch.Tensor] = ()
+) -> bool:
+    """Every parameter these optimizers step (and every one of `extra`) is already tracked
+    as part of a model an earlier scan found (the first backward's): their first step needs
+    no scan of its own, which walks every live object (tens of milliseconds in a large
+    process)."""
+    index, owners = tracked.index, tracked.owners
+    params = [*optimizer_params(list(optimizers)).values(), *extra]
+    return all(index.get(id(p), -1) in owners for p in params)
 
 
 def extend(

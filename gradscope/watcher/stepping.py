@@ -142,7 +142,8 @@ def optimizer_index(state: WatchState, here: ThreadState, optimizer: Any) -> int
         if all(optimizer is not k for k in state.known):
             state.known.append(optimizer)
         state.discovered = True
-        discover.extend(state.tracked, state.known)
+        if not discover.covered(state.tracked, [optimizer]):
+            discover.extend(state.tracked, state.known)
         index = len(state.optimizers) - 1
     state.of(optimizer).stepped_by.add(here.ident)
     here.stepped = True

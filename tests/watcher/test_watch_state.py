@@ -251,10 +251,11 @@ def test_a_model_without_dropout_or_batchnorm_in_eval_mode_is_silent():
     assert not {f.rule for f in w.report.findings} & OURS
 
 
-transformers = pytest.importorskip("transformers")
-
-
 def _bert(labels: int = 3):
+    """A tiny BERT classifier; transformers imported here, not at the module's top, where
+    its absence skipped every test of the file and its objects slowed every watch's scan
+    of the live objects in the tests before these."""
+    transformers = pytest.importorskip("transformers")
     config = transformers.BertConfig(
         vocab_size=64,
         hidden_size=32,
