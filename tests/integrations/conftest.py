@@ -1,8 +1,11 @@
 """The hosts' tests: a read-back and a live judgement at every step, however fast (a
 run's steps of a millisecond are otherwise read back at most once in 50 ms and judged
-within a 2.5% time budget, so what a test waits for could come at the end only)."""
+within a 2.5% time budget, so what a test waits for could come at the end only); every
+sink's points as handed to it (`received`)."""
 
 from __future__ import annotations
+
+import shutil
 
 import pytest
 
@@ -11,3 +14,45 @@ import pytest
 def every_step(monkeypatch):
     monkeypatch.setattr("gradscope.watcher.recorder.MIN_FLUSH_INTERVAL_S", 0.0)
     monkeypatch.setattr("gradscope.integrations.live.BUDGET", 1.0)
+
+
+@pytest.fixture(scope="module")
+def laid_out(tmp_path_factory):
+    """An empty MLflow store with its tables made (its migrations: about 2 s of CPU a
+    store), which each test copies into a store of its own."""
+    from mlflow import MlflowClient
+
+    path = tmp_path_factory.mktemp("mlflow") / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
+    return path
+
+
+@pytest.fixture
+def received(tmp_path, monkeypatch, laid_out):
+    """Every sink's points as handed to it, by sink; the sinks' options, all in tmp_path."""
+    import wandb
+
+    from gradscope.sinks.protocol import Sink
+
+    monkeypatch.chdir(tmp_path)  # MLflow's artifacts: ./mlruns
+    for name, value in (("WANDB_MODE", "offline"), ("WANDB_DIR", str(tmp_path))):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
+    wandb.teardown()
+    got: dict[str, list] = {}
+    real = Sink.steps
+
+    def steps(self, points):
+        got.setdefault(type(self).__name__, []).extend(points)
+        return real(self, points)
+
+    monkeypatch.setattr(Sink, "steps", steps)
+    shutil.copy(laid_out, tmp_path / "mlflow.db")
+    sinks = {
+        "tensorboard": str(tmp_path / "tb"),
+        "wandb": "compiled",
+        "mlflow": f"sqlite:///{tmp_path}/mlflow.db",
+    }
+    yield got, sinks
+    wandb.teardown()

@@ -1,12 +1,12 @@
 """torch.compile under the HF Trainer's callback (`torch_compile=True`, GPT2 from a
 config) and the accelerate tracker (`Accelerator(dynamo_backend=...)`) with every sink
 on: no graph break, no recompile past the first compile, and the series each sink
-receives are the uncompiled run's. The sinks' fixture and checks: test_compiled_sinks."""
+receives are the uncompiled run's. The sinks' fixture: conftest.py; the checks: compiled_runs.py."""
 
 from __future__ import annotations
 
 import pytest
-from test_compiled_sinks import STEPS, _compiled_counts, _same_series, received  # noqa: F401
+from compiled_runs import STEPS, compiled_counts, same_series
 
 transformers = pytest.importorskip("transformers")
 accelerate = pytest.importorskip("accelerate")
@@ -47,16 +47,16 @@ def _trained(compiled: bool, sinks: dict, folder):
     return callback.report
 
 
-def test_a_compiled_hf_trainer_under_the_callback_with_every_sink(received, tmp_path):  # noqa: F811
+def test_a_compiled_hf_trainer_under_the_callback_with_every_sink(received, tmp_path):
     got, sinks = received
-    report, counted = _compiled_counts(lambda: _trained(True, sinks, tmp_path / "c"))
+    report, counted = compiled_counts(lambda: _trained(True, sinks, tmp_path / "c"))
     assert counted == ({}, 1, {}), counted
     assert report.run.unwritten == () and len(report.run.steps) == STEPS
     compiled = dict(got)
     got.clear()
     plain = _trained(False, {"tensorboard": str(tmp_path / "plain")}, tmp_path / "p")
     assert plain.run.unwritten == ()
-    _same_series(compiled, got["TensorboardSink"])
+    same_series(compiled, got["TensorboardSink"])
 
 
 def _looped(compiled: bool, sinks: dict):
@@ -86,13 +86,13 @@ def _looped(compiled: bool, sinks: dict):
     return tracker.report
 
 
-def test_a_compiled_accelerate_loop_under_the_tracker_with_every_sink(received, tmp_path):  # noqa: F811
+def test_a_compiled_accelerate_loop_under_the_tracker_with_every_sink(received, tmp_path):
     got, sinks = received
-    report, counted = _compiled_counts(lambda: _looped(True, sinks))
+    report, counted = compiled_counts(lambda: _looped(True, sinks))
     assert counted == ({}, 1, {}), counted
     assert report.run.unwritten == () and len(report.run.steps) == STEPS
     compiled = dict(got)
     got.clear()
     plain = _looped(False, {"tensorboard": str(tmp_path / "plain")})
     assert plain.run.unwritten == ()
-    _same_series(compiled, got["TensorboardSink"])
+    same_series(compiled, got["TensorboardSink"])

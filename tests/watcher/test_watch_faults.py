@@ -285,11 +285,12 @@ def test_a_fault_reads_as_one_note():
 
 
 @pytest.mark.slow
-def test_the_cli_reports_gradscopes_failure_as_its_own_exit_3(runner):
+def test_the_cli_reports_gradscopes_failure_as_its_own_exit_3(runner, monkeypatch):
     from watch_scripts import gradscope as cli
     from watch_scripts import script
 
     from gradscope.cli import app
+    from gradscope.watcher import stepping
 
     done = cli("watch", "internal_fault.py", "-f", "json")
     assert done.returncode == ExitCode.INTERNAL, done.stderr
@@ -300,7 +301,9 @@ def test_the_cli_reports_gradscopes_failure_as_its_own_exit_3(runner):
     document = json.loads(done.stdout)
     assert document["summary"]["steps"] == 2 and document["summary"]["status"] == "completed"
     assert any(n.startswith(note) for n in document["summary"]["notes"])
-    # --debug in-process: the launch above is the exit-3 process boundary
+    # --debug in-process: the launch above is the exit-3 process boundary; the script
+    # replaces stepping.finish, which this process must get back afterwards
+    monkeypatch.setattr(stepping, "finish", stepping.finish)
     debug = runner.invoke(app, ["watch", script("internal_fault.py"), "--debug"])
     assert debug.exit_code == ExitCode.INTERNAL, debug.output
     assert os.path.join("gradscope", "watcher", "guard.py") in debug.stderr  # its own frames
