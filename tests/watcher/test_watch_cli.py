@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from watch_scripts import gradscope, script, watched
+from watch_scripts import gradscope, script
 
 from gradscope.cli import app
 from gradscope.report import watch_plot
@@ -16,9 +16,12 @@ from gradscope.report import watch_plot
 pytestmark = pytest.mark.slow
 
 
-def test_json_on_stdout_stays_valid_while_the_script_prints(tmp_path):
-    done = gradscope("watch", script("recorded.py"), "-f", "json", "--", str(tmp_path / "s.json"))
-    assert done.returncode == 0, done.stderr
+def test_json_on_stdout_stays_valid_while_the_script_prints(tmp_path, runner):
+    """In-process: test_watch_outputs.py launches a script that writes to fd 1 natively,
+    from child processes and after closing its stdout."""
+    args = ["watch", script("recorded.py"), "-f", "json", "--", str(tmp_path / "s.json")]
+    done = runner.invoke(app, args)
+    assert done.exit_code == 0, done.output
     doc = json.loads(done.stdout)
     assert doc["kind"] == "watch" and doc["version"] == 1
     assert doc["summary"]["steps"] == 40 and len(doc["steps"]) == 40
@@ -27,12 +30,15 @@ def test_json_on_stdout_stays_valid_while_the_script_prints(tmp_path):
 
 
 def test_findings_exit_1_and_terminal_report_fits_100_columns(runner):
-    done = gradscope("watch", script("no_zero_grad.py"))
-    assert done.returncode == 1
+    """In-process at 80 columns, as a launch gets them (the launches of test_sinks_cli.py
+    and test_watch_tensorboard.py exit 1 on their findings across the process boundary)."""
+    narrow = {"COLUMNS": "80", "NO_COLOR": "1"}
+    done = runner.invoke(app, ["watch", script("no_zero_grad.py")], env=narrow)
+    assert done.exit_code == 1, done.output
     assert "GS412 grads-not-reset" in done.stdout
     assert "gradient norm over steps 1-60" in done.stdout
     assert max(len(line) for line in done.stdout.splitlines()) <= 100
-    # --fail-on maps the same findings to 0 (in-process: the launch above is the boundary)
+    # --fail-on maps the same findings to 0
     never = runner.invoke(app, ["watch", script("no_zero_grad.py"), "--fail-on", "never"])
     assert never.exit_code == 0 and "GS412 grads-not-reset" in never.stdout
 
@@ -66,14 +72,22 @@ def test_steps_stop_cleanly_and_log_streams_every_step(tmp_path, runner):
     assert lines[-1] == {"findings": []}  # the run's findings, last
 
 
-def test_plot_png_svg_and_pdf(tmp_path, runner):
+def test_plot_png_svg_and_pdf(tmp_path, runner, monkeypatch):
     """The CLI writes the plot; the other formats come from the same renderer."""
+    drawn = []  # the report the CLI drew: the other formats render the same run
+    render = watch_plot.render
+
+    def kept(report, *args, **kwargs):
+        drawn.append(report)
+        return render(report, *args, **kwargs)
+
+    monkeypatch.setattr(watch_plot, "render", kept)
     args = ["watch", script("spike_batch.py"), "--plot", str(tmp_path / "plot.png")]
     done = runner.invoke(app, args, catch_exceptions=False)
     assert done.exit_code == 0, done.stderr
     assert (tmp_path / "plot.png").read_bytes().startswith(b"\x89PNG")
     assert (tmp_path / "plot.png").stat().st_size > 10_000
-    report = watched("spike_batch.py")
+    (report,) = drawn
     svg, pdf = (watch_plot.render(report, fmt) for fmt in ("svg", "pdf"))
     assert b"GS403" in svg  # the legend names the finding
     assert pdf.startswith(b"%PDF") and len(pdf) > 10_000
