@@ -4,6 +4,7 @@ user's active run used and left running, a bad URI a line and not the run's end.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import shutil
@@ -11,9 +12,11 @@ import shutil
 import pytest
 from sink_runs import close, report_series, watched
 
-mlflow = pytest.importorskip("mlflow")
-
-pytestmark = pytest.mark.slow  # mlflow's import and store take seconds
+# mlflow imported in the tests (about 2 s of CPU): not in a worker that never runs them
+pytestmark = [
+    pytest.mark.slow,  # mlflow's import and store take seconds
+    pytest.mark.skipif(importlib.util.find_spec("mlflow") is None, reason="needs mlflow"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +103,8 @@ def test_findings_are_tags_an_artifact_and_the_heatmap_an_image(store):
 
 
 def test_the_users_active_run_is_used_and_left_running(store):
+    import mlflow
+
     mlflow.set_tracking_uri(store)
     mlflow.set_experiment("users-own")
     with mlflow.start_run() as mine:
