@@ -7,7 +7,8 @@ Every process of a launch carries a word of its own (`--tag`) so leftovers can b
 The hangs are each rank's watchdog's to end, not torchrun's, and a rank's sys.exit is
 handed over to rank 0 as a raise is: those runs share one launch (`shared_runs`,
 tests/distributed/shared_launch.py), where a run's code is rank 0's and what may be left
-of it is what its script started (test_dist_hang.py has the watchdog's code through
+of it is what its script started; so does a collective only one rank issues (a DDP run of
+scripts/hang_train.py; test_dist_hang.py has the watchdog's code through
 `--nproc-per-node`).
 """
 
@@ -22,6 +23,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+import hang_lines
 import pytest
 import shared_launch
 
@@ -145,6 +147,10 @@ SHARED_RUNS = {  # name: (gradscope's arguments, the script's)
     # rank 0 runs a child that sleeps far longer than the hang timeout (no CPU, no I/O)
     "sleeping_child": (HANG, ("--child", "sleep", "--child-s", "60")),
 }
+EXTRA_COLLECTIVE = ["watch", hang_lines.SCRIPT, *HANG, "--", "--bug", "extra-collective"]
+"""DDP; rank 1 issues an all_reduce rank 0 never issues (as `torchrun -m gradscope`)."""
+HANG_BOUND_S = 30.0
+"""Three steps, the hang timeout and the block: far below gloo's 30 min."""
 
 
 @pytest.fixture(scope="module")
@@ -161,12 +167,14 @@ def shared_runs(tmp_path_factory):
         ]
         for name, (watch_args, args) in SHARED_RUNS.items()
     }
-    found, launch = shared_launch.launch(tmp, plan)
-    runs = {}
+    found, launch = shared_launch.launch(tmp, {**plan, "extra_collective": EXTRA_COLLECTIVE})
+    runs: dict = {}
     for name, run in found.items():
         assert run is not None, launch.stderr[-3000:]
         report, log = tmp / f"{name}.json", tmp / f"{name}.jsonl"
-        runs[name] = _read(run.codes[0], report, log, run.stderr, tags[name])
+        runs[name] = (
+            _read(run.codes[0], report, log, run.stderr, tags[name]) if name in plan else run
+        )
     return runs
 
 
@@ -285,6 +293,27 @@ def test_the_hang_block_counts_the_steps_each_rank_took_without_ddp(hung_without
     assert rank0.startswith("gradscope:   rank 0: 3 optimizer steps, waiting in all_reduce at ")
     assert rank1.startswith("gradscope:   rank 1: 3 optimizer steps, waiting in recv at ")
     assert run.left == []
+
+
+def test_a_collective_only_one_rank_issues_stops_the_run_naming_both_ranks(shared_runs):
+    run = shared_runs["extra_collective"]  # a shared_launch.Scenario: both ranks' stderr
+    err = run.stderr
+    assert run.returncode != 0 and run.wall < HANG_BOUND_S, (run.wall, err[-3000:])
+    lines = hang_lines.gradscope_lines(err)
+    assert lines[0] == f"gradscope: the run is stuck: no rank made progress for {HANG_TIMEOUT_S} s"
+    assert err.count("the run is stuck") == 1  # one block, from rank 0
+    forward = hang_lines.line_of("mse_loss(model(x), y)")
+    collective = hang_lines.line_of("dist.all_reduce(torch.ones(1))")
+    rank0 = next(ln for ln in lines if "  rank 0: " in ln)
+    rank1 = next(ln for ln in lines if "  rank 1: " in ln)
+    assert "rank 0: 3 optimizer steps, waiting in DistributedDataParallel.forward at " in rank0
+    assert rank0.endswith(forward), rank0
+    assert "rank 1: 3 optimizer steps, waiting in all_reduce at " in rank1
+    assert rank1.endswith(collective), rank1
+    assert any("different places" in ln for ln in lines)
+    assert lines[-1] == "gradscope: stopping every rank (exit 2); set the limit with --hang-timeout"
+    assert "done, loss" not in err  # the script never finished
+    hang_lines.assert_no_rank_traceback(err)
 
 
 @pytest.fixture
