@@ -14,6 +14,7 @@ scripts/hang_train.py; test_dist_hang.py has the watchdog's code through
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -149,6 +150,8 @@ SHARED_RUNS = {  # name: (gradscope's arguments, the script's)
 }
 EXTRA_COLLECTIVE = ["watch", hang_lines.SCRIPT, *HANG, "--", "--bug", "extra-collective"]
 """DDP; rank 1 issues an all_reduce rank 0 never issues (as `torchrun -m gradscope`)."""
+LIGHTNING_STOP = os.path.join(ROOT, "tests", "integrations", "scripts", "lightning_ddp_stop.py")
+"""A Lightning DDP fit whose callback stops on an error only rank 1 sees (when installed)."""
 HANG_BOUND_S = 30.0
 """Three steps, the hang timeout and the block: far below gloo's 30 min."""
 
@@ -156,7 +159,8 @@ HANG_BOUND_S = 30.0
 @pytest.fixture(scope="module")
 def shared_runs(tmp_path_factory):
     """`gradscope watch SCRIPT` on 2 ranks for each of SHARED_RUNS, in one launch:
-    {name: Launch} (`code`: rank 0's; `left`: what its script started)."""
+    {name: Launch} (`code`: rank 0's; `left`: what its script started); beside them the
+    extra collective's shared_launch.Scenario and the Lightning stop's with its folder."""
     tmp = tmp_path_factory.mktemp("shared")
     tags = {name: "gs" + uuid.uuid4().hex[:12] for name in SHARED_RUNS}
     plan = {
@@ -167,7 +171,13 @@ def shared_runs(tmp_path_factory):
         ]
         for name, (watch_args, args) in SHARED_RUNS.items()
     }
-    found, launch = shared_launch.launch(tmp, {**plan, "extra_collective": EXTRA_COLLECTIVE})
+    others = {"extra_collective": EXTRA_COLLECTIVE}
+    if importlib.util.find_spec("lightning") is not None:
+        (tmp / "lightning").mkdir()
+        others["lightning_stop"] = [LIGHTNING_STOP, str(tmp / "lightning")]
+    found, launch = shared_launch.launch(
+        tmp, {**plan, **others}, scripts=frozenset({"lightning_stop"})
+    )
     runs: dict = {}
     for name, run in found.items():
         assert run is not None, launch.stderr[-3000:]
@@ -175,6 +185,8 @@ def shared_runs(tmp_path_factory):
         runs[name] = (
             _read(run.codes[0], report, log, run.stderr, tags[name]) if name in plan else run
         )
+    if "lightning_stop" in runs:  # its ranks' files beside what the scenario left
+        runs["lightning_stop"] = (runs["lightning_stop"], tmp / "lightning")
     return runs
 
 
@@ -245,6 +257,25 @@ def test_a_rank_that_calls_sys_exit_3_is_named_and_the_launch_exits_2(exited_wit
     assert run.summary is not None and run.summary["status"] == "crashed"
     assert died_note(run).endswith("the script called sys.exit(3)")
     assert run.log_lines == 4 and run.left == []
+
+
+def test_one_ranks_error_stops_every_lightning_rank_at_the_same_step(shared_runs):
+    """The Lightning callback's opt-in stop under DDP, reduced across the ranks as
+    EarlyStopping's decision is: an error only rank 1 sees stops both ranks at the same
+    step, and the report says stopped (scripts/lightning_ddp_stop.py in integrations/)."""
+    pytest.importorskip("lightning")
+    run, folder = shared_runs["lightning_stop"]
+    assert run.returncode == 0, run.stderr[-3000:]  # a rank stopped alone: a timeout
+    rank0, rank1 = (json.loads((folder / f"rank{r}.json").read_text()) for r in (0, 1))
+    assert rank0["said"] == [] and "GS401" in rank1["said"]  # only rank 1 judged it
+    assert rank0["step"] == rank1["step"] < 40  # stopped, both at the same step
+    assert rank0["step"] == 8  # the NaN came at step 6, read back and reduced at step 8
+    assert rank0["status"] == rank1["status"] == "stopped"
+    doc = json.loads((folder / "report.json").read_text())
+    assert doc["summary"]["status"] == "stopped"
+    assert doc["summary"]["steps"] == rank0["step"]
+    assert "GS401" in {f["rule"] for f in doc["findings"]}
+    assert "stopping the run on another rank's error" in run.stdout + run.stderr
 
 
 # the launch is stopped from outside ------------------------------------------------------
