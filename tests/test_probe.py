@@ -402,7 +402,7 @@ def test_garbage_collector_is_left_as_found(enabled, fail):
 
 
 def test_shard_statistics_combine_into_the_whole_tensors():
-    """FSDP2 shards' numbers (the 2-rank run is tests/distributed/test_dist_inspect.py)."""
+    """FSDP2 shards' numbers (the 2-rank run is in tests/distributed/test_dist_watch.py)."""
     combine = shard_stats.COMBINE
     assert combine["l2"]([3.0, 4.0]) == 5.0
     assert combine["sum"]([2.0, 5.0]) == 7.0

@@ -35,6 +35,8 @@ class Scenario:
     """Rank 0's stdout, then rank 1's."""
     stderr: str
     """Rank 0's stderr, then rank 1's."""
+    wall: float = 0.0
+    """Seconds from the scenario's start to its slower rank's end."""
 
     @property
     def returncode(self) -> int:
@@ -78,8 +80,9 @@ def launch(
 def _read(tmp: Path, name: str) -> Scenario | None:
     try:
         codes = [int((tmp / f"{name}.{r}.code").read_text()) for r in (0, 1)]
+        walls = [float((tmp / f"{name}.{r}.wall").read_text()) for r in (0, 1)]
     except (OSError, ValueError):
         return None
     out = [(tmp / f"{name}.{r}.out").read_text() for r in (0, 1)]
     err = [(tmp / f"{name}.{r}.err").read_text() for r in (0, 1)]
-    return Scenario(codes, "".join(out), "".join(err))
+    return Scenario(codes, "".join(out), "".join(err), max(walls))

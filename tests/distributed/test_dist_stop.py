@@ -7,12 +7,14 @@ Every process of a launch carries a word of its own (`--tag`) so leftovers can b
 The hangs are each rank's watchdog's to end, not torchrun's, and a rank's sys.exit is
 handed over to rank 0 as a raise is: those runs share one launch (`shared_runs`,
 tests/distributed/shared_launch.py), where a run's code is rank 0's and what may be left
-of it is what its script started (test_dist_hang.py has the watchdog's code through
+of it is what its script started; so does a collective only one rank issues (a DDP run of
+scripts/hang_train.py; test_dist_hang.py has the watchdog's code through
 `--nproc-per-node`).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -22,6 +24,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+import hang_lines
 import pytest
 import shared_launch
 
@@ -145,12 +148,19 @@ SHARED_RUNS = {  # name: (gradscope's arguments, the script's)
     # rank 0 runs a child that sleeps far longer than the hang timeout (no CPU, no I/O)
     "sleeping_child": (HANG, ("--child", "sleep", "--child-s", "60")),
 }
+EXTRA_COLLECTIVE = ["watch", hang_lines.SCRIPT, *HANG, "--", "--bug", "extra-collective"]
+"""DDP; rank 1 issues an all_reduce rank 0 never issues (as `torchrun -m gradscope`)."""
+LIGHTNING_STOP = os.path.join(ROOT, "tests", "integrations", "scripts", "lightning_ddp_stop.py")
+"""A Lightning DDP fit whose callback stops on an error only rank 1 sees (when installed)."""
+HANG_BOUND_S = 30.0
+"""Three steps, the hang timeout and the block: far below gloo's 30 min."""
 
 
 @pytest.fixture(scope="module")
 def shared_runs(tmp_path_factory):
     """`gradscope watch SCRIPT` on 2 ranks for each of SHARED_RUNS, in one launch:
-    {name: Launch} (`code`: rank 0's; `left`: what its script started)."""
+    {name: Launch} (`code`: rank 0's; `left`: what its script started); beside them the
+    extra collective's shared_launch.Scenario and the Lightning stop's with its folder."""
     tmp = tmp_path_factory.mktemp("shared")
     tags = {name: "gs" + uuid.uuid4().hex[:12] for name in SHARED_RUNS}
     plan = {
@@ -161,12 +171,22 @@ def shared_runs(tmp_path_factory):
         ]
         for name, (watch_args, args) in SHARED_RUNS.items()
     }
-    found, launch = shared_launch.launch(tmp, plan)
-    runs = {}
+    others = {"extra_collective": EXTRA_COLLECTIVE}
+    if importlib.util.find_spec("lightning") is not None:
+        (tmp / "lightning").mkdir()
+        others["lightning_stop"] = [LIGHTNING_STOP, str(tmp / "lightning")]
+    found, launch = shared_launch.launch(
+        tmp, {**plan, **others}, scripts=frozenset({"lightning_stop"})
+    )
+    runs: dict = {}
     for name, run in found.items():
         assert run is not None, launch.stderr[-3000:]
         report, log = tmp / f"{name}.json", tmp / f"{name}.jsonl"
-        runs[name] = _read(run.codes[0], report, log, run.stderr, tags[name])
+        runs[name] = (
+            _read(run.codes[0], report, log, run.stderr, tags[name]) if name in plan else run
+        )
+    if "lightning_stop" in runs:  # its ranks' files beside what the scenario left
+        runs["lightning_stop"] = (runs["lightning_stop"], tmp / "lightning")
     return runs
 
 
@@ -239,6 +259,25 @@ def test_a_rank_that_calls_sys_exit_3_is_named_and_the_launch_exits_2(exited_wit
     assert run.log_lines == 4 and run.left == []
 
 
+def test_one_ranks_error_stops_every_lightning_rank_at_the_same_step(shared_runs):
+    """The Lightning callback's opt-in stop under DDP, reduced across the ranks as
+    EarlyStopping's decision is: an error only rank 1 sees stops both ranks at the same
+    step, and the report says stopped (scripts/lightning_ddp_stop.py in integrations/)."""
+    pytest.importorskip("lightning")
+    run, folder = shared_runs["lightning_stop"]
+    assert run.returncode == 0, run.stderr[-3000:]  # a rank stopped alone: a timeout
+    rank0, rank1 = (json.loads((folder / f"rank{r}.json").read_text()) for r in (0, 1))
+    assert rank0["said"] == [] and "GS401" in rank1["said"]  # only rank 1 judged it
+    assert rank0["step"] == rank1["step"] < 40  # stopped, both at the same step
+    assert rank0["step"] == 8  # the NaN came at step 6, read back and reduced at step 8
+    assert rank0["status"] == rank1["status"] == "stopped"
+    doc = json.loads((folder / "report.json").read_text())
+    assert doc["summary"]["status"] == "stopped"
+    assert doc["summary"]["steps"] == rank0["step"]
+    assert "GS401" in {f["rule"] for f in doc["findings"]}
+    assert "stopping the run on another rank's error" in run.stdout + run.stderr
+
+
 # the launch is stopped from outside ------------------------------------------------------
 
 
@@ -285,6 +324,27 @@ def test_the_hang_block_counts_the_steps_each_rank_took_without_ddp(hung_without
     assert rank0.startswith("gradscope:   rank 0: 3 optimizer steps, waiting in all_reduce at ")
     assert rank1.startswith("gradscope:   rank 1: 3 optimizer steps, waiting in recv at ")
     assert run.left == []
+
+
+def test_a_collective_only_one_rank_issues_stops_the_run_naming_both_ranks(shared_runs):
+    run = shared_runs["extra_collective"]  # a shared_launch.Scenario: both ranks' stderr
+    err = run.stderr
+    assert run.returncode != 0 and run.wall < HANG_BOUND_S, (run.wall, err[-3000:])
+    lines = hang_lines.gradscope_lines(err)
+    assert lines[0] == f"gradscope: the run is stuck: no rank made progress for {HANG_TIMEOUT_S} s"
+    assert err.count("the run is stuck") == 1  # one block, from rank 0
+    forward = hang_lines.line_of("mse_loss(model(x), y)")
+    collective = hang_lines.line_of("dist.all_reduce(torch.ones(1))")
+    rank0 = next(ln for ln in lines if "  rank 0: " in ln)
+    rank1 = next(ln for ln in lines if "  rank 1: " in ln)
+    assert "rank 0: 3 optimizer steps, waiting in DistributedDataParallel.forward at " in rank0
+    assert rank0.endswith(forward), rank0
+    assert "rank 1: 3 optimizer steps, waiting in all_reduce at " in rank1
+    assert rank1.endswith(collective), rank1
+    assert any("different places" in ln for ln in lines)
+    assert lines[-1] == "gradscope: stopping every rank (exit 2); set the limit with --hang-timeout"
+    assert "done, loss" not in err  # the script never finished
+    hang_lines.assert_no_rank_traceback(err)
 
 
 @pytest.fixture

@@ -288,7 +288,9 @@ def evaluate(code: str) -> None:
 
 
 def _waiting_on(code: str) -> tuple[threading.Thread, Watchdog]:
-    """A thread that runs `python -c code` and waits for it, and a watchdog over it."""
+    """A thread that runs `python -c code` and waits for it, and a watchdog over it
+    (`_ended` ends the child once the test has seen it: the busy one no longer computes
+    past the samples, the sleeping one no longer sleeps)."""
     thread = threading.Thread(target=evaluate, args=(code,), daemon=True)
     thread.start()
     session = SimpleNamespace(forwards=0, steps=0, rank=SimpleNamespace(rank=0, store=None))
@@ -297,6 +299,17 @@ def _waiting_on(code: str) -> tuple[threading.Thread, Watchdog]:
     while time.monotonic() < end and not dog.sample().children:
         time.sleep(0.05)
     return thread, dog
+
+
+def _ended(thread: threading.Thread, dog: Watchdog, code: str) -> None:
+    """Kill the child the thread waits on (`python -c code`), then join the thread."""
+    for pid in dog.sample().children:
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            if argv[1:3] == [b"-c", code.encode()]:
+                os.kill(pid, signal.SIGKILL)
+    thread.join()
 
 
 def _moved_over(dog: Watchdog, seconds: float) -> tuple[bool, object]:
@@ -308,27 +321,29 @@ def _moved_over(dog: Watchdog, seconds: float) -> tuple[bool, object]:
 
 
 def test_a_thread_waiting_on_a_busy_child_moves():
-    thread, dog = _waiting_on(_BUSY.format(s=3))
+    code = _BUSY.format(s=30)
+    thread, dog = _waiting_on(code)
     try:
         did, after = _moved_over(dog, 1.0)
     finally:
-        thread.join()
+        _ended(thread, dog, code)
     assert after.child_wait and after.children
     assert did
 
 
 def test_a_thread_waiting_on_a_sleeping_child_is_still_and_names_it():
-    thread, dog = _waiting_on(_SLEEP.format(s=3))
+    code = _SLEEP.format(s=30)
+    thread, dog = _waiting_on(code)
     try:
         did, after = _moved_over(dog, 1.0)
         state = dog.state(6.0)
     finally:
-        thread.join()
+        _ended(thread, dog, code)
     assert after.child_wait and not did
     # other children of the test process (multiprocessing's resource tracker) may exist:
     # the one named first is the newest, the one the thread waits on
     named = state.child.split(" and ")[0]
-    assert named.endswith(f" ({sys.executable} -c import time time.sleep(3))")
+    assert named.endswith(f" ({sys.executable} -c import time time.sleep(30))")
     assert int(named.split(" ")[0]) in after.children
     assert state.call == "run" and state.where.endswith(":" + str(_line_of("subprocess.run(")))
     assert state.stuck

@@ -6,12 +6,14 @@ report is read once for all of them. The runs that are not about torchrun's own 
 rank's failure seen by torchrun, the launcher's exit code) share one launch besides
 (`shared`, tests/distributed/shared_launch.py): one DDP reduction error keeps a launch of
 its own, so that torchrun's handling of it stays tested, and test_dist_stop.py has a
-rank's failure handed over to rank 0 under torchrun.
+rank's failure handed over to rank 0 under torchrun. `gradscope inspect --script` on an
+FSDP2 run is one of the shared runs too.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -27,6 +29,7 @@ SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 FSDP = os.path.join(SCRIPTS, "fsdp_reference_train.py")
 NOISE = os.path.join(SCRIPTS, "noise_ddp_train.py")
 CRASH = os.path.join(SCRIPTS, "crash_rank_branch.py")
+FSDP_EXAMPLE = os.path.join(ROOT, "gradscope", "examples", "fsdp_train.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 
 
@@ -76,11 +79,21 @@ def shared(tmp_path_factory):
         name: ["watch", script, *watch_args, *_json(tmp / f"{i}.json", name), "--", *args]
         for i, (name, (script, watch_args, args)) in enumerate(runs.items())
     }
+    # `torchrun -m gradscope inspect --script` on FSDP2 (test_fsdp2_inspect_...)
+    plan["inspect"] = [
+        "inspect",
+        FSDP_EXAMPLE,
+        "--script",
+        "-f",
+        "json",
+        "-o",
+        str(tmp / "inspect.json"),
+    ]
     found, launch = shared_launch.launch(tmp, plan)
     out = {}
-    for i, name in enumerate(runs):
+    reports = {name: tmp / f"{i}.json" for i, name in enumerate(runs)}
+    for name, report in {**reports, "inspect": tmp / "inspect.json"}.items():
         assert found[name] is not None, launch.stderr[-3000:]
-        report = tmp / f"{i}.json"
         out[name] = (found[name], json.loads(report.read_text()) if report.exists() else None)
     return tmp, out
 
@@ -294,3 +307,39 @@ def test_ddp_noise_scale_small_batch_is_rank_0s_own_micro_batches(shared):
     assert summary["micro_batches"] == 4 and summary["batch"] == 32
     assert summary["steps"] == 11 and summary["critical_batch"] is not None
     assert len(doc["noise_scale"]["series"]) == 11
+
+
+def inspect_reference() -> dict[str, tuple[float, float, float]]:
+    """grad norm, max |grad| and weight norm per parameter for fsdp_train.py's first step,
+    on the unsharded model and the whole batch of both ranks."""
+    import torch
+    from torch import nn
+
+    from gradscope.examples.fsdp_train import build
+
+    model = build()
+    gen = torch.Generator().manual_seed(7)  # fsdp_train.py's data, both ranks' shards
+    x, y = torch.randn(8, 8, generator=gen), torch.randn(8, 1, generator=gen)
+    nn.functional.mse_loss(model(x), y).backward()
+    return {
+        n: (p.grad.norm().item(), p.grad.abs().max().item(), p.detach().norm().item())
+        for n, p in model.named_parameters()
+    }
+
+
+def test_fsdp2_inspect_reports_the_whole_tensors_once(shared):
+    """FSDP2 puts the sharded parameters back during the backward, with the gradients on
+    them: `gradscope inspect --script` gives the norms of the whole tensors, made from
+    every rank's shard, equal to an unsharded copy of the model fed the whole batch."""
+    proc, doc = shared[1]["inspect"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "internal error" not in proc.stderr
+    assert doc is not None, proc.stderr[-3000:]
+    got = {p["name"]: p for p in doc["parameters"]}
+    want = inspect_reference()
+    assert set(got) == set(want)
+    for name, (norm, biggest, weight) in want.items():
+        assert math.isclose(got[name]["grad_norm"], norm, rel_tol=1e-5), name
+        assert math.isclose(got[name]["grad_max"], biggest, rel_tol=1e-5), name
+        assert math.isclose(got[name]["weight_norm"], weight, rel_tol=1e-5), name
+    assert doc["findings"] == []

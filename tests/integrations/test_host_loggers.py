@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import importlib.util
 import os
+import shutil
 import sys
 
 import pytest
@@ -43,13 +44,15 @@ def offline(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def mlflow_uri(tmp_path_factory):
-    """One SQLite store for the module (its tables are made once: seconds), each test in an
-    experiment of its own; mlflow's process-wide URI (Lightning's MLFlowLogger sets it
-    too) unset after."""
+def mlflow_uri(tmp_path_factory, laid_out):
+    """One SQLite store for the module (a copy of the session's laid-out one: its tables
+    cost seconds to make), each test in an experiment of its own; mlflow's process-wide
+    URI (Lightning's MLFlowLogger sets it too) unset after."""
     import mlflow
 
-    uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow')}/mlflow.db"
+    path = tmp_path_factory.mktemp("mlflow") / "mlflow.db"
+    shutil.copy(laid_out, path)
+    uri = f"sqlite:///{path}"
     mlflow.set_tracking_uri(uri)
     yield uri
     mlflow.set_tracking_uri(None)

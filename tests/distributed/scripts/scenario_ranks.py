@@ -10,8 +10,9 @@ scenario: a new session, as torchrun starts a rank, with torchrun's environment,
 stdout and stderr in files of its own, and a process group of its own (its own store on a
 free port, agreed through the agent's store: the scenarios never share a key). The forked
 process runs `python -m gradscope ARGS` (or a script) as its main module and ends as
-that process would, atexit handlers and all; the rank writes its exit code next to its
-output. The ranks run the plan in the same order, so scenario N's two processes meet.
+that process would, atexit handlers and all; the rank writes its exit code and its wall
+seconds next to its output. The ranks run the plan in the same order, so scenario N's two
+processes meet.
 """
 
 import gc
@@ -22,6 +23,7 @@ import runpy
 import socket
 import sys
 import threading
+import time
 from datetime import timedelta
 
 import torch._dynamo  # noqa: F401  (what DDP imports: paid once, not per scenario)
@@ -85,12 +87,15 @@ def main() -> None:
         out = os.path.join(plan["dir"], f"{scenario['name']}.{rank}")
         sys.stdout.flush()
         sys.stderr.flush()
+        start = time.monotonic()
         pid = os.fork()
         if pid == 0:
             sys.exit(run(scenario, out, rank))  # ends this process as its own main would
         _, status = os.waitpid(pid, 0)
         with open(f"{out}.code", "w", encoding="utf-8") as f:
             f.write(str(os.waitstatus_to_exitcode(status)))
+        with open(f"{out}.wall", "w", encoding="utf-8") as f:
+            f.write(f"{time.monotonic() - start:.3f}")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ and the stop's reduction every 4 batches: rank 1 sees the NaN at step 8, both st
 
     torchrun --standalone --nproc_per_node=2 lightning_ddp_stop.py FOLDER
 
+(tests/distributed/test_dist_stop.py runs it in its shared launch.)
+
 Each rank writes FOLDER/rank<N>.json (the step it stopped at, its report's status, the
 findings it said); rank 0 writes the report, FOLDER/report.json. A rank that stopped
 alone would leave the other waiting in DDP's all-reduce: the 30 s timeout fails it.
