@@ -13,8 +13,9 @@ import gymnasium  # noqa: F401  (a test dependency: the scripts' environments)
 import pytest
 
 from gradscope.findings import Severity
+from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("frozen_heap")]
 
 RL = os.path.join(os.path.dirname(__file__), "rl_scripts")
 CLEANRL = os.path.join(RL, "cleanrl")

@@ -9,10 +9,11 @@ from __future__ import annotations
 import pytest
 
 from gradscope.findings import Severity
+from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 
 from . import runs
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("frozen_heap")]
 
 
 @pytest.mark.parametrize(
