@@ -18,6 +18,21 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 
 @pytest.fixture
+def wandb_offline(tmp_path, monkeypatch):
+    """wandb offline, writing under tmp_path, set up afresh (wandb keeps its settings,
+    WANDB_DIR among them, for the process) and torn down after."""
+    import wandb
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    wandb.teardown()
+    yield tmp_path
+    wandb.teardown()
+
+
+@pytest.fixture
 def runner():
     from typer.testing import CliRunner
 

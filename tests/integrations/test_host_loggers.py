@@ -30,19 +30,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def offline(tmp_path, monkeypatch):
-    import wandb
-
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
-    wandb.teardown()
-    yield tmp_path
-    wandb.teardown()
-
-
 @pytest.fixture(scope="module")
 def mlflow_uri(tmp_path_factory, laid_out):
     """One SQLite store for the module (a copy of the session's laid-out one: its tables
@@ -140,7 +127,9 @@ def _lightning_fit(tmp_path, nan_at, loggers):
     return cb
 
 
-def test_lightning_loggers_each_get_every_finding_once(tmp_path, offline, mlflow_uri, every_step):
+def test_lightning_loggers_each_get_every_finding_once(
+    tmp_path, wandb_offline, mlflow_uri, every_step
+):
     from lightning.pytorch.loggers import CSVLogger, MLFlowLogger, TensorBoardLogger, WandbLogger
 
     tb = TensorBoardLogger(str(tmp_path / "tb"))
@@ -218,7 +207,7 @@ def _finished_mlflow_run(uri: str, experiment: str):
 
 
 def test_hf_report_to_wandb_and_mlflow_get_every_finding_once(
-    tmp_path, offline, mlflow_uri, monkeypatch, every_step
+    tmp_path, wandb_offline, mlflow_uri, monkeypatch, every_step
 ):
     transformers = pytest.importorskip("transformers")
     from gradscope.integrations.transformers import GradscopeCallback
@@ -257,7 +246,7 @@ def test_hf_report_to_wandb_and_mlflow_get_every_finding_once(
 
 
 def test_accelerate_trackers_get_every_finding_once(
-    tmp_path, offline, mlflow_uri, monkeypatch, every_step
+    tmp_path, wandb_offline, mlflow_uri, monkeypatch, every_step
 ):
     accelerate = pytest.importorskip("accelerate")
     import torch

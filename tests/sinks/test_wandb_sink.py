@@ -17,19 +17,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def offline(tmp_path, monkeypatch):
-    import wandb
-
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
-    wandb.teardown()  # wandb keeps its settings (WANDB_DIR) for the process: read afresh
-    yield tmp_path
-    wandb.teardown()
-
-
 def _counted_logs(monkeypatch) -> list[dict]:
     from wandb.sdk.wandb_run import Run
 
@@ -44,14 +31,14 @@ def _counted_logs(monkeypatch) -> list[dict]:
     return calls
 
 
-def test_the_series_findings_and_heatmap_reach_an_offline_run(offline, monkeypatch):
+def test_the_series_findings_and_heatmap_reach_an_offline_run(wandb_offline, monkeypatch):
     import wandb
 
     calls = _counted_logs(monkeypatch)
     report = watched(30, wandb="gs-test")
     assert report.judged and not report.run.unwritten, report.run.unwritten
     assert wandb.run is None  # the run gradscope started, finished
-    run = finished_run(str(offline))
+    run = finished_run(str(wandb_offline))
     for tag in ("loss", "grad_norm/total", "lr"):
         got = run.series("gradscope/" + tag)
         want = report_series(report, tag)
@@ -67,11 +54,11 @@ def test_the_series_findings_and_heatmap_reach_an_offline_run(offline, monkeypat
     assert run.exit
 
 
-def test_findings_are_alerts_and_in_the_summary(offline):
+def test_findings_are_alerts_and_in_the_summary(wandb_offline):
     report = watched(40, forget_zero_grad=True, wandb="gs-test")
     rules = sorted({f.rule for f in report.findings})
     assert "GS412" in rules and not report.run.unwritten
-    run = finished_run(str(offline))
+    run = finished_run(str(wandb_offline))
     titles = [a.title for a in run.alerts]
     assert sorted(t.split()[1] for t in titles) == sorted(f.rule for f in report.findings)
     assert len(set(titles)) == len(titles)  # wandb holds back a title repeated within a minute
@@ -79,7 +66,7 @@ def test_findings_are_alerts_and_in_the_summary(offline):
     assert "GS412" in run.summary["gradscope/findings"]
 
 
-def test_beside_the_users_run_a_run_of_its_own_in_its_group(offline):
+def test_beside_the_users_run_a_run_of_its_own_in_its_group(wandb_offline):
     """The user's run keeps its step counter: what it logs at an explicit step= after
     gradscope's steps is kept (logging into it dropped it, "less than the current step")."""
     import wandb
@@ -94,16 +81,17 @@ def test_beside_the_users_run_a_run_of_its_own_in_its_group(offline):
             mine.log({"my_metric": float(i)}, step=i)
     finally:
         mine.finish()
-    users = finished_run(str(offline), mine.id)
+    users = finished_run(str(wandb_offline), mine.id)
     assert [row["my_metric"] for row in users.history if "my_metric" in row] == [0, 1, 2, 3]
     assert not any(k.startswith("gradscope/") for row in users.history for k in row)
-    (own,) = [p for p in glob.glob(str(offline / "wandb" / "offline-run-*")) if mine.id not in p]
-    ours = finished_run(str(offline), own.rsplit("-", 1)[1])
+    runs = glob.glob(str(wandb_offline / "wandb" / "offline-run-*"))
+    (own,) = [p for p in runs if mine.id not in p]
+    ours = finished_run(str(wandb_offline), own.rsplit("-", 1)[1])
     assert (ours.group, ours.job_type) == ("sweep-3", "gradscope")
     assert sorted(ours.series("gradscope/loss")) == list(range(1, 13)) and ours.exit
 
 
-def test_a_failing_wandb_stops_the_sink_not_the_run(offline, monkeypatch):
+def test_a_failing_wandb_stops_the_sink_not_the_run(wandb_offline, monkeypatch):
     import wandb
     from wandb.sdk.wandb_run import Run
 
