@@ -146,7 +146,8 @@ UpdateEveryOpt = Annotated[
         metavar="N",
         min=1,
         help="Measure update/weight ratios at each of the first 100 steps, then "
-        "every N steps (derived from Adam/SGD state; no copy of the parameters).",
+        "every N steps (derived from Adam/SGD state beyond 16 MiB of parameters: no copy of a "
+        "large model).",
     ),
 ]
 

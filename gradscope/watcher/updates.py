@@ -1,7 +1,8 @@
 """The update of a step, ‖Δw‖ per parameter, without a copy of every parameter.
 
 A copy of the parameters before the step costs as much memory as the model (+4 GiB at
-1B float32 parameters), so the update is measured two ways instead:
+1B float32 parameters), so the update is measured two ways instead (a copy is the cheaper
+of the two: Adam's tensors are copied too, up to COPY_INSTEAD bytes):
 
 - derived, after the step, from the state the optimizer keeps, for torch's own Adam and
   AdamW (amsgrad, L2 or decoupled decay, maximize; single-tensor, foreach or fused) and
@@ -31,7 +32,6 @@ optimizer's own step, at each of 100 steps).
 
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,9 +39,10 @@ from typing import Any
 import torch
 
 from gradscope.distributed.norms import local
-from gradscope.watcher import update_pieces
+from gradscope.watcher import update_pieces, update_plan
 from gradscope.watcher.measure import Measure, norms
 from gradscope.watcher.update_pieces import Scratch, apply, pieced
+from gradscope.watcher.update_plan import host_float
 
 DENSE_STEPS = 100
 """Every one of the first steps is measured (a learning rate too high in warm-up shows
@@ -50,15 +51,16 @@ SHARE = 0.02
 """The copy budget, as a share of the bytes of the tensors that need a copy."""
 FLOOR = 16 * 2**20
 """The copy budget is never below this (a small model is copied whole, as cheap)."""
-EXACT = (torch.float32, torch.float64)
+COPY_INSTEAD = 16 * 2**20
+"""Adam's tensors are copied rather than derived up to this many bytes of copies in all:
+a copy before the step and a subtraction after take a third of the CPU of deriving the
+update from Adam's state (square root, shift, division, decay, norm), 0.37 against 1.08
+ms on a 0.41M-parameter char-LM, and give the update the weights really took."""
 
 
 FULL_STEPS = 10
 """Every tensor's update at each of the first steps (an early blow-up, a warm-up's first
 large updates, a per-step total for the spike analysis)."""
-ROTATION = 8
-"""At the other dense steps, tensor k is derived at the steps s with (k + s) % ROTATION
-== 0: each tensor in turn, the same ones on every rank."""
 
 
 def sampled(step: int, every: int) -> bool:
@@ -104,16 +106,21 @@ class Updates:
         a rotated step's number (only the derived tensors whose turn it is)."""
         index = self.measure.tracked.index
         params = [p for p in params if id(p) in index]
-        inner = _derivable(optimizer)
-        derived = [] if inner is None else _plan(inner, index)
+        inner = update_plan.derivable(optimizer)
+        derived = [] if inner is None else update_plan.plan(inner, index)
         covered = {id(p) for _, _, ps in derived for p in ps}
         rest = [p for p in params if id(p) not in covered]
         copied, too_large = self._rotate(id(optimizer), rest)
-        copies = [p.detach().clone() for p in copied]
+        derived, instead = update_plan.copy_instead(
+            derived, COPY_INSTEAD - update_plan.size(copied)
+        )
         measured = None
         if turn is not None:
-            derived = _turn(derived, index, turn)
-            measured = [p for _, _, ps in derived for p in ps] + copied
+            derived = update_plan.turn_of(derived, index, turn)
+            instead = update_plan.in_turn(instead, index, turn)
+            measured = [p for _, _, ps in derived for p in ps] + copied + instead
+        copied += instead
+        copies = [p.detach().clone() for p in copied]
         return Before(inner, derived, copied, copies, too_large, optimizer is None, measured)
 
     def after(self, before: Before) -> torch.Tensor:
@@ -197,80 +204,6 @@ class Updates:
         )
 
 
-# -- which optimizers ----------------------------------------------------------------
-def _derivable(optimizer: Any) -> Any:
-    """torch's Adam/AdamW/SGD (not a subclass with its own step), also behind a wrapper
-    that shares its param groups (accelerate's AcceleratedOptimizer); else None."""
-    for candidate in (optimizer, getattr(optimizer, "optimizer", None)):
-        if candidate is None or _kind(candidate) is None:
-            continue
-        if candidate is optimizer or candidate.param_groups is optimizer.param_groups:
-            return candidate
-    return None
-
-
-def _kind(optimizer: Any) -> str | None:
-    """ "adam" or "sgd" when the class steps with torch's own function. Optimizer's
-    __init__ wraps each class's step (profile_hook_step, functools.wraps), so the
-    functions are compared unwrapped."""
-    step = getattr(type(optimizer), "step", None)
-    if step is None:
-        return None
-    step = inspect.unwrap(step)
-    if step is inspect.unwrap(torch.optim.Adam.step):
-        return "adam"
-    if step is inspect.unwrap(torch.optim.SGD.step):
-        return "sgd"
-    return None
-
-
-def _plan(
-    optimizer: Any, index: dict[int, int]
-) -> list[tuple[str, dict[str, Any], list[torch.Tensor]]]:
-    kind = _kind(optimizer)
-    assert kind is not None
-    keys = ("lr", "weight_decay", *(("betas",) if kind == "adam" else ("momentum", "dampening")))
-    out = []
-    for group in optimizer.param_groups:
-        if not all(_host(group.get(k)) for k in keys):
-            continue  # a hyperparameter on the device: reading it would sync
-        if _f(group["lr"]) * _f(group["weight_decay"]) == 1:
-            continue  # the decay erased the weights: nothing to derive them back from
-        ps = [p for p in group["params"] if id(p) in index and _exact(p)]
-        if ps:
-            out.append((kind, group, ps))
-    return out
-
-
-def _turn(
-    derived: list[tuple[str, dict[str, Any], list[torch.Tensor]]], index: dict[int, int], step: int
-) -> list[tuple[str, dict[str, Any], list[torch.Tensor]]]:
-    """The plan cut to the tensors whose turn step `step` is (see ROTATION)."""
-    out = []
-    for kind, group, ps in derived:
-        mine = [p for p in ps if (index[id(p)] + step) % ROTATION == 0]
-        if mine:
-            out.append((kind, group, mine))
-    return out
-
-
-def _host(value: Any) -> bool:
-    if isinstance(value, (tuple, list)):
-        return all(_host(v) for v in value)
-    return not isinstance(value, torch.Tensor) or value.device.type == "cpu"
-
-
-def _exact(p: torch.Tensor) -> bool:
-    """Derived exactly: a real float32/float64 parameter without a sparse gradient (the
-    update of a half-precision weight is mostly rounding, which only a copy sees)."""
-    grad = p.grad
-    return p.dtype in EXACT and (grad is None or not grad.is_sparse)
-
-
-def _f(value: Any) -> float:
-    return float(value.item() if isinstance(value, torch.Tensor) else value)
-
-
 # -- the formulas ----------------------------------------------------------------------
 Coef = list[Any]
 """One number per tensor: Python floats, or 0-dim device tensors (never read back)."""
@@ -281,8 +214,12 @@ def _adam(
 ) -> list[torch.Tensor]:
     """Norms of Adam's (AdamW's) update of each of `ps`, from its state after the step:
     u = lr/(1-β1^t) · m/(√v/√(1-β2^t) + eps) = gain · m/(√v + shift)."""
-    lr, wd, eps = _f(group["lr"]), _f(group["weight_decay"]), _f(group["eps"])
-    beta1, beta2 = (_f(b) for b in group["betas"])
+    lr, wd, eps = (
+        host_float(group["lr"]),
+        host_float(group["weight_decay"]),
+        host_float(group["eps"]),
+    )
+    beta1, beta2 = (host_float(b) for b in group["betas"])
     decay = lr * wd if group.get("decoupled_weight_decay") else 0.0
     key = "max_exp_avg_sq" if group.get("amsgrad") else "exp_avg_sq"
     live = [i for i, p in enumerate(ps) if p.grad is not None and optimizer.state.get(p)]
@@ -318,7 +255,7 @@ def _adam_coefficients(
     # t = 0: a fused step GradScaler skipped before any was taken (no update): gain 0,
     # and a shift of 1 keeps 0/0 out of m/(√v + shift)
     if host:
-        ts = [_f(t) for t in steps]
+        ts = [host_float(t) for t in steps]
         root = [math.sqrt(1 - beta2**t) for t in ts]
         return [lr * r / (1 - beta1**t) if t else 0.0 for t, r in zip(ts, root, strict=True)], [
             eps * r if t else 1.0 for t, r in zip(ts, root, strict=True)
@@ -334,7 +271,11 @@ def _sgd(
 ) -> list[torch.Tensor]:
     """Norms of SGD's update of each of `ps` after the step: lr·‖buf‖ with momentum, else
     lr·‖g + wd·w (+ μ·buf with nesterov)‖/|1 - lr·wd| (g: ±the unscaled gradient)."""
-    lr, wd, mu = _f(group["lr"]), _f(group["weight_decay"]), _f(group["momentum"])
+    lr, wd, mu = (
+        host_float(group["lr"]),
+        host_float(group["weight_decay"]),
+        host_float(group["momentum"]),
+    )
     nesterov = bool(group.get("nesterov")) and mu != 0
     live = [i for i, p in enumerate(ps) if p.grad is not None]
     grads = [local(ps[i].grad) for i in live]  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from gradscope.watcher import update_pieces, updates, watch
+from gradscope.watcher import update_pieces, update_plan, updates, watch
 
 
 def _groups(model: torch.nn.Module) -> list[dict]:
@@ -96,7 +96,8 @@ def _check(records, truth, order, rel):
 def test_every_early_step_has_the_exact_update_of_each_optimizer_variant(variant, monkeypatch):
     """Two param groups (own lr and weight decay), a schedule changing lr every step:
     every step's ratio is the true one, in float64 to 1e-9; derived (nothing copied)
-    for torch's Adam, AdamW and SGD."""
+    for torch's Adam, AdamW and SGD, where Adam's are not copied instead."""
+    monkeypatch.setattr(updates, "COPY_INSTEAD", 0)
     copies = _copies(monkeypatch)
     model, batch = _mlp()
     opt = VARIANTS[variant](_groups(model))
@@ -184,13 +185,36 @@ def test_derived_updates_rotate_after_the_first_steps_and_every_tensor_keeps_its
             if position in measured:
                 assert r.update_ratios[position] == pytest.approx(delta / weight, rel=1e-9)
                 last_seen[position] = r.step
-            assert r.step - last_seen[position] < updates.ROTATION, (r.step, position)
+            assert r.step - last_seen[position] < update_plan.ROTATION, (r.step, position)
         if r.step in full:
             assert measured == set(order) and r.update_norm is not None, r.step
         else:
-            assert len(measured) <= -(-len(order) // updates.ROTATION), r.step
+            assert len(measured) <= -(-len(order) // update_plan.ROTATION), r.step
             assert r.update_norm is None
     assert not any(updates.rotated(s, 1) for s in range(1, 200))  # --update-every 1: all
+
+
+@pytest.mark.parametrize("room", ["all", "some"])
+def test_adam_tensors_are_copied_instead_of_derived_within_their_room(room, monkeypatch):
+    """Under Adam a copy and a subtraction are cheaper than the derived update: the
+    tensors whose copies fit COPY_INSTEAD bytes are copied (in order), the others
+    derived; every ratio exact either way, at full and rotated steps alike."""
+    model, batch = _mlp()
+    sizes = [p.numel() * p.element_size() for p in model.parameters()]  # 768, 128, 384, 24
+    if room == "some":
+        monkeypatch.setattr(updates, "COPY_INSTEAD", sizes[0] + sizes[1])
+    copies = _copies(monkeypatch)
+    opt = torch.optim.AdamW(_groups(model), lr=1e-2, weight_decay=0.1)
+    run, truth, order = _train(model, opt, 16, batch, update_every=25)
+    taken = sum(sizes) if room == "all" else sizes[0] + sizes[1]
+    assert copies[:10] == [taken] * 10  # every tensor at steps 1-10
+    assert 0 < max(copies[10:]) < taken  # a tensor in ROTATION after them
+    records = list(run.steps)
+    _check(records[:10], truth[:10], order, rel=1e-9)
+    for r, t in zip(records[10:], truth[10:], strict=True):
+        for position, (delta, weight) in zip(order, t, strict=True):
+            if not math.isnan(r.update_ratios[position]):
+                assert r.update_ratios[position] == pytest.approx(delta / weight, rel=1e-9)
 
 
 @pytest.mark.parametrize("fused", [False, True])
@@ -244,6 +268,7 @@ def test_no_copy_where_the_update_is_derived_and_a_bounded_rotating_one_elsewher
     step, each exact, every tensor measured in turn, the total only where all were; a
     tensor larger than the budget never, with a note."""
     monkeypatch.setattr(updates, "FLOOR", 2048)
+    monkeypatch.setattr(updates, "COPY_INSTEAD", 0)
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(6, 16),
@@ -288,10 +313,12 @@ def test_no_copy_where_the_update_is_derived_and_a_bounded_rotating_one_elsewher
 
 
 @pytest.mark.slow
-def test_gpt2_adamw_updates_are_exact_on_every_early_step():
+def test_gpt2_adamw_updates_are_exact_on_every_early_step(monkeypatch):
     """A transformers GPT-2 built from a tiny config (tied embedding), AdamW with decay
-    on the matrices only and a warm-up schedule, float32: ratios to 1e-4 of the truth."""
+    on the matrices only and a warm-up schedule, float32: derived ratios to 1e-4 of the
+    truth."""
     transformers = pytest.importorskip("transformers")
+    monkeypatch.setattr(updates, "COPY_INSTEAD", 0)
     torch.manual_seed(0)
     config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=2, n_head=2)
     model = transformers.GPT2LMHeadModel(config)
