@@ -45,12 +45,20 @@ class Pending:
 class AdamEps:
     pending: list[Pending] = field(default_factory=list)
 
-    def observe(self, tracked: discover.Tracked, index: int, optimizer: Any, step: int) -> None:
-        """After optimizer `index`'s step `step`."""
+    def observe(
+        self,
+        tracked: discover.Tracked,
+        index: int,
+        optimizer: Any,
+        step: int,
+        counted: dict[int, torch.Tensor] | None = None,
+    ) -> None:
+        """After optimizer `index`'s step `step`; `counted`: the counts adam_rms.py took
+        at this step, per position (not counted twice)."""
         if not sampled(step) or len(self.pending) >= MAX_SAMPLES:
             return
         for group in optimizer.param_groups:
-            got = _group(tracked, optimizer, group)
+            got = _group(tracked, optimizer, group, counted or {})
             if got is not None:
                 self.pending.append(Pending(index, step, got[0], got[1], got[2]))
 
@@ -74,14 +82,18 @@ class AdamEps:
 
 
 def _group(
-    tracked: discover.Tracked, optimizer: Any, group: dict[str, Any]
+    tracked: discover.Tracked, optimizer: Any, group: dict[str, Any], counted: dict[int, Any]
 ) -> tuple[float, list[int], torch.Tensor] | None:
     """(eps, positions, [k, 2] counts) of an Adam-family group; None for any other."""
     got = adam_state(tracked, optimizer, group)
     if got is None:
         return None
     eps, positions, parts = got
-    return eps, positions, torch.stack([eps_counts(v, floor) for v, floor, _ in parts])
+    counts = [
+        counted[i].to(torch.int64) if i in counted else eps_counts(v, floor)
+        for i, (v, floor, _) in zip(positions, parts, strict=True)
+    ]
+    return eps, positions, torch.stack(counts)
 
 
 StatePart = tuple[torch.Tensor, Any, Any]

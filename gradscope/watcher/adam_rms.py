@@ -25,6 +25,7 @@ from gradscope.steps.state_facts import StateSample
 from gradscope.watcher import adam_rms_batch as batched
 from gradscope.watcher import discover
 from gradscope.watcher.adam_eps import adam_state, eps_counts, step_count
+from gradscope.watcher.measure import norms
 from gradscope.watcher.updates import DENSE_STEPS
 
 EARLY_EVERY = 25
@@ -56,16 +57,23 @@ class AdamRms:
     first: list[Pending] = field(default_factory=list)
     last: deque[Pending] = field(default_factory=lambda: deque(maxlen=LAST))
 
-    def observe(self, tracked: discover.Tracked, index: int, optimizer: Any, step: int) -> None:
-        """After optimizer `index`'s step `step`, one whose update was measured."""
+    def observe(
+        self, tracked: discover.Tracked, index: int, optimizer: Any, step: int
+    ) -> dict[int, torch.Tensor]:
+        """After optimizer `index`'s step `step`, one whose update was measured: per
+        position sampled, its eps counts ([2]: under eps, v > 0), for adam_eps.py to
+        take rather than count again."""
+        counted: dict[int, torch.Tensor] = {}
         if not sampled(step):
-            return
+            return counted
         for group in optimizer.param_groups:
             got = _group(tracked, optimizer, group)
             if got is None:
                 continue
             pending = Pending(index, step, got[0], got[1])
             (self.first if len(self.first) < FIRST else self.last).append(pending)
+            counted.update(zip(pending.positions, pending.values[:, 3:].unbind(), strict=True))
+        return counted
 
     def facts(self) -> list[StateSample]:
         """Every sample, read back in one go."""
@@ -130,17 +138,17 @@ def _sums(
     g: torch.Tensor, m: torch.Tensor, v: torch.Tensor, bias: Any, first: Any, eps: float
 ) -> torch.Tensor:
     """[2]: Σ g²/max(v̂, eps²) and Σ (m̂/(√v̂ + eps))², over flat pieces (rows where a
-    tensor is not contiguous)."""
+    tensor is not contiguous): the squared norms of g/max(√v̂, eps) and m/(√v̂ + eps),
+    from one √v̂ per piece, in two temporaries."""
     total = torch.zeros(2, dtype=torch.float64, device=v.device)
     wide = v.dtype if v.dtype in (torch.float32, torch.float64) else torch.float32
     for gp, mp, vp in zip(_pieces(g), _pieces(m), _pieces(v), strict=True):
-        hat = vp.to(wide) / bias
-        root = hat.sqrt().add_(eps)
-        update = torch.div(mp.to(wide), root).div_(first)
-        gg = gp.to(wide).square().div_(hat.clamp_min_(eps * eps))
-        total += torch.stack(
-            [gg.sum(dtype=torch.float64), update.square_().sum(dtype=torch.float64)]
-        )
+        root = torch.div(vp.to(wide), bias).sqrt_()
+        scaled = torch.clamp_min(root, eps)
+        torch.div(gp.to(wide), scaled, out=scaled)
+        torch.div(mp.to(wide), root.add_(eps), out=root)
+        rms, update = norms([scaled, root])
+        total += torch.stack([rms, update / first]).square()
     return total
 
 

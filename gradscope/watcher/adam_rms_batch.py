@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from gradscope.watcher.measure import norms
+
 Item = tuple[int, torch.Tensor, torch.Tensor, torch.Tensor, float, float, float]
 """(position, g, m, v, floor, bias, first): bias = 1 - β2^t, first = 1 - β1^t, floor =
 bias·eps², all on the host."""
@@ -55,30 +57,30 @@ def chunks(items: list[Item], limit: int) -> list[list[Item]]:
 
 
 def rows(chunk: list[Item], eps: float) -> torch.Tensor:
-    """[k, 5]: per tensor Σ g²/max(v̂, eps²), Σ û², elements, under eps, v > 0 (float64)."""
+    """[k, 5]: per tensor Σ g²/max(v̂, eps²), Σ û², elements, under eps, v > 0 (float64):
+    the squared norms of g/max(√v̂, eps) and m/(√v̂ + eps), from one √v̂. The counts are
+    float32 sums of ones, exact up to 2^24 (a chunk holds at most `limit` elements)."""
     gs, ms, vs = [c[1] for c in chunk], [c[2] for c in chunk], [c[3] for c in chunk]
-    wide = torch.float64
-    hats = torch._foreach_div(vs, [c[5] for c in chunk])
-    roots = torch._foreach_sqrt(hats)
+    device = vs[0].device
+    roots = torch._foreach_div(vs, [c[5] for c in chunk])
+    torch._foreach_sqrt_(roots)
+    scaled = torch._foreach_clamp_min(roots, eps)
+    ratios = torch._foreach_div(gs, scaled)
+    del scaled
+    rms = torch.stack(norms(list(ratios))).square()
+    del ratios
     torch._foreach_add_(roots, eps)
     updates = torch._foreach_div(ms, roots)
     del roots
-    torch._foreach_div_(updates, [c[6] for c in chunk])
-    up = torch.stack(torch._foreach_norm(updates, 2, dtype=wide)).square()
+    up = (torch.stack(norms(list(updates))) / _counts([c[6] for c in chunk], device)).square()
     del updates
-    torch._foreach_clamp_min_(hats, eps * eps)
-    gg = torch._foreach_mul(gs, gs)
-    torch._foreach_div_(gg, hats)
-    del hats
-    rms = torch.stack(torch._foreach_norm(gg, 1, dtype=wide))  # every term >= 0: the sum
-    del gg
     under = torch._foreach_sub(vs, [c[4] for c in chunk])  # < 0 exactly where v < floor
     torch._foreach_clamp_max_(under, 0.0)
     torch._foreach_sign_(under)
-    below = torch.stack(torch._foreach_norm(under, 1, dtype=wide))
+    below = torch.stack(torch._foreach_norm(under, 1)).double()
     del under
-    live = torch.stack(torch._foreach_norm(torch._foreach_sign(vs), 1, dtype=wide))
-    n = _counts([float(v.numel()) for v in vs], vs[0].device)
+    live = torch.stack(torch._foreach_norm(torch._foreach_sign(vs), 1)).double()
+    n = _counts([float(v.numel()) for v in vs], device)
     return torch.stack([rms, up, n, below - (n - live), live], dim=1)
 
 

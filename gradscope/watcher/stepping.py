@@ -116,6 +116,7 @@ def finish(state: WatchState, here: ThreadState, optimizer: Any) -> None:
     current, here.current = here.current, None
     if current is None:
         return
+    counted = None
     if here.snapshot is not None:
         params, before = here.snapshot
         here.snapshot = None
@@ -123,9 +124,9 @@ def finish(state: WatchState, here: ThreadState, optimizer: Any) -> None:
         if before.measured is not None:
             params = before.measured  # a rotated step: the others have no ratio to read
         current.weight_norm = state.measure.scatter(params, norms([p.detach() for p in params]))
-        state.adam_rms.observe(state.tracked, current.optimizer, optimizer, current.step)
+        counted = state.adam_rms.observe(state.tracked, current.optimizer, optimizer, current.step)
     resets.stepped(state, optimizer, resets.trained(state, optimizer), here.ident)
-    state.adam_eps.observe(state.tracked, current.optimizer, optimizer, current.step)
+    state.adam_eps.observe(state.tracked, current.optimizer, optimizer, current.step, counted)
     record_step.record(state, here, current)
 
 

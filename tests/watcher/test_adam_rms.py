@@ -186,3 +186,30 @@ def test_a_sample_on_cuda_does_not_wait_for_the_device(fused):
     (sample,) = probe.facts()
     want = _expected(opt, tracked.params[0], opt.param_groups[0])
     assert sample.tensors[0][1:] == pytest.approx(want, rel=1e-5, abs=1e-9)
+
+
+def test_eps_counts_of_a_step_both_sample_are_taken_once(monkeypatch):
+    """At a step adam_rms.py samples (25, 50, 75, 100), adam_eps.py takes its counts of
+    elements under eps rather than counting again: the same numbers; a tensor it did not
+    sample (no gradient at that step) is counted there as before."""
+    from gradscope.watcher import adam_eps
+
+    make = lambda ps: torch.optim.Adam(ps, lr=1e-2, eps=0.03)  # noqa: E731
+    model, opt, tracked, _ = _run(make, steps=24)
+    opt.zero_grad()
+    model(torch.randn(32, 8)).square().mean().backward()
+    model[0].bias.grad = None  # a state from earlier steps, no gradient at this one
+    opt.step()
+    counted = AdamRms().observe(tracked, 0, opt, 25)
+    frozen = 1  # model[0].bias
+    assert sorted(counted) == [0, 2, 3]
+    calls = []
+    real = adam_eps.eps_counts
+    monkeypatch.setattr(adam_eps, "eps_counts", lambda v, f: calls.append(v) or real(v, f))
+    shared, alone = adam_eps.AdamEps(), adam_eps.AdamEps()
+    shared.observe(tracked, 0, opt, 25, counted)
+    assert len(calls) == 1 and calls[0] is opt.state[tracked.params[frozen]]["exp_avg_sq"]
+    alone.observe(tracked, 0, opt, 25)
+    assert len(calls) == 1 + 4
+    (a,), (b,) = shared.facts(), alone.facts()
+    assert a == b and any(share > 0 for _, share, _ in a.shares)
