@@ -157,11 +157,15 @@ def test_measured_steps_are_the_first_hundred_then_every_update_every():
     assert all(updates.sampled(s, 1) for s in range(1, 300))
 
 
-def test_derived_updates_rotate_after_the_first_steps_and_every_tensor_keeps_its_turn():
+@pytest.mark.parametrize("copied", [False, True])
+def test_updates_rotate_after_the_first_steps_and_every_tensor_keeps_its_turn(copied, monkeypatch):
     """Steps 1-10 and those update_every samples (26) measure every tensor; the other
-    dense steps derive one tensor in ROTATION, each exact, each tensor in turn (at least
-    once in any ROTATION consecutive steps), with no per-step total; a tensor copied
-    (no derivable state) keeps its own rotation."""
+    dense steps measure one tensor in ROTATION, each exact, each tensor in turn (at least
+    once in any ROTATION consecutive steps), with no per-step total: derived, or copied
+    instead (Adam's within COPY_INSTEAD bytes)."""
+    if not copied:
+        monkeypatch.setattr(updates, "COPY_INSTEAD", 0)
+    copies = _copies(monkeypatch)
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         *[torch.nn.Linear(6, 6) for _ in range(5)], torch.nn.Linear(6, 3)
@@ -192,6 +196,7 @@ def test_derived_updates_rotate_after_the_first_steps_and_every_tensor_keeps_its
             assert len(measured) <= -(-len(order) // update_plan.ROTATION), r.step
             assert r.update_norm is None
     assert not any(updates.rotated(s, 1) for s in range(1, 200))  # --update-every 1: all
+    assert (max(copies) > 0) == copied
 
 
 @pytest.mark.parametrize("room", ["all", "some"])
