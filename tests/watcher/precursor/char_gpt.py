@@ -13,6 +13,7 @@ import math
 import sys
 
 import torch
+from markov_text import batches
 
 from gradscope.examples.transformer import GPT, GPTConfig
 
@@ -22,14 +23,7 @@ torch.manual_seed(0)
 V, T, B, WARMUP = 27, 16, 32, 20
 PEAK = float(sys.argv[3]) if len(sys.argv) > 3 else 1e-2
 table = torch.distributions.Dirichlet(torch.full((V,), 0.2)).sample((V,))
-g = torch.Generator().manual_seed(1)
-
-
-def batch():
-    x = torch.randint(0, V, (B, 1), generator=g)
-    for _ in range(T):
-        x = torch.cat([x, torch.multinomial(table[x[:, -1]], 1, generator=g)], 1)
-    return x[:, :-1], x[:, 1:]
+data = batches(table, 1, B, T)  # markov_text.py: drawn once a process
 
 
 def lr_at(step: int) -> float:
@@ -50,7 +44,7 @@ opt = torch.optim.AdamW(model.parameters(), lr=PEAK, weight_decay=0.1)
 for step in range(1, steps + 1):
     for group in opt.param_groups:
         group["lr"] = lr_at(step)
-    x, y = batch()
+    x, y = next(data)
     loss = model(x, y).loss
     if mode == "vlag" and step == 200:
         loss = loss * 1000.0

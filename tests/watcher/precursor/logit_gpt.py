@@ -14,6 +14,7 @@ import sys
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from markov_text import batches
 
 mode = sys.argv[1] if len(sys.argv) > 1 else "attn"
 steps = int(sys.argv[2]) if len(sys.argv) > 2 else 600
@@ -24,14 +25,7 @@ LAYERS = 3 if mode == "attn-deep" else 2
 PEAK = 0.015 if mode == "attn-low" else 0.15
 QK_NORM = mode == "attn-qknorm"
 table = torch.distributions.Dirichlet(torch.full((V,), 0.2)).sample((V,))
-g = torch.Generator().manual_seed(1 + seed)
-
-
-def batch():
-    x = torch.randint(0, V, (B, 1), generator=g)
-    for _ in range(T):
-        x = torch.cat([x, torch.multinomial(table[x[:, -1]], 1, generator=g)], 1)
-    return x[:, :-1], x[:, 1:]
+data = batches(table, 1 + seed, B, T)  # markov_text.py: drawn once a process
 
 
 class Attention(nn.Module):
@@ -80,7 +74,7 @@ opt = torch.optim.AdamW(model.parameters(), lr=PEAK, weight_decay=0.0, betas=(0.
 for step in range(1, steps + 1):
     for group in opt.param_groups:
         group["lr"] = PEAK * min(1.0, step / WARMUP)
-    x, y = batch()
+    x, y = next(data)
     logits = model(x)
     loss = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
     opt.zero_grad()
