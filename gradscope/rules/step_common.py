@@ -209,10 +209,12 @@ def spikes(values: Sequence[float], t: Thresholds) -> list[tuple[int, float, flo
     for i in range(max(start, 1), len(xs)):
         early = i < history
         base = xs[max(0, i - window) : i]
+        ratio = max(t.spike_early_ratio, t.spike_min_ratio) if early else t.spike_min_ratio
+        if logged and xs[i] - min(base) <= math.log(ratio):
+            continue  # not above its window's least by the ratio, so not above its median
         med = statistics.median(base)
         sigma = MAD_SIGMA * statistics.median(abs(x - med) for x in base)
         jump = xs[i] - med
-        ratio = max(t.spike_early_ratio, t.spike_min_ratio) if early else t.spike_min_ratio
         ratio_ok = jump > math.log(ratio) if logged else jump > (ratio - 1) * abs(med)
         if jump > t.spike_sigma * sigma and ratio_ok:
             out.append((i, values[i], math.exp(med) if logged else med))

@@ -12,6 +12,7 @@ from gradscope import config
 from gradscope.config import Thresholds
 from gradscope.errors import ConfigError
 from gradscope.rules import step_amp, step_clipping, step_setup
+from gradscope.rules import step_common as rules_common
 from gradscope.rules import steps as rules
 from gradscope.steps.records import ParamInfo, StepRecord, WatchRun
 
@@ -38,6 +39,45 @@ def test_spike_fires_above_and_not_at_the_ratio_floor():
     assert rules.spikes(values, Thresholds()) == []
     values[80] = med * 2.0 * (1 + 1e-6)
     assert [i for i, _, _ in rules.spikes(values, Thresholds())] == [80]
+
+
+def test_spikes_equal_the_window_median_test_at_every_step():
+    """The loop skips a step not above its window's least by the ratio: the same spikes
+    as judging every step by its window's median and MAD, on noisy series with spikes
+    (positive: in log space; with values <= 0: linear)."""
+    import random
+
+    t = Thresholds()
+    rng = random.Random(0)
+
+    def reference(values):
+        logged = all(v > 0 for v in values)
+        xs = [math.log(v) if logged else v for v in values]
+        out = []
+        for i in range(1, len(xs)):
+            base = xs[max(0, i - int(t.spike_window)) : i]
+            if i < int(t.spike_min_history) and len(base) < rules_common.EARLY_MIN_HISTORY:
+                continue
+            med = statistics.median(base)
+            sigma = rules_common.MAD_SIGMA * statistics.median(abs(x - med) for x in base)
+            early = i < int(t.spike_min_history)
+            ratio = max(t.spike_early_ratio, t.spike_min_ratio) if early else t.spike_min_ratio
+            jump = xs[i] - med
+            big = jump > math.log(ratio) if logged else jump > (ratio - 1) * abs(med)
+            if jump > t.spike_sigma * sigma and big:
+                out.append((i, values[i], math.exp(med) if logged else med))
+        return out
+
+    found = 0
+    for n, spread in [(30, 0.05), (300, 0.1), (300, 0.4), (600, 0.02)]:
+        for shift in (0.0, -1.5):
+            values = [math.exp(rng.gauss(0, spread)) + shift for _ in range(n)]
+            for k in rng.sample(range(n), n // 20):
+                values[k] = (values[k] - shift) * rng.choice([1.5, 2.5, 10, 300]) + shift
+            got = rules.spikes(values, t)
+            assert got == reference(values), (n, spread, shift)
+            found += len(got)
+    assert found > 20
 
 
 def test_first_steps_are_judged_against_their_own_history():
