@@ -268,31 +268,42 @@ def _watch(tmp_path, *args: str, env: dict[str, str] | None = None, shell: str =
     )
 
 
+def _in_ascii(stdout: bytes) -> None:
+    """The report of the crashed run on an ascii-only stdout: ascii, the crash's text escaped."""
+    text = stdout.decode("ascii")
+    assert "3 optimizer steps" in text and " -> " in text and "boom - \\xfc" in text
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(("crash", "code"), [("", ExitCode.OK), ("1", ExitCode.ERROR)])
-def test_with_stderr_closed_the_report_is_written_and_the_exit_code_right(tmp_path, crash, code):
+@pytest.mark.parametrize(
+    ("crash", "code", "env"),
+    [("", ExitCode.OK, {}), ("1", ExitCode.ERROR, {"PYTHONIOENCODING": "ascii"})],
+    ids=["completed", "crashed, PYTHONIOENCODING=ascii"],
+)
+def test_with_stderr_closed_the_report_is_written_and_the_exit_code_right(
+    tmp_path, crash, code, env
+):
     """One run, both outputs (`-o -` keeps the terminal report on stdout): each is written
-    with stderr closed, and the exit code is the run's."""
-    done = _watch(tmp_path, "-o", "r.json", "-o", "-", env={"CRASH": crash}, shell="2>&-")
+    with stderr closed, and the exit code is the run's. The crashed run's stdout encodes
+    ascii only (PYTHONIOENCODING): its report comes in ascii, with no stderr to say a word."""
+    done = _watch(tmp_path, "-o", "r.json", "-o", "-", env={"CRASH": crash, **env}, shell="2>&-")
     assert done.returncode == code
     assert b"3 optimizer steps" in done.stdout
     import json
 
     assert json.loads((tmp_path / "r.json").read_text())["kind"] == "watch"
+    if crash:
+        _in_ascii(done.stdout)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "env",
-    [{"PYTHONIOENCODING": "ascii"}, {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0"}],
-    ids=["PYTHONIOENCODING=ascii", "C locale"],
-)
-def test_an_ascii_only_stdout_gets_the_report_in_ascii(tmp_path, env):
-    env = {**env, "CRASH": "1", "PYTHONCOERCECLOCALE": "0"}
-    done = _watch(tmp_path, env=env)
+def test_an_ascii_only_stdout_gets_the_report_in_ascii(tmp_path):
+    """The C locale, stderr open (the crashed run above sets PYTHONIOENCODING instead)."""
+    env = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "CRASH": "1"}
+    done = _watch(tmp_path, env={**env, "PYTHONCOERCECLOCALE": "0"})
     assert done.returncode == ExitCode.ERROR, done.stderr  # the crash: not 3
-    text = done.stdout.decode("ascii")
-    assert "3 optimizer steps" in text and " -> " in text and "boom - \\xfc" in text
+    assert b"the script raised ValueError: boom \\xb7 \\xfc" in done.stderr  # ascii, escaped
+    _in_ascii(done.stdout)
 
 
 def test_an_ascii_only_stdout_gets_the_json_report_in_ascii(tmp_path, monkeypatch):

@@ -28,17 +28,25 @@ def test_a_dataloader_worker_killed_by_a_signal_is_the_users_failure_with_a_part
     assert last.endswith("(after 50 optimizer steps; the report covers them)")
 
 
+@pytest.fixture(scope="module")
+def forked(tmp_path_factory):
+    """One launch of fork_child_then_pool.py, read by the two tests of forked children
+    below: its steps.jsonl and the finished process."""
+    log = tmp_path_factory.mktemp("forks") / "steps.jsonl"
+    done = gradscope("watch", script("fork_child_then_pool.py"), "--log", str(log), "-f", "json")
+    return done, log
+
+
 @pytest.mark.slow
-def test_a_pool_forked_by_the_script_gets_nothing_of_gradscopes(tmp_path):
-    log = tmp_path / "steps.jsonl"
-    done = gradscope("watch", script("pool_fork.py"), "--log", str(log), "-f", "json")
+def test_a_pool_forked_by_the_script_gets_nothing_of_gradscopes(forked):
+    done, log = forked
     assert done.returncode == 0, done.stderr
     assert "pool: [12, 12, 15]" in done.stderr  # the workers trained their own steps
     assert "ValueError: bad batch in a worker" in done.stderr  # the worker's own error
     assert "gradscope" not in done.stderr and "Terminated" not in done.stderr
-    assert json.loads(done.stdout)["summary"]["steps"] == 20  # the parent's steps only
+    assert json.loads(done.stdout)["summary"]["steps"] == 12 + 20  # the parent's steps only
     lines = log.read_text().splitlines()  # the header, the steps, the findings
-    assert len(lines) == 1 + 20 + 1 and "findings" in json.loads(lines[-1])  # none a worker's
+    assert len(lines) == 1 + 32 + 1 and "findings" in json.loads(lines[-1])  # none a worker's
 
 
 def test_sigterm_in_a_forked_child_ends_it_as_without_gradscope():
@@ -69,15 +77,14 @@ def test_a_child_forked_in_the_block_starts_with_the_handler_from_before_and_not
 
 
 @pytest.mark.slow
-def test_a_forked_child_that_raises_prints_its_own_traceback_and_no_log_lines(tmp_path):
-    log = tmp_path / "steps.jsonl"
-    done = gradscope("watch", script("fork_child_raises.py"), "--log", str(log), "-f", "json")
+def test_a_forked_child_that_raises_prints_its_own_traceback_and_no_log_lines(forked):
+    done, log = forked
     assert done.returncode == 0, done.stderr  # the parent ran to its end
     assert "child exit 1" in done.stderr
     trace = done.stderr[: done.stderr.index("child exit 1")]
     assert trace.startswith("Traceback (most recent call last):")
     assert trace.rstrip().endswith("ValueError: the child failed")  # as Python prints it
     assert "gradscope" not in trace and "runpy" not in trace
-    assert json.loads(done.stdout)["summary"]["steps"] == 12
+    assert json.loads(done.stdout)["summary"]["steps"] == 12 + 20  # not the child's 12
     lines = log.read_text().splitlines()  # the header, the parent's steps only, its findings
-    assert len(lines) == 1 + 12 + 1 and "findings" in json.loads(lines[-1])
+    assert len(lines) == 1 + 32 + 1 and "findings" in json.loads(lines[-1])

@@ -45,9 +45,9 @@ def runs(tmp_path_factory):
     cache: dict = {}
 
     def watched(name: str, *argv: str, steps: int | None = None):
-        if (name, argv) not in cache:
-            cache[name, argv] = watch_script(scripts[name], list(argv), steps=steps)
-        return cache[name, argv]
+        if (name, argv, steps) not in cache:
+            cache[name, argv, steps] = watch_script(scripts[name], list(argv), steps=steps)
+        return cache[name, argv, steps]
 
     try:
         yield watched
@@ -119,8 +119,9 @@ def test_a_discriminator_over_two_epochs_gets_no_warning(runs, seed):
 
 
 def test_a_discriminator_loss_scaled_by_mistake_once_still_warns(runs):
-    """errD_real × 1000 at batch 30 of the first epoch: D's step 61, its loss spiked too."""
-    report = runs("gan-scaled", *GAN_ARGS)
+    """errD_real × 1000 at batch 30 of the first epoch: D's step 61, its loss spiked too.
+    Judged at step 80 (19 steps after it; the epoch's 126 name it the same)."""
+    report = runs("gan-scaled", *GAN_ARGS, steps=80)
     for rule in ("GS402", "GS403", "GS451"):
         f = _one(report, rule)
         assert f.severity == Severity.WARNING and "Discriminator" in f.subject, rule
