@@ -49,8 +49,12 @@ class Scenario:
         return 0 if not any(self.codes) else 1
 
 
-WATCH_MODULES = ("gradscope.watcher.runner", "gradscope.watcher.patches", "torch.distributed.fsdp")
-"""What every `gradscope watch` scenario imports: each rank imports it once."""
+WATCH_MODULES = (
+    *("gradscope.watcher.runner", "gradscope.watcher.patches", "torch.distributed.fsdp"),
+    *("gradscope.distributed.session", "gradscope.catalogue", "pydantic"),
+)
+"""What every `gradscope watch` scenario imports: each rank imports it once (the catalogue
+loaded: every rule; pydantic: typer checks a command's parameters with it)."""
 
 
 def launch(
