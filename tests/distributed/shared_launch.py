@@ -8,6 +8,10 @@ group of its own: what `torchrun -m gradscope ARGS` runs on each rank. Not the s
 launch where torchrun watches the ranks: a rank that fails does not make torchrun stop
 the others, and no scenario's code passes through torchrun's. Tests of those keep a
 launch of their own.
+
+Files whose scenarios `share` one launch (tests/scheduling.py's SHARED_LAUNCH: one
+pytest-xdist worker runs them) pay for it once between them: a launch's ranks cost about
+6.5 s of CPU before their first scenario.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,8 +49,12 @@ class Scenario:
         return 0 if not any(self.codes) else 1
 
 
-WATCH_MODULES = ("gradscope.watcher.runner", "gradscope.watcher.patches", "torch.distributed.fsdp")
-"""What every `gradscope watch` scenario imports: each rank imports it once."""
+WATCH_MODULES = (
+    *("gradscope.watcher.runner", "gradscope.watcher.patches", "torch.distributed.fsdp"),
+    *("gradscope.distributed.session", "gradscope.catalogue", "pydantic"),
+)
+"""What every `gradscope watch` scenario imports: each rank imports it once (the catalogue
+loaded: every rule; pydantic: typer checks a command's parameters with it)."""
 
 
 def launch(
@@ -86,3 +95,33 @@ def _read(tmp: Path, name: str) -> Scenario | None:
     out = [(tmp / f"{name}.{r}.out").read_text() for r in (0, 1)]
     err = [(tmp / f"{name}.{r}.err").read_text() for r in (0, 1)]
     return Scenario(codes, "".join(out), "".join(err), max(walls))
+
+
+Plan = Callable[[Path], dict[str, list[str]]]
+"""A file's scenarios (launch's `scenarios`) for the folder it is given."""
+_SHARED: dict[str, tuple[Plan, frozenset[str]]] = {}
+_LAUNCHED: dict[str, tuple[Path, dict[str, Scenario | None], object]] = {}
+
+
+def share(key: str, plan: Plan, scripts: frozenset[str] = frozenset()) -> None:
+    """Put the file `key`'s scenarios in this process's shared launch (at its import)."""
+    _SHARED[key] = (plan, scripts)
+
+
+def shared(key: str, tmp_path_factory) -> tuple[Path, dict[str, Scenario | None], object]:
+    """`key`'s folder, its scenarios by name and the launch's result. The first call
+    launches every plan shared by then that has not run, together."""
+    if key not in _LAUNCHED:
+        pending = {k: v for k, v in _SHARED.items() if k not in _LAUNCHED}
+        folders = {k: tmp_path_factory.mktemp(k) for k in pending}
+        scenarios: dict[str, list[str]] = {}
+        scripts: set[str] = set()
+        for k, (plan, script_names) in pending.items():
+            for name, args in plan(folders[k]).items():
+                scenarios[f"{k}.{name}"] = args
+                scripts.update({f"{k}.{name}"} if name in script_names else ())
+        found, proc = launch(tmp_path_factory.mktemp("shared"), scenarios, frozenset(scripts))
+        for k in pending:
+            mine = {n.split(".", 1)[1]: run for n, run in found.items() if n.startswith(k + ".")}
+            _LAUNCHED[k] = (folders[k], mine, proc)
+    return _LAUNCHED[key]

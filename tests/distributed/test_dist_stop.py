@@ -5,11 +5,11 @@ Each case checks what a user sees: the launch's exit code in gradscope's contrac
 0's JSON report and `--log`, the hang block, and that no process of the run is left.
 Every process of a launch carries a word of its own (`--tag`) so leftovers can be found.
 The hangs are each rank's watchdog's to end, not torchrun's, and a rank's sys.exit is
-handed over to rank 0 as a raise is: those runs share one launch (`shared_runs`,
-tests/distributed/shared_launch.py), where a run's code is rank 0's and what may be left
-of it is what its script started; so does a collective only one rank issues (a DDP run of
-scripts/hang_train.py; test_dist_hang.py has the watchdog's code through
-`--nproc-per-node`).
+handed over to rank 0 as a raise is: those runs share one launch with test_dist_watch.py's
+(`shared_runs`, tests/distributed/shared_launch.py), where a run's code is rank 0's and
+what may be left of it is what its script started; so does a collective only one rank
+issues (a DDP run of scripts/hang_train.py; test_dist_hang.py has the watchdog's code
+through `--nproc-per-node`).
 """
 
 from __future__ import annotations
@@ -152,38 +152,47 @@ EXTRA_COLLECTIVE = ["watch", hang_lines.SCRIPT, *HANG, "--", "--bug", "extra-col
 """DDP; rank 1 issues an all_reduce rank 0 never issues (as `torchrun -m gradscope`)."""
 LIGHTNING_STOP = os.path.join(ROOT, "tests", "integrations", "scripts", "lightning_ddp_stop.py")
 """A Lightning DDP fit whose callback stops on an error only rank 1 sees (when installed)."""
+HAS_LIGHTNING = importlib.util.find_spec("lightning") is not None
 HANG_BOUND_S = 30.0
 """Three steps, the hang timeout and the block: far below gloo's 30 min."""
 
 
-@pytest.fixture(scope="module")
-def shared_runs(tmp_path_factory):
-    """`gradscope watch SCRIPT` on 2 ranks for each of SHARED_RUNS, in one launch:
-    {name: Launch} (`code`: rank 0's; `left`: what its script started); beside them the
-    extra collective's shared_launch.Scenario and the Lightning stop's with its folder."""
-    tmp = tmp_path_factory.mktemp("shared")
-    tags = {name: "gs" + uuid.uuid4().hex[:12] for name in SHARED_RUNS}
+TAGS = {name: "gs" + uuid.uuid4().hex[:12] for name in SHARED_RUNS}
+"""Each shared run's word in its processes' command lines (`--tag`)."""
+
+
+def _shared_plan(tmp) -> dict[str, list[str]]:
     plan = {
         name: [
             *("watch", SCRIPT, "-f", "json", "-o", str(tmp / f"{name}.json")),
             *("--log", str(tmp / f"{name}.jsonl"), *watch_args),
-            *("--", "--tag", tags[name], *args),
+            *("--", "--tag", TAGS[name], *args),
         ]
         for name, (watch_args, args) in SHARED_RUNS.items()
     }
-    others = {"extra_collective": EXTRA_COLLECTIVE}
-    if importlib.util.find_spec("lightning") is not None:
+    plan["extra_collective"] = EXTRA_COLLECTIVE
+    if HAS_LIGHTNING:
         (tmp / "lightning").mkdir()
-        others["lightning_stop"] = [LIGHTNING_STOP, str(tmp / "lightning")]
-    found, launch = shared_launch.launch(
-        tmp, {**plan, **others}, scripts=frozenset({"lightning_stop"})
-    )
+        plan["lightning_stop"] = [LIGHTNING_STOP, str(tmp / "lightning")]
+    return plan
+
+
+shared_launch.share("stop", _shared_plan, scripts=frozenset({"lightning_stop"}))
+
+
+@pytest.fixture(scope="module")
+def shared_runs(tmp_path_factory):
+    """`gradscope watch SCRIPT` on 2 ranks for each of SHARED_RUNS, in the shared launch
+    (with test_dist_watch.py's runs where it runs too): {name: Launch} (`code`: rank 0's;
+    `left`: what its script started); beside them the extra collective's
+    shared_launch.Scenario and the Lightning stop's with its folder."""
+    tmp, found, launch = shared_launch.shared("stop", tmp_path_factory)
     runs: dict = {}
     for name, run in found.items():
         assert run is not None, launch.stderr[-3000:]
         report, log = tmp / f"{name}.json", tmp / f"{name}.jsonl"
         runs[name] = (
-            _read(run.codes[0], report, log, run.stderr, tags[name]) if name in plan else run
+            _read(run.codes[0], report, log, run.stderr, TAGS[name]) if name in SHARED_RUNS else run
         )
     if "lightning_stop" in runs:  # its ranks' files beside what the scenario left
         runs["lightning_stop"] = (runs["lightning_stop"], tmp / "lightning")
@@ -259,11 +268,12 @@ def test_a_rank_that_calls_sys_exit_3_is_named_and_the_launch_exits_2(exited_wit
     assert run.log_lines == 4 and run.left == []
 
 
+@pytest.mark.skipif(not HAS_LIGHTNING, reason="lightning is not installed")
 def test_one_ranks_error_stops_every_lightning_rank_at_the_same_step(shared_runs):
     """The Lightning callback's opt-in stop under DDP, reduced across the ranks as
     EarlyStopping's decision is: an error only rank 1 sees stops both ranks at the same
-    step, and the report says stopped (scripts/lightning_ddp_stop.py in integrations/)."""
-    pytest.importorskip("lightning")
+    step, and the report says stopped (scripts/lightning_ddp_stop.py in integrations/).
+    Only the launch's ranks import lightning: this process never needs it."""
     run, folder = shared_runs["lightning_stop"]
     assert run.returncode == 0, run.stderr[-3000:]  # a rank stopped alone: a timeout
     rank0, rank1 = (json.loads((folder / f"rank{r}.json").read_text()) for r in (0, 1))

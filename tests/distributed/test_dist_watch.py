@@ -3,11 +3,11 @@
 Launches are shared between assertions: each one runs a plain DDP or FSDP2 loop with
 the bugs that can go together without one hiding another (`--bug a,b`), and the JSON
 report is read once for all of them. The runs that are not about torchrun's own part (a
-rank's failure seen by torchrun, the launcher's exit code) share one launch besides
-(`shared`, tests/distributed/shared_launch.py): one DDP reduction error keeps a launch of
-its own, so that torchrun's handling of it stays tested, and test_dist_stop.py has a
-rank's failure handed over to rank 0 under torchrun. `gradscope inspect --script` on an
-FSDP2 run is one of the shared runs too.
+rank's failure seen by torchrun, the launcher's exit code) share one launch besides, with
+test_dist_stop.py's (`shared`, tests/distributed/shared_launch.py): one DDP reduction
+error keeps a launch of its own, so that torchrun's handling of it stays tested, and
+test_dist_stop.py has a rank's failure handed over to rank 0 under torchrun. `gradscope
+inspect --script` on an FSDP2 run is one of the shared runs too.
 """
 
 from __future__ import annotations
@@ -54,12 +54,8 @@ SHARED_REDUCTIONS = ("unused,detached", "reentrant")
 torchrun's own watch)."""
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory):
-    """The runs of `torchrun -m gradscope watch SCRIPT -f json -o FILE -- ARGS` (the
-    healthy one's report on stdout) that need nothing of torchrun but its environment, in
-    one launch: {name: (process, report)}."""
-    tmp = tmp_path_factory.mktemp("shared")
+def _shared_plan(tmp) -> dict[str, list[str]]:
+    """The shared runs' arguments, each writing its report to `tmp`/NAME.json."""
     runs = {
         "healthy": (DDP, ("--log", str(tmp / "steps.jsonl"), "--width", "200"), ("--bug", "none")),
         "fsdp2": (
@@ -76,25 +72,32 @@ def shared(tmp_path_factory):
         "crash_late": (CRASH, (), ("late",)),
     }
     plan = {
-        name: ["watch", script, *watch_args, *_json(tmp / f"{i}.json", name), "--", *args]
-        for i, (name, (script, watch_args, args)) in enumerate(runs.items())
+        name: ["watch", script, *watch_args, *_json(tmp / f"{name}.json", name), "--", *args]
+        for name, (script, watch_args, args) in runs.items()
     }
     # `torchrun -m gradscope inspect --script` on FSDP2 (test_fsdp2_inspect_...)
     plan["inspect"] = [
-        "inspect",
-        FSDP_EXAMPLE,
-        "--script",
-        "-f",
-        "json",
-        "-o",
-        str(tmp / "inspect.json"),
+        *("inspect", FSDP_EXAMPLE, "--script"),
+        *("-f", "json", "-o", str(tmp / "inspect.json")),
     ]
-    found, launch = shared_launch.launch(tmp, plan)
+    return plan
+
+
+shared_launch.share("watch", _shared_plan)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """The runs of `torchrun -m gradscope watch SCRIPT -f json -o FILE -- ARGS` (the
+    healthy one's report on stdout) that need nothing of torchrun but its environment, in
+    the shared launch (with test_dist_stop.py's runs where it runs too): the folder and
+    {name: (process, report)}."""
+    tmp, found, launch = shared_launch.shared("watch", tmp_path_factory)
     out = {}
-    reports = {name: tmp / f"{i}.json" for i, name in enumerate(runs)}
-    for name, report in {**reports, "inspect": tmp / "inspect.json"}.items():
-        assert found[name] is not None, launch.stderr[-3000:]
-        out[name] = (found[name], json.loads(report.read_text()) if report.exists() else None)
+    for name, run in found.items():
+        assert run is not None, launch.stderr[-3000:]
+        report = tmp / f"{name}.json"
+        out[name] = (run, json.loads(report.read_text()) if report.exists() else None)
     return tmp, out
 
 

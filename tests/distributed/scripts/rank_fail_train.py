@@ -6,14 +6,16 @@
 optimizer and averages the gradients itself with `dist.all_reduce` (no DDP to find).
 --fail (on --rank, after step --at): raise, exit (sys.exit(3)), kill (SIGKILL to itself),
 hang (a recv from rank 0, which never sends), none. --child (rank 0, after step --at,
-while the others wait in a barrier): busy (a child process that computes for --child-s
-seconds), sleep (one that sleeps that long).
+while the others wait in a barrier): busy (a child process that works for --child-s
+seconds, computing about a quarter of the time), sleep (one that sleeps that long).
 --pause S: from step --at on, every step sleeps S seconds (a long run to stop from
 outside; a rank asleep when another fails). --tag WORD:
 in the command line of every process the run starts (the tests look for leftovers).
 """
 
 import argparse
+import atexit
+import gc
 import os
 import signal
 import subprocess
@@ -25,9 +27,12 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-CHILD = {
+CHILD = {  # busy: 0.05 s of CPU, then 0.1 s asleep (about a quarter of a CPU: the watchdog's
+    # BUSY_CPU counts a tenth as working; as an evaluation tool that also waits would)
     "busy": "import time  # {tag}\nend = time.monotonic() + {s}\nx = 0\n"
-    "while time.monotonic() < end:\n    x = (x * 7 + 1) % 1000003\n",
+    "while time.monotonic() < end:\n    burst = time.process_time() + 0.05\n"
+    "    while time.process_time() < burst:\n        x = (x * 7 + 1) % 1000003\n"
+    "    time.sleep(0.1)\n",
     "sleep": "import time  # {tag}\ntime.sleep({s})\n",
 }
 
@@ -60,6 +65,9 @@ def main():
     ap.add_argument("--pause", type=float, default=0.0)
     ap.add_argument("--tag", default="", help="a word in every process's command line")
     args = ap.parse_args()
+    # the interpreter's last collection would walk torch's objects (about 0.55 s of CPU a
+    # rank); none of this script's needs it: every file is closed, no finaliser is due
+    atexit.register(gc.freeze)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
