@@ -92,16 +92,16 @@ REACH_LIMIT = 50_000
 
 
 def reachable(kind: type, depth: int = 4) -> list[Any]:
-    """Instances of `kind` among the calling thread's frames' variables (a library's or
-    gradscope's globals apart), their containers' items and their objects' attributes,
-    `depth` levels down (a model held by a trainer held by a local); never inside a
-    Python module or an instance of `kind`. Run only where the script froze objects."""
+    """Instances of `kind` among the variables of the calling thread's frames of the
+    user's code (a library's or gradscope's apart: the script's own frames hold what it
+    trains, or the trainer that does), their containers' items and their objects'
+    attributes, `depth` levels down (a model held by a trainer held by a local); never
+    inside a Python module or an instance of `kind`. Run only where objects are frozen."""
     level: list[Any] = []
     frame: types.FrameType | None = sys._getframe(1)
     while frame is not None:
-        level.append(frame.f_locals)
         if _users(frame.f_code.co_filename):
-            level.append(frame.f_globals)
+            level += [frame.f_locals, frame.f_globals]
         frame = frame.f_back
     seen: set[int] = set()
     found: list[Any] = []
