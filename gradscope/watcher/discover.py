@@ -81,7 +81,7 @@ def live(kind: type, enough: Callable[[list[Any]], bool] = lambda found: False) 
     some (`gc.freeze()`, which takes them out of `gc.get_objects`) and those are not
     `enough`, the ones reachable from the running frames' variables (`reachable`)."""
     found = [o for o in gc.get_objects() if issubclass(type(o), kind)]
-    if gc.get_freeze_count() and not enough(found):
+    if not enough(found) and gc.get_freeze_count():  # (a count that walks the frozen)
         known = {id(o) for o in found}
         found += [o for o in reachable(kind) if id(o) not in known]
     return found
