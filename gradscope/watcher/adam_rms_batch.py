@@ -72,7 +72,7 @@ def rows(chunk: list[Item], eps: float) -> torch.Tensor:
     torch._foreach_add_(roots, eps)
     updates = torch._foreach_div(ms, roots)
     del roots
-    up = (torch.stack(norms(list(updates))) / _counts([c[6] for c in chunk], device)).square()
+    up = (torch.stack(norms(list(updates))) / _on_device([c[6] for c in chunk], device)).square()
     del updates
     under = torch._foreach_sub(vs, [c[4] for c in chunk])  # < 0 exactly where v < floor
     torch._foreach_clamp_max_(under, 0.0)
@@ -80,13 +80,13 @@ def rows(chunk: list[Item], eps: float) -> torch.Tensor:
     below = torch.stack(torch._foreach_norm(under, 1)).double()
     del under
     live = torch.stack(torch._foreach_norm(torch._foreach_sign(vs), 1)).double()
-    n = _counts([float(v.numel()) for v in vs], device)
+    n = _on_device([float(v.numel()) for v in vs], device)
     return torch.stack([rms, up, n, below - (n - live), live], dim=1)
 
 
-def _counts(numbers: list[float], device: torch.device) -> torch.Tensor:
-    """The element counts on `device`: built there, never copied from the host (a copy
-    from pageable memory would wait for the device)."""
+def _on_device(numbers: list[float], device: torch.device) -> torch.Tensor:
+    """`numbers` as a float64 vector on `device`: built there, never copied from the host
+    (a copy from pageable memory would wait for the device)."""
     if device.type == "cpu":
         return torch.tensor(numbers, dtype=torch.float64)
     return torch.stack([torch.full((), x, dtype=torch.float64, device=device) for x in numbers])

@@ -1,7 +1,8 @@
 """Find what the script trains: its optimizers, the modules that own their parameters, names.
 
 Nothing in the script is changed or wrapped for this: one scan of the live objects
-(`gc.get_objects`) at the first backward, again at a clip or an optimizer's first step
+(`gc.get_objects`, and where the script froze its objects what its frames hold) at the
+first backward, again at a clip or an optimizer's first step
 only when they hold a tensor no scan has placed in a model (`covered`). Hooks on every
 module call would do it too, but would add work to every forward and, under
 torch.compile, a guard that recompiles when they are removed.
@@ -111,11 +112,11 @@ def reachable(kind: type, depth: int = 4) -> list[Any]:
             if id(value) in seen or len(seen) >= REACH_LIMIT:
                 continue
             seen.add(id(value))
-            if isinstance(value, kind):
-                found.append(value)
-                continue
             try:
-                below += _inside(value)
+                if isinstance(value, kind):
+                    found.append(value)
+                else:
+                    below += _inside(value)
             except Exception:  # an object that will not be looked into (a proxy, a race)
                 continue
         level = below
