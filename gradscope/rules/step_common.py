@@ -169,6 +169,8 @@ def stalled(losses: Sequence[float], t: Thresholds) -> bool:
     middle = middle_median(losses, w)
     last = statistics.median(losses[-w:])
     fell = first != 0 and (first - last) / abs(first) >= t.progress_min_fall
+    if fell and last == 0:
+        return False  # at exactly 0: a margin or hinge met, nothing left to improve
     return not fell or last >= middle - t.progress_min_fall * abs(first) / 2
 
 
@@ -213,6 +215,8 @@ def spikes(values: Sequence[float], t: Thresholds) -> list[tuple[int, float, flo
         if logged and xs[i] - min(base) <= math.log(ratio):
             continue  # not above its window's least by the ratio, so not above its median
         med = statistics.median(base)
+        if not logged and med == 0:
+            continue  # a window at exactly 0 (a hinge met, no gradient) has no multiple
         sigma = MAD_SIGMA * statistics.median(abs(x - med) for x in base)
         jump = xs[i] - med
         ratio_ok = jump > math.log(ratio) if logged else jump > (ratio - 1) * abs(med)

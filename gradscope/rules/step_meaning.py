@@ -164,8 +164,8 @@ def _died(
         return ()
     w = window(len(losses))
     first, last = statistics.median(losses[:w]), statistics.median(losses[-w:])
-    if last < first - t.progress_min_fall * abs(first):
-        return ()
+    if last < first - t.progress_min_fall * abs(first) or last == 0:
+        return ()  # the loss fell, or sits at exactly 0 (a margin met: no gradient by right)
     out = []
     for i in trained_matrices(run, s):
         step = dead_from(high, i)

@@ -11,6 +11,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity, Threshold
 from gradscope.fmt import num
+from gradscope.rules import shift_invariance
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_blowup import early_blowup_of
 from gradscope.rules.step_common import (
@@ -291,7 +292,9 @@ def _stall_finding(
 )
 def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A parameter that had gradients got none (None, or only zeros) from some step to the end:
-    at least stop-min-steps steps and four times its longest gap while it was learning."""
+    at least stop-min-steps steps and four times its longest gap while it was learning.
+    Information where it is a bias that got exact zeros while its layer's weight went on
+    learning (rules/shift_invariance.py)."""
     # A parameter that had gradients and then none, to the end: frozen midway
     # (`requires_grad_(False)`: None, or zeros under zero_grad(set_to_none=False)), or cut from
     # the loss. Judged on its own optimizer's steps (a GAN's G gets nothing in D's).
@@ -315,7 +318,20 @@ def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
             none = had.zero_after == 0
             if not none and p.requires_grad and module_of(p.name) in dead:
                 continue
-            out.append(about(_stopped(run, s, p, had, tail, t), [had.since_step]))
+            finding = _stopped(run, s, p, had, tail, t)
+            weight = shift_invariance.cancelled(run, i, s.index)
+            if weight is not None:
+                finding = replace(
+                    finding,
+                    severity=Severity.INFO,
+                    message=s.say(
+                        f"{p.name} got only zero gradients from step {had.since_step} to the "
+                        f"end (at step {had.last_step}: {num(had.last_value)}) "
+                        + shift_invariance.explanation(weight)
+                    ),
+                    advice=shift_invariance.ADVICE,
+                )
+            out.append(about(finding, [had.since_step]))
     return out
 
 

@@ -12,6 +12,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
+from gradscope.rules import shift_invariance
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import (
     about,
@@ -198,7 +199,9 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     gradients in every step of the run: it never learns. Information where its layer comes
     after one whose output a forward hook reads, in their parent module (BYOL and other
     self-supervised wrappers read the representation there: the classifier head after it is
-    computed for nothing by design)."""
+    computed for nothing by design), and where it is a bias that got exact zeros while its
+    layer's weight learned (the loss is blind to a shift of the layer's outputs: they are
+    subtracted from each other or normalised after it; see rules/shift_invariance.py)."""
     stepped = live(run)
     if not stepped:
         return []
@@ -214,7 +217,16 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
             "check that it takes part in the loss (`gradscope inspect --script` shows "
             "where the graph is cut)",
         )
-        if p.past_read_out:
+        weight = None if none else shift_invariance.cancelled(run, i)
+        if weight is not None:
+            finding = replace(
+                finding,
+                severity=Severity.INFO,
+                message=f"{p.name} got only zero gradients in all {len(stepped)} steps "
+                + shift_invariance.explanation(weight),
+                advice=shift_invariance.ADVICE,
+            )
+        elif p.past_read_out:
             finding = replace(
                 finding,
                 severity=Severity.INFO,

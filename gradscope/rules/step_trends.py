@@ -114,13 +114,15 @@ def exploding_trend(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> l
 
 
 def _loss_fell(steps: Sequence[StepRecord], q: int) -> bool:
-    """The loss fell 10× or more (to 0 included): convergence, not vanishing."""
+    """The loss fell 10× or more (to 0 included) from the first q steps to the last q:
+    convergence, not vanishing. A margin or hinge loss met (exactly 0 at most of the last
+    steps) has no gradient by right, however early it got there."""
     early = [r.loss for r in steps[:q] if r.loss is not None and math.isfinite(r.loss)]
     late = [r.loss for r in steps[-q:] if r.loss is not None and math.isfinite(r.loss)]
     if not early or not late:
         return False
     first, last = statistics.median(early), statistics.median(late)
-    return first > 0 and 0 <= last < 0.1 * first
+    return last == 0 or (first > 0 and 0 <= last < 0.1 * first)
 
 
 @rule(
@@ -142,7 +144,8 @@ def _loss_fell(steps: Sequence[StepRecord], q: int) -> bool:
     ),
     objectives=(
         "any: each layer's gradient norm; the loss, whatever its kind, only excuses it "
-        "when it fell tenfold (a converged run's gradients shrink by right)"
+        "when it fell tenfold or sits at exactly 0 (a converged run's gradients shrink by "
+        "right; a met margin has none)"
     ),
 )
 def vanishing_over_time(run: WatchRun, t: Thresholds) -> list[Finding]:

@@ -117,6 +117,8 @@ def adam_state(
         if not state or not isinstance(state.get(key), torch.Tensor) or "step" not in state:
             continue
         v = local(state[key])
+        if v.is_complex():  # Adam steps a complex tensor as its real view: v per part
+            v = torch.view_as_real(v)
         t = step_count(state, v)
         bias = 1 - betas[1] ** t
         parts.append((v, bias * (eps * eps), bias))  # √v̂ < eps  ⇔  v < eps²·(1 - β2^t)

@@ -1,0 +1,62 @@
+"""A bias whose gradient is exactly 0 while its layer's weight learns: by structure, not a
+cut graph (GS413, GS417).
+
+A layer's bias gradient is the sum, over the batch (and positions), of the loss's
+gradient at the layer's output; its weight's is that gradient weighted by the inputs. The
+first is 0 at every step while the second is not only when the loss does not change as
+every output of the layer shifts by one amount: the outputs are subtracted from each other
+(a siamese distance, a pairwise ranking score) or normalised after the layer (BatchNorm's
+mean). The bias is then redundant, and nothing is cut.
+"""
+
+from __future__ import annotations
+
+from gradscope.steps.records import WatchRun
+
+
+def sibling_weight(run: WatchRun, i: int) -> int | None:
+    """The index of the `weight` of the layer whose `bias` tensor i is, when it requires
+    grad; None otherwise."""
+    name = run.params[i].name
+    if not name.endswith("bias") or len(run.params[i].shape) != 1:
+        return None
+    weight = name[: -len("bias")] + "weight"
+    for j, p in enumerate(run.params):
+        if p.name == weight and p.requires_grad:
+            return j
+    return None
+
+
+def cancelled(run: WatchRun, i: int, optimizer: int | None = None) -> str | None:
+    """The layer's weight name when bias i got exactly zero gradients (not None) where
+    its weight learned: to the end of the run, or (under `optimizer`) past the bias's
+    own last gradient."""
+    j = sibling_weight(run, i)
+    if j is None or not run.params[i].requires_grad:
+        return None
+    if optimizer is None:
+        ok = run.tensors.ever_had_grad(i) and run.tensors.got_grad(j)
+    else:
+        bias, weight = run.tensors.learned(optimizer, i), run.tensors.learned(optimizer, j)
+        ok = (
+            bias is not None
+            and weight is not None
+            and bias.none_after == 0
+            and weight.last > bias.last
+        )
+    return run.params[j].name if ok else None
+
+
+def explanation(weight: str) -> str:
+    return (
+        f"while {weight} learned: the loss does not change when this layer's outputs all "
+        "shift by one amount (they are subtracted from each other, as in a siamese "
+        "distance or a pairwise ranking score, or normalised after it), so its bias "
+        "is redundant and nothing is cut"
+    )
+
+
+ADVICE = (
+    "nothing to fix; `bias=False` on that layer drops the redundant parameter (if the "
+    "objective should depend on it, check where its outputs are subtracted or normalised)"
+)
