@@ -5,8 +5,9 @@ writes, per step, what a precursor on the update's curvature would read.
 With the update d_t = θ_{t+1} - θ_t and the gradients g_t, g_{t+1} (of different batches),
 the secant curvature along the update c_t = (g_{t+1} - g_t)·d_t against the first-order
 decrease -g_t·d_t: a quadratic model overshoots the line minimum where their ratio passes
-1 and raises the loss where it passes 2. Per step: both per tensor and in total, the loss,
-the lr, the loss on the SAME batch after the step (one more forward), the largest
+1 and raises the loss where it passes 2. Per step: both per tensor and in total (and the
+same secant on the step's own batch, c_same: its gradient after the step), the loss,
+the lr, the loss on the SAME batch after the step (one more forward and backward), the largest
 |q·kᵀ|·scale of each scaled_dot_product_attention call. docs/watch.md has the numbers.
 
     python tests/watcher/precursor/edge_study.py OUT.json logit_gpt.py attn-deep 600 1
@@ -59,13 +60,15 @@ class Study:
             self.target, self.loss = target, float(loss.detach())
         return loss
 
-    def same_batch_loss(self) -> float:
+    def same_batch(self, params: list) -> tuple[float, list]:
+        """The loss of the step's own batch after the step, and its gradient there."""
         self.quiet = True
-        with torch.no_grad():
-            logits = self.model(*self.inputs)
-            loss = _cross_entropy(logits.reshape(-1, logits.shape[-1]), self.target)
+        logits = self.model(*self.inputs)
+        loss = _cross_entropy(logits.reshape(-1, logits.shape[-1]), self.target)
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
         self.quiet = False
-        return float(loss)
+        zero = torch.zeros(())
+        return float(loss.detach()), [zero if g is None else g for g in grads]
 
 
 STUDY = Study()
@@ -83,11 +86,14 @@ class StudiedAdamW(torch.optim.AdamW):
         out = super().step(closure)
         d = [p.detach() - b for p, b in zip(params, before, strict=True)]
         names = {id(p): n for n, p in STUDY.model.named_parameters()}
+        after, g_after = STUDY.same_batch(params)
+        pairs = zip(g_after, g, d, strict=True)
         row = {
             "step": len(STUDY.rows) + 1,
             "lr": self.param_groups[0]["lr"],
             "loss": STUDY.loss,
-            "after": STUDY.same_batch_loss(),
+            "after": after,
+            "c_same": [float(((a - b) * c).sum()) for a, b, c in pairs],
             "attention": STUDY.attention,
             "names": [names.get(id(p), "?") for p in params] if not STUDY.rows else None,
             "dec": [float(-(a * b).sum()) for a, b in zip(g, d, strict=True)],
@@ -115,16 +121,17 @@ at 99-103, and after."""
 
 
 def table(paths: list[str]) -> None:
-    """Per run and window: the median of c_t / (-g_t·d_t) in total, the median of the same
-    batch's loss change over -g_t·d_t (-1: the step did what the gradient promised; above
-    0: it raised its own batch's loss), and the first steps after 10 where each passed 2
-    and 0."""
+    """Per run and window: the median of c_t / (-g_t·d_t) in total, of c_same / (-g_t·d_t),
+    and of the same batch's loss change over -g_t·d_t (-1: the step did what the gradient
+    promised; above 0: it raised its own batch's loss), and the first steps after 10 where
+    the first passed 2 and the last 0."""
     for path in paths:
         rows = [r for r in json.loads(Path(path).read_text()) if "c" in r]
         ratio = {r["step"]: sum(r["c"]) / sum(r["dec"]) for r in rows}
         same = {r["step"]: (r["after"] - r["loss"]) / sum(r["dec"]) for r in rows}
+        own = {r["step"]: sum(r["c_same"]) / sum(r["dec"]) for r in rows}
         cells = []
-        for series in (ratio, same):
+        for series in (ratio, own, same):
             for a, b in WINDOWS:
                 window = [v for s, v in series.items() if a <= s <= b]
                 cells.append(f"{statistics.median(window):5.2f}" if window else "    -")
