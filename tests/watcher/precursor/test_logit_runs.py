@@ -120,7 +120,11 @@ def test_a_blow_up_at_the_warm_ups_end_is_warned_before():
     against its v̂, 11.3 at step 84, 8.4 at 89, 22 at 99: the qk-layernorm control's 20.5 at
     step 90, which it survives) and the loss goes from 2.24 to 3.6 over steps 99-102, for
     good; the logits grow after it (`h.0.attn` 13 at 102, 157 at 107, 1,000 at 118): GS453
-    at 144 comes after the divergence (docs/watch.md: no signal measured precedes it)."""
+    at 144 comes after the divergence. Nor is the step past its edge of stability first
+    (edge_study.py: the secant curvature along the update over its first-order decrease,
+    1.3-1.4 through step 90 as in the qk-layernorm controls; its own batch's loss first
+    rises at 98, theirs at 89-117): every run at lr 0.15 bumps its loss as the warm-up
+    ends, and this one does not come back (docs/watch.md: no signal measured precedes it)."""
     report = _run("attn-deep", "1")
     losses = [(r.step, r.loss) for r in report.run.steps if r.loss is not None]
     assert statistics.fmean(v for s, v in losses if 120 <= s < 600) > 1.25 * 2.3  # diverged
