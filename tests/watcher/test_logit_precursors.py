@@ -130,6 +130,19 @@ def test_a_log_partition_that_drifts_while_the_loss_stays_warns():
     assert "drifted down" in down["GS454"][0].message
 
 
+def test_a_downward_drift_names_weight_decay_not_a_z_loss_as_its_fix():
+    """Adam's downward drift (classes absent from most batches) is held by weight decay,
+    not by a z-loss of 1e-4: the advice says so; an upward drift keeps the z-loss first."""
+    for end, classes in ((-20.0, 27), (-12.0, 512), (-30.0, 4096)):
+        drift = _drifting(math.log(classes), end)
+        (f,) = _found(_run(_drift(drift, classes)))["GS454"]
+        assert "drifted down" in f.message, (end, classes)
+        assert f.advice.startswith("weight decay on the output head"), f.advice
+        assert "absent from most batches" in f.advice and "ignores" in f.advice
+    (up,) = _found(_run(_drift(_drifting(math.log(27), 25.0))))["GS454"]
+    assert up.advice.startswith("add a z-loss")
+
+
 def test_a_drift_the_loss_explains_a_small_one_or_a_walk_stays_silent():
     confident = _run(_drift(_drifting(3.3, 16.0)), lambda k: 5.0 - 4.0 * k / 800)
     small = _run(_drift(_drifting(3.3, 10.0)))  # 6.7 nats from ln 27: a confident model
