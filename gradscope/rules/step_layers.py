@@ -25,6 +25,10 @@ LAYER_RATIO = 20.0
 LAYER_HIGH = 4.0
 """...and at least this many times its own 90th percentile there: a tensor often far above
 its median (gradients that reach it on some batches only) is not spiking when it is."""
+LAYER_ALONE = 2.0
+"""...and at least this many times as far as the rest of the gradient moved: its own jump,
+not a whole gradient scaled by a batch (heavy-tailed targets move every layer alike, and
+the total's own history judges that: GS403)."""
 LAYER_SHARE = 1.0
 """...and at least this many times the total norm's median: the jump alone is as large as
 the whole gradient usually is (a bias whose tiny gradient jumps moves nothing)."""
@@ -53,7 +57,8 @@ def layer_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[
     4 times their 90th percentile, and spike-sigma robust sigmas above the median (its log
     norm's median absolute deviation),
     judged on every live step from the 17th on, whose norm alone is at least the total
-    norm's median there, at a step where the total norm is no spike (GS403's, whose
+    norm's median there, which moved at least twice as far as the rest of the gradient
+    did, at a step where the total norm is no spike (GS403's, whose
     evidence names the layers that drove it). Per-layer noise of that size is not seen
     in healthy training; a loss spike at the same step points to the layer."""
     out = []
@@ -73,7 +78,8 @@ def layer_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[
         evidence = [
             f"step {x.step}: {names[x.tensor]} {num(x.value)} against its median "
             f"{num(x.median)} ({x.ratio:.0f}×); total norm {num(x.total)} against "
-            f"{num(x.total_median)} ({x.total / x.total_median:.1f}×)"
+            f"{num(x.total_median)} ({x.total / x.total_median:.1f}×), the rest of the "
+            f"gradient {rest_moved(x):.1f}×"
             for x in found[:6]
             if x.total_median > 0
         ]
@@ -104,4 +110,14 @@ def _passes(x: LayerSpike, members: tuple[int, ...], names: list[str], t: Thresh
         return False
     if not (math.isfinite(x.total) and x.total_median > 0):
         return False  # a step that overflowed: GS401's
-    return x.value >= LAYER_SHARE * x.total_median
+    return x.value >= LAYER_SHARE * x.total_median and rest_moved(x) <= x.ratio / LAYER_ALONE
+
+
+def rest_moved(x: LayerSpike) -> float:
+    """How far the rest of the gradient (the total without this tensor) moved at the step,
+    against its usual size (the medians' difference in squares); inf where the tensor is
+    usually the whole gradient."""
+    usual = x.total_median**2 - x.median**2
+    if usual <= 0:
+        return math.inf
+    return math.sqrt(max(x.total**2 - x.value**2, 0.0) / usual)
