@@ -42,7 +42,9 @@ def resetting(state: WatchState, here: ThreadState, params: Callable[[], Any]) -
     present = {id(p) for p in params() if p.grad is not None}
     if not present:
         return
-    if here.window.calls:
+    if here.window.calls and consumed(here.window):
+        here.window = Window()  # an ascent step took them (SAM): the next calls make the step
+    elif here.window.calls:
         here.zeroed = here.window
         here.window.wiped = here.window.calls  # more backward calls may follow: wiped
         here.window.wiped_ids = present
@@ -53,6 +55,14 @@ def resetting(state: WatchState, here: ThreadState, params: Callable[[], Any]) -
     for helper in helpers:
         if helper.window.leaves & present:
             helper.window = Window()
+
+
+def consumed(window: Window) -> bool:
+    """The weights were changed in place since the window's first backward gave them
+    gradients (its sentinel's version moved): those gradients were used before this
+    reset (SAM's ascent to w + e(w)), not thrown away."""
+    sentinel = window.sentinel
+    return sentinel is not None and sentinel._version != window.sentinel_version
 
 
 def observe(state: WatchState, here: ThreadState) -> None:
@@ -87,6 +97,8 @@ def sentinel(state: WatchState, here: ThreadState, window: Window) -> None:
         entries = state.open_resets()
         own = (p for e in entries if e.thread == here.ident for p in e.params)
         window.sentinel = next((p for p in own if p.grad is not None), None)
+        if window.sentinel is not None:
+            window.sentinel_version = window.sentinel._version
 
 
 def optimizer_reset(state: WatchState, optimizer: Any) -> None:

@@ -53,6 +53,9 @@ class Window:
     sentinel: Any = None
     """A parameter the window's first backward gave a gradient: None again at a later
     call's start, the script set the gradients to None by hand in between."""
+    sentinel_version: int = -1
+    """Its version counter then: moved at a reset, the weights were changed in place with
+    those gradients before it (a SAM ascent step), so they were used, not wiped."""
     eval_roots: frozenset[int] | None = None
     """ids of the watched models in eval mode at the window's first backward: the mode
     its forward ran in (modes.py), whatever the script switched to before the step."""
@@ -99,6 +102,10 @@ class ThreadState:
     zeroed: Window | None = None
     """The window whose gradients a zero_grad cleared after its backward calls and
     before any step or further backward: a step now applies none of them."""
+    taken: Window | None = None
+    """The window this thread's last step applied, until its next backward: another
+    optimizer stepping on the same backward calls (Muon beside AdamW, SparseAdam beside
+    Adam) applies them too, and their loss is its loss."""
     current: Any = None
     """The PendingStep begun and not yet finished."""
     snapshot: tuple[list[torch.Tensor], Any] | None = None
