@@ -43,6 +43,7 @@ def started(
     if window.calls == 0:  # a norm taken after the last step (a log) is no clip
         here.clear_clip()
     here.zeroed = None  # a backward after the zero_grad: the usual order
+    here.taken = None
     if window.calls:
         resets.wiped_by_hand(state, here, window)
     else:  # the mode the step's forward ran in, not the one at step() (an evaluation after)

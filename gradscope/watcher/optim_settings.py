@@ -16,7 +16,7 @@ import torch
 
 from gradscope.steps.meaning import GroupSettings, OptimizerSettings
 
-DECOUPLED_CLASSES = ("adamw", "lion", "adafactor", "lamb")
+DECOUPLED_CLASSES = ("adamw", "lion", "adafactor", "lamb", "muon")
 
 
 KEYS = (

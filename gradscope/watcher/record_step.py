@@ -15,6 +15,7 @@ from gradscope.watcher.threads import ThreadState, Window
 def record(state: WatchState, here: ThreadState, current: PendingStep) -> None:
     """Hand the step to the recorder (none past --steps); this thread's next step
     starts afresh."""
+    here.taken = here.window if here.window.calls else None
     here.window = Window()  # the clip stays for the other optimizers it touched
     here.scaled = []
     here.scaled_by = None  # the step unscaled them (or skipped): a later clip is not

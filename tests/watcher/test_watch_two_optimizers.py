@@ -1,0 +1,37 @@
+"""Two optimizers stepping on one backward call (Muon beside AdamW, SparseAdam beside Adam)
+each apply its gradients: each step has the backward call and its loss (the second got
+none, and its loss read "- → -"). Muon's weight decay is decoupled, as torch applies it
+(w ← w(1 - lr·wd)), not L2 against the gradient: GS420 read its stock 0.1 as erasing the
+weights."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gradscope.findings import Severity
+from gradscope.watcher.optim_settings import group_settings
+from tests.watcher.watch_scripts import watched
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["muon", "sparse"])
+def test_each_optimizer_on_one_backward_has_its_loss(mode):
+    report = watched("two_optimizers_one_backward.py", mode)
+    data = report.to_dict()
+    per = data["summary"]["per_optimizer"]
+    assert [p["steps"] for p in per] == [30, 30], per
+    by_step: dict[int, list] = {}
+    for row in data["steps"]:
+        by_step.setdefault(row["optimizer"], []).append((row["loss"], row["backward_calls"]))
+    assert by_step[0] == by_step[1]  # the same backward call, the same loss
+    assert all(loss is not None and calls == 1 for loss, calls in by_step[1])
+    assert [f for f in report.findings if f.severity >= Severity.WARNING] == []
+
+
+def test_muons_weight_decay_is_decoupled():
+    w = torch.nn.Parameter(torch.randn(4, 4))
+    muon = torch.optim.Muon([w], lr=0.02)
+    assert group_settings(muon, muon.param_groups[0]).decoupled
+    sgd = torch.optim.SGD([w], lr=0.1, weight_decay=1e-4)
+    assert not group_settings(sgd, sgd.param_groups[0]).decoupled
