@@ -14,13 +14,19 @@ from __future__ import annotations
 from gradscope.steps.records import WatchRun
 
 
+def weight_name(name: str, shape: tuple[int, ...]) -> str | None:
+    """The name of the `weight` beside a 1-d `bias` of that name; None for other tensors."""
+    if not name.endswith("bias") or len(shape) != 1:
+        return None
+    return name[: -len("bias")] + "weight"
+
+
 def sibling_weight(run: WatchRun, i: int) -> int | None:
     """The index of the `weight` of the layer whose `bias` tensor i is, when it requires
     grad; None otherwise."""
-    name = run.params[i].name
-    if not name.endswith("bias") or len(run.params[i].shape) != 1:
+    weight = weight_name(run.params[i].name, run.params[i].shape)
+    if weight is None:
         return None
-    weight = name[: -len("bias")] + "weight"
     for j, p in enumerate(run.params):
         if p.name == weight and p.requires_grad:
             return j
@@ -47,9 +53,9 @@ def cancelled(run: WatchRun, i: int, optimizer: int | None = None) -> str | None
     return run.params[j].name if ok else None
 
 
-def explanation(weight: str) -> str:
+def explanation(weight: str, did: str = "learned") -> str:
     return (
-        f"while {weight} learned: the loss does not change when this layer's outputs all "
+        f"while {weight} {did}: the loss does not change when this layer's outputs all "
         "shift by one amount (they are subtracted from each other, as in a siamese "
         "distance or a pairwise ranking score, or normalised after it), so its bias "
         "is redundant and nothing is cut"

@@ -4,8 +4,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
+from gradscope.rules import shift_invariance
 from gradscope.rules.by_design import blocked_by_zero_init, stuck_at_zero
 from gradscope.rules.experts import idle_experts
 from gradscope.rules.registry import DECLARED, Stage, rule
@@ -31,7 +34,9 @@ def zero_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
     """A gradient exists but every element is exactly zero (max |grad| is 0). The explanation
     pass names a ReLU whose outputs are all zero. Zeros that a zero initialisation explains are
     GS108, an idle expert is GS109; a zero tensor whose own gradient is zero too, with nothing
-    after it that a step moves (both LoRA factors zero), is reported here as stuck at zero."""
+    after it that a step moves (both LoRA factors zero), is reported here as stuck at zero.
+    A bias whose weight has a gradient is information: the loss is blind to a shift of its
+    layer's outputs (rules/shift_invariance.py)."""
     _, explained = blocked_by_zero_init(stats)
     routed = idle_experts(stats)
     stuck = stuck_at_zero(stats)
@@ -49,21 +54,33 @@ def zero_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
         )
         for p in stuck
     ]
-    return out + [
-        this.finding(
-            p.name,
-            f"grad of {p.name} is all zeros ({p.numel} elements)",
-            "the parameter is in the graph but nothing flows back: look for dead ReLUs (large "
-            "negative bias), a multiplication by zero or a mask that is always off",
-            0.0,
+    learned = {p.name for p in stats.params if p.has_grad and (p.grad_max or 0) > 0}
+    for p in stats.params:
+        if not (p.has_grad and p.grad_max == 0 and p.numel > 0):
+            continue
+        if p.name in explained or p.name in routed:
+            continue
+        weight = shift_invariance.weight_name(p.name, p.shape)
+        if weight in learned:
+            found = this.finding(
+                p.name,
+                f"grad of {p.name} is all zeros ({p.numel} elements) "
+                + shift_invariance.explanation(weight, "has a gradient"),
+                shift_invariance.ADVICE,
+                0.0,
+            )
+            out.append(replace(found, severity=Severity.INFO))
+            continue
+        out.append(
+            this.finding(
+                p.name,
+                f"grad of {p.name} is all zeros ({p.numel} elements)",
+                "the parameter is in the graph but nothing flows back: look for dead ReLUs "
+                "(large negative bias), a multiplication by zero or a mask that is always off",
+                0.0,
+            )
         )
-        for p in stats.params
-        if p.has_grad
-        and p.grad_max == 0
-        and p.numel > 0
-        and p.name not in explained
-        and p.name not in routed
-    ]
+    return out
 
 
 @rule(
