@@ -54,11 +54,18 @@ def zero_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
         )
         for p in stuck
     ]
+    return out + _all_zero(stats, explained | set(routed), this)
+
+
+def _all_zero(stats: RunStats, explained: set[str], this: Rule) -> list[Finding]:
+    """All-zero gradients not explained elsewhere: information for a bias beside a weight
+    that has a gradient (shift_invariance.py), a warning for the rest."""
+    out = []
     learned = {p.name for p in stats.params if p.has_grad and (p.grad_max or 0) > 0}
     for p in stats.params:
         if not (p.has_grad and p.grad_max == 0 and p.numel > 0):
             continue
-        if p.name in explained or p.name in routed:
+        if p.name in explained:
             continue
         weight = shift_invariance.weight_name(p.name, p.shape)
         if weight in learned:

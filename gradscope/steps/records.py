@@ -51,6 +51,8 @@ class ParamInfo:
     last_norm: float | None = None
     """Its L2 norm when the run ended, read once for a parameter in no optimizer (a copy
     updates it, or nothing does); None: not read."""
+    dtype: str = "float32"
+    """Its dtype without the `torch.` prefix: float16 weights step in float16."""
 
 
 @dataclass(frozen=True)

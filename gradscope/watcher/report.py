@@ -244,6 +244,7 @@ class WatchReport:
                     "lr": p.lr,
                     "group": p.group,
                     "initial_norm": p.weight_norm,
+                    "dtype": p.dtype,
                 }
                 for p in self.run.params
             ],

@@ -285,6 +285,7 @@ class Watcher:
                 replaced_after=icp.replaced_after.get(i),
                 past_read_out=read_outs.get(icp.tracked.owners.get(i, (-1, ""))),
                 last_norm=_last_norm(p) if id(p) not in owned or not p.requires_grad else None,
+                dtype=str(p.dtype).removeprefix("torch."),
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
         )

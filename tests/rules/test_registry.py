@@ -108,6 +108,10 @@ FIRES = {
     ),
     "GS437": (ORDER, "test_a_parameter_replaced_after_the_optimizer_is_named_at_step_one"),
     "GS438": (ORDER, "test_a_summed_loss_under_sgd_is_the_cause_of_its_blow_up"),
+    "GS439": (
+        "tests/watcher/test_watch_update_nan.py",
+        "test_float16_weights_under_adam_are_named_at_step_1_as_the_nans_cause",
+    ),
     "GS430": (
         NOISE,
         "test_a_batch_far_above_the_critical_batch_is_information_and_a_near_one_is_not",
