@@ -106,7 +106,7 @@ elif case == "disjoint":
         loss = model(torch.randn(5, 6)).pow(2).mean()
         backward(loss, watched)
         step(opt_a, 0, body, sa, loss.item(), 1, watched)
-        step(opt_b, 1, head, sb, 0.0, 0, watched)
+        step(opt_b, 1, head, sb, loss.item(), 1, watched)  # the same backward call
 else:  # accumulate_zero_ / accumulate_none
     model = nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 1))
     named = list(model.named_parameters())
