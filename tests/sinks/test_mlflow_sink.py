@@ -133,3 +133,30 @@ def test_an_unreachable_store_is_a_line_and_the_run_goes_on(tmp_path, monkeypatc
     assert line.startswith(f"--mlflow {bad}: writing failed at step 1 (")
     assert "it stops after 0 steps, the report covers them all" in line
     assert (tmp_path / "taken").read_text() == "mine"
+
+
+@pytest.mark.parametrize("ending", [RuntimeError, KeyboardInterrupt])
+def test_a_run_that_ends_early_delivers_every_step_it_held(store, monkeypatch, ending):
+    """MLflow's metrics are held up to 1,000 or 10 s: a run that raises or is interrupted
+    after 25 steps still has all 25 in the store, sent in one request when the watch ends."""
+    import torch
+    from torch import nn
+
+    import gradscope
+
+    sizes = _batches(monkeypatch)
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with pytest.raises(ending), gradscope.watch(mlflow=store) as w:
+        for step in range(1, 40):
+            opt.zero_grad()
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            opt.step()
+            if step == 25:
+                raise ending("stopped")
+    steps = [r.step for r in w.report.run.steps]
+    assert steps == list(range(1, 26)) and len(sizes) == 1
+    client, run = _only_run(store)
+    history = client.get_metric_history(run.info.run_id, "loss")
+    assert sorted(m.step for m in history) == steps
