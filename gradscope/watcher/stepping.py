@@ -67,7 +67,8 @@ def begin(
     if not skipped and updates.sampled(step, state.update_every):
         params = [p for g in optimizer.param_groups for p in g["params"]]
         turn = step if updates.rotated(step, state.update_every) else None
-        here.snapshot = (params, state.updates.before(optimizer, params, turn))
+        dense = step <= updates.DENSE_STEPS
+        here.snapshot = (params, state.updates.before(optimizer, params, turn, dense))
 
 
 def _grad_norms(

@@ -41,6 +41,7 @@ import torch
 from gradscope.distributed.norms import local
 from gradscope.watcher import update_pieces, update_plan
 from gradscope.watcher.measure import Measure, norms
+from gradscope.watcher.update_copies import CopyBuffers
 from gradscope.watcher.update_pieces import Scratch, apply, pieced
 from gradscope.watcher.update_plan import host_float
 
@@ -88,6 +89,8 @@ class Before:
     by_hand: bool = False
     measured: list[torch.Tensor] | None = None
     """At a rotated step, the tensors measured (their weight norms are the ones read)."""
+    lent: bool = False
+    """`copies` are the reused buffers' (given back once read)."""
 
 
 class Updates:
@@ -99,11 +102,20 @@ class Updates:
         self._cursor: dict[int, int] = {}
         self._too_large: set[int] = set()
         self._scratch = Scratch()
+        self._copies = CopyBuffers()
 
-    def before(self, optimizer: Any, params: list[torch.Tensor], turn: int | None = None) -> Before:
+    def before(
+        self,
+        optimizer: Any,
+        params: list[torch.Tensor],
+        turn: int | None = None,
+        dense: bool = False,
+    ) -> Before:
         """Just before a measured step of `optimizer` (None: an update by hand) over
         `params`: the plan, and the copies the derived route cannot do without. `turn`:
-        a rotated step's number (only the derived tensors whose turn it is)."""
+        a rotated step's number (only the derived tensors whose turn it is; Adam's among
+        them copied within COPY_INSTEAD). `dense`: one of the first DENSE_STEPS, whose
+        copies go to buffers reused from step to step (an optimizer's only)."""
         index = self.measure.tracked.index
         params = [p for p in params if id(p) in index]
         inner = update_plan.derivable(optimizer)
@@ -111,17 +123,17 @@ class Updates:
         covered = {id(p) for _, _, ps in derived for p in ps}
         rest = [p for p in params if id(p) not in covered]
         copied, too_large = self._rotate(id(optimizer), rest)
+        if turn is not None:
+            derived = update_plan.turn_of(derived, index, turn)
         derived, instead = update_plan.copy_instead(
             derived, COPY_INSTEAD - update_plan.size(copied)
         )
         measured = None
         if turn is not None:
-            derived = update_plan.turn_of(derived, index, turn)
-            instead = update_plan.in_turn(instead, index, turn)
             measured = [p for _, _, ps in derived for p in ps] + copied + instead
         copied += instead
-        copies = [p.detach().clone() for p in copied]
-        return Before(inner, derived, copied, copies, too_large, optimizer is None, measured)
+        copies, lent = self._copies.take(copied, dense and optimizer is not None)
+        return Before(inner, derived, copied, copies, too_large, optimizer is None, measured, lent)
 
     def after(self, before: Before) -> torch.Tensor:
         """Just after the step: [P] update norms."""
@@ -129,10 +141,15 @@ class Updates:
         params: list[torch.Tensor] = []
         values: list[torch.Tensor] = []
         if before.copied:
-            torch._foreach_sub_(before.copies, [p.detach() for p in before.copied])
+            try:
+                torch._foreach_sub_(before.copies, [p.detach() for p in before.copied])
+                values += norms(before.copies)
+            finally:
+                before.copies = []
+                if before.lent:
+                    before.lent = False
+                    self._copies.give_back()
             params += before.copied
-            values += norms(before.copies)
-            before.copies = []
         if before.derived:
             found_inf = getattr(before.optimizer, "found_inf", None)
             scale = getattr(before.optimizer, "grad_scale", None)

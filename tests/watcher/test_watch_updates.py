@@ -395,26 +395,54 @@ def test_a_measured_step_derives_its_update_in_buffers_it_reuses(variant):
     step()
     assert len(derive()) == len(group["params"])
     step()
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    activities = [ProfilerActivity.CPU]
+    with profile(activities=activities, profile_memory=True, record_shapes=True) as prof:
         got = derive()
     allocated = sum(e.cpu_memory_usage for e in prof.events() if e.cpu_memory_usage > 0)
     assert allocated < 64 * 1024, f"{allocated} bytes allocated deriving the update"
+    copied = [  # the ops write into the buffers: no pass copying their operands there
+        (e.name, e.input_shapes)
+        for e in prof.events()
+        if e.name in ("aten::cat", "aten::copy_", "aten::clone")
+        and any(math.prod(shape) > 1024 for shape in _shapes(e.input_shapes))
+    ]
+    assert not copied, copied
     assert all(math.isfinite(float(n)) and float(n) > 0 for n in got)
 
 
-def test_scratch_copies_are_exact_whatever_the_dtypes_and_shapes(monkeypatch):
+def _shapes(inputs) -> list[list[int]]:
+    """The tensor shapes among a profiled op's inputs (a list of tensors: each of them)."""
+    out = []
+    for shape in inputs:
+        if shape and isinstance(shape[0], list):
+            out += [s for s in shape if isinstance(s, list)]
+        elif isinstance(shape, list):
+            out.append(shape)
+    return out
+
+
+def test_scratch_ops_write_the_fused_ops_results_into_its_buffers(monkeypatch):
+    """Whatever the shapes (a non-contiguous one too) and a per-tensor operand list: the
+    same values as the foreach op, bit for bit, in the buffer (the same memory at the next
+    call), the operands untouched; mixed dtypes get fresh temporaries."""
     monkeypatch.setattr(update_pieces, "SMALL", 0)
     scratch = update_pieces.Scratch()
     same = [torch.randn(3, 4), torch.randn(7), torch.randn(4, 6)[:, :2]]
-    for tensors in (same, same):
-        copies = scratch.copy(tensors, 0)
-        assert copies is not None
-        pairs = zip(copies, tensors, strict=True)
-        assert all(torch.equal(c, t) and c.dtype == t.dtype for c, t in pairs)
-        torch._foreach_mul_(copies, 0.0)  # writable, and not the originals
-        assert all(t.abs().sum() > 0 for t in tensors)
+    kept = [t.clone() for t in same]
+    others = [torch.rand_like(t) + 0.5 for t in same]
+    addresses = []
+    for _ in range(2):
+        for op, args in (("sqrt", ()), ("mul", (-0.3,)), ("div", (others,))):
+            plain = [t.abs() for t in same] if op == "sqrt" else same
+            got = scratch.apply(op, plain, 0, *args)
+            want = getattr(torch, f"_foreach_{op}")(plain, *args)
+            pairs = zip(got, want, strict=True)
+            assert all(torch.equal(g, w) and g.dtype == w.dtype for g, w in pairs), op
+        addresses.append([g.data_ptr() for g in got])
+    assert addresses[0] == addresses[1]  # reused, not allocated afresh
+    assert all(torch.equal(t, k) for t, k in zip(same, kept, strict=True))
     mixed = [torch.randn(3, 4), torch.randn(5, dtype=torch.float64)]
-    assert scratch.copy(mixed, 0) is None  # fresh temporaries then
+    assert scratch.views(mixed, 0) is None  # fresh temporaries then
 
 
 @pytest.mark.parametrize("variant", DERIVED)
@@ -449,3 +477,72 @@ def test_the_update_in_the_buffers_equals_the_one_in_fresh_temporaries(variant, 
     assert all(torch.equal(a, b) for a, b in zip(*got, strict=True))
     for a, b in zip(one, got[0], strict=True):
         assert float(a) == pytest.approx(float(b), rel=1e-6)
+
+
+def test_the_dense_steps_copy_into_one_buffer_lent_to_a_step_at_a_time():
+    """Copies equal to the tensors, in the same memory from step to step (no malloc per
+    measured step); a second taker meanwhile (another thread's step) gets clones; the
+    buffer released when the dense steps end; a tensor subclass is cloned."""
+    from gradscope.watcher.update_copies import CopyBuffers
+
+    tensors = [torch.randn(3, 4), torch.randn(5, dtype=torch.float64), torch.randn(6, 2).t()]
+    buffers = CopyBuffers()
+    first, lent = buffers.take(tensors, reuse=True)
+    assert lent and all(torch.equal(c, t) for c, t in zip(first, tensors, strict=True))
+    clones, lent_too = buffers.take(tensors, reuse=True)
+    assert not lent_too and all(torch.equal(c, t) for c, t in zip(clones, tensors, strict=True))
+    buffers.give_back()
+    again, lent = buffers.take([t * 2 for t in tensors], reuse=True)
+    assert lent and [c.data_ptr() for c in again] == [c.data_ptr() for c in first]
+    assert all(torch.equal(c, t * 2) for c, t in zip(again, tensors, strict=True))
+    buffers.give_back()
+    later, lent = buffers.take(tensors, reuse=False)
+    assert not lent and not buffers._flat and torch.equal(later[0], tensors[0])
+    shard = torch.nn.Parameter(torch.randn(4)).as_subclass(_Marked)
+    assert buffers.take([shard], reuse=True)[1] is False
+
+
+class _Marked(torch.Tensor):
+    """A tensor subclass (a shard, a quantised weight): its copy is a clone."""
+
+
+@pytest.mark.parametrize("room", ["all", "some"])
+def test_adam_tensors_copied_into_the_reused_buffer_at_each_dense_step(room, monkeypatch):
+    """A run's dense steps copy Adam's tensors into the same buffer at every step, full
+    or rotated: a rotated step's tensors are copied where they fit COPY_INSTEAD, not only
+    those a full step copies (with room for the first two of four, a full step derives
+    the other two; a rotated one derives none); the later sampled steps clone; every
+    ratio exact."""
+    monkeypatch.setattr(updates, "DENSE_STEPS", 14)
+    model, batch = _mlp()
+    sizes = [p.numel() * p.element_size() for p in model.parameters()]  # 768, 128, 384, 24
+    if room == "some":
+        monkeypatch.setattr(updates, "COPY_INSTEAD", sizes[0] + sizes[1])
+    pointers: list[tuple[int, bool, int]] = []
+    real = updates.Updates.before
+
+    def before(self, optimizer, params, *rest):
+        got = real(self, optimizer, params, *rest)
+        if optimizer is not None:
+            first = got.copies[0].untyped_storage().data_ptr() if got.copies else 0
+            pointers.append((first, got.lent, len(got.derived)))
+        return got
+
+    monkeypatch.setattr(updates.Updates, "before", before)
+    opt = torch.optim.AdamW(_groups(model), lr=1e-2, weight_decay=0.1)
+    run, truth, order = _train(model, opt, 18, batch, update_every=4)
+    assert len(pointers) == 15  # steps 1-14, then 17
+    dense = [p for p in pointers[:14] if p[0]]
+    assert len(dense) >= 10 and len({p[0] for p in dense}) == 1 and all(p[1] for p in dense)
+    rotated = [updates.rotated(step, 4) for step in range(1, 15)]
+    assert rotated.count(True) == 3  # 11, 12, 14
+    derived = [p[2] for p, turn in zip(pointers, rotated, strict=False) if not turn]
+    assert derived == ([0] * 11 if room == "all" else [1] * 11)  # the second group's
+    assert all(p[2] == 0 for p, turn in zip(pointers, rotated, strict=False) if turn)
+    assert not pointers[14][1]  # step 17, after the dense steps: clones
+    for r, t in zip(run.steps, truth, strict=True):
+        if r.update_ratios is None:
+            continue
+        for position, (delta, weight) in zip(order, t, strict=True):
+            if not math.isnan(r.update_ratios[position]):
+                assert r.update_ratios[position] == pytest.approx(delta / weight, rel=1e-9)
