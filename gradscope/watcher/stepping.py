@@ -67,8 +67,7 @@ def begin(
     if not skipped and updates.sampled(step, state.update_every):
         params = [p for g in optimizer.param_groups for p in g["params"]]
         turn = step if updates.rotated(step, state.update_every) else None
-        dense = step <= updates.DENSE_STEPS
-        here.snapshot = (params, state.updates.before(optimizer, params, turn, dense))
+        here.snapshot = (params, state.updates.before(optimizer, params, turn))
 
 
 def _grad_norms(

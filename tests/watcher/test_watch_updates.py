@@ -479,70 +479,35 @@ def test_the_update_in_the_buffers_equals_the_one_in_fresh_temporaries(variant, 
         assert float(a) == pytest.approx(float(b), rel=1e-6)
 
 
-def test_the_dense_steps_copy_into_one_buffer_lent_to_a_step_at_a_time():
-    """Copies equal to the tensors, in the same memory from step to step (no malloc per
-    measured step); a second taker meanwhile (another thread's step) gets clones; the
-    buffer released when the dense steps end; a tensor subclass is cloned."""
-    from gradscope.watcher.update_copies import CopyBuffers
-
-    tensors = [torch.randn(3, 4), torch.randn(5, dtype=torch.float64), torch.randn(6, 2).t()]
-    buffers = CopyBuffers()
-    first, lent = buffers.take(tensors, reuse=True)
-    assert lent and all(torch.equal(c, t) for c, t in zip(first, tensors, strict=True))
-    clones, lent_too = buffers.take(tensors, reuse=True)
-    assert not lent_too and all(torch.equal(c, t) for c, t in zip(clones, tensors, strict=True))
-    buffers.give_back()
-    again, lent = buffers.take([t * 2 for t in tensors], reuse=True)
-    assert lent and [c.data_ptr() for c in again] == [c.data_ptr() for c in first]
-    assert all(torch.equal(c, t * 2) for c, t in zip(again, tensors, strict=True))
-    buffers.give_back()
-    later, lent = buffers.take(tensors, reuse=False)
-    assert not lent and not buffers._flat and torch.equal(later[0], tensors[0])
-    shard = torch.nn.Parameter(torch.randn(4)).as_subclass(_Marked)
-    assert buffers.take([shard], reuse=True)[1] is False
-
-
-class _Marked(torch.Tensor):
-    """A tensor subclass (a shard, a quantised weight): its copy is a clone."""
-
-
 @pytest.mark.parametrize("room", ["all", "some"])
-def test_adam_tensors_copied_into_the_reused_buffer_at_each_dense_step(room, monkeypatch):
-    """A run's dense steps copy Adam's tensors into the same buffer at every step, full
-    or rotated: a rotated step's tensors are copied where they fit COPY_INSTEAD, not only
-    those a full step copies (with room for the first two of four, a full step derives
-    the other two; a rotated one derives none); the later sampled steps clone; every
-    ratio exact."""
-    monkeypatch.setattr(updates, "DENSE_STEPS", 14)
+def test_a_rotated_step_copies_its_turns_adam_tensors_within_the_room(room, monkeypatch):
+    """A rotated step's Adam tensors are copied where they fit COPY_INSTEAD, not only
+    those a full step copies: with room for the first two of four tensors a full step
+    derives the other two (one param group), a rotated step derives none (its turn is
+    one tensor, and it fits); every ratio exact."""
     model, batch = _mlp()
     sizes = [p.numel() * p.element_size() for p in model.parameters()]  # 768, 128, 384, 24
     if room == "some":
         monkeypatch.setattr(updates, "COPY_INSTEAD", sizes[0] + sizes[1])
-    pointers: list[tuple[int, bool, int]] = []
+    seen: list[tuple[int, int]] = []  # (bytes copied, param groups derived) per step
     real = updates.Updates.before
 
     def before(self, optimizer, params, *rest):
         got = real(self, optimizer, params, *rest)
         if optimizer is not None:
-            first = got.copies[0].untyped_storage().data_ptr() if got.copies else 0
-            pointers.append((first, got.lent, len(got.derived)))
+            seen.append((sum(c.numel() * c.element_size() for c in got.copies), len(got.derived)))
         return got
 
     monkeypatch.setattr(updates.Updates, "before", before)
     opt = torch.optim.AdamW(_groups(model), lr=1e-2, weight_decay=0.1)
-    run, truth, order = _train(model, opt, 18, batch, update_every=4)
-    assert len(pointers) == 15  # steps 1-14, then 17
-    dense = [p for p in pointers[:14] if p[0]]
-    assert len(dense) >= 10 and len({p[0] for p in dense}) == 1 and all(p[1] for p in dense)
-    rotated = [updates.rotated(step, 4) for step in range(1, 15)]
-    assert rotated.count(True) == 3  # 11, 12, 14
-    derived = [p[2] for p, turn in zip(pointers, rotated, strict=False) if not turn]
+    run, truth, order = _train(model, opt, 16, batch, update_every=4)
+    rotated = [updates.rotated(step, 4) for step in range(1, 17)]
+    assert rotated.count(True) == 5  # 11, 12, 14, 15, 16
+    derived = [d for (_, d), turn in zip(seen, rotated, strict=True) if not turn]
     assert derived == ([0] * 11 if room == "all" else [1] * 11)  # the second group's
-    assert all(p[2] == 0 for p, turn in zip(pointers, rotated, strict=False) if turn)
-    assert not pointers[14][1]  # step 17, after the dense steps: clones
+    assert all(d == 0 for (_, d), turn in zip(seen, rotated, strict=True) if turn)
+    assert seen[13][0] == sizes[2]  # step 14's turn: the second group's weight, copied
     for r, t in zip(run.steps, truth, strict=True):
-        if r.update_ratios is None:
-            continue
         for position, (delta, weight) in zip(order, t, strict=True):
             if not math.isnan(r.update_ratios[position]):
                 assert r.update_ratios[position] == pytest.approx(delta / weight, rel=1e-9)
