@@ -25,9 +25,10 @@ of the two: Adam's tensors are copied too, up to COPY_INSTEAD bytes):
 Which steps are measured: each of the first DENSE_STEPS steps, then every `update_every`.
 Every tensor at each of the first FULL_STEPS and at the steps `update_every` samples
 (1, 26, 51, ...); at the other dense steps the derived route takes one tensor in ROTATION,
-in turn (`rotated`), so that every tensor keeps a ratio every few steps for the medians
-the rules take, at a fraction of the cost (the derived update is about as costly as the
-optimizer's own step, at each of 100 steps).
+in turn (`rotated`; Adam's of them copied within COPY_INSTEAD), so that every tensor
+keeps a ratio every few steps for the medians the rules take, at a fraction of the cost
+(the derived update is about as costly as the optimizer's own step, at each of 100
+steps).
 """
 
 from __future__ import annotations

@@ -260,3 +260,15 @@ def test_the_fused_counts_are_exact_up_to_a_whole_piece(n):
     rms = (g.double().square() / hat.clamp_min(eps * eps)).sum().item()
     update = ((m.double() / first) / (hat.sqrt() + eps)).square().sum().item()
     assert row[:2] == pytest.approx([rms, update], rel=1e-4)
+
+
+def test_a_tensors_sums_alike_with_the_bias_as_a_float_or_a_0_dim_tensor(monkeypatch):
+    """A capturable or fused step count lives on the device: the bias then is a 0-dim
+    float64 tensor, folded into the same scalars (here on the CPU, in pieces)."""
+    monkeypatch.setattr(adam_rms, "PIECE", 64)
+    gen = torch.Generator().manual_seed(5)
+    g, m = torch.randn(300, generator=gen), torch.randn(300, generator=gen) * 0.1
+    v = torch.rand(300, generator=gen) * 1e-4
+    host = adam_rms._sums(g, m, v, 0.05, 0.4, 1e-2)
+    device = adam_rms._sums(g, m, v, torch.tensor(0.05, dtype=torch.float64), 0.4, 1e-2)
+    assert device.tolist() == pytest.approx(host.tolist(), rel=1e-12)
