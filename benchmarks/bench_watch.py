@@ -29,6 +29,7 @@ subset under 2% of their bytes, or all of them up to 16 MiB), during that step o
     python benchmarks/bench_watch.py [--repeat 5] [--steps 20] [--threads 1] [--later]
     python benchmarks/bench_watch.py --only tiny --later --steps 100 --repeat 15
     python benchmarks/bench_watch.py --only accum --later --cpu   (4 micro-batches a step)
+    python benchmarks/bench_watch.py --only gpt --steps 100 --cpu --parts   (own, by part)
 
 (the fixed cost: blocks of 100 steps weigh a fresh watch's first steps as a run would)
 
@@ -235,6 +236,34 @@ def timed_hooks() -> None:
     wrap(recorder.Recorder, "flush")
 
 
+PARTS: dict[str, float] = {}
+"""`--parts`: gradscope's own time by part (measured steps' work), summed over the
+watched blocks."""
+
+
+def timed_parts() -> None:
+    """Accumulate, per part of a measured step's work, its time into PARTS (nested in
+    the hooks OWN times: a breakdown of "own", not an addition to it)."""
+    from gradscope.watcher import adam_eps, adam_rms, updates
+
+    def wrap(owner, name, label):
+        original = getattr(owner, name)
+
+        def timed(*args, **kwargs):
+            start = CLOCK[0]()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                PARTS[label] = PARTS.get(label, 0.0) + CLOCK[0]() - start
+
+        setattr(owner, name, timed)
+
+    wrap(updates.Updates, "before", "update, before the step (copies)")
+    wrap(updates.Updates, "after", "update, after the step (derived, subtracted)")
+    wrap(adam_rms.AdamRms, "observe", "Adam's state samples")
+    wrap(adam_eps.AdamEps, "observe", "Adam's eps counts")
+
+
 def measure(name: str, build, repeat: int, steps: int) -> None:
     from gradscope.watcher import watch
 
@@ -243,14 +272,18 @@ def measure(name: str, build, repeat: int, steps: int) -> None:
     tensors = len(list(model.parameters()))
     block(step, 3)  # warm-up
     bare, watched, own = [], [], 0.0
+    parts: dict[str, float] = {}
     for r in range(repeat):
         if r % 2:  # alternate the order so that drift on a shared machine cancels
             bare.append(block(step, steps))
         with watch(update_every=25, flush_every=10) as w:
             step()  # the first step scans for the model: outside the block
             OWN[0] = 0.0
+            PARTS.clear()
             watched.append(block(step, steps))
             own += OWN[0]
+            for label, spent in PARTS.items():
+                parts[label] = parts.get(label, 0.0) + spent
         assert len(w.run.steps) == steps + 1
         if r % 2 == 0:
             bare.append(block(step, steps))
@@ -262,6 +295,8 @@ def measure(name: str, build, repeat: int, steps: int) -> None:
         f"own {per_step_own * 1e3:.3f} ms/step = "
         f"{1 + per_step_own / mb:.3f}x; memory: {tensors * 8 * 10} B pending"
     )
+    for label, spent in parts.items():
+        print(f"       of own: {label}: {spent / (len(watched) * steps) * 1e3:.3f} ms/step")
 
 
 CASES = (
@@ -284,11 +319,14 @@ def main() -> None:
     parser.add_argument("--only", choices=[name for name, _ in CASES])
     parser.add_argument("--later", action="store_true", help="steps after the first 100")
     parser.add_argument("--cpu", action="store_true", help="thread CPU time, not wall time")
+    parser.add_argument("--parts", action="store_true", help="own time by part of the update")
     args = parser.parse_args()
     if args.cpu:
         CLOCK[0] = time.thread_time
     torch.set_num_threads(args.threads)
     timed_hooks()
+    if args.parts:
+        timed_parts()
     if args.later:
         from gradscope.watcher import updates
 

@@ -30,17 +30,21 @@ class Scratch:
         self._buffers: dict[tuple[torch.dtype, int], torch.Tensor] = {}
 
     def apply(self, op: str, tensors: list[torch.Tensor], slot: int, *args: Any) -> list[Any]:
-        """`torch._foreach_<op>(tensors, *args)`: its result in buffer `slot` where that
-        is worth it, else fresh."""
-        copies = self.copy(tensors, slot)
-        if copies is None:
+        """`torch._foreach_<op>(tensors, *args)`: its result written into buffer `slot`
+        where that is worth it (one `torch.<op>(..., out=)` per tensor: no copy of the
+        operands into the buffer first, a pass over them that cost as much as the op),
+        else fresh. A list among `args` gives each tensor its own."""
+        views = self.views(tensors, slot)
+        if views is None:
             return list(getattr(torch, f"_foreach_{op}")(tensors, *args))
-        getattr(torch, f"_foreach_{op}_")(copies, *args)
-        return copies
+        fn = getattr(torch, op)
+        for k, (t, out) in enumerate(zip(tensors, views, strict=True)):
+            fn(t, *(a[k] if isinstance(a, list) else a for a in args), out=out)
+        return views
 
-    def copy(self, tensors: list[torch.Tensor], slot: int) -> list[torch.Tensor] | None:
-        """Copies of `tensors` in buffer `slot`; None where fresh ones do (small pieces,
-        an accelerator, mixed dtypes)."""
+    def views(self, tensors: list[torch.Tensor], slot: int) -> list[torch.Tensor] | None:
+        """Views of buffer `slot` shaped like `tensors` (their contents undefined); None
+        where fresh temporaries do (small pieces, an accelerator, mixed dtypes)."""
         first = tensors[0]
         sizes = [t.numel() for t in tensors]
         if first.device.type != "cpu" or sum(sizes) * first.element_size() < SMALL:
@@ -48,7 +52,6 @@ class Scratch:
         if any(t.dtype != first.dtype for t in tensors):
             return None
         flat = self._buffer(first.dtype, slot, sum(sizes))
-        torch.cat([t.reshape(-1) for t in tensors], out=flat)
         return [v.view(t.shape) for v, t in zip(flat.split(sizes), tensors, strict=True)]
 
     def _buffer(self, dtype: torch.dtype, slot: int, numel: int) -> torch.Tensor:

@@ -128,27 +128,31 @@ def test_small_tensors_fused_give_each_tensors_own_sums(dtype, monkeypatch):
 
 def test_a_sample_of_many_small_tensors_takes_a_few_fused_ops(monkeypatch):
     """Ops per sampled step independent of the number of tensors (about 20 a tensor
-    before)."""
+    before): the same count for 20 and 60 tensors, fewer than one a tensor."""
     from torch.overrides import TorchFunctionMode
 
-    calls = []
-
-    class Count(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            calls.append(func)
-            return func(*args, **(kwargs or {}))
-
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(20)])
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    model(torch.randn(2, 4)).sum().backward()
-    opt.step()
-    with Count():
-        AdamRms().observe(_tracked(model), 0, opt, 25)
     reads = {"__get__", "numel", "is_contiguous", "is_complex", "item", "_set_grad_enabled"}
-    ops = collections.Counter(getattr(f, "__name__", "") for f in calls)
-    computed = sum(n for name, n in ops.items() if name not in reads)  # 40 tensors
-    assert computed <= 40, ops
+
+    def computed(layers: int) -> int:
+        calls = []
+
+        class Count(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                calls.append(func)
+                return func(*args, **(kwargs or {}))
+
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(*[torch.nn.Linear(4, 4) for _ in range(layers)])
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        model(torch.randn(2, 4)).sum().backward()
+        opt.step()
+        with Count():
+            AdamRms().observe(_tracked(model), 0, opt, 25)
+        ops = collections.Counter(getattr(f, "__name__", "") for f in calls)
+        return sum(n for name, n in ops.items() if name not in reads)
+
+    few, many = computed(10), computed(30)
+    assert few == many < 60, (few, many)
 
 
 def test_a_parameter_without_a_gradient_and_sgd_give_nothing():
@@ -213,3 +217,58 @@ def test_eps_counts_of_a_step_both_sample_are_taken_once(monkeypatch):
     assert len(calls) == 1 + 4
     (a,), (b,) = shared.facts(), alone.facts()
     assert a == b and any(share > 0 for _, share, _ in a.shares)
+
+
+def test_a_chunks_sums_take_no_l1_norm_and_v_is_not_divided_first():
+    """The fused sums count with squared L2 norms (an L1 norm takes four times the CPU
+    on a CPU) and take √v once, the bias folded into scalars (no division of v first):
+    two divisions, those of g and m."""
+    from torch.overrides import TorchFunctionMode
+
+    calls = []
+
+    class Record(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            calls.append((func, args))
+            return func(*args, **(kwargs or {}))
+
+    g, m, v = torch.randn(300), torch.randn(300) * 0.1, torch.rand(300) * 1e-4
+    chunk = [(0, g, m, v, 1e-3, 0.05, 0.4)]
+    with Record():
+        adam_rms.batched.rows(chunk, 1e-2)
+    norms_l1 = [a for f, a in calls if f is torch._foreach_norm and len(a) > 1 and a[1] == 1]
+    divisions = [f for f, _ in calls if getattr(f, "__name__", "").startswith("_foreach_div")]
+    assert not norms_l1 and len(divisions) == 2
+
+
+@pytest.mark.parametrize("n", [3, 2**20])
+def test_the_fused_counts_are_exact_up_to_a_whole_piece(n):
+    """Counts as squared L2 norms of signs, rounded: the exact numbers of elements under
+    eps and with v > 0, up to a chunk of PIECE elements; the sums as the plain formula
+    (to the float32 fused norm's 1e-4 over a million elements)."""
+    gen = torch.Generator().manual_seed(3)
+    v = torch.rand(n, generator=gen) * 2e-4
+    v[torch.rand(n, generator=gen) < 0.3] = 0.0
+    g, m = torch.randn(n, generator=gen), torch.randn(n, generator=gen) * 0.01
+    eps, bias, first = 1e-2, 0.05, 0.4
+    floor = bias * eps * eps
+    (row,) = adam_rms.batched.rows([(0, g, m, v, floor, bias, first)], eps).tolist()
+    live = int((v > 0).sum())
+    under = int(((v < floor) & (v > 0)).sum())
+    assert row[2:] == [n, under, live]
+    hat = v.double() / bias
+    rms = (g.double().square() / hat.clamp_min(eps * eps)).sum().item()
+    update = ((m.double() / first) / (hat.sqrt() + eps)).square().sum().item()
+    assert row[:2] == pytest.approx([rms, update], rel=1e-4)
+
+
+def test_a_tensors_sums_alike_with_the_bias_as_a_float_or_a_0_dim_tensor(monkeypatch):
+    """A capturable or fused step count lives on the device: the bias then is a 0-dim
+    float64 tensor, folded into the same scalars (here on the CPU, in pieces)."""
+    monkeypatch.setattr(adam_rms, "PIECE", 64)
+    gen = torch.Generator().manual_seed(5)
+    g, m = torch.randn(300, generator=gen), torch.randn(300, generator=gen) * 0.1
+    v = torch.rand(300, generator=gen) * 1e-4
+    host = adam_rms._sums(g, m, v, 0.05, 0.4, 1e-2)
+    device = adam_rms._sums(g, m, v, torch.tensor(0.05, dtype=torch.float64), 0.4, 1e-2)
+    assert device.tolist() == pytest.approx(host.tolist(), rel=1e-12)

@@ -395,26 +395,54 @@ def test_a_measured_step_derives_its_update_in_buffers_it_reuses(variant):
     step()
     assert len(derive()) == len(group["params"])
     step()
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    activities = [ProfilerActivity.CPU]
+    with profile(activities=activities, profile_memory=True, record_shapes=True) as prof:
         got = derive()
     allocated = sum(e.cpu_memory_usage for e in prof.events() if e.cpu_memory_usage > 0)
     assert allocated < 64 * 1024, f"{allocated} bytes allocated deriving the update"
+    copied = [  # the ops write into the buffers: no pass copying their operands there
+        (e.name, e.input_shapes)
+        for e in prof.events()
+        if e.name in ("aten::cat", "aten::copy_", "aten::clone")
+        and any(math.prod(shape) > 1024 for shape in _shapes(e.input_shapes))
+    ]
+    assert not copied, copied
     assert all(math.isfinite(float(n)) and float(n) > 0 for n in got)
 
 
-def test_scratch_copies_are_exact_whatever_the_dtypes_and_shapes(monkeypatch):
+def _shapes(inputs) -> list[list[int]]:
+    """The tensor shapes among a profiled op's inputs (a list of tensors: each of them)."""
+    out = []
+    for shape in inputs:
+        if shape and isinstance(shape[0], list):
+            out += [s for s in shape if isinstance(s, list)]
+        elif isinstance(shape, list):
+            out.append(shape)
+    return out
+
+
+def test_scratch_ops_write_the_fused_ops_results_into_its_buffers(monkeypatch):
+    """Whatever the shapes (a non-contiguous one too) and a per-tensor operand list: the
+    same values as the foreach op, bit for bit, in the buffer (the same memory at the next
+    call), the operands untouched; mixed dtypes get fresh temporaries."""
     monkeypatch.setattr(update_pieces, "SMALL", 0)
     scratch = update_pieces.Scratch()
     same = [torch.randn(3, 4), torch.randn(7), torch.randn(4, 6)[:, :2]]
-    for tensors in (same, same):
-        copies = scratch.copy(tensors, 0)
-        assert copies is not None
-        pairs = zip(copies, tensors, strict=True)
-        assert all(torch.equal(c, t) and c.dtype == t.dtype for c, t in pairs)
-        torch._foreach_mul_(copies, 0.0)  # writable, and not the originals
-        assert all(t.abs().sum() > 0 for t in tensors)
+    kept = [t.clone() for t in same]
+    others = [torch.rand_like(t) + 0.5 for t in same]
+    addresses = []
+    for _ in range(2):
+        for op, args in (("sqrt", ()), ("mul", (-0.3,)), ("div", (others,))):
+            plain = [t.abs() for t in same] if op == "sqrt" else same
+            got = scratch.apply(op, plain, 0, *args)
+            want = getattr(torch, f"_foreach_{op}")(plain, *args)
+            pairs = zip(got, want, strict=True)
+            assert all(torch.equal(g, w) and g.dtype == w.dtype for g, w in pairs), op
+        addresses.append([g.data_ptr() for g in got])
+    assert addresses[0] == addresses[1]  # reused, not allocated afresh
+    assert all(torch.equal(t, k) for t, k in zip(same, kept, strict=True))
     mixed = [torch.randn(3, 4), torch.randn(5, dtype=torch.float64)]
-    assert scratch.copy(mixed, 0) is None  # fresh temporaries then
+    assert scratch.views(mixed, 0) is None  # fresh temporaries then
 
 
 @pytest.mark.parametrize("variant", DERIVED)
@@ -449,3 +477,37 @@ def test_the_update_in_the_buffers_equals_the_one_in_fresh_temporaries(variant, 
     assert all(torch.equal(a, b) for a, b in zip(*got, strict=True))
     for a, b in zip(one, got[0], strict=True):
         assert float(a) == pytest.approx(float(b), rel=1e-6)
+
+
+@pytest.mark.parametrize("room", ["all", "some"])
+def test_a_rotated_step_copies_its_turns_adam_tensors_within_the_room(room, monkeypatch):
+    """A rotated step's Adam tensors are copied where they fit COPY_INSTEAD, not only
+    those a full step copies: with room for the first two of four tensors a full step
+    derives the other two (one param group), a rotated step derives none (its turn is
+    one tensor, and it fits); every ratio exact."""
+    model, batch = _mlp()
+    sizes = [p.numel() * p.element_size() for p in model.parameters()]  # 768, 128, 384, 24
+    if room == "some":
+        monkeypatch.setattr(updates, "COPY_INSTEAD", sizes[0] + sizes[1])
+    seen: list[tuple[int, int]] = []  # (bytes copied, param groups derived) per step
+    real = updates.Updates.before
+
+    def before(self, optimizer, params, *rest):
+        got = real(self, optimizer, params, *rest)
+        if optimizer is not None:
+            seen.append((sum(c.numel() * c.element_size() for c in got.copies), len(got.derived)))
+        return got
+
+    monkeypatch.setattr(updates.Updates, "before", before)
+    opt = torch.optim.AdamW(_groups(model), lr=1e-2, weight_decay=0.1)
+    run, truth, order = _train(model, opt, 16, batch, update_every=4)
+    rotated = [updates.rotated(step, 4) for step in range(1, 17)]
+    assert rotated.count(True) == 5  # 11, 12, 14, 15, 16
+    derived = [d for (_, d), turn in zip(seen, rotated, strict=True) if not turn]
+    assert derived == ([0] * 11 if room == "all" else [1] * 11)  # the second group's
+    assert all(d == 0 for (_, d), turn in zip(seen, rotated, strict=True) if turn)
+    assert seen[13][0] == sizes[2]  # step 14's turn: the second group's weight, copied
+    for r, t in zip(run.steps, truth, strict=True):
+        for position, (delta, weight) in zip(order, t, strict=True):
+            if not math.isnan(r.update_ratios[position]):
+                assert r.update_ratios[position] == pytest.approx(delta / weight, rel=1e-9)
