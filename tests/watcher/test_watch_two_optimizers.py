@@ -11,10 +11,12 @@ import torch
 
 from gradscope.findings import Severity
 from gradscope.watcher.optim_settings import group_settings
+from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 from tests.watcher.watch_scripts import watched
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("frozen_heap")
 @pytest.mark.parametrize("mode", ["muon", "sparse"])
 def test_each_optimizer_on_one_backward_has_its_loss(mode):
     report = watched("two_optimizers_one_backward.py", mode)

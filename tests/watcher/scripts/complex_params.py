@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 which = sys.argv[1]
-steps = int(sys.argv[2]) if len(sys.argv) > 2 else 60
+steps = int(sys.argv[2]) if len(sys.argv) > 2 else 30
 torch.manual_seed(0)
 N = 32
 

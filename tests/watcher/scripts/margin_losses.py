@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 mode = sys.argv[1]
-steps = int(sys.argv[2]) if len(sys.argv) > 2 else 150
+steps = int(sys.argv[2]) if len(sys.argv) > 2 else 60
 torch.manual_seed(0)
 D, C = 24, 8
 centers = torch.randn(C, D) * (2.0 if mode == "triplet" else 1.0)
