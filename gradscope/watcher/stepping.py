@@ -34,7 +34,7 @@ def begin(
     if zeroed is not None and not window.calls:
         window = zeroed  # the step follows those backward calls, whose grads are gone
     elif not window.calls and here.taken is not None:
-        window = here.taken  # a second optimizer on the same backward calls
+        window = here.taken.shared()  # a second optimizer on the same backward calls
     note_meaning(state, index, optimizer, window)
     scaler = scaler_for(here, optimizer)
     clip = here if clip_is_for(here, optimizer) else NO_CLIP

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -59,6 +59,11 @@ class Window:
     eval_roots: frozenset[int] | None = None
     """ids of the watched models in eval mode at the window's first backward: the mode
     its forward ran in (modes.py), whatever the script switched to before the step."""
+
+    def shared(self) -> Window:
+        """What a second optimizer stepping on these calls applies: their count, loss and
+        meaning; their micro-batch norms stay the first step's (one estimate a call)."""
+        return replace(self, micro=None)
 
     def add(self, other: Window) -> None:
         """`other`'s backward calls belong to the same step."""

@@ -31,6 +31,20 @@ def test_each_optimizer_on_one_backward_has_its_loss(mode):
     assert [f for f in report.findings if f.severity >= Severity.WARNING] == []
 
 
+@pytest.mark.slow
+@pytest.mark.usefixtures("frozen_heap")
+def test_the_micro_batches_of_one_backward_window_are_estimated_once():
+    """With 2 micro-batches a step, both optimizers apply both calls; the noise scale's
+    micro-batch norms go with the first step only (one estimate per window)."""
+    rows = watched("two_optimizers_one_backward.py", "muon", "30", "2").to_dict()["steps"]
+    first = [r for r in rows if r["optimizer"] == 0]
+    second = [r for r in rows if r["optimizer"] == 1]
+    assert {r["backward_calls"] for r in first + second} == {2}
+    assert [r["loss"] for r in first] == [r["loss"] for r in second]
+    assert all(r["micro_batches"] == 2 for r in first[1:])
+    assert all(r["micro_batches"] == 0 for r in second)
+
+
 def test_muons_weight_decay_is_decoupled():
     w = torch.nn.Parameter(torch.randn(4, 4))
     muon = torch.optim.Muon([w], lr=0.02)
