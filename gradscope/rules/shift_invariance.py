@@ -11,6 +11,9 @@ mean). The bias is then redundant, and nothing is cut.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from gradscope.findings import Finding, Severity
 from gradscope.steps.records import WatchRun
 
 
@@ -59,6 +62,17 @@ def explanation(weight: str, did: str = "learned") -> str:
         "shift by one amount (they are subtracted from each other, as in a siamese "
         "distance or a pairwise ranking score, or normalised after it), so its bias "
         "is redundant and nothing is cut"
+    )
+
+
+def as_information(finding: Finding, head: str, weight: str, did: str = "learned") -> Finding:
+    """`finding` said as information: `head` (what the bias got), then why, and that
+    nothing needs fixing."""
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=f"{head} {explanation(weight, did)}",
+        advice=ADVICE,
     )
 
 

@@ -321,16 +321,11 @@ def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
             finding = _stopped(run, s, p, had, tail, t)
             weight = shift_invariance.cancelled(run, i, s.index)
             if weight is not None:
-                finding = replace(
-                    finding,
-                    severity=Severity.INFO,
-                    message=s.say(
-                        f"{p.name} got only zero gradients from step {had.since_step} to the "
-                        f"end (at step {had.last_step}: {num(had.last_value)}) "
-                        + shift_invariance.explanation(weight)
-                    ),
-                    advice=shift_invariance.ADVICE,
+                head = (
+                    f"{p.name} got only zero gradients from step {had.since_step} to the end "
+                    f"(at step {had.last_step}: {num(had.last_value)})"
                 )
+                finding = shift_invariance.as_information(finding, s.say(head), weight)
             out.append(about(finding, [had.since_step]))
     return out
 

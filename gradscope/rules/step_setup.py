@@ -219,12 +219,8 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
         )
         weight = None if none else shift_invariance.cancelled(run, i)
         if weight is not None:
-            finding = replace(
-                finding,
-                severity=Severity.INFO,
-                message=f"{p.name} got only zero gradients in all {len(stepped)} steps "
-                + shift_invariance.explanation(weight),
-                advice=shift_invariance.ADVICE,
+            finding = shift_invariance.as_information(
+                finding, f"{p.name} got only zero gradients in all {len(stepped)} steps", weight
             )
         elif p.past_read_out:
             finding = replace(

@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.rules import shift_invariance
@@ -69,14 +67,9 @@ def _all_zero(stats: RunStats, explained: set[str], this: Rule) -> list[Finding]
             continue
         weight = shift_invariance.weight_name(p.name, p.shape)
         if weight in learned:
-            found = this.finding(
-                p.name,
-                f"grad of {p.name} is all zeros ({p.numel} elements) "
-                + shift_invariance.explanation(weight, "has a gradient"),
-                shift_invariance.ADVICE,
-                0.0,
-            )
-            out.append(replace(found, severity=Severity.INFO))
+            head = f"grad of {p.name} is all zeros ({p.numel} elements)"
+            found = this.finding(p.name, head, shift_invariance.ADVICE, 0.0)
+            out.append(shift_invariance.as_information(found, head, weight, "has a gradient"))
             continue
         out.append(
             this.finding(

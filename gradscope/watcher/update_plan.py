@@ -90,7 +90,7 @@ def turn_of(derived: Plan, index: dict[int, int], step: int) -> Plan:
     """The plan cut to the tensors whose turn step `step` is (see ROTATION)."""
     out = []
     for kind, group, ps in derived:
-        mine = in_turn(ps, index, step)
+        mine = [p for p in ps if (index[id(p)] + step) % ROTATION == 0]
         if mine:
             out.append((kind, group, mine))
     return out
@@ -112,8 +112,3 @@ def _exact(p: torch.Tensor) -> bool:
 def host_float(value: Any) -> float:
     """A hyperparameter as a Python float (a 0-dim CPU tensor read for free)."""
     return float(value.item() if isinstance(value, torch.Tensor) else value)
-
-
-def in_turn(ps: list[torch.Tensor], index: dict[int, int], step: int) -> list[torch.Tensor]:
-    """The tensors of `ps` whose turn rotated step `step` is."""
-    return [p for p in ps if (index[id(p)] + step) % ROTATION == 0]

@@ -311,7 +311,7 @@ def _limit(first: list[torch.Tensor]) -> int:
     """Bytes of `first` per piece: PIECE on a CPU, else the copy budget."""
     if not first or first[0].device.type == "cpu":
         return update_pieces.PIECE
-    return max(FLOOR, int(SHARE * sum(t.numel() * t.element_size() for t in first)))
+    return max(FLOOR, int(SHARE * update_plan.size(first)))
 
 
 def _each(coef: Coef, owners: list[int]) -> Any:
