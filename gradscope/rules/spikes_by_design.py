@@ -26,6 +26,26 @@ Spike = tuple[int, float, float]
 """(index in the series' steps, value, the rolling median it jumped from)."""
 
 
+def held_level(s: Series, steps: list[StepRecord], values: list[float], i: int) -> bool:
+    """The gradient norm rose at index i to a level it then held (its next RECOVERY_STEPS
+    steps' median at least half of it, all finite) while the loss went on falling (their
+    median loss below the steps' before it): a trend crossing the spike line (a schedule's
+    rising lr, logits that sharpen), not a spike, which comes back; nor a blow-up, whose
+    loss rises with it. A rise the run ended on is judged as a spike."""
+    after = steps[i + 1 : i + 1 + RECOVERY_STEPS]
+    if (
+        len(after) < RECOVERY_STEPS
+        or statistics.median(values[i + 1 : i + 1 + RECOVERY_STEPS]) < values[i] / 2
+    ):
+        return False
+    span = [r for r in s.live() if steps[i].step < r.step <= after[-1].step]
+    if any(not finite(r.loss) or not finite(r.grad_norm) for r in span):
+        return False
+    before = [r.loss for r in steps[max(0, i - RECOVERY_STEPS) : i] if r.loss is not None]
+    later = [r.loss for r in after if r.loss is not None]
+    return bool(before) and bool(later) and statistics.median(later) < statistics.median(before)
+
+
 def recovered_at_once(
     run: WatchRun, s: Series, steps: list[StepRecord], found: list[Spike], t: Thresholds
 ) -> str:
