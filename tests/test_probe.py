@@ -283,19 +283,22 @@ def test_saved_bytes_and_retained_graph():
         def __init__(self):
             super().__init__()
             self.fc = nn.Linear(100, 10, bias=False)
+            self.side = nn.Linear(100, 10)
             self.history = []
 
         def forward(self, x):
             out = self.fc(x)
-            self.last = out  # keeps the graph alive
-            self.history.append(out.sum())  # and accumulates it
+            self.last = out  # the loss uses it: the backward freed its graph's buffers
+            self.penalty = (self.fc.weight**2).sum()  # a term kept to sum into the loss
+            self.aux = torch.tanh(self.side(x))  # off the loss's path: keeps its buffers
+            self.history.append(out.sum())  # and gathers a graph a step
             self.safe = out.detach()  # fine
-            return out.sum()
+            return out.sum() + 1e-4 * self.penalty
 
     model = Caching()
     report = gradscope.inspect(model, torch.randn(32, 100))
-    assert set(report.stats.retained) == {"last", "history"}
-    assert {f.subject for f in report.findings if f.slug == "graph-retained"} == {"last", "history"}
+    assert set(report.stats.retained) == {"aux", "history"}
+    assert {f.subject for f in report.findings if f.slug == "graph-retained"} == {"aux", "history"}
     assert report.stats.saved_bytes >= 32 * 100 * 4  # mm saves its input
     plain = gradscope.inspect(nn.Linear(100, 10), torch.randn(32, 100))
     assert plain.stats.retained == () and plain.stats.saved_bytes > 0

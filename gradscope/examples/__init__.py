@@ -73,7 +73,7 @@ EXAMPLES: dict[str, Example] = {
         Example(
             "retained-graph",
             "models:retained_graph",
-            "stores its live output on the module: the graph is never freed",
+            "gathers its live outputs on the module: a graph kept every step",
             "graph-retained",
         ),
         Example(

@@ -171,16 +171,16 @@ def rnn():
 
 
 class CachesOutput(nn.Module):
-    """Keeps the last output (with its graph) on the module, as logging code often does."""
+    """Gathers every output (with its graph) on the module, as logging code often does."""
 
     def __init__(self):
         super().__init__()
         self.body = _mlp(20, 64, 5)
-        self.last_logits = None
+        self.outputs = []
 
     def forward(self, x):
         out = self.body(x)
-        self.last_logits = out  # should be out.detach(): this keeps the step's graph alive
+        self.outputs.append(out)  # should be out.detach(): this keeps every step's graph alive
         return out
 
 

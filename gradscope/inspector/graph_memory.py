@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from gradscope.autograd_walk import NodeWalk
 from gradscope.inspector.preserve import storage_of
 
 _SAVED_SLOTS: dict[type, tuple[str, ...]] = {}
@@ -53,18 +54,29 @@ def _saved_tensors(node: Any) -> Iterator[torch.Tensor]:
                     yield data
 
 
-def retained_graphs(modules: Iterable[tuple[str, torch.nn.Module]]) -> tuple[str, ...]:
-    """Module attributes that still hold a tensor with a grad_fn after the pass.
-
-    Such a reference keeps the whole autograd graph of the step alive (the
-    classic slow out-of-memory: `self.last = out`, `self.losses.append(loss)`).
-    """
+def retained_graphs(
+    modules: Iterable[tuple[str, torch.nn.Module]], params: Sequence[torch.Tensor]
+) -> tuple[str, ...]:
+    """Module attributes that keep part of the step's graph alive after the backward: a
+    list or dict of tensors with a grad_fn (the classic slow out-of-memory:
+    `self.losses.append(loss)` keeps one more graph each step), or a tensor whose graph still
+    holds saved activations the backward did not free (an output off the loss's path, a
+    backward with retain_graph). A tensor the loss used (`self.kl`, `self.aux_loss` summed
+    into it) holds only freed nodes until the next forward replaces it: nothing to fix."""
     return tuple(
         f"{name}.{attr}" if name else attr
         for name, module in modules
         for attr, value in vars(module).items()
-        if isinstance(value, _HOLDERS) and attr[0] != "_" and _holds_graph(value)
+        if isinstance(value, _HOLDERS) and attr[0] != "_" and _keeps_graph(value, params)
     )
+
+
+def _keeps_graph(value: Any, params: Sequence[torch.Tensor]) -> bool:
+    if isinstance(value, (list, dict)):
+        return _holds_graph(value)
+    tensors = (value,) if isinstance(value, torch.Tensor) else value
+    roots = [t.grad_fn for t in tensors if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+    return bool(roots) and saved_bytes(NodeWalk(roots), params) > 0
 
 
 _HOLDERS = (torch.Tensor, list, tuple, dict)

@@ -152,7 +152,7 @@ def measure(
             model_class=type(model).__name__,
             device=str(target.device),
             saved_bytes=saved,
-            retained=retained_graphs(modules),
+            retained=retained_graphs(modules, [p for _, p in named]),
             loss_scale=None if scale is None else scale.value,
             loss_terms=None if weighted else summed_terms(loss),
             fed_probabilities=fed,

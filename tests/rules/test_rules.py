@@ -246,9 +246,9 @@ def test_every_rule_has_a_table_row_and_unique_ids():
 def test_graph_retained():
     from dataclasses import replace
 
-    run = replace(stats(param("a.weight")), retained=("cache.last",), saved_bytes=3 * 2**20)
+    run = replace(stats(param("a.weight")), retained=("cache.outputs",), saved_bytes=3 * 2**20)
     (f,) = [f for f in rules.diagnose(run) if f.slug == "graph-retained"]
-    assert f.subject == "cache.last" and f.severity is Severity.WARNING and f.row.key == "oom"
+    assert f.subject == "cache.outputs" and f.severity is Severity.WARNING and f.row.key == "oom"
     assert "3.0 MiB" in f.message
     assert fired(stats(param("a.weight")), "graph-retained") == []
 
