@@ -89,12 +89,13 @@ class BoundNames:
             for p in self.patches
             if p.owner is F and p.original is not None
         }
+        ids = wrappers.keys()
         for module_name, module in list(sys.modules.items()):
             names = getattr(module, "__dict__", None)
             if module_name.partition(".")[0] in ("torch", "gradscope"):
                 continue
-            if not isinstance(names, dict):
-                continue
+            if not isinstance(names, dict) or ids.isdisjoint(map(id, tuple(names.values()))):
+                continue  # most modules bind none: checked in C, not name by name
             for key, value in list(names.items()):
                 if id(value) in wrappers and value is wrappers[id(value)][0]:
                     names[key] = wrappers[id(value)][1]
