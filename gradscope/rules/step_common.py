@@ -304,6 +304,12 @@ def trend_doubt(run: WatchRun, s: Series) -> str | None:
             f"the loss ({kind.describe()}) sums several objectives, which may trade off "
             "against each other as the model learns"
         )
+    if any(r.positional and r.optimizer == s.index for r in run.state_facts.repeats):
+        return (
+            "its targets are places in the batch (0..n-1, or one index throughout): a "
+            "contrastive loss, whose classes are other samples' embeddings (a queue's, a "
+            "momentum encoder's), harder as the encoder learns, so its level says nothing alone"
+        )
     return None
 
 
