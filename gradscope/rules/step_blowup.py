@@ -148,8 +148,9 @@ def early_blowup_of(s: Series, t: Thresholds) -> Blowup | None:
     objectives=(
         "a single recognised objective (every term of one kind and sign: a cross-entropy, "
         "an MSE), the only kind whose rise means worse; a custom or multi-term one (an RL "
-        "loss whose value targets grow) gets the facts as information; one optimizer only "
-        "(a GAN's losses rise by design)"
+        "loss whose value targets grow) gets the facts as information, and so does a "
+        "contrastive one (class-index targets that are places in the batch: MoCo's queue "
+        "fills with harder negatives); one optimizer only (a GAN's losses rise by design)"
     ),
 )
 def early_blowup(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:

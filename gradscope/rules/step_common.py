@@ -205,7 +205,8 @@ def spikes(values: Sequence[float], t: Thresholds) -> list[tuple[int, float, flo
     values give a rough median and a freshly initialised model moves fast."""
     logged = all(v > 0 for v in values)
     xs = [math.log(v) if logged else v for v in values]
-    window, out = max(int(t.spike_window), 2), []
+    window = max(int(t.spike_window), 2)
+    out: list[tuple[int, float, float]] = []
     history = int(t.spike_min_history)
     start = min(EARLY_MIN_HISTORY, history) if t.spike_early_ratio > 0 else history
     for i in range(max(start, 1), len(xs)):
@@ -220,9 +221,29 @@ def spikes(values: Sequence[float], t: Thresholds) -> list[tuple[int, float, flo
         sigma = MAD_SIGMA * statistics.median(abs(x - med) for x in base)
         jump = xs[i] - med
         ratio_ok = jump > math.log(ratio) if logged else jump > (ratio - 1) * abs(med)
+        if not logged and ratio_ok and _drifted(xs, i, out, t.spike_sigma * sigma):
+            continue
         if jump > t.spike_sigma * sigma and ratio_ok:
             out.append((i, values[i], math.exp(med) if logged else med))
     return out
+
+
+def _drifted(
+    xs: Sequence[float], i: int, found: list[tuple[int, float, float]], jump: float
+) -> bool:
+    """A signed value (a loss that crosses 0: a hinge GAN's -D(G(z)), a negated objective)
+    no higher than `jump` above the last few steps before it that were no spike: it
+    drifted there. Its multiple of a median near 0 says nothing, so only the jump from
+    where the series just was tells a spike from a trend the rolling median lags behind."""
+    before: list[float] = []
+    j, k = i - 1, len(found) - 1  # found is in order: walked back beside j
+    while j >= 0 and len(before) < EARLY_MIN_HISTORY:
+        while k >= 0 and found[k][0] > j:
+            k -= 1
+        if k < 0 or found[k][0] != j:
+            before.append(xs[j])
+        j -= 1
+    return bool(before) and xs[i] - statistics.median(before) <= jump
 
 
 def inspect_command(run: WatchRun, step: int) -> str:
@@ -282,6 +303,12 @@ def trend_doubt(run: WatchRun, s: Series) -> str | None:
         return (
             f"the loss ({kind.describe()}) sums several objectives, which may trade off "
             "against each other as the model learns"
+        )
+    if any(r.positional and r.optimizer == s.index for r in run.state_facts.repeats):
+        return (
+            "its targets are places in the batch (0..n-1, or one index throughout): a "
+            "contrastive loss, whose classes are other samples' embeddings (a queue's, a "
+            "momentum encoder's), harder as the encoder learns, so its level says nothing alone"
         )
     return None
 

@@ -70,9 +70,10 @@ from gradscope.steps.tensor_track import Learned
         "a single recognised objective (a cross-entropy, an MSE) with a sign from the run "
         "that the model did not learn (the uniform guess, no gradient reaching what "
         "step() updates, update ratios below 1e-5, gradients that died); a custom or "
-        "multi-term objective, and a recognised one without such a sign (a TD loss read "
-        "as an MSE rises with the Q-values), get the facts as information: their level "
-        "says nothing alone; one optimizer only"
+        "multi-term objective, a contrastive one (targets that are places in the batch) "
+        "and a recognised one without such a sign (a TD loss read as an MSE rises with "
+        "the Q-values) get the facts as information: their level says nothing alone; one "
+        "optimizer only"
     ),
 )
 def no_progress(run: WatchRun, t: Thresholds) -> list[Finding]:

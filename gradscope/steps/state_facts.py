@@ -96,6 +96,9 @@ class BatchRepeats:
     """Targets in one batch."""
     loss: str
     """The loss node the targets were read from (NllLossBackward0, ...)."""
+    positional: bool = False
+    """Every class-index target read was the positions 0..n-1 in some order or one index
+    throughout: a contrastive loss's labels (each row's positive by its place)."""
 
 
 @dataclass(frozen=True)

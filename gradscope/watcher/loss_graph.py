@@ -3,7 +3,8 @@
 A walk down from the tensor backward ran on, through the nodes that only scale, sum or
 reshape it (`-loss`, `loss / accumulation_steps`, `a + b`, `.mean()` of a per-sample
 loss, a dtype cast), to the loss nodes torch's functional losses leave
-(`NllLossBackward0` over `LogSoftmaxBackward0` is a cross-entropy; `MseLossBackward0`,
+(`NllLossBackward0` over `LogSoftmaxBackward0` is a cross-entropy, probability targets
+times a `LogSoftmaxBackward0` one against soft targets; `MseLossBackward0`,
 `BinaryCrossEntropyWithLogitsBackward0`, ...). Their saved reduction, input and target
 give the reduction, the number of classes and the number of targets. A few dozen
 nodes at most, and no value read from a device: a factor that is a device tensor is
@@ -113,6 +114,8 @@ def _below(branch: _Branch) -> list[_Branch] | None:
         return [(inputs[0], -factor, reduced)]
     if name in _REDUCING and len(inputs) == 1:
         return [(inputs[0], factor, reduced or _REDUCING[name])]
+    if name == "MulBackward0" and loss_inputs.soft_target(node) is not None:
+        return None  # targets times log-probabilities: a term (_smoothing reads it)
     if name in ("MulBackward0", "MulBackward1", "DivBackward0") and len(inputs) == 1:
         by = _constant(getattr(node, "_saved_other", None))
         by = 1.0 / by if name == "DivBackward0" and by else by
@@ -147,9 +150,11 @@ def _smoothing(node: Any, factor: float, reduced: str | None) -> LossTerm | None
             classes = int(result.shape[dim])
             count = result.numel() // max(classes, 1)
             return LossTerm("label_smoothing", reduction, factor, classes, count)
+        if name == "MulBackward0":  # -Σ targets · log_softmax: the sign so far is its own
+            return _soft_target(node, -factor if negations % 2 == 0 else factor, reduction)
         if name == "NegBackward0":
             negations += 1
-        elif name == "DivBackward0":
+        elif name in ("DivBackward0", "DivBackward1"):
             reduction = "mean"  # divided by the number of targets counted
         elif name not in _SMOOTHING_CHAIN:
             return None
@@ -158,6 +163,26 @@ def _smoothing(node: Any, factor: float, reduced: str | None) -> LossTerm | None
             return None
         node = inputs[0]
     return None
+
+
+def _soft_target(node: Any, factor: float, reduction: str) -> LossTerm | None:
+    """cross_entropy against probability targets: -Σ targets · log_softmax, summed or
+    averaged over the rows. Its floor is the targets' entropy, not 0 or ln C of a guess
+    (their values are not read): a kind of its own, bounded below by 0."""
+    log_softmax = loss_inputs.soft_target(node)
+    if log_softmax is None:
+        return None
+    axis = loss_inputs.soft_classes(log_softmax)
+    if axis is None:
+        return None
+    classes = axis[0][axis[1]]
+    count = math.prod(axis[0]) // max(classes, 1)
+    misfed = loss_inputs.soft_input(log_softmax)
+    if misfed is None:
+        return LossTerm("soft_cross_entropy", reduction, factor, classes, count)
+    floor = misfed.floor if reduction == "mean" else None
+    what = (misfed.what, misfed.detail, floor)
+    return LossTerm("soft_cross_entropy", reduction, factor, classes, count, *what)
 
 
 def _constant(value: Any) -> float:

@@ -165,6 +165,31 @@ def nll_input(nll: Any, log_softmax: Any, axis: Any, classes: int | None) -> Mis
     return Misfed("softmax", detail, floor, softmax)
 
 
+def soft_target(node: Any) -> Any | None:
+    """cross_entropy against probability targets (Mixup, CutMix, a teacher's soft labels)
+    multiplies log_softmax by the targets: the LogSoftmaxBackward0 under a MulBackward0
+    whose other factor takes no gradient and has its shape; None for any other product."""
+    if type(node).__name__ != "MulBackward0" or len(inputs(node)) != 1:
+        return None
+    log_softmax, _ = _follow(inputs(node)[0], None, "LogSoftmaxBackward0")
+    shape = _shape(log_softmax, "_saved_result") if log_softmax is not None else None
+    targets = [_shape(node, "_saved_self"), _shape(node, "_saved_other")]  # the one saved
+    return log_softmax if shape and [t for t in targets if t is not None] == [shape] else None
+
+
+def soft_classes(log_softmax: Any) -> tuple[tuple[int, ...], int] | None:
+    """A soft-target cross-entropy's class axis: log_softmax's own (shape, dim)."""
+    shape = _shape(log_softmax, "_saved_result") or ()
+    dim = _dim(getattr(log_softmax, "_saved_dim", None), len(shape))
+    return None if dim is None else (shape, dim)
+
+
+def soft_input(log_softmax: Any) -> Misfed | None:
+    """What fed a soft-target cross-entropy (a softmax under its log_softmax)."""
+    axis = soft_classes(log_softmax)
+    return None if axis is None else nll_input(None, log_softmax, axis, axis[0][axis[1]])
+
+
 def class_axis(nll: Any) -> tuple[tuple[int, ...], int] | None:
     """The NLL loss's class axis: dim 1 of its input (dim 0 of a 1-d input)."""
     shape = _shape(nll, "_saved_self")
@@ -204,14 +229,16 @@ def find(loss_node: Any) -> list[Misfed]:
     roots = [] if loss_node is None else [loss_node]
     for node in NodeWalk(roots, below, order=Order.NEAREST, limit=MAX_SEARCH):
         name = type(node).__name__
-        found = None
+        found, soft = None, soft_target(node)
         if name == "BinaryCrossEntropyWithLogitsBackward0":
             found = logits_input(node)
         elif name in _NLL:
             found = _nll(node)
+        elif soft is not None:
+            found = soft_input(soft)
         if found is not None:
             out.append(found)
-        if found is not None or name in _NLL:
+        if found is not None or name in _NLL or soft is not None:
             ends.add(id(node))
     return out
 

@@ -6,7 +6,8 @@ SAMPLE_EVERY (LATER_EVERY after step 101), the target is found a few nodes below
 loss and compared on the device with the previous step's copy; the results are read
 back once, when the run ends. A target that is one value throughout (a GAN's real
 labels) or the positions 0..n-1 in some order (a contrastive loss's labels) is the same
-in every batch by construction, and is not counted as the same batch.
+in every batch by construction, and is not counted as the same batch; class indices that
+are such positions at every read mark a contrastive loss (BatchRepeats.positional).
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class SameBatch:
     one is read too."""
     compared: list[tuple[int, torch.Tensor]] = field(default_factory=list)
     """(step, device bool: the same batch as the step before)."""
+    positional: list[torch.Tensor] = field(default_factory=list)
+    """Per class-index target read, a device bool: positions 0..n-1 or one index."""
     samples: int = 0
     node: str = ""
 
@@ -63,6 +66,8 @@ class SameBatch:
         if found is None:
             return
         node, target = found
+        if _indices(target) and len(self.positional) < MAX_COMPARED:
+            self.positional.append(_positional(target))
         if previous is not None and previous[0] == step - 1 and previous[1] == node:
             same = _same(previous[2], target)
             if same is not None:
@@ -75,11 +80,13 @@ class SameBatch:
         if not self.compared:
             return []
         device = self.compared[0][1].device
-        flags = torch.stack([s.to(device) for _, s in self.compared]).tolist()
+        read = [s.to(device) for _, s in self.compared] + [p.to(device) for p in self.positional]
+        flags = torch.stack(read).tolist()  # one read back for both
         steps = tuple(step for step, _ in self.compared)
-        same = tuple(step for step, flag in zip(steps, flags, strict=True) if flag)
-        self.compared, self.previous = [], None
-        return [BatchRepeats(0, steps, same, self.samples, self.node)]
+        same = tuple(step for step, flag in zip(steps, flags, strict=False) if flag)
+        positional = len(flags) > len(steps) and all(flags[len(steps) :])
+        self.compared, self.previous, self.positional = [], None, []
+        return [BatchRepeats(0, steps, same, self.samples, self.node, positional)]
 
 
 def _target(node: Any) -> tuple[str, torch.Tensor] | None:
@@ -92,6 +99,20 @@ def _target(node: Any) -> tuple[str, torch.Tensor] | None:
             target = getattr(near, "_saved_target", None)
             return (name, target) if isinstance(target, torch.Tensor) else None
     return None
+
+
+def _indices(target: torch.Tensor) -> bool:
+    """A 1-d tensor of class indices (a cross-entropy's targets), two at least."""
+    return target.dim() == 1 and target.numel() >= 2 and not target.is_floating_point()
+
+
+def _positional(target: torch.Tensor) -> torch.Tensor:
+    """A device bool: the positions 0..n-1 in some order (CLIP's, SimCLR's labels), or one
+    index throughout (MoCo's positive, placed first)."""
+    with torch.no_grad():
+        flat = target.detach()
+        positions = torch.arange(flat.numel(), device=flat.device, dtype=flat.dtype)
+        return (flat == flat[0]).all() | (flat.sort().values == positions).all()
 
 
 def _same(before: torch.Tensor, now: torch.Tensor) -> torch.Tensor | None:

@@ -56,3 +56,14 @@ def step_record(step: int, norm: float = 1.0, loss: float | None = 1.0, **fields
     )
     base.update(fields)
     return StepRecord(**base)
+
+
+DOMAINS = os.path.join(os.path.dirname(__file__), "domain_scripts")
+
+
+@functools.cache
+def watched_domain(name: str, *argv: str):
+    """A script of domain_scripts/ (one kind of training each) watched once per session."""
+    from gradscope.watcher import watch_script
+
+    return watch_script(os.path.join(DOMAINS, name), list(argv))
