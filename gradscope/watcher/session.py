@@ -286,6 +286,7 @@ class Watcher:
                 past_read_out=read_outs.get(icp.tracked.owners.get(i, (-1, ""))),
                 last_norm=_last_norm(p) if id(p) not in owned or not p.requires_grad else None,
                 dtype=str(p.dtype).removeprefix("torch."),
+                one_step=i in icp.manual.one_step,
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
         )
