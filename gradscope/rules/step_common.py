@@ -47,8 +47,16 @@ def module_of(name: str) -> str:
 
 
 def live(run: WatchRun) -> list[StepRecord]:
-    """Steps that updated the weights (not skipped by GradScaler)."""
-    return [r for r in run.steps if not r.skipped]
+    """Steps that updated the weights from a gradient (not skipped by GradScaler, not a
+    mean over no targets)."""
+    return [r for r in run.steps if not r.skipped and not no_targets(r)]
+
+
+def no_targets(r: StepRecord) -> bool:
+    """A NaN loss with every gradient exactly 0: a mean over no elements (0/0), a batch
+    whose targets were all ignored or whose mask was empty. An overflow's NaN reaches the
+    gradients; this one gave them nothing to learn from, and no trend is judged on it."""
+    return r.loss is not None and math.isnan(r.loss) and r.grad_norm == 0
 
 
 def after_warmup(run: WatchRun, t: Thresholds) -> list[StepRecord]:
@@ -82,7 +90,7 @@ class Series:
         return f"{subject} ({self.name})" if self.name else subject
 
     def live(self) -> list[StepRecord]:
-        return [r for r in self.steps if not r.skipped]
+        return [r for r in self.steps if not r.skipped and not no_targets(r)]
 
     def manual(self, run: WatchRun) -> bool:
         return self.index < len(run.optimizers) and run.optimizers[self.index] == MANUAL

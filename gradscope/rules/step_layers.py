@@ -15,7 +15,7 @@ from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
 from gradscope.rules.registry import DECLARED, Stage, When, rule
-from gradscope.rules.step_common import about, by_optimizer, module_of, step_list
+from gradscope.rules.step_common import about, by_optimizer, clip_note, module_of, step_list
 from gradscope.rules.steps import series_spike_steps
 from gradscope.steps.layer_spikes import LayerSpike
 from gradscope.steps.records import WatchRun
@@ -94,13 +94,22 @@ def layer_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[
             ),
             f"look at the batch of step {worst.step} (an input feature or token the run "
             f"rarely sees reaches `{layer}` there) and at anything that acts on `{layer}` "
-            "alone at that step; clip the gradient norm if such batches are expected",
+            f"alone at that step{_clip_advice(clip_note(s.steps))}",
             value=worst.ratio,
             threshold=LAYER_RATIO,
             evidence=(f"layer spike steps: {step_list(where)}", *evidence),
         )
         out.append(about(finding, where))
     return out
+
+
+def _clip_advice(clip: str) -> str:
+    """What to say of clipping: advise it only to a script that does not clip already."""
+    if clip == "scaled":
+        return "; the script clips scaled gradients, which bounds nothing (see clip-before-unscale)"
+    if clip:
+        return f"; the script already clips (max_norm {clip}), which caps the step, not its cause"
+    return "; clip the gradient norm if such batches are expected"
 
 
 def _passes(x: LayerSpike, members: tuple[int, ...], names: list[str], t: Thresholds) -> bool:

@@ -124,14 +124,15 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     peak. The message names the learning rate at the step where it peaked, the optimizer's step size
     (Adam: about lr per element; SGD with momentum μ: lr/(1-μ) × the gradient) and the learning
     rate that would bring the ratio near 1e-3. The loss's signs count only for a single
-    recognised objective, not for a custom or multi-term one (an RL loss)."""
+    recognised objective, not for a custom or multi-term one (an RL loss). A matrix
+    initialised to exactly zero (LoRA's B) has no scale to judge the lr against."""
     out = []
     for s in by_optimizer(run):
         settings = run.settings_of(s.index)
         if s.manual(run) or settings is None:
             continue
         high = _high_lr_steps(s)
-        ratios, sampled = _ratios(high, trained_matrices(run, s))
+        ratios, sampled = _ratios(high, _had_a_scale(run, trained_matrices(run, s)))
         steps, losses = loss_steps(s)
         if not ratios:
             continue
@@ -151,6 +152,13 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
             finding = replace(finding, evidence=(*finding.evidence, dead_evidence(died)))
         out.append(about(finding, sampled[:1]))
     return out
+
+
+def _had_a_scale(run: WatchRun, members: list[int]) -> list[int]:
+    """The matrices whose ‖Δw‖/‖w‖ says something about the lr: one initialised to exactly
+    zero (LoRA's B, a zero-init output projection or gate) grows from nothing, its ratio
+    about 1/t whatever the lr (1 at step 1, 0.5 at step 2)."""
+    return [i for i in members if run.params[i].weight_norm != 0]
 
 
 def _died(

@@ -45,8 +45,8 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     copies = _trained_shapes(run)
     out = []
     for i, p in enumerate(run.params):
-        if not p.requires_grad or p.in_optimizer or p.remade:
-            continue
+        if not p.requires_grad or p.in_optimizer or p.one_step:
+            continue  # one_step: an input made to require grad, not a weight
         if not got_grad(run, i):
             out.append(_no_grad_outside(run, p))
             continue

@@ -36,6 +36,7 @@ from gradscope.rules.step_common import (
     clip_note,
     finite,
     inspect_command,
+    no_targets,
     optimizer_name,
     several,
     spikes,
@@ -64,6 +65,26 @@ def _bad_params(run: WatchRun, r: StepRecord) -> list[str]:
     ]
 
 
+EMPTY = (
+    "a mean over no elements (0/0): every target of the batch ignored (ignore_index, "
+    "labels of -100) or an empty mask or selection; the weights got no gradient from it"
+)
+EMPTY_FIX = (
+    "look at how the batch's targets or mask are made (a masking rate, a padding or "
+    "truncation that leaves no label); skip a batch with none, or divide the summed loss "
+    "by max(count, 1)"
+)
+
+
+def _inspect_advice(run: WatchRun, r: StepRecord) -> str:
+    return (
+        f"run `{inspect_command(run, r.step)}`"
+        + (" (ARGS: the script's own arguments) " if run.argv is None else " ")
+        + "to stop at that step's backward and name the op that made the first "
+        f"NaN/Inf; check the batch of step {r.step} and the learning rate"
+    )
+
+
 def _non_finite(r: StepRecord) -> bool:
     return (r.loss is not None and not math.isfinite(r.loss)) or (
         not r.skipped and not math.isfinite(r.grad_norm)
@@ -89,7 +110,8 @@ def _non_finite(r: StepRecord) -> bool:
 def non_finite(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """The first step whose loss is NaN/Inf, or whose gradients hold NaN/Inf elements (norms add
     up in float64, so an infinite norm means infinite elements); steps GradScaler skipped are
-    AMP's (GS407). It names the first parameters that went non-finite and how many steps did."""
+    AMP's (GS407). It names the first parameters that went non-finite and how many steps did;
+    a NaN loss with every gradient exactly 0 is a mean over no elements (0/0), named so."""
     # The first step with a non-finite loss, or with gradient elements that are NaN/Inf (norms
     # are accumulated in float64, so an infinite norm means infinite elements).
     for r in run.steps:
@@ -119,13 +141,13 @@ def non_finite(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
                 r.loss
             )
         who = f" ({optimizer_name(run, r.optimizer)})" if several(run) else ""
+        message = f"{what} at step {r.step}{who} (first of {count} such steps)"
+        if no_targets(r):
+            message = f"{message}, with every gradient exactly 0: {EMPTY}"
         finding = this.finding(
             bad[0] if bad else "loss",
-            f"{what} at step {r.step}{who} (first of {count} such steps)",
-            f"run `{inspect_command(run, r.step)}`"
-            + (" (ARGS: the script's own arguments) " if run.argv is None else " ")
-            + "to stop at that step's backward and name the op that made the first "
-            f"NaN/Inf; check the batch of step {r.step} and the learning rate",
+            message,
+            EMPTY_FIX if no_targets(r) else _inspect_advice(run, r),
             value=float(r.step),
             evidence=tuple(evidence),
         )

@@ -53,10 +53,9 @@ class ParamInfo:
     updates it, or nothing does); None: not read."""
     dtype: str = "float32"
     """Its dtype without the `torch.` prefix: float16 weights step in float16."""
-    remade: bool = False
-    """True: a tensor of no model and no optimizer whose name in the script holds another
-    tensor at the end: a value the script makes anew at each step (an input that requires
-    grad for a gradient penalty), not a parameter."""
+    one_step: bool = False
+    """A leaf of the first step's graph only, in no model: that step's input made to
+    require grad (an embedding output under gradient checkpointing), not a weight."""
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,8 @@ def started(
     check = state.manual.check
     if check is not None and check.pending and check.thread == here.ident:
         manual.guarded(state, lambda: manual.check(state, here))
+    if state.manual.looks and state.optimizer_stepped:
+        manual.look_for_strays(state, roots)
     resets.observe(state, here)
     window = here.window
     if window.calls and not here.stepped and resets.reset_by_hand(state, here):

@@ -40,9 +40,6 @@ class Tracked:
     one's too) with its class name."""
     owners: dict[int, tuple[int, str]] = field(default_factory=dict)
     """position → (index in roots, name inside that model)."""
-    script_globals: dict[str, Any] = field(default_factory=dict)
-    """The running script's module namespace where loose tensors were named from it: at the
-    end, a name that holds another tensor says its first one was remade each step."""
 
     def members(self, optimizer: Any) -> tuple[int, ...]:
         """Positions of the tracked parameters `optimizer` steps, in its param groups' order."""
@@ -226,8 +223,6 @@ def extend(
         for g, group in enumerate(o.param_groups):
             for k, p in enumerate(group["params"]):
                 tracked.add(f"optimizer{i}.group{g}.param{k}", p)
-    if extra:
-        tracked.script_globals = vars(sys.modules.get("__main__", sys))
     named = _script_names()
     for k, p in enumerate(extra):
         tracked.add(named.get(id(p), f"{extra_name}{k}"), p)
@@ -240,21 +235,6 @@ def _script_names() -> dict[int, str]:
     names = getattr(main, "__dict__", {})
     return {
         id(v): k for k, v in list(names.items()) if isinstance(v, torch.Tensor) and k[:1] != "_"
-    }
-
-
-def remade_by_script(tracked: Tracked, owned: set[int]) -> set[int]:
-    """Indices of the tracked tensors of no model and no optimizer whose module-level name
-    in the script now holds another tensor: the script makes them anew at every step (an
-    interpolated input that requires grad, for a gradient penalty); a parameter persists."""
-    names = tracked.script_globals
-    return {
-        i
-        for i, (name, p) in enumerate(zip(tracked.names, tracked.params, strict=True))
-        if i not in tracked.owners
-        and id(p) not in owned
-        and isinstance(names.get(name), torch.Tensor)
-        and names[name] is not p
     }
 
 

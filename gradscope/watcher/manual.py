@@ -81,7 +81,34 @@ def taken_over(state: WatchState, here: ThreadState) -> None:
     if manual is not None:
         if manual.pending and manual.thread == here.ident:
             check(state, here)
+        search, index, owners = state.manual, state.tracked.index, state.tracked.owners
+        found = (index.get(id(p), -1) for p in manual.params)
+        search.strays = {i for i in found if i >= 0 and i not in owners} - search.updated
+        search.looks = STRAY_LOOKS if search.strays else 0
         state.manual.check = None
+
+
+STRAY_LOOKS = 3
+"""Backward calls after the first step in which a tensor the first scan found outside
+every model must be a leaf again to be read as a weight."""
+
+
+def look_for_strays(state: WatchState, roots: list[torch.Tensor]) -> None:
+    """A backward after the first step: the strays among its graph's leaves are weights
+    (a bare tensor the script trains); those none of STRAY_LOOKS calls reached were one
+    step's input made to require grad, and hold that step's gradient to the end."""
+    search = state.manual
+    try:
+        leaves = {id(t) for t in discover.graph_leaves(roots)}
+    except Exception:
+        search.strays, search.looks = set(), 0  # not known: judged as before
+        return
+    params = state.tracked.params
+    search.strays = {i for i in search.strays if id(params[i]) not in leaves}
+    search.looks -= 1
+    if search.looks <= 0 or not search.strays:
+        search.one_step |= search.strays
+        search.strays, search.looks = set(), 0
 
 
 def check(state: WatchState, here: ThreadState, final: bool = False) -> None:

@@ -56,3 +56,11 @@ class ManualSearch:
     """The first backward's parameters were looked for (or the search failed): not again."""
     updated: set[int] = field(default_factory=set)
     """Positions of the parameters an update by hand changed."""
+    strays: set[int] = field(default_factory=set)
+    """Positions of what the first backward's scan found outside every model, still to be
+    seen as a leaf of a later backward's graph (a weight is one of every step's)."""
+    looks: int = 0
+    """Later backward calls left to look at the strays in."""
+    one_step: set[int] = field(default_factory=set)
+    """Strays no later backward reached: one step's input made to require grad (an
+    embedding output under gradient checkpointing, a batch for its own gradient)."""

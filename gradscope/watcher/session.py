@@ -259,7 +259,7 @@ class Watcher:
     def _params(self) -> tuple[ParamInfo, ...]:
         """Each tracked tensor: its optimizer and group, its first weight norm, where it
         sits in the model."""
-        from gradscope.watcher.discover import read_out_layers, remade_by_script
+        from gradscope.watcher.discover import read_out_layers
 
         icp = self.state
         owned = {id(p) for o in icp.known for g in o.param_groups for p in g["params"]}
@@ -272,7 +272,6 @@ class Watcher:
         }
         first = [] if icp.first_weights is None else icp.first_weights.tolist()
         read_outs = read_out_layers(icp.tracked.roots)
-        remade = remade_by_script(icp.tracked, owned)
         return tuple(
             ParamInfo(
                 name,
@@ -287,7 +286,7 @@ class Watcher:
                 past_read_out=read_outs.get(icp.tracked.owners.get(i, (-1, ""))),
                 last_norm=_last_norm(p) if id(p) not in owned or not p.requires_grad else None,
                 dtype=str(p.dtype).removeprefix("torch."),
-                remade=i in remade,
+                one_step=i in icp.manual.one_step,
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 from gradscope.config import Settings, Thresholds
 from gradscope.findings import Severity
@@ -192,3 +193,11 @@ def test_the_tracker_keeps_a_bounded_set_of_the_largest():
     kept = spikes.found(0)
     assert len(kept) == KEPT
     assert sorted(k.step for k in kept)[KEPT // 2] > 3000
+
+
+def test_a_layer_spike_in_a_script_that_clips_does_not_advise_clipping():
+    """A causal LM clipped at 1.0 (tied embeddings, bf16 autocast): the spike's advice says
+    the clipping caps the step, not its cause; it does not tell the script to clip."""
+    recs = [replace(r, max_norm=1.0) for r in records(jumps={150: {7: 100.0}})]
+    (f,) = judged(recs)["GS450"]
+    assert "already clips (max_norm 1)" in f.advice and "clip the gradient norm" not in f.advice

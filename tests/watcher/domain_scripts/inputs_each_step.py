@@ -1,9 +1,8 @@
-# Tensors the script makes anew each step with requires_grad: WGAN-GP's interpolated input
-# (Gulrajani et al. 2017: a gradient penalty through create_graph) and FGSM adversarial
-# training's input (Goodfellow et al. 2015: x.grad read for the attack). Healthy: they are
-# inputs, not parameters. `loose` is the bug they must not hide: a weight kept as a plain
-# tensor that the loss uses and no optimizer holds.
-# ARGS: KIND(wgan_gp|fgsm|loose) [STEPS]
+"""Tensors the script makes anew each step with requires_grad, at module level: WGAN-GP's
+interpolated input (Gulrajani et al. 2017: a gradient penalty through create_graph) and
+FGSM adversarial training's input (Goodfellow et al. 2015: x.grad read for the attack).
+Healthy: they are inputs, not parameters. KIND: wgan_gp | fgsm; then STEPS."""
+
 import sys
 
 import torch
@@ -35,18 +34,15 @@ if kind == "wgan_gp":
         og.step()
 else:
     model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 3))
-    loose = torch.zeros(3, requires_grad=True)  # a bias kept outside the model
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     w = torch.randn(10, 3)
     for _ in range(steps):
         x = torch.randn(64, 10)
         y = (x @ w).argmax(1)
-        if kind == "fgsm":
-            x.requires_grad_(True)
-            F.cross_entropy(model(x), y).backward()
-            x = (x + 0.05 * x.grad.sign()).detach()
-        out = model(x) + (loose if kind == "loose" else 0)
-        loss = F.cross_entropy(out, y)
+        x.requires_grad_(True)
+        F.cross_entropy(model(x), y).backward()
+        x = (x + 0.05 * x.grad.sign()).detach()
+        loss = F.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
