@@ -99,8 +99,10 @@ def check(state: WatchState, here: ThreadState, final: bool = False) -> None:
     holder = _holder(state, here, manual, tracked)
     step = _step(state, here, manual, holder)
     # as after an optimizer's step: gradients still there at the next backward's
-    # start were never reset (the script's zero_grad is missing)
-    resets.stepped(state, holder, [tracked[i] for i in manual.members], here.ident)
+    # start were never reset (the script's zero_grad is missing); only those of the
+    # tensors it moved (PGD's input, beside model gradients the attack left alone)
+    moved = [tracked[i] for i in manual.members if changed[i]]
+    resets.stepped(state, holder, moved, here.ident)
     if manual.before is not None:
         step.update_norm = state.updates.after(manual.before)
         step.weight_norm = now

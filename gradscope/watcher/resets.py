@@ -16,7 +16,9 @@ from typing import Any
 
 import torch
 
+from gradscope.autograd_walk import NodeWalk
 from gradscope.errors import user_line
+from gradscope.watcher import discover
 from gradscope.watcher.measure import norms
 from gradscope.watcher.optimizer_watch import OpenReset
 from gradscope.watcher.state import WatchState
@@ -42,8 +44,8 @@ def resetting(state: WatchState, here: ThreadState, params: Callable[[], Any]) -
     present = {id(p) for p in params() if p.grad is not None}
     if not present:
         return
-    if here.window.calls and consumed(here.window):
-        here.window = Window()  # an ascent step took them (SAM): the next calls make the step
+    if here.window.calls and (consumed(here.window) or for_input(state, here.window)):
+        here.window = Window()  # used (SAM's ascent, an attack's input): the next calls step
     elif here.window.calls:
         here.zeroed = here.window
         here.window.wiped = here.window.calls  # more backward calls may follow: wiped
@@ -63,6 +65,24 @@ def consumed(window: Window) -> bool:
     reset (SAM's ascent to w + e(w)), not thrown away."""
     sentinel = window.sentinel
     return sentinel is not None and sentinel._version != window.sentinel_version
+
+
+def for_input(state: WatchState, window: Window) -> bool:
+    """The window's last backward call reached a leaf that is neither an nn.Parameter nor
+    any optimizer's, and gave it a gradient: the calls were made for that input's gradient
+    (PGD's attack on `x + delta`, a saliency map), the parameters' a by-product the reset
+    throws away on purpose. Walked only here, at a reset between backward calls."""
+    if window.root is None:
+        return False
+    owned = discover.optimizer_params(
+        [o for o in state.optimizers if isinstance(o, torch.optim.Optimizer)]
+    )
+    for node in NodeWalk([window.root], limit=discover.MAX_GRAPH_NODES):
+        t = getattr(node, "variable", None)
+        if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter):
+            if id(t) not in owned and t.grad is not None:
+                return True
+    return False
 
 
 def observe(state: WatchState, here: ThreadState) -> None:

@@ -1,0 +1,45 @@
+"""Backward calls made for an input's gradient (PGD's attack on `x + delta`, a saliency
+map), whose parameter gradients the script then clears with model.zero_grad() before the
+training backward, are no wiped accumulation (GS435): the reset's last backward reached a
+leaf that is neither a parameter nor any optimizer's, and gave it a gradient. The attack's
+in-place moves of `delta` before the first optimizer step are an update by hand of `delta`
+alone: the model gradients it never moved are not "carried over" (GS412). The wiped
+accumulation after an attack, and a model updated by hand without a reset, still fire."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradscope.findings import Severity
+from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
+from tests.watcher.watch_scripts import domain_watched
+
+pytestmark = pytest.mark.usefixtures("frozen_heap")
+
+
+def _loud(report) -> list:
+    return [f for f in report.findings if f.severity >= Severity.WARNING]
+
+
+@pytest.mark.parametrize("mode", ["backward", "grad", "saliency"])
+def test_input_gradient_calls_before_the_training_backward_are_silent(mode):
+    report = domain_watched("pgd_train.py", mode)
+    assert _loud(report) == [], report.findings
+    per = report.to_dict()["summary"]["per_optimizer"]
+    assert per[-1]["steps"] == 40
+
+
+def test_the_training_step_takes_only_its_own_backward_call():
+    rows = domain_watched("pgd_train.py", "backward").to_dict()["steps"]
+    trained = [r for r in rows if r["optimizer"] == max(r["optimizer"] for r in rows)]
+    assert {r["backward_calls"] for r in trained[1:]} == {1}
+
+
+def test_a_wiped_accumulation_after_an_attack_is_still_named():
+    rules = {f.rule for f in _loud(domain_watched("pgd_train.py", "wiped"))}
+    assert "GS435" in rules
+
+
+def test_a_model_updated_by_hand_without_a_reset_is_still_named():
+    rules = {f.rule for f in _loud(domain_watched("pgd_train.py", "manual"))}
+    assert "GS412" in rules
