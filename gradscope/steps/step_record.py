@@ -74,6 +74,10 @@ class StepRecord:
     """The first `wiped` backward calls of the step had their gradients cleared (by
     zero_grad, or set to None) before its later calls: the update applied only the
     rest (GS435). None: none were."""
+    input_added: bool = False
+    """The step's first backward call gave an input (a leaf no optimizer holds) its
+    gradient, its last did not, and no reset came between: the update applied the
+    parameter gradients of calls made for the input (an attack's, GS455)."""
     detail: bool = True
     """param_norms and update_ratios are this step's; False where a long run's report
     did not keep them (empty and None then: see step_store.py; the --log has them)."""
@@ -132,6 +136,7 @@ class StepRecord:
             "clip_scale": self.clip_scale,
             "zeroed": self.zeroed,
             "wiped": self.wiped,
+            "input_added": self.input_added,
             "micro_batches": self.micro_batches,
             "micro_sq": self.micro_sq,
             "batch_samples": self.batch_samples,

@@ -49,7 +49,7 @@ def started(
     else:  # the mode the step's forward ran in, not the one at step() (an evaluation after)
         window.eval_roots = modes.in_eval(state.tracked, state.modes)
     window.calls += 1
-    window.root = tensor.grad_fn if tensor is not None else None
+    resets.note_root(window, tensor)
     if here.helper:
         window.leaves.update(id(t) for t in discover.graph_leaves(roots))
     scaled = next((x for x in here.scaled if x[0] is tensor), None)

@@ -67,17 +67,41 @@ def consumed(window: Window) -> bool:
     return sentinel is not None and sentinel._version != window.sentinel_version
 
 
+def note_root(window: Window, tensor: torch.Tensor | None) -> None:
+    """At a backward call's start (counted): its root's grad_fn, the window's first and
+    last, for `for_input` and `input_added` (walked only where those ask)."""
+    window.root = tensor.grad_fn if tensor is not None else None
+    if window.calls == 1:
+        window.first_root = window.root
+
+
 def for_input(state: WatchState, window: Window) -> bool:
     """The window's last backward call reached a leaf that is neither an nn.Parameter nor
     any optimizer's, and gave it a gradient: the calls were made for that input's gradient
     (PGD's attack on `x + delta`, a saliency map), the parameters' a by-product the reset
     throws away on purpose. Walked only here, at a reset between backward calls."""
-    if window.root is None:
+    return reaches_input(state, window.root)
+
+
+def input_added(state: WatchState, window: Window) -> bool:
+    """At a step of several backward calls with no reset between: the first call gave an
+    input its gradient and the last did not (PGD's attack by backward, then the training
+    backward, without model.zero_grad()): the attack's parameter gradients are in the
+    update. Walked only at such steps."""
+    if window.calls < 2 or window.first_root is None or window.first_root is window.root:
+        return False
+    return reaches_input(state, window.first_root) and not reaches_input(state, window.root)
+
+
+def reaches_input(state: WatchState, root: Any) -> bool:
+    """A backward from `root` gave a gradient to a leaf that is neither an nn.Parameter nor
+    any optimizer's."""
+    if root is None:
         return False
     owned = discover.optimizer_params(
         [o for o in state.optimizers if isinstance(o, torch.optim.Optimizer)]
     )
-    for node in NodeWalk([window.root], limit=discover.MAX_GRAPH_NODES):
+    for node in NodeWalk([root], limit=discover.MAX_GRAPH_NODES):
         t = getattr(node, "variable", None)
         if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter):
             if id(t) not in owned and t.grad is not None:

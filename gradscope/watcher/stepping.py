@@ -60,6 +60,7 @@ def begin(
         members=state.members(optimizer),
         zeroed=zeroed is not None,
         wiped=_wiped(window, optimizer),
+        input_added=not window.wiped and resets.input_added(state, window),
     )
     _micro(state, here.current, window)
     state.modes.observe(

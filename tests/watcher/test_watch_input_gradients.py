@@ -4,7 +4,8 @@ training backward, are no wiped accumulation (GS435): the reset's last backward 
 leaf that is neither a parameter nor any optimizer's, and gave it a gradient. The attack's
 in-place moves of `delta` before the first optimizer step are an update by hand of `delta`
 alone: the model gradients it never moved are not "carried over" (GS412). The wiped
-accumulation after an attack, and a model updated by hand without a reset, still fire."""
+accumulation after an attack, and a model updated by hand without a reset, still fire;
+an attack whose parameter gradients no reset clears before the step is named (GS455)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,15 @@ def test_the_training_step_takes_only_its_own_backward_call():
 def test_a_wiped_accumulation_after_an_attack_is_still_named():
     rules = {f.rule for f in _loud(domain_watched("pgd_train.py", "wiped"))}
     assert "GS435" in rules
+
+
+def test_an_attacks_parameter_gradients_left_for_the_step_are_named():
+    """PGD without model.zero_grad(): the update sums the attack's calls and the training
+    call (GS455), not a wiped accumulation (GS435)."""
+    found = [f for f in _loud(domain_watched("pgd_train.py", "leak")) if f.rule == "GS455"]
+    assert len(found) == 1, found
+    assert found[0].severity == Severity.ERROR
+    assert "GS435" not in {f.rule for f in _loud(domain_watched("pgd_train.py", "leak"))}
 
 
 def test_a_model_updated_by_hand_without_a_reset_is_still_named():

@@ -6,6 +6,7 @@ grad       the attack's gradient by `torch.autograd.grad(loss, x_adv)`
 saliency   no attack: an input-gradient map by backward, then model.zero_grad()
 wiped      (bug) the autograd.grad attack, then two micro-batches with zero_grad inside
 manual     (bug) the backward attack, then the model updated by hand, never reset
+leak       (bug) the backward attack with no model.zero_grad() before the training backward
 """
 
 import sys
@@ -66,6 +67,11 @@ for _step in range(40):
         with torch.no_grad():
             for p in model.parameters():
                 p -= 0.05 * p.grad
+        continue
+    if MODE == "leak":  # the attack's parameter gradients stay in .grad
+        F.cross_entropy(model(x_adv), y).backward()
+        opt.step()
+        opt.zero_grad()
         continue
     model.zero_grad()
     loss = F.cross_entropy(model(x_adv), y)
