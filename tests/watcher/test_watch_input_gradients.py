@@ -30,6 +30,23 @@ def test_input_gradient_calls_before_the_training_backward_are_silent(mode):
     assert per[-1]["steps"] == 40
 
 
+@pytest.mark.parametrize("mode", ["forward", "inverse"])
+def test_a_pinns_collocation_points_are_no_parameter_outside_the_optimizer(mode):
+    """Points drawn with requires_grad each step keep the gradient of the backward that
+    reached them: the first step's are tracked, their gradient never changes after it, and
+    they are no trainable tensor the optimizer left out (GS411 said so, as an error)."""
+    report = domain_watched("pinn_fit.py", mode)
+    assert _loud(report) == [], report.findings
+    assert [p["steps"] for p in report.to_dict()["summary"]["per_optimizer"]] == [30, 4]
+
+
+def test_a_pinns_coefficient_left_out_of_the_optimizer_is_still_named():
+    """The inverse problem's coefficient, a plain tensor every backward reaches, in no
+    optimizer: its gradient changes (and piles up) at every step, so GS411 stands."""
+    found = [f for f in _loud(domain_watched("pinn_fit.py", "forgot")) if f.rule == "GS411"]
+    assert len(found) == 1 and found[0].severity == Severity.ERROR, found
+
+
 def test_the_training_step_takes_only_its_own_backward_call():
     rows = domain_watched("pgd_train.py", "backward").to_dict()["steps"]
     trained = [r for r in rows if r["optimizer"] == max(r["optimizer"] for r in rows)]
