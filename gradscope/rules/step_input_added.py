@@ -11,6 +11,7 @@ from gradscope.findings import Finding, Rule, Severity
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import about, by_optimizer, step_list
 from gradscope.steps.records import WatchRun
+from gradscope.steps.step_record import input_checked
 
 
 @rule(
@@ -33,16 +34,19 @@ from gradscope.steps.records import WatchRun
     ),
 )
 def input_grads_applied(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
-    """At more than half the steps with several backward calls, the first call gave a
+    """At more than half the steps with several backward calls (those walked: steps 1-3
+    and every 16th), the first call gave a
     gradient to an input (a leaf tensor that is neither an nn.Parameter nor any optimizer's:
     `delta` of an attack), the last call did not, and no reset of the gradients came
     between them: the calls made for the input also added their parameter gradients, which
     the update applied with the training gradient (the attack's ascent direction at other
     points, K times the weight). Healthy scripts clear them (model.zero_grad()) or take the
-    input's gradient by autograd.grad; those are silent (GS435 does not name that reset)."""
+    input's gradient by autograd.grad; those are silent (GS435 does not name that reset),
+    as is a first call reaching its input through a gradient taken with create_graph (a
+    gradient penalty's own backward, whose parameter gradients the step means to apply)."""
     out = []
     for s in by_optimizer(run):
-        steps = [r for r in s.live() if r.backward_calls > 1]
+        steps = [r for r in s.live() if r.backward_calls > 1 and input_checked(r.step)]
         added = [r for r in steps if r.input_added]
         if not added or len(added) * 2 <= len(steps):
             continue

@@ -90,23 +90,30 @@ def input_added(state: WatchState, window: Window) -> bool:
     update. Walked only at such steps."""
     if window.calls < 2 or window.first_root is None or window.first_root is window.root:
         return False
-    return reaches_input(state, window.first_root) and not reaches_input(state, window.root)
+    first = reaches_input(state, window.first_root, first_order=True)
+    return first and not reaches_input(state, window.root)
 
 
-def reaches_input(state: WatchState, root: Any) -> bool:
+def reaches_input(state: WatchState, root: Any, first_order: bool = False) -> bool:
     """A backward from `root` gave a gradient to a leaf that is neither an nn.Parameter nor
-    any optimizer's."""
+    any optimizer's. `first_order`: and its graph holds no node of a gradient taken with
+    create_graph (`...BackwardBackward0`): a gradient penalty's input is reached through
+    them, and its parameter gradients are meant for the step."""
     if root is None:
         return False
     owned = discover.optimizer_params(
         [o for o in state.optimizers if isinstance(o, torch.optim.Optimizer)]
     )
+    found = False
     for node in NodeWalk([root], limit=discover.MAX_GRAPH_NODES):
+        if first_order and "BackwardBackward" in type(node).__name__:
+            return False
         t = getattr(node, "variable", None)
         if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter):
-            if id(t) not in owned and t.grad is not None:
+            found = found or (id(t) not in owned and t.grad is not None)
+            if found and not first_order:
                 return True
-    return False
+    return found
 
 
 def observe(state: WatchState, here: ThreadState) -> None:

@@ -67,6 +67,12 @@ def test_an_attacks_parameter_gradients_left_for_the_step_are_named():
     assert "GS435" not in {f.rule for f in _loud(domain_watched("pgd_train.py", "leak"))}
 
 
+def test_a_gradient_penaltys_own_backward_before_the_critics_is_silent():
+    """WGAN-GP's penalty reaches its interpolated input through a gradient taken with
+    create_graph: its parameter gradients are the step's, not an attack's (GS455)."""
+    assert "GS455" not in {f.rule for f in domain_watched("gp_first.py").findings}
+
+
 def test_a_model_updated_by_hand_without_a_reset_is_still_named():
     rules = {f.rule for f in _loud(domain_watched("pgd_train.py", "manual"))}
     assert "GS412" in rules
