@@ -47,6 +47,16 @@ def test_a_pinns_coefficient_left_out_of_the_optimizer_is_still_named():
     assert len(found) == 1 and found[0].severity == Severity.ERROR, found
 
 
+def test_a_long_attack_before_the_first_step_is_an_update_of_delta_alone():
+    """PGD-30 by backward: its 30 moves of `delta` before the optimizer's first step are
+    an update by hand of `delta`, not of the model it never moved (GS410 read the model's
+    weights as not updated, its ratio 0 at those steps)."""
+    report = domain_watched("pgd_train.py", "backward", "30")
+    assert _loud(report) == [], report.findings
+    per = report.to_dict()["summary"]["per_optimizer"]
+    assert [p["steps"] for p in per] == [30, 40]
+
+
 def test_the_training_step_takes_only_its_own_backward_call():
     rows = domain_watched("pgd_train.py", "backward").to_dict()["steps"]
     trained = [r for r in rows if r["optimizer"] == max(r["optimizer"] for r in rows)]

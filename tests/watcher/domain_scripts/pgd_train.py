@@ -7,7 +7,8 @@ saliency   no attack: an input-gradient map by backward, then model.zero_grad()
 wiped      (bug) the autograd.grad attack, then two micro-batches with zero_grad inside
 manual     (bug) the backward attack, then the model updated by hand, never reset
 leak       (bug) the backward attack with no model.zero_grad() before the training backward
-"""
+
+argv[2]: the attack's steps (3; Madry's MNIST recipe takes 40)."""
 
 import sys
 
@@ -17,7 +18,8 @@ from torch import nn
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "backward"
 torch.manual_seed(0)
-D, C, EPS, ALPHA, K = 20, 5, 0.1, 0.03, 3
+D, C, EPS, ALPHA = 20, 5, 0.1, 0.03
+K = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 W = torch.randn(D, C)
 model = nn.Sequential(nn.Linear(D, 32), nn.ReLU(), nn.Linear(32, C))
 opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
