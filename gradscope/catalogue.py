@@ -36,6 +36,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_clipping",
         "gradscope.rules.step_eps",
         "gradscope.rules.step_eval_train",
+        "gradscope.rules.step_input_added",
         "gradscope.rules.step_layers",
         "gradscope.rules.step_logit_drift",
         "gradscope.rules.step_logits",

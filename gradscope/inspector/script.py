@@ -261,6 +261,12 @@ def _refuse_uncaptured(path: str, step: int | str | None, steps: int) -> NoRetur
     raise TargetError(f"{path} finished without calling backward(): nothing to inspect")
 
 
+_frozen_only = (
+    " (the modules that ran are all frozen: the backward trains a plain tensor, an input "
+    "or an image; inspect measures a model's parameters, `gradscope watch` this script's steps)"
+)
+
+
 def _before(step: int | str | None) -> str:
     if isinstance(step, int):
         return f"before the backward of step {step}"
@@ -302,6 +308,7 @@ def _measure(
     if not seen.roots:
         raise TargetError(
             f"{path} called backward() before any nn.Module with trainable parameters ran"
+            + (_frozen_only if seen.order else "")
         )
     written = seen.written()
     if written:

@@ -112,7 +112,8 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     something says the large steps did harm: the loss blew up early, sits at the uniform guess,
     did not fall at all, or stopped falling while warm-up still raised the learning rate (a
     small model learning fast takes large early steps too). Two signs suffice alone: a ratio of
-    update-ratio-high or more (the weights rewritten every few steps), and, for Adam-like
+    update-ratio-high or more (the weights rewritten every few steps; not for a quasi-Newton
+    optimizer, LBFGS, whose step is sized by its curvature estimate), and, for Adam-like
     optimizers, whose step moves each element by about lr whatever the gradient, a peak lr at or
     above the weight matrices' initial rms (one step can move every weight by its whole initial
     size). The ratios are those from before a matrix's gradients died (a thousandfold below
@@ -138,7 +139,7 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
             continue
         ratio = statistics.median(ratios)
         harm = _larger_than_weights(run, s, settings, high) if settings.adaptive else None
-        if harm is None and ratio >= t.update_ratio_high:
+        if harm is None and ratio >= t.update_ratio_high and not settings.sizes_own_step:
             harm = f"each step rewrites {ratio:.0%} of every weight matrix"
         died = _died(run, s, high, losses, t) if ratio >= t.update_ratio_warn else ()
         if harm is None and died:
@@ -236,6 +237,9 @@ def _lr_finding(
         else "each step is about lr × the gradient"
         + (f" / (1 - momentum {num(momentum)})" if momentum else "")
     )
+    if settings.sizes_own_step:
+        per_element = "each step is lr × its curvature-scaled direction (line_search_fn="
+        per_element += "'strong_wolfe' chooses the length itself)"
     return RULES["GS419"].finding(
         s.subject("learning-rate"),
         s.say(

@@ -45,8 +45,8 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     copies = _trained_shapes(run)
     out = []
     for i, p in enumerate(run.params):
-        if not p.requires_grad or p.in_optimizer or p.one_step:
-            continue  # one_step: an input made to require grad, not a weight
+        if not p.requires_grad or p.in_optimizer or p.one_step or _stale(run, i):
+            continue  # an input made to require grad, not a weight
         if not got_grad(run, i):
             out.append(_no_grad_outside(run, p))
             continue
@@ -115,6 +115,14 @@ def _copy_of(p: ParamInfo, trained: dict[tuple[str, tuple[int, ...]], str]) -> s
     """The trained parameter p mirrors (same name below a different top-level module, same
     shape: q_net_target.0.weight of q_net.0.weight), or ""."""
     return trained.get((p.name.partition(".")[2], p.shape), "") if "." in p.name else ""
+
+
+def _stale(run: WatchRun, i: int) -> bool:
+    """Its gradient is the same nonzero tensor's at every recorded step: one backward
+    before training reached it and none since (an input given requires_grad for a
+    saliency map or an attack, kept alive), so no step's gradients go astray there."""
+    norms = {r.param_norms[i] for r in run.steps if r.detail and i < len(r.param_norms)}
+    return len(norms) == 1 and all(v is not None and v > 0 for v in norms) and len(run.steps) > 1
 
 
 def _piled_up(run: WatchRun, i: int) -> tuple[str, ...]:

@@ -211,6 +211,10 @@ class GroupSettings:
     nesterov: bool = False
 
 
+QUASI_NEWTON = ("LBFGS",)
+"""The optimizers whose step sizes itself from curvature (torch.optim's LBFGS)."""
+
+
 @dataclass(frozen=True)
 class OptimizerSettings:
     """An optimizer's param groups from `since` (its 1-based step) until they change."""
@@ -223,6 +227,13 @@ class OptimizerSettings:
     def adaptive(self) -> bool:
         """Adam-like: each element's step is about lr, whatever the gradient's scale."""
         return any(g.betas is not None for g in self.groups)
+
+    @property
+    def sizes_own_step(self) -> bool:
+        """Quasi-Newton (LBFGS): a step is up to max_iter iterations along a direction
+        scaled by its curvature estimate, their length set by a line search or by lr times
+        that estimate, not lr × the gradient: a large move per step is its design."""
+        return self.kind in QUASI_NEWTON
 
     def to_dict(self) -> dict[str, Any]:
         return {

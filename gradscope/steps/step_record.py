@@ -10,6 +10,14 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+INPUT_EVERY = 16
+"""Steps of several backward calls are walked for an input's gradient (`input_added`) at
+steps 1-3 and every INPUT_EVERY-th: a walk of the first call's graph each."""
+
+
+def input_checked(step: int) -> bool:
+    return step <= 3 or step % INPUT_EVERY == 0
+
 
 @dataclass(frozen=True)
 class StepRecord:
@@ -74,6 +82,11 @@ class StepRecord:
     """The first `wiped` backward calls of the step had their gradients cleared (by
     zero_grad, or set to None) before its later calls: the update applied only the
     rest (GS435). None: none were."""
+    input_added: bool = False
+    """The step's first backward call gave an input (a leaf no optimizer holds) its
+    gradient, its last did not, and no reset came between: the update applied the
+    parameter gradients of calls made for the input (an attack's, GS455). Walked only at
+    the steps `input_checked` names: False at the others."""
     detail: bool = True
     """param_norms and update_ratios are this step's; False where a long run's report
     did not keep them (empty and None then: see step_store.py; the --log has them)."""
@@ -132,6 +145,7 @@ class StepRecord:
             "clip_scale": self.clip_scale,
             "zeroed": self.zeroed,
             "wiped": self.wiped,
+            "input_added": self.input_added,
             "micro_batches": self.micro_batches,
             "micro_sq": self.micro_sq,
             "batch_samples": self.batch_samples,

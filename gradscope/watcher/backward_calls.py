@@ -51,6 +51,7 @@ def started(
     else:  # the mode the step's forward ran in, not the one at step() (an evaluation after)
         window.eval_roots = modes.in_eval(state.tracked, state.modes)
     window.calls += 1
+    resets.note_root(window, tensor)
     if here.helper:
         window.leaves.update(id(t) for t in discover.graph_leaves(roots))
     scaled = next((x for x in here.scaled if x[0] is tensor), None)
@@ -58,6 +59,14 @@ def started(
     state.noise.begin(window, here.scaled_by)
     if not state.probe.done:
         probed(state, lambda: nan_probe.begin(state.probe, state, roots, here.scaled_by))
+    _add_loss(state, window, tensor, gradient, scaled)
+
+
+def _add_loss(
+    state: WatchState, window: Window, tensor: torch.Tensor | None, gradient: Any, scaled: Any
+) -> None:
+    """The call's loss joins the step's (its kind read at the first steps): a call with a
+    gradient given or on a tensor of several elements has no loss to add."""
     if tensor is None or gradient is not None or tensor.numel() != 1:
         window.loss_known = False
         return

@@ -123,13 +123,17 @@ def check(state: WatchState, here: ThreadState, final: bool = False) -> None:
         manual.before = None
         return
     state.manual.updated.update(i for i, c in enumerate(changed) if c)
+    members = _moved_members(manual.members, tracked, changed)
+    narrowed, manual.members = members != manual.members, members
     holder = _holder(state, here, manual, tracked)
     step = _step(state, here, manual, holder)
     # as after an optimizer's step: gradients still there at the next backward's
-    # start were never reset (the script's zero_grad is missing)
-    resets.stepped(state, holder, [tracked[i] for i in manual.members], here.ident)
+    # start were never reset (the script's zero_grad is missing); only those of the
+    # tensors it moved (PGD's input, beside model gradients the attack left alone)
+    moved = [tracked[i] for i in manual.members if changed[i]]
+    resets.stepped(state, holder, moved, here.ident)
     if manual.before is not None:
-        step.update_norm = state.updates.after(manual.before)
+        step.update_norm = _only(state.updates.after(manual.before), members, narrowed)
         step.weight_norm = now
         manual.before = None
     manual.weights = now
@@ -138,6 +142,29 @@ def check(state: WatchState, here: ThreadState, final: bool = False) -> None:
         record_step.record(state, here, step)
     elif not state.stopped:
         record_step.add(state, step)
+
+
+def _moved_members(
+    members: tuple[int, ...], tracked: list[torch.Tensor], changed: list[bool]
+) -> tuple[int, ...]:
+    """The update's parameters: those with gradients, unless it moved only tensors that are
+    no nn.Parameter while parameters had gradients (PGD's `delta`, an input optimised by
+    hand): then only those, the model's gradients were not what it applied."""
+    moved = tuple(i for i in members if changed[i])
+    plain = not any(isinstance(tracked[i], torch.nn.Parameter) for i in moved)
+    if moved and plain and any(isinstance(tracked[i], torch.nn.Parameter) for i in members):
+        return moved
+    return members
+
+
+def _only(norms: torch.Tensor, members: tuple[int, ...], narrowed: bool) -> torch.Tensor:
+    """The update norms of `members` alone where `_moved_members` narrowed them (-1, not
+    measured, elsewhere): the model weights an attack left alone are no update's."""
+    if not narrowed:
+        return norms
+    keep = torch.zeros(len(norms), dtype=torch.bool, device=norms.device)
+    keep[[i for i in members if i < len(norms)]] = True
+    return torch.where(keep, norms, torch.full_like(norms, -1))
 
 
 def _changed(

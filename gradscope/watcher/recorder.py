@@ -77,6 +77,9 @@ class PendingStep:
     wiped: int | None = None
     """The first backward calls of the step whose gradients a reset cleared before
     its later ones (None: none)."""
+    input_added: bool = False
+    """Its first backward call was made for an input's gradient, its last was not, and
+    no reset came between (resets.input_added)."""
     micro: torch.Tensor | None = None
     """[P] Σ over this rank's micro-batch gradients of each parameter's squared norm
     (noise_scale.py); None: not measured."""
@@ -297,6 +300,7 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
                 clip_scale=_none_if_nan(got.clip_scale) if p.scaled_clip else None,
                 zeroed=p.zeroed,
                 wiped=p.wiped,
+                input_added=p.input_added,
             )
         )
     return out

@@ -16,7 +16,9 @@ from typing import Any
 
 import torch
 
+from gradscope.autograd_walk import NodeWalk
 from gradscope.errors import user_line
+from gradscope.watcher import discover
 from gradscope.watcher.measure import norms
 from gradscope.watcher.optimizer_watch import OpenReset
 from gradscope.watcher.state import WatchState
@@ -42,8 +44,8 @@ def resetting(state: WatchState, here: ThreadState, params: Callable[[], Any]) -
     present = {id(p) for p in params() if p.grad is not None}
     if not present:
         return
-    if here.window.calls and consumed(here.window):
-        here.window = Window()  # an ascent step took them (SAM): the next calls make the step
+    if here.window.calls and (consumed(here.window) or for_input(state, here.window)):
+        here.window = Window()  # used (SAM's ascent, an attack's input): the next calls step
     elif here.window.calls:
         here.zeroed = here.window
         here.window.wiped = here.window.calls  # more backward calls may follow: wiped
@@ -63,6 +65,55 @@ def consumed(window: Window) -> bool:
     reset (SAM's ascent to w + e(w)), not thrown away."""
     sentinel = window.sentinel
     return sentinel is not None and sentinel._version != window.sentinel_version
+
+
+def note_root(window: Window, tensor: torch.Tensor | None) -> None:
+    """At a backward call's start (counted): its root's grad_fn, the window's first and
+    last, for `for_input` and `input_added` (walked only where those ask)."""
+    window.root = tensor.grad_fn if tensor is not None else None
+    if window.calls == 1:
+        window.first_root = window.root
+
+
+def for_input(state: WatchState, window: Window) -> bool:
+    """The window's last backward call reached a leaf that is neither an nn.Parameter nor
+    any optimizer's, and gave it a gradient: the calls were made for that input's gradient
+    (PGD's attack on `x + delta`, a saliency map), the parameters' a by-product the reset
+    throws away on purpose. Walked only here, at a reset between backward calls."""
+    return reaches_input(state, window.root)
+
+
+def input_added(state: WatchState, window: Window) -> bool:
+    """At a step of several backward calls with no reset between: the first call gave an
+    input its gradient and the last did not (PGD's attack by backward, then the training
+    backward, without model.zero_grad()): the attack's parameter gradients are in the
+    update. Walked only at such steps."""
+    if window.calls < 2 or window.first_root is None or window.first_root is window.root:
+        return False
+    first = reaches_input(state, window.first_root, first_order=True)
+    return first and not reaches_input(state, window.root)
+
+
+def reaches_input(state: WatchState, root: Any, first_order: bool = False) -> bool:
+    """A backward from `root` gave a gradient to a leaf that is neither an nn.Parameter nor
+    any optimizer's. `first_order`: and its graph holds no node of a gradient taken with
+    create_graph (`...BackwardBackward0`): a gradient penalty's input is reached through
+    them, and its parameter gradients are meant for the step."""
+    if root is None:
+        return False
+    owned = discover.optimizer_params(
+        [o for o in state.optimizers if isinstance(o, torch.optim.Optimizer)]
+    )
+    found = False
+    for node in NodeWalk([root], limit=discover.MAX_GRAPH_NODES):
+        if first_order and "BackwardBackward" in type(node).__name__:
+            return False
+        t = getattr(node, "variable", None)
+        if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter):
+            found = found or (id(t) not in owned and t.grad is not None)
+            if found and not first_order:
+                return True
+    return found
 
 
 def observe(state: WatchState, here: ThreadState) -> None:

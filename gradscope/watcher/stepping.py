@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from gradscope.steps.step_record import input_checked
 from gradscope.watcher import discover, manual, record_step, replaced, resets, updates
 from gradscope.watcher.clipping import unscaled
 from gradscope.watcher.measure import norms
@@ -60,6 +61,7 @@ def begin(
         members=state.members(optimizer),
         zeroed=zeroed is not None,
         wiped=_wiped(window, optimizer),
+        input_added=_input_added(state, window),
     )
     _micro(state, here.current, window)
     state.modes.observe(
@@ -83,6 +85,13 @@ def _grad_norms(
     if isinstance(grad_scale, torch.Tensor):
         norms_ = unscaled(norms_, grad_scale)
     return norms_
+
+
+def _input_added(state: WatchState, window: Window) -> bool:
+    """At the steps input_checked names: the first call was made for an input's gradient
+    and its parameter gradients are in this step (resets.input_added)."""
+    checked = input_checked(state.steps + 1) and not window.wiped
+    return checked and resets.input_added(state, window)
 
 
 def _wiped(window: Window, optimizer: Any) -> int | None:

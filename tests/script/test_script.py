@@ -109,6 +109,13 @@ def test_torch_autograd_backward_is_caught_too(train):
             TargetError,
             "before any nn.Module with trainable parameters ran",
         ),
+        (  # an adversarial example / deep dream: Adam over the image, the network frozen
+            "import torch\nnet = torch.nn.Linear(4, 2).requires_grad_(False)\n"
+            "img = torch.rand(1, 4, requires_grad=True)\nopt = torch.optim.Adam([img])\n"
+            "net(img).sum().backward()\n",
+            TargetError,
+            "the modules that ran are all frozen: the backward trains a plain tensor",
+        ),
     ],
 )
 def test_scripts_that_cannot_be_inspected(train, body, error, message):

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 SCRIPTS = os.path.join(os.path.dirname(__file__), "scripts")
+DOMAINS = os.path.join(os.path.dirname(__file__), "domain_scripts")
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "gradscope", "examples")
 
 
@@ -20,6 +21,14 @@ def watched(name: str, *argv: str):
     from gradscope.watcher import watch_script
 
     return watch_script(script(name), list(argv))
+
+
+@functools.cache
+def domain_watched(name: str, *argv: str):
+    """A script of domain_scripts/ (one training domain's canonical loop) watched once."""
+    from gradscope.watcher import watch_script
+
+    return watch_script(os.path.join(DOMAINS, name), list(argv))
 
 
 def gradscope(*args: str, cwd: str = SCRIPTS) -> subprocess.CompletedProcess:
