@@ -18,7 +18,7 @@ from gradscope.fmt import num
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import about, by_optimizer, step_list
 from gradscope.rules.symptoms import DIVERGENCE
-from gradscope.steps.records import WatchRun
+from gradscope.steps.records import StepRecord, WatchRun
 
 SITE = "wiped"
 """`WatchRun.sites` key: where the script's first zero_grad inside a step was called."""
@@ -51,12 +51,15 @@ def grads_wiped_in_step(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) 
     the first step that follows a step (the first one cannot be told from backward calls
     made before training, whose gradients are thrown away on purpose), so it is named at
     step 2. The first step's loss is then one micro-batch's and every later step's the sum
-    of all: the loss seems to rise, and an early blow-up (GS414) is this."""
+    of all: the loss seems to rise, and an early blow-up (GS414) is this. Where each such
+    update still applied as many calls as the run's usual step, nothing it would have had
+    was lost: the calls reset before it were a computation between steps (a Fisher
+    estimate for EWC, a gradient probe), their gradients read and thrown away."""
     out = []
     for s in by_optimizer(run):
         steps = [r for r in s.live() if r.backward_calls > 1]
         wiped = [r for r in steps if r.wiped]
-        if not wiped or len(wiped) * 2 <= len(steps):
+        if not wiped or len(wiped) * 2 <= len(steps) or _usual_kept(s.live(), wiped):
             continue
         calls = statistics.median(r.backward_calls for r in wiped)
         lost = statistics.median(r.wiped or 0 for r in wiped)
@@ -90,3 +93,10 @@ def grads_wiped_in_step(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) 
             )
         )
     return out
+
+
+def _usual_kept(live: list[StepRecord], wiped: list[StepRecord]) -> bool:
+    """Every wiped step applied the calls after its last reset, as many as the median step
+    of the run takes: the reset dropped only calls made outside the usual step."""
+    usual = statistics.median(r.backward_calls for r in live)
+    return all(r.backward_calls - (r.wiped or 0) == usual for r in wiped)
