@@ -227,6 +227,8 @@ def _lr_finding(
         if settings.adaptive
         else "each step is about lr × the gradient"
         + (f" / (1 - momentum {num(momentum)})" if momentum else "")
+        if settings.known
+        else "its step's size per lr is its own (measured here, not assumed)"
     )
     return RULES["GS419"].finding(
         s.subject("learning-rate"),

@@ -19,6 +19,7 @@ import torch
 from gradscope.distributed.norms import local
 from gradscope.steps.state_facts import EpsSample
 from gradscope.watcher import discover
+from gradscope.watcher.optim_known import adam_rule
 
 SAMPLE_EVERY = 25
 """Steps 25k up to step 100, then 1000k (a sample costs a few small ops per parameter)."""
@@ -103,8 +104,12 @@ StatePart = tuple[torch.Tensor, Any, Any]
 def adam_state(
     tracked: discover.Tracked, optimizer: Any, group: dict[str, Any]
 ) -> tuple[float, list[int], list[StatePart]] | None:
-    """(eps, positions, per tracked parameter with a state its StatePart) of an Adam-family
-    group (eps and betas on the host, a second moment per parameter); None for any other."""
+    """(eps, positions, per tracked parameter with a state its StatePart) of a group of an
+    optimizer whose update is Adam's (optim_known: eps and betas on the host, a second
+    moment per parameter); None for any other, whatever its keys (Prodigy's exp_avg_sq
+    holds d²-scaled moments under a denominator √v + d·eps)."""
+    if not adam_rule(optimizer):
+        return None
     eps, betas = group.get("eps"), group.get("betas")
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or eps <= 0:
         return None
