@@ -5,7 +5,7 @@ decoupled and scaled by d. Its healthy run stays silent (it gave GS420 "L2 decay
 weights" and GS442 "eps dominates"); its real bugs still fire from what was measured (a
 true lr 100× too high blows the loss up), and so do the readings of the classes gradscope
 knows (Lion's decoupled decay too strong; torch's own in test_watch_meaning.py and
-test_watch_state.py)."""
+test_watch_state.py) and of an Adam it does not know, whose measured update is Adam's."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from gradscope.findings import Severity
+from gradscope.rules.adam_measured import adam_measured
 from gradscope.watcher import optim_known
 from gradscope.watcher.adam_eps import adam_state
 from gradscope.watcher.discover import Tracked
@@ -65,6 +66,21 @@ def test_prodigy_at_a_true_lr_far_too_high_still_fires():
     said = _said(_watched("prodigy-lr100", 40))
     assert said.get("GS414") == Severity.ERROR, said  # the loss blew up: measured
     assert "GS420" not in said and "GS442" not in said
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("frozen_heap")
+def test_an_adam_gradscope_does_not_know_is_read_by_its_measured_update():
+    """Adam written out on Optimizer (adam_clone.py) with eps=0.1 on gradients of 1e-3:
+    its measured first updates are Adam's, so its eps is read as Adam's and GS442 fires;
+    Prodigy's are thousands of times below what its state gives under Adam's rule."""
+    clone = _watched("clone-eps", 40)
+    assert _said(clone).get("GS442") == Severity.WARNING, _said(clone)
+    assert adam_measured(clone.run, 0, clone.run.state_facts.eps)
+    prodigy = _watched("prodigy")
+    samples = prodigy.run.state_facts.eps
+    assert any(s.predicted for s in samples) and not any(s.known for s in samples)
+    assert not adam_measured(prodigy.run, 0, samples)
 
 
 @pytest.mark.slow
