@@ -3,7 +3,8 @@
 A spec names the package, the class and the keywords its documentation recommends
 (lr=1.0 for Prodigy and D-Adaptation; a weight decay where the docs use one); "po:NAME"
 is pytorch_optimizer's NAME at its defaults (`OVERRIDES` where a default cannot train
-300 steps: an SGD at lr 1e-4). `How` says what the training loop must do for it."""
+300 steps: an SGD at lr 1e-4), "po-wd:NAME" the same with weight_decay=0.01. `How` says
+what the training loop must do for it."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ HESSIAN = How(create_graph=True)
 SPECS: dict[str, tuple[str, dict[str, Any], How]] = {
     "torch-adamw": ("torch.optim:AdamW", {"lr": 3e-3, "weight_decay": 0.01}, How()),
     "torch-adam": ("torch.optim:Adam", {"lr": 3e-3}, How()),
+    "torch-adam-l2": ("torch.optim:Adam", {"lr": 3e-3, "weight_decay": 0.01}, How()),
     "torch-nadam": ("torch.optim:NAdam", {"lr": 3e-3}, How()),
     "torch-radam": ("torch.optim:RAdam", {"lr": 3e-3}, How()),
     "torch-adamax": ("torch.optim:Adamax", {"lr": 3e-3}, How()),
@@ -108,13 +110,17 @@ def names() -> list[str]:
 
 
 def build(name: str, model: Any) -> tuple[Any, How]:
-    if name.startswith("po:"):
+    if name.startswith(("po:", "po-wd:")):
         import pytorch_optimizer
 
-        short = name[3:]
+        prefix, _, short = name.partition(":")
         how = SPECIAL.get(short, How(train_eval=short.startswith("schedulefree")))
         cls = pytorch_optimizer.load_optimizer(short)
-        return cls(model.parameters(), **OVERRIDES.get(short, {})), how
+        kwargs = {
+            **OVERRIDES.get(short, {}),
+            **({"weight_decay": 0.01} if prefix == "po-wd" else {}),
+        }
+        return cls(model.parameters(), **kwargs), how
     where, kwargs, how = SPECS[name]
     module, _, cls = where.partition(":")
     return getattr(importlib.import_module(module), cls)(model.parameters(), **kwargs), how
