@@ -8,6 +8,7 @@ import itertools
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
+from gradscope.rules.adam_measured import adam_measured
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_common import about
 from gradscope.steps.records import WatchRun
@@ -40,12 +41,16 @@ def adam_eps_dominates(run: WatchRun, t: Thresholds) -> list[Finding]:
     for more than half of the optimizer's elements with v > 0 at two samples in a row
     (steps 1 and 2 at the earliest). Elements whose v is 0 never had a gradient and move
     neither way; a large eps on purpose (1e-3 on gradients of 1) stays silent, since
-    √v̂ is larger still."""
+    √v̂ is larger still. An optimizer whose class is not known to step Adam's rule is
+    judged only where its update measured at its first steps is Adam's (adam_measured)."""
     out = []
     by_optimizer: dict[int, dict[int, list[EpsSample]]] = {}
     for sample in run.state_facts.eps:
         by_optimizer.setdefault(sample.optimizer, {}).setdefault(sample.step, []).append(sample)
     for index, steps in by_optimizer.items():
+        taken = [x for samples in steps.values() for x in samples]
+        if not all(x.known for x in taken) and not adam_measured(run, index, taken):
+            continue  # a class not known to step Adam's rule, whose update is not Adam's
         order = sorted(steps)
         hits = [s for s in order if _share(steps[s]) > MOST]
         pair = next((s for a, s in itertools.pairwise(order) if a in hits and s in hits), None)

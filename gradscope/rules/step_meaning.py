@@ -236,6 +236,8 @@ def _lr_finding(
         if settings.adaptive
         else "each step is about lr × the gradient"
         + (f" / (1 - momentum {num(momentum)})" if momentum else "")
+        if settings.known
+        else "its step's size per lr is its own (measured here, not assumed)"
     )
     if settings.sizes_own_step:
         per_element = "each step is lr × its curvature-scaled direction (line_search_fn="

@@ -37,8 +37,9 @@ from gradscope.steps.records import WatchRun, common_module
 def _equilibrium(g: GroupSettings, adaptive: bool, grad_rms: float | None) -> float | None:
     """The weight magnitude at which the optimizer's steps balance the decay: AdamW's
     per-element step (≈ lr) against lr × wd × |w| gives 1/wd; an L2 decay added to the
-    gradient balances it at |g| / wd. None where there is no decay."""
-    if g.weight_decay <= 0 or not math.isfinite(g.weight_decay):
+    gradient balances it at |g| / wd. None where there is no decay, or where its kind is
+    unknown (a third-party class: Prodigy scales its decoupled decay by its adapted d)."""
+    if g.weight_decay <= 0 or not math.isfinite(g.weight_decay) or g.decoupled is None:
         return None
     if g.decoupled:
         return 1.0 / g.weight_decay if adaptive else None

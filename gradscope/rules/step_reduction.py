@@ -54,13 +54,14 @@ def reduction_scales_step(run: WatchRun, t: Thresholds) -> list[Finding]:
     non-finite): the effective learning rate is lr × B; or a mean loss multiplied by
     1/K² with K backward calls per step (divided by K twice): each step K times smaller
     than its lr says. Adam, AdamW and the other adaptive optimizers are invariant to both
-    (a constant factor on the loss cancels in m / √v), and are never judged; nor is a sum
-    whose lr was set for it and did no harm."""
+    (a constant factor on the loss cancels in m / √v), and are never judged, nor is a
+    class whose step gradscope does not know (optim_known); nor is a sum whose lr was set
+    for it and did no harm."""
     out = []
     for s in by_optimizer(run):
         settings = run.settings_of(s.index)
         kind = run.loss_kind(s.index)
-        if settings is None or settings.adaptive or kind is None or s.manual(run):
+        if settings is None or settings.update != "torch" or kind is None or s.manual(run):
             continue
         calls = statistics.median(r.backward_calls for r in s.steps[:3]) if s.steps else 1
         for term in kind.terms:

@@ -31,7 +31,7 @@ RMS_LIMIT = 5.0
 
 def _beta2(run: WatchRun, index: int) -> float | None:
     settings = run.settings_of(index)
-    if settings is None or not settings.adaptive:
+    if settings is None or settings.update != "adam":  # Lion's β2 is no second moment's
         return None
     return max(g.betas[1] for g in settings.groups if g.betas is not None)
 

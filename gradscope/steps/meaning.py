@@ -202,8 +202,9 @@ class GroupSettings:
 
     lr: float = field(compare=False)
     weight_decay: float = 0.0
-    decoupled: bool = False
-    """Decay applied to the weights directly (AdamW), not added to the gradient (L2)."""
+    decoupled: bool | None = False
+    """Decay applied to the weights directly (AdamW), not added to the gradient (L2); None
+    where the optimizer's class does not say which (watcher/optim_known.py)."""
     momentum: float | None = None
     betas: tuple[float, float] | None = None
     eps: float | None = None
@@ -222,11 +223,19 @@ class OptimizerSettings:
     kind: str
     since: int
     groups: tuple[GroupSettings, ...]
+    update: str = ""
+    """What its step is, as far as gradscope knows the class (watcher/optim_known.py):
+    "adam" (torch's Adam family), "sign" (Lion), "torch" (torch's other classes), ""
+    unknown: no rule then reads its lr, betas or decay with Adam's or SGD's meaning."""
 
     @property
     def adaptive(self) -> bool:
         """Adam-like: each element's step is about lr, whatever the gradient's scale."""
-        return any(g.betas is not None for g in self.groups)
+        return self.update in ("adam", "sign")
+
+    @property
+    def known(self) -> bool:
+        return self.update != ""
 
     @property
     def sizes_own_step(self) -> bool:
@@ -239,5 +248,6 @@ class OptimizerSettings:
         return {
             "kind": self.kind,
             "since_step": self.since,
+            "update": self.update or None,
             "groups": [{**asdict(g), "betas": g.betas and list(g.betas)} for g in self.groups],
         }

@@ -62,6 +62,13 @@ class EpsSample:
     shares: tuple[tuple[int, float, int], ...]
     """(parameter position, share of its elements with v > 0 where √v̂ < eps, how many
     elements have v > 0), for each parameter with a state."""
+    known: bool = True
+    """The optimizer's class is known to step Adam's rule (watcher/optim_known.py); else
+    these shares mean eps against √v̂ only where the update measured is Adam's
+    (rules/adam_measured.py)."""
+    predicted: tuple[tuple[int, float], ...] = ()
+    """Where not known, at the first steps: (parameter position, ‖û‖, Adam's update over
+    the lr from the state)."""
 
     def dominated(self) -> tuple[int, int]:
         """(elements where eps outweighs √v̂, elements with v > 0), over every parameter."""

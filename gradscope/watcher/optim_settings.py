@@ -2,9 +2,9 @@
 
 Reading a group is a few dictionary look-ups; a history entry is kept only when
 something other than the learning rate changes (the lr is in every `StepRecord`).
-Decoupled decay is AdamW's (and Adam's with `decoupled_weight_decay=True`, and
-optimizers whose class says so); every other `weight_decay` is added to the gradient
-(L2). A device tensor lr or beta is not read (it would sync): NaN.
+Whether a decay is decoupled (AdamW's) or added to the gradient (L2) is what
+optim_known knows of the class; None where it does not. A device tensor lr or beta is
+not read (it would sync): NaN.
 """
 
 from __future__ import annotations
@@ -15,9 +15,7 @@ from typing import Any
 import torch
 
 from gradscope.steps.meaning import GroupSettings, OptimizerSettings
-
-DECOUPLED_CLASSES = ("adamw", "lion", "adafactor", "lamb", "muon")
-
+from gradscope.watcher import optim_known
 
 KEYS = (
     "weight_decay",
@@ -47,22 +45,19 @@ class SettingsHistory:
         groups = tuple(group_settings(optimizer, g) for g in optimizer.param_groups)
         seen = self.history.setdefault(index, [])
         if not seen or seen[-1].groups != groups:
-            seen.append(OptimizerSettings(type(optimizer).__name__, step, groups))
+            kind = type(optimizer).__name__
+            seen.append(OptimizerSettings(kind, step, groups, optim_known.update(optimizer)))
 
     def of(self, count: int) -> tuple[tuple[OptimizerSettings, ...], ...]:
         return tuple(tuple(self.history.get(i, ())) for i in range(count))
 
 
 def group_settings(optimizer: Any, group: dict[str, Any]) -> GroupSettings:
-    kind = type(optimizer).__name__.lower()
-    decoupled = bool(group.get("decoupled_weight_decay")) or any(
-        name in kind for name in DECOUPLED_CLASSES
-    )
     betas = group.get("betas")
     return GroupSettings(
         lr=_number(group.get("lr")),
         weight_decay=_number(group.get("weight_decay", 0.0)) or 0.0,
-        decoupled=decoupled,
+        decoupled=optim_known.decoupled(optimizer, group),
         momentum=_optional(group.get("momentum")),
         betas=(
             (_number(betas[0]), _number(betas[1]))

@@ -169,7 +169,7 @@ def test_an_early_rise_of_an_unknown_objective_is_information():
 def test_lr_too_high_reads_the_loss_only_for_a_recognised_objective():
     """Update ratios of 0.05 in the first steps (large, not rewriting the weights) and a
     loss that did not fall: harm for a cross-entropy at chance, no sign for RL."""
-    adam = ((OptimizerSettings("Adam", 1, (GroupSettings(1e-3, betas=(0.9, 0.999)),)),),)
+    adam = ((OptimizerSettings("Adam", 1, (GroupSettings(1e-3, betas=(0.9, 0.999)),), "adam"),),)
     recs = flat(math.log(10), update_ratios=(0.05,))
     (f,) = found(run_of(recs, CE, settings=adam))["GS419"]
     assert f.severity == Severity.WARNING

@@ -18,7 +18,7 @@ from gradscope.steps.state_facts import StateFacts
 from tests.watcher.watch_scripts import step_record
 
 W = ParamInfo("w", (4, 4), True, True, 0.1)
-ADAM = OptimizerSettings("AdamW", 1, (GroupSettings(1e-3, betas=(0.9, 0.95), eps=1e-8),))
+ADAM = OptimizerSettings("AdamW", 1, (GroupSettings(1e-3, betas=(0.9, 0.95), eps=1e-8),), "adam")
 SAMPLES = tuple(range(16, 801, 16))
 
 

@@ -16,8 +16,8 @@ from gradscope.steps.records import ParamInfo, WatchRun
 from tests.watcher.watch_scripts import step_record
 
 W = ParamInfo("w", (4, 4), True, True, 0.1)
-ADAM = OptimizerSettings("AdamW", 1, (GroupSettings(1e-3, betas=(0.9, 0.999), eps=1e-8),))
-SGD = OptimizerSettings("SGD", 1, (GroupSettings(1e-3, momentum=0.9),))
+ADAM = OptimizerSettings("AdamW", 1, (GroupSettings(1e-3, betas=(0.9, 0.999), eps=1e-8),), "adam")
+SGD = OptimizerSettings("SGD", 1, (GroupSettings(1e-3, momentum=0.9),), "torch")
 
 
 def _records(spike: float = 1000.0, at: int = 200, n: int = 300, clip: float | None = None):

@@ -19,7 +19,7 @@ from tests.watcher.watch_scripts import step_record
 NAMES = ("emb.weight", "h.0.weight", "h.1.weight", "head.weight")
 SIZES = (1.0, 2.0, 3.0, 4.0)
 PARAMS = tuple(ParamInfo(n, (4, 4), True, True, 0.1) for n in NAMES)
-ADAM = OptimizerSettings("AdamW", 1, (GroupSettings(1e-3, betas=(0.9, 0.999), eps=1e-8),))
+ADAM = OptimizerSettings("AdamW", 1, (GroupSettings(1e-3, betas=(0.9, 0.999), eps=1e-8),), "adam")
 
 
 def _records(jumps: dict[int, float], at: int = 200, n: int = 300, clip: float | None = None):

@@ -91,7 +91,7 @@ def _spiked(maximize: bool):
     losses = [sign * (2.0 + 0.01 * (s % 3)) for s in range(1, 61)]
     losses[39] = sign * 61.48
     recs = tuple(step_record(s, 1.0, loss) for s, loss in enumerate(losses, start=1))
-    settings = OptimizerSettings("SGD", 1, (GroupSettings(0.1, maximize=maximize),))
+    settings = OptimizerSettings("SGD", 1, (GroupSettings(0.1, maximize=maximize),), "torch")
     param = ParamInfo("w", (4, 4), True, True, 0.1, 0, 1.0)
     return WatchRun(
         "f", (param,), recs, "completed", 1.0, optimizers=("SGD",), settings=((settings,),)
