@@ -148,6 +148,10 @@ FIRES = {
         "tests/watcher/test_logit_precursors.py",
         "test_a_log_partition_that_drifts_while_the_loss_stays_warns",
     ),
+    "GS455": (
+        "tests/watcher/test_watch_input_gradients.py",
+        "test_an_attacks_parameter_gradients_left_for_the_step_are_named",
+    ),
 }
 """Rule id → a test that makes it fire (on a real model or script, or on the data of one) and
 looks for it by id or slug."""

@@ -271,9 +271,12 @@ def test_a_target_network_that_gets_gradients_is_an_error_whose_advice_keeps_it_
 
 
 def test_a_layer_added_after_the_optimizer_gets_both_mechanisms_in_its_advice():
-    recs = [rec(s, 1.0, param_norms=(1.0, 0.5)) for s in range(1, 60)]
+    recs = [rec(s, 1.0, param_norms=(1.0, 0.5 + 0.01 * (s % 3))) for s in range(1, 60)]
     (f,) = found(run_of(recs, MSE, params=(*ONLINE, ADAPTER), members=((0,),)))["GS411"]
     assert f.severity == Severity.ERROR
     assert "if it is a target, EMA or teacher copy" in f.advice
     assert "only otherwise pass model.parameters()" in f.advice
-    assert len(f.evidence) == 1  # a steady norm: something zeroes it, no growth to report
+    assert len(f.evidence) == 1  # a norm that does not grow: something zeroes it
+    # the same norm at every step is one stale gradient (an input's), no layer's
+    stale = [rec(s, 1.0, param_norms=(1.0, 0.5)) for s in range(1, 60)]
+    assert "GS411" not in found(run_of(stale, MSE, params=(*ONLINE, ADAPTER), members=((0,),)))

@@ -44,7 +44,8 @@ def test_spike_fires_above_and_not_at_the_ratio_floor():
 def test_spikes_equal_the_window_median_test_at_every_step():
     """The loop skips a step not above its window's least by the ratio: the same spikes
     as judging every step by its window's median and MAD, on noisy series with spikes
-    (positive: in log space; with values <= 0: linear)."""
+    (positive: in log space; with values <= 0: linear, where a value no further above its
+    last 3 steps that were no spike than the sigma test allows drifted there)."""
     import random
 
     t = Thresholds()
@@ -64,6 +65,11 @@ def test_spikes_equal_the_window_median_test_at_every_step():
             ratio = max(t.spike_early_ratio, t.spike_min_ratio) if early else t.spike_min_ratio
             jump = xs[i] - med
             big = jump > math.log(ratio) if logged else jump > (ratio - 1) * abs(med)
+            spiked = {j for j, _, _ in out}
+            recent = [xs[j] for j in range(i - 1, -1, -1) if j not in spiked][:3]
+            drifted = recent and xs[i] - statistics.median(recent) <= t.spike_sigma * sigma
+            if not logged and big and drifted:
+                continue  # a signed series that drifted there from its last steps
             if jump > t.spike_sigma * sigma and big:
                 out.append((i, values[i], math.exp(med) if logged else med))
         return out
