@@ -57,11 +57,11 @@ class Window:
     """Its version counter then: moved at a reset, the weights were changed in place with
     those gradients before it (a SAM ascent step), so they were used, not wiped."""
     root: Any = None
+    """The last backward call's root `grad_fn`: at a reset inside the window, the leaves it
+    reached say whose gradient the calls were for (an input's: an attack's, a saliency's)."""
     first_root: Any = None
     """The first call's: reaching an input the last call did not, the step applies the
     parameter gradients of calls made for that input (input_added)."""
-    """The last backward call's root `grad_fn`: at a reset inside the window, the leaves it
-    reached say whose gradient the calls were for (an input's: an attack's, a saliency's)."""
     eval_roots: frozenset[int] | None = None
     """ids of the watched models in eval mode at the window's first backward: the mode
     its forward ran in (modes.py), whatever the script switched to before the step."""
