@@ -177,7 +177,7 @@ def _soft_target(node: Any, factor: float, reduction: str) -> LossTerm | None:
         return None
     classes = axis[0][axis[1]]
     count = math.prod(axis[0]) // max(classes, 1)
-    misfed = loss_inputs.soft_input(log_softmax)
+    misfed = loss_inputs.nll_input(None, log_softmax, axis, classes)
     if misfed is None:
         return LossTerm("soft_cross_entropy", reduction, factor, classes, count)
     floor = misfed.floor if reduction == "mean" else None

@@ -31,7 +31,7 @@ ADAM_STEP = (torch.optim.Adam, torch.optim.NAdam, torch.optim.RAdam, torch.optim
 """torch classes whose step moves each element by about lr, over a moving second moment
 (Adamax's: a moving maximum) with β2."""
 
-VERIFIED = {
+VERIFIED: dict[tuple[str, str], tuple[str, bool | None]] = {
     ("lion_pytorch.lion_pytorch", "Lion"): ("sign", True),
     ("transformers.optimization", "Adafactor"): ("", True),
 }
@@ -75,8 +75,7 @@ def update(optimizer: Any) -> str:
     cls = torch_class(optimizer)
     if cls is not None:
         return "adam" if issubclass(cls, ADAM_STEP) else "torch"
-    kind = type(inner(optimizer))
-    return VERIFIED.get((kind.__module__, kind.__qualname__), ("", None))[0]
+    return _verified(optimizer)[0]
 
 
 def decoupled(optimizer: Any, group: dict[str, Any]) -> bool | None:
@@ -85,5 +84,10 @@ def decoupled(optimizer: Any, group: dict[str, Any]) -> bool | None:
     cls = torch_class(optimizer)
     if cls is not None:
         return bool(group.get("decoupled_weight_decay")) or cls.__name__ in DECOUPLED_TORCH
+    return _verified(optimizer)[1]
+
+
+def _verified(optimizer: Any) -> tuple[str, bool | None]:
+    """(its update, its decay decoupled) where its class was read at its source; ("", None)."""
     kind = type(inner(optimizer))
-    return VERIFIED.get((kind.__module__, kind.__qualname__), ("", None))[1]
+    return VERIFIED.get((kind.__module__, kind.__qualname__), ("", None))

@@ -66,10 +66,11 @@ class SameBatch:
         if found is None:
             return
         node, target = found
+        built = _by_construction(target)
         if _indices(target) and len(self.positional) < MAX_COMPARED:
-            self.positional.append(_positional(target))
+            self.positional.append(built)
         if previous is not None and previous[0] == step - 1 and previous[1] == node:
-            same = _same(previous[2], target)
+            same = _same(previous[2], target, built)
             if same is not None:
                 self.compared.append((step, same))
                 self.samples, self.node = target.numel(), node
@@ -103,27 +104,31 @@ def _target(node: Any) -> tuple[str, torch.Tensor] | None:
 
 def _indices(target: torch.Tensor) -> bool:
     """A 1-d tensor of class indices (a cross-entropy's targets), two at least."""
-    return target.dim() == 1 and target.numel() >= 2 and not target.is_floating_point()
+    return (
+        target.dim() == 1
+        and target.numel() >= 2
+        and not target.is_floating_point()
+        and not target.is_complex()
+    )
 
 
-def _positional(target: torch.Tensor) -> torch.Tensor:
-    """A device bool: the positions 0..n-1 in some order (CLIP's, SimCLR's labels), or one
-    index throughout (MoCo's positive, placed first)."""
+def _by_construction(target: torch.Tensor) -> torch.Tensor:
+    """A device bool: the same in every batch by construction: one value throughout (a
+    GAN's real labels, MoCo's positive placed first) or class indices that are the
+    positions 0..n-1 in some order (CLIP's, SimCLR's labels)."""
     with torch.no_grad():
-        flat = target.detach()
-        positions = torch.arange(flat.numel(), device=flat.device, dtype=flat.dtype)
-        return (flat == flat[0]).all() | (flat.sort().values == positions).all()
+        flat = target.detach().reshape(-1)
+        built = (flat == flat[0]).all()
+        if _indices(target):
+            positions = torch.arange(flat.numel(), device=flat.device, dtype=flat.dtype)
+            built = built | (flat.sort().values == positions).all()
+    return built
 
 
-def _same(before: torch.Tensor, now: torch.Tensor) -> torch.Tensor | None:
-    """A device bool: identical, not one value, not the positions 0..n-1; None where the
+def _same(before: torch.Tensor, now: torch.Tensor, built: torch.Tensor) -> torch.Tensor | None:
+    """A device bool: identical and not the same by construction (`built`); None where the
     shapes differ (not the same batch, nothing to read back)."""
     if before.shape != now.shape or before.dtype != now.dtype or now.numel() < 2:
         return None
     with torch.no_grad():
-        flat = now.detach().reshape(-1)
-        same = (before.reshape(-1) == flat).all() & (flat != flat[0]).any()
-        if now.dim() == 1 and not now.is_floating_point() and not now.is_complex():
-            positions = torch.arange(flat.numel(), device=flat.device, dtype=flat.dtype)
-            same = same & (flat.sort().values != positions).any()
-    return same
+        return (before.reshape(-1) == now.detach().reshape(-1)).all() & ~built
