@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import os
+import signal
 
 import pytest
 from scheduling import make_scheduler, unit
@@ -15,6 +16,10 @@ os.environ.pop("CI", None)
 # worker and the processes it starts, so that workers do not fight over the cores
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+# a suite started in the background by a shell without job control inherits Ctrl-C
+# ignored, and so would every script it runs: the Ctrl-C tests need it delivered
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
