@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding
 from gradscope.fmt import num
+from gradscope.rules.own_targets import own_predictions
 from gradscope.steps.records import MANUAL, ParamInfo, StepRecord, WatchRun
 
 MAD_SIGMA = 1.4826
@@ -318,7 +319,7 @@ def trend_doubt(run: WatchRun, s: Series) -> str | None:
             "contrastive loss, whose classes are other samples' embeddings (a queue's, a "
             "momentum encoder's), harder as the encoder learns, so its level says nothing alone"
         )
-    return None
+    return own_predictions(run)
 
 
 def regression_like(run: WatchRun, s: Series) -> bool:

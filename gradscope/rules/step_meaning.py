@@ -24,6 +24,7 @@ from gradscope.rules.step_common import (
     at_chance,
     by_optimizer,
     loss_steps,
+    several,
     stalled,
     step_list,
     trained_matrices,
@@ -98,8 +99,9 @@ def _ratios(steps: list[StepRecord], members: list[int]) -> tuple[list[float], l
         "any for the update ratios (the weights rewritten every few steps; Adam's lr "
         "against the weights' scale) and for gradients that died while the loss did not "
         "fall; the loss's own signs (an early blow-up, the uniform guess, no fall) only "
-        "for a single recognised objective: a custom or multi-term one (an RL loss) may "
-        "rise or stay flat while it learns"
+        "for a single recognised objective of a single optimizer: a custom or multi-term "
+        "one (an RL loss) may rise or stay flat while it learns, and a discriminator's "
+        "(a GAN's, GAIL's) holds its equilibrium by design"
     ),
     explains=LR_HIGH,
 )
@@ -124,8 +126,8 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     do not supersede it. Ratios are judged at the steps where the lr is at least half its early
     peak. The message names the learning rate at the step where it peaked, the optimizer's step size
     (Adam: about lr per element; SGD with momentum μ: lr/(1-μ) × the gradient) and the learning
-    rate that would bring the ratio near 1e-3. The loss's signs count only for a single
-    recognised objective, not for a custom or multi-term one (an RL loss). A matrix
+    rate that would bring the ratio near 1e-3. The loss's signs count only for one recognised
+    objective of one optimizer (not an RL loss, nor a discriminator at its equilibrium). A matrix
     initialised to exactly zero (LoRA's B) has no scale to judge the lr against."""
     out = []
     for s in by_optimizer(run):
@@ -266,8 +268,8 @@ def _harm(
     """What says the large steps hurt, not a fast learner: the loss rose above where it
     started, sits at the uniform guess, did not fall at all, or stopped falling while
     warm-up still raised the learning rate. None: no such sign."""
-    if len(losses) < 10 or trend_doubt(run, s) is not None:
-        return None  # a custom or multi-term objective's trend says nothing alone
+    if len(losses) < 10 or several(run) or trend_doubt(run, s) is not None:
+        return None  # a custom, multi-term or adversarial objective's trend says nothing alone
     if early_blowup_of(s, t) is not None:
         return "the loss blew up in the first steps"
     if not stalled(losses, t):

@@ -70,7 +70,9 @@ from gradscope.steps.tensor_track import Learned
         "a single recognised objective (a cross-entropy, an MSE) with a sign from the run "
         "that the model did not learn (the uniform guess, no gradient reaching what "
         "step() updates, update ratios below 1e-5, gradients that died); a custom or "
-        "multi-term objective, a contrastive one (targets that are places in the batch) "
+        "multi-term objective, a contrastive one (targets that are places in the batch), "
+        "one of a model trained on its own predictions (run forward without gradients at "
+        "most steps: an agent acting) "
         "and a recognised one without such a sign (a TD loss read as an MSE rises with "
         "the Q-values) get the facts as information: their level says nothing alone; one "
         "optimizer only"
@@ -197,12 +199,19 @@ def _did_not_learn(run: WatchRun, s: Series, last: float, t: Thresholds) -> list
 
 
 def _no_progress_evidence(steps: list[StepRecord], first: float, last: float, w: int) -> list[str]:
-    """The loss at the start and the end, and the learning rate and norm at both ends."""
-    change = (last - first) / abs(first)
+    """The loss at the start and the end, and the learning rate and norm at both ends. A
+    loss that reached 0 or below (a policy-gradient objective, a loss 0 at its first step
+    by construction) is given its change, not a percentage of a start near 0."""
+    signed = any(r.loss is not None and r.loss <= 0 for r in steps)
+    change = (
+        ("+" if last >= first else "") + f"{num(last - first)} from the start"
+        if signed
+        else f"{(last - first) / abs(first):+.1%}"
+    )
     return [
         f"median loss {num(first)} at the start (steps {steps[0].step}-{steps[4].step} "
         f"or {steps[0].step}-{steps[w - 1].step}, the higher), {num(last)} at steps "
-        f"{steps[-w].step}-{steps[-1].step} ({change:+.1%})",
+        f"{steps[-w].step}-{steps[-1].step} ({change})",
         f"learning rate {lr_text(steps[0])} at step {steps[0].step}, {lr_text(steps[-1])} at "
         f"step {steps[-1].step}",
         f"gradient norm {num(steps[0].grad_norm)} at step {steps[0].step}, "

@@ -55,6 +55,10 @@ class EvalPasses:
         self._ids: set[int] = set()
         self.on_fault: Callable[[str, BaseException], None] = lambda part, exc: None
         self.failed = False
+        self.no_grad_steps: set[int] = set()
+        """Points of the run (optimizer steps taken) with a forward of a trained model
+        without gradients, in either mode: an agent acting, a target or pseudo-label made
+        from its own predictions, an evaluation."""
 
     def attach(self) -> None:
         """Hook the trained models found since the last call (every optimizer step)."""
@@ -86,10 +90,13 @@ class EvalPasses:
         return __getstate__
 
     def _forward(self, module: nn.Module, args: Any) -> None:
-        if torch.is_grad_enabled() or not module.training or self.failed:
+        if torch.is_grad_enabled() or self.failed:
             return
         try:
-            self._note(module)
+            if len(self.no_grad_steps) < MAX_STEPS and self._roots.get(id(module)) is module:
+                self.no_grad_steps.add(self.steps())
+            if module.training:
+                self._note(module)
         except Exception as exc:  # gradscope's own: this probe stops, the watch goes on
             self.failed = True
             self.on_fault("the evaluation-pass hook", exc)
