@@ -55,10 +55,11 @@ class EvalPasses:
         self._ids: set[int] = set()
         self.on_fault: Callable[[str, BaseException], None] = lambda part, exc: None
         self.failed = False
-        self.no_grad_steps: set[int] = set()
+        self.no_grad_steps = 0
         """Points of the run (optimizer steps taken) with a forward of a trained model
         without gradients, in either mode: an agent acting, a target or pseudo-label made
-        from its own predictions, an evaluation."""
+        from its own predictions, an evaluation. Counted, not kept: a long run has many."""
+        self._last_no_grad = -1
 
     def attach(self) -> None:
         """Hook the trained models found since the last call (every optimizer step)."""
@@ -93,8 +94,9 @@ class EvalPasses:
         if torch.is_grad_enabled() or self.failed:
             return
         try:
-            if len(self.no_grad_steps) < MAX_STEPS and self._roots.get(id(module)) is module:
-                self.no_grad_steps.add(self.steps())
+            if self._roots.get(id(module)) is module and self.steps() != self._last_no_grad:
+                self._last_no_grad = self.steps()
+                self.no_grad_steps += 1
             if module.training:
                 self._note(module)
         except Exception as exc:  # gradscope's own: this probe stops, the watch goes on

@@ -24,7 +24,7 @@ def read(state: WatchState, records: StepStore) -> StateFacts:
             output_logits=output,
             train_evals=tuple(state.eval_passes.facts(state.steps)),
             adam=tuple(state.adam_rms.facts()),
-            no_grad_steps=len(state.eval_passes.no_grad_steps),
+            no_grad_steps=state.eval_passes.no_grad_steps,
         )
     except Exception as exc:  # the device's own failure, after the script's
         return StateFacts(notes=(f"modes, eps and batches not read back: {exc}",))
