@@ -93,6 +93,10 @@ class RunStats:
     """A GradScaler scale removed from the loss and every gradient (None: none found)."""
     fed_probabilities: tuple[FedProbabilities, ...] = ()
     """Losses that want logits and were given probabilities (a double softmax)."""
+    set_in_forward: tuple[str, ...] = ()
+    """Parameters their own module wrote in place during the measured forward (a data-dependent
+    initialisation: Glow's ActNorm set from its first batch): their gradient is taken at the
+    point that batch just set, not a gradient that failed to reach them."""
     loss_terms: int | None = None
     """The loss adds up this many terms (`.sum()`, reduction='sum'): its gradients are that
     many times a mean-reduced loss's, so absolute bounds are judged per term. None: a mean

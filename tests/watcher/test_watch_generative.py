@@ -1,0 +1,51 @@
+"""Generative models' training loops read as they mean: a parameter its module sets from
+the first batch inside forward (Glow's ActNorm, a data-dependent initialisation through
+`.data`) has its gradient taken at the point that batch set, near zero by construction: no
+vanishing gradient (GS105 said so, as a warning, at inspect's first step). A gradient that
+vanishes for any other reason beside it still warns, and after one optimizer step nothing is
+read as set from the batch."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from gradscope.findings import Severity
+from tests.watcher.watch_scripts import DOMAINS
+
+GLOW = os.path.join(DOMAINS, "glow_actnorm.py")
+
+
+def _inspected(*argv: str, step: int | None = None):
+    import gradscope
+
+    return gradscope.inspect_script(GLOW, list(argv), step=step)
+
+
+@pytest.fixture(scope="module")
+def first_step():
+    return _inspected()
+
+
+def test_actnorm_set_from_its_first_batch_is_no_vanishing_gradient(first_step):
+    loud = [f for f in first_step.findings if f.severity >= Severity.WARNING]
+    assert loud == [], first_step.findings
+    told = [f for f in first_step.findings if f.rule == "GS105"]
+    assert {f.subject for f in told} == {"ActNorm.loc", "ActNorm_3.loc"}, told
+    assert all("data-dependent initialisation" in f.message for f in told)
+
+
+def test_a_vanishing_gradient_beside_it_still_warns():
+    """The loss scaled by 1e-9: every gradient is tiny, and only the ActNorm parameters set
+    from the batch are information."""
+    found = [f for f in _inspected("scaled").findings if f.rule == "GS105"]
+    loud = {f.subject for f in found if f.severity == Severity.WARNING}
+    assert {"InvLinear.W", "Coupling.net.2.weight", "InvLinear_4.W"} <= loud, found
+    assert not any(s.startswith("ActNorm") for s in loud), found
+
+
+def test_after_an_optimizer_step_nothing_is_set_from_the_batch():
+    """At step 2 every parameter moved by the optimizer's step, none by its module."""
+    report = _inspected(step=2)
+    assert not [f for f in report.findings if f.rule == "GS105"], report.findings
