@@ -32,7 +32,15 @@ from torch import nn
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from gradscope.errors import TargetError, UserCodeError
-from gradscope.inspector import batch_init, hooks, probe, script_facts, script_stop, stop_patches
+from gradscope.inspector import (
+    batch_init,
+    hooks,
+    probe,
+    script_facts,
+    script_stop,
+    stop_patches,
+    weighted_off,
+)
 from gradscope.inspector.script_live import LiveWatch
 from gradscope.stats import RunStats
 
@@ -346,6 +354,7 @@ def _measure(
         stopper.carried_on(ended),
     ]
     source = "; ".join([_source(path, stopper.step, capture.where, why), *(n for n in notes if n)])
+    off = weighted_off.names(model, capture.loss)
     nodes = watch.watch_backward(capture.loss) if watch is not None else None
     try:
         stats = probe.measure(
@@ -354,7 +363,7 @@ def _measure(
     finally:
         if nodes is not None:
             nodes.remove()
-    stats = replace(stats, set_in_forward=seen.set_in_forward(model))
+    stats = replace(stats, set_in_forward=seen.set_in_forward(model), weighted_off=off)
     stats = script_facts.strip_compiled_names(stats, model)
     stats = replace(stats, timed="backward+stats (the forward ran in the script)")
     gradless = {p.name for p in stats.params if p.requires_grad and not p.has_grad}

@@ -3,7 +3,12 @@ the first batch inside forward (Glow's ActNorm, a data-dependent initialisation 
 `.data`) has its gradient taken at the point that batch set, near zero by construction: no
 vanishing gradient (GS105 said so, as a warning, at inspect's first step). A gradient that
 vanishes for any other reason beside it still warns, and after one optimizer step nothing is
-read as set from the batch."""
+read as set from the batch.
+
+A GAN term weighted by 0 until its discriminator starts (VQGAN's adopt_weight) leaves the
+discriminator an all-zero gradient at the first step by the schedule: information, not a dead
+layer (GS106 warned); a discriminator whose ReLU is dead, or a term behind a mask that is all
+off, still warns."""
 
 from __future__ import annotations
 
@@ -15,12 +20,14 @@ from gradscope.findings import Severity
 from tests.watcher.watch_scripts import DOMAINS
 
 GLOW = os.path.join(DOMAINS, "glow_actnorm.py")
+VQGAN = os.path.join(DOMAINS, "vqgan_warmup.py")
+DISC = {"Sequential_2.0.weight", "Sequential_2.0.bias", "Sequential_2.2.weight"}
 
 
-def _inspected(*argv: str, step: int | None = None):
+def _inspected(*argv: str, step: int | None = None, script: str = GLOW):
     import gradscope
 
-    return gradscope.inspect_script(GLOW, list(argv), step=step)
+    return gradscope.inspect_script(script, list(argv), step=step)
 
 
 @pytest.fixture(scope="module")
@@ -49,3 +56,20 @@ def test_after_an_optimizer_step_nothing_is_set_from_the_batch():
     """At step 2 every parameter moved by the optimizer's step, none by its module."""
     report = _inspected(step=2)
     assert not [f for f in report.findings if f.rule == "GS105"], report.findings
+
+
+@pytest.mark.parametrize("mode", ["tensor", "float"])
+def test_a_gan_term_weighted_by_zero_before_its_discriminator_starts_is_information(mode):
+    report = _inspected(*([mode] if mode == "float" else []), script=VQGAN)
+    loud = [f for f in report.findings if f.severity >= Severity.WARNING]
+    assert loud == [], report.findings
+    told = [f for f in report.findings if f.rule == "GS106"]
+    assert DISC <= {f.subject for f in told}, told
+    assert all("multiplied by 0 at this step" in f.message for f in told)
+
+
+@pytest.mark.parametrize("bug", ["dead", "mask"])
+def test_a_dead_discriminator_or_a_mask_all_off_still_warns(bug):
+    found = _inspected(bug, script=VQGAN).findings
+    loud = {f.subject for f in found if f.rule == "GS106" and f.severity == Severity.WARNING}
+    assert DISC <= loud, found
