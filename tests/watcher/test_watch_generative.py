@@ -21,6 +21,7 @@ from tests.watcher.watch_scripts import DOMAINS
 
 GLOW = os.path.join(DOMAINS, "glow_actnorm.py")
 VQGAN = os.path.join(DOMAINS, "vqgan_warmup.py")
+WAVENET = os.path.join(DOMAINS, "wavenet_skips.py")
 DISC = {"Sequential_2.0.weight", "Sequential_2.0.bias", "Sequential_2.2.weight"}
 
 
@@ -73,3 +74,13 @@ def test_a_dead_discriminator_or_a_mask_all_off_still_warns(bug):
     found = _inspected(bug, script=VQGAN).findings
     loud = {f.subject for f in found if f.rule == "GS106" and f.severity == Severity.WARNING}
     assert DISC <= loud, found
+
+
+def test_a_module_whose_output_nothing_uses_is_not_told_only_of_a_cut():
+    """WaveNet's last residual convolution runs and its output is never used: no gradient,
+    rightly an error, but its cause is no cut graph to look for."""
+    found = [f for f in _inspected(script=WAVENET).findings if f.rule == "GS101"]
+    assert {f.subject for f in found} == {"res.2.weight", "res.2.bias"}, found
+    assert all(f.severity == Severity.ERROR for f in found)
+    assert all("nothing the loss depends on uses its output" in f.message for f in found)
+    assert all("WaveNet" in f.advice for f in found)
