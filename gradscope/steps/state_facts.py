@@ -130,6 +130,17 @@ class TrainModeEval:
 
 
 @dataclass(frozen=True)
+class SideSteps:
+    """The steps of one optimizer that applied a backward called at another line than its
+    most common one: another objective (a lazy regulariser's own backward and step)."""
+
+    optimizer: int
+    site: str
+    """file:line of that backward call."""
+    steps: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class StateFacts:
     """Everything of the above for one run."""
 
@@ -143,4 +154,5 @@ class StateFacts:
     train_evals: tuple[TrainModeEval, ...] = ()
     adam: tuple[StateSample, ...] = ()
     """Adam's per-tensor RMS_t and update RMS at the measured steps (StateSample)."""
+    side_steps: tuple[SideSteps, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)

@@ -24,6 +24,7 @@ def read(state: WatchState, records: StepStore) -> StateFacts:
             output_logits=output,
             train_evals=tuple(state.eval_passes.facts(state.steps)),
             adam=tuple(state.adam_rms.facts()),
+            side_steps=state.backward_sites.facts(),
         )
     except Exception as exc:  # the device's own failure, after the script's
         return StateFacts(notes=(f"modes, eps and batches not read back: {exc}",))

@@ -33,6 +33,8 @@ class Window:
     loss_known: bool = True
     """False once a backward was given explicit gradients or a non-scalar."""
     leaves: set[int] = field(default_factory=set)
+    site: tuple[str, int] | None = None
+    """The script's line of the last backward call (backward_sites.py)."""
     """A helper thread's: ids of the leaf tensors its backward calls reach."""
     loss_kind: Any = None
     """The step's `LossKind`, where it was read (loss_graph.py): the first backward's, and

@@ -8,7 +8,12 @@ read as set from the batch.
 A GAN term weighted by 0 until its discriminator starts (VQGAN's adopt_weight) leaves the
 discriminator an all-zero gradient at the first step by the schedule: information, not a dead
 layer (GS106 warned); a discriminator whose ReLU is dead, or a term behind a mask that is all
-off, still warns."""
+off, still warns.
+
+StyleGAN2's lazy regularisers give R1 and the path length their own backward and step every k
+steps: each optimizer steps on two objectives, and the regulariser's gradient norm is judged
+against its own steps, not read as a spike of the main loss's (GS403 said so, as a game's turns
+that come back); a corrupted batch among the main steps is still named at its step."""
 
 from __future__ import annotations
 
@@ -17,7 +22,8 @@ import os
 import pytest
 
 from gradscope.findings import Severity
-from tests.watcher.watch_scripts import DOMAINS
+from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
+from tests.watcher.watch_scripts import DOMAINS, domain_watched
 
 GLOW = os.path.join(DOMAINS, "glow_actnorm.py")
 VQGAN = os.path.join(DOMAINS, "vqgan_warmup.py")
@@ -84,3 +90,20 @@ def test_a_module_whose_output_nothing_uses_is_not_told_only_of_a_cut():
     assert all(f.severity == Severity.ERROR for f in found)
     assert all("nothing the loss depends on uses its output" in f.message for f in found)
     assert all("WaveNet" in f.advice for f in found)
+
+
+@pytest.mark.usefixtures("frozen_heap")
+def test_lazy_regularisers_steps_are_judged_against_their_own():
+    report = domain_watched("lazy_regularised_gan.py")
+    assert report.findings == [], report.findings
+    side = report.run.state_facts.side_steps
+    assert [(f.optimizer, len(f.steps)) for f in side] == [(0, 20), (1, 20)], side
+    assert all("lazy_regularised_gan.py:" in f.site for f in side), side
+
+
+@pytest.mark.usefixtures("frozen_heap")
+def test_a_corrupted_batch_among_the_main_steps_is_still_named():
+    found = domain_watched("lazy_regularised_gan.py", "spike").findings
+    spike = [f for f in found if f.rule == "GS403"]
+    assert len(spike) == 1 and "step 151 reached" in spike[0].message, found
+    assert any(f.severity >= Severity.WARNING and "step 151" in f.message for f in found), found
