@@ -21,7 +21,23 @@ def as_entered(module: nn.Module) -> dict[int, tuple[torch.Tensor, int, torch.Te
     }
 
 
-def changed(p: torch.Tensor, version: int, copy: torch.Tensor | None) -> bool:
-    if p._version != version:
-        return True
-    return copy is not None and not torch.equal(copy, p.detach())
+def changed(entries: list[tuple[torch.Tensor, int, torch.Tensor | None]]) -> list[bool]:
+    """Whether each parameter changed since its entry: its version moved, or its values
+    differ from the copy (compared on its device, read back once)."""
+    moved = [p._version != version for p, version, _ in entries]
+    compared = [i for i, (_, _, copy) in enumerate(entries) if copy is not None and not moved[i]]
+    if not compared:
+        return moved
+    try:
+        with torch.no_grad():
+            differ = [bool(v) for v in _differ([entries[i] for i in compared])]
+    except Exception:  # a tensor kind torch cannot compare here (a sharded one): unchanged
+        return moved
+    for i, flag in zip(compared, differ, strict=True):
+        moved[i] = flag
+    return moved
+
+
+def _differ(entries: list[tuple[torch.Tensor, int, torch.Tensor | None]]) -> list[bool]:
+    flags = [(p.detach() != copy).any() for p, _, copy in entries if copy is not None]
+    return torch.stack([f.to(flags[0].device) for f in flags]).tolist()

@@ -97,11 +97,9 @@ class _Modules:
     def set_in_forward(self, model: nn.Module) -> tuple[str, ...]:
         """Parameters of `model` their module wrote in place after its forward began and before
         the backward (a data-dependent initialisation on the batch measured)."""
-        return tuple(
-            name
-            for name, p in model.named_parameters()
-            if id(p) in self.entered and batch_init.changed(*self.entered[id(p)])
-        )
+        named = [(name, p) for name, p in model.named_parameters() if id(p) in self.entered]
+        flags = batch_init.changed([self.entered[id(p)] for _, p in named])
+        return tuple(name for (name, _), flag in zip(named, flags, strict=True) if flag)
 
     def written(self) -> list[str]:
         """Parameters written in place since the first backward."""

@@ -71,10 +71,8 @@ def norm_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
     held against it); and where every spike came at a step whose loss spiked by design
     (GS402's moving regression target: the gradient of a squared error grows with the
     error). A single corrupted batch (its loss spikes too, or far above the others) and a
-    spike followed by NaN stay warnings. An optimizer whose steps apply backward calls made
-    at two lines of the script (a lazy regulariser's own backward and step every k steps,
-    StyleGAN's R1) steps on two objectives: the steps of each line are a series of their own
-    (rules/side_steps.py)."""
+    spike followed by NaN stay warnings. The steps of each line that called backward are a
+    series of their own (rules/side_steps.py: a lazy regulariser's steps)."""
     out = []
     for s in (part for whole in by_optimizer(run) for part in side_steps.parts(run, whole)):
         steps, found = series_spikes(s, t, "norm")
