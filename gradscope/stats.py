@@ -93,6 +93,13 @@ class RunStats:
     """A GradScaler scale removed from the loss and every gradient (None: none found)."""
     fed_probabilities: tuple[FedProbabilities, ...] = ()
     """Losses that want logits and were given probabilities (a double softmax)."""
+    set_in_forward: tuple[str, ...] = ()
+    """Parameters their own module wrote in place during the measured forward (a data-dependent
+    initialisation: Glow's ActNorm set from its first batch): their gradient is taken at the
+    point that batch just set, not a gradient that failed to reach them."""
+    weighted_off: tuple[str, ...] = ()
+    """Parameters the loss reaches only through a term multiplied by a constant 0 (a loss
+    weight off at this step: a GAN term before its discriminator starts)."""
     loss_terms: int | None = None
     """The loss adds up this many terms (`.sum()`, reduction='sum'): its gradients are that
     many times a mean-reduced loss's, so absolute bounds are judged per term. None: a mean

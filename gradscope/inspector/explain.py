@@ -30,6 +30,7 @@ from gradscope.inspector.backward_nan import backward_origin
 from gradscope.inspector.explain_cuts import graph_causes
 from gradscope.inspector.replay import flat_tensors, op_sites, replay, site
 from gradscope.inspector.uninitialised import Unwritten
+from gradscope.rules.grads import cut_found
 from gradscope.stats import RunStats
 from gradscope.troubleshooting import TABLE
 from gradscope.watcher import loss_inputs
@@ -241,7 +242,7 @@ def enrich(
     out = []
     for f in findings:
         if f.slug == "none-grad" and f.subject in causes:
-            out.append(replace(f, evidence=(*f.evidence, causes[f.subject])))
+            out.append(cut_found(replace(f, evidence=(*f.evidence, causes[f.subject]))))
             continue
         pass_ = PASSES.get(f.slug)
         if pass_ is None:
@@ -283,6 +284,8 @@ def _none_grad_causes(findings, ran, model, batch, loss_fn, grad_outputs) -> dic
 def fit_row(f: Finding) -> Finding:
     """The table row that fits the cause found: a NaN from log/sqrt of a bad value is a domain
     error, not a learning rate too high; one from an overflow is an explosion."""
+    if f.slug == "none-grad":
+        return cut_found(f)
     if f.slug not in ("non-finite-loss", "non-finite-grad") or not f.evidence:
         return f
     text = " ".join(f.evidence).lower()

@@ -29,9 +29,18 @@ from typing import NoReturn
 
 import torch
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from gradscope.errors import TargetError, UserCodeError
-from gradscope.inspector import hooks, probe, script_facts, script_stop, stop_patches
+from gradscope.inspector import (
+    batch_init,
+    hooks,
+    probe,
+    script_facts,
+    script_stop,
+    stop_patches,
+    weighted_off,
+)
 from gradscope.inspector.script_live import LiveWatch
 from gradscope.stats import RunStats
 
@@ -49,13 +58,18 @@ class _Modules:
         self.frozen = False
         self.scales: hooks.LossScales | None = None
         self.versions: dict[int, tuple[str, torch.Tensor, int]] = {}
+        self.entered: dict[int, tuple[torch.Tensor, int, torch.Tensor | None]] = {}
+        """id() of each module's own parameters -> (it, its version, a copy of a small one) as
+        the module first entered forward."""
         self.stack: list[int] = []
         """id() of the modules inside their forward now, innermost last (for the live watch;
         not kept while torch.compile traces: what it compiles is not watched op by op)."""
 
     def enter(self, module: nn.Module) -> None:
         if not self.frozen:
-            self.order.setdefault(id(module), len(self.order))
+            if id(module) not in self.order:
+                self.order[id(module)] = len(self.order)
+                self.entered.update(batch_init.as_entered(module))
             if self.depth == 0 and _outside_backward() and _trainable(module):
                 self.roots.setdefault(id(module), module)
         self.depth += 1
@@ -79,6 +93,13 @@ class _Modules:
         """`loss` as it was before a GradScaler scaled it."""
         scale = self.scales.get(loss) if self.scales is not None else None
         return scale.loss if scale is not None else loss
+
+    def set_in_forward(self, model: nn.Module) -> tuple[str, ...]:
+        """Parameters of `model` their module wrote in place after its forward began and before
+        the backward (a data-dependent initialisation on the batch measured)."""
+        named = [(name, p) for name, p in model.named_parameters() if id(p) in self.entered]
+        flags = batch_init.changed([self.entered[id(p)] for _, p in named])
+        return tuple(name for (name, _), flag in zip(named, flags, strict=True) if flag)
 
     def written(self) -> list[str]:
         """Parameters written in place since the first backward."""
@@ -117,7 +138,11 @@ def _watched(seen: _Modules) -> Iterator[None]:
         # gradscope's own global hooks are what torch.compile warns about here
         warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there")
         seen.scales = scales
-        yield
+        stepped = register_optimizer_step_post_hook(lambda *_: seen.entered.clear())
+        try:  # a step moves every weight: what changed since is no initialisation from a batch
+            yield
+        finally:
+            stepped.remove()
 
 
 @dataclass
@@ -327,6 +352,7 @@ def _measure(
         stopper.carried_on(ended),
     ]
     source = "; ".join([_source(path, stopper.step, capture.where, why), *(n for n in notes if n)])
+    off = weighted_off.names(model, capture.loss)
     nodes = watch.watch_backward(capture.loss) if watch is not None else None
     try:
         stats = probe.measure(
@@ -335,6 +361,7 @@ def _measure(
     finally:
         if nodes is not None:
             nodes.remove()
+    stats = replace(stats, set_in_forward=seen.set_in_forward(model), weighted_off=off)
     stats = script_facts.strip_compiled_names(stats, model)
     stats = replace(stats, timed="backward+stats (the forward ran in the script)")
     gradless = {p.name for p in stats.params if p.requires_grad and not p.has_grad}

@@ -36,7 +36,7 @@ def loss_scaling(loss: torch.Tensor) -> str | None:
     dividing = name.startswith("DivBackward")
     if not (dividing or name.startswith("MulBackward")):
         return None
-    factor = _constant_factor(node, dividing)
+    factor = constant_factor(node, dividing)
     if factor is None or factor in (0.0, 1.0) or not math.isfinite(factor):
         return None
     value = float(loss.detach().reshape(-1)[0].real)
@@ -51,7 +51,7 @@ def loss_scaling(loss: torch.Tensor) -> str | None:
     )
 
 
-def _constant_factor(node: Any, dividing: bool) -> float | None:
+def constant_factor(node: Any, dividing: bool) -> float | None:
     """The constant operand of a Div/Mul node whose other operand carries the gradient."""
     nexts = node.next_functions
     if len(nexts) == 1:  # the Scalar overloads: the constant is a Python number

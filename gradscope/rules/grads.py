@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
@@ -11,6 +13,24 @@ from gradscope.rules.experts import idle_experts
 from gradscope.rules.params import trainable
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.stats import RunStats
+
+UNUSED = ", or nothing the loss depends on uses its output"
+CUT_ADVICE = (
+    "find the .detach(), .data, torch.no_grad() or non-torch round-trip between the module "
+    "and the loss"
+)
+UNUSED_ADVICE = (
+    "; an output left unused (the last block's residual branch where only the skip outputs "
+    "are summed, as in WaveNet) makes the module dead weight: delete it or freeze it"
+)
+
+
+def cut_found(f: Finding) -> Finding:
+    """A none-grad finding whose evidence names the op that cut the graph: a cut, not an
+    output left unused."""
+    if f.slug != "none-grad" or not any(e.startswith("graph cut by") for e in f.evidence):
+        return f
+    return replace(f, message=f.message.replace(UNUSED, ""), advice=CUT_ADVICE)
 
 
 @rule(
@@ -57,12 +77,9 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
         else:
             why = (
                 f"its module `{p.module or '<root>'}` ran, but its output does not reach "
-                "the loss: the graph is cut after it"
+                f"the loss: the graph is cut after it{UNUSED}"
             )
-            advice = (
-                "find the .detach(), .data, torch.no_grad() or non-torch round-trip "
-                "between the module and the loss"
-            )
+            advice = CUT_ADVICE + UNUSED_ADVICE
         out.append(this.finding(p.name, f"grad of {p.name} is None: {why}", advice))
     return out
 

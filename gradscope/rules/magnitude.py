@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules import depth
+from gradscope.rules import depth, set_from_batch
 from gradscope.rules.by_design import layer_scaled, scale_invariant, theory_zero
 from gradscope.rules.params import comparable, dense_rms, is_zero_init, weight_rms
 from gradscope.rules.registry import DECLARED, Stage, rule
@@ -227,20 +227,9 @@ def vanishing(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
     sigmoid/tanh calls and their mean derivative."""
     by_design = set(layer_scaled(stats)) | theory_zero(stats) | depth.gated_factors(stats.params)
     live = [p for p in comparable(stats) if p.name not in by_design]
-    out = [
-        this.finding(
-            p.name,
-            f"grad norm of {p.name} is {num(p.grad_norm)} < vanish-norm {num(t.vanish_norm)}",
-            "the gradient barely reaches this parameter: replace "
-            "saturating activations (sigmoid/tanh) with ReLU/GELU, add residual connections or "
-            "normalisation",
-            p.grad_norm,
-            t.vanish_norm,
-        )
-        for p in live
-        if (p.grad_norm or 0.0) < t.vanish_norm
-    ]
-    by_depth = sorted((p for p in live if p.depth is not None), key=lambda p: p.depth or 0)
+    judged = [p for p in live if p.name not in set_from_batch.names(stats)]
+    out = _tiny_norms(live, stats, t, this)
+    by_depth = sorted((p for p in judged if p.depth is not None), key=lambda p: p.depth or 0)
     if len({p.depth for p in by_depth}) < 2:
         return out
     first_depth, last_depth = by_depth[0].depth, by_depth[-1].depth
@@ -265,3 +254,32 @@ def vanishing(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
             )
         )
     return out
+
+
+def _set_from_batch(found: Finding, stats: RunStats) -> Finding:
+    """A vanishing norm of a parameter set from this very batch is information."""
+    if found.subject in set_from_batch.names(stats):
+        return set_from_batch.as_information(found, found.subject)
+    return found
+
+
+def _tiny_norms(
+    live: list[ParamStats], stats: RunStats, t: Thresholds, this: Rule
+) -> list[Finding]:
+    """GS105 on each tensor whose norm is below vanish-norm."""
+    return [
+        _set_from_batch(
+            this.finding(
+                p.name,
+                f"grad norm of {p.name} is {num(p.grad_norm)} < vanish-norm {num(t.vanish_norm)}",
+                "the gradient barely reaches this parameter: replace "
+                "saturating activations (sigmoid/tanh) with ReLU/GELU, add residual connections or "
+                "normalisation",
+                p.grad_norm,
+                t.vanish_norm,
+            ),
+            stats,
+        )
+        for p in live
+        if (p.grad_norm or 0.0) < t.vanish_norm
+    ]

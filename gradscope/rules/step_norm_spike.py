@@ -10,6 +10,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Mark, Rule, Severity
 from gradscope.fmt import num
+from gradscope.rules import side_steps
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.spikes_by_design import (
     Spike,
@@ -70,9 +71,10 @@ def norm_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
     held against it); and where every spike came at a step whose loss spiked by design
     (GS402's moving regression target: the gradient of a squared error grows with the
     error). A single corrupted batch (its loss spikes too, or far above the others) and a
-    spike followed by NaN stay warnings."""
+    spike followed by NaN stay warnings. The steps of each line that called backward are a
+    series of their own (rules/side_steps.py: a lazy regulariser's steps)."""
     out = []
-    for s in by_optimizer(run):
+    for s in (part for whole in by_optimizer(run) for part in side_steps.parts(run, whole)):
         steps, found = series_spikes(s, t, "norm")
         if not found:
             continue

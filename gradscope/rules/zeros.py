@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
-from gradscope.rules import shift_invariance
+from gradscope.rules import shift_invariance, switched_off
 from gradscope.rules.by_design import blocked_by_zero_init, stuck_at_zero
 from gradscope.rules.experts import idle_experts
 from gradscope.rules.registry import DECLARED, Stage, rule
@@ -64,6 +64,10 @@ def _all_zero(stats: RunStats, explained: set[str], this: Rule) -> list[Finding]
         if not (p.has_grad and p.grad_max == 0 and p.numel > 0):
             continue
         if p.name in explained:
+            continue
+        if p.name in stats.weighted_off:
+            head = f"grad of {p.name} is all zeros ({p.numel} elements)"
+            out.append(switched_off.as_information(this.finding(p.name, head, "", 0.0), p.name))
             continue
         weight = shift_invariance.weight_name(p.name, p.shape)
         if weight in learned:

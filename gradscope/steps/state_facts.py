@@ -130,6 +130,17 @@ class TrainModeEval:
 
 
 @dataclass(frozen=True)
+class SideSteps:
+    """The steps of one optimizer that applied a backward called at another line than its
+    most common one: another objective (a lazy regulariser's own backward and step)."""
+
+    optimizer: int
+    site: str
+    """file:line of that backward call."""
+    steps: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class StateFacts:
     """Everything of the above for one run."""
 
@@ -143,8 +154,12 @@ class StateFacts:
     train_evals: tuple[TrainModeEval, ...] = ()
     adam: tuple[StateSample, ...] = ()
     """Adam's per-tensor RMS_t and update RMS at the measured steps (StateSample)."""
+<<<<<<< HEAD
     no_grad_steps: int = 0
     """Points of the run (optimizer steps taken) at which a trained model ran forward
     without gradients, in either mode (eval_passes.py): at most of them, the model acts
     or makes its own targets."""
+=======
+    side_steps: tuple[SideSteps, ...] = ()
+>>>>>>> h/s52-gen
     notes: tuple[str, ...] = field(default_factory=tuple)

@@ -11,7 +11,16 @@ from typing import Any
 
 import torch
 
-from gradscope.watcher import discover, loss_graph, manual, modes, nan_probe, resets, stepping
+from gradscope.watcher import (
+    backward_sites,
+    discover,
+    loss_graph,
+    manual,
+    modes,
+    nan_probe,
+    resets,
+    stepping,
+)
 from gradscope.watcher.state import WatchState
 from gradscope.watcher.threads import ThreadState, Window
 
@@ -51,6 +60,7 @@ def started(
     else:  # the mode the step's forward ran in, not the one at step() (an evaluation after)
         window.eval_roots = modes.in_eval(state.tracked, state.modes)
     window.calls += 1
+    window.site = backward_sites.site()
     resets.note_root(window, tensor)
     if here.helper:
         window.leaves.update(id(t) for t in discover.graph_leaves(roots))

@@ -14,6 +14,7 @@ import torch
 from gradscope.watcher import discover, updates
 from gradscope.watcher.adam_eps import AdamEps
 from gradscope.watcher.adam_rms import AdamRms
+from gradscope.watcher.backward_sites import BackwardSites
 from gradscope.watcher.eval_passes import EvalPasses
 from gradscope.watcher.faults import Fault, fault_of, record
 from gradscope.watcher.logit_probe import LogitProbe
@@ -89,6 +90,7 @@ class WatchState:
     adam_rms: AdamRms = field(default_factory=AdamRms)
     """Adam's per-tensor RMS_t and update RMS at the measured steps (adam_rms.py)."""
     batches: SameBatch = field(default_factory=SameBatch)
+    backward_sites: BackwardSites = field(default_factory=BackwardSites)
     logits: LogitProbe = field(default_factory=LogitProbe)
     """Attention and output logits at sampled steps (logit_probe.py)."""
     measure: Measure = field(init=False)

@@ -179,8 +179,10 @@ def window_of(state: WatchState, here: ThreadState, optimizer: Any) -> Window:
 
 def note_meaning(state: WatchState, index: int, optimizer: Any, window: Window) -> None:
     """What the step's numbers mean: the optimizer's settings (every step), the loss's
-    kind (where it was read), the weights' norms before the first update."""
+    kind (where it was read), the line its backward was called from, the weights' norms
+    before the first update."""
     state.settings.observe(index, state.steps + 1, optimizer)
+    state.backward_sites.note(index, state.steps + 1, window.site)
     watch = state.of(optimizer)
     if watch.loss_kind is None:
         watch.loss_kind = window.loss_kind

@@ -34,6 +34,8 @@ class Window:
     """False once a backward was given explicit gradients or a non-scalar."""
     leaves: set[int] = field(default_factory=set)
     """A helper thread's: ids of the leaf tensors its backward calls reach."""
+    site: tuple[str, int] | None = None
+    """The script's line of the last backward call (backward_sites.py)."""
     loss_kind: Any = None
     """The step's `LossKind`, where it was read (loss_graph.py): the first backward's, and
     the terms of each later backward on another loss added to it."""

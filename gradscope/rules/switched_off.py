@@ -1,0 +1,29 @@
+"""All-zero gradients of parameters the loss reaches only through a term whose weight is 0
+at this step (stats.weighted_off): a schedule that turns the term on later (VQGAN's GAN loss
+before its discriminator starts, a KL warm-up from 0), told as information, not as a dead
+layer."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gradscope.findings import Finding, Severity
+
+ADVICE = (
+    "nothing to fix if the weight is scheduled to turn the term on later (`gradscope watch` "
+    "follows the steps after it); if the term should count now, check the weight it is "
+    "multiplied by"
+)
+
+
+def as_information(finding: Finding, name: str) -> Finding:
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=(
+            f"grad of {name} is all zeros: the loss reaches it only through a term multiplied "
+            "by 0 at this step (a loss weight that is off, as a warm-up's before it turns the "
+            "term on)"
+        ),
+        advice=ADVICE,
+    )
