@@ -154,12 +154,9 @@ class StateFacts:
     train_evals: tuple[TrainModeEval, ...] = ()
     adam: tuple[StateSample, ...] = ()
     """Adam's per-tensor RMS_t and update RMS at the measured steps (StateSample)."""
-<<<<<<< HEAD
     no_grad_steps: int = 0
     """Points of the run (optimizer steps taken) at which a trained model ran forward
     without gradients, in either mode (eval_passes.py): at most of them, the model acts
     or makes its own targets."""
-=======
     side_steps: tuple[SideSteps, ...] = ()
->>>>>>> h/s52-gen
     notes: tuple[str, ...] = field(default_factory=tuple)

@@ -24,11 +24,8 @@ def read(state: WatchState, records: StepStore) -> StateFacts:
             output_logits=output,
             train_evals=tuple(state.eval_passes.facts(state.steps)),
             adam=tuple(state.adam_rms.facts()),
-<<<<<<< HEAD
             no_grad_steps=state.eval_passes.no_grad_steps,
-=======
             side_steps=state.backward_sites.facts(),
->>>>>>> h/s52-gen
         )
     except Exception as exc:  # the device's own failure, after the script's
         return StateFacts(notes=(f"modes, eps and batches not read back: {exc}",))
