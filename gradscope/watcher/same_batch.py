@@ -6,7 +6,8 @@ SAMPLE_EVERY (LATER_EVERY after step 101), the target is found a few nodes below
 loss and compared on the device with the previous step's copy; the results are read
 back once, when the run ends. A target that is one value throughout (a GAN's real
 labels) or the positions 0..n-1 in some order (a contrastive loss's labels) is the same
-in every batch by construction, and is not counted as the same batch; class indices that
+in every batch by construction, and is not counted as the same batch (a few-shot
+episode's labels, arange(k) repeated, too); class indices that
 are such positions at every read mark a contrastive loss (BatchRepeats.positional).
 """
 
@@ -70,7 +71,8 @@ class SameBatch:
         if _indices(target) and len(self.positional) < MAX_COMPARED:
             self.positional.append(built)
         if previous is not None and previous[0] == step - 1 and previous[1] == node:
-            same = _same(previous[2], target, built)
+            episode = _episode(target) if _indices(target) else built
+            same = _same(previous[2], target, built | episode)
             if same is not None:
                 self.compared.append((step, same))
                 self.samples, self.node = target.numel(), node
@@ -123,6 +125,22 @@ def _by_construction(target: torch.Tensor) -> torch.Tensor:
             positions = torch.arange(flat.numel(), device=flat.device, dtype=flat.dtype)
             built = built | (flat.sort().values == positions).all()
     return built
+
+
+def _episode(target: torch.Tensor) -> torch.Tensor:
+    """A device bool: class indices built from arange(k) for k classes of n/k samples each,
+    in blocks (arange(k).repeat_interleave(n // k)) or in turn (arange(k).repeat(n // k)):
+    a few-shot episode's query labels are its classes' places in the episode, the same in
+    every episode while its classes and samples are drawn anew."""
+    with torch.no_grad():
+        flat = target.detach().reshape(-1)
+        n = flat.numel()
+        at = torch.arange(n, device=flat.device, dtype=flat.dtype)
+        k = flat.max() + 1
+        divides = (k > 0) & (n % k.clamp(min=1) == 0)
+        blocks = (flat == at * k // n).all()
+        turns = (flat == at % k.clamp(min=1)).all()
+    return divides & (blocks | turns)
 
 
 def _same(before: torch.Tensor, now: torch.Tensor, built: torch.Tensor) -> torch.Tensor | None:

@@ -1,0 +1,62 @@
+"""Few-shot episodes and hard-example mining, two supervised loops whose loss's targets
+or logits look like a bug's. A prototypical network's query labels are the classes'
+places in the episode, arange(N) repeated: the same tensor at every step while every
+episode draws new classes and samples (GS443 said each step trained on one batch). An
+episode drawn once, before the loop, has the same labels and is no longer told by them
+(as a contrastive loss's positions are not): its inputs would tell it, which GS443 does not
+read. Hard-example mining on separable data grows
+its margin: the output logits' log-partition climbs while their mean stays put, which no
+z-loss is for (GS454 said the level drifted and the loss would diverge next)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from gradscope.findings import Severity
+from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
+from tests.watcher.watch_scripts import domain_watched
+
+pytestmark = pytest.mark.usefixtures("frozen_heap")
+
+
+def _rules(report) -> set[str]:
+    return {f.rule for f in report.findings}
+
+
+@pytest.mark.parametrize("mode", ["blocks", "turns"])
+def test_episode_labels_are_no_same_batch(mode):
+    report = domain_watched("episodes.py", mode, "12")
+    assert report.findings == [], report.findings
+
+
+def test_labels_built_from_arange_are_told_from_labels_read_from_data():
+    from gradscope.watcher.same_batch import _episode
+
+    built = [
+        torch.arange(5).repeat_interleave(6),
+        torch.arange(4).repeat(8),
+        torch.arange(9),
+        torch.arange(3).repeat_interleave(2).to(torch.int32),
+    ]
+    read = [
+        torch.tensor([0, 0, 1, 1, 2]),  # 5 samples of 3 classes: not n/k each
+        torch.tensor([1, 1, 2, 2]),  # not from 0
+        torch.tensor([0, 1, 1, 0]),  # balanced, in no built order
+        torch.tensor([-100, -100, 0, 1]),
+        torch.randint(0, 5, (64,), generator=torch.Generator().manual_seed(0)),
+    ]
+    assert [bool(_episode(t)) for t in built] == [True] * len(built)
+    assert [bool(_episode(t)) for t in read] == [False] * len(read)
+
+
+@pytest.mark.slow
+def test_hard_example_mining_grows_a_margin_not_a_drift():
+    report = domain_watched("hard_examples.py", "ohem")
+    assert [f for f in report.findings if f.severity >= Severity.WARNING] == [], report.findings
+    logits = report.run.state_facts.output_logits
+    ln_c = math.log(logits.classes)
+    assert logits.mean[-1] - ln_c > 10  # log Z climbed...
+    assert abs(logits.level[-1] - logits.level[0]) < 1  # ...by its spread, not its level
