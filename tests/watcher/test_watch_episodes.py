@@ -1,7 +1,9 @@
 """Few-shot episodes and hard-example mining, two supervised loops whose loss's targets
 or logits look like a bug's. A prototypical network's query labels are the classes'
 places in the episode, arange(N) repeated: the same tensor at every step while every
-episode draws new classes and samples (GS443 said each step trained on one batch). An
+episode draws new classes and samples (GS443 said each step trained on one batch), as
+are the labels of positives followed by sampled negatives (neural collaborative
+filtering's cat([ones(n), zeros(4n)])). An
 episode drawn once, before the loop, has the same labels and is no longer told by them
 (as a contrastive loss's positions are not): its inputs would tell it, which GS443 does not
 read. Hard-example mining on separable data grows
@@ -32,24 +34,32 @@ def test_episode_labels_are_no_same_batch(mode):
     assert report.findings == [], report.findings
 
 
+def test_negative_samplings_laid_out_labels_are_no_same_batch():
+    report = domain_watched("negative_sampling.py")
+    assert report.findings == [], report.findings
+
+
 def test_labels_built_from_arange_are_told_from_labels_read_from_data():
-    from gradscope.watcher.same_batch import _episode
+    from gradscope.watcher.same_batch import _laid_out
 
     built = [
         torch.arange(5).repeat_interleave(6),
         torch.arange(4).repeat(8),
         torch.arange(9),
         torch.arange(3).repeat_interleave(2).to(torch.int32),
+        torch.cat([torch.ones(16), torch.zeros(64)]),  # positives, then sampled negatives
+        torch.tensor([0, 0, 1, 1, 2]),
+        torch.tensor([1, 1, 2, 2]),
     ]
     read = [
-        torch.tensor([0, 0, 1, 1, 2]),  # 5 samples of 3 classes: not n/k each
-        torch.tensor([1, 1, 2, 2]),  # not from 0
-        torch.tensor([0, 1, 1, 0]),  # balanced, in no built order
-        torch.tensor([-100, -100, 0, 1]),
+        torch.tensor([0, 1, 1, 0]),  # balanced, in no laid-out order
+        torch.tensor([0.0, 1.0, 1.0, 0.0]),
+        torch.linspace(0, 1, 8),  # sorted, but values of a regression
+        torch.tensor([2, 0, 1, 1]),
         torch.randint(0, 5, (64,), generator=torch.Generator().manual_seed(0)),
     ]
-    assert [bool(_episode(t)) for t in built] == [True] * len(built)
-    assert [bool(_episode(t)) for t in read] == [False] * len(read)
+    assert [bool(_laid_out(t)) for t in built] == [True] * len(built)
+    assert [bool(_laid_out(t)) for t in read] == [False] * len(read)
 
 
 @pytest.mark.slow
