@@ -1,14 +1,15 @@
-"""Few-shot episodes and hard-example mining, two supervised loops whose loss's targets
-or logits look like a bug's. A prototypical network's query labels are the classes'
-places in the episode, arange(N) repeated: the same tensor at every step while every
-episode draws new classes and samples (GS443 said each step trained on one batch), as
-are the labels of positives followed by sampled negatives (neural collaborative
-filtering's cat([ones(n), zeros(4n)])). An
-episode drawn once, before the loop, has the same labels and is no longer told by them
-(as a contrastive loss's positions are not): its inputs would tell it, which GS443 does not
-read. Hard-example mining on separable data grows
-its margin: the output logits' log-partition climbs while their mean stays put, which no
-z-loss is for (GS454 said the level drifted and the loss would diverge next)."""
+"""Supervised loops whose targets, logits or modes look like a bug's: few-shot episodes,
+negative sampling, hard-example mining, test-time adaptation. A prototypical network's
+query labels are the classes' places in the episode, arange(N) repeated: the same tensor
+at every step while every episode draws new classes and samples (GS443 said each step
+trained on one batch), as are the labels of positives followed by sampled negatives
+(neural collaborative filtering's cat([ones(n), zeros(4n)])). An episode drawn once,
+before the loop, has the same labels and is no longer told by them (as a contrastive
+loss's positions are not): its inputs would tell it, which GS443 does not read. Hard-
+example mining on separable data grows its margin: the output logits' log-partition
+climbs while their mean stays put, which no z-loss is for (GS454 said the level drifted
+and the loss would diverge next). TENT's BatchNorms without running statistics normalise
+by the batch in eval mode too."""
 
 from __future__ import annotations
 
@@ -70,3 +71,19 @@ def test_hard_example_mining_grows_a_margin_not_a_drift():
     ln_c = math.log(logits.classes)
     assert logits.mean[-1] - ln_c > 10  # log Z climbed...
     assert abs(logits.level[-1] - logits.level[0]) < 1  # ...by its spread, not its level
+
+
+@pytest.mark.parametrize("mode", ["train", "eval-no-stats"])
+def test_tent_adapting_batchnorms_by_the_batchs_statistics_is_silent(mode):
+    """A BatchNorm whose running statistics are removed normalises by the batch in eval
+    mode too: TENT's model in eval() adapts as in train() (GS440 said it normalised with
+    running statistics it did not update)."""
+    report = domain_watched("tent_adapt.py", mode)
+    assert report.findings == [], report.findings
+
+
+def test_tent_in_eval_with_its_running_statistics_is_named():
+    report = domain_watched("tent_adapt.py", "eval")
+    (f,) = report.findings
+    assert f.rule == "GS440" and f.severity == Severity.WARNING
+    assert "BatchNorm" in f.message and "eval()" in f.message
