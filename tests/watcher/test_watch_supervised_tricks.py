@@ -87,3 +87,18 @@ def test_tent_in_eval_with_its_running_statistics_is_named():
     (f,) = report.findings
     assert f.rule == "GS440" and f.severity == Severity.WARNING
     assert "BatchNorm" in f.message and "eval()" in f.message
+
+
+def test_center_loss_with_its_own_optimizer_is_silent():
+    report = domain_watched("center_loss.py", "healthy")
+    assert report.findings == [], report.findings
+
+
+def test_an_optimizer_reset_but_never_stepped_is_named_as_such():
+    """The centers are in a param group: GS411 said they were in none and that no
+    zero_grad() cleared them, and advised to detach a teacher's forward."""
+    report = domain_watched("center_loss.py", "no-step")
+    (f,) = report.findings
+    assert f.rule == "GS411" and f.subject == "CenterLoss.centers"
+    assert "(SGD) whose zero_grad() ran but whose step() never did" in f.message
+    assert "step() after the backward" in f.advice and "no_grad" not in f.advice
