@@ -63,7 +63,6 @@ def test_labels_built_from_arange_are_told_from_labels_read_from_data():
     assert [bool(_laid_out(t)) for t in read] == [False] * len(read)
 
 
-@pytest.mark.slow
 def test_hard_example_mining_grows_a_margin_not_a_drift():
     report = domain_watched("hard_examples.py", "ohem")
     assert [f for f in report.findings if f.severity >= Severity.WARNING] == [], report.findings
