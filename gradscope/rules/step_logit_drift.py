@@ -7,7 +7,10 @@ without weight decay it drifts for hundreds of steps until the logits' own preci
 1e-4·log²Z, to hold it near 0). Adam drives it down where most classes are absent from
 most batches: their gradient is small but of one sign, and Adam makes each a step of a
 share of the lr (weight decay holds it; a z-loss does not). A model that only grows
-confident moves log Z as its loss falls; the drift is judged against that fall.
+confident moves log Z as its loss falls; the drift is judged against that fall, and it must
+be of the level: log Z is the mean logit plus the logsumexp of the centred logits, and a
+margin that keeps growing on separable data (hard-example mining feeds it) moves only the
+second, which the softmax does not ignore and a z-loss is not for.
 watcher/logit_probe.py samples log Z at the cross-entropy every 16th step.
 """
 
@@ -32,6 +35,9 @@ RISE = 2.0
 """Nats the distance grew over the last SPAN steps: still drifting."""
 AGAINST_LOSS = 4.0
 """The distance grew at least this many times as much as the loss fell over those steps."""
+LEVEL_SHARE = 0.5
+"""The mean logit moved with log Z by at least this share of its distance's change since
+the first sample: the drift is of the level, not of the logits' spread."""
 
 
 ADVICE_UP = (
@@ -93,10 +99,21 @@ def logit_drift(run: WatchRun, t: Thresholds) -> list[Finding]:
         if distance[i] < DISTANCE or rise < RISE:
             return False
         fall = _loss_near(losses, o.steps[back]) - _loss_near(losses, o.steps[i])
-        return not math.isnan(fall) and rise >= AGAINST_LOSS * max(fall, 0.0)
+        if math.isnan(fall) or rise < AGAINST_LOSS * max(fall, 0.0):
+            return False
+        return _of_the_level(o, i, distance[i] - distance[0], o.mean[i] > ln_c)
 
     at = first_trend(o.steps, distance, grown)
     return [] if at is None else [_finding(run, o, at, ln_c, losses)]
+
+
+def _of_the_level(o: OutputLogits, i: int, moved: float, up: bool) -> bool:
+    """Whether the mean logit moved with log Z (its way) by LEVEL_SHARE of `moved`, the
+    distance's change since the first sample; true where the level was not measured."""
+    if len(o.level) != len(o.mean) or not finite(o.level[i]) or not finite(o.level[0]):
+        return True
+    shift = o.level[i] - o.level[0]
+    return (shift if up else -shift) >= LEVEL_SHARE * moved
 
 
 def _loss_near(losses: dict[int, float | None], step: int) -> float:

@@ -34,8 +34,9 @@ from gradscope.steps.records import ParamInfo, WatchRun
     ),
 )
 def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
-    """A parameter that requires grad and gets gradients is in no param group of any optimizer:
-    no step applies them, and no optimizer's zero_grad() clears them. One that never gets a
+    """A parameter that requires grad and gets gradients is in no param group of any optimizer
+    that steps: no step applies them, and no optimizer's zero_grad() clears them (or only
+    that of an optimizer whose step() never runs, which is named). One that never gets a
     gradient (a target network, an EMA copy, a teacher: updated by copying weights, if at all)
     is information only: nothing is wrong with its gradients. Its norm at the first step and
     at the end (one read for the run) says which: values that changed were updated by copy,
@@ -49,6 +50,9 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             continue  # an input made to require grad, not a weight
         if not got_grad(run, i):
             out.append(_no_grad_outside(run, p))
+            continue
+        if p.idle_optimizer:
+            out.append(_never_stepped(this, run, p, i))
             continue
         copy = _copy_of(p, copies)
         advice = (
@@ -70,6 +74,23 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             )
         )
     return out
+
+
+def _never_stepped(this: Rule, run: WatchRun, p: ParamInfo, i: int) -> Finding:
+    """In the param groups of an optimizer whose zero_grad() ran and whose step() never
+    did: the gradients it clears are never applied (its step() is missing)."""
+    return this.finding(
+        p.name,
+        f"{p.name} gets gradients and is in the param groups of an optimizer "
+        f"({p.idle_optimizer}) whose zero_grad() ran but whose step() never did: no step "
+        "applies its gradients",
+        f"call that optimizer's ({p.idle_optimizer}) step() after the backward, as the other "
+        "optimizers' are",
+        evidence=(
+            f"optimizers that stepped: {', '.join(run.optimizers)}",
+            *_piled_up(run, i),
+        ),
+    )
 
 
 def _no_grad_outside(run: WatchRun, p: ParamInfo) -> Finding:

@@ -42,3 +42,7 @@ class OutputLogits:
     classes: int
     weights: tuple[WeightNorm, ...] = field(default_factory=tuple)
     """The output head's and the norm layers' gains' norms at the same steps."""
+    level: tuple[float, ...] = ()
+    """The mean logit over the classes (the level a softmax ignores), averaged over the
+    same rows; empty where not measured. log Z is this level plus the logsumexp of the
+    centred logits, which grows as the model grows confident."""

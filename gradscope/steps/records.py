@@ -56,6 +56,9 @@ class ParamInfo:
     one_step: bool = False
     """A leaf of the first step's graph only, in no model: that step's input made to
     require grad (an embedding output under gradient checkpointing), not a weight."""
+    idle_optimizer: str | None = None
+    """Outside every optimizer that stepped, the class of one whose param groups hold it,
+    whose zero_grad() ran and whose step() never did; None: none."""
 
 
 @dataclass(frozen=True)

@@ -49,16 +49,17 @@ class LogitProbe:
     attention: dict[str, list[tuple[int, torch.Tensor]]] = field(default_factory=dict)
     """Module name → (step, device max |logit|) of each sampled step."""
     output: list[tuple[int, torch.Tensor]] = field(default_factory=list)
-    """(step, device [mean log Z, max log Z]) of each sampled step."""
+    """(step, device [mean log Z, max log Z, mean logit]) of each sampled step."""
     classes: int = 0
     names: dict[int, str] = field(default_factory=dict)
     roots: int = -1
     off: bool = False
     weighed: list[tuple[str, str, torch.Tensor]] | None = None
     """(name, kind, parameter) of the head and the norm gains, found at the first sample."""
-    pending: tuple[int, Any, torch.Tensor, int] | None = None
-    """(step, a weak reference to its output, the log-partition of its rows, classes) of
-    the step's last log_softmax: a cross-entropy written as nll_loss(log_softmax(x))."""
+    pending: tuple[int, Any, torch.Tensor, torch.Tensor, int] | None = None
+    """(step, a weak reference to its output, the log-partition and the mean logit of its
+    rows, classes) of the step's last log_softmax: a cross-entropy written as
+    nll_loss(log_softmax(x))."""
 
     def attend(self, step: int, q: Any, k: Any, scale: Any, causal: bool, roots: Any) -> None:
         """A scaled_dot_product_attention call of step `step`: its largest |q·kᵀ|·scale."""
@@ -108,7 +109,9 @@ class LogitProbe:
             return
         with torch.no_grad():
             first = logits.detach().select(dim, 0).float() - out.detach().select(dim, 0).float()
-            self.pending = (step, weakref.ref(out), first.reshape(-1)[:MAX_ROWS], logits.shape[dim])
+            level = logits.detach().float().mean(dim).reshape(-1)[:MAX_ROWS]
+            rows = first.reshape(-1)[:MAX_ROWS]
+            self.pending = (step, weakref.ref(out), rows, level, logits.shape[dim])
 
     def nll_loss(self, step: int, logprobs: Any, roots: Any = ()) -> None:
         """nll_loss over the output of the step's last log_softmax (or a view of it): that
@@ -119,7 +122,7 @@ class LogitProbe:
         out = pending[1]()
         if out is None or logprobs.untyped_storage().data_ptr() != out.untyped_storage().data_ptr():
             return
-        self._partition(step, pending[2], pending[3], roots)
+        self._partition(step, pending[2], pending[3], pending[4], roots)
 
     def cross_entropy(self, step: int, logits: Any, roots: Any = ()) -> None:
         """The logits given to cross_entropy: their log-partition per row (the first
@@ -132,18 +135,21 @@ class LogitProbe:
         with torch.no_grad():
             rows = logits.detach()[:MAX_ROWS] if dim == 1 else logits.detach()
             z = torch.logsumexp(rows.float(), dim=dim)
-            self._partition(step, z, int(logits.shape[dim]), roots)
+            self._partition(step, z, rows.float().mean(dim), int(logits.shape[dim]), roots)
 
-    def _partition(self, step: int, z: torch.Tensor, classes: int, roots: Any) -> None:
-        """The step's log Z per row: its mean and max kept (the step's first only), with
-        the norms of the head's weight and the norm gains."""
+    def _partition(
+        self, step: int, z: torch.Tensor, level: torch.Tensor, classes: int, roots: Any
+    ) -> None:
+        """The step's log Z per row: its mean and max kept (the step's first only), the
+        mean logit (the level a softmax ignores), with the norms of the head's weight and
+        the norm gains."""
         if self.output and self.output[-1][0] == step:
             return
         if self.weighed is None:
             self.weighed = _head_and_gains(roots, classes)
         weights = [p.detach() for _, _, p in self.weighed]
         norms = torch._foreach_norm(weights) if weights else []
-        kept = [z.mean(), z.amax(), *(n.float().to(z.device) for n in norms)]
+        kept = [z.mean(), z.amax(), level.mean(), *(n.float().to(z.device) for n in norms)]
         self.output.append((step, torch.stack(kept)))
         self.classes = classes
 
@@ -182,7 +188,7 @@ class LogitProbe:
             at += len(steps)
         output = None
         if self.output:
-            weighed, width = self.weighed or [], 2 + len(self.weighed or [])
+            weighed, width = self.weighed or [], 3 + len(self.weighed or [])
             rows = [flat[at + width * i : at + width * (i + 1)] for i in range(len(self.output))]
             output = OutputLogits(
                 tuple(s for s, _ in self.output),
@@ -190,9 +196,10 @@ class LogitProbe:
                 tuple(r[1] for r in rows),
                 self.classes,
                 tuple(
-                    WeightNorm(name, kind, tuple(r[2 + j] for r in rows))
+                    WeightNorm(name, kind, tuple(r[3 + j] for r in rows))
                     for j, (name, kind, _) in enumerate(weighed)
                 ),
+                tuple(r[2] for r in rows),
             )
         self.attention, self.output = {}, []
         return tuple(attention), output

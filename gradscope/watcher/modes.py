@@ -177,11 +177,17 @@ def _roots(tracked: discover.Tracked, members: Any) -> list[nn.Module]:
     return [tracked.roots[w] for w in sorted(where) if w < len(tracked.roots)]
 
 
+def _has_stats(m: nn.Module) -> bool:
+    """A BatchNorm that keeps running statistics: one without (both set to None, as
+    test-time adaptation's TENT does) normalises by the batch's in eval mode too."""
+    return m.running_mean is not None or m.running_var is not None
+
+
 def _switched(root: nn.Module, trained: set[int]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The model's dropouts (p > 0, beside a trained parameter) and BatchNorms (with a
-    trained weight or bias) that are in eval mode: those that behave otherwise in train.
-    A model switched back to train since its forward (train() before step()) had them all
-    in eval then, as eval() sets every child."""
+    trained weight or bias, and running statistics) that are in eval mode: those that
+    behave otherwise in train. A model switched back to train since its forward (train()
+    before step()) had them all in eval then, as eval() sets every child."""
     dropouts, norms = [], []
     model = discover.unwrapped(root)
     since_forward = root.training
@@ -193,8 +199,10 @@ def _switched(root: nn.Module, trained: set[int]) -> tuple[tuple[str, ...], tupl
                 continue
             if isinstance(m, DROPOUTS) and m.p > 0 and own:
                 dropouts.append(f"{full} ({type(m).__name__})")
-            elif isinstance(m, NORMS) and any(
-                p is not None and id(p) in trained for p in (m.weight, m.bias)
+            elif (
+                isinstance(m, NORMS)
+                and _has_stats(m)
+                and any(p is not None and id(p) in trained for p in (m.weight, m.bias))
             ):
                 norms.append(f"{full} ({type(m).__name__})")
     return tuple(dropouts), tuple(norms)

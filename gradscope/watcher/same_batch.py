@@ -6,8 +6,10 @@ SAMPLE_EVERY (LATER_EVERY after step 101), the target is found a few nodes below
 loss and compared on the device with the previous step's copy; the results are read
 back once, when the run ends. A target that is one value throughout (a GAN's real
 labels) or the positions 0..n-1 in some order (a contrastive loss's labels) is the same
-in every batch by construction, and is not counted as the same batch; class indices that
-are such positions at every read mark a contrastive loss (BatchRepeats.positional).
+in every batch by construction, and is not counted as the same batch (labels the
+script lays out in blocks or in turns too: NCF's positives then negatives, a few-shot
+episode's); class indices that are such positions at every read mark a contrastive
+loss (BatchRepeats.positional).
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ class SameBatch:
         if _indices(target) and len(self.positional) < MAX_COMPARED:
             self.positional.append(built)
         if previous is not None and previous[0] == step - 1 and previous[1] == node:
-            same = _same(previous[2], target, built)
+            same = _same(previous[2], target, built | _laid_out(target))
             if same is not None:
                 self.compared.append((step, same))
                 self.samples, self.node = target.numel(), node
@@ -123,6 +125,22 @@ def _by_construction(target: torch.Tensor) -> torch.Tensor:
             positions = torch.arange(flat.numel(), device=flat.device, dtype=flat.dtype)
             built = built | (flat.sort().values == positions).all()
     return built
+
+
+def _laid_out(target: torch.Tensor) -> torch.Tensor:
+    """A device bool: labels laid out by the script, not read from data: class indices or
+    0/1 labels in sorted blocks (NCF's positives then its sampled negatives, a few-shot
+    episode's arange(N).repeat_interleave(Q)) or arange(k) in turns (arange(N).repeat(Q)).
+    The same tensor in every step while the samples they label are drawn anew."""
+    with torch.no_grad():
+        flat = target.detach().reshape(-1)
+        rising, falling = (flat[1:] >= flat[:-1]).all(), (flat[1:] <= flat[:-1]).all()
+        if target.is_floating_point():
+            return ((flat == 0) | (flat == 1)).all() & (rising | falling)
+        at = torch.arange(flat.numel(), device=flat.device, dtype=flat.dtype)
+        k = (flat.max() + 1).clamp(min=1)
+        turns = (flat.numel() % k == 0) & (flat == at % k).all()
+    return rising | falling | turns
 
 
 def _same(before: torch.Tensor, now: torch.Tensor, built: torch.Tensor) -> torch.Tensor | None:

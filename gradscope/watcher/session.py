@@ -270,6 +270,12 @@ class Watcher:
             for k, g in enumerate(o.param_groups)
             for p in g["params"]
         }
+        idle = {
+            id(p): type(o).__name__
+            for o in icp.zeroed.values()
+            for g in o.param_groups
+            for p in g["params"]
+        }
         first = [] if icp.first_weights is None else icp.first_weights.tolist()
         read_outs = read_out_layers(icp.tracked.roots)
         return tuple(
@@ -287,6 +293,7 @@ class Watcher:
                 last_norm=_last_norm(p) if id(p) not in owned or not p.requires_grad else None,
                 dtype=str(p.dtype).removeprefix("torch."),
                 one_step=i in icp.manual.one_step,
+                idle_optimizer=None if id(p) in owned else idle.get(id(p)),
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
         )

@@ -50,6 +50,9 @@ class WatchState:
     """The optimizers that stepped, by index (a `ManualUpdates` for updates by hand)."""
     known: list[torch.optim.Optimizer] = field(default_factory=list)
     """Those and the ones found owning clipped parameters before their first step."""
+    zeroed: dict[int, Any] = field(default_factory=dict)
+    """id → every optimizer whose zero_grad() ran: one that never steps still holds its
+    parameters (an optimizer whose step() the script forgot)."""
     discovered: bool = False
     steps: int = 0
     backward_total: int = 0

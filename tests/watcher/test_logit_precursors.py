@@ -156,6 +156,23 @@ def test_a_drift_the_loss_explains_a_small_one_or_a_walk_stays_silent():
         assert "GS454" not in _found(run)
 
 
+def test_a_log_partition_grown_by_the_logits_spread_not_their_level_stays_silent():
+    """log Z is the mean logit plus the logsumexp of the centred logits: a margin that keeps
+    growing (hard-example mining on separable data: log Z 1.7 to 13 while the mean logit
+    stays at 0.08) moves only the second, no level a z-loss would hold. The same log Z
+    whose level moves with it still warns, up and down."""
+    for end in (25.0, -20.0):
+        means = _drifting(math.log(27), end)
+        top = tuple(m + 1.0 for m in means)
+        spread = [0.08 + 0.01 * math.sin(i) for i in range(len(means))]
+        level = [m - math.log(27) for m in means]
+        flat = OutputLogits(SAMPLES, tuple(means), top, 27, (), tuple(spread))
+        moved = OutputLogits(SAMPLES, tuple(means), top, 27, (), tuple(level))
+        assert "GS454" not in _found(_run(StateFacts(output_logits=flat))), end
+        (f,) = _found(_run(StateFacts(output_logits=moved)))["GS454"]
+        assert ("drifted up" if end > 0 else "drifted down") in f.message
+
+
 def test_a_run_of_one_or_a_few_samples_is_judged_without_a_trend():
     for n in (1, 2, 5):
         steps = SAMPLES[:n]
