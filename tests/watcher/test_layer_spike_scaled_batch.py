@@ -10,7 +10,6 @@ import pytest
 
 from gradscope.rules.step_layers import rest_moved
 from gradscope.steps.layer_spikes import LayerSpike
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 from tests.watcher.watch_scripts import watched
 
 
@@ -25,7 +24,6 @@ def test_the_rest_of_the_gradient_is_the_total_without_the_layer():
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("frozen_heap")
 def test_a_batch_that_scales_every_layer_is_no_layer_spike():
     report = watched("poisson_counts.py")
     assert not {f.rule for f in report.findings} & {"GS450", "GS403"}, report.findings

@@ -15,7 +15,6 @@ from test_watch_memory import _same
 from gradscope.steps.columns import StepColumn
 from gradscope.steps.step_record import StepRecord
 from gradscope.steps.step_store import StepStore
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 
 STEPS = 8_000
 TENSORS = 4
@@ -82,7 +81,6 @@ RUNS: dict[str, tuple[Callable[[int, random.Random], StepRecord], int]] = {
 }
 
 
-@pytest.mark.usefixtures("frozen_heap")  # its gc.collect() walks only what the test made
 @pytest.mark.parametrize("name", RUNS)
 def test_a_long_run_keeps_the_floats_that_change_per_step(name):
     """8,000 steps read back in tens as the recorder does; what the second half adds,

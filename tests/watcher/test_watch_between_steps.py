@@ -5,13 +5,8 @@ accumulation loop, from the same task switch on, still is one."""
 
 from __future__ import annotations
 
-import pytest
-
 from gradscope.findings import Severity
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 from tests.watcher.watch_scripts import domain_watched
-
-pytestmark = pytest.mark.usefixtures("frozen_heap")
 
 
 def test_a_fisher_estimate_between_steps_is_no_wiped_accumulation():

@@ -12,9 +12,8 @@ from watch_scripts import gradscope, script
 
 from gradscope.cli import app
 from gradscope.report import watch_plot
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("frozen_heap")]
+pytestmark = pytest.mark.slow
 
 
 def test_json_on_stdout_stays_valid_while_the_script_prints(tmp_path, runner):

@@ -12,7 +12,6 @@ import torch.nn.functional as F
 
 from gradscope.findings import Severity
 from gradscope.watcher.same_batch import SameBatch
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 from tests.watcher.watch_scripts import watched_domain
 
 
@@ -40,7 +39,6 @@ def test_targets_that_are_places_in_the_batch_are_told(targets, positional):
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("frozen_heap")
 @pytest.mark.parametrize("case", ["moco", "clip"])
 def test_a_contrastive_loss_is_no_warning(case):
     report = watched_domain("contrastive.py", case)
@@ -49,7 +47,6 @@ def test_a_contrastive_loss_is_no_warning(case):
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("frozen_heap")
 def test_mocos_early_rise_is_information_that_names_its_targets():
     (finding,) = watched_domain("contrastive.py", "moco").findings
     assert (finding.rule, finding.severity) == ("GS414", Severity.INFO)
@@ -57,7 +54,6 @@ def test_mocos_early_rise_is_information_that_names_its_targets():
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("frozen_heap")
 def test_a_classifier_whose_labels_are_data_still_blows_up():
     report = watched_domain("contrastive.py", "cls-lr")
     assert not report.run.state_facts.repeats[0].positional

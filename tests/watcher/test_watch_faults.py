@@ -33,9 +33,6 @@ from gradscope.watcher.patches import grad_scaler
 from gradscope.watcher.recorder import Recorder
 from gradscope.watcher.state import WatchState
 from gradscope.watcher.threads import Threads
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
-
-pytestmark = pytest.mark.usefixtures("frozen_heap")
 
 STEPS = 6
 NAN_STEP = 3

@@ -22,7 +22,6 @@ import os
 import pytest
 
 from gradscope.findings import Severity
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 from tests.watcher.watch_scripts import DOMAINS, domain_watched
 
 GLOW = os.path.join(DOMAINS, "glow_actnorm.py")
@@ -92,7 +91,6 @@ def test_a_module_whose_output_nothing_uses_is_not_told_only_of_a_cut():
     assert all("WaveNet" in f.advice for f in found)
 
 
-@pytest.mark.usefixtures("frozen_heap")
 def test_lazy_regularisers_steps_are_judged_against_their_own():
     report = domain_watched("lazy_regularised_gan.py")
     assert report.findings == [], report.findings
@@ -101,7 +99,6 @@ def test_lazy_regularisers_steps_are_judged_against_their_own():
     assert all("lazy_regularised_gan.py:" in f.site for f in side), side
 
 
-@pytest.mark.usefixtures("frozen_heap")
 def test_a_corrupted_batch_among_the_main_steps_is_still_named():
     found = domain_watched("lazy_regularised_gan.py", "spike").findings
     spike = [f for f in found if f.rule == "GS403"]

@@ -12,9 +12,7 @@ import os
 import pytest
 
 from gradscope.findings import Severity
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 
-pytestmark = pytest.mark.usefixtures("frozen_heap")
 DOMAIN = os.path.join(os.path.dirname(__file__), "domain_scripts")
 
 

@@ -11,9 +11,8 @@ import os
 import pytest
 
 from gradscope.findings import Severity
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("frozen_heap")]
+pytestmark = pytest.mark.slow
 SCRIPT = os.path.join(os.path.dirname(__file__), "domain_scripts", "lora_checkpointing.py")
 
 

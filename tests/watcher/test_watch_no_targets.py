@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import os
 
-import pytest
 from watch_scripts import step_record
 
 from gradscope.config import Thresholds
@@ -17,14 +16,12 @@ from gradscope.findings import Severity
 from gradscope.rules import watch as rules
 from gradscope.steps.meaning import LossKind, LossTerm
 from gradscope.steps.records import ParamInfo, WatchRun
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "domain_scripts", "masked_tokens.py")
 W = ParamInfo("w", (4, 4), True, True, 1e-3, 0, 1.0)
 CE = LossKind((LossTerm("cross_entropy", "mean", 1.0, classes=32),))
 
 
-@pytest.mark.usefixtures("frozen_heap")
 def test_a_masked_lm_whose_batches_lose_their_targets_is_named_at_that_step():
     from gradscope.watcher import watch_script
 
@@ -62,7 +59,6 @@ def test_a_nan_that_reaches_the_gradients_is_still_an_overflow():
     assert "0/0" not in f.message and "learning rate" in f.advice
 
 
-@pytest.mark.usefixtures("frozen_heap")
 def test_the_masked_lm_at_its_masking_rate_is_silent():
     from gradscope.watcher import watch_script
 

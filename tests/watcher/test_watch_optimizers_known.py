@@ -22,7 +22,6 @@ from gradscope.watcher import optim_known
 from gradscope.watcher.adam_eps import adam_state
 from gradscope.watcher.discover import Tracked
 from gradscope.watcher.optim_settings import group_settings
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 
 SCRIPTS = os.path.join(os.path.dirname(__file__), "optimizer_scripts")
 VENDOR = os.path.join(SCRIPTS, "optim_vendor")
@@ -52,7 +51,6 @@ def vendored():
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("frozen_heap")
 def test_a_healthy_prodigy_run_is_silent():
     report = _watched("prodigy")
     losses = [r.loss for r in report.run.steps]
@@ -61,7 +59,6 @@ def test_a_healthy_prodigy_run_is_silent():
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("frozen_heap")
 def test_prodigy_at_a_true_lr_far_too_high_still_fires():
     said = _said(_watched("prodigy-lr100", 40))
     assert said.get("GS414") == Severity.ERROR, said  # the loss blew up: measured
@@ -69,7 +66,6 @@ def test_prodigy_at_a_true_lr_far_too_high_still_fires():
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("frozen_heap")
 def test_an_adam_gradscope_does_not_know_is_read_by_its_measured_update():
     """Adam written out on Optimizer (adam_clone.py) with eps=0.1 on gradients of 1e-3:
     its measured first updates are Adam's, so its eps is read as Adam's and GS442 fires;
@@ -84,7 +80,6 @@ def test_an_adam_gradscope_does_not_know_is_read_by_its_measured_update():
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("frozen_heap")
 def test_lions_decoupled_decay_too_strong_still_fires():
     said = _said(_watched("lion-wd100"))
     assert said.get("GS420") == Severity.ERROR, said

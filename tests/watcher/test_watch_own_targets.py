@@ -15,10 +15,7 @@ from test_watch_rules_series import found, run_of, tiny_transformer_lr_03
 
 from gradscope.findings import Severity
 from gradscope.steps.state_facts import StateFacts
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 from tests.watcher.watch_scripts import domain_watched
-
-pytestmark = pytest.mark.usefixtures("frozen_heap")
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,7 @@ from __future__ import annotations
 import pytest
 
 from gradscope.findings import Severity
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 from tests.watcher.watch_scripts import domain_watched
-
-pytestmark = pytest.mark.usefixtures("frozen_heap")
 
 
 @pytest.mark.parametrize("mode", ["wolfe", "plain"])

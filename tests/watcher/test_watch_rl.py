@@ -13,9 +13,8 @@ import gymnasium  # noqa: F401  (a test dependency: the scripts' environments)
 import pytest
 
 from gradscope.findings import Severity
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("frozen_heap")]
+pytestmark = pytest.mark.slow
 
 RL = os.path.join(os.path.dirname(__file__), "rl_scripts")
 CLEANRL = os.path.join(RL, "cleanrl")

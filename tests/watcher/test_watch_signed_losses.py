@@ -12,7 +12,6 @@ import pytest
 from gradscope.config import Thresholds
 from gradscope.findings import Severity
 from gradscope.rules.step_common import spikes
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 from tests.watcher.watch_scripts import watched_domain
 
 
@@ -37,7 +36,6 @@ def test_a_signed_loss_that_jumps_from_where_it_was_is_a_spike(drift, at):
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("frozen_heap")
 def test_a_hinge_gans_generator_loss_drifting_through_zero_is_no_warning():
     report = watched_domain("gan_losses.py", "hinge")
     assert [f for f in report.findings if f.severity >= Severity.WARNING] == [], report.findings
@@ -45,7 +43,6 @@ def test_a_hinge_gans_generator_loss_drifting_through_zero_is_no_warning():
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("frozen_heap")
 def test_a_hinge_generators_loss_summed_by_mistake_once_still_spikes():
     report = watched_domain("gan_losses.py", "spike")
     (spike,) = [f for f in report.findings if f.rule == "GS402"]

@@ -12,7 +12,6 @@ import torch.nn.functional as F
 
 from gradscope.findings import Severity
 from gradscope.watcher import loss_graph, loss_inputs
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 from tests.watcher.watch_scripts import watched_domain
 
 torch.manual_seed(0)
@@ -69,7 +68,6 @@ def test_class_index_targets_keep_their_kind():
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("frozen_heap")
 @pytest.mark.parametrize("case", ["mixup", "distill"])
 def test_training_on_probability_targets_is_no_finding(case):
     report = watched_domain("soft_targets.py", case)
@@ -78,7 +76,6 @@ def test_training_on_probability_targets_is_no_finding(case):
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("frozen_heap")
 def test_mixups_cross_entropy_fed_a_softmax_is_a_double_softmax():
     (finding,) = watched_domain("soft_targets.py", "mixup-softmax").findings
     assert (finding.rule, finding.severity) == ("GS431", Severity.ERROR)

@@ -13,10 +13,9 @@ import gymnasium  # noqa: F401  (a test dependency: CartPole)
 import pytest
 
 from gradscope.findings import Severity
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 from tests.watcher.test_watch_paradigms import DCGAN, GAN_ARGS, STANDINS, _forget_stand_ins
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("frozen_heap")]
+pytestmark = pytest.mark.slow
 
 A2C = os.path.join(os.path.dirname(__file__), "rl_scripts", "own", "a2c_nstep.py")
 GAN2 = " ".join(GAN_ARGS).replace("--niter 1", "--niter 2").split()

@@ -15,9 +15,6 @@ from watch_scripts import watched
 
 from gradscope import api
 from gradscope.findings import Severity
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
-
-pytestmark = pytest.mark.usefixtures("frozen_heap")
 
 OURS = {"GS440", "GS441", "GS442", "GS443", "GS444"}
 

@@ -19,10 +19,7 @@ import pytest
 import torch
 
 from gradscope.findings import Severity
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 from tests.watcher.watch_scripts import domain_watched
-
-pytestmark = pytest.mark.usefixtures("frozen_heap")
 
 
 def _rules(report) -> set[str]:

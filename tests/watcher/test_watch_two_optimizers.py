@@ -11,12 +11,10 @@ import torch
 
 from gradscope.findings import Severity
 from gradscope.watcher.optim_settings import group_settings
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 from tests.watcher.watch_scripts import watched
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("frozen_heap")
 @pytest.mark.parametrize("mode", ["muon", "sparse"])
 def test_each_optimizer_on_one_backward_has_its_loss(mode):
     report = watched("two_optimizers_one_backward.py", mode)
@@ -32,7 +30,6 @@ def test_each_optimizer_on_one_backward_has_its_loss(mode):
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("frozen_heap")
 def test_the_micro_batches_of_one_backward_window_are_estimated_once():
     """With 2 micro-batches a step, both optimizers apply both calls; the noise scale's
     micro-batch norms go with the first step only (one estimate per window)."""

@@ -8,10 +8,9 @@ from __future__ import annotations
 import pytest
 
 from gradscope.findings import Severity
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 from tests.watcher.watch_scripts import watched
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("frozen_heap")]
+pytestmark = pytest.mark.slow
 
 
 def test_float16_weights_under_adam_are_named_at_step_1_as_the_nans_cause():

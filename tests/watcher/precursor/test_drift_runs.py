@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 
 from gradscope.findings import Severity
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 
-pytestmark = [pytest.mark.slow, pytest.mark.corpus, pytest.mark.usefixtures("frozen_heap")]
+pytestmark = [pytest.mark.slow, pytest.mark.corpus]
 
 SCRIPT = str(Path(__file__).with_name("drift_lm.py"))
 PRECURSORS = {"GS450", "GS451", "GS452", "GS453", "GS454"}

@@ -22,9 +22,8 @@ import pytest
 
 from gradscope.findings import Severity
 from gradscope.rules.step_attention import LEVEL
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("frozen_heap")]
+pytestmark = pytest.mark.slow
 
 SCRIPT = str(Path(__file__).with_name("logit_gpt.py"))
 PRECURSORS = {"GS451", "GS452", "GS453", "GS454"}

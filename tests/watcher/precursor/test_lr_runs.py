@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 
 from gradscope.findings import Severity
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("frozen_heap")]
+pytestmark = pytest.mark.slow
 
 SCRIPT = str(Path(__file__).with_name("char_gpt.py"))
 

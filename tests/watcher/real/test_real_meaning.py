@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
-
 from . import matrix, runs
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("frozen_heap")]
+pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("row", [pytest.param(r, id=r.case) for r in matrix.ROWS])

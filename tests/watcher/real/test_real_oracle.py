@@ -9,11 +9,9 @@ import math
 
 import pytest
 
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
-
 from . import runs
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("frozen_heap")]
+pytestmark = pytest.mark.slow
 
 RTOL = 1e-4
 """watch takes a float32 tensor's norm in float32 on the CPU (a float64 norm copies the

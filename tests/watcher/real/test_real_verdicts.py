@@ -12,12 +12,11 @@ import re
 import pytest
 
 from gradscope.findings import Severity
-from tests.watcher.frozen_heap import frozen_heap  # noqa: F401  (the fixture, used by name)
 
 from . import runs
 from .drivers import inject
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("frozen_heap")]
+pytestmark = pytest.mark.slow
 
 
 def by_rule(report) -> dict[str, list]:
