@@ -68,6 +68,8 @@ class SameBatch:
         if found is None:
             return
         node, target = found
+        if target.numel() < 2 or target.is_complex() or target.dtype == torch.bool:
+            return  # nothing a batch's labels are compared by (an empty batch, a mask)
         built = _by_construction(target)
         if _indices(target) and len(self.positional) < MAX_COMPARED:
             self.positional.append(built)

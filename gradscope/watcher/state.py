@@ -6,6 +6,7 @@ come from any thread of the script."""
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,9 +51,12 @@ class WatchState:
     """The optimizers that stepped, by index (a `ManualUpdates` for updates by hand)."""
     known: list[torch.optim.Optimizer] = field(default_factory=list)
     """Those and the ones found owning clipped parameters before their first step."""
-    zeroed: dict[int, Any] = field(default_factory=dict)
-    """id → every optimizer whose zero_grad() ran: one that never steps still holds its
-    parameters (an optimizer whose step() the script forgot)."""
+    zeroed: weakref.WeakValueDictionary[int, Any] = field(
+        default_factory=weakref.WeakValueDictionary
+    )
+    """id → every live optimizer whose zero_grad() ran: one that never steps still holds
+    its parameters (an optimizer whose step() the script forgot). Weak: an optimizer the
+    script rebuilds every epoch is not kept alive with its state."""
     discovered: bool = False
     steps: int = 0
     backward_total: int = 0
