@@ -33,6 +33,7 @@ from gradscope.inspector.fused_stats import FusedNumbers, GradNumbers, fused_sta
 from gradscope.inspector.graph_memory import retained_graphs, saved_bytes
 from gradscope.inspector.hooks import backward_target, call_model, pick_loss
 from gradscope.inspector.preserve import paused_guard, preserved_state
+from gradscope.rules.derivative_bias import differentiated
 from gradscope.stats import FedProbabilities, ModuleStats, ParamStats, RunStats
 from gradscope.watcher import loss_inputs
 
@@ -156,6 +157,7 @@ def measure(
             loss_scale=None if scale is None else scale.value,
             loss_terms=None if weighted else summed_terms(loss),
             fed_probabilities=fed,
+            loss_through_derivative=differentiated(type(n).__name__ for n in nodes),
         )
 
 

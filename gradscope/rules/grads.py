@@ -4,13 +4,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
+from gradscope.rules import derivative_bias
 from gradscope.rules.experts import idle_experts
 from gradscope.rules.params import trainable
 from gradscope.rules.registry import DECLARED, Stage, rule
-from gradscope.stats import RunStats
+from gradscope.stats import ParamStats, RunStats
 
 
 @rule(
@@ -63,8 +66,27 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
                 "find the .detach(), .data, torch.no_grad() or non-torch round-trip "
                 "between the module and the loss"
             )
-        out.append(this.finding(p.name, f"grad of {p.name} is None: {why}", advice))
+        finding = this.finding(p.name, f"grad of {p.name} is None: {why}", advice)
+        weight = _differentiated_bias(stats, p)
+        if weight is not None:
+            finding = replace(
+                finding,
+                severity=Severity.INFO,
+                message=f"grad of {p.name} is None "
+                + derivative_bias.explanation(weight, "got one"),
+                advice=derivative_bias.ADVICE,
+            )
+        out.append(finding)
     return out
+
+
+def _differentiated_bias(stats: RunStats, p: ParamStats) -> str | None:
+    """The weight beside bias `p` when that weight got a gradient from a loss that reads the
+    model through a derivative (rules/derivative_bias.py); None otherwise."""
+    weight = derivative_bias.weight_of(p.name, p.shape)
+    if not stats.loss_through_derivative or weight is None:
+        return None
+    return weight if any(q.name == weight and q.has_grad for q in stats.params) else None
 
 
 @rule(

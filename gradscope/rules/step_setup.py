@@ -12,7 +12,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules import shift_invariance
+from gradscope.rules import derivative_bias, shift_invariance
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import (
     about,
@@ -218,7 +218,16 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
             "where the graph is cut)",
         )
         weight = None if none else shift_invariance.cancelled(run, i)
-        if weight is not None:
+        through = derivative_bias.learned_weight(run, i) if none else None
+        if through is not None:
+            finding = replace(
+                finding,
+                severity=Severity.INFO,
+                message=f"{p.name} got no gradient (None) in all {len(stepped)} steps "
+                f"{derivative_bias.explanation(through)}",
+                advice=derivative_bias.ADVICE,
+            )
+        elif weight is not None:
             finding = shift_invariance.as_information(
                 finding, f"{p.name} got only zero gradients in all {len(stepped)} steps", weight
             )
