@@ -51,6 +51,9 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             out.append(_no_grad_outside(run, p))
             continue
         copy = _copy_of(p, copies)
+        if not copy and values_changed(p) and not _piled_up(run, i):
+            out.append(_moved_by_script(run, p))
+            continue
         advice = (
             f"{p.name} looks like a copy of {copy} (a target, EMA or teacher network): compute "
             "its forward under torch.no_grad() or .detach() its output; adding it to the "
@@ -70,6 +73,23 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             )
         )
     return out
+
+
+def _moved_by_script(run: WatchRun, p: ParamInfo) -> Finding:
+    """Information: outside every optimizer, given gradients that did not pile up, and its
+    values changed: the script moves it itself (an inner loop's weights written back after a
+    meta-step, an update by hand), so no optimizer was meant to step it."""
+    finding = RULES["GS411"].finding(
+        p.name,
+        f"{p.name} gets gradients but is in no optimizer param group; its values changed "
+        f"(norm {num(p.weight_norm)} at the first step, {num(p.last_norm)} at the end) and its "
+        "gradient did not pile up: the script moves it itself (an inner loop's weights "
+        "written back, an update by hand)",
+        "nothing to fix if its own update is meant; if that update does not read these "
+        "gradients, a .detach() where the loss reaches it saves their backward",
+        evidence=(f"optimizers: {', '.join(run.optimizers)}",),
+    )
+    return replace(finding, severity=Severity.INFO)
 
 
 def _no_grad_outside(run: WatchRun, p: ParamInfo) -> Finding:
