@@ -14,7 +14,9 @@ every layer's output reaches its bias as it reaches its weight.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
+from gradscope.findings import Finding, Severity
 from gradscope.rules import shift_invariance
 from gradscope.steps.records import WatchRun
 
@@ -57,3 +59,9 @@ ADVICE = (
     "`bias=False` on that layer drops the parameter, or a loss term on the output's own "
     "value (an energy's) gives it a gradient"
 )
+
+
+def as_information(finding: Finding, head: str, weight: str, did: str = "learned") -> Finding:
+    """`finding` said as information: `head` (what the bias got), then why."""
+    message = f"{head} {explanation(weight, did)}"
+    return replace(finding, severity=Severity.INFO, message=message, advice=ADVICE)

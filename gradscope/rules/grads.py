@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
@@ -38,7 +36,9 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
     says which of three it is: the loss itself does not require grad; the parameter's module
     never ran in the forward; or it ran but its output does not reach the loss, and then the
     explanation pass names the op that cut the graph (.detach(), .data, torch.no_grad(), a numpy
-    round-trip) with its file and line."""
+    round-trip) with its file and line. A bias beside a weight that got a gradient, under a
+    loss read through a derivative taken with create_graph, is information (its constant
+    has derivative 0: rules/derivative_bias.py)."""
     ran = {m.name for m in stats.modules if m.ran}
     routed = idle_experts(stats)
     out = []
@@ -69,13 +69,8 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
         finding = this.finding(p.name, f"grad of {p.name} is None: {why}", advice)
         weight = _differentiated_bias(stats, p)
         if weight is not None:
-            finding = replace(
-                finding,
-                severity=Severity.INFO,
-                message=f"grad of {p.name} is None "
-                + derivative_bias.explanation(weight, "got one"),
-                advice=derivative_bias.ADVICE,
-            )
+            head = f"grad of {p.name} is None"
+            finding = derivative_bias.as_information(finding, head, weight, "got one")
         out.append(finding)
     return out
 

@@ -39,7 +39,9 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     gradient (a target network, an EMA copy, a teacher: updated by copying weights, if at all)
     is information only: nothing is wrong with its gradients. Its norm at the first step and
     at the end (one read for the run) says which: values that changed were updated by copy,
-    fine; values that never changed are updated by nothing (freeze it)."""
+    fine; values that never changed are updated by nothing (freeze it). One given gradients
+    that did not pile up, whose values changed, is moved by the script itself (a learned
+    lr's inner loop written back): information too."""
     if not run.optimizers:
         return []
     copies = _trained_shapes(run)

@@ -201,7 +201,9 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     self-supervised wrappers read the representation there: the classifier head after it is
     computed for nothing by design), and where it is a bias that got exact zeros while its
     layer's weight learned (the loss is blind to a shift of the layer's outputs: they are
-    subtracted from each other or normalised after it; see rules/shift_invariance.py)."""
+    subtracted from each other or normalised after it; see rules/shift_invariance.py), and
+    where a bias never got one while its weight learned under a loss on a derivative taken
+    with create_graph (a force field's forces: rules/derivative_bias.py)."""
     stepped = live(run)
     if not stepped:
         return []
@@ -220,13 +222,8 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
         weight = None if none else shift_invariance.cancelled(run, i)
         through = derivative_bias.learned_weight(run, i) if none else None
         if through is not None:
-            finding = replace(
-                finding,
-                severity=Severity.INFO,
-                message=f"{p.name} got no gradient (None) in all {len(stepped)} steps "
-                f"{derivative_bias.explanation(through)}",
-                advice=derivative_bias.ADVICE,
-            )
+            head = f"{p.name} got no gradient (None) in all {len(stepped)} steps"
+            finding = derivative_bias.as_information(finding, head, through)
         elif weight is not None:
             finding = shift_invariance.as_information(
                 finding, f"{p.name} got only zero gradients in all {len(stepped)} steps", weight
