@@ -267,6 +267,13 @@ _frozen_only = (
 )
 
 
+_no_module = (
+    " (no nn.Module ran: the backward trains tensors no module holds, a simulation's "
+    "parameters or an input; inspect measures a model's parameters, `gradscope watch` this "
+    "script's steps)"
+)
+
+
 def _before(step: int | str | None) -> str:
     if isinstance(step, int):
         return f"before the backward of step {step}"
@@ -308,7 +315,7 @@ def _measure(
     if not seen.roots:
         raise TargetError(
             f"{path} called backward() before any nn.Module with trainable parameters ran"
-            + (_frozen_only if seen.order else "")
+            + (_frozen_only if seen.order else _no_module)
         )
     written = seen.written()
     if written:
