@@ -92,7 +92,17 @@ def _outside_backward() -> bool:
 
 
 def _trainable(module: nn.Module) -> bool:
-    return any(p.requires_grad for p in module.parameters())
+    return any(_requires_grad(p) for p in module.parameters())
+
+
+def _requires_grad(t: torch.Tensor) -> bool:
+    """Under torch.func's transforms (a Lagrangian's Hessian by jacfwd over grad, vmapped) a
+    module called by functional_call holds its parameters wrapped, and the wrapper does not
+    say whether the tensor it wraps requires grad: asked of that tensor."""
+    functorch = torch._C._functorch
+    while functorch.is_functorch_wrapped_tensor(t):
+        t = functorch.get_unwrapped(t)
+    return t.requires_grad
 
 
 def _model(roots: list[nn.Module]) -> nn.Module:

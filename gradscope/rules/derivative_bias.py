@@ -48,9 +48,10 @@ def learned_weight(run: WatchRun, i: int) -> str | None:
 
 def explanation(weight: str, did: str = "learned") -> str:
     return (
-        f"while {weight} {did}: the loss reads the model only through a gradient taken "
-        "with create_graph=True (an autograd.grad of its output with respect to its input), "
-        "and this bias adds a constant to that output, whose derivative is 0, so nothing is cut"
+        f"while {weight} {did}: the loss reads the model only through a gradient of its "
+        "output with respect to its input, taken into the graph (autograd.grad with "
+        "create_graph=True, torch.func.grad), and this bias adds a constant to that output, "
+        "whose derivative is 0, so nothing is cut"
     )
 
 

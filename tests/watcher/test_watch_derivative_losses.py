@@ -64,3 +64,15 @@ def test_inspect_says_the_output_bias_is_read_through_the_derivative(mode, sever
         assert [f.severity for f in bias] == [severity]
         assert "create_graph" in bias[0].message
         assert _loud(report.findings) == [], report.findings
+
+
+def test_inspect_finds_a_model_torch_func_runs_and_its_derivative_read_bias():
+    """A Lagrangian network by functional_call under torch.func's jacfwd over grad, vmapped:
+    the module holds its parameters wrapped while it runs, and inspect said its modules were
+    all frozen (exit 2). Its first step's gradient is large where the learned Hessian's
+    entry it divides by is near 0 (GS104, not judged here)."""
+    report = gradscope.inspect_script(os.path.join(DOMAINS, SCRIPT), ["lnn", "1"])
+    got = [p.name for p in report.stats.params if p.has_grad]
+    assert got == ["0.weight", "0.bias", "2.weight", "2.bias", "4.weight"]
+    none = [(f.subject, f.severity) for f in report.findings if f.rule == "GS101"]
+    assert none == [("4.bias", Severity.INFO)], report.findings

@@ -1,7 +1,9 @@
 """Losses on a derivative of the model's output: a Hamiltonian neural network (Greydanus et
 al. 2019: the time derivatives of a learned H(q, p) by autograd.grad with create_graph) and
 a machine-learned force field (forces = -dE/dpositions, loss = energy MSE + 100 x force
-MSE). Modes: `hnn`, `forces`; bugs `hnn-aux` (an auxiliary head in the optimizer whose
+MSE), and a Lagrangian neural network (Cranmer et al. 2020: accelerations from the learned
+L(q, q')'s Hessian, torch.func's jacfwd over grad, vmapped, the model by functional_call).
+Modes: `hnn`, `forces`, `lnn`; bugs `hnn-aux` (an auxiliary head in the optimizer whose
 output the loss never reads) and `detached-bias` (a first-order energy fit whose output
 bias is added detached)."""
 
@@ -10,6 +12,7 @@ import sys
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.func import functional_call, grad, jacfwd, vmap
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "hnn"
 STEPS = int(sys.argv[2]) if len(sys.argv) > 2 else 30
@@ -34,6 +37,20 @@ def hnn_loss(model):
     dx_true = torch.stack([x[:, 1], -x[:, 0]], 1).detach()
     dh = torch.autograd.grad(model(x).sum(), x, create_graph=True)[0]
     return F.mse_loss(torch.stack([dh[:, 1], -dh[:, 0]], 1), dx_true)
+
+
+def lnn_loss(model):
+    def lagrangian(params, x):
+        return functional_call(model, params, (x,)).squeeze()
+
+    def acceleration(params, x):  # a pendulum's (θ, θ'): θ'' = -sin θ
+        g = grad(lagrangian, argnums=1)(params, x)
+        h = jacfwd(grad(lagrangian, argnums=1), argnums=1)(params, x)
+        return (g[0] - h[1, 0] * x[1]) / h[1, 1]
+
+    x = POINTS
+    pred = vmap(acceleration, in_dims=(None, 0))(dict(model.named_parameters()), x)
+    return F.mse_loss(pred, -torch.sin(x[:, 0]))
 
 
 class Energy(nn.Module):
@@ -72,7 +89,12 @@ def force_loss(model, forces: bool):
     return loss
 
 
-if MODE.startswith("hnn"):
+if MODE == "lnn":
+    model = nn.Sequential(
+        nn.Linear(2, 64), nn.Softplus(), nn.Linear(64, 64), nn.Softplus(), nn.Linear(64, 1)
+    )
+    step_loss = lnn_loss
+elif MODE.startswith("hnn"):
     model = Hamiltonian(aux=MODE == "hnn-aux")
     step_loss = hnn_loss
 else:
