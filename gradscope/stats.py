@@ -104,3 +104,6 @@ class RunStats:
     """The loss adds up this many terms (`.sum()`, reduction='sum'): its gradients are that
     many times a mean-reduced loss's, so absolute bounds are judged per term. None: a mean
     or a reduction not known."""
+    loss_through_derivative: bool = False
+    """The loss's graph holds a gradient taken with create_graph (a force field's forces, a
+    Hamiltonian's time derivatives): the model is read through that derivative."""

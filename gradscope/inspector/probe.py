@@ -33,6 +33,7 @@ from gradscope.inspector.fused_stats import FusedNumbers, GradNumbers, fused_sta
 from gradscope.inspector.graph_memory import retained_graphs, saved_bytes
 from gradscope.inspector.hooks import backward_target, call_model, pick_loss
 from gradscope.inspector.preserve import paused_guard, preserved_state
+from gradscope.rules.derivative_bias import differentiated
 from gradscope.stats import FedProbabilities, ModuleStats, ParamStats, RunStats
 from gradscope.watcher import loss_inputs
 
@@ -126,7 +127,7 @@ def measure(
     with paused_guard():
         nodes = hooks.graph_nodes(target)
         saved = saved_bytes(nodes, [p for _, p in named])
-        fed = fed_probabilities(target)  # before the backward frees what the nodes saved
+        facts = _graph_facts(target, nodes)  # before the backward frees what nodes saved
     named, grads = _gradients(model, target, grad_outputs, named, nodes)
     with paused_guard():  # from here on, only gradscope's own tensor code runs
         loss = scale.loss if scale is not None else target
@@ -155,8 +156,17 @@ def measure(
             retained=retained_graphs(modules, [p for _, p in named]),
             loss_scale=None if scale is None else scale.value,
             loss_terms=None if weighted else summed_terms(loss),
-            fed_probabilities=fed,
+            **facts,
         )
+
+
+def _graph_facts(loss: torch.Tensor, nodes: Iterable[Any]) -> dict[str, Any]:
+    """What the loss's graph shows of its meaning: a loss fed probabilities, a loss on a
+    derivative taken with create_graph (rules/derivative_bias.py)."""
+    return {
+        "fed_probabilities": fed_probabilities(loss),
+        "loss_through_derivative": differentiated(type(n).__name__ for n in nodes),
+    }
 
 
 def fed_probabilities(loss: torch.Tensor) -> tuple[FedProbabilities, ...]:

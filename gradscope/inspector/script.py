@@ -113,7 +113,17 @@ def _outside_backward() -> bool:
 
 
 def _trainable(module: nn.Module) -> bool:
-    return any(p.requires_grad for p in module.parameters())
+    return any(_requires_grad(p) for p in module.parameters())
+
+
+def _requires_grad(t: torch.Tensor) -> bool:
+    """Under torch.func's transforms (a Lagrangian's Hessian by jacfwd over grad, vmapped) a
+    module called by functional_call holds its parameters wrapped, and the wrapper does not
+    say whether the tensor it wraps requires grad: asked of that tensor."""
+    functorch = torch._C._functorch
+    while functorch.is_functorch_wrapped_tensor(t):
+        t = functorch.get_unwrapped(t)
+    return t.requires_grad
 
 
 def _model(roots: list[nn.Module]) -> nn.Module:
@@ -292,6 +302,13 @@ _frozen_only = (
 )
 
 
+_no_module = (
+    " (no nn.Module ran: the backward trains tensors no module holds, a simulation's "
+    "parameters or an input; inspect measures a model's parameters, `gradscope watch` this "
+    "script's steps)"
+)
+
+
 def _before(step: int | str | None) -> str:
     if isinstance(step, int):
         return f"before the backward of step {step}"
@@ -333,7 +350,7 @@ def _measure(
     if not seen.roots:
         raise TargetError(
             f"{path} called backward() before any nn.Module with trainable parameters ran"
-            + (_frozen_only if seen.order else "")
+            + (_frozen_only if seen.order else _no_module)
         )
     written = seen.written()
     if written:

@@ -9,10 +9,11 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
+from gradscope.rules import derivative_bias
 from gradscope.rules.experts import idle_experts
 from gradscope.rules.params import trainable
 from gradscope.rules.registry import DECLARED, Stage, rule
-from gradscope.stats import RunStats
+from gradscope.stats import ParamStats, RunStats
 
 UNUSED = ", or nothing the loss depends on uses its output"
 CUT_ADVICE = (
@@ -55,7 +56,9 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
     says which of three it is: the loss itself does not require grad; the parameter's module
     never ran in the forward; or it ran but its output does not reach the loss, and then the
     explanation pass names the op that cut the graph (.detach(), .data, torch.no_grad(), a numpy
-    round-trip) with its file and line."""
+    round-trip) with its file and line. A bias beside a weight that got a gradient, under a
+    loss read through a derivative taken with create_graph, is information (its constant
+    has derivative 0: rules/derivative_bias.py)."""
     ran = {m.name for m in stats.modules if m.ran}
     routed = idle_experts(stats)
     out = []
@@ -80,8 +83,22 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
                 f"the loss: the graph is cut after it{UNUSED}"
             )
             advice = CUT_ADVICE + UNUSED_ADVICE
-        out.append(this.finding(p.name, f"grad of {p.name} is None: {why}", advice))
+        finding = this.finding(p.name, f"grad of {p.name} is None: {why}", advice)
+        weight = _differentiated_bias(stats, p)
+        if weight is not None:
+            head = f"grad of {p.name} is None"
+            finding = derivative_bias.as_information(finding, head, weight, "got one")
+        out.append(finding)
     return out
+
+
+def _differentiated_bias(stats: RunStats, p: ParamStats) -> str | None:
+    """The weight beside bias `p` when that weight got a gradient from a loss that reads the
+    model through a derivative (rules/derivative_bias.py); None otherwise."""
+    weight = derivative_bias.weight_of(p.name, p.shape)
+    if not stats.loss_through_derivative or weight is None:
+        return None
+    return weight if any(q.name == weight and q.has_grad for q in stats.params) else None
 
 
 @rule(

@@ -40,7 +40,9 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     gradient (a target network, an EMA copy, a teacher: updated by copying weights, if at all)
     is information only: nothing is wrong with its gradients. Its norm at the first step and
     at the end (one read for the run) says which: values that changed were updated by copy,
-    fine; values that never changed are updated by nothing (freeze it)."""
+    fine; values that never changed are updated by nothing (freeze it). One given gradients
+    that did not pile up, whose values changed, is moved by the script itself (a learned
+    lr's inner loop written back): information too."""
     if not run.optimizers:
         return []
     copies = _trained_shapes(run)
@@ -55,6 +57,9 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             out.append(_never_stepped(this, run, p, i))
             continue
         copy = _copy_of(p, copies)
+        if not copy and values_changed(p) and not _piled_up(run, i):
+            out.append(_moved_by_script(run, p))
+            continue
         advice = (
             f"{p.name} looks like a copy of {copy} (a target, EMA or teacher network): compute "
             "its forward under torch.no_grad() or .detach() its output; adding it to the "
@@ -91,6 +96,23 @@ def _never_stepped(this: Rule, run: WatchRun, p: ParamInfo, i: int) -> Finding:
             *_piled_up(run, i),
         ),
     )
+
+
+def _moved_by_script(run: WatchRun, p: ParamInfo) -> Finding:
+    """Information: outside every optimizer, given gradients that did not pile up, and its
+    values changed: the script moves it itself (an inner loop's weights written back after a
+    meta-step, an update by hand), so no optimizer was meant to step it."""
+    finding = RULES["GS411"].finding(
+        p.name,
+        f"{p.name} gets gradients but is in no optimizer param group; its values changed "
+        f"(norm {num(p.weight_norm)} at the first step, {num(p.last_norm)} at the end) and its "
+        "gradient did not pile up: the script moves it itself (an inner loop's weights "
+        "written back, an update by hand)",
+        "nothing to fix if its own update is meant; if that update does not read these "
+        "gradients, a .detach() where the loss reaches it saves their backward",
+        evidence=(f"optimizers: {', '.join(run.optimizers)}",),
+    )
+    return replace(finding, severity=Severity.INFO)
 
 
 def _no_grad_outside(run: WatchRun, p: ParamInfo) -> Finding:

@@ -12,7 +12,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules import shift_invariance
+from gradscope.rules import derivative_bias, shift_invariance
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import (
     about,
@@ -201,7 +201,9 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     self-supervised wrappers read the representation there: the classifier head after it is
     computed for nothing by design), and where it is a bias that got exact zeros while its
     layer's weight learned (the loss is blind to a shift of the layer's outputs: they are
-    subtracted from each other or normalised after it; see rules/shift_invariance.py)."""
+    subtracted from each other or normalised after it; see rules/shift_invariance.py), and
+    where a bias never got one while its weight learned under a loss on a derivative taken
+    with create_graph (a force field's forces: rules/derivative_bias.py)."""
     stepped = live(run)
     if not stepped:
         return []
@@ -218,7 +220,11 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
             "where the graph is cut)",
         )
         weight = None if none else shift_invariance.cancelled(run, i)
-        if weight is not None:
+        through = derivative_bias.learned_weight(run, i) if none else None
+        if through is not None:
+            head = f"{p.name} got no gradient (None) in all {len(stepped)} steps"
+            finding = derivative_bias.as_information(finding, head, through)
+        elif weight is not None:
             finding = shift_invariance.as_information(
                 finding, f"{p.name} got only zero gradients in all {len(stepped)} steps", weight
             )

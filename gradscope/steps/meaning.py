@@ -105,6 +105,9 @@ class LossKind:
     """backward ran on GradScaler's scaled loss; the terms are read below the scale."""
     where: str | None = None
     """file:line of the backward call, where a term was fed probabilities."""
+    derivative: bool = False
+    """The graph holds a gradient taken with create_graph: the loss reads the model through
+    a derivative of its output (a force field's forces, a Hamiltonian's time derivatives)."""
 
     def misfed(self) -> list[LossTerm]:
         """The terms fed probabilities (or log-probabilities over the wrong axis)."""

@@ -20,8 +20,10 @@ import torch
 
 from gradscope.autograd_walk import NodeWalk, Order
 from gradscope.errors import user_line
+from gradscope.rules import derivative_bias
 from gradscope.steps.meaning import LossKind, LossTerm
 from gradscope.watcher import loss_inputs
+from gradscope.watcher.discover import MAX_GRAPH_NODES
 
 MAX_NODES = 64
 """Nodes visited per loss at most: the reducing nodes above the loss nodes are few."""
@@ -89,7 +91,15 @@ def read(loss: torch.Tensor, scaled: bool = False) -> LossKind:
                 found.append(smoothing)
     unknown += walk.pending  # reached past the bound: not read, counted unknown
     where = user_line() if any(t.misfed for t in found) else None  # rare: only then
-    return LossKind(tuple(found[:MAX_TERMS]), unknown, scaled, where)
+    return LossKind(tuple(found[:MAX_TERMS]), unknown, scaled, where, _differentiated(loss))
+
+
+def _differentiated(loss: torch.Tensor) -> bool:
+    """The loss's graph holds a gradient taken with create_graph (rules/derivative_bias.py):
+    the whole graph walked, up to the bound every walk of it has."""
+    roots = [] if loss.grad_fn is None else [loss.grad_fn]
+    walk = NodeWalk(roots, limit=MAX_GRAPH_NODES)
+    return derivative_bias.differentiated(type(node).__name__ for node in walk)
 
 
 def plus(a: LossKind, b: LossKind) -> LossKind:
@@ -97,7 +107,8 @@ def plus(a: LossKind, b: LossKind) -> LossKind:
     losses): every term of both, so its bound and sign are the sum's."""
     terms = (a.terms + b.terms)[:MAX_TERMS]
     unknown = a.unknown_terms + b.unknown_terms
-    return LossKind(terms, unknown, a.scaled or b.scaled, a.where or b.where)
+    derivative = a.derivative or b.derivative
+    return LossKind(terms, unknown, a.scaled or b.scaled, a.where or b.where, derivative)
 
 
 def _below(branch: _Branch) -> list[_Branch] | None:

@@ -109,6 +109,14 @@ def test_torch_autograd_backward_is_caught_too(train):
             TargetError,
             "before any nn.Module with trainable parameters ran",
         ),
+        (  # a differentiable simulation: Adam over a physical field held by no module
+            "import torch\nk = torch.nn.Parameter(torch.zeros(8))\nopt = torch.optim.Adam([k])\n"
+            "u = torch.rand(8)\nfor _ in range(5):\n    u = u + 0.1 * k.exp() * u.roll(1)\n"
+            "u.sum().backward()\n",
+            TargetError,
+            "no nn.Module ran: the backward trains tensors no module holds, a simulation's "
+            "parameters or an input; inspect measures a model's parameters, `gradscope watch`",
+        ),
         (  # an adversarial example / deep dream: Adam over the image, the network frozen
             "import torch\nnet = torch.nn.Linear(4, 2).requires_grad_(False)\n"
             "img = torch.rand(1, 4, requires_grad=True)\nopt = torch.optim.Adam([img])\n"

@@ -1,0 +1,68 @@
+"""A bias that gets no gradient because the loss reads its model only through a derivative
+(GS101, GS413).
+
+A loss built on `torch.autograd.grad(output, input, create_graph=True)` (a Hamiltonian
+network's time derivatives, a force field's forces -dE/dx) reaches the weights through that
+derivative's own graph, whose nodes are named `...BackwardBackward0`. The output layer's
+bias moves the output by a constant, whose derivative with respect to the input is 0: no
+path leads from the loss to it, and its gradient stays None while its layer's weight
+learns. Nothing is cut: the output (an energy, a Hamiltonian) is defined up to that
+constant. A bias None beside a weight that learned happens in no first-order graph, where
+every layer's output reaches its bias as it reaches its weight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from gradscope.findings import Finding, Severity
+from gradscope.rules import shift_invariance
+from gradscope.steps.records import WatchRun
+
+MARK = "BackwardBackward"
+"""In the name of every node autograd records while it differentiates a backward formula."""
+
+
+def differentiated(names: Iterable[str]) -> bool:
+    """The loss's graph, by its nodes' type names, holds a gradient taken with create_graph."""
+    return any(MARK in name for name in names)
+
+
+def weight_of(name: str, shape: tuple[int, ...]) -> str | None:
+    """The `weight` beside a 1-d `bias` of that name; None for other tensors."""
+    if not name.endswith("bias") or len(shape) != 1:
+        return None
+    return name[: -len("bias")] + "weight"
+
+
+def learned_weight(run: WatchRun, i: int) -> str | None:
+    """The weight beside bias i when the bias never had a gradient, the weight got one, and
+    a loss of the run read the model through a derivative; None otherwise."""
+    j = shift_invariance.sibling_weight(run, i)
+    if j is None or run.tensors.ever_had_grad(i) or not run.tensors.got_grad(j):
+        return None
+    kinds = [run.loss_kind(k) for k in range(len(run.optimizers))]
+    return run.params[j].name if any(k is not None and k.derivative for k in kinds) else None
+
+
+def explanation(weight: str, did: str = "learned") -> str:
+    return (
+        f"while {weight} {did}: the loss reads the model only through a gradient of its "
+        "output with respect to its input, taken into the graph (autograd.grad with "
+        "create_graph=True, torch.func.grad), and this bias adds a constant to that output, "
+        "whose derivative is 0, so nothing is cut"
+    )
+
+
+ADVICE = (
+    "nothing to fix: the output is defined up to a constant (an energy, a Hamiltonian); "
+    "`bias=False` on that layer drops the parameter, or a loss term on the output's own "
+    "value (an energy's) gives it a gradient"
+)
+
+
+def as_information(finding: Finding, head: str, weight: str, did: str = "learned") -> Finding:
+    """`finding` said as information: `head` (what the bias got), then why."""
+    message = f"{head} {explanation(weight, did)}"
+    return replace(finding, severity=Severity.INFO, message=message, advice=ADVICE)
