@@ -86,7 +86,8 @@ def probe_statuses(
 
 
 def _probe(model: Any, batch: Any, loss_fn: Any, settings: Any) -> Probed:
-    """One probe pass: each parameter's status, and the findings `inspect` would report."""
-    report = inspect(model, batch, loss_fn, settings=settings, explain=False)
+    """One probe pass: each parameter's status, and the findings `inspect` reports (its
+    explanation of a cut or a NaN included, which runs only where there is one)."""
+    report = inspect(model, batch, loss_fn, settings=settings)
     judged = report.outcome()
     return Probed(statuses_of(report), tuple(judged.findings), tuple(judged.ignored))

@@ -26,14 +26,13 @@ from typing import Any
 
 import torch
 
-from gradscope.autograd_walk import NodeWalk
+from gradscope.autograd_walk import NodeWalk, differentiated
 from gradscope.errors import UserCodeError
 from gradscope.inspector import hooks
 from gradscope.inspector.fused_stats import FusedNumbers, GradNumbers, fused_stats, owners, plans
 from gradscope.inspector.graph_memory import retained_graphs, saved_bytes
 from gradscope.inspector.hooks import backward_target, call_model, pick_loss
 from gradscope.inspector.preserve import paused_guard, preserved_state
-from gradscope.rules.derivative_bias import differentiated
 from gradscope.stats import FedProbabilities, ModuleStats, ParamStats, RunStats
 from gradscope.watcher import loss_inputs
 

@@ -13,20 +13,11 @@ every layer's output reaches its bias as it reaches its weight.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import replace
 
 from gradscope.findings import Finding, Severity
 from gradscope.rules import shift_invariance
 from gradscope.steps.records import WatchRun
-
-MARK = "BackwardBackward"
-"""In the name of every node autograd records while it differentiates a backward formula."""
-
-
-def differentiated(names: Iterable[str]) -> bool:
-    """The loss's graph, by its nodes' type names, holds a gradient taken with create_graph."""
-    return any(MARK in name for name in names)
 
 
 def weight_of(name: str, shape: tuple[int, ...]) -> str | None:

@@ -18,9 +18,8 @@ from typing import Any
 
 import torch
 
-from gradscope.autograd_walk import NodeWalk, Order
+from gradscope.autograd_walk import NodeWalk, Order, differentiated
 from gradscope.errors import user_line
-from gradscope.rules import derivative_bias
 from gradscope.steps.meaning import LossKind, LossTerm
 from gradscope.watcher import loss_inputs
 from gradscope.watcher.discover import MAX_GRAPH_NODES
@@ -99,7 +98,7 @@ def _differentiated(loss: torch.Tensor) -> bool:
     the whole graph walked, up to the bound every walk of it has."""
     roots = [] if loss.grad_fn is None else [loss.grad_fn]
     walk = NodeWalk(roots, limit=MAX_GRAPH_NODES)
-    return derivative_bias.differentiated(type(node).__name__ for node in walk)
+    return differentiated(type(node).__name__ for node in walk)
 
 
 def plus(a: LossKind, b: LossKind) -> LossKind:
