@@ -31,7 +31,14 @@ import torch
 from torch import nn
 
 from gradscope.errors import TargetError, UserCodeError
-from gradscope.inspector import hooks, probe, script_facts, script_stop, stop_patches
+from gradscope.inspector import (
+    hooks,
+    param_owners,
+    probe,
+    script_facts,
+    script_stop,
+    stop_patches,
+)
 from gradscope.inspector.script_live import LiveWatch
 from gradscope.stats import RunStats
 
@@ -305,6 +312,9 @@ def _measure(
 ) -> Inspected:
     capture = stopper.capture
     assert capture is not None
+    if not seen.roots:  # its models used through methods of their own, not called
+        seen.roots = {id(m): m for m in param_owners.owners(capture.loss)}
+        seen.freeze()
     if not seen.roots:
         raise TargetError(
             f"{path} called backward() before any nn.Module with trainable parameters ran"
