@@ -35,6 +35,7 @@ from gradscope.errors import TargetError, UserCodeError
 from gradscope.inspector import (
     batch_init,
     hooks,
+    param_owners,
     probe,
     script_facts,
     script_stop,
@@ -347,6 +348,9 @@ def _measure(
 ) -> Inspected:
     capture = stopper.capture
     assert capture is not None
+    if not seen.roots:  # its models used through methods of their own, not called
+        seen.roots = {id(m): m for m in param_owners.owners(capture.loss)}
+        seen.freeze()
     if not seen.roots:
         raise TargetError(
             f"{path} called backward() before any nn.Module with trainable parameters ran"

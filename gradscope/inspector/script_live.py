@@ -54,6 +54,8 @@ class LiveWatch(TorchFunctionMode):
         self.read_unwritten: tuple[Any, Any] | None = None
         """(the op, the uninitialising op) when those inputs were memory no one wrote."""
         self.first_bad: tuple[str, int, str | None] | None = None
+        self.of_nothing = False
+        """That op's floating inputs were all empty: a mean over no elements (0/0)."""
         self.cuts: list[tuple[str, tuple[str, int, str | None], list[Any]]] = []
         """(kind, op, what its graded inputs came from: nodes or leaf tensors) of each call
         whose inputs require grad and whose outputs do not."""
@@ -212,6 +214,7 @@ class LiveWatch(TorchFunctionMode):
                 bad_in = [t for t in inputs if not bool(torch.isfinite(t).all())]
                 if not bad_in:
                     self.first_bad = site
+                    self.of_nothing = bool(inputs) and all(t.numel() == 0 for t in inputs)
                     return
                 self.came_in = True
                 made = [s for s in map(self.unwritten.site_of, bad_in) if s is not None]
@@ -236,7 +239,7 @@ class LiveWatch(TorchFunctionMode):
         if self.first_bad is not None:
             out["non-finite"] = [
                 f"first non-finite value made by {_site_text(self.first_bad, names)} "
-                "from finite inputs"
+                "from finite inputs" + (_OF_NOTHING if self.of_nothing else "")
             ]
             if nodes is not None and not self.failed and _finite(loss):  # dropped after
                 out["non-finite"] += self._backward(nodes, names, dropped=True)
@@ -333,6 +336,13 @@ def _before_the_forward(model: nn.Module) -> str:
         "no op of this step's forward made NaN/Inf from finite inputs: they came in with its "
         "inputs (the batch, or a tensor kept from an earlier step)"
     )
+
+
+_OF_NOTHING = (
+    ", all of them empty: a mean over no elements (0/0), a selection that held nothing in "
+    "this batch (no positive cell or object, every target ignored); add that term only when "
+    "it has elements (if mask.any()), as a clamp or an epsilon cannot fix it"
+)
 
 
 def _site_text(site: tuple[str, int, str | None], names: dict[int, str]) -> str:

@@ -25,8 +25,9 @@ from gradscope.steps.records import ParamInfo, WatchRun
     example="a layer added to the model after the optimizer was built; a target network whose "
     "forward is not under torch.no_grad()",
     fix="a target, EMA or teacher copy: compute its forward under torch.no_grad() (or detach its "
-    "output); anything else: build the optimizer after the model is complete, or add a param "
-    "group for it",
+    "output); a fixed network the loss differentiates through (a perceptual loss's feature "
+    "extractor): requires_grad_(False); anything else: build the optimizer after the model is "
+    "complete, or add a param group for it",
     command="gradscope watch gradscope/examples/train_buggy.py",
     objectives=(
         "any: a parameter's place in the optimizers and whether it gets gradients, a "
@@ -66,8 +67,11 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             "optimizer would break the algorithm"
             if copy
             else "if it is a target, EMA or teacher copy, compute its forward under "
-            "torch.no_grad() or .detach() its output; only otherwise pass model.parameters() "
-            "(or add a param group for it) to the optimizer"
+            "torch.no_grad() or .detach() its output; if it is a fixed network the loss "
+            "differentiates through (a perceptual loss's feature extractor), freeze it with "
+            "requires_grad_(False), as no_grad would cut the gradient to the model before it; "
+            "only otherwise pass model.parameters() (or add a param group for it) to the "
+            "optimizer"
         )
         out.append(
             this.finding(

@@ -14,6 +14,7 @@ left unknown rather than synced.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -108,6 +109,19 @@ def plus(a: LossKind, b: LossKind) -> LossKind:
     unknown = a.unknown_terms + b.unknown_terms
     derivative = a.derivative or b.derivative
     return LossKind(terms, unknown, a.scaled or b.scaled, a.where or b.where, derivative)
+
+
+def union(a: LossKind, b: LossKind) -> LossKind:
+    """The kind of a run whose steps' losses were a's at some steps and b's at others (a
+    detector's box and class terms only on batches that hold an object): every term either
+    showed, each kind and sign once, so a term that comes and goes is read as one more term
+    of the objective, whose level then varies with the batch."""
+    seen = {(t.kind, t.negated) for t in a.terms}
+    extra = tuple(t for t in b.terms if (t.kind, t.negated) not in seen)
+    if not extra and b.unknown_terms <= a.unknown_terms:
+        return a
+    terms = (a.terms + extra)[:MAX_TERMS]
+    return replace(a, terms=terms, unknown_terms=max(a.unknown_terms, b.unknown_terms))
 
 
 def _below(branch: _Branch) -> list[_Branch] | None:

@@ -119,9 +119,12 @@ def _indices(target: torch.Tensor) -> bool:
 def _by_construction(target: torch.Tensor) -> torch.Tensor:
     """A device bool: the same in every batch by construction: one value throughout (a
     GAN's real labels, MoCo's positive placed first) or class indices that are the
-    positions 0..n-1 in some order (CLIP's, SimCLR's labels)."""
+    positions 0..n-1 in some order (CLIP's, SimCLR's labels). An empty target (a
+    detector's box loss on a batch with no object) is not: it has no value to repeat."""
     with torch.no_grad():
         flat = target.detach().reshape(-1)
+        if flat.numel() == 0:
+            return torch.zeros((), dtype=torch.bool, device=flat.device)
         built = (flat == flat[0]).all()
         if _indices(target):
             positions = torch.arange(flat.numel(), device=flat.device, dtype=flat.dtype)
