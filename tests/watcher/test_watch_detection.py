@@ -18,12 +18,12 @@ from tests.watcher.watch_scripts import domain_watched
 
 
 @pytest.fixture(scope="module")
-def guarded(frozen_heap):
+def guarded():
     return domain_watched("grid_detection.py", "guarded")
 
 
 @pytest.fixture(scope="module")
-def unguarded(frozen_heap):
+def unguarded():
     return domain_watched("grid_detection.py", "unguarded")
 
 
