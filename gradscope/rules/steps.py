@@ -21,6 +21,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Mark, Rule, Severity, Threshold
 from gradscope.fmt import num
+from gradscope.rules.norm_level import in_new_level, interleaved
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.spikes_by_design import (
     Spike,
@@ -160,8 +161,8 @@ def series_spikes(
     s: Series, t: Thresholds, kind: str
 ) -> tuple[list[StepRecord], list[tuple[int, float, float]]]:
     """The series' steps with a finite value and the spikes among them; the first steps'
-    spikes are left out where GS414 explains them as an early blow-up; none for the norm where
-    each was a rise to a level it held while the loss fell (`held_level`): a trend."""
+    spikes are left out where GS414 explains them as an early blow-up; the norm's that rose
+    to a level it held while the loss fell (`held_level`, `in_new_level`): a trend."""
     if kind == "loss":
         steps = [r for r in s.live() if finite(r.loss)]
         values = [r.loss for r in steps if r.loss is not None]
@@ -171,8 +172,13 @@ def series_spikes(
     found = spikes(values, t)
     if found and found[0][0] < t.spike_min_history and early_blowup_of(s, t) is not None:
         found = [f for f in found if f[0] >= t.spike_min_history]
-    if kind == "norm" and all(held_level(s, steps, values, i) for i, _, _ in found):
-        found = []
+    if kind == "norm":
+        kept = [
+            f
+            for f in found
+            if not held_level(s, steps, values, f[0]) and not in_new_level(s, steps, values, f, t)
+        ]
+        found = [] if not kept else kept if not interleaved(s) else found
     return steps, found
 
 

@@ -1,0 +1,55 @@
+"""A gradient norm that moved to a new, noisy level while the loss fell (GS403, GS451):
+a likelihood whose learned scale sharpens (a Gaussian NLL's gradient grows as 1/sigma² as sigma
+shrinks; a Laplace or Student-t NLL, a mixture density net), an ensemble's log-variance
+tightening. The rolling median lags such a trend by its whole window, so the new level's
+ordinary steps read as spikes against the old one; judged against its neighbours a step
+of the new level is none. A corrupted batch stands far above its neighbours too. No torch."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from gradscope.config import Thresholds
+from gradscope.rules.spikes_by_design import RECOVERY_STEPS, Spike
+from gradscope.rules.step_common import MAD_SIGMA, Series, finite
+from gradscope.steps.records import StepRecord
+
+
+def in_new_level(
+    s: Series, steps: list[StepRecord], values: list[float], spike: Spike, t: Thresholds
+) -> bool:
+    """The norm at the spike's index sits in a level its neighbours (the 2 × RECOVERY_STEPS
+    steps either side, at least 2 × RECOVERY_STEPS of them: longer than a spike by design
+    lasts, a game's turn or a moving target's jump) share: their median is itself spike-min-ratio
+    times the rolling median it jumped from (the level moved), and the value is no spike
+    against them by the spike test (spike-sigma robust sigmas of their log spread and
+    spike-min-ratio over their median); the loss of those steps is below the loss of as many
+    steps before them (it fell while the norm rose: no blow-up), and
+    nothing is non-finite from there to the run's end (a rise that ended in NaN blew up)."""
+    i, value, med = spike
+    reach = 2 * RECOVERY_STEPS
+    lo, hi = max(0, i - reach), min(len(values), i + 1 + reach)
+    near = values[lo:i] + values[i + 1 : hi]
+    if len(near) < reach or min(near) <= 0 or value <= 0 or med <= 0:
+        return False
+    logs = [math.log(v) for v in near]
+    level = statistics.median(logs)
+    sigma = MAD_SIGMA * statistics.median(abs(x - level) for x in logs)
+    jump = math.log(value) - level
+    if level - math.log(med) < math.log(t.spike_min_ratio) or (
+        jump > t.spike_sigma * sigma and jump > math.log(t.spike_min_ratio)
+    ):
+        return False
+    later = [r for r in s.live() if r.step > steps[lo].step]
+    if any(not finite(r.grad_norm) or not (r.loss is None or finite(r.loss)) for r in later):
+        return False
+    during = [r.loss for r in steps[lo:hi] if r.loss is not None]
+    before = [r.loss for r in steps[max(0, lo - reach) : lo] if r.loss is not None]
+    return bool(during) and bool(before) and statistics.median(during) < statistics.median(before)
+
+
+def interleaved(s: Series) -> bool:
+    """The series' steps leave room for another optimizer's (a game's players take turns):
+    its spikes are judged whole, as turns (spikes_by_design.opponent_moved), none left out."""
+    return any(b.step - a.step > 1 for a, b in zip(s.steps, s.steps[1:], strict=False))
