@@ -23,6 +23,7 @@ from gradscope.findings import Finding, Mark, Rule, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules.norm_level import in_new_level, interleaved
 from gradscope.rules.registry import DECLARED, Stage, rule
+from gradscope.rules.signed_sum import signed_sum_spikes
 from gradscope.rules.spikes_by_design import (
     Spike,
     held_level,
@@ -267,7 +268,7 @@ def loss_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
         if not found:
             continue
         where = [steps[i].step for i, _, _ in found]
-        i, value, med = max(found, key=lambda f: f[1] / f[2] if f[2] else f[1])
+        i, value, med = max(found, key=_height(steps))
         early = " (against the steps before it: the first steps)" if i < t.spike_min_history else ""
         finding = this.finding(
             s.subject("loss"),
@@ -290,6 +291,15 @@ def loss_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
     return out
 
 
+def _height(steps: list[StepRecord]):
+    """How far a spike stands: its multiple of the median for a positive loss, its jump over
+    the median for a loss that reaches 0 or below (as `spikes` judges each): a multiple of a
+    median near 0 ranks by the median."""
+    if all(r.loss is not None and r.loss > 0 for r in steps):
+        return lambda f: f[1] / f[2] if f[2] else f[1]
+    return lambda f: f[1] - f[2]
+
+
 def _loss_judged(
     run: WatchRun,
     s: Series,
@@ -301,6 +311,7 @@ def _loss_judged(
     the batch that stands apart from them."""
     steps, found = spiked
     where = [steps[i].step for i, _, _ in found]
+    norms = series_spike_steps(s, t, "norm")
     recovered = recovered_at_once(run, s, steps, found, t)
     odd, apart = ([], "") if recovered else stands_apart(run, s, steps, found, t)
     if apart:
@@ -314,6 +325,16 @@ def _loss_judged(
             "(bootstrapped values, TD targets) jumps where an episode ends and comes "
             "back at once; if its targets are fixed data, look at the batches of those steps",
             evidence=(*finding.evidence, recovered),
+        )
+    signed = "" if recovered or apart else signed_sum_spikes(run, s, steps, found, norms, t)
+    if signed:
+        finding = replace(
+            finding,
+            severity=Severity.INFO,
+            advice="not a fault by itself: a sum of terms of both signs near 0 says more by "
+            "its terms and by the return or score the run reaches; if those fell at these "
+            "steps, look at their batches",
+            evidence=(*finding.evidence, signed),
         )
     return about(finding, where)
 
