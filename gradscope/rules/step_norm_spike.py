@@ -53,7 +53,8 @@ from gradscope.steps.records import StepRecord, WatchRun
     objectives=(
         "any: the total gradient norm, not the loss; in a game of optimizers (a GAN's "
         "alternating steps) spikes that come back are information: each player's gradient "
-        "jumps as the other moves"
+        "jumps as the other moves; a norm that moves to a new level while the loss falls (a "
+        "likelihood whose learned scale sharpens: 1/sigma^2) is a trend, not spikes"
     ),
     mark=Mark("norm spike", "^"),
 )

@@ -243,7 +243,9 @@ def spike_steps(run: WatchRun, t: Thresholds, kind: str) -> list[int]:
         "printed it): a single spike, one that does not come back or one followed by NaN "
         "is a warning; spikes that recur and come back at once are information where the "
         "loss has a regression term (MSE, Huber, smooth L1) or one gradscope did not "
-        "recognise: bootstrapped value targets jump by design"
+        "recognise: bootstrapped value targets jump by design; recurring spikes of a sum of "
+        "terms that takes both signs near 0 (PPO's policy, value and entropy terms) are "
+        "information too"
     ),
     mark=Mark("loss spike", "v"),
 )
