@@ -11,6 +11,7 @@ import math
 import statistics
 
 from gradscope.config import Thresholds
+from gradscope.fmt import num
 from gradscope.rules.spikes_by_design import RECOVERY_STEPS, Spike
 from gradscope.rules.step_common import MAD_SIGMA, Series, finite
 from gradscope.steps.records import StepRecord
@@ -53,3 +54,22 @@ def interleaved(s: Series) -> bool:
     """The series' steps leave room for another optimizer's (a game's players take turns):
     its spikes are judged whole, as turns (spikes_by_design.opponent_moved), none left out."""
     return any(b.step - a.step > 1 for a, b in zip(s.steps, s.steps[1:], strict=False))
+
+
+def moved_level(steps: list[StepRecord], spike: Spike, t: Thresholds) -> str:
+    """What a spike was told against, for the message: the steps before it in the first
+    steps; where its neighbours sit spike-min-ratio above the rolling median (a level the
+    median lags), that level and the spike's multiple of it, which the median alone
+    overstates; "" otherwise."""
+    i, value, med = spike
+    if i < t.spike_min_history:
+        return " (the steps before it: the first steps)"
+    reach = 2 * RECOVERY_STEPS
+    near = [r.grad_norm for r in steps[max(0, i - reach) : i + 1 + reach] if r is not steps[i]]
+    level = statistics.median(near) if len(near) >= reach else 0.0
+    if med <= 0 or level < t.spike_min_ratio * med:
+        return ""
+    return (
+        f" (the {len(near)} steps around it sit at {num(level)}, a level the rolling median "
+        f"lags: it is {value / level:.1f}× that level)"
+    )

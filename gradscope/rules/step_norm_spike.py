@@ -11,6 +11,7 @@ from gradscope.config import Thresholds
 from gradscope.findings import Finding, Mark, Rule, Severity
 from gradscope.fmt import num
 from gradscope.rules import side_steps
+from gradscope.rules.norm_level import moved_level
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.spikes_by_design import (
     Spike,
@@ -89,7 +90,7 @@ def norm_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
             evidence.append("layers that drove it (norm / own rolling median): " + drivers)
         evidence.append(_update_first(run, s, at, t))
         absorbed = _absorbed(s, [steps[j] for j, _, _ in found], t)
-        early = " (the steps before it: the first steps)" if i < t.spike_min_history else ""
+        early = moved_level(steps, (i, value, med), t)
         clipped = f"; the script's clip (max_norm {num(at.max_norm)}) absorbed every one, "
         finding = this.finding(
             s.subject("total-grad-norm"),

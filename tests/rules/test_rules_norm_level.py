@@ -68,6 +68,8 @@ def test_a_corrupted_batch_on_the_new_level_is_still_named():
         (f,) = _spikes(sharpening(odd=odd))
         assert f.severity == Severity.WARNING and f"step {odd} reached" in f.message, odd
         assert f.steps == (odd,), (odd, f.steps)
+        # told against the level its neighbours sit at, not only the lagging median
+        assert ("a level the rolling median lags" in f.message) == (odd > 130), f.message
 
 
 def test_a_new_level_the_loss_rose_with_still_warns():
