@@ -44,7 +44,7 @@ SLACK = 1.01
         "whose steps clip the same parameters by their L2 norm: its update bounds the "
         "gradient applied; an adaptive optimizer's update does not tell the gradient's size"
     ),
-    explains=(*DIVERGENCE, "GS406"),
+    explains=DIVERGENCE,
 )
 def changed_after_clip(run: WatchRun, t: Thresholds) -> list[Finding]:
     """At the sampled steps where the script clipped the optimizer's own parameters by
