@@ -98,3 +98,20 @@ def test_a_vae_is_silent_and_its_flipped_kl_explains_the_exploding_trend(mode):
     if mode == "klsign":  # the variance's exp: the gradient's trend is steady enough for GS404
         trend = [f for f in report.findings if f.rule == "GS404"]
         assert trend and trend[0].explained_by == "GS423:loss", report.findings
+
+
+def test_under_maximize_the_objective_is_read_with_its_sign():
+    """maximize=True on a log-likelihood: its rise is the descent. One that settles is
+    silent; one that climbs ever faster with its gradient is the unbounded fall."""
+    from gradscope.steps.meaning import GroupSettings, OptimizerSettings
+
+    group = GroupSettings(1e-3, betas=(0.9, 0.999), eps=1e-8, maximize=True)
+    ascent = OptimizerSettings("Adam", 1, (group,), "adam")
+    settles = [40 * (1 - math.exp(-i / 25)) for i in range(150)]
+    climbs, norms = _falling()
+    for losses, fires in ((settles, False), ([-v for v in climbs], True)):
+        run = run_of(_series(losses, norms), kind=None)
+        run = run.__class__(**{**run.__dict__, "settings": ((ascent,),)})
+        assert ("GS423" in found(run)) is fires
+        plain = found(run_of(_series(losses, norms), kind=None))
+        assert "GS423" not in plain  # without maximize, a rising loss is no fall
