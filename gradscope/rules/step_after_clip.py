@@ -29,7 +29,7 @@ SLACK = 1.01
     "GS424",
     "changed-after-clip",
     Severity.ERROR,
-    "clipping",
+    "after-clip",
     Stage.WATCH,
     "watch: under SGD, a measured update larger than lr × max_norm / (1 - momentum) (the most "
     "gradients clipped to max_norm can move the weights) while the loss diverged: the "

@@ -35,7 +35,7 @@ ORDER = 10.0
     "GS423",
     "loss-unbounded",
     Severity.ERROR,
-    "objective",
+    "unbounded",
     Stage.WATCH,
     "watch: the loss falls at least as fast in the second half of the run as in the first, "
     "while the gradient norm grows tenfold: the objective has no minimum the run nears",
