@@ -29,6 +29,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
     "baseline": ("gradscope.gate.baseline",),
     "gradcheck": ("gradscope.gradcheck.findings",),
     "watch": (  # the judge runs them by rule id, whatever their order here
+        "gradscope.rules.step_after_clip",
         "gradscope.rules.step_amp",
         "gradscope.rules.step_attention",
         "gradscope.rules.step_batch",
@@ -55,6 +56,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_setup",
         "gradscope.rules.step_stale",
         "gradscope.rules.step_trends",
+        "gradscope.rules.step_unbounded",
         "gradscope.rules.step_update_nan",
         "gradscope.rules.step_vlag",
         "gradscope.rules.step_wiped",

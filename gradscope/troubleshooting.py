@@ -150,6 +150,20 @@ TABLE = {
             "a smaller weight_decay; no decay on biases and norm scales",
         ),
         TableRow(
+            "unbounded",
+            "the loss falls ever faster while its gradient grows",
+            "a term of the objective falls without bound: most often a KL, an entropy or a "
+            "log-determinant with its sign flipped",
+            "check each term's sign (a negative ELBO adds the KL); bound a term meant to grow",
+        ),
+        TableRow(
+            "after-clip",
+            "updates larger than the clipped gradients allow",
+            "the gradients were changed between the clip and step(): noise or surgery added "
+            "after the clip, which it does not bound",
+            "change the gradients before clipping",
+        ),
+        TableRow(
             "reset-order",
             "the optimizer steps but applies no gradient",
             "zero_grad() between backward() and step() clears the gradients it needs",

@@ -99,6 +99,14 @@ FIRES = {
         MEANING,
         "test_zero_grad_between_backward_and_step_is_named_and_step_one_has_its_loss",
     ),
+    "GS423": (
+        "tests/watcher/test_watch_unbounded_loss.py",
+        "test_a_subtracted_kl_is_a_loss_that_falls_without_bound",
+    ),
+    "GS424": (
+        "tests/watcher/test_watch_changed_after_clip.py",
+        "test_noise_growing_after_the_clip_is_named_not_the_lr",
+    ),
     "GS433": (NAN, "test_a_nan_made_in_the_backward_while_the_weights_stay_finite_names_its_op"),
     "GS434": (NAN, "test_weights_gone_nan_under_a_finite_loss_are_named_with_the_step_to_replay"),
     "GS435": (ORDER, "test_gradients_wiped_inside_a_step_are_named_first_at_step_two"),
@@ -263,6 +271,8 @@ def test_what_a_rule_supersedes_is_declared_and_known():
         "GS417": ("GS410",),
         "GS418": ("GS419",),
         "GS420": ("GS419",),
+        "GS423": ("GS419",),
+        "GS424": ("GS419",),
         "GS435": ("GS430",),
         "GS436": ("GS419",),
         "GS438": ("GS419",),
