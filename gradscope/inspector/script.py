@@ -41,6 +41,7 @@ from gradscope.inspector import (
     script_facts,
     script_stop,
     stop_patches,
+    unran_parents,
 )
 from gradscope.inspector.script_live import LiveWatch
 from gradscope.stats import RunStats
@@ -129,7 +130,7 @@ def _requires_grad(t: torch.Tensor) -> bool:
 
 def _model(roots: list[nn.Module]) -> nn.Module:
     """The one root, or a ModuleDict of several (a GAN's G and D) keyed by class name."""
-    roots = [script_facts.unwrap_compiled(m) for m in roots]
+    roots = [script_facts.unwrap_compiled(m) for m in unran_parents.lifted(roots)]
     if len(roots) == 1:
         return roots[0]
     names: dict[str, nn.Module] = {}

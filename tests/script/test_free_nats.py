@@ -13,7 +13,7 @@ from gradscope.findings import Severity
 from tests.watcher.watch_scripts import DOMAINS
 
 FREE_NATS = os.path.join(DOMAINS, "free_nats.py")
-PRIOR = {"Linear_1.weight", "Linear_1.bias"}
+PRIOR = {"prior.weight", "prior.bias"}  # named as the world model holds them
 
 
 def _findings(mode: str):
