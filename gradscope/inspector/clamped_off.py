@@ -39,7 +39,27 @@ def switched_off(model: nn.Module, loss: torch.Tensor) -> SwitchedOff:
 
 
 def at_bound(node: Any) -> bool:
-    """The clamp, max or min this node differentiates passes no gradient to its input."""
+    """The clamp, max or min this node differentiates is a floor (or ceiling) on a loss term,
+    a reduced quantity, and passes no gradient to it."""
+    return _on_a_term(node) and _passes_none(node)
+
+
+def _on_a_term(node: Any) -> bool:
+    """Its input is a reduced quantity (one number, or a mean or sum over a batch): a floor
+    on a loss term. An activation clamped elementwise (`h.clamp(min=0)` as a ReLU) all on the
+    far side is a dead layer, which GS106 keeps warning of."""
+    name = node.name()
+    if not name.startswith(("Clamp", "Maximum", "Minimum")):
+        return False
+    try:
+        x = node._saved_self
+    except (AttributeError, RuntimeError):
+        return False
+    made_by = [n.name() for n, _ in node.next_functions if n is not None]
+    return x.numel() == 1 or any(n.startswith(("MeanBackward", "SumBackward")) for n in made_by)
+
+
+def _passes_none(node: Any) -> bool:
     name = node.name()
     try:
         if name.startswith("ClampMinBackward"):

@@ -1,7 +1,8 @@
 """A KL held at its free-nats floor (Dreamer's `torch.clamp(kl, min=free_nats)`) passes no
 gradient to the prior while it sits below the floor, by design: GS106 tells it as
 information, read in the graph from the clamp's saved input and bound (it warned of dead
-ReLUs). A floor the KL is over trains the prior; a prior behind a dead ReLU still warns."""
+ReLUs). A floor the KL is over trains the prior; a prior behind a dead ReLU, or behind an
+activation clamped at 0 that is all off, still warns."""
 
 from __future__ import annotations
 
@@ -35,7 +36,9 @@ def test_a_kl_over_its_floor_trains_the_prior():
     assert _findings("above") == []
 
 
-def test_a_dead_relu_before_the_clamp_still_warns():
-    found = _findings("dead")
+@pytest.mark.parametrize("bug", ["dead", "dead-clamp"])
+def test_a_dead_relu_before_the_clamp_still_warns(bug):
+    """A ReLU, or an activation clamped at 0, whose bias keeps every unit off."""
+    found = _findings(bug)
     loud = {f.subject for f in found if f.rule == "GS106" and f.severity == Severity.WARNING}
     assert loud == PRIOR, found

@@ -2,8 +2,8 @@
 a learned prior is clamped from below, so while it sits under the floor the prior gets no
 gradient, by design. argv: "clamp" (torch.clamp(kl, min=...), the default), "maximum"
 (torch.maximum(kl, floor)), "vector" (a floor per latent dimension), "above" (a floor the KL
-is over: the prior learns); bug "dead" (the prior behind a ReLU whose bias keeps it off, the
-KL over its floor)."""
+is over: the prior learns); bugs "dead" (the prior behind a ReLU whose bias keeps it off, the
+KL over its floor) and "dead-clamp" (the same ReLU written as .clamp(min=0))."""
 
 import sys
 
@@ -26,7 +26,7 @@ class WorldModel(nn.Module):
 
 
 wm = WorldModel()
-if MODE == "dead":
+if MODE.startswith("dead"):
     nn.init.constant_(wm.prior.bias, -50.0)
 opt = torch.optim.Adam(wm.parameters(), lr=1e-3)
 for _step in range(3):
@@ -35,6 +35,8 @@ for _step in range(3):
     prior_mean = wm.prior(h)
     if MODE == "dead":
         prior_mean = F.relu(prior_mean)
+    elif MODE == "dead-clamp":
+        prior_mean = prior_mean.clamp(min=0)
     z = wm.post(h)
     kl = 0.5 * (z - prior_mean).pow(2)  # unit-variance Gaussians, per latent dimension
     rec = F.mse_loss(wm.dec(z), x)
@@ -42,7 +44,7 @@ for _step in range(3):
         kl_term = torch.maximum(kl.sum(-1).mean(), torch.tensor(100.0))
     elif MODE == "vector":
         kl_term = torch.clamp(kl.mean(0), min=torch.full((Z,), 100.0)).sum()
-    elif MODE in ("above", "dead"):
+    elif MODE == "above" or MODE.startswith("dead"):
         kl_term = torch.clamp(kl.sum(-1).mean(), min=1e-3)
     else:
         kl_term = torch.clamp(kl.sum(-1).mean(), min=100.0)
