@@ -100,6 +100,9 @@ class RunStats:
     weighted_off: tuple[str, ...] = ()
     """Parameters the loss reaches only through a term multiplied by a constant 0 (a loss
     weight off at this step: a GAN term before its discriminator starts)."""
+    clamped_off: tuple[str, ...] = ()
+    """Parameters the loss reaches only through a clamp (a max, a min) whose input is entirely
+    on the far side of its bound at this step (a KL held at its free-nats floor)."""
     loss_terms: int | None = None
     """The loss adds up this many terms (`.sum()`, reduction='sum'): its gradients are that
     many times a mean-reduced loss's, so absolute bounds are judged per term. None: a mean

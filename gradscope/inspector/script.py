@@ -34,13 +34,14 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from gradscope.errors import TargetError, UserCodeError
 from gradscope.inspector import (
     batch_init,
+    clamped_off,
     hooks,
     param_owners,
     probe,
     script_facts,
     script_stop,
     stop_patches,
-    weighted_off,
+    unran_parents,
 )
 from gradscope.inspector.script_live import LiveWatch
 from gradscope.stats import RunStats
@@ -129,7 +130,7 @@ def _requires_grad(t: torch.Tensor) -> bool:
 
 def _model(roots: list[nn.Module]) -> nn.Module:
     """The one root, or a ModuleDict of several (a GAN's G and D) keyed by class name."""
-    roots = [script_facts.unwrap_compiled(m) for m in roots]
+    roots = [script_facts.unwrap_compiled(m) for m in unran_parents.lifted(roots)]
     if len(roots) == 1:
         return roots[0]
     names: dict[str, nn.Module] = {}
@@ -373,7 +374,7 @@ def _measure(
         stopper.carried_on(ended),
     ]
     source = "; ".join([_source(path, stopper.step, capture.where, why), *(n for n in notes if n)])
-    off = weighted_off.names(model, capture.loss)
+    off = clamped_off.switched_off(model, capture.loss)
     nodes = watch.watch_backward(capture.loss) if watch is not None else None
     try:
         stats = probe.measure(
@@ -382,7 +383,7 @@ def _measure(
     finally:
         if nodes is not None:
             nodes.remove()
-    stats = replace(stats, set_in_forward=seen.set_in_forward(model), weighted_off=off)
+    stats = off.into(replace(stats, set_in_forward=seen.set_in_forward(model)))
     stats = script_facts.strip_compiled_names(stats, model)
     stats = replace(stats, timed="backward+stats (the forward ran in the script)")
     gradless = {p.name for p in stats.params if p.requires_grad and not p.has_grad}

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from gradscope.inspector import hooks
+from gradscope.inspector import hooks, mean_by_hand
 from gradscope.stats import ModuleStats, RunStats
 
 # --- gradient accumulation -----------------------------------------------------------------------
@@ -28,7 +28,8 @@ from gradscope.stats import ModuleStats, RunStats
 
 def loss_scaling(loss: torch.Tensor) -> str | None:
     """'the loss backwarded is X (= Y / 4: gradient accumulation?)' when `loss` is another
-    scalar divided (or multiplied) by a constant; None otherwise."""
+    scalar divided (or multiplied) by a constant; None otherwise, or where the constant is
+    the number of terms the scalar adds up (a mean written by hand)."""
     node = loss.grad_fn
     if node is None or loss.numel() != 1:
         return None
@@ -39,6 +40,9 @@ def loss_scaling(loss: torch.Tensor) -> str | None:
     factor = constant_factor(node, dividing)
     if factor is None or factor in (0.0, 1.0) or not math.isfinite(factor):
         return None
+    dividend = next(n for n, _ in node.next_functions if n is not None)
+    if dividing and mean_by_hand.averages(dividend, factor):
+        return None  # a sum over n divided by n: a mean, whatever the steps accumulate
     value = float(loss.detach().reshape(-1)[0].real)
     if dividing:
         return (

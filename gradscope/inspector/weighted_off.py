@@ -4,6 +4,7 @@ warmed up from 0). Their gradient is all zeros by the schedule, not by a dead la
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -16,16 +17,20 @@ LIMIT = 200_000
 """Nodes walked at most (a graph larger than this is not read: nothing is explained)."""
 
 
-def names(model: nn.Module, loss: torch.Tensor) -> tuple[str, ...]:
-    """Parameters of `model` that every path from `loss` reaches through a zero weight;
-    read before the backward frees the saved operands."""
+def names(
+    model: nn.Module, loss: torch.Tensor, passes_none: Callable[[Any], bool] | None = None
+) -> tuple[str, ...]:
+    """Parameters of `model` that every path from `loss` reaches through a zero weight (or
+    through a node `passes_none` says passes no gradient); read before the backward frees
+    the saved operands."""
+    blocked = passes_none or _zero_weight
     root = loss.grad_fn
     if root is None:
         return ()
     off: list[Any] = []
 
     def live_below(node: Any) -> list[Any]:
-        if _zero_weight(node):
+        if blocked(node):
             off.append(node)
             return []
         return inputs(node)

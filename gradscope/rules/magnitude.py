@@ -10,26 +10,27 @@ from collections.abc import Iterable
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules import depth, set_from_batch
+from gradscope.rules import depth, loss_scale, set_from_batch
 from gradscope.rules.by_design import layer_scaled, scale_invariant, theory_zero
 from gradscope.rules.params import comparable, dense_rms, is_zero_init, weight_rms
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.stats import ParamStats, RunStats
 
 
-def _judged_rms(p: ParamStats, invariant: set[str], terms: int = 1) -> float:
+def _judged_rms(p: ParamStats, invariant: set[str], terms: float = 1) -> float:
     """The per-element RMS explode-rms bounds: a scale-invariant weight's is taken at unit
     weight RMS (g(c·w) = g(w)/c, so g·rms(w) does not depend on the init's arbitrary scale);
     under a loss that sums `terms` terms, per term (as the same loss reduced by mean)."""
     return (dense_rms(p) * weight_rms(p) if p.name in invariant else dense_rms(p)) / terms
 
 
-def _per_term(stats: RunStats) -> tuple[int, str]:
-    """The divisor of the absolute bounds, and the words that say so in a message."""
+def _per_term(stats: RunStats) -> tuple[float, str]:
+    """The divisor of the absolute bounds, and the words that say so in a message: per term
+    of a summed loss, or per unit of a loss whose scale made the gradient large (loss_scale)."""
     n = stats.loss_terms or 1
-    return n, (
-        f" per term of the loss, which adds up {n:,} terms (reduction='sum')" if n > 1 else ""
-    )
+    if n == 1:
+        return loss_scale.per_unit(stats, [p for p in comparable(stats) if not is_zero_init(p)])
+    return n, f" per term of the loss, which adds up {n:,} terms (reduction='sum')"
 
 
 def _medians(pool: list[ParamStats]) -> dict[bool, float]:
@@ -94,7 +95,9 @@ def _medians(pool: list[ParamStats]) -> dict[bool, float]:
     objectives=(
         "any: the gradients' size, whatever the loss means; under reduction='sum' the "
         "absolute bounds are per summed term, so a summed loss is judged as the same loss "
-        "reduced by mean"
+        "reduced by mean; where the gradient is largest at the output and shrinks on its way "
+        "back to the input (a bias's gradient, layer by layer), a loss made large by its units "
+        "(a force field's), they are per unit of the loss"
     ),
 )
 def exploding(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
@@ -104,7 +107,8 @@ def exploding(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
     times the median of its kind (embedding tables against tables, the rest against the rest), a
     norm above explode-min-norm and an RMS larger than its weights'; or the total gradient norm,
     what clip_grad_norm_ clips, above explode-norm. Under reduction='sum' the absolute bounds are
-    per summed term. The explanation pass shows how activations grow layer by layer."""
+    per summed term; per unit of a loss above 1 whose signal shrinks on its way back to the
+    input (loss_scale.py). The explanation pass shows how activations grow layer by layer."""
     by_design = set(layer_scaled(stats)) | theory_zero(stats)
     live = [p for p in comparable(stats) if not is_zero_init(p)]
     pool = [p for p in live if p.name not in by_design]

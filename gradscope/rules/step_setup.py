@@ -12,7 +12,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules import derivative_bias, shift_invariance
+from gradscope.rules import derivative_bias, moved_by_copy, shift_invariance
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import (
     about,
@@ -20,6 +20,7 @@ from gradscope.rules.step_common import (
     by_optimizer,
     finite,
     live,
+    values_changed,
 )
 from gradscope.rules.step_dead import dead_from
 from gradscope.rules.symptoms import DIVERGENCE
@@ -203,7 +204,9 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     layer's weight learned (the loss is blind to a shift of the layer's outputs: they are
     subtracted from each other or normalised after it; see rules/shift_invariance.py), and
     where a bias never got one while its weight learned under a loss on a derivative taken
-    with create_graph (a force field's forces: rules/derivative_bias.py)."""
+    with create_graph (a force field's forces: rules/derivative_bias.py), and where it never
+    got one and its values changed all the same: a copy the script updates itself (an EMA
+    teacher handed to the optimizer too: rules/moved_by_copy.py)."""
     stepped = live(run)
     if not stepped:
         return []
@@ -221,7 +224,9 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
         )
         weight = None if none else shift_invariance.cancelled(run, i)
         through = derivative_bias.learned_weight(run, i) if none else None
-        if through is not None:
+        if none and values_changed(p):
+            finding = moved_by_copy.as_information(finding, p, len(stepped))
+        elif through is not None:
             head = f"{p.name} got no gradient (None) in all {len(stepped)} steps"
             finding = derivative_bias.as_information(finding, head, through)
         elif weight is not None:

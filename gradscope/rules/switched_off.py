@@ -1,7 +1,7 @@
 """All-zero gradients of parameters the loss reaches only through a term whose weight is 0
 at this step (stats.weighted_off): a schedule that turns the term on later (VQGAN's GAN loss
 before its discriminator starts, a KL warm-up from 0), told as information, not as a dead
-layer."""
+layer; the same for a term held at a clamp's bound (stats.clamped_off)."""
 
 from __future__ import annotations
 
@@ -26,4 +26,25 @@ def as_information(finding: Finding, name: str) -> Finding:
             "term on)"
         ),
         advice=ADVICE,
+    )
+
+
+CLAMPED_ADVICE = (
+    "nothing to fix if the bound is a floor by design (free nats hold the KL there until it "
+    "rises above them; `gradscope watch` follows the steps after it); if the term should "
+    "train now, its input sits beyond the clamp's bound at every element"
+)
+
+
+def as_clamped(finding: Finding, name: str) -> Finding:
+    """All zeros behind a clamp (a max, a min) whose input is beyond its bound everywhere."""
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=(
+            f"grad of {name} is all zeros: the loss reaches it only through a clamp (or a max) "
+            "whose input is beyond its bound at every element at this step, so it passes no "
+            "gradient (a KL at its free-nats floor, torch.clamp(kl, min=free_nats))"
+        ),
+        advice=CLAMPED_ADVICE,
     )

@@ -69,6 +69,10 @@ def _all_zero(stats: RunStats, explained: set[str], this: Rule) -> list[Finding]
             head = f"grad of {p.name} is all zeros ({p.numel} elements)"
             out.append(switched_off.as_information(this.finding(p.name, head, "", 0.0), p.name))
             continue
+        if p.name in stats.clamped_off:
+            head = f"grad of {p.name} is all zeros ({p.numel} elements)"
+            out.append(switched_off.as_clamped(this.finding(p.name, head, "", 0.0), p.name))
+            continue
         weight = shift_invariance.weight_name(p.name, p.shape)
         if weight in learned:
             head = f"grad of {p.name} is all zeros ({p.numel} elements)"

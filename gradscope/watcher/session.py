@@ -290,7 +290,7 @@ class Watcher:
                 in_model=i in icp.tracked.owners or not icp.tracked.roots,
                 replaced_after=icp.replaced_after.get(i),
                 past_read_out=read_outs.get(icp.tracked.owners.get(i, (-1, ""))),
-                last_norm=_last_norm(p) if id(p) not in owned or not p.requires_grad else None,
+                last_norm=_last_norm(p) if _copy_like(p, owned) else None,
                 dtype=str(p.dtype).removeprefix("torch."),
                 one_step=i in icp.manual.one_step,
                 idle_optimizer=None if id(p) in owned else idle.get(id(p)),
@@ -327,6 +327,12 @@ class Watcher:
             state_facts=run_facts.read(icp, self.recorder.records),
             batch_read=tuple(icp.noise.reads),
         )
+
+
+def _copy_like(p: Any, owned: set[int]) -> bool:
+    """A parameter whose end norm is read: in no optimizer, frozen, or left without a
+    gradient at the end (a teacher handed to the optimizer that its EMA moves)."""
+    return id(p) not in owned or not p.requires_grad or p.grad is None
 
 
 def _last_norm(p: Any) -> float | None:

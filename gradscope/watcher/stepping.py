@@ -11,7 +11,16 @@ from typing import Any
 import torch
 
 from gradscope.steps.step_record import input_checked
-from gradscope.watcher import discover, loss_graph, manual, record_step, replaced, resets, updates
+from gradscope.watcher import (
+    discover,
+    first_norms,
+    loss_graph,
+    manual,
+    record_step,
+    replaced,
+    resets,
+    updates,
+)
 from gradscope.watcher.clipping import unscaled
 from gradscope.watcher.measure import norms
 from gradscope.watcher.recorder import PendingStep
@@ -188,8 +197,7 @@ def note_meaning(state: WatchState, index: int, optimizer: Any, window: Window) 
         watch.loss_kind = window.loss_kind
     elif window.loss_kind is not None:
         watch.loss_kind = loss_graph.union(watch.loss_kind, window.loss_kind)
-    if state.first_weights is None:
-        state.first_weights = state.measure.weights()
+    state.first_weights = first_norms.extended(state.first_weights, state.measure)
 
 
 def _micro(state: WatchState, step: PendingStep, window: Window) -> None:

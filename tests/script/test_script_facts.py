@@ -50,6 +50,44 @@ def test_other_losses_say_nothing(make):
     assert script_facts.loss_scaling(make(_scalar())) is None
 
 
+def _per_step_sum(steps: int) -> torch.Tensor:
+    """A loop's `total = total + term` over `steps` steps (a world model's per-step losses)."""
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    total: torch.Tensor | int = 0
+    for k in range(steps):
+        total = total + (w * (k + 1)).pow(2).mean()
+    assert isinstance(total, torch.Tensor)
+    return total
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        # an exact GP's NLML: a quadratic form's sum over n points and a log-det, over n
+        lambda: ((torch.ones(60, requires_grad=True) * 2).sum() * 0.5 + 3.0) / 60,
+        lambda: (torch.ones(5, 12, requires_grad=True).exp().sum() + 1) / torch.tensor(60.0),
+        lambda: _per_step_sum(12) / 12,  # T per-step losses added, then over T
+        lambda: (_per_step_sum(12) + _per_step_sum(12)) / 12,
+    ],
+)
+def test_a_sum_divided_by_its_own_count_is_a_mean_not_accumulation(make):
+    assert script_facts.loss_scaling(make()) is None
+
+
+@pytest.mark.parametrize(
+    "make, divisor",
+    [
+        (lambda: _per_step_sum(12) / 5, 5),  # 12 terms over 5: a scaling
+        (lambda: _per_step_sum(2) / 4, 4),
+        (lambda: torch.ones(60, requires_grad=True).pow(2).mean() / 60, 60),  # a mean, over 60
+        (lambda: torch.ones(8, requires_grad=True).sum() / 4, 4),
+    ],
+)
+def test_a_divisor_that_counts_nothing_the_loss_adds_is_still_said(make, divisor):
+    said = script_facts.loss_scaling(make())
+    assert said is not None and f"/ {divisor}: gradient accumulation?" in said
+
+
 ACCUMULATING = """
 import torch
 from torch import nn

@@ -45,7 +45,8 @@ def test_actnorm_set_from_its_first_batch_is_no_vanishing_gradient(first_step):
     loud = [f for f in first_step.findings if f.severity >= Severity.WARNING]
     assert loud == [], first_step.findings
     told = [f for f in first_step.findings if f.rule == "GS105"]
-    assert {f.subject for f in told} == {"ActNorm.loc", "ActNorm_3.loc"}, told
+    # the flow is a ModuleList its loop runs part by part: named as the list holds them
+    assert {f.subject for f in told} == {"0.loc", "3.loc"}, told
     assert all("data-dependent initialisation" in f.message for f in told)
 
 
@@ -54,8 +55,8 @@ def test_a_vanishing_gradient_beside_it_still_warns():
     from the batch are information."""
     found = [f for f in _inspected("scaled").findings if f.rule == "GS105"]
     loud = {f.subject for f in found if f.severity == Severity.WARNING}
-    assert {"InvLinear.W", "Coupling.net.2.weight", "InvLinear_4.W"} <= loud, found
-    assert not any(s.startswith("ActNorm") for s in loud), found
+    assert {"1.W", "2.net.2.weight", "4.W"} <= loud, found
+    assert not any(s.startswith(("0.", "3.")) for s in loud), found
 
 
 def test_after_an_optimizer_step_nothing_is_set_from_the_batch():
