@@ -26,7 +26,6 @@ modules (batch_read.py).
 from __future__ import annotations
 
 import functools
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,7 +34,6 @@ from typing import Any
 import torch
 from torch.utils.hooks import unserializable_hook
 
-from gradscope.errors import is_own_file
 from gradscope.watcher.batch_read import Seen, label_of, reading, seen, sequence_first
 from gradscope.watcher.discover import Tracked
 from gradscope.watcher.measure import accumulation, norms, plain
@@ -259,7 +257,7 @@ class MicroGrads:
                 self.current.window.bad = micro.bad
             self.current = None
             return
-        micro.sites.add(_site())
+        micro.sites.add(window.site)  # the line backward_calls.started read
         size, how = reading(self.batch_size, self.last_size, self.seen)
         micro.sizes.add(size)
         if how is not None:
@@ -338,17 +336,3 @@ def _cpu_norm(grad: torch.Tensor) -> torch.Tensor:
     t = plain(grad)
     wide = t.dtype in (torch.float32, torch.float64)
     return torch.linalg.vector_norm(t, dtype=None if wide else torch.float32)
-
-
-def _site() -> tuple[str, int]:
-    """The line of the script's code that called backward (gradscope's frames skipped)."""
-    frame = sys._getframe(1)
-    while frame.f_back is not None and _own(frame.f_code.co_filename):
-        frame = frame.f_back
-    return frame.f_code.co_filename, frame.f_lineno
-
-
-@functools.lru_cache(maxsize=256)
-def _own(filename: str) -> bool:
-    """is_own_file, once per file: a backward call asks it of every frame below it."""
-    return is_own_file(filename)
