@@ -91,15 +91,14 @@ def test_no_status_line_in_a_pipe_and_plain_lines_in_ci(tmp_path, runner, monkey
     import logging
 
     from gradscope.cli import app
-
     from gradscope.watcher import recorder
 
     (tmp_path / "train.py").write_text(TRAIN)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(logging.root, "handlers", [])
+    monkeypatch.setattr(logging.root, "handlers", [])  # the script's basicConfig, undone after
     # ten steps of this tiny model can take under the least interval between read-backs
     # (then step 10's waits): the line is asked of the first read-back, wherever it falls
-    monkeypatch.setattr(recorder, "MIN_FLUSH_INTERVAL_S", 0.0)  # the script's basicConfig, undone after
+    monkeypatch.setattr(recorder, "MIN_FLUSH_INTERVAL_S", 0.0)
     for key in ("CI", "GITHUB_ACTIONS"):
         monkeypatch.delenv(key, raising=False)
     piped = runner.invoke(app, ["watch", "train.py"])
