@@ -20,13 +20,6 @@ from gradscope.rules import shift_invariance
 from gradscope.steps.records import WatchRun
 
 
-def weight_of(name: str, shape: tuple[int, ...]) -> str | None:
-    """The `weight` beside a 1-d `bias` of that name; None for other tensors."""
-    if not name.endswith("bias") or len(shape) != 1:
-        return None
-    return name[: -len("bias")] + "weight"
-
-
 def learned_weight(run: WatchRun, i: int) -> str | None:
     """The weight beside bias i when the bias never had a gradient, the weight got one, and
     a loss of the run read the model through a derivative; None otherwise."""

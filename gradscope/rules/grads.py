@@ -9,7 +9,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
-from gradscope.rules import derivative_bias
+from gradscope.rules import derivative_bias, shift_invariance
 from gradscope.rules.experts import idle_experts
 from gradscope.rules.params import trainable
 from gradscope.rules.registry import DECLARED, Stage, rule
@@ -95,7 +95,7 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
 def _differentiated_bias(stats: RunStats, p: ParamStats) -> str | None:
     """The weight beside bias `p` when that weight got a gradient from a loss that reads the
     model through a derivative (rules/derivative_bias.py); None otherwise."""
-    weight = derivative_bias.weight_of(p.name, p.shape)
+    weight = shift_invariance.weight_name(p.name, p.shape)
     if not stats.loss_through_derivative or weight is None:
         return None
     return weight if any(q.name == weight and q.has_grad for q in stats.params) else None

@@ -153,7 +153,9 @@ def sentinel(state: WatchState, here: ThreadState, window: Window) -> None:
 
 
 def optimizer_reset(state: WatchState, optimizer: Any) -> None:
-    """The optimizer's zero_grad ran."""
+    """The optimizer's zero_grad ran (kept, weakly, among those that did: one whose step()
+    never runs still holds its parameters)."""
+    state.zeroed.setdefault(id(optimizer), optimizer)
     entry = state.of(optimizer).reset
     if entry is not None:
         entry.reset, entry.norms = True, []
