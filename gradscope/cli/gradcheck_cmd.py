@@ -84,7 +84,8 @@ DtypeOpt = Annotated[
         metavar="DTYPE",
         show_default=False,
         help="float64 (default; recommended), float32, float16 or bfloat16. Lower precisions "
-        "loosen the tolerances and get a warning.",
+        "loosen the tolerances and get a warning. complex128 or complex64: complex inputs, "
+        "checked as (re, im) pairs.",
     ),
 ]
 

@@ -36,6 +36,9 @@ class Context:
     check: str = "backward"
     others: list[tuple[str, Callable[[], Sparse]]] = field(default_factory=list)
     """Same-shape inputs: (label, their numerical block on the same rows and columns)."""
+    complex_sides: tuple[bool, bool] = (False, False)
+    """(output, input) is complex, checked as (re, im) pairs: the last index 1 is the
+    imaginary part (complex_view)."""
 
     @property
     def code(self) -> str:

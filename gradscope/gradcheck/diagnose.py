@@ -26,6 +26,7 @@ from gradscope.gradcheck.compared import (
     residual,
     residual_sparse,
 )
+from gradscope.gradcheck.diagnose_complex import adjoint, conjugated
 from gradscope.gradcheck.diagnose_shapes import (
     boundary,
     index_shift,
@@ -55,7 +56,13 @@ def diagnose(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
         "mismatch",
         f"analytical and numerical gradients of {ctx.output_label} "
         f"w.r.t. {ctx.input_label} disagree with no simple pattern; compare the "
-        f"{ctx.code} formula term by term with the forward",
+        f"{ctx.code} formula term by term with the forward"
+        + (
+            " (complex: each factor that multiplies grad_output is conjugated in torch's "
+            "convention, e.g. grad_w = grad_y * x.conj() for y = w * x)"
+            if any(ctx.complex_sides)
+            else ""
+        ),
     )
 
 
@@ -65,7 +72,17 @@ def _tightest(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
     the one that fits tightest: a 1% factor on a symmetric Jacobian fits `transposed` only
     within FIT, and `constant-factor` exactly."""
     found: list[Fit] = []
-    for rule in (_wrong_order, transposed, operand_transposed, _sign_flip, _constant_factor):
+    # a missing conjugate first: on an elementwise complex product its (re, im) block is
+    # the transpose of the right one, and the conjugate is the mechanism
+    for rule in (
+        conjugated,
+        adjoint,
+        _wrong_order,
+        transposed,
+        operand_transposed,
+        _sign_flip,
+        _constant_factor,
+    ):
         fit = rule(c, tol, ctx)
         if fit is not None and fit[0] <= 1:
             return fit[1]

@@ -13,8 +13,14 @@ from gradscope.fmt import clip
 from gradscope.gradcheck.values import Domain
 
 DEFAULT_SEED = 0
-DTYPES = ("float64", "float32", "float16", "bfloat16")
-_ALIASES = {"double": "float64", "float": "float32", "half": "float16"}
+DTYPES = ("float64", "float32", "float16", "bfloat16", "complex128", "complex64")
+_ALIASES = {
+    "double": "float64",
+    "float": "float32",
+    "half": "float16",
+    "cdouble": "complex128",
+    "cfloat": "complex64",
+}
 
 
 @dataclass(frozen=True)

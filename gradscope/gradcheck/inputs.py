@@ -23,6 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradscope.errors import TargetError
+from gradscope.gradcheck.complex_view import (
+    as_complex,
+    as_real,
+    differentiable,
+    random_complex,
+    realified_output,
+)
 from gradscope.gradcheck.guesses import Guess, guess
 from gradscope.gradcheck.input_options import InputOptions
 from gradscope.gradcheck.nesting import Path, flatten, is_dual, nested, replaced
@@ -76,6 +83,10 @@ class Problem:
     made_up: dict[str, Guess] = field(default_factory=dict)
     """NAME → how its value was made up, for the parameters nobody stated (gradcheck_inputs,
     --arg, --shape, --tensor, a default): a failure these explain is not the Function's."""
+    complex_inputs: list[bool] = field(default_factory=list)
+    """Per input: a complex tensor, checked as its (re, im) pairs (complex_view)."""
+    complex_outputs: set[str] = field(default_factory=set)
+    """The outputs that are complex, checked as their (re, im) pairs."""
 
     def leaves(self) -> list[Any]:
         """Inputs to build a graph on: fresh leaves, and each owned tensor itself at its base
@@ -94,6 +105,11 @@ class Problem:
             for own, base in zip(self.owned, self.inputs, strict=False):
                 if own is not None and not torch.equal(own, base):
                     own.copy_(base)
+
+    def complex_sides(self, i: int, o: int) -> tuple[bool, bool]:
+        """Whether output o and input i are complex (checked as (re, im) pairs)."""
+        paired = bool(self.complex_inputs) and self.complex_inputs[i]
+        return self.output_names[o] in self.complex_outputs, paired
 
     def wrt(self, tensors: list[Any]) -> list[Any]:
         """What to differentiate a call on `tensors` with respect to: owned tensors stand for
@@ -132,11 +148,12 @@ def build(target: Resolved, options: InputOptions) -> Problem:
         for i, (name, _) in enumerate(pos)
     ]
     owned = [v if s.where == "param" else None for s, v in zip(slots, chosen, strict=True)]
+    paired = [v.is_complex() and s.where != "param" for s, v in zip(slots, chosen, strict=True)]
     problem = Problem(
         target.label,
         target.kind,
         lambda *t: [],
-        [v.detach().clone() for v in chosen],
+        [as_real(v) if c else v.detach().clone() for v, c in zip(chosen, paired, strict=True)],
         infos,
         target.obj if target.kind == "autograd.Function" else None,
         call,
@@ -145,6 +162,7 @@ def build(target: Resolved, options: InputOptions) -> Problem:
         generated=provided is None,
         stated={k: v for k, v in options.args.items()},
         made_up=made_up,
+        complex_inputs=paired,
     )
     problem.fn = _make_fn(target, problem, [v for _, v in pos], kw, slots)
     return problem
@@ -174,6 +192,8 @@ def _no_meta(target: Resolved, pos: list[tuple[str, Any]], kw: dict[str, Any]) -
 def _tensor(shape: tuple[int, ...], gen: Any, dtype: Any, domain: Domain | None = None) -> Any:
     import torch
 
+    if dtype.is_complex:
+        return random_complex(shape, gen, dtype, domain)
     z = torch.randn(shape, generator=gen, dtype=torch.float64)
     if domain is not None:
         z = domain.sample(z)
@@ -262,7 +282,7 @@ def _differentiable(
         for name, value in kw.items()
         for path, suffix, v in nested(value)
     ]
-    found = [f for f in found if f[3].is_floating_point()]
+    found = [f for f in found if differentiable(f[3])]
     chosen = [f for f in found if f[3].requires_grad]
     if found and not chosen:
         notes.append(
@@ -307,7 +327,10 @@ def _make_fn(
         import torch
 
         call_args, call_kw = list(args), dict(kw)
-        for slot, t, own in zip(slots, tensors, problem.owned, strict=True):
+        for slot, t, own, paired in zip(
+            slots, tensors, problem.owned, problem.complex_inputs, strict=True
+        ):
+            t = as_complex(t) if paired else t
             if slot.where == "pos":
                 call_args[slot.key] = replaced(call_args[slot.key], slot.path, t)
             elif slot.where == "kw":
@@ -316,6 +339,10 @@ def _make_fn(
                 with torch.no_grad():
                     own.copy_(t)  # the module's own tensor: whoever holds it sees the change
         names, outs = flatten(invoke(call_args, call_kw))
+        problem.complex_outputs.update(
+            n for n, o in zip(names, outs, strict=True) if o.is_complex()
+        )
+        outs = [realified_output(o) for o in outs]
         if not problem.output_names:
             problem.output_names[:] = names
         elif names != problem.output_names:

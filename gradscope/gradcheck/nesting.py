@@ -58,7 +58,8 @@ def is_dual(t: Any) -> bool:
 
 
 def flatten(out: Any) -> tuple[list[str], list[Any]]:
-    """Floating-point tensors of a (nested) output, named `out`, `out[1]`, `out['loss']`."""
+    """Floating-point and complex tensors of a (nested) output, named `out`, `out[1]`,
+    `out['loss']`."""
     import torch
 
     names: list[str] = []
@@ -67,7 +68,7 @@ def flatten(out: Any) -> tuple[list[str], list[Any]]:
     while stack:
         name, value = stack.pop()
         if isinstance(value, torch.Tensor):
-            if value.is_floating_point():
+            if value.is_floating_point() or value.is_complex():
                 names.append(name)
                 tensors.append(value)
         elif isinstance(value, dict):

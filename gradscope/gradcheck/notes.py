@@ -22,7 +22,7 @@ from gradscope.gradcheck.results import CheckError, Diagnosis, Note
 
 
 def precision(problem: Problem, tol: Tolerance) -> list[Note]:
-    low = sorted({i.dtype for i in problem.infos if i.dtype != "float64"})
+    low = sorted({i.dtype for i in problem.infos if i.dtype not in ("float64", "complex128")})
     if not low:
         return []
     return [
@@ -31,7 +31,8 @@ def precision(problem: Problem, tol: Tolerance) -> list[Note]:
             f"inputs in {', '.join(low)}: finite differences are only "
             f"accurate to a few digits there, so tolerances are loosened to eps={tol.eps:g}, "
             f"atol={tol.atol:g}, rtol={tol.rtol:g}; a small bug can hide under them and "
-            "rounding can fail a correct backward. Check in float64 (the default dtype).",
+            "rounding can fail a correct backward. Check in float64 (the default dtype; "
+            "complex128 for complex inputs).",
         )
     ]
 

@@ -145,22 +145,18 @@ class TargetChecks:
         from gradscope.gradcheck.diagnose import diagnose
 
         i, o = pair
-        info, x = problem.infos[i], problem.inputs[i]
-        others = [
-            (f"{other.label}", _lazy(explainer, k, o, block))
-            for k, other in enumerate(problem.infos)
-            if k != i and problem.inputs[k].shape == x.shape
-        ]
+        info, x = problem.infos[i], problem.inputs[i]  # a complex one as its (re, im) pairs
         ctx = Context(
             info.label,
-            info.shape,
+            tuple(x.shape),
             problem.output_names[o],
             tuple(outs[o].shape),
             x.detach().reshape(-1),
             stage.linear.get(pair, True),
             bool(outs[o].requires_grad) or name == "forward-ad",
             name,
-            others,
+            _others(problem, explainer, pair, block),
+            complex_sides=problem.complex_sides(i, o),
         )
         compared = compare_block(block, self.tol)
         diagnosis = diagnose(compared, self.tol, ctx)
@@ -181,6 +177,16 @@ class TargetChecks:
             diagnosis,
             _resolution(block),
         )
+
+
+def _others(problem: Problem, explainer: Any, pair: tuple[int, int], block: Any) -> list[Any]:
+    """The inputs of the same shape as input i: (label, their numerical block lazily)."""
+    i, o = pair
+    return [
+        (f"{other.label}", _lazy(explainer, k, o, block))
+        for k, other in enumerate(problem.infos)
+        if k != i and problem.inputs[k].shape == problem.inputs[i].shape
+    ]
 
 
 def _unexplained(name: str, problem: Problem, pair: tuple[int, int], stage: Any) -> PairFailure:
