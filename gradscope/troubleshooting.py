@@ -226,6 +226,13 @@ TABLE = {
             "iterate the loader (for x, y in loader), not next(iter(loader)) in the loop",
         ),
         TableRow(
+            "target-in-input",
+            "the loss falls to ~0 within a few steps and the model generates nothing useful",
+            "the targets are fed to the model at the positions they are predicted at "
+            "(teacher forcing without the shift)",
+            "shift by one: feed tokens[:, :-1], predict tokens[:, 1:]",
+        ),
+        TableRow(
             "batch-size",
             "the batch is far larger or smaller than the gradient noise makes useful",
             "a batch far above the critical batch size averages away noise that was "

@@ -109,6 +109,23 @@ class BatchRepeats:
 
 
 @dataclass(frozen=True)
+class TargetCopies:
+    """A cross-entropy's targets held against the token ids its model's embeddings read at
+    the same step (watcher/target_leak.py)."""
+
+    reads: tuple[int, ...]
+    """Steps read (a CE over class indices and an embedding the loss reaches directly)."""
+    copied: tuple[int, ...]
+    """Of those, the steps where such an embedding read the targets themselves, at every
+    position that counts."""
+    shifted: tuple[int, ...]
+    """Steps where some embedding read the targets shifted by one (a teacher-forced
+    decoder)."""
+    table: str = ""
+    """The embedding's table, V×D."""
+
+
+@dataclass(frozen=True)
 class TrainModeEval:
     """A trained model run forward without gradients (no_grad, inference_mode) while in
     train mode: an evaluation whose dropouts and BatchNorms behaved as in training."""
@@ -159,4 +176,5 @@ class StateFacts:
     without gradients, in either mode (eval_passes.py): at most of them, the model acts
     or makes its own targets."""
     side_steps: tuple[SideSteps, ...] = ()
+    copies: tuple[TargetCopies, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)

@@ -85,6 +85,7 @@ def _add_loss(
         _read_kind(window, loss_graph.read(loss, scaled is not None))
     if window.calls == 1:
         state.batches.observe(loss, state.steps + 1)
+        state.leak.observe(loss, state.steps + 1)
     value = loss.detach()
     if value.dtype not in (torch.float32, torch.float64):
         value = value.float()  # a half-precision loss summed over micro-batches

@@ -26,6 +26,7 @@ def read(state: WatchState, records: StepStore) -> StateFacts:
             adam=tuple(state.adam_rms.facts()),
             no_grad_steps=state.eval_passes.no_grad_steps,
             side_steps=state.backward_sites.facts(),
+            copies=tuple(state.leak.facts()),
         )
     except Exception as exc:  # the device's own failure, after the script's
         return StateFacts(notes=(f"modes, eps and batches not read back: {exc}",))

@@ -28,6 +28,7 @@ from gradscope.watcher.optim_settings import SettingsHistory
 from gradscope.watcher.optimizer_watch import OpenReset, OptimizerWatch
 from gradscope.watcher.recorder import Recorder
 from gradscope.watcher.same_batch import SameBatch
+from gradscope.watcher.target_leak import TargetLeak
 from gradscope.watcher.threads import Threads, ThreadState
 
 
@@ -97,6 +98,7 @@ class WatchState:
     adam_rms: AdamRms = field(default_factory=AdamRms)
     """Adam's per-tensor RMS_t and update RMS at the measured steps (adam_rms.py)."""
     batches: SameBatch = field(default_factory=SameBatch)
+    leak: TargetLeak = field(default_factory=TargetLeak)
     backward_sites: BackwardSites = field(default_factory=BackwardSites)
     logits: LogitProbe = field(default_factory=LogitProbe)
     """Attention and output logits at sampled steps (logit_probe.py)."""

@@ -136,6 +136,10 @@ FIRES = {
     "GS442": (STATE, "test_adam_eps_above_root_v_is_named_within_two_steps"),
     "GS443": (STATE, "test_the_same_batch_every_step_is_information"),
     "GS444": (STATE, "test_an_evaluation_in_train_mode_is_named_with_its_line"),
+    "GS445": (
+        "tests/watcher/test_target_leak.py",
+        "test_an_unshifted_captioning_decoder_is_named_at_its_reads",
+    ),
     "GS450": (
         "tests/watcher/precursor/test_layer_spike_runs.py",
         "test_a_filled_input_column_names_the_input_layer_and_the_step",

@@ -1,0 +1,174 @@
+"""Whether a cross-entropy's targets are the tokens its model was fed at the same positions:
+teacher forcing without the shift (nanoGPT's `y = x` for `x[1:]`, a decoder given the
+unshifted caption).
+
+torch's graph keeps both: NllLossBackward0 its target, EmbeddingBackward0 the indices the
+embedding read. At the steps same_batch reads (1-3, then pairs every 25, every 500 after
+step 101), the embeddings the loss reaches are found and compared with the targets on the
+device, read back once when the run ends. An embedding counts only when a path from the
+loss reaches it without passing a bottleneck: a reduction or a broadcast over positions
+(a mean, a select, an expand, a repeat) or a recurrent layer's final state. An autoencoder
+reconstructs its input through one, so its encoder's embedding reads the targets by
+design; a seq2seq autoencoder's decoder reads them shifted (a reader of the shifted
+targets marks the run a next-token objective with its source: silent). Masked and
+denoising objectives differ at the positions that count (ignore_index left out).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gradscope.autograd_walk import NodeWalk, Order, inputs
+from gradscope.steps.state_facts import TargetCopies
+from gradscope.watcher.same_batch import wanted
+
+LOSSES = ("NllLossBackward0", "NllLoss2DBackward0")
+NEAR = 16
+"""Nodes below the loss searched for its NLL node."""
+MAX_NODES = 20_000
+"""Nodes walked at most per read (a GPT-2's graph is a few thousand)."""
+MAX_READS = 64
+BOTTLENECKS = frozenset(
+    {
+        "MeanBackward0",
+        "MeanBackward1",
+        "SumBackward0",
+        "SumBackward1",
+        "MaxBackward0",
+        "MaxBackward1",
+        "AmaxBackward0",
+        "MinBackward0",
+        "MinBackward1",
+        "AminBackward0",
+        "SelectBackward0",
+        "ExpandBackward0",
+        "RepeatBackward0",
+    }
+)
+"""Nodes that reduce or broadcast positions: what lies below reaches the loss only through
+a summary of the sequence (a pooled code, the last state, a vector repeated over time)."""
+
+
+@dataclass
+class TargetLeak:
+    reads: list[tuple[int, torch.Tensor, torch.Tensor, list[str]]] = field(default_factory=list)
+    """(step, device bools: each direct embedding read the targets at every counted position,
+    device bool: some embedding read them shifted by one, the direct embeddings' tables)."""
+
+    def observe(self, loss: torch.Tensor, step: int) -> None:
+        """The first backward of step `step` runs from `loss`."""
+        if not wanted(step) or len(self.reads) >= MAX_READS or loss.grad_fn is None:
+            return
+        found = _nll(loss.grad_fn)
+        if found is None:
+            return
+        node, target, ignore = found
+        direct = _embeddings(node, pruned=True)
+        if not direct:
+            return
+        counted = target != ignore
+        with torch.no_grad():
+            copied = [_copied(e, target, counted) for e in direct]
+            shifted = [_shifted(e, target, counted) for e in _embeddings(node, pruned=False)]
+        shifted_any = torch.stack(shifted).any() if shifted else _false(target)
+        tables = ["×".join(str(d) for d in _table(e)) for e in direct]
+        self.reads.append((step, torch.stack(copied), shifted_any, tables))
+
+    def facts(self) -> list[TargetCopies]:
+        if not self.reads:
+            return []
+        device = self.reads[0][1].device
+        flags = torch.cat(
+            [torch.cat([c.to(device), s.to(device).reshape(1)]) for _, c, s, _ in self.reads]
+        ).tolist()  # one read back
+        steps, copied, shifted, table = [], [], [], ""
+        for step, c, _, tables in self.reads:
+            mine, flags = flags[: len(c) + 1], flags[len(c) + 1 :]
+            steps.append(step)
+            if any(mine[:-1]):
+                copied.append(step)
+                table = table or tables[mine.index(True)]
+            if mine[-1]:
+                shifted.append(step)
+        self.reads = []
+        return [TargetCopies(tuple(steps), tuple(copied), tuple(shifted), table)]
+
+
+def _nll(root: Any) -> tuple[Any, torch.Tensor, int] | None:
+    """The NLL node nearest the loss, with its class-index target and ignore_index."""
+    for near in NodeWalk([root], order=Order.NEAREST, limit=NEAR, key=None):
+        if type(near).__name__ not in LOSSES:
+            continue
+        target = getattr(near, "_saved_target", None)
+        if not isinstance(target, torch.Tensor) or target.is_floating_point():
+            return None
+        if target.numel() < 4 or target.dtype == torch.bool:
+            return None
+        ignore = int(getattr(near, "_saved_ignore_index", -100))
+        return near, target.detach(), ignore - (1 << 64) if ignore >= 1 << 63 else ignore
+    return None
+
+
+def _embeddings(node: Any, *, pruned: bool) -> list[Any]:
+    """The EmbeddingBackward0 nodes below `node`; `pruned`: only those reached by a path that
+    passes no bottleneck."""
+    below = _direct_inputs if pruned else inputs
+    walk = NodeWalk([node], below, order=Order.REACHED, limit=MAX_NODES)
+    return [n for n in walk if type(n).__name__ == "EmbeddingBackward0"]
+
+
+def _direct_inputs(node: Any) -> list[Any]:
+    """A node's inputs, none through a bottleneck: a reduction or broadcast over positions
+    (pruned there), or a recurrent layer's final state (its outputs 1 and 2, h_n and c_n)."""
+    if type(node).__name__ in BOTTLENECKS:
+        return []
+    return [
+        n
+        for n, output in getattr(node, "next_functions", ())
+        if n is not None and not (output != 0 and "Rnn" in type(n).__name__)
+    ]
+
+
+def _indices(embedding: Any) -> torch.Tensor | None:
+    found = getattr(embedding, "_saved_indices", None)
+    return found.detach() if isinstance(found, torch.Tensor) else None
+
+
+def _copied(embedding: Any, target: torch.Tensor, counted: torch.Tensor) -> torch.Tensor:
+    """A device bool: the indices are the targets at every counted position (four at least,
+    not all one token)."""
+    idx = _indices(embedding)
+    if idx is None or idx.numel() != target.numel() or idx.device != target.device:
+        return _false(target)
+    i, t, c = idx.reshape(-1), target.reshape(-1), counted.reshape(-1)
+    low = torch.where(c, t, torch.full_like(t, torch.iinfo(t.dtype).max)).min()
+    high = torch.where(c, t, torch.full_like(t, torch.iinfo(t.dtype).min)).max()
+    return ((i == t) | ~c).all() & (c.sum() >= 4) & (high > low)
+
+
+def _shifted(embedding: Any, target: torch.Tensor, counted: torch.Tensor) -> torch.Tensor:
+    """A device bool: the indices are the targets shifted by one along the last axis (a
+    teacher-forced decoder: it reads token t and is trained to give token t + 1)."""
+    idx = _indices(embedding)
+    if idx is None or idx.dim() < 1 or idx.shape[-1] < 3 or idx.device != target.device:
+        return _false(target)
+    if idx.numel() != target.numel():
+        return _false(target)
+    t, c = target.reshape(idx.shape), counted.reshape(idx.shape)
+    keep = c[..., :-1]
+    return ((idx[..., 1:] == t[..., :-1]) | ~keep).all() & keep.any()
+
+
+def _table(embedding: Any) -> tuple[int, ...]:
+    for n, _ in getattr(embedding, "next_functions", ()):
+        weight = getattr(n, "variable", None)
+        if isinstance(weight, torch.Tensor):
+            return tuple(weight.shape)
+    return ()
+
+
+def _false(like: torch.Tensor) -> torch.Tensor:
+    return torch.zeros((), dtype=torch.bool, device=like.device)

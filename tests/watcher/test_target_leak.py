@@ -1,0 +1,120 @@
+"""GS445: a cross-entropy's targets fed to the model at the positions they are predicted at
+(teacher forcing without the shift), told from the graph: the NLL node's target against the
+ids each embedding read. Its look-alikes stay silent: the same models shifted, a masked LM,
+a denoising autoencoder, a copy task, autoencoders through a bottleneck."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from gradscope.watcher.target_leak import TargetLeak
+from tests.watcher.watch_scripts import domain_watched
+
+SCRIPT = "target_shift.py"
+V, T, B = 16, 8, 4
+
+
+def leak_facts(loss_of, steps=(1, 2, 3)):
+    """TargetLeak fed the loss of each step, then its facts."""
+    leak = TargetLeak()
+    for step in steps:
+        leak.observe(loss_of(step), step)
+    return leak.facts()
+
+
+def data(step):
+    gen = torch.Generator().manual_seed(step)
+    return torch.randint(1, V, (B, T + 1), generator=gen)
+
+
+class TokenMLP(nn.Module):
+    """Position-wise: an embedding and a head, with a pooled code added where asked."""
+
+    def __init__(self, pooled=False):
+        super().__init__()
+        self.emb, self.head, self.pooled = nn.Embedding(V + 1, 8), nn.Linear(8, V + 1), pooled
+
+    def forward(self, x):
+        h = self.emb(x)
+        if self.pooled:  # the code alone reaches the head: the mean over positions
+            h = h.mean(1, keepdim=True).expand(-1, x.shape[1], -1)
+        return self.head(torch.tanh(h))
+
+
+def ce(logits, target):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
+
+
+def test_the_targets_fed_at_their_own_positions_are_copies_and_shifted_ones_are_not():
+    torch.manual_seed(0)
+    model = TokenMLP()
+    (copied,) = leak_facts(lambda s: ce(model(data(s)[:, :-1]), data(s)[:, :-1]))
+    assert copied.reads == copied.copied == (1, 2, 3) and copied.table == "17×8"
+    (shifted,) = leak_facts(lambda s: ce(model(data(s)[:, :-1]), data(s)[:, 1:]))
+    assert shifted.reads == (1, 2, 3) and shifted.copied == ()
+
+
+def test_masked_and_ignored_positions_and_a_bottleneck_are_no_copy():
+    torch.manual_seed(0)
+    model = TokenMLP()
+
+    def masked(step):
+        x = data(step)[:, :-1]
+        keep = torch.arange(T) % 4 != 0  # a quarter masked: labels -100 elsewhere
+        return ce(model(x.masked_fill(~keep, V)), x.masked_fill(keep, -100))
+
+    (mlm,) = leak_facts(masked)
+    assert mlm.reads and mlm.copied == ()
+
+    def ignored(step):  # the positions that count hold the same ids: still a copy
+        x = data(step)[:, :-1]
+        return ce(model(x), x.masked_fill(torch.arange(T) % 4 == 0, -100))
+
+    (partial,) = leak_facts(ignored)
+    assert partial.copied == partial.reads
+    pooled = TokenMLP(pooled=True)
+    assert leak_facts(lambda s: ce(pooled(data(s)[:, :-1]), data(s)[:, :-1])) == []
+
+
+def test_a_reader_of_the_shifted_targets_is_recorded():
+    """A seq2seq autoencoder: the encoder reads x, the decoder BOS + x[:-1] (teacher forced)."""
+    torch.manual_seed(0)
+    enc, dec = TokenMLP(), TokenMLP()
+
+    def autoencoder(step):
+        x = data(step)[:, 1:]
+        fed = torch.cat([torch.zeros_like(x[:, :1]), x[:, :-1]], 1)
+        return ce(enc(x) + dec(fed), x)
+
+    (facts,) = leak_facts(autoencoder)
+    assert facts.copied == facts.shifted == (1, 2, 3)
+
+
+def gs445(mode):
+    return [f for f in domain_watched(SCRIPT, mode).findings if f.rule == "GS445"]
+
+
+def test_an_unshifted_captioning_decoder_is_named_at_its_reads():
+    (found,) = [f for f in domain_watched(SCRIPT, "caption-leak").findings if f.rule == "GS445"]
+    assert "the token ids the model's nn.Embedding (24×32) read" in found.message
+    assert "1, 2, 3, 25, 26" in found.message and "shift the targets" in found.advice
+    assert found.steps == (1, 2)
+    assert gs445("caption") == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["gpt-leak", "seq2seq-leak"])
+def test_an_unshifted_lm_and_seq2seq_decoder_are_named(mode):
+    (found,) = gs445(mode)
+    assert "teacher forcing without the shift" in found.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "mode", ["gpt", "seq2seq", "seq2seq_ae", "mlm", "denoise", "copy", "lstm_ae", "lstm_ae_state"]
+)
+def test_shifted_masked_denoising_copy_and_bottlenecked_models_are_silent(mode):
+    assert gs445(mode) == []
