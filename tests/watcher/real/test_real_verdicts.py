@@ -102,6 +102,13 @@ def test_detach_in_the_forward_names_the_cut_parameters():
     assert {f.rule for f in serious(report)} == {"GS413"}, lines(report.findings)
 
 
+def test_nanogpt_trained_on_its_own_input_is_named_target_in_input():
+    report = runs.watched("nanogpt-unshifted")
+    assert [f.rule for f in serious(report)] == ["GS445"], lines(report.findings)
+    (found,) = by_rule(report)["GS445"]
+    assert "nn.Embedding (30×32)" in found.message and "1, 2, 3, 25, 26" in found.message
+
+
 def test_log_of_zero_names_the_step():
     report = runs.watched("nanogpt-log0")
     (f,) = by_rule(report)["GS401"]

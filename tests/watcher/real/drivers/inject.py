@@ -113,6 +113,19 @@ def nanogpt_detach(stack: contextlib.ExitStack) -> None:
     stack.enter_context(mock.patch.object(model.MLP, "forward", forward))
 
 
+def nanogpt_unshifted(stack: contextlib.ExitStack) -> None:
+    """Teacher forcing without the shift: the model is trained to predict the batch it is
+    fed (get_batch's y = x where y = data[i + 1 : i + 1 + block_size] is meant)."""
+    import model
+
+    original = model.GPT.forward
+
+    def forward(self, idx, targets=None):
+        return original(self, idx, None if targets is None else idx)
+
+    stack.enter_context(mock.patch.object(model.GPT, "forward", forward))
+
+
 def nanogpt_log0(stack: contextlib.ExitStack) -> None:
     """The loss is written as log(softmax(logits)); at step LOG0_STEP the logits are large
     enough (×1e4) that softmax underflows to exactly 0 and log(0) = -inf."""
@@ -311,6 +324,7 @@ BUGS: dict[str, Callable[..., None]] = {
         nanogpt_drop_param,
         nanogpt_freeze_midway,
         nanogpt_detach,
+        nanogpt_unshifted,
         nanogpt_log0,
         nanogpt_cpu_scaler,
         nanogpt_clip_before_unscale,
