@@ -56,6 +56,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_setup",
         "gradscope.rules.step_stale",
         "gradscope.rules.step_target_leak",
+        "gradscope.rules.step_teacher_trained",
         "gradscope.rules.step_trends",
         "gradscope.rules.step_unbounded",
         "gradscope.rules.step_update_nan",

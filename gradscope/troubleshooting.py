@@ -233,6 +233,13 @@ TABLE = {
             "shift by one: feed tokens[:, :-1], predict tokens[:, 1:]",
         ),
         TableRow(
+            "teacher-trained",
+            "a self-distillation loss falls to its floor while the representation collapses",
+            "the EMA teacher's forward is attached and it sits in the optimizer: the target "
+            "is trained toward the prediction (no stop-gradient)",
+            "teacher forward under torch.no_grad(), requires_grad_(False), out of the optimizer",
+        ),
+        TableRow(
             "batch-size",
             "the batch is far larger or smaller than the gradient noise makes useful",
             "a batch far above the critical batch size averages away noise that was "

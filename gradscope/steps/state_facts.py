@@ -177,4 +177,9 @@ class StateFacts:
     or makes its own targets."""
     side_steps: tuple[SideSteps, ...] = ()
     copies: tuple[TargetCopies, ...] = ()
+    hand_moved: tuple[int, ...] = ()
+    """Parameter positions an optimizer steps that the script also wrote in place between
+    its steps while they held a gradient, at every interval compared (hand_moved.py)."""
+    hand_compared: int = 0
+    """Intervals between an optimizer's steps compared for it."""
     notes: tuple[str, ...] = field(default_factory=tuple)

@@ -15,6 +15,7 @@ def read(state: WatchState, records: StepStore) -> StateFacts:
         seen = records.track.live_steps
         spans, still = state.modes.facts(state.tracked, records.track.got_grad, seen)
         attention, output = state.logits.facts()
+        moved, compared = state.hand_moved.facts()
         return StateFacts(
             tuple(spans),
             tuple(still),
@@ -27,6 +28,8 @@ def read(state: WatchState, records: StepStore) -> StateFacts:
             no_grad_steps=state.eval_passes.no_grad_steps,
             side_steps=state.backward_sites.facts(),
             copies=tuple(state.leak.facts()),
+            hand_moved=moved,
+            hand_compared=compared,
         )
     except Exception as exc:  # the device's own failure, after the script's
         return StateFacts(notes=(f"modes, eps and batches not read back: {exc}",))

@@ -18,6 +18,7 @@ from gradscope.watcher.adam_rms import AdamRms
 from gradscope.watcher.backward_sites import BackwardSites
 from gradscope.watcher.eval_passes import EvalPasses
 from gradscope.watcher.faults import Fault, fault_of, record
+from gradscope.watcher.hand_moved import HandMoved
 from gradscope.watcher.logit_probe import LogitProbe
 from gradscope.watcher.manual_search import ManualSearch
 from gradscope.watcher.measure import Measure
@@ -99,6 +100,7 @@ class WatchState:
     """Adam's per-tensor RMS_t and update RMS at the measured steps (adam_rms.py)."""
     batches: SameBatch = field(default_factory=SameBatch)
     leak: TargetLeak = field(default_factory=TargetLeak)
+    hand_moved: HandMoved = field(default_factory=HandMoved)
     backward_sites: BackwardSites = field(default_factory=BackwardSites)
     logits: LogitProbe = field(default_factory=LogitProbe)
     """Attention and output logits at sampled steps (logit_probe.py)."""

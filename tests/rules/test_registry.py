@@ -136,6 +136,10 @@ FIRES = {
     "GS442": (STATE, "test_adam_eps_above_root_v_is_named_within_two_steps"),
     "GS443": (STATE, "test_the_same_batch_every_step_is_information"),
     "GS444": (STATE, "test_an_evaluation_in_train_mode_is_named_with_its_line"),
+    "GS446": (
+        "tests/watcher/test_teacher_trained.py",
+        "test_an_attached_byol_teacher_in_the_optimizer_is_named",
+    ),
     "GS445": (
         "tests/watcher/test_target_leak.py",
         "test_an_unshifted_captioning_decoder_is_named_at_its_reads",

@@ -52,6 +52,9 @@ class OptimizerStep:
         here.step_depth += 1
         if here.step_depth > 1 or here.quiet:
             return None  # a step inside a step (super().step(), a wrapped optimizer)
+        safely(
+            state, here, PRE, lambda: state.hand_moved.before_step(optimizer, state.tracked.index)
+        )
         closure, where = _closure(args, kwargs)
         if closure is None:
             safely(state, here, PRE, lambda: stepping.begin(state, here, optimizer, skipped=False))
@@ -76,6 +79,7 @@ def _end_step(state: WatchState, here: ThreadState, optimizer: Any) -> None:
     if here.current is None:  # a closure that was never evaluated
         stepping.begin(state, here, optimizer, skipped=False)
     stepping.finish(state, here, optimizer)
+    state.hand_moved.after_step(optimizer, state.steps)
 
 
 def _wrap_closure(
