@@ -150,16 +150,23 @@ def _copied(embedding: Any, target: torch.Tensor, counted: torch.Tensor) -> torc
 
 
 def _shifted(embedding: Any, target: torch.Tensor, counted: torch.Tensor) -> torch.Tensor:
-    """A device bool: the indices are the targets shifted by one along the last axis (a
-    teacher-forced decoder: it reads token t and is trained to give token t + 1)."""
+    """A device bool: the indices are the targets shifted by one along the last axis, or
+    the first of a sequence-first batch (a teacher-forced decoder: it reads token t and is
+    trained to give token t + 1)."""
     idx = _indices(embedding)
-    if idx is None or idx.dim() < 1 or idx.shape[-1] < 3 or idx.device != target.device:
+    if idx is None or idx.dim() < 1 or idx.device != target.device:
         return _false(target)
     if idx.numel() != target.numel():
         return _false(target)
     t, c = target.reshape(idx.shape), counted.reshape(idx.shape)
-    keep = c[..., :-1]
-    return ((idx[..., 1:] == t[..., :-1]) | ~keep).all() & keep.any()
+    found = _false(target)
+    for axis in {idx.dim() - 1, 0}:
+        if idx.shape[axis] >= 3:
+            n = idx.shape[axis] - 1
+            keep = c.narrow(axis, 0, n)
+            same = idx.narrow(axis, 1, n) == t.narrow(axis, 0, n)
+            found = found | ((same | ~keep).all() & keep.any())
+    return found
 
 
 def _table(embedding: Any) -> tuple[int, ...]:

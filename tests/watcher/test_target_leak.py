@@ -92,6 +92,14 @@ def test_a_reader_of_the_shifted_targets_is_recorded():
     (facts,) = leak_facts(autoencoder)
     assert facts.copied == facts.shifted == (1, 2, 3)
 
+    def sequence_first(step):  # (T, B), as torch's word-language model lays a batch out
+        x = data(step)[:, 1:].t()
+        fed = torch.cat([torch.zeros_like(x[:1]), x[:-1]], 0)
+        return ce(enc(x) + dec(fed), x)
+
+    (facts,) = leak_facts(sequence_first)
+    assert facts.copied == facts.shifted == (1, 2, 3)
+
 
 def gs445(mode):
     return [f for f in domain_watched(SCRIPT, mode).findings if f.rule == "GS445"]
