@@ -7,7 +7,9 @@ embedding read. At the steps same_batch reads (1-3, then pairs every 25, every 5
 step 101), the embeddings the loss reaches are found and compared with the targets on the
 device, read back once when the run ends. An embedding counts only when a path from the
 loss reaches it without passing a bottleneck: a reduction or a broadcast over positions
-(a mean, a select, an expand, a repeat) or a recurrent layer's final state. An autoencoder
+(a mean, a select, an expand, a repeat), a recurrent layer's final state, or a flatten of
+the positions into one feature vector (an MLP over the whole sequence, whose width is the
+code). An autoencoder
 reconstructs its input through one, so its encoder's embedding reads the targets by
 design; a seq2seq autoencoder's decoder reads them shifted (a reader of the shifted
 targets marks the run a next-token objective with its source: silent). Masked and
@@ -50,6 +52,7 @@ BOTTLENECKS = frozenset(
 )
 """Nodes that reduce or broadcast positions: what lies below reaches the loss only through
 a summary of the sequence (a pooled code, the last state, a vector repeated over time)."""
+VIEWS = frozenset({"ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0"})
 
 
 @dataclass
@@ -122,14 +125,30 @@ def _embeddings(node: Any, *, pruned: bool) -> list[Any]:
 
 def _direct_inputs(node: Any) -> list[Any]:
     """A node's inputs, none through a bottleneck: a reduction or broadcast over positions
-    (pruned there), or a recurrent layer's final state (its outputs 1 and 2, h_n and c_n)."""
-    if type(node).__name__ in BOTTLENECKS:
+    (pruned there), a flatten of positions into features, or a recurrent layer's final state
+    (its outputs 1 and 2, h_n and c_n)."""
+    if type(node).__name__ in BOTTLENECKS or _flattens_positions(node):
         return []
     return [
         n
         for n, output in getattr(node, "next_functions", ())
         if n is not None and not (output != 0 and "Rnn" in type(n).__name__)
     ]
+
+
+def _flattens_positions(node: Any) -> bool:
+    """A (batch, positions, features) tensor viewed as (batch, positions × features): every
+    position mixed into one vector, as an MLP autoencoder's encoder does. A head merge is
+    4-D, a loss's `view(-1, V)` merges the batch and positions instead."""
+    if type(node).__name__ not in VIEWS:
+        return False
+    sizes = getattr(node, "_saved_self_sym_sizes", None)
+    meta = getattr(node, "_input_metadata", ())
+    if sizes is None or len(sizes) != 3 or not meta:
+        return False
+    _, positions, features = (int(s) for s in sizes)
+    flat = [int(s) for s in meta[0].shape]
+    return positions > 1 and features > 1 and flat == [int(sizes[0]), positions * features]
 
 
 def _indices(embedding: Any) -> torch.Tensor | None:

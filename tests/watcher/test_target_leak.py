@@ -44,6 +44,19 @@ class TokenMLP(nn.Module):
         return self.head(torch.tanh(h))
 
 
+class FlatAutoencoder(nn.Module):
+    """An MLP over the whole sequence: positions and features flattened into a code of 6."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(V + 1, 8)
+        self.code = nn.Sequential(nn.Flatten(), nn.Linear(T * 8, 6), nn.Tanh())
+        self.out = nn.Linear(6, T * (V + 1))
+
+    def forward(self, x):
+        return self.out(self.code(self.emb(x))).view(x.shape[0], x.shape[1], V + 1)
+
+
 def ce(logits, target):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
 
@@ -77,6 +90,8 @@ def test_masked_and_ignored_positions_and_a_bottleneck_are_no_copy():
     assert partial.copied == partial.reads
     pooled = TokenMLP(pooled=True)
     assert leak_facts(lambda s: ce(pooled(data(s)[:, :-1]), data(s)[:, :-1])) == []
+    flat = FlatAutoencoder()
+    assert leak_facts(lambda s: ce(flat(data(s)[:, :-1]), data(s)[:, :-1])) == []
 
 
 def test_a_reader_of_the_shifted_targets_is_recorded():
