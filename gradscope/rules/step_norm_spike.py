@@ -10,7 +10,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Mark, Rule, Severity
 from gradscope.fmt import num
-from gradscope.rules import side_steps
+from gradscope.rules import side_steps, swap_steps
 from gradscope.rules.norm_level import moved_level
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.spikes_by_design import (
@@ -104,11 +104,26 @@ def norm_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
             threshold=med,
             evidence=tuple(evidence),
         )
-        if absorbed:
+        swap = swap_steps.after_swap(run, where)
+        if swap is not None:
+            finding = _after_swap(finding, swap)
+        if absorbed or swap is not None:
             out.append(about(replace(finding, severity=Severity.INFO), where))
         else:
             out.append(_norm_judged(run, s, t, (steps, found), finding, where))
     return out
+
+
+def _after_swap(finding: Finding, swap: int) -> Finding:
+    """Information: the spike came right after the optimizer's tensors were swapped."""
+    return replace(
+        finding,
+        message=f"{finding.message}, right after the optimizer's tensors were swapped for new "
+        f"ones after step {swap}: the norm is taken over the new tensors (points added or "
+        "pruned), not comparable with the steps before",
+        advice="nothing to do for a swap meant (densification, pruning); if the jump "
+        "persists, look at how the new tensors are initialised",
+    )
 
 
 def _norm_judged(

@@ -43,7 +43,8 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     at the end (one read for the run) says which: values that changed were updated by copy,
     fine; values that never changed are updated by nothing (freeze it). One given gradients
     that did not pile up, whose values changed, is moved by the script itself (a learned
-    lr's inner loop written back): information too."""
+    lr's inner loop written back): information too. One its optimizer or model replaced
+    with a new tensor (densification's swap) is not judged: the new one is trained."""
     if not run.optimizers:
         return []
     copies = _trained_shapes(run)
@@ -51,6 +52,8 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     for i, p in enumerate(run.params):
         if not p.requires_grad or p.in_optimizer or p.one_step or _stale(run, i):
             continue  # an input made to require grad, not a weight
+        if p.replaced_after is not None:
+            continue  # its optimizer (or model) trains the tensor that replaced it
         if not got_grad(run, i):
             out.append(_no_grad_outside(run, p))
             continue
