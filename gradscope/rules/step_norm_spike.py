@@ -104,20 +104,21 @@ def norm_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
             threshold=med,
             evidence=tuple(evidence),
         )
-        swap = swap_steps.after_swap(run, where)
-        if swap is not None:
-            finding = _after_swap(finding, swap)
-        if absorbed or swap is not None:
-            out.append(about(replace(finding, severity=Severity.INFO), where))
+        if (swap := swap_steps.after_swap(run, where)) is not None or absorbed:
+            out.append(about(_information(finding, swap), where))
         else:
             out.append(_norm_judged(run, s, t, (steps, found), finding, where))
     return out
 
 
-def _after_swap(finding: Finding, swap: int) -> Finding:
-    """Information: the spike came right after the optimizer's tensors were swapped."""
+def _information(finding: Finding, swap: int | None) -> Finding:
+    """Information: the clip absorbed it (swap None), or it came right after the
+    optimizer's tensors were swapped."""
+    if swap is None:
+        return replace(finding, severity=Severity.INFO)
     return replace(
         finding,
+        severity=Severity.INFO,
         message=f"{finding.message}, right after the optimizer's tensors were swapped for new "
         f"ones after step {swap}: the norm is taken over the new tensors (points added or "
         "pruned), not comparable with the steps before",

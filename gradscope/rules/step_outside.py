@@ -50,10 +50,8 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     copies = _trained_shapes(run)
     out = []
     for i, p in enumerate(run.params):
-        if not p.requires_grad or p.in_optimizer or p.one_step or _stale(run, i):
-            continue  # an input made to require grad, not a weight
-        if p.replaced_after is not None:
-            continue  # its optimizer (or model) trains the tensor that replaced it
+        if _not_judged(run, i, p):
+            continue
         if not got_grad(run, i):
             out.append(_no_grad_outside(run, p))
             continue
@@ -86,6 +84,18 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             )
         )
     return out
+
+
+def _not_judged(run: WatchRun, i: int, p: ParamInfo) -> bool:
+    """Not a weight left out: frozen, in an optimizer, an input made to require grad, or
+    a tensor its optimizer (or model) replaced with a new one it trains."""
+    return (
+        not p.requires_grad
+        or p.in_optimizer
+        or p.one_step
+        or p.replaced_after is not None
+        or _stale(run, i)
+    )
 
 
 def _never_stepped(this: Rule, run: WatchRun, p: ParamInfo, i: int) -> Finding:

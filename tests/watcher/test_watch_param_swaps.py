@@ -45,11 +45,15 @@ def test_a_group_added_mid_run_is_tracked_and_nothing_retired():
 
 def test_new_tensors_left_out_of_the_optimizer_still_stop_learning():
     """The bug: the model's points replaced, the optimizer still holding the old ones:
-    those stop getting gradients at the step after the densification."""
+    those stop getting gradients at the step after the densification, all of them at
+    once while the backward still runs, which the advice reads as new tensors the
+    optimizer was not given."""
     run = domain_watched("gaussian_densify.py", "stale")
     stopped = [f for f in run.findings if f.rule == "GS417"]
     assert len(stopped) == 4 and all(f.steps[0] == 11 for f in stopped)
     assert all(p.replaced_after is None for p in run.run.params)
+    assert all("new tensors in place of these just before step 11" in f.advice for f in stopped)
+    assert all('group["params"][i] = new' in f.advice for f in stopped)
 
 
 def _spiked_run(swap_after: int | None) -> WatchRun:
