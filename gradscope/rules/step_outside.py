@@ -93,7 +93,7 @@ def _not_judged(run: WatchRun, i: int, p: ParamInfo) -> bool:
         not p.requires_grad
         or p.in_optimizer
         or p.one_step
-        or p.replaced_after is not None
+        or _gone(run, i, p.replaced_after)
         or _stale(run, i)
     )
 
@@ -183,6 +183,21 @@ def _stale(run: WatchRun, i: int) -> bool:
     saliency map or an attack, kept alive), so no step's gradients go astray there."""
     norms = {r.param_norms[i] for r in run.steps if r.detail and i < len(r.param_norms)}
     return len(norms) == 1 and all(v is not None and v > 0 for v in norms) and len(run.steps) > 1
+
+
+def _gone(run: WatchRun, i: int, replaced: int | None) -> bool:
+    """Replaced by a new tensor after step `replaced`, and no backward reached it since:
+    its gradient (None, or the last one, which no zero_grad clears now) did not change
+    after the step that took the new one. One the loss still reaches (the new tensor went
+    to the optimizer, the old one stayed in the model) is a weight left out."""
+    if replaced is None:
+        return False
+    after = {
+        r.param_norms[i]
+        for r in run.steps
+        if r.detail and r.step > replaced + 1 and i < len(r.param_norms)
+    }
+    return len(after) <= 1
 
 
 def _piled_up(run: WatchRun, i: int) -> tuple[str, ...]:

@@ -74,3 +74,12 @@ def test_a_norm_jump_right_after_a_swap_is_information_and_one_elsewhere_warns()
     for elsewhere in (None, 30):
         found = norm_spike(_spiked_run(elsewhere), Thresholds())
         assert [f.severity for f in found] == [Severity.WARNING]
+
+
+def test_old_tensors_the_loss_still_reaches_after_the_swap_are_left_out():
+    """The reverse bug: the new tensors went to the optimizer, the renderer still uses the
+    old ones, whose gradients pile up with no step to apply them: still GS411's error."""
+    run = domain_watched("gaussian_densify.py", "unused")
+    left = [f for f in run.findings if f.rule == "GS411"]
+    assert len(left) == 4 and all(f.severity == Severity.ERROR for f in left)
+    assert all("replaced in the optimizer after step 9" in f.subject for f in left)

@@ -2,8 +2,9 @@
 opacities and colours in one Adam with a param group per attribute, densification and
 pruning that swap new tensors into the groups with their Adam state moved over
 (`cat_tensors_to_optimizer`, `_prune_optimizer`), an opacity reset. argv[1]: `swap`
-(healthy), `grow` (add_param_group for a new attribute, healthy), or the bug `stale` (new
-tensors in the model, the old ones left in the optimizer)."""
+(healthy), `grow` (add_param_group for a new attribute, healthy), or the bugs `stale` (new
+tensors in the model, the old ones left in the optimizer) and `unused` (new tensors in the
+optimizer, the old ones left in the model)."""
 
 import math
 import sys
@@ -48,7 +49,8 @@ def swap_in(new):
             for key in ("exp_avg", "exp_avg_sq"):
                 state[key] = _fit(state[key], tensor)
             optimizer.state[group["params"][0]] = state
-        points[group["name"]] = group["params"][0]
+        if MODE != "unused":
+            points[group["name"]] = group["params"][0]
 
 
 def _fit(moment, tensor):
