@@ -43,8 +43,8 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     at the end (one read for the run) says which: values that changed were updated by copy,
     fine; values that never changed are updated by nothing (freeze it). One given gradients
     that did not pile up, whose values changed, is moved by the script itself (a learned
-    lr's inner loop written back): information too. One its optimizer or model replaced
-    with a new tensor (densification's swap) is not judged: the new one is trained."""
+    lr's inner loop written back): information too. One replaced by a new tensor (a
+    densification's swap) that no backward reached since is not judged: the new one trains."""
     if not run.optimizers:
         return []
     copies = _trained_shapes(run)
