@@ -10,7 +10,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Mark, Rule, Severity
 from gradscope.fmt import num
-from gradscope.rules import side_steps
+from gradscope.rules import side_steps, swap_steps
 from gradscope.rules.norm_level import moved_level
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.spikes_by_design import (
@@ -104,11 +104,27 @@ def norm_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
             threshold=med,
             evidence=tuple(evidence),
         )
-        if absorbed:
-            out.append(about(replace(finding, severity=Severity.INFO), where))
+        if (swap := swap_steps.after_swap(run, where)) is not None or absorbed:
+            out.append(about(_information(finding, swap), where))
         else:
             out.append(_norm_judged(run, s, t, (steps, found), finding, where))
     return out
+
+
+def _information(finding: Finding, swap: int | None) -> Finding:
+    """Information: the clip absorbed it (swap None), or it came right after the
+    optimizer's tensors were swapped."""
+    if swap is None:
+        return replace(finding, severity=Severity.INFO)
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=f"{finding.message}, right after the optimizer's tensors were swapped for new "
+        f"ones after step {swap}: the norm is taken over the new tensors (points added or "
+        "pruned), not comparable with the steps before",
+        advice="nothing to do for a swap meant (densification, pruning); if the jump "
+        "persists, look at how the new tensors are initialised",
+    )
 
 
 def _norm_judged(

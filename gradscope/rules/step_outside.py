@@ -43,14 +43,15 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     at the end (one read for the run) says which: values that changed were updated by copy,
     fine; values that never changed are updated by nothing (freeze it). One given gradients
     that did not pile up, whose values changed, is moved by the script itself (a learned
-    lr's inner loop written back): information too."""
+    lr's inner loop written back): information too. One replaced by a new tensor (a
+    densification's swap) that no backward reached since is not judged: the new one trains."""
     if not run.optimizers:
         return []
     copies = _trained_shapes(run)
     out = []
     for i, p in enumerate(run.params):
-        if not p.requires_grad or p.in_optimizer or p.one_step or _stale(run, i):
-            continue  # an input made to require grad, not a weight
+        if _not_judged(run, i, p):
+            continue
         if not got_grad(run, i):
             out.append(_no_grad_outside(run, p))
             continue
@@ -83,6 +84,18 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             )
         )
     return out
+
+
+def _not_judged(run: WatchRun, i: int, p: ParamInfo) -> bool:
+    """Not a weight left out: frozen, in an optimizer, an input made to require grad, or
+    a tensor its optimizer (or model) replaced with a new one it trains."""
+    return (
+        not p.requires_grad
+        or p.in_optimizer
+        or p.one_step
+        or _gone(run, i, p.replaced_after)
+        or _stale(run, i)
+    )
 
 
 def _never_stepped(this: Rule, run: WatchRun, p: ParamInfo, i: int) -> Finding:
@@ -170,6 +183,21 @@ def _stale(run: WatchRun, i: int) -> bool:
     saliency map or an attack, kept alive), so no step's gradients go astray there."""
     norms = {r.param_norms[i] for r in run.steps if r.detail and i < len(r.param_norms)}
     return len(norms) == 1 and all(v is not None and v > 0 for v in norms) and len(run.steps) > 1
+
+
+def _gone(run: WatchRun, i: int, replaced: int | None) -> bool:
+    """Replaced by a new tensor after step `replaced`, and no backward reached it since:
+    its gradient (None, or the last one, which no zero_grad clears now) did not change
+    after the step that took the new one. One the loss still reaches (the new tensor went
+    to the optimizer, the old one stayed in the model) is a weight left out."""
+    if replaced is None:
+        return False
+    after = {
+        r.param_norms[i]
+        for r in run.steps
+        if r.detail and r.step > replaced + 1 and i < len(r.param_norms)
+    }
+    return len(after) <= 1
 
 
 def _piled_up(run: WatchRun, i: int) -> tuple[str, ...]:

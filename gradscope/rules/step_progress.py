@@ -11,7 +11,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules import shift_invariance
+from gradscope.rules import all_stopped, shift_invariance
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_blowup import early_blowup_of
 from gradscope.rules.step_common import (
@@ -358,6 +358,8 @@ def _stopped(
             f"requires_grad_(False) or freeze call the script makes around step {since}; "
             "if it was, take it out of the optimizer (or ignore this finding)"
         )
+    elif all_stopped.all_stopped_at(run, s) == since:
+        advice = all_stopped.advice(since)
     else:
         advice = (
             f"find what changed at step {since}: a detach() or no_grad() around it, or "

@@ -40,8 +40,8 @@ class OptimizerWatch:
     """The threads that stepped it: another thread's gradients are not theirs to read."""
     loss_kind: Any = None
     """The `LossKind` of its first step whose loss was read."""
-    group_sizes: tuple[int, ...] | None = None
-    """Its param groups' sizes at its last step (`WatchState.grown`)."""
+    group_ids: tuple[tuple[int, ...], ...] | None = None
+    """Its param groups' tensors' ids at its last step (group_swaps.swapped)."""
     members: tuple[Any, tuple[int, ...]] | None = None
     """(sizes when read, positions of its parameters among the tracked): a cache."""
     trained: tuple[tuple[int, ...], list[torch.Tensor]] | None = None

@@ -151,14 +151,6 @@ class WatchState:
             watch.members = (key, self.tracked.members(optimizer))
         return watch.members[1]
 
-    def grown(self, optimizer: Any) -> bool:
-        """The optimizer holds parameters it did not at its last step (add_param_group):
-        asked at every step, so only its groups' sizes are compared."""
-        sizes = tuple(len(g["params"]) for g in optimizer.param_groups)
-        watch = self.of(optimizer)
-        last, watch.group_sizes = watch.group_sizes, sizes
-        return last is not None and last != sizes
-
     def index_of(self, optimizer: Any) -> int:
         """The optimizer's index among those that stepped; -1: it has not stepped."""
         return next((i for i, o in enumerate(self.optimizers) if o is optimizer), -1)

@@ -14,6 +14,7 @@ from gradscope.steps.step_record import input_checked
 from gradscope.watcher import (
     discover,
     first_norms,
+    group_swaps,
     loss_graph,
     manual,
     record_step,
@@ -154,8 +155,7 @@ def optimizer_index(state: WatchState, here: ThreadState, optimizer: Any) -> int
     """The optimizer's index; its first step makes it one of the watched (and ends the
     search for updates by hand)."""
     index = state.index_of(optimizer)
-    if state.grown(optimizer) and index >= 0:  # add_param_group since its last step
-        discover.extend(state.tracked, state.known)
+    group_swaps.swapped(state, optimizer)  # add_param_group, tensors swapped in
     if index < 0:
         manual.taken_over(state, here)  # updates by hand end here
         state.optimizers.append(optimizer)
