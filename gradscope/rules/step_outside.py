@@ -187,15 +187,17 @@ def _stale(run: WatchRun, i: int) -> bool:
 
 def _gone(run: WatchRun, i: int, replaced: int | None) -> bool:
     """Replaced by a new tensor after step `replaced`, and no backward reached it since:
-    its gradient (None, or the last one, which no zero_grad clears now) did not change
-    after the step that took the new one. One the loss still reaches (the new tensor went
-    to the optimizer, the old one stayed in the model) is a weight left out."""
+    its gradient (None, or the last one, which no zero_grad clears now, until the watch
+    lets the tensor go: None again) did not change after the step that took the new one.
+    One the loss still reaches (the new tensor went to the optimizer, the old one stayed
+    in the model) is a weight left out."""
     if replaced is None:
         return False
     after = {
-        r.param_norms[i]
+        v
         for r in run.steps
         if r.detail and r.step > replaced + 1 and i < len(r.param_norms)
+        if (v := r.param_norms[i]) is not None
     }
     return len(after) <= 1
 

@@ -3,11 +3,16 @@ or 3D Gaussian splatting's densification and pruning (`group["params"][0] =
 nn.Parameter(...)`, its Adam state moved over), where every group keeps its size and holds
 new tensors. The new ones are tracked from that step; an old one a group let go of as it
 took a new one is no longer trained (`replaced_after`, as a model's replaced layer is): the
-script moved its training to the new one, so it is no parameter outside every optimizer."""
+script moved its training to the new one, so it is no parameter outside every optimizer.
+At the next swap, one no backward reached since is let go (a stand-in of its shape holds its
+place): a densifying run swaps every 100 steps for 15,000, and holding each generation with
+its gradient would fill the device. One the loss still reaches is kept, and named."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import torch
 
 from gradscope.watcher import discover
 from gradscope.watcher.state import WatchState
@@ -31,6 +36,7 @@ def swapped(state: WatchState, optimizer: Any) -> bool:
     if last is None or last == now:
         return False
     watch.members = watch.trained = None
+    _let_go_unreached(state)
     discover.extend(state.tracked, state.known)
     _retire(state, last, now)
     return True
@@ -52,3 +58,24 @@ def _retire(state: WatchState, last: Held, now: Held) -> None:
             tracked.names[position] = (
                 f"{tracked.names[position]} (replaced in the optimizer after step {state.steps})"
             )
+            state.retiring[position] = _grad_mark(tracked.params[position])
+
+
+def _grad_mark(param: torch.Tensor) -> tuple[int, int]:
+    grad = param.grad
+    return (0, 0) if grad is None else (id(grad), grad._version)
+
+
+def _let_go_unreached(state: WatchState) -> None:
+    """Each retired tensor whose gradient no backward touched since, held from now on by a
+    stand-in of its shape, dtype and device that owns one element: the tensor and its
+    gradient are freed once the script drops them, and its id is free for a new tensor."""
+    tracked = state.tracked
+    for position, mark in list(state.retiring.items()):
+        old = tracked.params[position]
+        if _grad_mark(old) != mark:
+            continue  # the loss still reaches it: kept, for GS411 to name
+        del state.retiring[position]
+        tracked.index.pop(id(old), None)
+        stand_in = torch.zeros((), dtype=old.dtype, device=old.device).expand(old.shape)
+        tracked.params[position] = stand_in.detach().requires_grad_(old.requires_grad)

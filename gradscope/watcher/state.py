@@ -89,6 +89,9 @@ class WatchState:
     """A watched model registered a parameter or module since the last step (replaced.py)."""
     replaced_after: dict[int, int] = field(default_factory=dict)
     """Position → the step after which its model no longer held that tensor."""
+    retiring: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """Position of a tensor an optimizer let go of → its gradient's id and version then
+    (group_swaps.py: let go of at the next swap if no backward reached it since)."""
     model_modules: tuple[int, set[int]] = (-1, set())
     """(len(tracked.roots), ids of their modules) when last read (replaced.py)."""
     probe: NanProbe = field(default_factory=NanProbe)

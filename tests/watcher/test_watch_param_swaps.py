@@ -5,9 +5,14 @@ a gradient norm's jump on the new set is not a bad batch's."""
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
+import torch
 from watch_scripts import domain_watched, step_record
 
+import gradscope
 from gradscope.config import Thresholds
 from gradscope.findings import Severity
 from gradscope.rules.step_norm_spike import norm_spike
@@ -83,3 +88,26 @@ def test_old_tensors_the_loss_still_reaches_after_the_swap_are_left_out():
     left = [f for f in run.findings if f.rule == "GS411"]
     assert len(left) == 4 and all(f.severity == Severity.ERROR for f in left)
     assert all("replaced in the optimizer after step 9" in f.subject for f in left)
+
+
+def test_a_tensor_swapped_out_and_reached_no_more_is_freed_during_the_watch():
+    """A densifying run swaps every 100 steps for 15,000: the watch holds no generation the
+    script dropped (it and its gradient freed at the next swap), only a stand-in."""
+    torch.manual_seed(0)
+    points = torch.nn.Parameter(torch.randn(64, 3))
+    opt = torch.optim.Adam([points], lr=1e-2)
+    generations = []
+    with gradscope.watch() as w:
+        for step in range(1, 16):
+            opt.zero_grad()
+            (points**2).sum().backward()
+            opt.step()
+            if step % 5 == 0:  # densify: a new tensor in the group, the old one dropped
+                generations.append(weakref.ref(points))
+                points = torch.nn.Parameter(torch.cat([points.detach(), points.detach()[:8]]))
+                opt.param_groups[0]["params"][0] = points
+                opt.state.clear()
+        gc.collect()
+        assert generations[0]() is None  # let go at the second swap
+    assert w.report.run.status == "completed"
+    assert not [f for f in w.report.findings if f.severity >= Severity.WARNING]
