@@ -59,7 +59,7 @@ def read(model: nn.Module, loss: torch.Tensor) -> ZeroGates:
 
 def _any_zero(params: list[torch.Tensor]) -> bool:
     """Some parameter is all zeros: one fused norm per device and dtype, one read-back."""
-    kept = [p.detach() for p in params if p.numel() and not p.is_complex()]
+    kept = [p.detach() for p in params if p.numel() and _normed(p)]
     if not kept:
         return False
     with torch.no_grad():
@@ -69,6 +69,11 @@ def _any_zero(params: list[torch.Tensor]) -> bool:
             bool(torch.stack([n.float() for n in norms if n.device == d]).eq(0).any())
             for d in devices
         )
+
+
+def _normed(p: torch.Tensor) -> bool:
+    """A float of 16 bits or more (int8 and float8 weights of a quantized base have no norm)."""
+    return p.is_floating_point() and p.element_size() >= 2
 
 
 def _gate(node: Any, gate_name: Any, found: dict[int, str]) -> bool:
