@@ -110,6 +110,9 @@ class RunStats:
     frozen_gated: tuple[str, ...] = ()
     """The same through a frozen zero parameter (frozen_gates): no step ever moves it."""
     frozen_gates: tuple[str, ...] = ()
+    skipped_at_random: tuple[str, ...] = ()
+    """Modules that did not run because their parent's forward skips layers at random in
+    training (LayerDrop), while siblings of their kind ran."""
     loss_terms: int | None = None
     """The loss adds up this many terms (`.sum()`, reduction='sum'): its gradients are that
     many times a mean-reduced loss's, so absolute bounds are judged per term. None: a mean
