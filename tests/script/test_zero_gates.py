@@ -1,12 +1,12 @@
 """A residual branch behind a gate that starts at zero gets no gradient at step one, by design:
 ReZero's alpha (a 1-element parameter of the block, not named weight or gate, owned by the
-module that runs before its branch), Flamingo's tanh(gate) owned by the same block. Both were
-read as dead layers (GS106 warnings), as the branch ran after the gate's module. Read in the
-graph now: a product with a zero parameter. The same gate frozen never moves (a warning that
-names it, where it was told as a loss weight off for a warm-up); a dead ReLU beside the gates
-still warns. timm's LayerScale in a module of its own (`ls1`) scales its block's branch: the
-branch's tiny gradients were the median the rest was judged against (GS104 errors) and
-read as vanishing (GS105 warnings)."""
+module that runs before its branch), SkipInit's 0-d skip_gain, Flamingo's tanh(gate) owned
+by the same block. All were read as dead layers (GS106 warnings), as the branch ran after the
+gate's module. Read in the graph now: a product with a zero parameter. The same gate frozen
+never moves (a warning that names it, where it was told as a loss weight off for a warm-up);
+a dead ReLU beside the gates still warns. timm's LayerScale in a module of its own (`ls1`)
+scales its block's branch: the branch's tiny gradients were the median the rest was judged
+against (GS104 errors) and read as vanishing (GS105 warnings)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,11 @@ def _loud(found):
 
 @pytest.mark.parametrize(
     ("mode", "gates"),
-    [("rezero", ["blocks.0.alpha", "blocks.1.alpha"]), ("tanh", ["blocks.0.attn_gate"])],
+    [
+        ("rezero", ["blocks.0.alpha", "blocks.1.alpha"]),
+        ("skipinit", ["blocks.0.skip_gain", "blocks.1.skip_gain"]),
+        ("tanh", ["blocks.0.attn_gate"]),
+    ],
 )
 def test_a_branch_behind_a_zero_gate_is_zero_init_by_design(mode, gates):
     found = _findings(mode)

@@ -1,9 +1,9 @@
 """Residual branches behind a gate that starts at zero: ReZero (x + alpha * F(x), alpha a
-1-element parameter of the block, 0 at init), Flamingo's gated cross-attention (x + tanh(g) *
-xattn(x, media), g = 0), and timm's LayerScale in a module of its own (ls1 = LayerScale(dim,
-1e-5) beside attn). Healthy: the first step moves each gate. Bugs: `frozen` (ReZero's alpha
-with requires_grad=False: its blocks never learn), `dead` (ReZero, plus a side path behind a
-ReLU whose bias keeps every unit off)."""
+1-element parameter of the block, 0 at init), SkipInit (a 0-d skip_gain), Flamingo's gated
+cross-attention (x + tanh(g) * xattn(x, media), g = 0), and timm's LayerScale in a module of
+its own (ls1 = LayerScale(dim, 1e-5) beside attn). Healthy: the first step moves each gate.
+Bugs: `frozen` (ReZero's alpha with requires_grad=False: its blocks never learn), `dead`
+(ReZero, plus a side path behind a ReLU whose bias keeps every unit off)."""
 
 import sys
 
@@ -26,6 +26,16 @@ class ReZero(nn.Module):
     def forward(self, x):
         x = x + self.alpha * self.attn(x, x, x, need_weights=False)[0]
         return x + self.alpha * self.ff(x)
+
+
+class SkipInit(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ff = nn.Sequential(nn.ReLU(), nn.Linear(D, D), nn.ReLU(), nn.Linear(D, D))
+        self.skip_gain = nn.Parameter(torch.zeros(()))
+
+    def forward(self, x):
+        return x + self.skip_gain * self.ff(x)
 
 
 class TanhGated(nn.Module):
@@ -63,7 +73,7 @@ class ScaledBlock(nn.Module):
         return x + self.ls2(self.mlp(self.norm2(x)))
 
 
-BLOCKS = {"tanh": TanhGated, "layerscale": ScaledBlock}
+BLOCKS = {"skipinit": SkipInit, "tanh": TanhGated, "layerscale": ScaledBlock}
 
 
 class Model(nn.Module):
