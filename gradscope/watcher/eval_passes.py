@@ -151,7 +151,9 @@ def _input_key(steps: int, args: Any) -> tuple[int, int, tuple[int, ...], float]
     """The step, the first tensor argument's storage and shape and a sum of its first values
     (a new batch in a freed one's storage differs there): the same input again."""
     first = args[0] if isinstance(args, tuple) and args else None
-    if not isinstance(first, torch.Tensor) or first.is_complex():
+    if not isinstance(first, torch.Tensor) or first.is_complex() or first.is_meta:
+        return None
+    if first.layout != torch.strided or first.numel() == 0:
         return None
     head = first.detach().reshape(-1)[:64]
     return steps, first.data_ptr(), tuple(first.shape), float(head.double().sum())
