@@ -103,6 +103,16 @@ class RunStats:
     clamped_off: tuple[str, ...] = ()
     """Parameters the loss reaches only through a clamp (a max, a min) whose input is entirely
     on the far side of its bound at this step (a KL held at its free-nats floor)."""
+    zero_gated: tuple[str, ...] = ()
+    """Parameters the loss reaches only through a product with a trainable parameter that is
+    all zeros (ReZero's alpha, a tanh gate at 0), named in zero_gates: the first step moves it."""
+    zero_gates: tuple[str, ...] = ()
+    frozen_gated: tuple[str, ...] = ()
+    """The same through a frozen zero parameter (frozen_gates): no step ever moves it."""
+    frozen_gates: tuple[str, ...] = ()
+    skipped_at_random: tuple[str, ...] = ()
+    """Modules that did not run because their parent's forward skips layers at random in
+    training (LayerDrop), while siblings of their kind ran."""
     loss_terms: int | None = None
     """The loss adds up this many terms (`.sum()`, reduction='sum'): its gradients are that
     many times a mean-reduced loss's, so absolute bounds are judged per term. None: a mean

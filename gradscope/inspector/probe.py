@@ -28,7 +28,7 @@ import torch
 
 from gradscope.autograd_walk import NodeWalk, differentiated
 from gradscope.errors import UserCodeError
-from gradscope.inspector import hooks
+from gradscope.inspector import hooks, random_skip, zero_gates
 from gradscope.inspector.fused_stats import FusedNumbers, GradNumbers, fused_stats, owners, plans
 from gradscope.inspector.graph_memory import retained_graphs, saved_bytes
 from gradscope.inspector.hooks import backward_target, call_model, pick_loss
@@ -126,7 +126,7 @@ def measure(
     with paused_guard():
         nodes = hooks.graph_nodes(target)
         saved = saved_bytes(nodes, [p for _, p in named])
-        facts = _graph_facts(target, nodes)  # before the backward frees what nodes saved
+        facts = _graph_facts(model, target, nodes, order)  # before the backward frees them
     named, grads = _gradients(model, target, grad_outputs, named, nodes)
     with paused_guard():  # from here on, only gradscope's own tensor code runs
         loss = scale.loss if scale is not None else target
@@ -159,12 +159,17 @@ def measure(
         )
 
 
-def _graph_facts(loss: torch.Tensor, nodes: Iterable[Any]) -> dict[str, Any]:
-    """What the loss's graph shows of its meaning: a loss fed probabilities, a loss on a
-    derivative taken with create_graph (rules/derivative_bias.py)."""
+def _graph_facts(
+    model: torch.nn.Module, loss: torch.Tensor, nodes: Iterable[Any], order: dict[str, int]
+) -> dict[str, Any]:
+    """What the loss's graph and the forward show of its meaning: a loss fed probabilities, a
+    loss on a derivative taken with create_graph (rules/derivative_bias.py), branches behind a
+    zero gate (zero_gates.py), layers skipped at random (random_skip.py)."""
     return {
+        "skipped_at_random": random_skip.names(model, order),
         "fed_probabilities": fed_probabilities(loss),
         "loss_through_derivative": differentiated(type(n).__name__ for n in nodes),
+        **vars(zero_gates.read(model, loss)),
     }
 
 

@@ -23,7 +23,8 @@ def names(
     """Parameters of `model` that every path from `loss` reaches through a zero weight (or
     through a node `passes_none` says passes no gradient); read before the backward frees
     the saved operands."""
-    blocked = passes_none or _zero_weight
+    frozen = frozen_storages(model)
+    blocked = passes_none or (lambda node: _zero_weight(node, frozen))
     root = loss.grad_fn
     if root is None:
         return ()
@@ -48,10 +49,20 @@ def _leaves(walk: NodeWalk[Any]) -> set[int] | None:
     return None if walk.pending else found
 
 
-def _zero_weight(node: Any) -> bool:
+def frozen_storages(model: nn.Module) -> dict[int, str]:
+    """Frozen parameters by storage: a zero one a product reads is a gate that never moves
+    (zero_gates.py), not a loss weight off at this step."""
+    named = model.named_parameters()
+    return {p.data_ptr(): n for n, p in named if not p.requires_grad and p.numel()}
+
+
+def _zero_weight(node: Any, frozen: dict[int, str]) -> bool:
     if not node.name().startswith("MulBackward"):
         return False
     try:
-        return constant_factor(node, dividing=False) == 0.0
+        if constant_factor(node, dividing=False) != 0.0:
+            return False
+        saved = [getattr(node, k, None) for k in ("_saved_self", "_saved_other")]
     except RuntimeError:  # its saved operands already freed
         return False
+    return not any(isinstance(x, torch.Tensor) and x.data_ptr() in frozen for x in saved)

@@ -5,7 +5,14 @@ the rest of the model is what made healthy ConvNeXt, ViT and ResNet models look 
 
 from __future__ import annotations
 
-from gradscope.rules.params import ancestors, comparable, dense_rms, is_zero_init, weight_rms
+from gradscope.rules.params import (
+    ancestors,
+    comparable,
+    dense_rms,
+    is_zero_init,
+    parent,
+    weight_rms,
+)
 from gradscope.stats import ParamStats, RunStats
 
 LAYER_SCALE_RMS = 1e-3
@@ -26,7 +33,7 @@ def layer_scaled(stats: RunStats) -> dict[str, str]:
     ]
     by_module: dict[str, list[tuple[int, ParamStats]]] = {}  # its first two, in order
     for i, scale in enumerate(scales):
-        if len(kept := by_module.setdefault(scale.module, [])) < 2:
+        if len(kept := by_module.setdefault(_branch_owner(stats, scale), [])) < 2:
             kept.append((i, scale))
     out: dict[str, str] = {}
     if not by_module:
@@ -40,6 +47,14 @@ def layer_scaled(stats: RunStats) -> dict[str, str]:
         if owners:
             out[p.name] = min(owners, key=lambda o: o[0])[1].name
     return out
+
+
+def _branch_owner(stats: RunStats, scale: ParamStats) -> str:
+    """The module whose branch a scale multiplies: its own, or, where the scale is alone in a
+    module of its own (timm's `ls1 = LayerScale(dim)` beside `attn`), the block above it."""
+    inside = [p for p in stats.params if (p.module + ".").startswith(scale.module + ".")]
+    alone = inside == [scale]
+    return parent(scale.module) if alone and scale.module else scale.module
 
 
 def theory_zero(stats: RunStats) -> set[str]:
@@ -59,16 +74,20 @@ def blocked_by_zero_init(stats: RunStats) -> tuple[list[ParamStats], set[str]]:
     parameters they explain: those that run before the last of them (the zeros resolve after
     one step). A zero tensor with a zero gradient of its own is not one of them unless such a
     tensor runs after it: see `stuck_at_zero`."""
-    blockers = [p for p in stats.params if is_zero_init(p) and _multiplies(p)]
+    blockers = [p for p in stats.params if is_zero_init(p) and _multiplies(p, stats)]
     moving = [p for p in blockers if p.has_grad and p.grad_max != 0]
     if not moving:
         return [], set()
     blockers = [p for p in blockers if p in moving or (p.depth or 0) <= max_depth(moving)]
     last = max_depth(blockers)
+    gated = set(stats.zero_gated)  # behind a gate, by the graph: whatever ran first
     zero = {  # depth None: used functionally (nn.MultiheadAttention's out_proj), order unknown
         p.name
         for p in stats.params
-        if p.has_grad and p.grad_max == 0 and p.numel > 0 and (p.depth or 0) <= last
+        if p.has_grad
+        and p.grad_max == 0
+        and p.numel > 0
+        and ((p.depth or 0) <= last or p.name in gated)
     }
     return blockers, zero
 
@@ -81,7 +100,7 @@ def stuck_at_zero(stats: RunStats) -> list[ParamStats]:
     """Zero-initialised multiplicative tensors whose own gradient is zero too, with no tensor
     that one step moves running after them: no optimizer step ever changes them (LoRA with
     both A and B zero: each factor's gradient is proportional to the other)."""
-    blockers = [p for p in stats.params if is_zero_init(p) and _multiplies(p)]
+    blockers = [p for p in stats.params if is_zero_init(p) and _multiplies(p, stats)]
     moving = [p for p in blockers if p.has_grad and p.grad_max != 0]
     last = max_depth(moving) if moving else -1
     return [
@@ -95,9 +114,11 @@ _ADDED = ("bias", "pos", "embed", "token", "cls")
 """Names of tensors that are added (or looked up), not multiplied, when they are matrices."""
 
 
-def _multiplies(p: ParamStats) -> bool:
+def _multiplies(p: ParamStats, stats: RunStats) -> bool:
     """A weight, gate or low-rank factor multiplies its input (a zero one blocks the flow); a
-    bias, a class token or a position embedding is added."""
+    bias, a class token or a position embedding is added. A product the graph shows is one."""
+    if p.name in stats.zero_gates:
+        return True
     last = p.name.rpartition(".")[2].lower()
     if last.endswith("weight") or any(k in last for k in ("gamma", "scale", "lambda", "gate")):
         return True

@@ -9,7 +9,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
-from gradscope.rules import derivative_bias, shift_invariance
+from gradscope.rules import derivative_bias, layer_drop, shift_invariance
 from gradscope.rules.experts import idle_experts
 from gradscope.rules.params import trainable
 from gradscope.rules.registry import DECLARED, Stage, rule
@@ -58,7 +58,8 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
     explanation pass names the op that cut the graph (.detach(), .data, torch.no_grad(), a numpy
     round-trip) with its file and line. A bias beside a weight that got a gradient, under a
     loss read through a derivative taken with create_graph, is information (its constant
-    has derivative 0: rules/derivative_bias.py)."""
+    has derivative 0: rules/derivative_bias.py); so is a layer its parent skipped at random
+    in training while its siblings of its kind ran (LayerDrop: rules/layer_drop.py)."""
     ran = {m.name for m in stats.modules if m.ran}
     routed = idle_experts(stats)
     out = []
@@ -84,6 +85,9 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
             )
             advice = CUT_ADVICE + UNUSED_ADVICE
         finding = this.finding(p.name, f"grad of {p.name} is None: {why}", advice)
+        layer = layer_drop.skipped(stats, p.module) if p.module not in ran else None
+        if layer is not None:
+            finding = layer_drop.as_information(finding, p.name, layer)
         weight = _differentiated_bias(stats, p)
         if weight is not None:
             head = f"grad of {p.name} is None"

@@ -46,7 +46,8 @@ def evaluated_in_train(run: WatchRun, t: Thresholds) -> list[Finding]:
     purpose), on a copy that no optimizer trains (an EMA teacher, an RL or BYOL target
     network: not hooked) and on forwards without gradients at half the run's steps or
     more (a recipe's every-step forward: MixMatch's label guess, an RL policy acting,
-    a forward checkpointed with use_reentrant)."""
+    a forward checkpointed with use_reentrant). Passes on the same input at one point of
+    the run, with dropouts only, are Monte Carlo dropout: information that says so."""
     out = []
     for ev in run.state_facts.train_evals:
         if ev.of and ev.steps >= RECIPE * ev.of and ev.of > 1:
@@ -83,7 +84,29 @@ def _finding(ev: TrainModeEval) -> Finding:
     finding = RULES["GS444"].finding(
         ev.model, message, advice, value=float(ev.passes), evidence=evidence
     )
+    if not ev.norms and ev.resampled and ev.resampled >= ev.passes - ev.steps:
+        return _monte_carlo(finding, ev, where)
     return finding if ev.norms else replace(finding, severity=Severity.INFO)
+
+
+def _monte_carlo(finding: Finding, ev: TrainModeEval, where: str) -> Finding:
+    """Each evaluation ran the same input through the model several times with its dropouts
+    on: stochastic passes to average, Monte Carlo dropout, which needs train mode."""
+    per = round(ev.passes / max(ev.steps, 1))
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=(
+            f"{ev.model} ran forward without gradients{where} in train mode, {per} times on "
+            f"the same input at each of {ev.steps} evaluations: its "
+            f"{_count(ev.dropouts, 'dropout')} drew a new mask each time, as Monte Carlo "
+            "dropout averages over"
+        ),
+        advice=(
+            "nothing to fix if the passes sample the dropouts on purpose (MC dropout); for a "
+            "plain evaluation call model.eval() before it and model.train() after it"
+        ),
+    )
 
 
 def _count(names: tuple[str, ...], kind: str) -> str:

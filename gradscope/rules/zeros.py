@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
-from gradscope.rules import shift_invariance, switched_off
+from gradscope.rules import frozen_gate, shift_invariance, switched_off
 from gradscope.rules.by_design import blocked_by_zero_init, stuck_at_zero
 from gradscope.rules.experts import idle_experts
 from gradscope.rules.registry import DECLARED, Stage, rule
@@ -34,7 +34,8 @@ def zero_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
     GS108, an idle expert is GS109; a zero tensor whose own gradient is zero too, with nothing
     after it that a step moves (both LoRA factors zero), is reported here as stuck at zero.
     A bias whose weight has a gradient is information: the loss is blind to a shift of its
-    layer's outputs (rules/shift_invariance.py)."""
+    layer's outputs (rules/shift_invariance.py). Behind a product with a frozen parameter that
+    is all zeros (a ReZero alpha with requires_grad=False) the warning names that gate."""
     _, explained = blocked_by_zero_init(stats)
     routed = idle_experts(stats)
     stuck = stuck_at_zero(stats)
@@ -64,6 +65,9 @@ def _all_zero(stats: RunStats, explained: set[str], this: Rule) -> list[Finding]
         if not (p.has_grad and p.grad_max == 0 and p.numel > 0):
             continue
         if p.name in explained:
+            continue
+        if p.name in stats.frozen_gated:
+            out.append(frozen_gate.finding(this, stats, p.name, p.numel))
             continue
         if p.name in stats.weighted_off:
             head = f"grad of {p.name} is all zeros ({p.numel} elements)"

@@ -144,6 +144,9 @@ class TrainModeEval:
     """Its BatchNorms in train mode that track running statistics with a momentum."""
     where: str | None = None
     """file:line of the script's call that ran the first such forward."""
+    resampled: int = 0
+    """Such forwards on the same input as the one before them, at the same step: stochastic
+    passes averaged over (Monte Carlo dropout)."""
 
 
 @dataclass(frozen=True)

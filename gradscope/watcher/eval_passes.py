@@ -40,6 +40,9 @@ class Seen:
     norms: tuple[str, ...]
     passes: int = 0
     steps: set[int] = field(default_factory=set)
+    resampled: int = 0
+    """Passes on the same input as the pass before them, at the same step (MC dropout)."""
+    last: tuple[int, int, tuple[int, ...], float] | None = None
 
 
 class EvalPasses:
@@ -98,12 +101,12 @@ class EvalPasses:
                 self._last_no_grad = self.steps()
                 self.no_grad_steps += 1
             if module.training:
-                self._note(module)
+                self._note(module, args)
         except Exception as exc:  # gradscope's own: this probe stops, the watch goes on
             self.failed = True
             self.on_fault("the evaluation-pass hook", exc)
 
-    def _note(self, module: nn.Module) -> None:
+    def _note(self, module: nn.Module, args: Any) -> None:
         if self._roots.get(id(module)) is not module:
             return  # a copy that kept the hook some other way: not the trained model
         steps = self.steps()
@@ -121,16 +124,39 @@ class EvalPasses:
             seen.passes += 1
             if len(seen.steps) < MAX_STEPS:
                 seen.steps.add(steps)
+            key = _input_key(steps, args)
+            seen.resampled += key is not None and key == seen.last
+            seen.last = key
 
     def facts(self, taken: int) -> list[TrainModeEval]:
         """What was seen, against the `taken` optimizer steps of the run."""
         return [
             TrainModeEval(
-                s.name, s.first, s.passes, len(s.steps), taken, s.dropouts, s.norms, s.where
+                s.name,
+                s.first,
+                s.passes,
+                len(s.steps),
+                taken,
+                s.dropouts,
+                s.norms,
+                s.where,
+                s.resampled,
             )
             for s in self.seen.values()
             if s is not None
         ]
+
+
+def _input_key(steps: int, args: Any) -> tuple[int, int, tuple[int, ...], float] | None:
+    """The step, the first tensor argument's storage and shape and a sum of its first values
+    (a new batch in a freed one's storage differs there): the same input again."""
+    first = args[0] if isinstance(args, tuple) and args else None
+    if not isinstance(first, torch.Tensor) or first.is_complex() or first.is_meta:
+        return None
+    if first.layout != torch.strided or first.numel() == 0:
+        return None
+    head = first.detach().reshape(-1)[:64]
+    return steps, first.data_ptr(), tuple(first.shape), float(head.double().sum())
 
 
 def _recalibrating(root: nn.Module) -> bool:

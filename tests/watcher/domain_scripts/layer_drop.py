@@ -1,0 +1,63 @@
+"""LayerDrop (Fan et al. 2019): in training each layer is skipped with probability p by a fresh
+draw per batch, so a skipped layer gets no gradient at that step. Modes: `fairseq` (one `if`),
+`nested` (transformers' `if self.training:` then `torch.rand([])`); bug `odd` (every other
+layer skipped by its index, at every step: those layers never train)."""
+
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+torch.manual_seed(0)
+MODE = sys.argv[1] if len(sys.argv) > 1 else "fairseq"
+D, L = 8, 4
+
+
+class Encoder(nn.Module):
+    def __init__(self, p: float = 0.5):
+        super().__init__()
+        self.layerdrop = p
+        self.layers = nn.ModuleList(nn.Linear(D, D) for _ in range(L))
+
+
+class Fairseq(Encoder):
+    def forward(self, x):
+        for layer in self.layers:
+            if self.training and torch.rand(()) < self.layerdrop:
+                continue
+            x = x + torch.tanh(layer(x))
+        return x
+
+
+class Nested(Encoder):
+    def forward(self, x):
+        for layer in self.layers:
+            if self.training:
+                dropout_probability = torch.rand([])
+                if dropout_probability < self.layerdrop:
+                    continue
+            x = x + torch.tanh(layer(x))
+        return x
+
+
+class Odd(Encoder):
+    def forward(self, x):
+        noise = torch.rand(()) if self.training else 0.0  # drawn, but not what skips
+        for i, layer in enumerate(self.layers):
+            if self.training and i % 2:
+                continue
+            x = x + torch.tanh(layer(x)) + 0 * noise
+        return x
+
+
+ENCODERS = {"fairseq": Fairseq, "nested": Nested, "odd": Odd}
+model = nn.Sequential(nn.Linear(4, D), ENCODERS[MODE](), nn.Linear(D, 1))
+opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+for _step in range(20):
+    x = torch.randn(32, 4)
+    loss = F.mse_loss(model(x), x.sum(1, keepdim=True))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print("final", loss.item())
