@@ -59,6 +59,9 @@ class ParamInfo:
     idle_optimizer: str | None = None
     """Outside every optimizer that stepped, the class of one whose param groups hold it,
     whose zero_grad() ran and whose step() never did; None: none."""
+    differentiated: bool = False
+    """The script took a derivative with respect to it by torch.autograd.grad (a dummy
+    scale, an input): a variable of a derivative it reads itself."""
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from gradscope.watcher.adam_rms import AdamRms
 from gradscope.watcher.backward_sites import BackwardSites
 from gradscope.watcher.eval_passes import EvalPasses
 from gradscope.watcher.faults import Fault, fault_of, record
+from gradscope.watcher.grad_inputs import GradInputs
 from gradscope.watcher.logit_probe import LogitProbe
 from gradscope.watcher.manual_search import ManualSearch
 from gradscope.watcher.measure import Measure
@@ -99,6 +100,8 @@ class WatchState:
     batches: SameBatch = field(default_factory=SameBatch)
     backward_sites: BackwardSites = field(default_factory=BackwardSites)
     logits: LogitProbe = field(default_factory=LogitProbe)
+    grad_inputs: GradInputs = field(default_factory=GradInputs)
+    """The leaves the script differentiates against with torch.autograd.grad."""
     """Attention and output logits at sampled steps (logit_probe.py)."""
     measure: Measure = field(init=False)
     updates: updates.Updates = field(init=False)
