@@ -62,6 +62,9 @@ class ParamInfo:
     differentiated: bool = False
     """The script took a derivative with respect to it by torch.autograd.grad (a dummy
     scale, an input): a variable of a derivative it reads itself."""
+    logits_table: bool = False
+    """A softmax reads it as its very logits (DARTS's architecture weights): numbers in
+    nats, whose initial values are no scale to judge a step against."""
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from gradscope.watcher.eval_passes import EvalPasses
 from gradscope.watcher.faults import Fault, fault_of, record
 from gradscope.watcher.grad_inputs import GradInputs
 from gradscope.watcher.logit_probe import LogitProbe
+from gradscope.watcher.logit_tables import LogitTables
 from gradscope.watcher.manual_search import ManualSearch
 from gradscope.watcher.measure import Measure
 from gradscope.watcher.modes import Modes
@@ -102,6 +103,8 @@ class WatchState:
     logits: LogitProbe = field(default_factory=LogitProbe)
     grad_inputs: GradInputs = field(default_factory=GradInputs)
     """The leaves the script differentiates against with torch.autograd.grad."""
+    logit_tables: LogitTables = field(default_factory=LogitTables)
+    """The parameters a softmax reads as its very logits."""
     """Attention and output logits at sampled steps (logit_probe.py)."""
     measure: Measure = field(init=False)
     updates: updates.Updates = field(init=False)
