@@ -127,9 +127,8 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     peak. The message names the learning rate at the step where it peaked, the optimizer's step size
     (Adam: about lr per element; SGD with momentum μ: lr/(1-μ) × the gradient) and the learning
     rate that would bring the ratio near 1e-3. The loss's signs count only for one recognised
-    objective of one optimizer (not an RL loss, nor a discriminator at its equilibrium). A matrix
-    initialised to exactly zero (LoRA's B) has no scale to judge the lr against, nor has a
-    softmax's own logits table (DARTS's architecture weights: numbers in nats)."""
+    objective of one optimizer (not an RL loss, nor a discriminator at its equilibrium). Zero-init
+    matrices (LoRA's B) and a softmax's own logits (DARTS's alphas) have no scale to judge by."""
     out = []
     for s in by_optimizer(run):
         settings = run.settings_of(s.index)
