@@ -1,8 +1,9 @@
 """DARTS (Liu et al. 2019), first order: mixed operations weighted by a softmax over the
 architecture weights alpha (started near 0, 1e-3 * randn, for a uniform choice), alpha in
 its own Adam on validation batches, the network's weights in SGD on training batches.
-Modes: `darts` (healthy, alpha's Adam at 3e-3); `w-adam` (the bug: the weights moved to
-Adam at 0.2, SGD's sort of lr, far above their initial rms)."""
+Modes: `darts` (healthy, alpha's Adam at 3e-3); bugs `w-adam` (the weights moved to Adam
+at 0.2, SGD's sort of lr, far above their initial rms) and `alpha-in-w` (the weights' SGD
+built on model.parameters(): alpha stepped by both optimizers)."""
 
 import sys
 
@@ -60,8 +61,9 @@ def batch(n: int = 32) -> tuple[torch.Tensor, torch.Tensor]:
 net = Network()
 if MODE == "w-adam":
     w_opt: torch.optim.Optimizer = torch.optim.Adam(net.weights(), lr=0.2)
-else:
-    w_opt = torch.optim.SGD(net.weights(), lr=0.05, momentum=0.9, weight_decay=3e-4)
+else:  # bug alpha-in-w: the weights' SGD built on model.parameters(), alpha included
+    trained = net.parameters() if MODE == "alpha-in-w" else net.weights()
+    w_opt = torch.optim.SGD(trained, lr=0.05, momentum=0.9, weight_decay=3e-4)
 a_opt = torch.optim.Adam([net.alphas], lr=3e-3, betas=(0.5, 0.999), weight_decay=1e-3)
 for _step in range(40):
     xv, yv = batch()
