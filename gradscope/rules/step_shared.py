@@ -37,8 +37,8 @@ def stepped_twice(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     and the shared tensors have gradients at the steps of both: two update rules move them,
     each with its own state. An optimizer built anew for a later phase (its steps after the
     other's) is not judged, nor one whose steps follow no backward (Reptile's outer step, its
-    gradient written by hand from the inner loop's)."""
-    series = [s for s in by_optimizer(run) if len(s.steps) >= 2]
+    gradient written by hand from the inner loop's), nor one whose tensors were not recorded."""
+    series = [s for s in by_optimizer(run) if len(s.steps) >= 2 and run.members_of(s.index)]
     out = []
     for k, a in enumerate(series):
         for b in series[k + 1 :]:

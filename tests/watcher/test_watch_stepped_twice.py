@@ -59,3 +59,9 @@ def test_a_later_phases_optimizer_and_a_reptile_outer_step_are_silent():
     assert stepped_twice(_run([0] * 10 + [1] * 10, {}), Thresholds()) == []
     reptile = _run(([0] * 5 + [1]) * 4, {1: 0})  # the outer step: its gradient by hand
     assert stepped_twice(reptile, Thresholds()) == []
+
+
+def test_an_optimizer_whose_tensors_were_not_recorded_shares_nothing():
+    run = _run([0, 1] * 10, {})
+    unknown = WatchRun(**{**run.__dict__, "members": ((0, 1),)})
+    assert stepped_twice(unknown, Thresholds()) == []
