@@ -2,7 +2,9 @@
 scaled for gradient accumulation: an exact GP's log marginal likelihood summed over its n
 points then divided by n, a world model's per-step losses added over T steps then divided
 by T. The count is read in the dividend's graph: a `.sum()` over n elements, or additions
-of n terms (a loop's `total = total + term`), or of n per kind of term."""
+of n terms (a loop's `total = total + term`), or of n per kind of term. A masked mean
+(`(nll * mask).sum() / mask.sum()`, a pointer network's padded steps left out) divides by a
+count the batch gives (what the mask keeps): no accumulation's constant."""
 
 from __future__ import annotations
 
@@ -63,3 +65,26 @@ def _summed(node: Any) -> int | None:
     except (AttributeError, RuntimeError):
         return None
     return math.prod(int(s) for s in sizes)
+
+
+def masked(dividend: Any, divisor: float) -> bool:
+    """`dividend / divisor` with the dividend a `.sum()` of a product with a tensor that
+    carries no gradient (the mask) and the divisor what that mask keeps (its sum, or the
+    count of its nonzeros): a mean over the mask's elements, whose count the batch gives."""
+    if _summed(dividend) is None or (_summed(dividend) or 0) < divisor:
+        return False
+    below = inputs(dividend)
+    if len(below) != 1 or not below[0].name().startswith("MulBackward"):
+        return False
+    product = below[0]
+    if len(inputs(product)) != 1:
+        return False
+    slot = "_saved_other" if product.next_functions[0][0] is not None else "_saved_self"
+    try:
+        mask: Any = getattr(product, slot, None)
+    except RuntimeError:  # freed by a backward
+        return False
+    if mask is None or not callable(getattr(mask, "numel", None)) or mask.numel() < 2:
+        return False  # a number: a scaling, not a mask
+    kept = (float(mask.detach().sum()), float(mask.detach().count_nonzero()))
+    return any(math.isclose(divisor, k) for k in kept)  # over what the mask keeps

@@ -43,6 +43,8 @@ def loss_scaling(loss: torch.Tensor) -> str | None:
     dividend = next(n for n, _ in node.next_functions if n is not None)
     if dividing and mean_by_hand.averages(dividend, factor):
         return None  # a sum over n divided by n: a mean, whatever the steps accumulate
+    if dividing and mean_by_hand.masked(dividend, factor):
+        return None  # a masked sum divided by what its mask keeps: a masked mean
     value = float(loss.detach().reshape(-1)[0].real)
     if dividing:
         return (

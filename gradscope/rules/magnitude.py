@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules import depth, loss_scale, set_from_batch
+from gradscope.rules import depth, input_near_zero, loss_scale, set_from_batch
 from gradscope.rules.by_design import layer_scaled, scale_invariant, theory_zero
 from gradscope.rules.params import comparable, dense_rms, is_zero_init, weight_rms
 from gradscope.rules.registry import DECLARED, Stage, rule
@@ -260,11 +260,13 @@ def vanishing(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
     return out
 
 
-def _set_from_batch(found: Finding, stats: RunStats) -> Finding:
-    """A vanishing norm of a parameter set from this very batch is information."""
+def _set_from_batch(found: Finding, stats: RunStats, p: ParamStats, t: Thresholds) -> Finding:
+    """A vanishing norm of a parameter set from this very batch is information, and so is a
+    weight's whose layer's bias got a gradient (its input is near zero)."""
     if found.subject in set_from_batch.names(stats):
         return set_from_batch.as_information(found, found.subject)
-    return found
+    bias = input_near_zero.layer_bias(p, stats, t.vanish_norm)
+    return found if bias is None else input_near_zero.as_information(found, p, bias)
 
 
 def _tiny_norms(
@@ -283,6 +285,8 @@ def _tiny_norms(
                 t.vanish_norm,
             ),
             stats,
+            p,
+            t,
         )
         for p in live
         if (p.grad_norm or 0.0) < t.vanish_norm

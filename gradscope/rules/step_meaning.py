@@ -127,8 +127,8 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     peak. The message names the learning rate at the step where it peaked, the optimizer's step size
     (Adam: about lr per element; SGD with momentum μ: lr/(1-μ) × the gradient) and the learning
     rate that would bring the ratio near 1e-3. The loss's signs count only for one recognised
-    objective of one optimizer (not an RL loss, nor a discriminator at its equilibrium). A matrix
-    initialised to exactly zero (LoRA's B) has no scale to judge the lr against."""
+    objective of one optimizer (not an RL loss, nor a discriminator at its equilibrium). Zero-init
+    matrices (LoRA's B) and a softmax's own logits (DARTS's alphas) have no scale to judge by."""
     out = []
     for s in by_optimizer(run):
         settings = run.settings_of(s.index)
@@ -160,8 +160,10 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
 def _had_a_scale(run: WatchRun, members: list[int]) -> list[int]:
     """The matrices whose ‖Δw‖/‖w‖ says something about the lr: one initialised to exactly
     zero (LoRA's B, a zero-init output projection or gate) grows from nothing, its ratio
-    about 1/t whatever the lr (1 at step 1, 0.5 at step 2)."""
-    return [i for i in members if run.params[i].weight_norm != 0]
+    about 1/t whatever the lr (1 at step 1, 0.5 at step 2); a softmax's own logits
+    (DARTS's architecture weights, started near 0 for a uniform choice) are in nats, their
+    initial values no scale of theirs."""
+    return [i for i in members if run.params[i].weight_norm != 0 and not run.params[i].logits_table]
 
 
 def _died(
@@ -200,7 +202,7 @@ def _larger_than_weights(
     an lr at or above the weight matrices' own initial rms (median over them) lets one
     step move every weight by its whole initial size."""
     rows = []
-    for i in trained_matrices(run, s):
+    for i in _had_a_scale(run, trained_matrices(run, s)):
         p = run.params[i]
         if p.weight_norm is None or p.weight_norm <= 0 or p.group is None:
             continue

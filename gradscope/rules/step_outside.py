@@ -62,28 +62,34 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
         if not copy and values_changed(p) and not _piled_up(run, i):
             out.append(_moved_by_script(run, p))
             continue
-        advice = (
-            f"{p.name} looks like a copy of {copy} (a target, EMA or teacher network): compute "
-            "its forward under torch.no_grad() or .detach() its output; adding it to the "
-            "optimizer would break the algorithm"
-            if copy
-            else "if it is a target, EMA or teacher copy, compute its forward under "
-            "torch.no_grad() or .detach() its output; if it is a fixed network the loss "
-            "differentiates through (a perceptual loss's feature extractor), freeze it with "
-            "requires_grad_(False), as no_grad would cut the gradient to the model before it; "
-            "only otherwise pass model.parameters() (or add a param group for it) to the "
-            "optimizer"
-        )
-        out.append(
-            this.finding(
-                p.name,
-                f"{p.name} requires grad and gets gradients but is in no optimizer param "
-                "group: no step applies them, and no optimizer's zero_grad() clears its .grad",
-                advice,
-                evidence=(f"optimizers: {', '.join(run.optimizers)}", *_piled_up(run, i)),
-            )
-        )
+        if p.differentiated and not p.in_model:
+            out.append(_differentiated(run, p, i))
+            continue
+        out.append(_outside(this, run, p, i, copy))
     return out
+
+
+def _outside(this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str) -> Finding:
+    """The error: gradients that no step applies (a copy of a trained parameter is named)."""
+    advice = (
+        f"{p.name} looks like a copy of {copy} (a target, EMA or teacher network): compute "
+        "its forward under torch.no_grad() or .detach() its output; adding it to the "
+        "optimizer would break the algorithm"
+        if copy
+        else "if it is a target, EMA or teacher copy, compute its forward under "
+        "torch.no_grad() or .detach() its output; if it is a fixed network the loss "
+        "differentiates through (a perceptual loss's feature extractor), freeze it with "
+        "requires_grad_(False), as no_grad would cut the gradient to the model before it; "
+        "only otherwise pass model.parameters() (or add a param group for it) to the "
+        "optimizer"
+    )
+    return this.finding(
+        p.name,
+        f"{p.name} requires grad and gets gradients but is in no optimizer param "
+        "group: no step applies them, and no optimizer's zero_grad() clears its .grad",
+        advice,
+        evidence=(f"optimizers: {', '.join(run.optimizers)}", *_piled_up(run, i)),
+    )
 
 
 def _not_judged(run: WatchRun, i: int, p: ParamInfo) -> bool:
@@ -128,6 +134,25 @@ def _moved_by_script(run: WatchRun, p: ParamInfo) -> Finding:
         "nothing to fix if its own update is meant; if that update does not read these "
         "gradients, a .detach() where the loss reaches it saves their backward",
         evidence=(f"optimizers: {', '.join(run.optimizers)}",),
+    )
+    return replace(finding, severity=Severity.INFO)
+
+
+def _differentiated(run: WatchRun, p: ParamInfo, i: int) -> Finding:
+    """Information: a bare leaf, in no model, that the script differentiates against by
+    torch.autograd.grad (IRMv1's dummy scale): the derivative it reads is its own, not .grad;
+    what backward() adds to .grad is a by-product no step was meant to apply. A model's
+    weight the script differentiates against (an unrolled inner loop's) is still a weight."""
+    finding = RULES["GS411"].finding(
+        p.name,
+        f"{p.name} is in no optimizer param group and the script differentiates against it "
+        "by torch.autograd.grad (a dummy scale, a probe): a variable of a derivative the "
+        "script reads itself; each backward() of a loss holding that derivative also adds "
+        "to its .grad, which nothing reads",
+        "nothing to fix if it is not meant to train; making it afresh for each call (as "
+        "IRMv1's reference penalty does) leaves no .grad behind; if it is meant to learn, add "
+        "it to the optimizer",
+        evidence=(f"optimizers: {', '.join(run.optimizers)}", *_piled_up(run, i)),
     )
     return replace(finding, severity=Severity.INFO)
 

@@ -59,6 +59,12 @@ class ParamInfo:
     idle_optimizer: str | None = None
     """Outside every optimizer that stepped, the class of one whose param groups hold it,
     whose zero_grad() ran and whose step() never did; None: none."""
+    differentiated: bool = False
+    """The script took a derivative with respect to it by torch.autograd.grad (a dummy
+    scale, an input): a variable of a derivative it reads itself."""
+    logits_table: bool = False
+    """A softmax reads it as its very logits (DARTS's architecture weights): numbers in
+    nats, whose initial values are no scale to judge a step against."""
 
 
 @dataclass(frozen=True)

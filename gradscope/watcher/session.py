@@ -294,6 +294,8 @@ class Watcher:
                 dtype=str(p.dtype).removeprefix("torch."),
                 one_step=i in icp.manual.one_step,
                 idle_optimizer=None if id(p) in owned else idle.get(id(p)),
+                differentiated=icp.grad_inputs.holds(p),
+                logits_table=icp.logit_tables.holds(p),
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
         )

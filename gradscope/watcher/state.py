@@ -18,8 +18,10 @@ from gradscope.watcher.adam_rms import AdamRms
 from gradscope.watcher.backward_sites import BackwardSites
 from gradscope.watcher.eval_passes import EvalPasses
 from gradscope.watcher.faults import Fault, fault_of, record
+from gradscope.watcher.grad_inputs import GradInputs
 from gradscope.watcher.hand_moved import HandMoved
 from gradscope.watcher.logit_probe import LogitProbe
+from gradscope.watcher.logit_tables import LogitTables
 from gradscope.watcher.manual_search import ManualSearch
 from gradscope.watcher.measure import Measure
 from gradscope.watcher.modes import Modes
@@ -106,6 +108,10 @@ class WatchState:
     hand_moved: HandMoved = field(default_factory=HandMoved)
     backward_sites: BackwardSites = field(default_factory=BackwardSites)
     logits: LogitProbe = field(default_factory=LogitProbe)
+    grad_inputs: GradInputs = field(default_factory=GradInputs)
+    """The leaves the script differentiates against with torch.autograd.grad."""
+    logit_tables: LogitTables = field(default_factory=LogitTables)
+    """The parameters a softmax reads as its very logits."""
     """Attention and output logits at sampled steps (logit_probe.py)."""
     measure: Measure = field(init=False)
     updates: updates.Updates = field(init=False)

@@ -168,6 +168,10 @@ FIRES = {
         "tests/watcher/test_watch_input_gradients.py",
         "test_an_attacks_parameter_gradients_left_for_the_step_are_named",
     ),
+    "GS456": (
+        "tests/watcher/test_watch_stepped_twice.py",
+        "test_darts_alpha_in_the_weights_optimizer_is_named",
+    ),
 }
 """Rule id → a test that makes it fire (on a real model or script, or on the data of one) and
 looks for it by id or slug."""

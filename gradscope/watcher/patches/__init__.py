@@ -3,6 +3,7 @@ and all removed when it ends (also on an exception, Ctrl-C or --steps reached).
 
 - optimizer_step  torch's global step pre/post hooks (closures included)
 - backward        Tensor.backward, torch.autograd.backward
+- autograd_grad   torch.autograd.grad (the leaves the script differentiates against)
 - zero_grad       Optimizer.zero_grad, Module.zero_grad
 - clip            clip_grad_norm_, get_total_norm, clip_grads_with_norm_
 - grad_scaler     GradScaler.scale, GradScaler.step
@@ -29,6 +30,7 @@ from typing import Any
 import torch.nn.utils as utils
 import torch.nn.utils.clip_grad as clip_grad
 
+from gradscope.watcher.patches.autograd_grad import AutogradGrad
 from gradscope.watcher.patches.backward import AutogradBackward, TensorBackward
 from gradscope.watcher.patches.clip import ClipGradNorm, ClipWithNorm, TotalNorm
 from gradscope.watcher.patches.grad_scaler import Scale, ScalerStep
@@ -60,6 +62,7 @@ def every_patch(state: WatchState) -> list[Any]:
         OptimizerStep(state),
         TensorBackward(state),
         AutogradBackward(state),
+        AutogradGrad(state),
         OptimizerZeroGrad(state),
         ModuleZeroGrad(state),
         *(ModuleGetstate(state, owner) for owner in OWNERS),

@@ -127,6 +127,7 @@ class Softmax(_Sampled):
 
     def measure(self, step: int, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
         scores, dim = _arg(args, kw, 0, "input", None), _arg(args, kw, 1, "dim", None)
+        self.state.logit_tables.note(scores)
         self.state.logits.scores(step, scores, dim, self.state.tracked.roots)
 
 

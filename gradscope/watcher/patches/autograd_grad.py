@@ -1,0 +1,32 @@
+"""`torch.autograd.grad`: which leaves the script differentiates against (grad_inputs.py);
+the call itself runs unchanged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from gradscope.watcher.guard import enter, safely
+from gradscope.watcher.patches.base import Patch
+from gradscope.watcher.state import WatchState
+
+PART = "the autograd.grad() hook"
+
+
+class AutogradGrad(Patch):
+    name = "grad"
+
+    def __init__(self, state: WatchState) -> None:
+        super().__init__(state, torch.autograd)
+
+    def wrap(self, original: Any) -> Any:
+        state = self.state
+
+        def grad(outputs: Any, inputs: Any, *args: Any, **kw: Any) -> Any:
+            here = enter(state)
+            if here is not None and not here.depth:
+                safely(state, here, PART, lambda: state.grad_inputs.note(inputs))
+            return original(outputs, inputs, *args, **kw)
+
+        return grad
