@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import replace
+from itertools import pairwise
 
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Mark, Rule, Severity
@@ -135,8 +136,9 @@ def _norm_judged(
     finding: Finding,
     where: list[int],
 ) -> Finding:
-    """The GS403 finding as information where its spikes are by design, or named at the
-    batch that stands apart from a moving target's own spikes."""
+    """The GS403 finding as information where its spikes are by design or a lone spike an
+    adaptive optimizer bounded, or named at the batch that stands apart from a moving
+    target's own spikes."""
     steps, found = spiked
     facts, advice = _by_design(run, s, t, steps, found)
     if facts:
@@ -148,6 +150,9 @@ def _norm_judged(
             evidence=(*finding.evidence, facts),
         )
         return about(finding, where)
+    if _bounded_by_optimizer(run, s, t, [j for j, _, _ in found]):
+        at = steps[max(found, key=lambda f: f[1] / f[2] if f[2] else f[1])[0]]
+        return about(_normalised(finding, run, s, at), where)
     odd, apart = _loss_apart(run, s, t, steps, found)
     return about(batch_apart(finding, odd, apart), odd) if apart else about(finding, where)
 
@@ -202,6 +207,40 @@ def _absorbed(s: Series, spiked: list[StepRecord], t: Thresholds) -> bool:
     after them kept falling: the clip bounded the steps, as it is there to."""
     if not spiked or any(r.max_norm is None or not r.clipped or r.scaled_clip for r in spiked):
         return False
+    return _loss_unharmed(s, t)
+
+
+def _bounded_by_optimizer(run: WatchRun, s: Series, t: Thresholds, spiked: list[int]) -> bool:
+    """Under an optimizer whose step is about the lr whatever the gradient's scale (Adam's
+    family, Lion), each spike one step alone (its neighbours none), no loss spike, nothing
+    non-finite, and the loss kept falling: one batch's large gradient moved the weights
+    by a bounded step (Adam: it enters the first moment at 1 - beta1), which did no harm
+    the run shows. Repeated or lasting jumps stay warnings."""
+    settings = run.settings_of(s.index)
+    if settings is None or not settings.adaptive or not spiked:
+        return False
+    if any(b - a < 2 for a, b in pairwise(spiked)):
+        return False
+    if any(not finite(r.loss) or not finite(r.grad_norm) for r in s.live()):
+        return False
+    return _loss_unharmed(s, t)
+
+
+def _normalised(finding: Finding, run: WatchRun, s: Series, at: StepRecord) -> Finding:
+    settings = run.settings_of(s.index)
+    kind = settings.kind if settings is not None else "its optimizer"
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=f"{finding.message}; under {kind} each element's step is about the lr "
+        "whatever the gradient's scale, each spike was one step's, and the loss kept falling",
+        advice="nothing to do for a lone spike: the optimizer bounded its step; if spikes "
+        f"repeat or the loss jumps with them, {spike_advice(s, at)}",
+    )
+
+
+def _loss_unharmed(s: Series, t: Thresholds) -> bool:
+    """No loss spike in the series, and its loss fell from its first window to its last."""
     _, loss_spikes = series_spikes(s, t, "loss")
     if loss_spikes:
         return False
