@@ -54,6 +54,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_same_batch",
         "gradscope.rules.step_schedule",
         "gradscope.rules.step_setup",
+        "gradscope.rules.step_shared_params",
         "gradscope.rules.step_stale",
         "gradscope.rules.step_trends",
         "gradscope.rules.step_unbounded",

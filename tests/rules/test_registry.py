@@ -160,6 +160,10 @@ FIRES = {
         "tests/watcher/test_watch_input_gradients.py",
         "test_an_attacks_parameter_gradients_left_for_the_step_are_named",
     ),
+    "GS456": (
+        "tests/watcher/test_watch_shared_params.py",
+        "test_a_generator_moved_by_the_discriminators_optimizer_is_named",
+    ),
 }
 """Rule id → a test that makes it fire (on a real model or script, or on the data of one) and
 looks for it by id or slug."""
