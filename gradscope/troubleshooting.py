@@ -191,6 +191,14 @@ TABLE = {
             "build the optimizer after the model is final (or add_param_group the new ones)",
         ),
         TableRow(
+            "shared-params",
+            "a model is moved by another model's optimizer too",
+            "a tensor in the param groups of two optimizers that both step it (a GAN's "
+            "discriminator optimizer built over the generator's parameters too)",
+            "give each optimizer only its own model's parameters; detach what one model "
+            "hands the other where the other's loss should not reach it",
+        ),
+        TableRow(
             "reduction",
             "SGD's steps far too large or too small for its learning rate",
             "the loss's reduction scales the gradient: a sum over the batch (× B), a loss "

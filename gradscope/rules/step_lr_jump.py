@@ -3,8 +3,9 @@
 A sudden ×10 learning rate, or a ramp of ×1.2 per step, scales every update at once
 (Adam's normalised step does not absorb it): the loss diverges some steps later. The
 recorded learning rates name it at the step whose update applied it, before the loss
-moves. A warm-up (a rise from the first steps), a restart back to an earlier peak and a
-slow schedule are not such a jump.
+moves. A warm-up (a rise from the first steps), a restart back to an earlier peak, a
+slow schedule and a group added mid-run rising to its optimizer's other groups' rate are
+not such a jump.
 """
 
 from __future__ import annotations
@@ -30,13 +31,16 @@ WITHIN = 32
 """...reached within this many steps of its start, never falling on the way."""
 
 
-def lr_rise(lrs: Sequence[float]) -> tuple[int, int] | None:
+def lr_rise(lrs: Sequence[float], beside: Sequence[float] = ()) -> tuple[int, int] | None:
     """(start, certain): the indices of the first step of the first rise and of the step
-    it reached RISE × the plateau before it; None: no such rise."""
+    it reached RISE × the plateau before it; None: no such rise. `beside`: for a param
+    group added mid-run, the highest rate of its optimizer's other groups at each step,
+    a rate the run had used too (a backbone unfrozen at a tenth of the head's rate and
+    doubled each epoch up to it, as Lightning's BackboneFinetuning does, is no jump)."""
     n = len(lrs)
     high = 0.0
     for j in range(PLATEAU, n):
-        high = max(high, lrs[j - 1])
+        high = max(high, lrs[j - 1], beside[j - 1] if beside else 0.0)
         plateau = lrs[j - PLATEAU : j]
         base = max(plateau)
         if lrs[j] <= base or min(plateau) <= 0 or base > FLAT * min(plateau):
@@ -56,10 +60,15 @@ def _group_rises(s: Series) -> list[tuple[int, int, int]]:
     out = []
     for g in range(groups):
         lrs = [r.lrs[g] if g < len(r.lrs) else 0.0 for r in steps]
-        found = lr_rise(lrs)
+        found = lr_rise(lrs, _beside(steps, g) if len(steps[0].lrs) <= g else ())
         if found is not None:
             out.append((g, *found))
     return out
+
+
+def _beside(steps: Sequence[StepRecord], g: int) -> list[float]:
+    """The highest learning rate of the groups other than `g` at each step."""
+    return [max((lr for k, lr in enumerate(r.lrs) if k != g), default=0.0) for r in steps]
 
 
 @rule(
@@ -84,7 +93,9 @@ def lr_jump(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Find
     highest rate of every step before: a sudden jump or a fast ramp, which scales every
     update (Adam's too) at once and makes the loss diverge some steps later. A warm-up
     from the first steps has no plateau before it; a restart returns to a peak the run
-    used. Named at the step the rise was first certain: that step's update applied it. GS419's
+    used; a group added mid-run counts its optimizer's other groups' rates among those
+    the run used (a backbone unfrozen at a tenth of the head's rate, ramped up to it).
+    Named at the step the rise was first certain: that step's update applied it. GS419's
     verdict on the first steps' rate is dropped: the harm it would read is the jump's."""
     out = []
     for s in by_optimizer(run):

@@ -18,7 +18,7 @@ from gradscope.steps.records import WatchRun
     "GS456",
     "stepped-twice",
     Severity.WARNING,
-    "update-ratio",
+    "shared-params",
     Stage.WATCH,
     "watch: a parameter sits in two optimizers whose steps interleave, each stepping it with "
     "the gradients of its own backward",

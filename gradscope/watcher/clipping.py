@@ -29,8 +29,12 @@ def before_clip(
 
 
 def ensure_discovered(state: WatchState, params: list[torch.Tensor]) -> None:
-    """Before the first step: the optimizers that own the parameters being clipped."""
-    if state.discovered:
+    """The optimizers that own the parameters being clipped, before the first step and
+    at a later clip of a parameter no scan has tracked yet (a GAN's discriminator that
+    Lightning's toggle_optimizer froze through the generator's backward): its norms
+    are measured at the clip, before its optimizer's first step could track it."""
+    index = state.tracked.index
+    if state.discovered and all(id(p) in index for p in params):
         return
     state.discovered = True
     ids = {id(p) for p in params}

@@ -168,10 +168,12 @@ def _smoothing(node: Any, factor: float, reduced: str | None) -> LossTerm | None
             if negations % 2 == 0:
                 return None
             result = getattr(node, "_saved_result", None)
-            dim = getattr(node, "_saved_dim", -1)
             if not isinstance(result, torch.Tensor) or result.dim() == 0:
                 return None
-            classes = int(result.shape[dim])
+            dim = loss_inputs.saved_dim(getattr(node, "_saved_dim", -1), result.dim())
+            if dim is None:
+                return None
+            classes = int(result.shape[dim])  # dim=-1 is saved as 2**64 - 1
             count = result.numel() // max(classes, 1)
             return LossTerm("label_smoothing", reduction, factor, classes, count)
         if name == "MulBackward0":  # -Σ targets · log_softmax: the sign so far is its own

@@ -50,7 +50,7 @@ class Misfed:
     """The softmax, sigmoid or log_softmax node that fed it (its op's line: inspect's replay)."""
 
 
-def _dim(value: Any, ndim: int) -> int | None:
+def saved_dim(value: Any, ndim: int) -> int | None:
     """A saved dim (an unsigned 64-bit -1 is -1) as a non-negative index."""
     if not isinstance(value, int) or ndim <= 0:
         return None
@@ -87,15 +87,15 @@ def through(node: Any, axis: tuple[tuple[int, ...], int] | None) -> Any:
                 return before, j
         return None
     if name == "TransposeBackward0":
-        a = _dim(getattr(node, "_saved_dim0", None), len(shape))
-        b = _dim(getattr(node, "_saved_dim1", None), len(shape))
+        a = saved_dim(getattr(node, "_saved_dim0", None), len(shape))
+        b = saved_dim(getattr(node, "_saved_dim1", None), len(shape))
         if a is None or b is None:
             return None
         swapped = list(shape)
         swapped[a], swapped[b] = shape[b], shape[a]
         return tuple(swapped), b if dim == a else a if dim == b else dim
     if name == "PermuteBackward0":
-        dims = [_dim(d, len(shape)) for d in getattr(node, "_saved_dims", ())]
+        dims = [saved_dim(d, len(shape)) for d in getattr(node, "_saved_dims", ())]
         if len(dims) != len(shape) or None in dims:
             return None
         order = [0] * len(shape)
@@ -126,7 +126,7 @@ def _normalised(node: Any, axis: Any, what: str) -> tuple[int, int, tuple[int, .
     shape on the same tensor, when they differ; None when they agree or cannot be told."""
     result = getattr(node, "_saved_result", None)
     shape = tuple(int(s) for s in getattr(result, "shape", ()))
-    dim = _dim(getattr(node, "_saved_dim", None), len(shape))
+    dim = saved_dim(getattr(node, "_saved_dim", None), len(shape))
     if axis is None or dim is None or axis[0] != shape or axis[1] == dim:
         return None
     return dim, axis[1], shape
@@ -149,7 +149,7 @@ def nll_input(nll: Any, log_softmax: Any, axis: Any, classes: int | None) -> Mis
     below = log_softmax.next_functions[0][0] if log_softmax.next_functions else None
     result = getattr(log_softmax, "_saved_result", None)
     shape = tuple(int(s) for s in getattr(result, "shape", ()))
-    dim = _dim(getattr(log_softmax, "_saved_dim", None), len(shape))
+    dim = saved_dim(getattr(log_softmax, "_saved_dim", None), len(shape))
     start = None if dim is None else (shape, dim)
     softmax, inner = _follow(below, start, "SoftmaxBackward0")
     if softmax is None:
@@ -180,7 +180,7 @@ def soft_target(node: Any) -> Any | None:
 def soft_classes(log_softmax: Any) -> tuple[tuple[int, ...], int] | None:
     """A soft-target cross-entropy's class axis: log_softmax's own (shape, dim)."""
     shape = _shape(log_softmax, "_saved_result") or ()
-    dim = _dim(getattr(log_softmax, "_saved_dim", None), len(shape))
+    dim = saved_dim(getattr(log_softmax, "_saved_dim", None), len(shape))
     return None if dim is None else (shape, dim)
 
 

@@ -111,3 +111,14 @@ def test_settings_history_keeps_changes_but_not_a_schedule_of_the_lr():
     (entries,) = history.of(1)
     assert [e.since for e in entries] == [1, 4]
     assert entries[1].groups[0].weight_decay == 0.5
+
+
+@pytest.mark.parametrize("shape", [(6, 5), (2, 3, 5)])
+def test_the_hf_trainers_label_smoother_is_read_without_failing(shape):
+    """`label_smoothing_factor` in the HF Trainer: LabelSmoother takes log_softmax over
+    dim=-1, which autograd saves as 2**64 - 1 (the watch failed in the backward hook)."""
+    trainer_utils = pytest.importorskip("transformers.trainer_pt_utils")
+    logits = torch.randn(*shape, requires_grad=True)
+    labels = torch.randint(0, 5, shape[:-1])
+    kind = loss_graph.read(trainer_utils.LabelSmoother(0.1)({"logits": logits}, labels))
+    assert [(t.kind, t.classes) for t in kind.terms] == [("label_smoothing", 5)]

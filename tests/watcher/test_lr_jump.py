@@ -105,3 +105,51 @@ def test_a_divergence_before_the_jump_is_not_its_consequence():
 def test_a_healthy_run_with_a_restart_is_silent():
     found = _run(cosine(600, cycle=200), [2.0 * math.exp(-k / 300) for k in range(600)])
     assert "GS452" not in found
+
+
+def _groups_run(groups_by_step):
+    recs = [
+        StepRecord(
+            step=k + 1,
+            optimizer=0,
+            loss=2.0 * math.exp(-k / 100),
+            grad_norm=1.0,
+            clipped_norm=None,
+            max_norm=None,
+            lrs=tuple(lrs),
+            backward_calls=1,
+            scale=None,
+            skipped=False,
+            carried_norm=None,
+            param_norms=(1.0,),
+        )
+        for k, lrs in enumerate(groups_by_step)
+    ]
+    run = WatchRun("script train.py", (W,), tuple(recs), "completed", 1.0, optimizers=("AdamW",))
+    return [f for f in rules.judge(run, Settings()) if f.rule == "GS452"]
+
+
+def _unfrozen(epoch_lrs, head=3e-3, epoch=16, at=2):
+    """Lightning's BackboneFinetuning: the head alone for `at` epochs, then the backbone's
+    group added at `epoch_lrs[0]` and set each epoch after to the next rate."""
+    steps = [(head,)] * (at * epoch)
+    for lr in epoch_lrs:
+        steps += [(head, lr)] * epoch
+    return steps
+
+
+def test_a_group_unfrozen_mid_run_and_ramped_to_the_heads_rate_is_no_jump():
+    doubled = [3e-4, 6e-4, 1.2e-3, 2.4e-3, 3e-3]  # ×2 an epoch, aligned with the head
+    assert _groups_run(_unfrozen(doubled)) == []
+    assert _groups_run(_unfrozen([3e-5, 3e-4, 3e-3])) == []  # ×10 an epoch, to the head's
+
+
+def test_a_group_unfrozen_mid_run_that_jumps_past_the_head_is_named():
+    (jump,) = _groups_run(_unfrozen([3e-4, 3e-2]))  # ×100: ten times the head's rate
+    assert "param group 1" in jump.message and jump.steps == (49,)
+
+
+def test_a_group_there_from_the_start_that_jumps_to_the_heads_rate_is_named():
+    steps = [(3e-3, 3e-5)] * 100 + [(3e-3, 3e-3)] * 50  # a resumed run's lr in every group
+    (jump,) = _groups_run(steps)
+    assert "param group 1" in jump.message and jump.steps == (101,)

@@ -95,16 +95,21 @@ def _wrap_closure(
                 return closure(*a, **kw)
             finally:
                 here.quiet -= 1
+        earlier = here.window.calls
         try:
             out = closure(*a, **kw)
         except BaseException:
             here.stepping = None
             raise
+        # backward calls before the closure (Lightning's accumulate_grad_batches runs all but
+        # the last micro-batch outside it): the closure's value is its own micro-batch's
+        # loss, the step's is the sum of every call's (the window's)
+        returned = out if not earlier else None
         safely(
             state,
             here,
             "the hook on the step's closure",
-            lambda: stepping.begin(state, here, optimizer, skipped=False, returned=out),
+            lambda: stepping.begin(state, here, optimizer, skipped=False, returned=returned),
         )
         return out
 
