@@ -115,12 +115,6 @@ def _finding(
     )
     where = f" at {info.site}" if info.site else ""
     loss = f"; the loss was {num(at.loss)} there" if at.loss is not None else ""
-    advice = (
-        "call scheduler.step() once per optimizer step, after optimizer.step(), not per micro-batch"
-        if info.per_step > 1.5
-        else f"{info.kind} here counts epochs: call scheduler.step() once per epoch, after the "
-        "loop over batches; or size its schedule in optimizer steps (× batches per epoch)"
-    )
     return RULES["GS436"].finding(
         s.subject(info.kind),
         s.say(
@@ -129,13 +123,32 @@ def _finding(
             f"{num(at.lrs[group])} at step {at.step}, below 1% of its peak, and the run "
             f"trained {after} more steps{loss}"
         ),
-        advice,
+        _advice(info),
         value=at.lrs[group] / peak.lrs[group],
         threshold=COLLAPSED,
         evidence=(
             f"{info.calls} scheduler.step() calls over optimizer steps {info.first}-{info.last}",
             *_shape_evidence(info),
         ),
+    )
+
+
+def _advice(info: SchedulerInfo) -> str:
+    """The fix where the script steps the scheduler, or where Lightning's loop does."""
+    if info.per_step > 1.5:
+        return (
+            "call scheduler.step() once per optimizer step, after optimizer.step(), not per "
+            "micro-batch"
+        )
+    if info.stepper == "lightning":
+        return (
+            f"{info.kind} here counts epochs: in configure_optimizers, return it with "
+            '"interval": "epoch" (Lightning\'s default) in its lr_scheduler dict, not "step"; '
+            "or size its schedule in optimizer steps (× batches per epoch)"
+        )
+    return (
+        f"{info.kind} here counts epochs: call scheduler.step() once per epoch, after the loop "
+        "over batches; or size its schedule in optimizer steps (× batches per epoch)"
     )
 
 

@@ -184,6 +184,9 @@ class SchedulerInfo:
     past: int | None = None
     """The first optimizer step that ran on an lr beyond the horizon: the run outlived
     its schedule."""
+    stepper: str = ""
+    """"lightning" where Lightning's loop stepped it (configure_optimizers' `interval`
+    sets the pace), "" where the script's own code did."""
 
     @property
     def per_step(self) -> float:

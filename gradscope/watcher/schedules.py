@@ -4,7 +4,10 @@ own numbers and the script's line are read at its first call only."""
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 from gradscope.errors import user_line
@@ -35,6 +38,7 @@ class Calls:
     kind: str
     settings: str
     site: str | None
+    stepper: str
     first: int
     last: int
     calls: int = 0
@@ -57,6 +61,7 @@ def stepped(state: Any, scheduler: Any) -> None:
             type(scheduler).__name__,
             _settings(scheduler),
             user_line(),
+            _stepper(),
             state.steps,
             state.steps,
         )
@@ -66,6 +71,24 @@ def stepped(state: Any, scheduler: Any) -> None:
     if entry.past is None and entry.horizon is not None:
         if getattr(scheduler, "last_epoch", -1) >= entry.horizon:  # this call goes past it
             entry.past = state.steps + 1
+
+
+LIGHTNING = ("/lightning/pytorch/", "/pytorch_lightning/")
+"""Where Lightning's loop lives: a scheduler it steps follows configure_optimizers'
+`"interval"`, not a `step()` call in the script."""
+
+
+def _stepper() -> str:
+    """ "lightning" where the code that called scheduler.step() (the first frame outside
+    gradscope and torch's schedulers) is Lightning's loop; "" for the script's own call."""
+    frame: FrameType | None = sys._getframe(1)
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith(ours) and not name.endswith("lr_scheduler.py"):
+            return "lightning" if any(p in name.replace(os.sep, "/") for p in LIGHTNING) else ""
+        frame = frame.f_back
+    return ""
 
 
 FALLS = ("StepLR", "MultiStepLR", "ExponentialLR")
@@ -114,6 +137,7 @@ def infos(state: Any) -> tuple[SchedulerInfo, ...]:
             c.shape,
             c.horizon,
             c.past,
+            c.stepper,
         )
         for c in state.schedulers.values()
     )
