@@ -37,13 +37,16 @@ def stepped_twice(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     and the shared tensors have gradients at the steps of both: two update rules move them,
     each with its own state. An optimizer built anew for a later phase (its steps after the
     other's) is not judged, nor one whose steps follow no backward (Reptile's outer step, its
-    gradient written by hand from the inner loop's), nor one whose tensors were not recorded."""
+    gradient written by hand from the inner loop's), nor one whose tensors were not recorded,
+    nor two that hold the very same tensors and take turns in phases (PPG's policy and
+    auxiliary optimizers over one network: neither has tensors of its own to keep the other
+    off, and the turns are the algorithm's)."""
     series = [s for s in by_optimizer(run) if len(s.steps) >= 2 and run.members_of(s.index)]
     out = []
     for k, a in enumerate(series):
         for b in series[k + 1 :]:
             shared = [i for i in sorted(set(a.members) & set(b.members)) if _judged(run, a, b, i)]
-            if shared and _interleave(a, b) and _interleave(b, a):
+            if shared and _interleave(a, b) and _interleave(b, a) and not _phases(a, b):
                 out.append(_finding(this, run, a, b, shared))
     return out
 
@@ -67,6 +70,23 @@ def _interleave(a: Series, b: Series) -> bool:
     first, last = b.steps[0].step, b.steps[-1].step
     inside = [first < r.step < last for r in a.steps]
     return statistics.mean(inside) > 0.5
+
+
+def _phases(a: Series, b: Series) -> bool:
+    """The same tensors in both, and each optimizer's steps come in runs of two or more
+    between the other's: phases of one training (PPG), not a step of each per iteration
+    (a GAN's D and G, DARTS's weights and architecture), where one of them holds what the
+    other trains."""
+    if set(a.members) != set(b.members):
+        return False
+    order = sorted([(r.step, a.index) for r in a.steps] + [(r.step, b.index) for r in b.steps])
+    runs: list[int] = []
+    for n, (_, k) in enumerate(order):
+        if n and order[n - 1][1] == k:
+            runs[-1] += 1
+        else:
+            runs.append(1)
+    return min(runs[1:-1] or runs) >= 2
 
 
 def _finding(this: Rule, run: WatchRun, a: Series, b: Series, shared: list[int]) -> Finding:

@@ -1,7 +1,8 @@
 """GS456: a tensor two interleaving optimizers both step with their own backward's
 gradients (DARTS's alpha handed to the weights' SGD too) is named; the healthy search,
-where each optimizer has its own tensors, an optimizer built anew for a later phase, and a
-meta-optimizer whose step follows no backward (Reptile's outer step) are silent."""
+where each optimizer has its own tensors, an optimizer built anew for a later phase, a
+meta-optimizer whose step follows no backward (Reptile's outer step) and PPG's policy and
+auxiliary optimizers over one network, taking turns in phases, are silent."""
 
 from __future__ import annotations
 
@@ -65,3 +66,31 @@ def test_an_optimizer_whose_tensors_were_not_recorded_shares_nothing():
     run = _run([0, 1] * 10, {})
     unknown = WatchRun(**{**run.__dict__, "members": ((0, 1),)})
     assert stepped_twice(unknown, Thresholds()) == []
+
+
+def test_one_networks_phase_optimizers_taking_turns_are_silent():
+    """PPG: the policy phase's Adam and the auxiliary phase's Adam over the same network,
+    each stepping in runs of its own (several steps before the other takes over)."""
+    assert stepped_twice(_run(([0] * 6 + [1] * 2) * 4, {}), Thresholds()) == []
+    assert stepped_twice(_run(([0] * 3 + [1] * 3) * 4, {}), Thresholds()) == []
+
+
+def test_turns_of_one_step_or_a_superset_in_phases_are_still_named():
+    """A step of each per iteration on the same tensors (a GAN's two optimizers both built
+    over one wrapper module), and phases where one optimizer also holds tensors the other
+    does not (it has its own, so the shared ones are one too many) stay named."""
+    assert len(stepped_twice(_run([0, 0, 0, 1] * 6, {}), Thresholds())) == 1
+    superset = _run(([0] * 6 + [1] * 2) * 4, {})
+    superset = WatchRun(**{**superset.__dict__, "members": ((0, 1), (0,))})
+    (f,) = stepped_twice(superset, Thresholds())
+    assert f.subject == "w"
+
+
+@pytest.fixture(scope="module")
+def ppg():
+    return domain_watched("ppg_phases.py")
+
+
+def test_ppg_policy_and_auxiliary_phases_are_silent(ppg):
+    assert not ppg.faults, ppg.internal_error()
+    assert [f for f in ppg.findings if f.severity >= Severity.WARNING] == [], ppg.findings
