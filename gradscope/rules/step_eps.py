@@ -4,6 +4,7 @@ state at sampled steps (watcher/adam_eps.py). No torch."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
@@ -57,8 +58,27 @@ def adam_eps_dominates(run: WatchRun, t: Thresholds) -> list[Finding]:
         if pair is None:
             continue
         first = order[order.index(pair) - 1]
-        out.append(about(_finding(run, index, steps[pair], first, pair), [first, pair]))
+        finding = _finding(run, index, steps[pair], first, pair)
+        last = [(s, _share(steps[s])) for s in order if s > pair + 1][-2:]
+        if len(last) == 2 and all(share <= MOST for _, share in last):
+            finding = _passed(finding, last)
+        out.append(about(finding, [first, pair]))
     return out
+
+
+def _passed(finding: Finding, last: list[tuple[int, float]]) -> Finding:
+    """Information: eps held the first steps; at the last two samples the gradients had
+    grown past it for most elements, so Adam's step is its own there (an LSTM's tiny
+    gradients at its initialisation under an RL agent's eps of 1e-3)."""
+    (a, x), (b, y) = last
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=f"{finding.message}; at the start only: by steps {a} and {b} it was above "
+        f"√v̂ for {x:.0%} and {y:.0%} of them (the gradients grew past it)",
+        advice="nothing to fix if the eps is meant (an RL agent's 1e-3 damps its first "
+        "steps); a lower eps gives those first steps Adam's own size",
+    )
 
 
 def _share(samples: list[EpsSample]) -> float:

@@ -1,0 +1,35 @@
+"""GS442 where eps outweighs √v̂ at the first steps only (an RL agent's eps of 1e-3 on an
+LSTM's tiny gradients at its initialisation, R2D2's setting): information once the last
+two samples show the gradients grown past it; a warning where it still holds there."""
+
+from __future__ import annotations
+
+from gradscope.config import Thresholds
+from gradscope.findings import Severity
+from gradscope.rules.step_eps import adam_eps_dominates
+from gradscope.steps.records import ParamInfo, WatchRun
+from gradscope.steps.state_facts import EpsSample, StateFacts
+from tests.watcher.watch_scripts import step_record
+
+
+def run_of(shares: dict[int, float]) -> WatchRun:
+    eps = tuple(EpsSample(0, step, 1e-3, ((0, share, 1000),)) for step, share in shares.items())
+    steps = tuple(step_record(i) for i in range(1, 101))
+    params = (ParamInfo("lstm.weight_hh_l0", (40, 10), True, True, 0.1),)
+    return WatchRun(
+        "t", params, steps, "completed", 1.0, optimizers=("Adam",), state_facts=StateFacts(eps=eps)
+    )
+
+
+def test_eps_that_held_the_first_steps_only_is_information():
+    (found,) = adam_eps_dominates(
+        run_of({1: 0.72, 2: 0.72, 3: 0.72, 25: 0.63, 50: 0.48, 75: 0.41, 100: 0.39}), Thresholds()
+    )
+    assert found.severity == Severity.INFO and found.steps == (1, 2)
+    assert "by steps 75 and 100 it was above √v̂ for 41% and 39%" in found.message
+
+
+def test_eps_that_still_holds_at_the_last_samples_or_a_short_run_warns():
+    for shares in ({1: 0.9, 2: 0.9, 3: 0.9, 25: 0.4, 50: 0.6, 75: 0.7}, {1: 0.9, 2: 0.9, 3: 0.9}):
+        (found,) = adam_eps_dominates(run_of(shares), Thresholds())
+        assert found.severity == Severity.WARNING and "lower eps" in found.advice
