@@ -44,3 +44,27 @@ def test_ema_forward_with_gradients_beside_training_is_told_no_grad(ema_grad):
     for f in outside:
         assert "looks like a copy of" in f.advice and "torch.no_grad()" in f.advice
         assert "computed through the copy" not in f.message
+
+
+@pytest.fixture(scope="module")
+def distilled():
+    return domain_watched("distill_teacher.py", "healthy")
+
+
+@pytest.fixture(scope="module")
+def teacher_grad():
+    return domain_watched("distill_teacher.py", "teacher-grad")
+
+
+def test_frozen_teacher_after_its_own_training_is_silent(distilled):
+    assert not distilled.faults, distilled.internal_error()
+    assert [f for f in distilled.findings if f.severity >= Severity.WARNING] == []
+
+
+def test_teacher_differentiated_after_its_optimizer_stopped_is_named(teacher_grad):
+    retired = [f for f in teacher_grad.findings if f.rule == "GS411"]
+    assert len(retired) == 4 and all(f.severity == Severity.WARNING for f in retired)
+    assert all(f.subject.startswith("Sequential.") for f in retired)
+    for f in retired:
+        assert "after step 20, the last step of its only optimizer" in f.message, f.message
+        assert "requires_grad_(False)" in f.advice
