@@ -56,9 +56,15 @@ def teacher_grad():
     return domain_watched("distill_teacher.py", "teacher-grad")
 
 
-def test_frozen_teacher_after_its_own_training_is_silent(distilled):
-    assert not distilled.faults, distilled.internal_error()
-    assert [f for f in distilled.findings if f.severity >= Severity.WARNING] == []
+@pytest.fixture(scope="module")
+def stale_teacher():
+    return domain_watched("distill_teacher.py", "no-grad")
+
+
+def test_frozen_teacher_after_its_own_training_is_silent(distilled, stale_teacher):
+    for report in (distilled, stale_teacher):
+        assert not report.faults, report.internal_error()
+        assert [f for f in report.findings if f.severity >= Severity.WARNING] == []
 
 
 def test_teacher_differentiated_after_its_optimizer_stopped_is_named(teacher_grad):

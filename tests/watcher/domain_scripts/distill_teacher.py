@@ -2,6 +2,7 @@
 # x-prediction denoiser trained by its own optimizer, then a student (its copy) trained to match two
 # DDIM steps of the teacher in one, the teacher's targets taken at every step.
 # argv: healthy (the teacher frozen by requires_grad_(False), its targets under no_grad);
+# no-grad (the teacher left trainable, its targets under no_grad: its last .grad stays, unchanged);
 # teacher-grad (bug: the teacher left trainable and called with gradients: the backward goes
 # through it at every student step, after its optimizer's last step).
 import copy
@@ -48,7 +49,7 @@ for _ in range(20):
     x, t = data(64), torch.randint(1, 5, (64, 1)) / 4
     a, s = alpha_sigma(t)
     z = a * x + s * torch.randn_like(x)
-    with torch.set_grad_enabled(MODE != "healthy"):
+    with torch.set_grad_enabled(MODE == "teacher-grad"):
         z2 = ddim(teacher, ddim(teacher, z, t, t - 1 / 8), t - 1 / 8, t - 2 / 8)
     a2, s2 = alpha_sigma(t - 2 / 8)
     target = (z2 - (s2 / s) * z) / (a2 - (s2 / s) * a)
