@@ -11,6 +11,7 @@ from gradscope.findings import RULES, Finding, Rule, Severity
 from gradscope.fmt import num
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import values_changed
+from gradscope.rules.step_retired import retired_after
 from gradscope.rules.step_setup import got_grad
 from gradscope.steps.records import ParamInfo, WatchRun
 
@@ -25,8 +26,11 @@ from gradscope.steps.records import ParamInfo, WatchRun
     example="a layer added to the model after the optimizer was built; a target network whose "
     "forward is not under torch.no_grad()",
     fix="a target, EMA or teacher copy: compute its forward under torch.no_grad() (or detach its "
-    "output); a fixed network the loss differentiates through (a perceptual loss's feature "
-    "extractor): requires_grad_(False); anything else: build the optimizer after the model is "
+    "output); a copy the loss is computed through while the network it mirrors gets no "
+    "gradient: compute the loss with the network the optimizer steps; a network whose "
+    "optimizer stopped stepping (a teacher trained first): requires_grad_(False); a fixed "
+    "network the loss differentiates through (a perceptual loss's feature extractor): "
+    "requires_grad_(False); anything else: build the optimizer after the model is "
     "complete, or add a param group for it",
     command="gradscope watch gradscope/examples/train_buggy.py",
     objectives=(
@@ -50,6 +54,9 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     copies = _trained_shapes(run)
     out = []
     for i, p in enumerate(run.params):
+        if p.requires_grad and p.in_optimizer and (retired := retired_after(run, i)):
+            out.append(_after_last_step(run, p, i, *retired))
+            continue
         if _not_judged(run, i, p):
             continue
         if not got_grad(run, i):
@@ -70,7 +77,10 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
 
 
 def _outside(this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str) -> Finding:
-    """The error: gradients that no step applies (a copy of a trained parameter is named)."""
+    """The error: gradients that no step applies (a copy of a trained parameter is named;
+    one whose original got no gradient in any step is the one the loss reads instead)."""
+    if copy and not _copy_learns(run, copy):
+        return _loss_reads_copy(this, run, p, i, copy)
     advice = (
         f"{p.name} looks like a copy of {copy} (a target, EMA or teacher network): compute "
         "its forward under torch.no_grad() or .detach() its output; adding it to the "
@@ -88,6 +98,27 @@ def _outside(this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str) -> Find
         f"{p.name} requires grad and gets gradients but is in no optimizer param "
         "group: no step applies them, and no optimizer's zero_grad() clears its .grad",
         advice,
+        evidence=(f"optimizers: {', '.join(run.optimizers)}", *_piled_up(run, i)),
+    )
+
+
+def _copy_learns(run: WatchRun, original: str) -> bool:
+    """Whether the trained parameter a copy mirrors got a gradient in some step."""
+    return any(got_grad(run, j) for j, q in enumerate(run.params) if q.name == original)
+
+
+def _loss_reads_copy(this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str) -> Finding:
+    """The copy (an EMA, a target) gets the gradients and the network the optimizer steps,
+    which it mirrors, got none in any step: the loss is computed through the copy, so
+    the optimizer steps nothing and the copy only follows a network that never learns."""
+    return this.finding(
+        p.name,
+        f"{p.name} gets gradients but is in no optimizer param group, while {copy}, which "
+        "it mirrors and which the optimizer steps, got no gradient in any step: the loss is "
+        "computed through the copy (a target, EMA or teacher network) instead of the network "
+        "being trained",
+        "compute the training loss with the network the optimizer steps; use the copy only "
+        "where the algorithm reads it (targets, evaluation, sampling) under torch.no_grad()",
         evidence=(f"optimizers: {', '.join(run.optimizers)}", *_piled_up(run, i)),
     )
 
@@ -119,6 +150,24 @@ def _never_stepped(this: Rule, run: WatchRun, p: ParamInfo, i: int) -> Finding:
             *_piled_up(run, i),
         ),
     )
+
+
+def _after_last_step(run: WatchRun, p: ParamInfo, i: int, k: int, last: int) -> Finding:
+    """A warning: its only optimizer took its last step and the backward kept reaching it:
+    no step applies those gradients (a teacher pretrained in the script, then called with
+    gradients; a backbone left unfrozen when a head-only optimizer took over)."""
+    finding = RULES["GS411"].finding(
+        p.name,
+        f"{p.name} got a gradient at every step after step {last}, the last step of its only "
+        f"optimizer ({run.optimizer_label(k)}): the backward still differentiates through it "
+        "and no step applies what it finds",
+        "if it is to stay fixed from there on (a teacher, a frozen backbone), call "
+        "requires_grad_(False) on it, or run its forward under torch.no_grad() where nothing "
+        "must flow through it; if it is meant to keep learning, keep stepping its optimizer "
+        "or add it to the one that steps",
+        evidence=(f"optimizers: {', '.join(run.optimizers)}", *_piled_up(run, i)),
+    )
+    return replace(finding, severity=Severity.WARNING)
 
 
 def _moved_by_script(run: WatchRun, p: ParamInfo) -> Finding:
