@@ -33,8 +33,9 @@ READS = 2
     objectives=(
         "a cross-entropy over class indices whose model reads tokens through nn.Embedding: "
         "the targets against the ids at the same positions (ignore_index left out); an "
-        "embedding that reaches the loss only through a pooled or repeated code or a "
-        "recurrent layer's final state (an autoencoder's bottleneck) is not held, nor one "
+        "embedding that reaches the loss only through a pooled or repeated code, a "
+        "recurrent layer's final state or its positions flattened into one vector (an "
+        "autoencoder's bottleneck) is not held, nor one "
         "whose run also feeds the targets shifted by one (a seq2seq autoencoder's "
         "teacher-forced decoder); masked and denoising objectives differ where it counts"
     ),
@@ -45,7 +46,8 @@ def target_in_input(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> l
     pairs every 25 (every 500 after step 101) they are compared on the device, read back
     once at the end. Where at every step read (two at least) an embedding that reaches the
     loss through the positions themselves (no reduction, select, expand or repeat over
-    them, no recurrent layer's final state on the way: a bottleneck) read exactly the
+    them, no recurrent layer's final state, no flatten of them into one vector on the way:
+    a bottleneck) read exactly the
     targets at every position that counts, and no embedding read them shifted by one, the
     model is handed the answer: it learns to copy its input, the loss falls to ~0 within
     a few steps and generation produces nothing. A masked LM (its masked positions read
