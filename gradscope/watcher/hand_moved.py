@@ -22,10 +22,13 @@ class HandMoved:
     kept: dict[int, tuple[list[Any], list[int]]] = field(default_factory=dict)
     """id(optimizer) → (its parameters, their versions after its last sampled step)."""
     moved: dict[int, int] = field(default_factory=dict)
-    """Tracked position → intervals between steps in which the script wrote it in place
-    while it held a gradient."""
-    compared: int = 0
-    """Intervals between an optimizer's steps compared."""
+    """Tracked position → intervals between its optimizer's steps in which the script wrote
+    it in place while it held a gradient."""
+    owner: dict[int, int] = field(default_factory=dict)
+    """Tracked position → id of the optimizer whose intervals it was compared over."""
+    compared: dict[int, int] = field(default_factory=dict)
+    """id(optimizer) → intervals between its steps compared (a GAN's two optimizers each
+    count their own)."""
 
     def after_step(self, optimizer: Any, step: int) -> None:
         """Optimizer step `step` ended: keep its parameters' versions when the next one is
@@ -37,18 +40,23 @@ class HandMoved:
 
     def before_step(self, optimizer: Any, index: dict[int, int]) -> None:
         """The optimizer's next step starts: its parameters written since, with a gradient."""
-        kept = self.kept.pop(id(optimizer), None)
+        key = id(optimizer)
+        kept = self.kept.pop(key, None)
         if kept is None:
             return
-        self.compared += 1
+        self.compared[key] = self.compared.get(key, 0) + 1
         for p, version in zip(*kept, strict=True):
             at = index.get(id(p))
             if at is not None and p._version != version and p.grad is not None:
                 self.moved[at] = self.moved.get(at, 0) + 1
+                self.owner[at] = key
 
     def facts(self) -> tuple[tuple[int, ...], int]:
-        """(tracked positions moved by hand at every compared interval, intervals)."""
+        """(tracked positions moved by hand at every interval their optimizer compared, the
+        fewest intervals among those optimizers; with none, the most any compared)."""
         if not self.compared:
             return (), 0
-        every = tuple(sorted(i for i, n in self.moved.items() if n == self.compared))
-        return every, self.compared
+        every = tuple(sorted(i for i, n in self.moved.items() if n == self.compared[self.owner[i]]))
+        if not every:
+            return (), max(self.compared.values())
+        return every, min(self.compared[self.owner[i]] for i in every)

@@ -46,6 +46,27 @@ def test_in_place_writes_between_steps_are_counted_only_with_a_gradient():
     assert idle.facts() == ((), 1)  # written, but holding no gradient: no optimizer trains it
 
 
+def test_each_optimizer_counts_its_own_intervals():
+    """A GAN's discriminator steps between the generator's: its intervals are its own, so
+    the generator's EMA copy, written at every one of the generator's, is still counted."""
+    gen, ema, disc = nn.Linear(3, 3), nn.Linear(3, 3), nn.Linear(3, 3)
+    g_params, d_params = [*gen.parameters(), *ema.parameters()], [*disc.parameters()]
+    g_opt = SimpleNamespace(param_groups=[{"params": g_params}])
+    d_opt = SimpleNamespace(param_groups=[{"params": d_params}])
+    index = {id(p): i for i, p in enumerate(g_params + d_params)}
+    moved = HandMoved()
+    for step in (1, 2, 3):
+        for opt, params in ((d_opt, d_params), (g_opt, g_params)):
+            moved.before_step(opt, index)
+            sum(p.sum() for p in params).backward()
+            moved.after_step(opt, step)
+        with torch.no_grad():
+            ema.weight.lerp_(gen.weight, 0.1)
+    moved.before_step(g_opt, index)
+    moved.before_step(d_opt, index)
+    assert moved.facts() == ((2,), 2)  # ema.weight, at both of the generator's intervals
+
+
 def gs446(mode, name=SCRIPT):
     return [f for f in domain_watched(name, mode).findings if f.rule == "GS446"]
 
