@@ -11,7 +11,7 @@ from gradscope.findings import RULES, Finding, Rule, Severity
 from gradscope.fmt import num
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import values_changed
-from gradscope.rules.step_retired import retired_after
+from gradscope.rules.step_retired import retired_after, stopped_optimizers
 from gradscope.rules.step_setup import got_grad
 from gradscope.steps.records import ParamInfo, WatchRun
 
@@ -52,9 +52,10 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     if not run.optimizers:
         return []
     copies = _trained_shapes(run)
+    stopped = stopped_optimizers(run)
     out = []
     for i, p in enumerate(run.params):
-        if p.requires_grad and p.in_optimizer and (retired := retired_after(run, i)):
+        if p.requires_grad and p.in_optimizer and (retired := retired_after(run, i, stopped)):
             out.append(_after_last_step(run, p, i, *retired))
             continue
         if _not_judged(run, i, p):
