@@ -158,10 +158,16 @@ def _turns(burst: list[Spike], norms: list[float]) -> list[list[Spike]]:
     return turns
 
 
-def _turn_came_back(turn: list[Spike], last: bool, norms: list[float], spiked: set[int]):
-    """A turn inside a burst came back by its end (at most RECOVERY_STEPS long); the
-    burst's last is judged by the steps after the burst."""
-    return _came_back(turn, norms, spiked) if last else len(turn) <= RECOVERY_STEPS
+def _turn_came_back(turn: list[Spike], norms: list[float], spiked: set[int], until: int):
+    """The last turn of a burst came back: judged by the steps after the burst, or, where
+    the next burst (at index `until`) begins sooner than RECOVERY_STEPS steps after it, by
+    whether the norm fell at least halfway back before it: the other player moved again
+    before the norm could settle, as inside a burst (`_turns`)."""
+    end, base = turn[-1][0], turn[0][2]
+    gap = norms[end + 1 : until]
+    if len(turn) <= RECOVERY_STEPS and gap and len(gap) < RECOVERY_STEPS < len(norms) - end:
+        return min(gap) - base <= (max(v for _, v, _ in turn) - base) / 2
+    return _came_back(turn, norms, spiked)
 
 
 def opponent_moved(
@@ -170,40 +176,66 @@ def opponent_moved(
     steps: list[StepRecord],
     found: list[Spike],
     t: Thresholds,
-    loss_spikes: set[int],
+    loss_spikes: tuple[list[StepRecord], list[Spike]],
 ) -> str:
     """The facts when the spikes are those of a game: the series' steps alternate with
-    another optimizer's, its loss did not spike at any of them (what changed is what it sees,
-    the other player's output, not the error of one batch: a corrupted batch or a loss scaled
-    by mistake spikes the loss too), every turn (a rise and its fall) that could be seen came
-    back at least halfway within RECOVERY_STEPS (a last one the run ended on is not held
-    against it), none far above the others, and no loss or gradient of the series went
-    non-finite; "" if not."""
+    another optimizer's, every turn (a rise and its fall) that could be seen came back at
+    least halfway within RECOVERY_STEPS (a last one the run ended on is not held against
+    it), none far above the others, no loss or gradient of the series went non-finite, and
+    its loss either did not spike with them (what changed is what it sees, the other
+    player's output) or spiked as a turn of the game (`_fooled`); "" if not."""
     mine = {r.step for r in s.steps}
     others = [r.step for r in run.steps if r.step not in mine]
     if not others or not (min(others) < max(mine) and max(others) > min(mine)):
         return ""
     if any(not finite(r.loss) or not finite(r.grad_norm) for r in s.steps if r.loss is not None):
         return ""
-    if outlier(found, t) or any(steps[i].step in loss_spikes for i, _, _ in found):
+    if outlier(found, t):
+        return ""
+    fooled = _fooled(loss_spikes, {steps[i].step for i, _, _ in found}, t)
+    if fooled is None:
         return ""
     norms = [r.grad_norm for r in steps]
     spiked = {i for i, _, _ in found}
-    seen = []
-    for burst in _bursts(found):
+    seen: list[bool | None] = []
+    bursts = _bursts(found)
+    for burst, after in zip(bursts, [b[0][0] for b in bursts[1:]] + [len(norms)], strict=True):
         turns = _turns(burst, norms)
         tail = [f for f in burst if f[0] >= turns[-1][0][0]]
-        seen += [_turn_came_back(x, False, norms, spiked) for x in turns[:-1]]
-        seen.append(_turn_came_back(tail, True, norms, spiked))
+        seen += [len(x) <= RECOVERY_STEPS for x in turns[:-1]]  # each came back by its end
+        seen.append(_turn_came_back(tail, norms, spiked, after))
     unseen = seen[-1] is None
     if unseen:
         seen.pop()
     if not all(seen):
         return ""
     return (
-        f"its steps alternate with another optimizer's; its loss did not spike with its "
-        f"gradient; {len(seen)} turn(s) of its gradient norm (a rise and its fall) came back "
-        f"at least halfway within {RECOVERY_STEPS} steps, none far above the others, none "
-        "went non-finite"
+        f"its steps alternate with another optimizer's; {fooled}; {len(seen)} turn(s) of its "
+        f"gradient norm (a rise and its fall) came back at least halfway within "
+        f"{RECOVERY_STEPS} steps, none far above the others, none went non-finite"
         + ("; the last ended the run before it could be seen to come back" if unseen else "")
+    )
+
+
+def _fooled(loss_spikes: tuple[list[StepRecord], list[Spike]], at: set[int], t: Thresholds):
+    """How the player's loss met its gradient's spikes (the steps `at`): not at all, or as
+    turns of the game, each over within RECOVERY_STEPS and none far above the loss's other
+    spikes (the other player's move fooled it: a GAN's discriminator scores real images low
+    after the generator's jump, then learns back); None where a loss spike that came with
+    the gradient held or stood apart (a batch scaled by mistake, a collapse)."""
+    steps, found = loss_spikes
+    hit = {i for i, _, _ in found if steps[i].step in at}
+    if not hit:
+        return "its loss did not spike with its gradient"
+    if outlier(found, t):
+        return None
+    losses = [r.loss or 0.0 for r in steps]
+    spiked = {i for i, _, _ in found}
+    if any(
+        _came_back(b, losses, spiked) is False for b in _bursts(found) if hit & {f[0] for f in b}
+    ):
+        return None
+    return (
+        f"its loss spiked with its gradient at {len(hit)} step(s) and came back as a turn "
+        "does, none far above its other spikes (the other player's move fooled it)"
     )

@@ -66,14 +66,14 @@ def norm_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
     layers that drove it (their norm against their own rolling median) and whether the sampled
     update norm spiked first, which points at the optimizer's state rather than one batch.
     Information, not a warning, in a game of optimizers (a GAN: the series' steps alternate
-    with another optimizer's) where the series' loss did not spike with its gradient, every
-    turn of the norm (a rise and its fall: the other player may move again before the norm
-    falls under the spike line) that could be seen came back at least halfway within 5
-    steps, none far above the others, and nothing went non-finite: each player's gradient
-    jumps when the other's moves change what it sees (a last burst the run ended on is not
-    held against it); and where every spike came at a step whose loss spiked by design
+    with another optimizer's) where the series' loss did not spike with its gradient or
+    spiked as a turn too, every turn of the norm (a rise, and its fall before the other
+    player moves again) that could be seen came back at least halfway within 5 steps, none
+    far above the others, and nothing went non-finite: each player's gradient jumps when
+    the other's moves change what it sees (a last burst the run ended on is not held
+    against it); and where every spike came at a step whose loss spiked by design
     (GS402's moving regression target: the gradient of a squared error grows with the
-    error). A single corrupted batch (its loss spikes too, or far above the others) and a
+    error). A corrupted batch (far above the others; outside a game, its loss spiking too) and a
     spike followed by NaN stay warnings. The steps of each line that called backward are a
     series of their own (rules/side_steps.py: a lazy regulariser's steps)."""
     out = []
@@ -165,7 +165,7 @@ def _by_design(
     a squared error grows with the error); ("", "") if not."""
     loss_steps, loss_found = series_spikes(s, t, "loss")
     at = {loss_steps[i].step for i, _, _ in loss_found}
-    game = opponent_moved(run, s, steps, found, t, at)
+    game = opponent_moved(run, s, steps, found, t, (loss_steps, loss_found))
     if game:
         return game, (
             "not a fault by itself: in a game of optimizers (a GAN's discriminator and "

@@ -6,8 +6,11 @@ the others, a loss that spiked with the gradient, or a NaN after them still warn
 
 from __future__ import annotations
 
+import json
 import math
 import random
+from dataclasses import replace
+from pathlib import Path
 
 from gradscope.config import Thresholds
 from gradscope.findings import Severity
@@ -99,6 +102,10 @@ def game(d_norms: dict[int, float], d_losses: dict[int, float] | None = None, n=
         recs.append(step_record(2 * k + 1, norm=norm, loss=loss, param_norms=(norm, None)))
         g = 15 * math.exp(rng.gauss(0, 0.08))
         recs.append(step_record(2 * k + 2, norm=g, loss=2.0, optimizer=1, param_norms=(None, g)))
+    return _gan(recs)
+
+
+def _gan(recs: list) -> WatchRun:
     return WatchRun(
         "script dcgan.py",
         (D, G),
@@ -149,3 +156,37 @@ def test_a_turn_that_never_comes_back_still_warns():
     up = {k: 80.0 for k in range(100, 150)}
     (f,) = _found(game({**TURNS, **up}))["GS403"]
     assert f.severity == Severity.WARNING
+
+
+DCGAN = json.loads(Path(__file__).with_name("dcgan_two_epochs.json").read_text())
+"""The pytorch/examples DCGAN over two epochs (tests/watcher/test_watch_spikes_by_design.py,
+seed 1) as an AVX-512 machine ran it: (step, optimizer, gradient norm, loss) of D's steps
+(optimizer 0) and G's. D's norm rises in 7 turns from step 125 on; the turn at 157-159 (38,
+45) falls to 17 two steps on, and G moves again (62, 90, 117 at 167-171) before five quiet
+steps could follow it."""
+
+
+def test_a_turn_cut_short_by_the_next_one_came_back_if_it_fell_halfway_first():
+    recs = [
+        step_record(
+            s, norm=n, loss=loss, optimizer=o, param_norms=(n, None) if o == 0 else (None, n)
+        )
+        for s, o, n, loss in DCGAN
+    ]
+    (f,) = _found(_gan(recs))["GS403"]
+    assert f.severity == Severity.INFO and "7 turn(s) of its gradient norm" in str(f.evidence)
+    held = [r if r.step not in (161, 163, 165) else replace(r, grad_norm=30.0) for r in recs]
+    assert _found(_gan(held))["GS403"][0].severity == Severity.WARNING  # not halfway back
+
+
+LOSS_TURNS = {60: 0.5 * 5, 90: 0.5 * 4, 120: 0.5 * 6}
+"""D's loss spiking with its gradient at three of the four turns (the generator's move
+fooled it), each back at the next step."""
+
+
+def test_a_loss_that_spiked_with_the_turns_and_came_back_is_the_game():
+    (f,) = _found(game(TURNS, LOSS_TURNS))["GS403"]
+    assert f.severity == Severity.INFO
+    assert "its loss spiked with its gradient at 3 step(s) and came back" in str(f.evidence)
+    stayed = {**LOSS_TURNS, **{k: 3.0 for k in range(121, 130)}}  # a collapse, not a turn
+    assert _found(game(TURNS, stayed))["GS403"][0].severity == Severity.WARNING

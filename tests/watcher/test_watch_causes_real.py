@@ -54,9 +54,10 @@ def test_an_lr_that_killed_the_gradients_is_named_as_too_high_and_leads():
     (dead,) = [e for e in lr.evidence if e.startswith("gradients that died")]
     assert "Sequential.0.weight (2)" in dead
     assert "GS410" not in found  # a ratio of 0 with no gradient is not an lr too small
+    assert found["GS405"]  # the gradients fell thousandfold; to exactly 0 (GS417) on some CPUs
     for rule in ("GS405", "GS417"):
-        assert found[rule] and all(f.explained_by == "GS419:learning-rate" for f in found[rule])
-    assert all("detach()" not in f.advice for f in found["GS417"])
+        assert all(f.explained_by == "GS419:learning-rate" for f in found.get(rule, []))
+    assert all("detach()" not in f.advice for f in found.get("GS417", []))
 
 
 @pytest.mark.slow
