@@ -41,8 +41,9 @@ magnitude in a few hundred steps, a trend this long is no spike."""
     "10× its early level and past 100, doubling within 128 steps: its softmax saturates "
     "and the run diverges next",
     example="a 2-layer char-level GPT at lr 0.15 without qk-layernorm (the corpus's "
-    "logit_gpt.py attn): attention logits in `h.1.attn` grew 87× in 128 steps (step 16: "
-    "5.03, step 144: 440; max 2.09e+05 by step 592); the loss went back to ln 27 at step 535",
+    "logit_gpt.py attn): attention logits in `h.1.attn` grew 28× in 112 steps (step 16: "
+    "5.03, step 128: 143; max 2.50e+05 by step 592); the loss climbed back toward ln 27 "
+    "from step 392",
     fix="qk-layernorm (a LayerNorm on q and k per head), or a lower peak learning rate "
     "(or a longer warm-up)",
     objectives="any: the attention's own scores, a mechanism in the forward whatever the loss "

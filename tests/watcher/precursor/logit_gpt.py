@@ -2,9 +2,11 @@
 # Markov chain over 27 symbols, AdamW at a high constant learning rate after a warm-up,
 # that diverges by one mechanism picked by argv[1]:
 #   attn         lr 0.15 after 100 steps of warm-up, no norm on q and k: the attention
-#                logits grow from step ~100, the softmax saturates, the loss goes back to
-#                the uniform guess (ln 27) by step ~550
-#   attn-deep    the same with 3 layers: the loss diverges by step ~375
+#                logits grow from step ~100, the softmax saturates, the loss climbs back
+#                toward the uniform guess (ln 27) from step ~390
+#   attn-deep    the same with 3 layers: the loss diverges from step ~460
+# (the steps of a watch with the CPU's kernels pinned, pinned.py: on a CPU's own vector
+# kernels the collapse comes hundreds of steps earlier or later, or not by step 600)
 #   attn-low     the same at lr 0.015: healthy (no qk-layernorm either)
 #   attn-qknorm  the same at lr 0.15 with qk-layernorm: healthy
 # SEED picks the initial weights and the data (0 by default): the same mechanism on other runs.
