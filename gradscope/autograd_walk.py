@@ -36,6 +36,31 @@ class Order(enum.Enum):
     reached again later is skipped (what a search near the loss for its loss node needs)."""
 
 
+FLAT_OPS = {
+    "SignBackward0": "torch.sign",
+    "RoundBackward0": "torch.round",
+    "RoundBackward1": "torch.round",
+    "FloorBackward0": "torch.floor",
+    "CeilBackward0": "torch.ceil",
+    "TruncBackward0": "torch.trunc",
+}
+"""Backward nodes of ops whose derivative is 0 wherever it is defined (step functions):
+everything below them gets exact zeros, by torch's definition."""
+
+CUSTOM_FUNCTION = "Function "
+"""How `flat_op` names a custom autograd.Function: its backward is the user's own."""
+
+
+def flat_op(node: Any) -> str | None:
+    """The zero-derivative op (`torch.sign`) or custom Function (`Function SignSTE`) this
+    node differentiates; None for any other node."""
+    op = FLAT_OPS.get(type(node).__name__)
+    if op is not None:
+        return op
+    forward = getattr(node, "_forward_cls", None)
+    return None if forward is None else f"{CUSTOM_FUNCTION}{forward.__name__}"
+
+
 def inputs(node: Any) -> list[Any]:
     """The backward nodes `node` hands gradients to (None edges left out)."""
     return [n for n, _ in getattr(node, "next_functions", ()) if n is not None]

@@ -16,20 +16,10 @@ from typing import Any
 
 import torch
 
-from gradscope.autograd_walk import NodeWalk
+from gradscope.autograd_walk import NodeWalk, flat_op
 from gradscope.watcher.discover import MAX_GRAPH_NODES
 
 PART = "the zero-derivative op search"
-
-FLAT = {
-    "SignBackward0": "torch.sign",
-    "RoundBackward0": "torch.round",
-    "RoundBackward1": "torch.round",
-    "FloorBackward0": "torch.floor",
-    "CeilBackward0": "torch.ceil",
-    "TruncBackward0": "torch.trunc",
-}
-"""Backward nodes that hand back zeros (torch's derivative of a step function)."""
 
 READS = 3
 """Backward calls whose graph is read: a layer is binarised in every forward, or in none."""
@@ -51,7 +41,7 @@ class FlatOps:
         fns = [r.grad_fn for r in roots if r.grad_fn is not None]
         flat: dict[str, list[Any]] = {}
         for node in NodeWalk(fns, limit=MAX_GRAPH_NODES):
-            op = FLAT.get(type(node).__name__) or _custom(node)
+            op = flat_op(node)
             if op is not None:
                 flat.setdefault(op, []).append(node)
         for op, nodes in flat.items():  # one walk per op, below all of its nodes
@@ -64,16 +54,6 @@ class FlatOps:
         """The zero-derivative op this tensor lies below in the graphs read (None: none)."""
         held = self.below.get(id(tensor))
         return held[1] if held is not None and held[0]() is tensor else None
-
-
-def _custom(node: Any) -> str | None:
-    """`Function <name>` for a custom autograd.Function's node: its backward is the user's,
-    and a straight-through estimator that returns zeros blocks everything below it."""
-    forward = getattr(node, "_forward_cls", None)
-    return None if forward is None else f"{CUSTOM}{forward.__name__}"
-
-
-CUSTOM = "Function "
 
 
 def _variable(node: Any) -> torch.Tensor | None:
