@@ -54,8 +54,7 @@ def optimizer_holds_stale(run: WatchRun, t: Thresholds) -> list[Finding]:
 def _replaced(run: WatchRun, s: Series) -> list[tuple[int, int]]:
     """(new, old) positions: the model's tensors in no optimizer that got gradients, each
     with an unused tensor of the same shape this optimizer holds and no model does (or only
-    a model none of whose tensors ever got a gradient: the module replaced, still alive in a
-    reference cycle the collector had not freed when the models were found: `_part_of`)."""
+    a dropped model does: `_dropped_models`, `_part_of`)."""
     tensors = run.tensors
     dropped = _dropped_models(run)
     old = [

@@ -47,3 +47,27 @@ def test_a_custom_function_that_returns_zeros_is_named():
     f = never["Sequential.3.weight"]
     assert "custom autograd.Function SignSTE" in f.message
     assert "SignSTE.backward" in f.advice
+
+
+def test_a_library_function_is_trusted_where_the_users_own_is_named():
+    """A checkpoint's (or a fused kernel's) custom Function wraps whole blocks: a weight with
+    zero gradients below one is not told to check that Function's backward."""
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+    from gradscope.autograd_walk import NodeWalk, flat_op
+
+    class Halve(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x / 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad / 2
+
+    layer = torch.nn.Linear(3, 3)
+    x = torch.randn(2, 3, requires_grad=True)
+    wrapped = checkpoint(layer, x, use_reentrant=True).sum() + Halve.apply(x).sum()
+    ops = {flat_op(n) for n in NodeWalk([wrapped.grad_fn])} - {None}
+    assert ops == {"Function Halve"}
