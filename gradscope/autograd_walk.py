@@ -14,7 +14,9 @@ from __future__ import annotations
 import collections
 import enum
 import math
+import sysconfig
 from collections.abc import Callable, Hashable, Iterable, Iterator
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -34,6 +36,48 @@ class Order(enum.Enum):
     NEAREST = "nearest"
     """Breadth first: the nodes nearest the roots first, a node's first input first; a node
     reached again later is skipped (what a search near the loss for its loss node needs)."""
+
+
+FLAT_OPS = {
+    "SignBackward0": "torch.sign",
+    "RoundBackward0": "torch.round",
+    "RoundBackward1": "torch.round",
+    "FloorBackward0": "torch.floor",
+    "CeilBackward0": "torch.ceil",
+    "TruncBackward0": "torch.trunc",
+}
+"""Backward nodes of ops whose derivative is 0 wherever it is defined (step functions):
+everything below them gets exact zeros, by torch's definition."""
+
+CUSTOM_FUNCTION = "Function "
+"""How `flat_op` names a custom autograd.Function: its backward is the user's own."""
+
+
+_LIBRARIES = tuple(
+    {sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")}
+    | {str(Path(__file__).parent)}
+)
+
+
+def flat_op(node: Any) -> str | None:
+    """The zero-derivative op (`torch.sign`) or the user's own custom Function (`Function
+    SignSTE`: an installed library's, a checkpoint's or a fused kernel's, is trusted) this
+    node differentiates; None for any other node."""
+    op = FLAT_OPS.get(type(node).__name__)
+    if op is not None:
+        return op
+    forward = getattr(node, "_forward_cls", None)
+    if forward is None or not _users(forward):
+        return None
+    return f"{CUSTOM_FUNCTION}{forward.__name__}"
+
+
+def _users(cls: type) -> bool:
+    """Its backward is written in the user's code: a script, a project's module (not the
+    standard library's, an installed package's or gradscope's)."""
+    code = getattr(getattr(cls, "backward", None), "__code__", None)
+    path = getattr(code, "co_filename", None)
+    return not isinstance(path, str) or not path.startswith(_LIBRARIES)
 
 
 def inputs(node: Any) -> list[Any]:

@@ -103,6 +103,9 @@ class RunStats:
     clamped_off: tuple[str, ...] = ()
     """Parameters the loss reaches only through a clamp (a max, a min) whose input is entirely
     on the far side of its bound at this step (a KL held at its free-nats floor)."""
+    flat_off: tuple[tuple[str, str], ...] = ()
+    """(parameter, op): the loss reaches it only through an op whose derivative is 0
+    (torch.sign, round) or through one custom autograd.Function (an estimator's backward)."""
     zero_gated: tuple[str, ...] = ()
     """Parameters the loss reaches only through a product with a trainable parameter that is
     all zeros (ReZero's alpha, a tanh gate at 0), named in zero_gates: the first step moves it."""

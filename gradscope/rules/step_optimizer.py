@@ -76,7 +76,7 @@ def _grad_rms(run: WatchRun, s: Series, i: int) -> float | None:
         "the loss stalled; the loss's kind is not asked, so a flat custom objective "
         "counts as stalled, and the equilibrium against the weights decides"
     ),
-    explains=("GS405", "GS409", "GS410", "GS413", "GS415", "GS419"),
+    explains=("GS405", "GS409", "GS410", "GS413", "GS415", "GS417", "GS419"),
 )
 def decay_too_strong(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """A param group's weight decay has an equilibrium below the initial rms of most of its
@@ -108,7 +108,7 @@ def decay_too_strong(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             finding = this.finding(
                 s.subject(f"param group {k}"),
                 s.say(
-                    f"weight decay erases the weights: {how}, below these matrices' initial "
+                    f"weight decay erases the weights: {how}, below these tensors' initial "
                     f"rms {num(init)}; the loss stalled at {num(last)}" + at_chance(run, s, last)
                 ),
                 f"lower weight_decay (AdamW's usual values are 0.01-0.1; here at most about "
@@ -117,7 +117,7 @@ def decay_too_strong(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
                 value=g.weight_decay,
                 threshold=(1 / init) if g.decoupled else None,
                 evidence=(
-                    f"decayed matrices: {', '.join(names[:4])}"
+                    f"decayed tensors: {', '.join(names[:4])}"
                     + (f" (+{len(names) - 4} more)" if len(names) > 4 else ""),
                     f"median loss {num(last)} over the last {w} steps",
                 ),
@@ -146,8 +146,12 @@ def _erased(
 ) -> tuple[float, float, list[str]] | None:
     """(equilibrium, median initial rms, names) when the decay's equilibrium lies below
     the initial rms of most of the group's matrices: even steps all in one direction
-    cannot hold them at the size they started at."""
+    cannot hold them at the size they started at. A group without matrices (a quantiser's
+    step sizes, gains given a group of their own) is judged on its own tensors: a scale
+    decayed to 0 saturates what it scales, and every gradient through it is 0."""
     members = [i for i in trained_matrices(run, s) if run.params[i].group == group]
+    if not members:
+        members = [i for i in _trained(run, s) if run.params[i].group == group]
     rows = []
     for i in members:
         p = run.params[i]
@@ -164,6 +168,16 @@ def _erased(
         statistics.median(r[1] for r in below),
         [r[2] for r in below],
     )
+
+
+def _trained(run: WatchRun, s: Series) -> list[int]:
+    """Every tensor the optimizer trains, whatever its shape."""
+    params = run.params
+    return [
+        i
+        for i in s.members
+        if i < len(params) and params[i].requires_grad and params[i].in_optimizer
+    ]
 
 
 # -- GS421 ------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules import derivative_bias, moved_by_copy, shift_invariance
+from gradscope.rules import derivative_bias, moved_by_copy, shift_invariance, zero_derivative
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import (
     about,
@@ -206,7 +206,8 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     where a bias never got one while its weight learned under a loss on a derivative taken
     with create_graph (a force field's forces: rules/derivative_bias.py), and where it never
     got one and its values changed all the same: a copy the script updates itself (an EMA
-    teacher handed to the optimizer too: rules/moved_by_copy.py)."""
+    teacher handed to the optimizer too: rules/moved_by_copy.py). Zero gradients below
+    torch.sign or round, or a custom Function, name it (rules/zero_derivative.py)."""
     stepped = live(run)
     if not stepped:
         return []
@@ -222,29 +223,38 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
             "check that it takes part in the loss (`gradscope inspect --script` shows "
             "where the graph is cut)",
         )
-        weight = None if none else shift_invariance.cancelled(run, i)
-        through = derivative_bias.learned_weight(run, i) if none else None
-        if none and values_changed(p):
-            finding = moved_by_copy.as_information(finding, p, len(stepped))
-        elif through is not None:
-            head = f"{p.name} got no gradient (None) in all {len(stepped)} steps"
-            finding = derivative_bias.as_information(finding, head, through)
-        elif weight is not None:
-            finding = shift_invariance.as_information(
-                finding, f"{p.name} got only zero gradients in all {len(stepped)} steps", weight
-            )
-        elif p.past_read_out:
-            finding = replace(
-                finding,
-                severity=Severity.INFO,
-                message=f"{finding.message}; it comes after {p.past_read_out}, whose output a "
-                "forward hook reads (a self-supervised wrapper's representation layer)",
-                advice="fine if meant (a head trained later, on the representation); "
-                "requires_grad_(False) on it says so; if the loss should reach it, check what "
-                "the hook's reader does with its output",
-            )
-        out.append(finding)
+        out.append(_explained(run, i, finding, none, len(stepped)))
     return out
+
+
+def _explained(run: WatchRun, i: int, finding: Finding, none: bool, steps: int) -> Finding:
+    """GS413's finding, told as what explains it where something does: a copy moved by the
+    script, a bias blind to its loss, a zero-derivative op, a head past a read-out."""
+    p = run.params[i]
+    weight = None if none else shift_invariance.cancelled(run, i)
+    through = derivative_bias.learned_weight(run, i) if none else None
+    if none and values_changed(p):
+        finding = moved_by_copy.as_information(finding, p, steps)
+    elif through is not None:
+        head = f"{p.name} got no gradient (None) in all {steps} steps"
+        finding = derivative_bias.as_information(finding, head, through)
+    elif weight is not None:
+        finding = shift_invariance.as_information(
+            finding, f"{p.name} got only zero gradients in all {steps} steps", weight
+        )
+    elif not none and p.flat_op is not None:
+        finding = zero_derivative.as_flat(finding, p, steps)
+    elif p.past_read_out:
+        finding = replace(
+            finding,
+            severity=Severity.INFO,
+            message=f"{finding.message}; it comes after {p.past_read_out}, whose output a "
+            "forward hook reads (a self-supervised wrapper's representation layer)",
+            advice="fine if meant (a head trained later, on the representation); "
+            "requires_grad_(False) on it says so; if the loss should reach it, check what "
+            "the hook's reader does with its output",
+        )
+    return finding
 
 
 # -- GS412 -----------------------------------------------------------------------------

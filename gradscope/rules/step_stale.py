@@ -14,7 +14,7 @@ from __future__ import annotations
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.rules.registry import Stage, rule
-from gradscope.rules.step_common import Series, about, by_optimizer
+from gradscope.rules.step_common import Series, about, by_optimizer, values_changed
 from gradscope.steps.records import WatchRun, common_module
 
 
@@ -40,7 +40,9 @@ def optimizer_holds_stale(run: WatchRun, t: Thresholds) -> list[Finding]:
     model's tensors of the same shapes got gradients and are in no optimizer: they were put
     in the model after the optimizer was built (a parameter or module replaced, a
     load_state_dict with assign=True), and every step updates the old tensors (their update
-    ratio 0 to the model)."""
+    ratio 0 to the model). A replaced layer that a reference cycle kept alive when the models
+    were found (a weight_norm'd or orthogonal module: its parametrized class holds it) reads
+    as a second model none of whose tensors ever got a gradient: it counts as no model's."""
     out = []
     for s in by_optimizer(run):
         pairs = _replaced(run, s)
@@ -51,12 +53,14 @@ def optimizer_holds_stale(run: WatchRun, t: Thresholds) -> list[Finding]:
 
 def _replaced(run: WatchRun, s: Series) -> list[tuple[int, int]]:
     """(new, old) positions: the model's tensors in no optimizer that got gradients, each
-    with an unused tensor of the same shape this optimizer holds and no model does."""
+    with an unused tensor of the same shape this optimizer holds and no model does (or only
+    a dropped model does: `_dropped_models`, `_part_of`)."""
     tensors = run.tensors
+    dropped = _dropped_models(run)
     old = [
         i
         for i in s.members
-        if not run.params[i].in_model
+        if (not run.params[i].in_model or run.params[i].model in dropped)
         and run.params[i].requires_grad
         and (not tensors.ever_had_grad(i) or _stopped_at(run, s, i) is not None)
     ]
@@ -67,11 +71,41 @@ def _replaced(run: WatchRun, s: Series) -> list[tuple[int, int]]:
     ]
     pairs = []
     for i in new:
-        match = next((j for j in old if run.params[j].shape == run.params[i].shape), None)
+        match = next(
+            (
+                j
+                for j in old
+                if run.params[j].shape == run.params[i].shape
+                and run.params[j].model != run.params[i].model
+                and (not run.params[j].in_model or _part_of(run, j, i))
+            ),
+            None,
+        )
         if match is not None:
             old.remove(match)
             pairs.append((i, match))
     return pairs
+
+
+def _part_of(run: WatchRun, old: int, new: int) -> bool:
+    """The old tensor's model, dropped, is smaller than the new one's (a layer replaced in
+    it), and the new tensor was left as it was: a whole copy of the model (an EMA the loss
+    is computed through, unchanged while the network it follows never steps) is GS411's
+    copy, not a replacement."""
+    sizes = [sum(1 for p in run.params if p.model == run.params[k].model) for k in (old, new)]
+    return sizes[0] < sizes[1] and values_changed(run.params[new]) is False
+
+
+def _dropped_models(run: WatchRun) -> set[int]:
+    """Models found beside others none of whose tensors got a gradient, zeros included, at
+    any step: a module the script replaced (`net[0] = weight_norm(nn.Conv1d(...))` after
+    the optimizer was built) that a reference cycle kept alive (a parametrized module's
+    class holds it) when the models were found."""
+    models: dict[int, bool] = {}
+    for i, p in enumerate(run.params):
+        if p.model is not None:
+            models[p.model] = models.get(p.model, False) or run.tensors.ever_had_grad(i)
+    return {m for m, graded in models.items() if not graded} if len(models) > 1 else set()
 
 
 def _stopped_at(run: WatchRun, s: Series, i: int) -> int | None:

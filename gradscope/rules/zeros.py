@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
-from gradscope.rules import frozen_gate, shift_invariance, switched_off
+from gradscope.rules import frozen_gate, shift_invariance, switched_off, zero_derivative
 from gradscope.rules.by_design import blocked_by_zero_init, stuck_at_zero
 from gradscope.rules.experts import idle_experts
 from gradscope.rules.registry import DECLARED, Stage, rule
@@ -24,7 +24,7 @@ from gradscope.stats import ParamStats, RunStats
     fix=(
         "look for the dead ReLU (a large negative bias: re-initialise it, or use LeakyReLU), a "
         "multiplication by zero or a mask that is always off; for LoRA initialise A randomly and "
-        "only B to zero"
+        "only B to zero; behind torch.sign or round, a straight-through estimator"
     ),
     command="gradscope inspect dead-relu",
 )
@@ -35,7 +35,9 @@ def zero_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
     after it that a step moves (both LoRA factors zero), is reported here as stuck at zero.
     A bias whose weight has a gradient is information: the loss is blind to a shift of its
     layer's outputs (rules/shift_invariance.py). Behind a product with a frozen parameter that
-    is all zeros (a ReZero alpha with requires_grad=False) the warning names that gate."""
+    is all zeros (a ReZero alpha with requires_grad=False) the warning names that gate; behind
+    torch.sign or round on every path (a binarised layer without a straight-through estimator),
+    or one custom Function, it names that op (rules/zero_derivative.py)."""
     _, explained = blocked_by_zero_init(stats)
     routed = idle_experts(stats)
     stuck = stuck_at_zero(stats)
@@ -76,6 +78,13 @@ def _all_zero(stats: RunStats, explained: set[str], this: Rule) -> list[Finding]
         if p.name in stats.clamped_off:
             head = f"grad of {p.name} is all zeros ({p.numel} elements)"
             out.append(switched_off.as_clamped(this.finding(p.name, head, "", 0.0), p.name))
+            continue
+        flat = dict(stats.flat_off).get(p.name)
+        if flat is not None:
+            head = f"grad of {p.name} is all zeros ({p.numel} elements)"
+            out.append(
+                zero_derivative.told(this.finding(p.name, head, "", 0.0), p.name, flat, head)
+            )
             continue
         weight = shift_invariance.weight_name(p.name, p.shape)
         if weight in learned:

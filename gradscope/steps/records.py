@@ -65,6 +65,12 @@ class ParamInfo:
     logits_table: bool = False
     """A softmax reads it as its very logits (DARTS's architecture weights): numbers in
     nats, whose initial values are no scale to judge a step against."""
+    model: int | None = None
+    """The index of the model found holding it (several: a GAN's generator and critic);
+    None: no model holds it."""
+    flat_op: str | None = None
+    """The op with a zero derivative (torch.sign, torch.round) it lies below in the
+    graphs read: a gradient of exact zeros reaches it by torch's definition; None: none."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import torch
 from gradscope.watcher import (
     backward_sites,
     discover,
+    flat_ops,
     loss_graph,
     manual,
     modes,
@@ -69,6 +70,8 @@ def started(
     state.noise.begin(window, here.scaled_by)
     if not state.probe.done:
         probed(state, lambda: nan_probe.begin(state.probe, state, roots, here.scaled_by))
+    if state.flat_ops.reads < flat_ops.READS:
+        _flat(state, roots)
     _add_loss(state, window, tensor, gradient, scaled)
 
 
@@ -116,6 +119,15 @@ def ended(state: WatchState, here: ThreadState, roots: list[torch.Tensor]) -> No
         check = state.manual.check
         if check is None or check.thread == here.ident:
             manual.guarded(state, lambda: manual.backward_end(state, here, roots))
+
+
+def _flat(state: WatchState, roots: list[torch.Tensor]) -> None:
+    """The zero-derivative ops' part: a failure switches it off, never the watch."""
+    try:
+        state.flat_ops.observe(roots)
+    except Exception as exc:
+        state.flat_ops.reads = flat_ops.READS
+        state.failed(flat_ops.PART, exc, whole=False)
 
 
 def probed(state: WatchState, work: Any) -> None:

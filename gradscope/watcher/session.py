@@ -296,6 +296,8 @@ class Watcher:
                 idle_optimizer=None if id(p) in owned else idle.get(id(p)),
                 differentiated=icp.grad_inputs.holds(p),
                 logits_table=icp.logit_tables.holds(p),
+                flat_op=icp.flat_ops.op_above(p),
+                model=icp.tracked.owners.get(i, (None, ""))[0],
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
         )

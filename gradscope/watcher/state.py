@@ -18,6 +18,7 @@ from gradscope.watcher.adam_rms import AdamRms
 from gradscope.watcher.backward_sites import BackwardSites
 from gradscope.watcher.eval_passes import EvalPasses
 from gradscope.watcher.faults import Fault, fault_of, record
+from gradscope.watcher.flat_ops import FlatOps
 from gradscope.watcher.grad_inputs import GradInputs
 from gradscope.watcher.hand_moved import HandMoved
 from gradscope.watcher.logit_probe import LogitProbe
@@ -111,6 +112,8 @@ class WatchState:
     grad_inputs: GradInputs = field(default_factory=GradInputs)
     """The leaves the script differentiates against with torch.autograd.grad."""
     logit_tables: LogitTables = field(default_factory=LogitTables)
+    flat_ops: FlatOps = field(default_factory=FlatOps)
+    """The leaves below a zero-derivative op (torch.sign, round) in the first graphs."""
     """The parameters a softmax reads as its very logits."""
     """Attention and output logits at sampled steps (logit_probe.py)."""
     measure: Measure = field(init=False)

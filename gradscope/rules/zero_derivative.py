@@ -1,0 +1,44 @@
+"""A weight whose only path to the loss runs through an op with a zero derivative
+(`torch.sign`, `torch.round`, ...) or a custom autograd.Function: it is in the graph, and
+its gradient is exact zeros (GS413 over a run, GS106 in one pass). torch hands zeros
+through a step function by definition; a binarised or quantised layer trains through one
+only with a straight-through estimator (the forward's value, the identity's gradient), and
+a custom Function written as one blocks the gradient when its backward returns zeros."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gradscope.autograd_walk import CUSTOM_FUNCTION
+from gradscope.findings import Finding
+from gradscope.steps.records import ParamInfo
+
+
+def as_flat(finding: Finding, p: ParamInfo, steps: int) -> Finding:
+    """GS413's finding for zero gradients below a zero-derivative op or a custom Function."""
+    head = f"{p.name} got only zero gradients in all {steps} steps"
+    return told(finding, p.name, p.flat_op or "", head)
+
+
+def told(finding: Finding, name: str, op: str, head: str) -> Finding:
+    """The finding with the op named, and the estimator that passes a gradient through it."""
+    if op.startswith(CUSTOM_FUNCTION):
+        fn = op.removeprefix(CUSTOM_FUNCTION)
+        return replace(
+            finding,
+            message=f"{head}: it reaches the loss through the custom autograd.Function {fn}: "
+            "where its backward hands back zeros, nothing below it learns",
+            advice=f"check {fn}.backward: a straight-through estimator returns the incoming "
+            "gradient (masked to |x| <= 1 for a sign), not zeros or a product with 0",
+            evidence=(*finding.evidence, f"{fn} lies between {name} and the loss"),
+        )
+    return replace(
+        finding,
+        message=f"{head}: it reaches the loss through {op}, whose derivative is 0 wherever "
+        "it is defined, so every gradient below it is 0",
+        advice=f"pass the gradient straight through {op} (a straight-through estimator): "
+        f"x + ({op}(x) - x).detach(), or a custom autograd.Function whose backward returns "
+        "the incoming gradient"
+        + (" (masked to |x| <= 1, as binarised networks do)" if op == "torch.sign" else ""),
+        evidence=(*finding.evidence, f"{op} lies between {name} and the loss"),
+    )

@@ -1,0 +1,62 @@
+"""Leaves that reach the loss through an op whose derivative is zero wherever it is defined
+(`torch.sign`, `round`, `floor`, `ceil`, `trunc`): a binarised or quantised layer written
+without a straight-through estimator; or through a custom autograd.Function (one whose
+backward returns zeros blocks everything below it). Their weights are in the graph, yet
+every gradient that reaches them is exactly 0, so "check that it takes part in the loss"
+is the wrong advice: GS413 names the op instead.
+
+Read off the graphs of the first backward calls only (a walk of at most MAX_GRAPH_NODES
+nodes each); what is below such a node is kept by weak reference.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import torch
+
+from gradscope.autograd_walk import NodeWalk, flat_op
+from gradscope.watcher.discover import MAX_GRAPH_NODES
+
+PART = "the zero-derivative op search"
+
+READS = 3
+"""Backward calls whose graph is read: a layer is binarised in every forward, or in none."""
+
+
+class FlatOps:
+    """id → (a weak reference to a leaf below a zero-derivative node or a custom Function's,
+    that op's name: `torch.sign`, or `Function SignSTE`)."""
+
+    def __init__(self) -> None:
+        self.below: dict[int, tuple[weakref.ref[torch.Tensor], str]] = {}
+        self.reads = 0
+
+    def observe(self, roots: list[torch.Tensor]) -> None:
+        """The leaves below the zero-derivative nodes of this backward's graph."""
+        if self.reads >= READS:
+            return
+        self.reads += 1
+        fns = [r.grad_fn for r in roots if r.grad_fn is not None]
+        flat: dict[str, list[Any]] = {}
+        for node in NodeWalk(fns, limit=MAX_GRAPH_NODES):
+            op = flat_op(node)
+            if op is not None:
+                flat.setdefault(op, []).append(node)
+        for op, nodes in flat.items():  # one walk per op, below all of its nodes
+            for under in NodeWalk(nodes, limit=MAX_GRAPH_NODES):
+                leaf = _variable(under)
+                if leaf is not None and id(leaf) not in self.below:
+                    self.below[id(leaf)] = (weakref.ref(leaf), op)
+
+    def op_above(self, tensor: torch.Tensor) -> str | None:
+        """The zero-derivative op this tensor lies below in the graphs read (None: none)."""
+        held = self.below.get(id(tensor))
+        return held[1] if held is not None and held[0]() is tensor else None
+
+
+def _variable(node: Any) -> torch.Tensor | None:
+    """The leaf an AccumulateGrad node adds to."""
+    leaf = getattr(node, "variable", None)
+    return leaf if isinstance(leaf, torch.Tensor) else None
