@@ -11,6 +11,7 @@ only when they are all there): the carried-over norm of its next step (GS412).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -48,15 +49,56 @@ def resetting(state: WatchState, here: ThreadState, params: Callable[[], Any]) -
         here.window = Window()  # used (SAM's ascent, an attack's input): the next calls step
     elif here.window.calls:
         here.zeroed = here.window
-        here.window.wiped = here.window.calls  # more backward calls may follow: wiped
-        here.window.wiped_ids = present
-        if here.stepped and "wiped" not in state.sites:
-            state.sites["wiped"] = user_line() or "?"
+        if not kept_by_another(state, present):
+            here.window.wiped = here.window.calls  # more backward calls may follow: wiped
+            here.window.wiped_ids = present
+            if here.stepped and "wiped" not in state.sites:
+                state.sites["wiped"] = user_line() or "?"
     if not here.stepped:
         here.window = Window()
     for helper in helpers:
         if helper.window.leaves & present:
             helper.window = Window()
+
+
+def kept_by_another(state: WatchState, cleared: set[int]) -> bool:
+    """Another optimizer (one holding none of the `cleared` parameters) keeps gradients
+    across this reset: the reset picks which backward trains which optimizer (a GAN's
+    `opt_d.zero_grad()` after the generator's backward, GradNorm's weights reset after the
+    weighted task loss's backward), it wipes no micro-batch of an accumulation. `p.grad is
+    None` checks only, at a reset between backward calls."""
+    for optimizer in state.optimizers:
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            continue
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        if any(id(p) in cleared for p in params):
+            continue
+        if any(p.grad is not None for p in params):
+            return True
+    return False
+
+
+def written_by_hand(window: Window) -> bool:
+    """At a step after a reset between backward calls that all kept their graph: the
+    sentinel's gradient is no longer the tensor the last backward left, it was assigned
+    since (PCGrad, CAGrad: one objective of a forward at a time, each gradient read and
+    reset, their combination written into `.grad`), so the reset wiped nothing the step
+    meant to apply. Micro-batches of an accumulation free their graph at each backward."""
+    sentinel, left = window.sentinel, window.left
+    if sentinel is None or window.retained < window.wiped:
+        return False
+    grad = sentinel.grad
+    return grad is not None and (left is None or grad is not left())
+
+
+def note_left(window: Window, retained: bool) -> None:
+    """At a backward's end: whether the leading calls keep their graph, and the gradient
+    tensor the call left in the sentinel's `.grad` (weakly: no gradient kept alive)."""
+    if retained and window.retained == window.calls - 1:
+        window.retained = window.calls
+    sentinel = window.sentinel
+    grad = None if sentinel is None else sentinel.grad
+    window.left = None if grad is None else weakref.ref(grad)
 
 
 def consumed(window: Window) -> bool:
@@ -137,7 +179,8 @@ def wiped_by_hand(state: WatchState, here: ThreadState, window: Window) -> None:
     at, no device read), so the step will apply none of them."""
     sentinel = window.sentinel
     if sentinel is not None and sentinel.grad is None and here.stepped:
-        window.wiped, window.wiped_ids = window.calls, {id(sentinel)}
+        if not kept_by_another(state, {id(sentinel)}):
+            window.wiped, window.wiped_ids = window.calls, {id(sentinel)}
 
 
 def sentinel(state: WatchState, here: ThreadState, window: Window) -> None:

@@ -1,0 +1,138 @@
+"""Multi-task learning on one shared trunk and two heads (a classification and a
+regression task), the tasks' gradients combined by hand. argv[1]:
+
+pcgrad     PCGrad as its reference wrapper runs it: for each task `zero_grad()`, then
+           `loss.backward(retain_graph=True)` and the gradients copied; the conflicting
+           parts projected away and the sum written into `.grad`, then `step()`
+gradnorm   GradNorm: the weighted task loss's backward, then the task weights' own
+           optimizer reset and stepped on the gradient-norm loss (create_graph)
+gan-order  a GAN whose discriminator's gradients are reset after the generator's backward,
+           both stepped at the end
+wiped      (bug) PCGrad's loop without the projection: `zero_grad()` before each task's
+           backward, then `step()`: only the last task trains
+averaged   (bug) accumulation with `zero_grad()` inside the loop, the gradient then divided
+           by hand (`p.grad = p.grad / 2`)"""
+
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+MODE = sys.argv[1] if len(sys.argv) > 1 else "pcgrad"
+torch.manual_seed(0)
+D = 12
+W1, W2 = torch.randn(D), torch.randn(D)
+trunk = nn.Sequential(nn.Linear(D, 32), nn.ReLU())
+heads = nn.ModuleList([nn.Linear(32, 2), nn.Linear(32, 1)])
+model = nn.Sequential(trunk, heads)
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+params = list(model.parameters())
+
+
+def task_losses(x):
+    z = trunk(x)
+    y_cls, y_reg = (x @ W1 > 0).long(), (x @ W2).unsqueeze(1)
+    return [F.cross_entropy(heads[0](z), y_cls), F.mse_loss(heads[1](z), y_reg)]
+
+
+def flat_grads():
+    return torch.cat(
+        [(p.grad if p.grad is not None else torch.zeros_like(p)).flatten() for p in params]
+    )
+
+
+def pcgrad(x):
+    grads = []
+    for loss in task_losses(x):
+        opt.zero_grad(set_to_none=True)
+        loss.backward(retain_graph=True)
+        grads.append(flat_grads())
+    projected = [g.clone() for g in grads]
+    for g_i in projected:
+        for g_j in grads:
+            dot = g_i @ g_j
+            if dot < 0:
+                g_i -= dot * g_j / g_j.norm() ** 2
+    merged, start = sum(projected), 0
+    for p in params:
+        p.grad = merged[start : start + p.numel()].view_as(p).clone()
+        start += p.numel()
+    opt.step()
+
+
+weights = nn.Parameter(torch.ones(2))
+opt_w = torch.optim.Adam([weights], lr=1e-2)
+first = None
+
+
+def gradnorm(x):
+    global first
+    losses = torch.stack(task_losses(x))
+    first = losses.detach() if first is None else first
+    opt.zero_grad()
+    (weights @ losses).backward(retain_graph=True)
+    norms = torch.stack(
+        [
+            torch.autograd.grad(
+                weights[i] * losses[i], trunk[0].weight, retain_graph=True, create_graph=True
+            )[0].norm()
+            for i in range(2)
+        ]
+    )
+    rate = losses.detach() / first
+    target = (norms.mean() * (rate / rate.mean()) ** 1.5).detach()
+    opt_w.zero_grad()  # the weighted loss's gradient of the weights is not theirs
+    (norms - target).abs().sum().backward()
+    opt.step()
+    opt_w.step()
+    with torch.no_grad():
+        weights.mul_(2 / weights.sum())
+
+
+G = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+Dis = nn.Sequential(nn.Linear(2, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1))
+opt_g = torch.optim.Adam(G.parameters(), 2e-4, betas=(0.5, 0.999))
+opt_d = torch.optim.Adam(Dis.parameters(), 2e-4, betas=(0.5, 0.999))
+
+
+def gan_order(x):
+    fake = G(torch.randn(32, 4))
+    ones, zeros = torch.ones(32, 1), torch.zeros(32, 1)
+    opt_g.zero_grad()
+    F.binary_cross_entropy_with_logits(Dis(fake), ones).backward()
+    opt_d.zero_grad()  # the generator's backward filled them: not the discriminator's loss
+    real = x[:, :2] * 0.5 + 1
+    (
+        F.binary_cross_entropy_with_logits(Dis(real), ones)
+        + F.binary_cross_entropy_with_logits(Dis(fake.detach()), zeros)
+    ).backward()
+    opt_g.step()
+    opt_d.step()
+
+
+def wiped(x):
+    for loss in task_losses(x):
+        opt.zero_grad()
+        loss.backward(retain_graph=True)
+    opt.step()
+
+
+def averaged(x):
+    for xm in x.chunk(2):
+        opt.zero_grad()
+        sum(task_losses(xm)).backward()
+    for p in params:
+        p.grad = p.grad / 2
+    opt.step()
+
+
+train = {
+    "pcgrad": pcgrad,
+    "gradnorm": gradnorm,
+    "gan-order": gan_order,
+    "wiped": wiped,
+    "averaged": averaged,
+}[MODE]
+for _step in range(30):
+    train(torch.randn(32, D))

@@ -1,0 +1,30 @@
+"""A reset between the backward calls of one step that wipes nothing the step applies is no
+wiped accumulation (GS435): PCGrad resets between its tasks' backward calls (each keeps the
+forward's graph) and writes the combined gradient into `.grad` itself; GradNorm's weights and
+a GAN's discriminator are reset by their own optimizer while the other optimizer keeps the
+gradients of the same backward. A task's gradient reset and never written back, and an
+accumulation reset inside its loop and then rescaled by hand, are still named."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradscope.findings import Severity
+from tests.watcher.watch_scripts import domain_watched
+
+
+@pytest.mark.parametrize("mode", ["pcgrad", "gradnorm", "gan-order"])
+def test_gradients_combined_or_reset_per_optimizer_are_not_wiped(mode):
+    report = domain_watched("gradient_surgery.py", mode)
+    assert report.run.status == "completed"
+    loud = [f for f in report.findings if f.severity >= Severity.WARNING]
+    assert loud == [], [f.message for f in loud]
+    assert all(r.wiped is None for r in report.run.steps)
+
+
+@pytest.mark.parametrize("mode", ["wiped", "averaged"])
+def test_a_reset_that_loses_a_backward_is_still_named(mode):
+    report = domain_watched("gradient_surgery.py", mode)
+    (f,) = [f for f in report.findings if f.rule == "GS435"]
+    assert f.severity == Severity.ERROR
+    assert "the first 1 of 2 micro-batches were wiped" in f.message
