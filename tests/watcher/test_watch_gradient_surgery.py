@@ -2,8 +2,10 @@
 wiped accumulation (GS435): PCGrad resets between its tasks' backward calls (each keeps the
 forward's graph) and writes the combined gradient into `.grad` itself; GradNorm's weights and
 a GAN's discriminator are reset by their own optimizer while the other optimizer keeps the
-gradients of the same backward. A task's gradient reset and never written back, and an
-accumulation reset inside its loop and then rescaled by hand, are still named."""
+gradients of the same backward. CAGrad's fresh inner SGD, run to its minimum each step,
+has a gradient that vanishes by right (GS405). A task's gradient reset and never written
+back, and an accumulation reset inside its loop and then rescaled by hand, are still
+named."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from gradscope.findings import Severity
 from tests.watcher.watch_scripts import domain_watched
 
 
-@pytest.mark.parametrize("mode", ["pcgrad", "gradnorm", "gan-order"])
+@pytest.mark.parametrize("mode", ["pcgrad", "cagrad", "gradnorm", "gan-order"])
 def test_gradients_combined_or_reset_per_optimizer_are_not_wiped(mode):
     report = domain_watched("gradient_surgery.py", mode)
     assert report.run.status == "completed"

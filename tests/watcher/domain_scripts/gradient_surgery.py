@@ -4,6 +4,9 @@ regression task), the tasks' gradients combined by hand. argv[1]:
 pcgrad     PCGrad as its reference wrapper runs it: for each task `zero_grad()`, then
            `loss.backward(retain_graph=True)` and the gradients copied; the conflicting
            parts projected away and the sum written into `.grad`, then `step()`
+cagrad     CAGrad as Nash-MTL's code runs it: each task's gradient read as in `pcgrad`, the
+           task weights found by 20 steps of a fresh SGD on a small convex objective (run
+           to its minimum), the combined gradient written into `.grad`
 gradnorm   GradNorm: the weighted task loss's backward, then the task weights' own
            optimizer reset and stepped on the gradient-norm loss (create_graph)
 gan-order  a GAN whose discriminator's gradients are reset after the generator's backward,
@@ -32,7 +35,7 @@ params = list(model.parameters())
 
 def task_losses(x):
     z = trunk(x)
-    y_cls, y_reg = (x @ W1 > 0).long(), (x @ W2).unsqueeze(1)
+    y_cls, y_reg = (x @ W1 > 0).long(), 0.5 * (x @ W2).unsqueeze(1)
     return [F.cross_entropy(heads[0](z), y_cls), F.mse_loss(heads[1](z), y_reg)]
 
 
@@ -58,6 +61,33 @@ def pcgrad(x):
     for p in params:
         p.grad = merged[start : start + p.numel()].view_as(p).clone()
         start += p.numel()
+    opt.step()
+
+
+def cagrad(x, c=0.4):
+    shared, grads, head_grads = list(trunk.parameters()), [], []
+    for loss in task_losses(x):
+        opt.zero_grad(set_to_none=True)
+        loss.backward(retain_graph=True)
+        grads.append(torch.cat([p.grad.flatten() for p in shared]))
+        head_grads.append([p.grad for p in heads.parameters()])
+    g = torch.stack(grads, 1)
+    gg = g.t() @ g
+    scale = c * (gg.mean() + 1e-8).sqrt()
+    w = torch.zeros(2, requires_grad=True)
+    w_opt = torch.optim.SGD([w], lr=25, momentum=0.5)
+    for _ in range(20):
+        w_opt.zero_grad()
+        ww = torch.softmax(w, 0)
+        (ww @ gg @ torch.full((2,), 0.5) + scale * (ww @ gg @ ww + 1e-8).sqrt()).backward()
+        w_opt.step()
+    gw = g @ torch.softmax(w, 0).detach()
+    merged, start = (g.mean(1) + scale / (gw.norm() + 1e-8) * gw) / (1 + c**2), 0
+    for p in shared:
+        p.grad = merged[start : start + p.numel()].view_as(p).clone()
+        start += p.numel()
+    for p, *per_task in zip(heads.parameters(), *head_grads, strict=True):
+        p.grad = sum(t for t in per_task if t is not None)
     opt.step()
 
 
@@ -129,10 +159,11 @@ def averaged(x):
 
 train = {
     "pcgrad": pcgrad,
+    "cagrad": cagrad,
     "gradnorm": gradnorm,
     "gan-order": gan_order,
     "wiped": wiped,
     "averaged": averaged,
 }[MODE]
-for _step in range(30):
+for _step in range(6 if MODE == "cagrad" else 30):  # CAGrad: 21 steps each
     train(torch.randn(32, D))
