@@ -171,6 +171,8 @@ def observe(state: WatchState, here: ThreadState) -> None:
             entry.reset, entry.norms = True, []
         elif present:
             entry.norms.append(torch.linalg.vector_norm(torch.stack(norms(present))))
+            if not entry.held:
+                entry.held = [weakref.ref(g) for g in present]
 
 
 def wiped_by_hand(state: WatchState, here: ThreadState, window: Window) -> None:
@@ -223,6 +225,15 @@ def stepped(state: WatchState, optimizer: Any, params: list[torch.Tensor], threa
         watch.reset.opened = still.opened
 
 
+def replaced(entry: OpenReset) -> bool:
+    """None of the gradients carried into the step's first backward is in `.grad` at the
+    step: the script set them to None or wrote new ones by hand after that backward
+    (GradNorm's task weights, their gradient assigned from `autograd.grad`), so the step
+    applies nothing carried. A backward adds into a gradient in place."""
+    current = {id(p.grad) for p in entry.params if p.grad is not None}
+    return bool(entry.held) and all(id(ref()) not in current for ref in entry.held)
+
+
 def trained(state: WatchState, optimizer: Any) -> list[torch.Tensor]:
     """The optimizer's parameters that take gradients (cached while its groups keep
     their sizes)."""
@@ -239,7 +250,7 @@ def carried(state: WatchState, optimizer: Any) -> torch.Tensor | None:
     step, with no reset between (None: a reset, or no backward)."""
     watch = state.of(optimizer)
     entry, watch.reset = watch.reset, None
-    if entry is None or entry.reset or not entry.norms:
+    if entry is None or entry.reset or not entry.norms or replaced(entry):
         return None
     if len(entry.norms) == 1:
         return entry.norms[0]

@@ -5,7 +5,9 @@ a GAN's discriminator are reset by their own optimizer while the other optimizer
 gradients of the same backward. CAGrad's fresh inner SGD, run to its minimum each step,
 has a gradient that vanishes by right (GS405). A task's gradient reset and never written
 back, and an accumulation reset inside its loop and then rescaled by hand, are still
-named."""
+named. GradNorm's weights whose gradient is assigned by hand carry no gradient into their
+step however seldom their optimizer resets (GS412); the model's optimizer that never
+resets still does."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from gradscope.findings import Severity
 from tests.watcher.watch_scripts import domain_watched
 
 
-@pytest.mark.parametrize("mode", ["pcgrad", "cagrad", "gradnorm", "gan-order"])
+@pytest.mark.parametrize("mode", ["pcgrad", "cagrad", "gradnorm", "gradnorm-assigned", "gan-order"])
 def test_gradients_combined_or_reset_per_optimizer_are_not_wiped(mode):
     report = domain_watched("gradient_surgery.py", mode)
     assert report.run.status == "completed"
@@ -30,3 +32,9 @@ def test_a_reset_that_loses_a_backward_is_still_named(mode):
     (f,) = [f for f in report.findings if f.rule == "GS435"]
     assert f.severity == Severity.ERROR
     assert "the first 1 of 2 micro-batches were wiped" in f.message
+
+
+def test_gradients_assigned_by_hand_carry_nothing_but_a_missing_reset_does():
+    report = domain_watched("gradient_surgery.py", "gradnorm-no-reset")
+    (f,) = [f for f in report.findings if f.rule == "GS412"]
+    assert f.subject == "gradients (optimizer 0 (Adam))", f.subject

@@ -9,10 +9,14 @@ cagrad     CAGrad as Nash-MTL's code runs it: each task's gradient read as in `p
            to its minimum), the combined gradient written into `.grad`
 gradnorm   GradNorm: the weighted task loss's backward, then the task weights' own
            optimizer reset and stepped on the gradient-norm loss (create_graph)
+gradnorm-assigned  the same, the weights' gradient assigned from `torch.autograd.grad`
+           (their optimizer never resets them: the assignment replaces what the weighted
+           loss's backward added)
 gan-order  a GAN whose discriminator's gradients are reset after the generator's backward,
            both stepped at the end
 wiped      (bug) PCGrad's loop without the projection: `zero_grad()` before each task's
            backward, then `step()`: only the last task trains
+gradnorm-no-reset  (bug) `gradnorm-assigned` with the model's `opt.zero_grad()` missing
 averaged   (bug) accumulation with `zero_grad()` inside the loop, the gradient then divided
            by hand (`p.grad = p.grad / 2`)"""
 
@@ -100,7 +104,8 @@ def gradnorm(x):
     global first
     losses = torch.stack(task_losses(x))
     first = losses.detach() if first is None else first
-    opt.zero_grad()
+    if MODE != "gradnorm-no-reset":
+        opt.zero_grad()
     (weights @ losses).backward(retain_graph=True)
     norms = torch.stack(
         [
@@ -112,8 +117,12 @@ def gradnorm(x):
     )
     rate = losses.detach() / first
     target = (norms.mean() * (rate / rate.mean()) ** 1.5).detach()
-    opt_w.zero_grad()  # the weighted loss's gradient of the weights is not theirs
-    (norms - target).abs().sum().backward()
+    gn_loss = (norms - target).abs().sum()
+    if MODE == "gradnorm":
+        opt_w.zero_grad()  # the weighted loss's gradient of the weights is not theirs
+        gn_loss.backward()
+    else:  # their gradient assigned: opt_w never resets (nor, in the bug, opt)
+        (weights.grad,) = torch.autograd.grad(gn_loss, [weights])
     opt.step()
     opt_w.step()
     with torch.no_grad():
@@ -161,6 +170,8 @@ train = {
     "pcgrad": pcgrad,
     "cagrad": cagrad,
     "gradnorm": gradnorm,
+    "gradnorm-assigned": gradnorm,
+    "gradnorm-no-reset": gradnorm,
     "gan-order": gan_order,
     "wiped": wiped,
     "averaged": averaged,
