@@ -49,7 +49,8 @@ def resetting(state: WatchState, here: ThreadState, params: Callable[[], Any]) -
         here.window = Window()  # used (SAM's ascent, an attack's input): the next calls step
     elif here.window.calls:
         here.zeroed = here.window
-        if not kept_by_another(state, present):
+        here.window.judged = here.window.calls
+        if not kept_by_another(state, here.window, present):
             here.window.wiped = here.window.calls  # more backward calls may follow: wiped
             here.window.wiped_ids = present
             if here.stepped and "wiped" not in state.sites:
@@ -61,21 +62,28 @@ def resetting(state: WatchState, here: ThreadState, params: Callable[[], Any]) -
             helper.window = Window()
 
 
-def kept_by_another(state: WatchState, cleared: set[int]) -> bool:
+def kept_by_another(state: WatchState, window: Window, cleared: set[int]) -> bool:
     """Another optimizer (one holding none of the `cleared` parameters) keeps gradients
-    across this reset: the reset picks which backward trains which optimizer (a GAN's
-    `opt_d.zero_grad()` after the generator's backward, GradNorm's weights reset after the
-    weighted task loss's backward), it wipes no micro-batch of an accumulation. `p.grad is
-    None` checks only, at a reset between backward calls."""
+    across this reset that the calls since the window's previous such reset gave it: the
+    reset picks which backward trains which optimizer (a GAN's `opt_d.zero_grad()` after
+    the generator's backward, GradNorm's weights reset after the weighted task loss's
+    backward), it wipes no micro-batch of an accumulation. A later reset whose calls
+    before it left those gradients as they were (version counters, no device read) is a
+    reset inside the cleared optimizer's own accumulation."""
+    marks = []
     for optimizer in state.optimizers:
         if not isinstance(optimizer, torch.optim.Optimizer):
             continue
         params = [p for g in optimizer.param_groups for p in g["params"]]
         if any(id(p) in cleared for p in params):
             continue
-        if any(p.grad is not None for p in params):
-            return True
-    return False
+        grad = next((p.grad for p in params if p.grad is not None), None)
+        if grad is not None:
+            marks.append((id(grad), grad._version))
+    if not marks or tuple(marks) == window.kept_marks:
+        return False
+    window.kept_marks = tuple(marks)
+    return True
 
 
 def written_by_hand(window: Window) -> bool:
@@ -180,8 +188,10 @@ def wiped_by_hand(state: WatchState, here: ThreadState, window: Window) -> None:
     window's earlier calls left were set to None by hand since (one parameter looked
     at, no device read), so the step will apply none of them."""
     sentinel = window.sentinel
+    if window.judged == window.calls:
+        return  # the reset since the last call was a zero_grad, judged then
     if sentinel is not None and sentinel.grad is None and here.stepped:
-        if not kept_by_another(state, {id(sentinel)}):
+        if not kept_by_another(state, window, {id(sentinel)}):
             window.wiped, window.wiped_ids = window.calls, {id(sentinel)}
 
 

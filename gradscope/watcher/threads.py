@@ -58,6 +58,11 @@ class Window:
     left: Any = None
     """A weak reference to the sentinel's gradient as the last backward left it (None: it
     had none): another tensor there at the step was written by hand since."""
+    kept_marks: tuple[tuple[int, int], ...] = ()
+    """(id, version) of a gradient of each other optimizer that kept its gradients across
+    the window's last reset (resets.kept_by_another)."""
+    judged: int = -1
+    """The window's calls when a zero_grad between them was last judged (resetting)."""
     retained: int = 0
     """The leading backward calls that kept their graph (retain_graph=True): objectives of
     one forward, each backward in turn, not micro-batches."""

@@ -17,6 +17,8 @@ gan-order  a GAN whose discriminator's gradients are reset after the generator's
 wiped      (bug) PCGrad's loop without the projection: `zero_grad()` before each task's
            backward, then `step()`: only the last task trains
 gradnorm-no-reset  (bug) `gradnorm-assigned` with the model's `opt.zero_grad()` missing
+gan-accumulated  (bug) `gan-order` with the discriminator's loss over two micro-batches
+           and its `zero_grad()` inside their loop
 averaged   (bug) accumulation with `zero_grad()` inside the loop, the gradient then divided
            by hand (`p.grad = p.grad / 2`)"""
 
@@ -150,6 +152,19 @@ def gan_order(x):
     opt_d.step()
 
 
+def gan_accumulated(x):
+    fake = G(torch.randn(32, 4))
+    opt_g.zero_grad()
+    F.binary_cross_entropy_with_logits(Dis(fake), torch.ones(32, 1)).backward()
+    for real, fake_half in zip(x[:, :2].chunk(2), fake.detach().chunk(2), strict=True):
+        opt_d.zero_grad()  # the bug: inside the discriminator's accumulation loop
+        ones, zeros = torch.ones(16, 1), torch.zeros(16, 1)
+        d_loss = F.binary_cross_entropy_with_logits(Dis(real * 0.5 + 1), ones)
+        (d_loss + F.binary_cross_entropy_with_logits(Dis(fake_half), zeros)).backward()
+    opt_g.step()
+    opt_d.step()
+
+
 def wiped(x):
     for loss in task_losses(x):
         opt.zero_grad()
@@ -173,6 +188,7 @@ train = {
     "gradnorm-assigned": gradnorm,
     "gradnorm-no-reset": gradnorm,
     "gan-order": gan_order,
+    "gan-accumulated": gan_accumulated,
     "wiped": wiped,
     "averaged": averaged,
 }[MODE]
