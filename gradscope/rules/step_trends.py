@@ -125,6 +125,23 @@ def _loss_fell(steps: Sequence[StepRecord], q: int) -> bool:
     return last == 0 or (first > 0 and 0 <= last < 0.1 * first)
 
 
+FLOAT32_EPS = 2.0**-23
+"""The relative resolution of a float32 loss: steps that change it less change nothing."""
+
+
+def _stationary(late: Sequence[StepRecord]) -> bool:
+    """The loss did not move over the last steps beyond its float32 resolution: the steps
+    no longer change a deterministic objective, the optimizer sits at its minimum (a small
+    inner solve run to convergence at each outer step: CAGrad's task weights, an attack's
+    perturbation), and its gradient shrinks there by right. Batches of data move a loss far
+    more than that, however dead the network."""
+    losses = [r.loss for r in late if r.loss is not None and math.isfinite(r.loss)]
+    if len(losses) < len(late) or len(losses) < 2:
+        return False
+    level = max(abs(x) for x in losses)
+    return level > 0 and max(losses) - min(losses) <= 4 * FLOAT32_EPS * level
+
+
 @rule(
     "GS405",
     "vanishing-over-time",
@@ -144,14 +161,16 @@ def _loss_fell(steps: Sequence[StepRecord], q: int) -> bool:
     ),
     objectives=(
         "any: each layer's gradient norm; the loss, whatever its kind, only excuses it "
-        "when it fell tenfold or sits at exactly 0 (a converged run's gradients shrink by "
-        "right; a met margin has none)"
+        "when it fell tenfold, sits at exactly 0 (a converged run's gradients shrink by "
+        "right; a met margin has none) or stopped moving at its float32 resolution (a "
+        "deterministic inner solve at its minimum)"
     ),
 )
 def vanishing_over_time(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A layer's median gradient norm over the last quarter of the run is below
     vanish-time-factor times its median over the first steps, while the loss did not fall
-    tenfold (a converged run's gradients shrink by right)."""
+    tenfold (a converged run's gradients shrink by right) and still moves (a deterministic
+    objective at its minimum stops moving)."""
     out = []
     for s in by_optimizer(run):
         out.extend(vanishing(run, s, t))
@@ -163,7 +182,7 @@ def vanishing(run: WatchRun, s: Series, t: Thresholds) -> list[Finding]:
     if len(steps) < 20:
         return []
     q = max(len(steps) // 4, 1)
-    if _loss_fell(steps, q):
+    if _loss_fell(steps, q) or _stationary(steps[-q:]):
         return []
     names = run.names()
     # a module whose parameters are all frozen now got no gradient because of it (GS417)

@@ -6,6 +6,11 @@ last micro-batch's gradient for the step, so accumulation does not accumulate; t
 step (before it the watch cannot tell a warm-up from an accumulation) counts one
 micro-batch's loss, every later step all of them, so the loss looks as if it rose.
 The watcher sees the order of the calls (`StepRecord.wiped`): no threshold decides it.
+A reset is no wipe where another optimizer keeps the gradients across it (it picks which
+backward trains which optimizer: a GAN's discriminator reset after the generator's
+backward, GradNorm's task weights after the weighted loss's), nor where the calls before
+it kept their graph and the step's gradients were written into `.grad` by hand after the
+last call (PCGrad, CAGrad: each task's gradient read, then their combination written).
 """
 
 from __future__ import annotations
@@ -54,7 +59,8 @@ def grads_wiped_in_step(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) 
     of all: the loss seems to rise, and an early blow-up (GS414) is this. Where each such
     update still applied as many calls as the run's usual step, nothing it would have had
     was lost: the calls reset before it were a computation between steps (a Fisher
-    estimate for EWC, a gradient probe), their gradients read and thrown away."""
+    estimate for EWC, a gradient probe), their gradients read and thrown away.
+    Not counted: resets another optimizer's gradients survive, or `.grad` set by hand follows."""
     out = []
     for s in by_optimizer(run):
         steps = [r for r in s.live() if r.backward_calls > 1]

@@ -107,13 +107,17 @@ def _read_kind(window: Window, kind: Any) -> None:
     window.loss_kind = kind if window.loss_kind is None else loss_graph.plus(window.loss_kind, kind)
 
 
-def ended(state: WatchState, here: ThreadState, roots: list[torch.Tensor]) -> None:
-    """The call returned: its micro-batch norms; what an update by hand may follow."""
+def ended(
+    state: WatchState, here: ThreadState, roots: list[torch.Tensor], retained: bool = False
+) -> None:
+    """The call returned (`retained`: keeping its graph): its micro-batch norms; what an
+    update by hand may follow."""
     state.noise.end()
     if state.probe.handles:
         probed(state, lambda: nan_probe.end(state.probe, state))
     if here.stepped and not here.quiet:
         resets.sentinel(state, here, here.window)
+        resets.note_left(here.window, retained)
     idle = here.current is None and here.stepping is None
     if not state.optimizer_stepped and not here.quiet and idle:
         check = state.manual.check

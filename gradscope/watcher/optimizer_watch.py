@@ -25,6 +25,9 @@ class OpenReset:
     thread: int
     reset: bool = False
     norms: list[torch.Tensor] = field(default_factory=list)
+    held: list[Any] = field(default_factory=list)
+    """Weak references to the gradients found at the first backward's start: none of them
+    in `.grad` at the step, they were set to None or replaced by hand since (resets.py)."""
     opened: int = field(default_factory=lambda: next(_opened))
     """Its place in the order of the steps that opened them (`WatchState.open_resets`)."""
 

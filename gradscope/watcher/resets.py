@@ -11,6 +11,7 @@ only when they are all there): the carried-over norm of its next step (GS412).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -48,15 +49,64 @@ def resetting(state: WatchState, here: ThreadState, params: Callable[[], Any]) -
         here.window = Window()  # used (SAM's ascent, an attack's input): the next calls step
     elif here.window.calls:
         here.zeroed = here.window
-        here.window.wiped = here.window.calls  # more backward calls may follow: wiped
-        here.window.wiped_ids = present
-        if here.stepped and "wiped" not in state.sites:
-            state.sites["wiped"] = user_line() or "?"
+        here.window.judged = here.window.calls
+        if not kept_by_another(state, here.window, present):
+            here.window.wiped = here.window.calls  # more backward calls may follow: wiped
+            here.window.wiped_ids = present
+            if here.stepped and "wiped" not in state.sites:
+                state.sites["wiped"] = user_line() or "?"
     if not here.stepped:
         here.window = Window()
     for helper in helpers:
         if helper.window.leaves & present:
             helper.window = Window()
+
+
+def kept_by_another(state: WatchState, window: Window, cleared: set[int]) -> bool:
+    """Another optimizer (one holding none of the `cleared` parameters) keeps gradients
+    across this reset that the calls since the window's previous such reset gave it: the
+    reset picks which backward trains which optimizer (a GAN's `opt_d.zero_grad()` after
+    the generator's backward, GradNorm's weights reset after the weighted task loss's
+    backward), it wipes no micro-batch of an accumulation. A later reset whose calls
+    before it left those gradients as they were (version counters, no device read) is a
+    reset inside the cleared optimizer's own accumulation."""
+    marks = []
+    for optimizer in state.optimizers:
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            continue
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        if any(id(p) in cleared for p in params):
+            continue
+        grad = next((p.grad for p in params if p.grad is not None), None)
+        if grad is not None:
+            marks.append((id(grad), grad._version))
+    if not marks or tuple(marks) == window.kept_marks:
+        return False
+    window.kept_marks = tuple(marks)
+    return True
+
+
+def written_by_hand(window: Window) -> bool:
+    """At a step after a reset between backward calls that all kept their graph: the
+    sentinel's gradient is no longer the tensor the last backward left, it was assigned
+    since (PCGrad, CAGrad: one objective of a forward at a time, each gradient read and
+    reset, their combination written into `.grad`), so the reset wiped nothing the step
+    meant to apply. Micro-batches of an accumulation free their graph at each backward."""
+    sentinel, left = window.sentinel, window.left
+    if sentinel is None or window.retained < window.wiped:
+        return False
+    grad = sentinel.grad
+    return grad is not None and (left is None or grad is not left())
+
+
+def note_left(window: Window, retained: bool) -> None:
+    """At a backward's end: whether the leading calls keep their graph, and the gradient
+    tensor the call left in the sentinel's `.grad` (weakly: no gradient kept alive)."""
+    if retained and window.retained == window.calls - 1:
+        window.retained = window.calls
+    sentinel = window.sentinel
+    grad = None if sentinel is None else sentinel.grad
+    window.left = None if grad is None else weakref.ref(grad)
 
 
 def consumed(window: Window) -> bool:
@@ -129,6 +179,8 @@ def observe(state: WatchState, here: ThreadState) -> None:
             entry.reset, entry.norms = True, []
         elif present:
             entry.norms.append(torch.linalg.vector_norm(torch.stack(norms(present))))
+            if not entry.held:
+                entry.held = [weakref.ref(g) for g in present]
 
 
 def wiped_by_hand(state: WatchState, here: ThreadState, window: Window) -> None:
@@ -136,8 +188,11 @@ def wiped_by_hand(state: WatchState, here: ThreadState, window: Window) -> None:
     window's earlier calls left were set to None by hand since (one parameter looked
     at, no device read), so the step will apply none of them."""
     sentinel = window.sentinel
+    if window.judged == window.calls:
+        return  # the reset since the last call was a zero_grad, judged then
     if sentinel is not None and sentinel.grad is None and here.stepped:
-        window.wiped, window.wiped_ids = window.calls, {id(sentinel)}
+        if not kept_by_another(state, window, {id(sentinel)}):
+            window.wiped, window.wiped_ids = window.calls, {id(sentinel)}
 
 
 def sentinel(state: WatchState, here: ThreadState, window: Window) -> None:
@@ -180,6 +235,15 @@ def stepped(state: WatchState, optimizer: Any, params: list[torch.Tensor], threa
         watch.reset.opened = still.opened
 
 
+def replaced(entry: OpenReset) -> bool:
+    """None of the gradients carried into the step's first backward is in `.grad` at the
+    step: the script set them to None or wrote new ones by hand after that backward
+    (GradNorm's task weights, their gradient assigned from `autograd.grad`), so the step
+    applies nothing carried. A backward adds into a gradient in place."""
+    current = {id(p.grad) for p in entry.params if p.grad is not None}
+    return bool(entry.held) and all(id(ref()) not in current for ref in entry.held)
+
+
 def trained(state: WatchState, optimizer: Any) -> list[torch.Tensor]:
     """The optimizer's parameters that take gradients (cached while its groups keep
     their sizes)."""
@@ -196,7 +260,7 @@ def carried(state: WatchState, optimizer: Any) -> torch.Tensor | None:
     step, with no reset between (None: a reset, or no backward)."""
     watch = state.of(optimizer)
     entry, watch.reset = watch.reset, None
-    if entry is None or entry.reset or not entry.norms:
+    if entry is None or entry.reset or not entry.norms or replaced(entry):
         return None
     if len(entry.norms) == 1:
         return entry.norms[0]

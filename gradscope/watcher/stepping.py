@@ -107,7 +107,7 @@ def _input_added(state: WatchState, window: Window) -> bool:
 def _wiped(window: Window, optimizer: Any) -> int | None:
     """The step's first backward calls whose gradients of its parameters a reset
     cleared before its later calls (None: none; all of them is GS422's `zeroed`)."""
-    if not 0 < window.wiped < window.calls:
+    if not 0 < window.wiped < window.calls or resets.written_by_hand(window):
         return None
     ids = window.wiped_ids
     if any(id(p) in ids for g in optimizer.param_groups for p in g["params"]):

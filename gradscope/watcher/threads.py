@@ -55,6 +55,17 @@ class Window:
     sentinel: Any = None
     """A parameter the window's first backward gave a gradient: None again at a later
     call's start, the script set the gradients to None by hand in between."""
+    left: Any = None
+    """A weak reference to the sentinel's gradient as the last backward left it (None: it
+    had none): another tensor there at the step was written by hand since."""
+    kept_marks: tuple[tuple[int, int], ...] = ()
+    """(id, version) of a gradient of each other optimizer that kept its gradients across
+    the window's last reset (resets.kept_by_another)."""
+    judged: int = -1
+    """The window's calls when a zero_grad between them was last judged (resetting)."""
+    retained: int = 0
+    """The leading backward calls that kept their graph (retain_graph=True): objectives of
+    one forward, each backward in turn, not micro-batches."""
     sentinel_version: int = -1
     """Its version counter then: moved at a reset, the weights were changed in place with
     those gradients before it (a SAM ascent step), so they were used, not wiped."""

@@ -182,6 +182,21 @@ def test_a_loss_that_falls_to_zero_did_fall():
     assert "GS405" not in found(run_of(recs, params))
 
 
+def test_a_deterministic_solve_at_its_minimum_is_no_vanishing():
+    """A small inner solve (CAGrad's task weights, 20 SGD steps of a convex objective):
+    its loss stops moving at float32 resolution, its gradient falls 1e6x by right. The same
+    fall under a loss that still moves with its batches is dead units."""
+    level = 0.06332037597894669
+
+    def solve(loss_of):
+        return [rec(s, loss_of(s), 10.0 ** -(s / 4) if s > 1 else 0.4) for s in range(1, 25)]
+
+    assert "GS405" not in found(run_of(solve(lambda s: level if s > 1 else 4.1)))
+    noisy = random.Random(0)
+    batches = solve(lambda s: level * (1 + 0.05 * noisy.gauss(0, 1)))
+    assert [f.rule for f in found(run_of(batches)).get("GS405", [])] == ["GS405"]
+
+
 # -- several optimizers ------------------------------------------------------------------
 GAN_PARAMS = (
     ParamInfo("D.w", (4, 4), True, True, 1e-3),

@@ -36,6 +36,7 @@ class TensorBackward(Patch):
                 tensor,
                 gradient,
                 lambda: original(tensor, gradient, *args, **kw),
+                _retains(args, kw),
             )
 
         return backward
@@ -64,6 +65,7 @@ class AutogradBackward(Patch):
                 single,
                 grad_tensors,
                 lambda: original(tensors, grad_tensors, *args, **kw),
+                _retains(args, kw),
             )
 
         return backward
@@ -76,6 +78,7 @@ def _counted(
     tensor: torch.Tensor | None,
     gradient: Any,
     run: Any,
+    retained: bool,
 ) -> Any:
     """Run the backward call between its start and its end."""
     safely(state, here, PART, lambda: backward_calls.started(state, here, roots, tensor, gradient))
@@ -84,5 +87,14 @@ def _counted(
         out = run()
     finally:
         here.depth -= 1
-    safely(state, here, PART, lambda: backward_calls.ended(state, here, roots))
+    safely(state, here, PART, lambda: backward_calls.ended(state, here, roots, retained))
     return out
+
+
+def _retains(args: tuple[Any, ...], kw: dict[str, Any]) -> bool:
+    """The call keeps its graph: `retain_graph` (after the gradient, in both signatures),
+    which defaults to `create_graph`."""
+    retain = args[0] if args else kw.get("retain_graph")
+    if retain is None:
+        retain = args[1] if len(args) > 1 else kw.get("create_graph", False)
+    return bool(retain)
