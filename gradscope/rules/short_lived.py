@@ -12,9 +12,10 @@ from gradscope.steps.records import WatchRun
 
 
 def short_lived(run: WatchRun, t: Thresholds) -> frozenset[int]:
-    """The optimizers that took fewer than warmup-steps steps while the run went on before
-    their first step or after their last: one pass over the run's steps. A run's only
-    optimizer is never one (a short run is still the whole run)."""
+    """The optimizers that took from 2 to fewer than warmup-steps steps while the run went
+    on before their first step or after their last: one pass over the run's steps. A run's
+    only optimizer is never one (a short run is still the whole run), nor one that took a
+    single step (no loop to adapt in: an optimizer re-created at every step of one loop)."""
     spans: dict[int, list[int]] = {}
     for r in run.steps:
         span = spans.setdefault(r.optimizer, [r.step, r.step, 0])
@@ -26,5 +27,5 @@ def short_lived(run: WatchRun, t: Thresholds) -> frozenset[int]:
     return frozenset(
         k
         for k, (start, end, count) in spans.items()
-        if count < t.warmup_steps and (start > first or end < last)
+        if 2 <= count < t.warmup_steps and (start > first or end < last)
     )

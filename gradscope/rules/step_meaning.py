@@ -132,7 +132,7 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     objective of one optimizer (not an RL loss, nor a discriminator at its equilibrium). Zero-init
     matrices (LoRA's B) and a softmax's own logits (DARTS's alphas) have no scale to judge by.
     An optimizer built for one task or round (a meta-learning inner loop, a federated client:
-    fewer than warmup-steps steps inside a longer run) is not judged: fast adaptation is its
+    2 to fewer than warmup-steps steps inside a longer run) is not judged: fast adaptation is its
     purpose."""
     out = []
     for s, settings in _judged(run, t):

@@ -107,7 +107,7 @@ def update_ratio_high(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) ->
     """A weight matrix's median update/weight norm ratio, sampled every 25 steps after
     warmup-steps, is above update-ratio-high; about 1e-3 is healthy. Vectors (biases, norm
     scales near 0) are not judged, nor the steps of an optimizer built for one task or round
-    (a meta-learning inner loop, a federated client: fewer than warmup-steps steps inside a
+    (a meta-learning inner loop, a federated client: 2 to fewer than warmup-steps steps inside a
     longer run), whose large moves are its purpose."""
     out = []
     for i, ratio, matrix in _judged_ratios(run, t):
