@@ -55,7 +55,7 @@ def _blowup(s: Series, t: Thresholds) -> Blowup | None:
     losses = [r.loss for r in steps if r.loss is not None]
     if len(losses) < 6:
         return None
-    base = min(losses[0], statistics.median(losses[:3]))  # step 1's loss is before any update
+    base = _start(steps, losses, t)
     if base <= 0 or t.blowup_loss_ratio <= 1:
         return None
     logged = all(v > 0 for v in losses)
@@ -101,6 +101,23 @@ def _blowup(s: Series, t: Thresholds) -> Blowup | None:
     )
 
 
+def _start(steps: list[StepRecord], losses: list[float], t: Thresholds) -> float:
+    """Where the loss started: the first 3 steps' median, or step 1's loss (before any
+    update) where lower, unless the first updates were too small to matter."""
+    base = statistics.median(losses[:3])
+    return base if _first_updates_small(steps, t) else min(losses[0], base)
+
+
+def _first_updates_small(steps: list[StepRecord], t: Thresholds) -> bool:
+    """The two updates before the second and third losses moved every tensor by less than
+    update-ratio-warn of its norm (measured): the first three losses are then three batches of
+    one model, and step 1's alone is no level to rise from (a multi-task run's tasks of very
+    different scale: one easy task first would read as a blow-up). Not measured: False."""
+    measured = [r.update_ratios for r in steps[:2] if r.update_ratios]
+    values = [v for ratios in measured for v in ratios if math.isfinite(v)]
+    return len(measured) == 2 and bool(values) and max(values) < t.update_ratio_warn
+
+
 def early_blowup_of(s: Series, t: Thresholds) -> Blowup | None:
     """GS414's verdict on one series: none for a series named as one of several."""
     return None if s.name else _blowup(s, t)
@@ -144,6 +161,7 @@ def early_blowup_of(s: Series, t: Thresholds) -> Blowup | None:
             "error when the loss's last steps never got this fraction below where it started "
             "(else warning)",
         ),
+        "update-ratio-warn",
     ),
     objectives=(
         "a single recognised objective (every term of one kind and sign: a cross-entropy, "
@@ -160,7 +178,10 @@ def early_blowup(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list
     blowup-loss-ratio times where it started with the gradient norm at blowup-norm-ratio times
     its usual value, beyond 3 robust sigmas of the noise; or a milder rise (blowup-rise-ratio, 5
     sigmas) that never came back. An error when the last steps' loss is not blowup-recover-fall
-    below the start. One optimizer only (a GAN's losses rise by design). Judged only for a
+    below the start. The start is the first 3 steps' median, or step 1's loss where lower,
+    unless the first two updates moved no tensor by update-ratio-warn of its norm (then the
+    three are batches of one model: tasks of different scale). One optimizer only (a GAN's
+    losses rise by design). Judged only for a
     single recognised objective (one loss kind): a custom or multi-term one (an RL loss whose
     value targets grow) gets the facts as information."""
     # Judged only with one optimizer, as GS415: a GAN's G loss rises early by design (its D

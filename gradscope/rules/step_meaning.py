@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterator
 from dataclasses import replace
 
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
+from gradscope.rules.short_lived import short_lived
 from gradscope.rules.step_blowup import early_blowup_of
 from gradscope.rules.step_common import (
     Series,
@@ -128,12 +130,12 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     (Adam: about lr per element; SGD with momentum μ: lr/(1-μ) × the gradient) and the learning
     rate that would bring the ratio near 1e-3. The loss's signs count only for one recognised
     objective of one optimizer (not an RL loss, nor a discriminator at its equilibrium). Zero-init
-    matrices (LoRA's B) and a softmax's own logits (DARTS's alphas) have no scale to judge by."""
+    matrices (LoRA's B) and a softmax's own logits (DARTS's alphas) have no scale to judge by.
+    An optimizer built for one task or round (a meta-learning inner loop, a federated client:
+    2 to fewer than warmup-steps steps inside a longer run) is not judged: fast adaptation is its
+    purpose."""
     out = []
-    for s in by_optimizer(run):
-        settings = run.settings_of(s.index)
-        if s.manual(run) or settings is None:
-            continue
+    for s, settings in _judged(run, t):
         high = _high_lr_steps(s)
         ratios, sampled = _ratios(high, _had_a_scale(run, trained_matrices(run, s)))
         steps, losses = loss_steps(s)
@@ -155,6 +157,16 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
             finding = replace(finding, evidence=(*finding.evidence, dead_evidence(died)))
         out.append(about(finding, sampled[:1]))
     return out
+
+
+def _judged(run: WatchRun, t: Thresholds) -> Iterator[tuple[Series, OptimizerSettings]]:
+    """The optimizers GS419 judges: known settings, not manual updates, not built for one
+    task or round (`short_lived`: fast adaptation is their purpose)."""
+    brief = short_lived(run, t)
+    for s in by_optimizer(run):
+        settings = run.settings_of(s.index)
+        if not (s.manual(run) or settings is None or s.index in brief):
+            yield s, settings
 
 
 def _had_a_scale(run: WatchRun, members: list[int]) -> list[int]:

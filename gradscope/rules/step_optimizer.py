@@ -85,7 +85,9 @@ def decay_too_strong(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     each element by about lr, so the two balance at |w| ≈ 1/wd; an L2 decay (added to the
     gradient) balances the gradient at |w| ≈ |grad|/wd. Below the weights' own scale the decay
     erases them: the gradients shrink with them (a vanishing symptom) and the loss sits near the
-    uniform guess."""
+    uniform guess. Only where the decay alone could halve the weights within the optimizer's own
+    steps: a loss fitted to ~0 has tiny gradients too, which put |grad|/wd low whatever the
+    decay (SGD's stock 5e-4 at lr 0.05 needs ~2800 steps)."""
     # Weight decay that pulls the weight matrices far below where they started, faster than the
     # optimizer's steps can hold them up, while the loss stalls.
     out = []
@@ -99,6 +101,8 @@ def decay_too_strong(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             if found is None:
                 continue
             eq, init, names = found
+            if not _decay_had_time(s, k, g, settings.adaptive, init):
+                continue  # a fitted loss's tiny gradients, not a decay that could erase
             w = window(len(losses))
             last = statistics.median(losses[-w:])
             lrs = s.steps[-1].lrs
@@ -139,6 +143,20 @@ def _decay_said(kind: str, g: GroupSettings, lr: float, shrink: float, eq: float
         f"{kind}'s weight_decay {num(g.weight_decay)} (L2, added to the "
         f"gradient) outweighs the gradients until |w| ≈ |grad| / wd = {num(eq)}"
     )
+
+
+def _decay_had_time(s: Series, k: int, g: GroupSettings, adaptive: bool, init: float) -> bool:
+    """The decay alone, unopposed by any gradient, could remove half the weights' initial
+    size over the optimizer's own steps: a decoupled or SGD decay shrinks them by lr × wd
+    (÷ 1 - momentum) per step, Adam's L2 step moves each element by at most about lr. A
+    loss fitted to ~0 leaves tiny gradients, so |grad| / wd reads small whatever the decay;
+    if the decay had no time to act, it erased nothing (SGD's 5e-4 at lr 0.05 halves the
+    weights in ~2800 steps)."""
+    lrs = [r.lrs[k] if k < len(r.lrs) else g.lr for r in s.live()]
+    if adaptive and not g.decoupled:
+        return sum(lrs) >= init / 2
+    momentum = min(g.momentum or 0.0, 0.99) if not g.decoupled else 0.0
+    return sum(lrs) * g.weight_decay / (1 - momentum) >= math.log(2)
 
 
 def _erased(

@@ -14,6 +14,7 @@ from gradscope.findings import Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules import derivative_bias, moved_by_copy, shift_invariance, zero_derivative
 from gradscope.rules.registry import DECLARED, Stage, rule
+from gradscope.rules.short_lived import short_lived
 from gradscope.rules.step_common import (
     about,
     after_warmup,
@@ -29,8 +30,14 @@ from gradscope.steps.records import WatchRun
 
 def _median_ratios(run: WatchRun, t: Thresholds, with_grad: bool) -> dict[int, float]:
     """Median sampled update/weight ratio per parameter; `with_grad`: only over the
-    sampled steps where that parameter had a non-zero gradient."""
-    sampled = [r for r in after_warmup(run, t) if r.update_ratios is not None and not r.skipped]
+    sampled steps where that parameter had a non-zero gradient. Not over the steps of an
+    optimizer built for one task or round (`short_lived`): its large moves are its purpose."""
+    brief = short_lived(run, t)
+    sampled = [
+        r
+        for r in after_warmup(run, t)
+        if r.update_ratios is not None and not r.skipped and r.optimizer not in brief
+    ]
     out = {}
     for i in range(len(run.params)):
         vals = [
@@ -99,7 +106,9 @@ def update_ratio_high(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) ->
     # weight matrices only: a bias or norm scale near 0 has a huge ratio while healthy
     """A weight matrix's median update/weight norm ratio, sampled every 25 steps after
     warmup-steps, is above update-ratio-high; about 1e-3 is healthy. Vectors (biases, norm
-    scales near 0) are not judged."""
+    scales near 0) are not judged, nor the steps of an optimizer built for one task or round
+    (a meta-learning inner loop, a federated client: 2 to fewer than warmup-steps steps inside a
+    longer run), whose large moves are its purpose."""
     out = []
     for i, ratio, matrix in _judged_ratios(run, t):
         p = run.params[i]
