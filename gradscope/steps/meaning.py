@@ -62,6 +62,10 @@ class LossTerm:
     floor: float | None = None
     """The lowest value it can reach when fed probabilities (per target, mean reduction):
     ln(1 + (C-1)/e) for a double softmax, ln(1 + 1/e) for a double sigmoid."""
+    own_target: bool = False
+    """Its target is another term's input, detached (the same storage): VQ-VAE's codebook
+    loss ‖sg(z) - e‖² beside its commitment loss ‖z - sg(e)‖² pulls two trained tensors
+    toward each other, so the target moves as the model learns."""
 
     @property
     def bound(self) -> float | None:
@@ -108,6 +112,10 @@ class LossKind:
     derivative: bool = False
     """The graph holds a gradient taken with create_graph: the loss reads the model through
     a derivative of its output (a force field's forces, a Hamiltonian's time derivatives)."""
+
+    def own_targets(self) -> bool:
+        """A term's target is another term's input, detached (LossTerm.own_target)."""
+        return any(t.own_target for t in self.terms)
 
     def misfed(self) -> list[LossTerm]:
         """The terms fed probabilities (or log-probabilities over the wrong axis)."""

@@ -71,6 +71,7 @@ def read(loss: torch.Tensor, scaled: bool = False) -> LossKind:
     """The loss's terms; unrecognised branches are counted, never guessed. Where a term
     was fed probabilities (loss_inputs.py), the user's line that called backward."""
     found: list[LossTerm] = []
+    nodes: list[Any] = []  # the loss node of each term read from one (none for smoothing)
     unknown = 0
     roots: list[_Branch] = [] if loss.grad_fn is None else [(loss.grad_fn, 1.0, None)]
     walk = NodeWalk(
@@ -83,15 +84,51 @@ def read(loss: torch.Tensor, scaled: bool = False) -> LossKind:
         name = type(node).__name__
         if name in _LOSS_NODES:
             found.append(_term(node, _LOSS_NODES[name], factor, reduced))
+            nodes.append(node)
         elif _below((node, factor, reduced)) is None:
             smoothing = _smoothing(node, factor, reduced)
             if smoothing is None:
                 unknown += 1
             else:
                 found.append(smoothing)
+                nodes.append(None)
     unknown += walk.pending  # reached past the bound: not read, counted unknown
+    found = _own_targets(found, nodes)
     where = user_line() if any(t.misfed for t in found) else None  # rare: only then
     return LossKind(tuple(found[:MAX_TERMS]), unknown, scaled, where, _differentiated(loss))
+
+
+_PAIRED = frozenset({"mse", "l1", "smooth_l1", "huber"})
+"""Distances between two tensors, whose target may be the model's own output, detached."""
+
+
+def _own_targets(terms: list[LossTerm], nodes: list[Any]) -> list[LossTerm]:
+    """Marks a distance term whose target shares its storage with another term's input:
+    the target is that input, detached. VQ-VAE's codebook loss ‖sg(z) - e‖² and commitment
+    loss ‖z - sg(e)‖² each target the other's input: the encoder's output and the codebook
+    are pulled toward each other, and both move as the model learns (the sum can rise
+    while it does). Storages only: no value is read."""
+    inputs = [_storage(getattr(n, "_saved_self", None)) if n is not None else None for n in nodes]
+    out = []
+    for i, (term, node) in enumerate(zip(terms, nodes, strict=True)):
+        target = _storage(getattr(node, "_saved_target", None)) if node is not None else None
+        others = {p for j, p in enumerate(inputs) if j != i and p is not None}
+        if term.kind in _PAIRED and target is not None and target in others:
+            term = replace(term, own_target=True)
+        out.append(term)
+    return out
+
+
+def _storage(tensor: Any) -> int | None:
+    """Where a tensor's storage starts (a detached tensor shares its source's); None for
+    anything without one (a sparse or wrapped tensor, an empty one)."""
+    if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided:
+        return None
+    try:
+        pointer = int(tensor.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None
+    return pointer or None
 
 
 def _differentiated(loss: torch.Tensor) -> bool:
