@@ -24,6 +24,7 @@ BOUNDED_BELOW = {
     "huber": 0.0,
     "label_smoothing": 0.0,
     "soft_cross_entropy": 0.0,
+    "ctc": 0.0,
 }
 """Loss kinds whose value can never fall below this bound (for targets in their domain:
 class indices, probabilities in [0, 1]): a run that goes below it is not minimising it."""
@@ -41,7 +42,7 @@ class LossTerm:
     kind: str
     """cross_entropy (log_softmax then NLL), nll (NLL of other inputs), mse, l1,
     smooth_l1, huber, binary_cross_entropy(_with_logits), label_smoothing,
-    soft_cross_entropy (probability targets times log_softmax)."""
+    soft_cross_entropy (probability targets times log_softmax), ctc (ctc_loss)."""
     reduction: str
     """mean | sum | none (reduced afterwards by the graph: a mean or sum node)."""
     factor: float
@@ -56,7 +57,8 @@ class LossTerm:
     """What the loss got where it wants logits: softmax (a softmax under cross_entropy's
     own log_softmax), sigmoid (under binary_cross_entropy_with_logits' own),
     softmax-wrong-dim, log-softmax-wrong-dim (normalised over another axis than the
-    loss's classes); None: logits, or log-probabilities over the classes."""
+    loss's classes), softmax-not-log (probabilities where nll_loss or ctc_loss wants
+    log-probabilities); None: logits, or log-probabilities over the classes."""
     misfed_detail: str = ""
     """The ops and axes, in words."""
     floor: float | None = None
@@ -69,6 +71,8 @@ class LossTerm:
 
     @property
     def bound(self) -> float | None:
+        if self.misfed == "softmax-not-log":
+            return None  # probabilities read as log-probabilities: below 0, no floor
         base = BOUNDED_BELOW.get(self.kind)
         return base if base is None or self.floor is None else self.floor
 

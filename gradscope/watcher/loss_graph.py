@@ -37,6 +37,7 @@ _LOSS_NODES = {
     "HuberLossBackward0": "huber",
     "BinaryCrossEntropyBackward0": "binary_cross_entropy",
     "BinaryCrossEntropyWithLogitsBackward0": "binary_cross_entropy_with_logits",
+    "CtcLossBackward0": "ctc",
 }
 _PASS = {  # nodes that hand the loss through unchanged in meaning
     "ViewBackward0",
@@ -49,6 +50,7 @@ _PASS = {  # nodes that hand the loss through unchanged in meaning
     "ToCopyBackward0",
     "AliasBackward0",
     "SelectBackward0",
+    "WhereBackward0",  # with one input: ctc_loss(zero_infinity=True)'s infinite losses set to 0
 }
 _ROWS = _PASS | {
     "IndexBackward0",
@@ -261,7 +263,7 @@ def _constant(value: Any) -> float:
 
 def _term(node: Any, kind: str, factor: float, reduced: str | None) -> LossTerm:
     reduction = _REDUCTIONS.get(getattr(node, "_saved_reduction", 1), "mean")
-    if reduction == "none":
+    if reduction == "none" or kind == "ctc":  # ctc_loss's node is per sample: reduced above
         reduction = reduced or "none"
     classes = count = None
     target = getattr(node, "_saved_target", None)
@@ -282,6 +284,16 @@ def _term(node: Any, kind: str, factor: float, reduced: str | None) -> LossTerm:
         if type(log_probs).__name__ == "LogSoftmaxBackward0":
             kind = "cross_entropy"  # NLL of log_softmax: bounded below by 0
             misfed = loss_inputs.nll_input(node, log_probs, axis, classes)
+        elif node.next_functions:
+            start, at = node.next_functions[0][0], loss_inputs.class_axis(node)
+            misfed = loss_inputs.log_probs_input(start, at, "nll_loss")
+    elif kind == "ctc":
+        log_probs = getattr(node, "_saved_log_probs", None)
+        shape = tuple(log_probs.shape) if isinstance(log_probs, torch.Tensor) else ()
+        classes = int(shape[-1]) if len(shape) >= 2 else None
+        lengths = getattr(node, "_saved_target_lengths", None)
+        count = len(lengths) if isinstance(lengths, (list, tuple)) else count
+        misfed = loss_inputs.ctc_input(node)
     elif kind.startswith("binary"):
         classes = 2
         if kind == "binary_cross_entropy_with_logits":

@@ -41,7 +41,8 @@ class Misfed:
     """Probabilities, or log-probabilities over the wrong axis, where the loss wants logits."""
 
     what: str
-    """softmax | sigmoid | softmax-wrong-dim | log-softmax-wrong-dim"""
+    """softmax | sigmoid | softmax-wrong-dim | log-softmax-wrong-dim | softmax-not-log (a
+    softmax's probabilities where nll_loss or ctc_loss wants log-probabilities)"""
     detail: str
     """The ops and axes, in words."""
     floor: float | None = None
@@ -165,6 +166,38 @@ def nll_input(nll: Any, log_softmax: Any, axis: Any, classes: int | None) -> Mis
     return Misfed("softmax", detail, floor, softmax)
 
 
+def log_probs_input(loss: Any, axis: Any, what: str) -> Misfed | None:
+    """What fed a loss that wants log-probabilities (nll_loss, ctc_loss), followed from its
+    input node `loss` down through views, transposes, casts and row subsets: a log_softmax
+    over another axis than the loss's classes (`axis`: (shape, dim) of the loss's input),
+    or a softmax with no log after it. None: a log_softmax over the classes, a log of
+    anything (the user's own log-probabilities), or what cannot be followed."""
+    node = loss
+    for _ in range(MAX_CHAIN):
+        name = type(node).__name__ if node is not None else ""
+        if name == "LogSoftmaxBackward0":
+            wrong = _normalised(node, axis, "log_softmax")
+            if wrong is None:
+                return None
+            return Misfed("log-softmax-wrong-dim", _wrong_dim("log_softmax", wrong), None, node)
+        if name == "SoftmaxBackward0":
+            detail = f"softmax, whose probabilities {what} reads as log-probabilities"
+            return Misfed("softmax-not-log", detail, None, node)
+        if name not in _FOLLOWED | _ROWS:
+            return None
+        axis = through(node, axis)
+        node = node.next_functions[0][0] if node.next_functions else None
+    return None
+
+
+def ctc_input(ctc: Any) -> Misfed | None:
+    """What fed ctc_loss: its log_probs are (T, N, C) or (T, C), the classes last."""
+    shape = _shape(ctc, "_saved_log_probs")
+    if not shape or not ctc.next_functions:
+        return None
+    return log_probs_input(ctc.next_functions[0][0], (shape, len(shape) - 1), "ctc_loss")
+
+
 def soft_target(node: Any) -> Any | None:
     """cross_entropy against probability targets (Mixup, CutMix, a teacher's soft labels)
     multiplies log_softmax by the targets: the LogSoftmaxBackward0 under a MulBackward0
@@ -234,11 +267,13 @@ def find(loss_node: Any) -> list[Misfed]:
             found = logits_input(node)
         elif name in _NLL:
             found = _nll(node)
+        elif name == "CtcLossBackward0":
+            found = ctc_input(node)
         elif soft is not None:
             found = soft_input(soft)
         if found is not None:
             out.append(found)
-        if found is not None or name in _NLL or soft is not None:
+        if found is not None or name in _NLL or name == "CtcLossBackward0" or soft is not None:
             ends.add(id(node))
     return out
 
@@ -256,5 +291,6 @@ def _nll(node: Any) -> Misfed | None:
         axis = through(below, axis)
         below = below.next_functions[0][0] if below.next_functions else None
     if below is None or type(below).__name__ != "LogSoftmaxBackward0":
-        return None
+        start = node.next_functions[0][0] if node.next_functions else None
+        return log_probs_input(start, class_axis(node), "nll_loss")
     return nll_input(node, below, axis, classes)
