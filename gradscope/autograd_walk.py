@@ -36,6 +36,17 @@ class Order(enum.Enum):
     reached again later is skipped (what a search near the loss for its loss node needs)."""
 
 
+def saved(node: Any, name: str, default: Any = None) -> Any:
+    """A node's saved value (`_saved_self`, `_saved_dim`, ...), or `default` where it has
+    none or an earlier backward freed it: a graph that reaches a previous batch's (a hidden
+    state carried across batches without .detach()) holds freed nodes, and reading one
+    raises, in gradscope's hook, the error the script's own backward raises next."""
+    try:
+        return getattr(node, name, default)
+    except RuntimeError:
+        return default
+
+
 def inputs(node: Any) -> list[Any]:
     """The backward nodes `node` hands gradients to (None edges left out)."""
     return [n for n, _ in getattr(node, "next_functions", ()) if n is not None]

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradscope.autograd_walk import NodeWalk, Order, inputs
+from gradscope.autograd_walk import NodeWalk, Order, inputs, saved
 
 MAX_CHAIN = 16
 """Nodes followed between the loss and the op that fed it: views, casts, a transpose."""
@@ -61,7 +61,7 @@ def saved_dim(value: Any, ndim: int) -> int | None:
 
 
 def _shape(node: Any, attr: str) -> tuple[int, ...] | None:
-    value = getattr(node, attr, None)
+    value = saved(node, attr, None)
     shape: Any = getattr(value, "shape", value)
     try:
         return tuple(int(s) for s in shape)
@@ -88,8 +88,8 @@ def through(node: Any, axis: tuple[tuple[int, ...], int] | None) -> Any:
                 return before, j
         return None
     if name == "TransposeBackward0":
-        a = saved_dim(getattr(node, "_saved_dim0", None), len(shape))
-        b = saved_dim(getattr(node, "_saved_dim1", None), len(shape))
+        a = saved_dim(saved(node, "_saved_dim0", None), len(shape))
+        b = saved_dim(saved(node, "_saved_dim1", None), len(shape))
         if a is None or b is None:
             return None
         swapped = list(shape)
@@ -125,9 +125,9 @@ def _follow(node: Any, axis: tuple[tuple[int, ...], int] | None, stop: str) -> t
 def _normalised(node: Any, axis: Any, what: str) -> tuple[int, int, tuple[int, ...]] | None:
     """The dim the (log_)softmax `node` normalised over, and the loss's class dim and the
     shape on the same tensor, when they differ; None when they agree or cannot be told."""
-    result = getattr(node, "_saved_result", None)
+    result = saved(node, "_saved_result", None)
     shape = tuple(int(s) for s in getattr(result, "shape", ()))
-    dim = saved_dim(getattr(node, "_saved_dim", None), len(shape))
+    dim = saved_dim(saved(node, "_saved_dim", None), len(shape))
     if axis is None or dim is None or axis[0] != shape or axis[1] == dim:
         return None
     return dim, axis[1], shape
@@ -148,9 +148,9 @@ def nll_input(nll: Any, log_softmax: Any, axis: Any, classes: int | None) -> Mis
     if wrong is not None:
         return Misfed("log-softmax-wrong-dim", _wrong_dim("log_softmax", wrong), None, log_softmax)
     below = log_softmax.next_functions[0][0] if log_softmax.next_functions else None
-    result = getattr(log_softmax, "_saved_result", None)
+    result = saved(log_softmax, "_saved_result", None)
     shape = tuple(int(s) for s in getattr(result, "shape", ()))
-    dim = saved_dim(getattr(log_softmax, "_saved_dim", None), len(shape))
+    dim = saved_dim(saved(log_softmax, "_saved_dim", None), len(shape))
     start = None if dim is None else (shape, dim)
     softmax, inner = _follow(below, start, "SoftmaxBackward0")
     if softmax is None:
@@ -213,7 +213,7 @@ def soft_target(node: Any) -> Any | None:
 def soft_classes(log_softmax: Any) -> tuple[tuple[int, ...], int] | None:
     """A soft-target cross-entropy's class axis: log_softmax's own (shape, dim)."""
     shape = _shape(log_softmax, "_saved_result") or ()
-    dim = saved_dim(getattr(log_softmax, "_saved_dim", None), len(shape))
+    dim = saved_dim(saved(log_softmax, "_saved_dim", None), len(shape))
     return None if dim is None else (shape, dim)
 
 
@@ -237,9 +237,7 @@ def logits_input(node: Any) -> Misfed | None:
     sigmoid, _ = _follow(below, None, "SigmoidBackward0")
     if sigmoid is None:
         return None
-    plain = all(
-        getattr(node, attr, None) is None for attr in ("_saved_weight", "_saved_pos_weight")
-    )
+    plain = all(saved(node, attr, None) is None for attr in ("_saved_weight", "_saved_pos_weight"))
     detail = "sigmoid, then binary_cross_entropy_with_logits' own sigmoid"
     return Misfed("sigmoid", detail, SIGMOID_FLOOR if plain else None, sigmoid)
 
