@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from gradscope.autograd_walk import saved
+from gradscope.errors import UserCodeError, known_cause
 from gradscope.findings import Severity
 from gradscope.watcher import loss_graph
 from tests.watcher.watch_scripts import domain_watched
@@ -56,3 +57,15 @@ def test_the_detached_state_trains_without_a_finding():
     assert not healthy.faults, healthy.internal_error()
     assert healthy.run.status == "completed" and len(healthy.run.steps) == 6
     assert [f for f in healthy.findings if f.severity >= Severity.WARNING] == []
+
+
+def test_the_failure_names_the_attached_tensor_not_retain_graph_as_the_fix():
+    line = domain_watched("tbptt_lm.py", "attached").failure() or ""
+    assert "a second time" in line and ".detach() it where it is carried over" in line
+    assert "retain_graph=True would backpropagate through every earlier step" in line
+
+
+def test_other_script_errors_are_said_as_they_are():
+    assert known_cause("RuntimeError: mat1 and mat2 shapes cannot be multiplied") == ""
+    error = UserCodeError("running train.py", RuntimeError("CUDA out of memory"))
+    assert str(error).endswith("raised RuntimeError: CUDA out of memory")
