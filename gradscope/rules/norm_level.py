@@ -40,10 +40,16 @@ def loss_in_level(
     s: Series, steps: list[StepRecord], values: list[float], spike: Spike, t: Thresholds
 ) -> bool:
     """The loss at the spike's index is no spike against its neighbours (as in_new_level,
-    by the spike test on the 2 × RECOVERY_STEPS steps either side) and nothing is
-    non-finite from there on: a climb the rolling median lags, not a jump that comes back.
-    Asked only of a loss whose level says nothing alone (step_common.trend_doubt): a
+    by the spike test on the 2 × RECOVERY_STEPS steps either side), the loss held the level
+    (the median of the next 4 × RECOVERY_STEPS steps, at least RECOVERY_STEPS of them, at
+    least half the value: a burst's steps come back within them) and nothing is non-finite
+    from there on: a climb the rolling median lags, not a jump (a burst of them) that comes
+    back. Asked only of a loss whose level says nothing alone (step_common.trend_doubt): a
     VQ-VAE's terms that pull two trained tensors together, a moving target's."""
+    i, value, _ = spike
+    after = values[i + 1 : i + 1 + 4 * RECOVERY_STEPS]
+    if len(after) < RECOVERY_STEPS or statistics.median(after) < value / 2:
+        return False
     lo, _ = _shared_level(values, spike, t, moved=False)
     return lo >= 0 and _finite_from(s, steps[lo])
 

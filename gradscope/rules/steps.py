@@ -203,8 +203,10 @@ def spike_steps(run: WatchRun, t: Thresholds, kind: str) -> list[int]:
 def loss_spikes(
     run: WatchRun, s: Series, t: Thresholds
 ) -> tuple[list[StepRecord], list[tuple[int, float, float]]]:
-    """GS402's spikes: series_spikes of the loss, less those in a level their neighbours
-    share where the loss's level says nothing alone (trend_doubt): a climb, not a jump."""
+    """GS402's spikes: series_spikes of the loss, less those of a climb where the loss's
+    level says nothing alone (trend_doubt): in a level their neighbours share, which the
+    loss then held (loss_in_level), not a jump it came back from (a moving target's
+    recurring jumps stay, to be read as a whole: spikes_by_design)."""
     steps, found = series_spikes(s, t, "loss")
     if found and trend_doubt(run, s) is not None:
         values = [r.loss or 0.0 for r in steps]
