@@ -80,6 +80,17 @@ def _users(cls: type) -> bool:
     return not isinstance(path, str) or not path.startswith(_LIBRARIES)
 
 
+def saved(node: Any, name: str, default: Any = None) -> Any:
+    """A node's saved value (`_saved_self`, `_saved_dim`, ...), or `default` where it has
+    none or an earlier backward freed it: a graph that reaches a previous batch's (a hidden
+    state carried across batches without .detach()) holds freed nodes, and reading one
+    raises, in gradscope's hook, the error the script's own backward raises next."""
+    try:
+        return getattr(node, name, default)
+    except RuntimeError:
+        return default
+
+
 def inputs(node: Any) -> list[Any]:
     """The backward nodes `node` hands gradients to (None edges left out)."""
     return [n for n, _ in getattr(node, "next_functions", ()) if n is not None]

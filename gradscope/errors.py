@@ -64,6 +64,24 @@ class UserOsExit(SystemExit):
     `guard_os_exit`)."""
 
 
+FREED_GRAPH = "backward through the graph a second time"
+"""torch's error when a backward reaches nodes an earlier backward freed."""
+
+
+def known_cause(error: str) -> str:
+    """What a torch error says about the training loop, to follow its text; "" for any
+    other. torch's own advice for a freed graph, retain_graph=True, is rarely the fix in a
+    loop: the tensor that links the two graphs is."""
+    if FREED_GRAPH not in error:
+        return ""
+    return (
+        "; in a training loop this is a tensor from an earlier step or loss still attached "
+        "(an RNN's hidden state carried into the next batch, a generator's output that the "
+        "discriminator's loss used): .detach() it where it is carried over; retain_graph=True "
+        "would backpropagate through every earlier step, slower at each"
+    )
+
+
 class UserCodeError(GradscopeError):
     """The user's code raised; keeps the original exception for --debug."""
 
@@ -77,7 +95,8 @@ class UserCodeError(GradscopeError):
             super().__init__(f"{loc}{what} called {call}({exc.code!r})")
             return
         detail = f"{type(exc).__name__}: {exc}".strip().splitlines()
-        super().__init__(f"{loc}{what} raised {detail[0] if detail else type(exc).__name__}")
+        text = detail[0] if detail else type(exc).__name__
+        super().__init__(f"{loc}{what} raised {text}{known_cause(text)}")
 
     def user_traceback(self) -> str:
         """The traceback with gradscope's own frames removed."""

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from gradscope.autograd_walk import saved
 from gradscope.inspector import hooks, mean_by_hand
 from gradscope.stats import ModuleStats, RunStats
 
@@ -61,13 +62,13 @@ def constant_factor(node: Any, dividing: bool) -> float | None:
     """The constant operand of a Div/Mul node whose other operand carries the gradient."""
     nexts = node.next_functions
     if len(nexts) == 1:  # the Scalar overloads: the constant is a Python number
-        return _as_float(getattr(node, "_saved_other", None))
+        return _as_float(saved(node, "_saved_other"))
     if len(nexts) != 2 or (nexts[0][0] is None) == (nexts[1][0] is None):
         return None
     constant_slot = 0 if nexts[0][0] is None else 1
     if dividing and constant_slot == 0:
         return None  # c / loss is not a scaled loss
-    return _as_float(getattr(node, "_saved_self" if constant_slot == 0 else "_saved_other", None))
+    return _as_float(saved(node, "_saved_self" if constant_slot == 0 else "_saved_other"))
 
 
 def _as_float(value: Any) -> float | None:

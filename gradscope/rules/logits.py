@@ -20,6 +20,16 @@ FIX = {
     "softmax-wrong-dim": "drop the softmax and pass the raw logits, classes on dim 1 (or the "
     "last dim, flattened to (N, C))",
     "log-softmax-wrong-dim": "take log_softmax over the classes (dim=-1 for (..., C) logits)",
+    "softmax-not-log": "take log_softmax where the softmax is (nll_loss and ctc_loss want "
+    "log-probabilities), or return raw logits and use cross_entropy in place of nll_loss",
+}
+
+WHAT = {
+    "softmax": "probabilities where it wants logits",
+    "sigmoid": "probabilities where it wants logits",
+    "softmax-wrong-dim": "a softmax over the wrong axis where it wants logits",
+    "log-softmax-wrong-dim": "log-probabilities normalised over the wrong axis",
+    "softmax-not-log": "probabilities where it wants log-probabilities (a softmax with no log)",
 }
 
 
@@ -30,15 +40,17 @@ FIX = {
     "logits",
     Stage.RUN,
     "inspect: the loss's graph shows a softmax under cross_entropy, a sigmoid under "
-    "binary_cross_entropy_with_logits, or a (log_)softmax over another axis than the classes",
+    "binary_cross_entropy_with_logits or a softmax with no log under nll_loss or ctc_loss, or "
+    "a (log_)softmax over another axis than the classes",
     example="a classifier whose forward ends in nn.Softmax, inspected with "
     "`--loss cross_entropy`: the loss can never fall below ln(1 + (C-1)/e)",
     fix="return the raw logits from the model (or drop the softmax or sigmoid before the loss); "
     "a log_softmax over the classes before cross_entropy or nll_loss is right as it is",
     objectives=(
         "a cross-entropy or binary_cross_entropy_with_logits, read from the loss's graph: "
-        "they want logits; nll_loss on a log_softmax and BCELoss on a sigmoid are right, "
-        "other losses are not judged"
+        "they want logits; nll_loss and ctc_loss want log-probabilities (a log_softmax over "
+        "the classes, ctc_loss's last dim; the log of the user's own probabilities); BCELoss "
+        "on a sigmoid is right; other losses are not judged"
     ),
 )
 def loss_fed_probabilities(
@@ -60,7 +72,7 @@ def loss_fed_probabilities(
         out.append(
             this.finding(
                 "loss",
-                f"the loss is fed probabilities where it wants logits: {fed.detail}{floor}",
+                f"the loss is fed {WHAT.get(fed.what, WHAT['softmax'])}: {fed.detail}{floor}",
                 FIX.get(fed.what, FIX["softmax"]),
                 value=fed.floor,
             )

@@ -28,26 +28,59 @@ def in_new_level(
     spike-min-ratio over their median); the loss of those steps is below the loss of as many
     steps before them (it fell while the norm rose: no blow-up), and
     nothing is non-finite from there to the run's end (a rise that ended in NaN blew up)."""
+    lo, hi = _shared_level(values, spike, t)
+    if lo < 0 or not _finite_from(s, steps[lo]):
+        return False
+    during = [r.loss for r in steps[lo:hi] if r.loss is not None]
+    before = [r.loss for r in steps[max(0, lo - 2 * RECOVERY_STEPS) : lo] if r.loss is not None]
+    return bool(during) and bool(before) and statistics.median(during) < statistics.median(before)
+
+
+def loss_in_level(
+    s: Series, steps: list[StepRecord], values: list[float], spike: Spike, t: Thresholds
+) -> bool:
+    """The loss at the spike's index is no spike against its neighbours (as in_new_level,
+    by the spike test on the 2 × RECOVERY_STEPS steps either side), the loss held the level
+    (the median of the next 4 × RECOVERY_STEPS steps, at least RECOVERY_STEPS of them, at
+    least half the value: a burst's steps come back within them) and nothing is non-finite
+    from there on: a climb the rolling median lags, not a jump (a burst of them) that comes
+    back. Asked only of a loss whose level says nothing alone (step_common.trend_doubt): a
+    VQ-VAE's terms that pull two trained tensors together, a moving target's."""
+    i, value, _ = spike
+    after = values[i + 1 : i + 1 + 4 * RECOVERY_STEPS]
+    if len(after) < RECOVERY_STEPS or statistics.median(after) < value / 2:
+        return False
+    lo, _ = _shared_level(values, spike, t, moved=False)
+    return lo >= 0 and _finite_from(s, steps[lo])
+
+
+def _shared_level(
+    values: list[float], spike: Spike, t: Thresholds, moved: bool = True
+) -> tuple[int, int]:
+    """The neighbours' span (lo, hi) when the value sits in a level they share (and, if
+    `moved`, the level is spike-min-ratio times the rolling median it jumped from);
+    (-1, -1) otherwise."""
     i, value, med = spike
     reach = 2 * RECOVERY_STEPS
     lo, hi = max(0, i - reach), min(len(values), i + 1 + reach)
     near = values[lo:i] + values[i + 1 : hi]
     if len(near) < reach or min(near) <= 0 or value <= 0 or med <= 0:
-        return False
+        return -1, -1
     logs = [math.log(v) for v in near]
     level = statistics.median(logs)
     sigma = MAD_SIGMA * statistics.median(abs(x - level) for x in logs)
     jump = math.log(value) - level
-    if level - math.log(med) < math.log(t.spike_min_ratio) or (
+    if (moved and level - math.log(med) < math.log(t.spike_min_ratio)) or (
         jump > t.spike_sigma * sigma and jump > math.log(t.spike_min_ratio)
     ):
-        return False
-    later = [r for r in s.live() if r.step > steps[lo].step]
-    if any(not finite(r.grad_norm) or not (r.loss is None or finite(r.loss)) for r in later):
-        return False
-    during = [r.loss for r in steps[lo:hi] if r.loss is not None]
-    before = [r.loss for r in steps[max(0, lo - reach) : lo] if r.loss is not None]
-    return bool(during) and bool(before) and statistics.median(during) < statistics.median(before)
+        return -1, -1
+    return lo, hi
+
+
+def _finite_from(s: Series, first: StepRecord) -> bool:
+    """No loss or gradient norm is non-finite after `first` (a rise that ended in NaN)."""
+    later = [r for r in s.live() if r.step > first.step]
+    return all(finite(r.grad_norm) and (r.loss is None or finite(r.loss)) for r in later)
 
 
 def interleaved(s: Series) -> bool:

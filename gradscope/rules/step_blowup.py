@@ -168,9 +168,11 @@ def early_blowup_of(s: Series, t: Thresholds) -> Blowup | None:
         "an MSE), the only kind whose rise means worse; a custom or multi-term one (an RL "
         "loss whose value targets grow) gets the facts as information, and so does a "
         "contrastive one (class-index targets that are places in the batch: MoCo's queue "
-        "fills with harder negatives), and so does the loss of a model trained on its own "
-        "predictions (it runs forward without gradients at most steps: an agent acting, a "
-        "target made by the model it trains); one optimizer only (a GAN's losses rise by design)"
+        "fills with harder negatives), and so does one whose terms target each other's inputs, "
+        "detached (a VQ-VAE's codebook and commitment losses), and the loss of a model trained "
+        "on its own predictions (it runs forward without gradients at most steps: an agent "
+        "acting, a target made by the model it trains); one optimizer only (a GAN's losses "
+        "rise by design)"
     ),
 )
 def early_blowup(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:

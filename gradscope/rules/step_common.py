@@ -313,6 +313,12 @@ def trend_doubt(run: WatchRun, s: Series) -> str | None:
             f"the loss ({kind.describe()}) sums several objectives, which may trade off "
             "against each other as the model learns"
         )
+    if kind.own_targets():
+        return (
+            "a term of the loss targets another term's input, detached (a VQ-VAE's codebook "
+            "and commitment losses pull the encoder's output and the codebook toward each "
+            "other): both move as the model learns, so the loss's level says nothing alone"
+        )
     if any(r.positional and r.optimizer == s.index for r in run.state_facts.repeats):
         return (
             "its targets are places in the batch (0..n-1, or one index throughout): a "

@@ -28,13 +28,25 @@ _FIX = {
     "(or the last dim, flattened to (N, C))",
     "log-softmax-wrong-dim": "take log_softmax over the classes (dim=-1 for (..., C) "
     "logits), or pass the raw logits to cross_entropy",
+    "softmax-not-log": "take log_softmax of the logits where the softmax is (nll_loss and "
+    "ctc_loss want log-probabilities), or pass the raw logits to cross_entropy in place of "
+    "nll_loss",
 }
+CTC_FIX = {
+    "softmax-not-log": "take log_softmax of the logits over the classes where the softmax is: "
+    "ctc_loss wants log-probabilities, (T, N, C) with the classes last",
+    "log-softmax-wrong-dim": "take log_softmax over the classes, the last dim "
+    "(F.log_softmax(logits, dim=-1), then .transpose(0, 1) for batch-first logits): ctc_loss "
+    "wants (T, N, C) log-probabilities",
+}
+"""ctc_loss has no logits form: its fix is the log_softmax alone."""
 _WHAT = {
     "softmax": "probabilities where cross_entropy wants logits (a double softmax)",
     "sigmoid": "probabilities where binary_cross_entropy_with_logits wants logits (a double "
     "sigmoid)",
     "softmax-wrong-dim": "a softmax over the wrong axis where cross_entropy wants logits",
     "log-softmax-wrong-dim": "log-probabilities normalised over the wrong axis",
+    "softmax-not-log": "probabilities where it wants log-probabilities (a softmax with no log)",
 }
 
 
@@ -45,15 +57,17 @@ _WHAT = {
     "logits",
     Stage.WATCH,
     "watch: the loss's graph shows a softmax under cross_entropy, a sigmoid under "
-    "binary_cross_entropy_with_logits, or a (log_)softmax over another axis than the classes",
+    "binary_cross_entropy_with_logits or a softmax with no log under nll_loss or ctc_loss, or "
+    "a (log_)softmax over another axis than the classes",
     example="`loss = F.cross_entropy(F.softmax(model(x), -1), y)` on a 10-class classifier: the "
     "loss can never fall below ln(1 + 9/e) = 1.46 and the run stalls there",
     fix="pass the raw logits to the loss (drop the softmax or sigmoid before it); a "
     "log_softmax over the classes before cross_entropy or nll_loss is right as it is",
     objectives=(
         "a cross-entropy or binary_cross_entropy_with_logits, read from the loss's graph: "
-        "they want logits; nll_loss on a log_softmax and BCELoss on a sigmoid are right, "
-        "other losses are not judged"
+        "they want logits; nll_loss and ctc_loss want log-probabilities (a log_softmax over "
+        "the classes, ctc_loss's last dim; the log of the user's own probabilities); BCELoss "
+        "on a sigmoid is right; other losses are not judged"
     ),
     explains=("GS405", "GS409", "GS414", "GS415", "GS419"),
 )
@@ -66,8 +80,12 @@ def probabilities_as_logits(
     dim is not the loss's class dim once followed through the views between them. The first
     two squash the output twice: the loss cannot fall below ln(1 + (C-1)/e) for C classes (1.46
     for 10, 2.08 for 20) or ln(1 + 1/e) = 0.31, and its gradients shrink; the third normalises
-    over the batch or the sequence. A log_softmax over the classes, nll_loss on it, and a
-    sigmoid feeding binary_cross_entropy (BCELoss) are right: not reported."""
+    over the batch or the sequence. A SoftmaxBackward0 with no log under nll_loss or
+    ctc_loss (CtcLossBackward0, its classes the last dim of its (T, N, C) input) hands them
+    probabilities to read as log-probabilities: the loss goes below 0 and falls as the
+    probabilities rise, whatever the targets. A log_softmax over the classes, nll_loss or
+    ctc_loss on it, and a sigmoid feeding binary_cross_entropy (BCELoss) are right: not
+    reported."""
     out = []
     for s in by_optimizer(run):
         kind = run.loss_kind(s.index)
@@ -86,12 +104,18 @@ def probabilities_as_logits(
         finding = this.finding(
             s.subject("loss"),
             message,
-            _FIX[term.misfed or "softmax"],
+            fix_for(term),
             value=floor,
             evidence=tuple(evidence),
         )
         out.append(about(finding, [s.steps[0].step]))
     return out
+
+
+def fix_for(term: LossTerm) -> str:
+    """The advice for what fed the term: ctc_loss's own where it has one."""
+    what = term.misfed or "softmax"
+    return CTC_FIX.get(what, _FIX[what]) if term.kind == "ctc" else _FIX[what]
 
 
 def _message(kind: LossKind, term: LossTerm) -> str:

@@ -21,7 +21,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Mark, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules.norm_level import in_new_level, interleaved
+from gradscope.rules.norm_level import in_new_level, interleaved, loss_in_level
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.signed_sum import signed_sum_spikes
 from gradscope.rules.spikes_by_design import (
@@ -43,6 +43,7 @@ from gradscope.rules.step_common import (
     several,
     spikes,
     step_list,
+    trend_doubt,
 )
 from gradscope.steps.records import StepRecord, WatchRun
 
@@ -194,9 +195,23 @@ def spike_steps(run: WatchRun, t: Thresholds, kind: str) -> list[int]:
     the views mark."""
     out: list[int] = []
     for s in by_optimizer(run):
-        steps, found = series_spikes(s, t, kind)
+        steps, found = loss_spikes(run, s, t) if kind == "loss" else series_spikes(s, t, kind)
         out.extend(steps[i].step for i, _, _ in found)
     return sorted(out)
+
+
+def loss_spikes(
+    run: WatchRun, s: Series, t: Thresholds
+) -> tuple[list[StepRecord], list[tuple[int, float, float]]]:
+    """GS402's spikes: series_spikes of the loss, less those of a climb where the loss's
+    level says nothing alone (trend_doubt): in a level their neighbours share, which the
+    loss then held (loss_in_level), not a jump it came back from (a moving target's
+    recurring jumps stay, to be read as a whole: spikes_by_design)."""
+    steps, found = series_spikes(s, t, "loss")
+    if found and trend_doubt(run, s) is not None:
+        values = [r.loss or 0.0 for r in steps]
+        found = [f for f in found if not loss_in_level(s, steps, values, f, t)]
+    return steps, found
 
 
 @rule(
@@ -245,7 +260,10 @@ def spike_steps(run: WatchRun, t: Thresholds, kind: str) -> list[int]:
         "loss has a regression term (MSE, Huber, smooth L1) or one gradscope did not "
         "recognise: bootstrapped value targets jump by design; recurring spikes of a sum of "
         "terms that takes both signs near 0 (PPO's policy, value and entropy terms) are "
-        "information too"
+        "information too; where the loss's level says nothing alone (a custom or multi-term "
+        "objective, terms that target each other's inputs as a VQ-VAE's, a model trained on "
+        "its own predictions) a climb the rolling median lags, each step in line with the "
+        "steps around it, is no spike"
     ),
     mark=Mark("loss spike", "v"),
 )
@@ -266,7 +284,7 @@ def loss_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
     are by design) or one followed by NaN stays a warning."""
     out = []
     for s in by_optimizer(run):
-        steps, found = series_spikes(s, t, "loss")
+        steps, found = loss_spikes(run, s, t)
         if not found:
             continue
         where = [steps[i].step for i, _, _ in found]

@@ -24,6 +24,7 @@ BOUNDED_BELOW = {
     "huber": 0.0,
     "label_smoothing": 0.0,
     "soft_cross_entropy": 0.0,
+    "ctc": 0.0,
 }
 """Loss kinds whose value can never fall below this bound (for targets in their domain:
 class indices, probabilities in [0, 1]): a run that goes below it is not minimising it."""
@@ -41,7 +42,7 @@ class LossTerm:
     kind: str
     """cross_entropy (log_softmax then NLL), nll (NLL of other inputs), mse, l1,
     smooth_l1, huber, binary_cross_entropy(_with_logits), label_smoothing,
-    soft_cross_entropy (probability targets times log_softmax)."""
+    soft_cross_entropy (probability targets times log_softmax), ctc (ctc_loss)."""
     reduction: str
     """mean | sum | none (reduced afterwards by the graph: a mean or sum node)."""
     factor: float
@@ -56,15 +57,22 @@ class LossTerm:
     """What the loss got where it wants logits: softmax (a softmax under cross_entropy's
     own log_softmax), sigmoid (under binary_cross_entropy_with_logits' own),
     softmax-wrong-dim, log-softmax-wrong-dim (normalised over another axis than the
-    loss's classes); None: logits, or log-probabilities over the classes."""
+    loss's classes), softmax-not-log (probabilities where nll_loss or ctc_loss wants
+    log-probabilities); None: logits, or log-probabilities over the classes."""
     misfed_detail: str = ""
     """The ops and axes, in words."""
     floor: float | None = None
     """The lowest value it can reach when fed probabilities (per target, mean reduction):
     ln(1 + (C-1)/e) for a double softmax, ln(1 + 1/e) for a double sigmoid."""
+    own_target: bool = False
+    """Its target is another term's input, detached (the same storage): VQ-VAE's codebook
+    loss ‖sg(z) - e‖² beside its commitment loss ‖z - sg(e)‖² pulls two trained tensors
+    toward each other, so the target moves as the model learns."""
 
     @property
     def bound(self) -> float | None:
+        if self.misfed == "softmax-not-log":
+            return None  # probabilities read as log-probabilities: below 0, no floor
         base = BOUNDED_BELOW.get(self.kind)
         return base if base is None or self.floor is None else self.floor
 
@@ -108,6 +116,10 @@ class LossKind:
     derivative: bool = False
     """The graph holds a gradient taken with create_graph: the loss reads the model through
     a derivative of its output (a force field's forces, a Hamiltonian's time derivatives)."""
+
+    def own_targets(self) -> bool:
+        """A term's target is another term's input, detached (LossTerm.own_target)."""
+        return any(t.own_target for t in self.terms)
 
     def misfed(self) -> list[LossTerm]:
         """The terms fed probabilities (or log-probabilities over the wrong axis)."""

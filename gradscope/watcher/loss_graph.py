@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from gradscope.autograd_walk import NodeWalk, Order, differentiated
+from gradscope.autograd_walk import NodeWalk, Order, differentiated, saved
 from gradscope.errors import user_line
 from gradscope.steps.meaning import LossKind, LossTerm
 from gradscope.watcher import loss_inputs
@@ -37,6 +37,7 @@ _LOSS_NODES = {
     "HuberLossBackward0": "huber",
     "BinaryCrossEntropyBackward0": "binary_cross_entropy",
     "BinaryCrossEntropyWithLogitsBackward0": "binary_cross_entropy_with_logits",
+    "CtcLossBackward0": "ctc",
 }
 _PASS = {  # nodes that hand the loss through unchanged in meaning
     "ViewBackward0",
@@ -49,6 +50,7 @@ _PASS = {  # nodes that hand the loss through unchanged in meaning
     "ToCopyBackward0",
     "AliasBackward0",
     "SelectBackward0",
+    "WhereBackward0",  # with one input: ctc_loss(zero_infinity=True)'s infinite losses set to 0
 }
 _ROWS = _PASS | {
     "IndexBackward0",
@@ -71,6 +73,7 @@ def read(loss: torch.Tensor, scaled: bool = False) -> LossKind:
     """The loss's terms; unrecognised branches are counted, never guessed. Where a term
     was fed probabilities (loss_inputs.py), the user's line that called backward."""
     found: list[LossTerm] = []
+    nodes: list[Any] = []  # the loss node of each term read from one (none for smoothing)
     unknown = 0
     roots: list[_Branch] = [] if loss.grad_fn is None else [(loss.grad_fn, 1.0, None)]
     walk = NodeWalk(
@@ -83,15 +86,51 @@ def read(loss: torch.Tensor, scaled: bool = False) -> LossKind:
         name = type(node).__name__
         if name in _LOSS_NODES:
             found.append(_term(node, _LOSS_NODES[name], factor, reduced))
+            nodes.append(node)
         elif _below((node, factor, reduced)) is None:
             smoothing = _smoothing(node, factor, reduced)
             if smoothing is None:
                 unknown += 1
             else:
                 found.append(smoothing)
+                nodes.append(None)
     unknown += walk.pending  # reached past the bound: not read, counted unknown
+    found = _own_targets(found, nodes)
     where = user_line() if any(t.misfed for t in found) else None  # rare: only then
     return LossKind(tuple(found[:MAX_TERMS]), unknown, scaled, where, _differentiated(loss))
+
+
+_PAIRED = frozenset({"mse", "l1", "smooth_l1", "huber"})
+"""Distances between two tensors, whose target may be the model's own output, detached."""
+
+
+def _own_targets(terms: list[LossTerm], nodes: list[Any]) -> list[LossTerm]:
+    """Marks a distance term whose target shares its storage with another term's input:
+    the target is that input, detached. VQ-VAE's codebook loss ‖sg(z) - e‖² and commitment
+    loss ‖z - sg(e)‖² each target the other's input: the encoder's output and the codebook
+    are pulled toward each other, and both move as the model learns (the sum can rise
+    while it does). Storages only: no value is read."""
+    inputs = [_storage(saved(n, "_saved_self", None)) if n is not None else None for n in nodes]
+    out = []
+    for i, (term, node) in enumerate(zip(terms, nodes, strict=True)):
+        target = _storage(saved(node, "_saved_target", None)) if node is not None else None
+        others = {p for j, p in enumerate(inputs) if j != i and p is not None}
+        if term.kind in _PAIRED and target is not None and target in others:
+            term = replace(term, own_target=True)
+        out.append(term)
+    return out
+
+
+def _storage(tensor: Any) -> int | None:
+    """Where a tensor's storage starts (a detached tensor shares its source's); None for
+    anything without one (a sparse or wrapped tensor, an empty one)."""
+    if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided:
+        return None
+    try:
+        pointer = int(tensor.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None
+    return pointer or None
 
 
 def _differentiated(loss: torch.Tensor) -> bool:
@@ -141,11 +180,11 @@ def _below(branch: _Branch) -> list[_Branch] | None:
     if name == "MulBackward0" and loss_inputs.soft_target(node) is not None:
         return None  # targets times log-probabilities: a term (_smoothing reads it)
     if name in ("MulBackward0", "MulBackward1", "DivBackward0") and len(inputs) == 1:
-        by = _constant(getattr(node, "_saved_other", None))
+        by = _constant(saved(node, "_saved_other", None))
         by = 1.0 / by if name == "DivBackward0" and by else by
         return [(inputs[0], factor * by, reduced)]
     if name in ("AddBackward0", "SubBackward0"):
-        alpha = _constant(getattr(node, "_saved_alpha", 1))
+        alpha = _constant(saved(node, "_saved_alpha", 1))
         signs = (1.0, -alpha if name == "SubBackward0" else alpha)
         pairs = zip(node.next_functions, signs, strict=False)
         return [(child, factor * sign, reduced) for (child, _), sign in pairs if child is not None]
@@ -167,10 +206,10 @@ def _smoothing(node: Any, factor: float, reduced: str | None) -> LossTerm | None
         if name == "LogSoftmaxBackward0":
             if negations % 2 == 0:
                 return None
-            result = getattr(node, "_saved_result", None)
+            result = saved(node, "_saved_result", None)
             if not isinstance(result, torch.Tensor) or result.dim() == 0:
                 return None
-            dim = loss_inputs.saved_dim(getattr(node, "_saved_dim", -1), result.dim())
+            dim = loss_inputs.saved_dim(saved(node, "_saved_dim", -1), result.dim())
             if dim is None:
                 return None
             classes = int(result.shape[dim])  # dim=-1 is saved as 2**64 - 1
@@ -223,14 +262,14 @@ def _constant(value: Any) -> float:
 
 
 def _term(node: Any, kind: str, factor: float, reduced: str | None) -> LossTerm:
-    reduction = _REDUCTIONS.get(getattr(node, "_saved_reduction", 1), "mean")
-    if reduction == "none":
+    reduction = _REDUCTIONS.get(saved(node, "_saved_reduction", 1), "mean")
+    if reduction == "none" or kind == "ctc":  # ctc_loss's node is per sample: reduced above
         reduction = reduced or "none"
     classes = count = None
-    target = getattr(node, "_saved_target", None)
+    target = saved(node, "_saved_target", None)
     if isinstance(target, torch.Tensor):
         count = int(target.numel())
-    source = getattr(node, "_saved_self", None)
+    source = saved(node, "_saved_self", None)
     misfed = None
     if kind == "nll":
         if isinstance(source, torch.Tensor) and source.dim() >= 1:
@@ -245,6 +284,16 @@ def _term(node: Any, kind: str, factor: float, reduced: str | None) -> LossTerm:
         if type(log_probs).__name__ == "LogSoftmaxBackward0":
             kind = "cross_entropy"  # NLL of log_softmax: bounded below by 0
             misfed = loss_inputs.nll_input(node, log_probs, axis, classes)
+        elif node.next_functions:
+            start, at = node.next_functions[0][0], loss_inputs.class_axis(node)
+            misfed = loss_inputs.log_probs_input(start, at, "nll_loss")
+    elif kind == "ctc":
+        log_probs = saved(node, "_saved_log_probs", None)
+        shape = tuple(log_probs.shape) if isinstance(log_probs, torch.Tensor) else ()
+        classes = int(shape[-1]) if len(shape) >= 2 else None
+        lengths = saved(node, "_saved_target_lengths", None)
+        count = len(lengths) if isinstance(lengths, (list, tuple)) else count
+        misfed = loss_inputs.ctc_input(node)
     elif kind.startswith("binary"):
         classes = 2
         if kind == "binary_cross_entropy_with_logits":

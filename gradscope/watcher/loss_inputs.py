@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradscope.autograd_walk import NodeWalk, Order, inputs
+from gradscope.autograd_walk import NodeWalk, Order, inputs, saved
 
 MAX_CHAIN = 16
 """Nodes followed between the loss and the op that fed it: views, casts, a transpose."""
@@ -41,7 +41,8 @@ class Misfed:
     """Probabilities, or log-probabilities over the wrong axis, where the loss wants logits."""
 
     what: str
-    """softmax | sigmoid | softmax-wrong-dim | log-softmax-wrong-dim"""
+    """softmax | sigmoid | softmax-wrong-dim | log-softmax-wrong-dim | softmax-not-log (a
+    softmax's probabilities where nll_loss or ctc_loss wants log-probabilities)"""
     detail: str
     """The ops and axes, in words."""
     floor: float | None = None
@@ -60,7 +61,7 @@ def saved_dim(value: Any, ndim: int) -> int | None:
 
 
 def _shape(node: Any, attr: str) -> tuple[int, ...] | None:
-    value = getattr(node, attr, None)
+    value = saved(node, attr, None)
     shape: Any = getattr(value, "shape", value)
     try:
         return tuple(int(s) for s in shape)
@@ -87,8 +88,8 @@ def through(node: Any, axis: tuple[tuple[int, ...], int] | None) -> Any:
                 return before, j
         return None
     if name == "TransposeBackward0":
-        a = saved_dim(getattr(node, "_saved_dim0", None), len(shape))
-        b = saved_dim(getattr(node, "_saved_dim1", None), len(shape))
+        a = saved_dim(saved(node, "_saved_dim0", None), len(shape))
+        b = saved_dim(saved(node, "_saved_dim1", None), len(shape))
         if a is None or b is None:
             return None
         swapped = list(shape)
@@ -124,9 +125,9 @@ def _follow(node: Any, axis: tuple[tuple[int, ...], int] | None, stop: str) -> t
 def _normalised(node: Any, axis: Any, what: str) -> tuple[int, int, tuple[int, ...]] | None:
     """The dim the (log_)softmax `node` normalised over, and the loss's class dim and the
     shape on the same tensor, when they differ; None when they agree or cannot be told."""
-    result = getattr(node, "_saved_result", None)
+    result = saved(node, "_saved_result", None)
     shape = tuple(int(s) for s in getattr(result, "shape", ()))
-    dim = saved_dim(getattr(node, "_saved_dim", None), len(shape))
+    dim = saved_dim(saved(node, "_saved_dim", None), len(shape))
     if axis is None or dim is None or axis[0] != shape or axis[1] == dim:
         return None
     return dim, axis[1], shape
@@ -147,9 +148,9 @@ def nll_input(nll: Any, log_softmax: Any, axis: Any, classes: int | None) -> Mis
     if wrong is not None:
         return Misfed("log-softmax-wrong-dim", _wrong_dim("log_softmax", wrong), None, log_softmax)
     below = log_softmax.next_functions[0][0] if log_softmax.next_functions else None
-    result = getattr(log_softmax, "_saved_result", None)
+    result = saved(log_softmax, "_saved_result", None)
     shape = tuple(int(s) for s in getattr(result, "shape", ()))
-    dim = saved_dim(getattr(log_softmax, "_saved_dim", None), len(shape))
+    dim = saved_dim(saved(log_softmax, "_saved_dim", None), len(shape))
     start = None if dim is None else (shape, dim)
     softmax, inner = _follow(below, start, "SoftmaxBackward0")
     if softmax is None:
@@ -163,6 +164,38 @@ def nll_input(nll: Any, log_softmax: Any, axis: Any, classes: int | None) -> Mis
         f"{classes} classes" if classes else "classes"
     )
     return Misfed("softmax", detail, floor, softmax)
+
+
+def log_probs_input(loss: Any, axis: Any, what: str) -> Misfed | None:
+    """What fed a loss that wants log-probabilities (nll_loss, ctc_loss), followed from its
+    input node `loss` down through views, transposes, casts and row subsets: a log_softmax
+    over another axis than the loss's classes (`axis`: (shape, dim) of the loss's input),
+    or a softmax with no log after it. None: a log_softmax over the classes, a log of
+    anything (the user's own log-probabilities), or what cannot be followed."""
+    node = loss
+    for _ in range(MAX_CHAIN):
+        name = type(node).__name__ if node is not None else ""
+        if name == "LogSoftmaxBackward0":
+            wrong = _normalised(node, axis, "log_softmax")
+            if wrong is None:
+                return None
+            return Misfed("log-softmax-wrong-dim", _wrong_dim("log_softmax", wrong), None, node)
+        if name == "SoftmaxBackward0":
+            detail = f"softmax, whose probabilities {what} reads as log-probabilities"
+            return Misfed("softmax-not-log", detail, None, node)
+        if name not in _FOLLOWED | _ROWS:
+            return None
+        axis = through(node, axis)
+        node = node.next_functions[0][0] if node.next_functions else None
+    return None
+
+
+def ctc_input(ctc: Any) -> Misfed | None:
+    """What fed ctc_loss: its log_probs are (T, N, C) or (T, C), the classes last."""
+    shape = _shape(ctc, "_saved_log_probs")
+    if not shape or not ctc.next_functions:
+        return None
+    return log_probs_input(ctc.next_functions[0][0], (shape, len(shape) - 1), "ctc_loss")
 
 
 def soft_target(node: Any) -> Any | None:
@@ -180,7 +213,7 @@ def soft_target(node: Any) -> Any | None:
 def soft_classes(log_softmax: Any) -> tuple[tuple[int, ...], int] | None:
     """A soft-target cross-entropy's class axis: log_softmax's own (shape, dim)."""
     shape = _shape(log_softmax, "_saved_result") or ()
-    dim = saved_dim(getattr(log_softmax, "_saved_dim", None), len(shape))
+    dim = saved_dim(saved(log_softmax, "_saved_dim", None), len(shape))
     return None if dim is None else (shape, dim)
 
 
@@ -204,9 +237,7 @@ def logits_input(node: Any) -> Misfed | None:
     sigmoid, _ = _follow(below, None, "SigmoidBackward0")
     if sigmoid is None:
         return None
-    plain = all(
-        getattr(node, attr, None) is None for attr in ("_saved_weight", "_saved_pos_weight")
-    )
+    plain = all(saved(node, attr, None) is None for attr in ("_saved_weight", "_saved_pos_weight"))
     detail = "sigmoid, then binary_cross_entropy_with_logits' own sigmoid"
     return Misfed("sigmoid", detail, SIGMOID_FLOOR if plain else None, sigmoid)
 
@@ -234,11 +265,13 @@ def find(loss_node: Any) -> list[Misfed]:
             found = logits_input(node)
         elif name in _NLL:
             found = _nll(node)
+        elif name == "CtcLossBackward0":
+            found = ctc_input(node)
         elif soft is not None:
             found = soft_input(soft)
         if found is not None:
             out.append(found)
-        if found is not None or name in _NLL or soft is not None:
+        if found is not None or name in _NLL or name == "CtcLossBackward0" or soft is not None:
             ends.add(id(node))
     return out
 
@@ -256,5 +289,6 @@ def _nll(node: Any) -> Misfed | None:
         axis = through(below, axis)
         below = below.next_functions[0][0] if below.next_functions else None
     if below is None or type(below).__name__ != "LogSoftmaxBackward0":
-        return None
+        start = node.next_functions[0][0] if node.next_functions else None
+        return log_probs_input(start, class_axis(node), "nll_loss")
     return nll_input(node, below, axis, classes)

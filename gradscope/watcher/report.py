@@ -9,7 +9,7 @@ from functools import cached_property
 from typing import Any
 
 from gradscope.config import Settings
-from gradscope.errors import ExitCode
+from gradscope.errors import ExitCode, known_cause
 from gradscope.findings import Finding, Severity, split_ignored
 from gradscope.outcome import Outcome
 from gradscope.steps import noise
@@ -81,6 +81,7 @@ class WatchReport:
         if not error.startswith(("the script ", "gradscope ")):
             # a SyntaxError's text ends with its place, which `where` already says
             error = "the script raised " + re.sub(r" \([^()]*, line \d+\)$", "", error)
+        error += known_cause(error)
         return f"{self.where}: {error}" if self.where else error
 
     def nothing_judged(self) -> str | None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from gradscope.autograd_walk import NodeWalk, Order
+from gradscope.autograd_walk import NodeWalk, Order, saved
 from gradscope.steps.state_facts import BatchRepeats
 
 SAMPLE_EVERY = 25
@@ -101,7 +101,7 @@ def _target(node: Any) -> tuple[str, torch.Tensor] | None:
     for near in NodeWalk(roots, order=Order.NEAREST, limit=MAX_NODES, key=None):
         name = type(near).__name__
         if name in TARGETS:
-            target = getattr(near, "_saved_target", None)
+            target = saved(near, "_saved_target", None)
             return (name, target) if isinstance(target, torch.Tensor) else None
     return None
 

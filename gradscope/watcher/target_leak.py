@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from gradscope.autograd_walk import NodeWalk, Order, inputs
+from gradscope.autograd_walk import NodeWalk, Order, inputs, saved
 from gradscope.steps.state_facts import TargetCopies
 from gradscope.watcher.same_batch import wanted
 
@@ -105,12 +105,12 @@ def _nll(root: Any) -> tuple[Any, torch.Tensor, int] | None:
     for near in NodeWalk([root], order=Order.NEAREST, limit=NEAR, key=None):
         if type(near).__name__ not in LOSSES:
             continue
-        target = getattr(near, "_saved_target", None)
+        target = saved(near, "_saved_target", None)
         if not isinstance(target, torch.Tensor) or target.is_floating_point():
             return None
         if target.numel() < 4 or target.dtype == torch.bool:
             return None
-        ignore = int(getattr(near, "_saved_ignore_index", -100))
+        ignore = int(saved(near, "_saved_ignore_index", -100))
         return near, target.detach(), ignore - (1 << 64) if ignore >= 1 << 63 else ignore
     return None
 
@@ -142,7 +142,7 @@ def _flattens_positions(node: Any) -> bool:
     4-D, a loss's `view(-1, V)` merges the batch and positions instead."""
     if type(node).__name__ not in VIEWS:
         return False
-    sizes = getattr(node, "_saved_self_sym_sizes", None)
+    sizes = saved(node, "_saved_self_sym_sizes", None)
     meta = getattr(node, "_input_metadata", ())
     if sizes is None or len(sizes) != 3 or not meta:
         return False
@@ -152,7 +152,7 @@ def _flattens_positions(node: Any) -> bool:
 
 
 def _indices(embedding: Any) -> torch.Tensor | None:
-    found = getattr(embedding, "_saved_indices", None)
+    found = saved(embedding, "_saved_indices", None)
     return found.detach() if isinstance(found, torch.Tensor) else None
 
 
