@@ -12,7 +12,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules import derivative_bias, moved_by_copy, shift_invariance
+from gradscope.rules import derivative_bias, moved_by_copy, routed, shift_invariance
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import (
     about,
@@ -206,11 +206,15 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     where a bias never got one while its weight learned under a loss on a derivative taken
     with create_graph (a force field's forces: rules/derivative_bias.py), and where it never
     got one and its values changed all the same: a copy the script updates itself (an EMA
-    teacher handed to the optimizer too: rules/moved_by_copy.py)."""
+    teacher handed to the optimizer too: rules/moved_by_copy.py). A mixture's router that
+    never got one is named as the router (its logits detached, or read only through their
+    top-k indices), and an expert that never got a token while its siblings did as a dead
+    expert (rules/routed.py)."""
     stepped = live(run)
     if not stepped:
         return []
     out = []
+    places = routed.routed(run)
     for i, p in enumerate(run.params):
         if not p.requires_grad or not p.in_optimizer or got_grad(run, i):
             continue
@@ -226,6 +230,8 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
         through = derivative_bias.learned_weight(run, i) if none else None
         if none and values_changed(p):
             finding = moved_by_copy.as_information(finding, p, len(stepped))
+        elif i in places:
+            finding = routed.if_unrouted(run, places[i], finding, f"{p.name} never learned")
         elif through is not None:
             head = f"{p.name} got no gradient (None) in all {len(stepped)} steps"
             finding = derivative_bias.as_information(finding, head, through)
@@ -234,17 +240,22 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
                 finding, f"{p.name} got only zero gradients in all {len(stepped)} steps", weight
             )
         elif p.past_read_out:
-            finding = replace(
-                finding,
-                severity=Severity.INFO,
-                message=f"{finding.message}; it comes after {p.past_read_out}, whose output a "
-                "forward hook reads (a self-supervised wrapper's representation layer)",
-                advice="fine if meant (a head trained later, on the representation); "
-                "requires_grad_(False) on it says so; if the loss should reach it, check what "
-                "the hook's reader does with its output",
-            )
+            finding = _past_read_out(finding, p.past_read_out)
         out.append(finding)
     return out
+
+
+def _past_read_out(finding: Finding, read_out: str) -> Finding:
+    """GS413 as information on a layer after one whose output a forward hook reads."""
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=f"{finding.message}; it comes after {read_out}, whose output a "
+        "forward hook reads (a self-supervised wrapper's representation layer)",
+        advice="fine if meant (a head trained later, on the representation); "
+        "requires_grad_(False) on it says so; if the loss should reach it, check what "
+        "the hook's reader does with its output",
+    )
 
 
 # -- GS412 -----------------------------------------------------------------------------
