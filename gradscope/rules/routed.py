@@ -93,7 +93,8 @@ def _alike(kids: dict[str, set[tuple[str, tuple[int, ...]]]]) -> list[str]:
 
 
 def _router(run: WatchRun, names: dict[int, str], container: str, experts: int) -> str | None:
-    """The parameter beside the container with one logit per expert, if one alone fits."""
+    """The first parameter beside the container with one logit per expert (a noisy gate's
+    w_gate, registered before its w_noise)."""
     layer = parent(container)
     fits = []
     for i, name in names.items():
@@ -103,7 +104,7 @@ def _router(run: WatchRun, names: dict[int, str], container: str, experts: int) 
         shape = run.params[i].shape
         if below <= 2 and shape and experts in (shape[0], shape[-1]):
             fits.append(name)
-    return fits[0] if len(fits) == 1 else None
+    return fits[0] if fits else None
 
 
 def siblings_learning(run: WatchRun, place: Routed, optimizer: int, after: int) -> int:

@@ -54,3 +54,12 @@ def test_blocks_beside_a_head_of_as_many_outputs_are_no_mixture(head):
     params = [ParamInfo(f"blocks.{k}.fc.weight", (8, 8), True, True, 0.1) for k in range(3)]
     params.append(ParamInfo("head.weight", head, True, True, 0.1))
     assert not routed(WatchRun("t", tuple(params), [], "completed", 1.0))
+
+
+def test_a_noisy_gate_is_the_router_of_its_experts():
+    """Shazeer et al.'s noisy top-k gating: w_gate and w_noise, one column per expert each."""
+    params = [ParamInfo(f"moe.experts.{k}.fc.weight", (8, 8), True, True, 0.1) for k in range(3)]
+    params += [ParamInfo(f"moe.{n}", (8, 3), True, True, 0.1) for n in ("w_gate", "w_noise")]
+    places = routed(WatchRun("t", tuple(params), [], "completed", 1.0))
+    assert {p.mixture.router for p in places.values()} == {"moe.w_gate"}
+    assert sorted(i for i, p in places.items() if p.expert is not None) == [0, 1, 2]
