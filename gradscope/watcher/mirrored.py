@@ -60,7 +60,8 @@ class Mirrored:
 
 
 def _plain(p: Any) -> bool:
-    return type(p.data) is torch.Tensor and p.device.type != "meta"
+    """A real floating tensor of its own (no DTensor, no meta or complex tensor)."""
+    return type(p.data) is torch.Tensor and p.device.type != "meta" and p.is_floating_point()
 
 
 def _copies(params: list[Any]) -> list[tuple[Any, Any]]:
