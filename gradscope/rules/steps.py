@@ -251,9 +251,11 @@ def spike_steps(run: WatchRun, t: Thresholds, kind: str) -> list[int]:
 )
 def loss_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """A step's loss above the median of the previous spike-window steps by more than
-    spike-sigma robust sigmas (median absolute deviation) and spike-min-ratio times that median
-    (on a log scale for positive losses); before spike-min-history steps a spike is
-    spike-early-ratio times the median of the steps before it. Spikes that an early blow-up
+    spike-sigma robust sigmas (median absolute deviation; for a loss that takes other values
+    than positive ones, at least the noise of its step-to-step differences: two levels in
+    turn, as PPO's epochs over one rollout, hide from the deviation) and spike-min-ratio
+    times that median (on a log scale for positive losses); before spike-min-history steps a
+    spike is spike-early-ratio times the median of the steps before it. Spikes that an early blow-up
     explains are left to GS414. Information, not a warning, where spikes recur (3 or more),
     each comes back at once (at most 5 spiking steps in a row, and the median of the next 5
     steps that are not spikes at least halfway back to the median it jumped from), no loss
