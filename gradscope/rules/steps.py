@@ -167,8 +167,8 @@ def series_spikes(
     if kind == "loss":
         steps = [r for r in s.live() if finite(r.loss)]
         values = [r.loss for r in steps if r.loss is not None]
-    else:
-        steps = [r for r in s.live() if finite(r.grad_norm)]
+    else:  # a step with no gradient at all (every advantage of its batch 0) is no level
+        steps = [r for r in s.live() if finite(r.grad_norm) and r.grad_norm]
         values = [r.grad_norm for r in steps]
     found = spikes(values, t)
     if found and found[0][0] < t.spike_min_history and early_blowup_of(s, t) is not None:
