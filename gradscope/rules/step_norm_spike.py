@@ -75,9 +75,7 @@ def norm_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
     (GS402's moving regression target: the gradient of a squared error grows with the
     error). A single corrupted batch (its loss spikes too, or far above the others) and a
     spike followed by NaN stay warnings. The steps of each line that called backward are a
-    series of their own (rules/side_steps.py: a lazy regulariser's steps). Steps with no
-    gradient at all (norm exactly 0: GRPO's batches whose every group drew one reward) are
-    no level to spike from, and are left out of the series."""
+    series of their own (rules/side_steps.py: a lazy regulariser's steps)."""
     out = []
     for s in (part for whole in by_optimizer(run) for part in side_steps.parts(run, whole)):
         steps, found = series_spikes(s, t, "norm")

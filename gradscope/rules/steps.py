@@ -161,13 +161,15 @@ def non_finite(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
 def series_spikes(
     s: Series, t: Thresholds, kind: str
 ) -> tuple[list[StepRecord], list[tuple[int, float, float]]]:
-    """The series' steps with a finite value and the spikes among them; the first steps'
-    spikes are left out where GS414 explains them as an early blow-up; the norm's that rose
-    to a level it held while the loss fell (`held_level`, `in_new_level`): a trend."""
+    """The series' steps with a finite value (for the norm, a non-zero one: a step with no
+    gradient at all, GRPO's batch whose every group drew one reward, is no level to spike
+    from) and the spikes among them; the first steps' spikes are left out where GS414
+    explains them as an early blow-up; the norm's that rose to a level it held while the
+    loss fell (`held_level`, `in_new_level`): a trend."""
     if kind == "loss":
         steps = [r for r in s.live() if finite(r.loss)]
         values = [r.loss for r in steps if r.loss is not None]
-    else:  # a step with no gradient at all (every advantage of its batch 0) is no level
+    else:
         steps = [r for r in s.live() if finite(r.grad_norm) and r.grad_norm]
         values = [r.grad_norm for r in steps]
     found = spikes(values, t)
