@@ -20,6 +20,11 @@ import torch
 
 from gradscope.steps.state_facts import MirroredPair
 
+TRIES = 3
+"""Steps begun without gradients in place after which an optimizer is no longer read: one
+stepped with a closure (LBFGS, Lightning) computes them inside the step, and a scan of its
+parameters at every step would cost the run."""
+
 MIN_NUMEL = 16
 """Smaller tensors (a scalar gate, a temperature) are equal and opposite by chance."""
 
@@ -27,7 +32,9 @@ MIN_NUMEL = 16
 @dataclass
 class Mirrored:
     read: set[int] = field(default_factory=set)
-    """id(optimizer) of those already read."""
+    """id(optimizer) of those already read (or given up on)."""
+    tries: dict[int, int] = field(default_factory=dict)
+    """id(optimizer) → its steps begun so far without gradients to read."""
     pairs: list[tuple[Any, Any, float]] = field(default_factory=list)
     """(tensor, its copy, their gradients' cosine): held until the run's facts are read
     (the optimizer holds them anyway), as a tensor new to the watch is given its position
@@ -38,6 +45,9 @@ class Mirrored:
         copies."""
         if id(optimizer) in self.read:
             return
+        self.tries[id(optimizer)] = self.tries.get(id(optimizer), 0) + 1
+        if self.tries[id(optimizer)] >= TRIES:
+            self.read.add(id(optimizer))  # a closure's steps: no gradient before the step
         params = [p for g in optimizer.param_groups for p in g["params"]]
         with_grad = [
             p
