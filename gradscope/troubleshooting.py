@@ -248,6 +248,13 @@ TABLE = {
             "teacher forward under torch.no_grad(), requires_grad_(False), out of the optimizer",
         ),
         TableRow(
+            "reference-trained",
+            "a preference or KL-regularised loss falls fast while the reference anchors nothing",
+            "the reference model (a copy of the policy) sits in the optimizer with its forward "
+            "attached: the loss's log-ratio trains both sides",
+            "reference forward under torch.no_grad(), requires_grad_(False), out of the optimizer",
+        ),
+        TableRow(
             "batch-size",
             "the batch is far larger or smaller than the gradient noise makes useful",
             "a batch far above the critical batch size averages away noise that was "

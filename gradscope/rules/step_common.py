@@ -228,6 +228,8 @@ def spikes(values: Sequence[float], t: Thresholds) -> list[tuple[int, float, flo
         if not logged and med == 0:
             continue  # a window at exactly 0 (a hinge met, no gradient) has no multiple
         sigma = MAD_SIGMA * statistics.median(abs(x - med) for x in base)
+        if not logged:  # two levels in turn (PPO's epochs: ratio 1, then not) hide from a
+            sigma = max(sigma, robust_sigma(base))  # MAD, not from the steps' differences
         jump = xs[i] - med
         ratio_ok = jump > math.log(ratio) if logged else jump > (ratio - 1) * abs(med)
         if not logged and ratio_ok and _drifted(xs, i, out, t.spike_sigma * sigma):

@@ -38,12 +38,15 @@ def input_grads_applied(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) 
     and every 16th), the first call gave a
     gradient to an input (a leaf tensor that is neither an nn.Parameter nor any optimizer's:
     `delta` of an attack), the last call did not, and no reset of the gradients came
-    between them: the calls made for the input also added their parameter gradients, which
-    the update applied with the training gradient (the attack's ascent direction at other
+    between them, and the first call reached weights the last reached too: the calls made
+    for the input also added their parameter gradients, which the update applied with the
+    training gradient (the attack's ascent direction at other
     points, K times the weight). Healthy scripts clear them (model.zero_grad()) or take the
     input's gradient by autograd.grad; those are silent (GS435 does not name that reset),
     as is a first call reaching its input through a gradient taken with create_graph (a
-    gradient penalty's own backward, whose parameter gradients the step means to apply)."""
+    gradient penalty's own backward, whose parameter gradients the step means to apply),
+    and one whose weights no later call reaches (GradCache's loss on cached
+    representations, then each chunk re-encoded with backward(rep.grad))."""
     out = []
     for s in by_optimizer(run):
         steps = [r for r in s.live() if r.backward_calls > 1 and input_checked(r.step)]

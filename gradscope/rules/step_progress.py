@@ -11,7 +11,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules import all_stopped, shift_invariance
+from gradscope.rules import all_stopped, no_signal, routed, shift_invariance
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_blowup import early_blowup_of
 from gradscope.rules.step_common import (
@@ -304,7 +304,11 @@ def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A parameter that had gradients got none (None, or only zeros) from some step to the end:
     at least stop-min-steps steps and four times its longest gap while it was learning.
     Information where it is a bias that got exact zeros while its layer's weight went on
-    learning (rules/shift_invariance.py)."""
+    learning (rules/shift_invariance.py). A routed expert of a mixture (alike siblings with
+    a router beside them: rules/routed.py) that stopped while its siblings went on is a dead
+    expert, the router no longer choosing it, and its advice is the load-balancing loss.
+    Information where every tensor of the optimizer got only zeros from one step on while
+    its loss was exactly 0 (rules/no_signal.py: GRPO's groups of one reward each)."""
     # A parameter that had gradients and then none, to the end: frozen midway
     # (`requires_grad_(False)`: None, or zeros under zero_grad(set_to_none=False)), or cut from
     # the loss. Judged on its own optimizer's steps (a GAN's G gets nothing in D's).
@@ -312,8 +316,10 @@ def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
     # the run's per-tensor running facts (`run.tensors`), so every step counts however few of
     # them the report kept in detail.
     out = []
+    places = routed.routed(run)
     for s in by_optimizer(run):
         live_steps = run.tensors.live_steps(s.index)
+        silent = no_signal.silent_since(run, s)
         dead = {f.subject for f in vanishing(run, s, t)}
         for i in s.members:
             if i >= len(run.params) or not run.params[i].in_optimizer:
@@ -329,6 +335,9 @@ def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
             if not none and p.requires_grad and module_of(p.name) in dead:
                 continue
             finding = _stopped(run, s, p, had, tail, t)
+            finding = routed.if_dead_expert(run, s.index, i, had, finding, places)
+            if silent is not None:
+                finding = no_signal.as_information(finding, silent)
             weight = shift_invariance.cancelled(run, i, s.index)
             if weight is not None:
                 head = (

@@ -12,7 +12,13 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules import derivative_bias, moved_by_copy, shift_invariance, zero_derivative
+from gradscope.rules import (
+    derivative_bias,
+    moved_by_copy,
+    routed,
+    shift_invariance,
+    zero_derivative,
+)
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.short_lived import short_lived
 from gradscope.rules.step_common import (
@@ -216,11 +222,15 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     with create_graph (a force field's forces: rules/derivative_bias.py), and where it never
     got one and its values changed all the same: a copy the script updates itself (an EMA
     teacher handed to the optimizer too: rules/moved_by_copy.py). Zero gradients below
-    torch.sign or round, or a custom Function, name it (rules/zero_derivative.py)."""
+    torch.sign or round, or a custom Function, name it (rules/zero_derivative.py). A
+    mixture's router that never got one is named as the router (its logits detached, or
+    read only through their top-k indices), and an expert that never got a token while its
+    siblings did as a dead expert (rules/routed.py)."""
     stepped = live(run)
     if not stepped:
         return []
     out = []
+    places = routed.routed(run)
     for i, p in enumerate(run.params):
         if not p.requires_grad or not p.in_optimizer or got_grad(run, i):
             continue
@@ -232,18 +242,23 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
             "check that it takes part in the loss (`gradscope inspect --script` shows "
             "where the graph is cut)",
         )
-        out.append(_explained(run, i, finding, none, len(stepped)))
+        out.append(_explained(run, i, finding, none, len(stepped), places.get(i)))
     return out
 
 
-def _explained(run: WatchRun, i: int, finding: Finding, none: bool, steps: int) -> Finding:
+def _explained(
+    run: WatchRun, i: int, finding: Finding, none: bool, steps: int, place: routed.Routed | None
+) -> Finding:
     """GS413's finding, told as what explains it where something does: a copy moved by the
-    script, a bias blind to its loss, a zero-derivative op, a head past a read-out."""
+    script, a mixture's router or expert (`place`), a bias blind to its loss, a
+    zero-derivative op, a head past a read-out."""
     p = run.params[i]
     weight = None if none else shift_invariance.cancelled(run, i)
     through = derivative_bias.learned_weight(run, i) if none else None
     if none and values_changed(p):
         finding = moved_by_copy.as_information(finding, p, steps)
+    elif place is not None:
+        finding = routed.if_unrouted(run, place, finding, f"{p.name} never learned")
     elif through is not None:
         head = f"{p.name} got no gradient (None) in all {steps} steps"
         finding = derivative_bias.as_information(finding, head, through)
@@ -254,16 +269,21 @@ def _explained(run: WatchRun, i: int, finding: Finding, none: bool, steps: int) 
     elif not none and p.flat_op is not None:
         finding = zero_derivative.as_flat(finding, p, steps)
     elif p.past_read_out:
-        finding = replace(
-            finding,
-            severity=Severity.INFO,
-            message=f"{finding.message}; it comes after {p.past_read_out}, whose output a "
-            "forward hook reads (a self-supervised wrapper's representation layer)",
-            advice="fine if meant (a head trained later, on the representation); "
-            "requires_grad_(False) on it says so; if the loss should reach it, check what "
-            "the hook's reader does with its output",
-        )
+        finding = _past_read_out(finding, p.past_read_out)
     return finding
+
+
+def _past_read_out(finding: Finding, read_out: str) -> Finding:
+    """GS413 as information on a layer after one whose output a forward hook reads."""
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=f"{finding.message}; it comes after {read_out}, whose output a "
+        "forward hook reads (a self-supervised wrapper's representation layer)",
+        advice="fine if meant (a head trained later, on the representation); "
+        "requires_grad_(False) on it says so; if the loss should reach it, check what "
+        "the hook's reader does with its output",
+    )
 
 
 # -- GS412 -----------------------------------------------------------------------------

@@ -162,14 +162,16 @@ def non_finite(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
 def series_spikes(
     s: Series, t: Thresholds, kind: str
 ) -> tuple[list[StepRecord], list[tuple[int, float, float]]]:
-    """The series' steps with a finite value and the spikes among them; the first steps'
-    spikes are left out where GS414 explains them as an early blow-up; the norm's that rose
-    to a level it held while the loss fell (`held_level`, `in_new_level`): a trend."""
+    """The series' steps with a finite value (for the norm, a non-zero one: a step with no
+    gradient at all, GRPO's batch whose every group drew one reward, is no level to spike
+    from) and the spikes among them; the first steps' spikes are left out where GS414
+    explains them as an early blow-up; the norm's that rose to a level it held while the
+    loss fell (`held_level`, `in_new_level`): a trend."""
     if kind == "loss":
         steps = [r for r in s.live() if finite(r.loss)]
         values = [r.loss for r in steps if r.loss is not None]
     else:
-        steps = [r for r in s.live() if finite(r.grad_norm)]
+        steps = [r for r in s.live() if finite(r.grad_norm) and r.grad_norm]
         values = [r.grad_norm for r in steps]
     found = spikes(values, t)
     if found and found[0][0] < t.spike_min_history and early_blowup_of(s, t) is not None:
@@ -269,9 +271,11 @@ def loss_spikes(
 )
 def loss_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """A step's loss above the median of the previous spike-window steps by more than
-    spike-sigma robust sigmas (median absolute deviation) and spike-min-ratio times that median
-    (on a log scale for positive losses); before spike-min-history steps a spike is
-    spike-early-ratio times the median of the steps before it. Spikes that an early blow-up
+    spike-sigma robust sigmas (median absolute deviation; for a loss that takes other values
+    than positive ones, at least the noise of its step-to-step differences: two levels in
+    turn, as PPO's epochs over one rollout, hide from the deviation) and spike-min-ratio
+    times that median (on a log scale for positive losses); before spike-min-history steps a
+    spike is spike-early-ratio times the median of the steps before it. Spikes that an early blow-up
     explains are left to GS414. Information, not a warning, where spikes recur (3 or more),
     each comes back at once (at most 5 spiking steps in a row, and the median of the next 5
     steps that are not spikes at least halfway back to the median it jumped from), no loss

@@ -109,6 +109,16 @@ class BatchRepeats:
 
 
 @dataclass(frozen=True)
+class MirroredPair:
+    """Two tensors of one optimizer equal at its first step (positions among the tracked
+    parameters), and the cosine between their gradients then (watcher/mirrored.py)."""
+
+    first: int
+    second: int
+    cosine: float
+
+
+@dataclass(frozen=True)
 class TargetCopies:
     """A cross-entropy's targets held against the token ids its model's embeddings read at
     the same step (watcher/target_leak.py)."""
@@ -185,4 +195,7 @@ class StateFacts:
     its steps while they held a gradient, at every interval compared (hand_moved.py)."""
     hand_compared: int = 0
     """Intervals between an optimizer's steps compared for it."""
+    mirrored: tuple[MirroredPair, ...] = ()
+    """Tensors of one optimizer equal at its first step, with their gradients' cosine
+    (watcher/mirrored.py)."""
     notes: tuple[str, ...] = field(default_factory=tuple)

@@ -171,7 +171,7 @@ class Recorder:
 
     def _flush(self) -> None:
         pending = self.pending
-        width = max([self.width, *(int(p.param_norm.numel()) for p in pending)])
+        width = max([self.width, *(_width(p) for p in pending)])
         self.width = width
         device = pending[0].param_norm.device
         rows = [_pad(p.param_norm, width, device) for p in pending]
@@ -198,6 +198,14 @@ class Recorder:
         self._flushed_at = time.perf_counter()
         if self.on_records is not None:
             self.on_records(records)
+
+
+def _width(p: PendingStep) -> int:
+    """The most tracked parameters any of the step's vectors covers: a model found at the
+    step's end (a reference or copy handed to the optimizer late) widens its update and
+    weight norms, measured after the gradient norms."""
+    vectors = (p.param_norm, p.update_norm, p.weight_norm, p.micro)
+    return max(int(v.numel()) for v in vectors if v is not None)
 
 
 def _wide(device: torch.device) -> torch.dtype:

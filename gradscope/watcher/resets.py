@@ -136,12 +136,29 @@ def for_input(state: WatchState, window: Window) -> bool:
 def input_added(state: WatchState, window: Window) -> bool:
     """At a step of several backward calls with no reset between: the first call gave an
     input its gradient and the last did not (PGD's attack by backward, then the training
-    backward, without model.zero_grad()): the attack's parameter gradients are in the
-    update. Walked only at such steps."""
+    backward, without model.zero_grad()), and both reached a same parameter: the attack's
+    parameter gradients are in the update, summed with the training one's. A first call
+    whose parameters the last does not reach adds nothing twice (GradCache: the loss on the
+    cached representations, leaves, then each chunk re-encoded with backward(rep.grad)).
+    Walked only at such steps."""
     if window.calls < 2 or window.first_root is None or window.first_root is window.root:
         return False
     first = reaches_input(state, window.first_root, first_order=True)
-    return first and not reaches_input(state, window.root)
+    if not first or reaches_input(state, window.root):
+        return False
+    return bool(_params_reached(state, window.first_root) & _params_reached(state, window.root))
+
+
+def _params_reached(state: WatchState, root: Any) -> set[int]:
+    """ids of the optimizers' tensors a backward from `root` reaches."""
+    owned = discover.optimizer_params(
+        [o for o in state.optimizers if isinstance(o, torch.optim.Optimizer)]
+    )
+    return {
+        id(t)
+        for node in NodeWalk([root], limit=discover.MAX_GRAPH_NODES)
+        if (t := getattr(node, "variable", None)) is not None and id(t) in owned
+    }
 
 
 def reaches_input(state: WatchState, root: Any, first_order: bool = False) -> bool:

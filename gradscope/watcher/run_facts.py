@@ -30,6 +30,7 @@ def read(state: WatchState, records: StepStore) -> StateFacts:
             copies=tuple(state.leak.facts()),
             hand_moved=moved,
             hand_compared=compared,
+            mirrored=state.mirrored.facts(state.tracked.index),
         )
     except Exception as exc:  # the device's own failure, after the script's
         return StateFacts(notes=(f"modes, eps and batches not read back: {exc}",))

@@ -25,6 +25,7 @@ from gradscope.watcher.logit_probe import LogitProbe
 from gradscope.watcher.logit_tables import LogitTables
 from gradscope.watcher.manual_search import ManualSearch
 from gradscope.watcher.measure import Measure
+from gradscope.watcher.mirrored import Mirrored
 from gradscope.watcher.modes import Modes
 from gradscope.watcher.nan_probe import NanProbe
 from gradscope.watcher.noise_scale import MicroGrads
@@ -107,6 +108,8 @@ class WatchState:
     batches: SameBatch = field(default_factory=SameBatch)
     leak: TargetLeak = field(default_factory=TargetLeak)
     hand_moved: HandMoved = field(default_factory=HandMoved)
+    mirrored: Mirrored = field(default_factory=Mirrored)
+    """Copies among an optimizer's tensors at its first step, and their gradients' cosine."""
     backward_sites: BackwardSites = field(default_factory=BackwardSites)
     logits: LogitProbe = field(default_factory=LogitProbe)
     grad_inputs: GradInputs = field(default_factory=GradInputs)

@@ -140,6 +140,10 @@ FIRES = {
         "tests/watcher/test_teacher_trained.py",
         "test_an_attached_byol_teacher_in_the_optimizer_is_named",
     ),
+    "GS447": (
+        "tests/watcher/test_watch_reference.py",
+        "test_a_reference_trained_with_the_policy_is_named",
+    ),
     "GS445": (
         "tests/watcher/test_target_leak.py",
         "test_an_unshifted_captioning_decoder_is_named_at_its_reads",

@@ -55,6 +55,7 @@ class OptimizerStep:
         safely(
             state, here, PRE, lambda: state.hand_moved.before_step(optimizer, state.tracked.index)
         )
+        safely(state, here, PRE, lambda: state.mirrored.before_step(optimizer))
         closure, where = _closure(args, kwargs)
         if closure is None:
             safely(state, here, PRE, lambda: stepping.begin(state, here, optimizer, skipped=False))
