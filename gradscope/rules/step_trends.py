@@ -129,15 +129,23 @@ FLOAT32_EPS = 2.0**-23
 """The relative resolution of a float32 loss: steps that change it less change nothing."""
 
 
-def _stationary(late: Sequence[StepRecord]) -> bool:
-    """The loss did not move over the last steps beyond its float32 resolution: the steps
-    no longer change a deterministic objective, the optimizer sits at its minimum (a small
-    inner solve run to convergence at each outer step: CAGrad's task weights, an attack's
-    perturbation), and its gradient shrinks there by right. Batches of data move a loss far
-    more than that, however dead the network."""
+def _stationary(steps: Sequence[StepRecord], q: int) -> bool:
+    """The loss fell, or never moved, and did not move over the last q steps beyond its float32
+    resolution: the steps no longer change a deterministic objective, the optimizer sits at
+    its minimum (a small inner solve run to convergence at each outer step: CAGrad's task
+    weights, an attack's perturbation), and its gradient shrinks there by right. Batches of
+    data move a loss far more than that, however dead the network; a full batch's loss
+    stands as still once the gradients died, but higher than it began (units saturated by
+    a step too large) or where it moved before (a loss that moved is no still objective)."""
+    late = steps[-q:]
     losses = [r.loss for r in late if r.loss is not None and math.isfinite(r.loss)]
-    if len(losses) < len(late) or len(losses) < 2:
+    early = [r.loss for r in steps[:q] if r.loss is not None and math.isfinite(r.loss)]
+    if len(losses) < len(late) or len(losses) < 2 or not early:
         return False
+    return _still(losses) and (max(losses) < max(early) or _still(early))
+
+
+def _still(losses: list[float]) -> bool:
     level = max(abs(x) for x in losses)
     return level > 0 and max(losses) - min(losses) <= 4 * FLOAT32_EPS * level
 
@@ -182,7 +190,7 @@ def vanishing(run: WatchRun, s: Series, t: Thresholds) -> list[Finding]:
     if len(steps) < 20:
         return []
     q = max(len(steps) // 4, 1)
-    if _loss_fell(steps, q) or _stationary(steps[-q:]):
+    if _loss_fell(steps, q) or _stationary(steps, q):
         return []
     names = run.names()
     # a module whose parameters are all frozen now got no gradient because of it (GS417)

@@ -129,13 +129,20 @@ def test_step_updating_a_copy_corroborates():
 
 
 def test_gradients_that_die_corroborate():
-    recs = [
-        rec(s, 0.8, 1.0 if s < 50 else 1e-7, param_norms=(1.0 if s < 50 else 1e-7,))
-        for s in range(1, 201)
-    ]
-    (f,) = found(run_of(recs, MSE))["GS415"]
-    assert f.severity == Severity.WARNING
-    assert any("gradient norm of net.0 fell" in e for e in f.evidence)
+    """Dead from step 50 under mini-batches (the loss moves with each batch), and under one
+    full batch (the loss moved while they lived, then stands still above where it began:
+    saturated units, no minimum reached)."""
+    rng = random.Random(3)
+    batches = [0.8 * (1 + 0.02 * rng.gauss(0, 1)) for _ in range(200)]
+    full = [0.8 - 0.001 * s if s < 50 else 0.9 for s in range(1, 201)]
+    for losses in (batches, full):
+        recs = [
+            rec(s, v, 1.0 if s < 50 else 1e-7, param_norms=(1.0 if s < 50 else 1e-7,))
+            for s, v in enumerate(losses, start=1)
+        ]
+        (f,) = found(run_of(recs, MSE))["GS415"]
+        assert f.severity == Severity.WARNING
+        assert any("gradient norm of net.0 fell" in e for e in f.evidence)
 
 
 def test_a_stall_of_an_unknown_objective_says_nothing():
