@@ -158,6 +158,24 @@ def _turns(burst: list[Spike], norms: list[float]) -> list[list[Spike]]:
     return turns
 
 
+def _joined(bursts: list[list[Spike]], norms: list[float]) -> list[list[Spike]]:
+    """Bursts a short gap apart (fewer than RECOVERY_STEPS steps) whose norm stayed above
+    the first one's halfway line in between, joined: one turn the spike line cut in two (a
+    step just under it), not a turn that came back and another."""
+    out: list[list[Spike]] = []
+    for burst in bursts:
+        if out:
+            last = out[-1]
+            gap = norms[last[-1][0] + 1 : burst[0][0]]
+            base = last[0][2]
+            line = base + (max(v for _, v, _ in last) - base) / 2
+            if gap and len(gap) < RECOVERY_STEPS and min(gap) > line:
+                last.extend(burst)
+                continue
+        out.append(list(burst))
+    return out
+
+
 def _turn_came_back(turn: list[Spike], norms: list[float], spiked: set[int], until: int):
     """The last turn of a burst came back: judged by the steps after the burst, or, where
     the next burst (at index `until`) begins sooner than RECOVERY_STEPS steps after it, by
@@ -198,7 +216,7 @@ def opponent_moved(
     norms = [r.grad_norm for r in steps]
     spiked = {i for i, _, _ in found}
     seen: list[bool | None] = []
-    bursts = _bursts(found)
+    bursts = _joined(_bursts(found), norms)
     for burst, after in zip(bursts, [b[0][0] for b in bursts[1:]] + [len(norms)], strict=True):
         turns = _turns(burst, norms)
         tail = [f for f in burst if f[0] >= turns[-1][0][0]]

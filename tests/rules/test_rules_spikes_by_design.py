@@ -160,23 +160,33 @@ def test_a_turn_that_never_comes_back_still_warns():
 
 DCGAN = json.loads(Path(__file__).with_name("dcgan_two_epochs.json").read_text())
 """The pytorch/examples DCGAN over two epochs (tests/watcher/test_watch_spikes_by_design.py,
-seed 1) as an AVX-512 machine ran it: (step, optimizer, gradient norm, loss) of D's steps
-(optimizer 0) and G's. D's norm rises in 7 turns from step 125 on; the turn at 157-159 (38,
-45) falls to 17 two steps on, and G moves again (62, 90, 117 at 167-171) before five quiet
-steps could follow it."""
+seed 1) as an AVX-512 machine ran it on one thread and on two: (step, optimizer, gradient
+norm, loss) of D's steps (optimizer 0) and G's."""
+
+
+def _dcgan(rows: list) -> list:
+    return [
+        step_record(s, norm=n, loss=loss, optimizer=o, param_norms=(None, n) if o else (n, None))
+        for s, o, n, loss in rows
+    ]
 
 
 def test_a_turn_cut_short_by_the_next_one_came_back_if_it_fell_halfway_first():
-    recs = [
-        step_record(
-            s, norm=n, loss=loss, optimizer=o, param_norms=(n, None) if o == 0 else (None, n)
-        )
-        for s, o, n, loss in DCGAN
-    ]
+    """One thread: D's norm rises in 7 turns from step 125 on; the turn at 157-159 (38, 45)
+    falls to 17 two steps on, and G moves again (62, 90, 117 at 167-171) before five quiet
+    steps could follow it."""
+    recs = _dcgan(DCGAN["one thread"])
     (f,) = _found(_gan(recs))["GS403"]
     assert f.severity == Severity.INFO and "7 turn(s) of its gradient norm" in str(f.evidence)
     held = [r if r.step not in (161, 163, 165) else replace(r, grad_norm=30.0) for r in recs]
     assert _found(_gan(held))["GS403"][0].severity == Severity.WARNING  # not halfway back
+
+
+def test_a_turn_the_spike_line_cut_in_two_is_one_turn():
+    """Two threads: D's norm at 73, 86, 66, 80 over steps 181-187, the 66 just under the
+    spike line: one turn of four steps, which falls back after 187."""
+    (f,) = _found(_gan(_dcgan(DCGAN["two threads"])))["GS403"]
+    assert f.severity == Severity.INFO and "5 turn(s) of its gradient norm" in str(f.evidence)
 
 
 LOSS_TURNS = {60: 0.5 * 5, 90: 0.5 * 4, 120: 0.5 * 6}
