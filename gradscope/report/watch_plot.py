@@ -233,11 +233,8 @@ COLORS = ("tab:blue", "tab:red", "tab:purple", "tab:brown", "tab:olive", "tab:cy
 
 def _series(report: WatchReport) -> list[tuple[int, list[StepRecord], str]]:
     """(optimizer index, its steps, colour) for each optimizer that stepped."""
-    out = []
-    for i in sorted({r.optimizer for r in report.run.steps}):
-        own = [r for r in report.run.steps if r.optimizer == i]
-        out.append((i, own, COLORS[i % len(COLORS)]))
-    return out
+    own = noise.by_optimizer(report.run.steps)
+    return [(i, own[i], COLORS[i % len(COLORS)]) for i in sorted(own)]
 
 
 def _owners(report: WatchReport) -> dict[int, set[int]]:

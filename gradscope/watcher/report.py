@@ -164,8 +164,9 @@ class WatchReport:
         """One entry per optimizer (by index): its steps, loss and gradient norm. The
         losses of two optimizers (a GAN's D and G) are different quantities."""
         out = []
+        steps = noise.by_optimizer(self.run.steps)
         for i, kind in enumerate(self.run.optimizers):
-            own = [r for r in self.run.steps if r.optimizer == i]
+            own = steps.get(i, [])
             out.append(
                 {
                     "index": i,
