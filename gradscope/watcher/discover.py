@@ -170,12 +170,16 @@ def optimizer_params(optimizers: list[torch.optim.Optimizer]) -> dict[int, torch
     return {id(p): p for o in optimizers for g in o.param_groups for p in g["params"]}
 
 
-def root_modules(owned: dict[int, torch.Tensor]) -> list[nn.Module]:
+def root_modules(
+    owned: dict[int, torch.Tensor], known: Sequence[nn.Module] = ()
+) -> list[nn.Module]:
     """The outermost live modules that own at least one optimizer parameter, in the order
     of their first parameter in `owned` (the optimizers' own order): the garbage
     collector's order changes from run to run, and with it which of two models of one
-    class would be named `Sequential` and which `Sequential2`."""
-    modules = live(nn.Module, lambda found: _own_all(found, owned))
+    class would be named `Sequential` and which `Sequential2`. Where models are `known`
+    already, the young ones are looked at first (`_young`)."""
+    young = _young(owned, known) if known else None
+    modules = young or live(nn.Module, lambda found: _own_all(found, owned))
     children = {id(c) for m in modules for c in m.children()}
     position = {k: i for i, k in enumerate(owned)}
     first = {
@@ -185,6 +189,21 @@ def root_modules(owned: dict[int, torch.Tensor]) -> list[nn.Module]:
     }
     roots = [m for m in modules if first.get(id(m), -1) >= 0]
     return sorted(roots, key=lambda m: first[id(m)])
+
+
+def _young(owned: dict[int, torch.Tensor], known: Sequence[nn.Module]) -> list[nn.Module] | None:
+    """The modules in the collector's young generations, where they own every tensor of
+    `owned` and none that owns one lies inside a model found before: a model made since
+    the last scans (a task's clone in a meta-learning loop, a federated client's copy, each
+    with an optimizer of its own) is found without walking every live object (tens of
+    milliseconds, once per new optimizer: most of a Reptile run's time). None: walk them
+    all."""
+    found = [o for g in (0, 1) for o in gc.get_objects(g) if isinstance(o, nn.Module)]
+    if not found or not _own_all(found, owned):
+        return None
+    inside = {id(m) for root in known for m in root.modules()}
+    owners = [m for m in found if any(id(p) in owned for p in m.parameters())]
+    return None if any(id(m) in inside for m in owners) else found
 
 
 def _own_all(modules: list[nn.Module], owned: dict[int, torch.Tensor]) -> bool:
@@ -212,10 +231,10 @@ def extend(
     extra_name: str = "clipped.param",
 ) -> None:
     """Add the parameters of the modules that own these optimizers' (or `extra`)
-    parameters, named; then the optimizers' stray ones."""
-    owned = optimizer_params(optimizers)
+    parameters not tracked yet, named; then the optimizers' stray ones."""
+    owned = {k: p for k, p in optimizer_params(optimizers).items() if k not in tracked.index}
     owned.update((id(p), p) for p in extra)
-    for root in root_modules(owned):
+    for root in root_modules(owned, tracked.roots):
         for name, param in unwrapped(root).named_parameters():
             if param.requires_grad or id(param) in owned:
                 tracked.add_model(root, strip(name), param)

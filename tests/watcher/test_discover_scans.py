@@ -5,6 +5,9 @@ scans, and names it."""
 
 from __future__ import annotations
 
+import copy
+import gc
+
 import pytest
 import torch
 from torch import nn
@@ -19,9 +22,9 @@ def scans(monkeypatch) -> list[int]:
     out: list[int] = []
     real = discover.root_modules
 
-    def counted(owned):
+    def counted(owned, known=()):
         out.append(len(owned))
-        return real(owned)
+        return real(owned, known)
 
     monkeypatch.setattr(discover, "root_modules", counted)
     return out
@@ -90,3 +93,49 @@ def test_a_parameter_outside_the_model_in_the_optimizer_scans_and_is_named(scans
     run = _train(opt, lambda: model(torch.randn(8, 4)))
     assert len(scans) == 2
     assert "optimizer0.group0.param0" in run.names()
+
+
+@pytest.fixture
+def walks(monkeypatch) -> list[type]:
+    """The walks of every live object so far, by the kind looked for (the collector held
+    off while the test runs: a model made since the last walk stays young)."""
+    out: list[type] = []
+    real = discover.live
+
+    def counted(kind, *args):
+        out.append(kind)
+        return real(kind, *args)
+
+    monkeypatch.setattr(discover, "live", counted)
+    gc.disable()
+    yield out
+    gc.enable()
+
+
+def _reptile(model: nn.Module, tasks: int):
+    """Reptile: a clone of the model per task, trained by an SGD of its own for 2 steps."""
+    outer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with gs.watch() as w:
+        for _ in range(tasks):
+            fast = copy.deepcopy(model)
+            inner = torch.optim.SGD(fast.parameters(), lr=0.05)
+            for _ in range(2):
+                inner.zero_grad()
+                fast(torch.randn(8, 4)).pow(2).mean().backward()
+                inner.step()
+            outer.zero_grad()
+            for p, q in zip(model.parameters(), fast.parameters(), strict=False):
+                p.grad = p.detach() - q.detach()
+            outer.step()
+    return w.report.run
+
+
+def test_a_clone_made_since_the_last_walk_is_found_among_the_young_objects(walks):
+    """A task's clone with its own optimizer: found without a walk of every object, and
+    named as a walk names it (a model per clone)."""
+    torch.manual_seed(0)
+    run = _reptile(nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)), 3)
+    assert walks == [nn.Module]  # the first backward's
+    assert [n for n in run.names() if n.endswith("0.weight")] == [
+        f"Sequential{k}.0.weight" for k in ("", "2", "3", "4")
+    ]
