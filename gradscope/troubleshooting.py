@@ -164,6 +164,13 @@ TABLE = {
             "change the gradients before clipping",
         ),
         TableRow(
+            "clip-order",
+            "gradient clipping that never bounds a step",
+            "clip_grad_norm_ ran where no step applies what it clipped: before backward() (on "
+            "the previous step's gradients) or after step()",
+            "clip after backward() and before step()",
+        ),
+        TableRow(
             "reset-order",
             "the optimizer steps but applies no gradient",
             "zero_grad() between backward() and step() clears the gradients it needs",

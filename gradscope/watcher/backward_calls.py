@@ -13,6 +13,7 @@ import torch
 
 from gradscope.watcher import (
     backward_sites,
+    clipping,
     discover,
     flat_ops,
     loss_graph,
@@ -53,6 +54,7 @@ def started(
     if window.calls and not here.stepped and resets.reset_by_hand(state, here):
         window = here.window = Window()  # grads set to None by hand since
     if window.calls == 0:  # a norm taken after the last step (a log) is no clip
+        clipping.unused(state, here)
         here.clear_clip()
     here.zeroed = None  # a backward after the zero_grad: the usual order
     here.taken = None

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from gradscope.steps.records import UnusedClip
 from gradscope.watcher import discover, updates
 from gradscope.watcher.adam_eps import AdamEps
 from gradscope.watcher.adam_rms import AdamRms
@@ -84,6 +85,8 @@ class WatchState:
     settings: SettingsHistory = field(default_factory=SettingsHistory)
     schedulers: dict[int, Any] = field(default_factory=dict)
     """id(scheduler) → its calls (schedules.Calls)."""
+    unused_clips: dict[str, UnusedClip] = field(default_factory=dict)
+    """The script's line of a clip no step took → what it clipped (clipping.unused)."""
     sites: dict[str, str] = field(default_factory=dict)
     """What a rule names → the script's `file:line` of its first call (WatchRun.sites)."""
     first_weights: torch.Tensor | None = None

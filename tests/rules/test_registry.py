@@ -172,6 +172,10 @@ FIRES = {
         "tests/watcher/test_watch_stepped_twice.py",
         "test_darts_alpha_in_the_weights_optimizer_is_named",
     ),
+    "GS457": (
+        "tests/watcher/test_watch_clip_order.py",
+        "test_a_clip_no_step_applies_is_named_at_its_line",
+    ),
 }
 """Rule id → a test that makes it fire (on a real model or script, or on the data of one) and
 looks for it by id or slug."""
