@@ -42,6 +42,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_layers",
         "gradscope.rules.step_logit_drift",
         "gradscope.rules.step_logits",
+        "gradscope.rules.step_lr_compound",
         "gradscope.rules.step_lr_jump",
         "gradscope.rules.step_maximised",
         "gradscope.rules.step_meaning",

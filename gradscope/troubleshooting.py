@@ -164,6 +164,13 @@ TABLE = {
             "change the gradients before clipping",
         ),
         TableRow(
+            "lr-drift",
+            "a learning rate that wanders far from anything the script set",
+            "the learning rate rescaled in place every step (param_groups' lr times a "
+            "per-batch factor) and never restored: the factors compound",
+            "restore the lr after the step, or compute it from its base value each step",
+        ),
+        TableRow(
             "clip-order",
             "gradient clipping that never bounds a step",
             "clip_grad_norm_ ran where no step applies what it clipped: before backward() (on "
