@@ -34,6 +34,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_attention",
         "gradscope.rules.step_batch",
         "gradscope.rules.step_blowup",
+        "gradscope.rules.step_carried_graph",
         "gradscope.rules.step_clip_order",
         "gradscope.rules.step_clipping",
         "gradscope.rules.step_eps",

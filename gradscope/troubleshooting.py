@@ -164,6 +164,14 @@ TABLE = {
             "change the gradients before clipping",
         ),
         TableRow(
+            "carried-graph",
+            "backward fails from the second step on: the graph was freed, or a variable it "
+            "needs was modified by an inplace operation",
+            "a tensor carried from batch to batch (an RNN's hidden state) keeps the earlier "
+            "batch's graph",
+            "detach what is carried between batches; retain_graph=True only hides it",
+        ),
+        TableRow(
             "lr-drift",
             "a learning rate that wanders far from anything the script set",
             "the learning rate rescaled in place every step (param_groups' lr times a "

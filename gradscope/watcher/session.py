@@ -331,6 +331,7 @@ class Watcher:
             state_facts=run_facts.read(icp, self.recorder.records),
             batch_read=tuple(icp.noise.reads),
             unused_clips=tuple(icp.unused_clips.values()),
+            carried_graph=icp.graph_marks.found,
         )
 
 
