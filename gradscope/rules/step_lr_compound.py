@@ -115,5 +115,5 @@ def _finding(
         "group['lr'] = lr2), or compute each batch's lr from the base value",
         value=spread,
         threshold=factor**3,
-        evidence=(f"lr at steps 1-5: {', '.join(num(r.lrs[g]) for r in steps[:5])}",),
+        evidence=("lr by step: " + ", ".join(f"{r.step}: {num(r.lrs[g])}" for r in steps[:5]),),
     )
