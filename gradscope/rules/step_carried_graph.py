@@ -38,10 +38,12 @@ _WHAT = {
 def graph_carried_over(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """The run crashed in the backward of some step with autograd's error for a graph used
     again (freed by an earlier backward, or a saved tensor modified in place since), and
-    that backward's graph reaches autograd nodes numbered before the step's first backward
-    began: a tensor computed at an earlier step, graph and all, took part in this step's
-    loss. Each batch's loss then reaches back through every earlier batch (the graph grows
-    without end with retain_graph=True). Named with the newest such node, where the
+    that backward's graph reaches autograd nodes the previous step built (numbered after
+    the loss before it, up to its own loss): a tensor computed at the previous step, graph
+    and all, took part in this step's loss (a graph built once before the loop and reused
+    by every step without failing, a view of a weight, is not the cause). Each batch's loss
+    then reaches back through every earlier batch (the graph grows without end with
+    retain_graph=True). Named with the newest such node, where the
     earlier graph joins this one; a failure whose graph holds only this step's nodes (an
     in-place op inside one forward) is not this."""
     found = run.carried_graph

@@ -7,7 +7,9 @@ whose weights the step has since updated in place ("modified by an inplace opera
 Autograd numbers its nodes as it creates them (`_sequence_nr`, per thread; a leaf's
 AccumulateGrad has none of its own), so a node numbered at or below the last loss before
 this step's first backward was built before this step: read only when a backward failed
-with one of those errors, never on a healthy run."""
+with one of those errors, never on a healthy run. Only a node the previous step built
+counts: a graph built once before the loop that steps reuse without failing (a view of a
+weight) holds nothing freed or changed, and a later failure is another one's."""
 
 from __future__ import annotations
 
@@ -35,6 +37,8 @@ class GraphMarks:
     """The sequence number of the last loss a backward completed on."""
     before_window: int = -1
     """`last_root` when the current step's first backward began (-1: the first step)."""
+    before_previous: int = -1
+    """`before_window` of the previous step."""
     found: CarriedGraph | None = None
 
 
@@ -48,7 +52,7 @@ def note_roots(marks: GraphMarks, roots: list[torch.Tensor]) -> None:
 
 def window_began(marks: GraphMarks) -> None:
     """The first backward of a step begins: nodes up to the last loss are older."""
-    marks.before_window = marks.last_root
+    marks.before_previous, marks.before_window = marks.before_window, marks.last_root
 
 
 def failed(marks: GraphMarks, roots: list[torch.Tensor], exc: BaseException, step: int) -> None:
@@ -58,13 +62,13 @@ def failed(marks: GraphMarks, roots: list[torch.Tensor], exc: BaseException, ste
     if what is None or marks.found is not None or marks.before_window < 0:
         return
     old = _older_node(roots, marks.before_window)
-    if old is not None:
-        marks.found = CarriedGraph(step, old, what)
+    if old is not None and old[0] > marks.before_previous:
+        marks.found = CarriedGraph(step, old[1], what)
 
 
-def _older_node(roots: list[torch.Tensor], mark: int) -> str | None:
-    """The name of the newest node of the roots' graph numbered at or below `mark` (the
-    one where the earlier graph joins this one), None if there is none."""
+def _older_node(roots: list[torch.Tensor], mark: int) -> tuple[int, str] | None:
+    """The number and name of the newest node of the roots' graph numbered at or below
+    `mark` (the one where the earlier graph joins this one), None if there is none."""
     seen: set[int] = set()
     stack: list[Any] = [t.grad_fn for t in roots if t.grad_fn is not None]
     best: tuple[int, str] | None = None
@@ -78,4 +82,4 @@ def _older_node(roots: list[torch.Tensor], mark: int) -> str | None:
             best = (number, node.name())
         if number > mark or number == _NO_NUMBER:
             stack.extend(n for n, _ in node.next_functions)
-    return None if best is None else best[1]
+    return best
