@@ -164,6 +164,28 @@ TABLE = {
             "change the gradients before clipping",
         ),
         TableRow(
+            "carried-graph",
+            "backward fails from the second step on: the graph was freed, or a variable it "
+            "needs was modified by an inplace operation",
+            "a tensor carried from batch to batch (an RNN's hidden state) keeps the earlier "
+            "batch's graph",
+            "detach what is carried between batches; retain_graph=True only hides it",
+        ),
+        TableRow(
+            "lr-drift",
+            "a learning rate that wanders far from anything the script set",
+            "the learning rate rescaled in place every step (param_groups' lr times a "
+            "per-batch factor) and never restored: the factors compound",
+            "restore the lr after the step, or compute it from its base value each step",
+        ),
+        TableRow(
+            "clip-order",
+            "gradient clipping that never bounds a step",
+            "clip_grad_norm_ ran where no step applies what it clipped: before backward() (on "
+            "the previous step's gradients) or after step()",
+            "clip after backward() and before step()",
+        ),
+        TableRow(
             "reset-order",
             "the optimizer steps but applies no gradient",
             "zero_grad() between backward() and step() clears the gradients it needs",

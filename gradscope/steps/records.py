@@ -136,6 +136,10 @@ class WatchRun:
     argv: tuple[str, ...] | None = None
     """The script's own arguments (`watch SCRIPT -- ARGS`); None when not run as a script,
     so advice can give a command line that works."""
+    carried_graph: CarriedGraph | None = None
+    """A backward that failed on a graph an earlier step built (watcher/carried_graph.py)."""
+    unused_clips: tuple[UnusedClip, ...] = ()
+    """Clips with a finite max_norm that no step took, per line of the script."""
     batch_read: tuple[str, ...] = ()
     """How the noise scale's micro-batches were counted in samples ("read as dim 1 of the
     input of `rnn` (LSTM, batch_first=False)"), or why not ("could not be read: ...")."""
@@ -172,6 +176,32 @@ class WatchRun:
             [self.params[i].name for i in self.members_of(index) if i < len(self.params)]
         )
         return f"optimizer {index} ({kind}{', ' + owner if owner else ''})"
+
+
+@dataclass(frozen=True)
+class CarriedGraph:
+    """The backward of `step` failed on a graph that reaches nodes built before the step."""
+
+    step: int
+    node: str
+    """The newest of those older nodes: where the earlier graph joins ("LstmBackward0")."""
+    what: str
+    """"freed" (its buffers freed by the last backward) or "modified" (kept by
+    retain_graph=True, its saved weights updated in place since)."""
+
+
+@dataclass(frozen=True)
+class UnusedClip:
+    """A line of the script whose clip_grad_norm_ (finite max_norm) no optimizer step
+    took: it ran with no backward since the last step and the next backward came first."""
+
+    site: str
+    """`file:line` of the clip call."""
+    max_norm: float
+    count: int
+    """How many times it ran so."""
+    positions: tuple[int, ...]
+    """The tracked parameters it touched (their positions)."""
 
 
 def common_module(names: list[str]) -> str:

@@ -13,6 +13,8 @@ import torch
 
 from gradscope.watcher import (
     backward_sites,
+    carried_graph,
+    clipping,
     discover,
     flat_ops,
     loss_graph,
@@ -53,7 +55,9 @@ def started(
     if window.calls and not here.stepped and resets.reset_by_hand(state, here):
         window = here.window = Window()  # grads set to None by hand since
     if window.calls == 0:  # a norm taken after the last step (a log) is no clip
+        clipping.unused(state, here)
         here.clear_clip()
+        carried_graph.window_began(state.graph_marks)
     here.zeroed = None  # a backward after the zero_grad: the usual order
     here.taken = None
     if window.calls:
@@ -113,6 +117,7 @@ def ended(
     """The call returned (`retained`: keeping its graph): its micro-batch norms; what an
     update by hand may follow."""
     state.noise.end()
+    carried_graph.note_roots(state.graph_marks, roots)
     if state.probe.handles:
         probed(state, lambda: nan_probe.end(state.probe, state))
     if here.stepped and not here.quiet:
@@ -123,6 +128,14 @@ def ended(
         check = state.manual.check
         if check is None or check.thread == here.ident:
             manual.guarded(state, lambda: manual.backward_end(state, here, roots))
+
+
+def failed(
+    state: WatchState, here: ThreadState, roots: list[torch.Tensor], exc: BaseException
+) -> None:
+    """The call raised: a graph an earlier step built, reached again (carried_graph.py)."""
+    if not here.quiet:
+        carried_graph.failed(state.graph_marks, roots, exc, state.steps + 1)
 
 
 def _flat(state: WatchState, roots: list[torch.Tensor]) -> None:

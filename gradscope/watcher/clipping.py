@@ -7,11 +7,14 @@ the parameters it touched (stepping.clip_is_for)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 from torch.amp.grad_scaler import OptState
 
+from gradscope.errors import user_line
+from gradscope.steps.records import UnusedClip
 from gradscope.watcher import discover
 from gradscope.watcher.state import WatchState
 from gradscope.watcher.threads import ThreadState
@@ -73,6 +76,7 @@ def given_norm(
     if here.clip_total is None:  # no get_total_norm seen: the given total
         clipped(here, total, 2.0, float(max_norm), scale)
     here.max_norm = float(max_norm)
+    here.clip_site, here.clip_taken = user_line(), here.current is not None
 
 
 def clipped(
@@ -89,6 +93,7 @@ def clipped(
     here.norm_type = norm_type
     if max_norm is not None:
         here.max_norm = max_norm
+        here.clip_site, here.clip_taken = user_line(), here.current is not None
     if scale is not None:
         here.scaled_clip, here.clip_scale = True, scale
     current = here.current
@@ -96,6 +101,22 @@ def clipped(
         current.grad_norm, current.norm_type = here.clip_total, here.norm_type
         current.max_norm = here.max_norm
         current.scaled_clip, current.clip_scale = here.scaled_clip, here.clip_scale
+
+
+def unused(state: WatchState, here: ThreadState) -> None:
+    """The thread's clip is dropped at the first backward after a step: one that bounded
+    (a finite max_norm) and that no step took ran where no step applies what it clipped
+    (before the backward, on the previous step's gradients or none; after the step).
+    Counted per line of the script, with the parameters it touched (UnusedClip)."""
+    if here.max_norm is None or not math.isfinite(here.max_norm) or here.clip_taken:
+        return
+    site = here.clip_site or "?"
+    index = state.tracked.index
+    touched = here.clip_params or frozenset()
+    positions = tuple(sorted(index[i] for i in touched if i in index))
+    seen = state.unused_clips.get(site)
+    count = 1 if seen is None else seen.count + 1
+    state.unused_clips[site] = UnusedClip(site, here.max_norm, count, positions)
 
 
 def clip_scale(

@@ -330,6 +330,8 @@ class Watcher:
             weights_nan=icp.probe.weights,
             state_facts=run_facts.read(icp, self.recorder.records),
             batch_read=tuple(icp.noise.reads),
+            unused_clips=tuple(icp.unused_clips.values()),
+            carried_graph=icp.graph_marks.found,
         )
 
 

@@ -12,10 +12,12 @@ from typing import Any
 
 import torch
 
+from gradscope.steps.records import UnusedClip
 from gradscope.watcher import discover, updates
 from gradscope.watcher.adam_eps import AdamEps
 from gradscope.watcher.adam_rms import AdamRms
 from gradscope.watcher.backward_sites import BackwardSites
+from gradscope.watcher.carried_graph import GraphMarks
 from gradscope.watcher.eval_passes import EvalPasses
 from gradscope.watcher.faults import Fault, fault_of, record
 from gradscope.watcher.flat_ops import FlatOps
@@ -85,6 +87,10 @@ class WatchState:
     settings: SettingsHistory = field(default_factory=SettingsHistory)
     schedulers: dict[int, Any] = field(default_factory=dict)
     """id(scheduler) → its calls (schedules.Calls)."""
+    graph_marks: GraphMarks = field(default_factory=GraphMarks)
+    """Where the current step's graph begins (carried_graph.py)."""
+    unused_clips: dict[str, UnusedClip] = field(default_factory=dict)
+    """The script's line of a clip no step took → what it clipped (clipping.unused)."""
     sites: dict[str, str] = field(default_factory=dict)
     """What a rule names → the script's `file:line` of its first call (WatchRun.sites)."""
     first_weights: torch.Tensor | None = None

@@ -220,6 +220,7 @@ def clip_is_for(here: ThreadState, optimizer: Any) -> bool:
     if id(optimizer) in here.clip_takers:
         return False
     here.clip_takers.add(id(optimizer))
+    here.clip_taken = True
     return True
 
 

@@ -118,6 +118,10 @@ class ThreadState:
     optimizers that step them, each once, until the next backward."""
     clip_takers: set[int] = field(default_factory=set)
     """ids of the optimizers whose step the clip was given to."""
+    clip_site: str | None = None
+    """The script's `file:line` of the clip (clipping.unused)."""
+    clip_taken: bool = False
+    """A step took the clip since it ran (clipping.unused)."""
     scaled: list[tuple[torch.Tensor, torch.Tensor, Any]] = field(default_factory=list)
     """(scaler.scale's output, its input, the scaler) of the last few scale calls."""
     scaled_by: Any = None
@@ -153,6 +157,8 @@ class ThreadState:
         self.scaled_clip = False
         self.clip_params = None
         self.clip_takers = set()
+        self.clip_site = None
+        self.clip_taken = False
 
 
 class Threads:

@@ -176,6 +176,18 @@ FIRES = {
         "tests/watcher/test_watch_stepped_twice.py",
         "test_darts_alpha_in_the_weights_optimizer_is_named",
     ),
+    "GS457": (
+        "tests/watcher/test_watch_clip_order.py",
+        "test_a_clip_no_step_applies_is_named_at_its_line",
+    ),
+    "GS458": (
+        "tests/watcher/test_watch_lr_compounded.py",
+        "test_a_per_batch_lr_rescale_never_restored_is_named",
+    ),
+    "GS459": (
+        "tests/watcher/test_watch_carried_graph.py",
+        "test_a_hidden_state_carried_with_its_graph_is_named",
+    ),
 }
 """Rule id → a test that makes it fire (on a real model or script, or on the data of one) and
 looks for it by id or slug."""

@@ -85,6 +85,10 @@ def _counted(
     here.depth += 1
     try:
         out = run()
+    except RuntimeError as exc:  # autograd's own errors: what graph failed (carried_graph.py)
+        failure: BaseException = exc
+        safely(state, here, PART, lambda: backward_calls.failed(state, here, roots, failure))
+        raise
     finally:
         here.depth -= 1
     safely(state, here, PART, lambda: backward_calls.ended(state, here, roots, retained))

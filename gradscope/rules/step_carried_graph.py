@@ -1,0 +1,65 @@
+"""A backward that failed on a graph an earlier step built (GS459): the script died with
+autograd's "backward through the graph a second time" or "modified by an inplace
+operation", and the failing loss's graph reaches nodes built before its step: a tensor
+carried across batches with its graph (an RNN's hidden state not detached between
+truncated-BPTT batches). The watcher reads it off the graph at the failure
+(`WatchRun.carried_graph`). No torch."""
+
+from __future__ import annotations
+
+from gradscope.config import Thresholds
+from gradscope.findings import Finding, Rule, Severity
+from gradscope.rules.registry import DECLARED, Stage, rule
+from gradscope.rules.step_common import about
+from gradscope.steps.records import WatchRun
+
+_WHAT = {
+    "freed": "the earlier backward freed that graph's buffers",
+    "modified": "retain_graph=True kept that graph, and the optimizer has since updated in "
+    "place the weights it saved",
+}
+
+
+@rule(
+    "GS459",
+    "graph-carried-over",
+    Severity.ERROR,
+    "carried-graph",
+    Stage.WATCH,
+    "watch: the script died in backward because the loss's graph reaches nodes an earlier "
+    "step built: a tensor carried between batches (an RNN's hidden state) kept its graph",
+    example="truncated BPTT with `out, h = rnn(x, h)` and no `h = h.detach()` between "
+    "batches; `loss.backward(retain_graph=True)` added to silence the first error, and "
+    "step 2 fails with 'modified by an inplace operation'",
+    fix="detach what is carried from batch to batch before the forward (h = h.detach(), or "
+    "repackage_hidden for a tuple of states) and drop retain_graph=True",
+    objectives="any: which step built the graph a backward reaches, independent of the loss",
+)
+def graph_carried_over(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
+    """The run crashed in the backward of some step with autograd's error for a graph used
+    again (freed by an earlier backward, or a saved tensor modified in place since), and
+    that backward's graph reaches autograd nodes the previous step built (numbered after
+    the loss before it, up to its own loss): a tensor computed at the previous step, graph
+    and all, took part in this step's loss (a graph built once before the loop and reused
+    by every step without failing, a view of a weight, is not the cause). Each batch's loss
+    then reaches back through every earlier batch (the graph grows without end with
+    retain_graph=True). Named with the newest such node, where the
+    earlier graph joins this one; a failure whose graph holds only this step's nodes (an
+    in-place op inside one forward) is not this."""
+    found = run.carried_graph
+    if found is None:
+        return []
+    finding = this.finding(
+        "backward",
+        f"the backward of step {found.step} failed on a graph built at an earlier step: its "
+        f"loss reaches autograd nodes created before the step began (joining at "
+        f"{found.node}): {_WHAT.get(found.what, found.what)}. A tensor carried from "
+        "batch to batch kept its graph, as an RNN's hidden state does when it is not "
+        "detached between truncated-BPTT batches: each loss would backpropagate through "
+        "every earlier batch",
+        "detach what is carried from batch to batch before the forward (h = h.detach(); "
+        "for an LSTM's (h, c) or a list of layers, detach each: repackage_hidden), and drop "
+        "retain_graph=True, which only lets the graph grow",
+        evidence=(f"joining node: {found.node}", f"failed at step {found.step}"),
+    )
+    return [about(finding, [found.step])]

@@ -1,0 +1,85 @@
+"""A backward that failed on a graph an earlier step built: a tensor carried from batch to
+batch with its graph (an RNN's hidden state not detached between truncated-BPTT batches)
+makes every loss reach back into the previous batch's graph, whose buffers the previous
+backward freed ("backward through the graph a second time") or, kept by retain_graph=True,
+whose weights the step has since updated in place ("modified by an inplace operation").
+
+Autograd numbers its nodes as it creates them (`_sequence_nr`, per thread; a leaf's
+AccumulateGrad has none of its own), so a node numbered at or below the last loss before
+this step's first backward was built before this step: read only when a backward failed
+with one of those errors, never on a healthy run. Only a node the previous step built
+counts: a graph built once before the loop that steps reuse without failing (a view of a
+weight) holds nothing freed or changed, and a later failure is another one's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gradscope.steps.records import CarriedGraph
+
+ERRORS = {
+    "backward through the graph a second time": "freed",
+    "modified by an inplace operation": "modified",
+}
+"""autograd's message → what happened to the earlier graph."""
+MAX_NODES = 200_000
+"""Nodes walked at most, once, after the failure."""
+_NO_NUMBER = 2**64 - 1
+"""The sequence number of an AccumulateGrad node (none of its own)."""
+
+
+@dataclass
+class GraphMarks:
+    last_root: int = -1
+    """The sequence number of the last loss a backward completed on."""
+    before_window: int = -1
+    """`last_root` when the current step's first backward began (-1: the first step)."""
+    before_previous: int = -1
+    """`before_window` of the previous step."""
+    found: CarriedGraph | None = None
+
+
+def note_roots(marks: GraphMarks, roots: list[torch.Tensor]) -> None:
+    """A backward completed on `roots`: the newest node numbered so far."""
+    for t in roots:
+        node = t.grad_fn
+        if node is not None:
+            marks.last_root = max(marks.last_root, node._sequence_nr())
+
+
+def window_began(marks: GraphMarks) -> None:
+    """The first backward of a step begins: nodes up to the last loss are older."""
+    marks.before_previous, marks.before_window = marks.before_window, marks.last_root
+
+
+def failed(marks: GraphMarks, roots: list[torch.Tensor], exc: BaseException, step: int) -> None:
+    """The backward raised `exc`: for autograd's two errors of a graph used again, find
+    a node of the failing graph built before this step, and keep the first such failure."""
+    what = next((v for k, v in ERRORS.items() if k in str(exc)), None)
+    if what is None or marks.found is not None or marks.before_window < 0:
+        return
+    old = _older_node(roots, marks.before_window)
+    if old is not None and old[0] > marks.before_previous:
+        marks.found = CarriedGraph(step, old[1], what)
+
+
+def _older_node(roots: list[torch.Tensor], mark: int) -> tuple[int, str] | None:
+    """The number and name of the newest node of the roots' graph numbered at or below
+    `mark` (the one where the earlier graph joins this one), None if there is none."""
+    seen: set[int] = set()
+    stack: list[Any] = [t.grad_fn for t in roots if t.grad_fn is not None]
+    best: tuple[int, str] | None = None
+    while stack and len(seen) < MAX_NODES:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        number = node._sequence_nr()
+        if number <= mark and (best is None or number > best[0]):
+            best = (number, node.name())
+        if number > mark or number == _NO_NUMBER:
+            stack.extend(n for n, _ in node.next_functions)
+    return best
