@@ -22,6 +22,7 @@ from gradscope.watcher import (
     clipping,
     nan_probe,
     noise_scale,
+    recorder,
     replaced,
     resets,
     schedules,
@@ -114,6 +115,14 @@ HOOK_POINTS = [
     (nan_probe, "look", 1, "the NaN probe", False),
     (replaced, "registered", 1, "the module registration hook", True),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _read_back_every_two_steps(monkeypatch):
+    """`flush_every=2` reads back every two steps, however fast they come (the recorder
+    waits MIN_FLUSH_INTERVAL_S between read-backs: a quick run's first would come only at
+    the watch's end, and an injection into it would be met there, not in the step's hook)."""
+    monkeypatch.setattr(recorder, "MIN_FLUSH_INTERVAL_S", 0.0)
 
 
 @pytest.fixture(scope="module")
