@@ -24,7 +24,11 @@ class OpenReset:
     params: list[torch.Tensor]
     thread: int
     reset: bool = False
-    norms: list[torch.Tensor] = field(default_factory=list)
+    low: torch.Tensor | None = None
+    """The smallest norm of its gradients found at a backward's start (one tensor, not one
+    a backward: an optimizer the script dropped keeps its entry open for good)."""
+    marks: list[tuple[int, int]] = field(default_factory=list)
+    """(id, version) of the gradients last measured: unchanged, they need no new norm."""
     held: list[Any] = field(default_factory=list)
     """Weak references to the gradients found at the first backward's start: none of them
     in `.grad` at the step, they were set to None or replaced by hand since (resets.py)."""

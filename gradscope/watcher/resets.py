@@ -193,9 +193,14 @@ def observe(state: WatchState, here: ThreadState) -> None:
         grads = [p.grad for p in entry.params]
         present = [g for g in grads if g is not None]
         if len(present) < len(grads):
-            entry.reset, entry.norms = True, []
+            entry.reset, entry.low = True, None
         elif present:
-            entry.norms.append(torch.linalg.vector_norm(torch.stack(norms(present))))
+            marks = [(id(g), g._version) for g in present]
+            if marks == entry.marks:
+                continue  # the same gradients, untouched since measured (a dropped optimizer's)
+            entry.marks = marks
+            norm = torch.linalg.vector_norm(torch.stack(norms(present)))
+            entry.low = norm if entry.low is None else torch.minimum(entry.low, norm)
             if not entry.held:
                 entry.held = [weakref.ref(g) for g in present]
 
@@ -230,7 +235,7 @@ def optimizer_reset(state: WatchState, optimizer: Any) -> None:
     state.zeroed.setdefault(id(optimizer), optimizer)
     entry = state.of(optimizer).reset
     if entry is not None:
-        entry.reset, entry.norms = True, []
+        entry.reset, entry.low = True, None
 
 
 def module_reset(state: WatchState, module: Any) -> None:
@@ -240,7 +245,7 @@ def module_reset(state: WatchState, module: Any) -> None:
         ids = {id(p) for p in module.parameters()}
         for entry in open_:
             if all(id(p) in ids for p in entry.params):
-                entry.reset, entry.norms = True, []
+                entry.reset, entry.low = True, None
 
 
 def stepped(state: WatchState, optimizer: Any, params: list[torch.Tensor], thread: int) -> None:
@@ -277,8 +282,6 @@ def carried(state: WatchState, optimizer: Any) -> torch.Tensor | None:
     step, with no reset between (None: a reset, or no backward)."""
     watch = state.of(optimizer)
     entry, watch.reset = watch.reset, None
-    if entry is None or entry.reset or not entry.norms or replaced(entry):
+    if entry is None or entry.reset or replaced(entry):
         return None
-    if len(entry.norms) == 1:
-        return entry.norms[0]
-    return torch.stack(entry.norms).min()
+    return entry.low
