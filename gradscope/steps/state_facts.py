@@ -33,6 +33,10 @@ class EvalSpan:
     statistics (and left them unchanged) at those steps."""
     where: str | None = None
     """file:line of the script's `eval()` (or `train(False)`) call that switched it."""
+    beside: str | None = None
+    """Another model the same optimizer trained in train mode (its class name)."""
+    before_training: bool = False
+    """That eval() call came before the run's first optimizer step."""
 
 
 @dataclass(frozen=True)

@@ -240,6 +240,13 @@ def _script_names() -> dict[int, str]:
     }
 
 
+def script_modules() -> dict[int, str]:
+    """id → the name the running script binds a module to at module level (`vgg`)."""
+    main = sys.modules.get("__main__")
+    names = getattr(main, "__dict__", {})
+    return {id(v): k for k, v in list(names.items()) if isinstance(v, nn.Module) and k[:1] != "_"}
+
+
 WRAPPERS = ("DistributedDataParallel", "DataParallel")
 """Modules that hold the user's model as `.module`: names are the model's own, as the
 distributed findings and the user's config spell them (no `module.` prefix)."""

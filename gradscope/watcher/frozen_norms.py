@@ -13,7 +13,6 @@ when the run ends: host version counters only (a train-mode forward bumps
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,7 +60,7 @@ class FrozenNorms:
         optimizers = [o for o in found if isinstance(o, torch.optim.Optimizer)]
         held = set(discover.optimizer_params(optimizers))
         children = {id(c) for m in modules for c in m.children()}
-        named = _script_names()
+        named = discover.script_modules()
         for top in (m for m in modules if id(m) not in children):
             for name, network in _frozen_regions(top, held):
                 top_name = named.get(id(top), type(top).__name__)
@@ -109,13 +108,6 @@ def _frozen_regions(module: nn.Module, held: set[int], name: str = "") -> list[t
         full = f"{name}.{child_name}" if name else child_name
         out += _frozen_regions(child, held, full)
     return out
-
-
-def _script_names() -> dict[int, str]:
-    """id → the name the running script binds a module to at module level (`vgg`)."""
-    main = sys.modules.get("__main__")
-    names = getattr(main, "__dict__", {})
-    return {id(v): k for k, v in list(names.items()) if isinstance(v, nn.Module) and k[:1] != "_"}
 
 
 def _kept(label: str, network: nn.Module) -> _Frozen:

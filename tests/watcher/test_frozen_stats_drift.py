@@ -30,3 +30,21 @@ def test_frozen_networks_in_eval_or_moved_by_hand_are_silent(mode):
     report = domain_watched("frozen_features.py", mode)
     assert not report.faults, report.internal_error()
     assert [f for f in report.findings if f.severity >= Severity.INFO] == [], report.findings
+
+
+def test_a_feature_network_in_eval_left_in_the_optimizer_is_told_to_freeze_not_to_train():
+    """SRGAN's shape: the critic's optimizer steps first, so the generator's optimizer and
+    the feature network beside it are found at its own first step, which counts in eval."""
+    report = domain_watched("frozen_features.py", "in-optimizer")
+    (f,) = [f for f in report.findings if f.rule == "GS440"]
+    assert "at every one of its 6 optimizer steps" in f.message, f.message
+    assert "beside net (Sequential)" in f.message and "meant to stay fixed" in f.message
+    assert f.advice.startswith("if Sequential is meant to stay fixed, call requires_grad_(False)")
+    assert "GS448" not in {g.rule for g in report.findings}  # trained: not a frozen network
+
+
+def test_a_lone_model_left_in_eval_keeps_the_plain_advice():
+    from tests.watcher.test_watch_state import rules, watched
+
+    (f,) = rules(watched("state_lm.py", "eval-start", "2"))["GS440"]
+    assert "meant to stay fixed" not in f.message and f.advice.startswith("call model.train()")

@@ -3,8 +3,10 @@ feature network (SRGAN), a linear probe's backbone, a MoCo key encoder moved by 
 BatchNorms frozen alone inside a trained block. Modes: `eval` (the feature network in eval
 mode), `probe-eval` (the backbone switched to eval after each model.train()), `momentum`
 (the key encoder in train mode, written by its momentum update), `affine` (only the
-BatchNorms' affine frozen); bugs `train` (the feature network left in train mode) and
-`probe-train` (the frozen backbone trained in train mode with the head)."""
+BatchNorms' affine frozen); bugs `train` (the feature network left in train mode),
+`probe-train` (the frozen backbone trained in train mode with the head) and `in-optimizer`
+(the feature network in eval but never frozen, its weights in the generator's optimizer,
+a critic's optimizer stepping first as in SRGAN)."""
 
 import sys
 
@@ -35,13 +37,15 @@ class Probe(nn.Module):
         return self.head(self.backbone(x).mean((2, 3)))
 
 
-if MODE in ("eval", "train"):
+critic = nn.Linear(3, 1)
+if MODE in ("eval", "train", "in-optimizer"):
     net, features = (
         nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 3, 1)),
         stack(),
     )
-    features.requires_grad_(False)
-    if MODE == "eval":
+    if MODE != "in-optimizer":
+        features.requires_grad_(False)
+    if MODE != "train":
         features.eval()
 elif MODE in ("probe-eval", "probe-train"):
     net = Probe()
@@ -55,14 +59,23 @@ else:  # affine
     for m in net.modules():
         if isinstance(m, nn.BatchNorm2d):
             m.requires_grad_(False)
-opt = torch.optim.SGD([p for p in net.parameters() if p.requires_grad], lr=0.05, momentum=0.9)
+trained = [p for p in net.parameters() if p.requires_grad]
+if MODE == "in-optimizer":
+    trained += features.parameters()
+    opt_critic = torch.optim.SGD(critic.parameters(), lr=0.01)
+opt = torch.optim.SGD(trained, lr=0.05, momentum=0.9)
 for _ in range(6):
     net.train()
     if MODE == "probe-eval":
         net.backbone.eval()
     x, y = torch.rand(8, 3, 8, 8), torch.randint(0, 4, (8,))
     batch = x + 0.1 * torch.randn_like(x)
-    if MODE in ("eval", "train"):
+    if MODE == "in-optimizer":
+        critic_loss = F.softplus(-critic(x.mean((2, 3)))).mean()
+        opt_critic.zero_grad()
+        critic_loss.backward()
+        opt_critic.step()
+    if MODE in ("eval", "train", "in-optimizer"):
         out = net(batch)
         loss = F.l1_loss(out, x) + F.mse_loss(features(out), features(x))
     elif MODE == "momentum":
