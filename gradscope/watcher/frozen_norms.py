@@ -96,13 +96,13 @@ class FrozenNorms:
 def _frozen_regions(module: nn.Module, held: set[int], name: str = "") -> list[tuple[str, Any]]:
     """The outermost frozen networks inside `module` (itself included) holding a
     BatchNorm with running statistics."""
-    params = list(module.parameters())
-    if params and all(not p.requires_grad and id(p) not in held for p in params):
+    if next(module.parameters(), None) is None:
+        return []
+    if not any(p.requires_grad or id(p) in held for p in module.parameters()):  # stops early
         norms = [m for m in module.modules() if isinstance(m, NORMS)]
         own = {id(p) for m in norms for p in m.parameters()}
-        if any(_tracked(m) is not None for m in norms) and any(id(p) not in own for p in params):
-            return [(name, module)]
-        return []
+        weights = any(id(p) not in own for p in module.parameters())
+        return [(name, module)] if weights and any(_tracked(m) is not None for m in norms) else []
     out = []
     for child_name, child in module.named_children():
         full = f"{name}.{child_name}" if name else child_name
