@@ -244,6 +244,15 @@ TABLE = {
             "model.eval() before the evaluation, model.train() after it",
         ),
         TableRow(
+            "frozen-stats",
+            "a fixed feature network (a perceptual loss, a teacher, a frozen backbone) "
+            "gives other features as training goes on",
+            "the network was frozen with requires_grad_(False) but left in train mode: its "
+            "BatchNorms refold every batch into their running statistics",
+            "call .eval() on the frozen network after every model.train() (or override "
+            "train() to keep it in eval)",
+        ),
+        TableRow(
             "adam-eps",
             "Adam learns as slowly as SGD with a tiny step",
             "eps above √v̂ for most elements: the step is lr·m̂/eps",

@@ -38,7 +38,10 @@ def trained_in_eval(run: WatchRun, t: Thresholds) -> list[Finding]:
     Read from the host flag at every step: the first step in eval mode is the one
     reported. A BatchNorm put in eval on purpose while the model trains (a frozen
     backbone, mmdetection's norm_eval) leaves the model itself in train mode: silent;
-    so is a model without dropout or BatchNorm, for which the modes are the same."""
+    so is a model without dropout or BatchNorm, for which the modes are the same. A model
+    put in eval before the first step and kept there, beside another that the same optimizer
+    trains in train mode, has the shape of a network meant to stay fixed (a perceptual
+    loss's features): the advice then offers freezing it before switching it to train."""
     out = []
     for span in run.state_facts.eval_spans:
         out.append(about(_eval_finding(run, span), range(span.first, span.last + 1)))
@@ -70,6 +73,19 @@ def _eval_finding(run: WatchRun, span: EvalSpan) -> Finding:
         if span.where
         else "call model.train() before the training steps"
     )
+    if span.before_training and span.beside and whole:
+        message += (
+            f"; it was put in eval before training began, beside {span.beside} that the same "
+            "optimizer trained in train mode: the shape of a network meant to stay fixed (a "
+            "perceptual loss's features, a frozen pretrained backbone) whose weights the "
+            "optimizer trains as well"
+        )
+        advice = (
+            f"if {span.model} is meant to stay fixed, call requires_grad_(False) on it and "
+            "leave its parameters out of the optimizer (in eval mode); if it is meant to learn, "
+            + advice[0].lower()
+            + advice[1:]
+        )
     evidence = tuple(
         f"{kind}: {', '.join(names[:SHOWN])}{' …' if len(names) > SHOWN else ''}"
         for kind, names in (("dropouts", span.dropouts), ("BatchNorms", span.norms))

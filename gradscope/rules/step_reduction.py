@@ -56,7 +56,9 @@ def reduction_scales_step(run: WatchRun, t: Thresholds) -> list[Finding]:
     than its lr says. Adam, AdamW and the other adaptive optimizers are invariant to both
     (a constant factor on the loss cancels in m / √v), and are never judged, nor is a
     class whose step gradscope does not know (optim_known); nor is a sum whose lr was set
-    for it and did no harm."""
+    for it and did no harm, nor one whose divisor changed between the steps read (a count
+    taken from each batch: RetinaNet's box loss summed over the matched anchors and divided
+    by their number is a mean per positive, whatever the batch size)."""
     out = []
     for s in by_optimizer(run):
         settings = run.settings_of(s.index)
@@ -75,8 +77,8 @@ def reduction_scales_step(run: WatchRun, t: Thresholds) -> list[Finding]:
 def _summed(
     run: WatchRun, s: Series, term: LossTerm, settings: OptimizerSettings, t: Thresholds
 ) -> Finding | None:
-    if term.reduction != "sum" or not term.count or term.count < 2:
-        return None
+    if term.reduction != "sum" or not term.count or term.count < 2 or term.counted:
+        return None  # (counted: divided by a count taken from each batch, a mean over it)
     scale = term.factor * term.count
     if not math.isfinite(scale) or scale < 2:
         return None  # divided by its count afterwards: a mean

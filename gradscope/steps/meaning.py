@@ -68,6 +68,10 @@ class LossTerm:
     """Its target is another term's input, detached (the same storage): VQ-VAE's codebook
     loss ‖sg(z) - e‖² beside its commitment loss ‖z - sg(e)‖² pulls two trained tensors
     toward each other, so the target moves as the model learns."""
+    counted: bool = False
+    """A sum whose factor changed between the steps read: divided by a count the script
+    takes from each batch (a detector's positive anchors or objects), a mean over what it
+    counts rather than a sum over the batch."""
 
     @property
     def bound(self) -> float | None:

@@ -33,6 +33,10 @@ class EvalSpan:
     statistics (and left them unchanged) at those steps."""
     where: str | None = None
     """file:line of the script's `eval()` (or `train(False)`) call that switched it."""
+    beside: str | None = None
+    """Another model the same optimizer trained in train mode (its class name)."""
+    before_training: bool = False
+    """That eval() call came before the run's first optimizer step."""
 
 
 @dataclass(frozen=True)
@@ -171,6 +175,25 @@ class SideSteps:
 
 
 @dataclass(frozen=True)
+class DriftedNorms:
+    """A frozen network (no parameter trained or written during the run) whose BatchNorms
+    ran forwards in train mode: its running statistics followed the batches."""
+
+    network: str
+    """Its name: the top-level module's class, then its path inside."""
+    kind: str
+    """Its class name."""
+    norms: tuple[str, ...]
+    """Its BatchNorms whose statistics moved, named inside it."""
+    forwards: int
+    """The most training-mode forwards one of them ran from step `since` on."""
+    since: int
+    """The optimizer step the network was first read at (its first)."""
+    steps: int
+    """Optimizer steps the run took."""
+
+
+@dataclass(frozen=True)
 class StateFacts:
     """Everything of the above for one run."""
 
@@ -195,6 +218,8 @@ class StateFacts:
     its steps while they held a gradient, at every interval compared (hand_moved.py)."""
     hand_compared: int = 0
     """Intervals between an optimizer's steps compared for it."""
+    drifted_norms: tuple[DriftedNorms, ...] = ()
+    """Frozen networks whose BatchNorm statistics moved (watcher/frozen_norms.py)."""
     mirrored: tuple[MirroredPair, ...] = ()
     """Tensors of one optimizer equal at its first step, with their gradients' cosine
     (watcher/mirrored.py)."""

@@ -77,7 +77,9 @@ def live_optimizers() -> list[torch.optim.Optimizer]:
     return live(torch.optim.Optimizer)
 
 
-def live(kind: type, enough: Callable[[list[Any]], bool] = lambda found: False) -> list[Any]:
+def live(
+    kind: type | tuple[type, ...], enough: Callable[[list[Any]], bool] = lambda found: False
+) -> list[Any]:
     """The live instances of `kind`: the collector's objects, and where the script froze
     some (`gc.freeze()`, which takes them out of `gc.get_objects`) and those are not
     `enough`, the ones reachable from the running frames' variables (`reachable`)."""
@@ -92,7 +94,7 @@ REACH_LIMIT = 10_000
 """Objects `reachable` visits at most."""
 
 
-def reachable(kind: type, depth: int = 4) -> list[Any]:
+def reachable(kind: type | tuple[type, ...], depth: int = 4) -> list[Any]:
     """Instances of `kind` among the variables of the calling thread's frames of the
     user's code (a library's or gradscope's apart: the script's own frames hold what it
     trains, or the trainer that does), their containers' items and their objects'
@@ -255,6 +257,13 @@ def _script_names() -> dict[int, str]:
     return {
         id(v): k for k, v in list(names.items()) if isinstance(v, torch.Tensor) and k[:1] != "_"
     }
+
+
+def script_modules() -> dict[int, str]:
+    """id → the name the running script binds a module to at module level (`vgg`)."""
+    main = sys.modules.get("__main__")
+    names = getattr(main, "__dict__", {})
+    return {id(v): k for k, v in list(names.items()) if isinstance(v, nn.Module) and k[:1] != "_"}
 
 
 WRAPPERS = ("DistributedDataParallel", "DataParallel")

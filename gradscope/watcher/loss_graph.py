@@ -155,12 +155,30 @@ def union(a: LossKind, b: LossKind) -> LossKind:
     detector's box and class terms only on batches that hold an object): every term either
     showed, each kind and sign once, so a term that comes and goes is read as one more term
     of the objective, whose level then varies with the batch."""
+    a = _counted(a, b)
     seen = {(t.kind, t.negated) for t in a.terms}
     extra = tuple(t for t in b.terms if (t.kind, t.negated) not in seen)
     if not extra and b.unknown_terms <= a.unknown_terms:
         return a
     terms = (a.terms + extra)[:MAX_TERMS]
     return replace(a, terms=terms, unknown_terms=max(a.unknown_terms, b.unknown_terms))
+
+
+def _counted(a: LossKind, b: LossKind) -> LossKind:
+    """a, its summed terms marked `counted` where b's term of the same kind and sign came
+    with another finite factor: the script divides that sum by a count it takes from each
+    batch (the positive anchors a detector matched), so it is a mean over those."""
+    factors = {(t.kind, t.negated): t.factor for t in b.terms if t.reduction == "sum"}
+
+    def moved(t: LossTerm) -> bool:
+        other = factors.get((t.kind, t.negated), math.nan)
+        both = math.isfinite(t.factor) and math.isfinite(other) and t.factor != 0
+        return both and abs(other / t.factor - 1) > 1e-6
+
+    marked = [replace(t, counted=True) if t.reduction == "sum" and moved(t) else t for t in a.terms]
+    if all(m is t for m, t in zip(marked, a.terms, strict=True)):
+        return a
+    return replace(a, terms=tuple(marked))
 
 
 def _below(branch: _Branch) -> list[_Branch] | None:

@@ -45,11 +45,20 @@ class Modes:
     """(optimizer index, id(model)) → its steps in eval mode."""
     names: dict[int, str] = field(default_factory=dict)
     """id(model) → its class name."""
+    script_names: dict[int, str | None] = field(default_factory=dict)
+    """id(model) → the script's module-level name for it, read while the script runs."""
     norm_eval: dict[int, int] = field(default_factory=dict)
     """id(BatchNorm) → sampled steps it was in eval mode at."""
     sampled: int = 0
     calls: dict[int, str | None] = field(default_factory=dict)
     """id(module) → file:line of the script's last eval() / train(False) on it."""
+    call_steps: dict[int, int] = field(default_factory=dict)
+    """id(module) → optimizer steps taken when the script last switched it to eval."""
+    in_train: dict[int, set[int]] = field(default_factory=dict)
+    """Optimizer index → ids of its models that were in train mode at one of its steps."""
+    known: frozenset[int] = frozenset()
+    """ids of the models known at the last step's first backward: one found later (at its
+    optimizer's first step) has its mode read at the step."""
     evaled: set[int] = field(default_factory=set)
     """ids of the modules switched to eval since the current step's first backward: at a
     step whose models were not yet known then, their forward ran in train mode."""
@@ -68,18 +77,27 @@ class Modes:
         if cached is None or cached[0] is not members:
             cached = self.roots_of[index] = (members, _roots(tracked, members))
         for root in cached[1]:
-            if eval_roots is None:
+            if eval_roots is None or id(root) not in self.known:
                 in_eval = not root.training and id(root) not in self.evaled
             else:
                 in_eval = id(root) in eval_roots
             if in_eval:
                 self._in_eval(tracked, index, members, root, step)
+            else:
+                self._in_train(index, root)
         if step <= 3 or step % SAMPLE_EVERY == 0:
             self.sampled += 1
             for root in cached[1]:
                 for m in root.modules():
                     if isinstance(m, NORMS) and not m.training:
                         self.norm_eval[id(m)] = self.norm_eval.get(id(m), 0) + 1
+
+    def _in_train(self, index: int, root: nn.Module) -> None:
+        seen = self.in_train.setdefault(index, set())
+        if id(root) not in seen:
+            seen.add(id(root))
+            self.names.setdefault(id(root), type(discover.unwrapped(root)).__name__)
+            self.script_names.setdefault(id(root), discover.script_modules().get(id(root)))
 
     def _in_eval(
         self, tracked: discover.Tracked, index: int, members: Any, root: nn.Module, step: int
@@ -116,11 +134,25 @@ class Modes:
                 s.dropouts,
                 s.norms,
                 s.where,
+                self._beside(index, root),
+                self.call_steps.get(root, -1) == 0,
             )
             for (index, root), s in self.spans.items()
             if s.dropouts or s.norms
         ]
         return spans, self._still(tracked, got_grad)
+
+    def _beside(self, index: int, root: int) -> str | None:
+        """Another model the optimizer trained in train mode: the script's name for it, or
+        its class name."""
+        others = [r for r in self.in_train.get(index, ()) if r != root]
+        if not others:
+            return None
+        named = self.script_names.get(others[0])
+        kind = self.names.get(others[0], "model")
+        if named:
+            return f"{named} ({kind})"
+        return f"another {kind}" if kind == self.names.get(root) else kind
 
     def _still(self, tracked: discover.Tracked, got_grad: Any) -> list[StillStats]:
         models = {id(r): r for _, roots in self.roots_of.values() for r in roots}
@@ -166,6 +198,7 @@ def in_eval(tracked: discover.Tracked, modes: Modes) -> frozenset[int] | None:
     first step found them (the step reads their mode then, less the models switched to
     eval after this backward: `Modes.evaled`)."""
     modes.evaled.clear()
+    modes.known = frozenset(id(r) for r in tracked.roots)
     if not tracked.roots:
         return None
     return frozenset(id(r) for r in tracked.roots if not r.training)

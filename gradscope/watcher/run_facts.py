@@ -31,6 +31,7 @@ def read(state: WatchState, records: StepStore) -> StateFacts:
             hand_moved=moved,
             hand_compared=compared,
             mirrored=state.mirrored.facts(state.tracked.index),
+            drifted_norms=tuple(state.frozen_norms.facts(state.steps)),
         )
     except Exception as exc:  # the device's own failure, after the script's
         return StateFacts(notes=(f"modes, eps and batches not read back: {exc}",))

@@ -21,6 +21,7 @@ from gradscope.watcher.carried_graph import GraphMarks
 from gradscope.watcher.eval_passes import EvalPasses
 from gradscope.watcher.faults import Fault, fault_of, record
 from gradscope.watcher.flat_ops import FlatOps
+from gradscope.watcher.frozen_norms import FrozenNorms
 from gradscope.watcher.grad_inputs import GradInputs
 from gradscope.watcher.hand_moved import HandMoved
 from gradscope.watcher.logit_probe import LogitProbe
@@ -114,6 +115,8 @@ class WatchState:
     batches: SameBatch = field(default_factory=SameBatch)
     leak: TargetLeak = field(default_factory=TargetLeak)
     hand_moved: HandMoved = field(default_factory=HandMoved)
+    frozen_norms: FrozenNorms = field(default_factory=FrozenNorms)
+    """Frozen networks' BatchNorms, their statistics read at the first step and the end."""
     mirrored: Mirrored = field(default_factory=Mirrored)
     """Copies among an optimizer's tensors at its first step, and their gradients' cosine."""
     backward_sites: BackwardSites = field(default_factory=BackwardSites)

@@ -133,6 +133,10 @@ FIRES = {
         "test_a_model_left_in_eval_mode_is_named_at_its_first_step_with_the_eval_line",
     ),
     "GS441": (STATE, "test_batchnorm_statistics_that_never_moved_are_named"),
+    "GS448": (
+        "tests/watcher/test_frozen_stats_drift.py",
+        "test_a_frozen_network_in_train_mode_is_named_with_its_batchnorms",
+    ),
     "GS442": (STATE, "test_adam_eps_above_root_v_is_named_within_two_steps"),
     "GS443": (STATE, "test_the_same_batch_every_step_is_information"),
     "GS444": (STATE, "test_an_evaluation_in_train_mode_is_named_with_its_line"),

@@ -59,3 +59,36 @@ def test_a_term_seen_at_a_later_step_joins_the_kind_once():
     assert [t.kind for t in both.terms] == ["binary_cross_entropy_with_logits", "cross_entropy"]
     assert both.unknown_terms == 1
     assert loss_graph.union(both, first) is both
+
+
+def test_a_sum_divided_by_each_batchs_positives_is_counted_not_a_sum_over_the_batch():
+    """RetinaNet's box loss: smooth-L1 summed over the matched anchors' 4 deltas, divided
+    by the batch's number of positives (24 at one step, 30 at the next). Read as a sum over
+    the batch, it was GS438's "effective lr × 2.17" on a run whose lr was too high."""
+    first = LossKind((LossTerm("smooth_l1", "sum", 1 / 24, count=52),))
+    later = LossKind((LossTerm("smooth_l1", "sum", 1 / 30, count=60),))
+    (term,) = loss_graph.union(first, later).terms
+    assert term.counted and term.count == 52
+
+
+@pytest.mark.parametrize(
+    ("reduction", "factors"), [("sum", (0.25, 0.25)), ("sum", (1.0, 1.0)), ("mean", (0.5, 0.25))]
+)
+def test_a_constant_divisor_or_a_mean_is_not_counted(reduction, factors):
+    """A sum divided by a constant (the batch size, 4 accumulation steps) still sums over
+    the batch, and GS438 still judges it; a mean has no count to divide by."""
+    kinds = [LossKind((LossTerm("mse", reduction, f, count=256),)) for f in factors]
+    (term,) = loss_graph.union(*kinds).terms
+    assert not term.counted
+
+
+def test_a_box_loss_divided_by_its_positives_blames_the_lr_not_the_reduction():
+    report = domain_watched("anchor_boxes.py", "positives")
+    rules = [f.rule for f in report.findings]
+    assert "GS438" not in rules and rules[0] == "GS419", report.findings
+
+
+def test_a_box_loss_summed_over_the_batch_still_names_the_reduction():
+    report = domain_watched("anchor_boxes.py", "batch-sum")
+    assert report.findings[0].rule == "GS438", report.findings
+    assert "sum over 80 targets" in report.findings[0].message

@@ -30,6 +30,7 @@ class ModuleTrain(Patch):
                 return original(module, mode)
             if not mode:
                 state.modes.calls[id(module)] = user_line()
+                state.modes.call_steps[id(module)] = state.steps
                 state.modes.evaled.add(id(module))
             inside.depth = True
             try:
