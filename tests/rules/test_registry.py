@@ -176,6 +176,10 @@ FIRES = {
         "tests/watcher/test_watch_stepped_twice.py",
         "test_darts_alpha_in_the_weights_optimizer_is_named",
     ),
+    "GS457": (
+        "tests/watcher/test_watch_range_test.py",
+        "test_only_training_that_starts_above_the_tests_first_losses_is_named",
+    ),
 }
 """Rule id → a test that makes it fire (on a real model or script, or on the data of one) and
 looks for it by id or slug."""
