@@ -1,9 +1,9 @@
-"""An lr range test at the start of a run (fastai's lr_find, torch-lr-finder): the
-learning rate grows by one factor every step until the loss blows up, then the script
-restores the model and optimizer it saved and trains at the learning rate it chose. The
-blow-up is what the test looks for, not a fault of training: the run is judged from the
-first step after the test. Where the script forgot to restore (GS457), training starts
-from the weights the blow-up left, and its first losses say so. No torch."""
+"""An lr range test at the start of a run (fastai's lr_find, torch-lr-finder, either
+step mode): the learning rate grows at every step, over decades, until the loss blows up,
+then the script restores the model and optimizer it saved and trains at the learning rate
+it chose. The blow-up is what the test looks for, not a fault of training: the run is
+judged from the first step after the test. Where the script forgot to restore (GS457),
+training starts from the weights the blow-up left, and its first losses say so. No torch."""
 
 from __future__ import annotations
 
@@ -20,54 +20,46 @@ from gradscope.rules.step_common import about
 from gradscope.rules.symptoms import DIVERGENCE
 from gradscope.steps.records import StepRecord, WatchRun
 
+MIN_TEST = 4
+"""Steps of growth for a range test (a linear sweep over decades blows up within a few)."""
+
 MIN_STEPS = 8
-"""Steps of geometric growth, and steps of training after them, for a range test."""
+"""Steps of training after a range test, for the test to be told from the training."""
 
 MIN_SPAN = 100.0
-"""How far (×) the learning rate must grow over the test: a warm-up grows once, a range
-test sweeps decades."""
+"""How far (×) the learning rate must grow over the test: a warm-up grows once (from
+lr/25 in a one-cycle schedule), a range test sweeps decades."""
 
 DROP = 10.0
 """How far (×) the learning rate must fall at the step after the test: training restarts
-at a rate chosen below where the loss blew up."""
+at a rate chosen below where the loss blew up; a warm-up's peak decays step by step."""
 
-SAME_FACTOR = 1e-6
-"""Relative tolerance on the per-step growth factor (each rate is start × factor**i)."""
+STILL = 10.0
+"""The test's first steps, at rates within this factor of its first, barely move the
+weights: their losses are those of the weights it started from (GS457's band)."""
 
 
-def _factor(before: StepRecord, after: StepRecord) -> float | None:
-    """The factor every param group's lr grew by from one step to the next; None when the
-    groups disagree or a rate is not positive and finite."""
-    ratios = [
-        b / a
-        for a, b in zip(before.lrs, after.lrs, strict=False)
-        if a > 0 and math.isfinite(a) and math.isfinite(b)
-    ]
-    if not ratios or len(ratios) != len(before.lrs) or len(before.lrs) != len(after.lrs):
-        return None
-    if any(not math.isclose(r, ratios[0], rel_tol=SAME_FACTOR) for r in ratios):
-        return None
-    return ratios[0]
+def _grew(before: StepRecord, after: StepRecord) -> bool:
+    """Every param group's lr, positive and finite, rose from one step to the next."""
+    if not before.lrs or len(before.lrs) != len(after.lrs):
+        return False
+    return all(0 < a < b and math.isfinite(b) for a, b in zip(before.lrs, after.lrs, strict=True))
 
 
 def range_test_end(steps: list[StepRecord]) -> int | None:
     """The number of steps a range test at the run's start took, when one did and
     training followed it; else None."""
-    if len({r.optimizer for r in steps}) != 1 or len(steps) < 2 * MIN_STEPS:
+    if len({r.optimizer for r in steps}) != 1 or len(steps) < MIN_TEST + MIN_STEPS:
         return None
-    first = _factor(steps[0], steps[1])
-    if first is None or first <= 1.0:
-        return None
-    end = 2
-    while end < len(steps):
-        factor = _factor(steps[end - 1], steps[end])
-        if factor is None or not math.isclose(factor, first, rel_tol=SAME_FACTOR):
-            break
+    end = 1
+    while end < len(steps) and _grew(steps[end - 1], steps[end]):
         end += 1
-    last, after = steps[end - 1], steps[end:]
-    if end < MIN_STEPS or len(after) < MIN_STEPS or first ** (end - 1) < MIN_SPAN:
+    first, last, after = steps[0], steps[end - 1], steps[end:]
+    if end < MIN_TEST or len(after) < MIN_STEPS or len(after[0].lrs) != len(last.lrs):
         return None
-    if not all(b * DROP <= a for a, b in zip(last.lrs, after[0].lrs, strict=False)):
+    if not all(b >= MIN_SPAN * a for a, b in zip(first.lrs, last.lrs, strict=True)):
+        return None
+    if not all(b * DROP <= a for a, b in zip(last.lrs, after[0].lrs, strict=True)):
         return None
     return end
 
@@ -97,7 +89,7 @@ def range_test_note(run: WatchRun) -> str | None:
     last, after = steps[end - 1], steps[end]
     return (
         f"steps 1-{last.step} were an lr range test (the learning rate grew "
-        f"{last.lrs[0] / steps[0].lrs[0]:.3g}× by one factor a step, then fell "
+        f"{last.lrs[0] / steps[0].lrs[0]:.3g}× over its steps, then fell "
         f"{last.lrs[0] / after.lrs[0]:.3g}×): the rules judge its steps apart, the "
         f"training from step {after.step}"
     )
@@ -121,12 +113,16 @@ def range_test_note(run: WatchRun) -> str | None:
 def range_test_not_restored(
     run: WatchRun, t: Thresholds, *, this: Rule = DECLARED
 ) -> list[Finding]:
-    """The losses of a range test's first steps, at rates too small to move the weights,
+    """The losses of a range test's first steps, at rates within STILL of its first (too
+    small to move the weights),
     are the loss of the weights it started from, batch to batch. Restored, training starts
     from those weights: its first losses lie in that band. Training that starts above it,
     after the test drove the loss above it too, starts from the weights the test left."""
     test = run.range_test
-    band, first = _losses(test[:MIN_STEPS]), _losses(run.steps[:3])
+    still = [
+        r for r in test if all(b <= STILL * a for a, b in zip(test[0].lrs, r.lrs, strict=True))
+    ]
+    band, first = _losses(still), _losses(run.steps[:3])
     if len(band) < 3 or not first:
         return []
     low, high = min(band), max(band)

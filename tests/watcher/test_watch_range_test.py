@@ -1,8 +1,8 @@
-"""An lr range test at a run's start (the rate grows by one factor a step until the loss
-blows up, the saved states are loaded back, training follows) is judged apart: its blow-up
-is what it looks for. Training that starts from the weights it left (the restore
-forgotten) is named (GS457). An exponential warm-up, a test with no training after it and
-a rate that does not fall back are no range test."""
+"""An lr range test at a run's start (the rate grows at every step until the loss blows
+up, the saved states are loaded back, training follows) is judged apart: its blow-up is
+what it looks for. Training that starts from the weights it left (the restore forgotten)
+is named (GS457). Warm-ups (exponential, linear, one-cycle), a test with no training after
+it and a rate that does not fall back are no range test."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from gradscope.steps.records import ParamInfo, WatchRun
 from tests.watcher.watch_scripts import domain_watched
 
 
-@pytest.mark.parametrize("mode", ["sgd", "adam"])
+@pytest.mark.parametrize("mode", ["sgd", "adam", "linear"])
 def test_a_restored_range_test_and_its_training_are_clean(mode):
     report = domain_watched("lr_range_test.py", mode)
     loud = [f for f in report.findings if f.severity >= Severity.WARNING]
@@ -44,6 +44,8 @@ SWEEP = [1e-5 * 1.5**i for i in range(30)]
 
 def test_a_sweep_followed_by_training_at_a_lower_rate_is_a_range_test():
     assert range_test_end(_lrs(SWEEP + [1e-3] * 20)) == 30
+    linear = [1e-6 + 0.25 * i for i in range(5)]  # blew up at its fifth step
+    assert range_test_end(_lrs(linear + [1e-3] * 20)) == 5
 
 
 @pytest.mark.parametrize(
@@ -53,6 +55,8 @@ def test_a_sweep_followed_by_training_at_a_lower_rate_is_a_range_test():
         SWEEP,  # a range test alone
         SWEEP + [SWEEP[-1] / 2] * 20,  # the rate falls, not back below the blow-up
         [1e-5 * 1.5**i for i in range(8)] + [1e-6] * 20,  # grows less than 100×
+        [4e-5 * (i + 1) for i in range(25)] + [1e-3 * 0.99**i for i in range(20)],  # one-cycle
+        [1e-3 * (i + 1) / 200 for i in range(200)] + [1e-3] * 20,  # linear warm-up from 0
     ],
 )
 def test_warm_ups_and_a_test_alone_are_no_range_test(rates):
