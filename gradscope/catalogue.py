@@ -29,6 +29,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
     "baseline": ("gradscope.gate.baseline",),
     "gradcheck": ("gradscope.gradcheck.findings",),
     "watch": (  # the judge runs them by rule id, whatever their order here
+        "gradscope.rules.range_test",
         "gradscope.rules.step_after_clip",
         "gradscope.rules.step_amp",
         "gradscope.rules.step_attention",

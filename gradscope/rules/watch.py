@@ -14,6 +14,7 @@ from collections.abc import Callable
 from gradscope.config import Settings, Thresholds
 from gradscope.findings import Finding
 from gradscope.rules import causes
+from gradscope.rules.range_test import after_range_test
 from gradscope.rules.registry import Stage, checks
 from gradscope.steps.records import WatchRun
 
@@ -29,7 +30,9 @@ def __getattr__(name: str) -> list[Check]:
 
 def judge(run: WatchRun, settings: Settings) -> list[Finding]:
     """Every finding, ignored ones marked (`ignored_by`); causes first, worst first, each
-    symptom marked with its cause and what a cause supersedes dropped (rules/causes.py)."""
+    symptom marked with its cause and what a cause supersedes dropped (rules/causes.py).
+    An lr range test at the run's start is left out (rules/range_test.py)."""
+    run = after_range_test(run)
     with run.store.held():
         findings = settings.judged(diagnose(run, settings.thresholds))
     return causes.link(run, findings)

@@ -144,6 +144,10 @@ class WatchRun:
     """How the noise scale's micro-batches were counted in samples ("read as dim 1 of the
     input of `rnn` (LSTM, batch_first=False)"), or why not ("could not be read: ...")."""
 
+    range_test: tuple[StepRecord, ...] = ()
+    """The steps of an lr range test at the run's start, which the rules judge apart from
+    `steps` (rules/range_test.py)."""
+
     def __post_init__(self) -> None:
         store = self.steps if isinstance(self.steps, StepStore) else StepStore.of(self.steps)
         store.widen(len(self.params))

@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 
 from gradscope.config import Settings
 from gradscope.errors import GradscopeError, Terminated, UserCodeError, is_own_file
+from gradscope.rules.range_test import with_range_test_note
 from gradscope.rules.watch import judge  # the engine calls the judge, once
 from gradscope.safe_json import dumps
 from gradscope.steps.noise import Smoother
@@ -233,6 +234,7 @@ class Watcher:
         if status == "crashed" and exc is not None:
             trace = UserCodeError("the script", exc).user_traceback()
             self.run = replace(self.run, traceback=trace)
+        self.run = with_range_test_note(self.run)
 
         findings = None
         try:
