@@ -97,7 +97,7 @@ def range_test_note(run: WatchRun) -> str | None:
 
 @rule(
     "GS460",
-    "range-test-not-restored",
+    "range-test-unrestored",
     Severity.ERROR,
     "exploding",
     Stage.WATCH,

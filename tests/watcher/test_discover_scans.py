@@ -135,7 +135,7 @@ def test_a_clone_made_since_the_last_walk_is_found_among_the_young_objects(walks
     named as a walk names it (a model per clone)."""
     torch.manual_seed(0)
     run = _reptile(nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)), 3)
-    assert walks == [nn.Module]  # the first backward's
+    assert walks.count(nn.Module) == 1  # the first backward's (GS448's frozen nets: another kind)
     assert [n for n in run.names() if n.endswith("0.weight")] == [
         f"Sequential{k}.0.weight" for k in ("", "2", "3", "4")
     ]
