@@ -8,6 +8,7 @@ path, its error) goes through `styled`: never parsed as markup, control characte
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
 from rich.console import Console
@@ -20,6 +21,7 @@ from gradscope.report.console import View, paint
 from gradscope.report.text import Part
 from gradscope.report.watch_groups import binned_max, group_norm, layer_groups
 from gradscope.report.watch_marks import marks
+from gradscope.steps import noise
 from gradscope.watcher.report import WatchReport
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -68,7 +70,7 @@ def _summary(report: WatchReport, console: Console) -> None:
     s = report.summary()
     run = report.run
     layout.header(console, "watch", run.label)
-    optimizers = ", ".join(s["optimizers"]) or "no optimizer"
+    optimizers = _kinds(s["optimizers"]) or "no optimizer"
     layout.field(
         console,
         "run",
@@ -85,13 +87,17 @@ def _summary(report: WatchReport, console: Console) -> None:
         covers = f"the report covers the {_steps(len(run.steps))} before the script {why}"
         layout.field(console, "partial", (covers, "yellow"))
     if report.judged and len(run.optimizers) > 1:
+        shown = _shown(report)
         for entry in s["per_optimizer"]:
+            if entry["index"] not in shown:
+                continue
             layout.line(
                 console,
                 f"  {entry['label']}: {_steps(entry['steps'])} · ",
                 _loss_and_norm(entry),
                 hang=layout.FIELD,
             )
+        _more(console, s["per_optimizer"], shown)
     elif report.judged:
         layout.field(console, "steps", _loss_and_norm(s))
     if report.judged:
@@ -100,6 +106,45 @@ def _summary(report: WatchReport, console: Console) -> None:
             layout.field(console, "" if i else "noise", (line, "" if n.resolved else "dim"))
     for i, note in enumerate(s["notes"]):  # a distributed run's are a table: kept aligned
         layout.field(console, "" if i else "notes", (note, "dim"))
+
+
+SHOWN = 6
+"""Optimizers given a line and a table of their own; a run that makes one per task (a
+meta-learning loop, federated clients) has hundreds, summed up in one line."""
+
+
+def _shown(report: WatchReport) -> set[int]:
+    """The optimizers shown one by one: those the findings name, then those with the most
+    steps, SHOWN in all (every one where there are no more)."""
+    count = len(report.run.optimizers)
+    if count <= SHOWN:
+        return set(range(count))
+    named = [i for i in range(count) if _named(report, i)]
+    steps = {i: len(own) for i, own in noise.by_optimizer(report.run.steps).items()}
+    busiest = sorted(range(count), key=lambda i: (-steps.get(i, 0), i))
+    return set((named + [i for i in busiest if i not in named])[:SHOWN])
+
+
+def _named(report: WatchReport, i: int) -> bool:
+    return any(f.subject.startswith(f"optimizer {i} (") for f in report.findings)
+
+
+def _more(console: Console, entries: list[dict[str, Any]], shown: set[int]) -> None:
+    """One line for the optimizers not shown: their kinds and steps."""
+    rest = [e for e in entries if e["index"] not in shown]
+    if rest:
+        counts = sorted({e["steps"] for e in rest})
+        each = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+        kinds = _kinds([e["optimizer"] for e in rest])
+        line = f"  and {len(rest)} more optimizers ({kinds}, {each} steps each): "
+        line += "--format json lists each"
+        layout.line(console, line, "", hang=layout.FIELD)
+
+
+def _kinds(names: list[str]) -> str:
+    """`SGD ×30, Adam`: each kind once, in order of first use, counted where repeated."""
+    counts = Counter(names)
+    return ", ".join(k if counts[k] == 1 else f"{k} ×{counts[k]}" for k in dict.fromkeys(names))
 
 
 def _loss_and_norm(s: dict[str, Any]) -> str:
@@ -151,8 +196,9 @@ def _over_time(report: WatchReport, console: Console) -> None:
         title = f"gradient norm over steps 1-{steps[-1].step} (log scale, max per bin)"
         _table(report, console, list(steps), everything, title)
         return
-    for i in range(len(report.run.optimizers)):  # a GAN's D and G: separate quantities
-        own = [r for r in steps if r.optimizer == i]
+    own_steps = noise.by_optimizer(steps)
+    for i in sorted(_shown(report)):  # a GAN's D and G: separate quantities
+        own = own_steps.get(i, [])
         if not own:
             continue
         members = list(report.run.members[i]) if i < len(report.run.members) else everything
