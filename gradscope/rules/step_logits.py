@@ -11,6 +11,8 @@ the model on another question. The graph shows both directly (watcher/loss_input
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
@@ -86,12 +88,20 @@ def probabilities_as_logits(
     probabilities rise, whatever the targets. A log_softmax over the classes, nll_loss or
     ctc_loss on it, and a sigmoid feeding binary_cross_entropy (BCELoss) are right: not
     reported."""
-    out = []
+    out: list[Finding] = []
+    seen: dict[tuple[str, str], int] = {}
     for s in by_optimizer(run):
         kind = run.loss_kind(s.index)
         if kind is None or not kind.misfed() or not s.steps:
             continue
         term = kind.misfed()[0]
+        key = (kind.where or "", term.misfed_detail or "")
+        if key[0] and key in seen:  # one loss, one backward, stepping two optimizers
+            first = out[seen[key]]
+            also = f"the same loss, from the same backward, trains {s.name} too"
+            out[seen[key]] = replace(first, evidence=(*first.evidence, also))
+            continue
+        seen[key] = len(out)
         _, losses = loss_steps(s)
         evidence = [f"loss graph: {kind.describe()}"]
         floor = kind.lower_bound()
