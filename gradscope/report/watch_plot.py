@@ -14,6 +14,7 @@ from gradscope.report.watch_marks import marks
 from gradscope.steps import noise
 from gradscope.steps.noise import NoiseSummary
 from gradscope.steps.records import StepRecord
+from gradscope.steps.step_record import steps_by_optimizer
 from gradscope.watcher.report import WatchReport
 
 # matplotlib is imported in functions: `gradscope --help` must not load it
@@ -233,7 +234,7 @@ COLORS = ("tab:blue", "tab:red", "tab:purple", "tab:brown", "tab:olive", "tab:cy
 
 def _series(report: WatchReport) -> list[tuple[int, list[StepRecord], str]]:
     """(optimizer index, its steps, colour) for each optimizer that stepped."""
-    own = noise.by_optimizer(report.run.steps)
+    own = steps_by_optimizer(report.run.steps)
     return [(i, own[i], COLORS[i % len(COLORS)]) for i in sorted(own)]
 
 

@@ -21,7 +21,7 @@ from gradscope.report.console import View, paint
 from gradscope.report.text import Part
 from gradscope.report.watch_groups import binned_max, group_norm, layer_groups
 from gradscope.report.watch_marks import marks
-from gradscope.steps import noise
+from gradscope.steps.step_record import steps_by_optimizer
 from gradscope.watcher.report import WatchReport
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -120,13 +120,15 @@ def _shown(report: WatchReport) -> set[int]:
     if count <= SHOWN:
         return set(range(count))
     named = [i for i in range(count) if _named(report, i)]
-    steps = {i: len(own) for i, own in noise.by_optimizer(report.run.steps).items()}
+    steps = {i: len(own) for i, own in steps_by_optimizer(report.run.steps).items()}
     busiest = sorted(range(count), key=lambda i: (-steps.get(i, 0), i))
     return set((named + [i for i in busiest if i not in named])[:SHOWN])
 
 
 def _named(report: WatchReport, i: int) -> bool:
-    return any(f.subject.startswith(f"optimizer {i} (") for f in report.findings)
+    """A finding is about the optimizer: its subject names it (`loss (optimizer 3 (SGD,
+    ...))`, `total-grad-norm (optimizer 3 ...)`)."""
+    return any(f"optimizer {i} (" in f.subject for f in report.findings)
 
 
 def _more(console: Console, entries: list[dict[str, Any]], shown: set[int]) -> None:
@@ -196,7 +198,7 @@ def _over_time(report: WatchReport, console: Console) -> None:
         title = f"gradient norm over steps 1-{steps[-1].step} (log scale, max per bin)"
         _table(report, console, list(steps), everything, title)
         return
-    own_steps = noise.by_optimizer(steps)
+    own_steps = steps_by_optimizer(steps)
     for i in sorted(_shown(report)):  # a GAN's D and G: separate quantities
         own = own_steps.get(i, [])
         if not own:

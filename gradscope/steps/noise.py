@@ -17,10 +17,10 @@ micro-batches. No torch: the records hold the plain numbers (`micro_batches`,
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gradscope.steps.step_record import StepRecord
+from gradscope.steps.step_record import StepRecord, steps_by_optimizer
 
 EMA_DECAY = 0.95
 """Smoothing of the two per-step estimates (about 20 steps of memory)."""
@@ -274,20 +274,10 @@ def summaries(
     steps: Sequence[StepRecord], optimizers: int, reads: Sequence[str] = ()
 ) -> list[NoiseSummary]:
     """One per optimizer that has measured steps; one saying why not when none has."""
-    own = by_optimizer(steps)
+    own = steps_by_optimizer(steps)
     found = [summarise(own.get(i, []), i, reads=reads) for i in range(optimizers)]
     measured = [s for s in found if s.steps]
     return measured or found[:1]
-
-
-def by_optimizer(steps: Iterable[StepRecord]) -> dict[int, list[StepRecord]]:
-    """Each optimizer's steps, in one pass (a run's records are built as they are read: a
-    pass per optimizer builds them all once per optimizer, and a meta-learning run makes
-    hundreds)."""
-    own: dict[int, list[StepRecord]] = {}
-    for r in steps:
-        own.setdefault(r.optimizer, []).append(r)
-    return own
 
 
 def by_layer(

@@ -7,6 +7,7 @@ Below the store that keeps the steps (step_store.py) and the run that holds the 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,3 +159,13 @@ class StepRecord:
                 else [None if math.isnan(v) else v for v in self.update_ratios]
             )
         return out
+
+
+def steps_by_optimizer(steps: Iterable[StepRecord]) -> dict[int, list[StepRecord]]:
+    """Each optimizer's steps, in one pass (a run's records are built as they are read: a
+    pass per optimizer builds them all once per optimizer, and a meta-learning run makes
+    hundreds)."""
+    own: dict[int, list[StepRecord]] = {}
+    for r in steps:
+        own.setdefault(r.optimizer, []).append(r)
+    return own

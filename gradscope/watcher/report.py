@@ -16,6 +16,7 @@ from gradscope.steps import noise
 from gradscope.steps.noise import NoiseSummary
 from gradscope.steps.precursor_json import precursors
 from gradscope.steps.records import MANUAL, WatchRun
+from gradscope.steps.step_record import steps_by_optimizer
 from gradscope.watcher.faults import Fault
 
 # torch is imported in functions: `gradscope --help` must not load it
@@ -164,7 +165,7 @@ class WatchReport:
         """One entry per optimizer (by index): its steps, loss and gradient norm. The
         losses of two optimizers (a GAN's D and G) are different quantities."""
         out = []
-        steps = noise.by_optimizer(self.run.steps)
+        steps = steps_by_optimizer(self.run.steps)
         for i, kind in enumerate(self.run.optimizers):
             own = steps.get(i, [])
             out.append(

@@ -42,3 +42,18 @@ def test_the_terminal_shows_six_optimizers_and_sums_up_the_rest():
     assert "  and 5 more optimizers (SGD ×5, 2 steps each): --format json lists each" in lines
     assert sum("gradient norm over its" in line for line in lines) == watch_terminal.SHOWN
     assert "(SGD ×11)" in lines[1]
+
+
+def test_an_optimizer_a_finding_names_is_shown_whatever_its_steps():
+    """The six shown are those the findings name first (a subject such as `loss
+    (optimizer 9 (SGD, ...))`), then the busiest."""
+    from dataclasses import replace
+
+    from gradscope.findings import RULES
+    from gradscope.report import watch_terminal
+
+    torch.manual_seed(0)
+    report = _reptile(nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)), 10)
+    named = RULES["GS431"].finding("loss (optimizer 9 (SGD, Sequential10))", "fed", "fix")
+    shown = watch_terminal._shown(replace(report, findings=[named]))
+    assert 9 in shown and len(shown) == watch_terminal.SHOWN
