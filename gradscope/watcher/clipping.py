@@ -103,6 +103,22 @@ def clipped(
         current.scaled_clip, current.clip_scale = here.scaled_clip, here.clip_scale
 
 
+def traced(state: WatchState, here: ThreadState) -> None:
+    """A clip inside a compiled graph since the last step: its total and max_norm, the
+    parameters it touched unknown (any optimizer's). The norms before it are the
+    gradients' now divided by torch's clip coefficient, which scaled them all alike."""
+    total, norm_type, max_norm = state.traced_clip or (None, 2.0, None)
+    state.traced_clip = None
+    if not isinstance(total, torch.Tensor):
+        return
+    here.clip_params = None
+    if max_norm is not None:
+        coefficient = torch.clamp(float(max_norm) / (total.detach() + 1e-6), max=1.0)
+        here.pre_clip = state.measure.grads(state.foreign(here)) / coefficient
+        max_norm = float(max_norm)
+    clipped(here, total, float(norm_type), max_norm, None)
+
+
 def unused(state: WatchState, here: ThreadState) -> None:
     """The thread's clip is dropped at the first backward after a step: one that bounded
     (a finite max_norm) and that no step took ran where no step applies what it clipped

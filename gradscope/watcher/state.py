@@ -67,6 +67,8 @@ class WatchState:
     its parameters (an optimizer whose step() the script forgot). Weak: an optimizer the
     script rebuilds every epoch is not kept alive with its state."""
     discovered: bool = False
+    traced_clip: tuple[Any, Any, Any] | None = None
+    """A clip inside a graph torch.compile traced: (total, norm_type, max_norm)."""
     steps: int = 0
     backward_total: int = 0
     """backward() calls over the whole run."""

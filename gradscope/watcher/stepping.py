@@ -12,6 +12,7 @@ import torch
 
 from gradscope.steps.step_record import input_checked
 from gradscope.watcher import (
+    clipping,
     discover,
     first_norms,
     group_swaps,
@@ -22,7 +23,6 @@ from gradscope.watcher import (
     resets,
     updates,
 )
-from gradscope.watcher.clipping import unscaled
 from gradscope.watcher.measure import norms
 from gradscope.watcher.recorder import PendingStep
 from gradscope.watcher.state import WatchState
@@ -37,6 +37,8 @@ def begin(
 ) -> None:
     """The step starts (or its closure's first evaluation returned `returned`)."""
     here.stepping = None
+    if state.traced_clip is not None:
+        clipping.traced(state, here)
     if state.replaced:  # a watched model registered a parameter or module since
         replaced.refresh(state)
     index = optimizer_index(state, here, optimizer)
@@ -93,7 +95,7 @@ def _grad_norms(
     norms_ = state.measure.grads(state.foreign(here, index))
     grad_scale = getattr(optimizer, "grad_scale", None)  # fused + GradScaler
     if isinstance(grad_scale, torch.Tensor):
-        norms_ = unscaled(norms_, grad_scale)
+        norms_ = clipping.unscaled(norms_, grad_scale)
     return norms_
 
 

@@ -1,6 +1,9 @@
 """`clip_grad_norm_` (in torch.nn.utils and torch.nn.utils.clip_grad: replaced in both
 before the script imports them), `get_total_norm` and `clip_grads_with_norm_`: what a
-clip tells the step (clipping.py)."""
+clip tells the step (clipping.py).
+Inside a graph torch.compile traces, torch's own clip runs as it is (a `fullgraph=True`
+region allows no break): only its total and max_norm reach the step, as a value the
+graph returns (state.traced_clip, taken by the next step: clipping.traced)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import types
 from typing import Any
 
 import torch
+from torch.compiler import is_compiling
 
 from gradscope.watcher import clip_reuse, clipping
 from gradscope.watcher.guard import enter, safely
@@ -29,6 +33,7 @@ CLIP = "the clip_grad_norm_() hook"
 
 class ClipGradNorm(Patch):
     name = "clip_grad_norm_"
+    traced = True  # fullgraph=True compiles it whole: a break there would stop the script
 
     def wrap(self, original: Any) -> Any:
         state = self.state
@@ -37,6 +42,10 @@ class ClipGradNorm(Patch):
         def clip_grad_norm_(
             parameters: Any, max_norm: float, norm_type: float = 2.0, *a: Any, **kw: Any
         ) -> Any:
+            if is_compiling():  # torch's clip in the graph; its total kept for the step
+                total = original(parameters, max_norm, norm_type, *a, **kw)
+                state.traced_clip = (total, norm_type, max_norm)
+                return total
             here = enter(state)
             if here is None or here.depth or here.quiet:
                 return original(parameters, max_norm, norm_type, *a, **kw)
@@ -71,11 +80,16 @@ class ClipGradNorm(Patch):
 
 class TotalNorm(Patch):
     name = "get_total_norm"
+    traced = True
 
     def wrap(self, original: Any) -> Any:
         state = self.state
 
         def get_total_norm(tensors: Any, norm_type: float = 2.0, *a: Any, **kw: Any) -> Any:
+            if is_compiling():  # the total for the step when a clip with it follows
+                total = original(tensors, norm_type, *a, **kw)
+                state.traced_clip = (total, norm_type, None)
+                return total
             here = enter(state)
             if here is None or here.depth or here.quiet:
                 return original(tensors, norm_type, *a, **kw)
@@ -94,6 +108,7 @@ class TotalNorm(Patch):
 
 class ClipWithNorm(Patch):
     name = "clip_grads_with_norm_"
+    traced = True
 
     def wrap(self, original: Any) -> Any:
         state = self.state
@@ -101,6 +116,9 @@ class ClipWithNorm(Patch):
         def clip_grads_with_norm_(
             parameters: Any, max_norm: float, total_norm: Any, *a: Any, **kw: Any
         ) -> Any:
+            if is_compiling():
+                state.traced_clip = (total_norm, 2.0, max_norm)
+                return original(parameters, max_norm, total_norm, *a, **kw)
             here = enter(state)
             if here is not None and here.depth == 0 and not here.quiet:
                 params = _listed(parameters)

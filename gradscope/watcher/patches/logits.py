@@ -27,6 +27,8 @@ PART = "the logits probe"
 class _Sampled(Patch):
     """Calls `measure(step, args, kw)` before the original on a sampled step."""
 
+    traced = True
+
     def __init__(self, state: WatchState, owner: Any = F) -> None:
         super().__init__(state, owner)
 

@@ -20,6 +20,7 @@ from torch.optim.optimizer import (
 
 from gradscope.watcher import stepping
 from gradscope.watcher.guard import enter, safely
+from gradscope.watcher.patches.base import untraced
 from gradscope.watcher.state import WatchState
 from gradscope.watcher.threads import ThreadState
 
@@ -36,8 +37,8 @@ class OptimizerStep:
 
     def install(self) -> None:
         self.handles = [
-            register_optimizer_step_pre_hook(self.pre_step),
-            register_optimizer_step_post_hook(self.post_step),
+            register_optimizer_step_pre_hook(untraced(self.pre_step)),
+            register_optimizer_step_post_hook(untraced(self.post_step)),
         ]
 
     def remove(self) -> None:

@@ -18,6 +18,8 @@ import sys
 import warnings
 from typing import Any
 
+from torch.compiler import is_compiling
+
 from gradscope.watcher.patches.base import Patch
 from gradscope.watcher.state import WatchState
 
@@ -31,10 +33,15 @@ class WarningSite(Patch):
     def __init__(self, state: WatchState) -> None:
         super().__init__(state, warnings)
 
+    traced = True  # a warning inside a graph torch.compile traces is torch's to handle
+
     def wrap(self, original: Any) -> Any:
         def warn(
             message: Any, category: Any = None, stacklevel: int = 1, *a: Any, **kw: Any
         ) -> Any:
+            if is_compiling():  # traced, or dynamo's own warning while it compiles
+                level = stacklevel + 1 if isinstance(stacklevel, int) else stacklevel
+                return original(message, category, level, *a, **kw)
             try:
                 level = user_level(sys._getframe(1), stacklevel)
             except Exception:  # gradscope's own walk failed: the plain location
