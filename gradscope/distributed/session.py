@@ -36,12 +36,14 @@ from torch.optim.optimizer import (
 from gradscope.distributed import context, findings, fingerprint, peers, reduction, signals, usage
 from gradscope.distributed.context import Rank
 from gradscope.distributed.ddp_error import explained
+from gradscope.distributed.discovery_hook import DiscoveryHook
 from gradscope.distributed.local_fingerprints import grad_fingerprints, weight_fingerprints
 from gradscope.distributed.merge import DistReport, RankRecord
 from gradscope.distributed.norms import is_sharded
 from gradscope.distributed.observed import Observed
 from gradscope.distributed.payload import FINGERPRINTS, Gathered, GradColumn, ParamColumn, pack
 from gradscope.findings import Finding
+from gradscope.untraced import untraced
 
 CAUSES = (None, *reduction.CAUSE_WORDS)  # code 0: got its gradient
 
@@ -90,7 +92,7 @@ class Session:
         """The forward whose usage and local norms the hooks hold (0: none yet)."""
         self.handles: list[Any] = []
         self.last_gathered: Gathered | None = None
-        self._global = nn.modules.module.register_module_forward_pre_hook(self._discover)
+        self._global = DiscoveryHook(self._discover)
 
         self.final_done = False
         self.before_destroy: list[Callable[[], None]] = []
@@ -98,8 +100,8 @@ class Session:
 
         self._destroy = dist.destroy_process_group
         dist.destroy_process_group = self._before_destroy
-        self.handles.append(register_optimizer_step_pre_hook(self._before_step))
-        self.handles.append(register_optimizer_step_post_hook(self._after_step))
+        self.handles.append(register_optimizer_step_pre_hook(untraced(self._before_step)))
+        self.handles.append(register_optimizer_step_post_hook(untraced(self._after_step)))
 
     @classmethod
     def start(cls, every: int = 100, timeout_s: float = context.DEFAULT_TIMEOUT_S) -> Session:
@@ -160,10 +162,12 @@ class Session:
         self.grad_stash = grad_fingerprints([None] * len(pairs))
         if self.layout == "DDP":
             self.tracker = usage.UsageTracker(inner, ignore)
-        self.handles.append(model.register_forward_pre_hook(self._forward_pre))
+        self.handles.append(model.register_forward_pre_hook(untraced(self._forward_pre)))
         self.buffer_stash = weight_fingerprints(self.t.buffers)
-        self.handles.append(inner.register_forward_pre_hook(self._inner_pre))
-        self.handles.append(model.register_forward_hook(self._forward_post, always_call=True))
+        self.handles.append(inner.register_forward_pre_hook(untraced(self._inner_pre)))
+        self.handles.append(
+            model.register_forward_hook(untraced(self._forward_post), always_call=True)
+        )
 
     # hook points -----------------------------------------------------------
 

@@ -29,6 +29,7 @@ SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts")
 FSDP = os.path.join(SCRIPTS, "fsdp_reference_train.py")
 NOISE = os.path.join(SCRIPTS, "noise_ddp_train.py")
 CRASH = os.path.join(SCRIPTS, "crash_rank_branch.py")
+COMPILED = os.path.join(SCRIPTS, "compiled_ddp_train.py")
 FSDP_EXAMPLE = os.path.join(ROOT, "gradscope", "examples", "fsdp_train.py")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 
@@ -70,6 +71,7 @@ def _shared_plan(tmp) -> dict[str, list[str]]:
         # torchrun (test_dist_stop.py has it under torchrun's watch)
         "crash_alone": (CRASH, (), ()),
         "crash_late": (CRASH, (), ("late",)),
+        "compiled": (COMPILED, (), ()),
     }
     plan = {
         name: ["watch", script, *watch_args, *_json(tmp / f"{name}.json", name), "--", *args]
@@ -168,6 +170,19 @@ def test_fsdp2_watch_norms_and_update_ratios_are_the_unsharded_ones(shared):
             assert abs(ratios[name] - expected) <= 1e-5 * expected, (name, ratios[name], expected)
         update = sum(v * v for v in updates.values()) ** 0.5
         assert abs(step["update_norm"] - update) <= 1e-5 * update
+
+
+def test_a_compiled_ddp_model_keeps_gradscope_out_of_dynamo(shared):
+    """torch.compile(DDP(model)): gradscope's hooks on the DDP model, its modules and the
+    optimizer were traced by dynamo (its warnings, naming gradscope's files, on the
+    script's stderr; recompilations at the watch's counters)."""
+    _, runs = shared
+    proc, report = runs["compiled"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert report is not None and len(report["steps"]) == 8
+    assert "gradscope/" not in proc.stderr, proc.stderr[-3000:]
+    assert "recompile" not in proc.stderr.lower()
+    assert "global hooks" not in proc.stderr  # torch's warning about gradscope's own hook
 
 
 def test_bad_shard_and_perturbed_rank_are_named_through_nproc_per_node(tmp_path):

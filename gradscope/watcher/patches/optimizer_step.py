@@ -18,9 +18,9 @@ from torch.optim.optimizer import (
     register_optimizer_step_pre_hook,
 )
 
+from gradscope.untraced import untraced
 from gradscope.watcher import stepping
 from gradscope.watcher.guard import enter, safely
-from gradscope.watcher.patches.base import untraced
 from gradscope.watcher.state import WatchState
 from gradscope.watcher.threads import ThreadState
 
