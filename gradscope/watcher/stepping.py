@@ -37,8 +37,6 @@ def begin(
 ) -> None:
     """The step starts (or its closure's first evaluation returned `returned`)."""
     here.stepping = None
-    if state.traced_clip is not None:
-        clipping.traced(state, here)
     if state.replaced:  # a watched model registered a parameter or module since
         replaced.refresh(state)
     index = optimizer_index(state, here, optimizer)
@@ -50,7 +48,7 @@ def begin(
         window = here.taken.shared()  # a second optimizer on the same backward calls
     note_meaning(state, index, optimizer, window)
     scaler = scaler_for(here, optimizer)
-    clip = here if clip_is_for(here, optimizer) else NO_CLIP
+    clip = _clip_for(state, here, optimizer)
     scale = None
     if scaler is not None:
         scale = getattr(scaler, "_scale", None)  # a device tensor: no sync, unlike get_scale()
@@ -211,6 +209,13 @@ def _micro(state: WatchState, step: PendingStep, window: Window) -> None:
         step.micro, step.micro_calls, step.micro_ranks, step.batch_samples = taken
     state.noise.attach(window.calls)
     state.eval_passes.attach()
+
+
+def _clip_for(state: WatchState, here: ThreadState, optimizer: Any) -> ThreadState:
+    """The thread when its clip (or one inside a compiled graph since) is the step's."""
+    if state.traced_clip is not None:
+        clipping.traced(state, here)
+    return here if clip_is_for(here, optimizer) else NO_CLIP
 
 
 def clip_is_for(here: ThreadState, optimizer: Any) -> bool:

@@ -20,11 +20,14 @@ from typing import Any
 
 from torch.compiler import is_compiling
 
+import gradscope.untraced as untraced_module
 from gradscope.watcher.patches.base import Patch
 from gradscope.watcher.state import WatchState
 
 PATCHES = os.path.dirname(os.path.abspath(__file__)) + os.sep
-"""The folder of the patches: their frames are not the user's."""
+UNTRACED = os.path.abspath(untraced_module.__file__)
+"""The folder of the patches and the wrapper around each (untraced.py): their frames are
+not the user's."""
 
 
 class WarningSite(Patch):
@@ -60,8 +63,12 @@ def user_level(caller: Any, stacklevel: Any) -> Any:
     while counted < stacklevel and frame is not None:
         frame = frame.f_back
         steps += 1
-        while frame is not None and frame.f_code.co_filename.startswith(PATCHES):
+        while frame is not None and _gradscopes(frame.f_code.co_filename):
             frame = frame.f_back
             steps += 1
         counted += 1
     return steps + 2  # the wrapper's frame is level 1, the caller level 2
+
+
+def _gradscopes(filename: str) -> bool:
+    return filename.startswith(PATCHES) or filename == UNTRACED
