@@ -75,6 +75,10 @@ class EvalPasses:
                 self._handles.append(handle)
                 self._ids.add(handle.id)
 
+    def module_hook_ids(self) -> frozenset[int]:
+        """The ids of its forward pre-hooks (a copy or a ScriptModule drops them)."""
+        return frozenset(self._ids)
+
     def remove(self) -> None:
         while self._handles:
             self._handles.pop().remove()
@@ -94,7 +98,7 @@ class EvalPasses:
         return __getstate__
 
     def _forward(self, module: nn.Module, args: Any) -> None:
-        if torch.is_grad_enabled() or self.failed:
+        if torch.is_grad_enabled() or self.failed or torch.jit.is_tracing():
             return
         try:
             if self._roots.get(id(module)) is module and self.steps() != self._last_no_grad:
