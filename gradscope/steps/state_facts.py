@@ -218,6 +218,9 @@ class StateFacts:
     its steps while they held a gradient, at every interval compared (hand_moved.py)."""
     hand_compared: int = 0
     """Intervals between an optimizer's steps compared for it."""
+    hand_written: tuple[int, ...] = ()
+    """Parameter positions written in place between their optimizer's steps while they
+    held a gradient, in one interval compared at least (hand_moved.py)."""
     drifted_norms: tuple[DriftedNorms, ...] = ()
     """Frozen networks whose BatchNorm statistics moved (watcher/frozen_norms.py)."""
     mirrored: tuple[MirroredPair, ...] = ()
