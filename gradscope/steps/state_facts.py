@@ -161,6 +161,9 @@ class TrainModeEval:
     resampled: int = 0
     """Such forwards on the same input as the one before them, at the same step: stochastic
     passes averaged over (Monte Carlo dropout)."""
+    lanes: int = 0
+    """Such forwards inside torch.func.vmap with randomness='different': each lane of the
+    one call draws its own dropout masks (Monte Carlo dropout's samples in one pass)."""
 
 
 @dataclass(frozen=True)
