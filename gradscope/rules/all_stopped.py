@@ -1,7 +1,8 @@
 """Every tensor an optimizer trains got no gradient (None) from one same step to the end,
 while the backward still ran each step: the loss reaches other tensors now, ones no
-optimizer holds (GS417's advice then says so). Most often new tensors made in place of
-these (a densification or re-initialisation that makes new nn.Parameters and leaves the
+optimizer holds (GS417's advice then says so). Most often a model rebuilt to resume from a
+checkpoint while the optimizer keeps the old one's parameters, or new tensors made in place
+of these (a densification or re-initialisation that makes new nn.Parameters and leaves the
 old ones in the optimizer's param groups). No torch."""
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ def advice(step: int) -> str:
     return (
         f"every tensor this optimizer trains got no gradient from step {step} on while the "
         "backward still ran: the loss reaches other tensors, in no optimizer. If the script "
+        f"built a new model just before step {step} (a resume: model = Net(); "
+        "model.load_state_dict(checkpoint)) and kept the old optimizer, build the optimizer "
+        "over the new model before loading its state, or load the checkpoint into the model "
+        "the optimizer holds. If it "
         f"made new tensors in place of these just before step {step} (a densification, pruning or "
         "re-initialisation making new nn.Parameters), put the new ones in the optimizer's "
         'param groups (group["params"][i] = new, its state moved over) instead of leaving the '

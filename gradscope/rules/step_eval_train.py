@@ -47,7 +47,8 @@ def evaluated_in_train(run: WatchRun, t: Thresholds) -> list[Finding]:
     network: not hooked) and on forwards without gradients at half the run's steps or
     more (a recipe's every-step forward: MixMatch's label guess, an RL policy acting,
     a forward checkpointed with use_reentrant). Passes on the same input at one point of
-    the run, with dropouts only, are Monte Carlo dropout: information that says so."""
+    the run, with dropouts only, are Monte Carlo dropout: information that says so; so are
+    passes inside torch.func.vmap with randomness='different' (a mask per lane)."""
     out = []
     for ev in run.state_facts.train_evals:
         if ev.of and ev.steps >= RECIPE * ev.of and ev.of > 1:
@@ -84,6 +85,8 @@ def _finding(ev: TrainModeEval) -> Finding:
     finding = RULES["GS444"].finding(
         ev.model, message, advice, value=float(ev.passes), evidence=evidence
     )
+    if not ev.norms and ev.lanes == ev.passes:
+        return _lanes(finding, ev, where)
     if not ev.norms and ev.resampled and ev.resampled >= ev.passes - ev.steps:
         return _monte_carlo(finding, ev, where)
     return finding if ev.norms else replace(finding, severity=Severity.INFO)
@@ -104,6 +107,26 @@ def _monte_carlo(finding: Finding, ev: TrainModeEval, where: str) -> Finding:
         ),
         advice=(
             "nothing to fix if the passes sample the dropouts on purpose (MC dropout); for a "
+            "plain evaluation call model.eval() before it and model.train() after it"
+        ),
+    )
+
+
+def _lanes(finding: Finding, ev: TrainModeEval, where: str) -> Finding:
+    """Every such forward ran inside torch.func.vmap with randomness='different': the
+    script asked for a new dropout mask per lane, the samples Monte Carlo dropout averages
+    (vmap refuses dropout unless told how to draw it)."""
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=(
+            f"{ev.model} ran forward without gradients{where} in train mode inside "
+            "torch.func.vmap with randomness='different', at each of "
+            f"{ev.steps} evaluations: its {_count(ev.dropouts, 'dropout')} drew a new mask "
+            "per lane, the samples Monte Carlo dropout averages over"
+        ),
+        advice=(
+            "nothing to fix if the lanes sample the dropouts on purpose (MC dropout); for a "
             "plain evaluation call model.eval() before it and model.train() after it"
         ),
     )

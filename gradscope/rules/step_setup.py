@@ -31,7 +31,7 @@ from gradscope.rules.step_common import (
 )
 from gradscope.rules.step_dead import dead_from
 from gradscope.rules.symptoms import DIVERGENCE
-from gradscope.steps.records import WatchRun
+from gradscope.steps.records import ParamInfo, WatchRun
 
 
 def _median_ratios(run: WatchRun, t: Thresholds, with_grad: bool) -> dict[int, float]:
@@ -162,7 +162,9 @@ def update_ratio_low(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     group's learning rate is 0, or far too small; a frozen parameter left in an optimizer is
     information. A parameter whose gradients died (a thousandfold below what they were, and
     stayed there) is not judged: a ratio of ~0 with no gradient is not a small learning rate
-    (GS405, GS417, and GS419 where large steps killed them)."""
+    (GS405, GS417, and GS419 where large steps killed them). Weights stored in bfloat16 or
+    float16 are named by their dtype: each step below the spacing of their values rounds
+    back to the weight, whatever the learning rate (pure half-precision training)."""
     out = []
     for i, ratio, matrix in _judged_ratios(run, t):
         p = run.params[i]
@@ -178,6 +180,9 @@ def update_ratio_low(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             why = "its param group's learning rate is 0"
         elif _died(run, i):
             continue  # a ratio ~0 with no gradient left is not a small lr: GS405/GS417's
+        elif p.dtype in SIGNIFICANT_BITS:
+            out.append(_rounded_away(this, p, ratio, t))
+            continue
         else:
             why = "its learning rate is far too small for its gradients"
         out.append(
@@ -192,6 +197,31 @@ def update_ratio_low(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             )
         )
     return out
+
+
+SIGNIFICANT_BITS = {"bfloat16": 8, "float16": 11}
+"""Significant bits of the half-precision dtypes: a step below a weight's size over
+2**bits rounds back to the weight."""
+
+
+def _rounded_away(this: Rule, p: ParamInfo, ratio: float, t: Thresholds) -> Finding:
+    """GS410 for weights stored in half precision: with gradients and a learning rate, an
+    update that does not show is one each step's rounding takes back, whatever the lr's
+    size against the gradients (pure bfloat16 training's stall)."""
+    bits = SIGNIFICANT_BITS[p.dtype]
+    return this.finding(
+        p.name,
+        f"{p.name} is {'not updated' if ratio == 0 else 'barely updated'} (update/weight "
+        f"ratio {ratio:.3g}) although it gets gradients and a learning rate of {num(p.lr)}: "
+        f"its weights are {p.dtype}, which keeps {bits} significant bits, so a step smaller "
+        f"than about 1/{2**bits} of a weight rounds back to the weight before it",
+        "keep the weights in float32 and compute in "
+        f"{p.dtype} under torch.autocast (the optimizer then steps float32 weights), or "
+        "use an optimizer that carries the rounding error (Kahan summation, stochastic "
+        "rounding); a larger learning rate still loses every step below that size",
+        value=ratio,
+        threshold=t.update_ratio_low,
+    )
 
 
 @rule(

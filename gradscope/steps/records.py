@@ -138,6 +138,9 @@ class WatchRun:
     so advice can give a command line that works."""
     carried_graph: CarriedGraph | None = None
     """A backward that failed on a graph an earlier step built (watcher/carried_graph.py)."""
+    grad_off_at: int | None = None
+    """The step whose backward failed on a loss with no graph while grad mode was off
+    (torch.set_grad_enabled(False) still in force: watcher/backward_calls.py)."""
     unused_clips: tuple[UnusedClip, ...] = ()
     """Clips with a finite max_norm that no step took, per line of the script."""
     batch_read: tuple[str, ...] = ()

@@ -161,6 +161,9 @@ class TrainModeEval:
     resampled: int = 0
     """Such forwards on the same input as the one before them, at the same step: stochastic
     passes averaged over (Monte Carlo dropout)."""
+    lanes: int = 0
+    """Such forwards inside torch.func.vmap with randomness='different': each lane of the
+    one call draws its own dropout masks (Monte Carlo dropout's samples in one pass)."""
 
 
 @dataclass(frozen=True)
@@ -218,6 +221,9 @@ class StateFacts:
     its steps while they held a gradient, at every interval compared (hand_moved.py)."""
     hand_compared: int = 0
     """Intervals between an optimizer's steps compared for it."""
+    hand_written: tuple[int, ...] = ()
+    """Parameter positions written in place between their optimizer's steps while they
+    held a gradient, in one interval compared at least (hand_moved.py)."""
     drifted_norms: tuple[DriftedNorms, ...] = ()
     """Frozen networks whose BatchNorm statistics moved (watcher/frozen_norms.py)."""
     mirrored: tuple[MirroredPair, ...] = ()

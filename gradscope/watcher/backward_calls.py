@@ -133,9 +133,14 @@ def ended(
 def failed(
     state: WatchState, here: ThreadState, roots: list[torch.Tensor], exc: BaseException
 ) -> None:
-    """The call raised: a graph an earlier step built, reached again (carried_graph.py)."""
+    """The call raised: a graph an earlier step built, reached again (carried_graph.py);
+    a loss without a graph while grad mode is off (torch.set_grad_enabled(False) still in
+    force at the backward)."""
     if not here.quiet:
         carried_graph.failed(state.graph_marks, roots, exc, state.steps + 1)
+    if state.grad_off_at is None and not torch.is_grad_enabled():
+        if roots and not any(r.requires_grad for r in roots):
+            state.grad_off_at = state.steps + 1
 
 
 def _flat(state: WatchState, roots: list[torch.Tensor]) -> None:

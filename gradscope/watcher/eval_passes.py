@@ -42,6 +42,8 @@ class Seen:
     steps: set[int] = field(default_factory=set)
     resampled: int = 0
     """Passes on the same input as the pass before them, at the same step (MC dropout)."""
+    lanes: int = 0
+    """Passes inside vmap with randomness='different' (MC dropout's samples in one call)."""
     last: tuple[int, int, tuple[int, ...], float] | None = None
 
 
@@ -75,6 +77,10 @@ class EvalPasses:
                 self._handles.append(handle)
                 self._ids.add(handle.id)
 
+    def module_hook_ids(self) -> frozenset[int]:
+        """The ids of its forward pre-hooks (a copy or a ScriptModule drops them)."""
+        return frozenset(self._ids)
+
     def remove(self) -> None:
         while self._handles:
             self._handles.pop().remove()
@@ -94,7 +100,7 @@ class EvalPasses:
         return __getstate__
 
     def _forward(self, module: nn.Module, args: Any) -> None:
-        if torch.is_grad_enabled() or self.failed:
+        if torch.is_grad_enabled() or self.failed or torch.jit.is_tracing():
             return
         try:
             if self._roots.get(id(module)) is module and self.steps() != self._last_no_grad:
@@ -126,6 +132,7 @@ class EvalPasses:
                 seen.steps.add(steps)
             key = _input_key(steps, args)
             seen.resampled += key is not None and key == seen.last
+            seen.lanes += _masks_per_lane()
             seen.last = key
 
     def facts(self, taken: int) -> list[TrainModeEval]:
@@ -141,6 +148,7 @@ class EvalPasses:
                 s.norms,
                 s.where,
                 s.resampled,
+                s.lanes,
             )
             for s in self.seen.values()
             if s is not None
@@ -155,8 +163,25 @@ def _input_key(steps: int, args: Any) -> tuple[int, int, tuple[int, ...], float]
         return None
     if first.layout != torch.strided or first.numel() == 0:
         return None
+    if torch._C._functorch.is_functorch_wrapped_tensor(first):
+        return None  # a lane of torch.func.vmap (or a grad transform's): no storage to read
     head = first.detach().reshape(-1)[:64]
     return steps, first.data_ptr(), tuple(first.shape), float(head.double().sum())
+
+
+def _masks_per_lane() -> bool:
+    """Inside torch.func.vmap with randomness='different' (the innermost transform): each
+    lane of the call draws its own dropout masks, the samples of Monte Carlo dropout in one
+    pass (vmap's default refuses dropout; 'same' draws one mask for all lanes)."""
+    if torch._C._functorch.maybe_current_level() is None:
+        return False
+    try:
+        from torch._functorch.pyfunctorch import retrieve_current_functorch_interpreter
+
+        current: Any = retrieve_current_functorch_interpreter()  # VmapInterpreter: randomness()
+        return current.key().name == "Vmap" and str(current.randomness()) == "different"
+    except (ImportError, AttributeError, RuntimeError):  # an older or newer torch
+        return False
 
 
 def _recalibrating(root: nn.Module) -> bool:

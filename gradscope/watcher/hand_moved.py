@@ -51,6 +51,11 @@ class HandMoved:
                 self.moved[at] = self.moved.get(at, 0) + 1
                 self.owner[at] = key
 
+    def written(self) -> tuple[int, ...]:
+        """Tracked positions the script wrote in place while they held a gradient, in one
+        interval compared at least (a target network synced from the model every N steps)."""
+        return tuple(sorted(self.moved))
+
     def facts(self) -> tuple[tuple[int, ...], int]:
         """(tracked positions moved by hand at every interval their optimizer compared, the
         fewest intervals among those optimizers; with none, the most any compared)."""

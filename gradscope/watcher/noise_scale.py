@@ -140,7 +140,7 @@ class MicroGrads:
             self._module_hooks.add(handle.id)
 
     def _sequence_forward(self, label: str, module: Any, args: Any, kwargs: Any) -> None:
-        if self.failed:
+        if self.failed or torch.jit.is_tracing():  # torch.jit.trace's pass: not a batch
             return
         try:
             found = seen(label, args, kwargs)
@@ -167,6 +167,10 @@ class MicroGrads:
 
         return __getstate__
 
+    def module_hook_ids(self) -> frozenset[int]:
+        """The ids of its forward pre-hooks on modules (a copy or a ScriptModule drops them)."""
+        return frozenset(self._module_hooks)
+
     def remove(self) -> None:
         while self._handles:
             self._handles.pop().remove()
@@ -181,7 +185,7 @@ class MicroGrads:
         self.on_fault(part, exc)
 
     def _forward(self, module: Any, args: Any, kwargs: Any) -> None:
-        if self.failed:
+        if self.failed or torch.jit.is_tracing():  # torch.jit.trace's pass: not a batch
             return
         try:
             self._batch_size(args, kwargs)

@@ -30,6 +30,7 @@ def read(state: WatchState, records: StepStore) -> StateFacts:
             copies=tuple(state.leak.facts()),
             hand_moved=moved,
             hand_compared=compared,
+            hand_written=state.hand_moved.written(),
             mirrored=state.mirrored.facts(state.tracked.index),
             drifted_norms=tuple(state.frozen_norms.facts(state.steps)),
         )

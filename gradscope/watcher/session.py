@@ -334,6 +334,7 @@ class Watcher:
             batch_read=tuple(icp.noise.reads),
             unused_clips=tuple(icp.unused_clips.values()),
             carried_graph=icp.graph_marks.found,
+            grad_off_at=icp.grad_off_at,
         )
 
 

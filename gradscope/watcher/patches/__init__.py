@@ -8,6 +8,8 @@ and all removed when it ends (also on an exception, Ctrl-C or --steps reached).
 - clip            clip_grad_norm_, get_total_norm, clip_grads_with_norm_
 - grad_scaler     GradScaler.scale, GradScaler.step
 - pickling        Module.__getstate__ and RNNBase's (no noise-scale hook in a pickled model)
+- scripting       TorchScript making a ScriptModule (torch.jit.script, trace): none of
+                  gradscope's forward hooks compiled into it
 - scheduler       LRScheduler.step and its subclasses' own (how often the lr schedule steps)
 - registration    a module registering a parameter or submodule (torch's global hooks)
 - warning_site    warnings.warn: torch's warnings inside a patch keep the user's line
@@ -49,6 +51,7 @@ from gradscope.watcher.patches.optimizer_step import OptimizerStep
 from gradscope.watcher.patches.pickling import OWNERS, ModuleGetstate
 from gradscope.watcher.patches.registration import Registration
 from gradscope.watcher.patches.scheduler import scheduler_patches
+from gradscope.watcher.patches.scripting import ScriptModuleMade
 from gradscope.watcher.patches.warning_site import WarningSite
 from gradscope.watcher.patches.zero_grad import ModuleZeroGrad, OptimizerZeroGrad
 from gradscope.watcher.state import WatchState
@@ -66,6 +69,7 @@ def every_patch(state: WatchState) -> list[Any]:
         OptimizerZeroGrad(state),
         ModuleZeroGrad(state),
         *(ModuleGetstate(state, owner) for owner in OWNERS),
+        ScriptModuleMade(state),
         ModuleTrain(state),
         ClipGradNorm(state, utils),
         ClipGradNorm(state, clip_grad),

@@ -1,14 +1,17 @@
 """Monte Carlo dropout (Gal & Ghahramani 2016): a regression MLP trained as usual; every 10
 steps an evaluation keeps the dropouts on (model.train() under no_grad) and averages 8
 stochastic passes over the same inputs for a mean and an uncertainty. Modes: `mc`;
-`mc-bn` (the model has a BatchNorm, whose running statistics each pass folds in); bug
-`batches` (a plain evaluation over 4 held-out batches in train mode)."""
+`mc-vmap` (the 8 passes as one torch.func.vmap call with randomness='different'); `mc-bn`
+(the model has a BatchNorm, whose running statistics each pass folds in); bugs `batches`
+(a plain evaluation over 4 held-out batches in train mode) and `batches-vmap` (the same,
+vmapped over the batches with randomness='same')."""
 
 import sys
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.func import vmap
 
 torch.manual_seed(0)
 MODE = sys.argv[1] if len(sys.argv) > 1 else "mc"
@@ -26,6 +29,12 @@ for step in range(30):
         with torch.no_grad():
             if MODE == "batches":
                 errors = [F.mse_loss(net(b), torch.sin(b)) for b in held_out.split(16)]
+            elif MODE == "batches-vmap":
+                batches = held_out.view(4, 16, 1)
+                errors = [F.mse_loss(vmap(net, randomness="same")(batches), torch.sin(batches))]
+            elif MODE == "mc-vmap":
+                lanes = vmap(lambda _: net(held_out), randomness="different")(torch.arange(8))
+                errors = [F.mse_loss(lanes.mean(0), torch.sin(held_out))]
             else:
                 preds = torch.stack([net(held_out) for _ in range(8)])
                 errors = [F.mse_loss(preds.mean(0), torch.sin(held_out))]

@@ -1,0 +1,50 @@
+"""A backward that failed because grad mode was off (GS461): the script died with
+autograd's "element 0 of tensors does not require grad and does not have a grad_fn" while
+torch.is_grad_enabled() was False at the backward call: a `torch.set_grad_enabled(False)`
+(an evaluation's, called as a function) never switched back, so every forward since built
+no graph. The watcher reads the mode at the failure (`WatchRun.grad_off_at`). No torch."""
+
+from __future__ import annotations
+
+from gradscope.config import Thresholds
+from gradscope.findings import Finding, Rule, Severity
+from gradscope.rules.registry import DECLARED, Stage, rule
+from gradscope.rules.step_common import about
+from gradscope.steps.records import WatchRun
+
+
+@rule(
+    "GS461",
+    "grad-mode-off",
+    Severity.ERROR,
+    "none-grad",
+    Stage.WATCH,
+    "watch: the script died in backward on a loss with no graph while grad mode was off: "
+    "a torch.set_grad_enabled(False) left in force (after an evaluation) made every "
+    "forward since build none",
+    example="`model.eval(); torch.set_grad_enabled(False)` before each epoch's evaluation, "
+    "and only model.train() after it: the next epoch's loss.backward() fails",
+    fix="run the evaluation inside `with torch.no_grad():` (or torch.inference_mode()), "
+    "which restores grad mode on leaving, or call torch.set_grad_enabled(True) after it",
+    objectives="any: the grad mode at a failing backward, a mechanism independent of the loss",
+)
+def grad_mode_off(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
+    """The run crashed in a top-level backward whose loss requires no grad, and grad mode
+    was off at that call: the forward that made the loss ran with grad mode off too (it is
+    a thread's global switch), so no operation recorded a graph. A loss computed under a
+    `with torch.no_grad():` block that has ended, or from detached tensors, fails the same
+    way with grad mode back on: not this (the error names no switch left off)."""
+    step = run.grad_off_at
+    if step is None:
+        return []
+    finding = this.finding(
+        "backward",
+        f"the backward of step {step} failed on a loss with no graph, and grad mode was off "
+        "at that call (torch.is_grad_enabled() False): a torch.set_grad_enabled(False) still "
+        "in force, an evaluation's that was never switched back, so the forward built no "
+        "graph for the loss",
+        "run the evaluation inside `with torch.no_grad():` (or torch.inference_mode()), which "
+        "restores grad mode when it ends, or call torch.set_grad_enabled(True) after it",
+        evidence=(f"grad mode off at the backward of step {step}",),
+    )
+    return [about(finding, [step])]
