@@ -68,6 +68,10 @@ class ParamInfo:
     model: int | None = None
     """The index of the model found holding it (several: a GAN's generator and critic);
     None: no model holds it."""
+    optimised_input: bool = False
+    """Held by no layer, trained beside a network the script keeps fixed: an input it
+    optimises (an image, a soft prompt, a latent), whose values are data, not weights
+    initialised to a layer's scale."""
     flat_op: str | None = None
     """The op with a zero derivative (torch.sign, torch.round) it lies below in the
     graphs read: a gradient of exact zeros reaches it by torch's definition; None: none."""

@@ -1,0 +1,28 @@
+"""An input optimised beside a frozen network (a feature-visualisation image, a soft prompt,
+a style-transfer image) holds data, not weights scaled to a layer: its update/weight ratio
+and its lr against its initial rms say nothing of the lr (GS419), and its fixed targets
+are the method, not one batch memorised (GS443). A Linear head trained beside the same
+frozen encoder at lr 1.0 on one batch is still named by both
+(tests/watcher/domain_scripts/optimised_inputs.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradscope.findings import Severity
+from tests.watcher.watch_scripts import domain_watched
+
+
+@pytest.mark.parametrize("mode", ["featvis", "prompt", "style"])
+def test_an_input_optimised_beside_a_frozen_network_is_not_judged_as_weights(mode):
+    report = domain_watched("optimised_inputs.py", mode)
+    assert not report.faults, report.internal_error()
+    assert [f for f in report.findings if f.severity >= Severity.INFO] == [], report.findings
+
+
+def test_a_head_trained_beside_the_frozen_network_is_still_judged():
+    report = domain_watched("optimised_inputs.py", "head")
+    rules = {f.rule: f for f in report.findings}
+    assert rules["GS419"].severity == Severity.WARNING
+    assert "Adam moves each element by about lr = 1" in rules["GS419"].message
+    assert rules["GS443"].severity == Severity.INFO
