@@ -2,7 +2,9 @@
 a style-transfer image) holds data, not weights scaled to a layer: its update/weight ratio
 and its lr against its initial rms say nothing of the lr (GS419), and its fixed targets
 are the method, not one batch memorised (GS443). A Linear head trained beside the same
-frozen encoder at lr 1.0 on one batch is still named by both
+frozen encoder at lr 1.0 on one batch is still named by both. An optimizer whose only
+tensor never required grad moves nothing at all: an error (GS421), where frozen layers
+beside trained ones stay information (tests/watcher/test_watch_meaning.py)
 (tests/watcher/domain_scripts/optimised_inputs.py)."""
 
 from __future__ import annotations
@@ -26,3 +28,11 @@ def test_a_head_trained_beside_the_frozen_network_is_still_judged():
     assert rules["GS419"].severity == Severity.WARNING
     assert "Adam moves each element by about lr = 1" in rules["GS419"].message
     assert rules["GS443"].severity == Severity.INFO
+
+
+def test_an_optimizer_holding_only_a_tensor_that_never_required_grad_is_an_error():
+    report = domain_watched("optimised_inputs.py", "nograd")
+    (f,) = [f for f in report.findings if f.rule == "GS421"]
+    assert f.severity == Severity.ERROR, f
+    assert "they are all the optimizer holds: none of its steps moved anything" in f.message
+    assert f.advice.startswith("call requires_grad_(True) on the tensor")

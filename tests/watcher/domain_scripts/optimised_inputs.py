@@ -3,7 +3,9 @@ sigmoid, started at 0.01, Adam at 0.05), prompt tuning (a soft prompt registered
 wrapper around a frozen encoder, Adam at Lester et al.'s 0.3) and style transfer (the
 image itself, Adam, the style's Gram matrix as a fixed target). MODE: featvis, prompt,
 style; `head` is their look-alike that is a bug: a Linear head beside the same frozen
-encoder, trained at lr 1.0 on one batch."""
+encoder, trained at lr 1.0 on one batch; `nograd` (a bug) is style transfer whose image
+never required grad and whose network was never frozen: the optimizer holds only the
+image, and no step moves it."""
 
 import sys
 
@@ -30,17 +32,17 @@ class Prompted(nn.Module):
         return self.encoder(torch.cat([prompt, tokens], 1)).mean(1)
 
 
-if MODE in ("featvis", "style"):
+if MODE in ("featvis", "style", "nograd"):
     net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1))
 else:
     net = nn.Sequential(nn.Linear(D, D), nn.LayerNorm(D), nn.GELU(), nn.Linear(D, D))
-net.eval().requires_grad_(False)
+net.eval().requires_grad_(MODE == "nograd")
 
 if MODE == "featvis":
     param = (torch.randn(1, 3, 12, 12) * 0.01).requires_grad_(True)
     opt = torch.optim.Adam([param], lr=0.05)
-elif MODE == "style":
-    image = torch.rand(1, 3, 12, 12).requires_grad_(True)
+elif MODE in ("style", "nograd"):
+    image = torch.rand(1, 3, 12, 12).requires_grad_(MODE == "style")
     opt = torch.optim.Adam([image], lr=0.02)
     with torch.no_grad():
         style = net(torch.rand(1, 3, 12, 12)).flatten(2)
@@ -58,7 +60,7 @@ for _ in range(STEPS):
     opt.zero_grad()
     if MODE == "featvis":
         loss = -net(torch.sigmoid(param))[:, 2].relu().mean()
-    elif MODE == "style":
+    elif MODE in ("style", "nograd"):
         features = net(image).flatten(2)
         gram = features @ features.transpose(1, 2) / features.shape[-1]
         loss = F.mse_loss(gram, style_gram)
@@ -68,6 +70,6 @@ for _ in range(STEPS):
         loss = F.cross_entropy(head(net(x)), y)
     loss.backward()
     opt.step()
-    if MODE == "style":
+    if MODE in ("style", "nograd"):
         with torch.no_grad():
             image.clamp_(0, 1)
