@@ -65,16 +65,10 @@ def same_batch(run: WatchRun, t: Thresholds) -> list[Finding]:
     for r in run.state_facts.repeats:
         if len(r.compared) < REPEATS or r.same != r.compared or r.samples < MIN_TARGETS:
             continue
-        if _inputs_only(run, r.optimizer):
+        if run.optimises_inputs(r.optimizer):
             continue
         out.append(_finding(run, r))
     return out
-
-
-def _inputs_only(run: WatchRun, optimizer: int) -> bool:
-    """Every tensor the optimizer trains is an input optimised beside a fixed network."""
-    members = run.members_of(optimizer)
-    return bool(members) and all(run.params[i].optimised_input for i in members)
 
 
 def _finding(run: WatchRun, r: BatchRepeats) -> Finding:

@@ -174,6 +174,13 @@ class WatchRun:
         """Positions of optimizer `index`'s parameters; () when not recorded."""
         return self.members[index] if index < len(self.members) else ()
 
+    def optimises_inputs(self, index: int) -> bool:
+        """Every tensor optimizer `index` trains is an input optimised beside a fixed
+        network (`ParamInfo.optimised_input`): an image, a prompt, a perturbation; no
+        model's weights."""
+        members = [i for i in self.members_of(index) if i < len(self.params)]
+        return bool(members) and all(self.params[i].optimised_input for i in members)
+
     def optimizer_label(self, index: int) -> str:
         """ "optimizer 0 (Adam, Discriminator)": its index, class and the module its
         parameters share; "manual update" for updates made by hand."""

@@ -1,10 +1,12 @@
 """An input optimised beside a frozen network (a feature-visualisation image, a soft prompt,
 a style-transfer image) holds data, not weights scaled to a layer: its update/weight ratio
 and its lr against its initial rms say nothing of the lr (GS419), and its fixed targets
-are the method, not one batch memorised (GS443). A Linear head trained beside the same
-frozen encoder at lr 1.0 on one batch is still named by both. An optimizer whose only
-tensor never required grad moves nothing at all: an error (GS421), where frozen layers
-beside trained ones stay information (tests/watcher/test_watch_meaning.py)
+are the method, not one batch memorised (GS443). A universal perturbation ascends the
+frozen classifier's cross-entropy by design: GS418 is information there, where a model
+trained on a negated cross-entropy stays an error (tests/watcher/test_watch_meaning.py).
+A Linear head trained beside the same frozen encoder at lr 1.0 on one batch is still named
+by GS419 and GS443. An optimizer whose only tensor never required grad moves nothing at
+all: an error (GS421), where frozen layers beside trained ones stay information
 (tests/watcher/domain_scripts/optimised_inputs.py)."""
 
 from __future__ import annotations
@@ -36,3 +38,11 @@ def test_an_optimizer_holding_only_a_tensor_that_never_required_grad_is_an_error
     assert f.severity == Severity.ERROR, f
     assert "they are all the optimizer holds: none of its steps moved anything" in f.message
     assert f.advice.startswith("call requires_grad_(True) on the tensor")
+
+
+def test_an_attack_that_ascends_the_frozen_networks_loss_is_information():
+    report = domain_watched("optimised_inputs.py", "uap")
+    assert [f for f in report.findings if f.severity >= Severity.WARNING] == [], report.findings
+    (f,) = [f for f in report.findings if f.rule == "GS418"]
+    assert "what an untargeted attack" in f.message, f.message
+    assert f.advice.startswith("nothing to fix for an untargeted attack")

@@ -1,11 +1,12 @@
 """Inputs optimised beside a frozen network: feature visualisation (Lucid's image behind a
 sigmoid, started at 0.01, Adam at 0.05), prompt tuning (a soft prompt registered on the
-wrapper around a frozen encoder, Adam at Lester et al.'s 0.3) and style transfer (the
-image itself, Adam, the style's Gram matrix as a fixed target). MODE: featvis, prompt,
-style; `head` is their look-alike that is a bug: a Linear head beside the same frozen
-encoder, trained at lr 1.0 on one batch; `nograd` (a bug) is style transfer whose image
-never required grad and whose network was never frozen: the optimizer holds only the
-image, and no step moves it."""
+wrapper around a frozen encoder, Adam at Lester et al.'s 0.3), style transfer (the image
+itself, Adam, the style's Gram matrix as a fixed target) and a universal adversarial
+perturbation (Adam ascends the frozen classifier's cross-entropy over batches, projected
+to its eps ball). MODE: featvis, prompt, style, uap; `head` is their look-alike that is a
+bug: a Linear head beside the same frozen encoder, trained at lr 1.0 on one batch;
+`nograd` (a bug) is style transfer whose image never required grad and whose network was
+never frozen: the optimizer holds only the image, and no step moves it."""
 
 import sys
 
@@ -35,7 +36,7 @@ class Prompted(nn.Module):
 if MODE in ("featvis", "style", "nograd"):
     net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1))
 else:
-    net = nn.Sequential(nn.Linear(D, D), nn.LayerNorm(D), nn.GELU(), nn.Linear(D, D))
+    net = nn.Sequential(nn.Linear(D, D), nn.LayerNorm(D), nn.GELU(), nn.Linear(D, 4))
 net.eval().requires_grad_(MODE == "nograd")
 
 if MODE == "featvis":
@@ -50,9 +51,12 @@ elif MODE in ("style", "nograd"):
 elif MODE == "prompt":
     model = Prompted(net)
     opt = torch.optim.Adam([model.prompt], lr=0.3)
-    target = torch.randn(D)
+    target = torch.randn(4)
+elif MODE == "uap":
+    delta = torch.zeros(1, D, requires_grad=True)
+    opt = torch.optim.Adam([delta], lr=0.01)
 else:  # head
-    head = nn.Linear(D, 4)
+    head = nn.Linear(4, 4)
     opt = torch.optim.Adam(head.parameters(), lr=1.0)
     x, y = torch.randn(32, D), torch.randint(0, 4, (32,))
 
@@ -66,10 +70,15 @@ for _ in range(STEPS):
         loss = F.mse_loss(gram, style_gram)
     elif MODE == "prompt":
         loss = F.mse_loss(model(torch.randn(8, 6, D)), target.expand(8, -1))
+    elif MODE == "uap":
+        x = torch.randn(32, D)
+        loss = -F.cross_entropy(net(x + delta), net(x).argmax(1))
     else:
         loss = F.cross_entropy(head(net(x)), y)
     loss.backward()
     opt.step()
-    if MODE in ("style", "nograd"):
-        with torch.no_grad():
+    with torch.no_grad():
+        if MODE in ("style", "nograd"):
             image.clamp_(0, 1)
+        elif MODE == "uap":
+            delta.clamp_(-0.5, 0.5)
