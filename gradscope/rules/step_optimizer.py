@@ -275,9 +275,10 @@ def _moves_nothing(finding: Finding) -> Finding:
         severity=Severity.ERROR,
         message=finding.message + "; they are all the optimizer holds: none of its steps moved "
         "anything",
-        advice="call requires_grad_(True) on the tensor this optimizer is meant to train "
-        "before the forward that uses it (an image or a prompt cloned from data does not "
-        "require grad); if the optimizer is meant to stay idle, do not step it",
+        advice="give this optimizer the tensor it is meant to train, requiring grad: call "
+        "requires_grad_(True) on it before the forward that uses it (an image or a prompt "
+        "cloned from data does not require grad), or pass it to the optimizer if it sits in "
+        "none (GS411 names those); if the optimizer is meant to stay idle, do not step it",
     )
 
 

@@ -37,7 +37,8 @@ def test_an_optimizer_holding_only_a_tensor_that_never_required_grad_is_an_error
     (f,) = [f for f in report.findings if f.rule == "GS421"]
     assert f.severity == Severity.ERROR, f
     assert "they are all the optimizer holds: none of its steps moved anything" in f.message
-    assert f.advice.startswith("call requires_grad_(True) on the tensor")
+    assert f.advice.startswith("give this optimizer the tensor it is meant to train")
+    assert "call requires_grad_(True) on it before the forward" in f.advice
 
 
 def test_an_attack_that_ascends_the_frozen_networks_loss_is_information():
