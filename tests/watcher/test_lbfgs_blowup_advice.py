@@ -1,9 +1,9 @@
 """Style transfer as PyTorch's tutorial writes it: LBFGS on the image with torch's defaults
 (lr 1, no line search) and the image clamped inside the closure. Its loss jumps about 20×
-at steps 8-9, with the gradient norm: an early blow-up (GS414), whose remedy is the line search,
-not a warm-up LBFGS has no use for ("lower the learning rate or lengthen the warm-up" was
-the advice). With line_search_fn='strong_wolfe' the same run is silent; the other optimizers' blow-ups
-keep the plain advice."""
+at steps 8-9, with the gradient norm: an early blow-up (GS414), whose remedy is the line
+search, not a warm-up LBFGS has no use for ("lower the learning rate or lengthen the
+warm-up" was the advice). With line_search_fn='strong_wolfe' the same run is silent; the
+other optimizers' blow-ups keep the plain advice."""
 
 from __future__ import annotations
 
