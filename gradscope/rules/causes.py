@@ -168,6 +168,9 @@ def _explains(run: WatchRun, cause: Finding, f: Finding, findings: list[Finding]
             for n in names
             if n
         )
+    if cause.rule == "GS440":  # only BatchNorms on statistics never measured: no norm at all
+        norms = any(e.startswith("BatchNorms: ") for e in cause.evidence)
+        return norms and any(g.rule == "GS441" for g in findings)
     if cause.rule == "GS413":
         if cause.severity < Severity.WARNING:
             return False

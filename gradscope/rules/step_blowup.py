@@ -24,6 +24,7 @@ from gradscope.rules.step_common import (
     trend_doubt,
     window,
 )
+from gradscope.steps.meaning import OptimizerSettings
 from gradscope.steps.records import StepRecord, WatchRun
 
 
@@ -199,7 +200,7 @@ def early_blowup(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list
         finding = this.finding(
             s.subject("loss"),
             s.say(_blowup_message(b)),
-            _blowup_advice(b),
+            _blowup_advice(b, run.settings_of(s.index)),
             value=b.peak / b.base,
             threshold=t.blowup_loss_ratio,
             evidence=_blowup_evidence(b),
@@ -247,13 +248,23 @@ def _blowup_message(b: Blowup) -> str:
     return message + "; the run ended before it could be seen to recover"
 
 
-def _blowup_advice(b: Blowup) -> str:
+def _blowup_advice(b: Blowup, settings: OptimizerSettings | None) -> str:
+    """Lower the lr or lengthen the warm-up; for LBFGS without a line search, whose step is
+    lr times its curvature-scaled direction (no warm-up), give it the line search."""
     top = b.steps[b.at]
     clip = clip_note(b.steps[: b.at + 2])
     advice = (
         f"lower the learning rate (it was {lr_text(top)} at step {top.step}) or lengthen "
         "the warm-up, so the first updates of a fresh model stay small"
     )
+    if settings is not None and settings.sizes_own_step:
+        if not any(g.line_search for g in settings.groups):
+            advice = (
+                f"{settings.kind} without a line search steps lr × its curvature-scaled "
+                "direction, which overshot here: pass line_search_fn='strong_wolfe' (a line "
+                f"search then sizes each step), or lower lr (it was {lr_text(top)} at step "
+                f"{top.step})"
+            )
     if clip and clip != "scaled":
         advice += f"; clipping at max_norm {clip} was on and did not prevent it"
     return advice

@@ -5,6 +5,7 @@ minimised. No torch."""
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
@@ -53,7 +54,9 @@ def loss_maximised(run: WatchRun, t: Thresholds) -> list[Finding]:
     loss went below the bound (the negated term outweighs the rest) and, in a run long enough to
     tell, kept falling (with maximize, rising). A cross-entropy can never be below 0, so the run
     is ascending it. Judged with one optimizer only: a GAN's minimax generator ascends by
-    design."""
+    design. An optimizer that trains only inputs beside a fixed network (a universal
+    perturbation, an adversarial patch) ascends that network's loss as an untargeted attack
+    does, by design: information that says so (a targeted one minimises its target's)."""
     # A loss bounded below (a cross-entropy, an MSE, ...) that the optimizer drives up: the
     # graph shows it negated (or the optimizer has maximize=True on a plain one), and the values
     # confirm it. Several optimizers (a GAN's minimax G) may ascend by design.
@@ -78,6 +81,8 @@ def loss_maximised(run: WatchRun, t: Thresholds) -> list[Finding]:
         if len(losses) >= 2 * w and last >= first:
             continue  # long enough to see it, and the ascent does not go on
         finding = _maximised(s, kind, bad[0], maximize, steps, (first, last, w))
+        if run.optimises_inputs(s.index):
+            finding = _attack(finding, bad[0])
         out.append(about(finding, [r.step for r in steps[:1]]))
     return out
 
@@ -122,6 +127,20 @@ def _maximised(
         ),
     )
     return finding
+
+
+def _attack(finding: Finding, term: LossTerm) -> Finding:
+    """The ascent of a fixed network's loss by the inputs it is fed: an untargeted attack."""
+    name = term.kind.replace("_", "-")
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=finding.message + "; the optimizer trains only inputs of a network the "
+        f"script keeps fixed, so raising its {name} is what an untargeted attack (a "
+        "universal perturbation, an adversarial patch) does",
+        advice=f"nothing to fix for an untargeted attack; a targeted one minimises the {name} "
+        "towards its target class: remove the minus sign there",
+    )
 
 
 # -- GS419 ------------------------------------------------------------------------------

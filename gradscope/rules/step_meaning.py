@@ -174,8 +174,16 @@ def _had_a_scale(run: WatchRun, members: list[int]) -> list[int]:
     zero (LoRA's B, a zero-init output projection or gate) grows from nothing, its ratio
     about 1/t whatever the lr (1 at step 1, 0.5 at step 2); a softmax's own logits
     (DARTS's architecture weights, started near 0 for a uniform choice) are in nats, their
-    initial values no scale of theirs."""
-    return [i for i in members if run.params[i].weight_norm != 0 and not run.params[i].logits_table]
+    initial values no scale of theirs; an input the script optimises beside a fixed network
+    (a feature-visualisation image started at 0.01, a soft prompt copied from the
+    vocabulary: `optimised_input`) holds data, whose scale no layer's initialisation set."""
+    return [
+        i
+        for i in members
+        if run.params[i].weight_norm != 0
+        and not run.params[i].logits_table
+        and not run.params[i].optimised_input
+    ]
 
 
 def _died(

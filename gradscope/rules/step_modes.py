@@ -7,6 +7,7 @@ from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_common import about
+from gradscope.rules.symptoms import DIVERGENCE
 from gradscope.steps.records import WatchRun
 from gradscope.steps.state_facts import EvalSpan, StillStats
 
@@ -29,6 +30,9 @@ SHOWN = 4
     objectives=(
         "any: the mode the model trained in, a mechanism independent of what the loss means"
     ),
+    # BatchNorms in eval on statistics never measured normalise nothing: the run trains
+    # an unnormalised network at a learning rate set for a normalised one
+    explains=(*DIVERGENCE, "GS441"),
 )
 def trained_in_eval(run: WatchRun, t: Thresholds) -> list[Finding]:
     """At an optimizer step the model that owns its parameters had `training` False
@@ -41,7 +45,10 @@ def trained_in_eval(run: WatchRun, t: Thresholds) -> list[Finding]:
     so is a model without dropout or BatchNorm, for which the modes are the same. A model
     put in eval before the first step and kept there, beside another that the same optimizer
     trains in train mode, has the shape of a network meant to stay fixed (a perceptual
-    loss's features): the advice then offers freezing it before switching it to train."""
+    loss's features): the advice then offers freezing it before switching it to train.
+    Where its BatchNorms' statistics were never measured (GS441: still mean 0, variance 1)
+    they normalise nothing, and the blow-up that follows (an lr too high for the network
+    without its normalisation, NaN, spikes) is its consequence."""
     out = []
     for span in run.state_facts.eval_spans:
         out.append(about(_eval_finding(run, span), range(span.first, span.last + 1)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import replace
 
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
@@ -205,7 +206,8 @@ def _trained(run: WatchRun, s: Series) -> list[int]:
     Severity.INFO,
     "update-ratio",
     Stage.WATCH,
-    "watch: parameters with requires_grad=False sit in an optimizer's param groups and never move",
+    "watch: parameters with requires_grad=False sit in an optimizer's param groups and never "
+    "move; an error when they are all it holds, so its steps move nothing",
     example="`model.encoder.requires_grad_(False)` after `Adam(model.parameters())`",
     fix="nothing if meant; else requires_grad_(True). Passing only the trainable parameters makes "
     "the intent plain and saves the optimizer's state",
@@ -217,7 +219,10 @@ def _trained(run: WatchRun, s: Series) -> list[int]:
 def frozen_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """Parameters with requires_grad=False sit in an optimizer's param groups and got no
     gradient in any step: the optimizer keeps them and never moves them. Often meant (a frozen
-    backbone passed as model.parameters()), so information."""
+    backbone passed as model.parameters()), so information. When they are every tensor the
+    optimizer holds and nothing wrote them either, its steps move nothing at all: the tensor
+    meant to learn was never made to require grad (a style-transfer image cloned from the
+    content, a soft prompt built without requires_grad), an error."""
     out = []
     for s in by_optimizer(run):
         if s.manual(run):
@@ -256,8 +261,25 @@ def frozen_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) 
             value=float(len(frozen)),
             evidence=(f"frozen parameters: {', '.join(frozen[:6])}",),
         )
+        if len(held) == len([i for i in s.members if i < len(run.params)]) and not copied:
+            finding = _moves_nothing(finding)
         out.append(finding)
     return out
+
+
+def _moves_nothing(finding: Finding) -> Finding:
+    """Every tensor the optimizer holds is frozen and unwritten: no step of it moves
+    anything, whatever the loss asks."""
+    return replace(
+        finding,
+        severity=Severity.ERROR,
+        message=finding.message + "; they are all the optimizer holds: none of its steps moved "
+        "anything",
+        advice="give this optimizer the tensor it is meant to train, requiring grad: call "
+        "requires_grad_(True) on it before the forward that uses it (an image or a prompt "
+        "cloned from data does not require grad), or pass it to the optimizer if it sits in "
+        "none (GS411 names those); if the optimizer is meant to stay idle, do not step it",
+    )
 
 
 # -- GS422 ------------------------------------------------------------------------------

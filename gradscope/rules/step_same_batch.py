@@ -55,12 +55,17 @@ def same_batch(run: WatchRun, t: Thresholds) -> list[Finding]:
     run got there, is its evidence. Information, not a warning: a dataset of one batch
     trained full-batch does the same by design, and so does overfitting one batch as a
     check; the finding says how to tell. A dataset of a few batches cycled differs from
-    step to step, and stays silent. One optimizer only (a GAN's losses alternate)."""
+    step to step, and stays silent. One optimizer only (a GAN's losses alternate). Silent
+    on an optimizer that trains only inputs beside a fixed network (style transfer's image,
+    a soft prompt): its targets (a style's Gram matrices, a class to reach) are fixed by
+    design, and there is no data to memorise."""
     if len(run.optimizers) != 1:
         return []
     out = []
     for r in run.state_facts.repeats:
         if len(r.compared) < REPEATS or r.same != r.compared or r.samples < MIN_TARGETS:
+            continue
+        if run.optimises_inputs(r.optimizer):
             continue
         out.append(_finding(run, r))
     return out

@@ -83,7 +83,7 @@ def _judged_ratios(run: WatchRun, t: Thresholds) -> Iterator[tuple[int, float, b
             if i not in graded:
                 continue
             ratio = graded[i]
-        yield i, ratio, len(p.shape) >= 2
+        yield i, ratio, len(p.shape) >= 2 and not p.optimised_input
 
 
 @rule(
@@ -112,9 +112,11 @@ def update_ratio_high(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) ->
     # weight matrices only: a bias or norm scale near 0 has a huge ratio while healthy
     """A weight matrix's median update/weight norm ratio, sampled every 25 steps after
     warmup-steps, is above update-ratio-high; about 1e-3 is healthy. Vectors (biases, norm
-    scales near 0) are not judged, nor the steps of an optimizer built for one task or round
-    (a meta-learning inner loop, a federated client: 2 to fewer than warmup-steps steps inside a
-    longer run), whose large moves are its purpose."""
+    scales near 0) are not judged, nor an input the script optimises beside a fixed network
+    (an image, a soft prompt: its values are data, not weights), nor the steps of an
+    optimizer built for one task or round (a meta-learning inner loop, a federated client: 2
+    to fewer than warmup-steps steps inside a longer run), whose large moves are its
+    purpose."""
     out = []
     for i, ratio, matrix in _judged_ratios(run, t):
         p = run.params[i]

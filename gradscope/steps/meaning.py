@@ -232,6 +232,8 @@ class GroupSettings:
     eps: float | None = None
     maximize: bool = False
     nesterov: bool = False
+    line_search: bool = False
+    """LBFGS's line_search_fn is set: a line search sizes each step, not lr alone."""
 
 
 QUASI_NEWTON = ("LBFGS",)

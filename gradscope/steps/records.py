@@ -68,6 +68,10 @@ class ParamInfo:
     model: int | None = None
     """The index of the model found holding it (several: a GAN's generator and critic);
     None: no model holds it."""
+    optimised_input: bool = False
+    """Held by no layer, trained beside a network the script keeps fixed: an input it
+    optimises (an image, a soft prompt, a latent), whose values are data, not weights
+    initialised to a layer's scale."""
     flat_op: str | None = None
     """The op with a zero derivative (torch.sign, torch.round) it lies below in the
     graphs read: a gradient of exact zeros reaches it by torch's definition; None: none."""
@@ -172,6 +176,13 @@ class WatchRun:
     def members_of(self, index: int) -> tuple[int, ...]:
         """Positions of optimizer `index`'s parameters; () when not recorded."""
         return self.members[index] if index < len(self.members) else ()
+
+    def optimises_inputs(self, index: int) -> bool:
+        """Every tensor optimizer `index` trains is an input optimised beside a fixed
+        network (`ParamInfo.optimised_input`): an image, a prompt, a perturbation; no
+        model's weights."""
+        members = [i for i in self.members_of(index) if i < len(self.params)]
+        return bool(members) and all(self.params[i].optimised_input for i in members)
 
     def optimizer_label(self, index: int) -> str:
         """ "optimizer 0 (Adam, Discriminator)": its index, class and the module its

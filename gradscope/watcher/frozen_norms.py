@@ -9,6 +9,9 @@ inside a trained block is mmdetection's frozen affine, its statistics meant to f
 trained convolutions). Read at the first optimizer step (one scan of the live modules) and
 when the run ends: host version counters only (a train-mode forward bumps
 `num_batches_tracked`; an EMA or a target network's load_state_dict bumps its weights').
+
+The same scan says whether any fixed network is there at all: beside one, a trained tensor
+that no layer holds is an input the script optimises (`optimised_input`).
 """
 
 from __future__ import annotations
@@ -42,6 +45,10 @@ class FrozenNorms:
     frozen: list[_Frozen] = field(default_factory=list)
     started_at: int | None = None
     """The optimizer step the frozen networks were found at."""
+    fixed_network: bool = False
+    """The script held a network with weights that nothing trains (every parameter
+    requires_grad False, in no optimizer), BatchNorms or not: what an optimised input (a
+    style-transfer image, a soft prompt) is fed to."""
 
     def start(self, step: int) -> None:
         """First optimizer step: keep the frozen networks with their norms' and weights'
@@ -53,6 +60,7 @@ class FrozenNorms:
             self._scan()
         except Exception:  # a module that will not be looked into: no facts, no finding
             self.frozen = []
+            self.fixed_network = False
 
     def _scan(self) -> None:
         found = discover.live((nn.Module, torch.optim.Optimizer))
@@ -62,6 +70,7 @@ class FrozenNorms:
         children = {id(c) for m in modules for c in m.children()}
         named = discover.script_modules()
         for top in (m for m in modules if id(m) not in children):
+            self.fixed_network = self.fixed_network or _holds_fixed(top, held)
             for name, network in _frozen_regions(top, held):
                 top_name = named.get(id(top), type(top).__name__)
                 label = f"{top_name}.{name}" if name else top_name
@@ -110,6 +119,18 @@ def _frozen_regions(module: nn.Module, held: set[int], name: str = "") -> list[t
     return out
 
 
+def _holds_fixed(module: nn.Module, held: set[int]) -> bool:
+    """`module`, or a module inside it, has weights besides its norms' own and none that
+    requires grad or that an optimizer holds: a network the script keeps fixed."""
+    params = list(module.parameters())
+    if not params:
+        return False
+    if not any(p.requires_grad or id(p) in held for p in params):
+        norms = {id(p) for m in module.modules() if isinstance(m, NORMS) for p in m.parameters()}
+        return any(id(p) not in norms for p in params)
+    return any(_holds_fixed(child, held) for child in module.children())
+
+
 def _kept(label: str, network: nn.Module) -> _Frozen:
     norms: list[tuple[str, nn.Module, int]] = [
         (n, m, _tracked(m) or 0)
@@ -126,3 +147,23 @@ def _tracked(m: nn.Module) -> int | None:
     if counter is None or not getattr(m, "track_running_stats", False):
         return None
     return int(counter._version)
+
+
+def optimised_input(tracked: discover.Tracked, position: int, frozen: FrozenNorms) -> bool:
+    """The tracked tensor at `position`, trained beside a fixed network, is held by no
+    layer: by no model, or as a container's own parameter (a soft prompt registered on the
+    wrapper around a frozen language model), not a Linear's, a Conv's or an Embedding's. It
+    is an input the script optimises (a style-transfer or feature-visualisation image, a
+    soft prompt, a latent): its initial values are data, not weights scaled to a layer."""
+    if not frozen.fixed_network:
+        return False
+    owner = tracked.owners.get(position)
+    if owner is None:
+        return True
+    where, name = owner
+    holder, _, _ = name.replace(discover.COMPILED_PREFIX, "").rpartition(".")
+    try:
+        module = discover.unwrapped(tracked.roots[where]).get_submodule(holder)
+    except (AttributeError, IndexError):
+        return False
+    return next(module.children(), None) is not None

@@ -67,6 +67,7 @@ def group_settings(optimizer: Any, group: dict[str, Any]) -> GroupSettings:
         eps=_optional(group.get("eps")),
         maximize=bool(group.get("maximize", False)),
         nesterov=bool(group.get("nesterov", False)),
+        line_search=group.get("line_search_fn") is not None,
     )
 
 

@@ -262,6 +262,7 @@ class Watcher:
         """Each tracked tensor: its optimizer and group, its first weight norm, where it
         sits in the model."""
         from gradscope.watcher.discover import read_out_layers
+        from gradscope.watcher.frozen_norms import optimised_input
 
         icp = self.state
         owned = {id(p) for o in icp.known for g in o.param_groups for p in g["params"]}
@@ -299,6 +300,7 @@ class Watcher:
                 differentiated=icp.grad_inputs.holds(p),
                 logits_table=icp.logit_tables.holds(p),
                 flat_op=icp.flat_ops.op_above(p),
+                optimised_input=optimised_input(icp.tracked, i, icp.frozen_norms),
                 model=icp.tracked.owners.get(i, (None, ""))[0],
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
