@@ -59,6 +59,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_reference_trained",
         "gradscope.rules.step_same_batch",
         "gradscope.rules.step_schedule",
+        "gradscope.rules.step_schedule_pace",
         "gradscope.rules.step_setup",
         "gradscope.rules.step_shared",
         "gradscope.rules.step_stale",

@@ -206,6 +206,13 @@ TABLE = {
             "scheduler.step() once per epoch, or a schedule sized in optimizer steps",
         ),
         TableRow(
+            "schedule-stalled",
+            "the learning rate stays near where its schedule starts (OneCycleLR's warm-up "
+            "value, a cosine at its peak) through the whole run",
+            "a scheduler sized in optimizer steps stepped once per epoch",
+            "scheduler.step() after every optimizer.step(), or a schedule sized in epochs",
+        ),
+        TableRow(
             "stale-params",
             "gradients flow but the weights never move; parameters in no optimizer",
             "a parameter or module replaced after the optimizer was built: it steps the old "

@@ -196,6 +196,10 @@ FIRES = {
         "tests/watcher/test_watch_range_test.py",
         "test_only_training_that_starts_above_the_tests_first_losses_is_named",
     ),
+    "GS461": (
+        "tests/watcher/test_watch_schedule_pace.py",
+        "test_a_schedule_sized_in_steps_stepped_per_epoch_is_named",
+    ),
 }
 """Rule id → a test that makes it fire (on a real model or script, or on the data of one) and
 looks for it by id or slug."""
