@@ -32,6 +32,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.range_test",
         "gradscope.rules.step_after_clip",
         "gradscope.rules.step_amp",
+        "gradscope.rules.step_betas",
         "gradscope.rules.step_attention",
         "gradscope.rules.step_batch",
         "gradscope.rules.step_blowup",

@@ -266,6 +266,13 @@ TABLE = {
             "eps far below the gradients' size (1e-8), or gradients not scaled down",
         ),
         TableRow(
+            "adam-betas",
+            "Adam trains slowly and unevenly: each step an old gradient's mean over a fresh "
+            "gradient's size",
+            "betas swapped: β1 (the momentum's decay) above β2 (the squared gradient's)",
+            "betas=(β1, β2) with β1 the smaller, as (0.9, 0.999)",
+        ),
+        TableRow(
             "same-batch",
             "the loss falls to ~0 quickly, and evaluation does not follow",
             "every step trains on the same batch (a loader that yields one batch)",
