@@ -20,6 +20,7 @@ from gradscope.rules import (
     zero_derivative,
 )
 from gradscope.rules.registry import DECLARED, Stage, rule
+from gradscope.rules.rounded_away import rounded_away
 from gradscope.rules.short_lived import short_lived
 from gradscope.rules.step_common import (
     about,
@@ -159,7 +160,9 @@ def update_ratio_low(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     # GS405/GS413's verdict, not the learning rate's)
     """After warmup-steps, a parameter's median sampled update/weight ratio is below
     update-ratio-low: zero for any parameter, or tiny for a matrix that had gradients. Its param
-    group's learning rate is 0, or far too small; a frozen parameter left in an optimizer is
+    group's learning rate is 0, or far too small, or (a bfloat16 or float16 weight under an
+    Adam-family step of about lr) below the spacing of values near the weight, so every
+    update rounds away (rules/rounded_away.py); a frozen parameter left in an optimizer is
     information. A parameter whose gradients died (a thousandfold below what they were, and
     stayed there) is not judged: a ratio of ~0 with no gradient is not a small learning rate
     (GS405, GS417, and GS419 where large steps killed them)."""
@@ -174,19 +177,22 @@ def update_ratio_low(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             continue  # frozen but in an optimizer: GS421 says it
         if not got_grad(run, i):
             continue  # GS413 says it (its lr, read at the end, may be a schedule's last 0)
+        give = (
+            "give it a learning rate, or remove it from the optimizer if it is meant to stay fixed"
+        )
         if p.lr == 0:
-            why = "its param group's learning rate is 0"
+            why, advice = "its param group's learning rate is 0", give
         elif _died(run, i):
             continue  # a ratio ~0 with no gradient left is not a small lr: GS405/GS417's
         else:
-            why = "its learning rate is far too small for its gradients"
+            small = "its learning rate is far too small for its gradients"
+            why, advice = rounded_away(run, i) or (small, give)
         out.append(
             this.finding(
                 p.name,
                 f"{p.name} is {'not updated' if ratio == 0 else 'barely updated'} "
                 f"(update/weight ratio {ratio:.3g}): {why}",
-                "give it a learning rate, or remove it from the optimizer if it is meant "
-                "to stay fixed",
+                advice,
                 value=ratio,
                 threshold=t.update_ratio_low,
             )
