@@ -206,6 +206,13 @@ TABLE = {
             "scheduler.step() once per epoch, or a schedule sized in optimizer steps",
         ),
         TableRow(
+            "schedule-stalled",
+            "the learning rate stays near where its schedule starts (OneCycleLR's warm-up "
+            "value, a cosine at its peak) through the whole run",
+            "a scheduler sized in optimizer steps stepped once per epoch",
+            "scheduler.step() after every optimizer.step(), or a schedule sized in epochs",
+        ),
+        TableRow(
             "stale-params",
             "gradients flow but the weights never move; parameters in no optimizer",
             "a parameter or module replaced after the optimizer was built: it steps the old "
@@ -257,6 +264,13 @@ TABLE = {
             "Adam learns as slowly as SGD with a tiny step",
             "eps above √v̂ for most elements: the step is lr·m̂/eps",
             "eps far below the gradients' size (1e-8), or gradients not scaled down",
+        ),
+        TableRow(
+            "adam-betas",
+            "Adam trains slowly and unevenly: each step an old gradient's mean over a fresh "
+            "gradient's size",
+            "betas swapped: β1 (the momentum's decay) above β2 (the squared gradient's)",
+            "betas=(β1, β2) with β1 the smaller, as (0.9, 0.999)",
         ),
         TableRow(
             "same-batch",

@@ -24,13 +24,15 @@ from gradscope.steps.records import StepRecord, WatchRun
 
 COLLAPSED = 0.01
 """The lr at or below 1% of its peak: the schedule's end, by the issue's own measure."""
-TAIL = 0.1
+LONGER = 2
 """For a schedule that does not say where it ends: one whose lr only falls (StepLR,
-MultiStepLR, ExponentialLR: a last decay to 1% near the end is a recipe, e.g. ×0.1 at 78%
-and 93% of the iterations) or of unknown shape (a lambda, a composite). A schedule meant for
-the run spends at most its last ~6-8% below 1% of its peak (a cosine to 0: 6.4%;
-OneCycleLR: 4.5%; a linear decay: 1%; that step recipe: 7.4%); a run that trains on for
-more than 10% of its steps (and at least 2) after the collapse was not meant to."""
+MultiStepLR, ExponentialLR) or of unknown shape (a lambda, a composite). Step recipes keep
+up to a third of the run at 1% of the peak or below: ResNet's ×0.1 at 32k and 48k of 64k
+iterations (a quarter), ImageNet's StepLR(30) over 90 epochs (a third), detection's ×0.1 at
+78% and 93% (7%); a schedule counted in epochs and stepped per batch collapses after a few
+epochs' worth of batches, and the run trains on many times as long. So a collapse is the
+run's once the run has spent LONGER times as many steps since the schedule's first call as
+it took to fall there: it trained on below 1% for as long (at least 2 steps)."""
 CYCLIC = ("CosineAnnealingWarmRestarts", "CyclicLR")
 """Schedules that return to their peak by design: the lr near 0 is a restart's eve."""
 
@@ -60,11 +62,11 @@ def lr_collapsed(run: WatchRun, t: Thresholds) -> list[Finding]:
     sized in calls (CosineAnnealingLR's T_max, LinearLR's and PolynomialLR's total_iters,
     OneCycleLR's total_steps) reaches 1% near its own end, and is a collapse once the run
     steps past that end; any other (one whose lr only falls, which a recipe may take to 1%
-    near the run's end; a lambda, a composite) must leave more than 10% of the run's steps
-    (at least 2) below. A schedule counted in epochs, stepped per batch, ends after as many
-    batches as it has epochs; one stepped per micro-batch ends K times too early. The
-    finding names the scheduler, its numbers, the line that steps it and the step where
-    the lr fell below
+    near the run's end; a lambda, a composite) is a collapse once the run trains on below 1%
+    for as long as it took to fall there (recipes keep at most a third of the run there). A
+    schedule counted in epochs, stepped per batch, ends after as many batches as it has
+    epochs; one stepped per micro-batch ends K times too early. The finding names the
+    scheduler, its numbers, the line that steps it and the step where the lr fell below
     1%."""
     out = []
     series = {s.index: s for s in by_optimizer(run)}
@@ -77,18 +79,18 @@ def lr_collapsed(run: WatchRun, t: Thresholds) -> list[Finding]:
             continue
         peak, at, group = found
         last = s.steps[-1].step
-        if last < _due(info, at.step, last):
+        if last < _due(info, at.step):
             continue
         out.append(about(_finding(s, info, peak, at, group, last - at.step), [at.step]))
     return out
 
 
-def _due(info: SchedulerInfo, at: int, last: int) -> float:
+def _due(info: SchedulerInfo, at: int) -> float:
     """The step from which a collapse at step `at` is certain to be the run's, not the
     schedule's planned end (inf: never, for a schedule the run has not outlived)."""
     if info.shape == "ends":
         return math.inf if info.past is None else max(at + 1, info.past)
-    return at + max(2, TAIL * last)
+    return at + max(2, (LONGER - 1) * (at - info.first + 1))
 
 
 def _collapse(steps: list[StepRecord]) -> tuple[StepRecord, StepRecord, int] | None:
@@ -157,7 +159,7 @@ def _shape_evidence(info: SchedulerInfo) -> tuple[str, ...]:
     if info.shape == "falls":
         return (
             f"{info.kind}'s lr only falls: it stays below 1% of its peak from there, and the "
-            "run trained on for more than 10% of its steps",
+            "run trained on below it for as long as it took to fall there",
         )
     if info.shape == "ends" and info.past is not None:
         return (

@@ -382,8 +382,12 @@ def _status(exc: BaseException | None, stop: type[BaseException]) -> tuple[str, 
 
 
 def _lr(group: dict[str, Any]) -> float | None:
+    """The group's lr as a number. A learned lr (hypergradient descent through a
+    differentiable optimizer) is a tensor that requires grad: read detached, or torch
+    warns on the user's stderr."""
     lr = group.get("lr")
+    detach = getattr(lr, "detach", None)
     try:
-        return float(lr) if lr is not None else None
+        return float(detach() if callable(detach) else lr) if lr is not None else None
     except (TypeError, ValueError, RuntimeError):
         return None

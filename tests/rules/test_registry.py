@@ -200,6 +200,14 @@ FIRES = {
         "tests/watcher/test_watch_grad_mode_off.py",
         "test_grad_mode_left_off_after_an_evaluation_is_named",
     ),
+    "GS463": (
+        "tests/watcher/test_watch_schedule_pace.py",
+        "test_a_schedule_sized_in_steps_stepped_per_epoch_is_named",
+    ),
+    "GS462": (
+        "tests/watcher/test_watch_adam_betas.py",
+        "test_swapped_betas_are_named_with_the_order_that_fixes_them",
+    ),
 }
 """Rule id → a test that makes it fire (on a real model or script, or on the data of one) and
 looks for it by id or slug."""

@@ -9,7 +9,7 @@ zero-inside    optimizer.zero_grad() inside the accumulation loop: 1 of 4 micro-
 module-inside  model.zero_grad() inside the accumulation loop
 none-inside    p.grad = None for every parameter inside the accumulation loop
 steplr-batch   StepLR(step_size=10, gamma=0.1) meant per epoch, stepped per batch
-exp-batch      ExponentialLR(gamma=0.9) meant per epoch, stepped per batch
+exp-batch      ExponentialLR(gamma=0.8) meant per epoch, stepped per batch
 cosine-batch   CosineAnnealingLR(T_max=10 epochs) stepped per batch
 steplr-micro   StepLR(step_size=10, gamma=0.5) stepped per micro-batch of 4
 cosine-steps   CosineAnnealingLR(T_max=total steps) stepped per step (healthy)
@@ -120,7 +120,7 @@ sched = None
 if bug == "steplr-batch":
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=10, gamma=0.1)
 elif bug == "exp-batch":
-    sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=0.9)
+    sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=0.8)
 elif bug == "cosine-batch":
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)
 elif bug == "steplr-micro":
