@@ -192,6 +192,9 @@ class CarriedGraph:
     what: str
     """"freed" (its buffers freed by the last backward) or "modified" (kept by
     retain_graph=True, its saved weights updated in place since)."""
+    handed_from: int | None = None
+    """The optimizer that took the previous step, where this loss's own nodes reach none of
+    its tensors: the older graph is the part it trains, handed on within the batch."""
 
 
 @dataclass(frozen=True)

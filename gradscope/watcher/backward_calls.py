@@ -135,7 +135,11 @@ def failed(
 ) -> None:
     """The call raised: a graph an earlier step built, reached again (carried_graph.py)."""
     if not here.quiet:
-        carried_graph.failed(state.graph_marks, roots, exc, state.steps + 1)
+        marks = state.graph_marks
+        stepper = state.optimizers[marks.stepper] if marks.stepper >= 0 else None
+        groups = getattr(stepper, "param_groups", [])
+        params = {id(p) for g in groups for p in g["params"]}
+        carried_graph.failed(marks, roots, exc, state.steps + 1, params)
 
 
 def _flat(state: WatchState, roots: list[torch.Tensor]) -> None:
