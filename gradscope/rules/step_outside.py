@@ -61,7 +61,7 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
         if _not_judged(run, i, p):
             continue
         if not got_grad(run, i):
-            out.append(_no_grad_outside(run, p))
+            out.append(_idle(run, p) if p.idle_optimizer else _no_grad_outside(run, p))
             continue
         if p.idle_optimizer:
             out.append(_never_stepped(this, run, p, i))
@@ -233,6 +233,23 @@ def _no_grad_outside(run: WatchRun, p: ParamInfo) -> Finding:
         f"any step: {what}",
         advice,
         evidence=(f"optimizers: {', '.join(run.optimizers)}",),
+    )
+    return replace(finding, severity=Severity.INFO)
+
+
+def _idle(run: WatchRun, p: ParamInfo) -> Finding:
+    """Information: in the param groups of an optimizer whose zero_grad() ran and whose
+    step() never did, and never given a gradient (an optimizer kept for a later phase, or
+    one whose loss never got to its backward before the script stopped)."""
+    finding = RULES["GS411"].finding(
+        p.name,
+        f"{p.name} is in the param groups of an optimizer ({p.idle_optimizer}) whose "
+        "zero_grad() ran but whose step() never did, and got no gradient in any step: "
+        "nothing updated it in this run",
+        f"if it is meant to learn, make its loss reach it and call that optimizer's "
+        f"({p.idle_optimizer}) step() after the backward; if it is meant to stay fixed, "
+        "freeze it (requires_grad_(False))",
+        evidence=(f"optimizers that stepped: {', '.join(run.optimizers)}",),
     )
     return replace(finding, severity=Severity.INFO)
 
