@@ -144,8 +144,7 @@ def _never_stepped(this: Rule, run: WatchRun, p: ParamInfo, i: int) -> Finding:
     return this.finding(
         p.name,
         f"{p.name} gets gradients and is in the param groups of an optimizer "
-        f"({p.idle_optimizer}) whose zero_grad() ran but whose step() never did: no step "
-        "applies its gradients",
+        f"({p.idle_optimizer}) {_never_ran(p)}: no step applies its gradients",
         f"call that optimizer's ({p.idle_optimizer}) step() after the backward, as the other "
         "optimizers' are",
         evidence=(
@@ -264,15 +263,22 @@ def _no_grad_outside(run: WatchRun, p: ParamInfo) -> Finding:
     return replace(finding, severity=Severity.INFO)
 
 
+def _never_ran(p: ParamInfo) -> str:
+    """What its optimizer did: zeroed and never stepped, or (found live when the run ended
+    early) never reached."""
+    if p.idle_zeroed:
+        return "whose zero_grad() ran but whose step() never did"
+    return "that had not stepped yet when the run ended"
+
+
 def _idle(run: WatchRun, p: ParamInfo) -> Finding:
     """Information: in the param groups of an optimizer whose zero_grad() ran and whose
     step() never did, and never given a gradient (an optimizer kept for a later phase, or
     one whose loss never got to its backward before the script stopped)."""
     finding = RULES["GS411"].finding(
         p.name,
-        f"{p.name} is in the param groups of an optimizer ({p.idle_optimizer}) whose "
-        "zero_grad() ran but whose step() never did, and got no gradient in any step: "
-        "nothing updated it in this run",
+        f"{p.name} is in the param groups of an optimizer ({p.idle_optimizer}) "
+        f"{_never_ran(p)}, and got no gradient in any step: nothing updated it in this run",
         f"if it is meant to learn, make its loss reach it and call that optimizer's "
         f"({p.idle_optimizer}) step() after the backward; if it is meant to stay fixed, "
         "freeze it (requires_grad_(False))",

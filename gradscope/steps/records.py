@@ -58,7 +58,9 @@ class ParamInfo:
     require grad (an embedding output under gradient checkpointing), not a weight."""
     idle_optimizer: str | None = None
     """Outside every optimizer that stepped, the class of one whose param groups hold it,
-    whose zero_grad() ran and whose step() never did; None: none."""
+    whose zero_grad() ran and whose step() never did (or, in a run that ended early, one
+    found live whose turn never came: `idle_zeroed` False); None: none."""
+    idle_zeroed: bool = True
     differentiated: bool = False
     """The script took a derivative with respect to it by torch.autograd.grad (a dummy
     scale, an input): a variable of a derivative it reads itself."""

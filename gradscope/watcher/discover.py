@@ -264,6 +264,23 @@ def add_idle(tracked: Tracked, optimizers: Sequence[Any]) -> None:
         add_models(tracked, owned)
 
 
+def unstepped_holders(params: Sequence[torch.Tensor], placed: set[int]) -> dict[int, str]:
+    """id → the class of a live optimizer holding it, for the trainable tensors outside
+    `placed` (those of the optimizers that stepped or were zeroed): in a run that ended
+    early, an optimizer whose turn never came (the next block's, in layer-wise training).
+    One scan of the live objects, only where such a tensor exists."""
+    loose = {id(p) for p in params if p.requires_grad and id(p) not in placed}
+    if not loose:
+        return {}
+    return {
+        id(q): type(o).__name__
+        for o in live_optimizers()
+        for g in o.param_groups
+        for q in g["params"]
+        if id(q) in loose
+    }
+
+
 def _script_names() -> dict[int, str]:
     """id → name of the tensors the running script binds at module level (`w`, `b` of a
     loop without nn.Module)."""

@@ -2,8 +2,10 @@
 gradient module (DNI) trained on the true gradient by an optimizer whose step() the
 script forgot was never looked at, its module apart from every stepped optimizer's: the
 run was told only that the layer its zero-initialised output feeds got zero gradients.
-And a block whose optimizer never got to step (the run stopped first) was said to be in no
-optimizer param group. The look-alike, the same module's optimizer stepped, is silent."""
+And a block whose optimizer never got to step (the run stopped first, or died first: a
+layer-wise loop without its .detach()) was said to be in no optimizer param group. The
+look-alikes, the same module's optimizer stepped and the layer-wise loop detached, are
+silent."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import torch
 import torch.nn.functional as F
 
 import gradscope
+from gradscope.findings import Severity
+from tests.watcher.watch_scripts import domain_watched
 
 
 def _synthetic_gradients(stepped: bool):
@@ -70,3 +74,19 @@ def test_a_block_whose_optimizer_never_stepped_is_not_said_to_be_in_no_optimizer
     found = [f for f in w.report.findings if f.rule == "GS411" and f.subject.startswith("1.")]
     assert found and all("in no optimizer param group" not in f.message for f in found)
     assert all("whose step() never did" in f.message for f in found)
+
+
+def test_blocks_whose_optimizers_the_crash_came_before_are_not_said_to_be_in_none():
+    # the second block's optimizer was zeroed when the script died, the third's not yet
+    report = domain_watched("layer_wise.py", "attached")
+    assert not report.faults, report.internal_error()
+    assert report.run.status == "crashed"
+    found = [f for f in report.findings if f.rule == "GS411"]
+    assert {f.subject.split(".")[1] for f in found} == {"1", "2"}
+    assert all("in no optimizer param group" not in f.message for f in found)
+    assert any("had not stepped yet when the run ended" in f.message for f in found)
+
+
+def test_the_layer_wise_loop_with_its_detach_is_silent():
+    report = domain_watched("layer_wise.py", "healthy")
+    assert not [f for f in report.findings if f.severity >= Severity.WARNING], report.findings
