@@ -2,8 +2,9 @@
 autograd's "backward through the graph a second time" or "modified by an inplace
 operation", and the failing loss's graph reaches nodes built before its step: a tensor
 carried across batches with its graph (an RNN's hidden state not detached between
-truncated-BPTT batches). The watcher reads it off the graph at the failure
-(`WatchRun.carried_graph`). No torch."""
+truncated-BPTT batches), or a part another optimizer trains handed on with its graph
+(layer-wise training without `.detach()` between blocks). The watcher reads it off the
+graph at the failure (`WatchRun.carried_graph`). No torch."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import about
-from gradscope.steps.records import WatchRun
+from gradscope.steps.records import CarriedGraph, WatchRun
 
 _WHAT = {
     "freed": "the earlier backward freed that graph's buffers",
@@ -45,10 +46,14 @@ def graph_carried_over(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
     then reaches back through every earlier batch (the graph grows without end with
     retain_graph=True). Named with the newest such node, where the
     earlier graph joins this one; a failure whose graph holds only this step's nodes (an
-    in-place op inside one forward) is not this."""
+    in-place op inside one forward) is not this. Where another optimizer took the previous
+    step and this loss's own nodes reach none of its tensors, the older graph is the part
+    that optimizer trains, handed on within the batch: named so (layer-wise training)."""
     found = run.carried_graph
     if found is None:
         return []
+    if found.handed_from is not None:
+        return [about(_handed_on(this, run, found, found.handed_from), [found.step])]
     finding = this.finding(
         "backward",
         f"the backward of step {found.step} failed on a graph built at an earlier step: its "
@@ -63,3 +68,29 @@ def graph_carried_over(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
         evidence=(f"joining node: {found.node}", f"failed at step {found.step}"),
     )
     return [about(finding, [found.step])]
+
+
+def _handed_on(this: Rule, run: WatchRun, found: CarriedGraph, k: int) -> Finding:
+    """The older graph is the part another optimizer trains and had just stepped: its output
+    fed this loss with its graph (a block of layer-wise or forward-forward training passed
+    on without .detach()), not a tensor carried from the previous batch."""
+    other = run.optimizer_label(k)
+    return this.finding(
+        "backward",
+        f"the backward of step {found.step} failed on a graph built at an earlier step: its "
+        f"loss reaches autograd nodes created before the step began (joining at "
+        f"{found.node}), the graph of the part {other} trains, which took the step "
+        f"before: {_WHAT.get(found.what, found.what)}. This loss's own part reaches none "
+        f"of {other}'s tensors: that part's output was handed on with its graph, as when "
+        "a block of layer-wise (or forward-forward) training feeds the next one without "
+        ".detach()",
+        "detach what one part hands to the next where each has its own loss and optimizer "
+        "(h = block(h.detach())); if this loss should train the earlier part too (deep "
+        "supervision), add the losses and call backward once before either optimizer "
+        "steps; drop retain_graph=True",
+        evidence=(
+            f"joining node: {found.node}",
+            f"failed at step {found.step}",
+            f"previous step: {other}",
+        ),
+    )

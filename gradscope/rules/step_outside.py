@@ -46,8 +46,9 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     is information only: nothing is wrong with its gradients. Its norm at the first step and
     at the end (one read for the run) says which: values that changed were updated by copy,
     fine; values that never changed are updated by nothing (freeze it). One given gradients
-    that did not pile up, whose values changed, is moved by the script itself (a learned
-    lr's inner loop written back): information too. One replaced by a new tensor (a
+    whose values changed, not a copy of a trained parameter, is moved by the script itself
+    (a learned lr's inner loop written back; a Hebbian rule by hand, its gradients piling up
+    unread): information too. One replaced by a new tensor (a
     densification's swap) that no backward reached since is not judged: the new one trains."""
     if not run.optimizers:
         return []
@@ -61,14 +62,15 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
         if _not_judged(run, i, p):
             continue
         if not got_grad(run, i):
-            out.append(_no_grad_outside(run, p))
+            out.append(_idle(run, p) if p.idle_optimizer else _no_grad_outside(run, p))
             continue
         if p.idle_optimizer:
             out.append(_never_stepped(this, run, p, i))
             continue
         copy = _copy_of(p, copies)
-        if not copy and values_changed(p) and not _piled_up(run, i):
-            out.append(_moved_by_script(run, p))
+        piled = _piled_up(run, i)
+        if not copy and _moved_by_hand(p, piled):
+            out.append(_moved_by_script(run, p, piled))
             continue
         if p.differentiated and not p.in_model:
             out.append(_differentiated(run, p, i))
@@ -142,8 +144,7 @@ def _never_stepped(this: Rule, run: WatchRun, p: ParamInfo, i: int) -> Finding:
     return this.finding(
         p.name,
         f"{p.name} gets gradients and is in the param groups of an optimizer "
-        f"({p.idle_optimizer}) whose zero_grad() ran but whose step() never did: no step "
-        "applies its gradients",
+        f"({p.idle_optimizer}) {_never_ran(p)}: no step applies its gradients",
         f"call that optimizer's ({p.idle_optimizer}) step() after the backward, as the other "
         "optimizers' are",
         evidence=(
@@ -171,19 +172,44 @@ def _after_last_step(run: WatchRun, p: ParamInfo, i: int, k: int, last: int) -> 
     return replace(finding, severity=Severity.WARNING)
 
 
-def _moved_by_script(run: WatchRun, p: ParamInfo) -> Finding:
-    """Information: outside every optimizer, given gradients that did not pile up, and its
-    values changed: the script moves it itself (an inner loop's weights written back after a
-    meta-step, an update by hand), so no optimizer was meant to step it."""
-    finding = RULES["GS411"].finding(
-        p.name,
+def _moved_by_hand(p: ParamInfo, piled: tuple[str, ...]) -> bool:
+    """Its values changed with no optimizer holding it: the script's own update. Not where
+    an optimizer held it before a swap (that optimizer moved it) and its gradients piled up
+    since: the loss still reads the old tensor, the error."""
+    return bool(values_changed(p)) and not (piled and p.replaced_after is not None)
+
+
+def _moved_by_script(run: WatchRun, p: ParamInfo, piled: tuple[str, ...]) -> Finding:
+    """Information: outside every optimizer, given gradients, not a copy of a trained
+    parameter, and its values changed: the script moves it itself (an inner loop's weights
+    written back after a meta-step, an update by hand such as a Hebbian rule's), so no
+    optimizer was meant to step it. Gradients that pile up are read by nothing: its own
+    update does not use them, and adding it to an optimizer would change its rule."""
+    moved = (
         f"{p.name} gets gradients but is in no optimizer param group; its values changed "
-        f"(norm {num(p.weight_norm)} at the first step, {num(p.last_norm)} at the end) and its "
-        "gradient did not pile up: the script moves it itself (an inner loop's weights "
-        "written back, an update by hand)",
-        "nothing to fix if its own update is meant; if that update does not read these "
-        "gradients, a .detach() where the loss reaches it saves their backward",
-        evidence=(f"optimizers: {', '.join(run.optimizers)}",),
+        f"(norm {num(p.weight_norm)} at the first step, {num(p.last_norm)} at the end)"
+    )
+    if piled:
+        message = (
+            f"{moved} while its gradient piled up unread: the script moves it itself with an "
+            "update that does not read these gradients (a Hebbian or other local rule by hand)"
+        )
+        advice = (
+            "nothing to fix in its own update; requires_grad_(False) on it (or a .detach() "
+            "where the loss reaches it) stops the backward computing gradients nothing reads; "
+            "adding it to an optimizer would change its learning rule"
+        )
+    else:
+        message = (
+            f"{moved} and its gradient did not pile up: the script moves it itself (an inner "
+            "loop's weights written back, an update by hand)"
+        )
+        advice = (
+            "nothing to fix if its own update is meant; if that update does not read these "
+            "gradients, a .detach() where the loss reaches it saves their backward"
+        )
+    finding = RULES["GS411"].finding(
+        p.name, message, advice, evidence=(f"optimizers: {', '.join(run.optimizers)}", *piled)
     )
     return replace(finding, severity=Severity.INFO)
 
@@ -233,6 +259,30 @@ def _no_grad_outside(run: WatchRun, p: ParamInfo) -> Finding:
         f"any step: {what}",
         advice,
         evidence=(f"optimizers: {', '.join(run.optimizers)}",),
+    )
+    return replace(finding, severity=Severity.INFO)
+
+
+def _never_ran(p: ParamInfo) -> str:
+    """What its optimizer did: zeroed and never stepped, or (found live when the run ended
+    early) never reached."""
+    if p.idle_zeroed:
+        return "whose zero_grad() ran but whose step() never did"
+    return "that had not stepped yet when the run ended"
+
+
+def _idle(run: WatchRun, p: ParamInfo) -> Finding:
+    """Information: in the param groups of an optimizer whose zero_grad() ran and whose
+    step() never did, and never given a gradient (an optimizer kept for a later phase, or
+    one whose loss never got to its backward before the script stopped)."""
+    finding = RULES["GS411"].finding(
+        p.name,
+        f"{p.name} is in the param groups of an optimizer ({p.idle_optimizer}) "
+        f"{_never_ran(p)}, and got no gradient in any step: nothing updated it in this run",
+        f"if it is meant to learn, make its loss reach it and call that optimizer's "
+        f"({p.idle_optimizer}) step() after the backward; if it is meant to stay fixed, "
+        "freeze it (requires_grad_(False))",
+        evidence=(f"optimizers that stepped: {', '.join(run.optimizers)}",),
     )
     return replace(finding, severity=Severity.INFO)
 

@@ -3,7 +3,10 @@
 its gradient is exact zeros (GS413 over a run, GS106 in one pass). torch hands zeros
 through a step function by definition; a binarised or quantised layer trains through one
 only with a straight-through estimator (the forward's value, the identity's gradient), and
-a custom Function written as one blocks the gradient when its backward returns zeros."""
+a custom Function written as one blocks the gradient when its backward returns zeros. A
+custom Function's backward that returns None for an input hands nothing to it, or to what
+lies below it: by design for a fixed matrix (feedback alignment's random feedback weights),
+a bug for a weight meant to learn; either way its backward is the place to look."""
 
 from __future__ import annotations
 
@@ -18,6 +21,26 @@ def as_flat(finding: Finding, p: ParamInfo, steps: int) -> Finding:
     """GS413's finding for zero gradients below a zero-derivative op or a custom Function."""
     head = f"{p.name} got only zero gradients in all {steps} steps"
     return told(finding, p.name, p.flat_op or "", head)
+
+
+def below_custom(p: ParamInfo) -> bool:
+    """It lies below the user's own custom Function in the graphs read."""
+    return (p.flat_op or "").startswith(CUSTOM_FUNCTION)
+
+
+def as_none(finding: Finding, p: ParamInfo, steps: int) -> Finding:
+    """GS413's finding for a None gradient below the user's own custom Function."""
+    fn = (p.flat_op or "").removeprefix(CUSTOM_FUNCTION)
+    return replace(
+        finding,
+        message=f"{p.name} got no gradient (None) in all {steps} steps: it reaches the loss "
+        f"through the custom autograd.Function {fn}, whose backward returns None for it (or "
+        "for what it lies below)",
+        advice="if it is meant to stay fixed (feedback alignment's random feedback matrix, a "
+        "fixed projection), freeze it with requires_grad_(False) or register it as a buffer; "
+        f"if it is meant to learn, return its gradient from {fn}.backward",
+        evidence=(*finding.evidence, f"{fn} lies between {p.name} and the loss"),
+    )
 
 
 def told(finding: Finding, name: str, op: str, head: str) -> Finding:

@@ -154,12 +154,24 @@ class LossKind:
         return None if any(v is None for v in values) else sum(v or 0.0 for v in values)
 
     def describe(self) -> str:
+        """The terms in order, a run of equal ones told once with its count (a loss summed
+        over the time steps of an unrolled sequence: `8 × (cross-entropy ...)`)."""
         if not self.terms:
             return "unknown (a custom loss: judged by its values only)"
-        out = self.terms[0].describe()
-        for t in self.terms[1:]:
+        runs: list[list[Any]] = []
+        for t in self.terms:
             text = t.describe()
-            out += f" - {text[1:]}" if text.startswith("-") else f" + {text}"
+            if runs and runs[-1][0] == text:
+                runs[-1][1] += 1
+            else:
+                runs.append([text, 1])
+        out = ""
+        for text, count in runs:
+            minus = text.startswith("-")
+            body = text.removeprefix("-")
+            body = f"{count} × ({body})" if count > 1 else body
+            joint = ("-" if minus else "") if not out else (" - " if minus else " + ")
+            out += joint + body
         if self.unknown_terms:
             out += f" + {self.unknown_terms} term(s) not recognised"
         return out

@@ -58,7 +58,9 @@ class ParamInfo:
     require grad (an embedding output under gradient checkpointing), not a weight."""
     idle_optimizer: str | None = None
     """Outside every optimizer that stepped, the class of one whose param groups hold it,
-    whose zero_grad() ran and whose step() never did; None: none."""
+    whose zero_grad() ran and whose step() never did (or, in a run that ended early, one
+    found live whose turn never came: `idle_zeroed` False); None: none."""
+    idle_zeroed: bool = True
     differentiated: bool = False
     """The script took a derivative with respect to it by torch.autograd.grad (a dummy
     scale, an input): a variable of a derivative it reads itself."""
@@ -206,6 +208,9 @@ class CarriedGraph:
     what: str
     """"freed" (its buffers freed by the last backward) or "modified" (kept by
     retain_graph=True, its saved weights updated in place since)."""
+    handed_from: int | None = None
+    """The optimizer that took the previous step, where this loss's own nodes reach none of
+    its tensors: the older graph is the part it trains, handed on within the batch."""
 
 
 @dataclass(frozen=True)

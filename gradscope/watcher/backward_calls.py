@@ -137,7 +137,11 @@ def failed(
     a loss without a graph while grad mode is off (torch.set_grad_enabled(False) still in
     force at the backward)."""
     if not here.quiet:
-        carried_graph.failed(state.graph_marks, roots, exc, state.steps + 1)
+        marks = state.graph_marks
+        stepper = state.optimizers[marks.stepper] if marks.stepper >= 0 else None
+        groups = getattr(stepper, "param_groups", [])
+        params = {id(p) for g in groups for p in g["params"]}
+        carried_graph.failed(marks, roots, exc, state.steps + 1, params)
     if state.grad_off_at is None and not torch.is_grad_enabled():
         if roots and not any(r.requires_grad for r in roots):
             state.grad_off_at = state.steps + 1

@@ -9,7 +9,12 @@ AccumulateGrad has none of its own), so a node numbered at or below the last los
 this step's first backward was built before this step: read only when a backward failed
 with one of those errors, never on a healthy run. Only a node the previous step built
 counts: a graph built once before the loop that steps reuse without failing (a view of a
-weight) holds nothing freed or changed, and a later failure is another one's."""
+weight) holds nothing freed or changed, and a later failure is another one's.
+
+Where another optimizer took the previous step and the failing loss's own nodes reach
+none of its tensors, the earlier graph is not the previous batch's: it is the part that
+optimizer trains, its output handed on with its graph within the batch (a block of
+layer-wise or forward-forward training fed to the next without `.detach()`)."""
 
 from __future__ import annotations
 
@@ -39,6 +44,8 @@ class GraphMarks:
     """`last_root` when the current step's first backward began (-1: the first step)."""
     before_previous: int = -1
     """`before_window` of the previous step."""
+    stepper: int = -1
+    """The index of the optimizer that took the last step (-1: none yet)."""
     found: CarriedGraph | None = None
 
 
@@ -55,23 +62,33 @@ def window_began(marks: GraphMarks) -> None:
     marks.before_previous, marks.before_window = marks.before_window, marks.last_root
 
 
-def failed(marks: GraphMarks, roots: list[torch.Tensor], exc: BaseException, step: int) -> None:
+def failed(
+    marks: GraphMarks,
+    roots: list[torch.Tensor],
+    exc: BaseException,
+    step: int,
+    stepper_params: set[int],
+) -> None:
     """The backward raised `exc`: for autograd's two errors of a graph used again, find
-    a node of the failing graph built before this step, and keep the first such failure."""
+    a node of the failing graph built before this step, and keep the first such failure.
+    `stepper_params`: the ids of the tensors of the optimizer that took the last step."""
     what = next((v for k, v in ERRORS.items() if k in str(exc)), None)
     if what is None or marks.found is not None or marks.before_window < 0:
         return
-    old = _older_node(roots, marks.before_window)
+    old, own_leaves = _older_node(roots, marks.before_window)
     if old is not None and old[0] > marks.before_previous:
-        marks.found = CarriedGraph(step, old[1], what)
+        handed = own_leaves and not own_leaves & stepper_params
+        marks.found = CarriedGraph(step, old[1], what, marks.stepper if handed else None)
 
 
-def _older_node(roots: list[torch.Tensor], mark: int) -> tuple[int, str] | None:
+def _older_node(roots: list[torch.Tensor], mark: int) -> tuple[tuple[int, str] | None, set[int]]:
     """The number and name of the newest node of the roots' graph numbered at or below
-    `mark` (the one where the earlier graph joins this one), None if there is none."""
+    `mark` (the one where the earlier graph joins this one), None if there is none; and
+    the ids of the leaves the graph's newer nodes reach (this step's own tensors)."""
     seen: set[int] = set()
     stack: list[Any] = [t.grad_fn for t in roots if t.grad_fn is not None]
     best: tuple[int, str] | None = None
+    leaves: set[int] = set()
     while stack and len(seen) < MAX_NODES:
         node = stack.pop()
         if node is None or id(node) in seen:
@@ -82,4 +99,7 @@ def _older_node(roots: list[torch.Tensor], mark: int) -> tuple[int, str] | None:
             best = (number, node.name())
         if number > mark or number == _NO_NUMBER:
             stack.extend(n for n, _ in node.next_functions)
-    return best
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, torch.Tensor):
+            leaves.add(id(variable))
+    return best, leaves

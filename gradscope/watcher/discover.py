@@ -236,10 +236,7 @@ def extend(
     parameters not tracked yet, named; then the optimizers' stray ones."""
     owned = {k: p for k, p in optimizer_params(optimizers).items() if k not in tracked.index}
     owned.update((id(p), p) for p in extra)
-    for root in root_modules(owned, tracked.roots):
-        for name, param in unwrapped(root).named_parameters():
-            if param.requires_grad or id(param) in owned:
-                tracked.add_model(root, strip(name), param)
+    add_models(tracked, owned)
     for i, o in enumerate(optimizers):
         for g, group in enumerate(o.param_groups):
             for k, p in enumerate(group["params"]):
@@ -247,6 +244,41 @@ def extend(
     named = _script_names()
     for k, p in enumerate(extra):
         tracked.add(named.get(id(p), f"{extra_name}{k}"), p)
+
+
+def add_models(tracked: Tracked, owned: dict[int, torch.Tensor]) -> None:
+    """Track the parameters of the modules that own these tensors (id → tensor), named."""
+    for root in root_modules(owned, tracked.roots):
+        for name, param in unwrapped(root).named_parameters():
+            if param.requires_grad or id(param) in owned:
+                tracked.add_model(root, strip(name), param)
+
+
+def add_idle(tracked: Tracked, optimizers: Sequence[Any]) -> None:
+    """Track the models of optimizers whose zero_grad() ran and whose step() has not: the
+    gradients their backward gives are measured, so that a step() the script forgot is
+    named (a synthetic-gradient module whose optimizer never steps) wherever the module
+    lies outside every stepped optimizer's models."""
+    owned = {k: p for k, p in optimizer_params(list(optimizers)).items() if k not in tracked.index}
+    if owned:
+        add_models(tracked, owned)
+
+
+def unstepped_holders(params: Sequence[torch.Tensor], placed: set[int]) -> dict[int, str]:
+    """id → the class of a live optimizer holding it, for the trainable tensors outside
+    `placed` (those of the optimizers that stepped or were zeroed): in a run that ended
+    early, an optimizer whose turn never came (the next block's, in layer-wise training).
+    One scan of the live objects, only where such a tensor exists."""
+    loose = {id(p) for p in params if p.requires_grad and id(p) not in placed}
+    if not loose:
+        return {}
+    return {
+        id(q): type(o).__name__
+        for o in live_optimizers()
+        for g in o.param_groups
+        for q in g["params"]
+        if id(q) in loose
+    }
 
 
 def _script_names() -> dict[int, str]:

@@ -37,6 +37,7 @@ def add(state: WatchState, current: PendingStep) -> None:
     """Number the step and give it to the recorder."""
     state.steps += 1
     current.step = state.steps
+    state.graph_marks.stepper = current.optimizer
     current.time_s = time.perf_counter() - state.start
     finite = current.param_norm is state.measure.finite
     nan_probe.early(state.probe, state.recorder, current, finite)

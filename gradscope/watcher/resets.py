@@ -232,7 +232,9 @@ def sentinel(state: WatchState, here: ThreadState, window: Window) -> None:
 def optimizer_reset(state: WatchState, optimizer: Any) -> None:
     """The optimizer's zero_grad ran (kept, weakly, among those that did: one whose step()
     never runs still holds its parameters)."""
-    state.zeroed.setdefault(id(optimizer), optimizer)
+    if id(optimizer) not in state.zeroed:
+        state.zeroed[id(optimizer)] = optimizer
+        state.idle_pending.append(id(optimizer))
     entry = state.of(optimizer).reset
     if entry is not None:
         entry.reset, entry.low = True, None

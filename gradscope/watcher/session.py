@@ -258,10 +258,10 @@ class Watcher:
             failure = self._log.failure
             self.run = replace(self.run, notes=(*self.run.notes, failure), unwritten=(failure,))
 
-    def _params(self) -> tuple[ParamInfo, ...]:
+    def _params(self, ended_early: bool) -> tuple[ParamInfo, ...]:
         """Each tracked tensor: its optimizer and group, its first weight norm, where it
         sits in the model."""
-        from gradscope.watcher.discover import read_out_layers
+        from gradscope.watcher.discover import read_out_layers, unstepped_holders
         from gradscope.watcher.frozen_norms import optimised_input
 
         icp = self.state
@@ -279,6 +279,8 @@ class Watcher:
             for g in o.param_groups
             for p in g["params"]
         }
+        placed = owned | set(idle)
+        late = unstepped_holders(icp.tracked.params, placed) if ended_early else {}
         first = [] if icp.first_weights is None else icp.first_weights.tolist()
         read_outs = read_out_layers(icp.tracked.roots)
         return tuple(
@@ -296,7 +298,8 @@ class Watcher:
                 last_norm=_last_norm(p) if _copy_like(p, owned) else None,
                 dtype=str(p.dtype).removeprefix("torch."),
                 one_step=i in icp.manual.one_step,
-                idle_optimizer=None if id(p) in owned else idle.get(id(p)),
+                idle_optimizer=None if id(p) in owned else idle.get(id(p), late.get(id(p))),
+                idle_zeroed=id(p) in idle,
                 differentiated=icp.grad_inputs.holds(p),
                 logits_table=icp.logit_tables.holds(p),
                 flat_op=icp.flat_ops.op_above(p),
@@ -313,7 +316,7 @@ class Watcher:
         icp = self.state
         return WatchRun(
             label=self.label,
-            params=self._params(),
+            params=self._params(status in ("crashed", "interrupted", "terminated")),
             steps=self.recorder.records,  # padded to len(params) as they are read
             status=status,
             duration_s=time.perf_counter() - self._started,

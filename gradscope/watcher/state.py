@@ -66,6 +66,9 @@ class WatchState:
     """id → every live optimizer whose zero_grad() ran: one that never steps still holds
     its parameters (an optimizer whose step() the script forgot). Weak: an optimizer the
     script rebuilds every epoch is not kept alive with its state."""
+    idle_pending: list[int] = field(default_factory=list)
+    """Ids of optimizers zeroed for the first time since the last step: if still not
+    stepped at the next step of another, their models are tracked (stepping._track_idle)."""
     discovered: bool = False
     traced_clip: tuple[Any, Any, Any] | None = None
     """A clip inside a graph torch.compile traced: (total, norm_type, max_norm)."""

@@ -167,9 +167,21 @@ def optimizer_index(state: WatchState, here: ThreadState, optimizer: Any) -> int
             discover.extend(state.tracked, state.known)
         index = len(state.optimizers) - 1
         state.frozen_norms.start(state.steps + 1)
+    if state.idle_pending:
+        _track_idle(state)
     state.of(optimizer).stepped_by.add(here.ident)
     here.stepped = True
     return index
+
+
+def _track_idle(state: WatchState) -> None:
+    """At a step, the models of the optimizers zeroed since the last one that have not
+    stepped: their gradients are measured from here on (a step() the script forgot)."""
+    zeroed, state.idle_pending = state.idle_pending, []
+    idle = [state.zeroed.get(k) for k in zeroed]
+    idle = [o for o in idle if o is not None and all(o is not k for k in state.known)]
+    if idle:
+        discover.add_idle(state.tracked, idle)
 
 
 def window_of(state: WatchState, here: ThreadState, optimizer: Any) -> Window:

@@ -51,3 +51,68 @@ def test_a_hidden_state_carried_with_its_graph_is_named(how):
 @pytest.mark.parametrize("how", ["detached", "in-place", "twice", "view-reused"])
 def test_a_detached_state_or_a_failure_within_one_step_is_silent(how):
     assert "GS459" not in {f.rule for f in _run(how).findings}
+
+
+def _layerwise(how: str):
+    """Three blocks, each with its own head, loss and optimizer (greedy layer-wise or
+    forward-forward training), each block's output handed to the next."""
+    torch.manual_seed(0)
+    blocks = [torch.nn.Linear(6, 8), torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)]
+    heads = [torch.nn.Linear(8, 3) for _ in blocks]
+    opts = [
+        torch.optim.SGD([*b.parameters(), *h.parameters()], lr=0.1)
+        for b, h in zip(blocks, heads, strict=True)
+    ]
+    with gradscope.watch() as w:
+        for _ in range(3):
+            x, y = torch.randn(5, 6), torch.randint(0, 3, (5,))
+            h = x
+            try:
+                for block, head, opt in zip(blocks, heads, opts, strict=True):
+                    h = torch.relu(block(h.detach() if how == "detached" else h))
+                    loss = torch.nn.functional.cross_entropy(head(h), y)
+                    opt.zero_grad()
+                    loss.backward(retain_graph=how == "retained")
+                    opt.step()
+            except RuntimeError:
+                break
+    return w.report
+
+
+@pytest.mark.parametrize("how", ["handed-on", "retained"])
+def test_a_block_handed_on_with_its_graph_is_named_as_layer_wise(how):
+    # the earlier graph is the first block's, stepped by the other optimizer in the same
+    # batch: no hidden state is carried between batches
+    (f,) = [f for f in _layerwise(how).findings if f.rule == "GS459"]
+    # retained, the second block's graph fails first: the first holds no saved weight
+    assert f"optimizer {0 if how == 'handed-on' else 1}" in f.message
+    assert "without .detach()" in f.message
+    assert "truncated-BPTT" not in f.message
+    assert "block(h.detach())" in f.advice
+
+
+def test_blocks_with_their_input_detached_are_silent():
+    assert "GS459" not in {f.rule for f in _layerwise("detached").findings}
+
+
+def test_a_carried_state_under_two_optimizers_is_still_the_carried_state():
+    # the previous step's optimizer (the head's) owns tensors this loss reaches: the
+    # older graph is the previous batch's hidden state, not a part handed on
+    torch.manual_seed(0)
+    rnn, head = torch.nn.GRU(4, 8), torch.nn.Linear(8, 1)
+    opts = [torch.optim.SGD(rnn.parameters(), lr=0.1), torch.optim.SGD(head.parameters(), lr=0.1)]
+    with gradscope.watch() as w:
+        h = torch.zeros(1, 2, 8)
+        for _ in range(3):
+            out, h = rnn(torch.randn(6, 2, 4), h)
+            loss = head(out).mean()
+            for o in opts:
+                o.zero_grad()
+            try:
+                loss.backward()
+            except RuntimeError:
+                break
+            for o in opts:
+                o.step()
+    (f,) = [f for f in w.report.findings if f.rule == "GS459"]
+    assert "truncated-BPTT" in f.message and "without .detach()" not in f.message
