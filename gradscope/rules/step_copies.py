@@ -101,8 +101,8 @@ def _finding(a: Series, twins: Sequence[Series]) -> Finding:
             "models started equal and see the same batches, so they stay one model (an "
             "ensemble of them has no spread)",
             "build each member anew, with its own random initialisation (not a deepcopy "
-            "of one network), and give each its own data order; if one model trained "
-            "several times over is meant, one optimizer does it at a fraction of the cost",
+            "of one network), and give each its own data order; if a single model is "
+            "meant, train it once: the copies add cost and no spread",
             value=float(len(twins) + 1),
             threshold=float(MIN_STEPS),
             evidence=(
