@@ -38,6 +38,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_blowup",
         "gradscope.rules.step_carried_graph",
         "gradscope.rules.step_clip_order",
+        "gradscope.rules.step_copies",
         "gradscope.rules.step_clipping",
         "gradscope.rules.step_eps",
         "gradscope.rules.step_eval_train",

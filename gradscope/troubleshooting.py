@@ -273,6 +273,13 @@ TABLE = {
             "betas=(β1, β2) with β1 the smaller, as (0.9, 0.999)",
         ),
         TableRow(
+            "copies",
+            "ensemble members agree exactly; their spread (the uncertainty) is zero",
+            "the members are copies of one network (deepcopy) fed the same batches: one "
+            "model trained several times",
+            "initialise each member anew and give each its own data order",
+        ),
+        TableRow(
             "same-batch",
             "the loss falls to ~0 quickly, and evaluation does not follow",
             "every step trains on the same batch (a loader that yields one batch)",

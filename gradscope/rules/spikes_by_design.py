@@ -80,6 +80,25 @@ def recovered_at_once(
     )
 
 
+def recovered_advice(s: Series) -> str:
+    """Why spikes that came back at once are by design: a loss that went below 0 is a
+    density's NLL (no squared error can), whose learned scale makes one sample far off in
+    its units lift a batch; else a moving target's, at an episode's end."""
+    if any(r.loss is not None and r.loss < 0 for r in s.steps):
+        return (
+            "not a fault by itself: a likelihood whose scale is learned (a Gaussian NLL with "
+            "a variance or log-variance head) jumps at a batch holding a sample several of "
+            "its scales from the mean and comes back at once, as a regression loss whose "
+            "targets move (bootstrapped values, TD targets) does where an episode ends; if "
+            "neither, look at the batches of those steps"
+        )
+    return (
+        "not a fault by itself: a regression loss whose targets move (bootstrapped values, "
+        "TD targets) jumps where an episode ends and comes back at once; if its targets are "
+        "fixed data, look at the batches of those steps"
+    )
+
+
 def outlier(found: list[Spike], t: Thresholds) -> bool:
     """One spike far above the others, by the spike test itself (spike-sigma robust sigmas
     and spike-min-ratio over their median jump, on a log scale): a moving target's jumps are

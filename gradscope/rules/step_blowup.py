@@ -210,7 +210,9 @@ def early_blowup(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list
             finding = replace(
                 finding,
                 severity=Severity.INFO,
-                advice=f"not judged: {doubt}; if it is meant to fall, " + finding.advice,
+                advice=f"not judged: {doubt}; a term whose weight a schedule raises (a KL "
+                "or a penalty annealed up from 0) lifts the loss by design; if it is meant "
+                "to fall, " + finding.advice,
             )
         elif b.recovered is False:
             finding = replace(finding, severity=Severity.ERROR)

@@ -27,6 +27,7 @@ from gradscope.rules.signed_sum import signed_sum_spikes
 from gradscope.rules.spikes_by_design import (
     Spike,
     held_level,
+    recovered_advice,
     recovered_at_once,
     stands_apart,
 )
@@ -345,9 +346,7 @@ def _loss_judged(
         finding = replace(
             finding,
             severity=Severity.INFO,
-            advice="not a fault by itself: a regression loss whose targets move "
-            "(bootstrapped values, TD targets) jumps where an episode ends and comes "
-            "back at once; if its targets are fixed data, look at the batches of those steps",
+            advice=recovered_advice(s),
             evidence=(*finding.evidence, recovered),
         )
     signed = "" if recovered or apart else signed_sum_spikes(run, s, steps, found, norms, t)

@@ -77,7 +77,7 @@ class SameBatch:
             same = _same(previous[2], target, built | _laid_out(target))
             if same is not None:
                 self.compared.append((step, same))
-                self.samples, self.node = target.numel(), node
+                self.samples, self.node = _distinct(target), node
         if wanted(step + 1):
             self.previous = (step, node, target.detach().clone())
 
@@ -104,6 +104,17 @@ def _target(node: Any) -> tuple[str, torch.Tensor] | None:
             target = saved(near, "_saved_target", None)
             return (name, target) if isinstance(target, torch.Tensor) else None
     return None
+
+
+def _distinct(target: torch.Tensor) -> int:
+    """The targets the batch holds: a target broadcast over Monte Carlo samples, particles
+    or ensemble members (`y.expand(M, -1)`, stride 0 along those dimensions) holds each
+    one once, not once per copy."""
+    copies = 1
+    for size, stride in zip(target.shape, target.stride(), strict=True):
+        if stride == 0:
+            copies *= size
+    return target.numel() // max(copies, 1)
 
 
 def _indices(target: torch.Tensor) -> bool:

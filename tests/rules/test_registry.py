@@ -208,6 +208,10 @@ FIRES = {
         "tests/watcher/test_watch_adam_betas.py",
         "test_swapped_betas_are_named_with_the_order_that_fixes_them",
     ),
+    "GS464": (
+        "tests/watcher/test_watch_ensemble_copies.py",
+        "test_members_copied_and_fed_one_order_are_named_once",
+    ),
 }
 """Rule id → a test that makes it fire (on a real model or script, or on the data of one) and
 looks for it by id or slug."""
