@@ -11,7 +11,7 @@ from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import about
-from gradscope.steps.records import WatchRun
+from gradscope.steps.records import CarriedGraph, WatchRun
 
 _WHAT = {
     "freed": "the earlier backward freed that graph's buffers",
@@ -45,10 +45,15 @@ def graph_carried_over(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
     then reaches back through every earlier batch (the graph grows without end with
     retain_graph=True). Named with the newest such node, where the
     earlier graph joins this one; a failure whose graph holds only this step's nodes (an
-    in-place op inside one forward) is not this."""
+    in-place op inside one forward) is not this. Where that older part reaches no weight
+    the steps in between updated, it was built for this loss and another optimizer's
+    backward went through it first (a GAN's discriminator loss on the generator's output
+    not detached): named as that, with its fix."""
     found = run.carried_graph
     if found is None:
         return []
+    if found.shared:
+        return [about(_shared(this, found), [found.step])]
     finding = this.finding(
         "backward",
         f"the backward of step {found.step} failed on a graph built at an earlier step: its "
@@ -63,3 +68,24 @@ def graph_carried_over(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
         evidence=(f"joining node: {found.node}", f"failed at step {found.step}"),
     )
     return [about(finding, [found.step])]
+
+
+def _shared(this: Rule, found: CarriedGraph) -> Finding:
+    """The older graph reaches no weight of the optimizer that stepped since: it was built
+    for this loss, and another optimizer's backward freed it on the way to its own weights
+    (a GAN's discriminator loss on the generator's output not detached)."""
+    return this.finding(
+        "backward",
+        f"the backward of step {found.step} failed on a graph the previous step's backward "
+        f"already went through (joining at {found.node}): "
+        f"{_WHAT.get(found.what, found.what)}. That part of the graph reaches only weights "
+        "the optimizer that stepped in between does not hold: it was built for this loss, and "
+        "the other optimizer's loss reached it too, as a discriminator's loss does when it "
+        "reads the generator's output not detached (its backward also fills the generator's "
+        "gradients)",
+        "detach the shared output where the other optimizer's loss reads it (D(fake.detach()) "
+        "for the discriminator's step), and keep the undetached output for the loss whose "
+        "weights it was built for; retain_graph=True would hide the error, not the gradients "
+        "leaking into the generator",
+        evidence=(f"joining node: {found.node}", f"failed at step {found.step}"),
+    )

@@ -59,6 +59,9 @@ class ParamInfo:
     idle_optimizer: str | None = None
     """Outside every optimizer that stepped, the class of one whose param groups hold it,
     whose zero_grad() ran and whose step() never did; None: none."""
+    idle_resets: int = 0
+    """How many times that optimizer's zero_grad() ran: once, in a run that ended early
+    (a crash, --steps), its step() may simply not have come yet."""
     differentiated: bool = False
     """The script took a derivative with respect to it by torch.autograd.grad (a dummy
     scale, an input): a variable of a derivative it reads itself."""
@@ -206,6 +209,10 @@ class CarriedGraph:
     what: str
     """"freed" (its buffers freed by the last backward) or "modified" (kept by
     retain_graph=True, its saved weights updated in place since)."""
+    shared: bool = False
+    """The older part of the graph reaches only weights the optimizer that stepped since
+    does not hold: it was built for this step's loss, and another optimizer's backward
+    (a discriminator's, on a generator's output not detached) went through it first."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ weight) holds nothing freed or changed, and a later failure is another one's."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -39,7 +39,19 @@ class GraphMarks:
     """`last_root` when the current step's first backward began (-1: the first step)."""
     before_previous: int = -1
     """`before_window` of the previous step."""
+    stepping: set[int] = field(default_factory=set)
+    """The ids of the parameters of every optimizer that stepped in the current step."""
+    last_stepped: set[int] = field(default_factory=set)
+    """`stepping` of the previous step: the weights the steps since an older graph was
+    built could update."""
     found: CarriedGraph | None = None
+
+
+def stepped(marks: GraphMarks, optimizer: Any) -> None:
+    """An optimizer stepped: the weights a graph built before it was for."""
+    marks.stepping.update(
+        id(p) for g in getattr(optimizer, "param_groups", ()) for p in g["params"]
+    )
 
 
 def note_roots(marks: GraphMarks, roots: list[torch.Tensor]) -> None:
@@ -53,6 +65,7 @@ def note_roots(marks: GraphMarks, roots: list[torch.Tensor]) -> None:
 def window_began(marks: GraphMarks) -> None:
     """The first backward of a step begins: nodes up to the last loss are older."""
     marks.before_previous, marks.before_window = marks.before_window, marks.last_root
+    marks.last_stepped, marks.stepping = marks.stepping, set()
 
 
 def failed(marks: GraphMarks, roots: list[torch.Tensor], exc: BaseException, step: int) -> None:
@@ -61,25 +74,30 @@ def failed(marks: GraphMarks, roots: list[torch.Tensor], exc: BaseException, ste
     what = next((v for k, v in ERRORS.items() if k in str(exc)), None)
     if what is None or marks.found is not None or marks.before_window < 0:
         return
-    old = _older_node(roots, marks.before_window)
+    old, weights = _older_node(roots, marks.before_window)
     if old is not None and old[0] > marks.before_previous:
-        marks.found = CarriedGraph(step, old[1], what)
+        shared = bool(weights) and marks.last_stepped.isdisjoint(weights)
+        marks.found = CarriedGraph(step, old[1], what, shared)
 
 
-def _older_node(roots: list[torch.Tensor], mark: int) -> tuple[int, str] | None:
+def _older_node(roots: list[torch.Tensor], mark: int) -> tuple[tuple[int, str] | None, set[int]]:
     """The number and name of the newest node of the roots' graph numbered at or below
-    `mark` (the one where the earlier graph joins this one), None if there is none."""
-    seen: set[int] = set()
-    stack: list[Any] = [t.grad_fn for t in roots if t.grad_fn is not None]
+    `mark` (the one where the earlier graph joins this one), None if there is none; and
+    the ids of the weights that older part of the graph reaches."""
+    seen: set[tuple[int, bool]] = set()
+    stack: list[Any] = [(t.grad_fn, False) for t in roots if t.grad_fn is not None]
     best: tuple[int, str] | None = None
+    weights: set[int] = set()
     while stack and len(seen) < MAX_NODES:
-        node = stack.pop()
-        if node is None or id(node) in seen:
+        node, older = stack.pop()
+        if node is None or (id(node), older) in seen:
             continue
-        seen.add(id(node))
+        seen.add((id(node), older))
         number = node._sequence_nr()
         if number <= mark and (best is None or number > best[0]):
             best = (number, node.name())
-        if number > mark or number == _NO_NUMBER:
-            stack.extend(n for n, _ in node.next_functions)
-    return best
+        older = older or number <= mark
+        if older and number == _NO_NUMBER and hasattr(node, "variable"):
+            weights.add(id(node.variable))
+        stack.extend((n, older) for n, _ in node.next_functions)
+    return best, weights

@@ -233,6 +233,7 @@ def optimizer_reset(state: WatchState, optimizer: Any) -> None:
     """The optimizer's zero_grad ran (kept, weakly, among those that did: one whose step()
     never runs still holds its parameters)."""
     state.zeroed.setdefault(id(optimizer), optimizer)
+    state.zero_grads[id(optimizer)] = state.zero_grads.get(id(optimizer), 0) + 1
     entry = state.of(optimizer).reset
     if entry is not None:
         entry.reset, entry.low = True, None

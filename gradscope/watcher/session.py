@@ -274,7 +274,7 @@ class Watcher:
             for p in g["params"]
         }
         idle = {
-            id(p): type(o).__name__
+            id(p): (type(o).__name__, icp.zero_grads.get(id(o), 0))
             for o in icp.zeroed.values()
             for g in o.param_groups
             for p in g["params"]
@@ -296,7 +296,8 @@ class Watcher:
                 last_norm=_last_norm(p) if _copy_like(p, owned) else None,
                 dtype=str(p.dtype).removeprefix("torch."),
                 one_step=i in icp.manual.one_step,
-                idle_optimizer=None if id(p) in owned else idle.get(id(p)),
+                idle_optimizer=None if id(p) in owned else idle.get(id(p), (None, 0))[0],
+                idle_resets=idle.get(id(p), (None, 0))[1],
                 differentiated=icp.grad_inputs.holds(p),
                 logits_table=icp.logit_tables.holds(p),
                 flat_op=icp.flat_ops.op_above(p),

@@ -66,6 +66,8 @@ class WatchState:
     """id → every live optimizer whose zero_grad() ran: one that never steps still holds
     its parameters (an optimizer whose step() the script forgot). Weak: an optimizer the
     script rebuilds every epoch is not kept alive with its state."""
+    zero_grads: dict[int, int] = field(default_factory=dict)
+    """id → how many times each of those optimizers' zero_grad() ran."""
     discovered: bool = False
     traced_clip: tuple[Any, Any, Any] | None = None
     """A clip inside a graph torch.compile traced: (total, norm_type, max_norm)."""
