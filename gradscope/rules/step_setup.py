@@ -17,6 +17,7 @@ from gradscope.rules import (
     moved_by_copy,
     routed,
     shift_invariance,
+    stack_tail,
     zero_derivative,
 )
 from gradscope.rules.registry import DECLARED, Stage, rule
@@ -257,7 +258,10 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     torch.sign or round, or a custom Function, name it (rules/zero_derivative.py). A
     mixture's router that never got one is named as the router (its logits detached, or
     read only through their top-k indices), and an expert that never got a token while its
-    siblings did as a dead expert (rules/routed.py)."""
+    siblings did as a dead expert (rules/routed.py). The same layer of a stack's last block
+    that never got one while every other block's did and its own block learned feeds the
+    next block, which does not exist: information (WaveNet's last residual conv:
+    rules/stack_tail.py)."""
     stepped = live(run)
     if not stepped:
         return []
@@ -283,7 +287,7 @@ def _explained(
 ) -> Finding:
     """GS413's finding, told as what explains it where something does: a copy moved by the
     script, a mixture's router or expert (`place`), a bias blind to its loss, a
-    zero-derivative op, a head past a read-out."""
+    zero-derivative op, a stack's last block's output, a head past a read-out."""
     p = run.params[i]
     weight = None if none else shift_invariance.cancelled(run, i)
     through = derivative_bias.learned_weight(run, i) if none else None
@@ -300,6 +304,8 @@ def _explained(
         )
     elif not none and p.flat_op is not None:
         finding = zero_derivative.as_flat(finding, p, steps)
+    elif none and (tail := stack_tail.last_block_output(run, i, got_grad)) is not None:
+        finding = stack_tail.as_information(finding, tail)
     elif p.past_read_out:
         finding = _past_read_out(finding, p.past_read_out)
     return finding
