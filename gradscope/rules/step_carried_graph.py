@@ -48,12 +48,18 @@ def graph_carried_over(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
     earlier graph joins this one; a failure whose graph holds only this step's nodes (an
     in-place op inside one forward) is not this. Where another optimizer took the previous
     step and this loss's own nodes reach none of its tensors, the older graph is the part
-    that optimizer trains, handed on within the batch: named so (layer-wise training)."""
+    that optimizer trains, handed on within the batch: named so (layer-wise training).
+    Where that older part reaches no weight the steps in between updated, it was built for
+    this loss and another optimizer's backward went through it first (a GAN's
+    discriminator loss on the generator's output not detached): named as that, with its
+    fix."""
     found = run.carried_graph
     if found is None:
         return []
     if found.handed_from is not None:
         return [about(_handed_on(this, run, found, found.handed_from), [found.step])]
+    if found.shared:
+        return [about(_shared(this, found), [found.step])]
     finding = this.finding(
         "backward",
         f"the backward of step {found.step} failed on a graph built at an earlier step: its "
@@ -93,4 +99,25 @@ def _handed_on(this: Rule, run: WatchRun, found: CarriedGraph, k: int) -> Findin
             f"failed at step {found.step}",
             f"previous step: {other}",
         ),
+    )
+
+
+def _shared(this: Rule, found: CarriedGraph) -> Finding:
+    """The older graph reaches no weight of the optimizer that stepped since: it was built
+    for this loss, and another optimizer's backward freed it on the way to its own weights
+    (a GAN's discriminator loss on the generator's output not detached)."""
+    return this.finding(
+        "backward",
+        f"the backward of step {found.step} failed on a graph the previous step's backward "
+        f"already went through (joining at {found.node}): "
+        f"{_WHAT.get(found.what, found.what)}. That part of the graph reaches only weights "
+        "the optimizer that stepped in between does not hold: it was built for this loss, and "
+        "the other optimizer's loss reached it too, as a discriminator's loss does when it "
+        "reads the generator's output not detached (its backward also fills the generator's "
+        "gradients)",
+        "detach the shared output where the other optimizer's loss reads it (D(fake.detach()) "
+        "for the discriminator's step), and keep the undetached output for the loss whose "
+        "weights it was built for; retain_graph=True would hide the error, not the gradients "
+        "leaking into the generator",
+        evidence=(f"joining node: {found.node}", f"failed at step {found.step}"),
     )

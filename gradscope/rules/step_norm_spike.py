@@ -15,6 +15,7 @@ from gradscope.rules import side_steps, swap_steps
 from gradscope.rules.norm_level import moved_level
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.spikes_by_design import (
+    RECOVERY_STEPS,
     Spike,
     opponent_moved,
     recovered_at_once,
@@ -65,17 +66,17 @@ def norm_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
     spike-sigma, spike-min-ratio, spike-min-history, spike-early-ratio). The evidence names the
     layers that drove it (their norm against their own rolling median) and whether the sampled
     update norm spiked first, which points at the optimizer's state rather than one batch.
-    Information, not a warning, in a game of optimizers (a GAN: the series' steps alternate
-    with another optimizer's) where the series' loss did not spike with its gradient or
-    spiked as a turn too, every turn of the norm (a rise, and its fall before the other
-    player moves again) that could be seen came back at least halfway within 5 steps, none
-    far above the others, and nothing went non-finite: each player's gradient jumps when
-    the other's moves change what it sees (a last burst the run ended on is not held
-    against it); and where every spike came at a step whose loss spiked by design
-    (GS402's moving regression target: the gradient of a squared error grows with the
-    error). A corrupted batch (far above the others; outside a game, its loss spiking too) and a
-    spike followed by NaN stay warnings. The steps of each line that called backward are a
-    series of their own (rules/side_steps.py: a lazy regulariser's steps)."""
+    Information, not a warning, in a game of optimizers (a GAN: the series' steps alternate with
+    another optimizer's) where the series' loss did not spike with its gradient (one at its
+    steps' level before, a term switched on earlier, did not) or spiked as a turn too, every
+    turn of the norm (a rise, and its fall before the other player moves again) that could be
+    seen came back at least halfway within 5 steps, none far above the others, and nothing went
+    non-finite: each player's gradient jumps when the other's moves change what it sees (a last
+    burst the run ended on is not held against it); and where every spike came at a step whose
+    loss spiked by design (GS402's moving regression target: the gradient of a squared error
+    grows with the error). A corrupted batch (far above the others; outside a game, its loss
+    spiking too) and a spike followed by NaN stay warnings. The steps of each line that called
+    backward are a series of their own (rules/side_steps.py: a lazy regulariser's steps)."""
     out = []
     for s in (part for whole in by_optimizer(run) for part in side_steps.parts(run, whole)):
         steps, found = series_spikes(s, t, "norm")
@@ -165,7 +166,8 @@ def _by_design(
     a squared error grows with the error); ("", "") if not."""
     loss_steps, loss_found = series_spikes(s, t, "loss")
     at = {loss_steps[i].step for i, _, _ in loss_found}
-    game = opponent_moved(run, s, steps, found, t, (loss_steps, loss_found))
+    jumps = _jumped_there(loss_steps, loss_found, t)
+    game = opponent_moved(run, s, steps, found, t, (loss_steps, jumps))
     if game:
         return game, (
             "not a fault by itself: in a game of optimizers (a GAN's discriminator and "
@@ -180,6 +182,20 @@ def _by_design(
         "not a fault by itself: a regression loss whose targets move (bootstrapped values, TD "
         "targets) jumps where an episode ends, and its gradient with it",
     )
+
+
+def _jumped_there(steps: list[StepRecord], found: list[Spike], t: Thresholds) -> list[Spike]:
+    """The loss's spikes less those at a level the loss already held at the steps before
+    (their median within spike-min-ratio of it): a rise the rolling median still lags (a
+    term switched on earlier, as a GAN's adversarial loss after a warm-up on
+    reconstruction alone), which did not come with the norm's jump at that step."""
+    values = [r.loss or 0.0 for r in steps]
+    return [
+        f
+        for f in found
+        if f[0] < RECOVERY_STEPS
+        or f[1] > t.spike_min_ratio * statistics.median(values[f[0] - RECOVERY_STEPS : f[0]])
+    ]
 
 
 def _loss_apart(

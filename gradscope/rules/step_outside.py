@@ -41,7 +41,10 @@ from gradscope.steps.records import ParamInfo, WatchRun
 def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """A parameter that requires grad and gets gradients is in no param group of any optimizer
     that steps: no step applies them, and no optimizer's zero_grad() clears them (or only
-    that of an optimizer whose step() never runs, which is named). One that never gets a
+    that of an optimizer whose step() never runs, which is named; not where the run ended
+    early, a crash or --steps, after that optimizer's first zero_grad(): its step() may
+    simply not have come yet, as a GAN's generator's does not when the discriminator's
+    step crashed the first round). One that never gets a
     gradient (a target network, an EMA copy, a teacher: updated by copying weights, if at all)
     is information only: nothing is wrong with its gradients. Its norm at the first step and
     at the end (one read for the run) says which: values that changed were updated by copy,
@@ -65,7 +68,8 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             out.append(_idle(run, p) if p.idle_optimizer else _no_grad_outside(run, p))
             continue
         if p.idle_optimizer:
-            out.append(_never_stepped(this, run, p, i))
+            if run.status == "completed" or p.idle_resets > 1:
+                out.append(_never_stepped(this, run, p, i))
             continue
         copy = _copy_of(p, copies)
         piled = _piled_up(run, i)

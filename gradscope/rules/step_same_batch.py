@@ -46,19 +46,20 @@ MIN_TARGETS = 4
 )
 def same_batch(run: WatchRun, t: Thresholds) -> list[Finding]:
     """torch's loss nodes keep their target. At the first backward of steps 1-3, and of
-    steps 25k and 25k+1, the target is compared with the previous step's on the device
-    (by value: a reused buffer refilled with new data is a new batch). When at least two
+    steps 25k and 25k+1, the target is compared with the previous step's on the device (by
+    value: a reused buffer refilled with new data is a new batch). When at least two
     consecutive pairs were compared and every one found the same targets (at least 4 of
-    them, not all one value, nor the positions 0..n-1 that a contrastive loss uses in
-    every batch), the run trains on one batch: the loss will fall towards 0 and say
-    nothing of the data. Said at step 3, the second repeat; the loss's fall, where the
-    run got there, is its evidence. Information, not a warning: a dataset of one batch
-    trained full-batch does the same by design, and so does overfitting one batch as a
-    check; the finding says how to tell. A dataset of a few batches cycled differs from
-    step to step, and stays silent. One optimizer only (a GAN's losses alternate). Silent
-    on an optimizer that trains only inputs beside a fixed network (style transfer's image,
-    a soft prompt): its targets (a style's Gram matrices, a class to reach) are fixed by
-    design, and there is no data to memorise."""
+    them, not all one value, nor the positions 0..n-1 that a contrastive loss uses in every
+    batch; the loss's other terms' targets the same too: a TTS model's stop-token labels
+    repeat with the lengths while its mel frames change), the run trains on one batch: the
+    loss will fall towards 0 and say nothing of the data. Said at step 3, the second repeat;
+    the loss's fall, where the run got there, is its evidence. Information, not a warning: a
+    dataset of one batch trained full-batch does the same by design, and so does overfitting
+    one batch as a check; the finding says how to tell. A dataset of a few batches cycled
+    differs from step to step, and stays silent. One optimizer only (a GAN's losses
+    alternate). Silent on an optimizer that trains only inputs beside a fixed network (style
+    transfer's image, a soft prompt): its targets (a style's Gram matrices, a class to
+    reach) are fixed by design, and there is no data to memorise."""
     if len(run.optimizers) != 1:
         return []
     out = []

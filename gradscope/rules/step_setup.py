@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterator
-from dataclasses import replace
 
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity, Threshold
@@ -15,8 +14,10 @@ from gradscope.fmt import num
 from gradscope.rules import (
     derivative_bias,
     moved_by_copy,
+    past_read_out,
     routed,
     shift_invariance,
+    stack_tail,
     zero_derivative,
 )
 from gradscope.rules.registry import DECLARED, Stage, rule
@@ -258,7 +259,10 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     the user's own custom Function (rules/zero_derivative.py). A
     mixture's router that never got one is named as the router (its logits detached, or
     read only through their top-k indices), and an expert that never got a token while its
-    siblings did as a dead expert (rules/routed.py)."""
+    siblings did as a dead expert (rules/routed.py). The same layer of a stack's last block
+    that never got one while every other block's did and its own block learned feeds the
+    next block, which does not exist: information (WaveNet's last residual conv:
+    rules/stack_tail.py)."""
     stepped = live(run)
     if not stepped:
         return []
@@ -284,7 +288,7 @@ def _explained(
 ) -> Finding:
     """GS413's finding, told as what explains it where something does: a copy moved by the
     script, a mixture's router or expert (`place`), a bias blind to its loss, a
-    zero-derivative op, a head past a read-out."""
+    zero-derivative op, a stack's last block's output, a head past a read-out."""
     p = run.params[i]
     weight = None if none else shift_invariance.cancelled(run, i)
     through = derivative_bias.learned_weight(run, i) if none else None
@@ -303,22 +307,11 @@ def _explained(
         finding = zero_derivative.as_flat(finding, p, steps)
     elif none and zero_derivative.below_custom(p):
         finding = zero_derivative.as_none(finding, p, steps)
+    elif none and (tail := stack_tail.last_block_output(run, i, got_grad)) is not None:
+        finding = stack_tail.as_information(finding, tail)
     elif p.past_read_out:
-        finding = _past_read_out(finding, p.past_read_out)
+        finding = past_read_out.as_information(finding, p.past_read_out)
     return finding
-
-
-def _past_read_out(finding: Finding, read_out: str) -> Finding:
-    """GS413 as information on a layer after one whose output a forward hook reads."""
-    return replace(
-        finding,
-        severity=Severity.INFO,
-        message=f"{finding.message}; it comes after {read_out}, whose output a "
-        "forward hook reads (a self-supervised wrapper's representation layer)",
-        advice="fine if meant (a head trained later, on the representation); "
-        "requires_grad_(False) on it says so; if the loss should reach it, check what "
-        "the hook's reader does with its output",
-    )
 
 
 # -- GS412 -----------------------------------------------------------------------------

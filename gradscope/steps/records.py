@@ -61,6 +61,11 @@ class ParamInfo:
     whose zero_grad() ran and whose step() never did (or, in a run that ended early, one
     found live whose turn never came: `idle_zeroed` False); None: none."""
     idle_zeroed: bool = True
+    """That optimizer's zero_grad() ran (False: one found live at the end of a run that
+    ended early, never zeroed)."""
+    idle_resets: int = 0
+    """How many times that optimizer's zero_grad() ran: once, in a run that ended early
+    (a crash, --steps), its step() may simply not have come yet."""
     differentiated: bool = False
     """The script took a derivative with respect to it by torch.autograd.grad (a dummy
     scale, an input): a variable of a derivative it reads itself."""
@@ -211,6 +216,10 @@ class CarriedGraph:
     handed_from: int | None = None
     """The optimizer that took the previous step, where this loss's own nodes reach none of
     its tensors: the older graph is the part it trains, handed on within the batch."""
+    shared: bool = False
+    """The older part of the graph reaches only weights the optimizer that stepped since
+    does not hold: it was built for this step's loss, and another optimizer's backward
+    (a discriminator's, on a generator's output not detached) went through it first."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ layer-wise or forward-forward training fed to the next without `.detach()`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -46,7 +46,19 @@ class GraphMarks:
     """`before_window` of the previous step."""
     stepper: int = -1
     """The index of the optimizer that took the last step (-1: none yet)."""
+    stepping: set[int] = field(default_factory=set)
+    """The ids of the parameters of every optimizer that stepped in the current step."""
+    last_stepped: set[int] = field(default_factory=set)
+    """`stepping` of the previous step: the weights the steps since an older graph was
+    built could update."""
     found: CarriedGraph | None = None
+
+
+def stepped(marks: GraphMarks, optimizer: Any) -> None:
+    """An optimizer stepped: the weights a graph built before it was for."""
+    marks.stepping.update(
+        id(p) for g in getattr(optimizer, "param_groups", ()) for p in g["params"]
+    )
 
 
 def note_roots(marks: GraphMarks, roots: list[torch.Tensor]) -> None:
@@ -60,6 +72,7 @@ def note_roots(marks: GraphMarks, roots: list[torch.Tensor]) -> None:
 def window_began(marks: GraphMarks) -> None:
     """The first backward of a step begins: nodes up to the last loss are older."""
     marks.before_previous, marks.before_window = marks.before_window, marks.last_root
+    marks.last_stepped, marks.stepping = marks.stepping, set()
 
 
 def failed(
@@ -75,31 +88,38 @@ def failed(
     what = next((v for k, v in ERRORS.items() if k in str(exc)), None)
     if what is None or marks.found is not None or marks.before_window < 0:
         return
-    old, own_leaves = _older_node(roots, marks.before_window)
+    old, own_leaves, weights = _older_node(roots, marks.before_window)
     if old is not None and old[0] > marks.before_previous:
         handed = own_leaves and not own_leaves & stepper_params
-        marks.found = CarriedGraph(step, old[1], what, marks.stepper if handed else None)
+        shared = bool(weights) and marks.last_stepped.isdisjoint(weights)
+        marks.found = CarriedGraph(
+            step, old[1], what, marks.stepper if handed else None, shared and not handed
+        )
 
 
-def _older_node(roots: list[torch.Tensor], mark: int) -> tuple[tuple[int, str] | None, set[int]]:
+def _older_node(
+    roots: list[torch.Tensor], mark: int
+) -> tuple[tuple[int, str] | None, set[int], set[int]]:
     """The number and name of the newest node of the roots' graph numbered at or below
     `mark` (the one where the earlier graph joins this one), None if there is none; and
-    the ids of the leaves the graph's newer nodes reach (this step's own tensors)."""
-    seen: set[int] = set()
-    stack: list[Any] = [t.grad_fn for t in roots if t.grad_fn is not None]
+    the ids of the leaves the graph's newer nodes reach (this step's own tensors) and of
+    the weights its older part reaches."""
+    seen: set[tuple[int, bool]] = set()
+    stack: list[Any] = [(t.grad_fn, False) for t in roots if t.grad_fn is not None]
     best: tuple[int, str] | None = None
     leaves: set[int] = set()
+    weights: set[int] = set()
     while stack and len(seen) < MAX_NODES:
-        node = stack.pop()
-        if node is None or id(node) in seen:
+        node, older = stack.pop()
+        if node is None or (id(node), older) in seen:
             continue
-        seen.add(id(node))
+        seen.add((id(node), older))
         number = node._sequence_nr()
         if number <= mark and (best is None or number > best[0]):
             best = (number, node.name())
-        if number > mark or number == _NO_NUMBER:
-            stack.extend(n for n, _ in node.next_functions)
+        older = older or number <= mark
         variable = getattr(node, "variable", None)
         if isinstance(variable, torch.Tensor):
-            leaves.add(id(variable))
-    return best, leaves
+            (weights if older else leaves).add(id(variable))
+        stack.extend((n, older) for n, _ in node.next_functions)
+    return best, leaves, weights

@@ -235,6 +235,7 @@ def optimizer_reset(state: WatchState, optimizer: Any) -> None:
     if id(optimizer) not in state.zeroed:
         state.zeroed[id(optimizer)] = optimizer
         state.idle_pending.append(id(optimizer))
+    state.zero_grads[id(optimizer)] = state.zero_grads.get(id(optimizer), 0) + 1
     entry = state.of(optimizer).reset
     if entry is not None:
         entry.reset, entry.low = True, None
@@ -287,3 +288,25 @@ def carried(state: WatchState, optimizer: Any) -> torch.Tensor | None:
     if entry is None or entry.reset or replaced(entry):
         return None
     return entry.low
+
+
+Idle = tuple[str | None, bool, int]
+"""(the class of the optimizer, whether its zero_grad() ran, how many times it did)."""
+NOT_IDLE: Idle = (None, True, 0)
+
+
+def idle_holders(state: WatchState, placed: set[int], ended_early: bool) -> dict[int, Idle]:
+    """id → the optimizer outside those that stepped (`placed`) holding the tensor: one
+    whose zero_grad() ran and whose step() never did, or, in a run that ended early, a
+    live one whose turn never came (discover.unstepped_holders)."""
+    idle: dict[int, Idle] = {
+        id(p): (type(o).__name__, True, state.zero_grads.get(id(o), 0))
+        for o in state.zeroed.values()
+        for g in o.param_groups
+        for p in g["params"]
+        if id(p) not in placed
+    }
+    if ended_early:
+        late = discover.unstepped_holders(state.tracked.params, placed | set(idle))
+        idle.update((k, (name, False, 0)) for k, name in late.items())
+    return idle

@@ -52,6 +52,9 @@ class SameBatch:
     previous: tuple[int, str, torch.Tensor] | None = None
     """(step, loss node, a copy of its target) of the last read step, while the next
     one is read too."""
+    others: list[torch.Tensor] = field(default_factory=list)
+    """Copies of the targets of the loss's other terms at that step (a TTS model's mel
+    frames beside its stop-token labels)."""
     compared: list[tuple[int, torch.Tensor]] = field(default_factory=list)
     """(step, device bool: the same batch as the step before)."""
     positional: list[torch.Tensor] = field(default_factory=list)
@@ -73,13 +76,16 @@ class SameBatch:
         built = _by_construction(target)
         if _indices(target) and len(self.positional) < MAX_COMPARED:
             self.positional.append(built)
+        others = [t for _, t in _targets(loss.grad_fn)[1:]]
+        before, self.others = self.others, []
         if previous is not None and previous[0] == step - 1 and previous[1] == node:
             same = _same(previous[2], target, built | _laid_out(target))
             if same is not None:
-                self.compared.append((step, same))
+                self.compared.append((step, same & _all_equal(before, others)))
                 self.samples, self.node = _distinct(target), node
         if wanted(step + 1):
             self.previous = (step, node, target.detach().clone())
+            self.others = [t.detach().clone() for t in others]
 
     def facts(self) -> list[BatchRepeats]:
         if not self.compared:
@@ -115,6 +121,34 @@ def _distinct(target: torch.Tensor) -> int:
         if stride == 0:
             copies *= size
     return target.numel() // max(copies, 1)
+
+
+def _targets(node: Any) -> list[tuple[str, torch.Tensor]]:
+    """Every loss node's name and target among the nodes nearest the loss, nearest first
+    (the walk `_target` takes): a loss of several terms has a target per term."""
+    roots = [] if node is None else [node]
+    out = []
+    for near in NodeWalk(roots, order=Order.NEAREST, limit=MAX_NODES, key=None):
+        name = type(near).__name__
+        target = saved(near, "_saved_target", None) if name in TARGETS else None
+        if isinstance(target, torch.Tensor):
+            out.append((name, target))
+    return out
+
+
+def _all_equal(before: list[torch.Tensor], now: list[torch.Tensor]) -> torch.Tensor | bool:
+    """A device bool: the other terms' targets are those of the step before, each by
+    value; False where they differ in number or shape (a batch of other lengths)."""
+    if len(before) != len(now) or any(
+        a.shape != b.shape or a.device != b.device for a, b in zip(before, now, strict=True)
+    ):
+        return False
+    if not now:
+        return True
+    with torch.no_grad():
+        return torch.stack(
+            [(a == b.detach()).all() for a, b in zip(before, now, strict=True)]
+        ).all()
 
 
 def _indices(target: torch.Tensor) -> bool:

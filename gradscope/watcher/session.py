@@ -261,7 +261,8 @@ class Watcher:
     def _params(self, ended_early: bool) -> tuple[ParamInfo, ...]:
         """Each tracked tensor: its optimizer and group, its first weight norm, where it
         sits in the model."""
-        from gradscope.watcher.discover import read_out_layers, unstepped_holders
+        from gradscope.watcher import resets
+        from gradscope.watcher.discover import read_out_layers
         from gradscope.watcher.frozen_norms import optimised_input
 
         icp = self.state
@@ -273,14 +274,7 @@ class Watcher:
             for k, g in enumerate(o.param_groups)
             for p in g["params"]
         }
-        idle = {
-            id(p): type(o).__name__
-            for o in icp.zeroed.values()
-            for g in o.param_groups
-            for p in g["params"]
-        }
-        placed = owned | set(idle)
-        late = unstepped_holders(icp.tracked.params, placed) if ended_early else {}
+        idle = resets.idle_holders(icp, owned, ended_early)
         first = [] if icp.first_weights is None else icp.first_weights.tolist()
         read_outs = read_out_layers(icp.tracked.roots)
         return tuple(
@@ -298,8 +292,9 @@ class Watcher:
                 last_norm=_last_norm(p) if _copy_like(p, owned) else None,
                 dtype=str(p.dtype).removeprefix("torch."),
                 one_step=i in icp.manual.one_step,
-                idle_optimizer=None if id(p) in owned else idle.get(id(p), late.get(id(p))),
-                idle_zeroed=id(p) in idle,
+                idle_optimizer=idle.get(id(p), resets.NOT_IDLE)[0],
+                idle_zeroed=idle.get(id(p), resets.NOT_IDLE)[1],
+                idle_resets=idle.get(id(p), resets.NOT_IDLE)[2],
                 differentiated=icp.grad_inputs.holds(p),
                 logits_table=icp.logit_tables.holds(p),
                 flat_op=icp.flat_ops.op_above(p),

@@ -69,6 +69,8 @@ class WatchState:
     idle_pending: list[int] = field(default_factory=list)
     """Ids of optimizers zeroed for the first time since the last step: if still not
     stepped at the next step of another, their models are tracked (stepping._track_idle)."""
+    zero_grads: dict[int, int] = field(default_factory=dict)
+    """id → how many times each of those optimizers' zero_grad() ran."""
     discovered: bool = False
     traced_clip: tuple[Any, Any, Any] | None = None
     """A clip inside a graph torch.compile traced: (total, norm_type, max_norm)."""

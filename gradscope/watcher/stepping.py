@@ -12,6 +12,7 @@ import torch
 
 from gradscope.steps.step_record import input_checked
 from gradscope.watcher import (
+    carried_graph,
     clipping,
     discover,
     first_norms,
@@ -147,6 +148,7 @@ def finish(state: WatchState, here: ThreadState, optimizer: Any) -> None:
         current.weight_norm = state.measure.scatter(params, norms([p.detach() for p in params]))
         counted = state.adam_rms.observe(state.tracked, current.optimizer, optimizer, current.step)
     resets.stepped(state, optimizer, resets.trained(state, optimizer), here.ident)
+    carried_graph.stepped(state.graph_marks, optimizer)
     state.adam_eps.observe(state.tracked, current.optimizer, optimizer, current.step, counted)
     record_step.record(state, here, current)
 
