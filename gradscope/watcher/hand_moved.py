@@ -24,7 +24,7 @@ import torch
 from gradscope.watcher.same_batch import wanted
 
 
-def _norms(params: list[Any]) -> list[tuple[list[int], Any]]:
+def value_norms(params: list[Any]) -> list[tuple[list[int], Any]]:
     """(indices in `params`, their norms as one device tensor) per device, for the dense
     floating tensors among them: a fingerprint of their values, no host read."""
     by_device: dict[Any, list[int]] = {}
@@ -79,7 +79,7 @@ class HandMoved:
         if not wanted(step + 1):
             return
         params = [p for g in optimizer.param_groups for p in g["params"]]
-        self.kept[id(optimizer)] = (params, [p._version for p in params], _norms(params))
+        self.kept[id(optimizer)] = (params, [p._version for p in params], value_norms(params))
 
     def before_step(self, optimizer: Any, index: dict[int, int]) -> None:
         """The optimizer's next step starts: its parameters written since, with a gradient."""
@@ -114,7 +114,7 @@ class HandMoved:
         for at, before in norms:
             if not unchanged.intersection(at):
                 continue
-            now = _norms([params[i] for i in at])
+            now = value_norms([params[i] for i in at])
             if len(now) != 1 or now[0][0] != list(range(len(at))):
                 continue  # moved to another device or dtype between steps: not compared
             positions = [index[id(params[i])] if i in unchanged else None for i in at]

@@ -5,7 +5,7 @@ hand toward the student after each step; a WGAN critic with its weights clipped 
 missing stop-gradient: the teacher's forward without no_grad, its parameters left in the
 optimizer; `byol-outside` leaves them out of it (GS411's case). A `-data` suffix writes the
 EMA and the clipping through `.data`, as the reference code of DINO, MoCo and BYOL does
-(no version counter moves)."""
+(no version counter moves); a `-fixed` suffix never moves the teacher (a frozen copy)."""
 
 import copy
 import sys
@@ -69,6 +69,8 @@ for _ in range(STEPS):
     loss.backward()
     opt.step()
     with torch.no_grad():
-        for t, s in zip(teacher.parameters(), student.parameters(), strict=True):
+        for t, s in (
+            [] if "fixed" in flags else zip(teacher.parameters(), student.parameters(), strict=True)
+        ):
             (t.data if through_data else t).mul_(0.99).add_(s, alpha=0.01)
 print("loss", loss.item())
