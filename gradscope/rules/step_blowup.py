@@ -172,8 +172,9 @@ def early_blowup_of(s: Series, t: Thresholds) -> Blowup | None:
         "fills with harder negatives), and so does one whose terms target each other's inputs, "
         "detached (a VQ-VAE's codebook and commitment losses), and the loss of a model trained "
         "on its own predictions (it runs forward without gradients at most steps: an agent "
-        "acting, a target made by the model it trains); one optimizer only (a GAN's losses "
-        "rise by design)"
+        "acting, a target made by the model it trains) or on a moving copy's (an EMA teacher "
+        "run without gradients: DINO's targets spread out as its centre learns); one "
+        "optimizer only (a GAN's losses rise by design)"
     ),
 )
 def early_blowup(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:

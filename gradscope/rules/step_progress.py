@@ -72,7 +72,7 @@ from gradscope.steps.tensor_track import Learned
         "step() updates, update ratios below 1e-5, gradients that died); a custom or "
         "multi-term objective, a contrastive one (targets that are places in the batch), "
         "one of a model trained on its own predictions (run forward without gradients at "
-        "most steps: an agent acting) "
+        "most steps: an agent acting, or a moving copy of it: an EMA teacher) "
         "and a recognised one without such a sign (a TD loss read as an MSE rises with "
         "the Q-values) get the facts as information: their level says nothing alone; one "
         "optimizer only"

@@ -13,6 +13,7 @@ from gradscope.findings import Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules import (
     derivative_bias,
+    dropped_grad,
     moved_by_copy,
     past_read_out,
     routed,
@@ -254,9 +255,11 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     where a bias never got one while its weight learned under a loss on a derivative taken
     with create_graph (a force field's forces: rules/derivative_bias.py), and where it never
     got one and its values changed all the same: a copy the script updates itself (an EMA
-    teacher handed to the optimizer too: rules/moved_by_copy.py). Zero gradients below
-    torch.sign or round, or a custom Function, name it, and so does no gradient (None) below
-    the user's own custom Function (rules/zero_derivative.py). A
+    teacher handed to the optimizer too: rules/moved_by_copy.py), and where every
+    backward read filled its .grad and the script set it to None before the step
+    (rules/dropped_grad.py). Zero gradients below torch.sign or round, or a custom
+    Function, name it, and so does no gradient (None) below the user's own custom Function
+    (rules/zero_derivative.py). A
     mixture's router that never got one is named as the router (its logits detached, or
     read only through their top-k indices), and an expert that never got a token while its
     siblings did as a dead expert (rules/routed.py). The same layer of a stack's last block
@@ -294,6 +297,8 @@ def _explained(
     through = derivative_bias.learned_weight(run, i) if none else None
     if none and values_changed(p):
         finding = moved_by_copy.as_information(finding, p, steps)
+    elif none and i in run.state_facts.dropped:
+        finding = dropped_grad.as_told(finding, p.name, steps)
     elif place is not None:
         finding = routed.if_unrouted(run, place, finding, f"{p.name} never learned")
     elif through is not None:

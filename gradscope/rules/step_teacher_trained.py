@@ -32,7 +32,8 @@ READS = 2
     objectives=(
         "any with a target network: the parameters' place in an optimizer, whether gradients "
         "reach them and whether the script writes them in place between steps (version "
-        "counters); a copy is a model whose every such parameter has a trained twin of the "
+        "counters; a write through .data, as DINO's and MoCo's reference EMA, by a changed "
+        "float64 norm); a copy is a model whose every such parameter has a trained twin of the "
         "same name and shape under another top-level module. A stop-gradient missing with "
         "no teacher module (SimSiam's z.detach() forgotten) is not seen: both sides of "
         "SimCLR, Barlow Twins or VICReg are attached on purpose, with the same structure"
@@ -42,15 +43,16 @@ def teacher_trained(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> l
     """torch bumps a tensor's version at every in-place write; a backward filling .grad
     and a zero_grad do not. At sampled steps (1-3, pairs every 25, every 500 after step
     101) the versions of each optimizer's parameters are kept after its step and compared
-    at its next step's start. Parameters written in place between steps at every interval
-    compared (two at least), while holding a gradient, in an optimizer that applies it, and
-    each a twin (same name below its top-level module, same shape) of a trained parameter
-    of another model the script does not write: an EMA teacher, moved toward the student
-    by hand and trained by the loss as well. In BYOL, DINO or Mean Teacher the target
-    branch must not get gradients; with them, the prediction and the target move toward
-    each other and settle at a constant (the loss falls to its floor while the
-    representation collapses). Weight clipping or a renorm written by hand on a model that
-    is no copy stays silent."""
+    at its next step's start; a write through `.data` moves no version, so a norm
+    (float64) changed under an unchanged version counts too. Parameters written in place
+    between steps at every interval compared (two at least), while holding a gradient, in
+    an optimizer that applies it, and each a twin (same name below its top-level module,
+    same shape) of a trained parameter of another model the script does not write: an EMA
+    teacher, moved toward the student by hand and trained by the loss as well. In BYOL,
+    DINO or Mean Teacher the target branch must not get gradients; with them, the
+    prediction and the target move toward each other and settle at a constant (the loss
+    falls to its floor while the representation collapses). Weight clipping or a renorm
+    written by hand on a model that is no copy stays silent."""
     moved = [i for i in run.state_facts.hand_moved if i < len(run.params)]
     if run.state_facts.hand_compared < READS or not moved:
         return []

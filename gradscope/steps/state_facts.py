@@ -214,6 +214,13 @@ class StateFacts:
     """Points of the run (optimizer steps taken) at which a trained model ran forward
     without gradients, in either mode (eval_passes.py): at most of them, the model acts
     or makes its own targets."""
+    dropped: tuple[int, ...] = ()
+    """Parameter positions whose gradient the backward filled and the script set to None
+    before the step, at every sampled step (dropped_grads.py)."""
+    copy_steps: int = 0
+    """Points of the run at which a copy of a trained model that moved between its
+    forwards (an EMA teacher, a synced target network) ran forward without gradients
+    (moving_copies.py)."""
     side_steps: tuple[SideSteps, ...] = ()
     copies: tuple[TargetCopies, ...] = ()
     hand_moved: tuple[int, ...] = ()

@@ -120,6 +120,8 @@ def ended(
     carried_graph.note_roots(state.graph_marks, roots)
     if state.probe.handles:
         probed(state, lambda: nan_probe.end(state.probe, state))
+    if not here.quiet:
+        state.dropped.backward_ended(state.tracked.params, state.steps + 1)
     if here.stepped and not here.quiet:
         resets.sentinel(state, here, here.window)
         resets.note_left(here.window, retained)

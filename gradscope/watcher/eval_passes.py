@@ -23,6 +23,7 @@ from gradscope.errors import user_line
 from gradscope.steps.state_facts import TrainModeEval
 from gradscope.watcher import discover
 from gradscope.watcher.modes import DROPOUTS, NORMS
+from gradscope.watcher.moving_copies import MovingCopies, copies_of
 
 MAX_STEPS = 4096
 """Distinct steps with such a pass kept at most: enough to tell every step from some."""
@@ -65,6 +66,8 @@ class EvalPasses:
         without gradients, in either mode: an agent acting, a target or pseudo-label made
         from its own predictions, an evaluation. Counted, not kept: a long run has many."""
         self._last_no_grad = -1
+        self.copies = MovingCopies()
+        """Copies of the trained models (an EMA teacher) run without gradients."""
 
     def attach(self) -> None:
         """Hook the trained models found since the last call (every optimizer step)."""
@@ -76,6 +79,20 @@ class EvalPasses:
                 handle = root.register_forward_pre_hook(self._forward)
                 self._handles.append(handle)
                 self._ids.add(handle.id)
+
+    def hook_copies(self, roots: list[nn.Module], modules: list[nn.Module]) -> None:
+        """Hook the copies of the trained `roots` among the live `modules` (the first
+        step's scan, made for frozen_norms: no walk of its own)."""
+        if self.failed or not modules:
+            return
+        try:
+            for copy in copies_of(roots, modules):
+                handle = copy.register_forward_pre_hook(self._copy_forward)
+                self._handles.append(handle)
+                self._ids.add(handle.id)
+        except Exception as exc:  # gradscope's own: this probe stops, the watch goes on
+            self.failed = True
+            self.on_fault("the evaluation-pass hook", exc)
 
     def module_hook_ids(self) -> frozenset[int]:
         """The ids of its forward pre-hooks (a copy or a ScriptModule drops them)."""
@@ -108,6 +125,15 @@ class EvalPasses:
                 self.no_grad_steps += 1
             if module.training:
                 self._note(module, args)
+        except Exception as exc:  # gradscope's own: this probe stops, the watch goes on
+            self.failed = True
+            self.on_fault("the evaluation-pass hook", exc)
+
+    def _copy_forward(self, module: nn.Module, _args: Any) -> None:
+        if torch.is_grad_enabled() or self.failed or torch.jit.is_tracing():
+            return
+        try:
+            self.copies.ran(module, self.steps())
         except Exception as exc:  # gradscope's own: this probe stops, the watch goes on
             self.failed = True
             self.on_fault("the evaluation-pass hook", exc)

@@ -50,19 +50,21 @@ class FrozenNorms:
     requires_grad False, in no optimizer), BatchNorms or not: what an optimised input (a
     style-transfer image, a soft prompt) is fed to."""
 
-    def start(self, step: int) -> None:
+    def start(self, step: int) -> list[nn.Module]:
         """First optimizer step: keep the frozen networks with their norms' and weights'
-        versions (one scan of the live modules and optimizers)."""
+        versions (one scan of the live modules and optimizers); the live modules scanned,
+        for the caller's other uses of the same scan (none at a later step)."""
         if self.started_at is not None:
-            return
+            return []
         self.started_at = step
         try:
-            self._scan()
+            return self._scan()
         except Exception:  # a module that will not be looked into: no facts, no finding
             self.frozen = []
             self.fixed_network = False
+            return []
 
-    def _scan(self) -> None:
+    def _scan(self) -> list[nn.Module]:
         found = discover.live((nn.Module, torch.optim.Optimizer))
         modules = [m for m in found if isinstance(m, nn.Module)]
         optimizers = [o for o in found if isinstance(o, torch.optim.Optimizer)]
@@ -76,7 +78,8 @@ class FrozenNorms:
                 label = f"{top_name}.{name}" if name else top_name
                 self.frozen.append(_kept(label, network))
                 if len(self.frozen) >= MOST:
-                    return
+                    return modules
+        return modules
 
     def facts(self, steps: int) -> list[DriftedNorms]:
         """The frozen networks, still frozen and never written, whose BatchNorms ran

@@ -6,7 +6,12 @@ torch bumps a tensor's version counter at every in-place write (`mul_`, `add_`,
 `copy_`, `lerp_` under no_grad); a backward that fills `.grad` and a zero_grad do not. At
 the steps same_batch reads (1-3, then pairs every 25, every 500 after step 101) the
 versions of an optimizer's parameters are kept after its step and compared at its next
-step's start: host counters, no device read.
+step's start: host counters, no device read. A write through `.data` (the reference EMA
+of DINO, MoCo and BYOL: `param_k.data.mul_(m).add_(...)`) bumps no counter, so each
+parameter's norm is kept beside its version (one scalar per tensor, on its device) and a
+changed norm under an unchanged version counts as a write; those comparisons are read
+back once, as the run ends. The norms are summed in float64: an EMA at m = 0.996 during a
+warm-up moves each value by an ulp or two, which a float32 norm rounds away.
 """
 
 from __future__ import annotations
@@ -14,13 +19,51 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from gradscope.watcher.same_batch import wanted
+
+
+def value_norms(params: list[Any]) -> list[tuple[list[int], Any]]:
+    """(indices in `params`, their norms as one device tensor) per device, for the dense
+    floating tensors among them: a fingerprint of their values, no host read."""
+    by_device: dict[Any, list[int]] = {}
+    for i, p in enumerate(params):
+        if (
+            type(p.data) is torch.Tensor
+            and p.layout == torch.strided
+            and p.dtype.is_floating_point
+            and not p.is_meta
+        ):
+            by_device.setdefault(p.device, []).append(i)
+    with torch.no_grad():
+        return [
+            (
+                at,
+                torch.stack(
+                    torch._foreach_norm([params[i].detach() for i in at], 2, dtype=_wide(d))
+                ),
+            )
+            for d, at in by_device.items()
+        ]
+
+
+def _wide(device: Any) -> Any:
+    """float64 where the device has it (MPS has not)."""
+    return None if device.type == "mps" else torch.float64
 
 
 @dataclass
 class HandMoved:
-    kept: dict[int, tuple[list[Any], list[int]]] = field(default_factory=dict)
-    """id(optimizer) → (its parameters, their versions after its last sampled step)."""
+    kept: dict[int, tuple[list[Any], list[int], list[tuple[list[int], Any]]]] = field(
+        default_factory=dict
+    )
+    """id(optimizer) → (its parameters, their versions and norms after its last sampled
+    step)."""
+    pending: list[tuple[int, list[int | None], Any]] = field(default_factory=list)
+    """(id(optimizer), tracked positions, device bools: each norm changed) per device and
+    interval; a position only for a parameter holding a gradient whose version did not
+    change (else None): read back by `resolve`."""
     moved: dict[int, int] = field(default_factory=dict)
     """Tracked position → intervals between its optimizer's steps in which the script wrote
     it in place while it held a gradient."""
@@ -36,7 +79,7 @@ class HandMoved:
         if not wanted(step + 1):
             return
         params = [p for g in optimizer.param_groups for p in g["params"]]
-        self.kept[id(optimizer)] = (params, [p._version for p in params])
+        self.kept[id(optimizer)] = (params, [p._version for p in params], value_norms(params))
 
     def before_step(self, optimizer: Any, index: dict[int, int]) -> None:
         """The optimizer's next step starts: its parameters written since, with a gradient."""
@@ -45,20 +88,61 @@ class HandMoved:
         if kept is None:
             return
         self.compared[key] = self.compared.get(key, 0) + 1
-        for p, version in zip(*kept, strict=True):
+        params, versions, norms = kept
+        unchanged: set[int] = set()
+        for i, (p, version) in enumerate(zip(params, versions, strict=True)):
             at = index.get(id(p))
-            if at is not None and p._version != version and p.grad is not None:
-                self.moved[at] = self.moved.get(at, 0) + 1
-                self.owner[at] = key
+            if at is None or p.grad is None:
+                continue
+            if p._version != version:
+                self._count(at, key)
+            else:
+                unchanged.add(i)
+        self._compare_norms(key, params, norms, unchanged, index)
+
+    def _compare_norms(
+        self,
+        key: int,
+        params: list[Any],
+        norms: list[tuple[list[int], Any]],
+        unchanged: set[int],
+        index: dict[int, int],
+    ) -> None:
+        """Keep, on the device, whether the norms of `unchanged` moved since they were
+        kept: a write through `.data`. The whole device group is measured again (no index
+        copied to the device, which would wait for it)."""
+        for at, before in norms:
+            if not unchanged.intersection(at):
+                continue
+            now = value_norms([params[i] for i in at])
+            if len(now) != 1 or now[0][0] != list(range(len(at))):
+                continue  # moved to another device or dtype between steps: not compared
+            positions = [index[id(params[i])] if i in unchanged else None for i in at]
+            self.pending.append((key, positions, before != now[0][1]))
+
+    def _count(self, at: int, key: int) -> None:
+        self.moved[at] = self.moved.get(at, 0) + 1
+        self.owner[at] = key
+
+    def resolve(self) -> None:
+        """Read back the norm comparisons kept (one host read per device and interval, as
+        the run ends)."""
+        pending, self.pending = self.pending, []
+        for key, positions, changed in pending:
+            for at, moved in zip(positions, changed.tolist(), strict=True):
+                if moved and at is not None:
+                    self._count(at, key)
 
     def written(self) -> tuple[int, ...]:
         """Tracked positions the script wrote in place while they held a gradient, in one
         interval compared at least (a target network synced from the model every N steps)."""
+        self.resolve()
         return tuple(sorted(self.moved))
 
     def facts(self) -> tuple[tuple[int, ...], int]:
         """(tracked positions moved by hand at every interval their optimizer compared, the
         fewest intervals among those optimizers; with none, the most any compared)."""
+        self.resolve()
         if not self.compared:
             return (), 0
         every = tuple(sorted(i for i, n in self.moved.items() if n == self.compared[self.owner[i]]))

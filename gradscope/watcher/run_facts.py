@@ -26,6 +26,8 @@ def read(state: WatchState, records: StepStore) -> StateFacts:
             train_evals=tuple(state.eval_passes.facts(state.steps)),
             adam=tuple(state.adam_rms.facts()),
             no_grad_steps=state.eval_passes.no_grad_steps,
+            copy_steps=state.eval_passes.copies.moved_steps(),
+            dropped=state.dropped.facts(),
             side_steps=state.backward_sites.facts(),
             copies=tuple(state.leak.facts()),
             hand_moved=moved,

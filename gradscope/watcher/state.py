@@ -18,6 +18,7 @@ from gradscope.watcher.adam_eps import AdamEps
 from gradscope.watcher.adam_rms import AdamRms
 from gradscope.watcher.backward_sites import BackwardSites
 from gradscope.watcher.carried_graph import GraphMarks
+from gradscope.watcher.dropped_grads import DroppedGrads
 from gradscope.watcher.eval_passes import EvalPasses
 from gradscope.watcher.faults import Fault, fault_of, record
 from gradscope.watcher.flat_ops import FlatOps
@@ -124,6 +125,8 @@ class WatchState:
     batches: SameBatch = field(default_factory=SameBatch)
     leak: TargetLeak = field(default_factory=TargetLeak)
     hand_moved: HandMoved = field(default_factory=HandMoved)
+    dropped: DroppedGrads = field(default_factory=DroppedGrads)
+    """Gradients set to None by the script between a backward and the step."""
     frozen_norms: FrozenNorms = field(default_factory=FrozenNorms)
     """Frozen networks' BatchNorms, their statistics read at the first step and the end."""
     mirrored: Mirrored = field(default_factory=Mirrored)

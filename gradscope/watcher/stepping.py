@@ -168,7 +168,8 @@ def optimizer_index(state: WatchState, here: ThreadState, optimizer: Any) -> int
         if not discover.covered(state.tracked, [optimizer]):
             discover.extend(state.tracked, state.known)
         index = len(state.optimizers) - 1
-        state.frozen_norms.start(state.steps + 1)
+        scanned = state.frozen_norms.start(state.steps + 1)
+        state.eval_passes.hook_copies(state.tracked.roots, scanned)
     if state.idle_pending:
         _track_idle(state)
     state.of(optimizer).stepped_by.add(here.ident)

@@ -46,6 +46,30 @@ def test_in_place_writes_between_steps_are_counted_only_with_a_gradient():
     assert idle.facts() == ((), 1)  # written, but holding no gradient: no optimizer trains it
 
 
+def test_writes_through_data_are_counted_by_their_values():
+    """`.data.mul_()` moves no version counter: the EMA of DINO's, MoCo's and BYOL's
+    reference code is told by its parameters' norms, which change; the optimizer's own
+    step and a backward are not counted, and nor is a write that leaves the values as
+    they were (an EMA toward an equal student)."""
+    student, teacher = nn.Linear(3, 3), nn.Linear(3, 3)
+    params = [*student.parameters(), *teacher.parameters()]
+    opt = SimpleNamespace(param_groups=[{"params": params}])
+    index = {id(p): i for i, p in enumerate(params)}
+    moved = HandMoved()
+    for step in (1, 2, 3):
+        moved.before_step(opt, index)
+        (student(torch.ones(3)).sum() + teacher(torch.ones(3)).sum()).backward()
+        with torch.no_grad():
+            for p in params:
+                p.sub_(0.1 * p.grad)
+        moved.after_step(opt, step)
+        teacher.weight.data.mul_(0.996).add_(0.004 * student.weight.data)
+        teacher.bias.data.mul_(1.0)
+    moved.before_step(opt, index)
+    assert moved.facts() == ((2,), 2)
+    assert moved.written() == (2,)
+
+
 def test_each_optimizer_counts_its_own_intervals():
     """A GAN's discriminator steps between the generator's: its intervals are its own, so
     the generator's EMA copy, written at every one of the generator's, is still counted."""
@@ -76,6 +100,14 @@ def test_an_attached_byol_teacher_in_the_optimizer_is_named():
     assert "an EMA teacher" in found.message and "no stop-gradient" in found.message
     assert "torch.no_grad()" in found.advice and "out of the optimizer" in found.advice
     assert gs446("byol") == []
+
+
+def test_an_attached_teacher_moved_through_data_is_named():
+    """The reference code's EMA, `param_k.data.mul_(m).add_(...)`: no version counter."""
+    (found,) = gs446("dino-attached-data")
+    assert "an EMA teacher" in found.message and "no stop-gradient" in found.message
+    assert gs446("dino-data") == []
+    assert gs446("wgan-data") == []  # clipped through .data: written, a copy of nothing
 
 
 @pytest.mark.slow

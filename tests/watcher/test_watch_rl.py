@@ -111,7 +111,8 @@ def test_rl_objectives_are_facts_not_verdicts(runs):
     kind = runs("ppo").run.loss_kind(0)
     assert kind is None or not kind.known
     (dqn,) = _by_rule(runs("dqn"))["GS415"]  # the TD loss rose as the Q-values grew
-    assert dqn.severity == Severity.INFO and "nothing else in the run says" in dqn.advice
+    assert dqn.severity == Severity.INFO  # its targets come from a synced target network:
+    assert "not judged: a copy of the trained model" in dqn.advice
     for name in ("ppo", "dqn", "a2c"):
         for rule in ("GS414", "GS415", "GS419"):
             for f in _by_rule(runs(name)).get(rule, []):

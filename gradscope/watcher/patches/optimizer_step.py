@@ -57,6 +57,7 @@ class OptimizerStep:
             state, here, PRE, lambda: state.hand_moved.before_step(optimizer, state.tracked.index)
         )
         safely(state, here, PRE, lambda: state.mirrored.before_step(optimizer))
+        safely(state, here, PRE, lambda: state.dropped.step_starts(state.tracked.index))
         closure, where = _closure(args, kwargs)
         if closure is None:
             safely(state, here, PRE, lambda: stepping.begin(state, here, optimizer, skipped=False))

@@ -3,7 +3,9 @@ and DINO (cross-entropy to the teacher's centred, sharpened softmax), the teache
 hand toward the student after each step; a WGAN critic with its weights clipped in place
 (written by hand between steps too, no copy of anything). The `*-attached` modes plant the
 missing stop-gradient: the teacher's forward without no_grad, its parameters left in the
-optimizer; `byol-outside` leaves them out of it (GS411's case)."""
+optimizer; `byol-outside` leaves them out of it (GS411's case). A `-data` suffix writes the
+EMA and the clipping through `.data`, as the reference code of DINO, MoCo and BYOL does
+(no version counter moves); a `-fixed` suffix never moves the teacher (a frozen copy)."""
 
 import copy
 import sys
@@ -13,8 +15,9 @@ import torch.nn.functional as F
 from torch import nn
 
 mode = sys.argv[1] if len(sys.argv) > 1 else "byol"
-attached = mode.endswith(("-attached", "-outside"))
-kind = mode.partition("-")[0]
+kind, *flags = mode.split("-")
+attached = "attached" in flags or "outside" in flags
+through_data = "data" in flags
 torch.manual_seed(0)
 D, N, K, STEPS = 16, 32, 24, 30
 protos = torch.randn(10, D)
@@ -40,13 +43,13 @@ if kind == "wgan":
         opt_c.step()
         with torch.no_grad():
             for p in critic.parameters():
-                p.clamp_(-0.05, 0.05)
+                (p.data if through_data else p).clamp_(-0.05, 0.05)
     sys.exit(0)
 
 student, head = mlp(D, K), mlp(K, K)
 teacher = copy.deepcopy(student)
 params = [*student.parameters(), *(head.parameters() if kind == "byol" else ())]
-if attached and not mode.endswith("-outside"):
+if attached and "outside" not in flags:
     params += list(teacher.parameters())  # handed to the optimizer with the student
 elif not attached:
     teacher.requires_grad_(False)
@@ -66,6 +69,8 @@ for _ in range(STEPS):
     loss.backward()
     opt.step()
     with torch.no_grad():
-        for t, s in zip(teacher.parameters(), student.parameters(), strict=True):
-            t.mul_(0.99).add_(s, alpha=0.01)
+        for t, s in (
+            [] if "fixed" in flags else zip(teacher.parameters(), student.parameters(), strict=True)
+        ):
+            (t.data if through_data else t).mul_(0.99).add_(s, alpha=0.01)
 print("loss", loss.item())
