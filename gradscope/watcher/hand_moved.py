@@ -8,10 +8,11 @@ the steps same_batch reads (1-3, then pairs every 25, every 500 after step 101) 
 versions of an optimizer's parameters are kept after its step and compared at its next
 step's start: host counters, no device read. A write through `.data` (the reference EMA
 of DINO, MoCo and BYOL: `param_k.data.mul_(m).add_(...)`) bumps no counter, so each
-parameter's norm is kept beside its version (one scalar per tensor, on its device) and a
-changed norm under an unchanged version counts as a write; those comparisons are read
-back once, as the run ends. The norms are summed in float64: an EMA at m = 0.996 during a
-warm-up moves each value by an ulp or two, which a float32 norm rounds away.
+parameter's fingerprint (`fingerprints`: one integer per tensor, on its device) is kept
+beside its version and a changed fingerprint under an unchanged version counts as a write;
+those comparisons are read back once, as the run ends. An EMA at m = 0.996 during a warm-up
+moves each value by an ulp or two, which a float32 norm rounds away and the bit patterns'
+sum does not.
 """
 
 from __future__ import annotations
@@ -24,33 +25,38 @@ import torch
 from gradscope.watcher.same_batch import wanted
 
 
-def value_norms(params: list[Any]) -> list[tuple[list[int], Any]]:
-    """(indices in `params`, their norms as one device tensor) per device, for the dense
-    floating tensors among them: a fingerprint of their values, no host read."""
+def fingerprints(params: list[Any]) -> list[tuple[list[int], Any]]:
+    """(indices in `params`, their fingerprints as one device tensor) per device, for the
+    dense floating tensors among them: each the sum of the bit patterns, read as integers,
+    of up to SAMPLED of its values spread over it, which a write to them changes (by an ulp
+    too: an EMA's, a copy's, a clamp's reach all or many). No host read; a tensor of 10M
+    values costs what one of 4,096 does."""
     by_device: dict[Any, list[int]] = {}
     for i, p in enumerate(params):
         if (
             type(p.data) is torch.Tensor
             and p.layout == torch.strided
             and p.dtype.is_floating_point
+            and p.element_size() in _BITS
             and not p.is_meta
         ):
             by_device.setdefault(p.device, []).append(i)
     with torch.no_grad():
         return [
-            (
-                at,
-                torch.stack(
-                    torch._foreach_norm([params[i].detach() for i in at], 2, dtype=_wide(d))
-                ),
-            )
-            for d, at in by_device.items()
+            (at, torch.stack([_bit_sum(params[i].detach()) for i in at]))
+            for at in by_device.values()
         ]
 
 
-def _wide(device: Any) -> Any:
-    """float64 where the device has it (MPS has not)."""
-    return None if device.type == "mps" else torch.float64
+_BITS = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+SAMPLED = 4096
+
+
+def _bit_sum(t: torch.Tensor) -> torch.Tensor:
+    flat = t.reshape(-1)
+    if flat.numel() > SAMPLED:
+        flat = flat[:: flat.numel() // SAMPLED]
+    return flat.view(_BITS[t.element_size()]).sum(dtype=torch.int64)
 
 
 @dataclass
@@ -58,10 +64,10 @@ class HandMoved:
     kept: dict[int, tuple[list[Any], list[int], list[tuple[list[int], Any]]]] = field(
         default_factory=dict
     )
-    """id(optimizer) → (its parameters, their versions and norms after its last sampled
+    """id(optimizer) → (its parameters, their versions and fingerprints after its last sampled
     step)."""
     pending: list[tuple[int, list[int | None], Any]] = field(default_factory=list)
-    """(id(optimizer), tracked positions, device bools: each norm changed) per device and
+    """(id(optimizer), tracked positions, device bools: each fingerprint changed) per device and
     interval; a position only for a parameter holding a gradient whose version did not
     change (else None): read back by `resolve`."""
     moved: dict[int, int] = field(default_factory=dict)
@@ -79,7 +85,7 @@ class HandMoved:
         if not wanted(step + 1):
             return
         params = [p for g in optimizer.param_groups for p in g["params"]]
-        self.kept[id(optimizer)] = (params, [p._version for p in params], value_norms(params))
+        self.kept[id(optimizer)] = (params, [p._version for p in params], fingerprints(params))
 
     def before_step(self, optimizer: Any, index: dict[int, int]) -> None:
         """The optimizer's next step starts: its parameters written since, with a gradient."""
@@ -88,7 +94,7 @@ class HandMoved:
         if kept is None:
             return
         self.compared[key] = self.compared.get(key, 0) + 1
-        params, versions, norms = kept
+        params, versions, prints = kept
         unchanged: set[int] = set()
         for i, (p, version) in enumerate(zip(params, versions, strict=True)):
             at = index.get(id(p))
@@ -98,23 +104,23 @@ class HandMoved:
                 self._count(at, key)
             else:
                 unchanged.add(i)
-        self._compare_norms(key, params, norms, unchanged, index)
+        self._compare(key, params, prints, unchanged, index)
 
-    def _compare_norms(
+    def _compare(
         self,
         key: int,
         params: list[Any],
-        norms: list[tuple[list[int], Any]],
+        prints: list[tuple[list[int], Any]],
         unchanged: set[int],
         index: dict[int, int],
     ) -> None:
-        """Keep, on the device, whether the norms of `unchanged` moved since they were
+        """Keep, on the device, whether the fingerprints of `unchanged` moved since they were
         kept: a write through `.data`. The whole device group is measured again (no index
         copied to the device, which would wait for it)."""
-        for at, before in norms:
+        for at, before in prints:
             if not unchanged.intersection(at):
                 continue
-            now = value_norms([params[i] for i in at])
+            now = fingerprints([params[i] for i in at])
             if len(now) != 1 or now[0][0] != list(range(len(at))):
                 continue  # moved to another device or dtype between steps: not compared
             positions = [index[id(params[i])] if i in unchanged else None for i in at]
@@ -125,7 +131,7 @@ class HandMoved:
         self.owner[at] = key
 
     def resolve(self) -> None:
-        """Read back the norm comparisons kept (one host read per device and interval, as
+        """Read back the comparisons kept (one host read per device and interval, as
         the run ends)."""
         pending, self.pending = self.pending, []
         for key, positions, changed in pending:

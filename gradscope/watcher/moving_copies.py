@@ -21,7 +21,7 @@ from typing import Any
 from torch import nn
 
 from gradscope.watcher import discover
-from gradscope.watcher.hand_moved import value_norms
+from gradscope.watcher.hand_moved import fingerprints
 from gradscope.watcher.same_batch import wanted
 
 
@@ -71,9 +71,9 @@ class MovingCopies:
             return
         seen.add(step)
         if key not in self.first:
-            self.first[key] = value_norms(list(copy.parameters()))
+            self.first[key] = fingerprints(list(copy.parameters()))
         elif wanted(step):
-            self.last[key] = value_norms(list(copy.parameters()))
+            self.last[key] = fingerprints(list(copy.parameters()))
 
     def moved_steps(self) -> int:
         """The most steps at which one copy that moved between its forwards ran without
