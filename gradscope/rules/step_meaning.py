@@ -176,13 +176,15 @@ def _had_a_scale(run: WatchRun, members: list[int]) -> list[int]:
     (DARTS's architecture weights, started near 0 for a uniform choice) are in nats, their
     initial values no scale of theirs; an input the script optimises beside a fixed network
     (a feature-visualisation image started at 0.01, a soft prompt copied from the
-    vocabulary: `optimised_input`) holds data, whose scale no layer's initialisation set."""
+    vocabulary: `optimised_input`) holds data, whose scale no layer's initialisation set;
+    so does a grid grid_sample interpolates (a voxel grid, a feature plane: `sampled_grid`)."""
     return [
         i
         for i in members
         if run.params[i].weight_norm != 0
         and not run.params[i].logits_table
         and not run.params[i].optimised_input
+        and not run.params[i].sampled_grid
     ]
 
 

@@ -83,7 +83,7 @@ def _judged_ratios(run: WatchRun, t: Thresholds) -> Iterator[tuple[int, float, b
             if i not in graded:
                 continue
             ratio = graded[i]
-        yield i, ratio, len(p.shape) >= 2 and not p.optimised_input
+        yield i, ratio, len(p.shape) >= 2 and not (p.optimised_input or p.sampled_grid)
 
 
 @rule(
@@ -113,7 +113,8 @@ def update_ratio_high(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) ->
     """A weight matrix's median update/weight norm ratio, sampled every 25 steps after
     warmup-steps, is above update-ratio-high; about 1e-3 is healthy. Vectors (biases, norm
     scales near 0) are not judged, nor an input the script optimises beside a fixed network
-    (an image, a soft prompt: its values are data, not weights), nor the steps of an
+    (an image, a soft prompt: its values are data, not weights) or a grid grid_sample
+    interpolates (a voxel grid, a feature plane: the stored signal), nor the steps of an
     optimizer built for one task or round (a meta-learning inner loop, a federated client: 2
     to fewer than warmup-steps steps inside a longer run), whose large moves are its
     purpose."""

@@ -300,6 +300,7 @@ class Watcher:
                 differentiated=icp.grad_inputs.holds(p),
                 logits_table=icp.logit_tables.holds(p),
                 flat_op=icp.flat_ops.op_above(p),
+                sampled_grid=icp.sampled_grids.holds(p),
                 optimised_input=optimised_input(icp.tracked, i, icp.frozen_norms),
                 model=icp.tracked.owners.get(i, (None, ""))[0],
             )
