@@ -1,0 +1,95 @@
+"""Neural fields watched (domain_scripts/neural_fields.py): a voxel grid fitted directly by
+grid_sample at its method's high rate is not judged as a weight matrix stepped too hard,
+while a matrix with the same ratios is; NeRF's fine network, the same class as the coarse
+one but initialised on its own, left out of the optimizer is not called a target copy,
+while a deep copy still is; a sigmoid before binary_cross_entropy_with_logits is named
+through a loss summed over each shape's points and averaged over the shapes."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from gradscope.config import Settings
+from gradscope.findings import Severity
+from gradscope.rules.step_setup import update_ratio_high
+from gradscope.steps.records import ParamInfo, WatchRun
+from gradscope.watcher.sampled_grids import SampledGrids
+from tests.watcher.watch_scripts import domain_watched, step_record
+
+
+def _loud(report):
+    assert not report.faults, report.internal_error()
+    return [f for f in report.findings if f.severity >= Severity.WARNING]
+
+
+def test_a_voxel_grid_fitted_at_a_high_rate_is_silent():
+    assert _loud(domain_watched("neural_fields.py", "voxels")) == []
+
+
+def test_a_matrix_with_a_grids_update_ratios_is_still_judged():
+    grid = ParamInfo("density", (1, 1, 8, 8, 8), True, True, 1.0, sampled_grid=True)
+    matrix = ParamInfo("head.weight", (8, 8), True, True, 1.0)
+    steps = [step_record(k, param_norms=(1.0, 1.0), update_ratios=(0.5, 0.5)) for k in range(1, 61)]
+    run = WatchRun("fit", (grid, matrix), steps, "completed", ("RMSprop",))
+    found = update_ratio_high(run, Settings().thresholds)
+    assert [f.subject for f in found] == ["head.weight"]
+
+
+def test_only_grid_samples_input_is_a_grid():
+    grid = torch.rand(1, 2, 4, 4, requires_grad=True)
+    points = (torch.rand(1, 5, 1, 2) * 2 - 1).requires_grad_()
+    weight = torch.randn(2, 3, requires_grad=True)
+    feats = F.grid_sample(grid[:, :2], points, align_corners=True)
+    loss = (feats.view(2, 5).T @ weight).sum()
+    seen = SampledGrids()
+    seen.observe([loss])
+    assert seen.holds(grid) and not seen.holds(points) and not seen.holds(weight)
+
+
+def test_coarse_and_fine_networks_trained_together_are_silent():
+    assert _loud(domain_watched("neural_fields.py", "coarse-fine")) == []
+
+
+def test_a_fine_network_left_out_is_not_called_a_copy():
+    outside = [
+        f for f in domain_watched("neural_fields.py", "fine-outside").findings if f.rule == "GS411"
+    ]
+    assert len(outside) == 4 and all(f.severity == Severity.ERROR for f in outside)
+    for f in outside:
+        assert "looks like a copy" not in f.advice, f.advice
+        assert "add a param group for it" in f.advice
+
+
+def test_a_deep_copy_outside_the_optimizer_is_still_a_copy():
+    outside = [
+        f for f in domain_watched("neural_fields.py", "copy-outside").findings if f.rule == "GS411"
+    ]
+    assert len(outside) == 4
+    assert all("looks like a copy of Field2." in f.advice for f in outside)
+
+
+def test_a_sigmoid_before_bce_with_logits_summed_over_points_is_named():
+    assert _loud(domain_watched("neural_fields.py", "occupancy")) == []
+    (f,) = [
+        f
+        for f in domain_watched("neural_fields.py", "occupancy-sigmoid").findings
+        if f.rule == "GS431"
+    ]
+    assert f.severity == Severity.ERROR and "(a double sigmoid)" in f.message
+    assert "never fall below" not in f.message  # a sum over the points: no per-target floor
+
+
+def test_a_per_target_loss_reduced_over_some_dims_keeps_its_kind():
+    from gradscope.watcher import loss_graph
+
+    x, y = torch.randn(4, 6, requires_grad=True), torch.rand(4, 6)
+    bce = F.binary_cross_entropy_with_logits(x, y, reduction="none")
+    mse = F.mse_loss(x, y, reduction="none")
+    for loss, kind, reduction in (
+        (bce.sum(-1).mean(), "binary_cross_entropy_with_logits", "sum"),
+        (bce.mean(-1).mean(), "binary_cross_entropy_with_logits", "mean"),
+        (mse.mean(1).sum(), "mse", "sum"),
+    ):
+        (term,) = loss_graph.read(loss).terms
+        assert (term.kind, term.reduction) == (kind, reduction)
