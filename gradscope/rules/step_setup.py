@@ -18,6 +18,7 @@ from gradscope.rules import (
     routed,
     shift_invariance,
     zero_derivative,
+    zero_start,
 )
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.short_lived import short_lived
@@ -255,7 +256,8 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     with create_graph (a force field's forces: rules/derivative_bias.py), and where it never
     got one and its values changed all the same: a copy the script updates itself (an EMA
     teacher handed to the optimizer too: rules/moved_by_copy.py). Zero gradients below
-    torch.sign or round, or a custom Function, name it (rules/zero_derivative.py). A
+    torch.sign or round, or a custom Function, name it (rules/zero_derivative.py); those
+    of a tensor that started at exactly 0 say so (rules/zero_start.py). A
     mixture's router that never got one is named as the router (its logits detached, or
     read only through their top-k indices), and an expert that never got a token while its
     siblings did as a dead expert (rules/routed.py)."""
@@ -301,6 +303,8 @@ def _explained(
         )
     elif not none and p.flat_op is not None:
         finding = zero_derivative.as_flat(finding, p, steps)
+    elif not none and zero_start.started_at_zero(p):
+        finding = zero_start.as_zero_start(finding, p, steps)
     elif p.past_read_out:
         finding = _past_read_out(finding, p.past_read_out)
     return finding
