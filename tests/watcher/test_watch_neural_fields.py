@@ -1,6 +1,7 @@
 """Neural fields watched (domain_scripts/neural_fields.py): a voxel grid fitted directly by
 grid_sample at its method's high rate is not judged as a weight matrix stepped too hard,
-while a matrix with the same ratios is; NeRF's fine network, the same class as the coarse
+while a matrix with the same ratios is, and a grid started at 0 under its ReLU is named as
+that when it never learns; NeRF's fine network, the same class as the coarse
 one but initialised on its own, left out of the optimizer is not called a target copy,
 while a deep copy still is; a sigmoid before binary_cross_entropy_with_logits is named
 through a loss summed over each shape's points and averaged over the shapes."""
@@ -15,7 +16,7 @@ from gradscope.findings import Severity
 from gradscope.rules.step_setup import update_ratio_high
 from gradscope.steps.records import ParamInfo, WatchRun
 from gradscope.watcher.sampled_grids import SampledGrids
-from tests.watcher.watch_scripts import domain_watched, step_record
+from tests.watcher.watch_scripts import domain_watched, step_record, watched
 
 
 def _loud(report):
@@ -45,6 +46,18 @@ def test_only_grid_samples_input_is_a_grid():
     seen = SampledGrids()
     seen.observe([loss])
     assert seen.holds(grid) and not seen.holds(points) and not seen.holds(weight)
+
+
+def test_a_grid_started_at_zero_under_its_relu_is_named_as_such():
+    report = domain_watched("neural_fields.py", "voxels-zero")
+    never = [f for f in report.findings if f.rule == "GS413"]
+    assert sorted(f.subject for f in never) == ["tensor0", "tensor1"]
+    for f in never:
+        assert "every value of it was exactly 0 at the first step" in f.message, f.message
+        assert f.advice.startswith("start it away from 0")
+    unused = [f for f in watched("optimizer_bugs.py").findings if f.rule == "GS413"]
+    assert unused and all("exactly 0" not in f.message for f in unused)  # started elsewhere
+    assert all(f.advice.startswith("check that it takes part in the loss") for f in unused)
 
 
 def test_coarse_and_fine_networks_trained_together_are_silent():

@@ -2,10 +2,12 @@
 # high lr, as its reference does), NeRF's coarse and fine networks (the same class, each
 # initialised on its own), an occupancy network's BCE-with-logits summed over each shape's
 # query points and averaged over the shapes.
-# argv: voxels (healthy); coarse-fine (healthy); fine-outside (bug: the fine network left
-# out of the optimizer); copy-outside (bug: a deep copy of the coarse network added to the
-# loss with gradients, outside the optimizer); occupancy (healthy); occupancy-sigmoid (bug:
-# a sigmoid before binary_cross_entropy_with_logits).
+# argv: voxels (healthy); voxels-zero (bug: the density grid started at 0 under its ReLU:
+# neither it nor the colours it weighs ever get a gradient); coarse-fine (healthy);
+# fine-outside (bug: the fine network left out of the optimizer); copy-outside (bug: a deep
+# copy of the coarse network added to the loss with gradients, outside the optimizer);
+# occupancy (healthy); occupancy-sigmoid (bug: a sigmoid before
+# binary_cross_entropy_with_logits).
 import copy
 import sys
 
@@ -36,7 +38,8 @@ def composite(sigma, rgb, delta):
 
 
 def fit_grid():
-    density = torch.full((1, 1, R, R, R), 0.1, requires_grad=True)
+    start = 0.0 if MODE == "voxels-zero" else 0.1
+    density = torch.full((1, 1, R, R, R), start, requires_grad=True)
     color = torch.zeros(1, 3, R, R, R, requires_grad=True)
     opt_d = torch.optim.RMSprop([density], lr=1.0, alpha=0.95)
     opt_c = torch.optim.RMSprop([color], lr=0.1, alpha=0.95)
@@ -98,7 +101,7 @@ def fit_occupancy():
         opt.step()
 
 
-if MODE == "voxels":
+if MODE.startswith("voxels"):
     fit_grid()
 elif MODE.startswith("occupancy"):
     fit_occupancy()
