@@ -4,7 +4,9 @@ while a matrix with the same ratios is, and a grid started at 0 under its ReLU i
 that when it never learns; NeRF's fine network, the same class as the coarse
 one but initialised on its own, left out of the optimizer is not called a target copy,
 while a deep copy still is; a sigmoid before binary_cross_entropy_with_logits is named
-through a loss summed over each shape's points and averaged over the shapes."""
+through a loss summed over each shape's points and averaged over the shapes; Instant-NGP's
+hash tables, started within ±1e-4 by design, are no scale to judge Adam's lr by, while an
+MLP's Linear weights started as small still are."""
 
 from __future__ import annotations
 
@@ -46,6 +48,26 @@ def test_only_grid_samples_input_is_a_grid():
     seen = SampledGrids()
     seen.observe([loss])
     assert seen.holds(grid) and not seen.holds(points) and not seen.holds(weight)
+    assert not (seen.looks_up(grid) or seen.looks_up(weight))
+
+
+def test_tables_read_by_index_are_looked_up():
+    table = torch.nn.Embedding(10, 3)
+    levels = torch.randn(4, 10, 3, requires_grad=True)
+    weight = torch.randn(3, 2, requires_grad=True)
+    index = torch.tensor([1, 2])
+    loss = ((table(index) + levels[2][index]) @ weight).sum()
+    seen = SampledGrids()
+    seen.observe([loss])
+    assert seen.looks_up(table.weight) and seen.looks_up(levels)
+    assert not (seen.looks_up(weight) or seen.holds(table.weight))
+
+
+def test_hash_tables_started_near_zero_are_no_scale_for_the_lr():
+    assert _loud(domain_watched("neural_fields.py", "hash")) == []
+    found = domain_watched("neural_fields.py", "hash-tiny-mlp").findings
+    (lr,) = [f for f in found if f.rule == "GS419"]
+    assert "one step can move every weight by more than its whole initial size" in lr.message
 
 
 def test_a_grid_started_at_zero_under_its_relu_is_named_as_such():

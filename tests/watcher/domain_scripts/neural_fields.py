@@ -7,7 +7,10 @@
 # fine-outside (bug: the fine network left out of the optimizer); copy-outside (bug: a deep
 # copy of the coarse network added to the loss with gradients, outside the optimizer);
 # occupancy (healthy); occupancy-sigmoid (bug: a sigmoid before
-# binary_cross_entropy_with_logits).
+# binary_cross_entropy_with_logits); hash (healthy: Instant-NGP's hash tables as
+# HashNeRF-pytorch writes them, nn.Embedding entries within ±1e-4, RAdam at 1e-2 with eps
+# 1e-15); hash-tiny-mlp (look-alike: its MLP's Linear weights started within ±1e-4 too,
+# each step moves them by far more than their size).
 import copy
 import sys
 
@@ -101,7 +104,56 @@ def fit_occupancy():
         opt.step()
 
 
-if MODE.startswith("voxels"):
+class HashEncoding(nn.Module):
+    def __init__(self, levels=4, size=2**8):
+        super().__init__()
+        self.size, self.res = size, [4 * 2**i for i in range(levels)]
+        self.tables = nn.ModuleList(nn.Embedding(size, 2) for _ in range(levels))
+        for table in self.tables:
+            nn.init.uniform_(table.weight, -1e-4, 1e-4)
+
+    def forward(self, x):
+        out = []
+        for table, res in zip(self.tables, self.res, strict=True):
+            scaled = x * res
+            corner, frac = scaled.floor().long(), scaled - scaled.floor()
+            value = 0
+            for dx in (0, 1):
+                for dy in (0, 1):
+                    c = corner + torch.tensor([dx, dy])
+                    index = (c[:, 0] ^ (c[:, 1] * 2654435761)) % self.size
+                    wx = frac[:, 0] if dx else 1 - frac[:, 0]
+                    wy = frac[:, 1] if dy else 1 - frac[:, 1]
+                    value = value + (wx * wy)[:, None] * table(index)
+            out.append(value)
+        return torch.cat(out, -1)
+
+
+def fit_hash():
+    encoding = HashEncoding()
+    mlp = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3))
+    if MODE == "hash-tiny-mlp":
+        for layer in (mlp[0], mlp[2]):
+            nn.init.uniform_(layer.weight, -1e-4, 1e-4)
+    groups = [
+        {"params": mlp.parameters(), "weight_decay": 1e-6},
+        {"params": encoding.parameters(), "eps": 1e-15},
+    ]
+    opt = torch.optim.RAdam(groups, lr=1e-2, betas=(0.9, 0.99))
+    side = torch.linspace(0, 1, 16)
+    xy = torch.stack(torch.meshgrid(side, side, indexing="ij"), -1).reshape(-1, 2)
+    image = torch.cat([torch.sin(6 * xy), xy.prod(-1, keepdim=True)], -1)
+    for _ in range(STEPS):
+        batch = torch.randint(0, len(xy), (128,))
+        loss = F.mse_loss(mlp(encoding(xy[batch])), image[batch])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+if MODE.startswith("hash"):
+    fit_hash()
+elif MODE.startswith("voxels"):
     fit_grid()
 elif MODE.startswith("occupancy"):
     fit_occupancy()
