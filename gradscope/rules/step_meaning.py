@@ -130,9 +130,7 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     (Adam: about lr per element; SGD with momentum μ: lr/(1-μ) × the gradient) and the learning
     rate that would bring the ratio near 1e-3. The loss's signs count only for one recognised
     objective of one optimizer (not an RL loss, nor a discriminator at its equilibrium). Zero-init
-    matrices (LoRA's B), a softmax's own logits (DARTS's alphas) and grids grid_sample reads
-    have no scale to judge by; a table read by index (a hash grid's ±1e-4 entries) none to
-    weigh the lr against.
+    matrices (LoRA's B), DARTS's alphas, sampled grids and (for the lr) tables have no scale.
     An optimizer built for one task or round (a meta-learning inner loop, a federated client:
     2 to fewer than warmup-steps steps inside a longer run) is not judged: fast adaptation is its
     purpose."""
