@@ -130,7 +130,7 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     (Adam: about lr per element; SGD with momentum μ: lr/(1-μ) × the gradient) and the learning
     rate that would bring the ratio near 1e-3. The loss's signs count only for one recognised
     objective of one optimizer (not an RL loss, nor a discriminator at its equilibrium). Zero-init
-    matrices (LoRA's B) and a softmax's own logits (DARTS's alphas) have no scale to judge by.
+    matrices (LoRA's B), DARTS's alphas, sampled grids and (for the lr) tables have no scale.
     An optimizer built for one task or round (a meta-learning inner loop, a federated client:
     2 to fewer than warmup-steps steps inside a longer run) is not judged: fast adaptation is its
     purpose."""
@@ -176,13 +176,15 @@ def _had_a_scale(run: WatchRun, members: list[int]) -> list[int]:
     (DARTS's architecture weights, started near 0 for a uniform choice) are in nats, their
     initial values no scale of theirs; an input the script optimises beside a fixed network
     (a feature-visualisation image started at 0.01, a soft prompt copied from the
-    vocabulary: `optimised_input`) holds data, whose scale no layer's initialisation set."""
+    vocabulary: `optimised_input`) holds data, whose scale no layer's initialisation set;
+    so does a grid grid_sample interpolates (a voxel grid, a feature plane: `sampled_grid`)."""
     return [
         i
         for i in members
         if run.params[i].weight_norm != 0
         and not run.params[i].logits_table
         and not run.params[i].optimised_input
+        and not run.params[i].sampled_grid
     ]
 
 
@@ -220,11 +222,13 @@ def _larger_than_weights(
 ) -> str | None:
     """Adam-like optimizers move each element by about lr per step whatever the gradient:
     an lr at or above the weight matrices' own initial rms (median over them) lets one
-    step move every weight by its whole initial size."""
+    step move every weight by its whole initial size. A table read by index (`looked_up`:
+    an embedding, a hash grid's ±1e-4 entries) is left out: its initial scale is its own
+    choice, not a fan-in's, and no measure of the lr."""
     rows = []
     for i in _had_a_scale(run, trained_matrices(run, s)):
         p = run.params[i]
-        if p.weight_norm is None or p.weight_norm <= 0 or p.group is None:
+        if p.weight_norm is None or p.weight_norm <= 0 or p.group is None or p.looked_up:
             continue
         lrs = [r.lrs[p.group] for r in high if p.group < len(r.lrs)]
         if lrs:

@@ -4,6 +4,7 @@ reach. Told apart by whether gradients reach it and whether its values changed. 
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from gradscope.config import Thresholds
@@ -56,6 +57,7 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     if not run.optimizers:
         return []
     copies = _trained_shapes(run)
+    apart = _started_apart(run, copies)
     stopped = stopped_optimizers(run)
     out = []
     for i, p in enumerate(run.params):
@@ -72,6 +74,8 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
                 out.append(_never_stepped(this, run, p, i))
             continue
         copy = _copy_of(p, copies)
+        if (_top(p.name), _top(copy)) in apart:
+            copy = ""  # the same architecture, initialised on its own: not a copy
         piled = _piled_up(run, i)
         if not copy and _moved_by_hand(p, piled):
             out.append(_moved_by_script(run, p, piled))
@@ -298,6 +302,37 @@ def _trained_shapes(run: WatchRun) -> dict[tuple[str, tuple[int, ...]], str]:
         for p in run.params
         if p.in_optimizer and "." in p.name
     }
+
+
+def _started_apart(
+    run: WatchRun, trained: dict[tuple[str, tuple[int, ...]], str]
+) -> set[tuple[str, str]]:
+    """(top-level module, the trained one its names mirror) that started with different
+    values: a copy (deep-copied, or loaded with the original's state) starts with the
+    original's values, while a network of the same architecture initialised on its own
+    (NeRF's fine network beside its coarse one, an ensemble's member) starts elsewhere.
+    One pair of tensors whose first norms were both read and are apart is enough (zero
+    biases are equal in any two networks)."""
+    firsts = {p.name: p.weight_norm for p in run.params}
+    apart = set()
+    for p in run.params:
+        original = _copy_of(p, trained)
+        a, b = p.weight_norm, firsts.get(original)
+        if original and a is not None and b is not None and _apart(a, b):
+            apart.add((_top(p.name), _top(original)))
+    return apart
+
+
+def _top(name: str) -> str:
+    """The top-level module a parameter's name starts with."""
+    return name.partition(".")[0]
+
+
+def _apart(a: float, b: float) -> bool:
+    """Two first norms that no exact copy would give (finite, beyond rounding)."""
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return False
+    return abs(a - b) > 1e-5 * max(abs(a), abs(b), 1e-12)
 
 
 def _copy_of(p: ParamInfo, trained: dict[tuple[str, tuple[int, ...]], str]) -> str:

@@ -20,6 +20,7 @@ from gradscope.rules import (
     shift_invariance,
     stack_tail,
     zero_derivative,
+    zero_start,
 )
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.short_lived import short_lived
@@ -85,7 +86,7 @@ def _judged_ratios(run: WatchRun, t: Thresholds) -> Iterator[tuple[int, float, b
             if i not in graded:
                 continue
             ratio = graded[i]
-        yield i, ratio, len(p.shape) >= 2 and not p.optimised_input
+        yield i, ratio, len(p.shape) >= 2 and not (p.optimised_input or p.sampled_grid)
 
 
 @rule(
@@ -115,7 +116,8 @@ def update_ratio_high(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) ->
     """A weight matrix's median update/weight norm ratio, sampled every 25 steps after
     warmup-steps, is above update-ratio-high; about 1e-3 is healthy. Vectors (biases, norm
     scales near 0) are not judged, nor an input the script optimises beside a fixed network
-    (an image, a soft prompt: its values are data, not weights), nor the steps of an
+    (an image, a soft prompt: its values are data, not weights) or a grid grid_sample
+    interpolates (a voxel grid, a feature plane: the stored signal), nor the steps of an
     optimizer built for one task or round (a meta-learning inner loop, a federated client: 2
     to fewer than warmup-steps steps inside a longer run), whose large moves are its
     purpose."""
@@ -259,7 +261,8 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     backward read filled its .grad and the script set it to None before the step
     (rules/dropped_grad.py). Zero gradients below torch.sign or round, or a custom
     Function, name it, and so does no gradient (None) below the user's own custom Function
-    (rules/zero_derivative.py). A
+    (rules/zero_derivative.py); those of a tensor that started at exactly 0 say so
+    (rules/zero_start.py). A
     mixture's router that never got one is named as the router (its logits detached, or
     read only through their top-k indices), and an expert that never got a token while its
     siblings did as a dead expert (rules/routed.py). The same layer of a stack's last block
@@ -314,6 +317,8 @@ def _explained(
         finding = zero_derivative.as_none(finding, p, steps)
     elif none and (tail := stack_tail.last_block_output(run, i, got_grad)) is not None:
         finding = stack_tail.as_information(finding, tail)
+    elif not none and zero_start.started_at_zero(p):
+        finding = zero_start.as_zero_start(finding, p, steps)
     elif p.past_read_out:
         finding = past_read_out.as_information(finding, p.past_read_out)
     return finding

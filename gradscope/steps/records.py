@@ -82,6 +82,12 @@ class ParamInfo:
     flat_op: str | None = None
     """The op with a zero derivative (torch.sign, torch.round) it lies below in the
     graphs read: a gradient of exact zeros reaches it by torch's definition; None: none."""
+    sampled_grid: bool = False
+    """grid_sample reads it as its grid of values (a voxel grid, a feature plane): values
+    the method stores and initialises itself, not weights scaled to a layer."""
+    looked_up: bool = False
+    """A lookup by index reads it as its table (an embedding, a hash grid's table, latent
+    codes): rows at a scale the table's own initialisation chose, not a fan-in's."""
 
 
 @dataclass(frozen=True)

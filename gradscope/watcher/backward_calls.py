@@ -22,6 +22,7 @@ from gradscope.watcher import (
     modes,
     nan_probe,
     resets,
+    sampled_grids,
     stepping,
 )
 from gradscope.watcher.state import WatchState
@@ -76,6 +77,8 @@ def started(
         probed(state, lambda: nan_probe.begin(state.probe, state, roots, here.scaled_by))
     if state.flat_ops.reads < flat_ops.READS:
         _flat(state, roots)
+    if state.sampled_grids.reads < sampled_grids.READS:
+        _grids(state, roots)
     _add_loss(state, window, tensor, gradient, scaled)
 
 
@@ -156,6 +159,15 @@ def _flat(state: WatchState, roots: list[torch.Tensor]) -> None:
     except Exception as exc:
         state.flat_ops.reads = flat_ops.READS
         state.failed(flat_ops.PART, exc, whole=False)
+
+
+def _grids(state: WatchState, roots: list[torch.Tensor]) -> None:
+    """The sampled grids' part: a failure switches it off, never the watch."""
+    try:
+        state.sampled_grids.observe(roots)
+    except Exception as exc:
+        state.sampled_grids.reads = sampled_grids.READS
+        state.failed(sampled_grids.PART, exc, whole=False)
 
 
 def probed(state: WatchState, work: Any) -> None:

@@ -63,6 +63,10 @@ still log-probabilities."""
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 _REDUCING = {"MeanBackward0": "mean", "SumBackward0": "sum"}
 """A per-sample loss (reduction="none") reduced afterwards."""
+_PARTIAL = {"MeanBackward1": "mean", "SumBackward1": "sum"}
+"""A per-target loss node's output reduced over some of its dims (an occupancy network's BCE
+summed over each shape's query points, then averaged over the shapes). Only right above a
+loss node: elsewhere a sum over a dim is part of a term (soft targets' sum over classes)."""
 
 
 _Branch = tuple[Any, float, str | None]
@@ -195,6 +199,8 @@ def _below(branch: _Branch) -> list[_Branch] | None:
         return [(inputs[0], -factor, reduced)]
     if name in _REDUCING and len(inputs) == 1:
         return [(inputs[0], factor, reduced or _REDUCING[name])]
+    if name in _PARTIAL and len(inputs) == 1 and type(inputs[0]).__name__ in _LOSS_NODES:
+        return [(inputs[0], factor, _reduced(reduced, _PARTIAL[name]))]
     if name == "MulBackward0" and loss_inputs.soft_target(node) is not None:
         return None  # targets times log-probabilities: a term (_smoothing reads it)
     if name in ("MulBackward0", "MulBackward1", "DivBackward0") and len(inputs) == 1:
@@ -277,6 +283,12 @@ def _constant(value: Any) -> float:
         if not value.requires_grad and not value.is_complex():
             return float(value.item())
     return math.nan
+
+
+def _reduced(outer: str | None, partial: str) -> str:
+    """The reduction of a loss reduced over some dims, then (`outer`) over the rest: a sum
+    over either is a sum (a mean over shapes of sums over points grows with the points)."""
+    return "sum" if "sum" in (outer, partial) else "mean"
 
 
 def _term(node: Any, kind: str, factor: float, reduced: str | None) -> LossTerm:

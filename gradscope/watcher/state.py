@@ -37,6 +37,7 @@ from gradscope.watcher.optim_settings import SettingsHistory
 from gradscope.watcher.optimizer_watch import OpenReset, OptimizerWatch
 from gradscope.watcher.recorder import Recorder
 from gradscope.watcher.same_batch import SameBatch
+from gradscope.watcher.sampled_grids import SampledGrids
 from gradscope.watcher.target_leak import TargetLeak
 from gradscope.watcher.threads import Threads, ThreadState
 
@@ -138,6 +139,8 @@ class WatchState:
     logit_tables: LogitTables = field(default_factory=LogitTables)
     flat_ops: FlatOps = field(default_factory=FlatOps)
     """The leaves below a zero-derivative op (torch.sign, round) in the first graphs."""
+    sampled_grids: SampledGrids = field(default_factory=SampledGrids)
+    """The tensors grid_sample reads as its grid of values in the first graphs."""
     """The parameters a softmax reads as its very logits."""
     """Attention and output logits at sampled steps (logit_probe.py)."""
     measure: Measure = field(init=False)
