@@ -20,6 +20,7 @@ from gradscope.rules import (
     shift_invariance,
     stack_tail,
     zero_derivative,
+    zero_in_graph,
     zero_start,
 )
 from gradscope.rules.registry import DECLARED, Stage, rule
@@ -282,8 +283,7 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
             p.name,
             f"{p.name} got {'no gradient (None)' if none else 'only zero gradients'} "
             f"in all {len(stepped)} steps: it never learns",
-            "check that it takes part in the loss (`gradscope inspect --script` shows "
-            "where the graph is cut)",
+            zero_in_graph.advice(none),
         )
         out.append(_explained(run, i, finding, none, len(stepped), places.get(i)))
     return out
