@@ -11,7 +11,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules import all_stopped, no_signal, routed, shift_invariance
+from gradscope.rules import all_stopped, no_signal, routed, shift_invariance, stall_advice
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_blowup import early_blowup_of
 from gradscope.rules.step_common import (
@@ -270,8 +270,7 @@ def _stall_finding(
             f"{num(last)} over the last {w}) and has not improved since about step "
             f"{steps[mid].step} ({num(middle)} there)" + at_chance(run, s, last)
         ),
-        "if this is a fresh model, it stalled near where it started: try a lower learning "
-        "rate or a longer warm-up; fine if it is a fine-tuning run that starts near its best",
+        stall_advice.advice(steps, bool(_did_not_learn(run, s, last, t))),
         value=-fall,
         threshold=-t.progress_stall_fall,
     )
