@@ -157,13 +157,12 @@ def _shapes(run: WatchRun, pairs: list[tuple[int, int]]) -> str:
     optimizer was built reads as such)."""
     resized = [(i, j) for i, j in pairs if run.params[i].shape != run.params[j].shape]
     if not resized:
-        return "same shapes"
+        return "the same shapes"
     shown = ", ".join(
         f"{list(run.params[j].shape)} for {run.params[i].name}" for i, j in resized[:3]
     )
-    return (
-        f"{'same shapes or their' if len(resized) < len(pairs) else 'their'} old shapes ({shown})"
-    )
+    lead = "the same shapes or their" if len(resized) < len(pairs) else "their"
+    return f"{lead} old shapes ({shown})"
 
 
 def _finding(run: WatchRun, s: Series, pairs: list[tuple[int, int]]) -> Finding:
@@ -176,7 +175,7 @@ def _finding(run: WatchRun, s: Series, pairs: list[tuple[int, int]]) -> Finding:
         s.subject(owner),
         s.say(
             f"the optimizer updates tensors the model no longer has: {shown} get gradients "
-            f"but are in no optimizer, while the optimizer holds {len(pairs)} tensor(s) of the "
+            f"but are in no optimizer, while the optimizer holds {len(pairs)} tensor(s) of "
             f"{_shapes(run, pairs)} that no model holds and that get no gradient: they were "
             "replaced after the optimizer was built, so no step moves the model's weights"
         ),
