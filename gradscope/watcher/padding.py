@@ -56,6 +56,5 @@ def read_padded(
         return (), -1
     device = pads[0][2].device
     counts = torch.stack([c.to(device) for _, _, c in pads]).tolist()
-    return tuple((s, int(n), int(m)) for (s, _, _), (n, m) in zip(pads, counts, strict=True)), pads[
-        0
-    ][1]
+    reads = tuple((s, int(n), int(m)) for (s, _, _), (n, m) in zip(pads, counts, strict=True))
+    return reads, pads[0][1]
