@@ -40,7 +40,7 @@ def _train(bug: str, vocab: int = 12, classes: int = 12):
     if bug in ("grown", "new-classes"):
         model.head = nn.Linear(16, grown)
     with gradscope.watch() as w:
-        for _ in range(12):
+        for _ in range(6):
             x = torch.randint(0, vocab, (8, 6))
             logits = model(x)
             y = (x + 1) % logits.shape[-1]
