@@ -38,7 +38,8 @@ from gradscope.steps.records import WatchRun, common_module
 )
 def optimizer_holds_stale(run: WatchRun, t: Thresholds) -> list[Finding]:
     """An optimizer's tensors that no model holds got no gradient at any step, while the
-    model's tensors of the same shapes got gradients and are in no optimizer: they were put
+    model's tensors of the same shapes (or resized: rows added for new tokens, a head for
+    another class count) got gradients and are in no optimizer: they were put
     in the model after the optimizer was built (a parameter or module replaced, a
     load_state_dict with assign=True), and every step updates the old tensors (their update
     ratio 0 to the model). A replaced layer that a reference cycle kept alive when the models
