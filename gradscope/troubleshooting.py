@@ -293,6 +293,13 @@ TABLE = {
             "shift by one: feed tokens[:, :-1], predict tokens[:, 1:]",
         ),
         TableRow(
+            "padding-in-loss",
+            "the loss looks low and varies with how much each batch was padded",
+            "the labels keep the pad token where the input was padding: the model is trained "
+            "to predict padding",
+            "labels = -100 (ignore_index) wherever the attention mask is 0",
+        ),
+        TableRow(
             "teacher-trained",
             "a self-distillation loss falls to its floor while the representation collapses",
             "the EMA teacher's forward is attached and it sits in the optimizer: the target "

@@ -28,8 +28,9 @@ from gradscope.steps.records import WatchRun, common_module
     "replaced after the optimizer was built",
     example="`model.head = nn.Linear(64, 10)` after `opt = AdamW(model.parameters())`: "
     "head's gradients flow, but the optimizer steps the old head, which gets none",
-    fix="build the optimizer after the model is final (after replacing layers or loading "
-    "with assign=True), or add the new parameters with optimizer.add_param_group",
+    fix="build the optimizer after the model is final (after replacing layers, "
+    "resize_token_embeddings or loading with assign=True), or add the new parameters with "
+    "optimizer.add_param_group",
     objectives=(
         "any: which tensors the optimizer holds, a mechanism independent of what the loss means"
     ),
@@ -37,7 +38,8 @@ from gradscope.steps.records import WatchRun, common_module
 )
 def optimizer_holds_stale(run: WatchRun, t: Thresholds) -> list[Finding]:
     """An optimizer's tensors that no model holds got no gradient at any step, while the
-    model's tensors of the same shapes got gradients and are in no optimizer: they were put
+    model's tensors of the same shapes (or resized: rows added for new tokens, a head for
+    another class count) got gradients and are in no optimizer: they were put
     in the model after the optimizer was built (a parameter or module replaced, a
     load_state_dict with assign=True), and every step updates the old tensors (their update
     ratio 0 to the model). A replaced layer that a reference cycle kept alive when the models
@@ -53,8 +55,8 @@ def optimizer_holds_stale(run: WatchRun, t: Thresholds) -> list[Finding]:
 
 def _replaced(run: WatchRun, s: Series) -> list[tuple[int, int]]:
     """(new, old) positions: the model's tensors in no optimizer that got gradients, each
-    with an unused tensor of the same shape this optimizer holds and no model does (or only
-    a dropped model does: `_dropped_models`, `_part_of`)."""
+    with an unused tensor of the same shape (else resized along one axis) this optimizer
+    holds and no model does (or only a dropped model does: `_dropped_models`, `_part_of`)."""
     tensors = run.tensors
     dropped = _dropped_models(run)
     old = [
@@ -69,22 +71,49 @@ def _replaced(run: WatchRun, s: Series) -> list[tuple[int, int]]:
         for i, p in enumerate(run.params)
         if p.in_model and not p.in_optimizer and p.requires_grad and tensors.got_grad(i)
     ]
-    pairs = []
-    for i in new:
-        match = next(
-            (
-                j
-                for j in old
-                if run.params[j].shape == run.params[i].shape
-                and run.params[j].model != run.params[i].model
-                and (not run.params[j].in_model or _part_of(run, j, i))
-            ),
-            None,
-        )
-        if match is not None:
-            old.remove(match)
-            pairs.append((i, match))
+    pairs: list[tuple[int, int]] = []
+    for alike in (_same_shape, _resized_matrix, _resized_bias):
+        for i in [i for i in new if all(i != n for n, _ in pairs)]:
+            match = next(
+                (
+                    j
+                    for j in old
+                    if alike(run, i, j, pairs)
+                    and run.params[j].model != run.params[i].model
+                    and (not run.params[j].in_model or _part_of(run, j, i))
+                ),
+                None,
+            )
+            if match is not None:
+                old.remove(match)
+                pairs.append((i, match))
     return pairs
+
+
+def _same_shape(run: WatchRun, new: int, old: int, _pairs: list[tuple[int, int]]) -> bool:
+    return run.params[old].shape == run.params[new].shape
+
+
+def _resized_matrix(run: WatchRun, new: int, old: int, _pairs: list[tuple[int, int]]) -> bool:
+    """A matrix grown or shrunk along one axis: `resize_token_embeddings` after the
+    optimizer was built (rows for added tokens), a head replaced for another class count."""
+    a, b = run.params[new].shape, run.params[old].shape
+    return len(a) == len(b) >= 2 and sum(x != y for x, y in zip(a, b, strict=True)) == 1
+
+
+def _resized_bias(run: WatchRun, new: int, old: int, pairs: list[tuple[int, int]]) -> bool:
+    """A vector only beside its module's resized weight, of that weight's old and new
+    lengths: a lone vector of another length is no evidence of a replacement."""
+    name = run.params[new].name
+    if len(run.params[new].shape) != 1 or not name.endswith(".bias"):
+        return False
+    weight = name[: -len("bias")] + "weight"
+    return any(
+        run.params[n].name == weight
+        and run.params[n].shape[:1] == run.params[new].shape
+        and run.params[o].shape[:1] == run.params[old].shape
+        for n, o in pairs
+    )
 
 
 def _part_of(run: WatchRun, old: int, new: int) -> bool:
@@ -124,6 +153,19 @@ def replaced_at(run: WatchRun, s: Series, pairs: list[tuple[int, int]]) -> int:
     return min(mid) if mid else s.steps[0].step
 
 
+def _shapes(run: WatchRun, pairs: list[tuple[int, int]]) -> str:
+    """'same shapes', or the old shapes of those resized (a vocabulary grown after the
+    optimizer was built reads as such)."""
+    resized = [(i, j) for i, j in pairs if run.params[i].shape != run.params[j].shape]
+    if not resized:
+        return "the same shapes"
+    shown = ", ".join(
+        f"{list(run.params[j].shape)} for {run.params[i].name}" for i, j in resized[:3]
+    )
+    lead = "the same shapes or their" if len(resized) < len(pairs) else "their"
+    return f"{lead} old shapes ({shown})"
+
+
 def _finding(run: WatchRun, s: Series, pairs: list[tuple[int, int]]) -> Finding:
     names = [run.params[i].name for i, _ in pairs]
     owner = common_module(names) or (names[0] if len(names) == 1 else "model")
@@ -134,12 +176,13 @@ def _finding(run: WatchRun, s: Series, pairs: list[tuple[int, int]]) -> Finding:
         s.subject(owner),
         s.say(
             f"the optimizer updates tensors the model no longer has: {shown} get gradients "
-            f"but are in no optimizer, while the optimizer holds {len(pairs)} tensor(s) of the "
-            "same shapes that no model holds and that get no gradient: they were "
+            f"but are in no optimizer, while the optimizer holds {len(pairs)} tensor(s) of "
+            f"{_shapes(run, pairs)} that no model holds and that get no gradient: they were "
             "replaced after the optimizer was built, so no step moves the model's weights"
         ),
-        "build the optimizer after the model is final (after replacing layers, or after "
-        "load_state_dict(..., assign=True)); or optimizer.add_param_group({'params': "
+        "build the optimizer after the model is final (after replacing layers, resizing "
+        "embeddings for added tokens, or load_state_dict(..., assign=True)); or "
+        "optimizer.add_param_group({'params': "
         "new_module.parameters()}) for a layer replaced on purpose",
         value=float(len(pairs)),
         evidence=(

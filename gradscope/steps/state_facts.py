@@ -137,6 +137,12 @@ class TargetCopies:
     decoder)."""
     table: str = ""
     """The embedding's table, V×D."""
+    padded: tuple[tuple[int, int, int], ...] = ()
+    """(step, positions, counted) of the steps read where an embedding with a padding_idx
+    read it at positions whose counted target is that same id: padding trained to predict
+    padding (the labels' padding not set to ignore_index)."""
+    padding: int = -1
+    """That padding_idx."""
 
 
 @dataclass(frozen=True)

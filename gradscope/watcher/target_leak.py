@@ -25,6 +25,7 @@ import torch
 
 from gradscope.autograd_walk import NodeWalk, Order, inputs, saved
 from gradscope.steps.state_facts import TargetCopies
+from gradscope.watcher.padding import padded_targets, read_padded
 from gradscope.watcher.same_batch import wanted
 
 LOSSES = ("NllLossBackward0", "NllLoss2DBackward0")
@@ -60,6 +61,9 @@ class TargetLeak:
     reads: list[tuple[int, torch.Tensor, torch.Tensor, list[str]]] = field(default_factory=list)
     """(step, device bools: each direct embedding read the targets at every counted position,
     device bool: some embedding read them shifted by one, the direct embeddings' tables)."""
+    pads: list[tuple[int, int, torch.Tensor]] = field(default_factory=list)
+    """(step, padding_idx, device [padded positions, counted positions]) of the reads whose
+    direct embedding has a padding_idx (padding.py)."""
 
     def observe(self, loss: torch.Tensor, step: int) -> None:
         """The first backward of step `step` runs from `loss`."""
@@ -76,9 +80,12 @@ class TargetLeak:
         with torch.no_grad():
             copied = [_copied(e, target, counted) for e in direct]
             shifted = [_shifted(e, target, counted) for e in _embeddings(node, pruned=False)]
+            pad = padded_targets(direct, target, counted)
         shifted_any = torch.stack(shifted).any() if shifted else _false(target)
         tables = ["×".join(str(d) for d in _table(e)) for e in direct]
         self.reads.append((step, torch.stack(copied), shifted_any, tables))
+        if pad is not None:
+            self.pads.append((step, *pad))
 
     def facts(self) -> list[TargetCopies]:
         if not self.reads:
@@ -97,7 +104,9 @@ class TargetLeak:
             if mine[-1]:
                 shifted.append(step)
         self.reads = []
-        return [TargetCopies(tuple(steps), tuple(copied), tuple(shifted), table)]
+        padded, padding = read_padded(self.pads)
+        self.pads = []
+        return [TargetCopies(tuple(steps), tuple(copied), tuple(shifted), table, padded, padding)]
 
 
 def _nll(root: Any) -> tuple[Any, torch.Tensor, int] | None:
