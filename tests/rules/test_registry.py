@@ -212,6 +212,10 @@ FIRES = {
         "tests/watcher/test_watch_ensemble_copies.py",
         "test_members_copied_and_fed_one_order_are_named_once",
     ),
+    "GS465": (
+        "tests/watcher/test_watch_trials.py",
+        "test_an_optimizer_built_from_an_earlier_trials_parameters_is_named",
+    ),
 }
 """Rule id → a test that makes it fire (on a real model or script, or on the data of one) and
 looks for it by id or slug."""

@@ -61,3 +61,37 @@ def test_a_blow_up_every_later_trial_inherits_is_no_trial_of_its_own():
     report = _search(prune=True, fresh_model=False)
     assert [f for f in report.findings if f.severity is gradscope.Severity.ERROR]
     assert not [f for f in report.findings if "trainings run one after another" in f.message]
+
+
+def _stale_list_search(stale: bool):
+    """Each trial rebuilds the model; the optimizer is built from a parameter list that,
+    when `stale`, was kept from the first trial."""
+    torch.manual_seed(0)
+    x, y = torch.randn(48, 4), torch.randn(48, 1)
+    params = None
+    with gradscope.watch() as w:
+        for lr in (1e-2, 3e-3, 1e-3):
+            model = _mlp()
+            if params is None or not stale:
+                params = list(model.parameters())
+            opt = torch.optim.Adam(params, lr=lr)
+            for i in range(6):
+                loss = F.mse_loss(model(x[i * 8 : i * 8 + 8]), y[i * 8 : i * 8 + 8])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    return w.report
+
+
+def test_an_optimizer_built_from_an_earlier_trials_parameters_is_named():
+    named = [f for f in _stale_list_search(stale=True).findings if f.rule == "GS465"]
+    assert [f.subject for f in named] == [
+        "optimizer.step (optimizer 1 (Adam))",
+        "optimizer.step (optimizer 2 (Adam))",
+    ]
+    assert "model.parameters()" in named[0].advice
+
+
+def test_each_trial_building_its_optimizer_from_its_own_model_is_silent():
+    report = _stale_list_search(stale=False)
+    assert not [f for f in report.findings if f.severity >= gradscope.Severity.WARNING]
