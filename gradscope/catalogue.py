@@ -67,6 +67,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_shared",
         "gradscope.rules.step_stale",
         "gradscope.rules.step_padding_targets",
+        "gradscope.rules.step_stepped_nothing",
         "gradscope.rules.step_target_leak",
         "gradscope.rules.step_teacher_trained",
         "gradscope.rules.step_trends",

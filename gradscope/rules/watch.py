@@ -16,6 +16,7 @@ from gradscope.findings import Finding
 from gradscope.rules import causes
 from gradscope.rules.range_test import after_range_test
 from gradscope.rules.registry import Stage, checks
+from gradscope.rules.trials import attribute
 from gradscope.steps.records import WatchRun
 
 Check = Callable[[WatchRun, Thresholds], "list[Finding]"]
@@ -31,11 +32,12 @@ def __getattr__(name: str) -> list[Check]:
 def judge(run: WatchRun, settings: Settings) -> list[Finding]:
     """Every finding, ignored ones marked (`ignored_by`); causes first, worst first, each
     symptom marked with its cause and what a cause supersedes dropped (rules/causes.py).
-    An lr range test at the run's start is left out (rules/range_test.py)."""
+    An lr range test at the run's start is left out (rules/range_test.py); a finding about
+    one of many trainings run one after another says which (rules/trials.py)."""
     run = after_range_test(run)
     with run.store.held():
         findings = settings.judged(diagnose(run, settings.thresholds))
-    return causes.link(run, findings)
+        return attribute(run, causes.link(run, findings))
 
 
 def diagnose(run: WatchRun, t: Thresholds) -> list[Finding]:

@@ -216,6 +216,10 @@ FIRES = {
         "tests/watcher/test_watch_padding_in_loss.py",
         "test_padding_kept_in_the_labels_is_named",
     ),
+    "GS466": (
+        "tests/watcher/test_watch_trials.py",
+        "test_an_optimizer_built_from_an_earlier_trials_parameters_is_named",
+    ),
 }
 """Rule id → a test that makes it fire (on a real model or script, or on the data of one) and
 looks for it by id or slug."""

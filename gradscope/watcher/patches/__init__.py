@@ -35,6 +35,7 @@ import torch.nn.utils.clip_grad as clip_grad
 from gradscope.watcher.patches.autograd_grad import AutogradGrad
 from gradscope.watcher.patches.backward import AutogradBackward, TensorBackward
 from gradscope.watcher.patches.clip import ClipGradNorm, ClipWithNorm, TotalNorm
+from gradscope.watcher.patches.dynamo_first import import_dynamo_first
 from gradscope.watcher.patches.grad_scaler import Scale, ScalerStep
 from gradscope.watcher.patches.logits import (
     Attention,
@@ -92,6 +93,7 @@ def intercepting(state: WatchState) -> Iterator[WatchState]:
     """Every patch installed for the block; a thread still inside one when it ends
     records nothing more."""
     installed = []
+    import_dynamo_first()
     try:
         for patch in every_patch(state):
             patch.install()
