@@ -221,11 +221,15 @@ class CarriedGraph:
     retain_graph=True, its saved weights updated in place since)."""
     handed_from: int | None = None
     """The optimizer that took the previous step, where this loss's own nodes reach none of
-    its tensors: the older graph is the part it trains, handed on within the batch."""
+    its tensors or reach those of an optimizer that did not step in between: the older
+    graph is the part it trains, handed on within the batch."""
     shared: bool = False
     """The older part of the graph reaches only weights the optimizer that stepped since
     does not hold: it was built for this step's loss, and another optimizer's backward
     (a discriminator's, on a generator's output not detached) went through it first."""
+    reads_stepper: bool = False
+    """Handed on, and this loss reaches the stepped optimizer's tensors too (a world
+    model's reward head scoring the actor's imagined rollout)."""
 
 
 @dataclass(frozen=True)

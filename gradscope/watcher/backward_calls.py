@@ -146,7 +146,13 @@ def failed(
         stepper = state.optimizers[marks.stepper] if marks.stepper >= 0 else None
         groups = getattr(stepper, "param_groups", [])
         params = {id(p) for g in groups for p in g["params"]}
-        carried_graph.failed(marks, roots, exc, state.steps + 1, params)
+        held = {
+            id(p)
+            for o in state.optimizers
+            for g in getattr(o, "param_groups", [])
+            for p in g["params"]
+        }
+        carried_graph.failed(marks, roots, exc, state.steps + 1, params, held)
     if state.grad_off_at is None and not torch.is_grad_enabled():
         if roots and not any(r.requires_grad for r in roots):
             state.grad_off_at = state.steps + 1
