@@ -82,6 +82,9 @@ class ParamInfo:
     flat_op: str | None = None
     """The op with a zero derivative (torch.sign, torch.round) it lies below in the
     graphs read: a gradient of exact zeros reaches it by torch's definition; None: none."""
+    clamped_off: bool = False
+    """Every path from a loss read to it runs through a clamp at its bound (a KL held at its
+    free-nats floor): no gradient reaches it while the term stays there, by design."""
     sampled_grid: bool = False
     """grid_sample reads it as its grid of values (a voxel grid, a feature plane): values
     the method stores and initialises itself, not weights scaled to a layer."""
