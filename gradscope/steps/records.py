@@ -82,6 +82,9 @@ class ParamInfo:
     flat_op: str | None = None
     """The op with a zero derivative (torch.sign, torch.round) it lies below in the
     graphs read: a gradient of exact zeros reaches it by torch's definition; None: none."""
+    below_floor: bool = False
+    """It lies below a floor on a loss term (free nats' torch.max(kl, free)) in the graphs
+    read: the term's gradient reaches it only at the steps the term is above the floor."""
     clamped_off: bool = False
     """Every path from a loss read to it runs through a clamp at its bound (a KL held at its
     free-nats floor): no gradient reaches it while the term stays there, by design."""

@@ -30,27 +30,43 @@ class ClampedTerms:
 
     def __init__(self) -> None:
         self.behind: dict[int, weakref.ref[torch.Tensor]] = {}
+        self.floored: dict[int, weakref.ref[torch.Tensor]] = {}
+        """Leaves below a floor on a loss term, at its bound or not: their gradient has the
+        term's share only at the steps the term is above the floor."""
         self.reads = 0
 
     def observe(self, roots: list[torch.Tensor]) -> None:
-        """The leaves this backward's loss reaches only through a clamp at its bound."""
+        """The leaves this backward's loss reaches only through a clamp at its bound, and
+        those below any floor on a loss term."""
         if self.reads >= READS:
             return
         self.reads += 1
-        for leaf in _held_off([r.grad_fn for r in roots if r.grad_fn is not None]):
+        floors: list[Any] = []
+        fns = [r.grad_fn for r in roots if r.grad_fn is not None]
+        for leaf in _held_off(fns, floors):
             self.behind.setdefault(id(leaf), weakref.ref(leaf))
+        walk = NodeWalk(floors, limit=MAX_GRAPH_NODES)
+        for leaf in [x for node in walk if (x := _variable(node)) is not None]:
+            self.floored.setdefault(id(leaf), weakref.ref(leaf))
 
     def holds(self, tensor: torch.Tensor) -> bool:
         held = self.behind.get(id(tensor))
         return held is not None and held() is tensor
 
+    def below_floor(self, tensor: torch.Tensor) -> bool:
+        held = self.floored.get(id(tensor))
+        return held is not None and held() is tensor
 
-def _held_off(fns: list[Any]) -> list[torch.Tensor]:
+
+def _held_off(fns: list[Any], floors: list[Any]) -> list[torch.Tensor]:
     """The leaves below the at-bound nodes that no other path from `fns` reaches (none
-    where either walk was cut short by its bound)."""
+    where either walk was cut short by its bound); every floor on a loss term met is
+    added to `floors`."""
     off: list[Any] = []
 
     def live_below(node: Any) -> list[Any]:
+        if _on_a_term(node):
+            floors.append(node)
         if at_bound(node):
             off.append(node)
             return []
