@@ -79,21 +79,29 @@ def graph_carried_over(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
 def _handed_on(this: Rule, run: WatchRun, found: CarriedGraph, k: int) -> Finding:
     """The older graph is the part another optimizer trains and had just stepped: its output
     fed this loss with its graph (a block of layer-wise or forward-forward training passed
-    on without .detach()), not a tensor carried from the previous batch."""
+    on without .detach(), a world model's states starting an actor's imagination), not a
+    tensor carried from the previous batch."""
     other = run.optimizer_label(k)
+    own = (
+        "This loss also reaches weights that took no step in between, another part's: "
+        f"the output of {other}'s part was handed on with its graph, as when an actor's "
+        "imagined rollout starts from a world model's states (or a block of layer-wise "
+        "training feeds the next one) without .detach()"
+        if found.reads_stepper
+        else f"This loss's own part reaches none of {other}'s tensors: that part's output "
+        "was handed on with its graph, as when a block of layer-wise (or forward-forward) "
+        "training feeds the next one without .detach()"
+    )
     return this.finding(
         "backward",
         f"the backward of step {found.step} failed on a graph built at an earlier step: its "
         f"loss reaches autograd nodes created before the step began (joining at "
         f"{found.node}), the graph of the part {other} trains, which took the step "
-        f"before: {_WHAT.get(found.what, found.what)}. This loss's own part reaches none "
-        f"of {other}'s tensors: that part's output was handed on with its graph, as when "
-        "a block of layer-wise (or forward-forward) training feeds the next one without "
-        ".detach()",
+        f"before: {_WHAT.get(found.what, found.what)}. {own}",
         "detach what one part hands to the next where each has its own loss and optimizer "
-        "(h = block(h.detach())); if this loss should train the earlier part too (deep "
-        "supervision), add the losses and call backward once before either optimizer "
-        "steps; drop retain_graph=True",
+        "(h = block(h.detach()); an imagined rollout's start = states.detach()); if this "
+        "loss should train the earlier part too (deep supervision), add the losses and call "
+        "backward once before either optimizer steps; drop retain_graph=True",
         evidence=(
             f"joining node: {found.node}",
             f"failed at step {found.step}",

@@ -10,6 +10,7 @@ live step seen); the finding names the layer and the step.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
@@ -60,7 +61,8 @@ def layer_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[
     norm's median there, which moved at least twice as far as the rest of the gradient
     did, at a step where the total norm is no spike (GS403's, whose
     evidence names the layers that drove it). Per-layer noise of that size is not seen
-    in healthy training; a loss spike at the same step points to the layer."""
+    in healthy training; a loss spike at the same step points to the layer. Below a
+    floor on a loss term (free nats), information."""
     out = []
     names = run.names()
     for s in by_optimizer(run):
@@ -99,8 +101,26 @@ def layer_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[
             threshold=LAYER_RATIO,
             evidence=(f"layer spike steps: {step_list(where)}", *evidence),
         )
-        out.append(about(finding, where))
+        out.append(about(_floored(run, found, finding, layer), where))
     return out
+
+
+def _floored(run: WatchRun, found: list[LayerSpike], finding: Finding, layer: str) -> Finding:
+    """Information where every layer that spiked reaches the loss through a floor on a loss
+    term in the graphs read (free nats: torch.max(kl, free), kl.clamp(min=free)): the
+    term's gradient reaches them only at the steps it rises above the floor, so their norm
+    jumps there by design."""
+    if not all(run.params[x.tensor].below_floor for x in found):
+        return finding
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=f"{finding.message}: `{layer}` (and every layer that spiked) reaches the loss "
+        "through a floor on a loss term (a KL's free nats, torch.max(kl, free_nats)), whose "
+        "gradient reaches it only at the steps the term rises above the floor",
+        advice="nothing to fix if the floor is meant (free nats hold the KL until it rises "
+        "above them); if the spikes come with a loss spike, " + finding.advice,
+    )
 
 
 def _clip_advice(clip: str) -> str:

@@ -19,6 +19,7 @@ from gradscope.rules import (
     routed,
     shift_invariance,
     stack_tail,
+    switched_off,
     zero_derivative,
     zero_in_graph,
     zero_start,
@@ -249,26 +250,25 @@ def _rounded_away(this: Rule, p: ParamInfo, ratio: float, t: Thresholds) -> Find
 )
 def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """A parameter that requires grad and is in an optimizer got no gradient (None) or only zero
-    gradients in every step of the run: it never learns. Information where its layer comes
-    after one whose output a forward hook reads, in their parent module (BYOL and other
-    self-supervised wrappers read the representation there: the classifier head after it is
-    computed for nothing by design), and where it is a bias that got exact zeros while its
-    layer's weight learned (the loss is blind to a shift of the layer's outputs: they are
-    subtracted from each other or normalised after it; see rules/shift_invariance.py), and
-    where a bias never got one while its weight learned under a loss on a derivative taken
-    with create_graph (a force field's forces: rules/derivative_bias.py), and where it never
-    got one and its values changed all the same: a copy the script updates itself (an EMA
-    teacher handed to the optimizer too: rules/moved_by_copy.py), and where every
-    backward read filled its .grad and the script set it to None before the step
-    (rules/dropped_grad.py). Zero gradients below torch.sign or round, or a custom
-    Function, name it, and so does no gradient (None) below the user's own custom Function
-    (rules/zero_derivative.py); those of a tensor that started at exactly 0 say so
-    (rules/zero_start.py). A
-    mixture's router that never got one is named as the router (its logits detached, or
-    read only through their top-k indices), and an expert that never got a token while its
-    siblings did as a dead expert (rules/routed.py). The same layer of a stack's last block
-    that never got one while every other block's did and its own block learned feeds the
-    next block, which does not exist: information (WaveNet's last residual conv:
+    gradients in every step of the run: it never learns. Information where its layer comes after one
+    whose output a forward hook reads, in their parent module (BYOL and other self-supervised
+    wrappers read the representation there: the classifier head after it is computed for nothing by
+    design), and where it is a bias that got exact zeros while its layer's weight learned (the loss
+    is blind to a shift of the layer's outputs: they are subtracted from each other or normalised
+    after it; see rules/shift_invariance.py), and where a bias never got one while its weight
+    learned under a loss on a derivative taken with create_graph (a force field's forces:
+    rules/derivative_bias.py), and where it never got one and its values changed all the same: a
+    copy the script updates itself (an EMA teacher handed to the optimizer too:
+    rules/moved_by_copy.py), and where every backward read filled its .grad and the script set it to
+    None before the step (rules/dropped_grad.py). Zero gradients below torch.sign or round, or a
+    custom Function, name it, and so does no gradient (None) below the user's own custom Function
+    (rules/zero_derivative.py); zeros behind a clamp at its bound in the first graphs are a KL under
+    its free-nats floor all run: information (rules/switched_off.py); those of a tensor that started
+    at exactly 0 say so (rules/zero_start.py). A mixture's router that never got one is named as the
+    router (its logits detached, or read only through their top-k indices), and an expert that never
+    got a token while its siblings did as a dead expert (rules/routed.py). The same layer of a
+    stack's last block that never got one while every other block's did and its own block learned
+    feeds the next block, which does not exist: information (WaveNet's last residual conv:
     rules/stack_tail.py)."""
     stepped = live(run)
     if not stepped:
@@ -313,6 +313,8 @@ def _explained(
         )
     elif not none and p.flat_op is not None:
         finding = zero_derivative.as_flat(finding, p, steps)
+    elif not none and p.clamped_off:
+        finding = switched_off.as_held_at_floor(finding, p.name, steps)
     elif none and zero_derivative.below_custom(p):
         finding = zero_derivative.as_none(finding, p, steps)
     elif none and (tail := stack_tail.last_block_output(run, i, got_grad)) is not None:

@@ -36,6 +36,22 @@ CLAMPED_ADVICE = (
 )
 
 
+def as_held_at_floor(finding: Finding, name: str, steps: int) -> Finding:
+    """GS413 over a run: only zero gradients, and the first losses read reach it only
+    through a clamp at its bound (a KL at its free-nats floor the run ended under)."""
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=(
+            f"{name} got only zero gradients in all {steps} steps: the loss reaches it only "
+            "through a clamp (or a max) whose input was beyond its bound at every element in "
+            "the first steps, so it passes no gradient (a KL under its free-nats floor, "
+            "torch.clamp(kl, min=free_nats)); the run ended before the term rose above it"
+        ),
+        advice=CLAMPED_ADVICE,
+    )
+
+
 def as_clamped(finding: Finding, name: str) -> Finding:
     """All zeros behind a clamp (a max, a min) whose input is beyond its bound everywhere."""
     return replace(

@@ -82,6 +82,12 @@ class ParamInfo:
     flat_op: str | None = None
     """The op with a zero derivative (torch.sign, torch.round) it lies below in the
     graphs read: a gradient of exact zeros reaches it by torch's definition; None: none."""
+    below_floor: bool = False
+    """It lies below a floor on a loss term (free nats' torch.max(kl, free)) in the graphs
+    read: the term's gradient reaches it only at the steps the term is above the floor."""
+    clamped_off: bool = False
+    """Every path from a loss read to it runs through a clamp at its bound (a KL held at its
+    free-nats floor): no gradient reaches it while the term stays there, by design."""
     sampled_grid: bool = False
     """grid_sample reads it as its grid of values (a voxel grid, a feature plane): values
     the method stores and initialises itself, not weights scaled to a layer."""
@@ -221,11 +227,15 @@ class CarriedGraph:
     retain_graph=True, its saved weights updated in place since)."""
     handed_from: int | None = None
     """The optimizer that took the previous step, where this loss's own nodes reach none of
-    its tensors: the older graph is the part it trains, handed on within the batch."""
+    its tensors or reach those of an optimizer that did not step in between: the older
+    graph is the part it trains, handed on within the batch."""
     shared: bool = False
     """The older part of the graph reaches only weights the optimizer that stepped since
     does not hold: it was built for this step's loss, and another optimizer's backward
     (a discriminator's, on a generator's output not detached) went through it first."""
+    reads_stepper: bool = False
+    """Handed on, and this loss reaches the stepped optimizer's tensors too (a world
+    model's reward head scoring the actor's imagined rollout)."""
 
 
 @dataclass(frozen=True)

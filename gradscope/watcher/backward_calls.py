@@ -14,6 +14,7 @@ import torch
 from gradscope.watcher import (
     backward_sites,
     carried_graph,
+    clamped_terms,
     clipping,
     discover,
     flat_ops,
@@ -77,6 +78,8 @@ def started(
         probed(state, lambda: nan_probe.begin(state.probe, state, roots, here.scaled_by))
     if state.flat_ops.reads < flat_ops.READS:
         _flat(state, roots)
+    if state.clamped_terms.reads < clamped_terms.READS:
+        _clamped(state, roots)
     if state.sampled_grids.reads < sampled_grids.READS:
         _grids(state, roots)
     _add_loss(state, window, tensor, gradient, scaled)
@@ -146,7 +149,13 @@ def failed(
         stepper = state.optimizers[marks.stepper] if marks.stepper >= 0 else None
         groups = getattr(stepper, "param_groups", [])
         params = {id(p) for g in groups for p in g["params"]}
-        carried_graph.failed(marks, roots, exc, state.steps + 1, params)
+        held = {
+            id(p)
+            for o in state.optimizers
+            for g in getattr(o, "param_groups", [])
+            for p in g["params"]
+        }
+        carried_graph.failed(marks, roots, exc, state.steps + 1, params, held)
     if state.grad_off_at is None and not torch.is_grad_enabled():
         if roots and not any(r.requires_grad for r in roots):
             state.grad_off_at = state.steps + 1
@@ -159,6 +168,15 @@ def _flat(state: WatchState, roots: list[torch.Tensor]) -> None:
     except Exception as exc:
         state.flat_ops.reads = flat_ops.READS
         state.failed(flat_ops.PART, exc, whole=False)
+
+
+def _clamped(state: WatchState, roots: list[torch.Tensor]) -> None:
+    """The clamped terms' part: a failure switches it off, never the watch."""
+    try:
+        state.clamped_terms.observe(roots)
+    except Exception as exc:
+        state.clamped_terms.reads = clamped_terms.READS
+        state.failed(clamped_terms.PART, exc, whole=False)
 
 
 def _grids(state: WatchState, roots: list[torch.Tensor]) -> None:

@@ -14,7 +14,11 @@ weight) holds nothing freed or changed, and a later failure is another one's.
 Where another optimizer took the previous step and the failing loss's own nodes reach
 none of its tensors, the earlier graph is not the previous batch's: it is the part that
 optimizer trains, its output handed on with its graph within the batch (a block of
-layer-wise or forward-forward training fed to the next without `.detach()`)."""
+layer-wise or forward-forward training fed to the next without `.detach()`). So too where
+it reaches weights of an optimizer that did not step in between: the loss of a later part
+of the same batch read the stepped part's output with its graph (an actor's imagined
+rollout started from a world model's states), also when it scores that rollout with the
+stepped part's heads."""
 
 from __future__ import annotations
 
@@ -81,33 +85,55 @@ def failed(
     exc: BaseException,
     step: int,
     stepper_params: set[int],
+    held: set[int],
 ) -> None:
     """The backward raised `exc`: for autograd's two errors of a graph used again, find
     a node of the failing graph built before this step, and keep the first such failure.
-    `stepper_params`: the ids of the tensors of the optimizer that took the last step."""
+    `stepper_params`: the ids of the tensors of the optimizer that took the last step;
+    `held`: those of every optimizer's tensors."""
     what = next((v for k, v in ERRORS.items() if k in str(exc)), None)
     if what is None or marks.found is not None or marks.before_window < 0:
         return
     old, own_leaves, weights = _older_node(roots, marks.before_window)
     if old is not None and old[0] > marks.before_previous:
-        handed = own_leaves and not own_leaves & stepper_params
+        reads_stepper = not stepper_params.isdisjoint(own_leaves)
+        handed = bool(own_leaves) and (
+            not reads_stepper or _trains_another_part(marks, own_leaves, held)
+        )
         shared = bool(weights) and marks.last_stepped.isdisjoint(weights)
         marks.found = CarriedGraph(
-            step, old[1], what, marks.stepper if handed else None, shared and not handed
+            step,
+            old[1],
+            what,
+            marks.stepper if handed else None,
+            shared and not handed,
+            handed and reads_stepper,
         )
+
+
+def _trains_another_part(marks: GraphMarks, own_leaves: dict[int, Any], held: set[int]) -> bool:
+    """This loss reaches weights that took no step since the older graph was built (an
+    optimizer's, or parameters of an optimizer not seen stepping yet): a later part of the
+    same batch (an actor's loss on a world model's states), not the next batch of the same
+    loop, whose weights all stepped in between (one optimizer or several stepped after
+    one backward)."""
+    return any(
+        k not in marks.last_stepped and (k in held or isinstance(v, torch.nn.Parameter))
+        for k, v in own_leaves.items()
+    )
 
 
 def _older_node(
     roots: list[torch.Tensor], mark: int
-) -> tuple[tuple[int, str] | None, set[int], set[int]]:
+) -> tuple[tuple[int, str] | None, dict[int, torch.Tensor], set[int]]:
     """The number and name of the newest node of the roots' graph numbered at or below
-    `mark` (the one where the earlier graph joins this one), None if there is none; and
-    the ids of the leaves the graph's newer nodes reach (this step's own tensors) and of
+    `mark` (the one where the earlier graph joins this one), None if there is none; the
+    leaves the graph's newer nodes reach (this step's own tensors) by id; and the ids of
     the weights its older part reaches."""
     seen: set[tuple[int, bool]] = set()
     stack: list[Any] = [(t.grad_fn, False) for t in roots if t.grad_fn is not None]
     best: tuple[int, str] | None = None
-    leaves: set[int] = set()
+    leaves: dict[int, torch.Tensor] = {}
     weights: set[int] = set()
     while stack and len(seen) < MAX_NODES:
         node, older = stack.pop()
@@ -120,6 +146,9 @@ def _older_node(
         older = older or number <= mark
         variable = getattr(node, "variable", None)
         if isinstance(variable, torch.Tensor):
-            (weights if older else leaves).add(id(variable))
+            if older:
+                weights.add(id(variable))
+            else:
+                leaves[id(variable)] = variable
         stack.extend((n, older) for n, _ in node.next_functions)
     return best, leaves, weights

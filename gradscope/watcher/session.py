@@ -298,6 +298,8 @@ class Watcher:
                 differentiated=icp.grad_inputs.holds(p),
                 logits_table=icp.logit_tables.holds(p),
                 flat_op=icp.flat_ops.op_above(p),
+                clamped_off=icp.clamped_terms.holds(p),
+                below_floor=icp.clamped_terms.below_floor(p),
                 sampled_grid=icp.sampled_grids.holds(p),
                 looked_up=icp.sampled_grids.looks_up(p),
                 optimised_input=optimised_input(icp.tracked, i, icp.frozen_norms),

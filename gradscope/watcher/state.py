@@ -18,6 +18,7 @@ from gradscope.watcher.adam_eps import AdamEps
 from gradscope.watcher.adam_rms import AdamRms
 from gradscope.watcher.backward_sites import BackwardSites
 from gradscope.watcher.carried_graph import GraphMarks
+from gradscope.watcher.clamped_terms import ClampedTerms
 from gradscope.watcher.dropped_grads import DroppedGrads
 from gradscope.watcher.eval_passes import EvalPasses
 from gradscope.watcher.faults import Fault, fault_of, record
@@ -139,6 +140,9 @@ class WatchState:
     logit_tables: LogitTables = field(default_factory=LogitTables)
     flat_ops: FlatOps = field(default_factory=FlatOps)
     """The leaves below a zero-derivative op (torch.sign, round) in the first graphs."""
+    clamped_terms: ClampedTerms = field(default_factory=ClampedTerms)
+    """The leaves a loss reaches only through a clamp at its bound (a KL at its free-nats
+    floor) in the first graphs."""
     sampled_grids: SampledGrids = field(default_factory=SampledGrids)
     """The tensors grid_sample reads as its grid of values in the first graphs."""
     """The parameters a softmax reads as its very logits."""

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import gradscope
+from gradscope.findings import Severity
 
 
 def _run(how: str):
@@ -116,3 +117,59 @@ def test_a_carried_state_under_two_optimizers_is_still_the_carried_state():
                 o.step()
     (f,) = [f for f in w.report.findings if f.rule == "GS459"]
     assert "truncated-BPTT" in f.message and "without .detach()" not in f.message
+
+
+def _imagined(how: str):
+    """A world model with its optimizer, then an actor with its own, trained on a rollout
+    imagined from the model's states and scored by the model's reward head (Dreamer's
+    dynamics backprop); the model's weights are not the actor's to step."""
+    torch.manual_seed(0)
+    encoder, dynamics, reward = (
+        torch.nn.Linear(4, 6),
+        torch.nn.GRUCell(2, 6),
+        torch.nn.Linear(6, 1),
+    )
+    actor = torch.nn.Linear(6, 2)
+    model = [*encoder.parameters(), *dynamics.parameters(), *reward.parameters()]
+    model_opt = torch.optim.Adam(model, lr=1e-3)
+    actor_opt = torch.optim.Adam(actor.parameters(), lr=1e-3)
+    with gradscope.watch() as w:
+        for _ in range(3):
+            obs, act, rew = torch.randn(6, 4), torch.randn(5, 2), torch.randn(5, 1)
+            states = torch.tanh(encoder(obs))
+            predicted = dynamics(act, states[:-1])
+            model_loss = torch.nn.functional.mse_loss(
+                reward(states[:-1]), rew
+            ) + torch.nn.functional.mse_loss(predicted, states[1:].detach())
+            model_opt.zero_grad()
+            model_loss.backward()
+            model_opt.step()
+            h = states if how == "carried" else states.detach()
+            for p in (*encoder.parameters(), *dynamics.parameters()):
+                p.requires_grad_(False)
+            for _ in range(2):
+                h = dynamics(torch.tanh(actor(h.detach())), h)
+            for p in (*encoder.parameters(), *dynamics.parameters()):
+                p.requires_grad_(True)
+            actor_loss = -reward(h).mean()
+            actor_opt.zero_grad()
+            try:
+                actor_loss.backward()
+            except RuntimeError:
+                break
+            actor_opt.step()
+    return w.report
+
+
+def test_an_imagined_rollout_started_from_the_world_models_graph_is_named_as_handed_on():
+    # the actor's loss reaches the model's reward head (stepped just before) and the
+    # actor's weights (not stepped since): a part of the same batch, not a carried state
+    (f,) = [f for f in _imagined("carried").findings if f.rule == "GS459"]
+    assert "optimizer 0" in f.message and "imagined rollout" in f.message
+    assert "truncated-BPTT" not in f.message and "reaches none" not in f.message
+    assert "states.detach()" in f.advice
+
+
+def test_an_imagined_rollout_from_detached_states_is_silent():
+    report = _imagined("detached")
+    assert not [f for f in report.findings if f.severity >= Severity.WARNING]
