@@ -77,11 +77,11 @@ def started(
     if not state.probe.done:
         probed(state, lambda: nan_probe.begin(state.probe, state, roots, here.scaled_by))
     if state.flat_ops.reads < flat_ops.READS:
-        _flat(state, roots)
+        _observed(state, flat_ops, state.flat_ops, roots)
     if state.clamped_terms.reads < clamped_terms.READS:
-        _clamped(state, roots)
+        _observed(state, clamped_terms, state.clamped_terms, roots)
     if state.sampled_grids.reads < sampled_grids.READS:
-        _grids(state, roots)
+        _observed(state, sampled_grids, state.sampled_grids, roots)
     _add_loss(state, window, tensor, gradient, scaled)
 
 
@@ -161,31 +161,14 @@ def failed(
             state.grad_off_at = state.steps + 1
 
 
-def _flat(state: WatchState, roots: list[torch.Tensor]) -> None:
-    """The zero-derivative ops' part: a failure switches it off, never the watch."""
+def _observed(state: WatchState, module: Any, part: Any, roots: list[torch.Tensor]) -> None:
+    """A graph reader's part (flat_ops, clamped_terms, sampled_grids: `module` names its
+    READS and PART): a failure switches that part off, never the watch."""
     try:
-        state.flat_ops.observe(roots)
+        part.observe(roots)
     except Exception as exc:
-        state.flat_ops.reads = flat_ops.READS
-        state.failed(flat_ops.PART, exc, whole=False)
-
-
-def _clamped(state: WatchState, roots: list[torch.Tensor]) -> None:
-    """The clamped terms' part: a failure switches it off, never the watch."""
-    try:
-        state.clamped_terms.observe(roots)
-    except Exception as exc:
-        state.clamped_terms.reads = clamped_terms.READS
-        state.failed(clamped_terms.PART, exc, whole=False)
-
-
-def _grids(state: WatchState, roots: list[torch.Tensor]) -> None:
-    """The sampled grids' part: a failure switches it off, never the watch."""
-    try:
-        state.sampled_grids.observe(roots)
-    except Exception as exc:
-        state.sampled_grids.reads = sampled_grids.READS
-        state.failed(sampled_grids.PART, exc, whole=False)
+        part.reads = module.READS
+        state.failed(module.PART, exc, whole=False)
 
 
 def probed(state: WatchState, work: Any) -> None:
