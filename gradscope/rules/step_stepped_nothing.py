@@ -38,7 +38,7 @@ def optimizer_stepped_nothing(
 ) -> list[Finding]:
     """Each optimizer whose every step (MIN_STEPS at least) came after a backward and found
     its tensors, which all require grad and some of which had a gradient at another step,
-    without a gradient."""
+    without a gradient (None: gradients of exactly 0 say the loss reaches them)."""
     out = []
     for s in by_optimizer(run):
         if _stepped_nothing(run, s):
@@ -70,6 +70,8 @@ def _stepped_nothing(run: WatchRun, s: Series) -> bool:
         return False
     if any(r.grad_norm != 0 or r.backward_calls < 1 for r in steps):
         return False
+    if any(i < len(r.param_norms) and r.param_norms[i] is not None for r in steps for i in members):
+        return False  # zeros, not None: the loss reaches them (a tensor started at 0: GS413)
     if not all(run.params[i].requires_grad for i in members):
         return False
     return any(run.tensors.ever_had_grad(i) for i in members)
