@@ -14,7 +14,7 @@ parser.add_argument("--mode", choices=["whole", "optimizer", "fullgraph"], requi
 parser.add_argument("--eager", action="store_true")
 parser.add_argument("--backend", default="aot_eager")
 parser.add_argument("--clip", type=float, default=0.3)
-parser.add_argument("--steps", type=int, default=12)
+parser.add_argument("--steps", type=int, default=6)
 args = parser.parse_args()
 
 
