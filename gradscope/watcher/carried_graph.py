@@ -50,19 +50,19 @@ class GraphMarks:
     """`before_window` of the previous step."""
     stepper: int = -1
     """The index of the optimizer that took the last step (-1: none yet)."""
-    stepping: set[int] = field(default_factory=set)
-    """The ids of the parameters of every optimizer that stepped in the current step."""
-    last_stepped: set[int] = field(default_factory=set)
-    """`stepping` of the previous step: the weights the steps since an older graph was
-    built could update."""
+    stepping: list[Any] = field(default_factory=list)
+    """Every optimizer that stepped in the current step (their tensors read only when a
+    backward fails: no per-step walk of the param groups)."""
+    last_stepped: list[Any] = field(default_factory=list)
+    """`stepping` of the previous step: the optimizers whose steps since an older graph was
+    built could update its weights."""
     found: CarriedGraph | None = None
 
 
 def stepped(marks: GraphMarks, optimizer: Any) -> None:
     """An optimizer stepped: the weights a graph built before it was for."""
-    marks.stepping.update(
-        id(p) for g in getattr(optimizer, "param_groups", ()) for p in g["params"]
-    )
+    if all(o is not optimizer for o in marks.stepping):
+        marks.stepping.append(optimizer)
 
 
 def note_roots(marks: GraphMarks, roots: list[torch.Tensor]) -> None:
@@ -76,7 +76,7 @@ def note_roots(marks: GraphMarks, roots: list[torch.Tensor]) -> None:
 def window_began(marks: GraphMarks) -> None:
     """The first backward of a step begins: nodes up to the last loss are older."""
     marks.before_previous, marks.before_window = marks.before_window, marks.last_root
-    marks.last_stepped, marks.stepping = marks.stepping, set()
+    marks.last_stepped, marks.stepping = marks.stepping, []
 
 
 def failed(
@@ -96,11 +96,12 @@ def failed(
         return
     old, own_leaves, weights = _older_node(roots, marks.before_window)
     if old is not None and old[0] > marks.before_previous:
+        updated = {id(p) for o in marks.last_stepped for g in o.param_groups for p in g["params"]}
         reads_stepper = not stepper_params.isdisjoint(own_leaves)
         handed = bool(own_leaves) and (
-            not reads_stepper or _trains_another_part(marks, own_leaves, held)
+            not reads_stepper or _trains_another_part(updated, own_leaves, held)
         )
-        shared = bool(weights) and marks.last_stepped.isdisjoint(weights)
+        shared = bool(weights) and updated.isdisjoint(weights)
         marks.found = CarriedGraph(
             step,
             old[1],
@@ -111,14 +112,14 @@ def failed(
         )
 
 
-def _trains_another_part(marks: GraphMarks, own_leaves: dict[int, Any], held: set[int]) -> bool:
-    """This loss reaches weights that took no step since the older graph was built (an
-    optimizer's, or parameters of an optimizer not seen stepping yet): a later part of the
-    same batch (an actor's loss on a world model's states), not the next batch of the same
-    loop, whose weights all stepped in between (one optimizer or several stepped after
-    one backward)."""
+def _trains_another_part(updated: set[int], own_leaves: dict[int, Any], held: set[int]) -> bool:
+    """This loss reaches weights outside `updated` (those stepped since the older graph
+    was built: an optimizer's, or parameters of an optimizer not seen stepping yet): a
+    later part of the same batch (an actor's loss on a world model's states), not the
+    next batch of the same loop, whose weights all stepped in between (one optimizer or
+    several stepped after one backward)."""
     return any(
-        k not in marks.last_stepped and (k in held or isinstance(v, torch.nn.Parameter))
+        k not in updated and (k in held or isinstance(v, torch.nn.Parameter))
         for k, v in own_leaves.items()
     )
 
