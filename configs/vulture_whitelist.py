@@ -68,3 +68,7 @@ on_step_end
 should_training_stop
 requires_logging_directory
 main_process_only
+
+# waited on by the tests and benchmarks/bench_sinks.py: the sinks' process has written
+# every step handed over so far (gradscope/sinks/attached.py)
+drained

@@ -18,12 +18,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from gradscope.errors import GradscopeError
-from gradscope.report.watch_plot import heatmap
 from gradscope.sinks.protocol import Sink
 
 if TYPE_CHECKING:
+    from gradscope.sinks.protocol import Ending
     from gradscope.sinks.series import Points
-    from gradscope.watcher.report import WatchReport
 
 # mlflow imported in functions: `gradscope --help` must not load it
 
@@ -63,7 +62,8 @@ class MlflowSink(Sink):
 
     def bind(self) -> None:
         """The script's active run: MLflow keeps it per thread, and the writing is in
-        another. Only where the script imported mlflow (importing it takes seconds)."""
+        another process. Only where the script imported mlflow (importing it takes
+        seconds)."""
         fluent = sys.modules.get("mlflow")
         active = fluent.active_run() if fluent is not None else None
         if fluent is not None and active is not None:
@@ -105,22 +105,21 @@ class MlflowSink(Sink):
             self.client.log_batch(self.run_id, metrics=chunk)
             self.sent = time.monotonic()
 
-    def write_end(self, report: WatchReport) -> None:
+    def write_end(self, ending: Ending) -> None:
         client = self.client or self._open()
         self._send()
         by_rule: dict[str, list[str]] = {}
-        for f in report.findings:
+        for f in ending.findings:
             by_rule.setdefault(f.rule, []).append(f"{f.severity} {f.subject}: {f.message}")
         for rule, lines in by_rule.items():
             client.set_tag(self.run_id, f"gradscope.{rule}", "\n".join(lines)[:TAG_CHARS])
-        findings = json.dumps([f.to_dict() for f in report.findings], indent=1, default=str)
+        findings = json.dumps([f.to_dict() for f in ending.findings], indent=1, default=str)
         client.log_text(self.run_id, findings, "gradscope/findings.json")
-        picture = heatmap(report)
-        if picture is not None:
+        if ending.heatmap is not None:
             with tempfile.TemporaryDirectory() as folder:
                 path = os.path.join(folder, "grad_norms.png")
                 with open(path, "wb") as out:
-                    out.write(picture)
+                    out.write(ending.heatmap)
                 client.log_artifact(self.run_id, path, "gradscope")
 
     def close(self) -> None:

@@ -4,17 +4,44 @@ stops writing and says why in `failure`; the run goes on and the report keeps it
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from gradscope.findings import Finding
 
 if TYPE_CHECKING:
     from gradscope.sinks.series import Points
     from gradscope.watcher.report import WatchReport
 
 
+@dataclass(frozen=True)
+class Ending:
+    """What a judged run's end gives every sink, made once in the training's process:
+    the findings, the layers × steps heatmap as a PNG (None: nothing to draw) and the
+    last step; `unpictured` says why the heatmap could not be drawn."""
+
+    findings: tuple[Finding, ...]
+    heatmap: bytes | None
+    last_step: int
+    unpictured: str | None = None
+
+    @classmethod
+    def of(cls, report: WatchReport) -> Ending:
+        from gradscope.report.watch_plot import heatmap
+
+        last = report.run.steps[-1].step if report.run.steps else 0
+        try:
+            picture, why = heatmap(report), None
+        except Exception as exc:  # the findings are written all the same
+            picture, why = None, described(exc)
+        return cls(tuple(report.findings), picture, last, why)
+
+
 class Sink:
     """A destination: `write_steps` for each batch read back (its series, computed once
     for every sink from records already on the host: no extra sync), `write_end` once
-    with the report, `close` always."""
+    with a judged run's end, `close` always. `bind` runs in the training's process, the
+    rest in the sinks' own (process.py): a sink is sent there as it is after `bind`."""
 
     option = "--sink"
     """How the user named it (`--wandb PROJECT`), for the failure's line."""
@@ -31,11 +58,13 @@ class Sink:
             if self.failure is None:
                 self.written += len(points)
 
-    def finished(self, report: WatchReport | None) -> str | None:
-        """The report's findings and heatmap written (None: the run was not judged), the
+    def finished(self, ending: Ending | None) -> str | None:
+        """The run's findings and heatmap written (None: the run was not judged), the
         sink closed; what failed, as one line, or None."""
-        if self.failure is None and report is not None:
-            self._guarded("at the end", self.write_end, report)
+        if self.failure is None and ending is not None:
+            self._guarded("at the end", self.write_end, ending)
+            if ending.unpictured is not None:
+                self.stopped("drawing the heatmap", ending.unpictured)
         self._guarded("closing", self.close)
         return self.failure
 
@@ -43,15 +72,14 @@ class Sink:
         try:
             call(*args)
         except Exception as exc:  # never the script's problem
-            self.failed(when, exc)
+            self.stopped(when, described(exc))
 
-    def failed(self, when: str, exc: BaseException) -> None:
-        """The sink stops writing; its first failure said."""
+    def stopped(self, when: str, why: str) -> None:
+        """The sink stops writing; its first failure said (`why`: `described`)."""
         if self.failure is None:
             where = f" {self.where}" if self.where else ""
             self.failure = (
-                f"{self.option}{where}: writing failed {when} "
-                f"({type(exc).__name__}: {_first_line(exc)}); it stops after "
+                f"{self.option}{where}: writing failed {when} ({why}); it stops after "
                 f"{self.written} steps, the report covers them all"
             )
 
@@ -60,21 +88,22 @@ class Sink:
         self._guarded("at its start", self.bind)
 
     def bind(self) -> None:
-        """On the training's thread, at the first read-back (the writing is in another):
-        note the run the script started, where the host's API keeps it per thread."""
+        """In the training's process, on its thread, at the first read-back (the writing
+        is in another process): note the run the script started, if any."""
 
     def write_steps(self, points: Points) -> None:
         raise NotImplementedError
 
-    def write_end(self, report: WatchReport) -> None:
+    def write_end(self, ending: Ending) -> None:
         raise NotImplementedError
 
     def close(self) -> None:
         """Finish only what the sink started (a run it opened), never the user's."""
 
 
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0][:300]
+def described(exc: BaseException) -> str:
+    """An exception as a failure line says it: its type and the first line of its text."""
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:300]}"
 
 
 def finding_text(f: Any) -> str:

@@ -13,16 +13,16 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 from gradscope.errors import GradscopeError
 from gradscope.findings import Finding
-from gradscope.report.watch_plot import heatmap
 from gradscope.sinks.protocol import Sink, finding_text
 
 if TYPE_CHECKING:
+    from gradscope.sinks.protocol import Ending
     from gradscope.sinks.series import Points
-    from gradscope.watcher.report import WatchReport
 
 # wandb imported in functions: `gradscope --help` must not load it
 
@@ -55,17 +55,28 @@ class WandbSink(Sink):
         super().__init__(project)
         self.label = label
         self.run: Any = None
+        self.beside: tuple[str, str, str] = (project, "", label)
+        """The project, group and name of gradscope's run, as `bind` found them."""
+
+    def bind(self) -> None:
+        """Beside the user's run, in its group: never its step counter. Only where the
+        script imported wandb."""
+        fluent = sys.modules.get("wandb")
+        user = fluent.run if fluent is not None else None
+        if user is not None:
+            name = f"{user.name} gradscope" if user.name else self.label
+            self.beside = (user.project, user.group or user.id, name)
 
     def _open(self) -> Any:
         import wandb
 
-        user = wandb.run
-        project, group, name = self.where or None, None, self.label
-        if user is not None:  # beside it, in its group: never its step counter
-            project, group = user.project, user.group or user.id
-            name = f"{user.name} gradscope" if user.name else self.label
+        project, group, name = self.beside
         self.run = wandb.init(
-            project=project, group=group, name=name, job_type="gradscope", reinit="create_new"
+            project=project or None,
+            group=group or None,
+            name=name,
+            job_type="gradscope",
+            reinit="create_new",
         )
         self.run.define_metric(PREFIX + "step", hidden=True)
         self.run.define_metric(PREFIX + "*", step_metric=PREFIX + "step")
@@ -77,22 +88,21 @@ class WandbSink(Sink):
             row = {PREFIX + tag: value for tag, value in scalars.items()}
             run.log({PREFIX + "step": step, **row})
 
-    def write_end(self, report: WatchReport) -> None:
+    def write_end(self, ending: Ending) -> None:
         import wandb
 
         run = self.run or self._open()
-        for f in report.findings:
+        for f in ending.findings:
             level = ALERT_LEVELS.get(f.severity.name, "WARN")
             run.alert(title=alert_title(f), text=finding_text(f), level=level)
-        run.summary[PREFIX + "findings"] = json.dumps([f.to_dict() for f in report.findings])
-        run.summary[PREFIX + "rules"] = sorted({f.rule for f in report.findings})
-        picture = heatmap(report)
-        if picture is not None:
+        run.summary[PREFIX + "findings"] = json.dumps([f.to_dict() for f in ending.findings])
+        run.summary[PREFIX + "rules"] = sorted({f.rule for f in ending.findings})
+        if ending.heatmap is not None:
             from PIL import Image
 
-            image = wandb.Image(Image.open(io.BytesIO(picture)), caption="log10 gradient norm")
-            last = report.run.steps[-1].step
-            run.log({PREFIX + "step": last, PREFIX + "grad_norm/layers": image})
+            picture = Image.open(io.BytesIO(ending.heatmap))
+            image = wandb.Image(picture, caption="log10 gradient norm")
+            run.log({PREFIX + "step": ending.last_step, PREFIX + "grad_norm/layers": image})
 
     def close(self) -> None:
         if self.run is not None:

@@ -38,10 +38,11 @@ def laid_out(tmp_path_factory):
 
 @pytest.fixture
 def received(tmp_path, monkeypatch, laid_out):
-    """Every sink's points as handed to it, by sink; the sinks' options, all in tmp_path."""
+    """Every sink's points as sent to the sinks' process, by sink; the sinks' options,
+    all in tmp_path."""
     import wandb
 
-    from gradscope.sinks.protocol import Sink
+    from gradscope.sinks.attached import Writing
 
     monkeypatch.chdir(tmp_path)  # MLflow's artifacts: ./mlruns
     for name, value in (("WANDB_MODE", "offline"), ("WANDB_DIR", str(tmp_path))):
@@ -50,13 +51,15 @@ def received(tmp_path, monkeypatch, laid_out):
     monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
     wandb.teardown()
     got: dict[str, list] = {}
-    real = Sink.steps
+    real = Writing.send
 
-    def steps(self, points):
-        got.setdefault(type(self).__name__, []).extend(points)
-        return real(self, points)
+    def send(self, frame):
+        if frame[0] == "steps":
+            for sink in self.sinks:
+                got.setdefault(type(sink).__name__, []).extend(frame[1])
+        return real(self, frame)
 
-    monkeypatch.setattr(Sink, "steps", steps)
+    monkeypatch.setattr(Writing, "send", send)
     shutil.copy(laid_out, tmp_path / "mlflow.db")
     sinks = {
         "tensorboard": str(tmp_path / "tb"),

@@ -4,6 +4,8 @@ series the report itself holds, to compare what each sink received with."""
 from __future__ import annotations
 
 import math
+import os
+import textwrap
 
 import gradscope
 
@@ -41,3 +43,12 @@ def report_series(report, tag: str) -> dict[int, float]:
 
 def close(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12)
+
+
+def in_the_sinks_process(monkeypatch, folder, code: str) -> None:
+    """`code` run as the sinks' process starts (a sitecustomize on its path): how a test
+    breaks or counts a library's calls there, where the writing happens."""
+    folder.mkdir(exist_ok=True)
+    (folder / "sitecustomize.py").write_text(textwrap.dedent(code))
+    paths = [str(folder), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))

@@ -8,9 +8,10 @@ import importlib.util
 import json
 import math
 import shutil
+from collections.abc import Callable
 
 import pytest
-from sink_runs import close, report_series, watched
+from sink_runs import close, in_the_sinks_process, report_series, watched
 
 # mlflow imported in the tests (about 2 s of CPU): not in a worker that never runs them
 pytestmark = [
@@ -39,18 +40,26 @@ def store(tmp_path, monkeypatch, laid_out):
     return f"sqlite:///{tmp_path}/mlflow.db"
 
 
-def _batches(monkeypatch) -> list[int]:
-    from mlflow import MlflowClient
+def _batches(monkeypatch, tmp_path) -> Callable[[], list[int]]:
+    """The sizes of the requests the sinks' process sends, once the run has ended."""
+    sizes = tmp_path / "sizes"
+    in_the_sinks_process(
+        monkeypatch,
+        tmp_path / "site",
+        f"""
+        from mlflow import MlflowClient
 
-    sizes: list[int] = []
-    real = MlflowClient.log_batch
+        real = MlflowClient.log_batch
 
-    def log_batch(self, run_id, metrics=(), *args, **kwargs):
-        sizes.append(len(metrics))
-        return real(self, run_id, metrics, *args, **kwargs)
+        def log_batch(self, run_id, metrics=(), *args, **kwargs):
+            with open({str(sizes)!r}, "a") as out:
+                out.write(f"{{len(metrics)}}\\n")
+            return real(self, run_id, metrics, *args, **kwargs)
 
-    monkeypatch.setattr(MlflowClient, "log_batch", log_batch)
-    return sizes
+        MlflowClient.log_batch = log_batch
+        """,
+    )
+    return lambda: [int(n) for n in sizes.read_text().split()]
 
 
 def _only_run(uri: str):
@@ -63,8 +72,10 @@ def _only_run(uri: str):
 
 
 @pytest.mark.parametrize("steps, flush", [(30, 10), (150, 150)])
-def test_the_series_arrive_in_requests_of_at_most_a_thousand(store, monkeypatch, steps, flush):
-    sizes = _batches(monkeypatch)
+def test_the_series_arrive_in_requests_of_at_most_a_thousand(
+    store, monkeypatch, tmp_path, steps, flush
+):
+    requests = _batches(monkeypatch, tmp_path)
     report = watched(steps, mlflow=store, flush_every=flush)
     assert report.judged and not report.run.unwritten, report.run.unwritten
     client, run = _only_run(store)
@@ -77,6 +88,7 @@ def test_the_series_arrive_in_requests_of_at_most_a_thousand(store, monkeypatch,
     assert len(run.data.metrics) <= 12
     # as few requests as MLflow's limit allows: 30 steps × 9 series in one, at the end;
     # 150 steps × 9 series in two (1,000 at the read-back, the rest at the end)
+    sizes = requests()
     assert max(sizes) <= 1000 and len(sizes) == math.ceil(sum(sizes) / 1000)
     assert len(sizes) == {10: 1, 150: 2}[flush]
 
@@ -136,7 +148,7 @@ def test_an_unreachable_store_is_a_line_and_the_run_goes_on(tmp_path, monkeypatc
 
 
 @pytest.mark.parametrize("ending", [RuntimeError, KeyboardInterrupt])
-def test_a_run_that_ends_early_delivers_every_step_it_held(store, monkeypatch, ending):
+def test_a_run_that_ends_early_delivers_every_step_it_held(store, monkeypatch, tmp_path, ending):
     """MLflow's metrics are held up to 1,000 or 10 s: a run that raises or is interrupted
     after 25 steps still has all 25 in the store, sent in one request when the watch ends."""
     import torch
@@ -144,7 +156,7 @@ def test_a_run_that_ends_early_delivers_every_step_it_held(store, monkeypatch, e
 
     import gradscope
 
-    sizes = _batches(monkeypatch)
+    requests = _batches(monkeypatch, tmp_path)
     torch.manual_seed(0)
     model = nn.Linear(4, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -156,7 +168,7 @@ def test_a_run_that_ends_early_delivers_every_step_it_held(store, monkeypatch, e
             if step == 25:
                 raise ending("stopped")
     steps = [r.step for r in w.report.run.steps]
-    assert steps == list(range(1, 26)) and len(sizes) == 1
+    assert steps == list(range(1, 26)) and len(requests()) == 1
     client, run = _only_run(store)
     history = client.get_metric_history(run.info.run_id, "loss")
     assert sorted(m.step for m in history) == steps

@@ -1,4 +1,4 @@
-"""The writer thread all sinks share: what it computes once for every sink."""
+"""What the training's process computes once for every sink: the series, the heatmap."""
 
 from __future__ import annotations
 
@@ -15,21 +15,26 @@ pytest.importorskip("tensorboard")
 
 @pytest.mark.parametrize("how_many", [1, 3])
 def test_the_series_are_computed_once_a_step_whatever_the_sinks(tmp_path, monkeypatch, how_many):
-    """On 2 cores the writer's CPU is the training's: one computation of a step's series,
-    read by every sink, and each sink gets the same numbers (none alters them)."""
+    """One computation of a step's series, and one heatmap, sent to every sink, and each
+    sink gets the same numbers (none alters them)."""
     from test_tensorboard_sink import _events
+
+    from gradscope.report import watch_plot
 
     calls = []
     scalars = series.Series._scalars
     monkeypatch.setattr(
         series.Series, "_scalars", lambda self, r: calls.append(r.step) or scalars(self, r)
     )
+    drawn = []
+    heatmap = watch_plot.heatmap
+    monkeypatch.setattr(watch_plot, "heatmap", lambda report: drawn.append(1) or heatmap(report))
     folders = [tmp_path / f"tb{i}" for i in range(how_many)]
     sinks = Sinks([TensorboardSink(str(f)) for f in folders])
     with sinks, gradscope.watch(flush_every=7) as w:
         train(25)
     assert sinks.finished(w.report) == []
-    assert sorted(calls) == list(range(1, 26))
+    assert sorted(calls) == list(range(1, 26)) and len(drawn) == 1
     for folder in folders:
         got = {e.step: e.value for e in _events(folder).Scalars("loss")}
         assert sorted(got) == list(range(1, 26))

@@ -4,7 +4,7 @@ ten series, one heatmap image for the layers, a sink that fails is a line."""
 from __future__ import annotations
 
 import pytest
-from sink_runs import close, report_series, train
+from sink_runs import close, in_the_sinks_process, report_series, train
 
 import gradscope
 from gradscope.sinks.series import SERIES
@@ -53,23 +53,31 @@ def test_the_clip_fraction_and_skips_count_across_read_backs(tmp_path):
     assert {e.value for e in events.Scalars("skipped_steps")} == {0.0}
 
 
-def test_a_folder_gone_mid_run_is_a_line_and_the_run_goes_on(tmp_path, monkeypatch):
-    from torch.utils.tensorboard.writer import FileWriter
+def test_a_disk_full_mid_run_is_a_line_and_the_run_goes_on(tmp_path, monkeypatch):
+    """The event writer fails from step 9 on, in the sinks' process: the batch of steps
+    6-10 is where it stops, the line says so, the training never sees it."""
+    in_the_sinks_process(
+        monkeypatch,
+        tmp_path / "site",
+        """
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-    def full(self, *args, **kwargs):
-        raise OSError(28, "No space left on device")
+        real = EventFileWriter.add_event
 
+        def full(self, event):
+            if event.step >= 9:
+                raise OSError(28, "No space left on device")
+            return real(self, event)
+
+        EventFileWriter.add_event = full
+        """,
+    )
     with gradscope.watch(tensorboard=str(tmp_path / "tb"), flush_every=5) as w:
-        train(8)
-        w.sinks.drained()  # the steps read back so far written, in the writer thread
-        (sink,) = w.sinks.sinks
-        handed = sink.written
-        monkeypatch.setattr(FileWriter, "add_summary", full)
-        train(12)
+        train(20)
     assert w.report.run.status == "completed" and len(w.report.run.steps) == 20
     (line,) = w.report.run.unwritten
-    assert handed >= 5 and line == (
-        f"--tensorboard {tmp_path / 'tb'}: writing failed at step {handed + 1} (OSError: "
-        f"[Errno 28] No space left on device); it stops after {handed} steps, the report "
-        "covers them all"
+    assert line == (
+        f"--tensorboard {tmp_path / 'tb'}: writing failed at step 6 (OSError: [Errno 28] No "
+        "space left on device); it stops after 5 steps, the report covers them all"
     )
+    assert sorted(e.step for e in _events(tmp_path / "tb").Scalars("loss")) == list(range(1, 9))

@@ -7,7 +7,7 @@ import glob
 import importlib.util
 
 import pytest
-from sink_runs import close, report_series, watched
+from sink_runs import close, in_the_sinks_process, report_series, watched
 from wandb_records import finished_run
 
 # wandb imported in the tests: not in a worker that never runs them
@@ -17,24 +17,26 @@ pytestmark = [
 ]
 
 
-def _counted_logs(monkeypatch) -> list[dict]:
-    from wandb.sdk.wandb_run import Run
-
-    calls: list[dict] = []
-    real = Run.log
-
-    def log(self, data, *args, **kwargs):
-        calls.append(dict(data))
-        return real(self, data, *args, **kwargs)
-
-    monkeypatch.setattr(Run, "log", log)
-    return calls
-
-
-def test_the_series_findings_and_heatmap_reach_an_offline_run(wandb_offline, monkeypatch):
+def test_the_series_findings_and_heatmap_reach_an_offline_run(wandb_offline, monkeypatch, tmp_path):
     import wandb
 
-    calls = _counted_logs(monkeypatch)
+    calls = tmp_path / "calls"
+    in_the_sinks_process(
+        monkeypatch,
+        tmp_path / "site",
+        f"""
+        from wandb.sdk.wandb_run import Run
+
+        real = Run.log
+
+        def log(self, data, *args, **kwargs):
+            with open({str(calls)!r}, "a") as out:
+                out.write("log\\n")
+            return real(self, data, *args, **kwargs)
+
+        Run.log = log
+        """,
+    )
     report = watched(30, wandb="gs-test")
     assert report.judged and not report.run.unwritten, report.run.unwritten
     assert wandb.run is None  # the run gradscope started, finished
@@ -45,7 +47,7 @@ def test_the_series_findings_and_heatmap_reach_an_offline_run(wandb_offline, mon
         assert sorted(got) == sorted(want) == list(range(1, 31))
         assert all(close(got[s], want[s]) for s in want), tag
     # one call per step and one for the picture, never one per value
-    assert len(calls) == 31
+    assert len(calls.read_text().splitlines()) == 31
     scalars = {k for row in run.history for k in row if not k.startswith("_")}
     scalars = {k for k in scalars if not k.startswith("gradscope/grad_norm/layers")}
     assert len(scalars - {"gradscope/step"}) <= 12
@@ -91,14 +93,21 @@ def test_beside_the_users_run_a_run_of_its_own_in_its_group(wandb_offline):
     assert sorted(ours.series("gradscope/loss")) == list(range(1, 13)) and ours.exit
 
 
-def test_a_failing_wandb_stops_the_sink_not_the_run(wandb_offline, monkeypatch):
+def test_a_failing_wandb_stops_the_sink_not_the_run(wandb_offline, monkeypatch, tmp_path):
     import wandb
-    from wandb.sdk.wandb_run import Run
 
-    def broken(self, *args, **kwargs):
-        raise ConnectionError("the network went away")
+    in_the_sinks_process(
+        monkeypatch,
+        tmp_path / "site",
+        """
+        from wandb.sdk.wandb_run import Run
 
-    monkeypatch.setattr(Run, "log", broken)
+        def broken(self, *args, **kwargs):
+            raise ConnectionError("the network went away")
+
+        Run.log = broken
+        """,
+    )
     report = watched(25, wandb="gs-test")
     assert report.run.status == "completed" and len(report.run.steps) == 25
     (line,) = report.run.unwritten
