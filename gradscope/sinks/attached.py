@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
+from gradscope.report.watch_plot import heatmap
 from gradscope.report.write import folder_destination
 from gradscope.sinks import mlflow_sink, tensorboard_sink, wandb_sink
 from gradscope.sinks.protocol import Ending, Sink, described
@@ -120,7 +121,7 @@ class Sinks:
             return []
         if self._process is None:
             return [s.failure for s in self.sinks if s.failure]
-        ending = Ending.of(report) if report is not None and report.judged else None
+        ending = ending_of(report) if report is not None and report.judged else None
         self._queue.put(("end", ending))
         self._queue.put(None)
         deadline = time.monotonic() + DRAIN_S
@@ -129,6 +130,16 @@ class Sinks:
         lines = self._process.ended(self.sinks, deadline)
         self._writer = self._process = None  # a later read-back starts another
         return [line for line in lines if line]
+
+
+def ending_of(report: WatchReport) -> Ending:
+    """The findings, the heatmap drawn once for every sink, the last step."""
+    last = report.run.steps[-1].step if report.run.steps else 0
+    try:
+        picture, why = heatmap(report), None
+    except Exception as exc:  # the findings are written all the same
+        picture, why = None, described(exc)
+    return Ending(tuple(report.findings), picture, last, why)
 
 
 class Writing:

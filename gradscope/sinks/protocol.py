@@ -11,30 +11,18 @@ from gradscope.findings import Finding
 
 if TYPE_CHECKING:
     from gradscope.sinks.series import Points
-    from gradscope.watcher.report import WatchReport
 
 
 @dataclass(frozen=True)
 class Ending:
-    """What a judged run's end gives every sink, made once in the training's process:
-    the findings, the layers × steps heatmap as a PNG (None: nothing to draw) and the
-    last step; `unpictured` says why the heatmap could not be drawn."""
+    """What a judged run's end gives every sink, made once in the training's process
+    (attached.ending_of): the findings, the layers × steps heatmap as a PNG (None: nothing
+    to draw) and the last step; `unpictured` says why the heatmap could not be drawn."""
 
     findings: tuple[Finding, ...]
     heatmap: bytes | None
     last_step: int
     unpictured: str | None = None
-
-    @classmethod
-    def of(cls, report: WatchReport) -> Ending:
-        from gradscope.report.watch_plot import heatmap
-
-        last = report.run.steps[-1].step if report.run.steps else 0
-        try:
-            picture, why = heatmap(report), None
-        except Exception as exc:  # the findings are written all the same
-            picture, why = None, described(exc)
-        return cls(tuple(report.findings), picture, last, why)
 
 
 class Sink:

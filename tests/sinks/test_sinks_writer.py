@@ -19,7 +19,7 @@ def test_the_series_are_computed_once_a_step_whatever_the_sinks(tmp_path, monkey
     sink gets the same numbers (none alters them)."""
     from test_tensorboard_sink import _events
 
-    from gradscope.report import watch_plot
+    from gradscope.sinks import attached
 
     calls = []
     scalars = series.Series._scalars
@@ -27,8 +27,8 @@ def test_the_series_are_computed_once_a_step_whatever_the_sinks(tmp_path, monkey
         series.Series, "_scalars", lambda self, r: calls.append(r.step) or scalars(self, r)
     )
     drawn = []
-    heatmap = watch_plot.heatmap
-    monkeypatch.setattr(watch_plot, "heatmap", lambda report: drawn.append(1) or heatmap(report))
+    heatmap = attached.heatmap
+    monkeypatch.setattr(attached, "heatmap", lambda report: drawn.append(1) or heatmap(report))
     folders = [tmp_path / f"tb{i}" for i in range(how_many)]
     sinks = Sinks([TensorboardSink(str(f)) for f in folders])
     with sinks, gradscope.watch(flush_every=7) as w:

@@ -316,13 +316,13 @@ def test_log_tensorboard_and_plot_carry_the_smoothed_series(tmp_path):
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from gradscope.sinks.protocol import Ending
+    from gradscope.sinks.attached import ending_of
     from gradscope.sinks.series import Series
     from gradscope.sinks.tensorboard_sink import TensorboardSink
 
     sink = TensorboardSink(str(tmp_path / "tb"))  # fed as a run's read-backs feed it
     sink.steps(Series().of(list(w.run.steps)))
-    assert sink.finished(Ending.of(w.report)) is None
+    assert sink.finished(ending_of(w.report)) is None
     events = EventAccumulator(str(tmp_path / "tb"), size_guidance={"scalars": 0})
     events.Reload()
     written = {e.step: e.value for e in events.Scalars("noise_scale/b_simple")}
