@@ -29,15 +29,15 @@ class NormFeeds:
         self.feeding: dict[int, torch.nn.Module] = {}
 
     def left(self, module: torch.nn.Module, _args: Any, output: Any) -> None:
-        if not isinstance(output, torch.Tensor):
-            return
+        if not isinstance(output, torch.Tensor) or torch.compiler.is_compiling():
+            return  # nothing traced by torch.compile is kept: its tensors are not the run's
         if self.last is not None and self.last[1] is output:
             return  # a container handing its child's output on: the child made it
         self.last = (module, output)
 
     def entered(self, module: torch.nn.Module, args: Any) -> None:
         last = self.last
-        if last is None or not args or args[0] is not last[1]:
+        if last is None or not args or args[0] is not last[1] or torch.compiler.is_compiling():
             return
         if any(part in type(module).__name__ for part in ROW_NORMS):
             self.feeding[id(last[0])] = last[0]
