@@ -120,6 +120,9 @@ class RunStats:
     """The loss adds up this many terms (`.sum()`, reduction='sum'): its gradients are that
     many times a mean-reduced loss's, so absolute bounds are judged per term. None: a mean
     or a reduction not known."""
+    norm_fed: tuple[str, ...] = ()
+    """Modules whose output went unchanged into a LayerNorm/RMSNorm (inspector/norm_feeds.py):
+    a weight that is the module's only parameter is scale-invariant."""
     loss_through_derivative: bool = False
     """The loss's graph holds a gradient taken with create_graph (a force field's forces, a
     Hamiltonian's time derivatives): the model is read through that derivative."""

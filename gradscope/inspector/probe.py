@@ -28,7 +28,7 @@ import torch
 
 from gradscope.autograd_walk import NodeWalk, differentiated
 from gradscope.errors import UserCodeError
-from gradscope.inspector import hooks, random_skip, zero_gates
+from gradscope.inspector import hooks, norm_feeds, random_skip, zero_gates
 from gradscope.inspector.fused_stats import FusedNumbers, GradNumbers, fused_stats, owners, plans
 from gradscope.inspector.graph_memory import retained_graphs, saved_bytes
 from gradscope.inspector.hooks import backward_target, call_model, pick_loss
@@ -102,9 +102,11 @@ def run(
         hooks.loss_scales() as scales,
     ):
         start = time.perf_counter()
-        output = hooks.forward(model, batch)
+        with norm_feeds.watching() as feeds:
+            output = hooks.forward(model, batch)
         target, source = backward_target(output, loss_fn, grad_outputs)
-        return measure(model, target, grad_outputs, source, order, start, scales.get(target))
+        stats = measure(model, target, grad_outputs, source, order, start, scales.get(target))
+        return replace(stats, norm_fed=feeds.names(model))
 
 
 def measure(

@@ -36,6 +36,7 @@ from gradscope.inspector import (
     batch_init,
     clamped_off,
     hooks,
+    norm_feeds,
     param_owners,
     probe,
     script_facts,
@@ -63,6 +64,7 @@ class _Modules:
         self.entered: dict[int, tuple[torch.Tensor, int, torch.Tensor | None]] = {}
         """id() of each module's own parameters -> (it, its version, a copy of a small one) as
         the module first entered forward."""
+        self.feeds = norm_feeds.NormFeeds()
         self.stack: list[int] = []
         """id() of the modules inside their forward now, innermost last (for the live watch;
         not kept while torch.compile traces: what it compiles is not watched op by op)."""
@@ -95,6 +97,11 @@ class _Modules:
         """`loss` as it was before a GradScaler scaled it."""
         scale = self.scales.get(loss) if self.scales is not None else None
         return scale.loss if scale is not None else loss
+
+    def into(self, stats: RunStats, model: nn.Module) -> RunStats:
+        """`stats` with what the forward showed of `model`."""
+        fed = self.feeds.names(model)
+        return replace(stats, set_in_forward=self.set_in_forward(model), norm_fed=fed)
 
     def set_in_forward(self, model: nn.Module) -> tuple[str, ...]:
         """Parameters of `model` their module wrote in place after its forward began and before
@@ -144,6 +151,7 @@ def _model(roots: list[nn.Module]) -> nn.Module:
 def _watched(seen: _Modules) -> Iterator[None]:
     with (
         hooks.global_module_hooks(seen.enter, seen.leave),
+        norm_feeds.watching(seen.feeds),
         hooks.loss_scales() as scales,
         warnings.catch_warnings(),
     ):
@@ -370,7 +378,7 @@ def _measure(
     order = {name: seen.order[id(m)] for name, m in model.named_modules() if id(m) in seen.order}
     notes = [
         script_facts.loss_scaling(scale.loss if scale is not None else capture.loss),
-        _left_out(left_out),
+        script_facts.left_out(left_out),
         stopper.carried_on(ended),
     ]
     source = "; ".join([_source(path, stopper.step, capture.where, why), *(n for n in notes if n)])
@@ -383,17 +391,9 @@ def _measure(
     finally:
         if nodes is not None:
             nodes.remove()
-    stats = off.into(replace(stats, set_in_forward=seen.set_in_forward(model)))
+    stats = off.into(seen.into(stats, model))
     stats = script_facts.strip_compiled_names(stats, model)
     stats = replace(stats, timed="backward+stats (the forward ran in the script)")
     gradless = {p.name for p in stats.params if p.requires_grad and not p.has_grad}
     evidence = watch.evidence(model, nodes, gradless, capture.loss) if watch is not None else {}
     return Inspected(model, stats, evidence)
-
-
-def _left_out(models: list[nn.Module]) -> str | None:
-    if not models:
-        return None
-    names = ", ".join(type(script_facts.unwrap_compiled(m)).__name__ for m in models)
-    whose = "its" if len(models) == 1 else "their"
-    return f"{names} ran before it but this loss reaches none of {whose} parameters: left out"

@@ -142,3 +142,12 @@ def reached(roots: list[nn.Module], loss: torch.Tensor) -> tuple[list[nn.Module]
     if not reach:
         return roots, []
     return reach, [m for m in roots if all(m is not r for r in reach)]
+
+
+def left_out(models: list[nn.Module]) -> str | None:
+    """The note that names the models that ran before the loss and that it does not reach."""
+    if not models:
+        return None
+    names = ", ".join(type(unwrap_compiled(m)).__name__ for m in models)
+    whose = "its" if len(models) == 1 else "their"
+    return f"{names} ran before it but this loss reaches none of {whose} parameters: left out"

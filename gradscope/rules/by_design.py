@@ -130,7 +130,8 @@ NORMALISERS = ("BatchNorm", "SyncBatchNorm", "GroupNorm", "InstanceNorm")
 
 
 def scale_invariant(stats: RunStats) -> set[str]:
-    """Weights whose module's output goes straight into a BatchNorm/GroupNorm/InstanceNorm.
+    """Weights whose module's output goes straight into a BatchNorm/GroupNorm/InstanceNorm,
+    and sole weights of modules whose output a LayerNorm/RMSNorm read as is (norm_fed).
 
     The norm undoes any rescaling of such a weight (L(c·w) = L(w)), so its gradient is
     ∝ 1/‖w‖: a small init (HF's std 0.02 convolutions) or a plain deep BN stack (inception)
@@ -149,4 +150,14 @@ def scale_invariant(stats: RunStats) -> set[str]:
             and not following.name.startswith(p.module + ".")
         ):
             out.add(p.name)
-    return out
+    return out | _sole_weights(stats, set(stats.norm_fed))
+
+
+def _sole_weights(stats: RunStats, modules: set[str]) -> set[str]:
+    """The weight of each of `modules` that has no other parameter: a bias added after it
+    would not scale with it, so the norm would not undo a rescaling of the weight alone."""
+    owned: dict[str, list[ParamStats]] = {}
+    for p in stats.params:
+        if p.module in modules:
+            owned.setdefault(p.module, []).append(p)
+    return {ps[0].name for ps in owned.values() if len(ps) == 1 and ps[0].name.endswith("weight")}

@@ -128,8 +128,9 @@ def non_finite_loss(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) ->
         this.finding(
             "loss",
             f"the loss ({stats.loss_source}) is {num(stats.loss_value)}",
-            "find the op that first produces a non-finite value (log/sqrt/div of zero, overflow in "
-            "float16) and guard it with a clamp or an epsilon",
+            "find the op that first produces a non-finite value (log/sqrt/div of zero, overflow "
+            "in float16 or of a value a loop multiplies by a factor above 1) and guard it with a "
+            "clamp or an epsilon, or keep that factor below 1",
             stats.loss_value,
         )
     ]
@@ -152,14 +153,24 @@ def non_finite_loss(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) ->
 def non_finite_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """A parameter's gradient holds NaN or Inf: its L2 norm is non-finite (then that tensor is
     measured exactly). With a finite loss the backward itself divided by zero or overflowed; the
-    explanation pass names the op (anomaly mode's backward node)."""
+    explanation pass names the op (anomaly mode's backward node). With a non-finite loss the
+    forward made it and the backward only carried it: clipping cannot help, the forward op
+    (GS102's) is the one to fix."""
     where = "the loss is non-finite too" if not stats.loss_finite else "although the loss is finite"
+    advice = (
+        "a backward formula divides by zero or overflows (sqrt/log/pow near 0, x/x, masked "
+        "infinities); guard the forward op or clip gradients"
+        if stats.loss_finite
+        else "the forward made the non-finite value and the backward carried it to every "
+        "gradient it reached: fix the forward op named for the loss (non-finite-loss, GS102): a "
+        "log/sqrt/division at 0, or a value that overflowed (a recurrence whose factor exceeds "
+        "1, float16); clipping gradients cannot help"
+    )
     return [
         this.finding(
             p.name,
             f"grad of {p.name} holds NaN/Inf (max |grad| = {num(p.grad_max)}); {where}",
-            "a backward formula divides by zero or overflows (sqrt/log/pow near 0, x/x, masked "
-            "infinities); guard the forward op or clip gradients",
+            advice,
             p.grad_max,
         )
         for p in stats.params

@@ -86,9 +86,10 @@ def _medians(pool: list[ParamStats]) -> dict[bool, float]:
             "explode-norm",
             1e3,
             "the total gradient L2 norm over the model above this is exploding "
-            "(`--explode-norm`); weights feeding a BatchNorm/GroupNorm/InstanceNorm are left out "
-            "(scale-invariant: their gradient is ∝ 1/‖w‖ by design); a single tensor is judged by"
-            " `explode-rms` instead",
+            "(`--explode-norm`); weights feeding a BatchNorm/GroupNorm/InstanceNorm, and the sole "
+            "weight of a module whose output a LayerNorm/RMSNorm reads as is (an embedding table "
+            "before its LayerNorm), are left out (scale-invariant: their gradient is ∝ 1/‖w‖ by "
+            "design); a single tensor is judged by `explode-rms` instead",
         ),
     ),
     command="gradscope inspect exploding-deep",
@@ -102,7 +103,8 @@ def _medians(pool: list[ParamStats]) -> dict[bool, float]:
 )
 def exploding(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """Any one of three measurements: one tensor's gradient RMS per element above explode-rms (a
-    weight feeding a BatchNorm/GroupNorm is scale-invariant and judged at unit weight RMS); a
+    weight feeding a BatchNorm/GroupNorm, or the sole weight of a module a LayerNorm/RMSNorm
+    reads as is, is scale-invariant and judged at unit weight RMS); a
     tensor that runs in the first half of the model with a gradient RMS explode-median-ratio
     times the median of its kind (embedding tables against tables, the rest against the rest), a
     norm above explode-min-norm and an RMS larger than its weights'; or the total gradient norm,

@@ -92,11 +92,16 @@ def _outside(this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str) -> Find
     one whose original got no gradient in any step is the one the loss reads instead)."""
     if copy and not _copy_learns(run, copy):
         return _loss_reads_copy(this, run, p, i, copy)
+    layer = "" if copy else _trained_layer(run, p)
     advice = (
         f"{p.name} looks like a copy of {copy} (a target, EMA or teacher network): compute "
         "its forward under torch.no_grad() or .detach() its output; adding it to the "
         "optimizer would break the algorithm"
         if copy
+        else f"{layer}, which holds it, has parameters the optimizer steps: the optimizer "
+        "was built without this one (param groups split by hand, or it was added after); add "
+        "it to a param group (with its own lr or weight_decay if it needs them)"
+        if layer
         else "if it is a target, EMA or teacher copy, compute its forward under "
         "torch.no_grad() or .detach() its output; if it is a fixed network the loss "
         "differentiates through (a perceptual loss's feature extractor), freeze it with "
@@ -111,6 +116,19 @@ def _outside(this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str) -> Find
         advice,
         evidence=(f"optimizers: {', '.join(run.optimizers)}", *_piled_up(run, i)),
     )
+
+
+def _trained_layer(run: WatchRun, p: ParamInfo) -> str:
+    """`p`'s module, or the one holding it, when it holds a parameter an optimizer steps too
+    (an S4 layer whose kernel's A and dt the groups left out); else "". A copy, a teacher,
+    a fixed network is a module of its own, none of it stepped."""
+    stepped = {q.name for q in run.params if q.in_optimizer}
+    parts = p.name.split(".")[:-1]
+    for end in range(len(parts), max(len(parts) - 2, 0), -1):
+        prefix = ".".join(parts[:end]) + "."
+        if any(name.startswith(prefix) for name in stepped):
+            return prefix[:-1]
+    return ""
 
 
 def _copy_learns(run: WatchRun, original: str) -> bool:
