@@ -350,9 +350,12 @@ def _copy_like(p: Any, owned: set[int]) -> bool:
 
 def _last_norm(p: Any) -> float | None:
     """A parameter in no optimizer: its norm at the end, one read for the run, so GS411 can
-    say whether a copy changed its values; None where it cannot be read (a failed device)."""
+    say whether a copy changed its values; None where it cannot be read (a failed device).
+    Measured as the first norm was (a complex tensor's imaginary part counts too)."""
+    from gradscope.watcher.measure import norms
+
     try:
-        return float(p.detach().float().norm())
+        return float(norms([p])[0])
     except Exception:
         return None
 
