@@ -10,6 +10,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Rule, Severity
 from gradscope.fmt import num
+from gradscope.rules import plain_attribute
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import values_changed
 from gradscope.rules.step_retired import retired_after, stopped_optimizers
@@ -31,8 +32,9 @@ from gradscope.steps.records import ParamInfo, WatchRun
     "gradient: compute the loss with the network the optimizer steps; a network whose "
     "optimizer stopped stepping (a teacher trained first): requires_grad_(False); a fixed "
     "network the loss differentiates through (a perceptual loss's feature extractor): "
-    "requires_grad_(False); anything else: build the optimizer after the model is "
-    "complete, or add a param group for it",
+    "requires_grad_(False); a tensor the model keeps as a plain attribute: make it an "
+    "nn.Parameter; anything else: build the optimizer after the model is complete, or add "
+    "a param group for it",
     command="gradscope watch gradscope/examples/train_buggy.py",
     objectives=(
         "any: a parameter's place in the optimizers and whether it gets gradients, a "
@@ -92,6 +94,8 @@ def _outside(this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str) -> Find
     one whose original got no gradient in any step is the one the loss reads instead)."""
     if copy and not _copy_learns(run, copy):
         return _loss_reads_copy(this, run, p, i, copy)
+    if p.plain_attribute:
+        return plain_attribute.finding(this, run, p, _piled_up(run, i))
     advice = (
         f"{p.name} looks like a copy of {copy} (a target, EMA or teacher network): compute "
         "its forward under torch.no_grad() or .detach() its output; adding it to the "

@@ -304,6 +304,7 @@ class Watcher:
                 looked_up=icp.sampled_grids.looks_up(p),
                 optimised_input=optimised_input(icp.tracked, i, icp.frozen_norms),
                 model=icp.tracked.owners.get(i, (None, ""))[0],
+                plain_attribute=i in icp.tracked.attributes,
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
         )

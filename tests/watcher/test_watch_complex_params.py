@@ -55,3 +55,55 @@ def test_complex_weights_left_out_of_the_optimizer_are_the_error():
 def test_complex_weights_moved_by_hand_are_still_information():
     (f,) = _gs411("by-hand")
     assert f.severity == Severity.INFO and "piled up unread" in f.message
+
+
+class _Pair(torch.nn.Module):
+    """Spectral weights as a real/imaginary pair; `registered` False keeps the imaginary
+    half as a plain tensor attribute, which model.parameters() does not list."""
+
+    def __init__(self, registered: bool) -> None:
+        super().__init__()
+        self.w_re = torch.nn.Parameter(torch.rand(4, 4, 3) / 16)
+        w_im = (torch.rand(4, 4, 3) / 16).requires_grad_()
+        self.w_im = torch.nn.Parameter(w_im) if registered else w_im
+        self.lift = torch.nn.Conv1d(1, 4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h_ft = torch.fft.rfft(self.lift(x))
+        out = torch.zeros_like(h_ft)
+        weight = torch.complex(self.w_re, self.w_im)
+        out[..., :3] = torch.einsum("bix,iox->box", h_ft[..., :3], weight)
+        return torch.fft.irfft(out, n=x.shape[-1]).sum(1, keepdim=True)
+
+
+def _pair_gs411(registered: bool, optimizer_holds_all: bool = True):
+    torch.manual_seed(0)
+    model = _Pair(registered)
+    params = list(model.parameters()) if optimizer_holds_all else [model.w_re, model.lift.weight]
+    opt = torch.optim.Adam(params, lr=1e-2)
+    x, y = torch.randn(8, 1, 16), torch.randn(8, 1, 16)
+    with gradscope.watch() as w:
+        for _ in range(4):
+            loss = F.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return [f for f in w.report.findings if f.rule == "GS411"]
+
+
+def test_a_half_kept_as_a_plain_tensor_is_named_and_told_to_register():
+    """It was named `tensor3` and told to pass model.parameters() to the optimizer, which
+    does not list it."""
+    (f,) = _pair_gs411(registered=False)
+    assert f.severity == Severity.ERROR and f.subject == "w_im"
+    assert "not an nn.Parameter" in f.message and "self.w_im = nn.Parameter" in f.advice
+
+
+def test_a_registered_half_left_out_of_the_optimizer_keeps_its_advice():
+    fs = _pair_gs411(registered=True, optimizer_holds_all=False)
+    assert sorted(f.subject for f in fs) == ["lift.bias", "w_im"]
+    assert all("nn.Parameter" not in f.advice for f in fs)
+
+
+def test_every_half_registered_and_stepped_is_clean():
+    assert _pair_gs411(registered=True) == []
