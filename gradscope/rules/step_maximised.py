@@ -40,7 +40,8 @@ from gradscope.steps.records import StepRecord, WatchRun
     supersedes=("GS419",),  # a maximised loss's steps are large by what it optimises
     objectives=(
         "a loss bounded below (cross-entropy, NLL of log_softmax, binary cross-entropy, "
-        "MSE, L1, Huber), read from its autograd graph, negated or under maximize=True: "
+        "MSE, L1, Huber, the logistic loss -log sigmoid of negative sampling), read from its "
+        "autograd graph, negated or under maximize=True: "
         "the bound says which way is better, and the values must go past it; a custom "
         "objective has no bound and is not judged; one optimizer only (a GAN's generator "
         "ascends by design)"
@@ -113,11 +114,7 @@ def _maximised(
             f"{num(sign * (steps[-1].loss or 0))} at step {steps[-1].step} (a {name} is "
             f"never below {num(term.bound)})"
         ),
-        "drop maximize=True from the optimizer"
-        if maximize
-        else f"minimise the {name} itself: remove the minus sign (or the negative factor) "
-        "in front of it; for a deliberate ascent, keep the loss positive and pass "
-        "maximize=True to the optimizer",
+        "drop maximize=True from the optimizer" if maximize else _unnegate(term, name),
         value=sign * last,
         threshold=term.bound,
         evidence=(
@@ -127,6 +124,21 @@ def _maximised(
         ),
     )
     return finding
+
+
+def _unnegate(term: LossTerm, name: str) -> str:
+    """How to minimise the term again: a log sigmoid is the logistic loss negated as written."""
+    if term.kind == "logistic_loss":
+        return (
+            "minimise the logistic loss -log sigmoid(x) = softplus(-x): write -F.logsigmoid(score) "
+            "for the pairs to score high and -F.logsigmoid(-score) for the negatives (a "
+            "log sigmoid added to the loss, or a softplus subtracted, is ascended)"
+        )
+    return (
+        f"minimise the {name} itself: remove the minus sign (or the negative factor) in front "
+        "of it; for a deliberate ascent, keep the loss positive and pass maximize=True to the "
+        "optimizer"
+    )
 
 
 def _attack(finding: Finding, term: LossTerm) -> Finding:

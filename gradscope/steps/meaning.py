@@ -25,6 +25,7 @@ BOUNDED_BELOW = {
     "label_smoothing": 0.0,
     "soft_cross_entropy": 0.0,
     "ctc": 0.0,
+    "logistic_loss": 0.0,
 }
 """Loss kinds whose value can never fall below this bound (for targets in their domain:
 class indices, probabilities in [0, 1]): a run that goes below it is not minimising it."""
@@ -42,7 +43,8 @@ class LossTerm:
     kind: str
     """cross_entropy (log_softmax then NLL), nll (NLL of other inputs), mse, l1,
     smooth_l1, huber, binary_cross_entropy(_with_logits), label_smoothing,
-    soft_cross_entropy (probability targets times log_softmax), ctc (ctc_loss)."""
+    soft_cross_entropy (probability targets times log_softmax), ctc (ctc_loss), logistic_loss
+    (-log sigmoid(x) or softplus(x): negative sampling's loss)."""
     reduction: str
     """mean | sum | none (reduced afterwards by the graph: a mean or sum node)."""
     factor: float

@@ -22,7 +22,7 @@ import torch
 from gradscope.autograd_walk import NodeWalk, Order, differentiated, saved
 from gradscope.errors import user_line
 from gradscope.steps.meaning import LossKind, LossTerm
-from gradscope.watcher import loss_inputs
+from gradscope.watcher import logistic_terms, loss_inputs
 from gradscope.watcher.discover import MAX_GRAPH_NODES
 
 MAX_NODES = 64
@@ -91,6 +91,10 @@ def read(loss: torch.Tensor, scaled: bool = False) -> LossKind:
         if name in _LOSS_NODES:
             found.append(_term(node, _LOSS_NODES[name], factor, reduced))
             nodes.append(node)
+        elif name in logistic_terms.LOGISTIC:
+            by = factor * logistic_terms.sign(node)
+            found.append(LossTerm(logistic_terms.KIND, reduced or "none", by))
+            nodes.append(node)
         elif _below((node, factor, reduced)) is None:
             smoothing = _smoothing(node, factor, reduced)
             if smoothing is None:
@@ -99,6 +103,11 @@ def read(loss: torch.Tensor, scaled: bool = False) -> LossKind:
                 found.append(smoothing)
                 nodes.append(None)
     unknown += walk.pending  # reached past the bound: not read, counted unknown
+    paired = logistic_terms.log_derivatives(nodes)  # a sigmoid's log-derivative: no loss
+    if paired:
+        found = [t for i, t in enumerate(found) if i not in paired]
+        nodes = [n for i, n in enumerate(nodes) if i not in paired]
+        unknown += len(paired)
     found = _own_targets(found, nodes)
     where = user_line() if any(t.misfed for t in found) else None  # rare: only then
     return LossKind(tuple(found[:MAX_TERMS]), unknown, scaled, where, _differentiated(loss))
@@ -190,7 +199,7 @@ def _below(branch: _Branch) -> list[_Branch] | None:
     loss node); None for any other node (a smoothing term, or unknown)."""
     node, factor, reduced = branch
     name = type(node).__name__
-    if name in _LOSS_NODES:
+    if name in _LOSS_NODES or name in logistic_terms.LOGISTIC:
         return []
     inputs = [n for n, _ in node.next_functions if n is not None]
     if name in _PASS and len(inputs) == 1:

@@ -1,0 +1,65 @@
+"""The logistic loss -log sigmoid(x) = softplus(-x) of negative sampling (word2vec,
+RotatE, ComplEx), read off the loss's graph as a loss bounded below by 0: a log sigmoid
+added to the loss (its sign flipped) is ascended, GS418. A sigmoid's log-derivative,
+log sigmoid(x) + log sigmoid(-x) of one x (a flow's log-determinant), is no such loss."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import gradscope
+from gradscope.findings import Severity
+from gradscope.watcher import loss_graph
+
+X = torch.randn(8, requires_grad=True)
+
+
+@pytest.mark.parametrize(
+    ("loss", "negated"),
+    [
+        (lambda: -F.logsigmoid(X).mean(), [False]),
+        (lambda: F.logsigmoid(X).mean(), [True]),
+        (lambda: F.softplus(-X).sum() + F.softplus(X[:4]).mean(), [False, False]),
+        (lambda: -F.softplus(X).mean() / 2, [True]),
+    ],
+)
+def test_log_sigmoid_and_softplus_are_the_logistic_loss(loss, negated):
+    kind = loss_graph.read(loss())
+    assert [t.kind for t in kind.terms] == ["logistic_loss"] * len(negated)
+    assert [t.negated for t in kind.terms] == negated and kind.known
+
+
+def test_a_sigmoid_log_derivative_is_no_logistic_loss():
+    kind = loss_graph.read((F.logsigmoid(X) + F.logsigmoid(-X)).sum())
+    assert not kind.terms and kind.unknown_terms == 2
+
+
+def _negative_sampling(flipped: bool):
+    """Skip-gram with negative sampling: centre and context tables, k noise words."""
+    torch.manual_seed(0)
+    centre, context = torch.nn.Embedding(50, 8), torch.nn.Embedding(50, 8)
+    opt = torch.optim.Adam([*centre.parameters(), *context.parameters()], lr=0.05)
+    pairs = torch.randint(0, 50, (64, 2))
+    with gradscope.watch() as w:
+        for _ in range(40):
+            c, o = centre(pairs[:, 0]), context(pairs[:, 1])
+            noise = context(torch.randint(0, 50, (64, 5)))
+            pos = F.logsigmoid((c * o).sum(-1))
+            neg = F.logsigmoid(-(noise @ c.unsqueeze(-1)).squeeze(-1)).sum(-1)
+            loss = (pos + neg).mean() if flipped else -(pos + neg).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return w.report.findings
+
+
+def test_negative_sampling_with_its_sign_flipped_is_ascended():
+    """It was unknown (a custom loss) and the run ended with no finding."""
+    (f,) = [f for f in _negative_sampling(flipped=True) if f.rule == "GS418"]
+    assert f.severity == Severity.ERROR and "-F.logsigmoid(score)" in f.advice
+
+
+def test_negative_sampling_minimised_is_clean():
+    assert [f.rule for f in _negative_sampling(flipped=False)] == []
