@@ -70,6 +70,9 @@ class LossTerm:
     """Its target is another term's input, detached (the same storage): VQ-VAE's codebook
     loss ‖sg(z) - e‖² beside its commitment loss ‖z - sg(e)‖² pulls two trained tensors
     toward each other, so the target moves as the model learns."""
+    sign_varies: bool = False
+    """It came negated at some steps and not at others, one sign per step: a factor read
+    from the data (a return, a reward) sets its sign, not the objective."""
     counted: bool = False
     """A sum whose factor changed between the steps read: divided by a count the script
     takes from each batch (a detector's positive anchors or objects), a mean over what it
@@ -145,12 +148,12 @@ class LossKind:
 
     def negated_terms(self) -> list[LossTerm]:
         """Bounded-below terms the loss subtracts: minimising it maximises them."""
-        return [t for t in self.terms if t.bound is not None and t.negated]
+        return [t for t in self.terms if t.bound is not None and t.negated and not t.sign_varies]
 
     def uniform(self) -> float | None:
         """The loss of a uniform guess, when it is a cross-entropy (label-smoothed or not,
         times a factor): per backward call."""
-        if not self.known:
+        if not self.known or any(t.sign_varies for t in self.terms):
             return None
         values = [t.uniform() for t in self.terms]
         return None if any(v is None for v in values) else sum(v or 0.0 for v in values)

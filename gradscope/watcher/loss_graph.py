@@ -173,8 +173,29 @@ def union(a: LossKind, b: LossKind) -> LossKind:
     extra = tuple(t for t in b.terms if (t.kind, t.negated) not in seen)
     if not extra and b.unknown_terms <= a.unknown_terms:
         return a
-    terms = (a.terms + extra)[:MAX_TERMS]
+    terms = _signed_by_data(a.terms + extra, a, b)[:MAX_TERMS]
     return replace(a, terms=terms, unknown_terms=max(a.unknown_terms, b.unknown_terms))
+
+
+def _signed_by_data(terms: tuple[LossTerm, ...], a: LossKind, b: LossKind) -> tuple[LossTerm, ...]:
+    """`terms`, those of a kind whose sign changed from step to step marked `sign_varies`:
+    the kind came with one sign at each step, not the same at every step (REINFORCE's
+    `R * cross_entropy(logits, a)` with a return R of either sign), so a factor read from
+    the data sets the sign, not the objective. One step holding both signs of a kind (a
+    loss minimised on one set and ascended on another) is left as it is."""
+    both_b = _both_signs(b.terms)
+    both_a = _both_signs(a.terms) - {t.kind for t in a.terms if t.sign_varies}
+    signs: dict[str, set[bool]] = {}
+    for t in terms:
+        signs.setdefault(t.kind, set()).add(t.negated)
+    varies = {k for k, s in signs.items() if len(s) == 2 and k not in both_b | both_a}
+    return tuple(replace(t, sign_varies=True) if t.kind in varies else t for t in terms)
+
+
+def _both_signs(terms: tuple[LossTerm, ...]) -> set[str]:
+    """The kinds that come both negated and not among `terms`."""
+    negated = {t.kind for t in terms if t.negated}
+    return negated & {t.kind for t in terms if not t.negated}
 
 
 def _counted(a: LossKind, b: LossKind) -> LossKind:

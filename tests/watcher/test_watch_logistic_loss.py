@@ -63,3 +63,35 @@ def test_negative_sampling_with_its_sign_flipped_is_ascended():
 
 def test_negative_sampling_minimised_is_clean():
     assert [f.rule for f in _negative_sampling(flipped=False)] == []
+
+
+def _reinforce(log_prob):
+    """REINFORCE on a bandit, one sample per step: loss = -R log pi(a), R = +1 or -1 as a
+    Python float, so the log-probability's term comes with either sign."""
+    torch.manual_seed(0)
+    policy = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(policy.parameters(), lr=0.05)
+    with gradscope.watch() as w:
+        for _ in range(40):
+            s = torch.randn(1, 4)
+            logits = policy(s)
+            a = int(torch.multinomial(F.softmax(logits, -1), 1))
+            reward = 1.0 if a == int(s.sum() > 0) else -1.0
+            loss = -reward * log_prob(logits, a)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return w.report.findings
+
+
+@pytest.mark.parametrize(
+    "log_prob",
+    [
+        lambda logits, a: -F.cross_entropy(logits, torch.tensor([a])),
+        lambda logits, a: F.logsigmoid((logits[0, 1] - logits[0, 0]) * (1 if a else -1)),
+    ],
+)
+def test_a_return_of_either_sign_is_no_ascent(log_prob):
+    """The kind came negated at the steps with R < 0: GS418 said the run maximised its
+    cross-entropy (an error on a healthy policy gradient)."""
+    assert [f.rule for f in _reinforce(log_prob) if f.rule == "GS418"] == []
