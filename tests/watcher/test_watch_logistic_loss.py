@@ -36,22 +36,30 @@ def test_a_sigmoid_log_derivative_is_no_logistic_loss():
     assert not kind.terms and kind.unknown_terms == 2
 
 
-def _negative_sampling(flipped: bool):
-    """Skip-gram with negative sampling: centre and context tables, k noise words."""
+def _negative_sampling(flipped: bool, split: bool = False):
+    """Skip-gram with negative sampling: centre and context tables, k noise words; `split`:
+    sparse tables under SparseAdam and a dense word bias under Adam, one loss for both."""
     torch.manual_seed(0)
-    centre, context = torch.nn.Embedding(50, 8), torch.nn.Embedding(50, 8)
-    opt = torch.optim.Adam([*centre.parameters(), *context.parameters()], lr=0.05)
+    centre, context = torch.nn.Embedding(50, 8, sparse=split), torch.nn.Embedding(50, 8)
+    bias = torch.nn.Parameter(torch.zeros(50))
+    if split:
+        opts = [torch.optim.SparseAdam(centre.parameters(), lr=0.05)]
+        opts.append(torch.optim.Adam([*context.parameters(), bias], lr=0.05))
+    else:
+        opts = [torch.optim.Adam([*centre.parameters(), *context.parameters(), bias], lr=0.05)]
     pairs = torch.randint(0, 50, (64, 2))
     with gradscope.watch() as w:
         for _ in range(40):
             c, o = centre(pairs[:, 0]), context(pairs[:, 1])
             noise = context(torch.randint(0, 50, (64, 5)))
-            pos = F.logsigmoid((c * o).sum(-1))
+            pos = F.logsigmoid((c * o).sum(-1) + bias[pairs[:, 1]])
             neg = F.logsigmoid(-(noise @ c.unsqueeze(-1)).squeeze(-1)).sum(-1)
             loss = (pos + neg).mean() if flipped else -(pos + neg).mean()
-            opt.zero_grad()
+            for opt in opts:
+                opt.zero_grad()
             loss.backward()
-            opt.step()
+            for opt in opts:
+                opt.step()
     return w.report.findings
 
 
@@ -63,6 +71,17 @@ def test_negative_sampling_with_its_sign_flipped_is_ascended():
 
 def test_negative_sampling_minimised_is_clean():
     assert [f.rule for f in _negative_sampling(flipped=False)] == []
+
+
+def test_one_flipped_loss_stepped_by_two_optimizers_is_ascended_once():
+    """Sparse tables under SparseAdam and the rest under Adam step one loss: GS418 judged
+    one optimizer only (a GAN's players ascend by design) and said nothing."""
+    (f,) = [f for f in _negative_sampling(flipped=True, split=True) if f.rule == "GS418"]
+    assert f.severity == Severity.ERROR
+
+
+def test_one_loss_stepped_by_two_optimizers_minimised_is_clean():
+    assert [f.rule for f in _negative_sampling(flipped=False, split=True)] == []
 
 
 def _reinforce(log_prob):
