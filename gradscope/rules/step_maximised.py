@@ -40,10 +40,11 @@ from gradscope.steps.records import StepRecord, WatchRun
     supersedes=("GS419",),  # a maximised loss's steps are large by what it optimises
     objectives=(
         "a loss bounded below (cross-entropy, NLL of log_softmax, binary cross-entropy, "
-        "MSE, L1, Huber), read from its autograd graph, negated or under maximize=True: "
+        "MSE, L1, Huber, the logistic loss -log sigmoid of negative sampling), read from its "
+        "autograd graph, negated or under maximize=True: "
         "the bound says which way is better, and the values must go past it; a custom "
-        "objective has no bound and is not judged; one optimizer only (a GAN's generator "
-        "ascends by design)"
+        "objective has no bound and is not judged; one optimizer, or several stepping one "
+        "loss (a GAN's generator ascends by design)"
     ),
     explains=GROWTH,
 )
@@ -53,17 +54,21 @@ def loss_maximised(run: WatchRun, t: Thresholds) -> list[Finding]:
     negated, or the optimizer has maximize=True on a plain one; and the values confirm it: the
     loss went below the bound (the negated term outweighs the rest) and, in a run long enough to
     tell, kept falling (with maximize, rising). A cross-entropy can never be below 0, so the run
-    is ascending it. Judged with one optimizer only: a GAN's minimax generator ascends by
-    design. An optimizer that trains only inputs beside a fixed network (a universal
-    perturbation, an adversarial patch) ascends that network's loss as an untargeted attack
-    does, by design: information that says so (a targeted one minimises its target's)."""
+    is ascending it. Judged with one optimizer, or several that step one loss (the same values
+    step after step, none with maximize=True): a GAN's minimax generator ascends by design.
+    An optimizer that trains only inputs beside a fixed network (a universal perturbation, an
+    adversarial patch) ascends that network's loss as an untargeted attack does, by design:
+    information that says so (a targeted one minimises its target's)."""
     # A loss bounded below (a cross-entropy, an MSE, ...) that the optimizer drives up: the
     # graph shows it negated (or the optimizer has maximize=True on a plain one), and the values
     # confirm it. Several optimizers (a GAN's minimax G) may ascend by design.
+    series = list(by_optimizer(run))
     if several(run):
-        return []
+        if not _one_objective(run, series):
+            return []
+        series = series[:1]  # one loss: said once
     out = []
-    for s in by_optimizer(run):
+    for s in series:
         kind = run.loss_kind(s.index)
         if kind is None:
             continue
@@ -85,6 +90,17 @@ def loss_maximised(run: WatchRun, t: Thresholds) -> list[Finding]:
             finding = _attack(finding, bad[0])
         out.append(about(finding, [r.step for r in steps[:1]]))
     return out
+
+
+def _one_objective(run: WatchRun, series: list[Series]) -> bool:
+    """Several optimizers that step one loss together (a knowledge-graph model's complex
+    tables under Adagrad, its real bias under AdamW): the same loss values, step after step,
+    for every one, none with maximize=True. A GAN's players, or an adversary that ascends the
+    loss its opponent descends, have losses or directions of their own."""
+    if any(run.maximizes(s.index) for s in series):
+        return False
+    losses = {tuple(loss_steps(s)[1]) for s in series}
+    return len(losses) == 1 and bool(next(iter(losses)))
 
 
 def _maximised(
@@ -113,11 +129,7 @@ def _maximised(
             f"{num(sign * (steps[-1].loss or 0))} at step {steps[-1].step} (a {name} is "
             f"never below {num(term.bound)})"
         ),
-        "drop maximize=True from the optimizer"
-        if maximize
-        else f"minimise the {name} itself: remove the minus sign (or the negative factor) "
-        "in front of it; for a deliberate ascent, keep the loss positive and pass "
-        "maximize=True to the optimizer",
+        "drop maximize=True from the optimizer" if maximize else _unnegate(term, name),
         value=sign * last,
         threshold=term.bound,
         evidence=(
@@ -127,6 +139,21 @@ def _maximised(
         ),
     )
     return finding
+
+
+def _unnegate(term: LossTerm, name: str) -> str:
+    """How to minimise the term again: a log sigmoid is the logistic loss negated as written."""
+    if term.kind == "logistic_loss":
+        return (
+            "minimise the logistic loss -log sigmoid(x) = softplus(-x): write -F.logsigmoid(score) "
+            "for the pairs to score high and -F.logsigmoid(-score) for the negatives (a "
+            "log sigmoid added to the loss, or a softplus subtracted, is ascended)"
+        )
+    return (
+        f"minimise the {name} itself: remove the minus sign (or the negative factor) in front "
+        "of it; for a deliberate ascent, keep the loss positive and pass maximize=True to the "
+        "optimizer"
+    )
 
 
 def _attack(finding: Finding, term: LossTerm) -> Finding:

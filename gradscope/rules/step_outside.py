@@ -4,12 +4,13 @@ reach. Told apart by whether gradients reach it and whether its values changed. 
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Rule, Severity
 from gradscope.fmt import num
+from gradscope.rules import plain_attribute
+from gradscope.rules.copies_of import copy_of, started_apart, top, trained_shapes
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import values_changed
 from gradscope.rules.step_retired import retired_after, stopped_optimizers
@@ -31,8 +32,9 @@ from gradscope.steps.records import ParamInfo, WatchRun
     "gradient: compute the loss with the network the optimizer steps; a network whose "
     "optimizer stopped stepping (a teacher trained first): requires_grad_(False); a fixed "
     "network the loss differentiates through (a perceptual loss's feature extractor): "
-    "requires_grad_(False); anything else: build the optimizer after the model is "
-    "complete, or add a param group for it",
+    "requires_grad_(False); a tensor the model keeps as a plain attribute: make it an "
+    "nn.Parameter; anything else: build the optimizer after the model is complete, or add "
+    "a param group for it",
     command="gradscope watch gradscope/examples/train_buggy.py",
     objectives=(
         "any: a parameter's place in the optimizers and whether it gets gradients, a "
@@ -56,8 +58,8 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     densification's swap) that no backward reached since is not judged: the new one trains."""
     if not run.optimizers:
         return []
-    copies = _trained_shapes(run)
-    apart = _started_apart(run, copies)
+    copies = trained_shapes(run)
+    apart = started_apart(run, copies)
     stopped = stopped_optimizers(run)
     out = []
     for i, p in enumerate(run.params):
@@ -73,8 +75,8 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             if run.status == "completed" or p.idle_resets > 1:
                 out.append(_never_stepped(this, run, p, i))
             continue
-        copy = _copy_of(p, copies)
-        if (_top(p.name), _top(copy)) in apart:
+        copy = copy_of(p, copies)
+        if (top(p.name), top(copy)) in apart:
             copy = ""  # the same architecture, initialised on its own: not a copy
         piled = _piled_up(run, i)
         if not copy and _moved_by_hand(p, piled):
@@ -92,6 +94,8 @@ def _outside(this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str) -> Find
     one whose original got no gradient in any step is the one the loss reads instead)."""
     if copy and not _copy_learns(run, copy):
         return _loss_reads_copy(this, run, p, i, copy)
+    if p.plain_attribute:
+        return plain_attribute.finding(this, run, p, _piled_up(run, i))
     layer = "" if copy else _trained_layer(run, p)
     advice = (
         f"{p.name} looks like a copy of {copy} (a target, EMA or teacher network): compute "
@@ -311,52 +315,6 @@ def _idle(run: WatchRun, p: ParamInfo) -> Finding:
         evidence=(f"optimizers that stepped: {', '.join(run.optimizers)}",),
     )
     return replace(finding, severity=Severity.INFO)
-
-
-def _trained_shapes(run: WatchRun) -> dict[tuple[str, tuple[int, ...]], str]:
-    """(name below its top-level module, shape) → name, for the parameters optimizers train."""
-    return {
-        (p.name.partition(".")[2], p.shape): p.name
-        for p in run.params
-        if p.in_optimizer and "." in p.name
-    }
-
-
-def _started_apart(
-    run: WatchRun, trained: dict[tuple[str, tuple[int, ...]], str]
-) -> set[tuple[str, str]]:
-    """(top-level module, the trained one its names mirror) that started with different
-    values: a copy (deep-copied, or loaded with the original's state) starts with the
-    original's values, while a network of the same architecture initialised on its own
-    (NeRF's fine network beside its coarse one, an ensemble's member) starts elsewhere.
-    One pair of tensors whose first norms were both read and are apart is enough (zero
-    biases are equal in any two networks)."""
-    firsts = {p.name: p.weight_norm for p in run.params}
-    apart = set()
-    for p in run.params:
-        original = _copy_of(p, trained)
-        a, b = p.weight_norm, firsts.get(original)
-        if original and a is not None and b is not None and _apart(a, b):
-            apart.add((_top(p.name), _top(original)))
-    return apart
-
-
-def _top(name: str) -> str:
-    """The top-level module a parameter's name starts with."""
-    return name.partition(".")[0]
-
-
-def _apart(a: float, b: float) -> bool:
-    """Two first norms that no exact copy would give (finite, beyond rounding)."""
-    if not (math.isfinite(a) and math.isfinite(b)):
-        return False
-    return abs(a - b) > 1e-5 * max(abs(a), abs(b), 1e-12)
-
-
-def _copy_of(p: ParamInfo, trained: dict[tuple[str, tuple[int, ...]], str]) -> str:
-    """The trained parameter p mirrors (same name below a different top-level module, same
-    shape: q_net_target.0.weight of q_net.0.weight), or ""."""
-    return trained.get((p.name.partition(".")[2], p.shape), "") if "." in p.name else ""
 
 
 def _stale(run: WatchRun, i: int) -> bool:

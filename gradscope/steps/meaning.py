@@ -25,6 +25,7 @@ BOUNDED_BELOW = {
     "label_smoothing": 0.0,
     "soft_cross_entropy": 0.0,
     "ctc": 0.0,
+    "logistic_loss": 0.0,
 }
 """Loss kinds whose value can never fall below this bound (for targets in their domain:
 class indices, probabilities in [0, 1]): a run that goes below it is not minimising it."""
@@ -42,7 +43,8 @@ class LossTerm:
     kind: str
     """cross_entropy (log_softmax then NLL), nll (NLL of other inputs), mse, l1,
     smooth_l1, huber, binary_cross_entropy(_with_logits), label_smoothing,
-    soft_cross_entropy (probability targets times log_softmax), ctc (ctc_loss)."""
+    soft_cross_entropy (probability targets times log_softmax), ctc (ctc_loss), logistic_loss
+    (-log sigmoid(x) or softplus(x): negative sampling's loss)."""
     reduction: str
     """mean | sum | none (reduced afterwards by the graph: a mean or sum node)."""
     factor: float
@@ -68,6 +70,9 @@ class LossTerm:
     """Its target is another term's input, detached (the same storage): VQ-VAE's codebook
     loss ‖sg(z) - e‖² beside its commitment loss ‖z - sg(e)‖² pulls two trained tensors
     toward each other, so the target moves as the model learns."""
+    sign_varies: bool = False
+    """It came negated at some steps and not at others, one sign per step: a factor read
+    from the data (a return, a reward) sets its sign, not the objective."""
     counted: bool = False
     """A sum whose factor changed between the steps read: divided by a count the script
     takes from each batch (a detector's positive anchors or objects), a mean over what it
@@ -143,12 +148,12 @@ class LossKind:
 
     def negated_terms(self) -> list[LossTerm]:
         """Bounded-below terms the loss subtracts: minimising it maximises them."""
-        return [t for t in self.terms if t.bound is not None and t.negated]
+        return [t for t in self.terms if t.bound is not None and t.negated and not t.sign_varies]
 
     def uniform(self) -> float | None:
         """The loss of a uniform guess, when it is a cross-entropy (label-smoothed or not,
         times a factor): per backward call."""
-        if not self.known:
+        if not self.known or any(t.sign_varies for t in self.terms):
             return None
         values = [t.uniform() for t in self.terms]
         return None if any(v is None for v in values) else sum(v or 0.0 for v in values)

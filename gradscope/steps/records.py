@@ -94,6 +94,9 @@ class ParamInfo:
     looked_up: bool = False
     """A lookup by index reads it as its table (an embedding, a hash grid's table, latent
     codes): rows at a scale the table's own initialisation chose, not a fan-in's."""
+    plain_attribute: bool = False
+    """A model keeps it as a plain tensor attribute, not a registered nn.Parameter:
+    model.parameters() does not list it, so an optimizer built from that never holds it."""
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from gradscope.autograd_walk import backward_nodes
+from gradscope.watcher import plain_attributes
 
 COMPILED_PREFIX = "_orig_mod."
 
@@ -40,6 +41,8 @@ class Tracked:
     one's too) with its class name."""
     owners: dict[int, tuple[int, str]] = field(default_factory=dict)
     """position → (index in roots, name inside that model)."""
+    attributes: set[int] = field(default_factory=set)
+    """Positions of leaf tensors a model keeps as plain attributes, not nn.Parameters."""
 
     def members(self, optimizer: Any) -> tuple[int, ...]:
         """Positions of the tracked parameters `optimizer` steps, in its param groups' order."""
@@ -242,8 +245,11 @@ def extend(
             for k, p in enumerate(group["params"]):
                 tracked.add(f"optimizer{i}.group{g}.param{k}", p)
     named = _script_names()
+    kept = plain_attributes.held_by(tracked.roots, extra) if extra else {}
     for k, p in enumerate(extra):
-        tracked.add(named.get(id(p), f"{extra_name}{k}"), p)
+        if id(p) in kept and id(p) not in tracked.index:
+            tracked.attributes.add(len(tracked.params))
+        tracked.add(kept.get(id(p)) or named.get(id(p), f"{extra_name}{k}"), p)
 
 
 def add_models(tracked: Tracked, owned: dict[int, torch.Tensor]) -> None:

@@ -22,7 +22,7 @@ import torch
 from gradscope.autograd_walk import NodeWalk, Order, differentiated, saved
 from gradscope.errors import user_line
 from gradscope.steps.meaning import LossKind, LossTerm
-from gradscope.watcher import loss_inputs
+from gradscope.watcher import logistic_terms, loss_inputs
 from gradscope.watcher.discover import MAX_GRAPH_NODES
 
 MAX_NODES = 64
@@ -91,6 +91,10 @@ def read(loss: torch.Tensor, scaled: bool = False) -> LossKind:
         if name in _LOSS_NODES:
             found.append(_term(node, _LOSS_NODES[name], factor, reduced))
             nodes.append(node)
+        elif name in logistic_terms.LOGISTIC:
+            by = factor * logistic_terms.sign(node)
+            found.append(LossTerm(logistic_terms.KIND, reduced or "none", by))
+            nodes.append(node)
         elif _below((node, factor, reduced)) is None:
             smoothing = _smoothing(node, factor, reduced)
             if smoothing is None:
@@ -99,6 +103,11 @@ def read(loss: torch.Tensor, scaled: bool = False) -> LossKind:
                 found.append(smoothing)
                 nodes.append(None)
     unknown += walk.pending  # reached past the bound: not read, counted unknown
+    paired = logistic_terms.log_derivatives(nodes)  # a sigmoid's log-derivative: no loss
+    if paired:
+        found = [t for i, t in enumerate(found) if i not in paired]
+        nodes = [n for i, n in enumerate(nodes) if i not in paired]
+        unknown += len(paired)
     found = _own_targets(found, nodes)
     where = user_line() if any(t.misfed for t in found) else None  # rare: only then
     return LossKind(tuple(found[:MAX_TERMS]), unknown, scaled, where, _differentiated(loss))
@@ -164,8 +173,29 @@ def union(a: LossKind, b: LossKind) -> LossKind:
     extra = tuple(t for t in b.terms if (t.kind, t.negated) not in seen)
     if not extra and b.unknown_terms <= a.unknown_terms:
         return a
-    terms = (a.terms + extra)[:MAX_TERMS]
+    terms = _signed_by_data(a.terms + extra, a, b)[:MAX_TERMS]
     return replace(a, terms=terms, unknown_terms=max(a.unknown_terms, b.unknown_terms))
+
+
+def _signed_by_data(terms: tuple[LossTerm, ...], a: LossKind, b: LossKind) -> tuple[LossTerm, ...]:
+    """`terms`, those of a kind whose sign changed from step to step marked `sign_varies`:
+    the kind came with one sign at each step, not the same at every step (REINFORCE's
+    `R * cross_entropy(logits, a)` with a return R of either sign), so a factor read from
+    the data sets the sign, not the objective. One step holding both signs of a kind (a
+    loss minimised on one set and ascended on another) is left as it is."""
+    both_b = _both_signs(b.terms)
+    both_a = _both_signs(a.terms) - {t.kind for t in a.terms if t.sign_varies}
+    signs: dict[str, set[bool]] = {}
+    for t in terms:
+        signs.setdefault(t.kind, set()).add(t.negated)
+    varies = {k for k, s in signs.items() if len(s) == 2 and k not in both_b | both_a}
+    return tuple(replace(t, sign_varies=True) if t.kind in varies else t for t in terms)
+
+
+def _both_signs(terms: tuple[LossTerm, ...]) -> set[str]:
+    """The kinds that come both negated and not among `terms`."""
+    negated = {t.kind for t in terms if t.negated}
+    return negated & {t.kind for t in terms if not t.negated}
 
 
 def _counted(a: LossKind, b: LossKind) -> LossKind:
@@ -190,7 +220,7 @@ def _below(branch: _Branch) -> list[_Branch] | None:
     loss node); None for any other node (a smoothing term, or unknown)."""
     node, factor, reduced = branch
     name = type(node).__name__
-    if name in _LOSS_NODES:
+    if name in _LOSS_NODES or name in logistic_terms.LOGISTIC:
         return []
     inputs = [n for n, _ in node.next_functions if n is not None]
     if name in _PASS and len(inputs) == 1:

@@ -304,6 +304,7 @@ class Watcher:
                 looked_up=icp.sampled_grids.looks_up(p),
                 optimised_input=optimised_input(icp.tracked, i, icp.frozen_norms),
                 model=icp.tracked.owners.get(i, (None, ""))[0],
+                plain_attribute=i in icp.tracked.attributes,
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
         )
@@ -350,9 +351,12 @@ def _copy_like(p: Any, owned: set[int]) -> bool:
 
 def _last_norm(p: Any) -> float | None:
     """A parameter in no optimizer: its norm at the end, one read for the run, so GS411 can
-    say whether a copy changed its values; None where it cannot be read (a failed device)."""
+    say whether a copy changed its values; None where it cannot be read (a failed device).
+    Measured as the first norm was (a complex tensor's imaginary part counts too)."""
+    from gradscope.watcher.measure import norms
+
     try:
-        return float(p.detach().float().norm())
+        return float(norms([p])[0])
     except Exception:
         return None
 

@@ -1,0 +1,24 @@
+"""GS411 for a tensor a model keeps as a plain attribute rather than an nn.Parameter (half
+of a real/imaginary pair of spectral weights, a scale made with requires_grad=True): the
+optimizer built from model.parameters() never held it. No torch."""
+
+from __future__ import annotations
+
+from gradscope.findings import Finding, Rule
+from gradscope.steps.records import ParamInfo, WatchRun
+
+
+def finding(this: Rule, run: WatchRun, p: ParamInfo, piled: tuple[str, ...]) -> Finding:
+    """The model keeps it as a plain tensor, not an nn.Parameter: model.parameters() never
+    listed it, so the optimizer built from that left it out (half of a real/imaginary pair,
+    a scale made with requires_grad=True)."""
+    return this.finding(
+        p.name,
+        f"{p.name} requires grad and gets gradients but is in no optimizer param group: "
+        "the model keeps it as a plain tensor attribute, not an nn.Parameter, so "
+        "model.parameters() does not list it and no step applies its gradients",
+        f"register it: self.{p.name.rpartition('.')[2]} = nn.Parameter(...) in its "
+        "module's __init__ (register_buffer(...) with no requires_grad if it is to stay "
+        "fixed), then build the optimizer from model.parameters()",
+        evidence=(f"optimizers: {', '.join(run.optimizers)}", *piled),
+    )
