@@ -69,6 +69,10 @@ class ParamInfo:
     differentiated: bool = False
     """The script took a derivative with respect to it by torch.autograd.grad (a dummy
     scale, an input): a variable of a derivative it reads itself."""
+    derivative_offset: bool = False
+    """An output the script differentiated with create_graph reaches it through sums,
+    gathers and reshapes only (a per-species energy shift): it adds an amount that depends
+    on no input, so that derivative gives it no gradient."""
     logits_table: bool = False
     """A softmax reads it as its very logits (DARTS's architecture weights): numbers in
     nats, whose initial values are no scale to judge a step against."""

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from gradscope.steps.records import UnusedClip
+from gradscope.taken_derivatives import TakenDerivatives
 from gradscope.watcher import discover, updates
 from gradscope.watcher.adam_eps import AdamEps
 from gradscope.watcher.adam_rms import AdamRms
@@ -137,6 +138,8 @@ class WatchState:
     logits: LogitProbe = field(default_factory=LogitProbe)
     grad_inputs: GradInputs = field(default_factory=GradInputs)
     """The leaves the script differentiates against with torch.autograd.grad."""
+    derivatives: TakenDerivatives = field(default_factory=TakenDerivatives)
+    """The derivatives it takes with create_graph, and the leaves that only add to their outputs."""
     logit_tables: LogitTables = field(default_factory=LogitTables)
     flat_ops: FlatOps = field(default_factory=FlatOps)
     """The leaves below a zero-derivative op (torch.sign, round) in the first graphs."""

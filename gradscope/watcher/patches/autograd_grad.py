@@ -1,5 +1,6 @@
-"""`torch.autograd.grad`: which leaves the script differentiates against (grad_inputs.py);
-the call itself runs unchanged."""
+"""`torch.autograd.grad`: which leaves the script differentiates against (grad_inputs.py),
+and the derivatives it takes into the graph (taken_derivatives.py); the call itself runs
+unchanged."""
 
 from __future__ import annotations
 
@@ -27,6 +28,14 @@ class AutogradGrad(Patch):
             here = enter(state)
             if here is not None and not here.depth:
                 safely(state, here, PART, lambda: state.grad_inputs.note(inputs))
-            return original(outputs, inputs, *args, **kw)
+            results = original(outputs, inputs, *args, **kw)
+            if here is not None and not here.depth and _create_graph(args, kw):
+                safely(state, here, PART, lambda: state.derivatives.note(outputs, results))
+            return results
 
         return grad
+
+
+def _create_graph(args: tuple[Any, ...], kw: dict[str, Any]) -> bool:
+    """autograd.grad's create_graph, given by keyword or third after outputs and inputs."""
+    return bool(kw.get("create_graph", args[2] if len(args) > 2 else False))
