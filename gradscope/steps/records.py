@@ -167,7 +167,11 @@ class WatchRun:
     """A backward that failed on a graph an earlier step built (watcher/carried_graph.py)."""
     grad_off_at: int | None = None
     """The step whose backward failed on a loss with no graph while grad mode was off
-    (torch.set_grad_enabled(False) still in force: watcher/backward_calls.py)."""
+    (torch.set_grad_enabled(False) still in force: watcher/backward_calls.py), or whose
+    torch.autograd.grad call failed so (`grad_off_derivative`)."""
+    grad_off_derivative: bool = False
+    """The failing call was torch.autograd.grad on an output with no graph: a derivative (an
+    evaluation's forces -dE/dx) taken inside torch.no_grad()."""
     unused_clips: tuple[UnusedClip, ...] = ()
     """Clips with a finite max_norm that no step took, per line of the script."""
     batch_read: tuple[str, ...] = ()

@@ -340,6 +340,7 @@ class Watcher:
             unused_clips=tuple(icp.unused_clips.values()),
             carried_graph=icp.graph_marks.found,
             grad_off_at=icp.grad_off_at,
+            grad_off_derivative=icp.grad_off_derivative,
         )
 
 

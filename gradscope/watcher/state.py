@@ -103,6 +103,8 @@ class WatchState:
     """Where the current step's graph begins (carried_graph.py)."""
     grad_off_at: int | None = None
     """The step whose backward failed on a loss without a graph, grad mode off."""
+    grad_off_derivative: bool = False
+    """That failing call was torch.autograd.grad (an evaluation's forces under no_grad)."""
     unused_clips: dict[str, UnusedClip] = field(default_factory=dict)
     """The script's line of a clip no step took → what it clipped (clipping.unused)."""
     sites: dict[str, str] = field(default_factory=dict)
