@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from gradscope.autograd_walk import NodeWalk, inputs
+from gradscope.autograd_walk import NodeWalk, Order, inputs
 
 SECOND_ORDER = "BackwardBackward"
 """In the name of the nodes of a backward formula that has a derivative node of its own."""
@@ -33,6 +33,10 @@ HELD = 64
 
 READS = 8
 """autograd.grad calls whose output's graph is read for the leaves that only add to it."""
+
+NEAR = 4
+"""Nodes of a differentiated output's graph nearest it that stand for it (its own, a sum's
+below it): the loss may read the output itself (E) where the script differentiated E.sum()."""
 
 WALKED = 4096
 """Nodes walked at most in one output's additive part."""
@@ -80,6 +84,8 @@ class TakenDerivatives:
 
     def __init__(self) -> None:
         self._nodes: collections.deque[Any] = collections.deque(maxlen=HELD)
+        self._plain: collections.deque[Any] = collections.deque(maxlen=HELD)
+        """The outputs' nodes of derivatives taken with grad mode on, without create_graph."""
         self.offsets: dict[int, weakref.ref[torch.Tensor]] = {}
         self.reads = 0
 
@@ -94,6 +100,21 @@ class TakenDerivatives:
             for leaf in _additive_leaves(roots):
                 self.offsets.setdefault(id(leaf), weakref.ref(leaf))
 
+    def note_plain(self, outputs: Any) -> None:
+        """An autograd.grad call without create_graph, grad mode on, differentiated `outputs`."""
+        roots = [t.grad_fn for t in _tensors(outputs) if t.grad_fn is not None]
+        near = NodeWalk(roots, order=Order.NEAREST, limit=NEAR)  # E.sum()'s sum, then E
+        self._plain.extend(n for n in near if type(n).__name__ != "AccumulateGrad")
+
+    def cut_from(self, loss: torch.Tensor) -> bool:
+        """The loss adds a term that requires no grad, and its graph reaches an output the
+        script differentiated without create_graph since the last backward: a loss on that
+        derivative (forces taken without create_graph) is a constant that trains nothing."""
+        if not self._plain or loss.grad_fn is None or not _adds_constant(loss.grad_fn):
+            return False
+        plain = {id(n) for n in self._plain}
+        return any(id(n) in plain for n in NodeWalk([loss.grad_fn], limit=WALKED))
+
     def held(self) -> frozenset[int]:
         """The ids of the result nodes kept since the last `clear`."""
         return frozenset(id(n) for n in self._nodes)
@@ -101,6 +122,7 @@ class TakenDerivatives:
     def clear(self) -> None:
         """A backward read them: nothing of that graph is kept past it."""
         self._nodes.clear()
+        self._plain.clear()
 
     def offset(self, tensor: torch.Tensor) -> bool:
         """This leaf only adds to an output the script differentiated with create_graph."""
@@ -154,3 +176,18 @@ def _additive_leaves(roots: list[Any]) -> list[torch.Tensor]:
         if isinstance(leaf, torch.Tensor):
             found.append(leaf)
     return found
+
+
+_SUMS = frozenset({"AddBackward0", "SubBackward0", "MulBackward0", "DivBackward0"})
+_SCALED = frozenset({"MulBackward0", "DivBackward0"})
+
+
+def _adds_constant(root: Any) -> bool:
+    """The loss, through its top sums and scalings, adds a tensor that requires no grad (an
+    edge without a node under a sum: a term computed outside the graph)."""
+    for node in NodeWalk([root], lambda n: [m for m in inputs(n) if type(m).__name__ in _SUMS]):
+        name = type(node).__name__
+        edges = getattr(node, "next_functions", ())
+        if name in _SUMS and name not in _SCALED and any(n is None for n, _ in edges):
+            return True
+    return False

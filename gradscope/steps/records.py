@@ -169,6 +169,9 @@ class WatchRun:
     """The step whose backward failed on a loss with no graph while grad mode was off
     (torch.set_grad_enabled(False) still in force: watcher/backward_calls.py), or whose
     torch.autograd.grad call failed so (`grad_off_derivative`)."""
+    derivative_cut_at: tuple[int, ...] = ()
+    """Steps (of those whose loss was read) whose loss added a term that requires no grad
+    and reached an output the script differentiated without create_graph that step."""
     grad_off_derivative: bool = False
     """The failing call was torch.autograd.grad on an output with no graph: a derivative (an
     evaluation's forces -dE/dx) taken inside torch.no_grad()."""

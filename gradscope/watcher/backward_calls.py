@@ -98,6 +98,8 @@ def _add_loss(
     if not window.kind_done and state.steps % LOSS_KIND_EVERY < 3:
         derivatives = state.derivatives.held()
         _read_kind(window, loss_graph.read(loss, scaled is not None, derivatives))
+        if state.derivatives.cut_from(loss) and len(state.derivative_cut_at) < 8:
+            state.derivative_cut_at.append(state.steps + 1)
     if window.calls == 1:
         state.batches.observe(loss, state.steps + 1)
         state.leak.observe(loss, state.steps + 1)

@@ -341,6 +341,7 @@ class Watcher:
             carried_graph=icp.graph_marks.found,
             grad_off_at=icp.grad_off_at,
             grad_off_derivative=icp.grad_off_derivative,
+            derivative_cut_at=tuple(icp.derivative_cut_at),
         )
 
 

@@ -36,6 +36,8 @@ class AutogradGrad(Patch):
                 raise
             if here is not None and not here.depth and _create_graph(args, kw):
                 safely(state, here, PART, lambda: state.derivatives.note(outputs, results))
+            elif here is not None and not here.depth and torch.is_grad_enabled():
+                safely(state, here, PART, lambda: state.derivatives.note_plain(outputs))
             return results
 
         return grad
