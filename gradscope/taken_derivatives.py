@@ -11,6 +11,10 @@ kept, by identity, until the next backward reads its loss's graph.
 A leaf the differentiated output reaches through sums, gathers and reshapes only (a
 per-species energy shift) adds to it an amount that depends on no input: its derivative is 0,
 so a loss read only through the derivative gives it no gradient, by design.
+
+A derivative taken without create_graph (grad mode on) comes back outside the graph: where
+the next loss reaches the output differentiated and adds a term that requires no grad, that
+term is the derivative's, a constant (rules/step_derivative_cut.py).
 """
 
 from __future__ import annotations
