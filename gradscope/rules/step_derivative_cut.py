@@ -4,7 +4,10 @@ come back outside the graph, so a force loss built on them is a constant: the en
 trains alone. The watcher sees, at the steps whose loss it reads, that autograd.grad ran
 without create_graph (grad mode on) on an output the loss's graph reaches, and that the
 loss adds a term that requires no grad. A derivative only logged (an energy-only fit that
-reports its force error) adds no such term; an evaluation's forces reach no loss. No torch."""
+reports its force error) adds no such term; an evaluation's forces reach no loss; a gradient
+with respect to the weights (read for a log, a per-task surgery) is not a derivative of this
+kind. Not told apart: forces only logged beside an energy loss summed onto a tensor made
+outside the graph (`torch.zeros(()) + term`), whose zero is such a term. No torch."""
 
 from __future__ import annotations
 

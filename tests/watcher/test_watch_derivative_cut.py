@@ -1,7 +1,8 @@
 """A force field whose training takes the forces -dE/dx without create_graph (GS467): the
 force term of its loss is computed outside the graph, a constant, and only the energy term
-trains. The same forces taken with create_graph, or only logged beside an energy-only loss,
-or taken in an evaluation under torch.enable_grad(), are not this."""
+trains. The same forces taken with create_graph (the loss summed on a zero tensor, its
+weights' gradient read for a log), or only logged beside an energy-only loss, or taken in an
+evaluation under torch.enable_grad(), are not this."""
 
 from __future__ import annotations
 
@@ -24,8 +25,12 @@ def _force_field(mode: str):
             graph = mode == "create_graph"
             f = -torch.autograd.grad(e.sum(), pos, create_graph=graph, retain_graph=True)[0]
             loss = F.mse_loss(e, (pos**2).sum(-1).detach())
+            if mode == "create_graph":  # summed onto a zero tensor
+                loss = torch.zeros(()) + loss
             if mode != "logged":
                 loss = loss + 10 * F.mse_loss(f, -2 * pos.detach())
+            if mode == "create_graph":  # the weights' gradient read for a log
+                torch.autograd.grad(loss, list(energy.parameters()), retain_graph=True)
             opt.zero_grad()
             loss.backward()
             opt.step()

@@ -36,7 +36,7 @@ class AutogradGrad(Patch):
                 raise
             if here is not None and not here.depth and _create_graph(args, kw):
                 safely(state, here, PART, lambda: state.derivatives.note(outputs, results))
-            elif here is not None and not here.depth and torch.is_grad_enabled():
+            elif here is not None and not here.depth and _of_inputs(inputs):
                 safely(state, here, PART, lambda: state.derivatives.note_plain(outputs))
             return results
 
@@ -58,3 +58,13 @@ def _failed(state: WatchState, outputs: Any) -> None:
     if state.grad_off_at is None and not torch.is_grad_enabled():
         if tensors and not any(t.requires_grad for t in tensors):
             state.grad_off_at, state.grad_off_derivative = state.steps + 1, True
+
+
+def _of_inputs(inputs: Any) -> bool:
+    """A derivative taken with grad mode on with respect to something other than weights (a
+    force field's positions), not a gradient read for a log or a per-task surgery."""
+    many = (inputs,) if isinstance(inputs, torch.Tensor) else inputs
+    listed = list(many) if isinstance(many, (tuple, list)) else []
+    return torch.is_grad_enabled() and any(
+        isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter) for t in listed
+    )
