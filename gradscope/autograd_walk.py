@@ -211,13 +211,3 @@ def backward_nodes(
     """The backward nodes behind these tensors (those without a grad_fn add none)."""
     roots = [t.grad_fn for t in tensors if getattr(t, "grad_fn", None) is not None]
     return NodeWalk(roots, order=order, limit=limit)
-
-
-SECOND_ORDER = "BackwardBackward"
-"""In the name of every node autograd records while it differentiates a backward formula."""
-
-
-def differentiated(names: Iterable[str]) -> bool:
-    """A graph, by its nodes' type names, holds a gradient taken with create_graph (a loss
-    on a Hamiltonian's time derivatives, a force field's forces: rules/derivative_bias.py)."""
-    return any(SECOND_ORDER in name for name in names)

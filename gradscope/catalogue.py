@@ -39,6 +39,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_carried_graph",
         "gradscope.rules.step_clip_order",
         "gradscope.rules.step_copies",
+        "gradscope.rules.step_derivative_cut",
         "gradscope.rules.step_clipping",
         "gradscope.rules.step_eps",
         "gradscope.rules.step_eval_train",

@@ -35,6 +35,9 @@ class ParamStats:
     """A row-lookup table (owned by an nn.Embedding/EmbeddingBag, tied or not): its gradient is
     a sum of activation gradients per looked-up row, not a weight gradient, so rules compare
     it with other lookup tables only."""
+    derivative_offset: bool = False
+    """An output differentiated with create_graph reaches it through sums, gathers and
+    reshapes only (a per-species energy shift): that derivative gives it no gradient."""
 
     @property
     def numel(self) -> int:

@@ -26,7 +26,8 @@ from typing import Any
 
 import torch
 
-from gradscope.autograd_walk import NodeWalk, differentiated
+from gradscope import taken_derivatives
+from gradscope.autograd_walk import NodeWalk
 from gradscope.errors import UserCodeError
 from gradscope.inspector import hooks, norm_feeds, random_skip, zero_gates
 from gradscope.inspector.fused_stats import FusedNumbers, GradNumbers, fused_stats, owners, plans
@@ -34,6 +35,7 @@ from gradscope.inspector.graph_memory import retained_graphs, saved_bytes
 from gradscope.inspector.hooks import backward_target, call_model, pick_loss
 from gradscope.inspector.preserve import paused_guard, preserved_state
 from gradscope.stats import FedProbabilities, ModuleStats, ParamStats, RunStats
+from gradscope.taken_derivatives import TakenDerivatives, reads_derivative
 from gradscope.watcher import loss_inputs
 
 __all__ = [
@@ -102,10 +104,12 @@ def run(
         hooks.loss_scales() as scales,
     ):
         start = time.perf_counter()
-        with norm_feeds.watching() as feeds:
-            output = hooks.forward(model, batch)
-        target, source = backward_target(output, loss_fn, grad_outputs)
-        stats = measure(model, target, grad_outputs, source, order, start, scales.get(target))
+        with taken_derivatives.recorded() as taken:
+            with norm_feeds.watching() as feeds:
+                output = hooks.forward(model, batch)
+            target, source = backward_target(output, loss_fn, grad_outputs)
+        scale = scales.get(target)
+        stats = measure(model, target, grad_outputs, source, order, start, scale, taken)
         return replace(stats, norm_fed=feeds.names(model))
 
 
@@ -117,18 +121,20 @@ def measure(
     order: dict[str, int],
     start: float,
     scale: hooks.LossScale | None = None,
+    derivatives: TakenDerivatives | None = None,
 ) -> RunStats:
     """Backward from `target` (already computed by a forward) and the fused statistics.
 
     `scale`: `target` is a GradScaler-scaled loss; loss and gradients are
-    reported divided by it.
+    reported divided by it. `derivatives`: those the forward and loss took with create_graph.
     """
     named = list(model.named_parameters())
     modules = list(model.named_modules())  # walked once here: each walk costs a few µs a module
     with paused_guard():
         nodes = hooks.graph_nodes(target)
         saved = saved_bytes(nodes, [p for _, p in named])
-        facts = _graph_facts(model, target, nodes, order)  # before the backward frees them
+        taken = derivatives or TakenDerivatives()
+        facts = _graph_facts(model, target, nodes, order, taken.held())  # before the backward
     named, grads = _gradients(model, target, grad_outputs, named, nodes)
     with paused_guard():  # from here on, only gradscope's own tensor code runs
         loss = scale.loss if scale is not None else target
@@ -141,11 +147,8 @@ def measure(
         factor = 1.0 / scale.value if scale is not None else 1.0
         weighted = grad_outputs is not None
         return RunStats(
-            params=_param_stats(named, grads, numbers, order, lookups, factor),
-            modules=tuple(
-                ModuleStats(name, type(m).__name__, name in order, order.get(name))
-                for name, m in modules
-            ),
+            params=_param_stats(named, grads, numbers, order, lookups, factor, taken),
+            modules=_module_stats(modules, order),
             loss_value=None if weighted else numbers.loss,
             loss_finite=numbers.loss_finite,
             loss_requires_grad=target.requires_grad,
@@ -161,8 +164,20 @@ def measure(
         )
 
 
+def _module_stats(
+    modules: Sequence[tuple[str, torch.nn.Module]], order: dict[str, int]
+) -> tuple[ModuleStats, ...]:
+    return tuple(
+        ModuleStats(name, type(m).__name__, name in order, order.get(name)) for name, m in modules
+    )
+
+
 def _graph_facts(
-    model: torch.nn.Module, loss: torch.Tensor, nodes: Iterable[Any], order: dict[str, int]
+    model: torch.nn.Module,
+    loss: torch.Tensor,
+    nodes: Iterable[Any],
+    order: dict[str, int],
+    derivatives: frozenset[int],
 ) -> dict[str, Any]:
     """What the loss's graph and the forward show of its meaning: a loss fed probabilities, a
     loss on a derivative taken with create_graph (rules/derivative_bias.py), branches behind a
@@ -170,7 +185,7 @@ def _graph_facts(
     return {
         "skipped_at_random": random_skip.names(model, order),
         "fed_probabilities": fed_probabilities(loss),
-        "loss_through_derivative": differentiated(type(n).__name__ for n in nodes),
+        "loss_through_derivative": reads_derivative(nodes, derivatives),
         **vars(zero_gates.read(model, loss)),
     }
 
@@ -308,8 +323,10 @@ def _param_stats(
     order: dict[str, int],
     lookups: Set[int],
     factor: float,
+    taken: TakenDerivatives,
 ) -> tuple[ParamStats, ...]:
-    """Each parameter's statistics; `factor` unscales the gradients' (a GradScaler's loss)."""
+    """Each parameter's statistics; `factor` unscales the gradients' (a GradScaler's loss);
+    `taken`: the derivatives taken with create_graph, and what only adds to their outputs."""
     gradient = iter(grads)
     measured = iter(numbers.grads)
     out = []
@@ -317,6 +334,8 @@ def _param_stats(
         module = name.rpartition(".")[0]
         g = next(gradient) if p.requires_grad else None
         plain = _param(name, module, p, weight_norm or 0.0, order.get(module), id(p) in lookups)
+        if taken.offset(p):
+            plain = replace(plain, derivative_offset=True)
         out.append(plain if g is None else _with_grad(plain, p, next(measured), factor))
     return tuple(out)
 

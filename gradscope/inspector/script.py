@@ -365,8 +365,7 @@ def _measure(
             f"{path} called backward() before any nn.Module with trainable parameters ran"
             + (_frozen_only if seen.order else _no_module)
         )
-    written = seen.written()
-    if written:
+    if written := seen.written():
         raise TargetError(
             f"{path} wrote to {', '.join(written[:3])} in place after the backward() gradscope "
             "stopped it at (not through a torch.optim optimizer: those are refused); that step "
@@ -384,9 +383,10 @@ def _measure(
     source = "; ".join([_source(path, stopper.step, capture.where, why), *(n for n in notes if n)])
     off = clamped_off.switched_off(model, capture.loss)
     nodes = watch.watch_backward(capture.loss) if watch is not None else None
+    taken = stopper.derivatives
     try:
         stats = probe.measure(
-            model, capture.loss, capture.gradient, source, order, time.perf_counter(), scale
+            model, capture.loss, capture.gradient, source, order, time.perf_counter(), scale, taken
         )
     finally:
         if nodes is not None:

@@ -36,6 +36,7 @@ from typing import Any, NoReturn
 import torch
 
 from gradscope.errors import is_user_file, short_path
+from gradscope.taken_derivatives import TakenDerivatives
 
 _RESUMABLE = 0x20 | 0x80 | 0x100 | 0x200
 """CO_GENERATOR, CO_COROUTINE, CO_ITERABLE_COROUTINE, CO_ASYNC_GENERATOR: a frame whose
@@ -92,6 +93,8 @@ class Stopper:
         self.error: str | None = None
         """Why the first backward cannot be inspected (several tensors), if so."""
         self.refused: Counter[str] = Counter()
+        self.derivatives = TakenDerivatives()
+        """The derivatives the script took with create_graph (stop_patches.installed)."""
         self.caught_at: str | None = None
         """Where the script first went on after catching the stop (file:line)."""
         self._on_capture = on_capture

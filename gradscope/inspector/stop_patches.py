@@ -17,14 +17,21 @@ from torch.optim.optimizer import (
     register_optimizer_step_pre_hook,
 )
 
+from gradscope import taken_derivatives
 from gradscope.inspector.script_stop import Stop, Stopper
 
 
 @contextmanager
 def installed(stopper: Stopper) -> Iterator[None]:
     """Patch backward, torch.autograd.backward, GradScaler.step and hook every optimizer's
-    step for the run: the backwards before the one to stop at run as the script wrote them."""
-    with _backwards_patched(stopper), _steps_hooked(stopper), _stop_unraisable_quiet():
+    step for the run: the backwards before the one to stop at run as the script wrote them.
+    The derivatives the script takes with create_graph are noted (a force field's forces)."""
+    with (
+        _backwards_patched(stopper),
+        _steps_hooked(stopper),
+        _stop_unraisable_quiet(),
+        taken_derivatives.recorded() as stopper.derivatives,
+    ):
         try:
             stopper.open()
             yield

@@ -9,6 +9,11 @@ path leads from the loss to it, and its gradient stays None while its layer's we
 learns. Nothing is cut: the output (an energy, a Hamiltonian) is defined up to that
 constant. A bias None beside a weight that learned happens in no first-order graph, where
 every layer's output reaches its bias as it reaches its weight.
+
+So does any leaf the differentiated output reaches through sums, gathers and reshapes only (a
+per-species energy shift: taken_derivatives.py): it moves the output by an amount that depends
+on no input. A leaf behind a layer (a filter network fed distances the script detached) is no
+such offset: its None is a cut, and stays one.
 """
 
 from __future__ import annotations
@@ -26,8 +31,24 @@ def learned_weight(run: WatchRun, i: int) -> str | None:
     j = shift_invariance.sibling_weight(run, i)
     if j is None or run.tensors.ever_had_grad(i) or not run.tensors.got_grad(j):
         return None
+    return run.params[j].name if _reads_derivative(run) else None
+
+
+def as_told(run: WatchRun, i: int, finding: Finding, steps: int) -> Finding | None:
+    """GS413's `finding` on tensor i, which never had a gradient in `steps` steps, told as
+    information where a loss of the run read the model through a derivative and i is a bias
+    beside a weight that learned, or only adds to the output differentiated; None otherwise."""
+    head = f"{run.params[i].name} got no gradient (None) in all {steps} steps"
+    weight = learned_weight(run, i)
+    if weight is not None:
+        return as_information(finding, head, weight)
+    offset = run.params[i].derivative_offset and not run.tensors.ever_had_grad(i)
+    return as_offset(finding, head) if offset and _reads_derivative(run) else None
+
+
+def _reads_derivative(run: WatchRun) -> bool:
     kinds = [run.loss_kind(k) for k in range(len(run.optimizers))]
-    return run.params[j].name if any(k is not None and k.derivative for k in kinds) else None
+    return any(k is not None and k.derivative for k in kinds)
 
 
 def explanation(weight: str, did: str = "learned") -> str:
@@ -50,3 +71,21 @@ def as_information(finding: Finding, head: str, weight: str, did: str = "learned
     """`finding` said as information: `head` (what the bias got), then why."""
     message = f"{head} {explanation(weight, did)}"
     return replace(finding, severity=Severity.INFO, message=message, advice=ADVICE)
+
+
+OFFSET_ADVICE = (
+    "nothing to fix: an output read only through its derivative is defined up to that amount "
+    "(an energy's per-species shift); fit it beforehand and keep it as a buffer, or a loss "
+    "term on the output's own value (an energy's) gives it a gradient"
+)
+
+
+def as_offset(finding: Finding, head: str) -> Finding:
+    """`finding` said as information: `head` (what the leaf got), then why."""
+    message = (
+        f"{head}: it only adds to an output the script differentiated with create_graph "
+        "(through sums, gathers and reshapes), by an amount that depends on no input, and the "
+        "loss reads the model only through that derivative, whose part for it is 0, so "
+        "nothing is cut"
+    )
+    return replace(finding, severity=Severity.INFO, message=message, advice=OFFSET_ADVICE)

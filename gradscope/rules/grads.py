@@ -58,7 +58,8 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
     explanation pass names the op that cut the graph (.detach(), .data, torch.no_grad(), a numpy
     round-trip) with its file and line. A bias beside a weight that got a gradient, under a
     loss read through a derivative taken with create_graph, is information (its constant
-    has derivative 0: rules/derivative_bias.py); so is a layer its parent skipped at random
+    has derivative 0: rules/derivative_bias.py), and so is a tensor that only adds to the output
+    differentiated (a per-species energy shift); so is a layer its parent skipped at random
     in training while its siblings of its kind ran (LayerDrop: rules/layer_drop.py)."""
     ran = {m.name for m in stats.modules if m.ran}
     routed = idle_experts(stats)
@@ -92,6 +93,8 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
         if weight is not None:
             head = f"grad of {p.name} is None"
             finding = derivative_bias.as_information(finding, head, weight, "got one")
+        elif p.derivative_offset and stats.loss_through_derivative:
+            finding = derivative_bias.as_offset(finding, f"grad of {p.name} is None")
         out.append(finding)
     return out
 

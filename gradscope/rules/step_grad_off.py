@@ -2,7 +2,9 @@
 autograd's "element 0 of tensors does not require grad and does not have a grad_fn" while
 torch.is_grad_enabled() was False at the backward call: a `torch.set_grad_enabled(False)`
 (an evaluation's, called as a function) never switched back, so every forward since built
-no graph. The watcher reads the mode at the failure (`WatchRun.grad_off_at`). No torch."""
+no graph. Or it died so in torch.autograd.grad: a derivative (an evaluation's forces
+-dE/dx) taken inside `with torch.no_grad():`, where the forward built no graph to
+differentiate. The watcher reads the mode at the failure (`WatchRun.grad_off_at`). No torch."""
 
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ from gradscope.steps.records import WatchRun
     Stage.WATCH,
     "watch: the script died in backward on a loss with no graph while grad mode was off: "
     "a torch.set_grad_enabled(False) left in force (after an evaluation) made every "
-    "forward since build none",
+    "forward since build none; or in torch.autograd.grad, an evaluation's forces taken "
+    "inside torch.no_grad()",
     example="`model.eval(); torch.set_grad_enabled(False)` before each epoch's evaluation, "
     "and only model.train() after it: the next epoch's loss.backward() fails",
     fix="run the evaluation inside `with torch.no_grad():` (or torch.inference_mode()), "
@@ -33,10 +36,13 @@ def grad_mode_off(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     was off at that call: the forward that made the loss ran with grad mode off too (it is
     a thread's global switch), so no operation recorded a graph. A loss computed under a
     `with torch.no_grad():` block that has ended, or from detached tensors, fails the same
-    way with grad mode back on: not this (the error names no switch left off)."""
+    way with grad mode back on: not this (the error names no switch left off). A
+    torch.autograd.grad that failed so is an evaluation's derivative taken under no_grad."""
     step = run.grad_off_at
     if step is None:
         return []
+    if run.grad_off_derivative:
+        return [about(_in_derivative(this, step), [step])]
     finding = this.finding(
         "backward",
         f"the backward of step {step} failed on a loss with no graph, and grad mode was off "
@@ -48,3 +54,16 @@ def grad_mode_off(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
         evidence=(f"grad mode off at the backward of step {step}",),
     )
     return [about(finding, [step])]
+
+
+def _in_derivative(this: Rule, step: int) -> Finding:
+    return this.finding(
+        "autograd.grad",
+        f"torch.autograd.grad failed after {step - 1} optimizer steps on an output with no "
+        "graph, and grad mode was off at that call (torch.is_grad_enabled() False): the "
+        "forward ran with grad mode off (an evaluation's torch.no_grad()), and a derivative "
+        "of it (forces -dE/dx) needs its graph even where nothing trains",
+        "inside the evaluation, run the forward and the autograd.grad call under `with "
+        "torch.enable_grad():` (create_graph=False there: the graph is freed after it)",
+        evidence=(f"grad mode off at torch.autograd.grad after step {step - 1}",),
+    )

@@ -257,7 +257,8 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     is blind to a shift of the layer's outputs: they are subtracted from each other or normalised
     after it; see rules/shift_invariance.py), and where a bias never got one while its weight
     learned under a loss on a derivative taken with create_graph (a force field's forces:
-    rules/derivative_bias.py), and where it never got one and its values changed all the same: a
+    rules/derivative_bias.py), or a tensor that only adds to the output differentiated (a
+    per-species energy shift), and where it never got one and its values changed all the same: a
     copy the script updates itself (an EMA teacher handed to the optimizer too:
     rules/moved_by_copy.py), and where every backward read filled its .grad and the script set it to
     None before the step (rules/dropped_grad.py). Zero gradients below torch.sign or round, or a
@@ -297,16 +298,15 @@ def _explained(
     zero-derivative op, a stack's last block's output, a head past a read-out."""
     p = run.params[i]
     weight = None if none else shift_invariance.cancelled(run, i)
-    through = derivative_bias.learned_weight(run, i) if none else None
+    read_through = derivative_bias.as_told(run, i, finding, steps) if none else None
     if none and values_changed(p):
         finding = moved_by_copy.as_information(finding, p, steps)
     elif none and i in run.state_facts.dropped:
         finding = dropped_grad.as_told(finding, p.name, steps)
     elif place is not None:
         finding = routed.if_unrouted(run, place, finding, f"{p.name} never learned")
-    elif through is not None:
-        head = f"{p.name} got no gradient (None) in all {steps} steps"
-        finding = derivative_bias.as_information(finding, head, through)
+    elif read_through is not None:
+        finding = read_through
     elif weight is not None:
         finding = shift_invariance.as_information(
             finding, f"{p.name} got only zero gradients in all {steps} steps", weight

@@ -69,6 +69,10 @@ class ParamInfo:
     differentiated: bool = False
     """The script took a derivative with respect to it by torch.autograd.grad (a dummy
     scale, an input): a variable of a derivative it reads itself."""
+    derivative_offset: bool = False
+    """An output the script differentiated with create_graph reaches it through sums,
+    gathers and reshapes only (a per-species energy shift): it adds an amount that depends
+    on no input, so that derivative gives it no gradient."""
     logits_table: bool = False
     """A softmax reads it as its very logits (DARTS's architecture weights): numbers in
     nats, whose initial values are no scale to judge a step against."""
@@ -166,7 +170,14 @@ class WatchRun:
     """A backward that failed on a graph an earlier step built (watcher/carried_graph.py)."""
     grad_off_at: int | None = None
     """The step whose backward failed on a loss with no graph while grad mode was off
-    (torch.set_grad_enabled(False) still in force: watcher/backward_calls.py)."""
+    (torch.set_grad_enabled(False) still in force: watcher/backward_calls.py), or whose
+    torch.autograd.grad call failed so (`grad_off_derivative`)."""
+    derivative_cut_at: tuple[int, ...] = ()
+    """Steps (of those whose loss was read) whose loss added a term that requires no grad
+    and reached an output the script differentiated without create_graph that step."""
+    grad_off_derivative: bool = False
+    """The failing call was torch.autograd.grad on an output with no graph: a derivative (an
+    evaluation's forces -dE/dx) taken inside torch.no_grad()."""
     unused_clips: tuple[UnusedClip, ...] = ()
     """Clips with a finite max_norm that no step took, per line of the script."""
     batch_read: tuple[str, ...] = ()

@@ -83,6 +83,7 @@ def started(
     if state.sampled_grids.reads < sampled_grids.READS:
         _observed(state, sampled_grids, state.sampled_grids, roots)
     _add_loss(state, window, tensor, gradient, scaled)
+    state.derivatives.clear()
 
 
 def _add_loss(
@@ -95,7 +96,10 @@ def _add_loss(
         return
     loss = tensor if scaled is None else scaled[1]
     if not window.kind_done and state.steps % LOSS_KIND_EVERY < 3:
-        _read_kind(window, loss_graph.read(loss, scaled is not None))
+        derivatives = state.derivatives.held()
+        _read_kind(window, loss_graph.read(loss, scaled is not None, derivatives))
+        if state.derivatives.cut_from(loss) and len(state.derivative_cut_at) < 8:
+            state.derivative_cut_at.append(state.steps + 1)
     if window.calls == 1:
         state.batches.observe(loss, state.steps + 1)
         state.leak.observe(loss, state.steps + 1)

@@ -19,9 +19,10 @@ from typing import Any
 
 import torch
 
-from gradscope.autograd_walk import NodeWalk, Order, differentiated, saved
+from gradscope.autograd_walk import NodeWalk, Order, saved
 from gradscope.errors import user_line
 from gradscope.steps.meaning import LossKind, LossTerm
+from gradscope.taken_derivatives import reads_derivative
 from gradscope.watcher import logistic_terms, loss_inputs
 from gradscope.watcher.discover import MAX_GRAPH_NODES
 
@@ -73,9 +74,12 @@ _Branch = tuple[Any, float, str | None]
 """A node on one path down from the loss: the factor and the reduction the path applies."""
 
 
-def read(loss: torch.Tensor, scaled: bool = False) -> LossKind:
+def read(
+    loss: torch.Tensor, scaled: bool = False, derivatives: frozenset[int] = frozenset()
+) -> LossKind:
     """The loss's terms; unrecognised branches are counted, never guessed. Where a term
-    was fed probabilities (loss_inputs.py), the user's line that called backward."""
+    was fed probabilities (loss_inputs.py), the user's line that called backward.
+    `derivatives`: the result nodes of autograd.grad calls taken with create_graph."""
     found: list[LossTerm] = []
     nodes: list[Any] = []  # the loss node of each term read from one (none for smoothing)
     unknown = 0
@@ -110,7 +114,9 @@ def read(loss: torch.Tensor, scaled: bool = False) -> LossKind:
         unknown += len(paired)
     found = _own_targets(found, nodes)
     where = user_line() if any(t.misfed for t in found) else None  # rare: only then
-    return LossKind(tuple(found[:MAX_TERMS]), unknown, scaled, where, _differentiated(loss))
+    return LossKind(
+        tuple(found[:MAX_TERMS]), unknown, scaled, where, _differentiated(loss, derivatives)
+    )
 
 
 _PAIRED = frozenset({"mse", "l1", "smooth_l1", "huber"})
@@ -146,12 +152,11 @@ def _storage(tensor: Any) -> int | None:
     return pointer or None
 
 
-def _differentiated(loss: torch.Tensor) -> bool:
+def _differentiated(loss: torch.Tensor, derivatives: frozenset[int]) -> bool:
     """The loss's graph holds a gradient taken with create_graph (rules/derivative_bias.py):
     the whole graph walked, up to the bound every walk of it has."""
     roots = [] if loss.grad_fn is None else [loss.grad_fn]
-    walk = NodeWalk(roots, limit=MAX_GRAPH_NODES)
-    return differentiated(type(node).__name__ for node in walk)
+    return reads_derivative(NodeWalk(roots, limit=MAX_GRAPH_NODES), derivatives)
 
 
 def plus(a: LossKind, b: LossKind) -> LossKind:

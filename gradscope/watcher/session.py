@@ -296,6 +296,7 @@ class Watcher:
                 idle_zeroed=idle.get(id(p), resets.NOT_IDLE)[1],
                 idle_resets=idle.get(id(p), resets.NOT_IDLE)[2],
                 differentiated=icp.grad_inputs.holds(p),
+                derivative_offset=icp.derivatives.offset(p),
                 logits_table=icp.logit_tables.holds(p),
                 flat_op=icp.flat_ops.op_above(p),
                 clamped_off=icp.clamped_terms.holds(p),
@@ -340,6 +341,8 @@ class Watcher:
             unused_clips=tuple(icp.unused_clips.values()),
             carried_graph=icp.graph_marks.found,
             grad_off_at=icp.grad_off_at,
+            grad_off_derivative=icp.grad_off_derivative,
+            derivative_cut_at=tuple(icp.derivative_cut_at),
         )
 
 

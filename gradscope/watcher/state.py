@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from gradscope.steps.records import UnusedClip
+from gradscope.taken_derivatives import TakenDerivatives
 from gradscope.watcher import discover, updates
 from gradscope.watcher.adam_eps import AdamEps
 from gradscope.watcher.adam_rms import AdamRms
@@ -102,6 +103,11 @@ class WatchState:
     """Where the current step's graph begins (carried_graph.py)."""
     grad_off_at: int | None = None
     """The step whose backward failed on a loss without a graph, grad mode off."""
+    grad_off_derivative: bool = False
+    derivative_cut_at: list[int] = field(default_factory=list)
+    """Steps whose loss added a constant and reached an output differentiated without
+    create_graph (taken_derivatives.py): forces outside the graph."""
+    """That failing call was torch.autograd.grad (an evaluation's forces under no_grad)."""
     unused_clips: dict[str, UnusedClip] = field(default_factory=dict)
     """The script's line of a clip no step took → what it clipped (clipping.unused)."""
     sites: dict[str, str] = field(default_factory=dict)
@@ -137,6 +143,8 @@ class WatchState:
     logits: LogitProbe = field(default_factory=LogitProbe)
     grad_inputs: GradInputs = field(default_factory=GradInputs)
     """The leaves the script differentiates against with torch.autograd.grad."""
+    derivatives: TakenDerivatives = field(default_factory=TakenDerivatives)
+    """The derivatives it takes with create_graph, and the leaves that only add to their outputs."""
     logit_tables: LogitTables = field(default_factory=LogitTables)
     flat_ops: FlatOps = field(default_factory=FlatOps)
     """The leaves below a zero-derivative op (torch.sign, round) in the first graphs."""

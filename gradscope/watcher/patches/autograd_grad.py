@@ -1,5 +1,6 @@
-"""`torch.autograd.grad`: which leaves the script differentiates against (grad_inputs.py);
-the call itself runs unchanged."""
+"""`torch.autograd.grad`: which leaves the script differentiates against (grad_inputs.py),
+and the derivatives it takes into the graph (taken_derivatives.py); the call itself runs
+unchanged."""
 
 from __future__ import annotations
 
@@ -27,6 +28,43 @@ class AutogradGrad(Patch):
             here = enter(state)
             if here is not None and not here.depth:
                 safely(state, here, PART, lambda: state.grad_inputs.note(inputs))
-            return original(outputs, inputs, *args, **kw)
+            try:
+                results = original(outputs, inputs, *args, **kw)
+            except RuntimeError:
+                if here is not None and not here.depth:
+                    safely(state, here, PART, lambda: _failed(state, outputs))
+                raise
+            if here is not None and not here.depth and _create_graph(args, kw):
+                safely(state, here, PART, lambda: state.derivatives.note(outputs, results))
+            elif here is not None and not here.depth and _of_inputs(inputs):
+                safely(state, here, PART, lambda: state.derivatives.note_plain(outputs))
+            return results
 
         return grad
+
+
+def _create_graph(args: tuple[Any, ...], kw: dict[str, Any]) -> bool:
+    """autograd.grad's create_graph, given by keyword or third after outputs and inputs."""
+    return bool(kw.get("create_graph", args[2] if len(args) > 2 else False))
+
+
+def _failed(state: WatchState, outputs: Any) -> None:
+    """The call raised: on outputs with no graph while grad mode is off, the forward that
+    made them built none (an evaluation under torch.no_grad() that takes forces): GS461."""
+    many = (outputs,) if isinstance(outputs, torch.Tensor) else outputs
+    tensors = (
+        [t for t in many if isinstance(t, torch.Tensor)] if isinstance(many, (tuple, list)) else []
+    )
+    if state.grad_off_at is None and not torch.is_grad_enabled():
+        if tensors and not any(t.requires_grad for t in tensors):
+            state.grad_off_at, state.grad_off_derivative = state.steps + 1, True
+
+
+def _of_inputs(inputs: Any) -> bool:
+    """A derivative taken with grad mode on with respect to something other than weights (a
+    force field's positions), not a gradient read for a log or a per-task surgery."""
+    many = (inputs,) if isinstance(inputs, torch.Tensor) else inputs
+    listed = list(many) if isinstance(many, (tuple, list)) else []
+    return torch.is_grad_enabled() and any(
+        isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter) for t in listed
+    )

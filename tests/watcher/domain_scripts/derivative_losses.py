@@ -3,9 +3,13 @@ al. 2019: the time derivatives of a learned H(q, p) by autograd.grad with create
 a machine-learned force field (forces = -dE/dpositions, loss = energy MSE + 100 x force
 MSE), and a Lagrangian neural network (Cranmer et al. 2020: accelerations from the learned
 L(q, q')'s Hessian, torch.func's jacfwd over grad, vmapped, the model by functional_call).
-Modes: `hnn`, `forces`, `lnn`; bugs `hnn-aux` (an auxiliary head in the optimizer whose
-output the loss never reads) and `detached-bias` (a first-order energy fit whose output
-bias is added detached)."""
+A force-matching fit (`forces-only`: the loss on the forces alone, as coarse-grained force
+matching does) of an energy with a trained per-species shift, whose SiLU network's derivative
+formulas record no node named as a backward's. Modes: `hnn`, `forces`, `lnn`,
+`forces-only`; bugs `hnn-aux` (an auxiliary head in the optimizer whose output the loss never
+reads), `detached-bias` (a first-order energy fit whose output bias is added detached) and
+`detached-branch` (forces only; an environment term of the energy fed the distances
+detached: its network never learns)."""
 
 import sys
 
@@ -56,11 +60,14 @@ def lnn_loss(model):
 class Energy(nn.Module):
     """A pair potential summed over the atoms' pairs."""
 
-    def __init__(self, n: int = 4, detached_bias: bool = False):
+    def __init__(self, n: int = 4, detached_bias: bool = False, branch: bool = False):
         super().__init__()
         self.pair = nn.Sequential(nn.Linear(1, 16), nn.SiLU(), nn.Linear(16, 1))
         self.off_diagonal = 1 - torch.eye(n)
         self.detached_bias = detached_bias
+        self.species = torch.arange(n) % 2
+        self.shift = nn.Parameter(torch.zeros(2))  # per species, trained
+        self.env = nn.Sequential(nn.Linear(1, 8), nn.SiLU(), nn.Linear(8, 1)) if branch else None
 
     def forward(self, pos):
         d = (pos[:, :, None] - pos[:, None] + 1e-9).norm(dim=-1, keepdim=True)
@@ -69,7 +76,10 @@ class Energy(nn.Module):
             e = F.linear(self.pair[1](self.pair[0](d)), head.weight, head.bias.detach())
         else:
             e = self.pair(d)
-        return 0.5 * (e.squeeze(-1) * self.off_diagonal).sum((1, 2))
+        energy = 0.5 * (e.squeeze(-1) * self.off_diagonal).sum((1, 2))
+        if self.env is not None:
+            energy = energy + self.env(d.detach()).squeeze(-1).mean((1, 2))
+        return energy + self.shift[self.species].sum()
 
 
 def true_energy(pos):  # springs of rest length 1 between every pair
@@ -78,10 +88,10 @@ def true_energy(pos):  # springs of rest length 1 between every pair
     return 0.5 * ((d - 1).pow(2) * (1 - torch.eye(n))).sum((1, 2))
 
 
-def force_loss(model, forces: bool):
+def force_loss(model, forces: bool, energy: bool = True):
     pos = (torch.randn(8, 4, 3) * 0.7).requires_grad_(True)
     e_ref = true_energy(pos)
-    loss = F.mse_loss(model(pos), e_ref.detach())
+    loss = F.mse_loss(model(pos), e_ref.detach()) if energy else 0.0
     if forces:
         f_ref = -torch.autograd.grad(e_ref.sum(), pos)[0]
         f = -torch.autograd.grad(model(pos).sum(), pos, create_graph=True)[0]
@@ -97,6 +107,9 @@ if MODE == "lnn":
 elif MODE.startswith("hnn"):
     model = Hamiltonian(aux=MODE == "hnn-aux")
     step_loss = hnn_loss
+elif MODE in ("forces-only", "detached-branch"):
+    model = Energy(branch=MODE == "detached-branch")
+    step_loss = lambda m: force_loss(m, forces=True, energy=False)  # noqa: E731
 else:
     model = Energy(detached_bias=MODE == "detached-bias")
     step_loss = lambda m: force_loss(m, forces=MODE == "forces")  # noqa: E731

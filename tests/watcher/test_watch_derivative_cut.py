@@ -1,0 +1,50 @@
+"""A force field whose training takes the forces -dE/dx without create_graph (GS467): the
+force term of its loss is computed outside the graph, a constant, and only the energy term
+trains. The same forces taken with create_graph (the loss summed on a zero tensor, its
+weights' gradient read for a log), or only logged beside an energy-only loss, or taken in an
+evaluation under torch.enable_grad(), are not this."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import gradscope
+
+
+def _force_field(mode: str):
+    torch.manual_seed(0)
+    energy = nn.Sequential(nn.Linear(3, 16), nn.SiLU(), nn.Linear(16, 1))
+    opt = torch.optim.Adam(energy.parameters(), lr=1e-3)
+    with gradscope.watch() as w:
+        for _ in range(4):
+            pos = torch.randn(8, 3, requires_grad=True)
+            e = energy(pos).squeeze(-1)
+            graph = mode == "create_graph"
+            f = -torch.autograd.grad(e.sum(), pos, create_graph=graph, retain_graph=True)[0]
+            loss = F.mse_loss(e, (pos**2).sum(-1).detach())
+            if mode == "create_graph":  # summed onto a zero tensor
+                loss = torch.zeros(()) + loss
+            if mode != "logged":
+                loss = loss + 10 * F.mse_loss(f, -2 * pos.detach())
+            if mode == "create_graph":  # the weights' gradient read for a log
+                torch.autograd.grad(loss, list(energy.parameters()), retain_graph=True)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        with torch.no_grad(), torch.enable_grad():  # an evaluation's forces
+            pos = torch.randn(8, 3, requires_grad=True)
+            torch.autograd.grad(energy(pos).sum(), pos)
+    return w.report.findings
+
+
+def test_forces_taken_without_create_graph_in_training_are_named():
+    (found,) = [f for f in _force_field("no_create_graph") if f.rule == "GS467"]
+    assert found.steps[0] == 1 and "create_graph=True" in found.advice
+
+
+@pytest.mark.parametrize("mode", ["create_graph", "logged"])
+def test_forces_in_the_graph_or_only_logged_are_not_this(mode):
+    assert "GS467" not in {f.rule for f in _force_field(mode)}
