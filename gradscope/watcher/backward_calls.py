@@ -73,7 +73,7 @@ def started(
         window.leaves.update(id(t) for t in discover.graph_leaves(roots))
     scaled = next((x for x in here.scaled if x[0] is tensor), None)
     here.scaled_by = None if scaled is None else scaled[2]
-    state.noise.begin(window, here.scaled_by)
+    state.noise.begin(window, here.scaled_by, tensor)
     if not state.probe.done:
         probed(state, lambda: nan_probe.begin(state.probe, state, roots, here.scaled_by))
     if state.flat_ops.reads < flat_ops.READS:

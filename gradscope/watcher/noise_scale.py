@@ -37,6 +37,7 @@ from torch.utils.hooks import unserializable_hook
 from gradscope.watcher.batch_read import Seen, label_of, reading, seen, sequence_first
 from gradscope.watcher.discover import Tracked
 from gradscope.watcher.measure import accumulation, norms, plain
+from gradscope.watcher.same_batch import _target as target_of
 
 HELD_BYTES = 64 << 20
 """The most gradient bytes held between two fused norms inside one backward call."""
@@ -53,6 +54,9 @@ class MicroWindow:
     sites: set[tuple[str, int]] = field(default_factory=set)
     sizes: set[int | None] = field(default_factory=set)
     bad: str | None = None
+    targets: list[torch.Tensor] = field(default_factory=list)
+    """Each call's loss target, held for the window so that no other tensor takes its
+    memory (one seen twice: the same samples again, see `_same_samples`)."""
 
 
 @dataclass
@@ -246,8 +250,9 @@ class MicroGrads:
         call.held, call.positions, call.bytes = [], [], 0
 
     # -- one backward call ------------------------------------------------------------
-    def begin(self, window: Any, scaler: Any) -> None:
-        """A top-level backward call starts in the thread whose window this is."""
+    def begin(self, window: Any, scaler: Any, root: torch.Tensor | None = None) -> None:
+        """A top-level backward call of `root` (None: several) starts in the thread whose
+        window this is."""
         if self._hooked == 0 or self.failed:
             return
         micro = window.micro
@@ -262,6 +267,8 @@ class MicroGrads:
             self.current = None
             return
         micro.sites.add(window.site)  # the line backward_calls.started read
+        if _same_samples(micro, root):
+            micro.bad = "the micro-batches' losses read the same targets: the same samples"
         size, how = reading(self.batch_size, self.last_size, self.seen)
         micro.sizes.add(size)
         if how is not None:
@@ -332,6 +339,23 @@ class MicroGrads:
             return None
         size = next(iter(micro.sizes)) if len(micro.sizes) == 1 else None
         return micro.sums, calls, ranks, size
+
+
+def _same_samples(micro: MicroWindow, root: torch.Tensor | None) -> bool:
+    """This call's loss compares against the very target tensor an earlier call of the
+    window did: the calls are not independent micro-batches but the same samples again (an
+    online learner's backward at every time step of one batch of sequences, each against
+    the sequences' labels), which B_simple cannot read."""
+    found = target_of(getattr(root, "grad_fn", None))
+    if found is None:
+        return False
+    target = found[1]
+    key = (target.data_ptr(), target.storage_offset(), target.shape, target.stride())
+    for held in micro.targets:
+        if (held.data_ptr(), held.storage_offset(), held.shape, held.stride()) == key:
+            return True
+    micro.targets.append(target)
+    return False
 
 
 def _cpu_norm(grad: torch.Tensor) -> torch.Tensor:
