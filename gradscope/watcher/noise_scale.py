@@ -37,7 +37,7 @@ from torch.utils.hooks import unserializable_hook
 from gradscope.watcher.batch_read import Seen, label_of, reading, seen, sequence_first
 from gradscope.watcher.discover import Tracked
 from gradscope.watcher.measure import accumulation, norms, plain
-from gradscope.watcher.same_batch import _target as target_of
+from gradscope.watcher.same_batch import target_of
 
 HELD_BYTES = 64 << 20
 """The most gradient bytes held between two fused norms inside one backward call."""
