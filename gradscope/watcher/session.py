@@ -339,6 +339,7 @@ class Watcher:
             unused_clips=tuple(icp.unused_clips.values()),
             carried_graph=icp.graph_marks.found,
             grad_off_at=icp.grad_off_at,
+            graphless_at=icp.graphless_at,
         )
 
 

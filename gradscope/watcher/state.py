@@ -102,6 +102,8 @@ class WatchState:
     """Where the current step's graph begins (carried_graph.py)."""
     grad_off_at: int | None = None
     """The step whose backward failed on a loss without a graph, grad mode off."""
+    graphless_at: int | None = None
+    """The step whose backward failed on a loss without a graph, grad mode on."""
     unused_clips: dict[str, UnusedClip] = field(default_factory=dict)
     """The script's line of a clip no step took → what it clipped (clipping.unused)."""
     sites: dict[str, str] = field(default_factory=dict)

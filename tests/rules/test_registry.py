@@ -200,6 +200,10 @@ FIRES = {
         "tests/watcher/test_watch_grad_mode_off.py",
         "test_grad_mode_left_off_after_an_evaluation_is_named",
     ),
+    "GS467": (
+        "tests/watcher/test_watch_loss_without_graph.py",
+        "test_an_action_taken_out_of_the_graph_is_named",
+    ),
     "GS463": (
         "tests/watcher/test_watch_schedule_pace.py",
         "test_a_schedule_sized_in_steps_stepped_per_epoch_is_named",
