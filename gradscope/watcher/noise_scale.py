@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,9 +55,9 @@ class MicroWindow:
     sites: set[tuple[str, int]] = field(default_factory=set)
     sizes: set[int | None] = field(default_factory=set)
     bad: str | None = None
-    targets: list[torch.Tensor] = field(default_factory=list)
-    """Each call's loss target, held for the window so that no other tensor takes its
-    memory (one seen twice: the same samples again, see `_same_samples`)."""
+    targets: list[weakref.ref[torch.Tensor]] = field(default_factory=list)
+    """Each call's loss target, not kept alive: a target the script let go is no longer
+    there to be read again (one seen twice: the same samples again, `_same_samples`)."""
 
 
 @dataclass
@@ -350,11 +351,9 @@ def _same_samples(micro: MicroWindow, root: torch.Tensor | None) -> bool:
     if found is None:
         return False
     target = found[1]
-    key = (target.data_ptr(), target.storage_offset(), target.shape, target.stride())
-    for held in micro.targets:
-        if (held.data_ptr(), held.storage_offset(), held.shape, held.stride()) == key:
-            return True
-    micro.targets.append(target)
+    if any(held() is target for held in micro.targets):
+        return True
+    micro.targets.append(weakref.ref(target))
     return False
 
 
