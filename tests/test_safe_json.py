@@ -96,7 +96,7 @@ def _document():
 
 
 def _write_log(path, steps=None):
-    from gradscope.watcher.session import StepLog
+    from gradscope.watcher.step_log import StepLog
 
     log = StepLog(str(path))
     steps = steps or [

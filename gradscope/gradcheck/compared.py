@@ -36,6 +36,9 @@ class Context:
     check: str = "backward"
     others: list[tuple[str, Callable[[], Sparse]]] = field(default_factory=list)
     """Same-shape inputs: (label, their numerical block on the same rows and columns)."""
+    stepped: bool = False
+    """Every value of the output is a whole number: a step function of its inputs (a
+    spike, a rounding), whose numerical derivative is 0 wherever it is defined."""
     complex_sides: tuple[bool, bool] = (False, False)
     """(output, input) is complex, checked as (re, im) pairs: the last index 1 is the
     imaginary part (complex_view)."""

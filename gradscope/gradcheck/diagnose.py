@@ -34,7 +34,7 @@ from gradscope.gradcheck.diagnose_shapes import (
     transposed,
 )
 from gradscope.gradcheck.jacobian import Tolerance, unravel
-from gradscope.gradcheck.results import Diagnosis
+from gradscope.gradcheck.results import SURROGATE, Diagnosis
 
 
 def diagnose(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
@@ -104,6 +104,15 @@ def _not_linear(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
 def _zero_numerical(c: Compared, tol: Tolerance, ctx: Context) -> Diagnosis | None:
     if c.n.numel() and float(c.n.abs().max()) > tol.atol:
         return None
+    if ctx.stepped:
+        return Diagnosis(
+            SURROGATE,
+            f"{ctx.output_label} is a step function of {ctx.input_label} (every value a whole "
+            "number: its numerical derivative is 0 wherever it is defined), and "
+            f"{ctx.code} returns a smooth gradient for it: a surrogate gradient or a "
+            "straight-through estimator, by design, which finite differences cannot check",
+            {"max_analytical": float(c.a.abs().max()) if c.a.numel() else 0.0},
+        )
     return Diagnosis(
         "spurious-grad",
         f"{ctx.output_label} does not depend on "

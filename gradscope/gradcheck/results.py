@@ -19,6 +19,9 @@ a CheckError, a Note. The terminal report shows them, the ids to `ignore`."""
 UNCHECKED = "made-up-input"
 """The note on an input that could not be checked with made-up inputs (the table marks it
 `?`): gradcheck/made_up.py."""
+SURROGATE = "surrogate-grad"
+"""The note on an input whose output is a step function of it and whose backward is smooth
+(a surrogate gradient, a straight-through estimator): not checkable, marked `?` too."""
 
 
 @dataclass(frozen=True)

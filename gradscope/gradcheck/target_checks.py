@@ -13,6 +13,7 @@ from typing import Any
 from gradscope.gradcheck import made_up
 from gradscope.gradcheck.inputs import Problem
 from gradscope.gradcheck.results import (
+    SURROGATE,
     CheckError,
     CheckSummary,
     Diagnosis,
@@ -98,7 +99,8 @@ class TargetChecks:
                 )
             )
         failures, unchecked = made_up.set_aside(self.problem, failures)
-        self.notes += unchecked
+        self.notes += unchecked + [_surrogate_note(f) for f in failures if _surrogate(f)]
+        failures = [f for f in failures if not _surrogate(f)]
         self.failures += failures
         passed = not failures and not any(e.check == name for e in self.errors)
         self.summaries.append(
@@ -156,6 +158,7 @@ class TargetChecks:
             bool(outs[o].requires_grad) or name == "forward-ad",
             name,
             _others(problem, explainer, pair, block),
+            stepped=_stepped(outs[o]),
             complex_sides=problem.complex_sides(i, o),
         )
         compared = compare_block(block, self.tol)
@@ -177,6 +180,30 @@ class TargetChecks:
             diagnosis,
             _resolution(block),
         )
+
+
+def _stepped(out: Any) -> bool:
+    """A floating output whose values are whole numbers, more than one of them (spikes, a
+    rounding): it jumps between them. A constant output shows no step."""
+    import torch
+
+    if not isinstance(out, torch.Tensor) or not out.is_floating_point() or not out.numel():
+        return False
+    values = out.detach()
+    return bool(torch.equal(values, values.round())) and values.unique().numel() > 1
+
+
+def _surrogate(f: PairFailure) -> bool:
+    return f.diagnosis.slug == SURROGATE
+
+
+def _surrogate_note(f: PairFailure) -> Note:
+    """A surrogate gradient is not a wrong one: said, not failed."""
+    return Note(
+        SURROGATE,
+        f"could not check {f.input.label} -> {f.output}: " + f.diagnosis.message,
+        f.input.name,
+    )
 
 
 def _others(problem: Problem, explainer: Any, pair: tuple[int, int], block: Any) -> list[Any]:

@@ -17,6 +17,7 @@ from gradscope.inspector.replay import (
     replay,
     site,
 )
+from gradscope.rules.grads import STEP_CUT
 
 SHAPE_ONLY = frozenset(
     ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
@@ -100,7 +101,7 @@ class _Flow:
             )
             soft = True
         elif all(not _differentiable(t) for t in outs):
-            kind = f"an integer or boolean op, which has no gradient: {site(name, module, line)}"
+            kind = f"{STEP_CUT}: {site(name, module, line)}"
             soft = True
         else:
             kind = f"{site(name, module)}: its input requires grad, its output does not"

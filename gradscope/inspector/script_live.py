@@ -20,6 +20,7 @@ from gradscope.inspector import backward_nan, hooks
 from gradscope.inspector.node_watch import NodeWatch, readable
 from gradscope.inspector.replay import CUT_KINDS, MAX_SITES, op_name
 from gradscope.inspector.uninitialised import Unwritten, without_out
+from gradscope.rules.grads import STEP_CUT
 
 with warnings.catch_warnings():  # torch warns here when numpy is not installed
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
@@ -60,6 +61,8 @@ class LiveWatch(TorchFunctionMode):
         """(kind, op, what its graded inputs came from: nodes or leaf tensors) of each call
         whose inputs require grad and whose outputs do not."""
         self._kinds: dict[Any, str] = {}
+        self._steps: dict[tuple[str, int, str | None], int] = {}
+        """Each integer op's site → its one cut (by index)."""
         self.taint: dict[int, frozenset[int]] = {}
         """id() of each tensor computed from a cut's output → those cuts (by index)."""
         self.keep: list[torch.Tensor] = []
@@ -119,8 +122,10 @@ class LiveWatch(TorchFunctionMode):
         for t in inputs:
             marks |= self.taint.get(id(t), frozenset())
         if any(t.requires_grad for t in inputs) and not any(t.requires_grad for t in outs):
-            if outs or name in CUT_KINDS:  # not an integer op (argmax, a mask)
-                cut = self._cut(name, inputs, graded)
+            # an integer op (a comparison, argmax) too: named only for a parameter whose
+            # values reach the loss through nothing else (a step with no surrogate)
+            if outs or name in CUT_KINDS or results:
+                cut = self._cut(name, inputs, graded, step=not outs and name not in CUT_KINDS)
                 if cut is not None:
                     marks |= {cut}
         if marks:
@@ -154,20 +159,30 @@ class LiveWatch(TorchFunctionMode):
         if len(self.pending) >= CHECK_EVERY:
             self._read()
 
-    def _cut(self, name: str, inputs: list[torch.Tensor], graded: bool) -> int | None:
-        if len(self.cuts) >= MAX_CUTS:
-            return None
+    def _cut(
+        self, name: str, inputs: list[torch.Tensor], graded: bool, step: bool = False
+    ) -> int | None:
+        """`step`: an integer op's, one cut per site (a mask made at every time step of a
+        loop would fill MAX_CUTS before a .detach() after it)."""
         line = self._user_line()
-        if line is None:
+        if len(self.cuts) >= MAX_CUTS or line is None:
             return None
+        sources = [t.grad_fn if t.grad_fn is not None else t for t in inputs if t.requires_grad]
+        site = self._site(name, line)
+        if step and graded:
+            known = self._steps.setdefault(site, len(self.cuts))
+            if known < len(self.cuts):
+                self.cuts[known][2].extend(s for s in sources if len(self.cuts[known][2]) < 64)
+                return known
+            self.cuts.append((STEP_CUT, site, sources))
+            return known
         if not graded:
             kind = "a torch.no_grad() (or inference_mode) region"
         elif name in CUT_KINDS:
             kind = CUT_KINDS[name]
         else:
             kind = ""
-        sources = [t.grad_fn if t.grad_fn is not None else t for t in inputs if t.requires_grad]
-        self.cuts.append((kind, self._site(name, line), sources))
+        self.cuts.append((kind, site, sources))
         return len(self.cuts) - 1
 
     def _user_line(self) -> str | None:

@@ -14,6 +14,7 @@ from gradscope.gradcheck.results import (
     CAVEAT,
     CHECKS,
     RAISED,
+    SURROGATE,
     UNCHECKED,
     WRONG_GRADIENT,
     CheckError,
@@ -79,7 +80,7 @@ def _inputs(t: FunctionResult, console: Console) -> None:
     columns += [grid.Column("checked"), *(grid.Column(check) for check in ran)]
     failed = {(f.check, f.input.name) for f in t.failures}
     errored = {e.check for e in t.errors}
-    unchecked = {n.subject for n in t.notes if n.slug == UNCHECKED}
+    unchecked = {n.subject for n in t.notes if n.slug in (UNCHECKED, SURROGATE)}
     rows: list[list[Part]] = []
     for info in t.inputs:
         marks: list[Part] = []

@@ -20,6 +20,16 @@ CUT_ADVICE = (
     "find the .detach(), .data, torch.no_grad() or non-torch round-trip between the module "
     "and the loss"
 )
+STEP_CUT = "an integer or boolean op, which has no gradient"
+"""How the explanation passes name a cut made by a comparison, a rounding to integers or an
+argmax: its output has no gradient at all, so the fix is a surrogate, not removing a cut."""
+STEP_ADVICE = (
+    "a comparison or rounding passes no gradient back: if the step is part of the model (a "
+    "spiking neuron's threshold, a quantizer, a hard gate), keep it in the forward and give it "
+    "a surrogate gradient (a torch.autograd.Function whose backward is a smooth derivative: fast "
+    "sigmoid, arctan) or a straight-through estimator (soft + (hard - soft).detach()); if it only "
+    "selects (a mask for torch.where), let the values reach the loss through what it selects"
+)
 UNUSED_ADVICE = (
     "; an output left unused (the last block's residual branch where only the skip outputs "
     "are summed, as in WaveNet) makes the module dead weight: delete it or freeze it"
@@ -29,9 +39,13 @@ UNUSED_ADVICE = (
 def cut_found(f: Finding) -> Finding:
     """A none-grad finding whose evidence names the op that cut the graph: a cut, not an
     output left unused."""
-    if f.slug != "none-grad" or not any(e.startswith("graph cut by") for e in f.evidence):
+    cuts = [e for e in f.evidence if e.startswith("graph cut by")]
+    if f.slug != "none-grad" or not cuts:
         return f
-    return replace(f, message=f.message.replace(UNUSED, ""), advice=CUT_ADVICE)
+    step = all(STEP_CUT in e for e in cuts)  # no .detach() or no_grad beside it
+    return replace(
+        f, message=f.message.replace(UNUSED, ""), advice=STEP_ADVICE if step else CUT_ADVICE
+    )
 
 
 @rule(
@@ -46,8 +60,9 @@ def cut_found(f: Finding) -> Finding:
         "never calls"
     ),
     fix=(
-        "remove the cut between the module and the loss; call a module that should run, or delete "
-        "it or freeze it (requires_grad_(False)) if it is unused on purpose"
+        "remove the cut between the module and the loss (a comparison that is part of the model, a "
+        "spiking neuron's threshold, needs a surrogate gradient); call a module that should run, "
+        "or delete it or freeze it (requires_grad_(False)) if it is unused on purpose"
     ),
     command="gradscope inspect detached-middle",
 )

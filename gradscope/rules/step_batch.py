@@ -36,8 +36,9 @@ from gradscope.steps.records import WatchRun
     ),
     objectives=(
         "any one loss whose micro-batches are independent samples of it (accumulation or "
-        "DDP ranks): B_simple needs them; a GAN's two losses, or backward calls from "
-        "different lines, are not measured"
+        "DDP ranks): B_simple needs them; a GAN's two losses, backward calls from "
+        "different lines, or calls whose losses read the same target tensor (a backward at "
+        "every time step of one batch of sequences) are not measured"
     ),
 )
 def batch_vs_noise(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:

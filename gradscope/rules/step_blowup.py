@@ -73,9 +73,9 @@ def _blowup(s: Series, t: Thresholds) -> Blowup | None:
         i for i, m in med3.items() if m >= min(t.blowup_loss_ratio, t.blowup_rise_ratio) * base
     ]
     risen = [i for i in risen if rise(med3[i]) > 3]
-    if not risen:
-        return None
-    at = max(risen, key=lambda i: med3[i])
+    at = max(risen, key=lambda i: med3[i], default=-1)
+    if at < 0 or _recurs(steps, losses, at, base, med3[at]):
+        return None  # no rise, or one the data repeats
     # the norm during the rise, after the first 3 steps (a fresh model's larger first
     # norms are its transient, not the blow-up)
     norms = [r for r in steps[3 : at + 2] if not math.isnan(r.grad_norm)]
@@ -100,6 +100,30 @@ def _blowup(s: Series, t: Thresholds) -> Blowup | None:
     return Blowup(
         steps, base, at, med3[at], norm_base, norm_at, end, len(losses) - w, recovered, strong
     )
+
+
+def _recurs(
+    steps: list[StepRecord], losses: list[float], at: int, base: float, peak: float
+) -> bool:
+    """The loss came back to where it started after the rise and later rose again by at
+    least half as much (on the log scale the rise is read on), with no learning rate raised
+    in between: the rise is a pattern the data repeats (an online learner stepping along a
+    sequence whose every pass begins with the same hard stretch), not a fresh model's
+    blow-up, which happens once. A warm restart that re-raises the lr does not count."""
+    if peak <= base or base <= 0:
+        return False
+    med3 = {i: statistics.median(losses[i - 1 : i + 2]) for i in range(1, len(losses) - 1)}
+    back = next((i for i in range(at + 1, len(losses) - 1) if med3[i] <= base), None)
+    if back is None:
+        return False
+    lrs = [max(r.lrs, default=math.nan) for r in steps]
+    again = math.sqrt(peak * base)  # half the rise, in log terms
+    for i in range(back + 1, len(losses) - 1):
+        if lrs[i] > lrs[back]:
+            return False
+        if med3[i] >= again:
+            return True
+    return False
 
 
 def _start(steps: list[StepRecord], losses: list[float], t: Thresholds) -> float:
@@ -184,8 +208,10 @@ def early_blowup(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list
     sigmas) that never came back. An error when the last steps' loss is not blowup-recover-fall
     below the start. The start is the first 3 steps' median, or step 1's loss where lower,
     unless the first two updates moved no tensor by update-ratio-warn of its norm (then the
-    three are batches of one model: tasks of different scale). One optimizer only (a GAN's
-    losses rise by design). Judged only for a
+    three are batches of one model: tasks of different scale). A rise the loss repeats by
+    half as much after coming back to its start, with no lr raised in between, is the data's
+    pattern (an online learner's every pass over a sequence), not a blow-up. One optimizer
+    only (a GAN's losses rise by design). Judged only for a
     single recognised objective (one loss kind): a custom or multi-term one (an RL loss whose
     value targets grow) gets the facts as information."""
     # Judged only with one optimizer, as GS415: a GAN's G loss rises early by design (its D

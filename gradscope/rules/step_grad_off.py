@@ -11,7 +11,7 @@ from __future__ import annotations
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.rules.registry import DECLARED, Stage, rule
-from gradscope.rules.step_common import about
+from gradscope.rules.step_common import about, inspect_command
 from gradscope.steps.records import WatchRun
 
 
@@ -67,3 +67,39 @@ def _in_derivative(this: Rule, step: int) -> Finding:
         "torch.enable_grad():` (create_graph=False there: the graph is freed after it)",
         evidence=(f"grad mode off at torch.autograd.grad after step {step - 1}",),
     )
+
+
+@rule(
+    "GS468",
+    "loss-without-graph",
+    Severity.ERROR,
+    "none-grad",
+    Stage.WATCH,
+    "watch: the script died in backward on a loss with no graph while grad mode was on: "
+    "a value left the graph between the model and the loss",
+    example="a simulator fed `torch.tensor(controller(obs).tolist())`: the rollout's loss "
+    "reaches no parameter",
+    fix="keep the values tensors from the model's output to the loss (no .item(), .tolist(), "
+    ".numpy() or torch.tensor() of them, no .detach(), no forward under torch.no_grad()); "
+    "`gradscope inspect --script` names the op that cut the graph",
+    objectives="any: a loss that requires no grad at a failing backward, grad mode on",
+)
+def loss_without_graph(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
+    """The run crashed in a top-level backward whose loss requires no grad while grad mode
+    was on: no tensor the loss was computed from required grad, so the values the model
+    made reached it only through a cut (a Python number, a NumPy array, a tensor made anew
+    from them, a .detach(), a no_grad block). Grad mode off at the call is GS461's."""
+    step = run.graphless_at
+    if step is None:
+        return []
+    finding = this.finding(
+        "backward",
+        f"the backward of step {step} failed on a loss with no graph although grad mode was "
+        "on: nothing the loss was computed from requires grad, so the model's outputs "
+        "reached it only through a cut: a Python number or NumPy array (.item(), .tolist(), "
+        ".numpy()) made into a tensor again, a .detach(), or a forward under torch.no_grad()",
+        "keep the values tensors from the model's output to the loss; "
+        f"`{inspect_command(run, step)}` names the op that cut the graph and its line",
+        evidence=(f"the loss requires no grad at the backward of step {step}, grad mode on",),
+    )
+    return [about(finding, [step])]

@@ -178,6 +178,9 @@ class WatchRun:
     grad_off_derivative: bool = False
     """The failing call was torch.autograd.grad on an output with no graph: a derivative (an
     evaluation's forces -dE/dx) taken inside torch.no_grad()."""
+    graphless_at: int | None = None
+    """The step whose backward failed on a loss with no graph while grad mode was on (a
+    value taken out of the graph on its way to the loss: watcher/backward_calls.py)."""
     unused_clips: tuple[UnusedClip, ...] = ()
     """Clips with a finite max_norm that no step took, per line of the script."""
     batch_read: tuple[str, ...] = ()

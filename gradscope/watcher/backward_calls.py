@@ -73,7 +73,7 @@ def started(
         window.leaves.update(id(t) for t in discover.graph_leaves(roots))
     scaled = next((x for x in here.scaled if x[0] is tensor), None)
     here.scaled_by = None if scaled is None else scaled[2]
-    state.noise.begin(window, here.scaled_by)
+    state.noise.begin(window, here.scaled_by, tensor)
     if not state.probe.done:
         probed(state, lambda: nan_probe.begin(state.probe, state, roots, here.scaled_by))
     if state.flat_ops.reads < flat_ops.READS:
@@ -147,7 +147,7 @@ def failed(
 ) -> None:
     """The call raised: a graph an earlier step built, reached again (carried_graph.py);
     a loss without a graph while grad mode is off (torch.set_grad_enabled(False) still in
-    force at the backward)."""
+    force at the backward), or while it is on (a value taken out of the graph on its way)."""
     if not here.quiet:
         marks = state.graph_marks
         stepper = state.optimizers[marks.stepper] if marks.stepper >= 0 else None
@@ -160,9 +160,12 @@ def failed(
             for p in g["params"]
         }
         carried_graph.failed(marks, roots, exc, state.steps + 1, params, held)
-    if state.grad_off_at is None and not torch.is_grad_enabled():
-        if roots and not any(r.requires_grad for r in roots):
-            state.grad_off_at = state.steps + 1
+    if not roots or any(r.requires_grad for r in roots):
+        return
+    if not torch.is_grad_enabled():
+        state.grad_off_at = state.grad_off_at or state.steps + 1
+    else:
+        state.graphless_at = state.graphless_at or state.steps + 1
 
 
 def _observed(state: WatchState, module: Any, part: Any, roots: list[torch.Tensor]) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,7 @@ from torch.utils.hooks import unserializable_hook
 from gradscope.watcher.batch_read import Seen, label_of, reading, seen, sequence_first
 from gradscope.watcher.discover import Tracked
 from gradscope.watcher.measure import accumulation, norms, plain
+from gradscope.watcher.same_batch import target_of
 
 HELD_BYTES = 64 << 20
 """The most gradient bytes held between two fused norms inside one backward call."""
@@ -53,6 +55,9 @@ class MicroWindow:
     sites: set[tuple[str, int]] = field(default_factory=set)
     sizes: set[int | None] = field(default_factory=set)
     bad: str | None = None
+    targets: list[weakref.ref[torch.Tensor]] = field(default_factory=list)
+    """Each call's loss target, not kept alive: a target the script let go is no longer
+    there to be read again (one seen twice: the same samples again, `_same_samples`)."""
 
 
 @dataclass
@@ -246,8 +251,9 @@ class MicroGrads:
         call.held, call.positions, call.bytes = [], [], 0
 
     # -- one backward call ------------------------------------------------------------
-    def begin(self, window: Any, scaler: Any) -> None:
-        """A top-level backward call starts in the thread whose window this is."""
+    def begin(self, window: Any, scaler: Any, root: torch.Tensor | None = None) -> None:
+        """A top-level backward call of `root` (None: several) starts in the thread whose
+        window this is."""
         if self._hooked == 0 or self.failed:
             return
         micro = window.micro
@@ -262,6 +268,8 @@ class MicroGrads:
             self.current = None
             return
         micro.sites.add(window.site)  # the line backward_calls.started read
+        if _same_samples(micro, root):
+            micro.bad = "the micro-batches' losses read the same targets: the same samples"
         size, how = reading(self.batch_size, self.last_size, self.seen)
         micro.sizes.add(size)
         if how is not None:
@@ -332,6 +340,21 @@ class MicroGrads:
             return None
         size = next(iter(micro.sizes)) if len(micro.sizes) == 1 else None
         return micro.sums, calls, ranks, size
+
+
+def _same_samples(micro: MicroWindow, root: torch.Tensor | None) -> bool:
+    """This call's loss compares against the very target tensor an earlier call of the
+    window did: the calls are not independent micro-batches but the same samples again (an
+    online learner's backward at every time step of one batch of sequences, each against
+    the sequences' labels), which B_simple cannot read."""
+    found = target_of(getattr(root, "grad_fn", None))
+    if found is None:
+        return False
+    target = found[1]
+    if any(held() is target for held in micro.targets):
+        return True
+    micro.targets.append(weakref.ref(target))
+    return False
 
 
 def _cpu_norm(grad: torch.Tensor) -> torch.Tensor:

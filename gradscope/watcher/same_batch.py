@@ -66,7 +66,7 @@ class SameBatch:
         """The first backward of step `step` runs from `loss`."""
         if not wanted(step) or len(self.compared) >= MAX_COMPARED:
             return
-        found = _target(loss.grad_fn)
+        found = target_of(loss.grad_fn)
         previous, self.previous = self.previous, None
         if found is None:
             return
@@ -100,7 +100,7 @@ class SameBatch:
         return [BatchRepeats(0, steps, same, self.samples, self.node, positional)]
 
 
-def _target(node: Any) -> tuple[str, torch.Tensor] | None:
+def target_of(node: Any) -> tuple[str, torch.Tensor] | None:
     """The first loss node's name and target among the nodes nearest the loss (every path
     walked: a node reached twice counts twice against the bound)."""
     roots = [] if node is None else [node]
@@ -125,7 +125,7 @@ def _distinct(target: torch.Tensor) -> int:
 
 def _targets(node: Any) -> list[tuple[str, torch.Tensor]]:
     """Every loss node's name and target among the nodes nearest the loss, nearest first
-    (the walk `_target` takes): a loss of several terms has a target per term."""
+    (the walk `target_of` takes): a loss of several terms has a target per term."""
     roots = [] if node is None else [node]
     out = []
     for near in NodeWalk(roots, order=Order.NEAREST, limit=MAX_NODES, key=None):

@@ -13,131 +13,21 @@ import time
 from contextlib import ExitStack
 from dataclasses import replace
 from types import TracebackType
-from typing import Any, BinaryIO
+from typing import Any
 
 from gradscope.config import Settings
 from gradscope.errors import GradscopeError, Terminated, UserCodeError, is_own_file
 from gradscope.rules.range_test import with_range_test_note
 from gradscope.rules.watch import judge  # the engine calls the judge, once
-from gradscope.safe_json import dumps
-from gradscope.steps.noise import Smoother
 from gradscope.steps.records import MANUAL, ParamInfo, StepRecord, WatchRun
 from gradscope.watcher import resume, schedules
 from gradscope.watcher.faults import fault_of, passing, record
 from gradscope.watcher.listeners import STEP_LISTENERS
 from gradscope.watcher.report import WatchReport
+from gradscope.watcher.step_log import StepLog
 
 # the patches, recorder and state (which load torch) are imported in functions:
 # `gradscope --help` must not load them
-
-
-class StepLog:
-    """--log FILE: one JSON line per step, written (and flushed) at every read-back.
-
-    The file is opened at the first read-back, so a run that records no step leaves an
-    existing file as it was. A write that fails (a full disk, /dev/full, a folder made
-    unwritable) never reaches the script: logging stops, a partly written batch is cut
-    back to the last whole line, and `failure` says what happened, for the report.
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.file: BinaryIO | None = None
-        self.names: list[str] = []
-        self.logged = 0
-        self.good = 0
-        """Bytes of whole lines written so far."""
-        self.failure: str | None = None
-        self.last_step: int | None = None
-        """The last step written whole."""
-        self.noise: dict[int, Any] = {}
-        """Per optimizer, the noise scale's smoother: each line's `b_simple`."""
-
-    def write(self, records: list[StepRecord], names: list[str], params: list[Any]) -> None:
-        """A header line when the tracked parameters change: their names, and the dtype
-        most of their elements have, so `gradscope diff` of two logs knows which
-        tolerance is fair."""
-        if self.failure is not None or not records:
-            return
-        lines = []
-        if names != self.names:
-            dtype = _main_dtype(params)
-            lines.append(dumps({"params": list(names), **({"dtype": dtype} if dtype else {})}))
-        lines += [dumps(self._line(r)) for r in records]
-        data = ("\n".join(lines) + "\n").encode()
-        try:
-            if self.file is None:
-                self.file = open(self.path, "wb")
-            self.file.write(data)
-            self.file.flush()
-        except OSError as exc:
-            self._stop(exc, records[0].step)
-            return
-        self.names = list(names)
-        self.logged += len(records)
-        self.last_step = records[-1].step
-        self.good += len(data)
-
-    def _line(self, r: StepRecord) -> dict[str, Any]:
-        """The step's object, with the smoothed noise scale where it was measured."""
-        out = r.to_dict()
-        if r.micro_batches > 1:
-            point = self.noise.setdefault(r.optimizer, Smoother()).add(r)
-            out["b_simple"] = point.b_simple if point is not None else None
-        return out
-
-    def _stop(self, exc: OSError, step: int) -> None:
-        self.failure = (
-            f"--log {self.path}: writing failed at step {step} ({exc.strerror or exc}); "
-            f"the log stops after {self.logged} steps, the report covers them all"
-        )
-        self._cut()
-
-    def _cut(self) -> None:
-        if self.file is not None:
-            try:  # no half line: cut back to the last whole one (not on a pipe or device)
-                os.ftruncate(self.file.fileno(), self.good)
-            except (OSError, ValueError):
-                pass
-
-    def end(self, findings: list[Any] | None) -> None:
-        """The last line, `{"findings": [...]}`: the run's findings as the JSON report has
-        them (`explained_by`, a precursor's `lead`), so the log alone says what was judged.
-        Only after steps were logged whole: a log that failed or holds none gets none, and
-        a child the script forked (None) writes nothing into its parent's log."""
-        if self.file is not None and self.failure is None and findings is not None:
-            line = dumps({"findings": [f.to_dict() for f in findings]})
-            data = (line + "\n").encode()
-            try:
-                self.file.write(data)
-                self.file.flush()
-                self.good += len(data)
-            except OSError as exc:
-                self.failure = (
-                    f"--log {self.path}: writing the findings failed ({exc.strerror or exc}); "
-                    f"the log holds the {self.logged} steps, the report has the findings"
-                )
-                self._cut()
-        self.close()
-
-    def close(self) -> None:
-        if self.file is None:
-            return
-        try:
-            self.file.close()
-        except OSError as exc:  # what was still buffered could not be written
-            if self.failure is None:
-                after = f" after step {self.last_step}" if self.last_step is not None else ""
-                self.failure = f"--log {self.path}: the last write failed{after} ({exc.strerror})"
-
-
-def _main_dtype(params: list[Any]) -> str | None:
-    """The dtype most of the parameters' elements have ("float32"); None without any."""
-    counts: dict[str, int] = {}
-    for p in params:
-        name = str(p.dtype).removeprefix("torch.")
-        counts[name] = counts.get(name, 0) + p.numel()
-    return max(counts, key=lambda k: counts[k]) if counts else None
 
 
 class Watcher:
@@ -268,12 +158,7 @@ class Watcher:
         icp = self.state
         owned = {id(p) for o in icp.known for g in o.param_groups for p in g["params"]}
         owned.update(id(icp.tracked.params[i]) for i in icp.manual.updated)
-        groups = {
-            id(p): (_lr(g), k)
-            for o in icp.known
-            for k, g in enumerate(o.param_groups)
-            for p in g["params"]
-        }
+        groups = _groups(icp.known)
         idle = resets.idle_holders(icp, owned, ended_early)
         first = [] if icp.first_weights is None else icp.first_weights.tolist()
         read_outs = read_out_layers(icp.tracked.roots)
@@ -343,7 +228,18 @@ class Watcher:
             grad_off_at=icp.grad_off_at,
             grad_off_derivative=icp.grad_off_derivative,
             derivative_cut_at=tuple(icp.derivative_cut_at),
+            graphless_at=icp.graphless_at,
         )
+
+
+def _groups(optimizers: Any) -> dict[int, tuple[float | None, int]]:
+    """Each optimized tensor's learning rate and param group, by id."""
+    return {
+        id(p): (_lr(g), k)
+        for o in optimizers
+        for k, g in enumerate(o.param_groups)
+        for p in g["params"]
+    }
 
 
 def _copy_like(p: Any, owned: set[int]) -> bool:

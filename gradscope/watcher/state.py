@@ -104,10 +104,12 @@ class WatchState:
     grad_off_at: int | None = None
     """The step whose backward failed on a loss without a graph, grad mode off."""
     grad_off_derivative: bool = False
+    """That failing call was torch.autograd.grad (an evaluation's forces under no_grad)."""
     derivative_cut_at: list[int] = field(default_factory=list)
     """Steps whose loss added a constant and reached an output differentiated without
     create_graph (taken_derivatives.py): forces outside the graph."""
-    """That failing call was torch.autograd.grad (an evaluation's forces under no_grad)."""
+    graphless_at: int | None = None
+    """The step whose backward failed on a loss without a graph, grad mode on."""
     unused_clips: dict[str, UnusedClip] = field(default_factory=dict)
     """The script's line of a clip no step took → what it clipped (clipping.unused)."""
     sites: dict[str, str] = field(default_factory=dict)

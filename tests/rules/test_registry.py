@@ -204,6 +204,10 @@ FIRES = {
         "tests/watcher/test_watch_derivative_cut.py",
         "test_forces_taken_without_create_graph_in_training_are_named",
     ),
+    "GS468": (
+        "tests/watcher/test_watch_loss_without_graph.py",
+        "test_an_action_taken_out_of_the_graph_is_named",
+    ),
     "GS463": (
         "tests/watcher/test_watch_schedule_pace.py",
         "test_a_schedule_sized_in_steps_stepped_per_epoch_is_named",

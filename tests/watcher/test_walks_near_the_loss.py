@@ -14,7 +14,7 @@ from gradscope.watcher import loss_inputs, same_batch
 
 
 def _target_by_hand(node):
-    """same_batch._target as it was written: a queue, no node skipped, None edges not counted."""
+    """same_batch.target_of as it was written: a queue, no node skipped, None edges not counted."""
     queue, visited = [node], 0
     while queue and visited < same_batch.MAX_NODES:
         node = queue.pop(0)
@@ -106,7 +106,7 @@ def _same(a, b) -> bool:
 @pytest.mark.parametrize("graph", list(GRAPHS))
 def test_the_searches_near_the_loss_find_what_the_hand_written_ones_found(graph):
     root = GRAPHS[graph]().grad_fn
-    assert _same(same_batch._target(root), _target_by_hand(root))
+    assert _same(same_batch.target_of(root), _target_by_hand(root))
     assert loss_inputs.find(root) == _find_by_hand(root)
     found = loss_inputs.find(root)
     assert [m.node for m in found] == [m.node for m in _find_by_hand(root)]
@@ -117,7 +117,7 @@ def test_the_graphs_tell_the_orders_apart():
     losses come out nearest first (a depth-first walk takes the deeper one first)."""
     root = GRAPHS["two misfed, at two depths"]().grad_fn
     assert [m.what for m in loss_inputs.find(root)] == ["sigmoid", "softmax-wrong-dim"]
-    assert same_batch._target(GRAPHS["a loss 20 nodes down"]().grad_fn) is None
+    assert same_batch.target_of(GRAPHS["a loss 20 nodes down"]().grad_fn) is None
     assert loss_inputs.find(GRAPHS["a loss 70 nodes down"]().grad_fn) == []
 
 
@@ -154,18 +154,18 @@ def _made_up() -> dict[str, object]:
 @pytest.mark.parametrize("graph", list(_made_up()))
 def test_made_up_graphs_give_the_hand_written_answers(graph):
     root = _made_up()[graph]
-    assert _same(same_batch._target(root), _target_by_hand(root))
+    assert _same(same_batch.target_of(root), _target_by_hand(root))
     assert loss_inputs.find(root) == _find_by_hand(root)
 
 
 def test_made_up_answers_that_hang_on_order_bound_and_repeats():
     graphs = _made_up()
-    name, target = same_batch._target(graphs["nearest of two targets"])
+    name, target = same_batch.target_of(graphs["nearest of two targets"])
     assert name == "L1LossBackward0" and float(target) == 1.0  # nearest, not first input
-    assert same_batch._target(graphs["a target without its saved tensor"]) is None
-    assert same_batch._target(graphs["just past the bound"]) is None
-    assert same_batch._target(graphs["just inside the bound"])[0] == "MseLossBackward0"
+    assert same_batch.target_of(graphs["a target without its saved tensor"]) is None
+    assert same_batch.target_of(graphs["just past the bound"]) is None
+    assert same_batch.target_of(graphs["just inside the bound"])[0] == "MseLossBackward0"
     # six visits of one shared node use up the bound where each visit counts
-    assert same_batch._target(graphs["a node reached many times counts each time"]) is None
+    assert same_batch.target_of(graphs["a node reached many times counts each time"]) is None
     once = NodeWalk([graphs["a node reached many times counts each time"]], order=Order.NEAREST)
     assert any(type(n).__name__ == "MseLossBackward0" for n in once)

@@ -201,7 +201,7 @@ class _FullAfter:
 def test_a_findings_line_that_cannot_be_written_leaves_the_steps_whole(tmp_path):
     from watch_scripts import step_record
 
-    from gradscope.watcher.session import StepLog
+    from gradscope.watcher.step_log import StepLog
 
     path = tmp_path / "steps.jsonl"
     log = StepLog(str(path))
