@@ -20,7 +20,7 @@ from gradscope.steps.records import WatchRun
 
 @rule(
     "GS467",
-    "derivative-not-in-graph",
+    "derivative-no-graph",
     Severity.WARNING,
     "none-grad",
     Stage.WATCH,
