@@ -53,7 +53,8 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder -m "not slow"
 
-# the precursor corpus's further seeds (tests marked corpus; make test has seed 0 of each)
+# the precursor corpus's further seeds and its 3-layer run (tests marked corpus; make
+# test has seed 0 of the 2-layer runs and their controls)
 corpus: setup
 	$(BIN)/python -m pytest -n 2 --dist loadfile -m corpus
 

@@ -1,5 +1,6 @@
-"""torch.compile under the watch and the Lightning callback with every sink on: no graph
-break, no recompile, and the series each sink receives are the uncompiled run's."""
+"""torch.compile under the watch with every sink on and under the Lightning callback
+with one: no graph break, no recompile, and the series each sink receives are the
+uncompiled run's."""
 
 from __future__ import annotations
 
@@ -99,8 +100,11 @@ def _fitted(compiled: bool, sinks: dict):
     return callback.report
 
 
-def test_a_compiled_module_under_the_lightning_callback_with_every_sink(received, tmp_path):
+def test_a_compiled_module_under_the_lightning_callback_with_a_sink(received, tmp_path):
     got, sinks = received
+    # the sinks write in a process of their own: which are on changes nothing the
+    # compiled graph sees (the compiled step under the watch has every one)
+    sinks = {"tensorboard": sinks["tensorboard"]}
     report, counted = compiled_counts(lambda: _fitted(True, sinks))
     assert counted == ({}, 1, {})
     assert report.run.unwritten == () and len(report.run.steps) == STEPS

@@ -62,8 +62,10 @@ def diverged_at(losses: list[tuple[int, float]]) -> int | None:
 
 
 def _seeded(*values: str, seed: str):
-    """A case of the run of `seed`: seed 0 in every `make test`, the others in the corpus."""
-    return pytest.param(*values, marks=() if seed == "0" else pytest.mark.corpus)
+    """A case of the run of `seed`: seed 0 of the 2-layer runs in every `make test`, the
+    others (and the 3-layer run, a minute of pinned kernels) in the corpus."""
+    every = seed == "0" and "attn-deep" not in values
+    return pytest.param(*values, marks=() if every else pytest.mark.corpus)
 
 
 @pytest.mark.parametrize(
@@ -117,10 +119,10 @@ def test_a_blow_up_at_the_warm_ups_end_is_warned_before():
     assert f.steps[0] < 99
 
 
-def test_the_seed_0_runs_lead_by_200_steps_or_more():
-    """The runs every `make test` has; the median over the corpus is the next test's."""
-    leads = [g.lead for args in DIVERGING[:2] for g in _run(*args).findings if g.rule == "GS415"]
-    assert len(leads) == 2 and min(leads) >= 200
+def test_the_seed_0_run_leads_by_200_steps_or_more():
+    """The run every `make test` has; the median over the corpus is the next test's."""
+    leads = [g.lead for g in _run(*DIVERGING[0]).findings if g.rule == "GS415"]
+    assert len(leads) == 1 and min(leads) >= 200
 
 
 @pytest.mark.corpus
