@@ -200,7 +200,7 @@ class Writing:
     def ended(self, sinks: Sequence[Sink], deadline: float) -> list[str | None]:
         """Each sink's line from the process (None: written); a process that does not
         answer by `deadline` is stopped, each sink's line says so."""
-        answer = self._answer(max(0.0, deadline - time.monotonic()))
+        answer = self._answer(max(0.0, deadline - time.monotonic()), DRAIN_S)
         if self.process is not None:
             if answer is None:
                 self.process.kill()
@@ -211,7 +211,9 @@ class Writing:
         self.outbox = self.inbox = None
         return list(answer) if answer is not None else [s.failure for s in sinks]
 
-    def _answer(self, timeout: float) -> Any:
+    def _answer(self, timeout: float, waited: float | None = None) -> Any:
+        """The next answer within `timeout`; None, every sink stopped, after `waited` in
+        all (the run's end waits DRAIN_S for the queue and the answer together)."""
         if self.inbox is None:
             return None
         try:
@@ -220,7 +222,7 @@ class Writing:
         except Exception:
             self.lost(self._ended())
             return None
-        self.lost(f"still writing after {timeout:g} s, left behind")
+        self.lost(f"still writing after {waited or timeout:g} s, left behind")
         return None
 
     def _ended(self) -> str:
