@@ -77,3 +77,26 @@ def test_a_process_killed_mid_run_is_a_line_and_the_run_goes_on(tmp_path):
     (line,) = report.run.unwritten
     assert line.startswith(f"--tensorboard {folder}: the sinks' process ended (exit code -9)")
     assert line in report.run.notes
+
+
+def test_a_sink_that_hangs_is_left_behind_at_the_runs_end(tmp_path, monkeypatch):
+    """The end waits DRAIN_S for what is queued, then stops the process: a line, not a
+    run that never ends."""
+    from gradscope.sinks import attached
+
+    in_the_sinks_process(
+        monkeypatch,
+        tmp_path / "site",
+        """
+        import time
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+        EventFileWriter.add_event = lambda self, event: time.sleep(60)
+        """,
+    )
+    monkeypatch.setattr(attached, "DRAIN_S", 1.0)
+    folder = tmp_path / "tb"
+    with gradscope.watch(tensorboard=str(folder), flush_every=5) as w:
+        train(10)
+    (line,) = w.report.run.unwritten
+    assert line == f"--tensorboard {folder}: still writing after 1 s, left behind"
