@@ -56,6 +56,8 @@ class LiveWatch(TorchFunctionMode):
         """(the op, the uninitialising op) when those inputs were memory no one wrote."""
         self.first_bad: tuple[str, int, str | None] | None = None
         self.of_nothing = False
+        self.below_domain = False
+        """The op is a log or a square root and its input held negative values."""
         """That op's floating inputs were all empty: a mean over no elements (0/0)."""
         self.cuts: list[tuple[str, tuple[str, int, str | None], list[Any]]] = []
         """(kind, op, what its graded inputs came from: nodes or leaf tensors) of each call
@@ -230,6 +232,7 @@ class LiveWatch(TorchFunctionMode):
                 if not bad_in:
                     self.first_bad = site
                     self.of_nothing = bool(inputs) and all(t.numel() == 0 for t in inputs)
+                    self.below_domain = _below_domain(site[0], inputs)
                     return
                 self.came_in = True
                 made = [s for s in map(self.unwritten.site_of, bad_in) if s is not None]
@@ -254,7 +257,9 @@ class LiveWatch(TorchFunctionMode):
         if self.first_bad is not None:
             out["non-finite"] = [
                 f"first non-finite value made by {_site_text(self.first_bad, names)} "
-                "from finite inputs" + (_OF_NOTHING if self.of_nothing else "")
+                "from finite inputs"
+                + (_OF_NOTHING if self.of_nothing else "")
+                + (_NEGATIVE if self.below_domain else "")
             ]
             if nodes is not None and not self.failed and _finite(loss):  # dropped after
                 out["non-finite"] += self._backward(nodes, names, dropped=True)
@@ -358,6 +363,24 @@ _OF_NOTHING = (
     "this batch (no positive cell or object, every target ignored); add that term only when "
     "it has elements (if mask.any()), as a clamp or an epsilon cannot fix it"
 )
+
+
+_DOMAIN_FLOOR = {"log": 0.0, "log2": 0.0, "log10": 0.0, "sqrt": 0.0, "rsqrt": 0.0, "log1p": -1.0}
+"""Ops whose input below this value makes NaN, not a mere 0 or an overflow."""
+_NEGATIVE = (
+    ", some of them below its domain (negative): what must be positive is best made so by "
+    "construction (softplus or exp of a scale or variance a layer outputs), as a clamp to a "
+    "floor stops the gradient of every value below it"
+)
+
+
+def _below_domain(op: str, inputs: list[Any]) -> bool:
+    """A log or square root (or log1p below -1) fed values under its domain: read once, at
+    the op already found to make the first NaN."""
+    floor = _DOMAIN_FLOOR.get(op)
+    if floor is None or len(inputs) != 1 or inputs[0].is_complex():
+        return False
+    return bool((inputs[0] < floor).any())
 
 
 def _site_text(site: tuple[str, int, str | None], names: dict[int, str]) -> str:

@@ -13,17 +13,29 @@ from dataclasses import dataclass, replace
 from gradscope.findings import Finding, Severity
 from gradscope.steps.records import WatchRun
 
-_IN_STACK = re.compile(r"^(?P<stack>.*?)\.(?P<index>\d+)\.(?P<rest>.+)$")
+_IN_STACK = re.compile(r"^(?:(?P<stack>.*?)\.)?(?P<index>\d+)\.(?P<rest>.+)$")
+"""`blocks.2.conv.weight`, or `2.conv.weight` where the stack is the model itself (an
+nn.ModuleList or nn.Sequential of blocks handed to the optimizer whole)."""
 
 
 @dataclass(frozen=True)
 class Tail:
     stack: str
-    """The stack's name (`blocks`)."""
+    """The stack's name (`blocks`; empty where the stack is the model itself)."""
     last: int
     """The last block's index."""
     learned: int
     """How many other blocks' same parameter got gradients."""
+
+    @property
+    def block(self) -> str:
+        """The last block, as its parameters are named."""
+        return f"{self.stack}.{self.last}" if self.stack else f"block {self.last}"
+
+    @property
+    def named(self) -> str:
+        """The stack, in words."""
+        return self.stack or "the stack the model is"
 
 
 def last_block_output(
@@ -37,11 +49,11 @@ def last_block_output(
     where = _IN_STACK.match(run.params[i].name)
     if where is None:
         return None
-    stack, rest = where["stack"], where["rest"]
+    stack, rest = where["stack"] or "", where["rest"]
     blocks: dict[int, list[int]] = {}
     for j, q in enumerate(run.params):
         m = _IN_STACK.match(q.name)
-        if m is not None and m["stack"] == stack:
+        if m is not None and (m["stack"] or "") == stack:
             blocks.setdefault(int(m["index"]), []).append(j)
     last = max(blocks)
     if int(where["index"]) != last or len(blocks) < 3:
@@ -65,10 +77,11 @@ def as_information(finding: Finding, tail: Tail) -> Finding:
     return replace(
         finding,
         severity=Severity.INFO,
-        message=f"{finding.message}; it is in {tail.stack}.{tail.last}, the last block of "
-        f"{tail.stack}, whose other blocks' same parameter learned: what it computes feeds "
-        "the next block, and the last has none (WaveNet's last residual conv)",
-        advice=f"fine: nothing the model needs is cut; leave it out of {tail.stack}."
-        f"{tail.last} (or call requires_grad_(False) on it) to save its compute; if the "
+        message=f"{finding.message}; it is in {tail.block}, the last block of "
+        f"{tail.named}, whose other blocks' same parameter learned: what it computes feeds "
+        "the next block, and the last has none (WaveNet's last residual conv, N-BEATS' last "
+        "backcast)",
+        advice=f"fine: nothing the model needs is cut; leave it out of {tail.block} "
+        "(or call requires_grad_(False) on it) to save its compute; if the "
         "stack's output should come through it, check what the forward returns",
     )

@@ -292,7 +292,7 @@ def at_chance(run: WatchRun, s: Series, value: float) -> str:
     )
 
 
-REGRESSION = ("mse", "huber", "smooth_l1")
+REGRESSION = ("mse", "l1", "pinball", "huber", "smooth_l1")
 """Loss kinds whose targets may be the model's own estimates (bootstrapped value targets,
 TD errors): they move as the model learns, so the loss can rise or jump while it learns."""
 

@@ -40,7 +40,8 @@ from gradscope.steps.records import StepRecord, WatchRun
     supersedes=("GS419",),  # a maximised loss's steps are large by what it optimises
     objectives=(
         "a loss bounded below (cross-entropy, NLL of log_softmax, binary cross-entropy, "
-        "MSE, L1, Huber, the logistic loss -log sigmoid of negative sampling), read from its "
+        "MSE, L1 or any absolute error, the pinball loss of quantile forecasts, Huber, the "
+        "logistic loss -log sigmoid of negative sampling), read from its "
         "autograd graph, negated or under maximize=True: "
         "the bound says which way is better, and the values must go past it; a custom "
         "objective has no bound and is not judged; one optimizer, or several stepping one "
@@ -49,16 +50,16 @@ from gradscope.steps.records import StepRecord, WatchRun
     explains=GROWTH,
 )
 def loss_maximised(run: WatchRun, t: Thresholds) -> list[Finding]:
-    """The loss's own autograd graph shows a loss bounded below (cross-entropy, NLL of
-    log_softmax, (binary) cross-entropy, MSE, L1, Huber) entering the value backward ran on
-    negated, or the optimizer has maximize=True on a plain one; and the values confirm it: the
-    loss went below the bound (the negated term outweighs the rest) and, in a run long enough to
-    tell, kept falling (with maximize, rising). A cross-entropy can never be below 0, so the run
-    is ascending it. Judged with one optimizer, or several that step one loss (the same values
-    step after step, none with maximize=True): a GAN's minimax generator ascends by design.
-    An optimizer that trains only inputs beside a fixed network (a universal perturbation, an
-    adversarial patch) ascends that network's loss as an untargeted attack does, by design:
-    information that says so (a targeted one minimises its target's)."""
+    """The loss's own autograd graph shows a loss bounded below (cross-entropy, NLL of log_softmax,
+    (binary) cross-entropy, MSE, an absolute error, a pinball loss, Huber) entering the value
+    backward ran on negated, or the optimizer has maximize=True on a plain one; and the values
+    confirm it: the loss went below the bound (the negated term outweighs the rest) and, in a
+    run long enough to tell, kept falling (with maximize, rising). A cross-entropy can never be
+    below 0, so the run is ascending it. Judged with one optimizer, or several that step one
+    loss (the same values step after step, none with maximize=True): a GAN's minimax generator
+    ascends by design. An optimizer that trains only inputs beside a fixed network (a universal
+    perturbation, an adversarial patch) ascends that network's loss as an untargeted attack
+    does, by design: information that says so (a targeted one minimises its target's)."""
     # A loss bounded below (a cross-entropy, an MSE, ...) that the optimizer drives up: the
     # graph shows it negated (or the optimizer has maximize=True on a plain one), and the values
     # confirm it. Several optimizers (a GAN's minimax G) may ascend by design.
@@ -103,6 +104,10 @@ def _one_objective(run: WatchRun, series: list[Series]) -> bool:
     return len(losses) == 1 and bool(next(iter(losses)))
 
 
+_NAMES = {"l1": "absolute error (L1)", "pinball": "pinball (quantile) loss"}
+"""Kinds whose name alone reads badly in a sentence."""
+
+
 def _maximised(
     s: Series,
     kind: LossKind,
@@ -115,7 +120,7 @@ def _maximised(
     medians: the first and last windows' median losses and the window."""
     first, last, w = medians
     sign = -1 if maximize else 1  # the script's own loss values, as it printed them
-    name = term.kind.replace("_", "-")
+    name = _NAMES.get(term.kind, term.kind.replace("_", "-"))
     how = (
         f"the optimizer has maximize=True and the loss is {kind.describe()}"
         if maximize
@@ -126,7 +131,7 @@ def _maximised(
         s.say(
             f"the run maximises its {name}: {how}; the loss went from "
             f"{num(sign * (steps[0].loss or 0))} at step {steps[0].step} to "
-            f"{num(sign * (steps[-1].loss or 0))} at step {steps[-1].step} (a {name} is "
+            f"{num(sign * (steps[-1].loss or 0))} at step {steps[-1].step} (the {name} is "
             f"never below {num(term.bound)})"
         ),
         "drop maximize=True from the optimizer" if maximize else _unnegate(term, name),

@@ -269,8 +269,8 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     router (its logits detached, or read only through their top-k indices), and an expert that never
     got a token while its siblings did as a dead expert (rules/routed.py). The same layer of a
     stack's last block that never got one while every other block's did and its own block learned
-    feeds the next block, which does not exist: information (WaveNet's last residual conv:
-    rules/stack_tail.py)."""
+    feeds the next block, which does not exist: information (WaveNet's last residual conv,
+    N-BEATS' last backcast, a stack that is the model itself too: rules/stack_tail.py)."""
     stepped = live(run)
     if not stepped:
         return []

@@ -260,7 +260,7 @@ def loss_spikes(
         "any, by its own values (with maximize=True, the loss it ascends, as the script "
         "printed it): a single spike, one that does not come back or one followed by NaN "
         "is a warning; spikes that recur and come back at once are information where the "
-        "loss has a regression term (MSE, Huber, smooth L1) or one gradscope did not "
+        "loss has a regression term (MSE, L1, pinball, Huber, smooth L1) or one gradscope did not "
         "recognise: bootstrapped value targets jump by design; recurring spikes of a sum of "
         "terms that takes both signs near 0 (PPO's policy, value and entropy terms) are "
         "information too; where the loss's level says nothing alone (a custom or multi-term "
@@ -280,9 +280,9 @@ def loss_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
     explains are left to GS414. Information, not a warning, where spikes recur (3 or more),
     each comes back at once (at most 5 spiking steps in a row, and the median of the next 5
     steps that are not spikes at least halfway back to the median it jumped from), no loss
-    is non-finite and the loss has a regression term or an unrecognised one (mse,
-    huber, smooth_l1, a custom objective), none far above the others (spike-sigma robust
-    sigmas and spike-min-ratio over their median jump): bootstrapped value targets jump at
+    is non-finite and the loss has a regression term or an unrecognised one (mse, l1,
+    pinball, huber, smooth_l1, a custom objective), none far above the others (spike-sigma
+    robust sigmas and spike-min-ratio over their median jump): bootstrapped value targets jump at
     every episode end by design, bounded by the values the model predicts (a last spike the
     run ended on is not held against them). A single spike, one that does not come back,
     one far above the others (a corrupted batch: named alone, at its step, where the others

@@ -20,6 +20,7 @@ BOUNDED_BELOW = {
     "binary_cross_entropy_with_logits": 0.0,
     "mse": 0.0,
     "l1": 0.0,
+    "pinball": 0.0,
     "smooth_l1": 0.0,
     "huber": 0.0,
     "label_smoothing": 0.0,
@@ -41,7 +42,8 @@ class LossTerm:
     """One recognised loss in the value backward ran on, and how it enters it."""
 
     kind: str
-    """cross_entropy (log_softmax then NLL), nll (NLL of other inputs), mse, l1,
+    """cross_entropy (log_softmax then NLL), nll (NLL of other inputs), mse, l1 (an
+    absolute value: l1_loss, an absolute error reduced by hand), pinball (quantile loss),
     smooth_l1, huber, binary_cross_entropy(_with_logits), label_smoothing,
     soft_cross_entropy (probability targets times log_softmax), ctc (ctc_loss), logistic_loss
     (-log sigmoid(x) or softplus(x): negative sampling's loss)."""

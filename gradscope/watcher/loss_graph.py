@@ -23,7 +23,7 @@ from gradscope.autograd_walk import NodeWalk, Order, saved
 from gradscope.errors import user_line
 from gradscope.steps.meaning import LossKind, LossTerm
 from gradscope.taken_derivatives import reads_derivative
-from gradscope.watcher import logistic_terms, loss_inputs
+from gradscope.watcher import logistic_terms, loss_inputs, pinball_terms
 from gradscope.watcher.discover import MAX_GRAPH_NODES
 
 MAX_NODES = 64
@@ -39,7 +39,13 @@ _LOSS_NODES = {
     "BinaryCrossEntropyBackward0": "binary_cross_entropy",
     "BinaryCrossEntropyWithLogitsBackward0": "binary_cross_entropy_with_logits",
     "CtcLossBackward0": "ctc",
+    "AbsBackward0": "l1",
 }
+"""`AbsBackward0`: F.l1_loss leaves no node of its own (torch decomposes it into abs, then
+mean or sum), and an absolute error reduced by hand, GluonTS's quantile loss
+2·|(y - ŷ)(1[y ≤ ŷ] - q)| and N-BEATS' MASE numerator are the same: ≥ 0 whatever it holds."""
+_ELEMENTWISE = frozenset({"ctc", "l1"})
+"""Kinds whose node keeps one value per element (or sample): reduced by the nodes above."""
 _PASS = {  # nodes that hand the loss through unchanged in meaning
     "ViewBackward0",
     "ReshapeAliasBackward0",
@@ -98,6 +104,9 @@ def read(
         elif name in logistic_terms.LOGISTIC:
             by = factor * logistic_terms.sign(node)
             found.append(LossTerm(logistic_terms.KIND, reduced or "none", by))
+            nodes.append(node)
+        elif pinball_terms.holds(node):
+            found.append(LossTerm(pinball_terms.KIND, reduced or "none", factor))
             nodes.append(node)
         elif _below((node, factor, reduced)) is None:
             smoothing = _smoothing(node, factor, reduced)
@@ -225,7 +234,7 @@ def _below(branch: _Branch) -> list[_Branch] | None:
     loss node); None for any other node (a smoothing term, or unknown)."""
     node, factor, reduced = branch
     name = type(node).__name__
-    if name in _LOSS_NODES or name in logistic_terms.LOGISTIC:
+    if name in _LOSS_NODES or name in logistic_terms.LOGISTIC or pinball_terms.holds(node):
         return []
     inputs = [n for n, _ in node.next_functions if n is not None]
     if name in _PASS and len(inputs) == 1:
@@ -234,7 +243,7 @@ def _below(branch: _Branch) -> list[_Branch] | None:
         return [(inputs[0], -factor, reduced)]
     if name in _REDUCING and len(inputs) == 1:
         return [(inputs[0], factor, reduced or _REDUCING[name])]
-    if name in _PARTIAL and len(inputs) == 1 and type(inputs[0]).__name__ in _LOSS_NODES:
+    if name in _PARTIAL and len(inputs) == 1 and _over_loss(inputs[0]):
         return [(inputs[0], factor, _reduced(reduced, _PARTIAL[name]))]
     if name == "MulBackward0" and loss_inputs.soft_target(node) is not None:
         return None  # targets times log-probabilities: a term (_smoothing reads it)
@@ -248,6 +257,21 @@ def _below(branch: _Branch) -> list[_Branch] | None:
         pairs = zip(node.next_functions, signs, strict=False)
         return [(child, factor * sign, reduced) for (child, _), sign in pairs if child is not None]
     return None
+
+
+def _over_loss(node: Any) -> bool:
+    """The node is a loss node, or only scales one (a constant factor, a negation, a
+    reshape): a sum over some dims there is still the loss's own reduction (GluonTS's
+    `2 * abs(...)` summed over the quantiles)."""
+    for _ in range(4):
+        name = type(node).__name__
+        if name in _LOSS_NODES or pinball_terms.holds(node):
+            return True
+        below = _below((node, 1.0, None))
+        if name in _REDUCING or name in _PARTIAL or below is None or len(below) != 1:
+            return False
+        node = below[0][0]
+    return False
 
 
 _SMOOTHING_CHAIN = {"SumBackward0", "SumBackward1", "MeanBackward0", "MaskedFillBackward0"}
@@ -328,7 +352,7 @@ def _reduced(outer: str | None, partial: str) -> str:
 
 def _term(node: Any, kind: str, factor: float, reduced: str | None) -> LossTerm:
     reduction = _REDUCTIONS.get(saved(node, "_saved_reduction", 1), "mean")
-    if reduction == "none" or kind == "ctc":  # ctc_loss's node is per sample: reduced above
+    if reduction == "none" or kind in _ELEMENTWISE:  # per element or sample: reduced above
         reduction = reduced or "none"
     classes = count = None
     target = saved(node, "_saved_target", None)

@@ -65,9 +65,9 @@ def test_the_producer_is_the_op_that_made_nan_not_the_allocation(here, nan_fille
     line = next(i for i, t in enumerate(STEP.format(body=body).splitlines(), 1) if "# LOG" in t)
     inspected = script.run_step("step.py", explain=True)
     assert not inspected.stats.loss_finite
-    assert inspected.evidence["non-finite"] == [
-        f"first non-finite value made by `log` at step.py:{line} from finite inputs"
-    ]
+    (said,) = inspected.evidence["non-finite"]
+    made = f"first non-finite value made by `log` at step.py:{line} from finite inputs"
+    assert said.startswith(made + ", some of them below its domain (negative)")  # buf - 100
 
 
 def test_memory_read_before_it_is_written_is_named_as_such(here, nan_filled_empty):

@@ -67,3 +67,45 @@ def test_a_loop_that_leaves_the_last_block_out_still_warns():
 def test_a_middle_blocks_skip_dropped_still_warns():
     found = _never_updated("skip-dropped")
     assert found["blocks.1.skip.weight"] == Severity.WARNING
+
+
+class Block(nn.Module):
+    """An N-BEATS block: a backcast (subtracted from the next block's input) and a forecast
+    (summed for the output)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.back, self.fore = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 2)
+
+    def forward(self, x):
+        h = torch.relu(self.fc(x))
+        return self.back(h), self.fore(h)
+
+
+def _stack_itself(how: str) -> dict[str, Severity]:
+    """The stack is the model: an nn.ModuleList of blocks handed to the optimizer whole, its
+    parameters named `2.back.weight`."""
+    torch.manual_seed(0)
+    blocks = nn.ModuleList(Block() for _ in range(3))
+    opt = torch.optim.Adam(blocks.parameters(), 1e-3)
+    with gradscope.watch() as w:
+        for _ in range(3):
+            x, forecast = torch.randn(16, 8), 0
+            for k, block in enumerate(blocks):
+                back, fore = block(x)
+                x = x if how == "backcast-dropped" and k == 1 else x - back
+                forecast = forecast + fore
+            loss = forecast.pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return {f.subject: f.severity for f in w.report.findings if f.rule == "GS413"}
+
+
+def test_the_last_backcast_of_a_stack_that_is_the_model_is_information():
+    assert _stack_itself("nbeats") == {"2.back.weight": Severity.INFO, "2.back.bias": Severity.INFO}
+
+
+def test_a_middle_blocks_backcast_dropped_from_a_stack_that_is_the_model_still_warns():
+    found = _stack_itself("backcast-dropped")
+    assert found["1.back.weight"] == Severity.WARNING
