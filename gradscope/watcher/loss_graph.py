@@ -23,7 +23,7 @@ from gradscope.autograd_walk import NodeWalk, Order, saved
 from gradscope.errors import user_line
 from gradscope.steps.meaning import LossKind, LossTerm
 from gradscope.taken_derivatives import reads_derivative
-from gradscope.watcher import logistic_terms, loss_inputs
+from gradscope.watcher import logistic_terms, loss_inputs, poisson_terms
 from gradscope.watcher.discover import MAX_GRAPH_NODES
 
 MAX_NODES = 64
@@ -98,6 +98,12 @@ def read(
         elif name in logistic_terms.LOGISTIC:
             by = factor * logistic_terms.sign(node)
             found.append(LossTerm(logistic_terms.KIND, reduced or "none", by))
+            nodes.append(node)
+        elif (poisson := poisson_terms.read(node)) is not None:
+            misfed = (poisson.misfed, poisson.detail)
+            found.append(
+                LossTerm(poisson_terms.KIND, reduced or "none", factor, None, None, *misfed)
+            )
             nodes.append(node)
         elif _below((node, factor, reduced)) is None:
             smoothing = _smoothing(node, factor, reduced)
@@ -225,7 +231,7 @@ def _below(branch: _Branch) -> list[_Branch] | None:
     loss node); None for any other node (a smoothing term, or unknown)."""
     node, factor, reduced = branch
     name = type(node).__name__
-    if name in _LOSS_NODES or name in logistic_terms.LOGISTIC:
+    if name in _LOSS_NODES or name in logistic_terms.LOGISTIC or poisson_terms.read(node):
         return []
     inputs = [n for n, _ in node.next_functions if n is not None]
     if name in _PASS and len(inputs) == 1:
