@@ -68,3 +68,17 @@ def test_a_rate_fed_as_a_log_rate_is_named(head):
 @pytest.mark.parametrize(("head", "log_input"), [("raw", True), ("exp", False)])
 def test_a_log_rate_or_a_rate_fed_as_such_is_clean(head, log_input):
     assert [f.rule for f in _count_regression(head, log_input)] == []
+
+
+@pytest.mark.parametrize(("link", "named"), [(torch.nn.Softplus(), True), (None, False)])
+def test_inspect_names_a_rate_fed_as_a_log_rate(link, named):
+    """inspect reads the same graph at its one pass (GS432)."""
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(4, 1), torch.nn.Flatten(0)] + ([link] if link else [])
+    counts = torch.poisson(torch.ones(16))
+    report = gradscope.inspect(
+        torch.nn.Sequential(*layers),
+        torch.randn(16, 4),
+        loss_fn=lambda out: F.poisson_nll_loss(out, counts),
+    )
+    assert [f.rule for f in report.findings if f.rule == "GS432"] == (["GS432"] if named else [])
