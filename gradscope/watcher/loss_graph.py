@@ -100,10 +100,8 @@ def read(
             found.append(LossTerm(logistic_terms.KIND, reduced or "none", by))
             nodes.append(node)
         elif (poisson := poisson_terms.read(node)) is not None:
-            misfed = (poisson.misfed, poisson.detail)
-            found.append(
-                LossTerm(poisson_terms.KIND, reduced or "none", factor, None, None, *misfed)
-            )
+            misfed, by = (poisson.misfed, poisson.detail), factor * poisson.sign
+            found.append(LossTerm(poisson_terms.KIND, reduced or "none", by, None, None, *misfed))
             nodes.append(node)
         elif _below((node, factor, reduced)) is None:
             smoothing = _smoothing(node, factor, reduced)

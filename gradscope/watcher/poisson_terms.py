@@ -10,7 +10,7 @@ be fitted, and the run still looks like one that learns. No value is read: only 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gradscope.autograd_walk import saved
@@ -38,27 +38,38 @@ class PoissonTerm:
 
     misfed: str | None = None
     detail: str = ""
+    sign: float = 1.0
+    """1: the NLL as written; -1: the log-likelihood, which the loss negates to minimise it."""
 
 
 def read(node: Any) -> PoissonTerm | None:
     """The Poisson NLL whose subtraction `node` is, or None: exp(x) - y·x (a log-rate x, the
-    same node under the exp and the product) or μ - y·log(μ [+ ε]) (a rate μ)."""
+    same node under the exp and the product) or μ - y·log(μ [+ ε]) (a rate μ); or the
+    log-likelihood y·x - exp(x) (y·log μ - μ) written the other way round, its `sign` -1."""
     if type(node).__name__ != "SubBackward0" or saved(node, "_saved_alpha", 1) != 1:
         return None
     children = [n for n, _ in node.next_functions]
     if len(children) != 2 or any(c is None for c in children):
         return None
-    first, product = children
+    for sign, (rate, product) in ((1.0, children), (-1.0, children[::-1])):
+        found = _nll(rate, product)
+        if found is not None:
+            return replace(found, sign=sign)
+    return None
+
+
+def _nll(rate: Any, product: Any) -> PoissonTerm | None:
+    """exp(x) - y·x or μ - y·log μ, from its two sides."""
     times = _one_input(product) if type(product).__name__ == "MulBackward0" else None
     if times is None:
         return None
-    if type(first).__name__ == "ExpBackward0" and _one_input(first) is times:
+    if type(rate).__name__ == "ExpBackward0" and _one_input(rate) is times:
         return PoissonTerm(*_misfed(times))
     if type(times).__name__ == "LogBackward0":
         inner = _one_input(times)
         if inner is not None and type(inner).__name__ == "AddBackward1":  # log(μ + ε)
             inner = _one_input(inner)
-        if inner is first:
+        if inner is rate:
             return PoissonTerm()
     return None
 
@@ -71,8 +82,9 @@ def _misfed(log_rate: Any) -> tuple[str | None, str]:
         if name in POSITIVE_LINKS:
             link = POSITIVE_LINKS[name]
             return "rate-as-log-rate", (
-                f"poisson_nll_loss reads its input as a log-rate (log_input=True), and that "
-                f"input comes out of {link}, which is never below 0: every predicted rate is "
+                "the Poisson NLL exp(x) - y·x reads x as a log-rate (poisson_nll_loss with "
+                f"log_input=True), and x comes out of {link}, which is never below 0: every "
+                "predicted rate is "
                 "at least 1 (exp of it), so counts of 0 can never be fitted"
             )
         if name not in _VIEWS:

@@ -28,12 +28,15 @@ Y = torch.poisson(torch.full((8,), 2.0))
         (lambda: F.poisson_nll_loss(X.exp(), Y), "rate-as-log-rate"),
         (lambda: F.poisson_nll_loss(F.softplus(X).view(2, 4), Y.view(2, 4)), "rate-as-log-rate"),
         (lambda: torch.nn.PoissonNLLLoss()(torch.relu(X), Y), "rate-as-log-rate"),
+        (lambda: (lambda z: -(Y * z - z.exp()).mean())(F.softplus(X)), "rate-as-log-rate"),
+        (lambda: -(Y * X - X.exp()).sum(), None),
     ],
 )
 def test_the_poisson_nll_and_what_feeds_it(loss, misfed):
+    """Also written as its log-likelihood y·x - exp(x), negated: the same term, not negated."""
     kind = loss_graph.read(loss())
     assert [t.kind for t in kind.terms] == ["poisson_nll"] and kind.known
-    assert kind.terms[0].misfed == misfed
+    assert kind.terms[0].misfed == misfed and not kind.terms[0].negated
 
 
 def _count_regression(head: str, log_input: bool):
