@@ -129,3 +129,6 @@ class RunStats:
     loss_through_derivative: bool = False
     """The loss's graph holds a gradient taken with create_graph (a force field's forces, a
     Hamiltonian's time derivatives): the model is read through that derivative."""
+    one_step_of_script: bool = False
+    """Measured at one backward of a training script: a later step's loss may use what this
+    one leaves out (a variance head trained after its mean's warm-up)."""

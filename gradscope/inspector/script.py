@@ -99,9 +99,9 @@ class _Modules:
         return scale.loss if scale is not None else loss
 
     def into(self, stats: RunStats, model: nn.Module) -> RunStats:
-        """`stats` with what the forward showed of `model`."""
-        fed = self.feeds.names(model)
-        return replace(stats, set_in_forward=self.set_in_forward(model), norm_fed=fed)
+        """`stats` with what the forward showed of `model`, at one step of the script."""
+        fed, set_in = self.feeds.names(model), self.set_in_forward(model)
+        return replace(stats, set_in_forward=set_in, norm_fed=fed, one_step_of_script=True)
 
     def set_in_forward(self, model: nn.Module) -> tuple[str, ...]:
         """Parameters of `model` their module wrote in place after its forward began and before

@@ -34,6 +34,12 @@ UNUSED_ADVICE = (
     "; an output left unused (the last block's residual branch where only the skip outputs "
     "are summed, as in WaveNet) makes the module dead weight: delete it or freeze it"
 )
+LATER_STEP_ADVICE = (
+    "; this is one step of the script: a later step's loss may use an output this one leaves "
+    "out (a variance head trained after a warm-up of its mean, phases that train one head at a "
+    "time), so inspect such a step (--step N) or watch the run before deleting or freezing it"
+)
+"""A script's step is one of many: what it leaves unused is not unused for good."""
 
 
 def cut_found(f: Finding) -> Finding:
@@ -99,7 +105,8 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
                 f"its module `{p.module or '<root>'}` ran, but its output does not reach "
                 f"the loss: the graph is cut after it{UNUSED}"
             )
-            advice = CUT_ADVICE + UNUSED_ADVICE
+            later = LATER_STEP_ADVICE if stats.one_step_of_script else ""
+            advice = CUT_ADVICE + UNUSED_ADVICE + later
         finding = this.finding(p.name, f"grad of {p.name} is None: {why}", advice)
         layer = layer_drop.skipped(stats, p.module) if p.module not in ran else None
         if layer is not None:

@@ -22,6 +22,8 @@ FIX = {
     "log-softmax-wrong-dim": "take log_softmax over the classes (dim=-1 for (..., C) logits)",
     "softmax-not-log": "take log_softmax where the softmax is (nll_loss and ctc_loss want "
     "log-probabilities), or return raw logits and use cross_entropy in place of nll_loss",
+    "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate) with "
+    "log_input=True, or keep the link and pass log_input=False",
 }
 
 WHAT = {
@@ -30,6 +32,7 @@ WHAT = {
     "softmax-wrong-dim": "a softmax over the wrong axis where it wants logits",
     "log-softmax-wrong-dim": "log-probabilities normalised over the wrong axis",
     "softmax-not-log": "probabilities where it wants log-probabilities (a softmax with no log)",
+    "rate-as-log-rate": "a rate where it wants a log-rate",
 }
 
 
@@ -41,7 +44,8 @@ WHAT = {
     Stage.RUN,
     "inspect: the loss's graph shows a softmax under cross_entropy, a sigmoid under "
     "binary_cross_entropy_with_logits or a softmax with no log under nll_loss or ctc_loss, or "
-    "a (log_)softmax over another axis than the classes",
+    "a (log_)softmax over another axis than the classes, or a Poisson NLL on a log-rate "
+    "(log_input=True) that comes out of exp, softplus or relu",
     example="a classifier whose forward ends in nn.Softmax, inspected with "
     "`--loss cross_entropy`: the loss can never fall below ln(1 + (C-1)/e)",
     fix="return the raw logits from the model (or drop the softmax or sigmoid before the loss); "
@@ -50,7 +54,8 @@ WHAT = {
         "a cross-entropy or binary_cross_entropy_with_logits, read from the loss's graph: "
         "they want logits; nll_loss and ctc_loss want log-probabilities (a log_softmax over "
         "the classes, ctc_loss's last dim; the log of the user's own probabilities); BCELoss "
-        "on a sigmoid is right; other losses are not judged"
+        "on a sigmoid is right; a Poisson NLL exp(x) - y·x wants a log-rate x of any sign; "
+        "other losses are not judged"
     ),
 )
 def loss_fed_probabilities(

@@ -46,7 +46,8 @@ class LossTerm:
     absolute value: l1_loss, an absolute error reduced by hand), pinball (quantile loss),
     smooth_l1, huber, binary_cross_entropy(_with_logits), label_smoothing,
     soft_cross_entropy (probability targets times log_softmax), ctc (ctc_loss), logistic_loss
-    (-log sigmoid(x) or softplus(x): negative sampling's loss)."""
+    (-log sigmoid(x) or softplus(x): negative sampling's loss), poisson_nll (exp(x) - y·x on a
+    log-rate, μ - y·log μ on a rate: count models; not bounded below by 0)."""
     reduction: str
     """mean | sum | none (reduced afterwards by the graph: a mean or sum node)."""
     factor: float
@@ -62,7 +63,8 @@ class LossTerm:
     own log_softmax), sigmoid (under binary_cross_entropy_with_logits' own),
     softmax-wrong-dim, log-softmax-wrong-dim (normalised over another axis than the
     loss's classes), softmax-not-log (probabilities where nll_loss or ctc_loss wants
-    log-probabilities); None: logits, or log-probabilities over the classes."""
+    log-probabilities), rate-as-log-rate (a Poisson NLL's log-rate out of exp, softplus or
+    relu); None: logits, or log-probabilities over the classes."""
     misfed_detail: str = ""
     """The ops and axes, in words."""
     floor: float | None = None

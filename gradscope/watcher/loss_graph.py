@@ -23,7 +23,7 @@ from gradscope.autograd_walk import NodeWalk, Order, saved
 from gradscope.errors import user_line
 from gradscope.steps.meaning import LossKind, LossTerm
 from gradscope.taken_derivatives import reads_derivative
-from gradscope.watcher import logistic_terms, loss_inputs, pinball_terms
+from gradscope.watcher import logistic_terms, loss_inputs, pinball_terms, poisson_terms
 from gradscope.watcher.discover import MAX_GRAPH_NODES
 
 MAX_NODES = 64
@@ -107,6 +107,10 @@ def read(
             nodes.append(node)
         elif pinball_terms.holds(node):
             found.append(LossTerm(pinball_terms.KIND, reduced or "none", factor))
+            nodes.append(node)
+        elif (poisson := poisson_terms.read(node)) is not None:
+            misfed, by = (poisson.misfed, poisson.detail), factor * poisson.sign
+            found.append(LossTerm(poisson_terms.KIND, reduced or "none", by, None, None, *misfed))
             nodes.append(node)
         elif _below((node, factor, reduced)) is None:
             smoothing = _smoothing(node, factor, reduced)
@@ -234,7 +238,9 @@ def _below(branch: _Branch) -> list[_Branch] | None:
     loss node); None for any other node (a smoothing term, or unknown)."""
     node, factor, reduced = branch
     name = type(node).__name__
-    if name in _LOSS_NODES or name in logistic_terms.LOGISTIC or pinball_terms.holds(node):
+    if name in _LOSS_NODES or name in logistic_terms.LOGISTIC:
+        return []
+    if pinball_terms.holds(node) or poisson_terms.read(node):
         return []
     inputs = [n for n, _ in node.next_functions if n is not None]
     if name in _PASS and len(inputs) == 1:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradscope.autograd_walk import NodeWalk, Order, inputs, saved
+from gradscope.watcher import poisson_terms
 
 MAX_CHAIN = 16
 """Nodes followed between the loss and the op that fed it: views, casts, a transpose."""
@@ -42,7 +43,8 @@ class Misfed:
 
     what: str
     """softmax | sigmoid | softmax-wrong-dim | log-softmax-wrong-dim | softmax-not-log (a
-    softmax's probabilities where nll_loss or ctc_loss wants log-probabilities)"""
+    softmax's probabilities where nll_loss or ctc_loss wants log-probabilities) |
+    rate-as-log-rate (a Poisson NLL's log-rate out of a positive link)"""
     detail: str
     """The ops and axes, in words."""
     floor: float | None = None
@@ -261,6 +263,7 @@ def find(loss_node: Any) -> list[Misfed]:
     for node in NodeWalk(roots, below, order=Order.NEAREST, limit=MAX_SEARCH):
         name = type(node).__name__
         found, soft = None, soft_target(node)
+        poisson = poisson_terms.read(node)
         if name == "BinaryCrossEntropyWithLogitsBackward0":
             found = logits_input(node)
         elif name in _NLL:
@@ -269,9 +272,11 @@ def find(loss_node: Any) -> list[Misfed]:
             found = ctc_input(node)
         elif soft is not None:
             found = soft_input(soft)
+        elif poisson is not None and poisson.misfed:
+            found = Misfed(poisson.misfed, poisson.detail)
         if found is not None:
             out.append(found)
-        if found is not None or name in _NLL or name == "CtcLossBackward0" or soft is not None:
+        if found is not None or name in _NLL or name == "CtcLossBackward0" or soft or poisson:
             ends.add(id(node))
     return out
 
