@@ -12,18 +12,13 @@ from gradscope.errors import user_line
 from gradscope.inspector.replay import (
     CUT_KINDS,
     MAX_SITES,
+    SHAPE_ONLY,
     flat_tensors,
     in_reentrant_checkpoint,
     replay,
     site,
 )
 from gradscope.rules.grads import STEP_CUT
-
-SHAPE_ONLY = frozenset(
-    ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
-     "randint_like", "new_zeros", "new_ones", "new_empty", "new_full")
-)  # fmt: skip
-"""Ops that read only their input's shape, dtype and device: no value of it goes on."""
 
 
 @dataclass

@@ -18,7 +18,7 @@ from torch import nn
 from gradscope.errors import is_own_file, is_user_file, short_path
 from gradscope.inspector import backward_nan, hooks
 from gradscope.inspector.node_watch import NodeWatch, readable
-from gradscope.inspector.replay import CUT_KINDS, MAX_SITES, op_name
+from gradscope.inspector.replay import CUT_KINDS, MAX_SITES, SHAPE_ONLY, op_name
 from gradscope.inspector.uninitialised import Unwritten, without_out
 from gradscope.rules.grads import STEP_CUT
 
@@ -121,7 +121,8 @@ class LiveWatch(TorchFunctionMode):
         marks: frozenset[int] = frozenset()
         for t in inputs:
             marks |= self.taint.get(id(t), frozenset())
-        if any(t.requires_grad for t in inputs) and not any(t.requires_grad for t in outs):
+        stops = any(t.requires_grad for t in inputs) and not any(t.requires_grad for t in outs)
+        if stops and name not in SHAPE_ONLY:  # `empty_like(x)` reads no value of x: no cut
             # an integer op (a comparison, argmax) too: named only for a parameter whose
             # values reach the loss through nothing else (a step with no surrogate)
             if outs or name in CUT_KINDS or results:
