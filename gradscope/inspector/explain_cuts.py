@@ -18,7 +18,7 @@ from gradscope.inspector.replay import (
     replay,
     site,
 )
-from gradscope.rules.grads import STEP_CUT
+from gradscope.rules.grads import INDEX_CUT, STEP_CUT
 
 
 @dataclass
@@ -90,10 +90,7 @@ class _Flow:
             kind = f"{CUT_KINDS[name]}: {site(name, module)}"
             soft = False
         elif not outs:  # called for the indices of an op that also returned values
-            kind = (
-                f"the integer indices of {site(name, module, line)}, which carry no gradient "
-                "(only its values do)"
-            )
+            kind = f"{INDEX_CUT}: {site(name, module, line)}"
             soft = True
         elif all(not _differentiable(t) for t in outs):
             kind = f"{STEP_CUT}: {site(name, module, line)}"

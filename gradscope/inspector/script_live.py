@@ -20,7 +20,7 @@ from gradscope.inspector import backward_nan, hooks
 from gradscope.inspector.node_watch import NodeWatch, readable
 from gradscope.inspector.replay import CUT_KINDS, MAX_SITES, SHAPE_ONLY, op_name
 from gradscope.inspector.uninitialised import Unwritten, without_out
-from gradscope.rules.grads import STEP_CUT
+from gradscope.rules.grads import INDEX_CUT, STEP_CUT
 
 with warnings.catch_warnings():  # torch warns here when numpy is not installed
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
@@ -129,6 +129,8 @@ class LiveWatch(TorchFunctionMode):
                 cut = self._cut(name, inputs, graded, step=not outs and name not in CUT_KINDS)
                 if cut is not None:
                     marks |= {cut}
+        if not stops and len(outs) < len(results) and name not in SHAPE_ONLY:
+            results = self._indices_cut(name, inputs, results, outs, graded, marks)
         if marks:
             for t in results:  # what was computed from a cut's output, down to the loss
                 self.taint[id(t)] = marks
@@ -160,11 +162,41 @@ class LiveWatch(TorchFunctionMode):
         if len(self.pending) >= CHECK_EVERY:
             self._read()
 
+    def _indices_cut(
+        self,
+        name: str,
+        inputs: list[torch.Tensor],
+        results: list[torch.Tensor],
+        outs: list[torch.Tensor],
+        graded: bool,
+        marks: frozenset[int],
+    ) -> list[torch.Tensor]:
+        """`topk`, `max(dim)`, `sort`: values with a gradient, indices without one. A
+        parameter whose values go on only through the indices (a router read for its top-k
+        choice alone) is cut here: its indices are marked with the cut; the results left
+        to mark as any op's are returned."""
+        if not any(t.requires_grad for t in inputs):
+            return results
+        cut = self._cut(name, inputs, graded, step=True, kind=INDEX_CUT)
+        if cut is None:
+            return results
+        valued = {id(t) for t in outs}
+        for t in results:
+            if id(t) not in valued:
+                self.taint[id(t)] = marks | {cut}
+                self.keep.append(t)
+        return outs
+
     def _cut(
-        self, name: str, inputs: list[torch.Tensor], graded: bool, step: bool = False
+        self,
+        name: str,
+        inputs: list[torch.Tensor],
+        graded: bool,
+        step: bool = False,
+        kind: str = STEP_CUT,
     ) -> int | None:
-        """`step`: an integer op's, one cut per site (a mask made at every time step of a
-        loop would fill MAX_CUTS before a .detach() after it)."""
+        """`step`: an integer op's (`kind`: its indices'), one cut per site (a mask made at
+        every time step of a loop would fill MAX_CUTS before a .detach() after it)."""
         line = self._user_line()
         if len(self.cuts) >= MAX_CUTS or line is None:
             return None
@@ -175,7 +207,7 @@ class LiveWatch(TorchFunctionMode):
             if known < len(self.cuts):
                 self.cuts[known][2].extend(s for s in sources if len(self.cuts[known][2]) < 64)
                 return known
-            self.cuts.append((STEP_CUT, site, sources))
+            self.cuts.append((kind, site, sources))
             return known
         if not graded:
             kind = "a torch.no_grad() (or inference_mode) region"

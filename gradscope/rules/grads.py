@@ -30,6 +30,15 @@ STEP_ADVICE = (
     "sigmoid, arctan) or a straight-through estimator (soft + (hard - soft).detach()); if it only "
     "selects (a mask for torch.where), let the values reach the loss through what it selects"
 )
+INDEX_CUT = "integer indices, which carry no gradient (only the values beside them do)"
+"""How the explanation passes name a cut at an op that returns values and indices (topk,
+max over a dim, sort) when only its indices went on toward the loss."""
+INDEX_ADVICE = (
+    "what is read only through the indices it selects (a router's top-k choice of tokens or "
+    "experts) gets no gradient: scale what was selected by the selected values (Mixture-of-Depths "
+    "and MoE layers multiply each routed output by its router weight), or give the choice a "
+    "straight-through or REINFORCE estimator"
+)
 UNUSED_ADVICE = (
     "; an output left unused (the last block's residual branch where only the skip outputs "
     "are summed, as in WaveNet) makes the module dead weight: delete it or freeze it"
@@ -42,10 +51,10 @@ def cut_found(f: Finding) -> Finding:
     cuts = [e for e in f.evidence if e.startswith("graph cut by")]
     if f.slug != "none-grad" or not cuts:
         return f
-    step = all(STEP_CUT in e for e in cuts)  # no .detach() or no_grad beside it
-    return replace(
-        f, message=f.message.replace(UNUSED, ""), advice=STEP_ADVICE if step else CUT_ADVICE
-    )
+    step = all(STEP_CUT in e or INDEX_CUT in e for e in cuts)  # no .detach() or no_grad
+    index = all(INDEX_CUT in e for e in cuts)
+    advice = INDEX_ADVICE if index else STEP_ADVICE if step else CUT_ADVICE
+    return replace(f, message=f.message.replace(UNUSED, ""), advice=advice)
 
 
 @rule(
