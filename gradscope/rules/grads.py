@@ -84,7 +84,9 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
     loss read through a derivative taken with create_graph, is information (its constant
     has derivative 0: rules/derivative_bias.py), and so is a tensor that only adds to the output
     differentiated (a per-species energy shift); so is a layer its parent skipped at random
-    in training while its siblings of its kind ran (LayerDrop: rules/layer_drop.py)."""
+    in training while its siblings of its kind ran (LayerDrop: rules/layer_drop.py), and a
+    candidate of an alike module list of which the step ran one, called by an index picked at
+    run time (a one-shot supernet's sampled path: inspector/picked_choice.py)."""
     ran = {m.name for m in stats.modules if m.ran}
     routed = idle_experts(stats)
     out = []
@@ -110,9 +112,8 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
             )
             advice = CUT_ADVICE + UNUSED_ADVICE
         finding = this.finding(p.name, f"grad of {p.name} is None: {why}", advice)
-        layer = layer_drop.skipped(stats, p.module) if p.module not in ran else None
-        if layer is not None:
-            finding = layer_drop.as_information(finding, p.name, layer)
+        if p.module not in ran:
+            finding = layer_drop.left_out_by_design(stats, finding, p.name, p.module)
         weight = _differentiated_bias(stats, p)
         if weight is not None:
             head = f"grad of {p.name} is None"

@@ -2,7 +2,8 @@
 is drawn uniformly, so the others get no gradient and no update at that step; momentum SGD
 under a linear decay whose last scheduler.step() sets the lr to 0 after the last update.
 Modes: `spos`; bugs `never` (the last choice never drawn: its weights never train), `lr0`
-(the choice blocks' param group at lr 0 throughout)."""
+(the choice blocks' param group at lr 0 throughout), `first-two` (every step sums the
+first two candidates by a loop index: the last never runs)."""
 
 import random
 import sys
@@ -29,6 +30,10 @@ class Supernet(nn.Module):
     def forward(self, x, arch):
         x = torch.relu(self.stem(x))
         for blocks, i in zip(self.choices, arch, strict=True):
+            if MODE == "first-two":
+                for j in range(2):
+                    x = x + torch.relu(blocks[j](x))
+                continue
             x = x + torch.relu(blocks[i](x))
         return self.head(x)
 
