@@ -1,7 +1,8 @@
 """Choice blocks of a one-shot supernet (SPOS, GDAS, ProxylessNAS): a ModuleList of alike
 candidates of which the forward calls the one an index picks at run time (`blocks[i](x)`,
-`self.ops[index](x)`), so the one step inspect measures runs the chosen candidate only and
-the others get no gradient by design. Read from the forwards above the list: a call of a
+`self.ops[index](x)`, a slimmable network's switchable BatchNorm `bn = self.bn[idx]`), so
+the one step inspect measures runs the chosen candidate only and the others get no
+gradient by design. Read from the forwards above the list: a call of a
 module subscripted by a non-constant, with one candidate of the list run."""
 
 from __future__ import annotations
@@ -42,16 +43,35 @@ _READ: dict[type[nn.Module], bool] = {}
 
 
 def _calls_by_index(cls: type[nn.Module]) -> bool:
-    """Its forward calls something subscripted by a non-constant: `blocks[i](x)`."""
+    """Its forward calls something subscripted by a non-constant: `blocks[i](x)`, or a name
+    assigned from such a subscript."""
     if cls not in _READ:
         try:
             tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
         except (OSError, TypeError, SyntaxError):
             tree = ast.Module(body=[], type_ignores=[])
+        picked = {
+            t.id
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Assign) and _by_index(n.value)
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
         _READ[cls] = any(
             isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Subscript)
-            and not isinstance(n.func.slice, ast.Constant)
+            and (_by_index(n.func) or (isinstance(n.func, ast.Name) and n.func.id in picked))
             for n in ast.walk(tree)
         )
     return _READ[cls]
+
+
+def _by_index(expr: ast.AST) -> bool:
+    """`blocks[i]`: a subscript by a non-constant (a switchable BatchNorm's `self.bn[idx]`,
+    assigned to a name and then called, too)."""
+    if not isinstance(expr, ast.Subscript):
+        return False
+    try:
+        ast.literal_eval(expr.slice)  # `[0]`, `[-1]`: always the same candidate
+    except ValueError:
+        return True
+    return False

@@ -45,7 +45,8 @@ def as_unpicked(finding: Finding, name: str, choice: str) -> Finding:
         message=(
             f"grad of {name} is None: `{choice}` is one of the alike candidates of its list, "
             "of which this step's forward ran one, called by an index picked at run time (a "
-            "one-shot supernet's sampled path)"
+            "one-shot supernet's sampled path, a slimmable network's BatchNorm for the width "
+            "it runs)"
         ),
         advice=(
             "nothing to fix if the path is sampled on purpose: it trains at the steps that "
