@@ -23,8 +23,9 @@ def as_information(finding: Finding, name: str, layer: str) -> Finding:
         severity=Severity.INFO,
         message=(
             f"grad of {name} is None: its layer `{layer}` was skipped at random in "
-            "this step's forward (its parent's forward draws a random number in training and "
-            "skips the layer, as LayerDrop does), while the layers beside it of its kind ran"
+            "this step's forward (a forward draws a random number in training and skips the "
+            "layer, as LayerDrop and stochastic depth do), while the layers beside it of its "
+            "kind ran"
         ),
         advice=(
             "nothing to fix: it trains at the steps that draw it in (`gradscope watch` follows "
