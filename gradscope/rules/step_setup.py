@@ -144,7 +144,7 @@ def update_ratio_low(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             continue  # frozen but in an optimizer: GS421 says it
         if not got_grad(run, i):
             continue  # GS413 says it (its lr, read at the end, may be a schedule's last 0)
-        if not had_lr(run, i):
+        if not had_lr(run, t, i):
             why = "its param group's learning rate is 0"
         elif _died(run, i):
             continue  # a ratio ~0 with no gradient left is not a small lr: GS405/GS417's

@@ -37,17 +37,18 @@ def _median_ratios(run: WatchRun, t: Thresholds, with_grad: bool) -> dict[int, f
     return out
 
 
-def had_lr(run: WatchRun, i: int) -> bool:
-    """Its param group's learning rate was above 0 at a step of its optimizer. The lr read
-    at the end is not enough: a schedule that decays to 0 (a linear decay's last
-    scheduler.step(), after the last update) leaves a 0 that no step used."""
+def had_lr(run: WatchRun, t: Thresholds, i: int) -> bool:
+    """Its param group's learning rate was above 0 at a step of its optimizer after warmup
+    (the steps its ratios are judged over). The lr read at the end is not enough: a schedule
+    that decays to 0 (a linear decay's last scheduler.step(), after the last update) leaves
+    a 0 that no step used."""
     p = run.params[i]
-    if p.lr != 0:
-        return True
     if p.group is None:
-        return False
+        return p.lr != 0
     series = next((s for s in by_optimizer(run) if i in s.members), None)
-    steps = series.steps if series is not None else ()
+    steps = [r for r in series.steps if r.step > t.warmup_steps] if series is not None else []
+    if not steps:
+        return p.lr != 0
     return any(len(r.lrs) > p.group and r.lrs[p.group] > 0 for r in steps)
 
 
@@ -61,7 +62,7 @@ def judged_ratios(run: WatchRun, t: Thresholds) -> Iterator[tuple[int, float, bo
         p = run.params[i]
         if not p.in_optimizer:
             continue
-        if p.requires_grad and had_lr(run, i):
+        if p.requires_grad and had_lr(run, t, i):
             if i not in graded:
                 continue
             ratio = graded[i]
