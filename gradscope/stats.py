@@ -119,6 +119,9 @@ class RunStats:
     skipped_at_random: tuple[str, ...] = ()
     """Modules that did not run because their parent's forward skips layers at random in
     training (LayerDrop), while siblings of their kind ran."""
+    picked_choices: tuple[str, ...] = ()
+    """Candidates of a module list that did not run while one sibling of their kind did, the
+    forward calling the candidate an index picks (a one-shot supernet's sampled path)."""
     loss_terms: int | None = None
     """The loss adds up this many terms (`.sum()`, reduction='sum'): its gradients are that
     many times a mean-reduced loss's, so absolute bounds are judged per term. None: a mean

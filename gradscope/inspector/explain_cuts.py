@@ -12,18 +12,13 @@ from gradscope.errors import user_line
 from gradscope.inspector.replay import (
     CUT_KINDS,
     MAX_SITES,
+    SHAPE_ONLY,
     flat_tensors,
     in_reentrant_checkpoint,
     replay,
     site,
 )
-from gradscope.rules.grads import STEP_CUT
-
-SHAPE_ONLY = frozenset(
-    ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
-     "randint_like", "new_zeros", "new_ones", "new_empty", "new_full")
-)  # fmt: skip
-"""Ops that read only their input's shape, dtype and device: no value of it goes on."""
+from gradscope.rules.grads import INDEX_CUT, STEP_CUT
 
 
 @dataclass
@@ -95,10 +90,7 @@ class _Flow:
             kind = f"{CUT_KINDS[name]}: {site(name, module)}"
             soft = False
         elif not outs:  # called for the indices of an op that also returned values
-            kind = (
-                f"the integer indices of {site(name, module, line)}, which carry no gradient "
-                "(only its values do)"
-            )
+            kind = f"{INDEX_CUT}: {site(name, module, line)}"
             soft = True
         elif all(not _differentiable(t) for t in outs):
             kind = f"{STEP_CUT}: {site(name, module, line)}"

@@ -2,7 +2,8 @@
 `if self.training and torch.rand([]) < self.layerdrop: continue`) leaves a layer out of some
 steps, and out of the one step inspect measures, by design; its siblings of the same kind ran.
 Read from the forward that skipped it: a loop over layers whose `continue` sits under a test of
-a random draw, inside a test of `self.training`."""
+a random draw, inside a test of `self.training`; or a block's own forward that returns early
+so (stochastic depth, Huang et al. 2016), its layers not run while a block of its kind's did."""
 
 from __future__ import annotations
 
@@ -31,7 +32,25 @@ def names(model: nn.Module, order: dict[str, int]) -> tuple[str, ...]:
             ]
             if skipped and _skips_at_random(type(parent)):
                 out.extend(skipped)
+    out.extend(_returned_early(model, order))
     return tuple(out)
+
+
+def _returned_early(model: nn.Module, order: dict[str, int]) -> list[str]:
+    """Blocks that ran but none of whose layers did, whose own forward returns early under a
+    test of a random draw inside a test of `self.training` (stochastic depth's `if
+    self.training and torch.rand(1) < p: return x`), while a block of their kind ran its
+    layers."""
+    ran_inside = {n.rsplit(".", 1)[0] for n in order if "." in n}
+    found = []
+    for name, block in model.named_modules():
+        children = [_join(name, c) for c, _ in block.named_children()]
+        if name not in order or not children or any(c in order for c in children):
+            continue
+        alike = any(type(m) is type(block) and n in ran_inside for n, m in model.named_modules())
+        if alike and _returns_at_random(type(block)):
+            found.append(name)
+    return found
 
 
 def _join(parent: str, child: str) -> str:
@@ -41,39 +60,69 @@ def _join(parent: str, child: str) -> str:
 _READ: dict[type[nn.Module], bool] = {}
 
 
+def _forward_tree(cls: type[nn.Module]) -> ast.Module:
+    try:
+        return ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
+    except (OSError, TypeError, SyntaxError):
+        return ast.Module(body=[], type_ignores=[])
+
+
 def _skips_at_random(cls: type[nn.Module]) -> bool:
     if cls not in _READ:
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
-        except (OSError, TypeError, SyntaxError):
-            tree = ast.Module(body=[], type_ignores=[])
+        tree = _forward_tree(cls)
         _READ[cls] = any(isinstance(n, ast.For) and _random_continue(n) for n in ast.walk(tree))
     return _READ[cls]
+
+
+_RETURNS: dict[type[nn.Module], bool] = {}
+
+
+def _returns_at_random(cls: type[nn.Module]) -> bool:
+    """Its forward returns under an `if` that tests a random draw, inside a test of
+    `self.training`."""
+    if cls not in _RETURNS:
+        body = [n for n in ast.walk(_forward_tree(cls)) if isinstance(n, ast.FunctionDef)]
+        drawn = _drawn(body[0]) if body else set()
+        _RETURNS[cls] = bool(body) and _under(
+            body[0].body, drawn, random=False, training=False, stop=ast.Return
+        )
+    return _RETURNS[cls]
 
 
 def _random_continue(loop: ast.For) -> bool:
     """Some `continue` of the loop sits under an `if` that tests a random draw (a call, or a
     name the loop assigned from one), inside a test of `self.training`."""
-    drawn = {
+    return _under(loop.body, _drawn(loop), random=False, training=False)
+
+
+def _drawn(node: ast.AST) -> set[str]:
+    """Names assigned from a random draw below `node`."""
+    return {
         t.id
-        for n in ast.walk(loop)
+        for n in ast.walk(node)
         if isinstance(n, ast.Assign) and _draws(n.value)
         for t in n.targets
         if isinstance(t, ast.Name)
     }
-    return _under(loop.body, drawn, random=False, training=False)
 
 
-def _under(body: list[ast.stmt], drawn: set[str], *, random: bool, training: bool) -> bool:
+def _under(
+    body: list[ast.stmt],
+    drawn: set[str],
+    *,
+    random: bool,
+    training: bool,
+    stop: type[ast.stmt] = ast.Continue,
+) -> bool:
     for stmt in body:
-        if isinstance(stmt, ast.Continue) and random and training:
+        if isinstance(stmt, stop) and random and training:
             return True
         if isinstance(stmt, ast.If):
             r = random or _draws(stmt.test) or _reads(stmt.test, drawn)
             tr = training or any(
                 isinstance(n, ast.Attribute) and n.attr == "training" for n in ast.walk(stmt.test)
             )
-            if _under(stmt.body, drawn, random=r, training=tr):
+            if _under(stmt.body, drawn, random=r, training=tr, stop=stop):
                 return True
     return False
 

@@ -120,6 +120,14 @@ def site(name: str, module: str, line: str | None = None) -> str:
     return f"`{name}`" + (f" at {line}" if line else "") + (f" in `{module}`" if module else "")
 
 
+SHAPE_ONLY = frozenset(
+    ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
+     "randint_like", "new_zeros", "new_ones", "new_empty", "new_full")
+)  # fmt: skip
+"""Ops that read only their input's shape, dtype and device: no value of it goes on: no
+cut, though their output never requires grad (the Gumbel noise of
+`-torch.empty_like(logits).exponential_().log()`, a dropout mask from `rand_like`)."""
+
 CUT_KINDS = {
     "detach": ".detach()",
     "detach_": ".detach_()",

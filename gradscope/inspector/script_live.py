@@ -16,11 +16,11 @@ import torch
 from torch import nn
 
 from gradscope.errors import is_own_file, is_user_file, short_path
-from gradscope.inspector import backward_nan, hooks
+from gradscope.inspector import backward_nan, hooks, nan_made
 from gradscope.inspector.node_watch import NodeWatch, readable
-from gradscope.inspector.replay import CUT_KINDS, MAX_SITES, op_name
+from gradscope.inspector.replay import CUT_KINDS, MAX_SITES, SHAPE_ONLY, op_name
 from gradscope.inspector.uninitialised import Unwritten, without_out
-from gradscope.rules.grads import STEP_CUT
+from gradscope.rules.grads import INDEX_CUT, STEP_CUT
 
 with warnings.catch_warnings():  # torch warns here when numpy is not installed
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
@@ -123,13 +123,16 @@ class LiveWatch(TorchFunctionMode):
         marks: frozenset[int] = frozenset()
         for t in inputs:
             marks |= self.taint.get(id(t), frozenset())
-        if any(t.requires_grad for t in inputs) and not any(t.requires_grad for t in outs):
+        stops = any(t.requires_grad for t in inputs) and not any(t.requires_grad for t in outs)
+        if stops and name not in SHAPE_ONLY:  # `empty_like(x)` reads no value of x: no cut
             # an integer op (a comparison, argmax) too: named only for a parameter whose
             # values reach the loss through nothing else (a step with no surrogate)
             if outs or name in CUT_KINDS or results:
                 cut = self._cut(name, inputs, graded, step=not outs and name not in CUT_KINDS)
                 if cut is not None:
                     marks |= {cut}
+        if not stops and len(outs) < len(results) and name not in SHAPE_ONLY:
+            results = self._indices_cut(name, inputs, results, outs, graded, marks)
         if marks:
             for t in results:  # what was computed from a cut's output, down to the loss
                 self.taint[id(t)] = marks
@@ -161,11 +164,41 @@ class LiveWatch(TorchFunctionMode):
         if len(self.pending) >= CHECK_EVERY:
             self._read()
 
+    def _indices_cut(
+        self,
+        name: str,
+        inputs: list[torch.Tensor],
+        results: list[torch.Tensor],
+        outs: list[torch.Tensor],
+        graded: bool,
+        marks: frozenset[int],
+    ) -> list[torch.Tensor]:
+        """`topk`, `max(dim)`, `sort`: values with a gradient, indices without one. A
+        parameter whose values go on only through the indices (a router read for its top-k
+        choice alone) is cut here: its indices are marked with the cut; the results left
+        to mark as any op's are returned."""
+        if not any(t.requires_grad for t in inputs):
+            return results
+        cut = self._cut(name, inputs, graded, step=True, kind=INDEX_CUT)
+        if cut is None:
+            return results
+        valued = {id(t) for t in outs}
+        for t in results:
+            if id(t) not in valued:
+                self.taint[id(t)] = marks | {cut}
+                self.keep.append(t)
+        return outs
+
     def _cut(
-        self, name: str, inputs: list[torch.Tensor], graded: bool, step: bool = False
+        self,
+        name: str,
+        inputs: list[torch.Tensor],
+        graded: bool,
+        step: bool = False,
+        kind: str = STEP_CUT,
     ) -> int | None:
-        """`step`: an integer op's, one cut per site (a mask made at every time step of a
-        loop would fill MAX_CUTS before a .detach() after it)."""
+        """`step`: an integer op's (`kind`: its indices'), one cut per site (a mask made at
+        every time step of a loop would fill MAX_CUTS before a .detach() after it)."""
         line = self._user_line()
         if len(self.cuts) >= MAX_CUTS or line is None:
             return None
@@ -176,7 +209,7 @@ class LiveWatch(TorchFunctionMode):
             if known < len(self.cuts):
                 self.cuts[known][2].extend(s for s in sources if len(self.cuts[known][2]) < 64)
                 return known
-            self.cuts.append((STEP_CUT, site, sources))
+            self.cuts.append((kind, site, sources))
             return known
         if not graded:
             kind = "a torch.no_grad() (or inference_mode) region"
@@ -232,7 +265,7 @@ class LiveWatch(TorchFunctionMode):
                 if not bad_in:
                     self.first_bad = site
                     self.of_nothing = bool(inputs) and all(t.numel() == 0 for t in inputs)
-                    self.below_domain = _below_domain(site[0], inputs)
+                    self.below_domain = nan_made.below_domain(site[0], inputs)
                     return
                 self.came_in = True
                 made = [s for s in map(self.unwritten.site_of, bad_in) if s is not None]
@@ -258,8 +291,8 @@ class LiveWatch(TorchFunctionMode):
             out["non-finite"] = [
                 f"first non-finite value made by {_site_text(self.first_bad, names)} "
                 "from finite inputs"
-                + (_OF_NOTHING if self.of_nothing else "")
-                + (_NEGATIVE if self.below_domain else "")
+                + (nan_made.OF_NOTHING if self.of_nothing else "")
+                + (nan_made.NEGATIVE if self.below_domain else "")
             ]
             if nodes is not None and not self.failed and _finite(loss):  # dropped after
                 out["non-finite"] += self._backward(nodes, names, dropped=True)
@@ -271,7 +304,7 @@ class LiveWatch(TorchFunctionMode):
                 "that read, or written in place with them)"
             ]
         elif self.came_in:
-            out["non-finite"] = [_before_the_forward(model)]
+            out["non-finite"] = [nan_made.before_the_forward(model)]
         elif nodes is not None and not self.failed:
             backward = self._backward(nodes, names)
             if backward:
@@ -337,50 +370,6 @@ class LiveWatch(TorchFunctionMode):
 def _finite(t: torch.Tensor) -> bool:
     plain = readable(t.detach())
     return plain is not None and bool(torch.isfinite(plain).all())
-
-
-def _before_the_forward(model: nn.Module) -> str:
-    """NaN/Inf in the forward that no op of it made: it was in the weights or the batch."""
-    named = [(n.replace("_orig_mod.", ""), p) for n, p in model.named_parameters()]
-    with torch.no_grad():
-        plain = [(n, readable(p.detach())) for n, p in named]
-        bad = [n for n, p in plain if p is not None and not bool(torch.isfinite(p).all())]
-    if bad:
-        shown = ", ".join(bad[:4]) + (f" (+{len(bad) - 4} more)" if len(bad) > 4 else "")
-        return (
-            "no op of this step's forward made NaN/Inf from finite inputs: the weights already "
-            f"held them ({shown}), written by an earlier step: inspect that one "
-            "(--step first-nonfinite)"
-        )
-    return (
-        "no op of this step's forward made NaN/Inf from finite inputs: they came in with its "
-        "inputs (the batch, or a tensor kept from an earlier step)"
-    )
-
-
-_OF_NOTHING = (
-    ", all of them empty: a mean over no elements (0/0), a selection that held nothing in "
-    "this batch (no positive cell or object, every target ignored); add that term only when "
-    "it has elements (if mask.any()), as a clamp or an epsilon cannot fix it"
-)
-
-
-_DOMAIN_FLOOR = {"log": 0.0, "log2": 0.0, "log10": 0.0, "sqrt": 0.0, "rsqrt": 0.0, "log1p": -1.0}
-"""Ops whose input below this value makes NaN, not a mere 0 or an overflow."""
-_NEGATIVE = (
-    ", some of them below its domain (negative): what must be positive is best made so by "
-    "construction (softplus or exp of a scale or variance a layer outputs), as a clamp to a "
-    "floor stops the gradient of every value below it"
-)
-
-
-def _below_domain(op: str, inputs: list[Any]) -> bool:
-    """A log or square root (or log1p below -1) fed values under its domain: read once, at
-    the op already found to make the first NaN."""
-    floor = _DOMAIN_FLOOR.get(op)
-    if floor is None or len(inputs) != 1 or inputs[0].is_complex():
-        return False
-    return bool((inputs[0] < floor).any())
 
 
 def _site_text(site: tuple[str, int, str | None], names: dict[int, str]) -> str:

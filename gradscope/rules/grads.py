@@ -30,6 +30,15 @@ STEP_ADVICE = (
     "sigmoid, arctan) or a straight-through estimator (soft + (hard - soft).detach()); if it only "
     "selects (a mask for torch.where), let the values reach the loss through what it selects"
 )
+INDEX_CUT = "integer indices, which carry no gradient (only the values beside them do)"
+"""How the explanation passes name a cut at an op that returns values and indices (topk,
+max over a dim, sort) when only its indices went on toward the loss."""
+INDEX_ADVICE = (
+    "what is read only through the indices it selects (a router's top-k choice of tokens or "
+    "experts) gets no gradient: scale what was selected by the selected values (Mixture-of-Depths "
+    "and MoE layers multiply each routed output by its router weight), or give the choice a "
+    "straight-through or REINFORCE estimator"
+)
 UNUSED_ADVICE = (
     "; an output left unused (the last block's residual branch where only the skip outputs "
     "are summed, as in WaveNet) makes the module dead weight: delete it or freeze it"
@@ -48,10 +57,10 @@ def cut_found(f: Finding) -> Finding:
     cuts = [e for e in f.evidence if e.startswith("graph cut by")]
     if f.slug != "none-grad" or not cuts:
         return f
-    step = all(STEP_CUT in e for e in cuts)  # no .detach() or no_grad beside it
-    return replace(
-        f, message=f.message.replace(UNUSED, ""), advice=STEP_ADVICE if step else CUT_ADVICE
-    )
+    step = all(STEP_CUT in e or INDEX_CUT in e for e in cuts)  # no .detach() or no_grad
+    index = all(INDEX_CUT in e for e in cuts)
+    advice = INDEX_ADVICE if index else STEP_ADVICE if step else CUT_ADVICE
+    return replace(f, message=f.message.replace(UNUSED, ""), advice=advice)
 
 
 @rule(
@@ -81,7 +90,9 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
     loss read through a derivative taken with create_graph, is information (its constant
     has derivative 0: rules/derivative_bias.py), and so is a tensor that only adds to the output
     differentiated (a per-species energy shift); so is a layer its parent skipped at random
-    in training while its siblings of its kind ran (LayerDrop: rules/layer_drop.py)."""
+    in training while its siblings of its kind ran (LayerDrop: rules/layer_drop.py), and a
+    candidate of an alike module list of which the step ran one, called by an index picked at
+    run time (a one-shot supernet's sampled path: inspector/picked_choice.py)."""
     ran = {m.name for m in stats.modules if m.ran}
     routed = idle_experts(stats)
     out = []
@@ -108,9 +119,8 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
             later = LATER_STEP_ADVICE if stats.one_step_of_script else ""
             advice = CUT_ADVICE + UNUSED_ADVICE + later
         finding = this.finding(p.name, f"grad of {p.name} is None: {why}", advice)
-        layer = layer_drop.skipped(stats, p.module) if p.module not in ran else None
-        if layer is not None:
-            finding = layer_drop.as_information(finding, p.name, layer)
+        if p.module not in ran:
+            finding = layer_drop.left_out_by_design(stats, finding, p.name, p.module)
         weight = _differentiated_bias(stats, p)
         if weight is not None:
             head = f"grad of {p.name} is None"

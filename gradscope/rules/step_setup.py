@@ -4,9 +4,7 @@ judged on their own; clipping is step_clipping.py's, mixed precision step_amp.py
 
 from __future__ import annotations
 
-import math
 import statistics
-from collections.abc import Iterator
 
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity, Threshold
@@ -25,10 +23,8 @@ from gradscope.rules import (
     zero_start,
 )
 from gradscope.rules.registry import DECLARED, Stage, rule
-from gradscope.rules.short_lived import short_lived
 from gradscope.rules.step_common import (
     about,
-    after_warmup,
     by_optimizer,
     finite,
     live,
@@ -36,31 +32,8 @@ from gradscope.rules.step_common import (
 )
 from gradscope.rules.step_dead import dead_from
 from gradscope.rules.symptoms import DIVERGENCE
+from gradscope.rules.update_ratios import had_lr, judged_ratios
 from gradscope.steps.records import ParamInfo, WatchRun
-
-
-def _median_ratios(run: WatchRun, t: Thresholds, with_grad: bool) -> dict[int, float]:
-    """Median sampled update/weight ratio per parameter; `with_grad`: only over the
-    sampled steps where that parameter had a non-zero gradient. Not over the steps of an
-    optimizer built for one task or round (`short_lived`): its large moves are its purpose."""
-    brief = short_lived(run, t)
-    sampled = [
-        r
-        for r in after_warmup(run, t)
-        if r.update_ratios is not None and not r.skipped and r.optimizer not in brief
-    ]
-    out = {}
-    for i in range(len(run.params)):
-        vals = [
-            r.update_ratios[i]
-            for r in sampled
-            if r.update_ratios is not None
-            and (not with_grad or (r.param_norms[i] or 0) > 0)
-            and not math.isnan(r.update_ratios[i])
-        ]
-        if vals:
-            out[i] = statistics.median(vals)
-    return out
 
 
 def got_grad(run: WatchRun, i: int) -> bool:
@@ -73,22 +46,6 @@ def _died(run: WatchRun, i: int) -> bool:
     """Its gradients fell a thousandfold and stayed there, in its optimizer's steps."""
     series = next((s for s in by_optimizer(run) if i in s.members), None)
     return series is not None and dead_from(series.steps, i) is not None
-
-
-def _judged_ratios(run: WatchRun, t: Thresholds) -> Iterator[tuple[int, float, bool]]:
-    """(parameter, its median update ratio, whether it is a matrix) for the parameters in
-    an optimizer: over the steps where it had a gradient when it could learn."""
-    every = _median_ratios(run, t, with_grad=False)
-    graded = _median_ratios(run, t, with_grad=True)
-    for i, ratio in every.items():
-        p = run.params[i]
-        if not p.in_optimizer:
-            continue
-        if p.requires_grad and p.lr != 0:
-            if i not in graded:
-                continue
-            ratio = graded[i]
-        yield i, ratio, len(p.shape) >= 2 and not (p.optimised_input or p.sampled_grid)
 
 
 @rule(
@@ -124,7 +81,7 @@ def update_ratio_high(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) ->
     to fewer than warmup-steps steps inside a longer run), whose large moves are its
     purpose."""
     out = []
-    for i, ratio, matrix in _judged_ratios(run, t):
+    for i, ratio, matrix in judged_ratios(run, t):
         p = run.params[i]
         if ratio > t.update_ratio_high and matrix:
             out.append(
@@ -167,14 +124,17 @@ def update_ratio_low(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     # GS405/GS413's verdict, not the learning rate's)
     """After warmup-steps, a parameter's median sampled update/weight ratio is below
     update-ratio-low: zero for any parameter, or tiny for a matrix that had gradients. Its param
-    group's learning rate is 0, or far too small; a frozen parameter left in an optimizer is
-    information. A parameter whose gradients died (a thousandfold below what they were, and
-    stayed there) is not judged: a ratio of ~0 with no gradient is not a small learning rate
-    (GS405, GS417, and GS419 where large steps killed them). Weights stored in bfloat16 or
-    float16 are named by their dtype: each step below the spacing of their values rounds
-    back to the weight, whatever the learning rate (pure half-precision training)."""
+    group's learning rate is 0 at its steps, or far too small; a frozen parameter left in an
+    optimizer is information. A parameter that gets a gradient at some steps only (a
+    supernet's sampled path) is judged over those, and a schedule's 0 read after its last
+    update is no learning rate of 0. A parameter whose gradients died (a thousandfold below
+    what they were, and stayed there) is not judged: a ratio of ~0 with no gradient is not
+    a small learning rate (GS405, GS417, and GS419 where large steps killed them). Weights
+    stored in bfloat16 or float16 are named by their dtype: each step below the spacing of
+    their values rounds back to the weight, whatever the learning rate (pure half-precision
+    training)."""
     out = []
-    for i, ratio, matrix in _judged_ratios(run, t):
+    for i, ratio, matrix in judged_ratios(run, t):
         p = run.params[i]
         if ratio > t.update_ratio_high and matrix:
             continue  # GS409's
@@ -184,7 +144,7 @@ def update_ratio_low(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             continue  # frozen but in an optimizer: GS421 says it
         if not got_grad(run, i):
             continue  # GS413 says it (its lr, read at the end, may be a schedule's last 0)
-        if p.lr == 0:
+        if not had_lr(run, t, i):
             why = "its param group's learning rate is 0"
         elif _died(run, i):
             continue  # a ratio ~0 with no gradient left is not a small lr: GS405/GS417's

@@ -3,7 +3,9 @@ leave a layer out while its siblings of the same kind run: it was a GS101 error,
 module in forward, delete it'. Read from the forward that skipped it (a `continue` under a
 test of a random draw, inside a test of `self.training`): information. A layer skipped by
 its index at every step, in a forward that draws a random number for something else, stays
-an error."""
+an error. A residual block whose own forward returns its input early on a random draw in
+training (stochastic depth) is information the same way; one that returns early by its
+index at every step stays an error."""
 
 from __future__ import annotations
 
@@ -40,3 +42,17 @@ def test_a_layer_skipped_by_its_index_stays_an_error():
         f"1.layers.{i}.{k}" for i in (1, 3) for k in ("weight", "bias")
     }
     assert all(f.severity == Severity.ERROR and "never ran" in f.message for f in found)
+
+
+def test_a_block_returned_early_at_random_is_information():
+    found = _none_grads("stochastic-depth")
+    assert found and all(f.severity == Severity.INFO for f in found), found
+    assert all("skipped at random" in f.message and "stochastic depth" in f.message for f in found)
+
+
+def test_a_block_returned_early_by_its_index_stays_an_error():
+    found = _none_grads("odd-blocks")
+    assert {f.subject for f in found} == {
+        f"1.layers.{i}.layer.{k}" for i in (1, 3) for k in ("weight", "bias")
+    }
+    assert all(f.severity == Severity.ERROR for f in found)

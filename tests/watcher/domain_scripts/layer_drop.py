@@ -1,7 +1,9 @@
 """LayerDrop (Fan et al. 2019): in training each layer is skipped with probability p by a fresh
 draw per batch, so a skipped layer gets no gradient at that step. Modes: `fairseq` (one `if`),
-`nested` (transformers' `if self.training:` then `torch.rand([])`); bug `odd` (every other
-layer skipped by its index, at every step: those layers never train)."""
+`nested` (transformers' `if self.training:` then `torch.rand([])`), `stochastic-depth` (each
+residual block's own forward returns its input early on a draw, Huang et al. 2016); bugs
+`odd` (every other layer skipped by its index, at every step: those layers never train),
+`odd-blocks` (every other block returns early by its index)."""
 
 import sys
 
@@ -51,7 +53,46 @@ class Odd(Encoder):
         return x
 
 
-ENCODERS = {"fairseq": Fairseq, "nested": Nested, "odd": Odd}
+class Block(nn.Module):
+    def __init__(self, index: int, p: float = 0.5):
+        super().__init__()
+        self.index, self.p = index, p
+        self.layer = nn.Linear(D, D)
+
+    def forward(self, x):
+        if self.training:
+            if torch.rand(1).item() < self.p:
+                return x
+        return x + torch.tanh(self.layer(x))
+
+
+class IndexedBlock(Block):
+    def forward(self, x):
+        noise = torch.rand(()) if self.training else 0.0  # drawn, but not what skips
+        if self.training and self.index % 2:
+            return x
+        return x + torch.tanh(self.layer(x)) + 0 * noise
+
+
+class Blocks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        kind = IndexedBlock if MODE == "odd-blocks" else Block
+        self.layers = nn.ModuleList(kind(i) for i in range(L))
+
+    def forward(self, x):
+        for block in self.layers:
+            x = block(x)
+        return x
+
+
+ENCODERS = {
+    "fairseq": Fairseq,
+    "nested": Nested,
+    "odd": Odd,
+    "stochastic-depth": Blocks,
+    "odd-blocks": Blocks,
+}
 model = nn.Sequential(nn.Linear(4, D), ENCODERS[MODE](), nn.Linear(D, 1))
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 for _step in range(20):

@@ -1,0 +1,56 @@
+"""What inspect says about where a NaN/Inf of a script's step came from, beside the op
+that made it (script_live.py): the weights or the batch when no op of the forward made
+it, a mean over nothing, a log or square root fed values below its domain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from gradscope.inspector.node_watch import readable
+
+
+def before_the_forward(model: nn.Module) -> str:
+    """NaN/Inf in the forward that no op of it made: it was in the weights or the batch."""
+    named = [(n.replace("_orig_mod.", ""), p) for n, p in model.named_parameters()]
+    with torch.no_grad():
+        plain = [(n, readable(p.detach())) for n, p in named]
+        bad = [n for n, p in plain if p is not None and not bool(torch.isfinite(p).all())]
+    if bad:
+        shown = ", ".join(bad[:4]) + (f" (+{len(bad) - 4} more)" if len(bad) > 4 else "")
+        return (
+            "no op of this step's forward made NaN/Inf from finite inputs: the weights already "
+            f"held them ({shown}), written by an earlier step: inspect that one "
+            "(--step first-nonfinite)"
+        )
+    return (
+        "no op of this step's forward made NaN/Inf from finite inputs: they came in with its "
+        "inputs (the batch, or a tensor kept from an earlier step)"
+    )
+
+
+OF_NOTHING = (
+    ", all of them empty: a mean over no elements (0/0), a selection that held nothing in "
+    "this batch (no positive cell or object, every target ignored); add that term only when "
+    "it has elements (if mask.any()), as a clamp or an epsilon cannot fix it"
+)
+
+
+DOMAIN_FLOOR = {"log": 0.0, "log2": 0.0, "log10": 0.0, "sqrt": 0.0, "rsqrt": 0.0, "log1p": -1.0}
+"""Ops whose input below this value makes NaN, not a mere 0 or an overflow."""
+NEGATIVE = (
+    ", some of them below its domain (negative): what must be positive is best made so by "
+    "construction (softplus or exp of a scale or variance a layer outputs), as a clamp to a "
+    "floor stops the gradient of every value below it"
+)
+
+
+def below_domain(op: str, inputs: list[Any]) -> bool:
+    """A log or square root (or log1p below -1) fed values under its domain: read once, at
+    the op already found to make the first NaN."""
+    floor = DOMAIN_FLOOR.get(op)
+    if floor is None or len(inputs) != 1 or inputs[0].is_complex():
+        return False
+    return bool((inputs[0] < floor).any())
