@@ -172,14 +172,35 @@ def union(a: LossKind, b: LossKind) -> LossKind:
     """The kind of a run whose steps' losses were a's at some steps and b's at others (a
     detector's box and class terms only on batches that hold an object): every term either
     showed, each kind and sign once, so a term that comes and goes is read as one more term
-    of the objective, whose level then varies with the batch."""
-    a = _counted(a, b)
+    of the objective, whose level then varies with the batch. A term weighted 0 in a takes
+    its weight from b (_ramped): a factor still 0 is 0 at every step read."""
+    a = _counted(_ramped(a, b), b)
     seen = {(t.kind, t.negated) for t in a.terms}
     extra = tuple(t for t in b.terms if (t.kind, t.negated) not in seen)
     if not extra and b.unknown_terms <= a.unknown_terms:
         return a
     terms = _signed_by_data(a.terms + extra, a, b)[:MAX_TERMS]
     return replace(a, terms=terms, unknown_terms=max(a.unknown_terms, b.unknown_terms))
+
+
+def _ramped(a: LossKind, b: LossKind) -> LossKind:
+    """a, each term whose factor was 0 given b's factor for it where that is not 0 (or could
+    not be read): a weight ramped up from 0 (a consistency loss's warm-up, an unlabelled
+    loss switched on after some steps) is 0 at the first steps only. b's term is the one at
+    the same place when both list the same kinds in the same order, else the first of its
+    kind with a weight."""
+    zeros = [i for i, t in enumerate(a.terms) if t.factor == 0]
+    if not zeros:
+        return a
+    aligned = [t.kind for t in a.terms] == [t.kind for t in b.terms]
+    terms = list(a.terms)
+    for i in zeros:
+        kind = terms[i].kind
+        weighted = [t.factor for t in b.terms if t.kind == kind and t.factor != 0]
+        later = b.terms[i].factor if aligned else (weighted or [0.0])[0]
+        if later != 0:
+            terms[i] = replace(terms[i], factor=later)
+    return replace(a, terms=tuple(terms))
 
 
 def _signed_by_data(terms: tuple[LossTerm, ...], a: LossKind, b: LossKind) -> tuple[LossTerm, ...]:
