@@ -55,9 +55,9 @@ def term_weight_zero(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             s.subject("loss"),
             s.say(
                 f"the loss's term {names} was multiplied by 0 at every step its kind was read "
-                f"(the first steps, then every {READ_AGAIN_AFTER} to step "
-                f"{s.steps[-1].step}): it adds nothing to the gradient, so what it reads "
-                "trains nothing"
+                f"(the first steps, then every {READ_AGAIN_AFTER}; the run ended at step "
+                f"{s.steps[-1].step}): it added nothing to the gradient there, so unless its "
+                "weight rose after the last read, what it reads trained nothing"
             ),
             "if the term should train (a consistency or unlabelled-loss weight), compute its "
             "weight from the current step or epoch so its ramp-up reaches the maximum; if the "
