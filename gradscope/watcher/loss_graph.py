@@ -260,9 +260,10 @@ def _below(branch: _Branch) -> list[_Branch] | None:
     if name == "MulBackward0" and loss_inputs.soft_target(node) is not None:
         return None  # targets times log-probabilities: a term (_smoothing reads it)
     if name in ("MulBackward0", "MulBackward1", "DivBackward0") and len(inputs) == 1:
-        by = _constant(saved(node, "_saved_other", None))
-        by = 1.0 / by if name == "DivBackward0" and by else by
-        return [(inputs[0], factor * by, reduced)]
+        if name == "DivBackward0":  # a denominator of 0 makes no factor: inf or NaN
+            by = _constant(saved(node, "_saved_other", None))
+            return [(inputs[0], factor * (1.0 / by if by else math.nan), reduced)]
+        return [(inputs[0], factor * _constant(_held_factor(node)), reduced)]
     if name in ("AddBackward0", "SubBackward0"):
         alpha = _constant(saved(node, "_saved_alpha", 1))
         signs = (1.0, -alpha if name == "SubBackward0" else alpha)
@@ -330,15 +331,29 @@ def _soft_target(node: Any, factor: float, reduction: str) -> LossTerm | None:
     return LossTerm("soft_cross_entropy", reduction, factor, classes, count, *what)
 
 
+def _held_factor(node: Any) -> Any:
+    """The operand of a product that takes no gradient: `w * loss` saves the weight as
+    self, `loss * mask` as other (torch saves only the operand the gradient needs)."""
+    other = saved(node, "_saved_other", None)
+    if other is None or (isinstance(other, torch.Tensor) and other.requires_grad):
+        return saved(node, "_saved_self", None)
+    return other
+
+
 def _constant(value: Any) -> float:
     """A factor's value: a Python number, or a CPU scalar tensor (wrapped numbers are);
-    NaN for anything that would need a device read or is not one number."""
+    0 for a CPU tensor of per-sample weights that are all 0 (a confidence mask nothing
+    passed); NaN for anything that would need a device read or is not one number."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.device.type == "cpu":
-        if not value.requires_grad and not value.is_complex():
-            return float(value.item())
-    return math.nan
+    if not isinstance(value, torch.Tensor) or value.device.type != "cpu":
+        return math.nan
+    if value.requires_grad or value.is_complex() or value.layout != torch.strided:
+        return math.nan
+    if value.numel() == 1:
+        return float(value.item())
+    plain = type(value) is torch.Tensor  # a subclass (DTensor) may reduce across ranks
+    return 0.0 if plain and value.numel() and not bool(value.any()) else math.nan
 
 
 def _reduced(outer: str | None, partial: str) -> str:
