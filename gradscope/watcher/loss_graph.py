@@ -23,7 +23,7 @@ from gradscope.autograd_walk import NodeWalk, Order, saved
 from gradscope.errors import user_line
 from gradscope.steps.meaning import LossKind, LossTerm
 from gradscope.taken_derivatives import reads_derivative
-from gradscope.watcher import logistic_terms, loss_inputs
+from gradscope.watcher import logistic_terms, loss_factors, loss_inputs
 from gradscope.watcher.discover import MAX_GRAPH_NODES
 
 MAX_NODES = 64
@@ -261,11 +261,11 @@ def _below(branch: _Branch) -> list[_Branch] | None:
         return None  # targets times log-probabilities: a term (_smoothing reads it)
     if name in ("MulBackward0", "MulBackward1", "DivBackward0") and len(inputs) == 1:
         if name == "DivBackward0":  # a denominator of 0 makes no factor: inf or NaN
-            by = _constant(saved(node, "_saved_other", None))
+            by = loss_factors.constant(saved(node, "_saved_other", None))
             return [(inputs[0], factor * (1.0 / by if by else math.nan), reduced)]
-        return [(inputs[0], factor * _constant(_held_factor(node)), reduced)]
+        return [(inputs[0], factor * loss_factors.constant(loss_factors.held(node)), reduced)]
     if name in ("AddBackward0", "SubBackward0"):
-        alpha = _constant(saved(node, "_saved_alpha", 1))
+        alpha = loss_factors.constant(saved(node, "_saved_alpha", 1))
         signs = (1.0, -alpha if name == "SubBackward0" else alpha)
         pairs = zip(node.next_functions, signs, strict=False)
         return [(child, factor * sign, reduced) for (child, _), sign in pairs if child is not None]
@@ -329,31 +329,6 @@ def _soft_target(node: Any, factor: float, reduction: str) -> LossTerm | None:
     floor = misfed.floor if reduction == "mean" else None
     what = (misfed.what, misfed.detail, floor)
     return LossTerm("soft_cross_entropy", reduction, factor, classes, count, *what)
-
-
-def _held_factor(node: Any) -> Any:
-    """The operand of a product that takes no gradient: `w * loss` saves the weight as
-    self, `loss * mask` as other (torch saves only the operand the gradient needs)."""
-    other = saved(node, "_saved_other", None)
-    if other is None or (isinstance(other, torch.Tensor) and other.requires_grad):
-        return saved(node, "_saved_self", None)
-    return other
-
-
-def _constant(value: Any) -> float:
-    """A factor's value: a Python number, or a CPU scalar tensor (wrapped numbers are);
-    0 for a CPU tensor of per-sample weights that are all 0 (a confidence mask nothing
-    passed); NaN for anything that would need a device read or is not one number."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if not isinstance(value, torch.Tensor) or value.device.type != "cpu":
-        return math.nan
-    if value.requires_grad or value.is_complex() or value.layout != torch.strided:
-        return math.nan
-    if value.numel() == 1:
-        return float(value.item())
-    plain = type(value) is torch.Tensor  # a subclass (DTensor) may reduce across ranks
-    return 0.0 if plain and value.numel() and not bool(value.any()) else math.nan
 
 
 def _reduced(outer: str | None, partial: str) -> str:
