@@ -21,7 +21,7 @@ run this long or shorter was read at its first steps only, where a ramp-up is st
     "GS469",
     "term-weight-zero",
     Severity.INFO,
-    "objective",
+    "none-grad",
     Stage.WATCH,
     "watch: a loss term is multiplied by 0 at every step its kind was read, from the first "
     "steps to the last read: it adds nothing to the gradient",
