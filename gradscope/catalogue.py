@@ -76,6 +76,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_update_nan",
         "gradscope.rules.step_vlag",
         "gradscope.rules.step_wiped",
+        "gradscope.rules.step_zero_weight",
         "gradscope.rules.steps",
     ),
     "distributed": ("gradscope.distributed.findings",),

@@ -19,6 +19,7 @@ from gradscope.watcher import (
     discover,
     flat_ops,
     loss_graph,
+    loss_kinds,
     manual,
     modes,
     nan_probe,
@@ -118,7 +119,7 @@ def _read_kind(window: Window, kind: Any) -> None:
         window.kind_done = True
         return
     window.kinds_read.append(key)
-    window.loss_kind = kind if window.loss_kind is None else loss_graph.plus(window.loss_kind, kind)
+    window.loss_kind = kind if window.loss_kind is None else loss_kinds.plus(window.loss_kind, kind)
 
 
 def ended(

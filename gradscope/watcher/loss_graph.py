@@ -23,7 +23,13 @@ from gradscope.autograd_walk import NodeWalk, Order, saved
 from gradscope.errors import user_line
 from gradscope.steps.meaning import LossKind, LossTerm
 from gradscope.taken_derivatives import reads_derivative
-from gradscope.watcher import logistic_terms, loss_inputs, pinball_terms, poisson_terms
+from gradscope.watcher import (
+    logistic_terms,
+    loss_factors,
+    loss_inputs,
+    pinball_terms,
+    poisson_terms,
+)
 from gradscope.watcher.discover import MAX_GRAPH_NODES
 
 MAX_NODES = 64
@@ -172,67 +178,6 @@ def _differentiated(loss: torch.Tensor, derivatives: frozenset[int]) -> bool:
     return reads_derivative(NodeWalk(roots, limit=MAX_GRAPH_NODES), derivatives)
 
 
-def plus(a: LossKind, b: LossKind) -> LossKind:
-    """The kind of a step whose loss is a's plus b's (two backward calls on different
-    losses): every term of both, so its bound and sign are the sum's."""
-    terms = (a.terms + b.terms)[:MAX_TERMS]
-    unknown = a.unknown_terms + b.unknown_terms
-    derivative = a.derivative or b.derivative
-    return LossKind(terms, unknown, a.scaled or b.scaled, a.where or b.where, derivative)
-
-
-def union(a: LossKind, b: LossKind) -> LossKind:
-    """The kind of a run whose steps' losses were a's at some steps and b's at others (a
-    detector's box and class terms only on batches that hold an object): every term either
-    showed, each kind and sign once, so a term that comes and goes is read as one more term
-    of the objective, whose level then varies with the batch."""
-    a = _counted(a, b)
-    seen = {(t.kind, t.negated) for t in a.terms}
-    extra = tuple(t for t in b.terms if (t.kind, t.negated) not in seen)
-    if not extra and b.unknown_terms <= a.unknown_terms:
-        return a
-    terms = _signed_by_data(a.terms + extra, a, b)[:MAX_TERMS]
-    return replace(a, terms=terms, unknown_terms=max(a.unknown_terms, b.unknown_terms))
-
-
-def _signed_by_data(terms: tuple[LossTerm, ...], a: LossKind, b: LossKind) -> tuple[LossTerm, ...]:
-    """`terms`, those of a kind whose sign changed from step to step marked `sign_varies`:
-    the kind came with one sign at each step, not the same at every step (REINFORCE's
-    `R * cross_entropy(logits, a)` with a return R of either sign), so a factor read from
-    the data sets the sign, not the objective. One step holding both signs of a kind (a
-    loss minimised on one set and ascended on another) is left as it is."""
-    both_b = _both_signs(b.terms)
-    both_a = _both_signs(a.terms) - {t.kind for t in a.terms if t.sign_varies}
-    signs: dict[str, set[bool]] = {}
-    for t in terms:
-        signs.setdefault(t.kind, set()).add(t.negated)
-    varies = {k for k, s in signs.items() if len(s) == 2 and k not in both_b | both_a}
-    return tuple(replace(t, sign_varies=True) if t.kind in varies else t for t in terms)
-
-
-def _both_signs(terms: tuple[LossTerm, ...]) -> set[str]:
-    """The kinds that come both negated and not among `terms`."""
-    negated = {t.kind for t in terms if t.negated}
-    return negated & {t.kind for t in terms if not t.negated}
-
-
-def _counted(a: LossKind, b: LossKind) -> LossKind:
-    """a, its summed terms marked `counted` where b's term of the same kind and sign came
-    with another finite factor: the script divides that sum by a count it takes from each
-    batch (the positive anchors a detector matched), so it is a mean over those."""
-    factors = {(t.kind, t.negated): t.factor for t in b.terms if t.reduction == "sum"}
-
-    def moved(t: LossTerm) -> bool:
-        other = factors.get((t.kind, t.negated), math.nan)
-        both = math.isfinite(t.factor) and math.isfinite(other) and t.factor != 0
-        return both and abs(other / t.factor - 1) > 1e-6
-
-    marked = [replace(t, counted=True) if t.reduction == "sum" and moved(t) else t for t in a.terms]
-    if all(m is t for m, t in zip(marked, a.terms, strict=True)):
-        return a
-    return replace(a, terms=tuple(marked))
-
-
 def _below(branch: _Branch) -> list[_Branch] | None:
     """The branches under a node that only scales, sums or reshapes the loss ([] under a
     loss node); None for any other node (a smoothing term, or unknown)."""
@@ -254,11 +199,12 @@ def _below(branch: _Branch) -> list[_Branch] | None:
     if name == "MulBackward0" and loss_inputs.soft_target(node) is not None:
         return None  # targets times log-probabilities: a term (_smoothing reads it)
     if name in ("MulBackward0", "MulBackward1", "DivBackward0") and len(inputs) == 1:
-        by = _constant(saved(node, "_saved_other", None))
-        by = 1.0 / by if name == "DivBackward0" and by else by
-        return [(inputs[0], factor * by, reduced)]
+        if name == "DivBackward0":  # a denominator of 0 makes no factor: inf or NaN
+            by = loss_factors.constant(saved(node, "_saved_other", None))
+            return [(inputs[0], factor * (1.0 / by if by else math.nan), reduced)]
+        return [(inputs[0], factor * loss_factors.constant(loss_factors.held(node)), reduced)]
     if name in ("AddBackward0", "SubBackward0"):
-        alpha = _constant(saved(node, "_saved_alpha", 1))
+        alpha = loss_factors.constant(saved(node, "_saved_alpha", 1))
         signs = (1.0, -alpha if name == "SubBackward0" else alpha)
         pairs = zip(node.next_functions, signs, strict=False)
         return [(child, factor * sign, reduced) for (child, _), sign in pairs if child is not None]
@@ -337,17 +283,6 @@ def _soft_target(node: Any, factor: float, reduction: str) -> LossTerm | None:
     floor = misfed.floor if reduction == "mean" else None
     what = (misfed.what, misfed.detail, floor)
     return LossTerm("soft_cross_entropy", reduction, factor, classes, count, *what)
-
-
-def _constant(value: Any) -> float:
-    """A factor's value: a Python number, or a CPU scalar tensor (wrapped numbers are);
-    NaN for anything that would need a device read or is not one number."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.device.type == "cpu":
-        if not value.requires_grad and not value.is_complex():
-            return float(value.item())
-    return math.nan
 
 
 def _reduced(outer: str | None, partial: str) -> str:

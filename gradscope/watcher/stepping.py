@@ -17,7 +17,7 @@ from gradscope.watcher import (
     discover,
     first_norms,
     group_swaps,
-    loss_graph,
+    loss_kinds,
     manual,
     record_step,
     replaced,
@@ -212,7 +212,7 @@ def note_meaning(state: WatchState, index: int, optimizer: Any, window: Window) 
     if watch.loss_kind is None:
         watch.loss_kind = window.loss_kind
     elif window.loss_kind is not None:
-        watch.loss_kind = loss_graph.union(watch.loss_kind, window.loss_kind)
+        watch.loss_kind = loss_kinds.union(watch.loss_kind, window.loss_kind)
     state.first_weights = first_norms.extended(state.first_weights, state.measure)
 
 

@@ -12,7 +12,7 @@ import torch
 
 from gradscope.findings import Severity
 from gradscope.steps.meaning import LossKind, LossTerm
-from gradscope.watcher import loss_graph
+from gradscope.watcher import loss_kinds
 from gradscope.watcher.same_batch import _by_construction
 from tests.watcher.watch_scripts import domain_watched
 
@@ -55,10 +55,10 @@ def test_a_term_seen_at_a_later_step_joins_the_kind_once():
     bce = LossTerm("binary_cross_entropy_with_logits", "mean", 1.0)
     ce = LossTerm("cross_entropy", "mean", 1.0, classes=3)
     first = LossKind((bce,))
-    both = loss_graph.union(first, LossKind((bce, ce), unknown_terms=1))
+    both = loss_kinds.union(first, LossKind((bce, ce), unknown_terms=1))
     assert [t.kind for t in both.terms] == ["binary_cross_entropy_with_logits", "cross_entropy"]
     assert both.unknown_terms == 1
-    assert loss_graph.union(both, first) is both
+    assert loss_kinds.union(both, first) is both
 
 
 def test_a_sum_divided_by_each_batchs_positives_is_counted_not_a_sum_over_the_batch():
@@ -67,7 +67,7 @@ def test_a_sum_divided_by_each_batchs_positives_is_counted_not_a_sum_over_the_ba
     the batch, it was GS438's "effective lr × 2.17" on a run whose lr was too high."""
     first = LossKind((LossTerm("smooth_l1", "sum", 1 / 24, count=52),))
     later = LossKind((LossTerm("smooth_l1", "sum", 1 / 30, count=60),))
-    (term,) = loss_graph.union(first, later).terms
+    (term,) = loss_kinds.union(first, later).terms
     assert term.counted and term.count == 52
 
 
@@ -78,7 +78,7 @@ def test_a_constant_divisor_or_a_mean_is_not_counted(reduction, factors):
     """A sum divided by a constant (the batch size, 4 accumulation steps) still sums over
     the batch, and GS438 still judges it; a mean has no count to divide by."""
     kinds = [LossKind((LossTerm("mse", reduction, f, count=256),)) for f in factors]
-    (term,) = loss_graph.union(*kinds).terms
+    (term,) = loss_kinds.union(*kinds).terms
     assert not term.counted
 
 
