@@ -43,6 +43,9 @@ class Tracked:
     """position → (index in roots, name inside that model)."""
     attributes: set[int] = field(default_factory=set)
     """Positions of leaf tensors a model keeps as plain attributes, not nn.Parameters."""
+    walked: list[Any] = field(default_factory=list)
+    """The live modules and optimizers of the last walk of every object, held until the
+    first optimizer step reads them (frozen_norms.py): one walk for both."""
 
     def members(self, optimizer: Any) -> tuple[int, ...]:
         """Positions of the tracked parameters `optimizer` steps, in its param groups' order."""
@@ -176,7 +179,9 @@ def optimizer_params(optimizers: list[torch.optim.Optimizer]) -> dict[int, torch
 
 
 def root_modules(
-    owned: dict[int, torch.Tensor], known: Sequence[nn.Module] = ()
+    owned: dict[int, torch.Tensor],
+    known: Sequence[nn.Module] = (),
+    walked: list[Any] | None = None,
 ) -> list[nn.Module]:
     """The outermost live modules that own at least one optimizer parameter, in the order
     of their first parameter in `owned` (the optimizers' own order): the garbage
@@ -184,7 +189,13 @@ def root_modules(
     class would be named `Sequential` and which `Sequential2`. Where models are `known`
     already, the young ones are looked at first (`_young`)."""
     young = _young(owned, known) if known else None
-    modules = young or live(nn.Module, lambda found: _own_all(found, owned))
+    if young:
+        modules = young
+    else:  # the walk's optimizers kept too, for the first step's frozen networks
+        found = live((nn.Module, torch.optim.Optimizer), lambda f: _own_all(_modules(f), owned))
+        modules = _modules(found)
+        if walked is not None:
+            walked[:] = found
     children = {id(c) for m in modules for c in m.children()}
     position = {k: i for i, k in enumerate(owned)}
     first = {
@@ -209,6 +220,10 @@ def _young(owned: dict[int, torch.Tensor], known: Sequence[nn.Module]) -> list[n
     inside = {id(m) for root in known for m in root.modules()}
     owners = [m for m in found if any(id(p) in owned for p in m.parameters())]
     return None if any(id(m) in inside for m in owners) else found
+
+
+def _modules(found: list[Any]) -> list[nn.Module]:
+    return [m for m in found if isinstance(m, nn.Module)]
 
 
 def _own_all(modules: list[nn.Module], owned: dict[int, torch.Tensor]) -> bool:
@@ -254,7 +269,7 @@ def extend(
 
 def add_models(tracked: Tracked, owned: dict[int, torch.Tensor]) -> None:
     """Track the parameters of the modules that own these tensors (id → tensor), named."""
-    for root in root_modules(owned, tracked.roots):
+    for root in root_modules(owned, tracked.roots, tracked.walked):
         for name, param in unwrapped(root).named_parameters():
             if param.requires_grad or id(param) in owned:
                 tracked.add_model(root, strip(name), param)

@@ -50,22 +50,22 @@ class FrozenNorms:
     requires_grad False, in no optimizer), BatchNorms or not: what an optimised input (a
     style-transfer image, a soft prompt) is fed to."""
 
-    def start(self, step: int) -> list[nn.Module]:
+    def start(self, step: int, walked: list[Any] | None = None) -> list[nn.Module]:
         """First optimizer step: keep the frozen networks with their norms' and weights'
-        versions (one scan of the live modules and optimizers); the live modules scanned,
-        for the caller's other uses of the same scan (none at a later step)."""
+        versions (one scan of the live modules and optimizers: the discovery's at the first
+        backward, `walked`, where it made one); the live modules scanned, for the caller's
+        other uses of the same scan (none at a later step)."""
         if self.started_at is not None:
             return []
         self.started_at = step
         try:
-            return self._scan()
+            return self._scan(walked or discover.live((nn.Module, torch.optim.Optimizer)))
         except Exception:  # a module that will not be looked into: no facts, no finding
             self.frozen = []
             self.fixed_network = False
             return []
 
-    def _scan(self) -> list[nn.Module]:
-        found = discover.live((nn.Module, torch.optim.Optimizer))
+    def _scan(self, found: list[Any]) -> list[nn.Module]:
         modules = [m for m in found if isinstance(m, nn.Module)]
         optimizers = [o for o in found if isinstance(o, torch.optim.Optimizer)]
         held = set(discover.optimizer_params(optimizers))

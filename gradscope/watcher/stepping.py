@@ -168,7 +168,9 @@ def optimizer_index(state: WatchState, here: ThreadState, optimizer: Any) -> int
         if not discover.covered(state.tracked, [optimizer]):
             discover.extend(state.tracked, state.known)
         index = len(state.optimizers) - 1
-        scanned = state.frozen_norms.start(state.steps + 1)
+        kept, state.tracked.walked = state.tracked.walked, []
+        walked = kept + state.known if kept else None  # the optimizer stepping is known
+        scanned = state.frozen_norms.start(state.steps + 1, walked)
         state.eval_passes.hook_copies(state.tracked.roots, scanned)
     if state.idle_pending:
         _track_idle(state)

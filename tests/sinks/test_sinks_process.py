@@ -46,11 +46,13 @@ def test_the_process_imports_no_torch_and_prints_only_to_stderr(tmp_path, monkey
     assert "chatter" not in out and "a library's chatter" in err
 
 
-def _signalled(folder, sent: signal.Signals):
-    """20 steps, the sinks' process sent `sent` after the sixth."""
+def _signalled(folder, sent: signal.Signals, monkeypatch):
+    """20 steps, the sinks' process sent `sent` after the sixth (read back at the fifth:
+    the recorder's least interval between read-backs set to 0)."""
     import torch
     from torch import nn
 
+    monkeypatch.setattr("gradscope.watcher.recorder.MIN_FLUSH_INTERVAL_S", 0.0)
     torch.manual_seed(0)
     model = nn.Linear(4, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -66,14 +68,14 @@ def _signalled(folder, sent: signal.Signals):
     return w.report
 
 
-def test_ctrl_c_is_the_trainings_the_process_writes_every_step(tmp_path):
-    report = _signalled(tmp_path / "tb", signal.SIGINT)  # as a terminal's Ctrl-C
+def test_ctrl_c_is_the_trainings_the_process_writes_every_step(tmp_path, monkeypatch):
+    report = _signalled(tmp_path / "tb", signal.SIGINT, monkeypatch)  # a terminal's Ctrl-C
     assert not report.run.unwritten and _events_steps(tmp_path / "tb") == list(range(1, 21))
 
 
-def test_a_process_killed_mid_run_is_a_line_and_the_run_goes_on(tmp_path):
+def test_a_process_killed_mid_run_is_a_line_and_the_run_goes_on(tmp_path, monkeypatch):
     folder = tmp_path / "tb"
-    report = _signalled(folder, signal.SIGKILL)
+    report = _signalled(folder, signal.SIGKILL, monkeypatch)
     (line,) = report.run.unwritten
     assert line.startswith(f"--tensorboard {folder}: the sinks' process ended (exit code -9)")
     assert line in report.run.notes

@@ -22,9 +22,9 @@ def scans(monkeypatch) -> list[int]:
     out: list[int] = []
     real = discover.root_modules
 
-    def counted(owned, known=()):
+    def counted(owned, *rest):
         out.append(len(owned))
-        return real(owned, known)
+        return real(owned, *rest)
 
     monkeypatch.setattr(discover, "root_modules", counted)
     return out
@@ -50,6 +50,25 @@ def test_an_optimizer_over_the_model_the_first_backward_found_steps_without_a_sc
     assert len(scans) == 1  # the first backward's
     assert run.names() == ["0.weight", "0.bias", "2.weight", "2.bias"]
     assert len(run.steps) == 3 and run.optimizers == ("Adam",)
+
+
+def test_the_first_step_reads_the_frozen_networks_off_the_first_backwards_walk(walks):
+    """One walk of every object a run: the first backward's finds the model and keeps the
+    live modules and optimizers for the first step, which finds the frozen teacher in it."""
+    torch.manual_seed(0)
+    teacher = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 1))
+    teacher.requires_grad_(False)
+    student = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    opt = torch.optim.Adam(student.parameters(), lr=0.01)
+    with gs.watch() as w:
+        for _ in range(3):
+            x = torch.randn(16, 4)
+            opt.zero_grad()
+            (student(x) - teacher(x)).pow(2).mean().backward()
+            opt.step()
+    assert len(walks) == 1 and len(w.report.run.steps) == 3
+    frozen = w.state.frozen_norms
+    assert frozen.started_at == 1 and [f.network for f in frozen.frozen] == [teacher]
 
 
 def test_a_clip_before_the_first_step_over_the_model_found_needs_no_scan(scans):
@@ -135,7 +154,7 @@ def test_a_clone_made_since_the_last_walk_is_found_among_the_young_objects(walks
     named as a walk names it (a model per clone)."""
     torch.manual_seed(0)
     run = _reptile(nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)), 3).run
-    assert walks.count(nn.Module) == 1  # the first backward's (GS448's frozen nets: another kind)
+    assert len(walks) == 1  # the first backward's, which the first step's frozen nets read
     assert [n for n in run.names() if n.endswith("0.weight")] == [
         f"Sequential{k}.0.weight" for k in ("", "2", "3", "4")
     ]
