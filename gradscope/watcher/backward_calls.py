@@ -131,7 +131,7 @@ def ended(
     carried_graph.note_roots(state.graph_marks, roots)
     if state.probe.handles:
         probed(state, lambda: nan_probe.end(state.probe, state))
-    if not here.quiet:
+    if not here.quiet and len(state.threads.states) == 1:  # (dropped_grads.py: threads)
         state.dropped.backward_ended(state.tracked.params, state.steps + 1)
     if here.stepped and not here.quiet:
         resets.sentinel(state, here, here.window)

@@ -6,7 +6,9 @@ its graph is not cut: the drop is what stops it.
 At the end of the last backward before the sampled steps (1-3, then pairs every 25,
 every 500 after step 101) the tracked parameters holding a gradient are kept (`p.grad is
 not None`: host checks, no device read); at the step's start, those holding none any
-more are counted.
+more are counted. Only while one thread has run the watch's hooks: the tracked tensors
+are every model's, and another thread's backward writes its gradients without the GIL
+(reading one then crashed a run that trains two models in two threads).
 """
 
 from __future__ import annotations
