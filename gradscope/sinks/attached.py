@@ -112,7 +112,7 @@ class Sinks:
         failure brought back here."""
         if self._process is not None:
             self._queue.put(("sync", None))
-            self._process.synced(self.sinks, timeout)
+            self._process.synced(timeout)
 
     def finished(self, report: WatchReport | None) -> list[str]:
         """The queued steps written, then each sink ended with the findings and heatmap
@@ -127,7 +127,7 @@ class Sinks:
         deadline = time.monotonic() + DRAIN_S
         assert self._writer is not None
         self._writer.join(DRAIN_S)
-        lines = self._process.ended(self.sinks, deadline)
+        lines = self._process.ended(deadline)
         self._writer = self._process = None  # a later read-back starts another
         return [line for line in lines if line]
 
@@ -192,12 +192,13 @@ class Writing:
         if frame[0] == "steps":
             self.sent += len(frame[1])
 
-    def synced(self, sinks: Sequence[Sink], timeout: float) -> None:
+    def synced(self, timeout: float) -> None:
         """Each sink's steps written and failure, as the process has them now."""
-        for sink, (written, failure) in zip(sinks, self._answer(timeout) or (), strict=False):
+        answer = self._answer(timeout) or ()
+        for sink, (written, failure) in zip(self.sinks, answer, strict=False):
             sink.written, sink.failure = written, sink.failure or failure
 
-    def ended(self, sinks: Sequence[Sink], deadline: float) -> list[str | None]:
+    def ended(self, deadline: float) -> list[str | None]:
         """Each sink's line from the process (None: written); a process that does not
         answer by `deadline` is stopped, each sink's line says so."""
         answer = self._answer(max(0.0, deadline - time.monotonic()), DRAIN_S)
@@ -209,7 +210,7 @@ class Writing:
             if channel is not None:
                 channel.close()
         self.outbox = self.inbox = None
-        return list(answer) if answer is not None else [s.failure for s in sinks]
+        return list(answer) if answer is not None else [s.failure for s in self.sinks]
 
     def _answer(self, timeout: float, waited: float | None = None) -> Any:
         """The next answer within `timeout`; None, every sink stopped, after `waited` in
