@@ -50,7 +50,10 @@ def started(
         stepping.drop_unfinished(here)
     check = state.manual.check
     if check is not None and check.pending and check.thread == here.ident:
-        manual.guarded(state, lambda: manual.check(state, here))
+        if state.threads.alone():
+            manual.guarded(state, lambda: manual.check(state, here))
+        else:
+            manual.threaded(state)
     if state.manual.looks and state.optimizer_stepped:
         manual.look_for_strays(state, roots)
     resets.observe(state, here)
@@ -131,7 +134,8 @@ def ended(
     carried_graph.note_roots(state.graph_marks, roots)
     if state.probe.handles:
         probed(state, lambda: nan_probe.end(state.probe, state))
-    if not here.quiet and len(state.threads.states) == 1:  # (dropped_grads.py: threads)
+    alone = state.threads.alone()
+    if not here.quiet and alone:
         state.dropped.backward_ended(state.tracked.params, state.steps + 1)
     if here.stepped and not here.quiet:
         resets.sentinel(state, here, here.window)
@@ -139,7 +143,9 @@ def ended(
     idle = here.current is None and here.stepping is None
     if not state.optimizer_stepped and not here.quiet and idle:
         check = state.manual.check
-        if check is None or check.thread == here.ident:
+        if not alone:
+            manual.threaded(state)
+        elif check is None or check.thread == here.ident:
             manual.guarded(state, lambda: manual.backward_end(state, here, roots))
 
 

@@ -34,6 +34,14 @@ def guarded(state: WatchState, check: Callable[[], None]) -> None:
         )
 
 
+def threaded(state: WatchState) -> None:
+    """A second thread runs backward calls before any optimizer stepped: the search,
+    which reads every tracked gradient, ends (threads.Threads.alone)."""
+    search = state.manual
+    if search.check is not None or not search.scanned:
+        search.check, search.scanned, search.threaded = None, True, True
+
+
 def backward_end(state: WatchState, here: ThreadState, roots: list[torch.Tensor]) -> None:
     """No optimizer has stepped: note what this backward left, for the check at the
     next backward's start (or the end of the watch)."""
@@ -67,6 +75,11 @@ def backward_end(state: WatchState, here: ThreadState, roots: list[torch.Tensor]
 
 def finish(state: WatchState) -> None:
     """The watch ends: an update by hand after the last backward is a step too."""
+    if state.manual.threaded and not state.optimizer_stepped:
+        state.notes.append(
+            "updates by hand were not looked for: backward calls ran in more than one"
+            " thread before any optimizer stepped"
+        )
     with state.threads.lock:
         manual = state.manual.check
         if manual is not None and manual.pending and not state.optimizer_stepped:

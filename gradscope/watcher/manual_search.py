@@ -54,6 +54,8 @@ class ManualSearch:
     """The `ManualUpdates` stand-in's index among the optimizers, from the first update."""
     scanned: bool = False
     """The first backward's parameters were looked for (or the search failed): not again."""
+    threaded: bool = False
+    """Ended when a second thread ran backward calls (manual.threaded)."""
     updated: set[int] = field(default_factory=set)
     """Positions of the parameters an update by hand changed."""
     strays: set[int] = field(default_factory=set)

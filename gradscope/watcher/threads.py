@@ -181,6 +181,12 @@ class Threads:
                 self.states[ident] = state
         return state
 
+    def alone(self) -> bool:
+        """At most one thread has reached a hook. Only then may a hook read the `.grad`
+        of every tracked tensor: another thread's backward writes its gradients without
+        the GIL, and a read racing that write can crash the process."""
+        return len(self.states) <= 1
+
     def helpers(self, exclude: ThreadState) -> list[ThreadState]:
         """Helper threads (other than `exclude`) with backward calls not yet taken."""
         return [s for s in self.states.values() if s is not exclude and s.helper and s.window.calls]

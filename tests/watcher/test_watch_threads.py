@@ -107,6 +107,47 @@ def test_a_step_reads_no_gradient_of_a_parameter_another_thread_steps(tmp_path):
         assert all(s.param_norms[i] is not None for i in members[s.optimizer]), s.step
 
 
+def test_no_thread_reads_a_gradient_while_another_threads_backward_runs(monkeypatch):
+    """Before any step (the search for updates by hand reads every tracked gradient),
+    two threads run the backward of one model's shards (threads_pool_shards.py), one of
+    them paused half-way: the other reads no `.grad` of the model meanwhile (autograd
+    writes it without the GIL, and a read racing that write can crash the process)."""
+    paused, ended = threading.Event(), threading.Event()
+    model = nn.Linear(4, 4)
+    shared = {id(p) for p in model.parameters()}
+    raced: list[int] = []
+    read = torch._C.TensorBase.grad
+
+    def grad(t):
+        if id(t) in shared and paused.is_set() and not ended.is_set():
+            raced.append(threading.get_ident())
+        return read.__get__(t)
+
+    monkeypatch.setattr(torch.Tensor, "grad", property(grad, read.__set__, read.__delete__))
+
+    def pause(g):
+        paused.set()
+        assert ended.wait(10)
+        return g
+
+    def shard():
+        h = model(torch.randn(8, 4))
+        h.register_hook(pause)
+        h.pow(2).mean().backward()
+
+    with gs.watch() as w:
+        model(torch.randn(8, 4)).pow(2).mean().backward()
+        helper = threading.Thread(target=shard)
+        helper.start()
+        assert paused.wait(10)
+        for _ in range(2):  # a backward's end, then a later backward's start and end
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+        ended.set()
+        helper.join()
+    assert raced == []
+    assert any("not looked for" in note for note in w.report.run.notes)
+
+
 def test_the_pools_backward_calls_belong_to_the_main_threads_step(tmp_path):
     report, oracle = watched(tmp_path, "threads_pool_shards.py", "10")
     assert [s.backward_calls for s in report.run.steps] == [4] * 10
