@@ -27,7 +27,9 @@ def before_clip(
     ensure_discovered(state, params)
     here.clip_params = frozenset(id(p) for p in params) or None  # none: not known
     scale = clip_scale(state, here, params)
-    here.pre_clip = unscaled(state.measure.grads(state.foreign(here)), scale)
+    index = state.tracked.index
+    mine = (index[id(p)] for p in params if id(p) in index)
+    here.pre_clip = unscaled(state.measure.grads(state.foreign(here, mine=mine)), scale)
     return scale
 
 
@@ -56,7 +58,8 @@ def total_norm(
 ) -> None:
     """`get_total_norm` returned `total` for the gradients `tensors`."""
     ids = {id(t) for t in tensors}
-    foreign = state.foreign(here)
+    stepped_here = (o for o in state.optimizers if here.ident in state.of(o).stepped_by)
+    foreign = state.foreign(here, mine=(i for o in stepped_here for i in state.members(o)))
     params = [
         p for i, p in enumerate(state.tracked.params) if i not in foreign and id(p.grad) in ids
     ]

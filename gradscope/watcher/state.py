@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -208,9 +209,16 @@ class WatchState:
         """The optimizer's index among those that stepped; -1: it has not stepped."""
         return next((i for i, o in enumerate(self.optimizers) if o is optimizer), -1)
 
-    def foreign(self, here: ThreadState, index: int | None = None) -> frozenset[int]:
+    def foreign(
+        self, here: ThreadState, index: int | None = None, mine: Iterable[int] = ()
+    ) -> frozenset[int]:
         """Positions of the parameters another thread steps (and optimizer `index` does
-        not): their gradients are not this thread's to read."""
+        not): their gradients are not this thread's to read. Once a second thread has
+        reached a hook, every position but the step's optimizer's (or `mine`, a clip's)
+        is: a thread whose optimizer has not stepped yet may be in its first backward."""
+        if not self.threads.alone():
+            own = set(self.members(self.optimizers[index])) if index is not None else set(mine)
+            return frozenset(i for i in range(len(self.tracked.params)) if i not in own)
         others = [
             i
             for i, o in enumerate(self.optimizers)

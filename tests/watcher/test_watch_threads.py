@@ -107,45 +107,111 @@ def test_a_step_reads_no_gradient_of_a_parameter_another_thread_steps(tmp_path):
         assert all(s.param_norms[i] is not None for i in members[s.optimizer]), s.step
 
 
-def test_no_thread_reads_a_gradient_while_another_threads_backward_runs(monkeypatch):
-    """Before any step (the search for updates by hand reads every tracked gradient),
-    two threads run the backward of one model's shards (threads_pool_shards.py), one of
-    them paused half-way: the other reads no `.grad` of the model meanwhile (autograd
-    writes it without the GIL, and a read racing that write can crash the process)."""
-    paused, ended = threading.Event(), threading.Event()
-    model = nn.Linear(4, 4)
-    shared = {id(p) for p in model.parameters()}
-    raced: list[int] = []
+class PausedBackward:
+    """A backward paused half-way in one thread (a tensor hook waits), and the reads of
+    its model's `.grad` from any other thread meanwhile: autograd writes gradients
+    without the GIL, and a read racing that write can crash the process."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.ids = {id(p) for p in model.parameters()}
+        self.paused, self.resume = threading.Event(), threading.Event()
+        self.thread: int | None = None
+        self.raced: list[str] = []
+
+    def hook(self, g: torch.Tensor) -> torch.Tensor:
+        self.thread = threading.get_ident()
+        self.paused.set()
+        assert self.resume.wait(10)
+        self.resume.clear()
+        self.thread = None
+        return g
+
+    def read(self, t: torch.Tensor) -> None:
+        if self.thread not in (None, threading.get_ident()) and id(t) in self.ids:
+            self.raced.append(threading.current_thread().name)
+
+    def meanwhile(self, work) -> None:
+        """Run `work` in this thread while the other thread's backward is paused."""
+        assert self.paused.wait(10)
+        self.paused.clear()
+        work()
+        self.resume.set()
+
+
+@pytest.fixture
+def paused_backward(monkeypatch):
     read = torch._C.TensorBase.grad
+    made: list[PausedBackward] = []
 
     def grad(t):
-        if id(t) in shared and paused.is_set() and not ended.is_set():
-            raced.append(threading.get_ident())
+        for paused in made:
+            paused.read(t)
         return read.__get__(t)
 
     monkeypatch.setattr(torch.Tensor, "grad", property(grad, read.__set__, read.__delete__))
+    return lambda model: made.append(PausedBackward(model)) or made[-1]
 
-    def pause(g):
-        paused.set()
-        assert ended.wait(10)
-        return g
+
+def test_no_gradient_is_read_while_another_thread_runs_the_same_models_backward(
+    paused_backward,
+):
+    """Before any step (the search for updates by hand reads every tracked gradient), a
+    pool's two threads run the backward of one model's shards (threads_pool_shards.py)."""
+    model = nn.Linear(4, 4)
+    paused = paused_backward(model)
 
     def shard():
         h = model(torch.randn(8, 4))
-        h.register_hook(pause)
+        h.register_hook(paused.hook)
         h.pow(2).mean().backward()
+
+    def backward_twice():  # a backward's end, then a later backward's start and end
+        for _ in range(2):
+            model(torch.randn(8, 4)).pow(2).mean().backward()
 
     with gs.watch() as w:
         model(torch.randn(8, 4)).pow(2).mean().backward()
         helper = threading.Thread(target=shard)
         helper.start()
-        assert paused.wait(10)
-        for _ in range(2):  # a backward's end, then a later backward's start and end
-            model(torch.randn(8, 4)).pow(2).mean().backward()
-        ended.set()
+        paused.meanwhile(backward_twice)
         helper.join()
-    assert raced == []
+    assert paused.raced == []
     assert any("not looked for" in note for note in w.report.run.notes)
+
+
+def test_no_gradient_is_read_while_another_thread_runs_its_first_backward(paused_backward):
+    """Two threads, each training its own model: while one is in its first backward (its
+    optimizer has not stepped: nothing yet says its parameters are another thread's), the
+    other clips and steps."""
+    model_a, model_b = nn.Linear(4, 4), nn.Linear(4, 4)
+    opt_a = torch.optim.Adam(model_a.parameters())
+    opt_b = torch.optim.Adam(model_b.parameters())
+    paused = paused_backward(model_b)
+
+    def step_a():
+        opt_a.zero_grad()
+        model_a(torch.randn(8, 4)).pow(2).mean().backward()
+        nn.utils.clip_grad_norm_(model_a.parameters(), 1.0)
+        opt_a.step()
+
+    def train_b():
+        for _ in range(2):
+            opt_b.zero_grad()
+            h = model_b(torch.randn(8, 4))
+            h.register_hook(paused.hook)
+            h.pow(2).mean().backward()
+            opt_b.step()
+
+    with gs.watch() as w:
+        step_a()
+        helper = threading.Thread(target=train_b)
+        helper.start()
+        for _ in range(2):
+            paused.meanwhile(lambda: [step_a() for _ in range(2)])
+        helper.join()
+    assert paused.raced == []
+    assert len(w.report.run.steps) == 7
+    assert w.report.findings == []
 
 
 def test_the_pools_backward_calls_belong_to_the_main_threads_step(tmp_path):
