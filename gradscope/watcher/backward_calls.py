@@ -48,12 +48,8 @@ def started(
         return
     if here.step_depth and here.stepping is None:
         stepping.drop_unfinished(here)
-    check = state.manual.check
-    if check is not None and check.pending and check.thread == here.ident:
-        if state.threads.alone():
-            manual.guarded(state, lambda: manual.check(state, here))
-        else:
-            manual.threaded(state)
+    if state.manual.check is not None:
+        manual.backward_starts(state, here)
     if state.manual.looks and state.optimizer_stepped:
         manual.look_for_strays(state, roots)
     resets.observe(state, here)

@@ -34,6 +34,16 @@ def guarded(state: WatchState, check: Callable[[], None]) -> None:
         )
 
 
+def backward_starts(state: WatchState, here: ThreadState) -> None:
+    """A backward starts: did the weights move since the last one (this thread's)?"""
+    last = state.manual.check
+    if last is not None and last.pending and last.thread == here.ident:
+        if state.threads.alone():
+            guarded(state, lambda: check(state, here))
+        else:
+            threaded(state)
+
+
 def threaded(state: WatchState) -> None:
     """A second thread runs backward calls before any optimizer stepped: the search,
     which reads every tracked gradient, ends (threads.Threads.alone)."""
