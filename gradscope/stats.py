@@ -135,3 +135,6 @@ class RunStats:
     one_step_of_script: bool = False
     """Measured at one backward of a training script: a later step's loss may use what this
     one leaves out (a variance head trained after its mean's warm-up)."""
+    untrained: tuple[str, ...] = ()
+    """At one step of a script: parameters no optimizer held then, while one held others of
+    the model (inspector/optimizer_held.py): a phase that does not train them."""

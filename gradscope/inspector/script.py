@@ -37,6 +37,7 @@ from gradscope.inspector import (
     clamped_off,
     hooks,
     norm_feeds,
+    optimizer_held,
     param_owners,
     probe,
     script_facts,
@@ -392,7 +393,7 @@ def _measure(
         if nodes is not None:
             nodes.remove()
     stats = off.into(seen.into(stats, model))
-    stats = script_facts.strip_compiled_names(stats, model)
+    stats = optimizer_held.noted(script_facts.strip_compiled_names(stats, model), model)
     stats = replace(stats, timed="backward+stats (the forward ran in the script)")
     gradless = {p.name for p in stats.params if p.requires_grad and not p.has_grad}
     evidence = watch.evidence(model, nodes, gradless, capture.loss) if watch is not None else {}

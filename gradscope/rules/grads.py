@@ -127,8 +127,25 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
             finding = derivative_bias.as_information(finding, head, weight, "got one")
         elif p.derivative_offset and stats.loss_through_derivative:
             finding = derivative_bias.as_offset(finding, f"grad of {p.name} is None")
+        if p.name in stats.untrained:
+            finding = _not_this_phase(finding)
         out.append(finding)
     return out
+
+
+def _not_this_phase(finding: Finding) -> Finding:
+    """At one step of a script no optimizer held the parameter, while one held others of
+    its model: a phase that does not train it (DeeBERT's exits, trained after the backbone
+    by an optimizer of their own). Information: the missing gradient is that phase's."""
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=f"{finding.message}; no optimizer held it at this step, while one held other "
+        "parameters of the model: this phase does not train it",
+        advice="nothing to do if a later phase trains it (early exits trained after their "
+        "backbone, a head after a warm-up); if it should train now, add it to the optimizer "
+        "and make its output reach the loss",
+    )
 
 
 def _differentiated_bias(stats: RunStats, p: ParamStats) -> str | None:
