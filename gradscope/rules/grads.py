@@ -92,7 +92,9 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
     differentiated (a per-species energy shift); so is a layer its parent skipped at random
     in training while its siblings of its kind ran (LayerDrop: rules/layer_drop.py), and a
     candidate of an alike module list of which the step ran one, called by an index picked at
-    run time (a one-shot supernet's sampled path: inspector/picked_choice.py)."""
+    run time (a one-shot supernet's sampled path: inspector/picked_choice.py); and, at one step
+    of a script, a parameter no optimizer held then while one held others of its model: a
+    phase that does not train it (DeeBERT's early exits, trained after their backbone)."""
     ran = {m.name for m in stats.modules if m.ran}
     routed = idle_experts(stats)
     out = []
