@@ -121,18 +121,21 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
             later = LATER_STEP_ADVICE if stats.one_step_of_script else ""
             advice = CUT_ADVICE + UNUSED_ADVICE + later
         finding = this.finding(p.name, f"grad of {p.name} is None: {why}", advice)
-        if p.module not in ran:
-            finding = layer_drop.left_out_by_design(stats, finding, p.name, p.module)
-        weight = _differentiated_bias(stats, p)
-        if weight is not None:
-            head = f"grad of {p.name} is None"
-            finding = derivative_bias.as_information(finding, head, weight, "got one")
-        elif p.derivative_offset and stats.loss_through_derivative:
-            finding = derivative_bias.as_offset(finding, f"grad of {p.name} is None")
-        if p.name in stats.untrained:
-            finding = _not_this_phase(finding)
-        out.append(finding)
+        out.append(_by_design(stats, p, finding, p.module in ran))
     return out
+
+
+def _by_design(stats: RunStats, p: ParamStats, finding: Finding, ran: bool) -> Finding:
+    """The finding as information where the missing gradient is by design."""
+    if not ran:
+        finding = layer_drop.left_out_by_design(stats, finding, p.name, p.module)
+    weight = _differentiated_bias(stats, p)
+    if weight is not None:
+        head = f"grad of {p.name} is None"
+        finding = derivative_bias.as_information(finding, head, weight, "got one")
+    elif p.derivative_offset and stats.loss_through_derivative:
+        finding = derivative_bias.as_offset(finding, f"grad of {p.name} is None")
+    return _not_this_phase(finding) if p.name in stats.untrained else finding
 
 
 def _not_this_phase(finding: Finding) -> Finding:
