@@ -72,3 +72,6 @@ main_process_only
 # waited on by the tests and benchmarks/bench_sinks.py: the sinks' process has written
 # every step handed over so far (gradscope/sinks/attached.py)
 drained
+
+# read by TorchScript when it compiles a call to a patched function (watcher/patches/base.py)
+__prepare_scriptable__

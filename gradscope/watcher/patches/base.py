@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
+
+from torch.jit import _builtins
 
 from gradscope.untraced import untraced
 from gradscope.watcher.state import WatchState
@@ -29,9 +32,35 @@ class Patch:
             return
         self.original = original
         wrapped = self.wrap(original)
-        setattr(self.owner, self.name, wrapped if self.traced else untraced(wrapped))
+        installed = wrapped if self.traced else untraced(wrapped)
+        scripted_as(installed, original)
+        setattr(self.owner, self.name, installed)
 
     def remove(self) -> None:
         if self.original is not None:
+            unscripted(vars(self.owner).get(self.name))
             setattr(self.owner, self.name, self.original)
             self.original = None
+
+
+def scripted_as(installed: Any, original: Any) -> None:
+    """TorchScript compiles what scripted code calls (`torch.jit.script` of a model whose
+    forward calls F.softmax): the patch compiles as the original, a torch op (an entry in
+    TorchScript's table of builtins) or a Python function (`__prepare_scriptable__`).
+    Compiled, our wrapper (its *args) stopped the script with NotSupportedError."""
+    try:
+        op = _builtins._find_builtin(original)
+        if op is not None:
+            _builtins._register_builtin(installed, op)
+        elif inspect.isfunction(original):
+            installed.__prepare_scriptable__ = lambda: original
+    except Exception:  # TorchScript's private table changed: scripting is as before
+        return
+
+
+def unscripted(installed: Any) -> None:
+    """The patch's entry out of TorchScript's table (its id may be another object's later)."""
+    try:
+        _builtins._get_builtin_table().pop(id(installed), None)
+    except Exception:
+        return
