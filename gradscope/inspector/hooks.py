@@ -20,6 +20,7 @@ from torch.nn.modules import module as module_mod
 
 from gradscope.autograd_walk import NodeWalk
 from gradscope.errors import TargetError, UserCodeError
+from gradscope.hookable import hookable
 
 PreHook = Callable[[str, torch.nn.Module], None]
 PostHook = Callable[[str, torch.nn.Module, Any], None]
@@ -36,7 +37,7 @@ def module_hooks(
     as it ends (also when it raises, output None); every hook is removed on exit."""
     handles = []
     for name, module in model.named_modules():
-        if only is not None and not only(module):
+        if (only is not None and not only(module)) or not hookable(module):
             continue
         if pre is not None:
 

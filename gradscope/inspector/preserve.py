@@ -209,16 +209,16 @@ def _restore(snap: _Snapshot) -> None:
     snap.kept.restore()
     with torch.no_grad():
         for m, name, b in snap.buffers:
-            if m._buffers.get(name) is not b:
+            if _entry(m._buffers, name) is not b:
                 m._buffers[name] = b  # undoes `self.steps = self.steps + 1` in forward
         for m, name, p, data, flag in snap.params:
-            if m._parameters.get(name) is not p:
+            if _entry(m._parameters, name) is not p:
                 m._parameters[name] = p
             p.data = data  # undoes `self.w.data = ...`, a view of its own storage too
             if p.requires_grad is not flag:
                 p.requires_grad_(flag)
     for m, name, p in snap.lazy:
-        if m._parameters.get(name) is not p:
+        if _entry(m._parameters, name) is not p:
             m._parameters[name] = p
     for m, training in snap.modes:
         if m.training is not training:  # Module.__setattr__ is slow; most modes never change
@@ -230,6 +230,12 @@ def _restore(snap: _Snapshot) -> None:
     numpy = sys.modules.get("numpy")
     if snap.np_random is not None and numpy is not None:
         numpy.random.set_state(snap.np_random)
+
+
+def _entry(table: Any, name: str) -> Any:
+    """`table[name]` or None: a TorchScript module's tables (OrderedDictWrapper) have no
+    `get`."""
+    return table[name] if name in table else None
 
 
 @contextmanager

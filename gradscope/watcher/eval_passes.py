@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from gradscope.errors import user_line
+from gradscope.hookable import hookable
 from gradscope.steps.state_facts import TrainModeEval
 from gradscope.watcher import discover
 from gradscope.watcher.modes import DROPOUTS, NORMS
@@ -76,6 +77,8 @@ class EvalPasses:
         for root in self.tracked.roots:
             if id(root) not in self._roots:
                 self._roots[id(root)] = root
+                if not hookable(root):
+                    continue
                 handle = root.register_forward_pre_hook(self._forward)
                 self._handles.append(handle)
                 self._ids.add(handle.id)
@@ -86,7 +89,7 @@ class EvalPasses:
         if self.failed or not modules:
             return
         try:
-            for copy in copies_of(roots, modules):
+            for copy in filter(hookable, copies_of(roots, modules)):
                 handle = copy.register_forward_pre_hook(self._copy_forward)
                 self._handles.append(handle)
                 self._ids.add(handle.id)

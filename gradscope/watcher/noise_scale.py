@@ -35,6 +35,7 @@ from typing import Any
 import torch
 from torch.utils.hooks import unserializable_hook
 
+from gradscope.hookable import hookable
 from gradscope.watcher.batch_read import Seen, label_of, reading, seen, sequence_first
 from gradscope.watcher.discover import Tracked
 from gradscope.watcher.measure import accumulation, norms, plain
@@ -127,6 +128,8 @@ class MicroGrads:
         for root in self.tracked.roots:
             if id(root) not in self._roots:
                 self._roots.append(id(root))
+                if not hookable(root):
+                    continue
                 handle = root.register_forward_pre_hook(self._forward, with_kwargs=True)
                 self._handles.append(handle)
                 self._module_hooks.add(handle.id)
@@ -136,7 +139,7 @@ class MicroGrads:
         """A pre-hook on each RNN or attention of `root` that takes [T, B, ...]: its input's
         batch, for `reading`."""
         for name, module in sequence_first(root):
-            if id(module) in self._seq_hooked:
+            if id(module) in self._seq_hooked or not hookable(module):
                 continue
             self._seq_hooked.add(id(module))
             hook = functools.partial(self._sequence_forward, label_of(name, module))

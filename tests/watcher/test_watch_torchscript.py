@@ -10,6 +10,7 @@ import warnings
 import pytest
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 import gradscope
 
@@ -79,3 +80,58 @@ def test_the_trace_pass_runs_none_of_gradscopes_hooks(exported):
     TracerWarning comes from gradscope's code."""
     ours = exported[1]
     assert not ours, [f"{w.filename}:{w.lineno}: {w.message}" for w in ours]
+
+
+class Attending(nn.Module):
+    """Attention and a cross-entropy written with every function the logits probe wraps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+        self.out = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).chunk(3, -1)
+        a = F.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+        b = torch.softmax(q @ k.transpose(-2, -1), -1) @ v
+        c = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        logits = self.out(a + b + c).mean(1)
+        return F.cross_entropy(logits, y) + F.nll_loss(F.log_softmax(logits, -1), y)
+
+
+def test_torchscript_compiles_a_forward_that_calls_the_wrapped_functions():
+    """TorchScript compiles what a scripted forward calls: F.softmax and the other wrapped
+    functions compile as torch's own (before, the wrappers' *args stopped the script with
+    NotSupportedError), and TorchScript's table of builtins is as it was once the watch
+    ends."""
+    torch.manual_seed(0)
+    model = Attending()
+    x, y = torch.randn(4, 5, 8), torch.randint(0, 3, (4,))
+    table = dict(torch.jit._builtins._get_builtin_table())
+    with gradscope.watch() as w:
+        scripted = torch.jit.script(model)
+        opt = torch.optim.SGD(scripted.parameters(), lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            scripted(x, y).backward()
+            opt.step()
+    assert len(w.report.run.steps) == 3 and w.report.run.status == "completed"
+    assert w.report.faults == ()  # nothing hooks the ScriptModule (it refuses Python hooks)
+    assert torch.allclose(scripted(x, y), model(x, y))
+    assert torch.jit._builtins._get_builtin_table() == table
+    torch.jit.script(Attending())  # and after it
+
+
+def test_inspect_of_a_scripted_model_measures_it_as_the_eager_one():
+    """A TorchScript module refuses forward hooks and has no `get` on its tables: the
+    pass hooks none of its modules and restores it all the same."""
+    torch.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    x = torch.randn(5, 4)
+    before = [p.detach().clone() for p in eager.parameters()]
+    scripted = gradscope.inspect(torch.jit.script(eager), x)
+    plain = gradscope.inspect(eager, x)
+    assert scripted.findings == [] and plain.findings == []
+    norms = [[(p.name, p.grad_norm) for p in r.stats.params] for r in (scripted, plain)]
+    assert norms[0] == norms[1]
+    assert all(torch.equal(a, b) for a, b in zip(before, eager.parameters(), strict=True))
