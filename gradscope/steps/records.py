@@ -73,6 +73,11 @@ class ParamInfo:
     """An output the script differentiated with create_graph reaches it through sums,
     gathers and reshapes only (a per-species energy shift): it adds an amount that depends
     on no input, so that derivative gives it no gradient."""
+    plain_derivative: bool = False
+    """It took part in an output the script differentiated by torch.autograd.grad without
+    create_graph, not as a variable of that derivative (a hyper-parameter of an unrolled
+    inner loss): the derivative comes back outside the graph, so a loss on it sends it
+    nothing."""
     logits_table: bool = False
     """A softmax reads it as its very logits (DARTS's architecture weights): numbers in
     nats, whose initial values are no scale to judge a step against."""

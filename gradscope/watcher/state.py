@@ -37,6 +37,7 @@ from gradscope.watcher.nan_probe import NanProbe
 from gradscope.watcher.noise_scale import MicroGrads
 from gradscope.watcher.optim_settings import SettingsHistory
 from gradscope.watcher.optimizer_watch import OpenReset, OptimizerWatch
+from gradscope.watcher.plain_derivatives import PlainDerivatives
 from gradscope.watcher.recorder import Recorder
 from gradscope.watcher.same_batch import SameBatch
 from gradscope.watcher.sampled_grids import SampledGrids
@@ -146,6 +147,8 @@ class WatchState:
     grad_inputs: GradInputs = field(default_factory=GradInputs)
     """The leaves the script differentiates against with torch.autograd.grad."""
     derivatives: TakenDerivatives = field(default_factory=TakenDerivatives)
+    plain_derivatives: PlainDerivatives = field(default_factory=PlainDerivatives)
+    """The leaves of outputs it differentiates without create_graph (not the variables)."""
     """The derivatives it takes with create_graph, and the leaves that only add to their outputs."""
     logit_tables: LogitTables = field(default_factory=LogitTables)
     flat_ops: FlatOps = field(default_factory=FlatOps)
