@@ -178,6 +178,8 @@ class WatchRun:
     (torch.set_grad_enabled(False) still in force: watcher/backward_calls.py), or whose
     torch.autograd.grad call failed so (`grad_off_derivative`)."""
     derivative_cut_at: tuple[int, ...] = ()
+    hook_again: HookAgain | None = None
+    """A gradient hook registered on a tensor that already held one of the same function."""
     """Steps (of those whose loss was read) whose loss added a term that requires no grad
     and reached an output the script differentiated without create_graph that step."""
     grad_off_derivative: bool = False
@@ -235,6 +237,23 @@ class WatchRun:
             [self.params[i].name for i in self.members_of(index) if i < len(self.params)]
         )
         return f"optimizer {index} ({kind}{', ' + owner if owner else ''})"
+
+
+@dataclass(frozen=True)
+class HookAgain:
+    """A gradient hook of the script's registered on a tensor that already held a live
+    hook of the same function (watcher/hooks_again.py)."""
+
+    step: int
+    """The step being built when it was first seen."""
+    site: str
+    """The script's `file:line` of that registration."""
+    hook: str
+    """The hook function's name."""
+    most: int
+    """The most live hooks of that function seen on one tensor, the new one counted."""
+    steps: tuple[int, ...]
+    """The steps it was seen at (the first 8)."""
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from gradscope.watcher.flat_ops import FlatOps
 from gradscope.watcher.frozen_norms import FrozenNorms
 from gradscope.watcher.grad_inputs import GradInputs
 from gradscope.watcher.hand_moved import HandMoved
+from gradscope.watcher.hooks_again import HooksAgain
 from gradscope.watcher.logit_probe import LogitProbe
 from gradscope.watcher.logit_tables import LogitTables
 from gradscope.watcher.manual_search import ManualSearch
@@ -148,6 +149,8 @@ class WatchState:
     """The leaves the script differentiates against with torch.autograd.grad."""
     derivatives: TakenDerivatives = field(default_factory=TakenDerivatives)
     plain_derivatives: PlainDerivatives = field(default_factory=PlainDerivatives)
+    hooks_again: HooksAgain = field(default_factory=HooksAgain)
+    """A hook of the script's registered again on a tensor that held one of its function."""
     """The leaves of outputs it differentiates without create_graph (not the variables)."""
     """The derivatives it takes with create_graph, and the leaves that only add to their outputs."""
     logit_tables: LogitTables = field(default_factory=LogitTables)
