@@ -259,7 +259,8 @@ def _explained(
 ) -> Finding:
     """GS413's finding, told as what explains it where something does: a copy moved by the
     script, a mixture's router or expert (`place`), a bias blind to its loss, a
-    zero-derivative op, a stack's last block's output, a head past a read-out."""
+    zero-derivative op, a stack's last block's output, a head past a read-out, an inner
+    derivative taken without create_graph."""
     p = run.params[i]
     weight = None if none else shift_invariance.cancelled(run, i)
     read_through = derivative_bias.as_told(run, i, finding, steps) if none else None
@@ -281,14 +282,14 @@ def _explained(
         finding = switched_off.as_held_at_floor(finding, p.name, steps)
     elif none and zero_derivative.below_custom(p):
         finding = zero_derivative.as_none(finding, p, steps)
-    elif none and p.plain_derivative:
-        finding = plain_derivative.as_told(finding, p, steps)
     elif none and (tail := stack_tail.last_block_output(run, i, got_grad)) is not None:
         finding = stack_tail.as_information(finding, tail)
     elif not none and zero_start.started_at_zero(p):
         finding = zero_start.as_zero_start(finding, p, steps)
     elif p.past_read_out:
         finding = past_read_out.as_information(finding, p.past_read_out)
+    elif none and p.plain_derivative:
+        finding = plain_derivative.as_told(finding, p, steps)
     return finding
 
 
