@@ -164,6 +164,13 @@ TABLE = {
             "change the gradients before clipping",
         ),
         TableRow(
+            "hook-again",
+            "gradients other than the loss's own, by a factor or an equation solved twice",
+            "a gradient hook registered again on a tensor that kept the last one: each "
+            "backward passes the gradient through every registration",
+            "register the hook once, or keep its handle and remove() it before registering again",
+        ),
+        TableRow(
             "carried-graph",
             "backward fails from the second step on: the graph was freed, or a variable it "
             "needs was modified by an inplace operation",

@@ -218,6 +218,13 @@ def norm_spikes_by_design(run: WatchRun, s: Series, t: Thresholds) -> bool:
     return bool(found) and bool(_by_design(run, s, t, steps, found)[0])
 
 
+def norm_spikes_bounded(run: WatchRun, s: Series, t: Thresholds) -> bool:
+    """GS403 calls the series' norm spikes lone steps its adaptive optimizer bounded (no
+    loss spike, the loss kept falling)."""
+    _, found = series_spikes(s, t, "norm")
+    return bool(found) and _bounded_by_optimizer(run, s, t, [j for j, _, _ in found])
+
+
 def _absorbed(s: Series, spiked: list[StepRecord], t: Thresholds) -> bool:
     """Every spike was clipped to max_norm, no loss spike came with them, and the loss
     after them kept falling: the clip bounded the steps, as it is there to."""

@@ -14,6 +14,7 @@ from gradscope.rules import (
     dropped_grad,
     moved_by_copy,
     past_read_out,
+    plain_derivative,
     routed,
     shift_invariance,
     stack_tail,
@@ -223,14 +224,17 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     rules/moved_by_copy.py), and where every backward read filled its .grad and the script set it to
     None before the step (rules/dropped_grad.py). Zero gradients below torch.sign or round, or a
     custom Function, name it, and so does no gradient (None) below the user's own custom Function
-    (rules/zero_derivative.py); zeros behind a clamp at its bound in the first graphs are a KL under
-    its free-nats floor all run: information (rules/switched_off.py); those of a tensor that started
-    at exactly 0 say so (rules/zero_start.py). A mixture's router that never got one is named as the
-    router (its logits detached, or read only through their top-k indices), and an expert that never
-    got a token while its siblings did as a dead expert (rules/routed.py). The same layer of a
-    stack's last block that never got one while every other block's did and its own block learned
-    feeds the next block, which does not exist: information (WaveNet's last residual conv,
-    N-BEATS' last backcast, a stack that is the model itself too: rules/stack_tail.py)."""
+    (rules/zero_derivative.py), and so does no gradient (None) to a tensor that takes part only in
+    an output the script differentiated by torch.autograd.grad without create_graph (an unrolled
+    inner step's hyper-parameter: rules/plain_derivative.py); zeros behind a clamp at its bound in
+    the first graphs are a KL under its free-nats floor all run: information
+    (rules/switched_off.py); those of a tensor that started at exactly 0 say so
+    (rules/zero_start.py). A mixture's router that never got one is named as the router (its logits
+    detached, or read only through their top-k indices), and an expert that never got a token while
+    its siblings did as a dead expert (rules/routed.py). The same layer of a stack's last block that
+    never got one while every other block's did and its own block learned feeds the next block,
+    which does not exist: information (WaveNet's last residual conv, N-BEATS' last backcast, a stack
+    that is the model itself too: rules/stack_tail.py)."""
     stepped = live(run)
     if not stepped:
         return []
@@ -255,7 +259,8 @@ def _explained(
 ) -> Finding:
     """GS413's finding, told as what explains it where something does: a copy moved by the
     script, a mixture's router or expert (`place`), a bias blind to its loss, a
-    zero-derivative op, a stack's last block's output, a head past a read-out."""
+    zero-derivative op, a stack's last block's output, a head past a read-out, an inner
+    derivative taken without create_graph."""
     p = run.params[i]
     weight = None if none else shift_invariance.cancelled(run, i)
     read_through = derivative_bias.as_told(run, i, finding, steps) if none else None
@@ -283,6 +288,8 @@ def _explained(
         finding = zero_start.as_zero_start(finding, p, steps)
     elif p.past_read_out:
         finding = past_read_out.as_information(finding, p.past_read_out)
+    elif none and p.plain_derivative:
+        finding = plain_derivative.as_told(finding, p, steps)
     return finding
 
 

@@ -19,7 +19,7 @@ from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
 from gradscope.rules.registry import Stage, When, rule
 from gradscope.rules.step_common import Series, about, by_optimizer, step_list
-from gradscope.rules.step_norm_spike import norm_spikes_by_design
+from gradscope.rules.step_norm_spike import norm_spikes_bounded, norm_spikes_by_design
 from gradscope.rules.steps import series_spike_steps
 from gradscope.rules.symptoms import GROWTH
 from gradscope.rules.vlag_tensors import lagged_tensors, state_evidence, tensor_rms_t
@@ -27,6 +27,9 @@ from gradscope.steps.records import StepRecord, WatchRun
 
 RMS_LIMIT = 5.0
 """The gradient norm at least this many times the root of its own moving second moment."""
+
+FOLLOW_STEPS = 8
+"""Steps within which the loss spikes that a lagged second moment leads to come (1-8)."""
 
 
 def _beta2(run: WatchRun, index: int) -> float | None:
@@ -85,7 +88,11 @@ def adam_v_lag(run: WatchRun, t: Thresholds) -> list[Finding]:
     (normally 0.2-0.3: the update the lag made). Under SGD, or with the spike clipped to
     the usual size, it is silent;
     information where GS403 calls the spikes so (a game's turns, a moving target's jumps):
-    Adam's lag is then part of the design, and the run came back from it."""
+    Adam's lag is then part of the design, and the run came back from it; information too
+    where GS403 calls each spike a lone step the optimizer bounded (no loss spike, the loss
+    kept falling) and FOLLOW_STEPS steps or more came after a lagged one at least as large
+    as any: the loss spikes the lag leads to had time to come and did not (a DEQ's implicit
+    backward, an unrolled inner loop: a batch's gradient jumps alone)."""
     out = []
     for s in by_optimizer(run):
         beta2 = _beta2(run, s.index)
@@ -96,8 +103,32 @@ def adam_v_lag(run: WatchRun, t: Thresholds) -> list[Finding]:
         if not lagged:
             continue
         found = _finding(run, s, lagged, beta2)
-        out.append(_by_design(found) if norm_spikes_by_design(run, s, t) else found)
+        if norm_spikes_by_design(run, s, t):
+            found = _by_design(found)
+        elif _seen_harmless(s, lagged) and norm_spikes_bounded(run, s, t):
+            found = _bounded(found)
+        out.append(found)
     return out
+
+
+def _seen_harmless(s: Series, lagged: list[tuple[StepRecord, float]]) -> bool:
+    """A lagged step had FOLLOW_STEPS live steps or more after it (its consequence could be
+    seen), and those the run ended too soon after were no larger than the seen ones."""
+    steps = [r.step for r in s.live()]
+    seen = [x for r, x in lagged if sum(1 for k in steps if k > r.step) >= FOLLOW_STEPS]
+    return bool(seen) and max(x for _, x in lagged) <= max(seen)
+
+
+def _bounded(finding: Finding) -> Finding:
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=f"{finding.message}; it did not: each spike was one step's, no loss spike "
+        f"followed within {FOLLOW_STEPS} steps, and the loss kept falling",
+        advice="nothing to do for a lone spike: Adam's momentum spread it over the next "
+        "steps and the loss did not jump; if spikes repeat and the loss jumps with them, "
+        + finding.advice,
+    )
 
 
 def _by_design(finding: Finding) -> Finding:

@@ -73,6 +73,11 @@ class ParamInfo:
     """An output the script differentiated with create_graph reaches it through sums,
     gathers and reshapes only (a per-species energy shift): it adds an amount that depends
     on no input, so that derivative gives it no gradient."""
+    plain_derivative: bool = False
+    """It took part in an output the script differentiated by torch.autograd.grad without
+    create_graph, not as a variable of that derivative (a hyper-parameter of an unrolled
+    inner loss): the derivative comes back outside the graph, so a loss on it sends it
+    nothing."""
     logits_table: bool = False
     """A softmax reads it as its very logits (DARTS's architecture weights): numbers in
     nats, whose initial values are no scale to judge a step against."""
@@ -173,6 +178,8 @@ class WatchRun:
     (torch.set_grad_enabled(False) still in force: watcher/backward_calls.py), or whose
     torch.autograd.grad call failed so (`grad_off_derivative`)."""
     derivative_cut_at: tuple[int, ...] = ()
+    hook_again: HookAgain | None = None
+    """A gradient hook registered on a tensor that already held one of the same function."""
     """Steps (of those whose loss was read) whose loss added a term that requires no grad
     and reached an output the script differentiated without create_graph that step."""
     grad_off_derivative: bool = False
@@ -230,6 +237,23 @@ class WatchRun:
             [self.params[i].name for i in self.members_of(index) if i < len(self.params)]
         )
         return f"optimizer {index} ({kind}{', ' + owner if owner else ''})"
+
+
+@dataclass(frozen=True)
+class HookAgain:
+    """A gradient hook of the script's registered on a tensor that already held a live
+    hook of the same function (watcher/hooks_again.py)."""
+
+    step: int
+    """The step being built when it was first seen."""
+    site: str
+    """The script's `file:line` of that registration."""
+    hook: str
+    """The hook function's name."""
+    most: int
+    """The most live hooks of that function seen on one tensor, the new one counted."""
+    steps: tuple[int, ...]
+    """The steps it was seen at (the first 8)."""
 
 
 @dataclass(frozen=True)

@@ -182,6 +182,7 @@ class Watcher:
                 idle_resets=idle.get(id(p), resets.NOT_IDLE)[2],
                 differentiated=icp.grad_inputs.holds(p),
                 derivative_offset=icp.derivatives.offset(p),
+                plain_derivative=icp.plain_derivatives.holds(p),
                 logits_table=icp.logit_tables.holds(p),
                 flat_op=icp.flat_ops.op_above(p),
                 clamped_off=icp.clamped_terms.holds(p),
@@ -228,6 +229,7 @@ class Watcher:
             grad_off_at=icp.grad_off_at,
             grad_off_derivative=icp.grad_off_derivative,
             derivative_cut_at=tuple(icp.derivative_cut_at),
+            hook_again=icp.hooks_again.found,
             graphless_at=icp.graphless_at,
         )
 

@@ -28,6 +28,7 @@ from gradscope.watcher.flat_ops import FlatOps
 from gradscope.watcher.frozen_norms import FrozenNorms
 from gradscope.watcher.grad_inputs import GradInputs
 from gradscope.watcher.hand_moved import HandMoved
+from gradscope.watcher.hooks_again import HooksAgain
 from gradscope.watcher.logit_probe import LogitProbe
 from gradscope.watcher.logit_tables import LogitTables
 from gradscope.watcher.manual_search import ManualSearch
@@ -38,6 +39,7 @@ from gradscope.watcher.nan_probe import NanProbe
 from gradscope.watcher.noise_scale import MicroGrads
 from gradscope.watcher.optim_settings import SettingsHistory
 from gradscope.watcher.optimizer_watch import OpenReset, OptimizerWatch
+from gradscope.watcher.plain_derivatives import PlainDerivatives
 from gradscope.watcher.recorder import Recorder
 from gradscope.watcher.same_batch import SameBatch
 from gradscope.watcher.sampled_grids import SampledGrids
@@ -147,6 +149,10 @@ class WatchState:
     grad_inputs: GradInputs = field(default_factory=GradInputs)
     """The leaves the script differentiates against with torch.autograd.grad."""
     derivatives: TakenDerivatives = field(default_factory=TakenDerivatives)
+    plain_derivatives: PlainDerivatives = field(default_factory=PlainDerivatives)
+    hooks_again: HooksAgain = field(default_factory=HooksAgain)
+    """A hook of the script's registered again on a tensor that held one of its function."""
+    """The leaves of outputs it differentiates without create_graph (not the variables)."""
     """The derivatives it takes with create_graph, and the leaves that only add to their outputs."""
     logit_tables: LogitTables = field(default_factory=LogitTables)
     flat_ops: FlatOps = field(default_factory=FlatOps)

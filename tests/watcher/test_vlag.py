@@ -9,6 +9,7 @@ import math
 import random
 
 from gradscope.config import Settings
+from gradscope.findings import Severity
 from gradscope.rules import watch as rules
 from gradscope.rules.step_vlag import rms_t
 from gradscope.steps.meaning import GroupSettings, OptimizerSettings
@@ -20,12 +21,22 @@ ADAM = OptimizerSettings("AdamW", 1, (GroupSettings(1e-3, betas=(0.9, 0.999), ep
 SGD = OptimizerSettings("SGD", 1, (GroupSettings(1e-3, momentum=0.9),), "torch")
 
 
-def _records(spike: float = 1000.0, at: int = 200, n: int = 300, clip: float | None = None):
+def _records(
+    spike: float = 1000.0,
+    at: int = 200,
+    n: int = 300,
+    clip: float | None = None,
+    jump: float = 3.0,
+    fall: float = 0.0,
+):
+    """A noisy run with one gradient spike at step `at`, the loss `jump` times higher for
+    the 5 steps after it and falling by `fall` (a fraction) from the first step to the last."""
     rng = random.Random(0)
     out = []
     for k in range(1, n + 1):
         norm = rng.lognormvariate(0, 0.3) * (spike if k == at else 1.0)
-        loss = 2.0 * rng.lognormvariate(0, 0.05) * (3.0 if at < k <= at + 5 else 1.0)
+        level = 2.0 * (1 - fall * k / n)
+        loss = level * rng.lognormvariate(0, 0.05) * (jump if at < k <= at + 5 else 1.0)
         clipped = None if clip is None else min(norm, clip)
         out.append(
             step_record(k, norm=norm, loss=loss, clipped_norm=clipped, max_norm=clip, lrs=(1e-3,))
@@ -71,3 +82,19 @@ def test_what_is_no_v_lag_stays_silent():
     assert "GS451" not in _found(_records(clip=1.5))  # the clip bounded what Adam saw
     assert "GS451" not in _found(_records(spike=3.0))  # a mild spike
     assert "GS451" not in _found(_records(spike=1.0))
+
+
+def test_a_lone_spike_the_loss_did_not_follow_is_information():
+    """A DEQ's implicit backward or an unrolled inner loop: one batch's gradient jumps 20×
+    alone, the loss does not jump after it and keeps falling; Adam's step was bounded."""
+    (f,) = _found(_records(spike=20.0, jump=1.0, fall=0.5))["GS451"]
+    assert f.severity is Severity.INFO and f.steps == (200,)
+    assert "it did not: each spike was one step's" in f.message
+    assert f.advice.startswith("nothing to do for a lone spike")
+
+
+def test_a_lag_the_loss_followed_or_the_run_ended_on_stays_a_warning():
+    followed = _found(_records(spike=20.0, jump=3.0, fall=0.5))["GS451"]
+    assert [f.severity for f in followed] == [Severity.WARNING]
+    unseen = _found(_records(spike=20.0, at=296, jump=1.0, fall=0.5))["GS451"]
+    assert [f.severity for f in unseen] == [Severity.WARNING]  # 4 steps after it: too soon

@@ -50,6 +50,7 @@ from gradscope.watcher.patches.logits import (
 from gradscope.watcher.patches.module_train import ModuleTrain
 from gradscope.watcher.patches.optimizer_step import OptimizerStep
 from gradscope.watcher.patches.pickling import OWNERS, ModuleGetstate
+from gradscope.watcher.patches.register_hook import TensorRegisterHook
 from gradscope.watcher.patches.registration import Registration
 from gradscope.watcher.patches.scheduler import scheduler_patches
 from gradscope.watcher.patches.scripting import ScriptModuleMade
@@ -67,6 +68,7 @@ def every_patch(state: WatchState) -> list[Any]:
         TensorBackward(state),
         AutogradBackward(state),
         AutogradGrad(state),
+        TensorRegisterHook(state),
         OptimizerZeroGrad(state),
         ModuleZeroGrad(state),
         *(ModuleGetstate(state, owner) for owner in OWNERS),

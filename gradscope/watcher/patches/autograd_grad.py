@@ -36,11 +36,19 @@ class AutogradGrad(Patch):
                 raise
             if here is not None and not here.depth and _create_graph(args, kw):
                 safely(state, here, PART, lambda: state.derivatives.note(outputs, results))
-            elif here is not None and not here.depth and _of_inputs(inputs):
-                safely(state, here, PART, lambda: state.derivatives.note_plain(outputs))
+            elif here is not None and not here.depth:
+                safely(state, here, PART, lambda: _plain(state, outputs, inputs))
             return results
 
         return grad
+
+
+def _plain(state: WatchState, outputs: Any, inputs: Any) -> None:
+    """A derivative taken without create_graph: the leaves its output reaches, and, taken
+    with respect to inputs, the output's nodes (a force loss on it: GS467)."""
+    state.plain_derivatives.note(outputs, inputs)
+    if _of_inputs(inputs):
+        state.derivatives.note_plain(outputs)
 
 
 def _create_graph(args: tuple[Any, ...], kw: dict[str, Any]) -> bool:
