@@ -55,16 +55,22 @@ def _high_lr_steps(s: Series) -> list[StepRecord]:
     return [r for r in early if max(r.lrs, default=0.0) >= top / 2]
 
 
-def _ratios(steps: list[StepRecord], members: list[int]) -> tuple[list[float], list[int]]:
+def _ratios(
+    steps: list[StepRecord], members: list[int], losses: list[float], t: Thresholds
+) -> tuple[list[float], list[int]]:
     """Per matrix, its median update/weight ratio over those of `steps` that were sampled
     before its gradients died (a step that left it without gradient does not count: a
-    ratio of 0 with no gradient is not a small learning rate); and the sampled steps."""
+    ratio of 0 with no gradient is not a small learning rate); and the sampled steps.
+    Where the loss fell (`_fitted`), gradients that fell a thousandfold with it did not
+    die: the model fit its data (a large-margin softmax starts near 30-60 and is fit in a
+    few steps), and the ratios of those first steps alone are not the run's."""
     sampled = [r for r in steps if r.update_ratios is not None]
+    fitted = _fitted(losses, t)
     medians = []
     for i in members:
         values = [
             r.update_ratios[i]
-            for r in before_death(sampled, i)
+            for r in (sampled if fitted else before_death(sampled, i))
             if r.update_ratios is not None
             and i < len(r.update_ratios)
             and math.isfinite(r.update_ratios[i])
@@ -121,7 +127,7 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     optimizers, whose step moves each element by about lr whatever the gradient, a peak lr at or
     above the weight matrices' initial rms (one step can move every weight by its whole initial
     size). The ratios are those from before a matrix's gradients died (a thousandfold below
-    what they had, and stayed there); gradients that died in those first steps while the loss
+    what they had, the loss not falling); gradients that died in those first steps while the loss
     did not fall are a sign of harm whatever the objective (saturated tanh units, dead ReLUs),
     and this finding leads them (GS405, GS410, GS417). The lr-against-the-weights sign stands
     without a cause that only changes the gradients' size (GS412, GS435, GS438), so those
@@ -137,8 +143,8 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     out = []
     for s, settings in _judged(run, t):
         high = _high_lr_steps(s)
-        ratios, sampled = _ratios(high, _had_a_scale(run, trained_matrices(run, s)))
         steps, losses = loss_steps(s)
+        ratios, sampled = _ratios(high, _had_a_scale(run, trained_matrices(run, s)), losses, t)
         if not ratios:
             continue
         ratio = statistics.median(ratios)
@@ -195,18 +201,26 @@ def _died(
     steps (a thousandfold below what they had, to the end of them) while the loss did not
     fall by progress-min-fall: what large steps do to saturating units, whatever the
     objective (a model that fit its data has tiny gradients too, and a loss near 0)."""
-    if len(losses) < 10:
+    if len(losses) < 10 or _fitted(losses, t):
         return ()
-    w = window(len(losses))
-    first, last = statistics.median(losses[:w]), statistics.median(losses[-w:])
-    if last < first - t.progress_min_fall * abs(first) or last == 0:
-        return ()  # the loss fell, or sits at exactly 0 (a margin met: no gradient by right)
     out = []
     for i in trained_matrices(run, s):
         step = dead_from(high, i)
         if step is not None:
             out.append((run.params[i].name, step))
     return tuple(out)
+
+
+def _fitted(losses: list[float], t: Thresholds) -> bool:
+    """The loss fell by progress-min-fall over the run, or sits at exactly 0 (a margin met:
+    no gradient by right): gradients that fell a thousandfold meanwhile fell with it (a
+    model that fit its data has tiny gradients), not because its units died. Ten losses
+    at least: fewer say nothing of a fall."""
+    if len(losses) < 10:
+        return False
+    w = window(len(losses))
+    first, last = statistics.median(losses[:w]), statistics.median(losses[-w:])
+    return last < first - t.progress_min_fall * abs(first) or last == 0
 
 
 DEAD_EVIDENCE = "gradients that died after the large steps (from step): "
