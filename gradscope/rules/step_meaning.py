@@ -43,6 +43,9 @@ HEALTHY_RATIO = 1e-3
 in about a thousand steps. The usual rule of thumb, not a threshold of gradscope's."""
 EARLY_STEPS = 100
 """The first steps, where a learning rate too high for a fresh model does its damage."""
+FIT_FALL = 10.0
+"""A loss that ended this many times below its first steps' fit its data: an order of
+magnitude, where gradients that died fell a thousandfold."""
 
 
 def _high_lr_steps(s: Series) -> list[StepRecord]:
@@ -56,16 +59,16 @@ def _high_lr_steps(s: Series) -> list[StepRecord]:
 
 
 def _ratios(
-    steps: list[StepRecord], members: list[int], losses: list[float], t: Thresholds
+    steps: list[StepRecord], members: list[int], losses: list[float]
 ) -> tuple[list[float], list[int]]:
     """Per matrix, its median update/weight ratio over those of `steps` that were sampled
     before its gradients died (a step that left it without gradient does not count: a
     ratio of 0 with no gradient is not a small learning rate); and the sampled steps.
-    Where the loss fell (`_fitted`), gradients that fell a thousandfold with it did not
+    Where the loss fell tenfold (`_fitted`), gradients that fell a thousandfold with it did not
     die: the model fit its data (a large-margin softmax starts near 30-60 and is fit in a
     few steps), and the ratios of those first steps alone are not the run's."""
     sampled = [r for r in steps if r.update_ratios is not None]
-    fitted = _fitted(losses, t)
+    fitted = _fitted(losses)
     medians = []
     for i in members:
         values = [
@@ -127,7 +130,7 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     optimizers, whose step moves each element by about lr whatever the gradient, a peak lr at or
     above the weight matrices' initial rms (one step can move every weight by its whole initial
     size). The ratios are those from before a matrix's gradients died (a thousandfold below
-    what they had, the loss not falling); gradients that died in those first steps while the loss
+    what they had, loss not 10× less); gradients that died in those first steps while the loss
     did not fall are a sign of harm whatever the objective (saturated tanh units, dead ReLUs),
     and this finding leads them (GS405, GS410, GS417). The lr-against-the-weights sign stands
     without a cause that only changes the gradients' size (GS412, GS435, GS438), so those
@@ -144,7 +147,7 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     for s, settings in _judged(run, t):
         high = _high_lr_steps(s)
         steps, losses = loss_steps(s)
-        ratios, sampled = _ratios(high, _had_a_scale(run, trained_matrices(run, s)), losses, t)
+        ratios, sampled = _ratios(high, _had_a_scale(run, trained_matrices(run, s)), losses)
         if not ratios:
             continue
         ratio = statistics.median(ratios)
@@ -201,8 +204,12 @@ def _died(
     steps (a thousandfold below what they had, to the end of them) while the loss did not
     fall by progress-min-fall: what large steps do to saturating units, whatever the
     objective (a model that fit its data has tiny gradients too, and a loss near 0)."""
-    if len(losses) < 10 or _fitted(losses, t):
+    if len(losses) < 10:
         return ()
+    w = window(len(losses))
+    first, last = statistics.median(losses[:w]), statistics.median(losses[-w:])
+    if last < first - t.progress_min_fall * abs(first) or last == 0:
+        return ()  # the loss fell, or sits at exactly 0 (a margin met: no gradient by right)
     out = []
     for i in trained_matrices(run, s):
         step = dead_from(high, i)
@@ -211,16 +218,15 @@ def _died(
     return tuple(out)
 
 
-def _fitted(losses: list[float], t: Thresholds) -> bool:
-    """The loss fell by progress-min-fall over the run, or sits at exactly 0 (a margin met:
-    no gradient by right): gradients that fell a thousandfold meanwhile fell with it (a
-    model that fit its data has tiny gradients), not because its units died. Ten losses
-    at least: fewer say nothing of a fall."""
+def _fitted(losses: list[float]) -> bool:
+    """The loss ended at a FIT_FALL-th of its first steps' or less (at exactly 0: a margin
+    met): the model fit its data, and gradients that fell a thousandfold fell with it, not
+    because its units died. A loss that fell by a few percent, or rose first and came part
+    of the way back, is no fit. Ten losses at least: fewer say nothing of a fall."""
     if len(losses) < 10:
         return False
-    w = window(len(losses))
-    first, last = statistics.median(losses[:w]), statistics.median(losses[-w:])
-    return last < first - t.progress_min_fall * abs(first) or last == 0
+    first, last = statistics.median(losses[:5]), statistics.median(losses[-window(len(losses)) :])
+    return first > 0 and 0 <= last <= first / FIT_FALL
 
 
 DEAD_EVIDENCE = "gradients that died after the large steps (from step): "
