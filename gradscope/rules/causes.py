@@ -46,7 +46,7 @@ def link(run: WatchRun, findings: list[Finding]) -> list[Finding]:
         cause = next(
             (
                 c
-                for c in causes
+                for c in _at_its_start(causes, f)
                 if c is not f
                 and f.rule in CAUSES[c.rule].explains
                 and _same_series(run, c, f)
@@ -91,6 +91,15 @@ def _causes(run: WatchRun, findings: list[Finding]) -> list[Finding]:
         )
     ]
     return sorted(causes, key=_earliest_warning)
+
+
+def _at_its_start(causes: list[Finding], symptom: Finding) -> list[Finding]:
+    """The causes found at the symptom's first step first: what happened there (a NaN the
+    backward made from a finite loss, GS434) explains it before a verdict on the whole run
+    (an lr too high), which a NaN of that kind does not follow from; the order kept else."""
+    if not symptom.steps:
+        return causes
+    return sorted(causes, key=lambda c: symptom.steps[0] not in c.steps)
 
 
 def _earliest_warning(cause: Finding) -> tuple[bool, int]:

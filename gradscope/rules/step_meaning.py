@@ -43,6 +43,9 @@ HEALTHY_RATIO = 1e-3
 in about a thousand steps. The usual rule of thumb, not a threshold of gradscope's."""
 EARLY_STEPS = 100
 """The first steps, where a learning rate too high for a fresh model does its damage."""
+FIT_FALL = 10.0
+"""A loss that ended this many times below its first steps' fit its data: an order of
+magnitude, where gradients that died fell a thousandfold."""
 
 
 def _high_lr_steps(s: Series) -> list[StepRecord]:
@@ -55,16 +58,22 @@ def _high_lr_steps(s: Series) -> list[StepRecord]:
     return [r for r in early if max(r.lrs, default=0.0) >= top / 2]
 
 
-def _ratios(steps: list[StepRecord], members: list[int]) -> tuple[list[float], list[int]]:
+def _ratios(
+    steps: list[StepRecord], members: list[int], losses: list[float]
+) -> tuple[list[float], list[int]]:
     """Per matrix, its median update/weight ratio over those of `steps` that were sampled
     before its gradients died (a step that left it without gradient does not count: a
-    ratio of 0 with no gradient is not a small learning rate); and the sampled steps."""
+    ratio of 0 with no gradient is not a small learning rate); and the sampled steps.
+    Where the loss fell tenfold (`_fitted`), gradients that fell a thousandfold with it did not
+    die: the model fit its data (a large-margin softmax starts near 30-60 and is fit in a
+    few steps), and the ratios of those first steps alone are not the run's."""
     sampled = [r for r in steps if r.update_ratios is not None]
+    fitted = _fitted(losses)
     medians = []
     for i in members:
         values = [
             r.update_ratios[i]
-            for r in before_death(sampled, i)
+            for r in (sampled if fitted else before_death(sampled, i))
             if r.update_ratios is not None
             and i < len(r.update_ratios)
             and math.isfinite(r.update_ratios[i])
@@ -121,7 +130,7 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     optimizers, whose step moves each element by about lr whatever the gradient, a peak lr at or
     above the weight matrices' initial rms (one step can move every weight by its whole initial
     size). The ratios are those from before a matrix's gradients died (a thousandfold below
-    what they had, and stayed there); gradients that died in those first steps while the loss
+    what they had, loss not 10× less); gradients that died in those first steps while the loss
     did not fall are a sign of harm whatever the objective (saturated tanh units, dead ReLUs),
     and this finding leads them (GS405, GS410, GS417). The lr-against-the-weights sign stands
     without a cause that only changes the gradients' size (GS412, GS435, GS438), so those
@@ -137,8 +146,8 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
     out = []
     for s, settings in _judged(run, t):
         high = _high_lr_steps(s)
-        ratios, sampled = _ratios(high, _had_a_scale(run, trained_matrices(run, s)))
         steps, losses = loss_steps(s)
+        ratios, sampled = _ratios(high, _had_a_scale(run, trained_matrices(run, s)), losses)
         if not ratios:
             continue
         ratio = statistics.median(ratios)
@@ -207,6 +216,17 @@ def _died(
         if step is not None:
             out.append((run.params[i].name, step))
     return tuple(out)
+
+
+def _fitted(losses: list[float]) -> bool:
+    """The loss ended at a FIT_FALL-th of its first steps' or less (at exactly 0: a margin
+    met): the model fit its data, and gradients that fell a thousandfold fell with it, not
+    because its units died. A loss that fell by a few percent, or rose first and came part
+    of the way back, is no fit. Ten losses at least: fewer say nothing of a fall."""
+    if len(losses) < 10:
+        return False
+    first, last = statistics.median(losses[:5]), statistics.median(losses[-window(len(losses)) :])
+    return first > 0 and 0 <= last <= first / FIT_FALL
 
 
 DEAD_EVIDENCE = "gradients that died after the large steps (from step): "

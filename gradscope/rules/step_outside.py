@@ -125,8 +125,13 @@ def _outside(this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str) -> Find
 def _trained_layer(run: WatchRun, p: ParamInfo) -> str:
     """`p`'s module, or the one holding it, when it holds a parameter an optimizer steps too
     (an S4 layer whose kernel's A and dt the groups left out); else "". A copy, a teacher,
-    a fixed network is a module of its own, none of it stepped."""
+    a fixed network is a module of its own, none of it stepped. A parameter of the model
+    itself (a CRF's transitions, a cls token: a name with no dot, as the names of a run's
+    only model are) whose model has stepped parameters is held by "the model"."""
     stepped = {q.name for q in run.params if q.in_optimizer}
+    if "." not in p.name and p.in_model:
+        model = any(q.in_model and q.in_optimizer for q in run.params)
+        return "the model" if model else ""
     parts = p.name.split(".")[:-1]
     for end in range(len(parts), max(len(parts) - 2, 0), -1):
         prefix = ".".join(parts[:end]) + "."

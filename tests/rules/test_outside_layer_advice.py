@@ -52,3 +52,20 @@ def test_a_teacher_beside_its_student_keeps_the_advice_for_copies():
     )
     assert "if it is a target, EMA or teacher copy" in advice
     assert "which holds it" not in advice
+
+
+def test_a_parameter_of_the_model_itself_is_told_to_join_a_param_group():
+    """A CRF tagger's transitions sit on the model itself (a run's only model names its
+    parameters without a prefix): the model holds parameters the optimizer steps."""
+    advice = _advice(
+        _stepped("emb.weight"), _stepped("hidden2tag.weight"), _left_out("transitions")
+    )
+    assert advice.startswith("the model, which holds it, has parameters the optimizer steps")
+    assert "teacher" not in advice
+
+
+def test_a_bare_tensor_beside_the_model_keeps_the_advice_for_copies():
+    bare = ParamInfo("temperature", (8, 4), True, False, None, in_model=False)
+    advice = _advice(_stepped("emb.weight"), _stepped("hidden2tag.weight"), bare)
+    assert "if it is a target, EMA or teacher copy" in advice
+    assert "which holds it" not in advice
