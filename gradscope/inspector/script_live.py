@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from gradscope.errors import is_own_file, is_user_file, short_path
-from gradscope.inspector import backward_nan, hooks, nan_made
+from gradscope.inspector import backward_nan, hooks, infinite_fills, nan_made
 from gradscope.inspector.node_watch import NodeWatch, readable
 from gradscope.inspector.replay import CUT_KINDS, MAX_SITES, SHAPE_ONLY, op_name
 from gradscope.inspector.uninitialised import Unwritten, without_out
@@ -44,9 +44,13 @@ class LiveWatch(TorchFunctionMode):
         self.stack = stack
         self.active = False
         self.entered = False
-        self.pending: list[tuple[tuple[str, int, str | None], torch.Tensor, list[Any]]] = []
-        """(op, a device flag set when an output is non-finite, its inputs) not read back
-        yet (the inputs are kept until then: CHECK_EVERY ops at most)."""
+        self.pending: list[tuple[tuple[str, int, str | None], torch.Tensor, list[Any], bool]] = []
+        """(op, a device flag set when an output is non-finite, its inputs, whether they
+        hold a mask's -inf: then NaN alone is bad) not read back yet (the inputs are kept
+        until then: CHECK_EVERY ops at most)."""
+        self.fills = infinite_fills.InfiniteFills()
+        self.from_mask = False
+        """The first bad op made NaN from a mask's -inf (infinite_fills.py)."""
         self.failed = False
         """An op the watch could not read: it stopped watching (nothing is said)."""
         self.came_in = False
@@ -120,6 +124,7 @@ class LiveWatch(TorchFunctionMode):
         inputs = list(hooks.tensors_in((args, without_out(kwargs))))
         results = list(hooks.tensors_in(out))
         outs = [t for t in results if t.is_floating_point() or t.is_complex()]
+        masked = self.fills.note(name, (args, kwargs), (inputs, outs))
         marks: frozenset[int] = frozenset()
         for t in inputs:
             marks |= self.taint.get(id(t), frozenset())
@@ -137,12 +142,16 @@ class LiveWatch(TorchFunctionMode):
             for t in results:  # what was computed from a cut's output, down to the loss
                 self.taint[id(t)] = marks
                 self.keep.append(t)
-        if not outs:
+        if not outs and not masked:
             return
         line = self._user_line()
         if line is None:
             return  # a call gradscope made (its GradScaler.scale wrapper), not the script's
         site = self._site(name, line)
+        if masked:
+            self.fills.filled_at(site, (args, kwargs))
+        if not outs:
+            return  # an assignment in place (`x[mask] = -inf`)
         for t in outs:
             if t.grad_fn is not None:
                 self.sites[id(t.grad_fn)] = site  # the newest: an id may be reused
@@ -151,7 +160,7 @@ class LiveWatch(TorchFunctionMode):
         read = self.unwritten.screen(name, inputs, outs, site)
         if read is None:
             return  # memory no one wrote: it holds no value yet
-        flags = [~torch.isfinite(t).all() for t in map(readable, outs) if t is not None]
+        flags = [infinite_fills.bad(t, masked) for t in map(readable, outs) if t is not None]
         if not flags:
             return
         bad = (
@@ -160,7 +169,9 @@ class LiveWatch(TorchFunctionMode):
             else torch.stack([f.to(flags[0].device) for f in flags]).any()
         )
         floats = [t for t in read if t.is_floating_point() or t.is_complex()]
-        self.pending.append((site, bad, [r for r in map(readable, floats) if r is not None]))
+        self.pending.append(
+            (site, bad, [r for r in map(readable, floats) if r is not None], masked)
+        )
         if len(self.pending) >= CHECK_EVERY:
             self._read()
 
@@ -259,11 +270,11 @@ class LiveWatch(TorchFunctionMode):
             return
         device = pending[0][1].device
         flags = torch.stack([p[1].to(device) for p in pending]).cpu().tolist()
-        for (site, _, inputs), bad in zip(pending, flags, strict=True):
+        for (site, _, inputs, masked), bad in zip(pending, flags, strict=True):
             if bad:
-                bad_in = [t for t in inputs if not bool(torch.isfinite(t).all())]
+                bad_in = [t for t in inputs if bool(infinite_fills.bad(t, masked))]
                 if not bad_in:
-                    self.first_bad = site
+                    self.first_bad, self.from_mask = site, masked
                     self.of_nothing = bool(inputs) and all(t.numel() == 0 for t in inputs)
                     self.below_domain = nan_made.below_domain(site[0], inputs)
                     return
@@ -289,13 +300,17 @@ class LiveWatch(TorchFunctionMode):
         out: dict[str, list[str]] = {}
         if self.first_bad is not None:
             out["non-finite"] = [
-                f"first non-finite value made by {_site_text(self.first_bad, names)} "
-                "from finite inputs"
+                ("first NaN" if self.from_mask else "first non-finite value")
+                + f" made by {_site_text(self.first_bad, names)} "
+                + (self._from_mask(names) if self.from_mask else "from finite inputs")
                 + (nan_made.OF_NOTHING if self.of_nothing else "")
                 + (nan_made.NEGATIVE if self.below_domain else "")
             ]
             if nodes is not None and not self.failed and _finite(loss):  # dropped after
                 out["non-finite"] += self._backward(nodes, names, dropped=True)
+        elif self.fills.first is not None and not _finite(loss):
+            fill = _site_text(self.fills.first, names)
+            out["non-finite"] = [infinite_fills.REACHED_LOSS.format(fill=fill)]
         elif self.came_in and self.read_unwritten is not None:
             reader, made = (_site_text(s, names) for s in self.read_unwritten)
             out["non-finite"] = [
@@ -317,6 +332,10 @@ class LiveWatch(TorchFunctionMode):
                 if causes:
                     out[f"none-grad:{name}"] = ["graph cut by " + "; ".join(causes)]
         return out
+
+    def _from_mask(self, names: dict[int, str]) -> str:
+        fill = _site_text(self.fills.first, names) if self.fills.first else "the script"
+        return infinite_fills.from_mask(self.first_bad[0] if self.first_bad else "", fill)
 
     def _backward(
         self, nodes: NodeWatch, names: dict[int, str], dropped: bool = False

@@ -1,0 +1,95 @@
+"""Tensors that hold ±inf on purpose: a mask filled with float('-inf') (masked_fill, where,
+full, an indexed assignment) and what is computed from them. Their infinities are values
+the script chose, not a fault: the fault is the first op that makes NaN from them (-inf
+times the 0 of a one-hot, -inf minus -inf, a softmax over a row masked whole). The live
+watch of a step (script_live.py) asks, of each op, whether its outputs hold such values;
+no host sync."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+Site = tuple[str, int, str | None]
+
+WHOLE_ROW = ("softmax", "log_softmax", "logsumexp", "softmin", "scaled_dot_product_attention")
+"""Ops that make NaN of a mask's -inf only where a row is masked whole."""
+TIMES_ZERO = ("mul", "__mul__", "__rmul__", "prod", "matmul", "__matmul__", "mm", "bmm", "einsum")
+
+
+def from_mask(op: str, fill: str) -> str:
+    """Why the op made NaN of inputs without NaN that held a mask's -inf, and the cure."""
+    if op in WHOLE_ROW:
+        why = "a row the mask filled whole has no softmax (-inf everywhere)"
+        cure = "leave at least one entry of each row unmasked, or drop the rows masked whole"
+    else:
+        why = (
+            "-inf times 0 (a one-hot or a weight of 0)"
+            if op in TIMES_ZERO
+            else "-inf times 0, or -inf minus -inf, is NaN"
+        )
+        cure = (
+            "take the entries the mask allows (gather the chosen action's log-probability) "
+            "or fill with a large finite negative (torch.finfo(dtype).min), not -inf"
+        )
+    return f"from inputs without NaN that held the -inf of a mask (filled by {fill}): {why}; {cure}"
+
+
+REACHED_LOSS = (
+    "the loss is non-finite through the -inf of a mask (filled by {fill}): no op made NaN; "
+    "a sum or mean over masked entries (the log-probability of an action or token the mask "
+    "forbids) reached the loss: take the entries the mask allows before reducing"
+)
+
+
+def _fills(args: Any, kwargs: Mapping[str, Any]) -> bool:
+    """A non-finite Python number among the call's arguments (the fill value)."""
+    stack: list[Any] = [args, list(kwargs.values())]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            return True
+        if isinstance(v, (tuple, list)):
+            stack.extend(v)
+    return False
+
+
+class InfiniteFills:
+    """id() of each tensor a mask's infinities reached, kept alive so their ids stay theirs,
+    and the first op that filled them in."""
+
+    def __init__(self) -> None:
+        self.ids: set[int] = set()
+        self.keep: list[torch.Tensor] = []
+        self.first: Site | None = None
+
+    def note(
+        self, name: str, call: tuple[Any, Mapping[str, Any]], tensors: tuple[list, list]
+    ) -> bool:
+        """Whether the op's outputs hold a mask's infinities: it filled them in (its own
+        input too, in place) or read a tensor that holds them."""
+        inputs, outs = tensors
+        filled = _fills(*call)
+        if not filled and not any(id(t) in self.ids for t in inputs):
+            return False
+        reached = list(outs)
+        if filled and inputs and (name.endswith("_") or name == "__setitem__"):
+            reached.append(inputs[0])
+        for t in reached:
+            if id(t) not in self.ids:
+                self.ids.add(id(t))
+                self.keep.append(t)
+        return True
+
+    def filled_at(self, site: Site, call: tuple[Any, Mapping[str, Any]]) -> None:
+        """The script's op at `site` filled a mask with ±inf: the first one is named."""
+        if self.first is None and _fills(*call):
+            self.first = site
+
+
+def bad(t: torch.Tensor, masked: bool) -> torch.Tensor:
+    """A device flag: NaN in a tensor that holds a mask's infinities, else NaN/Inf."""
+    return torch.isnan(t).any() if masked else ~torch.isfinite(t).all()
