@@ -20,8 +20,9 @@ WHOLE_ROW = ("softmax", "log_softmax", "logsumexp", "softmin", "scaled_dot_produ
 TIMES_ZERO = ("mul", "__mul__", "__rmul__", "prod", "matmul", "__matmul__", "mm", "bmm", "einsum")
 
 
-def from_mask(op: str, fill: str) -> str:
-    """Why the op made NaN of inputs without NaN that held a mask's -inf, and the cure."""
+def made_nan(op: str, made: str, fill: str | None) -> str:
+    """The op (`made`: where) made NaN of inputs without NaN that held a mask's -inf
+    (`fill`: where it was filled in): why, and the cure."""
     if op in WHOLE_ROW:
         why = "a row the mask filled whole has no softmax (-inf everywhere)"
         cure = "leave at least one entry of each row unmasked, or drop the rows masked whole"
@@ -35,7 +36,10 @@ def from_mask(op: str, fill: str) -> str:
             "take the entries the mask allows (gather the chosen action's log-probability) "
             "or fill with a large finite negative (torch.finfo(dtype).min), not -inf"
         )
-    return f"from inputs without NaN that held the -inf of a mask (filled by {fill}): {why}; {cure}"
+    return (
+        f"first NaN made by {made} from inputs without NaN that held the -inf of a mask "
+        f"(filled by {fill or 'the script'}): {why}; {cure}"
+    )
 
 
 REACHED_LOSS = (

@@ -45,12 +45,10 @@ class LiveWatch(TorchFunctionMode):
         self.active = False
         self.entered = False
         self.pending: list[tuple[tuple[str, int, str | None], torch.Tensor, list[Any], bool]] = []
-        """(op, a device flag set when an output is non-finite, its inputs, whether they
-        hold a mask's -inf: then NaN alone is bad) not read back yet (the inputs are kept
-        until then: CHECK_EVERY ops at most)."""
+        """(op, a flag set when an output is bad, its inputs, whether they hold a mask's -inf)
+        not read back yet (the inputs are kept until then: CHECK_EVERY ops at most)."""
         self.fills = infinite_fills.InfiniteFills()
-        self.from_mask = False
-        """The first bad op made NaN from a mask's -inf (infinite_fills.py)."""
+        self.from_mask = False  # the first bad op made NaN of a mask's -inf
         self.failed = False
         """An op the watch could not read: it stopped watching (nothing is said)."""
         self.came_in = False
@@ -155,8 +153,13 @@ class LiveWatch(TorchFunctionMode):
         for t in outs:
             if t.grad_fn is not None:
                 self.sites[id(t.grad_fn)] = site  # the newest: an id may be reused
-        if self.first_bad is not None or self.came_in:
-            return
+        if self.first_bad is None and not self.came_in:
+            self._flag(name, (inputs, outs), site, masked)
+
+    def _flag(self, name: str, tensors: tuple[list, list], site: Any, masked: bool) -> None:
+        """A device flag of the op's outputs going bad (NaN alone where they hold a mask's
+        -inf), pending with the inputs it read until the next read-back."""
+        inputs, outs = tensors
         read = self.unwritten.screen(name, inputs, outs, site)
         if read is None:
             return  # memory no one wrote: it holds no value yet
@@ -298,18 +301,21 @@ class LiveWatch(TorchFunctionMode):
             self.failed = True
         names = {id(m): n for n, m in model.named_modules()}
         out: dict[str, list[str]] = {}
+        fill = self.fills.first and _site_text(self.fills.first, names)
         if self.first_bad is not None:
+            made = _site_text(self.first_bad, names)
             out["non-finite"] = [
-                ("first NaN" if self.from_mask else "first non-finite value")
-                + f" made by {_site_text(self.first_bad, names)} "
-                + (self._from_mask(names) if self.from_mask else "from finite inputs")
+                (
+                    infinite_fills.made_nan(self.first_bad[0], made, fill)
+                    if self.from_mask
+                    else f"first non-finite value made by {made} from finite inputs"
+                )
                 + (nan_made.OF_NOTHING if self.of_nothing else "")
                 + (nan_made.NEGATIVE if self.below_domain else "")
             ]
             if nodes is not None and not self.failed and _finite(loss):  # dropped after
                 out["non-finite"] += self._backward(nodes, names, dropped=True)
-        elif self.fills.first is not None and not _finite(loss):
-            fill = _site_text(self.fills.first, names)
+        elif fill and not _finite(loss):
             out["non-finite"] = [infinite_fills.REACHED_LOSS.format(fill=fill)]
         elif self.came_in and self.read_unwritten is not None:
             reader, made = (_site_text(s, names) for s in self.read_unwritten)
@@ -332,10 +338,6 @@ class LiveWatch(TorchFunctionMode):
                 if causes:
                     out[f"none-grad:{name}"] = ["graph cut by " + "; ".join(causes)]
         return out
-
-    def _from_mask(self, names: dict[int, str]) -> str:
-        fill = _site_text(self.fills.first, names) if self.fills.first else "the script"
-        return infinite_fills.from_mask(self.first_bad[0] if self.first_bad else "", fill)
 
     def _backward(
         self, nodes: NodeWatch, names: dict[int, str], dropped: bool = False
