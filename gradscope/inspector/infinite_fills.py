@@ -13,7 +13,6 @@ from typing import Any
 
 import torch
 
-Site = tuple[str, int, str | None]
 
 WHOLE_ROW = ("softmax", "log_softmax", "logsumexp", "softmin", "scaled_dot_product_attention")
 """Ops that make NaN of a mask's -inf only where a row is masked whole."""
@@ -68,7 +67,8 @@ class InfiniteFills:
     def __init__(self) -> None:
         self.ids: set[int] = set()
         self.keep: list[torch.Tensor] = []
-        self.first: Site | None = None
+        self.first: Any = None
+        """Where: a live watch's site, or a replay's text."""
 
     def note(
         self, name: str, call: tuple[Any, Mapping[str, Any]], tensors: tuple[list, list]
@@ -88,7 +88,7 @@ class InfiniteFills:
                 self.keep.append(t)
         return True
 
-    def filled_at(self, site: Site, call: tuple[Any, Mapping[str, Any]]) -> None:
+    def filled_at(self, site: Any, call: tuple[Any, Mapping[str, Any]]) -> None:
         """The script's op at `site` filled a mask with ±inf: the first one is named."""
         if self.first is None and _fills(*call):
             self.first = site

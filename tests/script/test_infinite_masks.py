@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 import gradscope
 
@@ -56,3 +57,31 @@ def test_a_log_of_zero_is_still_made_from_finite_inputs():
 @pytest.mark.parametrize("mode", ["gather", "finfo"])
 def test_a_mask_used_right_says_nothing(mode):
     assert _evidence(mode) == ""
+
+
+class _Policy(torch.nn.Module):
+    """Log-probabilities over three actions, the third masked with -inf (or finfo.min)."""
+
+    def __init__(self, fill: float) -> None:
+        super().__init__()
+        self.head = torch.nn.Linear(4, 3)
+        self.fill = fill
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mask = torch.zeros(x.shape[0], 3, dtype=torch.bool)
+        mask[:, 2] = True
+        return self.head(x).masked_fill(mask, self.fill).log_softmax(-1)
+
+
+@pytest.mark.parametrize("fill", [float("-inf"), torch.finfo(torch.float32).min])
+def test_a_model_whose_mask_meets_a_one_hot_names_the_product_when_replayed(fill):
+    """`inspect` of a model (its forward replayed) reads the mask as the live watch does."""
+    torch.manual_seed(0)
+    onehot = torch.nn.functional.one_hot(torch.zeros(8, dtype=torch.long), 3)
+    report = gradscope.inspect(_Policy(fill), torch.randn(8, 4), lambda lp: -(lp * onehot).sum())
+    found = [" ".join(f.evidence) for f in report.findings if f.rule == "GS102"]
+    if fill == float("-inf"):
+        assert found and found[0].startswith("first NaN made by `mul`"), found
+        assert "filled by `masked_fill`" in found[0]
+    else:
+        assert found == []
