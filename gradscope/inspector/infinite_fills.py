@@ -13,7 +13,6 @@ from typing import Any
 
 import torch
 
-
 WHOLE_ROW = ("softmax", "log_softmax", "logsumexp", "softmin", "scaled_dot_product_attention")
 """Ops that make NaN of a mask's -inf only where a row is masked whole."""
 TIMES_ZERO = ("mul", "__mul__", "__rmul__", "prod", "matmul", "__matmul__", "mm", "bmm", "einsum")
