@@ -28,3 +28,13 @@ def test_a_sampler_whose_parameter_gradients_reach_the_update_is_named():
     found = _loud(domain_watched("ebm_langevin.py", "leak"))
     assert [f.rule for f in found if f.explained_by is None] == ["GS455"], found
     assert "requires_grad off while sampling" in found[0].advice
+
+
+def test_a_spectral_normed_energy_whose_last_bias_cancels_is_information():
+    """E(x+).mean() - E(x-).mean() leaves the last bias exactly 0 while the tensor its
+    spectral norm trains (parametrizations.weight.original) learns: an energy is defined
+    up to a constant, which GS413 says as information, as for a plain weight."""
+    report = domain_watched("ebm_langevin.py", "sn")
+    assert _loud(report) == [], report.findings
+    (found,) = [f for f in report.findings if f.rule == "GS413"]
+    assert found.subject == "2.bias" and "2.parametrizations.weight.original" in found.message

@@ -7,6 +7,8 @@ that still requires grad. argv[1]:
 frozen      the parameters' requires_grad off while sampling (the tutorial's way)
 reset       the parameters left on, optimizer.zero_grad() after sampling
 chunks      no sampler: a batch that requires grad, backward by chunks into one step
+sn          frozen, the last layer spectral-normed (a parametrization) and no regulariser:
+            its bias cancels in E(x+) - E(x-), an energy is defined up to a constant
 leak        (bug) the parameters left on and zero_grad() before sampling: every Langevin
             step's parameter gradients pile into the update"""
 
@@ -18,12 +20,14 @@ from torch import nn
 MODE = sys.argv[1] if len(sys.argv) > 1 else "frozen"
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(2, 32), nn.SiLU(), nn.Linear(32, 1))
+if MODE == "sn":
+    model[2] = nn.utils.parametrizations.spectral_norm(model[2])
 opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.0, 0.999))
 buffer = torch.rand(256, 2) * 4 - 2
 
 
 def langevin(x, steps=4, step_size=0.1):
-    if MODE == "frozen":
+    if MODE in ("frozen", "sn"):
         for p in model.parameters():
             p.requires_grad_(False)
     x.requires_grad_(True)
@@ -54,6 +58,8 @@ for _ in range(40):
     if MODE != "leak":
         opt.zero_grad()
     e_pos, e_neg = model(torch.cat([x_pos, x_neg])).chunk(2)
-    loss = e_pos.mean() - e_neg.mean() + 0.1 * (e_pos**2 + e_neg**2).mean()
+    loss = e_pos.mean() - e_neg.mean()
+    if MODE != "sn":
+        loss = loss + 0.1 * (e_pos**2 + e_neg**2).mean()
     loss.backward()
     opt.step()
