@@ -55,11 +55,11 @@ class _NonFiniteMaker:
         if masked:
             self.fills.filled_at(site(name, ""), call)
         read = self.unwritten.screen(name, inputs, outs, name) if outs else None
-        if read is None or any(bool(infinite_fills.bad(t, masked)) for t in _floats(read)):
+        if read is None or any(bool(infinite_fills.came_bad(t, masked)) for t in _floats(read)):
             return False
-        made = any(bool(infinite_fills.bad(t, masked)) for t in outs)
+        made = any(bool(infinite_fills.made(t, _floats(read), masked)) for t in outs)
         if made and self.masked is None:
-            self.masked = masked
+            self.masked = bool(masked) and any(bool(torch.isnan(t).any()) for t in outs)
         return made
 
 

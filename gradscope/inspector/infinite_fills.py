@@ -59,6 +59,10 @@ def _fills(args: Any, kwargs: Mapping[str, Any]) -> bool:
     return False
 
 
+PLAIN, FILLED, READS = 0, 1, 2
+"""An op's outputs: no mask's infinities; infinities it filled in; what it read may hold them."""
+
+
 class InfiniteFills:
     """id() of each tensor a mask's infinities reached, kept alive so their ids stay theirs,
     and the first op that filled them in."""
@@ -71,13 +75,14 @@ class InfiniteFills:
 
     def note(
         self, name: str, call: tuple[Any, Mapping[str, Any]], tensors: tuple[list, list]
-    ) -> bool:
-        """Whether the op's outputs hold a mask's infinities: it filled them in (its own
-        input too, in place) or read a tensor that holds them."""
+    ) -> int:
+        """Whether the op's outputs may hold a mask's infinities: FILLED (it filled them in,
+        its own input too when in place), READS (it read a tensor that may hold them), or
+        PLAIN (0)."""
         inputs, outs = tensors
         filled = _fills(*call)
         if not filled and not any(id(t) in self.ids for t in inputs):
-            return False
+            return PLAIN
         reached = list(outs)
         if filled and inputs and (name.endswith("_") or name == "__setitem__"):
             reached.append(inputs[0])
@@ -85,7 +90,7 @@ class InfiniteFills:
             if id(t) not in self.ids:
                 self.ids.add(id(t))
                 self.keep.append(t)
-        return True
+        return FILLED if filled else READS
 
     def filled_at(self, site: Any, call: tuple[Any, Mapping[str, Any]]) -> None:
         """The script's op at `site` filled a mask with ±inf: the first one is named."""
@@ -93,6 +98,32 @@ class InfiniteFills:
             self.first = site
 
 
-def bad(t: torch.Tensor, masked: bool) -> torch.Tensor:
-    """A device flag: NaN in a tensor that holds a mask's infinities, else NaN/Inf."""
-    return torch.isnan(t).any() if masked else ~torch.isfinite(t).all()
+def made(out: torch.Tensor, inputs: list[torch.Tensor], state: int) -> torch.Tensor:
+    """A device flag, set when the op made `out` bad: NaN/Inf (PLAIN); NaN alone where it
+    filled a mask's -inf in (FILLED); NaN, or ±inf where none of its inputs held any
+    (READS: a log of 0 after the mask's -inf was gone), where it read what a mask reached."""
+    if state == PLAIN:
+        return ~torch.isfinite(out).all()
+    nan = torch.isnan(out).any()
+    held = [torch.isinf(t).any().to(nan.device) for t in inputs]
+    if state == FILLED:
+        return nan
+    inf = torch.isinf(out).any()
+    return nan | (inf & ~torch.stack(held).any()) if held else nan | inf
+
+
+def flags(
+    outs: list[torch.Tensor], inputs: list[torch.Tensor], state: int
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Device flags of an op's outputs: any made bad (`made`); any NaN where a mask's -inf
+    may be in them (what the sentence names), else None. No host sync."""
+    made_ = [made(t, inputs, state) for t in outs]
+    bad = made_[0] if len(made_) == 1 else torch.stack([f.to(made_[0].device) for f in made_]).any()
+    if state == PLAIN:
+        return bad, None
+    return bad, torch.stack([torch.isnan(t).any().to(bad.device) for t in outs]).any()
+
+
+def came_bad(t: torch.Tensor, state: int) -> torch.Tensor:
+    """A device flag: an input already bad (NaN where a mask's -inf may be in it)."""
+    return ~torch.isfinite(t).all() if state == PLAIN else torch.isnan(t).any()

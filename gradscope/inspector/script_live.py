@@ -44,8 +44,8 @@ class LiveWatch(TorchFunctionMode):
         self.stack = stack
         self.active = False
         self.entered = False
-        self.pending: list[tuple[tuple[str, int, str | None], torch.Tensor, list[Any], bool]] = []
-        """(op, a flag set when an output is bad, its inputs, whether they hold a mask's -inf)
+        self.pending: list[tuple[tuple[str, int, str | None], torch.Tensor, list[Any], Any]] = []
+        """(op, a flag set when an output is bad, its inputs, (a mask's state, a NaN flag))
         not read back yet (the inputs are kept until then: CHECK_EVERY ops at most)."""
         self.fills = infinite_fills.InfiniteFills()
         self.from_mask = False  # the first bad op made NaN of a mask's -inf
@@ -156,25 +156,20 @@ class LiveWatch(TorchFunctionMode):
         if self.first_bad is None and not self.came_in:
             self._flag(name, (inputs, outs), site, masked)
 
-    def _flag(self, name: str, tensors: tuple[list, list], site: Any, masked: bool) -> None:
-        """A device flag of the op's outputs going bad (NaN alone where they hold a mask's
-        -inf), pending with the inputs it read until the next read-back."""
+    def _flag(self, name: str, tensors: tuple[list, list], site: Any, masked: int) -> None:
+        """A device flag of the op's outputs going bad (infinite_fills.made: a mask's -inf is
+        no fault), pending with the inputs it read until the next read-back."""
         inputs, outs = tensors
         read = self.unwritten.screen(name, inputs, outs, site)
         if read is None:
             return  # memory no one wrote: it holds no value yet
-        flags = [infinite_fills.bad(t, masked) for t in map(readable, outs) if t is not None]
-        if not flags:
+        floats = [readable(t) for t in read if t.is_floating_point() or t.is_complex()]
+        kept = [t for t in floats if t is not None]
+        results = [t for t in map(readable, outs) if t is not None]
+        if not results:
             return
-        bad = (
-            flags[0]
-            if len(flags) == 1
-            else torch.stack([f.to(flags[0].device) for f in flags]).any()
-        )
-        floats = [t for t in read if t.is_floating_point() or t.is_complex()]
-        self.pending.append(
-            (site, bad, [r for r in map(readable, floats) if r is not None], masked)
-        )
+        bad, nan = infinite_fills.flags(results, kept, masked)
+        self.pending.append((site, bad, kept, (masked, nan)))
         if len(self.pending) >= CHECK_EVERY:
             self._read()
 
@@ -273,11 +268,11 @@ class LiveWatch(TorchFunctionMode):
             return
         device = pending[0][1].device
         flags = torch.stack([p[1].to(device) for p in pending]).cpu().tolist()
-        for (site, _, inputs, masked), bad in zip(pending, flags, strict=True):
+        for (site, _, inputs, (masked, nan)), bad in zip(pending, flags, strict=True):
             if bad:
-                bad_in = [t for t in inputs if bool(infinite_fills.bad(t, masked))]
+                bad_in = [t for t in inputs if bool(infinite_fills.came_bad(t, masked))]
                 if not bad_in:
-                    self.first_bad, self.from_mask = site, masked
+                    self.first_bad, self.from_mask = site, nan is not None and bool(nan)
                     self.of_nothing = bool(inputs) and all(t.numel() == 0 for t in inputs)
                     self.below_domain = nan_made.below_domain(site[0], inputs)
                     return

@@ -30,27 +30,35 @@ def _evidence(mode: str) -> str:
 @pytest.mark.parametrize("mode", ["onehot", "setitem"])
 def test_a_one_hot_product_over_a_minus_inf_mask_names_the_product(mode):
     evidence = _evidence(mode)
-    assert evidence.startswith("first NaN made by `mul` at action_mask.py:36"), evidence
-    fill = "`__setitem__` at action_mask.py:30" if mode == "setitem" else "`masked_fill`"
+    assert evidence.startswith("first NaN made by `mul` at action_mask.py:38"), evidence
+    fill = "`__setitem__` at action_mask.py:32" if mode == "setitem" else "`masked_fill`"
     assert f"held the -inf of a mask (filled by {fill}" in evidence
     assert "-inf times 0" in evidence and "gather the chosen action" in evidence
 
 
 def test_a_row_masked_whole_names_the_log_softmax():
     evidence = _evidence("whole")
-    assert evidence.startswith("first NaN made by `log_softmax` at action_mask.py:33")
+    assert evidence.startswith("first NaN made by `log_softmax` at action_mask.py:35")
     assert "a row the mask filled whole" in evidence
 
 
 def test_a_minus_inf_that_reaches_the_loss_names_the_fill():
     evidence = _evidence("sumall")
     assert evidence.startswith("the loss is non-finite through the -inf of a mask (filled by")
-    assert "`masked_fill` at action_mask.py:32" in evidence
+    assert "`masked_fill` at action_mask.py:34" in evidence
 
 
 def test_a_log_of_zero_is_still_made_from_finite_inputs():
     evidence = _evidence("log0")
     assert evidence.startswith("first non-finite value made by `log`"), evidence
+    assert "from finite inputs" in evidence and "of a mask" not in evidence
+
+
+def test_a_log_of_zero_after_the_masks_minus_inf_is_gone_names_the_log():
+    """What a mask's -inf reached is judged by NaN, or by ±inf made where no input held
+    any: a log of 0 downstream of the mask is the fault, not the mask."""
+    evidence = _evidence("after")
+    assert evidence.startswith("first non-finite value made by `log` at action_mask.py:45")
     assert "from finite inputs" in evidence and "of a mask" not in evidence
 
 

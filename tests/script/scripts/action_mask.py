@@ -7,7 +7,9 @@ onehot     (bug) the log-probabilities times a one-hot: -inf * 0 is NaN
 setitem    (bug) the same, the mask written by an indexed assignment
 whole      (bug) gather, but the first row masked whole: its log-softmax is NaN
 sumall     (bug) the sum over every action's log-probability: the loss is -inf
-log0       (bug) a log of zero, no mask: made from finite inputs"""
+log0       (bug) a log of zero, no mask: made from finite inputs
+after      (bug) gather, then a log of zero made of the gathered (finite) log-probabilities:
+           the log made -inf from inputs without any, the mask is not the cause"""
 
 import sys
 
@@ -39,6 +41,8 @@ elif MODE == "sumall":
 else:
     chosen = logp.gather(1, action[:, None]).squeeze(1)
 loss = -chosen.mean()
+if MODE == "after":
+    loss = loss + torch.log(chosen.exp() - chosen.exp()).mean()
 if MODE == "log0":
     loss = loss + torch.log(policy(x).relu() * 0).sum()
 opt.zero_grad()
