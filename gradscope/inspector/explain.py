@@ -25,10 +25,11 @@ import torch
 
 from gradscope.errors import UserCodeError, is_user_file, short_path
 from gradscope.findings import Finding
-from gradscope.inspector import hooks, preserve
+from gradscope.inspector import hooks, infinite_fills, preserve
 from gradscope.inspector.backward_nan import backward_origin
 from gradscope.inspector.explain_cuts import graph_causes
-from gradscope.inspector.replay import flat_tensors, op_sites, replay, site
+from gradscope.inspector.infinite_fills import InfiniteFills
+from gradscope.inspector.replay import CALL, flat_tensors, op_sites, replay, site
 from gradscope.inspector.uninitialised import Unwritten
 from gradscope.rules.grads import cut_found
 from gradscope.stats import RunStats
@@ -36,19 +37,30 @@ from gradscope.troubleshooting import TABLE
 from gradscope.watcher import loss_inputs
 
 
-def _non_finite_maker() -> Callable[[str, list[torch.Tensor], Any], bool]:
+class _NonFiniteMaker:
     """The test of an op that made NaN/Inf from finite inputs; memory an uninitialising op
-    left (`torch.empty`) is judged only where it is read or written whole."""
-    unwritten = Unwritten()
+    left (`torch.empty`) is judged only where it is read or written whole. What a mask's
+    -inf reached is judged by NaN alone (infinite_fills.py): `masked`, the first op found
+    made NaN of it."""
 
-    def makes(name: str, inputs: list[torch.Tensor], out: Any) -> bool:
+    def __init__(self) -> None:
+        self.unwritten = Unwritten()
+        self.fills = InfiniteFills()
+        self.masked: bool | None = None
+
+    def __call__(self, name: str, inputs: list[torch.Tensor], out: Any) -> bool:
         outs = [t for t in flat_tensors(out) if t.is_floating_point()]
-        read = unwritten.screen(name, inputs, outs, name) if outs else None
-        if read is None or not all(bool(torch.isfinite(t).all()) for t in _floats(read)):
+        call = CALL.get()
+        masked = self.fills.note(name, call, (inputs, outs))
+        if masked:
+            self.fills.filled_at(site(name, ""), call)
+        read = self.unwritten.screen(name, inputs, outs, name) if outs else None
+        if read is None or any(bool(infinite_fills.came_bad(t, masked)) for t in _floats(read)):
             return False
-        return not all(bool(torch.isfinite(t).all()) for t in outs)
-
-    return makes
+        made = any(bool(infinite_fills.made(t, _floats(read), masked)) for t in outs)
+        if made and self.masked is None:
+            self.masked = bool(masked) and any(bool(torch.isnan(t).any()) for t in outs)
+        return made
 
 
 def _floats(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -73,7 +85,11 @@ def non_finite_origin(model, batch, loss_fn=None, grad_outputs=None) -> list[str
     made = backward_origin(model, batch, loss_fn, grad_outputs)  # a finite loss only
     if made:  # before the forward's: a -inf that torch.where then dropped is not the cause
         return made
-    sites = op_sites(model, batch, loss_fn, grad_outputs, _non_finite_maker())[:1]
+    maker = _NonFiniteMaker()
+    sites = op_sites(model, batch, loss_fn, grad_outputs, maker)[:1]
+    if sites and maker.masked:
+        op = sites[0].split("`")[1]
+        return [infinite_fills.made_nan(op, sites[0], maker.fills.first)]
     if sites:
         return [f"first non-finite value made by {sites[0]} from finite inputs"]
     return _anomaly_origin(model, batch, loss_fn, grad_outputs)

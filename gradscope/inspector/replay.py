@@ -9,6 +9,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import torch
@@ -65,6 +66,8 @@ def module_stack(model: torch.nn.Module) -> Iterator[list[str]]:
 
 
 Observe = Callable[[str, list[torch.Tensor], Any, str], None]
+CALL: ContextVar[tuple[Any, Any]] = ContextVar("replayed_call", default=((), {}))
+"""The (args, kwargs) of the call being observed: its non-tensor arguments (a fill value)."""
 
 
 class OpObserver(TorchFunctionMode):
@@ -78,8 +81,12 @@ class OpObserver(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         inputs = flat_tensors((args, without_out(kwargs or {})))  # what it read
-        with torch._C.DisableTorchFunction():
-            self.observe(op_name(func), inputs, out, self.stack[-1] if self.stack else "")
+        token = CALL.set((args, kwargs or {}))
+        try:
+            with torch._C.DisableTorchFunction():
+                self.observe(op_name(func), inputs, out, self.stack[-1] if self.stack else "")
+        finally:
+            CALL.reset(token)
         return out
 
 

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from gradscope.errors import is_own_file, is_user_file, short_path
-from gradscope.inspector import backward_nan, hooks, nan_made
+from gradscope.inspector import backward_nan, hooks, infinite_fills, nan_made
 from gradscope.inspector.node_watch import NodeWatch, readable
 from gradscope.inspector.replay import CUT_KINDS, MAX_SITES, SHAPE_ONLY, op_name
 from gradscope.inspector.uninitialised import Unwritten, without_out
@@ -44,9 +44,11 @@ class LiveWatch(TorchFunctionMode):
         self.stack = stack
         self.active = False
         self.entered = False
-        self.pending: list[tuple[tuple[str, int, str | None], torch.Tensor, list[Any]]] = []
-        """(op, a device flag set when an output is non-finite, its inputs) not read back
-        yet (the inputs are kept until then: CHECK_EVERY ops at most)."""
+        self.pending: list[tuple[tuple[str, int, str | None], torch.Tensor, list[Any], Any]] = []
+        """(op, a flag set when an output is bad, its inputs, (a mask's state, a NaN flag))
+        not read back yet (the inputs are kept until then: CHECK_EVERY ops at most)."""
+        self.fills = infinite_fills.InfiniteFills()
+        self.from_mask = False  # the first bad op made NaN of a mask's -inf
         self.failed = False
         """An op the watch could not read: it stopped watching (nothing is said)."""
         self.came_in = False
@@ -120,6 +122,7 @@ class LiveWatch(TorchFunctionMode):
         inputs = list(hooks.tensors_in((args, without_out(kwargs))))
         results = list(hooks.tensors_in(out))
         outs = [t for t in results if t.is_floating_point() or t.is_complex()]
+        masked = self.fills.note(name, (args, kwargs), (inputs, outs))
         marks: frozenset[int] = frozenset()
         for t in inputs:
             marks |= self.taint.get(id(t), frozenset())
@@ -137,30 +140,36 @@ class LiveWatch(TorchFunctionMode):
             for t in results:  # what was computed from a cut's output, down to the loss
                 self.taint[id(t)] = marks
                 self.keep.append(t)
-        if not outs:
+        if not outs and not masked:
             return
         line = self._user_line()
         if line is None:
             return  # a call gradscope made (its GradScaler.scale wrapper), not the script's
         site = self._site(name, line)
+        if masked:
+            self.fills.filled_at(site, (args, kwargs))
+        if not outs:
+            return  # an assignment in place (`x[mask] = -inf`)
         for t in outs:
             if t.grad_fn is not None:
                 self.sites[id(t.grad_fn)] = site  # the newest: an id may be reused
-        if self.first_bad is not None or self.came_in:
-            return
+        if self.first_bad is None and not self.came_in:
+            self._flag(name, (inputs, outs), site, masked)
+
+    def _flag(self, name: str, tensors: tuple[list, list], site: Any, masked: int) -> None:
+        """A device flag of the op's outputs going bad (infinite_fills.made: a mask's -inf is
+        no fault), pending with the inputs it read until the next read-back."""
+        inputs, outs = tensors
         read = self.unwritten.screen(name, inputs, outs, site)
         if read is None:
             return  # memory no one wrote: it holds no value yet
-        flags = [~torch.isfinite(t).all() for t in map(readable, outs) if t is not None]
-        if not flags:
+        floats = [readable(t) for t in read if t.is_floating_point() or t.is_complex()]
+        kept = [t for t in floats if t is not None]
+        results = [t for t in map(readable, outs) if t is not None]
+        if not results:
             return
-        bad = (
-            flags[0]
-            if len(flags) == 1
-            else torch.stack([f.to(flags[0].device) for f in flags]).any()
-        )
-        floats = [t for t in read if t.is_floating_point() or t.is_complex()]
-        self.pending.append((site, bad, [r for r in map(readable, floats) if r is not None]))
+        bad, nan = infinite_fills.flags(results, kept, masked)
+        self.pending.append((site, bad, kept, (masked, nan)))
         if len(self.pending) >= CHECK_EVERY:
             self._read()
 
@@ -259,11 +268,11 @@ class LiveWatch(TorchFunctionMode):
             return
         device = pending[0][1].device
         flags = torch.stack([p[1].to(device) for p in pending]).cpu().tolist()
-        for (site, _, inputs), bad in zip(pending, flags, strict=True):
+        for (site, _, inputs, (masked, nan)), bad in zip(pending, flags, strict=True):
             if bad:
-                bad_in = [t for t in inputs if not bool(torch.isfinite(t).all())]
+                bad_in = [t for t in inputs if bool(infinite_fills.came_bad(t, masked))]
                 if not bad_in:
-                    self.first_bad = site
+                    self.first_bad, self.from_mask = site, nan is not None and bool(nan)
                     self.of_nothing = bool(inputs) and all(t.numel() == 0 for t in inputs)
                     self.below_domain = nan_made.below_domain(site[0], inputs)
                     return
@@ -287,15 +296,22 @@ class LiveWatch(TorchFunctionMode):
             self.failed = True
         names = {id(m): n for n, m in model.named_modules()}
         out: dict[str, list[str]] = {}
+        fill = self.fills.first and _site_text(self.fills.first, names)
         if self.first_bad is not None:
+            made = _site_text(self.first_bad, names)
             out["non-finite"] = [
-                f"first non-finite value made by {_site_text(self.first_bad, names)} "
-                "from finite inputs"
+                (
+                    infinite_fills.made_nan(self.first_bad[0], made, fill)
+                    if self.from_mask
+                    else f"first non-finite value made by {made} from finite inputs"
+                )
                 + (nan_made.OF_NOTHING if self.of_nothing else "")
                 + (nan_made.NEGATIVE if self.below_domain else "")
             ]
             if nodes is not None and not self.failed and _finite(loss):  # dropped after
                 out["non-finite"] += self._backward(nodes, names, dropped=True)
+        elif fill and not _finite(loss):
+            out["non-finite"] = [infinite_fills.REACHED_LOSS.format(fill=fill)]
         elif self.came_in and self.read_unwritten is not None:
             reader, made = (_site_text(s, names) for s in self.read_unwritten)
             out["non-finite"] = [

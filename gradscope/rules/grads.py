@@ -156,10 +156,10 @@ def _not_this_phase(finding: Finding) -> Finding:
 def _differentiated_bias(stats: RunStats, p: ParamStats) -> str | None:
     """The weight beside bias `p` when that weight got a gradient from a loss that reads the
     model through a derivative (rules/derivative_bias.py); None otherwise."""
-    weight = shift_invariance.weight_name(p.name, p.shape)
-    if not stats.loss_through_derivative or weight is None:
+    if not stats.loss_through_derivative:
         return None
-    return weight if any(q.name == weight and q.has_grad for q in stats.params) else None
+    graded = {q.name for q in stats.params if q.has_grad}
+    return shift_invariance.weight_among(p.name, p.shape, graded)
 
 
 @rule(

@@ -16,24 +16,36 @@ from dataclasses import replace
 from gradscope.findings import Finding, Severity
 from gradscope.steps.records import WatchRun
 
+WEIGHT_TENSORS = (
+    "weight",
+    "weight_orig",  # spectral_norm's hook (torch.nn.utils.spectral_norm)
+    "parametrizations.weight.original",  # a parametrization: spectral_norm, orthogonal
+    "parametrizations.weight.original1",  # parametrizations.weight_norm's direction
+    "weight_v",  # weight_norm's hook
+)
+"""Where a layer keeps the tensor its weight is made of: itself, or what a
+parametrization or a norm's hook trains in its place."""
 
-def weight_name(name: str, shape: tuple[int, ...]) -> str | None:
-    """The name of the `weight` beside a 1-d `bias` of that name; None for other tensors."""
+
+def weight_names(name: str, shape: tuple[int, ...]) -> tuple[str, ...]:
+    """The names the trained tensor of the `weight` beside a 1-d `bias` of that name may
+    have (the weight, or its parametrization's original); () for other tensors."""
     if not name.endswith("bias") or len(shape) != 1:
-        return None
-    return name[: -len("bias")] + "weight"
+        return ()
+    return tuple(name[: -len("bias")] + w for w in WEIGHT_TENSORS)
+
+
+def weight_among(name: str, shape: tuple[int, ...], names: set[str]) -> str | None:
+    """The name, among `names`, of the weight beside bias `name`; None if none is there."""
+    return next((w for w in weight_names(name, shape) if w in names), None)
 
 
 def sibling_weight(run: WatchRun, i: int) -> int | None:
-    """The index of the `weight` of the layer whose `bias` tensor i is, when it requires
-    grad; None otherwise."""
-    weight = weight_name(run.params[i].name, run.params[i].shape)
-    if weight is None:
-        return None
-    for j, p in enumerate(run.params):
-        if p.name == weight and p.requires_grad:
-            return j
-    return None
+    """The index of the `weight` of the layer whose `bias` tensor i is (or of the tensor its
+    parametrization trains), when it requires grad; None otherwise."""
+    trained = {p.name: j for j, p in enumerate(run.params) if p.requires_grad}
+    weight = weight_among(run.params[i].name, run.params[i].shape, set(trained))
+    return None if weight is None else trained[weight]
 
 
 def cancelled(run: WatchRun, i: int, optimizer: int | None = None) -> str | None:
@@ -60,8 +72,8 @@ def explanation(weight: str, did: str = "learned") -> str:
     return (
         f"while {weight} {did}: the loss does not change when this layer's outputs all "
         "shift by one amount (they are subtracted from each other, as in a siamese "
-        "distance or a pairwise ranking score, or normalised after it), so its bias "
-        "is redundant and nothing is cut"
+        "distance, a pairwise ranking score or an energy's positive minus negative phase, "
+        "or normalised after it), so its bias is redundant and nothing is cut"
     )
 
 

@@ -86,8 +86,8 @@ def _all_zero(stats: RunStats, explained: set[str], this: Rule) -> list[Finding]
                 zero_derivative.told(this.finding(p.name, head, "", 0.0), p.name, flat, head)
             )
             continue
-        weight = shift_invariance.weight_name(p.name, p.shape)
-        if weight in learned:
+        weight = shift_invariance.weight_among(p.name, p.shape, learned)
+        if weight is not None:
             head = f"grad of {p.name} is all zeros ({p.numel} elements)"
             found = this.finding(p.name, head, shift_invariance.ADVICE, 0.0)
             out.append(shift_invariance.as_information(found, head, weight, "has a gradient"))

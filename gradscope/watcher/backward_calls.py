@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from gradscope.steps.step_record import input_checked
 from gradscope.watcher import (
     backward_sites,
     carried_graph,
@@ -63,7 +64,7 @@ def started(
     here.zeroed = None  # a backward after the zero_grad: the usual order
     here.taken = None
     if window.calls:
-        resets.wiped_by_hand(state, here, window)
+        resets.between_calls(state, here, window)
     else:  # the mode the step's forward ran in, not the one at step() (an evaluation after)
         window.eval_roots = modes.in_eval(state.tracked, state.modes)
     window.calls += 1
@@ -136,6 +137,8 @@ def ended(
     if here.stepped and not here.quiet:
         resets.sentinel(state, here, here.window)
         resets.note_left(here.window, retained)
+        if input_checked(state.steps + 1):
+            resets.note_inputs(state, here.window)
     idle = here.current is None and here.stepping is None
     if not state.optimizer_stepped and not here.quiet and idle:
         check = state.manual.check

@@ -136,7 +136,10 @@ def for_input(state: WatchState, window: Window) -> bool:
 def input_added(state: WatchState, window: Window) -> bool:
     """At a step of several backward calls with no reset between: the first call gave an
     input its gradient and the last did not (PGD's attack by backward, then the training
-    backward, without model.zero_grad()), and both reached a same parameter: the attack's
+    backward, without model.zero_grad()), or the script reset that input's gradient after
+    the first call and not the parameters' (`inputs_reset`: an EBM's Langevin sampler by
+    backward, whose last sample the training forward reads, leaf and all), and both
+    reached a same parameter: the attack's
     parameter gradients are in the update, summed with the training one's. A first call
     whose parameters the last does not reach adds nothing twice (GradCache: the loss on the
     cached representations, leaves, then each chunk re-encoded with backward(rep.grad)).
@@ -144,7 +147,7 @@ def input_added(state: WatchState, window: Window) -> bool:
     if window.calls < 2 or window.first_root is None or window.first_root is window.root:
         return False
     first = reaches_input(state, window.first_root, first_order=True)
-    if not first or reaches_input(state, window.root):
+    if not first or (reaches_input(state, window.root) and not window.inputs_reset):
         return False
     return bool(_params_reached(state, window.first_root) & _params_reached(state, window.root))
 
@@ -168,19 +171,64 @@ def reaches_input(state: WatchState, root: Any, first_order: bool = False) -> bo
     them, and its parameter gradients are meant for the step."""
     if root is None:
         return False
+    if first_order:
+        return bool(first_order_inputs(state, root))
     owned = discover.optimizer_params(
         [o for o in state.optimizers if isinstance(o, torch.optim.Optimizer)]
     )
-    found = False
     for node in NodeWalk([root], limit=discover.MAX_GRAPH_NODES):
-        if first_order and "BackwardBackward" in type(node).__name__:
-            return False
         t = getattr(node, "variable", None)
         if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter):
-            found = found or (id(t) not in owned and t.grad is not None)
-            if found and not first_order:
+            if id(t) not in owned and t.grad is not None:
                 return True
+    return False
+
+
+def first_order_inputs(state: WatchState, root: Any) -> list[torch.Tensor]:
+    """The leaves neither an nn.Parameter nor any optimizer's that a backward from `root`
+    gave a gradient; none where its graph holds a node of a gradient taken with
+    create_graph (`...BackwardBackward0`): a gradient penalty's input is reached through
+    them, and its parameter gradients are meant for the step."""
+    owned = discover.optimizer_params(
+        [o for o in state.optimizers if isinstance(o, torch.optim.Optimizer)]
+    )
+    found = []
+    for node in NodeWalk([root], limit=discover.MAX_GRAPH_NODES):
+        if "BackwardBackward" in type(node).__name__:
+            return []
+        t = getattr(node, "variable", None)
+        if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter):
+            if id(t) not in owned and t.grad is not None:
+                found.append(t)
     return found
+
+
+def note_inputs(state: WatchState, window: Window) -> None:
+    """At the window's first call's end: the inputs it gave a gradient, each with that
+    gradient as the call left it (weakly: nothing kept alive)."""
+    if window.calls == 1 and window.first_root is not None:
+        window.inputs = tuple(
+            (weakref.ref(t), weakref.ref(t.grad), t.grad._version)
+            for t in first_order_inputs(state, window.first_root)
+            if t.grad is not None
+        )
+
+
+def inputs_reset(window: Window) -> None:
+    """At the window's second call's start: an input's gradient the first call left was
+    set to None, replaced or zeroed in place since, while the parameters' gradients were
+    kept (a reset of theirs begins a new window): the script took the input's gradient
+    call by call (a Langevin sampler's or an attack's steps by backward), and the
+    parameter gradients of those calls pile up for the step."""
+    noted, window.inputs = window.inputs, ()
+    for leaf, grad, version in noted:
+        t = leaf()
+        if t is None:
+            continue
+        now = t.grad
+        if now is None or now is not grad() or now._version != version:
+            window.inputs_reset = True
+            return
 
 
 def observe(state: WatchState, here: ThreadState) -> None:
@@ -203,6 +251,13 @@ def observe(state: WatchState, here: ThreadState) -> None:
             entry.low = norm if entry.low is None else torch.minimum(entry.low, norm)
             if not entry.held:
                 entry.held = [weakref.ref(g) for g in present]
+
+
+def between_calls(state: WatchState, here: ThreadState, window: Window) -> None:
+    """At a later backward call's start: what the script reset since the previous call."""
+    wiped_by_hand(state, here, window)
+    if window.inputs:
+        inputs_reset(window)
 
 
 def wiped_by_hand(state: WatchState, here: ThreadState, window: Window) -> None:

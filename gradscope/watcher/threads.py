@@ -75,6 +75,14 @@ class Window:
     first_root: Any = None
     """The first call's: reaching an input the last call did not, the step applies the
     parameter gradients of calls made for that input (input_added)."""
+    inputs: tuple[tuple[Any, Any, int], ...] = ()
+    """(weak reference, gradient id, gradient version) of each input the first call gave a
+    gradient, noted at its end on the steps input_checked names; looked at once, at the
+    second call's start (resets.inputs_reset)."""
+    inputs_reset: bool = False
+    """Between the first two calls the script reset or read-and-zeroed an input's
+    gradient but not the parameters': the calls were made one at a time for that input
+    (a Langevin sampler's or an attack's steps by backward)."""
     eval_roots: frozenset[int] | None = None
     """ids of the watched models in eval mode at the window's first backward: the mode
     its forward ran in (modes.py), whatever the script switched to before the step."""

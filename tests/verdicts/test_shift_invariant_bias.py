@@ -5,6 +5,7 @@ weight's is not (plain autograd is the oracle), which is information with its me
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -63,3 +64,24 @@ def test_a_bias_of_dead_units_still_warns():
     warned = {f.subject for f in report.findings if f.rule == "GS106"}
     assert {"0.weight", "0.bias"} <= warned
     assert all(f.severity == Severity.WARNING for f in report.findings if f.rule == "GS106")
+
+
+@pytest.mark.parametrize(
+    ("wrap", "weight"),
+    [
+        (nn.utils.parametrizations.spectral_norm, "net.2.parametrizations.weight.original"),
+        (nn.utils.spectral_norm, "net.2.weight_orig"),
+        (nn.utils.parametrizations.weight_norm, "net.2.parametrizations.weight.original1"),
+    ],
+)
+def test_a_cancelled_bias_beside_a_parametrized_weight_is_information(wrap, weight):
+    """The layer's weight trained through a parametrization or a norm's hook (an EBM's or
+    a WGAN critic's spectral norm): the tensor it trains stands for the weight."""
+    torch.manual_seed(0)
+    model = Pair()
+    model.net[2] = wrap(model.net[2])
+    a, b = torch.randn(64, 24), torch.randn(64, 24)
+    report = gradscope.inspect(model, (a, b), lambda d: d.pow(2).mean())
+    (f,) = [f for f in report.findings if f.rule == "GS106"]
+    assert f.subject == "net.2.bias" and f.severity == Severity.INFO, f
+    assert f"while {weight} has a gradient" in f.message
