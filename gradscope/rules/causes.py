@@ -94,12 +94,14 @@ def _causes(run: WatchRun, findings: list[Finding]) -> list[Finding]:
 
 
 def _at_its_start(causes: list[Finding], symptom: Finding) -> list[Finding]:
-    """The causes found at the symptom's first step first: what happened there (a NaN the
-    backward made from a finite loss, GS434) explains it before a verdict on the whole run
-    (an lr too high), which a NaN of that kind does not follow from; the order kept else."""
+    """After the precursors (each warned before the symptom: its root), the causes found
+    at the symptom's first step: what happened there (a NaN the backward made from a
+    finite loss, GS434) explains it before a verdict on the whole run (an lr too high),
+    which a NaN of that kind does not follow from; the order kept else."""
     if not symptom.steps:
         return causes
-    return sorted(causes, key=lambda c: symptom.steps[0] not in c.steps)
+    at = symptom.steps[0]
+    return sorted(causes, key=lambda c: _when(c.rule) is not When.BEFORE and at not in c.steps)
 
 
 def _earliest_warning(cause: Finding) -> tuple[bool, int]:
