@@ -1,0 +1,90 @@
+"""GS411 on twin critics and their two targets (TD3, SAC, CQL): several trained tensors
+share a name below their module and a shape (Critic.net.0.weight in both critics, and a
+hidden layer of the actor shaped like the critics'), so each target is matched to the
+critic it started equal to. A target computed with gradients is named a copy in every
+tensor, never half of it "moved by a rule by hand"; the targets done right stay quiet."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import gradscope
+from gradscope.findings import Severity
+
+
+class Critic(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU())
+        self.head = nn.Linear(16, 1)
+
+    def forward(self, s: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+        return self.head(self.net(torch.cat([s, a], 1))).squeeze(-1)
+
+
+class Actor(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU())
+        self.head = nn.Linear(16, 2)
+
+    def forward(self, s: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.head(self.net(s)))
+
+
+def _td3(targets_with_grad: bool, steps: int = 12):
+    """TD3's critic update with soft (Polyak) targets; the actor and its target are there
+    for the names and shapes they share with the critics."""
+    torch.manual_seed(0)
+    actor, c1, c2 = Actor(), Critic(), Critic()
+    actor_t, c1_t, c2_t = (copy.deepcopy(m) for m in (actor, c1, c2))
+    actor_opt = torch.optim.Adam(actor.parameters(), 1e-3)
+    critic_opt = torch.optim.Adam([*c1.parameters(), *c2.parameters()], 1e-3)
+    with gradscope.watch() as w:
+        for _ in range(steps):
+            s, s2, r = torch.randn(32, 4), torch.randn(32, 4), torch.randn(32)
+            a = torch.rand(32, 2) * 2 - 1
+            with torch.set_grad_enabled(targets_with_grad):
+                a2 = actor_t(s2)
+                y = r + 0.99 * torch.min(c1_t(s2, a2), c2_t(s2, a2))
+            critic_loss = F.mse_loss(c1(s, a), y) + F.mse_loss(c2(s, a), y)
+            critic_opt.zero_grad()
+            critic_loss.backward()
+            critic_opt.step()
+            actor_loss = -c1(s, actor(s)).mean()
+            actor_opt.zero_grad()
+            actor_loss.backward()
+            actor_opt.step()
+            with torch.no_grad():
+                for target, source in ((actor_t, actor), (c1_t, c1), (c2_t, c2)):
+                    for pt, ps in zip(target.parameters(), source.parameters(), strict=True):
+                        pt.lerp_(ps, 0.005)
+    assert not w.report.faults
+    return w.report.findings
+
+
+def test_every_tensor_of_both_targets_is_named_a_copy_of_its_own_critic():
+    outside = [f for f in _td3(targets_with_grad=True) if f.rule == "GS411"]
+    critic_targets = [f for f in outside if f.subject.startswith("Critic")]
+    assert len(critic_targets) == 2 * 6, [f.subject for f in outside]
+    assert all(f.severity is Severity.ERROR for f in outside), [
+        (f.subject, f.severity) for f in outside
+    ]
+    originals = {}
+    for f in critic_targets:
+        assert "looks like a copy of Critic" in f.advice, f.advice
+        mirrored = f.advice.split("looks like a copy of ")[1].split(".")[0]
+        originals.setdefault(f.subject.split(".")[0], set()).add(mirrored)
+    assert all(len(m) == 1 for m in originals.values()), originals
+    assert len({next(iter(m)) for m in originals.values()}) == 2, originals
+
+
+def test_twin_targets_under_no_grad_stay_quiet():
+    found = _td3(targets_with_grad=False)
+    assert not [f for f in found if f.severity >= Severity.WARNING], [
+        (f.rule, f.subject) for f in found
+    ]
