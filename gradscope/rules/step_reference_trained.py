@@ -53,11 +53,18 @@ def reference_trained(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) ->
     critics deep-copied and trained on one target get the same gradient (cosine +1), two
     towers loaded from one checkpoint get unrelated ones: both are left alone. Without
     opposite gradients, a copy the script overwrites from the model between steps while
-    gradients reach it is a target network trained by the optimizer between its syncs."""
+    gradients reach it is a target network trained by the optimizer between its syncs,
+    whatever its gradients' cosine: a bootstrapped target (TD3's critics, Polyak-averaged
+    every other step) gets nearly the negated gradient too, and a reference is never
+    written."""
+    facts = run.state_facts
+    written = {*facts.hand_written, *facts.hand_moved}
     pairs = [
         m
-        for m in run.state_facts.mirrored
-        if m.cosine <= OPPOSITE and max(m.first, m.second) < len(run.params)
+        for m in facts.mirrored
+        if m.cosine <= OPPOSITE
+        and max(m.first, m.second) < len(run.params)
+        and not {m.first, m.second} & written
     ]
     if not pairs:
         return _synced(run, this)

@@ -36,17 +36,20 @@ class Actor(nn.Module):
         return torch.tanh(self.head(self.net(s)))
 
 
-def _td3(targets_with_grad: bool, steps: int = 12):
-    """TD3's critic update with soft (Polyak) targets; the actor and its target are there
-    for the names and shapes they share with the critics."""
+def _td3(targets_with_grad: bool, steps: int = 12, targets_in_optimizer: bool = False):
+    """TD3's critic update with soft (Polyak) targets, moved every other step (TD3's
+    delayed update); the actor and its target are there for the names and shapes they
+    share with the critics."""
     torch.manual_seed(0)
     actor, c1, c2 = Actor(), Critic(), Critic()
     actor_t, c1_t, c2_t = (copy.deepcopy(m) for m in (actor, c1, c2))
     actor_opt = torch.optim.Adam(actor.parameters(), 1e-3)
-    critic_opt = torch.optim.Adam([*c1.parameters(), *c2.parameters()], 1e-3)
+    critics = [c1, c2, c1_t, c2_t] if targets_in_optimizer else [c1, c2]
+    critic_opt = torch.optim.Adam([p for c in critics for p in c.parameters()], 1e-3)
     with gradscope.watch() as w:
-        for _ in range(steps):
-            s, s2, r = torch.randn(32, 4), torch.randn(32, 4), torch.randn(32)
+        for step in range(steps):
+            s, r = torch.randn(32, 4), torch.randn(32)
+            s2 = s + 0.05 * torch.randn(32, 4)  # a small control step
             a = torch.rand(32, 2) * 2 - 1
             with torch.set_grad_enabled(targets_with_grad):
                 a2 = actor_t(s2)
@@ -55,6 +58,8 @@ def _td3(targets_with_grad: bool, steps: int = 12):
             critic_opt.zero_grad()
             critic_loss.backward()
             critic_opt.step()
+            if step % 2:
+                continue
             actor_loss = -c1(s, actor(s)).mean()
             actor_opt.zero_grad()
             actor_loss.backward()
@@ -88,3 +93,45 @@ def test_twin_targets_under_no_grad_stay_quiet():
     assert not [f for f in found if f.severity >= Severity.WARNING], [
         (f.rule, f.subject) for f in found
     ]
+
+
+def _ddpg_target_trained(steps: int = 30):
+    """DDPG's critic with its Polyak target in the optimizer and its forward attached, on
+    data of the policy itself and small control steps (s' near s): the target's TD
+    gradient is nearly the negation of the critic's, cosine below -0.99."""
+    torch.manual_seed(0)
+    actor, critic = Actor(), Critic()
+    target = copy.deepcopy(critic)
+    opt = torch.optim.Adam([*critic.parameters(), *target.parameters()], 1e-3)
+    with gradscope.watch() as w:
+        for step in range(steps):
+            s, r = torch.randn(64, 4), torch.randn(64)
+            s2 = s + 0.01 * torch.randn(64, 4)
+            with torch.no_grad():
+                a, a2 = actor(s), actor(s2)
+            loss = F.mse_loss(critic(s, a), r + 0.99 * target(s2, a2))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step % 2 == 0:
+                with torch.no_grad():
+                    for pt, ps in zip(target.parameters(), critic.parameters(), strict=True):
+                        pt.lerp_(ps, 0.005)
+    assert not w.report.faults
+    return [f for f in w.report.findings if f.rule == "GS447"]
+
+
+def test_a_target_trained_by_the_optimizer_is_named_a_target_not_a_reference():
+    """A copy the script writes between steps is a target, whatever its gradients' cosine:
+    not a log-ratio's reference (never written)."""
+    (found,) = _ddpg_target_trained()
+    assert "synced by hand" in found.message and "log-ratio" not in found.message
+    other = {"Critic": "Critic2", "Critic2": "Critic"}[found.subject]
+    assert f"{found.subject} is a copy of {other} " in found.message, found.message
+
+
+def test_twin_targets_trained_by_the_optimizer_are_named_together():
+    (found,) = [f for f in _td3(True, steps=30, targets_in_optimizer=True) if f.rule == "GS447"]
+    assert "synced by hand" in found.message and "log-ratio" not in found.message
+    copies, _, originals = found.message.partition(" is a copy of ")
+    assert copies.count("Critic") == 2 and originals.split(" (")[0].count("Critic") == 2
