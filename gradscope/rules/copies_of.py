@@ -25,12 +25,13 @@ class Originals:
     pairs: dict[str, str]
 
 
-def trained_shapes(run: WatchRun) -> Originals:
+def trained_shapes(run: WatchRun, among: set[int] | None = None) -> Originals:
     """(name below its top-level module, shape) → names of the parameters optimizers train
-    there, in the run's order; and each other top-level module's original (see _pairs)."""
+    there (or of those at the positions `among`), in the run's order; and each other
+    top-level module's original (see _pairs)."""
     found: dict[tuple[str, tuple[int, ...]], list[str]] = {}
-    for p in run.params:
-        if p.in_optimizer and "." in p.name:
+    for i, p in enumerate(run.params):
+        if (p.in_optimizer if among is None else i in among) and "." in p.name:
             found.setdefault((p.name.partition(".")[2], p.shape), []).append(p.name)
     trained = {key: tuple(names) for key, names in found.items()}
     firsts = {p.name: p.weight_norm for p in run.params}

@@ -36,10 +36,12 @@ class Actor(nn.Module):
         return torch.tanh(self.head(self.net(s)))
 
 
-def _td3(targets_with_grad: bool, steps: int = 12, targets_in_optimizer: bool = False):
+def _td3(
+    targets_with_grad: bool, steps: int = 12, targets_in_optimizer: bool = False, delay: int = 2
+):
     """TD3's critic update with soft (Polyak) targets, moved every other step (TD3's
-    delayed update); the actor and its target are there for the names and shapes they
-    share with the critics."""
+    delayed update; SAC's: every step, delay 1); the actor and its target are there for
+    the names and shapes they share with the critics."""
     torch.manual_seed(0)
     actor, c1, c2 = Actor(), Critic(), Critic()
     actor_t, c1_t, c2_t = (copy.deepcopy(m) for m in (actor, c1, c2))
@@ -58,7 +60,7 @@ def _td3(targets_with_grad: bool, steps: int = 12, targets_in_optimizer: bool = 
             critic_opt.zero_grad()
             critic_loss.backward()
             critic_opt.step()
-            if step % 2:
+            if step % delay:
                 continue
             actor_loss = -c1(s, actor(s)).mean()
             actor_opt.zero_grad()
@@ -135,3 +137,14 @@ def test_twin_targets_trained_by_the_optimizer_are_named_together():
     assert "synced by hand" in found.message and "log-ratio" not in found.message
     copies, _, originals = found.message.partition(" is a copy of ")
     assert copies.count("Critic") == 2 and originals.split(" (")[0].count("Critic") == 2
+
+
+def test_twin_targets_averaged_every_step_and_trained_each_name_its_own_critic():
+    """SAC's targets, Polyak-averaged at every step, in the optimizer (GS446): each target
+    is the copy of the critic it started equal to, not both of the last one found."""
+    found = [
+        f for f in _td3(True, steps=30, targets_in_optimizer=True, delay=1) if f.rule == "GS446"
+    ]
+    sources = {f.subject: f.message.split("is a copy of ")[1].split(" ")[0] for f in found}
+    assert len(sources) == 2 and len(set(sources.values())) == 2, sources
+    assert all("target network" in f.message for f in found)
