@@ -148,3 +148,32 @@ def test_twin_targets_averaged_every_step_and_trained_each_name_its_own_critic()
     sources = {f.subject: f.message.split("is a copy of ")[1].split(" ")[0] for f in found}
     assert len(sources) == 2 and len(set(sources.values())) == 2, sources
     assert all("target network" in f.message for f in found)
+
+
+def _dqn_target_attached(steps: int = 6):
+    """A DQN whose target network (a deep copy, outside the optimizer) is computed with
+    gradients: at the first backward, before any step, the graph's walk reaches the
+    target before the network trained."""
+    torch.manual_seed(0)
+    q = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+    target = copy.deepcopy(q)
+    opt = torch.optim.Adam(q.parameters(), 1e-3)
+    with gradscope.watch() as w:
+        for _ in range(steps):
+            s, s2, r = torch.randn(16, 6), torch.randn(16, 6), torch.randn(16)
+            a = torch.randint(0, 3, (16, 1))
+            y = r + 0.99 * target(s2).max(1).values
+            loss = F.mse_loss(q(s).gather(1, a).squeeze(1), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert not w.report.faults
+    return w.report.findings
+
+
+def test_the_network_trained_keeps_the_plain_name_and_its_target_the_numbered_one():
+    outside = [f for f in _dqn_target_attached() if f.rule == "GS411"]
+    assert outside and all(f.subject.startswith("Sequential2.") for f in outside), [
+        f.subject for f in outside
+    ]
+    assert all("copy of Sequential." in f.advice for f in outside)
