@@ -8,7 +8,7 @@ from __future__ import annotations
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Severity
 from gradscope.rules.registry import DECLARED, Rule, Stage, rule
-from gradscope.steps.records import WatchRun, common_module
+from gradscope.steps.records import WatchRun, modules_named
 
 OPPOSITE = -0.99
 """Cosine at or below which two equal tensors' gradients are one gradient and its negation:
@@ -53,16 +53,23 @@ def reference_trained(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) ->
     critics deep-copied and trained on one target get the same gradient (cosine +1), two
     towers loaded from one checkpoint get unrelated ones: both are left alone. Without
     opposite gradients, a copy the script overwrites from the model between steps while
-    gradients reach it is a target network trained by the optimizer between its syncs."""
+    gradients reach it is a target network trained by the optimizer between its syncs,
+    whatever its gradients' cosine: a bootstrapped target (TD3's critics, Polyak-averaged
+    every other step) gets nearly the negated gradient too, and a reference is never
+    written."""
+    facts = run.state_facts
+    written = {*facts.hand_written, *facts.hand_moved}
     pairs = [
         m
-        for m in run.state_facts.mirrored
-        if m.cosine <= OPPOSITE and max(m.first, m.second) < len(run.params)
+        for m in facts.mirrored
+        if m.cosine <= OPPOSITE
+        and max(m.first, m.second) < len(run.params)
+        and not {m.first, m.second} & written
     ]
     if not pairs:
         return _synced(run, this)
-    model = common_module([run.params[m.first].name for m in pairs]) or "model"
-    copy = common_module([run.params[m.second].name for m in pairs]) or "its copy"
+    model = modules_named([run.params[m.first].name for m in pairs]) or "model"
+    copy = modules_named([run.params[m.second].name for m in pairs]) or "its copy"
     worst = max(m.cosine for m in pairs)
     message = (
         f"{copy} is a copy of {model} ({len(pairs)} tensors equal at the first step), in the "
@@ -72,8 +79,8 @@ def reference_trained(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) ->
         "reference drifts away as fast as the model moves and anchors nothing"
     )
     advice = (
-        f"compute {copy}'s forward under torch.no_grad(), call {copy}.requires_grad_(False) "
-        "and leave its parameters out of the optimizer"
+        f"compute the forward of {copy} under torch.no_grad(), call requires_grad_(False) on "
+        f"{copy} and leave its parameters out of the optimizer"
     )
     evidence = tuple(
         f"{run.params[m.first].name} = {run.params[m.second].name}: gradient cosine {m.cosine:.4f}"
@@ -102,8 +109,8 @@ def _synced(run: WatchRun, this: Rule) -> list[Finding]:
             pairs.append((m.second, m.first) if first else (m.first, m.second))
     if not pairs:
         return []
-    model = common_module([run.params[s].name for s, _ in pairs]) or "model"
-    copy = common_module([run.params[t].name for _, t in pairs]) or "its copy"
+    model = modules_named([run.params[s].name for s, _ in pairs]) or "model"
+    copy = modules_named([run.params[t].name for _, t in pairs]) or "its copy"
     message = (
         f"{copy} is a copy of {model} ({len(pairs)} tensors equal at the first step) that the "
         f"script overwrites from it between steps (a target network synced by hand), and it "
@@ -111,8 +118,8 @@ def _synced(run: WatchRun, this: Rule) -> list[Finding]:
         f"{copy} on the loss, so the target moves toward the prediction it should hold still"
     )
     advice = (
-        f"compute {copy}'s forward under torch.no_grad() (or .detach() its output), call "
-        f"{copy}.requires_grad_(False) and leave its parameters out of the optimizer: only "
+        f"compute the forward of {copy} under torch.no_grad() (or .detach() its output), call "
+        f"requires_grad_(False) on {copy} and leave its parameters out of the optimizer: only "
         "the sync should move it"
     )
     evidence = tuple(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Severity
+from gradscope.rules.copies_of import Originals, copy_of, trained_shapes
 from gradscope.rules.registry import DECLARED, Rule, Stage, rule
 from gradscope.rules.step_setup import got_grad
 from gradscope.steps.records import ParamInfo, WatchRun
@@ -64,7 +65,7 @@ def teacher_trained(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> l
             by_root.setdefault(p.name.partition(".")[0], []).append(p)
     out = []
     for root, params in by_root.items():
-        pairs = [(p, twins.get((p.name.partition(".")[2], p.shape))) for p in params]
+        pairs = [(p, copy_of(p, twins)) for p in params]
         if len(pairs) < 2 or not all(twin and twin.partition(".")[0] != root for _, twin in pairs):
             continue
         source = str(pairs[0][1]).partition(".")[0]
@@ -72,23 +73,29 @@ def teacher_trained(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> l
     return out
 
 
-def _twins(run: WatchRun, moved: set[int]) -> dict[tuple[str, tuple[int, ...]], str]:
-    """(name below its top-level module, shape) → name, for trained parameters the script
-    does not write by hand."""
-    return {
-        (p.name.partition(".")[2], p.shape): p.name
-        for i, p in enumerate(run.params)
-        if p.in_optimizer and "." in p.name and i not in moved and got_grad(run, i)
-    }
+def _twins(run: WatchRun, moved: set[int]) -> Originals:
+    """The trained parameters the script does not write by hand, by name below their
+    top-level module and shape: each copy matched to the one it started equal to (twin
+    critics and their two targets share names and shapes)."""
+    return trained_shapes(
+        run,
+        {
+            i
+            for i, p in enumerate(run.params)
+            if p.in_optimizer and i not in moved and got_grad(run, i)
+        },
+    )
 
 
 def _finding(this: Rule, root: str, source: str, count: int, compared: int) -> Finding:
     message = (
         f"{root} ({count} parameters) is written in place by the script between optimizer "
         f"steps at every interval compared ({compared}), and is a copy of {source} (every "
-        "parameter a twin by name and shape): an EMA teacher; it also gets gradients, and "
-        "an optimizer steps it: the self-distillation target is trained through the loss "
-        "(no stop-gradient), so prediction and target can meet at a constant (collapse)"
+        "parameter a twin by name and shape): an EMA teacher or a Polyak-averaged target "
+        "network; it also gets gradients, and an optimizer steps it: the target is trained "
+        "through the loss (no stop-gradient), so prediction and target move toward each "
+        "other (a self-distilled representation collapses to a constant; a TD target no "
+        "longer holds still)"
     )
     advice = (
         f"run {root}'s forward under torch.no_grad() (or .detach() its output), call "

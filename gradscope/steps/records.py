@@ -304,3 +304,13 @@ def common_module(names: list[str]) -> str:
             break
         common.append(level[0])
     return ".".join(common)
+
+
+def modules_named(names: list[str]) -> str:
+    """The module every name lies under, else the top-level modules they lie in, in order
+    ("RNNAgent and QMixer": a target network kept as two modules, the agent's and the
+    mixer's); "" if none."""
+    if common := common_module(names):
+        return common
+    tops = list(dict.fromkeys(n.partition(".")[0] for n in names if "." in n))
+    return " and ".join([", ".join(tops[:-1]), tops[-1]]) if len(tops) > 1 else ""

@@ -186,14 +186,17 @@ def root_modules(
     """The outermost live modules that own at least one optimizer parameter, in the order
     of their first parameter in `owned` (the optimizers' own order): the garbage
     collector's order changes from run to run, and with it which of two models of one
-    class would be named `Sequential` and which `Sequential2`. Where models are `known`
-    already, the young ones are looked at first (`_young`)."""
+    class would be named `Sequential` and which `Sequential2`. A module no live optimizer
+    holds comes after those one does (`_outside`). Where models are `known` already, the
+    young ones are looked at first (`_young`)."""
     young = _young(owned, known) if known else None
+    stepped: set[int] = set()
     if young:
         modules = young
     else:  # the walk's optimizers kept too, for the first step's frozen networks
         found = live((nn.Module, torch.optim.Optimizer), lambda f: _own_all(_modules(f), owned))
         modules = _modules(found)
+        stepped = {id(p) for o in found if isinstance(o, torch.optim.Optimizer) for p in _held(o)}
         if walked is not None:
             walked[:] = found
     children = {id(c) for m in modules for c in m.children()}
@@ -204,7 +207,19 @@ def root_modules(
         if id(m) not in children
     }
     roots = [m for m in modules if first.get(id(m), -1) >= 0]
-    return sorted(roots, key=lambda m: first[id(m)])
+    return sorted(roots, key=lambda m: (_outside(m, stepped), first[id(m)]))
+
+
+def _held(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    return [p for g in optimizer.param_groups for p in g["params"]]
+
+
+def _outside(module: nn.Module, stepped: set[int]) -> bool:
+    """Whether no live optimizer holds any of `module`'s tensors while some optimizer
+    holds some: found at the first backward, before any step, in the graph's order, a
+    target network or a teacher would take the class's plain name and the network
+    trained beside it the numbered one."""
+    return bool(stepped) and not any(id(p) in stepped for p in module.parameters())
 
 
 def _young(owned: dict[int, torch.Tensor], known: Sequence[nn.Module]) -> list[nn.Module] | None:
