@@ -26,6 +26,7 @@ from gradscope.watcher.eval_passes import EvalPasses
 from gradscope.watcher.faults import Fault, fault_of, record
 from gradscope.watcher.flat_ops import FlatOps
 from gradscope.watcher.frozen_norms import FrozenNorms
+from gradscope.watcher.future_attention import FutureAttention
 from gradscope.watcher.grad_inputs import GradInputs
 from gradscope.watcher.hand_moved import HandMoved
 from gradscope.watcher.logit_probe import LogitProbe
@@ -135,6 +136,8 @@ class WatchState:
     """Adam's per-tensor RMS_t and update RMS at the measured steps (adam_rms.py)."""
     batches: SameBatch = field(default_factory=SameBatch)
     leak: TargetLeak = field(default_factory=TargetLeak)
+    future: FutureAttention = field(default_factory=FutureAttention)
+    """Attention on later positions at the first steps (future_attention.py)."""
     hand_moved: HandMoved = field(default_factory=HandMoved)
     dropped: DroppedGrads = field(default_factory=DroppedGrads)
     """Gradients set to None by the script between a backward and the step."""

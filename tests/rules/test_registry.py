@@ -212,6 +212,10 @@ FIRES = {
         "tests/watcher/test_watch_zero_weight.py",
         "test_a_weight_that_never_ramps_up_is_named",
     ),
+    "GS470": (
+        "tests/watcher/test_future_attention.py",
+        "test_a_gpt_whose_attention_sees_later_tokens_is_named",
+    ),
     "GS463": (
         "tests/watcher/test_watch_schedule_pace.py",
         "test_a_schedule_sized_in_steps_stepped_per_epoch_is_named",
