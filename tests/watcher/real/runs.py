@@ -295,6 +295,7 @@ CASES = {
         nanogpt("nanogpt-freeze-midway", bug="nanogpt_freeze_midway"),
         nanogpt("nanogpt-detach", bug="nanogpt_detach"),
         nanogpt("nanogpt-unshifted", bug="nanogpt_unshifted", iters=30),
+        nanogpt("nanogpt-unmasked", bug="nanogpt_unmasked", iters=30),
         nanogpt("nanogpt-log0", bug="nanogpt_log0", iters=40),
         nanogpt("nanogpt-amp", "--dtype=float16", bug="nanogpt_cpu_scaler"),
         nanogpt("nanogpt-clip-scaled", "--dtype=float16", bug="nanogpt_clip_before_unscale"),

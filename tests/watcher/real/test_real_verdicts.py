@@ -109,6 +109,14 @@ def test_nanogpt_trained_on_its_own_input_is_named_target_in_input():
     assert "nn.Embedding (30×32)" in found.message and "1, 2, 3, 25, 26" in found.message
 
 
+def test_nanogpt_without_its_causal_mask_is_named_future_attended():
+    report = runs.watched("nanogpt-unmasked")
+    assert [f.rule for f in serious(report)] == ["GS470"], lines(report.findings)
+    (found,) = by_rule(report)["GS470"]
+    assert found.subject == "transformer.h.0.attn" and found.steps == (1, 2)
+    assert "`transformer.h.1.attn`" in found.evidence[-1]
+
+
 def test_log_of_zero_names_the_step():
     report = runs.watched("nanogpt-log0")
     (f,) = by_rule(report)["GS401"]

@@ -126,6 +126,17 @@ def nanogpt_unshifted(stack: contextlib.ExitStack) -> None:
     stack.enter_context(mock.patch.object(model.GPT, "forward", forward))
 
 
+def nanogpt_unmasked(stack: contextlib.ExitStack) -> None:
+    """The causal mask left out: nanoGPT's attention calls scaled_dot_product_attention
+    without is_causal=True, so each position attends to the token it predicts."""
+    original = F.scaled_dot_product_attention
+
+    def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, **kw: object):
+        return original(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, **kw)
+
+    stack.enter_context(mock.patch.object(F, "scaled_dot_product_attention", attention))
+
+
 def nanogpt_log0(stack: contextlib.ExitStack) -> None:
     """The loss is written as log(softmax(logits)); at step LOG0_STEP the logits are large
     enough (×1e4) that softmax underflows to exactly 0 and log(0) = -inf."""
@@ -325,6 +336,7 @@ BUGS: dict[str, Callable[..., None]] = {
         nanogpt_freeze_midway,
         nanogpt_detach,
         nanogpt_unshifted,
+        nanogpt_unmasked,
         nanogpt_log0,
         nanogpt_cpu_scaler,
         nanogpt_clip_before_unscale,
