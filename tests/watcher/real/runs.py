@@ -254,6 +254,7 @@ def mingpt(name: str, *extra: str, bug: str | None = None) -> Case:
     return _maybe_injected(name, MINGPT, ("--max-iters=30", *extra), bug)
 
 
+WORD_LM_TRANSFORMER = ("--model=Transformer", "--use-optimizer", "--lr=0.003", "--epochs=1")
 VAE_ARGV = ("--epochs=2", "--batch-size=32", "--no-accel")
 VAE_ENV = (("GS_FAKE_MNIST_TRAIN", "256"), ("GS_FAKE_MNIST_TEST", "64"))
 
@@ -312,6 +313,8 @@ CASES = {
         word_lm("word-lm-adamw", "--use-optimizer", "--lr=0.003"),
         word_lm("word-lm-ascent", "--lr=-20"),
         word_lm("word-lm-skip-param", bug="wlm_skip_param"),
+        word_lm("word-lm-transformer", *WORD_LM_TRANSFORMER),
+        word_lm("word-lm-unmasked", *WORD_LM_TRANSFORMER, bug="wlm_unmasked"),
         Case(
             "sine-lbfgs",
             SINE,

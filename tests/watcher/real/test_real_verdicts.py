@@ -117,6 +117,16 @@ def test_nanogpt_without_its_causal_mask_is_named_future_attended():
     assert "`transformer.h.1.attn`" in found.evidence[-1]
 
 
+def test_a_transformer_lm_run_without_its_mask_is_named_and_with_it_is_not():
+    """pytorch/examples' word-language Transformer (sequence-first batches): an
+    nn.TransformerEncoder as a decoder, its causal mask left out."""
+    assert serious(runs.watched("word-lm-transformer")) == []
+    report = runs.watched("word-lm-unmasked")
+    assert [f.rule for f in serious(report)] == ["GS470"], lines(report.findings)
+    (found,) = by_rule(report)["GS470"]
+    assert found.subject == "encoder.layers.0.self_attn" and found.value > 0.4
+
+
 def test_log_of_zero_names_the_step():
     report = runs.watched("nanogpt-log0")
     (f,) = by_rule(report)["GS401"]

@@ -213,6 +213,19 @@ def wlm_skip_param(stack: contextlib.ExitStack) -> None:
     stack.enter_context(mock.patch.object(model.RNNModel, "parameters", parameters))
 
 
+def wlm_unmasked(stack: contextlib.ExitStack) -> None:
+    """The Transformer language model run without its causal mask (`has_mask=False`): an
+    nn.TransformerEncoder used as a decoder sees every later word."""
+    import model
+
+    original = model.TransformerModel.forward
+
+    def forward(self, src, has_mask=True):
+        return original(self, src, has_mask=False)
+
+    stack.enter_context(mock.patch.object(model.TransformerModel, "forward", forward))
+
+
 # -- generic: any script ---------------------------------------------------------------------
 NEGATED = ("cross_entropy", "nll_loss", "binary_cross_entropy")
 """loss_negated: the torch.nn.functional losses that return their negation."""
@@ -342,6 +355,7 @@ BUGS: dict[str, Callable[..., None]] = {
         nanogpt_clip_before_unscale,
         dcgan_no_zero_grad_d,
         wlm_skip_param,
+        wlm_unmasked,
         loss_negated,
         no_zero_grad,
         zero_grad_before_step,
