@@ -29,6 +29,11 @@ STEPS = 3
 """The steps whose attention calls are measured (nothing is done at later ones)."""
 MAX_CALLS = 64
 """Attention calls measured at most per step (the first ones)."""
+MAX_ROWS = 256
+"""Query positions measured at most per call (evenly spaced): a long context's L × L
+probabilities would cost what the attention itself does."""
+MAX_HEADS = 4
+"""Heads measured at most per call (the first ones)."""
 MAX_FRAMES = 8
 """Frames walked up from the attention call to the module that made it."""
 
@@ -40,8 +45,11 @@ class _Call:
     """id of the nn.Module whose forward made the call (0: none)."""
     shared: frozenset[int]
     """The lookups below both its queries and its keys (self-attention over them)."""
+    length: int
+    rows: torch.Tensor
+    """Device: the query positions measured."""
     later: torch.Tensor
-    """Device: per query position, the attention's share on later keys."""
+    """Device: at each of them, the attention's share on later keys."""
 
 
 @dataclass
@@ -63,13 +71,16 @@ class FutureAttention:
         """A scaled_dot_product_attention call of step `step`."""
         if not isinstance(q, torch.Tensor) or not isinstance(k, torch.Tensor) or q.dim() < 2:
             return
+        length = q.shape[-2]
+        if k.shape[-2] != length or length < 2:
+            return  # not self-attention over one sequence (a cache, a cross-attention)
         shared = self._shared(step, q.grad_fn, k.grad_fn)
-        module = self._owner()
         if shared:
+            module = self._owner()
             with torch.no_grad():
-                probs = _sdpa_probs(q.detach(), k.detach(), mask, causal, scale)
-                if probs is not None:
-                    self.calls.append(_Call(step, module, shared, _later(probs)))
+                rows = _rows(length, q.device)
+                probs = _sdpa_probs(q.detach(), k.detach(), rows, mask, causal, scale)
+                self.calls.append(_Call(step, module, shared, length, rows, _later(probs, rows)))
 
     def scores(self, step: int, scores: Any, dim: Any) -> None:
         """A softmax of step `step` over the last axis of square 3-d or 4-d scores."""
@@ -87,8 +98,11 @@ class FutureAttention:
         shared = self._shared(step, *factors(scores))
         if shared:
             with torch.no_grad():
-                probs = torch.softmax(scores.detach()[0].float(), -1)
-                self.calls.append(_Call(step, module, shared, _later(probs)))
+                length, first = scores.shape[-1], scores.detach()[0]
+                rows = _rows(length, scores.device)
+                first = first[:MAX_HEADS] if first.dim() == 3 else first
+                probs = torch.softmax(first.index_select(-2, rows).float(), -1)
+                self.calls.append(_Call(step, module, shared, length, rows, _later(probs, rows)))
 
     def _shared(self, step: int, queries: Any, keys: Any) -> frozenset[int]:
         """The lookups below both the queries' and the keys' nodes (none: not judged)."""
@@ -111,13 +125,14 @@ class FutureAttention:
         with torch.no_grad():
             for call in calls:
                 readers = sorted(at[e] for e in call.shared if e in at)
-                row = _counted_row(objective, readers, len(call.later))
+                row = _counted_row(objective, readers, call.length)
                 if row is None or call.module in seen:
                     continue
                 seen.add(call.module)
                 shifted = torch.stack([objective.shifted[i] for i in readers]).any()
-                w = row[:-1].float().to(call.later.device)
-                share = (call.later[:-1] * w).sum() / w.sum().clamp(min=1)
+                rows = call.rows.to(row.device)
+                w = (row[rows] & (rows < call.length - 1)).float().to(call.later.device)
+                share = (call.later * w).sum() / w.sum().clamp(min=1)
                 kept = torch.stack([shifted.float().to(w.device), share, w.sum()])
                 self.reads.append((call.module, step, kept))
 
@@ -175,38 +190,46 @@ class FutureAttention:
         return names
 
 
+def _rows(length: int, device: torch.device) -> torch.Tensor:
+    """The query positions measured: all, or MAX_ROWS evenly spaced."""
+    if length <= MAX_ROWS:
+        return torch.arange(length, device=device)
+    return torch.linspace(0, length - 1, MAX_ROWS, device=device).long()
+
+
 def _sdpa_probs(
-    q: torch.Tensor, k: torch.Tensor, mask: Any, causal: bool, scale: Any
-) -> torch.Tensor | None:
-    """The attention probabilities of the first batch element, as SDPA computes them from
-    its mask (boolean: True attends; float: added) and is_causal; None where not square."""
+    q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor, mask: Any, causal: bool, scale: Any
+) -> torch.Tensor:
+    """The attention probabilities of the first batch element's first heads at `rows`, as
+    SDPA computes them from its mask (boolean: True attends; float: added) and is_causal."""
     q1, k1 = (q[0], k[0]) if q.dim() >= 3 else (q, k)
-    length = q1.shape[-2]
-    if k1.shape[-2] != length or length < 2:
-        return None
     if q1.dim() >= 3 and k1.dim() >= 3 and k1.shape[-3] != q1.shape[-3]:
         k1 = k1.repeat_interleave(q1.shape[-3] // max(1, k1.shape[-3]), dim=-3)
-    s = torch.matmul(q1.float(), k1.float().transpose(-2, -1))
+    if q1.dim() >= 3:
+        q1, k1 = q1[..., :MAX_HEADS, :, :], k1[..., :MAX_HEADS, :, :]
+    s = torch.matmul(q1.index_select(-2, rows).float(), k1.float().transpose(-2, -1))
     s = s * (float(scale) if scale is not None else q1.shape[-1] ** -0.5)
     if isinstance(mask, torch.Tensor):
         m = mask.detach().to(s.device)
         m = m[0] if m.dim() == q.dim() and m.dim() >= 3 else m
+        m = m.index_select(-2, rows) if m.dim() >= 2 and m.shape[-2] > 1 else m
+        m = m[..., :MAX_HEADS, :, :] if m.dim() >= 3 else m
         s = s.masked_fill(~m, float("-inf")) if m.dtype == torch.bool else s + m.float()
     if causal:
-        s = s.masked_fill(_upper(length, s.device), float("-inf"))
+        s = s.masked_fill(_after(rows, s.shape[-1]), float("-inf"))
     return torch.softmax(s, -1)
 
 
-def _later(probs: torch.Tensor) -> torch.Tensor:
-    """Per query position, the probability on later keys (the strict upper triangle),
-    averaged over heads; a row masked whole (NaN) puts none there."""
-    length = probs.shape[-1]
-    later = (probs.nan_to_num(0.0) * _upper(length, probs.device)).sum(-1)
-    return later.reshape(-1, length).mean(0)
+def _later(probs: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """At each measured query position, the probability on later keys, averaged over
+    heads; a row masked whole (NaN) puts none there."""
+    later = (probs.nan_to_num(0.0) * _after(rows, probs.shape[-1])).sum(-1)
+    return later.reshape(-1, len(rows)).mean(0)
 
 
-def _upper(length: int, device: torch.device) -> torch.Tensor:
-    return torch.ones(length, length, dtype=torch.bool, device=device).triu(1)
+def _after(rows: torch.Tensor, length: int) -> torch.Tensor:
+    """(rows, length) bools: the keys after each row's position."""
+    return rows[:, None] < torch.arange(length, device=rows.device)[None, :]
 
 
 def _counted_row(objective: Objective, readers: list[int], length: int) -> torch.Tensor | None:

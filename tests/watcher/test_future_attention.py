@@ -221,3 +221,19 @@ def test_a_prefix_lm_whose_loss_ignores_the_prefix_is_silent_and_one_counting_it
     torch.manual_seed(0)
     (found,) = gs470(watched(GPT("sdpa-prefix", prefix), prefixed(ignored=False)))
     assert found.subject == "blocks.0"
+
+
+def test_long_sequences_are_measured_at_evenly_spaced_query_positions(monkeypatch):
+    """Past MAX_ROWS positions (and MAX_HEADS heads) only a sample of the rows is measured:
+    the verdicts hold."""
+    from gradscope.watcher import future_attention
+
+    monkeypatch.setattr(future_attention, "MAX_ROWS", 5)
+    monkeypatch.setattr(future_attention, "MAX_HEADS", 1)
+    torch.manual_seed(0)
+    (found,) = gs470(watched(GPT("sdpa"), next_token))
+    assert found.subject == "blocks.0" and found.value > 0.3
+    for mode in ("sdpa-causal", "tril"):
+        torch.manual_seed(0)
+        w = watched(GPT(mode), next_token)
+        assert gs470(w) == [] and max(read(w)["blocks.1"].shares) == 0
