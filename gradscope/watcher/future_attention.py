@@ -55,9 +55,10 @@ class _Call:
 @dataclass
 class FutureAttention:
     calls: list[_Call] = field(default_factory=list)
-    reads: list[tuple[int, int, torch.Tensor]] = field(default_factory=list)
-    """(module, step, device [read the shifted targets, share on later keys at the
-    counted positions, counted positions])."""
+    reads: list[tuple[tuple[int, int], int, torch.Tensor]] = field(default_factory=list)
+    """((module, its call's place among the module's calls of the step), step, device
+    [read the shifted targets, share on later keys at the counted positions, counted
+    positions])."""
     sources: Sources = field(default_factory=Sources)
     last: tuple[int, int, int] = (0, 0, 0)
     """(step, module id, id of the scores) of the last softmax measured: F.softmax calls
@@ -121,20 +122,20 @@ class FutureAttention:
         if objective is None:
             return
         at = {id(e): i for i, e in enumerate(objective.readers)}
-        seen: set[int] = set()
+        made: dict[int, int] = {}
         with torch.no_grad():
             for call in calls:
+                nth = made[call.module] = made.get(call.module, -1) + 1
                 readers = sorted(at[e] for e in call.shared if e in at)
                 row = _counted_row(objective, readers, call.length)
-                if row is None or call.module in seen:
+                if row is None:
                     continue
-                seen.add(call.module)
                 shifted = torch.stack([objective.shifted[i] for i in readers]).any()
                 rows = call.rows.to(row.device)
                 w = (row[rows] & (rows < call.length - 1)).float().to(call.later.device)
                 share = (call.later * w).sum() / w.sum().clamp(min=1)
                 kept = torch.stack([shifted.float().to(w.device), share, w.sum()])
-                self.reads.append((call.module, step, kept))
+                self.reads.append(((call.module, nth), step, kept))
 
     def facts(self, roots: Any) -> tuple[FutureAttended, ...]:
         """Each module's reads, in one transfer, named in the watched models `roots`."""
@@ -144,12 +145,11 @@ class FutureAttention:
         flat = torch.cat([v.to(device) for _, _, v in self.reads]).tolist()
         names = self._names(roots)
         by_module: dict[str, list[tuple[int, bool, float]]] = {}
-        for i, (module, step, _) in enumerate(self.reads):
+        for i, ((module, nth), step, _) in enumerate(self.reads):
             shifted, share, counted = flat[3 * i : 3 * i + 3]
+            name = names.get(module, "attention") + (f" (call {nth + 1})" if nth else "")
             if counted > 0:
-                by_module.setdefault(names.get(module, "attention"), []).append(
-                    (step, shifted > 0, share)
-                )
+                by_module.setdefault(name, []).append((step, shifted > 0, share))
         self.reads, self.owners = [], {}
         return tuple(
             FutureAttended(

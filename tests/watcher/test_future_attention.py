@@ -237,3 +237,28 @@ def test_long_sequences_are_measured_at_evenly_spaced_query_positions(monkeypatc
         torch.manual_seed(0)
         w = watched(GPT(mode), next_token)
         assert gs470(w) == [] and max(read(w)["blocks.1"].shares) == 0
+
+
+class TwoCalls(nn.Module):
+    """One module attending twice over its tokens, causal first: each call of the module
+    is judged by itself."""
+
+    def __init__(self, causal: bool):
+        super().__init__()
+        self.emb, self.head, self.causal = nn.Embedding(V, D), nn.Linear(D, V), causal
+        self.qkv = nn.Linear(D, 3 * D)
+
+    def forward(self, idx):
+        x = self.emb(idx)
+        x = x + F.scaled_dot_product_attention(*self.qkv(x).split(D, -1), is_causal=True)
+        q, k, v = self.qkv(x).split(D, -1)
+        return self.head(x + F.scaled_dot_product_attention(q, k, v, is_causal=self.causal))
+
+
+def test_a_module_whose_second_attention_sees_the_future_is_named_by_that_call():
+    torch.manual_seed(0)
+    (found,) = gs470(watched(TwoCalls(causal=False), next_token))
+    assert found.subject == "TwoCalls (call 2)"
+    torch.manual_seed(0)
+    w = watched(TwoCalls(causal=True), next_token)
+    assert gs470(w) == [] and set(read(w)) == {"TwoCalls", "TwoCalls (call 2)"}
