@@ -70,7 +70,7 @@ class FutureAttention:
 
     def attend(self, step: int, q: Any, k: Any, mask: Any, causal: bool, scale: Any) -> None:
         """A scaled_dot_product_attention call of step `step`."""
-        if not isinstance(q, torch.Tensor) or not isinstance(k, torch.Tensor) or q.dim() < 2:
+        if not _plain(q) or not _plain(k) or q.dim() < 2:
             return
         length = q.shape[-2]
         if k.shape[-2] != length or length < 2:
@@ -85,7 +85,7 @@ class FutureAttention:
 
     def scores(self, step: int, scores: Any, dim: Any) -> None:
         """A softmax of step `step` over the last axis of square 3-d or 4-d scores."""
-        if not isinstance(scores, torch.Tensor) or scores.dim() not in (3, 4):
+        if not _plain(scores) or scores.dim() not in (3, 4):
             return
         if dim not in (-1, scores.dim() - 1) or scores.grad_fn is None:
             return
@@ -188,6 +188,11 @@ class FutureAttention:
             names[key] = found.get(key, "") if alive is not None else ""
             names[key] = names[key] or kind
         return names
+
+
+def _plain(t: Any) -> bool:
+    """A dense tensor of one process: a sharded (DTensor) or nested one is not measured."""
+    return type(t) is torch.Tensor and not t.is_nested
 
 
 def _rows(length: int, device: torch.device) -> torch.Tensor:
