@@ -132,6 +132,7 @@ class FutureAttention:
                     continue
                 shifted = torch.stack([objective.shifted[i] for i in readers]).any()
                 rows = call.rows.to(row.device)
+                row = row & _own_token_counted(row)
                 w = (row[rows] & (rows < call.length - 1)).float().to(call.later.device)
                 share = (call.later * w).sum() / w.sum().clamp(min=1)
                 kept = torch.stack([shifted.float().to(w.device), share, w.sum()])
@@ -252,6 +253,15 @@ def _counted_row(objective: Objective, readers: list[int], length: int) -> torch
     if layout[0] == length:
         return counted.reshape(length, -1)[:, 0]
     return None
+
+
+def _own_token_counted(row: torch.Tensor) -> torch.Tensor:
+    """Whether the token at each position is itself a target the loss counts (the one
+    before it predicts it; the first position has none before it). A padding or prompt
+    position is ignored as a target: under a mask that leaves its query no key (left
+    padding, Hugging Face's eager attention) its softmax spreads over every key, later
+    ones too, though the last one's own target counts."""
+    return torch.cat([torch.ones_like(row[:1]), row[:-1]])
 
 
 def _numel(shape: tuple[int, ...]) -> int:

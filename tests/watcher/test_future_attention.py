@@ -55,6 +55,9 @@ class Attention(nn.Module):
             return att.masked_fill(torch.triu(torch.ones(t, t)) == 0, float("-inf"))
         if self.mode == "offset":  # the mask sliced one row late: each query sees one more
             return att.masked_fill(self.tril[1 : t + 1, :t] == 0, float("-inf"))
+        if self.mode == "left-padded":  # Hugging Face's eager mask: causal and no padding key
+            keep = (self.tril[:t, :t] > 0) & (torch.arange(t) >= self.prefix)
+            return att + (~keep) * torch.finfo(att.dtype).min
         return att  # the masked_fill line dropped
 
 
@@ -262,3 +265,20 @@ def test_a_module_whose_second_attention_sees_the_future_is_named_by_that_call()
     torch.manual_seed(0)
     w = watched(TwoCalls(causal=True), next_token)
     assert gs470(w) == [] and set(read(w)) == {"TwoCalls", "TwoCalls (call 2)"}
+
+
+def test_a_padding_query_whose_row_is_masked_whole_is_not_judged():
+    """Left padding under an additive mask (Hugging Face's eager attention): the last pad
+    position sees no key, so its softmax spreads evenly over all of them, later ones too,
+    while its target is the first real token. Its own token is ignored by the loss (-100):
+    padding, not judged; the positions after it are."""
+    pad = 5
+
+    def padded(step):
+        (x,), y = next_token(step)
+        x[:, :pad] = 0
+        return (x,), y.masked_fill(torch.arange(T) < pad - 1, -100)
+
+    torch.manual_seed(0)
+    w = watched(GPT("left-padded", pad), padded)
+    assert gs470(w) == [] and max(read(w)["blocks.0"].shares) == 0
