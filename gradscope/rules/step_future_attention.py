@@ -52,8 +52,11 @@ def future_attended(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> l
     positions the loss counts. Where, at every step read (two at least), an attention over
     such a lookup puts 1% or more of its attention on later positions at the counted
     positions (a causal mask leaves exactly 0), the model sees the token it predicts: the
-    loss falls toward 0 and generation is garbage. One finding names the first module; the
-    others are in the evidence."""
+    loss falls toward 0 and generation is garbage. A position whose own token the loss
+    ignores as a target (padding, a prompt) is left out: a left pad's query that a mask
+    leaves no key spreads its softmax over every key. One finding names the first module
+    (a module's second attention call as `MODULE (call 2)`); the others are in the
+    evidence."""
     leaks = [f for f in run.state_facts.future_attended if _leaks(f)]
     if not leaks:
         return []
