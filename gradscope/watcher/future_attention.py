@@ -66,7 +66,15 @@ class FutureAttention:
     owners: dict[int, tuple[Any, str]] = field(default_factory=dict)
     """id of a module that made a call → (a weak reference to it, its class's name): named
     at the end, when the watch knows the models (not yet at step 1's forward)."""
+    read_up_to: int = 0
+    """The last step whose first backward was read: its later forwards (the next
+    micro-batches, or every batch of a loop that updates by hand and never steps an
+    optimizer) are not measured."""
     off: bool = False
+
+    def wants(self, step: int) -> bool:
+        """Whether the forwards of step `step` are measured."""
+        return step <= STEPS and step > self.read_up_to and not self.off
 
     def attend(self, step: int, q: Any, k: Any, mask: Any, causal: bool, scale: Any) -> None:
         """A scaled_dot_product_attention call of step `step`."""
@@ -119,6 +127,7 @@ class FutureAttention:
         reaches keep their share on later keys at the positions the loss counts."""
         calls, self.calls = [c for c in self.calls if c.step == step], []
         self.sources.clear()
+        self.read_up_to = max(self.read_up_to, step)
         if objective is None:
             return
         at = {id(e): i for i, e in enumerate(objective.readers)}

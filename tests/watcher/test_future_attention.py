@@ -282,3 +282,25 @@ def test_a_padding_query_whose_row_is_masked_whole_is_not_judged():
     torch.manual_seed(0)
     w = watched(GPT("left-padded", pad), padded)
     assert gs470(w) == [] and max(read(w)["blocks.0"].shares) == 0
+
+
+def test_a_loop_that_updates_by_hand_is_measured_at_its_first_forward_only(monkeypatch):
+    """No optimizer steps, so every forward is one of step 1: once that step's backward was
+    read, the probe measures nothing more (the run is not judged: one read)."""
+    from gradscope.watcher import future_attention
+
+    measured = []
+    later = future_attention._later
+    monkeypatch.setattr(future_attention, "_later", lambda *a: measured.append(1) or later(*a))
+    torch.manual_seed(0)
+    model = GPT("sdpa")
+    with gradscope.watch() as w:
+        for step in range(6):
+            (x,), y = next_token(step)
+            loss = F.cross_entropy(model(x).reshape(-1, V), y.reshape(-1))
+            model.zero_grad()
+            loss.backward()
+            with torch.no_grad():
+                for p in model.parameters():
+                    p -= 0.1 * p.grad
+    assert len(measured) == 2 and gs470(w) == []  # one forward, its two attentions

@@ -50,7 +50,7 @@ class _Sampled(Patch):
             step = state.steps + 1
             if step % every and step > first:  # most calls: nothing but the check
                 return original(*args, **kw)
-            if step <= first and not state.off and not state.future.off:
+            if step <= first and not state.off and state.future.wants(step):
                 try:
                     early(step, args, kw)
                 except Exception as exc:
