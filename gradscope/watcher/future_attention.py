@@ -4,8 +4,9 @@ a decoder without its mask), dropped (a hand-written attention without its maske
 or wrong (triu for tril), so each position sees the token it is trained to predict.
 
 At the forwards of steps 1-STEPS the patched `scaled_dot_product_attention` and softmax of
-square attention scores compute on the device, for their first batch element, the share
-of each query position's attention on later keys, and the token lookups (nn.Embedding
+square attention scores compute on the device, for their first batch element (at most
+MAX_ROWS positions and MAX_HEADS heads), the share of each query position's attention on
+later keys, and the token lookups (nn.Embedding
 calls) their queries and keys come from (attention_sources.py). At the step's first
 backward, target_leak.py's reading says which lookups read the cross-entropy's targets
 shifted by one (a next-token objective) and which positions its loss counts; an attention
