@@ -304,3 +304,17 @@ def test_a_loop_that_updates_by_hand_is_measured_at_its_first_forward_only(monke
                 for p in model.parameters():
                     p -= 0.1 * p.grad
     assert len(measured) == 2 and gs470(w) == []  # one forward, its two attentions
+
+
+def test_a_failing_probe_switches_itself_off_and_the_run_goes_on(monkeypatch):
+    from gradscope.watcher import future_attention
+
+    def broken(*_):
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(future_attention, "_later", broken)
+    torch.manual_seed(0)
+    w = watched(GPT("sdpa"), next_token)
+    (fault,) = w.report.faults
+    assert fault.part == "the causal-mask probe" and fault.step == 1
+    assert len(w.run.steps) == STEPS and gs470(w) == []
