@@ -51,6 +51,8 @@ class Attention(nn.Module):
         fills = {"tril": float("-inf"), "tril-1e4": -1e4, "tril-1e9": -1e9}
         if self.mode in fills:
             return att.masked_fill(self.tril[:t, :t] == 0, fills[self.mode])
+        if self.mode == "ones":  # the mask built from torch.ones: nothing masked
+            return att.masked_fill(torch.ones(t, t) == 0, float("-inf"))
         if self.mode == "triu":  # the upper triangle kept, the past masked
             return att.masked_fill(torch.triu(torch.ones(t, t)) == 0, float("-inf"))
         if self.mode == "offset":  # the mask sliced one row late: each query sees one more
@@ -122,7 +124,7 @@ def read(w):
     return {f.module: f for f in w.run.state_facts.future_attended}
 
 
-@pytest.mark.parametrize("mode", ["sdpa", "none", "triu", "offset"])
+@pytest.mark.parametrize("mode", ["sdpa", "none", "ones", "triu", "offset"])
 def test_a_gpt_whose_attention_sees_later_tokens_is_named(mode):
     torch.manual_seed(0)
     w = watched(GPT(mode), next_token)
