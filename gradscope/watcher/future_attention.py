@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -26,6 +27,7 @@ from gradscope.steps.state_facts import FutureAttended
 from gradscope.watcher.attention_sources import Sources, factors
 from gradscope.watcher.target_leak import Objective
 
+PART = "the causal-mask probe"
 STEPS = 3
 """The steps whose attention calls are measured (nothing is done at later ones)."""
 MAX_CALLS = 64
@@ -72,6 +74,8 @@ class FutureAttention:
     micro-batches, or every batch of a loop that updates by hand and never steps an
     optimizer) are not measured."""
     off: bool = False
+    on_fault: Callable[[str, BaseException], None] = lambda part, exc: None
+    """Told of a failure at a backward (the probe switches itself off; the watch goes on)."""
 
     def wants(self, step: int) -> bool:
         """Whether the forwards of step `step` are measured."""
@@ -129,8 +133,17 @@ class FutureAttention:
         calls, self.calls = [c for c in self.calls if c.step == step], []
         self.sources.clear()
         self.read_up_to = max(self.read_up_to, step)
-        if objective is None:
+        if objective is None or self.off:
             return
+        try:
+            self._keep(calls, objective, step)
+        except Exception as exc:
+            self.off = True
+            self.on_fault(PART, exc)
+
+    def _keep(self, calls: list[_Call], objective: Objective, step: int) -> None:
+        """Each call's share at the counted positions, with whether its lookups read the
+        targets shifted by one (device values)."""
         at = {id(e): i for i, e in enumerate(objective.readers)}
         made: dict[int, int] = {}
         with torch.no_grad():

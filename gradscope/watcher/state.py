@@ -174,6 +174,7 @@ class WatchState:
         self.updates = updates.Updates(self.measure, self.notes)
         self.noise = MicroGrads(self.tracked, self.batch_size)
         self.noise.on_fault = lambda part, exc: self.failed(part, exc, whole=False)
+        self.future.on_fault = lambda part, exc: self.failed(part, exc, whole=False)
         self.eval_passes = EvalPasses(self.tracked, lambda: self.steps)
         self.eval_passes.on_fault = lambda part, exc: self.failed(part, exc, whole=False)
 

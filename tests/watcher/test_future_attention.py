@@ -308,13 +308,14 @@ def test_a_loop_that_updates_by_hand_is_measured_at_its_first_forward_only(monke
     assert len(measured) == 2 and gs470(w) == []  # one forward, its two attentions
 
 
-def test_a_failing_probe_switches_itself_off_and_the_run_goes_on(monkeypatch):
+@pytest.mark.parametrize("where", ["_later", "_counted_row"])  # in the forward, the backward
+def test_a_failing_probe_switches_itself_off_and_the_run_goes_on(monkeypatch, where):
     from gradscope.watcher import future_attention
 
     def broken(*_):
         raise RuntimeError("injected")
 
-    monkeypatch.setattr(future_attention, "_later", broken)
+    monkeypatch.setattr(future_attention, where, broken)
     torch.manual_seed(0)
     w = watched(GPT("sdpa"), next_token)
     (fault,) = w.report.faults

@@ -22,7 +22,6 @@ from gradscope.watcher.patches.base import Patch
 from gradscope.watcher.state import WatchState
 
 PART = "the logits probe"
-FUTURE = "the causal-mask probe"
 
 
 class _Sampled(Patch):
@@ -55,7 +54,7 @@ class _Sampled(Patch):
                     early(step, args, kw)
                 except Exception as exc:
                     state.future.off = True
-                    state.failed(FUTURE, exc, whole=False)
+                    state.failed(future_attention.PART, exc, whole=False)
             if logit_probe.sampled(step) and not state.off and not state.logits.off:
                 try:
                     measure(step, args, kw)
