@@ -44,6 +44,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_eps",
         "gradscope.rules.step_eval_train",
         "gradscope.rules.step_frozen_norms",
+        "gradscope.rules.step_future_attention",
         "gradscope.rules.step_grad_off",
         "gradscope.rules.step_hook_again",
         "gradscope.rules.step_input_added",

@@ -300,6 +300,13 @@ TABLE = {
             "shift by one: feed tokens[:, :-1], predict tokens[:, 1:]",
         ),
         TableRow(
+            "future-attended",
+            "the loss falls far faster than it should, toward 0, and generation is garbage",
+            "the attention's causal mask is missing or wrong: each position attends to later "
+            "tokens, the one it is trained to predict among them",
+            "is_causal=True, or a tril mask filled with -inf above the diagonal",
+        ),
+        TableRow(
             "padding-in-loss",
             "the loss looks low and varies with how much each batch was padded",
             "the labels keep the pad token where the input was padding: the model is trained "

@@ -123,6 +123,20 @@ class MirroredPair:
 
 
 @dataclass(frozen=True)
+class FutureAttended:
+    """One attention module of a next-token model: its queries' share of attention on
+    later positions at the positions the loss counts (watcher/future_attention.py)."""
+
+    module: str
+    reads: tuple[int, ...]
+    """Steps read (its queries and keys from a token lookup the loss reaches)."""
+    next_token: tuple[int, ...]
+    """Of those, the steps where that lookup read the targets shifted by one."""
+    shares: tuple[float, ...]
+    """The share on later keys at each step read, averaged over the counted positions."""
+
+
+@dataclass(frozen=True)
 class TargetCopies:
     """A cross-entropy's targets held against the token ids its model's embeddings read at
     the same step (watcher/target_leak.py)."""
@@ -229,6 +243,7 @@ class StateFacts:
     (moving_copies.py)."""
     side_steps: tuple[SideSteps, ...] = ()
     copies: tuple[TargetCopies, ...] = ()
+    future_attended: tuple[FutureAttended, ...] = ()
     hand_moved: tuple[int, ...] = ()
     """Parameter positions an optimizer steps that the script also wrote in place between
     its steps while they held a gradient, at every interval compared (hand_moved.py)."""

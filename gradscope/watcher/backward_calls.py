@@ -103,7 +103,7 @@ def _add_loss(
             state.derivative_cut_at.append(state.steps + 1)
     if window.calls == 1:
         state.batches.observe(loss, state.steps + 1)
-        state.leak.observe(loss, state.steps + 1)
+        state.future.observe(state.leak.observe(loss, state.steps + 1), state.steps + 1)
     value = loss.detach()
     if value.dtype not in (torch.float32, torch.float64):
         value = value.float()  # a half-precision loss summed over micro-batches

@@ -30,6 +30,7 @@ def read(state: WatchState, records: StepStore) -> StateFacts:
             dropped=state.dropped.facts(),
             side_steps=state.backward_sites.facts(),
             copies=tuple(state.leak.facts()),
+            future_attended=state.future.facts(state.tracked.roots),
             hand_moved=moved,
             hand_compared=compared,
             hand_written=state.hand_moved.written(),

@@ -26,6 +26,7 @@ from gradscope.watcher.eval_passes import EvalPasses
 from gradscope.watcher.faults import Fault, fault_of, record
 from gradscope.watcher.flat_ops import FlatOps
 from gradscope.watcher.frozen_norms import FrozenNorms
+from gradscope.watcher.future_attention import FutureAttention
 from gradscope.watcher.grad_inputs import GradInputs
 from gradscope.watcher.hand_moved import HandMoved
 from gradscope.watcher.hooks_again import HooksAgain
@@ -137,6 +138,8 @@ class WatchState:
     """Adam's per-tensor RMS_t and update RMS at the measured steps (adam_rms.py)."""
     batches: SameBatch = field(default_factory=SameBatch)
     leak: TargetLeak = field(default_factory=TargetLeak)
+    future: FutureAttention = field(default_factory=FutureAttention)
+    """Attention on later positions at the first steps (future_attention.py)."""
     hand_moved: HandMoved = field(default_factory=HandMoved)
     dropped: DroppedGrads = field(default_factory=DroppedGrads)
     """Gradients set to None by the script between a backward and the step."""
@@ -177,6 +180,7 @@ class WatchState:
         self.updates = updates.Updates(self.measure, self.notes)
         self.noise = MicroGrads(self.tracked, self.batch_size)
         self.noise.on_fault = lambda part, exc: self.failed(part, exc, whole=False)
+        self.future.on_fault = lambda part, exc: self.failed(part, exc, whole=False)
         self.eval_passes = EvalPasses(self.tracked, lambda: self.steps)
         self.eval_passes.on_fault = lambda part, exc: self.failed(part, exc, whole=False)
 

@@ -56,6 +56,18 @@ a summary of the sequence (a pooled code, the last state, a vector repeated over
 VIEWS = frozenset({"ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0"})
 
 
+@dataclass(frozen=True)
+class Objective:
+    """What a step's first backward showed: the token lookups the loss
+    reaches, whether each read the targets shifted by one (device bools), the shape of
+    the ids each read, and the positions the loss counts (its targets' layout)."""
+
+    readers: list[Any]
+    shifted: list[torch.Tensor]
+    layouts: list[tuple[int, ...]]
+    counted: torch.Tensor
+
+
 @dataclass
 class TargetLeak:
     reads: list[tuple[int, torch.Tensor, torch.Tensor, list[str]]] = field(default_factory=list)
@@ -65,27 +77,31 @@ class TargetLeak:
     """(step, padding_idx, device [padded positions, counted positions]) of the reads whose
     direct embedding has a padding_idx (padding.py)."""
 
-    def observe(self, loss: torch.Tensor, step: int) -> None:
-        """The first backward of step `step` runs from `loss`."""
+    def observe(self, loss: torch.Tensor, step: int) -> Objective | None:
+        """The first backward of step `step` runs from `loss`: what was read, for
+        future_attention.py."""
         if not wanted(step) or len(self.reads) >= MAX_READS or loss.grad_fn is None:
-            return
+            return None
         found = _nll(loss.grad_fn)
         if found is None:
-            return
+            return None
         node, target, ignore = found
         direct = _embeddings(node, pruned=True)
         if not direct:
-            return
+            return None
         counted = target != ignore
+        readers = _embeddings(node, pruned=False)
         with torch.no_grad():
             copied = [_copied(e, target, counted) for e in direct]
-            shifted = [_shifted(e, target, counted) for e in _embeddings(node, pruned=False)]
+            shifted = [_shifted(e, target, counted) for e in readers]
             pad = padded_targets(direct, target, counted)
         shifted_any = torch.stack(shifted).any() if shifted else _false(target)
         tables = ["×".join(str(d) for d in _table(e)) for e in direct]
         self.reads.append((step, torch.stack(copied), shifted_any, tables))
         if pad is not None:
             self.pads.append((step, *pad))
+        layouts = [tuple(i.shape) if (i := _indices(e)) is not None else () for e in readers]
+        return Objective(readers, shifted, layouts, counted)
 
     def facts(self) -> list[TargetCopies]:
         if not self.reads:

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch.compiler import is_compiling
 
-from gradscope.watcher import logit_probe
+from gradscope.watcher import future_attention, logit_probe
 from gradscope.watcher.patches.base import Patch
 from gradscope.watcher.state import WatchState
 
@@ -35,17 +35,26 @@ class _Sampled(Patch):
     def measure(self, step: int, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
         raise NotImplementedError
 
-    def wrap(self, original: Callable[..., Any]) -> Any:
-        state, measure = self.state, self.measure
+    def early(self, step: int, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
+        """At the first steps (future_attention.STEPS): what the call attends to."""
 
-        every = logit_probe.SAMPLE_EVERY
+    def wrap(self, original: Callable[..., Any]) -> Any:
+        state, measure, early = self.state, self.measure, self.early
+
+        every, first = logit_probe.SAMPLE_EVERY, future_attention.STEPS
 
         def sampled(*args: Any, **kw: Any) -> Any:
             if is_compiling():  # traced once by torch.compile: no guard on the step
                 return original(*args, **kw)
             step = state.steps + 1
-            if step % every:  # most calls: nothing but the check
+            if step % every and step > first:  # most calls: nothing but the check
                 return original(*args, **kw)
+            if step <= first and not state.off and state.future.wants(step):
+                try:
+                    early(step, args, kw)
+                except Exception as exc:
+                    state.future.off = True
+                    state.failed(future_attention.PART, exc, whole=False)
             if logit_probe.sampled(step) and not state.off and not state.logits.off:
                 try:
                     measure(step, args, kw)
@@ -123,6 +132,13 @@ class Attention(_Sampled):
         scale = _arg(args, kw, 6, "scale", None)
         self.state.logits.attend(step, q, k, scale, causal, self.state.tracked.roots)
 
+    def early(self, step: int, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
+        q, k = _arg(args, kw, 0, "query", None), _arg(args, kw, 1, "key", None)
+        mask = _arg(args, kw, 3, "attn_mask", None)
+        causal = bool(_arg(args, kw, 5, "is_causal", False))
+        scale = _arg(args, kw, 6, "scale", None)
+        self.state.future.attend(step, q, k, mask, causal, scale)
+
 
 class Softmax(_Sampled):
     name = "softmax"
@@ -131,6 +147,11 @@ class Softmax(_Sampled):
         scores, dim = _arg(args, kw, 0, "input", None), _arg(args, kw, 1, "dim", None)
         self.state.logit_tables.note(scores)
         self.state.logits.scores(step, scores, dim, self.state.tracked.roots)
+
+    def early(self, step: int, args: tuple[Any, ...], kw: dict[str, Any]) -> None:
+        scores, dim = _arg(args, kw, 0, "input", None), _arg(args, kw, 1, "dim", None)
+        if isinstance(scores, torch.Tensor) and scores.dim() in (3, 4) and scores.requires_grad:
+            self.state.future.scores(step, scores, dim)
 
 
 class TorchSoftmax(Softmax):

@@ -254,6 +254,7 @@ def mingpt(name: str, *extra: str, bug: str | None = None) -> Case:
     return _maybe_injected(name, MINGPT, ("--max-iters=30", *extra), bug)
 
 
+WORD_LM_TRANSFORMER = ("--model=Transformer", "--use-optimizer", "--lr=0.003", "--epochs=1")
 VAE_ARGV = ("--epochs=2", "--batch-size=32", "--no-accel")
 VAE_ENV = (("GS_FAKE_MNIST_TRAIN", "256"), ("GS_FAKE_MNIST_TEST", "64"))
 
@@ -295,6 +296,7 @@ CASES = {
         nanogpt("nanogpt-freeze-midway", bug="nanogpt_freeze_midway"),
         nanogpt("nanogpt-detach", bug="nanogpt_detach"),
         nanogpt("nanogpt-unshifted", bug="nanogpt_unshifted", iters=30),
+        nanogpt("nanogpt-unmasked", bug="nanogpt_unmasked", iters=30),
         nanogpt("nanogpt-log0", bug="nanogpt_log0", iters=40),
         nanogpt("nanogpt-amp", "--dtype=float16", bug="nanogpt_cpu_scaler"),
         nanogpt("nanogpt-clip-scaled", "--dtype=float16", bug="nanogpt_clip_before_unscale"),
@@ -311,6 +313,8 @@ CASES = {
         word_lm("word-lm-adamw", "--use-optimizer", "--lr=0.003"),
         word_lm("word-lm-ascent", "--lr=-20"),
         word_lm("word-lm-skip-param", bug="wlm_skip_param"),
+        word_lm("word-lm-transformer", *WORD_LM_TRANSFORMER),
+        word_lm("word-lm-unmasked", *WORD_LM_TRANSFORMER, bug="wlm_unmasked"),
         Case(
             "sine-lbfgs",
             SINE,

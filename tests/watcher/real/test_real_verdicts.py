@@ -109,6 +109,24 @@ def test_nanogpt_trained_on_its_own_input_is_named_target_in_input():
     assert "nn.Embedding (30×32)" in found.message and "1, 2, 3, 25, 26" in found.message
 
 
+def test_nanogpt_without_its_causal_mask_is_named_future_attended():
+    report = runs.watched("nanogpt-unmasked")
+    assert [f.rule for f in serious(report)] == ["GS471"], lines(report.findings)
+    (found,) = by_rule(report)["GS471"]
+    assert found.subject == "transformer.h.0.attn" and found.steps == (1, 2)
+    assert "`transformer.h.1.attn`" in found.evidence[-1]
+
+
+def test_a_transformer_lm_run_without_its_mask_is_named_and_with_it_is_not():
+    """pytorch/examples' word-language Transformer (sequence-first batches): an
+    nn.TransformerEncoder as a decoder, its causal mask left out."""
+    assert serious(runs.watched("word-lm-transformer")) == []
+    report = runs.watched("word-lm-unmasked")
+    assert [f.rule for f in serious(report)] == ["GS471"], lines(report.findings)
+    (found,) = by_rule(report)["GS471"]
+    assert found.subject == "encoder.layers.0.self_attn" and found.value > 0.4
+
+
 def test_log_of_zero_names_the_step():
     report = runs.watched("nanogpt-log0")
     (f,) = by_rule(report)["GS401"]

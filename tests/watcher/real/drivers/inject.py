@@ -126,6 +126,17 @@ def nanogpt_unshifted(stack: contextlib.ExitStack) -> None:
     stack.enter_context(mock.patch.object(model.GPT, "forward", forward))
 
 
+def nanogpt_unmasked(stack: contextlib.ExitStack) -> None:
+    """The causal mask left out: nanoGPT's attention calls scaled_dot_product_attention
+    without is_causal=True, so each position attends to the token it predicts."""
+    original = F.scaled_dot_product_attention
+
+    def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, **kw: object):
+        return original(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, **kw)
+
+    stack.enter_context(mock.patch.object(F, "scaled_dot_product_attention", attention))
+
+
 def nanogpt_log0(stack: contextlib.ExitStack) -> None:
     """The loss is written as log(softmax(logits)); at step LOG0_STEP the logits are large
     enough (×1e4) that softmax underflows to exactly 0 and log(0) = -inf."""
@@ -200,6 +211,19 @@ def wlm_skip_param(stack: contextlib.ExitStack) -> None:
         return (p for p in params if p is not skipped)
 
     stack.enter_context(mock.patch.object(model.RNNModel, "parameters", parameters))
+
+
+def wlm_unmasked(stack: contextlib.ExitStack) -> None:
+    """The Transformer language model run without its causal mask (`has_mask=False`): an
+    nn.TransformerEncoder used as a decoder sees every later word."""
+    import model
+
+    original = model.TransformerModel.forward
+
+    def forward(self, src, has_mask=True):
+        return original(self, src, has_mask=False)
+
+    stack.enter_context(mock.patch.object(model.TransformerModel, "forward", forward))
 
 
 # -- generic: any script ---------------------------------------------------------------------
@@ -325,11 +349,13 @@ BUGS: dict[str, Callable[..., None]] = {
         nanogpt_freeze_midway,
         nanogpt_detach,
         nanogpt_unshifted,
+        nanogpt_unmasked,
         nanogpt_log0,
         nanogpt_cpu_scaler,
         nanogpt_clip_before_unscale,
         dcgan_no_zero_grad_d,
         wlm_skip_param,
+        wlm_unmasked,
         loss_negated,
         no_zero_grad,
         zero_grad_before_step,
