@@ -4,6 +4,7 @@ absorbed them, a game of optimizers' turns, a moving regression target's jumps. 
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import replace
 from itertools import pairwise
@@ -22,6 +23,7 @@ from gradscope.rules.spikes_by_design import (
     stands_apart,
 )
 from gradscope.rules.step_common import (
+    MAD_SIGMA,
     Series,
     about,
     by_optimizer,
@@ -69,14 +71,14 @@ def norm_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
     Information, not a warning, in a game of optimizers (a GAN: the series' steps alternate with
     another optimizer's) where the series' loss did not spike with its gradient (one at its
     steps' level before, a term switched on earlier, did not) or spiked as a turn too, every
-    turn of the norm (a rise, and its fall before the other player moves again) that could be
-    seen came back at least halfway within 5 steps, none far above the others, and nothing went
-    non-finite: each player's gradient jumps when the other's moves change what it sees (a last
-    burst the run ended on is not held against it); and where every spike came at a step whose
-    loss spiked by design (GS402's moving regression target: the gradient of a squared error
-    grows with the error). A corrupted batch (far above the others; outside a game, its loss
-    spiking too) and a spike followed by NaN stay warnings. The steps of each line that called
-    backward are a series of their own (rules/side_steps.py: a lazy regulariser's steps)."""
+    turn of the norm seen came back at least halfway within 5 steps, none far above the others,
+    and nothing went non-finite: each player's gradient jumps when the other's moves (a last
+    burst the run ended on is not held against it); where every spike came at a step whose
+    loss spiked by design (GS402's moving regression target); and for lone spikes the loss did
+    not feel whose steps were bounded (Adam's; SGD's lr times the norm, no spike among the
+    steps before: a schedule cut the lr since). A corrupted batch (far above the others;
+    outside a game, its loss spiking too) and a spike followed by NaN stay warnings. Each
+    line that called backward is a series of its own (rules/side_steps.py)."""
     out = []
     for s in (part for whole in by_optimizer(run) for part in side_steps.parts(run, whole)):
         steps, found = series_spikes(s, t, "norm")
@@ -151,9 +153,9 @@ def _norm_judged(
             evidence=(*finding.evidence, facts),
         )
         return about(finding, where)
-    if _bounded_by_optimizer(run, s, t, [j for j, _, _ in found]):
-        at = steps[max(found, key=lambda f: f[1] / f[2] if f[2] else f[1])[0]]
-        return about(_normalised(finding, run, s, at), where)
+    if _bounded_by_optimizer(run, s, t, steps, [j for j, _, _ in found]):
+        top = max(found, key=lambda f: f[1] / f[2] if f[2] else f[1])[0]
+        return about(_normalised(finding, run, s, steps, top, t), where)
     odd, apart = _loss_apart(run, s, t, steps, found)
     return about(batch_apart(finding, odd, apart), odd) if apart else about(finding, where)
 
@@ -219,10 +221,10 @@ def norm_spikes_by_design(run: WatchRun, s: Series, t: Thresholds) -> bool:
 
 
 def norm_spikes_bounded(run: WatchRun, s: Series, t: Thresholds) -> bool:
-    """GS403 calls the series' norm spikes lone steps its adaptive optimizer bounded (no
-    loss spike, the loss kept falling)."""
-    _, found = series_spikes(s, t, "norm")
-    return bool(found) and _bounded_by_optimizer(run, s, t, [j for j, _, _ in found])
+    """GS403 calls the series' norm spikes lone steps its optimizer bounded (no loss
+    spike, the loss kept falling)."""
+    steps, found = series_spikes(s, t, "norm")
+    return bool(found) and _bounded_by_optimizer(run, s, t, steps, [j for j, _, _ in found])
 
 
 def _absorbed(s: Series, spiked: list[StepRecord], t: Thresholds) -> bool:
@@ -233,14 +235,20 @@ def _absorbed(s: Series, spiked: list[StepRecord], t: Thresholds) -> bool:
     return _loss_unharmed(s, t)
 
 
-def _bounded_by_optimizer(run: WatchRun, s: Series, t: Thresholds, spiked: list[int]) -> bool:
-    """Under an optimizer whose step is about the lr whatever the gradient's scale (Adam's
-    family, Lion), each spike one step alone (its neighbours none), no loss spike, nothing
-    non-finite, and the loss kept falling: one batch's large gradient moved the weights
-    by a bounded step (Adam: it enters the first moment at 1 - beta1), which did no harm
-    the run shows. Repeated or lasting jumps stay warnings."""
+def _bounded_by_optimizer(
+    run: WatchRun, s: Series, t: Thresholds, steps: list[StepRecord], spiked: list[int]
+) -> bool:
+    """Each spike one step alone (its neighbours none), no loss spike, nothing non-finite,
+    the loss kept falling, and the step the spike made bounded: under an optimizer whose
+    step is about the lr whatever the gradient's scale (Adam's family, Lion: the spike
+    enters Adam's first moment at 1 - beta1), or under SGD, whose step is the lr times the
+    gradient, where that step was no spike among the run's own steps before it (the lr had
+    fallen since the steps it is as large as). One batch's large gradient moved the
+    weights by a step the run shows did no harm; repeated or lasting jumps stay warnings."""
     settings = run.settings_of(s.index)
-    if settings is None or not settings.adaptive or not spiked:
+    if settings is None or not spiked:
+        return False
+    if not settings.adaptive and any(sgd_step(steps, j, t) is None for j in spiked):
         return False
     if any(b - a < 2 for a, b in pairwise(spiked)):
         return False
@@ -249,15 +257,41 @@ def _bounded_by_optimizer(run: WatchRun, s: Series, t: Thresholds, spiked: list[
     return _loss_unharmed(s, t)
 
 
-def _normalised(finding: Finding, run: WatchRun, s: Series, at: StepRecord) -> Finding:
+def sgd_step(steps: list[StepRecord], j: int, t: Thresholds) -> float | None:
+    """Step j's lr times its gradient norm over the median of the steps' before it, where
+    that is no spike among them by GS403's own test against all of them (not a window: a
+    schedule's steps at a higher lr count); None where it is one, or the lr is unknown."""
+    sizes = [max(r.lrs) * r.grad_norm if r.lrs and r.grad_norm else 0.0 for r in steps[: j + 1]]
+    if len(sizes) <= t.spike_min_history or min(sizes) <= 0:
+        return None
+    logs = [math.log(x) for x in sizes[:-1]]
+    med = statistics.median(logs)
+    sigma = MAD_SIGMA * statistics.median(abs(x - med) for x in logs)
+    jump = math.log(sizes[-1]) - med
+    if jump > t.spike_sigma * sigma and jump > math.log(t.spike_min_ratio):
+        return None
+    return math.exp(jump)
+
+
+def _normalised(
+    finding: Finding, run: WatchRun, s: Series, steps: list[StepRecord], top: int, t: Thresholds
+) -> Finding:
     settings = run.settings_of(s.index)
     kind = settings.kind if settings is not None else "its optimizer"
+    at = steps[top]
+    ratio = sgd_step(steps, top, t) if settings is not None and not settings.adaptive else None
+    why = (
+        f"under {kind} each element's step is about the lr whatever the gradient's scale"
+        if ratio is None
+        else f"under {kind} the step is the lr times the gradient: at step {at.step}'s lr "
+        f"({num(max(at.lrs))}) it was {ratio:.1f}× the run's median step, as steps at its "
+        "higher lr before were"
+    )
     return replace(
         finding,
         severity=Severity.INFO,
-        message=f"{finding.message}; under {kind} each element's step is about the lr "
-        "whatever the gradient's scale, each spike was one step's, and the loss kept falling",
-        advice="nothing to do for a lone spike: the optimizer bounded its step; if spikes "
+        message=f"{finding.message}; {why}, each spike was one step's, and the loss kept falling",
+        advice="nothing to do for a lone spike: its step was bounded; if spikes "
         f"repeat or the loss jumps with them, {spike_advice(s, at)}",
     )
 
