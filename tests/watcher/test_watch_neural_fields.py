@@ -101,7 +101,7 @@ def test_a_deep_copy_outside_the_optimizer_is_still_a_copy():
         f for f in domain_watched("neural_fields.py", "copy-outside").findings if f.rule == "GS411"
     ]
     assert len(outside) == 4
-    assert all("looks like a copy of Field2." in f.advice for f in outside)
+    assert all("looks like a copy of Field." in f.advice for f in outside)
 
 
 def test_a_sigmoid_before_bce_with_logits_summed_over_points_is_named():
