@@ -59,7 +59,7 @@ class _NonFiniteMaker:
             return False
         made = any(bool(infinite_fills.made(t, _floats(read), masked)) for t in outs)
         if made and self.masked is None:
-            self.masked = bool(masked) and any(bool(torch.isnan(t).any()) for t in outs)
+            self.masked = bool(masked) and bool(infinite_fills.of_mask(outs, _floats(read), masked))
         return made
 
 

@@ -115,13 +115,24 @@ def made(out: torch.Tensor, inputs: list[torch.Tensor], state: int) -> torch.Ten
 def flags(
     outs: list[torch.Tensor], inputs: list[torch.Tensor], state: int
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Device flags of an op's outputs: any made bad (`made`); any NaN where a mask's -inf
-    may be in them (what the sentence names), else None. No host sync."""
+    """Device flags of an op's outputs: any made bad (`made`); any NaN made of a mask's -inf
+    (`of_mask`: what the sentence names), else None. No host sync."""
     made_ = [made(t, inputs, state) for t in outs]
     bad = made_[0] if len(made_) == 1 else torch.stack([f.to(made_[0].device) for f in made_]).any()
     if state == PLAIN:
         return bad, None
-    return bad, torch.stack([torch.isnan(t).any().to(bad.device) for t in outs]).any()
+    return bad, of_mask(outs, inputs, state).to(bad.device)
+
+
+def of_mask(outs: list[torch.Tensor], inputs: list[torch.Tensor], state: int) -> torch.Tensor:
+    """A device flag: the op made NaN of a mask's -inf, which it filled in (FILLED) or read
+    from an input that holds it now (READS). A NaN from inputs the mask's -inf has left (a
+    gather of the allowed entries, then 0/0 of a weight at t = 0) is no mask's doing."""
+    nan = torch.stack([torch.isnan(t).any() for t in outs]).any()
+    if state == FILLED:
+        return nan
+    held = [torch.isinf(t).any().to(nan.device) for t in inputs]
+    return nan & torch.stack(held).any() if held else torch.zeros_like(nan)
 
 
 def came_bad(t: torch.Tensor, state: int) -> torch.Tensor:

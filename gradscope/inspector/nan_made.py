@@ -1,6 +1,7 @@
 """What inspect says about where a NaN/Inf of a script's step came from, beside the op
 that made it (script_live.py): the weights or the batch when no op of the forward made
-it, a mean over nothing, a log or square root fed values below its domain."""
+it, a mean over nothing, a log or square root fed values below its domain, a division by
+an exact 0."""
 
 from __future__ import annotations
 
@@ -54,3 +55,31 @@ def below_domain(op: str, inputs: list[Any]) -> bool:
     if floor is None or len(inputs) != 1 or inputs[0].is_complex():
         return False
     return bool((inputs[0] < floor).any())
+
+
+DIVISOR_AT = {
+    "div": 1,
+    "true_divide": 1,
+    "__truediv__": 1,
+    "__rtruediv__": 0,
+    "__rdiv__": 0,
+    "reciprocal": 0,
+}
+"""Division ops and which of their tensor inputs is the divisor."""
+ZERO_DIVISOR = (
+    ", its divisor held zeros: a weight such as 1/t or 1/sigma at the end of its range (a "
+    "time or noise level sampled at exactly 0), or a count that came out 0; keep the divisor "
+    "away from 0 where it is drawn (t = eps + (1 - eps) * u, or a clamp(min=eps) on it)"
+)
+
+
+def domain_note(op: str, inputs: list[Any]) -> str:
+    """Why the op found to make the first NaN/Inf did, from its inputs (read once): a log
+    fed negative values, or a division by an exact 0; else nothing."""
+    if below_domain(op, inputs):
+        return NEGATIVE
+    at = DIVISOR_AT.get(op, DIVISOR_AT.get(op.removesuffix("_")))  # div_ in place
+    divisor = inputs[at] if at is not None and len(inputs) > at else None
+    if divisor is not None and not divisor.is_complex() and bool((divisor == 0).any()):
+        return ZERO_DIVISOR
+    return ""

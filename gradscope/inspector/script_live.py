@@ -58,8 +58,8 @@ class LiveWatch(TorchFunctionMode):
         """(the op, the uninitialising op) when those inputs were memory no one wrote."""
         self.first_bad: tuple[str, int, str | None] | None = None
         self.of_nothing = False
-        self.below_domain = False
-        """The op is a log or a square root and its input held negative values."""
+        self.domain_note = ""
+        """nan_made.domain_note of that op: a log fed negatives, a division by 0."""
         """That op's floating inputs were all empty: a mean over no elements (0/0)."""
         self.cuts: list[tuple[str, tuple[str, int, str | None], list[Any]]] = []
         """(kind, op, what its graded inputs came from: nodes or leaf tensors) of each call
@@ -274,7 +274,7 @@ class LiveWatch(TorchFunctionMode):
                 if not bad_in:
                     self.first_bad, self.from_mask = site, nan is not None and bool(nan)
                     self.of_nothing = bool(inputs) and all(t.numel() == 0 for t in inputs)
-                    self.below_domain = nan_made.below_domain(site[0], inputs)
+                    self.domain_note = nan_made.domain_note(site[0], inputs)
                     return
                 self.came_in = True
                 made = [s for s in map(self.unwritten.site_of, bad_in) if s is not None]
@@ -306,7 +306,7 @@ class LiveWatch(TorchFunctionMode):
                     else f"first non-finite value made by {made} from finite inputs"
                 )
                 + (nan_made.OF_NOTHING if self.of_nothing else "")
-                + (nan_made.NEGATIVE if self.below_domain else "")
+                + self.domain_note
             ]
             if nodes is not None and not self.failed and _finite(loss):  # dropped after
                 out["non-finite"] += self._backward(nodes, names, dropped=True)

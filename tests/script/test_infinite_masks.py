@@ -62,7 +62,17 @@ def test_a_log_of_zero_after_the_masks_minus_inf_is_gone_names_the_log():
     assert "from finite inputs" in evidence and "of a mask" not in evidence
 
 
-@pytest.mark.parametrize("mode", ["gather", "finfo"])
+@pytest.mark.parametrize("mode", ["time0", "inverse"])
+def test_a_division_by_a_time_of_zero_after_the_mask_names_the_division(mode):
+    """The mask's -inf is gone once the allowed entries are gathered: the NaN (0/0) or inf
+    (1/0) of a weight 1/t at t = 0 is the division's, and its zero divisor is said."""
+    evidence = _evidence(mode)
+    assert evidence.startswith("first non-finite value made by `"), evidence
+    assert "of a mask" not in evidence and "gather the chosen action" not in evidence
+    assert "its divisor held zeros" in evidence and "clamp(min=eps)" in evidence
+
+
+@pytest.mark.parametrize("mode", ["gather", "finfo", "timed"])
 def test_a_mask_used_right_says_nothing(mode):
     assert _evidence(mode) == ""
 
@@ -93,3 +103,19 @@ def test_a_model_whose_mask_meets_a_one_hot_names_the_product_when_replayed(fill
         assert "filled by `masked_fill`" in found[0]
     else:
         assert found == []
+
+
+def test_a_replayed_model_whose_time_weight_divides_by_zero_names_the_division():
+    """The replay reads NaN made of a mask's -inf as the live watch does: a 0/0 of a weight
+    at t = 0 after the allowed entries were gathered is the division's, not the mask's."""
+    torch.manual_seed(0)
+    t = torch.arange(8.0) / 7
+    kept = (t > 0).float()
+
+    def loss_fn(lp: torch.Tensor) -> torch.Tensor:
+        return -(lp.gather(1, torch.zeros(8, 1, dtype=torch.long)).squeeze(1) * kept / t).sum()
+
+    report = gradscope.inspect(_Policy(float("-inf")), torch.randn(8, 4), loss_fn)
+    found = [" ".join(f.evidence) for f in report.findings if f.rule == "GS102"]
+    assert found and found[0].startswith("first non-finite value made by `div`"), found
+    assert "of a mask" not in found[0]

@@ -45,6 +45,15 @@ if MODE == "after":
     loss = loss + torch.log(chosen.exp() - chosen.exp()).mean()
 if MODE == "log0":
     loss = loss + torch.log(policy(x).relu() * 0).sum()
+if MODE in ("timed", "time0", "inverse"):
+    # a masked diffusion's time weight 1/t on the gathered log-probabilities: `timed`
+    # (healthy) keeps t from 0; `time0` (bug) divides 0/0 at t = 0, `inverse` (bug) makes
+    # 1/0 = inf there; the mask's -inf is gone by then, so the division is the cause
+    t = torch.arange(8.0) / 7
+    t = t.clamp(min=1e-3) if MODE == "timed" else t
+    weight = 1 / t if MODE == "inverse" else None
+    kept = (t > 0).float()  # at t = 0 nothing is masked: no term
+    loss = -(chosen * kept * weight).mean() if weight is not None else -(chosen * kept / t).mean()
 opt.zero_grad()
 loss.backward()
 opt.step()
