@@ -81,11 +81,18 @@ EMPTY_FIX = (
 
 
 def _inspect_advice(run: WatchRun, r: StepRecord) -> str:
+    """At step 1 no update has run: the weights are as built, so the learning rate is no
+    suspect; the batch and the loss's own arithmetic are."""
+    check = (
+        f"check the batch of step {r.step} and the learning rate"
+        if r.step > 1
+        else "no update ran before it, so not the learning rate: check the batch and the "
+        "loss's own arithmetic (a division or log at the end of its range)"
+    )
     return (
         f"run `{inspect_command(run, r.step)}`"
         + (" (ARGS: the script's own arguments) " if run.argv is None else " ")
-        + "to stop at that step's backward and name the op that made the first "
-        f"NaN/Inf; check the batch of step {r.step} and the learning rate"
+        + f"to stop at that step's backward and name the op that made the first NaN/Inf; {check}"
     )
 
 

@@ -63,3 +63,13 @@ def test_the_masked_lm_at_its_masking_rate_is_silent():
     from gradscope.watcher import watch_script
 
     assert watch_script(SCRIPT, ["healthy"]).findings == []
+
+
+def test_a_nan_at_the_first_step_does_not_suspect_the_learning_rate():
+    """No update ran before step 1: the weights are as built, so the advice points at the
+    batch and the loss's arithmetic (a time weight 1/t at t = 0), not the learning rate; a
+    NaN after updates still names it."""
+    first = _found([(math.nan, math.nan)] * 10)["GS401"]
+    assert "not the learning rate" in first.advice and "division" in first.advice
+    later = _found([(2.0, 1.0)] + [(math.nan, math.nan)] * 9)["GS401"]
+    assert "check the batch of step 2 and the learning rate" in later.advice
