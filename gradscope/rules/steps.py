@@ -87,7 +87,7 @@ def _inspect_advice(run: WatchRun, r: StepRecord) -> str:
         f"check the batch of step {r.step} and the learning rate"
         if r.step > 1
         else "no update ran before it, so not the learning rate: check the batch and the "
-        "loss's own arithmetic (a division or log at the end of its range)"
+        "loss's own arithmetic (a log or division at 0, a -inf mask times 0)"
     )
     return (
         f"run `{inspect_command(run, r.step)}`"
