@@ -31,7 +31,9 @@ READS = 2
     fix="shift by one: feed tokens[:, :-1] and predict tokens[:, 1:] (or shift the labels "
     "inside the model, as Hugging Face's causal LMs do)",
     objectives=(
-        "a cross-entropy over class indices whose model reads tokens through nn.Embedding: "
+        "a cross-entropy over class indices (F.cross_entropy or nll_loss, or log-probabilities "
+        "gathered by the targets along the class axis, as a masked diffusion writes it) whose "
+        "model reads tokens through nn.Embedding: "
         "the targets against the ids at the same positions (ignore_index left out); an "
         "embedding that reaches the loss only through a pooled or repeated code, a "
         "recurrent layer's final state or its positions flattened into one vector (an "
@@ -41,7 +43,8 @@ READS = 2
     ),
 )
 def target_in_input(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
-    """torch's graph keeps a cross-entropy's targets (NllLossBackward0) and the token ids
+    """torch's graph keeps a cross-entropy's targets (NllLossBackward0, or GatherBackward0's
+    index where the log-probabilities are gathered by hand) and the token ids
     each embedding read (EmbeddingBackward0). At the first backward of steps 1-3 and of
     pairs every 25 (every 500 after step 101) they are compared on the device, read back
     once at the end. Where at every step read (two at least) an embedding that reaches the
@@ -73,13 +76,15 @@ def _finding(run: WatchRun, c: TargetCopies, this: Rule) -> Finding:
     message = (
         f"the cross-entropy's targets are the token ids the model's nn.Embedding{table} read "
         f"at the same positions, at every step read ({step_list(list(c.reads))}){fall}: the "
-        "model is fed the answer and learns to copy it (teacher forcing without the shift)"
+        "model is fed the answer and learns to copy it (teacher forcing without the shift, "
+        "or a denoiser fed the clean tokens)"
     )
     advice = (
         "shift the targets by one position: inputs = tokens[:, :-1], targets = tokens[:, 1:] "
         "(nanoGPT: y = data[i + 1 : i + 1 + block_size]); a decoder's input starts with BOS "
-        "and drops the last token; if the model must reconstruct its input by design, pass "
-        "it through a bottleneck (a pooled code), or ignore this"
+        "and drops the last token; a masked or denoising model (MDLM, D3PM) is fed the "
+        "corrupted tokens x_t, not the clean x_0 it predicts; if the model must reconstruct "
+        "its input by design, pass it through a bottleneck (a pooled code), or ignore this"
     )
     finding = this.finding(
         "loss",

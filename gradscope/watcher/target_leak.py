@@ -25,10 +25,16 @@ import torch
 
 from gradscope.autograd_walk import NodeWalk, Order, inputs, saved
 from gradscope.steps.state_facts import TargetCopies
+from gradscope.watcher.loss_inputs import saved_dim
 from gradscope.watcher.padding import padded_targets, read_padded
 from gradscope.watcher.same_batch import wanted
 
 LOSSES = ("NllLossBackward0", "NllLoss2DBackward0")
+GATHERED = "GatherBackward0"
+"""Log-probabilities gathered by the targets along the class axis: the cross-entropy a
+masked diffusion (MDLM, SEDD, D3PM) or a policy gradient writes by hand. Its weights (a
+0 for the positions that do not count) are applied after, unseen: only the copy is read
+from it, not the padding or the attention of the positions that count."""
 NEAR = 16
 """Nodes below the loss searched for its NLL node."""
 MAX_NODES = 20_000
@@ -86,6 +92,7 @@ class TargetLeak:
         if found is None:
             return None
         node, target, ignore = found
+        gathered = type(node).__name__ == GATHERED
         direct = _embeddings(node, pruned=True)
         if not direct:
             return None
@@ -94,12 +101,14 @@ class TargetLeak:
         with torch.no_grad():
             copied = [_copied(e, target, counted) for e in direct]
             shifted = [_shifted(e, target, counted) for e in readers]
-            pad = padded_targets(direct, target, counted)
+            pad = None if gathered else padded_targets(direct, target, counted)
         shifted_any = torch.stack(shifted).any() if shifted else _false(target)
         tables = ["×".join(str(d) for d in _table(e)) for e in direct]
         self.reads.append((step, torch.stack(copied), shifted_any, tables))
         if pad is not None:
             self.pads.append((step, *pad))
+        if gathered:
+            return None
         layouts = [tuple(i.shape) if (i := _indices(e)) is not None else () for e in readers]
         return Objective(readers, shifted, layouts, counted)
 
@@ -126,8 +135,14 @@ class TargetLeak:
 
 
 def _nll(root: Any) -> tuple[Any, torch.Tensor, int] | None:
-    """The NLL node nearest the loss, with its class-index target and ignore_index."""
+    """The NLL node nearest the loss, with its class-index target and ignore_index, or a
+    gather of one index per position along the last axis (GATHERED: every position counts)."""
     for near in NodeWalk([root], order=Order.NEAREST, limit=NEAR, key=None):
+        if type(near).__name__ == GATHERED:
+            picked = _gathered(near)
+            if picked is not None:
+                return near, picked, -1
+            continue
         if type(near).__name__ not in LOSSES:
             continue
         target = saved(near, "_saved_target", None)
@@ -138,6 +153,20 @@ def _nll(root: Any) -> tuple[Any, torch.Tensor, int] | None:
         ignore = int(saved(near, "_saved_ignore_index", -100))
         return near, target.detach(), ignore - (1 << 64) if ignore >= 1 << 63 else ignore
     return None
+
+
+def _gathered(node: Any) -> torch.Tensor | None:
+    """The class indices a gather picked, one per position along its last axis (index
+    [..., 1]), as targets; None for any other gather (rows picked, several per position)."""
+    index = saved(node, "_saved_index", None)
+    if not isinstance(index, torch.Tensor) or index.is_floating_point() or index.dim() < 2:
+        return None
+    if index.shape[-1] != 1 or saved_dim(saved(node, "_saved_dim", None), index.dim()) != (
+        index.dim() - 1
+    ):
+        return None
+    picked = index.detach().squeeze(-1)
+    return picked if picked.numel() >= 4 and bool((picked >= 0).all()) else None
 
 
 def _embeddings(node: Any, *, pruned: bool) -> list[Any]:

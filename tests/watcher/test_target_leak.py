@@ -94,6 +94,46 @@ def test_masked_and_ignored_positions_and_a_bottleneck_are_no_copy():
     assert leak_facts(lambda s: ce(flat(data(s)[:, :-1]), data(s)[:, :-1])) == []
 
 
+def gathered_nll(logits, target, weight=None):
+    """A cross-entropy written by hand: the log-probabilities gathered by the targets, each
+    position weighted (a masked diffusion's 1/t on its masked positions)."""
+    nll = -logits.log_softmax(-1).gather(-1, target[..., None]).squeeze(-1)
+    return (nll if weight is None else nll * weight).mean()
+
+
+def test_a_hand_written_cross_entropy_reads_its_targets_from_the_gather():
+    """MDLM, SEDD and D3PM gather the log-probabilities by the clean tokens: a denoiser fed
+    those clean tokens copies them; fed the masked ones (x_t) it does not, nor does a
+    policy gradient over the next tokens (shifted), nor a gather that picks whole rows."""
+    torch.manual_seed(0)
+    model = TokenMLP()
+
+    def x_t(step):
+        x = data(step)[:, :-1]
+        return x, x.masked_fill(torch.arange(T) % 3 == 0, V)
+
+    def denoiser(fed_clean):
+        def loss(step):
+            x0, xt = x_t(step)
+            return gathered_nll(model(x0 if fed_clean else xt), x0, (xt == V).float())
+
+        return loss
+
+    (leak,) = leak_facts(denoiser(fed_clean=True))
+    assert leak.copied == leak.reads == (1, 2, 3)
+    (masked,) = leak_facts(denoiser(fed_clean=False))
+    assert masked.reads == (1, 2, 3) and masked.copied == ()
+    (shifted,) = leak_facts(lambda s: gathered_nll(model(data(s)[:, :-1]), data(s)[:, 1:]))
+    assert shifted.copied == () and shifted.shifted == (1, 2, 3)
+
+    def rows(step):  # a gather along the positions, not the classes: no targets
+        x = data(step)[:, :-1]
+        picked = model(x).gather(1, x[:, :, None].expand(-1, -1, V + 1) % T)
+        return picked.logsumexp(-1).mean()
+
+    assert leak_facts(rows) == []
+
+
 def test_a_reader_of_the_shifted_targets_is_recorded():
     """A seq2seq autoencoder: the encoder reads x, the decoder BOS + x[:-1] (teacher forced)."""
     torch.manual_seed(0)
