@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gradscope.findings import Finding, Severity
+from gradscope.rules.held_at_zero import held_at_zero
 from gradscope.rules.loss_diverged import diverged_at
 from gradscope.rules.registry import CAUSES, SUPERSEDES, When
 from gradscope.rules.step_common import module_of
@@ -167,8 +168,9 @@ def stands_without(run: WatchRun, cause: Finding, f: Finding) -> bool:
 
 def _explains(run: WatchRun, cause: Finding, f: Finding, findings: list[Finding]) -> bool:
     """The cause really explains this symptom: GS419 the gradients it saw die (its
-    evidence names them), GS413 the loss's level only where a large share of the model never
-    learned; a finding that stands without its cause is no symptom."""
+    evidence names them), GS411 what a gate it holds at 0 multiplies, GS413 the loss's
+    level only where a large share of the model never learned; a finding that stands
+    without its cause is no symptom."""
     if stands_without(run, cause, f):
         return False
     if cause.rule == "GS419" and f.rule in KILLED:
@@ -182,6 +184,8 @@ def _explains(run: WatchRun, cause: Finding, f: Finding, findings: list[Finding]
     if cause.rule == "GS440":  # only BatchNorms on statistics never measured: no norm at all
         norms = any(e.startswith("BatchNorms: ") for e in cause.evidence)
         return norms and any(g.rule == "GS441" for g in findings)
+    if cause.rule == "GS411":  # a gate held at 0 outside the optimizer
+        return f.rule == "GS413" and held_at_zero(run, cause.subject, f.subject)
     if cause.rule == "GS413":
         if cause.severity < Severity.WARNING:
             return False

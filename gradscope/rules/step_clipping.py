@@ -111,12 +111,10 @@ def _how_much(
 ) -> tuple[str, str, Severity, float]:
     """(why, advice, severity, threshold) for a clip whose mean coefficient is coef and the
     typical norm med: light trimming and clipping under an adaptive optimizer are
-    information, a clip that sets the step size is a warning."""
-    if coef >= t.clip_coef_warn:  # trims a good share: worth knowing, not a problem
-        why = f"clipping trims about {1 - coef:.0%} off the typical step"
-        advice = "fine if meant (many stock configs clip this lightly); else raise max_norm "
-        advice += f"towards the typical norm ({num(med)})"
-        return why, advice, Severity.INFO, t.clip_coef_info
+    information, a clip that sets the step size is a warning. Under Adam and kin a clip
+    that binds at most steps trims no step: the running scale the step is divided by is
+    made of the clipped gradients too, so the adaptive wording holds at any coefficient."""
+    light = coef >= t.clip_coef_warn
     if _adaptive(run, s.index):  # Adam & co. divide the clip's scale back out
         why = (
             f"{run.optimizers[s.index]} divides each step by its running gradient scale, "
@@ -124,7 +122,12 @@ def _how_much(
         )
         advice = "fine if meant (minGPT and nanoGPT clip this way); the learning rate, not "
         advice += f"max_norm, sets this optimizer's step size (typical norm {num(med)})"
-        return why, advice, Severity.INFO, t.clip_coef_warn
+        return why, advice, Severity.INFO, t.clip_coef_info if light else t.clip_coef_warn
+    if light:  # trims a good share: worth knowing, not a problem
+        why = f"clipping trims about {1 - coef:.0%} off the typical step"
+        advice = "fine if meant (many stock configs clip this lightly); else raise max_norm "
+        advice += f"towards the typical norm ({num(med)})"
+        return why, advice, Severity.INFO, t.clip_coef_info
     why = "clipping is acting as your learning-rate limiter"
     advice = f"lower the learning rate (by about {coef:.2g}×) or raise max_norm above "
     advice += f"the typical norm ({num(med)})"

@@ -46,6 +46,9 @@ def trained_in_eval(run: WatchRun, t: Thresholds) -> list[Finding]:
     put in eval before the first step and kept there, beside another that the same optimizer
     trains in train mode, has the shape of a network meant to stay fixed (a perceptual
     loss's features): the advice then offers freezing it before switching it to train.
+    Trained modules left in train mode inside a host in eval (adapters or Flamingo's gated
+    cross-attention inserted into a frozen LM kept in eval on purpose): the host's own
+    dropouts are not counted, as a frozen backbone's are not.
     Where its BatchNorms' statistics were never measured (GS441: still mean 0, variance 1)
     they normalise nothing, and the blow-up that follows (an lr too high for the network
     without its normalisation, NaN, spikes) is its consequence."""

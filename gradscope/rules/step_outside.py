@@ -40,6 +40,9 @@ from gradscope.steps.records import ParamInfo, WatchRun
         "any: a parameter's place in the optimizers and whether it gets gradients, a "
         "mechanism independent of what the loss means"
     ),
+    # a gate that started at 0 stays 0 outside the optimizer: what it multiplies gets
+    # only zero gradients (rules/held_at_zero.py)
+    explains=("GS413",),
 )
 def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """A parameter that requires grad and gets gradients is in no param group of any optimizer

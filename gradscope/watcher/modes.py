@@ -217,15 +217,19 @@ def _has_stats(m: nn.Module) -> bool:
 
 
 def _switched(root: nn.Module, trained: set[int]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The model's dropouts (p > 0, beside a trained parameter) and BatchNorms (with a
-    trained weight or bias, and running statistics) that are in eval mode: those that
-    behave otherwise in train. A model switched back to train since its forward (train()
-    before step()) had them all in eval then, as eval() sets every child."""
+    """The model's dropouts (p > 0, beside a trained parameter that was in eval mode too)
+    and BatchNorms (with a trained weight or bias, and running statistics) that are in eval
+    mode: those that behave otherwise in train. A model switched back to train since its
+    forward (train() before step()) had them all in eval then, as eval() sets every child.
+    Trained modules in train mode inside a host in eval (adapters inserted into a frozen
+    LM, Flamingo's gated cross-attention) mean the host's own dropouts were switched off on
+    purpose, the host alone: those dropouts are not counted."""
     dropouts, norms = [], []
     model = discover.unwrapped(root)
     since_forward = root.training
+    in_eval = _trained_in_eval(model, trained, since_forward)
     for name, parent in model.named_modules():
-        own = any(id(p) in trained for p in parent.parameters())
+        own = any(id(p) in in_eval for p in parent.parameters())
         for child_name, m in parent.named_children():
             full = f"{name}.{child_name}" if name else child_name
             if m.training and not since_forward:
@@ -239,3 +243,14 @@ def _switched(root: nn.Module, trained: set[int]) -> tuple[tuple[str, ...], tupl
             ):
                 norms.append(f"{full} ({type(m).__name__})")
     return tuple(dropouts), tuple(norms)
+
+
+def _trained_in_eval(model: nn.Module, trained: set[int], since_forward: bool) -> set[int]:
+    """ids of the trained parameters whose own module ran its forward in eval mode."""
+    return {
+        id(p)
+        for m in model.modules()
+        if since_forward or not m.training
+        for p in m.parameters(recurse=False)
+        if id(p) in trained
+    }

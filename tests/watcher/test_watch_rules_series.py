@@ -264,11 +264,19 @@ def clipped_run(coef, n=200):
 def test_clipping_strength_sets_the_severity():
     assert step_clipping.clipping_binds(run_of(clipped_run(0.87)), T) == []  # nanoGPT stock
     assert step_clipping.clipping_binds(run_of(clipped_run(0.88)), T) == []  # word_language_model
-    (info,) = step_clipping.clipping_binds(run_of(clipped_run(0.73)), T)  # nanoGPT compiled
+    (info,) = step_clipping.clipping_binds(run_of(clipped_run(0.73), optimizers=("SGD",)), T)
     assert info.severity == Severity.INFO and "trims about 27%" in info.message
     (warn,) = step_clipping.clipping_binds(run_of(clipped_run(0.05), optimizers=("SGD",)), T)
     assert warn.severity == Severity.WARNING and "learning-rate limiter" in warn.message
     assert abs(warn.value - 0.05) < 1e-9
+
+
+def test_light_clipping_under_an_adaptive_optimizer_trims_no_step():
+    """nanoGPT compiled (AdamW, coefficient 0.73 at every step): AdamW's running scale is
+    made of the clipped gradients, so no step is 27% shorter for it."""
+    (info,) = step_clipping.clipping_binds(run_of(clipped_run(0.73)), T)
+    assert info.severity == Severity.INFO and "trims" not in info.message
+    assert "AdamW divides each step" in info.message and info.threshold == T.clip_coef_info
 
 
 def test_heavy_clipping_under_an_adaptive_optimizer_is_info():
