@@ -9,7 +9,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
-from gradscope.rules import derivative_bias, layer_drop, shift_invariance
+from gradscope.rules import derivative_bias, frozen_by_no_grad, layer_drop, shift_invariance
 from gradscope.rules.experts import idle_experts
 from gradscope.rules.params import trainable
 from gradscope.rules.registry import DECLARED, Stage, rule
@@ -57,6 +57,8 @@ def cut_found(f: Finding) -> Finding:
     cuts = [e for e in f.evidence if e.startswith("graph cut by")]
     if f.slug != "none-grad" or not cuts:
         return f
+    if frozen_by_no_grad.read_inside(f.subject, cuts):
+        return frozen_by_no_grad.as_inspected(replace(f, message=f.message.replace(UNUSED, "")))
     step = all(STEP_CUT in e or INDEX_CUT in e for e in cuts)  # no .detach() or no_grad
     index = all(INDEX_CUT in e for e in cuts)
     advice = INDEX_ADVICE if index else STEP_ADVICE if step else CUT_ADVICE
@@ -94,7 +96,10 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
     candidate of an alike module list of which the step ran one, called by an index picked at
     run time (a one-shot supernet's sampled path: inspector/picked_choice.py); and, at one step
     of a script, a parameter no optimizer held then while one held others of its model: a
-    phase that does not train it (DeeBERT's early exits, trained after their backbone)."""
+    phase that does not train it (DeeBERT's early exits, trained after their backbone). A
+    parameter the explanation pass finds read only inside a torch.no_grad() region, in its
+    own module's forward (or its parent's, as attention reads out_proj), is information:
+    the block freezes it (rules/frozen_by_no_grad.py; wav2vec 2.0's feature encoder)."""
     ran = {m.name for m in stats.modules if m.ran}
     routed = idle_experts(stats)
     out = []
