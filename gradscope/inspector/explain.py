@@ -31,6 +31,7 @@ from gradscope.inspector.explain_cuts import graph_causes
 from gradscope.inspector.infinite_fills import InfiniteFills
 from gradscope.inspector.replay import CALL, flat_tensors, op_sites, replay, site
 from gradscope.inspector.uninitialised import Unwritten
+from gradscope.rules import frozen_by_no_grad
 from gradscope.rules.grads import cut_found
 from gradscope.stats import RunStats
 from gradscope.troubleshooting import TABLE
@@ -258,7 +259,7 @@ def enrich(
     out = []
     for f in findings:
         if f.slug == "none-grad" and f.subject in causes:
-            out.append(cut_found(replace(f, evidence=(*f.evidence, causes[f.subject]))))
+            out.append(_with_cause(f, causes[f.subject], _module_of(f.subject) in ran))
             continue
         pass_ = PASSES.get(f.slug)
         if pass_ is None:
@@ -286,8 +287,25 @@ def _could_not(exc: Exception) -> str:
     )
 
 
+def _with_cause(f: Finding, cause: str, ran: bool) -> Finding:
+    """A none-grad finding with the explanation pass's cause. For a parameter whose module
+    never ran while its parent did (attention's out_proj, which the parent's forward reads
+    directly), only a parent that ran inside torch.no_grad() changes it: frozen by the
+    block; else it stays "never ran"."""
+    if ran:
+        return cut_found(replace(f, evidence=(*f.evidence, cause)))
+    if frozen_by_no_grad.read_inside(f.subject, [cause]):
+        return cut_found(replace(f, evidence=(*f.evidence, cause)))
+    return f
+
+
 def _none_grad_causes(findings, ran, model, batch, loss_fn, grad_outputs) -> dict[str, str]:
-    wanted = {f.subject for f in findings if f.slug == "none-grad" and _module_of(f.subject) in ran}
+    wanted = {
+        f.subject
+        for f in findings
+        if f.slug == "none-grad"
+        and (_module_of(f.subject) in ran or _module_of(_module_of(f.subject)) in ran)
+    }
     if not wanted:
         return {}
     subjects = {id(p): n for n, p in model.named_parameters() if n in wanted}

@@ -61,8 +61,27 @@ _READ: dict[type[nn.Module], bool] = {}
 
 
 def _forward_tree(cls: type[nn.Module]) -> ast.Module:
+    """The forward's syntax tree, with those of the class's methods it calls on self
+    (fairseq's wav2vec 2.0 encoder loops over its layers in `extract_features`)."""
+    tree = _tree(cls.forward)
+    called = {
+        n.func.attr
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id == "self"
+    }
+    for name in sorted(called - {"forward"}):
+        method = getattr(cls, name, None)
+        if inspect.isfunction(method):
+            tree.body.extend(_tree(method).body)
+    return tree
+
+
+def _tree(function: object) -> ast.Module:
     try:
-        return ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
+        return ast.parse(textwrap.dedent(inspect.getsource(function)))  # type: ignore[arg-type]
     except (OSError, TypeError, SyntaxError):
         return ast.Module(body=[], type_ignores=[])
 
@@ -70,7 +89,10 @@ def _forward_tree(cls: type[nn.Module]) -> ast.Module:
 def _skips_at_random(cls: type[nn.Module]) -> bool:
     if cls not in _READ:
         tree = _forward_tree(cls)
-        _READ[cls] = any(isinstance(n, ast.For) and _random_continue(n) for n in ast.walk(tree))
+        _READ[cls] = any(
+            isinstance(n, ast.For) and (_random_continue(n) or _random_call(n))
+            for n in ast.walk(tree)
+        )
     return _READ[cls]
 
 
@@ -93,6 +115,40 @@ def _random_continue(loop: ast.For) -> bool:
     """Some `continue` of the loop sits under an `if` that tests a random draw (a call, or a
     name the loop assigned from one), inside a test of `self.training`."""
     return _under(loop.body, _drawn(loop), random=False, training=False)
+
+
+def _random_call(loop: ast.For) -> bool:
+    """The loop's layer is called under an `if` that tests a random draw and
+    `self.training`: wav2vec 2.0's `if not self.training or dropout_probability >
+    self.layerdrop: x = layer(x)`, or transformers' `skip_the_layer = self.training and
+    dropout_probability < p` before `if not skip_the_layer:`."""
+    layers = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    drawn = _drawn(loop)
+    gated = {
+        t.id
+        for n in ast.walk(loop)
+        if isinstance(n, ast.Assign) and _random_in_training(n.value, drawn, set())
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    return any(
+        isinstance(n, ast.If)
+        and _random_in_training(n.test, drawn, gated)
+        and any(
+            isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in layers
+            for stmt in n.body
+            for c in ast.walk(stmt)
+        )
+        for n in ast.walk(loop)
+    )
+
+
+def _random_in_training(expr: ast.AST, drawn: set[str], gated: set[str]) -> bool:
+    """`expr` tests a random draw and `self.training`, or reads a name assigned so."""
+    if _reads(expr, gated):
+        return True
+    training = any(isinstance(n, ast.Attribute) and n.attr == "training" for n in ast.walk(expr))
+    return training and (_draws(expr) or _reads(expr, drawn))
 
 
 def _drawn(node: ast.AST) -> set[str]:

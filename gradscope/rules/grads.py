@@ -9,7 +9,13 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
-from gradscope.rules import derivative_bias, layer_drop, shift_invariance
+from gradscope.rules import (
+    derivative_bias,
+    frozen_by_no_grad,
+    layer_drop,
+    shift_invariance,
+    stack_tail,
+)
 from gradscope.rules.experts import idle_experts
 from gradscope.rules.params import trainable
 from gradscope.rules.registry import DECLARED, Stage, rule
@@ -57,6 +63,8 @@ def cut_found(f: Finding) -> Finding:
     cuts = [e for e in f.evidence if e.startswith("graph cut by")]
     if f.slug != "none-grad" or not cuts:
         return f
+    if frozen_by_no_grad.read_inside(f.subject, cuts):
+        return frozen_by_no_grad.as_inspected(replace(f, message=f.message.replace(UNUSED, "")))
     step = all(STEP_CUT in e or INDEX_CUT in e for e in cuts)  # no .detach() or no_grad
     index = all(INDEX_CUT in e for e in cuts)
     advice = INDEX_ADVICE if index else STEP_ADVICE if step else CUT_ADVICE
@@ -94,7 +102,12 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
     candidate of an alike module list of which the step ran one, called by an index picked at
     run time (a one-shot supernet's sampled path: inspector/picked_choice.py); and, at one step
     of a script, a parameter no optimizer held then while one held others of its model: a
-    phase that does not train it (DeeBERT's early exits, trained after their backbone)."""
+    phase that does not train it (DeeBERT's early exits, trained after their backbone). A
+    parameter the explanation pass finds read only inside a torch.no_grad() region, in its
+    own module's forward (or its parent's, as attention reads out_proj), is information:
+    the block freezes it (rules/frozen_by_no_grad.py; wav2vec 2.0's feature encoder); so is
+    the output of a stack's last block that no next block reads, its siblings' same
+    parameter given a gradient (Conv-TasNet's last residual conv: rules/stack_tail.py)."""
     ran = {m.name for m in stats.modules if m.ran}
     routed = idle_experts(stats)
     out = []
@@ -129,6 +142,8 @@ def _by_design(stats: RunStats, p: ParamStats, finding: Finding, ran: bool) -> F
     """The finding as information where the missing gradient is by design."""
     if not ran:
         finding = layer_drop.left_out_by_design(stats, finding, p.name, p.module)
+    else:
+        finding = _stack_tail(stats, p, finding)
     weight = _differentiated_bias(stats, p)
     if weight is not None:
         head = f"grad of {p.name} is None"
@@ -136,6 +151,14 @@ def _by_design(stats: RunStats, p: ParamStats, finding: Finding, ran: bool) -> F
     elif p.derivative_offset and stats.loss_through_derivative:
         finding = derivative_bias.as_offset(finding, f"grad of {p.name} is None")
     return _not_this_phase(finding) if p.name in stats.untrained else finding
+
+
+def _stack_tail(stats: RunStats, p: ParamStats, finding: Finding) -> Finding:
+    """Information where it is the output of a stack's last block that no next block reads
+    (Conv-TasNet's and WaveNet's last residual conv: rules/stack_tail.py)."""
+    names = [q.name for q in stats.params]
+    tail = stack_tail.last_of(names, names.index(p.name), lambda j: stats.params[j].has_grad)
+    return finding if tail is None else stack_tail.as_information(finding, tail)
 
 
 def _not_this_phase(finding: Finding) -> Finding:

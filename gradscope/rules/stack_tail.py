@@ -46,29 +46,35 @@ def last_block_output(
     block did (the block ran, and the loss reached it): only this output of the last block
     feeds nothing. A stack whose last block got no gradient at all (a loop that skips it)
     is not this."""
-    where = _IN_STACK.match(run.params[i].name)
+    return last_of([p.name for p in run.params], i, lambda j: got_grad(run, j))
+
+
+def last_of(names: list[str], i: int, got_grad: Callable[[int], bool]) -> Tail | None:
+    """last_block_output on parameter names and a test of their gradients (inspect's one
+    step reads `has_grad`; watch's whole run, got_grad)."""
+    where = _IN_STACK.match(names[i])
     if where is None:
         return None
     stack, rest = where["stack"] or "", where["rest"]
     blocks: dict[int, list[int]] = {}
-    for j, q in enumerate(run.params):
-        m = _IN_STACK.match(q.name)
+    for j, name in enumerate(names):
+        m = _IN_STACK.match(name)
         if m is not None and (m["stack"] or "") == stack:
             blocks.setdefault(int(m["index"]), []).append(j)
     last = max(blocks)
     if int(where["index"]) != last or len(blocks) < 3:
         return None
-    siblings = [j for k, js in blocks.items() if k != last for j in js if _rest(run, j) == rest]
-    own = [j for j in blocks[last] if j != i and _rest(run, j) != rest]
-    if len(siblings) < len(blocks) - 1 or not all(got_grad(run, j) for j in siblings):
+    siblings = [j for k, js in blocks.items() if k != last for j in js if _rest(names[j]) == rest]
+    own = [j for j in blocks[last] if j != i and _rest(names[j]) != rest]
+    if len(siblings) < len(blocks) - 1 or not all(got_grad(j) for j in siblings):
         return None
-    if not any(got_grad(run, j) for j in own):
+    if not any(got_grad(j) for j in own):
         return None
     return Tail(stack, last, len(siblings))
 
 
-def _rest(run: WatchRun, j: int) -> str:
-    m = _IN_STACK.match(run.params[j].name)
+def _rest(name: str) -> str:
+    m = _IN_STACK.match(name)
     return "" if m is None else m["rest"]
 
 

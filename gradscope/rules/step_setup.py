@@ -12,6 +12,7 @@ from gradscope.fmt import num
 from gradscope.rules import (
     derivative_bias,
     dropped_grad,
+    frozen_by_no_grad,
     moved_by_copy,
     past_read_out,
     plain_derivative,
@@ -222,7 +223,9 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     per-species energy shift), and where it never got one and its values changed all the same: a
     copy the script updates itself (an EMA teacher handed to the optimizer too:
     rules/moved_by_copy.py), and where every backward read filled its .grad and the script set it to
-    None before the step (rules/dropped_grad.py). Zero gradients below torch.sign or round, or a
+    None before the step (rules/dropped_grad.py), and where every forward of the module holding
+    it ran inside torch.no_grad(): frozen by that block, information (rules/frozen_by_no_grad.py;
+    a wav2vec 2.0 fine-tune's feature encoder). Zero gradients below torch.sign or round, or a
     custom Function, name it, and so does no gradient (None) below the user's own custom Function
     (rules/zero_derivative.py), and so does no gradient (None) to a tensor that takes part only in
     an output the script differentiated by torch.autograd.grad without create_graph (an unrolled
@@ -268,6 +271,8 @@ def _explained(
         finding = moved_by_copy.as_information(finding, p, steps)
     elif none and i in run.state_facts.dropped:
         finding = dropped_grad.as_told(finding, p.name, steps)
+    elif none and p.no_grad_forwards:
+        finding = frozen_by_no_grad.as_information(finding, p)
     elif place is not None:
         finding = routed.if_unrouted(run, place, finding, f"{p.name} never learned")
     elif read_through is not None:

@@ -106,6 +106,9 @@ class ParamInfo:
     plain_attribute: bool = False
     """A model keeps it as a plain tensor attribute, not a registered nn.Parameter:
     model.parameters() does not list it, so an optimizer built from that never holds it."""
+    no_grad_forwards: bool = False
+    """Every forward of the module holding it, from its optimizer's first step on, ran
+    under torch.no_grad() (or inference_mode): a module the script freezes by that block."""
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from gradscope.steps.state_facts import TrainModeEval
 from gradscope.watcher import discover
 from gradscope.watcher.modes import DROPOUTS, NORMS
 from gradscope.watcher.moving_copies import MovingCopies, copies_of
+from gradscope.watcher.no_grad_owners import NoGradOwners
 
 MAX_STEPS = 4096
 """Distinct steps with such a pass kept at most: enough to tell every step from some."""
@@ -69,6 +70,8 @@ class EvalPasses:
         self._last_no_grad = -1
         self.copies = MovingCopies()
         """Copies of the trained models (an EMA teacher) run without gradients."""
+        self.owners = NoGradOwners()
+        """The grad mode of the forwards of modules whose parameters had no gradient."""
 
     def attach(self) -> None:
         """Hook the trained models found since the last call (every optimizer step)."""
@@ -96,6 +99,22 @@ class EvalPasses:
         except Exception as exc:  # gradscope's own: this probe stops, the watch goes on
             self.failed = True
             self.on_fault("the evaluation-pass hook", exc)
+
+    def hook_owners(self, roots: list[nn.Module], index: dict[int, int]) -> None:
+        """At an optimizer's first step: hook the modules of `roots` holding a parameter
+        without a gradient (no_grad_owners.py)."""
+        if self.failed:
+            return
+        try:
+            self.owners.watch(roots, index, self._register)
+        except Exception as exc:  # gradscope's own: this probe stops, the watch goes on
+            self.failed = True
+            self.on_fault("the evaluation-pass hook", exc)
+
+    def _register(self, module: nn.Module, hook: Callable[..., None]) -> None:
+        handle = module.register_forward_pre_hook(hook)
+        self._handles.append(handle)
+        self._ids.add(handle.id)
 
     def module_hook_ids(self) -> frozenset[int]:
         """The ids of its forward pre-hooks (a copy or a ScriptModule drops them)."""

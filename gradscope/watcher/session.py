@@ -192,6 +192,7 @@ class Watcher:
                 optimised_input=optimised_input(icp.tracked, i, icp.frozen_norms),
                 model=icp.tracked.owners.get(i, (None, ""))[0],
                 plain_attribute=i in icp.tracked.attributes,
+                no_grad_forwards=icp.eval_passes.owners.only_without(i),
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
         )

@@ -1,7 +1,8 @@
 """LayerDrop skips each layer at random in training, so the one step inspect measures can
 leave a layer out while its siblings of the same kind run: it was a GS101 error, 'call the
 module in forward, delete it'. Read from the forward that skipped it (a `continue` under a
-test of a random draw, inside a test of `self.training`): information. A layer skipped by
+test of a random draw, inside a test of `self.training`, or the layer called only under
+such a test, as wav2vec 2.0's encoders do): information. A layer skipped by
 its index at every step, in a forward that draws a random number for something else, stays
 an error. A residual block whose own forward returns its input early on a random draw in
 training (stochastic depth) is information the same way; one that returns early by its
@@ -27,7 +28,7 @@ def _none_grads(mode: str):
     return found
 
 
-@pytest.mark.parametrize("mode", ["fairseq", "nested"])
+@pytest.mark.parametrize("mode", ["fairseq", "nested", "wav2vec2", "skip-flag"])
 def test_a_layer_dropped_at_random_is_information(mode):
     found = _none_grads(mode)
     assert {f.subject for f in found} == {
@@ -36,8 +37,9 @@ def test_a_layer_dropped_at_random_is_information(mode):
     assert all(f.severity == Severity.INFO and "skipped at random" in f.message for f in found)
 
 
-def test_a_layer_skipped_by_its_index_stays_an_error():
-    found = _none_grads("odd")
+@pytest.mark.parametrize("mode", ["odd", "odd-call"])
+def test_a_layer_skipped_by_its_index_stays_an_error(mode):
+    found = _none_grads(mode)
     assert {f.subject for f in found} == {
         f"1.layers.{i}.{k}" for i in (1, 3) for k in ("weight", "bias")
     }

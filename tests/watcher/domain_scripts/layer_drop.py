@@ -1,10 +1,15 @@
 """LayerDrop (Fan et al. 2019): in training each layer is skipped with probability p by a fresh
 draw per batch, so a skipped layer gets no gradient at that step. Modes: `fairseq` (one `if`),
-`nested` (transformers' `if self.training:` then `torch.rand([])`), `stochastic-depth` (each
-residual block's own forward returns its input early on a draw, Huang et al. 2016); bugs
-`odd` (every other layer skipped by its index, at every step: those layers never train),
-`odd-blocks` (every other block returns early by its index)."""
+`nested` (transformers' `if self.training:` then `torch.rand([])`), `wav2vec2` (fairseq's
+wav2vec 2.0 encoder: the layer called under `if not self.training or draw > p`, in a method
+forward calls), `skip-flag` (transformers' wav2vec 2.0: `skip_the_layer = self.training and
+draw < p`, then `if not skip_the_layer:`), `stochastic-depth` (each residual block's own
+forward returns its input early on a draw, Huang et al. 2016); bugs `odd` (every other
+layer skipped by its index, at every step: those layers never train), `odd-call` (the
+same, the layer called under `if not self.training or i % 2 == 0`), `odd-blocks` (every
+other block returns early by its index)."""
 
+import random
 import sys
 
 import torch
@@ -12,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 torch.manual_seed(0)
+random.seed(0)
 MODE = sys.argv[1] if len(sys.argv) > 1 else "fairseq"
 D, L = 8, 4
 
@@ -53,6 +59,37 @@ class Odd(Encoder):
         return x
 
 
+class Wav2Vec2(Encoder):
+    def forward(self, x):
+        return self.extract_features(x)
+
+    def extract_features(self, x):
+        for layer in self.layers:
+            dropout_probability = random.random() if self.layerdrop > 0 else 1
+            if not self.training or (dropout_probability > self.layerdrop):
+                x = x + torch.tanh(layer(x))
+        return x
+
+
+class SkipFlag(Encoder):
+    def forward(self, x):
+        for layer in self.layers:
+            dropout_probability = torch.rand([])
+            skip_the_layer = self.training and dropout_probability < self.layerdrop
+            if not skip_the_layer:
+                x = x + torch.tanh(layer(x))
+        return x
+
+
+class OddCall(Encoder):
+    def forward(self, x):
+        noise = torch.rand(()) if self.training else 0.0  # drawn, but not what skips
+        for i, layer in enumerate(self.layers):
+            if not self.training or i % 2 == 0:
+                x = x + torch.tanh(layer(x)) + 0 * noise
+        return x
+
+
 class Block(nn.Module):
     def __init__(self, index: int, p: float = 0.5):
         super().__init__()
@@ -90,6 +127,9 @@ ENCODERS = {
     "fairseq": Fairseq,
     "nested": Nested,
     "odd": Odd,
+    "wav2vec2": Wav2Vec2,
+    "skip-flag": SkipFlag,
+    "odd-call": OddCall,
     "stochastic-depth": Blocks,
     "odd-blocks": Blocks,
 }

@@ -1,0 +1,56 @@
+"""GS413 and GS101 told apart: a parameter whose module ran its forward inside
+torch.no_grad(). The block freezes it on purpose (fairseq's feature encoder under
+feature_grad_mult=0, an encoder held for its first freeze_finetune_updates): it gets no
+gradient by design, and an optimizer skips a parameter whose .grad is None, so keeping it
+in one changes nothing. Information that names the block; a no_grad region after the
+module, between its output and the loss, is a cut and stays one. No torch."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from gradscope.findings import Finding, Severity
+from gradscope.steps.records import ParamInfo
+
+NO_GRAD_REGION = "a torch.no_grad() (or inference_mode) region: "
+"""How the explanation pass (inspector/explain_cuts.py) names a cut made by grad mode off,
+followed by the op's site: "`conv1d` at file:line in `module`"."""
+
+
+def as_information(finding: Finding, p: ParamInfo) -> Finding:
+    """GS413 as information on a parameter frozen by the no_grad block around its module."""
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=f"{finding.message}; its module ran every forward inside torch.no_grad() "
+        "(or inference_mode): frozen by that block, and the optimizer skips it while its "
+        ".grad is None",
+        advice="fine if it is meant to stay frozen: call requires_grad_(False) on it and "
+        "leave it out of the optimizer to say so; if it should learn, run its forward with "
+        "gradients on (a freeze_finetune_updates or feature_grad_mult=0 setting holds it)",
+    )
+
+
+def read_inside(subject: str, cuts: list[str]) -> bool:
+    """Every cut the explanation pass found for parameter `subject` is a no_grad region at
+    an op of its own module or of one holding it: the module's forward ran inside the block
+    (evidence lines "graph cut by <site>; <site>")."""
+    module = subject.rpartition(".")[0]
+    sites = [s for e in cuts for s in e.removeprefix("graph cut by ").split("; ")]
+    if not sites or not all(s.startswith(NO_GRAD_REGION) for s in sites):
+        return False
+    holders = [s.rpartition(" in `")[2].rstrip("`") if " in `" in s else "" for s in sites]
+    return all(not h or module == h or module.startswith(h + ".") for h in holders)
+
+
+def as_inspected(finding: Finding) -> Finding:
+    """GS101 as information on a parameter read inside a no_grad block."""
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=f"{finding.message.split(': ', 1)[0]}: it is read inside torch.no_grad() (or "
+        "inference_mode), in its module's forward: frozen by that block",
+        advice="fine if it is meant to stay frozen: call requires_grad_(False) on it to say "
+        "so; if it should learn, run its forward with gradients on (a freeze_finetune_updates "
+        "or feature_grad_mult=0 setting holds it)",
+    )

@@ -1,0 +1,80 @@
+"""The modules that hold a parameter without a gradient at an optimizer's first step,
+watched for the grad mode of their forwards. A module the script runs only inside
+`torch.no_grad()` is frozen by that block (fairseq's feature encoder under
+feature_grad_mult=0, an encoder held for its first freeze_finetune_updates): its
+parameters get no gradient by design, not because the graph was cut by mistake.
+
+One forward pre-hook per such module, registered once at the optimizer's first step
+(a walk of the models' modules then, none later): each forward costs a grad-mode read
+and a set insert. The hooks are registered through EvalPasses, which removes them with
+the watch and keeps them out of a model the script pickles or copies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+from gradscope.hookable import hookable
+
+
+class NoGradOwners:
+    def __init__(self) -> None:
+        self.chains: dict[int, tuple[int, ...]] = {}
+        """Tracked position → ids of the module holding it and of its ancestors, innermost
+        first: a parameter its module reads without calling the module's forward (attention's
+        out_proj) is judged by the innermost module whose forward ran."""
+        self.hooked: set[int] = set()
+        self.with_grad: set[int] = set()
+        """Ids of the modules that ran a forward with grad mode on."""
+        self.without: set[int] = set()
+        """Ids of the modules that ran a forward with grad mode off."""
+
+    def watch(
+        self,
+        roots: Iterable[nn.Module],
+        index: dict[int, int],
+        register: Callable[[nn.Module, Callable[..., None]], None],
+    ) -> None:
+        """Hook the modules of `roots` holding a parameter that requires grad and has no
+        .grad now (`index`: id(param) → tracked position), and their ancestors; a module
+        hooked before is not hooked again."""
+        for root in roots:
+            parents = {id(c): m for m in root.modules() for c in m.children()}
+            for module in root.modules():
+                for p in module._parameters.values():
+                    if p is None or not p.requires_grad or p.grad is not None:
+                        continue
+                    if id(p) in index and index[id(p)] not in self.chains:
+                        chain = _ancestors(module, parents)
+                        self.chains[index[id(p)]] = tuple(id(m) for m in chain)
+                        for m in chain:
+                            self._hook(m, register)
+
+    def _hook(self, module: nn.Module, register: Callable[..., None]) -> None:
+        if id(module) not in self.hooked and hookable(module):
+            self.hooked.add(id(module))
+            register(module, self._forward)
+
+    def _forward(self, module: nn.Module, _args: Any) -> None:
+        if not torch.jit.is_tracing():
+            (self.with_grad if torch.is_grad_enabled() else self.without).add(id(module))
+
+    def only_without(self, position: int) -> bool:
+        """The innermost module holding it whose forward ran since its optimizer's first
+        step ran every forward with grad mode off."""
+        for module in self.chains.get(position, ()):
+            if module in self.with_grad:
+                return False
+            if module in self.without:
+                return True
+        return False
+
+
+def _ancestors(module: nn.Module, parents: dict[int, nn.Module]) -> list[nn.Module]:
+    chain = [module]
+    while id(chain[-1]) in parents and len(chain) <= len(parents):
+        chain.append(parents[id(chain[-1])])
+    return chain
