@@ -3,14 +3,16 @@ torch.no_grad(). The block freezes it on purpose (fairseq's feature encoder unde
 feature_grad_mult=0, an encoder held for its first freeze_finetune_updates): it gets no
 gradient by design, and an optimizer skips a parameter whose .grad is None, so keeping it
 in one changes nothing. Information that names the block; a no_grad region after the
-module, between its output and the loss, is a cut and stays one. No torch."""
+module, between its output and the loss, is a cut and stays one, and so does a copy of a
+model that learns (a teacher run under no_grad whose EMA update was forgotten). No torch."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from gradscope.findings import Finding, Severity
-from gradscope.steps.records import ParamInfo
+from gradscope.steps.records import ParamInfo, WatchRun
 
 NO_GRAD_REGION = "a torch.no_grad() (or inference_mode) region: "
 """How the explanation pass (inspector/explain_cuts.py) names a cut made by grad mode off,
@@ -28,6 +30,22 @@ def as_information(finding: Finding, p: ParamInfo) -> Finding:
         advice="fine if it is meant to stay frozen: call requires_grad_(False) on it and "
         "leave it out of the optimizer to say so; if it should learn, run its forward with "
         "gradients on (a freeze_finetune_updates or feature_grad_mult=0 setting holds it)",
+    )
+
+
+def mirrors_a_learner(run: WatchRun, i: int, learned: Callable[[WatchRun, int], bool]) -> bool:
+    """Parameter i started equal to a tensor of its name and shape below another module,
+    one that got gradients: a copy of a trained model (a Mean Teacher whose EMA update is
+    missing never moves), not a block frozen on purpose."""
+    p = run.params[i]
+    below = p.name.partition(".")[2]
+    return bool(below) and any(
+        j != i
+        and q.shape == p.shape
+        and q.name.partition(".")[2] == below
+        and q.weight_norm == p.weight_norm
+        and learned(run, j)
+        for j, q in enumerate(run.params)
     )
 
 
