@@ -12,7 +12,7 @@ from gradscope.fmt import num
 from gradscope.rules import plain_attribute
 from gradscope.rules.copies_of import copy_of, started_apart, top, trained_shapes
 from gradscope.rules.registry import DECLARED, Stage, rule
-from gradscope.rules.step_common import values_changed
+from gradscope.rules.step_common import no_backward, values_changed
 from gradscope.rules.step_retired import retired_after, stopped_optimizers
 from gradscope.rules.step_setup import got_grad
 from gradscope.steps.records import ParamInfo, WatchRun
@@ -106,6 +106,10 @@ def _outside(this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str) -> Find
         "was built without this one (param groups split by hand, or it was added after); add "
         "it to a param group (with its own lr or weight_decay if it needs them)"
         if layer
+        else "no backward ran in this run: the script writes this tensor's gradient by hand "
+        "and no optimizer holds it; pass model.parameters() (or add a param group for it) to "
+        "the optimizer"
+        if no_backward(run)
         else "if it is a target, EMA or teacher copy, compute its forward under "
         "torch.no_grad() or .detach() its output; if it is a fixed network the loss "
         "differentiates through (a perceptual loss's feature extractor), freeze it with "
@@ -348,7 +352,10 @@ def _gone(run: WatchRun, i: int, replaced: int | None) -> bool:
 
 
 def _piled_up(run: WatchRun, i: int) -> tuple[str, ...]:
-    """Its gradient norm at the first and last recorded steps, when it grew: nothing resets it."""
+    """Its gradient norm at the first and last recorded steps, when it grew: nothing resets it.
+    None in a run with no backward: the script wrote each gradient, and growth is its own."""
+    if no_backward(run):
+        return ()
     norms = [
         (r.step, v)
         for r in run.steps
