@@ -68,16 +68,16 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             continue
         if _not_judged(run, i, p):
             continue
+        copy = copy_of(p, copies)
+        if (top(p.name), top(copy)) in apart:
+            copy = ""  # the same architecture, initialised on its own: not a copy
         if not got_grad(run, i):
-            out.append(_idle(run, p) if p.idle_optimizer else _no_grad_outside(run, p))
+            out.append(_idle(run, p) if p.idle_optimizer else _no_grad_outside(run, p, copy))
             continue
         if p.idle_optimizer:
             if run.status == "completed" or p.idle_resets > 1:
                 out.append(_never_stepped(this, run, p, i))
             continue
-        copy = copy_of(p, copies)
-        if (top(p.name), top(copy)) in apart:
-            copy = ""  # the same architecture, initialised on its own: not a copy
         piled = _piled_up(run, i)
         if not copy and _moved_by_hand(p, piled):
             out.append(_moved_by_script(run, p, piled))
@@ -272,20 +272,31 @@ def _differentiated(run: WatchRun, p: ParamInfo, i: int) -> Finding:
     return replace(finding, severity=Severity.INFO)
 
 
-def _no_grad_outside(run: WatchRun, p: ParamInfo) -> Finding:
+def _no_grad_outside(run: WatchRun, p: ParamInfo, copy: str) -> Finding:
     """Information: outside every optimizer and never given a gradient; whether a copy
-    changed its values where both its first and last norms were read."""
+    changed its values where both its first and last norms were read. Changed values of a
+    tensor that mirrors no trained one (`copy` empty) may be a copy's or the script's own
+    update (a block trained by evolution strategies beside a backprop model): both named."""
     changed = values_changed(p)
+    moved = (
+        "updated by copy (a target, EMA or teacher)"
+        if copy
+        else "updated outside every optimizer (a target or EMA network copied into it, or an "
+        "update rule of the script's own: evolution strategies or another gradient-free "
+        "method training this block)"
+    )
     what = {
         True: f"its values changed (norm {num(p.weight_norm)} at the first step, "
-        f"{num(p.last_norm)} at the end): updated by copy (a target, EMA or teacher): fine",
+        f"{num(p.last_norm)} at the end): {moved}: fine",
         False: f"its values never changed (norm {num(p.weight_norm)} at the first step and at "
         "the end): nothing updates it",
         None: "a target, EMA or teacher copy updated by copying weights (whether its values "
         "changed is not recorded), or a layer nothing trains",
     }[changed]
     advice = {
-        True: "nothing to do; requires_grad_(False) says a copy is not trained",
+        True: "nothing to do; requires_grad_(False) says a copy is not trained"
+        if copy
+        else "nothing to do; requires_grad_(False) says that no backward trains it",
         False: "if it is meant to stay fixed, freeze it (requires_grad_(False)); if it is a "
         "copy, the copy never ran in this run (its update interval may be longer than the "
         "run); if it is meant to learn, make the loss use it and add it to the optimizer",
