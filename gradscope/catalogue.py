@@ -61,6 +61,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_optimizer",
         "gradscope.rules.step_outside",
         "gradscope.rules.step_progress",
+        "gradscope.rules.step_reapplied",
         "gradscope.rules.step_reduction",
         "gradscope.rules.step_reference_trained",
         "gradscope.rules.step_same_batch",

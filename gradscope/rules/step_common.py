@@ -53,6 +53,14 @@ def live(run: WatchRun) -> list[StepRecord]:
     return [r for r in run.steps if not r.skipped and not no_targets(r)]
 
 
+def no_backward(run: WatchRun) -> bool:
+    """Steps were taken and no backward ran in the whole run: every gradient in .grad was
+    written by the script (evolution strategies, SPSA, one computed outside autograd)."""
+    return (
+        bool(run.steps) and not run.backward_calls and not any(r.backward_calls for r in run.steps)
+    )
+
+
 def no_targets(r: StepRecord) -> bool:
     """A NaN loss with every gradient exactly 0: a mean over no elements (0/0), a batch
     whose targets were all ignored or whose mask was empty. An overflow's NaN reaches the

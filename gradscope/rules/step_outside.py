@@ -12,7 +12,7 @@ from gradscope.fmt import num
 from gradscope.rules import plain_attribute
 from gradscope.rules.copies_of import copy_of, started_apart, top, trained_shapes
 from gradscope.rules.registry import DECLARED, Stage, rule
-from gradscope.rules.step_common import values_changed
+from gradscope.rules.step_common import no_backward, values_changed
 from gradscope.rules.step_retired import retired_after, stopped_optimizers
 from gradscope.rules.step_setup import got_grad
 from gradscope.steps.records import ParamInfo, WatchRun
@@ -71,16 +71,16 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             continue
         if _not_judged(run, i, p):
             continue
+        copy = copy_of(p, copies)
+        if (top(p.name), top(copy)) in apart:
+            copy = ""  # the same architecture, initialised on its own: not a copy
         if not got_grad(run, i):
-            out.append(_idle(run, p) if p.idle_optimizer else _no_grad_outside(run, p))
+            out.append(_idle(run, p) if p.idle_optimizer else _no_grad_outside(run, p, copy))
             continue
         if p.idle_optimizer:
             if run.status == "completed" or p.idle_resets > 1:
                 out.append(_never_stepped(this, run, p, i))
             continue
-        copy = copy_of(p, copies)
-        if (top(p.name), top(copy)) in apart:
-            copy = ""  # the same architecture, initialised on its own: not a copy
         piled = _piled_up(run, i)
         if not copy and _moved_by_hand(p, piled):
             out.append(_moved_by_script(run, p, piled))
@@ -109,6 +109,10 @@ def _outside(this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str) -> Find
         "was built without this one (param groups split by hand, or it was added after); add "
         "it to a param group (with its own lr or weight_decay if it needs them)"
         if layer
+        else "no backward ran in this run: the script writes this tensor's gradient by hand "
+        "and no optimizer holds it; pass model.parameters() (or add a param group for it) to "
+        "the optimizer"
+        if no_backward(run)
         else "if it is a target, EMA or teacher copy, compute its forward under "
         "torch.no_grad() or .detach() its output; if it is a fixed network the loss "
         "differentiates through (a perceptual loss's feature extractor), freeze it with "
@@ -271,20 +275,31 @@ def _differentiated(run: WatchRun, p: ParamInfo, i: int) -> Finding:
     return replace(finding, severity=Severity.INFO)
 
 
-def _no_grad_outside(run: WatchRun, p: ParamInfo) -> Finding:
+def _no_grad_outside(run: WatchRun, p: ParamInfo, copy: str) -> Finding:
     """Information: outside every optimizer and never given a gradient; whether a copy
-    changed its values where both its first and last norms were read."""
+    changed its values where both its first and last norms were read. Changed values of a
+    tensor that mirrors no trained one (`copy` empty) may be a copy's or the script's own
+    update (a block trained by evolution strategies beside a backprop model): both named."""
     changed = values_changed(p)
+    moved = (
+        "updated by copy (a target, EMA or teacher)"
+        if copy
+        else "updated outside every optimizer (a target or EMA network copied into it, or an "
+        "update rule of the script's own: evolution strategies or another gradient-free "
+        "method training this block)"
+    )
     what = {
         True: f"its values changed (norm {num(p.weight_norm)} at the first step, "
-        f"{num(p.last_norm)} at the end): updated by copy (a target, EMA or teacher): fine",
+        f"{num(p.last_norm)} at the end): {moved}: fine",
         False: f"its values never changed (norm {num(p.weight_norm)} at the first step and at "
         "the end): nothing updates it",
         None: "a target, EMA or teacher copy updated by copying weights (whether its values "
         "changed is not recorded), or a layer nothing trains",
     }[changed]
     advice = {
-        True: "nothing to do; requires_grad_(False) says a copy is not trained",
+        True: "nothing to do; requires_grad_(False) says a copy is not trained"
+        if copy
+        else "nothing to do; requires_grad_(False) says that no backward trains it",
         False: "if it is meant to stay fixed, freeze it (requires_grad_(False)); if it is a "
         "copy, the copy never ran in this run (its update interval may be longer than the "
         "run); if it is meant to learn, make the loss use it and add it to the optimizer",
@@ -351,7 +366,10 @@ def _gone(run: WatchRun, i: int, replaced: int | None) -> bool:
 
 
 def _piled_up(run: WatchRun, i: int) -> tuple[str, ...]:
-    """Its gradient norm at the first and last recorded steps, when it grew: nothing resets it."""
+    """Its gradient norm at the first and last recorded steps, when it grew: nothing resets it.
+    None in a run with no backward: the script wrote each gradient, and growth is its own."""
+    if no_backward(run):
+        return ()
     norms = [
         (r.step, v)
         for r in run.steps

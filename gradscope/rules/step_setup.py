@@ -30,6 +30,7 @@ from gradscope.rules.step_common import (
     by_optimizer,
     finite,
     live,
+    no_backward,
     values_changed,
 )
 from gradscope.rules.step_dead import dead_from
@@ -251,7 +252,7 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
             p.name,
             f"{p.name} got {'no gradient (None)' if none else 'only zero gradients'} "
             f"in all {len(stepped)} steps: it never learns",
-            zero_in_graph.advice(none),
+            zero_in_graph.advice(none, by_hand=no_backward(run)),
         )
         out.append(_explained(run, i, finding, none, len(stepped), places.get(i)))
     return out

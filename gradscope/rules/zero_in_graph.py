@@ -4,7 +4,9 @@ to). A graph cut gives None; zeros say the tensor is in the graph and every path
 loss hands it 0: two terms that cancel (a pairwise ranking loss whose negative is the
 positive itself: s(u, i) - s(u, i)), a mask or weight that is 0 wherever the tensor is
 read, a loss whose value does not depend on it. "Check that it takes part in the loss"
-sends the user looking for a cut that is not there."""
+sends the user looking for a cut that is not there. In a run with no backward at all
+(evolution strategies, SPSA, a gradient computed in numpy), `.grad` holds only what the
+script writes: the graph has no say, the script's writes do."""
 
 from __future__ import annotations
 
@@ -21,7 +23,23 @@ CANCELLED = (
 )
 
 
-def advice(none: bool) -> str:
+UNWRITTEN = (
+    "no backward ran in this run, so .grad holds only what the script writes, and it wrote "
+    "no gradient for this tensor: write its estimate into .grad with the others', or freeze "
+    "it and leave it out of the optimizer"
+)
+
+WRITTEN_ZERO = (
+    "no backward ran in this run, so .grad holds only what the script writes, and that was "
+    "always 0: write each step's estimate into .grad itself (`p.grad = g`, or "
+    "`p.grad.copy_(g)`); a buffer assigned to .grad once and later rebound (`g = ...`) is no "
+    "longer the .grad the optimizer reads"
+)
+
+
+def advice(none: bool, by_hand: bool = False) -> str:
     """The graph's advice for a gradient that was never there, the cancelling terms' for
-    one that was always exactly 0."""
+    one that was always exactly 0; the script's writes' where no backward ran (`by_hand`)."""
+    if by_hand:
+        return UNWRITTEN if none else WRITTEN_ZERO
     return CUT if none else CANCELLED

@@ -88,6 +88,9 @@ class StepRecord:
     gradient, its last did not, and no reset came between: the update applied the
     parameter gradients of calls made for the input (an attack's, GS455). Walked only at
     the steps `input_checked` names: False at the others."""
+    reapplied: bool = False
+    """No backward ran since the optimizer's previous step and its `.grad` held the very
+    gradients that step applied, untouched: the update applied them again (GS472)."""
     detail: bool = True
     """param_norms and update_ratios are this step's; False where a long run's report
     did not keep them (empty and None then: see step_store.py; the --log has them)."""
@@ -147,6 +150,7 @@ class StepRecord:
             "zeroed": self.zeroed,
             "wiped": self.wiped,
             "input_added": self.input_added,
+            "reapplied": self.reapplied,
             "micro_batches": self.micro_batches,
             "micro_sq": self.micro_sq,
             "batch_samples": self.batch_samples,

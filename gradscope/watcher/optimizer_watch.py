@@ -53,3 +53,5 @@ class OptimizerWatch:
     """(sizes when read, positions of its parameters among the tracked): a cache."""
     trained: tuple[tuple[int, ...], list[torch.Tensor]] | None = None
     """(its groups' sizes when read, its parameters that take gradients): a cache."""
+    applied: tuple[tuple[Any, int], ...] = ()
+    """The gradients its last step applied, weakly, with their versions (reapplied.py)."""

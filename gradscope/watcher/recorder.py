@@ -80,6 +80,9 @@ class PendingStep:
     input_added: bool = False
     """Its first backward call was made for an input's gradient, its last was not, and
     no reset came between (resets.input_added)."""
+    reapplied: bool = False
+    """No backward since the previous step and `.grad` still the gradients that step
+    applied, untouched (reapplied.py)."""
     micro: torch.Tensor | None = None
     """[P] Σ over this rank's micro-batch gradients of each parameter's squared norm
     (noise_scale.py); None: not measured."""
@@ -309,6 +312,7 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
                 zeroed=p.zeroed,
                 wiped=p.wiped,
                 input_added=p.input_added,
+                reapplied=p.reapplied,
             )
         )
     return out

@@ -19,6 +19,7 @@ from gradscope.watcher import (
     group_swaps,
     loss_kinds,
     manual,
+    reapplied,
     record_step,
     replaced,
     resets,
@@ -50,10 +51,7 @@ def begin(
     note_meaning(state, index, optimizer, window)
     scaler = scaler_for(here, optimizer)
     clip = _clip_for(state, here, optimizer)
-    scale = None
-    if scaler is not None:
-        scale = getattr(scaler, "_scale", None)  # a device tensor: no sync, unlike get_scale()
-        scale = scale.detach().clone() if isinstance(scale, torch.Tensor) else None
+    scale = _scale_of(scaler)
     here.current = PendingStep(
         step=state.steps + 1,  # numbered when it ends: threads end them in any order
         optimizer=index,
@@ -73,6 +71,7 @@ def begin(
         zeroed=zeroed is not None,
         wiped=_wiped(window, optimizer),
         input_added=_input_added(state, window),
+        reapplied=_reapplied(state, optimizer, window),
     )
     _micro(state, here.current, window)
     state.modes.observe(
@@ -96,6 +95,20 @@ def _grad_norms(
     if isinstance(grad_scale, torch.Tensor):
         norms_ = clipping.unscaled(norms_, grad_scale)
     return norms_
+
+
+def _scale_of(scaler: Any) -> torch.Tensor | None:
+    """The GradScaler's scale as a device tensor (no sync, unlike get_scale()); None: no
+    scaler, or none to read."""
+    scale = None if scaler is None else getattr(scaler, "_scale", None)
+    return scale.detach().clone() if isinstance(scale, torch.Tensor) else None
+
+
+def _reapplied(state: WatchState, optimizer: Any, window: Window) -> bool:
+    """No backward since the optimizer's previous step, and `.grad` still holds the
+    gradients that step applied (reapplied.py)."""
+    trained = resets.trained(state, optimizer)
+    return reapplied.again(state.of(optimizer).applied, trained, window.calls)
 
 
 def _input_added(state: WatchState, window: Window) -> bool:
@@ -147,7 +160,9 @@ def finish(state: WatchState, here: ThreadState, optimizer: Any) -> None:
             params = before.measured  # a rotated step: the others have no ratio to read
         current.weight_norm = state.measure.scatter(params, norms([p.detach() for p in params]))
         counted = state.adam_rms.observe(state.tracked, current.optimizer, optimizer, current.step)
-    resets.stepped(state, optimizer, resets.trained(state, optimizer), here.ident)
+    trained = resets.trained(state, optimizer)
+    resets.stepped(state, optimizer, trained, here.ident)
+    state.of(optimizer).applied = reapplied.applied(trained)
     carried_graph.stepped(state.graph_marks, optimizer)
     state.adam_eps.observe(state.tracked, current.optimizer, optimizer, current.step, counted)
     record_step.record(state, here, current)

@@ -220,6 +220,10 @@ FIRES = {
         "tests/watcher/test_future_attention.py",
         "test_a_gpt_whose_attention_sees_later_tokens_is_named",
     ),
+    "GS472": (
+        "tests/watcher/test_watch_reapplied.py",
+        "test_an_estimate_written_only_once_is_applied_again_at_every_step",
+    ),
     "GS463": (
         "tests/watcher/test_watch_schedule_pace.py",
         "test_a_schedule_sized_in_steps_stepped_per_epoch_is_named",
