@@ -11,30 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import gradscope
-
-X = torch.randn(32, 4, generator=torch.Generator().manual_seed(0))
-Y = X.sum(1, keepdim=True)
-
-
-def _loss(model: nn.Module) -> torch.Tensor:
-    with torch.no_grad():
-        return F.mse_loss(model(X), Y)
-
-
-def _estimate(model: nn.Module, sigma: float = 1e-2) -> list[torch.Tensor]:
-    """A two-point (SPSA-like) estimate of the loss's gradient: no backward."""
-    params = list(model.parameters())
-    noise = [torch.randn_like(p) for p in params]
-    with torch.no_grad():
-        for p, z in zip(params, noise, strict=True):
-            p.add_(z, alpha=sigma)
-        up = _loss(model)
-        for p, z in zip(params, noise, strict=True):
-            p.sub_(z, alpha=2 * sigma)
-        down = _loss(model)
-        for p, z in zip(params, noise, strict=True):
-            p.add_(z, alpha=sigma)
-    return [(up - down) / (2 * sigma) * z for z in noise]
+from tests.watcher.zeroth_order import X, Y, estimate, loss_of
 
 
 def _rules(how: str, steps: int = 12) -> set[str]:
@@ -46,7 +23,7 @@ def _rules(how: str, steps: int = 12) -> set[str]:
             F.mse_loss(model(X), Y).backward()
         for _ in range(steps):
             if how != "backward once":
-                for p, g in zip(model.parameters(), _estimate(model), strict=True):
+                for p, g in zip(model.parameters(), estimate(model), strict=True):
                     if how == "new tensor" or (how == "written once" and p.grad is None):
                         p.grad = g
                     elif how == "copied in place":
@@ -83,7 +60,7 @@ def test_a_line_search_retrying_one_gradient_at_halved_rates_is_not_this():
             for _ in range(4):
                 opt.param_groups[0]["lr"] = lr
                 opt.step()
-                if _loss(model) < loss:
+                if loss_of(model) < loss:
                     break
                 with torch.no_grad():
                     for p, s in zip(model.parameters(), saved, strict=True):

@@ -13,25 +13,7 @@ from torch import nn
 
 import gradscope
 from gradscope.rules import zero_in_graph
-
-X = torch.randn(32, 4, generator=torch.Generator().manual_seed(0))
-Y = X.sum(1, keepdim=True)
-
-
-def _estimate(model: nn.Module, sigma: float = 1e-2) -> list[torch.Tensor]:
-    """A two-point estimate of the loss's gradient along one random direction."""
-    params = list(model.parameters())
-    noise = [torch.randn_like(p) for p in params]
-    with torch.no_grad():
-        for p, z in zip(params, noise, strict=True):
-            p.add_(z, alpha=sigma)
-        up = F.mse_loss(model(X), Y)
-        for p, z in zip(params, noise, strict=True):
-            p.sub_(z, alpha=2 * sigma)
-        down = F.mse_loss(model(X), Y)
-        for p, z in zip(params, noise, strict=True):
-            p.add_(z, alpha=sigma)
-    return [(up - down) / (2 * sigma) * z for z in noise]
+from tests.watcher.zeroth_order import X, Y, estimate
 
 
 def _findings(backward: bool, bug: str) -> dict[str, list]:
@@ -50,9 +32,9 @@ def _findings(backward: bool, bug: str) -> dict[str, list]:
             elif bug == "rebound":
                 for p, b in zip(params, buffers, strict=True):
                     p.grad = b if p.grad is None else p.grad
-                buffers = _estimate(model)  # rebound: .grad keeps the zeros
+                buffers = estimate(model)  # rebound: .grad keeps the zeros
             else:
-                for p, g in zip(params, _estimate(model), strict=True):
+                for p, g in zip(params, estimate(model), strict=True):
                     p.grad = g
             opt.step()
     found: dict[str, list] = {}
