@@ -187,7 +187,8 @@ def optimizer_index(state: WatchState, here: ThreadState, optimizer: Any) -> int
         walked = kept + state.known if kept else None  # the optimizer stepping is known
         scanned = state.frozen_norms.start(state.steps + 1, walked)
         state.eval_passes.hook_copies(state.tracked.roots, scanned)
-        state.eval_passes.hook_owners(state.tracked.roots, state.tracked.index)
+        if state.threads.alone():  # it reads every model's .grad (threads.Threads.alone)
+            state.eval_passes.hook_owners(state.tracked.roots, state.tracked.index)
     if state.idle_pending:
         _track_idle(state)
     state.of(optimizer).stepped_by.add(here.ident)

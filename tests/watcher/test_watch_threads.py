@@ -214,6 +214,38 @@ def test_no_gradient_is_read_while_another_thread_runs_its_first_backward(paused
     assert w.report.findings == []
 
 
+def test_no_gradient_is_read_at_an_optimizers_first_step_while_another_thread_accumulates(
+    paused_backward,
+):
+    """An optimizer's first step looks at every model's parameters without a gradient
+    (frozen by a no_grad block?) while the other thread is in its second micro-batch."""
+    model_a, model_b = nn.Linear(4, 4), nn.Linear(4, 4)
+    opt_a = torch.optim.Adam(model_a.parameters())
+    opt_b = torch.optim.Adam(model_b.parameters())
+    paused = paused_backward(model_a)
+
+    def train_a():
+        opt_a.zero_grad()
+        model_a(torch.randn(8, 4)).pow(2).mean().backward()
+        h = model_a(torch.randn(8, 4))
+        h.register_hook(paused.hook)
+        h.pow(2).mean().backward()
+        opt_a.step()
+
+    def step_b():
+        opt_b.zero_grad()
+        model_b(torch.randn(8, 4)).pow(2).mean().backward()
+        opt_b.step()
+
+    with gs.watch() as w:
+        helper = threading.Thread(target=train_a)
+        helper.start()
+        paused.meanwhile(step_b)
+        helper.join()
+    assert paused.raced == []
+    assert len(w.report.run.steps) == 2
+
+
 def test_the_pools_backward_calls_belong_to_the_main_threads_step(tmp_path):
     report, oracle = watched(tmp_path, "threads_pool_shards.py", "10")
     assert [s.backward_calls for s in report.run.steps] == [4] * 10
