@@ -58,9 +58,9 @@ class LiveWatch(TorchFunctionMode):
         """(the op, the uninitialising op) when those inputs were memory no one wrote."""
         self.first_bad: tuple[str, int, str | None] | None = None
         self.of_nothing = False
+        """That op's floating inputs were all empty: a mean over no elements (0/0)."""
         self.domain_note = ""
         """nan_made.domain_note of that op: a log fed negatives, a division by 0."""
-        """That op's floating inputs were all empty: a mean over no elements (0/0)."""
         self.cuts: list[tuple[str, tuple[str, int, str | None], list[Any]]] = []
         """(kind, op, what its graded inputs came from: nodes or leaf tensors) of each call
         whose inputs require grad and whose outputs do not."""

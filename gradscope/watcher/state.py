@@ -149,15 +149,17 @@ class WatchState:
     """Copies among an optimizer's tensors at its first step, and their gradients' cosine."""
     backward_sites: BackwardSites = field(default_factory=BackwardSites)
     logits: LogitProbe = field(default_factory=LogitProbe)
+    """Attention and output logits at sampled steps (logit_probe.py)."""
     grad_inputs: GradInputs = field(default_factory=GradInputs)
     """The leaves the script differentiates against with torch.autograd.grad."""
     derivatives: TakenDerivatives = field(default_factory=TakenDerivatives)
+    """The derivatives it takes with create_graph, and the leaves that only add to their outputs."""
     plain_derivatives: PlainDerivatives = field(default_factory=PlainDerivatives)
+    """The leaves of outputs it differentiates without create_graph (not the variables)."""
     hooks_again: HooksAgain = field(default_factory=HooksAgain)
     """A hook of the script's registered again on a tensor that held one of its function."""
-    """The leaves of outputs it differentiates without create_graph (not the variables)."""
-    """The derivatives it takes with create_graph, and the leaves that only add to their outputs."""
     logit_tables: LogitTables = field(default_factory=LogitTables)
+    """The parameters a softmax reads as its very logits."""
     flat_ops: FlatOps = field(default_factory=FlatOps)
     """The leaves below a zero-derivative op (torch.sign, round) in the first graphs."""
     clamped_terms: ClampedTerms = field(default_factory=ClampedTerms)
@@ -165,8 +167,6 @@ class WatchState:
     floor) in the first graphs."""
     sampled_grids: SampledGrids = field(default_factory=SampledGrids)
     """The tensors grid_sample reads as its grid of values in the first graphs."""
-    """The parameters a softmax reads as its very logits."""
-    """Attention and output logits at sampled steps (logit_probe.py)."""
     measure: Measure = field(init=False)
     updates: updates.Updates = field(init=False)
     noise: MicroGrads = field(init=False)
