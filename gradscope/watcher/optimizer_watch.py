@@ -53,5 +53,7 @@ class OptimizerWatch:
     """(sizes when read, positions of its parameters among the tracked): a cache."""
     trained: tuple[tuple[int, ...], list[torch.Tensor]] | None = None
     """(its groups' sizes when read, its parameters that take gradients): a cache."""
-    applied: tuple[tuple[Any, int], ...] = ()
-    """The gradients its last step applied, weakly, with their versions (reapplied.py)."""
+    applied: tuple[tuple[Any, int], ...] | None = None
+    """The gradients its last step applied, weakly, with their versions (reapplied.py);
+    None until a step of it ran with no backward since the one before: a run whose every
+    step has its own backward never reads them."""

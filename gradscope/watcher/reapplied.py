@@ -3,7 +3,9 @@ tensors its previous step applied, unchanged (same objects, same version counter
 no backward ran since. A gradient written by hand only once (`if p.grad is None: p.grad =
 g`, an estimate computed into a buffer that `.grad` no longer is) or a backward run once
 before the loop leaves every later step applying the first one again (GS472). Weak
-references only: no gradient is kept alive, and a freed one is a new one."""
+references only: no gradient is kept alive, and a freed one is a new one. They are taken
+from an optimizer's first step with no backward since its previous one on (stepping.py):
+a run whose every step has a backward of its own pays nothing per step."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ def applied(params: list[torch.Tensor]) -> Applied:
     return tuple((weakref.ref(p.grad), p.grad._version) for p in params if p.grad is not None)
 
 
-def again(before: Applied, params: list[torch.Tensor], calls: int) -> bool:
+def again(before: Applied | None, params: list[torch.Tensor], calls: int) -> bool:
     """At a step's start with `calls` backward calls since the previous one: every
     gradient present is one the previous step applied, untouched since."""
     if calls or not before:

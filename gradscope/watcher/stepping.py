@@ -162,7 +162,9 @@ def finish(state: WatchState, here: ThreadState, optimizer: Any) -> None:
         counted = state.adam_rms.observe(state.tracked, current.optimizer, optimizer, current.step)
     trained = resets.trained(state, optimizer)
     resets.stepped(state, optimizer, trained, here.ident)
-    state.of(optimizer).applied = reapplied.applied(trained)
+    watch = state.of(optimizer)
+    if watch.applied is not None or current.backward_calls == 0:
+        watch.applied = reapplied.applied(trained)
     carried_graph.stepped(state.graph_marks, optimizer)
     state.adam_eps.observe(state.tracked, current.optimizer, optimizer, current.step, counted)
     record_step.record(state, here, current)
