@@ -30,6 +30,11 @@ subset under 2% of their bytes, or all of them up to 16 MiB), during that step o
     python benchmarks/bench_watch.py --only tiny --later --steps 100 --repeat 15
     python benchmarks/bench_watch.py --only accum --later --cpu   (4 micro-batches a step)
     python benchmarks/bench_watch.py --only gpt --steps 100 --cpu --parts   (own, by part)
+    python benchmarks/bench_watch.py --only gpt --steps 100 --cpu --steady-malloc
+
+(the minor page faults a step of each kind are printed: glibc's heap, as the run before
+left it, can fault a bare step's activations in afresh, by thousands of pages a step;
+`--steady-malloc` keeps freed blocks mapped for both kinds, as bench_inspect.py does)
 
 (the fixed cost: blocks of 100 steps weigh a fresh watch's first steps as a run would)
 
@@ -39,10 +44,12 @@ Prints ratios; not a test (timings on a shared machine are noisy).
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import time
 
 import torch
+from bench_inspect import steady_malloc
 from torch import nn
 from torch.nn import functional as F
 
@@ -197,12 +204,21 @@ def charlm_accum():
     return model, lambda: micro(4)
 
 
-def block(step, steps: int) -> float:
+FAULTS = {"bare": 0, "watched": 0}
+"""Minor page faults in the blocks of each kind: the noise glibc's heap adds to a step
+(a freed block over its mmap threshold is faulted in afresh), which the watch must not
+raise."""
+
+
+def block(step, steps: int, kind: str = "bare") -> float:
     """The block's mean step time."""
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     start = CLOCK[0]()
     for _ in range(steps):
         step()
-    return (CLOCK[0]() - start) / steps
+    spent = (CLOCK[0]() - start) / steps
+    FAULTS[kind] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+    return spent
 
 
 OWN = [0.0]
@@ -271,6 +287,7 @@ def measure(name: str, build, repeat: int, steps: int) -> None:
     n = sum(p.numel() for p in model.parameters())
     tensors = len(list(model.parameters()))
     block(step, 3)  # warm-up
+    FAULTS.update(bare=0, watched=0)
     bare, watched, own = [], [], 0.0
     parts: dict[str, float] = {}
     for r in range(repeat):
@@ -280,7 +297,7 @@ def measure(name: str, build, repeat: int, steps: int) -> None:
             step()  # the first step scans for the model: outside the block
             OWN[0] = 0.0
             PARTS.clear()
-            watched.append(block(step, steps))
+            watched.append(block(step, steps, "watched"))
             own += OWN[0]
             for label, spent in PARTS.items():
                 parts[label] = parts.get(label, 0.0) + spent
@@ -294,6 +311,11 @@ def measure(name: str, build, repeat: int, steps: int) -> None:
         f"watched (+{(mw - mb) * 1e3:.3f}): ratio {mw / mb:.3f}; "
         f"own {per_step_own * 1e3:.3f} ms/step = "
         f"{1 + per_step_own / mb:.3f}x; memory: {tensors * 8 * 10} B pending"
+    )
+    per_block = {kind: n / repeat / steps for kind, n in FAULTS.items()}
+    print(
+        f"       page faults a step: {per_block['bare']:.0f} bare, "
+        f"{per_block['watched']:.0f} watched"
     )
     for label, spent in parts.items():
         print(f"       of own: {label}: {spent / (len(watched) * steps) * 1e3:.3f} ms/step")
@@ -320,10 +342,17 @@ def main() -> None:
     parser.add_argument("--later", action="store_true", help="steps after the first 100")
     parser.add_argument("--cpu", action="store_true", help="thread CPU time, not wall time")
     parser.add_argument("--parts", action="store_true", help="own time by part of the update")
+    parser.add_argument(
+        "--steady-malloc",
+        action="store_true",
+        help="keep freed blocks mapped (glibc), for bare and watched alike",
+    )
     args = parser.parse_args()
     if args.cpu:
         CLOCK[0] = time.thread_time
     torch.set_num_threads(args.threads)
+    if args.steady_malloc and steady_malloc():
+        print("glibc malloc: freed blocks stay mapped (the allocator's page faults left out)")
     timed_hooks()
     if args.parts:
         timed_parts()
