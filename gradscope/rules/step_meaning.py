@@ -203,11 +203,14 @@ def _died(
     """(name, step) of the trained weight matrices whose gradients died in the first
     steps (a thousandfold below what they had, to the end of them) while the loss did not
     fall by progress-min-fall: what large steps do to saturating units, whatever the
-    objective (a model that fit its data has tiny gradients too, and a loss near 0)."""
+    objective (a model that fit its data has tiny gradients too, and a loss near 0). Under
+    a quasi-Newton optimizer the fall is measured from the loss before its first step
+    (`_before_converging`)."""
     if len(losses) < 10:
         return ()
     w = window(len(losses))
     first, last = statistics.median(losses[:w]), statistics.median(losses[-w:])
+    first = _before_converging(run, s, losses, first)
     if last < first - t.progress_min_fall * abs(first) or last == 0:
         return ()  # the loss fell, or sits at exactly 0 (a margin met: no gradient by right)
     out = []
@@ -216,6 +219,15 @@ def _died(
         if step is not None:
             out.append((run.params[i].name, step))
     return tuple(out)
+
+
+def _before_converging(run: WatchRun, s: Series, losses: list[float], first: float) -> float:
+    """Where the loss's fall is measured from: `first` (its first steps' median), or the
+    loss before the first step under a quasi-Newton optimizer (LBFGS), one of whose
+    steps runs up to max_iter iterations and may converge, so that its first steps'
+    median is already the converged loss (a classifier's sits on its labels' noise)."""
+    settings = run.settings_of(s.index)
+    return losses[0] if settings is not None and settings.sizes_own_step else first
 
 
 def _fitted(losses: list[float]) -> bool:
@@ -287,24 +299,41 @@ def _lr_finding(
         if settings.known
         else "its step's size per lr is its own (measured here, not assumed)"
     )
-    if settings.sizes_own_step:
-        per_element = "each step is lr × its curvature-scaled direction (line_search_fn="
-        per_element += "'strong_wolfe' chooses the length itself)"
+    scale = (
+        f"about {HEALTHY_RATIO:g} is healthy: at {ratio:.2g} the weights are replaced in "
+        f"about {max(1.0, 1 / ratio):.0f} steps"
+    )
+    advice = (
+        f"lower the learning rate about {ratio / HEALTHY_RATIO:.0f}× (peak lr ≈ "
+        f"{num(lr * HEALTHY_RATIO / ratio)}), or lengthen the warm-up; {settings.kind}: "
+        + per_element
+    )
+    if settings.sizes_own_step:  # no healthy ratio: a quasi-Newton step may be the whole way
+        scale, advice = "a quasi-Newton step may move them far", _quasi_newton_advice(settings)
     return RULES["GS419"].finding(
         s.subject("learning-rate"),
         s.say(
             f"the learning rate is too high for these weights: at steps {sampled[0]}-"
             f"{sampled[-1]}, with lr up to {num(lr)} (step {peak.step}), each update moved "
-            f"the weight matrices by {ratio:.3g} of their norm (median of {matrices}; about "
-            f"{HEALTHY_RATIO:g} is healthy: at {ratio:.2g} the weights are replaced in about "
-            f"{max(1.0, 1 / ratio):.0f} steps); {harm}"
+            f"the weight matrices by {ratio:.3g} of their norm (median of {matrices}; "
+            f"{scale}); {harm}"
         ),
-        f"lower the learning rate about {ratio / HEALTHY_RATIO:.0f}× (peak lr ≈ "
-        f"{num(lr * HEALTHY_RATIO / ratio)}), or lengthen the warm-up; {settings.kind}: "
-        + per_element,
+        advice,
         value=ratio,
         threshold=t.update_ratio_warn,
         evidence=(f"sampled steps at the high learning rate: {step_list(sampled)}",),
+    )
+
+
+def _quasi_newton_advice(settings: OptimizerSettings) -> str:
+    """LBFGS's lr multiplies its curvature-scaled direction (1: the quasi-Newton step
+    itself); without a line search nothing shortens a step that overshoots."""
+    if any(g.line_search for g in settings.groups):
+        return f"lower lr ({settings.kind} starts its line search at lr × the quasi-Newton step)"
+    return (
+        f"{settings.kind} without a line search steps lr × its curvature-scaled direction, "
+        "which overshot here: pass line_search_fn='strong_wolfe' (a line search then sizes "
+        "each step), or lower lr to 1 or below"
     )
 
 
@@ -326,6 +355,7 @@ def _harm(
     if chance:
         return "the loss stopped improving" + chance
     first = max(statistics.median(losses[:5]), statistics.median(losses[:w]))
+    first = _before_converging(run, s, losses, first)
     if first > 0 and (first - last) / first < t.progress_min_fall:
         return (
             f"the loss did not fall: median {num(first)} over its first steps, {num(last)} "

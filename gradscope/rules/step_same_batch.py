@@ -59,17 +59,26 @@ def same_batch(run: WatchRun, t: Thresholds) -> list[Finding]:
     differs from step to step, and stays silent. One optimizer only (a GAN's losses
     alternate). Silent on an optimizer that trains only inputs beside a fixed network (style
     transfer's image, a soft prompt): its targets (a style's Gram matrices, a class to
-    reach) are fixed by design, and there is no data to memorise."""
+    reach) are fixed by design, and there is no data to memorise. Silent under a
+    quasi-Newton optimizer (LBFGS), whose line search needs the same objective at every
+    evaluation."""
     if len(run.optimizers) != 1:
         return []
     out = []
     for r in run.state_facts.repeats:
         if len(r.compared) < REPEATS or r.same != r.compared or r.samples < MIN_TARGETS:
             continue
-        if run.optimises_inputs(r.optimizer):
+        if run.optimises_inputs(r.optimizer) or _quasi_newton(run, r.optimizer):
             continue
         out.append(_finding(run, r))
     return out
+
+
+def _quasi_newton(run: WatchRun, index: int) -> bool:
+    """LBFGS's line search and curvature pairs assume one fixed objective: the whole
+    dataset every step is the method, not a loader that yields one batch."""
+    settings = run.settings_of(index)
+    return settings is not None and settings.sizes_own_step
 
 
 def _finding(run: WatchRun, r: BatchRepeats) -> Finding:

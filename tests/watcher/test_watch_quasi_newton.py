@@ -23,3 +23,22 @@ def test_lbfgs_overshooting_to_nan_is_named():
     report = domain_watched("lbfgs_fit.py", "high")
     errors = {f.rule for f in report.findings if f.severity >= Severity.ERROR}
     assert errors & {"GS439", "GS401"}, report.findings
+
+
+@pytest.mark.parametrize("mode", ["logistic", "softmax", "wolfe"])
+def test_lbfgs_converged_on_a_classifiers_noise_floor_is_silent(mode):
+    """The loss falls within LBFGS's first step to the floor its noisy labels set (0.15-
+    0.17, not near 0) and the gradients vanish there: convergence, not large steps that
+    killed units (GS419 said "lower the learning rate 1000×"); and the whole dataset every
+    step is LBFGS's method, not a loader stuck on one batch (GS443)."""
+    report = domain_watched("lbfgs_classify.py", mode)
+    assert [f for f in report.findings if f.rule in ("GS419", "GS443")] == [], report.findings
+    assert [f for f in report.findings if f.severity >= Severity.WARNING] == [], report.findings
+
+
+def test_lbfgs_that_overshoots_and_kills_its_units_is_named_with_a_line_search():
+    report = domain_watched("lbfgs_classify.py", "dead")
+    (lr,) = [f for f in report.findings if f.rule == "GS419"]
+    assert "gradients of 2 weight matrices died" in lr.message
+    assert "line_search_fn='strong_wolfe'" in lr.advice and "1000" not in lr.advice
+    assert "healthy" not in lr.message  # no ratio is healthy for a quasi-Newton step
