@@ -252,6 +252,10 @@ class StateFacts:
     hand_written: tuple[int, ...] = ()
     """Parameter positions written in place between their optimizer's steps while they
     held a gradient, in one interval compared at least (hand_moved.py)."""
+    put_back: tuple[int, ...] = ()
+    """Parameter positions the script wrote back, between two steps of their optimizer, to
+    the values the first of them started from, after it moved them: an episodic reset to a
+    snapshot, in one interval compared at least (hand_moved.py)."""
     drifted_norms: tuple[DriftedNorms, ...] = ()
     """Frozen networks whose BatchNorm statistics moved (watcher/frozen_norms.py)."""
     mirrored: tuple[MirroredPair, ...] = ()

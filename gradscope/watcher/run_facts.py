@@ -34,6 +34,7 @@ def read(state: WatchState, records: StepStore) -> StateFacts:
             hand_moved=moved,
             hand_compared=compared,
             hand_written=state.hand_moved.written(),
+            put_back=state.hand_moved.put_back(),
             mirrored=state.mirrored.facts(state.tracked.index),
             drifted_norms=tuple(state.frozen_norms.facts(state.steps)),
         )
