@@ -256,6 +256,9 @@ class StateFacts:
     """Parameter positions the script wrote back, between two steps of their optimizer, to
     the values the first of them started from, after it moved them: an episodic reset to a
     snapshot, in one interval compared at least (hand_moved.py)."""
+    passes_to: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    """(parameter position, the optimizers holding tensors below its ops in the loss's
+    graph) at the latest read, in a run of two optimizers or more (passed_through.py)."""
     drifted_norms: tuple[DriftedNorms, ...] = ()
     """Frozen networks whose BatchNorm statistics moved (watcher/frozen_norms.py)."""
     mirrored: tuple[MirroredPair, ...] = ()
