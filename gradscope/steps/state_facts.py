@@ -184,6 +184,8 @@ class TrainModeEval:
     lanes: int = 0
     """Such forwards inside torch.func.vmap with randomness='different': each lane of the
     one call draws its own dropout masks (Monte Carlo dropout's samples in one pass)."""
+    used_after: bool = False
+    """A forward without gradients in eval mode followed: the statistics were used."""
 
 
 @dataclass(frozen=True)
