@@ -48,7 +48,10 @@ def evaluated_in_train(run: WatchRun, t: Thresholds) -> list[Finding]:
     more (a recipe's every-step forward: MixMatch's label guess, an RL policy acting,
     a forward checkpointed with use_reentrant). Passes on the same input at one point of
     the run, with dropouts only, are Monte Carlo dropout: information that says so; so are
-    passes inside torch.func.vmap with randomness='different' (a mask per lane)."""
+    passes inside torch.func.vmap with randomness='different' (a mask per lane). Passes with
+    BatchNorms only after the last optimizer step, followed by forwards in eval mode, are a
+    recalibration of the statistics on new data (AdaBN, BN-adapt with the default momentum):
+    information that says so."""
     out = []
     for ev in run.state_facts.train_evals:
         if ev.of and ev.steps >= RECIPE * ev.of and ev.of > 1:
@@ -89,7 +92,29 @@ def _finding(ev: TrainModeEval) -> Finding:
         return _lanes(finding, ev, where)
     if not ev.norms and ev.resampled and ev.resampled >= ev.passes - ev.steps:
         return _monte_carlo(finding, ev, where)
+    if ev.norms and ev.used_after and ev.of and ev.first >= ev.of and ev.steps == 1:
+        return _recalibrated(finding, ev, where)
     return finding if ev.norms else replace(finding, severity=Severity.INFO)
+
+
+def _recalibrated(finding: Finding, ev: TrainModeEval, where: str) -> Finding:
+    """Every such pass came after training ended and the model then ran in eval mode on the
+    statistics they left: re-estimated on purpose (AdaBN), not an evaluation's leak."""
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=(
+            f"{ev.model} ran {ev.passes} forward(s) without gradients{where} in train mode "
+            f"after its last optimizer step (step {ev.of}), then ran in eval mode: its "
+            f"{_count(ev.norms, 'BatchNorm')} re-estimated their running statistics on those "
+            "batches and the model used them, a recalibration (AdaBN, BN-adapt)"
+        ),
+        advice=(
+            "nothing to fix if the statistics are re-estimated on purpose; if those forwards "
+            f"were an evaluation, call model.eval() before it{where}: they folded its data "
+            "into the running statistics"
+        ),
+    )
 
 
 def _monte_carlo(finding: Finding, ev: TrainModeEval, where: str) -> Finding:

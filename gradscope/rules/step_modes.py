@@ -3,6 +3,8 @@ moved), from the modes watch read at the optimizer steps (watcher/modes.py). No 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.rules.registry import Stage, rule
@@ -51,11 +53,40 @@ def trained_in_eval(run: WatchRun, t: Thresholds) -> list[Finding]:
     dropouts are not counted, as a frozen backbone's are not.
     Where its BatchNorms' statistics were never measured (GS441: still mean 0, variance 1)
     they normalise nothing, and the blow-up that follows (an lr too high for the network
-    without its normalisation, NaN, spikes) is its consequence."""
+    without its normalisation, NaN, spikes) is its consequence. Trained weights that the
+    script writes back between steps to the values a step started from (an episodic reset
+    to a snapshot: MEMO and TTT adapt each test point from the source weights) are a
+    test-time adaptation that keeps the source statistics on purpose, as a batch of one
+    point's augmentations gives degenerate ones: information."""
     out = []
     for span in run.state_facts.eval_spans:
-        out.append(about(_eval_finding(run, span), range(span.first, span.last + 1)))
+        finding = _eval_finding(run, span)
+        if _episodic(run, span):
+            finding = _episodic_finding(finding)
+        out.append(about(finding, range(span.first, span.last + 1)))
     return out
+
+
+def _episodic(run: WatchRun, span: EvalSpan) -> bool:
+    """Every parameter the optimizer trains was put back to the values a step started from,
+    after the step moved them: each adaptation starts again from one snapshot."""
+    members = set(run.members_of(span.optimizer))
+    return bool(members) and members <= set(run.state_facts.put_back)
+
+
+def _episodic_finding(finding: Finding) -> Finding:
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=finding.message
+        + "; the script puts its trained weights back to the values a step started from "
+        "between steps (an episodic reset to a snapshot, as MEMO and TTT adapt each test "
+        "point from the source weights), where eval mode keeps the source statistics on "
+        "purpose",
+        advice="nothing to do if each adaptation is meant to normalise with the source "
+        "statistics; if it is meant to use each test batch's own statistics (TENT), "
+        + finding.advice,
+    )
 
 
 def _eval_finding(run: WatchRun, span: EvalSpan) -> Finding:

@@ -13,7 +13,7 @@ from gradscope.rules import plain_attribute
 from gradscope.rules.copies_of import copy_of, started_apart, top, trained_shapes
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import no_backward, values_changed
-from gradscope.rules.step_retired import retired_after, stopped_optimizers
+from gradscope.rules.step_retired import fixed_above, retired_after, stopped_optimizers
 from gradscope.rules.step_setup import got_grad
 from gradscope.steps.records import ParamInfo, WatchRun
 
@@ -58,7 +58,9 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     whose values changed, not a copy of a trained parameter, is moved by the script itself
     (a learned lr's inner loop written back; a Hebbian rule by hand, its gradients piling up
     unread): information too. One replaced by a new tensor (a
-    densification's swap) that no backward reached since is not judged: the new one trains."""
+    densification's swap) that no backward reached since is not judged: the new one trains.
+    One whose only optimizer stopped while the backward kept reaching it is a warning
+    (rules/step_retired.py)."""
     if not run.optimizers:
         return []
     copies = trained_shapes(run)
@@ -211,7 +213,7 @@ def _after_last_step(run: WatchRun, p: ParamInfo, i: int, k: int, last: int) -> 
         "or add it to the one that steps",
         evidence=(f"optimizers: {', '.join(run.optimizers)}", *_piled_up(run, i)),
     )
-    return replace(finding, severity=Severity.WARNING)
+    return fixed_above(run, p.name, i, last, finding)
 
 
 def _moved_by_hand(p: ParamInfo, piled: tuple[str, ...]) -> bool:

@@ -1,11 +1,15 @@
 """A tensor whose only optimizer stopped stepping while the backward kept reaching it (GS411's
 retired case): a teacher pretrained in the same script and then called with gradients, a
-backbone whose optimizer was swapped for a head-only one without freezing it. No torch."""
+backbone whose optimizer was swapped for a head-only one without freezing it (a warning);
+a head kept fixed above an encoder that a later optimizer adapts, which the backward must
+pass through anyway (information: watcher/passed_through.py). No torch."""
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
+from gradscope.findings import Finding, Severity
 from gradscope.steps.records import WatchRun
 
 AFTER_INTERVALS = 3
@@ -53,4 +57,38 @@ def retired_after(
         a != b for a, b in itertools.pairwise(norms)
     ):
         return owners[0], last
+    return None
+
+
+def fixed_above(run: WatchRun, name: str, i: int, last: int, finding: Finding) -> Finding:
+    """GS411's retired warning, or information where tensors a later optimizer trains lie
+    below the tensor's op in the loss's graph (a head kept fixed above an encoder adapted at
+    test time, TTT's): the backward passes through it to reach them anyway."""
+    above = passes_to_trained(run, i, last)
+    if above is None:
+        return replace(finding, severity=Severity.WARNING)
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=finding.message
+        + f"; tensors that {run.optimizer_label(above)} trains lie below its op in the loss's "
+        "graph, so the backward passes through it to reach them anyway: a part kept fixed "
+        "above the layers that adapt (a self-supervised head over an encoder adapted at "
+        "test time), whose own gradients are the only extra",
+        advice=f"nothing to fix; requires_grad_(False) on {name} saves computing its own "
+        "gradients and keeps them from piling up in .grad",
+    )
+
+
+def passes_to_trained(run: WatchRun, i: int, last: int) -> int | None:
+    """An optimizer that stepped after `last` and holds tensors below tensor i's ops in the
+    loss's graph (the latest read): the backward passes through i's op to reach what it
+    trains, so differentiating through i is needed anyway (a head kept fixed above an
+    encoder that adapts); None where nothing trained lies below (a backbone left unfrozen
+    under a head-only optimizer, a teacher beside its student)."""
+    below = dict(run.state_facts.passes_to).get(i, ())
+    for k in below:
+        steps = run.store.of_optimizer(k)
+        if steps and steps[-1].step > last and i not in run.members_of(k):
+            return k
     return None

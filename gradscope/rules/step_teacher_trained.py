@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Severity
-from gradscope.rules.copies_of import Originals, copy_of, trained_shapes
+from gradscope.rules.copies_of import Originals, copy_of, top, trained_shapes
 from gradscope.rules.registry import DECLARED, Rule, Stage, rule
 from gradscope.rules.step_setup import got_grad
 from gradscope.steps.records import ParamInfo, WatchRun
@@ -53,38 +53,54 @@ def teacher_trained(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> l
     DINO or Mean Teacher the target branch must not get gradients; with them, the
     prediction and the target move toward each other and settle at a constant (the loss
     falls to its floor while the representation collapses). Weight clipping or a renorm
-    written by hand on a model that is no copy stays silent."""
+    written by hand on a model that is no copy stays silent. A student the script writes
+    in part (CoTTA's stochastic restore of a few weights to the source's, a clamp on one
+    layer) is still the original of a copy whose every parameter it writes (the EMA); two
+    models both written in part are neither's copy."""
     moved = [i for i in run.state_facts.hand_moved if i < len(run.params)]
     if run.state_facts.hand_compared < READS or not moved:
         return []
-    twins = _twins(run, set(moved))
+    trained = _trained(run)
+    wholly = _wholly_moved(run, trained, set(moved))
+    twins = _twins(run, trained, {i for i in moved if top(run.params[i].name) in wholly})
     by_root: dict[str, list[ParamInfo]] = {}
     for i in moved:
         p = run.params[i]
-        if p.in_optimizer and got_grad(run, i) and "." in p.name:
-            by_root.setdefault(p.name.partition(".")[0], []).append(p)
+        if i in trained and "." in p.name:
+            by_root.setdefault(top(p.name), []).append(p)
+    written = {run.params[i].name for i in moved}
     out = []
     for root, params in by_root.items():
         pairs = [(p, copy_of(p, twins)) for p in params]
-        if len(pairs) < 2 or not all(twin and twin.partition(".")[0] != root for _, twin in pairs):
+        if len(pairs) < 2 or not all(twin and top(twin) != root for _, twin in pairs):
             continue
+        if root not in wholly and any(twin in written for _, twin in pairs):
+            continue  # both written in part: neither is the other's EMA
         source = str(pairs[0][1]).partition(".")[0]
         out.append(_finding(this, root, source, len(params), run.state_facts.hand_compared))
     return out
 
 
-def _twins(run: WatchRun, moved: set[int]) -> Originals:
-    """The trained parameters the script does not write by hand, by name below their
-    top-level module and shape: each copy matched to the one it started equal to (twin
-    critics and their two targets share names and shapes)."""
-    return trained_shapes(
-        run,
-        {
-            i
-            for i, p in enumerate(run.params)
-            if p.in_optimizer and i not in moved and got_grad(run, i)
-        },
-    )
+def _trained(run: WatchRun) -> set[int]:
+    """Positions of the parameters an optimizer holds that got a gradient."""
+    return {i for i, p in enumerate(run.params) if p.in_optimizer and got_grad(run, i)}
+
+
+def _wholly_moved(run: WatchRun, trained: set[int], moved: set[int]) -> set[str]:
+    """Top-level modules whose every trained parameter the script writes by hand at every
+    interval (an EMA writes them all; a stochastic restore or a clamp only some)."""
+    roots: dict[str, bool] = {}
+    for i in trained:
+        root = top(run.params[i].name)
+        roots[root] = roots.get(root, True) and i in moved
+    return {root for root, every in roots.items() if every}
+
+
+def _twins(run: WatchRun, trained: set[int], copies: set[int]) -> Originals:
+    """The trained parameters of the modules the script does not write wholly by hand, by
+    name below their top-level module and shape: each copy matched to the one it started
+    equal to (twin critics and their two targets share names and shapes)."""
+    return trained_shapes(run, trained - copies)
 
 
 def _finding(this: Rule, root: str, source: str, count: int, compared: int) -> Finding:

@@ -184,6 +184,8 @@ class TrainModeEval:
     lanes: int = 0
     """Such forwards inside torch.func.vmap with randomness='different': each lane of the
     one call draws its own dropout masks (Monte Carlo dropout's samples in one pass)."""
+    used_after: bool = False
+    """A forward without gradients in eval mode followed: the statistics were used."""
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,13 @@ class StateFacts:
     hand_written: tuple[int, ...] = ()
     """Parameter positions written in place between their optimizer's steps while they
     held a gradient, in one interval compared at least (hand_moved.py)."""
+    put_back: tuple[int, ...] = ()
+    """Parameter positions the script wrote back, between two steps of their optimizer, to
+    the values the first of them started from, after it moved them: an episodic reset to a
+    snapshot, in one interval compared at least (hand_moved.py)."""
+    passes_to: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    """(parameter position, the optimizers holding tensors below its ops in the loss's
+    graph) at the latest read, in a run of two optimizers or more (passed_through.py)."""
     drifted_norms: tuple[DriftedNorms, ...] = ()
     """Frozen networks whose BatchNorm statistics moved (watcher/frozen_norms.py)."""
     mirrored: tuple[MirroredPair, ...] = ()

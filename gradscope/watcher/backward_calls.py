@@ -24,6 +24,7 @@ from gradscope.watcher import (
     manual,
     modes,
     nan_probe,
+    passed_through,
     resets,
     sampled_grids,
     stepping,
@@ -129,6 +130,8 @@ def ended(
     update by hand may follow."""
     state.noise.end()
     carried_graph.note_roots(state.graph_marks, roots)
+    if not here.quiet:
+        _passed(state, roots)
     if state.probe.handles:
         probed(state, lambda: nan_probe.end(state.probe, state))
     alone = state.threads.alone()
@@ -182,6 +185,24 @@ def _observed(state: WatchState, module: Any, part: Any, roots: list[torch.Tenso
     except Exception as exc:
         part.reads = module.READS
         state.failed(module.PART, exc, whole=False)
+
+
+def _passed(state: WatchState, roots: list[torch.Tensor]) -> None:
+    """What lies below each trained tensor's op (passed_through.py), read after a backward
+    once another optimizer has stepped (the graph's nodes outlive its saved tensors): a
+    failure switches that reading off, never the watch."""
+    known = len(state.optimizers)
+    if known < 2 or state.passed is None or known == state.passed_known:
+        return
+    try:
+        held = passed_through.owners(state.optimizers)
+        read = passed_through.below_each_leaf(roots, held)
+        state.passed_known = len(state.optimizers)
+        if read is not None:
+            state.passed = read
+    except Exception as exc:
+        state.passed = None
+        state.failed(passed_through.PART, exc, whole=False)
 
 
 def probed(state: WatchState, work: Any) -> None:

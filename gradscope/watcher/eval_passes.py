@@ -48,6 +48,9 @@ class Seen:
     lanes: int = 0
     """Passes inside vmap with randomness='different' (MC dropout's samples in one call)."""
     last: tuple[int, int, tuple[int, ...], float] | None = None
+    used_after: bool = False
+    """A forward without gradients in eval mode came after the first such pass: the running
+    statistics those passes left were used (AdaBN's recalibration, then its evaluation)."""
 
 
 class EvalPasses:
@@ -147,6 +150,8 @@ class EvalPasses:
                 self.no_grad_steps += 1
             if module.training:
                 self._note(module, args)
+            elif (seen := self.seen.get(id(module))) is not None:
+                seen.used_after = True
         except Exception as exc:  # gradscope's own: this probe stops, the watch goes on
             self.failed = True
             self.on_fault("the evaluation-pass hook", exc)
@@ -197,6 +202,7 @@ class EvalPasses:
                 s.where,
                 s.resampled,
                 s.lanes,
+                s.used_after,
             )
             for s in self.seen.values()
             if s is not None

@@ -13,6 +13,11 @@ beside its version and a changed fingerprint under an unchanged version counts a
 those comparisons are read back once, as the run ends. An EMA at m = 0.996 during a warm-up
 moves each value by an ulp or two, which a float32 norm rounds away and the bit patterns'
 sum does not.
+
+The same fingerprints, kept at an optimizer's first step's start too, tell a write that puts
+back the values that first step started from after a step moved them away (`restored`): an
+episodic reset to a snapshot between steps (MEMO's and TTT's load_state_dict of the source
+weights before each test point, TENT's episodic mode).
 """
 
 from __future__ import annotations
@@ -78,6 +83,14 @@ class HandMoved:
     compared: dict[int, int] = field(default_factory=dict)
     """id(optimizer) → intervals between its steps compared (a GAN's two optimizers each
     count their own)."""
+    first: dict[int, list[tuple[list[int], Any]]] = field(default_factory=dict)
+    """id(optimizer) → its parameters' fingerprints at the start of its first step."""
+    restore_pending: list[tuple[list[int | None], Any]] = field(default_factory=list)
+    """(tracked positions, device bools: the values of the first step's start, put back after
+    a step moved them away) per device and interval: read back by `resolve`."""
+    restored: set[int] = field(default_factory=set)
+    """Tracked positions written back to the values of their optimizer's first step's start
+    after a step moved them away, in one interval compared at least."""
 
     def after_step(self, optimizer: Any, step: int) -> None:
         """Optimizer step `step` ended: keep its parameters' versions when the next one is
@@ -91,6 +104,8 @@ class HandMoved:
         """The optimizer's next step starts: its parameters written since, with a gradient."""
         key = id(optimizer)
         kept = self.kept.pop(key, None)
+        if key not in self.first:
+            self.first[key] = fingerprints([p for g in optimizer.param_groups for p in g["params"]])
         if kept is None:
             return
         self.compared[key] = self.compared.get(key, 0) + 1
@@ -105,6 +120,21 @@ class HandMoved:
             else:
                 unchanged.add(i)
         self._compare(key, params, prints, unchanged, index)
+        self._restores(key, params, prints, index)
+
+    def _restores(
+        self, key: int, params: list[Any], after: list[tuple[list[int], Any]], index: dict[int, int]
+    ) -> None:
+        """Keep, on the device, which parameters hold again the values of their optimizer's
+        first step's start, after the step before moved them away (`after`: its end)."""
+        now = fingerprints(params)
+        before = self.first[key]
+        groups = [at for at, _ in now]
+        if groups != [at for at, _ in before] or groups != [at for at, _ in after]:
+            return  # param groups or devices changed since the first step: not compared
+        for (at, start), (_, moved), (_, back) in zip(before, after, now, strict=True):
+            positions = [index.get(id(params[i])) for i in at]
+            self.restore_pending.append((positions, (back == start) & (moved != start)))
 
     def _compare(
         self,
@@ -138,6 +168,18 @@ class HandMoved:
             for at, moved in zip(positions, changed.tolist(), strict=True):
                 if moved and at is not None:
                     self._count(at, key)
+        restores, self.restore_pending = self.restore_pending, []
+        for positions, back in restores:
+            self.restored.update(
+                at for at, b in zip(positions, back.tolist(), strict=True) if b and at is not None
+            )
+
+    def put_back(self) -> tuple[int, ...]:
+        """Tracked positions the script wrote back to the values their optimizer's first step
+        started from, after a step moved them away (an episodic reset), in one interval
+        compared at least."""
+        self.resolve()
+        return tuple(sorted(self.restored))
 
     def written(self) -> tuple[int, ...]:
         """Tracked positions the script wrote in place while they held a gradient, in one

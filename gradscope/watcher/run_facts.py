@@ -34,8 +34,20 @@ def read(state: WatchState, records: StepStore) -> StateFacts:
             hand_moved=moved,
             hand_compared=compared,
             hand_written=state.hand_moved.written(),
+            put_back=state.hand_moved.put_back(),
+            passes_to=_passes_to(state),
             mirrored=state.mirrored.facts(state.tracked.index),
             drifted_norms=tuple(state.frozen_norms.facts(state.steps)),
         )
     except Exception as exc:  # the device's own failure, after the script's
         return StateFacts(notes=(f"modes, eps and batches not read back: {exc}",))
+
+
+def _passes_to(state: WatchState) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """passed_through's bits, by parameter position and optimizer index."""
+    index = state.tracked.index
+    return tuple(
+        (index[key], tuple(k for k in range(bits.bit_length()) if bits >> k & 1))
+        for key, bits in (state.passed or {}).items()
+        if key in index and bits
+    )

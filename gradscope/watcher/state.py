@@ -141,6 +141,11 @@ class WatchState:
     future: FutureAttention = field(default_factory=FutureAttention)
     """Attention on later positions at the first steps (future_attention.py)."""
     hand_moved: HandMoved = field(default_factory=HandMoved)
+    passed: dict[int, int] | None = field(default_factory=dict)
+    """id(tensor) → bits of the optimizers holding tensors below its ops, at the latest read
+    (passed_through.py); None once a read failed."""
+    passed_known: int = 0
+    """The optimizers that had stepped at that read: one more is read again."""
     dropped: DroppedGrads = field(default_factory=DroppedGrads)
     """Gradients set to None by the script between a backward and the step."""
     frozen_norms: FrozenNorms = field(default_factory=FrozenNorms)
