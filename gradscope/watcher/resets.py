@@ -92,8 +92,14 @@ def written_by_hand(window: Window) -> bool:
     since (PCGrad, CAGrad: one objective of a forward at a time, each gradient read and
     reset, their combination written into `.grad`), so the reset wiped nothing the step
     meant to apply. Micro-batches of an accumulation free their graph at each backward."""
+    return window.retained >= window.wiped and assigned_since(window)
+
+
+def assigned_since(window: Window) -> bool:
+    """The sentinel's gradient is no longer the tensor the window's last backward left: the
+    script assigned a new one since."""
     sentinel, left = window.sentinel, window.left
-    if sentinel is None or window.retained < window.wiped:
+    if sentinel is None:
         return False
     grad = sentinel.grad
     return grad is not None and (left is None or grad is not left())
@@ -101,12 +107,28 @@ def written_by_hand(window: Window) -> bool:
 
 def note_left(window: Window, retained: bool) -> None:
     """At a backward's end: whether the leading calls keep their graph, and the gradient
-    tensor the call left in the sentinel's `.grad` (weakly: no gradient kept alive)."""
+    tensor the call left in the sentinel's `.grad` (weakly: no gradient kept alive, but
+    after a wipe, when a tensor written by hand at the step is compared with it)."""
     if retained and window.retained == window.calls - 1:
         window.retained = window.calls
     sentinel = window.sentinel
     grad = None if sentinel is None else sentinel.grad
     window.left = None if grad is None else weakref.ref(grad)
+    window.last = grad if window.wiped else None
+
+
+def combined_by_hand(window: Window) -> bool:
+    """At a step after a wipe: `.grad` was assigned a new tensor that is not the last call's
+    gradient scaled (`p.grad = p.grad / 2` keeps one micro-batch; a majority vote of the
+    signs each call left, read before each reset, is no multiple of the last one's). One
+    parameter, one read, only at such steps."""
+    if not assigned_since(window) or window.last is None:
+        return False
+    a, b = window.last.detach().double().flatten(), window.sentinel.grad.detach().double().flatten()
+    if a.shape != b.shape:
+        return True
+    dot, norm = float(a @ b), float(torch.linalg.vector_norm(a) * torch.linalg.vector_norm(b))
+    return not (norm > 0 and abs(dot) >= (1 - 1e-6) * norm)
 
 
 def consumed(window: Window) -> bool:

@@ -69,7 +69,8 @@ def begin(
         carried=resets.carried(state, optimizer),
         members=state.members(optimizer),
         zeroed=zeroed is not None,
-        wiped=_wiped(window, optimizer),
+        wiped=(wiped := _wiped(window, optimizer)),
+        rewritten=wiped is not None and resets.combined_by_hand(window),
         input_added=_input_added(state, window),
         reapplied=_reapplied(state, optimizer, window),
     )
