@@ -117,20 +117,6 @@ def note_left(window: Window, retained: bool) -> None:
     window.last = grad if window.wiped else None
 
 
-def combined_by_hand(window: Window) -> bool:
-    """At a step after a wipe: `.grad` was assigned a new tensor that is not the last call's
-    gradient scaled (`p.grad = p.grad / 2` keeps one micro-batch; a majority vote of the
-    signs each call left, read before each reset, is no multiple of the last one's). One
-    parameter, one read, only at such steps."""
-    if not assigned_since(window) or window.last is None:
-        return False
-    a, b = window.last.detach().double().flatten(), window.sentinel.grad.detach().double().flatten()
-    if a.shape != b.shape:
-        return True
-    dot, norm = float(a @ b), float(torch.linalg.vector_norm(a) * torch.linalg.vector_norm(b))
-    return not (norm > 0 and abs(dot) >= (1 - 1e-6) * norm)
-
-
 def consumed(window: Window) -> bool:
     """The weights were changed in place since the window's first backward gave them
     gradients (its sentinel's version moved): those gradients were used before this
