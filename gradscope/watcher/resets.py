@@ -95,6 +95,13 @@ def written_by_hand(window: Window) -> bool:
     return window.retained >= window.wiped and assigned_since(window)
 
 
+def written_since(window: Window) -> bool:
+    """The sentinel's gradient was assigned or written in place since the window's last
+    backward left it: the step applies a gradient the script wrote, not the backward."""
+    grad = None if window.sentinel is None else window.sentinel.grad
+    return assigned_since(window) or (grad is not None and grad._version != window.left_version)
+
+
 def assigned_since(window: Window) -> bool:
     """The sentinel's gradient is no longer the tensor the window's last backward left: the
     script assigned a new one since."""
@@ -114,6 +121,7 @@ def note_left(window: Window, retained: bool) -> None:
     sentinel = window.sentinel
     grad = None if sentinel is None else sentinel.grad
     window.left = None if grad is None else weakref.ref(grad)
+    window.left_version = -1 if grad is None else grad._version
     window.last = grad if window.wiped else None
 
 

@@ -35,6 +35,7 @@ def read(state: WatchState, records: StepStore) -> StateFacts:
             hand_compared=compared,
             hand_written=state.hand_moved.written(),
             mirrored=state.mirrored.facts(state.tracked.index),
+            same_grads=state.same_grads.facts(state.optimizers),
             drifted_norms=tuple(state.frozen_norms.facts(state.steps)),
         )
     except Exception as exc:  # the device's own failure, after the script's

@@ -43,6 +43,7 @@ from gradscope.watcher.optimizer_watch import OpenReset, OptimizerWatch
 from gradscope.watcher.plain_derivatives import PlainDerivatives
 from gradscope.watcher.recorder import Recorder
 from gradscope.watcher.same_batch import SameBatch
+from gradscope.watcher.same_grads import SameGrads
 from gradscope.watcher.sampled_grids import SampledGrids
 from gradscope.watcher.target_leak import TargetLeak
 from gradscope.watcher.threads import Threads, ThreadState
@@ -141,6 +142,7 @@ class WatchState:
     future: FutureAttention = field(default_factory=FutureAttention)
     """Attention on later positions at the first steps (future_attention.py)."""
     hand_moved: HandMoved = field(default_factory=HandMoved)
+    same_grads: SameGrads = field(default_factory=SameGrads)
     dropped: DroppedGrads = field(default_factory=DroppedGrads)
     """Gradients set to None by the script between a backward and the step."""
     frozen_norms: FrozenNorms = field(default_factory=FrozenNorms)
