@@ -30,8 +30,9 @@ class SameGrads:
     kept: dict[int, Kept] = field(default_factory=dict)
     """id(optimizer) → what its gradients were before its last sampled step."""
     pending: list[tuple[int, list[Any]]] = field(default_factory=list)
-    """(id(optimizer), per device a device bool: every fingerprint equal) per interval in
-    which a backward ran and every gradient was written."""
+    """(id(optimizer), per device a device bool: every fingerprint equal, and not all zero:
+    zero gradients are GS405's) per interval in which a backward ran and every gradient was
+    written."""
     same: dict[int, int] = field(default_factory=dict)
     """id(optimizer) → intervals whose gradients were all written with the same values."""
     compared: dict[int, int] = field(default_factory=dict)
@@ -64,7 +65,10 @@ class SameGrads:
         if [at for at, _ in prints] != [at for at, _ in before] or not prints:
             return
         with torch.no_grad():
-            equal = [(a == b).all() for (_, a), (_, b) in zip(prints, before, strict=True)]
+            equal = [
+                (a == b).all() & (a != 0).any()
+                for (_, a), (_, b) in zip(prints, before, strict=True)
+            ]
         self.pending.append((key, equal))
 
     def facts(self, optimizers: list[Any]) -> tuple[tuple[int, int, int], ...]:

@@ -2,8 +2,8 @@
 made once and copied back into `.grad` after every backward (a stale all-reduce buffer)
 makes each step apply the first step's gradient; it was named a learning rate too high
 (GS419). A buffer flattened afresh each step, a loss linear in the weights (whose backward
-gives the same gradient by right) and sign-compressed gradients (whose norm is the same at
-every step) are not this."""
+gives the same gradient by right), sign-compressed gradients (whose norm is the same at
+every step) and gradients that are all zero, clipped in place, are not this."""
 
 from __future__ import annotations
 
@@ -27,7 +27,10 @@ def _rules(how: str) -> set[str]:
     with gradscope.watch() as w:
         for x, y in zip(xs, ys, strict=True):
             opt.zero_grad()
-            if how == "linear":
+            if how == "zero":
+                (model(x) * 0).sum().backward()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+            elif how == "linear":
                 sum((p * 0.1).sum() for p in params).backward()
             else:
                 F.cross_entropy(model(x), y).backward()
@@ -48,6 +51,6 @@ def test_gradients_copied_back_from_a_buffer_made_once_are_named():
     assert "GS473" in _rules("stale buffer")
 
 
-def test_a_fresh_buffer_a_linear_loss_and_sign_compression_are_not_this():
-    for how in ("fresh buffer", "linear", "sign"):
+def test_a_fresh_buffer_a_linear_loss_sign_compression_and_zero_gradients_are_not_this():
+    for how in ("fresh buffer", "linear", "sign", "zero"):
         assert "GS473" not in _rules(how), how
