@@ -65,6 +65,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_reduction",
         "gradscope.rules.step_reference_trained",
         "gradscope.rules.step_same_batch",
+        "gradscope.rules.step_same_grads",
         "gradscope.rules.step_schedule",
         "gradscope.rules.step_schedule_pace",
         "gradscope.rules.step_setup",

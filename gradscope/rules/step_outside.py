@@ -9,7 +9,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Rule, Severity
 from gradscope.fmt import num
-from gradscope.rules import plain_attribute
+from gradscope.rules import master_copies, plain_attribute
 from gradscope.rules.copies_of import copy_of, started_apart, top, trained_shapes
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import no_backward, values_changed
@@ -66,6 +66,7 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     copies = trained_shapes(run)
     apart = started_apart(run, copies)
     stopped = stopped_optimizers(run)
+    master = master_copies.stepped_copy(run, lambda i: got_grad(run, i))
     out = []
     for i, p in enumerate(run.params):
         if p.requires_grad and p.in_optimizer and (retired := retired_after(run, i, stopped)):
@@ -82,6 +83,9 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
         if p.idle_optimizer:
             if run.status == "completed" or p.idle_resets > 1:
                 out.append(_never_stepped(this, run, p, i))
+            continue
+        if master and p.in_model:
+            out.append(master_copies.finding(run, p, master))
             continue
         piled = _piled_up(run, i)
         if not copy and _moved_by_hand(p, piled):

@@ -11,6 +11,11 @@ backward trains which optimizer: a GAN's discriminator reset after the generator
 backward, GradNorm's task weights after the weighted loss's), nor where the calls before
 it kept their graph and the step's gradients were written into `.grad` by hand after the
 last call (PCGrad, CAGrad: each task's gradient read, then their combination written).
+Where the calls freed their graphs and the step's `.grad` was still assigned a new tensor
+after the last one (simulated workers of signSGD's majority vote or of a compressed
+all-reduce: each worker's gradient read before the next reset, their combination
+written), the order alone cannot tell a combination from the last call's gradient
+rewritten: information that says both.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import statistics
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
+from gradscope.rules import wiped_rewritten as rewritten
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import about, by_optimizer, step_list
 from gradscope.rules.symptoms import DIVERGENCE
@@ -60,7 +66,8 @@ def grads_wiped_in_step(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) 
     update still applied as many calls as the run's usual step, nothing it would have had
     was lost: the calls reset before it were a computation between steps (a Fisher
     estimate for EWC, a gradient probe), their gradients read and thrown away.
-    Not counted: resets another optimizer's gradients survive, or `.grad` set by hand follows."""
+    Not counted: resets another optimizer's gradients survive, or `.grad` set by hand follows
+    calls that kept their graph; set by hand after calls that freed it, information."""
     out = []
     for s in by_optimizer(run):
         steps = [r for r in s.live() if r.backward_calls > 1]
@@ -70,35 +77,46 @@ def grads_wiped_in_step(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) 
         calls = statistics.median(r.backward_calls for r in wiped)
         lost = statistics.median(r.wiped or 0 for r in wiped)
         where = run.sites.get(SITE)
-        first = s.steps[0]
-        evidence = [
-            f"steps whose first backward calls were wiped: {step_list([r.step for r in wiped])}"
-        ]
-        if first.backward_calls < calls and first.loss is not None:
-            evidence.append(
-                f"step {first.step} counts {first.backward_calls} backward call(s) (loss "
-                f"{num(first.loss)}), the later steps {calls:g}: its loss is not comparable"
-            )
-        out.append(
-            about(
-                this.finding(
-                    s.subject("optimizer.zero_grad"),
-                    s.say(
-                        f"the gradients were reset between the backward calls of one step "
-                        f"at {len(wiped)} of {len(steps)} steps: the first {lost:g} of "
-                        f"{calls:g} micro-batches were wiped before the update, which applied "
-                        f"only the last {calls - lost:g}"
-                        + (f" (zero_grad() at {where})" if where else "")
-                    ),
-                    "reset the gradients once per step: optimizer.zero_grad() before the "
-                    "accumulation loop (or right after optimizer.step()), not inside it",
-                    value=lost / calls,
-                    evidence=tuple(evidence),
+        reset = (
+            f"the gradients were reset between the backward calls of one step at "
+            f"{len(wiped)} of {len(steps)} steps" + (f" (zero_grad() at {where})" if where else "")
+        )
+        finding = about(
+            this.finding(
+                s.subject("optimizer.zero_grad"),
+                s.say(
+                    f"the gradients were reset between the backward calls of one step "
+                    f"at {len(wiped)} of {len(steps)} steps: the first {lost:g} of "
+                    f"{calls:g} micro-batches were wiped before the update, which applied "
+                    f"only the last {calls - lost:g}"
+                    + (f" (zero_grad() at {where})" if where else "")
                 ),
-                (r.step for r in wiped),
-            )
+                "reset the gradients once per step: optimizer.zero_grad() before the "
+                "accumulation loop (or right after optimizer.step()), not inside it",
+                value=lost / calls,
+                evidence=_evidence(s.steps[0], wiped, calls),
+            ),
+            (r.step for r in wiped),
+        )
+        out.append(
+            rewritten.as_information(finding, s.say(reset), lost)
+            if all(r.rewritten for r in wiped)
+            else finding
         )
     return out
+
+
+def _evidence(first: StepRecord, wiped: list[StepRecord], calls: float) -> tuple[str, ...]:
+    """The wiped steps, and the first step's loss where it counts fewer calls."""
+    evidence = [
+        f"steps whose first backward calls were wiped: {step_list([r.step for r in wiped])}"
+    ]
+    if first.backward_calls < calls and first.loss is not None:
+        evidence.append(
+            f"step {first.step} counts {first.backward_calls} backward call(s) (loss "
+            f"{num(first.loss)}), the later steps {calls:g}: its loss is not comparable"
+        )
+    return tuple(evidence)
 
 
 def _usual_kept(live: list[StepRecord], wiped: list[StepRecord]) -> bool:

@@ -263,6 +263,10 @@ class StateFacts:
     graph) at the latest read, in a run of two optimizers or more (passed_through.py)."""
     drifted_norms: tuple[DriftedNorms, ...] = ()
     """Frozen networks whose BatchNorm statistics moved (watcher/frozen_norms.py)."""
+    same_grads: tuple[tuple[int, int, int], ...] = ()
+    """(optimizer index, intervals between its sampled steps in which a backward ran and
+    every gradient was written with the values the step before applied, intervals
+    compared) (watcher/same_grads.py)."""
     mirrored: tuple[MirroredPair, ...] = ()
     """Tensors of one optimizer equal at its first step, with their gradients' cosine
     (watcher/mirrored.py)."""

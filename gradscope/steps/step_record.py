@@ -83,6 +83,9 @@ class StepRecord:
     """The first `wiped` backward calls of the step had their gradients cleared (by
     zero_grad, or set to None) before its later calls: the update applied only the
     rest (GS435). None: none were."""
+    rewritten: bool = False
+    """With `wiped`: the script assigned `.grad` a new tensor after the step's last backward
+    call (simulated workers' gradients read between resets, then combined into it)."""
     input_added: bool = False
     """The step's first backward call gave an input (a leaf no optimizer holds) its
     gradient, its last did not, and no reset came between: the update applied the
@@ -149,6 +152,7 @@ class StepRecord:
             "clip_scale": self.clip_scale,
             "zeroed": self.zeroed,
             "wiped": self.wiped,
+            "rewritten": self.rewritten,
             "input_added": self.input_added,
             "reapplied": self.reapplied,
             "micro_batches": self.micro_batches,

@@ -77,6 +77,8 @@ class PendingStep:
     wiped: int | None = None
     """The first backward calls of the step whose gradients a reset cleared before
     its later ones (None: none)."""
+    rewritten: bool = False
+    """With `wiped`: the step's `.grad` was assigned a new tensor after its last backward."""
     input_added: bool = False
     """Its first backward call was made for an input's gradient, its last was not, and
     no reset came between (resets.input_added)."""
@@ -311,6 +313,7 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
                 clip_scale=_none_if_nan(got.clip_scale) if p.scaled_clip else None,
                 zeroed=p.zeroed,
                 wiped=p.wiped,
+                rewritten=p.rewritten,
                 input_added=p.input_added,
                 reapplied=p.reapplied,
             )

@@ -92,8 +92,21 @@ def written_by_hand(window: Window) -> bool:
     since (PCGrad, CAGrad: one objective of a forward at a time, each gradient read and
     reset, their combination written into `.grad`), so the reset wiped nothing the step
     meant to apply. Micro-batches of an accumulation free their graph at each backward."""
+    return window.retained >= window.wiped and assigned_since(window)
+
+
+def written_since(window: Window) -> bool:
+    """The sentinel's gradient was assigned or written in place since the window's last
+    backward left it: the step applies a gradient the script wrote, not the backward."""
+    grad = None if window.sentinel is None else window.sentinel.grad
+    return assigned_since(window) or (grad is not None and grad._version != window.left_version)
+
+
+def assigned_since(window: Window) -> bool:
+    """The sentinel's gradient is no longer the tensor the window's last backward left: the
+    script assigned a new one since."""
     sentinel, left = window.sentinel, window.left
-    if sentinel is None or window.retained < window.wiped:
+    if sentinel is None:
         return False
     grad = sentinel.grad
     return grad is not None and (left is None or grad is not left())
@@ -101,12 +114,15 @@ def written_by_hand(window: Window) -> bool:
 
 def note_left(window: Window, retained: bool) -> None:
     """At a backward's end: whether the leading calls keep their graph, and the gradient
-    tensor the call left in the sentinel's `.grad` (weakly: no gradient kept alive)."""
+    tensor the call left in the sentinel's `.grad` (weakly: no gradient kept alive, but
+    after a wipe, when a tensor written by hand at the step is compared with it)."""
     if retained and window.retained == window.calls - 1:
         window.retained = window.calls
     sentinel = window.sentinel
     grad = None if sentinel is None else sentinel.grad
     window.left = None if grad is None else weakref.ref(grad)
+    window.left_version = -1 if grad is None else grad._version
+    window.last = grad if window.wiped else None
 
 
 def consumed(window: Window) -> bool:

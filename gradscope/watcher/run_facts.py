@@ -37,6 +37,7 @@ def read(state: WatchState, records: StepStore) -> StateFacts:
             put_back=state.hand_moved.put_back(),
             passes_to=_passes_to(state),
             mirrored=state.mirrored.facts(state.tracked.index),
+            same_grads=state.same_grads.facts(state.optimizers),
             drifted_norms=tuple(state.frozen_norms.facts(state.steps)),
         )
     except Exception as exc:  # the device's own failure, after the script's

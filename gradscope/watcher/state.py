@@ -43,6 +43,7 @@ from gradscope.watcher.optimizer_watch import OpenReset, OptimizerWatch
 from gradscope.watcher.plain_derivatives import PlainDerivatives
 from gradscope.watcher.recorder import Recorder
 from gradscope.watcher.same_batch import SameBatch
+from gradscope.watcher.same_grads import SameGrads
 from gradscope.watcher.sampled_grids import SampledGrids
 from gradscope.watcher.target_leak import TargetLeak
 from gradscope.watcher.threads import Threads, ThreadState
@@ -146,6 +147,9 @@ class WatchState:
     (passed_through.py); None once a read failed."""
     passed_known: int = 0
     """The optimizers that had stepped at that read: one more is read again."""
+    same_grads: SameGrads = field(default_factory=SameGrads)
+    """Fingerprints of the gradients at sampled steps: every one written over with the
+    previous step's values (GS473)."""
     dropped: DroppedGrads = field(default_factory=DroppedGrads)
     """Gradients set to None by the script between a backward and the step."""
     frozen_norms: FrozenNorms = field(default_factory=FrozenNorms)

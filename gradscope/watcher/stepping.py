@@ -16,6 +16,7 @@ from gradscope.watcher import (
     clipping,
     discover,
     first_norms,
+    grad_rewrites,
     group_swaps,
     loss_kinds,
     manual,
@@ -69,7 +70,8 @@ def begin(
         carried=resets.carried(state, optimizer),
         members=state.members(optimizer),
         zeroed=zeroed is not None,
-        wiped=_wiped(window, optimizer),
+        wiped=(wiped := _wiped(window, optimizer)),
+        rewritten=wiped is not None and grad_rewrites.combined_by_hand(window),
         input_added=_input_added(state, window),
         reapplied=_reapplied(state, optimizer, window),
     )

@@ -58,6 +58,11 @@ class Window:
     left: Any = None
     """A weak reference to the sentinel's gradient as the last backward left it (None: it
     had none): another tensor there at the step was written by hand since."""
+    left_version: int = -1
+    """Its version counter then: moved at the step, the script wrote into it since."""
+    last: Any = None
+    """That gradient itself, held only after a reset inside the window (a wipe), to compare
+    with a tensor written by hand at the step (resets.combined_by_hand)."""
     kept_marks: tuple[tuple[int, int], ...] = ()
     """(id, version) of a gradient of each other optimizer that kept its gradients across
     the window's last reset (resets.kept_by_another)."""

@@ -224,6 +224,10 @@ FIRES = {
         "tests/watcher/test_watch_reapplied.py",
         "test_an_estimate_written_only_once_is_applied_again_at_every_step",
     ),
+    "GS473": (
+        "tests/watcher/test_watch_same_grads.py",
+        "test_gradients_copied_back_from_a_buffer_made_once_are_named",
+    ),
     "GS463": (
         "tests/watcher/test_watch_schedule_pace.py",
         "test_a_schedule_sized_in_steps_stepped_per_epoch_is_named",

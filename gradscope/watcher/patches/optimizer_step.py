@@ -19,7 +19,7 @@ from torch.optim.optimizer import (
 )
 
 from gradscope.untraced import untraced
-from gradscope.watcher import stepping
+from gradscope.watcher import resets, stepping
 from gradscope.watcher.guard import enter, safely
 from gradscope.watcher.state import WatchState
 from gradscope.watcher.threads import ThreadState
@@ -57,6 +57,14 @@ class OptimizerStep:
             state, here, PRE, lambda: state.hand_moved.before_step(optimizer, state.tracked.index)
         )
         safely(state, here, PRE, lambda: state.mirrored.before_step(optimizer))
+        safely(
+            state,
+            here,
+            PRE,
+            lambda: state.same_grads.before_step(
+                optimizer, state.steps + 1, state.backward_total, resets.written_since(here.window)
+            ),
+        )
         safely(state, here, PRE, lambda: state.dropped.step_starts(state.tracked.index))
         closure, where = _closure(args, kwargs)
         if closure is None:
