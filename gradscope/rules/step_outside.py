@@ -80,22 +80,31 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
         if not got_grad(run, i):
             out.append(_idle(run, p) if p.idle_optimizer else _no_grad_outside(run, p, copy))
             continue
-        if p.idle_optimizer:
-            if run.status == "completed" or p.idle_resets > 1:
-                out.append(_never_stepped(this, run, p, i))
-            continue
-        if master and p.in_model:
-            out.append(master_copies.finding(run, p, master))
-            continue
-        piled = _piled_up(run, i)
-        if not copy and _moved_by_hand(p, piled):
-            out.append(_moved_by_script(run, p, piled))
-            continue
-        if p.differentiated and not p.in_model:
-            out.append(_differentiated(run, p, i))
-            continue
-        out.append(_outside(this, run, p, i, copy))
+        finding = _given_gradients(this, run, p, i, copy, master)
+        if finding is not None:
+            out.append(finding)
     return out
+
+
+def _given_gradients(
+    this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str, master: tuple[int, ...]
+) -> Finding | None:
+    """A parameter outside every stepping optimizer that got gradients: held by an
+    optimizer that never stepped (named once the run completed), stepped through a copy of
+    its values, moved by the script itself, a variable differentiated on its own, or the
+    error."""
+    if p.idle_optimizer:
+        if run.status == "completed" or p.idle_resets > 1:
+            return _never_stepped(this, run, p, i)
+        return None
+    if master and p.in_model:
+        return master_copies.finding(run, p, master)
+    piled = _piled_up(run, i)
+    if not copy and _moved_by_hand(p, piled):
+        return _moved_by_script(run, p, piled)
+    if p.differentiated and not p.in_model:
+        return _differentiated(run, p, i)
+    return _outside(this, run, p, i, copy)
 
 
 def _outside(this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str) -> Finding:
