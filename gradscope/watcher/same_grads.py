@@ -43,6 +43,8 @@ class SameGrads:
         `written`: the script wrote a gradient after the last backward (a loss linear in
         the weights gives the same gradient by right, written by the backward itself)."""
         key = id(optimizer)
+        if key not in self.kept and not wanted(step + 1):
+            return  # most steps: nothing kept to compare, nothing to keep
         grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
         kept = self.kept.pop(key, None)
         if kept is not None and grads:
