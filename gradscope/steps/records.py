@@ -280,6 +280,10 @@ class CarriedGraph:
     reads_stepper: bool = False
     """Handed on, and this loss reaches the stepped optimizer's tensors too (a world
     model's reward head scoring the actor's imagined rollout)."""
+    made_from: tuple[str, ...] = ()
+    """The weights the older part reaches, all stepped since and reached by none of this
+    loss's own nodes: the carried tensor was made from them (a hypernetwork's generated
+    weights, computed once before the loop), their only way to the loss."""
 
 
 @dataclass(frozen=True)
