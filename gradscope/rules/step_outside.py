@@ -9,7 +9,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Rule, Severity
 from gradscope.fmt import num
-from gradscope.rules import plain_attribute
+from gradscope.rules import assigned_after, plain_attribute
 from gradscope.rules.copies_of import copy_of, started_apart, top, trained_shapes
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import no_backward, values_changed
@@ -95,6 +95,8 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
 def _outside(this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str) -> Finding:
     """The error: gradients that no step applies (a copy of a trained parameter is named;
     one whose original got no gradient in any step is the one the loss reads instead)."""
+    if p.assigned_over is not None:
+        return assigned_after.finding(this, run, p, _piled_up(run, i))
     if copy and not _copy_learns(run, copy):
         return _loss_reads_copy(this, run, p, i, copy)
     if p.plain_attribute:

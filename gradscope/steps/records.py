@@ -106,6 +106,10 @@ class ParamInfo:
     plain_attribute: bool = False
     """A model keeps it as a plain tensor attribute, not a registered nn.Parameter:
     model.parameters() does not list it, so an optimizer built from that never holds it."""
+    assigned_over: str | None = None
+    """The tensor an optimizer holds that this one was assigned in place of, under the same
+    name of the same module (`head.weight = nn.Parameter(emb.weight.clone())` after the
+    optimizer was built: a tie undone); None: none."""
     no_grad_forwards: bool = False
     """Every forward of the module holding it, from its optimizer's first step on, ran
     under torch.no_grad() (or inference_mode): a module the script freezes by that block."""

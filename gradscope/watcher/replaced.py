@@ -4,18 +4,24 @@
 module registered one (nothing runs otherwise); when that module is one of the watched
 models', the next optimizer step walks those models once and tracks what they now hold.
 The tensors they no longer hold are no longer the model's (`ParamInfo.in_model`): an
-optimizer still stepping them is GS437's."""
+optimizer still stepping them is GS437's. A parameter assigned under a name its module
+already held a tensor under (before the first step too) keeps which one it replaced: one
+an optimizer holds says the new one was made after the optimizer was built (GS411)."""
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
+
+import torch
 
 from gradscope.watcher import discover
 from gradscope.watcher.state import WatchState
 
 
-def registered(state: WatchState, module: Any) -> None:
+def registered(state: WatchState, module: Any, name: str, value: Any) -> None:
     """A module registered a parameter or a submodule (the hook's part)."""
+    assigned(state, module, name, value)
     if not state.steps or state.replaced:
         return  # before the first step discovery reads the model as it is then
     roots = state.tracked.roots
@@ -23,6 +29,29 @@ def registered(state: WatchState, module: Any) -> None:
         state.model_modules = (len(roots), {id(m) for r in roots for m in r.modules()})
     if id(module) in state.model_modules[1]:
         state.replaced = True
+
+
+def assigned(state: WatchState, module: Any, name: str, value: Any) -> None:
+    """A parameter registered under a name its module already held a tensor under (the
+    hook runs before the new one is stored): which tensor it replaced, kept weakly, so
+    that a tensor assigned in place of one an optimizer holds is named as such (a tied
+    weight untied by `head.weight = nn.Parameter(...)` after the optimizer was built)."""
+    old = getattr(module, "_parameters", {}).get(name)
+    if isinstance(value, torch.Tensor) and isinstance(old, torch.Tensor) and old is not value:
+        state.assigned_over[id(value)] = (weakref.ref(value), weakref.ref(old))
+
+
+def assigned_in_place_of(state: WatchState, param: Any, held: set[int]) -> str | None:
+    """The name of the tensor an optimizer holds that `param` was assigned in place of
+    (the optimizer's name for it where no model names it); None: none."""
+    refs = state.assigned_over.get(id(param))
+    if refs is None or refs[0]() is not param:
+        return None
+    old = refs[1]()
+    if old is None or id(old) not in held:
+        return None
+    position = state.tracked.index.get(id(old))
+    return state.tracked.names[position] if position is not None else "a tensor it holds"
 
 
 def refresh(state: WatchState) -> None:
