@@ -64,3 +64,52 @@ def test_a_carried_tensor_whose_weights_the_step_also_reaches_keeps_the_detach_a
 def test_weights_made_in_each_step_are_silent():
     findings = _hypernet_run("each-step").findings
     assert not [f for f in findings if f.severity != Severity.INFO]
+
+
+class _Embedded(torch.nn.Module):
+    """Ha et al.'s static hypernetwork: each target layer's kernel is made from a layer
+    embedding; `keep` says how the embeddings are kept: "list", "dict" (plain Python
+    containers of tensors made to require grad) or "parameters" (an nn.ParameterList)."""
+
+    def __init__(self, keep: str) -> None:
+        super().__init__()
+        made = [torch.randn(3, requires_grad=True) for _ in range(2)]
+        if keep == "parameters":
+            self.z = torch.nn.ParameterList(torch.nn.Parameter(t.detach()) for t in made)
+        else:
+            self.z = made if keep == "list" else dict(zip(("a", "b"), made, strict=True))
+        self.hyper = torch.nn.Linear(3, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        zs = list(self.z.values()) if isinstance(self.z, dict) else list(self.z)
+        for z in zs:
+            x = torch.tanh(F.linear(x, self.hyper(z).view(4, 4)))
+        return x
+
+
+def _embedded_run(keep: str):
+    torch.manual_seed(0)
+    x, y = torch.randn(16, 4), torch.randn(16, 4)
+    with gradscope.watch() as w:
+        model = _Embedded(keep)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        for _ in range(4):
+            loss = F.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return [f for f in w.report.findings if f.rule == "GS411"]
+
+
+def test_layer_embeddings_in_a_plain_list_or_dict_are_named_with_their_container():
+    listed = _embedded_run("list")
+    assert {f.subject for f in listed} == {"z[0]", "z[1]"}
+    assert all("plain list attribute (z)" in f.message for f in listed)
+    assert all("self.z = nn.ParameterList(" in f.advice for f in listed)
+    keyed = _embedded_run("dict")
+    assert {f.subject for f in keyed} == {"z['a']", "z['b']"}
+    assert all("nn.ParameterDict" in f.advice for f in keyed)
+
+
+def test_layer_embeddings_in_a_parameter_list_are_silent():
+    assert _embedded_run("parameters") == []
