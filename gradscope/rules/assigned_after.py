@@ -1,8 +1,8 @@
 """GS411 for a parameter assigned to its module in place of a tensor an optimizer holds
-(`head.weight = nn.Parameter(emb.weight.clone())`, a tie undone after the optimizer was
-built): the optimizer still holds the tensor it replaced, so the new one is a layer of the
-model left out, not a copy kept by the algorithm, whatever values it started with. No
-torch."""
+(`head.weight = nn.Parameter(emb.weight.clone())`, `layers[2] = copy.deepcopy(layers[0])`:
+a tie undone after the optimizer was built): the optimizer still holds the tensor it
+replaced, so the new one is a layer of the model left out, not a copy kept by the
+algorithm, whatever values it started with. No torch."""
 
 from __future__ import annotations
 
@@ -18,12 +18,14 @@ def finding(this: Rule, run: WatchRun, p: ParamInfo, piled: tuple[str, ...]) -> 
     return this.finding(
         p.name,
         f"{p.name} requires grad and gets gradients but is in no optimizer param group: it "
-        f"was assigned to its module in place of {held}, which an optimizer holds, after that "
-        "optimizer was built, so the steps apply the old tensor's gradients and never this "
-        "one's (a tied weight re-assigned as a copy unties it)",
-        "to keep the weights tied, assign the same Parameter (head.weight = emb.weight), not "
-        "a copy; otherwise make the assignment before building the optimizer, or add a param "
-        "group for it (optimizer.add_param_group({'params': [...]}))",
+        f"took the place of {held}, which an optimizer holds, by an assignment (of it or of "
+        "its module) after that optimizer was built, so the steps apply the old tensor's "
+        "gradients and never this one's (a shared weight re-assigned as a copy is no longer "
+        "shared)",
+        "to keep the weights shared, assign the same Parameter or module (head.weight = "
+        "emb.weight; layers[2] = layers[0]), not a copy; otherwise make the assignment "
+        "before building the optimizer, or add a param group for it "
+        "(optimizer.add_param_group({'params': [...]}))",
         evidence=(
             f"optimizers: {', '.join(run.optimizers)}",
             f"assigned in place of {held}",

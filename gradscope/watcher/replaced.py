@@ -32,13 +32,22 @@ def registered(state: WatchState, module: Any, name: str, value: Any) -> None:
 
 
 def assigned(state: WatchState, module: Any, name: str, value: Any) -> None:
-    """A parameter registered under a name its module already held a tensor under (the
-    hook runs before the new one is stored): which tensor it replaced, kept weakly, so
-    that a tensor assigned in place of one an optimizer holds is named as such (a tied
-    weight untied by `head.weight = nn.Parameter(...)` after the optimizer was built)."""
-    old = getattr(module, "_parameters", {}).get(name)
-    if isinstance(value, torch.Tensor) and isinstance(old, torch.Tensor) and old is not value:
-        state.assigned_over[id(value)] = (weakref.ref(value), weakref.ref(old))
+    """A parameter or submodule registered under a name its module already held one under
+    (the hook runs before the new one is stored): which tensor each new parameter replaced
+    (a submodule's, by its name inside it), kept weakly, so that one assigned in place of a
+    tensor an optimizer holds is named as such (a tie undone after the optimizer was built:
+    `head.weight = nn.Parameter(...)`, `layers[2] = copy.deepcopy(layers[0])`)."""
+    if isinstance(value, torch.Tensor):
+        pairs = [(value, getattr(module, "_parameters", {}).get(name))]
+    elif isinstance(value, torch.nn.Module):
+        before = getattr(module, "_modules", {}).get(name)
+        olds = dict(before.named_parameters()) if isinstance(before, torch.nn.Module) else {}
+        pairs = [(p, olds.get(n)) for n, p in value.named_parameters()] if olds else []
+    else:
+        return
+    for new, old in pairs:
+        if isinstance(old, torch.Tensor) and old is not new:
+            state.assigned_over[id(new)] = (weakref.ref(new), weakref.ref(old))
 
 
 def assigned_in_place_of(state: WatchState, param: Any, held: set[int]) -> str | None:
