@@ -18,6 +18,10 @@ import torch
 from gradscope.watcher import discover
 from gradscope.watcher.state import WatchState
 
+_PRUNE_AT = 4096
+"""Assignments kept before those whose new tensor is gone are dropped (memory, not a
+verdict: a gone tensor is judged by nothing)."""
+
 
 def registered(state: WatchState, module: Any, name: str, value: Any) -> None:
     """A module registered a parameter or a submodule (the hook's part)."""
@@ -47,6 +51,10 @@ def assigned(state: WatchState, module: Any, name: str, value: Any) -> None:
         return
     for new, old in pairs:
         if isinstance(old, torch.Tensor) and old is not new:
+            if len(state.assigned_over) >= _PRUNE_AT:  # a script re-assigning every step
+                state.assigned_over = {
+                    k: refs for k, refs in state.assigned_over.items() if refs[0]() is not None
+                }
             state.assigned_over[id(new)] = (weakref.ref(new), weakref.ref(old))
 
 
