@@ -52,7 +52,10 @@ def graph_carried_over(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
     Where that older part reaches no weight the steps in between updated, it was built for
     this loss and another optimizer's backward went through it first (a GAN's
     discriminator loss on the generator's output not detached): named as that, with its
-    fix."""
+    fix. Where that older part reaches weights the steps updated that this loss's own
+    nodes reach nowhere else, the carried tensor was made from them once (weights a
+    hypernetwork generated before the loop) and is their only way to the loss: it is to be
+    made again in each step, as a .detach() would leave them no gradient."""
     found = run.carried_graph
     if found is None:
         return []
@@ -60,6 +63,8 @@ def graph_carried_over(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
         return [about(_handed_on(this, run, found, found.handed_from), [found.step])]
     if found.shared:
         return [about(_shared(this, found), [found.step])]
+    if found.made_from:
+        return [about(_made_once(this, found), [found.step])]
     finding = this.finding(
         "backward",
         f"the backward of step {found.step} failed on a graph built at an earlier step: its "
@@ -128,4 +133,32 @@ def _shared(this: Rule, found: CarriedGraph) -> Finding:
         "weights it was built for; retain_graph=True would hide the error, not the gradients "
         "leaking into the generator",
         evidence=(f"joining node: {found.node}", f"failed at step {found.step}"),
+    )
+
+
+def _made_once(this: Rule, found: CarriedGraph) -> Finding:
+    """The older part is made from weights the steps updated, which this loss reaches only
+    through it: a tensor computed from them once and reused (a hypernetwork's generated
+    weights, a transform of a weight cached before the loop), not a state carried between
+    batches; detaching it would cut those weights off the loss."""
+    shown = ", ".join(found.made_from[:4]) + (
+        f" (+{len(found.made_from) - 4} more)" if len(found.made_from) > 4 else ""
+    )
+    return this.finding(
+        "backward",
+        f"the backward of step {found.step} failed on a graph built at an earlier step: its "
+        f"loss reaches autograd nodes created before the step began (joining at "
+        f"{found.node}): {_WHAT.get(found.what, found.what)}. That older part is made from "
+        f"weights the optimizer steps ({shown}) that this step's graph reaches nowhere else: "
+        "a tensor computed from them once (weights a hypernetwork generates, a transform of "
+        "a weight) before the loop or at an earlier step, and used again",
+        "compute that tensor again inside each step, before the forward that reads it "
+        "(W = hypernet(z) in the loop), so each step's graph reaches those weights afresh; "
+        "a .detach() or retain_graph=True would silence the error while those weights get "
+        "no gradient, or a stale one",
+        evidence=(
+            f"joining node: {found.node}",
+            f"failed at step {found.step}",
+            f"weights reached only through it: {shown}",
+        ),
     )

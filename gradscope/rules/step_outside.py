@@ -9,7 +9,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Rule, Severity
 from gradscope.fmt import num
-from gradscope.rules import master_copies, plain_attribute
+from gradscope.rules import assigned_after, master_copies, plain_attribute
 from gradscope.rules.copies_of import copy_of, started_apart, top, trained_shapes
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import no_backward, values_changed
@@ -110,6 +110,8 @@ def _given_gradients(
 def _outside(this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str) -> Finding:
     """The error: gradients that no step applies (a copy of a trained parameter is named;
     one whose original got no gradient in any step is the one the loss reads instead)."""
+    if p.assigned_over is not None:
+        return assigned_after.finding(this, run, p, _piled_up(run, i))
     if copy and not _copy_learns(run, copy):
         return _loss_reads_copy(this, run, p, i, copy)
     if p.plain_attribute:

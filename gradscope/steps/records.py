@@ -106,6 +106,10 @@ class ParamInfo:
     plain_attribute: bool = False
     """A model keeps it as a plain tensor attribute, not a registered nn.Parameter:
     model.parameters() does not list it, so an optimizer built from that never holds it."""
+    assigned_over: str | None = None
+    """The tensor an optimizer holds that this one was assigned in place of, under the same
+    name of the same module (`head.weight = nn.Parameter(emb.weight.clone())` after the
+    optimizer was built: a tie undone); None: none."""
     no_grad_forwards: bool = False
     """Every forward of the module holding it, from its optimizer's first step on, ran
     under torch.no_grad() (or inference_mode): a module the script freezes by that block."""
@@ -280,6 +284,10 @@ class CarriedGraph:
     reads_stepper: bool = False
     """Handed on, and this loss reaches the stepped optimizer's tensors too (a world
     model's reward head scoring the actor's imagined rollout)."""
+    made_from: tuple[str, ...] = ()
+    """The weights the older part reaches, all stepped since and reached by none of this
+    loss's own nodes: the carried tensor was made from them (a hypernetwork's generated
+    weights, computed once before the loop), their only way to the loss."""
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,8 @@ def failed(
             for g in getattr(o, "param_groups", [])
             for p in g["params"]
         }
-        carried_graph.failed(marks, roots, exc, state.steps + 1, params, held)
+        names = dict(zip(map(id, state.tracked.params), state.tracked.names, strict=True))
+        carried_graph.failed(marks, roots, exc, state.steps + 1, params, held, names)
     if not roots or any(r.requires_grad for r in roots):
         return
     if not torch.is_grad_enabled():

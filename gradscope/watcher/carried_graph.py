@@ -18,7 +18,12 @@ layer-wise or forward-forward training fed to the next without `.detach()`). So 
 it reaches weights of an optimizer that did not step in between: the loss of a later part
 of the same batch read the stepped part's output with its graph (an actor's imagined
 rollout started from a world model's states), also when it scores that rollout with the
-stepped part's heads."""
+stepped part's heads.
+
+Where the older part reaches weights the steps since updated and this loss's own nodes reach
+none of them, the carried tensor was made from those weights (a hypernetwork's generated
+weights computed once before the loop): they reach the loss only through it, so a
+`.detach()` would leave them no gradient; it must be made again in each step."""
 
 from __future__ import annotations
 
@@ -86,11 +91,12 @@ def failed(
     step: int,
     stepper_params: set[int],
     held: set[int],
+    names: dict[int, str] | None = None,
 ) -> None:
     """The backward raised `exc`: for autograd's two errors of a graph used again, find
     a node of the failing graph built before this step, and keep the first such failure.
     `stepper_params`: the ids of the tensors of the optimizer that took the last step;
-    `held`: those of every optimizer's tensors."""
+    `held`: those of every optimizer's tensors; `names`: the tracked tensors' names by id."""
     what = next((v for k, v in ERRORS.items() if k in str(exc)), None)
     if what is None or marks.found is not None or marks.before_window < 0:
         return
@@ -109,7 +115,20 @@ def failed(
             marks.stepper if handed else None,
             shared and not handed,
             handed and reads_stepper,
+            _made_from(weights, own_leaves, updated, names or {}) if not handed else (),
         )
+
+
+def _made_from(
+    weights: set[int], own_leaves: dict[int, Any], updated: set[int], names: dict[int, str]
+) -> tuple[str, ...]:
+    """The names of the weights the older part reaches, where the steps since updated all
+    of them and this loss's own nodes reach none: the carried tensor is made from them and
+    is their only way to the loss (weights a hypernetwork generated once); else ()."""
+    if not weights or not weights <= updated or not weights.isdisjoint(own_leaves):
+        return ()
+    named = tuple(name for k, name in names.items() if k in weights)
+    return named or (f"{len(weights)} tensor(s) no watched model names",)
 
 
 def _trains_another_part(updated: set[int], own_leaves: dict[int, Any], held: set[int]) -> bool:

@@ -1,10 +1,13 @@
 """Leaf tensors a model keeps as plain attributes (`self.w_im = torch.randn(...)
-.requires_grad_()`) rather than as registered nn.Parameters: `model.parameters()` does not
-list them, so an optimizer built from it never holds them, though the loss reaches them."""
+.requires_grad_()`), or in a plain list, tuple or dict attribute (`self.z = [torch.randn(8,
+requires_grad=True) for _ in range(3)]`, a hypernetwork's layer embeddings), rather than
+as registered nn.Parameters: `model.parameters()` does not list them, so an optimizer built
+from it never holds them, though the loss reaches them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -18,7 +21,24 @@ def held_by(roots: Sequence[nn.Module], tensors: Sequence[torch.Tensor]) -> dict
     for k, root in enumerate(roots):
         for path, module in root.named_modules():
             for attr, value in vars(module).items():
-                if isinstance(value, torch.Tensor) and id(value) in wanted:
-                    name = f"{path}.{attr}" if path else attr
-                    found.setdefault(id(value), name if len(roots) == 1 else f"{k}.{name}")
+                for inside, tensor in _tensors(attr, value):
+                    if id(tensor) in wanted:
+                        name = f"{path}.{inside}" if path else inside
+                        found.setdefault(id(tensor), name if len(roots) == 1 else f"{k}.{name}")
     return found
+
+
+def _tensors(attr: str, value: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    """The tensors an attribute holds, named as the script reaches them: itself (`w_im`),
+    the items of a plain list or tuple (`z[0]`) or the string-keyed items of a dict
+    (`z['layer1']`)."""
+    if isinstance(value, torch.Tensor):
+        yield attr, value
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            if isinstance(item, torch.Tensor):
+                yield f"{attr}[{i}]", item
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and isinstance(item, torch.Tensor):
+                yield f"{attr}[{key!r}]", item

@@ -151,7 +151,7 @@ class Watcher:
     def _params(self, ended_early: bool) -> tuple[ParamInfo, ...]:
         """Each tracked tensor: its optimizer and group, its first weight norm, where it
         sits in the model."""
-        from gradscope.watcher import resets
+        from gradscope.watcher import replaced, resets
         from gradscope.watcher.discover import read_out_layers
         from gradscope.watcher.frozen_norms import optimised_input
 
@@ -192,6 +192,7 @@ class Watcher:
                 optimised_input=optimised_input(icp.tracked, i, icp.frozen_norms),
                 model=icp.tracked.owners.get(i, (None, ""))[0],
                 plain_attribute=i in icp.tracked.attributes,
+                assigned_over=replaced.assigned_in_place_of(icp, p, owned),
                 no_grad_forwards=icp.eval_passes.owners.only_without(i),
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))

@@ -125,6 +125,9 @@ class WatchState:
     """A watched model registered a parameter or module since the last step (replaced.py)."""
     replaced_after: dict[int, int] = field(default_factory=dict)
     """Position → the step after which its model no longer held that tensor."""
+    assigned_over: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    """id(parameter) → weak references to it and to the tensor its module held under the
+    same name before the assignment (`head.weight = nn.Parameter(...)`): replaced.py."""
     retiring: dict[int, tuple[int, int]] = field(default_factory=dict)
     """Position of a tensor an optimizer let go of → its gradient's id and version then
     (group_swaps.py: let go of at the next swap if no backward reached it since)."""

@@ -28,7 +28,7 @@ class Registration:
         def hook(module: Any, name: str, value: Any) -> None:
             here = enter(state)
             if here is not None:
-                safely(state, here, PART, lambda: replaced.registered(state, module))
+                safely(state, here, PART, lambda: replaced.registered(state, module, name, value))
 
         for register in (
             getattr(torch_module, "register_module_parameter_registration_hook", None),
