@@ -9,7 +9,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Rule, Severity
 from gradscope.fmt import num
-from gradscope.rules import assigned_after, master_copies, plain_attribute
+from gradscope.rules import assigned_after, master_copies, moved_by_script, plain_attribute
 from gradscope.rules.copies_of import copy_of, started_apart, top, trained_shapes
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import no_backward, values_changed
@@ -100,8 +100,8 @@ def _given_gradients(
     if master and p.in_model:
         return master_copies.finding(run, p, master)
     piled = _piled_up(run, i)
-    if not copy and _moved_by_hand(p, piled):
-        return _moved_by_script(run, p, piled)
+    if not copy and moved_by_script.moved(p, piled):
+        return moved_by_script.finding(run, p, piled)
     if p.differentiated and not p.in_model:
         return _differentiated(run, p, i)
     return _outside(this, run, p, i, copy)
@@ -229,48 +229,6 @@ def _after_last_step(run: WatchRun, p: ParamInfo, i: int, k: int, last: int) -> 
         evidence=(f"optimizers: {', '.join(run.optimizers)}", *_piled_up(run, i)),
     )
     return fixed_above(run, p.name, i, last, finding)
-
-
-def _moved_by_hand(p: ParamInfo, piled: tuple[str, ...]) -> bool:
-    """Its values changed with no optimizer holding it: the script's own update. Not where
-    an optimizer held it before a swap (that optimizer moved it) and its gradients piled up
-    since: the loss still reads the old tensor, the error."""
-    return bool(values_changed(p)) and not (piled and p.replaced_after is not None)
-
-
-def _moved_by_script(run: WatchRun, p: ParamInfo, piled: tuple[str, ...]) -> Finding:
-    """Information: outside every optimizer, given gradients, not a copy of a trained
-    parameter, and its values changed: the script moves it itself (an inner loop's weights
-    written back after a meta-step, an update by hand such as a Hebbian rule's), so no
-    optimizer was meant to step it. Gradients that pile up are read by nothing: its own
-    update does not use them, and adding it to an optimizer would change its rule."""
-    moved = (
-        f"{p.name} gets gradients but is in no optimizer param group; its values changed "
-        f"(norm {num(p.weight_norm)} at the first step, {num(p.last_norm)} at the end)"
-    )
-    if piled:
-        message = (
-            f"{moved} while its gradient piled up unread: the script moves it itself with an "
-            "update that does not read these gradients (a Hebbian or other local rule by hand)"
-        )
-        advice = (
-            "nothing to fix in its own update; requires_grad_(False) on it (or a .detach() "
-            "where the loss reaches it) stops the backward computing gradients nothing reads; "
-            "adding it to an optimizer would change its learning rule"
-        )
-    else:
-        message = (
-            f"{moved} and its gradient did not pile up: the script moves it itself (an inner "
-            "loop's weights written back, an update by hand)"
-        )
-        advice = (
-            "nothing to fix if its own update is meant; if that update does not read these "
-            "gradients, a .detach() where the loss reaches it saves their backward"
-        )
-    finding = RULES["GS411"].finding(
-        p.name, message, advice, evidence=(f"optimizers: {', '.join(run.optimizers)}", *piled)
-    )
-    return replace(finding, severity=Severity.INFO)
 
 
 def _differentiated(run: WatchRun, p: ParamInfo, i: int) -> Finding:
