@@ -23,6 +23,7 @@ from torch.utils.checkpoint import (
 )
 
 import gradscope
+from gradscope.findings import Severity
 
 V, D, T, B, H = 16, 16, 8, 4, 2
 
@@ -110,7 +111,7 @@ def _train(model, offload=False, steps=3):
 def test_selective_checkpointing_runs_as_without_the_watch(whole):
     torch.manual_seed(0)
     w, _ = _train(GPT(whole=whole))
-    assert w.report.findings == [] or all(f.severity.value == "info" for f in w.report.findings)
+    assert w.report.findings == [] or all(f.severity is Severity.INFO for f in w.report.findings)
     assert w.run.steps and w.run.steps[-1].step == 3
 
 
@@ -118,7 +119,7 @@ def test_an_offloader_that_frees_on_unpack_keeps_its_activations_for_the_backwar
     torch.manual_seed(0)
     w, left = _train(GPT(), offload=True)
     assert left == [0, 0, 0]  # every offloaded activation handed back once, by the backward
-    assert not [f for f in w.report.findings if f.severity.value != "info"]
+    assert not [f for f in w.report.findings if f.severity is not Severity.INFO]
 
 
 def test_a_missing_causal_mask_is_still_named_under_selective_checkpointing():
