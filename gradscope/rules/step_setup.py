@@ -272,6 +272,8 @@ def _explained(
         finding = moved_by_copy.as_information(finding, p, steps)
     elif none and i in run.state_facts.dropped:
         finding = dropped_grad.as_told(finding, p.name, steps)
+    elif none and p.no_grad_function:
+        finding = frozen_by_no_grad.as_never_recomputed(finding, p)
     elif none and p.no_grad_forwards and not frozen_by_no_grad.mirrors_a_learner(run, i, got_grad):
         finding = frozen_by_no_grad.as_information(finding, p)
     elif place is not None:

@@ -193,6 +193,7 @@ class Watcher:
                 model=icp.tracked.owners.get(i, (None, ""))[0],
                 plain_attribute=i in icp.tracked.attributes,
                 no_grad_forwards=icp.eval_passes.owners.only_without(i),
+                no_grad_function=icp.eval_passes.owners.function_around(i),
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
         )
