@@ -177,6 +177,7 @@ class Watcher:
                 last_norm=_last_norm(p) if _copy_like(p, owned) else None,
                 dtype=str(p.dtype).removeprefix("torch."),
                 one_step=i in icp.manual.one_step,
+                stepped_by_hook=bool(getattr(p, "_post_accumulate_grad_hooks", None)),
                 idle_optimizer=idle.get(id(p), resets.NOT_IDLE)[0],
                 idle_zeroed=idle.get(id(p), resets.NOT_IDLE)[1],
                 idle_resets=idle.get(id(p), resets.NOT_IDLE)[2],
