@@ -1,4 +1,4 @@
-"""Memory-saving forwards the watch must leave as they are: selective activation
+"""Memory-saving forwards the watch and inspect must leave as they are: selective activation
 checkpointing (its cache of saved op outputs, handed back in order at the recompute, once)
 and saved-tensor hooks that offload activations and free them when handed back. The
 watch's own attention measurements ran inside the checkpoint's dispatch mode, and its
@@ -38,13 +38,17 @@ class Attention(nn.Module):
     def __init__(self, causal: bool):
         super().__init__()
         self.qkv, self.proj, self.causal = nn.Linear(D, 3 * D), nn.Linear(D, D), causal
+        self.gamma = nn.Parameter(torch.full((D,), 0.1))  # LayerScale (CaiT)
+        self.ln = nn.LayerNorm(D)  # pre-norm: its bias starts at 0
 
     def forward(self, x):
         b, t, _ = x.shape
-        q, k, v = (z.view(b, t, H, D // H).transpose(1, 2) for z in self.qkv(x).split(D, 2))
+        q, k, v = (
+            z.view(b, t, H, D // H).transpose(1, 2) for z in self.qkv(self.ln(x)).split(D, 2)
+        )
         # attention dropout: torch's math path on the CPU, matmuls the policy saves
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=0.1, is_causal=self.causal)
-        return x + self.proj(y.transpose(1, 2).reshape(b, t, D))
+        return x + self.gamma * self.proj(y.transpose(1, 2).reshape(b, t, D))
 
 
 class GPT(nn.Module):
@@ -120,6 +124,17 @@ def test_an_offloader_that_frees_on_unpack_keeps_its_activations_for_the_backwar
     w, left = _train(GPT(), offload=True)
     assert left == [0, 0, 0]  # every offloaded activation handed back once, by the backward
     assert not [f for f in w.report.findings if f.severity is not Severity.INFO]
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_inspect_of_a_selectively_checkpointed_model_runs_its_one_backward(whole):
+    torch.manual_seed(0)
+    tokens = torch.randint(0, V, (B, T + 1), generator=torch.Generator().manual_seed(0))
+    target = tokens[:, 1:].reshape(-1)
+    report = gradscope.inspect(
+        GPT(whole=whole), tokens[:, :-1], lambda out: F.cross_entropy(out.reshape(-1, V), target)
+    )
+    assert not [f for f in report.findings if f.severity is not Severity.INFO]
 
 
 def test_a_missing_causal_mask_is_still_named_under_selective_checkpointing():
