@@ -104,3 +104,56 @@ def test_checkpoints_and_functions_that_recompute_are_silent(how):
 def test_a_block_frozen_by_no_grad_stays_information():
     f = _gs413("no_grad")["stem.weight"]
     assert f.severity is Severity.INFO and "torch.no_grad()" in f.message
+
+
+class Trunk(nn.Module):
+    """A small CNN whose every layer is checkpointed, as ResNet memory recipes do."""
+
+    def __init__(self, reentrant: bool):
+        super().__init__()
+        self.features = nn.Sequential(*_conv(3, 8), nn.MaxPool2d(2), *_conv(8, 8))
+        self.fc, self.reentrant = nn.Linear(8, 4), reentrant
+
+    def forward(self, x):
+        for m in self.features:
+            x = checkpoint(m, x, use_reentrant=self.reentrant)
+        return self.fc(x.mean((2, 3)))
+
+
+def _conv(cin, cout):
+    return nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU()
+
+
+def _one_cycle(reentrant: bool):
+    """SGD with OneCycle to lr 0.1 (a CNN recipe) on a learnable 4-class task."""
+    torch.manual_seed(0)
+    model, x = Trunk(reentrant), torch.randn(128, 3, 8, 8)
+    y = (x[:, 0, :4].mean((1, 2)) > x[:, 1, 4:].mean((1, 2))).long()
+    y = y + 2 * (x[:, 2].mean((1, 2)) > 0).long()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=60)
+    with gradscope.watch() as w:
+        for _ in range(60):
+            idx = torch.randint(0, 128, (32,))
+            loss = F.cross_entropy(model(x[idx]), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+    return {f.rule: f for f in w.report.findings}
+
+
+def test_a_trunk_that_never_learns_explains_the_stalled_loss_not_the_lr():
+    """Only the head learns: its updates are large against its weights and the loss
+    stalls at a uniform guess. Lowering the lr would not help; the trunk is the cause."""
+    found = _one_cycle(reentrant=True)
+    assert found["GS413"].severity is Severity.WARNING
+    for symptom in ("GS415", "GS419"):
+        if symptom in found:
+            assert (found[symptom].explained_by or "").startswith("GS413:")
+            assert "GS413" in found[symptom].advice
+    assert "GS419" in found or "GS415" in found
+
+
+def test_the_same_recipe_checkpointed_without_reentrancy_is_silent():
+    assert _one_cycle(reentrant=False) == {}
