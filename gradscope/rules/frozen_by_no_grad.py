@@ -34,6 +34,11 @@ def as_information(finding: Finding, p: ParamInfo) -> Finding:
 
 
 REENTRANT_CHECKPOINT = "torch.utils.checkpoint.CheckpointFunction"
+REENTRANT_ADVICE = (
+    "pass use_reentrant=False to checkpoint() (or checkpoint_sequential()), which gives the "
+    "parameters inside their gradients whatever the inputs; or keep the first layer outside "
+    "the checkpointed region so that its input requires grad"
+)
 
 
 def as_never_recomputed(finding: Finding, p: ParamInfo) -> Finding:
@@ -48,11 +53,7 @@ def as_never_recomputed(finding: Finding, p: ParamInfo) -> Finding:
             "only when an input of the checkpoint requires grad: none did (the raw batch, "
             "or a first layer's input), so its output carried no graph"
         )
-        advice = (
-            "pass use_reentrant=False to checkpoint() (or checkpoint_sequential()), which "
-            "gives the parameters inside their gradients whatever the inputs; or keep the "
-            "first layer outside the checkpointed region so that its input requires grad"
-        )
+        advice = REENTRANT_ADVICE
     else:
         why = (
             f"its module ran every forward inside the custom autograd.Function {name}'s "

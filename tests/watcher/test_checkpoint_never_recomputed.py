@@ -6,7 +6,9 @@ recomputes it. It was told as a block frozen on purpose by torch.no_grad() (info
 "fine if it is meant to stay frozen"); it is a warning that names the checkpoint or the
 Function. Reentrant checkpointing past the first layer, non-reentrant checkpointing of
 the raw batch and a reversible Function that recomputes in its backward stay silent, and a
-block frozen by torch.no_grad() stays information."""
+block frozen by torch.no_grad() stays information. With most of the model frozen so, the
+stalled loss and the head's large updates are GS413's symptoms, not an lr too high; and
+inspect's GS101 for the same checkpoint advises it, not a search for a .detach()."""
 
 from __future__ import annotations
 
@@ -157,3 +159,12 @@ def test_a_trunk_that_never_learns_explains_the_stalled_loss_not_the_lr():
 
 def test_the_same_recipe_checkpointed_without_reentrancy_is_silent():
     assert _one_cycle(reentrant=False) == {}
+
+
+def test_inspect_of_a_reentrant_checkpoint_of_the_raw_batch_advises_the_checkpoint():
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 6), torch.randint(0, 3, (4,))
+    report = gradscope.inspect(Net("reentrant-raw"), x, lambda out: F.cross_entropy(out, y))
+    found = [f for f in report.findings if f.rule == "GS101"]
+    assert {f.subject for f in found} == {"stem.weight", "stem.bias"}
+    assert all("use_reentrant=False" in f.advice and ".detach()" not in f.advice for f in found)
