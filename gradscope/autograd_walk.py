@@ -84,11 +84,22 @@ def saved(node: Any, name: str, default: Any = None) -> Any:
     """A node's saved value (`_saved_self`, `_saved_dim`, ...), or `default` where it has
     none or an earlier backward freed it: a graph that reaches a previous batch's (a hidden
     state carried across batches without .detach()) holds freed nodes, and reading one
-    raises, in gradscope's hook, the error the script's own backward raises next."""
+    raises, in gradscope's hook, the error the script's own backward raises next. A tensor
+    saved under the script's saved-tensor hooks is `default` too: unpacking it runs them
+    (a checkpoint recomputes its region, and selective checkpointing's cache, read once,
+    then fails the script's own backward; an offloader may free its copy when read)."""
     try:
+        if _unpacked_by_hooks(getattr(node, "_raw" + name, None)):
+            return default
         return getattr(node, name, default)
     except RuntimeError:
         return default
+
+
+def _unpacked_by_hooks(raw: Any) -> bool:
+    """A SavedTensor (or a list of them) with an unpack hook of the script's."""
+    items = raw if isinstance(raw, (list, tuple)) else (raw,)
+    return any(getattr(s, "unpack_hook", None) is not None for s in items)
 
 
 def inputs(node: Any) -> list[Any]:

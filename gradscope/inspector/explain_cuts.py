@@ -18,7 +18,7 @@ from gradscope.inspector.replay import (
     replay,
     site,
 )
-from gradscope.rules.grads import INDEX_CUT, STEP_CUT
+from gradscope.rules.grads import INDEX_CUT, REENTRANT_CUT, STEP_CUT
 
 
 @dataclass
@@ -77,7 +77,7 @@ class _Flow:
         checkpoint = in_reentrant_checkpoint() if not torch.is_grad_enabled() else None
         if checkpoint is not None:
             kind = (
-                "a reentrant torch.utils.checkpoint"
+                REENTRANT_CUT
                 + (f" called at {checkpoint}" if checkpoint else "")
                 + " whose inputs do not require grad, so it computes without a graph "
                 "(use use_reentrant=False, or make an input require grad)"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gradscope.autograd_walk import NodeWalk, inputs
+from gradscope.autograd_walk import NodeWalk, inputs, saved
 
 LIMIT = 10_000
 """Nodes of the dividend's additions walked at most."""
@@ -81,7 +81,7 @@ def masked(dividend: Any, divisor: float) -> bool:
         return False
     slot = "_saved_other" if product.next_functions[0][0] is not None else "_saved_self"
     try:
-        mask: Any = getattr(product, slot, None)
+        mask: Any = saved(product, slot)
     except RuntimeError:  # freed by a backward
         return False
     if mask is None or not callable(getattr(mask, "numel", None)) or mask.numel() < 2:

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from gradscope.autograd_walk import NodeWalk, inputs
+from gradscope.autograd_walk import NodeWalk, inputs, saved
 from gradscope.inspector.script_facts import constant_factor
 
 LIMIT = 200_000
@@ -62,7 +62,7 @@ def _zero_weight(node: Any, frozen: dict[int, str]) -> bool:
     try:
         if constant_factor(node, dividing=False) != 0.0:
             return False
-        saved = [getattr(node, k, None) for k in ("_saved_self", "_saved_other")]
+        operands = [saved(node, k) for k in ("_saved_self", "_saved_other")]
     except RuntimeError:  # its saved operands already freed
         return False
-    return not any(isinstance(x, torch.Tensor) and x.data_ptr() in frozen for x in saved)
+    return not any(isinstance(x, torch.Tensor) and x.data_ptr() in frozen for x in operands)

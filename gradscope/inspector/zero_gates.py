@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from gradscope.autograd_walk import saved
 from gradscope.inspector import weighted_off
 
 PASS_THROUGH = ("View", "Reshape", "Unsqueeze", "Squeeze", "Expand", "Tanh", "Clone", "ToCopy")
@@ -80,10 +81,8 @@ def _gate(node: Any, gate_name: Any, found: dict[int, str]) -> bool:
     """A product one of whose operands is a zero parameter (`gate_name` names it or None)."""
     if not node.name().startswith("MulBackward0"):
         return False
-    try:
-        operands = (node._saved_self, node._saved_other)
-    except (AttributeError, RuntimeError):  # a Scalar overload, or its operands freed
-        return False
+    # None: a Scalar overload, its operands freed, or saved under the script's hooks
+    operands = (saved(node, "_saved_self"), saved(node, "_saved_other"))
     for (slot, _), x in zip(node.next_functions, operands, strict=False):
         if not isinstance(x, torch.Tensor) or x.numel() == 0:
             continue

@@ -163,7 +163,9 @@ def superseded(run: WatchRun, findings: list[Finding]) -> list[Finding]:
 def stands_without(run: WatchRun, cause: Finding, f: Finding) -> bool:
     """The finding's evidence holds without the cause: an Adam-like lr at or above the
     weights' own size (GS419) is too high whatever piles up in or scales the gradients."""
-    return f.rule == "GS419" and cause.rule in _SCALE and lr_above_weights(run, f.subject)
+    return (
+        f.rule == "GS419" and cause.rule in (*_SCALE, "GS413") and lr_above_weights(run, f.subject)
+    )
 
 
 def _explains(run: WatchRun, cause: Finding, f: Finding, findings: list[Finding]) -> bool:

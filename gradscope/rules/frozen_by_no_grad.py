@@ -33,6 +33,42 @@ def as_information(finding: Finding, p: ParamInfo) -> Finding:
     )
 
 
+REENTRANT_CHECKPOINT = "torch.utils.checkpoint.CheckpointFunction"
+REENTRANT_ADVICE = (
+    "pass use_reentrant=False to checkpoint() (or checkpoint_sequential()), which gives the "
+    "parameters inside their gradients whatever the inputs; or keep the first layer outside "
+    "the checkpointed region so that its input requires grad"
+)
+
+
+def as_never_recomputed(finding: Finding, p: ParamInfo) -> Finding:
+    """GS413 on a parameter whose module ran only inside a custom Function's forward, where
+    grad mode is off, and was never run again with gradients on: the Function's backward
+    did not recompute it. A warning (nothing froze it on purpose) that names the Function."""
+    name = p.no_grad_function.rpartition(".")[2]
+    if p.no_grad_function == REENTRANT_CHECKPOINT:
+        why = (
+            "its module ran every forward inside torch.utils.checkpoint with "
+            "use_reentrant=True, which runs it under no_grad and again in the backward "
+            "only when an input of the checkpoint requires grad: none did (the raw batch, "
+            "or a first layer's input), so its output carried no graph"
+        )
+        advice = REENTRANT_ADVICE
+    else:
+        why = (
+            f"its module ran every forward inside the custom autograd.Function {name}'s "
+            "forward, where grad mode is off, and never again with gradients on: "
+            f"{name}.backward did not recompute it"
+        )
+        advice = (
+            f"in {name}.backward, rerun the module under torch.enable_grad() and "
+            "backpropagate into its parameters (torch.autograd.backward of its outputs, as "
+            f"reversible blocks do), or pass its parameters to {name}.apply so that its "
+            "output requires grad and autograd calls the backward"
+        )
+    return replace(finding, message=f"{finding.message}; {why}", advice=advice)
+
+
 def mirrors_a_learner(run: WatchRun, i: int, learned: Callable[[WatchRun, int], bool]) -> bool:
     """Parameter i started equal to a tensor of its name and shape below another module,
     one that got gradients: a copy of a trained model (a Mean Teacher whose EMA update is

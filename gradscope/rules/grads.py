@@ -26,6 +26,9 @@ CUT_ADVICE = (
     "find the .detach(), .data, torch.no_grad() or non-torch round-trip between the module "
     "and the loss"
 )
+REENTRANT_CUT = "a reentrant torch.utils.checkpoint"
+"""How the explanation passes name a cut made by checkpoint(use_reentrant=True) over inputs
+that do not require grad: its region runs under no_grad and its backward never runs."""
 STEP_CUT = "an integer or boolean op, which has no gradient"
 """How the explanation passes name a cut made by a comparison, a rounding to integers or an
 argmax: its output has no gradient at all, so the fix is a surrogate, not removing a cut."""
@@ -68,6 +71,8 @@ def cut_found(f: Finding) -> Finding:
     step = all(STEP_CUT in e or INDEX_CUT in e for e in cuts)  # no .detach() or no_grad
     index = all(INDEX_CUT in e for e in cuts)
     advice = INDEX_ADVICE if index else STEP_ADVICE if step else CUT_ADVICE
+    if all(e.startswith(f"graph cut by {REENTRANT_CUT}") for e in cuts):
+        advice = frozen_by_no_grad.REENTRANT_ADVICE
     return replace(f, message=f.message.replace(UNUSED, ""), advice=advice)
 
 

@@ -6,9 +6,12 @@ have cut them. No torch."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
+from gradscope.rules.in_backward import optimizers_in_backward
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import Series, about, by_optimizer, finite, step_list
 from gradscope.rules.symptoms import DIVERGENCE
@@ -46,7 +49,10 @@ def clip_not_applied(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
         for clip in run.unused_clips:
             above = _unbounded(s, clip)
             if above:
-                out.append(about(_finding(this, s, clip, above), (r.step for r in above)))
+                found = _finding(this, s, clip, above)
+                if optimizers_in_backward(run):
+                    found = _in_backward(found, clip)
+                out.append(about(found, (r.step for r in above)))
     return out
 
 
@@ -60,6 +66,20 @@ def _unbounded(s: Series, clip: UnusedClip) -> list[StepRecord]:
     if clip.count * 2 < len(steps) or len(unclipped) * 2 <= len(steps):
         return []
     return [r for r in unclipped if finite(r.grad_norm) and r.grad_norm > clip.max_norm]
+
+
+def _in_backward(found: Finding, clip: UnusedClip) -> Finding:
+    """Told for an optimizer in backward: each step ran as its gradient landed, inside the
+    backward, and released it; no line between the backward and the steps exists."""
+    return replace(
+        found,
+        message=f"{found.message}; the optimizers step inside the backward (a "
+        "post-accumulate-grad hook per parameter), which applies and releases each gradient "
+        "before the clip runs: it sees none",
+        advice="bound each gradient inside the hook, before its optimizer steps (a "
+        "per-parameter clip_grad_norm_ or clip_grad_value_), or step the optimizers after "
+        f"loss.backward() to clip the total norm (the clip is at {clip.site})",
+    )
 
 
 def _finding(this: Rule, s: Series, clip: UnusedClip, above: list[StepRecord]) -> Finding:

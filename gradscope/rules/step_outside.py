@@ -9,7 +9,13 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Rule, Severity
 from gradscope.fmt import num
-from gradscope.rules import assigned_after, master_copies, moved_by_script, plain_attribute
+from gradscope.rules import (
+    assigned_after,
+    in_backward,
+    master_copies,
+    moved_by_script,
+    plain_attribute,
+)
 from gradscope.rules.copies_of import copy_of, started_apart, top, trained_shapes
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import no_backward, values_changed
@@ -116,6 +122,8 @@ def _outside(this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str) -> Find
         return _loss_reads_copy(this, run, p, i, copy)
     if p.plain_attribute:
         return plain_attribute.finding(this, run, p, _piled_up(run, i))
+    if not copy and not p.stepped_by_hook and in_backward.optimizers_in_backward(run):
+        return in_backward.hook_missing(this, run, p, _piled_up(run, i))
     layer = "" if copy else _trained_layer(run, p)
     advice = (
         f"{p.name} looks like a copy of {copy} (a target, EMA or teacher network): compute "

@@ -209,7 +209,9 @@ def _rounded_away(this: Rule, p: ParamInfo, ratio: float, t: Thresholds) -> Find
         "any: which parameters get gradients, not the loss's value; a head after a "
         "forward hook's read-out (a self-supervised wrapper's) is information by design"
     ),
-    explains=("GS414", "GS415"),
+    # a large share never learning stalls the loss at a level the few that learn cannot
+    # lower, and their updates are large against their weights: not an lr too high
+    explains=("GS414", "GS415", "GS419"),
 )
 def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """A parameter that requires grad and is in an optimizer got no gradient (None) or only zero
@@ -272,6 +274,8 @@ def _explained(
         finding = moved_by_copy.as_information(finding, p, steps)
     elif none and i in run.state_facts.dropped:
         finding = dropped_grad.as_told(finding, p.name, steps)
+    elif none and p.no_grad_function:
+        finding = frozen_by_no_grad.as_never_recomputed(finding, p)
     elif none and p.no_grad_forwards and not frozen_by_no_grad.mirrors_a_learner(run, i, got_grad):
         finding = frozen_by_no_grad.as_information(finding, p)
     elif place is not None:

@@ -113,6 +113,14 @@ class ParamInfo:
     no_grad_forwards: bool = False
     """Every forward of the module holding it, from its optimizer's first step on, ran
     under torch.no_grad() (or inference_mode): a module the script freezes by that block."""
+    stepped_by_hook: bool = False
+    """It has a post-accumulate-grad hook (`register_post_accumulate_grad_hook`): where each
+    parameter has an optimizer of its own, the hook steps it inside the backward (torch's
+    "optimizer in backward" recipe)."""
+    no_grad_function: str = ""
+    """The custom autograd.Function (`torch.utils.checkpoint.CheckpointFunction`, by
+    module and name) inside whose forward, grad mode off, every forward of the module
+    holding it ran, never again with gradients on: its backward never recomputed it."""
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from gradscope.autograd_walk import NodeWalk, inputs
+from gradscope.autograd_walk import NodeWalk, inputs, saved
 from gradscope.watcher.discover import MAX_GRAPH_NODES
 
 PART = "the clamped-term search"
@@ -99,9 +99,8 @@ def _on_a_term(node: Any) -> bool:
     name = node.name()
     if not name.startswith(("Clamp", "Maximum", "Minimum")):
         return False
-    try:
-        x = node._saved_self
-    except (AttributeError, RuntimeError):
+    x = saved(node, "_saved_self")  # None: freed, or saved under the script's hooks
+    if x is None:
         return False
     made_by = [n.name() for n, _ in node.next_functions if n is not None]
     return x.numel() == 1 or any(n.startswith(("MeanBackward", "SumBackward")) for n in made_by)
@@ -110,13 +109,15 @@ def _on_a_term(node: Any) -> bool:
 def _passes_none(node: Any) -> bool:
     name = node.name()
     try:
+        x = saved(node, "_saved_self")
+        if x is None:
+            return False
         if name.startswith("ClampMinBackward"):
-            return _all(node._saved_self < node._saved_min)
+            return _all(x < node._saved_min)
         if name.startswith("ClampMaxBackward"):
-            return _all(node._saved_self > node._saved_max)
+            return _all(x > node._saved_max)
         if name.startswith("ClampBackward"):
             low, high = node._saved_min, node._saved_max
-            x = node._saved_self
             return (low is not None and _all(x < low)) or (high is not None and _all(x > high))
         if name.startswith(("MaximumBackward", "MinimumBackward")):
             return _bounded_by_constant(node, name.startswith("Maximum"))
@@ -130,7 +131,9 @@ def _bounded_by_constant(node: Any, maximum: bool) -> bool:
     nexts = [n for n, _ in node.next_functions]
     if len(nexts) != 2 or (nexts[0] is None) == (nexts[1] is None):
         return False
-    x, c = (node._saved_self, node._saved_other)
+    x, c = (saved(node, "_saved_self"), saved(node, "_saved_other"))
+    if x is None or c is None:
+        return False
     if nexts[0] is None:
         x, c = c, x
     return _all(x < c) if maximum else _all(x > c)

@@ -7,11 +7,18 @@ parameters get no gradient by design, not because the graph was cut by mistake.
 One forward pre-hook per such module, registered once at the optimizer's first step
 (a walk of the models' modules then, none later): each forward costs a grad-mode read
 and a set insert. The hooks are registered through EvalPasses, which removes them with
-the watch and keeps them out of a model the script pickles or copies."""
+the watch and keeps them out of a model the script pickles or copies.
+
+Grad mode is off inside a custom autograd.Function's forward too: torch.utils.checkpoint's
+reentrant CheckpointFunction, a reversible block's. Such a forward is not a block that
+freezes: it is told apart (the frames above the module, walked at its first forward
+without gradients only) and named by its Function."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
+from types import FrameType
 from typing import Any
 
 import torch
@@ -31,6 +38,9 @@ class NoGradOwners:
         """Ids of the modules that ran a forward with grad mode on."""
         self.without: set[int] = set()
         """Ids of the modules that ran a forward with grad mode off."""
+        self.in_function: dict[int, str] = {}
+        """Ids of the modules whose forward ran with grad mode off inside a custom
+        autograd.Function's forward → that Function, by module and name."""
 
     def watch(
         self,
@@ -59,18 +69,54 @@ class NoGradOwners:
             register(module, self._forward)
 
     def _forward(self, module: nn.Module, _args: Any) -> None:
-        if not torch.jit.is_tracing():
-            (self.with_grad if torch.is_grad_enabled() else self.without).add(id(module))
+        if torch.jit.is_tracing():
+            return
+        if torch.is_grad_enabled():
+            self.with_grad.add(id(module))
+        elif id(module) not in self.without and id(module) not in self.in_function:
+            function = _applying()
+            if function is None:
+                self.without.add(id(module))
+            else:
+                self.in_function[id(module)] = function
+
+    def function_around(self, position: int) -> str:
+        """The custom autograd.Function inside whose forward the innermost module holding
+        it that ran a forward ran every one of them ("": any other)."""
+        for module in self.chains.get(position, ()):
+            if module in self.with_grad or module in self.without:
+                return ""
+            if module in self.in_function:
+                return self.in_function[module]
+        return ""
 
     def only_without(self, position: int) -> bool:
         """The innermost module holding it whose forward ran since its optimizer's first
-        step ran every forward with grad mode off."""
+        step ran every forward with grad mode off, not inside a Function's forward."""
         for module in self.chains.get(position, ()):
-            if module in self.with_grad:
+            if module in self.with_grad or module in self.in_function:
                 return False
             if module in self.without:
                 return True
         return False
+
+
+_APPLY = torch.autograd.Function.apply.__func__.__code__  # type: ignore[attr-defined]
+FRAMES = 48
+"""Frames walked up from a module's forward pre-hook to a Function's apply."""
+
+
+def _applying() -> str | None:
+    """The autograd.Function whose `apply` is on the stack above this hook, if any."""
+    frame: FrameType | None = sys._getframe(1)
+    for _ in range(FRAMES):
+        if frame is None:
+            return None
+        if frame.f_code is _APPLY:
+            cls = frame.f_locals.get("cls")
+            return f"{cls.__module__}.{cls.__qualname__}" if isinstance(cls, type) else None
+        frame = frame.f_back
+    return None
 
 
 def _ancestors(module: nn.Module, parents: dict[int, nn.Module]) -> list[nn.Module]:

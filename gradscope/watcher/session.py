@@ -177,6 +177,7 @@ class Watcher:
                 last_norm=_last_norm(p) if _copy_like(p, owned) else None,
                 dtype=str(p.dtype).removeprefix("torch."),
                 one_step=i in icp.manual.one_step,
+                stepped_by_hook=bool(getattr(p, "_post_accumulate_grad_hooks", None)),
                 idle_optimizer=idle.get(id(p), resets.NOT_IDLE)[0],
                 idle_zeroed=idle.get(id(p), resets.NOT_IDLE)[1],
                 idle_resets=idle.get(id(p), resets.NOT_IDLE)[2],
@@ -194,6 +195,7 @@ class Watcher:
                 plain_attribute=i in icp.tracked.attributes,
                 assigned_over=replaced.assigned_in_place_of(icp, p, owned),
                 no_grad_forwards=icp.eval_passes.owners.only_without(i),
+                no_grad_function=icp.eval_passes.owners.function_around(i),
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
         )

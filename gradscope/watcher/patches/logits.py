@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch.compiler import is_compiling
 
 from gradscope.watcher import future_attention, logit_probe
+from gradscope.watcher.own_ops import outside_modes
 from gradscope.watcher.patches.base import Patch
 from gradscope.watcher.state import WatchState
 
@@ -51,13 +52,15 @@ class _Sampled(Patch):
                 return original(*args, **kw)
             if step <= first and not state.off and state.future.wants(step):
                 try:
-                    early(step, args, kw)
+                    with outside_modes():
+                        early(step, args, kw)
                 except Exception as exc:
                     state.future.off = True
                     state.failed(future_attention.PART, exc, whole=False)
             if logit_probe.sampled(step) and not state.off and not state.logits.off:
                 try:
-                    measure(step, args, kw)
+                    with outside_modes():
+                        measure(step, args, kw)
                 except Exception as exc:
                     state.logits.off = True
                     state.failed(PART, exc, whole=False)
@@ -190,7 +193,8 @@ class TensorLogSoftmax(_Method, _Sampled):
             step = state.steps + 1
             if logit_probe.sampled(step) and not state.off and not state.logits.off:
                 dim = _arg(args, kw, 1, "dim", None)
-                state.logits.log_softmax(step, args[0] if args else None, out, dim)
+                with outside_modes():
+                    state.logits.log_softmax(step, args[0] if args else None, out, dim)
             return out
 
         return log_softmax
