@@ -13,7 +13,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import replace
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gradscope.config import Settings
 from gradscope.errors import GradscopeError, Terminated, UserCodeError, is_own_file
@@ -25,6 +25,9 @@ from gradscope.watcher.faults import fault_of, passing, record
 from gradscope.watcher.listeners import STEP_LISTENERS
 from gradscope.watcher.report import WatchReport
 from gradscope.watcher.step_log import StepLog
+
+if TYPE_CHECKING:
+    from gradscope.watcher.state import WatchState
 
 # the patches, recorder and state (which load torch) are imported in functions:
 # `gradscope --help` must not load them
@@ -153,7 +156,6 @@ class Watcher:
         sits in the model."""
         from gradscope.watcher import replaced, resets
         from gradscope.watcher.discover import read_out_layers
-        from gradscope.watcher.frozen_norms import optimised_input
 
         icp = self.state
         owned = {id(p) for o in icp.known for g in o.param_groups for p in g["params"]}
@@ -181,21 +183,10 @@ class Watcher:
                 idle_optimizer=idle.get(id(p), resets.NOT_IDLE)[0],
                 idle_zeroed=idle.get(id(p), resets.NOT_IDLE)[1],
                 idle_resets=idle.get(id(p), resets.NOT_IDLE)[2],
-                differentiated=icp.grad_inputs.holds(p),
-                derivative_offset=icp.derivatives.offset(p),
-                plain_derivative=icp.plain_derivatives.holds(p),
-                logits_table=icp.logit_tables.holds(p),
-                flat_op=icp.flat_ops.op_above(p),
-                clamped_off=icp.clamped_terms.holds(p),
-                below_floor=icp.clamped_terms.below_floor(p),
-                sampled_grid=icp.sampled_grids.holds(p),
-                looked_up=icp.sampled_grids.looks_up(p),
-                optimised_input=optimised_input(icp.tracked, i, icp.frozen_norms),
                 model=icp.tracked.owners.get(i, (None, ""))[0],
                 plain_attribute=i in icp.tracked.attributes,
                 assigned_over=replaced.assigned_in_place_of(icp, p, owned),
-                no_grad_forwards=icp.eval_passes.owners.only_without(i),
-                no_grad_function=icp.eval_passes.owners.function_around(i),
+                **_graph_facts(icp, i, p),
             )
             for i, (name, p) in enumerate(zip(icp.tracked.names, icp.tracked.params, strict=True))
         )
@@ -302,3 +293,24 @@ def _lr(group: dict[str, Any]) -> float | None:
         return float(detach() if callable(detach) else lr) if lr is not None else None
     except (TypeError, ValueError, RuntimeError):
         return None
+
+
+def _graph_facts(icp: WatchState, i: int, p: Any) -> dict[str, Any]:
+    """What the graph reads and the no_grad owners found of tracked tensor i (ParamInfo's
+    fields of the same names)."""
+    from gradscope.watcher.frozen_norms import optimised_input
+
+    return {
+        "differentiated": icp.grad_inputs.holds(p),
+        "derivative_offset": icp.derivatives.offset(p),
+        "plain_derivative": icp.plain_derivatives.holds(p),
+        "logits_table": icp.logit_tables.holds(p),
+        "flat_op": icp.flat_ops.op_above(p),
+        "clamped_off": icp.clamped_terms.holds(p),
+        "below_floor": icp.clamped_terms.below_floor(p),
+        "sampled_grid": icp.sampled_grids.holds(p),
+        "looked_up": icp.sampled_grids.looks_up(p),
+        "optimised_input": optimised_input(icp.tracked, i, icp.frozen_norms),
+        "no_grad_forwards": icp.eval_passes.owners.only_without(i),
+        "no_grad_function": icp.eval_passes.owners.function_around(i),
+    }
