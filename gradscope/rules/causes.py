@@ -171,8 +171,8 @@ def stands_without(run: WatchRun, cause: Finding, f: Finding) -> bool:
 def _explains(run: WatchRun, cause: Finding, f: Finding, findings: list[Finding]) -> bool:
     """The cause really explains this symptom: GS419 the gradients it saw die (its
     evidence names them), GS411 what a gate it holds at 0 multiplies, GS413 the loss's
-    level only where a large share of the model never learned; a finding that stands
-    without its cause is no symptom."""
+    level only where a large share of the model never learned, GS442 nothing where eps held
+    the first steps only; a finding that stands without its cause is no symptom."""
     if stands_without(run, cause, f):
         return False
     if cause.rule == "GS419" and f.rule in KILLED:
@@ -188,6 +188,8 @@ def _explains(run: WatchRun, cause: Finding, f: Finding, findings: list[Finding]
         return norms and any(g.rule == "GS441" for g in findings)
     if cause.rule == "GS411":  # a gate held at 0 outside the optimizer
         return f.rule == "GS413" and held_at_zero(run, cause.subject, f.subject)
+    if cause.rule == "GS442" and cause.severity < Severity.WARNING:
+        return False  # eps held the first steps only: the rest of the run is Adam's own
     if cause.rule == "GS413":
         if cause.severity < Severity.WARNING:
             return False

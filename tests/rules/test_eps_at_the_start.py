@@ -33,3 +33,21 @@ def test_eps_that_still_holds_at_the_last_samples_or_a_short_run_warns():
     for shares in ({1: 0.9, 2: 0.9, 3: 0.9, 25: 0.4, 50: 0.6, 75: 0.7}, {1: 0.9, 2: 0.9, 3: 0.9}):
         (found,) = adam_eps_dominates(run_of(shares), Thresholds())
         assert found.severity == Severity.WARNING and "lower eps" in found.advice
+
+
+def test_eps_that_held_the_first_steps_only_explains_nothing_after_them():
+    """PPO under stable-baselines3 (Adam's eps 1e-5, 51% of the elements below it at steps
+    1-2, 43% by step 100): its surrogate loss rising with the returns was told "a
+    consequence of adam-eps-dominates: fix that first"."""
+    from gradscope.findings import RULES
+    from gradscope.rules import causes
+
+    shares = {1: 0.72, 2: 0.72, 3: 0.72, 25: 0.63, 50: 0.48, 75: 0.41, 100: 0.39}
+    run = run_of(shares)
+    (passed,) = adam_eps_dominates(run, Thresholds())
+    stall = RULES["GS415"].finding("loss", "no better than it started", "check the data")
+    out = causes.link(run, [passed, stall])
+    assert [f.explained_by for f in out if f.rule == "GS415"] == [None]
+    (held,) = adam_eps_dominates(run_of({1: 0.9, 2: 0.9, 3: 0.9}), Thresholds())
+    out = causes.link(run, [held, stall])
+    assert [f.explained_by for f in out if f.rule == "GS415"] == [f"GS442:{held.subject}"]
