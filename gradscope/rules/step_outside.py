@@ -9,7 +9,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Rule, Severity
 from gradscope.fmt import num
-from gradscope.rules import plain_attribute
+from gradscope.rules import masters, plain_attribute
 from gradscope.rules.copies_of import copy_of, started_apart, top, trained_shapes
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import no_backward, values_changed
@@ -32,7 +32,9 @@ from gradscope.steps.records import ParamInfo, WatchRun
     "gradient: compute the loss with the network the optimizer steps; a network whose "
     "optimizer stopped stepping (a teacher trained first): requires_grad_(False); a fixed "
     "network the loss differentiates through (a perceptual loss's feature extractor): "
-    "requires_grad_(False); a tensor the model keeps as a plain attribute: make it an "
+    "requires_grad_(False); a float16/bfloat16 model trained through float32 master weights "
+    "kept by hand: copy the masters back into it after each step; a tensor the model keeps "
+    "as a plain attribute: make it an "
     "nn.Parameter; anything else: build the optimizer after the model is complete, or add "
     "a param group for it",
     command="gradscope watch gradscope/examples/train_buggy.py",
@@ -64,8 +66,12 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     copies = trained_shapes(run)
     apart = started_apart(run, copies)
     stopped = stopped_optimizers(run)
-    out = []
+    mastered = masters.mirrored(run)
+    out: list[Finding] = []
     for i, p in enumerate(run.params):
+        if i in mastered:
+            out.extend(f for f in (masters.finding(run, p),) if f)
+            continue
         if p.requires_grad and p.in_optimizer and (retired := retired_after(run, i, stopped)):
             out.append(_after_last_step(run, p, i, *retired))
             continue
