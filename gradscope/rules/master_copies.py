@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
 from math import prod
 
-from gradscope.findings import RULES, Finding, Severity
+from gradscope.findings import RULES, Finding
 from gradscope.fmt import num
 from gradscope.rules.step_common import values_changed
 from gradscope.steps.records import ParamInfo, WatchRun
@@ -38,9 +37,12 @@ def stepped_copy(run: WatchRun, fed: Callable[[int], bool]) -> tuple[int, ...]:
     return tuple(copies)
 
 
-def finding(run: WatchRun, p: ParamInfo, copies: tuple[int, ...]) -> Finding:
-    """Information where its values changed (the copy's are written back); the error where
-    they never did: the optimizer trains a copy the model never reads."""
+def finding(run: WatchRun, p: ParamInfo, copies: tuple[int, ...]) -> Finding | None:
+    """None where its values changed (the copy's are written back: nothing to judge, as
+    masters.py says of a low-precision model's masters); the error where they never did:
+    the optimizer trains a copy the model never reads."""
+    if values_changed(p):
+        return None
     names = [run.params[j].name for j in copies]
     held = f"{len(names)} tensor(s) in no model ({', '.join(names[:3])}{' …' * (len(names) > 3)})"
     evidence = (
@@ -52,16 +54,6 @@ def finding(run: WatchRun, p: ParamInfo, copies: tuple[int, ...]) -> Finding:
         f"{p.name} is in no optimizer param group; an optimizer steps a copy of its values "
         "(fp32 master weights, or a flat shard of a sharded optimizer)"
     )
-    if values_changed(p):
-        info = RULES["GS411"].finding(
-            p.name,
-            f"{copied}, and its values changed (norm {num(p.weight_norm)} at the first step, "
-            f"{num(p.last_norm)} at the end): the script hands its gradients to the copy and "
-            "writes the copy's values back",
-            "nothing to fix; keep it requiring grad: the copy's gradients are read from its .grad",
-            evidence=evidence,
-        )
-        return replace(info, severity=Severity.INFO)
     return RULES["GS411"].finding(
         p.name,
         f"{copied}, while its own values never changed (norm {num(p.weight_norm)} at the "

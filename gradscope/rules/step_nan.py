@@ -11,6 +11,7 @@ advice is the `inspect --script --step N` that replays the step).
 
 from __future__ import annotations
 
+import math
 import re
 
 from gradscope.config import Thresholds
@@ -101,7 +102,8 @@ def backward_nan_origin(run: WatchRun, t: Thresholds) -> list[Finding]:
     "gradient is NaN, SGD copies it into every weight it reaches",
     fix="`gradscope inspect --script train.py --step N -- ARGS` replays that step and names "
     "the backward op that made the NaN; until it is fixed, clip with "
-    "clip_grad_norm_(..., error_if_nonfinite=True) or skip non-finite steps",
+    "clip_grad_norm_(..., error_if_nonfinite=True) or skip non-finite steps; under a loss "
+    "scale kept by hand, skip each step whose gradients are not all finite",
     objectives="any: the weights' values, whatever the loss",
     explains=("GS401", "GS403", "GS407", "GS408"),  # its update wrote the NaN into the weights
 )
@@ -122,7 +124,7 @@ def weights_nan_loss_finite(run: WatchRun, t: Thresholds) -> list[Finding]:
         f"{found.checked}",
         f"run `{inspect_command(run, found.seen)}` to name the backward op that made the "
         "NaN/Inf at that step; clip_grad_norm_(..., error_if_nonfinite=True) stops the run "
-        "there instead of training on NaN",
+        "there instead of training on NaN" + _skip_advice(run),
         value=float(found.seen),
         evidence=(
             f"non-finite weights: {_names(found.names, found.count)}",
@@ -130,3 +132,25 @@ def weights_nan_loss_finite(run: WatchRun, t: Thresholds) -> list[Finding]:
         ),
     )
     return [about(finding, [found.seen])]
+
+
+def _skip_advice(run: WatchRun) -> str:
+    """Where the loss is multiplied by a power of two above 1 outside GradScaler (a loss
+    scale kept by hand), gradients that overflow while the loss stays finite are what
+    that scale makes now and then: the script's own check let such a step through."""
+    factors = [
+        t.factor
+        for kind in run.loss_kinds
+        if kind is not None and not kind.scaled
+        for t in kind.terms
+        if math.isfinite(t.factor) and t.factor > 1 and math.frexp(t.factor)[0] == 0.5
+    ]
+    if not factors:
+        return ""
+    return (
+        f"; the loss is multiplied by {factors[0]:g}: if that is a loss scale kept by hand, "
+        "a step whose gradients overflow must be skipped: test torch.isfinite on every "
+        "gradient before optimizer.step() (not the loss, which stays finite; not isinf "
+        "alone, as an unscale or a clip turns inf into NaN), skip the step and halve the "
+        "scale"
+    )

@@ -13,6 +13,7 @@ from gradscope.rules import (
     assigned_after,
     in_backward,
     master_copies,
+    masters,
     moved_by_script,
     plain_attribute,
 )
@@ -38,7 +39,9 @@ from gradscope.steps.records import ParamInfo, WatchRun
     "gradient: compute the loss with the network the optimizer steps; a network whose "
     "optimizer stopped stepping (a teacher trained first): requires_grad_(False); a fixed "
     "network the loss differentiates through (a perceptual loss's feature extractor): "
-    "requires_grad_(False); a tensor the model keeps as a plain attribute: make it an "
+    "requires_grad_(False); a float16/bfloat16 model trained through float32 master weights "
+    "kept by hand: copy the masters back into it after each step; a tensor the model keeps "
+    "as a plain attribute: make it an "
     "nn.Parameter; anything else: build the optimizer after the model is complete, or add "
     "a param group for it",
     command="gradscope watch gradscope/examples/train_buggy.py",
@@ -73,8 +76,12 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
     apart = started_apart(run, copies)
     stopped = stopped_optimizers(run)
     master = master_copies.stepped_copy(run, lambda i: got_grad(run, i))
-    out = []
+    mastered = masters.mirrored(run)
+    out: list[Finding] = []
     for i, p in enumerate(run.params):
+        if i in mastered:
+            out.extend(f for f in (masters.finding(run, p),) if f)
+            continue
         if p.requires_grad and p.in_optimizer and (retired := retired_after(run, i, stopped)):
             out.append(_after_last_step(run, p, i, *retired))
             continue

@@ -1,6 +1,6 @@
-"""A reduction that scales the step (GS438): a loss summed over a large batch, or divided
-twice under gradient accumulation, under an optimizer whose step follows the gradient's
-scale (SGD). No torch.
+"""A reduction that scales the step (GS438): a loss summed over a large batch, divided
+twice under gradient accumulation, or multiplied by a loss scale never divided out, under
+an optimizer whose step follows the gradient's scale (SGD). No torch.
 
 SGD's step is lr × the gradient: `reduction="sum"` over B samples makes it B times what
 lr says (lr × B in effect), and a loss divided by K micro-batches twice makes it K times
@@ -20,7 +20,7 @@ from gradscope.fmt import num
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_blowup import early_blowup_of
 from gradscope.rules.step_common import Series, about, by_optimizer, finite
-from gradscope.rules.step_meaning import lr_too_high
+from gradscope.rules.step_meaning import HEALTHY_RATIO, lr_too_high
 from gradscope.steps.meaning import LossTerm, OptimizerSettings
 from gradscope.steps.records import WatchRun
 
@@ -32,16 +32,18 @@ from gradscope.steps.records import WatchRun
     "reduction",
     Stage.WATCH,
     "watch: the loss's reduction scales SGD's step: a sum over the batch whose steps blow "
-    "up, or a loss divided twice by the accumulation steps",
+    "up, a loss divided twice by the accumulation steps, or a loss scale never divided out",
     example='`F.cross_entropy(logits, y, reduction="sum")` over a batch of 256 with '
     "`SGD(lr=0.1)`: each step is lr × 256 = 25.6 times the mean gradient, and the loss "
     "turns NaN by step 14",
     fix='reduction="mean" (or lr divided by the batch size); under accumulation divide '
-    "the loss by the number of micro-batches once",
+    "the loss by the number of micro-batches once; a loss scale kept by hand: divide the "
+    "gradients by it before the step",
     supersedes=("GS419",),  # the sum makes the large steps, not the lr
     objectives=(
         "a torch loss term whose reduction the graph shows (a sum over B targets, or a "
-        "mean divided by K twice) under an optimizer whose step is lr × the gradient: the "
+        "mean divided by K twice, or multiplied by a constant that accounts for GS419's "
+        "excess) under an optimizer whose step is lr × the gradient: the "
         "reduction scales the step; Adam-like optimizers cancel it and are never judged, "
         "and a custom term has no reduction to read"
     ),
@@ -67,7 +69,11 @@ def reduction_scales_step(run: WatchRun, t: Thresholds) -> list[Finding]:
             continue
         calls = statistics.median(r.backward_calls for r in s.steps[:3]) if s.steps else 1
         for term in kind.terms:
-            found = _summed(run, s, term, settings, t) or _twice(s, term, settings, calls)
+            found = (
+                _summed(run, s, term, settings, t)
+                or _twice(s, term, settings, calls)
+                or _scaled(run, s, term, settings, t)
+            )
             if found is not None:
                 out.append(found)
                 break
@@ -120,6 +126,43 @@ def _twice(s: Series, term: LossTerm, settings: OptimizerSettings, calls: float)
             value=term.factor,
             threshold=1 / calls,
             evidence=(f"loss: {term.describe()}",),
+        ),
+        [s.steps[0].step],
+    )
+
+
+def _scaled(
+    run: WatchRun, s: Series, term: LossTerm, settings: OptimizerSettings, t: Thresholds
+) -> Finding | None:
+    """A mean loss multiplied by a constant F >= 2 on its way to backward (a loss scale for
+    float16 kept by hand, or a weight), whose first updates were too large by about F: the
+    update ratio GS419 measured, divided by F, is a healthy one (within 10× of 1e-3). The
+    gradients reached the step F times the loss's own (not unscaled), so the step is lr × F.
+    An lr too high by far more or far less than F (gradients divided by it, and an lr too
+    high on its own) stays GS419's."""
+    if term.reduction != "mean" or not finite(term.factor) or term.factor < 2:
+        return None
+    subject = s.subject("learning-rate")
+    ratios = [f.value for f in lr_too_high(run, t) if f.subject == subject and f.value]
+    if not ratios or not HEALTHY_RATIO / 10 <= ratios[0] / term.factor < t.update_ratio_warn:
+        return None  # S does not account for the excess: gradients divided, an lr too high
+    factor, lr = f"{term.factor:g}", max(s.steps[0].lrs, default=math.nan)
+    return about(
+        RULES["GS438"].finding(
+            s.subject("loss"),
+            s.say(
+                f"the loss is multiplied by {factor} before its backward ({term.describe()}) "
+                f"and the gradients reach {settings.kind} undivided: its step is lr × "
+                f"{factor} the loss's gradient, an effective lr of {num(lr * term.factor)} "
+                f"where lr = {num(lr)}; the first updates moved the weights by "
+                f"{ratios[0]:.3g} of their norm, {num(ratios[0] / term.factor)} once divided "
+                f"by {factor}"
+            ),
+            f"a loss scale (float16 kept by hand): divide every gradient by {factor} after "
+            "the backward and before optimizer.step() (after the overflow check); a weight "
+            f"meant on the loss: divide the learning rate by {factor}",
+            value=term.factor,
+            evidence=(f"loss: {term.describe()}", f"{settings.kind} lr {num(lr)} at step 1"),
         ),
         [s.steps[0].step],
     )

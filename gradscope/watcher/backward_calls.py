@@ -19,6 +19,7 @@ from gradscope.watcher import (
     clipping,
     discover,
     flat_ops,
+    hand_scale,
     loss_graph,
     loss_kinds,
     manual,
@@ -105,7 +106,9 @@ def _add_loss(
     if window.calls == 1:
         state.batches.observe(loss, state.steps + 1)
         state.future.observe(state.leak.observe(loss, state.steps + 1), state.steps + 1)
-    value = loss.detach()
+    value, state.first_hand_scale = hand_scale.in_first_scale(
+        state.first_hand_scale, loss, loss.detach()
+    )
     if value.dtype not in (torch.float32, torch.float64):
         value = value.float()  # a half-precision loss summed over micro-batches
     window.loss = value if window.loss is None else window.loss + value

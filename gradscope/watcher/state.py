@@ -115,6 +115,9 @@ class WatchState:
     create_graph (taken_derivatives.py): forces outside the graph."""
     graphless_at: int | None = None
     """The step whose backward failed on a loss without a graph, grad mode on."""
+    first_hand_scale: float | None = None
+    """The loss scale kept by hand (a power of two) at the first backward read on one
+    (hand_scale.py): later losses are recorded in its scale."""
     unused_clips: dict[str, UnusedClip] = field(default_factory=dict)
     """The script's line of a clip no step took → what it clipped (clipping.unused)."""
     sites: dict[str, str] = field(default_factory=dict)
