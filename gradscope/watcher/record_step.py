@@ -15,7 +15,9 @@ from gradscope.watcher.threads import ThreadState, Window
 def record(state: WatchState, here: ThreadState, current: PendingStep) -> None:
     """Hand the step to the recorder (none past --steps); this thread's next step
     starts afresh."""
-    here.taken = here.window if here.window.calls else None
+    if here.window.calls:  # else a later optimizer on the same calls: they stay taken
+        here.taken, here.taken_by = here.window, set()
+    here.taken_by.add(current.optimizer)
     here.window = Window()  # the clip stays for the other optimizers it touched
     here.scaled = []
     here.scaled_by = None  # the step unscaled them (or skipped): a later clip is not

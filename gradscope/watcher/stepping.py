@@ -47,8 +47,8 @@ def begin(
     zeroed = here.zeroed
     if zeroed is not None and not window.calls:
         window = zeroed  # the step follows those backward calls, whose grads are gone
-    elif not window.calls and here.taken is not None:
-        window = here.taken.shared()  # a second optimizer on the same backward calls
+    elif not window.calls and here.taken is not None and index not in here.taken_by:
+        window = here.taken.shared()  # another optimizer on the same backward calls
     note_meaning(state, index, optimizer, window)
     scaler = scaler_for(here, optimizer)
     clip = _clip_for(state, here, optimizer)

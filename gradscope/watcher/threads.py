@@ -144,9 +144,12 @@ class ThreadState:
     """The window whose gradients a zero_grad cleared after its backward calls and
     before any step or further backward: a step now applies none of them."""
     taken: Window | None = None
-    """The window this thread's last step applied, until its next backward: another
+    """The window this thread's last step applied, until its next backward: each other
     optimizer stepping on the same backward calls (Muon beside AdamW, SparseAdam beside
-    Adam) applies them too, and their loss is its loss."""
+    Adam, Pyro's optimizer per parameter) applies them too, and their loss is its loss."""
+    taken_by: set[int] = field(default_factory=set)
+    """The optimizers (their indices) that stepped on `taken`: one stepping again on it
+    applies no new backward call (GS472)."""
     current: Any = None
     """The PendingStep begun and not yet finished."""
     snapshot: tuple[list[torch.Tensor], Any] | None = None

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch import nn
 
+import gradscope
 from gradscope.findings import Severity
 from gradscope.watcher.optim_settings import group_settings
 from tests.watcher.watch_scripts import watched
@@ -48,3 +50,25 @@ def test_muons_weight_decay_is_decoupled():
     assert group_settings(muon, muon.param_groups[0]).decoupled
     sgd = torch.optim.SGD([w], lr=0.1, weight_decay=1e-4)
     assert not group_settings(sgd, sgd.param_groups[0]).decoupled
+
+
+def test_an_optimizer_per_parameter_on_one_backward_each_has_its_loss():
+    """Pyro's PyroOptim builds one torch optimizer per parameter and steps them all after
+    each SVI backward: the third and later had no loss (only the first two shared it)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    opts = [torch.optim.Adam([p], lr=1e-2) for p in model.parameters()]
+    x, y = torch.randn(32, 4), torch.randn(32, 1)
+    with gradscope.watch() as w:
+        for _ in range(5):
+            for opt in opts:
+                opt.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+            for opt in opts:
+                opt.step()
+    rows = w.report.to_dict()["steps"]
+    assert len(rows) == 20
+    for step in range(5):
+        losses = {r["loss"] for r in rows[4 * step : 4 * step + 4]}
+        assert len(losses) == 1 and None not in losses, rows
+        assert {r["backward_calls"] for r in rows[4 * step : 4 * step + 4]} == {1}
