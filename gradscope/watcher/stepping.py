@@ -24,6 +24,7 @@ from gradscope.watcher import (
     replaced,
     resets,
     updates,
+    wrapped_steps,
 )
 from gradscope.watcher.measure import norms
 from gradscope.watcher.recorder import PendingStep
@@ -52,6 +53,7 @@ def begin(
     scaler = scaler_for(here, optimizer)
     clip = _clip_for(state, here, optimizer)
     scale = _scale_of(scaler)
+    wrapped = bool(window.wiped) and wrapped_steps.written_by_wrapper(window, optimizer)
     here.current = PendingStep(
         step=state.steps + 1,  # numbered when it ends: threads end them in any order
         optimizer=index,
@@ -59,7 +61,7 @@ def begin(
         backward_calls=window.calls,
         skipped=_skipped_flag(optimizer, skipped),
         param_norm=_grad_norms(state, here, index, optimizer, clip),
-        loss=_loss(window, returned),
+        loss=_loss(window, returned, wrapped),
         grad_norm=clip.clip_total,
         max_norm=clip.max_norm,
         norm_type=clip.norm_type,
@@ -69,7 +71,7 @@ def begin(
         carried=resets.carried(state, optimizer),
         members=state.members(optimizer),
         zeroed=zeroed is not None,
-        wiped=_wiped(window, optimizer),
+        wiped=None if wrapped else _wiped(window, optimizer),
         input_added=_input_added(state, window),
         reapplied=_reapplied(state, optimizer, window),
     )
@@ -137,13 +139,20 @@ def _skipped_flag(optimizer: Any, skipped: bool) -> bool | torch.Tensor:
     return skipped
 
 
-def _loss(window: Window, returned: Any) -> torch.Tensor | float | None:
-    """The step's loss: the closure's value, or the sum of its backward calls' losses."""
+def _loss(window: Window, returned: Any, wrapped: bool = False) -> torch.Tensor | float | None:
+    """The step's loss: the closure's value, or the sum of its backward calls' losses;
+    their mean where a wrapper wrote the gradients from its own sum (`wrapped`): it
+    scales that sum itself (Opacus by the logical batch), and a step after the first of
+    its resets counts all of its physical batches where the first counts one."""
     if isinstance(returned, torch.Tensor) and returned.numel() == 1:
         return returned.detach().reshape(())
     if isinstance(returned, (int, float)) and not isinstance(returned, bool):
         return float(returned)
-    return window.loss if window.loss_known else None
+    if not window.loss_known:
+        return None
+    if wrapped and window.loss is not None and window.calls > 1:
+        return window.loss / window.calls
+    return window.loss
 
 
 def finish(state: WatchState, here: ThreadState, optimizer: Any) -> None:

@@ -1,0 +1,77 @@
+"""Opacus's documented recipes on a tiny classifier, healthy or with one planted bug.
+
+argv[1] picks the case:
+  bmm       make_private (hooks), Adam, BatchMemoryManager: logical batches of 128 split
+            into physical batches of 32, a zero_grad() before each (Opacus's CIFAR-10 loop)
+  ew        the same with grad_sample_mode="ew" (Expanded Weights)
+  plain     no Opacus: an accumulation of 4 micro-batches with zero_grad() inside the loop
+            (the last micro-batch alone is applied: the bug)
+  passthru  the same bug under an optimizer wrapper that keeps no buffer of its own
+"""
+
+import sys
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+case = sys.argv[1]
+torch.manual_seed(0)
+x = torch.randn(512, 16)
+y = (x[:, :4] @ torch.randn(4, 3)).argmax(1)
+loader = DataLoader(TensorDataset(x, y), batch_size=128)
+model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 3))
+optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+criterion = nn.CrossEntropyLoss()
+
+
+class PassThrough(torch.optim.Optimizer):
+    """A wrapper whose step and zero_grad hand over to the optimizer it holds."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    param_groups = property(lambda self: self.inner.param_groups)
+    state = property(lambda self: self.inner.state)
+    defaults = property(lambda self: self.inner.defaults)
+
+    def zero_grad(self, set_to_none=True):
+        self.inner.zero_grad(set_to_none)
+
+    def step(self, closure=None):
+        return self.inner.step(closure)
+
+
+def accumulate(opt):
+    for _ in range(2):
+        for xb, yb in loader:
+            for xm, ym in zip(xb.split(32), yb.split(32), strict=True):
+                opt.zero_grad()  # the bug: inside the accumulation loop
+                (criterion(model(xm), ym) / 4).backward()
+            opt.step()
+
+
+if case in ("plain", "passthru"):
+    accumulate(optimizer if case == "plain" else PassThrough(optimizer))
+    sys.exit(0)
+
+from opacus import PrivacyEngine  # noqa: E402
+from opacus.utils.batch_memory_manager import BatchMemoryManager  # noqa: E402
+
+model, optimizer, loader = PrivacyEngine().make_private(
+    module=model,
+    optimizer=optimizer,
+    data_loader=loader,
+    noise_multiplier=0.8,
+    max_grad_norm=1.0,
+    grad_sample_mode="ew" if case == "ew" else "hooks",
+)
+for _ in range(2):
+    physical = BatchMemoryManager(
+        data_loader=loader, max_physical_batch_size=32, optimizer=optimizer
+    )
+    with physical as batches:
+        for xb, yb in batches:
+            optimizer.zero_grad()
+            criterion(model(xb), yb).backward()
+            optimizer.step()

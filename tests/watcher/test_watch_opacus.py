@@ -1,0 +1,56 @@
+"""Opacus (differential privacy) under `watch`: its DPOptimizer keeps the clipped
+per-sample gradients in a buffer of its own across the zero_grad() between physical
+batches (BatchMemoryManager), skips its step until a logical batch is complete, then
+writes `.grad` from that buffer just before the inner optimizer's step. Those resets wipe
+nothing (no GS435), and the step's loss is its physical batches' mean, not their sum (no
+blow-up read into the sum of 4 means, GS414). Expanded Weights' per-parameter wrapper is
+read past, not tripped on. The same reset inside a plain accumulation, bare or under a
+wrapper that passes `.grad` through, is still the bug."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+
+from gradscope.findings import Severity
+
+pytest.importorskip("opacus")
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "dp_scripts", "opacus_train.py")
+
+
+@functools.cache
+def _watched(case: str):
+    from gradscope.watcher import watch_script
+
+    return watch_script(SCRIPT, [case])
+
+
+def _alarms(report) -> list:
+    return [f for f in report.findings if f.severity >= Severity.WARNING]
+
+
+def test_opacus_physical_batches_are_no_wiped_accumulation():
+    report = _watched("bmm")
+    assert report.internal_error() is None
+    assert len(report.run.steps) == 8  # logical batches only: the skipped steps apply nothing
+    assert _alarms(report) == [], report.findings
+    losses = [s.loss for s in report.run.steps]
+    assert all(0.5 < loss < 1.5 for loss in losses), losses  # means, step 1 like the rest
+
+
+def test_expanded_weights_are_watched_not_tripped_on():
+    report = _watched("ew")
+    assert report.internal_error() is None, report.internal_error()
+    assert len(report.run.steps) == 8
+    assert _alarms(report) == [], report.findings
+
+
+@pytest.mark.parametrize("case", ["plain", "passthru"])
+def test_a_reset_inside_a_plain_accumulation_is_still_wiped(case):
+    report = _watched(case)
+    (f,) = [f for f in report.findings if f.rule == "GS435"]
+    assert f.severity == Severity.ERROR, f
+    assert "the first 3 of 4 micro-batches were wiped" in f.message
