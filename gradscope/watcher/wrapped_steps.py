@@ -21,9 +21,9 @@ import torch
 
 from gradscope.watcher.threads import Window
 
-_FRAMES = 16
-"""Frames above the inner step's hook looked at: the wrapper's step() calls it directly,
-under torch's own step wrappers (profiling, the hooks)."""
+_FRAMES = 24
+"""Frames above the caller looked at: the wrapper's step() calls the inner one directly,
+under torch's own step wrappers (profiling, the hooks) and the watch's own calls."""
 
 
 def written_by_wrapper(window: Window, optimizer: Any) -> bool:

@@ -54,3 +54,15 @@ def test_a_reset_inside_a_plain_accumulation_is_still_wiped(case):
     (f,) = [f for f in report.findings if f.rule == "GS435"]
     assert f.severity == Severity.ERROR, f
     assert "the first 3 of 4 micro-batches were wiped" in f.message
+
+
+def test_dp_sgd_at_a_usual_lr_is_silent():
+    assert _alarms(_watched("sgd")) == []
+
+
+def test_an_lr_too_high_under_dp_noise_is_named_with_the_noise():
+    report = _watched("sgd_high")
+    (f,) = [f for f in report.findings if f.rule == "GS419"]
+    assert f.severity == Severity.WARNING, f
+    assert "adds noise of std 0.025 to each gradient element" in f.advice  # 0.8 × 1 / 32
+    assert "grow the expected batch" in f.advice

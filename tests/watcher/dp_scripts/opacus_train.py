@@ -7,6 +7,8 @@ argv[1] picks the case:
   plain     no Opacus: an accumulation of 4 micro-batches with zero_grad() inside the loop
             (the last micro-batch alone is applied: the bug)
   passthru  the same bug under an optimizer wrapper that keeps no buffer of its own
+  sgd       make_private, SGD lr 0.1, one step a batch (Opacus's MNIST loop): healthy
+  sgd_high  the same at lr 5 with momentum 0.9: the noise it adds swamps the weights
 """
 
 import sys
@@ -19,9 +21,12 @@ case = sys.argv[1]
 torch.manual_seed(0)
 x = torch.randn(512, 16)
 y = (x[:, :4] @ torch.randn(4, 3)).argmax(1)
-loader = DataLoader(TensorDataset(x, y), batch_size=128)
+loader = DataLoader(TensorDataset(x, y), batch_size=32 if case.startswith("sgd") else 128)
 model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 3))
 optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+if case.startswith("sgd"):
+    high = case == "sgd_high"
+    optimizer = torch.optim.SGD(model.parameters(), lr=5.0 if high else 0.1, momentum=0.9 * high)
 criterion = nn.CrossEntropyLoss()
 
 
@@ -66,6 +71,13 @@ model, optimizer, loader = PrivacyEngine().make_private(
     max_grad_norm=1.0,
     grad_sample_mode="ew" if case == "ew" else "hooks",
 )
+if case.startswith("sgd"):
+    for _ in range(3):
+        for xb, yb in loader:
+            optimizer.zero_grad()
+            criterion(model(xb), yb).backward()
+            optimizer.step()
+    sys.exit(0)
 for _ in range(2):
     physical = BatchMemoryManager(
         data_loader=loader, max_physical_batch_size=32, optimizer=optimizer
