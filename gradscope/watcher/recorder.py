@@ -83,6 +83,9 @@ class PendingStep:
     reapplied: bool = False
     """No backward since the previous step and `.grad` still the gradients that step
     applied, untouched (reapplied.py)."""
+    written: bool = False
+    """An optimizer wrapper assigned `.grad` from its own buffer inside its step
+    (wrapped_steps.py)."""
     micro: torch.Tensor | None = None
     """[P] Σ over this rank's micro-batch gradients of each parameter's squared norm
     (noise_scale.py); None: not measured."""
@@ -313,6 +316,7 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
                 wiped=p.wiped,
                 input_added=p.input_added,
                 reapplied=p.reapplied,
+                written=p.written,
             )
         )
     return out

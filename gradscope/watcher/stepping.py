@@ -53,7 +53,7 @@ def begin(
     scaler = scaler_for(here, optimizer)
     clip = _clip_for(state, here, optimizer)
     scale = _scale_of(scaler)
-    wrapped = bool(window.wiped) and wrapped_steps.written_by_wrapper(window, optimizer)
+    written = window.calls > 0 and wrapped_steps.written_by_wrapper(window, optimizer)
     here.current = PendingStep(
         step=state.steps + 1,  # numbered when it ends: threads end them in any order
         optimizer=index,
@@ -61,7 +61,7 @@ def begin(
         backward_calls=window.calls,
         skipped=_skipped_flag(optimizer, skipped),
         param_norm=_grad_norms(state, here, index, optimizer, clip),
-        loss=_loss(window, returned, wrapped),
+        loss=_loss(window, returned, written and bool(window.wiped)),
         grad_norm=clip.clip_total,
         max_norm=clip.max_norm,
         norm_type=clip.norm_type,
@@ -71,9 +71,10 @@ def begin(
         carried=resets.carried(state, optimizer),
         members=state.members(optimizer),
         zeroed=zeroed is not None,
-        wiped=None if wrapped else _wiped(window, optimizer),
+        wiped=None if written else _wiped(window, optimizer),
         input_added=_input_added(state, window),
         reapplied=_reapplied(state, optimizer, window),
+        written=written,
     )
     _micro(state, here.current, window)
     state.modes.observe(

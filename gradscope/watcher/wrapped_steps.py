@@ -28,8 +28,8 @@ under torch's own step wrappers (profiling, the hooks) and the watch's own calls
 
 def written_by_wrapper(window: Window, optimizer: Any) -> bool:
     """The step's gradients were assigned since its last backward, inside the step() of an
-    optimizer that holds `optimizer` (looked at only at a step after a reset between its
-    backward calls)."""
+    optimizer that holds `optimizer` (the stack is walked only where `.grad` was
+    assigned: a plain loop's step finds the tensor its backward left)."""
     if not _assigned_since_backward(window):
         return False
     return wrapper_stepping(optimizer) is not None

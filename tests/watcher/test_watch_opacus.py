@@ -10,6 +10,7 @@ wrapper that passes `.grad` through, is still the bug."""
 from __future__ import annotations
 
 import functools
+import math
 import os
 
 import pytest
@@ -66,3 +67,15 @@ def test_an_lr_too_high_under_dp_noise_is_named_with_the_noise():
     assert f.severity == Severity.WARNING, f
     assert "adds noise of std 0.025 to each gradient element" in f.advice  # 0.8 × 1 / 32
     assert "grow the expected batch" in f.advice
+
+
+def test_an_empty_poisson_batch_is_no_non_finite_step():
+    report = _watched("empty")
+    assert any(math.isnan(s.loss) for s in report.run.steps if s.loss is not None)
+    assert all(math.isfinite(s.grad_norm) for s in report.run.steps)
+    assert _alarms(report) == [], report.findings
+
+
+def test_a_nan_sample_under_dp_is_still_a_non_finite_step():
+    (f,) = [f for f in _watched("nan").findings if f.rule == "GS401"]
+    assert f.severity == Severity.ERROR, f

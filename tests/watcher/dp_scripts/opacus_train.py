@@ -9,6 +9,9 @@ argv[1] picks the case:
   passthru  the same bug under an optimizer wrapper that keeps no buffer of its own
   sgd       make_private, SGD lr 0.1, one step a batch (Opacus's MNIST loop): healthy
   sgd_high  the same at lr 5 with momentum 0.9: the noise it adds swamps the weights
+  empty     Poisson sampling at an expected batch of 4 (lr 0.01): some batches are empty,
+            their mean loss NaN, their update the noise alone (healthy)
+  nan       the same with a NaN in one sample: its batch's loss and gradients are NaN (a bug)
 """
 
 import sys
@@ -24,6 +27,11 @@ y = (x[:, :4] @ torch.randn(4, 3)).argmax(1)
 loader = DataLoader(TensorDataset(x, y), batch_size=32 if case.startswith("sgd") else 128)
 model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 3))
 optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+if case == "nan":
+    x[100, 3] = float("nan")
+if case in ("empty", "nan"):
+    loader = DataLoader(TensorDataset(x[:256], y[:256]), batch_size=4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 if case.startswith("sgd"):
     high = case == "sgd_high"
     optimizer = torch.optim.SGD(model.parameters(), lr=5.0 if high else 0.1, momentum=0.9 * high)
@@ -67,12 +75,12 @@ model, optimizer, loader = PrivacyEngine().make_private(
     module=model,
     optimizer=optimizer,
     data_loader=loader,
-    noise_multiplier=0.8,
+    noise_multiplier=0.5 if case in ("empty", "nan") else 0.8,
     max_grad_norm=1.0,
     grad_sample_mode="ew" if case == "ew" else "hooks",
 )
-if case.startswith("sgd"):
-    for _ in range(3):
+if case.startswith("sgd") or case in ("empty", "nan"):
+    for _ in range(2 if case in ("empty", "nan") else 3):
         for xb, yb in loader:
             optimizer.zero_grad()
             criterion(model(xb), yb).backward()
