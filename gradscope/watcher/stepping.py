@@ -144,7 +144,9 @@ def _loss(window: Window, returned: Any, wrapped: bool = False) -> torch.Tensor 
     """The step's loss: the closure's value, or the sum of its backward calls' losses;
     their mean where a wrapper wrote the gradients from its own sum (`wrapped`): it
     scales that sum itself (Opacus by the logical batch), and a step after the first of
-    its resets counts all of its physical batches where the first counts one."""
+    its resets counts all of its physical batches where the first counts one. Where the
+    wiped calls kept their graph, the calls are passes over one forward (ghost clipping:
+    the loss, then its per-sample terms reweighted by their clip factors): the first's."""
     if isinstance(returned, torch.Tensor) and returned.numel() == 1:
         return returned.detach().reshape(())
     if isinstance(returned, (int, float)) and not isinstance(returned, bool):
@@ -152,7 +154,8 @@ def _loss(window: Window, returned: Any, wrapped: bool = False) -> torch.Tensor 
     if not window.loss_known:
         return None
     if wrapped and window.loss is not None and window.calls > 1:
-        return window.loss / window.calls
+        one_forward = window.retained >= window.wiped and window.first is not None
+        return window.first if one_forward else window.loss / window.calls
     return window.loss
 
 

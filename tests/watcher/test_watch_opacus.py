@@ -79,3 +79,11 @@ def test_an_empty_poisson_batch_is_no_non_finite_step():
 def test_a_nan_sample_under_dp_is_still_a_non_finite_step():
     (f,) = [f for f in _watched("nan").findings if f.rule == "GS401"]
     assert f.severity == Severity.ERROR, f
+
+
+def test_ghost_clipping_steps_read_the_loss_not_its_reweighted_pass():
+    report = _watched("ghost")
+    assert _alarms(report) == [], report.findings
+    # step 1 still sums both passes: a written .grad is told from the second step on
+    losses = [s.loss for s in report.run.steps[1:]]
+    assert all(0.5 < loss < 1.5 for loss in losses), losses

@@ -8,6 +8,7 @@ argv[1] picks the case:
             (the last micro-batch alone is applied: the bug)
   passthru  the same bug under an optimizer wrapper that keeps no buffer of its own
   sgd       make_private, SGD lr 0.1, one step a batch (Opacus's MNIST loop): healthy
+  ghost     the same with ghost clipping: the loss Opacus wraps runs two backward passes
   sgd_high  the same at lr 5 with momentum 0.9: the noise it adds swamps the weights
   empty     Poisson sampling at an expected batch of 4 (lr 0.01): some batches are empty,
             their mean loss NaN, their update the noise alone (healthy)
@@ -24,7 +25,8 @@ case = sys.argv[1]
 torch.manual_seed(0)
 x = torch.randn(512, 16)
 y = (x[:, :4] @ torch.randn(4, 3)).argmax(1)
-loader = DataLoader(TensorDataset(x, y), batch_size=32 if case.startswith("sgd") else 128)
+one_step_a_batch = case.startswith(("sgd", "ghost"))
+loader = DataLoader(TensorDataset(x, y), batch_size=32 if one_step_a_batch else 128)
 model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 3))
 optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
 if case == "nan":
@@ -32,6 +34,8 @@ if case == "nan":
 if case in ("empty", "nan"):
     loader = DataLoader(TensorDataset(x[:256], y[:256]), batch_size=4)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+if case == "ghost":
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 if case.startswith("sgd"):
     high = case == "sgd_high"
     optimizer = torch.optim.SGD(model.parameters(), lr=5.0 if high else 0.1, momentum=0.9 * high)
@@ -71,15 +75,20 @@ if case in ("plain", "passthru"):
 from opacus import PrivacyEngine  # noqa: E402
 from opacus.utils.batch_memory_manager import BatchMemoryManager  # noqa: E402
 
-model, optimizer, loader = PrivacyEngine().make_private(
+private = PrivacyEngine().make_private(
     module=model,
     optimizer=optimizer,
     data_loader=loader,
     noise_multiplier=0.5 if case in ("empty", "nan") else 0.8,
     max_grad_norm=1.0,
-    grad_sample_mode="ew" if case == "ew" else "hooks",
+    grad_sample_mode={"ew": "ew", "ghost": "ghost"}.get(case, "hooks"),
+    **({"criterion": criterion} if case == "ghost" else {}),
 )
-if case.startswith("sgd") or case in ("empty", "nan"):
+if case == "ghost":
+    model, optimizer, criterion, loader = private
+else:
+    model, optimizer, loader = private
+if case.startswith("sgd") or case in ("empty", "nan", "ghost"):
     for _ in range(2 if case in ("empty", "nan") else 3):
         for xb, yb in loader:
             optimizer.zero_grad()
