@@ -57,6 +57,6 @@ def wrapper_stepping(optimizer: Any) -> Any:
         owner = frame.f_locals.get("self")
         if owner is optimizer or not isinstance(owner, torch.optim.Optimizer):
             continue
-        if any(value is optimizer for value in vars(owner).values()):
+        if any(value is optimizer for value in getattr(owner, "__dict__", {}).values()):
             return owner
     return None
