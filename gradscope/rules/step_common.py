@@ -64,8 +64,20 @@ def no_backward(run: WatchRun) -> bool:
 def no_targets(r: StepRecord) -> bool:
     """A NaN loss with every gradient exactly 0: a mean over no elements (0/0), a batch
     whose targets were all ignored or whose mask was empty. An overflow's NaN reaches the
-    gradients; this one gave them nothing to learn from, and no trend is judged on it."""
-    return r.loss is not None and math.isnan(r.loss) and r.grad_norm == 0
+    gradients; this one gave them nothing to learn from, and no trend is judged on it.
+    Also a NaN loss under finite gradients an optimizer wrapper wrote (`empty_by_design`)."""
+    if r.loss is None or not math.isnan(r.loss):
+        return False
+    return r.grad_norm == 0 or empty_by_design(r)
+
+
+def empty_by_design(r: StepRecord) -> bool:
+    """A NaN loss at a step whose finite gradients a wrapper wrote from its own sum: the
+    NaN reached no per-sample gradient (a NaN in one would make the clipped sum NaN), so
+    it is a mean over an empty batch, which Poisson sampling draws by design (DP-SGD: the
+    update is the noise alone, and skipping it would break the privacy accounting)."""
+    loss = r.loss
+    return r.written and loss is not None and math.isnan(loss) and math.isfinite(r.grad_norm)
 
 
 def after_warmup(run: WatchRun, t: Thresholds) -> list[StepRecord]:

@@ -17,6 +17,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity, Threshold
 from gradscope.fmt import num
+from gradscope.rules.noise_advice import noise_advice
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.short_lived import short_lived
 from gradscope.rules.step_blowup import early_blowup_of
@@ -308,6 +309,8 @@ def _lr_finding(
         f"{num(lr * HEALTHY_RATIO / ratio)}), or lengthen the warm-up; {settings.kind}: "
         + per_element
     )
+    if settings.noise is not None:
+        advice = f"{advice}; {noise_advice(settings.noise, lr / (1 - (momentum or 0.0)))}"
     if settings.sizes_own_step:  # no healthy ratio: a quasi-Newton step may be the whole way
         scale, advice = "a quasi-Newton step may move them far", _quasi_newton_advice(settings)
     return RULES["GS419"].finding(

@@ -37,6 +37,7 @@ from gradscope.rules.step_common import (
     about,
     by_optimizer,
     clip_note,
+    empty_by_design,
     finite,
     inspect_command,
     no_targets,
@@ -97,9 +98,8 @@ def _inspect_advice(run: WatchRun, r: StepRecord) -> str:
 
 
 def _non_finite(r: StepRecord) -> bool:
-    return (r.loss is not None and not math.isfinite(r.loss)) or (
-        not r.skipped and not math.isfinite(r.grad_norm)
-    )
+    bad_loss = r.loss is not None and not math.isfinite(r.loss) and not empty_by_design(r)
+    return bad_loss or (not r.skipped and not math.isfinite(r.grad_norm))
 
 
 @rule(
@@ -122,10 +122,11 @@ def non_finite(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
     """The first step whose loss is NaN/Inf, or whose gradients hold NaN/Inf elements (norms add
     up in float64, so an infinite norm means infinite elements); steps GradScaler skipped are
     AMP's (GS407). It names the first parameters that went non-finite and how many steps did;
-    a NaN loss with every gradient exactly 0 is a mean over no elements (0/0), named so."""
+    a NaN loss with every gradient 0 is a mean over no elements (0/0), named so (no fault
+    under finite gradients a wrapper wrote: DP-SGD's empty Poisson batch)."""
     # The first step with a non-finite loss, or with gradient elements that are NaN/Inf (norms
     # are accumulated in float64, so an infinite norm means infinite elements).
-    for r in run.steps:
+    for r in (x for x in run.steps if not empty_by_design(x)):
         bad_loss = r.loss is not None and not math.isfinite(r.loss)
         bad = _bad_params(run, r)
         if not bad_loss and not bad and (r.skipped or math.isfinite(r.grad_norm)):

@@ -272,6 +272,9 @@ class OptimizerSettings:
     """What its step is, as far as gradscope knows the class (watcher/optim_known.py):
     "adam" (torch's Adam family), "sign" (Lion), "torch" (torch's other classes), ""
     unknown: no rule then reads its lr, betas or decay with Adam's or SGD's meaning."""
+    noise: tuple[float, float, float] | None = None
+    """(sigma, C, std an element) of the noise a differentially private wrapper adds to the
+    gradient it writes (watcher/added_noise.py); None: none."""
 
     @property
     def adaptive(self) -> bool:
@@ -295,4 +298,4 @@ class OptimizerSettings:
             "since_step": self.since,
             "update": self.update or None,
             "groups": [{**asdict(g), "betas": g.betas and list(g.betas)} for g in self.groups],
-        }
+        } | ({"added_noise": list(self.noise)} if self.noise else {})

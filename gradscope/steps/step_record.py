@@ -94,6 +94,10 @@ class StepRecord:
     reapplied: bool = False
     """No backward ran since the optimizer's previous step and its `.grad` held the very
     gradients that step applied, untouched: the update applied them again (GS472)."""
+    written: bool = False
+    """An optimizer wrapper assigned the gradients the update applied from a buffer of
+    its own, inside its step (a differentially private optimizer's clipped, noised sum):
+    not what the step's backward calls left in `.grad`."""
     detail: bool = True
     """param_norms and update_ratios are this step's; False where a long run's report
     did not keep them (empty and None then: see step_store.py; the --log has them)."""
@@ -155,6 +159,7 @@ class StepRecord:
             "rewritten": self.rewritten,
             "input_added": self.input_added,
             "reapplied": self.reapplied,
+            "written": self.written,
             "micro_batches": self.micro_batches,
             "micro_sq": self.micro_sq,
             "batch_samples": self.batch_samples,

@@ -32,7 +32,7 @@ from gradscope.steps.tensor_track import TensorTrack
 _LOSS, _SKIPPED, _CLIPPED, _MAX, _SCALE, _CARRIED = 1, 2, 4, 8, 16, 32
 _UPDATE, _SCALED_CLIP, _TOTAL, _NORM_TYPE, _CLIP_SCALE = 64, 128, 256, 512, 1024
 _ZEROED, _MICRO_SQ, _SAMPLES, _WIPED = 2048, 4096, 8192, 16384
-_INPUT_ADDED, _REAPPLIED, _REWRITTEN = 32768, 65536, 131072
+_INPUT_ADDED, _REAPPLIED, _REWRITTEN, _WRITTEN = 32768, 65536, 131072, 262144
 _MISSING = math.nan
 """A missing value: always this one object, so that a batch of them is counted in C."""
 
@@ -143,6 +143,7 @@ class StepStore(Sequence[StepRecord]):
             flags[k] |= _INPUT_ADDED if r.input_added else 0
             flags[k] |= _REAPPLIED if r.reapplied else 0
             flags[k] |= _REWRITTEN if r.rewritten else 0
+            flags[k] |= _WRITTEN if r.written else 0
         for flag, name, column in self._columns:
             values = [getattr(r, name) for r in batch]
             for k, v in enumerate(values):
@@ -330,6 +331,7 @@ class StepStore(Sequence[StepRecord]):
             input_added=bool(flag_set & _INPUT_ADDED),
             reapplied=bool(flag_set & _REAPPLIED),
             rewritten=bool(flag_set & _REWRITTEN),
+            written=bool(flag_set & _WRITTEN),
             detail=row is not None,
         )
         for name in ("batch_samples", "wiped"):

@@ -111,6 +111,8 @@ def _add_loss(
     )
     if value.dtype not in (torch.float32, torch.float64):
         value = value.float()  # a half-precision loss summed over micro-batches
+    if window.loss is None:
+        window.first = value
     window.loss = value if window.loss is None else window.loss + value
 
 

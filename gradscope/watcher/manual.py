@@ -20,6 +20,7 @@ from gradscope.watcher import discover, record_step, resets, updates
 from gradscope.watcher.manual_search import ManualCheck, ManualUpdates
 from gradscope.watcher.recorder import PendingStep
 from gradscope.watcher.state import WatchState
+from gradscope.watcher.subclass_leaves import leaf_grad
 from gradscope.watcher.threads import ThreadState
 
 
@@ -60,7 +61,7 @@ def backward_end(state: WatchState, here: ThreadState, roots: list[torch.Tensor]
         if state.manual.scanned:
             return
         state.manual.scanned = True
-        params = [p for p in discover.graph_leaves(roots) if p.grad is not None]
+        params = [p for p in discover.graph_leaves(roots) if leaf_grad(p) is not None]
         if not params:
             return
         discover.extend(state.tracked, state.known, params, extra_name="tensor")
@@ -72,7 +73,7 @@ def backward_end(state: WatchState, here: ThreadState, roots: list[torch.Tensor]
     if state.first_weights is None:
         state.first_weights = manual.weights
     manual.grads = state.measure.grads()
-    manual.members = tuple(i for i, p in enumerate(tracked) if p.grad is not None)
+    manual.members = tuple(i for i, p in enumerate(tracked) if leaf_grad(p) is not None)
     manual.loss = here.window.loss
     manual.kind = here.window.loss_kind or manual.kind
     manual.loss_known = here.window.loss_known

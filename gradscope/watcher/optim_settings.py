@@ -16,6 +16,7 @@ import torch
 
 from gradscope.steps.meaning import GroupSettings, OptimizerSettings
 from gradscope.watcher import optim_known
+from gradscope.watcher.added_noise import added_noise
 
 KEYS = (
     "weight_decay",
@@ -46,7 +47,8 @@ class SettingsHistory:
         seen = self.history.setdefault(index, [])
         if not seen or seen[-1].groups != groups:
             kind = type(optimizer).__name__
-            seen.append(OptimizerSettings(kind, step, groups, optim_known.update(optimizer)))
+            update = optim_known.update(optimizer)
+            seen.append(OptimizerSettings(kind, step, groups, update, added_noise(optimizer)))
 
     def of(self, count: int) -> tuple[tuple[OptimizerSettings, ...], ...]:
         return tuple(tuple(self.history.get(i, ())) for i in range(count))

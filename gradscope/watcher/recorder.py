@@ -85,6 +85,9 @@ class PendingStep:
     reapplied: bool = False
     """No backward since the previous step and `.grad` still the gradients that step
     applied, untouched (reapplied.py)."""
+    written: bool = False
+    """An optimizer wrapper assigned `.grad` from its own buffer inside its step
+    (wrapped_steps.py)."""
     micro: torch.Tensor | None = None
     """[P] Σ over this rank's micro-batch gradients of each parameter's squared norm
     (noise_scale.py); None: not measured."""
@@ -311,14 +314,14 @@ def _records(pending: list[PendingStep], values: list[float], width: int) -> lis
                 clip_total=clip_total,
                 norm_type=p.norm_type if p.max_norm is not None or clip_total is not None else None,
                 clip_scale=_none_if_nan(got.clip_scale) if p.scaled_clip else None,
-                zeroed=p.zeroed,
-                wiped=p.wiped,
-                rewritten=p.rewritten,
-                input_added=p.input_added,
-                reapplied=p.reapplied,
+                **{name: getattr(p, name) for name in CALL_ORDER},
             )
         )
     return out
+
+
+CALL_ORDER = ("zeroed", "wiped", "rewritten", "input_added", "reapplied", "written")
+"""What the step's calls told of its backward calls and `.grad` (kept as the hooks read them)."""
 
 
 def _updates(

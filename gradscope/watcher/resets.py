@@ -23,6 +23,7 @@ from gradscope.watcher import discover
 from gradscope.watcher.measure import norms
 from gradscope.watcher.optimizer_watch import OpenReset
 from gradscope.watcher.state import WatchState
+from gradscope.watcher.subclass_leaves import leaf_grad
 from gradscope.watcher.threads import ThreadState, Window
 
 
@@ -195,7 +196,7 @@ def reaches_input(state: WatchState, root: Any, first_order: bool = False) -> bo
     for node in NodeWalk([root], limit=discover.MAX_GRAPH_NODES):
         t = getattr(node, "variable", None)
         if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter):
-            if id(t) not in owned and t.grad is not None:
+            if id(t) not in owned and leaf_grad(t) is not None:
                 return True
     return False
 
@@ -214,7 +215,7 @@ def first_order_inputs(state: WatchState, root: Any) -> list[torch.Tensor]:
             return []
         t = getattr(node, "variable", None)
         if isinstance(t, torch.Tensor) and not isinstance(t, torch.nn.Parameter):
-            if id(t) not in owned and t.grad is not None:
+            if id(t) not in owned and leaf_grad(t) is not None:
                 found.append(t)
     return found
 
@@ -224,9 +225,9 @@ def note_inputs(state: WatchState, window: Window) -> None:
     gradient as the call left it (weakly: nothing kept alive)."""
     if window.calls == 1 and window.first_root is not None:
         window.inputs = tuple(
-            (weakref.ref(t), weakref.ref(t.grad), t.grad._version)
+            (weakref.ref(t), weakref.ref(g), g._version)
             for t in first_order_inputs(state, window.first_root)
-            if t.grad is not None
+            if (g := leaf_grad(t)) is not None
         )
 
 
@@ -241,7 +242,7 @@ def inputs_reset(window: Window) -> None:
         t = leaf()
         if t is None:
             continue
-        now = t.grad
+        now = leaf_grad(t)
         if now is None or now is not grad() or now._version != version:
             window.inputs_reset = True
             return

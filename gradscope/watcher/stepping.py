@@ -25,6 +25,7 @@ from gradscope.watcher import (
     replaced,
     resets,
     updates,
+    wrapped_steps,
 )
 from gradscope.watcher.measure import norms
 from gradscope.watcher.recorder import PendingStep
@@ -43,16 +44,12 @@ def begin(
     if state.replaced:  # a watched model registered a parameter or module since
         replaced.refresh(state)
     index = optimizer_index(state, here, optimizer)
-    window = window_of(state, here, optimizer)
-    zeroed = here.zeroed
-    if zeroed is not None and not window.calls:
-        window = zeroed  # the step follows those backward calls, whose grads are gone
-    elif not window.calls and here.taken is not None and index not in here.taken_by:
-        window = here.taken.shared()  # another optimizer on the same backward calls
+    window, zeroed = _applied(state, here, optimizer, index)
     note_meaning(state, index, optimizer, window)
     scaler = scaler_for(here, optimizer)
     clip = _clip_for(state, here, optimizer)
     scale = _scale_of(scaler)
+    written = window.calls > 0 and wrapped_steps.written_by_wrapper(window, optimizer)
     here.current = PendingStep(
         step=state.steps + 1,  # numbered when it ends: threads end them in any order
         optimizer=index,
@@ -60,7 +57,7 @@ def begin(
         backward_calls=window.calls,
         skipped=_skipped_flag(optimizer, skipped),
         param_norm=_grad_norms(state, here, index, optimizer, clip),
-        loss=_loss(window, returned),
+        loss=_loss(window, returned, written and bool(window.wiped)),
         grad_norm=clip.clip_total,
         max_norm=clip.max_norm,
         norm_type=clip.norm_type,
@@ -70,10 +67,11 @@ def begin(
         carried=resets.carried(state, optimizer),
         members=state.members(optimizer),
         zeroed=zeroed is not None,
-        wiped=(wiped := _wiped(window, optimizer)),
+        wiped=(wiped := None if written else _wiped(window, optimizer)),
         rewritten=wiped is not None and grad_rewrites.combined_by_hand(window),
         input_added=_input_added(state, window),
         reapplied=_reapplied(state, optimizer, window),
+        written=written,
     )
     _micro(state, here.current, window)
     state.modes.observe(
@@ -84,6 +82,21 @@ def begin(
         params = [p for g in optimizer.param_groups for p in g["params"]]
         turn = step if updates.rotated(step, state.update_every) else None
         here.snapshot = (params, state.updates.before(optimizer, params, turn))
+
+
+def _applied(
+    state: WatchState, here: ThreadState, optimizer: Any, index: int
+) -> tuple[Window, Window | None]:
+    """The backward calls the step applies, and the window a zero_grad since closed (None:
+    none): its own calls; else those a zero_grad just wiped (the step follows them, their
+    grads gone); else those another optimizer stepped on before it."""
+    window = window_of(state, here, optimizer)
+    zeroed = here.zeroed
+    if zeroed is not None and not window.calls:
+        window = zeroed
+    elif not window.calls and here.taken is not None and index not in here.taken_by:
+        window = here.taken.shared()
+    return window, zeroed
 
 
 def _grad_norms(
@@ -139,13 +152,23 @@ def _skipped_flag(optimizer: Any, skipped: bool) -> bool | torch.Tensor:
     return skipped
 
 
-def _loss(window: Window, returned: Any) -> torch.Tensor | float | None:
-    """The step's loss: the closure's value, or the sum of its backward calls' losses."""
+def _loss(window: Window, returned: Any, wrapped: bool = False) -> torch.Tensor | float | None:
+    """The step's loss: the closure's value, or the sum of its backward calls' losses;
+    their mean where a wrapper wrote the gradients from its own sum (`wrapped`): it
+    scales that sum itself (Opacus by the logical batch), and a step after the first of
+    its resets counts all of its physical batches where the first counts one. Where the
+    wiped calls kept their graph, the calls are passes over one forward (ghost clipping:
+    the loss, then its per-sample terms reweighted by their clip factors): the first's."""
     if isinstance(returned, torch.Tensor) and returned.numel() == 1:
         return returned.detach().reshape(())
     if isinstance(returned, (int, float)) and not isinstance(returned, bool):
         return float(returned)
-    return window.loss if window.loss_known else None
+    if not window.loss_known:
+        return None
+    if wrapped and window.loss is not None and window.calls > 1:
+        one_forward = window.retained >= window.wiped and window.first is not None
+        return window.first if one_forward else window.loss / window.calls
+    return window.loss
 
 
 def finish(state: WatchState, here: ThreadState, optimizer: Any) -> None:

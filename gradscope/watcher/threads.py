@@ -32,6 +32,9 @@ class Window:
     """Sum of the values backward ran on (detached, float32 at least)."""
     loss_known: bool = True
     """False once a backward was given explicit gradients or a non-scalar."""
+    first: torch.Tensor | None = None
+    """The first call's loss (detached): the loss of one forward whose later calls
+    reweight it (stepping._loss)."""
     leaves: set[int] = field(default_factory=set)
     """A helper thread's: ids of the leaf tensors its backward calls reach."""
     site: tuple[str, int] | None = None
