@@ -42,8 +42,11 @@ def resetting(state: WatchState, here: ThreadState, params: Callable[[], Any]) -
     helpers = state.threads.helpers(here)
     if not helpers and not here.window.calls:
         return
-    present = {id(p) for p in params() if p.grad is not None}
+    reset = list(params())
+    present = {id(p) for p in reset if p.grad is not None}
     if not present:
+        if here.window.calls:
+            here.window.reset_unreached(frozenset(id(p) for p in reset))
         return
     if here.window.calls and (consumed(here.window) or for_input(state, here.window)):
         here.window = Window()  # used (SAM's ascent, an attack's input): the next calls step
@@ -51,8 +54,7 @@ def resetting(state: WatchState, here: ThreadState, params: Callable[[], Any]) -
         here.zeroed = here.window
         here.window.judged = here.window.calls
         if not kept_by_another(state, here.window, present):
-            here.window.wiped = here.window.calls  # more backward calls may follow: wiped
-            here.window.wiped_ids = present
+            here.window.wipe(present)  # more backward calls may follow: wiped
             if here.stepped and "wiped" not in state.sites:
                 state.sites["wiped"] = user_line() or "?"
     if not here.stepped:
@@ -269,7 +271,7 @@ def wiped_by_hand(state: WatchState, here: ThreadState, window: Window) -> None:
         return  # the reset since the last call was a zero_grad, judged then
     if sentinel is not None and sentinel.grad is None and here.stepped:
         if not kept_by_another(state, window, {id(sentinel)}):
-            window.wiped, window.wiped_ids = window.calls, {id(sentinel)}
+            window.wipe({id(sentinel)})
 
 
 def sentinel(state: WatchState, here: ThreadState, window: Window) -> None:

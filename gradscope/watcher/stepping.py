@@ -12,6 +12,7 @@ import torch
 
 from gradscope.steps.step_record import input_checked
 from gradscope.watcher import (
+    applied,
     carried_graph,
     clipping,
     discover,
@@ -49,6 +50,7 @@ def begin(
     elif not window.calls and here.taken is not None:
         window = here.taken.shared()  # a second optimizer on the same backward calls
     note_meaning(state, index, optimizer, window)
+    taken = applied.applied(window, optimizer)
     scaler = scaler_for(here, optimizer)
     clip = _clip_for(state, here, optimizer)
     scale = _scale_of(scaler)
@@ -56,10 +58,10 @@ def begin(
         step=state.steps + 1,  # numbered when it ends: threads end them in any order
         optimizer=index,
         lrs=tuple(_lr(g) for g in optimizer.param_groups),
-        backward_calls=window.calls,
+        backward_calls=taken.calls,
         skipped=_skipped_flag(optimizer, skipped),
         param_norm=_grad_norms(state, here, index, optimizer, clip),
-        loss=_loss(window, returned),
+        loss=_loss(taken, window.loss_known, returned),
         grad_norm=clip.clip_total,
         max_norm=clip.max_norm,
         norm_type=clip.norm_type,
@@ -69,7 +71,7 @@ def begin(
         carried=resets.carried(state, optimizer),
         members=state.members(optimizer),
         zeroed=zeroed is not None,
-        wiped=_wiped(window, optimizer),
+        wiped=taken.wiped,
         input_added=_input_added(state, window),
         reapplied=_reapplied(state, optimizer, window),
     )
@@ -118,17 +120,6 @@ def _input_added(state: WatchState, window: Window) -> bool:
     return checked and resets.input_added(state, window)
 
 
-def _wiped(window: Window, optimizer: Any) -> int | None:
-    """The step's first backward calls whose gradients of its parameters a reset
-    cleared before its later calls (None: none; all of them is GS422's `zeroed`)."""
-    if not 0 < window.wiped < window.calls or resets.written_by_hand(window):
-        return None
-    ids = window.wiped_ids
-    if any(id(p) in ids for g in optimizer.param_groups for p in g["params"]):
-        return window.wiped
-    return None
-
-
 def _skipped_flag(optimizer: Any, skipped: bool) -> bool | torch.Tensor:
     """Skipped by GradScaler: known, or a fused optimizer's `found_inf` (on the device)."""
     found_inf = getattr(optimizer, "found_inf", None)
@@ -137,13 +128,14 @@ def _skipped_flag(optimizer: Any, skipped: bool) -> bool | torch.Tensor:
     return skipped
 
 
-def _loss(window: Window, returned: Any) -> torch.Tensor | float | None:
-    """The step's loss: the closure's value, or the sum of its backward calls' losses."""
+def _loss(taken: applied.Applied, known: bool, returned: Any) -> torch.Tensor | float | None:
+    """The step's loss: the closure's value, or the sum of the losses of the backward calls
+    whose gradients it applies (applied.py)."""
     if isinstance(returned, torch.Tensor) and returned.numel() == 1:
         return returned.detach().reshape(())
     if isinstance(returned, (int, float)) and not isinstance(returned, bool):
         return float(returned)
-    return window.loss if window.loss_known else None
+    return taken.loss if known else None
 
 
 def finish(state: WatchState, here: ThreadState, optimizer: Any) -> None:
@@ -215,7 +207,7 @@ def window_of(state: WatchState, here: ThreadState, optimizer: Any) -> Window:
     if not helpers:
         return here.window
     ids = {id(p) for g in optimizer.param_groups for p in g["params"]}
-    window = Window(here.window.calls, here.window.loss, here.window.loss_known)
+    window = Window(here.window.calls, here.window.whole_loss(), here.window.loss_known)
     for helper in helpers:
         if helper.window.leaves & ids:
             window.add(helper.window)
