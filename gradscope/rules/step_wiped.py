@@ -70,16 +70,7 @@ def grads_wiped_in_step(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) 
         calls = statistics.median(r.backward_calls for r in wiped)
         lost = statistics.median(r.wiped or 0 for r in wiped)
         where = run.sites.get(SITE)
-        first = s.steps[0]
-        evidence = [
-            f"steps whose first backward calls were wiped: {step_list([r.step for r in wiped])}"
-        ]
-        if first.backward_calls < calls and first.loss is not None:
-            evidence.append(
-                f"step {first.step} counts {first.backward_calls} backward call(s) (loss "
-                f"{num(first.loss)}), the later steps {calls:g}, each applying the last "
-                f"{calls - lost:g}"
-            )
+        evidence = _evidence(s.steps[0], wiped, calls, lost)
         out.append(
             about(
                 this.finding(
@@ -94,12 +85,28 @@ def grads_wiped_in_step(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) 
                     "reset the gradients once per step: optimizer.zero_grad() before the "
                     "accumulation loop (or right after optimizer.step()), not inside it",
                     value=lost / calls,
-                    evidence=tuple(evidence),
+                    evidence=evidence,
                 ),
                 (r.step for r in wiped),
             )
         )
     return out
+
+
+def _evidence(
+    first: StepRecord, wiped: list[StepRecord], calls: float, lost: float
+) -> tuple[str, ...]:
+    """The wiped steps, and the first step's count of calls where it had fewer."""
+    evidence = [
+        f"steps whose first backward calls were wiped: {step_list([r.step for r in wiped])}"
+    ]
+    if first.backward_calls < calls and first.loss is not None:
+        evidence.append(
+            f"step {first.step} counts {first.backward_calls} backward call(s) (loss "
+            f"{num(first.loss)}), the later steps {calls:g}, each applying the last "
+            f"{calls - lost:g}"
+        )
+    return tuple(evidence)
 
 
 def _usual_kept(live: list[StepRecord], wiped: list[StepRecord]) -> bool:
