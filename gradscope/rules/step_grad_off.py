@@ -103,3 +103,45 @@ def loss_without_graph(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
         evidence=(f"the loss requires no grad at the backward of step {step}, grad mode on",),
     )
     return [about(finding, [step])]
+
+
+@rule(
+    "GS473",
+    "derivative-without-graph",
+    Severity.ERROR,
+    "none-grad",
+    Stage.WATCH,
+    "watch: the script died in torch.autograd.grad differentiating a derivative taken "
+    "without create_graph=True: a Hessian-vector product, a gradient penalty or an inner "
+    "step whose first gradient came back outside the graph",
+    example="`g = torch.autograd.grad(loss, params)` then "
+    "`torch.autograd.grad(g, params, grad_outputs=v)` (LiSSA's Hessian-vector product): the "
+    "second call fails, g has no graph",
+    fix="take the first derivative with `torch.autograd.grad(loss, params, "
+    "create_graph=True)`: its result stays in the graph and can be differentiated again",
+    objectives="any: the graph of a derivative differentiated again, independent of the loss",
+)
+def derivative_without_graph(
+    run: WatchRun, t: Thresholds, *, this: Rule = DECLARED
+) -> list[Finding]:
+    """The run crashed in a torch.autograd.grad call, grad mode on, on outputs with no graph
+    that were the results of the script's last torch.autograd.grad call without
+    create_graph, or that it differentiated against the same variables as that call (their
+    product with a vector, summed): the second derivative of a Hessian-vector product
+    (influence functions' LiSSA, conjugate gradients), a gradient penalty or MAML's inner
+    step, whose first derivative was taken outside the graph."""
+    step = run.uncreated_at
+    if step is None:
+        return []
+    finding = this.finding(
+        "autograd.grad",
+        f"torch.autograd.grad failed after {step - 1} optimizer steps differentiating a "
+        "derivative the script took without create_graph=True: that gradient came back "
+        "outside the graph (no grad_fn), so a second derivative of it (a Hessian-vector "
+        "product, a gradient penalty) has nothing to differentiate",
+        "pass create_graph=True to the torch.autograd.grad call whose result is "
+        "differentiated again (the Hessian-vector product's first gradient); keep the "
+        "others plain, their graphs are freed after them",
+        evidence=(f"outputs of a derivative taken without create_graph, after step {step - 1}",),
+    )
+    return [about(finding, [step])]

@@ -191,6 +191,9 @@ class WatchRun:
     graphless_at: int | None = None
     """The step whose backward failed on a loss with no graph while grad mode was on (a
     value taken out of the graph on its way to the loss: watcher/backward_calls.py)."""
+    uncreated_at: int | None = None
+    """The step whose torch.autograd.grad failed on the derivative of a derivative taken
+    without create_graph (watcher/uncreated.py)."""
     unused_clips: tuple[UnusedClip, ...] = ()
     """Clips with a finite max_norm that no step took, per line of the script."""
     batch_read: tuple[str, ...] = ()

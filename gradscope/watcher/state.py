@@ -46,6 +46,7 @@ from gradscope.watcher.same_batch import SameBatch
 from gradscope.watcher.sampled_grids import SampledGrids
 from gradscope.watcher.target_leak import TargetLeak
 from gradscope.watcher.threads import Threads, ThreadState
+from gradscope.watcher.uncreated import Uncreated
 
 
 class StopWatching(BaseException):
@@ -114,6 +115,10 @@ class WatchState:
     create_graph (taken_derivatives.py): forces outside the graph."""
     graphless_at: int | None = None
     """The step whose backward failed on a loss without a graph, grad mode on."""
+    uncreated: Uncreated = field(default_factory=Uncreated)
+    """The last torch.autograd.grad call without create_graph (uncreated.py)."""
+    uncreated_at: int | None = None
+    """The step whose torch.autograd.grad failed on the derivative of such a call."""
     unused_clips: dict[str, UnusedClip] = field(default_factory=dict)
     """The script's line of a clip no step took → what it clipped (clipping.unused)."""
     sites: dict[str, str] = field(default_factory=dict)
