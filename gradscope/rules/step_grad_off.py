@@ -133,15 +133,25 @@ def derivative_without_graph(
     step = run.uncreated_at
     if step is None:
         return []
+    what = (
+        "the results of"
+        if run.uncreated_direct
+        else "a value with no graph, differentiated against the same variables as"
+    )
     finding = this.finding(
         "autograd.grad",
-        f"torch.autograd.grad failed after {step - 1} optimizer steps differentiating a "
-        "derivative the script took without create_graph=True: that gradient came back "
-        "outside the graph (no grad_fn), so a second derivative of it (a Hessian-vector "
-        "product, a gradient penalty) has nothing to differentiate",
+        f"torch.autograd.grad failed after {step - 1} optimizer steps on {what} the "
+        "derivative the script took just before without create_graph=True: that gradient "
+        "came back outside the graph (no grad_fn), so a second derivative of it (a "
+        "Hessian-vector product, a gradient penalty) has nothing to differentiate",
         "pass create_graph=True to the torch.autograd.grad call whose result is "
-        "differentiated again (the Hessian-vector product's first gradient); keep the "
-        "others plain, their graphs are freed after them",
+        "differentiated again (the Hessian-vector product's first gradient)"
+        + (
+            ""
+            if run.uncreated_direct
+            else "; if the failing value is not made from it, it left the graph on its way "
+            "(.detach(), .item(), a torch.no_grad() block)"
+        ),
         evidence=(f"outputs of a derivative taken without create_graph, after step {step - 1}",),
     )
     return [about(finding, [step])]

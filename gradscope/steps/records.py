@@ -194,6 +194,9 @@ class WatchRun:
     uncreated_at: int | None = None
     """The step whose torch.autograd.grad failed on the derivative of a derivative taken
     without create_graph (watcher/uncreated.py)."""
+    uncreated_direct: bool = False
+    """That call's outputs were the plain derivative's results themselves (else a value
+    differentiated against the same variables, likely made from them)."""
     unused_clips: tuple[UnusedClip, ...] = ()
     """Clips with a finite max_norm that no step took, per line of the script."""
     batch_read: tuple[str, ...] = ()

@@ -233,6 +233,7 @@ class Watcher:
             hook_again=icp.hooks_again.found,
             graphless_at=icp.graphless_at,
             uncreated_at=icp.uncreated_at,
+            uncreated_direct=icp.uncreated.direct,
         )
 
 

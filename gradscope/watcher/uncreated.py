@@ -19,6 +19,8 @@ class Uncreated:
     def __init__(self) -> None:
         self.results: dict[int, weakref.ref[torch.Tensor]] = {}
         self.inputs: frozenset[int] = frozenset()
+        self.direct = False
+        """The failing call differentiated that call's results themselves (`explains`)."""
 
     def plain(self, inputs: Any, results: Any) -> None:
         """A call without create_graph returned `results` for `inputs`."""
@@ -34,6 +36,7 @@ class Uncreated:
         if not outs or any(t.requires_grad for t in outs) or not torch.is_grad_enabled():
             return False
         if any((ref := self.results.get(id(t))) is not None and ref() is t for t in outs):
+            self.direct = True
             return True
         return bool(self.inputs) and frozenset(id(t) for t in _tensors(inputs)) == self.inputs
 

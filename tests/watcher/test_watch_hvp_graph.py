@@ -60,6 +60,9 @@ def test_a_hessian_vector_product_without_create_graph_is_named(how):
     (found,) = [f for f in _influence(how) if f.rule == "GS473"]
     assert found.steps == (11,) and "without create_graph=True" in found.message
     assert "create_graph=True" in found.advice
+    direct = how == "outputs"  # else a product: maybe not made from it, said so
+    assert ("on the results of" in found.message) == direct
+    assert ("if the failing value is not made from it" in found.advice) != direct
 
 
 def test_the_product_taken_with_create_graph_is_silent():
