@@ -92,14 +92,22 @@ def loss_without_graph(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
     step = run.graphless_at
     if step is None:
         return []
+    uncreated = (
+        ", or a gradient taken just before by torch.autograd.grad without create_graph=True "
+        "(a Hessian-vector product's first derivative: it comes back outside the graph)"
+        if run.graphless_derivative
+        else ""
+    )
     finding = this.finding(
         "backward",
         f"the backward of step {step} failed on a loss with no graph although grad mode was "
         "on: nothing the loss was computed from requires grad, so the model's outputs "
         "reached it only through a cut: a Python number or NumPy array (.item(), .tolist(), "
-        ".numpy()) made into a tensor again, a .detach(), or a forward under torch.no_grad()",
-        "keep the values tensors from the model's output to the loss; "
-        f"`{inspect_command(run, step)}` names the op that cut the graph and its line",
+        ".numpy()) made into a tensor again, a .detach(), or a forward under torch.no_grad()"
+        + uncreated,
+        "keep the values tensors from the model's output to the loss"
+        + ("; take a gradient you differentiate again with create_graph=True" if uncreated else "")
+        + f"; `{inspect_command(run, step)}` names the op that cut the graph and its line",
         evidence=(f"the loss requires no grad at the backward of step {step}, grad mode on",),
     )
     return [about(finding, [step])]

@@ -128,6 +128,8 @@ def ended(
     """The call returned (`retained`: keeping its graph): its micro-batch norms; what an
     update by hand may follow."""
     state.noise.end()
+    if state.uncreated.results:
+        state.uncreated.clear()
     carried_graph.note_roots(state.graph_marks, roots)
     if state.probe.handles:
         probed(state, lambda: nan_probe.end(state.probe, state))
@@ -171,6 +173,7 @@ def failed(
     if not torch.is_grad_enabled():
         state.grad_off_at = state.grad_off_at or state.steps + 1
     else:
+        state.graphless_derivative = state.graphless_at is None and state.uncreated.held()
         state.graphless_at = state.graphless_at or state.steps + 1
 
 

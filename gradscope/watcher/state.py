@@ -115,6 +115,8 @@ class WatchState:
     create_graph (taken_derivatives.py): forces outside the graph."""
     graphless_at: int | None = None
     """The step whose backward failed on a loss without a graph, grad mode on."""
+    graphless_derivative: bool = False
+    """At that failure, a derivative taken without create_graph was alive, none since."""
     uncreated: Uncreated = field(default_factory=Uncreated)
     """The last torch.autograd.grad call without create_graph (uncreated.py)."""
     uncreated_at: int | None = None

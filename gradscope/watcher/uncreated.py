@@ -2,8 +2,9 @@
 product (influence functions' LiSSA or conjugate gradients), a gradient penalty or an
 inner step whose first `torch.autograd.grad` lacks create_graph=True comes back outside the
 graph, and the second call fails with autograd's "element 0 of tensors does not require
-grad". Kept: the last such call's results (weakly) and its inputs' ids; read only when a
-later call fails."""
+grad" (or `.backward()` of their product with a vector, with "does not require grad").
+Kept: the last such call's results (weakly) and its inputs' ids; read only when a later
+call fails."""
 
 from __future__ import annotations
 
@@ -39,6 +40,15 @@ class Uncreated:
             self.direct = True
             return True
         return bool(self.inputs) and frozenset(id(t) for t in _tensors(inputs)) == self.inputs
+
+    def held(self) -> bool:
+        """Some results of that call are still alive and no backward ended since (`clear`):
+        a loss with no graph made now may be made from them."""
+        return any(ref() is not None for ref in self.results.values())
+
+    def clear(self) -> None:
+        """A backward ended: what the script differentiates next is not that call's."""
+        self.results = {}
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:

@@ -1,7 +1,9 @@
 """A Hessian-vector product (influence functions' LiSSA) whose first torch.autograd.grad
 lacks create_graph=True: the second call fails on a gradient outside the graph, whether it
 differentiates those gradients with grad_outputs or their product with a vector, summed.
-Named (GS473), with create_graph=True as the fix; the same loop with it runs silent, and a
+Named (GS473), with create_graph=True as the fix; by `.backward()` of that product, the
+loss without a graph (GS468) names that derivative among its cuts, and a loss merely
+detached does not. The same loop with create_graph runs silent, and a
 failing derivative of a value cut from the graph after an input's plain gradient (a
 saliency map) is not this."""
 
@@ -36,7 +38,12 @@ def _influence(how: str):
                 xs = x[:16].clone().requires_grad_()
                 torch.autograd.grad(F.cross_entropy(model(xs), y[:16]), xs)
                 torch.autograd.grad(loss.detach(), params)
+            if how == "detached":  # a cut from the graph, no derivative before it
+                (loss.detach() * 2).requires_grad_(False).backward()
             g = torch.autograd.grad(loss, params, create_graph=how == "healthy")
+            if how == "backward":
+                model.zero_grad()
+                sum((a * b).sum() for a, b in zip(g, v, strict=True)).backward()
             if how == "product":
                 hv = torch.autograd.grad(
                     sum((a * b).sum() for a, b in zip(g, v, strict=True)), params
@@ -63,6 +70,14 @@ def test_a_hessian_vector_product_without_create_graph_is_named(how):
     direct = how == "outputs"  # else a product: maybe not made from it, said so
     assert ("on the results of" in found.message) == direct
     assert ("if the failing value is not made from it" in found.advice) != direct
+
+
+def test_the_product_by_backward_names_the_derivative_among_the_cuts():
+    (found,) = [f for f in _influence("backward") if f.rule == "GS468"]
+    assert "torch.autograd.grad without create_graph=True" in found.message
+    assert "with create_graph=True" in found.advice
+    (cut,) = [f for f in _influence("detached") if f.rule == "GS468"]
+    assert "create_graph" not in cut.message + cut.advice
 
 
 def test_the_product_taken_with_create_graph_is_silent():
