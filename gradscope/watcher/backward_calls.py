@@ -61,6 +61,7 @@ def started(
         clipping.unused(state, here)
         here.clear_clip()
         carried_graph.window_began(state.graph_marks)
+        resets.note_marks(state, window)
     here.zeroed = None  # a backward after the zero_grad: the usual order
     here.taken = None
     if window.calls:

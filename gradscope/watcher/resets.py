@@ -47,6 +47,7 @@ def resetting(state: WatchState, here: ThreadState, params: Callable[[], Any]) -
     if not present:
         if here.window.calls:
             here.window.reset_unreached(frozenset(id(p) for p in reset))
+            note_marks(state, here.window)
         return
     if here.window.calls and (consumed(here.window) or for_input(state, here.window)):
         here.window = Window()  # used (SAM's ascent, an attack's input): the next calls step
@@ -57,6 +58,7 @@ def resetting(state: WatchState, here: ThreadState, params: Callable[[], Any]) -
             here.window.wipe(present)  # more backward calls may follow: wiped
             if here.stepped and "wiped" not in state.sites:
                 state.sites["wiped"] = user_line() or "?"
+        note_marks(state, here.window)
     if not here.stepped:
         here.window = Window()
     for helper in helpers:
@@ -71,7 +73,10 @@ def kept_by_another(state: WatchState, window: Window, cleared: set[int]) -> boo
     the generator's backward, GradNorm's weights reset after the weighted task loss's
     backward), it wipes no micro-batch of an accumulation. A later reset whose calls
     before it left those gradients as they were (version counters, no device read) is a
-    reset inside the cleared optimizer's own accumulation."""
+    reset inside the cleared optimizer's own accumulation, and so is one whose other
+    gradients are as they were at the window's first backward or its last reset
+    (`reset_marks`): left from an earlier phase (a scorer's last backward before a fresh
+    model's training)."""
     marks = []
     for optimizer in state.optimizers:
         if not isinstance(optimizer, torch.optim.Optimizer):
@@ -79,13 +84,35 @@ def kept_by_another(state: WatchState, window: Window, cleared: set[int]) -> boo
         params = [p for g in optimizer.param_groups for p in g["params"]]
         if any(id(p) in cleared for p in params):
             continue
-        grad = next((p.grad for p in params if p.grad is not None), None)
-        if grad is not None:
-            marks.append((id(grad), grad._version))
+        mark = _first_grad_mark(params)
+        if mark is not None and mark != window.reset_marks.get(id(optimizer)):
+            marks.append(mark)
     if not marks or tuple(marks) == window.kept_marks:
         return False
     window.kept_marks = tuple(marks)
     return True
+
+
+def note_marks(state: WatchState, window: Window) -> None:
+    """At a window's first backward and at each reset after it: each optimizer's first
+    gradient as it is before the calls that follow (kept_by_another); one attribute read
+    an optimizer where its first parameter holds a gradient. Only while one thread runs the
+    hooks: another thread's backward or zero_grad may be freeing the gradient read."""
+    window.reset_marks = {}
+    if not state.threads.alone():
+        return
+    for optimizer in state.optimizers:
+        if isinstance(optimizer, torch.optim.Optimizer):
+            params = (p for g in optimizer.param_groups for p in g["params"])
+            mark = _first_grad_mark(params)
+            if mark is not None:
+                window.reset_marks[id(optimizer)] = mark
+
+
+def _first_grad_mark(params: Any) -> tuple[int, int] | None:
+    """(id, version) of the first gradient among `params`; None: none has one."""
+    grad = next((p.grad for p in params if p.grad is not None), None)
+    return None if grad is None else (id(grad), grad._version)
 
 
 def written_by_hand(window: Window) -> bool:

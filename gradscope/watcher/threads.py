@@ -66,6 +66,11 @@ class Window:
     """A weak reference to the sentinel's gradient as the last backward left it (None: it
     had none): another tensor there at the step was written by hand since."""
     kept_marks: tuple[tuple[int, int], ...] = ()
+    reset_marks: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """id of each optimizer → (id, version) of its first gradient
+    at the window's first backward and at each reset since: one unchanged at the next
+    reset got nothing from the calls between (a scorer's gradients left from before a
+    fresh model's steps). Empty where several threads run the hooks."""
     """(id, version) of a gradient of each other optimizer that kept its gradients across
     the window's last reset (resets.kept_by_another)."""
     judged: int = -1

@@ -4,8 +4,9 @@ examples. Writes each step's loss and backward calls as the script applies them 
 argv[1]. MODE (argv[2]): fresh (a fresh model and a fresh Adam, the scorer reset before
 each example's backward), reset_after (the scorer reset after each one, set_to_none=False),
 same (TracIn-style: the scorer itself scored, then trained on the kept half by its own
-optimizer); bug: accumulated (as same, in micro-batches with zero_grad inside the
-accumulation)."""
+optimizer); bugs: accumulated (as same, in micro-batches with zero_grad inside the
+accumulation), fresh-accumulated (as fresh, so, the scorer's last gradients left in
+place)."""
 
 import json
 import sys
@@ -54,6 +55,10 @@ if mode in ("same", "accumulated"):
     train(scorer, opt, keep.repeat(2), micro=2 if mode == "accumulated" else 1)
 else:
     model = make()
-    train(model, torch.optim.Adam(model.parameters(), lr=1e-3), keep)
+    fresh_opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    if mode == "fresh-accumulated":
+        train(model, fresh_opt, keep.repeat(2), micro=2)
+    else:
+        train(model, fresh_opt, keep)
 with open(out, "w") as f:
     json.dump({"steps": steps}, f)
