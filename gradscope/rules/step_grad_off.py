@@ -92,14 +92,74 @@ def loss_without_graph(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
     step = run.graphless_at
     if step is None:
         return []
+    uncreated = (
+        ", or a gradient taken just before by torch.autograd.grad without create_graph=True "
+        "(a Hessian-vector product's first derivative: it comes back outside the graph)"
+        if run.graphless_derivative
+        else ""
+    )
     finding = this.finding(
         "backward",
         f"the backward of step {step} failed on a loss with no graph although grad mode was "
         "on: nothing the loss was computed from requires grad, so the model's outputs "
         "reached it only through a cut: a Python number or NumPy array (.item(), .tolist(), "
-        ".numpy()) made into a tensor again, a .detach(), or a forward under torch.no_grad()",
-        "keep the values tensors from the model's output to the loss; "
-        f"`{inspect_command(run, step)}` names the op that cut the graph and its line",
+        ".numpy()) made into a tensor again, a .detach(), or a forward under torch.no_grad()"
+        + uncreated,
+        "keep the values tensors from the model's output to the loss"
+        + ("; take a gradient you differentiate again with create_graph=True" if uncreated else "")
+        + f"; `{inspect_command(run, step)}` names the op that cut the graph and its line",
         evidence=(f"the loss requires no grad at the backward of step {step}, grad mode on",),
+    )
+    return [about(finding, [step])]
+
+
+@rule(
+    "GS474",
+    "derivative-without-graph",
+    Severity.ERROR,
+    "none-grad",
+    Stage.WATCH,
+    "watch: the script died in torch.autograd.grad differentiating a derivative taken "
+    "without create_graph=True: a Hessian-vector product, a gradient penalty or an inner "
+    "step whose first gradient came back outside the graph",
+    example="`g = torch.autograd.grad(loss, params)` then "
+    "`torch.autograd.grad(g, params, grad_outputs=v)` (LiSSA's Hessian-vector product): the "
+    "second call fails, g has no graph",
+    fix="take the first derivative with `torch.autograd.grad(loss, params, "
+    "create_graph=True)`: its result stays in the graph and can be differentiated again",
+    objectives="any: the graph of a derivative differentiated again, independent of the loss",
+)
+def derivative_without_graph(
+    run: WatchRun, t: Thresholds, *, this: Rule = DECLARED
+) -> list[Finding]:
+    """The run crashed in a torch.autograd.grad call, grad mode on, on outputs with no graph
+    that were the results of the script's last torch.autograd.grad call without
+    create_graph, or that it differentiated against the same variables as that call (their
+    product with a vector, summed): the second derivative of a Hessian-vector product
+    (influence functions' LiSSA, conjugate gradients), a gradient penalty or MAML's inner
+    step, whose first derivative was taken outside the graph."""
+    step = run.uncreated_at
+    if step is None:
+        return []
+    what = (
+        "the results of"
+        if run.uncreated_direct
+        else "a value with no graph, differentiated against the same variables as"
+    )
+    finding = this.finding(
+        "autograd.grad",
+        f"torch.autograd.grad failed after {step - 1} optimizer steps on {what} the "
+        "derivative the script took just before without create_graph=True: that gradient "
+        "came back outside the graph (no grad_fn), so a second derivative of it (a "
+        "Hessian-vector product, a gradient penalty) has nothing to differentiate",
+        "pass create_graph=True to the torch.autograd.grad call whose result is "
+        "differentiated again (the Hessian-vector product's first gradient)"
+        + (
+            ""
+            if run.uncreated_direct
+            else "; if the failing value is not made from it, it left the graph on its way "
+            "(.detach(), .item(), a torch.no_grad() block)"
+        ),
+        evidence=(f"outputs of a derivative taken without create_graph, after step {step - 1}",),
     )
     return [about(finding, [step])]

@@ -44,8 +44,8 @@ SITE = "wiped"
     "watch: the gradients were reset between the backward calls of one step, so only the "
     "last micro-batch reaches each update",
     example="`for x, y in micro_batches: optimizer.zero_grad(); (loss(x, y) / 4).backward()` "
-    "then `optimizer.step()`: 1 of 4 micro-batches is applied, and the loss reads 4× higher "
-    "from step 2 on",
+    "then `optimizer.step()`: 1 of 4 micro-batches is applied, and the loss reads a quarter "
+    "of the batch's (the applied micro-batch's)",
     fix="call optimizer.zero_grad() once per step, before the accumulation loop (or right "
     "after optimizer.step()), never between its backward calls",
     supersedes=("GS430",),  # the noise scale's "reset between them" is this, said once
@@ -61,8 +61,8 @@ def grads_wiped_in_step(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) 
     them: the step applied only the gradients of the calls after the last reset. Seen from
     the first step that follows a step (the first one cannot be told from backward calls
     made before training, whose gradients are thrown away on purpose), so it is named at
-    step 2. The first step's loss is then one micro-batch's and every later step's the sum
-    of all: the loss seems to rise, and an early blow-up (GS414) is this. Where each such
+    step 2. Each step's loss is that of the calls it applied (after the last reset), the
+    first step's as every later one's. Where each such
     update still applied as many calls as the run's usual step, nothing it would have had
     was lost: the calls reset before it were a computation between steps (a Fisher
     estimate for EWC, a gradient probe), their gradients read and thrown away.
@@ -94,7 +94,7 @@ def grads_wiped_in_step(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) 
                 "reset the gradients once per step: optimizer.zero_grad() before the "
                 "accumulation loop (or right after optimizer.step()), not inside it",
                 value=lost / calls,
-                evidence=_evidence(s.steps[0], wiped, calls),
+                evidence=_evidence(s.steps[0], wiped, calls, lost),
             ),
             (r.step for r in wiped),
         )
@@ -106,15 +106,18 @@ def grads_wiped_in_step(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) 
     return out
 
 
-def _evidence(first: StepRecord, wiped: list[StepRecord], calls: float) -> tuple[str, ...]:
-    """The wiped steps, and the first step's loss where it counts fewer calls."""
+def _evidence(
+    first: StepRecord, wiped: list[StepRecord], calls: float, lost: float
+) -> tuple[str, ...]:
+    """The wiped steps, and the first step's count of calls where it had fewer."""
     evidence = [
         f"steps whose first backward calls were wiped: {step_list([r.step for r in wiped])}"
     ]
     if first.backward_calls < calls and first.loss is not None:
         evidence.append(
             f"step {first.step} counts {first.backward_calls} backward call(s) (loss "
-            f"{num(first.loss)}), the later steps {calls:g}: its loss is not comparable"
+            f"{num(first.loss)}), the later steps {calls:g}, each applying the last "
+            f"{calls - lost:g}"
         )
     return tuple(evidence)
 

@@ -203,6 +203,15 @@ class WatchRun:
     graphless_at: int | None = None
     """The step whose backward failed on a loss with no graph while grad mode was on (a
     value taken out of the graph on its way to the loss: watcher/backward_calls.py)."""
+    graphless_derivative: bool = False
+    """At that failure the results of a torch.autograd.grad call without create_graph
+    were alive, with no backward since: the loss may be made from them."""
+    uncreated_at: int | None = None
+    """The step whose torch.autograd.grad failed on the derivative of a derivative taken
+    without create_graph (watcher/uncreated.py)."""
+    uncreated_direct: bool = False
+    """That call's outputs were the plain derivative's results themselves (else a value
+    differentiated against the same variables, likely made from them)."""
     unused_clips: tuple[UnusedClip, ...] = ()
     """Clips with a finite max_norm that no step took, per line of the script."""
     batch_read: tuple[str, ...] = ()

@@ -20,6 +20,7 @@ from gradscope.watcher import (
     discover,
     flat_ops,
     hand_scale,
+    kept_grads,
     loss_graph,
     loss_kinds,
     manual,
@@ -63,6 +64,7 @@ def started(
         clipping.unused(state, here)
         here.clear_clip()
         carried_graph.window_began(state.graph_marks)
+        kept_grads.note_marks(state, window)
     here.zeroed = None  # a backward after the zero_grad: the usual order
     here.taken = None
     if window.calls:
@@ -111,7 +113,7 @@ def _add_loss(
     )
     if value.dtype not in (torch.float32, torch.float64):
         value = value.float()  # a half-precision loss summed over micro-batches
-    if window.loss is None:
+    if window.calls == 1:  # not `loss is None`: a wipe sets the earlier calls' loss apart
         window.first = value
     window.loss = value if window.loss is None else window.loss + value
 
@@ -134,6 +136,8 @@ def ended(
     """The call returned (`retained`: keeping its graph): its micro-batch norms; what an
     update by hand may follow."""
     state.noise.end()
+    if state.uncreated.results:
+        state.uncreated.clear()
     carried_graph.note_roots(state.graph_marks, roots)
     if not here.quiet:
         _passed(state, roots)
@@ -180,6 +184,7 @@ def failed(
     if not torch.is_grad_enabled():
         state.grad_off_at = state.grad_off_at or state.steps + 1
     else:
+        state.graphless_derivative = state.graphless_at is None and state.uncreated.held()
         state.graphless_at = state.graphless_at or state.steps + 1
 
 

@@ -74,7 +74,7 @@ def backward_end(state: WatchState, here: ThreadState, roots: list[torch.Tensor]
         state.first_weights = manual.weights
     manual.grads = state.measure.grads()
     manual.members = tuple(i for i, p in enumerate(tracked) if leaf_grad(p) is not None)
-    manual.loss = here.window.loss
+    manual.loss = here.window.whole_loss()
     manual.kind = here.window.loss_kind or manual.kind
     manual.loss_known = here.window.loss_known
     manual.calls = here.window.calls

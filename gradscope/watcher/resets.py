@@ -19,7 +19,7 @@ import torch
 
 from gradscope.autograd_walk import NodeWalk
 from gradscope.errors import user_line
-from gradscope.watcher import discover
+from gradscope.watcher import discover, kept_grads
 from gradscope.watcher.measure import norms
 from gradscope.watcher.optimizer_watch import OpenReset
 from gradscope.watcher.state import WatchState
@@ -43,48 +43,28 @@ def resetting(state: WatchState, here: ThreadState, params: Callable[[], Any]) -
     helpers = state.threads.helpers(here)
     if not helpers and not here.window.calls:
         return
-    present = {id(p) for p in params() if p.grad is not None}
+    reset = list(params())
+    present = {id(p) for p in reset if p.grad is not None}
     if not present:
+        if here.window.calls:
+            here.window.reset_unreached(frozenset(id(p) for p in reset))
+            kept_grads.note_marks(state, here.window)
         return
     if here.window.calls and (consumed(here.window) or for_input(state, here.window)):
         here.window = Window()  # used (SAM's ascent, an attack's input): the next calls step
     elif here.window.calls:
         here.zeroed = here.window
         here.window.judged = here.window.calls
-        if not kept_by_another(state, here.window, present):
-            here.window.wiped = here.window.calls  # more backward calls may follow: wiped
-            here.window.wiped_ids = present
+        if not kept_grads.kept_by_another(state, here.window, present):
+            here.window.wipe(present)  # more backward calls may follow: wiped
             if here.stepped and "wiped" not in state.sites:
                 state.sites["wiped"] = user_line() or "?"
+        kept_grads.note_marks(state, here.window)
     if not here.stepped:
         here.window = Window()
     for helper in helpers:
         if helper.window.leaves & present:
             helper.window = Window()
-
-
-def kept_by_another(state: WatchState, window: Window, cleared: set[int]) -> bool:
-    """Another optimizer (one holding none of the `cleared` parameters) keeps gradients
-    across this reset that the calls since the window's previous such reset gave it: the
-    reset picks which backward trains which optimizer (a GAN's `opt_d.zero_grad()` after
-    the generator's backward, GradNorm's weights reset after the weighted task loss's
-    backward), it wipes no micro-batch of an accumulation. A later reset whose calls
-    before it left those gradients as they were (version counters, no device read) is a
-    reset inside the cleared optimizer's own accumulation."""
-    marks = []
-    for optimizer in state.optimizers:
-        if not isinstance(optimizer, torch.optim.Optimizer):
-            continue
-        params = [p for g in optimizer.param_groups for p in g["params"]]
-        if any(id(p) in cleared for p in params):
-            continue
-        grad = next((p.grad for p in params if p.grad is not None), None)
-        if grad is not None:
-            marks.append((id(grad), grad._version))
-    if not marks or tuple(marks) == window.kept_marks:
-        return False
-    window.kept_marks = tuple(marks)
-    return True
 
 
 def written_by_hand(window: Window) -> bool:
@@ -285,8 +265,8 @@ def wiped_by_hand(state: WatchState, here: ThreadState, window: Window) -> None:
     if window.judged == window.calls:
         return  # the reset since the last call was a zero_grad, judged then
     if sentinel is not None and sentinel.grad is None and here.stepped:
-        if not kept_by_another(state, window, {id(sentinel)}):
-            window.wiped, window.wiped_ids = window.calls, {id(sentinel)}
+        if not kept_grads.kept_by_another(state, window, {id(sentinel)}):
+            window.wipe({id(sentinel)})
 
 
 def sentinel(state: WatchState, here: ThreadState, window: Window) -> None:

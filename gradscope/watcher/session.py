@@ -226,6 +226,9 @@ class Watcher:
             derivative_cut_at=tuple(icp.derivative_cut_at),
             hook_again=icp.hooks_again.found,
             graphless_at=icp.graphless_at,
+            graphless_derivative=icp.graphless_derivative,
+            uncreated_at=icp.uncreated_at,
+            uncreated_direct=icp.uncreated.direct,
         )
 
 

@@ -47,6 +47,7 @@ from gradscope.watcher.same_grads import SameGrads
 from gradscope.watcher.sampled_grids import SampledGrids
 from gradscope.watcher.target_leak import TargetLeak
 from gradscope.watcher.threads import Threads, ThreadState
+from gradscope.watcher.uncreated import Uncreated
 
 
 class StopWatching(BaseException):
@@ -118,6 +119,12 @@ class WatchState:
     first_hand_scale: float | None = None
     """The loss scale kept by hand (a power of two) at the first backward read on one
     (hand_scale.py): later losses are recorded in its scale."""
+    graphless_derivative: bool = False
+    """At that failure, a derivative taken without create_graph was alive, none since."""
+    uncreated: Uncreated = field(default_factory=Uncreated)
+    """The last torch.autograd.grad call without create_graph (uncreated.py)."""
+    uncreated_at: int | None = None
+    """The step whose torch.autograd.grad failed on the derivative of such a call."""
     unused_clips: dict[str, UnusedClip] = field(default_factory=dict)
     """The script's line of a clip no step took → what it clipped (clipping.unused)."""
     sites: dict[str, str] = field(default_factory=dict)

@@ -12,6 +12,7 @@ import torch
 
 from gradscope.steps.step_record import input_checked
 from gradscope.watcher import (
+    applied,
     carried_graph,
     clipping,
     discover,
@@ -44,20 +45,21 @@ def begin(
     if state.replaced:  # a watched model registered a parameter or module since
         replaced.refresh(state)
     index = optimizer_index(state, here, optimizer)
-    window, zeroed = _applied(state, here, optimizer, index)
+    window, zeroed = _window_for(state, here, optimizer, index)
     note_meaning(state, index, optimizer, window)
     scaler = scaler_for(here, optimizer)
     clip = _clip_for(state, here, optimizer)
     scale = _scale_of(scaler)
     written = window.calls > 0 and wrapped_steps.written_by_wrapper(window, optimizer)
+    taken = applied.applied(window, optimizer, written)
     here.current = PendingStep(
         step=state.steps + 1,  # numbered when it ends: threads end them in any order
         optimizer=index,
         lrs=tuple(_lr(g) for g in optimizer.param_groups),
-        backward_calls=window.calls,
+        backward_calls=taken.calls,
         skipped=_skipped_flag(optimizer, skipped),
         param_norm=_grad_norms(state, here, index, optimizer, clip),
-        loss=_loss(window, returned, written and bool(window.wiped)),
+        loss=_loss(taken, window.loss_known, returned),
         grad_norm=clip.clip_total,
         max_norm=clip.max_norm,
         norm_type=clip.norm_type,
@@ -67,8 +69,8 @@ def begin(
         carried=resets.carried(state, optimizer),
         members=state.members(optimizer),
         zeroed=zeroed is not None,
-        wiped=(wiped := None if written else _wiped(window, optimizer)),
-        rewritten=wiped is not None and grad_rewrites.combined_by_hand(window),
+        wiped=taken.wiped,
+        rewritten=taken.wiped is not None and grad_rewrites.combined_by_hand(window),
         input_added=_input_added(state, window),
         reapplied=_reapplied(state, optimizer, window),
         written=written,
@@ -84,7 +86,7 @@ def begin(
         here.snapshot = (params, state.updates.before(optimizer, params, turn))
 
 
-def _applied(
+def _window_for(
     state: WatchState, here: ThreadState, optimizer: Any, index: int
 ) -> tuple[Window, Window | None]:
     """The backward calls the step applies, and the window a zero_grad since closed (None:
@@ -133,17 +135,6 @@ def _input_added(state: WatchState, window: Window) -> bool:
     return checked and resets.input_added(state, window)
 
 
-def _wiped(window: Window, optimizer: Any) -> int | None:
-    """The step's first backward calls whose gradients of its parameters a reset
-    cleared before its later calls (None: none; all of them is GS422's `zeroed`)."""
-    if not 0 < window.wiped < window.calls or resets.written_by_hand(window):
-        return None
-    ids = window.wiped_ids
-    if any(id(p) in ids for g in optimizer.param_groups for p in g["params"]):
-        return window.wiped
-    return None
-
-
 def _skipped_flag(optimizer: Any, skipped: bool) -> bool | torch.Tensor:
     """Skipped by GradScaler: known, or a fused optimizer's `found_inf` (on the device)."""
     found_inf = getattr(optimizer, "found_inf", None)
@@ -152,23 +143,14 @@ def _skipped_flag(optimizer: Any, skipped: bool) -> bool | torch.Tensor:
     return skipped
 
 
-def _loss(window: Window, returned: Any, wrapped: bool = False) -> torch.Tensor | float | None:
-    """The step's loss: the closure's value, or the sum of its backward calls' losses;
-    their mean where a wrapper wrote the gradients from its own sum (`wrapped`): it
-    scales that sum itself (Opacus by the logical batch), and a step after the first of
-    its resets counts all of its physical batches where the first counts one. Where the
-    wiped calls kept their graph, the calls are passes over one forward (ghost clipping:
-    the loss, then its per-sample terms reweighted by their clip factors): the first's."""
+def _loss(taken: applied.Applied, known: bool, returned: Any) -> torch.Tensor | float | None:
+    """The step's loss: the closure's value, or what the backward calls whose gradients it
+    applies ran on (applied.py)."""
     if isinstance(returned, torch.Tensor) and returned.numel() == 1:
         return returned.detach().reshape(())
     if isinstance(returned, (int, float)) and not isinstance(returned, bool):
         return float(returned)
-    if not window.loss_known:
-        return None
-    if wrapped and window.loss is not None and window.calls > 1:
-        one_forward = window.retained >= window.wiped and window.first is not None
-        return window.first if one_forward else window.loss / window.calls
-    return window.loss
+    return taken.loss if known else None
 
 
 def finish(state: WatchState, here: ThreadState, optimizer: Any) -> None:
@@ -240,7 +222,7 @@ def window_of(state: WatchState, here: ThreadState, optimizer: Any) -> Window:
     if not helpers:
         return here.window
     ids = {id(p) for g in optimizer.param_groups for p in g["params"]}
-    window = Window(here.window.calls, here.window.loss, here.window.loss_known)
+    window = Window(here.window.calls, here.window.whole_loss(), here.window.loss_known)
     for helper in helpers:
         if helper.window.leaves & ids:
             window.add(helper.window)

@@ -55,6 +55,13 @@ class Window:
     wiped_ids: set[int] = field(default_factory=set)
     """ids of the parameters that reset cleared: a step of other parameters (a GAN's
     other model) lost nothing."""
+    wiped_loss: torch.Tensor | None = None
+    """Sum of the wiped calls' losses, moved out of `loss` at each reset: `loss` holds the
+    calls after the last one, those whose gradients a step can still apply."""
+    unreached: list[tuple[frozenset[int], int, torch.Tensor | None]] = field(default_factory=list)
+    """(ids of the parameters, calls, loss) at each zero_grad since the last wipe that found
+    none of its parameters holding a gradient: an optimizer of those parameters applies
+    none of the calls before it (applied.py)."""
     sentinel: Any = None
     """A parameter the window's first backward gave a gradient: None again at a later
     call's start, the script set the gradients to None by hand in between."""
@@ -67,8 +74,13 @@ class Window:
     """That gradient itself, held only after a reset inside the window (a wipe), to compare
     with a tensor written by hand at the step (resets.combined_by_hand)."""
     kept_marks: tuple[tuple[int, int], ...] = ()
+    reset_marks: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """id of each optimizer → (id, version) of its first gradient
+    at the window's first backward and at each reset since: one unchanged at the next
+    reset got nothing from the calls between (a scorer's gradients left from before a
+    fresh model's steps). Empty where several threads run the hooks."""
     """(id, version) of a gradient of each other optimizer that kept its gradients across
-    the window's last reset (resets.kept_by_another)."""
+    the window's last reset (kept_grads.kept_by_another)."""
     judged: int = -1
     """The window's calls when a zero_grad between them was last judged (resetting)."""
     retained: int = 0
@@ -95,6 +107,27 @@ class Window:
     """ids of the watched models in eval mode at the window's first backward: the mode
     its forward ran in (modes.py), whatever the script switched to before the step."""
 
+    def wipe(self, ids: set[int]) -> None:
+        """A reset cleared the gradients (of the parameters `ids`) that every call so far
+        gave: those calls' loss is set apart from the later calls'."""
+        self.wiped, self.wiped_ids = self.calls, ids
+        self.unreached = []
+        if self.loss is not None:
+            self.wiped_loss = self.loss if self.wiped_loss is None else self.wiped_loss + self.loss
+            self.loss = None
+
+    def reset_unreached(self, ids: frozenset[int]) -> None:
+        """A zero_grad after some calls found none of the parameters `ids` holding a
+        gradient (kept: the last few)."""
+        self.unreached = [u for u in self.unreached if u[0] != ids][-3:]
+        self.unreached.append((ids, self.calls, self.loss))
+
+    def whole_loss(self) -> torch.Tensor | None:
+        """Sum of the losses of all its calls, wiped or not."""
+        if self.wiped_loss is None or self.loss is None:
+            return self.loss if self.wiped_loss is None else self.wiped_loss
+        return self.wiped_loss + self.loss
+
     def shared(self) -> Window:
         """What a second optimizer stepping on these calls applies: their count, loss and
         meaning; their micro-batch norms stay the first step's (one estimate a call)."""
@@ -104,8 +137,9 @@ class Window:
         """`other`'s backward calls belong to the same step."""
         self.calls += other.calls
         self.loss_known = self.loss_known and other.loss_known
-        if other.loss is not None:
-            self.loss = other.loss if self.loss is None else self.loss + other.loss
+        loss = other.whole_loss()
+        if loss is not None:
+            self.loss = loss if self.loss is None else self.loss + loss
 
 
 @dataclass

@@ -208,6 +208,10 @@ FIRES = {
         "tests/watcher/test_watch_loss_without_graph.py",
         "test_an_action_taken_out_of_the_graph_is_named",
     ),
+    "GS474": (
+        "tests/watcher/test_watch_hvp_graph.py",
+        "test_a_hessian_vector_product_without_create_graph_is_named",
+    ),
     "GS469": (
         "tests/watcher/test_watch_zero_weight.py",
         "test_a_weight_that_never_ramps_up_is_named",

@@ -32,12 +32,13 @@ class AutogradGrad(Patch):
                 results = original(outputs, inputs, *args, **kw)
             except RuntimeError:
                 if here is not None and not here.depth:
-                    safely(state, here, PART, lambda: _failed(state, outputs))
+                    safely(state, here, PART, lambda: _failed(state, outputs, inputs))
                 raise
             if here is not None and not here.depth and _create_graph(args, kw):
                 safely(state, here, PART, lambda: state.derivatives.note(outputs, results))
             elif here is not None and not here.depth:
                 safely(state, here, PART, lambda: _plain(state, outputs, inputs))
+                safely(state, here, PART, lambda: state.uncreated.plain(inputs, results))
             return results
 
         return grad
@@ -56,9 +57,12 @@ def _create_graph(args: tuple[Any, ...], kw: dict[str, Any]) -> bool:
     return bool(kw.get("create_graph", args[2] if len(args) > 2 else False))
 
 
-def _failed(state: WatchState, outputs: Any) -> None:
+def _failed(state: WatchState, outputs: Any, inputs: Any) -> None:
     """The call raised: on outputs with no graph while grad mode is off, the forward that
-    made them built none (an evaluation under torch.no_grad() that takes forces): GS461."""
+    made them built none (an evaluation under torch.no_grad() that takes forces): GS461;
+    with it on, on the derivative of a derivative taken without create_graph: GS474."""
+    if state.uncreated_at is None and state.uncreated.explains(outputs, inputs):
+        state.uncreated_at = state.steps + 1
     many = (outputs,) if isinstance(outputs, torch.Tensor) else outputs
     tensors = (
         [t for t in many if isinstance(t, torch.Tensor)] if isinstance(many, (tuple, list)) else []
