@@ -75,6 +75,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_stepped_nothing",
         "gradscope.rules.step_target_leak",
         "gradscope.rules.step_teacher_trained",
+        "gradscope.rules.step_ema_reversed",
         "gradscope.rules.step_trends",
         "gradscope.rules.step_unbounded",
         "gradscope.rules.step_update_nan",

@@ -321,6 +321,14 @@ TABLE = {
             "teacher forward under torch.no_grad(), requires_grad_(False), out of the optimizer",
         ),
         TableRow(
+            "ema-reversed",
+            "a self-distillation or momentum-contrast run learns little: its targets never "
+            "change and the model drifts back toward where it started",
+            "the EMA update's arguments are swapped: the script writes the trained model from "
+            "its frozen copy, and the copy never follows",
+            "pass the trained model first and the EMA copy second to the momentum update",
+        ),
+        TableRow(
             "reference-trained",
             "a preference or KL-regularised loss falls fast while the reference anchors nothing",
             "the reference model (a copy of the policy) sits in the optimizer with its forward "

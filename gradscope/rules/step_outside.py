@@ -214,7 +214,10 @@ def _not_judged(run: WatchRun, i: int, p: ParamInfo) -> bool:
 
 def _never_stepped(this: Rule, run: WatchRun, p: ParamInfo, i: int) -> Finding:
     """In the param groups of an optimizer whose zero_grad() ran and whose step() never
-    did: the gradients it clears are never applied (its step() is missing)."""
+    did: the gradients it clears are never applied (its step() is missing). A gradient
+    that grew while that zero_grad() ran again and again (gpytorch's NGD recipe with the
+    hyperparameters' Adam step left out) grew with the model the other optimizers moved,
+    not by piling up: only a reset at most once says nothing resets it."""
     return this.finding(
         p.name,
         f"{p.name} gets gradients and is in the param groups of an optimizer "
@@ -223,7 +226,7 @@ def _never_stepped(this: Rule, run: WatchRun, p: ParamInfo, i: int) -> Finding:
         "optimizers' are",
         evidence=(
             f"optimizers that stepped: {', '.join(run.optimizers)}",
-            *_piled_up(run, i),
+            *(_piled_up(run, i) if p.idle_resets <= 1 else ()),
         ),
     )
 

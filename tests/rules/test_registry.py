@@ -232,6 +232,10 @@ FIRES = {
         "tests/watcher/test_watch_same_grads.py",
         "test_gradients_copied_back_from_a_buffer_made_once_are_named",
     ),
+    "GS475": (
+        "tests/watcher/test_ema_reversed.py",
+        "test_an_ema_update_with_its_arguments_swapped_is_named",
+    ),
     "GS463": (
         "tests/watcher/test_watch_schedule_pace.py",
         "test_a_schedule_sized_in_steps_stepped_per_epoch_is_named",

@@ -90,3 +90,37 @@ def test_blocks_whose_optimizers_the_crash_came_before_are_not_said_to_be_in_non
 def test_the_layer_wise_loop_with_its_detach_is_silent():
     report = domain_watched("layer_wise.py", "healthy")
     assert not [f for f in report.findings if f.severity >= Severity.WARNING], report.findings
+
+
+def _hyperparameters_left_unstepped(zeroed_each_step: bool):
+    # gpytorch's natural-gradient recipe (examples/04_Variational_and_Approximate_GPs/
+    # Natural_Gradient_Descent.ipynb): NGD steps the variational parameters and Adam the
+    # kernel's hyperparameters, both zeroed at each step; here Adam's step() is left out.
+    # The hyperparameter's gradient grows as the other optimizer moves the model, not
+    # because it piles up: its zero_grad() resets it at every step
+    torch.manual_seed(0)
+    variational = torch.nn.Parameter(torch.tensor([0.1]))
+    scale = torch.nn.Parameter(torch.tensor([1.0]))
+    ngd_like = torch.optim.SGD([variational], lr=0.1)
+    hyper = torch.optim.Adam([scale], lr=0.01)
+    with gradscope.watch() as w:
+        hyper.zero_grad()
+        for _ in range(12):
+            ngd_like.zero_grad()
+            if zeroed_each_step:
+                hyper.zero_grad()
+            loss = (variational - 3.0).pow(2).sum() + 0.01 * (scale * variational).sum()
+            loss.backward()
+            ngd_like.step()
+    return [f for f in w.report.findings if f.rule == "GS411"]
+
+
+def test_a_gradient_its_idle_optimizer_resets_is_not_said_to_pile_up():
+    found = _hyperparameters_left_unstepped(zeroed_each_step=True)
+    assert found and all("whose step() never did" in f.message for f in found)
+    assert not any("nothing resets" in e for f in found for e in f.evidence), found
+
+
+def test_a_gradient_its_idle_optimizer_reset_once_still_piles_up():
+    found = _hyperparameters_left_unstepped(zeroed_each_step=False)
+    assert found and any("nothing resets" in e for f in found for e in f.evidence), found
