@@ -11,10 +11,11 @@ from __future__ import annotations
 from gradscope.findings import Severity
 from tests.watcher.watch_scripts import domain_watched
 
-BASELINE = {
-    f"Pointer2.{n}"
-    for n in ("embed.weight", "embed.bias", "enc.0.weight", "enc.0.bias", "enc.2.weight")
-} | {"Pointer2.enc.2.bias", "Pointer2.query.weight"}
+LAYERS = ("embed", "enc.0", "enc.2")
+BASELINE = {f"Pointer2.{n}.{w}" for n in LAYERS for w in ("weight", "bias")} | {
+    "Pointer2.query.weight",
+    "Pointer2.placeholder",
+}
 
 
 def test_a_rollout_baseline_in_the_optimizer_is_named_as_a_copy_nothing_moved():
