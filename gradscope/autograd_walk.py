@@ -52,6 +52,10 @@ everything below them gets exact zeros, by torch's definition."""
 CUSTOM_FUNCTION = "Function "
 """How `flat_op` names a custom autograd.Function: its backward is the user's own."""
 
+WHERE_UNCHOSEN = "torch.where (a branch never chosen)"
+"""How a leaf behind a torch.where branch its condition never chose is named
+(watcher/unchosen_branches.py): GS413 tells its zeros as that branch's."""
+
 
 _LIBRARIES = tuple(
     {sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")}

@@ -3,8 +3,10 @@ torch.no_grad(). The block freezes it on purpose (fairseq's feature encoder unde
 feature_grad_mult=0, an encoder held for its first freeze_finetune_updates): it gets no
 gradient by design, and an optimizer skips a parameter whose .grad is None, so keeping it
 in one changes nothing. Information that names the block; a no_grad region after the
-module, between its output and the loss, is a cut and stays one, and so does a copy of a
-model that learns (a teacher run under no_grad whose EMA update was forgotten). No torch."""
+module, between its output and the loss, is a cut and stays one. A copy of a model that
+learns (a teacher run under no_grad whose EMA update was forgotten, a greedy-rollout
+baseline handed to the optimizer) stays a warning that names the copy: what moves a copy
+is a copy into it, not a gradient. No torch."""
 
 from __future__ import annotations
 
@@ -69,19 +71,49 @@ def as_never_recomputed(finding: Finding, p: ParamInfo) -> Finding:
     return replace(finding, message=f"{finding.message}; {why}", advice=advice)
 
 
-def mirrors_a_learner(run: WatchRun, i: int, learned: Callable[[WatchRun, int], bool]) -> bool:
-    """Parameter i started equal to a tensor of its name and shape below another module,
-    one that got gradients: a copy of a trained model (a Mean Teacher whose EMA update is
-    missing never moves), not a block frozen on purpose."""
+def as_told(
+    run: WatchRun, i: int, finding: Finding, learned: Callable[[WatchRun, int], bool]
+) -> Finding:
+    """GS413 on a parameter whose module ran every forward under no_grad: information where
+    the block freezes it on purpose; where it is a copy of a model that learns, a warning
+    that names the copy and says what moves one (a copy into it), not a graph cut."""
+    original = mirrored_learner(run, i, learned)
+    if not original:
+        return as_information(finding, run.params[i])
+    return replace(
+        finding,
+        message=f"{finding.message}; it is a copy of {original} (it started equal), its "
+        "module ran every forward inside torch.no_grad(), and nothing changed its values: "
+        "the optimizer skips it while its .grad is None, so only a copy into it (an EMA "
+        "step, load_state_dict) moves it, and none came",
+        advice=f"if it should follow {original} (an EMA teacher, a target network), check "
+        "that its update runs; one replaced only when a test passes (a greedy-rollout "
+        "baseline, refreshed when the policy beats it) may not have been in this run; "
+        "either way no gradient reaches it: leave it out of the optimizer and call "
+        "requires_grad_(False) on it",
+    )
+
+
+def mirrored_learner(run: WatchRun, i: int, learned: Callable[[WatchRun, int], bool]) -> str:
+    """The tensor of parameter i's name and shape below another module that it started
+    equal to and that got gradients: the original of a copy of a trained model (a Mean
+    Teacher whose EMA update is missing never moves), not a block frozen on purpose; ""
+    when there is none."""
     p = run.params[i]
     below = p.name.partition(".")[2]
-    return bool(below) and any(
-        j != i
-        and q.shape == p.shape
-        and q.name.partition(".")[2] == below
-        and q.weight_norm == p.weight_norm
-        and learned(run, j)
-        for j, q in enumerate(run.params)
+    if not below:
+        return ""
+    return next(
+        (
+            q.name
+            for j, q in enumerate(run.params)
+            if j != i
+            and q.shape == p.shape
+            and q.name.partition(".")[2] == below
+            and q.weight_norm == p.weight_norm
+            and learned(run, j)
+        ),
+        "",
     )
 
 

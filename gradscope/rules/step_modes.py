@@ -105,8 +105,9 @@ def _eval_finding(run: WatchRun, span: EvalSpan) -> Finding:
         else f"at {span.steps} of its {span.of} optimizer steps, from step {span.first}"
     )
     where = f" (switched by eval() at {span.where})" if span.where else ""
+    model = f"{span.named} ({span.model})" if span.named else span.model
     message = (
-        f"{span.model} was in eval mode {when}{where} while "
+        f"{model} was in eval mode {when}{where} while "
         f"{run.optimizer_label(span.optimizer)} trained it: " + " and ".join(parts)
     )
     advice = (
@@ -122,7 +123,7 @@ def _eval_finding(run: WatchRun, span: EvalSpan) -> Finding:
             "optimizer trains as well"
         )
         advice = (
-            f"if {span.model} is meant to stay fixed, call requires_grad_(False) on it and "
+            f"if {model} is meant to stay fixed, call requires_grad_(False) on it and "
             "leave its parameters out of the optimizer (in eval mode); if it is meant to learn, "
             + advice[0].lower()
             + advice[1:]

@@ -276,8 +276,8 @@ def _explained(
         finding = dropped_grad.as_told(finding, p.name, steps)
     elif none and p.no_grad_function:
         finding = frozen_by_no_grad.as_never_recomputed(finding, p)
-    elif none and p.no_grad_forwards and not frozen_by_no_grad.mirrors_a_learner(run, i, got_grad):
-        finding = frozen_by_no_grad.as_information(finding, p)
+    elif none and p.no_grad_forwards:
+        finding = frozen_by_no_grad.as_told(run, i, finding, got_grad)
     elif place is not None:
         finding = routed.if_unrouted(run, place, finding, f"{p.name} never learned")
     elif read_through is not None:

@@ -6,13 +6,15 @@ only with a straight-through estimator (the forward's value, the identity's grad
 a custom Function written as one blocks the gradient when its backward returns zeros. A
 custom Function's backward that returns None for an input hands nothing to it, or to what
 lies below it: by design for a fixed matrix (feedback alignment's random feedback weights),
-a bug for a weight meant to learn; either way its backward is the place to look."""
+a bug for a weight meant to learn; either way its backward is the place to look. A weight
+read only through a torch.where branch that its condition never chose gets zeros too: no
+estimator helps there, the condition says whether that is meant."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from gradscope.autograd_walk import CUSTOM_FUNCTION
+from gradscope.autograd_walk import CUSTOM_FUNCTION, WHERE_UNCHOSEN
 from gradscope.findings import Finding
 from gradscope.steps.records import ParamInfo
 
@@ -45,6 +47,8 @@ def as_none(finding: Finding, p: ParamInfo, steps: int) -> Finding:
 
 def told(finding: Finding, name: str, op: str, head: str) -> Finding:
     """The finding with the op named, and the estimator that passes a gradient through it."""
+    if op == WHERE_UNCHOSEN:
+        return _unchosen(finding, name, head)
     if op.startswith(CUSTOM_FUNCTION):
         fn = op.removeprefix(CUSTOM_FUNCTION)
         return replace(
@@ -64,4 +68,23 @@ def told(finding: Finding, name: str, op: str, head: str) -> Finding:
         "the incoming gradient"
         + (" (masked to |x| <= 1, as binarised networks do)" if op == "torch.sign" else ""),
         evidence=(*finding.evidence, f"{op} lies between {name} and the loss"),
+    )
+
+
+def _unchosen(finding: Finding, name: str, head: str) -> Finding:
+    """The zeros of a tensor read only through a torch.where branch never chosen: a case
+    the run never met (a first step's placeholder that a multi-start decoder skips), or a
+    condition that is wrong."""
+    return replace(
+        finding,
+        message=f"{head}: it reaches the loss only through a torch.where branch whose "
+        "condition never chose it, so every gradient to it is 0",
+        advice="if it serves a case this run never meets (a first step's placeholder that "
+        "a multi-start decoder never reaches, a padding row), nothing is wrong: freeze it "
+        "with requires_grad_(False) to say so; otherwise check the condition of that "
+        "torch.where, which never selects it",
+        evidence=(
+            *finding.evidence,
+            f"torch.where, branch never chosen, lies between {name} and the loss",
+        ),
     )

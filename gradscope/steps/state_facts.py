@@ -37,6 +37,9 @@ class EvalSpan:
     """Another model the same optimizer trained in train mode (its class name)."""
     before_training: bool = False
     """That eval() call came before the run's first optimizer step."""
+    named: str | None = None
+    """The script's module-level name for the model (`baseline`): a greedy-rollout
+    baseline is a copy of the policy, of its class, so the class alone names either."""
 
 
 @dataclass(frozen=True)

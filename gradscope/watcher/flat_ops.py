@@ -3,7 +3,8 @@
 without a straight-through estimator; or through a custom autograd.Function (one whose
 backward returns zeros blocks everything below it). Their weights are in the graph, yet
 every gradient that reaches them is exactly 0, so "check that it takes part in the loss"
-is the wrong advice: GS413 names the op instead.
+is the wrong advice: GS413 names the op instead. Leaves behind a torch.where branch that
+its condition never chose are kept here too (watcher/unchosen_branches.py).
 
 Read off the graphs of the first backward calls only (a walk of at most MAX_GRAPH_NODES
 nodes each); what is below such a node is kept by weak reference.
@@ -16,8 +17,9 @@ from typing import Any
 
 import torch
 
-from gradscope.autograd_walk import NodeWalk, flat_op
+from gradscope.autograd_walk import WHERE_UNCHOSEN, NodeWalk, flat_op
 from gradscope.watcher.discover import MAX_GRAPH_NODES
+from gradscope.watcher.unchosen_branches import unchosen_leaves
 
 PART = "the zero-derivative op search"
 
@@ -49,6 +51,8 @@ class FlatOps:
                 leaf = _variable(under)
                 if leaf is not None and id(leaf) not in self.below:
                     self.below[id(leaf)] = (weakref.ref(leaf), op)
+        for leaf in unchosen_leaves(fns):
+            self.below.setdefault(id(leaf), (weakref.ref(leaf), WHERE_UNCHOSEN))
 
     def op_above(self, tensor: torch.Tensor) -> str | None:
         """The zero-derivative op this tensor lies below in the graphs read (None: none)."""

@@ -114,6 +114,7 @@ class Modes:
                 span.dropouts, span.norms = dropouts, norms
                 span.where = where or span.where
             self.names[id(root)] = type(discover.unwrapped(root)).__name__
+            self.script_names.setdefault(id(root), discover.script_modules().get(id(root)))
         span.last = step
         span.steps += 1
 
@@ -136,6 +137,7 @@ class Modes:
                 s.where,
                 self._beside(index, root),
                 self.call_steps.get(root, -1) == 0,
+                self.script_names.get(root),
             )
             for (index, root), s in self.spans.items()
             if s.dropouts or s.norms

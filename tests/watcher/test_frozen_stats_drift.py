@@ -34,12 +34,19 @@ def test_frozen_networks_in_eval_or_moved_by_hand_are_silent(mode):
 
 def test_a_feature_network_in_eval_left_in_the_optimizer_is_told_to_freeze_not_to_train():
     """SRGAN's shape: the critic's optimizer steps first, so the generator's optimizer and
-    the feature network beside it are found at its own first step, which counts in eval."""
+    the feature network beside it are found at its own first step, which counts in eval.
+    Both are Sequentials (as a greedy-rollout baseline is of its policy's class): the class
+    alone names either, so the message names the one in eval by the script's name for it;
+    the subject stays the class, as configs and baselines spell it."""
     report = domain_watched("frozen_features.py", "in-optimizer")
     (f,) = [f for f in report.findings if f.rule == "GS440"]
+    assert f.subject == "Sequential"
+    assert f.message.startswith("features (Sequential) was in eval mode"), f.message
     assert "at every one of its 6 optimizer steps" in f.message, f.message
     assert "beside net (Sequential)" in f.message and "meant to stay fixed" in f.message
-    assert f.advice.startswith("if Sequential is meant to stay fixed, call requires_grad_(False)")
+    assert f.advice.startswith(
+        "if features (Sequential) is meant to stay fixed, call requires_grad_"
+    )
     assert "GS448" not in {g.rule for g in report.findings}  # trained: not a frozen network
 
 
