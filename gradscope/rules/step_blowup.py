@@ -288,7 +288,7 @@ def _blowup_advice(b: Blowup, settings: OptimizerSettings | None) -> str:
         "the warm-up, so the first updates of a fresh model stay small"
     )
     if settings is not None and line_searched(settings):
-        return between_steps_advice(settings, top.step)
+        return _between_steps_advice(settings, top.step)
     if settings is not None and settings.sizes_own_step:
         advice = (
             f"{settings.kind} without a line search steps lr × its curvature-scaled "
@@ -308,16 +308,16 @@ def line_searched(settings: OptimizerSettings) -> bool:
     return settings.sizes_own_step and all(g.line_search for g in settings.groups)
 
 
-def between_steps_advice(settings: OptimizerSettings, step: int) -> str:
+def _between_steps_advice(settings: OptimizerSettings, step: int) -> str:
     """Where a line-searched optimizer's loss rose: not its step size, but what changed
     between the end of one step and the start of the next."""
     return (
-        f"not the learning rate: {settings.kind}'s line search only ends a step where the "
-        "closure's loss is no higher than where the step began, so the rise came from what "
-        f"changed before step {step}: the weights written by the script between steps (a "
-        "spline grid or coefficients re-fitted, a pruning or re-initialisation pass: check "
-        "that the rewrite keeps the model's function), the batch (mini-batches: a full "
-        "batch suits a line search), or a term of the loss"
+        f"look at what changed before step {step}: the weights written by the script "
+        "between steps (a spline grid or coefficients re-fitted, a pruning or "
+        "re-initialisation pass: check that the rewrite keeps the model's function), the "
+        "batch (mini-batches: a full batch suits a line search), or a term of the loss; not "
+        f"the learning rate: {settings.kind}'s line search only ends a step where the "
+        "closure's loss is no higher than where the step began"
     )
 
 

@@ -43,8 +43,8 @@ def test_a_rise_under_a_line_search_is_named_as_coming_from_between_the_steps():
     findings = _fit("strong_wolfe", 20.0)
     assert "GS419" not in {f.rule for f in findings}
     (f,) = [f for f in findings if f.rule == "GS414"]
-    assert f.advice.startswith("not the learning rate: LBFGS's line search"), f.advice
-    assert "before step 6" in f.advice and "lower the learning rate" not in f.advice
+    assert f.advice.startswith("look at what changed before step 6"), f.advice
+    assert "LBFGS's line search" in f.advice and "lower the learning rate" not in f.advice
 
 
 @pytest.mark.parametrize("rewrite", [5.0, 20.0])
