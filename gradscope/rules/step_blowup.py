@@ -279,24 +279,46 @@ def _blowup_message(b: Blowup) -> str:
 
 def _blowup_advice(b: Blowup, settings: OptimizerSettings | None) -> str:
     """Lower the lr or lengthen the warm-up; for LBFGS without a line search, whose step is
-    lr times its curvature-scaled direction (no warm-up), give it the line search."""
+    lr times its curvature-scaled direction (no warm-up), give it the line search; with one,
+    the step lowered the loss it was given, so the rise came from between the steps."""
     top = b.steps[b.at]
     clip = clip_note(b.steps[: b.at + 2])
     advice = (
         f"lower the learning rate (it was {lr_text(top)} at step {top.step}) or lengthen "
         "the warm-up, so the first updates of a fresh model stay small"
     )
+    if settings is not None and line_searched(settings):
+        return _between_steps_advice(settings, top.step)
     if settings is not None and settings.sizes_own_step:
-        if not any(g.line_search for g in settings.groups):
-            advice = (
-                f"{settings.kind} without a line search steps lr × its curvature-scaled "
-                "direction, which overshot here: pass line_search_fn='strong_wolfe' (a line "
-                f"search then sizes each step), or lower lr (it was {lr_text(top)} at step "
-                f"{top.step})"
-            )
+        advice = (
+            f"{settings.kind} without a line search steps lr × its curvature-scaled "
+            "direction, which overshot here: pass line_search_fn='strong_wolfe' (a line "
+            f"search then sizes each step), or lower lr (it was {lr_text(top)} at step "
+            f"{top.step})"
+        )
     if clip and clip != "scaled":
         advice += f"; clipping at max_norm {clip} was on and did not prevent it"
     return advice
+
+
+def line_searched(settings: OptimizerSettings) -> bool:
+    """A quasi-Newton optimizer whose every group sizes its steps by a line search (LBFGS
+    with line_search_fn='strong_wolfe'): each step ends where the closure's loss is no
+    higher than where it began, whatever lr (the first trial step's scale)."""
+    return settings.sizes_own_step and all(g.line_search for g in settings.groups)
+
+
+def _between_steps_advice(settings: OptimizerSettings, step: int) -> str:
+    """Where a line-searched optimizer's loss rose: not its step size, but what changed
+    between the end of one step and the start of the next."""
+    return (
+        f"look at what changed before step {step}: the weights written by the script "
+        "between steps (a spline grid or coefficients re-fitted, a pruning or "
+        "re-initialisation pass: check that the rewrite keeps the model's function), the "
+        "batch (mini-batches: a full batch suits a line search), or a term of the loss; not "
+        f"the learning rate: {settings.kind}'s line search only ends a step where the "
+        "closure's loss is no higher than where the step began"
+    )
 
 
 def _blowup_evidence(b: Blowup) -> tuple[str, ...]:

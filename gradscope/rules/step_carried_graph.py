@@ -55,10 +55,14 @@ def graph_carried_over(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
     fix. Where that older part reaches weights the steps updated that this loss's own
     nodes reach nowhere else, the carried tensor was made from them once (weights a
     hypernetwork generated before the loop) and is their only way to the loss: it is to be
-    made again in each step, as a .detach() would leave them no gradient."""
+    made again in each step, as a .detach() would leave them no gradient. Where a model's
+    buffer holds a node of that older graph, the buffer is the carrier: named so, with
+    torch.no_grad() around the code that writes it."""
     found = run.carried_graph
     if found is None:
         return []
+    if found.buffers:
+        return [about(_buffer_written(this, found), [found.step])]
     if found.handed_from is not None:
         return [about(_handed_on(this, run, found, found.handed_from), [found.step])]
     if found.shared:
@@ -160,5 +164,33 @@ def _made_once(this: Rule, found: CarriedGraph) -> Finding:
             f"joining node: {found.node}",
             f"failed at step {found.step}",
             f"weights reached only through it: {shown}",
+        ),
+    )
+
+
+def _buffer_written(this: Rule, found: CarriedGraph) -> Finding:
+    """A model's buffer holds the older graph: it was written from a tensor with a graph
+    while grad mode was on (a KAN layer's grid re-fitted in the forward, a running
+    statistic or an EMA codebook updated by hand), and every later forward that reads it
+    reaches back into the step that wrote it."""
+    shown = ", ".join(found.buffers[:4]) + (
+        f" (+{len(found.buffers) - 4} more)" if len(found.buffers) > 4 else ""
+    )
+    return this.finding(
+        "backward",
+        f"the backward of step {found.step} failed on a graph built at an earlier step: its "
+        f"loss reaches autograd nodes created before the step began (joining at "
+        f"{found.node}): {_WHAT.get(found.what, found.what)}. The older graph is held by "
+        f"the model's buffer {shown}: it was written (copy_, an in-place update or an "
+        "assignment) from a tensor with a graph while grad mode was on, so every later "
+        "forward that reads it reaches back into the step that wrote it",
+        "write buffers under torch.no_grad() (decorate the method that updates them, as a "
+        "KAN's update_grid or a hand-written running mean: @torch.no_grad()), or write a "
+        ".detach()ed value; retain_graph=True would hide the error while each loss "
+        "backpropagates through every earlier write",
+        evidence=(
+            f"joining node: {found.node}",
+            f"failed at step {found.step}",
+            f"buffers holding a graph: {shown}",
         ),
     )

@@ -20,7 +20,7 @@ from gradscope.fmt import num
 from gradscope.rules.noise_advice import noise_advice
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.short_lived import short_lived
-from gradscope.rules.step_blowup import early_blowup_of
+from gradscope.rules.step_blowup import early_blowup_of, line_searched
 from gradscope.rules.step_common import (
     Series,
     about,
@@ -171,11 +171,14 @@ def lr_too_high(run: WatchRun, t: Thresholds) -> list[Finding]:
 
 def _judged(run: WatchRun, t: Thresholds) -> Iterator[tuple[Series, OptimizerSettings]]:
     """The optimizers GS419 judges: known settings, not manual updates, not built for one
-    task or round (`short_lived`: fast adaptation is their purpose)."""
+    task or round (`short_lived`: fast adaptation is their purpose), not sized by a line
+    search (LBFGS with strong_wolfe: each step lowers the loss it is given, whatever lr)."""
     brief = short_lived(run, t)
     for s in by_optimizer(run):
         settings = run.settings_of(s.index)
-        if not (s.manual(run) or settings is None or s.index in brief):
+        if settings is None or line_searched(settings):
+            continue
+        if not (s.manual(run) or s.index in brief):
             yield s, settings
 
 

@@ -305,6 +305,10 @@ class CarriedGraph:
     """The weights the older part reaches, all stepped since and reached by none of this
     loss's own nodes: the carried tensor was made from them (a hypernetwork's generated
     weights, computed once before the loop), their only way to the loss."""
+    buffers: tuple[str, ...] = ()
+    """The watched models' buffers whose graph is part of the older graph: written from a
+    tensor with a graph while grad mode was on (a KAN's grid or a hand-written running
+    statistic updated without torch.no_grad()), they carry it into every later step."""
 
 
 @dataclass(frozen=True)

@@ -178,7 +178,8 @@ def failed(
             for p in g["params"]
         }
         names = dict(zip(map(id, state.tracked.params), state.tracked.names, strict=True))
-        carried_graph.failed(marks, roots, exc, state.steps + 1, params, held, names)
+        models = [discover.unwrapped(m) for m in state.tracked.roots]
+        carried_graph.failed(marks, roots, exc, state.steps + 1, params, held, names, models)
     if not roots or any(r.requires_grad for r in roots):
         return
     if not torch.is_grad_enabled():

@@ -20,6 +20,11 @@ of the same batch read the stepped part's output with its graph (an actor's imag
 rollout started from a world model's states), also when it scores that rollout with the
 stepped part's heads.
 
+Where a buffer of a watched model holds a node of the older part, the carrier is that
+buffer: written from a tensor with a graph while grad mode was on (a KAN layer's grid
+re-fitted in the forward, a running statistic updated by hand without `torch.no_grad()`),
+it hands its graph to every later step that reads it.
+
 Where the older part reaches weights the steps since updated and this loss's own nodes reach
 none of them, the carried tensor was made from those weights (a hypernetwork's generated
 weights computed once before the loop): they reach the loss only through it, so a
@@ -27,6 +32,7 @@ weights computed once before the loop): they reach the loss only through it, so 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,15 +98,17 @@ def failed(
     stepper_params: set[int],
     held: set[int],
     names: dict[int, str] | None = None,
+    models: Sequence[torch.nn.Module] = (),
 ) -> None:
     """The backward raised `exc`: for autograd's two errors of a graph used again, find
     a node of the failing graph built before this step, and keep the first such failure.
     `stepper_params`: the ids of the tensors of the optimizer that took the last step;
-    `held`: those of every optimizer's tensors; `names`: the tracked tensors' names by id."""
+    `held`: those of every optimizer's tensors; `names`: the tracked tensors' names by id;
+    `models`: the watched models, whose buffers may carry the older graph."""
     what = next((v for k, v in ERRORS.items() if k in str(exc)), None)
     if what is None or marks.found is not None or marks.before_window < 0:
         return
-    old, own_leaves, weights = _older_node(roots, marks.before_window)
+    old, own_leaves, weights, nodes = _older_node(roots, marks.before_window)
     if old is not None and old[0] > marks.before_previous:
         updated = {id(p) for o in marks.last_stepped for g in o.param_groups for p in g["params"]}
         reads_stepper = not stepper_params.isdisjoint(own_leaves)
@@ -116,7 +124,41 @@ def failed(
             shared and not handed,
             handed and reads_stepper,
             _made_from(weights, own_leaves, updated, names or {}) if not handed else (),
+            _carrying_buffers(models, nodes, marks.before_window),
         )
+
+
+def _carrying_buffers(
+    models: Sequence[torch.nn.Module], nodes: set[int], mark: int
+) -> tuple[str, ...]:
+    """The names of the models' buffers whose grad_fn is in the failing graph and reaches
+    a node numbered at or below `mark` (the buffer, written again this step, still holds
+    the graph of an earlier write), the class name prefixed where there are several
+    models."""
+    several = len(models) > 1
+    return tuple(
+        f"{type(model).__name__}.{name}" if several else name
+        for model in models
+        for name, buffer in model.named_buffers()
+        if buffer.grad_fn is not None
+        and id(buffer.grad_fn) in nodes
+        and _reaches_older(buffer.grad_fn, mark)
+    )
+
+
+def _reaches_older(node: Any, mark: int) -> bool:
+    """Whether the graph below `node` holds a node numbered at or below `mark`."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack and len(seen) < MAX_NODES:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node._sequence_nr() <= mark:
+            return True
+        stack.extend(n for n, _ in node.next_functions)
+    return False
 
 
 def _made_from(
@@ -145,11 +187,11 @@ def _trains_another_part(updated: set[int], own_leaves: dict[int, Any], held: se
 
 def _older_node(
     roots: list[torch.Tensor], mark: int
-) -> tuple[tuple[int, str] | None, dict[int, torch.Tensor], set[int]]:
+) -> tuple[tuple[int, str] | None, dict[int, torch.Tensor], set[int], set[int]]:
     """The number and name of the newest node of the roots' graph numbered at or below
     `mark` (the one where the earlier graph joins this one), None if there is none; the
-    leaves the graph's newer nodes reach (this step's own tensors) by id; and the ids of
-    the weights its older part reaches."""
+    leaves the graph's newer nodes reach (this step's own tensors) by id; the ids of
+    the weights its older part reaches; and the ids of every node walked."""
     seen: set[tuple[int, bool]] = set()
     stack: list[Any] = [(t.grad_fn, False) for t in roots if t.grad_fn is not None]
     best: tuple[int, str] | None = None
@@ -171,4 +213,4 @@ def _older_node(
             else:
                 leaves[id(variable)] = variable
         stack.extend((n, older) for n, _ in node.next_functions)
-    return best, leaves, weights
+    return best, leaves, weights, {k for k, _ in seen}
