@@ -78,10 +78,24 @@ def _mixtures(run: WatchRun, names: dict[int, str]) -> list[Mixture]:
         experts = _alike(kids)
         if len(experts) < MIN_EXPERTS or "." not in container:
             continue
-        router = _router(run, names, container, len(experts))
+        stack = _stack_of(children, container)
+        beside = {i: n for i, n in names.items() if not any(n.startswith(b + ".") for b in stack)}
+        router = _router(run, beside, container, len(experts))
         if router is not None:
             out.append(Mixture(container, tuple(experts), router))
     return out
+
+
+def _stack_of(
+    children: dict[str, dict[str, set[tuple[str, tuple[int, ...]]]]], container: str
+) -> list[str]:
+    """The container's siblings with its own parameter names and shapes: the other blocks
+    of the stack it is one layer of (`blocks.0` beside `blocks.1`). A gate sits beside its
+    experts in their own layer, never inside another block: a block's q, k, v and o with
+    rank-4 LoRA factors beside them in the next block are no mixture of 4 experts."""
+    layer = children.get(parent(container), {})
+    own = layer.get(container)
+    return [s for s, signature in layer.items() if s != container and signature == own]
 
 
 def _alike(kids: dict[str, set[tuple[str, tuple[int, ...]]]]) -> list[str]:

@@ -63,7 +63,8 @@ def lr_collapsed(run: WatchRun, t: Thresholds) -> list[Finding]:
     OneCycleLR's total_steps) reaches 1% near its own end, and is a collapse once the run
     steps past that end; any other (one whose lr only falls, which a recipe may take to 1%
     near the run's end; a lambda, a composite) is a collapse once the run trains on below 1%
-    for as long as it took to fall there (recipes keep at most a third of the run there). A
+    for as long as it took to fall there (recipes keep at most a third of the run there;
+    a lambda whose lr climbs back above 1% before then restarted by design). A
     schedule counted in epochs, stepped per batch, ends after as many batches as it has
     epochs; one stepped per micro-batch ends K times too early. The finding names the
     scheduler, its numbers, the line that steps it and the step where the lr fell below
@@ -74,7 +75,7 @@ def lr_collapsed(run: WatchRun, t: Thresholds) -> list[Finding]:
         s = series.get(info.optimizer)
         if s is None or info.kind in CYCLIC or info.per_step < 0.9:
             continue
-        found = _collapse(s.live())
+        found = _held_collapse(info, s.live())
         if found is None:
             continue
         peak, at, group = found
@@ -83,6 +84,35 @@ def lr_collapsed(run: WatchRun, t: Thresholds) -> list[Finding]:
             continue
         out.append(about(_finding(s, info, peak, at, group, last - at.step), [at.step]))
     return out
+
+
+def _held_collapse(
+    info: SchedulerInfo, steps: list[StepRecord]
+) -> tuple[StepRecord, StepRecord, int] | None:
+    """The first collapse the lr did not climb back out of before it was due. A schedule of
+    unknown shape (a lambda, a composite) may restart by design: ReLoRA's jagged cosine and
+    SGDR-style lambdas take the lr to 0 at each restart and warm it up again within a few
+    steps. A dip the lr rose back above 1% of its peak from is such a restart, not the end
+    of the run's learning; a schedule counted in epochs and stepped per batch stays down."""
+    start = 0
+    while (found := _collapse(steps[start:])) is not None:
+        peak, at, group = found
+        if info.shape:
+            return found  # "falls" stays down; "ends" is judged by its own horizon
+        due = _due(info, at.step)
+        risen = next(
+            (
+                i
+                for i, r in enumerate(steps)
+                if at.step < r.step <= due
+                and r.lrs[group] > peak.lrs[group] * COLLAPSED * (1 + 1e-9)
+            ),
+            None,
+        )
+        if risen is None:
+            return found
+        start = risen
+    return None
 
 
 def _due(info: SchedulerInfo, at: int) -> float:

@@ -157,7 +157,11 @@ def optimised_input(tracked: discover.Tracked, position: int, frozen: FrozenNorm
     layer: by no model, or as a container's own parameter (a soft prompt registered on the
     wrapper around a frozen language model), not a Linear's, a Conv's or an Embedding's. It
     is an input the script optimises (a style-transfer or feature-visualisation image, a
-    soft prompt, a latent): its initial values are data, not weights scaled to a layer."""
+    soft prompt, a latent): its initial values are data, not weights scaled to a layer. A
+    tensor on a module that wraps a frozen layer transforming activations (a Linear or a
+    Conv as `self.base`: a hand-written LoRA's A and B, DoRA's magnitude, (IA)^3's and
+    VeRA's scaling vectors, prefix keys beside an attention's projections) is that layer's
+    adapter weight, not an input; a soft prompt wraps a network or an input embedding."""
     if not frozen.fixed_network:
         return False
     owner = tracked.owners.get(position)
@@ -169,4 +173,18 @@ def optimised_input(tracked: discover.Tracked, position: int, frozen: FrozenNorm
         module = discover.unwrapped(tracked.roots[where]).get_submodule(holder)
     except (AttributeError, IndexError):
         return False
-    return next(module.children(), None) is not None
+    children = list(module.children())
+    return bool(children) and not any(_frozen_layer(child) for child in children)
+
+
+def _frozen_layer(module: nn.Module) -> bool:
+    """A layer (no modules inside, weights of its own, none trained) that maps activations
+    to activations: not an Embedding, whose wrapper's own tensor (a soft prompt) sits in
+    front of the tokens it looks up."""
+    params = list(module.parameters())
+    return (
+        bool(params)
+        and next(module.children(), None) is None
+        and not isinstance(module, nn.Embedding)
+        and not any(p.requires_grad for p in params)
+    )
