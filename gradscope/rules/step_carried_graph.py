@@ -21,6 +21,15 @@ _WHAT = {
 }
 
 
+def _older(found: CarriedGraph) -> str:
+    """How every reading of the failure begins: the step, and where its loss joined the
+    older graph."""
+    return (
+        f"the backward of step {found.step} failed on a graph built at an earlier step: its "
+        f"loss reaches autograd nodes created before the step began (joining at {found.node})"
+    )
+
+
 @rule(
     "GS459",
     "graph-carried-over",
@@ -71,9 +80,7 @@ def graph_carried_over(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
         return [about(_made_once(this, found), [found.step])]
     finding = this.finding(
         "backward",
-        f"the backward of step {found.step} failed on a graph built at an earlier step: its "
-        f"loss reaches autograd nodes created before the step began (joining at "
-        f"{found.node}): {_WHAT.get(found.what, found.what)}. A tensor carried from "
+        f"{_older(found)}: {_WHAT.get(found.what, found.what)}. A tensor carried from "
         "batch to batch kept its graph, as an RNN's hidden state does when it is not "
         "detached between truncated-BPTT batches: each loss would backpropagate through "
         "every earlier batch",
@@ -103,9 +110,7 @@ def _handed_on(this: Rule, run: WatchRun, found: CarriedGraph, k: int) -> Findin
     )
     return this.finding(
         "backward",
-        f"the backward of step {found.step} failed on a graph built at an earlier step: its "
-        f"loss reaches autograd nodes created before the step began (joining at "
-        f"{found.node}), the graph of the part {other} trains, which took the step "
+        f"{_older(found)}, the graph of the part {other} trains, which took the step "
         f"before: {_WHAT.get(found.what, found.what)}. {own}",
         "detach what one part hands to the next where each has its own loss and optimizer "
         "(h = block(h.detach()); an imagined rollout's start = states.detach()); if this "
@@ -150,9 +155,7 @@ def _made_once(this: Rule, found: CarriedGraph) -> Finding:
     )
     return this.finding(
         "backward",
-        f"the backward of step {found.step} failed on a graph built at an earlier step: its "
-        f"loss reaches autograd nodes created before the step began (joining at "
-        f"{found.node}): {_WHAT.get(found.what, found.what)}. That older part is made from "
+        f"{_older(found)}: {_WHAT.get(found.what, found.what)}. That older part is made from "
         f"weights the optimizer steps ({shown}) that this step's graph reaches nowhere else: "
         "a tensor computed from them once (weights a hypernetwork generates, a transform of "
         "a weight) before the loop or at an earlier step, and used again",
@@ -178,9 +181,7 @@ def _buffer_written(this: Rule, found: CarriedGraph) -> Finding:
     )
     return this.finding(
         "backward",
-        f"the backward of step {found.step} failed on a graph built at an earlier step: its "
-        f"loss reaches autograd nodes created before the step began (joining at "
-        f"{found.node}): {_WHAT.get(found.what, found.what)}. The older graph is held by "
+        f"{_older(found)}: {_WHAT.get(found.what, found.what)}. The older graph is held by "
         f"the model's buffer {shown}: it was written (copy_, an in-place update or an "
         "assignment) from a tensor with a graph while grad mode was on, so every later "
         "forward that reads it reaches back into the step that wrote it",
