@@ -32,6 +32,8 @@ def applied(window: Window, optimizer: Any, written: bool = False) -> Applied:
     zero_grad)."""
     if written:
         return Applied(window.calls, _wrapped_loss(window), None)
+    if not window.unreached and not wipe_holds(window):
+        return Applied(window.calls, window.whole_loss(), None)  # most steps: every call
     ids = {id(p) for g in optimizer.param_groups for p in g["params"]}
     since = _unreached_since(window, ids)
     if since is not None:
