@@ -115,7 +115,7 @@ def loss_without_graph(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
 
 @rule(
     "GS474",
-    "derivative-without-graph",
+    "graphless-derivative",
     Severity.ERROR,
     "none-grad",
     Stage.WATCH,

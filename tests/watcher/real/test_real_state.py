@@ -39,7 +39,7 @@ def test_the_first_step_in_eval_mode_is_the_one_after_the_evaluation():
     The 7th step's update by hand is found at the 8th backward, after the evaluation: the
     mode is the one its forward ran in, not the one at the moment the update is found."""
     (f,) = [f for f in runs.watched("word-lm-eval-left").findings if f.rule == "GS440"]
-    assert f.message.startswith("RNNModel was in eval mode at 21 of its 28 optimizer steps")
+    assert f.message.startswith("model (RNNModel) was in eval mode at 21 of its 28 optimizer steps")
     assert "switched by eval() at" in f.message and "1 dropout module" in f.message
 
 
