@@ -13,6 +13,7 @@ from gradscope.rules import (
     derivative_bias,
     dropped_grad,
     frozen_by_no_grad,
+    hetero_tail,
     moved_by_copy,
     past_read_out,
     plain_derivative,
@@ -240,7 +241,9 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     its siblings did as a dead expert (rules/routed.py). The same layer of a stack's last block that
     never got one while every other block's did and its own block learned feeds the next block,
     which does not exist: information (WaveNet's last residual conv, N-BEATS' last backcast, a stack
-    that is the model itself too: rules/stack_tail.py)."""
+    that is the model itself too: rules/stack_tail.py). So is a heterogeneous graph layer's conv
+    into a node type whose output the loss never reads, where the same relation learned in
+    another layer (a PyG HeteroConv trained on one node type's labels: rules/hetero_tail.py)."""
     stepped = live(run)
     if not stepped:
         return []
@@ -294,6 +297,8 @@ def _explained(
         finding = zero_derivative.as_none(finding, p, steps)
     elif none and (tail := stack_tail.last_block_output(run, i, got_grad)) is not None:
         finding = stack_tail.as_information(finding, tail)
+    elif none and (unread := hetero_tail.unread_node_type(run, i, got_grad)) is not None:
+        finding = hetero_tail.as_information(finding, unread)
     elif not none and zero_start.started_at_zero(p):
         finding = zero_start.as_zero_start(finding, p, steps)
     elif p.past_read_out:
