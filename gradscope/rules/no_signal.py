@@ -13,6 +13,20 @@ from gradscope.rules.step_common import Series
 from gradscope.steps.records import WatchRun
 
 
+def zeros_since(run: WatchRun, s: Series) -> tuple[int | None, int | None]:
+    """(silent_since, saturated_since): the step of one of them, the other None."""
+    return silent_since(run, s), saturated_since(run, s)
+
+
+def read_zeros(finding: Finding, zeros: tuple[int | None, int | None]) -> Finding:
+    """GS417's finding read by zeros_since: information where the batches gave no signal,
+    a warning naming the scale where a logistic loss saturated, as it was otherwise."""
+    silent, overflowed = zeros
+    if silent is not None:
+        return as_information(finding, silent)
+    return finding if overflowed is None else as_saturated(finding, overflowed)
+
+
 def silent_since(run: WatchRun, s: Series) -> int | None:
     """The step from which every tensor of the series that had gradients got only zeros
     (a gradient, all of it 0: the graph still reaches it) while every loss read was

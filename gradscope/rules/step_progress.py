@@ -319,8 +319,7 @@ def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
     places = routed.routed(run)
     for s in by_optimizer(run):
         live_steps = run.tensors.live_steps(s.index)
-        silent = no_signal.silent_since(run, s)
-        overflowed = no_signal.saturated_since(run, s)
+        zeros = no_signal.zeros_since(run, s)
         dead = {f.subject for f in vanishing(run, s, t)}
         for i in s.members:
             if i >= len(run.params) or not run.params[i].in_optimizer:
@@ -337,10 +336,7 @@ def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
                 continue
             finding = _stopped(run, s, p, had, tail, t)
             finding = routed.if_dead_expert(run, s.index, i, had, finding, places)
-            if silent is not None:
-                finding = no_signal.as_information(finding, silent)
-            if overflowed is not None:
-                finding = no_signal.as_saturated(finding, overflowed)
+            finding = no_signal.read_zeros(finding, zeros)
             weight = shift_invariance.cancelled(run, i, s.index)
             if weight is not None:
                 head = (
