@@ -251,12 +251,24 @@ def spikes(values: Sequence[float], t: Thresholds) -> list[tuple[int, float, flo
         if not logged:  # two levels in turn (PPO's epochs: ratio 1, then not) hide from a
             sigma = max(sigma, robust_sigma(base))  # MAD, not from the steps' differences
         jump = xs[i] - med
+        if not logged and early and _within_swing(base, med, xs[i], ratio):
+            continue
         ratio_ok = jump > math.log(ratio) if logged else jump > (ratio - 1) * abs(med)
         if not logged and ratio_ok and _drifted(xs, i, out, t.spike_sigma * sigma):
             continue
         if jump > t.spike_sigma * sigma and ratio_ok:
             out.append((i, values[i], math.exp(med) if logged else med))
     return out
+
+
+def _within_swing(base: Sequence[float], med: float, value: float, ratio: float) -> bool:
+    """In the first steps, a value of a series that swings both ways around 0 (its median
+    nearer 0 than its lowest value is below the median: a group-normalised policy surrogate,
+    GRPO's, whose sign is the batch's advantages') no more than `ratio` times the largest
+    magnitude those few steps reached: a multiple of a median near 0 says nothing, and a
+    handful of steps has no robust spread, so their own swing is the scale."""
+    low = med - min(base)
+    return abs(med) <= low and value <= ratio * max(abs(b) for b in base)
 
 
 def _drifted(

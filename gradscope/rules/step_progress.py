@@ -307,7 +307,8 @@ def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
     a router beside them: rules/routed.py) that stopped while its siblings went on is a dead
     expert, the router no longer choosing it, and its advice is the load-balancing loss.
     Information where every tensor of the optimizer got only zeros from one step on while
-    its loss was exactly 0 (rules/no_signal.py: GRPO's groups of one reward each)."""
+    its loss was exactly 0 (rules/no_signal.py: GRPO's groups of one reward each), unless
+    that loss is a logistic one, 0 only when saturated (DPO's beta far too large)."""
     # A parameter that had gradients and then none, to the end: frozen midway
     # (`requires_grad_(False)`: None, or zeros under zero_grad(set_to_none=False)), or cut from
     # the loss. Judged on its own optimizer's steps (a GAN's G gets nothing in D's).
@@ -318,7 +319,7 @@ def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
     places = routed.routed(run)
     for s in by_optimizer(run):
         live_steps = run.tensors.live_steps(s.index)
-        silent = no_signal.silent_since(run, s)
+        zeros = no_signal.zeros_since(run, s)
         dead = {f.subject for f in vanishing(run, s, t)}
         for i in s.members:
             if i >= len(run.params) or not run.params[i].in_optimizer:
@@ -335,8 +336,7 @@ def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
                 continue
             finding = _stopped(run, s, p, had, tail, t)
             finding = routed.if_dead_expert(run, s.index, i, had, finding, places)
-            if silent is not None:
-                finding = no_signal.as_information(finding, silent)
+            finding = no_signal.read_zeros(finding, zeros)
             weight = shift_invariance.cancelled(run, i, s.index)
             if weight is not None:
                 head = (

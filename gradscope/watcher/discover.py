@@ -375,7 +375,7 @@ def read_out_layers(roots: Sequence[nn.Module]) -> dict[tuple[int, str], str]:
     for k, root in enumerate(roots):
         for parent_name, parent in root.named_modules():
             children = list(parent.named_children())
-            hooked = next((j for j, (_, c) in enumerate(children) if c._forward_hooks), None)
+            hooked = next((j for j, (_, c) in enumerate(children) if _reads_output(c)), None)
             if hooked is None:
                 continue
             prefix = f"{parent_name}." if parent_name else ""
@@ -384,3 +384,15 @@ def read_out_layers(roots: Sequence[nn.Module]) -> dict[tuple[int, str], str]:
                 for pname, _ in child.named_parameters():
                     out.setdefault((k, f"{prefix}{name}.{pname}"), layer)
     return out
+
+
+MARKING_HOOKS = frozenset({"make_inputs_require_grads"})
+"""Forward hooks that mark a layer's output and read nothing of it: transformers'
+enable_input_require_grads (`output.requires_grad_(True)` on the input embeddings), which
+trl's and peft's trainers install under gradient checkpointing or adapters."""
+
+
+def _reads_output(module: nn.Module) -> bool:
+    """The module carries a forward hook other than one that only marks its output."""
+    hooks = module._forward_hooks.values()
+    return any(getattr(h, "__name__", "") not in MARKING_HOOKS for h in hooks)

@@ -5,12 +5,16 @@ one tensor while another still learns at that loss, stay warnings."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gradscope.config import Thresholds
 from gradscope.findings import Severity
 from gradscope.rules.step_progress import stopped_learning
+from gradscope.steps.meaning import LossKind, LossTerm
 from gradscope.steps.records import ParamInfo, WatchRun
+from gradscope.watcher.logistic_terms import KIND
 from tests.watcher.watch_scripts import step_record
 
 
@@ -39,3 +43,14 @@ def test_gradients_gone_or_one_tensor_still_learning_stay_warnings(norm, other, 
     found = stopped_learning(_run(norm, other), Thresholds())
     assert len(found) == stopped and all(f.severity == Severity.WARNING for f in found)
     assert not any("no signal" in f.message for f in found)
+
+
+def test_a_logistic_loss_saturated_to_exactly_0_stays_a_warning():
+    """trl's DPOTrainer (trl/trainer/dpo_trainer.py, loss -logsigmoid(beta * margin)) with
+    beta=1000: one step puts every margin past float32's saturation, the loss reads exactly
+    0 and every gradient 0 from step 2 on. Not a batch without signal: the scale is wrong."""
+    run = replace(_run(0.0, 0.0), loss_kinds=(LossKind((LossTerm(KIND, "mean", 1.0),)),))
+    found = stopped_learning(run, Thresholds())
+    assert len(found) == 2 and all(f.severity == Severity.WARNING for f in found)
+    assert not any("no signal" in f.message for f in found)
+    assert all("saturation" in f.message and "beta" in f.advice for f in found)
