@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 def num(x: float | None, digits: int = 3) -> str:
     """Every number a report shows: `digits` significant digits, plain in [1e-3, 1e4),
@@ -14,6 +16,13 @@ def num(x: float | None, digits: int = 3) -> str:
     if x == 0:
         return "0"
     return f"{x:.{digits}g}" if 1e-3 <= abs(x) < 1e4 else f"{x:.{max(digits - 1, 1)}e}"
+
+
+def listed(names: Sequence[str], most: int = 4) -> str:
+    """The first `most` names, comma-separated, and how many more ("a, b (+3 more)"): a
+    finding's subjects or evidence, however many there are."""
+    more = f" (+{len(names) - most} more)" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
 
 
 def duration(seconds: float) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from gradscope.fmt import listed
 from gradscope.inspector.node_watch import readable
 
 
@@ -20,7 +21,7 @@ def before_the_forward(model: nn.Module) -> str:
         plain = [(n, readable(p.detach())) for n, p in named]
         bad = [n for n, p in plain if p is not None and not bool(torch.isfinite(p).all())]
     if bad:
-        shown = ", ".join(bad[:4]) + (f" (+{len(bad) - 4} more)" if len(bad) > 4 else "")
+        shown = listed(bad)
         return (
             "no op of this step's forward made NaN/Inf from finite inputs: the weights already "
             f"held them ({shown}), written by an earlier step: inspect that one "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
+from gradscope.fmt import listed
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import about
 from gradscope.steps.records import CarriedGraph, WatchRun
@@ -150,9 +151,7 @@ def _made_once(this: Rule, found: CarriedGraph) -> Finding:
     through it: a tensor computed from them once and reused (a hypernetwork's generated
     weights, a transform of a weight cached before the loop), not a state carried between
     batches; detaching it would cut those weights off the loss."""
-    shown = ", ".join(found.made_from[:4]) + (
-        f" (+{len(found.made_from) - 4} more)" if len(found.made_from) > 4 else ""
-    )
+    shown = listed(found.made_from)
     return this.finding(
         "backward",
         f"{_older(found)}: {_WHAT.get(found.what, found.what)}. That older part is made from "
@@ -176,9 +175,7 @@ def _buffer_written(this: Rule, found: CarriedGraph) -> Finding:
     while grad mode was on (a KAN layer's grid re-fitted in the forward, a running
     statistic or an EMA codebook updated by hand), and every later forward that reads it
     reaches back into the step that wrote it."""
-    shown = ", ".join(found.buffers[:4]) + (
-        f" (+{len(found.buffers) - 4} more)" if len(found.buffers) > 4 else ""
-    )
+    shown = listed(found.buffers)
     return this.finding(
         "backward",
         f"{_older(found)}: {_WHAT.get(found.what, found.what)}. The older graph is held by "

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
-from gradscope.fmt import num
+from gradscope.fmt import listed, num
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import (
     Series,
@@ -122,8 +122,7 @@ def decay_too_strong(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
                 value=g.weight_decay,
                 threshold=(1 / init) if g.decoupled else None,
                 evidence=(
-                    f"decayed tensors: {', '.join(names[:4])}"
-                    + (f" (+{len(names) - 4} more)" if len(names) > 4 else ""),
+                    f"decayed tensors: {listed(names)}",
                     f"median loss {num(last)} over the last {w} steps",
                 ),
             )

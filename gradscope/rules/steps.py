@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Mark, Rule, Severity, Threshold
-from gradscope.fmt import num
+from gradscope.fmt import listed, num
 from gradscope.rules.norm_level import in_new_level, interleaved, loss_in_level
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.signed_sum import signed_sum_spikes
@@ -135,10 +135,7 @@ def non_finite(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
         prev = next((p for p in reversed(run.steps) if p.step < r.step), None)
         evidence = [f"step {r.step}: loss {num(r.loss)}, total gradient norm {num(r.grad_norm)}"]
         if bad:
-            evidence.append(
-                f"first parameters with non-finite gradient elements: {', '.join(bad[:6])}"
-                + (f" (+{len(bad) - 6} more)" if len(bad) > 6 else "")
-            )
+            evidence.append(f"first parameters with non-finite gradient elements: {listed(bad, 6)}")
         if prev is not None:
             evidence.append(
                 f"step {prev.step} before it: loss {num(prev.loss)}, norm {num(prev.grad_norm)}"
