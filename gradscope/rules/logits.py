@@ -24,6 +24,8 @@ FIX = {
     "log-probabilities), or return raw logits and use cross_entropy in place of nll_loss",
     "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate) with "
     "log_input=True, or keep the link and pass log_input=False",
+    "softmax-as-logits": "hand the distribution the raw logits (Categorical(logits=z), the "
+    "softmax dropped from the model), or its probabilities as Categorical(probs=p)",
 }
 
 WHAT = {
@@ -33,6 +35,7 @@ WHAT = {
     "log-softmax-wrong-dim": "log-probabilities normalised over the wrong axis",
     "softmax-not-log": "probabilities where it wants log-probabilities (a softmax with no log)",
     "rate-as-log-rate": "a rate where it wants a log-rate",
+    "softmax-as-logits": "probabilities where a distribution wants logits (a double softmax)",
 }
 
 
@@ -44,8 +47,9 @@ WHAT = {
     Stage.RUN,
     "inspect: the loss's graph shows a softmax under cross_entropy, a sigmoid under "
     "binary_cross_entropy_with_logits or a softmax with no log under nll_loss or ctc_loss, or "
-    "a (log_)softmax over another axis than the classes, or a Poisson NLL on a log-rate "
-    "(log_input=True) that comes out of exp, softplus or relu",
+    "a (log_)softmax over another axis than the classes, a Poisson NLL on a log-rate "
+    "(log_input=True) that comes out of exp, softplus or relu, or a softmax's probabilities "
+    "normalised again as logits (Categorical(logits=probs))",
     example="a classifier whose forward ends in nn.Softmax, inspected with "
     "`--loss cross_entropy`: the loss can never fall below ln(1 + (C-1)/e)",
     fix="return the raw logits from the model (or drop the softmax or sigmoid before the loss); "
@@ -55,7 +59,8 @@ WHAT = {
         "they want logits; nll_loss and ctc_loss want log-probabilities (a log_softmax over "
         "the classes, ctc_loss's last dim; the log of the user's own probabilities); BCELoss "
         "on a sigmoid is right; a Poisson NLL exp(x) - y·x wants a log-rate x of any sign; "
-        "other losses are not judged"
+        "under any objective, probabilities normalised again as logits; other losses are not "
+        "judged"
     ),
 )
 def loss_fed_probabilities(

@@ -33,6 +33,9 @@ _FIX = {
     "softmax-not-log": "take log_softmax of the logits where the softmax is (nll_loss and "
     "ctc_loss want log-probabilities), or pass the raw logits to cross_entropy in place of "
     "nll_loss",
+    "softmax-as-logits": "hand the distribution the raw logits (Categorical(logits=z), the "
+    "softmax dropped from the network), or its probabilities as probabilities "
+    "(Categorical(probs=p))",
     "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate, any "
     "real value) with log_input=True, or keep the link and pass log_input=False, which reads "
     "the input as the rate itself",
@@ -53,6 +56,7 @@ _WHAT = {
     "log-softmax-wrong-dim": "log-probabilities normalised over the wrong axis",
     "softmax-not-log": "probabilities where it wants log-probabilities (a softmax with no log)",
     "rate-as-log-rate": "a rate where it wants a log-rate",
+    "softmax-as-logits": "probabilities where a distribution wants logits (a double softmax)",
 }
 
 
@@ -64,8 +68,9 @@ _WHAT = {
     Stage.WATCH,
     "watch: the loss's graph shows a softmax under cross_entropy, a sigmoid under "
     "binary_cross_entropy_with_logits or a softmax with no log under nll_loss or ctc_loss, or "
-    "a (log_)softmax over another axis than the classes, or a Poisson NLL on a log-rate "
-    "(log_input=True) that comes out of exp, softplus or relu",
+    "a (log_)softmax over another axis than the classes, a Poisson NLL on a log-rate "
+    "(log_input=True) that comes out of exp, softplus or relu, or a softmax's probabilities "
+    "normalised again as logits (Categorical(logits=probs))",
     example="`loss = F.cross_entropy(F.softmax(model(x), -1), y)` on a 10-class classifier: the "
     "loss can never fall below ln(1 + 9/e) = 1.46 and the run stalls there",
     fix="pass the raw logits to the loss (drop the softmax or sigmoid before it); a "
@@ -75,7 +80,9 @@ _WHAT = {
         "they want logits; nll_loss and ctc_loss want log-probabilities (a log_softmax over "
         "the classes, ctc_loss's last dim; the log of the user's own probabilities); BCELoss "
         "on a sigmoid is right; a Poisson NLL exp(x) - y·x wants a log-rate x of any sign, "
-        "its rate form μ - y·log μ a rate; other losses are not judged"
+        "its rate form μ - y·log μ a rate; under any objective (a policy gradient too), "
+        "probabilities normalised again as logits (Categorical(logits=probs)); other "
+        "losses are not judged"
     ),
     explains=("GS405", "GS409", "GS414", "GS415", "GS419"),
 )
@@ -92,10 +99,10 @@ def probabilities_as_logits(
     ctc_loss (CtcLossBackward0, its classes the last dim of its (T, N, C) input) hands them
     probabilities to read as log-probabilities: the loss goes below 0 and falls as the
     probabilities rise, whatever the targets. A Poisson NLL whose log-rate comes out of exp,
-    softplus or relu predicts rates of at least 1 (watcher/poisson_terms.py). A log_softmax
-    over the classes, nll_loss or
-    ctc_loss on it, and a sigmoid feeding binary_cross_entropy (BCELoss) are right: not
-    reported."""
+    softplus or relu predicts rates of at least 1 (watcher/poisson_terms.py). Under any
+    objective, a softmax's output normalised again as logits (Categorical(logits=probs))
+    keeps every probability from 0 and 1 (watcher/renormalised.py). A log_softmax over the
+    classes, nll_loss or ctc_loss on it, and BCELoss on a sigmoid are right."""
     out: list[Finding] = []
     seen: dict[tuple[str, str], int] = {}
     for s in by_optimizer(run):

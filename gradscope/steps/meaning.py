@@ -129,14 +129,20 @@ class LossKind:
     derivative: bool = False
     """The graph holds a gradient taken with create_graph: the loss reads the model through
     a derivative of its output (a force field's forces, a Hamiltonian's time derivatives)."""
+    renormalised: LossTerm | None = None
+    """A softmax's probabilities normalised again as logits below the loss, whatever its
+    terms (watcher/renormalised.py: Categorical(logits=probs) in a policy gradient): its
+    `misfed` says so; no term of the loss's sum, so no bound or sign of it."""
 
     def own_targets(self) -> bool:
         """A term's target is another term's input, detached (LossTerm.own_target)."""
         return any(t.own_target for t in self.terms)
 
     def misfed(self) -> list[LossTerm]:
-        """The terms fed probabilities (or log-probabilities over the wrong axis)."""
-        return [t for t in self.terms if t.misfed]
+        """The terms fed probabilities (or log-probabilities over the wrong axis), and
+        probabilities normalised again as logits below them."""
+        found = [t for t in self.terms if t.misfed]
+        return [*found, self.renormalised] if self.renormalised is not None else found
 
     @property
     def known(self) -> bool:

@@ -29,6 +29,7 @@ from gradscope.watcher import (
     loss_inputs,
     pinball_terms,
     poisson_terms,
+    renormalised,
 )
 from gradscope.watcher.discover import MAX_GRAPH_NODES
 
@@ -132,10 +133,20 @@ def read(
         nodes = [n for i, n in enumerate(nodes) if i not in paired]
         unknown += len(paired)
     found = _own_targets(found, nodes)
-    where = user_line() if any(t.misfed for t in found) else None  # rare: only then
-    return LossKind(
-        tuple(found[:MAX_TERMS]), unknown, scaled, where, _differentiated(loss, derivatives)
-    )
+    again = _renormalised(loss)
+    fed = again is not None or any(t.misfed for t in found)
+    where = user_line() if fed else None  # rare: only then
+    derivative = _differentiated(loss, derivatives)
+    return LossKind(tuple(found[:MAX_TERMS]), unknown, scaled, where, derivative, again)
+
+
+def _renormalised(loss: torch.Tensor) -> LossTerm | None:
+    """A softmax's probabilities normalised again as logits below the loss, whatever its
+    terms (renormalised.py), as a term of no sum: what fed it, in words."""
+    found = renormalised.find(loss.grad_fn)
+    if found is None:
+        return None
+    return LossTerm("policy", "none", 1.0, misfed=found.what, misfed_detail=found.detail)
 
 
 _PAIRED = frozenset({"mse", "l1", "smooth_l1", "huber"})

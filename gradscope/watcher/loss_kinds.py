@@ -17,7 +17,9 @@ def plus(a: LossKind, b: LossKind) -> LossKind:
     terms = (a.terms + b.terms)[:MAX_TERMS]
     unknown = a.unknown_terms + b.unknown_terms
     derivative = a.derivative or b.derivative
-    return LossKind(terms, unknown, a.scaled or b.scaled, a.where or b.where, derivative)
+    renormalised = a.renormalised or b.renormalised
+    where = a.where or b.where
+    return LossKind(terms, unknown, a.scaled or b.scaled, where, derivative, renormalised)
 
 
 def union(a: LossKind, b: LossKind) -> LossKind:
@@ -27,6 +29,8 @@ def union(a: LossKind, b: LossKind) -> LossKind:
     of the objective, whose level then varies with the batch. A term weighted 0 in a takes
     its weight from b (_ramped): a factor still 0 is 0 at every step read."""
     a = _counted(_ramped(a, b), b)
+    if a.renormalised is None and b.renormalised is not None:
+        a = replace(a, renormalised=b.renormalised, where=a.where or b.where)
     seen = {(t.kind, t.negated) for t in a.terms}
     extra = tuple(t for t in b.terms if (t.kind, t.negated) not in seen)
     if not extra and b.unknown_terms <= a.unknown_terms:

@@ -1,0 +1,57 @@
+"""A softmax's probabilities normalised again as logits, read off the loss's graph.
+
+`torch.distributions.Categorical(logits=x)` normalises its input itself, as
+`x - x.logsumexp(-1, keepdim=True)`: a SubBackward0 over x and a LogsumexpBackward0 of the
+same x. When x is a softmax's output (a policy network ending in `nn.Softmax` handed to
+`Categorical(logits=...)`, as tianshou's default `dist_fn` and skrl's
+`unnormalized_log_prob=True` do with it), the distribution is a softmax of probabilities:
+its probabilities stay within [1/(1 + (C-1)e), e/(e + C - 1)], the policy can never
+become sure of an action (0.73 at most for 2 of them), and its gradients are squashed. The
+same holds for a log_softmax written by hand over probabilities. Found by a bounded search
+from the loss, whatever the objective (a policy gradient is no loss gradscope otherwise
+reads); `Categorical(probs=...)` takes the log of its probabilities and is right. Shapes
+only; nothing is read from a device.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gradscope.autograd_walk import NodeWalk, Order, inputs, saved
+from gradscope.watcher.loss_inputs import Misfed, saved_dim
+
+SEARCH = 256
+"""Nodes searched from the loss: a policy's log-probabilities sit a few ops below it."""
+
+
+def find(loss_node: Any) -> Misfed | None:
+    """The first x - logsumexp(x) over a softmax's output x, both over the same axis."""
+    if loss_node is None:
+        return None
+    for node in NodeWalk([loss_node], inputs, order=Order.NEAREST, limit=SEARCH):
+        if type(node).__name__ != "SubBackward0" or len(node.next_functions) != 2:
+            continue
+        (x, _), (lse, _) = node.next_functions
+        if type(x).__name__ != "SoftmaxBackward0" or type(lse).__name__ != "LogsumexpBackward0":
+            continue
+        if not lse.next_functions or lse.next_functions[0][0] is not x or not _same_axis(x, lse):
+            continue
+        return Misfed(
+            "softmax-as-logits",
+            "a softmax's probabilities, normalised again as logits by x - logsumexp(x) "
+            "(Categorical(logits=...) of probabilities, or a log_softmax by hand on them)",
+            None,
+            x,
+        )
+    return None
+
+
+def _same_axis(softmax: Any, lse: Any) -> bool:
+    """The logsumexp reduced the one axis the softmax normalised."""
+    result = saved(softmax, "_saved_result", None)
+    ndim = getattr(result, "ndim", 0)
+    dims = saved(lse, "_saved_dim", None)
+    if not isinstance(dims, tuple) or len(dims) != 1:
+        return False
+    axis = saved_dim(saved(softmax, "_saved_dim", None), ndim)
+    return axis is not None and axis == saved_dim(dims[0], ndim)
