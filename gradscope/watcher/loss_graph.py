@@ -134,8 +134,7 @@ def read(
         unknown += len(paired)
     found = _own_targets(found, nodes)
     again = _renormalised(loss)
-    fed = again is not None or any(t.misfed for t in found)
-    where = user_line() if fed else None  # rare: only then
+    where = user_line() if again is not None or any(t.misfed for t in found) else None
     derivative = _differentiated(loss, derivatives)
     return LossKind(tuple(found[:MAX_TERMS]), unknown, scaled, where, derivative, again)
 
