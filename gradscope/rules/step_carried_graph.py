@@ -22,6 +22,11 @@ _WHAT = {
 }
 
 
+def _evidence(found: CarriedGraph, *more: str) -> tuple[str, ...]:
+    """Where the loss joined the older graph and the step that failed, then `more`."""
+    return (f"joining node: {found.node}", f"failed at step {found.step}", *more)
+
+
 def _older(found: CarriedGraph) -> str:
     """How every reading of the failure begins: the step, and where its loss joined the
     older graph."""
@@ -88,7 +93,7 @@ def graph_carried_over(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
         "detach what is carried from batch to batch before the forward (h = h.detach(); "
         "for an LSTM's (h, c) or a list of layers, detach each: repackage_hidden), and drop "
         "retain_graph=True, which only lets the graph grow",
-        evidence=(f"joining node: {found.node}", f"failed at step {found.step}"),
+        evidence=_evidence(found),
     )
     return [about(finding, [found.step])]
 
@@ -117,11 +122,7 @@ def _handed_on(this: Rule, run: WatchRun, found: CarriedGraph, k: int) -> Findin
         "(h = block(h.detach()); an imagined rollout's start = states.detach()); if this "
         "loss should train the earlier part too (deep supervision), add the losses and call "
         "backward once before either optimizer steps; drop retain_graph=True",
-        evidence=(
-            f"joining node: {found.node}",
-            f"failed at step {found.step}",
-            f"previous step: {other}",
-        ),
+        evidence=_evidence(found, f"previous step: {other}"),
     )
 
 
@@ -142,7 +143,7 @@ def _shared(this: Rule, found: CarriedGraph) -> Finding:
         "for the discriminator's step), and keep the undetached output for the loss whose "
         "weights it was built for; retain_graph=True would hide the error, not the gradients "
         "leaking into the generator",
-        evidence=(f"joining node: {found.node}", f"failed at step {found.step}"),
+        evidence=_evidence(found),
     )
 
 
@@ -162,11 +163,7 @@ def _made_once(this: Rule, found: CarriedGraph) -> Finding:
         "(W = hypernet(z) in the loop), so each step's graph reaches those weights afresh; "
         "a .detach() or retain_graph=True would silence the error while those weights get "
         "no gradient, or a stale one",
-        evidence=(
-            f"joining node: {found.node}",
-            f"failed at step {found.step}",
-            f"weights reached only through it: {shown}",
-        ),
+        evidence=_evidence(found, f"weights reached only through it: {shown}"),
     )
 
 
@@ -186,9 +183,5 @@ def _buffer_written(this: Rule, found: CarriedGraph) -> Finding:
         "KAN's update_grid or a hand-written running mean: @torch.no_grad()), or write a "
         ".detach()ed value; retain_graph=True would hide the error while each loss "
         "backpropagates through every earlier write",
-        evidence=(
-            f"joining node: {found.node}",
-            f"failed at step {found.step}",
-            f"buffers holding a graph: {shown}",
-        ),
+        evidence=_evidence(found, f"buffers holding a graph: {shown}"),
     )
