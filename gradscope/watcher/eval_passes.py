@@ -4,7 +4,9 @@ normalise with the batch's statistics and fold the evaluation data into their ru
 ones.
 
 One forward pre-hook per trained model (the models the optimizers' parameters belong to,
-hooked from the first step on): a forward with gradients on, or in eval mode, costs two
+hooked from the first step on), and one on each of its direct parts that holds trained
+parameters, for a model whose own forward is never called (skrl's `act` calls `compute`,
+SB3's `action_log_prob` its layers): a forward with gradients on, or in eval mode, costs two
 flag reads; the model's dropout and BatchNorm modules are listed at its first forward in
 train mode without gradients only. The hooks are left out of a model the script pickles
 or copies (an EMA or target copy is not the trained model), and removed with the watch.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -71,6 +74,8 @@ class EvalPasses:
         without gradients, in either mode: an agent acting, a target or pseudo-label made
         from its own predictions, an evaluation. Counted, not kept: a long run has many."""
         self._last_no_grad = -1
+        self._called: set[int] = set()
+        """The trained models whose own forward ran (their parts then count for nothing)."""
         self.copies = MovingCopies()
         """Copies of the trained models (an EMA teacher) run without gradients."""
         self.owners = NoGradOwners()
@@ -85,9 +90,10 @@ class EvalPasses:
                 self._roots[id(root)] = root
                 if not hookable(root):
                     continue
-                handle = root.register_forward_pre_hook(self._forward)
-                self._handles.append(handle)
-                self._ids.add(handle.id)
+                self._register(root, self._forward)
+                for part in root.children():
+                    if hookable(part) and any(p.requires_grad for p in part.parameters()):
+                        self._register(part, partial(self._part_forward, id(root)))
 
     def hook_copies(self, roots: list[nn.Module], modules: list[nn.Module]) -> None:
         """Hook the copies of the trained `roots` among the live `modules` (the first
@@ -142,12 +148,13 @@ class EvalPasses:
         return __getstate__
 
     def _forward(self, module: nn.Module, args: Any) -> None:
+        if id(module) not in self._called:
+            self._called.add(id(module))
         if torch.is_grad_enabled() or self.failed or torch.jit.is_tracing():
             return
         try:
-            if self._roots.get(id(module)) is module and self.steps() != self._last_no_grad:
-                self._last_no_grad = self.steps()
-                self.no_grad_steps += 1
+            if self._roots.get(id(module)) is module:
+                self._count_no_grad()
             if module.training:
                 self._note(module, args)
             elif (seen := self.seen.get(id(module))) is not None:
@@ -155,6 +162,22 @@ class EvalPasses:
         except Exception as exc:  # gradscope's own: this probe stops, the watch goes on
             self.failed = True
             self.on_fault("the evaluation-pass hook", exc)
+
+    def _part_forward(self, root: int, _module: nn.Module, _args: Any) -> None:
+        """A part of a trained model run without gradients while the model's own forward
+        never ran: the model ran so, by its parts."""
+        if torch.is_grad_enabled() or self.failed or root in self._called or torch.jit.is_tracing():
+            return
+        try:
+            self._count_no_grad()
+        except Exception as exc:  # gradscope's own: this probe stops, the watch goes on
+            self.failed = True
+            self.on_fault("the evaluation-pass hook", exc)
+
+    def _count_no_grad(self) -> None:
+        if self.steps() != self._last_no_grad:
+            self._last_no_grad = self.steps()
+            self.no_grad_steps += 1
 
     def _copy_forward(self, module: nn.Module, _args: Any) -> None:
         if torch.is_grad_enabled() or self.failed or torch.jit.is_tracing():
