@@ -10,6 +10,7 @@ import math
 import statistics
 
 from gradscope.config import Thresholds
+from gradscope.rules.own_targets import own_predictions
 from gradscope.rules.step_common import MAD_SIGMA, Series, finite, regression_like, step_list
 from gradscope.steps.records import StepRecord, WatchRun
 
@@ -47,30 +48,42 @@ def held_level(s: Series, steps: list[StepRecord], values: list[float], i: int) 
 
 
 def recovered_at_once(
-    run: WatchRun, s: Series, steps: list[StepRecord], found: list[Spike], t: Thresholds
+    run: WatchRun,
+    s: Series,
+    steps: list[StepRecord],
+    found: list[Spike],
+    t: Thresholds,
+    held: list[Spike] | None = None,
 ) -> str:
     """The facts when the spikes are those of a moving regression target: 3 or more that
     were each over within RECOVERY_STEPS (a last one the run ended on aside), of one scale,
-    no non-finite loss, a regression or unrecognised term; "" if not."""
-    if len(found) < RECURRING or not regression_like(run, s) or outlier(found, t):
+    no non-finite loss, a regression or unrecognised term; "" if not. `held`: the jumps of a
+    climb the loss then held, where its level says nothing alone (steps.loss_spikes left
+    them out): the same moving target's, they count toward the pattern and its scale."""
+    held = held or []
+    pattern = found + held
+    if len(pattern) < RECURRING or not regression_like(run, s) or outlier(pattern, t):
         return ""
     if any(r.loss is not None and not math.isfinite(r.loss) for r in s.steps):
         return ""
     losses = [r.loss or 0.0 for r in steps]
     bursts = _bursts(found)
     spiked = {i for i, _, _ in found}
-    seen = [_came_back(b, losses, spiked) for b in bursts]
+    replayed = own_predictions(run) is not None
+    seen = [_came_back(b, losses, spiked, replayed) for b in bursts]
     unseen = seen[-1] is None
     if unseen:
         seen.pop()
-    if len(seen) < 3 or not all(seen):
+    if not seen or len(seen) + len(_bursts(held)) < RECURRING or not all(seen):
         return ""
     kind = run.loss_kind(s.index)
     what = kind.describe() if kind is not None else "not read"
     return (
-        f"each of the {len(seen)} spikes lasted at most {RECOVERY_STEPS} steps and the loss "
-        f"came back at least halfway to its median within {RECOVERY_STEPS} steps after it "
+        f"each of the {len(seen)} spikes lasted at most {RECOVERY_STEPS} steps and "
+        + ("a batch" if replayed else "the loss")
+        + f" came back at least halfway to its median within {RECOVERY_STEPS} steps after it "
         f"(the loss: {what}); none was followed by a non-finite loss"
+        + (f"; {len(held)} more were steps of a climb the loss then held" if held else "")
         + (
             f"; the last, at step {steps[bursts[-1][0][0]].step}, ended the run before it "
             "could be seen to come back"
@@ -142,17 +155,24 @@ def _bursts(found: list[Spike]) -> list[list[Spike]]:
     return out
 
 
-def _came_back(burst: list[Spike], losses: list[float], spiked: set[int]) -> bool | None:
+def _came_back(
+    burst: list[Spike], losses: list[float], spiked: set[int], replayed: bool = False
+) -> bool | None:
     """The burst lasted at most RECOVERY_STEPS and the median of the next RECOVERY_STEPS
     steps that are not spikes is at least halfway back to the median it jumped from; None:
-    not yet, and the run ended before those steps."""
+    not yet, and the run ended before those steps. For a model `replayed` on its own
+    predictions (own_targets.own_predictions), the least of those steps: its batches are
+    drawn from a replay of what it did, so the transitions an episode's end added come back
+    in a share of the batches until it fits them, and a batch without them, back at the
+    level, shows the model still fits the rest (a blow-up lifts every batch)."""
     end, base = burst[-1][0], burst[0][2]
     peak = max(v for _, v, _ in burst)
     near = range(end + 1, min(len(losses), end + 1 + 2 * RECOVERY_STEPS))
     after = [losses[j] for j in near if j not in spiked][:RECOVERY_STEPS]
     if len(burst) > RECOVERY_STEPS:
         return False
-    if after and statistics.median(after) - base <= (peak - base) / 2:
+    level = min if replayed else statistics.median
+    if after and level(after) - base <= (peak - base) / 2:
         return True
     return None if len(after) < RECOVERY_STEPS and near.stop == len(losses) else False
 

@@ -264,9 +264,10 @@ def loss_spikes(
     objectives=(
         "any, by its own values (with maximize=True, the loss it ascends, as the script "
         "printed it): a single spike, one that does not come back or one followed by NaN "
-        "is a warning; spikes that recur and come back at once are information where the "
-        "loss has a regression term (MSE, L1, pinball, Huber, smooth L1) or one gradscope did not "
-        "recognise: bootstrapped value targets jump by design; recurring spikes of a sum of "
+        "is a warning; spikes that recur and come back at once (for a model trained on its "
+        "own predictions, a batch after it does: the rest replay) are information where the "
+        "loss has a regression term (MSE, L1, pinball, Huber, smooth L1) or one not "
+        "recognised: bootstrapped value targets jump by design; recurring spikes of a sum of "
         "terms that takes both signs near 0 (PPO's policy, value and entropy terms) are "
         "information too; where the loss's level says nothing alone (a custom or multi-term "
         "objective, terms that target each other's inputs as a VQ-VAE's, a model trained on "
@@ -342,7 +343,8 @@ def _loss_judged(
     steps, found = spiked
     where = [steps[i].step for i, _, _ in found]
     norms = series_spike_steps(s, t, "norm")
-    recovered = recovered_at_once(run, s, steps, found, t)
+    held = [f for f in series_spikes(s, t, "loss")[1] if f not in found]  # a climb's
+    recovered = recovered_at_once(run, s, steps, found, t, held)
     odd, apart = ([], "") if recovered else stands_apart(run, s, steps, found, t)
     if apart:
         finding = batch_apart(finding, odd, apart)
