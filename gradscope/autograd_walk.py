@@ -49,6 +49,11 @@ FLAT_OPS = {
 """Backward nodes of ops whose derivative is 0 wherever it is defined (step functions):
 everything below them gets exact zeros, by torch's definition."""
 
+CANCELLED = "x + (y - x)"
+"""How `flat_op` names a sum that adds a tensor and subtracts it again (a straight-through
+estimator written without its .detach(): soft + (hard - soft)): its derivative in x is
+1 - 1 = 0, so everything below x that reaches the loss only there gets exact zeros."""
+
 CUSTOM_FUNCTION = "Function "
 """How `flat_op` names a custom autograd.Function: its backward is the user's own."""
 
@@ -70,10 +75,27 @@ def flat_op(node: Any) -> str | None:
     op = FLAT_OPS.get(type(node).__name__)
     if op is not None:
         return op
+    if _cancels(node):
+        return CANCELLED
     forward = getattr(node, "_forward_cls", None)
     if forward is None or not _users(forward):
         return None
     return f"{CUSTOM_FUNCTION}{forward.__name__}"
+
+
+def _cancels(node: Any) -> bool:
+    """An AddBackward0 of x and (y - x), in either order, both with alpha 1: the same node x
+    added once and subtracted once."""
+    if type(node).__name__ != "AddBackward0" or len(node.next_functions) != 2:
+        return False
+    if saved(node, "_saved_alpha", 1) != 1:
+        return False
+    for (x, _), (sub, _) in (node.next_functions, node.next_functions[::-1]):
+        if x is None or type(sub).__name__ != "SubBackward0" or len(sub.next_functions) != 2:
+            continue
+        if sub.next_functions[1][0] is x and saved(sub, "_saved_alpha", 1) == 1:
+            return True
+    return False
 
 
 def _users(cls: type) -> bool:

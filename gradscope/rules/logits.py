@@ -24,8 +24,9 @@ FIX = {
     "log-probabilities), or return raw logits and use cross_entropy in place of nll_loss",
     "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate) with "
     "log_input=True, or keep the link and pass log_input=False",
-    "softmax-as-logits": "hand the distribution the raw logits (Categorical(logits=z), the "
-    "softmax dropped from the model), or its probabilities as Categorical(probs=p)",
+    "softmax-as-logits": "hand the distribution (or log_softmax) the raw logits "
+    "(Categorical(logits=z), log_softmax(z), the softmax dropped from the model), or its "
+    "probabilities as Categorical(probs=p) or p.log()",
 }
 
 WHAT = {
@@ -35,7 +36,8 @@ WHAT = {
     "log-softmax-wrong-dim": "log-probabilities normalised over the wrong axis",
     "softmax-not-log": "probabilities where it wants log-probabilities (a softmax with no log)",
     "rate-as-log-rate": "a rate where it wants a log-rate",
-    "softmax-as-logits": "probabilities where a distribution wants logits (a double softmax)",
+    "softmax-as-logits": "probabilities where a distribution or log_softmax wants logits (a "
+    "double softmax)",
 }
 
 

@@ -253,6 +253,8 @@ def spikes(values: Sequence[float], t: Thresholds) -> list[tuple[int, float, flo
         jump = xs[i] - med
         if not logged and early and _within_swing(base, med, xs[i], ratio):
             continue
+        if not logged and early and jump <= t.spike_sigma * _later_sigma(xs, history):
+            continue
         ratio_ok = jump > math.log(ratio) if logged else jump > (ratio - 1) * abs(med)
         if not logged and ratio_ok and _drifted(xs, i, out, t.spike_sigma * sigma):
             continue
@@ -269,6 +271,18 @@ def _within_swing(base: Sequence[float], med: float, value: float, ratio: float)
     handful of steps has no robust spread, so their own swing is the scale."""
     low = med - min(base)
     return abs(med) <= low and value <= ratio * max(abs(b) for b in base)
+
+
+def _later_sigma(xs: Sequence[float], history: int) -> float:
+    """The robust spread (MAD) of a series that is not all positive, over its steps past
+    the first `history`: the scale its first steps are judged on too, since a handful of
+    steps has none (a score-function loss, (r - b)·log π, starts near 0 while its
+    baseline catches up, and swings as far on its own later); 0 before enough steps."""
+    later = xs[history:]
+    if len(later) < history:
+        return 0.0
+    med = statistics.median(later)
+    return MAD_SIGMA * statistics.median(abs(x - med) for x in later)
 
 
 def _drifted(

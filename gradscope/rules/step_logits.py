@@ -33,9 +33,9 @@ _FIX = {
     "softmax-not-log": "take log_softmax of the logits where the softmax is (nll_loss and "
     "ctc_loss want log-probabilities), or pass the raw logits to cross_entropy in place of "
     "nll_loss",
-    "softmax-as-logits": "hand the distribution the raw logits (Categorical(logits=z), the "
-    "softmax dropped from the network), or its probabilities as probabilities "
-    "(Categorical(probs=p))",
+    "softmax-as-logits": "hand the distribution (or log_softmax) the raw logits "
+    "(Categorical(logits=z), log_softmax(z), the softmax dropped from the network), or its "
+    "probabilities as probabilities (Categorical(probs=p), p.log())",
     "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate, any "
     "real value) with log_input=True, or keep the link and pass log_input=False, which reads "
     "the input as the rate itself",
@@ -56,7 +56,8 @@ _WHAT = {
     "log-softmax-wrong-dim": "log-probabilities normalised over the wrong axis",
     "softmax-not-log": "probabilities where it wants log-probabilities (a softmax with no log)",
     "rate-as-log-rate": "a rate where it wants a log-rate",
-    "softmax-as-logits": "probabilities where a distribution wants logits (a double softmax)",
+    "softmax-as-logits": "probabilities where a distribution or log_softmax wants logits (a "
+    "double softmax)",
 }
 
 

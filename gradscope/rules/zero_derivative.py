@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gradscope.autograd_walk import CUSTOM_FUNCTION, WHERE_UNCHOSEN
+from gradscope.autograd_walk import CANCELLED, CUSTOM_FUNCTION, WHERE_UNCHOSEN
 from gradscope.findings import Finding
 from gradscope.steps.records import ParamInfo
 
@@ -49,6 +49,8 @@ def told(finding: Finding, name: str, op: str, head: str) -> Finding:
     """The finding with the op named, and the estimator that passes a gradient through it."""
     if op == WHERE_UNCHOSEN:
         return _unchosen(finding, name, head)
+    if op == CANCELLED:
+        return _cancelled(finding, name, head)
     if op.startswith(CUSTOM_FUNCTION):
         fn = op.removeprefix(CUSTOM_FUNCTION)
         return replace(
@@ -87,4 +89,18 @@ def _unchosen(finding: Finding, name: str, head: str) -> Finding:
             *finding.evidence,
             f"torch.where, branch never chosen, lies between {name} and the loss",
         ),
+    )
+
+
+def _cancelled(finding: Finding, name: str, head: str) -> Finding:
+    """The zeros of a tensor added and subtracted again: a straight-through estimator
+    (soft + (hard - soft)) whose difference was not detached."""
+    return replace(
+        finding,
+        message=f"{head}: it reaches the loss only through a sum x + (y - x), which adds a "
+        "tensor and subtracts it again: its derivative in x is 1 - 1 = 0 (a straight-through "
+        "estimator written without its .detach())",
+        advice="detach the difference, soft + (hard - soft).detach(), so that the forward "
+        "takes the hard value and the backward the soft one's gradient",
+        evidence=(*finding.evidence, f"x + (y - x) lies between {name} and the loss"),
     )

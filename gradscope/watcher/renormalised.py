@@ -7,7 +7,10 @@ same x. When x is a softmax's output (a policy network ending in `nn.Softmax` ha
 `unnormalized_log_prob=True` do with it), the distribution is a softmax of probabilities:
 its probabilities stay within [1/(1 + (C-1)e), e/(e + C - 1)], the policy can never
 become sure of an action (0.73 at most for 2 of them), and its gradients are squashed. The
-same holds for a log_softmax written by hand over probabilities. Found by a bounded search
+same holds for a log_softmax written by hand over probabilities, and for F.log_softmax of
+them (a REINFORCE loss's log-probabilities taken from a policy that already ends in a
+softmax) where no nll_loss reads it: cross_entropy's own is loss_inputs.py's to name. Found
+by a bounded search
 from the loss, whatever the objective (a policy gradient is no loss gradscope otherwise
 reads); `Categorical(probs=...)` takes the log of its probabilities and is right. Shapes
 only; nothing is read from a device.
@@ -25,11 +28,20 @@ SEARCH = 256
 
 
 def find(loss_node: Any) -> Misfed | None:
-    """The first x - logsumexp(x) over a softmax's output x, both over the same axis."""
+    """The first x - logsumexp(x), or log_softmax(x), over a softmax's output x, both over
+    the same axis."""
     if loss_node is None:
         return None
+    read_by_nll: set[int] = set()  # cross_entropy's log_softmax: named as the loss's input
     for node in NodeWalk([loss_node], inputs, order=Order.NEAREST, limit=SEARCH):
-        if type(node).__name__ != "SubBackward0" or len(node.next_functions) != 2:
+        name = type(node).__name__
+        if name == "NllLossBackward0":
+            read_by_nll.update(id(n) for n, _ in node.next_functions if n is not None)
+        if name == "LogSoftmaxBackward0" and id(node) not in read_by_nll:
+            found = _log_softmax_of_softmax(node)
+            if found is not None:
+                return found
+        if name != "SubBackward0" or len(node.next_functions) != 2:
             continue
         (x, _), (lse, _) = node.next_functions
         if type(x).__name__ != "SoftmaxBackward0" or type(lse).__name__ != "LogsumexpBackward0":
@@ -46,11 +58,26 @@ def find(loss_node: Any) -> Misfed | None:
     return None
 
 
+def _log_softmax_of_softmax(node: Any) -> Misfed | None:
+    """F.log_softmax over a softmax's output, on the axis the softmax normalised."""
+    x = node.next_functions[0][0] if node.next_functions else None
+    if type(x).__name__ != "SoftmaxBackward0" or not _same_axis(x, node):
+        return None
+    return Misfed(
+        "softmax-as-logits",
+        "a softmax's probabilities, normalised again as logits by log_softmax (a policy "
+        "network that already ends in a softmax, its log-probabilities taken by log_softmax)",
+        None,
+        x,
+    )
+
+
 def _same_axis(softmax: Any, lse: Any) -> bool:
-    """The logsumexp reduced the one axis the softmax normalised."""
+    """The logsumexp (or log_softmax) reduced the one axis the softmax normalised."""
     result = saved(softmax, "_saved_result", None)
     ndim = getattr(result, "ndim", 0)
     dims = saved(lse, "_saved_dim", None)
+    dims = (dims,) if isinstance(dims, int) else dims
     if not isinstance(dims, tuple) or len(dims) != 1:
         return False
     axis = saved_dim(saved(softmax, "_saved_dim", None), ndim)
