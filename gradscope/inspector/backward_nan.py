@@ -17,6 +17,7 @@ import torch
 
 from gradscope.inspector import hooks, preserve
 from gradscope.inspector.replay import replay, site
+from gradscope.spectral_gaps import gap_division
 
 
 def _finite(tensors: list[torch.Tensor]) -> bool:
@@ -48,9 +49,9 @@ def backward_origin(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
     sites: list[tuple[Any, str]] = []  # nodes kept, so that their identity holds
 
     def observe(name: str, inputs: Any, out: Any, module: str) -> None:
-        node = getattr(out, "grad_fn", None) if isinstance(out, torch.Tensor) else None
-        if node is not None:
-            sites.append((node, site(name, module)))
+        outs = out if isinstance(out, tuple) else (out,)  # eigh, svd, topk: several outputs
+        nodes = {id(t.grad_fn): t.grad_fn for t in outs if isinstance(t, torch.Tensor)}
+        sites.extend((node, site(name, module)) for node in nodes.values() if node is not None)
 
     with preserve.preserved_state(model):
         target = replay(model, batch, loss_fn, grad_outputs, observe)
@@ -88,15 +89,21 @@ def backward_origin(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
 
 def sentence(name: str, where: str | None, masked: bool, passed: int) -> str:
     op = f"{where} ({name})" if where else name
-    why = (
-        "its incoming gradient was 0 where it made NaN: 0 × an infinite local derivative, a "
-        "value the forward masked out (a multiplication by 0 or torch.where) still goes "
-        "through the op's backward; compute the op on a safe value instead "
-        "(torch.where(mask, x, 1) before it)"
-        if masked
-        else "its local derivative is infinite there (sqrt or pow at 0, acos or asin at ±1, "
-        "log at 0): clamp the input away from that point or add an epsilon"
-    )
+    gap = gap_division(name)
+    if gap:
+        why = f"{gap[0]}; {gap[1]}"
+    elif masked:
+        why = (
+            "its incoming gradient was 0 where it made NaN: 0 × an infinite local derivative, "
+            "a value the forward masked out (a multiplication by 0 or torch.where) still goes "
+            "through the op's backward; compute the op on a safe value instead "
+            "(torch.where(mask, x, 1) before it)"
+        )
+    else:
+        why = (
+            "its local derivative is infinite there (sqrt or pow at 0, acos or asin at ±1, "
+            "log at 0): clamp the input away from that point or add an epsilon"
+        )
     return (
         f"the forward is finite; the backward of {op} made the first non-finite gradient "
         f"from finite ones ({passed} later node(s) only passed it on): {why}"

@@ -1,7 +1,7 @@
 """What inspect says about where a NaN/Inf of a script's step came from, beside the op
 that made it (script_live.py): the weights or the batch when no op of the forward made
-it, a mean over nothing, a log or square root fed values below its domain, a division by
-an exact 0."""
+it, a mean over nothing, a log or square root fed values below its domain, a logdet fed a
+matrix of negative determinant, a division by an exact 0."""
 
 from __future__ import annotations
 
@@ -74,11 +74,31 @@ ZERO_DIVISOR = (
 )
 
 
+NEGATIVE_DETERMINANT = (
+    ", its matrix's determinant is negative: logdet is NaN there, and a real invertible "
+    "matrix's determinant has either sign (a weight initialised orthogonal by QR is -1 as "
+    "often as +1, and no step crosses 0 to flip it); a flow's log|det W| is "
+    "torch.linalg.slogdet(W).logabsdet, or keep det W > 0 by construction (an LU "
+    "parametrisation with exp of the diagonal)"
+)
+
+
+def negative_determinant(op: str, inputs: list[Any]) -> bool:
+    """A logdet fed a real matrix whose determinant is below 0 (read once, at the op
+    already found to make the first NaN)."""
+    if op != "logdet" or len(inputs) != 1 or inputs[0].is_complex():
+        return False
+    return bool((torch.linalg.det(inputs[0].detach()) < 0).any())
+
+
 def domain_note(op: str, inputs: list[Any]) -> str:
     """Why the op found to make the first NaN/Inf did, from its inputs (read once): a log
-    fed negative values, or a division by an exact 0; else nothing."""
+    fed negative values, a logdet a matrix of negative determinant, or a division by an
+    exact 0; else nothing."""
     if below_domain(op, inputs):
         return NEGATIVE
+    if negative_determinant(op, inputs):
+        return NEGATIVE_DETERMINANT
     at = DIVISOR_AT.get(op, DIVISOR_AT.get(op.removesuffix("_")))  # div_ in place
     divisor = inputs[at] if at is not None and len(inputs) > at else None
     if divisor is not None and not divisor.is_complex() and bool((divisor == 0).any()):

@@ -18,6 +18,7 @@ from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_common import about, inspect_command
+from gradscope.spectral_gaps import gap_division
 from gradscope.steps.records import WatchRun
 
 
@@ -72,6 +73,7 @@ def backward_nan_origin(run: WatchRun, t: Thresholds) -> list[Finding]:
         if found.masked
         else "clamp the op's input away from that point or add an epsilon"
     )
+    why, fix = gap_division(found.op) or (why, fix)
     evidence = [
         f"step {found.seen}: the loss was finite and its gradients were not",
         f"watched at step {found.step}'s backward: the weights and the loss were finite; "

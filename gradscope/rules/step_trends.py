@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
+from gradscope.rules import sharpening
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import (
     Series,
@@ -61,7 +62,11 @@ def _spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
             above_zero=True,
         ),
     ),
-    objectives="any: the gradient norm's trend, not the loss's, so the loss's kind plays no part",
+    objectives=(
+        "any: the gradient norm's trend, whatever the loss's kind; information where the loss "
+        "kept falling, its fall slowing, and the optimizer's steps did not grow (a minimum "
+        "that sharpens: a likelihood whose learned noise shrinks)"
+    ),
 )
 def exploding_trend(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """Over the last growth-window steps (20 at least), the median gradient norm of the last
@@ -94,22 +99,22 @@ def exploding_trend(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> l
                 f"clipping (max_norm {clip}) is on and bounds the step, not the growth: lower "
                 "the learning rate or add normalization; this trend ends in NaN"
             )
-        out.append(
-            this.finding(
-                s.subject("total-grad-norm"),
-                s.say(
-                    f"the gradient norm grew {late / early:.3g}× over steps {tail[0].step}-"
-                    f"{tail[-1].step}, steadily (rank correlation with the step {rho:.2f})"
-                ),
-                advice,
-                value=late / early,
-                threshold=t.growth_factor,
-                evidence=(
-                    f"median norm {num(early)} at steps {tail[0].step}-{tail[q - 1].step}, "
-                    f"{num(late)} at steps {tail[-q].step}-{tail[-1].step}",
-                ),
-            )
+        finding = this.finding(
+            s.subject("total-grad-norm"),
+            s.say(
+                f"the gradient norm grew {late / early:.3g}× over steps {tail[0].step}-"
+                f"{tail[-1].step}, steadily (rank correlation with the step {rho:.2f})"
+            ),
+            advice,
+            value=late / early,
+            threshold=t.growth_factor,
+            evidence=(
+                f"median norm {num(early)} at steps {tail[0].step}-{tail[q - 1].step}, "
+                f"{num(late)} at steps {tail[-q].step}-{tail[-1].step}",
+            ),
         )
+        descent = None if clip else sharpening.steady_descent(s, tail, q, _spearman)
+        out.append(sharpening.as_information(finding, descent) if descent else finding)
     return out
 
 

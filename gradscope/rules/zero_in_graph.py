@@ -15,6 +15,16 @@ CUT = (
     "is cut)"
 )
 
+OUTSIDE_MODELS = (
+    "it is held by no nn.Module, so `gradscope inspect --script` does not measure it: find "
+    "where the script reads it and make that read part of each step's graph (not inside "
+    "torch.no_grad(), not through .detach(), .data or .item(), not into a tensor built once "
+    "before the loop)"
+)
+"""CUT's words for a tensor of an optimizer that no model holds (a skew generator, a
+kernel's hyper-parameter bound at the script's top): inspect follows models' parameters,
+so pointing there finds nothing."""
+
 CANCELLED = (
     "it is in the graph (a cut would give None, not zeros), yet every gradient that reaches "
     "it is exactly 0: look for terms that cancel (a score minus the same score, as a ranking "
@@ -37,9 +47,12 @@ WRITTEN_ZERO = (
 )
 
 
-def advice(none: bool, by_hand: bool = False) -> str:
+def advice(none: bool, by_hand: bool = False, in_model: bool = True) -> str:
     """The graph's advice for a gradient that was never there, the cancelling terms' for
-    one that was always exactly 0; the script's writes' where no backward ran (`by_hand`)."""
+    one that was always exactly 0; the script's writes' where no backward ran (`by_hand`);
+    where to look for the cut of a tensor no model holds (not `in_model`)."""
     if by_hand:
         return UNWRITTEN if none else WRITTEN_ZERO
-    return CUT if none else CANCELLED
+    if none:
+        return CUT if in_model else OUTSIDE_MODELS
+    return CANCELLED

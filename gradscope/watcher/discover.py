@@ -270,11 +270,11 @@ def extend(
     owned = {k: p for k, p in optimizer_params(optimizers).items() if k not in tracked.index}
     owned.update((id(p), p) for p in extra)
     add_models(tracked, owned)
+    named = _script_names()  # a tensor no model holds: the name the script gives it, if any
     for i, o in enumerate(optimizers):
         for g, group in enumerate(o.param_groups):
             for k, p in enumerate(group["params"]):
-                tracked.add(f"optimizer{i}.group{g}.param{k}", p)
-    named = _script_names()
+                tracked.add(named.get(id(p), f"optimizer{i}.group{g}.param{k}"), p)
     kept = plain_attributes.held_by(tracked.roots, extra) if extra else {}
     for k, p in enumerate(extra):
         if id(p) in kept and id(p) not in tracked.index:
