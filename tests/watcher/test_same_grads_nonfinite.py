@@ -11,6 +11,7 @@ import torch
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 import gradscope
+from gradscope.findings import Severity
 
 STEPS = 26
 """Steps 1-3 and the pair 25-26 are compared: 4 intervals."""
@@ -39,7 +40,7 @@ def _rules(how: str) -> set[str]:
                     for p in params:
                         p.grad /= p.grad.norm() + eps
             opt.step()
-    return {f.rule for f in w.report.findings if f.severity.value != "info"}
+    return {f.rule for f in w.report.findings if f.severity is not Severity.INFO}
 
 
 def test_gradients_gone_nan_are_not_named_a_stale_buffer():
