@@ -258,7 +258,7 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
             p.name,
             f"{p.name} got {'no gradient (None)' if none else 'only zero gradients'} "
             f"in all {len(stepped)} steps: it never learns",
-            zero_in_graph.advice(none, by_hand=no_backward(run)),
+            zero_in_graph.advice(none, no_backward(run), held=p.model is not None),
         )
         out.append(_explained(run, i, finding, none, len(stepped), places.get(i)))
     return out

@@ -6,7 +6,11 @@ positive itself: s(u, i) - s(u, i)), a mask or weight that is 0 wherever the ten
 read, a loss whose value does not depend on it. "Check that it takes part in the loss"
 sends the user looking for a cut that is not there. In a run with no backward at all
 (evolution strategies, SPSA, a gradient computed in numpy), `.grad` holds only what the
-script writes: the graph has no say, the script's writes do."""
+script writes: the graph has no say, the script's writes do. A tensor no module holds (a
+simulation's physical parameters, a trajectory's controls) that no backward ever reached is
+not read by the loss at all: the loss reads a copy made from its values, or a tensor made
+anew each iteration; `inspect --script`, which measures modules' parameters, has nothing to
+show there."""
 
 from __future__ import annotations
 
@@ -22,6 +26,13 @@ CANCELLED = (
     "wherever it is read, or a loss whose value does not depend on it"
 )
 
+LOOSE = (
+    "no module holds it and no backward reached it: the loss is computed from another tensor, "
+    "a copy made from its values (torch.tensor(x.item(), requires_grad=True), "
+    "x.detach().clone().requires_grad_()) or a tensor created anew each iteration after the "
+    "optimizer took this one; create it once, before the optimizer, and compute the loss from "
+    "that very tensor (functions of it, such as x.exp(), keep the graph)"
+)
 
 UNWRITTEN = (
     "no backward ran in this run, so .grad holds only what the script writes, and it wrote "
@@ -37,9 +48,12 @@ WRITTEN_ZERO = (
 )
 
 
-def advice(none: bool, by_hand: bool = False) -> str:
+def advice(none: bool, by_hand: bool = False, held: bool = True) -> str:
     """The graph's advice for a gradient that was never there, the cancelling terms' for
-    one that was always exactly 0; the script's writes' where no backward ran (`by_hand`)."""
+    one that was always exactly 0; the script's writes' where no backward ran (`by_hand`);
+    a copy's or a re-created tensor's for one no module holds (not `held`)."""
     if by_hand:
         return UNWRITTEN if none else WRITTEN_ZERO
+    if none and not held:
+        return LOOSE
     return CUT if none else CANCELLED
