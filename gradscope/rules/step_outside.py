@@ -11,6 +11,7 @@ from gradscope.findings import RULES, Finding, Rule, Severity
 from gradscope.fmt import num
 from gradscope.rules import (
     assigned_after,
+    copy_through,
     in_backward,
     master_copies,
     masters,
@@ -127,6 +128,8 @@ def _outside(this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str) -> Find
         return assigned_after.finding(this, run, p, _piled_up(run, i))
     if copy and not _copy_learns(run, copy):
         return _loss_reads_copy(this, run, p, i, copy)
+    if copy and copy_through.through(run, i):
+        return copy_through.finding(run, p.name, copy, _piled_up(run, i))
     if p.plain_attribute:
         return plain_attribute.finding(this, run, p, _piled_up(run, i))
     if not copy and not p.stepped_by_hook and in_backward.optimizers_in_backward(run):

@@ -235,9 +235,10 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     an output the script differentiated by torch.autograd.grad without create_graph (an unrolled
     inner step's hyper-parameter: rules/plain_derivative.py); zeros behind a clamp at its bound in
     the first graphs are a KL under its free-nats floor all run: information
-    (rules/switched_off.py); those of a tensor that started at exactly 0 say so
-    (rules/zero_start.py). A mixture's router that never got one is named as the router (its logits
-    detached, or read only through their top-k indices), and an expert that never got a token while
+    (rules/switched_off.py); those of a tensor that started at exactly 0 say so, and zeros at
+    a run's only step behind a layer initialised to zero are information (rules/zero_start.py).
+    A mixture's router that never got one is named as the router (its logits detached, or read
+    only through their top-k indices), and an expert that never got a token while
     its siblings did as a dead expert (rules/routed.py). The same layer of a stack's last block that
     never got one while every other block's did and its own block learned feeds the next block,
     which does not exist: information (WaveNet's last residual conv, N-BEATS' last backcast, a stack
@@ -257,7 +258,7 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
             p.name,
             f"{p.name} got {'no gradient (None)' if none else 'only zero gradients'} "
             f"in all {len(stepped)} steps: it never learns",
-            zero_in_graph.advice(none, by_hand=no_backward(run), in_model=p.in_model),
+            zero_in_graph.advice(none, no_backward(run), held=p.model is not None),
         )
         out.append(_explained(run, i, finding, none, len(stepped), places.get(i)))
     return out
@@ -301,6 +302,8 @@ def _explained(
         finding = hetero_tail.as_information(finding, unread)
     elif not none and zero_start.started_at_zero(p):
         finding = zero_start.as_zero_start(finding, p, steps)
+    elif not none and steps == 1 and (zero := zero_start.zero_layer_stepped(run, got_grad)):
+        finding = zero_start.as_behind_zero_layer(finding, p, zero)
     elif p.past_read_out:
         finding = past_read_out.as_information(finding, p.past_read_out)
     elif none and p.plain_derivative:

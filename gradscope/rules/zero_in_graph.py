@@ -6,7 +6,11 @@ positive itself: s(u, i) - s(u, i)), a mask or weight that is 0 wherever the ten
 read, a loss whose value does not depend on it. "Check that it takes part in the loss"
 sends the user looking for a cut that is not there. In a run with no backward at all
 (evolution strategies, SPSA, a gradient computed in numpy), `.grad` holds only what the
-script writes: the graph has no say, the script's writes do."""
+script writes: the graph has no say, the script's writes do. A tensor no module holds (a
+simulation's physical parameters, a trajectory's controls) that no backward ever reached is
+not read by the loss at all: the loss reads a copy made from its values, a tensor made
+anew each iteration, or reads it where the graph is cut; `inspect --script`, which measures modules' parameters, has nothing to
+show there."""
 
 from __future__ import annotations
 
@@ -15,16 +19,6 @@ CUT = (
     "is cut)"
 )
 
-OUTSIDE_MODELS = (
-    "it is held by no nn.Module, so `gradscope inspect --script` does not measure it: find "
-    "where the script reads it and make that read part of each step's graph (not inside "
-    "torch.no_grad(), not through .detach(), .data or .item(), not into a tensor built once "
-    "before the loop)"
-)
-"""CUT's words for a tensor of an optimizer that no model holds (a skew generator, a
-kernel's hyper-parameter bound at the script's top): inspect follows models' parameters,
-so pointing there finds nothing."""
-
 CANCELLED = (
     "it is in the graph (a cut would give None, not zeros), yet every gradient that reaches "
     "it is exactly 0: look for terms that cancel (a score minus the same score, as a ranking "
@@ -32,6 +26,17 @@ CANCELLED = (
     "wherever it is read, or a loss whose value does not depend on it"
 )
 
+LOOSE = (
+    "it is held by no nn.Module and no backward reached it: the loss reads another tensor, a "
+    "copy made from its values (torch.tensor(x.item(), requires_grad=True), "
+    "x.detach().clone().requires_grad_()), a tensor created anew each iteration after the "
+    "optimizer took this one, or a read cut from the graph (inside torch.no_grad(), through "
+    ".detach(), .data or .item(), into a tensor built once before the loop); compute each "
+    "step's loss from this very tensor (functions of it, such as x.exp(), keep the graph)"
+)
+"""CUT's words for a tensor of an optimizer no module holds (a simulation's physical
+parameters, a skew generator bound at the script's top): `inspect --script` measures modules'
+parameters, so pointing there finds nothing."""
 
 UNWRITTEN = (
     "no backward ran in this run, so .grad holds only what the script writes, and it wrote "
@@ -47,12 +52,12 @@ WRITTEN_ZERO = (
 )
 
 
-def advice(none: bool, by_hand: bool = False, in_model: bool = True) -> str:
+def advice(none: bool, by_hand: bool = False, held: bool = True) -> str:
     """The graph's advice for a gradient that was never there, the cancelling terms' for
     one that was always exactly 0; the script's writes' where no backward ran (`by_hand`);
-    where to look for the cut of a tensor no model holds (not `in_model`)."""
+    a copy's or a re-created tensor's for one no module holds (not `held`)."""
     if by_hand:
         return UNWRITTEN if none else WRITTEN_ZERO
-    if none:
-        return CUT if in_model else OUTSIDE_MODELS
-    return CANCELLED
+    if none and not held:
+        return LOOSE
+    return CUT if none else CANCELLED

@@ -246,6 +246,10 @@ class StateFacts:
     """Points of the run at which a copy of a trained model that moved between its
     forwards (an EMA teacher, a synced target network) ran forward without gradients
     (moving_copies.py)."""
+    through_copies: tuple[int, ...] = ()
+    """Parameter positions of copies of a trained model that a forward with gradients on
+    fed a trained network's output: the loss differentiates through them by design
+    (copies_through.py)."""
     side_steps: tuple[SideSteps, ...] = ()
     copies: tuple[TargetCopies, ...] = ()
     future_attended: tuple[FutureAttended, ...] = ()

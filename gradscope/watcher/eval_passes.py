@@ -6,9 +6,10 @@ ones.
 One forward pre-hook per trained model (the models the optimizers' parameters belong to,
 hooked from the first step on), and one on each of its direct parts that holds trained
 parameters, for a model whose own forward is never called (skrl's `act` calls `compute`,
-SB3's `action_log_prob` its layers): a forward with gradients on, or in eval mode, costs two
-flag reads; the model's dropout and BatchNorm modules are listed at its first forward in
-train mode without gradients only. The hooks are left out of a model the script pickles
+SB3's `action_log_prob` its layers): a forward in eval mode costs two flag reads, one with
+gradients on a lookup (copies_through.py: a model holding no trained weight is searched
+once); the model's dropout and BatchNorm modules are listed at its first forward in train
+mode without gradients only. The hooks are left out of a model the script pickles
 or copies (an EMA or target copy is not the trained model), and removed with the watch.
 """
 
@@ -26,6 +27,7 @@ from gradscope.errors import user_line
 from gradscope.hookable import hookable
 from gradscope.steps.state_facts import TrainModeEval
 from gradscope.watcher import discover
+from gradscope.watcher.copies_through import CopiesThrough
 from gradscope.watcher.modes import DROPOUTS, NORMS
 from gradscope.watcher.moving_copies import MovingCopies, copies_of
 from gradscope.watcher.no_grad_owners import NoGradOwners
@@ -57,7 +59,12 @@ class Seen:
 
 
 class EvalPasses:
-    def __init__(self, tracked: discover.Tracked, steps: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        tracked: discover.Tracked,
+        steps: Callable[[], int],
+        trained: Callable[[], set[int]] = set,
+    ) -> None:
         self.tracked = tracked
         self.steps = steps
         """The optimizer steps taken so far (WatchState.steps)."""
@@ -80,6 +87,9 @@ class EvalPasses:
         """Copies of the trained models (an EMA teacher) run without gradients."""
         self.owners = NoGradOwners()
         """The grad mode of the forwards of modules whose parameters had no gradient."""
+        self.through = CopiesThrough(trained)
+        """Models holding no trained weight whose forward with gradients on is fed a trained
+        network's output (a target critic valuing a differentiable rollout's last state)."""
 
     def attach(self) -> None:
         """Hook the trained models found since the last call (every optimizer step)."""
@@ -150,9 +160,12 @@ class EvalPasses:
     def _forward(self, module: nn.Module, args: Any) -> None:
         if id(module) not in self._called:
             self._called.add(id(module))
-        if torch.is_grad_enabled() or self.failed or torch.jit.is_tracing():
+        if self.failed or torch.jit.is_tracing():
             return
         try:
+            if torch.is_grad_enabled():
+                self.through.note(module, args)
+                return
             if self._roots.get(id(module)) is module:
                 self._count_no_grad()
             if module.training:

@@ -9,7 +9,9 @@ gradient's fingerprint (hand_moved.fingerprints: its sampled bit patterns summed
 device) and identity are kept before the step and compared before the next one: no host
 read until the run ends. A gradient no one wrote (the same tensor, the same version) is
 GS472's or a parameter the backward did not reach, not this; nor one the backward itself
-wrote with the same values (a loss linear in the weights), with nothing written after it."""
+wrote with the same values (a loss linear in the weights), with nothing written after it;
+nor gradients holding NaN or Inf: every NaN has one bit pattern, so NaN gradients look the
+same at every step though they hold no value at all (GS401 and GS434 name them)."""
 
 from __future__ import annotations
 
@@ -68,8 +70,8 @@ class SameGrads:
             return
         with torch.no_grad():
             equal = [
-                (a == b).all() & (a != 0).any()
-                for (_, a), (_, b) in zip(prints, before, strict=True)
+                (a == b).all() & (a != 0).any() & _finite([grads[i] for i in at])
+                for (at, a), (_, b) in zip(prints, before, strict=True)
             ]
         self.pending.append((key, equal))
 
@@ -86,3 +88,9 @@ class SameGrads:
             for key, n in self.compared.items()
             if key in index
         )
+
+
+def _finite(grads: list[Any]) -> Any:
+    """A device bool: every value of `grads` is finite (their float32 norms are)."""
+    norms = torch._foreach_norm(grads, 2, dtype=torch.float32)
+    return torch.stack(list(norms)).isfinite().all()

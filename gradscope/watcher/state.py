@@ -21,6 +21,7 @@ from gradscope.watcher.adam_rms import AdamRms
 from gradscope.watcher.backward_sites import BackwardSites
 from gradscope.watcher.carried_graph import GraphMarks
 from gradscope.watcher.clamped_terms import ClampedTerms
+from gradscope.watcher.copies_through import trained_ids
 from gradscope.watcher.dropped_grads import DroppedGrads
 from gradscope.watcher.eval_passes import EvalPasses
 from gradscope.watcher.faults import Fault, fault_of, record
@@ -203,7 +204,9 @@ class WatchState:
         self.noise = MicroGrads(self.tracked, self.batch_size)
         self.noise.on_fault = lambda part, exc: self.failed(part, exc, whole=False)
         self.future.on_fault = lambda part, exc: self.failed(part, exc, whole=False)
-        self.eval_passes = EvalPasses(self.tracked, lambda: self.steps)
+        self.eval_passes = EvalPasses(
+            self.tracked, lambda: self.steps, lambda: trained_ids(self.optimizers)
+        )
         self.eval_passes.on_fault = lambda part, exc: self.failed(part, exc, whole=False)
 
     def failed(
