@@ -9,8 +9,8 @@ sends the user looking for a cut that is not there. In a run with no backward at
 script writes: the graph has no say, the script's writes do. A tensor no module holds (a
 simulation's physical parameters, a trajectory's controls) that no backward ever reached is
 not read by the loss at all: the loss reads a copy made from its values, a tensor made
-anew each iteration, or reads it where the graph is cut; `inspect --script`, which measures modules' parameters, has nothing to
-show there."""
+anew each iteration, or reads it where the graph is cut; `inspect --script`, which
+measures modules' parameters, has nothing to show there."""
 
 from __future__ import annotations
 
