@@ -11,6 +11,7 @@ from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
 from gradscope.rules.registry import DECLARED, Stage, rule
+from gradscope.rules.step_logits import KL_FIX
 from gradscope.stats import RunStats
 
 FIX = {
@@ -22,6 +23,7 @@ FIX = {
     "log-softmax-wrong-dim": "take log_softmax over the classes (dim=-1 for (..., C) logits)",
     "softmax-not-log": "take log_softmax where the softmax is (nll_loss and ctc_loss want "
     "log-probabilities), or return raw logits and use cross_entropy in place of nll_loss",
+    "softmax-kl-input": KL_FIX,
     "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate) with "
     "log_input=True, or keep the link and pass log_input=False",
     "softmax-as-logits": "hand the distribution the raw logits (Categorical(logits=z), the "
@@ -34,6 +36,7 @@ WHAT = {
     "softmax-wrong-dim": "a softmax over the wrong axis where it wants logits",
     "log-softmax-wrong-dim": "log-probabilities normalised over the wrong axis",
     "softmax-not-log": "probabilities where it wants log-probabilities (a softmax with no log)",
+    "softmax-kl-input": "probabilities where kl_div wants log-probabilities",
     "rate-as-log-rate": "a rate where it wants a log-rate",
     "softmax-as-logits": "probabilities where a distribution wants logits (a double softmax)",
 }
@@ -49,7 +52,8 @@ WHAT = {
     "binary_cross_entropy_with_logits or a softmax with no log under nll_loss or ctc_loss, or "
     "a (log_)softmax over another axis than the classes, a Poisson NLL on a log-rate "
     "(log_input=True) that comes out of exp, softplus or relu, or a softmax's probabilities "
-    "normalised again as logits (Categorical(logits=probs))",
+    "normalised again as logits (Categorical(logits=probs)) or taken by kl_div as "
+    "log-probabilities",
     example="a classifier whose forward ends in nn.Softmax, inspected with "
     "`--loss cross_entropy`: the loss can never fall below ln(1 + (C-1)/e)",
     fix="return the raw logits from the model (or drop the softmax or sigmoid before the loss); "
@@ -59,8 +63,8 @@ WHAT = {
         "they want logits; nll_loss and ctc_loss want log-probabilities (a log_softmax over "
         "the classes, ctc_loss's last dim; the log of the user's own probabilities); BCELoss "
         "on a sigmoid is right; a Poisson NLL exp(x) - y·x wants a log-rate x of any sign; "
-        "under any objective, probabilities normalised again as logits; other losses are not "
-        "judged"
+        "under any objective, probabilities normalised again as logits; kl_div wants "
+        "log-probabilities as its input; other losses are not judged"
     ),
 )
 def loss_fed_probabilities(

@@ -21,6 +21,12 @@ from gradscope.rules.step_common import about, by_optimizer, loss_steps
 from gradscope.steps.meaning import LossKind, LossTerm
 from gradscope.steps.records import WatchRun
 
+KL_FIX = (
+    "take log_softmax where the softmax is: kl_div wants log-probabilities as its input "
+    "(F.kl_div(F.log_softmax(s / T, -1), F.softmax(t / T, -1)), or log_softmax for both "
+    "with log_target=True)"
+)
+"""kl_div's fix, shared with inspect's GS432 (rules/logits.py)."""
 _FIX = {
     "softmax": "pass the raw logits to cross_entropy (drop the softmax before it); for "
     "probabilities elsewhere, take softmax of the logits separately",
@@ -36,6 +42,7 @@ _FIX = {
     "softmax-as-logits": "hand the distribution the raw logits (Categorical(logits=z), the "
     "softmax dropped from the network), or its probabilities as probabilities "
     "(Categorical(probs=p))",
+    "softmax-kl-input": KL_FIX,
     "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate, any "
     "real value) with log_input=True, or keep the link and pass log_input=False, which reads "
     "the input as the rate itself",
@@ -55,6 +62,7 @@ _WHAT = {
     "softmax-wrong-dim": "a softmax over the wrong axis where cross_entropy wants logits",
     "log-softmax-wrong-dim": "log-probabilities normalised over the wrong axis",
     "softmax-not-log": "probabilities where it wants log-probabilities (a softmax with no log)",
+    "softmax-kl-input": "probabilities where kl_div wants log-probabilities",
     "rate-as-log-rate": "a rate where it wants a log-rate",
     "softmax-as-logits": "probabilities where a distribution wants logits (a double softmax)",
 }
@@ -70,7 +78,8 @@ _WHAT = {
     "binary_cross_entropy_with_logits or a softmax with no log under nll_loss or ctc_loss, or "
     "a (log_)softmax over another axis than the classes, a Poisson NLL on a log-rate "
     "(log_input=True) that comes out of exp, softplus or relu, or a softmax's probabilities "
-    "normalised again as logits (Categorical(logits=probs))",
+    "normalised again as logits (Categorical(logits=probs)) or taken by kl_div as "
+    "log-probabilities",
     example="`loss = F.cross_entropy(F.softmax(model(x), -1), y)` on a 10-class classifier: the "
     "loss can never fall below ln(1 + 9/e) = 1.46 and the run stalls there",
     fix="pass the raw logits to the loss (drop the softmax or sigmoid before it); a "
@@ -81,8 +90,8 @@ _WHAT = {
         "the classes, ctc_loss's last dim; the log of the user's own probabilities); BCELoss "
         "on a sigmoid is right; a Poisson NLL exp(x) - y·x wants a log-rate x of any sign, "
         "its rate form μ - y·log μ a rate; under any objective (a policy gradient too), "
-        "probabilities normalised again as logits (Categorical(logits=probs)); other "
-        "losses are not judged"
+        "probabilities normalised again as logits (Categorical(logits=probs)); kl_div "
+        "wants log-probabilities as its input; other losses are not judged"
     ),
     explains=("GS405", "GS409", "GS414", "GS415", "GS419"),
 )
@@ -101,7 +110,9 @@ def probabilities_as_logits(
     probabilities rise, whatever the targets. A Poisson NLL whose log-rate comes out of exp,
     softplus or relu predicts rates of at least 1 (watcher/poisson_terms.py). Under any
     objective, a softmax's output normalised again as logits (Categorical(logits=probs))
-    keeps every probability from 0 and 1 (watcher/renormalised.py). A log_softmax over the
+    keeps every probability from 0 and 1 (watcher/renormalised.py), and a softmax's output
+    taken by kl_div as log-probabilities teaches the target's argmax, not its distribution
+    (watcher/kl_inputs.py). A log_softmax over the
     classes, nll_loss or ctc_loss on it, and BCELoss on a sigmoid are right."""
     out: list[Finding] = []
     seen: dict[tuple[str, str], int] = {}

@@ -24,6 +24,7 @@ from gradscope.errors import user_line
 from gradscope.steps.meaning import LossKind, LossTerm
 from gradscope.taken_derivatives import reads_derivative
 from gradscope.watcher import (
+    kl_inputs,
     logistic_terms,
     loss_factors,
     loss_inputs,
@@ -141,11 +142,15 @@ def read(
 
 def _renormalised(loss: torch.Tensor) -> LossTerm | None:
     """A softmax's probabilities normalised again as logits below the loss, whatever its
-    terms (renormalised.py), as a term of no sum: what fed it, in words."""
+    terms (renormalised.py), or read by kl_div as log-probabilities (kl_inputs.py), as a
+    term of no sum: what fed it, in words."""
     found = renormalised.find(loss.grad_fn)
+    kind = "policy"
+    if found is None:
+        found, kind = kl_inputs.find(loss.grad_fn), "kl_div"
     if found is None:
         return None
-    return LossTerm("policy", "none", 1.0, misfed=found.what, misfed_detail=found.detail)
+    return LossTerm(kind, "none", 1.0, misfed=found.what, misfed_detail=found.detail)
 
 
 _PAIRED = frozenset({"mse", "l1", "smooth_l1", "huber"})

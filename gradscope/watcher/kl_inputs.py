@@ -1,0 +1,105 @@
+"""A softmax's probabilities where `kl_div` wants log-probabilities, read off the loss's graph.
+
+`F.kl_div(input, target)` (and `nn.KLDivLoss`) reads its input as log-probabilities: it
+computes target·(log target - input), or exp(target)·(target - input) with
+`log_target=True`. Handed a softmax's output instead (the classic knowledge-distillation
+slip, `kl_div(softmax(s / T), softmax(t / T))`), the loss is Σ target·p + const, least
+when the input puts all its probability on the target's top class: the student learns
+the teacher's argmax, not its distribution, and the loss goes below 0. The graph shows it:
+a SubBackward0 from a constant (xlogy(t, t)) less a MulBackward0 of the target and the
+softmax, or a MulBackward0 of a constant (exp(t)) and a SubBackward0 from a constant less
+the softmax, summed or averaged. A log_softmax there is right. Shapes only; nothing is read
+from a device.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gradscope.autograd_walk import NodeWalk, Order, inputs
+from gradscope.watcher.loss_inputs import MAX_CHAIN, Misfed
+
+SEARCH = 64
+"""Nodes searched from the loss: kl_div's reduction sits a few ops below it."""
+
+_PASSED = {
+    "CloneBackward0",
+    "ToCopyBackward0",
+    "AliasBackward0",
+    "ViewBackward0",
+    "ReshapeAliasBackward0",
+    "UnsafeViewBackward0",
+    "TransposeBackward0",
+    "PermuteBackward0",
+}
+"""Ops between the softmax and kl_div that leave its values probabilities."""
+
+_REDUCTIONS = {"SumBackward0", "SumBackward1", "MeanBackward0", "MeanBackward1"}
+_TARGET_TERMS = {None, "XlogyBackward0"}
+"""What the first operand of kl_div's subtraction may be: a constant (the target takes no
+gradient) or xlogy(t, t) of a target that does."""
+
+
+def find(loss_node: Any) -> Misfed | None:
+    """The first kl_div near the top of the loss's graph whose input is a softmax's output."""
+    if loss_node is None:
+        return None
+    for node in NodeWalk([loss_node], inputs, order=Order.NEAREST, limit=SEARCH):
+        found = read(node)
+        if found is not None:
+            return found
+    return None
+
+
+def read(node: Any) -> Misfed | None:
+    """`node`, a sum or mean, reduces a kl_div whose input is a softmax's probabilities."""
+    if type(node).__name__ not in _REDUCTIONS or not node.next_functions:
+        return None
+    pointwise = node.next_functions[0][0]
+    softmax = _plain(pointwise) or _log_target(pointwise)
+    if softmax is None:
+        return None
+    return Misfed(
+        "softmax-kl-input",
+        "a softmax's output p; kl_div's Σ target·(log target - p) is least with all of p "
+        "on the target's top class, so the model learns the target's argmax, not its "
+        "distribution, and the loss goes below 0",
+        None,
+        softmax,
+    )
+
+
+def _plain(node: Any) -> Any | None:
+    """target·(log target - input): xlogy(t, t) - t·input, its input a softmax."""
+    if _name(node) != "SubBackward0" or len(node.next_functions) != 2:
+        return None
+    (first, _), (product, _) = node.next_functions
+    if _name(first) not in _TARGET_TERMS or _name(product) != "MulBackward0":
+        return None
+    return _softmax(product.next_functions[1][0]) if len(product.next_functions) == 2 else None
+
+
+def _log_target(node: Any) -> Any | None:
+    """exp(target)·(target - input) (log_target=True), its input a softmax."""
+    if _name(node) != "MulBackward0" or len(node.next_functions) != 2:
+        return None
+    (scale, _), (difference, _) = node.next_functions
+    if _name(scale) not in {None, "ExpBackward0"} or _name(difference) != "SubBackward0":
+        return None
+    return _softmax(difference.next_functions[1][0])
+
+
+def _softmax(node: Any) -> Any | None:
+    """The SoftmaxBackward0 at `node` or under it through views and casts."""
+    for _ in range(MAX_CHAIN):
+        name = _name(node)
+        if name == "SoftmaxBackward0":
+            return node
+        if name not in _PASSED:
+            return None
+        node = node.next_functions[0][0] if node.next_functions else None
+    return None
+
+
+def _name(node: Any) -> str | None:
+    return None if node is None else type(node).__name__
