@@ -110,10 +110,9 @@ def probabilities_as_logits(
     probabilities rise, whatever the targets. A Poisson NLL whose log-rate comes out of exp,
     softplus or relu predicts rates of at least 1 (watcher/poisson_terms.py). Under any
     objective, a softmax's output normalised again as logits (Categorical(logits=probs))
-    keeps every probability from 0 and 1 (watcher/renormalised.py), and a softmax's output
-    taken by kl_div as log-probabilities teaches the target's argmax, not its distribution
-    (watcher/kl_inputs.py). A log_softmax over the
-    classes, nll_loss or ctc_loss on it, and BCELoss on a sigmoid are right."""
+    keeps every probability from 0 and 1 (watcher/renormalised.py); one taken by kl_div as
+    log-probabilities teaches the target's argmax (watcher/kl_inputs.py). A log_softmax over
+    the classes, nll_loss or ctc_loss on it, and BCELoss on a sigmoid are right."""
     out: list[Finding] = []
     seen: dict[tuple[str, str], int] = {}
     for s in by_optimizer(run):
