@@ -11,7 +11,7 @@ from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
 from gradscope.rules.registry import DECLARED, Stage, rule
-from gradscope.rules.step_logits import KL_FIX
+from gradscope.rules.step_logits import KL_FIX, LOG_TARGET_FIX
 from gradscope.stats import RunStats
 
 FIX = {
@@ -24,6 +24,7 @@ FIX = {
     "softmax-not-log": "take log_softmax where the softmax is (nll_loss and ctc_loss want "
     "log-probabilities), or return raw logits and use cross_entropy in place of nll_loss",
     "softmax-kl-input": KL_FIX,
+    "probs-as-log-target": LOG_TARGET_FIX,
     "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate) with "
     "log_input=True, or keep the link and pass log_input=False",
     "softmax-as-logits": "hand the distribution the raw logits (Categorical(logits=z), the "
@@ -37,6 +38,8 @@ WHAT = {
     "log-softmax-wrong-dim": "log-probabilities normalised over the wrong axis",
     "softmax-not-log": "probabilities where it wants log-probabilities (a softmax with no log)",
     "softmax-kl-input": "probabilities where kl_div wants log-probabilities",
+    "probs-as-log-target": "a target that is no log-probabilities where kl_div(log_target=True) "
+    "wants them",
     "rate-as-log-rate": "a rate where it wants a log-rate",
     "softmax-as-logits": "probabilities where a distribution wants logits (a double softmax)",
 }
@@ -64,7 +67,8 @@ WHAT = {
         "the classes, ctc_loss's last dim; the log of the user's own probabilities); BCELoss "
         "on a sigmoid is right; a Poisson NLL exp(x) - y·x wants a log-rate x of any sign; "
         "under any objective, probabilities normalised again as logits; kl_div wants "
-        "log-probabilities as its input; other losses are not judged"
+        "log-probabilities as its input, and as its target with log_target=True; other losses "
+        "are not judged"
     ),
 )
 def loss_fed_probabilities(

@@ -26,7 +26,11 @@ KL_FIX = (
     "(F.kl_div(F.log_softmax(s / T, -1), F.softmax(t / T, -1)), or log_softmax for both "
     "with log_target=True)"
 )
-"""kl_div's fix, shared with inspect's GS432 (rules/logits.py)."""
+LOG_TARGET_FIX = (
+    "pass log-probabilities as the target with log_target=True (F.log_softmax(t / T, -1)), "
+    "or probabilities (F.softmax(t / T, -1)) with log_target=False"
+)
+"""kl_div's fixes, shared with inspect's GS432 (rules/logits.py)."""
 _FIX = {
     "softmax": "pass the raw logits to cross_entropy (drop the softmax before it); for "
     "probabilities elsewhere, take softmax of the logits separately",
@@ -43,6 +47,7 @@ _FIX = {
     "softmax dropped from the network), or its probabilities as probabilities "
     "(Categorical(probs=p))",
     "softmax-kl-input": KL_FIX,
+    "probs-as-log-target": LOG_TARGET_FIX,
     "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate, any "
     "real value) with log_input=True, or keep the link and pass log_input=False, which reads "
     "the input as the rate itself",
@@ -63,6 +68,8 @@ _WHAT = {
     "log-softmax-wrong-dim": "log-probabilities normalised over the wrong axis",
     "softmax-not-log": "probabilities where it wants log-probabilities (a softmax with no log)",
     "softmax-kl-input": "probabilities where kl_div wants log-probabilities",
+    "probs-as-log-target": "a target that is no log-probabilities where kl_div(log_target=True) "
+    "wants them",
     "rate-as-log-rate": "a rate where it wants a log-rate",
     "softmax-as-logits": "probabilities where a distribution wants logits (a double softmax)",
 }
@@ -91,7 +98,8 @@ _WHAT = {
         "on a sigmoid is right; a Poisson NLL exp(x) - y·x wants a log-rate x of any sign, "
         "its rate form μ - y·log μ a rate; under any objective (a policy gradient too), "
         "probabilities normalised again as logits (Categorical(logits=probs)); kl_div "
-        "wants log-probabilities as its input; other losses are not judged"
+        "wants log-probabilities as its input, and as its target with log_target=True; other "
+        "losses are not judged"
     ),
     explains=("GS405", "GS409", "GS414", "GS415", "GS419"),
 )

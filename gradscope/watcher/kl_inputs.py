@@ -9,15 +9,20 @@ the teacher's argmax, not its distribution, and the loss goes below 0. The graph
 a SubBackward0 from a constant (xlogy(t, t)) less a MulBackward0 of the target and the
 softmax, or a MulBackward0 of a constant (exp(t)) and a SubBackward0 from a constant less
 the softmax, summed or averaged. A log_softmax there is right. Shapes only; nothing is read
-from a device.
+from a device, but for the one check of a log_target=True target: its exp must sum to 1
+over the classes, or the target is no log-probabilities (probabilities passed where
+log-probabilities are meant pull the student toward a near-uniform distribution).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gradscope.autograd_walk import NodeWalk, Order, inputs
-from gradscope.watcher.loss_inputs import MAX_CHAIN, Misfed
+import torch
+
+from gradscope.autograd_walk import NodeWalk, Order, inputs, saved
+from gradscope.fmt import num
+from gradscope.watcher.loss_inputs import MAX_CHAIN, Misfed, saved_dim
 
 SEARCH = 64
 """Nodes searched from the loss: kl_div's reduction sits a few ops below it."""
@@ -33,6 +38,10 @@ _PASSED = {
     "PermuteBackward0",
 }
 """Ops between the softmax and kl_div that leave its values probabilities."""
+
+NORMALISED = 0.1
+"""How far from 1 the exp of a log-probability target may sum over its classes (rounding,
+a bfloat16 teacher's); probabilities there sum to at least the number of classes."""
 
 _REDUCTIONS = {"SumBackward0", "SumBackward1", "MeanBackward0", "MeanBackward1"}
 _TARGET_TERMS = {None, "XlogyBackward0"}
@@ -58,7 +67,7 @@ def read(node: Any) -> Misfed | None:
     pointwise = node.next_functions[0][0]
     softmax = _plain(pointwise) or _log_target(pointwise)
     if softmax is None:
-        return None
+        return _unnormalised_target(pointwise)
     return Misfed(
         "softmax-kl-input",
         "a softmax's output p; kl_div's Σ target·(log target - p) is least with all of p "
@@ -89,11 +98,49 @@ def _log_target(node: Any) -> Any | None:
     return _softmax(difference.next_functions[1][0])
 
 
+def _unnormalised_target(node: Any) -> Misfed | None:
+    """exp(target)·(target - log_softmax(x)) (log_target=True) whose exp(target) does not sum
+    to 1 over the log_softmax's classes: the target is no log-probabilities (probabilities,
+    or raw logits). The loss then pulls the input toward softmax(target), near uniform for
+    probabilities, and weighs each row by its sum. One read of the saved exp(target)."""
+    if _name(node) != "MulBackward0" or len(node.next_functions) != 2:
+        return None
+    (scale, _), (difference, _) = node.next_functions
+    if _name(scale) not in {None, "ExpBackward0"} or _name(difference) != "SubBackward0":
+        return None
+    log_softmax = _through(difference.next_functions[1][0], "LogSoftmaxBackward0")
+    result = saved(log_softmax, "_saved_result", None) if log_softmax is not None else None
+    exp_target = saved(node, "_saved_self", None)
+    shape = getattr(result, "shape", None)
+    dim = saved_dim(saved(log_softmax, "_saved_dim", None), len(shape or ()))
+    if shape is None or dim is None or getattr(exp_target, "shape", None) != shape:
+        return None
+    if shape[dim] < 2 or exp_target.numel() == 0:
+        return None
+    low, high = (float(v) for v in torch.aminmax(exp_target.detach().float().sum(dim)))
+    if abs(low - 1) <= NORMALISED and abs(high - 1) <= NORMALISED:
+        return None
+    return Misfed(
+        "probs-as-log-target",
+        f"a target whose exp sums to {num(low)}-{num(high)} over the {shape[dim]} classes, "
+        "not 1: with log_target=True kl_div reads its target as log-probabilities, so it "
+        "pulls the input toward softmax(target) (near uniform for probabilities) and weighs "
+        "each row by that sum",
+        None,
+        log_softmax,
+    )
+
+
 def _softmax(node: Any) -> Any | None:
     """The SoftmaxBackward0 at `node` or under it through views and casts."""
+    return _through(node, "SoftmaxBackward0")
+
+
+def _through(node: Any, stop: str) -> Any | None:
+    """The node named `stop` at `node` or under it through views and casts."""
     for _ in range(MAX_CHAIN):
         name = _name(node)
-        if name == "SoftmaxBackward0":
+        if name == stop:
             return node
         if name not in _PASSED:
             return None
