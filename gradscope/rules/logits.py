@@ -11,7 +11,7 @@ from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
 from gradscope.rules.registry import DECLARED, Stage, rule
-from gradscope.rules.step_logits import KL_FIX, LOG_TARGET_FIX
+from gradscope.rules.step_logits import BCE_SOFTMAX_FIX, KL_FIX, LOG_TARGET_FIX
 from gradscope.stats import RunStats
 
 FIX = {
@@ -25,6 +25,7 @@ FIX = {
     "log-probabilities), or return raw logits and use cross_entropy in place of nll_loss",
     "softmax-kl-input": KL_FIX,
     "probs-as-log-target": LOG_TARGET_FIX,
+    "softmax-as-bce-logits": BCE_SOFTMAX_FIX,
     "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate) with "
     "log_input=True, or keep the link and pass log_input=False",
     "softmax-as-logits": "hand the distribution the raw logits (Categorical(logits=z), the "
@@ -38,6 +39,8 @@ WHAT = {
     "log-softmax-wrong-dim": "log-probabilities normalised over the wrong axis",
     "softmax-not-log": "probabilities where it wants log-probabilities (a softmax with no log)",
     "softmax-kl-input": "probabilities where kl_div wants log-probabilities",
+    "softmax-as-bce-logits": "probabilities where binary_cross_entropy_with_logits wants "
+    "logits (a softmax, then its own sigmoid)",
     "probs-as-log-target": "a target that is no log-probabilities where kl_div(log_target=True) "
     "wants them",
     "rate-as-log-rate": "a rate where it wants a log-rate",
@@ -51,7 +54,7 @@ WHAT = {
     Severity.ERROR,
     "logits",
     Stage.RUN,
-    "inspect: the loss's graph shows a softmax under cross_entropy, a sigmoid under "
+    "inspect: the loss's graph shows a softmax under cross_entropy, a sigmoid or softmax under "
     "binary_cross_entropy_with_logits or a softmax with no log under nll_loss or ctc_loss, or "
     "a (log_)softmax over another axis than the classes, a Poisson NLL on a log-rate "
     "(log_input=True) that comes out of exp, softplus or relu, or a softmax's probabilities "
@@ -75,9 +78,9 @@ def loss_fed_probabilities(
     stats: RunStats, t: Thresholds, *, this: Rule = DECLARED
 ) -> list[Finding]:
     """The loss's autograd graph shows cross_entropy's own LogSoftmaxBackward0 over a
-    SoftmaxBackward0, a SigmoidBackward0 under binary_cross_entropy_with_logits, or a softmax
-    or log_softmax whose dim is not the loss's class dim (followed through views and
-    transposes). The output is squashed twice: the loss cannot fall below ln(1 + (C-1)/e) for C
+    SoftmaxBackward0, a Sigmoid- or SoftmaxBackward0 under binary_cross_entropy_with_logits,
+    or a softmax or log_softmax whose dim is not the loss's class dim (followed through views
+    and transposes). The output is squashed twice: the loss cannot fall below ln(1 + (C-1)/e) for C
     classes or ln(1 + 1/e) = 0.31, and the gradients shrink; or it is normalised over the batch
     or the sequence. Read from the graph's shapes, before the backward."""
     out = []

@@ -30,7 +30,11 @@ LOG_TARGET_FIX = (
     "pass log-probabilities as the target with log_target=True (F.log_softmax(t / T, -1)), "
     "or probabilities (F.softmax(t / T, -1)) with log_target=False"
 )
-"""kl_div's fixes, shared with inspect's GS432 (rules/logits.py)."""
+BCE_SOFTMAX_FIX = (
+    "pass the raw logits to binary_cross_entropy_with_logits (drop the softmax before it); "
+    "for one label per sample, use cross_entropy on the logits instead"
+)
+"""kl_div's and the softmax-under-BCE fixes, shared with inspect's GS432 (rules/logits.py)."""
 _FIX = {
     "softmax": "pass the raw logits to cross_entropy (drop the softmax before it); for "
     "probabilities elsewhere, take softmax of the logits separately",
@@ -48,6 +52,7 @@ _FIX = {
     "(Categorical(probs=p))",
     "softmax-kl-input": KL_FIX,
     "probs-as-log-target": LOG_TARGET_FIX,
+    "softmax-as-bce-logits": BCE_SOFTMAX_FIX,
     "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate, any "
     "real value) with log_input=True, or keep the link and pass log_input=False, which reads "
     "the input as the rate itself",
@@ -68,6 +73,8 @@ _WHAT = {
     "log-softmax-wrong-dim": "log-probabilities normalised over the wrong axis",
     "softmax-not-log": "probabilities where it wants log-probabilities (a softmax with no log)",
     "softmax-kl-input": "probabilities where kl_div wants log-probabilities",
+    "softmax-as-bce-logits": "probabilities where binary_cross_entropy_with_logits wants "
+    "logits (a softmax, then its own sigmoid)",
     "probs-as-log-target": "a target that is no log-probabilities where kl_div(log_target=True) "
     "wants them",
     "rate-as-log-rate": "a rate where it wants a log-rate",
@@ -81,7 +88,7 @@ _WHAT = {
     Severity.ERROR,
     "logits",
     Stage.WATCH,
-    "watch: the loss's graph shows a softmax under cross_entropy, a sigmoid under "
+    "watch: the loss's graph shows a softmax under cross_entropy, a sigmoid or softmax under "
     "binary_cross_entropy_with_logits or a softmax with no log under nll_loss or ctc_loss, or "
     "a (log_)softmax over another axis than the classes, a Poisson NLL on a log-rate "
     "(log_input=True) that comes out of exp, softplus or relu, or a softmax's probabilities "
@@ -108,9 +115,9 @@ def probabilities_as_logits(
 ) -> list[Finding]:
     """The loss's autograd graph, read at the first step, shows cross_entropy's own
     LogSoftmaxBackward0 over a SoftmaxBackward0 (through views, transposes and casts), a
-    SigmoidBackward0 under binary_cross_entropy_with_logits, or a softmax or log_softmax whose
-    dim is not the loss's class dim once followed through the views between them. The first
-    two squash the output twice: the loss cannot fall below ln(1 + (C-1)/e) for C classes (1.46
+    Sigmoid- or SoftmaxBackward0 under binary_cross_entropy_with_logits, or a (log_)softmax
+    whose dim is not the loss's class dim once followed through the views between them. The
+    first two squash the output twice: the loss cannot fall below ln(1 + (C-1)/e) for C (1.46
     for 10, 2.08 for 20) or ln(1 + 1/e) = 0.31, and its gradients shrink; the third normalises
     over the batch or the sequence. A SoftmaxBackward0 with no log under nll_loss or
     ctc_loss (CtcLossBackward0, its classes the last dim of its (T, N, C) input) hands them
