@@ -126,8 +126,6 @@ def _unnormalised_target(node: Any) -> Misfed | None:
         "not 1: with log_target=True kl_div reads its target as log-probabilities, so it "
         "pulls the input toward softmax(target) (near uniform for probabilities) and weighs "
         "each row by that sum",
-        None,
-        log_softmax,
     )
 
 
