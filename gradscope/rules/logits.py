@@ -11,7 +11,12 @@ from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
 from gradscope.rules.registry import DECLARED, Stage, rule
-from gradscope.rules.step_logits import BCE_SOFTMAX_FIX, KL_FIX, LOG_TARGET_FIX
+from gradscope.rules.step_logits import (
+    BCE_SOFTMAX_FIX,
+    KL_FIX,
+    LOG_TARGET_FIX,
+    LOGIT_TARGETS_FIX,
+)
 from gradscope.stats import RunStats
 
 FIX = {
@@ -26,6 +31,7 @@ FIX = {
     "softmax-kl-input": KL_FIX,
     "probs-as-log-target": LOG_TARGET_FIX,
     "softmax-as-bce-logits": BCE_SOFTMAX_FIX,
+    "logits-as-targets": LOGIT_TARGETS_FIX,
     "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate) with "
     "log_input=True, or keep the link and pass log_input=False",
     "softmax-as-logits": "hand the distribution the raw logits (Categorical(logits=z), the "
@@ -39,6 +45,7 @@ WHAT = {
     "log-softmax-wrong-dim": "log-probabilities normalised over the wrong axis",
     "softmax-not-log": "probabilities where it wants log-probabilities (a softmax with no log)",
     "softmax-kl-input": "probabilities where kl_div wants log-probabilities",
+    "logits-as-targets": "logits where cross_entropy wants probability targets",
     "softmax-as-bce-logits": "probabilities where binary_cross_entropy_with_logits wants "
     "logits (a softmax, then its own sigmoid)",
     "probs-as-log-target": "a target that is no log-probabilities where kl_div(log_target=True) "
@@ -59,7 +66,7 @@ WHAT = {
     "a (log_)softmax over another axis than the classes, a Poisson NLL on a log-rate "
     "(log_input=True) that comes out of exp, softplus or relu, or a softmax's probabilities "
     "normalised again as logits (Categorical(logits=probs)) or taken by kl_div as "
-    "log-probabilities",
+    "log-probabilities, or soft targets with a negative entry (logits) under cross_entropy",
     example="a classifier whose forward ends in nn.Softmax, inspected with "
     "`--loss cross_entropy`: the loss can never fall below ln(1 + (C-1)/e)",
     fix="return the raw logits from the model (or drop the softmax or sigmoid before the loss); "

@@ -34,7 +34,12 @@ BCE_SOFTMAX_FIX = (
     "pass the raw logits to binary_cross_entropy_with_logits (drop the softmax before it); "
     "for one label per sample, use cross_entropy on the logits instead"
 )
-"""kl_div's and the softmax-under-BCE fixes, shared with inspect's GS432 (rules/logits.py)."""
+LOGIT_TARGETS_FIX = (
+    "pass probabilities as cross_entropy's soft targets (F.softmax(teacher_logits / T, -1)), "
+    "or class indices (targets.argmax(-1)) for hard labels"
+)
+"""kl_div's, the softmax-under-BCE and the soft targets' fixes, shared with inspect's GS432
+(rules/logits.py)."""
 _FIX = {
     "softmax": "pass the raw logits to cross_entropy (drop the softmax before it); for "
     "probabilities elsewhere, take softmax of the logits separately",
@@ -53,6 +58,7 @@ _FIX = {
     "softmax-kl-input": KL_FIX,
     "probs-as-log-target": LOG_TARGET_FIX,
     "softmax-as-bce-logits": BCE_SOFTMAX_FIX,
+    "logits-as-targets": LOGIT_TARGETS_FIX,
     "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate, any "
     "real value) with log_input=True, or keep the link and pass log_input=False, which reads "
     "the input as the rate itself",
@@ -73,6 +79,7 @@ _WHAT = {
     "log-softmax-wrong-dim": "log-probabilities normalised over the wrong axis",
     "softmax-not-log": "probabilities where it wants log-probabilities (a softmax with no log)",
     "softmax-kl-input": "probabilities where kl_div wants log-probabilities",
+    "logits-as-targets": "logits where cross_entropy wants probability targets",
     "softmax-as-bce-logits": "probabilities where binary_cross_entropy_with_logits wants "
     "logits (a softmax, then its own sigmoid)",
     "probs-as-log-target": "a target that is no log-probabilities where kl_div(log_target=True) "
@@ -93,7 +100,7 @@ _WHAT = {
     "a (log_)softmax over another axis than the classes, a Poisson NLL on a log-rate "
     "(log_input=True) that comes out of exp, softplus or relu, or a softmax's probabilities "
     "normalised again as logits (Categorical(logits=probs)) or taken by kl_div as "
-    "log-probabilities",
+    "log-probabilities, or soft targets with a negative entry (logits) under cross_entropy",
     example="`loss = F.cross_entropy(F.softmax(model(x), -1), y)` on a 10-class classifier: the "
     "loss can never fall below ln(1 + 9/e) = 1.46 and the run stalls there",
     fix="pass the raw logits to the loss (drop the softmax or sigmoid before it); a "

@@ -64,7 +64,8 @@ class LossTerm:
     softmax-wrong-dim, log-softmax-wrong-dim (normalised over another axis than the
     loss's classes), softmax-not-log (probabilities where nll_loss or ctc_loss wants
     log-probabilities), rate-as-log-rate (a Poisson NLL's log-rate out of exp, softplus or
-    relu), softmax-as-bce-logits (a softmax under binary_cross_entropy_with_logits);
+    relu), softmax-as-bce-logits (a softmax under binary_cross_entropy_with_logits),
+    logits-as-targets (a soft-target cross-entropy's targets with a negative entry);
     softmax-kl-input and probs-as-log-target (kl_div given probabilities as its input, or a
     target that is no log-probabilities under log_target=True) and softmax-as-logits only as
     `LossKind.renormalised`; None: logits, or log-probabilities over the classes."""
@@ -87,8 +88,8 @@ class LossTerm:
 
     @property
     def bound(self) -> float | None:
-        if self.misfed == "softmax-not-log":
-            return None  # probabilities read as log-probabilities: below 0, no floor
+        if self.misfed in ("softmax-not-log", "logits-as-targets"):
+            return None  # probabilities read as log-probabilities, negative targets: no floor
         base = BOUNDED_BELOW.get(self.kind)
         return base if base is None or self.floor is None else self.floor
 

@@ -31,6 +31,7 @@ from gradscope.watcher import (
     pinball_terms,
     poisson_terms,
     renormalised,
+    soft_target_values,
 )
 from gradscope.watcher.discover import MAX_GRAPH_NODES
 
@@ -283,7 +284,8 @@ def _smoothing(node: Any, factor: float, reduced: str | None) -> LossTerm | None
 def _soft_target(node: Any, factor: float, reduction: str) -> LossTerm | None:
     """cross_entropy against probability targets: -Σ targets · log_softmax, summed or
     averaged over the rows. Its floor is the targets' entropy, not 0 or ln C of a guess
-    (their values are not read): a kind of its own, bounded below by 0."""
+    (their values are read only for a negative entry: soft_target_values.py): a kind of its
+    own, bounded below by 0."""
     log_softmax = loss_inputs.soft_target(node)
     if log_softmax is None:
         return None
@@ -292,7 +294,9 @@ def _soft_target(node: Any, factor: float, reduction: str) -> LossTerm | None:
         return None
     classes = axis[0][axis[1]]
     count = math.prod(axis[0]) // max(classes, 1)
-    misfed = loss_inputs.nll_input(None, log_softmax, axis, classes)
+    misfed = loss_inputs.nll_input(None, log_softmax, axis, classes) or soft_target_values.read(
+        node
+    )
     if misfed is None:
         return LossTerm("soft_cross_entropy", reduction, factor, classes, count)
     floor = misfed.floor if reduction == "mean" else None
