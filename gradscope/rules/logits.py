@@ -48,8 +48,8 @@ WHAT = {
     "logits-as-targets": "logits where cross_entropy wants probability targets",
     "softmax-as-bce-logits": "probabilities where binary_cross_entropy_with_logits wants "
     "logits (a softmax, then its own sigmoid)",
-    "probs-as-log-target": "a target that is no log-probabilities where kl_div(log_target=True) "
-    "wants them",
+    "probs-as-log-target": "probabilities where kl_div(log_target=True) wants log-probabilities "
+    "as its target",
     "rate-as-log-rate": "a rate where it wants a log-rate",
     "softmax-as-logits": "probabilities where a distribution wants logits (a double softmax)",
 }

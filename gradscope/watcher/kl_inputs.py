@@ -9,13 +9,14 @@ the teacher's argmax, not its distribution, and the loss goes below 0. The graph
 a SubBackward0 from a constant (xlogy(t, t)) less a MulBackward0 of the target and the
 softmax, or a MulBackward0 of a constant (exp(t)) and a SubBackward0 from a constant less
 the softmax, summed or averaged. A log_softmax there is right. Shapes only; nothing is read
-from a device, but for the one check of a log_target=True target: its exp must sum to 1
-over the classes, or the target is no log-probabilities (probabilities passed where
-log-probabilities are meant pull the student toward a near-uniform distribution).
+from a device, but for the one check of a log_target=True target: probabilities there
+(every value within [0, 1]) are no log-probabilities (all at most 0), and pull the student
+toward a near-uniform distribution.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -39,9 +40,8 @@ _PASSED = {
 }
 """Ops between the softmax and kl_div that leave its values probabilities."""
 
-NORMALISED = 0.1
-"""How far from 1 the exp of a log-probability target may sum over its classes (rounding,
-a bfloat16 teacher's); probabilities there sum to at least the number of classes."""
+ROUNDING = 1e-3
+"""exp of a probability rounded past 0 or 1 (a bfloat16 teacher's)."""
 
 _REDUCTIONS = {"SumBackward0", "SumBackward1", "MeanBackward0", "MeanBackward1"}
 _TARGET_TERMS = {None, "XlogyBackward0"}
@@ -67,7 +67,7 @@ def read(node: Any) -> Misfed | None:
     pointwise = node.next_functions[0][0]
     softmax = _plain(pointwise) or _log_target(pointwise)
     if softmax is None:
-        return _unnormalised_target(pointwise)
+        return _probability_target(pointwise)
     return Misfed(
         "softmax-kl-input",
         "a softmax's output p; kl_div's Σ target·(log target - p) is least with all of p "
@@ -98,11 +98,13 @@ def _log_target(node: Any) -> Any | None:
     return _softmax(difference.next_functions[1][0])
 
 
-def _unnormalised_target(node: Any) -> Misfed | None:
-    """exp(target)·(target - log_softmax(x)) (log_target=True) whose exp(target) does not sum
-    to 1 over the log_softmax's classes: the target is no log-probabilities (probabilities,
-    or raw logits). The loss then pulls the input toward softmax(target), near uniform for
-    probabilities, and weighs each row by its sum. One read of the saved exp(target)."""
+def _probability_target(node: Any) -> Misfed | None:
+    """exp(target)·(target - log_softmax(x)) (log_target=True) whose exp(target) lies within
+    [1, e] everywhere: a target within [0, 1], probabilities where log-probabilities (all
+    at most 0) are meant. The loss then pulls the input toward softmax(target), near uniform.
+    A by-hand KL, p·(log p - log_softmax(x)), saves p there: probabilities that sum to 1
+    over at least 2 classes, never all of them 1 or more, whatever mask or weight scales
+    them below 1. One read of the saved factor."""
     if _name(node) != "MulBackward0" or len(node.next_functions) != 2:
         return None
     (scale, _), (difference, _) = node.next_functions
@@ -117,15 +119,15 @@ def _unnormalised_target(node: Any) -> Misfed | None:
         return None
     if shape[dim] < 2 or exp_target.numel() == 0:
         return None
-    low, high = (float(v) for v in torch.aminmax(exp_target.detach().float().sum(dim)))
-    if abs(low - 1) <= NORMALISED and abs(high - 1) <= NORMALISED:
+    low, high = (float(v) for v in torch.aminmax(exp_target.detach().float()))
+    if low < 1 - ROUNDING or high > math.e + ROUNDING:
         return None
     return Misfed(
         "probs-as-log-target",
-        f"a target whose exp sums to {num(low)}-{num(high)} over the {shape[dim]} classes, "
-        "not 1: with log_target=True kl_div reads its target as log-probabilities, so it "
-        "pulls the input toward softmax(target) (near uniform for probabilities) and weighs "
-        "each row by that sum",
+        f"a target within [0, 1] (its exp {num(low)}-{num(high)}), probabilities: with "
+        "log_target=True kl_div reads its target as log-probabilities, so it pulls the "
+        "input toward softmax(target), near uniform over the "
+        f"{shape[dim]} classes",
     )
 
 

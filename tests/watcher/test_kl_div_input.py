@@ -2,12 +2,12 @@
 `KLDivLoss()(F.softmax(s / T), F.softmax(t / T))`): kl_div reads its input as
 log-probabilities, so the loss is Σ target·p plus a constant, least with all of p on the
 teacher's top class. The student learns the argmax and the dark knowledge is lost, with no
-NaN and a loss that still falls. Likewise probabilities (or raw logits) as the target with
-log_target=True: the student is pulled toward softmax(target), near uniform. The KL term
+NaN and a loss that still falls. Likewise probabilities as the target with log_target=True: the
+student is pulled toward softmax(target), near uniform. The KL term
 is no loss gradscope reads, so both went unnamed; now GS431 in watch and GS432 in inspect
 name them from the graph. A log_softmax input (either target form, a bfloat16 teacher's
-too) and losses that use a softmax's probabilities on purpose (poly-1's 1 - p_t, a Brier
-score, an expected cost) are right."""
+too), a KL by hand whose target is masked or weighted, and losses that use a softmax's
+probabilities on purpose (poly-1's 1 - p_t, a Brier score, an expected cost) are right."""
 
 from __future__ import annotations
 
@@ -33,14 +33,20 @@ def _kd_loss(s: torch.Tensor, t: torch.Tensor, y: torch.Tensor, how: str) -> tor
     if how == "none-then-sum":
         kd = F.kl_div(F.softmax(s, 1), F.softmax(t, 1), reduction="none")
         return kd.sum(1).mean()
-    if how in ("log-target-given-probs", "log-target-given-logits", "log-target-bf16"):
+    if how in ("log-target-given-probs", "log-target-given-bf16-probs", "log-target-bf16"):
         target = {
             "log-target-given-probs": F.softmax(t / T, 1),
-            "log-target-given-logits": t / T,
+            "log-target-given-bf16-probs": F.softmax(t.bfloat16() / T, 1).float(),
             "log-target-bf16": F.log_softmax(t.bfloat16() / T, 1).float(),
         }[how]
         log_p = F.log_softmax(s / T, 1)
         return F.kl_div(log_p, target, reduction="batchmean", log_target=True) * T * T
+    if how in ("by-hand-masked", "by-hand-t2-inside"):  # p·(log p - log q), p scaled
+        p_t = F.softmax(t / T, -1)
+        keep = (torch.arange(s.shape[0]) % 3 != 0).float()[:, None]
+        weight = keep if how == "by-hand-masked" else torch.full_like(keep, T * T)
+        log_q = F.log_softmax(s / T, -1)
+        return (weight * p_t * (p_t.log() - log_q)).sum() / s.shape[0]
     if how == "kldivloss":
         log_p = F.log_softmax(s / T, 1)
         return nn.KLDivLoss(reduction="batchmean")(log_p, F.softmax(t / T, 1)) * T * T
@@ -81,14 +87,24 @@ def test_a_softmax_as_kl_divs_input_is_named(how):
     assert "kl_div" in found.message and "log_softmax" in found.advice
 
 
-@pytest.mark.parametrize("how", ["log-target-given-probs", "log-target-given-logits"])
+@pytest.mark.parametrize("how", ["log-target-given-probs", "log-target-given-bf16-probs"])
 def test_a_log_target_that_is_no_log_probabilities_is_named(how):
     (found,) = _distil(how)
     assert "log_target=True" in found.message and "log_softmax(t / T" in found.advice
 
 
 @pytest.mark.parametrize(
-    "how", ["kldivloss", "log-target", "log-target-bf16", "poly1", "brier", "cost"]
+    "how",
+    [
+        "kldivloss",
+        "log-target",
+        "log-target-bf16",
+        "by-hand-masked",
+        "by-hand-t2-inside",
+        "poly1",
+        "brier",
+        "cost",
+    ],
 )
 def test_log_probabilities_and_losses_of_probabilities_are_right(how):
     assert _distil(how) == []
