@@ -35,7 +35,7 @@ from gradscope.rules import frozen_by_no_grad
 from gradscope.rules.grads import cut_found
 from gradscope.stats import RunStats
 from gradscope.troubleshooting import TABLE
-from gradscope.watcher import loss_inputs, renormalised
+from gradscope.watcher import kl_inputs, loss_inputs, renormalised, soft_target_values
 
 
 class _NonFiniteMaker:
@@ -236,7 +236,8 @@ def probability_ops(model, batch, loss_fn=None, grad_outputs=None) -> list[str]:
 
     target = replay(model, batch, loss_fn, grad_outputs, observe)
     found = loss_inputs.find(target.grad_fn) if target.grad_fn is not None else []
-    again = renormalised.find(target.grad_fn)
+    again = renormalised.find(target.grad_fn) or kl_inputs.find(target.grad_fn)
+    again = again or soft_target_values.find(target.grad_fn)
     found += [again] if again is not None else []
     return [f"{m.what} made by {where}" for m in found for node, where in sites if node is m.node]
 

@@ -36,7 +36,7 @@ from gradscope.inspector.hooks import backward_target, call_model, pick_loss
 from gradscope.inspector.preserve import paused_guard, preserved_state
 from gradscope.stats import FedProbabilities, ModuleStats, ParamStats, RunStats
 from gradscope.taken_derivatives import TakenDerivatives, reads_derivative
-from gradscope.watcher import loss_inputs, renormalised
+from gradscope.watcher import kl_inputs, loss_inputs, renormalised, soft_target_values
 
 __all__ = [
     "backward_grads",
@@ -195,7 +195,8 @@ def _graph_facts(
 def fed_probabilities(loss: torch.Tensor) -> tuple[FedProbabilities, ...]:
     """The losses near the top of the graph that want logits and got probabilities."""
     found = loss_inputs.find(loss.grad_fn) if loss.grad_fn is not None else []
-    again = renormalised.find(loss.grad_fn)
+    again = renormalised.find(loss.grad_fn) or kl_inputs.find(loss.grad_fn)
+    again = again or soft_target_values.find(loss.grad_fn)
     found += [again] if again is not None else []
     return tuple(FedProbabilities(m.what, m.detail, m.floor) for m in found)
 

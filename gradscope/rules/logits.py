@@ -11,6 +11,12 @@ from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
 from gradscope.rules.registry import DECLARED, Stage, rule
+from gradscope.rules.step_logits import (
+    BCE_SOFTMAX_FIX,
+    KL_FIX,
+    LOG_TARGET_FIX,
+    LOGIT_TARGETS_FIX,
+)
 from gradscope.stats import RunStats
 
 FIX = {
@@ -22,6 +28,10 @@ FIX = {
     "log-softmax-wrong-dim": "take log_softmax over the classes (dim=-1 for (..., C) logits)",
     "softmax-not-log": "take log_softmax where the softmax is (nll_loss and ctc_loss want "
     "log-probabilities), or return raw logits and use cross_entropy in place of nll_loss",
+    "softmax-kl-input": KL_FIX,
+    "probs-as-log-target": LOG_TARGET_FIX,
+    "softmax-as-bce-logits": BCE_SOFTMAX_FIX,
+    "logits-as-targets": LOGIT_TARGETS_FIX,
     "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate) with "
     "log_input=True, or keep the link and pass log_input=False",
     "softmax-as-logits": "hand the distribution (or log_softmax) the raw logits "
@@ -35,6 +45,12 @@ WHAT = {
     "softmax-wrong-dim": "a softmax over the wrong axis where it wants logits",
     "log-softmax-wrong-dim": "log-probabilities normalised over the wrong axis",
     "softmax-not-log": "probabilities where it wants log-probabilities (a softmax with no log)",
+    "softmax-kl-input": "probabilities where kl_div wants log-probabilities",
+    "logits-as-targets": "logits where cross_entropy wants probability targets",
+    "softmax-as-bce-logits": "probabilities where binary_cross_entropy_with_logits wants "
+    "logits (a softmax, then its own sigmoid)",
+    "probs-as-log-target": "probabilities where kl_div(log_target=True) wants log-probabilities "
+    "as its target",
     "rate-as-log-rate": "a rate where it wants a log-rate",
     "softmax-as-logits": "probabilities where a distribution or log_softmax wants logits (a "
     "double softmax)",
@@ -47,11 +63,12 @@ WHAT = {
     Severity.ERROR,
     "logits",
     Stage.RUN,
-    "inspect: the loss's graph shows a softmax under cross_entropy, a sigmoid under "
+    "inspect: the loss's graph shows a softmax under cross_entropy, a sigmoid or softmax under "
     "binary_cross_entropy_with_logits or a softmax with no log under nll_loss or ctc_loss, or "
     "a (log_)softmax over another axis than the classes, a Poisson NLL on a log-rate "
     "(log_input=True) that comes out of exp, softplus or relu, or a softmax's probabilities "
-    "normalised again as logits (Categorical(logits=probs))",
+    "normalised again as logits (Categorical(logits=probs)) or taken by kl_div as "
+    "log-probabilities, or soft targets with a negative entry (logits) under cross_entropy",
     example="a classifier whose forward ends in nn.Softmax, inspected with "
     "`--loss cross_entropy`: the loss can never fall below ln(1 + (C-1)/e)",
     fix="return the raw logits from the model (or drop the softmax or sigmoid before the loss); "
@@ -61,17 +78,18 @@ WHAT = {
         "they want logits; nll_loss and ctc_loss want log-probabilities (a log_softmax over "
         "the classes, ctc_loss's last dim; the log of the user's own probabilities); BCELoss "
         "on a sigmoid is right; a Poisson NLL exp(x) - y·x wants a log-rate x of any sign; "
-        "under any objective, probabilities normalised again as logits; other losses are not "
-        "judged"
+        "under any objective, probabilities normalised again as logits; kl_div wants "
+        "log-probabilities as its input, and as its target with log_target=True; other losses "
+        "are not judged"
     ),
 )
 def loss_fed_probabilities(
     stats: RunStats, t: Thresholds, *, this: Rule = DECLARED
 ) -> list[Finding]:
     """The loss's autograd graph shows cross_entropy's own LogSoftmaxBackward0 over a
-    SoftmaxBackward0, a SigmoidBackward0 under binary_cross_entropy_with_logits, or a softmax
-    or log_softmax whose dim is not the loss's class dim (followed through views and
-    transposes). The output is squashed twice: the loss cannot fall below ln(1 + (C-1)/e) for C
+    SoftmaxBackward0, a Sigmoid- or SoftmaxBackward0 under binary_cross_entropy_with_logits,
+    or a softmax or log_softmax whose dim is not the loss's class dim (followed through views
+    and transposes). The output is squashed twice: the loss cannot fall below ln(1 + (C-1)/e) for C
     classes or ln(1 + 1/e) = 0.31, and the gradients shrink; or it is normalised over the batch
     or the sequence. Read from the graph's shapes, before the backward."""
     out = []

@@ -21,6 +21,25 @@ from gradscope.rules.step_common import about, by_optimizer, loss_steps
 from gradscope.steps.meaning import LossKind, LossTerm
 from gradscope.steps.records import WatchRun
 
+KL_FIX = (
+    "take log_softmax where the softmax is: kl_div wants log-probabilities as its input "
+    "(F.kl_div(F.log_softmax(s / T, -1), F.softmax(t / T, -1)), or log_softmax for both "
+    "with log_target=True)"
+)
+LOG_TARGET_FIX = (
+    "pass log-probabilities as the target with log_target=True (F.log_softmax(t / T, -1)), "
+    "or probabilities (F.softmax(t / T, -1)) with log_target=False"
+)
+BCE_SOFTMAX_FIX = (
+    "pass the raw logits to binary_cross_entropy_with_logits (drop the softmax before it); "
+    "for one label per sample, use cross_entropy on the logits instead"
+)
+LOGIT_TARGETS_FIX = (
+    "pass probabilities as cross_entropy's soft targets (F.softmax(teacher_logits / T, -1)), "
+    "or class indices (targets.argmax(-1)) for hard labels"
+)
+"""kl_div's, the softmax-under-BCE and the soft targets' fixes, shared with inspect's GS432
+(rules/logits.py)."""
 _FIX = {
     "softmax": "pass the raw logits to cross_entropy (drop the softmax before it); for "
     "probabilities elsewhere, take softmax of the logits separately",
@@ -36,6 +55,10 @@ _FIX = {
     "softmax-as-logits": "hand the distribution (or log_softmax) the raw logits "
     "(Categorical(logits=z), log_softmax(z), the softmax dropped from the network), or its "
     "probabilities as probabilities (Categorical(probs=p), p.log())",
+    "softmax-kl-input": KL_FIX,
+    "probs-as-log-target": LOG_TARGET_FIX,
+    "softmax-as-bce-logits": BCE_SOFTMAX_FIX,
+    "logits-as-targets": LOGIT_TARGETS_FIX,
     "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate, any "
     "real value) with log_input=True, or keep the link and pass log_input=False, which reads "
     "the input as the rate itself",
@@ -55,6 +78,12 @@ _WHAT = {
     "softmax-wrong-dim": "a softmax over the wrong axis where cross_entropy wants logits",
     "log-softmax-wrong-dim": "log-probabilities normalised over the wrong axis",
     "softmax-not-log": "probabilities where it wants log-probabilities (a softmax with no log)",
+    "softmax-kl-input": "probabilities where kl_div wants log-probabilities",
+    "logits-as-targets": "logits where cross_entropy wants probability targets",
+    "softmax-as-bce-logits": "probabilities where binary_cross_entropy_with_logits wants "
+    "logits (a softmax, then its own sigmoid)",
+    "probs-as-log-target": "probabilities where kl_div(log_target=True) wants log-probabilities "
+    "as its target",
     "rate-as-log-rate": "a rate where it wants a log-rate",
     "softmax-as-logits": "probabilities where a distribution or log_softmax wants logits (a "
     "double softmax)",
@@ -67,11 +96,12 @@ _WHAT = {
     Severity.ERROR,
     "logits",
     Stage.WATCH,
-    "watch: the loss's graph shows a softmax under cross_entropy, a sigmoid under "
+    "watch: the loss's graph shows a softmax under cross_entropy, a sigmoid or softmax under "
     "binary_cross_entropy_with_logits or a softmax with no log under nll_loss or ctc_loss, or "
     "a (log_)softmax over another axis than the classes, a Poisson NLL on a log-rate "
     "(log_input=True) that comes out of exp, softplus or relu, or a softmax's probabilities "
-    "normalised again as logits (Categorical(logits=probs))",
+    "normalised again as logits (Categorical(logits=probs)) or taken by kl_div as "
+    "log-probabilities, or soft targets with a negative entry (logits) under cross_entropy",
     example="`loss = F.cross_entropy(F.softmax(model(x), -1), y)` on a 10-class classifier: the "
     "loss can never fall below ln(1 + 9/e) = 1.46 and the run stalls there",
     fix="pass the raw logits to the loss (drop the softmax or sigmoid before it); a "
@@ -82,7 +112,8 @@ _WHAT = {
         "the classes, ctc_loss's last dim; the log of the user's own probabilities); BCELoss "
         "on a sigmoid is right; a Poisson NLL exp(x) - y·x wants a log-rate x of any sign, "
         "its rate form μ - y·log μ a rate; under any objective (a policy gradient too), "
-        "probabilities normalised again as logits (Categorical(logits=probs)); other "
+        "probabilities normalised again as logits (Categorical(logits=probs)); kl_div "
+        "wants log-probabilities as its input, and as its target with log_target=True; other "
         "losses are not judged"
     ),
     explains=("GS405", "GS409", "GS414", "GS415", "GS419"),
@@ -92,9 +123,9 @@ def probabilities_as_logits(
 ) -> list[Finding]:
     """The loss's autograd graph, read at the first step, shows cross_entropy's own
     LogSoftmaxBackward0 over a SoftmaxBackward0 (through views, transposes and casts), a
-    SigmoidBackward0 under binary_cross_entropy_with_logits, or a softmax or log_softmax whose
-    dim is not the loss's class dim once followed through the views between them. The first
-    two squash the output twice: the loss cannot fall below ln(1 + (C-1)/e) for C classes (1.46
+    Sigmoid- or SoftmaxBackward0 under binary_cross_entropy_with_logits, or a (log_)softmax
+    whose dim is not the loss's class dim once followed through the views between them. The
+    first two squash the output twice: the loss cannot fall below ln(1 + (C-1)/e) for C (1.46
     for 10, 2.08 for 20) or ln(1 + 1/e) = 0.31, and its gradients shrink; the third normalises
     over the batch or the sequence. A SoftmaxBackward0 with no log under nll_loss or
     ctc_loss (CtcLossBackward0, its classes the last dim of its (T, N, C) input) hands them
@@ -102,8 +133,9 @@ def probabilities_as_logits(
     probabilities rise, whatever the targets. A Poisson NLL whose log-rate comes out of exp,
     softplus or relu predicts rates of at least 1 (watcher/poisson_terms.py). Under any
     objective, a softmax's output normalised again as logits (Categorical(logits=probs))
-    keeps every probability from 0 and 1 (watcher/renormalised.py). A log_softmax over the
-    classes, nll_loss or ctc_loss on it, and BCELoss on a sigmoid are right."""
+    keeps every probability from 0 and 1 (watcher/renormalised.py); one taken by kl_div as
+    log-probabilities teaches the target's argmax (watcher/kl_inputs.py). A log_softmax over
+    the classes, nll_loss or ctc_loss on it, and BCELoss on a sigmoid are right."""
     out: list[Finding] = []
     seen: dict[tuple[str, str], int] = {}
     for s in by_optimizer(run):

@@ -64,7 +64,11 @@ class LossTerm:
     softmax-wrong-dim, log-softmax-wrong-dim (normalised over another axis than the
     loss's classes), softmax-not-log (probabilities where nll_loss or ctc_loss wants
     log-probabilities), rate-as-log-rate (a Poisson NLL's log-rate out of exp, softplus or
-    relu); None: logits, or log-probabilities over the classes."""
+    relu), softmax-as-bce-logits (a softmax under binary_cross_entropy_with_logits),
+    logits-as-targets (a soft-target cross-entropy's targets with a negative entry);
+    softmax-kl-input and probs-as-log-target (kl_div given probabilities as its input, or a
+    target that is no log-probabilities under log_target=True) and softmax-as-logits only as
+    `LossKind.renormalised`; None: logits, or log-probabilities over the classes."""
     misfed_detail: str = ""
     """The ops and axes, in words."""
     floor: float | None = None
@@ -84,8 +88,8 @@ class LossTerm:
 
     @property
     def bound(self) -> float | None:
-        if self.misfed == "softmax-not-log":
-            return None  # probabilities read as log-probabilities: below 0, no floor
+        if self.misfed in ("softmax-not-log", "logits-as-targets"):
+            return None  # probabilities read as log-probabilities, negative targets: no floor
         base = BOUNDED_BELOW.get(self.kind)
         return base if base is None or self.floor is None else self.floor
 
@@ -131,8 +135,9 @@ class LossKind:
     a derivative of its output (a force field's forces, a Hamiltonian's time derivatives)."""
     renormalised: LossTerm | None = None
     """A softmax's probabilities normalised again as logits below the loss, whatever its
-    terms (watcher/renormalised.py: Categorical(logits=probs) in a policy gradient): its
-    `misfed` says so; no term of the loss's sum, so no bound or sign of it."""
+    terms (watcher/renormalised.py: Categorical(logits=probs) in a policy gradient), or
+    read by kl_div as log-probabilities (watcher/kl_inputs.py): its `misfed` says so; no
+    term of the loss's sum, so no bound or sign of it."""
 
     def own_targets(self) -> bool:
         """A term's target is another term's input, detached (LossTerm.own_target)."""

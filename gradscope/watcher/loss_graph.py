@@ -24,12 +24,14 @@ from gradscope.errors import user_line
 from gradscope.steps.meaning import LossKind, LossTerm
 from gradscope.taken_derivatives import reads_derivative
 from gradscope.watcher import (
+    kl_inputs,
     logistic_terms,
     loss_factors,
     loss_inputs,
     pinball_terms,
     poisson_terms,
     renormalised,
+    soft_target_values,
 )
 from gradscope.watcher.discover import MAX_GRAPH_NODES
 
@@ -141,11 +143,15 @@ def read(
 
 def _renormalised(loss: torch.Tensor) -> LossTerm | None:
     """A softmax's probabilities normalised again as logits below the loss, whatever its
-    terms (renormalised.py), as a term of no sum: what fed it, in words."""
+    terms (renormalised.py), or read by kl_div as log-probabilities (kl_inputs.py), as a
+    term of no sum: what fed it, in words."""
     found = renormalised.find(loss.grad_fn)
+    kind = "policy"
+    if found is None:
+        found, kind = kl_inputs.find(loss.grad_fn), "kl_div"
     if found is None:
         return None
-    return LossTerm("policy", "none", 1.0, misfed=found.what, misfed_detail=found.detail)
+    return LossTerm(kind, "none", 1.0, misfed=found.what, misfed_detail=found.detail)
 
 
 _PAIRED = frozenset({"mse", "l1", "smooth_l1", "huber"})
@@ -278,7 +284,8 @@ def _smoothing(node: Any, factor: float, reduced: str | None) -> LossTerm | None
 def _soft_target(node: Any, factor: float, reduction: str) -> LossTerm | None:
     """cross_entropy against probability targets: -Σ targets · log_softmax, summed or
     averaged over the rows. Its floor is the targets' entropy, not 0 or ln C of a guess
-    (their values are not read): a kind of its own, bounded below by 0."""
+    (their values are read only for a negative entry: soft_target_values.py): a kind of its
+    own, bounded below by 0."""
     log_softmax = loss_inputs.soft_target(node)
     if log_softmax is None:
         return None
@@ -287,7 +294,9 @@ def _soft_target(node: Any, factor: float, reduction: str) -> LossTerm | None:
         return None
     classes = axis[0][axis[1]]
     count = math.prod(axis[0]) // max(classes, 1)
-    misfed = loss_inputs.nll_input(None, log_softmax, axis, classes)
+    misfed = loss_inputs.nll_input(None, log_softmax, axis, classes) or soft_target_values.read(
+        node
+    )
     if misfed is None:
         return LossTerm("soft_cross_entropy", reduction, factor, classes, count)
     floor = misfed.floor if reduction == "mean" else None

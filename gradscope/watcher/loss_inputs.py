@@ -44,6 +44,7 @@ class Misfed:
     what: str
     """softmax | sigmoid | softmax-wrong-dim | log-softmax-wrong-dim | softmax-not-log (a
     softmax's probabilities where nll_loss or ctc_loss wants log-probabilities) |
+    softmax-as-bce-logits (a softmax under binary_cross_entropy_with_logits) |
     rate-as-log-rate (a Poisson NLL's log-rate out of a positive link)"""
     detail: str
     """The ops and axes, in words."""
@@ -234,14 +235,20 @@ def class_axis(nll: Any) -> tuple[tuple[int, ...], int] | None:
 
 
 def logits_input(node: Any) -> Misfed | None:
-    """A sigmoid under binary_cross_entropy_with_logits (through views and casts)."""
+    """A sigmoid, or a softmax (a multi-label head squashed as if one-label), under
+    binary_cross_entropy_with_logits (through views and casts): either hands it values in
+    (0, 1), which it squashes again, so the same floor holds."""
     below = node.next_functions[0][0] if node.next_functions else None
-    sigmoid, _ = _follow(below, None, "SigmoidBackward0")
-    if sigmoid is None:
+    squash, _ = _follow(below, None, "SigmoidBackward0")
+    what = "sigmoid"
+    if squash is None:
+        squash, _ = _follow(below, None, "SoftmaxBackward0")
+        what = "softmax-as-bce-logits"
+    if squash is None:
         return None
     plain = all(saved(node, attr, None) is None for attr in ("_saved_weight", "_saved_pos_weight"))
-    detail = "sigmoid, then binary_cross_entropy_with_logits' own sigmoid"
-    return Misfed("sigmoid", detail, SIGMOID_FLOOR if plain else None, sigmoid)
+    detail = f"{what.split('-')[0]}, then binary_cross_entropy_with_logits' own sigmoid"
+    return Misfed(what, detail, SIGMOID_FLOOR if plain else None, squash)
 
 
 _ROWS = {"SelectBackward0", "IndexBackward0", "SliceBackward0", "IndexSelectBackward0"}
