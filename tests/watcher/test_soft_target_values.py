@@ -73,3 +73,33 @@ def test_inspect_names_it_too():
         nn.Linear(6, 5), torch.randn(8, 6), lambda o: F.cross_entropy(o, teacher.softmax(1))
     )
     assert "GS432" not in {f.rule for f in plain.findings}
+
+
+def _policy_gradient(how: str, steps: int = 3) -> list[gradscope.Finding]:
+    """REINFORCE written as the product cross_entropy makes, -Σ w · log_softmax(z): the
+    advantage on the action taken (one_hot(a) · A), or every action's advantage under the
+    policy (Q - Σ π·Q, an all-actions policy gradient). Both weights take both signs."""
+    torch.manual_seed(0)
+    policy = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 3))
+    opt = torch.optim.Adam(policy.parameters(), lr=1e-2)
+    with gradscope.watch() as w:
+        for _ in range(steps):
+            obs = torch.randn(32, 4)
+            logp = F.log_softmax(policy(obs), -1)
+            if how == "taken":
+                act = torch.distributions.Categorical(logits=logp.detach()).sample()
+                adv = obs[:, 0] * (act == 1).float() - 0.3
+                weights = F.one_hot(act, 3).float() * adv[:, None]
+            else:
+                q = obs[:, :3]
+                weights = q - (logp.detach().exp() * q).sum(-1, keepdim=True)
+            loss = -(weights * logp).sum(-1).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return [f for f in w.report.findings if f.rule == "GS431"]
+
+
+@pytest.mark.parametrize("how", ["taken", "all-actions"])
+def test_a_policy_gradients_signed_advantages_are_no_targets(how):
+    assert _policy_gradient(how) == []
