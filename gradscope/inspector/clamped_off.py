@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
-from gradscope.inspector import flat_off, weighted_off
+from gradscope.inspector import weighted_off
 from gradscope.stats import RunStats
 from gradscope.watcher.clamped_terms import at_bound
 
@@ -29,17 +29,12 @@ class SwitchedOff:
     """Through a term weighted by 0 (weighted_off)."""
     clamped: tuple[str, ...]
     """Through a clamp at its bound."""
-    flat: tuple[tuple[str, str], ...] = ()
-    """(parameter, op): through a zero-derivative op or a custom Function (flat_off)."""
 
     def into(self, stats: RunStats) -> RunStats:
-        return replace(
-            stats, weighted_off=self.weighted, clamped_off=self.clamped, flat_off=self.flat
-        )
+        return replace(stats, weighted_off=self.weighted, clamped_off=self.clamped)
 
 
 def switched_off(model: nn.Module, loss: torch.Tensor) -> SwitchedOff:
-    """Read before the backward frees the saved operands."""
-    return SwitchedOff(
-        weighted_off.names(model, loss), names(model, loss), flat_off.names(model, loss)
-    )
+    """Read before the backward frees the saved operands (those behind a zero-derivative
+    op are read in every inspect's own walk: probe._graph_facts)."""
+    return SwitchedOff(weighted_off.names(model, loss), names(model, loss))

@@ -5,7 +5,7 @@ op's derivative, not from a dead ReLU or a mask (GS106 names the op)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -21,8 +21,15 @@ def names(model: nn.Module, loss: torch.Tensor) -> tuple[tuple[str, str], ...]:
     root = loss.grad_fn
     if root is None:
         return ()
-    walk = NodeWalk([root], limit=weighted_off.LIMIT)
-    ops = sorted({op for node in walk if (op := flat_op(node)) is not None})
+    return behind(model, loss, NodeWalk([root], limit=weighted_off.LIMIT))
+
+
+def behind(
+    model: nn.Module, loss: torch.Tensor, nodes: Iterable[Any]
+) -> tuple[tuple[str, str], ...]:
+    """`names`, from the loss's graph `nodes` already walked (the inspector's own walk of
+    the whole graph): one type test a node where no such op is."""
+    ops = sorted({op for node in nodes if (op := flat_op(node)) is not None})
     out: list[tuple[str, str]] = []
     for op in ops:
         behind = weighted_off.names(model, loss, _through(op))

@@ -29,7 +29,7 @@ import torch
 from gradscope import taken_derivatives
 from gradscope.autograd_walk import NodeWalk
 from gradscope.errors import UserCodeError
-from gradscope.inspector import hooks, norm_feeds, picked_choice, random_skip, zero_gates
+from gradscope.inspector import flat_off, hooks, norm_feeds, picked_choice, random_skip, zero_gates
 from gradscope.inspector.fused_stats import FusedNumbers, GradNumbers, fused_stats, owners, plans
 from gradscope.inspector.graph_memory import retained_graphs, saved_bytes
 from gradscope.inspector.hooks import backward_target, call_model, pick_loss
@@ -182,12 +182,14 @@ def _graph_facts(
     """What the loss's graph and the forward show of its meaning: a loss fed probabilities, a
     loss on a derivative taken with create_graph (rules/derivative_bias.py), branches behind a
     zero gate (zero_gates.py), layers skipped at random (random_skip.py), a supernet's
-    candidates left out of this step's path (picked_choice.py)."""
+    candidates left out of this step's path (picked_choice.py), parameters behind a
+    zero-derivative op (flat_off.py)."""
     return {
         "skipped_at_random": random_skip.names(model, order),
         "picked_choices": picked_choice.names(model, order),
         "fed_probabilities": fed_probabilities(loss),
         "loss_through_derivative": reads_derivative(nodes, derivatives),
+        "flat_off": flat_off.behind(model, loss, nodes),
         **vars(zero_gates.read(model, loss)),
     }
 
