@@ -88,8 +88,14 @@ class LossTerm:
 
     @property
     def bound(self) -> float | None:
+        """Before its factor. A label-smoothing term, -Σ_c log q_c over the C classes, is
+        least where q is uniform (C ln C per target, whatever fed its log_softmax; a sum
+        over its targets, that times their count)."""
         if self.misfed in ("softmax-not-log", "logits-as-targets"):
             return None  # probabilities read as log-probabilities, negative targets: no floor
+        if self.kind == "label_smoothing" and self.classes:
+            targets = self.count if self.reduction == "sum" and self.count else 1
+            return self.classes * math.log(self.classes) * targets
         base = BOUNDED_BELOW.get(self.kind)
         return base if base is None or self.floor is None else self.floor
 
