@@ -111,7 +111,13 @@ class EvalPasses:
         if self.failed or not modules:
             return
         try:
-            for copy in filter(hookable, copies_of(roots, modules)):
+            names = discover.script_modules()
+            for copy, root in copies_of(roots, modules):
+                if not hookable(copy):
+                    continue
+                kind = type(root).__name__
+                copy_name = names.get(id(copy), f"its {kind} copy in no optimizer")
+                self.copies.originals[id(copy)] = (root, copy_name, names.get(id(root), kind))
                 handle = copy.register_forward_pre_hook(self._copy_forward)
                 self._handles.append(handle)
                 self._ids.add(handle.id)
