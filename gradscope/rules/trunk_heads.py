@@ -34,10 +34,25 @@ def trains_own_heads(run: WatchRun, a: Series, b: Series, shared: Sequence[int])
     this optimizer or one stepping on the same backward; and the two never step on the same
     backward (that would be one gradient applied twice, not two losses)."""
     of_step = _backwards(run)
-    if {of_step[r.step].number for r in a.steps} & {of_step[r.step].number for r in b.steps}:
+    if _shared_backwards(of_step, a, b):
         return False
     keep = set(shared)
     return all(_heads_trained(of_step, s, keep) for s in (a, b))
+
+
+def one_backward(run: WatchRun, a: Series, b: Series) -> bool:
+    """Most steps of either optimizer follow the very backward a step of the other follows
+    (CURL's encoder and contrastive optimizers, both stepped after the contrastive loss's
+    backward): one gradient applied twice."""
+    of_step = _backwards(run)
+    shared = _shared_backwards(of_step, a, b)
+    return any(
+        statistics.mean(of_step[r.step].number in shared for r in s.steps) > 0.5 for s in (a, b)
+    )
+
+
+def _shared_backwards(of_step: dict[int, Backward], a: Series, b: Series) -> set[int]:
+    return {of_step[r.step].number for r in a.steps} & {of_step[r.step].number for r in b.steps}
 
 
 def _heads_trained(of_step: dict[int, Backward], s: Series, shared: set[int]) -> bool:
