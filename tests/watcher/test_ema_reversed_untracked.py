@@ -1,7 +1,8 @@
 """GS475 with the copy outside every optimizer: an actor-critic's target critic made by
 deepcopy and never handed to an optimizer is not among the run's parameters, yet it is the
 frozen copy when a Polyak update `soft_update(target, critic, tau)` runs backwards (the
-critic is pulled toward its starting weights, the TD targets never move). Look-alikes stay
+critic is pulled toward its starting weights, the TD targets never move), also where the
+target runs only by its parts (SPR's `target.encoder(x)`). Look-alikes stay
 silent: the update the right way round, a target nothing updates while the critic is left
 to its optimizer, and a source copy a stochastic restore writes the critic from beside an
 EMA copy that follows it (CoTTA)."""
@@ -35,12 +36,15 @@ def _td(update: str) -> list[Finding]:
         for _ in range(8):
             obs, next_obs, reward = torch.randn(16, 6), torch.randn(16, 6), torch.randn(16, 1)
             with torch.no_grad():
-                y = reward + 0.99 * target(next_obs) + (0 * source(obs) if update else 0)
+                ahead = (
+                    target(next_obs) if update != "swapped-parts" else _by_parts(target, next_obs)
+                )
+                y = reward + 0.99 * ahead + (0 * source(obs) if update == "restore" else 0)
             loss = F.mse_loss(critic(obs), y)
             opt.zero_grad()
             loss.backward()
             opt.step()
-            if update == "swapped":
+            if update.startswith("swapped"):
                 soft_update(target, critic, 0.05)
             elif update in ("polyak", "restore"):
                 soft_update(critic, target, 0.05)
@@ -52,8 +56,15 @@ def _td(update: str) -> list[Finding]:
     return w.report.findings
 
 
-def test_a_polyak_update_swapped_onto_an_untracked_target_is_named():
-    found = [f for f in _td("swapped") if f.rule == "GS475"]
+def _by_parts(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    for part in model.children():
+        x = part(x)
+    return x
+
+
+@pytest.mark.parametrize("update", ["swapped", "swapped-parts"])
+def test_a_polyak_update_swapped_onto_an_untracked_target_is_named(update):
+    found = [f for f in _td(update) if f.rule == "GS475"]
     assert [f.subject for f in found] == ["Sequential"], found
     assert "its Sequential copy in no optimizer, a copy of it" in found[0].message
     assert "never changed" in found[0].message and "swapped" in found[0].message
