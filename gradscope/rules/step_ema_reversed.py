@@ -15,6 +15,7 @@ from gradscope.rules.copies_of import copy_of, top, trained_shapes
 from gradscope.rules.registry import DECLARED, Rule, Stage, rule
 from gradscope.rules.step_common import values_changed
 from gradscope.rules.step_setup import got_grad
+from gradscope.rules.still_targets import still_untracked
 from gradscope.steps.records import WatchRun
 
 READS = 2
@@ -60,15 +61,21 @@ def ema_reversed(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list
     renorm writes a model that has no frozen copy; a fixed reference (a KL's anchor) is a
     copy of a model nothing writes by hand; CoTTA's stochastic restore writes the student
     from a frozen source copy while its EMA teacher, another copy, follows the student; an
-    episodic reset (TENT, MEMO) puts the starting values back, which is no EMA."""
+    episodic reset (TENT, MEMO) puts the starting values back, which is no EMA. A copy in no
+    optimizer (an RL target critic made by deepcopy) is not among the run's tensors: the
+    copies seen running without gradients stand for it (still_targets.py)."""
     reset = set(run.state_facts.put_back)
     moved = {i for i in run.state_facts.hand_moved if i < len(run.params) and i not in reset}
     if run.state_facts.hand_compared < READS or not moved:
         return []
     trained = {i for i, p in enumerate(run.params) if p.in_optimizer and got_grad(run, i)}
+    untracked = [
+        _finding(this, model, copy, n, run.state_facts.hand_compared)
+        for model, (copy, n) in still_untracked(run, trained, moved).items()
+    ]
     written = _wholly_written(run, trained, moved)
     if not written:
-        return []
+        return untracked
     originals = trained_shapes(run, {i for i in trained if top(run.params[i].name) in written})
     copies: dict[tuple[str, str], _Copy] = {}
     touched: set[str] = {top(run.params[i].name) for i in trained | moved}
@@ -88,7 +95,7 @@ def ema_reversed(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list
     compared = run.state_facts.hand_compared
     return [
         _finding(this, root, copy, len(written[root]), compared) for root, copy in frozen.items()
-    ]
+    ] + untracked
 
 
 def _wholly_written(run: WatchRun, trained: set[int], moved: set[int]) -> dict[str, set[str]]:

@@ -11,6 +11,7 @@ from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import Series, about, by_optimizer, step_list
+from gradscope.rules.trunk_heads import one_backward, trains_own_heads
 from gradscope.steps.records import WatchRun
 
 
@@ -40,13 +41,20 @@ def stepped_twice(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     gradient written by hand from the inner loop's), nor one whose tensors were not recorded,
     nor two that hold the very same tensors and take turns in phases (PPG's policy and
     auxiliary optimizers over one network: neither has tensors of its own to keep the other
-    off, and the turns are the algorithm's)."""
+    off, and the turns are the algorithm's), nor a trunk two losses train with heads of their
+    own (SAC-AE's encoder in the critic's Adam and in the reconstruction's: trunk_heads.py)."""
     series = [s for s in by_optimizer(run) if len(s.steps) >= 2 and run.members_of(s.index)]
     out = []
     for k, a in enumerate(series):
         for b in series[k + 1 :]:
             shared = [i for i in sorted(set(a.members) & set(b.members)) if _judged(run, a, b, i)]
-            if shared and _interleave(a, b) and _interleave(b, a) and not _phases(a, b):
+            if (
+                shared
+                and _interleave(a, b)
+                and _interleave(b, a)
+                and not _phases(a, b)
+                and not trains_own_heads(run, a, b, shared)
+            ):
                 out.append(_finding(this, run, a, b, shared))
     return out
 
@@ -93,11 +101,17 @@ def _finding(this: Rule, run: WatchRun, a: Series, b: Series, shared: list[int])
     names = [run.params[i].name for i in shared]
     shown = ", ".join(names[:4]) + (f" … (+{len(names) - 4})" if len(names) > 4 else "")
     steps = sorted(r.step for r in (*a.steps[:3], *b.steps[:3]))
+    how = (
+        "both step them after the same backward, each with its own state: one gradient moves "
+        "them twice (twice the learning rate the other parameters of that loss get)"
+        if one_backward(run, a, b)
+        else "each steps them with the gradients of its own backward and its own state, so "
+        "they follow both losses"
+    )
     finding = this.finding(
         shown,
         f"{len(names)} parameter(s) sit in both {a.name} and {b.name}, whose steps interleave: "
-        f"{shown}; each steps them with the gradients of its own backward and its own state, "
-        "so they follow both losses",
+        f"{shown}; {how}",
         "give each optimizer its own parameters: leave these out of the one that should "
         "not train them (DARTS: the architecture weights out of the weights' optimizer); "
         "if both updates are meant, nothing to fix",

@@ -246,6 +246,12 @@ class StateFacts:
     """Points of the run at which a copy of a trained model that moved between its
     forwards (an EMA teacher, a synced target network) ran forward without gradients
     (moving_copies.py)."""
+    copy_states: tuple[tuple[str, str, tuple[int, ...], bool], ...] = ()
+    """(the copy's name, the trained model's, positions of its parameters, whether the copy
+    changed)
+    per copy of a trained model that ran forward without gradients at sampled steps, tracked
+    or not: an EMA teacher moves, a target network nothing updates does not
+    (moving_copies.py)."""
     through_copies: tuple[int, ...] = ()
     """Parameter positions of copies of a trained model that a forward with gradients on
     fed a trained network's output: the loss differentiates through them by design

@@ -111,10 +111,16 @@ class EvalPasses:
         if self.failed or not modules:
             return
         try:
-            for copy in filter(hookable, copies_of(roots, modules)):
-                handle = copy.register_forward_pre_hook(self._copy_forward)
-                self._handles.append(handle)
-                self._ids.add(handle.id)
+            names = discover.script_modules()
+            for copy, root in copies_of(roots, modules):
+                if not hookable(copy):
+                    continue
+                kind = type(root).__name__
+                copy_name = names.get(id(copy), f"its {kind} copy in no optimizer")
+                self.copies.originals[id(copy)] = (root, copy_name, names.get(id(root), kind))
+                self._register(copy, self._copy_forward)
+                for part in filter(hookable, copy.children()):  # SPR's target.encoder(x)
+                    self._register(part, partial(self._copy_part_forward, copy))
         except Exception as exc:  # gradscope's own: this probe stops, the watch goes on
             self.failed = True
             self.on_fault("the evaluation-pass hook", exc)
@@ -200,6 +206,10 @@ class EvalPasses:
         except Exception as exc:  # gradscope's own: this probe stops, the watch goes on
             self.failed = True
             self.on_fault("the evaluation-pass hook", exc)
+
+    def _copy_part_forward(self, copy: nn.Module, _module: nn.Module, args: Any) -> None:
+        """A part of a copy ran: the copy did (a target called by its parts)."""
+        self._copy_forward(copy, args)
 
     def _note(self, module: nn.Module, args: Any) -> None:
         if self._roots.get(id(module)) is not module:

@@ -25,13 +25,15 @@ from gradscope.watcher.hand_moved import fingerprints
 from gradscope.watcher.same_batch import wanted
 
 
-def copies_of(roots: Iterable[nn.Module], modules: Iterable[nn.Module]) -> list[nn.Module]:
-    """The `modules` outside `roots` that copy one of them."""
-    shapes: dict[type, list[tuple[list[tuple[str, tuple[int, ...]]], set[int]]]] = {}
+def copies_of(
+    roots: Iterable[nn.Module], modules: Iterable[nn.Module]
+) -> list[tuple[nn.Module, nn.Module]]:
+    """(copy, the root it copies) for the `modules` outside `roots` that copy one of them."""
+    shapes: dict[type, list[tuple[list[tuple[str, tuple[int, ...]]], set[int], nn.Module]]] = {}
     inside: set[int] = set()
     for root in roots:
         model = discover.unwrapped(root)
-        shapes.setdefault(type(model), []).append((_layout(model), _tensors(model)))
+        shapes.setdefault(type(model), []).append((_layout(model), _tensors(model), model))
         inside.update(id(m) for m in root.modules())
     if not shapes:
         return []
@@ -41,8 +43,10 @@ def copies_of(roots: Iterable[nn.Module], modules: Iterable[nn.Module]) -> list[
         if kind is None or id(m) in inside:
             continue
         layout = _layout(m)
-        if layout and any(layout == lay and not _tensors(m) & own for lay, own in kind):
-            found.append(m)
+        mine = _tensors(m)
+        original = next((r for lay, own, r in kind if layout == lay and not mine & own), None)
+        if layout and original is not None:
+            found.append((m, original))
     return found
 
 
@@ -54,6 +58,9 @@ def _tensors(model: nn.Module) -> set[int]:
     return {id(p) for p in model.parameters()}
 
 
+CopyState = tuple[str, str, tuple[int, ...], bool]
+
+
 @dataclass
 class MovingCopies:
     """Per copy: its parameters' norms at its first forward without gradients and at the
@@ -62,6 +69,8 @@ class MovingCopies:
     first: dict[int, list[tuple[list[int], Any]]] = field(default_factory=dict)
     last: dict[int, list[tuple[list[int], Any]]] = field(default_factory=dict)
     steps: dict[int, set[int]] = field(default_factory=dict)
+    originals: dict[int, tuple[nn.Module, str, str]] = field(default_factory=dict)
+    """Per copy: the trained model it copies, and the names the script gives both."""
 
     def ran(self, copy: nn.Module, step: int) -> None:
         """`copy` ran forward without gradients with `step` optimizer steps taken."""
@@ -86,3 +95,22 @@ class MovingCopies:
             ):
                 most = max(most, len(self.steps[key]))
         return most
+
+    def states(self, index: dict[int, int]) -> tuple[CopyState, ...]:
+        """(the copy's name, its model's name, positions in `index` of that model's
+        parameters, whether the copy changed) for each copy that ran without gradients at
+        two sampled steps or more (one host read per copy): an EMA teacher or a synced
+        target moves, a target network nothing updates does not."""
+        out = []
+        for key, last in self.last.items():
+            first, original = self.first[key], self.originals.get(key)
+            if original is None or len(first) != len(last):
+                continue
+            moved = any(
+                a != b or bool((x != y).any()) for (a, x), (b, y) in zip(first, last, strict=True)
+            )
+            model, name, model_name = original
+            at = tuple(index[id(p)] for p in model.parameters() if id(p) in index)
+            if at:
+                out.append((name, model_name, at, moved))
+        return tuple(out)

@@ -27,6 +27,7 @@ def read(state: WatchState, records: StepStore) -> StateFacts:
             adam=tuple(state.adam_rms.facts()),
             no_grad_steps=state.eval_passes.no_grad_steps,
             copy_steps=state.eval_passes.copies.moved_steps(),
+            copy_states=state.eval_passes.copies.states(state.tracked.index),
             through_copies=state.eval_passes.through.positions(state.tracked.index),
             dropped=state.dropped.facts(),
             side_steps=state.backward_sites.facts(),
