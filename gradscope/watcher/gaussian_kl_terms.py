@@ -69,42 +69,52 @@ def read(node: Any) -> GaussianKL | None:
 
 def _kl_sum(node: Any) -> float | None:
     """The coefficient of exp(L) (or X) in a sum c·(exp(L) - L + squares + constant), where
-    every term pairs up that way; None if the sum holds anything else."""
+    every term pairs up that way, all with one sign; None if the sum holds anything else."""
     leaves = _leaves(node)
     if leaves is None:
         return None
-    pairs = [(e, c) for e, c in leaves.items() if _paired(e, c, leaves)]
-    if not pairs:
-        return None
-    coefficient = pairs[0][1]
-    paired = {e for e, _ in pairs} | {_partner(e, leaves) for e, _ in pairs}
+    values = {_value(e): c for e, c in leaves.items()}
+    pairs = {e: c for e, c in leaves.items() if _partner(e) in values}
+    pairs = {e: c for e, c in pairs.items() if math.isclose(values[_partner(e)], -c)}
+    signs = {c > 0 for c in pairs.values()}
+    if len(signs) != 1:
+        return None  # no exp beside its input, or pairs of both signs
+    paired = {_value(e) for e in pairs} | {_partner(e) for e in pairs}
+    coefficient = next(iter(pairs.values()))
     for edge, c in leaves.items():
-        if edge in paired:
+        if _value(edge) in paired:
             continue
         if not _square(edge[0]) or c * coefficient <= 0:
             return None  # a term that is no square beside the exp, or one subtracted
     return coefficient
 
 
-def _paired(edge: _Edge, c: float, leaves: dict[_Edge, float]) -> bool:
-    """exp(L) beside -L, or X beside -log X, with the same coefficient."""
+def _partner(edge: _Edge) -> Any:
+    """The value that pairs with this term: L under exp(L); log X for X (None otherwise)."""
+    if type(edge[0]).__name__ == "ExpBackward0":
+        return _value(_inner(edge))
+    return ("LogBackward0", _value(edge))
+
+
+def _value(edge: _Edge) -> Any:
+    """What the edge computes, the same for one op applied twice to one input: `2 * logstd`
+    inside exp and beside it, `std.pow(2)` and the log of another `std.pow(2)`; a log by its
+    input's value, so X and log X meet."""
     node = edge[0]
     name = type(node).__name__
-    if name == "ExpBackward0":
-        other = leaves.get(_inner(edge))
-        return other is not None and math.isclose(other, -c)
-    return any(
-        type(e[0]).__name__ == "LogBackward0" and _inner(e) == edge and math.isclose(d, -c)
-        for e, d in leaves.items()
-    )
-
-
-def _partner(edge: _Edge, leaves: dict[_Edge, float]) -> _Edge:
-    """The term that pairs with exp(L) (L) or with X (log X)."""
-    if type(edge[0]).__name__ == "ExpBackward0":
-        return _inner(edge)
-    logs = (e for e in leaves if type(e[0]).__name__ == "LogBackward0" and _inner(e) == edge)
-    return next(logs, edge)
+    inputs = [e for e in node.next_functions if e[0] is not None]
+    if len(inputs) != 1:
+        return edge
+    if name == "LogBackward0":
+        return (name, _value(inputs[0]))
+    constant = None
+    if name in ("MulBackward0", "MulBackward1"):
+        constant = loss_factors.constant(loss_factors.held(node))
+    elif name == "PowBackward0":
+        constant = loss_factors.constant(saved(node, "_saved_exponent", None))
+    if constant is None or not math.isfinite(constant):
+        return edge
+    return (name, constant, _value(inputs[0]))
 
 
 def _inner(edge: _Edge) -> _Edge:

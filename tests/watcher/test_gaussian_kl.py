@@ -79,6 +79,8 @@ def test_the_kl_s_written_forms_are_read(latent):
         "gaussian-kl (sum)": 0.5 * (mu * mu + logvar.exp() - logvar - 1).sum(-1).mean(),
         "mse (mean) - gaussian-kl (sum)": F.mse_loss(mu, logvar)
         - D.kl_divergence(D.Normal(mu, std), D.Normal(0.0, 1.0)).sum(),
+        "gaussian-kl (mean)": (-0.5 * (1 + 2 * logvar - mu**2 - (2 * logvar).exp())).mean(),
+        "gaussian-kl (sum) × 2": (std.pow(2) + mu.pow(2) - 1 - torch.log(std.pow(2))).sum(),
     }
     for described, loss in forms.items():
         assert loss_graph.read(loss).describe() == described
@@ -93,6 +95,8 @@ def test_the_look_alikes_are_not_a_kl(latent):
         -(logvar + 1).mean(),  # an entropy bonus
         (logvar.exp() + logvar - mu.pow(2)).mean(),  # exp(L) + L: no pair
         (logvar.exp() - logvar - mu.pow(2)).mean(),  # a square subtracted: unbounded
+        (logvar.exp() - logvar - mu.exp() + mu).mean(),  # two pairs of opposite signs
+        ((2 * logvar).exp() - 3 * logvar).mean(),  # exp(2L) beside another multiple of L
     )
     for loss in look_alikes:  # exp(L) - L beside -mu² is read, but bounds nothing
         kind = loss_graph.read(loss)
