@@ -58,6 +58,7 @@ def test_a_subtracted_kl_is_a_bounded_loss_ascended():
 def test_a_kl_weighted_by_zero_is_named():
     found = {f.rule: f for f in _cvae_run(1.0, 0.0)}
     assert "GS469" in found and "gaussian-kl" in found["GS469"].message, found
+    assert "prior" in found["GS469"].advice and "ramp-up" not in found["GS469"].advice
 
 
 def test_a_weighted_kl_is_silent():
