@@ -41,7 +41,8 @@ from gradscope.steps.records import StepRecord, WatchRun
     objectives=(
         "a loss bounded below (cross-entropy, NLL of log_softmax, binary cross-entropy, "
         "MSE, L1 or any absolute error, the pinball loss of quantile forecasts, Huber, the "
-        "logistic loss -log sigmoid of negative sampling), read from its "
+        "logistic loss -log sigmoid of negative sampling, a diagonal Gaussian's KL written "
+        "out as a VAE's or CVAE's latent term), read from its "
         "autograd graph, negated or under maximize=True: "
         "the bound says which way is better, and the values must go past it; a custom "
         "objective has no bound and is not judged; one optimizer, or several stepping one "

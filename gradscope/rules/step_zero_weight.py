@@ -10,6 +10,7 @@ from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import about, by_optimizer
+from gradscope.steps.meaning import LossTerm
 from gradscope.steps.records import WatchRun
 
 READ_AGAIN_AFTER = 100
@@ -50,7 +51,8 @@ def term_weight_zero(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
         kind = run.loss_kind(s.index)
         if kind is None or not s.steps or s.steps[-1].step <= READ_AGAIN_AFTER:
             continue
-        zero = [f"{u.kind.replace('_', '-')} ({u.reduction})" for u in kind.terms if u.factor == 0]
+        zeros = [u for u in kind.terms if u.factor == 0]
+        zero = [f"{u.kind.replace('_', '-')} ({u.reduction})" for u in zeros]
         if not zero:
             continue
         names = ", ".join(zero)
@@ -62,13 +64,27 @@ def term_weight_zero(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
                 f"{s.steps[-1].step}): it added nothing to the gradient there, so unless its "
                 "weight rose after the last read, what it reads trained nothing"
             ),
-            "if the term should train (a consistency or unlabelled-loss weight), compute its "
-            "weight from the current step or epoch so its ramp-up reaches the maximum, and "
-            "give a confidence mask a threshold the predictions can pass (a probability "
-            "threshold in (0, 1), compared with >=); if the run is meant to go without it, "
-            "drop the term and save its forward",
+            _advice(zeros),
             value=0.0,
             evidence=(f"loss read from its graph: {kind.describe()}",),
         )
         out.append(about(finding, ()))
     return out
+
+
+def _advice(zeros: list[LossTerm]) -> str:
+    """A KL weighted by 0 leaves a (C)VAE's latent unregularised: no ramp-up or mask there."""
+    if all(u.kind == "gaussian_kl" for u in zeros):
+        return (
+            "give the KL its weight (ACT uses 10, a VAE 1, a β-VAE its β; an annealed weight "
+            "rises from 0 with the step): weighted by 0 the encoder's latent is not pulled "
+            "toward the prior, so the prior's samples (z = 0 at inference in ACT) are latents "
+            "the decoder never saw"
+        )
+    return (
+        "if the term should train (a consistency or unlabelled-loss weight), compute its "
+        "weight from the current step or epoch so its ramp-up reaches the maximum, and "
+        "give a confidence mask a threshold the predictions can pass (a probability "
+        "threshold in (0, 1), compared with >=); if the run is meant to go without it, "
+        "drop the term and save its forward"
+    )

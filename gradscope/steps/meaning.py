@@ -27,6 +27,7 @@ BOUNDED_BELOW = {
     "soft_cross_entropy": 0.0,
     "ctc": 0.0,
     "logistic_loss": 0.0,
+    "gaussian_kl": 0.0,
 }
 """Loss kinds whose value can never fall below this bound (for targets in their domain:
 class indices, probabilities in [0, 1]): a run that goes below it is not minimising it."""
@@ -47,7 +48,8 @@ class LossTerm:
     smooth_l1, huber, binary_cross_entropy(_with_logits), label_smoothing,
     soft_cross_entropy (probability targets times log_softmax), ctc (ctc_loss), logistic_loss
     (-log sigmoid(x) or softplus(x): negative sampling's loss), poisson_nll (exp(x) - y·x on a
-    log-rate, μ - y·log μ on a rate: count models; not bounded below by 0)."""
+    log-rate, μ - y·log μ on a rate: count models; not bounded below by 0), gaussian_kl (a
+    diagonal Gaussian's KL from another written out: a VAE's or CVAE's latent term)."""
     reduction: str
     """mean | sum | none (reduced afterwards by the graph: a mean or sum node)."""
     factor: float

@@ -24,6 +24,7 @@ from gradscope.errors import user_line
 from gradscope.steps.meaning import LossKind, LossTerm
 from gradscope.taken_derivatives import reads_derivative
 from gradscope.watcher import (
+    gaussian_kl_terms,
     kl_inputs,
     logistic_terms,
     loss_factors,
@@ -110,16 +111,8 @@ def read(
         if name in _LOSS_NODES:
             found.append(_term(node, _LOSS_NODES[name], factor, reduced))
             nodes.append(node)
-        elif name in logistic_terms.LOGISTIC:
-            by = factor * logistic_terms.sign(node)
-            found.append(LossTerm(logistic_terms.KIND, reduced or "none", by))
-            nodes.append(node)
-        elif pinball_terms.holds(node):
-            found.append(LossTerm(pinball_terms.KIND, reduced or "none", factor))
-            nodes.append(node)
-        elif (poisson := poisson_terms.read(node)) is not None:
-            misfed, by = (poisson.misfed, poisson.detail), factor * poisson.sign
-            found.append(LossTerm(poisson_terms.KIND, reduced or "none", by, None, None, *misfed))
+        elif (written := _written_out(node, factor, reduced)) is not None:
+            found.append(written)
             nodes.append(node)
         elif _below((node, factor, reduced)) is None:
             smoothing = _smoothing(node, factor, reduced)
@@ -139,6 +132,23 @@ def read(
     where = user_line() if again is not None or any(t.misfed for t in found) else None
     derivative = _differentiated(loss, derivatives)
     return LossKind(tuple(found[:MAX_TERMS]), unknown, scaled, where, derivative, again)
+
+
+def _written_out(node: Any, factor: float, reduced: str | None) -> LossTerm | None:
+    """A loss written out of plain ops at `node` (the logistic loss, a pinball loss, a
+    Poisson NLL, a Gaussian KL), or None."""
+    if type(node).__name__ in logistic_terms.LOGISTIC:
+        by = factor * logistic_terms.sign(node)
+        return LossTerm(logistic_terms.KIND, reduced or "none", by)
+    if pinball_terms.holds(node):
+        return LossTerm(pinball_terms.KIND, reduced or "none", factor)
+    if (poisson := poisson_terms.read(node)) is not None:
+        misfed, by = (poisson.misfed, poisson.detail), factor * poisson.sign
+        return LossTerm(poisson_terms.KIND, reduced or "none", by, None, None, *misfed)
+    if (kl := gaussian_kl_terms.read(node)) is not None:
+        reduction = reduced or kl.reduction or "none"
+        return LossTerm(gaussian_kl_terms.KIND, reduction, factor * kl.weight)
+    return None
 
 
 def _renormalised(loss: torch.Tensor) -> LossTerm | None:
@@ -201,7 +211,7 @@ def _below(branch: _Branch) -> list[_Branch] | None:
     name = type(node).__name__
     if name in _LOSS_NODES or name in logistic_terms.LOGISTIC:
         return []
-    if pinball_terms.holds(node) or poisson_terms.read(node):
+    if pinball_terms.holds(node) or poisson_terms.read(node) or gaussian_kl_terms.read(node):
         return []
     inputs = [n for n, _ in node.next_functions if n is not None]
     if name in _PASS and len(inputs) == 1:
