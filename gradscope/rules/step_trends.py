@@ -11,6 +11,7 @@ from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules import sharpening
+from gradscope.rules.minimised import minimised
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import (
     Series,
@@ -195,7 +196,7 @@ def vanishing(run: WatchRun, s: Series, t: Thresholds) -> list[Finding]:
     if len(steps) < 20:
         return []
     q = max(len(steps) // 4, 1)
-    if _loss_fell(steps, q) or _stationary(steps, q):
+    if _loss_fell(steps, q) or _stationary(steps, q) or minimised(s, steps, q):
         return []
     names = run.names()
     # a module whose parameters are all frozen now got no gradient because of it (GS417)
