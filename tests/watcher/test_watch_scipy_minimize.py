@@ -2,8 +2,9 @@
 calls the objective, which writes the weights from scipy's vector and runs backward) are
 updates by hand whose every step is one evaluation of a fixed objective, the line search's
 trial points included. A trial point that overshoots (the loss 1000× higher, the gradient
-with it) and the gradient that falls to scipy's tolerance at convergence are the method,
-not a bad batch (GS402, GS403, GS450) nor dying units (GS405). A NaN the objective
+with it) and the gradient that falls to scipy's tolerance at convergence (one fit's kept
+while the next model is fitted, as botorch fits a ModelListGP) are the method, not a bad
+batch (GS402, GS403, GS450) nor dying units (GS405). A NaN the objective
 reaches is still an error, and the same weights stepped by hand on mini-batches still
 spike at their corrupted batch."""
 
@@ -17,7 +18,7 @@ from tests.watcher.watch_scripts import domain_watched
 pytest.importorskip("scipy.optimize")
 
 
-@pytest.mark.parametrize("method", ["lbfgsb", "bfgs"])
+@pytest.mark.parametrize("method", ["lbfgsb", "bfgs", "two-fits"])
 def test_a_scipy_minimisers_evaluations_are_no_spikes(method):
     report = domain_watched("scipy_minimize.py", method)
     assert not report.faults, report.internal_error()

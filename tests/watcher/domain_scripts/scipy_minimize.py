@@ -3,9 +3,11 @@
 scipy calls the objective at each point it tries, which writes the weights from scipy's
 vector under no_grad and runs backward; no torch optimizer steps. The line search's trial
 points overshoot and come back, each one a step of updates by hand.
-argv[1]: `lbfgsb` (healthy), `bfgs` (healthy: scipy's BFGS), `nan` (bug: one observation
-logged as NaN reaches the likelihood), `by-hand` (the same weights stepped by hand on
-mini-batches, one corrupted: a spike that stays a warning)."""
+argv[1]: `lbfgsb` (healthy), `bfgs` (healthy: scipy's BFGS), `two-fits` (healthy: two
+outcomes' GPs fitted one after the other, each by its own scipy call, as botorch fits a
+ModelListGP's models), `nan` (bug: one observation logged as NaN reaches the likelihood),
+`by-hand` (the same weights stepped by hand on mini-batches, one corrupted: a spike that
+stays a warning)."""
 
 import sys
 
@@ -43,11 +45,14 @@ class ExactGP(nn.Module):
         return (0.5 * (r * alpha).sum() + chol.diagonal().log().sum()) / len(x)
 
 
-gp = ExactGP()
+# the second outcome is noisier: its fit ends at a higher loss than the first's
+outcomes = [Y, Y + 0.5 * torch.randn(20, dtype=torch.float64)] if MODE == "two-fits" else [Y]
+models = nn.ModuleList([ExactGP() for _ in outcomes])
+gp = models[0]
 params = list(gp.parameters())
 
 
-def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
+def objective(flat: np.ndarray, target: torch.Tensor) -> tuple[float, np.ndarray]:
     """botorch's NdarrayOptimizationClosure: weights from scipy's vector, then backward."""
     with torch.no_grad():
         start = 0
@@ -56,7 +61,7 @@ def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
             start += p.numel()
     for p in params:
         p.grad = None
-    loss = gp.nll(X, Y)
+    loss = gp.nll(X, target)
     loss.backward()
     grad = torch.cat([p.grad.reshape(-1) for p in params])
     return loss.item(), grad.numpy()
@@ -73,9 +78,11 @@ if MODE == "by-hand":
             for p in params:
                 p -= 0.05 * p.grad
 else:
-    x0 = torch.cat([p.detach().reshape(-1) for p in params]).numpy()
     method = "BFGS" if MODE == "bfgs" else "L-BFGS-B"
-    try:  # botorch's fit catches a failed attempt the same way, and warns
-        minimize(objective, x0, jac=True, method=method, options={"maxiter": 40})
-    except torch.linalg.LinAlgError as exc:
-        print(f"fit failed: {exc}", file=sys.stderr)
+    for gp, target in zip(models, outcomes, strict=True):
+        params = list(gp.parameters())
+        x0 = torch.cat([p.detach().reshape(-1) for p in params]).numpy()
+        try:  # botorch's fit catches a failed attempt the same way, and warns
+            minimize(objective, x0, (target,), method, jac=True, options={"maxiter": 40})
+        except torch.linalg.LinAlgError as exc:
+            print(f"fit failed: {exc}", file=sys.stderr)
