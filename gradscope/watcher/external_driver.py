@@ -13,8 +13,13 @@ import math
 import sys
 from types import FrameType
 
+import torch
+
 from gradscope.steps.meaning import EXTERNAL_DRIVER, GroupSettings, OptimizerSettings
+from gradscope.watcher import discover
+from gradscope.watcher.manual_search import ManualCheck
 from gradscope.watcher.state import WatchState
+from gradscope.watcher.subclass_leaves import leaf_grad
 
 DRIVER_MODULES = ("scipy.optimize",)
 """Packages whose minimisers call the script's objective: a frame of theirs below the
@@ -48,3 +53,19 @@ def note_driver(state: WatchState, index: int, step: int) -> None:
     history[index] = [
         OptimizerSettings(EXTERNAL_DRIVER, step, (GroupSettings(lr=math.nan, line_search=True),))
     ]
+
+
+def newly_reached(state: WatchState, manual: ManualCheck, roots: list[torch.Tensor]) -> None:
+    """A backward the minimiser drives reaches parameters no earlier one did: a model built
+    since (botorch refits a new GP at each step of a Bayesian optimisation loop, and fits a
+    ModelListGP's models one by one). Tracked from here, their fit is watched as the first
+    one was. Plain tensors are left out: the candidates `optimize_acqf` moves are inputs."""
+    known = state.tracked.index
+    new = [
+        p
+        for p in discover.graph_leaves(roots)
+        if isinstance(p, torch.nn.Parameter) and id(p) not in known and leaf_grad(p) is not None
+    ]
+    if new:
+        discover.extend(state.tracked, state.known, new, extra_name="tensor")
+        manual.params += new

@@ -66,6 +66,8 @@ def backward_end(state: WatchState, here: ThreadState, roots: list[torch.Tensor]
             return
         discover.extend(state.tracked, state.known, params, extra_name="tensor")
         manual = state.manual.check = ManualCheck(params, here.ident)
+    elif external_driver.driving_module() is not None:
+        guarded(state, lambda: external_driver.newly_reached(state, manual, roots))
     tracked = state.tracked.params
     if manual.weights is None or len(manual.versions) != len(tracked):
         manual.weights = state.measure.weights()

@@ -6,7 +6,8 @@ with it) and the gradient that falls to scipy's tolerance at convergence (one fi
 while the next model is fitted, as botorch fits a ModelListGP) are the method, not a bad
 batch (GS402, GS403, GS450) nor dying units (GS405). A NaN the objective
 reaches is still an error, and the same weights stepped by hand on mini-batches still
-spike at their corrupted batch."""
+spike at their corrupted batch. A model built after the first fit (botorch's loop refits
+a new GP each iteration) is watched as the first was."""
 
 from __future__ import annotations
 
@@ -30,6 +31,17 @@ def test_a_scipy_minimisers_evaluations_are_no_spikes(method):
 
 def test_a_nan_the_minimiser_reaches_is_still_an_error():
     report = domain_watched("scipy_minimize.py", "nan")
+    assert "GS401" in {f.rule for f in report.findings if f.severity >= Severity.ERROR}
+
+
+def test_a_model_built_after_the_first_fit_is_watched_too():
+    """botorch's optimisation loop refits a new GP at each iteration: the second fit's steps
+    are recorded, and a NaN only its data holds is found (the watch saw the first alone)."""
+    first = domain_watched("scipy_minimize.py", "lbfgsb")
+    both = domain_watched("scipy_minimize.py", "two-fits")
+    assert len(both.run.steps) > len(first.run.steps) + 20
+    assert len(both.run.params) == 2 * len(first.run.params)
+    report = domain_watched("scipy_minimize.py", "refit-nan")
     assert "GS401" in {f.rule for f in report.findings if f.severity >= Severity.ERROR}
 
 

@@ -5,9 +5,10 @@ vector under no_grad and runs backward; no torch optimizer steps. The line searc
 points overshoot and come back, each one a step of updates by hand.
 argv[1]: `lbfgsb` (healthy), `bfgs` (healthy: scipy's BFGS), `two-fits` (healthy: two
 outcomes' GPs fitted one after the other, each by its own scipy call, as botorch fits a
-ModelListGP's models), `nan` (bug: one observation logged as NaN reaches the likelihood),
-`by-hand` (the same weights stepped by hand on mini-batches, one corrupted: a spike that
-stays a warning)."""
+ModelListGP's models or refits a new GP in its optimisation loop), `nan` (bug: one
+observation logged as NaN reaches the likelihood), `refit-nan` (bug: the same NaN in the
+second model's data only), `by-hand` (the same weights stepped by hand on mini-batches,
+one corrupted: a spike that stays a warning)."""
 
 import sys
 
@@ -45,10 +46,13 @@ class ExactGP(nn.Module):
         return (0.5 * (r * alpha).sum() + chol.diagonal().log().sum()) / len(x)
 
 
-# the second outcome is noisier: its fit ends at a higher loss than the first's
-outcomes = [Y, Y + 0.5 * torch.randn(20, dtype=torch.float64)] if MODE == "two-fits" else [Y]
-models = nn.ModuleList([ExactGP() for _ in outcomes])
-gp = models[0]
+# two-fits: the second outcome is noisier, its fit ends at a higher loss than the first's
+outcomes = [Y]
+if MODE in ("two-fits", "refit-nan"):
+    outcomes.append(Y + 0.5 * torch.randn(20, dtype=torch.float64))
+if MODE == "refit-nan":
+    outcomes[1][5] = float("nan")
+gp = ExactGP()
 params = list(gp.parameters())
 
 
@@ -79,7 +83,9 @@ if MODE == "by-hand":
                 p -= 0.05 * p.grad
 else:
     method = "BFGS" if MODE == "bfgs" else "L-BFGS-B"
-    for gp, target in zip(models, outcomes, strict=True):
+    for i, target in enumerate(outcomes):
+        if i:  # a model built after the first fit (botorch's loop refits a new GP)
+            gp = ExactGP()
         params = list(gp.parameters())
         x0 = torch.cat([p.detach().reshape(-1) for p in params]).numpy()
         try:  # botorch's fit catches a failed attempt the same way, and warns
