@@ -98,6 +98,9 @@ class Series:
     """"optimizer 1 (Adam)" when the run has several optimizers, else ""."""
     sign: float = 1.0
     """-1 where maximize=True negated the losses: `user` gives a message the script's own."""
+    evaluations: bool = False
+    """Each step is an external minimiser's evaluation of a fixed objective, its line
+    search's trial points included (OptimizerSettings.evaluations)."""
 
     def user(self, loss: float) -> float:
         """A loss of these steps as the script computed it (its own sign)."""
@@ -136,7 +139,10 @@ def by_optimizer(run: WatchRun) -> Iterator[Series]:
         sign = -1.0 if run.maximizes(k) else 1.0
         if sign < 0:
             steps = [_ascended(r) for r in steps]
-        yield Series(k, steps, members, optimizer_name(run, k) if named else "", sign)
+        settings = run.settings_of(k)
+        evaluations = settings is not None and settings.evaluations
+        name = optimizer_name(run, k) if named else ""
+        yield Series(k, steps, members, name, sign, evaluations)
 
 
 def _ascended(r: StepRecord) -> StepRecord:

@@ -65,7 +65,7 @@ def layer_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[
     floor on a loss term (free nats), information."""
     out = []
     names = run.names()
-    for s in by_optimizer(run):
+    for s in (s for s in by_optimizer(run) if not s.evaluations):  # see steps.series_spikes
         total = series_spike_steps(s, t, "norm")
         found = [
             x

@@ -183,7 +183,9 @@ def vanishing_over_time(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A layer's median gradient norm over the last quarter of the run is below
     vanish-time-factor times its median over the first steps, while the loss did not fall
     tenfold (a converged run's gradients shrink by right) and still moves (a deterministic
-    objective at its minimum stops moving)."""
+    objective at its minimum stops moving). Not a scipy minimiser's evaluations: it stops on
+    its gradient's tolerance by design, with no lr to lower, and one series may hold several
+    of its fits one after another (botorch's ModelListGP), the first's gradient kept."""
     out = []
     for s in by_optimizer(run):
         out.extend(vanishing(run, s, t))
@@ -195,7 +197,7 @@ def vanishing(run: WatchRun, s: Series, t: Thresholds) -> list[Finding]:
     if len(steps) < 20:
         return []
     q = max(len(steps) // 4, 1)
-    if _loss_fell(steps, q) or _stationary(steps, q):
+    if _loss_fell(steps, q) or _stationary(steps, q) or s.evaluations:
         return []
     names = run.names()
     # a module whose parameters are all frozen now got no gradient because of it (GS417)

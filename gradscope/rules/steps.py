@@ -172,14 +172,15 @@ def series_spikes(
     gradient at all, GRPO's batch whose every group drew one reward, is no level to spike
     from) and the spikes among them; the first steps' spikes are left out where GS414
     explains them as an early blow-up; the norm's that rose to a level it held while the
-    loss fell (`held_level`, `in_new_level`): a trend."""
+    loss fell (`held_level`, `in_new_level`): a trend. None among a scipy minimiser's
+    evaluations of one objective: its line search's trial points (a NaN is GS401's)."""
     if kind == "loss":
         steps = [r for r in s.live() if finite(r.loss)]
         values = [r.loss for r in steps if r.loss is not None]
     else:
         steps = [r for r in s.live() if finite(r.grad_norm) and r.grad_norm]
         values = [r.grad_norm for r in steps]
-    found = spikes(values, t)
+    found = [] if s.evaluations else spikes(values, t)
     if found and found[0][0] < t.spike_min_history and early_blowup_of(s, t) is not None:
         found = [f for f in found if f[0] >= t.spike_min_history]
     if kind == "norm":

@@ -279,6 +279,11 @@ class GroupSettings:
 QUASI_NEWTON = ("LBFGS",)
 """The optimizers whose step sizes itself from curvature (torch.optim's LBFGS)."""
 
+EXTERNAL_DRIVER = "scipy.optimize"
+"""The kind of updates by hand that a minimiser outside torch makes, calling the objective
+at each point it evaluates (watcher/external_driver.py): a quasi-Newton step sized by a
+line search, each of whose trial points is a step of its own."""
+
 
 @dataclass(frozen=True)
 class OptimizerSettings:
@@ -309,7 +314,14 @@ class OptimizerSettings:
         """Quasi-Newton (LBFGS): a step is up to max_iter iterations along a direction
         scaled by its curvature estimate, their length set by a line search or by lr times
         that estimate, not lr × the gradient: a large move per step is its design."""
-        return self.kind in QUASI_NEWTON
+        return self.kind in QUASI_NEWTON or self.evaluations
+
+    @property
+    def evaluations(self) -> bool:
+        """Each step is one evaluation of a fixed objective by an external minimiser, its
+        line search's trial points included: a gradient that jumps at a trial point and
+        falls back at the next is its search, not a batch or a blow-up."""
+        return self.kind == EXTERNAL_DRIVER
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from gradscope.watcher import discover, record_step, resets, updates
+from gradscope.watcher import discover, external_driver, record_step, resets, updates
 from gradscope.watcher.manual_search import ManualCheck, ManualUpdates
 from gradscope.watcher.recorder import PendingStep
 from gradscope.watcher.state import WatchState
@@ -66,6 +66,8 @@ def backward_end(state: WatchState, here: ThreadState, roots: list[torch.Tensor]
             return
         discover.extend(state.tracked, state.known, params, extra_name="tensor")
         manual = state.manual.check = ManualCheck(params, here.ident)
+    elif external_driver.driving_module() is not None:
+        guarded(state, lambda: external_driver.newly_reached(state, manual, roots))
     tracked = state.tracked.params
     if manual.weights is None or len(manual.versions) != len(tracked):
         manual.weights = state.measure.weights()
@@ -151,6 +153,8 @@ def check(state: WatchState, here: ThreadState, final: bool = False) -> None:
     narrowed, manual.members = members != manual.members, members
     holder = _holder(state, here, manual, tracked)
     step = _step(state, here, manual, holder)
+    assert state.manual.index is not None
+    external_driver.note_driver(state, state.manual.index, step.step)
     # as after an optimizer's step: gradients still there at the next backward's
     # start were never reset (the script's zero_grad is missing); only those of the
     # tensors it moved (PGD's input, beside model gradients the attack left alone)
