@@ -17,6 +17,7 @@ from gradscope.rules.step_logits import (
     LOG_TARGET_FIX,
     LOGIT_TARGETS_FIX,
 )
+from gradscope.rules.step_logits import WHAT as STEP_WHAT
 from gradscope.stats import RunStats
 
 FIX = {
@@ -40,21 +41,13 @@ FIX = {
 }
 
 WHAT = {
+    **STEP_WHAT,
     "softmax": "probabilities where it wants logits",
     "sigmoid": "probabilities where it wants logits",
     "softmax-wrong-dim": "a softmax over the wrong axis where it wants logits",
-    "log-softmax-wrong-dim": "log-probabilities normalised over the wrong axis",
-    "softmax-not-log": "probabilities where it wants log-probabilities (a softmax with no log)",
-    "softmax-kl-input": "probabilities where kl_div wants log-probabilities",
-    "logits-as-targets": "logits where cross_entropy wants probability targets",
-    "softmax-as-bce-logits": "probabilities where binary_cross_entropy_with_logits wants "
-    "logits (a softmax, then its own sigmoid)",
-    "probs-as-log-target": "probabilities where kl_div(log_target=True) wants log-probabilities "
-    "as its target",
-    "rate-as-log-rate": "a rate where it wants a log-rate",
-    "softmax-as-logits": "probabilities where a distribution or log_softmax wants logits (a "
-    "double softmax)",
 }
+"""What fed the loss, as step_logits.WHAT says it, less the loss's name where the detail
+after it names the loss."""
 
 
 @rule(

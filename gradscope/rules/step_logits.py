@@ -71,7 +71,7 @@ CTC_FIX = {
     "wants (T, N, C) log-probabilities",
 }
 """ctc_loss has no logits form: its fix is the log_softmax alone."""
-_WHAT = {
+WHAT = {
     "softmax": "probabilities where cross_entropy wants logits (a double softmax)",
     "sigmoid": "probabilities where binary_cross_entropy_with_logits wants logits (a double "
     "sigmoid)",
@@ -177,7 +177,7 @@ def fix_for(term: LossTerm) -> str:
 
 
 def _message(kind: LossKind, term: LossTerm) -> str:
-    what = _WHAT.get(term.misfed or "", "probabilities where the loss wants logits")
+    what = WHAT.get(term.misfed or "", "probabilities where the loss wants logits")
     at = f" (backward at {kind.where})" if kind.where else ""
     text = f"the loss is fed {what}: {term.misfed_detail}{at}"
     if term.floor is not None:

@@ -21,9 +21,9 @@ from typing import Any
 
 import torch
 
-from gradscope.autograd_walk import NodeWalk, Order, inputs, saved
+from gradscope.autograd_walk import saved
 from gradscope.fmt import num
-from gradscope.watcher.loss_inputs import MAX_CHAIN, Misfed, saved_dim
+from gradscope.watcher.loss_inputs import MAX_CHAIN, Misfed, first_found, saved_dim
 
 SEARCH = 64
 """Nodes searched from the loss: kl_div's reduction sits a few ops below it."""
@@ -51,13 +51,7 @@ gradient) or xlogy(t, t) of a target that does."""
 
 def find(loss_node: Any) -> Misfed | None:
     """The first kl_div near the top of the loss's graph whose input is a softmax's output."""
-    if loss_node is None:
-        return None
-    for node in NodeWalk([loss_node], inputs, order=Order.NEAREST, limit=SEARCH):
-        found = read(node)
-        if found is not None:
-            return found
-    return None
+    return first_found(loss_node, read, SEARCH)
 
 
 def read(node: Any) -> Misfed | None:

@@ -14,6 +14,7 @@ a device.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -256,6 +257,18 @@ _ROWS = {"SelectBackward0", "IndexBackward0", "SliceBackward0", "IndexSelectBack
 _NLL = ("NllLossBackward0", "NllLoss2DBackward0")
 MAX_SEARCH = 64
 """Nodes searched from the loss down for the loss nodes: they sit near its top."""
+
+
+def first_found(loss_node: Any, read: Callable[[Any], Misfed | None], limit: int) -> Misfed | None:
+    """The first reading `read` makes of a node near the top of the loss's graph (the
+    `limit` nodes nearest it)."""
+    if loss_node is None:
+        return None
+    for node in NodeWalk([loss_node], inputs, order=Order.NEAREST, limit=limit):
+        found = read(node)
+        if found is not None:
+            return found
+    return None
 
 
 def find(loss_node: Any) -> list[Misfed]:

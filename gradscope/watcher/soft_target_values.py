@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from gradscope.autograd_walk import NodeWalk, Order, inputs, saved
+from gradscope.autograd_walk import saved
 from gradscope.fmt import num
-from gradscope.watcher.loss_inputs import Misfed, soft_classes, soft_target
+from gradscope.watcher.loss_inputs import Misfed, first_found, soft_classes, soft_target
 
 SEARCH = 64
 """Nodes searched from the loss: the product sits a few ops below it."""
@@ -30,13 +30,7 @@ NEGATIVE = -1e-6
 def find(loss_node: Any) -> Misfed | None:
     """The first soft-target cross-entropy near the top of the loss's graph whose targets
     hold a negative entry."""
-    if loss_node is None:
-        return None
-    for node in NodeWalk([loss_node], inputs, order=Order.NEAREST, limit=SEARCH):
-        found = read(node)
-        if found is not None:
-            return found
-    return None
+    return first_found(loss_node, read, SEARCH)
 
 
 def read(node: Any) -> Misfed | None:
