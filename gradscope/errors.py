@@ -68,11 +68,23 @@ FREED_GRAPH = "backward through the graph a second time"
 """torch's error when a backward reaches nodes an earlier backward freed."""
 
 
+FREED_BY_GRAD = (
+    "; torch.autograd.grad was called without retain_graph=True or create_graph=True "
+    "before this backward, and such a call frees the graph it goes through (the forward "
+    "a derivative of the output, a Laplacian or a force, was taken on): pass "
+    "create_graph=True to each autograd.grad whose graph the loss still goes through "
+    "(needed anyway where the loss uses the derivative), or retain_graph=True where it "
+    "only reuses the forward"
+)
+"""The cause of a freed graph where the watcher saw such a call free one (the watcher
+appends it to the error)."""
+
+
 def known_cause(error: str) -> str:
     """What a torch error says about the training loop, to follow its text; "" for any
     other. torch's own advice for a freed graph, retain_graph=True, is rarely the fix in a
     loop: the tensor that links the two graphs is."""
-    if FREED_GRAPH not in error:
+    if FREED_GRAPH not in error or FREED_BY_GRAD in error:
         return ""
     return (
         "; in a training loop this is a tensor from an earlier step or loss still attached "

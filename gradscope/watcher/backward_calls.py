@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from gradscope.errors import FREED_GRAPH
 from gradscope.steps.step_record import input_checked
 from gradscope.watcher import (
     backward_sites,
@@ -138,6 +139,7 @@ def ended(
     state.noise.end()
     if state.uncreated.results:
         state.uncreated.clear()
+    state.released_by_grad = False
     carried_graph.note_roots(state.graph_marks, roots)
     if not here.quiet:
         _passed(state, roots)
@@ -166,6 +168,8 @@ def failed(
     """The call raised: a graph an earlier step built, reached again (carried_graph.py);
     a loss without a graph while grad mode is off (torch.set_grad_enabled(False) still in
     force at the backward), or while it is on (a value taken out of the graph on its way)."""
+    if state.released_by_grad and FREED_GRAPH in str(exc):
+        state.freed_by_grad = True
     if not here.quiet:
         marks = state.graph_marks
         stepper = state.optimizers[marks.stepper] if marks.stepper >= 0 else None

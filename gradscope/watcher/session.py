@@ -16,7 +16,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from gradscope.config import Settings
-from gradscope.errors import GradscopeError, Terminated, UserCodeError, is_own_file
+from gradscope.errors import (
+    FREED_BY_GRAD,
+    GradscopeError,
+    Terminated,
+    UserCodeError,
+    is_own_file,
+)
 from gradscope.rules.range_test import with_range_test_note
 from gradscope.rules.watch import judge  # the engine calls the judge, once
 from gradscope.steps.records import MANUAL, ParamInfo, StepRecord, WatchRun
@@ -115,7 +121,7 @@ class Watcher:
             nan_probe.finish(self.state.probe, self.state)
         except Exception as probe_error:  # e.g. the device failed with the script
             notes.append(f"the weights could not be read for NaN: {probe_error}")
-        status, error = _status(exc, StopWatching)
+        status, error = _status(exc, StopWatching, self.state.freed_by_grad)
         if status == "crashed" and escaped(exc):  # a hook's failure no guard caught
             error = f"gradscope failed in its own code: {error}"
             fault = fault_of("a hook", self.state.steps + 1, exc, None, True)  # type: ignore[arg-type]
@@ -271,7 +277,11 @@ def escaped(exc: BaseException | None) -> bool:
     return tb is not None and is_own_file(tb.tb_frame.f_code.co_filename)
 
 
-def _status(exc: BaseException | None, stop: type[BaseException]) -> tuple[str, str | None]:
+def _status(
+    exc: BaseException | None, stop: type[BaseException], freed_by_grad: bool = False
+) -> tuple[str, str | None]:
+    """The run's status and the script's error; `freed_by_grad`: a backward failed on a
+    graph an autograd.grad call without retain_graph freed, said after the error."""
     if exc is None or isinstance(exc, stop):
         return ("completed" if exc is None else "stopped"), None
     if isinstance(exc, Terminated):
@@ -283,7 +293,8 @@ def _status(exc: BaseException | None, stop: type[BaseException]) -> tuple[str, 
             return "completed", None
         return "crashed", f"the script called sys.exit({exc.code!r})"
     detail = (str(exc).strip().splitlines() or [""])[0]
-    return "crashed", f"{type(exc).__name__}: {detail}".rstrip(": ")
+    cause = FREED_BY_GRAD if freed_by_grad else ""
+    return "crashed", f"{type(exc).__name__}: {detail}".rstrip(": ") + cause
 
 
 def _lr(group: dict[str, Any]) -> float | None:

@@ -126,6 +126,11 @@ class WatchState:
     """The last torch.autograd.grad call without create_graph (uncreated.py)."""
     uncreated_at: int | None = None
     """The step whose torch.autograd.grad failed on the derivative of such a call."""
+    released_by_grad: bool = False
+    """A torch.autograd.grad call since the last completed backward kept no graph (neither
+    retain_graph nor create_graph): it freed the graph it went through."""
+    freed_by_grad: bool = False
+    """A backward then failed on a freed graph: that call is the likely cause."""
     unused_clips: dict[str, UnusedClip] = field(default_factory=dict)
     """The script's line of a clip no step took → what it clipped (clipping.unused)."""
     sites: dict[str, str] = field(default_factory=dict)

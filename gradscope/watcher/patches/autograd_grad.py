@@ -37,6 +37,7 @@ class AutogradGrad(Patch):
             if here is not None and not here.depth and _create_graph(args, kw):
                 safely(state, here, PART, lambda: state.derivatives.note(outputs, results))
             elif here is not None and not here.depth:
+                state.released_by_grad |= not _retain_graph(args, kw)
                 safely(state, here, PART, lambda: _plain(state, outputs, inputs))
                 safely(state, here, PART, lambda: state.uncreated.plain(inputs, results))
             return results
@@ -55,6 +56,12 @@ def _plain(state: WatchState, outputs: Any, inputs: Any) -> None:
 def _create_graph(args: tuple[Any, ...], kw: dict[str, Any]) -> bool:
     """autograd.grad's create_graph, given by keyword or third after outputs and inputs."""
     return bool(kw.get("create_graph", args[2] if len(args) > 2 else False))
+
+
+def _retain_graph(args: tuple[Any, ...], kw: dict[str, Any]) -> bool:
+    """autograd.grad's retain_graph (by keyword or second after outputs and inputs); its
+    default, create_graph, is False here."""
+    return bool(kw.get("retain_graph", args[1] if len(args) > 1 else False))
 
 
 def _failed(state: WatchState, outputs: Any, inputs: Any) -> None:
