@@ -88,10 +88,14 @@ def loss_without_graph(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
     """The run crashed in a top-level backward whose loss requires no grad while grad mode
     was on: no tensor the loss was computed from required grad, so the values the model
     made reached it only through a cut (a Python number, a NumPy array, a tensor made anew
-    from them, a .detach(), a no_grad block). Grad mode off at the call is GS461's."""
+    from them, a .detach(), a no_grad block; a reentrant torch.utils.checkpoint whose
+    inputs required no grad, named when torch warned so in the same step). Grad mode off
+    at the call is GS461's."""
     step = run.graphless_at
     if step is None:
         return []
+    if run.graphless_checkpoint:
+        return [about(_in_checkpoint(this, step), [step])]
     uncreated = (
         ", or a gradient taken just before by torch.autograd.grad without create_graph=True "
         "(a Hessian-vector product's first derivative: it comes back outside the graph)"
@@ -111,6 +115,24 @@ def loss_without_graph(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
         evidence=(f"the loss requires no grad at the backward of step {step}, grad mode on",),
     )
     return [about(finding, [step])]
+
+
+def _in_checkpoint(this: Rule, step: int) -> Finding:
+    return this.finding(
+        "checkpoint",
+        f"the backward of step {step} failed on a loss with no graph although grad mode was "
+        "on, and in that step torch.utils.checkpoint ran with use_reentrant=True on inputs "
+        "none of which requires grad (torch warned: None of the inputs have "
+        "requires_grad=True): a reentrant checkpoint returns outputs without a graph then, "
+        "so the parameters inside it get no gradient (a rollout checkpointed step by step "
+        "from the data loses them all)",
+        "pass use_reentrant=False to torch.utils.checkpoint.checkpoint (it keeps the "
+        "parameters' gradients whatever its inputs), or make the first input require grad",
+        evidence=(
+            f"the loss requires no grad at the backward of step {step}, grad mode on",
+            f"a reentrant checkpoint with no input requiring grad in step {step}",
+        ),
+    )
 
 
 @rule(

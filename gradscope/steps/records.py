@@ -206,6 +206,9 @@ class WatchRun:
     graphless_derivative: bool = False
     """At that failure the results of a torch.autograd.grad call without create_graph
     were alive, with no backward since: the loss may be made from them."""
+    graphless_checkpoint: bool = False
+    """At that failure a reentrant torch.utils.checkpoint had run in the same step with no
+    input that requires grad: its outputs come back without a graph."""
     uncreated_at: int | None = None
     """The step whose torch.autograd.grad failed on the derivative of a derivative taken
     without create_graph (watcher/uncreated.py)."""

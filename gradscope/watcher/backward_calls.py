@@ -190,6 +190,9 @@ def failed(
         state.grad_off_at = state.grad_off_at or state.steps + 1
     else:
         state.graphless_derivative = state.graphless_at is None and state.uncreated.held()
+        state.graphless_checkpoint = state.graphless_at is None and (
+            state.inputs_unreached_at == state.steps + 1
+        )
         state.graphless_at = state.graphless_at or state.steps + 1
 
 

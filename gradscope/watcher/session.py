@@ -233,6 +233,7 @@ class Watcher:
             hook_again=icp.hooks_again.found,
             graphless_at=icp.graphless_at,
             graphless_derivative=icp.graphless_derivative,
+            graphless_checkpoint=icp.graphless_checkpoint,
             uncreated_at=icp.uncreated_at,
             uncreated_direct=icp.uncreated.direct,
         )

@@ -122,6 +122,11 @@ class WatchState:
     (hand_scale.py): later losses are recorded in its scale."""
     graphless_derivative: bool = False
     """At that failure, a derivative taken without create_graph was alive, none since."""
+    inputs_unreached_at: int | None = None
+    """The last step in which a reentrant torch.utils.checkpoint ran with no input that
+    requires grad (torch's warning: checkpoint_inputs.py)."""
+    graphless_checkpoint: bool = False
+    """At the graphless failure, such a checkpoint had run in the same step."""
     uncreated: Uncreated = field(default_factory=Uncreated)
     """The last torch.autograd.grad call without create_graph (uncreated.py)."""
     uncreated_at: int | None = None

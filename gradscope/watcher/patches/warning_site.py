@@ -21,6 +21,7 @@ from typing import Any
 from torch.compiler import is_compiling
 
 import gradscope.untraced as untraced_module
+from gradscope.watcher import checkpoint_inputs
 from gradscope.watcher.patches.base import Patch
 from gradscope.watcher.state import WatchState
 
@@ -39,12 +40,15 @@ class WarningSite(Patch):
     traced = True  # a warning inside a graph torch.compile traces is torch's to handle
 
     def wrap(self, original: Any) -> Any:
+        state = self.state
+
         def warn(
             message: Any, category: Any = None, stacklevel: int = 1, *a: Any, **kw: Any
         ) -> Any:
             if is_compiling():  # traced, or dynamo's own warning while it compiles
                 level = stacklevel + 1 if isinstance(stacklevel, int) else stacklevel
                 return original(message, category, level, *a, **kw)
+            checkpoint_inputs.note(state, message)
             try:
                 level = user_level(sys._getframe(1), stacklevel)
             except Exception:  # gradscope's own walk failed: the plain location
