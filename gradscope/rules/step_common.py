@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding
 from gradscope.fmt import num
-from gradscope.rules.own_targets import own_predictions
+from gradscope.rules.switched_on import objective_moves
 from gradscope.steps.records import MANUAL, ParamInfo, StepRecord, WatchRun
 
 MAD_SIGMA = 1.4826
@@ -379,7 +379,7 @@ def trend_doubt(run: WatchRun, s: Series) -> str | None:
             "contrastive loss, whose classes are other samples' embeddings (a queue's, a "
             "momentum encoder's), harder as the encoder learns, so its level says nothing alone"
         )
-    return own_predictions(run)
+    return objective_moves(run, kind, s.steps)
 
 
 def regression_like(run: WatchRun, s: Series) -> bool:

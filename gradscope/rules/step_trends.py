@@ -118,11 +118,13 @@ def exploding_trend(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> l
     return out
 
 
-def _loss_fell(steps: Sequence[StepRecord], q: int) -> bool:
-    """The loss fell 10× or more (to 0 included) from the first q steps to the last q:
-    convergence, not vanishing. A margin or hinge loss met (exactly 0 at most of the last
-    steps) has no gradient by right, however early it got there."""
-    early = [r.loss for r in steps[:q] if r.loss is not None and math.isfinite(r.loss)]
+def _loss_fell(steps: Sequence[StepRecord], k: int, q: int) -> bool:
+    """The loss fell 10× or more (to 0 included) from the first k steps (those the norms
+    start from) to the last q: convergence, not vanishing. A run that fits its data within
+    its first quarter has its early median there already. A margin or hinge loss met
+    (exactly 0 at most of the last steps) has no gradient by right, however early it got
+    there."""
+    early = [r.loss for r in steps[:k] if r.loss is not None and math.isfinite(r.loss)]
     late = [r.loss for r in steps[-q:] if r.loss is not None and math.isfinite(r.loss)]
     if not early or not late:
         return False
@@ -197,14 +199,14 @@ def vanishing(run: WatchRun, s: Series, t: Thresholds) -> list[Finding]:
     if len(steps) < 20:
         return []
     q = max(len(steps) // 4, 1)
-    if _loss_fell(steps, q) or _stationary(steps, q) or s.evaluations:
+    k = max(5, q // 5)
+    if _loss_fell(steps, k, q) or _stationary(steps, q) or s.evaluations:
         return []
     names = run.names()
     # a module whose parameters are all frozen now got no gradient because of it (GS417)
     groups = {
         module_of(names[i]) for i in s.members if i < len(names) and run.params[i].requires_grad
     }
-    k = max(5, q // 5)
     early = [group_norms(run, r, s.members) for r in steps[:k]]
     late = [group_norms(run, r, s.members) for r in steps[-q:]]
     out = []

@@ -10,12 +10,9 @@ from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import about, by_optimizer
+from gradscope.rules.switched_on import READ_AGAIN_AFTER
 from gradscope.steps.meaning import LossTerm
 from gradscope.steps.records import WatchRun
-
-READ_AGAIN_AFTER = 100
-"""The watcher reads the loss's kind at its first steps and again every this many steps: a
-run this long or shorter was read at its first steps only, where a ramp-up is still 0."""
 
 
 @rule(

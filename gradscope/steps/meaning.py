@@ -87,6 +87,9 @@ class LossTerm:
     """A sum whose factor changed between the steps read: divided by a count the script
     takes from each batch (a detector's positive anchors or objects), a mean over what it
     counts rather than a sum over the batch."""
+    ramped: bool = False
+    """Its factor was 0 at the first steps read and not at a later one: a schedule switches
+    it on (a verified loss mixed in as its epsilon ramps up, a consistency warm-up)."""
 
     @property
     def bound(self) -> float | None:

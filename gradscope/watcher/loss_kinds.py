@@ -55,7 +55,7 @@ def _ramped(a: LossKind, b: LossKind) -> LossKind:
         weighted = [t.factor for t in b.terms if t.kind == kind and t.factor != 0]
         later = b.terms[i].factor if aligned else (weighted or [0.0])[0]
         if later != 0:
-            terms[i] = replace(terms[i], factor=later)
+            terms[i] = replace(terms[i], factor=later, ramped=True)
     return replace(a, terms=tuple(terms))
 
 
