@@ -118,17 +118,24 @@ def exploding_trend(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> l
     return out
 
 
+STARTED = 3
+"""The first steps whose median is where the loss started."""
+
+
 def _loss_fell(steps: Sequence[StepRecord], k: int, q: int) -> bool:
     """The loss fell 10× or more (to 0 included) from the first k steps (those the norms
     start from) to the last q: convergence, not vanishing. A run that fits its data within
-    its first quarter has its early median there already. A margin or hinge loss met
-    (exactly 0 at most of the last steps) has no gradient by right, however early it got
-    there."""
+    its first quarter has its early median there already. The fall is measured from where
+    the loss started (its first STARTED steps) where that is lower: a blow-up within the
+    first k steps (an lr that saturates the units at once) lifts their median, and the
+    loss's return from it is no fall. A margin or hinge loss met (exactly 0 at most of the
+    last steps) has no gradient by right, however early it got there."""
     early = [r.loss for r in steps[:k] if r.loss is not None and math.isfinite(r.loss)]
     late = [r.loss for r in steps[-q:] if r.loss is not None and math.isfinite(r.loss)]
     if not early or not late:
         return False
-    first, last = statistics.median(early), statistics.median(late)
+    first = min(statistics.median(early), statistics.median(early[:STARTED]))
+    last = statistics.median(late)
     return last == 0 or (first > 0 and 0 <= last < 0.1 * first)
 
 
