@@ -45,10 +45,11 @@ def driving_module() -> str | None:
 
 
 def note_driver(state: WatchState, index: int, step: int) -> None:
-    """An update by hand at `step`: where an external minimiser calls the objective, the
-    stand-in optimizer at `index` takes its settings (once: the driver stays)."""
+    """An update by hand at `step` whose backward an external minimiser drove (found once
+    per backward: manual.backward_end): the stand-in optimizer at `index` takes its
+    settings (once: the driver stays)."""
     history = state.settings.history
-    if history.get(index) or driving_module() is None:
+    if history.get(index):
         return
     history[index] = [
         OptimizerSettings(EXTERNAL_DRIVER, step, (GroupSettings(lr=math.nan, line_search=True),))

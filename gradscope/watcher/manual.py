@@ -57,6 +57,7 @@ def backward_end(state: WatchState, here: ThreadState, roots: list[torch.Tensor]
     """No optimizer has stepped: note what this backward left, for the check at the
     next backward's start (or the end of the watch)."""
     manual = state.manual.check
+    driven = external_driver.driving_module() is not None
     if manual is None:
         if state.manual.scanned:
             return
@@ -66,8 +67,9 @@ def backward_end(state: WatchState, here: ThreadState, roots: list[torch.Tensor]
             return
         discover.extend(state.tracked, state.known, params, extra_name="tensor")
         manual = state.manual.check = ManualCheck(params, here.ident)
-    elif external_driver.driving_module() is not None:
+    elif driven:
         guarded(state, lambda: external_driver.newly_reached(state, manual, roots))
+    manual.driven = driven
     tracked = state.tracked.params
     if manual.weights is None or len(manual.versions) != len(tracked):
         manual.weights = state.measure.weights()
@@ -154,7 +156,8 @@ def check(state: WatchState, here: ThreadState, final: bool = False) -> None:
     holder = _holder(state, here, manual, tracked)
     step = _step(state, here, manual, holder)
     assert state.manual.index is not None
-    external_driver.note_driver(state, state.manual.index, step.step)
+    if manual.driven:
+        external_driver.note_driver(state, state.manual.index, step.step)
     # as after an optimizer's step: gradients still there at the next backward's
     # start were never reset (the script's zero_grad is missing); only those of the
     # tensors it moved (PGD's input, beside model gradients the attack left alone)

@@ -42,6 +42,8 @@ class ManualCheck:
     """The models in eval mode at the first of those backward calls (threads.Window)."""
     pending: bool = False
     """A backward ended since the last check."""
+    driven: bool = False
+    """That backward ran under an external minimiser's call (external_driver.py)."""
 
 
 @dataclass
