@@ -90,6 +90,10 @@ class LossTerm:
     ramped: bool = False
     """Its factor was 0 at the first steps read and not at a later one: a schedule switches
     it on (a verified loss mixed in as its epsilon ramps up, a consistency warm-up)."""
+    radius: float | None = None
+    """Its input is the worst case over an input box of this radius, carried through |W|
+    (interval bound propagation: certified training's epsilon), the largest read so far;
+    None: no interval bound."""
 
     @property
     def bound(self) -> float | None:

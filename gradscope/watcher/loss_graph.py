@@ -25,6 +25,7 @@ from gradscope.steps.meaning import LossKind, LossTerm
 from gradscope.taken_derivatives import reads_derivative
 from gradscope.watcher import (
     gaussian_kl_terms,
+    interval_bounds,
     kl_inputs,
     logistic_terms,
     loss_factors,
@@ -77,6 +78,8 @@ _ROWS = _PASS | {
 }
 """Between log_softmax and NLL: a subset of rows (the training nodes of a graph) is
 still log-probabilities."""
+_BOUNDED_INPUTS = frozenset({"cross_entropy", "nll", "binary_cross_entropy_with_logits"})
+"""Kinds whose input may be interval bounds' worst-case logits (interval_bounds.py)."""
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 _REDUCING = {"MeanBackward0": "mean", "SumBackward0": "sum"}
 """A per-sample loss (reduction="none") reduced afterwards."""
@@ -357,7 +360,10 @@ def _term(node: Any, kind: str, factor: float, reduced: str | None) -> LossTerm:
         classes = 2
         if kind == "binary_cross_entropy_with_logits":
             misfed = loss_inputs.logits_input(node)
+    radius = interval_bounds.radius(node) if kind in _BOUNDED_INPUTS else None
     if misfed is None:
-        return LossTerm(kind, reduction, factor, classes, count)
+        return LossTerm(kind, reduction, factor, classes, count, radius=radius)
     floor = misfed.floor if reduction == "mean" else None  # a sum's floor needs the count
-    return LossTerm(kind, reduction, factor, classes, count, misfed.what, misfed.detail, floor)
+    return LossTerm(
+        kind, reduction, factor, classes, count, misfed.what, misfed.detail, floor, radius=radius
+    )

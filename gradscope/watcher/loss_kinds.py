@@ -27,8 +27,9 @@ def union(a: LossKind, b: LossKind) -> LossKind:
     detector's box and class terms only on batches that hold an object): every term either
     showed, each kind and sign once, so a term that comes and goes is read as one more term
     of the objective, whose level then varies with the batch. A term weighted 0 in a takes
-    its weight from b (_ramped): a factor still 0 is 0 at every step read."""
-    a = _counted(_ramped(a, b), b)
+    its weight from b (_ramped): a factor still 0 is 0 at every step read. An interval
+    bound's box that grew in b makes a's term ramped too (_widened)."""
+    a = _counted(_widened(_ramped(a, b), b), b)
     if a.renormalised is None and b.renormalised is not None:
         a = replace(a, renormalised=b.renormalised, where=a.where or b.where)
     seen = {(t.kind, t.negated) for t in a.terms}
@@ -57,6 +58,22 @@ def _ramped(a: LossKind, b: LossKind) -> LossKind:
         if later != 0:
             terms[i] = replace(terms[i], factor=later, ramped=True)
     return replace(a, terms=tuple(terms))
+
+
+def _widened(a: LossKind, b: LossKind) -> LossKind:
+    """a, each term fed an interval bound (interval_bounds.py) whose box is wider in b's
+    term of its kind marked ramped: certified training's epsilon grows by a schedule. A
+    wider box by rounding only (the data clamped to its range) is the same box."""
+    terms = list(a.terms)
+    for i, t in enumerate(terms):
+        later = [u.radius for u in b.terms if u.kind == t.kind and u.radius is not None]
+        if t.radius is not None and later and later[0] > t.radius * (1 + GREW) + 1e-12:
+            terms[i] = replace(t, radius=later[0], ramped=True)
+    return replace(a, terms=tuple(terms))
+
+
+GREW = 0.01
+"""A box's radius this much wider (relative) is a wider box, not rounding."""
 
 
 def _signed_by_data(terms: tuple[LossTerm, ...], a: LossKind, b: LossKind) -> tuple[LossTerm, ...]:
