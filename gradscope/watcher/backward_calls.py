@@ -65,7 +65,7 @@ def started(
     if window.calls == 0:  # a norm taken after the last step (a log) is no clip
         clipping.unused(state, here)
         here.clear_clip()
-        _graph_window_began(state)
+        _graph_window_began(state, roots)
         kept_grads.note_marks(state, window)
     here.zeroed = None  # a backward after the zero_grad: the usual order
     here.taken = None
@@ -163,13 +163,13 @@ def ended(
             manual.guarded(state, lambda: manual.backward_end(state, here, roots))
 
 
-def _graph_window_began(state: WatchState) -> None:
+def _graph_window_began(state: WatchState, roots: list[torch.Tensor]) -> None:
     """A step's first backward: where its graph begins, and at the steps same_batch reads,
     the watched models' buffers whose graph spans steps (carried_graph.py)."""
     carried_graph.window_began(state.graph_marks)
     if same_batch.wanted(state.steps + 1):
         models = [discover.unwrapped(m) for m in state.tracked.roots]
-        carried_graph.look_for_growth(state.graph_marks, models, state.steps + 1)
+        carried_graph.look_for_growth(state.graph_marks, models, state.steps + 1, roots)
 
 
 def failed(

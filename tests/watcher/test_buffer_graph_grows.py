@@ -3,7 +3,9 @@ matrix `precision = m * precision + phi.T @ phi` (or an in-place add_) chains ev
 graph to the one before, and no backward reads it, so no backward fails: the run went
 clean while its memory grew with every step. Named now by the buffer; the same update
 under torch.no_grad(), a buffer re-made from each step's forward alone and one made once
-before the loop with a graph stay silent."""
+before the loop with a graph stay silent. So does another running statistic written the
+same way (a feature mean kept by hand) and state the loss itself reads back across steps
+on purpose (retain_graph=True, detached every few steps)."""
 
 from __future__ import annotations
 
@@ -72,3 +74,44 @@ def test_a_buffer_accumulated_with_autograd_on_is_named(write):
 def test_a_buffer_that_spans_no_two_steps_is_silent(write):
     findings = _run(write).findings
     assert not [f for f in findings if f.severity != Severity.INFO]
+
+
+class _Carried(torch.nn.Module):
+    """A linear layer with a buffer `state` written each forward from its last value and the
+    batch's features with grad mode on: `reads` says whether the output reads it back."""
+
+    def __init__(self, reads: bool) -> None:
+        super().__init__()
+        self.reads = reads
+        self.lin = torch.nn.Linear(4, 4)
+        self.register_buffer("state", torch.zeros(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lin(x)
+        self.state = 0.9 * self.state + 0.1 * h.mean(0)
+        return h + self.state if self.reads else h
+
+
+def _carried_run(reads: bool):
+    torch.manual_seed(0)
+    model = _Carried(reads)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    x, y = torch.randn(8, 4), torch.randn(8, 4)
+    with gradscope.watch() as w:
+        for step in range(6):
+            if step % 3 == 0:
+                model.state = model.state.detach()
+            loss = F.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward(retain_graph=reads)
+            opt.step()
+    return w.report
+
+
+def test_a_running_statistic_kept_by_hand_with_autograd_on_is_named():
+    (f,) = [f for f in _carried_run(reads=False).findings if f.rule == "GS476"]
+    assert "state" in f.message and f.steps == (3,)
+
+
+def test_state_the_loss_reads_back_on_purpose_is_not_this():
+    assert not [f for f in _carried_run(reads=True).findings if f.rule == "GS476"]
