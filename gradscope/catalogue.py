@@ -37,6 +37,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_batch",
         "gradscope.rules.step_blowup",
         "gradscope.rules.step_carried_graph",
+        "gradscope.rules.step_buffer_graph",
         "gradscope.rules.step_clip_order",
         "gradscope.rules.step_copies",
         "gradscope.rules.step_derivative_cut",

@@ -188,6 +188,8 @@ class WatchRun:
     so advice can give a command line that works."""
     carried_graph: CarriedGraph | None = None
     """A backward that failed on a graph an earlier step built (watcher/carried_graph.py)."""
+    growing_graph: tuple[int, tuple[str, ...]] | None = None
+    """(step, buffers): buffers whose graph spans steps on a run that need not fail."""
     grad_off_at: int | None = None
     """The step whose backward failed on a loss with no graph while grad mode was off
     (torch.set_grad_enabled(False) still in force: watcher/backward_calls.py), or whose

@@ -29,6 +29,7 @@ from gradscope.watcher import (
     nan_probe,
     passed_through,
     resets,
+    same_batch,
     sampled_grids,
     stepping,
 )
@@ -64,7 +65,7 @@ def started(
     if window.calls == 0:  # a norm taken after the last step (a log) is no clip
         clipping.unused(state, here)
         here.clear_clip()
-        carried_graph.window_began(state.graph_marks)
+        _graph_window_began(state, roots)
         kept_grads.note_marks(state, window)
     here.zeroed = None  # a backward after the zero_grad: the usual order
     here.taken = None
@@ -160,6 +161,15 @@ def ended(
             manual.threaded(state)
         elif check is None or check.thread == here.ident:
             manual.guarded(state, lambda: manual.backward_end(state, here, roots))
+
+
+def _graph_window_began(state: WatchState, roots: list[torch.Tensor]) -> None:
+    """A step's first backward: where its graph begins, and at the steps same_batch reads,
+    the watched models' buffers whose graph spans steps (carried_graph.py)."""
+    carried_graph.window_began(state.graph_marks)
+    if same_batch.wanted(state.steps + 1):
+        models = [discover.unwrapped(m) for m in state.tracked.roots]
+        carried_graph.look_for_growth(state.graph_marks, models, state.steps + 1, roots)
 
 
 def failed(

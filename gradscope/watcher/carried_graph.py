@@ -68,6 +68,9 @@ class GraphMarks:
     """`stepping` of the previous step: the optimizers whose steps since an older graph was
     built could update its weights."""
     found: CarriedGraph | None = None
+    growing: tuple[int, tuple[str, ...]] | None = None
+    """(step, buffers): the first read step at which watched models' buffers held a graph
+    spanning the last two steps (`look_for_growth`)."""
 
 
 def stepped(marks: GraphMarks, optimizer: Any) -> None:
@@ -88,6 +91,67 @@ def window_began(marks: GraphMarks) -> None:
     """The first backward of a step begins: nodes up to the last loss are older."""
     marks.before_previous, marks.before_window = marks.before_window, marks.last_root
     marks.last_stepped, marks.stepping = marks.stepping, []
+
+
+def look_for_growth(
+    marks: GraphMarks, models: Sequence[torch.nn.Module], step: int, roots: list[torch.Tensor]
+) -> None:
+    """At the first backward of `step`: the buffers whose graph holds nodes the previous
+    step built and nodes older still. Written each step from a tensor with a graph while
+    grad mode was on and from their own last value (SNGP's precision matrix accumulated
+    without torch.no_grad()), they chain every step's graph to the one before: the
+    activations of every step stay alive until the buffer is reset, and no backward need
+    ever fail. A buffer re-made from this step's forward alone, or holding one graph built
+    once before the loop, spans no two steps; one the loss `roots` reads after its write is
+    state the loss backpropagates through on purpose (retain_graph=True), GS459's kind when
+    it fails. A buffer without a graph costs one check; the loss's graph is walked only
+    where a buffer spans steps."""
+    if marks.growing is not None or marks.before_previous < 0:
+        return
+    several = len(models) > 1
+    spanning = [
+        (f"{type(model).__name__}.{name}" if several else name, buffer.grad_fn)
+        for model in models
+        for name, buffer in model.named_buffers()
+        if buffer.grad_fn is not None
+        and _spans(buffer.grad_fn, marks.before_previous, marks.before_window)
+    ]
+    if not spanning:
+        return
+    read = _node_ids(roots)
+    unread = tuple(n for n, node in spanning if id(node) not in read)
+    if unread:
+        marks.growing = (step, unread)
+
+
+def _node_ids(roots: list[torch.Tensor]) -> set[int]:
+    """The ids of the nodes of the roots' graph (at most MAX_NODES)."""
+    seen: set[int] = set()
+    stack = [t.grad_fn for t in roots]
+    while stack and len(seen) < MAX_NODES:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.extend(n for n, _ in node.next_functions)
+    return seen
+
+
+def _spans(node: Any, older: int, previous: int) -> bool:
+    """Whether the graph below `node` holds a node numbered in (`older`, `previous`] (the
+    previous step's) and one numbered at or below `older` (an earlier step's)."""
+    seen: set[int] = set()
+    stack, between, below = [node], False, False
+    while stack and len(seen) < MAX_NODES and not (between and below):
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        number = node._sequence_nr()
+        below = below or number <= older
+        between = between or older < number <= previous
+        stack.extend(n for n, _ in node.next_functions)
+    return between and below
 
 
 def failed(

@@ -227,6 +227,7 @@ class Watcher:
             batch_read=tuple(icp.noise.reads),
             unused_clips=tuple(icp.unused_clips.values()),
             carried_graph=icp.graph_marks.found,
+            growing_graph=icp.graph_marks.growing,
             grad_off_at=icp.grad_off_at,
             grad_off_derivative=icp.grad_off_derivative,
             derivative_cut_at=tuple(icp.derivative_cut_at),

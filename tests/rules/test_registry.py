@@ -192,6 +192,10 @@ FIRES = {
         "tests/watcher/test_watch_carried_graph.py",
         "test_a_hidden_state_carried_with_its_graph_is_named",
     ),
+    "GS476": (
+        "tests/watcher/test_buffer_graph_grows.py",
+        "test_a_buffer_accumulated_with_autograd_on_is_named",
+    ),
     "GS460": (
         "tests/watcher/test_watch_range_test.py",
         "test_only_training_that_starts_above_the_tests_first_losses_is_named",
