@@ -241,14 +241,15 @@ def _bounded_by_optimizer(
     """Each spike one step alone (its neighbours none), no loss spike, nothing non-finite,
     the loss kept falling, and the step the spike made bounded: under an optimizer whose
     step is about the lr whatever the gradient's scale (Adam's family, Lion: the spike
-    enters Adam's first moment at 1 - beta1), or under SGD, whose step is the lr times the
-    gradient, where that step was no spike among the run's own steps before it (the lr had
-    fallen since the steps it is as large as). One batch's large gradient moved the
-    weights by a step the run shows did no harm; repeated or lasting jumps stay warnings."""
+    enters Adam's first moment at 1 - beta1) or d·lr (Prodigy: d its own estimate), or
+    under SGD, whose step is the lr times the gradient, where that step was no spike among
+    the run's own steps before it (the lr had fallen since the steps it is as large as).
+    One batch's large gradient moved the weights by a step the run shows did no harm;
+    repeated or lasting jumps stay warnings."""
     settings = run.settings_of(s.index)
     if settings is None or not spiked:
         return False
-    if not settings.adaptive and any(sgd_step(steps, j, t) is None for j in spiked):
+    if not settings.bounded and any(sgd_step(steps, j, t) is None for j in spiked):
         return False
     if any(b - a < 2 for a, b in pairwise(spiked)):
         return False
@@ -279,9 +280,10 @@ def _normalised(
     settings = run.settings_of(s.index)
     kind = settings.kind if settings is not None else "its optimizer"
     at = steps[top]
-    ratio = sgd_step(steps, top, t) if settings is not None and not settings.adaptive else None
+    ratio = sgd_step(steps, top, t) if settings is not None and not settings.bounded else None
+    size = "d·lr (d its own estimate)" if settings and settings.update == "adapted" else "the lr"
     why = (
-        f"under {kind} each element's step is about the lr whatever the gradient's scale"
+        f"under {kind} each element's step is about {size} whatever the gradient's scale"
         if ratio is None
         else f"under {kind} the step is the lr times the gradient: at step {at.step}'s lr "
         f"({num(max(at.lrs))}) it was {ratio:.1f}× the run's median step, as steps at its "

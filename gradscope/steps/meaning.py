@@ -301,8 +301,10 @@ class OptimizerSettings:
     groups: tuple[GroupSettings, ...]
     update: str = ""
     """What its step is, as far as gradscope knows the class (watcher/optim_known.py):
-    "adam" (torch's Adam family), "sign" (Lion), "torch" (torch's other classes), ""
-    unknown: no rule then reads its lr, betas or decay with Adam's or SGD's meaning."""
+    "adam" (torch's Adam family), "sign" (Lion), "adapted" (about d·lr per element, d its
+    own estimate: Prodigy), "torch" (torch's other classes), "" unknown: no rule then
+    reads its lr, betas or decay with Adam's or SGD's meaning ("adapted" neither: its lr
+    is a multiplier of d)."""
     noise: tuple[float, float, float] | None = None
     """(sigma, C, std an element) of the noise a differentially private wrapper adds to the
     gradient it writes (watcher/added_noise.py); None: none."""
@@ -313,8 +315,14 @@ class OptimizerSettings:
         return self.update in ("adam", "sign")
 
     @property
+    def bounded(self) -> bool:
+        """Each element's step is bounded whatever the gradient's scale: about lr (Adam's
+        family, Lion) or d·lr (an optimizer adapting its own step size, d its estimate)."""
+        return self.adaptive or self.update == "adapted"
+
+    @property
     def known(self) -> bool:
-        return self.update != ""
+        return self.update not in ("", "adapted")
 
     @property
     def sizes_own_step(self) -> bool:

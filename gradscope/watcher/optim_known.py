@@ -34,10 +34,16 @@ ADAM_STEP = (torch.optim.Adam, torch.optim.NAdam, torch.optim.RAdam, torch.optim
 VERIFIED: dict[tuple[str, str], tuple[str, bool | None]] = {
     ("lion_pytorch.lion_pytorch", "Lion"): ("sign", True),
     ("transformers.optimization", "Adafactor"): ("", True),
+    ("prodigyopt.prodigy", "Prodigy"): ("adapted", None),
+    ("pytorch_optimizer.optimizer.prodigy", "Prodigy"): ("adapted", None),
+    ("dadaptation.dadapt_adam", "DAdaptAdam"): ("adapted", None),
+    ("pytorch_optimizer.optimizer.dadapt", "DAdaptAdam"): ("adapted", None),
 }
 """(module, class) of third-party optimizers read at their source: what their update is
 (`update`'s words) and whether their decay scales the weights (decoupled) or is added to
-the gradient."""
+the gradient. Prodigy and D-Adaptation's Adam divide a d-scaled momentum by √v (+ eps):
+each element moves by about d·lr, d their own estimate of the distance to travel (their
+lr, 1 by design, only multiplies it); their decay is scaled by d too, so not claimed."""
 
 
 def inner(optimizer: Any) -> Any:
@@ -70,8 +76,9 @@ def adam_rule(optimizer: Any) -> bool:
 
 def update(optimizer: Any) -> str:
     """What its step is: "adam" (about lr per element over a moving second moment: torch's
-    Adam family), "sign" (exactly lr per element: Lion), "torch" (torch's other classes:
-    SGD, RMSprop, Adagrad...), "" where gradscope does not know."""
+    Adam family), "sign" (exactly lr per element: Lion), "adapted" (about d·lr per element,
+    d the optimizer's own estimate: Prodigy, D-Adaptation's Adam), "torch" (torch's other
+    classes: SGD, RMSprop, Adagrad...), "" where gradscope does not know."""
     cls = torch_class(optimizer)
     if cls is not None:
         return "adam" if issubclass(cls, ADAM_STEP) else "torch"

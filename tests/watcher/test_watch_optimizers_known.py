@@ -138,7 +138,7 @@ def test_adams_state_is_read_only_under_adams_rule(vendored, make, adam):
 @pytest.mark.parametrize(
     "make, decoupled, update",
     [
-        (lambda ps, v: v[0](ps, lr=1.0, weight_decay=0.01), None, ""),
+        (lambda ps, v: v[0](ps, lr=1.0, weight_decay=0.01), None, "adapted"),
         (lambda ps, v: _AdamLookalike(ps), None, ""),
         (lambda ps, v: v[1](ps, lr=3e-4, weight_decay=0.1), True, "sign"),
         (lambda ps, v: torch.optim.AdamW(ps, lr=1e-3), True, "adam"),
