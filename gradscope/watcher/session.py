@@ -190,6 +190,7 @@ class Watcher:
                 idle_optimizer=idle.get(id(p), resets.NOT_IDLE)[0],
                 idle_zeroed=idle.get(id(p), resets.NOT_IDLE)[1],
                 idle_resets=idle.get(id(p), resets.NOT_IDLE)[2],
+                idle_cleared=id(p) in icp.cleared_unstepped,
                 model=icp.tracked.owners.get(i, (None, ""))[0],
                 plain_attribute=i in icp.tracked.attributes,
                 assigned_over=replaced.assigned_in_place_of(icp, p, owned),

@@ -4,8 +4,9 @@ entropy bottleneck's quantiles too, which only the aux optimizer holds). The cli
 that optimizer before its first step; it was then taken as one that stepped, and the
 quantiles, never given a gradient (the aux loss never backpropagated), were told to check
 that they take part in the loss (GS413). They are told as the idle optimizer's (GS411), as
-they are without the clip; the aux loss backpropagated with no aux step is still an error, and
-the aux optimizer stepped is silent."""
+they are without the clip. The aux loss backpropagated with no aux step is an error, also
+where its gradients exist only between the main steps (its backward after the main step:
+the aux zero_grad() clears them unapplied); the aux optimizer stepped is silent."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ class _Codec(torch.nn.Module):
 
 def _run(aux: str, clip: bool = True):
     """aux: `none` (the aux loss never backpropagated), `together` (backpropagated with the
-    main loss, its step left out), `step` (its own backward and step)."""
+    main loss, its step left out), `after` (backpropagated after the main step, its step
+    left out), `step` (its own backward and step)."""
     torch.manual_seed(0)
     codec = _Codec()
     opt = torch.optim.Adam(codec.net.parameters(), lr=1e-3)
@@ -43,8 +45,9 @@ def _run(aux: str, clip: bool = True):
             if clip:
                 torch.nn.utils.clip_grad_norm_(codec.parameters(), 1.0)
             opt.step()
-            if aux == "step":
+            if aux in ("after", "step"):
                 codec.aux_loss().backward()
+            if aux == "step":
                 aux_opt.step()
     return w.report
 
@@ -57,8 +60,11 @@ def test_the_idle_aux_optimizer_is_named_with_or_without_a_clip(clip):
     assert "whose step() never did" in told["GS411"].message
 
 
-def test_an_aux_loss_backpropagated_without_its_step_is_an_error():
-    report = _run("together")
+@pytest.mark.parametrize("aux", ["together", "after"])
+def test_an_aux_loss_backpropagated_without_its_step_is_an_error(aux):
+    """`after`: its gradients are there only between the main steps, and its zero_grad()
+    clears them unapplied."""
+    report = _run(aux)
     told = [f for f in report.findings if f.subject == "quantiles"]
     assert [f.rule for f in told] == ["GS411"], report.findings
     assert told[0].severity == Severity.ERROR and "no step applies" in told[0].message
