@@ -1,7 +1,10 @@
 """Parameters every path from the loss reaches through one zero-derivative op (`torch.sign`,
 `round`, `floor`, ...) or one custom autograd.Function: a binarised or quantised layer
 without a straight-through estimator gets all-zero gradients by torch's definition of the
-op's derivative, not from a dead ReLU or a mask (GS106 names the op)."""
+op's derivative, not from a dead ReLU or a mask (GS106 names the op). A parameter behind
+both a step function and a custom Function (GDN's beta, bounded below by one, under the
+quantiser's round) is told of the step function: its zeros are certain, the Function's
+backward may pass the gradient on."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from gradscope.autograd_walk import NodeWalk, flat_op
+from gradscope.autograd_walk import CUSTOM_FUNCTION, NodeWalk, flat_op
 from gradscope.inspector import weighted_off
 
 
@@ -29,7 +32,8 @@ def behind(
 ) -> tuple[tuple[str, str], ...]:
     """`names`, from the loss's graph `nodes` already walked (the inspector's own walk of
     the whole graph): one type test a node where no such op is."""
-    ops = sorted({op for node in nodes if (op := flat_op(node)) is not None})
+    found = {op for node in nodes if (op := flat_op(node)) is not None}
+    ops = sorted(found, key=lambda op: (op.startswith(CUSTOM_FUNCTION), op))  # certain first
     out: list[tuple[str, str]] = []
     for op in ops:
         behind = weighted_off.names(model, loss, _through(op))

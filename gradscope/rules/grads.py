@@ -11,6 +11,7 @@ from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
 from gradscope.rules import (
     derivative_bias,
+    detached_by_owner,
     frozen_by_no_grad,
     layer_drop,
     shift_invariance,
@@ -68,6 +69,8 @@ def cut_found(f: Finding) -> Finding:
         return f
     if frozen_by_no_grad.read_inside(f.subject, cuts):
         return frozen_by_no_grad.as_inspected(replace(f, message=f.message.replace(UNUSED, "")))
+    if detached_by_owner.read_detached(f.subject, cuts):
+        return detached_by_owner.as_inspected(replace(f, message=f.message.replace(UNUSED, "")))
     step = all(STEP_CUT in e or INDEX_CUT in e for e in cuts)  # no .detach() or no_grad
     index = all(INDEX_CUT in e for e in cuts)
     advice = INDEX_ADVICE if index else STEP_ADVICE if step else CUT_ADVICE
@@ -110,7 +113,9 @@ def none_grad(stats: RunStats, t: Thresholds, *, this: Rule = DECLARED) -> list[
     phase that does not train it (DeeBERT's early exits, trained after their backbone). A
     parameter the explanation pass finds read only inside a torch.no_grad() region, in its
     own module's forward (or its parent's, as attention reads out_proj), is information:
-    the block freezes it (rules/frozen_by_no_grad.py; wav2vec 2.0's feature encoder); so is
+    the block freezes it (rules/frozen_by_no_grad.py; wav2vec 2.0's feature encoder), and so
+    is one its own module's forward reads only through .detach(), for another loss to train
+    (rules/detached_by_owner.py; an entropy bottleneck's quantiles); so is
     the output of a stack's last block that no next block reads, its siblings' same
     parameter given a gradient (Conv-TasNet's last residual conv: rules/stack_tail.py)."""
     ran = {m.name for m in stats.modules if m.ran}

@@ -91,7 +91,7 @@ def not_in_optimizer(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
         copy = copy_of(p, copies)
         if (top(p.name), top(copy)) in apart:
             copy = ""  # the same architecture, initialised on its own: not a copy
-        if not got_grad(run, i):
+        if not got_grad(run, i) and not (p.idle_optimizer and p.idle_cleared):
             out.append(_idle(run, p) if p.idle_optimizer else _no_grad_outside(run, p, copy))
             continue
         finding = _given_gradients(this, run, p, i, copy, master)

@@ -66,6 +66,9 @@ class ParamInfo:
     idle_resets: int = 0
     """How many times that optimizer's zero_grad() ran: once, in a run that ended early
     (a crash, --steps), its step() may simply not have come yet."""
+    idle_cleared: bool = False
+    """That optimizer's zero_grad() cleared a gradient of it: a backward reached it between
+    the steps the run records (an aux loss's, after the main step), not at none."""
     differentiated: bool = False
     """The script took a derivative with respect to it by torch.autograd.grad (a dummy
     scale, an input): a variable of a derivative it reads itself."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from gradscope.autograd_walk import WHERE_UNCHOSEN, NodeWalk, flat_op
+from gradscope.autograd_walk import CUSTOM_FUNCTION, WHERE_UNCHOSEN, NodeWalk, flat_op
 from gradscope.watcher.discover import MAX_GRAPH_NODES
 from gradscope.watcher.unchosen_branches import unchosen_leaves
 
@@ -46,7 +46,7 @@ class FlatOps:
             op = flat_op(node)
             if op is not None:
                 flat.setdefault(op, []).append(node)
-        for op, nodes in flat.items():  # one walk per op, below all of its nodes
+        for op, nodes in sorted(flat.items(), key=_custom_last):  # one walk per op
             for under in NodeWalk(nodes, limit=MAX_GRAPH_NODES):
                 leaf = _variable(under)
                 if leaf is not None and id(leaf) not in self.below:
@@ -58,6 +58,13 @@ class FlatOps:
         """The zero-derivative op this tensor lies below in the graphs read (None: none)."""
         held = self.below.get(id(tensor))
         return held[1] if held is not None and held[0]() is tensor else None
+
+
+def _custom_last(item: tuple[str, list[Any]]) -> bool:
+    """Step functions claim their leaves before custom Functions do: torch.round's zeros are
+    certain, while a custom Function nearer the loss (a likelihood's lower bound) may pass
+    the gradient on, so a leaf below both is told of the round."""
+    return item[0].startswith(CUSTOM_FUNCTION)
 
 
 def _variable(node: Any) -> torch.Tensor | None:

@@ -281,6 +281,14 @@ def sentinel(state: WatchState, here: ThreadState, window: Window) -> None:
             window.sentinel_version = window.sentinel._version
 
 
+def clearing(state: WatchState, optimizer: Any, params: Any) -> None:
+    """Before a zero_grad of an optimizer not yet stepped: the tensors whose gradient it
+    clears were reached by a backward, even where no step saw them there (an aux loss
+    backpropagated after the main step, its own step left out)."""
+    if all(optimizer is not o for o in state.optimizers):
+        state.cleared_unstepped.update(id(p) for p in params if p.grad is not None)
+
+
 def optimizer_reset(state: WatchState, optimizer: Any) -> None:
     """The optimizer's zero_grad ran (kept, weakly, among those that did: one whose step()
     never runs still holds its parameters)."""

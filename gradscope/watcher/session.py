@@ -164,9 +164,10 @@ class Watcher:
         from gradscope.watcher.discover import read_out_layers
 
         icp = self.state
-        owned = {id(p) for o in icp.known for g in o.param_groups for p in g["params"]}
+        holding = _holding(icp)
+        owned = {id(p) for o in holding for g in o.param_groups for p in g["params"]}
         owned.update(id(icp.tracked.params[i]) for i in icp.manual.updated)
-        groups = _groups(icp.known)
+        groups = _groups(holding)
         idle = resets.idle_holders(icp, owned, ended_early)
         first = [] if icp.first_weights is None else icp.first_weights.tolist()
         read_outs = read_out_layers(icp.tracked.roots)
@@ -189,6 +190,7 @@ class Watcher:
                 idle_optimizer=idle.get(id(p), resets.NOT_IDLE)[0],
                 idle_zeroed=idle.get(id(p), resets.NOT_IDLE)[1],
                 idle_resets=idle.get(id(p), resets.NOT_IDLE)[2],
+                idle_cleared=id(p) in icp.cleared_unstepped,
                 model=icp.tracked.owners.get(i, (None, ""))[0],
                 plain_attribute=i in icp.tracked.attributes,
                 assigned_over=replaced.assigned_in_place_of(icp, p, owned),
@@ -238,6 +240,18 @@ class Watcher:
             uncreated_at=icp.uncreated_at,
             uncreated_direct=icp.uncreated.direct,
         )
+
+
+def _holding(icp: Any) -> list[Any]:
+    """The known optimizers that hold their parameters for the verdicts: not one found at a
+    clip whose zero_grad() ran and whose step() never did (an auxiliary optimizer whose
+    step the script left out): its parameters are told as that idle optimizer's (GS411),
+    as they are where no clip found it."""
+    return [
+        o
+        for o in icp.known
+        if id(o) not in icp.zeroed or any(o is stepped for stepped in icp.optimizers)
+    ]
 
 
 def _groups(optimizers: Any) -> dict[int, tuple[float | None, int]]:

@@ -82,6 +82,9 @@ class WatchState:
     stepped at the next step of another, their models are tracked (stepping._track_idle)."""
     zero_grads: dict[int, int] = field(default_factory=dict)
     """id → how many times each of those optimizers' zero_grad() ran."""
+    cleared_unstepped: set[int] = field(default_factory=set)
+    """Ids of tensors whose gradient a zero_grad() of an optimizer not yet stepped cleared:
+    gradients there between steps (an aux loss's backward after the main step)."""
     discovered: bool = False
     traced_clip: tuple[Any, Any, Any] | None = None
     """A clip inside a graph torch.compile traced: (total, norm_type, max_norm)."""

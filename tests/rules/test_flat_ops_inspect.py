@@ -55,3 +55,48 @@ def test_a_zero_derivative_op_is_named_in_a_models_inspect(how, op):
 
 def test_a_straight_through_estimator_has_gradients():
     assert _zero_finding("ste") == []
+
+
+class _LowerBound(torch.autograd.Function):
+    """A lower bound whose backward passes the gradient where it would raise the value
+    (CompressAI's LowerBound, which keeps GDN's beta positive)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return x.clamp(min=1e-3)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return ((x >= 1e-3) | (grad < 0)) * grad
+
+
+class _BoundedUnderRound(nn.Module):
+    """A gain kept positive by `_LowerBound`, under a quantiser's plain round (`rounded`) or its
+    straight-through estimator."""
+
+    def __init__(self, rounded: bool) -> None:
+        super().__init__()
+        self.rounded = rounded
+        self.gain = nn.Parameter(torch.ones(8))
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = 4 * x * _LowerBound.apply(self.gain) ** 2
+        y_hat = y.round() if self.rounded else y + (y.round() - y).detach()
+        return self.head(y_hat)
+
+
+@pytest.mark.parametrize("rounded", [True, False])
+def test_a_custom_bound_under_a_plain_round_is_told_of_the_round(rounded):
+    torch.manual_seed(0)
+    report = gradscope.inspect(
+        _BoundedUnderRound(rounded), torch.randn(32, 8), lambda out: out.logsumexp(1).mean()
+    )
+    found = [f for f in report.findings if f.rule == "GS106" and f.subject == "gain"]
+    if not rounded:
+        assert found == [], found
+        return
+    (f,) = found
+    assert "through torch.round" in f.message and "_LowerBound" not in f.advice, f

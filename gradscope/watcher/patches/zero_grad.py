@@ -35,6 +35,7 @@ class OptimizerZeroGrad(Patch):
                 return (p for g in optimizer.param_groups for p in g["params"])
 
             safely(state, here, PART, lambda: _resetting(state, here, params))
+            safely(state, here, PART, lambda: resets.clearing(state, optimizer, params()))
             out = original(optimizer, *args, **kw)
             safely(state, here, PART, lambda: resets.optimizer_reset(state, optimizer))
             return out
