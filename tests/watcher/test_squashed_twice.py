@@ -53,3 +53,13 @@ def test_a_model_output_squashed_again_by_the_losss_own_activation_is_named(squa
 @pytest.mark.parametrize("squash", ["softmax", "sigmoid"])
 def test_raw_logits_into_the_losss_own_activation_are_right(squash):
     assert "GS431" not in _segment(squash, model_squashes=False, hidden_sigmoid=True)
+
+
+def test_inspect_names_a_softmax_squashed_again_too():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.Softmax(dim=1))
+    x = torch.randn(2, 1, 8, 8)
+    target = torch.zeros(2, 3, 8, 8)
+    target[:, 0] = 1
+    report = gradscope.inspect(model, x, loss_fn=lambda out: _dice(out, target, "softmax"))
+    assert "GS432" in {f.rule for f in report.findings}
