@@ -16,6 +16,7 @@ from gradscope.rules.step_logits import (
     KL_FIX,
     LOG_TARGET_FIX,
     LOGIT_TARGETS_FIX,
+    SQUASHED_FIX,
 )
 from gradscope.rules.step_logits import WHAT as STEP_WHAT
 from gradscope.stats import RunStats
@@ -33,6 +34,7 @@ FIX = {
     "probs-as-log-target": LOG_TARGET_FIX,
     "softmax-as-bce-logits": BCE_SOFTMAX_FIX,
     "logits-as-targets": LOGIT_TARGETS_FIX,
+    "squashed-twice": SQUASHED_FIX,
     "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate) with "
     "log_input=True, or keep the link and pass log_input=False",
     "softmax-as-logits": "hand the distribution (or log_softmax) the raw logits "

@@ -40,6 +40,11 @@ LOGIT_TARGETS_FIX = (
 )
 """kl_div's, the softmax-under-BCE and the soft targets' fixes, shared with inspect's GS432
 (rules/logits.py)."""
+SQUASHED_FIX = (
+    "pass the raw logits to the loss that applies its own softmax or sigmoid (drop the "
+    "model's), or keep the model's and turn the loss's off (DiceLoss(softmax=False) or "
+    "sigmoid=False)"
+)
 _FIX = {
     "softmax": "pass the raw logits to cross_entropy (drop the softmax before it); for "
     "probabilities elsewhere, take softmax of the logits separately",
@@ -59,6 +64,7 @@ _FIX = {
     "probs-as-log-target": LOG_TARGET_FIX,
     "softmax-as-bce-logits": BCE_SOFTMAX_FIX,
     "logits-as-targets": LOGIT_TARGETS_FIX,
+    "squashed-twice": SQUASHED_FIX,
     "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate, any "
     "real value) with log_input=True, or keep the link and pass log_input=False, which reads "
     "the input as the rate itself",
@@ -87,6 +93,7 @@ WHAT = {
     "rate-as-log-rate": "a rate where it wants a log-rate",
     "softmax-as-logits": "probabilities where a distribution or log_softmax wants logits (a "
     "double softmax)",
+    "squashed-twice": "probabilities where it wants logits (a double softmax or sigmoid)",
 }
 
 
@@ -112,7 +119,8 @@ WHAT = {
         "the classes, ctc_loss's last dim; the log of the user's own probabilities); BCELoss "
         "on a sigmoid is right; a Poisson NLL exp(x) - y·x wants a log-rate x of any sign, "
         "its rate form μ - y·log μ a rate; under any objective (a policy gradient too), "
-        "probabilities normalised again as logits (Categorical(logits=probs)); kl_div "
+        "probabilities normalised again as logits (Categorical(logits=probs)) or squashed "
+        "again by a loss's own softmax or sigmoid (DiceLoss(softmax=True)); kl_div "
         "wants log-probabilities as its input, and as its target with log_target=True; other "
         "losses are not judged"
     ),
@@ -132,10 +140,10 @@ def probabilities_as_logits(
     probabilities to read as log-probabilities: the loss goes below 0 and falls as the
     probabilities rise, whatever the targets. A Poisson NLL whose log-rate comes out of exp,
     softplus or relu predicts rates of at least 1 (watcher/poisson_terms.py). Under any
-    objective, a softmax's output normalised again as logits (Categorical(logits=probs))
-    keeps every probability from 0 and 1 (watcher/renormalised.py); one taken by kl_div as
-    log-probabilities teaches the target's argmax (watcher/kl_inputs.py). A log_softmax over
-    the classes, nll_loss or ctc_loss on it, and BCELoss on a sigmoid are right."""
+    objective, probabilities squashed again (Categorical(logits=probs), DiceLoss(softmax=True)
+    on them) stay from 0 and 1 (watcher/renormalised.py); kl_div taking them as log-probabilities
+    teaches the target's argmax (watcher/kl_inputs.py). A log_softmax over the classes,
+    nll_loss or ctc_loss on it, and BCELoss on a sigmoid are right."""
     out: list[Finding] = []
     seen: dict[tuple[str, str], int] = {}
     for s in by_optimizer(run):

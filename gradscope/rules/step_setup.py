@@ -14,6 +14,7 @@ from gradscope.rules import (
     dropped_grad,
     frozen_by_no_grad,
     hetero_tail,
+    library_unused,
     moved_by_copy,
     past_read_out,
     plain_derivative,
@@ -244,7 +245,9 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     which does not exist: information (WaveNet's last residual conv, N-BEATS' last backcast, a stack
     that is the model itself too: rules/stack_tail.py). So is a heterogeneous graph layer's conv
     into a node type whose output the loss never reads, where the same relation learned in
-    another layer (a PyG HeteroConv trained on one node type's labels: rules/hetero_tail.py)."""
+    another layer (a PyG HeteroConv trained on one node type's labels: rules/hetero_tail.py),
+    and a module an installed library's forward ran without ever calling (MONAI's
+    TransformerBlock's norm_cross_attn: rules/library_unused.py)."""
     stepped = live(run)
     if not stepped:
         return []
@@ -282,6 +285,8 @@ def _explained(
         finding = frozen_by_no_grad.as_never_recomputed(finding, p)
     elif none and p.no_grad_forwards:
         finding = frozen_by_no_grad.as_told(run, i, finding, got_grad)
+    elif none and p.uncalled_in:
+        finding = library_unused.as_information(finding, p)
     elif place is not None:
         finding = routed.if_unrouted(run, place, finding, f"{p.name} never learned")
     elif read_through is not None:

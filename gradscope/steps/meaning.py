@@ -69,7 +69,8 @@ class LossTerm:
     relu), softmax-as-bce-logits (a softmax under binary_cross_entropy_with_logits),
     logits-as-targets (a soft-target cross-entropy's targets with a negative entry);
     softmax-kl-input and probs-as-log-target (kl_div given probabilities as its input, or a
-    target that is no log-probabilities under log_target=True) and softmax-as-logits only as
+    target that is no log-probabilities under log_target=True), softmax-as-logits and
+    squashed-twice (a softmax over a softmax, a sigmoid over a sigmoid) only as
     `LossKind.renormalised`; None: logits, or log-probabilities over the classes."""
     misfed_detail: str = ""
     """The ops and axes, in words."""

@@ -124,6 +124,10 @@ class ParamInfo:
     """The custom autograd.Function (`torch.utils.checkpoint.CheckpointFunction`, by
     module and name) inside whose forward, grad mode off, every forward of the module
     holding it ran, never again with gradients on: its backward never recomputed it."""
+    uncalled_in: str = ""
+    """The installed library's class (`package.module.Class`) whose forward ran with
+    gradients and never called the module holding it: a submodule the library builds and
+    this configuration leaves unused; "": none."""
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,9 @@ class NoGradOwners:
         self.in_function: dict[int, str] = {}
         """Ids of the modules whose forward ran with grad mode off inside a custom
         autograd.Function's forward → that Function, by module and name."""
+        self.library: dict[int, str] = {}
+        """Ids of the hooked modules whose class an installed package defines (not torch's
+        own) → that class, by module and name."""
 
     def watch(
         self,
@@ -67,6 +70,8 @@ class NoGradOwners:
         if id(module) not in self.hooked and hookable(module):
             self.hooked.add(id(module))
             register(module, self._forward)
+            if (name := library_class(type(module))) is not None:
+                self.library[id(module)] = name
 
     def _forward(self, module: nn.Module, _args: Any) -> None:
         if torch.jit.is_tracing():
@@ -99,6 +104,30 @@ class NoGradOwners:
             if module in self.without:
                 return True
         return False
+
+    def uncalled_in(self, position: int) -> str:
+        """The installed library's class whose forward ran with gradients and never called
+        the module holding it (nor the modules between them): a submodule the library builds
+        and its configuration leaves out (MONAI's TransformerBlock builds norm_cross_attn
+        whatever with_cross_attention says). "": any other, the user's own forward included,
+        where a layer defined and never called is a mistake to name."""
+        chain = self.chains.get(position, ())
+        for k, module in enumerate(chain):
+            if module in self.with_grad or module in self.without or module in self.in_function:
+                return self.library.get(module, "") if k > 0 and module in self.with_grad else ""
+        return ""
+
+
+def library_class(cls: type) -> str | None:
+    """`package.module.Class` of a class an installed package defines, torch's excepted:
+    torch's layers read a child's parameters without calling it (attention's out_proj)."""
+    module = sys.modules.get(cls.__module__)
+    path = getattr(module, "__file__", None) or ""
+    if cls.__module__.split(".")[0] == "torch" or not any(
+        marker in path for marker in ("site-packages", "dist-packages")
+    ):
+        return None
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 _APPLY = torch.autograd.Function.apply.__func__.__code__  # type: ignore[attr-defined]

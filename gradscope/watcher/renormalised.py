@@ -12,8 +12,11 @@ them (a REINFORCE loss's log-probabilities taken from a policy that already ends
 softmax) where no nll_loss reads it: cross_entropy's own is loss_inputs.py's to name. Found
 by a bounded search
 from the loss, whatever the objective (a policy gradient is no loss gradscope otherwise
-reads); `Categorical(probs=...)` takes the log of its probabilities and is right. Shapes
-only; nothing is read from a device.
+reads); `Categorical(probs=...)` takes the log of its probabilities and is right. A softmax
+straight over a softmax's output on the same axis, or a sigmoid over a sigmoid's, is the
+same squashing by a loss that applies its own (MONAI's DiceLoss(softmax=True) or
+sigmoid=True, monai/losses/dice.py, fed a model's probabilities): no prediction can reach 0
+or 1, so the overlap never does. Shapes only; nothing is read from a device.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ def find(loss_node: Any) -> Misfed | None:
             found = _log_softmax_of_softmax(node)
             if found is not None:
                 return found
+        if name in _SQUASH and (found := _squashed_twice(node)) is not None:
+            return found
         if name != "SubBackward0" or len(node.next_functions) != 2:
             continue
         (x, _), (lse, _) = node.next_functions
@@ -67,6 +72,26 @@ def _log_softmax_of_softmax(node: Any) -> Misfed | None:
         "softmax-as-logits",
         "a softmax's probabilities, normalised again as logits by log_softmax (a policy "
         "network that already ends in a softmax, its log-probabilities taken by log_softmax)",
+        None,
+        x,
+    )
+
+
+_SQUASH = {"SoftmaxBackward0": "softmax", "SigmoidBackward0": "sigmoid"}
+
+
+def _squashed_twice(node: Any) -> Misfed | None:
+    """A softmax straight over a softmax's output on the axis it normalised, or a sigmoid
+    straight over a sigmoid's."""
+    x = node.next_functions[0][0] if node.next_functions else None
+    name = type(node).__name__
+    if type(x).__name__ != name or (name == "SoftmaxBackward0" and not _same_axis(x, node)):
+        return None
+    op = _SQUASH[name]
+    return Misfed(
+        "squashed-twice",
+        f"a {op} over a {op}'s probabilities (a loss that applies its own {op}, as MONAI's "
+        f"DiceLoss({op}=True), fed the model's {op} output)",
         None,
         x,
     )
