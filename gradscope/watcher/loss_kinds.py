@@ -69,7 +69,8 @@ def _widened(a: LossKind, b: LossKind) -> LossKind:
         later = [u.radius for u in b.terms if u.kind == t.kind and u.radius is not None]
         if t.radius is not None and later and later[0] > t.radius * (1 + GREW) + 1e-12:
             terms[i] = replace(t, radius=later[0], ramped=True)
-    return replace(a, terms=tuple(terms))
+    widened = any(t is not u for t, u in zip(terms, a.terms, strict=True))
+    return replace(a, terms=tuple(terms)) if widened else a
 
 
 GREW = 0.01
