@@ -38,7 +38,7 @@ from gradscope.rules.step_common import (
 from gradscope.rules.step_dead import dead_from
 from gradscope.rules.symptoms import DIVERGENCE
 from gradscope.rules.update_ratios import had_lr, judged_ratios
-from gradscope.steps.records import ParamInfo, WatchRun
+from gradscope.steps.records import ParamInfo, StepRecord, WatchRun
 
 
 def got_grad(run: WatchRun, i: int) -> bool:
@@ -257,14 +257,23 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
         if not p.requires_grad or not p.in_optimizer or got_grad(run, i):
             continue
         none = not run.tensors.ever_had_grad(i)
+        steps = len(_own_steps(run, stepped, i))
         finding = this.finding(
             p.name,
             f"{p.name} got {'no gradient (None)' if none else 'only zero gradients'} "
-            f"in all {len(stepped)} steps: it never learns",
+            f"in all {steps} steps: it never learns",
             zero_in_graph.advice(none, no_backward(run), held=p.model is not None),
         )
-        out.append(_explained(run, i, finding, none, len(stepped), places.get(i)))
+        out.append(_explained(run, i, finding, none, steps, places.get(i)))
     return out
+
+
+def _own_steps(run: WatchRun, stepped: list[StepRecord], i: int) -> list[StepRecord]:
+    """The steps of the optimizers that hold parameter i (LfF's biased model and its
+    debiased twin each step their own): the steps it could have learned at; all of them
+    where no optimizer's members were recorded."""
+    mine = [r for r in stepped if i in run.members_of(r.optimizer)]
+    return mine or stepped
 
 
 def _explained(

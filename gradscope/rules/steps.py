@@ -272,8 +272,8 @@ def loss_spikes(
         "terms that takes both signs near 0 (PPO's policy, value and entropy terms) are "
         "information too; where the loss's level says nothing alone (a custom or multi-term "
         "objective, terms that target each other's inputs as a VQ-VAE's, a model trained on "
-        "its own predictions) a climb the rolling median lags, each step in line with the "
-        "steps around it, is no spike"
+        "its own predictions, an adversary's loss another optimizer ascends) a climb the "
+        "rolling median lags, each step in line with the steps around it, is no spike"
     ),
     mark=Mark("loss spike", "v"),
 )

@@ -4,6 +4,7 @@ objective itself changes, so its level rising says nothing alone. No torch."""
 
 from __future__ import annotations
 
+from gradscope.rules.opposed import opposed
 from gradscope.rules.own_targets import own_predictions
 from gradscope.steps.meaning import LossKind
 from gradscope.steps.records import StepRecord, WatchRun
@@ -44,6 +45,8 @@ def scheduled_doubt(kind: LossKind | None, last_step: int) -> str | None:
 
 def objective_moves(run: WatchRun, kind: LossKind | None, steps: list[StepRecord]) -> str | None:
     """Why the loss's level says nothing alone though its kind is one objective: a term a
-    schedule switches on, or a model trained on its own predictions (own_targets.py)."""
+    schedule switches on, a model trained on its own predictions (own_targets.py), or a
+    loss another optimizer ascends (opposed.py)."""
     last = steps[-1].step if steps else 0
-    return scheduled_doubt(kind, last) or own_predictions(run)
+    index = steps[0].optimizer if steps else -1
+    return scheduled_doubt(kind, last) or own_predictions(run) or opposed(run, index, kind)
