@@ -45,6 +45,9 @@ below it): the loss may read the output itself (E) where the script differentiat
 WALKED = 4096
 """Nodes walked at most in one output's additive part."""
 
+LATENT_WALK = 256
+"""Nodes walked at most below a differentiated input, for a parameter that computed it."""
+
 ADDITIVE = frozenset(
     {
         "AddBackward0",
@@ -91,7 +94,7 @@ class TakenDerivatives:
         self._plain: collections.deque[Any] = collections.deque(maxlen=HELD)
         """The outputs' nodes of derivatives taken with grad mode on, without create_graph."""
         self._refinable: collections.deque[tuple[Any, int]] = collections.deque(maxlen=HELD)
-        """Their inputs' nodes where the graph computed them (latents, not data), each with
+        """Their inputs' nodes where weights computed them (latents, not data), each with
         the sequence number of the output differentiated: a node made after it read later."""
         self.offsets: dict[int, weakref.ref[torch.Tensor]] = {}
         self.reads = 0
@@ -114,7 +117,8 @@ class TakenDerivatives:
         near = NodeWalk(roots, order=Order.NEAREST, limit=NEAR)  # E.sum()'s sum, then E
         self._plain.extend(n for n in near if type(n).__name__ != "AccumulateGrad")
         made = max((r._sequence_nr() for r in roots), default=-1)
-        self._refinable.extend((t.grad_fn, made) for t in _tensors(inputs) if t.grad_fn)
+        latents = [t.grad_fn for t in _tensors(inputs) if t.grad_fn and _made_by_weights(t)]
+        self._refinable.extend((node, made) for node in latents)
 
     def cut_from(self, loss: torch.Tensor) -> bool:
         """The loss adds a term that requires no grad, and its graph reaches an output the
@@ -187,6 +191,13 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     if not isinstance(many, (tuple, list)):
         return []
     return [t for t in many if isinstance(t, torch.Tensor)]
+
+
+def _made_by_weights(tensor: torch.Tensor) -> bool:
+    """A tensor the model's parameters computed (a posterior's parameters, a hidden state),
+    not data made to require grad and moved by hand (a simulation's positions)."""
+    walk = NodeWalk([tensor.grad_fn], limit=LATENT_WALK)
+    return any(isinstance(getattr(n, "variable", None), torch.nn.Parameter) for n in walk)
 
 
 def _additive_leaves(roots: list[Any]) -> list[torch.Tensor]:

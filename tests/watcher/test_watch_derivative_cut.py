@@ -83,3 +83,25 @@ def test_a_derivative_that_feeds_the_latents_next_iterate_is_not_a_term():
 
 def test_a_term_on_the_derivative_of_computed_latents_is_still_named():
     assert "GS467" in {f.rule for f in _refinement("penalty")}
+
+
+def test_positions_moved_by_forces_taken_without_create_graph_are_still_named():
+    """A learned potential rolled out: positions stepped by its forces, which come back
+    outside the graph, then a loss on the trajectory beside a force term: the positions
+    are data moved by hand, not latents the weights computed."""
+    torch.manual_seed(0)
+    energy = nn.Sequential(nn.Linear(3, 16), nn.SiLU(), nn.Linear(16, 1))
+    opt = torch.optim.Adam(energy.parameters(), lr=1e-3)
+    with gradscope.watch() as w:
+        for _ in range(4):
+            pos = torch.randn(8, 3, requires_grad=True)
+            moved, total = pos, 0.0
+            for _ in range(2):
+                e = energy(moved).sum()
+                f = -torch.autograd.grad(e, moved, retain_graph=True)[0]
+                total = total + 0.1 * e + F.mse_loss(f, -2 * moved.detach())
+                moved = moved + 0.01 * f
+            opt.zero_grad()
+            (total + energy(moved).pow(2).mean()).backward()
+            opt.step()
+    assert "GS467" in {f.rule for f in w.report.findings}
