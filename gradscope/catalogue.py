@@ -80,6 +80,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_trends",
         "gradscope.rules.step_unbounded",
         "gradscope.rules.step_update_nan",
+        "gradscope.rules.step_upstream_target",
         "gradscope.rules.step_vlag",
         "gradscope.rules.step_wiped",
         "gradscope.rules.step_zero_weight",

@@ -45,6 +45,9 @@ below it): the loss may read the output itself (E) where the script differentiat
 WALKED = 4096
 """Nodes walked at most in one output's additive part."""
 
+LATENT_WALK = 256
+"""Nodes walked at most below a differentiated input, for a parameter that computed it."""
+
 ADDITIVE = frozenset(
     {
         "AddBackward0",
@@ -90,6 +93,9 @@ class TakenDerivatives:
         self._nodes: collections.deque[Any] = collections.deque(maxlen=HELD)
         self._plain: collections.deque[Any] = collections.deque(maxlen=HELD)
         """The outputs' nodes of derivatives taken with grad mode on, without create_graph."""
+        self._refinable: collections.deque[tuple[Any, int]] = collections.deque(maxlen=HELD)
+        """Their inputs' nodes where weights computed them (latents, not data), each with
+        the sequence number of the output differentiated: a node made after it read later."""
         self.offsets: dict[int, weakref.ref[torch.Tensor]] = {}
         self.reads = 0
 
@@ -104,20 +110,39 @@ class TakenDerivatives:
             for leaf in _additive_leaves(roots):
                 self.offsets.setdefault(id(leaf), weakref.ref(leaf))
 
-    def note_plain(self, outputs: Any) -> None:
-        """An autograd.grad call without create_graph, grad mode on, differentiated `outputs`."""
+    def note_plain(self, outputs: Any, inputs: Any = ()) -> None:
+        """An autograd.grad call without create_graph, grad mode on, differentiated `outputs`
+        with respect to `inputs`."""
         roots = [t.grad_fn for t in _tensors(outputs) if t.grad_fn is not None]
         near = NodeWalk(roots, order=Order.NEAREST, limit=NEAR)  # E.sum()'s sum, then E
         self._plain.extend(n for n in near if type(n).__name__ != "AccumulateGrad")
+        made = max((r._sequence_nr() for r in roots), default=-1)
+        latents = [t.grad_fn for t in _tensors(inputs) if t.grad_fn and _made_by_weights(t)]
+        self._refinable.extend((node, made) for node in latents)
 
     def cut_from(self, loss: torch.Tensor) -> bool:
         """The loss adds a term that requires no grad, and its graph reaches an output the
         script differentiated without create_graph since the last backward: a loss on that
-        derivative (forces taken without create_graph) is a constant that trains nothing."""
+        derivative (forces taken without create_graph) is a constant that trains nothing.
+        Not where the loss reads again, after that output was made, an input the graph had
+        computed: the derivative fed the next iterate of those latents (IODINE's refinement
+        inputs, a learned optimiser's), a feature whose own derivative is dropped by design,
+        and the constant is some other term's (a sum started at 0)."""
         if not self._plain or loss.grad_fn is None or not _adds_constant(loss.grad_fn):
             return False
         plain = {id(n) for n in self._plain}
-        return any(id(n) in plain for n in NodeWalk([loss.grad_fn], limit=WALKED))
+        walked = list(NodeWalk([loss.grad_fn], limit=WALKED))
+        return any(id(n) in plain for n in walked) and not self._refined(walked)
+
+    def _refined(self, walked: list[Any]) -> bool:
+        """A node of the loss's graph made after an output differentiated without
+        create_graph reads that derivative's input directly: the input was updated again."""
+        made = {id(node): at for node, at in self._refinable}
+        for node in walked:
+            after = node._sequence_nr() if hasattr(node, "_sequence_nr") else -1
+            if any(after > made.get(id(n), after) for n in inputs(node)):
+                return True
+        return False
 
     def held(self) -> frozenset[int]:
         """The ids of the result nodes kept since the last `clear`."""
@@ -127,6 +152,7 @@ class TakenDerivatives:
         """A backward read them: nothing of that graph is kept past it."""
         self._nodes.clear()
         self._plain.clear()
+        self._refinable.clear()
 
     def offset(self, tensor: torch.Tensor) -> bool:
         """This leaf only adds to an output the script differentiated with create_graph."""
@@ -165,6 +191,13 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     if not isinstance(many, (tuple, list)):
         return []
     return [t for t in many if isinstance(t, torch.Tensor)]
+
+
+def _made_by_weights(tensor: torch.Tensor) -> bool:
+    """A tensor the model's parameters computed (a posterior's parameters, a hidden state),
+    not data made to require grad and moved by hand (a simulation's positions)."""
+    walk = NodeWalk([tensor.grad_fn], limit=LATENT_WALK)
+    return any(isinstance(getattr(n, "variable", None), torch.nn.Parameter) for n in walk)
 
 
 def _additive_leaves(roots: list[Any]) -> list[torch.Tensor]:

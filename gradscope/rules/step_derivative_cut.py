@@ -6,8 +6,11 @@ without create_graph (grad mode on) on an output the loss's graph reaches, and t
 loss adds a term that requires no grad. A derivative only logged (an energy-only fit that
 reports its force error) adds no such term; an evaluation's forces reach no loss; a gradient
 with respect to the weights (read for a log, a per-task surgery) is not a derivative of this
-kind. Not told apart: forces only logged beside an energy loss summed onto a tensor made
-outside the graph (`torch.zeros(()) + term`), whose zero is such a term. No torch."""
+kind; nor is one with respect to latents the graph computed that the loss reads again after
+it (IODINE's refinement inputs: the next iterate's feature, its own derivative dropped as the
+reference does). Not told apart: forces only logged beside an energy loss summed onto a
+tensor made outside the graph (`torch.zeros(()) + term`), whose zero is such a term; a penalty
+on the derivative beside such a refinement. No torch."""
 
 from __future__ import annotations
 

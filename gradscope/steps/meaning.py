@@ -81,6 +81,9 @@ class LossTerm:
     """Its target is another term's input, detached (the same storage): VQ-VAE's codebook
     loss ‖sg(z) - e‖² beside its commitment loss ‖z - sg(e)‖² pulls two trained tensors
     toward each other, so the target moves as the model learns."""
+    upstream_target: bool = False
+    """Its target is attached and its input was computed from it (watcher/upstream_targets.py):
+    the loss moves the target toward the prediction too, and a constant makes it 0."""
     sign_varies: bool = False
     """It came negated at some steps and not at others, one sign per step: a factor read
     from the data (a return, a reward) sets its sign, not the objective."""

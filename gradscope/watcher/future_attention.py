@@ -264,11 +264,15 @@ def _after(rows: torch.Tensor, length: int) -> torch.Tensor:
 def _counted_row(objective: Objective, readers: list[int], length: int) -> torch.Tensor | None:
     """Whether the loss counts each position of the first sequence, laid out as the ids
     the first of the lookups that read one id per target read them (batch-first, or
-    sequence-first as torch's word-language model); None where its sequences are not
-    `length` long (a position table's lookup reads one sequence for the batch)."""
+    sequence-first as torch's word-language model), or a start token then the targets,
+    sliced after the lookup; None where its sequences are not `length` long (a position
+    table's lookup reads one sequence for the batch)."""
     counted = objective.counted
     layouts = [objective.layouts[i] for i in readers]
     layout = next((s for s in layouts if s and _numel(s) == counted.numel()), None)
+    started = any(s and s[-1] == length + 1 for s in layouts)  # a start token, the targets
+    if layout is None and started and counted.numel() % length == 0:
+        return counted.reshape(-1, length)[0]
     if layout is None:
         return None
     if layout[-1] == length:

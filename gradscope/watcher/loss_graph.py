@@ -34,6 +34,7 @@ from gradscope.watcher import (
     poisson_terms,
     renormalised,
     soft_target_values,
+    upstream_targets,
 )
 from gradscope.watcher.discover import MAX_GRAPH_NODES
 
@@ -184,6 +185,8 @@ def _own_targets(terms: list[LossTerm], nodes: list[Any]) -> list[LossTerm]:
         others = {p for j, p in enumerate(inputs) if j != i and p is not None}
         if term.kind in _PAIRED and target is not None and target in others:
             term = replace(term, own_target=True)
+        if term.kind in upstream_targets.KINDS and upstream_targets.on_input_path(node):
+            term = replace(term, upstream_target=True)
         out.append(term)
     return out
 

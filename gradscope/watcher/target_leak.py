@@ -230,7 +230,7 @@ def _shifted(embedding: Any, target: torch.Tensor, counted: torch.Tensor) -> tor
     if idx is None or idx.dim() < 1 or idx.device != target.device:
         return _false(target)
     if idx.numel() != target.numel():
-        return _false(target)
+        return _prefixed(idx, target, counted)
     t, c = target.reshape(idx.shape), counted.reshape(idx.shape)
     found = _false(target)
     for axis in {idx.dim() - 1, 0}:
@@ -240,6 +240,19 @@ def _shifted(embedding: Any, target: torch.Tensor, counted: torch.Tensor) -> tor
             same = idx.narrow(axis, 1, n) == t.narrow(axis, 0, n)
             found = found | ((same | ~keep).all() & keep.any())
     return found
+
+
+def _prefixed(idx: torch.Tensor, target: torch.Tensor, counted: torch.Tensor) -> torch.Tensor:
+    """A device bool: the lookup read a start token, then the targets (SLATE's and many
+    decoders' `cat([bos, tokens])`, embedded whole and sliced to its first T positions
+    after the lookup): one position longer along its last axis, the rest the targets."""
+    rows = idx.numel() // idx.shape[-1] if idx.shape[-1] else 0
+    n = idx.shape[-1] - 1
+    if n < 3 or rows * n != target.numel():
+        return _false(target)
+    t, c = target.reshape(rows, n), counted.reshape(rows, n)
+    same = idx.reshape(rows, n + 1)[:, 1:] == t
+    return (same | ~c).all() & c.any()
 
 
 def _table(embedding: Any) -> tuple[int, ...]:

@@ -240,6 +240,10 @@ FIRES = {
         "tests/watcher/test_ema_reversed.py",
         "test_an_ema_update_with_its_arguments_swapped_is_named",
     ),
+    "GS477": (
+        "tests/watcher/test_watch_upstream_target.py",
+        "test_a_target_the_prediction_is_computed_from_is_named",
+    ),
     "GS463": (
         "tests/watcher/test_watch_schedule_pace.py",
         "test_a_schedule_sized_in_steps_stepped_per_epoch_is_named",

@@ -321,3 +321,26 @@ def test_a_failing_probe_switches_itself_off_and_the_run_goes_on(monkeypatch, wh
     (fault,) = w.report.faults
     assert fault.part == "the causal-mask probe" and fault.step == 1
     assert len(w.run.steps) == STEPS and gs470(w) == []
+
+
+class StartTokenLM(TorchLM):
+    """A start token and the targets embedded whole, the lookup sliced to its first T
+    positions after it (SLATE's token decoder, many seq2seq decoders)."""
+
+    def forward(self, seq):
+        x = self.emb(seq)[:, :-1]
+        mask = nn.Transformer.generate_square_subsequent_mask(T) if self.masked else None
+        return self.head(self.body(x, mask=mask, is_causal=self.masked))
+
+
+def start_token(step):
+    tokens = torch.randint(1, V, (B, T), generator=torch.Generator().manual_seed(step))
+    return (torch.cat([torch.zeros(B, 1, dtype=torch.long), tokens], 1),), tokens
+
+
+def test_a_start_token_lookup_sliced_after_it_is_read_as_next_token():
+    torch.manual_seed(0)
+    (found,) = gs470(watched(StartTokenLM(masked=False), start_token))
+    assert found.subject == "body.layers.0.self_attn"
+    w = watched(StartTokenLM(masked=True), start_token)
+    assert gs470(w) == [] and read(w) and max(max(f.shares) for f in read(w).values()) == 0

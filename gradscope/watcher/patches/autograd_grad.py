@@ -50,7 +50,7 @@ def _plain(state: WatchState, outputs: Any, inputs: Any) -> None:
     with respect to inputs, the output's nodes (a force loss on it: GS467)."""
     state.plain_derivatives.note(outputs, inputs)
     if _of_inputs(inputs):
-        state.derivatives.note_plain(outputs)
+        state.derivatives.note_plain(outputs, inputs)
 
 
 def _create_graph(args: tuple[Any, ...], kw: dict[str, Any]) -> bool:
