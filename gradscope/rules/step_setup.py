@@ -217,37 +217,19 @@ def _rounded_away(this: Rule, p: ParamInfo, ratio: float, t: Thresholds) -> Find
 )
 def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """A parameter that requires grad and is in an optimizer got no gradient (None) or only zero
-    gradients in every step of the run: it never learns. Information where its layer comes after one
-    whose output a forward hook reads, in their parent module (BYOL and other self-supervised
-    wrappers read the representation there: the classifier head after it is computed for nothing by
-    design), and where it is a bias that got exact zeros while its layer's weight learned (the loss
-    is blind to a shift of the layer's outputs: they are subtracted from each other or normalised
-    after it; see rules/shift_invariance.py), and where a bias never got one while its weight
-    learned under a loss on a derivative taken with create_graph (a force field's forces:
-    rules/derivative_bias.py), or a tensor that only adds to the output differentiated (a
-    per-species energy shift), and where it never got one and its values changed all the same: a
-    copy the script updates itself (an EMA teacher handed to the optimizer too:
-    rules/moved_by_copy.py), and where every backward read filled its .grad and the script set it to
-    None before the step (rules/dropped_grad.py), and where every forward of the module holding
-    it ran inside torch.no_grad(): frozen by that block, information (rules/frozen_by_no_grad.py;
-    a wav2vec 2.0 fine-tune's feature encoder). Zero gradients below torch.sign or round, or a
-    custom Function, name it, and so does no gradient (None) below the user's own custom Function
-    (rules/zero_derivative.py), and so does no gradient (None) to a tensor that takes part only in
-    an output the script differentiated by torch.autograd.grad without create_graph (an unrolled
-    inner step's hyper-parameter: rules/plain_derivative.py); zeros behind a clamp at its bound in
-    the first graphs are a KL under its free-nats floor all run: information
-    (rules/switched_off.py); those of a tensor that started at exactly 0 say so, and zeros at
-    a run's only step behind a layer initialised to zero are information (rules/zero_start.py).
-    A mixture's router that never got one is named as the router (its logits detached, or read
-    only through their top-k indices), and an expert that never got a token while
-    its siblings did as a dead expert (rules/routed.py). The same layer of a stack's last block that
-    never got one while every other block's did and its own block learned feeds the next block,
-    which does not exist: information (WaveNet's last residual conv, N-BEATS' last backcast, a stack
-    that is the model itself too: rules/stack_tail.py). So is a heterogeneous graph layer's conv
-    into a node type whose output the loss never reads, where the same relation learned in
-    another layer (a PyG HeteroConv trained on one node type's labels: rules/hetero_tail.py),
-    and a module an installed library's forward ran without ever calling (MONAI's
-    TransformerBlock's norm_cross_attn: rules/library_unused.py)."""
+    gradients in every step of the run: it never learns. Where the mechanism is known the
+    finding names it, as information where training is as meant: a head after a
+    representation a forward hook reads (BYOL's wrappers); a bias the loss is blind to, its
+    outputs subtracted or normalised after it (shift_invariance.py); a bias a loss on a
+    derivative cannot reach (derivative_bias.py); a copy the script moves itself, an EMA
+    teacher (moved_by_copy.py); a .grad set to None before the step (dropped_grad.py); a
+    module run only under torch.no_grad() (frozen_by_no_grad.py); zeros below torch.sign or
+    round or the user's custom Function (zero_derivative.py); a hyper-parameter taken by
+    torch.autograd.grad without create_graph (plain_derivative.py); a KL under its
+    free-nats floor (switched_off.py); a zero start (zero_start.py); a router or a dead
+    expert (routed.py); a stack's last block (stack_tail.py); a heterogeneous graph's
+    unread node type (hetero_tail.py); a module an installed library built and never
+    called, MONAI's TransformerBlock's norm_cross_attn (library_unused.py)."""
     stepped = live(run)
     if not stepped:
         return []
