@@ -28,6 +28,7 @@ from gradscope.steps.state_facts import TargetCopies
 from gradscope.watcher.loss_inputs import saved_dim
 from gradscope.watcher.padding import padded_targets, read_padded
 from gradscope.watcher.same_batch import wanted
+from gradscope.watcher.time_shift import shifted_inputs
 
 LOSSES = ("NllLossBackward0", "NllLoss2DBackward0")
 GATHERED = "GatherBackward0"
@@ -180,13 +181,15 @@ def _embeddings(node: Any, *, pruned: bool) -> list[Any]:
 def _direct_inputs(node: Any) -> list[Any]:
     """A node's inputs, none through a bottleneck: a reduction or broadcast over positions
     (pruned there), a flatten of positions into features, or a recurrent layer's final state
-    (its outputs 1 and 2, h_n and c_n)."""
+    (its outputs 1 and 2, h_n and c_n), nor one moved later along the positions (a state
+    shifted after its encoder: time_shift.py)."""
     if type(node).__name__ in BOTTLENECKS or _flattens_positions(node):
         return []
+    moved = shifted_inputs(node)
     return [
         n
-        for n, output in getattr(node, "next_functions", ())
-        if n is not None and not (output != 0 and "Rnn" in type(n).__name__)
+        for i, (n, output) in enumerate(getattr(node, "next_functions", ()))
+        if n is not None and i not in moved and not (output != 0 and "Rnn" in type(n).__name__)
     ]
 
 
