@@ -26,6 +26,7 @@ import torch
 from gradscope.autograd_walk import NodeWalk, Order, inputs, saved
 from gradscope.steps.state_facts import TargetCopies
 from gradscope.watcher.loss_inputs import saved_dim
+from gradscope.watcher.loss_weights import kept_positions
 from gradscope.watcher.padding import padded_targets, read_padded
 from gradscope.watcher.same_batch import wanted
 from gradscope.watcher.time_shift import shifted_inputs
@@ -34,8 +35,9 @@ LOSSES = ("NllLossBackward0", "NllLoss2DBackward0")
 GATHERED = "GatherBackward0"
 """Log-probabilities gathered by the targets along the class axis: the cross-entropy a
 masked diffusion (MDLM, SEDD, D3PM) or a policy gradient writes by hand. Its weights (a
-0 for the positions that do not count) are applied after, unseen: only the copy is read
-from it, not the padding or the attention of the positions that count."""
+0 for the positions that do not count) are applied after (a mask right after it is read:
+loss_weights.py): only the copy is read from it, not the padding or the attention of the
+positions that count."""
 NEAR = 16
 """Nodes below the loss searched for its NLL node."""
 MAX_NODES = 20_000
@@ -98,6 +100,8 @@ class TargetLeak:
         if not direct:
             return None
         counted = target != ignore
+        kept = kept_positions(loss.grad_fn, node, target)
+        counted = counted if kept is None else counted & kept
         readers = _embeddings(node, pruned=False)
         with torch.no_grad():
             copied = [_copied(e, target, counted) for e in direct]
