@@ -28,7 +28,9 @@ READS = 2
     objectives=(
         "a cross-entropy over class indices whose model reads tokens through an nn.Embedding "
         "with a padding_idx: targets equal to it where that embedding read it, ignore_index "
-        "left out; a pad token that is also EOS, ignored after each row's real end, is silent"
+        "left out; a pad token that is also EOS, ignored after each row's real end, is silent, "
+        "as are positions a per-position loss (reduction='none') weighs by 0 or masked_fill "
+        "cuts right after it"
     ),
 )
 def padding_in_loss(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:

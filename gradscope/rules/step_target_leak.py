@@ -37,7 +37,8 @@ READS = 2
         "the targets against the ids at the same positions (ignore_index left out); an "
         "embedding that reaches the loss only through a pooled or repeated code, a "
         "recurrent layer's final state or its positions flattened into one vector (an "
-        "autoencoder's bottleneck) is not held, nor one "
+        "autoencoder's bottleneck) is not held, nor one whose encoded states are moved a "
+        "position later (a point process's state before each event), nor one "
         "whose run also feeds the targets shifted by one (a seq2seq autoencoder's "
         "teacher-forced decoder); masked and denoising objectives differ where it counts"
     ),

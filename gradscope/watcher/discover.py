@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from gradscope.autograd_walk import backward_nodes
-from gradscope.watcher import plain_attributes
+from gradscope.watcher import held_models, plain_attributes
 
 COMPILED_PREFIX = "_orig_mod."
 
@@ -207,7 +207,8 @@ def root_modules(
         if id(m) not in children
     }
     roots = [m for m in modules if first.get(id(m), -1) >= 0]
-    return sorted(roots, key=lambda m: (_outside(m, stepped), first[id(m)]))
+    roots.sort(key=lambda m: (_outside(m, stepped), first[id(m)]))
+    return [held_models.held_inside(m, owned, _users) for m in roots]
 
 
 def _held(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:

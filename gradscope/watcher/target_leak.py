@@ -26,15 +26,18 @@ import torch
 from gradscope.autograd_walk import NodeWalk, Order, inputs, saved
 from gradscope.steps.state_facts import TargetCopies
 from gradscope.watcher.loss_inputs import saved_dim
+from gradscope.watcher.loss_weights import kept_positions
 from gradscope.watcher.padding import padded_targets, read_padded
 from gradscope.watcher.same_batch import wanted
+from gradscope.watcher.time_shift import shifted_inputs
 
 LOSSES = ("NllLossBackward0", "NllLoss2DBackward0")
 GATHERED = "GatherBackward0"
 """Log-probabilities gathered by the targets along the class axis: the cross-entropy a
 masked diffusion (MDLM, SEDD, D3PM) or a policy gradient writes by hand. Its weights (a
-0 for the positions that do not count) are applied after, unseen: only the copy is read
-from it, not the padding or the attention of the positions that count."""
+0 for the positions that do not count) are applied after (a mask right after it is read:
+loss_weights.py): only the copy is read from it, not the padding or the attention of the
+positions that count."""
 NEAR = 16
 """Nodes below the loss searched for its NLL node."""
 MAX_NODES = 20_000
@@ -97,6 +100,8 @@ class TargetLeak:
         if not direct:
             return None
         counted = target != ignore
+        kept = kept_positions(loss.grad_fn, node, target)
+        counted = counted if kept is None else counted & kept
         readers = _embeddings(node, pruned=False)
         with torch.no_grad():
             copied = [_copied(e, target, counted) for e in direct]
@@ -180,13 +185,15 @@ def _embeddings(node: Any, *, pruned: bool) -> list[Any]:
 def _direct_inputs(node: Any) -> list[Any]:
     """A node's inputs, none through a bottleneck: a reduction or broadcast over positions
     (pruned there), a flatten of positions into features, or a recurrent layer's final state
-    (its outputs 1 and 2, h_n and c_n)."""
+    (its outputs 1 and 2, h_n and c_n), nor one moved later along the positions (a state
+    shifted after its encoder: time_shift.py)."""
     if type(node).__name__ in BOTTLENECKS or _flattens_positions(node):
         return []
+    moved = shifted_inputs(node)
     return [
         n
-        for n, output in getattr(node, "next_functions", ())
-        if n is not None and not (output != 0 and "Rnn" in type(n).__name__)
+        for i, (n, output) in enumerate(getattr(node, "next_functions", ()))
+        if n is not None and i not in moved and not (output != 0 and "Rnn" in type(n).__name__)
     ]
 
 
