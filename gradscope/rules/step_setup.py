@@ -23,6 +23,7 @@ from gradscope.rules import (
     switched_off,
     zero_derivative,
     zero_in_graph,
+    zero_input,
     zero_start,
 )
 from gradscope.rules.registry import DECLARED, Stage, rule
@@ -304,6 +305,8 @@ def _explained(
         finding = zero_start.as_zero_start(finding, p, steps)
     elif not none and steps == 1 and (zero := zero_start.zero_layer_stepped(run, got_grad)):
         finding = zero_start.as_behind_zero_layer(finding, p, zero)
+    elif not none and (bias := zero_input.learned_bias(run, i, got_grad)) is not None:
+        finding = zero_input.as_information(finding, p.name, bias, steps)
     elif p.past_read_out:
         finding = past_read_out.as_information(finding, p.past_read_out)
     elif none and p.plain_derivative:
