@@ -10,6 +10,7 @@ from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules import (
+    below_eps,
     derivative_bias,
     dropped_grad,
     frozen_by_no_grad,
@@ -158,17 +159,15 @@ def update_ratio_low(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             continue
         else:
             why = "its learning rate is far too small for its gradients"
-        out.append(
-            this.finding(
-                p.name,
-                f"{p.name} is {'not updated' if ratio == 0 else 'barely updated'} "
-                f"(update/weight ratio {ratio:.3g}): {why}",
-                "give it a learning rate, or remove it from the optimizer if it is meant "
-                "to stay fixed",
-                value=ratio,
-                threshold=t.update_ratio_low,
-            )
+        finding = this.finding(
+            p.name,
+            f"{p.name} is {'not updated' if ratio == 0 else 'barely updated'} "
+            f"(update/weight ratio {ratio:.3g}): {why}",
+            "give it a learning rate, or remove it from the optimizer if it is meant to stay fixed",
+            value=ratio,
+            threshold=t.update_ratio_low,
         )
+        out.append(below_eps.told(run, t, i, finding))
     return out
 
 
