@@ -18,7 +18,7 @@ from gradscope.fmt import num
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import about
 from gradscope.rules.symptoms import DIVERGENCE
-from gradscope.steps.records import StepRecord, WatchRun
+from gradscope.steps.records import ParamInfo, StepRecord, WatchRun
 
 MIN_TEST = 4
 """Steps of growth for a range test (a linear sweep over decades blows up within a few)."""
@@ -46,22 +46,38 @@ def _grew(before: StepRecord, after: StepRecord) -> bool:
     return all(0 < a < b and math.isfinite(b) for a, b in zip(before.lrs, after.lrs, strict=True))
 
 
+def _restarted(last: StepRecord, after: Sequence[StepRecord]) -> bool:
+    """Training after the test ran on one optimizer at a rate DROP below the test's last:
+    the test's own, its states loaded back, or a fresh one (Lightning's Tuner.lr_find
+    sweeps an optimizer of its own, then Trainer.fit builds the run's from
+    configure_optimizers)."""
+    if len({r.optimizer for r in after}) != 1:
+        return False
+    if after[0].optimizer != last.optimizer:
+        return bool(after[0].lrs) and max(after[0].lrs) * DROP <= min(last.lrs)
+    if len(after[0].lrs) != len(last.lrs):
+        return False
+    return all(b * DROP <= a for a, b in zip(last.lrs, after[0].lrs, strict=True))
+
+
 def range_test_end(steps: list[StepRecord]) -> int | None:
     """The number of steps a range test at the run's start took, when one did and
     training followed it; else None."""
-    if len({r.optimizer for r in steps}) != 1 or len(steps) < MIN_TEST + MIN_STEPS:
+    if len(steps) < MIN_TEST + MIN_STEPS:
         return None
     end = 1
-    while end < len(steps) and _grew(steps[end - 1], steps[end]):
+    while (
+        end < len(steps)
+        and steps[end].optimizer == steps[0].optimizer
+        and _grew(steps[end - 1], steps[end])
+    ):
         end += 1
     first, last, after = steps[0], steps[end - 1], steps[end:]
-    if end < MIN_TEST or len(after) < MIN_STEPS or len(after[0].lrs) != len(last.lrs):
+    if end < MIN_TEST or len(after) < MIN_STEPS:
         return None
     if not all(b >= MIN_SPAN * a for a, b in zip(first.lrs, last.lrs, strict=True)):
         return None
-    if not all(b * DROP <= a for a, b in zip(last.lrs, after[0].lrs, strict=True)):
-        return None
-    return end
+    return end if _restarted(last, after) else None
 
 
 def after_range_test(run: WatchRun) -> WatchRun:
@@ -71,7 +87,29 @@ def after_range_test(run: WatchRun) -> WatchRun:
     end = range_test_end(steps)
     if end is None:
         return run
-    return replace(run, steps=steps[end:], range_test=tuple(steps[:end]))
+    return replace(
+        run,
+        params=_swept_only(run, steps[0], steps[end], steps[end - 1].step),
+        steps=steps[end:],
+        range_test=tuple(steps[:end]),
+    )
+
+
+def _swept_only(
+    run: WatchRun, test: StepRecord, training: StepRecord, test_end: int
+) -> tuple[ParamInfo, ...]:
+    """The run's parameters, those only the test's optimizer held marked as replaced when
+    the test ended: Lightning's lr finder sweeps the model it is given, and a script that
+    builds a new one for Trainer.fit trains that one; the swept one is no part of the
+    training (in no optimizer of it, never stepped again)."""
+    if test.optimizer == training.optimizer:
+        return tuple(run.params)
+    kept = set(run.members_of(training.optimizer))
+    swept = set(run.members_of(test.optimizer)) - kept
+    return tuple(
+        replace(p, in_optimizer=False, lr=None, replaced_after=test_end) if i in swept else p
+        for i, p in enumerate(run.params)
+    )
 
 
 def with_range_test_note(run: WatchRun) -> WatchRun:

@@ -10,6 +10,7 @@ from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules import (
+    below_eps,
     derivative_bias,
     dropped_grad,
     frozen_by_no_grad,
@@ -24,6 +25,7 @@ from gradscope.rules import (
     switched_off,
     zero_derivative,
     zero_in_graph,
+    zero_input,
     zero_start,
 )
 from gradscope.rules.registry import DECLARED, Stage, rule
@@ -158,17 +160,15 @@ def update_ratio_low(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> 
             continue
         else:
             why = "its learning rate is far too small for its gradients"
-        out.append(
-            this.finding(
-                p.name,
-                f"{p.name} is {'not updated' if ratio == 0 else 'barely updated'} "
-                f"(update/weight ratio {ratio:.3g}): {why}",
-                "give it a learning rate, or remove it from the optimizer if it is meant "
-                "to stay fixed",
-                value=ratio,
-                threshold=t.update_ratio_low,
-            )
+        finding = this.finding(
+            p.name,
+            f"{p.name} is {'not updated' if ratio == 0 else 'barely updated'} "
+            f"(update/weight ratio {ratio:.3g}): {why}",
+            "give it a learning rate, or remove it from the optimizer if it is meant to stay fixed",
+            value=ratio,
+            threshold=t.update_ratio_low,
         )
+        out.append(below_eps.told(run, t, i, finding))
     return out
 
 
@@ -300,6 +300,8 @@ def _explained(
         finding = zero_start.as_zero_start(finding, p, steps)
     elif not none and steps == 1 and (zero := zero_start.zero_layer_stepped(run, got_grad)):
         finding = zero_start.as_behind_zero_layer(finding, p, zero)
+    elif not none and (bias := zero_input.learned_bias(run, i, got_grad)) is not None:
+        finding = zero_input.as_information(finding, p.name, bias, steps)
     elif p.past_read_out:
         finding = past_read_out.as_information(finding, p.past_read_out)
     elif none and p.plain_derivative:

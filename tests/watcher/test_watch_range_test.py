@@ -16,7 +16,7 @@ from gradscope.steps.records import ParamInfo, WatchRun
 from tests.watcher.watch_scripts import domain_watched
 
 
-@pytest.mark.parametrize("mode", ["sgd", "adam", "linear"])
+@pytest.mark.parametrize("mode", ["sgd", "adam", "linear", "refit", "fresh"])
 def test_a_restored_range_test_and_its_training_are_clean(mode):
     report = domain_watched("lr_range_test.py", mode)
     loud = [f for f in report.findings if f.severity >= Severity.WARNING]
@@ -24,8 +24,9 @@ def test_a_restored_range_test_and_its_training_are_clean(mode):
     assert any("were an lr range test" in n for n in report.run.notes)
 
 
-def test_training_from_the_weights_the_test_left_is_named():
-    report = domain_watched("lr_range_test.py", "norestore")
+@pytest.mark.parametrize("mode", ["norestore", "fresh-norestore"])
+def test_training_from_the_weights_the_test_left_is_named(mode):
+    report = domain_watched("lr_range_test.py", mode)
     (f,) = [f for f in report.findings if f.rule == "GS460"]
     assert f.severity == Severity.ERROR
     assert "was not undone" in f.message and "load both back" in f.advice
@@ -46,6 +47,14 @@ def test_a_sweep_followed_by_training_at_a_lower_rate_is_a_range_test():
     assert range_test_end(_lrs(SWEEP + [1e-3] * 20)) == 30
     linear = [1e-6 + 0.25 * i for i in range(5)]  # blew up at its fifth step
     assert range_test_end(_lrs(linear + [1e-3] * 20)) == 5
+
+
+def test_training_on_a_fresh_optimizer_below_the_sweep_follows_a_range_test():
+    fit = [step_record(31 + n, lrs=(1e-3,), optimizer=1) for n in range(20)]
+    assert range_test_end(_lrs(SWEEP) + fit) == 30
+    # a second optimizer at the rate the first one reached: a warm-up, then a new phase
+    phase = [step_record(31 + n, lrs=(SWEEP[-1],), optimizer=1) for n in range(20)]
+    assert range_test_end(_lrs(SWEEP) + phase) is None
 
 
 @pytest.mark.parametrize(

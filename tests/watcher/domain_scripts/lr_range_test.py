@@ -3,8 +3,13 @@ for: the rate grows by one factor a step until the smoothed loss blows up, the s
 and optimizer states are loaded back, and training runs at a tenth of the rate of the
 lowest loss under a one-cycle schedule. argv[1]: `sgd` (SGD with momentum), `adam`
 (Adam), `linear` (Adam, torch-lr-finder's linear step mode: it blows up within a few
-steps); bug `norestore` (SGD, the states saved before the sweep are never loaded back:
-training starts from the blown-up weights)."""
+steps), `refit` and `fresh` (Adam, as Lightning's Tuner.lr_find then Trainer.fit: the
+finder loads its saved weights back and fit builds a new optimizer from
+configure_optimizers, lightning/pytorch/tuner/lr_finder.py; `fresh` trains a new model, as
+pytorch-forecasting's tutorials build one from_dataset at the chosen rate); bug
+`norestore` (SGD, the states saved before the sweep are never loaded back: training
+starts from the blown-up weights), `fresh-norestore` (a new optimizer on the swept
+weights)."""
 
 import copy
 import math
@@ -18,8 +23,15 @@ MODE = sys.argv[1] if len(sys.argv) > 1 else "sgd"
 torch.manual_seed(0)
 X = torch.randn(256, 8)
 Y = (X @ torch.randn(8, 4)).argmax(1)
-model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 4))
-if MODE in ("adam", "linear"):
+
+
+def network():
+    hidden = (nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU())
+    return nn.Sequential(*hidden, nn.Linear(32, 4))
+
+
+model = network()
+if MODE in ("adam", "linear", "refit", "fresh"):
     opt = torch.optim.Adam(model.parameters(), lr=1e-6)
 else:
     opt = torch.optim.SGD(model.parameters(), lr=1e-5, momentum=0.9)
@@ -54,7 +66,13 @@ for i in range(40):
     if not math.isfinite(smooth) or losses[-1][0] > 4 * min(v for v, _ in losses):
         break
 chosen = min(losses)[1] / 10
-if MODE != "norestore":
+if MODE in ("refit", "fresh", "fresh-norestore"):
+    if MODE == "refit":
+        model.load_state_dict(saved[0])
+    elif MODE == "fresh":
+        model = network()
+    opt = torch.optim.Adam(model.parameters(), lr=chosen)
+elif MODE != "norestore":
     model.load_state_dict(saved[0])
     opt.load_state_dict(saved[1])
 cycle = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=chosen, total_steps=24)
