@@ -162,6 +162,9 @@ class WatchRun:
     """Per optimizer index, its loss as the graph showed it (None: never read)."""
     settings: tuple[tuple[OptimizerSettings, ...], ...] = ()
     """Per optimizer index, its hyperparameters from its first step and at each change."""
+    state_loaded: tuple[tuple[int, ...], ...] = ()
+    """Per optimizer index, the steps before which `load_state_dict` replaced its state
+    and param groups (watcher/optim_settings.py)."""
     unwritten: tuple[str, ...] = ()
     """Files the run could not write as it ran (the --log on a full disk), one line each:
     also in `notes`; the command says them on stderr and exits 2."""

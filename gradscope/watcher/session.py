@@ -220,6 +220,7 @@ class Watcher:
             notes=notes,
             loss_kinds=tuple(icp.of(o).loss_kind for o in icp.optimizers),
             settings=icp.settings.of(len(icp.optimizers)),
+            state_loaded=icp.settings.loaded_of(len(icp.optimizers)),
             sites=dict(icp.sites),
             schedulers=schedules.infos(icp),
             argv=self.argv,
