@@ -209,6 +209,8 @@ class WatchRun:
     """A gradient hook registered on a tensor that already held one of the same function."""
     """Steps (of those whose loss was read) whose loss added a term that requires no grad
     and reached an output the script differentiated without create_graph that step."""
+    derivative_moved: bool = False
+    """At such a step, the derivative's input had been written in place since it was taken."""
     grad_off_derivative: bool = False
     """The failing call was torch.autograd.grad on an output with no graph: a derivative (an
     evaluation's forces -dE/dx) taken inside torch.no_grad()."""

@@ -234,6 +234,7 @@ class Watcher:
             grad_off_at=icp.grad_off_at,
             grad_off_derivative=icp.grad_off_derivative,
             derivative_cut_at=tuple(icp.derivative_cut_at),
+            derivative_moved=icp.derivatives.moved,
             hook_again=icp.hooks_again.found,
             graphless_at=icp.graphless_at,
             graphless_derivative=icp.graphless_derivative,
