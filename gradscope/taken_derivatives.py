@@ -98,6 +98,11 @@ class TakenDerivatives:
         the sequence number of the output differentiated: a node made after it read later."""
         self.offsets: dict[int, weakref.ref[torch.Tensor]] = {}
         self.reads = 0
+        self._versions: collections.deque[tuple[Any, int]] = collections.deque(maxlen=HELD)
+        """Their inputs, weakly, each with its version when differentiated."""
+        self.moved = False
+        """At a loss `cut_from` named, an input of such a derivative had been written in
+        place since (a learned optimizer's update `theta.add_(step)` under no_grad)."""
 
     def note(self, outputs: Any, results: Any) -> None:
         """An autograd.grad call with create_graph=True gave `results` for `outputs`."""
@@ -119,6 +124,7 @@ class TakenDerivatives:
         made = max((r._sequence_nr() for r in roots), default=-1)
         latents = [t.grad_fn for t in _tensors(inputs) if t.grad_fn and _made_by_weights(t)]
         self._refinable.extend((node, made) for node in latents)
+        self._versions.extend((weakref.ref(t), t._version) for t in _tensors(inputs))
 
     def cut_from(self, loss: torch.Tensor) -> bool:
         """The loss adds a term that requires no grad, and its graph reaches an output the
@@ -132,7 +138,15 @@ class TakenDerivatives:
             return False
         plain = {id(n) for n in self._plain}
         walked = list(NodeWalk([loss.grad_fn], limit=WALKED))
-        return any(id(n) in plain for n in walked) and not self._refined(walked)
+        cut = any(id(n) in plain for n in walked) and not self._refined(walked)
+        self.moved = self.moved or (cut and self._written_since())
+        return cut
+
+    def _written_since(self) -> bool:
+        """An input of a derivative taken without create_graph was written in place after
+        it: the derivative fed an update made outside the graph, so the loss's constant
+        term is the weights' own values, not a lost derivative term."""
+        return any((t := ref()) is not None and t._version != at for ref, at in self._versions)
 
     def _refined(self, walked: list[Any]) -> bool:
         """A node of the loss's graph made after an output differentiated without
@@ -153,6 +167,7 @@ class TakenDerivatives:
         self._nodes.clear()
         self._plain.clear()
         self._refinable.clear()
+        self._versions.clear()
 
     def offset(self, tensor: torch.Tensor) -> bool:
         """This leaf only adds to an output the script differentiated with create_graph."""

@@ -10,7 +10,9 @@ kind; nor is one with respect to latents the graph computed that the loss reads 
 it (IODINE's refinement inputs: the next iterate's feature, its own derivative dropped as the
 reference does). Not told apart: forces only logged beside an energy loss summed onto a
 tensor made outside the graph (`torch.zeros(()) + term`), whose zero is such a term; a penalty
-on the derivative beside such a refinement. No torch."""
+on the derivative beside such a refinement. Where the derivative's input was written in place
+after it (a learned optimizer's `theta.add_(update)` under no_grad, L2O's optimizee), the
+update is what left the graph, and the finding says so. No torch."""
 
 from __future__ import annotations
 
@@ -47,6 +49,8 @@ def derivative_not_in_graph(
     steps = run.derivative_cut_at
     if not steps:
         return []
+    if run.derivative_moved:
+        return [about(_written_in_place(this, steps), list(steps))]
     finding = this.finding(
         "autograd.grad",
         f"at step {steps[0]} the loss adds a term that requires no grad, and the script took "
@@ -58,3 +62,19 @@ def derivative_not_in_graph(
         evidence=(f"steps read with it: {', '.join(map(str, steps))}",),
     )
     return [about(finding, list(steps))]
+
+
+def _written_in_place(this: Rule, steps: tuple[int, ...]) -> Finding:
+    """The derivative's input was written in place after it was taken: the update that
+    read the derivative left the graph, and the later losses read the new values as
+    constants, so whatever computed the update (a learned optimizer) gets no gradient."""
+    return this.finding(
+        "autograd.grad",
+        f"at step {steps[0]} the loss reads a tensor the script differentiated by "
+        "torch.autograd.grad and then wrote in place (an update applied under no_grad, "
+        "`theta.add_(step)`): the update is outside the graph, so whatever computed it (a "
+        "learned optimizer's network) gets no gradient from the losses after it",
+        "build the updated weights out of place (`theta = theta + step`, a new tensor in the "
+        "graph) for as many steps as the meta-loss unrolls, and detach them at truncation",
+        evidence=(f"steps read with it: {', '.join(map(str, steps))}",),
+    )

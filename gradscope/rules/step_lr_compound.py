@@ -8,7 +8,10 @@ A per-batch rescale of one base stays within the factors' own range: its spread 
 one factor, about the largest change between two steps. Compounded, the spread grows past
 the cube of that change (a margin: a short rescaled run whose extremes never meet stays
 below it), while the direction keeps reversing (a schedule, a warm-up or a decay is
-monotone between its turns)."""
+monotone between its turns). A wander that stays within ×2 (`RISE`, what GS452 calls a
+jump) scales no update enough to matter, and online lr adaptation moves it so by design:
+hypergradient descent adds β·(g_t·u_{t-1}) to the lr at every step, up and down by a
+fraction of a percent."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import about, by_optimizer
+from gradscope.rules.step_lr_jump import RISE
 from gradscope.rules.symptoms import GROWTH
 from gradscope.steps.records import StepRecord, WatchRun
 
@@ -54,9 +58,10 @@ def lr_compounded(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     """A param group's learning rate, over at least 20 steps of an optimizer no scheduler
     steps, changed at half the steps or more, reversed direction at a third of its changes
     or more (a random factor per batch, not a warm-up, decay or cycle), and spanned a range
-    (largest over smallest) above the cube of its largest change between two steps: a
-    rescale of one base value per batch stays within about one such change, so the factors
-    were multiplied into each other, the lr written back and never restored."""
+    (largest over smallest) of 2 or more and above the cube of its largest change between
+    two steps: a rescale of one base value per batch stays within about one such change,
+    so the factors were multiplied into each other, the lr written back and never
+    restored."""
     scheduled = {info.optimizer for info in run.schedulers}
     out = []
     for s in by_optimizer(run):
@@ -86,7 +91,7 @@ def _compounded(lrs: Sequence[float]) -> tuple[float, float] | None:
         return None
     spread = max(lrs) / min(lrs)
     factor = math.exp(max(abs(d) for d in moves))
-    return (spread, factor) if spread > factor**3 else None
+    return (spread, factor) if spread > max(factor**3, RISE) else None
 
 
 def _finding(

@@ -4,13 +4,14 @@ A sudden ×10 learning rate, or a ramp of ×1.2 per step, scales every update at
 (Adam's normalised step does not absorb it): the loss diverges some steps later. The
 recorded learning rates name it at the step whose update applied it, before the loss
 moves. A warm-up (a rise from the first steps), a restart back to an earlier peak, a
-slow schedule and a group added mid-run rising to its optimizer's other groups' rate are
-not such a jump.
+slow schedule, a group added mid-run rising to its optimizer's other groups' rate and a
+rate `load_state_dict` brought with the moments it was used with (Population-Based
+Training's exploit) are not such a jump.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
@@ -31,19 +32,23 @@ WITHIN = 32
 """...reached within this many steps of its start, never falling on the way."""
 
 
-def lr_rise(lrs: Sequence[float], beside: Sequence[float] = ()) -> tuple[int, int] | None:
+def lr_rise(
+    lrs: Sequence[float], beside: Sequence[float] = (), loaded: Collection[int] = ()
+) -> tuple[int, int] | None:
     """(start, certain): the indices of the first step of the first rise and of the step
     it reached RISE × the plateau before it; None: no such rise. `beside`: for a param
     group added mid-run, the highest rate of its optimizer's other groups at each step,
     a rate the run had used too (a backbone unfrozen at a tenth of the head's rate and
-    doubled each epoch up to it, as Lightning's BackboneFinetuning does, is no jump)."""
+    doubled each epoch up to it, as Lightning's BackboneFinetuning does, is no jump).
+    `loaded`: indices of steps before which the optimizer's state was loaded whole: the
+    rate a load brought came with the moments it was used with, no rise of its own."""
     n = len(lrs)
     high = 0.0
     for j in range(PLATEAU, n):
         high = max(high, lrs[j - 1], beside[j - 1] if beside else 0.0)
         plateau = lrs[j - PLATEAU : j]
         base = max(plateau)
-        if lrs[j] <= base or min(plateau) <= 0 or base > FLAT * min(plateau):
+        if lrs[j] <= base or min(plateau) <= 0 or base > FLAT * min(plateau) or j in loaded:
             continue
         for m in range(j, min(n, j + WITHIN)):
             if m > j and lrs[m] < lrs[m - 1]:
@@ -53,14 +58,16 @@ def lr_rise(lrs: Sequence[float], beside: Sequence[float] = ()) -> tuple[int, in
     return None
 
 
-def _group_rises(s: Series) -> list[tuple[int, int, int]]:
+def _group_rises(s: Series, loads: Sequence[Sequence[int]]) -> list[tuple[int, int, int]]:
     """(group, start, certain) per param group with a rise, as indices into s.live()."""
     steps = s.live()
     groups = max((len(r.lrs) for r in steps), default=0)
+    at_load = set(loads[s.index]) if s.index < len(loads) else set()
+    loaded = {i for i, r in enumerate(steps) if r.step in at_load}
     out = []
     for g in range(groups):
         lrs = [r.lrs[g] if g < len(r.lrs) else 0.0 for r in steps]
-        found = lr_rise(lrs, _beside(steps, g) if len(steps[0].lrs) <= g else ())
+        found = lr_rise(lrs, _beside(steps, g) if len(steps[0].lrs) <= g else (), loaded)
         if found is not None:
             out.append((g, *found))
     return out
@@ -94,13 +101,14 @@ def lr_jump(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Find
     update (Adam's too) at once and makes the loss diverge some steps later. A warm-up
     from the first steps has no plateau before it; a restart returns to a peak the run
     used; a group added mid-run counts its optimizer's other groups' rates among those
-    the run used (a backbone unfrozen at a tenth of the head's rate, ramped up to it).
+    the run used (a backbone unfrozen at a tenth of the head's rate, ramped up to it); a
+    rate `load_state_dict` brought came with its moments (a population member's exploit).
     Named at the step the rise was first certain: that step's update applied it. GS419's
     verdict on the first steps' rate is dropped: the harm it would read is the jump's."""
     out = []
     for s in by_optimizer(run):
         steps = s.live()
-        for g, j, m in _group_rises(s):
+        for g, j, m in _group_rises(s, run.state_loaded):
             before, start, at = steps[j - 1], steps[j], steps[m]
             base = max(r.lrs[g] for r in steps[j - PLATEAU : j])
             factor = at.lrs[g] / base

@@ -162,6 +162,9 @@ class WatchRun:
     """Per optimizer index, its loss as the graph showed it (None: never read)."""
     settings: tuple[tuple[OptimizerSettings, ...], ...] = ()
     """Per optimizer index, its hyperparameters from its first step and at each change."""
+    state_loaded: tuple[tuple[int, ...], ...] = ()
+    """Per optimizer index, the steps before which `load_state_dict` replaced its state
+    and param groups (watcher/optim_settings.py)."""
     unwritten: tuple[str, ...] = ()
     """Files the run could not write as it ran (the --log on a full disk), one line each:
     also in `notes`; the command says them on stderr and exits 2."""
@@ -206,6 +209,8 @@ class WatchRun:
     """A gradient hook registered on a tensor that already held one of the same function."""
     """Steps (of those whose loss was read) whose loss added a term that requires no grad
     and reached an output the script differentiated without create_graph that step."""
+    derivative_moved: bool = False
+    """At such a step, the derivative's input had been written in place since it was taken."""
     grad_off_derivative: bool = False
     """The failing call was torch.autograd.grad on an output with no graph: a derivative (an
     evaluation's forces -dE/dx) taken inside torch.no_grad()."""

@@ -37,8 +37,13 @@ class SettingsHistory:
         self.history: dict[int, list[OptimizerSettings]] = {}
         self._last: dict[int, tuple[Any, ...]] = {}
         """Per optimizer index, the raw values last seen: a step compares them only."""
+        self._states: dict[int, int] = {}
+        """Per optimizer index, the id of its `state` dict at its last step."""
+        self.loaded: dict[int, list[int]] = {}
+        """Per optimizer index, the steps before which its state was loaded whole."""
 
     def observe(self, index: int, step: int, optimizer: Any) -> None:
+        self._note_loaded(index, step, optimizer)
         raw = tuple(_raw(g.get(k)) for g in optimizer.param_groups for k in KEYS)
         if self._last.get(index) == raw:
             return
@@ -52,6 +57,21 @@ class SettingsHistory:
 
     def of(self, count: int) -> tuple[tuple[OptimizerSettings, ...], ...]:
         return tuple(tuple(self.history.get(i, ())) for i in range(count))
+
+    def loaded_of(self, count: int) -> tuple[tuple[int, ...], ...]:
+        return tuple(tuple(self.loaded.get(i, ())) for i in range(count))
+
+    def _note_loaded(self, index: int, step: int, optimizer: Any) -> None:
+        """`optimizer.load_state_dict` builds a new `state` dict (its moments and step
+        counts) and new param groups (their lr) together, before the old one is freed, so
+        a new id since the last step is a load: Population-Based Training's exploit, a
+        rollback to a checkpoint. The lr it brings came with the moments it was used
+        with."""
+        now = id(getattr(optimizer, "state", None))
+        before = self._states.get(index)
+        self._states[index] = now
+        if before is not None and before != now:
+            self.loaded.setdefault(index, []).append(step)
 
 
 def group_settings(optimizer: Any, group: dict[str, Any]) -> GroupSettings:
