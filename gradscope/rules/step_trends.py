@@ -71,19 +71,16 @@ def _spearman(xs: Sequence[float], ys: Sequence[float]) -> float:
 def exploding_trend(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """Over the last growth-window steps (20 at least), the median gradient norm of the last
     quarter is growth-factor times the first quarter's, and the norm rises steadily (rank
-    correlation with the step of 0.8 or more)."""
+    correlation with the step of 0.8 or more). Where another optimizer took its first step
+    within the window, each side of that step is judged alone (_objectives)."""
     out = []
     for s in by_optimizer(run):
         steps = [r for r in s.live() if finite(r.grad_norm) and r.grad_norm > 0]
-        tail = steps[-int(t.growth_window) :]
+        tail = _rising_part(run, s.index, steps[-int(t.growth_window) :], t)
         if len(tail) < 20:
             continue
         q = max(len(tail) // 4, 1)
-        early = statistics.median(r.grad_norm for r in tail[:q])
-        late = statistics.median(r.grad_norm for r in tail[-q:])
-        rho = _spearman([r.step for r in tail], [r.grad_norm for r in tail])
-        if early <= 0 or late / early < t.growth_factor or rho < 0.8:
-            continue
+        early, late, rho = _growth(tail)
         clip = clip_note(tail)
         advice = (
             "lower the learning rate, clip the gradient norm, or add normalization; "
@@ -116,6 +113,66 @@ def exploding_trend(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> l
         descent = None if clip else sharpening.steady_descent(s, tail, q, _spearman)
         out.append(sharpening.as_information(finding, descent) if descent else finding)
     return out
+
+
+def _growth(tail: Sequence[StepRecord]) -> tuple[float, float, float]:
+    """The median norm of the first and last quarter, and the norm's rank correlation with
+    the step."""
+    q = max(len(tail) // 4, 1)
+    early = statistics.median(r.grad_norm for r in tail[:q])
+    late = statistics.median(r.grad_norm for r in tail[-q:])
+    return early, late, _spearman([r.step for r in tail], [r.grad_norm for r in tail])
+
+
+def _rises(tail: Sequence[StepRecord], t: Thresholds) -> bool:
+    if len(tail) < 20:
+        return False
+    early, late, rho = _growth(tail)
+    return early > 0 and late / early >= t.growth_factor and rho >= 0.8
+
+
+def _rising_part(
+    run: WatchRun, index: int, tail: list[StepRecord], t: Thresholds
+) -> list[StepRecord]:
+    """The part of the window that rises steadily: the whole, or one side of another
+    optimizer's first step, or none; the whole across that step only where it rose
+    growth-factor times without the jump at that step (a growth the join did not make)."""
+    parts = _objectives(run, index, tail)
+    rising = next((part for part in parts if _rises(part, t)), [])
+    if rising or len(parts) < 2 or not _rises(tail, t):
+        return rising
+    before, after = parts
+    if not before or not after:
+        return []
+    early, late, _ = _growth(tail)
+    jump = _level(after[:JOIN_LEVEL]) / _level(before[-JOIN_LEVEL:])
+    return tail if late / early / max(jump, 1.0) >= t.growth_factor else []
+
+
+JOIN_LEVEL = 5
+"""Steps on each side of another optimizer's first step whose median norms give the jump."""
+
+
+def _level(steps: Sequence[StepRecord]) -> float:
+    return statistics.median(r.grad_norm for r in steps)
+
+
+def _objectives(run: WatchRun, index: int, tail: list[StepRecord]) -> list[list[StepRecord]]:
+    """The window cut where another optimizer took its first step: an opponent that joins
+    mid-run (a GAN's discriminator after the generator's warm-up on reconstruction alone,
+    Parallel WaveGAN's discriminator_train_start_steps) adds its terms to this optimizer's
+    gradient from then on, so the norm's jump there is a new objective's level, not a
+    trend; a norm that grows steadily still does on one side of it."""
+    if not tail:
+        return [tail]
+    firsts = (run.store.of_optimizer(k) for k in run.store.optimizers() if k != index)
+    joined = max(
+        (f[0].step for f in firsts if f and tail[0].step < f[0].step <= tail[-1].step),
+        default=None,
+    )
+    if joined is None:
+        return [tail]
+    return [[r for r in tail if r.step < joined], [r for r in tail if r.step >= joined]]
 
 
 STARTED = 3

@@ -4,6 +4,11 @@ hyper-parameter (a weight decay in the inner loss), dataset distillation's synth
 inputs. The derivative comes back outside the graph, so an unrolled step `w - lr * g` built
 on it sends them nothing: GS413 tells a parameter that never got a gradient so.
 
+The walk stops at a variable that has a graph of its own (a decoder's output that a loss
+balancer differentiates each loss against, then backpropagates itself by
+`output.backward(weighted_grad)`): the derivative is taken there, and what lies behind it
+is reached by that later backward, not by this call.
+
 Read at the first READS such calls with grad mode on, a walk of at most MAX_GRAPH_NODES
 nodes each; the leaves are kept by weak reference."""
 
@@ -15,6 +20,7 @@ from typing import Any
 import torch
 
 from gradscope.autograd_walk import NodeWalk
+from gradscope.autograd_walk import inputs as inputs_of
 from gradscope.watcher.discover import MAX_GRAPH_NODES
 
 READS = 8
@@ -36,8 +42,13 @@ class PlainDerivatives:
             return  # an iterator autograd.grad consumed: the variables are not known
         self.reads += 1
         variables = {id(t) for t in _tensors(inputs)}
+        behind = {id(t.grad_fn) for t in _tensors(inputs) if t.grad_fn is not None}
         roots = [t.grad_fn for t in _tensors(outputs) if t.grad_fn is not None]
-        for node in NodeWalk(roots, limit=MAX_GRAPH_NODES):
+
+        def below(node: Any) -> list[Any]:
+            return [] if id(node) in behind else inputs_of(node)
+
+        for node in NodeWalk(roots, below, limit=MAX_GRAPH_NODES):
             leaf = getattr(node, "variable", None)
             if isinstance(leaf, torch.Tensor) and id(leaf) not in variables:
                 self.refs.setdefault(id(leaf), weakref.ref(leaf))
