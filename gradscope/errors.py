@@ -79,6 +79,13 @@ FREED_BY_GRAD = (
 """The cause of a freed graph where the watcher saw such a call free one (the watcher
 appends it to the error)."""
 
+FREED_IN_EVAL = (
+    "; that call was made in a module in eval mode that passes create_graph itself "
+    "(create_graph=self.training, as force-field models take their forces): call "
+    ".train() on the model after the evaluation pass that set eval()"
+)
+"""Appended to FREED_BY_GRAD where a module in eval mode made that call."""
+
 
 _DERIVATIVE_CAUSES = {
     "One of the differentiated Tensors does not require grad": (

@@ -4,7 +4,9 @@ differentiated Tensors does not require grad" (the positions were never set to r
 and "... appears to not have been used in the graph" (the energy does not depend on the
 positions: e3nn's o3.Linear (e3nn/o3/_linear.py) asked for an irrep its input cannot reach,
 such as a parity-odd energy 0o from 0e and 1o features, has no path and returns zeros).
-The script's failure line names the cause and the fix."""
+A model that takes its own forces with create_graph=self.training, left in eval() by a
+validation pass, frees the graph its loss goes back through. The script's failure line
+names the cause and the fix."""
 
 from __future__ import annotations
 
@@ -84,3 +86,57 @@ def test_the_failure_says_why_the_positions_are_not_in_the_graph(tmp_path, mode,
     line = broken.failure() or ""
     assert torch_says in line and cause in line
     assert line.index(torch_says) < line.index(cause)  # torch's words first, then the cause
+
+
+FORCES_IN_MODEL = """
+import torch
+torch.manual_seed(0)
+
+class WithForces(torch.nn.Module):
+    # NequIP's GradientOutput (nequip/nn/_grad_output.py): forces inside the model,
+    # with create_graph=self.training
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.energy = nn.Sequential(nn.Linear(3, 8), nn.SiLU(), nn.Linear(8, 1))
+
+    def forward(self, pos):
+        pos = pos.requires_grad_(True)
+        e = self.energy(pos).sum()
+        return e, -torch.autograd.grad(e, pos, create_graph=self.training)[0]
+
+model = WithForces()
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+POS = torch.randn(6, 3)
+for step in range(4):
+    e, f = model(POS.clone())
+    loss = e.pow(2) + f.pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if step == 1:
+        model.eval()  # validation
+        model(torch.randn(6, 3))
+        {after_validation}
+"""
+
+
+def _forces_in_model(tmp_path, after_validation: str):
+    script = tmp_path / "forces_in_model.py"
+    script.write_text(FORCES_IN_MODEL.replace("{after_validation}", after_validation))
+    return watch_script(str(script), [])
+
+
+def test_a_model_put_back_in_training_after_validation_trains(tmp_path):
+    healthy = _forces_in_model(tmp_path, "model.train()")
+    assert not healthy.faults, healthy.internal_error()
+    assert healthy.run.status == "completed" and len(healthy.run.steps) == 4
+    assert [f for f in healthy.findings if f.severity >= Severity.WARNING] == []
+
+
+def test_forces_freed_by_a_model_left_in_eval_name_the_missing_train(tmp_path):
+    left = _forces_in_model(tmp_path, "pass")
+    assert not left.faults, left.internal_error()
+    line = left.failure() or ""
+    assert "backward through the graph a second time" in line
+    assert "in a module in eval mode" in line and "call .train() on the model" in line
