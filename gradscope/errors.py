@@ -79,11 +79,39 @@ FREED_BY_GRAD = (
 """The cause of a freed graph where the watcher saw such a call free one (the watcher
 appends it to the error)."""
 
+FREED_IN_EVAL = (
+    "; that call was made in a module in eval mode that passes create_graph itself "
+    "(create_graph=self.training, as force-field models take their forces): call "
+    ".train() on the model after the evaluation pass that set eval()"
+)
+"""Appended to FREED_BY_GRAD where a module in eval mode made that call."""
+
+
+_DERIVATIVE_CAUSES = {
+    "One of the differentiated Tensors does not require grad": (
+        "; the derivative is taken with respect to a tensor that did not require grad when "
+        "the forward read it (positions, for forces -dE/dx, or the inputs of a gradient "
+        "penalty), so the graph never reached it: call .requires_grad_(True) on it before "
+        "the forward"
+    ),
+    "appears to not have been used in the graph": (
+        "; the output torch.autograd.grad differentiates does not depend on that input: the "
+        "forward never reaches it (a detached or replaced copy of it was read, or a layer "
+        "has no path from it to the output, as an equivariant layer asked for an output "
+        "irrep, such as a parity-odd energy 0o, that its inputs cannot produce); "
+        "allow_unused=True would return None, and a None taken as zeros trains on a constant"
+    ),
+}
+"""torch's errors from torch.autograd.grad that name no cause, and the cause."""
+
 
 def known_cause(error: str) -> str:
     """What a torch error says about the training loop, to follow its text; "" for any
     other. torch's own advice for a freed graph, retain_graph=True, is rarely the fix in a
     loop: the tensor that links the two graphs is."""
+    for text, cause in _DERIVATIVE_CAUSES.items():
+        if text in error:
+            return cause
     if FREED_GRAPH not in error or FREED_BY_GRAD in error:
         return ""
     return (

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from gradscope.errors import FREED_GRAPH
+from gradscope.errors import FREED_BY_GRAD, FREED_GRAPH, FREED_IN_EVAL
 from gradscope.steps.step_record import input_checked
 from gradscope.watcher import (
     backward_sites,
@@ -140,7 +140,7 @@ def ended(
     state.noise.end()
     if state.uncreated.results:
         state.uncreated.clear()
-    state.released_by_grad = False
+    state.released_by_grad = state.released_in_eval = False
     carried_graph.note_roots(state.graph_marks, roots)
     if not here.quiet:
         _passed(state, roots)
@@ -179,7 +179,7 @@ def failed(
     a loss without a graph while grad mode is off (torch.set_grad_enabled(False) still in
     force at the backward), or while it is on (a value taken out of the graph on its way)."""
     if state.released_by_grad and FREED_GRAPH in str(exc):
-        state.freed_by_grad = True
+        state.freed_by_grad = FREED_BY_GRAD + (FREED_IN_EVAL if state.released_in_eval else "")
     if not here.quiet:
         marks = state.graph_marks
         stepper = state.optimizers[marks.stepper] if marks.stepper >= 0 else None

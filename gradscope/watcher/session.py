@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from gradscope.config import Settings
 from gradscope.errors import (
-    FREED_BY_GRAD,
     GradscopeError,
     Terminated,
     UserCodeError,
@@ -296,10 +295,10 @@ def escaped(exc: BaseException | None) -> bool:
 
 
 def _status(
-    exc: BaseException | None, stop: type[BaseException], freed_by_grad: bool = False
+    exc: BaseException | None, stop: type[BaseException], freed_by_grad: str = ""
 ) -> tuple[str, str | None]:
-    """The run's status and the script's error; `freed_by_grad`: a backward failed on a
-    graph an autograd.grad call without retain_graph freed, said after the error."""
+    """The run's status and the script's error; `freed_by_grad`: why a backward failed on
+    a graph an autograd.grad call without retain_graph freed, said after the error."""
     if exc is None or isinstance(exc, stop):
         return ("completed" if exc is None else "stopped"), None
     if isinstance(exc, Terminated):
@@ -311,8 +310,7 @@ def _status(
             return "completed", None
         return "crashed", f"the script called sys.exit({exc.code!r})"
     detail = (str(exc).strip().splitlines() or [""])[0]
-    cause = FREED_BY_GRAD if freed_by_grad else ""
-    return "crashed", f"{type(exc).__name__}: {detail}".rstrip(": ") + cause
+    return "crashed", f"{type(exc).__name__}: {detail}".rstrip(": ") + freed_by_grad
 
 
 def _lr(group: dict[str, Any]) -> float | None:

@@ -137,8 +137,10 @@ class WatchState:
     released_by_grad: bool = False
     """A torch.autograd.grad call since the last completed backward kept no graph (neither
     retain_graph nor create_graph): it freed the graph it went through."""
-    freed_by_grad: bool = False
-    """A backward then failed on a freed graph: that call is the likely cause."""
+    released_in_eval: bool = False
+    """Such a call was made by a module in eval mode that passes create_graph itself."""
+    freed_by_grad: str = ""
+    """A backward then failed on a freed graph: that call is the likely cause, said here."""
     unused_clips: dict[str, UnusedClip] = field(default_factory=dict)
     """The script's line of a clip no step took → what it clipped (clipping.unused)."""
     sites: dict[str, str] = field(default_factory=dict)

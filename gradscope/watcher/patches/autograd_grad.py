@@ -4,10 +4,12 @@ unchanged."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
 
+from gradscope.errors import is_own_file
 from gradscope.watcher.guard import enter, safely
 from gradscope.watcher.patches.base import Patch
 from gradscope.watcher.state import WatchState
@@ -38,6 +40,8 @@ class AutogradGrad(Patch):
                 safely(state, here, PART, lambda: state.derivatives.note(outputs, results))
             elif here is not None and not here.depth:
                 state.released_by_grad |= not _retain_graph(args, kw)
+                if "create_graph" in kw and not _retain_graph(args, kw):
+                    safely(state, here, PART, lambda: _note_eval(state))
                 safely(state, here, PART, lambda: _plain(state, outputs, inputs))
                 safely(state, here, PART, lambda: state.uncreated.plain(inputs, results))
             return results
@@ -51,6 +55,17 @@ def _plain(state: WatchState, outputs: Any, inputs: Any) -> None:
     state.plain_derivatives.note(outputs, inputs)
     if _of_inputs(inputs):
         state.derivatives.note_plain(outputs, inputs)
+
+
+def _note_eval(state: WatchState) -> None:
+    """The call is made in a method of a module in eval mode, which gave create_graph as
+    a keyword: create_graph=self.training (NequIP's GradientOutput, MACE's forces) left
+    False by a validation pass's eval() that no train() undid."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and is_own_file(frame.f_code.co_filename):
+        frame = frame.f_back  # gradscope's own wrappers, up to the script's call
+    caller = frame.f_locals.get("self")
+    state.released_in_eval |= isinstance(caller, torch.nn.Module) and not caller.training
 
 
 def _create_graph(args: tuple[Any, ...], kw: dict[str, Any]) -> bool:
