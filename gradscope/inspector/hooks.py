@@ -205,12 +205,16 @@ def fixed_sum_dim(t: torch.Tensor) -> int | None:
     if t.is_complex() or t.dim() == 0:
         return None
     x = t.detach().float()
+    if x.numel() < 2:
+        return None
+    low, high = torch.aminmax(x)
+    peak = max(abs(float(low)), abs(float(high)))
     for d in range(x.dim()):
+        if x.shape[d] < 2 or x.numel() == x.shape[d]:
+            continue  # one slice only: nothing to compare its sum with
         sums = x.sum(d)
-        if x.shape[d] < 2 or sums.numel() < 2:
-            continue
-        scale = float(x.abs().sum(d).max()) + 1e-12
-        if float((sums - sums.flatten()[0]).abs().max()) <= 1e-5 * scale:
+        spread = float(sums.max() - sums.min())
+        if spread <= 1e-6 * peak * x.shape[d] + 1e-12:
             return d
     return None
 
