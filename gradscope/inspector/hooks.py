@@ -179,14 +179,54 @@ def pick_loss(output: Any, loss_fn: Callable[[Any], Any] | None) -> tuple[torch.
             f"cannot find a loss: the model returned {type(output).__name__} "
             "with no floating-point tensor; give the target a loss_fn"
         )
-    total = tensors[0].float().mean()
-    for t in tensors[1:]:
-        total = total + t.float().mean()
-    return total, (
-        "mean of the output (no loss_fn, no scalar output, no .loss)"
-        if len(tensors) == 1
-        else f"sum of the means of the {len(tensors)} output tensors (no loss_fn)"
+    fixed = [fixed_sum_dim(t) for t in tensors]
+    total = stand_in_mean(tensors[0], fixed[0] is not None)
+    for t, d in zip(tensors[1:], fixed[1:], strict=True):
+        total = total + stand_in_mean(t, d is not None)
+    dim = next((d for d in fixed if d is not None), None)
+    ramp = (
+        ""
+        if dim is None
+        else f"; every slice along dim {dim} sums to one value, so the plain mean has no "
+        "gradient and a fixed ramp of weights stands in"
     )
+    return total, (
+        f"mean of the output (no loss_fn, no scalar output, no .loss{ramp})"
+        if len(tensors) == 1
+        else f"sum of the means of the {len(tensors)} output tensors (no loss_fn{ramp})"
+    )
+
+
+def fixed_sum_dim(t: torch.Tensor) -> int | None:
+    """A dim along which every slice of `t` sums to one value: a softmax's rows sum to 1,
+    a LayerNorm's to the sum of its bias, a training BatchNorm's columns likewise. The plain
+    mean of such an output is the same for any input, so nothing below it gets a gradient
+    from it: a stand-in loss of that mean would read as vanishing gradients."""
+    if t.is_complex() or t.dim() == 0:
+        return None
+    x = t.detach().float()
+    if x.numel() < 2:
+        return None
+    low, high = torch.aminmax(x)
+    peak = max(abs(float(low)), abs(float(high)))
+    for d in range(x.dim()):
+        if x.shape[d] < 2 or x.numel() == x.shape[d]:
+            continue  # one slice only: nothing to compare its sum with
+        sums = x.sum(d)
+        spread = float(sums.max() - sums.min())
+        if spread <= 1e-6 * peak * x.shape[d] + 1e-12:
+            return d
+    return None
+
+
+def stand_in_mean(t: torch.Tensor, ramped: bool) -> torch.Tensor:
+    """The output's mean, weighted by a fixed ramp over its elements where its plain mean is
+    fixed (`fixed_sum_dim`): the ramp varies along every dim, so no normalisation cancels it."""
+    x = t.float()
+    if not ramped:
+        return x.mean()
+    ramp = torch.linspace(0.5, 1.5, x.numel(), device=x.device).view(x.shape)
+    return (x * ramp).mean()
 
 
 def tensors_in(value: Any) -> Iterator[torch.Tensor]:

@@ -42,7 +42,8 @@ def stepped_twice(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     nor two that hold the very same tensors and take turns in phases (PPG's policy and
     auxiliary optimizers over one network: neither has tensors of its own to keep the other
     off, and the turns are the algorithm's), nor a trunk two losses train with heads of their
-    own (SAC-AE's encoder in the critic's Adam and in the reconstruction's: trunk_heads.py)."""
+    own (SAC-AE's encoder in the critic's Adam and in the reconstruction's; USAD's encoder in
+    both autoencoders' Adams, each loss reaching the other's decoder: trunk_heads.py)."""
     series = [s for s in by_optimizer(run) if len(s.steps) >= 2 and run.members_of(s.index)]
     out = []
     for k, a in enumerate(series):

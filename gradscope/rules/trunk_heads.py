@@ -3,8 +3,12 @@ SAC-AE and CURL hand the critic's Adam the whole critic, conv encoder included, 
 encoder a second Adam for the auxiliary loss (reconstruction, contrastive) whose decoder or
 bilinear W steps with it. Each backward's gradients are all stepped, the trunk's by both;
 that is two objectives shaping one representation, not a tensor one optimizer should not
-hold. DARTS's alphas in the weights' SGD stay named: the validation backward that their own
-Adam steps leaves the weights' gradients unstepped. No torch."""
+hold. So are two players of one game over a shared trunk (USAD's two autoencoders over one
+encoder): each loss also reaches the other's own head and leaves that gradient to the other
+optimizer, whose loss reaches this one's head in turn. DARTS's alphas in the weights' SGD
+stay named: the validation backward that their own Adam steps leaves the weights' gradients
+unstepped, and that Adam holds nothing of its own; so does an actor's optimizer holding the
+encoder, its loss reaching a critic whose loss never reaches the actor. No torch."""
 
 from __future__ import annotations
 
@@ -37,7 +41,14 @@ def trains_own_heads(run: WatchRun, a: Series, b: Series, shared: Sequence[int])
     if _shared_backwards(of_step, a, b):
         return False
     keep = set(shared)
-    return all(_heads_trained(of_step, s, keep) for s in (a, b))
+    own_a = frozenset(a.members) - frozenset(b.members)
+    own_b = frozenset(b.members) - frozenset(a.members)
+    mutual = _reaches(of_step, a, own_b) and _reaches(of_step, b, own_a)
+    left_to_other = (own_b, own_a) if mutual else (frozenset(), frozenset())
+    return all(
+        _heads_trained(of_step, s, keep, other)
+        for s, other in zip((a, b), left_to_other, strict=True)
+    )
 
 
 def one_backward(run: WatchRun, a: Series, b: Series) -> bool:
@@ -55,15 +66,29 @@ def _shared_backwards(of_step: dict[int, Backward], a: Series, b: Series) -> set
     return {of_step[r.step].number for r in a.steps} & {of_step[r.step].number for r in b.steps}
 
 
-def _heads_trained(of_step: dict[int, Backward], s: Series, shared: set[int]) -> bool:
-    judged = [of_step[r.step] for r in s.steps if r.detail and r.backward_calls > 0]
+def _judged_backwards(of_step: dict[int, Backward], s: Series) -> list[Backward]:
+    return [of_step[r.step] for r in s.steps if r.detail and r.backward_calls > 0]
+
+
+def _reaches(of_step: dict[int, Backward], s: Series, head: frozenset[int]) -> bool:
+    """Most backwards before `s`'s steps give a gradient to some tensor of `head`."""
+    judged = _judged_backwards(of_step, s)
+    return bool(judged) and statistics.mean(bool(b.fed and b.fed & head) for b in judged) > 0.5
+
+
+def _heads_trained(
+    of_step: dict[int, Backward], s: Series, shared: set[int], others_head: frozenset[int]
+) -> bool:
+    judged = _judged_backwards(of_step, s)
     if not judged:
         return False
-    return statistics.mean(_own_head(b, shared) for b in judged) > 0.5
+    return statistics.mean(_own_head(b, shared, others_head) for b in judged) > 0.5
 
 
-def _own_head(b: Backward, shared: set[int]) -> bool:
-    return b.fed is not None and bool(b.fed - shared) and b.fed <= b.stepped
+def _own_head(b: Backward, shared: set[int], others_head: frozenset[int]) -> bool:
+    """Fed tensors beyond the shared ones, and every fed tensor stepped after it, save the
+    other player's own head (its optimizer steps those on its own backward)."""
+    return b.fed is not None and bool(b.fed - shared) and b.fed - b.stepped <= others_head
 
 
 def _backwards(run: WatchRun) -> dict[int, Backward]:
