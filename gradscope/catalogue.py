@@ -68,6 +68,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_same_batch",
         "gradscope.rules.step_same_grads",
         "gradscope.rules.step_schedule",
+        "gradscope.rules.lr_negative",
         "gradscope.rules.step_schedule_pace",
         "gradscope.rules.step_setup",
         "gradscope.rules.step_shared",

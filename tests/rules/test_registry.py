@@ -264,6 +264,10 @@ FIRES = {
         "tests/watcher/test_watch_trials.py",
         "test_an_optimizer_built_from_an_earlier_trials_parameters_is_named",
     ),
+    "GS488": (
+        "tests/watcher/test_lr_negative.py",
+        "test_a_linear_decay_stepped_past_its_end_is_named_with_its_scheduler",
+    ),
 }
 """Rule id → a test that makes it fire (on a real model or script, or on the data of one) and
 looks for it by id or slug."""
@@ -381,6 +385,7 @@ def test_what_a_rule_supersedes_is_declared_and_known():
         "GS436": ("GS419",),
         "GS438": ("GS419",),
         "GS452": ("GS419",),
+        "GS488": ("GS436",),
     }
     assert all(set(v) <= set(RULES) for v in registry.SUPERSEDES.values())
 
