@@ -101,8 +101,16 @@ _DERIVATIVE_CAUSES = {
         "irrep, such as a parity-odd energy 0o, that its inputs cannot produce); "
         "allow_unused=True would return None, and a None taken as zeros trains on a constant"
     ),
+    "is not positive-definite": (
+        "; a matrix meant to be positive-definite (a kernel or a covariance) lost it in "
+        "float32: its smallest eigenvalue fell to 0 or below, most often as a learned noise "
+        "or variance shrank toward 0, or a kernel met duplicate points: add jitter to the "
+        "diagonal (K + 1e-6 * I), keep the learned noise above a floor (softplus(x) + 1e-4), "
+        "or factor in float64; torch.linalg.cholesky_ex returns its info instead of raising"
+    ),
 }
-"""torch's errors from torch.autograd.grad that name no cause, and the cause."""
+"""torch's errors that name no cause in the training loop (torch.autograd.grad's, a failed
+Cholesky factorisation), and the cause."""
 
 
 def known_cause(error: str) -> str:
