@@ -19,12 +19,19 @@ from gradscope.steps.records import ParamInfo, WatchRun
 CHANCE = math.log(4)
 
 
-def _judged(losses: list[float]) -> list:
-    records = tuple(step_record(s, 1.0, v, lrs=(1e-3,)) for s, v in enumerate(losses, start=1))
+def _all(losses: list[float]) -> list:
+    records = tuple(
+        step_record(s, 1.0 if math.isfinite(v) else v, v, lrs=(1e-3,))
+        for s, v in enumerate(losses, start=1)
+    )
     kind = LossKind((LossTerm("cross_entropy", "mean", 1.0, classes=4),))
     params = (ParamInfo("w", (4, 4), True, True, 0.1),)
     run = WatchRun("script train.py", params, records, "completed", 1.0, loss_kinds=(kind,))
-    return [f for f in rules.diagnose(run, gs.config.Thresholds()) if f.rule == "GS478"]
+    return rules.diagnose(run, gs.config.Thresholds())
+
+
+def _judged(losses: list[float]) -> list:
+    return [f for f in _all(losses) if f.rule == "GS478"]
 
 
 def test_an_s4d_kernel_without_the_minus_is_named_at_its_first_step():
@@ -52,3 +59,11 @@ def test_a_start_at_the_guess_a_short_run_or_a_mild_start_is_silent():
     assert _judged([CHANCE * (1 + 2 * min(i, 20) / 20) for i in range(60)]) == []
     assert _judged([8.0] * 30) == []  # too few steps to call it steady
     assert _judged([5.0, 3.0] + [1.0] * 58) == []  # a hot init that falls below the guess
+
+
+def test_a_loss_non_finite_at_the_first_step_names_the_forward_too():
+    """Mamba's dt used raw (no softplus): exp(dt·A) overflows along the sequence in the
+    untrained forward, so step 1's loss is NaN before any update."""
+    nan = float("nan")
+    (f,) = [f for f in _all([nan] * 12) if f.rule == "GS401"]
+    assert "not the learning rate" in f.advice and "dt not through softplus" in f.advice
