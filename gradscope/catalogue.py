@@ -30,6 +30,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
     "gradcheck": ("gradscope.gradcheck.findings",),
     "watch": (  # the judge runs them by rule id, whatever their order here
         "gradscope.rules.range_test",
+        "gradscope.rules.step_above_chance",
         "gradscope.rules.step_after_clip",
         "gradscope.rules.step_amp",
         "gradscope.rules.step_betas",

@@ -82,13 +82,13 @@ EMPTY_FIX = (
 
 
 def _inspect_advice(run: WatchRun, r: StepRecord) -> str:
-    """At step 1 no update has run: the weights are as built, so the learning rate is no
-    suspect; the batch and the loss's own arithmetic are."""
+    """At step 1 no update has run: the batch, the loss or the forward as built made it."""
     check = (
         f"check the batch of step {r.step} and the learning rate"
         if r.step > 1
-        else "no update ran before it, so not the learning rate: check the batch and the "
-        "loss's own arithmetic (a log or division at 0, a -inf mask times 0)"
+        else "no update ran before it, so not the learning rate: check the batch, the loss's "
+        "arithmetic (a log or division at 0, a -inf mask times 0) and the forward's (a growing "
+        "recurrence: Mamba's dt not through softplus, A = exp(A_log) without its minus)"
     )
     return (
         f"run `{inspect_command(run, r.step)}`"
