@@ -54,6 +54,18 @@ CANCELLED = "x + (y - x)"
 estimator written without its .detach(): soft + (hard - soft)): its derivative in x is
 1 - 1 = 0, so everything below x that reaches the loss only there gets exact zeros."""
 
+ZERO_POINT = "the zero point of a learnable fake quantizer"
+"""How the zero-point input of torch's learnable fake quantizer
+(`_fake_quantize_learnable_per_tensor_affine`, `..._per_channel_affine`: torch.ao's
+`_LearnableFakeQuantize`, LSQ+) is named: its derivative is nonzero only where an input
+falls outside the quantised range, so it gets exact zeros wherever nothing is clipped."""
+
+ZERO_POINT_NODES = (
+    "FakeQuantizeLearnablePerTensorAffineBackward0",
+    "FakeQuantizeLearnablePerChannelAffineBackward0",
+)
+"""Backward nodes of the learnable fake quantizer: inputs (x, scale, zero_point)."""
+
 CUSTOM_FUNCTION = "Function "
 """How `flat_op` names a custom autograd.Function: its backward is the user's own."""
 

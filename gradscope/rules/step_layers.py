@@ -15,8 +15,16 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import num
+from gradscope.rules.layer_levels import level_change, spikes_first
 from gradscope.rules.registry import DECLARED, Stage, When, rule
-from gradscope.rules.step_common import about, by_optimizer, clip_note, module_of, step_list
+from gradscope.rules.step_common import (
+    Series,
+    about,
+    by_optimizer,
+    clip_note,
+    module_of,
+    step_list,
+)
 from gradscope.rules.steps import series_spike_steps
 from gradscope.steps.layer_spikes import LayerSpike
 from gradscope.steps.records import WatchRun
@@ -62,16 +70,13 @@ def layer_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[
     did, at a step where the total norm is no spike (GS403's, whose
     evidence names the layers that drove it). Per-layer noise of that size is not seen
     in healthy training; a loss spike at the same step points to the layer. Below a
-    floor on a loss term (free nats), information."""
+    floor on a loss term (free nats), or where each jump stayed at its new level over the
+    16 steps after it (a bias before a BatchNorm switched to running statistics),
+    information."""
     out = []
     names = run.names()
     for s in (s for s in by_optimizer(run) if not s.evaluations):  # see steps.series_spikes
-        total = series_spike_steps(s, t, "norm")
-        found = [
-            x
-            for x in run.store.layers.found(s.index)
-            if x.step not in total and _passes(x, s.members, names, t)
-        ]
+        found = _found(run, s, names, t)
         if not found:
             continue
         worst = max(found, key=lambda x: x.ratio)
@@ -101,8 +106,22 @@ def layer_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[
             threshold=LAYER_RATIO,
             evidence=(f"layer spike steps: {step_list(where)}", *evidence),
         )
-        out.append(about(_floored(run, found, finding, layer), where))
+        finding = level_change(found, _floored(run, found, finding, layer), layer)
+        out.append(about(finding, where))
     return out
+
+
+def _found(run: WatchRun, s: Series, names: list[str], t: Thresholds) -> list[LayerSpike]:
+    """The optimizer's jumps that pass, at steps where the total norm is no spike; those
+    that came back down first (a jump that stayed is a level: rules/layer_levels.py)."""
+    total = series_spike_steps(s, t, "norm")
+    return spikes_first(
+        [
+            x
+            for x in run.store.layers.found(s.index)
+            if x.step not in total and _passes(x, s.members, names, t)
+        ]
+    )
 
 
 def _floored(run: WatchRun, found: list[LayerSpike], finding: Finding, layer: str) -> Finding:

@@ -11,7 +11,14 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules import all_stopped, no_signal, routed, shift_invariance, stall_advice
+from gradscope.rules import (
+    all_stopped,
+    no_signal,
+    routed,
+    shift_invariance,
+    stall_advice,
+    zero_point,
+)
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_blowup import early_blowup_of
 from gradscope.rules.step_common import (
@@ -308,7 +315,8 @@ def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
     expert, the router no longer choosing it, and its advice is the load-balancing loss.
     Information where every tensor of the optimizer got only zeros from one step on while
     its loss was exactly 0 (rules/no_signal.py: GRPO's groups of one reward each), unless
-    that loss is a logistic one, 0 only when saturated (DPO's beta far too large)."""
+    that loss is a logistic one, 0 only when saturated (DPO's beta far too large); and for
+    a learnable fake quantizer's zero point, whose gradient needs inputs clipped."""
     # A parameter that had gradients and then none, to the end: frozen midway
     # (`requires_grad_(False)`: None, or zeros under zero_grad(set_to_none=False)), or cut from
     # the loss. Judged on its own optimizer's steps (a GAN's G gets nothing in D's).
@@ -337,6 +345,7 @@ def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
             finding = _stopped(run, s, p, had, tail, t)
             finding = routed.if_dead_expert(run, s.index, i, had, finding, places)
             finding = no_signal.read_zeros(finding, zeros)
+            finding = zero_point.stopped(finding, p, had.since_step)
             weight = shift_invariance.cancelled(run, i, s.index)
             if weight is not None:
                 head = (

@@ -14,14 +14,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gradscope.autograd_walk import CANCELLED, CUSTOM_FUNCTION, WHERE_UNCHOSEN
+from gradscope.autograd_walk import CANCELLED, CUSTOM_FUNCTION, WHERE_UNCHOSEN, ZERO_POINT
 from gradscope.findings import Finding
+from gradscope.rules import zero_point
 from gradscope.steps.records import ParamInfo
 
 
 def as_flat(finding: Finding, p: ParamInfo, steps: int) -> Finding:
     """GS413's finding for zero gradients below a zero-derivative op or a custom Function."""
     head = f"{p.name} got only zero gradients in all {steps} steps"
+    if p.flat_op == ZERO_POINT:
+        return zero_point.as_information(finding, p, head)
     return told(finding, p.name, p.flat_op or "", head)
 
 

@@ -17,7 +17,7 @@ import math
 import statistics
 from array import array
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import compress, islice
 from operator import gt
 
@@ -31,6 +31,8 @@ CANDIDATE = 8.0
 """A norm this many times its tensor's cached median is checked against the exact one."""
 KEPT = 32
 """Largest jumps kept per optimizer."""
+FOLLOW = MIN_HISTORY
+"""Steps after a kept jump whose norms of that tensor are kept: whether the jump stayed."""
 
 
 @dataclass(frozen=True, order=True)
@@ -54,6 +56,9 @@ class LayerSpike:
     """The step's total gradient norm."""
     total_median: float
     """The total norm's median over the same steps."""
+    after: float = math.nan
+    """The tensor's median norm over the FOLLOW live steps after this one (nan: the run
+    ended first): a jump that stayed is a level its gradient moved to, not a spike."""
 
 
 @dataclass
@@ -65,6 +70,8 @@ class _Lane:
     seen: int = 0
     kept: list[LayerSpike] = field(default_factory=list)
     """Min-heap by ratio."""
+    follow: dict[tuple[int, int], list[float]] = field(default_factory=dict)
+    """(step, tensor) of each kept jump → that tensor's norms at the steps after it."""
 
 
 class LayerSpikes:
@@ -78,6 +85,9 @@ class LayerSpikes:
         lane = self._lanes.get(optimizer)
         if lane is None:
             lane = self._lanes[optimizer] = _Lane()
+        for (_, i), after in lane.follow.items():
+            if len(after) < FOLLOW and i < len(norms):
+                after.append(norms[i])
         if lane.limits and any(map(gt, norms, lane.limits)):
             for i in compress(range(len(norms)), map(gt, norms, lane.limits)):
                 if math.isfinite(norms[i]):
@@ -112,12 +122,29 @@ class LayerSpikes:
         if len(lane.kept) < KEPT:
             heapq.heappush(lane.kept, spike)
         elif spike > lane.kept[0]:
-            heapq.heapreplace(lane.kept, spike)
+            gone = heapq.heapreplace(lane.kept, spike)
+            lane.follow.pop((gone.step, gone.tensor), None)
+        else:
+            return
+        lane.follow[(step, i)] = []
 
     def found(self, optimizer: int) -> list[LayerSpike]:
         """That optimizer's kept jumps, in step order."""
         lane = self._lanes.get(optimizer)
-        return sorted(lane.kept, key=lambda s: (s.step, s.tensor)) if lane else []
+        if lane is None:
+            return []
+        return [
+            _followed(s, lane.follow) for s in sorted(lane.kept, key=lambda s: (s.step, s.tensor))
+        ]
+
+
+def _followed(spike: LayerSpike, follow: dict[tuple[int, int], list[float]]) -> LayerSpike:
+    """The jump with its tensor's median norm over the FOLLOW steps after it, where the run
+    went on that long (no gradient at a step counts as 0)."""
+    after = follow.get((spike.step, spike.tensor), [])
+    if len(after) < FOLLOW:
+        return spike
+    return replace(spike, after=statistics.median(max(v, 0.0) for v in after))
 
 
 def _medians(rows: deque[array]) -> list[float]:

@@ -83,7 +83,7 @@ def started(
     state.noise.begin(window, here.scaled_by, tensor)
     if not state.probe.done:
         probed(state, lambda: nan_probe.begin(state.probe, state, roots, here.scaled_by))
-    if state.flat_ops.reads < flat_ops.READS:
+    if state.flat_ops.due(len(state.optimizers)):
         _observed(state, flat_ops, state.flat_ops, roots)
     if state.clamped_terms.reads < clamped_terms.READS:
         _observed(state, clamped_terms, state.clamped_terms, roots)

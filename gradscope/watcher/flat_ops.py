@@ -17,14 +17,23 @@ from typing import Any
 
 import torch
 
-from gradscope.autograd_walk import CUSTOM_FUNCTION, WHERE_UNCHOSEN, NodeWalk, flat_op
+from gradscope.autograd_walk import (
+    CUSTOM_FUNCTION,
+    WHERE_UNCHOSEN,
+    ZERO_POINT,
+    ZERO_POINT_NODES,
+    NodeWalk,
+    flat_op,
+)
 from gradscope.watcher.discover import MAX_GRAPH_NODES
 from gradscope.watcher.unchosen_branches import unchosen_leaves
 
 PART = "the zero-derivative op search"
 
 READS = 3
-"""Backward calls whose graph is read: a layer is binarised in every forward, or in none."""
+"""Backward calls whose graph is read: a layer is binarised in every forward, or in none;
+READS more once another optimizer stepped (a float model's training, then its
+quantization-aware copy's under an optimizer of its own)."""
 
 
 class FlatOps:
@@ -34,6 +43,15 @@ class FlatOps:
     def __init__(self) -> None:
         self.below: dict[int, tuple[weakref.ref[torch.Tensor], str]] = {}
         self.reads = 0
+        self.optimizers = 0
+        """The optimizers that had stepped when the reads began."""
+
+    def due(self, optimizers: int) -> bool:
+        """Whether this backward's graph is read: one of the first READS, or of the first
+        READS since another optimizer stepped."""
+        if optimizers > self.optimizers:
+            self.optimizers, self.reads = optimizers, 0
+        return self.reads < READS
 
     def observe(self, roots: list[torch.Tensor]) -> None:
         """The leaves below the zero-derivative nodes of this backward's graph."""
@@ -42,7 +60,9 @@ class FlatOps:
         self.reads += 1
         fns = [r.grad_fn for r in roots if r.grad_fn is not None]
         flat: dict[str, list[Any]] = {}
+        zero_points: list[torch.Tensor] = []
         for node in NodeWalk(fns, limit=MAX_GRAPH_NODES):
+            zero_points += _zero_point(node)
             op = flat_op(node)
             if op is not None:
                 flat.setdefault(op, []).append(node)
@@ -53,6 +73,8 @@ class FlatOps:
                     self.below[id(leaf)] = (weakref.ref(leaf), op)
         for leaf in unchosen_leaves(fns):
             self.below.setdefault(id(leaf), (weakref.ref(leaf), WHERE_UNCHOSEN))
+        for leaf in zero_points:
+            self.below.setdefault(id(leaf), (weakref.ref(leaf), ZERO_POINT))
 
     def op_above(self, tensor: torch.Tensor) -> str | None:
         """The zero-derivative op this tensor lies below in the graphs read (None: none)."""
@@ -65,6 +87,14 @@ def _custom_last(item: tuple[str, list[Any]]) -> bool:
     certain, while a custom Function nearer the loss (a likelihood's lower bound) may pass
     the gradient on, so a leaf below both is told of the round."""
     return item[0].startswith(CUSTOM_FUNCTION)
+
+
+def _zero_point(node: Any) -> list[torch.Tensor]:
+    """The leaf a learnable fake quantizer takes as its zero point, where it takes one."""
+    if type(node).__name__ not in ZERO_POINT_NODES or len(node.next_functions) < 3:
+        return []
+    leaf = _variable(node.next_functions[2][0])
+    return [leaf] if leaf is not None else []
 
 
 def _variable(node: Any) -> torch.Tensor | None:
