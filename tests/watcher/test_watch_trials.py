@@ -138,3 +138,35 @@ def test_the_same_trial_run_to_its_end_keeps_its_findings_about_no_step_loud():
     assert loud["GS409"].severity is gradscope.Severity.WARNING
     for rule in ("GS404", "GS409"):
         assert "one of 4 trainings run one after another (optimizer 1" in loud[rule].message
+
+
+def _trial(lr: float, x: torch.Tensor, y: torch.Tensor, fail: bool) -> None:
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    for i in range(8):
+        opt.zero_grad()
+        F.mse_loss(model(x[i * 8 : i * 8 + 8]), y[i * 8 : i * 8 + 8]).backward()
+        if fail:
+            raise ValueError("the first step failed")  # out of memory, a loss not finite
+        opt.step()
+
+
+def test_a_trial_that_raised_before_its_first_step_is_no_layer_left_out_of_the_optimizer():
+    """The second trial raises after its first backward; the search catches it (optuna's
+    `catch=`) and keeps the exception a while, so its optimizer is still live at the next
+    trial's first step, and gone by the end."""
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 4), torch.randn(64, 1)
+    held = []
+    with gradscope.watch() as w:
+        for k, lr in enumerate(LRS):
+            try:
+                _trial(lr, x, y, fail=k == 1)
+            except ValueError as e:
+                held.append(e)
+            if k == 2:
+                held.clear()
+    outside = [f for f in w.report.findings if f.rule == "GS411"]
+    assert outside and all(f.severity is gradscope.Severity.INFO for f in outside), outside
+    assert "dropped by the script before it ever stepped" in outside[0].message
+    assert not [f for f in w.report.findings if f.severity >= gradscope.Severity.WARNING]
