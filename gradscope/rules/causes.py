@@ -188,6 +188,8 @@ def _explains(run: WatchRun, cause: Finding, f: Finding, findings: list[Finding]
         return norms and any(g.rule == "GS441" for g in findings)
     if cause.rule == "GS411":  # a gate held at 0 outside the optimizer
         return f.rule == "GS413" and held_at_zero(run, cause.subject, f.subject)
+    if cause.rule == "GS406":  # a clip to max_norm 0 only: it zeroed every gradient
+        return cause.value == 0.0
     if cause.rule == "GS442" and cause.severity < Severity.WARNING:
         return False  # eps held the first steps only: the rest of the run is Adam's own
     if cause.rule == "GS413":

@@ -55,13 +55,15 @@ from gradscope.steps.records import StepRecord, WatchRun
         "the loss means"
     ),
     mark=Mark("clipped", "|"),
+    explains=("GS410", "GS415", "GS417"),
 )
 def clipping_binds(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[Finding]:
     """After warmup-steps, clip_grad_norm_ bound on more than clip-bind-fraction of the steps.
     How much it bound decides: a mean clip coefficient (max_norm over the norm) below
     clip-coef-warn is a warning; between clip-coef-warn and clip-coef-info, or under an
     optimizer that divides by its gradient scale (Adam and kin), it is information; at or above
-    clip-coef-info, nothing."""
+    clip-coef-info, nothing. A max_norm of 0 at every step is an error: the clip scales
+    every gradient to 0 and no step moves a weight (max_norm=0 does not turn clipping off)."""
     # How much clipping binds, not only how often: stock configs trim ~12% of most steps by
     # design (info at most); a mean clip coefficient below clip-coef-warn is a warning. Steps
     # clipped on scaled gradients are GS416's (their coefficient means nothing).
@@ -114,6 +116,8 @@ def _how_much(
     information, a clip that sets the step size is a warning. Under Adam and kin a clip
     that binds at most steps trims no step: the running scale the step is divided by is
     made of the clipped gradients too, so the adaptive wording holds at any coefficient."""
+    if coef == 0.0:  # max_norm 0 at every step: any optimizer steps zeros
+        return *zeroed(med), Severity.ERROR, t.clip_coef_warn
     light = coef >= t.clip_coef_warn
     if _adaptive(run, s.index):  # Adam & co. divide the clip's scale back out
         why = (
@@ -132,6 +136,20 @@ def _how_much(
     advice = f"lower the learning rate (by about {coef:.2g}×) or raise max_norm above "
     advice += f"the typical norm ({num(med)})"
     return why, advice, Severity.WARNING, t.clip_coef_warn
+
+
+def zeroed(med: float) -> tuple[str, str]:
+    """(why, advice) for a clip to max_norm 0: it multiplies every gradient by
+    max_norm / (norm + 1e-6), so every gradient becomes 0 before the step."""
+    why = (
+        "max_norm is 0, so clip_grad_norm_ multiplies every gradient by 0 before the step: "
+        f"no step moves a weight (the gradients before the clip: median norm {num(med)})"
+    )
+    advice = (
+        "max_norm=0 does not turn clipping off: drop the clip, or give it a positive "
+        "max_norm (skorch's GradientNormClipping is off with gradient_clip_value=None)"
+    )
+    return why, advice
 
 
 ADAPTIVE = ("adam", "rmsprop", "adagrad", "adadelta", "adafactor", "lion", "lamb", "sophia")

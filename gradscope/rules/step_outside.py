@@ -10,6 +10,7 @@ from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Rule, Severity
 from gradscope.fmt import num
 from gradscope.rules import (
+    abandoned,
     assigned_after,
     copy_through,
     in_backward,
@@ -104,9 +105,12 @@ def _given_gradients(
     this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str, master: tuple[int, ...]
 ) -> Finding | None:
     """A parameter outside every stepping optimizer that got gradients: held by an
-    optimizer that never stepped (named once the run completed), stepped through a copy of
+    optimizer that never stepped (dropped by the script: a trial abandoned; else named
+    once the run completed), stepped through a copy of
     its values, moved by the script itself, a variable differentiated on its own, or the
     error."""
+    if abandoned.dropped(p):
+        return abandoned.finding(run, p)
     if p.idle_optimizer:
         if run.status == "completed" or p.idle_resets > 1:
             return _never_stepped(this, run, p, i)

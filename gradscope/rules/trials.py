@@ -2,9 +2,11 @@
 cross-validation, random restarts, an ensemble trained member after member. Each trial's
 optimizer steps tensors of its own (a model built for it) over a span of steps no other
 optimizer steps in. A finding whose steps lie in one trial's span is about that trial and
-says which. Where the script cut that trial short (it ran fewer steps than another trial,
-and trainings of other tensors went on after it: pruned, stopped early, eliminated by
-successive halving), the script has already acted on what the finding saw: a search tries
+says which; so is one about no step in particular (a trend, an update ratio, a layer's
+gradient fallen to 0) whose subject is that trial's optimizer or tensors. Where the
+script cut that trial short (it ran fewer steps than another trial, and trainings of
+other tensors went on after it: pruned, stopped early, eliminated by successive
+halving), the script has already acted on what the finding saw: a search tries
 high learning rates on purpose and drops the trials that blow up. Such a finding stays, at
 info, so that one abandoned trial does not fail the run. No torch."""
 
@@ -71,21 +73,34 @@ def _alone(
 
 
 def attribute(run: WatchRun, findings: list[Finding]) -> list[Finding]:
-    """Each finding whose steps all lie in one trial's span says which trial; one about a
-    trial the script cut short is kept at info."""
+    """Each finding whose steps all lie in one trial's span, or, about no step in
+    particular, whose subject is that trial's optimizer or tensors, says which trial; one
+    about a trial the script cut short is kept at info."""
     found = trials(run)
     if not found:
         return findings
-    return [_about_trial(f, found) for f in findings]
+    return [_about_trial(f, _trial_of(run, f, found)) for f in findings]
 
 
-def _about_trial(finding: Finding, found: list[Trial]) -> Finding:
-    if not finding.steps:
-        return finding
-    trial = next(
-        (t for t in found if all(t.first <= s <= t.last for s in finding.steps)),
-        None,
-    )
+def _trial_of(run: WatchRun, finding: Finding, found: list[Trial]) -> Trial | None:
+    if finding.steps:
+        return next((t for t in found if all(t.first <= s <= t.last for s in finding.steps)), None)
+    named = [t for t in found if run.optimizer_label(t.optimizer) in finding.subject]
+    if len(named) == 1:
+        return named[0]
+    return _holding(run, finding.subject.split(" (")[0], found)
+
+
+def _holding(run: WatchRun, name: str, found: list[Trial]) -> Trial | None:
+    """The one trial whose optimizer holds every parameter `name` names: the parameter
+    itself, or each under the module of that name (a trial's update ratios, a layer's
+    gradient fallen to 0, told per tensor or layer and not per step)."""
+    held = {i for i, p in enumerate(run.params) if p.name == name or p.name.startswith(name + ".")}
+    owners = [t for t in found if held and held <= set(run.members_of(t.optimizer))]
+    return owners[0] if len(owners) == 1 else None
+
+
+def _about_trial(finding: Finding, trial: Trial | None) -> Finding:
     if trial is None:
         return finding
     said = (

@@ -353,12 +353,16 @@ def carried(state: WatchState, optimizer: Any) -> torch.Tensor | None:
 Idle = tuple[str | None, bool, int]
 """(the class of the optimizer, whether its zero_grad() ran, how many times it did)."""
 NOT_IDLE: Idle = (None, True, 0)
+DROPPED = 0
+"""The zero_grad count of an idle optimizer the script dropped before the run ended (a
+live one that was zeroed counts at least 1)."""
 
 
 def idle_holders(state: WatchState, placed: set[int], ended_early: bool) -> dict[int, Idle]:
     """id → the optimizer outside those that stepped (`placed`) holding the tensor: one
     whose zero_grad() ran and whose step() never did, or, in a run that ended early, a
-    live one whose turn never came (discover.unstepped_holders)."""
+    live one whose turn never came (discover.unstepped_holders). One the script dropped
+    since (no longer live) is said with no zero_grad counted: DROPPED."""
     idle: dict[int, Idle] = {
         id(p): (type(o).__name__, True, state.zero_grads.get(id(o), 0))
         for o in state.zeroed.values()
@@ -366,6 +370,11 @@ def idle_holders(state: WatchState, placed: set[int], ended_early: bool) -> dict
         for p in g["params"]
         if id(p) not in placed
     }
+    idle.update(
+        (k, (name, True, DROPPED))
+        for k, name in state.idle_held.items()
+        if k not in placed and k not in idle
+    )
     if ended_early:
         late = discover.unstepped_holders(state.tracked.params, placed | set(idle))
         idle.update((k, (name, False, 0)) for k, name in late.items())

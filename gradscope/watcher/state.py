@@ -82,6 +82,10 @@ class WatchState:
     stepped at the next step of another, their models are tracked (stepping._track_idle)."""
     zero_grads: dict[int, int] = field(default_factory=dict)
     """id → how many times each of those optimizers' zero_grad() ran."""
+    idle_held: dict[int, str] = field(default_factory=dict)
+    """id → the class of the idle optimizer whose model was tracked at a step, for each of
+    its tensors: kept after the script dropped that optimizer (a trial that raised after
+    its first backward, before its first step)."""
     cleared_unstepped: set[int] = field(default_factory=set)
     """Ids of tensors whose gradient a zero_grad() of an optimizer not yet stepped cleared:
     gradients there between steps (an aux loss's backward after the main step)."""

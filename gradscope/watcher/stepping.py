@@ -209,10 +209,17 @@ def _track_idle(state: WatchState) -> None:
     """At a step, the models of the optimizers zeroed since the last one that have not
     stepped: their gradients are measured from here on (a step() the script forgot)."""
     zeroed, state.idle_pending = state.idle_pending, []
-    idle = [state.zeroed.get(k) for k in zeroed]
-    idle = [o for o in idle if o is not None and all(o is not k for k in state.known)]
+    found = [state.zeroed.get(k) for k in zeroed]
+    idle = [o for o in found if o is not None and all(o is not k for k in state.known)]
     if idle:
         discover.add_idle(state.tracked, idle)
+        state.idle_held.update(
+            (id(p), type(o).__name__)
+            for o in idle
+            for g in o.param_groups
+            for p in g["params"]
+            if id(p) in state.tracked.index
+        )
 
 
 def window_of(state: WatchState, here: ThreadState, optimizer: Any) -> Window:
