@@ -28,7 +28,8 @@ from gradscope.watcher.no_grad_owners import NoGradOwners
 NODES = 20_000
 """Graph nodes walked from the outermost module's outputs before giving up (undecided)."""
 FORWARDS = 8
-"""Forwards of the outermost modules waited for a candidate's output with a graph."""
+"""Forwards of the outermost modules with gradients on waited for a candidate's output with
+a graph (those without, GradCache's first pass, wait for nothing)."""
 
 
 class LibraryDropped:
@@ -94,7 +95,7 @@ class LibraryDropped:
             del self.pending[position]
         for holder in asked.values():
             self.seen.pop(holder, None)
-        self.waited += 1
+        self.waited += torch.is_grad_enabled()
         if not self.pending or self.waited >= FORWARDS:
             self.pending.clear()
             self.remove()
