@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from gradscope.untraced import untraced
 from gradscope.watcher.no_grad_owners import NoGradOwners
 
 NODES = 20_000
@@ -61,7 +62,7 @@ class LibraryDropped:
                 self.pending[position] = (chain[0], below[0], chain[-1])
                 self.names[position] = owners.library.get(chain[-1], owners.library[below[-1]])
         if self.pending and self._handle is None:
-            self._handle = nn.modules.module.register_module_forward_hook(self._forward)
+            self._handle = nn.modules.module.register_module_forward_hook(untraced(self._forward))
 
     def dropped_in(self, position: int) -> str:
         return self.dropped.get(position, "")
