@@ -1,16 +1,17 @@
 """Cosine similarities handed to cross_entropy as logits with no temperature.
 
-An in-batch contrastive loss (sentence-transformers' MultipleNegativesRankingLoss, CLIP's,
-InfoNCE) scores each pair by the cosine of two normalised embeddings, a value in [-1, 1],
-and divides by a temperature (multiplies by a scale: 20 in sentence-transformers, 1/0.07
-in CLIP) before cross_entropy. Left at 1, the logits of C candidates differ by 2 at most:
-the softmax can never put more than e / (e + (C-1)/e) on the right one, so the loss stays
-above ln(1 + (C-1)·e^-2) (1.1 for 16 candidates) and its gradients shrink as it nears it.
-Read off the graph at the first step: a matrix product of two row-normalised inputs
-(x / ‖x‖, F.normalize's division by a norm) under cross_entropy's log_softmax, through
-views and transposes, and between them no factor but a constant 1. A learned or any other
-scale is a temperature: said nothing. One host read of a scalar the script wrote as a
-Python number."""
+An in-batch contrastive loss (InfoNCE, CLIP's, sentence-transformers'
+MultipleNegativesRankingLoss where it calls cross_entropy) scores each pair by the cosine of two
+normalised embeddings, a value in [-1, 1], and divides by a temperature (multiplies by a scale:
+20 in sentence-transformers, 1/0.07 in CLIP) before cross_entropy. Left at 1, the logits of C
+candidates differ by 2 at most: the softmax can never put more than e / (e + (C-1)/e) on the
+right one, so the loss stays above ln(1 + (C-1)·e^-2) (1.1 for 16 candidates) and its gradients
+shrink as it nears it. Read off the graph at the first step: a matrix product of two
+row-normalised inputs (x / ‖x‖, F.normalize's division by a norm) under cross_entropy's
+log_softmax, through views and transposes, and between them no factor but a constant 1. A
+learned or any other scale is a temperature: said nothing. One host read of a scalar the script
+wrote as a Python number. A loss written as logsumexp minus the positive's logit (sentence-
+transformers 6's) has no cross_entropy to read under: not judged."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Cosine similarities under cross_entropy with no temperature (sentence-transformers'
-MultipleNegativesRankingLoss(model, scale=1)): the logits differ by 2 at most, so the
-loss stays above ln(1 + (C-1)/e²) and its gradients shrink; the run only looked slow.
-GS431 names it from the loss's graph. A scale of 20, a temperature of 0.05 and CLIP's
-learned logit_scale stay silent."""
+"""Cosine similarities under cross_entropy with no temperature (an InfoNCE loss,
+MultipleNegativesRankingLoss(model, scale=1) where it calls cross_entropy): the logits differ by
+2 at most, so the loss stays above ln(1 + (C-1)/e²) and its gradients shrink; the run only
+looked slow. GS431 names it from the loss's graph. A scale of 20, a temperature of 0.05 and
+CLIP's learned logit_scale stay silent."""
 
 from __future__ import annotations
 
