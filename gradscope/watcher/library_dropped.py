@@ -26,6 +26,9 @@ from torch import nn
 from gradscope.untraced import untraced
 from gradscope.watcher.no_grad_owners import NoGradOwners
 
+CALLS = 1_000_000
+"""Module calls the global hook sees before it gives up: the outermost module may never run
+again with gradients (its holder called outside it)."""
 NODES = 20_000
 """Graph nodes walked from the outermost module's outputs before giving up (undecided)."""
 FORWARDS = 8
@@ -48,6 +51,7 @@ class LibraryDropped:
         """Positions whose module's output the innermost library module above it returned
         (BertPooler's, BertModel's pooler_output): passed up, not cut inside a layer."""
         self.waited = 0
+        self.calls = 0
         self._handle: Any = None
 
     def watch(self, owners: NoGradOwners) -> None:
@@ -68,6 +72,7 @@ class LibraryDropped:
         return self.dropped.get(position, "")
 
     def remove(self) -> None:
+        self.seen.clear()  # its nodes hold a step's graph
         if self._handle is not None:
             self._handle.remove()
             self._handle = None
@@ -81,6 +86,11 @@ class LibraryDropped:
             self.on_fault("the library-dropped hook", exc)
 
     def _note(self, module: int, output: Any) -> None:
+        self.calls += 1
+        if self.calls > CALLS:
+            self.pending.clear()
+            self.remove()
+            return
         if module in {h for h, _, _ in self.pending.values()} and _graph(output):
             self.seen[module] = output.grad_fn
         ups = {p: h for p, (h, u, _) in self.pending.items() if u == module and h in self.seen}
