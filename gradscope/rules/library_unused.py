@@ -1,4 +1,5 @@
-"""GS413 told apart: a submodule an installed library builds and its forward never calls.
+"""GS413 told apart: a submodule an installed library builds and its forward never calls,
+or calls and drops the output of.
 MONAI's TransformerBlock (monai/networks/blocks/transformerblock.py) builds
 norm_cross_attn whatever with_cross_attention says and calls it only when that is True,
 so every UNETR or ViT trained without cross-attention carries LayerNorms that never run.
@@ -14,7 +15,10 @@ from gradscope.steps.records import ParamInfo
 
 
 def as_information(finding: Finding, p: ParamInfo) -> Finding:
-    """GS413 as information on a parameter whose module the library's forward never called."""
+    """GS413 as information on a parameter whose module the library's forward never called,
+    or called and its output dropped."""
+    if not p.uncalled_in:
+        return _as_dropped(finding, p)
     return replace(
         finding,
         severity=Severity.INFO,
@@ -24,4 +28,21 @@ def as_information(finding: Finding, p: ParamInfo) -> Finding:
         advice="nothing to fix if that option is off on purpose; to keep the optimizer from "
         "holding it, call requires_grad_(False) on it or pass only the parameters that "
         "train; if the option was meant to be on, check the model's arguments",
+    )
+
+
+def _as_dropped(finding: Finding, p: ParamInfo) -> Finding:
+    """GS413 as information on a parameter whose module ran with gradients and whose output
+    the library's outermost model holding it left out of what it returned (sentence-
+    transformers' models.Transformer keeps BertModel's last_hidden_state, not its
+    pooler_output): every module holding it is a library's, none the script's own."""
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=f"{finding.message}; its module ran, and {p.dropped_in}'s output leaves its "
+        "output out (every module holding it is a library's, none the script's own: an "
+        "output the library drops, as sentence-transformers drops BertModel's pooler_output)",
+        advice="nothing to fix if the library's design drops it; to keep the optimizer from "
+        "holding it, call requires_grad_(False) on it or build the model without it "
+        "(BertModel's add_pooling_layer=False)",
     )

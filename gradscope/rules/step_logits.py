@@ -65,6 +65,9 @@ _FIX = {
     "softmax-as-bce-logits": BCE_SOFTMAX_FIX,
     "logits-as-targets": LOGIT_TARGETS_FIX,
     "squashed-twice": SQUASHED_FIX,
+    "cosine-unscaled": "scale the cosine similarities before cross_entropy: divide by a "
+    "temperature (0.05 to 0.1) or multiply by a scale (sentence-transformers' default "
+    "MultipleNegativesRankingLoss(model, scale=20.0), CLIP's learned logit_scale)",
     "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate, any "
     "real value) with log_input=True, or keep the link and pass log_input=False, which reads "
     "the input as the rate itself",
@@ -91,6 +94,7 @@ WHAT = {
     "probs-as-log-target": "probabilities where kl_div(log_target=True) wants log-probabilities "
     "as its target",
     "rate-as-log-rate": "a rate where it wants a log-rate",
+    "cosine-unscaled": "cosine similarities in [-1, 1] as logits, with no temperature",
     "softmax-as-logits": "probabilities where a distribution or log_softmax wants logits (a "
     "double softmax)",
     "squashed-twice": "probabilities where it wants logits (a double softmax or sigmoid)",
@@ -108,7 +112,8 @@ WHAT = {
     "a (log_)softmax over another axis than the classes, a Poisson NLL on a log-rate "
     "(log_input=True) that comes out of exp, softplus or relu, or a softmax's probabilities "
     "normalised again as logits (Categorical(logits=probs)) or taken by kl_div as "
-    "log-probabilities, or soft targets with a negative entry (logits) under cross_entropy",
+    "log-probabilities, or soft targets with a negative entry (logits) under cross_entropy, "
+    "or cosine similarities under cross_entropy with no temperature (a scale of 1)",
     example="`loss = F.cross_entropy(F.softmax(model(x), -1), y)` on a 10-class classifier: the "
     "loss can never fall below ln(1 + 9/e) = 1.46 and the run stalls there",
     fix="pass the raw logits to the loss (drop the softmax or sigmoid before it); a "
@@ -130,20 +135,20 @@ def probabilities_as_logits(
     run: WatchRun, t: Thresholds, *, this: Rule = DECLARED
 ) -> list[Finding]:
     """The loss's autograd graph, read at the first step, shows cross_entropy's own
-    LogSoftmaxBackward0 over a SoftmaxBackward0 (through views, transposes and casts), a
-    Sigmoid- or SoftmaxBackward0 under binary_cross_entropy_with_logits, or a (log_)softmax
-    whose dim is not the loss's class dim once followed through the views between them. The
-    first two squash the output twice: the loss cannot fall below ln(1 + (C-1)/e) for C (1.46
-    for 10, 2.08 for 20) or ln(1 + 1/e) = 0.31, and its gradients shrink; the third normalises
-    over the batch or the sequence. A SoftmaxBackward0 with no log under nll_loss or
-    ctc_loss (CtcLossBackward0, its classes the last dim of its (T, N, C) input) hands them
-    probabilities to read as log-probabilities: the loss goes below 0 and falls as the
+    LogSoftmaxBackward0 over a SoftmaxBackward0 (through views, transposes and casts), a Sigmoid- or
+    SoftmaxBackward0 under binary_cross_entropy_with_logits, or a (log_)softmax whose dim is not the
+    loss's class dim once followed through the views between them. The first two squash the output
+    twice: the loss cannot fall below ln(1 + (C-1)/e) for C or ln(1 + 1/e) = 0.31, and its gradients
+    shrink; the third normalises over the batch or the sequence. A SoftmaxBackward0 with no log
+    under nll_loss or ctc_loss (CtcLossBackward0, its classes the last dim of its (T, N, C) input)
+    hands them probabilities to read as log-probabilities: the loss goes below 0 and falls as the
     probabilities rise, whatever the targets. A Poisson NLL whose log-rate comes out of exp,
-    softplus or relu predicts rates of at least 1 (watcher/poisson_terms.py). Under any
-    objective, probabilities squashed again (Categorical(logits=probs), DiceLoss(softmax=True)
-    on them) stay from 0 and 1 (watcher/renormalised.py); kl_div taking them as log-probabilities
-    teaches the target's argmax (watcher/kl_inputs.py). A log_softmax over the classes,
-    nll_loss or ctc_loss on it, and BCELoss on a sigmoid are right."""
+    softplus or relu predicts rates of at least 1 (watcher/poisson_terms.py). Under any objective,
+    probabilities squashed again (Categorical(logits=probs), DiceLoss(softmax=True) on them) stay
+    from 0 and 1 (watcher/renormalised.py); kl_div taking them as log-probabilities teaches the
+    target's argmax (watcher/kl_inputs.py). Unscaled cosine logits stay above ln(1 + (C-1)/e²)
+    (watcher/cosine_logits.py). A log_softmax over the classes, nll_loss or ctc_loss on it, and
+    BCELoss on a sigmoid are right."""
     out: list[Finding] = []
     seen: dict[tuple[str, str], int] = {}
     for s in by_optimizer(run):

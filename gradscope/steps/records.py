@@ -128,6 +128,10 @@ class ParamInfo:
     """The installed library's class (`package.module.Class`) whose forward ran with
     gradients and never called the module holding it: a submodule the library builds and
     this configuration leaves unused; "": none."""
+    dropped_in: str = ""
+    """The installed library's class, outermost of those holding it (none the script's
+    own), whose output its module's output never reached: an output the library drops
+    (BertModel's pooler under sentence-transformers); "": none."""
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from gradscope.hookable import hookable
 from gradscope.steps.state_facts import TrainModeEval
 from gradscope.watcher import discover
 from gradscope.watcher.copies_through import CopiesThrough
+from gradscope.watcher.library_dropped import LibraryDropped
 from gradscope.watcher.modes import DROPOUTS, NORMS
 from gradscope.watcher.moving_copies import MovingCopies, copies_of
 from gradscope.watcher.no_grad_owners import NoGradOwners
@@ -87,6 +88,8 @@ class EvalPasses:
         """Copies of the trained models (an EMA teacher) run without gradients."""
         self.owners = NoGradOwners()
         """The grad mode of the forwards of modules whose parameters had no gradient."""
+        self.dropped = LibraryDropped(lambda part, exc: self.on_fault(part, exc))
+        """Those modules, all a library's, whose output the outermost one left out."""
         self.through = CopiesThrough(trained)
         """Models holding no trained weight whose forward with gradients on is fed a trained
         network's output (a target critic valuing a differentiable rollout's last state)."""
@@ -132,6 +135,7 @@ class EvalPasses:
             return
         try:
             self.owners.watch(roots, index, self._register)
+            self.dropped.watch(self.owners)
         except Exception as exc:  # gradscope's own: this probe stops, the watch goes on
             self.failed = True
             self.on_fault("the evaluation-pass hook", exc)
@@ -146,6 +150,7 @@ class EvalPasses:
         return frozenset(self._ids)
 
     def remove(self) -> None:
+        self.dropped.remove()
         while self._handles:
             self._handles.pop().remove()
 

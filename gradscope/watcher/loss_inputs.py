@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradscope.autograd_walk import NodeWalk, Order, inputs, saved
-from gradscope.watcher import poisson_terms
+from gradscope.watcher import cosine_logits, poisson_terms
 
 MAX_CHAIN = 16
 """Nodes followed between the loss and the op that fed it: views, casts, a transpose."""
@@ -30,6 +30,12 @@ _FOLLOWED = _SAME | _VIEWS | {"TransposeBackward0", "PermuteBackward0"}
 SIGMOID_FLOOR = math.log1p(math.exp(-1.0))
 """binary_cross_entropy_with_logits of a sigmoid's output s ∈ (0, 1), for any target in
 [0, 1]: at least -log sigmoid(1) = ln(1 + 1/e) ≈ 0.3133 (a target of 0 gives at least ln 2)."""
+
+
+COSINE = (
+    "a product of two row-normalised inputs (F.normalize), scaled by nothing but 1, then "
+    "cross_entropy's own log_softmax"
+)
 
 
 def softmax_floor(classes: int) -> float:
@@ -46,7 +52,8 @@ class Misfed:
     """softmax | sigmoid | softmax-wrong-dim | log-softmax-wrong-dim | softmax-not-log (a
     softmax's probabilities where nll_loss or ctc_loss wants log-probabilities) |
     softmax-as-bce-logits (a softmax under binary_cross_entropy_with_logits) |
-    rate-as-log-rate (a Poisson NLL's log-rate out of a positive link)"""
+    rate-as-log-rate (a Poisson NLL's log-rate out of a positive link) | cosine-unscaled
+    (cosine similarities as logits with no temperature)"""
     detail: str
     """The ops and axes, in words."""
     floor: float | None = None
@@ -157,6 +164,8 @@ def nll_input(nll: Any, log_softmax: Any, axis: Any, classes: int | None) -> Mis
     dim = saved_dim(saved(log_softmax, "_saved_dim", None), len(shape))
     start = None if dim is None else (shape, dim)
     softmax, inner = _follow(below, start, "SoftmaxBackward0")
+    if softmax is None and classes and cosine_logits.unscaled(log_softmax):
+        return Misfed("cosine-unscaled", COSINE, cosine_logits.floor(classes), log_softmax)
     if softmax is None:
         return None
     wrong = _normalised(softmax, inner, "softmax")

@@ -44,6 +44,9 @@ class NoGradOwners:
         self.library: dict[int, str] = {}
         """Ids of the hooked modules whose class an installed package defines (not torch's
         own) → that class, by module and name."""
+        self.own: set[int] = set()
+        """Ids of the hooked modules whose class is neither torch's nor an installed
+        package's: the script's own."""
 
     def watch(
         self,
@@ -72,6 +75,8 @@ class NoGradOwners:
             register(module, self._forward)
             if (name := library_class(type(module))) is not None:
                 self.library[id(module)] = name
+            elif type(module).__module__.split(".")[0] != "torch":
+                self.own.add(id(module))
 
     def _forward(self, module: nn.Module, _args: Any) -> None:
         if torch.jit.is_tracing():
