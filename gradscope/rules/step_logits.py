@@ -40,6 +40,11 @@ LOGIT_TARGETS_FIX = (
 )
 """kl_div's, the softmax-under-BCE and the soft targets' fixes, shared with inspect's GS432
 (rules/logits.py)."""
+LOG_SIGMOID_FIX = (
+    "pass the raw logits to the loss (drop the sigmoid before it): F.logsigmoid, "
+    "coral_loss and a pairwise -logsigmoid(s_i - s_j) take logits; for probabilities "
+    "elsewhere, take torch.sigmoid of the logits separately"
+)
 SQUASHED_FIX = (
     "pass the raw logits to the loss that applies its own softmax or sigmoid (drop the "
     "model's), or keep the model's and turn the loss's off (DiceLoss(softmax=False) or "
@@ -65,6 +70,7 @@ _FIX = {
     "softmax-as-bce-logits": BCE_SOFTMAX_FIX,
     "logits-as-targets": LOGIT_TARGETS_FIX,
     "squashed-twice": SQUASHED_FIX,
+    "sigmoid-as-log-sigmoid-logits": LOG_SIGMOID_FIX,
     "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate, any "
     "real value) with log_input=True, or keep the link and pass log_input=False, which reads "
     "the input as the rate itself",
@@ -94,6 +100,8 @@ WHAT = {
     "softmax-as-logits": "probabilities where a distribution or log_softmax wants logits (a "
     "double softmax)",
     "squashed-twice": "probabilities where it wants logits (a double softmax or sigmoid)",
+    "sigmoid-as-log-sigmoid-logits": "probabilities where log-sigmoid wants logits (a double "
+    "sigmoid)",
 }
 
 
