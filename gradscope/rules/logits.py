@@ -13,7 +13,9 @@ from gradscope.fmt import num
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_logits import (
     BCE_SOFTMAX_FIX,
+    COSINE_FIX,
     KL_FIX,
+    LOG_SIGMOID_FIX,
     LOG_TARGET_FIX,
     LOGIT_TARGETS_FIX,
     SQUASHED_FIX,
@@ -35,6 +37,8 @@ FIX = {
     "softmax-as-bce-logits": BCE_SOFTMAX_FIX,
     "logits-as-targets": LOGIT_TARGETS_FIX,
     "squashed-twice": SQUASHED_FIX,
+    "sigmoid-as-log-sigmoid-logits": LOG_SIGMOID_FIX,
+    "cosine-unscaled": COSINE_FIX,
     "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate) with "
     "log_input=True, or keep the link and pass log_input=False",
     "softmax-as-logits": "hand the distribution (or log_softmax) the raw logits "

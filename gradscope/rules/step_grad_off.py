@@ -88,9 +88,9 @@ def loss_without_graph(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
     """The run crashed in a top-level backward whose loss requires no grad while grad mode
     was on: no tensor the loss was computed from required grad, so the values the model
     made reached it only through a cut (a Python number, a NumPy array, a tensor made anew
-    from them, a .detach(), a no_grad block; a reentrant torch.utils.checkpoint whose
-    inputs required no grad, named when torch warned so in the same step). Grad mode off
-    at the call is GS461's."""
+    from them, a .detach(), a no_grad block, ranks or indices from argsort or argmax; a
+    reentrant torch.utils.checkpoint whose inputs required no grad, named when torch
+    warned so in the same step). Grad mode off at the call is GS461's."""
     step = run.graphless_at
     if step is None:
         return []
@@ -107,9 +107,11 @@ def loss_without_graph(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
         f"the backward of step {step} failed on a loss with no graph although grad mode was "
         "on: nothing the loss was computed from requires grad, so the model's outputs "
         "reached it only through a cut: a Python number or NumPy array (.item(), .tolist(), "
-        ".numpy()) made into a tensor again, a .detach(), or a forward under torch.no_grad()"
-        + uncreated,
-        "keep the values tensors from the model's output to the loss"
+        ".numpy()) made into a tensor again, a .detach(), a forward under torch.no_grad(), "
+        "or values with no derivative (ranks or indices from argsort, argmax or topk, a "
+        "comparison, a round)" + uncreated,
+        "keep the values tensors from the model's output to the loss; where ranks or indices "
+        "feed it, use a smooth surrogate (ApproxNDCG's sigmoid ranks, a softmax of the scores)"
         + ("; take a gradient you differentiate again with create_graph=True" if uncreated else "")
         + f"; `{inspect_command(run, step)}` names the op that cut the graph and its line",
         evidence=(f"the loss requires no grad at the backward of step {step}, grad mode on",),

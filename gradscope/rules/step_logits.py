@@ -40,11 +40,22 @@ LOGIT_TARGETS_FIX = (
 )
 """kl_div's, the softmax-under-BCE and the soft targets' fixes, shared with inspect's GS432
 (rules/logits.py)."""
+LOG_SIGMOID_FIX = (
+    "pass the raw logits to the loss (drop the sigmoid before it): F.logsigmoid, "
+    "coral_loss and a pairwise -logsigmoid(s_i - s_j) take logits; for probabilities "
+    "elsewhere, take torch.sigmoid of the logits separately"
+)
 SQUASHED_FIX = (
     "pass the raw logits to the loss that applies its own softmax or sigmoid (drop the "
     "model's), or keep the model's and turn the loss's off (DiceLoss(softmax=False) or "
     "sigmoid=False)"
 )
+COSINE_FIX = (
+    "scale the cosine similarities before cross_entropy: divide by a temperature (0.05 to "
+    "0.1) or multiply by a scale (sentence-transformers' default "
+    "MultipleNegativesRankingLoss(model, scale=20.0), CLIP's learned logit_scale)"
+)
+
 _FIX = {
     "softmax": "pass the raw logits to cross_entropy (drop the softmax before it); for "
     "probabilities elsewhere, take softmax of the logits separately",
@@ -65,9 +76,8 @@ _FIX = {
     "softmax-as-bce-logits": BCE_SOFTMAX_FIX,
     "logits-as-targets": LOGIT_TARGETS_FIX,
     "squashed-twice": SQUASHED_FIX,
-    "cosine-unscaled": "scale the cosine similarities before cross_entropy: divide by a "
-    "temperature (0.05 to 0.1) or multiply by a scale (sentence-transformers' default "
-    "MultipleNegativesRankingLoss(model, scale=20.0), CLIP's learned logit_scale)",
+    "cosine-unscaled": COSINE_FIX,
+    "sigmoid-as-log-sigmoid-logits": LOG_SIGMOID_FIX,
     "rate-as-log-rate": "drop the positive link and pass the raw output (the log-rate, any "
     "real value) with log_input=True, or keep the link and pass log_input=False, which reads "
     "the input as the rate itself",
@@ -98,6 +108,8 @@ WHAT = {
     "softmax-as-logits": "probabilities where a distribution or log_softmax wants logits (a "
     "double softmax)",
     "squashed-twice": "probabilities where it wants logits (a double softmax or sigmoid)",
+    "sigmoid-as-log-sigmoid-logits": "probabilities where log-sigmoid wants logits (a double "
+    "sigmoid)",
 }
 
 

@@ -70,7 +70,8 @@ class LossTerm:
     logits-as-targets (a soft-target cross-entropy's targets with a negative entry);
     softmax-kl-input and probs-as-log-target (kl_div given probabilities as its input, or a
     target that is no log-probabilities under log_target=True), softmax-as-logits and
-    squashed-twice (a softmax over a softmax, a sigmoid over a sigmoid) only as
+    squashed-twice (a softmax over a softmax, a sigmoid over a sigmoid) and
+    sigmoid-as-log-sigmoid-logits (F.logsigmoid over a sigmoid's output) only as
     `LossKind.renormalised`; None: logits, or log-probabilities over the classes."""
     misfed_detail: str = ""
     """The ops and axes, in words."""

@@ -117,20 +117,29 @@ def through(node: Any, axis: tuple[tuple[int, ...], int] | None) -> Any:
     return None
 
 
-def _follow(node: Any, axis: tuple[tuple[int, ...], int] | None, stop: str) -> tuple[Any, Any]:
-    """Down from `node` through views and casts to a node named `stop`: that node and the
-    loss's class axis as its output's (None where it was lost); (None, None) if not there."""
+def _follow(
+    node: Any, axis: tuple[tuple[int, ...], int] | None, stop: str, rows: bool = False
+) -> tuple[Any, Any]:
+    """Down from `node` through views and casts (and row subsets, with `rows`: a mask's
+    `x[valid]`) to a node named `stop`: that node and the loss's class axis as its
+    output's (None where it was lost); (None, None) if not there."""
     for _ in range(MAX_CHAIN):
         if node is None:
             return None, None
         name = type(node).__name__
         if name == stop:
             return node, axis
-        if name not in _FOLLOWED:
+        if name not in _FOLLOWED and not (rows and name in _ROWS):
             return None, None
         axis = through(node, axis)
         node = node.next_functions[0][0] if node.next_functions else None
     return None, None
+
+
+def found_below(node: Any, stop: str, rows: bool = False) -> Any:
+    """The node named `stop` at or below `node` through views and casts (and row subsets,
+    with `rows`); None if not there."""
+    return _follow(node, None, stop, rows)[0]
 
 
 def _normalised(node: Any, axis: Any, what: str) -> tuple[int, int, tuple[int, ...]] | None:
@@ -246,13 +255,14 @@ def class_axis(nll: Any) -> tuple[tuple[int, ...], int] | None:
 
 def logits_input(node: Any) -> Misfed | None:
     """A sigmoid, or a softmax (a multi-label head squashed as if one-label), under
-    binary_cross_entropy_with_logits (through views and casts): either hands it values in
+    binary_cross_entropy_with_logits (through views, casts and row subsets: RankNet's
+    valid pairs `diff[valid]`, a padded list's real entries): either hands it values in
     (0, 1), which it squashes again, so the same floor holds."""
     below = node.next_functions[0][0] if node.next_functions else None
-    squash, _ = _follow(below, None, "SigmoidBackward0")
+    squash = found_below(below, "SigmoidBackward0", rows=True)
     what = "sigmoid"
     if squash is None:
-        squash, _ = _follow(below, None, "SoftmaxBackward0")
+        squash = found_below(below, "SoftmaxBackward0", rows=True)
         what = "softmax-as-bce-logits"
     if squash is None:
         return None

@@ -16,7 +16,10 @@ reads); `Categorical(probs=...)` takes the log of its probabilities and is right
 straight over a softmax's output on the same axis, or a sigmoid over a sigmoid's, is the
 same squashing by a loss that applies its own (MONAI's DiceLoss(softmax=True) or
 sigmoid=True, monai/losses/dice.py, fed a model's probabilities): no prediction can reach 0
-or 1, so the overlap never does. Shapes only; nothing is read from a device.
+or 1, so the overlap never does. F.logsigmoid straight over a sigmoid's output is the
+same for a logistic loss written by hand (coral_pytorch's coral_loss, a pairwise
+-logsigmoid(s_i - s_j)) fed the model's probabilities: what it reads as logits stays
+within (0, 1). Shapes only; nothing is read from a device.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from gradscope.autograd_walk import NodeWalk, Order, inputs, saved
-from gradscope.watcher.loss_inputs import Misfed, saved_dim
+from gradscope.watcher.loss_inputs import Misfed, found_below, saved_dim
 
 SEARCH = 256
 """Nodes searched from the loss: a policy's log-probabilities sit a few ops below it."""
@@ -45,6 +48,8 @@ def find(loss_node: Any) -> Misfed | None:
             if found is not None:
                 return found
         if name in _SQUASH and (found := _squashed_twice(node)) is not None:
+            return found
+        if name == "LogSigmoidBackward0" and (found := _log_sigmoid_of_sigmoid(node)):
             return found
         if name != "SubBackward0" or len(node.next_functions) != 2:
             continue
@@ -92,6 +97,21 @@ def _squashed_twice(node: Any) -> Misfed | None:
         "squashed-twice",
         f"a {op} over a {op}'s probabilities (a loss that applies its own {op}, as MONAI's "
         f"DiceLoss({op}=True), fed the model's {op} output)",
+        None,
+        x,
+    )
+
+
+def _log_sigmoid_of_sigmoid(node: Any) -> Misfed | None:
+    """F.logsigmoid straight over a sigmoid's output (through views and casts)."""
+    x = found_below(node.next_functions[0][0] if node.next_functions else None, "SigmoidBackward0")
+    if x is None:
+        return None
+    return Misfed(
+        "sigmoid-as-log-sigmoid-logits",
+        "a sigmoid's probabilities, then log-sigmoid as of logits (a logistic loss that takes "
+        "logits, as coral_pytorch's coral_loss or a pairwise -logsigmoid(s_i - s_j), fed the "
+        "model's sigmoid output)",
         None,
         x,
     )

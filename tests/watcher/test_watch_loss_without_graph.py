@@ -52,3 +52,17 @@ def test_grad_mode_left_off_is_not_this():
 
 def test_a_rollout_kept_in_tensors_is_silent():
     assert not {"GS461", "GS468"} & set(_rollout("tensors"))
+
+
+def test_a_loss_of_argsort_ranks_is_named_with_its_surrogate():
+    """NDCG of hard ranks (argsort of argsort): the ranks carry no derivative."""
+    torch.manual_seed(0)
+    scorer = nn.Linear(5, 1)
+    gains = 2.0 ** torch.randint(0, 4, (8, 6)) - 1
+    with pytest.raises(RuntimeError, match="does not require grad"), gradscope.watch() as w:
+        scores = scorer(torch.randn(8, 6, 5)).squeeze(-1)
+        ranks = scores.argsort(-1, descending=True).argsort(-1) + 1
+        loss = -(gains / torch.log2(1.0 + ranks)).sum(-1).mean()
+        loss.backward()
+    (found,) = [f for f in w.report.findings if f.rule == "GS468"]
+    assert "argsort" in found.message and "smooth surrogate" in found.advice
