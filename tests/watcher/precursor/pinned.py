@@ -5,8 +5,9 @@ follow the CPU (AVX2, AVX-512) and MKL's matrix products the CPU's maker, so the
 diverged at step ~525 on one machine and not by step 600 on another; scalar kernels, MKL's
 reproducible path and oneDNN's SSE4.1 code are the same on any x86-64 CPU (at about 1.8×
 the time). Not across machine images: most likely through the C library's math
-functions the scalar kernels call, on a Debian 12 image (glibc 2.36) the `attn` run of seed 0 climbs from
-about step 300, not 392; a test of such a run asserts what holds on both."""
+functions the scalar kernels call, on a Debian 12 image (glibc 2.36) the `attn` run of
+seed 0 climbs from about step 300, not 392; a test of such a run asserts what holds on
+both."""
 
 from __future__ import annotations
 
