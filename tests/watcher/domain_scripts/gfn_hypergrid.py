@@ -22,7 +22,7 @@ from torch import nn
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "tb"
 torch.manual_seed(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
-D, H, B, STEPS = 2, 6, 16, 20
+D, H, B, STEPS = 2, 4, 8, 8
 N_ACT = D + 1
 
 
