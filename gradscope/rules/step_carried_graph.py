@@ -88,11 +88,13 @@ def graph_carried_over(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
         "backward",
         f"{_older(found)}: {_WHAT.get(found.what, found.what)}. A tensor carried from "
         "batch to batch kept its graph, as an RNN's hidden state does when it is not "
-        "detached between truncated-BPTT batches: each loss would backpropagate through "
-        "every earlier batch",
+        "detached between truncated-BPTT batches (or a replay buffer of samples, an EBM's "
+        "SGLD chains, written back with their graph): each loss would backpropagate "
+        "through every earlier batch",
         "detach what is carried from batch to batch before the forward (h = h.detach(); "
-        "for an LSTM's (h, c) or a list of layers, detach each: repackage_hidden), and drop "
-        "retain_graph=True, which only lets the graph grow",
+        "for an LSTM's (h, c) or a list of layers, detach each: repackage_hidden; "
+        "buffer[idx] = x.detach() for a replay buffer), and drop retain_graph=True, which "
+        "only lets the graph grow",
         evidence=_evidence(found),
     )
     return [about(finding, [found.step])]

@@ -12,6 +12,7 @@ from gradscope.fmt import num
 from gradscope.rules import (
     abandoned,
     assigned_after,
+    bare_scalar,
     copy_through,
     in_backward,
     master_copies,
@@ -139,6 +140,7 @@ def _outside(this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str) -> Find
     if not copy and not p.stepped_by_hook and in_backward.optimizers_in_backward(run):
         return in_backward.hook_missing(this, run, p, _piled_up(run, i))
     layer = "" if copy else _trained_layer(run, p)
+    scalar = "" if copy or layer else bare_scalar.advice(p)
     advice = (
         f"{p.name} looks like a copy of {copy} (a target, EMA or teacher network): compute "
         "its forward under torch.no_grad() or .detach() its output; adding it to the "
@@ -152,6 +154,8 @@ def _outside(this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str) -> Find
         "and no optimizer holds it; pass model.parameters() (or add a param group for it) to "
         "the optimizer"
         if no_backward(run)
+        else scalar
+        if scalar
         else "if it is a target, EMA or teacher copy, compute its forward under "
         "torch.no_grad() or .detach() its output; if it is a fixed network the loss "
         "differentiates through (a perceptual loss's feature extractor), freeze it with "

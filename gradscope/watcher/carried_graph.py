@@ -20,6 +20,13 @@ of the same batch read the stepped part's output with its graph (an actor's imag
 rollout started from a world model's states), also when it scores that rollout with the
 stepped part's heads.
 
+Where the older part reaches weights an optimizer holds and none of them stepped since, it
+was built for this loss and another optimizer's backward went through it first (a GAN's
+discriminator loss on the generator's output not detached). A leaf that is no Parameter
+and no optimizer holds does not make that reading: an older part reaching only such leaves
+(an EBM's replay buffer of SGLD samples, each chain started from a leaf that requires grad,
+written back without `.detach()`) is a tensor carried from batch to batch.
+
 Where a buffer of a watched model holds a node of the older part, the carrier is that
 buffer: written from a tensor with a graph while grad mode was on (a KAN layer's grid
 re-fitted in the forward, a running statistic updated by hand without `torch.no_grad()`),
@@ -179,7 +186,7 @@ def failed(
         handed = bool(own_leaves) and (
             not reads_stepper or _trains_another_part(updated, own_leaves, held)
         )
-        shared = bool(weights) and updated.isdisjoint(weights)
+        shared = _trained(weights, held) and updated.isdisjoint(weights)
         marks.found = CarriedGraph(
             step,
             old[1],
@@ -187,7 +194,7 @@ def failed(
             marks.stepper if handed else None,
             shared and not handed,
             handed and reads_stepper,
-            _made_from(weights, own_leaves, updated, names or {}) if not handed else (),
+            _made_from(set(weights), own_leaves, updated, names or {}) if not handed else (),
             _carrying_buffers(models, nodes, marks.before_window),
         )
 
@@ -237,6 +244,13 @@ def _made_from(
     return named or (f"{len(weights)} tensor(s) no watched model names",)
 
 
+def _trained(weights: dict[int, Any], held: set[int]) -> bool:
+    """Whether the older part reaches a tensor that trains: one an optimizer holds, or a
+    Parameter (an optimizer not seen stepping yet holds it, a GAN's generator's); a leaf
+    that is neither (a chain of samples started from a leaf that requires grad) is not."""
+    return any(k in held or isinstance(v, torch.nn.Parameter) for k, v in weights.items())
+
+
 def _trains_another_part(updated: set[int], own_leaves: dict[int, Any], held: set[int]) -> bool:
     """This loss reaches weights outside `updated` (those stepped since the older graph
     was built: an optimizer's, or parameters of an optimizer not seen stepping yet): a
@@ -251,16 +265,16 @@ def _trains_another_part(updated: set[int], own_leaves: dict[int, Any], held: se
 
 def _older_node(
     roots: list[torch.Tensor], mark: int
-) -> tuple[tuple[int, str] | None, dict[int, torch.Tensor], set[int], set[int]]:
+) -> tuple[tuple[int, str] | None, dict[int, torch.Tensor], dict[int, Any], set[int]]:
     """The number and name of the newest node of the roots' graph numbered at or below
     `mark` (the one where the earlier graph joins this one), None if there is none; the
-    leaves the graph's newer nodes reach (this step's own tensors) by id; the ids of
-    the weights its older part reaches; and the ids of every node walked."""
+    leaves the graph's newer nodes reach (this step's own tensors) by id; the leaves
+    its older part reaches, by id; and the ids of every node walked."""
     seen: set[tuple[int, bool]] = set()
     stack: list[Any] = [(t.grad_fn, False) for t in roots if t.grad_fn is not None]
     best: tuple[int, str] | None = None
     leaves: dict[int, torch.Tensor] = {}
-    weights: set[int] = set()
+    weights: dict[int, Any] = {}
     while stack and len(seen) < MAX_NODES:
         node, older = stack.pop()
         if node is None or (id(node), older) in seen:
@@ -273,7 +287,7 @@ def _older_node(
         variable = getattr(node, "variable", None)
         if isinstance(variable, torch.Tensor):
             if older:
-                weights.add(id(variable))
+                weights[id(variable)] = variable
             else:
                 leaves[id(variable)] = variable
         stack.extend((n, older) for n, _ in node.next_functions)
