@@ -66,6 +66,21 @@ ZERO_POINT_NODES = (
 )
 """Backward nodes of the learnable fake quantizer: inputs (x, scale, zero_point)."""
 
+SAME_VALUES = frozenset(
+    {
+        "CloneBackward0",
+        "ToCopyBackward0",
+        "AliasBackward0",
+        "ViewBackward0",
+        "ReshapeAliasBackward0",
+        "UnsafeViewBackward0",
+        "TransposeBackward0",
+        "PermuteBackward0",
+    }
+)
+"""Nodes whose output holds their input's values, copied, viewed or reordered: a reading of
+what a tensor holds (probabilities, cosines) passes through them."""
+
 CUSTOM_FUNCTION = "Function "
 """How `flat_op` names a custom autograd.Function: its backward is the user's own."""
 

@@ -20,19 +20,9 @@ from typing import Any
 
 import torch
 
-from gradscope.autograd_walk import inputs, saved
+from gradscope.autograd_walk import SAME_VALUES, inputs, saved
 
-_THROUGH = {
-    "CloneBackward0",
-    "ToCopyBackward0",
-    "AliasBackward0",
-    "ViewBackward0",
-    "ReshapeAliasBackward0",
-    "UnsafeViewBackward0",
-    "TransposeBackward0",
-    "PermuteBackward0",
-    "TBackward0",
-}
+_THROUGH = SAME_VALUES | {"TBackward0"}
 _PRODUCTS = {"MmBackward0", "BmmBackward0"}
 _NORMS = {"LinalgVectorNormBackward0", "NormBackward0", "NormBackward1", "NormBackward2"}
 _SCALES = {"MulBackward0", "DivBackward0"}
