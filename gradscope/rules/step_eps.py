@@ -9,6 +9,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
+from gradscope.rules import tiny_loss_value
 from gradscope.rules.adam_measured import adam_measured
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_common import about
@@ -104,7 +105,10 @@ def _finding(run: WatchRun, index: int, samples: list[EpsSample], first: int, st
         f"(steps {first} and {step}): there its step is lr·m̂/eps, SGD at a learning rate "
         f"of lr/eps, not Adam's adaptive step"
     )
-    if eps <= 1e-7:
+    tiny = tiny_loss_value.computed_tiny(run, index, step) if eps <= 1e-7 else None
+    if tiny is not None:
+        advice = tiny
+    elif eps <= 1e-7:
         advice = (
             "the gradients themselves are tiny (√v̂ below 1e-8): keep the loss at its "
             "natural scale (a loss multiplied far down makes every gradient fall under eps)"
