@@ -26,7 +26,7 @@ def read_as_number(cls: type, name: str) -> bool:
     turned into a Python number, and there is at least one."""
     try:
         return _reads(cls, name)
-    except (OSError, TypeError, SyntaxError, ValueError):
+    except (OSError, TypeError, SyntaxError, ValueError, RecursionError):
         return False
 
 
