@@ -1,5 +1,5 @@
 """GS413 told apart: a submodule an installed library builds and its forward never calls,
-or calls and drops the output of.
+or calls and drops the output of, or reads only as a Python number.
 MONAI's TransformerBlock (monai/networks/blocks/transformerblock.py) builds
 norm_cross_attn whatever with_cross_attention says and calls it only when that is True,
 so every UNETR or ViT trained without cross-attention carries LayerNorms that never run.
@@ -17,6 +17,8 @@ from gradscope.steps.records import ParamInfo
 def as_information(finding: Finding, p: ParamInfo) -> Finding:
     """GS413 as information on a parameter whose module the library's forward never called,
     or called and its output dropped."""
+    if p.read_as_number:
+        return _as_number(finding, p)
     if not p.uncalled_in:
         return _as_dropped(finding, p)
     return replace(
@@ -28,6 +30,21 @@ def as_information(finding: Finding, p: ParamInfo) -> Finding:
         advice="nothing to fix if that option is off on purpose; to keep the optimizer from "
         "holding it, call requires_grad_(False) on it or pass only the parameters that "
         "train; if the option was meant to be on, check the model's arguments",
+    )
+
+
+def _as_number(finding: Finding, p: ParamInfo) -> Finding:
+    """GS413 as information on a parameter whose library class reads it only as a Python
+    number (normflows' iResBlock draws its Russian-roulette series' length from geom_p's
+    and lamb's `.item()`): a setting kept as a parameter, outside every graph by design."""
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=f"{finding.message}; {p.read_as_number} reads it only as a Python number "
+        "(`.item()`): a setting the library keeps as a parameter, outside the loss's graph "
+        "by design",
+        advice="nothing to fix: it is not meant to learn; to keep the optimizer from holding "
+        "it, call requires_grad_(False) on it or pass only the parameters that train",
     )
 
 

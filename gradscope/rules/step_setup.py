@@ -230,7 +230,8 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     expert (routed.py); a stack's last block (stack_tail.py); a heterogeneous graph's
     unread node type (hetero_tail.py); a module an installed library built and never
     called, MONAI's TransformerBlock's norm_cross_attn, or whose output a library's model
-    drops, BertModel's pooler under sentence-transformers (library_unused.py)."""
+    drops, BertModel's pooler under sentence-transformers, or reads only as a number,
+    normflows' iResBlock's geom_p (library_unused.py)."""
     stepped = live(run)
     if not stepped:
         return []
@@ -277,7 +278,7 @@ def _explained(
         finding = frozen_by_no_grad.as_never_recomputed(finding, p)
     elif none and p.no_grad_forwards:
         finding = frozen_by_no_grad.as_told(run, i, finding, got_grad)
-    elif none and (p.uncalled_in or p.dropped_in):
+    elif none and (p.uncalled_in or p.dropped_in or p.read_as_number):
         finding = library_unused.as_information(finding, p)
     elif place is not None:
         finding = routed.if_unrouted(run, place, finding, f"{p.name} never learned")

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from gradscope.hookable import hookable
+from gradscope.watcher.number_reads import read_as_number
 
 
 class NoGradOwners:
@@ -47,6 +48,8 @@ class NoGradOwners:
         self.own: set[int] = set()
         """Ids of the hooked modules whose class is neither torch's nor an installed
         package's: the script's own."""
+        self.holders: dict[int, tuple[type, str]] = {}
+        """Tracked position → the installed library's class holding it and its name there."""
 
     def watch(
         self,
@@ -60,10 +63,12 @@ class NoGradOwners:
         for root in roots:
             parents = {id(c): m for m in root.modules() for c in m.children()}
             for module in root.modules():
-                for p in module._parameters.values():
+                for key, p in module._parameters.items():
                     if p is None or not p.requires_grad or p.grad is not None:
                         continue
                     if id(p) in index and index[id(p)] not in self.chains:
+                        if library_class(type(module)) is not None:
+                            self.holders[index[id(p)]] = (type(module), key)
                         chain = _ancestors(module, parents)
                         self.chains[index[id(p)]] = tuple(id(m) for m in chain)
                         for m in chain:
@@ -121,6 +126,14 @@ class NoGradOwners:
             if module in self.with_grad or module in self.without or module in self.in_function:
                 return self.library.get(module, "") if k > 0 and module in self.with_grad else ""
         return ""
+
+    def read_as_number_in(self, position: int) -> str:
+        """The installed library's class holding it whose source reads it only as a Python
+        number (number_reads.py): a setting stored as a parameter; "": none."""
+        if position not in self.holders:
+            return ""
+        cls, name = self.holders[position]
+        return f"{library_class(cls)}" if read_as_number(cls, name) else ""
 
 
 def library_class(cls: type) -> str | None:

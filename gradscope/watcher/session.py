@@ -345,4 +345,5 @@ def _graph_facts(icp: WatchState, i: int, p: Any) -> dict[str, Any]:
         "no_grad_function": icp.eval_passes.owners.function_around(i),
         "uncalled_in": icp.eval_passes.owners.uncalled_in(i),
         "dropped_in": icp.eval_passes.dropped.dropped_in(i),
+        "read_as_number": icp.eval_passes.owners.read_as_number_in(i),
     }
