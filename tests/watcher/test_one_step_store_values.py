@@ -22,7 +22,7 @@ def _svi_like(unread: bool):
     optims: dict[torch.Tensor, torch.optim.Optimizer] = {}
     data = torch.randn(32, 3) + 1.0
     with gradscope.watch() as w:
-        for _ in range(12):
+        for _ in range(6):
             params = list(store.values())
             loss = ((data - store["loc"]) ** 2).sum(-1).mean()
             with torch.no_grad():  # the decaying average, a new tensor in the store
