@@ -11,6 +11,7 @@ from gradscope.findings import Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules import (
     below_eps,
+    built_for_one_step,
     derivative_bias,
     dropped_grad,
     frozen_by_no_grad,
@@ -231,11 +232,14 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
     unread node type (hetero_tail.py); a module an installed library built and never
     called, MONAI's TransformerBlock's norm_cross_attn, or whose output a library's model
     drops, BertModel's pooler under sentence-transformers, or reads only as a number,
-    normflows' iResBlock's geom_p (library_unused.py)."""
+    normflows' iResBlock's geom_p (library_unused.py); values a parameter store replaces at
+    every step, each stepped once by an optimizer built for it (Pyro's decaying-average
+    baseline: built_for_one_step.py), told once."""
     stepped = live(run)
     if not stepped:
         return []
-    out = []
+    out: list[Finding] = []
+    once: list[str] = []
     places = routed.routed(run)
     for i, p in enumerate(run.params):
         if not p.requires_grad or not p.in_optimizer or got_grad(run, i):
@@ -249,7 +253,9 @@ def never_updated(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> lis
             zero_in_graph.advice(none, no_backward(run), held=p.model is not None),
         )
         out.append(_explained(run, i, finding, none, steps, places.get(i)))
-    return out
+        if none and steps == 1 and built_for_one_step.built_for_one_step(run, i):
+            once.append(p.name)
+    return built_for_one_step.told_once(out, once)
 
 
 def _own_steps(run: WatchRun, stepped: list[StepRecord], i: int) -> list[StepRecord]:

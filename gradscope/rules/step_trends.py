@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules import sharpening
+from gradscope.rules import loss_at_rest, sharpening
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import (
     Series,
@@ -249,9 +249,11 @@ def vanishing_over_time(run: WatchRun, t: Thresholds) -> list[Finding]:
     """A layer's median gradient norm over the last quarter of the run is below
     vanish-time-factor times its median over the first steps, while the loss did not fall
     tenfold (a converged run's gradients shrink by right) and still moves (a deterministic
-    objective at its minimum stops moving). Not a scipy minimiser's evaluations: it stops on
-    its gradient's tolerance by design, with no lr to lower, and one series may hold several
-    of its fits one after another (botorch's ModelListGP), the first's gradient kept."""
+    objective at its minimum stops moving, or moves by less and less with its gradient: a
+    MAP fit whose negative log joint has no floor at 0: loss_at_rest.py). Not a scipy
+    minimiser's evaluations: it stops on its gradient's tolerance by design, with no lr to
+    lower, and one series may hold several of its fits one after another (botorch's
+    ModelListGP), the first's gradient kept."""
     out = []
     for s in by_optimizer(run):
         out.extend(vanishing(run, s, t))
@@ -265,6 +267,8 @@ def vanishing(run: WatchRun, s: Series, t: Thresholds) -> list[Finding]:
     q = max(len(steps) // 4, 1)
     k = max(5, q // 5)
     if _loss_fell(steps, k, q) or _stationary(steps, q) or s.evaluations:
+        return []
+    if _no_floor(run, s) and loss_at_rest.came_to_rest(steps, k, q, t.vanish_time_factor):
         return []
     names = run.names()
     # a module whose parameters are all frozen now got no gradient because of it (GS417)
@@ -304,3 +308,12 @@ def vanishing(run: WatchRun, s: Series, t: Thresholds) -> list[Finding]:
                 )
             )
     return out
+
+
+def _no_floor(run: WatchRun, s: Series) -> bool:
+    """The loss has no known lower bound (a negative log joint, a custom objective): its
+    level says nothing of a minimum, so a loss come to rest may be one. A cross-entropy or
+    an MSE that stops moving above its floor is a plateau, and stays judged: a full-batch
+    run whose units die moves its loss by less and less too."""
+    kind = run.loss_kind(s.index)
+    return kind is None or kind.lower_bound() is None

@@ -43,7 +43,7 @@ def trials(run: WatchRun) -> list[Trial]:
     """The optimizers that each stepped tensors no other optimizer holds, with no other
     optimizer stepping between their first and last step; [] unless there are MIN_TRIALS."""
     steps = {k: [r.step for r in run.store.of_optimizer(k)] for k in range(len(run.members))}
-    spans = {k: (s[0], s[-1], len(s)) for k, s in steps.items() if s}
+    spans = {k: (s[0], s[-1], len(s)) for k, s in steps.items() if s and not _idle(run, k, s)}
     found = [k for k in spans if _alone(run, k, spans, steps)]
     if len(found) < MIN_TRIALS:
         return []
@@ -54,6 +54,13 @@ def trials(run: WatchRun) -> list[Trial]:
         most = max(spans[j][2] for j in found if j != k)
         out.append(Trial(k, first, last, count, len(spans), most, count < most and last < end))
     return out
+
+
+def _idle(run: WatchRun, k: int, steps: list[int]) -> bool:
+    """Optimizer k stepped once and no tensor of its got a gradient: its step did nothing,
+    no training (a value a parameter store replaces at every step, handed to a new optimizer
+    each time by a per-parameter wrapper: rules/built_for_one_step.py)."""
+    return len(steps) == 1 and not any(run.tensors.ever_had_grad(i) for i in run.members_of(k))
 
 
 def _alone(

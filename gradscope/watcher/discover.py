@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from gradscope.autograd_walk import backward_nodes
-from gradscope.watcher import held_models, plain_attributes
+from gradscope.watcher import held_models, plain_attributes, store_names
 
 COMPILED_PREFIX = "_orig_mod."
 
@@ -271,7 +271,7 @@ def extend(
     owned = {k: p for k, p in optimizer_params(optimizers).items() if k not in tracked.index}
     owned.update((id(p), p) for p in extra)
     add_models(tracked, owned)
-    named = _script_names()  # a tensor no model holds: the name the script gives it, if any
+    named = {**store_names.store_names(), **_script_names()}  # a tensor no model holds
     for i, o in enumerate(optimizers):
         for g, group in enumerate(o.param_groups):
             for k, p in enumerate(group["params"]):
