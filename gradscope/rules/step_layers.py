@@ -72,10 +72,13 @@ def layer_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[
     in healthy training; a loss spike at the same step points to the layer. Below a
     floor on a loss term (free nats), or where each jump stayed at its new level over the
     16 steps after it (a bias before a BatchNorm switched to running statistics),
-    information."""
+    information. Not for an optimizer that holds one tensor (Pyro builds one per
+    parameter): nothing of its own gradient is left to hide that tensor's spike."""
     out = []
     names = run.names()
     for s in (s for s in by_optimizer(run) if not s.evaluations):  # see steps.series_spikes
+        if len(s.members) == 1:
+            continue  # its one tensor is its whole gradient: GS403's to judge
         found = _found(run, s, names, t)
         if not found:
             continue

@@ -49,3 +49,12 @@ def test_batchnorm_statistics_frozen_from_the_first_step_are_still_named():
     assert not report.faults, report.internal_error()
     still = [f for f in report.findings if f.rule == "GS441"]
     assert still and still[0].severity == Severity.WARNING
+
+
+def test_an_optimizer_holding_one_tensor_leaves_its_spikes_to_the_total():
+    """Pyro builds a torch optimizer per parameter: the one tensor is that optimizer's whole
+    gradient, so no total hides its spike (a Monte Carlo ELBO's rare sample was a layer
+    spike on a healthy Kalman model)."""
+    jumps = {150: {7: 100.0}}
+    assert "GS450" in judged(records(jumps=jumps))
+    assert "GS450" not in judged(records(jumps=jumps), members=((7,),))
