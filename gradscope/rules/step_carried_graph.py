@@ -13,6 +13,7 @@ from gradscope.findings import Finding, Rule, Severity
 from gradscope.fmt import listed
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import about
+from gradscope.rules.step_state_reset import state_not_reset
 from gradscope.steps.records import CarriedGraph, WatchRun
 
 _WHAT = {
@@ -72,10 +73,14 @@ def graph_carried_over(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
     hypernetwork generated before the loop) and is their only way to the loss: it is to be
     made again in each step, as a .detach() would leave them no gradient. Where a model's
     buffer holds a node of that older graph, the buffer is the carrier: named so, with
-    torch.no_grad() around the code that writes it."""
+    torch.no_grad() around the code that writes it. Where a module's state (a tensor it
+    keeps between forwards outside its parameters: a spiking neuron's membrane) holds it,
+    that state was not reset between batches: named so, with the reset."""
     found = run.carried_graph
     if found is None:
         return []
+    if found.states:
+        return [about(state_not_reset(this, found, _older(found)), [found.step])]
     if found.buffers:
         return [about(_buffer_written(this, found), [found.step])]
     if found.handed_from is not None:

@@ -111,7 +111,10 @@ def loss_without_graph(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
         "or values with no derivative (ranks or indices from argsort, argmax or topk, a "
         "comparison, a round)" + uncreated,
         "keep the values tensors from the model's output to the loss; where ranks or indices "
-        "feed it, use a smooth surrogate (ApproxNDCG's sigmoid ranks, a softmax of the scores)"
+        "feed it, use a smooth surrogate (ApproxNDCG's sigmoid ranks, a softmax of the scores); "
+        "where a step function makes them (a spiking neuron's threshold comparison), give "
+        "it a surrogate gradient (snnTorch's spike_grad without surrogate_disable, an "
+        "autograd.Function whose backward is a fast sigmoid's derivative)"
         + ("; take a gradient you differentiate again with create_graph=True" if uncreated else "")
         + f"; `{inspect_command(run, step)}` names the op that cut the graph and its line",
         evidence=(f"the loss requires no grad at the backward of step {step}, grad mode on",),

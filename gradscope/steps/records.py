@@ -334,6 +334,9 @@ class CarriedGraph:
     """The watched models' buffers whose graph is part of the older graph: written from a
     tensor with a graph while grad mode was on (a KAN's grid or a hand-written running
     statistic updated without torch.no_grad()), they carry it into every later step."""
+    states: tuple[str, ...] = ()
+    """The watched modules' states (a spiking neuron's membrane kept on the module) whose
+    graph reaches the older graph: carried from the previous batch, not reset."""
 
 
 @dataclass(frozen=True)

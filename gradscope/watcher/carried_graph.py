@@ -46,6 +46,7 @@ from typing import Any
 import torch
 
 from gradscope.steps.records import CarriedGraph
+from gradscope.watcher.module_states import carrying_states
 
 ERRORS = {
     "backward through the graph a second time": "freed",
@@ -196,6 +197,7 @@ def failed(
             handed and reads_stepper,
             _made_from(set(weights), own_leaves, updated, names or {}) if not handed else (),
             _carrying_buffers(models, nodes, marks.before_window),
+            carrying_states(models, marks.before_window, _reaches_older),
         )
 
 
