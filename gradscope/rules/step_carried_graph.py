@@ -89,7 +89,13 @@ def graph_carried_over(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
         return [about(_shared(this, found), [found.step])]
     if found.made_from:
         return [about(_made_once(this, found), [found.step])]
-    finding = this.finding(
+    return [about(_carried(this, found), [found.step])]
+
+
+def _carried(this: Rule, found: CarriedGraph) -> Finding:
+    """A tensor carried from batch to batch with its graph: an RNN's hidden state, a replay
+    buffer of samples."""
+    return this.finding(
         "backward",
         f"{_older(found)}: {_WHAT.get(found.what, found.what)}. A tensor carried from "
         "batch to batch kept its graph, as an RNN's hidden state does when it is not "
@@ -102,7 +108,6 @@ def graph_carried_over(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -
         "only lets the graph grow",
         evidence=_evidence(found),
     )
-    return [about(finding, [found.step])]
 
 
 def _handed_on(this: Rule, run: WatchRun, found: CarriedGraph, k: int) -> Finding:

@@ -76,9 +76,8 @@ def layer_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[
     parameter): nothing of its own gradient is left to hide that tensor's spike."""
     out = []
     names = run.names()
-    for s in (s for s in by_optimizer(run) if not s.evaluations):  # see steps.series_spikes
-        if len(s.members) == 1:
-            continue  # its one tensor is its whole gradient: GS403's to judge
+    # not a scipy minimiser's evaluations (see steps.series_spikes), nor one tensor alone
+    for s in (s for s in by_optimizer(run) if not s.evaluations and len(s.members) != 1):
         found = _found(run, s, names, t)
         if not found:
             continue
