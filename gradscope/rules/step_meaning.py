@@ -315,7 +315,7 @@ def _lr_finding(
     if settings.noise is not None:
         advice = f"{advice}; {noise_advice(settings.noise, lr / (1 - (momentum or 0.0)))}"
     if settings.sizes_own_step:  # no healthy ratio: a quasi-Newton step may be the whole way
-        scale, advice = "a quasi-Newton step may move them far", _quasi_newton_advice(settings)
+        scale, advice = "a quasi-Newton step may move them far", quasi_newton_advice(settings)
     return RULES["GS419"].finding(
         s.subject("learning-rate"),
         s.say(
@@ -331,7 +331,7 @@ def _lr_finding(
     )
 
 
-def _quasi_newton_advice(settings: OptimizerSettings) -> str:
+def quasi_newton_advice(settings: OptimizerSettings) -> str:
     """LBFGS's lr multiplies its curvature-scaled direction (1: the quasi-Newton step
     itself); without a line search nothing shortens a step that overshoots."""
     if any(g.line_search for g in settings.groups):

@@ -32,6 +32,7 @@ from gradscope.rules.step_common import (
     step_list,
     window,
 )
+from gradscope.rules.step_meaning import quasi_newton_advice
 from gradscope.rules.steps import batch_apart, series_spikes, spike_advice
 from gradscope.steps.records import StepRecord, WatchRun
 
@@ -103,7 +104,7 @@ def norm_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
                 f"{num(value)} against a rolling median of {num(med)}{early}"
                 + (clipped + "and the loss kept falling" if absorbed else "")
             ),
-            "nothing to do: clipping did its job" if absorbed else spike_advice(s, at),
+            "nothing to do: clipping did its job" if absorbed else _advice(run, s, at),
             value=value,
             threshold=med,
             evidence=tuple(evidence),
@@ -113,6 +114,16 @@ def norm_spike(run: WatchRun, t: Thresholds, *, this: Rule = DECLARED) -> list[F
         else:
             out.append(_norm_judged(run, s, t, (steps, found), finding, where))
     return out
+
+
+def _advice(run: WatchRun, s: Series, at: StepRecord) -> str:
+    """The spike's advice; for LBFGS without a line search, which has no batch to look at and
+    no warm-up, and whose lr times its curvature-scaled step overshot: the line search."""
+    settings = run.settings_of(s.index)
+    if settings is not None and settings.sizes_own_step and not settings.evaluations:
+        if not any(g.line_search for g in settings.groups):
+            return quasi_newton_advice(settings)
+    return spike_advice(s, at)
 
 
 def _information(finding: Finding, swap: int | None) -> Finding:

@@ -3,7 +3,9 @@
 at steps 8-9, with the gradient norm: an early blow-up (GS414), whose remedy is the line
 search, not a warm-up LBFGS has no use for ("lower the learning rate or lengthen the
 warm-up" was the advice). With line_search_fn='strong_wolfe' the same run is silent; the
-other optimizers' blow-ups keep the plain advice."""
+other optimizers' blow-ups keep the plain advice. On a Debian 12 image the same run's loss
+settles and its gradient norm jumps 20× once at step 4 (GS403): its advice was SGD's
+("clip, lower the lr or lengthen warm-up; look at the batch"), and is LBFGS's too."""
 
 from __future__ import annotations
 
@@ -53,7 +55,9 @@ def _style_transfer(search: str | None) -> list[gradscope.Finding]:
 
 def test_lbfgs_without_a_line_search_that_overshoots_is_told_to_use_one():
     (f,) = _style_transfer(None)
-    assert f.rule == "GS414", f
+    # the overshoot is chaotic: a loss blow-up (GS414) on one machine image, a lone
+    # gradient spike at the minimum (GS403) on another; either names the line search
+    assert f.rule in ("GS414", "GS403"), f
     assert f.advice.startswith("LBFGS without a line search steps lr"), f.advice
     assert "line_search_fn='strong_wolfe'" in f.advice and "warm-up" not in f.advice
 
