@@ -23,15 +23,17 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(autouse=True)
 def _survivors_frozen() -> None:
-    """What is alive when a file starts (torch, the libraries earlier files imported, their
-    caches: 300,000 to 650,000 objects) leaves the collector's generations for good, after
-    the garbage is collected: each watch's discovery walks `gc.get_objects()` (37-75 ms of
-    CPU a run when they are in it) and each full collection walks the generations. Only
-    survivors are frozen, so a file's garbage is still freed; a model built at import time
-    of a test file is frozen too, and found by the watch as a script's frozen objects are
-    (discover.reachable)."""
+    """What is alive when a test starts (torch, the libraries earlier tests imported, their
+    caches, a module-scoped fixture's model: 300,000 to 650,000 objects) leaves the
+    collector's generations for good, after the garbage is collected: each watch's
+    discovery walks `gc.get_objects()` (34-75 ms of CPU a run when they are in it) and each
+    full collection walks the generations. Only survivors are frozen, so a test's garbage
+    is still freed; a model built before the test (at import time, or by a fixture) is
+    frozen too, and found by the watch as a script's frozen objects are
+    (discover.reachable). Per test, not per file: a file's earlier tests' imports (dynamo,
+    sympy) cost every later watch otherwise."""
     import torch  # noqa: F401  (what every run imports anyway: frozen with the rest)
 
     import gradscope.watcher  # noqa: F401
