@@ -27,6 +27,18 @@ def came_to_rest(steps: Sequence[StepRecord], k: int, q: int, factor: float) -> 
     return before > 0 and after <= factor * before
 
 
+def still_descending(steps: Sequence[StepRecord], q: int) -> bool:
+    """Every one of the last q steps lowered the loss (equal counts as no rise) and they
+    lowered it overall: a deterministic objective a term still descends, whatever one
+    group's gradient does (a MAP fit's locations at their conditional optimum while its
+    mixture weights keep falling toward a boundary). A batch of data, or a Monte Carlo
+    ELBO's sample, never lowers a loss at each of 5 or more steps in a row by chance."""
+    late = [r.loss for r in steps[-q:]]
+    if len(late) < 5 or any(v is None or not math.isfinite(v) for v in late):
+        return False
+    return all(b <= a for a, b in itertools.pairwise(late)) and late[-1] < late[0]
+
+
 def _losses(steps: Sequence[StepRecord]) -> list[float]:
     return [r.loss for r in steps if r.loss is not None and math.isfinite(r.loss)]
 

@@ -268,7 +268,7 @@ def vanishing(run: WatchRun, s: Series, t: Thresholds) -> list[Finding]:
     k = max(5, q // 5)
     if _loss_fell(steps, k, q) or _stationary(steps, q) or s.evaluations:
         return []
-    if _no_floor(run, s) and loss_at_rest.came_to_rest(steps, k, q, t.vanish_time_factor):
+    if _no_floor(run, s) and _not_stalled(steps, k, q, t):
         return []
     names = run.names()
     # a module whose parameters are all frozen now got no gradient because of it (GS417)
@@ -308,6 +308,13 @@ def vanishing(run: WatchRun, s: Series, t: Thresholds) -> list[Finding]:
                 )
             )
     return out
+
+
+def _not_stalled(steps: Sequence[StepRecord], k: int, q: int, t: Thresholds) -> bool:
+    """A loss with no floor that came to rest with its gradient, or that a term still
+    lowers at every step (loss_at_rest.py): no stall for a vanishing gradient to cause."""
+    resting = loss_at_rest.came_to_rest(steps, k, q, t.vanish_time_factor)
+    return resting or loss_at_rest.still_descending(steps, q)
 
 
 def _no_floor(run: WatchRun, s: Series) -> bool:
