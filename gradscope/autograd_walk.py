@@ -54,6 +54,11 @@ CANCELLED = "x + (y - x)"
 estimator written without its .detach(): soft + (hard - soft)): its derivative in x is
 1 - 1 = 0, so everything below x that reaches the loss only there gets exact zeros."""
 
+TIMES_ZERO = "a multiplication by the constant 0"
+"""How `flat_op` names `0. * x` (a product with a constant scalar 0): it keeps x in the graph
+and hands it exact zeros (brevitas's runtime-stats scaling writes `stats + 0. * self.value`
+while it collects statistics, so that the value's gradient is 0, not None)."""
+
 ZERO_POINT = "the zero point of a learnable fake quantizer"
 """How the zero-point input of torch's learnable fake quantizer
 (`_fake_quantize_learnable_per_tensor_affine`, `..._per_channel_affine`: torch.ao's
@@ -104,6 +109,8 @@ def flat_op(node: Any) -> str | None:
         return op
     if _cancels(node):
         return CANCELLED
+    if _times_zero(node):
+        return TIMES_ZERO
     forward = getattr(node, "_forward_cls", None)
     if forward is None or not _users(forward):
         return None
@@ -123,6 +130,21 @@ def _cancels(node: Any) -> bool:
         if sub.next_functions[1][0] is x and saved(sub, "_saved_alpha", 1) == 1:
             return True
     return False
+
+
+def _times_zero(node: Any) -> bool:
+    """A MulBackward0 whose constant factor (no graph behind it) is a CPU scalar equal to 0:
+    a Python number wraps as one, and reading it waits on no device."""
+    if type(node).__name__ != "MulBackward0" or len(node.next_functions) != 2:
+        return False
+    factors = zip(("_saved_self", "_saved_other"), node.next_functions, strict=True)
+    return any(edge is None and _zero_scalar(saved(node, name)) for name, (edge, _) in factors)
+
+
+def _zero_scalar(value: Any) -> bool:
+    if getattr(value, "ndim", None) != 0 or getattr(value, "is_cpu", False) is not True:
+        return False
+    return not value.is_complex() and value.item() == 0
 
 
 def _users(cls: type) -> bool:

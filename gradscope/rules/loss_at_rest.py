@@ -33,8 +33,9 @@ def still_descending(steps: Sequence[StepRecord], q: int) -> bool:
     group's gradient does (a MAP fit's locations at their conditional optimum while its
     mixture weights keep falling toward a boundary). A batch of data, or a Monte Carlo
     ELBO's sample, never lowers a loss at each of 5 or more steps in a row by chance."""
-    late = [r.loss for r in steps[-q:]]
-    if len(late) < 5 or any(v is None or not math.isfinite(v) for v in late):
+    window = steps[-q:]
+    late = _losses(window)
+    if len(late) < 5 or len(late) < len(window):
         return False
     return all(b <= a for a, b in itertools.pairwise(late)) and late[-1] < late[0]
 

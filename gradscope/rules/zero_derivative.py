@@ -8,14 +8,22 @@ custom Function's backward that returns None for an input hands nothing to it, o
 lies below it: by design for a fixed matrix (feedback alignment's random feedback weights),
 a bug for a weight meant to learn; either way its backward is the place to look. A weight
 read only through a torch.where branch that its condition never chose gets zeros too: no
-estimator helps there, the condition says whether that is meant."""
+estimator helps there, the condition says whether that is meant. A weight multiplied by a
+constant 0 (`0. * x`) is kept in the graph on purpose, with zeros for its gradient:
+information."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from gradscope.autograd_walk import CANCELLED, CUSTOM_FUNCTION, WHERE_UNCHOSEN, ZERO_POINT
-from gradscope.findings import Finding
+from gradscope.autograd_walk import (
+    CANCELLED,
+    CUSTOM_FUNCTION,
+    TIMES_ZERO,
+    WHERE_UNCHOSEN,
+    ZERO_POINT,
+)
+from gradscope.findings import Finding, Severity
 from gradscope.rules import zero_point
 from gradscope.steps.records import ParamInfo
 
@@ -25,6 +33,8 @@ def as_flat(finding: Finding, p: ParamInfo, steps: int) -> Finding:
     head = f"{p.name} got only zero gradients in all {steps} steps"
     if p.flat_op == ZERO_POINT:
         return zero_point.as_information(finding, p, head)
+    if p.flat_op == TIMES_ZERO:
+        return _times_zero(finding, p.name, head, p.library_holder)
     return told(finding, p.name, p.flat_op or "", head)
 
 
@@ -54,6 +64,8 @@ def told(finding: Finding, name: str, op: str, head: str) -> Finding:
         return _unchosen(finding, name, head)
     if op == CANCELLED:
         return _cancelled(finding, name, head)
+    if op == TIMES_ZERO:
+        return _times_zero(finding, name, head)
     if op.startswith(CUSTOM_FUNCTION):
         fn = op.removeprefix(CUSTOM_FUNCTION)
         return replace(
@@ -91,6 +103,34 @@ def _unchosen(finding: Finding, name: str, head: str) -> Finding:
         evidence=(
             *finding.evidence,
             f"torch.where, branch never chosen, lies between {name} and the loss",
+        ),
+    )
+
+
+def _times_zero(finding: Finding, name: str, head: str, library: str = "") -> Finding:
+    """The zeros of a tensor multiplied by a constant 0. Written by an installed library
+    (brevitas's runtime-stats scaling, while it collects statistics), its own design:
+    information. Written by the script, a term switched off that may be meant or not: the
+    warning stays, naming the product."""
+    said = (
+        f": {library} writes it so, the library's own placeholder (brevitas's runtime-stats "
+        "scaling does for its first collect_stats_steps steps, while it collects statistics)"
+    )
+    return replace(
+        finding,
+        severity=Severity.INFO if library else finding.severity,
+        message=f"{head}: it reaches the loss only through {TIMES_ZERO} (`0. * x`), which "
+        "keeps it in the graph and hands it exact zeros" + (said if library else ""),
+        advice=(
+            "nothing to fix: the library's placeholder learns once it is initialised (a run "
+            "longer than its calibration)"
+            if library
+            else "find the factor that is 0 (a loss weight, a mask, a gate set to 0): if the "
+            "term is off on purpose, freeze what only it trains with requires_grad_(False)"
+        ),
+        evidence=(
+            *finding.evidence,
+            f"a product with the constant 0 lies between {name} and the loss",
         ),
     )
 

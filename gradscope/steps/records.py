@@ -132,6 +132,9 @@ class ParamInfo:
     """The installed library's class, outermost of those holding it (none the script's
     own), whose output its module's output never reached: an output the library drops
     (BertModel's pooler under sentence-transformers); "": none."""
+    library_holder: str = ""
+    """The installed library's class (torch's excepted) holding it, where its zeros come
+    from a product with a constant 0 (the library's placeholder); "": any other."""
     read_as_number: str = ""
     """The installed library's class holding it whose source reads it only as a Python
     number (`.item()`): a setting it stores as a parameter, never in a graph (normflows'

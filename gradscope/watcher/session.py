@@ -15,6 +15,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from gradscope.autograd_walk import TIMES_ZERO
 from gradscope.config import Settings
 from gradscope.errors import (
     GradscopeError,
@@ -325,6 +326,21 @@ def _lr(group: dict[str, Any]) -> float | None:
         return None
 
 
+def _library_holder(icp: WatchState, i: int) -> str:
+    """The installed library's class (torch's excepted) holding tracked tensor i; "": the
+    script's own, torch's or none found."""
+    from gradscope.watcher.no_grad_owners import library_class
+
+    where, name = icp.tracked.owners.get(i, (-1, ""))
+    if not 0 <= where < len(icp.tracked.roots):
+        return ""
+    try:
+        module = icp.tracked.roots[where].get_submodule(name.rpartition(".")[0])
+    except AttributeError:
+        return ""
+    return library_class(type(module)) or ""
+
+
 def _graph_facts(icp: WatchState, i: int, p: Any) -> dict[str, Any]:
     """What the graph reads and the no_grad owners found of tracked tensor i (ParamInfo's
     fields of the same names)."""
@@ -335,7 +351,8 @@ def _graph_facts(icp: WatchState, i: int, p: Any) -> dict[str, Any]:
         "derivative_offset": icp.derivatives.offset(p),
         "plain_derivative": icp.plain_derivatives.holds(p),
         "logits_table": icp.logit_tables.holds(p),
-        "flat_op": icp.flat_ops.op_above(p),
+        "flat_op": (flat := icp.flat_ops.op_above(p)),
+        "library_holder": _library_holder(icp, i) if flat == TIMES_ZERO else "",
         "clamped_off": icp.clamped_terms.holds(p),
         "below_floor": icp.clamped_terms.below_floor(p),
         "sampled_grid": icp.sampled_grids.holds(p),
