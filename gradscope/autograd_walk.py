@@ -118,18 +118,22 @@ def flat_op(node: Any) -> str | None:
 
 
 def _cancels(node: Any) -> bool:
-    """An AddBackward0 of x and (y - x), in either order, both with alpha 1: the same node x
-    added once and subtracted once."""
+    return cancelled_term(node) is not None
+
+
+def cancelled_term(node: Any) -> Any | None:
+    """The node x of an AddBackward0 of x and (y - x), in either order, both with alpha 1
+    (the same node x added once and subtracted once); None for any other node."""
     if type(node).__name__ != "AddBackward0" or len(node.next_functions) != 2:
-        return False
+        return None
     if saved(node, "_saved_alpha", 1) != 1:
-        return False
+        return None
     for (x, _), (sub, _) in (node.next_functions, node.next_functions[::-1]):
         if x is None or type(sub).__name__ != "SubBackward0" or len(sub.next_functions) != 2:
             continue
         if sub.next_functions[1][0] is x and saved(sub, "_saved_alpha", 1) == 1:
-            return True
-    return False
+            return x
+    return None
 
 
 def _times_zero(node: Any) -> bool:

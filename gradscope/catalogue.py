@@ -72,6 +72,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.lr_negative",
         "gradscope.rules.step_schedule_pace",
         "gradscope.rules.step_setup",
+        "gradscope.rules.ste_undetached",
         "gradscope.rules.step_shared",
         "gradscope.rules.step_stale",
         "gradscope.rules.step_padding_targets",

@@ -18,11 +18,13 @@ from typing import Any
 import torch
 
 from gradscope.autograd_walk import (
+    CANCELLED,
     CUSTOM_FUNCTION,
     WHERE_UNCHOSEN,
     ZERO_POINT,
     ZERO_POINT_NODES,
     NodeWalk,
+    cancelled_term,
     flat_op,
 )
 from gradscope.watcher.discover import MAX_GRAPH_NODES
@@ -64,8 +66,8 @@ class FlatOps:
         for node in NodeWalk(fns, limit=MAX_GRAPH_NODES):
             zero_points += _zero_point(node)
             op = flat_op(node)
-            if op is not None:
-                flat.setdefault(op, []).append(node)
+            if op is not None:  # x + (y - x): what lies below x only
+                flat.setdefault(op, []).append(cancelled_term(node) if op == CANCELLED else node)
         for op, nodes in sorted(flat.items(), key=_custom_last):  # one walk per op
             for under in NodeWalk(nodes, limit=MAX_GRAPH_NODES):
                 leaf = _variable(under)

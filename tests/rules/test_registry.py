@@ -268,6 +268,10 @@ FIRES = {
         "tests/watcher/test_watch_trials.py",
         "test_an_optimizer_built_from_an_earlier_trials_parameters_is_named",
     ),
+    "GS489": (
+        "tests/watcher/test_ste_without_detach.py",
+        "test_ternary_weights_without_detach_are_named_though_they_get_a_gradient",
+    ),
     "GS488": (
         "tests/watcher/test_lr_negative.py",
         "test_a_linear_decay_stepped_past_its_end_is_named_with_its_scheduler",

@@ -3,7 +3,9 @@ soft sample and subtracts it again, so its derivative is 1 - 1 = 0 and the encod
 gets exact zeros. GS413 (watch) and GS106 (inspect --script) told it as terms that cancel in
 general, or a dead ReLU; they now name the sum and the missing .detach(). The estimator with
 the difference detached, in either order, is silent; a sum whose subtracted term is another
-tensor, or scaled (alpha), is no such sum."""
+tensor, or scaled (alpha), is no such sum. Ternary weights (Li et al. 2016) quantised as
+`w + (alpha(w) * sign(w) * mask - w)` keep a gradient through alpha, the mean of the kept
+|w|: no zeros for GS413, and GS489 names the sum."""
 
 from __future__ import annotations
 
@@ -78,3 +80,39 @@ def test_a_sum_of_other_tensors_or_a_scaled_difference_is_no_such_sum():
         assert flat_op(y.grad_fn) == CANCELLED
     for y in (a + (b - b * 1), a + (b - a).detach(), a + torch.sub(b, a, alpha=2), a + b):
         assert flat_op(y.grad_fn) is None
+
+
+def _ternary(w: torch.Tensor, detach: bool) -> torch.Tensor:
+    mask = (w.abs() > 0.7 * w.abs().mean()).float()
+    q = (w.abs() * mask).sum() / mask.sum().clamp(min=1) * torch.sign(w) * mask
+    return w + ((q - w).detach() if detach else (q - w))
+
+
+def _ternary_found(detach: bool) -> list[gradscope.Finding]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Linear(16, 3))
+    first, last = model
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    with gradscope.watch() as w:
+        for _ in range(4):
+            x, y = torch.randn(16, 8), torch.randint(0, 3, (16,))
+            hidden = F.relu(F.linear(x, _ternary(first.weight, detach), first.bias))
+            loss = F.cross_entropy(last(hidden), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return [f for f in w.report.findings if f.severity >= Severity.WARNING]
+
+
+def test_ternary_weights_without_detach_are_named_though_they_get_a_gradient():
+    (f,) = _ternary_found(detach=False)
+    assert f.rule == "GS489" and f.subject == "0.weight"
+    assert "x + (q(x) - x)" in f.message and ".detach()" in f.advice
+
+
+def test_ternary_weights_with_detach_are_silent():
+    assert _ternary_found(detach=True) == []
+
+
+def test_an_estimator_whose_tensor_gets_only_zeros_is_gs413s_alone():
+    assert {f.rule for f in _watched("no-detach")} == {"GS413"}
