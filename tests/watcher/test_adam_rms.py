@@ -65,15 +65,15 @@ def _run(make, steps=4, scale=None, frozen=False):
     ],
 )
 def test_the_numbers_match_a_copy_of_the_state(make):
-    _, opt, tracked, facts = _run(make, steps=25)
-    assert [f.step for f in facts] == [25]
+    _, opt, tracked, facts = _run(make, steps=50)
+    assert [f.step for f in facts] == [50]
     got = {i: (r, u, s) for i, r, u, s in facts[-1].tensors}
     assert sorted(got) == list(range(4))
     for i, p in enumerate(tracked.params):
         want = _expected(opt, p, opt.param_groups[0])
         assert got[i] == pytest.approx(want, rel=1e-6, abs=1e-9)
-    _, _, _, facts = _run(make, steps=49)
-    assert [f.step for f in facts] == [25]  # steps 26-49: not sampled
+    _, _, _, facts = _run(make, steps=99)
+    assert [f.step for f in facts] == [50]  # steps 51-99: not sampled
 
 
 def test_a_large_batch_shows_in_rms_t_and_the_update_after_it():
@@ -91,9 +91,9 @@ def test_a_large_batch_shows_in_rms_t_and_the_update_after_it():
 
 
 def test_pieces_add_up(monkeypatch):
-    _, _, _, whole = _run(lambda ps: torch.optim.Adam(ps, lr=1e-2), steps=25)
+    _, _, _, whole = _run(lambda ps: torch.optim.Adam(ps, lr=1e-2), steps=50)
     monkeypatch.setattr(adam_rms, "PIECE", 5)
-    _, _, _, pieced = _run(lambda ps: torch.optim.Adam(ps, lr=1e-2), steps=25)
+    _, _, _, pieced = _run(lambda ps: torch.optim.Adam(ps, lr=1e-2), steps=50)
     for a, b in zip(whole[-1].tensors, pieced[-1].tensors, strict=True):
         assert a == pytest.approx(b, rel=1e-6)  # fused sums (adam_rms_batch) or pieces
 
@@ -147,24 +147,24 @@ def test_a_sample_of_many_small_tensors_takes_a_few_fused_ops(monkeypatch):
         model(torch.randn(2, 4)).sum().backward()
         opt.step()
         with Count():
-            AdamRms().observe(_tracked(model), 0, opt, 25)
+            AdamRms().observe(_tracked(model), 0, opt, 50)
         ops = collections.Counter(getattr(f, "__name__", "") for f in calls)
         return sum(n for name, n in ops.items() if name not in reads)
 
     few, many = computed(10), computed(30)
-    assert few == many < 60, (few, many)
+    assert 0 < few == many < 60, (few, many)
 
 
 def test_a_parameter_without_a_gradient_and_sgd_give_nothing():
-    _, _, tracked, facts = _run(lambda ps: torch.optim.Adam(ps, lr=1e-2), steps=25, frozen=True)
+    _, _, tracked, facts = _run(lambda ps: torch.optim.Adam(ps, lr=1e-2), steps=50, frozen=True)
     bias = tracked.index[id(tracked.params[1])]
     assert bias not in {i for i, *_ in facts[-1].tensors}
-    _, _, _, facts = _run(lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9), steps=25)
+    _, _, _, facts = _run(lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9), steps=50)
     assert facts == []
 
 
 def test_which_steps_are_sampled():
-    assert [s for s in range(1, 101) if adam_rms.sampled(s)] == [25, 50, 75, 100]
+    assert [s for s in range(1, 101) if adam_rms.sampled(s)] == [50, 100]
     assert all(adam_rms.sampled(s) for s in range(101, 130))  # the update's own sampling after
 
 
@@ -178,7 +178,7 @@ def test_a_sample_on_cuda_does_not_wait_for_the_device(fused):
     opt = torch.optim.Adam(model.parameters(), lr=1e-2, fused=fused)
     tracked = _tracked(model)
     probe = AdamRms()
-    for step in range(1, 26):
+    for step in range(1, 51):
         model(torch.randn(16, 8, device="cuda")).square().mean().backward()
         opt.step()
         torch.cuda.set_sync_debug_mode("error")
@@ -193,27 +193,27 @@ def test_a_sample_on_cuda_does_not_wait_for_the_device(fused):
 
 
 def test_eps_counts_of_a_step_both_sample_are_taken_once(monkeypatch):
-    """At a step adam_rms.py samples (25, 50, 75, 100), adam_eps.py takes its counts of
+    """At a step adam_rms.py samples (50, 100), adam_eps.py takes its counts of
     elements under eps rather than counting again: the same numbers; a tensor it did not
     sample (no gradient at that step) is counted there as before."""
     from gradscope.watcher import adam_eps
 
     make = lambda ps: torch.optim.Adam(ps, lr=1e-2, eps=0.03)  # noqa: E731
-    model, opt, tracked, _ = _run(make, steps=24)
+    model, opt, tracked, _ = _run(make, steps=49)
     opt.zero_grad()
     model(torch.randn(32, 8)).square().mean().backward()
     model[0].bias.grad = None  # a state from earlier steps, no gradient at this one
     opt.step()
-    counted = AdamRms().observe(tracked, 0, opt, 25)
+    counted = AdamRms().observe(tracked, 0, opt, 50)
     frozen = 1  # model[0].bias
     assert sorted(counted) == [0, 2, 3]
     calls = []
     real = adam_eps.eps_counts
     monkeypatch.setattr(adam_eps, "eps_counts", lambda v, f: calls.append(v) or real(v, f))
     shared, alone = adam_eps.AdamEps(), adam_eps.AdamEps()
-    shared.observe(tracked, 0, opt, 25, counted)
+    shared.observe(tracked, 0, opt, 50, counted)
     assert len(calls) == 1 and calls[0] is opt.state[tracked.params[frozen]]["exp_avg_sq"]
-    alone.observe(tracked, 0, opt, 25)
+    alone.observe(tracked, 0, opt, 50)
     assert len(calls) == 1 + 4
     (a,), (b,) = shared.facts(), alone.facts()
     assert a == b and any(share > 0 for _, share, _ in a.shares)
