@@ -107,7 +107,7 @@ def flat_op(node: Any) -> str | None:
     op = FLAT_OPS.get(type(node).__name__)
     if op is not None:
         return op
-    if _cancels(node):
+    if cancelled_term(node) is not None:
         return CANCELLED
     if _times_zero(node):
         return TIMES_ZERO
@@ -115,10 +115,6 @@ def flat_op(node: Any) -> str | None:
     if forward is None or not _users(forward):
         return None
     return f"{CUSTOM_FUNCTION}{forward.__name__}"
-
-
-def _cancels(node: Any) -> bool:
-    return cancelled_term(node) is not None
 
 
 def cancelled_term(node: Any) -> Any | None:

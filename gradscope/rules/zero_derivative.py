@@ -9,8 +9,8 @@ lies below it: by design for a fixed matrix (feedback alignment's random feedbac
 a bug for a weight meant to learn; either way its backward is the place to look. A weight
 read only through a torch.where branch that its condition never chose gets zeros too: no
 estimator helps there, the condition says whether that is meant. A weight multiplied by a
-constant 0 (`0. * x`) is kept in the graph on purpose, with zeros for its gradient:
-information."""
+constant 0 (`0. * x`) gets zeros too: information where an installed library writes it (its
+placeholder), a warning naming the product where the script does."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def _times_zero(finding: Finding, name: str, head: str, library: str = "") -> Fi
     information. Written by the script, a term switched off that may be meant or not: the
     warning stays, naming the product."""
     said = (
-        f": {library} writes it so, the library's own placeholder (brevitas's runtime-stats "
+        f": {library} writes it so, the library's own placeholder (as brevitas's runtime-stats "
         "scaling does for its first collect_stats_steps steps, while it collects statistics)"
     )
     return replace(
