@@ -9,7 +9,7 @@ from dataclasses import replace
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Severity
 from gradscope.fmt import num
-from gradscope.rules import tiny_loss_value
+from gradscope.rules import eps_outgrown, tiny_loss_value
 from gradscope.rules.adam_measured import adam_measured
 from gradscope.rules.registry import Stage, rule
 from gradscope.rules.step_common import about
@@ -44,7 +44,10 @@ def adam_eps_dominates(run: WatchRun, t: Thresholds) -> list[Finding]:
     (steps 1 and 2 at the earliest). Elements whose v is 0 never had a gradient and move
     neither way; a large eps on purpose (1e-3 on gradients of 1) stays silent, since
     √v̂ is larger still. An optimizer whose class is not known to step Adam's rule is
-    judged only where its update measured at its first steps is Adam's (adam_measured)."""
+    judged only where its update measured at its first steps is Adam's (adam_measured).
+    Information where the gradients grew past eps: at the last two samples, or, after the
+    last sample, in the gradient norm's RMS per element at the run's last steps
+    (eps_outgrown.py: DreamerV3's actor at eps 1e-5 while its first rewards are learned)."""
     out = []
     by_optimizer: dict[int, dict[int, list[EpsSample]]] = {}
     for sample in run.state_facts.eps:
@@ -63,6 +66,8 @@ def adam_eps_dominates(run: WatchRun, t: Thresholds) -> list[Finding]:
         last = [(s, _share(steps[s])) for s in order if s > pair + 1][-2:]
         if len(last) == 2 and all(share <= MOST for _, share in last):
             finding = _passed(finding, last)
+        elif grown := eps_outgrown.grown_past(run, index, finding_eps(steps[pair]), order[-1]):
+            finding = _grown(finding, *grown)
         out.append(about(finding, [first, pair]))
     return out
 
@@ -82,6 +87,24 @@ def _passed(finding: Finding, last: list[tuple[int, float]]) -> Finding:
     )
 
 
+def _grown(finding: Finding, step: int, rms: float) -> Finding:
+    """Information: eps held every sample, but by the run's last steps, after them, the
+    gradient's RMS per element had grown above it (rules/eps_outgrown.py)."""
+    return replace(
+        finding,
+        severity=Severity.INFO,
+        message=f"{finding.message}; at the sampled steps only: by step {step} the gradient's "
+        f"RMS per element was {num(rms)}, above eps (the gradients grew past it)",
+        advice="nothing to fix if the eps is meant (DreamerV3's actor and critic at 1e-5, an "
+        "RL agent's 1e-3: tiny first gradients are not scaled up); a lower eps gives those "
+        "first steps Adam's own size",
+    )
+
+
+def finding_eps(samples: list[EpsSample]) -> float:
+    return max(s.eps for s in samples)
+
+
 def _share(samples: list[EpsSample]) -> float:
     under = sum(s.dominated()[0] for s in samples)
     live = sum(s.dominated()[1] for s in samples)
@@ -89,7 +112,7 @@ def _share(samples: list[EpsSample]) -> float:
 
 
 def _finding(run: WatchRun, index: int, samples: list[EpsSample], first: int, step: int) -> Finding:
-    eps = max(s.eps for s in samples)
+    eps = finding_eps(samples)
     share = _share(samples)
     tensors = sorted(
         ((p, sh) for s in samples for p, sh, _ in s.shares if sh > MOST), key=lambda x: -x[1]

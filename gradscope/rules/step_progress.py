@@ -13,6 +13,7 @@ from gradscope.findings import RULES, Finding, Severity, Threshold
 from gradscope.fmt import num
 from gradscope.rules import (
     all_stopped,
+    floor_stop,
     no_signal,
     routed,
     shift_invariance,
@@ -316,13 +317,11 @@ def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
     Information where every tensor of the optimizer got only zeros from one step on while
     its loss was exactly 0 (rules/no_signal.py: GRPO's groups of one reward each), unless
     that loss is a logistic one, 0 only when saturated (DPO's beta far too large); and for
-    a learnable fake quantizer's zero point, whose gradient needs inputs clipped."""
-    # A parameter that had gradients and then none, to the end: frozen midway
-    # (`requires_grad_(False)`: None, or zeros under zero_grad(set_to_none=False)), or cut from
-    # the loss. Judged on its own optimizer's steps (a GAN's G gets nothing in D's).
-    # Never-learned is GS413's; a dead layer whose gradient went to exactly 0 is GS405's. Read from
-    # the run's per-tensor running facts (`run.tensors`), so every step counts however few of
-    # them the report kept in detail.
+    a learnable fake quantizer's zero point, whose gradient needs inputs clipped; and for
+    zeros below a floor on a loss term (free bits: rules/floor_stop.py)."""
+    # Frozen midway (None, or zeros under set_to_none=False) or cut from the loss, judged on
+    # its own optimizer's steps (a GAN's G gets nothing in D's). Never-learned is GS413's; a
+    # dead layer's exact 0 is GS405's. Read from `run.tensors`, so every step counts.
     out = []
     places = routed.routed(run)
     for s in by_optimizer(run):
@@ -346,6 +345,7 @@ def stopped_learning(run: WatchRun, t: Thresholds) -> list[Finding]:
             finding = routed.if_dead_expert(run, s.index, i, had, finding, places)
             finding = no_signal.read_zeros(finding, zeros)
             finding = zero_point.stopped(finding, p, had.since_step)
+            finding = floor_stop.stopped(finding, p, had)
             weight = shift_invariance.cancelled(run, i, s.index)
             if weight is not None:
                 head = (

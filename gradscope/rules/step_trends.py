@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from gradscope.config import Thresholds
 from gradscope.findings import RULES, Finding, Rule, Severity, Threshold
 from gradscope.fmt import num
-from gradscope.rules import loss_at_rest, sharpening
+from gradscope.rules import floor_stop, loss_at_rest, sharpening
 from gradscope.rules.registry import DECLARED, Stage, rule
 from gradscope.rules.step_common import (
     Series,
@@ -253,7 +253,8 @@ def vanishing_over_time(run: WatchRun, t: Thresholds) -> list[Finding]:
     MAP fit whose negative log joint has no floor at 0: loss_at_rest.py). Not a scipy
     minimiser's evaluations: it stops on its gradient's tolerance by design, with no lr to
     lower, and one series may hold several of its fits one after another (botorch's
-    ModelListGP), the first's gradient kept."""
+    ModelListGP), the first's gradient kept. Information where the norm fell to exactly 0 on
+    a module below a floor on a loss term (free bits: rules/floor_stop.py)."""
     out = []
     for s in by_optimizer(run):
         out.extend(vanishing(run, s, t))
@@ -285,28 +286,10 @@ def vanishing(run: WatchRun, s: Series, t: Thresholds) -> list[Finding]:
             continue
         first, last = statistics.median(a), statistics.median(b)
         if first > 0 and last / first < t.vanish_time_factor:
-            out.append(
-                RULES["GS405"].finding(
-                    g,
-                    s.say(
-                        (
-                            f"the gradient norm of {g} fell to 0 (from {num(first)})"
-                            if last == 0
-                            else f"the gradient norm of {g} fell {first / last:.3g}× "
-                            f"(from {num(first)} to {num(last)})"
-                        )
-                        + " while the loss did not"
-                    ),
-                    "dead ReLUs or saturation: lower the learning rate, use LeakyReLU/GELU, "
-                    "normalization or residual connections",
-                    value=last / first,
-                    threshold=t.vanish_time_factor,
-                    evidence=(
-                        f"median at steps {steps[0].step}-{steps[k - 1].step}: {num(first)}; "
-                        f"at steps {steps[-q].step}-{steps[-1].step}: {num(last)}",
-                    ),
-                )
-            )
+            at = (steps[0], steps[k - 1], steps[-q], steps[-1])
+            finding = _vanished(s, g, first, last, at, t)
+            held = [run.params[i] for i in s.members if i < len(names) and module_of(names[i]) == g]
+            out.append(floor_stop.vanished(held, last, finding))
     return out
 
 
@@ -315,6 +298,32 @@ def _not_stalled(steps: Sequence[StepRecord], k: int, q: int, t: Thresholds) -> 
     lowers at every step (loss_at_rest.py): no stall for a vanishing gradient to cause."""
     resting = loss_at_rest.came_to_rest(steps, k, q, t.vanish_time_factor)
     return resting or loss_at_rest.still_descending(steps, q)
+
+
+def _vanished(
+    s: Series, g: str, first: float, last: float, at: tuple[StepRecord, ...], t: Thresholds
+) -> Finding:
+    """GS405's finding on module `g`: its early median norm `first`, its late one `last`."""
+    return RULES["GS405"].finding(
+        g,
+        s.say(
+            (
+                f"the gradient norm of {g} fell to 0 (from {num(first)})"
+                if last == 0
+                else f"the gradient norm of {g} fell {first / last:.3g}× "
+                f"(from {num(first)} to {num(last)})"
+            )
+            + " while the loss did not"
+        ),
+        "dead ReLUs or saturation: lower the learning rate, use LeakyReLU/GELU, "
+        "normalization or residual connections",
+        value=last / first,
+        threshold=t.vanish_time_factor,
+        evidence=(
+            f"median at steps {at[0].step}-{at[1].step}: {num(first)}; "
+            f"at steps {at[2].step}-{at[3].step}: {num(last)}",
+        ),
+    )
 
 
 def _no_floor(run: WatchRun, s: Series) -> bool:

@@ -4,6 +4,8 @@ two samples show the gradients grown past it; a warning where it still holds the
 
 from __future__ import annotations
 
+import dataclasses
+
 from gradscope.config import Thresholds
 from gradscope.findings import Severity
 from gradscope.rules.step_eps import adam_eps_dominates
@@ -51,3 +53,19 @@ def test_eps_that_held_the_first_steps_only_explains_nothing_after_them():
     (held,) = adam_eps_dominates(run_of({1: 0.9, 2: 0.9, 3: 0.9}), Thresholds())
     out = causes.link(run, [held, stall])
     assert [f.explained_by for f in out if f.rule == "GS415"] == [f"GS442:{held.subject}"]
+
+
+def test_eps_that_held_every_sample_but_not_the_last_steps_is_information():
+    """DreamerV3's actor under eps 1e-5: advantages near 0 while the reward head learns, every
+    sample (the last at step 100) under eps, the gradient's RMS per element above it by the
+    run's last steps; gradients that stay small, or were as large at the last sample (a
+    measure of √v̂ that says eps holds), still warn."""
+    shares = {1: 1.0, 2: 1.0, 3: 1.0, 25: 1.0, 50: 1.0, 75: 1.0, 100: 1.0}
+    run = run_of(shares)  # 400 elements at eps 1e-3: an RMS of 1e-3 is a norm of 0.02
+    grown = tuple(step_record(i, norm=0.01 if i <= 100 else 0.1) for i in range(1, 131))
+    (found,) = adam_eps_dominates(dataclasses.replace(run, steps=grown), Thresholds())
+    assert found.severity == Severity.INFO and "by step 130 the gradient's RMS" in found.message
+    small = tuple(step_record(i, norm=0.01) for i in range(1, 131))
+    for steps in (small, tuple(step_record(i, norm=0.1) for i in range(1, 131))):
+        (found,) = adam_eps_dominates(dataclasses.replace(run, steps=steps), Thresholds())
+        assert found.severity == Severity.WARNING

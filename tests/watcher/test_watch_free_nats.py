@@ -35,3 +35,33 @@ def test_a_prior_behind_a_dead_activation_still_warns(bug):
     told = _told(bug)
     assert {f.subject for f in told} == PRIOR
     assert all(f.severity == Severity.WARNING and "never learns" in f.message for f in told)
+
+
+def test_a_prior_that_falls_under_its_floor_midway_is_information():
+    """The KL starts over its free nats and falls under them for good: the prior's gradient
+    norm goes to exactly 0 by design (GS405 warned of dead units)."""
+    findings = domain_watched("free_nats.py", "falls").findings
+    assert [f.severity for f in findings if f.rule in ("GS405", "GS417")] == [Severity.INFO]
+    assert all(f.severity == Severity.INFO for f in findings)
+
+
+def test_a_prior_frozen_midway_over_its_floor_still_warns():
+    told = [f for f in domain_watched("free_nats.py", "frozen").findings if f.rule == "GS417"]
+    assert {f.subject for f in told} == PRIOR
+    assert all(f.severity == Severity.WARNING and "frozen" in f.advice for f in told)
+
+
+def test_zeros_below_a_floor_after_learning_are_information_for_gs417():
+    """GS417 on a prior that had gradients, then only zeros while below a floor on a loss
+    term (DreamerV3's free bits at 1.0); None instead (a freeze) keeps the warning."""
+    from gradscope.findings import RULES
+    from gradscope.rules import floor_stop
+    from gradscope.steps.records import ParamInfo
+    from gradscope.steps.tensor_track import Learned
+
+    p = ParamInfo("prior.weight", (4, 8), True, True, 1e-3, below_floor=True)
+    warned = RULES["GS417"].finding(p.name, "prior.weight stopped learning at step 70", "x")
+    zeros = Learned(70, 69, 69, 0.1, 2, 70, none_after=0, zero_after=30)
+    assert floor_stop.stopped(warned, p, zeros).severity == Severity.INFO
+    none = Learned(70, 69, 69, 0.1, 2, 70, none_after=30, zero_after=0)
+    assert floor_stop.stopped(warned, p, none).severity == Severity.WARNING

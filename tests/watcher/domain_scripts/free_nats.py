@@ -2,8 +2,11 @@
 a learned prior is clamped from below, so while it sits under the floor the prior gets no
 gradient, by design. argv: "clamp" (torch.clamp(kl, min=...), the default), "maximum"
 (torch.maximum(kl, floor)), "vector" (a floor per latent dimension), "above" (a floor the KL
-is over: the prior learns); bugs "dead" (the prior behind a ReLU whose bias keeps it off, the
-KL over its floor) and "dead-clamp" (the same ReLU written as .clamp(min=0))."""
+is over: the prior learns), "falls" (free nats, torch.clamp(kl, min=4.0): the KL
+starts over the floor and falls under it for good, the prior learning until then); bugs "dead"
+(the prior behind a ReLU whose bias keeps it off, the KL over its floor), "dead-clamp" (the
+same ReLU written as .clamp(min=0)) and "frozen" (the prior frozen by requires_grad_(False) at
+step 10 and never thawed, the KL over its floor)."""
 
 import sys
 
@@ -28,8 +31,15 @@ class WorldModel(nn.Module):
 wm = WorldModel()
 if MODE.startswith("dead"):
     nn.init.constant_(wm.prior.bias, -50.0)
-opt = torch.optim.Adam(wm.parameters(), lr=1e-3)
-for _step in range(3):
+LONG = MODE in ("falls", "frozen")
+if LONG:
+    nn.init.constant_(wm.prior.bias, 2.0)
+rest = [p for n, p in wm.named_parameters() if not n.startswith("prior")]
+groups = [{"params": rest}, {"params": wm.prior.parameters(), "lr": 0.05 if LONG else 1e-3}]
+opt = torch.optim.Adam(groups, lr=1e-3)
+for _step in range(40 if LONG else 3):
+    if MODE == "frozen" and _step == 10:
+        wm.prior.requires_grad_(False)
     x = torch.randn(B, H)
     h = torch.tanh(wm.enc(x))
     prior_mean = wm.prior(h)
@@ -44,7 +54,9 @@ for _step in range(3):
         kl_term = torch.maximum(kl.sum(-1).mean(), torch.tensor(100.0))
     elif MODE == "vector":
         kl_term = torch.clamp(kl.mean(0), min=torch.full((Z,), 100.0)).sum()
-    elif MODE == "above" or MODE.startswith("dead"):
+    elif MODE == "falls":
+        kl_term = torch.clamp(kl.sum(-1).mean(), min=4.0)
+    elif MODE in ("above", "frozen") or MODE.startswith("dead"):
         kl_term = torch.clamp(kl.sum(-1).mean(), min=1e-3)
     else:
         kl_term = torch.clamp(kl.sum(-1).mean(), min=100.0)
@@ -52,3 +64,5 @@ for _step in range(3):
     opt.zero_grad()
     loss.backward()
     opt.step()
+    if LONG:
+        print(_step, round(kl.sum(-1).mean().item(), 3))
