@@ -10,7 +10,8 @@ a sign (the usual case: the returns are all positive, or all negative), so the p
 learns the behaviour-cloning term only. The same holds for `x.mean() / x.norm()` or
 `x.sum() / x.abs().sum()` under any objective. Found as a product or quotient at whose two
 sides sit the mean (or sum) of a tensor and the reciprocal of a magnitude (mean or sum of
-its abs, its norm) of the same tensor's node. Shapes only; nothing is read from a device.
+its abs, its norm) of the same tensor's node, or as a mean or sum over the tensor times
+that reciprocal (`(lmbda * Q).mean()`). Shapes only; nothing is read from a device.
 A normaliser detached, or a tensor centred before it is divided by its spread (an
 advantage's `(A - A.mean()) / A.std()`), is not this."""
 
@@ -38,6 +39,8 @@ def find(loss_node: Any) -> str | None:
     if loss_node is None:
         return None
     for node in _nodes(loss_node):
+        if (spread := _reduced_ratio(node)) is not None:
+            return spread
         edges = [n for n, _ in getattr(node, "next_functions", ())]
         if len(edges) != 2 or any(e is None for e in edges):
             continue
@@ -53,6 +56,29 @@ def find(loss_node: Any) -> str | None:
             under = _reciprocal_of(bottom) if inverted else bottom
             if value is not None and under is not None and _magnitude_of(under) is value:
                 return f"{_op(top)} of a tensor divided by its {_op(under)}, both traced"
+    return None
+
+
+def _reduced_ratio(node: Any) -> str | None:
+    """`(lmbda * Q).mean()` with lmbda = alpha / Q.abs().mean(): a mean or sum over a
+    tensor times the reciprocal of its own magnitude (or divided by it)."""
+    name, under = type(node).__name__, inputs(node)
+    if name not in _REDUCE or len(under) != 1:
+        return None
+    inner = _through(under[0])
+    edges = [n for n, _ in getattr(inner, "next_functions", ())]
+    if len(edges) != 2 or any(e is None for e in edges):
+        return None
+    if type(inner).__name__ == "DivBackward0":
+        pairs = [(edges[0], edges[1])]
+    elif type(inner).__name__ == "MulBackward0":
+        pairs = [(edges[0], _reciprocal_of(edges[1])), (edges[1], _reciprocal_of(edges[0]))]
+    else:
+        return None
+    for top, bottom in pairs:
+        size = _magnitude_of(bottom) if bottom is not None else None
+        if size is not None and _through(top) is _through(size):
+            return f"{_op(node)} of a tensor divided by its {_op(bottom)}, both traced"
     return None
 
 

@@ -31,3 +31,7 @@ def test_td3_bc_as_written_and_an_advantage_normalised_by_its_spread_are_not_thi
     assert find((((adv - adv.mean()) / adv.std()) * x).mean().grad_fn) is None
     assert find((adv.mean() / adv.norm().detach()).grad_fn) is None
     assert find((adv.sum() / adv.abs().sum()).grad_fn) is not None
+    assert find((-(2.5 / adv.abs().mean()) * adv).mean().grad_fn) is not None
+    cosine = (adv / adv.norm() * x / x.norm()).sum()
+    assert find(((adv / adv.norm() - 1.0) ** 2).mean().grad_fn) is None
+    assert find(cosine.grad_fn) is None
