@@ -71,6 +71,7 @@ CATALOGUE: dict[str, tuple[str, ...]] = {
         "gradscope.rules.step_schedule",
         "gradscope.rules.lr_negative",
         "gradscope.rules.step_schedule_pace",
+        "gradscope.rules.step_self_scaled",
         "gradscope.rules.step_setup",
         "gradscope.rules.ste_undetached",
         "gradscope.rules.step_shared",

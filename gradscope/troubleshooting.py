@@ -307,6 +307,13 @@ TABLE = {
             "is_causal=True, or a tril mask filled with -inf above the diagonal",
         ),
         TableRow(
+            "self-normalised-term",
+            "the policy never improves on the data it imitates; no error shows",
+            "a loss term is divided by its own magnitude with that magnitude attached "
+            "(TD3+BC's alpha / Q.abs().mean()): the ratio is scale-free and its gradient is 0",
+            "detach the normaliser: alpha / Q.abs().mean().detach()",
+        ),
+        TableRow(
             "padding-in-loss",
             "the loss looks low and varies with how much each batch was padded",
             "the labels keep the pad token where the input was padding: the model is trained "

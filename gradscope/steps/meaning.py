@@ -158,6 +158,9 @@ class LossKind:
     terms (watcher/renormalised.py: Categorical(logits=probs) in a policy gradient), or
     read by kl_div as log-probabilities (watcher/kl_inputs.py): its `misfed` says so; no
     term of the loss's sum, so no bound or sign of it."""
+    self_scaled: str | None = None
+    """A term divided by an attached magnitude of itself (watcher/self_scaled.py: TD3+BC's
+    Q term over `Q.abs().mean()` not detached), in words: its gradient vanishes."""
 
     def own_targets(self) -> bool:
         """A term's target is another term's input, detached (LossTerm.own_target)."""

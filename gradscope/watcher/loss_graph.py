@@ -33,6 +33,7 @@ from gradscope.watcher import (
     pinball_terms,
     poisson_terms,
     renormalised,
+    self_scaled,
     soft_target_values,
     upstream_targets,
 )
@@ -135,7 +136,8 @@ def read(
     again = _renormalised(loss)
     where = user_line() if again is not None or any(t.misfed for t in found) else None
     derivative = _differentiated(loss, derivatives)
-    return LossKind(tuple(found[:MAX_TERMS]), unknown, scaled, where, derivative, again)
+    kind = LossKind(tuple(found[:MAX_TERMS]), unknown, scaled, where, derivative, again)
+    return replace(kind, self_scaled=self_scaled.find(loss.grad_fn))
 
 
 def _written_out(node: Any, factor: float, reduced: str | None) -> LossTerm | None:

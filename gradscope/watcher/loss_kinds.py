@@ -19,7 +19,8 @@ def plus(a: LossKind, b: LossKind) -> LossKind:
     derivative = a.derivative or b.derivative
     renormalised = a.renormalised or b.renormalised
     where = a.where or b.where
-    return LossKind(terms, unknown, a.scaled or b.scaled, where, derivative, renormalised)
+    kind = LossKind(terms, unknown, a.scaled or b.scaled, where, derivative, renormalised)
+    return replace(kind, self_scaled=a.self_scaled or b.self_scaled)
 
 
 def union(a: LossKind, b: LossKind) -> LossKind:
@@ -32,6 +33,8 @@ def union(a: LossKind, b: LossKind) -> LossKind:
     a = _counted(_widened(_ramped(a, b), b), b)
     if a.renormalised is None and b.renormalised is not None:
         a = replace(a, renormalised=b.renormalised, where=a.where or b.where)
+    if a.self_scaled is None and b.self_scaled is not None:
+        a = replace(a, self_scaled=b.self_scaled)
     seen = {(t.kind, t.negated) for t in a.terms}
     extra = tuple(t for t in b.terms if (t.kind, t.negated) not in seen)
     if not extra and b.unknown_terms <= a.unknown_terms:

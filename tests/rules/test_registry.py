@@ -248,6 +248,10 @@ FIRES = {
         "tests/watcher/test_worse_than_chance.py",
         "test_an_s4d_kernel_without_the_minus_is_named_at_its_first_step",
     ),
+    "GS479": (
+        "tests/watcher/test_self_normalised.py",
+        "test_td3_bc_normaliser_left_attached_is_named",
+    ),
     "GS463": (
         "tests/watcher/test_watch_schedule_pace.py",
         "test_a_schedule_sized_in_steps_stepped_per_epoch_is_named",
