@@ -19,6 +19,7 @@ from gradscope.rules import (
     masters,
     moved_by_script,
     plain_attribute,
+    table_outside,
 )
 from gradscope.rules.copies_of import copy_of, started_apart, top, trained_shapes
 from gradscope.rules.registry import DECLARED, Stage, rule
@@ -140,7 +141,7 @@ def _outside(this: Rule, run: WatchRun, p: ParamInfo, i: int, copy: str) -> Find
     if not copy and not p.stepped_by_hook and in_backward.optimizers_in_backward(run):
         return in_backward.hook_missing(this, run, p, _piled_up(run, i))
     layer = "" if copy else _trained_layer(run, p)
-    scalar = "" if copy or layer else bare_scalar.advice(p)
+    scalar = "" if copy or layer else bare_scalar.advice(p) or table_outside.advice(p)
     advice = (
         f"{p.name} looks like a copy of {copy} (a target, EMA or teacher network): compute "
         "its forward under torch.no_grad() or .detach() its output; adding it to the "
