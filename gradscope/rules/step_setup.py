@@ -24,6 +24,7 @@ from gradscope.rules import (
     shift_invariance,
     stack_tail,
     switched_off,
+    unreturned_grad,
     zero_derivative,
     zero_in_graph,
     zero_input,
@@ -280,8 +281,8 @@ def _explained(
         finding = moved_by_copy.as_information(finding, p, steps)
     elif none and i in run.state_facts.dropped:
         finding = dropped_grad.as_told(finding, p.name, steps)
-    elif none and p.no_grad_function:
-        finding = frozen_by_no_grad.as_never_recomputed(finding, p)
+    elif none and (p.no_grad_function or p.rerun_by):
+        finding = unreturned_grad.by_function(finding, p)
     elif none and p.no_grad_forwards:
         finding = frozen_by_no_grad.as_told(run, i, finding, got_grad)
     elif none and (p.uncalled_in or p.dropped_in or p.read_as_number):

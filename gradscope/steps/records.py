@@ -124,6 +124,9 @@ class ParamInfo:
     """The custom autograd.Function (`torch.utils.checkpoint.CheckpointFunction`, by
     module and name) inside whose forward, grad mode off, every forward of the module
     holding it ran, never again with gradients on: its backward never recomputed it."""
+    rerun_by: str = ""
+    """The custom autograd.Function inside whose forward the module holding it first ran,
+    grad mode off, and whose backward alone ran it again with gradients on: "": none."""
     uncalled_in: str = ""
     """The installed library's class (`package.module.Class`) whose forward ran with
     gradients and never called the module holding it: a submodule the library builds and

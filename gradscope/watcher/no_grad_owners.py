@@ -39,6 +39,9 @@ class NoGradOwners:
         """Ids of the modules that ran a forward with grad mode on."""
         self.without: set[int] = set()
         """Ids of the modules that ran a forward with grad mode off."""
+        self.outside_backward: set[int] = set()
+        """Ids of the modules that ran a forward with grad mode on outside every backward:
+        the others of with_grad ran one only inside a backward (a custom Function's)."""
         self.in_function: dict[int, str] = {}
         """Ids of the modules whose forward ran with grad mode off inside a custom
         autograd.Function's forward → that Function, by module and name."""
@@ -88,6 +91,8 @@ class NoGradOwners:
             return
         if torch.is_grad_enabled():
             self.with_grad.add(id(module))
+            if torch._C._current_graph_task_id() == -1:
+                self.outside_backward.add(id(module))
         elif id(module) not in self.without and id(module) not in self.in_function:
             function = _applying()
             if function is None:
@@ -102,6 +107,18 @@ class NoGradOwners:
             if module in self.with_grad or module in self.without:
                 return ""
             if module in self.in_function:
+                return self.in_function[module]
+        return ""
+
+    def rerun_by(self, position: int) -> str:
+        """The custom autograd.Function inside whose forward the innermost module holding it
+        that ran a forward first ran, grad mode off, and which ran it again with gradients on
+        only inside a backward (torchdiffeq's adjoint: the ODE's func in the adjoint solve);
+        "": any other."""
+        for module in self.chains.get(position, ()):
+            if module in self.without or module in self.outside_backward:
+                return ""
+            if module in self.in_function and module in self.with_grad:
                 return self.in_function[module]
         return ""
 

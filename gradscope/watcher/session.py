@@ -360,6 +360,7 @@ def _graph_facts(icp: WatchState, i: int, p: Any) -> dict[str, Any]:
         "optimised_input": optimised_input(icp.tracked, i, icp.frozen_norms),
         "no_grad_forwards": icp.eval_passes.owners.only_without(i),
         "no_grad_function": icp.eval_passes.owners.function_around(i),
+        "rerun_by": icp.eval_passes.owners.rerun_by(i),
         "uncalled_in": icp.eval_passes.owners.uncalled_in(i),
         "dropped_in": icp.eval_passes.dropped.dropped_in(i),
         "read_as_number": icp.eval_passes.owners.read_as_number_in(i),
