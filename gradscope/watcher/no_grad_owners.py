@@ -35,6 +35,7 @@ class NoGradOwners:
         first: a parameter its module reads without calling the module's forward (attention's
         out_proj) is judged by the innermost module whose forward ran."""
         self.hooked: set[int] = set()
+        self.failed = False
         self.with_grad: set[int] = set()
         """Ids of the modules that ran a forward with grad mode on."""
         self.without: set[int] = set()
@@ -87,8 +88,18 @@ class NoGradOwners:
                 self.own.add(id(module))
 
     def _forward(self, module: nn.Module, _args: Any) -> None:
-        if torch.jit.is_tracing():
+        """A hooked module's forward: never raises into the script's forward; a failure of
+        its own forgets what it held, so that no fact is claimed from half a record."""
+        if torch.jit.is_tracing() or self.failed:
             return
+        try:
+            self._record(module)
+        except Exception:
+            self.failed = True
+            self.chains.clear()
+            self.holders.clear()
+
+    def _record(self, module: nn.Module) -> None:
         if torch.is_grad_enabled():
             self.with_grad.add(id(module))
             if torch._C._current_graph_task_id() == -1:
