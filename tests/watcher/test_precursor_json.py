@@ -13,7 +13,7 @@ from gradscope.safe_json import dumps
 
 
 def test_the_json_holds_adams_per_tensor_samples_and_the_logits():
-    report = watched("logit_heads.py", "40")
+    report = watched("logit_heads.py", "50")
     doc = json.loads(dumps(report.to_dict()))
     facts = report.run.state_facts
     adam = doc["precursors"]["adam"]
@@ -29,7 +29,7 @@ def test_the_json_holds_adams_per_tensor_samples_and_the_logits():
     attention = {a["module"]: (a["steps"], a["max_logit"]) for a in doc["precursors"]["attention"]}
     assert attention == {a.module: (list(a.steps), list(a.maxima)) for a in facts.attention}
     out = doc["precursors"]["output_logits"]
-    assert out["classes"] == 11 and out["steps"] == [16, 32]
+    assert out["classes"] == 11 and out["steps"] == [16, 32, 48]
     assert out["mean_log_z"] == list(facts.output_logits.mean)
     weights = doc["precursors"]["weights"]
     assert [(w["name"], w["kind"]) for w in weights] == [
@@ -37,4 +37,4 @@ def test_the_json_holds_adams_per_tensor_samples_and_the_logits():
         ("fused.q_norm.weight", "norm gain"),
         ("fused.k_norm.weight", "norm gain"),
     ]
-    assert all(w["steps"] == [16, 32] and min(w["norm"]) > 0 for w in weights)
+    assert all(w["steps"] == [16, 32, 48] and min(w["norm"]) > 0 for w in weights)
