@@ -7,8 +7,6 @@ script's own file, or a library's parameter read through `.detach()`, stays a wa
 
 from __future__ import annotations
 
-import importlib
-import sys
 import textwrap
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import torch
 from torch import nn
 
 import gradscope as gs
+from tests.watcher.watch_scripts import imported_from
 
 SOURCE = textwrap.dedent(
     """
@@ -45,13 +44,8 @@ SOURCE = textwrap.dedent(
 def _block(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, installed: bool, detached: bool = False
 ) -> type:
-    root = tmp_path / ("site-packages" if installed else "scripts")
-    root.mkdir()
     name = f"flowlib_{'installed' if installed else 'own'}"
-    (root / f"{name}.py").write_text(SOURCE)
-    monkeypatch.syspath_prepend(str(root))
-    monkeypatch.delitem(sys.modules, name, raising=False)
-    module = importlib.import_module(name)
+    module = imported_from(tmp_path, monkeypatch, SOURCE, name, installed)
     return module.Detached if detached else module.Block  # type: ignore[no-any-return]
 
 

@@ -8,8 +8,6 @@ warning, naming the product. A factor that is not a constant 0 lets the scale le
 
 from __future__ import annotations
 
-import importlib
-import sys
 import textwrap
 from pathlib import Path
 
@@ -22,6 +20,7 @@ import gradscope
 from gradscope.autograd_walk import TIMES_ZERO, flat_op
 from gradscope.findings import Severity
 from gradscope.inspector import flat_off
+from tests.watcher.watch_scripts import imported_from
 
 SOURCE = textwrap.dedent(
     """
@@ -59,13 +58,8 @@ SOURCE = textwrap.dedent(
 
 
 def _model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, factor: float, installed: bool):
-    root = tmp_path / ("site-packages" if installed else "scripts")
-    root.mkdir()
     name = f"qlib_{'installed' if installed else 'own'}"
-    (root / f"{name}.py").write_text(SOURCE)
-    monkeypatch.syspath_prepend(str(root))
-    monkeypatch.delitem(sys.modules, name, raising=False)
-    scaled = importlib.import_module(name).StatsScaled
+    scaled = imported_from(tmp_path, monkeypatch, SOURCE, name, installed).StatsScaled
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(8, 16), scaled(factor), nn.Linear(16, 3))
 

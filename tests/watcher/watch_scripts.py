@@ -6,10 +6,24 @@ import functools
 import os
 import subprocess
 import sys
+from typing import Any
 
 SCRIPTS = os.path.join(os.path.dirname(__file__), "scripts")
 DOMAINS = os.path.join(os.path.dirname(__file__), "domain_scripts")
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "gradscope", "examples")
+
+
+def imported_from(tmp_path: Any, monkeypatch: Any, source: str, name: str, installed: bool) -> Any:
+    """`source` imported as module `name` from a folder under tmp_path: one named
+    site-packages (an installed library's, to gradscope) or not (the script's own)."""
+    import importlib
+
+    root = tmp_path / ("site-packages" if installed else "scripts")
+    root.mkdir()
+    (root / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    return importlib.import_module(name)
 
 
 def script(name: str) -> str:
