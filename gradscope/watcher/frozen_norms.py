@@ -164,17 +164,27 @@ def optimised_input(tracked: discover.Tracked, position: int, frozen: FrozenNorm
     adapter weight, not an input; a soft prompt wraps a network or an input embedding."""
     if not frozen.fixed_network:
         return False
-    owner = tracked.owners.get(position)
-    if owner is None:
+    if tracked.owners.get(position) is None:
         return True
-    where, name = owner
-    holder, _, _ = name.replace(discover.COMPILED_PREFIX, "").rpartition(".")
-    try:
-        module = discover.unwrapped(tracked.roots[where]).get_submodule(holder)
-    except (AttributeError, IndexError):
+    module = holder_of(tracked, position)
+    if module is None:
         return False
     children = list(module.children())
     return bool(children) and not any(_frozen_layer(child) for child in children)
+
+
+def holder_of(tracked: discover.Tracked, position: int) -> nn.Module | None:
+    """The module that holds the tracked tensor at `position` as its own (None: no model
+    holds it, or its name leads to none)."""
+    owner = tracked.owners.get(position)
+    if owner is None:
+        return None
+    where, name = owner
+    holder, _, _ = name.replace(discover.COMPILED_PREFIX, "").rpartition(".")
+    try:
+        return discover.unwrapped(tracked.roots[where]).get_submodule(holder)
+    except (AttributeError, IndexError):
+        return None
 
 
 def _frozen_layer(module: nn.Module) -> bool:

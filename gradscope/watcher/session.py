@@ -329,16 +329,11 @@ def _lr(group: dict[str, Any]) -> float | None:
 def _library_holder(icp: WatchState, i: int) -> str:
     """The installed library's class (torch's excepted) holding tracked tensor i; "": the
     script's own, torch's or none found."""
+    from gradscope.watcher.frozen_norms import holder_of
     from gradscope.watcher.no_grad_owners import library_class
 
-    where, name = icp.tracked.owners.get(i, (-1, ""))
-    if not 0 <= where < len(icp.tracked.roots):
-        return ""
-    try:
-        module = icp.tracked.roots[where].get_submodule(name.rpartition(".")[0])
-    except AttributeError:
-        return ""
-    return library_class(type(module)) or ""
+    module = holder_of(icp.tracked, i)
+    return (library_class(type(module)) or "") if module is not None else ""
 
 
 def _graph_facts(icp: WatchState, i: int, p: Any) -> dict[str, Any]:
