@@ -41,21 +41,10 @@ def find(loss_node: Any) -> str | None:
     for node in _nodes(loss_node):
         if (spread := _reduced_ratio(node)) is not None:
             return spread
-        edges = [n for n, _ in getattr(node, "next_functions", ())]
-        if len(edges) != 2 or any(e is None for e in edges):
-            continue
-        name = type(node).__name__
-        if name == "DivBackward0":
-            pairs = [(edges[0], edges[1], False)]
-        elif name == "MulBackward0":
-            pairs = [(edges[0], edges[1], True), (edges[1], edges[0], True)]
-        else:
-            continue
-        for top, bottom, inverted in pairs:
+        for top, bottom in _quotients(node):
             value = _value_of(top)
-            under = _reciprocal_of(bottom) if inverted else bottom
-            if value is not None and under is not None and _magnitude_of(under) is value:
-                return f"{_op(top)} of a tensor divided by its {_op(under)}, both traced"
+            if value is not None and _magnitude_of(bottom) is value:
+                return f"{_op(top)} of a tensor divided by its {_op(bottom)}, both traced"
     return None
 
 
@@ -65,21 +54,25 @@ def _reduced_ratio(node: Any) -> str | None:
     name, under = type(node).__name__, inputs(node)
     if name not in _REDUCE or len(under) != 1:
         return None
-    inner = _through(under[0])
-    edges = [n for n, _ in getattr(inner, "next_functions", ())]
-    if len(edges) != 2 or any(e is None for e in edges):
-        return None
-    if type(inner).__name__ == "DivBackward0":
-        pairs = [(edges[0], edges[1])]
-    elif type(inner).__name__ == "MulBackward0":
-        pairs = [(edges[0], _reciprocal_of(edges[1])), (edges[1], _reciprocal_of(edges[0]))]
-    else:
-        return None
-    for top, bottom in pairs:
-        size = _magnitude_of(bottom) if bottom is not None else None
+    for top, bottom in _quotients(_through(under[0])):
+        size = _magnitude_of(bottom)
         if size is not None and _through(top) is _through(size):
             return f"{_op(node)} of a tensor divided by its {_op(bottom)}, both traced"
     return None
+
+
+def _quotients(node: Any) -> list[tuple[Any, Any]]:
+    """(numerator, denominator) of a quotient, or of a product with a reciprocal on either
+    side, both traced; none for any other node."""
+    edges = [n for n, _ in getattr(node, "next_functions", ())]
+    if len(edges) != 2 or any(e is None for e in edges):
+        return []
+    name = type(node).__name__
+    if name == "DivBackward0":
+        return [(edges[0], edges[1])]
+    if name == "MulBackward0":
+        return [(a, r) for a, b in (edges, edges[::-1]) if (r := _reciprocal_of(b)) is not None]
+    return []
 
 
 def _nodes(root: Any) -> Iterator[Any]:
