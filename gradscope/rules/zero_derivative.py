@@ -33,9 +33,7 @@ def as_flat(finding: Finding, p: ParamInfo, steps: int) -> Finding:
     head = f"{p.name} got only zero gradients in all {steps} steps"
     if p.flat_op == ZERO_POINT:
         return zero_point.as_information(finding, p, head)
-    if p.flat_op == TIMES_ZERO:
-        return _times_zero(finding, p.name, head, p.library_holder)
-    return told(finding, p.name, p.flat_op or "", head)
+    return told(finding, p.name, p.flat_op or "", head, p.library_holder)
 
 
 def below_custom(p: ParamInfo) -> bool:
@@ -58,14 +56,15 @@ def as_none(finding: Finding, p: ParamInfo, steps: int) -> Finding:
     )
 
 
-def told(finding: Finding, name: str, op: str, head: str) -> Finding:
-    """The finding with the op named, and the estimator that passes a gradient through it."""
+def told(finding: Finding, name: str, op: str, head: str, library: str = "") -> Finding:
+    """The finding with the op named, and the estimator that passes a gradient through it;
+    `library`: the installed library's class holding the tensor, where one does."""
     if op == WHERE_UNCHOSEN:
         return _unchosen(finding, name, head)
     if op == CANCELLED:
         return _cancelled(finding, name, head)
     if op == TIMES_ZERO:
-        return _times_zero(finding, name, head)
+        return _times_zero(finding, name, head, library)
     if op.startswith(CUSTOM_FUNCTION):
         fn = op.removeprefix(CUSTOM_FUNCTION)
         return replace(
